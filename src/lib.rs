@@ -1,0 +1,1 @@
+//! slurm-operator: drive Slurm from Kubernetes through slurmrestd.
