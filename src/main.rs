@@ -1,1 +1,23 @@
-fn main() {}
+use std::process::ExitCode;
+
+use clap::Parser;
+use slurm_operator::cli::{Cli, Command, check};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    slurm_operator::telemetry::init(cli.log_format, "warn,slurm_operator=info");
+    slurm_operator::tls::install_crypto_provider();
+    let result = match &cli.command {
+        Command::Check(args) => check::run(args)
+            .await
+            .map(|report| print!("{}", report.render())),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(error.exit_code())
+        }
+    }
+}

@@ -1,0 +1,460 @@
+# shellcheck shell=bash disable=SC2034,SC2016
+# Shared helpers for hack/slurm-*.sh, gen-openapi.sh and record-fixtures.sh.
+# Sourced, not executed. Callers run with `set -euo pipefail`.
+#
+# Layout (per flavour):
+#   $SLURM_BASE/<flavour>/rootfs            debootstrap'ed Debian root with Slurm installed
+#   $SLURM_BASE/<flavour>/rootfs.complete   completion marker; a root without it is rebuilt
+#   $SLURM_BASE/<flavour>/run/              PID files and daemon stdout/stderr (the "state dir")
+#   $SLURM_BASE/<flavour>/run/dyn/          dynamic nodes: <name>.pid, <name>.port, <name>.conf
+#   $SLURM_BASE/<flavour>/env               env file written by slurm-up.sh
+#   $SLURM_BASE/<flavour>/lock              flock(1) lock serialising up/down/node per flavour
+
+SLURM_DEFAULT_FLAVOUR=trixie
+
+if [[ -n "${SLURM_OPERATOR_BASE:-}" ]]; then
+    SLURM_BASE=$SLURM_OPERATOR_BASE
+elif [[ -d /var/tmp ]]; then
+    SLURM_BASE=/var/tmp/slurm-operator
+else
+    SLURM_BASE=${TMPDIR:-/tmp}/slurm-operator
+fi
+
+log() { printf '[%s] %s\n' "${SLURM_LOG_TAG:-slurm}" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# slurm_select_flavour FLAVOUR: sets every per-flavour variable.
+slurm_select_flavour() {
+    SLURM_FLAVOUR=$1
+    case "$SLURM_FLAVOUR" in
+        trixie)
+            SLURM_SUITE=trixie
+            SLURM_CTLD_PORT=17000
+            SLURM_NODE_PORT_BASE=17000   # n1..n3 -> 17001..17003
+            SLURM_DYN_PORT_MIN=17010
+            SLURM_DYN_PORT_MAX=17099
+            SLURM_REST_PORT=6820
+            ;;
+        forky)
+            SLURM_SUITE=forky
+            SLURM_CTLD_PORT=18000
+            SLURM_NODE_PORT_BASE=18000   # n1..n3 -> 18001..18003
+            SLURM_DYN_PORT_MIN=18010
+            SLURM_DYN_PORT_MAX=18099
+            SLURM_REST_PORT=6830
+            ;;
+        *) die "unknown flavour '$SLURM_FLAVOUR' (expected trixie or forky)" ;;
+    esac
+    SLURM_FLAVOUR_DIR=$SLURM_BASE/$SLURM_FLAVOUR
+    SLURM_ROOT=$SLURM_FLAVOUR_DIR/rootfs
+    SLURM_ROOT_MARKER=$SLURM_FLAVOUR_DIR/rootfs.complete
+    SLURM_STATE_DIR=$SLURM_FLAVOUR_DIR/run
+    SLURM_DYN_DIR=$SLURM_STATE_DIR/dyn
+    SLURM_ENV_FILE=$SLURM_FLAVOUR_DIR/env
+    SLURM_LOCK_FILE=$SLURM_FLAVOUR_DIR/lock
+    SLURM_REST_URL=http://127.0.0.1:$SLURM_REST_PORT
+    SLURM_STATIC_NODES=(n1 n2 n3)
+}
+
+# Serialise scripts working on the same flavour. Takes fd 9; daemons are started with 9>&-.
+slurm_lock() {
+    mkdir -p "$SLURM_FLAVOUR_DIR"
+    exec 9>"$SLURM_LOCK_FILE"
+    if ! flock -w "${SLURM_LOCK_TIMEOUT:-180}" 9; then
+        die "could not take $SLURM_LOCK_FILE (another slurm-*.sh is running for $SLURM_FLAVOUR?)"
+    fi
+}
+
+# The Debian mirror: $SLURM_DEBIAN_MIRROR, else the host's apt configuration (deb822 first,
+# then one-line format). Security and updates archives are skipped.
+slurm_debian_mirror() {
+    if [[ -n "${SLURM_DEBIAN_MIRROR:-}" ]]; then
+        printf '%s\n' "${SLURM_DEBIAN_MIRROR%/}"
+        return
+    fi
+    local f uri=""
+    shopt -s nullglob
+    for f in /etc/apt/sources.list.d/*.sources; do
+        # Print the first URI of each stanza that is a "deb" stanza and not a security archive.
+        uri=$(awk '
+            function flush() { if (!done && uris != "" && types ~ /(^| )deb( |$)/ && uris !~ /security/ && suites !~ /security/) { print uris; done = 1; exit } uris=""; types=""; suites="" }
+            /^[ \t]*$/ { flush(); next }
+            /^[ \t]*#/ { next }
+            tolower($1) == "uris:" { uris=$2 }
+            tolower($1) == "types:" { $1=""; types=$0 }
+            tolower($1) == "suites:" { $1=""; suites=$0 }
+            END { flush() }' "$f")
+        [[ -n "$uri" ]] && break
+    done
+    if [[ -z "$uri" ]]; then
+        for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+            [[ -r "$f" ]] || continue
+            uri=$(awk '$1 == "deb" {
+                    i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
+                    if ($i !~ /security/ && $(i+1) !~ /security/) { print $i; exit } }' "$f")
+            [[ -n "$uri" ]] && break
+        done
+    fi
+    shopt -u nullglob
+    [[ -n "$uri" ]] || die "no Debian mirror found in /etc/apt; set SLURM_DEBIAN_MIRROR"
+    printf '%s\n' "${uri%/}"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Mounts
+
+slurm_is_mounted() { findmnt -rn --mountpoint "$1" >/dev/null 2>&1; }
+
+# Every mount point at or below $SLURM_ROOT (deepest first).
+slurm_mounts_under_root() {
+    [[ -d "$SLURM_ROOT" ]] || return 0
+    local root
+    root=$(readlink -f "$SLURM_ROOT")
+    findmnt -rn -o TARGET | awk -v r="$root" '$0 == r || index($0, r "/") == 1' | sort -r
+}
+
+slurm_mount() {
+    local r=$SLURM_ROOT
+    if ! slurm_is_mounted "$r/proc"; then mount -t proc proc "$r/proc"; fi
+    if ! slurm_is_mounted "$r/sys"; then
+        mount --rbind /sys "$r/sys"
+        mount --make-rslave "$r/sys"
+    fi
+    if ! slurm_is_mounted "$r/dev"; then
+        mount --rbind /dev "$r/dev"
+        mount --make-rslave "$r/dev"
+    fi
+}
+
+slurm_umount() {
+    local r=$SLURM_ROOT m
+    for m in dev sys proc; do
+        if slurm_is_mounted "$r/$m"; then
+            umount -R "$r/$m" 2>/dev/null || umount -R -l "$r/$m" 2>/dev/null || umount -l "$r/$m" || true
+        fi
+    done
+    # Anything else left below the root (should not happen): lazy-unmount deepest first.
+    local left
+    left=$(slurm_mounts_under_root)
+    if [[ -n "$left" ]]; then
+        while read -r m; do umount -l "$m" 2>/dev/null || true; done <<<"$left"
+    fi
+}
+
+# Remove the root filesystem, but only when nothing is mounted below it.
+slurm_remove_root() {
+    [[ -e "$SLURM_ROOT" ]] || return 0
+    local left
+    left=$(slurm_pids_in_root)
+    [[ -z "$left" ]] || die "refusing to remove $SLURM_ROOT: processes still run in it: $(tr '\n' ' ' <<<"$left")"
+    slurm_umount
+    left=$(slurm_mounts_under_root)
+    [[ -z "$left" ]] || die "refusing to remove $SLURM_ROOT, still mounted: $left"
+    rm -rf --one-file-system "$SLURM_ROOT"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Root filesystem
+
+slurm_chroot() { chroot "$SLURM_ROOT" "$@"; }
+
+# (usr/sbin/slurmctld is an absolute symlink into the root's /etc/alternatives: test a real file.)
+slurm_root_ready() { [[ -f "$SLURM_ROOT_MARKER" && -x "$SLURM_ROOT/usr/sbin/slurmrestd" ]]; }
+
+slurm_ensure_debootstrap() {
+    if command -v debootstrap >/dev/null 2>&1; then return; fi
+    log "installing debootstrap on the host"
+    mkdir -p "$SLURM_BASE"
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; } \
+            >"$SLURM_BASE/host-apt.log" 2>&1; then
+        tail -n 20 "$SLURM_BASE/host-apt.log" >&2
+        die "could not install debootstrap on the host (log: $SLURM_BASE/host-apt.log)"
+    fi
+}
+
+# Builds the root filesystem if it is absent or was not completed.
+slurm_ensure_root() {
+    if slurm_root_ready; then return; fi
+    local t0=$SECONDS mirror script=""
+    mirror=$(slurm_debian_mirror)
+    slurm_ensure_debootstrap
+    if [[ -e "$SLURM_ROOT" ]]; then
+        log "removing incomplete root $SLURM_ROOT"
+        slurm_remove_root
+    fi
+    rm -f "$SLURM_ROOT_MARKER"
+    mkdir -p "$SLURM_FLAVOUR_DIR"
+    if [[ ! -e /usr/share/debootstrap/scripts/$SLURM_SUITE ]]; then
+        # Bookworm's debootstrap does not know newer suites; Debian suites all use the sid script.
+        script=/usr/share/debootstrap/scripts/sid
+    fi
+    log "debootstrap $SLURM_SUITE from $mirror into $SLURM_ROOT (about 40 s)"
+    if ! debootstrap --variant=minbase "$SLURM_SUITE" "$SLURM_ROOT" "$mirror" ${script:+"$script"} \
+            >"$SLURM_FLAVOUR_DIR/debootstrap.log" 2>&1; then
+        tail -n 30 "$SLURM_FLAVOUR_DIR/debootstrap.log" >&2
+        die "debootstrap failed (log: $SLURM_FLAVOUR_DIR/debootstrap.log)"
+    fi
+    local r=$SLURM_ROOT
+    cp /etc/hosts "$r/etc/hosts"
+    printf '#!/bin/sh\nexit 101\n' >"$r/usr/sbin/policy-rc.d"
+    chmod +x "$r/usr/sbin/policy-rc.d"
+    slurm_mount
+    log "installing Slurm packages in the root"
+    local pkgs=(slurmctld slurmd slurmrestd slurm-client)
+    {
+        slurm_chroot apt-get update -qq
+        # The JWT plugin is a separate package in 24.11; install it when the suite has it.
+        if slurm_chroot apt-cache show slurm-wlm-jwt-plugin >/dev/null 2>&1; then
+            pkgs+=(slurm-wlm-jwt-plugin)
+        fi
+        slurm_chroot env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
+        slurm_chroot apt-get clean
+    } >"$SLURM_FLAVOUR_DIR/apt.log" 2>&1 || {
+        tail -n 30 "$SLURM_FLAVOUR_DIR/apt.log" >&2
+        die "package installation failed (log: $SLURM_FLAVOUR_DIR/apt.log)"
+    }
+    rm -rf "$r"/var/lib/apt/lists/*
+    if ! slurm_chroot id slurmrestd >/dev/null 2>&1; then
+        slurm_chroot useradd -r -M -d /nonexistent -s /usr/sbin/nologin slurmrestd
+    fi
+    {
+        echo "flavour=$SLURM_FLAVOUR"
+        echo "suite=$SLURM_SUITE"
+        echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        echo "packages=${pkgs[*]}"
+        echo "slurm_version=$(slurm_chroot dpkg-query -W -f '${Version}' slurmctld)"
+    } >"$SLURM_ROOT_MARKER.tmp"
+    mv "$SLURM_ROOT_MARKER.tmp" "$SLURM_ROOT_MARKER"
+    log "root ready in $((SECONDS - t0)) s"
+}
+
+# Writes slurm.conf (every start, so port changes in this file take effect).
+slurm_write_conf() {
+    local r=$SLURM_ROOT p1=$((SLURM_NODE_PORT_BASE + 1)) p3=$((SLURM_NODE_PORT_BASE + 3))
+    mkdir -p "$r/etc/slurm"
+    cat >"$r/etc/slurm/slurm.conf.new" <<EOF
+# Written by hack/slurm-up.sh (flavour $SLURM_FLAVOUR); rewritten on every cold start.
+ClusterName=local
+SlurmctldHost=localhost
+SlurmctldPort=$SLURM_CTLD_PORT
+SlurmUser=slurm
+SlurmdUser=root
+AuthType=auth/slurm
+CredType=cred/slurm
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key
+StateSaveLocation=/var/lib/slurm/slurmctld
+SlurmdSpoolDir=/var/spool/slurmd/%n
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd-%n.pid
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/builtin
+SchedulerParameters=batch_sched_delay=0
+ReturnToService=2
+SlurmdTimeout=30
+KillWait=5
+MailProg=/bin/true
+MpiDefault=none
+MaxNodeCount=64
+NodeName=n[1-3] NodeHostname=localhost NodeAddr=127.0.0.1 Port=$p1-$p3 CPUs=1 RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+    mv "$r/etc/slurm/slurm.conf.new" "$r/etc/slurm/slurm.conf"
+}
+
+# Fresh keys (called on every cold start).
+slurm_write_keys() {
+    local r=$SLURM_ROOT
+    head -c 1024 /dev/urandom >"$r/etc/slurm/slurm.key"
+    head -c 32 /dev/urandom >"$r/etc/slurm/jwt_hs256.key"
+    slurm_chroot chown slurm:slurm /etc/slurm/slurm.key /etc/slurm/jwt_hs256.key
+    chmod 600 "$r/etc/slurm/slurm.key" "$r/etc/slurm/jwt_hs256.key"
+}
+
+slurm_prepare_dirs() {
+    local r=$SLURM_ROOT n
+    cp /etc/hosts "$r/etc/hosts"
+    mkdir -p "$r/var/lib/slurm/slurmctld" "$r/var/log/slurm" "$r/var/spool/slurmd" "$r/run" \
+        "$SLURM_STATE_DIR" "$SLURM_DYN_DIR"
+    for n in "${SLURM_STATIC_NODES[@]}"; do mkdir -p "$r/var/spool/slurmd/$n"; done
+    slurm_chroot chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm
+}
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+# slurm_proc_live PID: the process exists and is not a zombie (zombies keep /proc/PID/comm).
+slurm_proc_live() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [[ "${stat%% *}" != Z && "${stat%% *}" != X ]]
+}
+
+# slurm_pid_alive PIDFILE EXPECTED_COMM: true when the PID in the file runs EXPECTED_COMM.
+slurm_pid_alive() {
+    local f=$1 want=$2 pid comm
+    [[ -s "$f" ]] || return 1
+    pid=$(<"$f")
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
+    [[ "$comm" == "$want" ]] && slurm_proc_live "$pid"
+}
+
+# slurm_spawn NAME COMMAND...: starts COMMAND (chroot'ed by the caller) in its own session, in
+# the background, stdin/stdout/stderr detached, and writes its PID to $SLURM_STATE_DIR/NAME.pid.
+# `setsid` does not fork here (the background child is not a process-group leader under set +m),
+# and setsid/chroot/env all exec, so $! is the daemon itself.
+slurm_spawn() {
+    local name=$1
+    shift
+    local out=$SLURM_STATE_DIR/$name.out
+    setsid "$@" </dev/null >>"$out" 2>&1 9>&- &
+    printf '%s\n' "$!" >"$SLURM_STATE_DIR/$name.pid"
+}
+
+# slurm_kill_pids SIGNAL_WAIT PID...: SIGTERM all, wait up to SIGNAL_WAIT seconds, SIGKILL the rest.
+slurm_kill_pids() {
+    local wait_s=$1
+    shift
+    local pids=("$@") p alive
+    ((${#pids[@]})) || return 0
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    local tries=$((wait_s * 10))
+    while :; do
+        alive=()
+        for p in "${pids[@]}"; do
+            if slurm_proc_live "$p"; then
+                alive+=("$p")
+            fi
+        done
+        ((${#alive[@]})) || return 0
+        if ((tries-- <= 0)); then
+            log "SIGKILL to stragglers: ${alive[*]}"
+            kill -KILL "${alive[@]}" 2>/dev/null || true
+            sleep 0.2
+            return 0
+        fi
+        sleep 0.1
+    done
+}
+
+# ---------------------------------------------------------------------------------------------
+# REST / tokens
+
+# Prints a fresh token for user slurm, minted by scontrol in the root.
+slurm_mint_token() {
+    local lifespan=${1:-600} out
+    out=$(slurm_chroot scontrol token username=slurm lifespan="$lifespan" 2>/dev/null) || return 1
+    out=${out#SLURM_JWT=}
+    [[ -n "$out" ]] || return 1
+    printf '%s\n' "$out"
+}
+
+# slurm_rest GET PATH TOKEN: prints the body; returns non-zero unless HTTP 200.
+slurm_rest_get() {
+    local path=$1 token=$2
+    curl -fsS --max-time 5 -H "X-SLURM-USER-NAME: slurm" -H "X-SLURM-USER-TOKEN: $token" \
+        "$SLURM_REST_URL$path"
+}
+
+slurm_release() {
+    local v
+    v=$(slurm_chroot sinfo -V 2>/dev/null) || v=""
+    v=${v##* }
+    if [[ -z "$v" ]]; then
+        v=$(slurm_chroot dpkg-query -W -f '${Version}' slurmctld 2>/dev/null || true)
+        v=${v%%-*}
+    fi
+    printf '%s\n' "$v"
+}
+
+slurm_env_text() {
+    cat <<EOF
+SLURM_FLAVOUR=$SLURM_FLAVOUR
+SLURM_REST_URL=$SLURM_REST_URL
+SLURM_JWT_KEY=$SLURM_ROOT/etc/slurm/jwt_hs256.key
+SLURM_USER=slurm
+SLURM_ROOT=$SLURM_ROOT
+SLURM_CLUSTER_NAME=local
+SLURM_RELEASE=$(slurm_release)
+SLURM_PARTITION=debug
+SLURM_STATE_DIR=$SLURM_STATE_DIR
+EOF
+}
+
+# Common option parsing for --flavour; sets SLURM_ARGS to the remaining arguments.
+slurm_parse_flavour() {
+    local flavour=${SLURM_FLAVOUR:-$SLURM_DEFAULT_FLAVOUR}
+    SLURM_ARGS=()
+    while (($#)); do
+        case "$1" in
+            --flavour) [[ $# -ge 2 ]] || die "--flavour needs a value"; flavour=$2; shift 2 ;;
+            --flavour=*) flavour=${1#--flavour=}; shift ;;
+            *) SLURM_ARGS+=("$1"); shift ;;
+        esac
+    done
+    slurm_select_flavour "$flavour"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Stopping
+
+# PIDs of processes whose root directory is $SLURM_ROOT (daemons, slurmstepd, job scripts).
+slurm_pids_in_root() {
+    [[ -d "$SLURM_ROOT" ]] || return 0
+    local root p link
+    root=$(readlink -f "$SLURM_ROOT")
+    for p in /proc/[0-9]*; do
+        link=$(readlink "$p/root" 2>/dev/null) || continue
+        [[ "$link" == "$root" || "$link" == "$root (deleted)" ]] && printf '%s\n' "${p#/proc/}"
+    done
+    return 0
+}
+
+# slurm_pidfile_pid FILE: prints the PID from FILE if that process runs a Slurm daemon in $SLURM_ROOT.
+slurm_pidfile_pid() {
+    local f=$1 pid comm root link
+    [[ -s "$f" ]] || return 0
+    pid=$(head -n1 "$f" 2>/dev/null | tr -dc 0-9)
+    [[ -n "$pid" ]] || return 0
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 0
+    case "$comm" in slurmctld | slurmd | slurmrestd | slurmstepd) ;; *) return 0 ;; esac
+    slurm_proc_live "$pid" || return 0
+    root=$(readlink -f "$SLURM_ROOT")
+    link=$(readlink "/proc/$pid/root" 2>/dev/null) || return 0
+    [[ "$link" == "$root" ]] && printf '%s\n' "$pid"
+    return 0
+}
+
+# Stops every daemon this tooling started for the flavour (static and dynamic), then anything
+# else still running inside the root (slurmstepd and job processes they left), and unmounts.
+slurm_stop_all() {
+    local f pids=() p
+    shopt -s nullglob
+    for f in "$SLURM_STATE_DIR"/*.pid "$SLURM_DYN_DIR"/*.pid "$SLURM_ROOT"/run/slurmctld.pid "$SLURM_ROOT"/run/slurmd-*.pid; do
+        p=$(slurm_pidfile_pid "$f")
+        [[ -n "$p" ]] && pids+=("$p")
+    done
+    shopt -u nullglob
+    if ((${#pids[@]})); then
+        mapfile -t pids < <(printf '%s\n' "${pids[@]}" | sort -un)
+        log "stopping ${#pids[@]} daemon(s): ${pids[*]}"
+        slurm_kill_pids "${SLURM_STOP_WAIT:-6}" "${pids[@]}"
+    fi
+    mapfile -t pids < <(slurm_pids_in_root)
+    if ((${#pids[@]})); then
+        log "stopping ${#pids[@]} leftover process(es) in the root: ${pids[*]}"
+        slurm_kill_pids 3 "${pids[@]}"
+    fi
+    rm -f "$SLURM_STATE_DIR"/*.pid "$SLURM_DYN_DIR"/*.pid "$SLURM_ROOT"/run/slurmctld.pid "$SLURM_ROOT"/run/slurmd-*.pid
+    slurm_umount
+}

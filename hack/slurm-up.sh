@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Brings up a real Slurm (slurmctld, 3 static slurmd n1..n3, slurmrestd with auth/jwt) from Debian
+# packages in a debootstrap'ed root. The host stays as it is; the root is cached.
+#
+# Usage: hack/slurm-up.sh [--flavour trixie|forky] [--fresh] [--keep-state] [--rebuild]
+#                         [--timeout SECONDS]
+#
+#   --flavour trixie   Slurm 24.11 (default; REST on 127.0.0.1:6820)
+#   --flavour forky    Slurm 26.05 (REST on 127.0.0.1:6830); both can run side by side
+#   --fresh            cold start even if already running
+#   --keep-state       keep the controller's saved state (jobs, job id counter, dynamic nodes,
+#                      drain states) across the cold start, like a real controller restart.
+#                      By default every cold start wipes it, with slurmd spool and logs, so the
+#                      cluster comes up empty with n1..n3 IDLE and job ids from 1. (Jobs killed
+#                      by slurm-down.sh would otherwise stay RUNNING in the controller.)
+#   --rebuild          also delete and rebuild the root filesystem (implies --fresh)
+#
+# On success prints shell-sourceable KEY=value lines (also written to
+# /var/tmp/slurm-operator/<flavour>/env) and exits 0. Progress goes to stderr.
+# If everything is already running and answers an authenticated REST call, it only re-prints the
+# env. Every cold start generates a fresh jwt_hs256.key and slurm.key (old tokens stop working).
+#
+# Environment: SLURM_DEBIAN_MIRROR (mirror URI; default: the host's apt configuration),
+#              SLURM_OPERATOR_BASE (default /var/tmp/slurm-operator), SLURM_UP_TIMEOUT (60).
+set -euo pipefail
+set +m
+SLURM_LOG_TAG=slurm-up
+# shellcheck source=hack/lib/slurm-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/slurm-common.sh"
+
+usage() { sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; }
+
+slurm_parse_flavour "$@"
+fresh=0
+keep_state=0
+rebuild=0
+timeout=${SLURM_UP_TIMEOUT:-60}
+set -- ${SLURM_ARGS[@]+"${SLURM_ARGS[@]}"}
+while (($#)); do
+    case "$1" in
+        --fresh) fresh=1 ;;
+        --keep-state) keep_state=1 ;;
+        --rebuild) rebuild=1; fresh=1 ;;
+        --timeout) [[ $# -ge 2 ]] || die "--timeout needs a value"; timeout=$2; shift ;;
+        -h | --help) usage; exit 0 ;;
+        *) usage >&2; die "unknown argument: $1" ;;
+    esac
+    shift
+done
+[[ $EUID -eq 0 ]] || die "must run as root (chroot, mount, debootstrap)"
+
+t_start=$(date +%s.%N)
+elapsed() { awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'; }
+
+slurm_lock
+
+DAEMONS=(slurmctld slurmd-n1 slurmd-n2 slurmd-n3 slurmrestd)
+daemon_comm() { case "$1" in slurmd-*) echo slurmd ;; *) echo "$1" ;; esac; }
+
+all_alive() {
+    local d
+    for d in "${DAEMONS[@]}"; do
+        slurm_pid_alive "$SLURM_STATE_DIR/$d.pid" "$(daemon_comm "$d")" || return 1
+    done
+}
+
+rest_ok() {
+    local token
+    token=$(slurm_mint_token 300) || return 1
+    slurm_rest_get /slurm/v0.0.42/diag "$token" >/dev/null 2>&1
+}
+
+emit_env() {
+    local text
+    text=$(slurm_env_text)
+    printf '%s\n' "$text" >"$SLURM_ENV_FILE.tmp"
+    mv "$SLURM_ENV_FILE.tmp" "$SLURM_ENV_FILE"
+    printf '%s\n' "$text"
+}
+
+show_logs() {
+    local f
+    for f in "$@"; do
+        [[ -s "$f" ]] || continue
+        printf -- '---- tail %s\n' "$f" >&2
+        tail -n 25 "$f" >&2
+    done
+}
+
+# Fast path: already up and healthy.
+if ((!fresh)) && slurm_root_ready && all_alive && rest_ok; then
+    emit_env
+    log "already running ($(elapsed) s)"
+    exit 0
+fi
+
+# Anything half-running is stopped first; a cold start always starts all daemons together.
+slurm_stop_all
+if ((rebuild)); then
+    log "removing root $SLURM_ROOT (--rebuild)"
+    slurm_remove_root
+    rm -f "$SLURM_ROOT_MARKER"
+fi
+slurm_ensure_root
+slurm_mount
+
+R=$SLURM_ROOT
+if ((!keep_state)); then
+    log "wiping controller state and slurmd spool"
+    rm -rf "${R:?}"/var/lib/slurm/slurmctld/* "${R:?}"/var/spool/slurmd/* "${SLURM_DYN_DIR:?}"/*
+fi
+slurm_prepare_dirs
+# Logs (run/*.out: the daemons' stdout/stderr; var/log/slurm/*.log in the root): keep one
+# previous generation as *.prev.
+shopt -s nullglob
+for f in "$SLURM_STATE_DIR"/*.out "$SLURM_DYN_DIR"/*.out "$R"/var/log/slurm/*.log; do
+    mv -f "$f" "$f.prev"
+done
+shopt -u nullglob
+slurm_write_conf
+slurm_write_keys
+
+log "starting slurmctld, slurmd n1..n3, slurmrestd on $SLURM_REST_URL"
+slurm_spawn slurmctld chroot "$R" slurmctld -D
+for n in "${SLURM_STATIC_NODES[@]}"; do
+    slurm_spawn "slurmd-$n" chroot "$R" slurmd -D -N "$n"
+done
+slurm_spawn slurmrestd chroot "$R" env SLURM_JWT=daemon slurmrestd -a rest_auth/jwt -s slurmctld \
+    -u slurmrestd -g slurmrestd "127.0.0.1:$SLURM_REST_PORT"
+
+# Wait: every daemon alive, an authenticated /diag answers, n1..n3 IDLE (with --keep-state any
+# responding state is accepted, since the saved state may have them busy or drained).
+deadline=$((SECONDS + timeout))
+token=""
+phase="slurmctld to mint a token"
+while :; do
+    for d in "${DAEMONS[@]}"; do
+        if ! slurm_pid_alive "$SLURM_STATE_DIR/$d.pid" "$(daemon_comm "$d")"; then
+            log "$d exited during start-up"
+            case "$d" in
+                slurmctld) show_logs "$SLURM_STATE_DIR/$d.out" "$R/var/log/slurm/slurmctld.log" ;;
+                slurmd-*) show_logs "$SLURM_STATE_DIR/$d.out" "$R/var/log/slurm/${d}.log" ;;
+                *) show_logs "$SLURM_STATE_DIR/$d.out" ;;
+            esac
+            slurm_stop_all
+            die "Slurm ($SLURM_FLAVOUR) failed to start: $d died"
+        fi
+    done
+    if [[ -z "$token" ]]; then
+        token=$(slurm_mint_token 300 || true)
+    fi
+    if [[ -n "$token" ]]; then
+        phase="slurmrestd to answer an authenticated GET /slurm/v0.0.42/diag"
+        if slurm_rest_get /slurm/v0.0.42/diag "$token" >/dev/null 2>&1; then
+            phase="nodes n1..n3 to become IDLE"
+            states=$(slurm_chroot sinfo -h -N -n n1,n2,n3 -o '%N %T' 2>/dev/null | sort -u || true)
+            ok=1
+            for n in "${SLURM_STATIC_NODES[@]}"; do
+                st=$(awk -v n="$n" '$1 == n { print $2 }' <<<"$states")
+                case "$st" in
+                    idle) ;;
+                    allocated | mixed | completing | drained | draining | planned | reserved)
+                        ((keep_state)) || ok=0 ;;
+                    *) ok=0 ;;
+                esac
+            done
+            if ((ok)); then break; fi
+        fi
+    fi
+    if ((SECONDS >= deadline)); then
+        log "timed out after ${timeout} s waiting for $phase"
+        [[ -n "${states:-}" ]] && log "node states: $(tr '\n' ' ' <<<"$states")"
+        case "$phase" in
+            slurmctld*) show_logs "$SLURM_STATE_DIR/slurmctld.out" "$R/var/log/slurm/slurmctld.log" ;;
+            slurmrestd*) show_logs "$SLURM_STATE_DIR/slurmrestd.out" "$R/var/log/slurm/slurmctld.log" ;;
+            *) show_logs "$R"/var/log/slurm/slurmd-n[1-3].log "$R/var/log/slurm/slurmctld.log" ;;
+        esac
+        die "Slurm ($SLURM_FLAVOUR) did not become ready; daemons left running, stop with hack/slurm-down.sh --flavour $SLURM_FLAVOUR"
+    fi
+    sleep 0.1
+done
+if grep -qv ' idle$' <<<"$states"; then
+    log "note: restored node states: $(tr '\n' ' ' <<<"$states")"
+fi
+
+emit_env
+log "ready ($(elapsed) s)"

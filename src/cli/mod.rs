@@ -1,0 +1,144 @@
+//! The `slurm-operator` command line.
+
+pub mod check;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::slurm::{ClientConfig, Credentials, SlurmClient, SlurmError, TlsOptions};
+use crate::telemetry::LogFormat;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "slurm-operator",
+    version,
+    about = "Drive Slurm from Kubernetes through slurmrestd"
+)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t, env = "LOG_FORMAT")]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Connect to a slurmrestd, authenticate, and print what the cluster looks like.
+    Check(check::CheckArgs),
+}
+
+/// How to reach and authenticate to one slurmrestd from the command line.
+#[derive(Debug, Clone, Args)]
+pub struct ConnectArgs {
+    /// slurmrestd base URL, e.g. http://127.0.0.1:6820
+    #[arg(long, env = "SLURM_REST_URL")]
+    pub url: String,
+    /// File with the cluster's jwt_hs256.key: tokens are minted from it.
+    #[arg(long, env = "SLURM_JWT_KEY", conflicts_with_all = ["token", "token_file"], requires = "user")]
+    pub jwt_key: Option<PathBuf>,
+    /// Slurm user the minted tokens name (`sun`); must be a Slurm admin (root or SlurmUser) for node operations.
+    #[arg(long, env = "SLURM_USER")]
+    pub user: Option<String>,
+    /// Lifetime of minted tokens (30s..15m).
+    #[arg(long, default_value = "15m", value_parser = humantime::parse_duration)]
+    pub token_lifetime: Duration,
+    /// A ready JWT (prefer --token-file: arguments are visible in the process list).
+    #[arg(
+        long,
+        env = "SLURM_JWT",
+        hide_env_values = true,
+        conflicts_with = "token_file"
+    )]
+    pub token: Option<String>,
+    /// File holding a ready JWT.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// PEM CA bundle to verify an https:// endpoint with (instead of the system roots).
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
+    /// Do not verify the server certificate. Dangerous; for tests only.
+    #[arg(long)]
+    pub insecure_skip_tls_verify: bool,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+/// A failure the CLI reports as one line, with an exit code per kind.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("{0}")]
+    Slurm(#[from] SlurmError),
+    #[error("cannot read {what} {path}: {source}")]
+    ReadFile {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl CliError {
+    /// Distinct exit codes so scripts can tell failures apart (2 is clap's usage error).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Usage(_) | Self::ReadFile { .. } => 2,
+            Self::Slurm(e) => match e.category() {
+                "Unreachable" | "Timeout" => 3,
+                "TLSError" | "InvalidCA" => 4,
+                "Unauthorized" | "InvalidCredentials" | "PermissionDenied" => 5,
+                "UnsupportedVersion" => 6,
+                _ => 1,
+            },
+        }
+    }
+}
+
+fn read_file(what: &'static str, path: &PathBuf) -> Result<Vec<u8>, CliError> {
+    std::fs::read(path).map_err(|source| CliError::ReadFile {
+        what,
+        path: path.clone(),
+        source,
+    })
+}
+
+impl ConnectArgs {
+    pub fn credentials(&self) -> Result<Credentials, CliError> {
+        let credentials = if let Some(path) = &self.jwt_key {
+            let key = read_file("JWT key", path)?;
+            let user = self.user.clone().unwrap_or_default();
+            Credentials::minted(key, user, self.token_lifetime)
+        } else if let Some(path) = &self.token_file {
+            let token = String::from_utf8_lossy(&read_file("token file", path)?).into_owned();
+            Credentials::token(token, self.user.clone())
+        } else if let Some(token) = &self.token {
+            Credentials::token(token.clone(), self.user.clone())
+        } else {
+            return Err(CliError::Usage(
+                "give --jwt-key FILE --user U, --token-file FILE or --token T".into(),
+            ));
+        };
+        credentials.map_err(|e| CliError::Slurm(SlurmError::Credentials(e)))
+    }
+
+    pub fn client(&self) -> Result<SlurmClient, CliError> {
+        let ca_pem = self
+            .ca
+            .as_ref()
+            .map(|path| read_file("CA bundle", path))
+            .transpose()?;
+        let config = ClientConfig::new(&self.url)?
+            .with_request_timeout(self.timeout)
+            .with_tls(TlsOptions {
+                ca_pem,
+                insecure_skip_verify: self.insecure_skip_tls_verify,
+            });
+        Ok(SlurmClient::new(config, Arc::new(self.credentials()?))?)
+    }
+}

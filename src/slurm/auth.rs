@@ -1,0 +1,433 @@
+//! Authentication to slurmrestd with `rest_auth/jwt`.
+//!
+//! Two sources of tokens: a ready token (e.g. from a Secret), or the cluster's `jwt_hs256.key`
+//! from which we mint short-lived HS256 tokens ourselves. Credentials are consulted on every
+//! request (through the generated client's pre-request hook), so a rotated key or token takes
+//! effect by swapping the `Credentials` without rebuilding any HTTP client.
+//!
+//! Key bytes and tokens are held in `secrecy` wrappers: they never show up in `Debug` output or
+//! logs, and the header values are marked sensitive so HTTP-level tracing redacts them too.
+
+use std::fmt;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use reqwest::header::HeaderValue;
+use secrecy::{ExposeSecret, SecretBox, SecretString};
+use serde::Serialize;
+
+/// Header carrying the Slurm user name.
+pub const USER_HEADER: &str = "X-SLURM-USER-NAME";
+/// Header carrying the JWT.
+pub const TOKEN_HEADER: &str = "X-SLURM-USER-TOKEN";
+
+/// Default lifetime of a minted token.
+pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(15 * 60);
+/// Shortest lifetime we mint: below this, clock skew between us and slurmctld dominates.
+pub const MIN_TOKEN_LIFETIME: Duration = Duration::from_secs(30);
+/// Longest lifetime we mint: a leaked token must not outlive a quarter hour.
+pub const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(15 * 60);
+/// A minted token is replaced once this fraction (in percent) of its lifetime has passed...
+const REFRESH_AT_PERCENT: u32 = 80;
+/// ...or when less than this is left, whichever comes first, so a request never leaves with a
+/// token that expires in flight.
+const REFRESH_FLOOR: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("the JWT signing key is empty")]
+    EmptyKey,
+    #[error("the token is empty")]
+    EmptyToken,
+    #[error("the Slurm user name is empty")]
+    EmptyUser,
+    #[error(
+        "token lifetime {requested:?} is outside the allowed range {MIN_TOKEN_LIFETIME:?}..={MAX_TOKEN_LIFETIME:?}"
+    )]
+    LifetimeOutOfRange { requested: Duration },
+    #[error("failed to sign a JWT")]
+    Sign(#[source] jsonwebtoken::errors::Error),
+    #[error("the {header} value contains characters not allowed in an HTTP header")]
+    InvalidHeaderValue { header: &'static str },
+    #[error("the system clock is before the Unix epoch")]
+    Clock,
+}
+
+/// How requests authenticate. Cheap to share behind an `Arc`; never prints its secrets.
+pub struct Credentials {
+    user: Option<String>,
+    source: TokenSource,
+}
+
+enum TokenSource {
+    Static(SecretString),
+    Minted(Minter),
+}
+
+struct Minter {
+    key: SecretBox<[u8]>,
+    lifetime: Duration,
+    current: Mutex<Option<MintedToken>>,
+}
+
+struct MintedToken {
+    token: SecretString,
+    refresh_after: SystemTime,
+}
+
+#[derive(Serialize)]
+struct Claims<'a> {
+    iat: u64,
+    nbf: u64,
+    exp: u64,
+    sun: &'a str,
+    jti: String,
+}
+
+impl Credentials {
+    /// Mint tokens for `user` from the raw bytes of `jwt_hs256.key`.
+    pub fn minted(
+        key: Vec<u8>,
+        user: impl Into<String>,
+        lifetime: Duration,
+    ) -> Result<Self, AuthError> {
+        let user = user.into();
+        if key.is_empty() {
+            return Err(AuthError::EmptyKey);
+        }
+        if user.trim().is_empty() {
+            return Err(AuthError::EmptyUser);
+        }
+        if !(MIN_TOKEN_LIFETIME..=MAX_TOKEN_LIFETIME).contains(&lifetime) {
+            return Err(AuthError::LifetimeOutOfRange {
+                requested: lifetime,
+            });
+        }
+        check_header_value(&user, USER_HEADER)?;
+        Ok(Self {
+            user: Some(user),
+            source: TokenSource::Minted(Minter {
+                key: SecretBox::new(key.into_boxed_slice()),
+                lifetime,
+                current: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// Use a ready token. The user name header is optional for slurmrestd (the token's `sun`
+    /// claim names the user); pass it when known.
+    pub fn token(token: impl Into<String>, user: Option<String>) -> Result<Self, AuthError> {
+        let token = token.into().trim().to_owned();
+        if token.is_empty() {
+            return Err(AuthError::EmptyToken);
+        }
+        check_header_value(&token, TOKEN_HEADER)?;
+        let user = user.filter(|u| !u.trim().is_empty());
+        if let Some(user) = &user {
+            check_header_value(user, USER_HEADER)?;
+        }
+        Ok(Self {
+            user,
+            source: TokenSource::Static(SecretString::from(token)),
+        })
+    }
+
+    /// The Slurm user requests run as, when known.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
+    /// The token to send at `now`, minting a new one when the current one is due for refresh.
+    pub fn token_at(&self, now: SystemTime) -> Result<SecretString, AuthError> {
+        match &self.source {
+            TokenSource::Static(token) => Ok(token.clone()),
+            TokenSource::Minted(minter) => {
+                minter.token_at(self.user.as_deref().unwrap_or_default(), now)
+            }
+        }
+    }
+
+    fn header_values(
+        &self,
+        now: SystemTime,
+    ) -> Result<(Option<HeaderValue>, HeaderValue), AuthError> {
+        let token = self.token_at(now)?;
+        let mut token = HeaderValue::from_str(token.expose_secret()).map_err(|_| {
+            AuthError::InvalidHeaderValue {
+                header: TOKEN_HEADER,
+            }
+        })?;
+        token.set_sensitive(true);
+        let user =
+            match &self.user {
+                Some(user) => Some(HeaderValue::from_str(user).map_err(|_| {
+                    AuthError::InvalidHeaderValue {
+                        header: USER_HEADER,
+                    }
+                })?),
+                None => None,
+            };
+        Ok((user, token))
+    }
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &self.source {
+            TokenSource::Static(_) => "static-token",
+            TokenSource::Minted(_) => "minted-hs256",
+        };
+        f.debug_struct("Credentials")
+            .field("user", &self.user)
+            .field("source", &kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Minter {
+    fn token_at(&self, user: &str, now: SystemTime) -> Result<SecretString, AuthError> {
+        // The lock is never held across an await: minting is a synchronous HMAC.
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(minted) = current.as_ref()
+            && now < minted.refresh_after
+        {
+            return Ok(minted.token.clone());
+        }
+        let minted = self.mint(user, now)?;
+        let token = minted.token.clone();
+        *current = Some(minted);
+        Ok(token)
+    }
+
+    fn mint(&self, user: &str, now: SystemTime) -> Result<MintedToken, AuthError> {
+        let iat = now
+            .duration_since(UNIX_EPOCH)
+            .map_err(|_| AuthError::Clock)?
+            .as_secs();
+        let claims = Claims {
+            iat,
+            nbf: iat,
+            exp: iat + self.lifetime.as_secs(),
+            sun: user,
+            jti: uuid::Uuid::new_v4().to_string(),
+        };
+        let token = jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(self.key.expose_secret()),
+        )
+        .map_err(AuthError::Sign)?;
+        Ok(MintedToken {
+            token: SecretString::from(token),
+            refresh_after: now + refresh_delay(self.lifetime),
+        })
+    }
+}
+
+/// How long a freshly minted token is reused before a new one is minted.
+fn refresh_delay(lifetime: Duration) -> Duration {
+    let at_percent = lifetime * REFRESH_AT_PERCENT / 100;
+    let before_floor = lifetime.saturating_sub(REFRESH_FLOOR);
+    at_percent.min(before_floor)
+}
+
+fn check_header_value(value: &str, header: &'static str) -> Result<(), AuthError> {
+    HeaderValue::from_str(value)
+        .map(|_| ())
+        .map_err(|_| AuthError::InvalidHeaderValue { header })
+}
+
+/// The generated client's pre-request hook: puts the current credentials on `request`.
+pub async fn authorize(
+    credentials: &Credentials,
+    request: &mut reqwest::Request,
+) -> Result<(), AuthError> {
+    let (user, token) = credentials.header_values(SystemTime::now())?;
+    let headers = request.headers_mut();
+    if let Some(user) = user {
+        headers.insert(USER_HEADER, user);
+    }
+    headers.insert(TOKEN_HEADER, token);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{DecodingKey, Validation};
+    use serde::Deserialize;
+
+    const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    #[derive(Debug, Deserialize)]
+    struct Decoded {
+        iat: u64,
+        nbf: u64,
+        exp: u64,
+        sun: String,
+        jti: String,
+    }
+
+    fn decode(token: &SecretString) -> Decoded {
+        let mut validation = Validation::new(Algorithm::HS256);
+        // The tokens are minted at fixed points in the past; check the signature and claims, not the clock.
+        validation.validate_exp = false;
+        validation.required_spec_claims.clear();
+        jsonwebtoken::decode::<Decoded>(
+            token.expose_secret(),
+            &DecodingKey::from_secret(KEY),
+            &validation,
+        )
+        .unwrap()
+        .claims
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn minted_token_carries_slurm_claims_signed_with_the_key() {
+        let creds = Credentials::minted(KEY.to_vec(), "slurm", Duration::from_secs(900)).unwrap();
+        let claims = decode(&creds.token_at(at(1_000_000)).unwrap());
+        assert_eq!(claims.sun, "slurm");
+        assert_eq!(claims.iat, 1_000_000);
+        assert_eq!(claims.nbf, 1_000_000);
+        assert_eq!(claims.exp, 1_000_900);
+        assert_eq!(claims.jti.len(), 36);
+    }
+
+    #[test]
+    fn token_from_another_key_does_not_verify() {
+        let creds = Credentials::minted(
+            b"another-key-another-key-another!".to_vec(),
+            "slurm",
+            DEFAULT_TOKEN_LIFETIME,
+        )
+        .unwrap();
+        let token = creds.token_at(at(1_000_000)).unwrap();
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.validate_exp = false;
+        let result = jsonwebtoken::decode::<Decoded>(
+            token.expose_secret(),
+            &DecodingKey::from_secret(KEY),
+            &validation,
+        );
+        assert!(result.is_err());
+    }
+
+    #[test]
+    fn token_is_reused_until_80_percent_of_its_lifetime_then_reminted() {
+        let creds = Credentials::minted(KEY.to_vec(), "slurm", Duration::from_secs(900)).unwrap();
+        let first = creds.token_at(at(1_000_000)).unwrap();
+        let same = creds.token_at(at(1_000_000 + 719)).unwrap();
+        assert_eq!(first.expose_secret(), same.expose_secret());
+        let renewed = creds.token_at(at(1_000_000 + 720)).unwrap();
+        assert_ne!(first.expose_secret(), renewed.expose_secret());
+        assert_eq!(decode(&renewed).iat, 1_000_720);
+    }
+
+    #[test]
+    fn short_lifetime_refreshes_at_the_floor_before_expiry() {
+        // 80 % of 30 s is 24 s, but the floor says at most 20 s (30 s − 10 s).
+        assert_eq!(
+            refresh_delay(Duration::from_secs(30)),
+            Duration::from_secs(20)
+        );
+        assert_eq!(
+            refresh_delay(Duration::from_secs(900)),
+            Duration::from_secs(720)
+        );
+        let creds = Credentials::minted(KEY.to_vec(), "slurm", Duration::from_secs(30)).unwrap();
+        let first = creds.token_at(at(5_000)).unwrap();
+        assert_eq!(
+            first.expose_secret(),
+            creds.token_at(at(5_019)).unwrap().expose_secret()
+        );
+        assert_ne!(
+            first.expose_secret(),
+            creds.token_at(at(5_020)).unwrap().expose_secret()
+        );
+    }
+
+    #[test]
+    fn bad_inputs_are_rejected_with_their_own_error() {
+        assert!(matches!(
+            Credentials::minted(vec![], "slurm", DEFAULT_TOKEN_LIFETIME),
+            Err(AuthError::EmptyKey)
+        ));
+        assert!(matches!(
+            Credentials::minted(KEY.to_vec(), " ", DEFAULT_TOKEN_LIFETIME),
+            Err(AuthError::EmptyUser)
+        ));
+        assert!(matches!(
+            Credentials::minted(KEY.to_vec(), "slurm", Duration::from_secs(5)),
+            Err(AuthError::LifetimeOutOfRange { .. })
+        ));
+        assert!(matches!(
+            Credentials::minted(KEY.to_vec(), "slurm", Duration::from_secs(3600)),
+            Err(AuthError::LifetimeOutOfRange { .. })
+        ));
+        assert!(matches!(
+            Credentials::minted(KEY.to_vec(), "bad\nuser", DEFAULT_TOKEN_LIFETIME),
+            Err(AuthError::InvalidHeaderValue {
+                header: USER_HEADER
+            })
+        ));
+        assert!(matches!(
+            Credentials::token("  \n", None),
+            Err(AuthError::EmptyToken)
+        ));
+        assert!(matches!(
+            Credentials::token("abc\u{7f}def", None),
+            Err(AuthError::InvalidHeaderValue {
+                header: TOKEN_HEADER
+            })
+        ));
+    }
+
+    #[test]
+    fn static_token_is_trimmed_and_user_is_optional() {
+        let creds = Credentials::token("eyJ.token.sig\n", None).unwrap();
+        assert_eq!(
+            creds.token_at(SystemTime::now()).unwrap().expose_secret(),
+            "eyJ.token.sig"
+        );
+        assert_eq!(creds.user(), None);
+        let creds = Credentials::token("t", Some(String::new())).unwrap();
+        assert_eq!(creds.user(), None);
+    }
+
+    #[test]
+    fn debug_output_never_contains_key_or_token() {
+        let minted = Credentials::minted(KEY.to_vec(), "slurm", DEFAULT_TOKEN_LIFETIME).unwrap();
+        let token = minted.token_at(SystemTime::now()).unwrap();
+        let printed = format!("{minted:?}");
+        assert!(!printed.contains("0123456789abcdef"), "{printed}");
+        assert!(!printed.contains(token.expose_secret()), "{printed}");
+        let fixed = Credentials::token("very-secret-token", Some("slurm".into())).unwrap();
+        assert!(!format!("{fixed:?}").contains("very-secret-token"));
+    }
+
+    #[tokio::test]
+    async fn authorize_sets_both_headers_and_marks_the_token_sensitive() {
+        let creds = Credentials::minted(KEY.to_vec(), "slurm", DEFAULT_TOKEN_LIFETIME).unwrap();
+        let mut request = reqwest::Request::new(
+            reqwest::Method::GET,
+            "http://127.0.0.1:1/x".parse().unwrap(),
+        );
+        authorize(&creds, &mut request).await.unwrap();
+        assert_eq!(request.headers()[USER_HEADER], "slurm");
+        let token = &request.headers()[TOKEN_HEADER];
+        assert!(token.is_sensitive());
+        assert_eq!(
+            decode(&SecretString::from(token.to_str().unwrap().to_owned())).sun,
+            "slurm"
+        );
+        assert!(!format!("{:?}", request.headers()).contains(token.to_str().unwrap()));
+    }
+}

@@ -1,0 +1,511 @@
+//! `SlurmClient`: the one door to slurmrestd. Everything above it speaks domain types
+//! (`super::types`) and `SlurmError`; the generated client and its types stay in here and in
+//! `convert`.
+
+use std::sync::Arc;
+
+use backon::Retryable;
+use progenitor_client::{Error as ProgenitorError, ResponseValue};
+
+use super::auth::Credentials;
+use super::config::ClientConfig;
+use super::convert::{self, Envelope};
+use super::error::{ApiError, SlurmError, Subject, classify};
+use super::generated::Client as Api;
+use super::transport::{self, Exchange, RequestObserver, Transport};
+use super::types::{
+    Changes, ClusterInfo, Job, JobStateEntry, Node, Partition, SubmitRequest, Submitted,
+};
+
+/// The REST API version this facade speaks.
+pub const API_VERSION: &str = "v0.0.42";
+
+/// A client for one slurmrestd. Cheap to clone; clones share connections and credentials.
+#[derive(Clone)]
+pub struct SlurmClient {
+    api: Arc<Api>,
+    config: Arc<ClientConfig>,
+}
+
+impl std::fmt::Debug for SlurmClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlurmClient")
+            .field("endpoint", &self.config.endpoint.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether a call may be repeated after a transient failure without changing its effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Idempotency {
+    Idempotent,
+    /// Submits: a retry after a lost answer could create a second job.
+    Once,
+}
+
+impl SlurmClient {
+    pub fn new(config: ClientConfig, credentials: Arc<Credentials>) -> Result<Self, SlurmError> {
+        Self::with_observer(config, credentials, None)
+    }
+
+    /// Like `new`, reporting every request to `observer` (metrics).
+    pub fn with_observer(
+        config: ClientConfig,
+        credentials: Arc<Credentials>,
+        observer: Option<Arc<dyn RequestObserver>>,
+    ) -> Result<Self, SlurmError> {
+        let http = config.http_client()?;
+        let api = Api::new_with_client(
+            &config.base_url(),
+            http,
+            Arc::new(Transport::new(credentials, observer)),
+        );
+        Ok(Self {
+            api: Arc::new(api),
+            config: Arc::new(config),
+        })
+    }
+
+    pub fn endpoint(&self) -> &url::Url {
+        &self.config.endpoint
+    }
+
+    /// Swap the credentials used from the next request on (key or token rotation).
+    pub fn set_credentials(&self, credentials: Arc<Credentials>) {
+        progenitor_client::ClientInfo::inner(&*self.api).set_credentials(credentials);
+    }
+
+    /// Whether the primary slurmctld answers. Does NOT prove the token is valid (`/ping` does not
+    /// check it); use [`Self::cluster_info`] for that.
+    pub async fn ping(&self) -> Result<bool, SlurmError> {
+        let resp = self
+            .call("ping", Subject::None, Idempotency::Idempotent, || {
+                self.api.slurm_v0042_get_ping()
+            })
+            .await?;
+        Ok(convert::controller_responding(&resp))
+    }
+
+    /// Cluster identity, release and API version, through `/diag` and `/ping`. `/diag` checks the
+    /// token, so success here means the credentials work.
+    pub async fn cluster_info(&self) -> Result<ClusterInfo, SlurmError> {
+        let diag = self
+            .call("diag", Subject::None, Idempotency::Idempotent, || {
+                self.api.slurm_v0042_get_diag()
+            })
+            .await?;
+        let responding = self.ping().await?;
+        let info = convert::cluster_info(&diag, responding);
+        if info.data_parser.is_empty() || info.data_parser.ends_with(API_VERSION) {
+            Ok(info)
+        } else {
+            Err(SlurmError::UnsupportedVersion {
+                endpoint: self.config.endpoint.to_string(),
+                detail: format!(
+                    "it answered with {} where {API_VERSION} was asked",
+                    info.data_parser
+                ),
+            })
+        }
+    }
+
+    /// All nodes, or `Unchanged` when nothing changed since `since` (a previous `as_of`).
+    pub async fn nodes(&self, since: Option<i64>) -> Result<Changes<Node>, SlurmError> {
+        let since = since.map(|t| t.to_string());
+        let result = self
+            .call("nodes", Subject::None, Idempotency::Idempotent, || {
+                self.api.slurm_v0042_get_nodes(None, since.as_deref())
+            })
+            .await;
+        match result {
+            Ok(resp) => convert::node_changes(resp),
+            Err(SlurmError::NotModified { .. }) if since.is_some() => Ok(Changes::Unchanged),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// One node. An unknown node is `NotFound` (slurmrestd answers 200 without `nodes`).
+    pub async fn node(&self, name: &str) -> Result<Node, SlurmError> {
+        let subject = Subject::Node(name);
+        let resp = self
+            .call("node", subject, Idempotency::Idempotent, || {
+                self.api.slurm_v0042_get_node(name, None, None)
+            })
+            .await?;
+        convert::nodes(resp.nodes)
+            .into_iter()
+            .find(|n| n.name == name)
+            .ok_or_else(|| SlurmError::NotFound {
+                kind: "node",
+                name: name.to_owned(),
+            })
+    }
+
+    /// Set DRAIN with `reason` (jobs keep running; no new ones start).
+    pub async fn drain_node(&self, name: &str, reason: &str) -> Result<(), SlurmError> {
+        if reason.trim().is_empty() {
+            return Err(SlurmError::InvalidRequest {
+                detail: "Slurm requires a reason to drain a node".into(),
+            });
+        }
+        let body = convert::node_update(&["DRAIN"], Some(reason));
+        self.call(
+            "drain_node",
+            Subject::Node(name),
+            Idempotency::Idempotent,
+            || self.api.slurm_v0042_post_node(name, &body),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Clear DRAIN/DOWN. A node that is not drained or down gives `InvalidNodeState`.
+    pub async fn resume_node(&self, name: &str) -> Result<(), SlurmError> {
+        let body = convert::node_update(&["RESUME"], None);
+        self.call(
+            "resume_node",
+            Subject::Node(name),
+            Idempotency::Idempotent,
+            || self.api.slurm_v0042_post_node(name, &body),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Remove a (dynamic) node's record. A node still running jobs gives `NodeBusy`.
+    pub async fn delete_node(&self, name: &str) -> Result<(), SlurmError> {
+        self.call(
+            "delete_node",
+            Subject::Node(name),
+            Idempotency::Idempotent,
+            || self.api.slurm_v0042_delete_node(name),
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub async fn partitions(&self) -> Result<Vec<Partition>, SlurmError> {
+        let resp = self
+            .call("partitions", Subject::None, Idempotency::Idempotent, || {
+                self.api.slurm_v0042_get_partitions(None, None)
+            })
+            .await?;
+        Ok(convert::partitions(resp))
+    }
+
+    /// Submit a batch job. Never retried: the caller must look for its tag before trying again.
+    pub async fn submit_job(&self, request: &SubmitRequest) -> Result<Submitted, SlurmError> {
+        let body = convert::submit_request(request)?;
+        let resp = self
+            .call("submit_job", Subject::None, Idempotency::Once, || {
+                self.api.slurm_v0042_post_job_submit(&body)
+            })
+            .await?;
+        convert::submitted(resp)
+    }
+
+    /// One job's records: one for a plain job, one per task for an array (by its array job id).
+    pub async fn job(&self, job_id: u32) -> Result<Vec<Job>, SlurmError> {
+        let id = job_id.to_string();
+        let resp = self
+            .call("job", Subject::Job(job_id), Idempotency::Idempotent, || {
+                self.api.slurm_v0042_get_job(&id, None, None)
+            })
+            .await?;
+        let jobs = convert::jobs(resp.jobs);
+        if jobs.is_empty() {
+            return Err(SlurmError::NotFound {
+                kind: "job",
+                name: id,
+            });
+        }
+        Ok(jobs)
+    }
+
+    /// All jobs slurmctld holds, or `Unchanged` when none changed since `since`.
+    pub async fn jobs(&self, since: Option<i64>) -> Result<Changes<Job>, SlurmError> {
+        let since = since.map(|t| t.to_string());
+        let result = self
+            .call("jobs", Subject::None, Idempotency::Idempotent, || {
+                self.api.slurm_v0042_get_jobs(None, since.as_deref())
+            })
+            .await;
+        match result {
+            Ok(resp) => convert::job_changes(resp),
+            Err(SlurmError::NotModified { .. }) if since.is_some() => Ok(Changes::Unchanged),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Just the states of the given jobs, in one request. Unknown ids are left out of the answer.
+    pub async fn jobs_state(&self, job_ids: &[u32]) -> Result<Vec<JobStateEntry>, SlurmError> {
+        if job_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Repeated `job_id` parameters: slurmrestd rejects the spec's CSV form.
+        let ids: Vec<String> = job_ids.iter().map(u32::to_string).collect();
+        let resp = self
+            .call("jobs_state", Subject::None, Idempotency::Idempotent, || {
+                self.api.slurm_v0042_get_jobs_state(Some(&ids))
+            })
+            .await?;
+        Ok(convert::job_states(resp))
+    }
+
+    /// Cancel a job (SIGTERM, then SIGKILL after KillWait). Slurm answers 200 even when it did
+    /// not: a finished job gives `AlreadyFinished`, an unknown one `NotFound`.
+    pub async fn cancel_job(&self, job_id: u32) -> Result<(), SlurmError> {
+        let id = job_id.to_string();
+        let resp = self
+            .call(
+                "cancel_job",
+                Subject::Job(job_id),
+                Idempotency::Idempotent,
+                || self.api.slurm_v0042_delete_job(&id, None, None),
+            )
+            .await?;
+        let failures = convert::cancel_failures(&resp);
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(classify("cancel_job", 200, Subject::Job(job_id), failures))
+        }
+    }
+
+    /// Run one generated call with retries (idempotent calls only) and turn whatever came back
+    /// into a checked body or the right error.
+    async fn call<'a, T, E, F, Fut>(
+        &self,
+        operation: &'static str,
+        subject: Subject<'a>,
+        idempotency: Idempotency,
+        request: F,
+    ) -> Result<T, SlurmError>
+    where
+        T: Envelope,
+        E: Envelope,
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<ResponseValue<T>, ProgenitorError<E>>>,
+    {
+        let once = || async {
+            let (result, exchange) = transport::observed(request()).await;
+            self.check(operation, subject, result, exchange).await
+        };
+        match idempotency {
+            Idempotency::Once => once().await,
+            Idempotency::Idempotent => {
+                once.retry(self.config.retry.backoff())
+                    // A busy node is transient for the reconcile loop, not worth hammering here.
+                    .when(|e: &SlurmError| {
+                        e.is_transient() && !matches!(e, SlurmError::NodeBusy { .. })
+                    })
+                    .notify(|error, delay| {
+                        tracing::debug!(operation, %error, ?delay, "retrying slurmrestd call");
+                    })
+                    .await
+            }
+        }
+    }
+
+    async fn check<T: Envelope, E: Envelope>(
+        &self,
+        operation: &'static str,
+        subject: Subject<'_>,
+        result: Result<ResponseValue<T>, ProgenitorError<E>>,
+        exchange: Exchange,
+    ) -> Result<T, SlurmError> {
+        match result {
+            Ok(value) => {
+                let status = value.status().as_u16();
+                let body = value.into_inner();
+                let errors = body.errors();
+                // 200 with errors[] is a failure, except for slurmrestd's "No error" entries
+                // (error_number 0), which go with a missing result (e.g. an unknown node).
+                if errors.iter().any(|e| e.code != 0) {
+                    return Err(classify(operation, status, subject, errors));
+                }
+                for warning in body.warnings() {
+                    tracing::debug!(operation, warning, "slurmrestd warning");
+                }
+                Ok(body)
+            }
+            Err(ProgenitorError::ErrorResponse(value)) => {
+                let status = value.status().as_u16();
+                let errors = value.into_inner().errors();
+                Err(self.status_error(operation, subject, status, errors, String::new()))
+            }
+            Err(ProgenitorError::InvalidResponsePayload(bytes, error)) => match exchange.status {
+                Some(status) if (200..300).contains(&status) => Err(SlurmError::Decode {
+                    operation,
+                    detail: format!("{error} (HTTP {status})"),
+                }),
+                Some(status) => {
+                    let errors = convert::errors_from_bytes(&bytes);
+                    Err(self.status_error(operation, subject, status, errors, snippet(&bytes)))
+                }
+                None => Err(SlurmError::Decode {
+                    operation,
+                    detail: error.to_string(),
+                }),
+            },
+            Err(ProgenitorError::UnexpectedResponse(response)) => {
+                let status = response.status().as_u16();
+                let bytes = response.bytes().await.unwrap_or_default();
+                let errors = convert::errors_from_bytes(&bytes);
+                Err(self.status_error(operation, subject, status, errors, snippet(&bytes)))
+            }
+            Err(
+                ProgenitorError::CommunicationError(error)
+                | ProgenitorError::ResponseBodyError(error),
+            ) => Err(self.transport_error(operation, error)),
+            Err(ProgenitorError::InvalidUpgrade(error)) => {
+                Err(self.transport_error(operation, error))
+            }
+            Err(ProgenitorError::Custom(message)) => match exchange.auth_error {
+                Some(error) => Err(SlurmError::Credentials(error)),
+                None => Err(SlurmError::InvalidRequest { detail: message }),
+            },
+            Err(ProgenitorError::InvalidRequest(detail)) => {
+                Err(SlurmError::InvalidRequest { detail })
+            }
+        }
+    }
+
+    fn status_error(
+        &self,
+        operation: &'static str,
+        subject: Subject<'_>,
+        status: u16,
+        errors: Vec<ApiError>,
+        body: String,
+    ) -> SlurmError {
+        if errors.iter().any(|e| e.code != 0) {
+            return classify(operation, status, subject, errors);
+        }
+        let detail = errors
+            .first()
+            .map(ApiError::message)
+            .filter(|m| !m.is_empty())
+            .unwrap_or(body);
+        match (status, subject) {
+            // 401: no or unusable auth headers; 511: slurmrestd's answer to a bad or expired token.
+            (401 | 403 | 511, _) => SlurmError::Unauthorized { status, detail },
+            (304, _) => SlurmError::NotModified { operation },
+            (404, Subject::Job(id)) => SlurmError::NotFound {
+                kind: "job",
+                name: id.to_string(),
+            },
+            (404, Subject::Node(name)) => SlurmError::NotFound {
+                kind: "node",
+                name: name.to_owned(),
+            },
+            // Any other 404 means the versioned path itself is not served.
+            (404, Subject::None) => SlurmError::UnsupportedVersion {
+                endpoint: self.config.endpoint.to_string(),
+                detail: format!("{API_VERSION} is not served ({operation}: HTTP 404)"),
+            },
+            _ => SlurmError::UnexpectedStatus {
+                operation,
+                status,
+                body: detail,
+            },
+        }
+    }
+
+    fn transport_error(&self, operation: &'static str, error: reqwest::Error) -> SlurmError {
+        let endpoint = self.config.endpoint.to_string();
+        if error.is_timeout() {
+            return SlurmError::Timeout {
+                operation,
+                timeout: self.config.request_timeout,
+            };
+        }
+        let detail = error_chain(&error);
+        if is_tls_error(&error) {
+            return SlurmError::Tls { endpoint, detail };
+        }
+        SlurmError::Unreachable {
+            endpoint,
+            detail,
+            source: Some(error),
+        }
+    }
+}
+
+/// The first part of a body, for error messages.
+fn snippet(bytes: &[u8]) -> String {
+    const MAX: usize = 256;
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim();
+    match text.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// The next cause of `error`. `io::Error::source` skips the error it wraps (it returns that
+/// error's own source), which hides e.g. rustls errors inside hyper's io errors: look inside.
+fn cause_of<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a (dyn std::error::Error + 'static)> {
+    match error
+        .downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+    {
+        Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+        None => error.source(),
+    }
+}
+
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut current = Some(error);
+    while let Some(cause) = current {
+        let text = cause.to_string();
+        // Wrappers often repeat their cause's text; keep each distinct message once.
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        current = cause_of(cause);
+    }
+    parts.join(": ")
+}
+
+fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(cause) = current {
+        if cause.is::<rustls::Error>() {
+            return true;
+        }
+        current = cause_of(cause);
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_errors_are_found_inside_nested_io_errors() {
+        let rustls = rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType);
+        let inner = std::io::Error::new(std::io::ErrorKind::InvalidData, rustls);
+        let outer = std::io::Error::other(inner);
+        assert!(is_tls_error(&outer));
+        assert!(
+            error_chain(&outer).contains("InvalidContentType"),
+            "{}",
+            error_chain(&outer)
+        );
+        let plain =
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        assert!(!is_tls_error(&plain));
+    }
+
+    #[test]
+    fn snippets_are_bounded() {
+        assert_eq!(snippet(b"  short  "), "short");
+        let long = "x".repeat(1000);
+        assert_eq!(snippet(long.as_bytes()).chars().count(), 257);
+    }
+}

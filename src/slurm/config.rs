@@ -1,0 +1,232 @@
+//! Where slurmrestd is and how to talk to it: endpoint, TLS, timeouts, retries.
+
+use std::time::Duration;
+
+use backon::ExponentialBuilder;
+use url::Url;
+
+use super::error::SlurmError;
+
+/// TLS settings for an `https://` endpoint. Verification is on unless explicitly disabled.
+#[derive(Clone, Default)]
+pub struct TlsOptions {
+    /// PEM bundle of the CA(s) to trust instead of the system roots.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Accept any certificate. Only for tests and emergencies; logged loudly when used.
+    pub insecure_skip_verify: bool,
+}
+
+impl std::fmt::Debug for TlsOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsOptions")
+            .field(
+                "ca_pem",
+                &self
+                    .ca_pem
+                    .as_ref()
+                    .map(|pem| format!("{} bytes", pem.len())),
+            )
+            .field("insecure_skip_verify", &self.insecure_skip_verify)
+            .finish()
+    }
+}
+
+/// How to reach one slurmrestd.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Base URL, e.g. `http://127.0.0.1:6820` (any path prefix is kept: slurmrestd behind a proxy).
+    pub endpoint: Url,
+    pub tls: TlsOptions,
+    /// Per-request timeout.
+    pub request_timeout: Duration,
+    pub connect_timeout: Duration,
+    /// Retries of idempotent calls on transient errors.
+    pub retry: RetryPolicy,
+}
+
+/// Bounded, jittered exponential backoff for idempotent calls. Submits are never retried.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub max_retries: usize,
+    pub min_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 2,
+            min_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(1),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries at all (e.g. for probes that report failure themselves).
+    pub fn none() -> Self {
+        Self {
+            max_retries: 0,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn backoff(&self) -> ExponentialBuilder {
+        ExponentialBuilder::default()
+            .with_min_delay(self.min_delay)
+            .with_max_delay(self.max_delay)
+            .with_max_times(self.max_retries)
+            .with_jitter()
+    }
+}
+
+impl ClientConfig {
+    /// Parse and check an endpoint URL; defaults for everything else.
+    pub fn new(endpoint: &str) -> Result<Self, SlurmError> {
+        let invalid = |detail: &str| SlurmError::InvalidEndpoint {
+            endpoint: endpoint.to_owned(),
+            detail: detail.to_owned(),
+        };
+        let mut url = Url::parse(endpoint.trim()).map_err(|e| invalid(&e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid("the scheme must be http or https"));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(invalid("the URL has no host"));
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(invalid("the URL must not have a query or fragment"));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(invalid(
+                "credentials do not belong in the URL; use the auth settings",
+            ));
+        }
+        // progenitor joins "{baseurl}{path}" with paths that start with '/': no trailing slash.
+        let trimmed = url.path().trim_end_matches('/').to_owned();
+        url.set_path(&trimmed);
+        Ok(Self {
+            endpoint: url,
+            tls: TlsOptions::default(),
+            request_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            retry: RetryPolicy::default(),
+        })
+    }
+
+    pub fn with_tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The base URL as progenitor wants it (no trailing slash).
+    pub(crate) fn base_url(&self) -> String {
+        self.endpoint.as_str().trim_end_matches('/').to_owned()
+    }
+
+    pub(crate) fn http_client(&self) -> Result<reqwest::Client, SlurmError> {
+        crate::tls::install_crypto_provider();
+        let mut builder = reqwest::Client::builder()
+            .timeout(self.request_timeout)
+            .connect_timeout(self.connect_timeout)
+            .user_agent(concat!("slurm-operator/", env!("CARGO_PKG_VERSION")));
+        if self.endpoint.scheme() == "https" {
+            builder = builder.https_only(true);
+            if let Some(pem) = &self.tls.ca_pem {
+                let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
+                    SlurmError::InvalidCa {
+                        detail: e.to_string(),
+                    }
+                })?;
+                if certs.is_empty() {
+                    return Err(SlurmError::InvalidCa {
+                        detail: "no PEM certificate found in the CA bundle".into(),
+                    });
+                }
+                builder = builder.tls_certs_only(certs);
+            }
+            if self.tls.insecure_skip_verify {
+                tracing::warn!(
+                    endpoint = %self.endpoint,
+                    "TLS certificate verification is DISABLED for this slurmrestd endpoint (insecureSkipVerify); \
+                     anyone on the path can read and forge its traffic, JWTs included"
+                );
+                builder = builder.tls_danger_accept_invalid_certs(true);
+            }
+        }
+        builder.build().map_err(|e| SlurmError::InvalidEndpoint {
+            endpoint: self.endpoint.to_string(),
+            detail: format!("cannot build the HTTP client: {e}"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_checked_and_normalised() {
+        assert_eq!(
+            ClientConfig::new("http://127.0.0.1:6820")
+                .unwrap()
+                .base_url(),
+            "http://127.0.0.1:6820"
+        );
+        assert_eq!(
+            ClientConfig::new("http://127.0.0.1:6820/")
+                .unwrap()
+                .base_url(),
+            "http://127.0.0.1:6820"
+        );
+        assert_eq!(
+            ClientConfig::new("https://proxy.example/slurmrestd/")
+                .unwrap()
+                .base_url(),
+            "https://proxy.example/slurmrestd"
+        );
+        for bad in [
+            "",
+            "127.0.0.1:6820",
+            "ftp://x",
+            "http://",
+            "http://h/?a=b",
+            "http://u:p@h/",
+            "http://h/#x",
+        ] {
+            let err = ClientConfig::new(bad).unwrap_err();
+            assert_eq!(err.category(), "InvalidEndpoint", "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn garbage_ca_bundle_is_an_error_not_a_silent_fallback() {
+        let config = ClientConfig::new("https://slurm.example:6820")
+            .unwrap()
+            .with_tls(TlsOptions {
+                ca_pem: Some(b"not a pem".to_vec()),
+                insecure_skip_verify: false,
+            });
+        let err = config.http_client().unwrap_err();
+        assert_eq!(err.category(), "InvalidCA", "{err}");
+    }
+
+    #[test]
+    fn tls_options_debug_hides_the_bundle() {
+        let tls = TlsOptions {
+            ca_pem: Some(b"-----BEGIN CERTIFICATE-----".to_vec()),
+            insecure_skip_verify: false,
+        };
+        assert!(!format!("{tls:?}").contains("BEGIN"));
+    }
+}

@@ -1,0 +1,438 @@
+//! Conversions between the generated v0.0.42 types and the facade's domain types. With `client`,
+//! the only code that names generated types: a new API version means a new copy of these two.
+
+use chrono::{DateTime, Utc};
+
+use super::error::{ApiError, SlurmError};
+use super::generated::types as api;
+use super::types::{
+    Changes, ClusterInfo, ExitStatus, Job, JobState, JobStateEntry, Node, NodeState, Partition,
+    SubmitRequest, Submitted,
+};
+
+/// Every slurmrestd response carries `errors[]` and `warnings[]`, whatever its HTTP status.
+pub(crate) trait Envelope {
+    fn errors(&self) -> Vec<ApiError>;
+    fn warnings(&self) -> Vec<String>;
+}
+
+fn api_errors(errors: &Option<api::V0042OpenapiErrors>) -> Vec<ApiError> {
+    errors
+        .iter()
+        .flat_map(|list| list.0.iter())
+        .map(|e| ApiError {
+            code: e.error_number.unwrap_or_default(),
+            error: e.error.clone().unwrap_or_default(),
+            description: e.description.clone().unwrap_or_default(),
+            source: e.source.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+fn api_warnings(warnings: &Option<api::V0042OpenapiWarnings>) -> Vec<String> {
+    warnings
+        .iter()
+        .flat_map(|list| list.0.iter())
+        .filter_map(|w| w.description.clone())
+        .collect()
+}
+
+macro_rules! envelope {
+    ($($ty:ty),* $(,)?) => {$(
+        impl Envelope for $ty {
+            fn errors(&self) -> Vec<ApiError> {
+                api_errors(&self.errors)
+            }
+            fn warnings(&self) -> Vec<String> {
+                api_warnings(&self.warnings)
+            }
+        }
+    )*};
+}
+
+envelope!(
+    api::V0042OpenapiPingArrayResp,
+    api::V0042OpenapiDiagResp,
+    api::V0042OpenapiNodesResp,
+    api::V0042OpenapiPartitionResp,
+    api::V0042OpenapiJobSubmitResponse,
+    api::V0042OpenapiJobInfoResp,
+    api::V0042OpenapiJobStateResp,
+    api::V0042OpenapiKillJobResp,
+    api::V0042OpenapiResp,
+);
+
+/// Error entries from a body progenitor could not decode as its declared type (e.g. an error
+/// response with a different shape). Not JSON at all: no entries.
+pub(crate) fn errors_from_bytes(bytes: &[u8]) -> Vec<ApiError> {
+    serde_json::from_slice::<api::V0042OpenapiResp>(bytes)
+        .map(|r| r.errors())
+        .unwrap_or_default()
+}
+
+/// Seconds since the epoch, with slurmrestd's `{set, infinite, number}` wrapper; unset, infinite
+/// and 0 ("never") are `None`.
+fn time64(value: &Option<api::V0042Uint64NoValStruct>) -> Option<DateTime<Utc>> {
+    let value = value.as_ref()?;
+    if value.set == Some(false) || value.infinite == Some(true) {
+        return None;
+    }
+    match value.number? {
+        0 => None,
+        secs => DateTime::from_timestamp(secs, 0),
+    }
+}
+
+fn number32(value: &Option<api::V0042Uint32NoValStruct>) -> Option<i64> {
+    let value = value.as_ref()?;
+    if value.set == Some(false) || value.infinite == Some(true) {
+        return None;
+    }
+    value.number
+}
+
+fn non_empty(value: &Option<String>) -> Option<String> {
+    value
+        .as_ref()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+pub(crate) fn controller_responding(resp: &api::V0042OpenapiPingArrayResp) -> bool {
+    resp.pings.iter().flat_map(|p| p.0.iter()).any(|p| {
+        p.responding == Some(true)
+            && (p.primary == Some(true) || p.mode.as_deref() == Some("primary"))
+    })
+}
+
+pub(crate) fn cluster_info(
+    diag: &api::V0042OpenapiDiagResp,
+    controller_responding: bool,
+) -> ClusterInfo {
+    let meta = diag.meta.as_ref();
+    let slurm = meta.and_then(|m| m.slurm.as_ref());
+    let release = slurm
+        .and_then(|s| non_empty(&s.release))
+        .unwrap_or_else(|| {
+            slurm
+                .and_then(|s| s.version.as_ref())
+                .map(|v| {
+                    let part = |p: &Option<String>| p.clone().unwrap_or_default();
+                    format!("{}.{}.{}", part(&v.major), part(&v.minor), part(&v.micro))
+                })
+                .unwrap_or_default()
+        });
+    let data_parser = meta
+        .and_then(|m| m.plugin.as_ref())
+        .and_then(|p| non_empty(&p.data_parser))
+        .unwrap_or_default();
+    ClusterInfo {
+        cluster_name: slurm
+            .and_then(|s| non_empty(&s.cluster))
+            .unwrap_or_default(),
+        release,
+        api_version: super::client::API_VERSION.to_owned(),
+        data_parser,
+        controller_responding,
+        jobs_submitted: diag.statistics.as_ref().and_then(|s| s.jobs_submitted),
+    }
+}
+
+pub(crate) fn nodes(nodes: Option<api::V0042Nodes>) -> Vec<Node> {
+    nodes
+        .map(|n| n.0)
+        .unwrap_or_default()
+        .into_iter()
+        .map(node)
+        .collect()
+}
+
+fn node(n: api::V0042Node) -> Node {
+    let strings = |list: Option<api::V0042CsvString>| list.map(|l| l.0).unwrap_or_default();
+    Node {
+        name: n.name.unwrap_or_default(),
+        state: NodeState::from_strings(&n.state.map(|s| s.0).unwrap_or_default()),
+        reason: non_empty(&n.reason),
+        reason_set_by_user: non_empty(&n.reason_set_by_user),
+        cpus: n.cpus,
+        alloc_cpus: n.alloc_cpus,
+        real_memory: n.real_memory,
+        features: strings(n.features),
+        partitions: strings(n.partitions),
+        address: non_empty(&n.address),
+        hostname: non_empty(&n.hostname),
+        port: n.port,
+        slurmd_version: non_empty(&n.version),
+    }
+}
+
+/// `last_update` is 0 (with a "no changes" warning) exactly when nothing changed since `update_time`.
+fn changes<T>(items: Vec<T>, last_update: &Option<api::V0042Uint64NoValStruct>) -> Changes<T> {
+    let as_of = last_update
+        .as_ref()
+        .and_then(|l| l.number)
+        .unwrap_or_default();
+    if as_of == 0 && items.is_empty() {
+        Changes::Unchanged
+    } else {
+        Changes::Changed { items, as_of }
+    }
+}
+
+pub(crate) fn node_changes(resp: api::V0042OpenapiNodesResp) -> Result<Changes<Node>, SlurmError> {
+    Ok(changes(nodes(resp.nodes), &resp.last_update))
+}
+
+pub(crate) fn partitions(resp: api::V0042OpenapiPartitionResp) -> Vec<Partition> {
+    resp.partitions
+        .map(|p| p.0)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| {
+            let flags = p
+                .partition
+                .as_ref()
+                .and_then(|x| x.state.clone())
+                .map(|s| s.0)
+                .unwrap_or_default();
+            Partition {
+                name: p.name.unwrap_or_default(),
+                state: flags,
+                nodes: p
+                    .nodes
+                    .as_ref()
+                    .and_then(|n| n.configured.clone())
+                    .unwrap_or_default(),
+                total_nodes: p.nodes.as_ref().and_then(|n| n.total),
+                total_cpus: p.cpus.as_ref().and_then(|c| c.total),
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn jobs(jobs: Option<api::V0042JobInfoMsg>) -> Vec<Job> {
+    jobs.map(|j| j.0)
+        .unwrap_or_default()
+        .into_iter()
+        .map(job)
+        .collect()
+}
+
+fn job(j: api::V0042JobInfo) -> Job {
+    let state = JobState::from_strings(&j.job_state.map(|s| s.0).unwrap_or_default());
+    let exit = j.exit_code.as_ref().map(|e| ExitStatus {
+        return_code: number32(&e.return_code).and_then(|n| i32::try_from(n).ok()),
+        signal: e.signal.as_ref().and_then(|s| number16(&s.id)),
+        signal_name: e.signal.as_ref().and_then(|s| non_empty(&s.name)),
+        status: e.status.clone().map(|s| s.0).unwrap_or_default(),
+    });
+    let time_limit = number32(&j.time_limit)
+        .and_then(|minutes| u64::try_from(minutes).ok())
+        .map(|m| std::time::Duration::from_secs(m * 60));
+    let id = |v: &Option<api::V0042Uint32NoValStruct>| {
+        number32(v)
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n != 0)
+    };
+    Job {
+        job_id: j
+            .job_id
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or_default(),
+        name: j.name.unwrap_or_default(),
+        state,
+        state_reason: non_empty(&j.state_reason).filter(|r| r != "None"),
+        user_name: non_empty(&j.user_name),
+        partition: non_empty(&j.partition),
+        comment: non_empty(&j.comment),
+        nodes: non_empty(&j.nodes),
+        node_count: number32(&j.node_count),
+        exit,
+        submit_time: time64(&j.submit_time),
+        start_time: time64(&j.start_time),
+        end_time: time64(&j.end_time),
+        time_limit,
+        array_job_id: id(&j.array_job_id),
+        array_task_id: number32(&j.array_task_id).and_then(|n| u32::try_from(n).ok()),
+        array_task_string: non_empty(&j.array_task_string),
+        standard_output: non_empty(&j.standard_output),
+        standard_error: non_empty(&j.standard_error),
+        working_directory: non_empty(&j.current_working_directory),
+    }
+}
+
+fn number16(value: &Option<api::V0042Uint16NoValStruct>) -> Option<i32> {
+    let value = value.as_ref()?;
+    if value.set == Some(false) || value.infinite == Some(true) {
+        return None;
+    }
+    value.number.and_then(|n| i32::try_from(n).ok())
+}
+
+pub(crate) fn job_changes(resp: api::V0042OpenapiJobInfoResp) -> Result<Changes<Job>, SlurmError> {
+    Ok(changes(jobs(resp.jobs), &resp.last_update))
+}
+
+pub(crate) fn job_states(resp: api::V0042OpenapiJobStateResp) -> Vec<JobStateEntry> {
+    resp.jobs
+        .map(|j| j.0)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|entry| {
+            let job_id = entry.job_id.as_deref()?.trim().parse().ok()?;
+            Some(JobStateEntry {
+                job_id,
+                state: JobState::from_strings(&entry.state.map(|s| s.0).unwrap_or_default()),
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn node_update(states: &[&str], reason: Option<&str>) -> api::V0042UpdateNodeMsg {
+    api::V0042UpdateNodeMsg {
+        state: Some(api::V0042NodeStates(
+            states.iter().map(|s| (*s).to_owned()).collect(),
+        )),
+        reason: reason.map(str::to_owned),
+        ..Default::default()
+    }
+}
+
+pub(crate) fn cancel_failures(resp: &api::V0042OpenapiKillJobResp) -> Vec<ApiError> {
+    resp.status
+        .iter()
+        .flat_map(|s| s.0.iter())
+        .filter_map(|entry| entry.error.as_ref())
+        .filter(|e| e.code.is_some_and(|c| c != 0))
+        .map(|e| ApiError {
+            code: e.code.unwrap_or_default(),
+            error: e.string.clone().unwrap_or_default(),
+            description: e.message.clone().unwrap_or_default(),
+            source: "cancel".into(),
+        })
+        .collect()
+}
+
+pub(crate) fn submitted(resp: api::V0042OpenapiJobSubmitResponse) -> Result<Submitted, SlurmError> {
+    let warnings = resp.warnings();
+    let job_id = resp
+        .job_id
+        .and_then(|id| u32::try_from(id).ok())
+        .filter(|id| *id != 0)
+        .ok_or_else(|| SlurmError::Decode {
+            operation: "submit_job",
+            detail: "the answer has no job_id".into(),
+        })?;
+    Ok(Submitted {
+        job_id,
+        user_message: non_empty(&resp.job_submit_user_msg),
+        warnings,
+    })
+}
+
+/// Build slurmrestd's job description: typed fields first, then `extra` on top, decoded into the
+/// generated type so a wrongly typed extra field fails here, with its name, not in Slurm.
+pub(crate) fn submit_request(
+    request: &SubmitRequest,
+) -> Result<api::V0042JobSubmitReq, SlurmError> {
+    use serde_json::{Map, Value, json};
+    let invalid = |detail: String| SlurmError::InvalidRequest { detail };
+    if !request.script.starts_with("#!") {
+        return Err(invalid(
+            "the batch script must start with #! (e.g. #!/bin/bash)".into(),
+        ));
+    }
+    if request.working_directory.trim().is_empty() {
+        return Err(invalid("a working directory is required".into()));
+    }
+    let mut job = Map::new();
+    let mut put = |key: &str, value: Value| {
+        job.insert(key.to_owned(), value);
+    };
+    put("script", json!(request.script));
+    put(
+        "current_working_directory",
+        json!(request.working_directory),
+    );
+    let mut environment: Vec<String> = request
+        .environment
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if environment.is_empty() {
+        // slurmrestd fails the submit (error 2019) without an environment.
+        environment.push("PATH=/usr/local/bin:/usr/bin:/bin".to_owned());
+    }
+    put("environment", json!(environment));
+    let optional_strings = [
+        ("name", &request.name),
+        ("partition", &request.partition),
+        ("account", &request.account),
+        ("qos", &request.qos),
+        ("nodes", &request.nodes),
+        ("constraints", &request.constraints),
+        ("tres_per_node", &request.tres_per_node),
+        ("array", &request.array),
+        ("dependency", &request.dependency),
+        ("standard_output", &request.standard_output),
+        ("standard_error", &request.standard_error),
+        ("comment", &request.comment),
+    ];
+    for (key, value) in optional_strings {
+        if let Some(value) = value {
+            put(key, json!(value));
+        }
+    }
+    if let Some(gres) = &request.gres {
+        // sbatch's --gres is tres_per_node with a "gres/" prefix per entry.
+        let per_node = gres
+            .split(',')
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .map(|g| {
+                if g.starts_with("gres/") {
+                    g.to_owned()
+                } else {
+                    format!("gres/{g}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        put("tres_per_node", json!(per_node));
+    }
+    if let Some(tasks) = request.tasks {
+        put("tasks", json!(tasks));
+    }
+    if let Some(cpus) = request.cpus_per_task {
+        put("cpus_per_task", json!(cpus));
+    }
+    if let Some(mib) = request.memory_per_node_mib {
+        put(
+            "memory_per_node",
+            json!({"set": true, "infinite": false, "number": mib}),
+        );
+    }
+    if let Some(limit) = request.time_limit {
+        let minutes = limit.as_secs().div_ceil(60).max(1);
+        put(
+            "time_limit",
+            json!({"set": true, "infinite": false, "number": minutes}),
+        );
+    }
+    for (key, value) in &request.extra {
+        job.insert(key.clone(), value.clone());
+    }
+    let body = json!({ "job": Value::Object(job) });
+    let typed: api::V0042JobSubmitReq = serde_json::from_value(body.clone())
+        .map_err(|e| invalid(format!("invalid job description: {e}")))?;
+    // Fields the spec does not know would be dropped silently by the typed body: refuse them.
+    let round_trip = serde_json::to_value(&typed).map_err(|e| invalid(e.to_string()))?;
+    let known = round_trip.get("job").and_then(Value::as_object);
+    for key in request.extra.keys() {
+        if known.is_none_or(|k| !k.contains_key(key)) {
+            return Err(invalid(format!("unknown job description field {key:?}")));
+        }
+    }
+    Ok(typed)
+}

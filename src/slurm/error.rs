@@ -1,0 +1,385 @@
+//! Errors of the slurmrestd facade.
+//!
+//! slurmrestd's HTTP status codes do not always tell the truth (200 with `errors[]`, 200 with a
+//! failed cancel inside `status[]`, 200 without `nodes` for an unknown node, 511 for a bad token):
+//! the facade reads the body and turns every such response into one of these variants, so callers
+//! match on meaning, not on HTTP codes.
+
+use super::auth::AuthError;
+
+/// Slurm's own error numbers (`slurm_errno.h`) that callers act on.
+pub mod errno {
+    pub const PROTOCOL_AUTHENTICATION_ERROR: i64 = 1007;
+    pub const INVALID_PARTITION_NAME: i64 = 2000;
+    pub const ACCESS_DENIED: i64 = 2002;
+    pub const USER_ID_MISSING: i64 = 2010;
+    pub const NODES_BUSY: i64 = 2016;
+    pub const INVALID_JOB_ID: i64 = 2017;
+    pub const INVALID_NODE_NAME: i64 = 2018;
+    pub const ALREADY_DONE: i64 = 2021;
+    pub const INVALID_NODE_STATE: i64 = 2028;
+    pub const INVALID_FEATURE: i64 = 2029;
+    /// Slurm 26.05's answer to e.g. RESUME on a node that is not drained (24.11 says 2028).
+    pub const INVALID_NODE_STATE_TRANSITION: i64 = 2180;
+}
+
+/// One entry of a response's `errors[]` (or a cancel's `status[].error`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ApiError {
+    /// Slurm error number; 0 when slurmrestd gave none.
+    pub code: i64,
+    /// Slurm's text for the number, e.g. "Invalid partition name specified".
+    pub error: String,
+    /// slurmrestd's description of what failed, often more specific.
+    pub description: String,
+    /// The slurmrestd component that reported it.
+    pub source: String,
+}
+
+impl ApiError {
+    /// A one-line human message: the description when there is one, else the error text.
+    pub fn message(&self) -> String {
+        match (self.error.is_empty(), self.description.is_empty()) {
+            (false, false) if self.error != self.description => {
+                format!("{}: {}", self.error, self.description)
+            }
+            (_, false) => self.description.clone(),
+            (false, true) => self.error.clone(),
+            (true, true) => format!("Slurm error {}", self.code),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SlurmError {
+    #[error("cannot reach slurmrestd at {endpoint}: {detail}")]
+    Unreachable {
+        endpoint: String,
+        detail: String,
+        #[source]
+        source: Option<reqwest::Error>,
+    },
+    #[error("TLS connection to {endpoint} failed: {detail}")]
+    Tls { endpoint: String, detail: String },
+    #[error("slurmrestd did not answer {operation} within {timeout:?}")]
+    Timeout {
+        operation: &'static str,
+        timeout: std::time::Duration,
+    },
+    #[error(
+        "slurmrestd rejected the credentials (HTTP {status}){}",
+        detail_suffix(detail)
+    )]
+    Unauthorized { status: u16, detail: String },
+    #[error("cannot build credentials")]
+    Credentials(#[from] AuthError),
+    #[error("Slurm denied {operation}: {message}")]
+    PermissionDenied {
+        operation: &'static str,
+        message: String,
+    },
+    #[error("{kind} {name} not found")]
+    NotFound { kind: &'static str, name: String },
+    #[error("node {node} is busy (it is running jobs)")]
+    NodeBusy { node: String },
+    #[error("invalid partition: {message}")]
+    InvalidPartition { message: String },
+    #[error("invalid feature or constraint: {message}")]
+    InvalidFeature { message: String },
+    #[error("node {node} is not in a state that allows this: {message}")]
+    InvalidNodeState { node: String, message: String },
+    #[error("job {job_id} already finished")]
+    AlreadyFinished { job_id: u32 },
+    #[error(
+        "slurmrestd refused {operation} (HTTP {status}): {}",
+        first_message(errors)
+    )]
+    Rejected {
+        operation: &'static str,
+        status: u16,
+        errors: Vec<ApiError>,
+    },
+    /// HTTP 304: nothing changed since the `update_time` given (the node list answers this way).
+    #[error("slurmrestd reports no changes for {operation}")]
+    NotModified { operation: &'static str },
+    #[error("unexpected HTTP {status} from slurmrestd for {operation}: {body}")]
+    UnexpectedStatus {
+        operation: &'static str,
+        status: u16,
+        body: String,
+    },
+    #[error("cannot decode slurmrestd's answer to {operation}: {detail}")]
+    Decode {
+        operation: &'static str,
+        detail: String,
+    },
+    #[error("slurmrestd at {endpoint} does not serve a supported API: {detail}")]
+    UnsupportedVersion { endpoint: String, detail: String },
+    #[error("invalid slurmrestd endpoint {endpoint:?}: {detail}")]
+    InvalidEndpoint { endpoint: String, detail: String },
+    #[error("invalid CA bundle: {detail}")]
+    InvalidCa { detail: String },
+    #[error("invalid request: {detail}")]
+    InvalidRequest { detail: String },
+}
+
+fn detail_suffix(detail: &str) -> String {
+    if detail.is_empty() {
+        String::new()
+    } else {
+        format!(": {detail}")
+    }
+}
+
+fn first_message(errors: &[ApiError]) -> String {
+    match errors {
+        [] => "no error details".to_owned(),
+        [only] => only.message(),
+        [first, rest @ ..] => format!("{} (and {} more)", first.message(), rest.len()),
+    }
+}
+
+impl SlurmError {
+    /// Whether trying again later can succeed without anyone changing anything: network trouble,
+    /// timeouts, a server error without a Slurm error number.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Unreachable { .. } | Self::Timeout { .. } => true,
+            Self::UnexpectedStatus { status, .. } => *status >= 500 || *status == 429,
+            Self::NodeBusy { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// A stable, low-cardinality name for metrics labels and condition/Event reasons.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Unreachable { .. } => "Unreachable",
+            Self::Tls { .. } => "TLSError",
+            Self::Timeout { .. } => "Timeout",
+            Self::Unauthorized { .. } => "Unauthorized",
+            Self::Credentials(_) => "InvalidCredentials",
+            Self::PermissionDenied { .. } => "PermissionDenied",
+            Self::NotFound { .. } => "NotFound",
+            Self::NodeBusy { .. } => "NodeBusy",
+            Self::InvalidPartition { .. } => "InvalidPartition",
+            Self::InvalidFeature { .. } => "InvalidFeature",
+            Self::InvalidNodeState { .. } => "InvalidNodeState",
+            Self::AlreadyFinished { .. } => "AlreadyFinished",
+            Self::Rejected { .. } => "Rejected",
+            Self::NotModified { .. } => "NotModified",
+            Self::UnexpectedStatus { .. } => "UnexpectedStatus",
+            Self::Decode { .. } => "DecodeError",
+            Self::UnsupportedVersion { .. } => "UnsupportedVersion",
+            Self::InvalidEndpoint { .. } => "InvalidEndpoint",
+            Self::InvalidCa { .. } => "InvalidCA",
+            Self::InvalidRequest { .. } => "InvalidRequest",
+        }
+    }
+
+    /// The Slurm error number behind this error, when Slurm gave one.
+    pub fn slurm_errno(&self) -> Option<i64> {
+        match self {
+            Self::Rejected { errors, .. } => errors.iter().map(|e| e.code).find(|c| *c != 0),
+            Self::NodeBusy { .. } => Some(errno::NODES_BUSY),
+            Self::InvalidPartition { .. } => Some(errno::INVALID_PARTITION_NAME),
+            Self::InvalidFeature { .. } => Some(errno::INVALID_FEATURE),
+            Self::InvalidNodeState { .. } => Some(errno::INVALID_NODE_STATE),
+            Self::AlreadyFinished { .. } => Some(errno::ALREADY_DONE),
+            _ => None,
+        }
+    }
+}
+
+/// What a failed call was about, so an error number can name the right thing.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Subject<'a> {
+    None,
+    Job(u32),
+    Node(&'a str),
+}
+
+/// Turn a response's error entries into the most specific error. `status` is the HTTP status.
+pub(crate) fn classify(
+    operation: &'static str,
+    status: u16,
+    subject: Subject<'_>,
+    errors: Vec<ApiError>,
+) -> SlurmError {
+    let code = errors.iter().map(|e| e.code).find(|c| *c != 0).unwrap_or(0);
+    let message = errors
+        .iter()
+        .find(|e| e.code == code)
+        .map(ApiError::message)
+        .unwrap_or_default();
+    let node = |default: &str| match subject {
+        Subject::Node(name) => name.to_owned(),
+        _ => default.to_owned(),
+    };
+    match code {
+        errno::PROTOCOL_AUTHENTICATION_ERROR => SlurmError::Unauthorized {
+            status,
+            detail: message,
+        },
+        errno::INVALID_PARTITION_NAME => SlurmError::InvalidPartition { message },
+        errno::INVALID_FEATURE => SlurmError::InvalidFeature { message },
+        errno::NODES_BUSY => SlurmError::NodeBusy {
+            node: node("(unknown)"),
+        },
+        errno::INVALID_NODE_STATE | errno::INVALID_NODE_STATE_TRANSITION => {
+            SlurmError::InvalidNodeState {
+                node: node("(unknown)"),
+                message,
+            }
+        }
+        errno::INVALID_NODE_NAME => SlurmError::NotFound {
+            kind: "node",
+            name: node("(unknown)"),
+        },
+        errno::INVALID_JOB_ID => match subject {
+            Subject::Job(id) => SlurmError::NotFound {
+                kind: "job",
+                name: id.to_string(),
+            },
+            _ => SlurmError::Rejected {
+                operation,
+                status,
+                errors,
+            },
+        },
+        errno::ALREADY_DONE => match subject {
+            Subject::Job(job_id) => SlurmError::AlreadyFinished { job_id },
+            _ => SlurmError::Rejected {
+                operation,
+                status,
+                errors,
+            },
+        },
+        errno::ACCESS_DENIED | errno::USER_ID_MISSING => {
+            SlurmError::PermissionDenied { operation, message }
+        }
+        _ => SlurmError::Rejected {
+            operation,
+            status,
+            errors,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(code: i64, text: &str) -> ApiError {
+        ApiError {
+            code,
+            error: text.into(),
+            description: String::new(),
+            source: String::new(),
+        }
+    }
+
+    #[test]
+    fn error_numbers_map_to_typed_variants() {
+        let cases: Vec<(i64, Subject<'_>, &str)> = vec![
+            (1007, Subject::None, "Unauthorized"),
+            (2000, Subject::None, "InvalidPartition"),
+            (2029, Subject::None, "InvalidFeature"),
+            (2016, Subject::Node("dyn1"), "NodeBusy"),
+            (2028, Subject::Node("n1"), "InvalidNodeState"),
+            (2180, Subject::Node("n1"), "InvalidNodeState"),
+            (2018, Subject::Node("nosuch"), "NotFound"),
+            (2017, Subject::Job(7), "NotFound"),
+            (2017, Subject::None, "Rejected"),
+            (2021, Subject::Job(5), "AlreadyFinished"),
+            (2010, Subject::Node("n1"), "PermissionDenied"),
+            (2019, Subject::None, "Rejected"),
+        ];
+        for (code, subject, want) in cases {
+            let got = classify("op", 500, subject, vec![err(code, "x")]);
+            assert_eq!(got.category(), want, "errno {code} with {subject:?}: {got}");
+        }
+    }
+
+    #[test]
+    fn busy_node_error_names_the_node_and_is_transient() {
+        let e = classify(
+            "delete_node",
+            500,
+            Subject::Node("dyn1"),
+            vec![err(2016, "Requested nodes are busy")],
+        );
+        assert!(matches!(&e, SlurmError::NodeBusy { node } if node == "dyn1"));
+        assert!(e.is_transient());
+        assert_eq!(e.slurm_errno(), Some(2016));
+    }
+
+    #[test]
+    fn first_nonzero_code_wins_over_no_error_entries() {
+        let e = classify(
+            "op",
+            500,
+            Subject::None,
+            vec![
+                err(0, "No error"),
+                err(2000, "Invalid partition name specified"),
+            ],
+        );
+        assert!(
+            matches!(e, SlurmError::InvalidPartition { ref message } if message.contains("Invalid partition"))
+        );
+    }
+
+    #[test]
+    fn messages_are_readable() {
+        let e = ApiError {
+            code: 2000,
+            error: "Invalid partition name specified".into(),
+            description: "Batch job submission failed".into(),
+            source: "slurm_submit_batch_job()".into(),
+        };
+        assert_eq!(
+            e.message(),
+            "Invalid partition name specified: Batch job submission failed"
+        );
+        let rejected = SlurmError::Rejected {
+            operation: "submit_job",
+            status: 500,
+            errors: vec![e.clone(), e],
+        };
+        assert!(rejected.to_string().contains("(and 1 more)"), "{rejected}");
+        assert_eq!(
+            ApiError {
+                code: 9,
+                ..Default::default()
+            }
+            .message(),
+            "Slurm error 9"
+        );
+    }
+
+    #[test]
+    fn transient_classification() {
+        let unexpected = |status| SlurmError::UnexpectedStatus {
+            operation: "op",
+            status,
+            body: String::new(),
+        };
+        assert!(unexpected(502).is_transient());
+        assert!(unexpected(429).is_transient());
+        assert!(!unexpected(400).is_transient());
+        assert!(
+            !SlurmError::Unauthorized {
+                status: 511,
+                detail: String::new()
+            }
+            .is_transient()
+        );
+        assert!(
+            !SlurmError::InvalidPartition {
+                message: String::new()
+            }
+            .is_transient()
+        );
+    }
+}

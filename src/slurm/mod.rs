@@ -1,0 +1,18 @@
+//! Everything that talks to slurmrestd. The generated client (`generated`) is private to this
+//! module: the rest of the operator sees only [`SlurmClient`], the domain types in [`types`] and
+//! [`SlurmError`]. A new Slurm REST API version touches this module only.
+
+pub mod auth;
+mod client;
+pub mod config;
+mod convert;
+pub mod error;
+mod generated;
+mod transport;
+pub mod types;
+
+pub use auth::Credentials;
+pub use client::{API_VERSION, SlurmClient};
+pub use config::{ClientConfig, RetryPolicy, TlsOptions};
+pub use error::SlurmError;
+pub use transport::RequestObserver;

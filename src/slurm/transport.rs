@@ -1,0 +1,140 @@
+//! The HTTP layer under the generated client: credentials on every request, one tracing span and
+//! one latency observation per request, and the HTTP status of every response kept for the facade
+//! (progenitor drops it when a body does not decode, e.g. slurmrestd's plain-text 401).
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use progenitor_client::{ClientHooks, Error as ProgenitorError, OperationInfo};
+use tracing::Instrument;
+
+use super::auth::{self, AuthError, Credentials};
+use super::generated::Client;
+
+/// Receives one observation per slurmrestd request (for metrics). `operation` is the OpenAPI
+/// operation id, a static, low-cardinality label.
+pub trait RequestObserver: Send + Sync {
+    fn observe(&self, operation: &'static str, status: Option<u16>, elapsed: Duration);
+}
+
+/// The generated client's inner state: swapped credentials and the request observer.
+pub struct Transport {
+    credentials: ArcSwap<Credentials>,
+    observer: Option<Arc<dyn RequestObserver>>,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport")
+            .field("credentials", &self.credentials.load())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transport {
+    pub(crate) fn new(
+        credentials: Arc<Credentials>,
+        observer: Option<Arc<dyn RequestObserver>>,
+    ) -> Self {
+        Self {
+            credentials: ArcSwap::new(credentials),
+            observer,
+        }
+    }
+
+    pub(crate) fn set_credentials(&self, credentials: Arc<Credentials>) {
+        self.credentials.store(credentials);
+    }
+
+    pub(crate) fn credentials(&self) -> Arc<Credentials> {
+        self.credentials.load_full()
+    }
+}
+
+/// What the hooks saw of the one request a facade call made.
+#[derive(Debug, Default)]
+pub(crate) struct Exchange {
+    pub status: Option<u16>,
+    pub auth_error: Option<AuthError>,
+}
+
+tokio::task_local! {
+    static EXCHANGE: RefCell<Exchange>;
+}
+
+/// Run one generated-client call and return its result with what the hooks observed.
+pub(crate) async fn observed<T, F>(call: F) -> (T, Exchange)
+where
+    F: Future<Output = T>,
+{
+    EXCHANGE
+        .scope(RefCell::new(Exchange::default()), async move {
+            let result = call.await;
+            let exchange = EXCHANGE.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
+            (result, exchange)
+        })
+        .await
+}
+
+fn record(update: impl FnOnce(&mut Exchange)) {
+    // Outside `observed` (nobody listening) there is nothing to record.
+    let _ = EXCHANGE.try_with(|cell| update(&mut cell.borrow_mut()));
+}
+
+impl ClientHooks<Arc<Transport>> for Client {
+    async fn pre<E>(
+        &self,
+        request: &mut reqwest::Request,
+        _info: &OperationInfo,
+    ) -> Result<(), ProgenitorError<E>> {
+        let credentials = progenitor_client::ClientInfo::inner(self).credentials();
+        match auth::authorize(&credentials, request).await {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                let message = error.to_string();
+                record(|exchange| exchange.auth_error = Some(error));
+                Err(ProgenitorError::Custom(message))
+            }
+        }
+    }
+
+    async fn exec(
+        &self,
+        request: reqwest::Request,
+        info: &OperationInfo,
+    ) -> reqwest::Result<reqwest::Response> {
+        let span = tracing::debug_span!(
+            "slurmrestd",
+            operation = info.operation_id,
+            method = %request.method(),
+            path = request.url().path(),
+            status = tracing::field::Empty,
+            latency_ms = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let result = progenitor_client::ClientInfo::client(self)
+            .execute(request)
+            .instrument(span.clone())
+            .await;
+        let elapsed = started.elapsed();
+        let status = result.as_ref().ok().map(|r| r.status().as_u16());
+        span.record("latency_ms", elapsed.as_secs_f64() * 1000.0);
+        match (&result, status) {
+            (_, Some(status)) => {
+                span.record("status", status);
+                span.in_scope(|| tracing::debug!("slurmrestd answered"));
+            }
+            (Err(error), None) => {
+                span.in_scope(|| tracing::debug!(%error, "slurmrestd request failed"))
+            }
+            (Ok(_), None) => {}
+        }
+        record(|exchange| exchange.status = status);
+        if let Some(observer) = &progenitor_client::ClientInfo::inner(self).observer {
+            observer.observe(info.operation_id, status, elapsed);
+        }
+        result
+    }
+}

@@ -1,0 +1,654 @@
+//! Domain types of the slurmrestd facade: what the operator needs to know about Slurm, in our
+//! own words, independent of the REST API version that carried it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Health and identity of a Slurm cluster, as slurmrestd reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterInfo {
+    /// `ClusterName` from slurm.conf.
+    pub cluster_name: String,
+    /// Slurm release, e.g. "24.11.5".
+    pub release: String,
+    /// The data_parser plugin serving the API, e.g. "data_parser/v0.0.42".
+    pub data_parser: String,
+    /// The REST API version the facade speaks, e.g. "v0.0.42".
+    pub api_version: String,
+    /// Whether the primary slurmctld answered a ping.
+    pub controller_responding: bool,
+    /// Jobs submitted since the controller's daily statistics reset.
+    pub jobs_submitted: Option<i64>,
+}
+
+/// A Slurm node state: one base state plus flags, as slurmrestd's `state` array
+/// (e.g. `["IDLE","DRAIN"]`, `["ALLOCATED","DYNAMIC_NORM"]`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct NodeState {
+    pub base: NodeBaseState,
+    /// Flags in upper case as Slurm spells them: DRAIN, COMPLETING, NOT_RESPONDING, DYNAMIC_NORM, ...
+    pub flags: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum NodeBaseState {
+    Idle,
+    Allocated,
+    Mixed,
+    Down,
+    Error,
+    Future,
+    #[default]
+    Unknown,
+    /// A base state this version of the operator does not know.
+    Other(String),
+}
+
+impl NodeState {
+    pub fn from_strings<S: AsRef<str>>(values: &[S]) -> Self {
+        let mut base = None;
+        let mut flags = BTreeSet::new();
+        for value in values {
+            let upper = value.as_ref().trim().to_ascii_uppercase();
+            let parsed = match upper.as_str() {
+                "IDLE" => Some(NodeBaseState::Idle),
+                "ALLOCATED" | "ALLOC" => Some(NodeBaseState::Allocated),
+                "MIXED" => Some(NodeBaseState::Mixed),
+                "DOWN" => Some(NodeBaseState::Down),
+                "ERROR" => Some(NodeBaseState::Error),
+                "FUTURE" => Some(NodeBaseState::Future),
+                "UNKNOWN" => Some(NodeBaseState::Unknown),
+                _ => None,
+            };
+            match parsed {
+                Some(state) if base.is_none() => base = Some(state),
+                _ if !upper.is_empty() => {
+                    flags.insert(upper);
+                }
+                _ => {}
+            }
+        }
+        // Slurm always puts the base state first; a lone unknown word is a new base state.
+        let base = match base {
+            Some(base) => base,
+            None => match values
+                .first()
+                .map(|v| v.as_ref().trim().to_ascii_uppercase())
+            {
+                Some(first) if !first.is_empty() && flags.len() == 1 => {
+                    flags.remove(&first);
+                    NodeBaseState::Other(first)
+                }
+                _ => NodeBaseState::Unknown,
+            },
+        };
+        Self { base, flags }
+    }
+
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.contains(flag)
+    }
+
+    /// DRAIN is set (whether jobs still run or not).
+    pub fn is_drain(&self) -> bool {
+        self.has_flag("DRAIN")
+    }
+
+    /// Jobs still hold or are leaving the node.
+    pub fn is_busy(&self) -> bool {
+        matches!(self.base, NodeBaseState::Allocated | NodeBaseState::Mixed)
+            || self.has_flag("COMPLETING")
+    }
+
+    /// Drained: DRAIN set and nothing running or completing on it.
+    pub fn is_drained(&self) -> bool {
+        self.is_drain() && !self.is_busy()
+    }
+
+    /// Draining: DRAIN set while jobs are still on it.
+    pub fn is_draining(&self) -> bool {
+        self.is_drain() && self.is_busy()
+    }
+
+    pub fn is_down(&self) -> bool {
+        matches!(self.base, NodeBaseState::Down)
+    }
+
+    pub fn is_not_responding(&self) -> bool {
+        self.has_flag("NOT_RESPONDING")
+    }
+
+    pub fn is_dynamic(&self) -> bool {
+        self.has_flag("DYNAMIC_NORM") || self.has_flag("DYNAMIC_FUTURE")
+    }
+
+    /// The state as Slurm's array again (base first, then flags in a stable order).
+    pub fn to_strings(&self) -> Vec<String> {
+        let mut out = vec![self.base.to_string()];
+        out.extend(self.flags.iter().cloned());
+        out
+    }
+}
+
+impl fmt::Display for NodeBaseState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Self::Idle => "IDLE",
+            Self::Allocated => "ALLOCATED",
+            Self::Mixed => "MIXED",
+            Self::Down => "DOWN",
+            Self::Error => "ERROR",
+            Self::Future => "FUTURE",
+            Self::Unknown => "UNKNOWN",
+            Self::Other(s) => s,
+        };
+        f.write_str(s)
+    }
+}
+
+impl fmt::Display for NodeState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_strings().join("+"))
+    }
+}
+
+/// A Slurm node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    pub name: String,
+    pub state: NodeState,
+    /// Why the node is drained/down, if it is; Slurm keeps the text after a RESUME.
+    pub reason: Option<String>,
+    /// Who set `reason`.
+    pub reason_set_by_user: Option<String>,
+    pub cpus: Option<i64>,
+    pub alloc_cpus: Option<i64>,
+    /// Configured memory in MiB.
+    pub real_memory: Option<i64>,
+    pub features: Vec<String>,
+    pub partitions: Vec<String>,
+    pub address: Option<String>,
+    pub hostname: Option<String>,
+    pub port: Option<i64>,
+    pub slurmd_version: Option<String>,
+}
+
+/// A Slurm job state: base state plus flags (`["COMPLETED","COMPLETING"]`, `["PENDING","REQUEUED"]`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct JobState {
+    pub base: JobBaseState,
+    pub flags: BTreeSet<String>,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, PartialOrd, Ord, Hash,
+)]
+pub enum JobBaseState {
+    #[default]
+    Pending,
+    Running,
+    Suspended,
+    Completed,
+    Cancelled,
+    Failed,
+    Timeout,
+    NodeFail,
+    Preempted,
+    BootFail,
+    Deadline,
+    OutOfMemory,
+    /// A state this version of the operator does not know; treated as not finished.
+    Unknown,
+}
+
+impl JobBaseState {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "PENDING" => Self::Pending,
+            "RUNNING" => Self::Running,
+            "SUSPENDED" => Self::Suspended,
+            "COMPLETED" => Self::Completed,
+            "CANCELLED" => Self::Cancelled,
+            "FAILED" => Self::Failed,
+            "TIMEOUT" => Self::Timeout,
+            "NODE_FAIL" => Self::NodeFail,
+            "PREEMPTED" => Self::Preempted,
+            "BOOT_FAIL" => Self::BootFail,
+            "DEADLINE" => Self::Deadline,
+            "OUT_OF_MEMORY" => Self::OutOfMemory,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Pending => "PENDING",
+            Self::Running => "RUNNING",
+            Self::Suspended => "SUSPENDED",
+            Self::Completed => "COMPLETED",
+            Self::Cancelled => "CANCELLED",
+            Self::Failed => "FAILED",
+            Self::Timeout => "TIMEOUT",
+            Self::NodeFail => "NODE_FAIL",
+            Self::Preempted => "PREEMPTED",
+            Self::BootFail => "BOOT_FAIL",
+            Self::Deadline => "DEADLINE",
+            Self::OutOfMemory => "OUT_OF_MEMORY",
+            Self::Unknown => "UNKNOWN",
+        }
+    }
+
+    /// The job will not run again on its own.
+    pub fn is_finished(&self) -> bool {
+        !matches!(
+            self,
+            Self::Pending | Self::Running | Self::Suspended | Self::Unknown
+        )
+    }
+}
+
+impl JobState {
+    pub fn from_strings<S: AsRef<str>>(values: &[S]) -> Self {
+        let mut base = None;
+        let mut flags = BTreeSet::new();
+        for value in values {
+            let upper = value.as_ref().trim().to_ascii_uppercase();
+            match JobBaseState::parse(&upper) {
+                Some(state) if base.is_none() => base = Some(state),
+                _ if !upper.is_empty() => {
+                    flags.insert(upper);
+                }
+                _ => {}
+            }
+        }
+        Self {
+            base: base.unwrap_or(JobBaseState::Unknown),
+            flags,
+        }
+    }
+
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.flags.contains(flag)
+    }
+
+    /// Finished and done with its nodes: the base state is final and no COMPLETING flag is left.
+    pub fn is_final(&self) -> bool {
+        self.base.is_finished() && !self.has_flag("COMPLETING")
+    }
+
+    pub fn to_strings(&self) -> Vec<String> {
+        let mut out = vec![self.base.as_str().to_owned()];
+        out.extend(self.flags.iter().cloned());
+        out
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_strings().join("+"))
+    }
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ExitStatus {
+    /// The batch script's exit code, when it exited on its own.
+    pub return_code: Option<i32>,
+    /// The signal that ended it, when one did (e.g. 15 for a cancel or time limit).
+    pub signal: Option<i32>,
+    pub signal_name: Option<String>,
+    /// Slurm's summary flags: SUCCESS, ERROR, SIGNALED, CORE_DUMPED, ...
+    pub status: Vec<String>,
+}
+
+/// A Slurm job as slurmctld (or slurmdbd) reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    pub job_id: u32,
+    pub name: String,
+    pub state: JobState,
+    /// Why it is pending or how it ended, e.g. "Resources", "NonZeroExitCode", "TimeLimit"; "None" is dropped.
+    pub state_reason: Option<String>,
+    pub user_name: Option<String>,
+    pub partition: Option<String>,
+    pub comment: Option<String>,
+    /// Allocated nodes as a Slurm hostlist (e.g. "n[1-2]").
+    pub nodes: Option<String>,
+    pub node_count: Option<i64>,
+    pub exit: Option<ExitStatus>,
+    pub submit_time: Option<DateTime<Utc>>,
+    pub start_time: Option<DateTime<Utc>>,
+    /// Meaningful only once the job has ended (a running job reports start + time limit or + 1 year).
+    pub end_time: Option<DateTime<Utc>>,
+    /// `None` means no limit.
+    pub time_limit: Option<Duration>,
+    pub array_job_id: Option<u32>,
+    pub array_task_id: Option<u32>,
+    /// For a pending array's meta record: the tasks still to run, e.g. "1-3%2".
+    pub array_task_string: Option<String>,
+    pub standard_output: Option<String>,
+    pub standard_error: Option<String>,
+    pub working_directory: Option<String>,
+}
+
+/// One entry of `/jobs/state/`: the cheapest way to follow jobs we already know.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStateEntry {
+    pub job_id: u32,
+    pub state: JobState,
+}
+
+/// A Slurm partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partition {
+    pub name: String,
+    pub state: Vec<String>,
+    /// Configured nodes as a hostlist expression.
+    pub nodes: String,
+    pub total_nodes: Option<i64>,
+    pub total_cpus: Option<i64>,
+}
+
+/// The answer to an incremental list call (`update_time`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Changes<T> {
+    /// Nothing changed since the time given; keep what you have.
+    Unchanged,
+    /// Something changed: here is the full list (slurmrestd's `update_time` is a change flag, not
+    /// a delta) and the server time to pass as `since` next time.
+    Changed { items: Vec<T>, as_of: i64 },
+}
+
+impl<T> Changes<T> {
+    pub fn into_items(self) -> Option<Vec<T>> {
+        match self {
+            Self::Unchanged => None,
+            Self::Changed { items, .. } => Some(items),
+        }
+    }
+}
+
+/// A batch job to submit. Field names follow sbatch; units are explicit.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SubmitRequest {
+    /// The batch script, starting with `#!`.
+    pub script: String,
+    pub name: Option<String>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    /// Node count or range, e.g. "2" or "1-4".
+    pub nodes: Option<String>,
+    pub tasks: Option<u32>,
+    pub cpus_per_task: Option<u32>,
+    pub memory_per_node_mib: Option<u64>,
+    /// Rounded up to whole minutes (Slurm's unit).
+    pub time_limit: Option<Duration>,
+    /// Environment of the batch script. slurmrestd requires one; an empty map sends a minimal PATH.
+    pub environment: BTreeMap<String, String>,
+    /// slurmrestd requires a working directory.
+    pub working_directory: String,
+    pub constraints: Option<String>,
+    pub gres: Option<String>,
+    pub tres_per_node: Option<String>,
+    /// e.g. "0-9%2".
+    pub array: Option<String>,
+    /// A Slurm dependency expression, e.g. "afterok:12:13".
+    pub dependency: Option<String>,
+    pub standard_output: Option<String>,
+    pub standard_error: Option<String>,
+    /// Free text stored with the job; the operator puts its ownership tag here.
+    pub comment: Option<String>,
+    /// Further fields of slurmrestd's job description, merged as given.
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What slurmctld answered to a submit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submitted {
+    pub job_id: u32,
+    /// `job_submit_user_msg`, when a job_submit plugin said something.
+    pub user_message: Option<String>,
+    /// slurmrestd's warnings (e.g. an ignored unknown field).
+    pub warnings: Vec<String>,
+}
+
+/// Nodes counted by what matters to an operator. Each node counts once: down first, then drain
+/// (draining or drained), then its base state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct NodeCounts {
+    pub total: u32,
+    pub idle: u32,
+    pub allocated: u32,
+    pub mixed: u32,
+    pub drain: u32,
+    pub down: u32,
+    /// FUTURE, UNKNOWN, ERROR or a state this operator does not know.
+    pub other: u32,
+}
+
+impl NodeCounts {
+    pub fn count<'a>(states: impl IntoIterator<Item = &'a NodeState>) -> Self {
+        let mut counts = Self::default();
+        for state in states {
+            counts.total += 1;
+            let bucket = if state.is_down() {
+                &mut counts.down
+            } else if state.is_drain() {
+                &mut counts.drain
+            } else {
+                match state.base {
+                    NodeBaseState::Idle => &mut counts.idle,
+                    NodeBaseState::Allocated => &mut counts.allocated,
+                    NodeBaseState::Mixed => &mut counts.mixed,
+                    _ => &mut counts.other,
+                }
+            };
+            *bucket += 1;
+        }
+        counts
+    }
+}
+
+impl fmt::Display for NodeCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} total: {} idle, {} allocated, {} mixed, {} drain, {} down",
+            self.total, self.idle, self.allocated, self.mixed, self.drain, self.down
+        )?;
+        if self.other > 0 {
+            write!(f, ", {} other", self.other)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// State array, then: drain, busy, drained, draining, down, not responding.
+    type NodeStateRow = (&'static [&'static str], bool, bool, bool, bool, bool, bool);
+
+    #[test]
+    fn node_states_observed_on_slurm_24_11() {
+        let table: &[NodeStateRow] = &[
+            (&["IDLE"], false, false, false, false, false, false),
+            (&["ALLOCATED"], false, true, false, false, false, false),
+            (&["MIXED"], false, true, false, false, false, false),
+            (
+                &["ALLOCATED", "DRAIN"],
+                true,
+                true,
+                false,
+                true,
+                false,
+                false,
+            ),
+            (&["MIXED", "DRAIN"], true, true, false, true, false, false),
+            (&["IDLE", "DRAIN"], true, false, true, false, false, false),
+            (
+                &["IDLE", "COMPLETING", "DRAIN"],
+                true,
+                true,
+                false,
+                true,
+                false,
+                false,
+            ),
+            (
+                &["IDLE", "NOT_RESPONDING"],
+                false,
+                false,
+                false,
+                false,
+                false,
+                true,
+            ),
+            (
+                &["IDLE", "DYNAMIC_NORM"],
+                false,
+                false,
+                false,
+                false,
+                false,
+                false,
+            ),
+            (
+                &["ALLOCATED", "DYNAMIC_NORM"],
+                false,
+                true,
+                false,
+                false,
+                false,
+                false,
+            ),
+            (
+                &["IDLE", "NOT_RESPONDING", "DYNAMIC_NORM"],
+                false,
+                false,
+                false,
+                false,
+                false,
+                true,
+            ),
+            (
+                &["DOWN", "NOT_RESPONDING", "DYNAMIC_NORM"],
+                false,
+                false,
+                false,
+                false,
+                true,
+                true,
+            ),
+            (&["DOWN", "DRAIN"], true, false, true, false, true, false),
+        ];
+        for (states, drain, busy, drained, draining, down, not_responding) in table {
+            let s = NodeState::from_strings(states);
+            assert_eq!(s.is_drain(), *drain, "{states:?} drain");
+            assert_eq!(s.is_busy(), *busy, "{states:?} busy");
+            assert_eq!(s.is_drained(), *drained, "{states:?} drained");
+            assert_eq!(s.is_draining(), *draining, "{states:?} draining");
+            assert_eq!(s.is_down(), *down, "{states:?} down");
+            assert_eq!(
+                s.is_not_responding(),
+                *not_responding,
+                "{states:?} not responding"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_node_states_are_kept_not_dropped() {
+        let s = NodeState::from_strings(&["IDLE", "SOMETHING_NEW"]);
+        assert_eq!(s.base, NodeBaseState::Idle);
+        assert!(s.has_flag("SOMETHING_NEW"));
+        let s = NodeState::from_strings(&["BRAND_NEW_BASE"]);
+        assert_eq!(s.base, NodeBaseState::Other("BRAND_NEW_BASE".into()));
+        assert_eq!(s.to_string(), "BRAND_NEW_BASE");
+        assert_eq!(
+            NodeState::from_strings::<&str>(&[]).base,
+            NodeBaseState::Unknown
+        );
+        assert_eq!(
+            NodeState::from_strings(&["idle", "drain"]).to_string(),
+            "IDLE+DRAIN"
+        );
+    }
+
+    #[test]
+    fn node_counts_put_each_node_in_one_bucket() {
+        let states: Vec<NodeState> = [
+            &["IDLE"][..],
+            &["IDLE", "DYNAMIC_NORM"],
+            &["ALLOCATED"],
+            &["MIXED"],
+            &["ALLOCATED", "DRAIN"],
+            &["IDLE", "DRAIN"],
+            &["DOWN", "DRAIN"],
+            &["DOWN", "NOT_RESPONDING"],
+            &["FUTURE"],
+        ]
+        .iter()
+        .map(|s| NodeState::from_strings(s))
+        .collect();
+        let counts = NodeCounts::count(&states);
+        assert_eq!(
+            counts,
+            NodeCounts {
+                total: 9,
+                idle: 2,
+                allocated: 1,
+                mixed: 1,
+                drain: 2,
+                down: 2,
+                other: 1
+            }
+        );
+        assert_eq!(
+            counts.to_string(),
+            "9 total: 2 idle, 1 allocated, 1 mixed, 2 drain, 2 down, 1 other"
+        );
+    }
+
+    #[test]
+    fn job_states_and_flags() {
+        let s = JobState::from_strings(&["COMPLETED", "COMPLETING"]);
+        assert_eq!(s.base, JobBaseState::Completed);
+        assert!(s.has_flag("COMPLETING"));
+        assert!(!s.is_final(), "still completing");
+        assert!(JobState::from_strings(&["COMPLETED"]).is_final());
+        assert!(JobState::from_strings(&["FAILED"]).is_final());
+        assert!(!JobState::from_strings(&["RUNNING"]).is_final());
+        let requeued = JobState::from_strings(&["PENDING", "REQUEUED"]);
+        assert_eq!(requeued.base, JobBaseState::Pending);
+        assert_eq!(requeued.to_string(), "PENDING+REQUEUED");
+        let unknown = JobState::from_strings(&["NEW_STATE"]);
+        assert_eq!(unknown.base, JobBaseState::Unknown);
+        assert!(
+            !unknown.is_final(),
+            "an unknown state is never taken as the end"
+        );
+        for base in [
+            JobBaseState::Pending,
+            JobBaseState::Running,
+            JobBaseState::Suspended,
+            JobBaseState::Completed,
+            JobBaseState::Cancelled,
+            JobBaseState::Failed,
+            JobBaseState::Timeout,
+            JobBaseState::NodeFail,
+            JobBaseState::Preempted,
+            JobBaseState::BootFail,
+            JobBaseState::Deadline,
+            JobBaseState::OutOfMemory,
+        ] {
+            assert_eq!(JobBaseState::parse(base.as_str()), Some(base));
+        }
+    }
+}

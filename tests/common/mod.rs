@@ -1,0 +1,203 @@
+//! Shared helpers for tests against the real local Slurm from `hack/slurm-up.sh`.
+//!
+//! The env file written by `hack/slurm-up.sh` says where slurmrestd is. Without it the tests are
+//! skipped — unless `SLURM_OPERATOR_REQUIRE_SLURM=1` (set by `hack/test.sh`, hence by CI), where a
+//! missing Slurm is a failure: a suite that silently skips its integration tests proves nothing.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use slurm_operator::slurm::types::SubmitRequest;
+use slurm_operator::slurm::{ClientConfig, Credentials, SlurmClient};
+
+pub struct LocalSlurm {
+    pub flavour: String,
+    pub url: String,
+    pub key_path: PathBuf,
+    pub user: String,
+    pub root: PathBuf,
+    pub partition: String,
+    pub cluster_name: String,
+    pub release: String,
+}
+
+fn env_file() -> PathBuf {
+    if let Ok(path) = std::env::var("SLURM_ENV_FILE") {
+        return PathBuf::from(path);
+    }
+    let flavour = std::env::var("SLURM_FLAVOUR").unwrap_or_else(|_| "trixie".into());
+    PathBuf::from(format!("/var/tmp/slurm-operator/{flavour}/env"))
+}
+
+fn parse_env(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(k, v)| {
+            (
+                k.trim().to_owned(),
+                v.trim().trim_matches('"').trim_matches('\'').to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The local Slurm, or `None` (test skipped) when it is not up and not required.
+pub fn local_slurm() -> Option<LocalSlurm> {
+    let required = std::env::var("SLURM_OPERATOR_REQUIRE_SLURM").is_ok_and(|v| v == "1");
+    let path = env_file();
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if required => panic!(
+            "SLURM_OPERATOR_REQUIRE_SLURM=1 but {} is unreadable: {error}",
+            path.display()
+        ),
+        Err(_) => {
+            eprintln!(
+                "skipped: no local Slurm ({} missing); run hack/slurm-up.sh",
+                path.display()
+            );
+            return None;
+        }
+    };
+    let env = parse_env(&text);
+    let get = |k: &str| {
+        env.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("{k} missing in {}", path.display()))
+    };
+    Some(LocalSlurm {
+        flavour: get("SLURM_FLAVOUR"),
+        url: get("SLURM_REST_URL"),
+        key_path: PathBuf::from(get("SLURM_JWT_KEY")),
+        user: get("SLURM_USER"),
+        root: PathBuf::from(get("SLURM_ROOT")),
+        partition: get("SLURM_PARTITION"),
+        cluster_name: get("SLURM_CLUSTER_NAME"),
+        release: get("SLURM_RELEASE"),
+    })
+}
+
+/// `let slurm = require_slurm!();` — returns from the test (skip) when no Slurm is up.
+#[macro_export]
+macro_rules! require_slurm {
+    () => {
+        match common::local_slurm() {
+            Some(slurm) => slurm,
+            None => return,
+        }
+    };
+}
+
+impl LocalSlurm {
+    pub fn key(&self) -> Vec<u8> {
+        std::fs::read(&self.key_path)
+            .unwrap_or_else(|e| panic!("read {}: {e}", self.key_path.display()))
+    }
+
+    pub fn credentials(&self) -> Arc<Credentials> {
+        Arc::new(Credentials::minted(self.key(), &self.user, Duration::from_secs(300)).unwrap())
+    }
+
+    pub fn config(&self) -> ClientConfig {
+        ClientConfig::new(&self.url).unwrap()
+    }
+
+    pub fn client(&self) -> SlurmClient {
+        SlurmClient::new(self.config(), self.credentials()).unwrap()
+    }
+
+    /// A batch job running `body` (a shell snippet), with a name for finding it in logs.
+    pub fn job(&self, name: &str, body: &str) -> SubmitRequest {
+        SubmitRequest {
+            script: format!("#!/bin/sh\n{body}\n"),
+            name: Some(name.to_owned()),
+            partition: Some(self.partition.clone()),
+            working_directory: "/tmp".into(),
+            environment: [("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into(),
+            ..SubmitRequest::default()
+        }
+    }
+
+    /// Run a `hack/slurm-node.sh` subcommand for this flavour (dynamic slurmd standing in for a pod).
+    pub fn node_script(&self, args: &[&str]) -> String {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/slurm-node.sh");
+        let output = Command::new("bash")
+            .arg(&script)
+            .args(args)
+            .args(["--flavour", &self.flavour])
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
+        assert!(
+            output.status.success(),
+            "slurm-node.sh {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}
+
+/// Poll `probe` every `every` until it yields `Some`, or panic after `timeout` with `what`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, every: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            started.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// A name unique to this test run, for jobs and nodes.
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    )
+}
+
+/// Stops a dynamic slurmd started by a test (and removes its node record) when dropped, so a
+/// failing test does not leave nodes behind.
+pub struct NodeGuard<'a> {
+    slurm: &'a LocalSlurm,
+    name: String,
+}
+
+impl<'a> NodeGuard<'a> {
+    pub fn new(slurm: &'a LocalSlurm, name: &str) -> Self {
+        Self {
+            slurm,
+            name: name.to_owned(),
+        }
+    }
+}
+
+impl Drop for NodeGuard<'_> {
+    fn drop(&mut self) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/slurm-node.sh");
+        let _ = Command::new("bash")
+            .arg(script)
+            .args([
+                "stop",
+                &self.name,
+                "--delete",
+                "--flavour",
+                &self.slurm.flavour,
+            ])
+            .output();
+    }
+}

@@ -1,0 +1,492 @@
+//! The slurmrestd facade end-to-end against the real local Slurm (`hack/slurm-up.sh`).
+//!
+//! Tests run in parallel against one Slurm with three 1-CPU nodes, so none of them assumes the
+//! cluster is idle: jobs that must run somewhere particular are pinned, node tests use their own
+//! dynamic node, and "nothing changed" checks allow a few attempts for other tests' jobs to settle.
+
+// Test code: a failed unwrap is a failed test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+use slurm_operator::slurm::types::{Changes, Job, JobBaseState};
+use slurm_operator::slurm::{Credentials, SlurmClient, SlurmError};
+
+const JOB_TIMEOUT: Duration = Duration::from_secs(60);
+const POLL: Duration = Duration::from_millis(200);
+
+async fn job_of(client: &SlurmClient, job_id: u32) -> Job {
+    let mut records = client.job(job_id).await.unwrap();
+    assert_eq!(records.len(), 1, "one record for a plain job: {records:?}");
+    records.remove(0)
+}
+
+async fn wait_state(
+    client: &SlurmClient,
+    job_id: u32,
+    what: &str,
+    pred: impl Fn(&Job) -> bool,
+) -> Job {
+    common::wait_for(what, JOB_TIMEOUT, POLL, || async {
+        let job = job_of(client, job_id).await;
+        pred(&job).then_some(job)
+    })
+    .await
+}
+
+async fn wait_final(client: &SlurmClient, job_id: u32) -> Job {
+    wait_state(client, job_id, "the job to finish", |j| j.state.is_final()).await
+}
+
+#[tokio::test]
+async fn cluster_info_reports_release_and_api_version() {
+    let slurm = require_slurm!();
+    let info = slurm.client().cluster_info().await.unwrap();
+    assert_eq!(info.cluster_name, slurm.cluster_name);
+    assert!(
+        slurm.release.contains(&info.release),
+        "release {} vs env {}",
+        info.release,
+        slurm.release
+    );
+    assert_eq!(info.api_version, "v0.0.42");
+    assert_eq!(info.data_parser, "data_parser/v0.0.42");
+    assert!(info.controller_responding);
+    assert!(slurm.client().ping().await.unwrap());
+}
+
+#[tokio::test]
+async fn nodes_partitions_and_one_node() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let nodes = client
+        .nodes(None)
+        .await
+        .unwrap()
+        .into_items()
+        .expect("a full listing");
+    for name in ["n1", "n2", "n3"] {
+        let node = nodes
+            .iter()
+            .find(|n| n.name == name)
+            .unwrap_or_else(|| panic!("{name} in {nodes:?}"));
+        assert_eq!(node.cpus, Some(1));
+        assert!(node.partitions.contains(&slurm.partition), "{node:?}");
+    }
+    let n1 = client.node("n1").await.unwrap();
+    assert_eq!(n1.name, "n1");
+    assert_eq!(n1.address.as_deref(), Some("127.0.0.1"));
+    let partitions = client.partitions().await.unwrap();
+    let debug = partitions
+        .iter()
+        .find(|p| p.name == slurm.partition)
+        .expect("the debug partition");
+    assert!(debug.total_nodes.unwrap_or_default() >= 3, "{debug:?}");
+    assert!(debug.state.iter().any(|s| s == "UP"), "{debug:?}");
+}
+
+#[tokio::test]
+async fn unknown_node_and_job_are_not_found() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let err = client.node("no-such-node").await.unwrap_err();
+    assert!(
+        matches!(&err, SlurmError::NotFound { kind: "node", name } if name == "no-such-node"),
+        "{err}"
+    );
+    let err = client.job(999_999).await.unwrap_err();
+    assert!(
+        matches!(&err, SlurmError::NotFound { kind: "job", .. }),
+        "{err}"
+    );
+    let err = client.cancel_job(999_999).await.unwrap_err();
+    assert!(
+        matches!(&err, SlurmError::NotFound { kind: "job", .. }),
+        "{err}"
+    );
+    let err = client.resume_node("no-such-node").await.unwrap_err();
+    assert!(
+        matches!(&err, SlurmError::NotFound { kind: "node", .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn submit_runs_to_completion_and_carries_its_tag() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let tag = common::unique("tag");
+    let mut request = slurm.job("complete", "echo hello; sleep 1");
+    request.comment = Some(tag.clone());
+    let submitted = client.submit_job(&request).await.unwrap();
+    let running = wait_state(&client, submitted.job_id, "RUNNING or later", |j| {
+        j.state.base != JobBaseState::Pending
+    })
+    .await;
+    assert!(
+        matches!(
+            running.state.base,
+            JobBaseState::Running | JobBaseState::Completed
+        ),
+        "{running:?}"
+    );
+    let done = wait_final(&client, submitted.job_id).await;
+    assert_eq!(done.state.base, JobBaseState::Completed, "{done:?}");
+    let exit = done.exit.clone().expect("an exit status");
+    assert_eq!(exit.return_code, Some(0));
+    assert_eq!(done.comment.as_deref(), Some(tag.as_str()));
+    assert!(
+        done.nodes.is_some() && done.start_time.is_some() && done.end_time.is_some(),
+        "{done:?}"
+    );
+    assert!(done.submit_time <= done.start_time && done.start_time <= done.end_time);
+}
+
+#[tokio::test]
+async fn exit_3_is_failed_with_exit_code_3() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let submitted = client
+        .submit_job(&slurm.job("exit3", "exit 3"))
+        .await
+        .unwrap();
+    let done = wait_final(&client, submitted.job_id).await;
+    assert_eq!(done.state.base, JobBaseState::Failed, "{done:?}");
+    assert_eq!(
+        done.exit.as_ref().and_then(|e| e.return_code),
+        Some(3),
+        "{done:?}"
+    );
+    assert_eq!(done.state_reason.as_deref(), Some("NonZeroExitCode"));
+}
+
+#[tokio::test]
+async fn cancel_running_and_pending_jobs() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let running = client
+        .submit_job(&slurm.job("cancel-running", "sleep 300"))
+        .await
+        .unwrap();
+    wait_state(&client, running.job_id, "RUNNING", |j| {
+        j.state.base == JobBaseState::Running
+    })
+    .await;
+    client.cancel_job(running.job_id).await.unwrap();
+    let cancelled = wait_final(&client, running.job_id).await;
+    assert_eq!(
+        cancelled.state.base,
+        JobBaseState::Cancelled,
+        "{cancelled:?}"
+    );
+    assert_eq!(
+        cancelled.exit.as_ref().and_then(|e| e.signal),
+        Some(15),
+        "{cancelled:?}"
+    );
+
+    // A begin time an hour ahead keeps a job PENDING whatever the other tests do.
+    let mut later = slurm.job("cancel-pending", "true");
+    let begin = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
+    later
+        .extra
+        .insert("begin_time".into(), json!({"set": true, "number": begin}));
+    let pending = client.submit_job(&later).await.unwrap();
+    let job = job_of(&client, pending.job_id).await;
+    assert_eq!(job.state.base, JobBaseState::Pending, "{job:?}");
+    client.cancel_job(pending.job_id).await.unwrap();
+    let cancelled = wait_final(&client, pending.job_id).await;
+    assert_eq!(cancelled.state.base, JobBaseState::Cancelled);
+
+    // Slurm answers 200 to cancelling a finished job; the facade says what happened.
+    let err = client.cancel_job(pending.job_id).await.unwrap_err();
+    assert!(
+        matches!(err, SlurmError::AlreadyFinished { job_id } if job_id == pending.job_id),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn jobs_state_follows_several_jobs_in_one_request() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let ok = client
+        .submit_job(&slurm.job("state-ok", "true"))
+        .await
+        .unwrap();
+    let bad = client
+        .submit_job(&slurm.job("state-bad", "exit 1"))
+        .await
+        .unwrap();
+    wait_final(&client, ok.job_id).await;
+    wait_final(&client, bad.job_id).await;
+    let states = client
+        .jobs_state(&[ok.job_id, bad.job_id, 999_998])
+        .await
+        .unwrap();
+    let state_of = |id| states.iter().find(|s| s.job_id == id).map(|s| s.state.base);
+    assert_eq!(
+        state_of(ok.job_id),
+        Some(JobBaseState::Completed),
+        "{states:?}"
+    );
+    assert_eq!(
+        state_of(bad.job_id),
+        Some(JobBaseState::Failed),
+        "{states:?}"
+    );
+    assert_eq!(states.len(), 2, "unknown ids are left out: {states:?}");
+    assert!(client.jobs_state(&[]).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn bad_submits_get_typed_errors() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let mut wrong_partition = slurm.job("bad-partition", "true");
+    wrong_partition.partition = Some("no-such-partition".into());
+    let err = client.submit_job(&wrong_partition).await.unwrap_err();
+    assert!(matches!(err, SlurmError::InvalidPartition { .. }), "{err}");
+
+    let mut wrong_feature = slurm.job("bad-feature", "true");
+    wrong_feature.constraints = Some("no-such-feature".into());
+    let err = client.submit_job(&wrong_feature).await.unwrap_err();
+    assert!(matches!(err, SlurmError::InvalidFeature { .. }), "{err}");
+
+    let mut unknown_field = slurm.job("bad-extra", "true");
+    unknown_field
+        .extra
+        .insert("no_such_option".into(), json!(1));
+    let err = client.submit_job(&unknown_field).await.unwrap_err();
+    assert!(
+        matches!(&err, SlurmError::InvalidRequest { detail } if detail.contains("no_such_option")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn bad_and_expired_tokens_are_unauthorized_and_minted_tokens_work() {
+    let slurm = require_slurm!();
+    let garbage = Arc::new(Credentials::token("not-a-jwt", Some(slurm.user.clone())).unwrap());
+    let client = SlurmClient::new(slurm.config(), garbage).unwrap();
+    let err = client.cluster_info().await.unwrap_err();
+    assert!(matches!(err, SlurmError::Unauthorized { .. }), "{err}");
+    let err = client.partitions().await.unwrap_err();
+    assert!(matches!(err, SlurmError::Unauthorized { .. }), "{err}");
+
+    // A token minted with the right key an hour ago, valid for 15 minutes: expired.
+    let key = slurm.key();
+    let minted = Credentials::minted(key.clone(), &slurm.user, Duration::from_secs(900)).unwrap();
+    let expired = minted
+        .token_at(SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+    let expired = secrecy::ExposeSecret::expose_secret(&expired).to_owned();
+    let client = SlurmClient::new(
+        slurm.config(),
+        Arc::new(Credentials::token(expired, None).unwrap()),
+    )
+    .unwrap();
+    let err = client.nodes(None).await.unwrap_err();
+    assert!(matches!(err, SlurmError::Unauthorized { .. }), "{err}");
+
+    // A token signed with another key.
+    let other = Credentials::minted(vec![7; 32], &slurm.user, Duration::from_secs(300)).unwrap();
+    let err = SlurmClient::new(slurm.config(), Arc::new(other))
+        .unwrap()
+        .cluster_info()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SlurmError::Unauthorized { .. }), "{err}");
+
+    // The same client recovers when its credentials are swapped: rotation needs no rebuild.
+    client.set_credentials(slurm.credentials());
+    assert!(client.nodes(None).await.is_ok());
+
+    // A ready token without the user header works too (the token names the user).
+    let fresh = minted.token_at(SystemTime::now()).unwrap();
+    let fresh = secrecy::ExposeSecret::expose_secret(&fresh).to_owned();
+    let client = SlurmClient::new(
+        slurm.config(),
+        Arc::new(Credentials::token(fresh, None).unwrap()),
+    )
+    .unwrap();
+    client.cluster_info().await.unwrap();
+}
+
+#[tokio::test]
+async fn unreachable_endpoint_is_a_typed_error() {
+    let slurm = require_slurm!();
+    // Port 9 (discard) on loopback: nothing listens there.
+    let config = slurm_operator::slurm::ClientConfig::new("http://127.0.0.1:9")
+        .unwrap()
+        .with_retry(slurm_operator::slurm::RetryPolicy::none());
+    let err = SlurmClient::new(config, slurm.credentials())
+        .unwrap()
+        .cluster_info()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SlurmError::Unreachable { .. }), "{err}");
+    assert!(err.is_transient());
+}
+
+#[tokio::test]
+async fn incremental_lists_report_unchanged_when_nothing_changed() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    // Other tests' jobs change state while this runs: allow a few rounds for a quiet second.
+    let mut attempts = Vec::new();
+    for _ in 0..20 {
+        let Changes::Changed { as_of, .. } = client.jobs(None).await.unwrap() else {
+            panic!("a full listing without update_time");
+        };
+        assert!(as_of > 0);
+        let again = client.jobs(Some(as_of)).await.unwrap();
+        let quiet = matches!(again, Changes::Unchanged);
+        attempts.push(quiet);
+        if quiet {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        attempts.last(),
+        Some(&true),
+        "jobs never reported unchanged: {attempts:?}"
+    );
+
+    let mut attempts = Vec::new();
+    for _ in 0..20 {
+        let Changes::Changed { as_of, items } = client.nodes(None).await.unwrap() else {
+            panic!("a full listing without update_time");
+        };
+        assert!(!items.is_empty() && as_of > 0);
+        let quiet = matches!(client.nodes(Some(as_of)).await.unwrap(), Changes::Unchanged);
+        attempts.push(quiet);
+        if quiet {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        attempts.last(),
+        Some(&true),
+        "nodes never reported unchanged: {attempts:?}"
+    );
+}
+
+/// Drain a node under a running job: ALLOCATED+DRAIN (draining), then IDLE+DRAIN (drained) when
+/// the job ends, then RESUME. Uses its own dynamic node so other tests are not disturbed.
+#[tokio::test]
+async fn drain_with_running_job_then_drained_then_resume() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let node = common::unique("drain");
+    let feature = node.replace('-', "");
+    slurm.node_script(&[
+        "start",
+        &node,
+        "--conf",
+        &format!("CPUs=1 RealMemory=500 Feature={feature}"),
+    ]);
+    let _stop = common::NodeGuard::new(&slurm, &node);
+
+    let mut request = slurm.job("drain-victim", "sleep 4");
+    request.constraints = Some(feature.clone());
+    let job = client.submit_job(&request).await.unwrap();
+    wait_state(&client, job.job_id, "RUNNING", |j| {
+        j.state.base == JobBaseState::Running
+    })
+    .await;
+
+    client
+        .drain_node(&node, "slurm-operator: integration test")
+        .await
+        .unwrap();
+    let draining = client.node(&node).await.unwrap();
+    assert!(draining.state.is_draining(), "{}", draining.state);
+    assert_eq!(
+        draining.reason.as_deref(),
+        Some("slurm-operator: integration test")
+    );
+
+    let drained = common::wait_for("the node to be drained", JOB_TIMEOUT, POLL, || async {
+        let n = client.node(&node).await.unwrap();
+        n.state.is_drained().then_some(n)
+    })
+    .await;
+    assert!(!drained.state.is_busy(), "{}", drained.state);
+    assert_eq!(
+        job_of(&client, job.job_id).await.state.base,
+        JobBaseState::Completed,
+        "the job was not killed"
+    );
+
+    client.resume_node(&node).await.unwrap();
+    let resumed = client.node(&node).await.unwrap();
+    assert!(!resumed.state.is_drain(), "{}", resumed.state);
+    // RESUME on a node that is not drained is refused with a typed error.
+    let err = client.resume_node(&node).await.unwrap_err();
+    assert!(matches!(err, SlurmError::InvalidNodeState { .. }), "{err}");
+    assert!(
+        client.drain_node(&node, "  ").await.is_err(),
+        "a drain needs a reason"
+    );
+}
+
+/// A dynamic node running a job cannot be deleted (typed NodeBusy); once idle it can, and then
+/// it is gone.
+#[tokio::test]
+async fn delete_busy_dynamic_node_then_idle() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let node = common::unique("busy");
+    let feature = node.replace('-', "");
+    slurm.node_script(&[
+        "start",
+        &node,
+        "--conf",
+        &format!("CPUs=1 RealMemory=500 Feature={feature}"),
+    ]);
+    let _stop = common::NodeGuard::new(&slurm, &node);
+    let registered = client.node(&node).await.unwrap();
+    assert!(registered.state.is_dynamic(), "{}", registered.state);
+
+    let mut request = slurm.job("busy-node", "sleep 3");
+    request.constraints = Some(feature);
+    let job = client.submit_job(&request).await.unwrap();
+    wait_state(&client, job.job_id, "RUNNING", |j| {
+        j.state.base == JobBaseState::Running
+    })
+    .await;
+
+    let err = client.delete_node(&node).await.unwrap_err();
+    assert!(
+        matches!(&err, SlurmError::NodeBusy { node: n } if *n == node),
+        "{err}"
+    );
+
+    wait_final(&client, job.job_id).await;
+    common::wait_for(
+        "the node to be deleted once idle",
+        JOB_TIMEOUT,
+        POLL,
+        || async {
+            match client.delete_node(&node).await {
+                Ok(()) => Some(()),
+                Err(SlurmError::NodeBusy { .. }) => None,
+                Err(other) => panic!("unexpected error deleting {node}: {other}"),
+            }
+        },
+    )
+    .await;
+    let err = client.node(&node).await.unwrap_err();
+    assert!(matches!(err, SlurmError::NotFound { .. }), "{err}");
+}
