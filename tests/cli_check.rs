@@ -1,0 +1,109 @@
+//! `slurm-operator check` as a user runs it, against the real local Slurm.
+
+// Test code: a failed unwrap is a failed test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn check(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
+        .arg("check")
+        .args(args)
+        .env_remove("SLURM_REST_URL")
+        .env_remove("SLURM_JWT_KEY")
+        .env_remove("SLURM_USER")
+        .env_remove("SLURM_JWT")
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn check_prints_the_cluster_with_a_minted_token() {
+    let slurm = require_slurm!();
+    let key = slurm.key_path.to_str().unwrap();
+    let out = check(&["--url", &slurm.url, "--jwt-key", key, "--user", &slurm.user]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains(&format!("cluster:     {}", slurm.cluster_name)),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("api:         v0.0.42 (data_parser/v0.0.42)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("partitions:  {} (UP", slurm.partition)),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("nodes:") && l.contains("total")),
+        "{stdout}"
+    );
+    let release = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("slurm:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(
+        slurm.release.ends_with(&release),
+        "{release} vs {}",
+        slurm.release
+    );
+}
+
+#[test]
+fn check_fails_with_one_line_and_an_exit_code_per_reason() {
+    let slurm = require_slurm!();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["--url", &slurm.url, "--token", "garbage"],
+            5,
+            "rejected the credentials",
+        ),
+        (
+            &["--url", "http://127.0.0.1:9", "--token", "x"],
+            3,
+            "cannot reach slurmrestd",
+        ),
+        (
+            &["--url", "not a url", "--token", "x"],
+            1,
+            "invalid slurmrestd endpoint",
+        ),
+        (
+            &[
+                "--url",
+                &slurm.url,
+                "--jwt-key",
+                "/nonexistent/key",
+                "--user",
+                "slurm",
+            ],
+            2,
+            "cannot read JWT key",
+        ),
+        (&["--url", &slurm.url], 2, "give --jwt-key"),
+    ];
+    for (args, code, message) in cases {
+        let out = check(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(out.stdout.is_empty());
+    }
+    // HTTPS against the plain-HTTP slurmrestd: a TLS failure.
+    let https = slurm.url.replacen("http://", "https://", 1);
+    let out = check(&["--url", &https, "--token", "x"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+}
