@@ -1,9 +1,11 @@
 //! slurm-operator: drive Slurm from Kubernetes through slurmrestd (`auth/jwt`).
 //!
 //! - [`slurm`]: the slurmrestd client facade (the only place that sees generated API types).
+//! - [`crd`]: the custom resources `Cluster`, `SlurmJob` and `NodeSet` (group `slurm.rs`).
 //! - [`cli`]: the `slurm-operator` command line.
 
 pub mod cli;
+pub mod crd;
 pub mod metrics;
 pub mod slurm;
 pub mod telemetry;

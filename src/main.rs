@@ -12,6 +12,7 @@ async fn main() -> ExitCode {
         Command::Check(args) => check::run(args)
             .await
             .map(|report| print!("{}", report.render())),
+        Command::Crd(args) => args.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

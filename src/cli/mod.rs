@@ -29,6 +29,30 @@ pub struct Cli {
 pub enum Command {
     /// Connect to a slurmrestd, authenticate, and print what the cluster looks like.
     Check(check::CheckArgs),
+    /// Print the CustomResourceDefinitions as YAML (or write one file per CRD).
+    Crd(CrdArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CrdArgs {
+    /// Write `<plural>.<group>.yaml` files into this directory instead of printing.
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
+}
+
+impl CrdArgs {
+    pub fn run(&self) -> Result<(), CliError> {
+        match &self.out_dir {
+            Some(dir) => crate::crd::write_all(dir)
+                .map_err(|e| CliError::Usage(format!("cannot write CRDs: {e}"))),
+            None => {
+                let yaml = crate::crd::render_all()
+                    .map_err(|e| CliError::Usage(format!("cannot render CRDs: {e}")))?;
+                print!("{yaml}");
+                Ok(())
+            }
+        }
+    }
 }
 
 /// How to reach and authenticate to one slurmrestd from the command line.

@@ -1,0 +1,317 @@
+//! `Cluster`: one Slurm cluster, reached through its slurmrestd.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{DNS_SUBDOMAIN, SECRET_KEY, condition, duration::Duration};
+
+/// Desired state of a Cluster: where its slurmrestd is and how to authenticate to it.
+// kube's `printcolumn(...)` lists repeat keys such as `type_`, which clippy mistakes for
+// duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "slurm.rs",
+    version = "v1alpha1",
+    kind = "Cluster",
+    plural = "clusters",
+    namespaced,
+    status = "ClusterStatus",
+    derive = "PartialEq",
+    doc = "A Slurm cluster reached through slurmrestd. SlurmJobs and NodeSets in the same \
+           namespace refer to it by name.",
+    shortname = "scluster",
+    shortname = "slurmcluster",
+    category = "slurm",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].status"#,
+        description = "Whether slurmrestd answers with valid credentials"
+    ),
+    printcolumn(
+        name = "Endpoint",
+        type_ = "string",
+        json_path = ".spec.endpoint",
+        description = "slurmrestd URL"
+    ),
+    printcolumn(
+        name = "Slurm",
+        type_ = "string",
+        json_path = ".status.slurmRelease",
+        description = "Slurm release reported by slurmrestd"
+    ),
+    printcolumn(
+        name = "Nodes",
+        type_ = "integer",
+        json_path = ".status.nodes.total",
+        description = "Nodes known to slurmctld"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.tls) || self.endpoint.startsWith('https://')")
+    .message("tls applies only to an https:// endpoint")
+    .field_path(".tls"))]
+pub struct ClusterSpec {
+    /// URL of slurmrestd, e.g. `https://slurmrestd.example.org:6820` or
+    /// `http://slurmrestd.slurm.svc:6820`. Paths below it (such as `/slurm/v0.0.42/...`) are
+    /// added by the operator.
+    #[schemars(length(min = 1, max = 2048))]
+    #[x_kube(validation = Rule::new("isURL(self) && url(self).getScheme() in ['http', 'https']")
+        .message("endpoint must be an http:// or https:// URL, e.g. https://slurmrestd.example.org:6820"))]
+    pub endpoint: String,
+
+    /// How the operator authenticates to slurmrestd (`auth/jwt`). Set exactly one of `jwt` or
+    /// `tokenSecretRef`.
+    pub auth: ClusterAuth,
+
+    /// TLS settings for an https:// endpoint. Without it the system trust roots are used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ClusterTls>,
+
+    /// How often the operator polls slurmrestd for jobs and nodes, as a duration such as `1s` or
+    /// `500ms`. Between 100ms and 5m.
+    #[serde(default = "default_poll_interval")]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('100ms') && duration(self) <= duration('5m')")
+        .message("pollInterval must be between 100ms and 5m"))]
+    pub poll_interval: Duration,
+
+    /// slurmrestd API version to speak. `auto` picks the newest version both the operator and
+    /// slurmrestd support; `v0.0.42` pins it.
+    #[serde(default)]
+    pub api_version: ApiVersion,
+}
+
+fn default_poll_interval() -> Duration {
+    Duration::from_secs(1)
+}
+
+/// Credentials for slurmrestd. Exactly one of `jwt` or `tokenSecretRef` is set.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.jwt) != has(self.tokenSecretRef)")
+    .message("auth must set exactly one of jwt or tokenSecretRef"))]
+pub struct ClusterAuth {
+    /// Mint short-lived tokens with the cluster's JWT signing key (the `jwt_hs256.key` that
+    /// slurmctld and slurmdbd use). Preferred: the operator renews tokens itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt: Option<JwtAuth>,
+
+    /// Use a pre-issued token (e.g. from `scontrol token lifespan=...`). The operator re-reads
+    /// the Secret when it changes; renewing the token before it expires is up to you.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_secret_ref: Option<TokenSecretRef>,
+}
+
+/// The authentication method a valid [`ClusterAuth`] selects.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AuthMethod<'a> {
+    /// Sign tokens with the cluster's JWT key.
+    Jwt(&'a JwtAuth),
+    /// Use a token stored in a Secret.
+    Token(&'a TokenSecretRef),
+}
+
+impl ClusterAuth {
+    /// The selected method, or `None` when zero or both are set (which the API server rejects;
+    /// this is the operator's own check for objects that bypassed validation).
+    pub fn method(&self) -> Option<AuthMethod<'_>> {
+        match (&self.jwt, &self.token_secret_ref) {
+            (Some(jwt), None) => Some(AuthMethod::Jwt(jwt)),
+            (None, Some(token)) => Some(AuthMethod::Token(token)),
+            _ => None,
+        }
+    }
+}
+
+/// Sign tokens locally with the cluster's HS256 key.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct JwtAuth {
+    /// Secret (in the Cluster's namespace) holding the JWT signing key.
+    pub key_secret_ref: JwtKeySecretRef,
+
+    /// Slurm user the tokens are issued for; jobs are submitted as this user. Defaults to `slurm`.
+    #[serde(default = "default_jwt_user")]
+    #[schemars(length(min = 1, max = 256))]
+    pub user: String,
+
+    /// Lifetime of each minted token, between 30s and 15m. Tokens are renewed before they
+    /// expire. Defaults to `15m`.
+    #[serde(default = "default_jwt_lifetime")]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('30s') && duration(self) <= duration('15m')")
+        .message("lifetime must be between 30s and 15m"))]
+    pub lifetime: Duration,
+}
+
+fn default_jwt_user() -> String {
+    "slurm".to_owned()
+}
+
+fn default_jwt_lifetime() -> Duration {
+    Duration::from_secs(15 * 60)
+}
+
+/// A key in a Secret in the Cluster's namespace holding the JWT signing key.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct JwtKeySecretRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    pub name: String,
+
+    /// Key in the Secret whose value is the raw signing key. Defaults to `jwt_hs256.key`.
+    #[serde(default = "default_jwt_key")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = SECRET_KEY))]
+    pub key: String,
+}
+
+fn default_jwt_key() -> String {
+    "jwt_hs256.key".to_owned()
+}
+
+/// A key in a Secret in the Cluster's namespace holding a slurmrestd token.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenSecretRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    pub name: String,
+
+    /// Key in the Secret whose value is the token. Defaults to `token`.
+    #[serde(default = "default_token_key")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = SECRET_KEY))]
+    pub key: String,
+}
+
+fn default_token_key() -> String {
+    "token".to_owned()
+}
+
+/// TLS settings for talking to slurmrestd.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("!(has(self.caSecretRef) && has(self.caConfigMapRef))")
+        .message("tls may set at most one of caSecretRef or caConfigMapRef"),
+    validation = Rule::new("!self.insecureSkipVerify || !(has(self.caSecretRef) || has(self.caConfigMapRef))")
+        .message("insecureSkipVerify cannot be combined with caSecretRef or caConfigMapRef")
+)]
+pub struct ClusterTls {
+    /// PEM CA bundle in a Secret in the Cluster's namespace, used instead of the system trust
+    /// roots to verify slurmrestd's certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_secret_ref: Option<CaRef>,
+
+    /// PEM CA bundle in a ConfigMap in the Cluster's namespace, used instead of the system trust
+    /// roots to verify slurmrestd's certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_config_map_ref: Option<CaRef>,
+
+    /// Do not verify slurmrestd's certificate. For testing only: anyone on the path can read the
+    /// token. Defaults to false.
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+}
+
+/// A key in a Secret or ConfigMap in the Cluster's namespace holding PEM certificates.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CaRef {
+    /// Name of the Secret or ConfigMap.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    pub name: String,
+
+    /// Key holding the PEM bundle. Defaults to `ca.crt`.
+    #[serde(default = "default_ca_key")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = SECRET_KEY))]
+    pub key: String,
+}
+
+fn default_ca_key() -> String {
+    "ca.crt".to_owned()
+}
+
+/// slurmrestd API version: `auto` or `v0.0.42`.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ApiVersion {
+    // Variant docs are deliberately plain comments: documented unit variants make schemars emit
+    // `oneOf` branches instead of a flat string enum.
+    // Negotiate: the newest version both sides support.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    // Data parser v0.0.42 (Slurm 24.05 and later).
+    #[serde(rename = "v0.0.42")]
+    V0_0_42,
+}
+
+/// Observed state of a Cluster, written by the operator.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    /// Latest observations: `Ready` (slurmrestd answers and the operator can use it) and
+    /// `Authenticated` (slurmrestd accepted the credentials).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "condition::schema")]
+    pub conditions: Vec<Condition>,
+
+    /// The `.metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// `ClusterName` from slurm.conf, as reported by slurmrestd.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+
+    /// Slurm release of slurmrestd, e.g. `24.11.5`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_release: Option<String>,
+
+    /// slurmrestd API version in use, e.g. `v0.0.42`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+
+    /// Node counts by state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<ClusterNodeCounts>,
+
+    /// Names of the cluster's partitions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<String>,
+
+    /// When slurmrestd last answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_contact_time: Option<Time>,
+}
+
+/// Node counts by Slurm state. A node may count in several states (e.g. drain and idle).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterNodeCounts {
+    /// All nodes.
+    #[serde(default)]
+    pub total: i32,
+    /// Nodes with no allocated CPUs.
+    #[serde(default)]
+    pub idle: i32,
+    /// Nodes fully allocated.
+    #[serde(default)]
+    pub allocated: i32,
+    /// Nodes partly allocated.
+    #[serde(default)]
+    pub mixed: i32,
+    /// Nodes draining or drained.
+    #[serde(default)]
+    pub drain: i32,
+    /// Nodes down (not responding or set down).
+    #[serde(default)]
+    pub down: i32,
+}

@@ -1,0 +1,353 @@
+//! `NodeSet`: a scalable set of pods that run slurmd and join a Cluster as dynamic nodes.
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::{
+    api::resource::Quantity, apis::meta::v1::Condition, util::intstr::IntOrString,
+};
+use kube::{CustomResource, KubeSchema};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{DNS_SUBDOMAIN, POSITIVE_QUANTITY, condition, duration::Duration};
+
+/// Desired state of a NodeSet: how many slurmd pods, from which template, with which Slurm node
+/// settings.
+// kube's `printcolumn(...)` lists repeat keys such as `type_`, which clippy mistakes for
+// duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "slurm.rs",
+    version = "v1alpha1",
+    kind = "NodeSet",
+    plural = "nodesets",
+    namespaced,
+    status = "NodeSetStatus",
+    derive = "PartialEq",
+    doc = "A set of pods running slurmd that register with a Cluster as dynamic Slurm nodes. \
+           Scaling in drains nodes in Slurm before their pods are deleted.",
+    shortname = "sns",
+    shortname = "snodeset",
+    category = "slurm",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(
+        name = "Desired",
+        type_ = "integer",
+        json_path = ".spec.replicas",
+        description = "Desired number of nodes"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "integer",
+        json_path = ".status.readyReplicas",
+        description = "Pods ready"
+    ),
+    printcolumn(
+        name = "Idle",
+        type_ = "integer",
+        json_path = ".status.slurm.idle",
+        description = "Nodes idle in Slurm"
+    ),
+    printcolumn(
+        name = "Allocated",
+        type_ = "integer",
+        json_path = ".status.slurm.allocated",
+        description = "Nodes fully allocated in Slurm"
+    ),
+    printcolumn(
+        name = "Mixed",
+        type_ = "integer",
+        json_path = ".status.slurm.mixed",
+        description = "Nodes partly allocated in Slurm",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Drain",
+        type_ = "integer",
+        json_path = ".status.slurm.drained",
+        description = "Nodes drained in Slurm (no jobs left)"
+    ),
+    printcolumn(
+        name = "Draining",
+        type_ = "integer",
+        json_path = ".status.slurm.draining",
+        description = "Nodes draining in Slurm (jobs still running)",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Down",
+        type_ = "integer",
+        json_path = ".status.slurm.down",
+        description = "Nodes down in Slurm"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSetSpec {
+    /// Name of the Cluster (in this namespace) the nodes join. Immutable.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("clusterRef is immutable"))]
+    pub cluster_ref: String,
+
+    /// Number of nodes (pods). Defaults to 1.
+    #[serde(default = "default_replicas")]
+    #[schemars(range(min = 0))]
+    pub replicas: i32,
+
+    /// Pod template for each node: a standard Pod template (see `kubectl explain pod.spec`; its
+    /// field descriptions are left out of this CRD to keep it small). Its main container runs
+    /// slurmd in dynamic mode; the operator adds the labels that tie pods to this NodeSet.
+    #[schemars(schema_with = "pod_template_schema")]
+    pub template: PodTemplateSpec,
+
+    /// How the nodes appear in Slurm.
+    #[serde(default)]
+    pub slurm: NodeSetSlurm,
+
+    /// How pods are replaced when the template changes. Defaults to `RollingUpdate`.
+    #[serde(default)]
+    pub update_strategy: UpdateStrategy,
+
+    /// How nodes are removed when scaling in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_in: Option<ScaleIn>,
+
+    /// Seconds a new pod must be ready before it counts as available. Defaults to 0.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub min_ready_seconds: i32,
+}
+
+fn default_replicas() -> i32 {
+    1
+}
+
+/// PodTemplateSpec's schema without field descriptions. With them the NodeSet CRD is ~370 KB of
+/// JSON, over the 256 KiB limit of the annotation that client-side `kubectl apply` writes; without
+/// them it is ~70 KB. (controller-gen users do the same with `crd:maxDescLen=0`.)
+fn pod_template_schema(generator: &mut SchemaGenerator) -> Schema {
+    let mut schema = generator.subschema_for::<PodTemplateSpec>();
+    if let Some(obj) = schema.as_object_mut() {
+        strip_descriptions(obj);
+    }
+    schema
+}
+
+/// Remove `description` from a schema object and every schema nested in it (not from property
+/// *names*: a property called `description` stays).
+fn strip_descriptions(schema: &mut Map<String, Value>) {
+    schema.remove("description");
+    let mut strip = |child: &mut Value| {
+        if let Some(obj) = child.as_object_mut() {
+            strip_descriptions(obj);
+        }
+    };
+    for (key, child) in schema.iter_mut() {
+        match key.as_str() {
+            "properties" | "patternProperties" => {
+                if let Some(map) = child.as_object_mut() {
+                    map.values_mut().for_each(&mut strip);
+                }
+            }
+            "items" | "additionalProperties" | "not" => strip(child),
+            "allOf" | "anyOf" | "oneOf" => {
+                if let Some(list) = child.as_array_mut() {
+                    list.iter_mut().for_each(&mut strip);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Slurm node settings for every node of the set (passed to `slurmd -Z --conf`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSetSlurm {
+    /// Node features (`Features=`), usable in job constraints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub features: Vec<String>,
+
+    /// Generic resources (`Gres=`), e.g. `gpu:4`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub gres: Option<String>,
+
+    /// Partitions to add the nodes to. The partitions must exist in slurm.conf.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub partitions: Vec<String>,
+
+    /// Scheduling weight (`Weight=`): Slurm prefers nodes with lower weight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub weight: Option<i32>,
+
+    /// CPUs per node (`CPUs=`). Defaults to what slurmd detects in the pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub cpus: Option<i32>,
+
+    /// Memory per node (`RealMemory=`) as a quantity such as `64Gi`; rounded down to whole MiB
+    /// for Slurm. Defaults to what slurmd detects in the pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new(POSITIVE_QUANTITY)
+        .message("realMemory must be a positive quantity such as 64Gi"))]
+    pub real_memory: Option<Quantity>,
+}
+
+/// How pods are replaced when the template changes.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.type == 'RollingUpdate' || !has(self.rollingUpdate)")
+    .message("rollingUpdate may only be set when type is RollingUpdate"))]
+pub struct UpdateStrategy {
+    /// `RollingUpdate` (default): drain and replace outdated nodes a few at a time.
+    /// `OnDelete`: replace a pod only when you delete it.
+    #[serde(default, rename = "type")]
+    pub type_: UpdateStrategyType,
+
+    /// Settings for `RollingUpdate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling_update: Option<RollingUpdate>,
+}
+
+impl Default for UpdateStrategy {
+    fn default() -> Self {
+        Self {
+            type_: UpdateStrategyType::RollingUpdate,
+            rolling_update: None,
+        }
+    }
+}
+
+impl UpdateStrategy {
+    /// `maxUnavailable` as written (1 when unset).
+    pub fn max_unavailable(&self) -> IntOrString {
+        self.rolling_update
+            .as_ref()
+            .map_or_else(default_max_unavailable, |r| r.max_unavailable.clone())
+    }
+
+    /// How many of `replicas` nodes may be unavailable at once: `maxUnavailable` as a number, or
+    /// as a percentage of `replicas` rounded up; never less than 1. A value the schema would
+    /// have rejected counts as 1.
+    pub fn max_unavailable_count(&self, replicas: i32) -> i32 {
+        let count = match self.max_unavailable() {
+            IntOrString::Int(n) => i64::from(n),
+            IntOrString::String(s) => match s.strip_suffix('%') {
+                Some(pct) => pct
+                    .parse::<i64>()
+                    .map_or(1, |pct| (pct * i64::from(replicas.max(0)) + 99) / 100),
+                None => s.parse().unwrap_or(1),
+            },
+        };
+        i32::try_from(count.max(1)).unwrap_or(i32::MAX)
+    }
+}
+
+/// `RollingUpdate` or `OnDelete`.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UpdateStrategyType {
+    // Variant docs are plain comments: documented variants would make schemars emit `oneOf`.
+    // Drain and replace outdated nodes a few at a time.
+    #[default]
+    RollingUpdate,
+    // Replace a pod only when it is deleted.
+    OnDelete,
+}
+
+/// Rolling update parameters.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RollingUpdate {
+    /// Nodes that may be draining or being replaced at once: a number (at least 1) or a
+    /// percentage of `replicas` such as `25%` (rounded up, so at least 1). Defaults to 1.
+    #[serde(default = "default_max_unavailable")]
+    #[x_kube(validation = Rule::new("string(self).matches('^([1-9][0-9]*|(100|[1-9][0-9]?)%)$')")
+        .message("maxUnavailable must be a number of at least 1 or a percentage from 1% to 100%"))]
+    pub max_unavailable: IntOrString,
+}
+
+fn default_max_unavailable() -> IntOrString {
+    IntOrString::Int(1)
+}
+
+/// Scale-in behaviour.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleIn {
+    /// How long to wait for a draining node's jobs to finish before deleting its pod anyway
+    /// (the jobs are then requeued or fail). Unset: wait as long as it takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_timeout: Option<Duration>,
+}
+
+/// Observed state of a NodeSet, written by the operator.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSetStatus {
+    /// Pods that exist (read by the scale subresource).
+    #[serde(default)]
+    pub replicas: i32,
+
+    /// Pods that are ready.
+    #[serde(default)]
+    pub ready_replicas: i32,
+
+    /// Pods created from the current template.
+    #[serde(default)]
+    pub updated_replicas: i32,
+
+    /// The nodes' states in Slurm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<NodeSetSlurmCounts>,
+
+    /// Label selector of the pods, in string form (read by the scale subresource, e.g. for a
+    /// HorizontalPodAutoscaler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+
+    /// Latest observations, e.g. `Ready`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "condition::schema")]
+    pub conditions: Vec<Condition>,
+
+    /// The `.metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Counts of this set's nodes by Slurm state.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSetSlurmCounts {
+    /// Nodes with no allocated CPUs.
+    #[serde(default)]
+    pub idle: i32,
+    /// Nodes fully allocated.
+    #[serde(default)]
+    pub allocated: i32,
+    /// Nodes partly allocated.
+    #[serde(default)]
+    pub mixed: i32,
+    /// Nodes draining: no new jobs, some still running.
+    #[serde(default)]
+    pub draining: i32,
+    /// Nodes drained: no new jobs, none running.
+    #[serde(default)]
+    pub drained: i32,
+    /// Nodes down.
+    #[serde(default)]
+    pub down: i32,
+}

@@ -1,0 +1,446 @@
+//! `SlurmJob`: one batch job (or job array) submitted to a Cluster.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::{
+    api::resource::Quantity,
+    apis::meta::v1::{Condition, Time},
+};
+use kube::{CustomResource, KubeSchema};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+
+use super::{DNS_SUBDOMAIN, POSITIVE_QUANTITY, condition, duration::Duration};
+
+/// Bound on `status.arrayTasks.tasks`; the operator keeps the most relevant entries.
+pub const MAX_ARRAY_TASKS: usize = 100;
+/// Bound on `status.history`; the operator drops the oldest runs first.
+pub const MAX_HISTORY: usize = 10;
+/// Bound on `spec.dependsOn`.
+pub const MAX_DEPENDENCIES: usize = 32;
+
+/// Desired state of a SlurmJob: the batch script and its sbatch options.
+// kube's `printcolumn(...)` lists repeat keys such as `type_`, which clippy mistakes for
+// duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "slurm.rs",
+    version = "v1alpha1",
+    kind = "SlurmJob",
+    plural = "slurmjobs",
+    namespaced,
+    status = "SlurmJobStatus",
+    derive = "PartialEq",
+    doc = "A Slurm batch job submitted to a Cluster through slurmrestd. Deleting the SlurmJob \
+           cancels the job if it is still pending or running.",
+    shortname = "sjob",
+    category = "slurm",
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Lifecycle phase"
+    ),
+    printcolumn(
+        name = "JobID",
+        type_ = "integer",
+        json_path = ".status.jobId",
+        description = "Slurm job id"
+    ),
+    printcolumn(
+        name = "Cluster",
+        type_ = "string",
+        json_path = ".spec.clusterRef",
+        description = "Cluster the job runs on"
+    ),
+    printcolumn(
+        name = "Nodes",
+        type_ = "string",
+        json_path = ".status.nodes",
+        description = "Nodes allocated to the job"
+    ),
+    printcolumn(
+        name = "Exit",
+        type_ = "integer",
+        json_path = ".status.exitCode",
+        description = "Exit code of the batch script"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SlurmJobSpec {
+    /// Name of the Cluster (in this namespace) to run the job on. Immutable.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("clusterRef is immutable"))]
+    pub cluster_ref: String,
+
+    /// The batch script, starting with an interpreter line such as `#!/bin/bash`. `#SBATCH`
+    /// lines in it are honoured by Slurm, but the fields of this spec take precedence.
+    #[schemars(length(max = 1_048_576))]
+    #[x_kube(validation = Rule::new("self.startsWith('#!')")
+        .message("script must start with an interpreter line such as #!/bin/bash"))]
+    pub script: String,
+
+    /// Job name shown by squeue (`--job-name`). Defaults to the SlurmJob's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 200))]
+    pub name: Option<String>,
+
+    /// Partition to submit to (`--partition`); a comma-separated list lets Slurm pick. Defaults
+    /// to the cluster's default partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub partition: Option<String>,
+
+    /// Account to charge (`--account`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub account: Option<String>,
+
+    /// Quality of service (`--qos`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub qos: Option<String>,
+
+    /// Number of nodes (`--nodes`): a count such as `"2"` or a range such as `"1-4"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32), regex(pattern = r"^[1-9][0-9]*(-[1-9][0-9]*)?$"))]
+    pub nodes: Option<String>,
+
+    /// Number of tasks (`--ntasks`), at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub ntasks: Option<i32>,
+
+    /// CPUs per task (`--cpus-per-task`), at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub cpus_per_task: Option<i32>,
+
+    /// Memory per node (`--mem`) as a Kubernetes quantity such as `4Gi` or `512Mi`; rounded up
+    /// to whole MiB for Slurm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new(POSITIVE_QUANTITY)
+        .message("memoryPerNode must be a positive quantity such as 4Gi or 512Mi"))]
+    pub memory_per_node: Option<Quantity>,
+
+    /// Wall-clock limit (`--time`) as a duration such as `30m` or `2h`; at least 1m. Slurm counts
+    /// whole minutes, so the value is rounded up to the next minute. Defaults to the partition's
+    /// limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('1m')")
+        .message("timeLimit must be at least 1m (Slurm counts time limits in whole minutes)"))]
+    pub time_limit: Option<Duration>,
+
+    /// Environment variables for the batch script. Slurm's own `SLURM_*` variables are added by
+    /// Slurm.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 1024))]
+    pub environment: BTreeMap<String, String>,
+
+    /// Working directory of the batch script on the Slurm nodes (`--chdir`), an absolute path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096), regex(pattern = "^/"))]
+    pub working_directory: Option<String>,
+
+    /// Required node features (`--constraint`), e.g. `"gpu&nvlink"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub constraints: Option<String>,
+
+    /// Generic resources per node (`--gres`), e.g. `"gpu:2"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub gres: Option<String>,
+
+    /// Trackable resources per task (`--tres-per-task`), e.g. `"cpu=4,gres/gpu=1"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub tres: Option<String>,
+
+    /// Submit a job array (`--array`): indices such as `"0-9"`, `"1,3,5"` or `"0-15:4"`,
+    /// optionally with `%N` to run at most N tasks at once (`"0-9%2"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 1024),
+        regex(pattern = r"^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*(%[0-9]+)?$")
+    )]
+    pub array: Option<String>,
+
+    /// Other SlurmJobs in this namespace this job waits for (`--dependency`). Each entry names a
+    /// SlurmJob once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_DEPENDENCIES))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub depends_on: Vec<JobDependency>,
+
+    /// Where Slurm writes the job's stdout/stderr so the operator can read it: a
+    /// PersistentVolumeClaim that is also mounted on the Slurm nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<JobOutput>,
+
+    /// Further slurmrestd job-description fields (v0.0.42 `job_desc_msg`, snake_case keys such as
+    /// `mail_type` or `exclusive`), passed through as given. Typed fields of this spec take
+    /// precedence over the same keys here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_object")]
+    pub extra_options: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// An object whose fields are kept as given: the only `x-kubernetes-preserve-unknown-fields` in
+/// these CRDs outside k8s-openapi's own types.
+fn free_form_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "nullable": true,
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+/// A dependency on another SlurmJob.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct JobDependency {
+    /// Name of the SlurmJob (in this namespace) to wait for. The job is held until that
+    /// SlurmJob has been submitted.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    pub name: String,
+
+    /// When this job may start: `afterok` (the other job succeeded; the default), `afterany`
+    /// (it ended in any way) or `afternotok` (it failed).
+    #[serde(default, rename = "type")]
+    pub type_: DependencyType,
+}
+
+/// Slurm dependency type: `afterok`, `afterany` or `afternotok`.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DependencyType {
+    // Variant docs are plain comments: documented variants would make schemars emit `oneOf`.
+    // Start after the other job completed successfully.
+    #[default]
+    AfterOk,
+    // Start after the other job ended, whatever the outcome.
+    AfterAny,
+    // Start after the other job failed.
+    AfterNotOk,
+}
+
+impl DependencyType {
+    /// The sbatch spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AfterOk => "afterok",
+            Self::AfterAny => "afterany",
+            Self::AfterNotOk => "afternotok",
+        }
+    }
+}
+
+/// Where job output goes: a PVC that the Slurm nodes see at `slurmPath`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct JobOutput {
+    /// Name of a PersistentVolumeClaim in this namespace holding the output.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    pub volume: String,
+
+    /// Absolute path at which that volume is mounted on the Slurm nodes, e.g. `/shared`.
+    #[schemars(length(min = 1, max = 4096), regex(pattern = "^/"))]
+    pub slurm_path: String,
+
+    /// Directory inside the volume for this job's files, relative and without `..`. Defaults to
+    /// the volume's root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    #[x_kube(validation = Rule::new(
+        "!self.startsWith('/') && self != '..' && !self.startsWith('../') \
+         && !self.endsWith('/..') && !self.contains('/../')"
+    ).message("subPath must be a relative path without '..'"))]
+    pub sub_path: Option<String>,
+}
+
+/// Lifecycle phase of a SlurmJob.
+///
+/// `Pending` (not yet submitted), `Submitted` (accepted by Slurm, waiting to start), `Running`,
+/// then one terminal phase: `Completed`, `Failed`, `Cancelled`, `TimedOut`, `NodeFail`,
+/// `Preempted`, `OutOfMemory`, or `Lost` (Slurm no longer knows the job and its outcome was not
+/// observed).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Phase {
+    // Variant docs are plain comments: documented variants would make schemars emit `oneOf`.
+    // Not yet submitted to Slurm.
+    #[default]
+    Pending,
+    // Accepted by Slurm, waiting to start.
+    Submitted,
+    // Running.
+    Running,
+    // Ended with exit code 0.
+    Completed,
+    // Ended with a non-zero exit code.
+    Failed,
+    // Cancelled by a user or the operator.
+    Cancelled,
+    // Reached its time limit.
+    TimedOut,
+    // A node it ran on failed.
+    NodeFail,
+    // Preempted by a higher-priority job.
+    Preempted,
+    // Killed for exceeding its memory.
+    OutOfMemory,
+    // Slurm no longer knows the job and its outcome was not observed.
+    Lost,
+}
+
+impl Phase {
+    /// The wire form (same as the variant name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Submitted => "Submitted",
+            Self::Running => "Running",
+            Self::Completed => "Completed",
+            Self::Failed => "Failed",
+            Self::Cancelled => "Cancelled",
+            Self::TimedOut => "TimedOut",
+            Self::NodeFail => "NodeFail",
+            Self::Preempted => "Preempted",
+            Self::OutOfMemory => "OutOfMemory",
+            Self::Lost => "Lost",
+        }
+    }
+
+    /// Whether the job has ended (no further Slurm state changes are expected).
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Self::Pending | Self::Submitted | Self::Running)
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Observed state of a SlurmJob, written by the operator.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SlurmJobStatus {
+    /// Lifecycle phase.
+    // Not an `Option`: schemars would add `null` to the enum, which is best kept out of a CRD.
+    #[serde(default)]
+    pub phase: Phase,
+
+    /// Slurm job id of the current run (for an array, the array's job id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<i64>,
+
+    /// Slurm job state flags as reported, e.g. `["PENDING"]` or `["COMPLETED"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slurm_state: Vec<String>,
+
+    /// Slurm's reason for the current state, e.g. `Priority` or `Resources` while pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_reason: Option<String>,
+
+    /// Nodes allocated to the job, in Slurm hostlist form (e.g. `node[01-04]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<String>,
+
+    /// Exit code of the batch script, once it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+
+    /// Signal that ended the batch script, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+
+    /// When Slurm accepted the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit_time: Option<Time>,
+
+    /// When the job started running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+
+    /// When the job ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<Time>,
+
+    /// Per-task state of a job array.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_tasks: Option<ArrayTasks>,
+
+    /// Latest observations of the job's state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "condition::schema")]
+    pub conditions: Vec<Condition>,
+
+    /// The `.metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// The `.metadata.generation` of the spec the current run was submitted from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted_generation: Option<i64>,
+
+    /// Earlier runs of this SlurmJob (most recent first), at most 10.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_HISTORY))]
+    pub history: Vec<JobRun>,
+}
+
+/// Task states of a job array.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ArrayTasks {
+    /// Number of tasks per Slurm state, e.g. `{"RUNNING": 2, "PENDING": 8}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counts: BTreeMap<String, i32>,
+
+    /// Individual tasks, at most 100 (unfinished and failed tasks are listed first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_ARRAY_TASKS))]
+    pub tasks: Vec<ArrayTask>,
+}
+
+/// One task of a job array.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ArrayTask {
+    /// Array index (`SLURM_ARRAY_TASK_ID`).
+    pub task_id: i32,
+    /// Slurm state, e.g. `RUNNING`.
+    pub state: String,
+    /// Exit code, once the task ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
+/// A finished earlier run of a SlurmJob.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct JobRun {
+    /// Slurm job id of that run.
+    pub job_id: i64,
+    /// Phase the run ended in.
+    pub phase: Phase,
+    /// Exit code of that run's batch script.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// When Slurm accepted that run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit_time: Option<Time>,
+    /// When that run ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<Time>,
+    /// The `.metadata.generation` that run was submitted from.
+    pub generation: i64,
+}
