@@ -5,8 +5,12 @@
 //! - [`cli`]: the `slurm-operator` command line.
 
 pub mod cli;
+pub mod context;
 pub mod crd;
+pub mod index;
 pub mod metrics;
+pub mod poller;
+pub mod registry;
 pub mod slurm;
 pub mod telemetry;
 pub mod tls;
