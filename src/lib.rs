@@ -12,5 +12,6 @@ pub mod metrics;
 pub mod poller;
 pub mod registry;
 pub mod slurm;
+pub mod slurmjob;
 pub mod telemetry;
 pub mod tls;

@@ -373,6 +373,7 @@ pub(crate) fn submit_request(
         ("nodes", &request.nodes),
         ("constraints", &request.constraints),
         ("tres_per_node", &request.tres_per_node),
+        ("tres_per_task", &request.tres_per_task),
         ("array", &request.array),
         ("dependency", &request.dependency),
         ("standard_output", &request.standard_output),

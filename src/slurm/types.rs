@@ -395,6 +395,8 @@ pub struct SubmitRequest {
     pub constraints: Option<String>,
     pub gres: Option<String>,
     pub tres_per_node: Option<String>,
+    /// e.g. "cpu=4,gres/gpu=1".
+    pub tres_per_task: Option<String>,
     /// e.g. "0-9%2".
     pub array: Option<String>,
     /// A Slurm dependency expression, e.g. "afterok:12:13".

@@ -1,0 +1,250 @@
+//! When a SlurmJob submits, follows, ignores an edit, or re-runs; and its run history.
+
+use crate::crd::slurmjob::{JobDependency, JobRun, MAX_HISTORY, Phase, SlurmJobStatus};
+
+use super::submit::ResolvedDependency;
+
+/// What to do with a SlurmJob at `generation` given its current status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing submitted for this generation: look for a job carrying this generation's tag,
+    /// adopt it if there is one, else submit. `rerun` when an earlier run exists.
+    Submit { rerun: bool },
+    /// Follow the current Slurm job.
+    Follow { job_id: i64 },
+    /// The spec changed while the job is pending or running: keep following it, tell the user
+    /// the edit does not apply to a job that has already been submitted.
+    IgnoreEdit { job_id: i64, generation: i64 },
+}
+
+/// The rules:
+/// - never submitted → submit;
+/// - spec changed (generation past what the status observed) and the job had ended → re-run;
+/// - spec changed while the job was pending or running → ignore the edit (it is recorded as
+///   observed, so the job does not re-run later when it ends);
+/// - otherwise follow the job.
+pub fn decide(generation: i64, status: Option<&SlurmJobStatus>) -> Decision {
+    let Some(status) = status else {
+        return Decision::Submit { rerun: false };
+    };
+    let Some(job_id) = status.job_id else {
+        return Decision::Submit {
+            rerun: !status.history.is_empty(),
+        };
+    };
+    let edited = status
+        .observed_generation
+        .is_some_and(|observed| generation > observed);
+    match (edited, status.phase.is_terminal()) {
+        (true, true) => Decision::Submit { rerun: true },
+        (true, false) => Decision::IgnoreEdit { job_id, generation },
+        (false, _) => Decision::Follow { job_id },
+    }
+}
+
+/// The status for a new run: the finished run moves to the front of the history (bounded), and
+/// the per-run fields are cleared. Conditions and generations are the caller's to set.
+pub fn start_new_run(status: &SlurmJobStatus) -> SlurmJobStatus {
+    let mut history = status.history.clone();
+    if let Some(job_id) = status.job_id {
+        history.insert(
+            0,
+            JobRun {
+                job_id,
+                phase: status.phase,
+                exit_code: status.exit_code,
+                submit_time: status.submit_time.clone(),
+                end_time: status.end_time.clone(),
+                generation: status.submitted_generation.unwrap_or_default(),
+            },
+        );
+    }
+    history.truncate(MAX_HISTORY);
+    SlurmJobStatus {
+        phase: Phase::Pending,
+        history,
+        conditions: status.conditions.clone(),
+        ..Default::default()
+    }
+}
+
+/// Why a job cannot be submitted yet because of its dependencies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DependencyWait {
+    /// These SlurmJobs do not exist (yet) in the namespace.
+    Missing(Vec<String>),
+    /// These exist but have no Slurm job id yet.
+    NotSubmitted(Vec<String>),
+}
+
+/// Turn `dependsOn` into Slurm job ids, looking each SlurmJob up by name. `lookup` returns
+/// `None` for a SlurmJob that does not exist and `Some(None)` for one without a job id yet.
+pub fn resolve_dependencies(
+    depends_on: &[JobDependency],
+    lookup: impl Fn(&str) -> Option<Option<i64>>,
+) -> Result<Vec<ResolvedDependency>, DependencyWait> {
+    let mut resolved = Vec::new();
+    let mut missing = Vec::new();
+    let mut not_submitted = Vec::new();
+    for dep in depends_on {
+        match lookup(&dep.name) {
+            None => missing.push(dep.name.clone()),
+            Some(None) => not_submitted.push(dep.name.clone()),
+            Some(Some(job_id)) => resolved.push(ResolvedDependency {
+                kind: dep.type_,
+                job_id,
+            }),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(DependencyWait::Missing(missing));
+    }
+    if !not_submitted.is_empty() {
+        return Err(DependencyWait::NotSubmitted(not_submitted));
+    }
+    Ok(resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::slurmjob::DependencyType;
+
+    fn status(job_id: Option<i64>, phase: Phase, observed: i64) -> SlurmJobStatus {
+        SlurmJobStatus {
+            phase,
+            job_id,
+            observed_generation: Some(observed),
+            submitted_generation: job_id.map(|_| observed),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn submit_follow_ignore_and_rerun() {
+        use Decision::*;
+        assert_eq!(decide(1, None), Submit { rerun: false });
+        assert_eq!(
+            decide(1, Some(&SlurmJobStatus::default())),
+            Submit { rerun: false }
+        );
+        assert_eq!(
+            decide(1, Some(&status(Some(5), Phase::Submitted, 1))),
+            Follow { job_id: 5 }
+        );
+        assert_eq!(
+            decide(1, Some(&status(Some(5), Phase::Running, 1))),
+            Follow { job_id: 5 }
+        );
+        assert_eq!(
+            decide(1, Some(&status(Some(5), Phase::Completed, 1))),
+            Follow { job_id: 5 }
+        );
+        for active in [Phase::Submitted, Phase::Running] {
+            assert_eq!(
+                decide(2, Some(&status(Some(5), active, 1))),
+                IgnoreEdit {
+                    job_id: 5,
+                    generation: 2
+                }
+            );
+        }
+        for ended in [
+            Phase::Completed,
+            Phase::Failed,
+            Phase::Cancelled,
+            Phase::TimedOut,
+            Phase::NodeFail,
+            Phase::Preempted,
+            Phase::OutOfMemory,
+            Phase::Lost,
+        ] {
+            assert_eq!(
+                decide(2, Some(&status(Some(5), ended, 1))),
+                Submit { rerun: true },
+                "{ended}"
+            );
+        }
+        // An edit ignored while running was observed: the job does not re-run when it ends.
+        assert_eq!(
+            decide(2, Some(&status(Some(5), Phase::Completed, 2))),
+            Follow { job_id: 5 }
+        );
+        // A re-run whose submit has not happened yet (history present, no job id).
+        let pending_rerun = start_new_run(&status(Some(5), Phase::Failed, 1));
+        assert_eq!(decide(2, Some(&pending_rerun)), Submit { rerun: true });
+    }
+
+    #[test]
+    fn history_keeps_the_previous_run_first_and_is_bounded() {
+        let mut s = status(Some(1), Phase::Failed, 1);
+        s.exit_code = Some(3);
+        let next = start_new_run(&s);
+        assert_eq!(next.phase, Phase::Pending);
+        assert_eq!(next.job_id, None);
+        assert_eq!(next.exit_code, None);
+        assert_eq!(next.history.len(), 1);
+        assert_eq!(next.history[0].job_id, 1);
+        assert_eq!(next.history[0].phase, Phase::Failed);
+        assert_eq!(next.history[0].exit_code, Some(3));
+        assert_eq!(next.history[0].generation, 1);
+
+        let mut s = SlurmJobStatus::default();
+        for id in 1..=(MAX_HISTORY as i64 + 5) {
+            s.job_id = Some(id);
+            s.phase = Phase::Completed;
+            s = start_new_run(&s);
+        }
+        assert_eq!(s.history.len(), MAX_HISTORY);
+        assert_eq!(s.history[0].job_id, MAX_HISTORY as i64 + 5, "newest first");
+    }
+
+    #[test]
+    fn dependencies_resolve_or_say_what_they_wait_for() {
+        let deps = vec![
+            JobDependency {
+                name: "a".into(),
+                type_: DependencyType::AfterOk,
+            },
+            JobDependency {
+                name: "b".into(),
+                type_: DependencyType::AfterAny,
+            },
+        ];
+        let lookup = |name: &str| match name {
+            "a" => Some(Some(10)),
+            "b" => Some(Some(11)),
+            _ => None,
+        };
+        let resolved = resolve_dependencies(&deps, lookup).unwrap();
+        assert_eq!(
+            resolved,
+            vec![
+                ResolvedDependency {
+                    kind: DependencyType::AfterOk,
+                    job_id: 10
+                },
+                ResolvedDependency {
+                    kind: DependencyType::AfterAny,
+                    job_id: 11
+                },
+            ]
+        );
+        let unsubmitted = |name: &str| {
+            if name == "a" {
+                Some(Some(10))
+            } else {
+                Some(None)
+            }
+        };
+        assert_eq!(
+            resolve_dependencies(&deps, unsubmitted),
+            Err(DependencyWait::NotSubmitted(vec!["b".into()]))
+        );
+        assert_eq!(
+            resolve_dependencies(&deps, |_| None),
+            Err(DependencyWait::Missing(vec!["a".into(), "b".into()]))
+        );
+        assert_eq!(resolve_dependencies(&[], |_| None), Ok(vec![]));
+    }
+}

@@ -1,0 +1,161 @@
+//! Slurm job states to SlurmJob phases.
+
+use crate::crd::slurmjob::Phase;
+use crate::slurm::types::{Job, JobBaseState, JobState};
+
+/// The phase of one Slurm job record. `COMPLETING` does not hold back a final phase: the script
+/// has ended and its outcome is known; only the node cleanup is still running.
+pub fn of_state(state: &JobState) -> Phase {
+    match state.base {
+        JobBaseState::Pending => Phase::Submitted,
+        // Suspended is still a started job (gang scheduling, admin suspend); the reason says why.
+        JobBaseState::Running | JobBaseState::Suspended => Phase::Running,
+        JobBaseState::Completed => Phase::Completed,
+        JobBaseState::Failed | JobBaseState::BootFail => Phase::Failed,
+        JobBaseState::Cancelled => Phase::Cancelled,
+        JobBaseState::Timeout | JobBaseState::Deadline => Phase::TimedOut,
+        JobBaseState::NodeFail => Phase::NodeFail,
+        JobBaseState::Preempted => Phase::Preempted,
+        JobBaseState::OutOfMemory => Phase::OutOfMemory,
+        // A state this operator does not know: the job exists, so at least Submitted; never a
+        // guessed ending.
+        JobBaseState::Unknown => Phase::Submitted,
+    }
+}
+
+/// How bad an ending is, to summarise an array by its worst task.
+fn severity(phase: Phase) -> u8 {
+    match phase {
+        Phase::Completed => 0,
+        Phase::Cancelled => 1,
+        Phase::Preempted => 2,
+        Phase::TimedOut => 3,
+        Phase::Failed => 4,
+        Phase::OutOfMemory => 5,
+        Phase::NodeFail => 6,
+        Phase::Lost => 7,
+        Phase::Pending | Phase::Submitted | Phase::Running => 0,
+    }
+}
+
+/// The phase of a whole job: a plain job's record, or every task record of an array (plus the
+/// array's meta record for tasks not started yet).
+///
+/// Running while any task runs; Submitted while tasks wait and none runs; once every task has
+/// ended, Completed if all completed, else the worst ending (a failed task fails the array).
+pub fn of_records<'a>(records: impl IntoIterator<Item = &'a Job>) -> Option<Phase> {
+    let phases: Vec<Phase> = records
+        .into_iter()
+        .map(|job| of_state(&job.state))
+        .collect();
+    if phases.is_empty() {
+        return None;
+    }
+    if phases.contains(&Phase::Running) {
+        return Some(Phase::Running);
+    }
+    if phases.iter().any(|p| !p.is_terminal()) {
+        return Some(Phase::Submitted);
+    }
+    phases.into_iter().max_by_key(|p| severity(*p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(states: &[&str]) -> Job {
+        Job {
+            job_id: 1,
+            name: String::new(),
+            state: JobState::from_strings(states),
+            state_reason: None,
+            user_name: None,
+            partition: None,
+            comment: None,
+            nodes: None,
+            node_count: None,
+            exit: None,
+            submit_time: None,
+            start_time: None,
+            end_time: None,
+            time_limit: None,
+            array_job_id: None,
+            array_task_id: None,
+            array_task_string: None,
+            standard_output: None,
+            standard_error: None,
+            working_directory: None,
+        }
+    }
+
+    #[test]
+    fn every_observed_state_combination() {
+        // Observed on Slurm 24.11 and 26.05 (tests/fixtures), plus the rest of Slurm's base states.
+        let table: &[(&[&str], Phase)] = &[
+            (&["PENDING"], Phase::Submitted),
+            (&["PENDING", "REQUEUED"], Phase::Submitted),
+            (&["RUNNING"], Phase::Running),
+            (&["RUNNING", "CONFIGURING"], Phase::Running),
+            (&["SUSPENDED"], Phase::Running),
+            (&["COMPLETED"], Phase::Completed),
+            (&["COMPLETED", "COMPLETING"], Phase::Completed),
+            (&["FAILED"], Phase::Failed),
+            (&["FAILED", "COMPLETING"], Phase::Failed),
+            (&["CANCELLED"], Phase::Cancelled),
+            (&["CANCELLED", "COMPLETING"], Phase::Cancelled),
+            (&["TIMEOUT"], Phase::TimedOut),
+            (&["DEADLINE"], Phase::TimedOut),
+            (&["NODE_FAIL"], Phase::NodeFail),
+            (&["PREEMPTED"], Phase::Preempted),
+            (&["BOOT_FAIL"], Phase::Failed),
+            (&["OUT_OF_MEMORY"], Phase::OutOfMemory),
+            (&["SOMETHING_NEW"], Phase::Submitted),
+            (&[], Phase::Submitted),
+        ];
+        for (states, phase) in table {
+            assert_eq!(
+                of_state(&JobState::from_strings(states)),
+                *phase,
+                "{states:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn arrays_summarise_their_tasks() {
+        let table: &[(&[&[&str]], Option<Phase>)] = &[
+            (&[], None),
+            (&[&["PENDING"], &["PENDING"]], Some(Phase::Submitted)),
+            (
+                &[&["PENDING"], &["RUNNING"], &["COMPLETED"]],
+                Some(Phase::Running),
+            ),
+            (&[&["PENDING"], &["COMPLETED"]], Some(Phase::Submitted)),
+            (
+                &[
+                    &["COMPLETED"],
+                    &["COMPLETED"],
+                    &["COMPLETED"],
+                    &["COMPLETED"],
+                ],
+                Some(Phase::Completed),
+            ),
+            (
+                &[&["COMPLETED"], &["COMPLETED"], &["FAILED"], &["COMPLETED"]],
+                Some(Phase::Failed),
+            ),
+            (&[&["COMPLETED"], &["CANCELLED"]], Some(Phase::Cancelled)),
+            (&[&["FAILED"], &["TIMEOUT"]], Some(Phase::Failed)),
+            (&[&["FAILED"], &["OUT_OF_MEMORY"]], Some(Phase::OutOfMemory)),
+            (
+                &[&["COMPLETED", "COMPLETING"], &["FAILED"]],
+                Some(Phase::Failed),
+            ),
+        ];
+        for (tasks, phase) in table {
+            let jobs: Vec<Job> = tasks.iter().map(|s| job(s)).collect();
+            assert_eq!(of_records(&jobs), *phase, "{tasks:?}");
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! A SlurmJob's spec to the job description slurmrestd gets.
+
+use std::time::Duration;
+
+use crate::crd::slurmjob::{DependencyType, SlurmJobSpec};
+use crate::slurm::types::SubmitRequest;
+
+use super::quantity::{self, QuantityError};
+
+/// Working directory when the spec names none: exists on every Slurm node.
+pub const DEFAULT_WORKING_DIRECTORY: &str = "/tmp";
+
+/// Spec fields whose value Slurm cannot be given. Each is a clear message for a condition.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("script must start with an interpreter line such as #!/bin/bash")]
+    ScriptWithoutInterpreter,
+    #[error("memoryPerNode: {0}")]
+    Memory(#[from] QuantityError),
+    #[error("{field} must be at least 1, got {value}")]
+    NotPositive { field: &'static str, value: i32 },
+    #[error("extraOptions.{key}: {reason}")]
+    ExtraOption { key: String, reason: &'static str },
+}
+
+/// One resolved dependency: wait for Slurm job `job_id` in the given way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResolvedDependency {
+    pub kind: DependencyType,
+    pub job_id: i64,
+}
+
+/// Slurm's dependency expression: `afterok:12:13,afterany:14` (all must hold).
+pub fn dependency_expression(dependencies: &[ResolvedDependency]) -> Option<String> {
+    let mut groups: Vec<(DependencyType, Vec<i64>)> = Vec::new();
+    for dep in dependencies {
+        match groups.iter_mut().find(|(kind, _)| *kind == dep.kind) {
+            Some((_, ids)) => ids.push(dep.job_id),
+            None => groups.push((dep.kind, vec![dep.job_id])),
+        }
+    }
+    if groups.is_empty() {
+        return None;
+    }
+    Some(
+        groups
+            .into_iter()
+            .map(|(kind, ids)| {
+                let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+                format!("{}:{}", kind.as_str(), ids.join(":"))
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+/// Keys of `extraOptions` the operator sets itself: a user value would break the ownership tag,
+/// the output streaming or the script, so they are refused rather than silently overridden.
+const RESERVED_EXTRA_KEYS: &[&str] = &[
+    "comment",
+    "script",
+    "standard_output",
+    "standard_error",
+    "standard_input",
+];
+
+/// Where the job's output goes on the Slurm nodes when `spec.output` is set: one file with
+/// stdout and stderr, named after the SlurmJob and the Slurm job id (`%j`).
+pub fn output_path(spec: &SlurmJobSpec, object_name: &str) -> Option<String> {
+    let output = spec.output.as_ref()?;
+    let mut dir = output.slurm_path.trim_end_matches('/').to_owned();
+    if let Some(sub) = output
+        .sub_path
+        .as_deref()
+        .map(|s| s.trim_matches('/'))
+        .filter(|s| !s.is_empty())
+    {
+        dir = format!("{dir}/{sub}");
+    }
+    Some(format!("{dir}/{object_name}-%j.out"))
+}
+
+/// The submit request for `spec` of the SlurmJob named `object_name`, tagged with `tag`.
+/// Typed fields win over the same keys in `extraOptions`.
+pub fn request(
+    spec: &SlurmJobSpec,
+    object_name: &str,
+    tag: &str,
+    dependencies: &[ResolvedDependency],
+) -> Result<SubmitRequest, SpecError> {
+    if !spec.script.starts_with("#!") {
+        return Err(SpecError::ScriptWithoutInterpreter);
+    }
+    let positive = |field: &'static str, value: Option<i32>| -> Result<Option<u32>, SpecError> {
+        match value {
+            None => Ok(None),
+            Some(v) => u32::try_from(v)
+                .ok()
+                .filter(|v| *v > 0)
+                .map(Some)
+                .ok_or(SpecError::NotPositive { field, value: v }),
+        }
+    };
+    let memory_per_node_mib = spec
+        .memory_per_node
+        .as_ref()
+        .map(|q| quantity::to_mib_ceil(&q.0))
+        .transpose()?;
+    let time_limit = spec
+        .time_limit
+        .as_ref()
+        .map(|d| round_up_to_minute(d.as_std()));
+    let output = output_path(spec, object_name);
+
+    let mut request = SubmitRequest {
+        script: spec.script.clone(),
+        name: Some(spec.name.clone().unwrap_or_else(|| object_name.to_owned())),
+        partition: spec.partition.clone(),
+        account: spec.account.clone(),
+        qos: spec.qos.clone(),
+        nodes: spec.nodes.clone(),
+        tasks: positive("ntasks", spec.ntasks)?,
+        cpus_per_task: positive("cpusPerTask", spec.cpus_per_task)?,
+        memory_per_node_mib,
+        time_limit,
+        environment: spec.environment.clone(),
+        working_directory: spec
+            .working_directory
+            .clone()
+            .unwrap_or_else(|| DEFAULT_WORKING_DIRECTORY.to_owned()),
+        constraints: spec.constraints.clone(),
+        gres: spec.gres.clone(),
+        tres_per_node: None,
+        tres_per_task: spec.tres.clone(),
+        array: spec.array.clone(),
+        dependency: dependency_expression(dependencies),
+        standard_output: output.clone(),
+        // With an output file, stderr goes to the same file so `kubectl logs` shows both.
+        standard_error: output,
+        comment: Some(tag.to_owned()),
+        extra: serde_json::Map::new(),
+    };
+    if let Some(extra) = &spec.extra_options {
+        let typed = serde_json::to_value(&request).unwrap_or_default();
+        for (key, value) in extra {
+            if RESERVED_EXTRA_KEYS.contains(&key.as_str()) {
+                return Err(SpecError::ExtraOption {
+                    key: key.clone(),
+                    reason: "is set by the operator",
+                });
+            }
+            // A typed field that is set wins over the same key here.
+            if typed_field_set(&typed, key) {
+                continue;
+            }
+            request.extra.insert(key.clone(), value.clone());
+        }
+    }
+    Ok(request)
+}
+
+/// Whether `SubmitRequest` already carries slurmrestd field `key` (by its job-description name).
+fn typed_field_set(typed: &serde_json::Value, key: &str) -> bool {
+    let set = |field: &str| {
+        typed
+            .get(field)
+            .is_some_and(|v| !v.is_null() && v != &serde_json::json!({}))
+    };
+    match key {
+        "current_working_directory" => set("working_directory"),
+        "memory_per_node" => set("memory_per_node_mib"),
+        // `gres` becomes tres_per_node.
+        "tres_per_node" => set("tres_per_node") || set("gres"),
+        other => set(other),
+    }
+}
+
+fn round_up_to_minute(duration: Duration) -> Duration {
+    Duration::from_secs(duration.as_secs().div_ceil(60).max(1) * 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use serde_json::json;
+
+    use super::*;
+    use crate::crd::slurmjob::{JobDependency, JobOutput};
+
+    fn spec() -> SlurmJobSpec {
+        serde_json::from_value(json!({
+            "clusterRef": "local",
+            "script": "#!/bin/bash\necho hi\n",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn minimal_spec_gets_defaults_and_the_tag() {
+        let r = request(&spec(), "hello", "slurm.rs/uid=u,generation=1", &[]).unwrap();
+        assert_eq!(r.script, "#!/bin/bash\necho hi\n");
+        assert_eq!(r.name.as_deref(), Some("hello"));
+        assert_eq!(r.working_directory, "/tmp");
+        assert_eq!(r.comment.as_deref(), Some("slurm.rs/uid=u,generation=1"));
+        assert_eq!(r.standard_output, None);
+        assert_eq!(r.dependency, None);
+        assert!(r.extra.is_empty());
+    }
+
+    #[test]
+    fn every_typed_field_is_mapped() {
+        let mut s = spec();
+        s.name = Some("custom".into());
+        s.partition = Some("debug".into());
+        s.account = Some("acct".into());
+        s.qos = Some("normal".into());
+        s.nodes = Some("1-2".into());
+        s.ntasks = Some(4);
+        s.cpus_per_task = Some(2);
+        s.memory_per_node = Some(Quantity("1.5Gi".into()));
+        s.time_limit = Some("90s".parse().unwrap());
+        s.environment = BTreeMap::from([("FOO".into(), "bar".into())]);
+        s.working_directory = Some("/scratch".into());
+        s.constraints = Some("gpu&nvlink".into());
+        s.gres = Some("gpu:2".into());
+        s.tres = Some("cpu=4".into());
+        s.array = Some("0-9%2".into());
+        s.depends_on = vec![JobDependency {
+            name: "a".into(),
+            type_: DependencyType::AfterOk,
+        }];
+        s.output = Some(JobOutput {
+            volume: "out".into(),
+            slurm_path: "/shared/".into(),
+            sub_path: Some("runs/".into()),
+        });
+        let deps = [
+            ResolvedDependency {
+                kind: DependencyType::AfterOk,
+                job_id: 12,
+            },
+            ResolvedDependency {
+                kind: DependencyType::AfterAny,
+                job_id: 14,
+            },
+            ResolvedDependency {
+                kind: DependencyType::AfterOk,
+                job_id: 13,
+            },
+        ];
+        let r = request(&s, "obj", "tag", &deps).unwrap();
+        assert_eq!(r.name.as_deref(), Some("custom"));
+        assert_eq!(r.partition.as_deref(), Some("debug"));
+        assert_eq!(r.account.as_deref(), Some("acct"));
+        assert_eq!(r.qos.as_deref(), Some("normal"));
+        assert_eq!(r.nodes.as_deref(), Some("1-2"));
+        assert_eq!(r.tasks, Some(4));
+        assert_eq!(r.cpus_per_task, Some(2));
+        assert_eq!(r.memory_per_node_mib, Some(1536));
+        assert_eq!(
+            r.time_limit,
+            Some(Duration::from_secs(120)),
+            "90s rounds up to 2 minutes"
+        );
+        assert_eq!(r.environment.get("FOO").map(String::as_str), Some("bar"));
+        assert_eq!(r.working_directory, "/scratch");
+        assert_eq!(r.constraints.as_deref(), Some("gpu&nvlink"));
+        assert_eq!(r.gres.as_deref(), Some("gpu:2"));
+        assert_eq!(r.tres_per_task.as_deref(), Some("cpu=4"));
+        assert_eq!(r.array.as_deref(), Some("0-9%2"));
+        assert_eq!(r.dependency.as_deref(), Some("afterok:12:13,afterany:14"));
+        assert_eq!(
+            r.standard_output.as_deref(),
+            Some("/shared/runs/obj-%j.out")
+        );
+        assert_eq!(r.standard_error, r.standard_output);
+    }
+
+    #[test]
+    fn extra_options_pass_through_but_typed_fields_win_and_reserved_keys_are_refused() {
+        let mut s = spec();
+        s.partition = Some("typed".into());
+        s.gres = Some("gpu:2".into());
+        s.extra_options = Some(
+            json!({"partition": "extra", "exclusive": ["user"], "mail_type": ["END"],
+                   "current_working_directory": "/x", "tres_per_node": "gres/gpu:1"})
+            .as_object()
+            .unwrap()
+            .clone(),
+        );
+        let r = request(&s, "obj", "tag", &[]).unwrap();
+        assert_eq!(r.partition.as_deref(), Some("typed"));
+        assert!(!r.extra.contains_key("partition"));
+        assert!(
+            !r.extra.contains_key("current_working_directory"),
+            "the default working directory is typed"
+        );
+        assert!(!r.extra.contains_key("tres_per_node"), "gres is typed");
+        assert_eq!(r.extra.get("exclusive"), Some(&json!(["user"])));
+        assert_eq!(r.extra.get("mail_type"), Some(&json!(["END"])));
+
+        for reserved in RESERVED_EXTRA_KEYS {
+            let mut s = spec();
+            s.extra_options = Some(json!({ *reserved: "x" }).as_object().unwrap().clone());
+            let err = request(&s, "obj", "tag", &[]).unwrap_err();
+            assert!(
+                matches!(&err, SpecError::ExtraOption { key, .. } if key == reserved),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_values_are_errors_with_messages() {
+        let mut s = spec();
+        s.script = "echo no shebang".into();
+        assert_eq!(
+            request(&s, "o", "t", &[]),
+            Err(SpecError::ScriptWithoutInterpreter)
+        );
+        let mut s = spec();
+        s.memory_per_node = Some(Quantity("lots".into()));
+        let err = request(&s, "o", "t", &[]).unwrap_err();
+        assert!(err.to_string().starts_with("memoryPerNode: "), "{err}");
+        let mut s = spec();
+        s.ntasks = Some(0);
+        assert_eq!(
+            request(&s, "o", "t", &[]),
+            Err(SpecError::NotPositive {
+                field: "ntasks",
+                value: 0
+            })
+        );
+        let mut s = spec();
+        s.cpus_per_task = Some(-2);
+        assert_eq!(
+            request(&s, "o", "t", &[]),
+            Err(SpecError::NotPositive {
+                field: "cpusPerTask",
+                value: -2
+            })
+        );
+    }
+
+    #[test]
+    fn output_path_joins_volume_mount_and_sub_path() {
+        let mut s = spec();
+        assert_eq!(output_path(&s, "j"), None);
+        s.output = Some(JobOutput {
+            volume: "v".into(),
+            slurm_path: "/shared".into(),
+            sub_path: None,
+        });
+        assert_eq!(output_path(&s, "j").as_deref(), Some("/shared/j-%j.out"));
+        s.output = Some(JobOutput {
+            volume: "v".into(),
+            slurm_path: "/".into(),
+            sub_path: Some("a/b".into()),
+        });
+        assert_eq!(output_path(&s, "j").as_deref(), Some("/a/b/j-%j.out"));
+    }
+}
