@@ -6,5 +6,6 @@
 pub mod lifecycle;
 pub mod phase;
 pub mod quantity;
+pub mod status;
 pub mod submit;
 pub mod tag;

@@ -1,0 +1,342 @@
+//! Mirror what Slurm reports about a SlurmJob's current run into its status.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::crd::slurmjob::{ArrayTask, ArrayTasks, MAX_ARRAY_TASKS, Phase, SlurmJobStatus};
+use crate::slurm::types::Job;
+
+use super::phase;
+
+/// A Kubernetes time (whole seconds, as Slurm reports) from a Slurm timestamp.
+pub fn time(t: Option<DateTime<Utc>>) -> Option<Time> {
+    let secs = t?.timestamp();
+    k8s_openapi::jiff::Timestamp::from_second(secs)
+        .ok()
+        .map(Time)
+}
+
+/// The run fields of `status` updated from the Slurm records of its job: one record for a plain
+/// job; for an array, the task records (and the meta record of tasks not started yet).
+/// With no records (the job left slurmctld) the status is returned unchanged: the caller decides
+/// between an accounting lookup and `Lost`.
+pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
+    let mut next = status.clone();
+    let Some(phase) = phase::of_records(records) else {
+        return next;
+    };
+    next.phase = phase;
+    let is_array = records.iter().any(|r| r.array_job_id.is_some());
+    if !is_array {
+        let job = &records[0];
+        next.slurm_state = job.state.to_strings();
+        next.state_reason = job.state_reason.clone();
+        next.nodes = job.nodes.clone();
+        let ended = job.state.base.is_finished();
+        next.exit_code = job
+            .exit
+            .as_ref()
+            .and_then(|e| e.return_code)
+            .filter(|_| ended);
+        next.signal = job.exit.as_ref().and_then(|e| e.signal).filter(|_| ended);
+        next.submit_time = time(job.submit_time);
+        next.start_time = time(job.start_time);
+        // A running job reports start + time limit (or + 1 year) as its end: only an ended job has one.
+        next.end_time = time(job.end_time.filter(|_| ended));
+        next.array_tasks = None;
+        return next;
+    }
+    next.array_tasks = Some(array_tasks(records));
+    // The array as a whole: earliest submit and start, latest end once all ended.
+    next.submit_time = time(records.iter().filter_map(|r| r.submit_time).min());
+    next.start_time = time(records.iter().filter_map(|r| r.start_time).min());
+    next.end_time = if phase.is_terminal() {
+        time(records.iter().filter_map(|r| r.end_time).max())
+    } else {
+        None
+    };
+    let mut states: Vec<String> = records
+        .iter()
+        .map(|r| r.state.base.as_str().to_owned())
+        .collect();
+    states.sort();
+    states.dedup();
+    next.slurm_state = states;
+    // The highest exit code among ended tasks tells whether any failed; the reason of a failed
+    // task (or any task) explains.
+    next.exit_code = records
+        .iter()
+        .filter(|r| r.state.base.is_finished())
+        .filter_map(|r| r.exit.as_ref().and_then(|e| e.return_code))
+        .max();
+    next.signal = None;
+    next.state_reason = records
+        .iter()
+        .find(|r| phase::of_state(&r.state) == phase)
+        .and_then(|r| r.state_reason.clone());
+    let mut nodes: Vec<&str> = records.iter().filter_map(|r| r.nodes.as_deref()).collect();
+    nodes.sort();
+    nodes.dedup();
+    next.nodes = if nodes.is_empty() {
+        None
+    } else {
+        Some(nodes.join(","))
+    };
+    next
+}
+
+/// Counts by state for every task, and a bounded list with unfinished and failed tasks first.
+fn array_tasks(records: &[Job]) -> ArrayTasks {
+    let mut counts: BTreeMap<String, i32> = BTreeMap::new();
+    let mut tasks: Vec<ArrayTask> = Vec::new();
+    for record in records {
+        let state = record.state.base.as_str().to_owned();
+        match record.array_task_id {
+            Some(task_id) => {
+                *counts.entry(state.clone()).or_default() += 1;
+                tasks.push(ArrayTask {
+                    task_id: i32::try_from(task_id).unwrap_or(i32::MAX),
+                    state,
+                    exit_code: record
+                        .exit
+                        .as_ref()
+                        .and_then(|e| e.return_code)
+                        .filter(|_| record.state.base.is_finished()),
+                });
+            }
+            // The meta record of tasks not started yet ("1-3%2"): count each pending task.
+            None => {
+                let pending = record
+                    .array_task_string
+                    .as_deref()
+                    .map(count_indices)
+                    .unwrap_or(0);
+                if pending > 0 {
+                    *counts.entry(state).or_default() += pending;
+                }
+            }
+        }
+    }
+    let rank =
+        |task: &ArrayTask| match phase::of_state(&crate::slurm::types::JobState::from_strings(&[
+            &task.state,
+        ])) {
+            Phase::Running | Phase::Submitted => 0,
+            Phase::Completed => 2,
+            _ => 1,
+        };
+    tasks.sort_by_key(|t| (rank(t), t.task_id));
+    tasks.truncate(MAX_ARRAY_TASKS);
+    ArrayTasks { counts, tasks }
+}
+
+/// How many indices an array task expression names: "1-3" → 3, "1,5,7-8" → 4, "0-15:4%2" → 4.
+fn count_indices(expression: &str) -> i32 {
+    let expression = expression.split('%').next().unwrap_or_default();
+    expression
+        .split(',')
+        .map(|part| {
+            let (range, step) = part.split_once(':').unwrap_or((part, "1"));
+            let step: i64 = step.trim().parse().unwrap_or(1).max(1);
+            match range.split_once('-') {
+                Some((a, b)) => match (a.trim().parse::<i64>(), b.trim().parse::<i64>()) {
+                    (Ok(a), Ok(b)) if b >= a => (b - a) / step + 1,
+                    _ => 0,
+                },
+                None => i64::from(range.trim().parse::<i64>().is_ok()),
+            }
+        })
+        .map(|n| i32::try_from(n).unwrap_or(i32::MAX))
+        .fold(0i32, i32::saturating_add)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurm::types::{ExitStatus, JobState};
+
+    fn job(states: &[&str]) -> Job {
+        Job {
+            job_id: 7,
+            name: "n".into(),
+            state: JobState::from_strings(states),
+            state_reason: None,
+            user_name: None,
+            partition: None,
+            comment: None,
+            nodes: None,
+            node_count: None,
+            exit: None,
+            submit_time: DateTime::from_timestamp(1_000, 0),
+            start_time: None,
+            end_time: None,
+            time_limit: None,
+            array_job_id: None,
+            array_task_id: None,
+            array_task_string: None,
+            standard_output: None,
+            standard_error: None,
+            working_directory: None,
+        }
+    }
+
+    fn exit(code: Option<i32>, signal: Option<i32>) -> Option<ExitStatus> {
+        Some(ExitStatus {
+            return_code: code,
+            signal,
+            signal_name: None,
+            status: vec![],
+        })
+    }
+
+    #[test]
+    fn plain_job_lifecycle() {
+        let base = SlurmJobStatus {
+            job_id: Some(7),
+            phase: Phase::Submitted,
+            ..Default::default()
+        };
+        let mut pending = job(&["PENDING"]);
+        pending.state_reason = Some("Resources".into());
+        let s = observe(&base, &[pending]);
+        assert_eq!(s.phase, Phase::Submitted);
+        assert_eq!(s.state_reason.as_deref(), Some("Resources"));
+        assert_eq!(s.slurm_state, vec!["PENDING"]);
+
+        let mut running = job(&["RUNNING"]);
+        running.nodes = Some("n1".into());
+        running.start_time = DateTime::from_timestamp(1_001, 0);
+        running.end_time = DateTime::from_timestamp(1_001 + 365 * 86_400, 0);
+        running.exit = exit(Some(0), None);
+        let s = observe(&s, &[running]);
+        assert_eq!(s.phase, Phase::Running);
+        assert_eq!(s.nodes.as_deref(), Some("n1"));
+        assert_eq!(s.end_time, None, "a running job has no end time");
+        assert_eq!(s.exit_code, None, "nor an exit code");
+        assert_eq!(s.state_reason, None);
+
+        let mut failed = job(&["FAILED"]);
+        failed.state_reason = Some("NonZeroExitCode".into());
+        failed.exit = exit(Some(3), None);
+        failed.start_time = DateTime::from_timestamp(1_001, 0);
+        failed.end_time = DateTime::from_timestamp(1_005, 0);
+        let s = observe(&s, &[failed]);
+        assert_eq!(s.phase, Phase::Failed);
+        assert_eq!(s.exit_code, Some(3));
+        assert_eq!(s.signal, None);
+        assert_eq!(s.end_time, time(DateTime::from_timestamp(1_005, 0)));
+
+        let mut cancelled = job(&["CANCELLED"]);
+        cancelled.exit = exit(None, Some(15));
+        let s = observe(&base, &[cancelled]);
+        assert_eq!(
+            (s.phase, s.exit_code, s.signal),
+            (Phase::Cancelled, None, Some(15))
+        );
+    }
+
+    #[test]
+    fn vanished_job_leaves_status_for_the_caller() {
+        let base = SlurmJobStatus {
+            job_id: Some(7),
+            phase: Phase::Running,
+            ..Default::default()
+        };
+        assert_eq!(observe(&base, &[]), base);
+    }
+
+    #[test]
+    fn array_of_four_with_one_failing_task() {
+        let base = SlurmJobStatus {
+            job_id: Some(7),
+            phase: Phase::Submitted,
+            ..Default::default()
+        };
+        let task = |id: u32, states: &[&str], code: Option<i32>| {
+            let mut j = job(states);
+            j.job_id = 7 + id;
+            j.array_job_id = Some(7);
+            j.array_task_id = Some(id);
+            j.exit = exit(code, None);
+            j.nodes = Some(format!("n{}", id % 2 + 1));
+            j
+        };
+        let mut meta = job(&["PENDING"]);
+        meta.array_job_id = Some(7);
+        meta.array_task_string = Some("2-3".into());
+        let running = [
+            task(0, &["COMPLETED"], Some(0)),
+            task(1, &["RUNNING"], Some(0)),
+            meta,
+        ];
+        let s = observe(&base, &running);
+        assert_eq!(s.phase, Phase::Running);
+        let tasks = s.array_tasks.as_ref().unwrap();
+        assert_eq!(
+            tasks.counts,
+            BTreeMap::from([
+                ("COMPLETED".into(), 1),
+                ("PENDING".into(), 2),
+                ("RUNNING".into(), 1)
+            ])
+        );
+        assert_eq!(tasks.tasks[0].task_id, 1, "unfinished tasks first");
+
+        let done = [
+            task(0, &["COMPLETED"], Some(0)),
+            task(1, &["COMPLETED"], Some(0)),
+            task(2, &["FAILED"], Some(1)),
+            task(3, &["COMPLETED"], Some(0)),
+        ];
+        let s = observe(&s, &done);
+        assert_eq!(s.phase, Phase::Failed);
+        assert_eq!(s.exit_code, Some(1));
+        let tasks = s.array_tasks.as_ref().unwrap();
+        assert_eq!(
+            tasks.counts,
+            BTreeMap::from([("COMPLETED".into(), 3), ("FAILED".into(), 1)])
+        );
+        assert_eq!(
+            tasks.tasks[0],
+            ArrayTask {
+                task_id: 2,
+                state: "FAILED".into(),
+                exit_code: Some(1)
+            }
+        );
+        assert_eq!(s.nodes.as_deref(), Some("n1,n2"));
+        assert_eq!(s.slurm_state, vec!["COMPLETED", "FAILED"]);
+    }
+
+    #[test]
+    fn array_task_expressions_are_counted() {
+        for (expr, n) in [
+            ("1-3", 3),
+            ("1,5,7-8", 4),
+            ("0-15:4%2", 4),
+            ("4", 1),
+            ("", 0),
+            ("x", 0),
+            ("5-1", 0),
+        ] {
+            assert_eq!(count_indices(expr), n, "{expr}");
+        }
+    }
+
+    #[test]
+    fn array_task_list_is_bounded() {
+        let records: Vec<Job> = (0..250)
+            .map(|i| {
+                let mut j = job(&["COMPLETED"]);
+                j.array_job_id = Some(7);
+                j.array_task_id = Some(i);
+                j
+            })
+            .collect();
+        let tasks = array_tasks(&records);
+        assert_eq!(tasks.tasks.len(), MAX_ARRAY_TASKS);
+        assert_eq!(tasks.counts.get("COMPLETED"), Some(&250));
+    }
+}
