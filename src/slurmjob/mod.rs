@@ -3,6 +3,7 @@
 //! function is a table-tested mapping. The thin driver that applies the decisions lives with
 //! the controllers.
 
+pub mod actions;
 pub mod lifecycle;
 pub mod phase;
 pub mod quantity;
