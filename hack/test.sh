@@ -25,11 +25,17 @@ state_base=/var/tmp/slurm-operator
 export SLURM_ENV_FILE=$state_base/$flavour/env
 export SLURM_OPERATOR_REQUIRE_SLURM=1
 
+step "generated artefacts are current (CRDs in crds/ and in the chart)"
+bash hack/gen-crds.sh --check
+
 step "cargo fmt --check"
 cargo fmt --all --check
 
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --locked --all-targets -- -D warnings
+
+step "Helm charts: lint, render, validate against Kubernetes and our CRD schemas"
+bash hack/helm-test.sh
 
 step "cargo test (unit, fixture and integration tests)"
 cargo test --locked --no-fail-fast 2>&1 | tee "${TEST_LOG:-/dev/null}"

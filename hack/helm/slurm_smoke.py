@@ -1,0 +1,235 @@
+"""Run what the slurm-cluster chart renders on a REAL Slurm, without Kubernetes.
+
+hack/slurm-up.sh keeps a Debian root filesystem with Slurm (24.11 for `trixie`) under
+/var/tmp/slurm-operator/<flavour>/rootfs. This check takes a `helm template` of the chart and
+runs, inside that root (chroot, as root, on 127.0.0.1):
+
+* slurmctld with the chart's slurm.conf and the chart-generated slurm.key and JWT key (from the
+  rendered Secrets), started like the StatefulSet starts it (`slurmctld -D`, SLURM_CONF);
+* one slurmd per NodeSet, started with the NodeSet pod's command line (configless
+  `--conf-server`, dynamic `-Z`, `-N <pod name>`, `--conf <features, CPUs, memory>`);
+* slurmrestd with the Deployment's command line (`-a rest_auth/jwt -s ...`, SLURM_JWT=daemon);
+
+then checks that every node registered with the NodeSet's features, CPUs and memory and sits in
+the NodeSet's partitions, and that a job submitted through slurmrestd with a token minted from
+the chart's JWT key (as the operator does) runs to COMPLETED.
+
+What differs from the pods, so that it can run on one host next to the other local Slurms:
+SlurmctldHost (this host's name and 127.0.0.1), the ports (free ones), the state/spool/pid
+paths (a temporary directory; SlurmdSpoolDir gets %n), and each slurmd gets its own Port= in
+--conf. Everything else is the chart's text.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+FLAVOUR = os.environ.get("SLURM_FLAVOUR", "trixie")
+STATE_BASE = Path("/var/tmp/slurm-operator") if Path("/var/tmp").is_dir() else Path(os.environ.get("TMPDIR", "/tmp")) / "slurm-operator"
+ROOTFS = STATE_BASE / FLAVOUR / "rootfs"
+
+
+def unavailable() -> str | None:
+    """Why the smoke test cannot run here (None: it can)."""
+    if os.geteuid() != 0:
+        return "needs root (chroot)"
+    if not all(os.path.lexists(ROOTFS / "usr/sbin" / d) for d in ("slurmctld", "slurmd", "slurmrestd")):
+        return f"no Slurm root filesystem at {ROOTFS} (run hack/slurm-up.sh)"
+    if not (ROOTFS / "proc/self/status").exists():
+        return f"{ROOTFS}/proc is not mounted (run hack/slurm-up.sh)"
+    if shutil.which("chroot") is None:
+        return "no chroot command"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def mint_jwt(key: bytes, user: str, lifetime: int = 300) -> str:
+    def b64(x: bytes) -> bytes:
+        return base64.urlsafe_b64encode(x).rstrip(b"=")
+    now = int(time.time())
+    head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    body = b64(json.dumps({"iat": now, "exp": now + lifetime, "sun": user}).encode())
+    sig = b64(hmac.new(key, head + b"." + body, hashlib.sha256).digest())
+    return (head + b"." + body + b"." + sig).decode()
+
+
+def run(docs: list[dict], fail: Callable[[str], None]) -> str:
+    """Run the rendered chart `docs` on the local Slurm; call fail(msg) (which raises) on error."""
+    def one(kind: str, suffix: str = "") -> dict:
+        found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(suffix)]
+        if len(found) != 1:
+            fail(f"expected one {kind} *{suffix}, found {len(found)}")
+        return found[0]
+
+    conf_text = one("ConfigMap", "-slurm-conf")["data"]["slurm.conf"]
+    secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
+    slurm_key = base64.b64decode(next(s["data"]["slurm.key"] for n, s in secrets.items() if n.endswith("-slurm-key")))
+    jwt_key = base64.b64decode(next(s["data"]["jwt_hs256.key"] for n, s in secrets.items() if n.endswith("-jwt-key")))
+    ctld = one("StatefulSet", "-slurmctld")["spec"]["template"]["spec"]["containers"][0]
+    restd = one("Deployment", "-slurmrestd")["spec"]["template"]["spec"]["containers"][0]
+    nodesets = [d for d in docs if d["kind"] == "NodeSet"]
+    if not nodesets:
+        fail("no NodeSets rendered")
+
+    host = socket.gethostname().split(".")[0]
+    ctld_port, slurmd_port, restd_port = free_port(), free_port(), free_port()
+    work = Path(f"/tmp/helm-smoke-{os.getpid()}")  # inside the root filesystem
+    root_work = ROOTFS / work.relative_to("/")
+    if root_work.exists():
+        shutil.rmtree(root_work)
+    for sub in ("etc", "state", "run", "log"):
+        (root_work / sub).mkdir(parents=True)
+
+    # slurm.conf: the chart's text, with only host/ports/paths changed for a shared host.
+    changes = {
+        "SlurmctldHost": f"{host}(127.0.0.1)", "SlurmctldPort": str(ctld_port), "SlurmdPort": str(slurmd_port),
+        "StateSaveLocation": f"{work}/state", "SlurmdSpoolDir": f"{work}/spool-%n",
+        "SlurmctldPidFile": f"{work}/run/slurmctld.pid", "SlurmdPidFile": f"{work}/run/slurmd-%n.pid",
+        "AuthAltParameters": f"jwt_key={work}/etc/jwt_hs256.key",
+    }
+    lines = []
+    for line in conf_text.splitlines():
+        key = line.split("=", 1)[0]
+        lines.append(f"{key}={changes[key]}" if key in changes else line)
+    (root_work / "etc/slurm.conf").write_text("\n".join(lines) + "\n")
+    (root_work / "etc/slurm.key").write_bytes(slurm_key)
+    (root_work / "etc/jwt_hs256.key").write_bytes(jwt_key)
+    subprocess.run(["chroot", str(ROOTFS), "chown", "-R", "slurm:slurm", str(work)], check=True)
+    for k in ("slurm.key", "jwt_hs256.key"):
+        os.chmod(root_work / "etc" / k, 0o600)
+    env_conf = f"SLURM_CONF={work}/etc/slurm.conf"
+
+    procs: list[tuple[str, subprocess.Popen]] = []
+
+    def start(name: str, argv: list[str], env: list[str]) -> None:
+        log = open(root_work / "log" / f"{name}.log", "wb")
+        p = subprocess.Popen(["chroot", str(ROOTFS), "env", *env, *argv], stdout=log, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+        procs.append((name, p))
+
+    def logs() -> str:
+        return "\n".join(f"--- {n}.log (tail)\n" + "\n".join((root_work / "log" / f"{n}.log").read_text(errors="replace").splitlines()[-8:])
+                         for n, _ in procs)
+
+    def scontrol(*args: str) -> str:
+        return subprocess.run(["chroot", str(ROOTFS), "env", env_conf, "scontrol", *args],
+                              capture_output=True, text=True, timeout=20).stdout
+
+    try:
+        # slurmctld as the StatefulSet runs it.
+        if ctld["command"] != ["slurmctld"] or ctld["args"] != ["-D"]:
+            fail(f"slurmctld command changed: {ctld['command']} {ctld['args']}; update this smoke test")
+        start("slurmctld", ["slurmctld", *ctld["args"]], [env_conf])
+        deadline = time.time() + 20
+        while "UP" not in subprocess.run(["chroot", str(ROOTFS), "env", env_conf, "scontrol", "ping"],
+                                         capture_output=True, text=True).stdout:
+            if time.time() > deadline or procs[0][1].poll() is not None:
+                fail("slurmctld did not come up with the chart's slurm.conf\n" + logs())
+            time.sleep(0.2)
+
+        # One slurmd per NodeSet, with the pod's command line.
+        expected = {}
+        for ns in nodesets:
+            c = next(c for c in ns["spec"]["template"]["spec"]["containers"] if c["name"] == "slurmd")
+            pod = ns["metadata"]["name"] + "-0"
+            argv = [c["command"][0]] + [a.replace("$(POD_NAME)", pod) for a in c["args"]]
+            i = argv.index("--conf-server")
+            argv[i + 1] = f"127.0.0.1:{ctld_port}"
+            j = argv.index("--conf")
+            argv[j + 1] += f" Port={free_port()}"
+            node_etc = root_work / f"etc-{pod}"
+            node_etc.mkdir()
+            shutil.copy(root_work / "etc/slurm.key", node_etc / "slurm.key")  # as the init container does
+            (root_work / f"spool-{pod}").mkdir()
+            start(pod, argv, [f"SLURM_CONF={work}/etc-{pod}/slurm.conf"])
+            expected[pod] = ns["spec"]["slurm"]
+
+        deadline = time.time() + 30
+        for pod, want in expected.items():
+            while True:
+                out = scontrol("show", "node", pod)
+                if "State=IDLE" in out:
+                    break
+                if time.time() > deadline:
+                    fail(f"node {pod} did not register idle:\n{out}\n" + logs())
+                time.sleep(0.3)
+            fields = dict(w.split("=", 1) for w in out.split() if "=" in w)
+            feats = fields.get("AvailableFeatures", "").split(",")
+            if sorted(feats) != sorted(want["features"]):
+                fail(f"{pod}: features {feats}, NodeSet says {want['features']}")
+            parts = fields.get("Partitions", "").split(",")
+            if not set(want["partitions"]) <= set(parts):
+                fail(f"{pod}: partitions {parts}, NodeSet says {want['partitions']}")
+            if "cpus" in want and fields.get("CPUTot") != str(want["cpus"]):
+                fail(f"{pod}: CPUTot={fields.get('CPUTot')}, NodeSet says cpus={want['cpus']}")
+
+        # slurmrestd as the Deployment runs it (as an unprivileged user, bound to loopback).
+        argv = [restd["command"][0]] + [a if not a.startswith("0.0.0.0:") else f"127.0.0.1:{restd_port}" for a in restd["args"]]
+        env = [f"{e['name']}={e['value']}" for e in restd["env"] if e["name"] != "SLURM_CONF"] + [env_conf]
+        start("slurmrestd", [argv[0], "-u", "nobody", "-g", "nogroup", *argv[1:]], env)
+        token = mint_jwt(jwt_key, "slurm")
+        headers = {"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token, "Content-Type": "application/json"}
+
+        def rest(method: str, path: str, body: dict | None = None) -> dict:
+            req = urllib.request.Request(f"http://127.0.0.1:{restd_port}/slurm/v0.0.42/{path}", method=method,
+                                         headers=headers, data=json.dumps(body).encode() if body else None)
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.load(r)
+
+        deadline = time.time() + 15
+        while True:
+            try:
+                nodes = rest("GET", "nodes")
+                break
+            except OSError:
+                if time.time() > deadline:
+                    fail("slurmrestd did not answer with the chart's arguments\n" + logs())
+                time.sleep(0.2)
+        names = sorted(n["name"] for n in nodes["nodes"])
+        if names != sorted(expected):
+            fail(f"slurmrestd lists nodes {names}, want {sorted(expected)}")
+        partition = next(iter(expected.values()))["partitions"][0]
+        sub = rest("POST", "job/submit", {"job": {
+            "name": "helm-smoke", "partition": partition, "current_working_directory": "/tmp",
+            "environment": ["PATH=/usr/bin:/bin"], "standard_output": f"{work}/job-%j.out",
+            "script": "#!/bin/sh\necho smoke on $SLURMD_NODENAME\n"}})
+        job_id = sub.get("job_id")
+        if not job_id:
+            fail(f"submit failed: {sub.get('errors')}")
+        deadline = time.time() + 30
+        while True:
+            state = rest("GET", f"job/{job_id}")["jobs"][0]["job_state"]
+            if "COMPLETED" in state:
+                break
+            if time.time() > deadline or any(s in state for s in ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")):
+                fail(f"job {job_id} ended {state}\n" + logs())
+            time.sleep(0.3)
+        release = scontrol("version").strip()
+        return f"{release}: {len(expected)} dynamic nodes in their partitions, REST job {job_id} COMPLETED"
+    finally:
+        for _, p in reversed(procs):
+            if p.poll() is None:
+                p.terminate()
+        for _, p in reversed(procs):
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=5)
+        shutil.rmtree(root_work, ignore_errors=True)

@@ -1,0 +1,1006 @@
+#!/usr/bin/env python3
+"""Tests for the Helm charts in helm/ (run by hack/helm-test.sh, which provides helm and a venv).
+
+Each check prints `PASS name` or `FAIL name: why`; the last line is `N passed, N failed`.
+
+  lint        helm lint --strict, defaults and every ci/*.yaml
+  render      helm template (defaults and every ci/*.yaml) and validate EVERY object: built-in
+              kinds with kubernetes-validate (strict, Kubernetes K8S_VERSIONS), slurm.rs kinds
+              with our CRDs' openAPIV3Schema and their CEL rules (hack/helm/crdschema.py),
+              NodeSet pod templates also as Pods; cross-references (volumes -> ConfigMaps/
+              Secrets/PVCs, selectors -> labels, Services -> pods)
+  crds        the operator chart's CRDs are crds/ byte for byte, and render unchanged
+  rbac        rendered RBAC == helm/slurm-operator/files/rbac-rules.yaml in every mode; every
+              Kubernetes kind the Rust code opens an Api<...> for has a rule
+  operator    Deployment security/probes/args per mode
+  cluster     slurm.conf, NodeSets, slurmd command line, Cluster, accounting wiring agree
+  secrets     keys are generated, reused from the live Secret (lookup), existingSecret honoured
+  schema      bad values fail with a message that names the value
+  notes       the YAML that NOTES.txt tells users to apply validates against the CRDs
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from crdschema import CrdValidator  # noqa: E402
+
+import kubernetes_validate  # noqa: E402
+from kubernetes_validate.utils import SchemaNotFoundError, ValidationError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+OPERATOR = ROOT / "helm" / "slurm-operator"
+CLUSTER = ROOT / "helm" / "slurm-cluster"
+RULES_FILE = OPERATOR / "files" / "rbac-rules.yaml"
+# The charts' kubeVersion floor and the version the bundled kubectl speaks.
+K8S_VERSIONS = os.environ.get("HELM_TEST_K8S_VERSIONS", "1.30 1.33").split()
+RELEASE_NS = "slurm-system"
+
+HELM = "helm"
+
+
+# --- plumbing ---------------------------------------------------------------------------------
+
+class Failed(Exception):
+    pass
+
+
+def ensure(cond: bool, msg: str) -> None:
+    if not cond:
+        raise Failed(msg)
+
+
+def helm(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([HELM, *args], capture_output=True, text=True, env={**os.environ, "KUBECONFIG": "/nonexistent"})
+
+
+_render_cache: dict[tuple, list[dict]] = {}
+
+
+def render(chart: Path, values: tuple[str, ...] = (), sets: tuple[str, ...] = (), release: str = "test",
+           namespace: str = RELEASE_NS, cache: bool = True) -> list[dict]:
+    key = (str(chart), values, sets, release, namespace)
+    if cache and key in _render_cache:
+        return _render_cache[key]
+    args = ["template", release, str(chart), "--namespace", namespace]
+    for v in values:
+        args += ["-f", v]
+    for s in sets:
+        args += ["--set", s]
+    p = helm(*args)
+    if p.returncode != 0:
+        raise Failed(f"helm {' '.join(args)} failed:\n{p.stderr.strip()}")
+    docs = [d for d in yaml.safe_load_all(p.stdout) if d]
+    if cache:
+        _render_cache[key] = docs
+    return docs
+
+
+def render_fail(chart: Path, sets: tuple[str, ...]) -> str:
+    args = ["template", "test", str(chart), "--namespace", RELEASE_NS]
+    for s in sets:
+        args += ["--set", s]
+    p = helm(*args)
+    ensure(p.returncode != 0, f"helm template {' '.join(sets)} succeeded; it should have failed")
+    return p.stderr
+
+
+def find(docs: list[dict], kind: str, name: str | None = None) -> list[dict]:
+    return [d for d in docs if d.get("kind") == kind and (name is None or d["metadata"]["name"] == name)]
+
+
+def one(docs: list[dict], kind: str, name: str | None = None) -> dict:
+    found = find(docs, kind, name)
+    ensure(len(found) == 1, f"expected one {kind}{' ' + name if name else ''}, found {len(found)}")
+    return found[0]
+
+
+def ci_values(chart: Path) -> list[str]:
+    return sorted(glob.glob(str(chart / "ci" / "*.yaml")))
+
+
+def load_crds() -> list[dict]:
+    return [yaml.safe_load(open(f)) for f in sorted(glob.glob(str(ROOT / "crds" / "*.yaml")))]
+
+
+CRDS = CrdValidator(load_crds())
+
+# Kinds that are neither built in nor ours: a small schema of the fields the chart sets.
+SERVICE_MONITOR_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "spec": {
+            "type": "object",
+            "required": ["selector", "endpoints"],
+            "additionalProperties": False,
+            "properties": {
+                "selector": {"type": "object", "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+                "namespaceSelector": {"type": "object", "properties": {"matchNames": {"type": "array", "items": {"type": "string"}}}},
+                "endpoints": {"type": "array", "minItems": 1, "items": {
+                    "type": "object", "additionalProperties": False,
+                    "properties": {"port": {"type": "string"}, "path": {"type": "string"},
+                                   "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                                   "scrapeTimeout": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}}}},
+            },
+        },
+    },
+}
+
+
+def validate_object(doc: dict, version: str) -> list[str]:
+    """Errors of one rendered object against its schema (empty: valid)."""
+    ident = f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
+    if CRDS.knows(doc):
+        res = CRDS.validate(doc)
+        errs = [f"{ident}: {e}" for e in res.errors]
+        errs += [f"{ident}: CEL rule not evaluated (add it to crdschema.CEL_RULES): {r}" for r in res.not_evaluated]
+        if doc["kind"] == "NodeSet":
+            tmpl = doc["spec"]["template"]
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nodeset-pod", **(tmpl.get("metadata") or {})},
+                   "spec": tmpl["spec"]}
+            errs += [f"{ident}.spec.template (as a Pod): {e}" for e in validate_object(pod, version)]
+        return errs
+    if doc.get("apiVersion") == "monitoring.coreos.com/v1" and doc.get("kind") == "ServiceMonitor":
+        import jsonschema
+        return [f"{ident}: {e.message}" for e in jsonschema.Draft202012Validator(SERVICE_MONITOR_SCHEMA).iter_errors(doc)]
+    try:
+        kubernetes_validate.validate(doc, version, strict=True)
+    except ValidationError as e:
+        path = ".".join(str(p) for p in e.path)
+        return [f"{ident} (Kubernetes {version}): .{path}: {e.message}"]
+    except SchemaNotFoundError as e:
+        return [f"{ident}: no schema: {e.message}"]
+    return []
+
+
+def pod_templates(docs: list[dict]) -> list[tuple[str, dict, dict | None]]:
+    """(owner, pod template, selector matchLabels) for every workload, NodeSets included."""
+    out = []
+    for d in docs:
+        ident = f"{d['kind']}/{d['metadata']['name']}"
+        if d["kind"] in ("Deployment", "StatefulSet", "DaemonSet"):
+            out.append((ident, d["spec"]["template"], d["spec"]["selector"].get("matchLabels")))
+        elif d["kind"] == "NodeSet":
+            out.append((ident, d["spec"]["template"], None))
+    return out
+
+
+def containers(tmpl: dict) -> list[dict]:
+    spec = tmpl["spec"]
+    return list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
+
+
+# --- the test runner ----------------------------------------------------------------------------
+
+class Runner:
+    def __init__(self, only: str | None):
+        self.passed = 0
+        self.failed = 0
+        self.only = only
+
+    def check(self, name: str, fn: Callable[[], Any]) -> None:
+        if self.only and not re.search(self.only, name):
+            return
+        try:
+            note = fn()
+        except Failed as e:
+            self.failed += 1
+            print(f"FAIL {name}: {e}")
+            return
+        except Exception:  # a bug in the test or an unexpected render: still a failure
+            self.failed += 1
+            print(f"FAIL {name}: unexpected error\n{textwrap.indent(traceback.format_exc(), '    ')}")
+            return
+        self.passed += 1
+        print(f"PASS {name}" + (f" ({note})" if note else ""))
+
+
+# --- lint and render ----------------------------------------------------------------------------
+
+def t_lint(chart: Path, values: str | None) -> Callable[[], str]:
+    def run() -> str:
+        args = ["lint", "--strict", str(chart)] + (["-f", values] if values else [])
+        p = helm(*args)
+        ensure(p.returncode == 0, f"{p.stdout}{p.stderr}")
+        ensure("[WARNING]" not in p.stdout and "[ERROR]" not in p.stdout, p.stdout)
+        return ""
+    return run
+
+
+def t_render_valid(chart: Path, values: tuple[str, ...], sets: tuple[str, ...] = ()) -> Callable[[], str]:
+    def run() -> str:
+        docs = render(chart, values, sets)
+        ensure(docs, "rendered nothing")
+        errors: list[str] = []
+        seen: set[tuple] = set()
+        for d in docs:
+            for version in K8S_VERSIONS:
+                errors += validate_object(d, version)
+            key = (d.get("apiVersion"), d.get("kind"), d.get("metadata", {}).get("namespace"), d.get("metadata", {}).get("name"))
+            if key in seen:
+                errors.append(f"duplicate object {key}")
+            seen.add(key)
+        ensure(not errors, "\n  " + "\n  ".join(errors))
+        kinds = sorted({d["kind"] for d in docs})
+        return f"{len(docs)} objects valid for Kubernetes {'/'.join(K8S_VERSIONS)}: {', '.join(kinds)}"
+    return run
+
+
+def t_references(chart: Path, values: tuple[str, ...], external: set[str]) -> Callable[[], str]:
+    """Everything a pod mounts or reads exists in the render (or is named as external)."""
+    def run() -> str:
+        docs = render(chart, values)
+        names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+        for d in docs:  # StatefulSet volumeClaimTemplates count as claims
+            if d["kind"] == "StatefulSet":
+                for vct in d["spec"].get("volumeClaimTemplates") or []:
+                    names.add(("VCT", vct["metadata"]["name"]))
+        errors = []
+        for owner, tmpl, match in pod_templates(docs):
+            labels = (tmpl.get("metadata") or {}).get("labels") or {}
+            if match is not None and any(labels.get(k) != v for k, v in match.items()):
+                errors.append(f"{owner}: selector {match} does not match template labels {labels}")
+            vols = {v["name"]: v for v in tmpl["spec"].get("volumes") or []}
+            for c in containers(tmpl):
+                for m in c.get("volumeMounts") or []:
+                    if m["name"] not in vols and ("VCT", m["name"]) not in names:
+                        errors.append(f"{owner}/{c['name']}: mounts undefined volume {m['name']}")
+                for e in c.get("env") or []:
+                    ref = (e.get("valueFrom") or {}).get("secretKeyRef")
+                    if ref and ("Secret", ref["name"]) not in names and ref["name"] not in external:
+                        errors.append(f"{owner}/{c['name']}: env {e['name']} reads missing Secret {ref['name']}")
+            for v in vols.values():
+                refs = []
+                if "configMap" in v:
+                    refs.append(("ConfigMap", v["configMap"]["name"]))
+                if "secret" in v:
+                    refs.append(("Secret", v["secret"]["secretName"]))
+                if "persistentVolumeClaim" in v:
+                    refs.append(("PersistentVolumeClaim", v["persistentVolumeClaim"]["claimName"]))
+                for src in (v.get("projected") or {}).get("sources") or []:
+                    if "secret" in src:
+                        refs.append(("Secret", src["secret"]["name"]))
+                    if "configMap" in src:
+                        refs.append(("ConfigMap", src["configMap"]["name"]))
+                for kind, name in refs:
+                    if (kind, name) not in names and name not in external:
+                        errors.append(f"{owner}: volume {v['name']} refers to missing {kind} {name}")
+        for svc in find(docs, "Service"):
+            sel = svc["spec"].get("selector") or {}
+            if not any(all(((t.get("metadata") or {}).get("labels") or {}).get(k) == val for k, val in sel.items())
+                       for _, t, _ in pod_templates(docs)):
+                errors.append(f"Service/{svc['metadata']['name']}: selector {sel} matches no pod template")
+            for port in svc["spec"]["ports"]:
+                tp = port.get("targetPort")
+                if isinstance(tp, str) and not any(
+                        any(p.get("name") == tp for c in containers(t) for p in c.get("ports") or [])
+                        for _, t, _ in pod_templates(docs)):
+                    errors.append(f"Service/{svc['metadata']['name']}: targetPort {tp} is no container port")
+        ensure(not errors, "\n  " + "\n  ".join(errors))
+        return ""
+    return run
+
+
+# --- CRDs ---------------------------------------------------------------------------------------
+
+def t_crd_copy_in_sync() -> str:
+    src = sorted(p.name for p in (ROOT / "crds").glob("*.yaml"))
+    dst = sorted(p.name for p in (OPERATOR / "files" / "crds").glob("*.yaml"))
+    ensure(src == dst, f"crds/ has {src}, helm/slurm-operator/files/crds/ has {dst}: run hack/gen-crds.sh")
+    for name in src:
+        a = (ROOT / "crds" / name).read_bytes()
+        b = (OPERATOR / "files" / "crds" / name).read_bytes()
+        ensure(a == b, f"helm/slurm-operator/files/crds/{name} differs from crds/{name}: run hack/gen-crds.sh")
+    return f"{len(src)} CRDs"
+
+
+def t_crds_render_unchanged() -> str:
+    docs = render(OPERATOR)
+    rendered = {d["metadata"]["name"]: d for d in find(docs, "CustomResourceDefinition")}
+    src = {c["metadata"]["name"]: c for c in load_crds()}
+    ensure(set(rendered) == set(src), f"rendered CRDs {sorted(rendered)} != crds/ {sorted(src)}")
+    for name, crd in rendered.items():
+        meta = dict(crd["metadata"])
+        ensure(meta.get("annotations", {}).get("helm.sh/resource-policy") == "keep", f"{name}: no resource-policy keep")
+        meta.pop("labels", None)
+        meta.pop("annotations", None)
+        ensure({**crd, "metadata": meta} == src[name], f"{name}: the rendered CRD differs from crds/{name}.yaml")
+    ensure(not find(render(OPERATOR, sets=("crds.install=false",), cache=False), "CustomResourceDefinition"),
+           "crds.install=false still renders CRDs")
+    return ""
+
+
+# --- RBAC ---------------------------------------------------------------------------------------
+
+def rbac_rules() -> list[dict]:
+    return yaml.safe_load(RULES_FILE.read_text())["rules"]
+
+
+def expected_grants(watch_ns: str, leader: bool) -> set[tuple]:
+    flags = {"leaderElection.enabled": leader}
+    out = set()
+    for r in rbac_rules():
+        if r.get("when") and not flags[r["when"]]:
+            continue
+        scope = r["scope"]
+        if scope == "watched":
+            target = ("Role", watch_ns) if watch_ns else ("ClusterRole", None)
+        elif scope == "cluster":
+            target = ("ClusterRole", None)
+        elif scope == "operator":
+            target = ("Role", RELEASE_NS)
+        else:
+            raise Failed(f"rbac-rules.yaml: unknown scope {scope}")
+        for g in r["apiGroups"]:
+            for res in r["resources"]:
+                for v in r["verbs"]:
+                    out.add((*target, g, res, v))
+    return out
+
+
+def t_rbac_mode(watch_ns: str, leader: bool) -> Callable[[], str]:
+    def run() -> str:
+        sets = []
+        if watch_ns:
+            sets.append(f"watchNamespace={watch_ns}")
+        if leader:
+            sets += ["leaderElection.enabled=true", "replicas=2"]
+        docs = render(OPERATOR, sets=tuple(sets), cache=False)
+        sa = one(docs, "ServiceAccount")["metadata"]
+        got = set()
+        problems = []
+        for d in docs:
+            if d["kind"] not in ("Role", "ClusterRole"):
+                continue
+            ns = d["metadata"].get("namespace") if d["kind"] == "Role" else None
+            for rule in d.get("rules") or []:
+                if rule.get("resourceNames") or rule.get("nonResourceURLs"):
+                    problems.append(f"{d['kind']}/{d['metadata']['name']}: unexpected resourceNames/nonResourceURLs")
+                for g in rule.get("apiGroups", []):
+                    for res in rule.get("resources", []):
+                        for v in rule.get("verbs", []):
+                            if "*" in (g, res, v):
+                                problems.append(f"{d['kind']}/{d['metadata']['name']}: wildcard in {rule}")
+                            got.add((d["kind"], ns, g, res, v))
+            binding_kind = "RoleBinding" if d["kind"] == "Role" else "ClusterRoleBinding"
+            bound = [b for b in find(docs, binding_kind)
+                     if b["roleRef"]["kind"] == d["kind"] and b["roleRef"]["name"] == d["metadata"]["name"]
+                     and b["metadata"].get("namespace") == d["metadata"].get("namespace")
+                     and {"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]} in b["subjects"]]
+            if len(bound) != 1:
+                problems.append(f"{d['kind']}/{d['metadata']['name']}: bound to the operator's ServiceAccount {len(bound)} times")
+        want = expected_grants(watch_ns, leader)
+        missing, extra = want - got, got - want
+        if missing:
+            problems.append("missing grants: " + ", ".join(map(str, sorted(missing, key=str))))
+        if extra:
+            problems.append("grants not in rbac-rules.yaml: " + ", ".join(map(str, sorted(extra, key=str))))
+        ensure(not problems, "\n  " + "\n  ".join(problems))
+        return f"{len(got)} grants"
+    return run
+
+
+# Rust type -> (apiGroup, resource) for the Api<...> the controllers open.
+KIND_RESOURCES = {
+    "Cluster": ("slurm.rs", "clusters"), "SlurmJob": ("slurm.rs", "slurmjobs"), "NodeSet": ("slurm.rs", "nodesets"),
+    "Pod": ("", "pods"), "Secret": ("", "secrets"), "ConfigMap": ("", "configmaps"),
+    "PersistentVolumeClaim": ("", "persistentvolumeclaims"), "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
+    "Event": ("events.k8s.io", "events"), "Lease": ("coordination.k8s.io", "leases"),
+    "CustomResourceDefinition": ("apiextensions.k8s.io", "customresourcedefinitions"),
+}
+API_TYPE = re.compile(r"\bApi\s*(?:::\s*)?<\s*([A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*)\s*>")
+
+
+def t_rbac_matches_code() -> str:
+    used: dict[tuple, set[str]] = {}
+    unknown = []
+    for f in sorted((ROOT / "src").rglob("*.rs")):
+        text = f.read_text(errors="replace")
+        hits = [m.group(1).split("::")[-1] for m in API_TYPE.finditer(text)]
+        if re.search(r"\bRecorder\b", text):
+            hits.append("Event")
+        if re.search(r"\bLeaseLock\b|\bLeaderElect", text):
+            hits.append("Lease")
+        for kind in hits:
+            if kind in ("K", "T", "DynamicObject", "PartialObjectMeta"):
+                continue  # generic code: the concrete kinds show up at the call sites
+            if kind not in KIND_RESOURCES:
+                unknown.append(f"{f.relative_to(ROOT)}: Api<{kind}>")
+                continue
+            used.setdefault(KIND_RESOURCES[kind], set()).add(str(f.relative_to(ROOT)))
+    granted = {(g, r) for rule in rbac_rules() for g in rule["apiGroups"] for r in rule["resources"]}
+    problems = [f"{u} (add the kind to KIND_RESOURCES and a rule to rbac-rules.yaml)" for u in unknown]
+    for res, files in sorted(used.items()):
+        if res not in granted:
+            problems.append(f"the code uses {res[1]} ({res[0] or 'core'}) in {', '.join(sorted(files))} but rbac-rules.yaml grants nothing on it")
+    unused = sorted(r for (g, r) in granted if "/" not in r and (g, r) not in used)
+    if unused and os.environ.get("RBAC_STRICT") == "1":
+        problems.append("rules for resources the code never opens an Api for: " + ", ".join(unused))
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    note = f"{len(used)} kinds used by src/"
+    if unused:
+        note += f"; not (yet) used by src/: {', '.join(unused)} (RBAC_STRICT=1 fails on these)"
+    return note
+
+
+# --- operator chart -----------------------------------------------------------------------------
+
+def operator_container(docs: list[dict]) -> tuple[dict, dict]:
+    dep = one(docs, "Deployment")
+    return dep, next(c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == "operator")
+
+
+def t_operator_security() -> str:
+    dep, c = operator_container(render(OPERATOR))
+    pod = dep["spec"]["template"]["spec"]
+    sc = c["securityContext"]
+    ensure(pod["securityContext"].get("runAsNonRoot") is True and pod["securityContext"].get("runAsUser", 0) != 0, "pod not non-root")
+    ensure(sc.get("readOnlyRootFilesystem") is True, "root filesystem not read-only")
+    ensure(sc.get("allowPrivilegeEscalation") is False, "privilege escalation allowed")
+    ensure(sc.get("capabilities", {}).get("drop") == ["ALL"], "capabilities not dropped")
+    ensure(pod["securityContext"].get("seccompProfile", {}).get("type") == "RuntimeDefault", "no RuntimeDefault seccomp")
+    ensure(c["resources"].get("requests") and c["resources"].get("limits", {}).get("memory"), "no requests/memory limit")
+    ensure(c["livenessProbe"]["httpGet"]["path"] == "/healthz", "liveness is not /healthz")
+    ensure(c["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness is not /readyz")
+    port = {p["name"]: p["containerPort"] for p in c["ports"]}["http-metrics"]
+    ensure(c["livenessProbe"]["httpGet"]["port"] in ("http-metrics", port), "probe not on the metrics port")
+    ensure(c["image"] == "slurm-operator:0.1.0", f"image {c['image']} is not <repository>:<appVersion>")
+    svc = one(render(OPERATOR), "Service")
+    ensure(svc["spec"]["ports"][0]["port"] == port, "metrics Service port != metrics port")
+    return ""
+
+
+def t_operator_args() -> str:
+    _, c = operator_container(render(OPERATOR))
+    args = c["args"]
+    ensure(args[:3] == ["run", "--metrics-addr", "0.0.0.0:8080"], f"args {args}")
+    ensure("--namespace" not in args and "--leader-election" not in args, f"default args {args}")
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    ensure(env["RUST_LOG"] == "warn,slurm_operator=info", f"RUST_LOG {env['RUST_LOG']}")
+    dep, c = operator_container(render(OPERATOR, sets=("watchNamespace=hpc", "leaderElection.enabled=true", "replicas=2",
+                                                       "log.format=text", "log.filter=debug", "metricsPort=9090",
+                                                       "image.tag=v9", "leaderElection.leaseName=lead"), cache=False))
+    args = c["args"]
+    ensure(args[args.index("--namespace") + 1] == "hpc", f"--namespace missing: {args}")
+    ensure("--leader-election" in args and args[args.index("--log-format") + 1] == "text", f"args {args}")
+    ensure("0.0.0.0:9090" in args and c["ports"][0]["containerPort"] == 9090, "metricsPort not applied")
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    ensure(env["RUST_LOG"] == "debug" and env["LEADER_ELECTION_LEASE"] == "lead", f"env {env}")
+    ensure(c["image"] == "slurm-operator:v9", c["image"])
+    ensure(dep["spec"]["replicas"] == 2 and dep["spec"]["strategy"]["type"] == "RollingUpdate", "leader election: strategy")
+    dep, _ = operator_container(render(OPERATOR))
+    ensure(dep["spec"]["strategy"]["type"] == "Recreate", "without leader election two operators could overlap in a rollout")
+    _, c = operator_container(render(OPERATOR, sets=("image.digest=sha256:" + "a" * 64,), cache=False))
+    ensure(c["image"] == "slurm-operator@sha256:" + "a" * 64, c["image"])
+    return ""
+
+
+def t_dockerfile() -> str:
+    text = (ROOT / "Dockerfile").read_text()
+    final = text.split("\nFROM ")[-1]
+    ensure(final.startswith("gcr.io/distroless/static"), "the final stage is not distroless/static")
+    user = re.search(r"^USER (\d+):(\d+)$", final, re.M)
+    dep, _ = operator_container(render(OPERATOR))
+    psc = dep["spec"]["template"]["spec"]["securityContext"]
+    ensure(user is not None and (int(user.group(1)), int(user.group(2))) == (psc["runAsUser"], psc["runAsGroup"]),
+           f"Dockerfile USER {user.group(0) if user else None} != chart runAsUser/runAsGroup {psc['runAsUser']}:{psc['runAsGroup']}")
+    ensure('ENTRYPOINT ["/usr/local/bin/slurm-operator"]' in final and 'CMD ["run"]' in final, "entrypoint/cmd")
+    ensure("--locked" in text and "--release" in text, "not a locked release build")
+    ignored = {ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines() if ln.strip() and not ln.startswith("#")}
+    needed = {"src", "openapi", "build.rs", "Cargo.toml", "Cargo.lock"}
+    ensure(not (ignored & needed), f".dockerignore drops what the build needs: {ignored & needed}")
+    ensure("target" in ignored, ".dockerignore keeps target/")
+    return ""
+
+
+# --- slurm-cluster chart ------------------------------------------------------------------------
+
+def slurm_conf(docs: list[dict]) -> dict[str, Any]:
+    cm = next(d for d in find(docs, "ConfigMap") if "slurm.conf" in d.get("data", {}))
+    text = cm["data"]["slurm.conf"]
+    params: dict[str, Any] = {"_text": text, "NodeSet": {}, "PartitionName": {}}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        words = dict(w.split("=", 1) for w in line.split())
+        first = line.split("=", 1)[0]
+        if first in ("NodeSet", "PartitionName"):
+            params[first][words[first]] = words
+        else:
+            ensure(len(words) == 1, f"slurm.conf line with several parameters: {line}")
+            ensure(first not in params, f"slurm.conf sets {first} twice")
+            params[first] = words[first]
+    return params
+
+
+def slurmd_args(ns: dict) -> dict[str, str]:
+    c = next(c for c in ns["spec"]["template"]["spec"]["containers"] if c["name"] == "slurmd")
+    ensure(c["command"] == ["slurmd"], f"{ns['metadata']['name']}: command {c['command']}")
+    a = c["args"]
+    ensure("-D" in a and "-Z" in a, f"slurmd not foreground+dynamic: {a}")
+    return {"conf-server": a[a.index("--conf-server") + 1], "N": a[a.index("-N") + 1], "conf": a[a.index("--conf") + 1]}
+
+
+def mib(q: Any) -> int:
+    from crdschema import quantity_value
+    return int(quantity_value(str(q)) // 2**20)
+
+
+def check_cluster_wiring(docs: list[dict]) -> list[str]:
+    """The objects of one slurm-cluster render agree with each other."""
+    errs: list[str] = []
+    conf = slurm_conf(docs)
+    sts = next(d for d in find(docs, "StatefulSet") if d["metadata"]["name"].endswith("-slurmctld"))
+    ctld_svc = one(docs, "Service", sts["spec"]["serviceName"])
+    if ctld_svc["spec"].get("clusterIP") != "None":
+        errs.append("slurmctld Service is not headless")
+    host = f"{sts['metadata']['name']}-0({ctld_svc['metadata']['name']})"
+    if conf["SlurmctldHost"] != host:
+        errs.append(f"SlurmctldHost={conf['SlurmctldHost']}, want {host} (pod 0's hostname and the Service)")
+    for key in ("AuthType", "AuthAltTypes", "AuthAltParameters", "SlurmctldParameters", "MaxNodeCount"):
+        if key not in conf:
+            errs.append(f"slurm.conf has no {key}")
+    if "enable_configless" not in conf.get("SlurmctldParameters", ""):
+        errs.append("slurm.conf: configless is not enabled")
+    restd = next(d for d in find(docs, "Deployment") if d["metadata"]["name"].endswith("-slurmrestd"))
+    rc = restd["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in rc["env"]}
+    if env.get("SLURM_JWT") != "daemon":
+        errs.append("slurmrestd without SLURM_JWT=daemon")
+    psc = restd["spec"]["template"]["spec"]["securityContext"]
+    slurm_uid = sts["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
+    if psc.get("runAsUser") in (0, None, slurm_uid):
+        errs.append(f"slurmrestd runs as uid {psc.get('runAsUser')} (must be neither root nor SlurmUser {slurm_uid})")
+    if rc["args"][:2] != ["-a", "rest_auth/jwt"]:
+        errs.append(f"slurmrestd args {rc['args']}")
+    accounting = "AccountingStorageType" in conf
+    plugins = rc["args"][rc["args"].index("-s") + 1]
+    if plugins != ("slurmctld,slurmdbd" if accounting else "slurmctld"):
+        errs.append(f"slurmrestd -s {plugins} with accounting={accounting}")
+    if accounting:
+        dbd_svc = one(docs, "Service", conf["AccountingStorageHost"])
+        if str(dbd_svc["spec"]["ports"][0]["port"]) != conf["AccountingStoragePort"]:
+            errs.append("AccountingStoragePort != slurmdbd Service port")
+    restd_svc = one(docs, "Service", restd["metadata"]["name"])
+    clusters = find(docs, "Cluster")
+    secrets = {d["metadata"]["name"] for d in find(docs, "Secret")}
+    for cl in clusters:
+        ep = cl["spec"]["endpoint"]
+        want = f"http://{restd_svc['metadata']['name']}.{restd_svc['metadata']['namespace']}.svc.cluster.local:{restd_svc['spec']['ports'][0]['port']}"
+        if ep != want:
+            errs.append(f"Cluster endpoint {ep}, want {want}")
+        ref = cl["spec"]["auth"]["jwt"]["keySecretRef"]["name"]
+        vols = sts["spec"]["template"]["spec"]["volumes"]
+        ctld_jwt = [s["secret"]["name"] for v in vols for s in (v.get("projected") or {}).get("sources", [])
+                    if "secret" in s and s["secret"]["items"][0]["path"] == "jwt_hs256.key"]
+        if ctld_jwt != [ref]:
+            errs.append(f"Cluster uses JWT key Secret {ref}, slurmctld mounts {ctld_jwt}")
+    for ns in find(docs, "NodeSet"):
+        name = ns["metadata"]["name"]
+        if clusters and ns["spec"]["clusterRef"] != clusters[0]["metadata"]["name"]:
+            errs.append(f"{name}: clusterRef {ns['spec']['clusterRef']} is not the Cluster")
+        a = slurmd_args(ns)
+        if a["conf-server"] != f"{ctld_svc['metadata']['name']}:6817":
+            errs.append(f"{name}: --conf-server {a['conf-server']}")
+        if a["N"] != "$(POD_NAME)":
+            errs.append(f"{name}: node name {a['N']} is not the pod name")
+        s = ns["spec"]["slurm"]
+        conf_words = dict(w.split("=", 1) for w in a["conf"].split())
+        if conf_words.get("Features", "").split(",") != s["features"]:
+            errs.append(f"{name}: --conf Features {conf_words.get('Features')} != spec.slurm.features {s['features']}")
+        if conf_words.get("Gres") != s.get("gres"):
+            errs.append(f"{name}: --conf Gres {conf_words.get('Gres')} != spec.slurm.gres {s.get('gres')}")
+        if ("CPUs" in conf_words) != ("cpus" in s) or ("cpus" in s and int(conf_words["CPUs"]) != s["cpus"]):
+            errs.append(f"{name}: --conf CPUs {conf_words.get('CPUs')} != spec.slurm.cpus {s.get('cpus')}")
+        if ("RealMemory" in conf_words) != ("realMemory" in s) or ("realMemory" in s and int(conf_words["RealMemory"]) != mib(s["realMemory"])):
+            errs.append(f"{name}: --conf RealMemory {conf_words.get('RealMemory')} != spec.slurm.realMemory {s.get('realMemory')} in MiB")
+        set_name = s["features"][0]
+        if conf["NodeSet"].get(set_name, {}).get("Feature") != set_name:
+            errs.append(f"{name}: slurm.conf has no NodeSet={set_name} Feature={set_name}")
+        for p in s["partitions"]:
+            line = conf["PartitionName"].get(p)
+            if not line:
+                errs.append(f"{name}: partition {p} is not in slurm.conf")
+            elif set_name not in line.get("Nodes", "").split(",") and line.get("Nodes") != "ALL":
+                errs.append(f"{name}: partition {p} Nodes={line.get('Nodes')} leaves out {set_name}")
+        if s.get("gres"):
+            for g in s["gres"].split(","):
+                if g.split(":")[0] not in conf.get("GresTypes", "").split(","):
+                    errs.append(f"{name}: gres {g} but GresTypes={conf.get('GresTypes')}")
+        if not any(v.get("projected") for v in ns["spec"]["template"]["spec"]["volumes"]):
+            errs.append(f"{name}: no slurm.key volume")
+    total = sum(ns["spec"]["replicas"] for ns in find(docs, "NodeSet"))
+    if total > int(conf["MaxNodeCount"]):
+        errs.append(f"NodeSets total {total} > MaxNodeCount {conf['MaxNodeCount']}")
+    defaults = [p for p, w in conf["PartitionName"].items() if w.get("Default") == "YES"]
+    if len(defaults) > 1:
+        errs.append(f"several default partitions: {defaults}")
+    return errs
+
+
+def t_cluster_wiring(values: tuple[str, ...]) -> Callable[[], str]:
+    def run() -> str:
+        errs = check_cluster_wiring(render(CLUSTER, values))
+        ensure(not errs, "\n  " + "\n  ".join(errs))
+        return ""
+    return run
+
+
+def t_cluster_daemons_secure() -> str:
+    docs = render(CLUSTER, sets=("accounting.enabled=true", "login.enabled=true"), cache=False)
+    errs = []
+    for d in find(docs, "StatefulSet") + find(docs, "Deployment"):
+        spec = d["spec"]["template"]["spec"]
+        psc = spec.get("securityContext") or {}
+        if not psc.get("runAsNonRoot"):
+            errs.append(f"{d['metadata']['name']}: not runAsNonRoot")
+        for c in containers(d["spec"]["template"]):
+            sc = c.get("securityContext") or {}
+            if sc.get("allowPrivilegeEscalation") is not False or sc.get("capabilities", {}).get("drop") != ["ALL"]:
+                errs.append(f"{d['metadata']['name']}/{c['name']}: escalation allowed or capabilities kept")
+            if not (c.get("resources") or {}).get("limits", {}).get("memory"):
+                errs.append(f"{d['metadata']['name']}/{c['name']}: no memory limit")
+    ensure(not errs, "\n  " + "\n  ".join(errs))
+    return "slurmctld, slurmrestd, slurmdbd, MariaDB, login"
+
+
+def t_cluster_slurm_conf_defaults() -> str:
+    docs = render(CLUSTER)
+    conf = slurm_conf(docs)
+    ensure(conf["ClusterName"] == "test", conf["ClusterName"])
+    ensure(conf["MaxNodeCount"] == "1024", "MaxNodeCount")
+    ensure(conf["AuthAltParameters"] == "jwt_key=/etc/slurm/jwt_hs256.key", "jwt key path")
+    ensure(conf["PartitionName"]["debug"] == {"PartitionName": "debug", "Nodes": "compute", "Default": "YES",
+                                              "MaxTime": "INFINITE", "State": "UP"}, str(conf["PartitionName"]))
+    ensure("AccountingStorageType" not in conf and "GresTypes" not in conf, "accounting/gres lines without accounting/gres")
+    ns = one(docs, "NodeSet")
+    ensure(ns["spec"]["slurm"] == {"features": ["compute"], "partitions": ["debug"], "cpus": 1, "realMemory": "1Gi"},
+           str(ns["spec"]["slurm"]))
+    ensure(slurmd_args(ns)["conf"] == "Features=compute CPUs=1 RealMemory=1024", slurmd_args(ns)["conf"])
+    # slurm.config overrides and removes chart defaults
+    conf = slurm_conf(render(CLUSTER, sets=("slurm.config.SchedulerParameters=batch_sched_delay=0",
+                                            "slurm.config.TreeWidth=", "clusterName=hpc1", "slurm.maxNodeCount=16"), cache=False))
+    ensure(conf.get("SchedulerParameters") == "batch_sched_delay=0" and "TreeWidth" not in conf, "slurm.config not applied")
+    ensure(conf["ClusterName"] == "hpc1" and conf["MaxNodeCount"] == "16", "clusterName/maxNodeCount not applied")
+    return ""
+
+
+def t_cluster_memory_conversion() -> str:
+    cases = [("1Gi", 1024), ("1500Mi", 1500), ("2G", 1907), ("1073741824", 1024), ("0.5Gi", 512), ("1Ti", 1048576), ("3000M", 2861)]
+    bad = []
+    for q, want in cases:
+        docs = render(CLUSTER, sets=(f"nodesets.compute.resources.limits.memory={q}",), cache=False)
+        got = slurmd_args(one(docs, "NodeSet"))["conf"]
+        if f"RealMemory={want}" not in got.split():
+            bad.append(f"{q}: {got}, want RealMemory={want}")
+    docs = render(CLUSTER, sets=("nodesets.compute.resources.limits.cpu=500m", "nodesets.compute.realMemory=64Gi"), cache=False)
+    ns = one(docs, "NodeSet")
+    if "cpus" in ns["spec"]["slurm"] or "CPUs=" in slurmd_args(ns)["conf"]:
+        bad.append("a fractional CPU limit became CPUs=")
+    if "RealMemory=65536" not in slurmd_args(ns)["conf"] or ns["spec"]["slurm"]["realMemory"] != "64Gi":
+        bad.append(f"explicit realMemory 64Gi: {slurmd_args(ns)['conf']}")
+    ensure(not bad, "\n  " + "\n  ".join(bad))
+    return f"{len(cases) + 1} quantities"
+
+
+def t_cluster_partitions() -> str:
+    docs = render(CLUSTER, sets=(
+        "nodesets.gpu.replicas=1", "nodesets.gpu.gres=gpu:2", "nodesets.gpu.partitions={gpu,debug}",
+        "partitions.gpu.maxTime=1-00:00:00", "partitions.all.allNodes=true", "partitions.empty.state=DOWN",
+        "partitions.pick.nodesets={gpu}"), cache=False)
+    p = slurm_conf(docs)["PartitionName"]
+    ensure(p["debug"]["Nodes"] == "compute,gpu", f"debug: {p['debug']}")
+    ensure(p["gpu"]["Nodes"] == "gpu" and p["gpu"]["MaxTime"] == "1-00:00:00" and "Default" not in p["gpu"], f"gpu: {p['gpu']}")
+    ensure(p["all"]["Nodes"] == "ALL", f"all: {p['all']}")
+    ensure("Nodes" not in p["empty"] and p["empty"]["State"] == "DOWN", f"empty: {p['empty']}")
+    ensure(p["pick"]["Nodes"] == "gpu", f"pick: {p['pick']}")
+    ensure(slurm_conf(docs)["GresTypes"] == "gpu", "GresTypes")
+    errs = check_cluster_wiring(docs)
+    ensure(not errs, "\n  " + "\n  ".join(errs))
+    return ""
+
+
+# --- secrets ------------------------------------------------------------------------------------
+
+def secret_values(docs: list[dict]) -> dict[str, dict[str, bytes]]:
+    return {d["metadata"]["name"]: {k: base64.b64decode(v) for k, v in d["data"].items()} for d in find(docs, "Secret")}
+
+
+def t_secrets_generated() -> str:
+    sets = ("accounting.enabled=true",)
+    a = secret_values(render(CLUSTER, sets=sets, cache=False))
+    b = secret_values(render(CLUSTER, sets=sets, cache=False))
+    jwt, key, db = "test-jwt-key", "test-slurm-key", "test-mariadb-db"
+    ensure(set(a) == {jwt, key, db}, f"secrets {sorted(a)}")
+    ensure(len(a[jwt]["jwt_hs256.key"]) == 64 and len(a[key]["slurm.key"]) == 1024, "key lengths")
+    ensure(re.fullmatch(rb"[A-Za-z0-9]{32}", a[db]["password"]) is not None, "password is not 32 letters/digits")
+    for name in a:  # no lookup in `helm template`: every render generates afresh, randomly
+        for k in a[name]:
+            ensure(a[name][k] != b[name][k], f"{name}/{k} is the same in two renders: not random")
+    ensure(a[db]["password"] != a[db]["root-password"], "the two database passwords are equal")
+    docs = render(CLUSTER, sets=sets, cache=False)
+    for d in find(docs, "Secret"):
+        ensure(d["metadata"].get("annotations", {}).get("helm.sh/resource-policy") == "keep", f"{d['metadata']['name']}: not kept")
+    docs = render(CLUSTER, sets=("secrets.keep=false",), cache=False)
+    ensure(all("helm.sh/resource-policy" not in d["metadata"].get("annotations", {}) for d in find(docs, "Secret")), "keep=false")
+    return "fresh random keys on every render without a live Secret"
+
+
+def t_secrets_reuse_logic() -> str:
+    """The pure helper (no lookup) with a fake live Secret: it must return the live value."""
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = Path(tmp) / "secrettest"
+        (chart / "templates").mkdir(parents=True)
+        (chart / "Chart.yaml").write_text("apiVersion: v2\nname: secrettest\nversion: 0.0.1\n")
+        shutil.copy(CLUSTER / "templates" / "_secrets.tpl", chart / "templates" / "_secrets.tpl")
+        (chart / "templates" / "out.yaml").write_text(textwrap.dedent("""\
+            {{- $live := dict "data" (dict "jwt_hs256.key" "bGl2ZS1qd3Qta2V5" "password" "bGl2ZS1wYXNz") }}
+            apiVersion: v1
+            kind: ConfigMap
+            metadata:
+              name: out
+            data:
+              reusedKey: {{ include "slurm-cluster.secretValueFrom" (dict "existing" $live "key" "jwt_hs256.key" "generate" "bytes" "length" 64) | quote }}
+              reusedPass: {{ include "slurm-cluster.secretValueFrom" (dict "existing" $live "key" "password" "generate" "alnum" "length" 32) | quote }}
+              otherKey: {{ include "slurm-cluster.secretValueFrom" (dict "existing" $live "key" "slurm.key" "generate" "bytes" "length" 1024) | quote }}
+              noSecret: {{ include "slurm-cluster.secretValueFrom" (dict "existing" dict "key" "jwt_hs256.key" "generate" "bytes" "length" 64) | quote }}
+              nilSecret: {{ include "slurm-cluster.secretValueFrom" (dict "key" "password" "generate" "alnum" "length" 32) | quote }}
+              viaLookup: {{ include "slurm-cluster.secretValue" (dict "ctx" . "name" "absent" "key" "k" "generate" "bytes" "length" 8) | quote }}
+            """))
+        p = helm("template", "x", str(chart))
+        ensure(p.returncode == 0, p.stderr)
+        data = yaml.safe_load(p.stdout)["data"]
+    ensure(data["reusedKey"] == "bGl2ZS1qd3Qta2V5", f"live key not reused: {data['reusedKey']}")
+    ensure(data["reusedPass"] == "bGl2ZS1wYXNz", f"live password not reused: {data['reusedPass']}")
+    ensure(len(base64.b64decode(data["otherKey"])) == 1024, "a key missing from the live Secret is not generated")
+    ensure(len(base64.b64decode(data["noSecret"])) == 64, "no live Secret: not generated")
+    ensure(re.fullmatch(r"[A-Za-z0-9]{32}", base64.b64decode(data["nilSecret"]).decode()), "nil live Secret: not generated")
+    ensure(len(base64.b64decode(data["viaLookup"])) == 8, "lookup path (nothing found offline) did not generate")
+    # Statically: the lookup helper looks up the Secret by the name it writes, and every
+    # generated value in secrets.yaml goes through it.
+    tpl = (CLUSTER / "templates" / "_secrets.tpl").read_text()
+    ensure(re.search(r'lookup "v1" "Secret" \.ctx\.Release\.Namespace \.name', tpl) is not None, "secretValue does not lookup the Secret")
+    ensure('include "slurm-cluster.secretValueFrom" (dict "existing" $existing' in tpl, "secretValue does not pass the live Secret on")
+    manifest = (CLUSTER / "templates" / "secrets.yaml").read_text()
+    values = re.findall(r"^\s+[-\w{}. \"$]+: (\{\{.*\}\})\s*$", manifest, re.M)
+    data_lines = [v for v in values if "secretValue" in v or "rand" in v]
+    ensure(data_lines and all('include "slurm-cluster.secretValue"' in v and "$name" in v for v in data_lines),
+           f"a Secret value bypasses slurm-cluster.secretValue or looks up another name: {data_lines}")
+    ensure("rand" not in manifest, "secrets.yaml generates a value itself")
+    return "live values reused, missing ones generated"
+
+
+def t_secrets_existing() -> str:
+    docs = render(CLUSTER, sets=("secrets.jwtKey.existingSecret=my-jwt", "secrets.jwtKey.key=key.bin",
+                                 "secrets.slurmKey.existingSecret=my-slurm-key"), cache=False)
+    ensure(not find(docs, "Secret"), f"Secrets rendered although existing ones are named: {[d['metadata']['name'] for d in find(docs, 'Secret')]}")
+    cl = one(docs, "Cluster")
+    ensure(cl["spec"]["auth"]["jwt"]["keySecretRef"] == {"name": "my-jwt", "key": "key.bin"}, str(cl["spec"]["auth"]))
+    sts = one(docs, "StatefulSet")
+    srcs = [s["secret"] for v in sts["spec"]["template"]["spec"]["volumes"] for s in (v.get("projected") or {}).get("sources", [])]
+    ensure({"name": "my-jwt", "items": [{"key": "key.bin", "path": "jwt_hs256.key"}]} in srcs, str(srcs))
+    ensure({"name": "my-slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"}]} in srcs, str(srcs))
+    return ""
+
+
+# --- values.schema.json and template failures -----------------------------------------------------
+
+SCHEMA_CASES = [
+    (OPERATOR, ("log.format=xml",), ["/log/format", "'text', 'json'"]),
+    (OPERATOR, ("imagee.tag=1",), ["additional properties 'imagee' not allowed"]),
+    (OPERATOR, ("metricsPort=0",), ["/metricsPort", "minimum"]),
+    (OPERATOR, ("metricsPort=http",), ["/metricsPort", "want integer"]),
+    (OPERATOR, ("watchNamespace=Not_A_Namespace",), ["/watchNamespace"]),
+    (OPERATOR, ("image.pullPolicy=Sometimes",), ["/image/pullPolicy"]),
+    (OPERATOR, ("log.level=loud",), ["/log/level"]),
+    (OPERATOR, ("exampleCluster.pollInterval=fast",), ["/exampleCluster/pollInterval"]),
+    (OPERATOR, ("replicas=2",), ["replicas is 2 but leaderElection.enabled is false"]),
+    (OPERATOR, ("serviceAccount.create=false",), ["serviceAccount.name must name an existing ServiceAccount"]),
+    (OPERATOR, ("serviceMonitor.enabled=true", "service.enabled=false"), ["serviceMonitor.enabled needs service.enabled"]),
+    (CLUSTER, ("nodesets.compute.replicas=-1",), ["/nodesets/compute/replicas", "minimum"]),
+    (CLUSTER, ("nodesets.Compute_1.replicas=1",), ["Compute_1", "does not match pattern"]),
+    (CLUSTER, ("nodesets.compute.gress=gpu:1",), ["additional properties 'gress' not allowed"]),
+    (CLUSTER, ("clusterName=My-Cluster",), ["/clusterName"]),
+    (CLUSTER, ("cluster.pollInterval=fast",), ["/cluster/pollInterval"]),
+    (CLUSTER, ("slurm.debug=loud",), ["/slurm/debug"]),
+    (CLUSTER, ("slurmrestd.uid=0",), ["/slurmrestd/uid", "minimum"]),
+    (CLUSTER, ("partitions.debug.state=OPEN",), ["/partitions/debug/state"]),
+    (CLUSTER, ("slurm.extraConfigFiles.gres=x",), ["'gres' does not match pattern"]),
+    (CLUSTER, ("nodesets.compute.partitions={nope}",), ['nodesets.compute.partitions names partition "nope"', "not in .Values.partitions (have: debug)"]),
+    (CLUSTER, ("partitions.debug.nodesets={ghost}",), ['partitions.debug.nodesets names NodeSet "ghost"']),
+    (CLUSTER, ("partitions.other.default=true",), ["debug, other are all default: true"]),
+    (CLUSTER, ("slurm.maxNodeCount=1",), ["ask for 2 nodes in all, more than slurm.maxNodeCount (1)"]),
+    (CLUSTER, ("nodesets.compute.realMemory=lots",), ["/nodesets/compute/realMemory", "'lots' does not match pattern"]),
+    (CLUSTER, ("accounting.enabled=true", "accounting.mariadb.enabled=false"), ["set accounting.external.host and accounting.external.passwordSecret.name"]),
+    (CLUSTER, ("sharedVolume.enabled=true", "sharedVolume.nfs.server=nfs.example"), ["sharedVolume.nfs.path is empty"]),
+]
+
+
+def t_schema_case(chart: Path, sets: tuple[str, ...], want: list[str]) -> Callable[[], str]:
+    def run() -> str:
+        err = render_fail(chart, sets)
+        missing = [w for w in want if w not in err]
+        ensure(not missing, f"error message lacks {missing}:\n{err.strip()}")
+        lines = [ln.strip() for ln in err.strip().splitlines() if ln.strip() and "--debug" not in ln]
+        return lines[-1][:120]
+    return run
+
+
+# --- NOTES.txt ----------------------------------------------------------------------------------
+
+def notes(chart: Path, sets: tuple[str, ...] = (), namespace: str = RELEASE_NS) -> str:
+    args = ["install", "test", str(chart), "--dry-run=client", "--namespace", namespace]
+    for s in sets:
+        args += ["--set", s]
+    p = helm(*args)
+    ensure(p.returncode == 0, p.stderr)
+    ensure("NOTES:" in p.stdout, "no NOTES")
+    return p.stdout.split("NOTES:", 1)[1]
+
+
+def yaml_blocks(text: str) -> list[dict]:
+    return [yaml.safe_load(textwrap.dedent(b)) for b in re.findall(r"<<'YAML'\n(.*?)\n\s*YAML\n", text, re.S)]
+
+
+def t_notes_operator() -> str:
+    out = []
+    for sets in ((), ("watchNamespace=hpc",)):
+        text = notes(OPERATOR, sets)
+        for needed in ("create secret generic", "--from-file=jwt_hs256.key=", "kind: Cluster", "rollout status"):
+            ensure(needed in text, f"NOTES lack {needed!r}")
+        blocks = yaml_blocks(text)
+        ensure(len(blocks) == 1 and blocks[0]["kind"] == "Cluster", f"expected one Cluster in NOTES, got {blocks}")
+        res = CRDS.validate(blocks[0])
+        ensure(not res.errors and not res.not_evaluated, f"the NOTES Cluster is invalid: {res.errors} {res.not_evaluated}")
+        secret = re.search(r"create secret generic (\S+)", text).group(1)
+        ensure(blocks[0]["spec"]["auth"]["jwt"]["keySecretRef"]["name"] == secret, "NOTES Cluster names another Secret")
+        if sets:
+            ensure(blocks[0]["metadata"]["namespace"] == "hpc", "NOTES Cluster not in the watched namespace")
+        out.append(blocks[0]["metadata"]["namespace"])
+    return "Cluster example valid in namespaces " + ", ".join(out)
+
+
+def t_notes_cluster() -> str:
+    text = notes(CLUSTER, ("login.enabled=true",))
+    blocks = yaml_blocks(text)
+    ensure(len(blocks) == 1 and blocks[0]["kind"] == "SlurmJob", f"expected one SlurmJob in NOTES, got {blocks}")
+    res = CRDS.validate(blocks[0])
+    ensure(not res.errors, f"the NOTES SlurmJob is invalid: {res.errors}")
+    cluster = one(render(CLUSTER), "Cluster")["metadata"]["name"]
+    ensure(blocks[0]["spec"]["clusterRef"] == cluster, "NOTES SlurmJob names another Cluster")
+    ensure("exec -it deploy/test-login" in text, "no login hint")
+    return ""
+
+
+# --- real Slurm ---------------------------------------------------------------------------------
+
+SMOKE_SETS = ("nodesets.compute.replicas=1", "nodesets.fast.replicas=1", "nodesets.fast.features={ssd}",
+              "nodesets.fast.weight=5", "nodesets.fast.partitions={debug,fast}", "partitions.fast.maxTime=60",
+              "nodesets.fast.resources.limits.memory=512Mi", "nodesets.fast.resources.limits.cpu=1")
+
+
+def t_slurm_smoke() -> str:
+    import slurm_smoke
+
+    def fail(msg: str) -> None:
+        raise Failed(msg)
+    return slurm_smoke.run(render(CLUSTER, sets=SMOKE_SETS, cache=False), fail)
+
+
+# --- e2e (a real cluster, when KUBECONFIG is set) -------------------------------------------------
+
+def t_e2e_operator_ready() -> str:
+    """helm install the operator chart into the KUBECONFIG cluster; the operator must turn Ready."""
+    ns = os.environ.get("E2E_NAMESPACE", "slurm-operator-e2e")
+    release = "e2e"
+    kubectl = os.environ.get("KUBECTL", "kubectl")
+    args = ["upgrade", "--install", release, str(OPERATOR), "--namespace", ns, "--create-namespace",
+            "--wait", "--timeout", "180s"]
+    image = os.environ.get("E2E_IMAGE")
+    if image:
+        repo, _, tag = image.rpartition(":")
+        args += ["--set", f"image.repository={repo}", "--set", f"image.tag={tag}"]
+    p = subprocess.run([HELM, *args], capture_output=True, text=True)
+    ensure(p.returncode == 0, f"helm {' '.join(args)}:\n{p.stderr}")
+    try:
+        p = subprocess.run([kubectl, "-n", ns, "rollout", "status", f"deployment/{release}-slurm-operator", "--timeout=120s"],
+                           capture_output=True, text=True)
+        ensure(p.returncode == 0, f"operator not Ready:\n{p.stdout}{p.stderr}")
+        p = subprocess.run([kubectl, "wait", "--for=condition=Established", "--timeout=60s",
+                            "crd/clusters.slurm.rs", "crd/slurmjobs.slurm.rs", "crd/nodesets.slurm.rs"],
+                           capture_output=True, text=True)
+        ensure(p.returncode == 0, f"CRDs not established:\n{p.stderr}")
+    finally:
+        if os.environ.get("E2E_KEEP") != "1":
+            subprocess.run([HELM, "uninstall", release, "--namespace", ns, "--wait"], capture_output=True)
+    return f"namespace {ns}"
+
+
+# --- main ---------------------------------------------------------------------------------------
+
+def main() -> int:
+    global HELM
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--helm", default="helm")
+    ap.add_argument("-k", "--only", help="run only checks whose name matches this regex")
+    args = ap.parse_args()
+    HELM = args.helm
+    r = Runner(args.only)
+    rel = lambda p: os.path.relpath(p, ROOT)  # noqa: E731
+
+    for chart in (OPERATOR, CLUSTER):
+        r.check(f"lint {rel(chart)}", t_lint(chart, None))
+        for v in ci_values(chart):
+            r.check(f"lint {rel(chart)} -f {rel(v)}", t_lint(chart, v))
+    for chart in (OPERATOR, CLUSTER):
+        r.check(f"render+validate {rel(chart)} (defaults)", t_render_valid(chart, ()))
+        for v in ci_values(chart):
+            r.check(f"render+validate {rel(chart)} -f {rel(v)}", t_render_valid(chart, (v,)))
+    r.check("render+validate helm/slurm-operator (one namespace, leader election)",
+            t_render_valid(OPERATOR, (), ("watchNamespace=hpc", "leaderElection.enabled=true", "replicas=2")))
+    for v in [()] + [(x,) for x in ci_values(CLUSTER)]:
+        label = f" -f {rel(v[0])}" if v else " (defaults)"
+        r.check(f"references helm/slurm-cluster{label}", t_references(CLUSTER, v, {"my-jwt-key", "my-slurm-key", "slurm-db"}))
+        r.check(f"cluster wiring{label}", t_cluster_wiring(v))
+    for v in [()] + [(x,) for x in ci_values(OPERATOR)]:
+        label = f" -f {rel(v[0])}" if v else " (defaults)"
+        r.check(f"references helm/slurm-operator{label}", t_references(OPERATOR, v, set()))
+
+    r.check("crds: chart copy == crds/", t_crd_copy_in_sync)
+    r.check("crds: rendered unchanged, kept on uninstall, optional", t_crds_render_unchanged)
+    for watch_ns, leader in (("", False), ("hpc", False), ("", True), ("hpc", True)):
+        r.check(f"rbac == rbac-rules.yaml (watch {'namespace hpc' if watch_ns else 'all namespaces'}, "
+                f"leader election {'on' if leader else 'off'})", t_rbac_mode(watch_ns, leader))
+    r.check("rbac covers every Api<...> in src/", t_rbac_matches_code)
+    r.check("operator: non-root, read-only, no capabilities, probes, resources", t_operator_security)
+    r.check("operator: args, env and rollout strategy per values", t_operator_args)
+    r.check("Dockerfile: static, non-root user = chart runAsUser, lean context", t_dockerfile)
+    r.check("cluster: daemons non-root with limits", t_cluster_daemons_secure)
+    r.check("cluster: slurm.conf defaults and overrides", t_cluster_slurm_conf_defaults)
+    r.check("cluster: partitions from nodesets, GresTypes", t_cluster_partitions)
+    r.check("cluster: memory quantities -> RealMemory MiB", t_cluster_memory_conversion)
+    r.check("secrets: generated, random, kept", t_secrets_generated)
+    r.check("secrets: live values reused across upgrades (lookup logic)", t_secrets_reuse_logic)
+    r.check("secrets: existingSecret used, nothing generated", t_secrets_existing)
+    for chart, sets, want in SCHEMA_CASES:
+        r.check(f"rejects {rel(chart)} --set {','.join(sets)}", t_schema_case(chart, sets, want))
+    r.check("NOTES (operator): next steps with a valid Cluster", t_notes_operator)
+    r.check("NOTES (slurm-cluster): a valid SlurmJob", t_notes_cluster)
+
+    import slurm_smoke
+    why = slurm_smoke.unavailable()
+    mode = os.environ.get("HELM_TEST_SLURM", "auto")  # auto: run when possible; 1: required; 0: skip
+    name = "slurm smoke: the chart's slurm.conf, slurmd and slurmrestd command lines on real Slurm"
+    if mode == "1" or (mode == "auto" and why is None):
+        r.check(name, t_slurm_smoke if why is None else (lambda: ensure(False, why)))
+    elif not args.only:
+        print(f"SKIP {name}: {why or 'HELM_TEST_SLURM=0'}")
+
+    if os.environ.get("KUBECONFIG"):
+        r.check("e2e: helm install helm/slurm-operator, operator Ready", t_e2e_operator_ready)
+    elif not args.only:
+        print("SKIP e2e: KUBECONFIG is not set")
+
+    print(f"{r.passed} passed, {r.failed} failed")
+    return 1 if r.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

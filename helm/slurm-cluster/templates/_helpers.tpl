@@ -1,0 +1,109 @@
+{{- define "slurm-cluster.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Prefix of every object: the release name (or fullnameOverride), so `helm install slurm`
+gives slurm-slurmctld, slurm-slurmrestd and a Cluster named slurm. At most 40 characters, so
+that <fullname>-slurmctld-0 and NodeSet pod names stay DNS labels. */}}
+{{- define "slurm-cluster.fullname" -}}
+{{- default .Release.Name .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "slurm-cluster.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "slurm-cluster.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "slurm-cluster.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "slurm-cluster.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: slurm
+{{- end }}
+
+{{/* Labels of one component: (dict "ctx" . "component" "slurmctld") */}}
+{{- define "slurm-cluster.componentLabels" -}}
+{{ include "slurm-cluster.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "slurm-cluster.componentSelector" -}}
+{{ include "slurm-cluster.selectorLabels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* image: (dict "ctx" . "image" .Values.images.slurmctld) */}}
+{{- define "slurm-cluster.image" -}}
+{{- $img := .image }}
+{{- if $img.digest }}
+{{- printf "%s@%s" $img.repository $img.digest }}
+{{- else }}
+{{- printf "%s:%s" $img.repository (toString $img.tag) }}
+{{- end }}
+{{- end }}
+
+{{- define "slurm-cluster.pullPolicy" -}}
+{{- default .ctx.Values.imagePullPolicy .image.pullPolicy }}
+{{- end }}
+
+{{- define "slurm-cluster.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Slurm's ClusterName. */}}
+{{- define "slurm-cluster.clusterName" -}}
+{{- default (.Release.Name | lower | replace "-" "_" | replace "." "_" | trunc 40) .Values.clusterName }}
+{{- end }}
+
+{{/* Name of the Cluster object. */}}
+{{- define "slurm-cluster.clusterRef" -}}
+{{- default (include "slurm-cluster.fullname" .) .Values.cluster.name }}
+{{- end }}
+
+{{- define "slurm-cluster.slurmctld.name" -}}{{ include "slurm-cluster.fullname" . }}-slurmctld{{- end }}
+{{/* The slurmctld pod's hostname (StatefulSet pod 0): SlurmctldHost must equal it. */}}
+{{- define "slurm-cluster.slurmctld.host" -}}{{ include "slurm-cluster.fullname" . }}-slurmctld-0{{- end }}
+{{- define "slurm-cluster.slurmrestd.name" -}}{{ include "slurm-cluster.fullname" . }}-slurmrestd{{- end }}
+{{- define "slurm-cluster.slurmdbd.name" -}}{{ include "slurm-cluster.fullname" . }}-slurmdbd{{- end }}
+{{- define "slurm-cluster.mariadb.name" -}}{{ include "slurm-cluster.fullname" . }}-mariadb{{- end }}
+{{- define "slurm-cluster.config.name" -}}{{ include "slurm-cluster.fullname" . }}-slurm-conf{{- end }}
+
+{{- define "slurm-cluster.jwtKey.secret" -}}
+{{- default (printf "%s-jwt-key" (include "slurm-cluster.fullname" .)) .Values.secrets.jwtKey.existingSecret }}
+{{- end }}
+{{- define "slurm-cluster.slurmKey.secret" -}}
+{{- default (printf "%s-slurm-key" (include "slurm-cluster.fullname" .)) .Values.secrets.slurmKey.existingSecret }}
+{{- end }}
+{{- define "slurm-cluster.db.secret" -}}
+{{- if .Values.accounting.mariadb.enabled }}
+{{- printf "%s-db" (include "slurm-cluster.mariadb.name" .) }}
+{{- else }}
+{{- .Values.accounting.external.passwordSecret.name }}
+{{- end }}
+{{- end }}
+{{- define "slurm-cluster.db.secretKey" -}}
+{{- if .Values.accounting.mariadb.enabled }}password{{ else }}{{ .Values.accounting.external.passwordSecret.key }}{{ end }}
+{{- end }}
+
+{{/* slurmctld's address for slurmd --conf-server and SlurmctldHost: the headless Service,
+which resolves to the pod even before it is ready. */}}
+{{- define "slurm-cluster.slurmctld.address" -}}
+{{- include "slurm-cluster.slurmctld.name" . }}
+{{- end }}
+
+{{/* A quantity of memory ("64Gi", "1000M", 1073741824) in whole MiB, rounded down. */}}
+{{- define "slurm-cluster.mebibytes" -}}
+{{- $q := toString . }}
+{{- $m := regexFindAll "^([0-9]+(?:\\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$" $q -1 }}
+{{- if not $m }}
+{{- fail (printf "memory quantity %q: use a number of bytes or one with a suffix Ki, Mi, Gi, Ti, k, M, G or T (e.g. 64Gi)" $q) }}
+{{- end }}
+{{- $num := regexReplaceAll "[A-Za-z]+$" $q "" | float64 }}
+{{- $suffix := regexReplaceAll "^[0-9.]+" $q "" }}
+{{- $factors := dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 "P" 1000000000000000.0 }}
+{{- divf (mulf $num (get $factors $suffix)) 1048576.0 | floor | int64 }}
+{{- end }}

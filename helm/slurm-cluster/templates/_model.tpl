@@ -1,0 +1,106 @@
+{{/*
+The cluster's shape, computed once from values and checked: every template that needs NodeSets
+or partitions reads this (include "slurm-cluster.model" . | fromYaml), so slurm.conf, the
+NodeSet objects and the slurmd command line cannot disagree.
+
+  nodesets.<name>: nodesetDefaults merged under the entry, plus
+      features    the set's name first (slurm.conf `NodeSet=<name> Feature=<name>` selects
+                  the set's nodes by it), then the configured features
+      partitions  default: [the default partition]
+      cpus        default: resources.limits.cpu when it is a whole number
+      realMemory  default: resources.limits.memory; realMemoryMiB is it in MiB for slurmd
+      conf        the `slurmd -Z --conf` string (Features, Gres, CPUs, RealMemory, Weight)
+  partitions.<name>.line: the PartitionName= line
+  gresTypes: GresTypes from every set's gres
+*/}}
+{{- define "slurm-cluster.model" -}}
+{{- $v := .Values }}
+{{- $defaults := list }}
+{{- range $name, $p := $v.partitions }}
+{{- if $p.default }}{{ $defaults = append $defaults $name }}{{ end }}
+{{- end }}
+{{- if gt (len $defaults) 1 }}
+{{- fail (printf "partitions: %s are all default: true; Slurm takes one default partition (your partitions are merged with the chart's: drop its default with partitions.debug: null)" (join ", " $defaults)) }}
+{{- end }}
+{{- $defaultPartition := "" }}
+{{- if $defaults }}{{ $defaultPartition = first $defaults }}{{ end }}
+{{- $nodesets := dict }}
+{{- $gresTypes := list }}
+{{- $total := 0 }}
+{{- range $name, $entry := $v.nodesets }}
+{{- $ns := merge (deepCopy (default dict $entry)) (deepCopy $v.nodesetDefaults) }}
+{{- $_ := set $ns "objectName" (printf "%s-%s" (include "slurm-cluster.fullname" $) $name) }}
+{{- $features := list $name }}
+{{- range $ns.features }}{{ if ne . $name }}{{ $features = append $features . }}{{ end }}{{ end }}
+{{- $_ := set $ns "features" $features }}
+{{- if not (hasKey $ns "partitions") }}
+{{- $_ := set $ns "partitions" (ternary (list $defaultPartition) list (ne $defaultPartition "")) }}
+{{- end }}
+{{- range $ns.partitions }}
+{{- if not (hasKey $v.partitions .) }}
+{{- fail (printf "nodesets.%s.partitions names partition %q, which is not in .Values.partitions (have: %s)" $name . (keys $v.partitions | sortAlpha | join ", ")) }}
+{{- end }}
+{{- end }}
+{{- $limits := default dict (default dict $ns.resources).limits }}
+{{- if and (not $ns.cpus) $limits.cpu (regexMatch "^[0-9]+$" (toString $limits.cpu)) }}
+{{- $_ := set $ns "cpus" (toString $limits.cpu | int) }}
+{{- end }}
+{{- if and (not $ns.realMemory) $limits.memory }}
+{{- $_ := set $ns "realMemory" (ternary (int64 $limits.memory | toString) (toString $limits.memory) (kindIs "float64" $limits.memory)) }}
+{{- end }}
+{{- $conf := list (printf "Features=%s" (join "," $ns.features)) }}
+{{- if $ns.gres }}
+{{- $conf = append $conf (printf "Gres=%s" $ns.gres) }}
+{{- range splitList "," $ns.gres }}
+{{- $t := first (splitList ":" (trim .)) }}
+{{- if not (has $t $gresTypes) }}{{ $gresTypes = append $gresTypes $t }}{{ end }}
+{{- end }}
+{{- end }}
+{{- if $ns.cpus }}{{ $conf = append $conf (printf "CPUs=%d" (int $ns.cpus)) }}{{ end }}
+{{- if kindIs "float64" $ns.realMemory }}{{ $_ := set $ns "realMemory" (int64 $ns.realMemory | toString) }}{{ end }}
+{{- if $ns.realMemory }}
+{{- $mib := include "slurm-cluster.mebibytes" $ns.realMemory }}
+{{- if lt (int64 $mib) 1 }}{{ fail (printf "nodesets.%s.realMemory %v is less than 1 MiB" $name $ns.realMemory) }}{{ end }}
+{{- $_ := set $ns "realMemoryMiB" (int64 $mib) }}
+{{- $conf = append $conf (printf "RealMemory=%s" $mib) }}
+{{- end }}
+{{- if not (kindIs "invalid" $ns.weight) }}{{ $conf = append $conf (printf "Weight=%d" (int $ns.weight)) }}{{ end }}
+{{- $_ := set $ns "conf" (join " " $conf) }}
+{{- $total = add $total (int $ns.replicas) }}
+{{- $_ := set $nodesets $name $ns }}
+{{- end }}
+{{- if gt (int $total) (int $v.slurm.maxNodeCount) }}
+{{- fail (printf "the NodeSets ask for %d nodes in all, more than slurm.maxNodeCount (%d): raise slurm.maxNodeCount (it bounds Slurm's dynamic nodes)" (int $total) (int $v.slurm.maxNodeCount)) }}
+{{- end }}
+{{- $partitions := dict }}
+{{- range $pname, $p := $v.partitions }}
+{{- $p = default dict $p }}
+{{- $nodes := list }}
+{{- if $p.allNodes }}
+{{- $nodes = list "ALL" }}
+{{- else if hasKey $p "nodesets" }}
+{{- range $p.nodesets }}
+{{- if not (hasKey $nodesets .) }}
+{{- fail (printf "partitions.%s.nodesets names NodeSet %q, which is not in .Values.nodesets (have: %s)" $pname . (keys $nodesets | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $nodes = append $nodes . }}
+{{- end }}
+{{- else }}
+{{- range $nsName := keys $nodesets | sortAlpha }}
+{{- if has $pname (get $nodesets $nsName).partitions }}{{ $nodes = append $nodes $nsName }}{{ end }}
+{{- end }}
+{{- end }}
+{{- $line := list (printf "PartitionName=%s" $pname) }}
+{{- if $nodes }}{{ $line = append $line (printf "Nodes=%s" (join "," $nodes)) }}{{ end }}
+{{- if $p.default }}{{ $line = append $line "Default=YES" }}{{ end }}
+{{- $line = append $line (printf "MaxTime=%s" (toString (default "INFINITE" $p.maxTime))) }}
+{{- $line = append $line (printf "State=%s" (default "UP" $p.state)) }}
+{{- range $k, $val := default dict $p.options }}{{ $line = append $line (printf "%s=%v" $k $val) }}{{ end }}
+{{- $_ := set $partitions $pname (dict "line" (join " " $line) "nodes" $nodes) }}
+{{- end }}
+defaultPartition: {{ $defaultPartition | quote }}
+totalReplicas: {{ $total }}
+gresTypes: {{ toJson $gresTypes }}
+nodesets: {{ toJson $nodesets }}
+partitions: {{ toJson $partitions }}
+{{- end }}

@@ -1,0 +1,70 @@
+{{/* slurm.conf: the chart's defaults, overridden by slurm.config, then NodeSets, partitions
+and slurm.extraConfig. Served to slurmd by slurmctld (configless). */}}
+{{- define "slurm-cluster.slurmConf" -}}
+{{- $v := .Values }}
+{{- $model := include "slurm-cluster.model" . | fromYaml }}
+{{- $conf := dict
+  "ClusterName" (include "slurm-cluster.clusterName" .)
+  "SlurmctldHost" (printf "%s(%s)" (include "slurm-cluster.slurmctld.host" .) (include "slurm-cluster.slurmctld.address" .))
+  "SlurmctldPort" "6817"
+  "SlurmdPort" "6818"
+  "SlurmUser" $v.slurm.user
+  "SlurmdUser" "root"
+  "AuthType" "auth/slurm"
+  "CredType" "cred/slurm"
+  "AuthAltTypes" "auth/jwt"
+  "AuthAltParameters" "jwt_key=/etc/slurm/jwt_hs256.key"
+  "SlurmctldParameters" "enable_configless"
+  "StateSaveLocation" "/var/spool/slurmctld"
+  "SlurmdSpoolDir" "/var/spool/slurmd"
+  "SlurmctldPidFile" "/run/slurmctld/slurmctld.pid"
+  "SlurmdPidFile" "/run/slurmd/slurmd.pid"
+  "SlurmctldDebug" $v.slurm.debug
+  "SlurmdDebug" $v.slurm.debug
+  "ProctrackType" "proctrack/linuxproc"
+  "TaskPlugin" "task/none"
+  "JobAcctGatherType" (ternary "jobacct_gather/linux" "jobacct_gather/none" $v.accounting.enabled)
+  "SelectType" "select/cons_tres"
+  "SelectTypeParameters" "CR_Core"
+  "SchedulerType" "sched/backfill"
+  "ReturnToService" "2"
+  "SlurmdTimeout" "60"
+  "MaxNodeCount" (toString $v.slurm.maxNodeCount)
+  "TreeWidth" "65533"
+  "MpiDefault" "none"
+  "MailProg" "/bin/true"
+}}
+{{- if $model.gresTypes }}{{ $_ := set $conf "GresTypes" (join "," $model.gresTypes) }}{{ end }}
+{{- if $v.accounting.enabled }}
+{{- $_ := set $conf "AccountingStorageType" "accounting_storage/slurmdbd" }}
+{{- $_ := set $conf "AccountingStorageHost" (include "slurm-cluster.slurmdbd.name" .) }}
+{{- $_ := set $conf "AccountingStoragePort" (toString $v.accounting.slurmdbd.port) }}
+{{- end }}
+{{- range $k, $val := $v.slurm.config }}
+{{- if or (kindIs "invalid" $val) (eq (toString $val) "") }}
+{{- $_ := unset $conf $k }}
+{{- else }}
+{{- $_ := set $conf $k (toString $val) }}
+{{- end }}
+{{- end -}}
+# slurm.conf rendered by the slurm-cluster chart ({{ .Release.Name }}); edit values, not this file.
+# Nodes are dynamic (slurmd -Z in NodeSet pods, managed by slurm-operator); MaxNodeCount bounds them.
+{{- range $k := keys $conf | sortAlpha }}
+{{ $k }}={{ get $conf $k }}
+{{- end }}
+
+# NodeSets: each set's pods carry a feature named after the set.
+{{- range $name := keys $model.nodesets | sortAlpha }}
+NodeSet={{ $name }} Feature={{ $name }}
+{{- end }}
+
+# Partitions
+{{- range $name := keys $model.partitions | sortAlpha }}
+{{ (get $model.partitions $name).line }}
+{{- end }}
+{{- with $v.slurm.extraConfig }}
+
+# slurm.extraConfig
+{{ . | trimSuffix "\n" }}
+{{- end }}
+{{ end }}

@@ -1,0 +1,77 @@
+{{/* Chart name, truncated to 63 characters (a DNS label). */}}
+{{- define "slurm-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified app name: the release name, or <release>-<chart> when the release name
+does not already contain the chart name. */}}
+{{- define "slurm-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "slurm-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "slurm-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "slurm-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "slurm-operator.labels" -}}
+helm.sh/chart: {{ include "slurm-operator.chart" . }}
+{{ include "slurm-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: slurm-operator
+{{- end }}
+
+{{- define "slurm-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "slurm-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "slurm-operator.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{- define "slurm-operator.leaseName" -}}
+{{- default (printf "%s-leader" (include "slurm-operator.fullname" .)) .Values.leaderElection.leaseName }}
+{{- end }}
+
+{{/* RUST_LOG: the full filter when given, else the level for our crate over "warn" (the
+binary's own default is "warn,slurm_operator=info"). */}}
+{{- define "slurm-operator.rustLog" -}}
+{{- if .Values.log.filter }}
+{{- .Values.log.filter }}
+{{- else }}
+{{- printf "warn,slurm_operator=%s" .Values.log.level }}
+{{- end }}
+{{- end }}
+
+{{/* Cross-field checks that values.schema.json cannot express. */}}
+{{- define "slurm-operator.validate" -}}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
+{{- fail (printf "replicas is %d but leaderElection.enabled is false: with more than one replica every pod would reconcile the same objects. Set leaderElection.enabled=true or replicas=1." (int .Values.replicas)) }}
+{{- end }}
+{{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) }}
+{{- fail "serviceAccount.create is false, so serviceAccount.name must name an existing ServiceAccount" }}
+{{- end }}
+{{- end }}
