@@ -122,8 +122,16 @@ slurm_write_keys
 
 log "starting slurmctld, slurmd n1..n3, slurmrestd on $SLURM_REST_URL"
 slurm_spawn slurmctld chroot "$R" slurmctld -D
+# One slurmd at a time: each binds /run/slurm/sack.socket after unlinking the previous one, and
+# two doing that at once make one of them die with "Address already in use". A slurmd writes its
+# own pid file only after that point, so wait for it before starting the next.
 for n in "${SLURM_STATIC_NODES[@]}"; do
     slurm_spawn "slurmd-$n" chroot "$R" slurmd -D -N "$n"
+    for _ in $(seq 100); do
+        [[ -s "$R/run/slurmd-$n.pid" ]] && break
+        slurm_pid_alive "$SLURM_STATE_DIR/slurmd-$n.pid" slurmd || break
+        sleep 0.05
+    done
 done
 slurm_spawn slurmrestd chroot "$R" env SLURM_JWT=daemon slurmrestd -a rest_auth/jwt -s slurmctld \
     -u slurmrestd -g slurmrestd "127.0.0.1:$SLURM_REST_PORT"
