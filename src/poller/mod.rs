@@ -1,19 +1,47 @@
 //! Per-cluster pollers: list Slurm jobs and nodes every poll interval, keep the cluster's index
 //! current (single writer), and emit [`SlurmEvent`]s for what changed.
 //!
-//! PLACEHOLDER: the interface is final; the body is being written (issue 3).
+//! One cycle, every `interval` (measured from the start of the previous one):
+//! 1. `GET /nodes?update_time=T`: HTTP 304 when no node changed, else every node.
+//! 2. `GET /jobs/state/`: every job's id and state (~80 bytes per job).
+//! 3. `GET /job/{id}` for the few jobs that need their full record, or one `GET /jobs` on a small
+//!    cluster when many do ([`strategy`] has the rules and the measurements behind them).
+//! 4. The new [`ClusterState`] is computed ([`strategy::apply`]), published, and compared with
+//!    the previous one ([`diff::diff`]); the events go out after the index is updated, so a
+//!    reconcile woken by an event reads at least that state.
+//!
+//! A cycle is all or nothing: any failed request leaves jobs and nodes as they were, marks the
+//! cluster `Down` (one `HealthChanged{up:false}`, however many failures follow), and polls back
+//! off (exponential with jitter, capped). The first successful cycle after that resyncs: nodes
+//! without `update_time`, the (always complete) state list of every job, and our jobs' records
+//! fetched again, so nothing missed while down stays missed. (Other users' jobs need no more:
+//! started, ended, new and purged ones show in the state list; what it does not show is caught by
+//! the periodic refresh, as while up.) The index counts as synced again only when that is done.
 
+pub mod diff;
+pub mod hostlist;
+pub mod strategy;
+
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use chrono::{DateTime, Utc};
+use futures::{StreamExt, TryStreamExt};
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::broadcast;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::crd::Cluster;
-use crate::index::{IndexReader, SlurmEvent, new_index};
+use crate::index::{ClusterState, Health, IndexReader, IndexWriter, SlurmEvent, new_index};
 use crate::metrics::Metrics;
-use crate::slurm::SlurmClient;
+use crate::slurm::types::{Changes, Job, Node};
+use crate::slurm::{SlurmClient, SlurmError};
+
+use strategy::{Fetch, Fetched, Limits, Listed, Tracker};
 
 /// How a poller runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +49,37 @@ pub struct PollerConfig {
     pub interval: Duration,
 }
 
-/// A running poller. Dropping it stops the poller.
+/// Knobs below the user-facing interval; the defaults suit clusters up to MaxJobCount (10 000).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tuning {
+    /// Most `/job/{id}` requests per cycle; more needed records wait for the next cycles.
+    pub detail_budget: usize,
+    /// How many of them are in flight at once.
+    pub detail_concurrency: usize,
+    /// When a cycle needs more records than this and slurmctld holds at most
+    /// `full_list_max_jobs` jobs, it lists all jobs in one request instead.
+    pub list_all_above: usize,
+    /// Decoding a full listing costs ~11 MiB of memory per 1 000 jobs: above this many jobs,
+    /// records are fetched one by one (within the budget) instead.
+    pub full_list_max_jobs: usize,
+    /// How often ours not finished and every running job have their record fetched again, for
+    /// what the state list does not show (pending reason, time limit, comment).
+    pub refresh_every: Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Self {
+            detail_budget: 256,
+            detail_concurrency: 4,
+            list_all_above: 16,
+            full_list_max_jobs: 1_000,
+            refresh_every: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A running poller. Dropping it stops the poller (promptly: an ongoing request is abandoned).
 #[derive(Debug)]
 pub struct PollerHandle {
     cancel: CancellationToken,
@@ -34,6 +92,7 @@ impl Drop for PollerHandle {
 }
 
 /// Start the poller of `cluster`. Returns its handle and the read side of its index.
+/// Must be called from within a Tokio runtime (without one, the index stays `Unknown`).
 pub fn spawn(
     cluster: ObjectRef<Cluster>,
     client: SlurmClient,
@@ -41,12 +100,397 @@ pub fn spawn(
     events: broadcast::Sender<SlurmEvent>,
     metrics: Arc<Metrics>,
 ) -> (PollerHandle, IndexReader) {
-    let (_writer, reader) = new_index();
-    let _ = (cluster, client, config, events, metrics);
-    (
-        PollerHandle {
-            cancel: CancellationToken::new(),
-        },
-        reader,
-    )
+    spawn_tuned(cluster, client, config, Tuning::default(), events, metrics)
+}
+
+/// [`spawn`] with explicit [`Tuning`].
+pub fn spawn_tuned(
+    cluster: ObjectRef<Cluster>,
+    client: SlurmClient,
+    config: &PollerConfig,
+    tuning: Tuning,
+    events: broadcast::Sender<SlurmEvent>,
+    metrics: Arc<Metrics>,
+) -> (PollerHandle, IndexReader) {
+    let (writer, reader) = new_index();
+    let cancel = CancellationToken::new();
+    let span = tracing::info_span!(
+        "poller",
+        cluster = %cluster.name,
+        namespace = cluster.namespace.as_deref().unwrap_or_default(),
+    );
+    let poller = Poller::new(cluster, client, config, tuning, writer, events, metrics);
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(poller.run(cancel.clone()).instrument(span));
+        }
+        Err(error) => {
+            span.in_scope(|| tracing::error!(%error, "no Tokio runtime: the poller cannot run"));
+        }
+    }
+    (PollerHandle { cancel }, reader)
+}
+
+struct Poller {
+    cluster: ObjectRef<Cluster>,
+    client: SlurmClient,
+    interval: Duration,
+    tuning: Tuning,
+    writer: IndexWriter,
+    events: broadcast::Sender<SlurmEvent>,
+    metrics: Arc<Metrics>,
+    /// Everyone's jobs as far as they are followed (the index holds only ours).
+    tracker: Tracker,
+    /// `update_time` for the next node list.
+    nodes_since: Option<i64>,
+    /// The next cycle must resync everything (startup, after a failure).
+    resync: bool,
+    refresh_due: Instant,
+    /// Delays while down; `None` while up.
+    backoff: Option<ExponentialBackoff>,
+}
+
+/// What a successful cycle brought back.
+struct Polled {
+    /// `None`: no node changed since the last list.
+    nodes: Option<(Vec<Node>, i64)>,
+    nodes_at: DateTime<Utc>,
+    jobs: JobsPolled,
+}
+
+/// The job half of a cycle.
+struct JobsPolled {
+    listed: BTreeMap<u32, Listed>,
+    listed_at: DateTime<Utc>,
+    fetched: Fetched,
+    /// Nothing needed for a complete index was left for later cycles.
+    complete: bool,
+    /// Requests made for jobs.
+    requests: usize,
+}
+
+impl Poller {
+    fn new(
+        cluster: ObjectRef<Cluster>,
+        client: SlurmClient,
+        config: &PollerConfig,
+        tuning: Tuning,
+        writer: IndexWriter,
+        events: broadcast::Sender<SlurmEvent>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let interval = config.interval.max(Duration::from_millis(10));
+        Self {
+            cluster,
+            client,
+            interval,
+            refresh_due: Instant::now() + tuning.refresh_every,
+            tuning,
+            writer,
+            events,
+            metrics,
+            tracker: Tracker::new(),
+            nodes_since: None,
+            resync: true,
+            backoff: None,
+        }
+    }
+
+    async fn run(mut self, cancel: CancellationToken) {
+        tracing::debug!(interval = ?self.interval, "poller started");
+        let mut next = Instant::now();
+        loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => break,
+                () = tokio::time::sleep_until(next) => {}
+            }
+            let started = Instant::now();
+            let outcome = tokio::select! {
+                biased;
+                () = cancel.cancelled() => break,
+                outcome = self.cycle() => outcome,
+            };
+            let delay = self.settle(outcome, started);
+            next = (started + delay).max(Instant::now());
+        }
+        tracing::debug!("poller stopped");
+    }
+
+    /// One poll: nodes, then jobs. Nothing is applied here.
+    async fn cycle(&mut self) -> Result<Polled, SlurmError> {
+        if Instant::now() >= self.refresh_due {
+            strategy::mark_refresh(&mut self.tracker);
+            self.refresh_due = Instant::now() + self.tuning.refresh_every;
+        }
+        let since = if self.resync { None } else { self.nodes_since };
+        let started = Instant::now();
+        let nodes = self.client.nodes(since).await;
+        self.metrics
+            .polled("nodes", started.elapsed(), nodes.is_ok());
+        let nodes = match nodes? {
+            Changes::Unchanged => None,
+            Changes::Changed { items, as_of } => Some((items, as_of)),
+        };
+        let nodes_at = Utc::now();
+
+        let started = Instant::now();
+        let jobs = self.poll_jobs().await;
+        self.metrics.polled("jobs", started.elapsed(), jobs.is_ok());
+        Ok(Polled {
+            nodes,
+            nodes_at,
+            jobs: jobs?,
+        })
+    }
+
+    async fn poll_jobs(&self) -> Result<JobsPolled, SlurmError> {
+        let listed = strategy::group(self.client.all_job_states().await?);
+        let listed_at = Utc::now();
+        let limits = Limits {
+            detail_budget: self.tuning.detail_budget,
+            list_all_above: self.tuning.list_all_above,
+            full_list_max_jobs: self.tuning.full_list_max_jobs,
+        };
+        let plan = strategy::plan(&self.tracker, &listed, limits);
+        if plan.deferred > 0 {
+            tracing::debug!(
+                deferred = plan.deferred,
+                "job records left for the next cycles"
+            );
+        }
+        let (fetched, requests) = match plan.fetch {
+            Fetch::Nothing => (Fetched::Nothing, 1),
+            Fetch::Full => match self.client.jobs(None).await? {
+                Changes::Changed { items, .. } => (Fetched::Full(items), 2),
+                Changes::Unchanged => {
+                    return Err(SlurmError::Decode {
+                        operation: "jobs",
+                        detail: "a listing without update_time answered \"unchanged\"".into(),
+                    });
+                }
+            },
+            Fetch::Details(ids) => {
+                let count = ids.len();
+                (self.details(ids).await?, 1 + count)
+            }
+        };
+        Ok(JobsPolled {
+            listed,
+            listed_at,
+            fetched,
+            complete: plan.complete,
+            requests,
+        })
+    }
+
+    /// The records of `ids`, a few requests at a time. A job slurmctld no longer knows is missing,
+    /// not an error.
+    async fn details(&self, ids: Vec<u32>) -> Result<Fetched, SlurmError> {
+        let answers: Vec<(u32, Option<Vec<Job>>)> = futures::stream::iter(ids)
+            .map(|id| async move {
+                match self.client.job(id).await {
+                    Ok(records) => Ok((id, Some(records))),
+                    Err(SlurmError::NotFound { .. }) => Ok((id, None)),
+                    Err(error) => Err(error),
+                }
+            })
+            .buffer_unordered(self.tuning.detail_concurrency.max(1))
+            .try_collect()
+            .await?;
+        let mut records = Vec::new();
+        let mut missing = Vec::new();
+        for (id, answer) in answers {
+            match answer {
+                Some(found) => records.extend(found),
+                None => missing.push(id),
+            }
+        }
+        Ok(Fetched::Details { records, missing })
+    }
+
+    /// Apply a cycle's outcome: publish the new index, then its events. Returns the delay until
+    /// the next cycle.
+    fn settle(&mut self, outcome: Result<Polled, SlurmError>, started: Instant) -> Duration {
+        let old = self.writer.borrow().clone();
+        let now = Utc::now();
+        let (new, delay) = match outcome {
+            Ok(polled) => {
+                let was_resync = self.resync;
+                let JobsPolled {
+                    listed,
+                    listed_at,
+                    fetched,
+                    complete,
+                    requests,
+                } = polled.jobs;
+                let (tracker, jobs) = strategy::apply(&self.tracker, &old.jobs, &listed, fetched);
+                let node_jobs = strategy::node_jobs(&tracker, &jobs);
+                self.tracker = tracker;
+                let nodes = match polled.nodes {
+                    Some((items, as_of)) => {
+                        // `as_of` is slurmctld's "now"; a change later in the same second would
+                        // not count as newer than it: ask from a second earlier (a repeat is
+                        // harmless, the diff is client-side).
+                        self.nodes_since = Some(as_of.saturating_sub(1)).filter(|t| *t > 0);
+                        Arc::new(items.into_iter().map(|n| (n.name.clone(), n)).collect())
+                    }
+                    None => old.nodes.clone(),
+                };
+                let health = match &old.health {
+                    Health::Up { since } => Health::Up { since: *since },
+                    _ => Health::Up { since: now },
+                };
+                if !old.health.is_up() {
+                    tracing::info!(resync = was_resync, "slurmrestd is reachable");
+                }
+                self.resync = false;
+                self.backoff = None;
+                let new = ClusterState {
+                    nodes,
+                    // Unchanged maps keep their `Arc`: readers can tell cheaply.
+                    jobs: if *old.jobs == jobs {
+                        old.jobs.clone()
+                    } else {
+                        Arc::new(jobs)
+                    },
+                    node_jobs: if *old.node_jobs == node_jobs {
+                        old.node_jobs.clone()
+                    } else {
+                        Arc::new(node_jobs)
+                    },
+                    jobs_total: self.tracker.len(),
+                    nodes_synced_at: Some(polled.nodes_at),
+                    jobs_synced_at: if complete {
+                        Some(listed_at)
+                    } else {
+                        old.jobs_synced_at
+                    },
+                    health,
+                    polls: old.polls + 1,
+                };
+                tracing::debug!(
+                    // The node list's one or two requests are not counted here.
+                    job_requests = requests,
+                    nodes_changed = !Arc::ptr_eq(&new.nodes, &old.nodes),
+                    jobs_total = new.jobs_total,
+                    ours = new.jobs.len(),
+                    complete,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "polled"
+                );
+                (new, self.interval)
+            }
+            Err(error) => {
+                let reason = error.category();
+                let message = error.to_string();
+                let health = match &old.health {
+                    Health::Down { since, .. } => {
+                        tracing::debug!(%error, "slurmrestd still failing");
+                        Health::Down {
+                            since: *since,
+                            reason,
+                            message,
+                        }
+                    }
+                    _ => {
+                        tracing::warn!(%error, reason, "poll failed: cluster marked down");
+                        Health::Down {
+                            since: now,
+                            reason,
+                            message,
+                        }
+                    }
+                };
+                if !self.resync {
+                    strategy::mark_resync(&mut self.tracker);
+                    self.resync = true;
+                }
+                let cap = strategy::backoff_cap(self.interval);
+                let delay = self
+                    .backoff
+                    .get_or_insert_with(|| {
+                        ExponentialBuilder::default()
+                            .with_min_delay(self.interval)
+                            .with_max_delay(cap)
+                            .with_jitter()
+                            .without_max_times()
+                            .build()
+                    })
+                    .next()
+                    .unwrap_or(cap)
+                    .min(cap);
+                let new = ClusterState {
+                    health,
+                    polls: old.polls + 1,
+                    ..(*old).clone()
+                };
+                (new, delay)
+            }
+        };
+        let events = diff::diff(&self.cluster, &old, &new);
+        self.writer.send_replace(Arc::new(new));
+        for event in events {
+            // No receiver is not an error: nobody is interested yet.
+            let _ = self.events.send(event);
+        }
+        delay
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn dropping_the_handle_stops_the_poller() {
+        // Nothing listens on port 9: every poll fails, and the task runs until cancelled.
+        let config = crate::slurm::ClientConfig::new("http://127.0.0.1:9")
+            .unwrap()
+            .with_retry(crate::slurm::RetryPolicy::none());
+        let credentials = Arc::new(
+            crate::slurm::Credentials::minted(vec![1; 32], "slurm", Duration::from_secs(60))
+                .unwrap(),
+        );
+        let client = SlurmClient::new(config, credentials).unwrap();
+        let (events, mut rx) = broadcast::channel(16);
+        let (handle, mut index) = spawn(
+            ObjectRef::new("c1"),
+            client,
+            &PollerConfig {
+                interval: Duration::from_millis(20),
+            },
+            events,
+            Metrics::new(),
+        );
+        index.changed().await.unwrap();
+        assert!(matches!(
+            index.borrow().health,
+            Health::Down {
+                reason: "Unreachable",
+                ..
+            }
+        ));
+        assert_eq!(
+            rx.recv().await.unwrap(),
+            SlurmEvent::HealthChanged {
+                cluster: ObjectRef::new("c1"),
+                up: false
+            }
+        );
+        drop(handle);
+        // The task ends and drops the index's writer.
+        tokio::time::timeout(Duration::from_secs(2), async {
+            while index.changed().await.is_ok() {}
+        })
+        .await
+        .expect("the poller stopped");
+        // It never reported down twice.
+        while let Ok(event) = rx.try_recv() {
+            assert!(
+                !matches!(event, SlurmEvent::HealthChanged { up: false, .. }),
+                "{event:?}"
+            );
+        }
+    }
 }

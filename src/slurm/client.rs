@@ -110,16 +110,35 @@ impl SlurmClient {
     }
 
     /// All nodes, or `Unchanged` when nothing changed since `since` (a previous `as_of`).
+    ///
+    /// Slurm 24.11's slurmrestd answers `update_time=T` with HTTP 500 "Unable to query
+    /// partitions" when nodes changed since T but partitions did not (it passes T on to its
+    /// partition query, which reports "no change" as a failure; 26.05 answers fine): the list is
+    /// then asked again without `update_time`, which is what a working answer would have held.
     pub async fn nodes(&self, since: Option<i64>) -> Result<Changes<Node>, SlurmError> {
-        let since = since.map(|t| t.to_string());
+        let since_text = since.map(|t| t.to_string());
         let result = self
             .call("nodes", Subject::None, Idempotency::Idempotent, || {
-                self.api.slurm_v0042_get_nodes(None, since.as_deref())
+                self.api.slurm_v0042_get_nodes(None, since_text.as_deref())
             })
             .await;
         match result {
             Ok(resp) => convert::node_changes(resp),
             Err(SlurmError::NotModified { .. }) if since.is_some() => Ok(Changes::Unchanged),
+            Err(SlurmError::Rejected { errors, .. })
+                if since.is_some()
+                    && errors
+                        .iter()
+                        .any(|e| e.description.contains("query partitions")) =>
+            {
+                tracing::debug!("slurmrestd failed an incremental node list; listing all nodes");
+                let resp = self
+                    .call("nodes", Subject::None, Idempotency::Idempotent, || {
+                        self.api.slurm_v0042_get_nodes(None, None)
+                    })
+                    .await?;
+                convert::node_changes(resp)
+            }
             Err(error) => Err(error),
         }
     }
@@ -247,6 +266,18 @@ impl SlurmClient {
         let resp = self
             .call("jobs_state", Subject::None, Idempotency::Idempotent, || {
                 self.api.slurm_v0042_get_jobs_state(Some(&ids))
+            })
+            .await?;
+        Ok(convert::job_states(resp))
+    }
+
+    /// The states of ALL jobs slurmctld holds, in one request (`/jobs/state/` without ids): about
+    /// 80 bytes per job where `/jobs` sends about 8 KiB. A pending array appears once per task
+    /// still to run, under its meta record's id.
+    pub async fn all_job_states(&self) -> Result<Vec<JobStateEntry>, SlurmError> {
+        let resp = self
+            .call("jobs_state", Subject::None, Idempotency::Idempotent, || {
+                self.api.slurm_v0042_get_jobs_state(None)
             })
             .await?;
         Ok(convert::job_states(resp))

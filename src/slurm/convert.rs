@@ -274,15 +274,24 @@ pub(crate) fn job_changes(resp: api::V0042OpenapiJobInfoResp) -> Result<Changes<
     Ok(changes(jobs(resp.jobs), &resp.last_update))
 }
 
+/// Entries of `/jobs/state/`. Array tasks come as `"<job_id>_<task_id>"` (24.11: `"14_2"`), a
+/// pending array's meta record once per task still to run (`"18_0"`, `"18_1"`, ...): each entry
+/// is returned under the job id of the record it belongs to.
 pub(crate) fn job_states(resp: api::V0042OpenapiJobStateResp) -> Vec<JobStateEntry> {
     resp.jobs
         .map(|j| j.0)
         .unwrap_or_default()
         .into_iter()
         .filter_map(|entry| {
-            let job_id = entry.job_id.as_deref()?.trim().parse().ok()?;
+            let id = entry.job_id.as_deref()?.trim();
+            let (record, task) = match id.split_once('_') {
+                // A task part this version cannot read still names the record.
+                Some((record, task)) => (record, task.parse().ok()),
+                None => (id, None),
+            };
             Some(JobStateEntry {
-                job_id,
+                job_id: record.parse().ok()?,
+                array_task_id: task,
                 state: JobState::from_strings(&entry.state.map(|s| s.0).unwrap_or_default()),
             })
         })

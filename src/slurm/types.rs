@@ -338,7 +338,10 @@ pub struct Job {
 /// One entry of `/jobs/state/`: the cheapest way to follow jobs we already know.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobStateEntry {
+    /// The id of the job record the entry belongs to.
     pub job_id: u32,
+    /// For an array: the task. A pending array's meta record has one entry per task still to run.
+    pub array_task_id: Option<u32>,
     pub state: JobState,
 }
 

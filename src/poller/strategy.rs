@@ -1,0 +1,991 @@
+//! What a poll cycle fetches, and how the answers become the poller's view of the jobs. Pure.
+//!
+//! The strategy ("state first"), chosen by measuring slurmrestd 24.11 (`hack/measure-poll.sh`):
+//! every cycle lists the state of ALL jobs with one `/jobs/state/` (about 80 bytes per job), and
+//! fetches full records (`/job/{id}`, about 8 KiB each) only for jobs that need one:
+//!
+//! | why | which jobs |
+//! |---|---|
+//! | [`Why::OursChanged`] | ours, state changed (running, ended, requeued, ...) |
+//! | [`Why::New`] | not seen before, or never resolved: we do not know whose it is |
+//! | [`Why::Started`] | someone else's that now holds nodes (for the per-node deadlines) |
+//! | [`Why::Resync`] | everything after a failure (nothing missed stays missed) |
+//! | [`Why::Refresh`] | periodically, ours not finished and all running ones: what the state list does not show (pending reason, time limit, comment) |
+//!
+//! A few records ([`Limits::list_all_above`] or fewer) are fetched one by one. When more are
+//! needed (startup, a burst of submissions) and slurmctld holds at most
+//! [`Limits::full_list_max_jobs`] jobs, one full `/jobs` listing replaces them: one request, but
+//! its size and the memory to decode it grow with the job count (~11 MiB per 1 000 jobs), hence
+//! the bound. On a larger cluster at most [`Limits::detail_budget`] records are fetched per cycle,
+//! most important first, and the rest wait for the next cycles. So a cycle costs 2 requests when
+//! nothing changed (`/nodes?update_time`, `/jobs/state/`), and never more than 2 + budget however
+//! many jobs and nodes there are. `/jobs?update_time=T` is never used: one changed job anywhere
+//! makes it send every job (~37 MiB and 3.4 s for 5 000 jobs).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::index::{NodeJobs, is_ours};
+use crate::slurm::types::{Job, JobBaseState, JobState, JobStateEntry};
+
+use super::hostlist;
+
+/// One job record as `/jobs/state/` lists it, its entries grouped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub state: JobState,
+    /// Array task ids of its entries: one task for a task record, the tasks still to run for a
+    /// pending array's meta record, none for a plain job.
+    pub tasks: Vec<u32>,
+}
+
+impl Listed {
+    fn entries(&self) -> usize {
+        self.tasks.len().max(1)
+    }
+}
+
+/// Group `/jobs/state/` entries by job record.
+pub fn group(entries: Vec<JobStateEntry>) -> BTreeMap<u32, Listed> {
+    let mut listed: BTreeMap<u32, Listed> = BTreeMap::new();
+    for entry in entries {
+        let slot = listed.entry(entry.job_id).or_insert_with(|| Listed {
+            state: entry.state.clone(),
+            tasks: Vec::new(),
+        });
+        if let Some(task) = entry.array_task_id {
+            slot.tasks.push(task);
+        }
+    }
+    listed
+}
+
+/// Where a running job holds nodes, and until when at the latest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// Slurm hostlist, e.g. "n[1-2]".
+    pub nodes: Box<str>,
+    /// Start time + time limit; `None` without a limit.
+    pub deadline: Option<DateTime<Utc>>,
+}
+
+/// What the poller knows of a job beyond its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Known {
+    /// Never fetched: whose it is is unknown.
+    Unresolved,
+    /// Ours: the full record is in the index's `jobs`.
+    Ours,
+    /// Someone else's; `run` while it holds nodes (from the record fetched when it started).
+    Foreign { run: Option<Run> },
+}
+
+/// Whether a job's record is due for a fetch although its state did not change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum Stale {
+    #[default]
+    No,
+    /// Periodic refresh (does not hold up `jobs_synced_at`).
+    Refresh,
+    /// After a failure: must be fetched again before the index counts as synced.
+    Resync,
+}
+
+/// The poller's bookkeeping for one job record slurmctld lists (~100 bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tracked {
+    /// The state the index reflects (for ours: the state of the record in `jobs`).
+    pub state: JobState,
+    /// Entries in `/jobs/state/` (tasks still to run, for a pending array's meta record).
+    pub entries: usize,
+    pub known: Known,
+    pub stale: Stale,
+}
+
+/// Everyone's jobs by id, as far as the poller follows them.
+pub type Tracker = BTreeMap<u32, Tracked>;
+
+/// Why a job's record is fetched; the order is the priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Why {
+    OursChanged,
+    New,
+    Started,
+    Resync,
+    Refresh,
+}
+
+impl Why {
+    /// Whether leaving it for a later cycle leaves the index incomplete.
+    fn blocks_sync(self) -> bool {
+        !matches!(self, Self::Refresh)
+    }
+}
+
+/// Bounds on what one cycle fetches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most `/job/{id}` requests in one cycle.
+    pub detail_budget: usize,
+    /// When more records than this are needed, a small cluster lists all its jobs instead.
+    pub list_all_above: usize,
+    /// "Small": at most this many jobs in slurmctld (decoding a listing costs ~11 MiB of memory
+    /// per 1 000 jobs).
+    pub full_list_max_jobs: usize,
+}
+
+/// What to fetch this cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetch {
+    Nothing,
+    /// `/job/{id}` for each, in this order.
+    Details(Vec<u32>),
+    /// One `/jobs` listing without `update_time`.
+    Full,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub fetch: Fetch,
+    /// Whether, once the fetch succeeds, the index is complete: nothing that blocks sync is left
+    /// for a later cycle.
+    pub complete: bool,
+    /// Records needed but left for later cycles.
+    pub deferred: usize,
+}
+
+/// A job holds nodes while it runs or is suspended.
+pub fn holds_nodes(state: &JobState) -> bool {
+    matches!(state.base, JobBaseState::Running | JobBaseState::Suspended)
+}
+
+/// Why `listed` needs its record fetched, given what is known (`None`: it does not).
+pub fn needs(known: Option<&Tracked>, listed: &Listed) -> Option<Why> {
+    let Some(tracked) = known else {
+        return Some(Why::New);
+    };
+    let changed = tracked.state != listed.state;
+    match &tracked.known {
+        Known::Unresolved => Some(Why::New),
+        Known::Ours if changed => Some(Why::OursChanged),
+        Known::Foreign { .. } if changed && holds_nodes(&listed.state) => Some(Why::Started),
+        _ => match tracked.stale {
+            Stale::Resync => Some(Why::Resync),
+            Stale::Refresh => Some(Why::Refresh),
+            Stale::No => None,
+        },
+    }
+}
+
+/// Decide what this cycle fetches.
+pub fn plan(tracker: &Tracker, listed: &BTreeMap<u32, Listed>, limits: Limits) -> Plan {
+    let mut needed: Vec<(Why, u32)> = listed
+        .iter()
+        .filter_map(|(id, l)| needs(tracker.get(id), l).map(|why| (why, *id)))
+        .collect();
+    if needed.is_empty() {
+        return Plan {
+            fetch: Fetch::Nothing,
+            complete: true,
+            deferred: 0,
+        };
+    }
+    if needed.len() > limits.list_all_above && listed.len() <= limits.full_list_max_jobs {
+        return Plan {
+            fetch: Fetch::Full,
+            complete: true,
+            deferred: 0,
+        };
+    }
+    needed.sort_unstable();
+    let budget = limits.detail_budget.max(1);
+    let later = needed.split_off(needed.len().min(budget));
+    Plan {
+        fetch: Fetch::Details(needed.into_iter().map(|(_, id)| id).collect()),
+        complete: !later.iter().any(|(why, _)| why.blocks_sync()),
+        deferred: later.len(),
+    }
+}
+
+/// What the fetch brought back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetched {
+    Nothing,
+    /// Records of the ids asked for (an array's id brings all its records); `missing`: ids
+    /// slurmctld no longer knows (ended and purged between the two calls).
+    Details {
+        records: Vec<Job>,
+        missing: Vec<u32>,
+    },
+    /// Every job slurmctld holds, at a moment after the state list.
+    Full(Vec<Job>),
+}
+
+/// Start time + time limit, when both are known.
+pub fn deadline(job: &Job) -> Option<DateTime<Utc>> {
+    let limit = chrono::Duration::from_std(job.time_limit?).ok()?;
+    job.start_time?.checked_add_signed(limit)
+}
+
+/// Where and until when a job runs, if it holds nodes.
+pub fn run_of(job: &Job) -> Option<Run> {
+    if !holds_nodes(&job.state) {
+        return None;
+    }
+    Some(Run {
+        nodes: job.nodes.as_deref()?.into(),
+        deadline: deadline(job),
+    })
+}
+
+/// The poller's new view: from the previous one, the state list and what was fetched.
+/// Jobs not in the state list are gone (a full listing's newer jobs are kept).
+pub fn apply(
+    tracker: &Tracker,
+    jobs: &BTreeMap<u32, Job>,
+    listed: &BTreeMap<u32, Listed>,
+    fetched: Fetched,
+) -> (Tracker, BTreeMap<u32, Job>) {
+    let (records, missing, full) = match fetched {
+        Fetched::Nothing => (Vec::new(), Vec::new(), false),
+        Fetched::Details { records, missing } => (records, missing, false),
+        Fetched::Full(records) => (records, Vec::new(), true),
+    };
+    let mut fresh: BTreeMap<u32, Job> = records.into_iter().map(|j| (j.job_id, j)).collect();
+    let mut next_tracker = Tracker::new();
+    let mut next_jobs = BTreeMap::new();
+    for (id, l) in listed {
+        if missing.contains(id) {
+            continue;
+        }
+        if let Some(record) = fresh.remove(id) {
+            resolve(&mut next_tracker, &mut next_jobs, record, l.entries());
+            continue;
+        }
+        if full {
+            // Listed, then gone by the time of the full listing.
+            continue;
+        }
+        let Some(previous) = tracker.get(id) else {
+            next_tracker.insert(
+                *id,
+                Tracked {
+                    state: l.state.clone(),
+                    entries: l.entries(),
+                    known: Known::Unresolved,
+                    stale: Stale::No,
+                },
+            );
+            continue;
+        };
+        let mut tracked = previous.clone();
+        let changed = previous.state != l.state;
+        match &previous.known {
+            Known::Ours => {
+                // A changed state whose record was not fetched keeps the old state, so the next
+                // cycle fetches it. Tasks leaving a pending meta record only shorten its list.
+                let Some(mut record) = jobs.get(id).cloned() else {
+                    tracked.known = Known::Unresolved;
+                    next_tracker.insert(*id, tracked);
+                    continue;
+                };
+                if !changed && previous.entries != l.entries() && !l.tasks.is_empty() {
+                    record.array_task_string = record
+                        .array_task_string
+                        .as_deref()
+                        .map(|old| with_tasks(old, &l.tasks));
+                }
+                next_jobs.insert(*id, record);
+            }
+            Known::Foreign { .. } if changed && !holds_nodes(&l.state) => {
+                tracked.state = l.state.clone();
+                tracked.known = Known::Foreign { run: None };
+            }
+            // Foreign and started (record deferred): keep the old state to fetch it later.
+            Known::Foreign { .. } => {}
+            Known::Unresolved => tracked.state = l.state.clone(),
+        }
+        tracked.entries = l.entries();
+        next_tracker.insert(*id, tracked);
+    }
+    // Records of jobs the state list did not have yet (newer than it).
+    for (_, record) in fresh {
+        resolve(&mut next_tracker, &mut next_jobs, record, 1);
+    }
+    (next_tracker, next_jobs)
+}
+
+fn resolve(tracker: &mut Tracker, jobs: &mut BTreeMap<u32, Job>, record: Job, entries: usize) {
+    let ours = is_ours(record.comment.as_deref());
+    let known = if ours {
+        Known::Ours
+    } else {
+        Known::Foreign {
+            run: run_of(&record),
+        }
+    };
+    tracker.insert(
+        record.job_id,
+        Tracked {
+            // The record is at least as new as the state list.
+            state: record.state.clone(),
+            entries,
+            known,
+            stale: Stale::No,
+        },
+    );
+    if ours {
+        jobs.insert(record.job_id, record);
+    }
+}
+
+/// A meta record's task expression with these tasks, keeping a throttle (`"0-3%2"` → `"2-3%2"`).
+fn with_tasks(old: &str, tasks: &[u32]) -> String {
+    let ranges = hostlist::task_ranges(tasks);
+    match old.split_once('%') {
+        Some((_, throttle)) => format!("{ranges}%{throttle}"),
+        None => ranges,
+    }
+}
+
+/// After a failure: our jobs' records must be fetched again before the index counts as synced.
+/// Everyone else's need nothing more than the next state list (which is always complete): new
+/// jobs, ended ones and started ones are fetched as usual, and what the state list does not show
+/// is caught by the periodic refresh, as while up.
+pub fn mark_resync(tracker: &mut Tracker) {
+    for tracked in tracker.values_mut() {
+        if tracked.known == Known::Ours {
+            tracked.stale = Stale::Resync;
+        }
+    }
+}
+
+/// Mark ours not finished and every job holding nodes for a periodic refresh.
+pub fn mark_refresh(tracker: &mut Tracker) {
+    for tracked in tracker.values_mut() {
+        let due = match &tracked.known {
+            Known::Ours => !tracked.state.is_final(),
+            Known::Foreign { .. } => holds_nodes(&tracked.state),
+            Known::Unresolved => false,
+        };
+        if due && tracked.stale < Stale::Refresh {
+            tracked.stale = Stale::Refresh;
+        }
+    }
+}
+
+/// Per node, the jobs running there: ours from their records, others from what was fetched when
+/// they started.
+pub fn node_jobs(tracker: &Tracker, jobs: &BTreeMap<u32, Job>) -> BTreeMap<String, NodeJobs> {
+    let mut out: BTreeMap<String, NodeJobs> = BTreeMap::new();
+    for (id, tracked) in tracker {
+        let run = match &tracked.known {
+            Known::Ours => jobs.get(id).and_then(run_of),
+            Known::Foreign { run } => run.clone(),
+            Known::Unresolved => None,
+        };
+        let Some(run) = run else { continue };
+        for node in hostlist::expand(&run.nodes) {
+            let entry = out.entry(node).or_default();
+            entry.deadline = if entry.running == 0 {
+                run.deadline
+            } else {
+                match (entry.deadline, run.deadline) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    _ => None,
+                }
+            };
+            entry.running += 1;
+        }
+    }
+    out
+}
+
+/// How long the poller waits between cycles while slurmrestd fails: from `interval`, doubling
+/// with jitter, up to `max(interval, min(10 × interval, 30 s))`.
+pub fn backoff_cap(interval: Duration) -> Duration {
+    interval.max((interval * 10).min(Duration::from_secs(30)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurm::types::ExitStatus;
+
+    const OURS: &str = "slurm.rs/uid=u1,generation=1";
+
+    fn state(s: &str) -> JobState {
+        JobState::from_strings(&s.split('+').collect::<Vec<_>>())
+    }
+
+    fn listed(s: &str) -> Listed {
+        Listed {
+            state: state(s),
+            tasks: vec![],
+        }
+    }
+
+    fn t(epoch: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(epoch, 0).unwrap()
+    }
+
+    fn job(id: u32, s: &str, comment: Option<&str>) -> Job {
+        Job {
+            job_id: id,
+            name: format!("job{id}"),
+            state: state(s),
+            state_reason: None,
+            user_name: None,
+            partition: None,
+            comment: comment.map(str::to_owned),
+            nodes: holds_nodes(&state(s)).then(|| "n1".to_owned()),
+            node_count: None,
+            exit: None,
+            submit_time: Some(t(1_000)),
+            start_time: holds_nodes(&state(s)).then(|| t(2_000)),
+            end_time: None,
+            time_limit: Some(Duration::from_secs(600)),
+            array_job_id: None,
+            array_task_id: None,
+            array_task_string: None,
+            standard_output: None,
+            standard_error: None,
+            working_directory: None,
+        }
+    }
+
+    fn tracked(s: &str, known: Known) -> Tracked {
+        Tracked {
+            state: state(s),
+            entries: 1,
+            known,
+            stale: Stale::No,
+        }
+    }
+
+    fn foreign() -> Known {
+        Known::Foreign { run: None }
+    }
+
+    fn limits(budget: usize, full_max: usize) -> Limits {
+        Limits {
+            detail_budget: budget,
+            list_all_above: budget,
+            full_list_max_jobs: full_max,
+        }
+    }
+
+    #[test]
+    fn which_jobs_need_their_record() {
+        let stale = |s: &str, known: Known, stale: Stale| Tracked {
+            stale,
+            ..tracked(s, known)
+        };
+        let table: Vec<(&str, Option<Tracked>, &str, Option<Why>)> = vec![
+            ("never seen", None, "PENDING", Some(Why::New)),
+            (
+                "seen, never resolved",
+                Some(tracked("PENDING", Known::Unresolved)),
+                "PENDING",
+                Some(Why::New),
+            ),
+            (
+                "ours unchanged",
+                Some(tracked("RUNNING", Known::Ours)),
+                "RUNNING",
+                None,
+            ),
+            (
+                "ours started",
+                Some(tracked("PENDING", Known::Ours)),
+                "RUNNING",
+                Some(Why::OursChanged),
+            ),
+            (
+                "ours ended",
+                Some(tracked("RUNNING", Known::Ours)),
+                "COMPLETED",
+                Some(Why::OursChanged),
+            ),
+            (
+                "ours: flags count",
+                Some(tracked("COMPLETED+COMPLETING", Known::Ours)),
+                "COMPLETED",
+                Some(Why::OursChanged),
+            ),
+            (
+                "foreign started",
+                Some(tracked("PENDING", foreign())),
+                "RUNNING",
+                Some(Why::Started),
+            ),
+            (
+                "foreign ended: nothing to fetch",
+                Some(tracked("RUNNING", foreign())),
+                "COMPLETED",
+                None,
+            ),
+            (
+                "foreign pending reason or requeue flags: nothing to fetch",
+                Some(tracked("PENDING", foreign())),
+                "PENDING+REQUEUED",
+                None,
+            ),
+            (
+                "foreign unchanged",
+                Some(tracked("PENDING", foreign())),
+                "PENDING",
+                None,
+            ),
+            (
+                "after a failure, ours",
+                Some(stale("PENDING", Known::Ours, Stale::Resync)),
+                "PENDING",
+                Some(Why::Resync),
+            ),
+            (
+                "periodic refresh",
+                Some(stale("RUNNING", Known::Ours, Stale::Refresh)),
+                "RUNNING",
+                Some(Why::Refresh),
+            ),
+            (
+                "a change outranks a resync",
+                Some(stale("PENDING", Known::Ours, Stale::Resync)),
+                "RUNNING",
+                Some(Why::OursChanged),
+            ),
+        ];
+        for (what, known, now, want) in table {
+            assert_eq!(needs(known.as_ref(), &listed(now)), want, "{what}");
+        }
+    }
+
+    fn listing(jobs: &[(u32, &str)]) -> BTreeMap<u32, Listed> {
+        jobs.iter().map(|(id, s)| (*id, listed(s))).collect()
+    }
+
+    #[test]
+    fn a_quiet_cycle_fetches_nothing_and_is_complete() {
+        let tracker: Tracker = [
+            (1, tracked("PENDING", foreign())),
+            (2, tracked("RUNNING", Known::Ours)),
+        ]
+        .into();
+        let plan = plan(
+            &tracker,
+            &listing(&[(1, "PENDING"), (2, "RUNNING")]),
+            limits(4, 100),
+        );
+        assert_eq!(
+            plan,
+            Plan {
+                fetch: Fetch::Nothing,
+                complete: true,
+                deferred: 0
+            }
+        );
+    }
+
+    #[test]
+    fn records_within_budget_are_fetched_most_important_first() {
+        let tracker: Tracker = [
+            (1, tracked("PENDING", foreign())),
+            (2, tracked("PENDING", Known::Ours)),
+            (
+                3,
+                Tracked {
+                    stale: Stale::Refresh,
+                    ..tracked("RUNNING", Known::Ours)
+                },
+            ),
+        ]
+        .into();
+        let listed = listing(&[
+            (1, "RUNNING"),
+            (2, "RUNNING"),
+            (3, "RUNNING"),
+            (9, "PENDING"),
+        ]);
+        let p = plan(&tracker, &listed, limits(4, 100));
+        assert_eq!(p.fetch, Fetch::Details(vec![2, 9, 1, 3]));
+        assert!(p.complete);
+    }
+
+    #[test]
+    fn beyond_budget_a_small_cluster_lists_everything_once() {
+        let listed = listing(&[(1, "PENDING"), (2, "PENDING"), (3, "PENDING")]);
+        let p = plan(&Tracker::new(), &listed, limits(2, 3));
+        assert_eq!(p.fetch, Fetch::Full);
+        assert!(p.complete);
+    }
+
+    #[test]
+    fn beyond_budget_a_large_cluster_defers_the_rest() {
+        let listed = listing(&[
+            (1, "PENDING"),
+            (2, "PENDING"),
+            (3, "PENDING"),
+            (4, "PENDING"),
+        ]);
+        let p = plan(&Tracker::new(), &listed, limits(2, 3));
+        assert_eq!(p.fetch, Fetch::Details(vec![1, 2]));
+        assert!(!p.complete, "unresolved jobs are left");
+        assert_eq!(p.deferred, 2);
+        // Refreshes left for later do not hold up the sync.
+        let mut tracker: Tracker = (1..=4)
+            .map(|id| (id, tracked("RUNNING", Known::Ours)))
+            .collect();
+        mark_refresh(&mut tracker);
+        let listed = listing(&[
+            (1, "RUNNING"),
+            (2, "RUNNING"),
+            (3, "RUNNING"),
+            (4, "RUNNING"),
+        ]);
+        let p = plan(&tracker, &listed, limits(2, 3));
+        assert_eq!(
+            (p.fetch, p.complete, p.deferred),
+            (Fetch::Details(vec![1, 2]), true, 2)
+        );
+    }
+
+    #[test]
+    fn requests_per_cycle_do_not_grow_with_jobs() {
+        let limits = Limits {
+            detail_budget: 256,
+            list_all_above: 16,
+            full_list_max_jobs: 1_000,
+        };
+        for count in [1u32, 10, 200, 5_000, 10_000] {
+            let all: Vec<(u32, &str)> = (1..=count).map(|id| (id, "PENDING")).collect();
+            let listed = listing(&all);
+            // Nothing known yet (startup): one listing on a small cluster, else the budget.
+            let p = plan(&Tracker::new(), &listed, limits);
+            let requests = match &p.fetch {
+                Fetch::Nothing => 0,
+                Fetch::Full => 1,
+                Fetch::Details(ids) => ids.len(),
+            };
+            let want = if count <= 16 {
+                count as usize
+            } else if count <= 1_000 {
+                1
+            } else {
+                256
+            };
+            assert_eq!(requests, want, "{count} jobs");
+            // Everything known and unchanged: nothing.
+            let tracker: Tracker = (1..=count)
+                .map(|id| (id, tracked("PENDING", foreign())))
+                .collect();
+            assert_eq!(plan(&tracker, &listed, limits).fetch, Fetch::Nothing);
+        }
+    }
+
+    #[test]
+    fn apply_resolves_owners_and_keeps_only_our_records() {
+        let listed = listing(&[(1, "PENDING"), (2, "RUNNING"), (3, "PENDING")]);
+        let fetched = Fetched::Details {
+            records: vec![
+                job(1, "PENDING", Some(OURS)),
+                job(2, "RUNNING", Some("mine")),
+            ],
+            missing: vec![],
+        };
+        let (tracker, jobs) = apply(&Tracker::new(), &BTreeMap::new(), &listed, fetched);
+        assert_eq!(jobs.keys().copied().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(tracker[&1].known, Known::Ours);
+        assert_eq!(
+            tracker[&2].known,
+            Known::Foreign {
+                run: Some(Run {
+                    nodes: "n1".into(),
+                    deadline: Some(t(2_600))
+                })
+            }
+        );
+        assert_eq!(tracker[&3].known, Known::Unresolved, "not fetched yet");
+    }
+
+    #[test]
+    fn apply_drops_vanished_jobs() {
+        let tracker: Tracker = [
+            (1, tracked("RUNNING", Known::Ours)),
+            (2, tracked("PENDING", foreign())),
+        ]
+        .into();
+        let jobs: BTreeMap<u32, Job> = [(1, job(1, "RUNNING", Some(OURS)))].into();
+        let (tracker, jobs) = apply(
+            &tracker,
+            &jobs,
+            &listing(&[(2, "PENDING")]),
+            Fetched::Nothing,
+        );
+        assert!(jobs.is_empty());
+        assert_eq!(tracker.keys().copied().collect::<Vec<_>>(), vec![2]);
+        // Missing from /job/{id} (purged between the two calls): gone too.
+        let fetched = Fetched::Details {
+            records: vec![],
+            missing: vec![2],
+        };
+        let (tracker, _) = apply(
+            &tracker,
+            &BTreeMap::new(),
+            &listing(&[(2, "RUNNING")]),
+            fetched,
+        );
+        assert!(tracker.is_empty());
+    }
+
+    #[test]
+    fn apply_keeps_a_changed_state_until_its_record_is_fetched() {
+        let tracker: Tracker = [
+            (1, tracked("PENDING", Known::Ours)),
+            (2, tracked("PENDING", foreign())),
+            (3, tracked("RUNNING", foreign())),
+        ]
+        .into();
+        let jobs: BTreeMap<u32, Job> = [(1, job(1, "PENDING", Some(OURS)))].into();
+        let listed = listing(&[(1, "RUNNING"), (2, "RUNNING"), (3, "COMPLETED")]);
+        let (next, next_jobs) = apply(&tracker, &jobs, &listed, Fetched::Nothing);
+        assert_eq!(next[&1].state, state("PENDING"), "ours: fetched next cycle");
+        assert_eq!(next_jobs[&1].state, state("PENDING"));
+        assert_eq!(
+            next[&2].state,
+            state("PENDING"),
+            "foreign start: fetched next cycle"
+        );
+        assert_eq!(
+            next[&3].state,
+            state("COMPLETED"),
+            "foreign end: no fetch needed"
+        );
+        assert_eq!(next[&3].known, foreign());
+        assert_eq!(needs(next.get(&1), &listed[&1]), Some(Why::OursChanged));
+        assert_eq!(needs(next.get(&2), &listed[&2]), Some(Why::Started));
+        assert_eq!(needs(next.get(&3), &listed[&3]), None);
+    }
+
+    #[test]
+    fn apply_takes_a_full_listing_as_the_truth() {
+        let tracker: Tracker = [(1, tracked("PENDING", Known::Ours))].into();
+        let jobs: BTreeMap<u32, Job> = [(1, job(1, "PENDING", Some(OURS)))].into();
+        // 1 was listed but is gone by the full listing; 7 is newer than the state list.
+        let listed = listing(&[(1, "PENDING"), (2, "PENDING")]);
+        let fetched = Fetched::Full(vec![
+            job(2, "PENDING", Some(OURS)),
+            job(7, "PENDING", Some(OURS)),
+        ]);
+        let (tracker, jobs) = apply(&tracker, &jobs, &listed, fetched);
+        assert_eq!(jobs.keys().copied().collect::<Vec<_>>(), vec![2, 7]);
+        assert_eq!(tracker.keys().copied().collect::<Vec<_>>(), vec![2, 7]);
+        assert!(tracker.values().all(|t| t.stale == Stale::No));
+    }
+
+    #[test]
+    fn a_fresh_record_clears_staleness_and_takes_its_own_state() {
+        let mut tracker: Tracker = [(1, tracked("PENDING", Known::Ours))].into();
+        mark_resync(&mut tracker);
+        let jobs: BTreeMap<u32, Job> = [(1, job(1, "PENDING", Some(OURS)))].into();
+        let fetched = Fetched::Details {
+            records: vec![job(1, "RUNNING", Some(OURS))],
+            missing: vec![],
+        };
+        let (tracker, jobs) = apply(&tracker, &jobs, &listing(&[(1, "PENDING")]), fetched);
+        assert_eq!(tracker[&1].stale, Stale::No);
+        assert_eq!(
+            tracker[&1].state,
+            state("RUNNING"),
+            "the record is newer than the list"
+        );
+        assert_eq!(jobs[&1].state, state("RUNNING"));
+    }
+
+    #[test]
+    fn tasks_leaving_our_pending_array_shorten_its_task_list_without_a_fetch() {
+        let mut meta = job(40, "PENDING", Some(OURS));
+        meta.array_job_id = Some(40);
+        meta.array_task_string = Some("0-5%2".into());
+        let tracker: Tracker = [(
+            40,
+            Tracked {
+                entries: 6,
+                ..tracked("PENDING", Known::Ours)
+            },
+        )]
+        .into();
+        let jobs: BTreeMap<u32, Job> = [(40, meta)].into();
+        let listed: BTreeMap<u32, Listed> = [(
+            40,
+            Listed {
+                state: state("PENDING"),
+                tasks: vec![2, 3, 4, 5],
+            },
+        )]
+        .into();
+        assert_eq!(
+            plan(&tracker, &listed, limits(4, 100)).fetch,
+            Fetch::Nothing
+        );
+        let (tracker, jobs) = apply(&tracker, &jobs, &listed, Fetched::Nothing);
+        assert_eq!(jobs[&40].array_task_string.as_deref(), Some("2-5%2"));
+        assert_eq!(tracker[&40].entries, 4);
+    }
+
+    #[test]
+    fn group_folds_array_entries_into_their_record() {
+        let entry = |job_id, task, s: &str| JobStateEntry {
+            job_id,
+            array_task_id: task,
+            state: state(s),
+        };
+        let listed = group(vec![
+            entry(7, None, "RUNNING"),
+            entry(41, Some(0), "RUNNING"),
+            entry(40, Some(3), "PENDING"),
+            entry(40, Some(4), "PENDING"),
+        ]);
+        assert_eq!(listed.len(), 3);
+        assert_eq!(listed[&40].tasks, vec![3, 4]);
+        assert_eq!(listed[&40].entries(), 2);
+        assert_eq!(listed[&7].entries(), 1);
+        assert_eq!(listed[&41].tasks, vec![0]);
+    }
+
+    #[test]
+    fn resync_marks_ours_only() {
+        let mut tracker: Tracker = [
+            (1, tracked("COMPLETED", Known::Ours)),
+            (2, tracked("RUNNING", foreign())),
+            (3, tracked("PENDING", Known::Unresolved)),
+        ]
+        .into();
+        mark_resync(&mut tracker);
+        let marks: Vec<Stale> = tracker.values().map(|t| t.stale).collect();
+        assert_eq!(marks, vec![Stale::Resync, Stale::No, Stale::No]);
+        let listed = listing(&[(1, "COMPLETED"), (2, "RUNNING"), (3, "PENDING")]);
+        let p = plan(&tracker, &listed, limits(4, 100));
+        assert_eq!(
+            p.fetch,
+            Fetch::Details(vec![3, 1]),
+            "unresolved first, then ours"
+        );
+    }
+
+    #[test]
+    fn refresh_marks_unfinished_ours_and_running_jobs() {
+        let mut tracker: Tracker = [
+            (1, tracked("PENDING", Known::Ours)),
+            (2, tracked("COMPLETED", Known::Ours)),
+            (3, tracked("RUNNING", foreign())),
+            (4, tracked("PENDING", foreign())),
+            (5, tracked("PENDING", Known::Unresolved)),
+            (
+                6,
+                Tracked {
+                    stale: Stale::Resync,
+                    ..tracked("PENDING", Known::Ours)
+                },
+            ),
+        ]
+        .into();
+        mark_refresh(&mut tracker);
+        let marks: Vec<(u32, Stale)> = tracker.iter().map(|(id, t)| (*id, t.stale)).collect();
+        assert_eq!(
+            marks,
+            vec![
+                (1, Stale::Refresh),
+                (2, Stale::No),
+                (3, Stale::Refresh),
+                (4, Stale::No),
+                (5, Stale::No),
+                (6, Stale::Resync)
+            ]
+        );
+    }
+
+    #[test]
+    fn node_deadlines_are_the_latest_limit_and_none_when_unlimited() {
+        let run = |nodes: &str, deadline: Option<i64>| Known::Foreign {
+            run: Some(Run {
+                nodes: nodes.into(),
+                deadline: deadline.map(t),
+            }),
+        };
+        let mut unlimited = job(5, "RUNNING", Some(OURS));
+        unlimited.nodes = Some("n[3-4]".into());
+        unlimited.time_limit = None;
+        let mut finished = job(6, "COMPLETED", Some(OURS));
+        finished.nodes = Some("n1".into());
+        let tracker: Tracker = [
+            (1, tracked("RUNNING", run("n[1-2]", Some(100)))),
+            (2, tracked("RUNNING", run("n2", Some(300)))),
+            (3, tracked("RUNNING", run("n3", Some(50)))),
+            (4, tracked("PENDING", Known::Unresolved)),
+            (5, tracked("RUNNING", Known::Ours)),
+            (6, tracked("COMPLETED", Known::Ours)),
+        ]
+        .into();
+        let jobs: BTreeMap<u32, Job> = [(5, unlimited), (6, finished)].into();
+        let summary = node_jobs(&tracker, &jobs);
+        let want: BTreeMap<String, NodeJobs> = [
+            (
+                "n1".to_owned(),
+                NodeJobs {
+                    running: 1,
+                    deadline: Some(t(100)),
+                },
+            ),
+            (
+                "n2".to_owned(),
+                NodeJobs {
+                    running: 2,
+                    deadline: Some(t(300)),
+                },
+            ),
+            (
+                "n3".to_owned(),
+                NodeJobs {
+                    running: 2,
+                    deadline: None,
+                },
+            ),
+            (
+                "n4".to_owned(),
+                NodeJobs {
+                    running: 1,
+                    deadline: None,
+                },
+            ),
+        ]
+        .into();
+        assert_eq!(summary, want);
+    }
+
+    #[test]
+    fn deadlines_need_a_start_and_a_limit() {
+        let mut j = job(1, "RUNNING", None);
+        assert_eq!(deadline(&j), Some(t(2_600)));
+        j.time_limit = None;
+        assert_eq!(deadline(&j), None);
+        let mut j = job(1, "RUNNING", None);
+        j.start_time = None;
+        assert_eq!(deadline(&j), None);
+        let mut pending = job(1, "PENDING", None);
+        pending.exit = Some(ExitStatus::default());
+        assert_eq!(run_of(&pending), None);
+    }
+
+    #[test]
+    fn backoff_is_capped() {
+        assert_eq!(backoff_cap(Duration::from_secs(1)), Duration::from_secs(10));
+        assert_eq!(backoff_cap(Duration::from_secs(5)), Duration::from_secs(30));
+        assert_eq!(
+            backoff_cap(Duration::from_secs(60)),
+            Duration::from_secs(60)
+        );
+    }
+}

@@ -1,0 +1,728 @@
+//! Pollers against the real local Slurm (`hack/slurm-up.sh`), and against a fake slurmrestd
+//! (wiremock) for failures the real one cannot be made to show on demand.
+//!
+//! Tests here run in parallel with each other and with other suites against one Slurm: none
+//! assumes the cluster is idle. Each test follows its own tagged jobs and its own dynamic node,
+//! and the request-count test compares the quietest cycles it sees.
+
+// Test code: a failed unwrap is a failed test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::{Value, json};
+use slurm_operator::crd::Cluster;
+use slurm_operator::index::{ClusterState, Health, IndexReader, JOB_TAG_PREFIX, SlurmEvent};
+use slurm_operator::metrics::Metrics;
+use slurm_operator::poller::{self, PollerConfig, PollerHandle};
+use slurm_operator::slurm::types::{Changes, JobBaseState};
+use slurm_operator::slurm::{ClientConfig, Credentials, RequestObserver, RetryPolicy, SlurmClient};
+use tokio::sync::broadcast;
+use wiremock::matchers::{method, path_regex};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const INTERVAL: Duration = Duration::from_secs(1);
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Counts requests by operation id.
+#[derive(Default)]
+struct Requests(Mutex<HashMap<&'static str, usize>>);
+
+impl RequestObserver for Requests {
+    fn observe(&self, operation: &'static str, _status: Option<u16>, _elapsed: Duration) {
+        *self.0.lock().unwrap().entry(operation).or_default() += 1;
+    }
+}
+
+impl Requests {
+    fn snapshot(&self) -> HashMap<&'static str, usize> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+fn cluster() -> ObjectRef<Cluster> {
+    ObjectRef::new("local")
+}
+
+struct Running {
+    _handle: PollerHandle,
+    index: IndexReader,
+    events: broadcast::Receiver<SlurmEvent>,
+    requests: Arc<Requests>,
+}
+
+fn start(config: ClientConfig, credentials: Arc<Credentials>, interval: Duration) -> Running {
+    let requests = Arc::new(Requests::default());
+    let client = SlurmClient::with_observer(config, credentials, Some(requests.clone())).unwrap();
+    let (tx, events) = broadcast::channel(4096);
+    let (handle, index) = poller::spawn(
+        cluster(),
+        client,
+        &PollerConfig { interval },
+        tx,
+        Metrics::new(),
+    );
+    Running {
+        _handle: handle,
+        index,
+        events,
+        requests,
+    }
+}
+
+fn start_local(slurm: &common::LocalSlurm) -> Running {
+    start(slurm.config(), slurm.credentials(), INTERVAL)
+}
+
+/// Wait for an index state that satisfies `pred`.
+async fn wait_index<T>(
+    index: &mut IndexReader,
+    what: &str,
+    mut pred: impl FnMut(&ClusterState) -> Option<T>,
+) -> T {
+    tokio::time::timeout(TIMEOUT, async {
+        loop {
+            if let Some(found) = pred(&index.borrow_and_update()) {
+                return found;
+            }
+            index.changed().await.expect("the poller is running");
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+async fn synced(index: &mut IndexReader) {
+    wait_index(index, "a synced index", |s| {
+        (s.health.is_up() && s.jobs_synced_at.is_some() && s.nodes_synced_at.is_some())
+            .then_some(())
+    })
+    .await;
+}
+
+/// Cancels jobs when dropped, so a failing test does not leave them behind.
+struct CancelOnDrop {
+    config: ClientConfig,
+    credentials: Arc<Credentials>,
+    ids: Vec<u32>,
+}
+
+impl CancelOnDrop {
+    fn new(slurm: &common::LocalSlurm, ids: Vec<u32>) -> Self {
+        Self {
+            config: slurm.config(),
+            credentials: slurm.credentials(),
+            ids,
+        }
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let (config, credentials) = (self.config.clone(), self.credentials.clone());
+        let ids = std::mem::take(&mut self.ids);
+        // Drop cannot await: cancel from a thread with its own runtime, and its own client (a
+        // client's pooled connections belong to the runtime that opened them).
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let client = SlurmClient::new(config, credentials).unwrap();
+            runtime.block_on(futures::stream::iter(ids).for_each_concurrent(4, |id| {
+                let client = &client;
+                async move {
+                    let _ = client.cancel_job(id).await;
+                }
+            }));
+        })
+        .join();
+    }
+}
+
+fn epoch_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A job's transitions reach the index, as JobChanged events carrying its tag, within two poll
+/// intervals of Slurm showing them (seen by polling slurmrestd directly every 100 ms).
+#[tokio::test]
+async fn job_transitions_reach_the_index_within_two_intervals() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    // A node of its own, so that the job does not queue behind other tests' jobs.
+    let node = common::unique("ptrans");
+    let feature = node.replace('-', "");
+    slurm.node_script(&[
+        "start",
+        &node,
+        "--conf",
+        &format!("CPUs=1 RealMemory=500 Feature={feature}"),
+    ]);
+    let _stop = common::NodeGuard::new(&slurm, &node);
+    let mut poller = start_local(&slurm);
+    synced(&mut poller.index).await;
+
+    let tag = format!("{JOB_TAG_PREFIX}{},generation=1", common::unique("poller"));
+    let mut request = slurm.job("poller-transitions", "sleep 3");
+    request.comment = Some(tag.clone());
+    request.constraints = Some(feature);
+    // Starting 2 s from now keeps it visibly PENDING for a couple of polls.
+    request.extra.insert(
+        "begin_time".into(),
+        json!({"set": true, "number": epoch_now() + 2}),
+    );
+    let job_id = client.submit_job(&request).await.unwrap().job_id;
+    let submitted = Instant::now();
+    let _cancel = CancelOnDrop::new(&slurm, vec![job_id]);
+
+    // Slurm's side: first sight of each base state, straight from slurmrestd.
+    let watcher = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let mut seen: BTreeMap<JobBaseState, Instant> = BTreeMap::new();
+            seen.insert(JobBaseState::Pending, submitted);
+            let started = Instant::now();
+            while started.elapsed() < TIMEOUT {
+                if let Ok(records) = client.job(job_id).await {
+                    let state = &records[0].state;
+                    seen.entry(state.base).or_insert_with(Instant::now);
+                    if state.is_final() {
+                        break;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            seen
+        })
+    };
+
+    // The index's side: first sight of each base state, on the events for this job.
+    let mut indexed: BTreeMap<JobBaseState, Instant> = BTreeMap::new();
+    let mut events = 0;
+    tokio::time::timeout(TIMEOUT, async {
+        loop {
+            match poller.events.recv().await {
+                Ok(SlurmEvent::JobChanged {
+                    job_id: id,
+                    comment,
+                    cluster: c,
+                }) if id == job_id => {
+                    assert_eq!(c, cluster());
+                    assert_eq!(
+                        comment.as_deref(),
+                        Some(tag.as_str()),
+                        "the event carries the tag"
+                    );
+                    events += 1;
+                    let job = poller.index.borrow().jobs.get(&job_id).cloned();
+                    let job = job.expect("the index holds the job when its event arrives");
+                    assert_eq!(job.comment.as_deref(), Some(tag.as_str()));
+                    indexed.entry(job.state.base).or_insert_with(Instant::now);
+                    if job.state.is_final() {
+                        break;
+                    }
+                }
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(n)) => panic!("lagged by {n} events"),
+                Err(error) => panic!("{error}"),
+            }
+        }
+    })
+    .await
+    .expect("the job finished in the index");
+    let seen = watcher.await.unwrap();
+
+    let done = poller.index.borrow().jobs.get(&job_id).cloned().unwrap();
+    assert_eq!(done.state.base, JobBaseState::Completed, "{done:?}");
+    assert_eq!(done.exit.as_ref().and_then(|e| e.return_code), Some(0));
+    assert!(done.nodes.is_some() && done.start_time.is_some() && done.end_time.is_some());
+    for state in [
+        JobBaseState::Pending,
+        JobBaseState::Running,
+        JobBaseState::Completed,
+    ] {
+        let slurm_at = seen
+            .get(&state)
+            .unwrap_or_else(|| panic!("Slurm never showed {state:?}"));
+        let index_at = indexed
+            .get(&state)
+            .unwrap_or_else(|| panic!("the index never showed {state:?}: {indexed:?}"));
+        let lag = index_at.saturating_duration_since(*slurm_at);
+        eprintln!("{state:?}: in the index {lag:?} after Slurm showed it");
+        assert!(
+            lag <= 2 * INTERVAL,
+            "{state:?} reached the index after {lag:?}"
+        );
+    }
+    assert!(events >= 3, "one event per transition at least: {events}");
+}
+
+/// A drain reaches the index (node state DRAIN, reason) within two poll intervals, the job on the
+/// node shows in its summary with its deadline, and a deleted node goes away.
+#[tokio::test]
+async fn node_drain_and_deletion_reach_the_index_within_two_intervals() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let node = common::unique("pdrain");
+    let feature = node.replace('-', "");
+    slurm.node_script(&[
+        "start",
+        &node,
+        "--conf",
+        &format!("CPUs=1 RealMemory=500 Feature={feature}"),
+    ]);
+    let _stop = common::NodeGuard::new(&slurm, &node);
+    let mut poller = start_local(&slurm);
+    wait_index(&mut poller.index, "the node in the index", |s| {
+        s.nodes.get(&node).map(|_| ())
+    })
+    .await;
+
+    // Someone else's job (untagged) on the node: only the node summary shows it.
+    let mut request = slurm.job("poller-node-job", "sleep 60");
+    request.constraints = Some(feature.clone());
+    request.time_limit = Some(Duration::from_secs(120));
+    let job_id = client.submit_job(&request).await.unwrap().job_id;
+    let _cancel = CancelOnDrop::new(&slurm, vec![job_id]);
+    // Others' jobs may land on the node too (it is in the default partition): wait for ours.
+    let job = common::wait_for(
+        "the job to run",
+        TIMEOUT,
+        Duration::from_millis(200),
+        || async {
+            let job = client.job(job_id).await.unwrap().remove(0);
+            (job.state.base == JobBaseState::Running).then_some(job)
+        },
+    )
+    .await;
+    let deadline = job.start_time.unwrap() + chrono::Duration::minutes(2);
+    let summary = wait_index(&mut poller.index, "the job in the node's summary", |s| {
+        s.node_jobs
+            .get(&node)
+            .filter(|j| j.deadline == Some(deadline))
+            .copied()
+    })
+    .await;
+    assert_eq!(summary.running, 1, "a 1-CPU node runs one job");
+    assert!(
+        !poller.index.borrow().jobs.contains_key(&job_id),
+        "others' jobs are not kept"
+    );
+
+    // Drain: measured from the moment slurmctld accepted it.
+    client
+        .drain_node(&node, "slurm-operator: poller test")
+        .await
+        .unwrap();
+    let drained_at = Instant::now();
+    let drained = wait_index(&mut poller.index, "DRAIN in the index", |s| {
+        s.nodes.get(&node).filter(|n| n.state.is_drain()).cloned()
+    })
+    .await;
+    let lag = drained_at.elapsed();
+    eprintln!("drain reached the index after {lag:?}");
+    assert!(lag <= 2 * INTERVAL, "drain reached the index after {lag:?}");
+    assert!(drained.state.is_draining(), "{}", drained.state);
+    assert_eq!(
+        drained.reason.as_deref(),
+        Some("slurm-operator: poller test")
+    );
+    let mut saw_event = false;
+    while let Ok(event) = poller.events.try_recv() {
+        saw_event |= event
+            == SlurmEvent::NodeChanged {
+                cluster: cluster(),
+                node: node.clone(),
+            };
+    }
+    assert!(saw_event, "a NodeChanged event for {node}");
+
+    // The job ends: the summary entry goes; the node is drained.
+    client.cancel_job(job_id).await.unwrap();
+    wait_index(&mut poller.index, "the node drained and free", |s| {
+        (s.nodes.get(&node).is_some_and(|n| n.state.is_drained())
+            && !s.node_jobs.contains_key(&node))
+        .then_some(())
+    })
+    .await;
+
+    // Deleted (as a pod going away would): NodeGone.
+    slurm.node_script(&["stop", &node, "--delete"]);
+    let deleted_at = Instant::now();
+    tokio::time::timeout(TIMEOUT, async {
+        loop {
+            if let Ok(SlurmEvent::NodeGone { node: gone, .. }) = poller.events.recv().await
+                && gone == node
+            {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("NodeGone");
+    let lag = deleted_at.elapsed();
+    eprintln!("deletion reached the index after {lag:?}");
+    assert!(
+        lag <= 2 * INTERVAL,
+        "deletion reached the index after {lag:?}"
+    );
+    assert!(!poller.index.borrow().nodes.contains_key(&node));
+}
+
+/// Wait until the index is synced as of a moment after `t` (every job submitted before `t` known).
+async fn known_since(index: &mut IndexReader, t: chrono::DateTime<chrono::Utc>) {
+    wait_index(index, "an index synced after the submits", |s| {
+        s.jobs_synced_at.filter(|at| *at > t).map(|_| ())
+    })
+    .await;
+}
+
+/// Requests of each of the next `cycles` cycles, by operation.
+async fn per_cycle(poller: &mut Running, cycles: usize) -> Vec<HashMap<&'static str, usize>> {
+    let mut out = Vec::new();
+    poller.index.borrow_and_update();
+    let mut before = poller.requests.snapshot();
+    while out.len() < cycles {
+        tokio::time::timeout(TIMEOUT, poller.index.changed())
+            .await
+            .unwrap()
+            .unwrap();
+        poller.index.borrow_and_update();
+        let now = poller.requests.snapshot();
+        let delta: HashMap<&'static str, usize> = now
+            .iter()
+            .map(|(op, n)| (*op, n - before.get(op).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        out.push(delta);
+        before = now;
+    }
+    out
+}
+
+fn total(cycle: &HashMap<&'static str, usize>) -> usize {
+    cycle.values().sum()
+}
+
+/// A cycle in which nothing changed costs the same requests whether 1 or 200 jobs exist.
+#[tokio::test]
+async fn quiet_cycles_cost_the_same_with_1_or_200_jobs() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let mut poller = start_local(&slurm);
+    synced(&mut poller.index).await;
+
+    // Someone else's held jobs (untagged), an hour from starting.
+    let name = common::unique("poller-held");
+    let mut request = slurm.job(&name, "true");
+    request.comment = Some(name.clone());
+    request.extra.insert(
+        "begin_time".into(),
+        json!({"set": true, "number": epoch_now() + 3600}),
+    );
+    let mut held = CancelOnDrop::new(
+        &slurm,
+        vec![client.submit_job(&request).await.unwrap().job_id],
+    );
+    known_since(&mut poller.index, chrono::Utc::now()).await;
+    let one = per_cycle(&mut poller, 6).await;
+
+    let more: Vec<u32> = futures::stream::iter(0..199)
+        .map(|_| client.submit_job(&request))
+        .buffer_unordered(4)
+        .map(|r| r.unwrap().job_id)
+        .collect()
+        .await;
+    held.ids.extend(more);
+    known_since(&mut poller.index, chrono::Utc::now()).await;
+    let two_hundred = per_cycle(&mut poller, 6).await;
+    drop(held);
+
+    eprintln!("1 job: {one:?}");
+    eprintln!("200 jobs: {two_hundred:?}");
+    let quietest =
+        |cycles: &[HashMap<&'static str, usize>]| cycles.iter().map(total).min().unwrap();
+    assert_eq!(
+        quietest(&one),
+        quietest(&two_hundred),
+        "a quiet cycle costs the same whatever the job count"
+    );
+    assert_eq!(quietest(&one), 2, "/nodes?update_time and /jobs/state/");
+    // Every cycle lists the job states once, and the node list at most twice (Slurm 24.11
+    // fails an incremental node list when only nodes changed: the facade asks again in full).
+    for cycle in one.iter().chain(&two_hundred) {
+        assert_eq!(
+            cycle.get("slurm_v0042_get_jobs_state"),
+            Some(&1),
+            "{cycle:?}"
+        );
+        assert!(
+            cycle.get("slurm_v0042_get_nodes").is_some_and(|n| *n <= 2),
+            "{cycle:?}"
+        );
+    }
+}
+
+/// The index follows our jobs only: others' jobs are counted, not kept.
+#[tokio::test]
+async fn only_our_jobs_are_kept() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let mut poller = start_local(&slurm);
+    synced(&mut poller.index).await;
+    let begin = json!({"set": true, "number": epoch_now() + 3600});
+    let tag = format!("{JOB_TAG_PREFIX}{},generation=3", common::unique("ours"));
+    let mut ours = slurm.job("poller-ours", "true");
+    ours.comment = Some(tag.clone());
+    ours.array = Some("0-2".into());
+    ours.extra.insert("begin_time".into(), begin.clone());
+    let mut theirs = slurm.job("poller-theirs", "true");
+    theirs.comment = Some("slurm.rs/not-a-tag".into());
+    theirs.extra.insert("begin_time".into(), begin);
+    let ours = client.submit_job(&ours).await.unwrap().job_id;
+    let theirs = client.submit_job(&theirs).await.unwrap().job_id;
+    let _cancel = CancelOnDrop::new(&slurm, vec![ours, theirs]);
+    let state = wait_index(&mut poller.index, "our array", |s| {
+        (s.jobs.contains_key(&ours) && s.jobs_synced_at.is_some()).then(|| s.clone())
+    })
+    .await;
+    assert!(!state.jobs.contains_key(&theirs));
+    assert_eq!(state.tagged(&tag), vec![ours]);
+    let records = state.job_records(ours);
+    assert_eq!(
+        records.len(),
+        1,
+        "a pending array is one meta record: {records:?}"
+    );
+    assert_eq!(records[0].array_task_string.as_deref(), Some("0-2"));
+    for id in [ours, theirs] {
+        client.cancel_job(id).await.unwrap();
+    }
+    tokio::time::timeout(TIMEOUT, async {
+        loop {
+            if let Ok(SlurmEvent::JobChanged { job_id, .. }) = poller.events.recv().await
+                && job_id == ours
+                && poller.index.borrow().jobs[&ours].state.base == JobBaseState::Cancelled
+            {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("the cancel reached the index");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Against a fake slurmrestd: failures, backoff and recovery.
+
+fn fixture_body(case: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/24.11/{case}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    fixture["body"].clone()
+}
+
+const FAKE_TAG: &str = "slurm.rs/uid=fake,generation=1";
+
+/// The fake's answers: every node, one running job of ours (id 7) with `time_limit` minutes.
+async fn mount_healthy(server: &MockServer, time_limit: u64) {
+    let nodes = fixture_body("nodes");
+    let states =
+        json!({"jobs": [{"job_id": "7", "state": ["RUNNING"]}], "errors": [], "warnings": []});
+    let mut job = fixture_body("job_running");
+    job["jobs"][0]["job_id"] = json!(7);
+    job["jobs"][0]["comment"] = json!(FAKE_TAG);
+    job["jobs"][0]["time_limit"] = json!({"set": true, "infinite": false, "number": time_limit});
+    for (path, body) in [
+        ("/slurm/v0.0.42/nodes/?$", nodes),
+        ("/slurm/v0.0.42/jobs/state/?$", states),
+        ("/slurm/v0.0.42/job/7/?$", job),
+    ] {
+        Mock::given(method("GET"))
+            .and(path_regex(path))
+            .respond_with(ResponseTemplate::new(200).set_body_json(body))
+            .mount(server)
+            .await;
+    }
+}
+
+async fn mount_failing(server: &MockServer) {
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(503).set_body_string("down for maintenance"))
+        .mount(server)
+        .await;
+}
+
+/// Down once however many polls fail, polls back off while down, and recovery resyncs: node
+/// list without `update_time`, our job's record fetched again (its time limit changed while down,
+/// which the state list cannot show).
+#[tokio::test]
+async fn failures_mark_down_once_back_off_and_recovery_resyncs() {
+    let server = MockServer::start().await;
+    mount_healthy(&server, 10).await;
+    let config = ClientConfig::new(&server.uri())
+        .unwrap()
+        .with_retry(RetryPolicy::none());
+    let credentials =
+        Arc::new(Credentials::minted(vec![1; 32], "slurm", Duration::from_secs(300)).unwrap());
+    let interval = Duration::from_millis(100);
+    let mut poller = start(config, credentials, interval);
+    synced(&mut poller.index).await;
+    assert_eq!(
+        poller.index.borrow().jobs[&7].time_limit,
+        Some(Duration::from_secs(600))
+    );
+    assert!(poller.index.borrow().nodes.contains_key("n1"));
+
+    server.reset().await;
+    mount_failing(&server).await;
+    let failed_at = Instant::now();
+    let health = wait_index(&mut poller.index, "Down", |s| {
+        matches!(s.health, Health::Down { .. }).then(|| s.health.clone())
+    })
+    .await;
+    let Health::Down {
+        reason, message, ..
+    } = health
+    else {
+        unreachable!()
+    };
+    assert_eq!(reason, "UnexpectedStatus");
+    assert!(message.contains("503"), "{message}");
+    // Stay down for 2 s: without backoff that would be 20 polls.
+    tokio::time::sleep(Duration::from_secs(2).saturating_sub(failed_at.elapsed())).await;
+    let polls_while_down = server.received_requests().await.unwrap().len();
+    assert!(
+        (2..=8).contains(&polls_while_down),
+        "{polls_while_down} requests in 2 s of failures at a 100 ms interval"
+    );
+    let before_recovery = poller.index.borrow().clone();
+    assert!(!before_recovery.health.is_up());
+    assert_eq!(
+        before_recovery.jobs[&7].time_limit,
+        Some(Duration::from_secs(600)),
+        "kept while down"
+    );
+
+    server.reset().await;
+    mount_healthy(&server, 20).await;
+    let recovered = wait_index(&mut poller.index, "the changed job after recovery", |s| {
+        (s.health.is_up() && s.jobs.get(&7)?.time_limit == Some(Duration::from_secs(1_200)))
+            .then(|| s.clone())
+    })
+    .await;
+    assert!(recovered.jobs_synced_at > before_recovery.jobs_synced_at);
+    let nodes_requests: Vec<Option<String>> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path().contains("/nodes"))
+        .map(|r| r.url.query().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        nodes_requests.first(),
+        Some(&None),
+        "the first node list after recovery is a full one: {nodes_requests:?}"
+    );
+
+    let mut events = Vec::new();
+    while let Ok(event) = poller.events.try_recv() {
+        events.push(event);
+    }
+    let health_events: Vec<bool> = events
+        .iter()
+        .filter_map(|e| match e {
+            SlurmEvent::HealthChanged { up, .. } => Some(*up),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(health_events, vec![true, false, true], "{events:?}");
+    let job_events = events
+        .iter()
+        .filter(|e| matches!(e, SlurmEvent::JobChanged { job_id: 7, comment: Some(c), .. } if c == FAKE_TAG))
+        .count();
+    assert_eq!(
+        job_events, 2,
+        "appeared, then changed while down: {events:?}"
+    );
+}
+
+/// Peak memory of one full job listing versus one state listing. A measurement, run by hand
+/// with many jobs: `hack/measure-poll.sh --keep 5000`, then
+/// `cargo test --test poller -- --ignored --nocapture`, then `hack/measure-poll.sh --cancel NAME`.
+#[tokio::test]
+#[ignore = "a measurement, run by hand"]
+async fn measure_listing_memory() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    client.nodes(None).await.unwrap();
+    let before = vm_hwm_kib();
+    let states = client.all_job_states().await.unwrap();
+    let after_states = vm_hwm_kib();
+    let Changes::Changed { items, .. } = client.jobs(None).await.unwrap() else {
+        panic!("a full listing")
+    };
+    let after_full = vm_hwm_kib();
+    eprintln!(
+        "{} state entries, {} jobs: VmHWM {before} KiB, +{} KiB after /jobs/state/, +{} KiB after /jobs",
+        states.len(),
+        items.len(),
+        after_states - before,
+        after_full - after_states,
+    );
+}
+
+/// A poller's start against many jobs: time to a synced index, requests, peak memory. Run by
+/// hand like `measure_listing_memory`.
+#[tokio::test]
+#[ignore = "a measurement, run by hand"]
+async fn measure_poller_startup() {
+    let slurm = require_slurm!();
+    let before = vm_hwm_kib();
+    let started = Instant::now();
+    let mut poller = start_local(&slurm);
+    loop {
+        poller.index.changed().await.unwrap();
+        let state = poller.index.borrow_and_update().clone();
+        eprintln!(
+            "{:>6.1} s: poll {}, {} requests so far, {} jobs, synced {}, {:?}",
+            started.elapsed().as_secs_f64(),
+            state.polls,
+            total(&poller.requests.snapshot()),
+            state.jobs_total,
+            state.jobs_synced_at.is_some(),
+            state.health,
+        );
+        if state.jobs_synced_at.is_some() || started.elapsed() > Duration::from_secs(120) {
+            break;
+        }
+    }
+    let quiet = per_cycle(&mut poller, 5).await;
+    eprintln!(
+        "synced after {:.1} s; VmHWM +{} KiB; next cycles: {quiet:?}",
+        started.elapsed().as_secs_f64(),
+        vm_hwm_kib() - before
+    );
+}
+
+fn vm_hwm_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
