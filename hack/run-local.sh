@@ -1,12 +1,48 @@
 #!/usr/bin/env bash
-# The main job on a local default: bring up the real local Slurm (hack/slurm-up.sh) and run the
-# operator's `check` against it.
+# The main job on a local default: bring up the real local Slurm (hack/slurm-up.sh), check it
+# with the operator's client, then run examples/hello-slurmjob.yaml through the operator's
+# submit/mirror/cancel core (`slurm-operator job run`, no Kubernetes needed).
+# Extra arguments are passed to `job run` (e.g. -f another-job.yaml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour=${SLURM_FLAVOUR:-trixie}
 bash hack/slurm-up.sh --flavour "$flavour" >/dev/null
-env_file=/var/tmp/slurm-operator/$flavour/env
-[ -r "$env_file" ] || env_file=${TMPDIR:-/tmp}/slurm-operator/$flavour/env
-# shellcheck disable=SC1090
-source "$env_file"
-cargo run --quiet --locked -- check --url "$SLURM_REST_URL" --jwt-key "$SLURM_JWT_KEY" --user "$SLURM_USER"
+state_base=/var/tmp/slurm-operator
+[ -d /var/tmp ] || state_base=${TMPDIR:-/tmp}/slurm-operator
+# shellcheck disable=SC1090,SC1091
+source "$state_base/$flavour/env"
+
+cargo build --quiet --locked
+bin=target/debug/slurm-operator
+"$bin" check --url "$SLURM_REST_URL" --jwt-key "$SLURM_JWT_KEY" --user "$SLURM_USER"
+echo
+
+# The Cluster as it would be applied to Kubernetes, with its JWT-key Secret (the key is fresh
+# on every cold start of the local Slurm, so the manifest is written each time).
+cluster=$(mktemp --suffix=.yaml)
+trap 'rm -f "$cluster"' EXIT
+cat >"$cluster" <<YAML
+apiVersion: v1
+kind: Secret
+metadata:
+  name: slurm-jwt
+type: Opaque
+data:
+  jwt_hs256.key: $(base64 -w0 "$SLURM_JWT_KEY")
+---
+apiVersion: slurm.rs/v1alpha1
+kind: Cluster
+metadata:
+  name: local
+spec:
+  endpoint: $SLURM_REST_URL
+  auth:
+    jwt:
+      keySecretRef:
+        name: slurm-jwt
+      user: $SLURM_USER
+YAML
+if [ $# -eq 0 ]; then
+    set -- -f examples/hello-slurmjob.yaml
+fi
+"$bin" job run --cluster "$cluster" "$@"

@@ -2,12 +2,16 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::broadcast;
 
+use crate::controller::Backoffs;
 use crate::index::SlurmEvent;
 use crate::metrics::Metrics;
 use crate::registry::ClusterRegistry;
+use crate::slurmjob::drive::Submissions;
+use crate::slurmjob::output;
 
 /// The one field manager for every server-side apply the operator makes.
 pub const FIELD_MANAGER: &str = "slurm-operator";
@@ -22,6 +26,15 @@ pub struct Context {
     pub clusters: Arc<ClusterRegistry>,
     pub events: broadcast::Sender<SlurmEvent>,
     pub metrics: Arc<Metrics>,
+    /// Per-object requeue delays after failed reconciles (all controllers).
+    pub backoff: Arc<Backoffs>,
+    /// Slurm jobs this process submitted, by ownership tag (SlurmJob controller; see
+    /// `slurmjob::drive`).
+    pub submissions: Arc<Submissions>,
+    /// When this process started: a submit waits for a cluster index synced after this.
+    pub started_at: DateTime<Utc>,
+    /// Image of the SlurmJob output streamer Pods.
+    pub output_image: String,
 }
 
 impl Context {
@@ -37,6 +50,10 @@ impl Context {
             clusters: Arc::new(ClusterRegistry::default()),
             events,
             metrics,
+            backoff: Arc::default(),
+            submissions: Arc::default(),
+            started_at: Utc::now(),
+            output_image: output::DEFAULT_IMAGE.to_owned(),
         }
     }
 }

@@ -6,11 +6,14 @@
 
 pub mod cli;
 pub mod context;
+pub mod controller;
 pub mod crd;
+pub mod http;
 pub mod index;
 pub mod metrics;
 pub mod poller;
 pub mod registry;
+pub mod run;
 pub mod slurm;
 pub mod slurmjob;
 pub mod telemetry;

@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use slurm_operator::cli::{Cli, Command, check};
+use slurm_operator::cli::{Cli, CliError, Command, check};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -13,6 +13,11 @@ async fn main() -> ExitCode {
             .await
             .map(|report| print!("{}", report.render())),
         Command::Crd(args) => args.run(),
+        Command::Job(args) => match args.run().await {
+            Ok(code) => return ExitCode::from(code),
+            Err(error) => Err(error),
+        },
+        Command::Run(args) => slurm_operator::run::run(args).await.map_err(CliError::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,7 @@
 //! The `slurm-operator` command line.
 
 pub mod check;
+pub mod job;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,6 +32,10 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Print the CustomResourceDefinitions as YAML (or write one file per CRD).
     Crd(CrdArgs),
+    /// Work with one SlurmJob manifest without Kubernetes.
+    Job(job::JobArgs),
+    /// Run the operator until SIGTERM/SIGINT.
+    Run(crate::run::RunArgs),
 }
 
 #[derive(Debug, Args)]
@@ -106,6 +111,8 @@ pub enum CliError {
     },
     #[error("{0}")]
     Usage(String),
+    #[error("{}", crate::controller::Chain(.0))]
+    Run(#[from] crate::run::Error),
 }
 
 impl CliError {
@@ -113,6 +120,7 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Usage(_) | Self::ReadFile { .. } => 2,
+            Self::Run(_) => 1,
             Self::Slurm(e) => match e.category() {
                 "Unreachable" | "Timeout" => 3,
                 "TLSError" | "InvalidCA" => 4,

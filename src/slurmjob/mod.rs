@@ -4,7 +4,10 @@
 //! the controllers.
 
 pub mod actions;
+pub mod drive;
 pub mod lifecycle;
+pub mod notice;
+pub mod output;
 pub mod phase;
 pub mod quantity;
 pub mod status;

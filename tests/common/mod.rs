@@ -4,7 +4,10 @@
 //! skipped — unless `SLURM_OPERATOR_REQUIRE_SLURM=1` (set by `hack/test.sh`, hence by CI), where a
 //! missing Slurm is a failure: a suite that silently skips its integration tests proves nothing.
 
-#![allow(dead_code)] // each test binary uses its own subset
+#![allow(dead_code)]
+// each test binary uses its own subset
+// Test code: a failed unwrap is a failed test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -1,0 +1,277 @@
+//! `slurm-operator job run`: one SlurmJob manifest through the operator's submit / mirror /
+//! cancel core, against a Slurm cluster, without Kubernetes.
+//!
+//! The Cluster manifest's Secret references are resolved from Secret (and ConfigMap) documents
+//! in the same files, exactly as the controller resolves them from the API.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use serde::Deserialize;
+
+use super::CliError;
+use crate::controller::cluster::config::{self, CaSource, Sources};
+use crate::crd::slurmjob::{Phase, SlurmJobStatus};
+use crate::crd::{Cluster, SlurmJob};
+use crate::slurm::{SlurmClient, SlurmError};
+use crate::slurmjob::{actions, status, submit, tag};
+
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    #[command(subcommand)]
+    pub command: JobCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// Submit a SlurmJob manifest, follow it to the end (Ctrl-C cancels it), print the status.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The SlurmJob manifest (YAML).
+    #[arg(short = 'f', long = "filename")]
+    pub file: PathBuf,
+    /// Manifest(s) with the Cluster and the Secrets/ConfigMaps it references (multi-document YAML).
+    #[arg(long = "cluster", required = true)]
+    pub cluster: Vec<PathBuf>,
+    /// How often to ask Slurm for the job's state.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub poll: Duration,
+}
+
+impl JobArgs {
+    pub async fn run(&self) -> Result<u8, CliError> {
+        match &self.command {
+            JobCommand::Run(args) => run(args).await,
+        }
+    }
+}
+
+/// Documents of the kinds the runner reads; anything else in the files is ignored.
+#[derive(Default)]
+struct Manifests {
+    jobs: Vec<SlurmJob>,
+    clusters: Vec<Cluster>,
+    secrets: Vec<Secret>,
+    config_maps: Vec<ConfigMap>,
+}
+
+fn read_manifests(paths: &[PathBuf]) -> Result<Manifests, CliError> {
+    #[derive(Deserialize)]
+    struct Kind {
+        kind: Option<String>,
+    }
+    let mut out = Manifests::default();
+    for path in paths {
+        let text = std::fs::read_to_string(path).map_err(|source| CliError::ReadFile {
+            what: "manifest",
+            path: path.clone(),
+            source,
+        })?;
+        for document in serde_yaml_ng::Deserializer::from_str(&text) {
+            let value = serde_yaml_ng::Value::deserialize(document)
+                .map_err(|e| CliError::Usage(format!("{}: invalid YAML: {e}", path.display())))?;
+            if value.is_null() {
+                continue;
+            }
+            let invalid = |kind: &str, e: serde_yaml_ng::Error| {
+                CliError::Usage(format!("{}: invalid {kind}: {e}", path.display()))
+            };
+            let kind = serde_yaml_ng::from_value::<Kind>(value.clone())
+                .map_err(|e| invalid("document", e))?
+                .kind
+                .unwrap_or_default();
+            match kind.as_str() {
+                "SlurmJob" => out
+                    .jobs
+                    .push(serde_yaml_ng::from_value(value).map_err(|e| invalid("SlurmJob", e))?),
+                "Cluster" => out
+                    .clusters
+                    .push(serde_yaml_ng::from_value(value).map_err(|e| invalid("Cluster", e))?),
+                "Secret" => out
+                    .secrets
+                    .push(serde_yaml_ng::from_value(value).map_err(|e| invalid("Secret", e))?),
+                "ConfigMap" => out
+                    .config_maps
+                    .push(serde_yaml_ng::from_value(value).map_err(|e| invalid("ConfigMap", e))?),
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn named<'a, T: kube::Resource>(objects: &'a [T], name: &str) -> Option<&'a T> {
+    objects
+        .iter()
+        .find(|o| o.meta().name.as_deref() == Some(name))
+}
+
+/// The client for the Cluster `name`, with its Secrets taken from the manifests.
+fn cluster_client(manifests: &Manifests, name: &str) -> Result<SlurmClient, CliError> {
+    let cluster = named(&manifests.clusters, name).ok_or_else(|| {
+        CliError::Usage(format!(
+            "no Cluster named {name:?} in the --cluster manifests (the SlurmJob's clusterRef)"
+        ))
+    })?;
+    let plan =
+        config::plan(&cluster.spec).map_err(|e| CliError::Usage(format!("Cluster {name}: {e}")))?;
+    let sources = Sources {
+        auth: named(&manifests.secrets, &plan.auth.secret().name).cloned(),
+        ca_secret: match &plan.ca {
+            Some(CaSource::Secret(r)) => named(&manifests.secrets, &r.name).cloned(),
+            _ => None,
+        },
+        ca_config_map: match &plan.ca {
+            Some(CaSource::ConfigMap(r)) => named(&manifests.config_maps, &r.name).cloned(),
+            _ => None,
+        },
+    };
+    let validated = plan
+        .build(&sources)
+        .map_err(|e| CliError::Usage(format!("Cluster {name}: {e}")))?;
+    Ok(SlurmClient::new(validated.client, validated.credentials)?)
+}
+
+/// One line per change a person cares about.
+fn describe(status: &SlurmJobStatus) -> String {
+    let mut line = format!("{}", status.phase);
+    if let Some(id) = status.job_id {
+        line.push_str(&format!(" job {id}"));
+    }
+    if !status.slurm_state.is_empty() {
+        line.push_str(&format!(" [{}]", status.slurm_state.join("+")));
+    }
+    if let Some(reason) = &status.state_reason {
+        line.push_str(&format!(" reason={reason}"));
+    }
+    if let Some(nodes) = &status.nodes {
+        line.push_str(&format!(" nodes={nodes}"));
+    }
+    if let Some(code) = status.exit_code {
+        line.push_str(&format!(" exit={code}"));
+    }
+    if let Some(signal) = status.signal {
+        line.push_str(&format!(" signal={signal}"));
+    }
+    if let Some(tasks) = &status.array_tasks {
+        let counts: Vec<String> = tasks
+            .counts
+            .iter()
+            .map(|(s, n)| format!("{s}={n}"))
+            .collect();
+        line.push_str(&format!(" tasks: {}", counts.join(" ")));
+    }
+    line
+}
+
+async fn run(args: &RunArgs) -> Result<u8, CliError> {
+    let jobs = read_manifests(std::slice::from_ref(&args.file))?.jobs;
+    let [job] = jobs.as_slice() else {
+        return Err(CliError::Usage(format!(
+            "{} must hold exactly one SlurmJob",
+            args.file.display()
+        )));
+    };
+    if !job.spec.depends_on.is_empty() {
+        return Err(CliError::Usage(
+            "dependsOn refers to other SlurmJobs: it needs the operator".into(),
+        ));
+    }
+    let manifests = read_manifests(&args.cluster)?;
+    let client = cluster_client(&manifests, &job.spec.cluster_ref)?;
+    let name = job
+        .metadata
+        .name
+        .clone()
+        .unwrap_or_else(|| "slurmjob".to_owned());
+    // Without an API server there is no UID: a fresh one makes this run's tag unique.
+    let uid = job
+        .metadata
+        .uid
+        .clone()
+        .unwrap_or_else(|| format!("local-{}", uuid::Uuid::new_v4()));
+    let generation = job.metadata.generation.unwrap_or(1);
+    let tag = tag::tag(&uid, generation);
+    let request = submit::request(&job.spec, &name, &tag, &[])
+        .map_err(|e| CliError::Usage(format!("SlurmJob {name}: {e}")))?;
+
+    let submission = actions::submit_once(&client, None, &request).await?;
+    let job_id = submission.job_id();
+    if let actions::Submission::Submitted { warnings, .. } = &submission {
+        for warning in warnings {
+            eprintln!("slurmrestd: {warning}");
+        }
+    }
+    let mut current = SlurmJobStatus {
+        phase: Phase::Submitted,
+        job_id: Some(i64::from(job_id)),
+        submitted_generation: Some(generation),
+        observed_generation: Some(generation),
+        ..Default::default()
+    };
+    println!("{name}: {}", describe(&current));
+    if let Some(path) = submit::output_path(&job.spec, &name) {
+        println!(
+            "{name}: output in {}",
+            path.replace("%j", &job_id.to_string())
+        );
+    }
+
+    let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
+    let mut cancelling = false;
+    loop {
+        tokio::select! {
+            result = &mut interrupt, if !cancelling => {
+                if let Err(error) = result {
+                    return Err(CliError::Usage(format!("cannot listen for Ctrl-C: {error}")));
+                }
+                match actions::cancel(&client, job_id).await {
+                    Ok(outcome) => {
+                        cancelling = true;
+                        println!("{name}: cancel requested ({outcome:?})");
+                    }
+                    Err(error) => {
+                        eprintln!("{name}: cancel failed, press Ctrl-C again to retry: {error}");
+                        interrupt.set(tokio::signal::ctrl_c());
+                    }
+                }
+            }
+            () = tokio::time::sleep(args.poll) => {}
+        }
+        let next = match client.job(job_id).await {
+            Ok(records) => status::observe(&current, &records),
+            // slurmctld forgot the job before we saw it end (MinJobAge passed).
+            Err(SlurmError::NotFound { .. }) if !current.phase.is_terminal() => SlurmJobStatus {
+                phase: Phase::Lost,
+                state_reason: Some("JobVanished".into()),
+                ..current.clone()
+            },
+            Err(SlurmError::NotFound { .. }) => current.clone(),
+            Err(error) if error.is_transient() => {
+                eprintln!("{name}: {error} (retrying)");
+                continue;
+            }
+            Err(error) => return Err(error.into()),
+        };
+        if describe(&next) != describe(&current) {
+            println!("{name}: {}", describe(&next));
+        }
+        current = next;
+        if current.phase.is_terminal() {
+            break;
+        }
+    }
+    let yaml = serde_yaml_ng::to_string(&current)
+        .map_err(|e| CliError::Usage(format!("cannot print status: {e}")))?;
+    println!("---\n{yaml}");
+    Ok(if current.phase == Phase::Completed {
+        0
+    } else {
+        1
+    })
+}

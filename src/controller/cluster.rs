@@ -1,0 +1,597 @@
+//! The Cluster controller: one slurmrestd client (and poller) per `Cluster`, and a status that
+//! says whether it works.
+//!
+//! A thin driver over pure steps:
+//!
+//! 1. [`config::plan`]: check the spec alone (endpoint, TLS, auth method, bounds);
+//! 2. read the referenced Secret (and CA Secret or ConfigMap) from the Cluster's namespace;
+//! 3. [`config::Plan::build`]: check what was read, build client config and credentials;
+//! 4. [`ClusterRegistry::upsert`](crate::registry::ClusterRegistry::upsert): a new client and
+//!    poller, or new credentials swapped into the running client (key rotation, no restart);
+//! 5. check the cluster: identity through `/diag` (which also proves the credentials), partitions,
+//!    node counts from the poller's index once it has synced (else one `nodes` call), and the
+//!    poller's health;
+//! 6. [`status::desired`] → server-side apply of the status when [`status::changed`], and an Event
+//!    when `Ready` changes ([`status::notice`]).
+//!
+//! Failures of steps 1 and 3 are the user's to fix: the client is removed, the status says why,
+//! and the controller waits for a change of the Cluster or of a Secret/ConfigMap it references
+//! (those are watched, metadata only). Failures of step 4 and 5 (unreachable, TLS, unauthorized,
+//! ...) keep the registration (its poller notices the recovery) and requeue with a per-Cluster
+//! exponential backoff. Deletion runs behind the `slurm.rs/cleanup` finalizer: the client is
+//! removed and its poller stops.
+//!
+//! Triggers: the Cluster itself (generation and finalizer changes only — our own status writes do
+//! not re-trigger), Secret and ConfigMap changes mapped to the Clusters that reference them, and
+//! the pollers' `HealthChanged` events.
+
+pub mod config;
+pub mod status;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt, TryStreamExt, future};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::finalizer::{self, Event as Finalizer, finalizer};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use self::config::{CaSource, ConfigError, Plan, Sources};
+use self::status::{Connected, Failure, Observation};
+use super::{Backoffs, Chain};
+use crate::context::{Context, FIELD_MANAGER};
+use crate::crd::{Cluster, ClusterSpec, FINALIZER};
+use crate::index::{Health, SlurmEvent};
+use crate::registry::{ClusterHandle, Upserted};
+use crate::slurm::SlurmError;
+use crate::slurm::types::{Changes, NodeCounts};
+
+/// The controller's name in metrics and logs.
+pub const CONTROLLER: &str = "cluster";
+
+/// A working Cluster is checked again this often (status counts, identity, last contact).
+pub const RESYNC: Duration = Duration::from_secs(60);
+
+/// Event `action` for everything this controller reports.
+const EVENT_ACTION: &str = "CheckConnection";
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the Cluster's configuration is unusable")]
+    InvalidConfig(#[source] ConfigError),
+    #[error("cannot read Secret {name:?}")]
+    ReadSecret {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot read ConfigMap {name:?}")]
+    ReadConfigMap {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot create the slurmrestd client")]
+    CreateClient(#[source] SlurmError),
+    #[error("checking the cluster through slurmrestd failed")]
+    CheckCluster {
+        #[source]
+        source: SlurmError,
+        /// Whether the credentials were accepted before the failure.
+        authenticated: bool,
+    },
+    #[error("the cluster's poller reports slurmrestd down ({reason}): {message}")]
+    PollerDown {
+        reason: &'static str,
+        message: String,
+    },
+    #[error("slurmrestd answers, but its slurmctld does not respond")]
+    ControllerNotResponding,
+    #[error("cannot apply the Cluster's status")]
+    PatchStatus(#[source] kube::Error),
+    #[error("cannot add the finalizer")]
+    AddFinalizer(#[source] kube::Error),
+    #[error("cannot remove the finalizer")]
+    RemoveFinalizer(#[source] kube::Error),
+    #[error("the Cluster has no {0}")]
+    MissingMetadata(&'static str),
+    #[error("the Cluster's registration disappeared while it was reconciled")]
+    RegistrationLost,
+}
+
+impl Error {
+    /// Stable PascalCase category: metric label, and the condition reason where there is one.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::InvalidConfig(e) => e.reason(),
+            Self::ReadSecret { .. } => "ReadSecretFailed",
+            Self::ReadConfigMap { .. } => "ReadConfigMapFailed",
+            Self::CreateClient(e) | Self::CheckCluster { source: e, .. } => e.category(),
+            Self::PollerDown { reason, .. } => reason,
+            Self::ControllerNotResponding => status::CONTROLLER_NOT_RESPONDING,
+            Self::PatchStatus(_) => "PatchStatusFailed",
+            Self::AddFinalizer(_) => "AddFinalizerFailed",
+            Self::RemoveFinalizer(_) => "RemoveFinalizerFailed",
+            Self::MissingMetadata(_) => "MissingMetadata",
+            Self::RegistrationLost => "RegistrationLost",
+        }
+    }
+
+    /// Whether only a change of the Cluster (or of what it references) can fix this: the
+    /// controller then waits for that change instead of retrying.
+    pub fn is_invalid_spec(&self) -> bool {
+        matches!(self, Self::InvalidConfig(_) | Self::MissingMetadata(_))
+    }
+}
+
+fn backoff_key(cluster: &Cluster) -> String {
+    Backoffs::key(
+        CONTROLLER,
+        cluster.namespace().as_deref().unwrap_or_default(),
+        &cluster.name_any(),
+    )
+}
+
+/// Reconcile one Cluster: behind the finalizer, [`apply`] or [`cleanup`]. One tracing span per
+/// reconcile, with the Cluster's name and namespace.
+pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let span = info_span!(
+        "reconcile",
+        controller = CONTROLLER,
+        name = %cluster.name_any(),
+        namespace = cluster.namespace().as_deref().unwrap_or_default(),
+    );
+    async move {
+        let started = Instant::now();
+        let result = reconcile_inner(cluster, &ctx).await;
+        ctx.metrics.reconciled(CONTROLLER, started.elapsed());
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+async fn reconcile_inner(cluster: Arc<Cluster>, ctx: &Context) -> Result<Action, Error> {
+    let namespace = cluster
+        .namespace()
+        .ok_or(Error::MissingMetadata("namespace"))?;
+    let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), &namespace);
+    finalizer(&api, FINALIZER, cluster, |event| async move {
+        match event {
+            Finalizer::Apply(cluster) => apply(&cluster, &namespace, ctx).await,
+            Finalizer::Cleanup(cluster) => Ok(cleanup(&cluster, ctx)),
+        }
+    })
+    .await
+    .map_err(|error| match error {
+        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+        finalizer::Error::AddFinalizer(e) => Error::AddFinalizer(e),
+        finalizer::Error::RemoveFinalizer(e) => Error::RemoveFinalizer(e),
+        finalizer::Error::UnnamedObject => Error::MissingMetadata("name"),
+        finalizer::Error::InvalidFinalizer => Error::MissingMetadata("valid finalizer"),
+    })
+}
+
+/// Classify a failed reconcile: an unusable spec waits for a change (the Warning Event was
+/// published by the reconcile, with the status); anything else retries with a per-Cluster
+/// exponential backoff, so a dead slurmrestd is never a hot loop.
+pub fn error_policy(cluster: Arc<Cluster>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.reconcile_failed(CONTROLLER, error.category());
+    let key = backoff_key(&cluster);
+    let name = cluster.name_any();
+    let namespace = cluster.namespace().unwrap_or_default();
+    if error.is_invalid_spec() {
+        ctx.backoff.reset(&key);
+        warn!(
+            name, namespace, reason = error.category(), error = %Chain(error),
+            "Cluster is unusable as configured; waiting for it or its Secrets to change"
+        );
+        Action::await_change()
+    } else {
+        let delay = ctx.backoff.next(&key);
+        warn!(
+            name, namespace, reason = error.category(), error = %Chain(error), retry_in = ?delay,
+            "Cluster reconcile failed"
+        );
+        Action::requeue(delay)
+    }
+}
+
+/// Bring the registration and the status in line with the spec.
+async fn apply(cluster: &Cluster, namespace: &str, ctx: &Context) -> Result<Action, Error> {
+    let key = ObjectRef::from_obj(cluster);
+    let (observation, result) = match connect(cluster, namespace, &key, ctx).await {
+        Ok(connected) => {
+            let result = if connected.info.controller_responding {
+                Ok(())
+            } else {
+                Err(Error::ControllerNotResponding)
+            };
+            (Observation::Connected(connected), result)
+        }
+        Err(error) => {
+            let failure = match &error {
+                Error::InvalidConfig(e) => {
+                    drop_registration(&key, ctx);
+                    Failure::config(e)
+                }
+                Error::CreateClient(e) => {
+                    drop_registration(&key, ctx);
+                    Failure::slurm(e, false)
+                }
+                Error::CheckCluster {
+                    source,
+                    authenticated,
+                } => Failure::slurm(source, *authenticated),
+                Error::PollerDown { reason, message } => Failure::poller(reason, message),
+                // Trouble with the Kubernetes API: nothing new to say in the status.
+                _ => return Err(error),
+            };
+            (Observation::Failed(failure), Err(error))
+        }
+    };
+
+    let current = cluster.status.as_ref();
+    let desired = status::desired(
+        current,
+        cluster.metadata.generation,
+        &observation,
+        status::now(),
+    );
+    if status::changed(current, &desired) {
+        apply_status(cluster, namespace, &desired, ctx).await?;
+    }
+    if let Some(notice) = status::notice(current, &desired) {
+        publish(cluster, notice, ctx).await;
+    }
+
+    result?;
+    ctx.backoff.reset(&backoff_key(cluster));
+    Ok(Action::requeue(RESYNC))
+}
+
+fn drop_registration(key: &ObjectRef<Cluster>, ctx: &Context) {
+    if ctx.clusters.remove(key) {
+        info!(
+            "removed the slurmrestd client and stopped the poller: the configuration is unusable"
+        );
+    }
+}
+
+/// Steps 1 to 5: validate, read, register, check.
+async fn connect(
+    cluster: &Cluster,
+    namespace: &str,
+    key: &ObjectRef<Cluster>,
+    ctx: &Context,
+) -> Result<Connected, Error> {
+    let plan = config::plan(&cluster.spec).map_err(Error::InvalidConfig)?;
+    let sources = read_sources(&plan, namespace, ctx).await?;
+    let validated = plan.build(&sources).map_err(Error::InvalidConfig)?;
+    let upserted = ctx
+        .clusters
+        .upsert(
+            key,
+            validated.client,
+            validated.settings,
+            validated.credentials,
+            |client, poller| {
+                crate::poller::spawn(
+                    key.clone(),
+                    client,
+                    poller,
+                    ctx.events.clone(),
+                    ctx.metrics.clone(),
+                )
+            },
+        )
+        .map_err(Error::CreateClient)?;
+    match upserted {
+        Upserted::Created => {
+            info!(endpoint = %plan.client.endpoint, "registered a slurmrestd client and started its poller")
+        }
+        Upserted::Replaced => {
+            info!(endpoint = %plan.client.endpoint, "connection settings changed: replaced the slurmrestd client and its poller")
+        }
+        Upserted::CredentialsRotated => debug!("credentials refreshed in the running client"),
+    }
+    let handle = ctx.clusters.get(key).ok_or(Error::RegistrationLost)?;
+    check(&handle, plan.auth.describe()).await
+}
+
+/// Read what the plan references from the Cluster's namespace. Not found is not an error here:
+/// [`Plan::build`] turns it into the right reason.
+async fn read_sources(plan: &Plan, namespace: &str, ctx: &Context) -> Result<Sources, Error> {
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let read_secret = |name: String| {
+        let secrets = secrets.clone();
+        async move {
+            secrets
+                .get_opt(&name)
+                .await
+                .map_err(|source| Error::ReadSecret { name, source })
+        }
+    };
+    let auth_name = &plan.auth.secret().name;
+    let mut sources = Sources {
+        auth: read_secret(auth_name.clone()).await?,
+        ..Sources::default()
+    };
+    match &plan.ca {
+        None => {}
+        Some(CaSource::Secret(r)) if r.name == *auth_name => {
+            sources.ca_secret = sources.auth.clone();
+        }
+        Some(CaSource::Secret(r)) => sources.ca_secret = read_secret(r.name.clone()).await?,
+        Some(CaSource::ConfigMap(r)) => {
+            let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+            sources.ca_config_map =
+                config_maps
+                    .get_opt(&r.name)
+                    .await
+                    .map_err(|source| Error::ReadConfigMap {
+                        name: r.name.clone(),
+                        source,
+                    })?;
+        }
+    }
+    Ok(sources)
+}
+
+/// Step 5: who the cluster is, whether the credentials work, what it has, and whether its poller
+/// is healthy. Node counts come from the index once the poller has synced (no extra call).
+async fn check(handle: &ClusterHandle, credentials: String) -> Result<Connected, Error> {
+    let info = handle
+        .client
+        .cluster_info()
+        .await
+        .map_err(|source| Error::CheckCluster {
+            source,
+            authenticated: false,
+        })?;
+    let failed = |source| Error::CheckCluster {
+        source,
+        authenticated: true,
+    };
+    let partitions = handle
+        .client
+        .partitions()
+        .await
+        .map_err(failed)?
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    // Copy the Arc out: the watch borrow must not live across an await.
+    let state = Arc::clone(&handle.index.borrow());
+    let nodes = if state.nodes_synced_at.is_some() {
+        NodeCounts::count(state.nodes.values().map(|n| &n.state))
+    } else {
+        match handle.client.nodes(None).await.map_err(failed)? {
+            Changes::Changed { items, .. } => NodeCounts::count(items.iter().map(|n| &n.state)),
+            Changes::Unchanged => NodeCounts::default(),
+        }
+    };
+    if let Health::Down {
+        reason, message, ..
+    } = &state.health
+    {
+        return Err(Error::PollerDown {
+            reason,
+            message: message.clone(),
+        });
+    }
+    Ok(Connected {
+        endpoint: handle.client.endpoint().to_string(),
+        credentials,
+        info,
+        partitions,
+        nodes,
+    })
+}
+
+/// Server-side apply of the whole status with the operator's one field manager.
+async fn apply_status(
+    cluster: &Cluster,
+    namespace: &str,
+    status: &crate::crd::ClusterStatus,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), namespace);
+    let patch = Patch::Apply(serde_json::json!({
+        "apiVersion": Cluster::api_version(&()),
+        "kind": Cluster::kind(&()),
+        "status": status,
+    }));
+    api.patch_status(
+        &cluster.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &patch,
+    )
+    .await
+    .map_err(Error::PatchStatus)?;
+    debug!("status applied");
+    Ok(())
+}
+
+/// Publish an Event on the Cluster. A failure to publish is logged, never fatal.
+async fn publish(cluster: &Cluster, notice: status::Notice, ctx: &Context) {
+    let event = Event {
+        type_: if notice.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: notice.reason,
+        note: Some(notice.note),
+        action: EVENT_ACTION.into(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &cluster.object_ref(&())).await {
+        warn!(error = %Chain(&error), reason = event.reason, "cannot publish an Event");
+    }
+}
+
+/// Deletion: forget the client (its poller stops). Idempotent: a Cluster that was never
+/// registered (or whose slurmrestd is long gone) is fine.
+fn cleanup(cluster: &Cluster, ctx: &Context) -> Action {
+    if ctx.clusters.remove(&ObjectRef::from_obj(cluster)) {
+        info!("Cluster deleted: removed its slurmrestd client and stopped its poller");
+    }
+    ctx.backoff.reset(&backoff_key(cluster));
+    Action::await_change()
+}
+
+/// The Clusters in `namespace` whose spec `references` something.
+pub fn clusters_referencing(
+    store: &Store<Cluster>,
+    namespace: Option<&str>,
+    references: impl Fn(&ClusterSpec) -> bool,
+) -> Vec<ObjectRef<Cluster>> {
+    store
+        .state()
+        .iter()
+        .filter(|c| c.namespace().as_deref() == namespace && references(&c.spec))
+        .map(|c| ObjectRef::from_obj(c.as_ref()))
+        .collect()
+}
+
+/// The Clusters whose poller changed health: each `HealthChanged` event becomes a reconcile of
+/// its Cluster. A receiver that fell behind has missed some, and reconciles every Cluster.
+pub fn health_triggers(
+    events: broadcast::Receiver<SlurmEvent>,
+    store: Store<Cluster>,
+) -> impl Stream<Item = ObjectRef<Cluster>> + Send + 'static {
+    futures::stream::unfold((events, store), |(mut events, store)| async move {
+        loop {
+            match events.recv().await {
+                Ok(SlurmEvent::HealthChanged { cluster, up }) => {
+                    debug!(cluster = %cluster, up, "poller health changed");
+                    return Some((vec![cluster], (events, store)));
+                }
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    warn!(
+                        missed,
+                        "fell behind the Slurm event stream; reconciling every Cluster"
+                    );
+                    let all = store
+                        .state()
+                        .iter()
+                        .map(|c| ObjectRef::from_obj(c.as_ref()))
+                        .collect();
+                    return Some((all, (events, store)));
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+    .flat_map(futures::stream::iter)
+}
+
+fn scoped_api<K>(client: kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    }
+}
+
+/// The running Cluster controller: its store of Clusters (ready once the first list is in) and
+/// the future that drives it until `shutdown` is cancelled and running reconciles finish.
+pub fn run(
+    ctx: Context,
+    namespace: Option<&str>,
+    shutdown: CancellationToken,
+) -> (Store<Cluster>, impl Future<Output = ()> + Send + 'static) {
+    let client = ctx.client.clone();
+    let (store, writer) = reflector::store();
+
+    // Registrations of Clusters deleted without our cleanup (finalizer removed by hand) are
+    // dropped when the deletion is seen.
+    let registry = ctx.clusters.clone();
+    let clusters = watcher(
+        scoped_api::<Cluster>(client.clone(), namespace),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .inspect_ok(move |event| {
+        if let watcher::Event::Delete(cluster) = event
+            && registry.remove(&ObjectRef::from_obj(cluster))
+        {
+            info!(cluster = %ObjectRef::from_obj(cluster), "Cluster gone: removed its slurmrestd client");
+        }
+    })
+    .reflect(writer)
+    .touched_objects()
+    // Our own status writes change neither: no reconcile per status write.
+    .predicate_filter(
+        predicates::generation.combine(predicates::finalizers),
+        Default::default(),
+    );
+
+    // Metadata only: Secret data is never cached in the operator.
+    let secrets = watcher(
+        scoped_api::<PartialObjectMeta<Secret>>(client.clone(), namespace),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects();
+    let config_maps = watcher(
+        scoped_api::<PartialObjectMeta<ConfigMap>>(client, namespace),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects();
+
+    let by_secret = store.clone();
+    let by_config_map = store.clone();
+    let health = health_triggers(ctx.events.subscribe(), store.clone());
+    let driver = Controller::for_stream(clusters, store.clone())
+        .with_config(controller::Config::default().debounce(Duration::from_millis(500)))
+        .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
+            let name = secret.name_any();
+            clusters_referencing(&by_secret, secret.namespace().as_deref(), |spec| {
+                config::referenced_secrets(spec).any(|n| n == name)
+            })
+        })
+        .watches_stream(config_maps, move |cm: PartialObjectMeta<ConfigMap>| {
+            let name = cm.name_any();
+            clusters_referencing(&by_config_map, cm.namespace().as_deref(), |spec| {
+                config::referenced_config_maps(spec).any(|n| n == name)
+            })
+        })
+        .reconcile_on(health)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, Arc::new(ctx))
+        .for_each(|result| {
+            match result {
+                Ok((cluster, action)) => debug!(%cluster, ?action, "reconciled"),
+                // The reconcile's own failures were logged by error_policy.
+                Err(controller::Error::ReconcilerFailed(..)) => {}
+                Err(controller::Error::ObjectNotFound(cluster)) => {
+                    debug!(%cluster, "trigger for a Cluster that no longer exists");
+                }
+                Err(error) => warn!(error = %Chain(&error), "Cluster controller"),
+            }
+            future::ready(())
+        });
+    (store, driver)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,692 @@
+//! What a Cluster's status should say, from what the reconcile observed: pure functions.
+//!
+//! [`desired`] computes the whole status (it is applied whole, with one field manager);
+//! [`changed`] says whether it differs from the current one, ignoring only list ordering;
+//! [`notice`] says which Event, if any, the change deserves (one per change of the `Ready`
+//! condition, so a Cluster that stays broken does not flood its Events).
+
+use k8s_openapi::jiff::Timestamp;
+
+use super::config::ConfigError;
+use crate::crd::condition::{self, AUTHENTICATED, Condition, READY, Status, Time};
+use crate::crd::{ClusterNodeCounts, ClusterStatus};
+use crate::slurm::SlurmError;
+use crate::slurm::types::{ClusterInfo, NodeCounts};
+
+/// Ready=True: slurmrestd answers with valid credentials and the poller is healthy.
+pub const CONNECTED: &str = "Connected";
+/// Authenticated=True: slurmrestd accepted the credentials.
+pub const TOKEN_ACCEPTED: &str = "TokenAccepted";
+/// Ready=False: slurmrestd answers but its slurmctld does not.
+pub const CONTROLLER_NOT_RESPONDING: &str = "ControllerNotResponding";
+
+/// A healthy Cluster's `lastContactTime` is rewritten at most this often, so that reconciles in
+/// quick succession (a Secret event, a health event) do not each cause a status write.
+pub const LAST_CONTACT_GRANULARITY_SECS: i64 = 30;
+
+/// Longest condition message we write (the API allows 32768; nobody reads that much).
+const MAX_MESSAGE: usize = 1024;
+
+/// Whether slurmrestd accepted the credentials, as far as the reconcile could tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthState {
+    Accepted,
+    Rejected,
+    /// Not checked: the failure happened before the credentials were tried.
+    Unknown,
+}
+
+/// A successful check of the cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Connected {
+    pub endpoint: String,
+    /// How the operator authenticates, for humans (e.g. "tokens minted for Slurm user ...").
+    pub credentials: String,
+    pub info: ClusterInfo,
+    pub partitions: Vec<String>,
+    pub nodes: NodeCounts,
+}
+
+/// Why the Cluster is not usable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// Stable PascalCase reason (condition reason, Event reason).
+    pub reason: &'static str,
+    pub message: String,
+    pub auth: AuthState,
+}
+
+impl Failure {
+    /// A spec or referenced object the operator cannot use.
+    pub fn config(error: &ConfigError) -> Self {
+        let auth = if error.concerns_credentials() {
+            AuthState::Rejected
+        } else {
+            AuthState::Unknown
+        };
+        Self {
+            reason: error.reason(),
+            message: error.to_string(),
+            auth,
+        }
+    }
+
+    /// A failed call to slurmrestd. `authenticated`: whether an earlier call of the same check
+    /// already proved the credentials good.
+    pub fn slurm(error: &SlurmError, authenticated: bool) -> Self {
+        let auth = match error.category() {
+            "Unauthorized" | "InvalidCredentials" | "PermissionDenied" => AuthState::Rejected,
+            _ if authenticated => AuthState::Accepted,
+            _ => AuthState::Unknown,
+        };
+        Self {
+            reason: error.category(),
+            message: crate::controller::Chain(error).to_string(),
+            auth,
+        }
+    }
+
+    /// The cluster's poller reports slurmrestd down (`reason` is its error category).
+    pub fn poller(reason: &'static str, message: &str) -> Self {
+        let auth = match reason {
+            "Unauthorized" | "InvalidCredentials" | "PermissionDenied" => AuthState::Rejected,
+            _ => AuthState::Accepted,
+        };
+        Self {
+            reason,
+            message: format!("slurmrestd answered the check, but polling it fails: {message}"),
+            auth,
+        }
+    }
+}
+
+/// What one reconcile found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observation {
+    Connected(Connected),
+    Failed(Failure),
+}
+
+/// Now, to the second: the API stores times with second precision, and comparing a nanosecond
+/// time with what was stored would always see a change.
+pub fn now() -> Time {
+    Time(Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+fn truncate(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE {
+        let mut end = MAX_MESSAGE;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
+fn count(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+fn node_counts(counts: &NodeCounts) -> ClusterNodeCounts {
+    ClusterNodeCounts {
+        total: count(counts.total),
+        idle: count(counts.idle),
+        allocated: count(counts.allocated),
+        mixed: count(counts.mixed),
+        drain: count(counts.drain),
+        down: count(counts.down),
+    }
+}
+
+/// The status the Cluster should have. Conditions keep their `lastTransitionTime` while their
+/// status stays the same ([`condition::upsert`]). On failure, what was observed of Slurm (name,
+/// release, counts, partitions) is dropped — the status only claims what is true now — but
+/// `lastContactTime` is kept: it says when slurmrestd last answered.
+pub fn desired(
+    current: Option<&ClusterStatus>,
+    generation: Option<i64>,
+    observation: &Observation,
+    now: Time,
+) -> ClusterStatus {
+    let mut conditions = current.map(|s| s.conditions.clone()).unwrap_or_default();
+    conditions.retain(|c| c.type_ == READY || c.type_ == AUTHENTICATED);
+    let previous_contact = current.and_then(|s| s.last_contact_time.clone());
+    let cond = |type_: &str, status: Status, reason: &str, message: String| {
+        condition::new(
+            type_,
+            status,
+            reason,
+            truncate(message),
+            generation,
+            now.clone(),
+        )
+    };
+
+    match observation {
+        Observation::Connected(c) => {
+            let (ready, reason, message) = if c.info.controller_responding {
+                (
+                    Status::True,
+                    CONNECTED,
+                    format!(
+                        "slurmrestd at {} serves cluster {:?} (Slurm {}, API {})",
+                        c.endpoint, c.info.cluster_name, c.info.release, c.info.api_version
+                    ),
+                )
+            } else {
+                (
+                    Status::False,
+                    CONTROLLER_NOT_RESPONDING,
+                    format!(
+                        "slurmrestd at {} answers, but the primary slurmctld of cluster {:?} does not respond to ping",
+                        c.endpoint, c.info.cluster_name
+                    ),
+                )
+            };
+            condition::upsert(&mut conditions, cond(READY, ready, reason, message));
+            condition::upsert(
+                &mut conditions,
+                cond(
+                    AUTHENTICATED,
+                    Status::True,
+                    TOKEN_ACCEPTED,
+                    format!("slurmrestd accepted {}", c.credentials),
+                ),
+            );
+            let fresh = previous_contact.clone().filter(|t| {
+                let age = now.0.as_second() - t.0.as_second();
+                (0..LAST_CONTACT_GRANULARITY_SECS).contains(&age)
+            });
+            let mut partitions = c.partitions.clone();
+            partitions.sort();
+            partitions.dedup();
+            let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+            ClusterStatus {
+                conditions,
+                observed_generation: generation,
+                cluster_name: non_empty(&c.info.cluster_name),
+                slurm_release: non_empty(&c.info.release),
+                api_version: non_empty(&c.info.api_version),
+                nodes: Some(node_counts(&c.nodes)),
+                partitions,
+                last_contact_time: Some(fresh.unwrap_or(now)),
+            }
+        }
+        Observation::Failed(f) => {
+            condition::upsert(
+                &mut conditions,
+                cond(READY, Status::False, f.reason, f.message.clone()),
+            );
+            let auth = match f.auth {
+                AuthState::Accepted => cond(
+                    AUTHENTICATED,
+                    Status::True,
+                    TOKEN_ACCEPTED,
+                    "slurmrestd accepted the credentials".to_owned(),
+                ),
+                AuthState::Rejected => {
+                    cond(AUTHENTICATED, Status::False, f.reason, f.message.clone())
+                }
+                AuthState::Unknown => cond(
+                    AUTHENTICATED,
+                    Status::Unknown,
+                    f.reason,
+                    format!("the credentials could not be tried: {}", f.message),
+                ),
+            };
+            condition::upsert(&mut conditions, auth);
+            ClusterStatus {
+                conditions,
+                observed_generation: generation,
+                last_contact_time: previous_contact,
+                ..ClusterStatus::default()
+            }
+        }
+    }
+}
+
+fn normalized(status: &ClusterStatus) -> ClusterStatus {
+    let mut status = status.clone();
+    status.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+    status.partitions.sort();
+    status
+}
+
+/// Whether `desired` differs from `current` in anything but list ordering.
+pub fn changed(current: Option<&ClusterStatus>, desired: &ClusterStatus) -> bool {
+    current.map(normalized) != Some(normalized(desired))
+}
+
+/// An Event worth publishing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub warning: bool,
+    pub reason: String,
+    pub note: String,
+}
+
+/// The Event for a change of the `Ready` condition (status or reason): Normal `Connected` when it
+/// becomes True, a Warning with the failure reason when it becomes False. None otherwise.
+pub fn notice(current: Option<&ClusterStatus>, desired: &ClusterStatus) -> Option<Notice> {
+    let new = condition::find(&desired.conditions, READY)?;
+    let old: Option<&Condition> = current.and_then(|s| condition::find(&s.conditions, READY));
+    if old.is_some_and(|o| o.status == new.status && o.reason == new.reason) {
+        return None;
+    }
+    let warning = if new.status == Status::True.as_str() {
+        false
+    } else if new.status == Status::False.as_str() {
+        true
+    } else {
+        return None;
+    };
+    Some(Notice {
+        warning,
+        reason: new.reason.clone(),
+        note: new.message.clone(),
+    })
+}
+
+/// Whether `s` is a PascalCase word (what condition and Event reasons must be).
+#[cfg(test)]
+pub(crate) fn is_pascal_case(s: &str) -> bool {
+    s.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && s.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::slurm::auth::AuthError;
+
+    fn at(secs: i64) -> Time {
+        Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    fn info(responding: bool) -> ClusterInfo {
+        ClusterInfo {
+            cluster_name: "local".into(),
+            release: "24.11.5".into(),
+            data_parser: "data_parser/v0.0.42".into(),
+            api_version: "v0.0.42".into(),
+            controller_responding: responding,
+            jobs_submitted: Some(3),
+        }
+    }
+
+    fn connected() -> Observation {
+        Observation::Connected(Connected {
+            endpoint: "http://127.0.0.1:6820/".into(),
+            credentials: "tokens minted for Slurm user \"slurm\"".into(),
+            info: info(true),
+            partitions: vec!["gpu".into(), "debug".into(), "debug".into()],
+            nodes: NodeCounts {
+                total: 6,
+                idle: 1,
+                allocated: 1,
+                mixed: 1,
+                drain: 1,
+                down: 1,
+                other: 1,
+            },
+        })
+    }
+
+    fn failed(reason: &'static str, auth: AuthState) -> Observation {
+        Observation::Failed(Failure {
+            reason,
+            message: "it broke".into(),
+            auth,
+        })
+    }
+
+    fn cond<'a>(status: &'a ClusterStatus, type_: &str) -> &'a Condition {
+        condition::find(&status.conditions, type_).unwrap()
+    }
+
+    #[test]
+    fn a_connected_cluster_reports_identity_counts_and_partitions() {
+        let s = desired(None, Some(4), &connected(), at(100));
+        let ready = cond(&s, READY);
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", "Connected")
+        );
+        assert!(ready.message.contains("\"local\""), "{}", ready.message);
+        assert_eq!(ready.observed_generation, Some(4));
+        let auth = cond(&s, AUTHENTICATED);
+        assert_eq!(
+            (auth.status.as_str(), auth.reason.as_str()),
+            ("True", "TokenAccepted")
+        );
+        assert!(auth.message.contains("minted"));
+        assert_eq!(s.cluster_name.as_deref(), Some("local"));
+        assert_eq!(s.slurm_release.as_deref(), Some("24.11.5"));
+        assert_eq!(s.api_version.as_deref(), Some("v0.0.42"));
+        assert_eq!(s.partitions, ["debug", "gpu"]);
+        assert_eq!(
+            s.nodes,
+            Some(ClusterNodeCounts {
+                total: 6,
+                idle: 1,
+                allocated: 1,
+                mixed: 1,
+                drain: 1,
+                down: 1,
+            })
+        );
+        assert_eq!(s.observed_generation, Some(4));
+        assert_eq!(s.last_contact_time, Some(at(100)));
+    }
+
+    #[test]
+    fn a_silent_slurmctld_is_not_ready_but_authenticated() {
+        let Observation::Connected(mut c) = connected() else {
+            unreachable!()
+        };
+        c.info = info(false);
+        let s = desired(None, Some(1), &Observation::Connected(c), at(1));
+        assert_eq!(cond(&s, READY).reason, CONTROLLER_NOT_RESPONDING);
+        assert_eq!(cond(&s, READY).status, "False");
+        assert_eq!(cond(&s, AUTHENTICATED).status, "True");
+    }
+
+    #[test]
+    fn every_slurm_error_category_becomes_a_reason() {
+        let unreachable = || SlurmError::Unreachable {
+            endpoint: "http://h".into(),
+            detail: "connection refused".into(),
+            source: None,
+        };
+        let cases: Vec<(SlurmError, bool, &str, &str)> = vec![
+            (unreachable(), false, "Unreachable", "Unknown"),
+            (unreachable(), true, "Unreachable", "True"),
+            (
+                SlurmError::Tls {
+                    endpoint: "https://h".into(),
+                    detail: "unknown issuer".into(),
+                },
+                false,
+                "TLSError",
+                "Unknown",
+            ),
+            (
+                SlurmError::Timeout {
+                    operation: "diag",
+                    timeout: Duration::from_secs(30),
+                },
+                false,
+                "Timeout",
+                "Unknown",
+            ),
+            (
+                SlurmError::Unauthorized {
+                    status: 401,
+                    detail: "bad signature".into(),
+                },
+                false,
+                "Unauthorized",
+                "False",
+            ),
+            (
+                SlurmError::Credentials(AuthError::EmptyKey),
+                false,
+                "InvalidCredentials",
+                "False",
+            ),
+            (
+                SlurmError::PermissionDenied {
+                    operation: "diag",
+                    message: "Access denied".into(),
+                },
+                true,
+                "PermissionDenied",
+                "False",
+            ),
+            (
+                SlurmError::UnsupportedVersion {
+                    endpoint: "http://h".into(),
+                    detail: "v0.0.40 only".into(),
+                },
+                false,
+                "UnsupportedVersion",
+                "Unknown",
+            ),
+            (
+                SlurmError::UnexpectedStatus {
+                    operation: "diag",
+                    status: 502,
+                    body: "bad gateway".into(),
+                },
+                false,
+                "UnexpectedStatus",
+                "Unknown",
+            ),
+            (
+                SlurmError::Decode {
+                    operation: "diag",
+                    detail: "eof".into(),
+                },
+                true,
+                "DecodeError",
+                "True",
+            ),
+            (
+                SlurmError::InvalidCa {
+                    detail: "no certificate".into(),
+                },
+                false,
+                "InvalidCA",
+                "Unknown",
+            ),
+        ];
+        for (error, authenticated, reason, auth) in cases {
+            let failure = Failure::slurm(&error, authenticated);
+            assert!(is_pascal_case(failure.reason), "{}", failure.reason);
+            let s = desired(None, Some(2), &Observation::Failed(failure), at(5));
+            let ready = cond(&s, READY);
+            assert_eq!(ready.status, "False", "{error}");
+            assert_eq!(ready.reason, reason, "{error}");
+            assert!(
+                ready.message.contains(&error.to_string()),
+                "{}",
+                ready.message
+            );
+            assert_eq!(cond(&s, AUTHENTICATED).status, auth, "{error}");
+            assert!(is_pascal_case(&cond(&s, AUTHENTICATED).reason));
+        }
+    }
+
+    #[test]
+    fn config_errors_say_whether_they_are_about_credentials() {
+        let cases = [
+            (
+                ConfigError::SecretNotFound {
+                    name: "jwt".into(),
+                    what: "JWT signing key",
+                },
+                "SecretNotFound",
+                "False",
+            ),
+            (
+                ConfigError::SecretNotFound {
+                    name: "ca".into(),
+                    what: "CA bundle",
+                },
+                "SecretNotFound",
+                "Unknown",
+            ),
+            (
+                ConfigError::TokenNotUtf8 {
+                    name: "t".into(),
+                    key: "token".into(),
+                },
+                "TokenNotUTF8",
+                "False",
+            ),
+            (
+                ConfigError::InvalidEndpoint {
+                    endpoint: "x".into(),
+                    detail: "no scheme".into(),
+                },
+                "InvalidEndpoint",
+                "Unknown",
+            ),
+            (
+                ConfigError::PollIntervalOutOfRange {
+                    interval: Duration::from_millis(1),
+                },
+                "PollIntervalOutOfRange",
+                "Unknown",
+            ),
+        ];
+        for (error, reason, auth) in cases {
+            let s = desired(
+                None,
+                Some(1),
+                &Observation::Failed(Failure::config(&error)),
+                at(1),
+            );
+            assert_eq!(cond(&s, READY).reason, reason);
+            assert_eq!(cond(&s, READY).message, error.to_string());
+            assert_eq!(cond(&s, AUTHENTICATED).status, auth, "{error}");
+        }
+    }
+
+    #[test]
+    fn poller_failures_keep_the_pollers_reason() {
+        let f = Failure::poller("Timeout", "jobs: no answer within 30s");
+        assert_eq!(f.reason, "Timeout");
+        assert_eq!(f.auth, AuthState::Accepted);
+        assert!(f.message.contains("jobs: no answer"));
+        assert_eq!(
+            Failure::poller("Unauthorized", "x").auth,
+            AuthState::Rejected
+        );
+    }
+
+    #[test]
+    fn a_failure_drops_observations_but_keeps_the_last_contact() {
+        let ok = desired(None, Some(1), &connected(), at(100));
+        let down = desired(
+            Some(&ok),
+            Some(1),
+            &failed("Unreachable", AuthState::Unknown),
+            at(200),
+        );
+        assert_eq!(down.cluster_name, None);
+        assert_eq!(down.slurm_release, None);
+        assert_eq!(down.nodes, None);
+        assert!(down.partitions.is_empty());
+        assert_eq!(down.last_contact_time, Some(at(100)));
+        // Ready flipped: its time moves. Authenticated went True -> Unknown: its time moves too.
+        assert_eq!(cond(&down, READY).last_transition_time, at(200));
+        assert_eq!(cond(&down, AUTHENTICATED).status, "Unknown");
+    }
+
+    #[test]
+    fn transition_times_are_stable_while_the_status_stays() {
+        let first = desired(
+            None,
+            Some(1),
+            &failed("Unreachable", AuthState::Unknown),
+            at(10),
+        );
+        let second = desired(
+            Some(&first),
+            Some(1),
+            &failed("Timeout", AuthState::Unknown),
+            at(20),
+        );
+        assert_eq!(cond(&second, READY).reason, "Timeout");
+        assert_eq!(cond(&second, READY).last_transition_time, at(10));
+        let same = desired(
+            Some(&second),
+            Some(1),
+            &failed("Timeout", AuthState::Unknown),
+            at(30),
+        );
+        assert!(!changed(Some(&second), &same), "nothing to write");
+        let up = desired(Some(&same), Some(1), &connected(), at(40));
+        assert_eq!(cond(&up, READY).last_transition_time, at(40));
+    }
+
+    #[test]
+    fn last_contact_is_refreshed_at_most_every_granule() {
+        let first = desired(None, Some(1), &connected(), at(1000));
+        let soon = desired(Some(&first), Some(1), &connected(), at(1010));
+        assert_eq!(soon.last_contact_time, Some(at(1000)));
+        assert!(!changed(Some(&first), &soon));
+        let later = desired(
+            Some(&first),
+            Some(1),
+            &connected(),
+            at(1000 + LAST_CONTACT_GRANULARITY_SECS),
+        );
+        assert_eq!(
+            later.last_contact_time,
+            Some(at(1000 + LAST_CONTACT_GRANULARITY_SECS))
+        );
+        assert!(changed(Some(&first), &later));
+    }
+
+    #[test]
+    fn changed_ignores_ordering_only() {
+        let s = desired(None, Some(1), &connected(), at(1));
+        let mut shuffled = s.clone();
+        shuffled.conditions.reverse();
+        shuffled.partitions.reverse();
+        assert!(!changed(Some(&s), &shuffled));
+        assert!(changed(None, &s));
+        let mut other = s.clone();
+        other.observed_generation = Some(2);
+        assert!(changed(Some(&s), &other));
+        let mut foreign = s.clone();
+        foreign
+            .conditions
+            .push(condition::new("Other", true, "Because", "", None, at(1)));
+        assert!(
+            changed(Some(&foreign), &s),
+            "unknown conditions are dropped"
+        );
+    }
+
+    #[test]
+    fn events_are_published_on_ready_transitions_only() {
+        let down = desired(
+            None,
+            Some(1),
+            &failed("SecretNotFound", AuthState::Rejected),
+            at(1),
+        );
+        let n = notice(None, &down).unwrap();
+        assert!(n.warning);
+        assert_eq!(n.reason, "SecretNotFound");
+        assert_eq!(n.note, "it broke");
+        assert_eq!(notice(Some(&down), &down), None);
+        let other = desired(
+            Some(&down),
+            Some(1),
+            &failed("Unreachable", AuthState::Unknown),
+            at(2),
+        );
+        assert_eq!(notice(Some(&down), &other).unwrap().reason, "Unreachable");
+        let up = desired(Some(&other), Some(1), &connected(), at(3));
+        let n = notice(Some(&other), &up).unwrap();
+        assert!(!n.warning);
+        assert_eq!(n.reason, "Connected");
+        assert_eq!(notice(Some(&up), &up), None);
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_char_boundary() {
+        let message = "é".repeat(MAX_MESSAGE);
+        let cut = truncate(message);
+        assert!(cut.len() <= MAX_MESSAGE + '…'.len_utf8());
+        assert!(cut.ends_with('…'));
+    }
+}

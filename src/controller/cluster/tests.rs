@@ -1,0 +1,414 @@
+//! The Cluster driver against a mocked API server (every call asserted in order) and, for the
+//! happy path, the real local Slurm.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::ObjectMeta;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::watcher;
+
+use super::*;
+use crate::controller::test_support::local_slurm;
+use crate::crd::condition::{self, AUTHENTICATED, READY};
+use crate::crd::{ClusterAuth, JwtAuth, JwtKeySecretRef};
+use crate::poller::PollerConfig;
+use crate::registry::ConnectionSettings;
+use crate::slurm::{ClientConfig, Credentials};
+
+const NS: &str = "slurm";
+
+fn cluster(name: &str, endpoint: &str) -> Cluster {
+    let mut cluster = Cluster::new(
+        name,
+        ClusterSpec {
+            endpoint: endpoint.into(),
+            auth: ClusterAuth {
+                jwt: Some(JwtAuth {
+                    key_secret_ref: JwtKeySecretRef {
+                        name: "jwt".into(),
+                        key: "jwt_hs256.key".into(),
+                    },
+                    user: "slurm".into(),
+                    lifetime: crate::crd::Duration::from_secs(300),
+                }),
+                token_secret_ref: None,
+            },
+            tls: None,
+            poll_interval: crate::crd::Duration::from_secs(1),
+            api_version: Default::default(),
+        },
+    );
+    cluster.metadata.namespace = Some(NS.into());
+    cluster.metadata.uid = Some(format!("uid-{name}"));
+    cluster.metadata.generation = Some(1);
+    cluster
+}
+
+fn finalized(mut cluster: Cluster) -> Cluster {
+    cluster.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    cluster
+}
+
+fn key_secret(key: &[u8]) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some("jwt".into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "jwt_hs256.key".to_owned(),
+            ByteString(key.to_vec()),
+        )])),
+        ..Default::default()
+    }
+}
+
+fn cond<'a>(status: &'a crate::crd::ClusterStatus, type_: &str) -> (&'a str, &'a str) {
+    let c = condition::find(&status.conditions, type_).unwrap();
+    (c.status.as_str(), c.reason.as_str())
+}
+
+fn with_status(mut cluster: Cluster, status: crate::crd::ClusterStatus) -> Cluster {
+    cluster.status = Some(status);
+    cluster
+}
+
+#[tokio::test]
+async fn a_cluster_without_the_finalizer_gets_it_first() {
+    let (ctx, mut api) = Context::test();
+    let cluster = cluster("c0", "http://127.0.0.1:1");
+    let expected = cluster.clone();
+    let server = tokio::spawn(async move {
+        api.expect_finalizer_added(&expected).await;
+        api
+    });
+    let action = reconcile(Arc::new(cluster), Arc::new(ctx.clone()))
+        .await
+        .unwrap();
+    assert_eq!(action, Action::await_change());
+    let mut api = server.await.unwrap();
+    api.expect_no_more_calls().await;
+}
+
+#[tokio::test]
+async fn a_missing_secret_is_reported_and_waits_for_a_change() {
+    let (ctx, mut api) = Context::test();
+    let cluster = finalized(cluster("c1", "http://127.0.0.1:1"));
+    let expected = cluster.clone();
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", None).await;
+        let status = api.expect_status_apply(&expected).await;
+        assert_eq!(cond(&status, READY), ("False", "SecretNotFound"));
+        assert_eq!(cond(&status, AUTHENTICATED), ("False", "SecretNotFound"));
+        let ready = condition::find(&status.conditions, READY).unwrap();
+        assert!(ready.message.contains("\"jwt\""), "{}", ready.message);
+        assert_eq!(ready.observed_generation, Some(1));
+        assert_eq!(status.observed_generation, Some(1));
+        let event = api
+            .expect_event(&expected, "Warning", "SecretNotFound")
+            .await;
+        assert!(event["note"].as_str().unwrap().contains("\"jwt\""));
+        api
+    });
+    let ctx = Arc::new(ctx);
+    let cluster = Arc::new(cluster);
+    let error = reconcile(cluster.clone(), ctx.clone()).await.unwrap_err();
+    assert_eq!(error.category(), "SecretNotFound");
+    assert!(error.is_invalid_spec());
+    let mut api = server.await.unwrap();
+    api.expect_no_more_calls().await;
+
+    assert_eq!(
+        error_policy(cluster.clone(), &error, ctx.clone()),
+        Action::await_change()
+    );
+    assert!(
+        !ctx.clusters
+            .contains(&ObjectRef::from_obj(cluster.as_ref()))
+    );
+    let metrics = ctx.metrics.encode().unwrap();
+    assert!(
+        metrics.contains(
+            "slurm_operator_reconcile_errors_total{controller=\"cluster\",reason=\"SecretNotFound\"} 1"
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains("slurm_operator_reconciles_total{controller=\"cluster\"} 1"));
+}
+
+#[tokio::test]
+async fn an_invalid_spec_is_reported_without_reading_anything() {
+    let (ctx, mut api) = Context::test();
+    let mut cluster = finalized(cluster("c2", "http://127.0.0.1:1"));
+    cluster.spec.auth.token_secret_ref = Some(crate::crd::TokenSecretRef {
+        name: "tok".into(),
+        key: "token".into(),
+    });
+    let expected = cluster.clone();
+    let server = tokio::spawn(async move {
+        let status = api.expect_status_apply(&expected).await;
+        assert_eq!(cond(&status, READY), ("False", "AuthMethodAmbiguous"));
+        api.expect_event(&expected, "Warning", "AuthMethodAmbiguous")
+            .await;
+        api
+    });
+    let error = reconcile(Arc::new(cluster), Arc::new(ctx))
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "AuthMethodAmbiguous");
+    server.await.unwrap().expect_no_more_calls().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_slurmrestd_backs_off_without_a_hot_loop() {
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    // Port 1 on localhost: connection refused, at once.
+    let first = finalized(cluster("c3", "http://127.0.0.1:1"));
+    let expected = first.clone();
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(key_secret(b"0123456789abcdef")))
+            .await;
+        let status = api.expect_status_apply(&expected).await;
+        assert_eq!(cond(&status, READY), ("False", "Unreachable"));
+        assert_eq!(cond(&status, AUTHENTICATED), ("Unknown", "Unreachable"));
+        api.expect_event(&expected, "Warning", "Unreachable").await;
+        (api, status)
+    });
+    let error = reconcile(Arc::new(first.clone()), ctx.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "Unreachable");
+    assert!(!error.is_invalid_spec());
+    let (mut api, status) = server.await.unwrap();
+    api.expect_no_more_calls().await;
+    // The registration stays: its poller is what notices slurmrestd coming back.
+    let key = ObjectRef::from_obj(&first);
+    assert!(ctx.clusters.contains(&key));
+
+    let mut delays = vec![error_policy(Arc::new(first.clone()), &error, ctx.clone())];
+    // Later attempts see their own status: the same failure changes nothing, so neither the
+    // status nor an Event is written again; only the Secret is read.
+    let again = Arc::new(with_status(first, status));
+    for _ in 0..3 {
+        let server = tokio::spawn(async move {
+            api.expect_get_secret(NS, "jwt", Some(key_secret(b"0123456789abcdef")))
+                .await;
+            api
+        });
+        let error = reconcile(again.clone(), ctx.clone()).await.unwrap_err();
+        assert_eq!(error.category(), "Unreachable");
+        api = server.await.unwrap();
+        api.expect_no_more_calls().await;
+        delays.push(error_policy(again.clone(), &error, ctx.clone()));
+    }
+    assert_eq!(
+        delays,
+        [1, 2, 4, 8].map(|f| Action::requeue(crate::controller::Backoffs::MIN * f))
+    );
+}
+
+#[tokio::test]
+async fn deletion_removes_the_client_and_then_the_finalizer() {
+    let (ctx, mut api) = Context::test();
+    let mut cluster = finalized(cluster("c4", "http://127.0.0.1:1"));
+    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let key = ObjectRef::from_obj(&cluster);
+    ctx.clusters
+        .upsert(
+            &key,
+            ClientConfig::new("http://127.0.0.1:1").unwrap(),
+            ConnectionSettings {
+                fingerprint: "test".into(),
+                poller: PollerConfig {
+                    interval: Duration::from_secs(1),
+                },
+            },
+            Arc::new(Credentials::token("t", None).unwrap()),
+            |client, config| {
+                crate::poller::spawn(
+                    key.clone(),
+                    client,
+                    config,
+                    ctx.events.clone(),
+                    ctx.metrics.clone(),
+                )
+            },
+        )
+        .unwrap();
+    assert!(ctx.clusters.contains(&key));
+
+    let expected = cluster.clone();
+    let server = tokio::spawn(async move {
+        api.expect_finalizer_removed(&expected).await;
+        api
+    });
+    let ctx = Arc::new(ctx);
+    let action = reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap();
+    assert_eq!(action, Action::await_change());
+    server.await.unwrap().expect_no_more_calls().await;
+    assert!(!ctx.clusters.contains(&key), "the client is gone");
+
+    // Cleanup is idempotent: a Cluster that was never registered is fine too.
+    let (ctx, mut api) = Context::test();
+    let expected = cluster.clone();
+    let server = tokio::spawn(async move {
+        api.expect_finalizer_removed(&expected).await;
+        api
+    });
+    reconcile(Arc::new(cluster), Arc::new(ctx)).await.unwrap();
+    server.await.unwrap().expect_no_more_calls().await;
+}
+
+/// The happy path against the real local Slurm: the key bytes go into the mocked Secret, the
+/// client is registered, and the status reports what slurmrestd says. Then the Secret's key is
+/// replaced by a wrong one: the running client gets the new credentials in place and the status
+/// turns Unauthorized.
+#[tokio::test]
+async fn a_valid_cluster_is_registered_and_ready() {
+    let Some(slurm) = local_slurm() else { return };
+    let key_bytes = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
+    let release = slurm["SLURM_RELEASE"].clone();
+    let cluster_name = slurm["SLURM_CLUSTER_NAME"].clone();
+    let partition = slurm["SLURM_PARTITION"].clone();
+    let user = slurm["SLURM_USER"].clone();
+
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    let mut cluster = finalized(cluster("c5", &slurm["SLURM_REST_URL"]));
+    if let Some(jwt) = cluster.spec.auth.jwt.as_mut() {
+        jwt.user = user;
+    }
+    let expected = cluster.clone();
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(key_secret(&key_bytes)))
+            .await;
+        let status = api.expect_status_apply(&expected).await;
+        assert_eq!(cond(&status, READY), ("True", "Connected"));
+        assert_eq!(cond(&status, AUTHENTICATED), ("True", "TokenAccepted"));
+        assert_eq!(status.slurm_release.as_deref(), Some(release.as_str()));
+        assert_eq!(status.cluster_name.as_deref(), Some(cluster_name.as_str()));
+        assert_eq!(status.api_version.as_deref(), Some("v0.0.42"));
+        assert!(status.partitions.contains(&partition), "{status:?}");
+        assert!(
+            status.nodes.as_ref().is_some_and(|n| n.total > 0),
+            "{status:?}"
+        );
+        assert!(status.last_contact_time.is_some());
+        api.expect_event(&expected, "Normal", "Connected").await;
+        (api, status)
+    });
+    let action = reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(RESYNC));
+    let (mut api, status) = server.await.unwrap();
+    api.expect_no_more_calls().await;
+    let key = ObjectRef::from_obj(&cluster);
+    assert!(ctx.clusters.contains(&key), "the client is registered");
+
+    // Key rotation to a wrong key: swapped into the running client, which slurmrestd rejects.
+    let cluster = with_status(cluster, status);
+    let expected = cluster.clone();
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(key_secret(b"not the cluster's key")))
+            .await;
+        let status = api.expect_status_apply(&expected).await;
+        assert_eq!(cond(&status, READY), ("False", "Unauthorized"));
+        assert_eq!(cond(&status, AUTHENTICATED), ("False", "Unauthorized"));
+        assert_eq!(status.slurm_release, None);
+        assert!(
+            status.last_contact_time.is_some(),
+            "the last contact is kept"
+        );
+        api.expect_event(&expected, "Warning", "Unauthorized").await;
+        api
+    });
+    let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "Unauthorized");
+    server.await.unwrap().expect_no_more_calls().await;
+    assert_eq!(
+        error_policy(Arc::new(cluster), &error, ctx.clone()),
+        Action::requeue(crate::controller::Backoffs::MIN)
+    );
+    assert!(ctx.clusters.contains(&key));
+}
+
+fn store_with(clusters: Vec<Cluster>) -> reflector::Store<Cluster> {
+    let (store, mut writer) = reflector::store();
+    for cluster in clusters {
+        writer.apply_watcher_event(&watcher::Event::Apply(cluster));
+    }
+    store
+}
+
+#[test]
+fn secret_events_map_to_the_clusters_that_reference_them() {
+    let a = cluster("a", "http://h:6820");
+    let mut other_ns = cluster("b", "http://h:6820");
+    other_ns.metadata.namespace = Some("elsewhere".into());
+    let mut other_secret = cluster("c", "http://h:6820");
+    if let Some(jwt) = other_secret.spec.auth.jwt.as_mut() {
+        jwt.key_secret_ref.name = "other".into();
+    }
+    let store = store_with(vec![a.clone(), other_ns, other_secret]);
+    let refs = clusters_referencing(&store, Some(NS), |spec| {
+        config::referenced_secrets(spec).any(|n| n == "jwt")
+    });
+    assert_eq!(refs, [ObjectRef::from_obj(&a)]);
+    assert!(clusters_referencing(&store, Some("nowhere"), |_| true).is_empty());
+}
+
+#[tokio::test]
+async fn health_events_become_reconciles_and_lag_reconciles_everything() {
+    use futures::StreamExt;
+
+    let a = cluster("a", "http://h:6820");
+    let b = cluster("b", "http://h:6820");
+    let store = store_with(vec![a.clone(), b.clone()]);
+    let (tx, rx) = broadcast::channel(2);
+    let mut triggers = Box::pin(health_triggers(rx, store));
+    let (ra, rb) = (ObjectRef::from_obj(&a), ObjectRef::from_obj(&b));
+
+    tx.send(SlurmEvent::NodeChanged {
+        cluster: ra.clone(),
+        node: "n1".into(),
+    })
+    .unwrap();
+    tx.send(SlurmEvent::HealthChanged {
+        cluster: rb.clone(),
+        up: true,
+    })
+    .unwrap();
+    assert_eq!(triggers.next().await, Some(rb.clone()));
+
+    // Overflow the channel: the receiver lags and asks for every Cluster.
+    for _ in 0..3 {
+        tx.send(SlurmEvent::HealthChanged {
+            cluster: ra.clone(),
+            up: false,
+        })
+        .unwrap();
+    }
+    let mut all = vec![
+        triggers.next().await.unwrap(),
+        triggers.next().await.unwrap(),
+    ];
+    all.sort_by_key(|r| r.name.clone());
+    assert_eq!(all, [ra.clone(), rb]);
+    drop(tx);
+    // The events that survived the lag still come through, then the stream ends.
+    let rest: Vec<_> = triggers.collect().await;
+    assert!(rest.iter().all(|r| *r == ra), "{rest:?}");
+}

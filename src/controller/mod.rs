@@ -1,0 +1,132 @@
+//! Controllers: one module per custom resource, each a thin async driver over pure steps.
+//!
+//! - [`cluster`]: registers a slurmrestd client (and its poller) per `Cluster`, reports whether
+//!   it works in the Cluster's status.
+//! - [`nodeset`]: slurmd pods as dynamic Slurm nodes; scale-in drains in Slurm before deleting.
+//!
+//! Shared here: per-object requeue backoff ([`Backoffs`]) and small helpers every driver needs.
+
+pub mod cluster;
+pub mod nodeset;
+pub mod slurmjob;
+
+#[cfg(test)]
+pub(crate) mod test_support;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Per-object exponential backoff for failed reconciles: the first failure requeues after
+/// [`Backoffs::MIN`], each further one doubles the delay up to [`Backoffs::MAX`]; a success
+/// resets it. Keyed by controller and object, so a failing object never slows down another.
+///
+/// kube's controller has no per-object backoff of its own (`error_policy` returns one fixed
+/// `Action`), and a fixed short requeue is a hot loop against an unreachable slurmrestd.
+#[derive(Debug, Default)]
+pub struct Backoffs {
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Backoffs {
+    /// Delay after the first failure.
+    pub const MIN: Duration = Duration::from_secs(2);
+    /// Longest delay between two attempts.
+    pub const MAX: Duration = Duration::from_secs(300);
+
+    /// The key for one object of one controller.
+    pub fn key(controller: &str, namespace: &str, name: &str) -> String {
+        format!("{controller}/{namespace}/{name}")
+    }
+
+    /// Record a failure of `key`; returns how long to wait before the next attempt.
+    pub fn next(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let count = failures.entry(key.to_owned()).or_default();
+        let delay = Self::delay(*count);
+        *count = count.saturating_add(1);
+        delay
+    }
+
+    /// Forget the failures of `key` (after a success, or when the object is gone).
+    pub fn reset(&self, key: &str) {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        failures.remove(key);
+    }
+
+    /// The delay after `previous` failures: MIN * 2^previous, at most MAX.
+    fn delay(previous: u32) -> Duration {
+        let factor = 1u32.checked_shl(previous.min(16)).unwrap_or(u32::MAX);
+        Self::MIN.saturating_mul(factor).min(Self::MAX)
+    }
+}
+
+/// Formats an error with its `source()` chain: `outer: inner: innermost`. For logs and
+/// human-readable status messages; metric labels and reasons use the errors' categories.
+/// A source whose text its parent already shows (some libraries print their sources
+/// themselves) is not repeated.
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parent = self.0.to_string();
+        f.write_str(&parent)?;
+        let mut source = self.0.source();
+        while let Some(error) = source {
+            let text = error.to_string();
+            if !parent.contains(&text) {
+                write!(f, ": {text}")?;
+            }
+            parent = text;
+            source = error.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_and_resets() {
+        let backoffs = Backoffs::default();
+        let key = Backoffs::key("cluster", "ns", "a");
+        let delays: Vec<_> = (0..10).map(|_| backoffs.next(&key)).collect();
+        assert_eq!(delays[0], Backoffs::MIN);
+        assert_eq!(delays[1], Backoffs::MIN * 2);
+        assert_eq!(delays[2], Backoffs::MIN * 4);
+        assert!(delays.windows(2).all(|w| w[0] <= w[1]), "{delays:?}");
+        assert_eq!(*delays.last().unwrap(), Backoffs::MAX);
+        // Another object is not affected.
+        assert_eq!(
+            backoffs.next(&Backoffs::key("cluster", "ns", "b")),
+            Backoffs::MIN
+        );
+        backoffs.reset(&key);
+        assert_eq!(backoffs.next(&key), Backoffs::MIN);
+    }
+
+    #[test]
+    fn backoff_never_overflows() {
+        assert_eq!(Backoffs::delay(u32::MAX), Backoffs::MAX);
+    }
+
+    #[test]
+    fn chain_shows_every_source() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer")]
+        struct Outer(#[source] std::io::Error);
+        let error = Outer(std::io::Error::other("inner"));
+        assert_eq!(Chain(&error).to_string(), "outer: inner");
+
+        #[derive(Debug, thiserror::Error)]
+        #[error("talkative: {0}")]
+        struct Talkative(#[source] std::io::Error);
+        let error = Outer(std::io::Error::other(Talkative(std::io::Error::other(
+            "root",
+        ))));
+        assert_eq!(Chain(&error).to_string(), "outer: talkative: root");
+    }
+}

@@ -1,0 +1,638 @@
+//! The NodeSet controller: slurmd pods that join a Cluster as dynamic Slurm nodes, scaled out by
+//! creating pods and scaled in only after Slurm drained the chosen nodes.
+//!
+//! A thin driver over pure steps:
+//!
+//! 1. list the set's pods (label `slurm.rs/nodeset`, owned by this NodeSet) from the API server —
+//!    not from a cache, so a pod just created is never created twice;
+//! 2. take the Cluster's index snapshot from the registry (none when the Cluster has no client);
+//! 3. [`plan::plan`]: what to create, drain, resume, delete, forget (see its docs for the
+//!    fail-closed rules and drain ownership);
+//! 4. carry the actions out in order: Kubernetes through the API, Slurm through the facade
+//!    ([`apply_slurm`], also used by the real-Slurm test); a failed action skips the later
+//!    actions on the same pod/node and fails the reconcile after the others ran;
+//! 5. server-side apply of the PodDisruptionBudget (`maxUnavailable: 0` over `slurm.rs/busy=true`)
+//!    and of the status when it changed.
+//!
+//! No finalizer: deleting a NodeSet lets Kubernetes garbage-collect its pods, which ends the
+//! jobs on them. Scale to 0 first to drain (see the CRD docs).
+//!
+//! Triggers: the NodeSet (generation only, so `kubectl scale` and template edits but not our
+//! status writes), its pods, and the pollers' events: `NodeChanged`/`NodeGone` of a node named
+//! like one of its pods, `HealthChanged` of its Cluster. While it waits for a drain it also
+//! requeues itself every [`WAIT_RESYNC`].
+
+pub mod plan;
+pub mod pods;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use futures::{Stream, StreamExt, future};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::controller::{self, Action as Requeue, Controller};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use self::plan::{Action, DeleteWhy, Input, SlurmView};
+use super::{Backoffs, Chain};
+use crate::context::{Context, FIELD_MANAGER};
+use crate::crd::{Cluster, NodeSet, NodeSetStatus, condition};
+use crate::index::SlurmEvent;
+use crate::slurm::{SlurmClient, SlurmError};
+
+/// The controller's name in metrics and logs.
+pub const CONTROLLER: &str = "nodeset";
+/// Requeue while a node drains or Slurm is not trusted yet.
+pub const WAIT_RESYNC: Duration = Duration::from_secs(15);
+/// Requeue of a settled set.
+pub const RESYNC: Duration = Duration::from_secs(120);
+/// Status condition listing the nodes the set waits for.
+pub const CONDITION_DRAINING: &str = "Draining";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the NodeSet has no {0}")]
+    MissingMetadata(&'static str),
+    #[error("cannot list the NodeSet's pods")]
+    ListPods(#[source] kube::Error),
+    #[error("cannot create pod {name}")]
+    CreatePod {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot delete pod {name}")]
+    DeletePod {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot patch pod {name}")]
+    PatchPod {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("Slurm refused an action on node {node}")]
+    SlurmAction {
+        node: String,
+        #[source]
+        source: SlurmError,
+    },
+    #[error("cannot apply the PodDisruptionBudget")]
+    ApplyPdb(#[source] kube::Error),
+    #[error("cannot apply the NodeSet's status")]
+    PatchStatus(#[source] kube::Error),
+}
+
+impl Error {
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::MissingMetadata(_) => "MissingMetadata",
+            Self::ListPods(_) => "ListPodsFailed",
+            Self::CreatePod { .. } => "CreatePodFailed",
+            Self::DeletePod { .. } => "DeletePodFailed",
+            Self::PatchPod { .. } => "PatchPodFailed",
+            Self::SlurmAction { source, .. } => source.category(),
+            Self::ApplyPdb(_) => "ApplyPodDisruptionBudgetFailed",
+            Self::PatchStatus(_) => "PatchStatusFailed",
+        }
+    }
+}
+
+fn backoff_key(nodeset: &NodeSet) -> String {
+    Backoffs::key(
+        CONTROLLER,
+        nodeset.namespace().as_deref().unwrap_or_default(),
+        &nodeset.name_any(),
+    )
+}
+
+/// What a Slurm action came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlurmOutcome {
+    Done,
+    /// Nothing to do any more (already resumed, node already gone).
+    AlreadyDone,
+    /// Slurm refuses for now (node busy): try again later.
+    NotYet,
+}
+
+/// Carry out one Slurm action of a plan. Non-Slurm actions are `Ok(AlreadyDone)`.
+pub async fn apply_slurm(
+    client: &SlurmClient,
+    action: &Action,
+) -> Result<SlurmOutcome, SlurmError> {
+    let result = match action {
+        Action::Drain { node, reason } => client.drain_node(node, reason).await,
+        Action::Resume { node } => client.resume_node(node).await,
+        Action::DeleteNodeRecord { node } => client.delete_node(node).await,
+        _ => return Ok(SlurmOutcome::AlreadyDone),
+    };
+    match result {
+        Ok(()) => Ok(SlurmOutcome::Done),
+        Err(SlurmError::NotFound { .. }) => Ok(SlurmOutcome::AlreadyDone),
+        // RESUME of a node no longer drained.
+        Err(SlurmError::InvalidNodeState { .. }) if matches!(action, Action::Resume { .. }) => {
+            Ok(SlurmOutcome::AlreadyDone)
+        }
+        Err(SlurmError::NodeBusy { .. }) if matches!(action, Action::DeleteNodeRecord { .. }) => {
+            Ok(SlurmOutcome::NotYet)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Reconcile one NodeSet, in a tracing span with its name and namespace.
+pub async fn reconcile(nodeset: Arc<NodeSet>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+    let span = info_span!(
+        "reconcile",
+        controller = CONTROLLER,
+        name = %nodeset.name_any(),
+        namespace = nodeset.namespace().as_deref().unwrap_or_default(),
+    );
+    async move {
+        let started = Instant::now();
+        let result = apply(&nodeset, &ctx).await;
+        ctx.metrics.reconciled(CONTROLLER, started.elapsed());
+        if result.is_ok() {
+            ctx.backoff.reset(&backoff_key(&nodeset));
+        }
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+/// Retry with a per-NodeSet exponential backoff.
+pub fn error_policy(nodeset: Arc<NodeSet>, error: &Error, ctx: Arc<Context>) -> Requeue {
+    ctx.metrics.reconcile_failed(CONTROLLER, error.category());
+    let delay = ctx.backoff.next(&backoff_key(&nodeset));
+    warn!(
+        name = %nodeset.name_any(),
+        namespace = nodeset.namespace().unwrap_or_default(),
+        reason = error.category(), error = %Chain(error), retry_in = ?delay,
+        "NodeSet reconcile failed"
+    );
+    Requeue::requeue(delay)
+}
+
+async fn apply(nodeset: &NodeSet, ctx: &Context) -> Result<Requeue, Error> {
+    let namespace = nodeset
+        .namespace()
+        .ok_or(Error::MissingMetadata("namespace"))?;
+    let name = nodeset.name_any();
+    let uid = nodeset.uid().ok_or(Error::MissingMetadata("uid"))?;
+    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+
+    // 1. Pods.
+    let listed = pods_api
+        .list(&ListParams::default().labels(&pods::selector(&name)))
+        .await
+        .map_err(Error::ListPods)?;
+    let owned: Vec<&Pod> = listed
+        .items
+        .iter()
+        .filter(|p| {
+            p.owner_references()
+                .iter()
+                .any(|o| o.uid == uid && o.controller == Some(true))
+        })
+        .collect();
+    let uids: BTreeMap<String, String> = owned
+        .iter()
+        .filter_map(|p| Some((p.name_any(), p.uid()?)))
+        .collect();
+    let views: Vec<_> = owned.iter().filter_map(|p| pods::view(&name, p)).collect();
+    let taken: BTreeSet<u32> = listed
+        .items
+        .iter()
+        .filter(|p| !owned.iter().any(|o| o.name_any() == p.name_any()))
+        .filter_map(|p| plan::ordinal_of(&name, &p.name_any()))
+        .collect();
+
+    // 2. Slurm.
+    let cluster_ref = ObjectRef::<Cluster>::new(&nodeset.spec.cluster_ref).within(&namespace);
+    let handle = ctx.clusters.get(&cluster_ref);
+    let state = handle.as_ref().map(|h| Arc::clone(&h.index.borrow()));
+    let now = Utc::now();
+
+    // 3. Plan.
+    let hash = pods::template_hash(nodeset);
+    let plan = plan::plan(&Input {
+        name: &name,
+        replicas: nodeset.spec.replicas,
+        template_hash: &hash,
+        strategy: &nodeset.spec.update_strategy,
+        drain_timeout: nodeset
+            .spec
+            .scale_in
+            .as_ref()
+            .and_then(|s| s.drain_timeout.as_ref())
+            .map(|d| d.as_std()),
+        pods: &views,
+        taken: &taken,
+        slurm: SlurmView {
+            state: state.as_deref(),
+            now,
+        },
+    });
+
+    // 4. Actions.
+    let mut failed: BTreeSet<String> = BTreeSet::new();
+    let mut first_error = None;
+    let mut pending = false;
+    for action in &plan.actions {
+        let subject = subject(&name, action);
+        if failed.contains(&subject) {
+            continue;
+        }
+        let result = act(
+            nodeset,
+            action,
+            &pods_api,
+            &uids,
+            handle.as_ref().map(|h| &h.client),
+            ctx,
+        )
+        .await;
+        match result {
+            Ok(SlurmOutcome::NotYet) => pending = true,
+            Ok(_) => {}
+            Err(error) => {
+                warn!(error = %Chain(&error), ?action, "NodeSet action failed");
+                failed.insert(subject);
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+
+    // 5. PDB and status.
+    apply_pdb(nodeset, &namespace, ctx).await?;
+    let desired = desired_status(nodeset, &plan, &name);
+    if nodeset.status.as_ref() != Some(&desired) {
+        let api: Api<NodeSet> = Api::namespaced(ctx.client.clone(), &namespace);
+        let patch = Patch::Apply(json!({
+            "apiVersion": NodeSet::api_version(&()),
+            "kind": NodeSet::kind(&()),
+            "status": desired,
+        }));
+        api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &patch)
+            .await
+            .map_err(Error::PatchStatus)?;
+    }
+    if let Some(error) = first_error {
+        return Err(error);
+    }
+    let waiting = pending || !plan.waiting.is_empty() || !plan.actions.is_empty();
+    Ok(Requeue::requeue(if waiting { WAIT_RESYNC } else { RESYNC }))
+}
+
+/// The pod/node an action is about (they share names).
+fn subject(nodeset: &str, action: &Action) -> String {
+    match action {
+        Action::CreatePod { ordinal } => pods::pod_name(nodeset, *ordinal),
+        Action::DeletePod { name, .. } => name.clone(),
+        Action::Drain { node, .. }
+        | Action::Resume { node }
+        | Action::DeleteNodeRecord { node } => node.clone(),
+        Action::MarkDrainStarted { pod }
+        | Action::ClearDrainStarted { pod }
+        | Action::SetBusy { pod, .. }
+        | Action::SetNodeCondition { pod, .. } => pod.clone(),
+    }
+}
+
+async fn act(
+    nodeset: &NodeSet,
+    action: &Action,
+    pods_api: &Api<Pod>,
+    uids: &BTreeMap<String, String>,
+    client: Option<&SlurmClient>,
+    ctx: &Context,
+) -> Result<SlurmOutcome, Error> {
+    let patch_pod = |name: &str, patch: serde_json::Value| {
+        let name = name.to_owned();
+        async move {
+            pods_api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(|_| SlurmOutcome::Done)
+                .or_else(|e| ignore_not_found(e, &name))
+        }
+    };
+    match action {
+        Action::CreatePod { ordinal } => {
+            let pod = pods::build_pod(nodeset, *ordinal, &pods::template_hash(nodeset));
+            let name = pod.name_any();
+            match pods_api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &pod).await {
+                Ok(_) => {
+                    info!(pod = %name, "created pod");
+                    Ok(SlurmOutcome::Done)
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(SlurmOutcome::AlreadyDone),
+                Err(source) => Err(Error::CreatePod { name, source }),
+            }
+        }
+        Action::DeletePod { name, why } => {
+            let params = DeleteParams {
+                preconditions: uids.get(name).map(|uid| Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match pods_api.delete(name, &params).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => return Ok(SlurmOutcome::AlreadyDone),
+                Err(source) => {
+                    return Err(Error::DeletePod {
+                        name: name.clone(),
+                        source,
+                    });
+                }
+            }
+            info!(pod = %name, ?why, "deleted pod");
+            let (type_, reason, note) = match why {
+                DeleteWhy::ScaleIn => (EventType::Normal, "NodeRemoved", format!("node {name} drained; pod deleted (scale-in)")),
+                DeleteWhy::Update => (EventType::Normal, "NodeReplaced", format!("node {name} drained; pod deleted for the new template")),
+                DeleteWhy::Finished => (EventType::Normal, "PodReplaced", format!("pod {name} ended; replacing it")),
+                DeleteWhy::DrainTimeout => (
+                    EventType::Warning,
+                    "DrainTimeoutExceeded",
+                    format!("node {name} still ran jobs when scaleIn.drainTimeout ran out; pod deleted anyway"),
+                ),
+            };
+            publish(nodeset, type_, reason, note, ctx).await;
+            Ok(SlurmOutcome::Done)
+        }
+        Action::Drain { node, .. } | Action::Resume { node } | Action::DeleteNodeRecord { node } => {
+            let Some(client) = client else {
+                return Ok(SlurmOutcome::NotYet);
+            };
+            let outcome = apply_slurm(client, action).await.map_err(|source| Error::SlurmAction {
+                node: node.clone(),
+                source,
+            })?;
+            if outcome == SlurmOutcome::Done {
+                let (reason, note) = match action {
+                    Action::Drain { reason, .. } => ("DrainingNode", format!("draining Slurm node {node}: {reason}")),
+                    Action::Resume { .. } => ("ResumedNode", format!("resumed Slurm node {node}: scaled back out")),
+                    _ => ("DeletedNodeRecord", format!("removed Slurm node {node}")),
+                };
+                info!(node = %node, reason, "Slurm action done");
+                publish(nodeset, EventType::Normal, reason, note, ctx).await;
+            }
+            Ok(outcome)
+        }
+        Action::MarkDrainStarted { pod } => {
+            patch_pod(pod, json!({"metadata": {"annotations": {pods::ANNOTATION_DRAIN_STARTED: Utc::now().to_rfc3339()}}})).await
+        }
+        Action::ClearDrainStarted { pod } => {
+            patch_pod(pod, json!({"metadata": {"annotations": {pods::ANNOTATION_DRAIN_STARTED: null}}})).await
+        }
+        Action::SetBusy { pod, busy } => {
+            let value = if *busy { json!("true") } else { json!(null) };
+            patch_pod(pod, json!({"metadata": {"labels": {pods::LABEL_BUSY: value}}})).await
+        }
+        Action::SetNodeCondition {
+            pod,
+            status,
+            reason,
+            message,
+        } => {
+            // Strategic merge: pod conditions merge by type, other conditions stay.
+            let patch = json!({"status": {"conditions": [{
+                "type": pods::CONDITION_NODE_STATE,
+                "status": if *status { "True" } else { "False" },
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            }]}});
+            pods_api
+                .patch_status(pod, &PatchParams::default(), &Patch::Strategic(patch))
+                .await
+                .map(|_| SlurmOutcome::Done)
+                .or_else(|e| ignore_not_found(e, pod))
+        }
+    }
+}
+
+fn ignore_not_found(error: kube::Error, name: &str) -> Result<SlurmOutcome, Error> {
+    match error {
+        kube::Error::Api(e) if e.code == 404 => Ok(SlurmOutcome::AlreadyDone),
+        source => Err(Error::PatchPod {
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The status for this plan.
+pub fn desired_status(nodeset: &NodeSet, plan: &plan::Plan, name: &str) -> NodeSetStatus {
+    let current = nodeset.status.clone().unwrap_or_default();
+    let generation = nodeset.metadata.generation;
+    let now = super::cluster::status::now();
+    let mut conditions = current.conditions.clone();
+    let counts = &plan.counts;
+    let ready = counts.ready == nodeset.spec.replicas && counts.replicas == nodeset.spec.replicas;
+    let (reason, message) = if ready {
+        (
+            "AllReady",
+            format!("{} of {} nodes ready", counts.ready, nodeset.spec.replicas),
+        )
+    } else {
+        (
+            "NotReady",
+            format!("{} of {} nodes ready", counts.ready, nodeset.spec.replicas),
+        )
+    };
+    condition::upsert(
+        &mut conditions,
+        condition::new(
+            condition::READY,
+            ready,
+            reason,
+            message,
+            generation,
+            now.clone(),
+        ),
+    );
+    let (status, reason, message) = if plan.waiting.is_empty() {
+        (
+            false,
+            "NothingToDrain",
+            "no node is waiting to be removed".to_owned(),
+        )
+    } else {
+        let list: Vec<String> = plan
+            .waiting
+            .iter()
+            .take(20)
+            .map(|w| format!("{}: {}", w.pod, w.why))
+            .collect();
+        (true, "WaitingForDrain", list.join("; "))
+    };
+    condition::upsert(
+        &mut conditions,
+        condition::new(CONDITION_DRAINING, status, reason, message, generation, now),
+    );
+    NodeSetStatus {
+        replicas: counts.replicas,
+        ready_replicas: counts.ready,
+        updated_replicas: counts.updated,
+        slurm: counts.slurm.clone().or(current.slurm),
+        selector: Some(pods::selector(name)),
+        conditions,
+        observed_generation: generation,
+    }
+}
+
+/// `maxUnavailable: 0` over the set's busy pods: `kubectl drain` waits for their jobs.
+async fn apply_pdb(nodeset: &NodeSet, namespace: &str, ctx: &Context) -> Result<(), Error> {
+    let name = nodeset.name_any();
+    let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), namespace);
+    let pdb = json!({
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": name,
+            "ownerReferences": nodeset.controller_owner_ref(&()).map(|o| vec![o]),
+        },
+        "spec": {
+            "maxUnavailable": 0,
+            "selector": {"matchLabels": {pods::LABEL_NODESET: name, pods::LABEL_BUSY: "true"}},
+        },
+    });
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(pdb),
+    )
+    .await
+    .map_err(Error::ApplyPdb)?;
+    Ok(())
+}
+
+async fn publish(nodeset: &NodeSet, type_: EventType, reason: &str, note: String, ctx: &Context) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &nodeset.object_ref(&())).await {
+        warn!(error = %Chain(&error), reason, "cannot publish an Event");
+    }
+}
+
+/// The NodeSets a Slurm event concerns: a node named like one of their pods, or their Cluster's
+/// health. A receiver that fell behind reconciles every NodeSet.
+pub fn slurm_triggers(
+    events: broadcast::Receiver<SlurmEvent>,
+    store: Store<NodeSet>,
+) -> impl Stream<Item = ObjectRef<NodeSet>> + Send + 'static {
+    futures::stream::unfold((events, store), |(mut events, store)| async move {
+        loop {
+            let matching = |cluster: &ObjectRef<Cluster>,
+                            node: Option<&str>|
+             -> Vec<ObjectRef<NodeSet>> {
+                store
+                    .state()
+                    .iter()
+                    .filter(|n| {
+                        n.namespace() == cluster.namespace
+                            && n.spec.cluster_ref == cluster.name
+                            && node
+                                .is_none_or(|node| plan::ordinal_of(&n.name_any(), node).is_some())
+                    })
+                    .map(|n| ObjectRef::from_obj(n.as_ref()))
+                    .collect()
+            };
+            let hits = match events.recv().await {
+                Ok(
+                    SlurmEvent::NodeChanged { cluster, node }
+                    | SlurmEvent::NodeGone { cluster, node },
+                ) => matching(&cluster, Some(&node)),
+                Ok(SlurmEvent::HealthChanged { cluster, up: true }) => matching(&cluster, None),
+                Ok(_) => continue,
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    warn!(
+                        missed,
+                        "fell behind the Slurm event stream; reconciling every NodeSet"
+                    );
+                    store
+                        .state()
+                        .iter()
+                        .map(|n| ObjectRef::from_obj(n.as_ref()))
+                        .collect()
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            };
+            if !hits.is_empty() {
+                return Some((hits, (events, store)));
+            }
+        }
+    })
+    .flat_map(futures::stream::iter)
+}
+
+/// The running NodeSet controller: its store and the future that drives it until `shutdown`.
+pub fn run(
+    ctx: Context,
+    namespace: Option<&str>,
+    shutdown: CancellationToken,
+) -> (Store<NodeSet>, impl Future<Output = ()> + Send + 'static) {
+    let client = ctx.client.clone();
+    let (nodesets_api, pods_api): (Api<NodeSet>, Api<Pod>) = match namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client, ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client)),
+    };
+    let (store, writer) = reflector::store();
+    let nodesets = watcher(nodesets_api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        .predicate_filter(predicates::generation, Default::default());
+    let triggers = slurm_triggers(ctx.events.subscribe(), store.clone());
+    let driver = Controller::for_stream(nodesets, store.clone())
+        .owns(
+            pods_api,
+            watcher::Config::default().labels(pods::LABEL_NODESET),
+        )
+        .with_config(controller::Config::default().debounce(Duration::from_millis(500)))
+        .reconcile_on(triggers)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, Arc::new(ctx))
+        .for_each(|result| {
+            match result {
+                Ok((nodeset, action)) => debug!(%nodeset, ?action, "reconciled"),
+                Err(controller::Error::ReconcilerFailed(..)) => {}
+                Err(controller::Error::ObjectNotFound(nodeset)) => {
+                    debug!(%nodeset, "trigger for a NodeSet that no longer exists");
+                }
+                Err(error) => warn!(error = %Chain(&error), "NodeSet controller"),
+            }
+            future::ready(())
+        });
+    (store, driver)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,648 @@
+//! The NodeSet controller's decisions, free of I/O: given the NodeSet, its pods and the Slurm
+//! index, which pods to create or delete, which nodes to drain, resume or forget, and what the
+//! status says. The driver (`super`) only carries these actions out.
+//!
+//! **Fail closed.** A pod that may host a Slurm node is deleted only when a *trusted* view of
+//! Slurm (poller healthy, node list confirmed complete and error-free within [`MAX_INDEX_AGE`])
+//! shows its node drained — DRAIN set and neither ALLOCATED, MIXED nor COMPLETING, and no running
+//! job in the index — or absent from that list. Any doubt (no client, stale index, poller down)
+//! means wait. Two exceptions, both safe or explicitly asked for: a pod that was never scheduled
+//! (slurmd never ran), and a drain that `scaleIn.drainTimeout` says has lasted long enough (the
+//! user accepted that its jobs are killed; the drain itself must have been ours and recorded).
+//!
+//! **Drain ownership.** Our drains carry the reason prefix [`DRAIN_PREFIX`]. A drain without it
+//! belongs to someone else (an admin, a health check): it is never overwritten, never resumed.
+//! A node that is DOWN or NOT_RESPONDING is never resumed either.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+
+use crate::crd::{NodeSetSlurmCounts, UpdateStrategy, UpdateStrategyType};
+use crate::index::{ClusterState, NodeJobs};
+use crate::slurm::types::{Node, NodeBaseState};
+
+/// Every drain reason the operator sets starts with this.
+pub const DRAIN_PREFIX: &str = "slurm-operator:";
+/// Slurm's limit for a node reason we keep to.
+pub const MAX_REASON_CHARS: usize = 256;
+/// A node list older than this is not trusted for deleting pods.
+pub const MAX_INDEX_AGE: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
+
+/// Why a node is drained (the part after the prefix).
+pub const WHY_SCALE_IN: &str = "scale-in";
+pub const WHY_UPDATE: &str = "rolling update";
+
+/// `slurm-operator: <why>`, with control characters turned into spaces, whitespace collapsed
+/// and the whole cut to [`MAX_REASON_CHARS`] characters.
+pub fn drain_reason(why: &str) -> String {
+    let cleaned: Vec<&str> = why
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let text = format!("{DRAIN_PREFIX} {}", cleaned.join(" "));
+    text.chars().take(MAX_REASON_CHARS).collect()
+}
+
+/// Who set a node's drain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrainOwner {
+    /// DRAIN is not set (a reason left over from an earlier, resumed drain does not count).
+    NotDrained,
+    /// DRAIN is set with our prefix.
+    Us,
+    /// DRAIN is set by someone else (no prefix, or no reason at all).
+    Someone,
+}
+
+pub fn drain_owner(node: &Node) -> DrainOwner {
+    if !node.state.is_drain() {
+        DrainOwner::NotDrained
+    } else if node
+        .reason
+        .as_deref()
+        .is_some_and(|r| r.trim_start().starts_with(DRAIN_PREFIX))
+    {
+        DrainOwner::Us
+    } else {
+        DrainOwner::Someone
+    }
+}
+
+/// Whether a node may be removed: DRAIN set, nothing allocated or completing, and no job the
+/// index knows of running there.
+pub fn is_drained(node: &Node, jobs: Option<&NodeJobs>) -> bool {
+    node.state.is_drained() && jobs.is_none_or(|j| j.running == 0)
+}
+
+/// Whether a node may be resumed by us: our drain, and neither DOWN nor NOT_RESPONDING.
+pub fn may_resume(node: &Node) -> bool {
+    drain_owner(node) == DrainOwner::Us && !node.state.is_down() && !node.state.is_not_responding()
+}
+
+/// What the driver knows about one pod of the set.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodView {
+    pub name: String,
+    pub ordinal: u32,
+    /// `spec.nodeName` is set.
+    pub scheduled: bool,
+    /// The pod's `Ready` condition is true.
+    pub ready: bool,
+    /// Phase Failed or Succeeded: slurmd is gone for good; the pod is replaced.
+    pub finished: bool,
+    /// `deletionTimestamp` is set.
+    pub terminating: bool,
+    /// `slurm.rs/deletion-cost` (0 when absent or unparsable).
+    pub deletion_cost: i64,
+    /// `slurm.rs/template-hash`.
+    pub template_hash: Option<String>,
+    /// `slurm.rs/busy` is `true`.
+    pub busy_label: bool,
+    /// `slurm.rs/drain-started`: when we drained its node.
+    pub drain_started: Option<DateTime<Utc>>,
+    /// The pod's current `SlurmNodeState` condition: (status, reason, message).
+    pub node_condition: Option<(String, String, String)>,
+}
+
+/// The Slurm side as the planner sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct SlurmView<'a> {
+    /// The cluster's index; `None` when no client is registered for the Cluster.
+    pub state: Option<&'a ClusterState>,
+    pub now: DateTime<Utc>,
+}
+
+impl<'a> SlurmView<'a> {
+    /// The index, when it may back a destructive decision: poller up and the node list
+    /// confirmed within [`MAX_INDEX_AGE`].
+    pub fn trusted(&self) -> Option<&'a ClusterState> {
+        let state = self.state?;
+        let synced = state.nodes_synced_at?;
+        let age = self.now.signed_duration_since(synced);
+        (state.health.is_up() && age <= MAX_INDEX_AGE && age >= -MAX_INDEX_AGE).then_some(state)
+    }
+}
+
+/// Everything the planner needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    pub name: &'a str,
+    pub replicas: i32,
+    pub template_hash: &'a str,
+    pub strategy: &'a UpdateStrategy,
+    pub drain_timeout: Option<std::time::Duration>,
+    pub pods: &'a [PodView],
+    /// Ordinals whose pod name is taken by a pod this set does not own (never reused).
+    pub taken: &'a BTreeSet<u32>,
+    pub slurm: SlurmView<'a>,
+}
+
+/// Why a pod is deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteWhy {
+    /// Scale-in; its node is drained (or never registered).
+    ScaleIn,
+    /// Rolling update; its node is drained.
+    Update,
+    /// The pod failed or completed: it is replaced.
+    Finished,
+    /// `scaleIn.drainTimeout` ran out while jobs still ran.
+    DrainTimeout,
+}
+
+/// One step for the driver, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    CreatePod {
+        ordinal: u32,
+    },
+    DeletePod {
+        name: String,
+        why: DeleteWhy,
+    },
+    Drain {
+        node: String,
+        reason: String,
+    },
+    Resume {
+        node: String,
+    },
+    DeleteNodeRecord {
+        node: String,
+    },
+    /// Record on the pod that its node's drain started now (for `drainTimeout`).
+    MarkDrainStarted {
+        pod: String,
+    },
+    ClearDrainStarted {
+        pod: String,
+    },
+    /// Set `slurm.rs/busy` (the PodDisruptionBudget's selector) to `busy`.
+    SetBusy {
+        pod: String,
+        busy: bool,
+    },
+    /// Project the Slurm node state onto the pod's `SlurmNodeState` condition.
+    SetNodeCondition {
+        pod: String,
+        status: bool,
+        reason: String,
+        message: String,
+    },
+}
+
+impl Action {
+    /// Whether the action can end a job or lose a node: kept for tests and logs.
+    pub fn is_destructive(&self) -> bool {
+        matches!(self, Self::DeletePod { .. } | Self::DeleteNodeRecord { .. })
+    }
+}
+
+/// A node the set waits for, and why (for the `Draining` condition).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    pub pod: String,
+    pub why: &'static str,
+}
+
+/// The planner's answer.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Plan {
+    pub actions: Vec<Action>,
+    pub waiting: Vec<Waiting>,
+    pub counts: Counts,
+}
+
+/// Status numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Counts {
+    /// Pods that exist and are not terminating.
+    pub replicas: i32,
+    pub ready: i32,
+    pub updated: i32,
+    /// `None` without a trusted Slurm view.
+    pub slurm: Option<NodeSetSlurmCounts>,
+}
+
+pub const WAIT_NO_VIEW: &str = "no fresh, complete view of Slurm's nodes";
+pub const WAIT_JOBS: &str = "jobs still running on the node";
+pub const WAIT_FOREIGN_DRAIN: &str = "drained by someone else with jobs still running";
+pub const WAIT_DRAIN_REQUESTED: &str = "drain requested";
+
+/// Whether `node` is named like a pod of set `name` (`<name>-<ordinal>`).
+pub fn ordinal_of(name: &str, pod: &str) -> Option<u32> {
+    let rest = pod.strip_prefix(name)?.strip_prefix('-')?;
+    if rest.is_empty()
+        || !rest.bytes().all(|b| b.is_ascii_digit())
+        || (rest.len() > 1 && rest.starts_with('0'))
+    {
+        return None;
+    }
+    rest.parse().ok()
+}
+
+/// Victim order (first = removed first): unscheduled, not ready, already being drained by us,
+/// lowest deletion cost, Slurm-idle or already drained before busy, earliest job deadline,
+/// highest ordinal.
+fn victim_order(a: &PodView, b: &PodView, state: Option<&ClusterState>) -> Ordering {
+    let busy = |p: &PodView| match state {
+        // Without a view, assume busy: the order then falls back to the other keys.
+        None => true,
+        Some(s) => {
+            let jobs = s.node_jobs.get(&p.name).is_some_and(|j| j.running > 0);
+            jobs || s.nodes.get(&p.name).is_some_and(|n| n.state.is_busy())
+        }
+    };
+    let deadline = |p: &PodView| {
+        state
+            .and_then(|s| s.node_jobs.get(&p.name))
+            .map_or(DateTime::<Utc>::MAX_UTC, |j| {
+                j.deadline.unwrap_or(DateTime::<Utc>::MAX_UTC)
+            })
+    };
+    // Once we started draining a node it stays first in line (after pods that never ran):
+    // resuming it to drain another would waste the wait and flip-flop as jobs come and go.
+    let ours = |p: &PodView| {
+        p.drain_started.is_some()
+            || state
+                .and_then(|s| s.nodes.get(&p.name))
+                .is_some_and(|n| drain_owner(n) == DrainOwner::Us)
+    };
+    a.scheduled
+        .cmp(&b.scheduled)
+        .then(a.ready.cmp(&b.ready))
+        .then(ours(b).cmp(&ours(a)))
+        .then(a.deletion_cost.cmp(&b.deletion_cost))
+        .then(busy(a).cmp(&busy(b)))
+        .then(deadline(a).cmp(&deadline(b)))
+        .then(b.ordinal.cmp(&a.ordinal))
+}
+
+/// Sort pods into victim order.
+pub fn victim_sorted<'p>(
+    pods: impl IntoIterator<Item = &'p PodView>,
+    state: Option<&ClusterState>,
+) -> Vec<&'p PodView> {
+    let mut pods: Vec<_> = pods.into_iter().collect();
+    pods.sort_by(|a, b| victim_order(a, b, state));
+    pods
+}
+
+/// Compute the plan.
+pub fn plan(input: &Input<'_>) -> Plan {
+    let mut plan = Plan::default();
+    let view = input.slurm.trusted();
+    let now = input.slurm.now;
+    let replicas = usize::try_from(input.replicas.max(0)).unwrap_or(0);
+
+    // Pods that finished are replaced; terminating ones are waited for.
+    for pod in input.pods.iter().filter(|p| p.finished && !p.terminating) {
+        plan.actions.push(Action::DeletePod {
+            name: pod.name.clone(),
+            why: DeleteWhy::Finished,
+        });
+    }
+    let active: Vec<&PodView> = input
+        .pods
+        .iter()
+        .filter(|p| !p.finished && !p.terminating)
+        .collect();
+
+    // Scale-in victims.
+    let excess = active.len().saturating_sub(replicas);
+    let sorted = victim_sorted(active.iter().copied(), view);
+    let victims: BTreeSet<&str> = sorted
+        .iter()
+        .take(excess)
+        .map(|p| p.name.as_str())
+        .collect();
+    let kept: Vec<&PodView> = sorted.iter().skip(excess).copied().collect();
+
+    // Rolling update: which kept pods are replaced now.
+    let mut updating: BTreeSet<&str> = BTreeSet::new();
+    if input.strategy.type_ == UpdateStrategyType::RollingUpdate {
+        let outdated: Vec<&PodView> = kept
+            .iter()
+            .copied()
+            .filter(|p| p.template_hash.as_deref() != Some(input.template_hash))
+            .collect();
+        let in_progress = |p: &PodView| {
+            p.drain_started.is_some()
+                || view
+                    .and_then(|s| s.nodes.get(&p.name))
+                    .is_some_and(|n| drain_owner(n) == DrainOwner::Us)
+        };
+        updating.extend(
+            outdated
+                .iter()
+                .filter(|p| in_progress(p))
+                .map(|p| p.name.as_str()),
+        );
+        let missing = replicas.saturating_sub(active.len());
+        let not_ready = kept
+            .iter()
+            .filter(|p| !p.ready && !updating.contains(p.name.as_str()))
+            .count();
+        let budget =
+            usize::try_from(input.strategy.max_unavailable_count(input.replicas)).unwrap_or(1);
+        let free = budget.saturating_sub(missing + not_ready + updating.len());
+        // Outdated pods are already in victim order (kept is sorted).
+        let fresh: Vec<&str> = outdated
+            .iter()
+            .filter(|p| !updating.contains(p.name.as_str()))
+            .take(free)
+            .map(|p| p.name.as_str())
+            .collect();
+        updating.extend(fresh);
+    }
+
+    // Scale-out: the lowest ordinals used by no pod and (with a view) by no leftover node record.
+    let missing = replicas.saturating_sub(active.len());
+    if missing > 0 {
+        let mut used: BTreeSet<u32> = input.pods.iter().map(|p| p.ordinal).collect();
+        used.extend(input.taken);
+        let recorded: BTreeSet<u32> = view
+            .map(|s| {
+                s.nodes
+                    .keys()
+                    .filter_map(|n| ordinal_of(input.name, n))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut ordinal = 0u32;
+        let mut created = 0;
+        while created < missing {
+            if !used.contains(&ordinal) && !recorded.contains(&ordinal) {
+                plan.actions.push(Action::CreatePod { ordinal });
+                created += 1;
+            }
+            ordinal = ordinal.saturating_add(1);
+            if ordinal == u32::MAX {
+                break;
+            }
+        }
+    }
+
+    // Leaving pods: drain, then delete once drained.
+    for pod in &active {
+        let why = if victims.contains(pod.name.as_str()) {
+            Some((WHY_SCALE_IN, DeleteWhy::ScaleIn))
+        } else if updating.contains(pod.name.as_str()) {
+            Some((WHY_UPDATE, DeleteWhy::Update))
+        } else {
+            None
+        };
+        match why {
+            Some((reason, delete_why)) => leave(
+                &mut plan,
+                pod,
+                reason,
+                delete_why,
+                view,
+                input.drain_timeout,
+                now,
+            ),
+            None => stay(&mut plan, pod, view),
+        }
+    }
+
+    // Node records whose pod is gone: forget them (Slurm refuses while jobs run; retried).
+    if let Some(state) = view {
+        let pods: BTreeSet<&str> = input.pods.iter().map(|p| p.name.as_str()).collect();
+        for node in state.nodes.values() {
+            if ordinal_of(input.name, &node.name).is_some()
+                && node.state.is_dynamic()
+                && !pods.contains(node.name.as_str())
+            {
+                plan.actions.push(Action::DeleteNodeRecord {
+                    node: node.name.clone(),
+                });
+            }
+        }
+    }
+
+    // Projection onto the pods: busy label and node-state condition.
+    if let Some(state) = view {
+        for pod in &active {
+            let node = state.nodes.get(&pod.name);
+            let busy = node.is_some_and(|n| n.state.is_busy())
+                || state
+                    .node_jobs
+                    .get(&pod.name)
+                    .is_some_and(|j| j.running > 0);
+            if busy != pod.busy_label {
+                plan.actions.push(Action::SetBusy {
+                    pod: pod.name.clone(),
+                    busy,
+                });
+            }
+            let (status, reason, message) = node_condition(node);
+            let current = pod.node_condition.as_ref();
+            let status_str = if status { "True" } else { "False" };
+            if current.is_none_or(|(s, r, m)| s != status_str || *r != reason || *m != message) {
+                plan.actions.push(Action::SetNodeCondition {
+                    pod: pod.name.clone(),
+                    status,
+                    reason,
+                    message,
+                });
+            }
+        }
+    }
+
+    plan.counts = counts(&active, input.template_hash, view);
+    plan
+}
+
+fn leave(
+    plan: &mut Plan,
+    pod: &PodView,
+    why: &str,
+    delete_why: DeleteWhy,
+    view: Option<&ClusterState>,
+    drain_timeout: Option<std::time::Duration>,
+    now: DateTime<Utc>,
+) {
+    let delete = |plan: &mut Plan, why| {
+        plan.actions.push(Action::DeletePod {
+            name: pod.name.clone(),
+            why,
+        })
+    };
+    // slurmd never ran in a pod that was never scheduled.
+    if !pod.scheduled {
+        return delete(plan, delete_why);
+    }
+    let timed_out = match (pod.drain_started, drain_timeout) {
+        (Some(started), Some(timeout)) => chrono::TimeDelta::from_std(timeout)
+            .is_ok_and(|t| now.signed_duration_since(started) >= t),
+        _ => false,
+    };
+    let Some(state) = view else {
+        if timed_out {
+            return delete(plan, DeleteWhy::DrainTimeout);
+        }
+        plan.waiting.push(Waiting {
+            pod: pod.name.clone(),
+            why: WAIT_NO_VIEW,
+        });
+        return;
+    };
+    let Some(node) = state.nodes.get(&pod.name) else {
+        // Absent from a complete, error-free node list: nothing can run there.
+        return delete(plan, delete_why);
+    };
+    let jobs = state.node_jobs.get(&pod.name);
+    match drain_owner(node) {
+        DrainOwner::NotDrained => {
+            plan.actions.push(Action::Drain {
+                node: pod.name.clone(),
+                reason: drain_reason(why),
+            });
+            if pod.drain_started.is_none() {
+                plan.actions.push(Action::MarkDrainStarted {
+                    pod: pod.name.clone(),
+                });
+            }
+            plan.waiting.push(Waiting {
+                pod: pod.name.clone(),
+                why: WAIT_DRAIN_REQUESTED,
+            });
+        }
+        owner => {
+            if is_drained(node, jobs) {
+                return delete(plan, delete_why);
+            }
+            if owner == DrainOwner::Us && pod.drain_started.is_none() {
+                plan.actions.push(Action::MarkDrainStarted {
+                    pod: pod.name.clone(),
+                });
+            }
+            if timed_out && owner == DrainOwner::Us {
+                delete(plan, DeleteWhy::DrainTimeout);
+            } else {
+                let why = if owner == DrainOwner::Us {
+                    WAIT_JOBS
+                } else {
+                    WAIT_FOREIGN_DRAIN
+                };
+                plan.waiting.push(Waiting {
+                    pod: pod.name.clone(),
+                    why,
+                });
+            }
+        }
+    }
+}
+
+/// A pod that stays: cancel our drain (scale back out, or an update no longer due).
+fn stay(plan: &mut Plan, pod: &PodView, view: Option<&ClusterState>) {
+    let Some(state) = view else { return };
+    match state.nodes.get(&pod.name) {
+        Some(node) if may_resume(node) => {
+            plan.actions.push(Action::Resume {
+                node: pod.name.clone(),
+            });
+            if pod.drain_started.is_some() {
+                plan.actions.push(Action::ClearDrainStarted {
+                    pod: pod.name.clone(),
+                });
+            }
+        }
+        // Our drain on a DOWN/NOT_RESPONDING node stays until it responds again.
+        Some(node) if drain_owner(node) == DrainOwner::Us => {}
+        _ => {
+            if pod.drain_started.is_some() {
+                plan.actions.push(Action::ClearDrainStarted {
+                    pod: pod.name.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// The `SlurmNodeState` condition of a pod whose node is `node`: (status, reason, message).
+pub fn node_condition(node: Option<&Node>) -> (bool, String, String) {
+    let Some(node) = node else {
+        return (
+            false,
+            "NotRegistered".into(),
+            "slurmd has not registered the node".into(),
+        );
+    };
+    let s = &node.state;
+    let reason = if s.is_down() {
+        "Down"
+    } else if s.is_draining() {
+        "Draining"
+    } else if s.is_drained() {
+        "Drained"
+    } else if s.is_not_responding() {
+        "NotResponding"
+    } else {
+        match s.base {
+            NodeBaseState::Idle => "Idle",
+            NodeBaseState::Allocated => "Allocated",
+            NodeBaseState::Mixed => "Mixed",
+            _ => "Other",
+        }
+    };
+    let status = !s.is_down() && !s.is_not_responding();
+    let mut message = format!("Slurm state {s}");
+    if (s.is_drain() || s.is_down())
+        && let Some(r) = node.reason.as_deref().filter(|r| !r.is_empty())
+    {
+        message.push_str(&format!(", reason: {r}"));
+    }
+    (status, reason.into(), message)
+}
+
+/// Status counts of the set's pods and of their Slurm nodes. Each node counts once: down,
+/// else draining, else drained, else its base state.
+pub fn counts(active: &[&PodView], template_hash: &str, view: Option<&ClusterState>) -> Counts {
+    let as_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    let slurm = view.map(|state| {
+        let mut c = NodeSetSlurmCounts::default();
+        for node in active.iter().filter_map(|p| state.nodes.get(&p.name)) {
+            let s = &node.state;
+            let bucket = if s.is_down() {
+                &mut c.down
+            } else if s.is_draining() {
+                &mut c.draining
+            } else if s.is_drained() {
+                &mut c.drained
+            } else {
+                match s.base {
+                    NodeBaseState::Idle => &mut c.idle,
+                    NodeBaseState::Allocated => &mut c.allocated,
+                    NodeBaseState::Mixed => &mut c.mixed,
+                    _ => continue,
+                }
+            };
+            *bucket += 1;
+        }
+        c
+    });
+    Counts {
+        replicas: as_i32(active.len()),
+        ready: as_i32(active.iter().filter(|p| p.ready).count()),
+        updated: as_i32(
+            active
+                .iter()
+                .filter(|p| p.template_hash.as_deref() == Some(template_hash))
+                .count(),
+        ),
+        slurm,
+    }
+}
+
+/// Index lookups the planner's tests and the driver share.
+pub fn nodes_by_name(nodes: impl IntoIterator<Item = Node>) -> BTreeMap<String, Node> {
+    nodes.into_iter().map(|n| (n.name.clone(), n)).collect()
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

@@ -1,0 +1,718 @@
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use chrono::{TimeZone, Utc};
+
+use super::*;
+use crate::crd::{RollingUpdate, UpdateStrategy};
+use crate::index::{ClusterState, Health, NodeJobs};
+use crate::slurm::types::{Node, NodeState};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+fn t(secs: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
+}
+
+fn node(name: &str, state: &[&str], reason: Option<&str>) -> Node {
+    Node {
+        name: name.into(),
+        state: NodeState::from_strings(state),
+        reason: reason.map(Into::into),
+        reason_set_by_user: None,
+        cpus: Some(1),
+        alloc_cpus: None,
+        real_memory: None,
+        features: vec![],
+        partitions: vec![],
+        address: None,
+        hostname: None,
+        port: None,
+        slurmd_version: None,
+    }
+}
+
+fn pod(name: &str, ordinal: u32) -> PodView {
+    PodView {
+        name: name.into(),
+        ordinal,
+        scheduled: true,
+        ready: true,
+        template_hash: Some("h1".into()),
+        ..PodView::default()
+    }
+}
+
+fn pods(n: u32) -> Vec<PodView> {
+    (0..n).map(|i| pod(&format!("ns-{i}"), i)).collect()
+}
+
+fn state(nodes: Vec<Node>, jobs: &[(&str, u32, Option<i64>)]) -> ClusterState {
+    ClusterState {
+        nodes: Arc::new(nodes_by_name(nodes)),
+        node_jobs: Arc::new(
+            jobs.iter()
+                .map(|(n, running, deadline)| {
+                    (
+                        (*n).to_owned(),
+                        NodeJobs {
+                            running: *running,
+                            deadline: deadline.map(t),
+                        },
+                    )
+                })
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        nodes_synced_at: Some(t(-5)),
+        health: Health::Up { since: t(-100) },
+        ..ClusterState::default()
+    }
+}
+
+fn idle(name: &str) -> Node {
+    node(name, &["IDLE", "DYNAMIC_NORM"], None)
+}
+
+fn run(replicas: i32, pods: &[PodView], state: Option<&ClusterState>) -> Plan {
+    run_with(replicas, pods, state, &UpdateStrategy::default(), None)
+}
+
+fn run_with(
+    replicas: i32,
+    pods: &[PodView],
+    state: Option<&ClusterState>,
+    strategy: &UpdateStrategy,
+    drain_timeout: Option<std::time::Duration>,
+) -> Plan {
+    plan(&Input {
+        name: "ns",
+        replicas,
+        template_hash: "h1",
+        strategy,
+        drain_timeout,
+        pods,
+        taken: &BTreeSet::new(),
+        slurm: SlurmView { state, now: t(0) },
+    })
+}
+
+fn structural(plan: &Plan) -> Vec<Action> {
+    plan.actions
+        .iter()
+        .filter(|a| !matches!(a, Action::SetBusy { .. } | Action::SetNodeCondition { .. }))
+        .cloned()
+        .collect()
+}
+
+fn drain(node: &str) -> Action {
+    Action::Drain {
+        node: node.into(),
+        reason: drain_reason(WHY_SCALE_IN),
+    }
+}
+
+fn delete(name: &str, why: DeleteWhy) -> Action {
+    Action::DeletePod {
+        name: name.into(),
+        why,
+    }
+}
+
+#[test]
+fn reasons_are_prefixed_sanitised_and_bounded() {
+    assert_eq!(drain_reason("scale-in"), "slurm-operator: scale-in");
+    assert_eq!(drain_reason(" a\n\tb\u{7}c  "), "slurm-operator: a b c");
+    let long = drain_reason(&"é".repeat(1000));
+    assert_eq!(long.chars().count(), MAX_REASON_CHARS);
+}
+
+#[test]
+fn drain_ownership() {
+    let cases = [
+        (
+            vec!["IDLE"],
+            Some("slurm-operator: scale-in"),
+            DrainOwner::NotDrained,
+        ),
+        (
+            vec!["IDLE", "DRAIN"],
+            Some("slurm-operator: scale-in"),
+            DrainOwner::Us,
+        ),
+        (
+            vec!["ALLOCATED", "DRAIN"],
+            Some(" slurm-operator: x"),
+            DrainOwner::Us,
+        ),
+        (
+            vec!["IDLE", "DRAIN"],
+            Some("admin: bad disk"),
+            DrainOwner::Someone,
+        ),
+        (vec!["IDLE", "DRAIN"], None, DrainOwner::Someone),
+        (
+            vec!["IDLE", "DRAIN"],
+            Some("maintenance slurm-operator:"),
+            DrainOwner::Someone,
+        ),
+    ];
+    for (st, reason, want) in cases {
+        assert_eq!(
+            drain_owner(&node("n", &st, reason)),
+            want,
+            "{st:?} {reason:?}"
+        );
+    }
+    // Never resume a DOWN or NOT_RESPONDING node, nor someone else's drain.
+    assert!(may_resume(&node(
+        "n",
+        &["IDLE", "DRAIN"],
+        Some("slurm-operator: x")
+    )));
+    assert!(!may_resume(&node(
+        "n",
+        &["DOWN", "DRAIN"],
+        Some("slurm-operator: x")
+    )));
+    assert!(!may_resume(&node(
+        "n",
+        &["IDLE", "DRAIN", "NOT_RESPONDING"],
+        Some("slurm-operator: x")
+    )));
+    assert!(!may_resume(&node("n", &["IDLE", "DRAIN"], Some("admin"))));
+    assert!(!may_resume(&node(
+        "n",
+        &["IDLE"],
+        Some("slurm-operator: x")
+    )));
+}
+
+/// Every state array observed from slurmrestd (facts note), and whether the node may go.
+#[test]
+fn drained_over_every_observed_state_array() {
+    let cases: &[(&[&str], bool)] = &[
+        (&["IDLE"], false),
+        (&["IDLE", "DYNAMIC_NORM"], false),
+        (&["ALLOCATED"], false),
+        (&["ALLOCATED", "DYNAMIC_NORM"], false),
+        (&["MIXED"], false),
+        (&["ALLOCATED", "DRAIN"], false),
+        (&["MIXED", "DRAIN"], false),
+        (&["IDLE", "DRAIN", "COMPLETING"], false),
+        (&["IDLE", "COMPLETING"], false),
+        (&["IDLE", "DRAIN"], true),
+        (&["IDLE", "DRAIN", "DYNAMIC_NORM"], true),
+        (&["IDLE", "DRAIN", "NOT_RESPONDING", "DYNAMIC_NORM"], true),
+        (&["DOWN", "DRAIN", "NOT_RESPONDING", "DYNAMIC_NORM"], true),
+        (&["DOWN", "NOT_RESPONDING", "DYNAMIC_NORM"], false),
+        (&["IDLE", "NOT_RESPONDING"], false),
+        (&["UNKNOWN"], false),
+        (&["FUTURE"], false),
+    ];
+    for (st, want) in cases {
+        assert_eq!(is_drained(&node("n", st, None), None), *want, "{st:?}");
+    }
+    // A job the index still sees running there keeps the node, whatever the state says.
+    let jobs = NodeJobs {
+        running: 1,
+        deadline: None,
+    };
+    assert!(!is_drained(
+        &node("n", &["IDLE", "DRAIN"], None),
+        Some(&jobs)
+    ));
+}
+
+#[test]
+fn victim_order_table() {
+    let base = |name: &str, ordinal| pod(name, ordinal);
+    let mut unscheduled = base("ns-0", 0);
+    unscheduled.scheduled = false;
+    unscheduled.ready = false;
+    let mut not_ready = base("ns-1", 1);
+    not_ready.ready = false;
+    let mut cheap = base("ns-2", 2);
+    cheap.deletion_cost = -5;
+    let idle_low = base("ns-3", 3);
+    let idle_high = base("ns-4", 4);
+    let busy_early = base("ns-5", 5);
+    let busy_late = base("ns-6", 6);
+    let busy_forever = base("ns-7", 7);
+    let drained = base("ns-8", 8);
+    let st = state(
+        vec![
+            idle("ns-3"),
+            idle("ns-4"),
+            node("ns-5", &["ALLOCATED"], None),
+            node("ns-6", &["ALLOCATED"], None),
+            node("ns-7", &["MIXED"], None),
+            node("ns-8", &["IDLE", "DRAIN"], Some("admin")),
+        ],
+        &[
+            ("ns-5", 1, Some(100)),
+            ("ns-6", 2, Some(500)),
+            ("ns-7", 1, None),
+        ],
+    );
+    let all = [
+        busy_forever.clone(),
+        idle_low.clone(),
+        busy_late.clone(),
+        cheap.clone(),
+        drained.clone(),
+        not_ready.clone(),
+        busy_early.clone(),
+        unscheduled.clone(),
+        idle_high.clone(),
+    ];
+    let order: Vec<&str> = victim_sorted(&all, Some(&st))
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "ns-0", "ns-1", "ns-2", "ns-8", "ns-4", "ns-3", "ns-5", "ns-6", "ns-7"
+        ],
+        "unscheduled, not ready, cheapest, idle/drained (highest ordinal first), then busy by deadline"
+    );
+    // A higher deletion cost protects even an idle node.
+    let mut precious = idle_high.clone();
+    precious.deletion_cost = 100;
+    let pair = [precious, busy_late];
+    let order: Vec<&str> = victim_sorted(&pair, Some(&st))
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(order, ["ns-6", "ns-4"]);
+}
+
+#[test]
+fn scale_out_creates_the_lowest_free_ordinals_skipping_leftover_records() {
+    let mut existing = pods(3);
+    existing.remove(1); // ns-0, ns-2
+    let plan = run(4, &existing, None);
+    assert_eq!(
+        structural(&plan),
+        [
+            Action::CreatePod { ordinal: 1 },
+            Action::CreatePod { ordinal: 3 }
+        ]
+    );
+    // ns-1's record is still in Slurm: it is forgotten first and another ordinal is used.
+    let st = state(
+        vec![
+            idle("ns-0"),
+            node("ns-1", &["DOWN", "NOT_RESPONDING", "DYNAMIC_NORM"], None),
+            idle("ns-2"),
+        ],
+        &[],
+    );
+    let plan = run(3, &existing, Some(&st));
+    assert_eq!(
+        structural(&plan),
+        [
+            Action::CreatePod { ordinal: 3 },
+            Action::DeleteNodeRecord {
+                node: "ns-1".into()
+            }
+        ]
+    );
+}
+
+#[test]
+fn scale_in_drains_first_and_deletes_only_once_drained() {
+    let p = pods(3);
+    // Step 1: all idle → the two highest ordinals are drained, nothing is deleted.
+    let st = state(vec![idle("ns-0"), idle("ns-1"), idle("ns-2")], &[]);
+    let plan = run(1, &p, Some(&st));
+    assert_eq!(
+        structural(&plan),
+        [
+            drain("ns-1"),
+            Action::MarkDrainStarted { pod: "ns-1".into() },
+            drain("ns-2"),
+            Action::MarkDrainStarted { pod: "ns-2".into() },
+        ]
+    );
+    assert!(plan.actions.iter().all(|a| !a.is_destructive()));
+
+    // Step 2: ns-2 drained, ns-1 still busy (draining): only ns-2's pod goes.
+    let mut p2 = p.clone();
+    p2[1].drain_started = Some(t(-10));
+    p2[2].drain_started = Some(t(-10));
+    let ours = Some("slurm-operator: scale-in");
+    let st = state(
+        vec![
+            idle("ns-0"),
+            node("ns-1", &["ALLOCATED", "DRAIN", "DYNAMIC_NORM"], ours),
+            node("ns-2", &["IDLE", "DRAIN", "DYNAMIC_NORM"], ours),
+        ],
+        &[("ns-1", 1, None)],
+    );
+    let plan = run(1, &p2, Some(&st));
+    assert_eq!(structural(&plan), [delete("ns-2", DeleteWhy::ScaleIn)]);
+    assert_eq!(
+        plan.waiting,
+        [Waiting {
+            pod: "ns-1".into(),
+            why: WAIT_JOBS
+        }]
+    );
+
+    // Step 3: the pod is gone: its record is deleted.
+    let plan = run(1, &p2[..2], Some(&st));
+    assert!(structural(&plan).contains(&Action::DeleteNodeRecord {
+        node: "ns-2".into()
+    }));
+}
+
+#[test]
+fn busy_nodes_are_kept_over_idle_ones() {
+    let p = pods(3);
+    let st = state(
+        vec![
+            node("ns-0", &["ALLOCATED", "DYNAMIC_NORM"], None),
+            idle("ns-1"),
+            idle("ns-2"),
+        ],
+        &[("ns-0", 1, None)],
+    );
+    let plan = run(1, &p, Some(&st));
+    let drained: Vec<_> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Drain { node, .. } => Some(node.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(drained, ["ns-1", "ns-2"]);
+}
+
+#[test]
+fn fail_closed_without_a_trusted_view() {
+    let p = pods(2);
+    let ours = Some("slurm-operator: scale-in");
+    let drained = state(
+        vec![idle("ns-0"), node("ns-1", &["IDLE", "DRAIN"], ours)],
+        &[],
+    );
+    let mut stale = drained.clone();
+    stale.nodes_synced_at = Some(t(-600));
+    let mut down = drained.clone();
+    down.health = Health::Down {
+        since: t(-1),
+        reason: "Unreachable",
+        message: "x".into(),
+    };
+    let mut never = drained.clone();
+    never.nodes_synced_at = None;
+    for (what, st) in [
+        ("no client", None),
+        ("stale", Some(&stale)),
+        ("poller down", Some(&down)),
+        ("never synced", Some(&never)),
+    ] {
+        let plan = run(1, &p, st);
+        assert!(plan.actions.is_empty(), "{what}: {:?}", plan.actions);
+        assert_eq!(plan.waiting[0].why, WAIT_NO_VIEW, "{what}");
+    }
+    // The same drained node with a fresh view goes.
+    assert_eq!(
+        structural(&run(1, &p, Some(&drained))),
+        [delete("ns-1", DeleteWhy::ScaleIn)]
+    );
+    // Absent from a complete list counts as drained; an unscheduled pod goes without Slurm.
+    let absent = state(vec![idle("ns-0")], &[]);
+    assert_eq!(
+        structural(&run(1, &p, Some(&absent))),
+        [delete("ns-1", DeleteWhy::ScaleIn)]
+    );
+    let mut pending = pods(2);
+    pending[1].scheduled = false;
+    pending[1].ready = false;
+    assert_eq!(
+        structural(&run(1, &pending, None)),
+        [delete("ns-1", DeleteWhy::ScaleIn)]
+    );
+}
+
+#[test]
+fn someone_elses_drain_is_never_overwritten_nor_resumed() {
+    let mut p = pods(2);
+    p[1].deletion_cost = -1;
+    // Victim drained by an admin with a job still running: no drain over it, wait.
+    let st = state(
+        vec![
+            idle("ns-0"),
+            node("ns-1", &["ALLOCATED", "DRAIN"], Some("admin: check")),
+        ],
+        &[("ns-1", 1, None)],
+    );
+    let plan = run(1, &p, Some(&st));
+    assert!(structural(&plan).is_empty(), "{:?}", plan.actions);
+    assert_eq!(plan.waiting[0].why, WAIT_FOREIGN_DRAIN);
+    // Kept node drained by an admin: not resumed.
+    let st = state(
+        vec![
+            idle("ns-0"),
+            node("ns-1", &["IDLE", "DRAIN"], Some("admin: check")),
+        ],
+        &[],
+    );
+    assert!(structural(&run(2, &p, Some(&st))).is_empty());
+}
+
+#[test]
+fn scale_back_out_resumes_our_drain_and_keeps_the_pod() {
+    let mut p = pods(2);
+    p[1].drain_started = Some(t(-10));
+    let ours = Some("slurm-operator: scale-in");
+    let st = state(
+        vec![idle("ns-0"), node("ns-1", &["ALLOCATED", "DRAIN"], ours)],
+        &[("ns-1", 1, None)],
+    );
+    assert_eq!(
+        structural(&run(2, &p, Some(&st))),
+        [
+            Action::Resume {
+                node: "ns-1".into()
+            },
+            Action::ClearDrainStarted { pod: "ns-1".into() }
+        ]
+    );
+    // Not when the node is DOWN or not responding.
+    let st = state(
+        vec![
+            idle("ns-0"),
+            node("ns-1", &["IDLE", "DRAIN", "NOT_RESPONDING"], ours),
+        ],
+        &[],
+    );
+    assert!(structural(&run(2, &p, Some(&st))).is_empty());
+    // After RESUME the old reason text stays, without DRAIN: nothing to do but drop the mark.
+    let st = state(vec![idle("ns-0"), node("ns-1", &["IDLE"], ours)], &[]);
+    assert_eq!(
+        structural(&run(2, &p, Some(&st))),
+        [Action::ClearDrainStarted { pod: "ns-1".into() }]
+    );
+}
+
+#[test]
+fn drain_timeout_forces_only_our_recorded_drain() {
+    let mut p = pods(2);
+    let ours = Some("slurm-operator: scale-in");
+    let st = state(
+        vec![idle("ns-0"), node("ns-1", &["ALLOCATED", "DRAIN"], ours)],
+        &[("ns-1", 1, None)],
+    );
+    let timeout = Some(std::time::Duration::from_secs(60));
+    let strategy = UpdateStrategy::default();
+    p[1].drain_started = Some(t(-30));
+    assert!(structural(&run_with(1, &p, Some(&st), &strategy, timeout)).is_empty());
+    p[1].drain_started = Some(t(-61));
+    assert_eq!(
+        structural(&run_with(1, &p, Some(&st), &strategy, timeout)),
+        [delete("ns-1", DeleteWhy::DrainTimeout)]
+    );
+    // Absent timeout: wait forever.
+    assert!(structural(&run_with(1, &p, Some(&st), &strategy, None)).is_empty());
+    // Someone else's drain is not ours to time out.
+    let st = state(
+        vec![
+            idle("ns-0"),
+            node("ns-1", &["ALLOCATED", "DRAIN"], Some("admin")),
+        ],
+        &[("ns-1", 1, None)],
+    );
+    assert!(structural(&run_with(1, &p, Some(&st), &strategy, timeout)).is_empty());
+}
+
+#[test]
+fn rolling_update_goes_one_batch_at_a_time() {
+    let mut p = pods(4);
+    for pod in &mut p {
+        pod.template_hash = Some("h0".into());
+    }
+    let st = state(
+        vec![idle("ns-0"), idle("ns-1"), idle("ns-2"), idle("ns-3")],
+        &[],
+    );
+    let update = |n| Action::Drain {
+        node: format!("ns-{n}"),
+        reason: drain_reason(WHY_UPDATE),
+    };
+    let drains = |plan: &Plan| {
+        structural(plan)
+            .into_iter()
+            .filter(|a| matches!(a, Action::Drain { .. }))
+            .collect::<Vec<_>>()
+    };
+    // maxUnavailable 1 (default): one node, the highest ordinal.
+    assert_eq!(drains(&run(4, &p, Some(&st))), [update(3)]);
+    // maxUnavailable 50% of 4 = 2.
+    let two = UpdateStrategy {
+        rolling_update: Some(RollingUpdate {
+            max_unavailable: IntOrString::String("50%".into()),
+        }),
+        ..UpdateStrategy::default()
+    };
+    assert_eq!(
+        drains(&run_with(4, &p, Some(&st), &two, None)),
+        [update(2), update(3)]
+    );
+    // One already in progress (and a not-ready pod) use up the budget: nothing new starts.
+    p[3].drain_started = Some(t(-5));
+    p[0].ready = false;
+    let ours = Some("slurm-operator: rolling update");
+    let st2 = state(
+        vec![
+            idle("ns-0"),
+            idle("ns-1"),
+            idle("ns-2"),
+            node("ns-3", &["ALLOCATED", "DRAIN"], ours),
+        ],
+        &[("ns-3", 1, None)],
+    );
+    assert!(drains(&run_with(4, &p, Some(&st2), &two, None)).is_empty());
+    // Drained → deleted; then it is recreated from the new template under the same ordinal once
+    // its record is gone.
+    let st3 = state(
+        vec![
+            idle("ns-0"),
+            idle("ns-1"),
+            idle("ns-2"),
+            node("ns-3", &["IDLE", "DRAIN", "DYNAMIC_NORM"], ours),
+        ],
+        &[],
+    );
+    assert!(structural(&run(4, &p, Some(&st3))).contains(&delete("ns-3", DeleteWhy::Update)));
+    let st4 = state(vec![idle("ns-0"), idle("ns-1"), idle("ns-2")], &[]);
+    assert!(structural(&run(4, &p[..3], Some(&st4))).contains(&Action::CreatePod { ordinal: 3 }));
+    // OnDelete: outdated pods stay.
+    let on_delete = UpdateStrategy {
+        type_: UpdateStrategyType::OnDelete,
+        rolling_update: None,
+    };
+    assert!(drains(&run_with(4, &p, Some(&st), &on_delete, None)).is_empty());
+}
+
+#[test]
+fn finished_pods_are_replaced() {
+    let mut p = pods(2);
+    p[1].finished = true;
+    let plan = run(2, &p, None);
+    assert_eq!(
+        structural(&plan),
+        [
+            delete("ns-1", DeleteWhy::Finished),
+            Action::CreatePod { ordinal: 2 }
+        ]
+    );
+}
+
+#[test]
+fn status_counts_and_projection() {
+    let mut p = pods(6);
+    p[5].template_hash = Some("old".into());
+    p[4].ready = false;
+    let st = state(
+        vec![
+            idle("ns-0"),
+            node("ns-1", &["ALLOCATED"], None),
+            node("ns-2", &["MIXED", "DRAIN"], Some("admin: later")),
+            node("ns-3", &["IDLE", "DRAIN"], Some("admin")),
+            node("ns-4", &["DOWN", "NOT_RESPONDING"], None),
+        ],
+        &[("ns-1", 1, None), ("ns-2", 1, None)],
+    );
+    let plan = run_with(
+        6,
+        &p,
+        Some(&st),
+        &UpdateStrategy {
+            type_: UpdateStrategyType::OnDelete,
+            rolling_update: None,
+        },
+        None,
+    );
+    assert_eq!(
+        plan.counts,
+        Counts {
+            replicas: 6,
+            ready: 5,
+            updated: 5,
+            slurm: Some(NodeSetSlurmCounts {
+                idle: 1,
+                allocated: 1,
+                mixed: 0,
+                draining: 1,
+                drained: 1,
+                down: 1,
+            }),
+        }
+    );
+    let busy: Vec<_> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SetBusy { pod, busy: true } => Some(pod.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(busy, ["ns-1", "ns-2"]);
+    let reasons: Vec<_> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SetNodeCondition { reason, .. } => Some(reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "Idle",
+            "Allocated",
+            "Draining",
+            "Drained",
+            "Down",
+            "NotRegistered"
+        ]
+    );
+    // Unchanged projection: nothing to patch.
+    let mut settled = p.clone();
+    for (pod, a) in settled.iter_mut().zip(
+        plan.actions
+            .iter()
+            .filter(|a| matches!(a, Action::SetNodeCondition { .. })),
+    ) {
+        if let Action::SetNodeCondition {
+            status,
+            reason,
+            message,
+            ..
+        } = a
+        {
+            pod.node_condition = Some((
+                if *status { "True" } else { "False" }.into(),
+                reason.clone(),
+                message.clone(),
+            ));
+        }
+        pod.busy_label = matches!(pod.name.as_str(), "ns-1" | "ns-2");
+    }
+    let plan = run_with(
+        6,
+        &settled,
+        Some(&st),
+        &UpdateStrategy {
+            type_: UpdateStrategyType::OnDelete,
+            rolling_update: None,
+        },
+        None,
+    );
+    assert!(plan.actions.is_empty(), "{:?}", plan.actions);
+    // Without a view: no Slurm counts, no label removal.
+    assert_eq!(run(6, &p, None).counts.slurm, None);
+}

@@ -1,0 +1,581 @@
+//! The SlurmJob controller: submits each SlurmJob to the Slurm cluster its `clusterRef` names,
+//! mirrors the job's life into the status, cancels it on delete, re-runs it after an edit of a
+//! finished job, and streams its output through a Pod.
+//!
+//! A thin driver over pure steps (`slurmjob::*`):
+//!
+//! 1. behind the `slurm.rs/cleanup` finalizer, find the Cluster's client and index in the
+//!    registry (none yet → a `Ready=Unknown/ClusterNotReady` status and a backoff requeue);
+//! 2. [`drive::step`]: `lifecycle::decide`, then submit once — crash-safe, see `drive` — or
+//!    mirror the index's records of the job; a job gone from a synced index is `Lost`;
+//! 3. server-side apply of the status when it changed (the job id is written right after a
+//!    submit), then the Events of the transition (`notice::transitions`);
+//! 4. with `spec.output`, the streamer Pod for the current job id (`output::pod`), re-created
+//!    for a re-run.
+//!
+//! Deletion cancels every unfinished job of the SlurmJob (status, this process's submissions,
+//! the index by tag); "already finished" and "unknown" count as done. An unreachable slurmrestd
+//! keeps the finalizer and retries with backoff; a Cluster object that no longer exists
+//! releases it with a Warning Event naming the job that could not be cancelled.
+//!
+//! Triggers: the SlurmJob (generation and finalizer changes; our status writes do not
+//! re-trigger), its streamer Pod, and the pollers' events: `JobChanged`/`JobGone` carry the
+//! job's tag (`slurm.rs/uid=…`), mapped to the SlurmJob by uid; `HealthChanged{up}` reconciles
+//! every SlurmJob of that Cluster.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use futures::{Stream, StreamExt, future};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::finalizer::{self, Event as Finalizer, finalizer};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
+use kube::{Resource, ResourceExt};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use super::{Backoffs, Chain};
+use crate::context::{Context, FIELD_MANAGER};
+use crate::crd::condition;
+use crate::crd::slurmjob::SlurmJobStatus;
+use crate::crd::{Cluster, FINALIZER, SlurmJob};
+use crate::index::{ClusterState, SlurmEvent};
+use crate::slurm::SlurmError;
+use crate::slurmjob::drive::{self, Env, Step, Target};
+use crate::slurmjob::notice::Notice;
+use crate::slurmjob::{actions, output, tag};
+
+/// The controller's name in metrics and logs.
+pub const CONTROLLER: &str = "slurmjob";
+
+/// An unfinished job is looked at again this often even without Slurm events (safety net).
+pub const RESYNC: Duration = Duration::from_secs(300);
+
+/// Event `action` for everything this controller reports.
+const EVENT_ACTION: &str = "RunJob";
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the SlurmJob has no {0}")]
+    MissingMetadata(&'static str),
+    #[error("Cluster {0:?} is not connected (yet): no slurmrestd client is registered for it")]
+    ClusterNotReady(String),
+    #[error("submitting the job failed; its outcome is resolved through its tag next time")]
+    Submit(#[source] SlurmError),
+    #[error("cancelling Slurm job {job_id} failed")]
+    Cancel {
+        job_id: u32,
+        #[source]
+        source: SlurmError,
+    },
+    #[error("cannot read Cluster {name:?}")]
+    GetCluster {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot apply the SlurmJob's status")]
+    PatchStatus(#[source] kube::Error),
+    #[error("cannot read, create or replace the output Pod")]
+    OutputPod(#[source] kube::Error),
+    #[error("cannot add the finalizer")]
+    AddFinalizer(#[source] kube::Error),
+    #[error("cannot remove the finalizer")]
+    RemoveFinalizer(#[source] kube::Error),
+}
+
+impl Error {
+    /// Stable PascalCase category: metric label and Event reason.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::MissingMetadata(_) => "MissingMetadata",
+            Self::ClusterNotReady(_) => "ClusterNotReady",
+            Self::Submit(_) => "SubmitFailed",
+            Self::Cancel { .. } => "CancelFailed",
+            Self::GetCluster { .. } => "GetClusterFailed",
+            Self::PatchStatus(_) => "PatchStatusFailed",
+            Self::OutputPod(_) => "OutputPodFailed",
+            Self::AddFinalizer(_) => "AddFinalizerFailed",
+            Self::RemoveFinalizer(_) => "RemoveFinalizerFailed",
+        }
+    }
+}
+
+/// What every SlurmJob reconcile gets: the shared [`Context`] and the SlurmJob cache (for
+/// `dependsOn` lookups).
+#[derive(Clone)]
+pub struct Data {
+    pub ctx: Context,
+    pub jobs: Store<SlurmJob>,
+}
+
+fn backoff_key(job: &SlurmJob) -> String {
+    Backoffs::key(
+        CONTROLLER,
+        job.namespace().as_deref().unwrap_or_default(),
+        &job.name_any(),
+    )
+}
+
+/// Reconcile one SlurmJob behind the finalizer. One tracing span per reconcile.
+pub async fn reconcile(job: Arc<SlurmJob>, data: Arc<Data>) -> Result<Action, Error> {
+    let span = info_span!(
+        "reconcile",
+        controller = CONTROLLER,
+        name = %job.name_any(),
+        namespace = job.namespace().as_deref().unwrap_or_default(),
+    );
+    async move {
+        let started = Instant::now();
+        let result = reconcile_inner(job, &data).await;
+        data.ctx.metrics.reconciled(CONTROLLER, started.elapsed());
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+async fn reconcile_inner(job: Arc<SlurmJob>, data: &Data) -> Result<Action, Error> {
+    let namespace = job.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+    let api: Api<SlurmJob> = Api::namespaced(data.ctx.client.clone(), &namespace);
+    finalizer(&api, FINALIZER, job, |event| async move {
+        match event {
+            Finalizer::Apply(job) => apply(&job, &namespace, data).await,
+            Finalizer::Cleanup(job) => cleanup(&job, &namespace, &data.ctx).await,
+        }
+    })
+    .await
+    .map_err(|error| match error {
+        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+        finalizer::Error::AddFinalizer(e) => Error::AddFinalizer(e),
+        finalizer::Error::RemoveFinalizer(e) => Error::RemoveFinalizer(e),
+        finalizer::Error::UnnamedObject => Error::MissingMetadata("name"),
+        finalizer::Error::InvalidFinalizer => Error::MissingMetadata("valid finalizer"),
+    })
+}
+
+/// Every failure retries with a per-SlurmJob exponential backoff: none of them is the spec's
+/// fault (an unsubmittable spec is reported in the status and waits for an edit without error).
+pub fn error_policy(job: Arc<SlurmJob>, error: &Error, data: Arc<Data>) -> Action {
+    data.ctx
+        .metrics
+        .reconcile_failed(CONTROLLER, error.category());
+    let delay = data.ctx.backoff.next(&backoff_key(&job));
+    warn!(
+        name = %job.name_any(),
+        namespace = job.namespace().unwrap_or_default(),
+        reason = error.category(), error = %Chain(error), retry_in = ?delay,
+        "SlurmJob reconcile failed"
+    );
+    Action::requeue(delay)
+}
+
+fn cluster_ref(job: &SlurmJob, namespace: &str) -> ObjectRef<Cluster> {
+    ObjectRef::new(&job.spec.cluster_ref).within(namespace)
+}
+
+async fn apply(job: &SlurmJob, namespace: &str, data: &Data) -> Result<Action, Error> {
+    let ctx = &data.ctx;
+    let name = job.name_any();
+    let uid = job.uid().ok_or(Error::MissingMetadata("uid"))?;
+    let generation = job.metadata.generation.unwrap_or(1);
+    let current = job.status.clone().unwrap_or_default();
+    let Some(handle) = ctx.clusters.get(&cluster_ref(job, namespace)) else {
+        let mut next = current.clone();
+        condition::upsert(
+            &mut next.conditions,
+            condition::new(
+                drive::READY,
+                condition::Status::Unknown,
+                "ClusterNotReady",
+                format!(
+                    "Cluster {:?} is not connected yet; see its status",
+                    job.spec.cluster_ref
+                ),
+                Some(generation),
+                crate::controller::cluster::status::now(),
+            ),
+        );
+        if next != current {
+            apply_status(job, namespace, &next, ctx).await?;
+        }
+        return Err(Error::ClusterNotReady(job.spec.cluster_ref.clone()));
+    };
+    // Copy the Arc out: the watch borrow must not live across an await.
+    let state: Arc<ClusterState> = Arc::clone(&handle.index.borrow());
+    let env = Env {
+        client: &handle.client,
+        state: &state,
+        submissions: &ctx.submissions,
+        started_at: ctx.started_at,
+        now: Utc::now(),
+    };
+    let target = Target {
+        name: &name,
+        uid: &uid,
+        generation,
+        spec: &job.spec,
+        status: job.status.as_ref(),
+    };
+    let lookup = |dep: &str| {
+        data.jobs
+            .get(&ObjectRef::new(dep).within(namespace))
+            .map(|d| d.status.as_ref().and_then(|s| s.job_id))
+    };
+    let step = match drive::step(target, env, lookup).await {
+        Ok(step) => step,
+        Err(error) => {
+            publish(
+                job,
+                Notice::warning(
+                    "SubmitFailed",
+                    format!(
+                        "submitting to Cluster {} failed ({}): {}; it is not retried blindly — \
+                         the next attempt first looks for the job by its tag",
+                        job.spec.cluster_ref,
+                        error.category(),
+                        Chain(&error)
+                    ),
+                ),
+                ctx,
+            )
+            .await;
+            return Err(Error::Submit(error));
+        }
+    };
+    let Step {
+        status,
+        notices,
+        retry,
+        invalid,
+    } = step;
+    if status != current {
+        apply_status(job, namespace, &status, ctx).await?;
+    }
+    for notice in notices {
+        publish(job, notice, ctx).await;
+    }
+    if let Some(job_id) = status.job_id {
+        ensure_output_pod(job, namespace, job_id, ctx).await?;
+    }
+    ctx.backoff.reset(&backoff_key(job));
+    Ok(match (retry, invalid) {
+        (Some(delay), _) => Action::requeue(delay),
+        (None, true) => Action::await_change(),
+        (None, false) if status.phase.is_terminal() => Action::await_change(),
+        (None, false) => Action::requeue(RESYNC),
+    })
+}
+
+/// The streamer Pod of run `job_id`: created when missing, replaced when it streams an earlier
+/// run. A Pod of that name that is not ours is left alone.
+async fn ensure_output_pod(
+    job: &SlurmJob,
+    namespace: &str,
+    job_id: i64,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let Some(desired) = output::pod(job, job_id, &ctx.output_image) else {
+        return Ok(());
+    };
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let name = job.name_any();
+    if let Some(existing) = pods.get_opt(&name).await.map_err(Error::OutputPod)? {
+        let ours = existing
+            .owner_references()
+            .iter()
+            .any(|o| Some(&o.uid) == job.metadata.uid.as_ref());
+        if !ours {
+            warn!(pod = %name, "a Pod with the SlurmJob's name exists and is not its output streamer; not touching it");
+            return Ok(());
+        }
+        if output::streamed_job_id(&existing) == Some(job_id) {
+            return Ok(());
+        }
+        if existing.metadata.deletion_timestamp.is_none() {
+            pods.delete(&name, &DeleteParams::default())
+                .await
+                .map_err(Error::OutputPod)?;
+            info!(pod = %name, "output Pod of the previous run deleted");
+        }
+        // Created on the next reconcile, once the old Pod is gone (the Pod watch triggers it).
+        return Ok(());
+    }
+    pods.create(&PostParams::default(), &desired)
+        .await
+        .map_err(Error::OutputPod)?;
+    info!(pod = %name, job_id, "output Pod created");
+    Ok(())
+}
+
+/// Deletion: cancel every unfinished job of this SlurmJob, then release the finalizer.
+async fn cleanup(job: &SlurmJob, namespace: &str, ctx: &Context) -> Result<Action, Error> {
+    let uid = job.uid().ok_or(Error::MissingMetadata("uid"))?;
+    let status = job.status.clone().unwrap_or_default();
+    let handle = ctx.clusters.get(&cluster_ref(job, namespace));
+    let state = handle.as_ref().map(|h| Arc::clone(&h.index.borrow()));
+    let ids = to_cancel(&uid, &status, state.as_deref(), &ctx.submissions);
+    if !ids.is_empty() {
+        let Some(handle) = handle else {
+            let clusters: Api<Cluster> = Api::namespaced(ctx.client.clone(), namespace);
+            let name = job.spec.cluster_ref.clone();
+            let exists = clusters
+                .get_opt(&name)
+                .await
+                .map_err(|source| Error::GetCluster {
+                    name: name.clone(),
+                    source,
+                })?
+                .is_some();
+            if exists {
+                return Err(Error::ClusterNotReady(name));
+            }
+            let list = ids
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            publish(
+                job,
+                Notice::warning(
+                    "CancelSkipped",
+                    format!(
+                        "Cluster {name:?} no longer exists: Slurm job {list} could not be cancelled \
+                         and may still run"
+                    ),
+                ),
+                ctx,
+            )
+            .await;
+            ctx.submissions.forget_uid(&uid);
+            return Ok(Action::await_change());
+        };
+        for job_id in ids {
+            let outcome = actions::cancel(&handle.client, job_id)
+                .await
+                .map_err(|source| Error::Cancel { job_id, source })?;
+            info!(
+                job_id,
+                ?outcome,
+                "SlurmJob deleted: cancelled its Slurm job"
+            );
+            if outcome == actions::Cancellation::Cancelled {
+                publish(
+                    job,
+                    Notice::normal(
+                        "Cancelled",
+                        format!("Slurm job {job_id} cancelled: the SlurmJob was deleted"),
+                    ),
+                    ctx,
+                )
+                .await;
+            }
+        }
+    }
+    ctx.submissions.forget_uid(&uid);
+    ctx.backoff.reset(&backoff_key(job));
+    Ok(Action::await_change())
+}
+
+/// The Slurm jobs a deleted SlurmJob must cancel: its current job unless it ended, what this
+/// process submitted for it, and every unfinished job in the index carrying its uid.
+pub fn to_cancel(
+    uid: &str,
+    status: &SlurmJobStatus,
+    state: Option<&ClusterState>,
+    submissions: &drive::Submissions,
+) -> Vec<u32> {
+    let mut ids: Vec<u32> = Vec::new();
+    if let Some(id) = status.job_id.and_then(|id| u32::try_from(id).ok())
+        && !status.phase.is_terminal()
+    {
+        ids.push(id);
+    }
+    for generation in [status.submitted_generation, status.observed_generation]
+        .into_iter()
+        .flatten()
+    {
+        if let Some(id) = submissions.get(&tag::tag(uid, generation)) {
+            ids.push(id);
+        }
+    }
+    if let Some(state) = state {
+        ids.extend(
+            state
+                .jobs
+                .values()
+                .filter(|j| !j.state.base.is_finished())
+                .filter(|j| {
+                    j.comment
+                        .as_deref()
+                        .and_then(tag::parse)
+                        .is_some_and(|(u, _)| u == uid)
+                })
+                .map(|j| j.array_job_id.unwrap_or(j.job_id)),
+        );
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Server-side apply of the whole status with the operator's one field manager.
+async fn apply_status(
+    job: &SlurmJob,
+    namespace: &str,
+    status: &SlurmJobStatus,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let api: Api<SlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
+    let patch = Patch::Apply(serde_json::json!({
+        "apiVersion": SlurmJob::api_version(&()),
+        "kind": SlurmJob::kind(&()),
+        "status": status,
+    }));
+    api.patch_status(
+        &job.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &patch,
+    )
+    .await
+    .map_err(Error::PatchStatus)?;
+    debug!(phase = %status.phase, job_id = ?status.job_id, "status applied");
+    Ok(())
+}
+
+/// Publish an Event on the SlurmJob. A failure to publish is logged, never fatal.
+async fn publish(job: &SlurmJob, notice: Notice, ctx: &Context) {
+    let event = Event {
+        type_: if notice.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: notice.reason.into(),
+        note: Some(notice.note),
+        action: EVENT_ACTION.into(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &job.object_ref(&())).await {
+        warn!(error = %Chain(&error), reason = event.reason, "cannot publish an Event");
+    }
+}
+
+/// The SlurmJobs a Slurm event concerns: the one whose uid a job's tag carries, or for a
+/// regained slurmrestd every SlurmJob of that Cluster.
+pub fn targets(event: &SlurmEvent, jobs: &[Arc<SlurmJob>]) -> Vec<ObjectRef<SlurmJob>> {
+    match event {
+        SlurmEvent::JobChanged { comment, .. } | SlurmEvent::JobGone { comment, .. } => {
+            let Some((uid, _)) = comment.as_deref().and_then(tag::parse) else {
+                return Vec::new();
+            };
+            jobs.iter()
+                .filter(|j| j.metadata.uid.as_deref() == Some(uid))
+                .map(|j| ObjectRef::from_obj(j.as_ref()))
+                .collect()
+        }
+        SlurmEvent::HealthChanged { cluster, up: true } => jobs
+            .iter()
+            .filter(|j| {
+                j.spec.cluster_ref == cluster.name
+                    && j.namespace().as_deref() == cluster.namespace.as_deref()
+            })
+            .map(|j| ObjectRef::from_obj(j.as_ref()))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Slurm events mapped to SlurmJobs; a receiver that fell behind reconciles every SlurmJob.
+pub fn slurm_triggers(
+    events: broadcast::Receiver<SlurmEvent>,
+    store: Store<SlurmJob>,
+) -> impl Stream<Item = ObjectRef<SlurmJob>> + Send + 'static {
+    futures::stream::unfold((events, store), |(mut events, store)| async move {
+        loop {
+            match events.recv().await {
+                Ok(event) => {
+                    let refs = targets(&event, &store.state());
+                    if !refs.is_empty() {
+                        return Some((refs, (events, store)));
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    warn!(
+                        missed,
+                        "fell behind the Slurm event stream; reconciling every SlurmJob"
+                    );
+                    let all = store
+                        .state()
+                        .iter()
+                        .map(|j| ObjectRef::from_obj(j.as_ref()))
+                        .collect();
+                    return Some((all, (events, store)));
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+    .flat_map(futures::stream::iter)
+}
+
+/// The running SlurmJob controller: its store (ready once the first list is in) and the future
+/// that drives it until `shutdown` is cancelled and running reconciles finish.
+pub fn run(
+    ctx: Context,
+    namespace: Option<&str>,
+    shutdown: CancellationToken,
+) -> (Store<SlurmJob>, impl Future<Output = ()> + Send + 'static) {
+    let client = ctx.client.clone();
+    let (store, writer) = reflector::store();
+    let (jobs_api, pods_api): (Api<SlurmJob>, Api<Pod>) = match namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client, ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client)),
+    };
+    let jobs = watcher(jobs_api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        // Our own status writes change neither: no reconcile per status write.
+        .predicate_filter(
+            predicates::generation.combine(predicates::finalizers),
+            Default::default(),
+        );
+    let slurm = slurm_triggers(ctx.events.subscribe(), store.clone());
+    let data = Arc::new(Data {
+        ctx,
+        jobs: store.clone(),
+    });
+    let driver = Controller::for_stream(jobs, store.clone())
+        .with_config(controller::Config::default().debounce(Duration::from_millis(200)))
+        .owns(pods_api, watcher::Config::default().labels(output::LABEL))
+        .reconcile_on(slurm)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, data)
+        .for_each(|result| {
+            match result {
+                Ok((job, action)) => debug!(%job, ?action, "reconciled"),
+                Err(controller::Error::ReconcilerFailed(..)) => {}
+                Err(controller::Error::ObjectNotFound(job)) => {
+                    debug!(%job, "trigger for a SlurmJob that no longer exists");
+                }
+                Err(error) => warn!(error = %Chain(&error), "SlurmJob controller"),
+            }
+            future::ready(())
+        });
+    (store, driver)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,263 @@
+//! Test scaffolding for controllers: a [`Context`] whose kube client talks to a mocked API server
+//! (tower-test), and an [`ApiServerVerifier`] that asserts each API call in order — method, path,
+//! query, content type and the parts of the body that matter — and answers it the way the API
+//! server would.
+//!
+//! A test spawns its scenario (a sequence of `expect_*` calls) on the verifier, runs the
+//! reconcile, then awaits the scenario and checks nothing else was called.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::{Method, Request, Response, StatusCode};
+use k8s_openapi::api::core::v1::Secret;
+use kube::client::Body;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use tower_test::mock::{self, Handle, SendResponse};
+
+use crate::context::{Context, FIELD_MANAGER};
+use crate::crd::{Cluster, ClusterStatus, FINALIZER};
+use crate::metrics::Metrics;
+
+impl Context {
+    /// A context whose kube client is served by the returned verifier.
+    pub fn test() -> (Self, ApiServerVerifier) {
+        let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, "default");
+        (Self::new(client, Metrics::new()), ApiServerVerifier(handle))
+    }
+}
+
+/// One API call as the mocked API server saw it.
+#[derive(Debug)]
+pub struct Call {
+    pub method: Method,
+    pub path: String,
+    pub query: String,
+    pub content_type: String,
+    /// The body as JSON (`Null` when empty).
+    pub body: Value,
+}
+
+impl Call {
+    /// Whether the query string has `key=value`.
+    pub fn has_query(&self, key: &str, value: &str) -> bool {
+        self.query
+            .split('&')
+            .any(|pair| pair.split_once('=') == Some((key, value)))
+    }
+}
+
+/// The mocked API server's side.
+pub struct ApiServerVerifier(Handle<Request<Body>, Response<Body>>);
+
+fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Body::from(serde_json::to_vec(body).unwrap()))
+        .unwrap()
+}
+
+fn not_found(kind: &str, name: &str) -> Response<Body> {
+    json_response(
+        StatusCode::NOT_FOUND,
+        &json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": format!("{kind} \"{name}\" not found"),
+            "reason": "NotFound",
+            "details": {"name": name, "kind": kind},
+            "code": 404
+        }),
+    )
+}
+
+fn cluster_path(cluster: &Cluster) -> String {
+    format!(
+        "/apis/slurm.rs/v1alpha1/namespaces/{}/clusters/{}",
+        cluster.namespace().unwrap(),
+        cluster.name_any()
+    )
+}
+
+impl ApiServerVerifier {
+    /// The next call. Panics when none comes within 10 s (a reconcile that is stuck, or that
+    /// made fewer calls than the scenario expects).
+    pub async fn next(&mut self) -> (Call, SendResponse<Response<Body>>) {
+        let (request, send) = tokio::time::timeout(Duration::from_secs(10), self.0.next_request())
+            .await
+            .expect("the reconcile made no further API call within 10s")
+            .expect("the client was dropped before the expected API call");
+        let (parts, body) = request.into_parts();
+        let bytes = body.collect_bytes().await.unwrap();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        };
+        let call = Call {
+            method: parts.method,
+            path: parts.uri.path().to_owned(),
+            query: parts.uri.query().unwrap_or_default().to_owned(),
+            content_type: parts
+                .headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned(),
+            body,
+        };
+        (call, send)
+    }
+
+    /// Nothing more is called: waits briefly for a stray call and fails on one.
+    pub async fn expect_no_more_calls(&mut self) {
+        if let Ok(Some((request, _))) =
+            tokio::time::timeout(Duration::from_millis(200), self.0.next_request()).await
+        {
+            panic!(
+                "unexpected API call: {} {}",
+                request.method(),
+                request.uri()
+            );
+        }
+    }
+
+    /// `GET` of a Secret in `namespace`, answered with `secret` (or 404).
+    pub async fn expect_get_secret(&mut self, namespace: &str, name: &str, secret: Option<Secret>) {
+        let (call, send) = self.next().await;
+        assert_eq!(call.method, Method::GET, "{call:?}");
+        assert_eq!(
+            call.path,
+            format!("/api/v1/namespaces/{namespace}/secrets/{name}"),
+            "Secrets are read from the Cluster's own namespace"
+        );
+        send.send_response(match secret {
+            Some(secret) => json_response(StatusCode::OK, &secret),
+            None => not_found("secrets", name),
+        });
+    }
+
+    /// Server-side apply of the Cluster's status with the one field manager. Returns the status
+    /// sent; answers with the Cluster carrying it.
+    pub async fn expect_status_apply(&mut self, cluster: &Cluster) -> ClusterStatus {
+        let (call, send) = self.next().await;
+        assert_eq!(call.method, Method::PATCH, "{call:?}");
+        assert_eq!(call.path, format!("{}/status", cluster_path(cluster)));
+        assert_eq!(
+            call.content_type, "application/apply-patch+yaml",
+            "server-side apply"
+        );
+        assert!(call.has_query("fieldManager", FIELD_MANAGER), "{call:?}");
+        assert!(call.has_query("force", "true"), "{call:?}");
+        assert_eq!(call.body["apiVersion"], "slurm.rs/v1alpha1");
+        assert_eq!(call.body["kind"], "Cluster");
+        assert!(
+            call.body.get("spec").is_none(),
+            "the status apply must not own spec fields"
+        );
+        let status: ClusterStatus = serde_json::from_value(call.body["status"].clone()).unwrap();
+        let mut answer = cluster.clone();
+        answer.status = Some(status.clone());
+        send.send_response(json_response(StatusCode::OK, &answer));
+        status
+    }
+
+    /// An Event about `cluster` (`events.k8s.io/v1`, created in the Cluster's namespace). Returns
+    /// the Event's body.
+    pub async fn expect_event(&mut self, cluster: &Cluster, type_: &str, reason: &str) -> Value {
+        let (call, send) = self.next().await;
+        assert_eq!(call.method, Method::POST, "{call:?}");
+        assert_eq!(
+            call.path,
+            format!(
+                "/apis/events.k8s.io/v1/namespaces/{}/events",
+                cluster.namespace().unwrap()
+            )
+        );
+        assert_eq!(call.body["type"], type_, "{:#}", call.body);
+        assert_eq!(call.body["reason"], reason, "{:#}", call.body);
+        assert_eq!(call.body["reportingController"], FIELD_MANAGER);
+        assert_eq!(call.body["regarding"]["kind"], "Cluster");
+        assert_eq!(call.body["regarding"]["name"], cluster.name_any());
+        send.send_response(json_response(StatusCode::CREATED, &call.body));
+        call.body
+    }
+
+    /// The finalizer helper's JSON patch adding `slurm.rs/cleanup` to a Cluster without one.
+    pub async fn expect_finalizer_added(&mut self, cluster: &Cluster) {
+        let (call, send) = self.next().await;
+        assert_eq!(call.method, Method::PATCH, "{call:?}");
+        assert_eq!(call.path, cluster_path(cluster));
+        assert_eq!(call.content_type, "application/json-patch+json");
+        assert_eq!(
+            call.body,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+            ])
+        );
+        let mut answer = cluster.clone();
+        answer.meta_mut().finalizers = Some(vec![FINALIZER.to_owned()]);
+        send.send_response(json_response(StatusCode::OK, &answer));
+    }
+
+    /// The finalizer helper's JSON patch removing `slurm.rs/cleanup` (at index 0).
+    pub async fn expect_finalizer_removed(&mut self, cluster: &Cluster) {
+        let (call, send) = self.next().await;
+        assert_eq!(call.method, Method::PATCH, "{call:?}");
+        assert_eq!(call.path, cluster_path(cluster));
+        assert_eq!(call.content_type, "application/json-patch+json");
+        assert_eq!(
+            call.body,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
+                {"op": "remove", "path": "/metadata/finalizers/0"},
+            ])
+        );
+        let mut answer = cluster.clone();
+        answer.meta_mut().finalizers = None;
+        send.send_response(json_response(StatusCode::OK, &answer));
+    }
+}
+
+/// The real local Slurm from `hack/slurm-up.sh`, as its env file describes it; `None` (the
+/// test is skipped, with a message) when it is not up, unless `SLURM_OPERATOR_REQUIRE_SLURM=1`.
+/// The same rules as `tests/common`.
+pub fn local_slurm() -> Option<HashMap<String, String>> {
+    let required = std::env::var("SLURM_OPERATOR_REQUIRE_SLURM").is_ok_and(|v| v == "1");
+    let path = std::env::var("SLURM_ENV_FILE").map_or_else(
+        |_| {
+            let flavour = std::env::var("SLURM_FLAVOUR").unwrap_or_else(|_| "trixie".into());
+            PathBuf::from(format!("/var/tmp/slurm-operator/{flavour}/env"))
+        },
+        PathBuf::from,
+    );
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Some(
+            text.lines()
+                .filter_map(|line| line.split_once('='))
+                .map(|(k, v)| {
+                    let v = v.trim().trim_matches('"').trim_matches('\'');
+                    (k.trim().to_owned(), v.to_owned())
+                })
+                .collect(),
+        ),
+        Err(error) if required => panic!(
+            "SLURM_OPERATOR_REQUIRE_SLURM=1 but {} is unreadable: {error}",
+            path.display()
+        ),
+        Err(_) => {
+            eprintln!(
+                "skipped: no local Slurm ({} missing); run hack/slurm-up.sh",
+                path.display()
+            );
+            None
+        }
+    }
+}

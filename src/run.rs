@@ -1,0 +1,281 @@
+//! `slurm-operator run`: the operator process.
+//!
+//! 1. Install the SIGTERM/SIGINT handlers: the first signal cancels one [`CancellationToken`]
+//!    that every task watches (graceful stop); a second one exits at once.
+//! 2. Build the kube client (kubeconfig, else the in-cluster service account).
+//! 3. Serve `/healthz`, `/readyz` and `/metrics` (not ready yet).
+//! 4. Wait until the CRDs are established, saying so in the log while waiting.
+//! 5. Run the controllers; the pollers run under the registry, started and stopped by the Cluster
+//!    controller. `/readyz` turns ready once the controllers' caches are filled.
+//! 6. On the signal: the controllers stop taking new work and finish running reconciles, the
+//!    pollers are stopped, the HTTP server drains, and the process exits 0.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::runtime::wait::{Condition, await_condition, conditions};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::context::Context;
+use crate::http::{self, Readiness};
+use crate::metrics::Metrics;
+
+/// How often readiness looks at the controllers' caches until they are filled.
+const READY_POLL: Duration = Duration::from_millis(250);
+
+/// How often the log repeats that the operator still waits for its CRDs.
+const CRD_WAIT_REMINDER: Duration = Duration::from_secs(30);
+
+/// Flags of `slurm-operator run`. The log format is the global `--log-format` (env `LOG_FORMAT`);
+/// the log filter is `RUST_LOG`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Watch Clusters (and the Secrets and ConfigMaps they reference) in this namespace only.
+    /// Default: all namespaces.
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Where to serve /healthz, /readyz and /metrics.
+    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Image of the Pods that stream SlurmJob output (`kubectl logs <slurmjob>`): any image
+    /// with `sh` and `tail -F`.
+    #[arg(long, env = "OUTPUT_IMAGE", default_value = crate::slurmjob::output::DEFAULT_IMAGE)]
+    pub output_image: String,
+}
+
+impl RunArgs {
+    /// The namespace to watch; `None` for all (an empty value means all too).
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref().filter(|ns| !ns.trim().is_empty())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot install the signal handlers")]
+    InstallSignalHandlers(#[source] std::io::Error),
+    #[error("cannot create the Kubernetes client (from the kubeconfig or the in-cluster config)")]
+    CreateClient(#[source] kube::Error),
+    #[error("cannot read CustomResourceDefinition {name}")]
+    ReadCrd {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("waiting for CustomResourceDefinition {name} failed")]
+    WaitForCrd {
+        name: String,
+        #[source]
+        source: kube::runtime::wait::Error,
+    },
+    #[error(transparent)]
+    Http(#[from] http::Error),
+    #[error("a controller task failed")]
+    ControllerTask(#[source] tokio::task::JoinError),
+}
+
+impl Error {
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::InstallSignalHandlers(_) => "InstallSignalHandlersFailed",
+            Self::CreateClient(_) => "CreateClientFailed",
+            Self::ReadCrd { .. } => "ReadCrdFailed",
+            Self::WaitForCrd { .. } => "WaitForCrdFailed",
+            Self::Http(e) => e.category(),
+            Self::ControllerTask(_) => "ControllerTaskFailed",
+        }
+    }
+}
+
+/// Cancel `shutdown` on the first SIGTERM or SIGINT; exit on the second.
+fn shutdown_on_signal(shutdown: CancellationToken) -> Result<(), Error> {
+    let mut term = signal(SignalKind::terminate()).map_err(Error::InstallSignalHandlers)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(Error::InstallSignalHandlers)?;
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        info!(
+            signal = name,
+            "shutting down gracefully (send it again to exit at once)"
+        );
+        shutdown.cancel();
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        warn!("second signal: exiting without waiting for running work");
+        std::process::exit(130);
+    });
+    Ok(())
+}
+
+/// Wait until every CRD of the operator is established.
+async fn wait_for_crds(client: kube::Client) -> Result<(), Error> {
+    let api: Api<CustomResourceDefinition> = Api::all(client);
+    for crd in crate::crd::all() {
+        let name = crate::crd::crd_name(&crd).to_owned();
+        let current = api.get_opt(&name).await.map_err(|source| Error::ReadCrd {
+            name: name.clone(),
+            source,
+        })?;
+        if conditions::is_crd_established().matches_object(current.as_ref()) {
+            continue;
+        }
+        loop {
+            info!(
+                crd = %name,
+                "waiting for the CRD to be established; install the CRDs with \
+                 `slurm-operator crd | kubectl apply --server-side -f -`"
+            );
+            let wait = await_condition(api.clone(), &name, conditions::is_crd_established());
+            match tokio::time::timeout(CRD_WAIT_REMINDER, wait).await {
+                Ok(result) => {
+                    result.map_err(|source| Error::WaitForCrd {
+                        name: name.clone(),
+                        source,
+                    })?;
+                    break;
+                }
+                Err(_elapsed) => continue,
+            }
+        }
+        info!(crd = %name, "CRD established");
+    }
+    Ok(())
+}
+
+/// Run the operator until SIGTERM/SIGINT.
+pub async fn run(args: &RunArgs) -> Result<(), Error> {
+    let shutdown = CancellationToken::new();
+    shutdown_on_signal(shutdown.clone())?;
+    info!(
+        version = env!("CARGO_PKG_VERSION"),
+        namespace = args.namespace().unwrap_or("(all)"),
+        "starting slurm-operator"
+    );
+    let client = kube::Client::try_default()
+        .await
+        .map_err(Error::CreateClient)?;
+    let metrics = Metrics::new();
+    let readiness = Readiness::default();
+
+    let listener = http::bind(args.metrics_addr).await?;
+    if let Ok(addr) = listener.local_addr() {
+        info!(%addr, "serving /healthz, /readyz and /metrics");
+    }
+    let server = tokio::spawn(http::serve(
+        listener,
+        http::router(metrics.clone(), readiness.clone()),
+        shutdown.clone(),
+    ));
+
+    let crds = tokio::select! {
+        result = wait_for_crds(client.clone()) => result,
+        () = shutdown.cancelled() => {
+            info!("stopped before the CRDs were established");
+            Ok(())
+        }
+    };
+    if let Err(error) = crds {
+        shutdown.cancel();
+        let _ = server.await;
+        return Err(error);
+    }
+
+    let mut ctx = Context::new(client, metrics);
+    ctx.output_image = args.output_image.clone();
+    let result = if shutdown.is_cancelled() {
+        Ok(())
+    } else {
+        let (clusters, cluster_controller) =
+            crate::controller::cluster::run(ctx.clone(), args.namespace(), shutdown.clone());
+        let (slurmjobs, slurmjob_controller) =
+            crate::controller::slurmjob::run(ctx.clone(), args.namespace(), shutdown.clone());
+        let (_nodesets, nodeset_controller) =
+            crate::controller::nodeset::run(ctx.clone(), args.namespace(), shutdown.clone());
+        let controllers = tokio::spawn(async move {
+            futures::join!(cluster_controller, slurmjob_controller, nodeset_controller);
+        });
+        let ready = readiness.clone();
+        let stopping = shutdown.clone();
+        tokio::spawn(async move {
+            // Re-polled on a timer: kube's store readiness wakes only one waiter (the
+            // controller's own), so a second waiter would sleep until something else wakes it.
+            loop {
+                let both = async {
+                    clusters.wait_until_ready().await?;
+                    slurmjobs.wait_until_ready().await
+                };
+                let wait = tokio::time::timeout(READY_POLL, both);
+                tokio::select! {
+                    synced = wait => match synced {
+                        Ok(Ok(())) => {
+                            ready.set(true);
+                            info!("controllers running");
+                            break;
+                        }
+                        Ok(Err(_writer_dropped)) => break,
+                        Err(_elapsed) => {}
+                    },
+                    () = stopping.cancelled() => break,
+                }
+            }
+        });
+        let result = controllers.await.map_err(Error::ControllerTask);
+        if !shutdown.is_cancelled() {
+            warn!("the controllers stopped on their own; shutting down");
+        }
+        result
+    };
+
+    readiness.set(false);
+    shutdown.cancel();
+    // Stop every poller: dropping a registration stops its poller.
+    for cluster in ctx.clusters.clusters() {
+        ctx.clusters.remove(&cluster);
+    }
+    let served = match server.await {
+        Ok(served) => served.map_err(Error::from),
+        Err(join) => Err(Error::ControllerTask(join)),
+    };
+    info!("stopped");
+    result.and(served)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    #[test]
+    fn flags_default_to_all_namespaces_and_port_8080() {
+        let cli = Cli::try_parse_from(["run"]).unwrap();
+        assert_eq!(cli.run.namespace(), None);
+        assert_eq!(cli.run.metrics_addr, "0.0.0.0:8080".parse().unwrap());
+        let cli = Cli::try_parse_from([
+            "run",
+            "--namespace",
+            "slurm",
+            "--metrics-addr",
+            "127.0.0.1:9",
+        ])
+        .unwrap();
+        assert_eq!(cli.run.namespace(), Some("slurm"));
+        assert_eq!(cli.run.metrics_addr.port(), 9);
+        let cli = Cli::try_parse_from(["run", "--namespace", ""]).unwrap();
+        assert_eq!(cli.run.namespace(), None, "empty means all");
+    }
+}

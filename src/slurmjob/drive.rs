@@ -1,0 +1,513 @@
+//! One step of a SlurmJob against Slurm, shared by the controller and the integration tests:
+//! decide ([`lifecycle::decide`]), then submit once (crash-safe) or mirror the index into the
+//! status. No Kubernetes here: the caller writes the returned status and publishes the notices.
+//!
+//! Crash safety: a submit happens only when
+//! 1. the decision is `Submit` for this generation (the status has no job for it),
+//! 2. the cluster's index was synced completely *after this process started* (so it has seen
+//!    every job slurmctld holds, including any an earlier incarnation submitted before dying),
+//! 3. neither that index nor this process's own [`Submissions`] hold a job carrying this
+//!    generation's tag — if one does, it is adopted.
+//!
+//! The job id is recorded in [`Submissions`] in the same poll as the submit's answer (no
+//! `.await` in between, so a cancelled future cannot lose it), before the caller writes the
+//! status. A submit is never retried: an error leaves the outcome unknown, and the next step
+//! looks for the tag again.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::crd::condition;
+use crate::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
+use crate::index::ClusterState;
+use crate::slurm::types::Job;
+use crate::slurm::{SlurmClient, SlurmError};
+
+use super::lifecycle::{self, Decision, DependencyWait};
+use super::notice::{self, Notice};
+use super::{actions, status, submit, tag};
+
+/// Condition: Slurm accepted the job of the current generation.
+pub const READY: &str = condition::READY;
+/// Condition: the spec's latest generation is what the current run was submitted from.
+pub const SPEC_APPLIED: &str = "SpecApplied";
+
+/// How long after the submit a complete index sync must have happened before a job missing
+/// from it counts as gone (Slurm timestamps and conditions have whole seconds).
+pub const GONE_GRACE: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
+/// Retry interval while waiting for the index or for dependencies.
+pub const WAIT_RETRY: Duration = Duration::from_secs(3);
+
+/// Jobs this process submitted, by tag: covers the time between a submit and the next index
+/// sync, when neither the status (not written yet) nor the index knows the job.
+#[derive(Debug, Default)]
+pub struct Submissions {
+    by_tag: Mutex<HashMap<String, u32>>,
+}
+
+impl Submissions {
+    pub fn get(&self, tag: &str) -> Option<u32> {
+        let map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(tag).copied()
+    }
+
+    pub fn record(&self, tag: &str, job_id: u32) {
+        let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
+        map.insert(tag.to_owned(), job_id);
+    }
+
+    /// Forget the tags of `uid` (the SlurmJob is gone).
+    pub fn forget_uid(&self, uid: &str) {
+        let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|t, _| tag::parse(t).is_none_or(|(u, _)| u != uid));
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_tag.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The SlurmJob being stepped.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub name: &'a str,
+    pub uid: &'a str,
+    pub generation: i64,
+    pub spec: &'a SlurmJobSpec,
+    pub status: Option<&'a SlurmJobStatus>,
+}
+
+/// What a step works with.
+#[derive(Clone, Copy)]
+pub struct Env<'a> {
+    pub client: &'a SlurmClient,
+    pub state: &'a ClusterState,
+    pub submissions: &'a Submissions,
+    /// When this process (incarnation) started: the index must have synced after it.
+    pub started_at: DateTime<Utc>,
+    pub now: DateTime<Utc>,
+}
+
+/// What a step decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub status: SlurmJobStatus,
+    pub notices: Vec<Notice>,
+    /// Come back after this long (waiting for the index or dependencies); `None` when Slurm
+    /// events (or a spec change) will trigger the next step.
+    pub retry: Option<Duration>,
+    /// The spec cannot be submitted as it is: only an edit helps.
+    pub invalid: bool,
+}
+
+/// One step: decide, then submit (or adopt) or follow. Errors are Slurm errors of a submit whose
+/// outcome is unknown; the next step resolves them through the tag.
+pub async fn step(
+    target: Target<'_>,
+    env: Env<'_>,
+    dependencies: impl Fn(&str) -> Option<Option<i64>>,
+) -> Result<Step, SlurmError> {
+    let current = target.status.cloned().unwrap_or_default();
+    let now = status::time(Some(env.now)).unwrap_or_else(|| condition::Time(Default::default()));
+    let generation = target.generation;
+    match lifecycle::decide(generation, target.status) {
+        Decision::Submit { rerun } => {
+            let mut notices = Vec::new();
+            let mut base = current.clone();
+            if rerun && current.job_id.is_some() {
+                base = lifecycle::start_new_run(&current);
+                notices.push(Notice::normal(
+                    "Resubmitted",
+                    format!(
+                        "the spec changed (generation {generation}) after Slurm job {} ended {}: running it again",
+                        current.job_id.unwrap_or_default(),
+                        current.phase
+                    ),
+                ));
+            }
+            let (mut step, announced) = submit_step(target, env, base, now, dependencies).await?;
+            notices.append(&mut step.notices);
+            step.notices = notices;
+            // A job this process submitted was announced when it was submitted (the status
+            // this step started from was read before that write).
+            step.notices.extend(
+                notice::transitions(&current, &step.status)
+                    .into_iter()
+                    .filter(|n| !(announced && n.reason == "Submitted")),
+            );
+            dedup(&mut step.notices);
+            Ok(step)
+        }
+        Decision::Follow { job_id } => {
+            let mut next = follow(&current, job_id, env);
+            if next.observed_generation.is_none() {
+                next.observed_generation = Some(generation);
+            }
+            let notices = notice::transitions(&current, &next);
+            Ok(Step {
+                status: next,
+                notices,
+                retry: None,
+                invalid: false,
+            })
+        }
+        Decision::IgnoreEdit { job_id, generation } => {
+            let mut next = follow(&current, job_id, env);
+            next.observed_generation = Some(generation);
+            let message = format!(
+                "generation {generation} was not applied: Slurm job {job_id} had already been \
+                 submitted from generation {} and is {}; a submitted job cannot change. Edit the \
+                 SlurmJob again once it has ended to run it again with the new spec",
+                current.submitted_generation.unwrap_or_default(),
+                current.phase
+            );
+            condition::upsert(
+                &mut next.conditions,
+                condition::new(
+                    SPEC_APPLIED,
+                    false,
+                    "JobActive",
+                    message.clone(),
+                    Some(generation),
+                    now,
+                ),
+            );
+            let mut notices = vec![Notice::warning("EditIgnored", message)];
+            notices.extend(notice::transitions(&current, &next));
+            Ok(Step {
+                status: next,
+                notices,
+                retry: None,
+                invalid: false,
+            })
+        }
+    }
+}
+
+fn dedup(notices: &mut Vec<Notice>) {
+    let mut seen = Vec::new();
+    notices.retain(|n| {
+        if seen.contains(&n.reason) {
+            false
+        } else {
+            seen.push(n.reason);
+            true
+        }
+    });
+}
+
+/// The existing job of `tag`: submitted by this process, or seen by the index.
+pub fn existing(state: &ClusterState, submissions: &Submissions, tag: &str) -> Option<u32> {
+    submissions
+        .get(tag)
+        .or_else(|| state.tagged(tag).first().copied())
+}
+
+/// Whether the index can be trusted to show every job, i.e. it synced after `started_at`.
+pub fn index_trusted(state: &ClusterState, started_at: DateTime<Utc>) -> bool {
+    state.jobs_synced_at.is_some_and(|t| t > started_at)
+}
+
+async fn submit_step(
+    target: Target<'_>,
+    env: Env<'_>,
+    mut base: SlurmJobStatus,
+    now: condition::Time,
+    dependencies: impl Fn(&str) -> Option<Option<i64>>,
+) -> Result<(Step, bool), SlurmError> {
+    let generation = target.generation;
+    let waiting = |mut status: SlurmJobStatus, reason: &str, message: String, invalid: bool| {
+        condition::upsert(
+            &mut status.conditions,
+            condition::new(READY, false, reason, message, Some(generation), now.clone()),
+        );
+        Step {
+            status,
+            notices: Vec::new(),
+            retry: (!invalid).then_some(WAIT_RETRY),
+            invalid,
+        }
+    };
+    base.phase = Phase::Pending;
+    if !index_trusted(env.state, env.started_at) {
+        return Ok((
+            waiting(
+                base,
+                "WaitingForSlurmIndex",
+                "waiting for a complete list of the cluster's jobs before submitting, so that a \
+                 job submitted before a restart is adopted instead of submitted twice"
+                    .into(),
+                false,
+            ),
+            false,
+        ));
+    }
+    let tag = tag::tag(target.uid, generation);
+    let found = existing(env.state, env.submissions, &tag);
+    let announced = found.is_some() && env.submissions.get(&tag) == found;
+    let request = if found.is_some() {
+        None
+    } else {
+        let resolved = match lifecycle::resolve_dependencies(&target.spec.depends_on, dependencies)
+        {
+            Ok(resolved) => resolved,
+            Err(wait) => {
+                let message = match wait {
+                    DependencyWait::Missing(names) => {
+                        format!(
+                            "waiting for SlurmJobs that do not exist: {}",
+                            names.join(", ")
+                        )
+                    }
+                    DependencyWait::NotSubmitted(names) => format!(
+                        "waiting for SlurmJobs to be submitted: {}",
+                        names.join(", ")
+                    ),
+                };
+                return Ok((
+                    waiting(base, "WaitingForDependencies", message, false),
+                    false,
+                ));
+            }
+        };
+        match submit::request(target.spec, target.name, &tag, &resolved) {
+            Ok(request) => Some(request),
+            Err(error) => {
+                let message = format!("the spec cannot be submitted: {error}");
+                let mut step = waiting(base, "InvalidSpec", message.clone(), true);
+                step.notices.push(Notice::warning("InvalidSpec", message));
+                return Ok((step, false));
+            }
+        }
+    };
+    let submission = match &request {
+        None => actions::Submission::Adopted {
+            job_id: found.unwrap_or_default(),
+        },
+        Some(request) => {
+            let submission = actions::submit_once(env.client, None, request).await?;
+            // No await between the answer and this record: see the module docs.
+            env.submissions.record(&tag, submission.job_id());
+            submission
+        }
+    };
+    let job_id = submission.job_id();
+    let mut next = base;
+    next.phase = Phase::Submitted;
+    next.job_id = Some(i64::from(job_id));
+    next.submitted_generation = Some(generation);
+    next.observed_generation = Some(generation);
+    let (reason, message) = match &submission {
+        actions::Submission::Adopted { .. } => (
+            "Adopted",
+            format!("adopted Slurm job {job_id}, which already carried this generation's tag"),
+        ),
+        actions::Submission::Submitted { warnings, .. } if !warnings.is_empty() => (
+            "Submitted",
+            format!(
+                "submitted as Slurm job {job_id} (slurmrestd: {})",
+                warnings.join("; ")
+            ),
+        ),
+        actions::Submission::Submitted { .. } => {
+            ("Submitted", format!("submitted as Slurm job {job_id}"))
+        }
+    };
+    condition::upsert(
+        &mut next.conditions,
+        condition::new(READY, true, reason, message, Some(generation), now.clone()),
+    );
+    condition::upsert(
+        &mut next.conditions,
+        condition::new(
+            SPEC_APPLIED,
+            true,
+            "Submitted",
+            format!("Slurm job {job_id} runs generation {generation}"),
+            Some(generation),
+            now,
+        ),
+    );
+    let records: Vec<Job> = env.state.job_records(job_id).into_iter().cloned().collect();
+    let next = status::observe(&next, &records);
+    let step = Step {
+        status: next,
+        notices: Vec::new(),
+        retry: None,
+        invalid: false,
+    };
+    Ok((step, announced))
+}
+
+/// The status mirrored from the index; a job the index no longer holds (long enough after the
+/// submit for a complete sync to have seen it) that had not ended is `Lost`.
+pub fn follow(current: &SlurmJobStatus, job_id: i64, env: Env<'_>) -> SlurmJobStatus {
+    let records: Vec<Job> = u32::try_from(job_id)
+        .map(|id| env.state.job_records(id).into_iter().cloned().collect())
+        .unwrap_or_default();
+    if !records.is_empty() {
+        return status::observe(current, &records);
+    }
+    if current.phase.is_terminal() || !gone(env.state, current) {
+        return current.clone();
+    }
+    lost(current, job_id, env.now)
+}
+
+/// Whether a complete sync happened late enough after the submit (or adoption) that the job
+/// would be in the index if slurmctld still held it.
+pub fn gone(state: &ClusterState, current: &SlurmJobStatus) -> bool {
+    let Some(synced) = state.jobs_synced_at else {
+        return false;
+    };
+    let Some(since) = condition::find(&current.conditions, READY)
+        .filter(|c| c.status == "True")
+        .and_then(|c| DateTime::from_timestamp(c.last_transition_time.0.as_second(), 0))
+    else {
+        return false;
+    };
+    synced > since + GONE_GRACE
+}
+
+/// The status of a job that left slurmctld before its end was observed (no accounting record).
+pub fn lost(current: &SlurmJobStatus, job_id: i64, now: DateTime<Utc>) -> SlurmJobStatus {
+    let mut next = current.clone();
+    next.phase = Phase::Lost;
+    next.state_reason = Some(format!(
+        "Slurm job {job_id} left slurmctld (MinJobAge) while it was {} and the cluster's \
+         accounting has no record of its end",
+        current.phase
+    ));
+    next.end_time = status::time(Some(now));
+    next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use crate::slurm::types::JobState;
+
+    fn job(id: u32, comment: &str, states: &[&str]) -> Job {
+        Job {
+            job_id: id,
+            name: String::new(),
+            state: JobState::from_strings(states),
+            state_reason: None,
+            user_name: None,
+            partition: None,
+            comment: Some(comment.into()),
+            nodes: None,
+            node_count: None,
+            exit: None,
+            submit_time: None,
+            start_time: None,
+            end_time: None,
+            time_limit: None,
+            array_job_id: None,
+            array_task_id: None,
+            array_task_string: None,
+            standard_output: None,
+            standard_error: None,
+            working_directory: None,
+        }
+    }
+
+    fn state(synced: Option<i64>, jobs: Vec<Job>) -> ClusterState {
+        ClusterState {
+            jobs: Arc::new(
+                jobs.into_iter()
+                    .map(|j| (j.job_id, j))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            jobs_synced_at: synced.and_then(|s| DateTime::from_timestamp(s, 0)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_index_is_trusted_only_after_a_sync_since_start() {
+        let start = DateTime::from_timestamp(100, 0).unwrap();
+        assert!(!index_trusted(&state(None, vec![]), start));
+        assert!(!index_trusted(&state(Some(100), vec![]), start));
+        assert!(!index_trusted(&state(Some(99), vec![]), start));
+        assert!(index_trusted(&state(Some(101), vec![]), start));
+    }
+
+    #[test]
+    fn an_existing_job_comes_from_this_process_or_the_index() {
+        let t = tag::tag("u", 1);
+        let subs = Submissions::default();
+        let s = state(
+            Some(1),
+            vec![
+                job(7, &t, &["PENDING"]),
+                job(8, &tag::tag("u", 2), &["PENDING"]),
+            ],
+        );
+        assert_eq!(existing(&s, &subs, &t), Some(7));
+        assert_eq!(existing(&s, &subs, &tag::tag("u", 3)), None);
+        subs.record(&tag::tag("u", 3), 9);
+        assert_eq!(existing(&s, &subs, &tag::tag("u", 3)), Some(9));
+        subs.record(&tag::tag("v", 1), 10);
+        subs.forget_uid("u");
+        assert_eq!(subs.len(), 1);
+        assert_eq!(
+            existing(&state(None, vec![]), &subs, &tag::tag("v", 1)),
+            Some(10)
+        );
+    }
+
+    fn submitted_at(secs: i64) -> SlurmJobStatus {
+        let mut s = SlurmJobStatus {
+            job_id: Some(7),
+            phase: Phase::Submitted,
+            ..Default::default()
+        };
+        condition::upsert(
+            &mut s.conditions,
+            condition::new(
+                READY,
+                true,
+                "Submitted",
+                "",
+                Some(1),
+                status::time(DateTime::from_timestamp(secs, 0)).unwrap(),
+            ),
+        );
+        s
+    }
+
+    #[test]
+    fn a_job_is_gone_only_after_a_sync_well_after_its_submit() {
+        let s = submitted_at(1000);
+        assert!(!gone(&state(None, vec![]), &s));
+        assert!(
+            !gone(&state(Some(1001), vec![]), &s),
+            "sync may predate the submit"
+        );
+        assert!(!gone(&state(Some(1002), vec![]), &s));
+        assert!(gone(&state(Some(1003), vec![]), &s));
+        assert!(!gone(
+            &state(Some(2000), vec![]),
+            &SlurmJobStatus::default()
+        ));
+
+        let lost = lost(&s, 7, DateTime::from_timestamp(2000, 0).unwrap());
+        assert_eq!(lost.phase, Phase::Lost);
+        assert!(
+            lost.state_reason
+                .unwrap()
+                .contains("Slurm job 7 left slurmctld")
+        );
+    }
+}

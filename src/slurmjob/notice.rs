@@ -1,0 +1,210 @@
+//! The Events a SlurmJob's status change is worth: a pure function of the status before and
+//! after a reconcile, so every transition is reported exactly once whatever triggered it.
+
+use crate::crd::slurmjob::{Phase, SlurmJobStatus};
+
+/// One Event to publish on the SlurmJob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    /// Stable PascalCase reason.
+    pub reason: &'static str,
+    pub note: String,
+    pub warning: bool,
+}
+
+impl Notice {
+    pub fn normal(reason: &'static str, note: impl Into<String>) -> Self {
+        Self {
+            reason,
+            note: note.into(),
+            warning: false,
+        }
+    }
+
+    pub fn warning(reason: &'static str, note: impl Into<String>) -> Self {
+        Self {
+            reason,
+            note: note.into(),
+            warning: true,
+        }
+    }
+}
+
+/// The Events for going from `before` to `after` (the same run, or a new one).
+///
+/// - a job id appears: `Submitted`;
+/// - the job starts running (or ends having run, with no `Running` seen): `Started`;
+/// - it ends: `Finished` (Completed), `Cancelled`, or a Warning `Failed` for every other end
+///   (Failed, TimedOut, NodeFail, Preempted, OutOfMemory, Lost).
+pub fn transitions(before: &SlurmJobStatus, after: &SlurmJobStatus) -> Vec<Notice> {
+    let mut notices = Vec::new();
+    let Some(job_id) = after.job_id else {
+        return notices;
+    };
+    let same_run = before.job_id == Some(job_id);
+    let (phase_before, started_before) = if same_run {
+        (before.phase, before.start_time.is_some())
+    } else {
+        notices.push(Notice::normal(
+            "Submitted",
+            format!("Slurm job {job_id} submitted"),
+        ));
+        (Phase::Submitted, false)
+    };
+    if phase_before == after.phase && same_run {
+        return notices;
+    }
+    let was_running = phase_before == Phase::Running || started_before;
+    // Slurm also gives a job cancelled while pending a start time, but no nodes.
+    let now_started = after.phase == Phase::Running
+        || (after.phase.is_terminal() && after.start_time.is_some() && after.nodes.is_some());
+    if !was_running && !phase_before.is_terminal() && now_started {
+        let on = after
+            .nodes
+            .as_deref()
+            .map(|n| format!(" on {n}"))
+            .unwrap_or_default();
+        notices.push(Notice::normal(
+            "Started",
+            format!("Slurm job {job_id} started{on}"),
+        ));
+    }
+    if after.phase.is_terminal() && !phase_before.is_terminal() {
+        let exit = after
+            .exit_code
+            .map(|c| format!(", exit code {c}"))
+            .unwrap_or_default();
+        let signal = after
+            .signal
+            .filter(|s| *s != 0)
+            .map(|s| format!(", signal {s}"))
+            .unwrap_or_default();
+        let note = format!("Slurm job {job_id} ended {}{exit}{signal}", after.phase);
+        notices.push(match after.phase {
+            Phase::Completed => Notice::normal("Finished", note),
+            Phase::Cancelled => Notice::normal("Cancelled", note),
+            _ => Notice::warning("Failed", note),
+        });
+    }
+    notices
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn st(job_id: Option<i64>, phase: Phase, started: bool) -> SlurmJobStatus {
+        SlurmJobStatus {
+            job_id,
+            phase,
+            start_time: (started || phase.is_terminal())
+                .then_some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+            nodes: started.then(|| "n1".to_owned()),
+            exit_code: phase
+                .is_terminal()
+                .then_some(if phase == Phase::Completed { 0 } else { 3 }),
+            ..Default::default()
+        }
+    }
+
+    fn reasons(before: &SlurmJobStatus, after: &SlurmJobStatus) -> Vec<&'static str> {
+        transitions(before, after)
+            .iter()
+            .map(|n| n.reason)
+            .collect()
+    }
+
+    #[test]
+    fn every_transition_is_reported_once() {
+        use Phase::*;
+        let none = SlurmJobStatus::default();
+        let cases: &[(SlurmJobStatus, SlurmJobStatus, &[&str])] = &[
+            (none.clone(), none.clone(), &[]),
+            (none.clone(), st(Some(1), Submitted, false), &["Submitted"]),
+            (
+                none.clone(),
+                st(Some(1), Running, true),
+                &["Submitted", "Started"],
+            ),
+            (
+                none.clone(),
+                st(Some(1), Completed, true),
+                &["Submitted", "Started", "Finished"],
+            ),
+            (
+                st(Some(1), Submitted, false),
+                st(Some(1), Submitted, false),
+                &[],
+            ),
+            (
+                st(Some(1), Submitted, false),
+                st(Some(1), Running, true),
+                &["Started"],
+            ),
+            (st(Some(1), Running, true), st(Some(1), Running, true), &[]),
+            (
+                st(Some(1), Running, true),
+                st(Some(1), Completed, true),
+                &["Finished"],
+            ),
+            (
+                st(Some(1), Running, true),
+                st(Some(1), Failed, true),
+                &["Failed"],
+            ),
+            (
+                st(Some(1), Running, true),
+                st(Some(1), TimedOut, true),
+                &["Failed"],
+            ),
+            (
+                st(Some(1), Running, true),
+                st(Some(1), Cancelled, true),
+                &["Cancelled"],
+            ),
+            // Cancelled while pending: it never started.
+            (
+                st(Some(1), Submitted, false),
+                st(Some(1), Cancelled, false),
+                &["Cancelled"],
+            ),
+            (
+                st(Some(1), Submitted, false),
+                st(Some(1), Lost, false),
+                &["Failed"],
+            ),
+            // Ended between two observations.
+            (
+                st(Some(1), Submitted, false),
+                st(Some(1), Completed, true),
+                &["Started", "Finished"],
+            ),
+            (
+                st(Some(1), Completed, true),
+                st(Some(1), Completed, true),
+                &[],
+            ),
+            // A re-run: the new job id is a new submission.
+            (
+                st(Some(1), Completed, true),
+                st(Some(2), Submitted, false),
+                &["Submitted"],
+            ),
+        ];
+        for (before, after, want) in cases {
+            assert_eq!(
+                reasons(before, after),
+                *want,
+                "{:?}/{:?} -> {:?}/{:?}",
+                before.job_id,
+                before.phase,
+                after.job_id,
+                after.phase
+            );
+        }
+        let failed = transitions(&st(Some(1), Running, true), &st(Some(1), Failed, true));
+        assert!(failed[0].warning);
+        assert_eq!(failed[0].note, "Slurm job 1 ended Failed, exit code 3");
+    }
+}

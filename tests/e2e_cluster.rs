@@ -1,0 +1,374 @@
+//! End to end against a real Kubernetes API server (no kubelet needed) and the real local Slurm:
+//! the operator binary runs as a child process, as it would in a pod.
+//!
+//! Runs only when `KUBECONFIG` is set (skipped otherwise, saying why). It applies the CRDs from
+//! `crds/` (server-side), creates a namespace, a Secret with the local Slurm's JWT key and a
+//! Cluster pointing at the local slurmrestd; starts `slurm-operator run --namespace <ns>`; waits
+//! for Ready=True with the Slurm release in the status; rotates the Secret to a wrong key and back
+//! (the running client picks each up without a restart); deletes the Cluster and checks the
+//! finalizer let it go; then stops the operator with SIGTERM and expects a clean exit.
+//!
+//! The namespace is deleted at the end of a passing run; a failing run leaves it (and prints its
+//! name) for inspection.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::future::Future;
+use std::net::TcpListener;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::json;
+use slurm_operator::crd::Cluster;
+use slurm_operator::crd::condition::{self, READY};
+
+const MANAGER: &str = "slurm-operator-e2e";
+const CLUSTER: &str = "local";
+const SECRET: &str = "slurm-jwt";
+const KEY: &str = "jwt_hs256.key";
+
+/// The operator process; killed (and reaped) when dropped, whatever happened.
+struct Operator(Child);
+
+impl Operator {
+    fn start(namespace: &str, metrics_port: u16) -> Self {
+        let child = Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
+            .args([
+                "run",
+                "--namespace",
+                namespace,
+                "--metrics-addr",
+                &format!("127.0.0.1:{metrics_port}"),
+            ])
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,slurm_operator=debug".into()),
+            )
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start slurm-operator run");
+        Self(child)
+    }
+
+    /// Send SIGTERM and wait (at most `timeout`) for the process to exit.
+    fn terminate(&mut self, timeout: Duration) -> ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.0.try_wait().expect("wait for the operator") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the operator did not exit within {timeout:?} of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn assert_running(&mut self) {
+        if let Some(status) = self.0.try_wait().expect("poll the operator") {
+            panic!("the operator exited early: {status}");
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("pick a free port")
+        .port()
+}
+
+/// Poll `probe` every 250 ms until it returns `Some`, or fail after `timeout` with `what`.
+async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn apply_crds(client: &kube::Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/crds");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read crds/") {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let crd: CustomResourceDefinition = serde_yaml_ng::from_str(&text)
+            .unwrap_or_else(|e| panic!("parse {}: {e}", path.display()));
+        let name = crd.metadata.name.clone().unwrap();
+        api.patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
+        names.push(name);
+    }
+    assert_eq!(names.len(), 3, "three CRDs in crds/: {names:?}");
+    for name in names {
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("CRD {name} not established within 60s"))
+        .unwrap();
+    }
+}
+
+async fn apply_key(secrets: &Api<Secret>, key: &[u8]) {
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(SECRET.into()),
+            ..Default::default()
+        },
+        data: Some([(KEY.to_owned(), ByteString(key.to_vec()))].into()),
+        ..Default::default()
+    };
+    secrets
+        .patch(
+            SECRET,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .expect("apply the JWT key Secret");
+}
+
+/// The Cluster's Ready condition as (status, reason), when it has one.
+async fn ready(clusters: &Api<Cluster>) -> Option<(String, String, Cluster)> {
+    let cluster = clusters.get_opt(CLUSTER).await.expect("get the Cluster")?;
+    let status = cluster.status.as_ref()?;
+    let c = condition::find(&status.conditions, READY)?;
+    Some((c.status.clone(), c.reason.clone(), cluster.clone()))
+}
+
+async fn wait_ready(clusters: &Api<Cluster>, want: (&str, &str), what: &str) -> Cluster {
+    eventually(what, Duration::from_secs(90), || async {
+        ready(clusters)
+            .await
+            .filter(|(status, reason, _)| (status.as_str(), reason.as_str()) == want)
+            .map(|(_, _, cluster)| cluster)
+    })
+    .await
+}
+
+async fn has_event(events: &Api<Event>, type_: &str, reason: &str) -> bool {
+    events
+        .list(&Default::default())
+        .await
+        .expect("list Events")
+        .items
+        .iter()
+        .any(|e| {
+            e.type_.as_deref() == Some(type_)
+                && e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(CLUSTER)
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
+    if std::env::var_os("KUBECONFIG").is_none() {
+        eprintln!(
+            "skipped: KUBECONFIG is not set; this test needs a real Kubernetes API server \
+             (a kube-apiserver is enough, no kubelet)"
+        );
+        return;
+    }
+    let slurm = require_slurm!();
+    slurm_operator::tls::install_crypto_provider();
+    let client = kube::Client::try_default()
+        .await
+        .expect("a Kubernetes client from KUBECONFIG");
+
+    apply_crds(&client).await;
+
+    let namespace = format!(
+        "slurm-e2e-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    eprintln!("e2e namespace: {namespace}");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .patch(
+            &namespace,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": namespace},
+            })),
+        )
+        .await
+        .expect("create the namespace");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), &namespace);
+    let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
+
+    apply_key(&secrets, &slurm.key()).await;
+    clusters
+        .patch(
+            CLUSTER,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(json!({
+                "apiVersion": "slurm.rs/v1alpha1",
+                "kind": "Cluster",
+                "metadata": {"name": CLUSTER},
+                "spec": {
+                    "endpoint": slurm.url,
+                    "auth": {"jwt": {
+                        "keySecretRef": {"name": SECRET, "key": KEY},
+                        "user": slurm.user,
+                        "lifetime": "5m",
+                    }},
+                    "pollInterval": "1s",
+                },
+            })),
+        )
+        .await
+        .expect("apply the Cluster");
+
+    let port = free_port();
+    let mut operator = Operator::start(&namespace, port);
+
+    // Ready, with what slurmrestd says in the status.
+    let cluster = wait_ready(&clusters, ("True", "Connected"), "Ready=True").await;
+    let status = cluster.status.clone().unwrap();
+    assert_eq!(
+        status.slurm_release.as_deref(),
+        Some(slurm.release.as_str())
+    );
+    assert_eq!(
+        status.cluster_name.as_deref(),
+        Some(slurm.cluster_name.as_str())
+    );
+    assert_eq!(status.api_version.as_deref(), Some("v0.0.42"));
+    assert!(status.partitions.contains(&slurm.partition), "{status:?}");
+    assert!(status.nodes.is_some_and(|n| n.total > 0));
+    assert!(status.last_contact_time.is_some());
+    assert!(
+        cluster
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&slurm_operator::crd::FINALIZER.to_owned()),
+        "the operator put its finalizer on the Cluster"
+    );
+    eventually("the Connected Event", Duration::from_secs(30), || async {
+        has_event(&events, "Normal", "Connected")
+            .await
+            .then_some(())
+    })
+    .await;
+
+    // Probes and metrics.
+    slurm_operator::tls::install_crypto_provider();
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    eventually("/readyz = 200", Duration::from_secs(30), || async {
+        let response = http.get(format!("{base}/readyz")).send().await.ok()?;
+        (response.status() == 200).then_some(())
+    })
+    .await;
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("slurm_operator_reconciles_total{controller=\"cluster\"}"),
+        "{metrics}"
+    );
+
+    // Key rotation, without a restart: a wrong key is rejected by slurmrestd...
+    apply_key(&secrets, b"a key slurmctld has never seen").await;
+    wait_ready(
+        &clusters,
+        ("False", "Unauthorized"),
+        "Ready=False/Unauthorized after the key was replaced by a wrong one",
+    )
+    .await;
+    assert!(has_event(&events, "Warning", "Unauthorized").await);
+    // ...and the right key brings it back.
+    apply_key(&secrets, &slurm.key()).await;
+    wait_ready(
+        &clusters,
+        ("True", "Connected"),
+        "Ready=True after the right key was restored",
+    )
+    .await;
+    operator.assert_running();
+
+    // Deletion: the finalizer's cleanup runs and lets the Cluster go.
+    clusters
+        .delete(CLUSTER, &DeleteParams::default())
+        .await
+        .expect("delete the Cluster");
+    eventually(
+        "the Cluster to be gone (finalizer removed)",
+        Duration::from_secs(60),
+        || async {
+            clusters
+                .get_opt(CLUSTER)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+
+    // A graceful stop on SIGTERM.
+    let exit = operator.terminate(Duration::from_secs(30));
+    assert!(
+        exit.success(),
+        "the operator exited with {exit} after SIGTERM"
+    );
+
+    // Best effort: without a controller-manager the namespace stays Terminating, which is fine.
+    let _ = namespaces
+        .delete(&namespace, &DeleteParams::default())
+        .await;
+}

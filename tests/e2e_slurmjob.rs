@@ -1,0 +1,264 @@
+//! End to end against a real Kubernetes API server (no kubelet needed) and the real local Slurm:
+//! the operator binary runs as a child process. Runs only when `KUBECONFIG` is set.
+//!
+//! Applies the CRDs, a Secret and a Cluster for the local slurmrestd, then a SlurmJob that exits
+//! 3 (it must reach Failed with exit code 3 and its Events) and one that succeeds (Completed,
+//! exit code 0); then a long SlurmJob, deleted once Running: the finalizer cancels the Slurm job
+//! before the SlurmJob goes away.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::future::Future;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::json;
+use slurm_operator::crd::SlurmJob;
+use slurm_operator::crd::slurmjob::Phase;
+
+const MANAGER: &str = "slurm-operator-e2e";
+
+struct Operator(Child);
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while matches!(self.0.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn apply_crds(client: &kube::Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/crds");
+    for entry in std::fs::read_dir(dir).expect("read crds/") {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let crd: CustomResourceDefinition =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let name = crd.metadata.name.clone().unwrap();
+        api.patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap();
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    }
+}
+
+async fn apply_job(jobs: &Api<SlurmJob>, name: &str, body: &str, partition: &str) {
+    jobs.patch(
+        name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(json!({
+            "apiVersion": "slurm.rs/v1alpha1",
+            "kind": "SlurmJob",
+            "metadata": {"name": name},
+            "spec": {
+                "clusterRef": "local",
+                "partition": partition,
+                "script": format!("#!/bin/sh\n{body}\n"),
+                "environment": {"PATH": "/usr/bin:/bin"},
+            },
+        })),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("apply SlurmJob {name}: {e}"));
+}
+
+async fn wait_phase(jobs: &Api<SlurmJob>, name: &str, phase: Phase) -> SlurmJob {
+    eventually(
+        &format!("{name} {phase}"),
+        Duration::from_secs(120),
+        || async {
+            let job = jobs.get_opt(name).await.unwrap()?;
+            (job.status.as_ref()?.phase == phase).then_some(job)
+        },
+    )
+    .await
+}
+
+async fn reasons(events: &Api<Event>, name: &str) -> Vec<String> {
+    events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slurmjobs_run_to_their_end_and_deleting_one_cancels_it() {
+    if std::env::var_os("KUBECONFIG").is_none() {
+        eprintln!("skipped: KUBECONFIG is not set; this test needs a real Kubernetes API server");
+        return;
+    }
+    let slurm = require_slurm!();
+    slurm_operator::tls::install_crypto_provider();
+    let client = kube::Client::try_default().await.unwrap();
+    apply_crds(&client).await;
+    let namespace = format!(
+        "slurmjob-e2e-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    eprintln!("e2e namespace: {namespace}");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .patch(
+            &namespace,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("jwt".into()),
+            ..Default::default()
+        },
+        data: Some([("jwt_hs256.key".to_owned(), ByteString(slurm.key()))].into()),
+        ..Default::default()
+    };
+    secrets
+        .patch(
+            "jwt",
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+    let clusters: Api<slurm_operator::crd::Cluster> = Api::namespaced(client.clone(), &namespace);
+    clusters
+        .patch(
+            "local",
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(json!({
+                "apiVersion": "slurm.rs/v1alpha1",
+                "kind": "Cluster",
+                "metadata": {"name": "local"},
+                "spec": {
+                    "endpoint": slurm.url,
+                    "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"}, "user": slurm.user}},
+                    "pollInterval": "1s",
+                },
+            })),
+        )
+        .await
+        .unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _operator = Operator(
+        Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
+            .args([
+                "run",
+                "--namespace",
+                &namespace,
+                "--metrics-addr",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,slurm_operator=debug".into()),
+            )
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), &namespace);
+    let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
+
+    apply_job(&jobs, "exit3", "echo hello; exit 3", &slurm.partition).await;
+    apply_job(&jobs, "ok", "echo hello; sleep 1", &slurm.partition).await;
+    let failed = wait_phase(&jobs, "exit3", Phase::Failed).await;
+    assert_eq!(failed.status.as_ref().unwrap().exit_code, Some(3));
+    let done = wait_phase(&jobs, "ok", Phase::Completed).await;
+    assert_eq!(done.status.as_ref().unwrap().exit_code, Some(0));
+    eventually("the Events of ok", Duration::from_secs(30), || async {
+        let r = reasons(&events, "ok").await;
+        ["Submitted", "Finished"]
+            .iter()
+            .all(|want| r.iter().any(|x| x == want))
+            .then_some(())
+    })
+    .await;
+
+    apply_job(&jobs, "long", "sleep 300", &slurm.partition).await;
+    let running = wait_phase(&jobs, "long", Phase::Running).await;
+    let job_id = u32::try_from(running.status.unwrap().job_id.unwrap()).unwrap();
+    jobs.delete("long", &DeleteParams::default()).await.unwrap();
+    eventually("the SlurmJob gone", Duration::from_secs(60), || async {
+        jobs.get_opt("long").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    let slurm_client = slurm.client();
+    eventually(
+        "the Slurm job cancelled",
+        Duration::from_secs(30),
+        || async {
+            let records = slurm_client.job(job_id).await.ok()?;
+            records[0]
+                .state
+                .to_strings()
+                .contains(&"CANCELLED".to_owned())
+                .then_some(())
+        },
+    )
+    .await;
+
+    namespaces
+        .delete(&namespace, &DeleteParams::default())
+        .await
+        .unwrap();
+}

@@ -1,0 +1,171 @@
+//! `slurm-operator job run`: a SlurmJob manifest through the operator's submit/mirror/cancel core
+//! against the real local Slurm, as the README's main command runs it.
+
+// Test code: a failed unwrap is a failed test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+
+/// A Cluster manifest with its JWT-key Secret for the local Slurm.
+fn cluster_manifest(slurm: &common::LocalSlurm, dir: &std::path::Path) -> std::path::PathBuf {
+    let key = base64::engine::general_purpose::STANDARD.encode(slurm.key());
+    let path = dir.join("cluster.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: jwt}}\ndata: {{jwt_hs256.key: {key}}}\n---\n\
+             apiVersion: slurm.rs/v1alpha1\nkind: Cluster\nmetadata: {{name: local}}\n\
+             spec:\n  endpoint: {}\n  auth: {{jwt: {{keySecretRef: {{name: jwt}}, user: {}}}}}\n",
+            slurm.url, slurm.user
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn job_manifest(dir: &std::path::Path, name: &str, script_body: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("{name}.yaml"));
+    let script: String = format!("#!/bin/sh\n{script_body}\n")
+        .lines()
+        .map(|l| format!("    {l}\n"))
+        .collect();
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: slurm.rs/v1alpha1\nkind: SlurmJob\nmetadata: {{name: {name}}}\n\
+             spec:\n  clusterRef: local\n  script: |\n{script}"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn job_run(cluster: &std::path::Path, job: &std::path::Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
+        .args(["job", "run", "--poll", "200ms", "--cluster"])
+        .arg(cluster)
+        .arg("-f")
+        .arg(job)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_job_runs_to_completion_with_its_phases_printed() {
+    let slurm = require_slurm!();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster_manifest(&slurm, dir.path());
+    let out = job_run(
+        &cluster,
+        &job_manifest(dir.path(), "ok", "echo hi; sleep 1"),
+    )
+    .wait_with_output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("ok: Submitted job "), "{stdout}");
+    assert!(stdout.contains("ok: Completed job "), "{stdout}");
+    assert!(
+        stdout.contains("phase: Completed") && stdout.contains("exitCode: 0"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn exit_3_fails_with_exit_code_3() {
+    let slurm = require_slurm!();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster_manifest(&slurm, dir.path());
+    let out = job_run(&cluster, &job_manifest(dir.path(), "three", "exit 3"))
+        .wait_with_output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("phase: Failed") && stdout.contains("exitCode: 3"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("stateReason: NonZeroExitCode"), "{stdout}");
+}
+
+#[test]
+fn ctrl_c_cancels_the_running_job() {
+    let slurm = require_slurm!();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster_manifest(&slurm, dir.path());
+    let mut child = job_run(&cluster, &job_manifest(dir.path(), "long", "sleep 300"));
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        let line = lines
+            .next()
+            .expect("job run ended before the job ran")
+            .unwrap();
+        seen.push(line.clone());
+        if line.starts_with("long: Running") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "never running: {seen:?}"
+        );
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let exit = child.wait().unwrap();
+    let text = rest.join("\n");
+    assert_eq!(exit.code(), Some(1), "{text}");
+    assert!(text.contains("cancel requested"), "{text}");
+    assert!(text.contains("phase: Cancelled"), "{text}");
+}
+
+#[test]
+fn bad_manifests_are_refused_before_anything_is_submitted() {
+    let slurm = require_slurm!();
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster_manifest(&slurm, dir.path());
+    let no_shebang = dir.path().join("bad.yaml");
+    std::fs::write(
+        &no_shebang,
+        "apiVersion: slurm.rs/v1alpha1\nkind: SlurmJob\nmetadata: {name: bad}\nspec: {clusterRef: local, script: 'echo hi'}\n",
+    )
+    .unwrap();
+    let out = job_run(&cluster, &no_shebang).wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("#!"), "{stderr}");
+
+    let other_cluster = dir.path().join("other.yaml");
+    std::fs::write(
+        &other_cluster,
+        "apiVersion: slurm.rs/v1alpha1\nkind: SlurmJob\nmetadata: {name: x}\nspec: {clusterRef: elsewhere, script: \"#!/bin/sh\"}\n",
+    )
+    .unwrap();
+    let out = job_run(&cluster, &other_cluster)
+        .wait_with_output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no Cluster named \"elsewhere\""),
+        "{stderr}"
+    );
+}

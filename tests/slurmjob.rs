@@ -1,0 +1,491 @@
+//! The SlurmJob core the controller runs (`slurmjob::drive`), against the real local Slurm:
+//! each test plays the controller's loop — sync an index of our jobs, step, keep the status —
+//! without Kubernetes. Skipped (with a message) when no local Slurm is up.
+
+// Test code: a failed unwrap is a failed test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use slurm_operator::controller::slurmjob::to_cancel;
+use slurm_operator::crd::condition;
+use slurm_operator::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
+use slurm_operator::index::{ClusterState, is_ours};
+use slurm_operator::slurm::SlurmClient;
+use slurm_operator::slurmjob::drive::{self, Env, Step, Submissions, Target};
+use slurm_operator::slurmjob::{actions, tag};
+
+/// A complete index of our jobs, synced now (the time is taken before the request, so the
+/// index never claims more than it saw).
+async fn sync(client: &SlurmClient) -> ClusterState {
+    let at = Utc::now();
+    let jobs = client
+        .jobs(None)
+        .await
+        .unwrap()
+        .into_items()
+        .unwrap_or_default();
+    ClusterState {
+        jobs: Arc::new(
+            jobs.into_iter()
+                .filter(|j| is_ours(j.comment.as_deref()))
+                .map(|j| (j.job_id, j))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        jobs_synced_at: Some(at),
+        ..Default::default()
+    }
+}
+
+/// One SlurmJob as the controller would hold it, with the Events it published.
+struct Runner {
+    client: SlurmClient,
+    name: String,
+    uid: String,
+    generation: i64,
+    spec: SlurmJobSpec,
+    status: Option<SlurmJobStatus>,
+    submissions: Submissions,
+    started_at: DateTime<Utc>,
+    events: Vec<&'static str>,
+}
+
+impl Runner {
+    fn new(slurm: &common::LocalSlurm, prefix: &str, spec: serde_json::Value) -> Self {
+        let mut spec = spec;
+        let object = spec.as_object_mut().unwrap();
+        object.insert("clusterRef".into(), json!("local"));
+        object
+            .entry("partition")
+            .or_insert(json!(slurm.partition.clone()));
+        object
+            .entry("environment")
+            .or_insert(json!({"PATH": "/usr/bin:/bin"}));
+        Self {
+            client: slurm.client(),
+            name: common::unique(prefix),
+            uid: uuid::Uuid::new_v4().to_string(),
+            generation: 1,
+            spec: serde_json::from_value(spec).unwrap(),
+            status: None,
+            submissions: Submissions::default(),
+            started_at: Utc::now() - chrono::TimeDelta::seconds(1),
+            events: Vec::new(),
+        }
+    }
+
+    fn status(&self) -> SlurmJobStatus {
+        self.status.clone().unwrap_or_default()
+    }
+
+    fn job_id(&self) -> u32 {
+        u32::try_from(self.status().job_id.expect("no job id yet")).unwrap()
+    }
+
+    async fn step_with(&mut self, deps: impl Fn(&str) -> Option<Option<i64>>) -> Step {
+        let state = sync(&self.client).await;
+        let target = Target {
+            name: &self.name,
+            uid: &self.uid,
+            generation: self.generation,
+            spec: &self.spec,
+            status: self.status.as_ref(),
+        };
+        let env = Env {
+            client: &self.client,
+            state: &state,
+            submissions: &self.submissions,
+            started_at: self.started_at,
+            now: Utc::now(),
+        };
+        let step = drive::step(target, env, deps).await.unwrap();
+        self.status = Some(step.status.clone());
+        self.events.extend(step.notices.iter().map(|n| n.reason));
+        step
+    }
+
+    async fn step(&mut self) -> Step {
+        self.step_with(|_| None).await
+    }
+
+    /// Step until `done` holds for the status.
+    async fn until(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&SlurmJobStatus) -> bool,
+    ) {
+        let started = Instant::now();
+        loop {
+            self.step().await;
+            if done(&self.status()) {
+                return;
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "{}: timed out after {timeout:?} waiting for {what}; status {:?}",
+                self.name,
+                self.status
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn until_phase(&mut self, phase: Phase, timeout: Duration) {
+        self.until(&format!("phase {phase}"), timeout, |s| s.phase == phase)
+            .await;
+    }
+
+    /// What the controller's finalizer does on delete.
+    async fn delete(&mut self) {
+        let state = sync(&self.client).await;
+        for job_id in to_cancel(&self.uid, &self.status(), Some(&state), &self.submissions) {
+            actions::cancel(&self.client, job_id).await.unwrap();
+        }
+    }
+}
+
+fn script(body: &str) -> String {
+    format!("#!/bin/sh\n{body}\n")
+}
+
+const LONG: Duration = Duration::from_secs(120);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_completes_with_its_events() {
+    let slurm = require_slurm!();
+    let mut job = Runner::new(&slurm, "ok", json!({"script": script("echo hi; sleep 1")}));
+    job.step().await;
+    assert_eq!(job.status().phase, Phase::Submitted);
+    assert!(job.status().job_id.is_some());
+    job.until("the end", LONG, |s| s.phase.is_terminal()).await;
+    let status = job.status();
+    assert_eq!(status.phase, Phase::Completed, "{status:?}");
+    assert_eq!(status.exit_code, Some(0));
+    assert!(status.end_time.is_some() && status.start_time.is_some());
+    assert_eq!(job.events, ["Submitted", "Started", "Finished"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_code_3_fails_the_job() {
+    let slurm = require_slurm!();
+    let mut job = Runner::new(&slurm, "exit3", json!({"script": script("exit 3")}));
+    job.until("the end", LONG, |s| s.phase.is_terminal()).await;
+    assert_eq!(job.status().phase, Phase::Failed);
+    assert_eq!(job.status().exit_code, Some(3));
+    assert_eq!(job.events.last(), Some(&"Failed"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_while_running_cancels_and_edits_meanwhile_are_ignored() {
+    let slurm = require_slurm!();
+    let mut job = Runner::new(&slurm, "run-del", json!({"script": script("sleep 300")}));
+    job.until_phase(Phase::Running, LONG).await;
+    let first = job.job_id();
+
+    // An edit while running is not applied, and said so; observedGeneration moves on.
+    job.generation = 2;
+    job.spec.script = script("sleep 1");
+    let step = job.step().await;
+    assert_eq!(job.job_id(), first, "no second job");
+    let applied = condition::find(&step.status.conditions, drive::SPEC_APPLIED).unwrap();
+    assert_eq!(
+        (applied.status.as_str(), applied.reason.as_str()),
+        ("False", "JobActive")
+    );
+    assert_eq!(step.status.observed_generation, Some(2));
+    assert!(job.events.contains(&"EditIgnored"));
+
+    job.delete().await;
+    job.until_phase(Phase::Cancelled, LONG).await;
+    assert_eq!(job.job_id(), first);
+    assert_eq!(job.events.last(), Some(&"Cancelled"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_while_pending_cancels() {
+    let slurm = require_slurm!();
+    // Held: it stays pending until released.
+    let mut job = Runner::new(
+        &slurm,
+        "pend-del",
+        json!({"script": script("true"), "extraOptions": {"hold": true}}),
+    );
+    job.step().await;
+    job.step().await;
+    let status = job.status();
+    assert_eq!(status.phase, Phase::Submitted, "{status:?}");
+    assert_eq!(
+        status.slurm_state.first().map(String::as_str),
+        Some("PENDING")
+    );
+    job.delete().await;
+    job.until_phase(Phase::Cancelled, LONG).await;
+    assert!(
+        !job.events.contains(&"Started"),
+        "it never ran: {:?}",
+        job.events
+    );
+    assert_eq!(job.events.last(), Some(&"Cancelled"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_cancel_is_reflected() {
+    let slurm = require_slurm!();
+    let mut job = Runner::new(&slurm, "ext", json!({"script": script("sleep 300")}));
+    job.until_phase(Phase::Running, LONG).await;
+    job.client.cancel_job(job.job_id()).await.unwrap();
+    job.until_phase(Phase::Cancelled, LONG).await;
+}
+
+/// Slurm counts whole minutes and checks limits about every 30 s: ~90 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_time_limit_times_the_job_out() {
+    let slurm = require_slurm!();
+    let mut job = Runner::new(
+        &slurm,
+        "limit",
+        json!({"script": script("sleep 600"), "timeLimit": "1m"}),
+    );
+    job.until("the end", Duration::from_secs(240), |s| {
+        s.phase.is_terminal()
+    })
+    .await;
+    assert_eq!(job.status().phase, Phase::TimedOut, "{:?}", job.status);
+    assert_eq!(job.events.last(), Some(&"Failed"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_array_of_four_with_one_failing_task() {
+    let slurm = require_slurm!();
+    let mut job = Runner::new(
+        &slurm,
+        "array",
+        json!({"script": script("[ \"$SLURM_ARRAY_TASK_ID\" = 2 ] && exit 4; exit 0"), "array": "0-3"}),
+    );
+    job.until("every task ended", LONG, |s| {
+        s.phase.is_terminal()
+            && s.array_tasks
+                .as_ref()
+                .is_some_and(|t| t.counts.values().sum::<i32>() == 4 && t.tasks.len() == 4)
+    })
+    .await;
+    let status = job.status();
+    assert_eq!(status.phase, Phase::Failed, "{status:?}");
+    let tasks = status.array_tasks.unwrap();
+    assert_eq!(tasks.counts.get("COMPLETED"), Some(&3), "{tasks:?}");
+    assert_eq!(tasks.counts.get("FAILED"), Some(&1), "{tasks:?}");
+    let failed = tasks.tasks.iter().find(|t| t.state == "FAILED").unwrap();
+    assert_eq!((failed.task_id, failed.exit_code), (2, Some(4)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn depends_on_afterok_runs_after_the_first_succeeded() {
+    let slurm = require_slurm!();
+    let mut first = Runner::new(&slurm, "dep-a", json!({"script": script("sleep 3")}));
+    let mut second = Runner::new(
+        &slurm,
+        "dep-b",
+        json!({"script": script("true"), "dependsOn": [{"name": "dep-a", "type": "afterok"}]}),
+    );
+    // The other SlurmJob does not exist yet, then has no job id: the dependent waits.
+    let step = second.step_with(|_| None).await;
+    assert_eq!(step.status.job_id, None);
+    assert_eq!(
+        condition::find(&step.status.conditions, drive::READY)
+            .unwrap()
+            .reason,
+        "WaitingForDependencies"
+    );
+    assert!(step.retry.is_some());
+    let step = second.step_with(|_| Some(None)).await;
+    assert_eq!(step.status.job_id, None);
+
+    first.step().await;
+    let first_id = first.status().job_id;
+    second.step_with(|_| Some(first_id)).await;
+    assert!(second.status().job_id.is_some());
+    first.until_phase(Phase::Completed, LONG).await;
+    second.until_phase(Phase::Completed, LONG).await;
+    let ended = first.status().end_time.unwrap().0;
+    let started = second.status().start_time.unwrap().0;
+    assert!(started >= ended, "afterok: {started} before {ended}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_after_the_end_re_runs_with_history() {
+    let slurm = require_slurm!();
+    let mut job = Runner::new(&slurm, "rerun", json!({"script": script("exit 1")}));
+    job.until_phase(Phase::Failed, LONG).await;
+    let first = job.job_id();
+    job.generation = 2;
+    job.spec.script = script("exit 0");
+    job.events.clear();
+    job.step().await;
+    let second = job.job_id();
+    assert_ne!(first, second);
+    assert_eq!(job.events[..2], ["Resubmitted", "Submitted"]);
+    let status = job.status();
+    assert_eq!(status.submitted_generation, Some(2));
+    assert_eq!(status.history.len(), 1);
+    assert_eq!(status.history[0].job_id, i64::from(first));
+    assert_eq!(status.history[0].phase, Phase::Failed);
+    assert_eq!(status.history[0].exit_code, Some(1));
+    job.until_phase(Phase::Completed, LONG).await;
+    // Nothing more happens without a further edit.
+    job.step().await;
+    assert_eq!(job.job_id(), second);
+}
+
+/// A small deterministic generator (no extra dependency); the seed is printed.
+struct Lcg(u64);
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// Kill the "operator" between submit and status write at random points, many times: a fresh
+/// incarnation (empty in-process map, index synced after its start, no status) must adopt the
+/// job the killed one may have submitted — exactly one Slurm job per generation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_submits_never_make_a_second_job() {
+    let slurm = require_slurm!();
+    let seed = u64::try_from(Utc::now().timestamp_nanos_opt().unwrap_or(1)).unwrap_or(1);
+    eprintln!("crash test seed {seed}");
+    let mut rng = Lcg(seed);
+    let client = slurm.client();
+    let template = Runner::new(&slurm, "crash", json!({"script": script("true")}));
+    let (uid, name, spec) = (
+        template.uid.clone(),
+        template.name.clone(),
+        template.spec.clone(),
+    );
+    const ROUNDS: i64 = 25;
+    let mut adopted = 0;
+    for generation in 1..=ROUNDS {
+        // Incarnation 1: step, killed after a random delay (often mid-submit).
+        let delay = Duration::from_millis(rng.below(60));
+        let state = sync(&client).await;
+        let (c, u, n, s) = (client.clone(), uid.clone(), name.clone(), spec.clone());
+        let task = tokio::spawn(async move {
+            let submissions = Submissions::default();
+            let target = Target {
+                name: &n,
+                uid: &u,
+                generation,
+                spec: &s,
+                status: None,
+            };
+            let env = Env {
+                client: &c,
+                state: &state,
+                submissions: &submissions,
+                started_at: Utc::now() - chrono::TimeDelta::seconds(5),
+                now: Utc::now(),
+            };
+            drive::step(target, env, |_| None).await
+        });
+        tokio::time::sleep(delay).await;
+        task.abort();
+        let _ = task.await;
+        // A restart takes time; a request already on the wire lands meanwhile.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        // Incarnation 2: nothing in memory, no status written.
+        let started_at = Utc::now();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let state = sync(&client).await;
+        let submissions = Submissions::default();
+        let target = Target {
+            name: &name,
+            uid: &uid,
+            generation,
+            spec: &spec,
+            status: None,
+        };
+        let env = Env {
+            client: &client,
+            state: &state,
+            submissions: &submissions,
+            started_at,
+            now: Utc::now(),
+        };
+        let step = drive::step(target, env, |_| None).await.unwrap();
+        let job_id = step.status.job_id.expect("submitted or adopted");
+        let reason = condition::find(&step.status.conditions, drive::READY)
+            .unwrap()
+            .reason
+            .clone();
+        if reason == "Adopted" {
+            adopted += 1;
+        }
+
+        let t = tag::tag(&uid, generation);
+        let state = sync(&client).await;
+        let tagged = state.tagged(&t);
+        assert_eq!(
+            tagged,
+            vec![u32::try_from(job_id).unwrap()],
+            "generation {generation} (killed after {delay:?}, {reason}): exactly one job"
+        );
+    }
+    eprintln!("{ROUNDS} rounds, {adopted} adopted from a killed incarnation");
+    assert!(
+        adopted > 0,
+        "no round was killed after its submit: the test proves little"
+    );
+    // Tidy up: every generation's job.
+    let state = sync(&client).await;
+    for job_id in to_cancel(
+        &uid,
+        &SlurmJobStatus::default(),
+        Some(&state),
+        &Submissions::default(),
+    ) {
+        let _ = actions::cancel(&client, job_id).await;
+    }
+}
+
+/// Before the index synced after this incarnation started, nothing is submitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_submit_before_a_fresh_index_sync() {
+    let slurm = require_slurm!();
+    let mut job = Runner::new(&slurm, "fresh", json!({"script": script("true")}));
+    let state = sync(&job.client).await;
+    let started_at = Utc::now() + chrono::TimeDelta::seconds(1);
+    let target = Target {
+        name: &job.name,
+        uid: &job.uid,
+        generation: 1,
+        spec: &job.spec,
+        status: None,
+    };
+    let env = Env {
+        client: &job.client,
+        state: &state,
+        submissions: &job.submissions,
+        started_at,
+        now: Utc::now(),
+    };
+    let step = drive::step(target, env, |_| None).await.unwrap();
+    assert_eq!(step.status.job_id, None);
+    assert_eq!(
+        condition::find(&step.status.conditions, drive::READY)
+            .unwrap()
+            .reason,
+        "WaitingForSlurmIndex"
+    );
+    assert!(job.submissions.is_empty());
+    job.status = None;
+}
