@@ -4,9 +4,12 @@
 # hack/record_fixtures.py (python3, stdlib only). Takes about 2 minutes (one case waits for a
 # 1-minute time limit); --skip-timeout leaves that case out.
 #
-# Usage: hack/record-fixtures.sh [--flavour trixie|forky] [--fresh] [--skip-timeout]
-#   --fresh   restart Slurm with wiped controller state first (recommended; restarts the
-#             cluster, so do not use it while something else is using that Slurm)
+# Usage: hack/record-fixtures.sh [--flavour trixie|forky] [--fresh] [--skip-timeout] [--extra-only]
+#   --fresh       restart Slurm with wiped controller state first (recommended; restarts the
+#                 cluster, so do not use it while something else is using that Slurm)
+#   --extra-only  record only the cases that need no particular cluster state (unsupported
+#                 version, another data_parser, refused submit, /jobs/state/ with a held array)
+#                 and keep the other fixtures: safe on a Slurm that others are using
 set -euo pipefail
 set +m
 SLURM_LOG_TAG=record-fixtures
@@ -22,6 +25,7 @@ for a in ${SLURM_ARGS[@]+"${SLURM_ARGS[@]}"}; do
     case "$a" in
         --fresh) up_args+=(--fresh) ;;
         --skip-timeout) py_args+=(--skip-timeout) ;;
+        --extra-only) py_args+=(--extra-only) ;;
         -h | --help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) die "unknown argument: $a" ;;
     esac

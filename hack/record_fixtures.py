@@ -426,8 +426,35 @@ def record_all(r, skip_timeout=False):
         log(f"TIMEOUT {time.time() - t_timeout_start:.0f} s after the job started")
 
     r.rec("jobs_final", "GET", f"{API}/jobs")
+    record_extra(r)
     if "job_completing" not in r.recorded:
         log("job_completing: not caught this run")
+
+
+def record_extra(r):
+    """Cases that need no particular cluster state and leave none behind, so they can also be
+    added to an existing recording (--extra-only) without --fresh."""
+    # A versioned path this slurmrestd does not serve: 404 text/plain, no Slurm error number.
+    # (v0.0.39 was last served by Slurm 23.11.) The fixture tests replay it at the v0.0.42 path,
+    # i.e. as the answer of a slurmrestd that does not serve v0.0.42.
+    r.rec("unsupported_version_diag", "GET", "/slurm/v0.0.39/diag")
+    # /diag through another data_parser this slurmrestd serves: same shape, but
+    # meta.plugin.data_parser names that version, which the facade must refuse.
+    for version in ("v0.0.41", "v0.0.40", "v0.0.43", "v0.0.44"):
+        _, status, _, _ = r.call("GET", f"/slurm/{version}/diag")
+        if status == 200:
+            r.rec("diag_other_data_parser", "GET", f"/slurm/{version}/diag")
+            break
+    else:
+        log("diag_other_data_parser: no other data_parser version is served")
+    # HTTP 200 whose errors[] says the submit was refused (error_number 0) and no job_id.
+    r.rec("submit_hetjob_empty", "POST", f"{API}/job/submit", body={"jobs": []})
+    # The poller's query: /jobs/state/ without ids, with a held (pending) array in the queue.
+    held = r.submit("fixture-held-array", "#!/bin/bash\ntrue\n", array="0-2", hold=True)
+    try:
+        r.rec("jobs_state_all", "GET", f"{API}/jobs/state/")
+    finally:
+        r.cancel(held)
 
 
 def main():
@@ -437,6 +464,8 @@ def main():
     ap.add_argument("--node-script", required=True)
     ap.add_argument("--flavour", required=True)
     ap.add_argument("--skip-timeout", action="store_true", help="skip the ~90 s time-limit case")
+    ap.add_argument("--extra-only", action="store_true",
+                    help="record only the state-independent extra cases, keeping the other fixtures")
     args = ap.parse_args()
 
     env = {}
@@ -446,13 +475,17 @@ def main():
             if m:
                 env[m.group(1)] = m.group(2)
     os.makedirs(args.out, exist_ok=True)
-    for name in os.listdir(args.out):
-        if name.endswith(".json"):
-            os.unlink(os.path.join(args.out, name))
+    if not args.extra_only:
+        for name in os.listdir(args.out):
+            if name.endswith(".json"):
+                os.unlink(os.path.join(args.out, name))
     r = Recorder(env, args.out, args.node_script, args.flavour)
     t0 = time.time()
     try:
-        record_all(r, skip_timeout=args.skip_timeout)
+        if args.extra_only:
+            record_extra(r)
+        else:
+            record_all(r, skip_timeout=args.skip_timeout)
     finally:
         log(f"{len(r.recorded)} fixtures in {args.out} ({time.time() - t0:.0f} s)")
     width = max(len(c) for c, _, _ in r.summary)

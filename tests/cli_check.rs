@@ -64,6 +64,8 @@ fn check_prints_the_cluster_with_a_minted_token() {
 #[test]
 fn check_fails_with_one_line_and_an_exit_code_per_reason() {
     let slurm = require_slurm!();
+    let key = slurm.key_path.to_str().unwrap();
+    let unserved = format!("{}/no-such-api", slurm.url);
     let cases: &[(&[&str], i32, &str)] = &[
         (
             &["--url", &slurm.url, "--token", "garbage"],
@@ -93,6 +95,13 @@ fn check_fails_with_one_line_and_an_exit_code_per_reason() {
             "cannot read JWT key",
         ),
         (&["--url", &slurm.url], 2, "give --jwt-key"),
+        (
+            // The real slurmrestd's 404 for a path it does not serve (as for an API version it
+            // does not serve): unsupported, exit 6.
+            &["--url", &unserved, "--jwt-key", key, "--user", &slurm.user],
+            6,
+            "does not serve a supported API",
+        ),
     ];
     for (args, code, message) in cases {
         let out = check(args);

@@ -116,25 +116,70 @@ async fn unknown_node_and_job_are_not_found() {
 }
 
 #[tokio::test]
+async fn a_path_slurmrestd_does_not_serve_is_unsupported_version() {
+    // The real slurmrestd answers every path it does not route, an API version it does not serve
+    // (`/slurm/v0.0.39/...` on 24.11) as much as this prefix, with 404 text/plain "Unable find
+    // requested URL" and no Slurm error number. The client must call that an unsupported API,
+    // for job and node paths too: "job gone" or "node deleted" would be acted upon.
+    let slurm = require_slurm!();
+    let config =
+        slurm_operator::slurm::ClientConfig::new(&format!("{}/no-such-api", slurm.url)).unwrap();
+    let client = SlurmClient::new(config, slurm.credentials()).unwrap();
+    let unsupported = |what: &str, err: SlurmError| {
+        assert!(
+            matches!(err, SlurmError::UnsupportedVersion { .. }),
+            "{what}: {err}"
+        );
+    };
+    unsupported("cluster_info", client.cluster_info().await.unwrap_err());
+    unsupported("nodes", client.nodes(None).await.unwrap_err());
+    unsupported("job", client.job(1).await.unwrap_err());
+    unsupported("node", client.node("n1").await.unwrap_err());
+    unsupported("cancel_job", client.cancel_job(999_999).await.unwrap_err());
+    unsupported("all_job_states", client.all_job_states().await.unwrap_err());
+    // The same slurmrestd at its real address serves v0.0.42.
+    assert_eq!(
+        slurm.client().cluster_info().await.unwrap().data_parser,
+        "data_parser/v0.0.42"
+    );
+}
+
+#[tokio::test]
 async fn submit_runs_to_completion_and_carries_its_tag() {
     let slurm = require_slurm!();
     let client = slurm.client();
     let tag = common::unique("tag");
-    let mut request = slurm.job("complete", "echo hello; sleep 1");
+    // Long enough that a 50 ms poll cannot miss RUNNING, however busy the cluster is.
+    let mut request = slurm.job("complete", "echo hello; sleep 3");
     request.comment = Some(tag.clone());
     let submitted = client.submit_job(&request).await.unwrap();
-    let running = wait_state(&client, submitted.job_id, "RUNNING or later", |j| {
-        j.state.base != JobBaseState::Pending
-    })
+    // Every distinct base state seen, in order, until the job is final.
+    let seen: std::cell::RefCell<Vec<JobBaseState>> = Default::default();
+    let done = common::wait_for(
+        "the job to finish",
+        JOB_TIMEOUT,
+        Duration::from_millis(50),
+        || async {
+            let job = job_of(&client, submitted.job_id).await;
+            let mut seen = seen.borrow_mut();
+            if seen.last() != Some(&job.state.base) {
+                seen.push(job.state.base);
+            }
+            job.state.is_final().then_some(job)
+        },
+    )
     .await;
-    assert!(
-        matches!(
-            running.state.base,
-            JobBaseState::Running | JobBaseState::Completed
-        ),
-        "{running:?}"
+    let seen = seen.into_inner();
+    let after_pending: Vec<_> = seen
+        .iter()
+        .copied()
+        .skip_while(|s| *s == JobBaseState::Pending)
+        .collect();
+    assert_eq!(
+        after_pending,
+        vec![JobBaseState::Running, JobBaseState::Completed],
+        "states seen: {seen:?}"
     );
-    let done = wait_final(&client, submitted.job_id).await;
     assert_eq!(done.state.base, JobBaseState::Completed, "{done:?}");
     let exit = done.exit.clone().expect("an exit status");
     assert_eq!(exit.return_code, Some(0));

@@ -29,6 +29,7 @@ struct Fixture {
 struct Request {
     method: String,
     path: String,
+    query: Option<String>,
 }
 
 fn releases() -> Vec<PathBuf> {
@@ -53,37 +54,76 @@ fn load(dir: &Path, case: &str) -> Fixture {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// A server that answers exactly like slurmrestd did for the given recorded cases.
-async fn replay(dir: &Path, cases: &[&str]) -> SlurmClient {
-    let server = MockServer::start().await;
-    for case in cases {
-        let fixture = load(dir, case);
-        let body = match &fixture.body {
-            Value::String(text) => text.clone().into_bytes(),
-            other => serde_json::to_vec(other).unwrap(),
-        };
-        let mut response = ResponseTemplate::new(fixture.status);
-        if !body.is_empty() {
-            response = response.set_body_raw(body, &fixture.content_type);
-        }
-        // The client uses the spec's trailing-slash paths; recordings may not.
-        let path = format!(
-            "^{}/?$",
-            regex_escape(fixture.request.path.trim_end_matches('/'))
-        );
-        Mock::given(method(fixture.request.method.as_str()))
-            .and(path_regex(path))
-            .respond_with(response)
-            .mount(&server)
-            .await;
-    }
-    let config = ClientConfig::new(&server.uri())
+/// Whether `case` was recorded for this release (cases added later may exist for one only).
+fn recorded(dir: &Path, case: &str) -> bool {
+    dir.join(format!("{case}.json")).is_file()
+}
+
+/// The id at the end of a fixture's request path (`/job/{id}`, `/node/{name}`).
+fn last_segment(dir: &Path, case: &str) -> String {
+    load(dir, case)
+        .request
+        .path
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
         .unwrap()
-        .with_retry(RetryPolicy::none());
+        .to_owned()
+}
+
+fn job_id_of(dir: &Path, case: &str) -> u32 {
+    last_segment(dir, case).parse().unwrap()
+}
+
+/// slurmrestd's recorded answer, byte for byte (status, content type, body).
+fn response(fixture: &Fixture) -> ResponseTemplate {
+    let body = match &fixture.body {
+        Value::String(text) => text.clone().into_bytes(),
+        other => serde_json::to_vec(other).unwrap(),
+    };
+    let mut response = ResponseTemplate::new(fixture.status);
+    if !body.is_empty() {
+        response = response.set_body_raw(body, &fixture.content_type);
+    }
+    response
+}
+
+fn client_for(server: &MockServer, retry: RetryPolicy) -> SlurmClient {
+    let config = ClientConfig::new(&server.uri()).unwrap().with_retry(retry);
     let credentials = Arc::new(
         Credentials::minted(vec![1; 32], "slurm", std::time::Duration::from_secs(60)).unwrap(),
     );
-    let client = SlurmClient::new(config, credentials).unwrap();
+    SlurmClient::new(config, credentials).unwrap()
+}
+
+/// A server answering each recorded case at its recorded method and path (the query is not
+/// matched), or at `path` (a regex) when one is given.
+async fn replay_server(dir: &Path, cases: &[(&str, Option<&str>)]) -> MockServer {
+    let server = MockServer::start().await;
+    for (case, at) in cases {
+        let fixture = load(dir, case);
+        // The client uses the spec's trailing-slash paths; recordings may not.
+        let path = match at {
+            Some(path) => (*path).to_owned(),
+            None => format!(
+                "^{}/?$",
+                regex_escape(fixture.request.path.trim_end_matches('/'))
+            ),
+        };
+        Mock::given(method(fixture.request.method.as_str()))
+            .and(path_regex(path))
+            .respond_with(response(&fixture))
+            .mount(&server)
+            .await;
+    }
+    server
+}
+
+/// A client of a server that answers exactly like slurmrestd did for the given recorded cases.
+async fn replay(dir: &Path, cases: &[&str]) -> SlurmClient {
+    let cases: Vec<(&str, Option<&str>)> = cases.iter().map(|c| (*c, None)).collect();
+    let server = replay_server(dir, &cases).await;
+    let client = client_for(&server, RetryPolicy::none());
     // The server must outlive the client's calls in the test: leak it (one per test, small).
     std::mem::forget(server);
     client
@@ -551,5 +591,472 @@ async fn bad_or_missing_credentials_are_unauthorized_everywhere() {
         // reports the controller DOWN: ping is no proof of credentials either way.
         let client = replay(dir, &["auth_bad_token_ping"]).await;
         assert!(!client.ping().await.unwrap());
+    });
+}
+
+/// Run `$body` for each release that recorded `$case`; fail unless at least one did, so a
+/// renamed or lost fixture cannot turn the test into a no-op.
+macro_rules! for_each_release_with {
+    ($case:expr, |$dir:ident| $body:block) => {{
+        let mut seen = 0;
+        for $dir in releases() {
+            let $dir: &Path = &$dir;
+            if !recorded($dir, $case) {
+                eprintln!("release {}: {} not recorded", $dir.display(), $case);
+                continue;
+            }
+            eprintln!("release {}", $dir.display());
+            seen += 1;
+            $body
+        }
+        assert!(seen > 0, "no release recorded {}", $case);
+    }};
+}
+
+fn assert_unsupported(result: Result<impl std::fmt::Debug, SlurmError>, what: &str) {
+    let err = result.expect_err(what);
+    assert!(
+        matches!(err, SlurmError::UnsupportedVersion { .. }),
+        "{what}: {err}"
+    );
+    assert!(!err.is_transient(), "{what}: {err}");
+}
+
+#[tokio::test]
+async fn a_slurmrestd_without_v0042_is_unsupported_not_not_found() {
+    // slurmrestd's real answer for a versioned path it does not serve (recorded at v0.0.39):
+    // 404 text/plain, no Slurm error number. Served for EVERY v0.0.42 path, it is what a
+    // slurmrestd without v0.0.42 answers this client.
+    for_each_release_with!("unsupported_version_diag", |dir| {
+        let fixture = load(dir, "unsupported_version_diag");
+        assert_eq!(fixture.status, 404);
+        assert!(
+            fixture.content_type.starts_with("text/plain"),
+            "{fixture:?}"
+        );
+        let server = MockServer::start().await;
+        Mock::given(path_regex(r"^/slurm/v0\.0\.42/"))
+            .respond_with(response(&fixture))
+            .mount(&server)
+            .await;
+        let client = client_for(&server, RetryPolicy::none());
+        assert_unsupported(client.cluster_info().await, "cluster_info");
+        assert_unsupported(client.ping().await, "ping");
+        assert_unsupported(client.nodes(None).await, "nodes");
+        assert_unsupported(client.partitions().await, "partitions");
+        assert_unsupported(client.jobs(Some(1)).await, "jobs");
+        assert_unsupported(client.all_job_states().await, "all_job_states");
+        assert_unsupported(client.submit_job(&submit_request()).await, "submit");
+        // Not "job gone" / "node already deleted": callers act on those.
+        assert_unsupported(client.job(5).await, "job");
+        assert_unsupported(client.cancel_job(5).await, "cancel_job");
+        assert_unsupported(client.node("n1").await, "node");
+        assert_unsupported(client.delete_node("dyn1").await, "delete_node");
+        assert_unsupported(client.drain_node("n1", "x").await, "drain_node");
+        let err = client.cluster_info().await.unwrap_err();
+        assert!(err.to_string().contains("v0.0.42 is not served"), "{err}");
+        // While a real unknown job (404 WITH error 2017) stays NotFound.
+        let client = replay(dir, &["job_unknown"]).await;
+        let err = client.job(job_id_of(dir, "job_unknown")).await.unwrap_err();
+        assert!(
+            matches!(err, SlurmError::NotFound { kind: "job", .. }),
+            "{err}"
+        );
+    });
+}
+
+#[tokio::test]
+async fn another_data_parser_is_unsupported() {
+    // slurmrestd's real /diag through another data_parser it serves (meta.plugin.data_parser
+    // names it), answered where v0.0.42 was asked.
+    for_each_release_with!("diag_other_data_parser", |dir| {
+        let fixture = load(dir, "diag_other_data_parser");
+        let other = fixture.body["meta"]["plugin"]["data_parser"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_ne!(other, "data_parser/v0.0.42");
+        let server = replay_server(
+            dir,
+            &[
+                ("diag_other_data_parser", Some(r"^/slurm/v0\.0\.42/diag/?$")),
+                ("ping", None),
+            ],
+        )
+        .await;
+        let client = client_for(&server, RetryPolicy::none());
+        let err = client.cluster_info().await.unwrap_err();
+        assert!(
+            matches!(&err, SlurmError::UnsupportedVersion { detail, .. } if detail.contains(&other)),
+            "{err}"
+        );
+    });
+}
+
+#[tokio::test]
+async fn a_submit_refused_with_http_200_is_rejected_with_slurms_reason() {
+    // HTTP 200, no job_id, errors[] with error_number 0 and the reason.
+    for_each_release_with!("submit_hetjob_empty", |dir| {
+        assert_eq!(load(dir, "submit_hetjob_empty").status, 200);
+        let client = replay(dir, &["submit_hetjob_empty"]).await;
+        let err = client.submit_job(&submit_request()).await.unwrap_err();
+        assert!(
+            matches!(&err, SlurmError::Rejected { status: 200, errors, .. }
+                if errors.iter().any(|e| e.description.contains("HetJob"))),
+            "{err}"
+        );
+        assert!(!err.is_transient());
+    });
+}
+
+#[tokio::test]
+async fn more_submits_and_their_errors() {
+    for_each_release!(|dir| {
+        let client = replay(dir, &["submit_no_cwd"]).await;
+        let err = client.submit_job(&submit_request()).await.unwrap_err();
+        assert!(matches!(err, SlurmError::Rejected { .. }), "{err}");
+        assert_eq!(err.slurm_errno(), Some(2063), "{err}");
+        assert!(err.to_string().contains("working directory"), "{err}");
+        assert!(!err.is_transient());
+
+        // The ids the submits returned are the jobs recorded later on.
+        let client = replay(dir, &["submit_time_limit"]).await;
+        let submitted = client.submit_job(&submit_request()).await.unwrap();
+        assert_eq!(submitted.job_id, job_id_of(dir, "job_timeout"));
+        let client = replay(dir, &["array_submit"]).await;
+        let submitted = client.submit_job(&submit_request()).await.unwrap();
+        assert_eq!(submitted.job_id, job_id_of(dir, "array_job"));
+    });
+}
+
+#[tokio::test]
+async fn array_job_records_pending_then_per_task() {
+    for_each_release!(|dir| {
+        let id = job_id_of(dir, "array_job");
+        // Right after submit: one meta record for the whole array, no task yet.
+        let client = replay(dir, &["array_job_pending"]).await;
+        let pending = client.job(id).await.unwrap();
+        assert_eq!(pending.len(), 1, "{pending:?}");
+        assert_eq!(pending[0].state.base, JobBaseState::Pending);
+        assert_eq!(pending[0].array_job_id, Some(id));
+        assert_eq!(pending[0].array_task_id, None);
+        assert_eq!(pending[0].array_task_string.as_deref(), Some("0-3"));
+        // Once ended: one record per task, task 2 failed with exit code 1.
+        let client = replay(dir, &["array_job"]).await;
+        let mut tasks = client.job(id).await.unwrap();
+        tasks.sort_by_key(|t| t.array_task_id);
+        let ids: Vec<_> = tasks.iter().map(|t| t.array_task_id).collect();
+        assert_eq!(ids, vec![Some(0), Some(1), Some(2), Some(3)]);
+        assert!(tasks.iter().all(|t| t.array_job_id == Some(id)));
+        for task in &tasks {
+            let want = if task.array_task_id == Some(2) {
+                (JobBaseState::Failed, Some(1))
+            } else {
+                (JobBaseState::Completed, Some(0))
+            };
+            let got = (
+                task.state.base,
+                task.exit.as_ref().and_then(|e| e.return_code),
+            );
+            assert_eq!(got, want, "{task:?}");
+        }
+    });
+}
+
+#[tokio::test]
+async fn job_states_of_array_tasks() {
+    for_each_release!(|dir| {
+        // `?job_id={array}` answers one entry per task, as "<task record id>_<task>" strings.
+        let array = job_id_of(dir, "array_job");
+        let client = replay(dir, &["array_jobs_state"]).await;
+        let mut states = client.jobs_state(&[array]).await.unwrap();
+        states.sort_by_key(|s| s.array_task_id);
+        // Each entry names the same record, task and state as `GET /job/{array}`.
+        let client = replay(dir, &["array_job"]).await;
+        let mut records = client.job(array).await.unwrap();
+        records.sort_by_key(|r| r.array_task_id);
+        let from_states: Vec<_> = states
+            .iter()
+            .map(|s| (s.job_id, s.array_task_id, s.state.base))
+            .collect();
+        let from_records: Vec<_> = records
+            .iter()
+            .map(|r| (r.job_id, r.array_task_id, r.state.base))
+            .collect();
+        assert_eq!(from_states, from_records);
+        assert_eq!(from_states.len(), 4);
+        assert!(from_states.iter().all(|(_, task, _)| task.is_some()));
+    });
+}
+
+#[tokio::test]
+async fn all_job_states_lists_every_job_and_each_pending_array_task() {
+    // What the poller calls: `/jobs/state/` without ids, recorded with a held array 0-2 queued.
+    for_each_release_with!("jobs_state_all", |dir| {
+        let fixture = load(dir, "jobs_state_all");
+        assert_eq!(fixture.request.query, None, "recorded without ids");
+        let raw = fixture.body["jobs"].as_array().unwrap().len();
+        let client = replay(dir, &["jobs_state_all"]).await;
+        let states = client.all_job_states().await.unwrap();
+        assert_eq!(states.len(), raw, "every entry kept: {states:?}");
+        let tasks: Vec<_> = states
+            .iter()
+            .filter(|s| s.array_task_id.is_some())
+            .collect();
+        let array = tasks.first().expect("the held array's tasks").job_id;
+        let mut held: Vec<_> = tasks
+            .iter()
+            .filter(|s| s.job_id == array)
+            .map(|s| (s.array_task_id, s.state.base))
+            .collect();
+        held.sort();
+        // The meta record once per task still to run, all under the array's own id.
+        assert_eq!(
+            held,
+            vec![
+                (Some(0), JobBaseState::Pending),
+                (Some(1), JobBaseState::Pending),
+                (Some(2), JobBaseState::Pending)
+            ]
+        );
+        assert!(
+            states
+                .iter()
+                .any(|s| s.array_task_id.is_none() && s.job_id != array),
+            "plain jobs have no task: {states:?}"
+        );
+    });
+}
+
+#[tokio::test]
+async fn jobs_state_in_the_specs_csv_form_is_a_typed_refusal() {
+    // What slurmrestd answers to `?job_id=A,B` (the form the spec documents, which the client
+    // therefore does not send): 422 with error 9000. Not an empty list, and not retried.
+    for_each_release!(|dir| {
+        let client = replay(dir, &["jobs_state_csv"]).await;
+        let err = client.jobs_state(&[2, 7]).await.unwrap_err();
+        assert!(
+            matches!(err, SlurmError::Rejected { status: 422, .. }),
+            "{err}"
+        );
+        assert_eq!(err.slurm_errno(), Some(9000), "{err}");
+        assert!(!err.is_transient());
+    });
+}
+
+#[tokio::test]
+async fn jobs_at_the_end_of_the_recording_are_all_final() {
+    for_each_release!(|dir| {
+        let client = replay(dir, &["jobs_final"]).await;
+        let jobs = client.jobs(None).await.unwrap().into_items().unwrap();
+        assert!(jobs.iter().all(|j| j.state.is_final()), "{jobs:?}");
+        let find = |id: u32| jobs.iter().find(|j| j.job_id == id).unwrap();
+        assert_eq!(
+            find(job_id_of(dir, "job_timeout")).state.base,
+            JobBaseState::Timeout
+        );
+        assert_eq!(
+            find(job_id_of(dir, "job_failed_exit3")).state.base,
+            JobBaseState::Failed
+        );
+        let array = job_id_of(dir, "array_job");
+        assert_eq!(
+            jobs.iter()
+                .filter(|j| j.array_job_id == Some(array))
+                .count(),
+            4
+        );
+    });
+}
+
+#[tokio::test]
+async fn more_node_answers() {
+    for_each_release!(|dir| {
+        // Draining a node that runs a job is accepted (the job keeps running).
+        let client = replay(dir, &["drain_busy"]).await;
+        client
+            .drain_node(&last_segment(dir, "drain_busy"), "fixture: drain busy")
+            .await
+            .unwrap();
+        // Right after RESUME: no DRAIN any more, NOT_RESPONDING until slurmd registers again.
+        let client = replay(dir, &["node_after_resume"]).await;
+        let node = client
+            .node(&last_segment(dir, "node_after_resume"))
+            .await
+            .unwrap();
+        assert!(!node.state.is_drain(), "{}", node.state);
+        assert!(node.state.is_not_responding(), "{}", node.state);
+        // A deleted dynamic node answers like an unknown one: 200 without `nodes`.
+        let name = last_segment(dir, "node_deleted");
+        assert_eq!(name, last_segment(dir, "delete_node_ok"));
+        let client = replay(dir, &["node_deleted"]).await;
+        let err = client.node(&name).await.unwrap_err();
+        assert!(
+            matches!(&err, SlurmError::NotFound { kind: "node", name: n } if *n == name),
+            "{err}"
+        );
+    });
+}
+
+#[tokio::test]
+async fn cancel_pending_and_list_jobs_without_credentials() {
+    for_each_release!(|dir| {
+        let client = replay(dir, &["cancel_pending_ok"]).await;
+        client
+            .cancel_job(job_id_of(dir, "cancel_pending_ok"))
+            .await
+            .unwrap();
+        // No auth headers: 401 text/plain for /jobs as for /diag.
+        let client = replay(dir, &["auth_missing_jobs"]).await;
+        let err = client.jobs(None).await.unwrap_err();
+        assert!(
+            matches!(err, SlurmError::Unauthorized { status: 401, .. }),
+            "{err}"
+        );
+    });
+}
+
+/// A loopback listener that accepts connections and closes them at once, counting them: a
+/// transport failure (no HTTP answer at all), not a Slurm.
+struct Dropper {
+    url: String,
+    accepted: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Dropper {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+        Self { url, accepted }
+    }
+
+    fn take(&self) -> usize {
+        self.accepted.swap(0, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn client(&self, retry: RetryPolicy) -> SlurmClient {
+        let credentials = Arc::new(
+            Credentials::minted(vec![1; 32], "slurm", std::time::Duration::from_secs(60)).unwrap(),
+        );
+        SlurmClient::new(
+            ClientConfig::new(&self.url).unwrap().with_retry(retry),
+            credentials,
+        )
+        .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn idempotent_calls_are_retried_with_bounded_backoff_and_submits_never() {
+    use std::time::{Duration, Instant};
+    let dropper = Dropper::start().await;
+    let retry = RetryPolicy {
+        max_retries: 3,
+        min_delay: Duration::from_millis(50),
+        max_delay: Duration::from_millis(150),
+    };
+    let client = dropper.client(retry);
+
+    type Call<'a> = std::pin::Pin<Box<dyn Future<Output = Result<(), SlurmError>> + 'a>>;
+    let idempotent: Vec<(&str, Call<'_>)> = vec![
+        (
+            "nodes",
+            Box::pin(async { client.nodes(None).await.map(drop) }),
+        ),
+        ("job", Box::pin(async { client.job(5).await.map(drop) })),
+        ("cancel_job", Box::pin(client.cancel_job(5))),
+        ("drain_node", Box::pin(client.drain_node("n1", "x"))),
+        ("delete_node", Box::pin(client.delete_node("dyn1"))),
+    ];
+    for (name, call) in idempotent {
+        let started = Instant::now();
+        let err = call.await.unwrap_err();
+        let elapsed = started.elapsed();
+        assert!(
+            matches!(err, SlurmError::Unreachable { .. }),
+            "{name}: {err}"
+        );
+        // One try and exactly max_retries more: bounded.
+        assert_eq!(dropper.take(), 4, "{name}: attempts");
+        // Backoff 50, 100, 150 (capped) ms; jitter only adds (at most as much again).
+        assert!(
+            elapsed >= Duration::from_millis(300),
+            "{name}: retried without backing off ({elapsed:?})"
+        );
+        assert!(
+            elapsed < Duration::from_secs(3),
+            "{name}: backoff not bounded ({elapsed:?})"
+        );
+    }
+
+    // A submit whose answer was lost may have created the job: one attempt, never repeated.
+    let started = Instant::now();
+    let err = client.submit_job(&submit_request()).await.unwrap_err();
+    assert!(matches!(err, SlurmError::Unreachable { .. }), "{err}");
+    assert_eq!(dropper.take(), 1, "submit attempts");
+    assert!(started.elapsed() < Duration::from_millis(300));
+
+    // No retries configured: one attempt for idempotent calls too.
+    let client = dropper.client(RetryPolicy::none());
+    client.nodes(None).await.unwrap_err();
+    assert_eq!(dropper.take(), 1);
+}
+
+#[tokio::test]
+async fn retries_are_jittered() {
+    use std::time::{Duration, Instant};
+    // With jitter the waits vary between runs; without it, six runs would take the same time
+    // to within a few ms. One retry of 100 ms: each run takes 100..200 ms plus connects.
+    let dropper = Dropper::start().await;
+    let client = dropper.client(RetryPolicy {
+        max_retries: 1,
+        min_delay: Duration::from_millis(100),
+        max_delay: Duration::from_millis(100),
+    });
+    let mut elapsed = Vec::new();
+    for _ in 0..6 {
+        let started = Instant::now();
+        client.ping().await.unwrap_err();
+        elapsed.push(started.elapsed());
+        assert_eq!(dropper.take(), 2);
+    }
+    let (min, max) = (elapsed.iter().min().unwrap(), elapsed.iter().max().unwrap());
+    assert!(*min >= Duration::from_millis(100), "{elapsed:?}");
+    assert!(
+        *max - *min > Duration::from_millis(15),
+        "no jitter in the backoff: {elapsed:?}"
+    );
+}
+
+#[tokio::test]
+async fn slurm_errors_are_not_retried() {
+    // Refusals with a Slurm error number, including a busy node (transient for the reconciler,
+    // which requeues), are answered once even by a retrying client.
+    let retry = RetryPolicy {
+        max_retries: 3,
+        min_delay: std::time::Duration::from_millis(10),
+        max_delay: std::time::Duration::from_millis(20),
+    };
+    for_each_release!(|dir| {
+        let server = replay_server(
+            dir,
+            &[("delete_node_busy", None), ("resume_not_drained", None)],
+        )
+        .await;
+        let client = client_for(&server, retry);
+        let busy = last_segment(dir, "delete_node_busy");
+        let err = client.delete_node(&busy).await.unwrap_err();
+        assert!(matches!(err, SlurmError::NodeBusy { .. }), "{err}");
+        let err = client.resume_node("n1").await.unwrap_err();
+        assert!(matches!(err, SlurmError::InvalidNodeState { .. }), "{err}");
+        assert_eq!(server.received_requests().await.unwrap().len(), 2);
     });
 }

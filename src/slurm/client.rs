@@ -96,17 +96,8 @@ impl SlurmClient {
             .await?;
         let responding = self.ping().await?;
         let info = convert::cluster_info(&diag, responding);
-        if info.data_parser.is_empty() || info.data_parser.ends_with(API_VERSION) {
-            Ok(info)
-        } else {
-            Err(SlurmError::UnsupportedVersion {
-                endpoint: self.config.endpoint.to_string(),
-                detail: format!(
-                    "it answered with {} where {API_VERSION} was asked",
-                    info.data_parser
-                ),
-            })
-        }
+        check_data_parser(self.config.endpoint.as_str(), &info.data_parser)?;
+        Ok(info)
     }
 
     /// All nodes, or `Unchanged` when nothing changed since `since` (a previous `as_of`).
@@ -418,20 +409,16 @@ impl SlurmClient {
             .map(ApiError::message)
             .filter(|m| !m.is_empty())
             .unwrap_or(body);
-        match (status, subject) {
+        match status {
             // 401: no or unusable auth headers; 511: slurmrestd's answer to a bad or expired token.
-            (401 | 403 | 511, _) => SlurmError::Unauthorized { status, detail },
-            (304, _) => SlurmError::NotModified { operation },
-            (404, Subject::Job(id)) => SlurmError::NotFound {
-                kind: "job",
-                name: id.to_string(),
-            },
-            (404, Subject::Node(name)) => SlurmError::NotFound {
-                kind: "node",
-                name: name.to_owned(),
-            },
-            // Any other 404 means the versioned path itself is not served.
-            (404, Subject::None) => SlurmError::UnsupportedVersion {
+            401 | 403 | 511 => SlurmError::Unauthorized { status, detail },
+            304 => SlurmError::NotModified { operation },
+            // slurmrestd says "not found" with a Slurm error number (an unknown job: 404 + 2017,
+            // classified above; an unknown node: 200 without `nodes`). A 404 WITHOUT one is its
+            // answer to a path it does not route, `text/plain` "Unable find requested URL": the
+            // versioned path is not served. That holds for a job or node path too — reading it as
+            // "job gone" or "node already deleted" would make callers act on a wrong fact.
+            404 => SlurmError::UnsupportedVersion {
                 endpoint: self.config.endpoint.to_string(),
                 detail: format!("{API_VERSION} is not served ({operation}: HTTP 404)"),
             },
@@ -460,6 +447,31 @@ impl SlurmClient {
             detail,
             source: Some(error),
         }
+    }
+}
+
+/// slurmrestd names the data parser that rendered every JSON answer (`meta.plugin.data_parser`,
+/// e.g. `data_parser/v0.0.42`). Anything but the version this facade was generated for means the
+/// answer's shape is not the one the generated types describe. A missing name is refused too:
+/// every slurmrestd that serves v0.0.42 sends it (24.11 and 26.05 alike), so an answer without it
+/// did not come from one, and calling it supported would be a guess.
+fn check_data_parser(endpoint: &str, data_parser: &str) -> Result<(), SlurmError> {
+    let unsupported = |detail: String| SlurmError::UnsupportedVersion {
+        endpoint: endpoint.to_owned(),
+        detail,
+    };
+    if data_parser.is_empty() {
+        return Err(unsupported(format!(
+            "its answer names no data_parser where {API_VERSION} was asked"
+        )));
+    }
+    let version = data_parser.rsplit('/').next().unwrap_or(data_parser);
+    if version == API_VERSION {
+        Ok(())
+    } else {
+        Err(unsupported(format!(
+            "it answered with {data_parser} where {API_VERSION} was asked"
+        )))
     }
 }
 
@@ -531,6 +543,23 @@ mod tests {
         let plain =
             std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
         assert!(!is_tls_error(&plain));
+    }
+
+    #[test]
+    fn only_the_generated_data_parser_is_supported() {
+        let endpoint = "http://slurm.example:6820";
+        assert!(check_data_parser(endpoint, "data_parser/v0.0.42").is_ok());
+        for bad in [
+            "",
+            "data_parser/v0.0.41",
+            "data_parser/v0.0.420",
+            "data_parser/xv0.0.42",
+            "v0.0.43",
+        ] {
+            let err = check_data_parser(endpoint, bad).unwrap_err();
+            assert_eq!(err.category(), "UnsupportedVersion", "{bad:?}: {err}");
+            assert!(err.to_string().contains(endpoint), "{err}");
+        }
     }
 
     #[test]

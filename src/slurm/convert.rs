@@ -328,11 +328,25 @@ pub(crate) fn submitted(resp: api::V0042OpenapiJobSubmitResponse) -> Result<Subm
     let job_id = resp
         .job_id
         .and_then(|id| u32::try_from(id).ok())
-        .filter(|id| *id != 0)
-        .ok_or_else(|| SlurmError::Decode {
-            operation: "submit_job",
-            detail: "the answer has no job_id".into(),
-        })?;
+        .filter(|id| *id != 0);
+    let Some(job_id) = job_id else {
+        // slurmrestd refuses some submits with HTTP 200, no job_id and only an "error_number 0"
+        // entry saying why (e.g. "Refusing HetJob submission without any components"): a
+        // refusal with Slurm's reason, not an undecodable answer.
+        let errors = resp.errors();
+        return Err(if errors.is_empty() {
+            SlurmError::Decode {
+                operation: "submit_job",
+                detail: "the answer has no job_id".into(),
+            }
+        } else {
+            SlurmError::Rejected {
+                operation: "submit_job",
+                status: 200,
+                errors,
+            }
+        });
+    };
     Ok(Submitted {
         job_id,
         user_message: non_empty(&resp.job_submit_user_msg),
