@@ -196,7 +196,7 @@ async fn nodeset_pods_follow_the_scale_subresource() {
                 "spec": {
                     "clusterRef": "nowhere",
                     "replicas": 2,
-                    "slurm": {"features": ["cpu"], "cpus": 2, "realMemory": "1Gi"},
+                    "slurm": {"features": ["cpu"], "partitions": ["debug"], "cpus": 2, "realMemory": "1Gi"},
                     "template": {"spec": {"containers": [{
                         "name": "slurmd",
                         "image": "example.invalid/slurmd:24.11",
@@ -225,7 +225,8 @@ async fn nodeset_pods_follow_the_scale_subresource() {
             "-N",
             "cpu-1",
             "--conf",
-            "Features=cpu CPUs=2 RealMemory=1024"
+            // One `partition-<name>` feature per spec.slurm.partitions entry.
+            "Features=cpu,partition-debug CPUs=2 RealMemory=1024"
         ]
     );
 

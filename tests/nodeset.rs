@@ -79,6 +79,8 @@ impl World<'_> {
             template_hash: HASH,
             strategy: &strategy,
             drain_timeout: None,
+            min_ready_seconds: 0,
+            partitions: &[],
             pods: &views,
             taken: &BTreeSet::new(),
             slurm: SlurmView {

@@ -45,7 +45,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use self::plan::{Action, DeleteWhy, Input, SlurmView};
+use self::plan::{Action, DeleteWhy, Input, SlurmView, ViewState};
 use super::{Backoffs, Chain};
 use crate::context::{Context, FIELD_MANAGER};
 use crate::crd::{Cluster, NodeSet, NodeSetStatus, condition};
@@ -60,6 +60,12 @@ pub const WAIT_RESYNC: Duration = Duration::from_secs(15);
 pub const RESYNC: Duration = Duration::from_secs(120);
 /// Status condition listing the nodes the set waits for.
 pub const CONDITION_DRAINING: &str = "Draining";
+/// Status condition: whether `status.slurm` comes from a fresh view of Slurm. When it is False
+/// the counts are the last ones seen, as of its `lastTransitionTime` at the latest.
+pub const CONDITION_SLURM_SYNCED: &str = "SlurmSynced";
+/// Status condition: whether every registered node is in every partition of
+/// `spec.slurm.partitions` (present only when that list is set).
+pub const CONDITION_PARTITIONS: &str = "Partitions";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -242,6 +248,8 @@ async fn apply(nodeset: &NodeSet, ctx: &Context) -> Result<Requeue, Error> {
             .as_ref()
             .and_then(|s| s.drain_timeout.as_ref())
             .map(|d| d.as_std()),
+        min_ready_seconds: nodeset.spec.min_ready_seconds,
+        partitions: &nodeset.spec.slurm.partitions,
         pods: &views,
         taken: &taken,
         slurm: SlurmView {
@@ -297,7 +305,14 @@ async fn apply(nodeset: &NodeSet, ctx: &Context) -> Result<Requeue, Error> {
         return Err(error);
     }
     let waiting = pending || !plan.waiting.is_empty() || !plan.actions.is_empty();
-    Ok(Requeue::requeue(if waiting { WAIT_RESYNC } else { RESYNC }))
+    Ok(Requeue::requeue(requeue_after(waiting, &plan)))
+}
+
+/// When to look again: soon while waiting; at the latest when the next pod passes
+/// `minReadySeconds` (no pod event marks that moment).
+pub fn requeue_after(waiting: bool, plan: &plan::Plan) -> Duration {
+    let base = if waiting { WAIT_RESYNC } else { RESYNC };
+    plan.available_in.map_or(base, |at| at.min(base))
 }
 
 /// The pod/node an action is about (they share names).
@@ -447,18 +462,19 @@ pub fn desired_status(nodeset: &NodeSet, plan: &plan::Plan, name: &str) -> NodeS
     let now = super::cluster::status::now();
     let mut conditions = current.conditions.clone();
     let counts = &plan.counts;
-    let ready = counts.ready == nodeset.spec.replicas && counts.replicas == nodeset.spec.replicas;
-    let (reason, message) = if ready {
-        (
-            "AllReady",
-            format!("{} of {} nodes ready", counts.ready, nodeset.spec.replicas),
-        )
-    } else {
-        (
-            "NotReady",
-            format!("{} of {} nodes ready", counts.ready, nodeset.spec.replicas),
-        )
-    };
+    let ready =
+        counts.available == nodeset.spec.replicas && counts.replicas == nodeset.spec.replicas;
+    let mut message = format!(
+        "{} of {} nodes ready",
+        counts.available, nodeset.spec.replicas
+    );
+    if counts.ready > counts.available {
+        message.push_str(&format!(
+            " ({} more ready for less than minReadySeconds)",
+            counts.ready - counts.available
+        ));
+    }
+    let reason = if ready { "AllReady" } else { "NotReady" };
     condition::upsert(
         &mut conditions,
         condition::new(
@@ -487,17 +503,120 @@ pub fn desired_status(nodeset: &NodeSet, plan: &plan::Plan, name: &str) -> NodeS
     };
     condition::upsert(
         &mut conditions,
-        condition::new(CONDITION_DRAINING, status, reason, message, generation, now),
+        condition::new(
+            CONDITION_DRAINING,
+            status,
+            reason,
+            message,
+            generation,
+            now.clone(),
+        ),
+    );
+    let kept = if current.slurm.is_some() {
+        "status.slurm keeps the last counts seen, from before this condition's lastTransitionTime"
+    } else {
+        "no Slurm counts yet"
+    };
+    let (status, reason, message) = match plan.view {
+        ViewState::Trusted => (
+            true,
+            "Synced",
+            "status.slurm is from a fresh, complete node list".to_owned(),
+        ),
+        ViewState::NoClient => (
+            false,
+            "NoSlurmClient",
+            format!("the Cluster has no working Slurm client; {kept}"),
+        ),
+        ViewState::Untrusted => (
+            false,
+            "SlurmViewStale",
+            format!("Slurm's node list is stale or its poller is down; {kept}"),
+        ),
+    };
+    condition::upsert(
+        &mut conditions,
+        condition::new(
+            CONDITION_SLURM_SYNCED,
+            status,
+            reason,
+            message,
+            generation,
+            now.clone(),
+        ),
+    );
+    partitions_condition(
+        &mut conditions,
+        &nodeset.spec.slurm.partitions,
+        plan.partition_misses.as_deref(),
+        generation,
+        now,
     );
     NodeSetStatus {
         replicas: counts.replicas,
         ready_replicas: counts.ready,
+        available_replicas: counts.available,
         updated_replicas: counts.updated,
         slurm: counts.slurm.clone().or(current.slurm),
         selector: Some(pods::selector(name)),
         conditions,
         observed_generation: generation,
     }
+}
+
+/// The `Partitions` condition: absent without `spec.slurm.partitions`; Unknown without a fresh
+/// view of Slurm; else whether every registered node is in each listed partition (slurm.conf
+/// must select the nodes, e.g. by their `partition-<name>` feature).
+fn partitions_condition(
+    conditions: &mut Vec<condition::Condition>,
+    wanted: &[String],
+    misses: Option<&[(String, Vec<String>)]>,
+    generation: Option<i64>,
+    now: condition::Time,
+) {
+    if wanted.is_empty() {
+        conditions.retain(|c| c.type_ != CONDITION_PARTITIONS);
+        return;
+    }
+    let (status, reason, message) = match misses {
+        None => (
+            condition::Status::Unknown,
+            "NoSlurmView",
+            "no fresh view of Slurm's nodes".to_owned(),
+        ),
+        Some([]) => (
+            condition::Status::True,
+            "InPartitions",
+            format!("every registered node is in {}", wanted.join(", ")),
+        ),
+        Some(misses) => {
+            let list: Vec<String> = misses
+                .iter()
+                .take(20)
+                .map(|(node, missing)| format!("{node} not in {}", missing.join(",")))
+                .collect();
+            (
+                condition::Status::False,
+                "NotInPartitions",
+                format!(
+                    "{}; slurm.conf must select these nodes (NodeSet=<set> Feature=partition-<name>, \
+                     PartitionName=<name> Nodes=<set>) and be reconfigured",
+                    list.join("; ")
+                ),
+            )
+        }
+    };
+    condition::upsert(
+        conditions,
+        condition::new(
+            CONDITION_PARTITIONS,
+            status,
+            reason,
+            message,
+            generation,
+            now,
+        ),
+    );
 }
 
 /// `maxUnavailable: 0` over the set's busy pods: `kubectl drain` waits for their jobs.

@@ -261,3 +261,75 @@ pub fn local_slurm() -> Option<HashMap<String, String>> {
         }
     }
 }
+
+/// Register the local Slurm (`slurm`, from [`local_slurm`]) as Cluster `namespace/name` in `ctx`:
+/// a real client and a real poller (300 ms), as the Cluster controller would. Returns once the
+/// poller has confirmed a complete node list after this call, with the client.
+pub async fn register_local_cluster(
+    ctx: &Context,
+    slurm: &HashMap<String, String>,
+    namespace: &str,
+    name: &str,
+) -> crate::slurm::SlurmClient {
+    use std::sync::Arc;
+
+    use kube::runtime::reflector::ObjectRef;
+
+    use crate::poller::PollerConfig;
+    use crate::registry::ConnectionSettings;
+    use crate::slurm::{ClientConfig, Credentials};
+
+    let since = chrono::Utc::now();
+    let key = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
+    let credentials = Arc::new(
+        Credentials::minted(key, slurm["SLURM_USER"].clone(), Duration::from_secs(300)).unwrap(),
+    );
+    let config = ClientConfig::new(&slurm["SLURM_REST_URL"]).unwrap();
+    let cluster = ObjectRef::<Cluster>::new(name).within(namespace);
+    let settings = ConnectionSettings {
+        fingerprint: format!("local/{namespace}/{name}"),
+        poller: PollerConfig {
+            interval: Duration::from_millis(300),
+        },
+    };
+    let (events, metrics, key_ref) = (ctx.events.clone(), ctx.metrics.clone(), cluster.clone());
+    ctx.clusters
+        .upsert(&cluster, config, settings, credentials, |client, poller| {
+            crate::poller::spawn(key_ref, client, poller, events, metrics)
+        })
+        .unwrap();
+    let handle = ctx.clusters.get(&cluster).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let synced = handle.index.borrow().nodes_synced_at;
+        if synced.is_some_and(|t| t > since) && handle.index.borrow().health.is_up() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the poller never confirmed the node list"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    handle.client.clone()
+}
+
+/// `hack/slurm-node.sh ARGS --flavour <flavour of slurm>`: a dynamic slurmd standing in for a
+/// pod. Panics when the script fails.
+pub fn slurm_node_script(slurm: &HashMap<String, String>, args: &[&str]) -> String {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("hack/slurm-node.sh");
+    let flavour = slurm.get("SLURM_FLAVOUR").map_or("trixie", String::as_str);
+    let output = std::process::Command::new("bash")
+        .arg(&script)
+        .args(args)
+        .args(["--flavour", flavour])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "slurm-node.sh {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}

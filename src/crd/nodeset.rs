@@ -104,8 +104,13 @@ pub struct NodeSetSpec {
     pub replicas: i32,
 
     /// Pod template for each node: a standard Pod template (see `kubectl explain pod.spec`; its
-    /// field descriptions are left out of this CRD to keep it small). Its main container runs
-    /// slurmd in dynamic mode; the operator adds the labels that tie pods to this NodeSet.
+    /// field descriptions are left out of this CRD to keep it small). Its main container (the one
+    /// named `slurmd`, else the first) runs slurmd; the operator adds the labels that tie pods to
+    /// this NodeSet and completes that container's args: `-Z` (dynamic registration), `-N <pod
+    /// name>` and `--conf` with the keys `slurm` sets. The slurmctld address is NOT filled in:
+    /// the template's command or args must carry it (`--conf-server <host>[:port]` for
+    /// configless registration, as the slurm-cluster chart writes it) or the image must ship a
+    /// slurm.conf.
     #[schemars(schema_with = "pod_template_schema")]
     pub template: PodTemplateSpec,
 
@@ -121,7 +126,10 @@ pub struct NodeSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_in: Option<ScaleIn>,
 
-    /// Seconds a new pod must be ready before it counts as available. Defaults to 0.
+    /// Seconds a pod must have been Ready (its Ready condition's `lastTransitionTime`) before it
+    /// counts as available: in `status.availableReplicas`, in the `Ready` condition and in the
+    /// rolling update's `maxUnavailable` budget, where a pod not available yet counts as
+    /// unavailable. Defaults to 0.
     #[serde(default)]
     #[schemars(range(min = 0))]
     pub min_ready_seconds: i32,
@@ -169,6 +177,9 @@ fn strip_descriptions(schema: &mut Map<String, Value>) {
     }
 }
 
+/// A partition name usable in a node feature (`partition-<name>`).
+pub const PARTITION_NAME: &str = r"^[A-Za-z0-9_.]([A-Za-z0-9_.-]{0,62})$";
+
 /// Slurm node settings for every node of the set (passed to `slurmd -Z --conf`).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -183,9 +194,18 @@ pub struct NodeSetSlurm {
     #[schemars(length(min = 1, max = 1024))]
     pub gres: Option<String>,
 
-    /// Partitions to add the nodes to. The partitions must exist in slurm.conf.
+    /// Partitions the nodes are meant for. Slurm 24.11 cannot add a node to a partition through
+    /// its REST API, and a dynamic node joins only the partitions whose slurm.conf `Nodes=`
+    /// selects it (or `Nodes=ALL`). So the operator does two things, no more: it adds the
+    /// feature `partition-<name>` per entry to the node's `--conf` `Features=` (after
+    /// `features`), so that slurm.conf can select the nodes with
+    /// `NodeSet=<set> Feature=partition-<name>` and `PartitionName=<name> Nodes=<set>,...`; and
+    /// it reports, in the `Partitions` status condition, registered nodes that are not in a
+    /// listed partition (slurm.conf does not select them). The slurm.conf lines are yours to
+    /// write (the slurm-cluster chart writes its own from its values). Changing the list
+    /// replaces the pods (it changes `--conf`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = 64), inner(regex(pattern = PARTITION_NAME)))]
     pub partitions: Vec<String>,
 
     /// Scheduling weight (`Weight=`): Slurm prefers nodes with lower weight.
@@ -305,11 +325,16 @@ pub struct NodeSetStatus {
     #[serde(default)]
     pub ready_replicas: i32,
 
+    /// Pods that have been ready for at least `spec.minReadySeconds`.
+    #[serde(default)]
+    pub available_replicas: i32,
+
     /// Pods created from the current template.
     #[serde(default)]
     pub updated_replicas: i32,
 
-    /// The nodes' states in Slurm.
+    /// The nodes' states in Slurm. Without a fresh view of Slurm these keep the last counts
+    /// seen; the `SlurmSynced` condition then says so and since when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<NodeSetSlurmCounts>,
 

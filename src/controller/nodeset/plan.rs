@@ -90,6 +90,8 @@ pub struct PodView {
     pub scheduled: bool,
     /// The pod's `Ready` condition is true.
     pub ready: bool,
+    /// When the `Ready` condition last turned true (its `lastTransitionTime`), if it is true.
+    pub ready_since: Option<DateTime<Utc>>,
     /// Phase Failed or Succeeded: slurmd is gone for good; the pod is replaced.
     pub finished: bool,
     /// `deletionTimestamp` is set.
@@ -133,6 +135,10 @@ pub struct Input<'a> {
     pub template_hash: &'a str,
     pub strategy: &'a UpdateStrategy,
     pub drain_timeout: Option<std::time::Duration>,
+    /// `spec.minReadySeconds`: how long a pod must have been Ready to count as available.
+    pub min_ready_seconds: i32,
+    /// `spec.slurm.partitions`: the partitions each registered node should be in.
+    pub partitions: &'a [String],
     pub pods: &'a [PodView],
     /// Ordinals whose pod name is taken by a pod this set does not own (never reused).
     pub taken: &'a BTreeSet<u32>,
@@ -207,12 +213,31 @@ pub struct Waiting {
     pub why: &'static str,
 }
 
+/// How far the planner could trust Slurm (see [`SlurmView::trusted`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ViewState {
+    /// No client is registered for the Cluster.
+    #[default]
+    NoClient,
+    /// An index exists but is stale, incomplete or its poller is down.
+    Untrusted,
+    /// Fresh and complete: the Slurm counts are current.
+    Trusted,
+}
+
 /// The planner's answer.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Plan {
     pub actions: Vec<Action>,
     pub waiting: Vec<Waiting>,
     pub counts: Counts,
+    pub view: ViewState,
+    /// When the next pod that is Ready but not yet available (`minReadySeconds`) becomes
+    /// available: the driver requeues then.
+    pub available_in: Option<std::time::Duration>,
+    /// With a trusted view and `partitions` set: each registered node (by pod) that is missing
+    /// from some of them, with the partitions it is missing from. `None` without a view.
+    pub partition_misses: Option<Vec<(String, Vec<String>)>>,
 }
 
 /// Status numbers.
@@ -221,6 +246,8 @@ pub struct Counts {
     /// Pods that exist and are not terminating.
     pub replicas: i32,
     pub ready: i32,
+    /// Ready for at least `minReadySeconds`.
+    pub available: i32,
     pub updated: i32,
     /// `None` without a trusted Slurm view.
     pub slurm: Option<NodeSetSlurmCounts>,
@@ -230,6 +257,39 @@ pub const WAIT_NO_VIEW: &str = "no fresh, complete view of Slurm's nodes";
 pub const WAIT_JOBS: &str = "jobs still running on the node";
 pub const WAIT_FOREIGN_DRAIN: &str = "drained by someone else with jobs still running";
 pub const WAIT_DRAIN_REQUESTED: &str = "drain requested";
+
+/// Whether a pod counts as available: Ready, and for at least `min_ready_seconds` (measured from
+/// its Ready condition's `lastTransitionTime`; without one, a pod is available only when
+/// `min_ready_seconds` is 0 — as Kubernetes' own `IsPodAvailable`).
+pub fn is_available(pod: &PodView, min_ready_seconds: i32, now: DateTime<Utc>) -> bool {
+    pod.ready
+        && (min_ready_seconds <= 0
+            || pod.ready_since.is_some_and(|since| {
+                now.signed_duration_since(since)
+                    >= chrono::TimeDelta::seconds(i64::from(min_ready_seconds))
+            }))
+}
+
+/// How long until the first pod that is Ready but not yet available becomes available.
+pub fn next_available(
+    pods: &[&PodView],
+    min_ready_seconds: i32,
+    now: DateTime<Utc>,
+) -> Option<std::time::Duration> {
+    pods.iter()
+        .filter(|p| p.ready && !is_available(p, min_ready_seconds, now))
+        .filter_map(|p| {
+            let at = p.ready_since? + chrono::TimeDelta::seconds(i64::from(min_ready_seconds));
+            // At least a second: never a busy loop on a clock that disagrees by a hair.
+            Some(
+                at.signed_duration_since(now)
+                    .to_std()
+                    .unwrap_or_default()
+                    .max(std::time::Duration::from_secs(1)),
+            )
+        })
+        .min()
+}
 
 /// Whether `node` is named like a pod of set `name` (`<name>-<ordinal>`).
 pub fn ordinal_of(name: &str, pod: &str) -> Option<u32> {
@@ -341,9 +401,13 @@ pub fn plan(input: &Input<'_>) -> Plan {
                 .map(|p| p.name.as_str()),
         );
         let missing = replicas.saturating_sub(active.len());
+        // Ready but not yet past `minReadySeconds` counts as unavailable, like not ready.
         let not_ready = kept
             .iter()
-            .filter(|p| !p.ready && !updating.contains(p.name.as_str()))
+            .filter(|p| {
+                !is_available(p, input.min_ready_seconds, now)
+                    && !updating.contains(p.name.as_str())
+            })
             .count();
         let budget =
             usize::try_from(input.strategy.max_unavailable_count(input.replicas)).unwrap_or(1);
@@ -452,8 +516,36 @@ pub fn plan(input: &Input<'_>) -> Plan {
         }
     }
 
-    plan.counts = counts(&active, input.template_hash, view);
+    plan.counts = counts(&active, input, view);
+    plan.view = match (input.slurm.state, view) {
+        (None, _) => ViewState::NoClient,
+        (Some(_), None) => ViewState::Untrusted,
+        (Some(_), Some(_)) => ViewState::Trusted,
+    };
+    plan.available_in = next_available(&active, input.min_ready_seconds, now);
+    plan.partition_misses = view.map(|state| partition_misses(&active, input.partitions, state));
     plan
+}
+
+/// Registered nodes of `active` pods that are not in every partition of `wanted`, with the
+/// partitions they miss.
+pub fn partition_misses(
+    active: &[&PodView],
+    wanted: &[String],
+    state: &ClusterState,
+) -> Vec<(String, Vec<String>)> {
+    active
+        .iter()
+        .filter_map(|p| {
+            let node = state.nodes.get(&p.name)?;
+            let missing: Vec<String> = wanted
+                .iter()
+                .filter(|w| !node.partitions.contains(w))
+                .cloned()
+                .collect();
+            (!missing.is_empty()).then(|| (p.name.clone(), missing))
+        })
+        .collect()
 }
 
 fn leave(
@@ -601,7 +693,8 @@ pub fn node_condition(node: Option<&Node>) -> (bool, String, String) {
 
 /// Status counts of the set's pods and of their Slurm nodes. Each node counts once: down,
 /// else draining, else drained, else its base state.
-pub fn counts(active: &[&PodView], template_hash: &str, view: Option<&ClusterState>) -> Counts {
+pub fn counts(active: &[&PodView], input: &Input<'_>, view: Option<&ClusterState>) -> Counts {
+    let template_hash = input.template_hash;
     let as_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
     let slurm = view.map(|state| {
         let mut c = NodeSetSlurmCounts::default();
@@ -628,6 +721,12 @@ pub fn counts(active: &[&PodView], template_hash: &str, view: Option<&ClusterSta
     Counts {
         replicas: as_i32(active.len()),
         ready: as_i32(active.iter().filter(|p| p.ready).count()),
+        available: as_i32(
+            active
+                .iter()
+                .filter(|p| is_available(p, input.min_ready_seconds, input.slurm.now))
+                .count(),
+        ),
         updated: as_i32(
             active
                 .iter()

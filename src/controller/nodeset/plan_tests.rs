@@ -89,6 +89,8 @@ fn run_with(
         template_hash: "h1",
         strategy,
         drain_timeout,
+        min_ready_seconds: 0,
+        partitions: &[],
         pods,
         taken: &BTreeSet::new(),
         slurm: SlurmView { state, now: t(0) },
@@ -238,8 +240,25 @@ fn victim_order_table() {
     let busy_late = base("ns-6", 6);
     let busy_forever = base("ns-7", 7);
     let drained = base("ns-8", 8);
+    // Already being drained by us (annotation, or our reason on the node): next in line after
+    // pods that never ran, whatever their cost or jobs — resuming one to drain another would
+    // waste the wait already spent and flip-flop as jobs come and go.
+    let mut ours_marked = base("ns-9", 9);
+    ours_marked.deletion_cost = 50;
+    ours_marked.drain_started = Some(t(-30));
+    let ours_by_reason = base("ns-10", 10);
     let st = state(
         vec![
+            node(
+                "ns-9",
+                &["ALLOCATED", "DRAIN"],
+                Some("slurm-operator: scale-in"),
+            ),
+            node(
+                "ns-10",
+                &["MIXED", "DRAIN"],
+                Some("slurm-operator: rolling update"),
+            ),
             idle("ns-3"),
             idle("ns-4"),
             node("ns-5", &["ALLOCATED"], None),
@@ -251,10 +270,14 @@ fn victim_order_table() {
             ("ns-5", 1, Some(100)),
             ("ns-6", 2, Some(500)),
             ("ns-7", 1, None),
+            ("ns-9", 1, Some(900)),
+            ("ns-10", 1, Some(800)),
         ],
     );
     let all = [
+        ours_marked.clone(),
         busy_forever.clone(),
+        ours_by_reason.clone(),
         idle_low.clone(),
         busy_late.clone(),
         cheap.clone(),
@@ -271,10 +294,27 @@ fn victim_order_table() {
     assert_eq!(
         order,
         [
-            "ns-0", "ns-1", "ns-2", "ns-8", "ns-4", "ns-3", "ns-5", "ns-6", "ns-7"
+            "ns-0", "ns-1", "ns-10", "ns-9", "ns-2", "ns-8", "ns-4", "ns-3", "ns-5", "ns-6", "ns-7"
         ],
-        "unscheduled, not ready, cheapest, idle/drained (highest ordinal first), then busy by deadline"
+        "unscheduled, not ready, already drained by us (cheapest first), cheapest, \
+         idle/drained (highest ordinal first), then busy by deadline"
     );
+    // Our drain outranks a lower cost and idleness, but not readiness.
+    let mut cheap_idle = idle_low.clone();
+    cheap_idle.deletion_cost = -100;
+    let trio = [cheap_idle, ours_marked.clone(), not_ready.clone()];
+    let order: Vec<&str> = victim_sorted(&trio, Some(&st))
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(order, ["ns-1", "ns-9", "ns-3"]);
+    // Without a view the annotation alone still counts.
+    let pair = [cheap.clone(), ours_marked.clone()];
+    let order: Vec<&str> = victim_sorted(&pair, None)
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(order, ["ns-9", "ns-2"]);
     // A higher deletion cost protects even an idle node.
     let mut precious = idle_high.clone();
     precious.deletion_cost = 100;
@@ -641,6 +681,7 @@ fn status_counts_and_projection() {
         Counts {
             replicas: 6,
             ready: 5,
+            available: 5,
             updated: 5,
             slurm: Some(NodeSetSlurmCounts {
                 idle: 1,
@@ -715,4 +756,152 @@ fn status_counts_and_projection() {
     assert!(plan.actions.is_empty(), "{:?}", plan.actions);
     // Without a view: no Slurm counts, no label removal.
     assert_eq!(run(6, &p, None).counts.slurm, None);
+}
+
+fn run_min_ready(
+    replicas: i32,
+    pods: &[PodView],
+    state: Option<&ClusterState>,
+    min_ready_seconds: i32,
+) -> Plan {
+    plan(&Input {
+        name: "ns",
+        replicas,
+        template_hash: "h1",
+        strategy: &UpdateStrategy::default(),
+        drain_timeout: None,
+        min_ready_seconds,
+        partitions: &[],
+        pods,
+        taken: &BTreeSet::new(),
+        slurm: SlurmView { state, now: t(0) },
+    })
+}
+
+#[test]
+fn available_means_ready_for_min_ready_seconds() {
+    let ready_since = |since: Option<i64>, ready: bool| PodView {
+        ready,
+        ready_since: since.map(t),
+        ..pod("ns-0", 0)
+    };
+    let cases = [
+        // (ready, ready since, minReadySeconds, available)
+        (false, None, 0, false),
+        (false, Some(-100), 10, false),
+        (true, None, 0, true),
+        (true, Some(-1), 0, true),
+        (true, None, 10, false),
+        (true, Some(-5), 10, false),
+        (true, Some(-10), 10, true),
+        (true, Some(-11), 10, true),
+        // A transition time in the future (clock skew) is not available yet.
+        (true, Some(5), 10, false),
+    ];
+    for (ready, since, min, want) in cases {
+        assert_eq!(
+            is_available(&ready_since(since, ready), min, t(0)),
+            want,
+            "ready {ready} since {since:?} min {min}"
+        );
+    }
+}
+
+#[test]
+fn min_ready_seconds_gates_availability_and_requeues_when_it_ends() {
+    let mut p = pods(3);
+    p[0].ready_since = Some(t(-100));
+    p[1].ready_since = Some(t(-25)); // available in 5 s
+    p[2].ready_since = Some(t(-10)); // available in 20 s
+    let st = state(vec![idle("ns-0"), idle("ns-1"), idle("ns-2")], &[]);
+    let plan = run_min_ready(3, &p, Some(&st), 30);
+    assert_eq!(plan.counts.ready, 3);
+    assert_eq!(plan.counts.available, 1);
+    assert_eq!(
+        plan.available_in,
+        Some(std::time::Duration::from_secs(5)),
+        "the earliest end of a window"
+    );
+    // minReadySeconds 0: every Ready pod is available at once, nothing to wait for.
+    let plan = run_min_ready(3, &p, Some(&st), 0);
+    assert_eq!(plan.counts.available, 3);
+    assert_eq!(plan.available_in, None);
+    // A window that ended between the pod event and now still requeues at least a second on.
+    let mut late = pods(1);
+    late[0].ready_since = Some(t(-30));
+    assert_eq!(run_min_ready(1, &late, None, 30).available_in, None);
+    late[0].ready_since = Some(t(1) - chrono::TimeDelta::seconds(30));
+    assert_eq!(
+        run_min_ready(1, &late, None, 30).available_in,
+        Some(std::time::Duration::from_secs(1))
+    );
+}
+
+#[test]
+fn rolling_update_counts_pods_not_yet_available_as_unavailable() {
+    // ns-3 was just replaced (new template, Ready 10 s ago); the others are outdated.
+    let mut p = pods(4);
+    for pod in &mut p[..3] {
+        pod.template_hash = Some("h0".into());
+        pod.ready_since = Some(t(-1000));
+    }
+    p[3].ready_since = Some(t(-10));
+    let st = state(
+        vec![idle("ns-0"), idle("ns-1"), idle("ns-2"), idle("ns-3")],
+        &[],
+    );
+    let drains = |plan: &Plan| {
+        plan.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Drain { node, .. } => Some(node.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    // minReadySeconds 30: ns-3 is not available yet and uses up maxUnavailable 1.
+    let plan = run_min_ready(4, &p, Some(&st), 30);
+    assert!(drains(&plan).is_empty(), "{:?}", plan.actions);
+    assert_eq!(plan.available_in, Some(std::time::Duration::from_secs(20)));
+    // Without minReadySeconds (or once the window is over) the next outdated pod goes.
+    assert_eq!(drains(&run_min_ready(4, &p, Some(&st), 0)), ["ns-2"]);
+    p[3].ready_since = Some(t(-30));
+    assert_eq!(drains(&run_min_ready(4, &p, Some(&st), 30)), ["ns-2"]);
+}
+
+#[test]
+fn partition_misses_list_registered_nodes_outside_the_wanted_partitions() {
+    let mut in_debug = idle("ns-0");
+    in_debug.partitions = vec!["debug".into(), "gpu".into()];
+    let mut only_debug = idle("ns-1");
+    only_debug.partitions = vec!["debug".into()];
+    let st = state(vec![in_debug, only_debug], &[]);
+    let p = pods(3); // ns-2 is not registered: not counted.
+    let wanted = vec!["gpu".to_owned(), "debug".to_owned()];
+    let run = |state: Option<&ClusterState>| {
+        plan(&Input {
+            name: "ns",
+            replicas: 3,
+            template_hash: "h1",
+            strategy: &UpdateStrategy::default(),
+            drain_timeout: None,
+            min_ready_seconds: 0,
+            partitions: &wanted,
+            pods: &p,
+            taken: &BTreeSet::new(),
+            slurm: SlurmView { state, now: t(0) },
+        })
+    };
+    assert_eq!(
+        run(Some(&st)).partition_misses,
+        Some(vec![("ns-1".to_owned(), vec!["gpu".to_owned()])])
+    );
+    assert_eq!(run(None).partition_misses, None, "no view, no verdict");
+    let mut stale = st.clone();
+    stale.nodes_synced_at = Some(t(-600));
+    let plan = run(Some(&stale));
+    assert_eq!(plan.partition_misses, None);
+    assert_eq!(plan.view, ViewState::Untrusted);
+    assert_eq!(run(None).view, ViewState::NoClient);
+    assert_eq!(run(Some(&st)).view, ViewState::Trusted);
 }

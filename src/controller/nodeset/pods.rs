@@ -9,8 +9,9 @@
 //! - `-N <pod name>`: any `-N` in the template is replaced by the literal pod name;
 //! - `--conf "<...>"`: the keys the spec sets (`Features`, `Gres`, `CPUs`, `RealMemory`,
 //!   `Weight`, in that order — the chart's order) replace the same keys of the template's
-//!   `--conf`; its other keys stay (e.g. `Port=`). The chart writes the same values, so its pods
-//!   come out unchanged.
+//!   `--conf`; its other keys stay (e.g. `Port=`). `Features` is `slurm.features` followed by
+//!   `partition-<name>` for each of `slurm.partitions` (see [`PARTITION_FEATURE_PREFIX`]); apart
+//!   from those partition features the chart writes the same values.
 
 use std::collections::BTreeMap;
 
@@ -56,11 +57,32 @@ pub fn template_hash(nodeset: &NodeSet) -> String {
     format!("{hash:016x}")
 }
 
+/// Prefix of the node feature added per entry of `spec.slurm.partitions`: slurm.conf selects the
+/// nodes with `NodeSet=<set> Feature=partition-<name>` and `PartitionName=<name> Nodes=<set>`
+/// (Slurm 24.11's REST API cannot change partition membership).
+pub const PARTITION_FEATURE_PREFIX: &str = "partition-";
+
+/// `slurm.features`, then one `partition-<name>` per partition (no duplicates).
+pub fn features(slurm: &NodeSetSlurm) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let partitions = slurm
+        .partitions
+        .iter()
+        .map(|p| format!("{PARTITION_FEATURE_PREFIX}{p}"));
+    for feature in slurm.features.iter().cloned().chain(partitions) {
+        if !out.contains(&feature) {
+            out.push(feature);
+        }
+    }
+    out
+}
+
 /// The `--conf` keys the spec sets, in the chart's order.
 pub fn conf_entries(slurm: &NodeSetSlurm) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
-    if !slurm.features.is_empty() {
-        out.push(("Features", slurm.features.join(",")));
+    let features = features(slurm);
+    if !features.is_empty() {
+        out.push(("Features", features.join(",")));
     }
     if let Some(gres) = &slurm.gres {
         out.push(("Gres", gres.clone()));
@@ -187,9 +209,13 @@ pub fn view(nodeset: &str, pod: &Pod) -> Option<PodView> {
     let conditions = status
         .and_then(|s| s.conditions.as_deref())
         .unwrap_or_default();
-    let ready = conditions
+    let ready_condition = conditions
         .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
+        .find(|c| c.type_ == "Ready" && c.status == "True");
+    let ready = ready_condition.is_some();
+    let ready_since = ready_condition
+        .and_then(|c| c.last_transition_time.as_ref())
+        .and_then(|t| DateTime::<Utc>::from_timestamp(t.0.as_second(), 0));
     let node_condition = conditions
         .iter()
         .find(|c| c.type_ == CONDITION_NODE_STATE)
@@ -208,6 +234,7 @@ pub fn view(nodeset: &str, pod: &Pod) -> Option<PodView> {
             .as_ref()
             .is_some_and(|s| s.node_name.as_deref().is_some_and(|n| !n.is_empty())),
         ready,
+        ready_since,
         finished: matches!(phase, Some("Failed" | "Succeeded")),
         terminating: pod.metadata.deletion_timestamp.is_some(),
         deletion_cost: annotations
@@ -283,6 +310,56 @@ mod tests {
                 "Features=cpu,x Gres=gpu:1 CPUs=4 RealMemory=2048 Weight=10"
             ]
         );
+    }
+
+    #[test]
+    fn partitions_become_features_after_the_set_features() {
+        let spec = NodeSetSlurm {
+            features: vec!["cpu".into(), "partition-gpu".into()],
+            partitions: vec!["gpu".into(), "debug".into()],
+            ..NodeSetSlurm::default()
+        };
+        assert_eq!(
+            merge_conf(Some("Features=old Port=1"), &spec),
+            "Features=cpu,partition-gpu,partition-debug Port=1"
+        );
+        let only = NodeSetSlurm {
+            partitions: vec!["debug".into()],
+            ..NodeSetSlurm::default()
+        };
+        assert_eq!(merge_conf(None, &only), "Features=partition-debug");
+    }
+
+    #[test]
+    fn ready_since_is_the_ready_conditions_transition_time() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cpu-2"},
+            "status": {"conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z"},
+            ]},
+        }))
+        .unwrap();
+        let v = view("cpu", &pod).unwrap();
+        assert!(v.ready);
+        assert_eq!(
+            v.ready_since,
+            Some(
+                DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
+                    .unwrap()
+                    .with_timezone(&Utc)
+            )
+        );
+        let not_ready: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cpu-2"},
+            "status": {"conditions": [
+                {"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-02T03:04:05Z"},
+            ]},
+        }))
+        .unwrap();
+        let v = view("cpu", &not_ready).unwrap();
+        assert!(!v.ready);
+        assert_eq!(v.ready_since, None);
     }
 
     #[test]

@@ -8,8 +8,10 @@ use kube::client::Body;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::controller::test_support::ApiServerVerifier;
-use crate::crd::{NodeSetSlurm, NodeSetSpec, UpdateStrategy};
+use crate::controller::test_support::{
+    ApiServerVerifier, local_slurm, register_local_cluster, slurm_node_script,
+};
+use crate::crd::{NodeSetSlurm, NodeSetSlurmCounts, NodeSetSpec, UpdateStrategy};
 
 fn ok(body: &Value) -> Response<Body> {
     Response::builder()
@@ -20,8 +22,12 @@ fn ok(body: &Value) -> Response<Body> {
 }
 
 fn nodeset(replicas: i32) -> NodeSet {
+    nodeset_named("cpu", replicas)
+}
+
+fn nodeset_named(name: &str, replicas: i32) -> NodeSet {
     let mut ns = NodeSet::new(
-        "cpu",
+        name,
         NodeSetSpec {
             cluster_ref: "main".into(),
             replicas,
@@ -66,11 +72,15 @@ fn existing_pod(set: &NodeSet, ordinal: u32) -> Pod {
 }
 
 async fn expect_list_pods(api: &mut ApiServerVerifier, items: Vec<Pod>) {
+    expect_list_pods_of(api, "cpu", items).await;
+}
+
+async fn expect_list_pods_of(api: &mut ApiServerVerifier, set: &str, items: Vec<Pod>) {
     let (call, send) = api.next().await;
     assert_eq!(call.method, Method::GET, "{call:?}");
     assert_eq!(call.path, "/api/v1/namespaces/hpc/pods");
     assert!(
-        call.has_query("labelSelector", "slurm.rs%2Fnodeset%3Dcpu"),
+        call.has_query("labelSelector", &format!("slurm.rs%2Fnodeset%3D{set}")),
         "{call:?}"
     );
     send.send_response(ok(
@@ -88,11 +98,15 @@ async fn expect_pod_created(api: &mut ApiServerVerifier, name: &str) -> Value {
 }
 
 async fn expect_pdb(api: &mut ApiServerVerifier) {
+    expect_pdb_of(api, "cpu").await;
+}
+
+async fn expect_pdb_of(api: &mut ApiServerVerifier, set: &str) {
     let (call, send) = api.next().await;
     assert_eq!(call.method, Method::PATCH, "{call:?}");
     assert_eq!(
         call.path,
-        "/apis/policy/v1/namespaces/hpc/poddisruptionbudgets/cpu"
+        format!("/apis/policy/v1/namespaces/hpc/poddisruptionbudgets/{set}")
     );
     assert_eq!(call.content_type, "application/apply-patch+yaml");
     assert_eq!(call.body["spec"]["maxUnavailable"], 0);
@@ -108,7 +122,10 @@ async fn expect_status(api: &mut ApiServerVerifier, set: &NodeSet) -> NodeSetSta
     assert_eq!(call.method, Method::PATCH, "{call:?}");
     assert_eq!(
         call.path,
-        "/apis/slurm.rs/v1alpha1/namespaces/hpc/nodesets/cpu/status"
+        format!(
+            "/apis/slurm.rs/v1alpha1/namespaces/hpc/nodesets/{}/status",
+            set.name_any()
+        )
     );
     assert_eq!(call.content_type, "application/apply-patch+yaml");
     let status: NodeSetStatus = serde_json::from_value(call.body["status"].clone()).unwrap();
@@ -191,4 +208,446 @@ async fn pods_of_another_owner_are_ignored() {
     });
     reconcile(Arc::new(set), Arc::new(ctx)).await.unwrap();
     scenario.await.unwrap();
+}
+
+async fn expect_pod_patch(api: &mut ApiServerVerifier, pod: &str, status: bool) -> Value {
+    let (call, send) = api.next().await;
+    assert_eq!(call.method, Method::PATCH, "{call:?}");
+    let suffix = if status { "/status" } else { "" };
+    assert_eq!(
+        call.path,
+        format!("/api/v1/namespaces/hpc/pods/{pod}{suffix}"),
+        "{call:?}"
+    );
+    let want = if status {
+        "application/strategic-merge-patch+json"
+    } else {
+        "application/merge-patch+json"
+    };
+    assert_eq!(call.content_type, want, "{call:?}");
+    send.send_response(ok(
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": "hpc"}}),
+    ));
+    call.body
+}
+
+/// The `SlurmNodeState` condition patch of `pod`: returns its reason.
+async fn expect_node_condition(api: &mut ApiServerVerifier, pod: &str) -> String {
+    let body = expect_pod_patch(api, pod, true).await;
+    let condition = &body["status"]["conditions"][0];
+    assert_eq!(condition["type"], pods::CONDITION_NODE_STATE, "{body:#}");
+    condition["reason"].as_str().unwrap().to_owned()
+}
+
+async fn expect_nodeset_event(api: &mut ApiServerVerifier, set: &str, reason: &str) -> Value {
+    let (call, send) = api.next().await;
+    assert_eq!(call.method, Method::POST, "{call:?}");
+    assert_eq!(call.path, "/apis/events.k8s.io/v1/namespaces/hpc/events");
+    assert_eq!(call.body["reason"], reason, "{:#}", call.body);
+    assert_eq!(call.body["regarding"]["kind"], "NodeSet");
+    assert_eq!(call.body["regarding"]["name"], set);
+    send.send_response(
+        Response::builder()
+            .status(StatusCode::CREATED)
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(&call.body).unwrap()))
+            .unwrap(),
+    );
+    call.body
+}
+
+/// Stops the dynamic slurmd (deleting its record) and cancels the job, even when the test fails.
+struct SlurmCleanup {
+    slurm: std::collections::HashMap<String, String>,
+    node: String,
+    job: Option<(SlurmClient, u32)>,
+}
+
+impl Drop for SlurmCleanup {
+    fn drop(&mut self) {
+        if let Some((client, job)) = self.job.take() {
+            // Its own runtime: Drop may run inside the test's.
+            let _ = std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                runtime.block_on(client.cancel_job(job))
+            })
+            .join();
+        }
+        slurm_node_script(&self.slurm, &["stop", &self.node, "--delete"]);
+    }
+}
+
+/// Wait until the Cluster's index (`main` in `hpc`) satisfies `ok` on a fresh node list.
+async fn wait_index(ctx: &Context, what: &str, ok: impl Fn(&crate::index::ClusterState) -> bool) {
+    let cluster = ObjectRef::<Cluster>::new("main").within("hpc");
+    let handle = ctx.clusters.get(&cluster).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let state = Arc::clone(&handle.index.borrow());
+        let view = SlurmView {
+            state: Some(&state),
+            now: Utc::now(),
+        };
+        if view.trusted().is_some_and(&ok) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Scale-in with a registered client for the real local Slurm: the victim's node (a dynamic
+/// slurmd standing in for the pod) runs a job, so the reconcile only drains it (no pod DELETE),
+/// labels its pod busy and projects the node state; while the job runs it still waits; once the
+/// job is gone and the node drained, the pod is deleted with a UID precondition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_in_with_slurm_drains_then_deletes_only_once_drained() {
+    let Some(slurm) = local_slurm() else { return };
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    let set_name = format!("mk-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let (keep, victim) = (format!("{set_name}-0"), format!("{set_name}-1"));
+    // Only the victim's slurmd runs: the kept pod stays unregistered (cheap, and still projected).
+    slurm_node_script(
+        &slurm,
+        &[
+            "start",
+            &victim,
+            "--conf",
+            &format!("CPUs=1 RealMemory=500 Feature={set_name} Weight=1000"),
+        ],
+    );
+    let mut cleanup = SlurmCleanup {
+        slurm: slurm.clone(),
+        node: victim.clone(),
+        job: None,
+    };
+    let client = register_local_cluster(&ctx, &slurm, "hpc", "main").await;
+    let job = client
+        .submit_job(&crate::slurm::types::SubmitRequest {
+            script: "#!/bin/sh\nsleep 300\n".into(),
+            name: Some(format!("{set_name}-job")),
+            partition: Some(slurm["SLURM_PARTITION"].clone()),
+            working_directory: "/tmp".into(),
+            environment: [("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into(),
+            constraints: Some(set_name.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .job_id;
+    cleanup.job = Some((client.clone(), job));
+    // Other tests' jobs may use the node first (it is in the shared partition): wait for ours.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let records = client.job(job).await.unwrap();
+        let running = records.first().is_some_and(|j| {
+            j.state.base == crate::slurm::types::JobBaseState::Running
+                && j.nodes.as_deref() == Some(victim.as_str())
+        });
+        if running {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "job {job} never ran: {records:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    wait_index(&ctx, "the job running on the victim", |s| {
+        s.node_jobs.get(&victim).is_some_and(|j| j.running > 0)
+            && s.nodes.get(&victim).is_some_and(|n| n.state.is_busy())
+    })
+    .await;
+
+    let set = nodeset_named(&set_name, 1);
+    let mut pod0 = existing_pod(&set, 0);
+    // A high deletion cost keeps pod 0, so the busy pod 1 is the victim.
+    pod0.metadata.annotations =
+        Some([(pods::ANNOTATION_DELETION_COST.to_owned(), "100".to_owned())].into());
+    let pod1 = existing_pod(&set, 1);
+
+    // 1. Busy and not drained: drain (Slurm), mark, label busy, project; no DELETE.
+    let (listed, expected, names) = (
+        vec![pod0.clone(), pod1.clone()],
+        set.clone(),
+        (set_name.clone(), keep.clone(), victim.clone()),
+    );
+    let scenario = tokio::spawn(async move {
+        let (set_name, keep, victim) = names;
+        expect_list_pods_of(&mut api, &set_name, listed).await;
+        let event = expect_nodeset_event(&mut api, &set_name, "DrainingNode").await;
+        assert!(
+            event["note"]
+                .as_str()
+                .unwrap()
+                .contains("slurm-operator: scale-in"),
+            "{event:#}"
+        );
+        let mark = expect_pod_patch(&mut api, &victim, false).await;
+        assert!(
+            mark["metadata"]["annotations"][pods::ANNOTATION_DRAIN_STARTED].is_string(),
+            "{mark:#}"
+        );
+        assert_eq!(
+            expect_node_condition(&mut api, &keep).await,
+            "NotRegistered"
+        );
+        let busy = expect_pod_patch(&mut api, &victim, false).await;
+        assert_eq!(
+            busy["metadata"]["labels"][pods::LABEL_BUSY],
+            "true",
+            "{busy:#}"
+        );
+        let reason = expect_node_condition(&mut api, &victim).await;
+        assert!(
+            ["Allocated", "Mixed"].contains(&reason.as_str()),
+            "{reason}"
+        );
+        expect_pdb_of(&mut api, &set_name).await;
+        let status = expect_status(&mut api, &expected).await;
+        assert_eq!(status.replicas, 2);
+        assert!(condition::is_true(
+            &status.conditions,
+            CONDITION_SLURM_SYNCED
+        ));
+        let draining = condition::find(&status.conditions, CONDITION_DRAINING).unwrap();
+        assert!(draining.message.contains(&victim), "{}", draining.message);
+        api.expect_no_more_calls().await;
+        api
+    });
+    let action = reconcile(Arc::new(set.clone()), Arc::clone(&ctx))
+        .await
+        .unwrap();
+    let mut api = scenario.await.unwrap();
+    assert_eq!(action, Requeue::requeue(WAIT_RESYNC));
+    let node = client.node(&victim).await.unwrap();
+    assert_eq!(plan::drain_owner(&node), plan::DrainOwner::Us, "{node:?}");
+
+    // 2. Draining while the job runs: still no DELETE, the pod keeps waiting.
+    wait_index(&ctx, "the victim draining", |s| {
+        s.nodes.get(&victim).is_some_and(|n| n.state.is_draining())
+    })
+    .await;
+    let mut pod1 = pod1;
+    pod1.annotations_mut().insert(
+        pods::ANNOTATION_DRAIN_STARTED.into(),
+        Utc::now().to_rfc3339(),
+    );
+    pod1.labels_mut()
+        .insert(pods::LABEL_BUSY.into(), "true".into());
+    let (listed, expected, names) = (
+        vec![pod0.clone(), pod1.clone()],
+        set.clone(),
+        (set_name.clone(), keep.clone(), victim.clone()),
+    );
+    let scenario = tokio::spawn(async move {
+        let (set_name, keep, victim) = names;
+        expect_list_pods_of(&mut api, &set_name, listed).await;
+        assert_eq!(
+            expect_node_condition(&mut api, &keep).await,
+            "NotRegistered"
+        );
+        assert_eq!(expect_node_condition(&mut api, &victim).await, "Draining");
+        expect_pdb_of(&mut api, &set_name).await;
+        let status = expect_status(&mut api, &expected).await;
+        let draining = condition::find(&status.conditions, CONDITION_DRAINING).unwrap();
+        assert!(
+            draining.message.contains(plan::WAIT_JOBS),
+            "{}",
+            draining.message
+        );
+        api.expect_no_more_calls().await;
+        api
+    });
+    reconcile(Arc::new(set.clone()), Arc::clone(&ctx))
+        .await
+        .unwrap();
+    let mut api = scenario.await.unwrap();
+
+    // 3. The job ends, the node is drained: the pod is deleted (UID precondition), the busy
+    // label comes off.
+    if let Some((client, job)) = cleanup.job.take() {
+        client.cancel_job(job).await.unwrap();
+    }
+    wait_index(&ctx, "the victim drained", |s| {
+        s.nodes
+            .get(&victim)
+            .is_some_and(|n| plan::is_drained(n, s.node_jobs.get(&victim)))
+    })
+    .await;
+    let (listed, expected, names) = (
+        vec![pod0, pod1],
+        set.clone(),
+        (set_name.clone(), keep.clone(), victim.clone()),
+    );
+    let scenario = tokio::spawn(async move {
+        let (set_name, keep, victim) = names;
+        expect_list_pods_of(&mut api, &set_name, listed).await;
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::DELETE, "{call:?}");
+        assert_eq!(call.path, format!("/api/v1/namespaces/hpc/pods/{victim}"));
+        assert_eq!(
+            call.body["preconditions"]["uid"], "pod-uid-1",
+            "{:#}",
+            call.body
+        );
+        send.send_response(ok(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": victim, "namespace": "hpc"}})));
+        expect_nodeset_event(&mut api, &set_name, "NodeRemoved").await;
+        assert_eq!(
+            expect_node_condition(&mut api, &keep).await,
+            "NotRegistered"
+        );
+        let busy = expect_pod_patch(&mut api, &victim, false).await;
+        assert!(
+            busy["metadata"]["labels"][pods::LABEL_BUSY].is_null(),
+            "{busy:#}"
+        );
+        assert_eq!(expect_node_condition(&mut api, &victim).await, "Drained");
+        expect_pdb_of(&mut api, &set_name).await;
+        expect_status(&mut api, &expected).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(set), Arc::clone(&ctx)).await.unwrap();
+    scenario.await.unwrap();
+    drop(cleanup);
+}
+
+/// Without a fresh view the Slurm counts stay as last seen, and `SlurmSynced` says so.
+#[test]
+fn slurm_counts_without_a_view_are_kept_and_flagged_stale() {
+    let mut set = nodeset(1);
+    let counts = NodeSetSlurmCounts {
+        idle: 1,
+        ..NodeSetSlurmCounts::default()
+    };
+    let fresh = plan::Plan {
+        view: ViewState::Trusted,
+        counts: plan::Counts {
+            replicas: 1,
+            slurm: Some(counts.clone()),
+            ..plan::Counts::default()
+        },
+        ..plan::Plan::default()
+    };
+    let status = desired_status(&set, &fresh, "cpu");
+    assert_eq!(status.slurm, Some(counts.clone()));
+    let synced = condition::find(&status.conditions, CONDITION_SLURM_SYNCED).unwrap();
+    assert_eq!(
+        (synced.status.as_str(), synced.reason.as_str()),
+        ("True", "Synced")
+    );
+    set.status = Some(status);
+
+    for (view, reason) in [
+        (ViewState::Untrusted, "SlurmViewStale"),
+        (ViewState::NoClient, "NoSlurmClient"),
+    ] {
+        let blind = plan::Plan {
+            view,
+            counts: plan::Counts {
+                replicas: 1,
+                slurm: None,
+                ..plan::Counts::default()
+            },
+            ..plan::Plan::default()
+        };
+        let status = desired_status(&set, &blind, "cpu");
+        assert_eq!(status.slurm, Some(counts.clone()), "last counts kept");
+        let stale = condition::find(&status.conditions, CONDITION_SLURM_SYNCED).unwrap();
+        assert_eq!(
+            (stale.status.as_str(), stale.reason.as_str()),
+            ("False", reason)
+        );
+        assert!(
+            stale.message.contains("last counts seen"),
+            "{}",
+            stale.message
+        );
+        // The same status again is the same (no status write every reconcile).
+        let mut again = set.clone();
+        again.status = Some(status.clone());
+        assert_eq!(desired_status(&again, &blind, "cpu"), status);
+    }
+    // Never any counts: no invented numbers.
+    let blind = plan::Plan::default();
+    let status = desired_status(&nodeset(1), &blind, "cpu");
+    assert_eq!(status.slurm, None);
+    let stale = condition::find(&status.conditions, CONDITION_SLURM_SYNCED).unwrap();
+    assert!(
+        stale.message.contains("no Slurm counts yet"),
+        "{}",
+        stale.message
+    );
+}
+
+/// `minReadySeconds`: the Ready condition counts available pods, and says how many are only
+/// ready; `Partitions` reports nodes outside the wanted partitions, and goes away without any.
+#[test]
+fn ready_counts_available_pods_and_partitions_are_reported() {
+    let mut set = nodeset(2);
+    set.spec.slurm.partitions = vec!["gpu".into()];
+    let plan = plan::Plan {
+        view: ViewState::Trusted,
+        counts: plan::Counts {
+            replicas: 2,
+            ready: 2,
+            available: 1,
+            ..plan::Counts::default()
+        },
+        partition_misses: Some(vec![("cpu-1".into(), vec!["gpu".into()])]),
+        ..plan::Plan::default()
+    };
+    let status = desired_status(&set, &plan, "cpu");
+    assert_eq!((status.ready_replicas, status.available_replicas), (2, 1));
+    let ready = condition::find(&status.conditions, condition::READY).unwrap();
+    assert_eq!(ready.status, "False");
+    assert!(
+        ready
+            .message
+            .contains("1 more ready for less than minReadySeconds"),
+        "{}",
+        ready.message
+    );
+    let parts = condition::find(&status.conditions, CONDITION_PARTITIONS).unwrap();
+    assert_eq!(
+        (parts.status.as_str(), parts.reason.as_str()),
+        ("False", "NotInPartitions")
+    );
+    assert!(
+        parts.message.contains("cpu-1 not in gpu"),
+        "{}",
+        parts.message
+    );
+    assert!(
+        parts.message.contains("Feature=partition-<name>"),
+        "{}",
+        parts.message
+    );
+
+    let all_in = plan::Plan {
+        partition_misses: Some(vec![]),
+        ..plan.clone()
+    };
+    let parts = desired_status(&set, &all_in, "cpu");
+    let parts = condition::find(&parts.conditions, CONDITION_PARTITIONS).unwrap();
+    assert_eq!(parts.status, "True");
+    let no_view = plan::Plan {
+        partition_misses: None,
+        ..plan.clone()
+    };
+    let parts = desired_status(&set, &no_view, "cpu");
+    assert_eq!(
+        condition::find(&parts.conditions, CONDITION_PARTITIONS)
+            .unwrap()
+            .status,
+        "Unknown"
+    );
+    set.status = Some(status);
+    set.spec.slurm.partitions.clear();
+    let status = desired_status(&set, &plan, "cpu");
+    assert!(condition::find(&status.conditions, CONDITION_PARTITIONS).is_none());
 }
