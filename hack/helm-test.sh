@@ -17,7 +17,7 @@
 #   HELM_TEST_K8S_VERSIONS="1.30 1.33"  Kubernetes versions to validate against (kubernetes-validate)
 #   HELM_TEST_SLURM=auto|1|0   run the chart's daemons on the local real Slurm (hack/slurm-up.sh's
 #                              root filesystem): auto = when it is there, 1 = required, 0 = skip
-#   RBAC_STRICT=1              also fail on RBAC rules for kinds the Rust code never opens an Api for
+#   (RBAC: every grant must be used by src/, verbs included; see t_rbac_matches_code)
 #   KUBECONFIG=...             e2e: helm install the operator chart into that cluster and wait
 #                              until the operator is Ready (E2E_IMAGE=repo:tag, E2E_NAMESPACE)
 set -euo pipefail
