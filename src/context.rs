@@ -8,6 +8,7 @@ use tokio::sync::broadcast;
 
 use crate::controller::Backoffs;
 use crate::index::SlurmEvent;
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::registry::ClusterRegistry;
 use crate::slurmjob::drive::Submissions;
@@ -35,6 +36,8 @@ pub struct Context {
     pub started_at: DateTime<Utc>,
     /// Image of the SlurmJob output streamer Pods.
     pub output_image: String,
+    /// Whether this replica may write (always, without leader election).
+    pub leadership: Leadership,
 }
 
 impl Context {
@@ -47,13 +50,14 @@ impl Context {
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
-            clusters: Arc::new(ClusterRegistry::default()),
+            clusters: Arc::new(ClusterRegistry::with_observer(metrics.clone())),
             events,
             metrics,
             backoff: Arc::default(),
             submissions: Arc::default(),
             started_at: Utc::now(),
             output_image: output::DEFAULT_IMAGE.to_owned(),
+            leadership: Leadership::always(),
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod controller;
 pub mod crd;
 pub mod http;
 pub mod index;
+pub mod leader;
 pub mod metrics;
 pub mod poller;
 pub mod registry;

@@ -11,7 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 use crate::crd::Cluster;
 use crate::index::IndexReader;
 use crate::poller::{PollerConfig, PollerHandle};
-use crate::slurm::{ClientConfig, Credentials, SlurmClient, SlurmError};
+use crate::slurm::{ClientConfig, Credentials, RequestObserver, SlurmClient, SlurmError};
 
 /// What a reconciler needs of one registered cluster.
 #[derive(Debug, Clone)]
@@ -50,6 +50,8 @@ struct Entry {
 #[derive(Default)]
 pub struct ClusterRegistry {
     entries: RwLock<HashMap<ObjectRef<Cluster>, Entry>>,
+    /// Sees every slurmrestd request of every client made here (the request metrics).
+    observer: Option<Arc<dyn RequestObserver>>,
 }
 
 impl std::fmt::Debug for ClusterRegistry {
@@ -62,6 +64,14 @@ impl std::fmt::Debug for ClusterRegistry {
 }
 
 impl ClusterRegistry {
+    /// A registry whose clients report each request to `observer`.
+    pub fn with_observer(observer: Arc<dyn RequestObserver>) -> Self {
+        Self {
+            entries: RwLock::default(),
+            observer: Some(observer),
+        }
+    }
+
     pub fn get(&self, cluster: &ObjectRef<Cluster>) -> Option<ClusterHandle> {
         let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
         entries.get(cluster).map(|e| e.handle.clone())
@@ -91,7 +101,7 @@ impl ClusterRegistry {
                 return Ok(Upserted::CredentialsRotated);
             }
         }
-        let client = SlurmClient::new(config, credentials)?;
+        let client = SlurmClient::with_observer(config, credentials, self.observer.clone())?;
         let (poller, index) = spawn(client.clone(), &settings.poller);
         let entry = Entry {
             handle: ClusterHandle { client, index },

@@ -22,6 +22,7 @@ use tracing::{info, warn};
 
 use crate::context::Context;
 use crate::http::{self, Readiness};
+use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
 
 /// How often readiness looks at the controllers' caches until they are filled.
@@ -45,12 +46,56 @@ pub struct RunArgs {
     /// with `sh` and `tail -F`.
     #[arg(long, env = "OUTPUT_IMAGE", default_value = crate::slurmjob::output::DEFAULT_IMAGE)]
     pub output_image: String,
+    /// Run as one of several replicas: only the holder of a Kubernetes Lease writes (to
+    /// Kubernetes and to Slurm); the others keep their caches warm and take over when it goes.
+    #[arg(long, env = "LEADER_ELECTION")]
+    pub leader_election: bool,
+    /// Name of the leader-election Lease.
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_LEASE",
+        default_value = "slurm-operator-leader"
+    )]
+    pub leader_election_lease: String,
+    /// Namespace of the Lease: the operator's own.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// This replica's identity in the Lease (default: the pod name, else the host name).
+    #[arg(long, env = "POD_NAME")]
+    pub leader_election_identity: Option<String>,
+    /// How long the Lease lasts without renewal: how long the replicas wait before taking over
+    /// from a leader that died without releasing it.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
+    /// How long before expiry the leader renews the Lease (and the clock skew tolerated).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub lease_grace: Duration,
 }
 
 impl RunArgs {
     /// The namespace to watch; `None` for all (an empty value means all too).
     pub fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref().filter(|ns| !ns.trim().is_empty())
+    }
+
+    /// The Lease to take part in, when leader election is on.
+    pub fn lease(&self) -> Option<LeaseConfig> {
+        if !self.leader_election {
+            return None;
+        }
+        let identity = self
+            .leader_election_identity
+            .clone()
+            .filter(|id| !id.trim().is_empty())
+            .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        Some(LeaseConfig {
+            name: self.leader_election_lease.clone(),
+            namespace: self.leader_election_namespace.clone().unwrap_or_default(),
+            identity,
+            duration: self.lease_duration,
+            grace: self.lease_grace,
+        })
     }
 }
 
@@ -74,6 +119,8 @@ pub enum Error {
     },
     #[error(transparent)]
     Http(#[from] http::Error),
+    #[error(transparent)]
+    Leader(#[from] crate::leader::Error),
     #[error("a controller task failed")]
     ControllerTask(#[source] tokio::task::JoinError),
 }
@@ -86,6 +133,7 @@ impl Error {
             Self::ReadCrd { .. } => "ReadCrdFailed",
             Self::WaitForCrd { .. } => "WaitForCrdFailed",
             Self::Http(e) => e.category(),
+            Self::Leader(e) => e.category(),
             Self::ControllerTask(_) => "ControllerTaskFailed",
         }
     }
@@ -188,8 +236,27 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
         return Err(error);
     }
 
-    let mut ctx = Context::new(client, metrics);
+    let mut ctx = Context::new(client.clone(), metrics);
     ctx.output_image = args.output_image.clone();
+    let mut election = None;
+    if let Some(lease) = args.lease().filter(|_| !shutdown.is_cancelled()) {
+        match leader::elect(client, &lease, shutdown.clone()).await {
+            Ok((leadership, task)) => {
+                info!(
+                    lease = %format!("{}/{}", lease.namespace, lease.name),
+                    identity = %lease.identity,
+                    "leader election on: this replica writes only while it holds the Lease"
+                );
+                ctx.leadership = leadership;
+                election = Some(task);
+            }
+            Err(error) => {
+                shutdown.cancel();
+                let _ = server.await;
+                return Err(error.into());
+            }
+        }
+    }
     let result = if shutdown.is_cancelled() {
         Ok(())
     } else {
@@ -197,7 +264,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
             crate::controller::cluster::run(ctx.clone(), args.namespace(), shutdown.clone());
         let (slurmjobs, slurmjob_controller) =
             crate::controller::slurmjob::run(ctx.clone(), args.namespace(), shutdown.clone());
-        let (_nodesets, nodeset_controller) =
+        let (nodesets, nodeset_controller) =
             crate::controller::nodeset::run(ctx.clone(), args.namespace(), shutdown.clone());
         let controllers = tokio::spawn(async move {
             futures::join!(cluster_controller, slurmjob_controller, nodeset_controller);
@@ -208,11 +275,12 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
             // Re-polled on a timer: kube's store readiness wakes only one waiter (the
             // controller's own), so a second waiter would sleep until something else wakes it.
             loop {
-                let both = async {
+                let all = async {
                     clusters.wait_until_ready().await?;
-                    slurmjobs.wait_until_ready().await
+                    slurmjobs.wait_until_ready().await?;
+                    nodesets.wait_until_ready().await
                 };
-                let wait = tokio::time::timeout(READY_POLL, both);
+                let wait = tokio::time::timeout(READY_POLL, all);
                 tokio::select! {
                     synced = wait => match synced {
                         Ok(Ok(())) => {
@@ -239,6 +307,10 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     // Stop every poller: dropping a registration stops its poller.
     for cluster in ctx.clusters.clusters() {
         ctx.clusters.remove(&cluster);
+    }
+    if let Some(election) = election {
+        // Releases the Lease, so another replica takes over at once.
+        let _ = election.await;
     }
     let served = match server.await {
         Ok(served) => served.map_err(Error::from),
@@ -277,5 +349,32 @@ mod tests {
         assert_eq!(cli.run.metrics_addr.port(), 9);
         let cli = Cli::try_parse_from(["run", "--namespace", ""]).unwrap();
         assert_eq!(cli.run.namespace(), None, "empty means all");
+    }
+
+    #[test]
+    fn leader_election_is_off_by_default_and_takes_the_lease_settings() {
+        let cli = Cli::try_parse_from(["run"]).unwrap();
+        assert!(cli.run.lease().is_none());
+        let cli = Cli::try_parse_from([
+            "run",
+            "--leader-election",
+            "--leader-election-lease",
+            "my-lease",
+            "--leader-election-namespace",
+            "slurm-system",
+            "--leader-election-identity",
+            "pod-0",
+            "--lease-duration",
+            "20s",
+            "--lease-grace",
+            "4s",
+        ])
+        .unwrap();
+        let lease = cli.run.lease().unwrap();
+        assert_eq!(lease.name, "my-lease");
+        assert_eq!(lease.namespace, "slurm-system");
+        assert_eq!(lease.identity, "pod-0");
+        assert_eq!(lease.duration, Duration::from_secs(20));
+        assert_eq!(lease.grace, Duration::from_secs(4));
     }
 }

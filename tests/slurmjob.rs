@@ -17,6 +17,7 @@ use slurm_operator::controller::slurmjob::to_cancel;
 use slurm_operator::crd::condition;
 use slurm_operator::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
 use slurm_operator::index::{ClusterState, is_ours};
+use slurm_operator::leader::Leadership;
 use slurm_operator::slurm::SlurmClient;
 use slurm_operator::slurmjob::drive::{self, Env, Step, Submissions, Target};
 use slurm_operator::slurmjob::{actions, tag};
@@ -103,6 +104,7 @@ impl Runner {
             submissions: &self.submissions,
             started_at: self.started_at,
             now: Utc::now(),
+            leadership: &Leadership::always(),
         };
         let step = drive::step(target, env, deps).await.unwrap();
         self.status = Some(step.status.clone());
@@ -393,6 +395,7 @@ async fn interrupted_submits_never_make_a_second_job() {
                 submissions: &submissions,
                 started_at: Utc::now() - chrono::TimeDelta::seconds(5),
                 now: Utc::now(),
+                leadership: &Leadership::always(),
             };
             drive::step(target, env, |_| None).await
         });
@@ -420,6 +423,7 @@ async fn interrupted_submits_never_make_a_second_job() {
             submissions: &submissions,
             started_at,
             now: Utc::now(),
+            leadership: &Leadership::always(),
         };
         let step = drive::step(target, env, |_| None).await.unwrap();
         let job_id = step.status.job_id.expect("submitted or adopted");
@@ -477,6 +481,7 @@ async fn no_submit_before_a_fresh_index_sync() {
         submissions: &job.submissions,
         started_at,
         now: Utc::now(),
+        leadership: &Leadership::always(),
     };
     let step = drive::step(target, env, |_| None).await.unwrap();
     assert_eq!(step.status.job_id, None);
@@ -488,4 +493,69 @@ async fn no_submit_before_a_fresh_index_sync() {
     );
     assert!(job.submissions.is_empty());
     job.status = None;
+}
+
+/// A replica that does not hold the leader Lease never submits, even with a trusted index; the
+/// leader (here: the same job once leading) submits exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_never_submits() {
+    let slurm = require_slurm!();
+    let mut job = Runner::new(&slurm, "follower", json!({"script": script("true")}));
+    let started_at = Utc::now() - chrono::TimeDelta::seconds(5);
+    let (lease, following) = tokio::sync::watch::channel(false);
+    let leadership = Leadership::follow(following);
+    let state = sync(&job.client).await;
+    let target = Target {
+        name: &job.name,
+        uid: &job.uid,
+        generation: 1,
+        spec: &job.spec,
+        status: None,
+    };
+    let env = Env {
+        client: &job.client,
+        state: &state,
+        submissions: &job.submissions,
+        started_at,
+        now: Utc::now(),
+        leadership: &leadership,
+    };
+    let step = drive::step(target, env, |_| None).await.unwrap();
+    assert_eq!(step.status.job_id, None);
+    assert_eq!(
+        condition::find(&step.status.conditions, drive::READY)
+            .unwrap()
+            .reason,
+        "NotLeader"
+    );
+    assert!(job.submissions.is_empty());
+    let state = sync(&job.client).await;
+    let tag = tag::tag(&job.uid, 1);
+    assert!(
+        state.tagged(&tag).is_empty(),
+        "a follower submitted a Slurm job"
+    );
+
+    // Gaining the Lease: the same step now submits, once.
+    lease.send_replace(true);
+    let target = Target {
+        name: &job.name,
+        uid: &job.uid,
+        generation: 1,
+        spec: &job.spec,
+        status: None,
+    };
+    let env = Env {
+        client: &job.client,
+        state: &state,
+        submissions: &job.submissions,
+        started_at,
+        now: Utc::now(),
+        leadership: &leadership,
+    };
+    let step = drive::step(target, env, |_| None).await.unwrap();
+    let job_id = step.status.job_id.expect("the leader submits");
+    let state = sync(&job.client).await;
+    assert_eq!(state.tagged(&tag), vec![u32::try_from(job_id).unwrap()]);
+    job.status = Some(step.status);
 }

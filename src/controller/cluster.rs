@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use futures::{Stream, StreamExt, TryStreamExt, future};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ListParams, PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{self, Event as Finalizer, finalizer};
@@ -51,7 +51,7 @@ use self::config::{CaSource, ConfigError, Plan, Sources};
 use self::status::{Connected, Failure, Observation};
 use super::{Backoffs, Chain};
 use crate::context::{Context, FIELD_MANAGER};
-use crate::crd::{Cluster, ClusterSpec, FINALIZER};
+use crate::crd::{Cluster, ClusterSpec, FINALIZER, SlurmJob};
 use crate::index::{Health, SlurmEvent};
 use crate::registry::{ClusterHandle, Upserted};
 use crate::slurm::SlurmError;
@@ -109,6 +109,12 @@ pub enum Error {
     MissingMetadata(&'static str),
     #[error("the Cluster's registration disappeared while it was reconciled")]
     RegistrationLost,
+    #[error("cannot list the SlurmJobs that use the Cluster")]
+    ListSlurmJobs(#[source] kube::Error),
+    #[error(
+        "still used by SlurmJob(s) {0}: their deletion cancels their Slurm jobs through this Cluster"
+    )]
+    InUse(String),
 }
 
 impl Error {
@@ -126,6 +132,8 @@ impl Error {
             Self::RemoveFinalizer(_) => "RemoveFinalizerFailed",
             Self::MissingMetadata(_) => "MissingMetadata",
             Self::RegistrationLost => "RegistrationLost",
+            Self::ListSlurmJobs(_) => "ListSlurmJobsFailed",
+            Self::InUse(_) => "InUseBySlurmJobs",
         }
     }
 
@@ -164,6 +172,10 @@ pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Actio
 }
 
 async fn reconcile_inner(cluster: Arc<Cluster>, ctx: &Context) -> Result<Action, Error> {
+    if !ctx.leadership.is_leader() {
+        // Another replica writes; gaining the Lease reconciles everything again.
+        return Ok(Action::await_change());
+    }
     let namespace = cluster
         .namespace()
         .ok_or(Error::MissingMetadata("namespace"))?;
@@ -171,7 +183,7 @@ async fn reconcile_inner(cluster: Arc<Cluster>, ctx: &Context) -> Result<Action,
     finalizer(&api, FINALIZER, cluster, |event| async move {
         match event {
             Finalizer::Apply(cluster) => apply(&cluster, &namespace, ctx).await,
-            Finalizer::Cleanup(cluster) => Ok(cleanup(&cluster, ctx)),
+            Finalizer::Cleanup(cluster) => cleanup(&cluster, &namespace, ctx).await,
         }
     })
     .await
@@ -192,6 +204,11 @@ pub fn error_policy(cluster: Arc<Cluster>, error: &Error, ctx: Arc<Context>) -> 
     let key = backoff_key(&cluster);
     let name = cluster.name_any();
     let namespace = cluster.namespace().unwrap_or_default();
+    if let Error::InUse(users) = error {
+        // Not a failure: a deleted Cluster waiting for its SlurmJobs to go. A fixed, calm pace.
+        info!(name, namespace, slurmjobs = %users, "deleted Cluster waits for its SlurmJobs");
+        return Action::requeue(USERS_RETRY);
+    }
     if error.is_invalid_spec() {
         ctx.backoff.reset(&key);
         warn!(
@@ -445,12 +462,33 @@ async fn publish(cluster: &Cluster, notice: status::Notice, ctx: &Context) {
 
 /// Deletion: forget the client (its poller stops). Idempotent: a Cluster that was never
 /// registered (or whose slurmrestd is long gone) is fine.
-fn cleanup(cluster: &Cluster, ctx: &Context) -> Action {
+/// How often a deleted Cluster looks again for the SlurmJobs that still use it.
+const USERS_RETRY: Duration = Duration::from_secs(5);
+
+/// A deleted Cluster keeps its client until no SlurmJob names it any more: their finalizers
+/// need it to cancel their Slurm jobs (deleting a namespace deletes both at once). Then the
+/// client goes and its poller stops.
+async fn cleanup(cluster: &Cluster, namespace: &str, ctx: &Context) -> Result<Action, Error> {
+    let name = cluster.name_any();
+    let jobs: Api<SlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
+    let users: Vec<String> = jobs
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::ListSlurmJobs)?
+        .items
+        .iter()
+        .filter(|job| job.spec.cluster_ref == name)
+        .map(ResourceExt::name_any)
+        .collect();
+    if !users.is_empty() {
+        // An error keeps the finalizer (the finalizer helper removes it after any Ok).
+        return Err(Error::InUse(users.join(", ")));
+    }
     if ctx.clusters.remove(&ObjectRef::from_obj(cluster)) {
         info!("Cluster deleted: removed its slurmrestd client and stopped its poller");
     }
     ctx.backoff.reset(&backoff_key(cluster));
-    Action::await_change()
+    Ok(Action::await_change())
 }
 
 /// The Clusters in `namespace` whose spec `references` something.
@@ -576,6 +614,7 @@ pub fn run(
             })
         })
         .reconcile_on(health)
+        .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, Arc::new(ctx))
         .for_each(|result| {

@@ -170,6 +170,10 @@ pub async fn reconcile(nodeset: Arc<NodeSet>, ctx: Arc<Context>) -> Result<Reque
         namespace = nodeset.namespace().as_deref().unwrap_or_default(),
     );
     async move {
+        if !ctx.leadership.is_leader() {
+            // Another replica writes; gaining the Lease reconciles everything again.
+            return Ok(Requeue::await_change());
+        }
         let started = Instant::now();
         let result = apply(&nodeset, &ctx).await;
         ctx.metrics.reconciled(CONTROLLER, started.elapsed());
@@ -737,6 +741,7 @@ pub fn run(
         )
         .with_config(controller::Config::default().debounce(Duration::from_millis(500)))
         .reconcile_on(triggers)
+        .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, Arc::new(ctx))
         .for_each(|result| {

@@ -144,6 +144,10 @@ pub async fn reconcile(job: Arc<SlurmJob>, data: Arc<Data>) -> Result<Action, Er
 }
 
 async fn reconcile_inner(job: Arc<SlurmJob>, data: &Data) -> Result<Action, Error> {
+    if !data.ctx.leadership.is_leader() {
+        // Another replica writes; gaining the Lease reconciles everything again.
+        return Ok(Action::await_change());
+    }
     let namespace = job.namespace().ok_or(Error::MissingMetadata("namespace"))?;
     let api: Api<SlurmJob> = Api::namespaced(data.ctx.client.clone(), &namespace);
     finalizer(&api, FINALIZER, job, |event| async move {
@@ -217,6 +221,7 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &Data) -> Result<Action, E
         submissions: &ctx.submissions,
         started_at: ctx.started_at,
         now: Utc::now(),
+        leadership: &ctx.leadership,
     };
     let target = Target {
         name: &name,
@@ -257,6 +262,10 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &Data) -> Result<Action, E
         retry,
         invalid,
     } = step;
+    if !ctx.leadership.is_leader() {
+        // Lost the Lease meanwhile: the leader writes (a job submitted here is adopted by tag).
+        return Ok(Action::await_change());
+    }
     if status != current {
         apply_status(job, namespace, &status, ctx).await?;
     }
@@ -322,22 +331,34 @@ async fn cleanup(job: &SlurmJob, namespace: &str, ctx: &Context) -> Result<Actio
     let status = job.status.clone().unwrap_or_default();
     let handle = ctx.clusters.get(&cluster_ref(job, namespace));
     let state = handle.as_ref().map(|h| Arc::clone(&h.index.borrow()));
+    // Only a complete list of the cluster's jobs shows a job whose submit answer (and so its
+    // jobId in the status) was lost to a crash: wait for one rather than orphan that job.
+    if let Some(state) = &state
+        && !drive::index_trusted(state, ctx.started_at)
+    {
+        return Err(Error::ClusterNotReady(job.spec.cluster_ref.clone()));
+    }
     let ids = to_cancel(&uid, &status, state.as_deref(), &ctx.submissions);
+    if handle.is_none() {
+        // Not connected: wait while the Cluster exists (it may come back, e.g. after a
+        // restart or a fixed Secret); only a Cluster that is gone lets the job go unseen.
+        let clusters: Api<Cluster> = Api::namespaced(ctx.client.clone(), namespace);
+        let name = job.spec.cluster_ref.clone();
+        let exists = clusters
+            .get_opt(&name)
+            .await
+            .map_err(|source| Error::GetCluster {
+                name: name.clone(),
+                source,
+            })?
+            .is_some();
+        if exists {
+            return Err(Error::ClusterNotReady(name));
+        }
+    }
     if !ids.is_empty() {
         let Some(handle) = handle else {
-            let clusters: Api<Cluster> = Api::namespaced(ctx.client.clone(), namespace);
             let name = job.spec.cluster_ref.clone();
-            let exists = clusters
-                .get_opt(&name)
-                .await
-                .map_err(|source| Error::GetCluster {
-                    name: name.clone(),
-                    source,
-                })?
-                .is_some();
-            if exists {
-                return Err(Error::ClusterNotReady(name));
-            }
             let list = ids
                 .iter()
                 .map(u32::to_string)
@@ -553,6 +574,7 @@ pub fn run(
             Default::default(),
         );
     let slurm = slurm_triggers(ctx.events.subscribe(), store.clone());
+    let gained = ctx.leadership.gained();
     let data = Arc::new(Data {
         ctx,
         jobs: store.clone(),
@@ -561,6 +583,7 @@ pub fn run(
         .with_config(controller::Config::default().debounce(Duration::from_millis(200)))
         .owns(pods_api, watcher::Config::default().labels(output::LABEL))
         .reconcile_on(slurm)
+        .reconcile_all_on(gained)
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, data)
         .for_each(|result| {

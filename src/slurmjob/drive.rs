@@ -23,6 +23,7 @@ use chrono::{DateTime, Utc};
 use crate::crd::condition;
 use crate::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
 use crate::index::ClusterState;
+use crate::leader::Leadership;
 use crate::slurm::types::Job;
 use crate::slurm::{SlurmClient, SlurmError};
 
@@ -93,6 +94,8 @@ pub struct Env<'a> {
     /// When this process (incarnation) started: the index must have synced after it.
     pub started_at: DateTime<Utc>,
     pub now: DateTime<Utc>,
+    /// Whether this process may submit (leader election); checked right before the submit.
+    pub leadership: &'a Leadership,
 }
 
 /// What a step decided.
@@ -287,6 +290,18 @@ async fn submit_step(
             }
         }
     };
+    if request.is_some() && !env.leadership.is_leader() {
+        // Lost the Lease during this reconcile: the new leader submits (or adopts by the tag).
+        return Ok((
+            waiting(
+                base,
+                "NotLeader",
+                "this replica no longer holds the leader Lease; the leader submits".into(),
+                false,
+            ),
+            false,
+        ));
+    }
     let submission = match &request {
         None => actions::Submission::Adopted {
             job_id: found.unwrap_or_default(),

@@ -14,7 +14,7 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 
 use super::*;
-use crate::controller::test_support::local_slurm;
+use crate::controller::test_support::{ApiServerVerifier, local_slurm};
 use crate::crd::condition::{self, AUTHENTICATED, READY};
 use crate::crd::{ClusterAuth, JwtAuth, JwtKeySecretRef};
 use crate::poller::PollerConfig;
@@ -247,6 +247,7 @@ async fn deletion_removes_the_client_and_then_the_finalizer() {
 
     let expected = cluster.clone();
     let server = tokio::spawn(async move {
+        expect_slurmjobs_listed(&mut api, &[]).await;
         api.expect_finalizer_removed(&expected).await;
         api
     });
@@ -262,6 +263,7 @@ async fn deletion_removes_the_client_and_then_the_finalizer() {
     let (ctx, mut api) = Context::test();
     let expected = cluster.clone();
     let server = tokio::spawn(async move {
+        expect_slurmjobs_listed(&mut api, &[]).await;
         api.expect_finalizer_removed(&expected).await;
         api
     });
@@ -315,6 +317,14 @@ async fn a_valid_cluster_is_registered_and_ready() {
     api.expect_no_more_calls().await;
     let key = ObjectRef::from_obj(&cluster);
     assert!(ctx.clusters.contains(&key), "the client is registered");
+    // The registered client reports its requests to the operator's metrics.
+    let metrics = ctx.metrics.encode().unwrap();
+    assert!(
+        metrics.contains(
+            "slurm_operator_slurmrestd_request_duration_seconds_count{operation=\"slurm_v0042_get_diag\",code=\"2xx\"}"
+        ),
+        "{metrics}"
+    );
 
     // Key rotation to a wrong key: swapped into the running client, which slurmrestd rejects.
     let cluster = with_status(cluster, status);
@@ -411,4 +421,133 @@ async fn health_events_become_reconciles_and_lag_reconciles_everything() {
     // The events that survived the lag still come through, then the stream ends.
     let rest: Vec<_> = triggers.collect().await;
     assert!(rest.iter().all(|r| *r == ra), "{rest:?}");
+}
+
+/// A replica without the leader Lease touches nothing, not even a deleted Cluster's finalizer;
+/// gaining the Lease makes the same reconcile do its work.
+#[tokio::test]
+async fn a_follower_writes_nothing_until_it_leads() {
+    let (mut ctx, mut api) = Context::test();
+    let (lease, following) = tokio::sync::watch::channel(false);
+    ctx.leadership = crate::leader::Leadership::follow(following);
+    let ctx = Arc::new(ctx);
+    let fresh = cluster("c1", "http://127.0.0.1:1");
+    let mut deleted = finalized(cluster("c2", "http://127.0.0.1:1"));
+    deleted.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    for object in [fresh.clone(), deleted] {
+        let action = reconcile(Arc::new(object), ctx.clone()).await.unwrap();
+        assert_eq!(action, Action::await_change());
+    }
+    api.expect_no_more_calls().await;
+
+    lease.send_replace(true);
+    let expected = fresh.clone();
+    let server = tokio::spawn(async move {
+        api.expect_finalizer_added(&expected).await;
+        api.expect_no_more_calls().await;
+    });
+    let action = reconcile(Arc::new(fresh), ctx).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    server.await.unwrap();
+}
+
+/// The deleted Cluster's list of the SlurmJobs in its namespace, answered with `users` (names of
+/// SlurmJobs naming the Cluster) and one SlurmJob of another Cluster.
+async fn expect_slurmjobs_listed(api: &mut ApiServerVerifier, users: &[(&str, &str)]) {
+    let (call, send) = api.next().await;
+    assert_eq!(call.method, http::Method::GET, "{call:?}");
+    assert_eq!(
+        call.path,
+        format!("/apis/slurm.rs/v1alpha1/namespaces/{NS}/slurmjobs")
+    );
+    let mut items: Vec<serde_json::Value> = users
+        .iter()
+        .map(|(job, cluster)| {
+            serde_json::json!({
+                "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+                "metadata": {"name": job, "namespace": NS},
+                "spec": {"clusterRef": cluster, "script": "#!/bin/sh\ntrue\n"},
+            })
+        })
+        .collect();
+    items.push(serde_json::json!({
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+        "metadata": {"name": "elsewhere", "namespace": NS},
+        "spec": {"clusterRef": "another", "script": "#!/bin/sh\ntrue\n"},
+    }));
+    let body = serde_json::json!({
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJobList",
+        "metadata": {"resourceVersion": "1"}, "items": items,
+    });
+    send.send_response(
+        http::Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+            .unwrap(),
+    );
+}
+
+/// A deleted Cluster keeps its client (and finalizer) while a SlurmJob still names it: that
+/// SlurmJob's own finalizer needs the client to cancel its Slurm job.
+#[tokio::test]
+async fn deletion_waits_for_the_slurmjobs_that_use_the_cluster() {
+    let (ctx, mut api) = Context::test();
+    let mut cluster = finalized(cluster("c5", "http://127.0.0.1:1"));
+    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let key = ObjectRef::from_obj(&cluster);
+    ctx.clusters
+        .upsert(
+            &key,
+            ClientConfig::new("http://127.0.0.1:1").unwrap(),
+            ConnectionSettings {
+                fingerprint: "test".into(),
+                poller: PollerConfig {
+                    interval: Duration::from_secs(1),
+                },
+            },
+            Arc::new(Credentials::token("t", None).unwrap()),
+            |client, config| {
+                crate::poller::spawn(
+                    key.clone(),
+                    client,
+                    config,
+                    ctx.events.clone(),
+                    ctx.metrics.clone(),
+                )
+            },
+        )
+        .unwrap();
+    let ctx = Arc::new(ctx);
+    let server = tokio::spawn(async move {
+        expect_slurmjobs_listed(&mut api, &[("still-running", "c5")]).await;
+        api
+    });
+    let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "InUseBySlurmJobs");
+    assert!(error.to_string().contains("still-running"), "{error}");
+    assert!(!error.to_string().contains("elsewhere"), "{error}");
+    assert_eq!(
+        error_policy(Arc::new(cluster.clone()), &error, ctx.clone()),
+        Action::requeue(USERS_RETRY)
+    );
+    let mut api = server.await.unwrap();
+    api.expect_no_more_calls().await;
+    assert!(
+        ctx.clusters.contains(&key),
+        "the client stays while a SlurmJob needs it"
+    );
+
+    let expected = cluster.clone();
+    let server = tokio::spawn(async move {
+        expect_slurmjobs_listed(&mut api, &[]).await;
+        api.expect_finalizer_removed(&expected).await;
+        api
+    });
+    let action = reconcile(Arc::new(cluster), ctx.clone()).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    server.await.unwrap().expect_no_more_calls().await;
+    assert!(!ctx.clusters.contains(&key), "then the client is gone");
 }

@@ -1,0 +1,263 @@
+//! Leader election: with several replicas, only the holder of a Kubernetes Lease writes.
+//!
+//! Every replica runs the controllers, so their Kubernetes caches stay filled. A reconcile on a
+//! replica that does not hold the Lease returns before it touches anything (no status patch, no
+//! finalizer, no call to slurmrestd), and the SlurmJob submit checks again right before the one
+//! write that must never happen twice. When a replica gains the Lease, every object of every
+//! controller is reconciled ([`Leadership::gained`]), so nothing waits for its next change.
+//!
+//! The Lease itself is kept by `kube-lease-manager` (server-side apply, clock-skew grace), not by
+//! code of ours.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// Whether this process may write now. Cheap to clone; every clone sees the same state.
+#[derive(Clone, Debug)]
+pub struct Leadership {
+    state: watch::Receiver<bool>,
+    /// Keeps the channel open for [`Leadership::always`] (nobody else holds the sender).
+    _sender: Option<Arc<watch::Sender<bool>>>,
+}
+
+impl Leadership {
+    /// No election: this process is the only writer (one replica).
+    pub fn always() -> Self {
+        let (sender, state) = watch::channel(true);
+        Self {
+            state,
+            _sender: Some(Arc::new(sender)),
+        }
+    }
+
+    /// Follows `state`, which its sender flips (the Lease manager, or a test).
+    pub fn follow(state: watch::Receiver<bool>) -> Self {
+        Self {
+            state,
+            _sender: None,
+        }
+    }
+
+    /// Whether this process holds the Lease right now. A closed channel (the election task
+    /// ended) counts as not leading: when in doubt, do not write.
+    pub fn is_leader(&self) -> bool {
+        self.state.has_changed().is_ok() && *self.state.borrow()
+    }
+
+    /// Yields once each time this process becomes the leader (not for the state it starts with:
+    /// the controllers' first list reconciles everything anyway).
+    pub fn gained(&self) -> impl Stream<Item = ()> + Send + 'static {
+        let mut state = self.state.clone();
+        state.mark_unchanged();
+        futures::stream::unfold(state, |mut state| async move {
+            loop {
+                state.changed().await.ok()?;
+                if *state.borrow_and_update() {
+                    return Some(((), state));
+                }
+            }
+        })
+    }
+}
+
+/// How to take part in the election.
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    /// Name of the Lease.
+    pub name: String,
+    /// Namespace of the Lease (the operator's own).
+    pub namespace: String,
+    /// This replica's identity (the pod name).
+    pub identity: String,
+    /// How long a Lease lasts without renewal.
+    pub duration: Duration,
+    /// How long before expiry it is renewed (also the clock skew tolerated between replicas).
+    pub grace: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "leader election needs a Lease namespace (--leader-election-namespace or POD_NAMESPACE)"
+    )]
+    NoNamespace,
+    #[error("lease duration {duration:?} must be longer than its grace period {grace:?}")]
+    Durations { duration: Duration, grace: Duration },
+    #[error("cannot use Lease {namespace}/{name}")]
+    Lease {
+        namespace: String,
+        name: String,
+        #[source]
+        source: LeaseManagerError,
+    },
+}
+
+impl Error {
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::NoNamespace => "LeaseNamespaceMissing",
+            Self::Durations { .. } => "LeaseDurationInvalid",
+            Self::Lease { .. } => "LeaseFailed",
+        }
+    }
+}
+
+/// Join the election for `config`. Returns the state to gate writes on and the task that keeps
+/// (or keeps trying to take) the Lease until `shutdown`, when it releases the Lease so another
+/// replica takes over without waiting for it to expire.
+pub async fn elect(
+    client: kube::Client,
+    config: &LeaseConfig,
+    shutdown: CancellationToken,
+) -> Result<(Leadership, JoinHandle<()>), Error> {
+    let secs = |d: Duration| d.as_secs().max(1);
+    if secs(config.duration) <= secs(config.grace) {
+        return Err(Error::Durations {
+            duration: config.duration,
+            grace: config.grace,
+        });
+    }
+    if config.namespace.is_empty() {
+        return Err(Error::NoNamespace);
+    }
+    let manager = LeaseManagerBuilder::new(client, &config.name)
+        .with_namespace(&config.namespace)
+        .with_identity(&config.identity)
+        .with_duration(secs(config.duration))
+        .with_grace(secs(config.grace))
+        .with_field_manager(crate::context::FIELD_MANAGER)
+        .build()
+        .await
+        .map_err(|source| Error::Lease {
+            namespace: config.namespace.clone(),
+            name: config.name.clone(),
+            source,
+        })?;
+    let (state, task) = manager.watch().await;
+    let leadership = Leadership::follow(state.clone());
+    let lease = format!("{}/{}", config.namespace, config.name);
+    let identity = config.identity.clone();
+    let keeper = tokio::spawn(async move {
+        let mut state = state;
+        loop {
+            tokio::select! {
+                changed = state.changed() => {
+                    if changed.is_err() {
+                        warn!(%lease, "leader election stopped; this replica no longer writes");
+                        break;
+                    }
+                    if *state.borrow_and_update() {
+                        info!(%lease, %identity, "became the leader");
+                    } else {
+                        warn!(%lease, %identity, "lost the Lease; writes stop");
+                    }
+                }
+                () = shutdown.cancelled() => break,
+            }
+        }
+        // Dropping the last receiver makes the manager release the Lease and end.
+        drop(state);
+        match task.await {
+            Ok(Ok(_manager)) => info!(%lease, "released the Lease"),
+            Ok(Err(error)) => warn!(%lease, %error, "could not release the Lease"),
+            Err(join) => warn!(%lease, error = %join, "the Lease task failed"),
+        }
+    });
+    Ok((leadership, keeper))
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+
+    use super::*;
+
+    #[test]
+    fn always_leads() {
+        let leadership = Leadership::always();
+        assert!(leadership.is_leader());
+        assert!(leadership.clone().is_leader());
+    }
+
+    #[tokio::test]
+    async fn follows_the_lease_and_a_closed_channel_means_no() {
+        let (sender, state) = watch::channel(false);
+        let leadership = Leadership::follow(state);
+        assert!(!leadership.is_leader());
+        sender.send_replace(true);
+        assert!(leadership.is_leader());
+        sender.send_replace(false);
+        assert!(!leadership.is_leader());
+        sender.send_replace(true);
+        drop(sender);
+        assert!(
+            !leadership.is_leader(),
+            "without an election running, nobody may assume it leads"
+        );
+    }
+
+    #[tokio::test]
+    async fn gained_fires_on_each_rise_only() {
+        let (sender, state) = watch::channel(true);
+        let leadership = Leadership::follow(state);
+        let mut gained = Box::pin(leadership.gained());
+        // The initial state is not a gain.
+        let nothing = tokio::time::timeout(Duration::from_millis(50), gained.next()).await;
+        assert!(nothing.is_err(), "the starting state fired a gain");
+        sender.send_replace(false);
+        sender.send_replace(true);
+        let first = tokio::time::timeout(Duration::from_secs(1), gained.next()).await;
+        assert_eq!(first.ok().flatten(), Some(()));
+        sender.send_replace(false);
+        let nothing = tokio::time::timeout(Duration::from_millis(50), gained.next()).await;
+        assert!(nothing.is_err(), "losing the Lease fired a gain");
+        sender.send_replace(true);
+        let second = tokio::time::timeout(Duration::from_secs(1), gained.next()).await;
+        assert_eq!(second.ok().flatten(), Some(()));
+        drop(sender);
+        let end = tokio::time::timeout(Duration::from_secs(1), gained.next()).await;
+        assert_eq!(
+            end.ok().flatten(),
+            None,
+            "the stream ends with the election"
+        );
+    }
+
+    #[tokio::test]
+    async fn bad_durations_are_refused_before_any_api_call() {
+        let (service, _handle) = tower_test::mock::pair::<
+            http::Request<kube::client::Body>,
+            http::Response<kube::client::Body>,
+        >();
+        let client = kube::Client::new(service, "default");
+        let config = LeaseConfig {
+            name: "l".into(),
+            namespace: "ns".into(),
+            identity: "me".into(),
+            duration: Duration::from_secs(5),
+            grace: Duration::from_secs(5),
+        };
+        let error = elect(client.clone(), &config, CancellationToken::new())
+            .await
+            .err()
+            .map(|e| e.category());
+        assert_eq!(error, Some("LeaseDurationInvalid"));
+        let config = LeaseConfig {
+            namespace: String::new(),
+            duration: Duration::from_secs(15),
+            ..config
+        };
+        let error = elect(client, &config, CancellationToken::new())
+            .await
+            .err()
+            .map(|e| e.category());
+        assert_eq!(error, Some("LeaseNamespaceMissing"));
+    }
+}
