@@ -13,6 +13,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::runtime::wait::{Condition, await_condition, conditions};
@@ -35,10 +38,10 @@ const CRD_WAIT_REMINDER: Duration = Duration::from_secs(30);
 /// the log filter is `RUST_LOG`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// Watch Clusters (and the Secrets and ConfigMaps they reference) in this namespace only.
-    /// Default: all namespaces.
-    #[arg(long, env = "WATCH_NAMESPACE")]
-    pub namespace: Option<String>,
+    /// Watch only these namespaces (comma-separated or repeated): their Clusters, SlurmJobs,
+    /// NodeSets and the Secrets, ConfigMaps and Pods these use. Default: all namespaces.
+    #[arg(long = "namespace", env = "WATCH_NAMESPACE", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
     /// Where to serve /healthz, /readyz and /metrics.
     #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
@@ -73,9 +76,22 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The namespace to watch; `None` for all (an empty value means all too).
-    pub fn namespace(&self) -> Option<&str> {
-        self.namespace.as_deref().filter(|ns| !ns.trim().is_empty())
+    /// The scopes to watch: each named namespace once, or `[None]` for all namespaces (also
+    /// when only empty names were given).
+    pub fn scopes(&self) -> Vec<Option<&str>> {
+        let mut named: Vec<&str> = self
+            .namespaces
+            .iter()
+            .map(|ns| ns.trim())
+            .filter(|ns| !ns.is_empty())
+            .collect();
+        named.sort_unstable();
+        named.dedup();
+        if named.is_empty() {
+            vec![None]
+        } else {
+            named.into_iter().map(Some).collect()
+        }
     }
 
     /// The Lease to take part in, when leader election is on.
@@ -204,7 +220,12 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     shutdown_on_signal(shutdown.clone())?;
     info!(
         version = env!("CARGO_PKG_VERSION"),
-        namespace = args.namespace().unwrap_or("(all)"),
+        namespaces = %args
+            .scopes()
+            .iter()
+            .map(|scope| scope.unwrap_or("(all)"))
+            .collect::<Vec<_>>()
+            .join(","),
         "starting slurm-operator"
     );
     let client = kube::Client::try_default()
@@ -260,42 +281,56 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     let result = if shutdown.is_cancelled() {
         Ok(())
     } else {
-        let (clusters, cluster_controller) =
-            crate::controller::cluster::run(ctx.clone(), args.namespace(), shutdown.clone());
-        let (slurmjobs, slurmjob_controller) =
-            crate::controller::slurmjob::run(ctx.clone(), args.namespace(), shutdown.clone());
-        let (nodesets, nodeset_controller) =
-            crate::controller::nodeset::run(ctx.clone(), args.namespace(), shutdown.clone());
-        let controllers = tokio::spawn(async move {
-            futures::join!(cluster_controller, slurmjob_controller, nodeset_controller);
-        });
+        // One set of controllers per watched namespace (kube's reflector store is filled by
+        // one watch, so several namespaces cannot share one); they share the Context.
+        let mut drivers: Vec<BoxFuture<'static, ()>> = Vec::new();
+        let mut stores = Vec::new();
+        for scope in args.scopes() {
+            let (clusters, cluster_controller) =
+                crate::controller::cluster::run(ctx.clone(), scope, shutdown.clone());
+            let (slurmjobs, slurmjob_controller) =
+                crate::controller::slurmjob::run(ctx.clone(), scope, shutdown.clone());
+            let (nodesets, nodeset_controller) =
+                crate::controller::nodeset::run(ctx.clone(), scope, shutdown.clone());
+            drivers.extend([
+                cluster_controller.boxed(),
+                slurmjob_controller.boxed(),
+                nodeset_controller.boxed(),
+            ]);
+            stores.push((clusters, slurmjobs, nodesets));
+        }
+        let controllers = tokio::spawn(futures::future::join_all(drivers));
         let ready = readiness.clone();
         let stopping = shutdown.clone();
         tokio::spawn(async move {
             // Re-polled on a timer: kube's store readiness wakes only one waiter (the
             // controller's own), so a second waiter would sleep until something else wakes it.
             loop {
-                let all = async {
-                    clusters.wait_until_ready().await?;
-                    slurmjobs.wait_until_ready().await?;
-                    nodesets.wait_until_ready().await
-                };
+                let all = futures::future::join_all(stores.iter().map(|(c, j, n)| {
+                    let (c, j, n) = (c.clone(), j.clone(), n.clone());
+                    async move {
+                        c.wait_until_ready().await.is_ok()
+                            && j.wait_until_ready().await.is_ok()
+                            && n.wait_until_ready().await.is_ok()
+                    }
+                }));
                 let wait = tokio::time::timeout(READY_POLL, all);
                 tokio::select! {
-                    synced = wait => match synced {
-                        Ok(Ok(())) => {
+                    result = wait => match result {
+                        Ok(all) if all.iter().all(|ok| *ok) => {
                             ready.set(true);
                             info!("controllers running");
                             break;
                         }
-                        Ok(Err(_writer_dropped)) => break,
+                        // A store's writer was dropped: its controller stopped.
+                        Ok(_) => break,
                         Err(_elapsed) => {}
                     },
                     () = stopping.cancelled() => break,
                 }
             }
         });
-        let result = controllers.await.map_err(Error::ControllerTask);
+        let result = controllers.await.map(drop).map_err(Error::ControllerTask);
         if !shutdown.is_cancelled() {
             warn!("the controllers stopped on their own; shutting down");
         }
@@ -335,7 +370,7 @@ mod tests {
     #[test]
     fn flags_default_to_all_namespaces_and_port_8080() {
         let cli = Cli::try_parse_from(["run"]).unwrap();
-        assert_eq!(cli.run.namespace(), None);
+        assert_eq!(cli.run.scopes(), [None]);
         assert_eq!(cli.run.metrics_addr, "0.0.0.0:8080".parse().unwrap());
         let cli = Cli::try_parse_from([
             "run",
@@ -345,10 +380,25 @@ mod tests {
             "127.0.0.1:9",
         ])
         .unwrap();
-        assert_eq!(cli.run.namespace(), Some("slurm"));
+        assert_eq!(cli.run.scopes(), [Some("slurm")]);
         assert_eq!(cli.run.metrics_addr.port(), 9);
         let cli = Cli::try_parse_from(["run", "--namespace", ""]).unwrap();
-        assert_eq!(cli.run.namespace(), None, "empty means all");
+        assert_eq!(cli.run.scopes(), [None], "empty means all");
+        let cli = Cli::try_parse_from([
+            "run",
+            "--namespace",
+            "hpc,slurm",
+            "--namespace",
+            "ai",
+            "--namespace",
+            "hpc",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.run.scopes(),
+            [Some("ai"), Some("hpc"), Some("slurm")],
+            "comma-separated, repeated, each once"
+        );
     }
 
     #[test]
