@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Stops the Slurm started by hack/slurm-up.sh (and the dynamic nodes of hack/slurm-node.sh) and
-# unmounts /proc, /sys and /dev from its root. The cached root filesystem is kept.
+# Stops the Slurm started by hack/slurm-up.sh (and the dynamic nodes of hack/slurm-node.sh, and
+# the accounting's slurmdbd and mariadbd) and unmounts /proc, /sys and /dev from its root. The
+# cached root filesystem (with the accounting database) is kept.
 #
 # Usage: hack/slurm-down.sh [--flavour trixie|forky] [--all]
 #
 # Only processes started by these scripts are signalled: PIDs from the state dir's PID files
 # (falling back to the daemons' own pid files in the root), checked to be Slurm daemons running
 # inside this root, then whatever still runs inside the root (slurmstepd and job processes).
-# SIGTERM to all at once, SIGKILL to stragglers after a few seconds (SLURM_STOP_WAIT, default 6).
+# SIGTERM to all Slurm daemons at once, SIGKILL to stragglers after a few seconds (SLURM_STOP_WAIT,
+# default 6); mariadbd last, once they are gone (SIGKILL after SLURM_DB_STOP_WAIT, default 20).
 set -euo pipefail
 set +m
 SLURM_LOG_TAG=slurm-down

@@ -535,3 +535,54 @@ async fn delete_busy_dynamic_node_then_idle() {
     let err = client.node(&node).await.unwrap_err();
     assert!(matches!(err, SlurmError::NotFound { .. }), "{err}");
 }
+
+/// slurmdbd keeps what slurmctld drops after MinJobAge: the finished job by id and by name, with
+/// its end state, exit code and the comment (our tag; `AccountingStoreFlags=job_comment`).
+#[tokio::test]
+async fn accounting_keeps_the_finished_job_with_its_tag() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let tag = common::unique("acct-tag");
+    let name = common::unique("acct");
+    let mut request = slurm.job(&name, "exit 3");
+    request.comment = Some(tag.clone());
+    let submitted = client.submit_job(&request).await.unwrap();
+    let record = common::wait_for(
+        "accounting to record the job's end",
+        JOB_TIMEOUT,
+        Duration::from_millis(250),
+        || async {
+            let records = client
+                .accounting_job(submitted.job_id)
+                .await
+                .unwrap()
+                .expect("the local Slurm serves accounting");
+            records.into_iter().find(|r| r.state.base.is_finished())
+        },
+    )
+    .await;
+    assert_eq!(record.job_id, submitted.job_id);
+    assert_eq!(record.state.base, JobBaseState::Failed, "{record:?}");
+    assert_eq!(record.exit.as_ref().and_then(|e| e.return_code), Some(3));
+    assert_eq!(record.comment.as_deref(), Some(tag.as_str()));
+    assert_eq!(record.name, name);
+    assert!(
+        record.start_time.is_some() && record.end_time.is_some(),
+        "{record:?}"
+    );
+    assert!(record.nodes.is_some(), "{record:?}");
+
+    let named = client
+        .accounting_jobs_named(&name)
+        .await
+        .unwrap()
+        .expect("the local Slurm serves accounting");
+    assert_eq!(
+        named.iter().map(|r| r.job_id).collect::<Vec<_>>(),
+        vec![submitted.job_id],
+        "the name filter returns exactly this job"
+    );
+    // An id slurmdbd never saw has no record (not an error).
+    let none = client.accounting_job(999_999).await.unwrap();
+    assert_eq!(none.map(|r| r.len()), Some(0));
+}

@@ -559,3 +559,118 @@ async fn a_follower_never_submits() {
     assert_eq!(state.tagged(&tag), vec![u32::try_from(job_id).unwrap()]);
     job.status = Some(step.status);
 }
+
+/// An index synced well after the job's submit that no longer holds it: what the poller shows
+/// once slurmctld dropped the job (MinJobAge), without waiting the 300 s for it to happen.
+fn index_after_min_job_age() -> ClusterState {
+    ClusterState {
+        jobs_synced_at: Some(Utc::now() + chrono::TimeDelta::seconds(10)),
+        ..Default::default()
+    }
+}
+
+/// A job that left slurmctld before its end was mirrored gets its end from the cluster's
+/// accounting (slurmdbd), not `Lost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_gone_from_slurmctld_ends_as_accounting_recorded_it() {
+    let slurm = require_slurm!();
+    let mut job = Runner::new(&slurm, "acct", json!({"script": script("sleep 1; exit 3")}));
+    job.step().await;
+    let job_id = job.job_id();
+    // Mirrored as running (or pending) only: the end has not been seen.
+    let seen = job.status();
+    assert!(!seen.phase.is_terminal(), "{seen:?}");
+    // Let it end in Slurm, and accounting record it, without mirroring that.
+    let deadline = Instant::now() + LONG;
+    loop {
+        let records = job.client.accounting_job(job_id).await.unwrap();
+        let records = records.expect("the local Slurm serves accounting");
+        if records.iter().any(|r| r.state.base.is_finished()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "accounting never saw job {job_id} end"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let state = index_after_min_job_age();
+    let target = Target {
+        name: &job.name,
+        uid: &job.uid,
+        generation: 1,
+        spec: &job.spec,
+        status: Some(&seen),
+    };
+    let env = Env {
+        client: &job.client,
+        state: &state,
+        submissions: &job.submissions,
+        started_at: job.started_at,
+        now: Utc::now(),
+        leadership: &Leadership::always(),
+    };
+    let step = drive::step(target, env, |_| None).await.unwrap();
+    assert_eq!(step.status.phase, Phase::Failed, "{:?}", step.status);
+    assert_eq!(step.status.exit_code, Some(3));
+    assert_eq!(step.status.job_id, Some(i64::from(job_id)));
+    assert!(step.status.end_time.is_some());
+    job.status = Some(step.status);
+}
+
+/// The crash-safety hole slurmctld alone leaves: the operator submitted, lost the answer and
+/// its status write, and came back after slurmctld dropped the finished job. Accounting still
+/// has the job carrying the generation's tag: it is adopted, not submitted again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_found_only_in_accounting_is_adopted() {
+    let slurm = require_slurm!();
+    let job = Runner::new(&slurm, "acct-adopt", json!({"script": script("true")}));
+    let tag = tag::tag(&job.uid, 1);
+    let request =
+        slurm_operator::slurmjob::submit::request(&job.spec, &job.name, &tag, &[]).unwrap();
+    let first = job.client.submit_job(&request).await.unwrap().job_id;
+    let deadline = Instant::now() + LONG;
+    while actions::find_in_accounting(&job.client, &job.name, &tag)
+        .await
+        .unwrap()
+        .is_none()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "accounting never listed job {first}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // A new incarnation: nothing recorded in memory, slurmctld's list without the job.
+    let state = index_after_min_job_age();
+    let submissions = Submissions::default();
+    let target = Target {
+        name: &job.name,
+        uid: &job.uid,
+        generation: 1,
+        spec: &job.spec,
+        status: None,
+    };
+    let env = Env {
+        client: &job.client,
+        state: &state,
+        submissions: &submissions,
+        started_at: Utc::now() - chrono::TimeDelta::seconds(5),
+        now: Utc::now(),
+        leadership: &Leadership::always(),
+    };
+    let step = drive::step(target, env, |_| None).await.unwrap();
+    assert_eq!(
+        step.status.job_id,
+        Some(i64::from(first)),
+        "{:?}",
+        step.status
+    );
+    let all = job.client.jobs(None).await.unwrap().into_items().unwrap();
+    let tagged: Vec<u32> = all
+        .iter()
+        .filter(|j| j.comment.as_deref() == Some(tag.as_str()))
+        .map(|j| j.job_id)
+        .collect();
+    assert_eq!(tagged, vec![first], "a second Slurm job was submitted");
+}

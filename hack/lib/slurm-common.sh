@@ -33,6 +33,7 @@ slurm_select_flavour() {
             SLURM_NODE_PORT_BASE=17000   # n1..n3 -> 17001..17003
             SLURM_DYN_PORT_MIN=17010
             SLURM_DYN_PORT_MAX=17099
+            SLURM_DBD_PORT=17100
             SLURM_REST_PORT=6820
             ;;
         forky)
@@ -41,6 +42,7 @@ slurm_select_flavour() {
             SLURM_NODE_PORT_BASE=18000   # n1..n3 -> 18001..18003
             SLURM_DYN_PORT_MIN=18010
             SLURM_DYN_PORT_MAX=18099
+            SLURM_DBD_PORT=18100
             SLURM_REST_PORT=6830
             ;;
         *) die "unknown flavour '$SLURM_FLAVOUR' (expected trixie or forky)" ;;
@@ -158,8 +160,39 @@ slurm_remove_root() {
 
 slurm_chroot() { chroot "$SLURM_ROOT" "$@"; }
 
+# Packages the root must have (the marker's packages= line lists what was installed). Optional
+# ones are installed when the suite has them: the JWT plugin and the MySQL/MariaDB accounting
+# storage plugin are separate packages in some releases.
+SLURM_ROOT_PACKAGES=(slurmctld slurmd slurmrestd slurm-client slurmdbd mariadb-server mariadb-client)
+SLURM_ROOT_OPTIONAL_PACKAGES=(slurm-wlm-jwt-plugin slurm-wlm-mysql-plugin)
+
+# The root was built completely once (by any version of this script).
 # (usr/sbin/slurmctld is an absolute symlink into the root's /etc/alternatives: test a real file.)
-slurm_root_ready() { [[ -f "$SLURM_ROOT_MARKER" && -x "$SLURM_ROOT/usr/sbin/slurmrestd" ]]; }
+slurm_root_built() { [[ -f "$SLURM_ROOT_MARKER" && -x "$SLURM_ROOT/usr/sbin/slurmrestd" ]]; }
+
+# Packages of the marker's packages= line, one per line.
+slurm_root_marker_packages() {
+    local line
+    line=$(grep -m1 '^packages=' "$SLURM_ROOT_MARKER" 2>/dev/null || true)
+    line=${line#packages=}
+    [[ -n "$line" ]] || return 0
+    tr ' ' '\n' <<<"$line" | sed '/^$/d'
+}
+
+# Required packages that the marker does not list (a root cached by an older script), one per line.
+slurm_root_missing_packages() {
+    local have p
+    have=$(slurm_root_marker_packages)
+    for p in "${SLURM_ROOT_PACKAGES[@]}"; do
+        grep -qxF -- "$p" <<<"$have" || printf '%s\n' "$p"
+    done
+    return 0
+}
+
+slurm_root_ready() {
+    slurm_root_built && [[ -z "$(slurm_root_missing_packages)" ]] \
+        && [[ -x "$SLURM_ROOT/usr/sbin/slurmdbd" && -x "$SLURM_ROOT/usr/sbin/mariadbd" ]]
+}
 
 slurm_ensure_debootstrap() {
     if command -v debootstrap >/dev/null 2>&1; then return; fi
@@ -172,17 +205,75 @@ slurm_ensure_debootstrap() {
     fi
 }
 
-# Builds the root filesystem if it is absent or was not completed.
+# slurm_install_packages BUILT: installs every required package the root lacks (all of them in a new
+# root), plus the optional ones the suite has, then drops apt's caches and lists and (re)writes
+# the marker listing what the root holds (BUILT: when debootstrap made it). The root must be
+# mounted.
+slurm_install_packages() {
+    local built=$1 r=$SLURM_ROOT p pkgs=() installed
+    {
+        slurm_chroot apt-get update -qq
+        for p in "${SLURM_ROOT_PACKAGES[@]}"; do
+            slurm_chroot dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed' \
+                || pkgs+=("$p")
+        done
+        for p in "${SLURM_ROOT_OPTIONAL_PACKAGES[@]}"; do
+            if slurm_chroot dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
+                continue
+            fi
+            if slurm_chroot apt-cache show "$p" >/dev/null 2>&1; then pkgs+=("$p"); fi
+        done
+        if ((${#pkgs[@]})); then
+            slurm_chroot env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
+        fi
+        slurm_chroot apt-get clean
+    } >>"$SLURM_FLAVOUR_DIR/apt.log" 2>&1 || {
+        tail -n 30 "$SLURM_FLAVOUR_DIR/apt.log" >&2
+        die "package installation failed (log: $SLURM_FLAVOUR_DIR/apt.log)"
+    }
+    rm -rf "${r:?}"/var/lib/apt/lists/*
+    if ! slurm_chroot id slurmrestd >/dev/null 2>&1; then
+        slurm_chroot useradd -r -M -d /nonexistent -s /usr/sbin/nologin slurmrestd
+    fi
+    installed=()
+    for p in "${SLURM_ROOT_PACKAGES[@]}" "${SLURM_ROOT_OPTIONAL_PACKAGES[@]}"; do
+        if slurm_chroot dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
+            installed+=("$p")
+        fi
+    done
+    {
+        echo "flavour=$SLURM_FLAVOUR"
+        echo "suite=$SLURM_SUITE"
+        echo "built=$built"
+        echo "updated=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        echo "packages=${installed[*]}"
+        echo "slurm_version=$(slurm_chroot dpkg-query -W -f '${Version}' slurmctld)"
+        echo "mariadb_version=$(slurm_chroot dpkg-query -W -f '${Version}' mariadb-server)"
+    } >"$SLURM_ROOT_MARKER.tmp"
+    mv "$SLURM_ROOT_MARKER.tmp" "$SLURM_ROOT_MARKER"
+}
+
+# Builds the root filesystem if it is absent or was not completed; a complete root that lacks
+# packages this version needs (cached by an older script) only gets those installed.
 slurm_ensure_root() {
     if slurm_root_ready; then return; fi
-    local t0=$SECONDS mirror script=""
+    local t0=$SECONDS mirror script="" missing
+    if slurm_root_built; then
+        missing=$(slurm_root_missing_packages | tr '\n' ' ')
+        log "adding packages to the cached root: ${missing:-(binaries missing; re-checking all)}"
+        slurm_mount
+        slurm_install_packages "$(sed -n 's/^built=//p' "$SLURM_ROOT_MARKER")"
+        slurm_root_ready || die "root $SLURM_ROOT still incomplete after installing packages; try --rebuild"
+        log "root updated in $((SECONDS - t0)) s"
+        return
+    fi
     mirror=$(slurm_debian_mirror)
     slurm_ensure_debootstrap
     if [[ -e "$SLURM_ROOT" ]]; then
         log "removing incomplete root $SLURM_ROOT"
         slurm_remove_root
     fi
-    rm -f "$SLURM_ROOT_MARKER"
+    rm -f "$SLURM_ROOT_MARKER" "$SLURM_FLAVOUR_DIR/apt.log"
     mkdir -p "$SLURM_FLAVOUR_DIR"
     if [[ ! -e /usr/share/debootstrap/scripts/$SLURM_SUITE ]]; then
         # Bookworm's debootstrap does not know newer suites; Debian suites all use the sid script.
@@ -196,39 +287,25 @@ slurm_ensure_root() {
     fi
     local r=$SLURM_ROOT
     cp /etc/hosts "$r/etc/hosts"
+    # No daemon may start from a package's maintainer script (mariadb-server's would).
     printf '#!/bin/sh\nexit 101\n' >"$r/usr/sbin/policy-rc.d"
     chmod +x "$r/usr/sbin/policy-rc.d"
     slurm_mount
-    log "installing Slurm packages in the root"
-    local pkgs=(slurmctld slurmd slurmrestd slurm-client)
-    {
-        slurm_chroot apt-get update -qq
-        # The JWT plugin is a separate package in 24.11; install it when the suite has it.
-        if slurm_chroot apt-cache show slurm-wlm-jwt-plugin >/dev/null 2>&1; then
-            pkgs+=(slurm-wlm-jwt-plugin)
-        fi
-        slurm_chroot env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
-        slurm_chroot apt-get clean
-    } >"$SLURM_FLAVOUR_DIR/apt.log" 2>&1 || {
-        tail -n 30 "$SLURM_FLAVOUR_DIR/apt.log" >&2
-        die "package installation failed (log: $SLURM_FLAVOUR_DIR/apt.log)"
-    }
-    rm -rf "$r"/var/lib/apt/lists/*
-    if ! slurm_chroot id slurmrestd >/dev/null 2>&1; then
-        slurm_chroot useradd -r -M -d /nonexistent -s /usr/sbin/nologin slurmrestd
-    fi
-    {
-        echo "flavour=$SLURM_FLAVOUR"
-        echo "suite=$SLURM_SUITE"
-        echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-        echo "packages=${pkgs[*]}"
-        echo "slurm_version=$(slurm_chroot dpkg-query -W -f '${Version}' slurmctld)"
-    } >"$SLURM_ROOT_MARKER.tmp"
-    mv "$SLURM_ROOT_MARKER.tmp" "$SLURM_ROOT_MARKER"
+    log "installing Slurm and MariaDB packages in the root"
+    slurm_install_packages "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     log "root ready in $((SECONDS - t0)) s"
 }
 
-# Writes slurm.conf (every start, so port changes in this file take effect).
+# Accounting: slurmdbd stores into MariaDB in the same root, reached only through its unix socket
+# (skip-networking), so the trixie and forky roots never share a port or a database.
+SLURM_DB_NAME=slurm_acct_db
+SLURM_DB_USER=slurm
+SLURM_DB_PASS=slurmdbd-local   # not a secret: the server has no TCP listener at all
+SLURM_DB_SOCKET=/run/mysqld/mysqld.sock
+SLURM_DB_CNF=/etc/mysql/slurm-operator.cnf
+
+# Writes slurm.conf, slurmdbd.conf and MariaDB's config (every start, so port changes in this file
+# take effect).
 slurm_write_conf() {
     local r=$SLURM_ROOT p1=$((SLURM_NODE_PORT_BASE + 1)) p3=$((SLURM_NODE_PORT_BASE + 3))
     mkdir -p "$r/etc/slurm"
@@ -264,10 +341,62 @@ KillWait=5
 MailProg=/bin/true
 MpiDefault=none
 MaxNodeCount=64
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=$SLURM_DBD_PORT
+AccountingStoreFlags=job_comment
 NodeName=n[1-3] NodeHostname=localhost NodeAddr=127.0.0.1 Port=$p1-$p3 CPUs=1 RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
     mv "$r/etc/slurm/slurm.conf.new" "$r/etc/slurm/slurm.conf"
+
+    # slurmdbd refuses a slurmdbd.conf that others can read; it must belong to SlurmUser.
+    (
+        umask 077
+        cat >"$r/etc/slurm/slurmdbd.conf.new" <<EOF
+# Written by hack/slurm-up.sh (flavour $SLURM_FLAVOUR); rewritten on every cold start.
+AuthType=auth/slurm
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key
+DbdHost=localhost
+DbdPort=$SLURM_DBD_PORT
+SlurmUser=slurm
+PidFile=/run/slurmdbd.pid
+LogFile=/var/log/slurm/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser=$SLURM_DB_USER
+StoragePass=$SLURM_DB_PASS
+StorageLoc=$SLURM_DB_NAME
+EOF
+    )
+    slurm_chroot chown slurm:slurm /etc/slurm/slurmdbd.conf.new
+    chmod 600 "$r/etc/slurm/slurmdbd.conf.new"
+    mv "$r/etc/slurm/slurmdbd.conf.new" "$r/etc/slurm/slurmdbd.conf"
+
+    # MariaDB: our own defaults file only (--defaults-file), no TCP, small and unsynced (test data).
+    mkdir -p "$r/etc/mysql"
+    cat >"$r$SLURM_DB_CNF.new" <<EOF
+# Written by hack/slurm-up.sh (flavour $SLURM_FLAVOUR); rewritten on every cold start.
+[mariadbd]
+datadir=/var/lib/mysql
+socket=$SLURM_DB_SOCKET
+pid-file=/run/mysqld/mysqld.pid
+skip-networking
+skip-name-resolve
+skip-log-bin
+innodb_buffer_pool_size=32M
+innodb_log_file_size=64M
+innodb_lock_wait_timeout=900
+innodb_flush_log_at_trx_commit=0
+innodb_doublewrite=0
+innodb_use_native_aio=0
+# Slurm 26.05 slurmdbd: "innodb_snapshot_isolation is enabled, which is not supported by Slurm"
+innodb_snapshot_isolation=OFF
+performance_schema=OFF
+EOF
+    mv "$r$SLURM_DB_CNF.new" "$r$SLURM_DB_CNF"
 }
 
 # Fresh keys (called on every cold start).
@@ -286,6 +415,10 @@ slurm_prepare_dirs() {
         "$SLURM_STATE_DIR" "$SLURM_DYN_DIR"
     for n in "${SLURM_STATIC_NODES[@]}"; do mkdir -p "$r/var/spool/slurmd/$n"; done
     slurm_chroot chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm
+    # slurmdbd (as SlurmUser) wants /run/slurmdbd and cannot create it in /run itself.
+    mkdir -p "$r/run/slurmdbd" "$r/run/mysqld" "$r/var/lib/mysql"
+    slurm_chroot chown slurm:slurm /run/slurmdbd
+    slurm_chroot chown mysql:mysql /run/mysqld /var/lib/mysql
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -388,6 +521,8 @@ SLURM_CLUSTER_NAME=local
 SLURM_RELEASE=$(slurm_release)
 SLURM_PARTITION=debug
 SLURM_STATE_DIR=$SLURM_STATE_DIR
+SLURM_ACCOUNTING=1
+SLURM_DBD_PORT=$SLURM_DBD_PORT
 EOF
 }
 
@@ -420,14 +555,15 @@ slurm_pids_in_root() {
     return 0
 }
 
-# slurm_pidfile_pid FILE: prints the PID from FILE if that process runs a Slurm daemon in $SLURM_ROOT.
+# slurm_pidfile_pid FILE: prints the PID from FILE if that process runs a Slurm daemon (or the
+# accounting's mariadbd) in $SLURM_ROOT.
 slurm_pidfile_pid() {
     local f=$1 pid comm root link
     [[ -s "$f" ]] || return 0
     pid=$(head -n1 "$f" 2>/dev/null | tr -dc 0-9)
     [[ -n "$pid" ]] || return 0
     comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 0
-    case "$comm" in slurmctld | slurmd | slurmrestd | slurmstepd) ;; *) return 0 ;; esac
+    case "$comm" in slurmctld | slurmd | slurmrestd | slurmstepd | slurmdbd | mariadbd) ;; *) return 0 ;; esac
     slurm_proc_live "$pid" || return 0
     root=$(readlink -f "$SLURM_ROOT")
     link=$(readlink "/proc/$pid/root" 2>/dev/null) || return 0
@@ -435,14 +571,21 @@ slurm_pidfile_pid() {
     return 0
 }
 
-# Stops every daemon this tooling started for the flavour (static and dynamic), then anything
+# Stops every daemon this tooling started for the flavour (static and dynamic, slurmdbd
+# included), then MariaDB (last, so that slurmdbd can still write on its way down), then anything
 # else still running inside the root (slurmstepd and job processes they left), and unmounts.
 slurm_stop_all() {
-    local f pids=() p
+    local f pids=() db_pids=() p
     shopt -s nullglob
-    for f in "$SLURM_STATE_DIR"/*.pid "$SLURM_DYN_DIR"/*.pid "$SLURM_ROOT"/run/slurmctld.pid "$SLURM_ROOT"/run/slurmd-*.pid; do
+    for f in "$SLURM_STATE_DIR"/*.pid "$SLURM_DYN_DIR"/*.pid "$SLURM_ROOT"/run/slurmctld.pid \
+            "$SLURM_ROOT"/run/slurmd-*.pid "$SLURM_ROOT"/run/slurmdbd.pid "$SLURM_ROOT"/run/mysqld/mysqld.pid; do
         p=$(slurm_pidfile_pid "$f")
-        [[ -n "$p" ]] && pids+=("$p")
+        [[ -n "$p" ]] || continue
+        if [[ "$(cat "/proc/$p/comm" 2>/dev/null)" == mariadbd ]]; then
+            db_pids+=("$p")
+        else
+            pids+=("$p")
+        fi
     done
     shopt -u nullglob
     if ((${#pids[@]})); then
@@ -450,11 +593,17 @@ slurm_stop_all() {
         log "stopping ${#pids[@]} daemon(s): ${pids[*]}"
         slurm_kill_pids "${SLURM_STOP_WAIT:-6}" "${pids[@]}"
     fi
+    if ((${#db_pids[@]})); then
+        mapfile -t db_pids < <(printf '%s\n' "${db_pids[@]}" | sort -un)
+        log "stopping mariadbd: ${db_pids[*]}"
+        slurm_kill_pids "${SLURM_DB_STOP_WAIT:-20}" "${db_pids[@]}"
+    fi
     mapfile -t pids < <(slurm_pids_in_root)
     if ((${#pids[@]})); then
         log "stopping ${#pids[@]} leftover process(es) in the root: ${pids[*]}"
         slurm_kill_pids 3 "${pids[@]}"
     fi
-    rm -f "$SLURM_STATE_DIR"/*.pid "$SLURM_DYN_DIR"/*.pid "$SLURM_ROOT"/run/slurmctld.pid "$SLURM_ROOT"/run/slurmd-*.pid
+    rm -f "$SLURM_STATE_DIR"/*.pid "$SLURM_DYN_DIR"/*.pid "$SLURM_ROOT"/run/slurmctld.pid \
+        "$SLURM_ROOT"/run/slurmd-*.pid "$SLURM_ROOT"/run/slurmdbd.pid "$SLURM_ROOT"/run/mysqld/mysqld.pid
     slurm_umount
 }

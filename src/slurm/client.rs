@@ -247,6 +247,73 @@ impl SlurmClient {
         }
     }
 
+    /// slurmdbd's records of `job_id` (several when slurmctld reused the id); `None` when this
+    /// slurmrestd serves no accounting (started without its slurmdbd plugin, or the cluster has
+    /// no slurmdbd). For jobs slurmctld no longer holds (`MinJobAge`).
+    pub async fn accounting_job(&self, job_id: u32) -> Result<Option<Vec<Job>>, SlurmError> {
+        let id = job_id.to_string();
+        let result = self
+            .call(
+                "accounting_job",
+                Subject::Job(job_id),
+                Idempotency::Idempotent,
+                || self.api.slurmdb_v0042_get_job(&id),
+            )
+            .await;
+        accounting(result.map(|resp| convert::accounting_jobs(resp.jobs)))
+    }
+
+    /// slurmdbd's records of the jobs named `name` (the tag lookup for jobs slurmctld no longer
+    /// holds); `None` when this slurmrestd serves no accounting.
+    pub async fn accounting_jobs_named(&self, name: &str) -> Result<Option<Vec<Job>>, SlurmError> {
+        let result = self
+            .call(
+                "accounting_jobs",
+                Subject::None,
+                Idempotency::Idempotent,
+                || {
+                    self.api.slurmdb_v0042_get_jobs(
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        Some(name),
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                    )
+                },
+            )
+            .await;
+        accounting(result.map(|resp| convert::accounting_jobs(resp.jobs)))
+    }
+
     /// Just the states of the given jobs, in one request. Unknown ids are left out of the answer.
     pub async fn jobs_state(&self, job_ids: &[u32]) -> Result<Vec<JobStateEntry>, SlurmError> {
         if job_ids.is_empty() {
@@ -455,6 +522,16 @@ impl SlurmClient {
 /// answer's shape is not the one the generated types describe. A missing name is refused too:
 /// every slurmrestd that serves v0.0.42 sends it (24.11 and 26.05 alike), so an answer without it
 /// did not come from one, and calling it supported would be a guess.
+/// An accounting answer: a path slurmrestd does not serve (404 without a Slurm error number,
+/// which the facade reads as an unsupported version) means the cluster has no accounting here.
+fn accounting(result: Result<Vec<Job>, SlurmError>) -> Result<Option<Vec<Job>>, SlurmError> {
+    match result {
+        Ok(jobs) => Ok(Some(jobs)),
+        Err(SlurmError::UnsupportedVersion { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
 fn check_data_parser(endpoint: &str, data_parser: &str) -> Result<(), SlurmError> {
     let unsupported = |detail: String| SlurmError::UnsupportedVersion {
         endpoint: endpoint.to_owned(),
@@ -528,6 +605,24 @@ fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unserved_accounting_path_means_no_accounting_other_errors_stay() {
+        let unserved = SlurmError::UnsupportedVersion {
+            endpoint: "http://127.0.0.1:6820".into(),
+            detail: "404 Unable find requested URL".into(),
+        };
+        assert_eq!(accounting(Err(unserved)).ok(), Some(None));
+        assert_eq!(accounting(Ok(Vec::new())).ok(), Some(Some(Vec::new())));
+        let down = SlurmError::Timeout {
+            operation: "accounting_job",
+            timeout: std::time::Duration::from_secs(1),
+        };
+        assert_eq!(
+            accounting(Err(down)).err().map(|e| e.category()),
+            Some("Timeout")
+        );
+    }
 
     #[test]
     fn tls_errors_are_found_inside_nested_io_errors() {

@@ -60,6 +60,7 @@ envelope!(
     api::V0042OpenapiJobStateResp,
     api::V0042OpenapiKillJobResp,
     api::V0042OpenapiResp,
+    api::V0042OpenapiSlurmdbdJobsResp,
 );
 
 /// Error entries from a body progenitor could not decode as its declared type (e.g. an error
@@ -259,6 +260,74 @@ fn job(j: api::V0042JobInfo) -> Job {
         standard_output: non_empty(&j.standard_output),
         standard_error: non_empty(&j.standard_error),
         working_directory: non_empty(&j.current_working_directory),
+    }
+}
+
+/// Job records from slurmdbd (`/slurmdb/.../job(s)`), in the same domain type as slurmctld's.
+/// slurmdbd's shape differs: `state: {current, reason}`, times under `time` as plain seconds,
+/// the comment under `comment.job` (stored only with `AccountingStoreFlags=job_comment`).
+pub(crate) fn accounting_jobs(jobs: Option<api::V0042JobList>) -> Vec<Job> {
+    jobs.map(|j| j.0)
+        .unwrap_or_default()
+        .into_iter()
+        .map(accounting_job)
+        .collect()
+}
+
+fn accounting_job(j: api::V0042Job) -> Job {
+    let seconds = |secs: Option<i64>| {
+        secs.filter(|s| *s > 0)
+            .and_then(|s| DateTime::from_timestamp(s, 0))
+    };
+    let time = j.time.as_ref();
+    let state = j.state.as_ref();
+    let exit = j.exit_code.as_ref().map(|e| ExitStatus {
+        return_code: number32(&e.return_code).and_then(|n| i32::try_from(n).ok()),
+        signal: e.signal.as_ref().and_then(|s| number16(&s.id)),
+        signal_name: e.signal.as_ref().and_then(|s| non_empty(&s.name)),
+        status: e.status.clone().map(|s| s.0).unwrap_or_default(),
+    });
+    let array = j.array.as_ref();
+    let array_job_id = array
+        .and_then(|a| a.job_id)
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| *n != 0);
+    Job {
+        job_id: j
+            .job_id
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or_default(),
+        name: j.name.unwrap_or_default(),
+        state: JobState::from_strings(
+            &state
+                .and_then(|s| s.current.clone())
+                .map(|s| s.0)
+                .unwrap_or_default(),
+        ),
+        state_reason: state
+            .and_then(|s| non_empty(&s.reason))
+            .filter(|r| r != "None"),
+        user_name: non_empty(&j.user),
+        partition: non_empty(&j.partition),
+        comment: j.comment.as_ref().and_then(|c| non_empty(&c.job)),
+        nodes: non_empty(&j.nodes).filter(|n| n != "None assigned"),
+        node_count: j.allocation_nodes.filter(|n| *n > 0),
+        exit,
+        submit_time: seconds(time.and_then(|t| t.submission)),
+        start_time: seconds(time.and_then(|t| t.start)),
+        end_time: seconds(time.and_then(|t| t.end)),
+        time_limit: time
+            .and_then(|t| number32(&t.limit))
+            .and_then(|minutes| u64::try_from(minutes).ok())
+            .map(|m| std::time::Duration::from_secs(m * 60)),
+        array_job_id,
+        array_task_id: array_job_id
+            .and(array.and_then(|a| number32(&a.task_id)))
+            .and_then(|n| u32::try_from(n).ok()),
+        array_task_string: None,
+        standard_output: non_empty(&j.stdout_expanded).or_else(|| non_empty(&j.stdout)),
+        standard_error: non_empty(&j.stderr_expanded).or_else(|| non_empty(&j.stderr)),
+        working_directory: non_empty(&j.working_directory),
     }
 }
 

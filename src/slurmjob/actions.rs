@@ -113,3 +113,50 @@ mod tests {
         assert_eq!(find_tagged(&[], "x"), None);
     }
 }
+
+/// What the cluster's accounting (slurmdbd) knows of a job slurmctld no longer holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Accounting {
+    /// Its records (an array: one per task).
+    Records(Vec<Job>),
+    /// Accounting answers, but has no record of this job carrying our tag.
+    NoRecord,
+    /// This slurmrestd serves no accounting.
+    Unavailable,
+}
+
+/// The accounting records of `job_id` that carry `tag` (slurmctld reuses ids after a reset, so
+/// the tag tells ours apart). Records without any comment (a cluster that does not store them,
+/// `AccountingStoreFlags=job_comment`) are taken when none carries a comment at all.
+pub async fn accounting_records(
+    client: &SlurmClient,
+    job_id: u32,
+    tag: &str,
+) -> Result<Accounting, SlurmError> {
+    let Some(records) = client.accounting_job(job_id).await? else {
+        return Ok(Accounting::Unavailable);
+    };
+    let ours = |job: &Job| match job.comment.as_deref() {
+        Some(comment) => comment == tag,
+        None => records.iter().all(|r| r.comment.is_none()),
+    };
+    let ours: Vec<Job> = records.iter().filter(|job| ours(job)).cloned().collect();
+    Ok(if ours.is_empty() {
+        Accounting::NoRecord
+    } else {
+        Accounting::Records(ours)
+    })
+}
+
+/// The job carrying `tag` in accounting, found by its name: what the index cannot show once
+/// slurmctld dropped the job (`MinJobAge`). `None` also when the cluster has no accounting.
+pub async fn find_in_accounting(
+    client: &SlurmClient,
+    name: &str,
+    tag: &str,
+) -> Result<Option<u32>, SlurmError> {
+    Ok(client
+        .accounting_jobs_named(name)
+        .await?
+        .and_then(|records| find_tagged(&records, tag)))
+}

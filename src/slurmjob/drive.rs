@@ -149,7 +149,7 @@ pub async fn step(
             Ok(step)
         }
         Decision::Follow { job_id } => {
-            let mut next = follow(&current, job_id, env);
+            let (mut next, retry) = follow_or_account(&current, job_id, target.uid, env).await;
             if next.observed_generation.is_none() {
                 next.observed_generation = Some(generation);
             }
@@ -157,12 +157,12 @@ pub async fn step(
             Ok(Step {
                 status: next,
                 notices,
-                retry: None,
+                retry,
                 invalid: false,
             })
         }
         Decision::IgnoreEdit { job_id, generation } => {
-            let mut next = follow(&current, job_id, env);
+            let (mut next, retry) = follow_or_account(&current, job_id, target.uid, env).await;
             next.observed_generation = Some(generation);
             let message = format!(
                 "generation {generation} was not applied: Slurm job {job_id} had already been \
@@ -187,7 +187,7 @@ pub async fn step(
             Ok(Step {
                 status: next,
                 notices,
-                retry: None,
+                retry,
                 invalid: false,
             })
         }
@@ -255,7 +255,8 @@ async fn submit_step(
     let tag = tag::tag(target.uid, generation);
     let found = existing(env.state, env.submissions, &tag);
     let announced = found.is_some() && env.submissions.get(&tag) == found;
-    let request = if found.is_some() {
+    let mut found = found;
+    let mut request = if found.is_some() {
         None
     } else {
         let resolved = match lifecycle::resolve_dependencies(&target.spec.depends_on, dependencies)
@@ -290,6 +291,25 @@ async fn submit_step(
             }
         }
     };
+    if let Some(submit) = &request {
+        // Not in slurmctld: it may still have run and left (down longer than MinJobAge).
+        let name = submit.name.as_deref().unwrap_or(target.name);
+        match actions::find_in_accounting(env.client, name, &tag).await {
+            Ok(Some(job_id)) => {
+                found = Some(job_id);
+                request = None;
+            }
+            Ok(None) => {}
+            Err(error) => {
+                let message = format!(
+                    "cannot check the cluster's accounting for an earlier submit of generation \
+                     {generation} ({}): {error}; not submitting until it answers",
+                    error.category()
+                );
+                return Ok((waiting(base, "WaitingForAccounting", message, false), false));
+            }
+        }
+    }
     if request.is_some() && !env.leadership.is_leader() {
         // Lost the Lease during this reconcile: the new leader submits (or adopts by the tag).
         return Ok((
@@ -374,6 +394,50 @@ pub fn follow(current: &SlurmJobStatus, job_id: i64, env: Env<'_>) -> SlurmJobSt
         return current.clone();
     }
     lost(current, job_id, env.now)
+}
+
+/// [`follow`], and for a job that left slurmctld unseen, its end from the cluster's accounting
+/// (slurmdbd) when it has one. An accounting error keeps the status as it was and asks to come
+/// back (the job is not called lost while that is unknown).
+pub async fn follow_or_account(
+    current: &SlurmJobStatus,
+    job_id: i64,
+    uid: &str,
+    env: Env<'_>,
+) -> (SlurmJobStatus, Option<Duration>) {
+    let next = follow(current, job_id, env);
+    if next.phase != Phase::Lost || current.phase == Phase::Lost {
+        return (next, None);
+    }
+    let Ok(id) = u32::try_from(job_id) else {
+        return (next, None);
+    };
+    let generation = current
+        .submitted_generation
+        .or(current.observed_generation)
+        .unwrap_or(1);
+    match actions::accounting_records(env.client, id, &tag::tag(uid, generation)).await {
+        Ok(actions::Accounting::Records(records)) => (status::observe(current, &records), None),
+        Ok(actions::Accounting::NoRecord) => (next, None),
+        Ok(actions::Accounting::Unavailable) => {
+            let mut next = next;
+            next.state_reason = Some(format!(
+                "Slurm job {job_id} left slurmctld (MinJobAge) while it was {} and the cluster \
+                 serves no accounting (slurmdbd) to tell how it ended",
+                current.phase
+            ));
+            (next, None)
+        }
+        Err(error) => {
+            tracing::warn!(
+                job_id,
+                reason = error.category(),
+                %error,
+                "job left slurmctld; accounting did not answer, trying again"
+            );
+            (current.clone(), Some(WAIT_RETRY))
+        }
+    }
 }
 
 /// Whether a complete sync happened late enough after the submit (or adoption) that the job
