@@ -114,6 +114,11 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
     for k in ("slurm.key", "jwt_hs256.key"):
         os.chmod(root_work / "etc" / k, 0o600)
     env_conf = f"SLURM_CONF={work}/etc/slurm.conf"
+    # scontrol authenticates with a JWT from the chart's key: with auth/slurm it would fetch a
+    # credential from whichever sack socket (/run/slurm*/sack.socket) the shared root has,
+    # possibly the local Slurm's, signed with another key.
+    def client_env() -> list[str]:
+        return [env_conf, f"SLURM_JWT={mint_jwt(jwt_key, 'slurm')}"]
 
     procs: list[tuple[str, subprocess.Popen]] = []
 
@@ -128,7 +133,7 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
                          for n, _ in procs)
 
     def scontrol(*args: str) -> str:
-        return subprocess.run(["chroot", str(ROOTFS), "env", env_conf, "scontrol", *args],
+        return subprocess.run(["chroot", str(ROOTFS), "env", *client_env(), "scontrol", *args],
                               capture_output=True, text=True, timeout=20).stdout
 
     try:
@@ -137,7 +142,7 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
             fail(f"slurmctld command changed: {ctld['command']} {ctld['args']}; update this smoke test")
         start("slurmctld", ["slurmctld", *ctld["args"]], [env_conf])
         deadline = time.time() + 20
-        while "UP" not in subprocess.run(["chroot", str(ROOTFS), "env", env_conf, "scontrol", "ping"],
+        while "UP" not in subprocess.run(["chroot", str(ROOTFS), "env", *client_env(), "scontrol", "ping"],
                                          capture_output=True, text=True).stdout:
             if time.time() > deadline or procs[0][1].poll() is not None:
                 fail("slurmctld did not come up with the chart's slurm.conf\n" + logs())
