@@ -221,28 +221,7 @@ async fn deletion_removes_the_client_and_then_the_finalizer() {
     let mut cluster = finalized(cluster("c4", "http://127.0.0.1:1"));
     cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
     let key = ObjectRef::from_obj(&cluster);
-    ctx.clusters
-        .upsert(
-            &key,
-            ClientConfig::new("http://127.0.0.1:1").unwrap(),
-            ConnectionSettings {
-                fingerprint: "test".into(),
-                poller: PollerConfig {
-                    interval: Duration::from_secs(1),
-                },
-            },
-            Arc::new(Credentials::token("t", None).unwrap()),
-            |client, config| {
-                crate::poller::spawn(
-                    key.clone(),
-                    client,
-                    config,
-                    ctx.events.clone(),
-                    ctx.metrics.clone(),
-                )
-            },
-        )
-        .unwrap();
+    register_unreachable(&ctx, &key);
     assert!(ctx.clusters.contains(&key));
 
     let expected = cluster.clone();
@@ -496,28 +475,7 @@ async fn deletion_waits_for_the_slurmjobs_that_use_the_cluster() {
     let mut cluster = finalized(cluster("c5", "http://127.0.0.1:1"));
     cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
     let key = ObjectRef::from_obj(&cluster);
-    ctx.clusters
-        .upsert(
-            &key,
-            ClientConfig::new("http://127.0.0.1:1").unwrap(),
-            ConnectionSettings {
-                fingerprint: "test".into(),
-                poller: PollerConfig {
-                    interval: Duration::from_secs(1),
-                },
-            },
-            Arc::new(Credentials::token("t", None).unwrap()),
-            |client, config| {
-                crate::poller::spawn(
-                    key.clone(),
-                    client,
-                    config,
-                    ctx.events.clone(),
-                    ctx.metrics.clone(),
-                )
-            },
-        )
-        .unwrap();
+    register_unreachable(&ctx, &key);
     let ctx = Arc::new(ctx);
     let server = tokio::spawn(async move {
         expect_slurmjobs_listed(&mut api, &[("still-running", "c5")]).await;
@@ -550,4 +508,30 @@ async fn deletion_waits_for_the_slurmjobs_that_use_the_cluster() {
     assert_eq!(action, Action::await_change());
     server.await.unwrap().expect_no_more_calls().await;
     assert!(!ctx.clusters.contains(&key), "then the client is gone");
+}
+
+/// Register a client (and its poller) for `key` against a port nothing listens on.
+fn register_unreachable(ctx: &Context, key: &ObjectRef<Cluster>) {
+    ctx.clusters
+        .upsert(
+            key,
+            ClientConfig::new("http://127.0.0.1:1").unwrap(),
+            ConnectionSettings {
+                fingerprint: "test".into(),
+                poller: PollerConfig {
+                    interval: Duration::from_secs(1),
+                },
+            },
+            Arc::new(Credentials::token("t", None).unwrap()),
+            |client, config| {
+                crate::poller::spawn(
+                    key.clone(),
+                    client,
+                    config,
+                    ctx.events.clone(),
+                    ctx.metrics.clone(),
+                )
+            },
+        )
+        .unwrap();
 }
