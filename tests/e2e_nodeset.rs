@@ -7,138 +7,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::future::Future;
-use std::net::TcpListener;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 use slurm_operator::crd::NodeSet;
 
-const MANAGER: &str = "slurm-operator-e2e";
-
-/// The operator process; killed (and reaped) when dropped, whatever happened.
-struct Operator(Child);
-
-impl Operator {
-    fn start(namespace: &str, metrics_port: u16) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
-            .args([
-                "run",
-                "--namespace",
-                namespace,
-                "--metrics-addr",
-                &format!("127.0.0.1:{metrics_port}"),
-            ])
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,slurm_operator=debug".into()),
-            )
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start slurm-operator run");
-        Self(child)
-    }
-
-    /// Send SIGTERM and wait (at most `timeout`) for the process to exit.
-    fn terminate(&mut self, timeout: Duration) -> ExitStatus {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -TERM failed");
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.0.try_wait().expect("wait for the operator") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the operator did not exit within {timeout:?} of SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn assert_running(&mut self) {
-        if let Some(status) = self.0.try_wait().expect("poll the operator") {
-            panic!("the operator exited early: {status}");
-        }
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("pick a free port")
-        .port()
-}
-
-/// Poll `probe` every 250 ms until it returns `Some`, or fail after `timeout` with `what`.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-async fn apply_crds(client: &kube::Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/crds");
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("read crds/") {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "yaml") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).unwrap();
-        let crd: CustomResourceDefinition = serde_yaml_ng::from_str(&text)
-            .unwrap_or_else(|e| panic!("parse {}: {e}", path.display()));
-        let name = crd.metadata.name.clone().unwrap();
-        api.patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
-        names.push(name);
-    }
-    assert_eq!(names.len(), 3, "three CRDs in crds/: {names:?}");
-    for name in names {
-        tokio::time::timeout(
-            Duration::from_secs(60),
-            await_condition(api.clone(), &name, conditions::is_crd_established()),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("CRD {name} not established within 60s"))
-        .unwrap();
-    }
-}
+use common::e2e::{MANAGER, Operator, apply_crds, eventually, free_port};
 
 async fn pod_names(pods: &Api<Pod>) -> Vec<String> {
     let mut names: Vec<String> = pods

@@ -10,84 +10,17 @@
 
 mod common;
 
-use std::future::Future;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
-use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 use slurm_operator::crd::SlurmJob;
 use slurm_operator::crd::slurmjob::Phase;
 
-const MANAGER: &str = "slurm-operator-e2e";
-
-struct Operator(Child);
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while matches!(self.0.try_wait(), Ok(None)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-async fn apply_crds(client: &kube::Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/crds");
-    for entry in std::fs::read_dir(dir).expect("read crds/") {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "yaml") {
-            continue;
-        }
-        let crd: CustomResourceDefinition =
-            serde_yaml_ng::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let name = crd.metadata.name.clone().unwrap();
-        api.patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap();
-        tokio::time::timeout(
-            Duration::from_secs(60),
-            await_condition(api.clone(), &name, conditions::is_crd_established()),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    }
-}
+use common::e2e::{MANAGER, Operator, apply_crds, eventually, free_port};
 
 async fn apply_job(jobs: &Api<SlurmJob>, name: &str, body: &str, partition: &str) {
     jobs.patch(
@@ -194,28 +127,9 @@ async fn slurmjobs_run_to_their_end_and_deleting_one_cancels_it() {
         )
         .await
         .unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _operator = Operator(
-        Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
-            .args([
-                "run",
-                "--namespace",
-                &namespace,
-                "--metrics-addr",
-                &format!("127.0.0.1:{port}"),
-            ])
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,slurm_operator=debug".into()),
-            )
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    // Never terminated explicitly: dropping it at the end stops it with SIGTERM.
+    let _operator =
+        Operator::start(&namespace, free_port()).sigterm_on_drop(Duration::from_secs(10));
     let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), &namespace);
     let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
 

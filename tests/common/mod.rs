@@ -9,6 +9,8 @@
 // Test code: a failed unwrap is a failed test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod e2e;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};

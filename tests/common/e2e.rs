@@ -1,0 +1,158 @@
+//! Shared scaffolding for the end-to-end tests against a real Kubernetes API server: the operator
+//! binary as a child process, polling, and applying the CRDs from `crds/`.
+
+use std::future::Future;
+use std::net::TcpListener;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::wait::{await_condition, conditions};
+
+/// The field manager of everything the e2e tests apply server-side.
+pub const MANAGER: &str = "slurm-operator-e2e";
+
+/// The operator process; killed (and reaped) when dropped, whatever happened.
+pub struct Operator {
+    child: Child,
+    /// When set, dropping first sends SIGTERM and waits this long for the process to exit before
+    /// killing it.
+    sigterm_on_drop: Option<Duration>,
+}
+
+impl Operator {
+    pub fn start(namespace: &str, metrics_port: u16) -> Self {
+        let child = Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
+            .args([
+                "run",
+                "--namespace",
+                namespace,
+                "--metrics-addr",
+                &format!("127.0.0.1:{metrics_port}"),
+            ])
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,slurm_operator=debug".into()),
+            )
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start slurm-operator run");
+        Self {
+            child,
+            sigterm_on_drop: None,
+        }
+    }
+
+    /// On drop, stop the process with SIGTERM (waiting at most `grace` for it to exit) before
+    /// killing it, for a test that never calls [`Operator::terminate`] itself.
+    pub fn sigterm_on_drop(mut self, grace: Duration) -> Self {
+        self.sigterm_on_drop = Some(grace);
+        self
+    }
+
+    /// Send SIGTERM and wait (at most `timeout`) for the process to exit.
+    pub fn terminate(&mut self, timeout: Duration) -> ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for the operator") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the operator did not exit within {timeout:?} of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn assert_running(&mut self) {
+        if let Some(status) = self.child.try_wait().expect("poll the operator") {
+            panic!("the operator exited early: {status}");
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if let Some(grace) = self.sigterm_on_drop {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + grace;
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("pick a free port")
+        .port()
+}
+
+/// Poll `probe` every 250 ms until it returns `Some`, or fail after `timeout` with `what`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Apply (server-side) every CRD in `crds/` and wait until each is established.
+pub async fn apply_crds(client: &kube::Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/crds");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read crds/") {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let crd: CustomResourceDefinition = serde_yaml_ng::from_str(&text)
+            .unwrap_or_else(|e| panic!("parse {}: {e}", path.display()));
+        let name = crd.metadata.name.clone().unwrap();
+        api.patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
+        names.push(name);
+    }
+    assert_eq!(names.len(), 3, "three CRDs in crds/: {names:?}");
+    for name in names {
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("CRD {name} not established within 60s"))
+        .unwrap();
+    }
+}
