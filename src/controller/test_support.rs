@@ -333,3 +333,51 @@ pub fn slurm_node_script(slurm: &HashMap<String, String>, args: &[&str]) -> Stri
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
+
+/// Register Cluster `namespace/name` in `ctx` with a client for `endpoint` (e.g. the unreachable
+/// `http://127.0.0.1:1`) and an index the test writes through the returned sender, starting at
+/// `state`: the reconcile sees exactly what the test put there.
+///
+/// `ClusterRegistry::upsert` only takes a poller it starts itself, so a real one runs: it polls
+/// `endpoint` into an index of its own that nothing reads, with its own event channel and
+/// metrics, and stops when the registration is dropped.
+pub fn register_with_index(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    endpoint: &str,
+    state: crate::index::ClusterState,
+) -> tokio::sync::watch::Sender<std::sync::Arc<crate::index::ClusterState>> {
+    use std::sync::Arc;
+
+    use kube::runtime::reflector::ObjectRef;
+
+    use crate::poller::PollerConfig;
+    use crate::registry::ConnectionSettings;
+    use crate::slurm::{ClientConfig, Credentials};
+
+    let (writer, reader) = tokio::sync::watch::channel(Arc::new(state));
+    let cluster = ObjectRef::<Cluster>::new(name).within(namespace);
+    let settings = ConnectionSettings {
+        fingerprint: format!("test-index/{namespace}/{name}"),
+        poller: PollerConfig {
+            interval: Duration::from_secs(3600),
+        },
+    };
+    let (events, _) = tokio::sync::broadcast::channel(16);
+    let poller_ref = cluster.clone();
+    ctx.clusters
+        .upsert(
+            &cluster,
+            ClientConfig::new(endpoint).unwrap(),
+            settings,
+            Arc::new(Credentials::token("t", None).unwrap()),
+            |client, config| {
+                let (poller, _its_own_index) =
+                    crate::poller::spawn(poller_ref, client, config, events, Metrics::new());
+                (poller, reader)
+            },
+        )
+        .unwrap();
+    writer
+}

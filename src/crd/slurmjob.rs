@@ -10,7 +10,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
-use super::{DNS_SUBDOMAIN, POSITIVE_QUANTITY, condition, duration::Duration};
+use super::{POSITIVE_QUANTITY, condition, duration::Duration};
 
 /// Bound on `status.arrayTasks.tasks`; the operator keeps the most relevant entries.
 pub const MAX_ARRAY_TASKS: usize = 100;
@@ -18,6 +18,35 @@ pub const MAX_ARRAY_TASKS: usize = 100;
 pub const MAX_HISTORY: usize = 10;
 /// Bound on `spec.dependsOn`.
 pub const MAX_DEPENDENCIES: usize = 32;
+
+/// Keys of `spec.extraOptions` the operator sets itself: a user value would break the ownership
+/// tag (`comment`), the script or the output streaming, so admission refuses them (and so does
+/// the submit, for objects stored before that rule existed).
+pub const RESERVED_EXTRA_OPTIONS: &[&str] = &[
+    "comment",
+    "script",
+    "standard_output",
+    "standard_error",
+    "standard_input",
+];
+
+// Names of other objects are checked by CEL rather than a schema `pattern`: a pattern's error
+// ("should match '^[a-z0-9]...'") does not say what is wrong. The same RFC 1123 subdomain as
+// `crd::DNS_SUBDOMAIN`, with `[.]` for `\.` so that it needs no escape in a CEL string (the
+// equivalence is a test).
+pub(crate) const DNS_SUBDOMAIN_CEL: &str =
+    "self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')";
+/// `spec.nodes`: a count or a `min-max` range, each at most 9 digits (so `int()` cannot
+/// overflow in the range rule).
+const NODES_FORMAT: &str = "^[1-9][0-9]{0,8}(-[1-9][0-9]{0,8})?$";
+/// `spec.nodes` as a range, whose ends the range rule compares.
+const NODES_RANGE: &str = "^[1-9][0-9]{0,8}-[1-9][0-9]{0,8}$";
+/// `spec.array`: Slurm's `--array` index list with an optional `%N` throttle.
+const ARRAY_FORMAT: &str = "^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*(%[0-9]+)?$";
+
+fn matches(pattern: &str) -> String {
+    format!("self.matches('{pattern}')")
+}
 
 /// Desired state of a SlurmJob: the batch script and its sbatch options.
 // kube's `printcolumn(...)` lists repeat keys such as `type_`, which clippy mistakes for
@@ -72,11 +101,21 @@ pub const MAX_DEPENDENCIES: usize = 32;
         json_path = ".metadata.creationTimestamp"
     )
 )]
+// At the root of a resource a rule may read `metadata.name` (a rule on `spec` cannot).
+#[kube(validation = Rule::new(
+    "!has(self.spec.dependsOn) || self.spec.dependsOn.all(d, d.name != self.metadata.name)"
+).message("dependsOn cannot name the SlurmJob itself: it would wait for its own submission forever"))]
 #[serde(rename_all = "camelCase")]
 pub struct SlurmJobSpec {
     /// Name of the Cluster (in this namespace) to run the job on. Immutable.
-    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("clusterRef is immutable"))]
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(
+        validation = Rule::new(DNS_SUBDOMAIN_CEL).message(
+            "clusterRef must be the name of a Cluster: lowercase letters, digits, '-' and '.', \
+             starting and ending with a letter or digit"
+        ),
+        validation = Rule::new("self == oldSelf").message("clusterRef is immutable")
+    )]
     pub cluster_ref: String,
 
     /// The batch script, starting with an interpreter line such as `#!/bin/bash`. `#SBATCH`
@@ -109,7 +148,16 @@ pub struct SlurmJobSpec {
 
     /// Number of nodes (`--nodes`): a count such as `"2"` or a range such as `"1-4"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), regex(pattern = r"^[1-9][0-9]*(-[1-9][0-9]*)?$"))]
+    #[schemars(length(max = 32))]
+    #[x_kube(
+        validation = Rule::new(matches(NODES_FORMAT))
+            .message("nodes must be a node count such as 2 or a range such as 1-4"),
+        validation = Rule::new(format!(
+            "!{} || int(self.split('-')[0]) <= int(self.split('-')[1])",
+            matches(NODES_RANGE)
+        ))
+        .message("the nodes range must not end below its start: 1-4, not 4-1")
+    )]
     pub nodes: Option<String>,
 
     /// Number of tasks (`--ntasks`), at least 1.
@@ -145,7 +193,9 @@ pub struct SlurmJobSpec {
 
     /// Working directory of the batch script on the Slurm nodes (`--chdir`), an absolute path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 4096), regex(pattern = "^/"))]
+    #[schemars(length(min = 1, max = 4096))]
+    #[x_kube(validation = Rule::new("self.startsWith('/')")
+        .message("workingDirectory must be an absolute path such as /home/alice/run"))]
     pub working_directory: Option<String>,
 
     /// Required node features (`--constraint`), e.g. `"gpu&nvlink"`.
@@ -166,10 +216,11 @@ pub struct SlurmJobSpec {
     /// Submit a job array (`--array`): indices such as `"0-9"`, `"1,3,5"` or `"0-15:4"`,
     /// optionally with `%N` to run at most N tasks at once (`"0-9%2"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(
-        length(max = 1024),
-        regex(pattern = r"^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*(%[0-9]+)?$")
-    )]
+    #[schemars(length(max = 1024))]
+    #[x_kube(validation = Rule::new(matches(ARRAY_FORMAT)).message(
+        "array must list indices such as 0-9, 1,3,5 or 0-15:4, optionally followed by %N to run \
+         at most N tasks at once (0-9%2)"
+    ))]
     pub array: Option<String>,
 
     /// Other SlurmJobs in this namespace this job waits for (`--dependency`). Each entry names a
@@ -193,22 +244,51 @@ pub struct SlurmJobSpec {
 }
 
 /// An object whose fields are kept as given: the only `x-kubernetes-preserve-unknown-fields` in
-/// these CRDs outside k8s-openapi's own types.
+/// these CRDs outside k8s-openapi's own types. CEL cannot see unknown fields, so the reserved
+/// keys are declared (all strings in slurmrestd's `job_desc_msg`), each with a rule that refuses
+/// any value. One rule per key rather than `!has(self.standard_output) && ...` on the object:
+/// the message names the key, and no field name has to be escaped for CEL (kube-cel, which the
+/// tests use, escapes `_` differently from the API server).
 fn free_form_object(_: &mut SchemaGenerator) -> Schema {
+    let reserved: serde_json::Map<String, serde_json::Value> = RESERVED_EXTRA_OPTIONS
+        .iter()
+        .map(|key| {
+            let hint = match *key {
+                "comment" => " (it carries the job's ownership tag)",
+                "script" => "; use spec.script",
+                "standard_output" | "standard_error" => "; use spec.output to collect the output",
+                _ => "",
+            };
+            let schema = serde_json::json!({
+                "type": "string",
+                "description": format!("Not allowed: the operator sets {key}."),
+                "x-kubernetes-validations": [{
+                    "rule": "false",
+                    "message": format!("extraOptions.{key} is set by the operator{hint}"),
+                }],
+            });
+            ((*key).to_owned(), schema)
+        })
+        .collect();
     json_schema!({
         "type": "object",
         "nullable": true,
         "x-kubernetes-preserve-unknown-fields": true,
+        "properties": reserved,
     })
 }
 
 /// A dependency on another SlurmJob.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct JobDependency {
     /// Name of the SlurmJob (in this namespace) to wait for. The job is held until that
     /// SlurmJob has been submitted.
-    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new(DNS_SUBDOMAIN_CEL).message(
+        "dependsOn name must be the name of a SlurmJob: lowercase letters, digits, '-' and '.', \
+         starting and ending with a letter or digit"
+    ))]
     pub name: String,
 
     /// When this job may start: `afterok` (the other job succeeded; the default), `afterany`
@@ -247,11 +327,19 @@ impl DependencyType {
 #[serde(rename_all = "camelCase")]
 pub struct JobOutput {
     /// Name of a PersistentVolumeClaim in this namespace holding the output.
-    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new(DNS_SUBDOMAIN_CEL).message(
+        "output volume must be the name of a PersistentVolumeClaim: lowercase letters, digits, \
+         '-' and '.', starting and ending with a letter or digit"
+    ))]
     pub volume: String,
 
     /// Absolute path at which that volume is mounted on the Slurm nodes, e.g. `/shared`.
-    #[schemars(length(min = 1, max = 4096), regex(pattern = "^/"))]
+    #[schemars(length(min = 1, max = 4096))]
+    #[x_kube(validation = Rule::new("self.startsWith('/')").message(
+        "output slurmPath must be the absolute path where the volume is mounted on the Slurm \
+         nodes, e.g. /shared"
+    ))]
     pub slurm_path: String,
 
     /// Directory inside the volume for this job's files, relative and without `..`. Defaults to

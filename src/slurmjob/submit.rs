@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::crd::slurmjob::{DependencyType, SlurmJobSpec};
+use crate::crd::slurmjob::{DependencyType, RESERVED_EXTRA_OPTIONS, SlurmJobSpec};
 use crate::slurm::types::SubmitRequest;
 
 use super::quantity::{self, QuantityError};
@@ -54,15 +54,9 @@ pub fn dependency_expression(dependencies: &[ResolvedDependency]) -> Option<Stri
     )
 }
 
-/// Keys of `extraOptions` the operator sets itself: a user value would break the ownership tag,
-/// the output streaming or the script, so they are refused rather than silently overridden.
-const RESERVED_EXTRA_KEYS: &[&str] = &[
-    "comment",
-    "script",
-    "standard_output",
-    "standard_error",
-    "standard_input",
-];
+/// Keys of `extraOptions` the operator sets itself: refused rather than silently overridden
+/// (admission refuses them too; an object stored before that rule gets `InvalidSpec`).
+const RESERVED_EXTRA_KEYS: &[&str] = RESERVED_EXTRA_OPTIONS;
 
 /// Where the job's output goes on the Slurm nodes when `spec.output` is set: one file with
 /// stdout and stderr, named after the SlurmJob and the Slurm job id (`%j`).

@@ -14,6 +14,7 @@ use crate::poller::PollerConfig;
 use crate::registry::ConnectionSettings;
 use crate::slurm::types::JobState;
 use crate::slurm::{ClientConfig, Credentials, SlurmClient};
+use crate::slurmjob::status;
 
 const NS: &str = "jobs";
 
@@ -432,4 +433,428 @@ fn slurm_events_map_to_slurmjobs_by_uid_and_health_to_all_of_the_cluster() {
     assert_eq!(targets(&up, &jobs), vec![ObjectRef::from_obj(&a)]);
     let down = SlurmEvent::HealthChanged { cluster, up: false };
     assert!(targets(&down, &jobs).is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reconciles against an index the test writes (`register_with_index`): what the controller does
+// with what the pollers saw, without a real Slurm. The client points at http://127.0.0.1:1, so
+// any slurmrestd call the reconcile makes fails.
+// ---------------------------------------------------------------------------------------------
+
+const UNREACHABLE: &str = "http://127.0.0.1:1";
+
+/// An index synced after `ctx` started (so it is trusted) holding `jobs`.
+fn trusted_index(ctx: &Context, jobs: Vec<crate::slurm::types::Job>) -> ClusterState {
+    ClusterState {
+        jobs: Arc::new(jobs.into_iter().map(|j| (j.job_id, j)).collect()),
+        jobs_synced_at: Some(ctx.started_at + chrono::TimeDelta::seconds(1)),
+        ..Default::default()
+    }
+}
+
+fn uid_of(job: &SlurmJob) -> String {
+    job.metadata.uid.clone().unwrap()
+}
+
+fn running_record(id: u32, comment: &str) -> crate::slurm::types::Job {
+    let mut record = tagged_record(id, comment, &["RUNNING"]);
+    record.nodes = Some("n1".into());
+    record.submit_time = chrono::DateTime::from_timestamp(1_700_000_000, 0);
+    record.start_time = chrono::DateTime::from_timestamp(1_700_000_010, 0);
+    record
+}
+
+fn not_found_body(kind: &str, name: &str) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("{kind} \"{name}\" not found"), "reason": "NotFound",
+        "details": {"name": name, "kind": kind}, "code": 404
+    })
+}
+
+fn pod_path(job: &SlurmJob) -> String {
+    format!("/api/v1/namespaces/{NS}/pods/{}", job.name_any())
+}
+
+/// `GET` of the output Pod, answered with `pod` (or 404).
+async fn expect_get_pod(api: &mut ApiServerVerifier, job: &SlurmJob, pod: Option<&Pod>) {
+    let (call, send) = api.next().await;
+    assert_eq!(call.method, Method::GET, "{call:?}");
+    assert_eq!(call.path, pod_path(job));
+    match pod {
+        Some(pod) => respond(send, StatusCode::OK, &serde_json::to_value(pod).unwrap()),
+        None => respond(
+            send,
+            StatusCode::NOT_FOUND,
+            &not_found_body("pods", &job.name_any()),
+        ),
+    }
+}
+
+/// `POST` of the output Pod; returns it as sent.
+async fn expect_create_pod(api: &mut ApiServerVerifier) -> Pod {
+    let (call, send) = api.next().await;
+    assert_eq!(call.method, Method::POST, "{call:?}");
+    assert_eq!(call.path, format!("/api/v1/namespaces/{NS}/pods"));
+    respond(send, StatusCode::CREATED, &call.body);
+    serde_json::from_value(call.body).unwrap()
+}
+
+/// A SlurmJob whose output goes to PVC `out`, mounted at `/shared` on the Slurm nodes.
+fn with_output(mut job: SlurmJob) -> SlurmJob {
+    job.spec.output =
+        Some(serde_json::from_value(json!({"volume": "out", "slurmPath": "/shared"})).unwrap());
+    job
+}
+
+/// Deleting while slurmrestd is unreachable and the index has never synced: cleanup waits for
+/// a complete job list (it may show a job whose id never reached the status) — no finalizer
+/// patch, no API call at all, an error that error_policy turns into a growing backoff.
+#[tokio::test]
+async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
+    let (ctx, mut api) = Context::test();
+    let key = ObjectRef::<Cluster>::new("local").within(NS);
+    let settings = ConnectionSettings {
+        fingerprint: "unreachable".into(),
+        poller: PollerConfig {
+            interval: Duration::from_millis(200),
+        },
+    };
+    let (events, metrics, poller_ref) = (ctx.events.clone(), ctx.metrics.clone(), key.clone());
+    ctx.clusters
+        .upsert(
+            &key,
+            ClientConfig::new(UNREACHABLE).unwrap(),
+            settings,
+            Arc::new(Credentials::token("t", None).unwrap()),
+            |client, config| crate::poller::spawn(poller_ref, client, config, events, metrics),
+        )
+        .unwrap();
+    // Let the poller fail a few times: the index stays untrusted.
+    let index = ctx.clusters.get(&key).unwrap().index;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while index.borrow().polls < 2 {
+        assert!(Instant::now() < deadline, "the poller never polled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!drive::index_trusted(&index.borrow(), ctx.started_at));
+
+    let mut job = finalized(slurm_job("unreachable", "#!/bin/sh\nsleep 60\n"));
+    job.metadata.deletion_timestamp = Some(crate::controller::cluster::status::now());
+    job.status = Some(SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(4244),
+        ..Default::default()
+    });
+    let data = data(ctx);
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let job = Arc::new(job);
+    let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
+    server.await.unwrap();
+    assert_eq!(error.category(), "ClusterNotReady", "{error}");
+    assert_eq!(
+        error_policy(job.clone(), &error, data.clone()),
+        Action::requeue(Backoffs::MIN)
+    );
+    assert_eq!(
+        error_policy(job, &error, data),
+        Action::requeue(Backoffs::MIN * 2),
+        "the backoff grows"
+    );
+}
+
+/// Deleting a running SlurmJob while slurmrestd is unreachable, with a trusted index: the cancel
+/// fails, so the finalizer stays (no PATCH, no Event) and error_policy requeues with backoff —
+/// the Slurm job is never silently dropped.
+#[tokio::test]
+async fn deleting_while_the_cancel_cannot_reach_slurmrestd_keeps_the_finalizer() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("uncancelled", "#!/bin/sh\nsleep 60\n"));
+    job.metadata.deletion_timestamp = Some(crate::controller::cluster::status::now());
+    let uid = uid_of(&job);
+    let state = trusted_index(&ctx, vec![running_record(4245, &tag::tag(&uid, 1))]);
+    let _index =
+        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    job.status = Some(SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(4245),
+        submitted_generation: Some(1),
+        observed_generation: Some(1),
+        ..Default::default()
+    });
+    let data = data(ctx);
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let job = Arc::new(job);
+    let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
+    server.await.unwrap();
+    assert!(
+        matches!(error, Error::Cancel { job_id: 4245, .. }),
+        "{}",
+        Chain(&error)
+    );
+    assert_eq!(error.category(), "CancelFailed");
+    assert_eq!(
+        error_policy(job, &error, data),
+        Action::requeue(Backoffs::MIN)
+    );
+}
+
+/// An edit while the job runs: the status keeps following the job, records the generation as
+/// observed, says why with SpecApplied=False/JobActive, and a Warning Event tells the user.
+#[tokio::test]
+async fn an_edit_while_running_is_ignored_with_a_condition_and_a_warning() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("busy", "#!/bin/sh\nsleep 60\n"));
+    let uid = uid_of(&job);
+    let record = running_record(301, &tag::tag(&uid, 1));
+    let running = status::observe(
+        &SlurmJobStatus {
+            job_id: Some(301),
+            submitted_generation: Some(1),
+            observed_generation: Some(1),
+            ..Default::default()
+        },
+        std::slice::from_ref(&record),
+    );
+    assert_eq!(running.phase, Phase::Running);
+    job.status = Some(running);
+    job.metadata.generation = Some(2);
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(&ctx, vec![record]),
+    );
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        let event = expect_event(&mut api, &expected, "Warning", "EditIgnored").await;
+        api.expect_no_more_calls().await;
+        (status, event)
+    });
+    let action = reconcile(Arc::new(job), data(ctx)).await.unwrap();
+    let (status, event) = server.await.unwrap();
+    assert_eq!(action, Action::requeue(RESYNC), "still following the job");
+    assert_eq!(status.phase, Phase::Running);
+    assert_eq!(status.job_id, Some(301), "not resubmitted");
+    assert_eq!(status.submitted_generation, Some(1));
+    assert_eq!(status.observed_generation, Some(2));
+    let applied = condition::find(&status.conditions, drive::SPEC_APPLIED).unwrap();
+    assert_eq!(
+        (applied.status.as_str(), applied.reason.as_str()),
+        ("False", "JobActive")
+    );
+    assert_eq!(applied.observed_generation, Some(2));
+    let note = event.body["note"].as_str().unwrap();
+    assert!(
+        note.contains("generation 2 was not applied") && note.contains("Slurm job 301"),
+        "{note}"
+    );
+}
+
+/// A spec Slurm cannot be given (a reserved extraOptions key, stored before admission refused
+/// it): Ready=False/InvalidSpec in the status, a Warning Event, and the reconcile waits for an
+/// edit — nothing is submitted (the unreachable client would fail the reconcile).
+#[tokio::test]
+async fn an_unsubmittable_spec_is_reported_and_waits_for_an_edit() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("invalid", "#!/bin/sh\ntrue\n"));
+    job.spec.extra_options = Some(
+        json!({"comment": "mine", "mail_type": ["END"]})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(&ctx, Vec::new()),
+    );
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        let event = expect_event(&mut api, &expected, "Warning", "InvalidSpec").await;
+        api.expect_no_more_calls().await;
+        (status, event)
+    });
+    let data = data(ctx);
+    let action = reconcile(Arc::new(job), data.clone()).await.unwrap();
+    let (status, event) = server.await.unwrap();
+    assert_eq!(action, Action::await_change());
+    assert_eq!(status.phase, Phase::Pending);
+    assert_eq!(status.job_id, None);
+    let ready = condition::find(&status.conditions, drive::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "InvalidSpec")
+    );
+    assert!(
+        ready.message.contains("extraOptions.comment"),
+        "{}",
+        ready.message
+    );
+    assert!(
+        event.body["note"]
+            .as_str()
+            .unwrap()
+            .contains("extraOptions.comment"),
+        "{:#}",
+        event.body
+    );
+    assert!(data.ctx.submissions.is_empty(), "nothing submitted");
+}
+
+/// The output Pod follows the run: an edit of a finished SlurmJob re-runs it (here the new
+/// run's job is adopted from the index by its tag, as after a crash between submit and status
+/// write), the old run's Pod is deleted, and once it is gone the next reconcile creates the
+/// Pod for the new job id — owned by the SlurmJob, labelled, annotated with the job id, and
+/// streaming the file the job writes.
+#[tokio::test]
+async fn the_output_pod_is_replaced_for_a_rerun() {
+    let (ctx, mut api) = Context::test();
+    let mut job = with_output(finalized(slurm_job("streamed", "#!/bin/sh\necho hi\n")));
+    let uid = uid_of(&job);
+    let mut first = tagged_record(101, &tag::tag(&uid, 1), &["COMPLETED"]);
+    first.exit = Some(crate::slurm::types::ExitStatus {
+        return_code: Some(0),
+        ..Default::default()
+    });
+    let second = running_record(102, &tag::tag(&uid, 2));
+    let finished = status::observe(
+        &SlurmJobStatus {
+            job_id: Some(101),
+            submitted_generation: Some(1),
+            observed_generation: Some(1),
+            ..Default::default()
+        },
+        std::slice::from_ref(&first),
+    );
+    assert_eq!(finished.phase, Phase::Completed);
+    job.status = Some(finished);
+    job.metadata.generation = Some(2);
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(&ctx, vec![first, second]),
+    );
+    let data = data(ctx);
+    let old_pod = output::pod(&job, 101, output::DEFAULT_IMAGE).unwrap();
+
+    // The re-run: status, Events, then the old run's Pod is deleted (not yet re-created).
+    let expected = job.clone();
+    let old = old_pod.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        for reason in ["Resubmitted", "Submitted", "Started"] {
+            expect_event(&mut api, &expected, "Normal", reason).await;
+        }
+        expect_get_pod(&mut api, &expected, Some(&old)).await;
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::DELETE, "{call:?}");
+        assert_eq!(call.path, pod_path(&expected));
+        let mut terminating = old.clone();
+        terminating.metadata.deletion_timestamp = Some(crate::controller::cluster::status::now());
+        respond(
+            send,
+            StatusCode::OK,
+            &serde_json::to_value(&terminating).unwrap(),
+        );
+        api.expect_no_more_calls().await;
+        (status, terminating, api)
+    });
+    let action = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    let (status, terminating, mut api) = server.await.unwrap();
+    assert_eq!(action, Action::requeue(RESYNC));
+    assert_eq!(status.job_id, Some(102));
+    assert_eq!(status.phase, Phase::Running);
+    assert_eq!(status.submitted_generation, Some(2));
+    assert_eq!(
+        status.history.iter().map(|r| r.job_id).collect::<Vec<_>>(),
+        vec![101]
+    );
+    job.status = Some(status);
+
+    // The old Pod is still terminating: nothing to do yet.
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_pod(&mut api, &expected, Some(&terminating)).await;
+        api.expect_no_more_calls().await;
+        api
+    });
+    reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    let mut api = server.await.unwrap();
+
+    // Gone (the Pod watch triggers this reconcile): the new run's Pod is created.
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_pod(&mut api, &expected, None).await;
+        let pod = expect_create_pod(&mut api).await;
+        api.expect_no_more_calls().await;
+        (pod, api)
+    });
+    let action = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    let (pod, mut api) = server.await.unwrap();
+    assert_eq!(action, Action::requeue(RESYNC));
+    assert_eq!(pod.metadata.name.as_deref(), Some("streamed"));
+    assert_eq!(output::streamed_job_id(&pod), Some(102));
+    let owners = pod.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(
+        (
+            owners[0].kind.as_str(),
+            owners[0].name.as_str(),
+            owners[0].uid.as_str(),
+            owners[0].controller
+        ),
+        ("SlurmJob", "streamed", uid.as_str(), Some(true))
+    );
+    assert_eq!(
+        pod.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(output::LABEL))
+            .map(String::as_str),
+        Some("streamed")
+    );
+    let spec = pod.spec.clone().unwrap();
+    let env = spec.containers[0].env.clone().unwrap_or_default();
+    assert_eq!(
+        env.iter()
+            .find(|e| e.name == "OUTPUT_FILE")
+            .and_then(|e| e.value.as_deref()),
+        Some("/output/streamed-102.out"),
+        "the file Slurm writes for job 102 (/shared/streamed-%j.out), under the Pod's mount"
+    );
+    assert_eq!(
+        spec.volumes.unwrap()[0]
+            .persistent_volume_claim
+            .as_ref()
+            .map(|c| c.claim_name.as_str()),
+        Some("out")
+    );
+
+    // The Pod of the current run exists: left alone.
+    let current = pod.clone();
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_pod(&mut api, &expected, Some(&current)).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(job), data).await.unwrap();
+    server.await.unwrap();
 }
