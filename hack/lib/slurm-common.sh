@@ -341,6 +341,8 @@ KillWait=5
 MailProg=/bin/true
 MpiDefault=none
 MaxNodeCount=64
+# hack/bench.sh holds 10 000 jobs next to the ones it has just cancelled (kept MinJobAge)
+MaxJobCount=20000
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=$SLURM_DBD_PORT

@@ -1,0 +1,1010 @@
+//! The measurements behind `hack/bench.sh` (see there for how to run them). Prints Markdown table
+//! rows; measures, never asserts a time.
+//!
+//! `bench slurm` runs against the local Slurm of `hack/slurm-up.sh`, with the operator's own
+//! code and no Kubernetes (as `tests/slurmjob.rs` and `tests/poller.rs` do):
+//! 1. submit throughput: N SlurmJobs through `slurmjob::drive::step` (index check, tag lookup,
+//!    the accounting check, `actions::submit_once`) vs a bare loop of the same REST submit;
+//! 2. status latency: the real poller (`poller::spawn`, 1 s), its events, a 200 ms debounce (the
+//!    SlurmJob controller's) and a step, from the moment a DELETE of the job is sent;
+//! 3. request cost of the poller's cycles with 10, 1 000 and 10 000 jobs in slurmctld, counted
+//!    with the client's `RequestObserver`; bytes through a counting TCP proxy in front of
+//!    slurmrestd.
+//!
+//! Every job it submits is held (`begin_time` a day ahead, so none runs) and named after
+//! `--run`; `hack/bench.sh` cancels them all afterwards by that prefix.
+//!
+//! `bench memory` builds, in a fresh process, the operator's index (`index::ClusterState`) with
+//! 10 000 of our jobs and 1 000 nodes, the poller's per-job bookkeeping, and 10 000 SlurmJob
+//! objects with a status (what the controller's reflector holds), all synthetic, and reports
+//! `/proc/self/status` VmRSS after each.
+
+// Measurement code: a failed unwrap is a failed run with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use chrono::{DateTime, Utc};
+use clap::{Parser, Subcommand};
+use futures::StreamExt;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::json;
+use slurm_operator::crd::Cluster;
+use slurm_operator::crd::slurmjob::{Phase, SlurmJob, SlurmJobSpec, SlurmJobStatus};
+use slurm_operator::index::{ClusterState, IndexReader, JOB_TAG_PREFIX, NodeJobs, SlurmEvent};
+use slurm_operator::leader::Leadership;
+use slurm_operator::metrics::Metrics;
+use slurm_operator::poller::strategy::{Known, Stale, Tracked, Tracker};
+use slurm_operator::poller::{self, PollerConfig};
+use slurm_operator::slurm::types::{
+    ExitStatus, Job, JobBaseState, JobState, Node, NodeBaseState, NodeState, SubmitRequest,
+};
+use slurm_operator::slurm::{ClientConfig, Credentials, RequestObserver, SlurmClient};
+use slurm_operator::slurmjob::drive::{self, Env, Submissions, Target};
+use slurm_operator::slurmjob::{submit, tag};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{broadcast, mpsc};
+
+const INTERVAL: Duration = Duration::from_secs(1);
+/// The SlurmJob controller's debounce (`controller::Config::debounce` in `controller/slurmjob.rs`).
+const DEBOUNCE: Duration = Duration::from_millis(200);
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+#[derive(Parser)]
+struct Args {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Subcommand)]
+enum What {
+    /// Submit throughput, status latency and request cost against a real slurmrestd.
+    Slurm {
+        /// The env file written by hack/slurm-up.sh.
+        #[arg(long)]
+        env_file: PathBuf,
+        /// Prefix of every job name (for the cleanup).
+        #[arg(long)]
+        run: String,
+        /// SlurmJobs per submit measurement (and cancellations timed for the latency).
+        #[arg(long, default_value_t = 500)]
+        jobs: usize,
+        /// Submits in flight at once, one measurement each.
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+        concurrency: Vec<usize>,
+        /// Jobs in slurmctld at which a poll cycle is measured.
+        #[arg(long, value_delimiter = ',', default_value = "10,1000,10000")]
+        tracked: Vec<usize>,
+        /// Poll cycles measured at each job count.
+        #[arg(long, default_value_t = 10)]
+        cycles: usize,
+    },
+    /// RSS of the index with synthetic records.
+    Memory {
+        #[arg(long, default_value_t = 10_000)]
+        jobs: u32,
+        #[arg(long, default_value_t = 1_000)]
+        nodes: u32,
+    },
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    // The client picks the process-wide rustls provider (main.rs installs it too).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match Args::parse().what {
+        What::Slurm {
+            env_file,
+            run,
+            jobs,
+            concurrency,
+            tracked,
+            cycles,
+        } => {
+            let bench = Bench::start(&env_file, run).await?;
+            let result = bench.run(jobs, &concurrency, &tracked, cycles).await;
+            bench.print_rows();
+            result
+        }
+        What::Memory { jobs, nodes } => {
+            memory(jobs, nodes);
+            Ok(())
+        }
+    }
+}
+
+fn log(message: impl AsRef<str>) {
+    eprintln!("[bench] {}", message.as_ref());
+}
+
+/// Counts the poller's slurmrestd requests.
+#[derive(Default)]
+struct Requests(Mutex<HashMap<&'static str, u64>>);
+
+impl RequestObserver for Requests {
+    fn observe(&self, operation: &'static str, _status: Option<u16>, _elapsed: Duration) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(operation)
+            .or_default() += 1;
+    }
+}
+
+impl Requests {
+    fn snapshot(&self) -> HashMap<&'static str, u64> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Bytes through the proxy: requests up, responses down (HTTP headers included).
+#[derive(Default)]
+struct Bytes {
+    up: AtomicU64,
+    down: AtomicU64,
+}
+
+/// A TCP proxy to `target` that counts the bytes; returns its address.
+async fn counting_proxy(target: String, bytes: Arc<Bytes>) -> anyhow::Result<String> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let (target, bytes) = (target.clone(), bytes.clone());
+            tokio::spawn(async move {
+                let Ok(outbound) = TcpStream::connect(&target).await else {
+                    return;
+                };
+                let (client_read, client_write) = inbound.into_split();
+                let (server_read, server_write) = outbound.into_split();
+                let up = pump(client_read, server_write, bytes.clone(), true);
+                let down = pump(server_read, client_write, bytes, false);
+                let _ = tokio::join!(up, down);
+            });
+        }
+    });
+    Ok(format!("http://{address}"))
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    bytes: Arc<Bytes>,
+    up: bool,
+) -> std::io::Result<()> {
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let n = from.read(&mut buffer).await?;
+        if n == 0 {
+            return to.shutdown().await;
+        }
+        to.write_all(&buffer[..n]).await?;
+        let counter = if up { &bytes.up } else { &bytes.down };
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// One SlurmJob as the controller holds it.
+struct Sj {
+    name: String,
+    uid: String,
+    spec: SlurmJobSpec,
+    status: Option<SlurmJobStatus>,
+}
+
+impl Sj {
+    fn job_id(&self) -> Option<u32> {
+        self.status
+            .as_ref()
+            .and_then(|s| s.job_id)
+            .and_then(|id| u32::try_from(id).ok())
+    }
+}
+
+struct Bench {
+    run: String,
+    partition: String,
+    /// The "user": bare submits and the Slurm-side changes.
+    user: SlurmClient,
+    /// The operator's actions (the step's submits and lookups).
+    operator: SlurmClient,
+    /// The operator's action requests, by operation.
+    operator_requests: Arc<Requests>,
+    index: IndexReader,
+    events: broadcast::Sender<SlurmEvent>,
+    requests: Arc<Requests>,
+    bytes: Arc<Bytes>,
+    started_at: DateTime<Utc>,
+    submissions: Submissions,
+    leadership: Leadership,
+    rows: Mutex<Vec<(usize, String)>>,
+    _poller: poller::PollerHandle,
+}
+
+fn read_env(path: &PathBuf) -> anyhow::Result<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().trim_matches('"').to_owned()))
+        .collect())
+}
+
+fn held_until() -> i64 {
+    Utc::now().timestamp() + 86_400
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn kib(bytes: f64) -> String {
+    if bytes >= 1024.0 * 1024.0 {
+        format!("{:.2} MiB", bytes / 1024.0 / 1024.0)
+    } else {
+        format!("{:.1} KiB", bytes / 1024.0)
+    }
+}
+
+impl Bench {
+    async fn start(env_file: &PathBuf, run: String) -> anyhow::Result<Self> {
+        let env = read_env(env_file)?;
+        let get = |k: &str| {
+            env.get(k)
+                .cloned()
+                .with_context(|| format!("{k} missing in {}", env_file.display()))
+        };
+        let url = get("SLURM_REST_URL")?;
+        let key = std::fs::read(get("SLURM_JWT_KEY")?)?;
+        let credentials = Arc::new(Credentials::minted(
+            key,
+            get("SLURM_USER")?,
+            Duration::from_secs(900),
+        )?);
+        let bytes = Arc::new(Bytes::default());
+        let target = url::Url::parse(&url)?;
+        let proxy = counting_proxy(
+            format!(
+                "{}:{}",
+                target.host_str().unwrap_or("127.0.0.1"),
+                target.port_or_known_default().unwrap_or(80)
+            ),
+            bytes.clone(),
+        )
+        .await?;
+        let requests = Arc::new(Requests::default());
+        let operator_requests = Arc::new(Requests::default());
+        let poll_client = SlurmClient::with_observer(
+            ClientConfig::new(&proxy)?,
+            credentials.clone(),
+            Some(requests.clone()),
+        )?;
+        let (events, _) = broadcast::channel(65_536);
+        let started_at = Utc::now();
+        let (handle, mut index) = poller::spawn(
+            ObjectRef::<Cluster>::new("local"),
+            poll_client,
+            &PollerConfig { interval: INTERVAL },
+            events.clone(),
+            Metrics::new(),
+        );
+        wait_index(&mut index, "a synced index", |s| {
+            s.health.is_up() && s.jobs_synced_at.is_some_and(|t| t > started_at)
+        })
+        .await?;
+        Ok(Self {
+            run,
+            partition: get("SLURM_PARTITION")?,
+            user: SlurmClient::new(ClientConfig::new(&url)?, credentials.clone())?,
+            operator: SlurmClient::with_observer(
+                ClientConfig::new(&url)?,
+                credentials,
+                Some(operator_requests.clone()),
+            )?,
+            operator_requests,
+            index,
+            events,
+            requests,
+            bytes,
+            started_at,
+            submissions: Submissions::default(),
+            leadership: Leadership::always(),
+            rows: Mutex::new(Vec::new()),
+            _poller: handle,
+        })
+    }
+
+    /// A table row; `order` sorts the rows (they are printed at the end).
+    fn row(&self, order: usize, what: &str, result: String, detail: String) {
+        let line = format!("| {what} | {result} | {detail} |");
+        log(&line);
+        self.rows.lock().unwrap().push((order, line));
+    }
+
+    fn print_rows(&self) {
+        let mut rows = self.rows.lock().unwrap().clone();
+        rows.sort_by_key(|(order, _)| *order);
+        for (_, line) in rows {
+            println!("{line}");
+        }
+    }
+
+    fn spec(&self) -> SlurmJobSpec {
+        serde_json::from_value(json!({
+            "clusterRef": "local",
+            "script": "#!/bin/sh\ntrue\n",
+            "partition": self.partition,
+            "environment": {"PATH": "/usr/bin:/bin"},
+            "extraOptions": {"begin_time": {"set": true, "number": held_until()}},
+        }))
+        .unwrap()
+    }
+
+    async fn run(
+        &self,
+        jobs: usize,
+        concurrency: &[usize],
+        tracked: &[usize],
+        cycles: usize,
+    ) -> anyhow::Result<()> {
+        let mut tracked = tracked.to_vec();
+        tracked.sort_unstable();
+        // All but the largest job count before the submit measurements add their jobs (which
+        // stay, held, and count towards the next points); the largest after them.
+        let (last, first) = tracked
+            .split_last()
+            .map_or((None, &[][..]), |(l, f)| (Some(*l), f));
+        for &count in first {
+            self.request_cost(count, cycles).await?;
+        }
+        let mut latency_jobs = Vec::new();
+        for &c in concurrency {
+            // The bare loop first, then the operator: each pays the same growth of slurmctld.
+            let bare = self.submit_bare(jobs, c).await?;
+            let before = self.operator_requests.snapshot();
+            let (op, sjs) = self.submit_operator(jobs, c).await?;
+            let per_job: Vec<String> = self
+                .operator_requests
+                .snapshot()
+                .into_iter()
+                .map(|(o, n)| (o, n - before.get(o).copied().unwrap_or(0)))
+                .filter(|(_, n)| *n > 0)
+                .map(|(o, n)| {
+                    format!(
+                        "{} {:.2}",
+                        o.replace("slurmdb_v0042_", "slurmdb ")
+                            .replace("slurm_v0042_", ""),
+                        n as f64 / jobs as f64
+                    )
+                })
+                .collect();
+            self.row(
+                c,
+                &format!("submit throughput, {c} in flight"),
+                format!(
+                    "operator {op:.1}/s, bare REST {bare:.1}/s, ratio {:.2}",
+                    op / bare
+                ),
+                format!(
+                    "{jobs} held jobs each; operator = `drive::step` (index check, tag lookup, \
+                     accounting lookup by name, `submit_once`): requests per SlurmJob: {}",
+                    per_job.join(", ")
+                ),
+            );
+            latency_jobs = sjs;
+        }
+        if !latency_jobs.is_empty() {
+            self.latency(latency_jobs).await?;
+        }
+        if let Some(count) = last {
+            self.request_cost(count, cycles).await?;
+        }
+        let state = self.index.borrow().clone();
+        self.row(
+            300_000,
+            &format!(
+                "memory: this bench process, real poller + index ({} jobs in slurmctld, {} ours, {} nodes)",
+                state.jobs_total,
+                state.jobs.len(),
+                state.nodes.len()
+            ),
+            format!(
+                "VmRSS {:.1} MiB, VmHWM {:.1} MiB",
+                status_kib("VmRSS:") as f64 / 1024.0,
+                status_kib("VmHWM:") as f64 / 1024.0
+            ),
+            "measured, dev build; also holds the bench's own SlurmJobs and HTTP clients; the \
+             peak includes decoding the full job records while the index synced"
+                .into(),
+        );
+        Ok(())
+    }
+
+    async fn submit_bare(&self, n: usize, concurrency: usize) -> anyhow::Result<f64> {
+        let spec = self.spec();
+        let name = format!("{}-bare", self.run);
+        let request: SubmitRequest = submit::request(&spec, &name, &name, &[])?;
+        let started = Instant::now();
+        let results: Vec<_> = futures::stream::iter(0..n)
+            .map(|_| self.user.submit_job(&request))
+            .buffer_unordered(concurrency)
+            .collect()
+            .await;
+        let secs = started.elapsed().as_secs_f64();
+        let failed = results.iter().filter(|r| r.is_err()).count();
+        if failed > 0 {
+            bail!(
+                "{failed} bare submits failed: {:?}",
+                results.into_iter().find(|r| r.is_err())
+            );
+        }
+        log(format!(
+            "bare: {n} submits, {concurrency} in flight: {secs:.2} s"
+        ));
+        Ok(n as f64 / secs)
+    }
+
+    async fn step(&self, sj: &Sj) -> anyhow::Result<SlurmJobStatus> {
+        let state: Arc<ClusterState> = self.index.borrow().clone();
+        let target = Target {
+            name: &sj.name,
+            uid: &sj.uid,
+            generation: 1,
+            spec: &sj.spec,
+            status: sj.status.as_ref(),
+        };
+        let env = Env {
+            client: &self.operator,
+            state: &state,
+            submissions: &self.submissions,
+            started_at: self.started_at,
+            now: Utc::now(),
+            leadership: &self.leadership,
+        };
+        Ok(drive::step(target, env, |_| None).await?.status)
+    }
+
+    async fn submit_operator(
+        &self,
+        n: usize,
+        concurrency: usize,
+    ) -> anyhow::Result<(f64, Vec<Sj>)> {
+        let sjs: Vec<Sj> = (0..n)
+            .map(|i| Sj {
+                name: format!("{}-op{concurrency}-{i}", self.run),
+                uid: uuid::Uuid::new_v4().to_string(),
+                spec: self.spec(),
+                status: None,
+            })
+            .collect();
+        let started = Instant::now();
+        let sjs: Vec<Sj> = futures::stream::iter(sjs)
+            .map(|mut sj| async move {
+                sj.status = Some(self.step(&sj).await?);
+                anyhow::Ok(sj)
+            })
+            .buffer_unordered(concurrency)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+        let secs = started.elapsed().as_secs_f64();
+        let submitted = sjs
+            .iter()
+            .filter(|sj| {
+                sj.status
+                    .as_ref()
+                    .is_some_and(|s| s.phase == Phase::Submitted)
+            })
+            .count();
+        if submitted != n {
+            let odd = sjs
+                .iter()
+                .find(|sj| sj.job_id().is_none())
+                .map(|sj| &sj.status);
+            bail!("{submitted} of {n} SlurmJobs submitted; e.g. {odd:?}");
+        }
+        log(format!(
+            "operator: {n} SlurmJobs, {concurrency} in flight: {secs:.2} s"
+        ));
+        Ok((n as f64 / secs, sjs))
+    }
+
+    /// Cancel each job (the Slurm-side change) at a random moment relative to the poll cycle and
+    /// time until the event, and until the stepped status, say Cancelled.
+    async fn latency(&self, sjs: Vec<Sj>) -> anyhow::Result<()> {
+        let ids: BTreeSet<u32> = sjs.iter().filter_map(Sj::job_id).collect();
+        let mut index = self.index.clone();
+        let since = Utc::now();
+        wait_index(&mut index, "the SlurmJobs' jobs in the index", |s| {
+            s.jobs_synced_at.is_some_and(|t| t > since)
+                && ids.iter().all(|id| s.jobs.contains_key(id))
+        })
+        .await?;
+        let mut rx = self.events.subscribe();
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(Duration, Duration)>();
+        let mut inboxes: HashMap<String, mpsc::UnboundedSender<Msg>> = HashMap::new();
+        let mut cancels = Vec::new();
+        let sjs: Vec<Arc<tokio::sync::Mutex<Sj>>> = sjs
+            .into_iter()
+            .map(|sj| Arc::new(tokio::sync::Mutex::new(sj)))
+            .collect();
+        let n = sjs.len();
+        let mut tasks = Vec::new();
+        for sj in &sjs {
+            let (tx, inbox) = mpsc::unbounded_channel();
+            let guard = sj.lock().await;
+            inboxes.insert(guard.uid.clone(), tx.clone());
+            cancels.push((guard.job_id().unwrap_or_default(), tx));
+            drop(guard);
+            tasks.push(self.follow(sj.clone(), inbox, done_tx.clone()));
+        }
+        drop(done_tx);
+        // The controller's trigger: events carrying a SlurmJob's tag wake its reconcile.
+        let dispatch = async {
+            loop {
+                match rx.recv().await {
+                    Ok(
+                        SlurmEvent::JobChanged { comment, .. }
+                        | SlurmEvent::JobGone { comment, .. },
+                    ) => {
+                        let at = Instant::now();
+                        if let Some((uid, _)) = comment.as_deref().and_then(tag::parse)
+                            && let Some(inbox) = inboxes.get(uid)
+                        {
+                            let _ = inbox.send(Msg::Event(at));
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        log(format!("the event receiver lagged by {missed}"));
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        };
+        // Shuffled with uuid randomness (no rand dependency).
+        let mut keyed: Vec<_> = cancels
+            .into_iter()
+            .map(|c| (uuid::Uuid::new_v4(), c))
+            .collect();
+        keyed.sort_by_key(|(key, _)| *key);
+        let order: Vec<(u32, mpsc::UnboundedSender<Msg>)> =
+            keyed.into_iter().map(|(_, c)| c).collect();
+        let delete_times = Mutex::new(Vec::new());
+        let cancel = async {
+            for (job_id, inbox) in &order {
+                let pause = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % 100;
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+                let t0 = Instant::now();
+                let _ = inbox.send(Msg::Changed(t0));
+                if let Err(error) = self.user.cancel_job(*job_id).await {
+                    log(format!("cancel {job_id}: {error}"));
+                }
+                delete_times
+                    .lock()
+                    .unwrap()
+                    .push(t0.elapsed().as_secs_f64());
+            }
+        };
+        let collect = async {
+            let mut out = Vec::new();
+            while let Some(sample) = done_rx.recv().await {
+                out.push(sample);
+                if out.len() == n {
+                    break;
+                }
+            }
+            out
+        };
+        let started = Instant::now();
+        let all = async {
+            let (_, samples, _) = tokio::join!(cancel, collect, futures::future::join_all(tasks));
+            samples
+        };
+        let samples = tokio::select! {
+            samples = tokio::time::timeout(TIMEOUT, all) => samples.unwrap_or_default(),
+            () = dispatch => Vec::new(),
+        };
+        log(format!(
+            "latency: {} of {n} transitions seen in {:.1} s",
+            samples.len(),
+            started.elapsed().as_secs_f64()
+        ));
+        let stats = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            format!(
+                "p50 {:.3} s, p99 {:.3} s, max {:.3} s",
+                percentile(&v, 50.0),
+                percentile(&v, 99.0),
+                v.last().copied().unwrap_or(f64::NAN)
+            )
+        };
+        let status: Vec<f64> = samples.iter().map(|(_, s)| s.as_secs_f64()).collect();
+        let event: Vec<f64> = samples.iter().map(|(e, _)| e.as_secs_f64()).collect();
+        let deletes = delete_times.into_inner().unwrap();
+        self.row(
+            100_000,
+            "status latency (DELETE sent → status Cancelled)",
+            stats(status),
+            format!(
+                "{} of {n} transitions, poll interval 1 s; includes the 200 ms debounce and the \
+                 step, not the status PATCH",
+                samples.len()
+            ),
+        );
+        self.row(
+            100_001,
+            "… of which DELETE sent → poller's JobChanged event",
+            stats(event),
+            format!("DELETE itself: {}", stats(deletes)),
+        );
+        Ok(())
+    }
+
+    /// One SlurmJob's reconciles: debounced steps on its events until its status says Cancelled.
+    async fn follow(
+        &self,
+        sj: Arc<tokio::sync::Mutex<Sj>>,
+        mut inbox: mpsc::UnboundedReceiver<Msg>,
+        done: mpsc::UnboundedSender<(Duration, Duration)>,
+    ) {
+        let mut changed: Option<Instant> = None;
+        let mut first_event: Option<Instant> = None;
+        while let Some(msg) = inbox.recv().await {
+            match msg {
+                Msg::Changed(t0) => {
+                    changed = Some(t0);
+                    continue;
+                }
+                Msg::Event(at) => {
+                    if changed.is_some_and(|t0| at >= t0) && first_event.is_none() {
+                        first_event = Some(at);
+                    }
+                }
+            }
+            // Debounce: run once no event came for DEBOUNCE.
+            loop {
+                match tokio::time::timeout(DEBOUNCE, inbox.recv()).await {
+                    Ok(Some(Msg::Changed(t0))) => changed = Some(t0),
+                    Ok(Some(Msg::Event(at))) => {
+                        if changed.is_some_and(|t0| at >= t0) && first_event.is_none() {
+                            first_event = Some(at);
+                        }
+                    }
+                    Ok(None) => return,
+                    Err(_) => break,
+                }
+            }
+            let mut guard = sj.lock().await;
+            match self.step(&guard).await {
+                Ok(status) => {
+                    let cancelled = status.phase == Phase::Cancelled;
+                    guard.status = Some(status);
+                    if cancelled && let (Some(t0), Some(event)) = (changed, first_event) {
+                        let _ = done.send((event - t0, t0.elapsed()));
+                        return;
+                    }
+                }
+                Err(error) => log(format!("step {}: {error}", guard.name)),
+            }
+        }
+    }
+
+    /// Top the jobs in slurmctld up to `count` (held, ours), then measure `cycles` poll cycles.
+    async fn request_cost(&self, count: usize, cycles: usize) -> anyhow::Result<()> {
+        let mut index = self.index.clone();
+        let total = index.borrow().jobs_total;
+        if count > total {
+            let missing = count - total;
+            let spec = self.spec();
+            let name = format!("{}-held", self.run);
+            let started = Instant::now();
+            let results: Vec<_> = futures::stream::iter(0..missing)
+                .map(|i| {
+                    let request = submit::request(
+                        &spec,
+                        &name,
+                        &format!("{JOB_TAG_PREFIX}{}-held-{i},generation=1", self.run),
+                        &[],
+                    );
+                    async move {
+                        self.user
+                            .submit_job(&request?)
+                            .await
+                            .map_err(anyhow::Error::from)
+                    }
+                })
+                .buffer_unordered(4)
+                .collect()
+                .await;
+            let failed = results.iter().filter(|r| r.is_err()).count();
+            if failed > 0 {
+                bail!(
+                    "{failed} held submits failed: {:?}",
+                    results.into_iter().find(|r| r.is_err())
+                );
+            }
+            log(format!(
+                "submitted {missing} held jobs in {:.1} s",
+                started.elapsed().as_secs_f64()
+            ));
+        }
+        let since = Utc::now();
+        let synced_from = Instant::now();
+        wait_index(&mut index, "an index synced after the submits", |s| {
+            s.jobs_synced_at.is_some_and(|t| t > since)
+        })
+        .await?;
+        log(format!(
+            "index synced {:.1} s after the last submit",
+            synced_from.elapsed().as_secs_f64()
+        ));
+        // Let the cycles that still fetch the new records pass.
+        tokio::time::sleep(2 * INTERVAL).await;
+        let mut per_cycle: Vec<(u64, u64, u64, HashMap<&'static str, u64>)> = Vec::new();
+        index.borrow_and_update();
+        let mut before = (
+            self.requests.snapshot(),
+            self.bytes.up.load(Ordering::Relaxed),
+            self.bytes.down.load(Ordering::Relaxed),
+            index.borrow().polls,
+        );
+        while per_cycle.len() < cycles {
+            tokio::time::timeout(TIMEOUT, index.changed()).await??;
+            let polls = index.borrow_and_update().polls;
+            let now = (
+                self.requests.snapshot(),
+                self.bytes.up.load(Ordering::Relaxed),
+                self.bytes.down.load(Ordering::Relaxed),
+                polls,
+            );
+            if polls == before.3 + 1 {
+                let ops: HashMap<&'static str, u64> = now
+                    .0
+                    .iter()
+                    .map(|(op, n)| (*op, n - before.0.get(op).copied().unwrap_or(0)))
+                    .filter(|(_, n)| *n > 0)
+                    .collect();
+                per_cycle.push((ops.values().sum(), now.1 - before.1, now.2 - before.2, ops));
+            }
+            before = now;
+        }
+        let state = index.borrow().clone();
+        let mut requests: Vec<u64> = per_cycle.iter().map(|c| c.0).collect();
+        requests.sort_unstable();
+        let mut down: Vec<u64> = per_cycle.iter().map(|c| c.2).collect();
+        down.sort_unstable();
+        let median = |v: &[u64]| v[v.len() / 2];
+        let ops: BTreeSet<String> = per_cycle
+            .iter()
+            .flat_map(|c| {
+                c.3.iter()
+                    .map(|(op, n)| format!("{}×{n}", op.trim_start_matches("slurm_v0042_")))
+            })
+            .collect();
+        self.row(
+            200_000 + state.jobs_total,
+            &format!(
+                "requests per poll cycle, {} jobs in slurmctld",
+                state.jobs_total
+            ),
+            format!(
+                "min {} / median {} / max {} requests; median {} down, {} up",
+                requests[0],
+                median(&requests),
+                requests[requests.len() - 1],
+                kib(median(&down) as f64),
+                kib(median(&per_cycle.iter().map(|c| c.1).collect::<Vec<_>>()) as f64),
+            ),
+            format!(
+                "{} cycles; {} of them ours; operations seen: {}",
+                per_cycle.len(),
+                state.jobs.len(),
+                ops.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        );
+        Ok(())
+    }
+}
+
+enum Msg {
+    /// The Slurm-side change was sent at this instant.
+    Changed(Instant),
+    /// An event for this SlurmJob arrived.
+    Event(Instant),
+}
+
+async fn wait_index(
+    index: &mut IndexReader,
+    what: &str,
+    pred: impl Fn(&ClusterState) -> bool,
+) -> anyhow::Result<()> {
+    tokio::time::timeout(TIMEOUT, async {
+        loop {
+            if pred(&index.borrow_and_update()) {
+                return Ok(());
+            }
+            index.changed().await?;
+        }
+    })
+    .await
+    .with_context(|| format!("timed out waiting for {what}"))?
+}
+
+fn status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Synthetic but realistic records: the field sizes of what slurmrestd returns for a held job
+/// of the operator's, and of a node of the local Slurm.
+fn memory(jobs: u32, nodes: u32) {
+    let base = status_kib("VmRSS:");
+    let now = Utc::now();
+    let node_names: Vec<String> = (0..nodes).map(|i| format!("node-{i:05}")).collect();
+    let job = |id: u32| {
+        let running = id.is_multiple_of(4);
+        Job {
+            job_id: 100_000 + id,
+            name: format!("slurmjob-name-{id:06}"),
+            state: JobState {
+                base: if running {
+                    JobBaseState::Running
+                } else {
+                    JobBaseState::Pending
+                },
+                flags: BTreeSet::new(),
+            },
+            state_reason: (!running).then(|| "BeginTime".to_owned()),
+            user_name: Some("slurm".into()),
+            partition: Some("debug".into()),
+            comment: Some(format!(
+                "{JOB_TAG_PREFIX}{},generation=1",
+                uuid::Uuid::new_v4()
+            )),
+            nodes: running.then(|| node_names[(id % nodes) as usize].clone()),
+            node_count: Some(1),
+            exit: Some(ExitStatus {
+                return_code: Some(0),
+                signal: None,
+                signal_name: None,
+                status: vec!["SUCCESS".into()],
+            }),
+            submit_time: Some(now),
+            start_time: running.then_some(now),
+            end_time: None,
+            time_limit: Some(Duration::from_secs(3600)),
+            array_job_id: None,
+            array_task_id: None,
+            array_task_string: None,
+            standard_output: Some(format!("/tmp/slurmjob-name-{id:06}-%j.out")),
+            standard_error: None,
+            working_directory: Some("/tmp".into()),
+        }
+    };
+    let state = ClusterState {
+        nodes: Arc::new(
+            node_names
+                .iter()
+                .map(|name| {
+                    let node = Node {
+                        name: name.clone(),
+                        state: NodeState {
+                            base: NodeBaseState::Mixed,
+                            flags: BTreeSet::new(),
+                        },
+                        reason: None,
+                        reason_set_by_user: None,
+                        cpus: Some(64),
+                        alloc_cpus: Some(10),
+                        real_memory: Some(256_000),
+                        features: vec!["nodeset-a".into(), "gpu".into()],
+                        partitions: vec!["debug".into()],
+                        address: Some("10.0.0.1".into()),
+                        hostname: Some(format!("{name}.slurm.svc")),
+                        port: Some(6818),
+                        slurmd_version: Some("24.11.5".into()),
+                    };
+                    (name.clone(), node)
+                })
+                .collect(),
+        ),
+        jobs: Arc::new((0..jobs).map(|i| (100_000 + i, job(i))).collect()),
+        node_jobs: Arc::new(
+            node_names
+                .iter()
+                .map(|n| {
+                    (
+                        n.clone(),
+                        NodeJobs {
+                            running: 3,
+                            deadline: Some(now),
+                        },
+                    )
+                })
+                .collect(),
+        ),
+        jobs_total: jobs as usize,
+        nodes_synced_at: Some(now),
+        jobs_synced_at: Some(now),
+        ..Default::default()
+    };
+    let tracker: Tracker = state
+        .jobs
+        .values()
+        .map(|j| {
+            (
+                j.job_id,
+                Tracked {
+                    state: j.state.clone(),
+                    entries: 1,
+                    known: Known::Ours,
+                    stale: Stale::No,
+                },
+            )
+        })
+        .collect();
+    let with_index = status_kib("VmRSS:");
+    // What the SlurmJob controller's reflector holds: the objects (no managedFields) with status.
+    let objects: Vec<Arc<SlurmJob>> = state
+        .jobs
+        .values()
+        .map(|j| {
+            let spec: SlurmJobSpec = serde_json::from_value(json!({
+                "clusterRef": "local",
+                "script": "#!/bin/sh\nsrun hostname\nsleep 600\n",
+                "partition": "debug",
+                "environment": {"PATH": "/usr/bin:/bin"},
+            }))
+            .unwrap();
+            let mut object = SlurmJob::new(&j.name, spec);
+            object.metadata.namespace = Some("default".into());
+            object.metadata.uid = Some(uuid::Uuid::new_v4().to_string());
+            object.metadata.generation = Some(1);
+            object.metadata.resource_version = Some("123456789".into());
+            object.status = Some(slurm_operator::slurmjob::status::observe(
+                &SlurmJobStatus {
+                    job_id: Some(i64::from(j.job_id)),
+                    submitted_generation: Some(1),
+                    observed_generation: Some(1),
+                    ..Default::default()
+                },
+                std::slice::from_ref(j),
+            ));
+            Arc::new(object)
+        })
+        .collect();
+    let with_objects = status_kib("VmRSS:");
+    std::hint::black_box((&state, &tracker, &objects));
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "| memory: index with {jobs} jobs (ours) + {nodes} nodes, and the poller's tracker | \
+         +{:.1} MiB RSS | synthetic records in the index types, one process; VmRSS {:.1} → {:.1} MiB |",
+        mib(with_index - base),
+        mib(base),
+        mib(with_index)
+    );
+    println!(
+        "| memory: + {jobs} SlurmJob objects with status (the reflector's cache) | +{:.1} MiB RSS \
+         | total VmRSS {:.1} MiB, VmHWM {:.1} MiB (no Kubernetes client or poller running) |",
+        mib(with_objects - with_index),
+        mib(with_objects),
+        mib(status_kib("VmHWM:"))
+    );
+}

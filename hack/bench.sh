@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Benchmarks against the real local Slurm, in one run (issue 7): submit throughput through the
+# operator's submit path vs bare REST submits, status latency (Slurm-side change -> SlurmJob
+# status), slurmrestd requests per poll cycle at 10 / 1 000 / 10 000 jobs, and the memory of an
+# index with 10 000 jobs and 1 000 nodes. The measuring code is examples/bench.rs (its module
+# docs say what each number covers). Measures, never asserts: it prints a Markdown table and
+# writes it to target/bench/bench-<UTC time>.md (and target/bench/latest.md).
+#
+# Usage: hack/bench.sh [--flavour trixie|forky] [--fresh] [BENCH ARGS...]
+#   --fresh     restart that flavour's Slurm cold first (hack/slurm-up.sh --fresh): an empty slurmctld
+#   BENCH ARGS  passed to `bench slurm`, e.g. --jobs 300 --concurrency 1,4,8 --tracked 10,1000
+#   BENCH_PROFILE=release  build the bench binary optimised (default: the dev profile the tests use)
+#
+# Brings the local Slurm up (hack/slurm-up.sh, idempotent) and leaves it up. Every job it submits
+# is held (begin time a day ahead: nothing runs) and named "<run>-..."; all of them are cancelled
+# at the end, also on failure or Ctrl-C. The 10 000-job point needs MaxJobCount above 10 000
+# (hack/lib/slurm-common.sh sets 20 000). About 2.5 minutes on 2 cores.
+set -euo pipefail
+set +m
+SLURM_LOG_TAG=bench
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+# shellcheck source=hack/lib/slurm-common.sh
+source "$here/lib/slurm-common.sh"
+
+slurm_parse_flavour "$@"
+cd "$repo"
+# --fresh: restart this flavour's Slurm cold first (empties slurmctld's jobs, so that the
+# 10-job point really has 10; other users of that flavour lose their jobs).
+up_args=()
+bench_args=()
+for arg in ${SLURM_ARGS[@]+"${SLURM_ARGS[@]}"}; do
+    if [[ "$arg" == --fresh ]]; then up_args+=(--fresh); else bench_args+=("$arg"); fi
+done
+
+profile=${BENCH_PROFILE:-dev}
+case "$profile" in
+    dev) profile_dir=debug ;;
+    release) profile_dir=release ;;
+    *) die "BENCH_PROFILE must be dev or release" ;;
+esac
+log "building examples/bench.rs ($profile profile)"
+cargo build --quiet --profile "$profile" --example bench
+bin=$repo/target/$profile_dir/examples/bench
+
+bash "$here/slurm-up.sh" --flavour "$SLURM_FLAVOUR" ${up_args[@]+"${up_args[@]}"} >/dev/null
+[[ -r "$SLURM_ENV_FILE" ]] || die "no $SLURM_ENV_FILE after slurm-up.sh"
+
+run=bench-$(date -u +%Y%m%d%H%M%S)
+cleanup() {
+    # Every job of this run still in slurmctld, by name prefix (held ones never started).
+    local ids
+    ids=$(chroot "$SLURM_ROOT" squeue -h -o '%i %j' 2>/dev/null |
+        awk -v p="$run-" 'index($2, p) == 1 { print $1 }') || true
+    if [[ -n "$ids" ]]; then
+        log "cancelling $(wc -l <<<"$ids") jobs of $run"
+        xargs -r chroot "$SLURM_ROOT" scancel <<<"$ids" || log "scancel failed: cancel jobs named $run-* by hand"
+    fi
+}
+trap cleanup EXIT
+
+out_dir=$repo/target/bench
+mkdir -p "$out_dir"
+out=$out_dir/$run.md
+cpus=$(nproc)
+model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
+mem=$(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
+release=$(sed -n 's/^SLURM_RELEASE=//p' "$SLURM_ENV_FILE")
+
+log "memory (synthetic index, own process)"
+memory_rows=$("$bin" memory)
+log "Slurm $release ($SLURM_FLAVOUR): throughput, latency, request cost (run $run)"
+slurm_rows=$("$bin" slurm --env-file "$SLURM_ENV_FILE" --run "$run" ${bench_args[@]+"${bench_args[@]}"})
+
+{
+    printf '%s, %s cores (%s), %s RAM; Slurm %s (%s flavour) on the same machine; bench built with the %s profile.\n\n' \
+        "$(date -u +%Y-%m-%d)" "$cpus" "${model:-unknown CPU}" "$mem" "$release" "$SLURM_FLAVOUR" "$profile"
+    printf '| measurement | result | how |\n|---|---|---|\n'
+    printf '%s\n' "$slurm_rows" "$memory_rows"
+} >"$out"
+cp "$out" "$out_dir/latest.md"
+echo
+cat "$out"
+log "written to ${out#"$repo"/}"
