@@ -197,6 +197,7 @@ struct Sj {
     uid: String,
     spec: SlurmJobSpec,
     status: Option<SlurmJobStatus>,
+    created: chrono::DateTime<Utc>,
 }
 
 impl Sj {
@@ -463,6 +464,8 @@ impl Bench {
             generation: 1,
             spec: &sj.spec,
             status: sj.status.as_ref(),
+            // As with `kubectl apply`: each SlurmJob is created right before its first step.
+            created: Some(sj.created),
         };
         let env = Env {
             client: &self.operator,
@@ -486,6 +489,7 @@ impl Bench {
                 uid: uuid::Uuid::new_v4().to_string(),
                 spec: self.spec(),
                 status: None,
+                created: Utc::now(),
             })
             .collect();
         let started = Instant::now();

@@ -97,6 +97,7 @@ impl Runner {
             generation: self.generation,
             spec: &self.spec,
             status: self.status.as_ref(),
+            created: None,
         };
         let env = Env {
             client: &self.client,
@@ -388,6 +389,7 @@ async fn interrupted_submits_never_make_a_second_job() {
                 generation,
                 spec: &s,
                 status: None,
+                created: None,
             };
             let env = Env {
                 client: &c,
@@ -416,6 +418,7 @@ async fn interrupted_submits_never_make_a_second_job() {
             generation,
             spec: &spec,
             status: None,
+            created: None,
         };
         let env = Env {
             client: &client,
@@ -474,6 +477,7 @@ async fn no_submit_before_a_fresh_index_sync() {
         generation: 1,
         spec: &job.spec,
         status: None,
+        created: None,
     };
     let env = Env {
         client: &job.client,
@@ -511,6 +515,7 @@ async fn a_follower_never_submits() {
         generation: 1,
         spec: &job.spec,
         status: None,
+        created: None,
     };
     let env = Env {
         client: &job.client,
@@ -544,6 +549,7 @@ async fn a_follower_never_submits() {
         generation: 1,
         spec: &job.spec,
         status: None,
+        created: None,
     };
     let env = Env {
         client: &job.client,
@@ -601,6 +607,7 @@ async fn a_job_gone_from_slurmctld_ends_as_accounting_recorded_it() {
         generation: 1,
         spec: &job.spec,
         status: Some(&seen),
+        created: None,
     };
     let env = Env {
         client: &job.client,
@@ -650,6 +657,7 @@ async fn a_submit_found_only_in_accounting_is_adopted() {
         generation: 1,
         spec: &job.spec,
         status: None,
+        created: None,
     };
     let env = Env {
         client: &job.client,
@@ -673,4 +681,71 @@ async fn a_submit_found_only_in_accounting_is_adopted() {
         .map(|j| j.job_id)
         .collect();
     assert_eq!(tagged, vec![first], "a second Slurm job was submitted");
+}
+
+/// Operations the client sent, in order.
+#[derive(Default)]
+struct Operations(std::sync::Mutex<Vec<&'static str>>);
+
+impl slurm_operator::slurm::RequestObserver for Operations {
+    fn observe(&self, operation: &'static str, _status: Option<u16>, _elapsed: Duration) {
+        self.0.lock().unwrap().push(operation);
+    }
+}
+
+/// A SlurmJob applied just now submits with one request; one that has existed long enough for a
+/// job of it to have left slurmctld (or of unknown age) first asks accounting for its tag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_slurmjob_old_enough_asks_accounting_before_submitting() {
+    let slurm = require_slurm!();
+    let operations = Arc::new(Operations::default());
+    let client = SlurmClient::with_observer(
+        slurm.config(),
+        slurm.credentials(),
+        Some(operations.clone()),
+    )
+    .unwrap();
+    let now = Utc::now();
+    let cases = [
+        ("fresh", Some(now), false),
+        ("old", Some(now - chrono::TimeDelta::seconds(600)), true),
+        ("unknown-age", None, true),
+    ];
+    for (what, created, asks) in cases {
+        let mut job = Runner::new(&slurm, what, json!({"script": script("true")}));
+        let state = sync(&job.client).await;
+        operations.0.lock().unwrap().clear();
+        let target = Target {
+            name: &job.name,
+            uid: &job.uid,
+            generation: 1,
+            spec: &job.spec,
+            status: None,
+            created,
+        };
+        let env = Env {
+            client: &client,
+            state: &state,
+            submissions: &job.submissions,
+            started_at: job.started_at,
+            now,
+            leadership: &Leadership::always(),
+        };
+        let step = drive::step(target, env, |_| None).await.unwrap();
+        assert!(step.status.job_id.is_some(), "{what}: {:?}", step.status);
+        let sent = operations.0.lock().unwrap().clone();
+        assert_eq!(
+            sent.contains(&"slurmdb_v0042_get_jobs"),
+            asks,
+            "{what}: requests {sent:?}"
+        );
+        assert_eq!(
+            sent.iter()
+                .filter(|o| **o == "slurm_v0042_post_job_submit")
+                .count(),
+            1,
+            "{what}: requests {sent:?}"
+        );
+        job.status = Some(step.status);
+    }
 }

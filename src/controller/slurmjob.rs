@@ -27,7 +27,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use futures::{Stream, StreamExt, future};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -229,6 +229,11 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &Data) -> Result<Action, E
         generation,
         spec: &job.spec,
         status: job.status.as_ref(),
+        created: job
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0)),
     };
     let lookup = |dep: &str| {
         data.jobs

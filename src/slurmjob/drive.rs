@@ -83,7 +83,15 @@ pub struct Target<'a> {
     pub generation: i64,
     pub spec: &'a SlurmJobSpec,
     pub status: Option<&'a SlurmJobStatus>,
+    /// When the SlurmJob was created, if known: see [`FRESH`].
+    pub created: Option<DateTime<Utc>>,
 }
+
+/// A first-generation SlurmJob younger than this submits without asking the cluster's
+/// accounting for an earlier submit: a job of it could leave slurmctld only after it ran and
+/// then `MinJobAge` passed (300 s by default), so the index alone is complete. This keeps the
+/// common path (apply, then submit at once) at one request per submit.
+pub const FRESH: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
 
 /// What a step works with.
 #[derive(Clone, Copy)]
@@ -291,7 +299,8 @@ async fn submit_step(
             }
         }
     };
-    if let Some(submit) = &request {
+    let fresh = generation == 1 && target.created.is_some_and(|at| env.now - at < FRESH);
+    if let Some(submit) = request.as_ref().filter(|_| !fresh) {
         // Not in slurmctld: it may still have run and left (down longer than MinJobAge).
         let name = submit.name.as_deref().unwrap_or(target.name);
         match actions::find_in_accounting(env.client, name, &tag).await {
