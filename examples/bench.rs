@@ -399,7 +399,7 @@ impl Bench {
                 ),
                 format!(
                     "{jobs} held jobs each; operator = `drive::step` (index check, tag lookup, \
-                     accounting lookup by name, `submit_once`): requests per SlurmJob: {}",
+                     accounting lookup by name unless the SlurmJob is under 30 s old, `submit_once`): requests per SlurmJob: {}",
                     per_job.join(", ")
                 ),
             );
