@@ -58,7 +58,11 @@ impl SlurmClient {
         let api = Api::new_with_client(
             &config.base_url(),
             http,
-            Arc::new(Transport::new(credentials, observer)),
+            Arc::new(Transport::new(
+                credentials,
+                observer,
+                config.max_response_bytes,
+            )),
         );
         Ok(Self {
             api: Arc::new(api),
@@ -439,14 +443,25 @@ impl SlurmClient {
             },
             Err(ProgenitorError::UnexpectedResponse(response)) => {
                 let status = response.status().as_u16();
-                let bytes = response.bytes().await.unwrap_or_default();
+                let bytes = match response.bytes().await {
+                    Ok(bytes) => bytes,
+                    Err(error) => match transport::body_limit(&error) {
+                        Some(limit) => {
+                            return Err(SlurmError::ResponseTooLarge { operation, limit });
+                        }
+                        None => Default::default(),
+                    },
+                };
                 let errors = convert::errors_from_bytes(&bytes);
                 Err(self.status_error(operation, subject, status, errors, snippet(&bytes)))
             }
-            Err(
-                ProgenitorError::CommunicationError(error)
-                | ProgenitorError::ResponseBodyError(error),
-            ) => Err(self.transport_error(operation, error)),
+            Err(ProgenitorError::ResponseBodyError(error)) => match transport::body_limit(&error) {
+                Some(limit) => Err(SlurmError::ResponseTooLarge { operation, limit }),
+                None => Err(self.transport_error(operation, error)),
+            },
+            Err(ProgenitorError::CommunicationError(error)) => {
+                Err(self.transport_error(operation, error))
+            }
             Err(ProgenitorError::InvalidUpgrade(error)) => {
                 Err(self.transport_error(operation, error))
             }

@@ -42,7 +42,18 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Retries of idempotent calls on transient errors.
     pub retry: RetryPolicy,
+    /// The most bytes of one response body the client reads before giving up with
+    /// `SlurmError::ResponseTooLarge`. Without a bound, a broken or hostile slurmrestd (or a proxy
+    /// in front of it) could stream an endless body into memory faster than `request_timeout`
+    /// ends it. Default [`DEFAULT_MAX_RESPONSE_BYTES`].
+    pub max_response_bytes: u64,
 }
+
+/// 32 MiB. The largest answers are the job listings: `/jobs/state/` at ~80 bytes a job (the
+/// poller's every cycle: ~400 000 jobs fit), and `/jobs` at ~8 KiB a job (~4 000 fit), which the
+/// poller asks for only with at most 1 000 jobs (`full_list_max_jobs`, ~8 MiB). 4x headroom over
+/// that, yet small enough that a few clusters answering badly cannot exhaust the operator's memory.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// Bounded, jittered exponential backoff for idempotent calls. Submits are never retried.
 #[derive(Debug, Clone, Copy)]
@@ -111,6 +122,7 @@ impl ClientConfig {
             request_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             retry: RetryPolicy::default(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         })
     }
 
@@ -121,6 +133,12 @@ impl ClientConfig {
 
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// Bound the bytes read of any one response body (see `max_response_bytes`).
+    pub fn with_max_response_bytes(mut self, limit: u64) -> Self {
+        self.max_response_bytes = limit;
         self
     }
 

@@ -72,16 +72,24 @@ pub(crate) fn errors_from_bytes(bytes: &[u8]) -> Vec<ApiError> {
 }
 
 /// Seconds since the epoch, with slurmrestd's `{set, infinite, number}` wrapper; unset, infinite
-/// and 0 ("never") are `None`.
+/// and 0 ("never") are `None`, and so is a negative or out-of-range number (no Slurm time is
+/// before 1970; a status showing 1969 would only mislead).
 fn time64(value: &Option<api::V0042Uint64NoValStruct>) -> Option<DateTime<Utc>> {
     let value = value.as_ref()?;
     if value.set == Some(false) || value.infinite == Some(true) {
         return None;
     }
-    match value.number? {
-        0 => None,
-        secs => DateTime::from_timestamp(secs, 0),
-    }
+    value
+        .number
+        .filter(|secs| *secs > 0)
+        .and_then(|secs| DateTime::from_timestamp(secs, 0))
+}
+
+/// A time limit in minutes (a uint32 in Slurm). A number outside u32 is not one Slurm sends: no
+/// limit known, rather than an overflowing `minutes * 60`.
+fn minutes(value: Option<i64>) -> Option<std::time::Duration> {
+    let minutes = u32::try_from(value?).ok()?;
+    Some(std::time::Duration::from_secs(u64::from(minutes) * 60))
 }
 
 fn number32(value: &Option<api::V0042Uint32NoValStruct>) -> Option<i64> {
@@ -228,9 +236,7 @@ fn job(j: api::V0042JobInfo) -> Job {
         signal_name: e.signal.as_ref().and_then(|s| non_empty(&s.name)),
         status: e.status.clone().map(|s| s.0).unwrap_or_default(),
     });
-    let time_limit = number32(&j.time_limit)
-        .and_then(|minutes| u64::try_from(minutes).ok())
-        .map(|m| std::time::Duration::from_secs(m * 60));
+    let time_limit = minutes(number32(&j.time_limit));
     let id = |v: &Option<api::V0042Uint32NoValStruct>| {
         number32(v)
             .and_then(|n| u32::try_from(n).ok())
@@ -316,10 +322,7 @@ fn accounting_job(j: api::V0042Job) -> Job {
         submit_time: seconds(time.and_then(|t| t.submission)),
         start_time: seconds(time.and_then(|t| t.start)),
         end_time: seconds(time.and_then(|t| t.end)),
-        time_limit: time
-            .and_then(|t| number32(&t.limit))
-            .and_then(|minutes| u64::try_from(minutes).ok())
-            .map(|m| std::time::Duration::from_secs(m * 60)),
+        time_limit: minutes(time.and_then(|t| number32(&t.limit))),
         array_job_id,
         array_task_id: array_job_id
             .and(array.and_then(|a| number32(&a.task_id)))

@@ -108,6 +108,9 @@ pub enum SlurmError {
         status: u16,
         body: String,
     },
+    /// The body went past `ClientConfig::max_response_bytes`; the rest was not read.
+    #[error("slurmrestd's answer to {operation} is larger than the {limit}-byte limit")]
+    ResponseTooLarge { operation: &'static str, limit: u64 },
     #[error("cannot decode slurmrestd's answer to {operation}: {detail}")]
     Decode {
         operation: &'static str,
@@ -169,6 +172,7 @@ impl SlurmError {
             Self::Rejected { .. } => "Rejected",
             Self::NotModified { .. } => "NotModified",
             Self::UnexpectedStatus { .. } => "UnexpectedStatus",
+            Self::ResponseTooLarge { .. } => "ResponseTooLarge",
             Self::Decode { .. } => "DecodeError",
             Self::UnsupportedVersion { .. } => "UnsupportedVersion",
             Self::InvalidEndpoint { .. } => "InvalidEndpoint",

@@ -13,6 +13,6 @@ pub mod types;
 
 pub use auth::Credentials;
 pub use client::{API_VERSION, SlurmClient};
-pub use config::{ClientConfig, RetryPolicy, TlsOptions};
+pub use config::{ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, TlsOptions};
 pub use error::SlurmError;
 pub use transport::RequestObserver;

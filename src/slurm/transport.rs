@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use futures::StreamExt;
 use progenitor_client::{ClientHooks, Error as ProgenitorError, OperationInfo};
 use tracing::Instrument;
 
@@ -23,6 +24,8 @@ pub trait RequestObserver: Send + Sync {
 pub struct Transport {
     credentials: ArcSwap<Credentials>,
     observer: Option<Arc<dyn RequestObserver>>,
+    /// Bytes of one response body read at most (`ClientConfig::max_response_bytes`).
+    max_response_bytes: u64,
 }
 
 impl std::fmt::Debug for Transport {
@@ -37,10 +40,12 @@ impl Transport {
     pub(crate) fn new(
         credentials: Arc<Credentials>,
         observer: Option<Arc<dyn RequestObserver>>,
+        max_response_bytes: u64,
     ) -> Self {
         Self {
             credentials: ArcSwap::new(credentials),
             observer,
+            max_response_bytes,
         }
     }
 
@@ -132,9 +137,74 @@ impl ClientHooks<Arc<Transport>> for Client {
             (Ok(_), None) => {}
         }
         record(|exchange| exchange.status = status);
-        if let Some(observer) = &progenitor_client::ClientInfo::inner(self).observer {
+        let transport = progenitor_client::ClientInfo::inner(self);
+        if let Some(observer) = &transport.observer {
             observer.observe(info.operation_id, status, elapsed);
         }
-        result
+        result.map(|response| bounded(response, transport.max_response_bytes))
     }
+}
+
+/// The error a bounded body fails with once it passes its limit.
+#[derive(Debug, thiserror::Error)]
+#[error("the response body exceeds {limit} bytes")]
+struct BodyTooLarge {
+    limit: u64,
+}
+
+/// The limit a body read failed on, if `error` is a bounded body passing it.
+pub(crate) fn body_limit(error: &(dyn std::error::Error + 'static)) -> Option<u64> {
+    let mut current = Some(error);
+    while let Some(cause) = current {
+        if let Some(too_large) = cause.downcast_ref::<BodyTooLarge>() {
+            return Some(too_large.limit);
+        }
+        current = cause.source();
+    }
+    None
+}
+
+/// `response` with a body that fails with [`BodyTooLarge`] once more than `limit` bytes arrive
+/// (at once when `Content-Length` already says so), so neither progenitor's `bytes()` nor the
+/// facade's error path can read an endless or huge body into memory. reqwest has no such limit of
+/// its own. Its total request timeout stays on the body underneath: a slow endless body still
+/// ends as a timeout.
+fn bounded(response: reqwest::Response, limit: u64) -> reqwest::Response {
+    type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    let status = response.status();
+    let version = response.version();
+    let headers = response.headers().clone();
+    let declared_too_large = response.content_length().is_some_and(|n| n > limit);
+    let chunks = Box::pin(response.bytes_stream());
+    // Ok: reading, with the bytes seen so far; Err(true): fail at the next poll; Err(false): ended.
+    let start = if declared_too_large {
+        Err(true)
+    } else {
+        Ok((chunks, 0_u64))
+    };
+    let body = futures::stream::unfold(start, move |state| async move {
+        let too_large = || Box::new(BodyTooLarge { limit }) as BoxError;
+        let (mut chunks, seen) = match state {
+            Ok(reading) => reading,
+            Err(true) => return Some((Err(too_large()), Err(false))),
+            Err(false) => return None,
+        };
+        match chunks.next().await? {
+            Ok(chunk) => {
+                let seen = seen.saturating_add(chunk.len() as u64);
+                if seen > limit {
+                    Some((Err(too_large()), Err(false)))
+                } else {
+                    Some((Ok(chunk), Ok((chunks, seen))))
+                }
+            }
+            Err(error) => Some((Err(Box::new(error) as BoxError), Err(false))),
+        }
+    });
+    // reqwest builds a `Response` only from an `http::Response`; axum re-exports the same `http`.
+    let mut bounded = axum::http::Response::new(reqwest::Body::wrap_stream(body));
+    *bounded.status_mut() = status;
+    *bounded.version_mut() = version;
+    *bounded.headers_mut() = headers;
+    reqwest::Response::from(bounded)
 }
