@@ -609,3 +609,31 @@ slurm_stop_all() {
         "$SLURM_ROOT"/run/slurmd-*.pid "$SLURM_ROOT"/run/slurmdbd.pid "$SLURM_ROOT"/run/mysqld/mysqld.pid
     slurm_umount
 }
+
+# ---------------------------------------------------------------------------------------------
+# Restarting one daemon (hack/slurm-daemon.sh). The command lines are the ones hack/slurm-up.sh
+# runs for these daemons, with the same PID files ($SLURM_STATE_DIR/<name>.pid), so slurm-up.sh
+# and slurm-down.sh see a restarted daemon as their own.
+
+# The daemons that can be stopped and started on their own.
+SLURM_RESTARTABLE=(slurmctld slurmrestd)
+
+# slurmctld, recovering the state saved in StateSaveLocation (no -c / -i).
+slurm_start_slurmctld() { slurm_spawn slurmctld chroot "$SLURM_ROOT" slurmctld -D; }
+
+slurm_start_slurmrestd() {
+    slurm_spawn slurmrestd chroot "$SLURM_ROOT" env SLURM_JWT=daemon slurmrestd -a rest_auth/jwt \
+        -s slurmctld,slurmdbd -u slurmrestd -g slurmrestd "127.0.0.1:$SLURM_REST_PORT"
+}
+
+# slurm_daemon_pid NAME: the PID of that daemon if it runs (PID file checked: comm, root).
+slurm_daemon_pid() { slurm_pidfile_pid "$SLURM_STATE_DIR/$1.pid"; }
+
+# slurm_daemon_ready NAME: slurmctld answers a ping / slurmrestd listens on its port.
+slurm_daemon_ready() {
+    case "$1" in
+        slurmctld) slurm_chroot scontrol ping 2>/dev/null | grep -q 'is UP' ;;
+        slurmrestd) [[ -n "$(ss -Hltn "sport = :$SLURM_REST_PORT" 2>/dev/null)" ]] ;;
+        *) return 1 ;;
+    esac
+}

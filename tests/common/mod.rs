@@ -206,3 +206,74 @@ impl Drop for NodeGuard<'_> {
             .output();
     }
 }
+
+impl LocalSlurm {
+    /// Run a `hack/slurm-daemon.sh` subcommand for this flavour (stop or start slurmctld or
+    /// slurmrestd exactly as `hack/slurm-up.sh` does).
+    pub fn daemon_script(&self, args: &[&str]) -> String {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/slurm-daemon.sh");
+        let output = Command::new("bash")
+            .arg(&script)
+            .args(args)
+            .args(["--flavour", &self.flavour])
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
+        assert!(
+            output.status.success(),
+            "slurm-daemon.sh {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}
+
+/// A Slurm daemon stopped by a test: [`DaemonGuard::start`] brings it back, and so does dropping
+/// the guard (a failed assertion included), since the rest of the suite shares this Slurm.
+pub struct DaemonGuard<'a> {
+    slurm: &'a LocalSlurm,
+    daemon: &'static str,
+    stopped: bool,
+}
+
+impl<'a> DaemonGuard<'a> {
+    /// Stop `daemon` (`slurmctld` or `slurmrestd`) through `hack/slurm-daemon.sh`.
+    pub fn stop(slurm: &'a LocalSlurm, daemon: &'static str) -> Self {
+        // The guard exists before the stop: a stop that fails half-way is still undone.
+        let guard = Self {
+            slurm,
+            daemon,
+            stopped: true,
+        };
+        slurm.daemon_script(&["stop", daemon]);
+        guard
+    }
+
+    /// Start it again (waits until it is ready) and disarm the guard.
+    pub fn start(&mut self) {
+        self.slurm.daemon_script(&["start", self.daemon]);
+        self.stopped = false;
+    }
+}
+
+impl Drop for DaemonGuard<'_> {
+    fn drop(&mut self) {
+        if !self.stopped {
+            return;
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/slurm-daemon.sh");
+        let output = Command::new("bash")
+            .arg(script)
+            .args(["start", self.daemon, "--flavour", &self.slurm.flavour])
+            .output();
+        match output {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "could not restart {}: {}",
+                self.daemon,
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(error) => eprintln!("could not restart {}: {error}", self.daemon),
+        }
+    }
+}
