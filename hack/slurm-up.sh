@@ -196,7 +196,7 @@ until tcp_listening "$SLURM_DBD_PORT"; do
     sleep 0.05
 done
 log "accounting up ($(elapsed) s); starting slurmctld, slurmd n1..n3, slurmrestd on $SLURM_REST_URL"
-slurm_spawn slurmctld chroot "$R" slurmctld -D
+slurm_start_slurmctld
 # One slurmd at a time: each binds /run/slurm/sack.socket after unlinking the previous one, and
 # two doing that at once make one of them die with "Address already in use". A slurmd writes its
 # own pid file only after that point, so wait for it before starting the next.
@@ -208,8 +208,7 @@ for n in "${SLURM_STATIC_NODES[@]}"; do
         sleep 0.05
     done
 done
-slurm_spawn slurmrestd chroot "$R" env SLURM_JWT=daemon slurmrestd -a rest_auth/jwt -s slurmctld,slurmdbd \
-    -u slurmrestd -g slurmrestd "127.0.0.1:$SLURM_REST_PORT"
+slurm_start_slurmrestd
 
 # Wait: every daemon alive, an authenticated /diag and /slurmdb/.../jobs/ answer, n1..n3 IDLE
 # (with --keep-state any responding state is accepted, since the saved state may have them busy
