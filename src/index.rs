@@ -185,25 +185,10 @@ mod tests {
     fn job(id: u32, array_job_id: Option<u32>, comment: &str) -> Job {
         Job {
             job_id: id,
-            name: String::new(),
             state: JobState::from_strings(&["PENDING"]),
-            state_reason: None,
-            user_name: None,
-            partition: None,
             comment: Some(comment.to_owned()),
-            nodes: None,
-            node_count: None,
-            exit: None,
-            submit_time: None,
-            start_time: None,
-            end_time: None,
-            time_limit: None,
             array_job_id,
-            array_task_id: None,
-            array_task_string: None,
-            standard_output: None,
-            standard_error: None,
-            working_directory: None,
+            ..Job::bare()
         }
     }
 

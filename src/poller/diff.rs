@@ -183,23 +183,16 @@ mod tests {
             job_id: id,
             name: "j".into(),
             state: JobState::from_strings(&state.split('+').collect::<Vec<_>>()),
-            state_reason: None,
             user_name: Some("slurm".into()),
             partition: Some("debug".into()),
             comment: Some(TAG.into()),
-            nodes: None,
             node_count: Some(1),
-            exit: None,
             submit_time: Some(t(100)),
             start_time: Some(t(200)),
             end_time: Some(t(300)),
             time_limit: Some(Duration::from_secs(60)),
-            array_job_id: None,
-            array_task_id: None,
-            array_task_string: None,
-            standard_output: None,
-            standard_error: None,
             working_directory: Some("/tmp".into()),
+            ..Job::bare()
         }
     }
 

@@ -436,23 +436,12 @@ mod tests {
             job_id: id,
             name: format!("job{id}"),
             state: state(s),
-            state_reason: None,
-            user_name: None,
-            partition: None,
             comment: comment.map(str::to_owned),
             nodes: holds_nodes(&state(s)).then(|| "n1".to_owned()),
-            node_count: None,
-            exit: None,
             submit_time: Some(t(1_000)),
             start_time: holds_nodes(&state(s)).then(|| t(2_000)),
-            end_time: None,
             time_limit: Some(Duration::from_secs(600)),
-            array_job_id: None,
-            array_task_id: None,
-            array_task_string: None,
-            standard_output: None,
-            standard_error: None,
-            working_directory: None,
+            ..Job::bare()
         }
     }
 

@@ -335,6 +335,35 @@ pub struct Job {
     pub working_directory: Option<String>,
 }
 
+/// A record with every optional field empty: unit tests spell out only what they are about.
+#[cfg(test)]
+impl Job {
+    pub(crate) fn bare() -> Self {
+        Self {
+            job_id: 0,
+            name: String::new(),
+            state: JobState::default(),
+            state_reason: None,
+            user_name: None,
+            partition: None,
+            comment: None,
+            nodes: None,
+            node_count: None,
+            exit: None,
+            submit_time: None,
+            start_time: None,
+            end_time: None,
+            time_limit: None,
+            array_job_id: None,
+            array_task_id: None,
+            array_task_string: None,
+            standard_output: None,
+            standard_error: None,
+            working_directory: None,
+        }
+    }
+}
+
 /// One entry of `/jobs/state/`: the cheapest way to follow jobs we already know.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobStateEntry {

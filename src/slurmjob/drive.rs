@@ -488,25 +488,9 @@ mod tests {
     fn job(id: u32, comment: &str, states: &[&str]) -> Job {
         Job {
             job_id: id,
-            name: String::new(),
             state: JobState::from_strings(states),
-            state_reason: None,
-            user_name: None,
-            partition: None,
             comment: Some(comment.into()),
-            nodes: None,
-            node_count: None,
-            exit: None,
-            submit_time: None,
-            start_time: None,
-            end_time: None,
-            time_limit: None,
-            array_job_id: None,
-            array_task_id: None,
-            array_task_string: None,
-            standard_output: None,
-            standard_error: None,
-            working_directory: None,
+            ..Job::bare()
         }
     }
 

@@ -162,23 +162,8 @@ mod tests {
             job_id: 7,
             name: "n".into(),
             state: JobState::from_strings(states),
-            state_reason: None,
-            user_name: None,
-            partition: None,
-            comment: None,
-            nodes: None,
-            node_count: None,
-            exit: None,
             submit_time: DateTime::from_timestamp(1_000, 0),
-            start_time: None,
-            end_time: None,
-            time_limit: None,
-            array_job_id: None,
-            array_task_id: None,
-            array_task_string: None,
-            standard_output: None,
-            standard_error: None,
-            working_directory: None,
+            ..Job::bare()
         }
     }
 

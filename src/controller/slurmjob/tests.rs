@@ -349,25 +349,9 @@ async fn submit_then_delete_cancels_the_slurm_job() {
 fn tagged_record(id: u32, comment: &str, states: &[&str]) -> crate::slurm::types::Job {
     crate::slurm::types::Job {
         job_id: id,
-        name: String::new(),
         state: JobState::from_strings(states),
-        state_reason: None,
-        user_name: None,
-        partition: None,
         comment: Some(comment.into()),
-        nodes: None,
-        node_count: None,
-        exit: None,
-        submit_time: None,
-        start_time: None,
-        end_time: None,
-        time_limit: None,
-        array_job_id: None,
-        array_task_id: None,
-        array_task_string: None,
-        standard_output: None,
-        standard_error: None,
-        working_directory: None,
+        ..crate::slurm::types::Job::bare()
     }
 }
 
