@@ -55,6 +55,7 @@ struct Runner {
     submissions: Submissions,
     started_at: DateTime<Utc>,
     events: Vec<&'static str>,
+    leadership: Leadership,
 }
 
 impl Runner {
@@ -78,6 +79,31 @@ impl Runner {
             submissions: Submissions::default(),
             started_at: Utc::now() - chrono::TimeDelta::seconds(1),
             events: Vec::new(),
+            leadership: Leadership::always(),
+        }
+    }
+
+    /// This SlurmJob as a step sees it, with `status` as stored.
+    fn target<'a>(&'a self, status: Option<&'a SlurmJobStatus>) -> Target<'a> {
+        Target {
+            name: &self.name,
+            uid: &self.uid,
+            generation: self.generation,
+            spec: &self.spec,
+            status,
+            created: None,
+        }
+    }
+
+    /// What a step of this process works with, `state` being its index.
+    fn env<'a>(&'a self, state: &'a ClusterState) -> Env<'a> {
+        Env {
+            client: &self.client,
+            state,
+            submissions: &self.submissions,
+            started_at: self.started_at,
+            now: Utc::now(),
+            leadership: &self.leadership,
         }
     }
 
@@ -91,22 +117,8 @@ impl Runner {
 
     async fn step_with(&mut self, deps: impl Fn(&str) -> Option<Option<i64>>) -> Step {
         let state = sync(&self.client).await;
-        let target = Target {
-            name: &self.name,
-            uid: &self.uid,
-            generation: self.generation,
-            spec: &self.spec,
-            status: self.status.as_ref(),
-            created: None,
-        };
-        let env = Env {
-            client: &self.client,
-            state: &state,
-            submissions: &self.submissions,
-            started_at: self.started_at,
-            now: Utc::now(),
-            leadership: &Leadership::always(),
-        };
+        let target = self.target(self.status.as_ref());
+        let env = self.env(&state);
         let step = drive::step(target, env, deps).await.unwrap();
         self.status = Some(step.status.clone());
         self.events.extend(step.notices.iter().map(|n| n.reason));
@@ -471,21 +483,10 @@ async fn no_submit_before_a_fresh_index_sync() {
     let mut job = Runner::new(&slurm, "fresh", json!({"script": script("true")}));
     let state = sync(&job.client).await;
     let started_at = Utc::now() + chrono::TimeDelta::seconds(1);
-    let target = Target {
-        name: &job.name,
-        uid: &job.uid,
-        generation: 1,
-        spec: &job.spec,
-        status: None,
-        created: None,
-    };
+    let target = job.target(None);
     let env = Env {
-        client: &job.client,
-        state: &state,
-        submissions: &job.submissions,
         started_at,
-        now: Utc::now(),
-        leadership: &Leadership::always(),
+        ..job.env(&state)
     };
     let step = drive::step(target, env, |_| None).await.unwrap();
     assert_eq!(step.status.job_id, None);
@@ -509,21 +510,11 @@ async fn a_follower_never_submits() {
     let (lease, following) = tokio::sync::watch::channel(false);
     let leadership = Leadership::follow(following);
     let state = sync(&job.client).await;
-    let target = Target {
-        name: &job.name,
-        uid: &job.uid,
-        generation: 1,
-        spec: &job.spec,
-        status: None,
-        created: None,
-    };
+    let target = job.target(None);
     let env = Env {
-        client: &job.client,
-        state: &state,
-        submissions: &job.submissions,
         started_at,
-        now: Utc::now(),
         leadership: &leadership,
+        ..job.env(&state)
     };
     let step = drive::step(target, env, |_| None).await.unwrap();
     assert_eq!(step.status.job_id, None);
@@ -543,21 +534,11 @@ async fn a_follower_never_submits() {
 
     // Gaining the Lease: the same step now submits, once.
     lease.send_replace(true);
-    let target = Target {
-        name: &job.name,
-        uid: &job.uid,
-        generation: 1,
-        spec: &job.spec,
-        status: None,
-        created: None,
-    };
+    let target = job.target(None);
     let env = Env {
-        client: &job.client,
-        state: &state,
-        submissions: &job.submissions,
         started_at,
-        now: Utc::now(),
         leadership: &leadership,
+        ..job.env(&state)
     };
     let step = drive::step(target, env, |_| None).await.unwrap();
     let job_id = step.status.job_id.expect("the leader submits");
@@ -601,22 +582,8 @@ async fn a_job_gone_from_slurmctld_ends_as_accounting_recorded_it() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let state = index_after_min_job_age();
-    let target = Target {
-        name: &job.name,
-        uid: &job.uid,
-        generation: 1,
-        spec: &job.spec,
-        status: Some(&seen),
-        created: None,
-    };
-    let env = Env {
-        client: &job.client,
-        state: &state,
-        submissions: &job.submissions,
-        started_at: job.started_at,
-        now: Utc::now(),
-        leadership: &Leadership::always(),
-    };
+    let target = job.target(Some(&seen));
+    let env = job.env(&state);
     let step = drive::step(target, env, |_| None).await.unwrap();
     assert_eq!(step.status.phase, Phase::Failed, "{:?}", step.status);
     assert_eq!(step.status.exit_code, Some(3));
@@ -651,21 +618,11 @@ async fn a_submit_found_only_in_accounting_is_adopted() {
     // A new incarnation: nothing recorded in memory, slurmctld's list without the job.
     let state = index_after_min_job_age();
     let submissions = Submissions::default();
-    let target = Target {
-        name: &job.name,
-        uid: &job.uid,
-        generation: 1,
-        spec: &job.spec,
-        status: None,
-        created: None,
-    };
+    let target = job.target(None);
     let env = Env {
-        client: &job.client,
-        state: &state,
         submissions: &submissions,
         started_at: Utc::now() - chrono::TimeDelta::seconds(5),
-        now: Utc::now(),
-        leadership: &Leadership::always(),
+        ..job.env(&state)
     };
     let step = drive::step(target, env, |_| None).await.unwrap();
     assert_eq!(
@@ -716,20 +673,13 @@ async fn only_a_slurmjob_old_enough_asks_accounting_before_submitting() {
         let state = sync(&job.client).await;
         operations.0.lock().unwrap().clear();
         let target = Target {
-            name: &job.name,
-            uid: &job.uid,
-            generation: 1,
-            spec: &job.spec,
-            status: None,
             created,
+            ..job.target(None)
         };
         let env = Env {
             client: &client,
-            state: &state,
-            submissions: &job.submissions,
-            started_at: job.started_at,
             now,
-            leadership: &Leadership::always(),
+            ..job.env(&state)
         };
         let step = drive::step(target, env, |_| None).await.unwrap();
         assert!(step.status.job_id.is_some(), "{what}: {:?}", step.status);
