@@ -30,7 +30,7 @@ pub mod status;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt, future};
 use k8s_openapi::NamespaceResourceScope;
@@ -38,18 +38,18 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams, PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType};
-use kube::runtime::finalizer::{self, Event as Finalizer, finalizer};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{debug, info, warn};
 
 use self::config::{CaSource, ConfigError, Plan, Sources};
 use self::status::{Connected, Failure, Observation};
-use super::{Backoffs, Chain};
+use super::{Backoffs, Chain, FinalizerFailure};
 use crate::context::{Context, FIELD_MANAGER};
 use crate::crd::{Cluster, ClusterSpec, FINALIZER, SlurmJob};
 use crate::index::{Health, SlurmEvent};
@@ -155,27 +155,11 @@ fn backoff_key(cluster: &Cluster) -> String {
 /// Reconcile one Cluster: behind the finalizer, [`apply`] or [`cleanup`]. One tracing span per
 /// reconcile, with the Cluster's name and namespace.
 pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let span = info_span!(
-        "reconcile",
-        controller = CONTROLLER,
-        name = %cluster.name_any(),
-        namespace = cluster.namespace().as_deref().unwrap_or_default(),
-    );
-    async move {
-        let started = Instant::now();
-        let result = reconcile_inner(cluster, &ctx).await;
-        ctx.metrics.reconciled(CONTROLLER, started.elapsed());
-        result
-    }
-    .instrument(span)
-    .await
+    let work = reconcile_inner(Arc::clone(&cluster), &ctx);
+    super::reconcile_as_leader(CONTROLLER, cluster.as_ref(), &ctx, work).await
 }
 
 async fn reconcile_inner(cluster: Arc<Cluster>, ctx: &Context) -> Result<Action, Error> {
-    if !ctx.leadership.is_leader() {
-        // Another replica writes; gaining the Lease reconciles everything again.
-        return Ok(Action::await_change());
-    }
     let namespace = cluster
         .namespace()
         .ok_or(Error::MissingMetadata("namespace"))?;
@@ -187,13 +171,19 @@ async fn reconcile_inner(cluster: Arc<Cluster>, ctx: &Context) -> Result<Action,
         }
     })
     .await
-    .map_err(|error| match error {
-        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
-        finalizer::Error::AddFinalizer(e) => Error::AddFinalizer(e),
-        finalizer::Error::RemoveFinalizer(e) => Error::RemoveFinalizer(e),
-        finalizer::Error::UnnamedObject => Error::MissingMetadata("name"),
-        finalizer::Error::InvalidFinalizer => Error::MissingMetadata("valid finalizer"),
-    })
+    .map_err(Error::from_finalizer)
+}
+
+impl super::FinalizerFailure for Error {
+    fn add_finalizer(error: kube::Error) -> Self {
+        Self::AddFinalizer(error)
+    }
+    fn remove_finalizer(error: kube::Error) -> Self {
+        Self::RemoveFinalizer(error)
+    }
+    fn missing_metadata(what: &'static str) -> Self {
+        Self::MissingMetadata(what)
+    }
 }
 
 /// Classify a failed reconcile: an unusable spec waits for a change (the Warning Event was

@@ -15,8 +15,16 @@ pub(crate) mod test_support;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer;
+use kube::{Resource, ResourceExt};
+use tracing::{Instrument, info_span};
+
+use crate::context::Context;
 
 /// Per-object exponential backoff for failed reconciles: the first failure requeues after
 /// [`Backoffs::MIN`], each further one doubles the delay up to [`Backoffs::MAX`]; a success
@@ -82,6 +90,54 @@ impl fmt::Display for Chain<'_> {
             source = error.source();
         }
         Ok(())
+    }
+}
+
+/// One reconcile as every controller runs it: nothing at all on a replica without the leader
+/// Lease (gaining it reconciles everything again), else `work` in a tracing span with the
+/// object's name and namespace, timed into the reconcile metrics.
+pub async fn reconcile_as_leader<K, E>(
+    controller: &'static str,
+    object: &K,
+    ctx: &Context,
+    work: impl Future<Output = Result<Action, E>>,
+) -> Result<Action, E>
+where
+    K: Resource,
+{
+    if !ctx.leadership.is_leader() {
+        return Ok(Action::await_change());
+    }
+    let span = info_span!(
+        "reconcile",
+        controller,
+        name = %object.name_any(),
+        namespace = object.namespace().as_deref().unwrap_or_default(),
+    );
+    let started = Instant::now();
+    let result = work.instrument(span).await;
+    ctx.metrics.reconciled(controller, started.elapsed());
+    result
+}
+
+/// A controller error that can say what went wrong around kube's finalizer helper.
+pub trait FinalizerFailure: Sized {
+    fn add_finalizer(error: kube::Error) -> Self;
+    fn remove_finalizer(error: kube::Error) -> Self;
+    fn missing_metadata(what: &'static str) -> Self;
+
+    /// The controller's own error, out of the finalizer helper's wrapping.
+    fn from_finalizer(error: finalizer::Error<Self>) -> Self
+    where
+        Self: std::error::Error + 'static,
+    {
+        match error {
+            finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+            finalizer::Error::AddFinalizer(e) => Self::add_finalizer(e),
+            finalizer::Error::RemoveFinalizer(e) => Self::remove_finalizer(e),
+            finalizer::Error::UnnamedObject => Self::missing_metadata("name"),
+            finalizer::Error::InvalidFinalizer => Self::missing_metadata("valid finalizer"),
+        }
     }
 }
 

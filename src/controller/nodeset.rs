@@ -28,7 +28,7 @@ pub mod pods;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::Utc;
 use futures::{Stream, StreamExt, future};
@@ -43,7 +43,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{debug, info, warn};
 
 use self::plan::{Action, DeleteWhy, Input, SlurmView, ViewState};
 use super::{Backoffs, Chain};
@@ -163,27 +163,14 @@ pub async fn apply_slurm(
 
 /// Reconcile one NodeSet, in a tracing span with its name and namespace.
 pub async fn reconcile(nodeset: Arc<NodeSet>, ctx: Arc<Context>) -> Result<Requeue, Error> {
-    let span = info_span!(
-        "reconcile",
-        controller = CONTROLLER,
-        name = %nodeset.name_any(),
-        namespace = nodeset.namespace().as_deref().unwrap_or_default(),
-    );
-    async move {
-        if !ctx.leadership.is_leader() {
-            // Another replica writes; gaining the Lease reconciles everything again.
-            return Ok(Requeue::await_change());
-        }
-        let started = Instant::now();
+    let work = async {
         let result = apply(&nodeset, &ctx).await;
-        ctx.metrics.reconciled(CONTROLLER, started.elapsed());
         if result.is_ok() {
             ctx.backoff.reset(&backoff_key(&nodeset));
         }
         result
-    }
-    .instrument(span)
-    .await
+    };
+    super::reconcile_as_leader(CONTROLLER, nodeset.as_ref(), &ctx, work).await
 }
 
 /// Retry with a per-NodeSet exponential backoff.

@@ -25,7 +25,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::{Stream, StreamExt, future};
@@ -33,15 +33,15 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType};
-use kube::runtime::finalizer::{self, Event as Finalizer, finalizer};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{debug, info, warn};
 
-use super::{Backoffs, Chain};
+use super::{Backoffs, Chain, FinalizerFailure};
 use crate::context::{Context, FIELD_MANAGER};
 use crate::crd::condition;
 use crate::crd::slurmjob::SlurmJobStatus;
@@ -127,27 +127,11 @@ fn backoff_key(job: &SlurmJob) -> String {
 
 /// Reconcile one SlurmJob behind the finalizer. One tracing span per reconcile.
 pub async fn reconcile(job: Arc<SlurmJob>, data: Arc<Data>) -> Result<Action, Error> {
-    let span = info_span!(
-        "reconcile",
-        controller = CONTROLLER,
-        name = %job.name_any(),
-        namespace = job.namespace().as_deref().unwrap_or_default(),
-    );
-    async move {
-        let started = Instant::now();
-        let result = reconcile_inner(job, &data).await;
-        data.ctx.metrics.reconciled(CONTROLLER, started.elapsed());
-        result
-    }
-    .instrument(span)
-    .await
+    let work = reconcile_inner(Arc::clone(&job), &data);
+    super::reconcile_as_leader(CONTROLLER, job.as_ref(), &data.ctx, work).await
 }
 
 async fn reconcile_inner(job: Arc<SlurmJob>, data: &Data) -> Result<Action, Error> {
-    if !data.ctx.leadership.is_leader() {
-        // Another replica writes; gaining the Lease reconciles everything again.
-        return Ok(Action::await_change());
-    }
     let namespace = job.namespace().ok_or(Error::MissingMetadata("namespace"))?;
     let api: Api<SlurmJob> = Api::namespaced(data.ctx.client.clone(), &namespace);
     finalizer(&api, FINALIZER, job, |event| async move {
@@ -157,13 +141,19 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &Data) -> Result<Action, Erro
         }
     })
     .await
-    .map_err(|error| match error {
-        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
-        finalizer::Error::AddFinalizer(e) => Error::AddFinalizer(e),
-        finalizer::Error::RemoveFinalizer(e) => Error::RemoveFinalizer(e),
-        finalizer::Error::UnnamedObject => Error::MissingMetadata("name"),
-        finalizer::Error::InvalidFinalizer => Error::MissingMetadata("valid finalizer"),
-    })
+    .map_err(Error::from_finalizer)
+}
+
+impl super::FinalizerFailure for Error {
+    fn add_finalizer(error: kube::Error) -> Self {
+        Self::AddFinalizer(error)
+    }
+    fn remove_finalizer(error: kube::Error) -> Self {
+        Self::RemoveFinalizer(error)
+    }
+    fn missing_metadata(what: &'static str) -> Self {
+        Self::MissingMetadata(what)
+    }
 }
 
 /// Every failure retries with a per-SlurmJob exponential backoff: none of them is the spec's

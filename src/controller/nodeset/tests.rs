@@ -1,6 +1,7 @@
 //! Mocked-API scenarios for the NodeSet reconcile: each API call asserted in order.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use http::{Method, Response, StatusCode};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec};

@@ -2,6 +2,7 @@
 //! the real local one (skipped, with a message, when it is not up).
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use http::{Method, StatusCode};
 use kube::client::Body;
