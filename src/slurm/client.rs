@@ -388,10 +388,7 @@ impl SlurmClient {
             Idempotency::Once => once().await,
             Idempotency::Idempotent => {
                 once.retry(self.config.retry.backoff())
-                    // A busy node is transient for the reconcile loop, not worth hammering here.
-                    .when(|e: &SlurmError| {
-                        e.is_transient() && !matches!(e, SlurmError::NodeBusy { .. })
-                    })
+                    .when(SlurmError::worth_retrying_now)
                     .notify(|error, delay| {
                         tracing::debug!(operation, %error, ?delay, "retrying slurmrestd call");
                     })

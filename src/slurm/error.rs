@@ -21,6 +21,9 @@ pub mod errno {
     pub const INVALID_FEATURE: i64 = 2029;
     /// Slurm 26.05's answer to e.g. RESUME on a node that is not drained (24.11 says 2028).
     pub const INVALID_NODE_STATE_TRANSITION: i64 = 2180;
+    /// slurmrestd could not talk to slurmctld (`SLURMCTLD_COMMUNICATIONS_*`: connect, send,
+    /// receive, shutdown, backoff). slurmrestd answers so only after its own MessageTimeout.
+    pub const CONTROLLER_COMMUNICATION: std::ops::RangeInclusive<i64> = 1800..=1804;
 }
 
 /// One entry of a response's `errors[]` (or a cancel's `status[].error`).
@@ -80,6 +83,12 @@ pub enum SlurmError {
     },
     #[error("{kind} {name} not found")]
     NotFound { kind: &'static str, name: String },
+    /// slurmrestd answers, but its slurmctld does not (stopped, restarting, unreachable).
+    #[error("slurmrestd cannot reach slurmctld for {operation}: {message}")]
+    ControllerNotResponding {
+        operation: &'static str,
+        message: String,
+    },
     #[error("node {node} is busy (it is running jobs)")]
     NodeBusy { node: String },
     #[error("invalid partition: {message}")]
@@ -147,7 +156,9 @@ impl SlurmError {
     /// timeouts, a server error without a Slurm error number.
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Unreachable { .. } | Self::Timeout { .. } => true,
+            Self::Unreachable { .. }
+            | Self::Timeout { .. }
+            | Self::ControllerNotResponding { .. } => true,
             Self::UnexpectedStatus { status, .. } => *status >= 500 || *status == 429,
             Self::NodeBusy { .. } => true,
             _ => false,
@@ -164,6 +175,7 @@ impl SlurmError {
             Self::Credentials(_) => "InvalidCredentials",
             Self::PermissionDenied { .. } => "PermissionDenied",
             Self::NotFound { .. } => "NotFound",
+            Self::ControllerNotResponding { .. } => "ControllerNotResponding",
             Self::NodeBusy { .. } => "NodeBusy",
             Self::InvalidPartition { .. } => "InvalidPartition",
             Self::InvalidFeature { .. } => "InvalidFeature",
@@ -179,6 +191,17 @@ impl SlurmError {
             Self::InvalidCa { .. } => "InvalidCA",
             Self::InvalidRequest { .. } => "InvalidRequest",
         }
+    }
+
+    /// Whether the facade itself should retry an idempotent call at once. Not for a busy node
+    /// (the reconcile loop waits for it) nor for a silent slurmctld: slurmrestd already waited its
+    /// MessageTimeout (~10 s) before answering, and the poller's own backoff spaces further tries.
+    pub(crate) fn worth_retrying_now(&self) -> bool {
+        self.is_transient()
+            && !matches!(
+                self,
+                Self::NodeBusy { .. } | Self::ControllerNotResponding { .. }
+            )
     }
 
     /// The Slurm error number behind this error, when Slurm gave one.
@@ -225,6 +248,9 @@ pub(crate) fn classify(
             status,
             detail: message,
         },
+        code if errno::CONTROLLER_COMMUNICATION.contains(&code) => {
+            SlurmError::ControllerNotResponding { operation, message }
+        }
         errno::INVALID_PARTITION_NAME => SlurmError::InvalidPartition { message },
         errno::INVALID_FEATURE => SlurmError::InvalidFeature { message },
         errno::NODES_BUSY => SlurmError::NodeBusy {
@@ -298,6 +324,9 @@ mod tests {
             (2021, Subject::Job(5), "AlreadyFinished"),
             (2010, Subject::Node("n1"), "PermissionDenied"),
             (2019, Subject::None, "Rejected"),
+            (1800, Subject::None, "ControllerNotResponding"),
+            (1804, Subject::Job(3), "ControllerNotResponding"),
+            (1805, Subject::None, "Rejected"),
         ];
         for (code, subject, want) in cases {
             let got = classify("op", 500, subject, vec![err(code, "x")]);
@@ -370,6 +399,18 @@ mod tests {
             body: String::new(),
         };
         assert!(unexpected(502).is_transient());
+        assert!(unexpected(502).worth_retrying_now());
+        let ctld = classify(
+            "nodes",
+            502,
+            Subject::None,
+            vec![err(
+                1800,
+                "Unable to contact slurm controller (connect failure)",
+            )],
+        );
+        assert!(ctld.is_transient(), "{ctld}");
+        assert!(!ctld.worth_retrying_now(), "slurmrestd already waited");
         assert!(unexpected(429).is_transient());
         assert!(!unexpected(400).is_transient());
         assert!(
