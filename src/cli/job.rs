@@ -92,9 +92,17 @@ fn read_manifests(paths: &[PathBuf]) -> Result<Manifests, CliError> {
                 "Cluster" => out
                     .clusters
                     .push(serde_yaml_ng::from_value(value).map_err(|e| invalid("Cluster", e))?),
+                // serde's message quotes the offending value, which here is secret material.
                 "Secret" => out
                     .secrets
-                    .push(serde_yaml_ng::from_value(value).map_err(|e| invalid("Secret", e))?),
+                    .push(serde_yaml_ng::from_value(value).map_err(|_| {
+                        CliError::Usage(format!(
+                            "{}: invalid Secret: `data` must map keys to base64 values and \
+                             `stringData` keys to strings (the parser's message is not shown: \
+                             it would quote the Secret's data)",
+                            path.display()
+                        ))
+                    })?),
                 "ConfigMap" => out
                     .config_maps
                     .push(serde_yaml_ng::from_value(value).map_err(|e| invalid("ConfigMap", e))?),

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use secrecy::{ExposeSecret, SecretString};
 
 use crate::slurm::{ClientConfig, Credentials, SlurmClient, SlurmError, TlsOptions};
 use crate::telemetry::LogFormat;
@@ -76,13 +77,15 @@ pub struct ConnectArgs {
     #[arg(long, default_value = "15m", value_parser = humantime::parse_duration)]
     pub token_lifetime: Duration,
     /// A ready JWT (prefer --token-file: arguments are visible in the process list).
+    // A SecretString, not a String: the derived `Debug` of the parsed command line (and of
+    // anything holding it) then prints `[REDACTED]` instead of the token.
     #[arg(
         long,
         env = "SLURM_JWT",
         hide_env_values = true,
         conflicts_with = "token_file"
     )]
-    pub token: Option<String>,
+    pub token: Option<SecretString>,
     /// File holding a ready JWT.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
@@ -100,7 +103,8 @@ pub struct ConnectArgs {
 /// A failure the CLI reports as one line, with an exit code per kind.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    #[error("{0}")]
+    // With its causes: "cannot build credentials" alone would not say which setting was refused.
+    #[error("{}", crate::controller::Chain(.0))]
     Slurm(#[from] SlurmError),
     #[error("cannot read {what} {path}: {source}")]
     ReadFile {
@@ -150,7 +154,7 @@ impl ConnectArgs {
             let token = String::from_utf8_lossy(&read_file("token file", path)?).into_owned();
             Credentials::token(token, self.user.clone())
         } else if let Some(token) = &self.token {
-            Credentials::token(token.clone(), self.user.clone())
+            Credentials::token(token.expose_secret(), self.user.clone())
         } else {
             return Err(CliError::Usage(
                 "give --jwt-key FILE --user U, --token-file FILE or --token T".into(),

@@ -52,6 +52,10 @@ pub enum ConfigError {
     AuthMethodAmbiguous,
     #[error("{field} is empty: name a Secret in the Cluster's namespace")]
     SecretNameMissing { field: &'static str },
+    #[error(
+        "{field} {name:?} is not an object name (lowercase letters, digits, '-' and '.'): name an object in the Cluster's namespace"
+    )]
+    InvalidObjectName { field: &'static str, name: String },
     #[error("{field} is empty: name the key in the Secret or ConfigMap")]
     KeyNameMissing { field: &'static str },
     #[error("spec.auth.jwt.user is empty: name the Slurm user the tokens are for")]
@@ -115,6 +119,7 @@ impl ConfigError {
             Self::AuthMethodMissing => "AuthMethodMissing",
             Self::AuthMethodAmbiguous => "AuthMethodAmbiguous",
             Self::SecretNameMissing { .. } => "SecretNameMissing",
+            Self::InvalidObjectName { .. } => "InvalidObjectName",
             Self::KeyNameMissing { .. } => "KeyNameMissing",
             Self::JwtUserMissing => "JWTUserMissing",
             Self::InvalidJwtUser { .. } => "InvalidJWTUser",
@@ -149,7 +154,9 @@ impl ConfigError {
             Self::SecretNotFound { what, .. }
             | Self::SecretKeyMissing { what, .. }
             | Self::SecretKeyEmpty { what, .. } => *what != CA_BUNDLE,
-            Self::KeyNameMissing { field } => field.starts_with("spec.auth"),
+            Self::KeyNameMissing { field } | Self::InvalidObjectName { field, .. } => {
+                field.starts_with("spec.auth")
+            }
             Self::InvalidEndpoint { .. }
             | Self::TlsWithoutHttps { .. }
             | Self::CaSourceAmbiguous
@@ -230,11 +237,28 @@ pub struct Plan {
 }
 
 /// The objects a [`Plan`] references, as read from the Cluster's namespace (`None`: not found).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Sources {
     pub auth: Option<Secret>,
     pub ca_secret: Option<Secret>,
     pub ca_config_map: Option<ConfigMap>,
+}
+
+/// Names and keys only: a derived `Debug` would print the Secrets' data.
+impl std::fmt::Debug for Sources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        fn secret(secret: &Option<Secret>) -> Option<(Option<&str>, Vec<&str>)> {
+            secret.as_ref().map(|s| {
+                let keys = s.data.iter().flat_map(|d| d.keys()).map(String::as_str);
+                (s.metadata.name.as_deref(), keys.collect())
+            })
+        }
+        f.debug_struct("Sources")
+            .field("auth", &secret(&self.auth))
+            .field("ca_secret", &secret(&self.ca_secret))
+            .field("ca_config_map", &self.ca_config_map)
+            .finish()
+    }
 }
 
 /// A connection ready for [`ClusterRegistry::upsert`](crate::registry::ClusterRegistry::upsert).
@@ -262,6 +286,35 @@ fn not_empty(value: &str, error: ConfigError) -> Result<(), ConfigError> {
     }
 }
 
+/// Whether `name` is an RFC 1123 subdomain, as every Secret and ConfigMap name is.
+///
+/// kube-rs puts a name into the request path as it is (no escaping): a name such as
+/// `../../kube-system/secrets/x` would address another namespace's Secret with the operator's
+/// permissions. The CRD's pattern refuses such names too, but objects can predate it and
+/// `job run` has no API server, so the name is checked before anything is read.
+fn is_object_name(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
+}
+
+fn object_name(name: &str, field: &'static str) -> Result<(), ConfigError> {
+    if is_object_name(name) {
+        Ok(())
+    } else {
+        Err(ConfigError::InvalidObjectName {
+            field,
+            name: name.to_owned(),
+        })
+    }
+}
+
 fn key_ref(
     name: &str,
     key: &str,
@@ -269,6 +322,7 @@ fn key_ref(
     key_field: &'static str,
 ) -> Result<KeyRef, ConfigError> {
     not_empty(name, ConfigError::SecretNameMissing { field: name_field })?;
+    object_name(name, name_field)?;
     not_empty(key, ConfigError::KeyNameMissing { field: key_field })?;
     Ok(KeyRef {
         name: name.to_owned(),
@@ -304,6 +358,7 @@ pub fn plan(spec: &ClusterSpec) -> Result<Plan, ConfigError> {
                             kind: "Secret",
                         },
                     )?;
+                    object_name(&r.name, "spec.tls.caSecretRef.name")?;
                     not_empty(
                         &r.key,
                         ConfigError::KeyNameMissing {
@@ -323,6 +378,7 @@ pub fn plan(spec: &ClusterSpec) -> Result<Plan, ConfigError> {
                             kind: "ConfigMap",
                         },
                     )?;
+                    object_name(&r.name, "spec.tls.caConfigMapRef.name")?;
                     not_empty(
                         &r.key,
                         ConfigError::KeyNameMissing {
@@ -783,6 +839,38 @@ mod tests {
         );
         let mut spec = jwt_spec();
         if let Some(jwt) = spec.auth.jwt.as_mut() {
+            jwt.key_secret_ref.name = "../../kube-system/secrets/jwt".into();
+        }
+        case(
+            "key Secret name with a path",
+            spec,
+            key_sources(),
+            "InvalidObjectName",
+        );
+        let mut spec = token_spec();
+        if let Some(t) = spec.auth.token_secret_ref.as_mut() {
+            t.name = "kube-system/tok".into();
+        }
+        case(
+            "token Secret name with a slash",
+            spec,
+            key_sources(),
+            "InvalidObjectName",
+        );
+        case(
+            "CA Secret name with a path",
+            https(jwt_spec(), tls(Some(ca_ref("../ca")), None, false)),
+            key_sources(),
+            "InvalidObjectName",
+        );
+        case(
+            "CA ConfigMap name with a path",
+            https(jwt_spec(), tls(None, Some(ca_ref("x/../../ca")), false)),
+            key_sources(),
+            "InvalidObjectName",
+        );
+        let mut spec = jwt_spec();
+        if let Some(jwt) = spec.auth.jwt.as_mut() {
             jwt.key_secret_ref.key = String::new();
         }
         case("missing key name", spec, key_sources(), "KeyNameMissing");
@@ -924,7 +1012,46 @@ mod tests {
             seen.insert(*want);
         }
         // Every variant is covered by some case.
-        assert_eq!(seen.len(), 22, "{seen:?}");
+        assert_eq!(seen.len(), 23, "{seen:?}");
+    }
+
+    #[test]
+    fn object_names_are_rfc_1123_subdomains() {
+        let long_label = "a".repeat(63);
+        let ok = [
+            "jwt",
+            "slurm-jwt-key",
+            "a.b-c.d",
+            "0",
+            "9a",
+            long_label.as_str(),
+        ];
+        for name in ok {
+            assert!(is_object_name(name), "{name:?}");
+        }
+        let too_long = "a".repeat(254);
+        let bad = [
+            "",
+            "..",
+            "../x",
+            "a/b",
+            "a..b",
+            ".a",
+            "a.",
+            "-a",
+            "a-",
+            "A",
+            "a_b",
+            "a b",
+            "a%2Fb",
+            "a?b",
+            "é",
+            too_long.as_str(),
+        ];
+        for name in bad {
+            assert!(!is_object_name(name), "{name:?}");
+        }
+        assert!(is_object_name(&"a".repeat(253)));
     }
 
     #[test]

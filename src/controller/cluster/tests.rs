@@ -535,3 +535,87 @@ fn register_unreachable(ctx: &Context, key: &ObjectRef<Cluster>) {
         )
         .unwrap();
 }
+
+/// A Cluster built from JSON whose Secret references carry a `namespace` (as a user might write
+/// them): the field does not exist in the types, so it is dropped, and every Secret is read from
+/// the Cluster's own namespace (`expect_get_secret` asserts the path).
+#[tokio::test]
+async fn secrets_are_read_only_from_the_clusters_namespace() {
+    let (ctx, mut api) = Context::test();
+    let pem = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()])
+        .unwrap()
+        .cert
+        .pem();
+    let cluster: Cluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "slurm.rs/v1alpha1",
+        "kind": "Cluster",
+        "metadata": {"name": "c6", "namespace": NS, "uid": "uid-c6", "generation": 1,
+                     "finalizers": [FINALIZER]},
+        "spec": {
+            "endpoint": "https://127.0.0.1:1",
+            "auth": {"jwt": {"keySecretRef": {"name": "jwt", "namespace": "kube-system"}}},
+            "tls": {"caSecretRef": {"name": "ca", "namespace": "kube-system"}},
+        },
+    }))
+    .unwrap();
+    assert!(
+        !serde_json::to_string(&cluster.spec)
+            .unwrap()
+            .contains("kube-system"),
+        "a namespace in a Secret reference must not survive deserialization"
+    );
+    let expected = cluster.clone();
+    let ca = Secret {
+        metadata: ObjectMeta {
+            name: Some("ca".into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "ca.crt".to_owned(),
+            ByteString(pem.into_bytes()),
+        )])),
+        ..Default::default()
+    };
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(key_secret(b"0123456789abcdef")))
+            .await;
+        api.expect_get_secret(NS, "ca", Some(ca)).await;
+        let status = api.expect_status_apply(&expected).await;
+        assert_eq!(cond(&status, READY), ("False", "Unreachable"));
+        api.expect_event(&expected, "Warning", "Unreachable").await;
+        api
+    });
+    let error = reconcile(Arc::new(cluster), Arc::new(ctx))
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "Unreachable");
+    server.await.unwrap().expect_no_more_calls().await;
+}
+
+/// kube-rs puts an object name into the request path unescaped: a Secret "name" that is a path
+/// would read another namespace's Secret. It is refused before any API call.
+#[tokio::test]
+async fn a_secret_name_that_is_a_path_is_refused_before_any_read() {
+    for name in ["../../kube-system/secrets/jwt", "kube-system/jwt"] {
+        let (ctx, mut api) = Context::test();
+        let mut cluster = finalized(cluster("c7", "http://127.0.0.1:1"));
+        if let Some(jwt) = cluster.spec.auth.jwt.as_mut() {
+            jwt.key_secret_ref.name = name.into();
+        }
+        let expected = cluster.clone();
+        let server = tokio::spawn(async move {
+            let status = api.expect_status_apply(&expected).await;
+            assert_eq!(cond(&status, READY), ("False", "InvalidObjectName"));
+            assert_eq!(cond(&status, AUTHENTICATED), ("False", "InvalidObjectName"));
+            api.expect_event(&expected, "Warning", "InvalidObjectName")
+                .await;
+            api
+        });
+        let error = reconcile(Arc::new(cluster), Arc::new(ctx))
+            .await
+            .unwrap_err();
+        assert_eq!(error.category(), "InvalidObjectName", "{name}");
+        assert!(error.is_invalid_spec());
+        server.await.unwrap().expect_no_more_calls().await;
+    }
+}
