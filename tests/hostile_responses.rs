@@ -8,10 +8,12 @@
 // Test code: a failed unwrap is a failed test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::hostile::{endless_server, mutated, recorded};
 use serde_json::{Value, json};
 use slurm_operator::slurm::types::{
     Changes, Job, JobBaseState, JobState, JobStateEntry, Node, NodeBaseState, NodeCounts,
@@ -20,29 +22,10 @@ use slurm_operator::slurm::types::{
 use slurm_operator::slurm::{
     ClientConfig, Credentials, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, SlurmClient, SlurmError,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// Every case must finish well within this; a hang is a failure, not a stuck test run.
 const CASE_DEADLINE: Duration = Duration::from_secs(20);
-
-/// The recorded body of a 24.11 case (the fixture envelope's `body`).
-fn recorded(case: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/24.11")
-        .join(format!("{case}.json"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let envelope: Value =
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    envelope["body"].clone()
-}
-
-/// The recorded body with `mutate` applied.
-fn mutated(case: &str, mutate: impl FnOnce(&mut Value)) -> Vec<u8> {
-    let mut body = recorded(case);
-    mutate(&mut body);
-    serde_json::to_vec(&body).unwrap()
-}
 
 fn client(uri: &str, timeout: Duration) -> SlurmClient {
     let config = ClientConfig::new(uri)
@@ -689,42 +672,6 @@ async fn hostile_responses_give_a_typed_error_or_a_sane_value() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
-}
-
-/// A raw HTTP/1.1 server answering one request with a 200 chunked body that never ends: `head`,
-/// then `chunk` forever, `pause` apart. Returns its base URL.
-async fn endless_server(head: &'static [u8], chunk: &'static [u8], pause: Duration) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut request = vec![0_u8; 16 * 1024];
-                let _ = socket.read(&mut request).await;
-                let header = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                              transfer-encoding: chunked\r\n\r\n";
-                let frame = |data: &[u8]| {
-                    let mut out = format!("{:x}\r\n", data.len()).into_bytes();
-                    out.extend_from_slice(data);
-                    out.extend_from_slice(b"\r\n");
-                    out
-                };
-                if socket.write_all(header.as_bytes()).await.is_err()
-                    || socket.write_all(&frame(head)).await.is_err()
-                {
-                    return;
-                }
-                let chunk = frame(chunk);
-                // Ends when the client hangs up (write error).
-                while socket.write_all(&chunk).await.is_ok() {
-                    if !pause.is_zero() {
-                        tokio::time::sleep(pause).await;
-                    }
-                }
-            });
-        }
-    });
-    format!("http://{address}")
 }
 
 #[tokio::test]

@@ -6,8 +6,9 @@
 //!
 //! [`Duration`] keeps the text the user wrote, so a spec read and written back is unchanged, and
 //! the parsed value, so the operator never parses twice. The schema carries [`PATTERN`], which
-//! accepts exactly what [`Duration::from_str`] accepts: an object the API server stored always
-//! deserializes.
+//! accepts what [`Duration::from_str`] accepts but for totals past 2^64 ns (~584 years); every
+//! duration field also has a CEL bound, which such a total fails (`duration()` cannot even parse
+//! it), so an object the API server stored always deserializes.
 
 use std::{fmt, str::FromStr, time};
 

@@ -79,7 +79,8 @@ pub struct RenderError {
 /// Every CRD, in a stable order (Cluster, SlurmJob, NodeSet), as installed.
 ///
 /// These are `Cluster::crd()` etc. with field descriptions reflowed: doc comments are wrapped at
-/// 100 columns in the source, and `kubectl explain` should see paragraphs, not those line breaks.
+/// 100 columns in the source, and `kubectl explain` should see paragraphs, not those line breaks;
+/// and with every `int32` bounded (see [`bound_int32`]).
 pub fn all() -> Vec<CustomResourceDefinition> {
     let mut crds = vec![Cluster::crd(), SlurmJob::crd(), NodeSet::crd()];
     for crd in &mut crds {
@@ -89,19 +90,37 @@ pub fn all() -> Vec<CustomResourceDefinition> {
                 .as_mut()
                 .and_then(|s| s.open_api_v3_schema.as_mut())
             {
-                reflow_descriptions(schema);
+                for_each_schema(schema, &mut |s| {
+                    if let Some(description) = s.description.as_mut() {
+                        *description = reflow(description);
+                    }
+                    bound_int32(s);
+                });
             }
         }
     }
     crds
 }
 
-/// Join the lines of each paragraph of every description in `schema` (recursively). Blank lines
-/// (paragraph breaks) and lines starting a list item (`- `) are kept.
-fn reflow_descriptions(schema: &mut JSONSchemaProps) {
-    if let Some(description) = schema.description.as_mut() {
-        *description = reflow(description);
+/// Give an `integer` of `format: int32` the int32 range as `minimum`/`maximum` where the schema
+/// sets none (or a wider one). API servers before Kubernetes 1.36 ignore numeric formats, so
+/// without the bounds they store e.g. `replicas: 2147483648`, which the operator cannot
+/// deserialize: one such object failed the list of its whole kind, and every object of that
+/// kind stopped being reconciled. With them the API server refuses the value ("should be less
+/// than or equal to 2147483647").
+fn bound_int32(schema: &mut JSONSchemaProps) {
+    if schema.type_.as_deref() != Some("integer") || schema.format.as_deref() != Some("int32") {
+        return;
     }
+    let (min, max) = (f64::from(i32::MIN), f64::from(i32::MAX));
+    schema.minimum = Some(schema.minimum.map_or(min, |m| m.max(min)));
+    schema.maximum = Some(schema.maximum.map_or(max, |m| m.min(max)));
+}
+
+/// Call `f` on `schema` and on every schema nested in it (properties, items,
+/// additionalProperties, not, allOf/anyOf/oneOf), parents first.
+fn for_each_schema(schema: &mut JSONSchemaProps, f: &mut impl FnMut(&mut JSONSchemaProps)) {
+    f(schema);
     let children = schema
         .properties
         .iter_mut()
@@ -125,7 +144,9 @@ fn reflow_descriptions(schema: &mut JSONSchemaProps) {
                 .into_iter()
                 .flat_map(|list| list.iter_mut().flatten()),
         );
-    children.for_each(reflow_descriptions);
+    for child in children {
+        for_each_schema(child, f);
+    }
 }
 
 fn reflow(text: &str) -> String {

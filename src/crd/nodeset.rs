@@ -304,12 +304,18 @@ fn default_max_unavailable() -> IntOrString {
 }
 
 /// Scale-in behaviour.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct ScaleIn {
     /// How long to wait for a draining node's jobs to finish before deleting its pod anyway
-    /// (the jobs are then requeued or fail). Unset: wait as long as it takes.
+    /// (the jobs are then requeued or fail), at most 8760h (a year). Unset: wait as long as it
+    /// takes.
+    // The bound is what keeps a duration that overflows (`9999999999999999999h` matches the
+    // duration pattern) from being stored: the operator could not read it, and one such NodeSet
+    // would stop every NodeSet from being reconciled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("duration(self) <= duration('8760h')")
+        .message("drainTimeout must be at most 8760h (a year); leave it unset to wait as long as it takes"))]
     pub drain_timeout: Option<Duration>,
 }
 

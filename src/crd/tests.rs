@@ -465,6 +465,54 @@ fn nonconforming(value: &Value, schema: &Value) -> Option<String> {
     None
 }
 
+/// Every `int32` carries the int32 range, so that an API server that ignores numeric formats
+/// (before Kubernetes 1.36) refuses what the operator could not deserialize.
+#[test]
+fn every_int32_is_bounded() {
+    fn walk(node: &Value, path: &str, out: &mut Vec<String>) {
+        if node.get("format") == Some(&json!("int32")) {
+            let min = node.get("minimum").and_then(Value::as_f64);
+            let max = node.get("maximum").and_then(Value::as_f64);
+            let bounded = min.is_some_and(|m| m >= f64::from(i32::MIN))
+                && max.is_some_and(|m| m <= f64::from(i32::MAX));
+            if !bounded {
+                out.push(format!("{path}: minimum {min:?}, maximum {max:?}"));
+            }
+        }
+        for (name, child) in node["properties"].as_object().into_iter().flatten() {
+            walk(child, &format!("{path}.{name}"), out);
+        }
+        for key in ["items", "additionalProperties"] {
+            if let Some(child) = node.get(key).filter(|c| c.is_object()) {
+                walk(child, &format!("{path}.{key}"), out);
+            }
+        }
+    }
+    let mut unbounded = Vec::new();
+    for (name, schema) in schemas() {
+        walk(&schema, &name, &mut unbounded);
+    }
+    assert!(unbounded.is_empty(), "{unbounded:#?}");
+    let replicas = &schemas()
+        .into_iter()
+        .find(|(n, _)| n == "nodesets.slurm.rs")
+        .unwrap()
+        .1["properties"]["spec"]["properties"]["replicas"];
+    assert_eq!(replicas["minimum"], json!(0.0), "a tighter bound is kept");
+    assert_eq!(replicas["maximum"], json!(f64::from(i32::MAX)));
+
+    // Why: one past the bound is what the operator cannot read.
+    let mut nodeset = json!({
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "NodeSet",
+        "metadata": {"name": "x", "namespace": "default"},
+        "spec": {"clusterRef": "main", "replicas": i64::from(i32::MAX),
+                 "template": {"spec": {"containers": [{"name": "slurmd"}]}}},
+    });
+    assert!(serde_json::from_value::<NodeSet>(nodeset.clone()).is_ok());
+    nodeset["spec"]["replicas"] = json!(i64::from(i32::MAX) + 1);
+    assert!(serde_json::from_value::<NodeSet>(nodeset).is_err());
+}
+
 #[test]
 fn crd_schemas_are_structural() {
     let mut all_errs = Vec::new();

@@ -144,6 +144,10 @@ pub async fn step(
                 ));
             }
             let (mut step, announced) = submit_step(target, env, base, now, dependencies).await?;
+            if step.invalid {
+                // Nothing runs again until the spec is fixed: only the InvalidSpec Warning.
+                notices.clear();
+            }
             notices.append(&mut step.notices);
             step.notices = notices;
             // A job this process submitted was announced when it was submitted (the status
@@ -246,6 +250,12 @@ async fn submit_step(
             invalid,
         }
     };
+    let invalid = |status: SlurmJobStatus, error: &submit::SpecError| {
+        let message = format!("the spec cannot be submitted: {error}");
+        let mut step = waiting(status, "InvalidSpec", message.clone(), true);
+        step.notices.push(Notice::warning("InvalidSpec", message));
+        step
+    };
     base.phase = Phase::Pending;
     if !index_trusted(env.state, env.started_at) {
         return Ok((
@@ -267,6 +277,9 @@ async fn submit_step(
     let mut request = if found.is_some() {
         None
     } else {
+        if let Err(error) = submit::check_dependencies(target.spec, target.name) {
+            return Ok((invalid(base, &error), false));
+        }
         let resolved = match lifecycle::resolve_dependencies(&target.spec.depends_on, dependencies)
         {
             Ok(resolved) => resolved,
@@ -291,12 +304,7 @@ async fn submit_step(
         };
         match submit::request(target.spec, target.name, &tag, &resolved) {
             Ok(request) => Some(request),
-            Err(error) => {
-                let message = format!("the spec cannot be submitted: {error}");
-                let mut step = waiting(base, "InvalidSpec", message.clone(), true);
-                step.notices.push(Notice::warning("InvalidSpec", message));
-                return Ok((step, false));
-            }
+            Err(error) => return Ok((invalid(base, &error), false)),
         }
     };
     let fresh = generation == 1 && target.created.is_some_and(|at| env.now - at < FRESH);
@@ -319,13 +327,15 @@ async fn submit_step(
             }
         }
     }
-    if request.is_some() && !env.leadership.is_leader() {
-        // Lost the Lease during this reconcile: the new leader submits (or adopts by the tag).
+    if request.is_some() && !env.leadership.confirm().await {
+        // Lost the Lease (or was paused past its expiry): the leader submits or adopts by tag.
         return Ok((
             waiting(
                 base,
                 "NotLeader",
-                "this replica no longer holds the leader Lease; the leader submits".into(),
+                "this replica does not hold the leader Lease (read right before the submit); \
+                 the leader submits"
+                    .into(),
                 false,
             ),
             false,
@@ -557,6 +567,124 @@ mod tests {
             ),
         );
         s
+    }
+
+    /// A SlurmJob stored with itself in `dependsOn` (before admission refused that) is an
+    /// unsubmittable spec that waits for an edit, not a `WaitingForDependencies` retried forever
+    /// on a dependency that can never be submitted. Nothing is sent to slurmrestd.
+    #[tokio::test]
+    async fn depending_on_itself_is_an_invalid_spec_not_an_endless_wait() {
+        let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+            "clusterRef": "local",
+            "script": "#!/bin/sh\ntrue\n",
+            "dependsOn": [{"name": "prepare"}, {"name": "train"}],
+        }))
+        .unwrap();
+        let config = crate::slurm::ClientConfig::new("http://127.0.0.1:1").unwrap();
+        let credentials = Arc::new(crate::slurm::Credentials::token("t", None).unwrap());
+        let client = SlurmClient::new(config, credentials).unwrap();
+        let started_at = DateTime::from_timestamp(100, 0).unwrap();
+        let index = state(Some(101), vec![]);
+        let submissions = Submissions::default();
+        let leadership = Leadership::always();
+        let env = Env {
+            client: &client,
+            state: &index,
+            submissions: &submissions,
+            started_at,
+            now: DateTime::from_timestamp(200, 0).unwrap(),
+            leadership: &leadership,
+        };
+        // `prepare` is submitted (job 5): only the self-reference stands in the way.
+        let step = step_named(&spec, "train", env).await;
+        let ready = condition::find(&step.status.conditions, READY).unwrap();
+        assert_eq!(ready.reason, "InvalidSpec");
+        assert!(
+            ready
+                .message
+                .contains("dependsOn names the SlurmJob itself (train)"),
+            "{}",
+            ready.message
+        );
+        assert!(step.invalid);
+        assert_eq!(step.retry, None, "waits for an edit");
+        assert_eq!(step.status.job_id, None);
+        assert_eq!(step.notices.len(), 1);
+        assert_eq!(step.notices[0].reason, "InvalidSpec");
+        assert!(submissions.is_empty());
+
+        // Another SlurmJob with the same dependencies just waits for `train`, as before.
+        let step = step_named(&spec, "other", env).await;
+        let ready = condition::find(&step.status.conditions, READY).unwrap();
+        assert_eq!(ready.reason, "WaitingForDependencies");
+        assert!(!step.invalid);
+    }
+
+    /// An edit of a finished SlurmJob that cannot be submitted: the finished run goes to the
+    /// history (nothing of it is lost), nothing is submitted, and the only Event is the
+    /// InvalidSpec Warning — not a "Resubmitted ... running it again" that never happens.
+    #[tokio::test]
+    async fn an_unsubmittable_edit_of_a_finished_job_announces_no_rerun() {
+        let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+            "clusterRef": "local",
+            "script": "echo no interpreter line",
+        }))
+        .unwrap();
+        let config = crate::slurm::ClientConfig::new("http://127.0.0.1:1").unwrap();
+        let credentials = Arc::new(crate::slurm::Credentials::token("t", None).unwrap());
+        let client = SlurmClient::new(config, credentials).unwrap();
+        let index = state(Some(101), vec![]);
+        let submissions = Submissions::default();
+        let leadership = Leadership::always();
+        let env = Env {
+            client: &client,
+            state: &index,
+            submissions: &submissions,
+            started_at: DateTime::from_timestamp(100, 0).unwrap(),
+            now: DateTime::from_timestamp(200, 0).unwrap(),
+            leadership: &leadership,
+        };
+        let finished = SlurmJobStatus {
+            phase: Phase::Completed,
+            job_id: Some(41),
+            exit_code: Some(0),
+            observed_generation: Some(1),
+            submitted_generation: Some(1),
+            ..Default::default()
+        };
+        let target = Target {
+            name: "edited",
+            uid: "u",
+            generation: 2,
+            spec: &spec,
+            status: Some(&finished),
+            created: None,
+        };
+        let step = step(target, env, |_| None).await.unwrap();
+        let reasons: Vec<_> = step.notices.iter().map(|n| n.reason).collect();
+        assert_eq!(reasons, ["InvalidSpec"]);
+        assert!(step.invalid);
+        assert_eq!(step.status.job_id, None);
+        assert_eq!(step.status.history.len(), 1);
+        assert_eq!(step.status.history[0].job_id, 41);
+        assert_eq!(step.status.history[0].phase, Phase::Completed);
+        assert!(submissions.is_empty());
+    }
+
+    async fn step_named(spec: &SlurmJobSpec, name: &str, env: Env<'_>) -> Step {
+        let target = Target {
+            name,
+            uid: "v",
+            generation: 1,
+            spec,
+            status: None,
+            created: None,
+        };
+        step(target, env, |dep: &str| {
+            (dep == "prepare").then_some(Some(5))
+        })
+        .await
+        .unwrap()
     }
 
     #[test]

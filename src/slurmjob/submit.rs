@@ -21,6 +21,22 @@ pub enum SpecError {
     NotPositive { field: &'static str, value: i32 },
     #[error("extraOptions.{key}: {reason}")]
     ExtraOption { key: String, reason: &'static str },
+    #[error(
+        "dependsOn names the SlurmJob itself ({name}): it would wait for its own submission forever"
+    )]
+    DependsOnItself { name: String },
+}
+
+/// The dependencies' own problem, before any is looked up: a SlurmJob that depends on itself
+/// would wait forever (admission refuses it too; an object stored before that rule gets
+/// `InvalidSpec` instead of an endless `WaitingForDependencies`).
+pub fn check_dependencies(spec: &SlurmJobSpec, object_name: &str) -> Result<(), SpecError> {
+    if spec.depends_on.iter().any(|d| d.name == object_name) {
+        return Err(SpecError::DependsOnItself {
+            name: object_name.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// One resolved dependency: wait for Slurm job `job_id` in the given way.
@@ -85,6 +101,7 @@ pub fn request(
     if !spec.script.starts_with("#!") {
         return Err(SpecError::ScriptWithoutInterpreter);
     }
+    check_dependencies(spec, object_name)?;
     let positive = |field: &'static str, value: Option<i32>| -> Result<Option<u32>, SpecError> {
         match value {
             None => Ok(None),
@@ -189,6 +206,25 @@ mod tests {
             "script": "#!/bin/bash\necho hi\n",
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_self_dependency_is_refused_with_its_name() {
+        let mut s = spec();
+        s.depends_on = vec![JobDependency {
+            name: "hello".into(),
+            type_: DependencyType::AfterAny,
+        }];
+        let error = request(&s, "hello", "tag", &[]).unwrap_err();
+        assert_eq!(
+            error,
+            SpecError::DependsOnItself {
+                name: "hello".into()
+            }
+        );
+        assert!(error.to_string().contains("(hello)"), "{error}");
+        assert_eq!(check_dependencies(&s, "hello"), Err(error));
+        assert_eq!(check_dependencies(&s, "other"), Ok(()));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod e2e;
+pub mod hostile;
 pub mod tls;
 
 use std::collections::HashMap;

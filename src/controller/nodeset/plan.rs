@@ -29,6 +29,10 @@ pub const DRAIN_PREFIX: &str = "slurm-operator:";
 pub const MAX_REASON_CHARS: usize = 256;
 /// A node list older than this is not trusted for deleting pods.
 pub const MAX_INDEX_AGE: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
+/// Most pods one plan creates; the pods' own events bring the next plan for the rest. Without a
+/// bound, `replicas: 2147483647` (a typo, a runaway autoscaler) made one plan allocate billions
+/// of actions. The ReplicaSet controller's burst (`--burst-replicas`) is the same number.
+pub const MAX_CREATES_PER_PLAN: usize = 500;
 
 /// Why a node is drained (the part after the prefix).
 pub const WHY_SCALE_IN: &str = "scale-in";
@@ -422,8 +426,11 @@ pub fn plan(input: &Input<'_>) -> Plan {
         updating.extend(fresh);
     }
 
-    // Scale-out: the lowest ordinals used by no pod and (with a view) by no leftover node record.
-    let missing = replicas.saturating_sub(active.len());
+    // Scale-out: the lowest ordinals used by no pod and (with a view) by no leftover node record,
+    // at most MAX_CREATES_PER_PLAN at once.
+    let missing = replicas
+        .saturating_sub(active.len())
+        .min(MAX_CREATES_PER_PLAN);
     if missing > 0 {
         let mut used: BTreeSet<u32> = input.pods.iter().map(|p| p.ordinal).collect();
         used.extend(input.taken);

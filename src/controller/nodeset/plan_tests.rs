@@ -359,6 +359,31 @@ fn scale_out_creates_the_lowest_free_ordinals_skipping_leftover_records() {
     );
 }
 
+/// `replicas: 2147483647` is a valid spec: one plan creates a bounded batch (it used to allocate
+/// an action per missing pod, billions of them), and the next plan continues after those pods.
+#[test]
+fn a_huge_replica_count_creates_a_bounded_batch_per_plan() {
+    let started = std::time::Instant::now();
+    let plan = run(i32::MAX, &[], None);
+    let created = |plan: &Plan| -> Vec<u32> {
+        plan.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::CreatePod { ordinal } => Some(*ordinal),
+                _ => None,
+            })
+            .collect()
+    };
+    let first = created(&plan);
+    assert_eq!(first.len(), MAX_CREATES_PER_PLAN);
+    assert_eq!(first, (0..500).collect::<Vec<u32>>());
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+
+    let next = run(i32::MAX, &pods(500), None);
+    assert_eq!(created(&next), (500..1000).collect::<Vec<u32>>());
+    // Below the bound nothing changes: every missing pod at once.
+    assert_eq!(created(&run(3, &[], None)), [0, 1, 2]);
+}
 #[test]
 fn scale_in_drains_first_and_deletes_only_once_drained() {
     let p = pods(3);

@@ -270,6 +270,11 @@ fn cel_rules_are_where_expected() {
         [
             s(".spec.clusterRef", "clusterRef is immutable"),
             s(
+                ".spec.scaleIn.drainTimeout",
+                "drainTimeout must be at most 8760h (a year); leave it unset to wait as long as it \
+                 takes"
+            ),
+            s(
                 ".spec.slurm.realMemory",
                 "realMemory must be a positive quantity such as 64Gi"
             ),
@@ -652,6 +657,17 @@ fn nodeset_rules() {
             &["maxUnavailable must be a number of at least 1 or a percentage"],
         );
     }
+    let drain = |t: &str| json!({"scaleIn": {"drainTimeout": t}});
+    n(drain("30m"), &[]);
+    n(drain("8760h"), &[]);
+    n(drain("8760h1s"), &["drainTimeout must be at most 8760h"]);
+    // Past what a duration can hold (the pattern matches it; the operator could not read it).
+    let overflow = failures(
+        "nodesets.slurm.rs",
+        &object("NodeSet", nodeset(drain("9999999999999999999h"))),
+        None,
+    );
+    assert_eq!(overflow.len(), 1, "{overflow:?}");
     n(json!({"slurm": {"realMemory": "64Gi"}}), &[]);
     n(
         json!({"slurm": {"realMemory": "0Mi"}}),
