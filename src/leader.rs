@@ -13,6 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::Api;
 use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -25,6 +28,30 @@ pub struct Leadership {
     state: watch::Receiver<bool>,
     /// Keeps the channel open for [`Leadership::always`] (nobody else holds the sender).
     _sender: Option<Arc<watch::Sender<bool>>>,
+    /// With an election: the Lease, read again by [`Leadership::confirm`].
+    lease: Option<Arc<LeaseCheck>>,
+}
+
+#[derive(Debug)]
+struct LeaseCheck {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+}
+
+/// Whether `lease` names `identity` as its holder and has not expired at `now`.
+fn holds(lease: &Lease, identity: &str, now: Timestamp) -> bool {
+    let Some(spec) = &lease.spec else {
+        return false;
+    };
+    let (Some(renewed), Some(seconds)) = (&spec.renew_time, spec.lease_duration_seconds) else {
+        return false;
+    };
+    spec.holder_identity.as_deref() == Some(identity)
+        && renewed
+            .0
+            .checked_add(SignedDuration::from_secs(i64::from(seconds)))
+            .is_ok_and(|expiry| expiry > now)
 }
 
 impl Leadership {
@@ -34,6 +61,7 @@ impl Leadership {
         Self {
             state,
             _sender: Some(Arc::new(sender)),
+            lease: None,
         }
     }
 
@@ -42,6 +70,38 @@ impl Leadership {
         Self {
             state,
             _sender: None,
+            lease: None,
+        }
+    }
+
+    /// Whether this process holds the Lease by a fresh read of it, for the one write that must
+    /// never happen twice (a submit). [`Leadership::is_leader`] is what the renewal loop last
+    /// saw: a replica paused (SIGSTOP, a frozen VM) past the Lease's expiry still believes it
+    /// leads until that loop runs again, while another replica has taken over. Without an
+    /// election this is `is_leader()`. A failed read counts as not leading.
+    pub async fn confirm(&self) -> bool {
+        if !self.is_leader() {
+            return false;
+        }
+        let Some(check) = &self.lease else {
+            return true;
+        };
+        match check.api.get(&check.name).await {
+            Ok(lease) => {
+                let held = holds(&lease, &check.identity, Timestamp::now());
+                if !held {
+                    warn!(
+                        lease = %check.name,
+                        holder = ?lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref()),
+                        "the Lease is no longer ours (seen right before a write); not writing"
+                    );
+                }
+                held
+            }
+            Err(error) => {
+                warn!(lease = %check.name, %error, "cannot read the Lease; not writing");
+                false
+            }
         }
     }
 
@@ -109,6 +169,11 @@ impl Error {
     }
 }
 
+/// The field manager of this replica's Lease writes: unique per identity.
+fn lease_field_manager(identity: &str) -> String {
+    format!("{}-lease-{identity}", crate::context::FIELD_MANAGER)
+}
+
 /// Join the election for `config`. Returns the state to gate writes on and the task that keeps
 /// (or keeps trying to take) the Lease until `shutdown`, when it releases the Lease so another
 /// replica takes over without waiting for it to expire.
@@ -127,12 +192,15 @@ pub async fn elect(
     if config.namespace.is_empty() {
         return Err(Error::NoNamespace);
     }
-    let manager = LeaseManagerBuilder::new(client, &config.name)
+    let manager = LeaseManagerBuilder::new(client.clone(), &config.name)
         .with_namespace(&config.namespace)
         .with_identity(&config.identity)
         .with_duration(secs(config.duration))
         .with_grace(secs(config.grace))
-        .with_field_manager(crate::context::FIELD_MANAGER)
+        // Each replica its own field manager (not the operator's shared one): server-side
+        // apply's conflict on another manager's `holderIdentity` is what stops two replicas from
+        // both taking a free Lease at the same moment.
+        .with_field_manager(lease_field_manager(&config.identity))
         .build()
         .await
         .map_err(|source| Error::Lease {
@@ -141,7 +209,16 @@ pub async fn elect(
             source,
         })?;
     let (state, task) = manager.watch().await;
-    let leadership = Leadership::follow(state.clone());
+    // The controllers follow a channel of ours, not the manager's: the manager releases the
+    // Lease only once every receiver of its channel is gone, and the controllers' Context
+    // outlives this task at shutdown.
+    let (gate, followed) = watch::channel(*state.borrow());
+    let mut leadership = Leadership::follow(followed);
+    leadership.lease = Some(Arc::new(LeaseCheck {
+        api: Api::namespaced(client, &config.namespace),
+        name: config.name.clone(),
+        identity: config.identity.clone(),
+    }));
     let lease = format!("{}/{}", config.namespace, config.name);
     let identity = config.identity.clone();
     let keeper = tokio::spawn(async move {
@@ -153,7 +230,9 @@ pub async fn elect(
                         warn!(%lease, "leader election stopped; this replica no longer writes");
                         break;
                     }
-                    if *state.borrow_and_update() {
+                    let leading = *state.borrow_and_update();
+                    gate.send_replace(leading);
+                    if leading {
                         info!(%lease, %identity, "became the leader");
                     } else {
                         warn!(%lease, %identity, "lost the Lease; writes stop");
@@ -162,7 +241,10 @@ pub async fn elect(
                 () = shutdown.cancelled() => break,
             }
         }
-        // Dropping the last receiver makes the manager release the Lease and end.
+        // Writes stop before the Lease is released; dropping the manager's only receiver makes
+        // it release the Lease and end. Dropping `gate` closes the controllers' channel.
+        gate.send_replace(false);
+        drop(gate);
         drop(state);
         match task.await {
             Ok(Ok(_manager)) => info!(%lease, "released the Lease"),
@@ -178,6 +260,50 @@ mod tests {
     use futures::StreamExt;
 
     use super::*;
+
+    #[test]
+    fn a_lease_is_held_by_its_holder_until_it_expires() {
+        use k8s_openapi::api::coordination::v1::LeaseSpec;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+        let renewed = Timestamp::from_second(1_000).unwrap();
+        let lease =
+            |holder: Option<&str>, renewed: Option<Timestamp>, seconds: Option<i32>| Lease {
+                spec: Some(LeaseSpec {
+                    holder_identity: holder.map(str::to_owned),
+                    renew_time: renewed.map(MicroTime),
+                    lease_duration_seconds: seconds,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+        let at = |s: i64| Timestamp::from_second(s).unwrap();
+        let ours = lease(Some("a"), Some(renewed), Some(15));
+        assert!(holds(&ours, "a", at(1_014)));
+        assert!(!holds(&ours, "a", at(1_015)), "expired at renew + duration");
+        assert!(!holds(&ours, "b", at(1_001)), "another holder");
+        assert!(!holds(
+            &lease(None, Some(renewed), Some(15)),
+            "a",
+            at(1_001)
+        ));
+        assert!(!holds(&lease(Some("a"), None, Some(15)), "a", at(1_001)));
+        assert!(!holds(
+            &lease(Some("a"), Some(renewed), None),
+            "a",
+            at(1_001)
+        ));
+        assert!(!holds(&Lease::default(), "a", at(1_001)), "released");
+    }
+
+    #[tokio::test]
+    async fn without_an_election_confirm_is_the_local_state() {
+        assert!(Leadership::always().confirm().await);
+        let (sender, state) = watch::channel(false);
+        let leadership = Leadership::follow(state);
+        assert!(!leadership.confirm().await);
+        sender.send_replace(true);
+        assert!(leadership.confirm().await);
+    }
 
     #[test]
     fn always_leads() {

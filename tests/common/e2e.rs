@@ -23,25 +23,64 @@ pub struct Operator {
 
 impl Operator {
     pub fn start(namespace: &str, metrics_port: u16) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
-            .args([
-                "run",
+        Self::spawn(
+            &[
                 "--namespace",
                 namespace,
                 "--metrics-addr",
                 &format!("127.0.0.1:{metrics_port}"),
-            ])
+            ],
+            &[],
+            None,
+        )
+    }
+
+    /// `slurm-operator run ARGS` with extra environment; its log appended to `log` when given.
+    pub fn spawn(args: &[&str], env: &[(&str, &str)], log: Option<&std::path::Path>) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_slurm-operator"));
+        command
+            .arg("run")
+            .args(args)
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,slurm_operator=debug".into()),
             )
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start slurm-operator run");
+            .envs(env.iter().copied())
+            .stdin(Stdio::null());
+        if let Some(log) = log {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .expect("open the operator log");
+            command
+                .stdout(file.try_clone().expect("dup log"))
+                .stderr(file);
+        }
+        let child = command.spawn().expect("start slurm-operator run");
         Self {
             child,
             sigterm_on_drop: None,
         }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Send `signal` (e.g. "KILL", "STOP", "CONT") to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// SIGKILL, and reap the process.
+    pub fn sigkill(&mut self) -> ExitStatus {
+        let _ = self.child.kill();
+        self.child.wait().expect("reap the operator")
     }
 
     /// On drop, stop the process with SIGTERM (waiting at most `grace` for it to exit) before
@@ -80,7 +119,10 @@ impl Operator {
 
 impl Drop for Operator {
     fn drop(&mut self) {
-        if let Some(grace) = self.sigterm_on_drop {
+        if let Some(grace) = self
+            .sigterm_on_drop
+            .filter(|_| matches!(self.child.try_wait(), Ok(None)))
+        {
             let _ = Command::new("kill")
                 .args(["-TERM", &self.child.id().to_string()])
                 .status();

@@ -9,8 +9,10 @@
 // Test code: a failed unwrap is a failed test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod apiserver;
 pub mod e2e;
 pub mod hostile;
+pub mod scenario;
 pub mod tls;
 
 use std::collections::HashMap;
@@ -32,6 +34,8 @@ pub struct LocalSlurm {
     pub partition: String,
     pub cluster_name: String,
     pub release: String,
+    /// slurmdbd runs (job records outlive slurmctld's MinJobAge).
+    pub accounting: bool,
 }
 
 fn env_file() -> PathBuf {
@@ -87,6 +91,7 @@ pub fn local_slurm() -> Option<LocalSlurm> {
         partition: get("SLURM_PARTITION"),
         cluster_name: get("SLURM_CLUSTER_NAME"),
         release: get("SLURM_RELEASE"),
+        accounting: env.get("SLURM_ACCOUNTING").is_some_and(|v| v == "1"),
     })
 }
 

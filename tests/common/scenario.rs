@@ -1,0 +1,144 @@
+//! Kubernetes objects the operator-binary tests (crash, leader election) start from: a Secret
+//! with the local Slurm's JWT key, a Cluster for its slurmrestd, SlurmJobs; and the check that
+//! Slurm's accounting holds exactly one job per SlurmJob.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use serde_json::json;
+use slurm_operator::crd::slurmjob::Phase;
+use slurm_operator::crd::{Cluster, SlurmJob};
+use slurm_operator::slurm::types::JobBaseState;
+use slurm_operator::slurmjob::tag;
+
+use super::LocalSlurm;
+use super::e2e::{MANAGER, eventually};
+
+/// The Cluster every scenario SlurmJob names.
+pub const CLUSTER: &str = "local";
+
+/// A Secret with the local Slurm's `jwt_hs256.key` and a Cluster `local` using it (1 s polls).
+pub async fn seed_cluster(client: &kube::Client, namespace: &str, slurm: &LocalSlurm) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("slurm-jwt".into()),
+            ..Default::default()
+        },
+        data: Some([("jwt_hs256.key".to_owned(), ByteString(slurm.key()))].into()),
+        ..Default::default()
+    };
+    secrets
+        .patch(
+            "slurm-jwt",
+            &PatchParams::apply(MANAGER),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), namespace);
+    clusters
+        .patch(
+            CLUSTER,
+            &PatchParams::apply(MANAGER),
+            &Patch::Apply(json!({
+                "apiVersion": "slurm.rs/v1alpha1",
+                "kind": "Cluster",
+                "metadata": {"name": CLUSTER},
+                "spec": {
+                    "endpoint": slurm.url,
+                    "auth": {"jwt": {
+                        "keySecretRef": {"name": "slurm-jwt", "key": "jwt_hs256.key"},
+                        "user": slurm.user,
+                    }},
+                    "pollInterval": "1s",
+                },
+            })),
+        )
+        .await
+        .unwrap();
+}
+
+/// A SlurmJob running `body` (a shell line) on the Cluster `local`.
+pub async fn apply_slurmjob(jobs: &Api<SlurmJob>, name: &str, partition: &str, body: &str) {
+    jobs.patch(
+        name,
+        &PatchParams::apply(MANAGER),
+        &Patch::Apply(json!({
+            "apiVersion": "slurm.rs/v1alpha1",
+            "kind": "SlurmJob",
+            "metadata": {"name": name},
+            "spec": {
+                "clusterRef": CLUSTER,
+                "partition": partition,
+                "script": format!("#!/bin/sh\n{body}\n"),
+                "environment": {"PATH": "/usr/bin:/bin"},
+            },
+        })),
+    )
+    .await
+    .unwrap();
+}
+
+/// Every SlurmJob named in `names`, once all have ended.
+pub async fn all_ended(jobs: &Api<SlurmJob>, names: &[String], timeout: Duration) -> Vec<SlurmJob> {
+    eventually("every SlurmJob ended", timeout, || async {
+        let list = jobs.list(&Default::default()).await.ok()?;
+        let ended: Vec<SlurmJob> = names
+            .iter()
+            .filter_map(|name| {
+                list.items
+                    .iter()
+                    .find(|j| j.metadata.name.as_deref() == Some(name.as_str()))
+                    .filter(|j| j.status.as_ref().is_some_and(|s| s.phase.is_terminal()))
+                    .cloned()
+            })
+            .collect();
+        (ended.len() == names.len()).then_some(ended)
+    })
+    .await
+}
+
+/// Each SlurmJob Completed with exit code 0, and Slurm's accounting holds exactly one job with
+/// its ownership tag: the one its status names.
+pub async fn assert_one_slurm_job_each(slurm: &LocalSlurm, finished: &[SlurmJob]) {
+    let client = slurm.client();
+    for sj in finished {
+        let name = sj.metadata.name.as_deref().unwrap();
+        let uid = sj.metadata.uid.as_deref().unwrap();
+        let status = sj.status.as_ref().unwrap();
+        assert_eq!(status.phase, Phase::Completed, "{name}: {status:?}");
+        assert_eq!(status.exit_code, Some(0), "{name}: {status:?}");
+        assert!(status.nodes.is_some(), "{name}: {status:?}");
+        let records = eventually(
+            &format!("{name} in accounting"),
+            Duration::from_secs(60),
+            || async {
+                let records = client.accounting_jobs_named(name).await.ok()??;
+                let ours: Vec<_> = records
+                    .into_iter()
+                    .filter(|j| {
+                        j.comment
+                            .as_deref()
+                            .and_then(tag::parse)
+                            .is_some_and(|(u, _)| u == uid)
+                    })
+                    .collect();
+                (!ours.is_empty() && ours.iter().all(|j| j.state.is_final())).then_some(ours)
+            },
+        )
+        .await;
+        let ids: Vec<u32> = records.iter().map(|j| j.job_id).collect();
+        assert_eq!(ids.len(), 1, "{name}: Slurm jobs {ids:?} carry its tag");
+        assert_eq!(
+            status.job_id,
+            Some(i64::from(ids[0])),
+            "{name}: the status names the job Slurm ran"
+        );
+        assert_eq!(records[0].state.base, JobBaseState::Completed, "{name}");
+    }
+}

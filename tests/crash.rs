@@ -1,0 +1,201 @@
+//! Crash test (issue 7, Reliability): the operator *binary* is SIGKILLed at random points while
+//! 100 SlurmJobs are being submitted, 50 times; afterwards every SlurmJob maps to exactly one Slurm
+//! job and every status is right.
+//!
+//! Kubernetes is the in-memory API server of `tests/common/apiserver.rs` (it keeps everything
+//! across the operator's deaths, as etcd would); Slurm is the real local one. Each round adds two
+//! SlurmJobs, starts the operator and kills it: every other round after a random delay (start-up,
+//! caches, the Cluster's check), the others within ~50 ms of a new SlurmJob's first status write,
+//! which comes right before its submit — so kills land between a submit and the status write that
+//! records it (the test counts how often). A last run lets everything finish. Slurm's accounting
+//! (slurmdbd) then says how many jobs carry each SlurmJob's ownership tag: a crash between a
+//! submit and its status write must be repaired by adoption, never by a second submit.
+//!
+//! `CRASH_SEED` replays a run (the seed is printed); `CRASH_ROUNDS` changes the number of kills.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use std::collections::HashSet;
+
+use kube::api::Api;
+use slurm_operator::crd::SlurmJob;
+use slurm_operator::slurm::SlurmClient;
+use slurm_operator::slurm::types::Changes;
+use slurm_operator::slurmjob::tag;
+
+use common::apiserver::FakeApiServer;
+use common::e2e::{Operator, free_port};
+use common::scenario;
+
+const NAMESPACE: &str = "crash";
+const JOBS_PER_ROUND: usize = 2;
+/// Kills land between 0 and this long after the start: start-up (CRDs, caches, the Cluster's
+/// first check and poll) takes about a second, the submits follow.
+const MAX_LIFETIME_MS: u64 = 3_000;
+
+/// A small deterministic PRNG (xorshift64*), so a failing run can be replayed from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Whether one of `names` has a status yet.
+async fn any_status(jobs: &Api<SlurmJob>, names: &[String]) -> bool {
+    for name in names {
+        if let Ok(Some(job)) = jobs.get_opt(name).await
+            && job.status.is_some()
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// How many SlurmJobs have a job in slurmctld (by their tag) that their status does not name:
+/// the kill came between a submit and its status write.
+async fn orphaned(jobs: &Api<SlurmJob>, slurm: &SlurmClient) -> usize {
+    let Ok(Changes::Changed { items, .. }) = slurm.jobs(None).await else {
+        panic!("cannot list slurmctld's jobs");
+    };
+    let tagged: HashSet<String> = items
+        .iter()
+        .filter_map(|j| tag::parse(j.comment.as_deref()?).map(|(uid, _)| uid.to_owned()))
+        .collect();
+    jobs.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|sj| sj.status.as_ref().is_none_or(|s| s.job_id.is_none()))
+        .filter(|sj| {
+            sj.metadata
+                .uid
+                .as_ref()
+                .is_some_and(|uid| tagged.contains(uid))
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_at_random_points_never_loses_or_doubles_a_job() {
+    let slurm = require_slurm!();
+    assert!(
+        slurm.accounting,
+        "the crash check counts jobs in slurmdbd's records: run hack/slurm-up.sh with accounting"
+    );
+    slurm_operator::tls::install_crypto_provider();
+    let seed = std::env::var("CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    let rounds: usize = std::env::var("CRASH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
+    eprintln!("CRASH_SEED={seed} CRASH_ROUNDS={rounds}");
+    let mut rng = Rng(seed);
+
+    let api = FakeApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let run = common::unique("crash");
+    // Kept after the test (a failure points here): every operator run appends to it.
+    let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{run}.log"));
+    eprintln!("operator log: {}", log.display());
+    let client = api.client();
+    scenario::seed_cluster(&client, NAMESPACE, &slurm).await;
+    let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), NAMESPACE);
+    // Names unique to this run (`run`): accounting keeps every earlier run's jobs.
+    let port = free_port().to_string();
+    let metrics = format!("127.0.0.1:{port}");
+    let args = ["--namespace", NAMESPACE, "--metrics-addr", metrics.as_str()];
+    let env = [("KUBECONFIG", kubeconfig)];
+
+    let slurm_client = slurm.client();
+    let mut names = Vec::new();
+    let mut lifetimes = Vec::new();
+    let mut orphans = 0;
+    let started = Instant::now();
+    for round in 0..rounds {
+        let new: Vec<String> = (0..JOBS_PER_ROUND)
+            .map(|i| format!("{run}-{round}-{i}"))
+            .collect();
+        for name in &new {
+            scenario::apply_slurmjob(&jobs, name, &slurm.partition, "echo ran").await;
+        }
+        names.extend(new.iter().cloned());
+        let mut operator = Operator::spawn(&args, &env, Some(&log));
+        let born = Instant::now();
+        if round % 2 == 0 {
+            // Anywhere: start-up, caches, the Cluster's check, a reconcile.
+            tokio::time::sleep(Duration::from_millis(rng.below(MAX_LIFETIME_MS))).await;
+        } else {
+            // Around the submit: the first status a new SlurmJob gets is written right before
+            // it is submitted, so the kill lands within ~50 ms of that.
+            let deadline = born + Duration::from_secs(5);
+            while Instant::now() < deadline && !any_status(&jobs, &new).await {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(rng.below(50))).await;
+        }
+        let status = operator.sigkill();
+        lifetimes.push(born.elapsed());
+        assert!(
+            status.code().is_none(),
+            "round {round}: the operator exited on its own ({status}) before the kill; log: {}",
+            log.display()
+        );
+        orphans += orphaned(&jobs, &slurm_client).await;
+    }
+    let submitted_meanwhile = jobs
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|j| j.status.as_ref().is_some_and(|s| s.job_id.is_some()))
+        .count();
+    eprintln!(
+        "{rounds} kills in {:?} (lifetimes {:?}..{:?}); {submitted_meanwhile} of {} SlurmJobs \
+         had a job id in their status before the last run; {orphans} times a kill left a \
+         submitted job without its status write (to be adopted by its tag)",
+        started.elapsed(),
+        lifetimes.iter().min(),
+        lifetimes.iter().max(),
+        names.len()
+    );
+
+    // The last run: everything must end, each SlurmJob Completed.
+    let mut operator =
+        Operator::spawn(&args, &env, Some(&log)).sigterm_on_drop(Duration::from_secs(10));
+    let finished = scenario::all_ended(&jobs, &names, Duration::from_secs(300)).await;
+    operator.terminate(Duration::from_secs(20));
+
+    // Slurm's records: exactly one job per SlurmJob, the one its status names.
+    scenario::assert_one_slurm_job_each(&slurm, &finished).await;
+    eprintln!(
+        "{} SlurmJobs, each exactly one Slurm job, all Completed with exit code 0",
+        names.len()
+    );
+}

@@ -1,0 +1,214 @@
+//! Leader election with two replicas (issue 7): the Lease gates every write, and two operator
+//! processes against the same API (the in-memory API server of `tests/common/apiserver.rs`) and
+//! the real local Slurm never submit a job twice — not when the leader is killed, not when it is
+//! frozen (SIGSTOP) past its Lease's expiry and wakes up believing it still leads.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use slurm_operator::crd::SlurmJob;
+use slurm_operator::leader::{self, LeaseConfig};
+use tokio_util::sync::CancellationToken;
+
+use common::apiserver::FakeApiServer;
+use common::e2e::{Operator, eventually, free_port};
+use common::scenario;
+
+const NAMESPACE: &str = "slurm-ops";
+const LEASE: &str = "slurm-operator-leader";
+
+/// Two candidates for a free Lease, started at the same moment, many times: never do both lead
+/// (server-side apply's field-manager conflict on `holderIdentity` decides), and one does. With
+/// one field manager shared by both replicas (the bug this guards against) both led within a
+/// dozen trials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_candidates_never_lead_together() {
+    let api = FakeApiServer::start().await;
+    for trial in 0..20 {
+        let config = |identity: &str| LeaseConfig {
+            name: format!("trial-{trial}"),
+            namespace: NAMESPACE.into(),
+            identity: identity.into(),
+            duration: Duration::from_secs(3),
+            grace: Duration::from_secs(1),
+        };
+        let shutdown = CancellationToken::new();
+        let (config_a, config_b) = (config("a"), config("b"));
+        let (a, b) = tokio::join!(
+            leader::elect(api.client(), &config_a, shutdown.clone()),
+            leader::elect(api.client(), &config_b, shutdown.clone()),
+        );
+        let ((a, a_task), (b, b_task)) = (a.unwrap(), b.unwrap());
+        let mut led = BTreeSet::new();
+        let until = Instant::now() + Duration::from_millis(1_500);
+        while Instant::now() < until {
+            let (a_leads, b_leads) = (a.is_leader(), b.is_leader());
+            assert!(!(a_leads && b_leads), "trial {trial}: both replicas lead");
+            led.extend(
+                [("a", a_leads), ("b", b_leads)]
+                    .iter()
+                    .filter(|l| l.1)
+                    .map(|l| l.0),
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert_eq!(
+            led.len(),
+            1,
+            "trial {trial}: exactly one replica led: {led:?}"
+        );
+        // The Lease, read afresh, agrees with what each replica believes.
+        assert_ne!(a.confirm().await, b.confirm().await, "trial {trial}");
+        shutdown.cancel();
+        a_task.await.unwrap();
+        b_task.await.unwrap();
+    }
+}
+
+fn replica_args(identity: &str, metrics: &str) -> Vec<String> {
+    [
+        "--namespace",
+        NAMESPACE,
+        "--metrics-addr",
+        metrics,
+        "--leader-election",
+        "--leader-election-lease",
+        LEASE,
+        "--leader-election-namespace",
+        NAMESPACE,
+        "--leader-election-identity",
+        identity,
+        "--lease-duration",
+        "3s",
+        "--lease-grace",
+        "1s",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+struct Replicas {
+    kubeconfig: String,
+    log: std::path::PathBuf,
+    ports: [String; 2],
+    processes: [Option<Operator>; 2],
+}
+
+const IDENTITIES: [&str; 2] = ["replica-a", "replica-b"];
+
+impl Replicas {
+    fn start(&mut self, i: usize) {
+        let metrics = format!("127.0.0.1:{}", self.ports[i]);
+        let args = replica_args(IDENTITIES[i], &metrics);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let env = [("KUBECONFIG", self.kubeconfig.as_str())];
+        self.processes[i] = Some(
+            Operator::spawn(&args, &env, Some(&self.log)).sigterm_on_drop(Duration::from_secs(10)),
+        );
+    }
+
+    fn process(&mut self, identity: &str) -> &mut Operator {
+        let i = IDENTITIES.iter().position(|id| *id == identity).unwrap();
+        self.processes[i].as_mut().unwrap()
+    }
+}
+
+async fn holder(leases: &Api<Lease>) -> Option<String> {
+    let lease = leases.get_opt(LEASE).await.ok()??;
+    lease.spec?.holder_identity
+}
+
+/// The replica holding the Lease once it is held by `other_than`'s rival (or anyone).
+async fn wait_holder(leases: &Api<Lease>, other_than: Option<&str>) -> String {
+    eventually("a Lease holder", Duration::from_secs(30), || async {
+        holder(leases)
+            .await
+            .filter(|h| Some(h.as_str()) != other_than)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_operator_processes_never_submit_a_job_twice() {
+    let slurm = require_slurm!();
+    assert!(
+        slurm.accounting,
+        "the check counts jobs in slurmdbd's records"
+    );
+    slurm_operator::tls::install_crypto_provider();
+    let api = FakeApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let run = common::unique("le");
+    let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{run}.log"));
+    eprintln!("operator logs: {}", log.display());
+    let client = api.client();
+    scenario::seed_cluster(&client, NAMESPACE, &slurm).await;
+    let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), NAMESPACE);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut replicas = Replicas {
+        kubeconfig: api
+            .write_kubeconfig(dir.path())
+            .to_str()
+            .unwrap()
+            .to_owned(),
+        log,
+        ports: [free_port().to_string(), free_port().to_string()],
+        processes: [None, None],
+    };
+    replicas.start(0);
+    replicas.start(1);
+
+    let mut names = Vec::new();
+    let mut add = async |phase: &str, count: usize| {
+        for i in 0..count {
+            let name = format!("{run}-{phase}-{i}");
+            scenario::apply_slurmjob(&jobs, &name, &slurm.partition, "echo ran").await;
+            names.push(name);
+        }
+    };
+
+    // Both running: one leads and submits.
+    add("both", 10).await;
+    let first = wait_holder(&leases, None).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // The leader killed while SlurmJobs arrive: the other takes over once the Lease expires.
+    replicas.process(&first).sigkill();
+    add("killed", 10).await;
+    let second = wait_holder(&leases, Some(&first)).await;
+    eprintln!("{first} killed, {second} took over");
+    let i = IDENTITIES.iter().position(|id| *id == first).unwrap();
+    replicas.start(i);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // The leader frozen past its Lease's expiry while SlurmJobs arrive: the other takes over,
+    // and the frozen one wakes up still believing it leads, with work in its queues.
+    replicas.process(&second).signal("STOP");
+    add("frozen", 10).await;
+    let third = wait_holder(&leases, Some(&second)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    replicas.process(&second).signal("CONT");
+    eprintln!("{second} frozen, {third} took over; {second} woke up");
+    add("woken", 10).await;
+
+    let finished = scenario::all_ended(&jobs, &names, Duration::from_secs(300)).await;
+    scenario::assert_one_slurm_job_each(&slurm, &finished).await;
+    let transitions = leases
+        .get(LEASE)
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.lease_transitions)
+        .unwrap_or(0);
+    assert!(transitions >= 2, "two takeovers: {transitions} transitions");
+    eprintln!(
+        "{} SlurmJobs, each exactly one Slurm job; {transitions} Lease transitions",
+        names.len()
+    );
+}
