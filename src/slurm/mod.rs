@@ -7,6 +7,9 @@ mod client;
 pub mod config;
 mod convert;
 pub mod error;
+// Reached by fuzz/ and tests/fuzz_corpus.rs only (convert and the generated types are private).
+#[doc(hidden)]
+pub mod fuzzing;
 mod generated;
 mod transport;
 pub mod types;

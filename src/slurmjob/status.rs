@@ -22,15 +22,19 @@ pub fn time(t: Option<DateTime<Utc>>) -> Option<Time> {
 /// job; for an array, the task records (and the meta record of tasks not started yet).
 /// With no records (the job left slurmctld) the status is returned unchanged: the caller decides
 /// between an accounting lookup and `Lost`.
+///
+/// A plain job id that slurmdbd holds more than once (reused after a controller reset) has
+/// several records: the last submitted is the run, and the phase comes from it like every other
+/// field (not a phase of all of them next to another record's exit code and end time).
 pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
     let mut next = status.clone();
-    let Some(phase) = phase::of_records(records) else {
-        return next;
-    };
-    next.phase = phase;
     let is_array = records.iter().any(|r| r.array_job_id.is_some());
     if !is_array {
-        let job = &records[0];
+        // `max_by_key` keeps the last of equals: records in the order Slurm gave them.
+        let Some(job) = records.iter().max_by_key(|r| r.submit_time) else {
+            return next;
+        };
+        next.phase = phase::of_state(&job.state);
         next.slurm_state = job.state.to_strings();
         next.state_reason = job.state_reason.clone();
         next.nodes = job.nodes.clone();
@@ -48,6 +52,10 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
         next.array_tasks = None;
         return next;
     }
+    let Some(phase) = phase::of_records(records) else {
+        return next;
+    };
+    next.phase = phase;
     next.array_tasks = Some(array_tasks(records));
     // The array as a whole: earliest submit and start, latest end once all ended.
     next.submit_time = time(records.iter().filter_map(|r| r.submit_time).min());
@@ -95,7 +103,8 @@ fn array_tasks(records: &[Job]) -> ArrayTasks {
         let state = record.state.base.as_str().to_owned();
         match record.array_task_id {
             Some(task_id) => {
-                *counts.entry(state.clone()).or_default() += 1;
+                let count = counts.entry(state.clone()).or_default();
+                *count = count.saturating_add(1);
                 tasks.push(ArrayTask {
                     task_id: i32::try_from(task_id).unwrap_or(i32::MAX),
                     state,
@@ -114,7 +123,10 @@ fn array_tasks(records: &[Job]) -> ArrayTasks {
                     .map(count_indices)
                     .unwrap_or(0);
                 if pending > 0 {
-                    *counts.entry(state).or_default() += pending;
+                    // Saturating: the expression is Slurm's text, and "0-4294967294" alone is
+                    // already near i32::MAX tasks.
+                    let count = counts.entry(state).or_default();
+                    *count = count.saturating_add(pending);
                 }
             }
         }
@@ -222,6 +234,32 @@ mod tests {
         );
     }
 
+    /// Found by fuzzing (fuzz/regressions/): two records of one plain job id, one ended and
+    /// one not, gave a phase from both (Submitted) next to the ended one's exit code and end.
+    #[test]
+    fn a_plain_job_with_several_records_is_its_last_submitted_run() {
+        let mut old = job(&["TIMEOUT"]);
+        old.exit = exit(Some(0), Some(9));
+        old.end_time = DateTime::from_timestamp(2_000, 0);
+        let mut current = job(&["PENDING"]);
+        current.submit_time = DateTime::from_timestamp(3_000, 0);
+        for records in [
+            [old.clone(), current.clone()],
+            [current.clone(), old.clone()],
+        ] {
+            let s = observe(&SlurmJobStatus::default(), &records);
+            assert_eq!(s.phase, Phase::Submitted, "{records:?}");
+            assert_eq!(s.slurm_state, vec!["PENDING"]);
+            assert_eq!((s.exit_code, s.signal, s.end_time), (None, None, None));
+            assert_eq!(s.submit_time, time(current.submit_time));
+        }
+        // Equal submit times (or none): the last record Slurm listed.
+        let mut ended = job(&["COMPLETED"]);
+        ended.exit = exit(Some(0), None);
+        let s = observe(&SlurmJobStatus::default(), &[job(&["RUNNING"]), ended]);
+        assert_eq!((s.phase, s.exit_code), (Phase::Completed, Some(0)));
+    }
+
     #[test]
     fn vanished_job_leaves_status_for_the_caller() {
         let base = SlurmJobStatus {
@@ -308,6 +346,25 @@ mod tests {
         ] {
             assert_eq!(count_indices(expr), n, "{expr}");
         }
+    }
+
+    /// Found by fuzzing (fuzz/regressions/state_mapping/array-task-count-overflow): a meta
+    /// record naming i32::MAX pending tasks next to a task record in the same state overflowed
+    /// the count (a panic in debug builds, a negative count in release ones).
+    #[test]
+    fn huge_array_task_counts_saturate() {
+        let mut meta = job(&["PENDING"]);
+        meta.array_job_id = Some(7);
+        meta.array_task_string = Some("0-4294967294".into());
+        let mut task = job(&["PENDING"]);
+        task.array_job_id = Some(7);
+        task.array_task_id = Some(0);
+        for records in [[meta.clone(), task.clone()], [task, meta.clone()]] {
+            let tasks = array_tasks(&records);
+            assert_eq!(tasks.counts.get("PENDING"), Some(&i32::MAX), "{records:?}");
+        }
+        let tasks = array_tasks(&[meta.clone(), meta]);
+        assert_eq!(tasks.counts.get("PENDING"), Some(&i32::MAX));
     }
 
     #[test]
