@@ -108,6 +108,14 @@ impl World<'_> {
                     );
                 }
                 Action::DeletePod { name, .. } => {
+                    // Slurm itself, asked right now: the node runs nothing (or is gone).
+                    if let Ok(node) = self.client.node(name).await {
+                        assert!(
+                            !node.state.is_busy(),
+                            "pod {name} deleted while its node runs a job: {:?}",
+                            node.state
+                        );
+                    }
                     self.slurm.node_script(&["stop", name]);
                     self.pods.remove(name);
                 }
@@ -180,6 +188,48 @@ impl World<'_> {
     }
 }
 
+impl<'a> World<'a> {
+    /// A world for a new NodeSet (its own feature, weight 1000 so other tests' jobs prefer the
+    /// static nodes), with a real poller (0.5 s) on the local Slurm; keep the handle alive.
+    fn new(slurm: &'a LocalSlurm) -> (Self, poller::PollerHandle) {
+        let client = slurm.client();
+        let (events, _) = broadcast::channel(1024);
+        let (handle, index) = poller::spawn(
+            ObjectRef::<Cluster>::new("local").within("test"),
+            client.clone(),
+            &PollerConfig {
+                interval: Duration::from_millis(500),
+            },
+            events,
+            Metrics::new(),
+        );
+        let set = common::unique("tns");
+        let spec = NodeSetSlurm {
+            features: vec![set.clone()],
+            cpus: Some(1),
+            real_memory: Some(Quantity("500Mi".into())),
+            weight: Some(1000),
+            ..NodeSetSlurm::default()
+        };
+        let conf = pods::merge_conf(None, &spec);
+        assert_eq!(
+            conf,
+            format!("Features={set} CPUs=1 RealMemory=500 Weight=1000")
+        );
+        let world = World {
+            slurm,
+            client,
+            index,
+            set,
+            conf,
+            pods: BTreeMap::new(),
+            guards: Vec::new(),
+            log: Vec::new(),
+        };
+        (world, handle)
+    }
+}
+
 fn job_state(records: &[slurm_operator::slurm::types::Job]) -> JobBaseState {
     records
         .first()
@@ -191,41 +241,9 @@ fn job_state(records: &[slurm_operator::slurm::types::Job]) -> JobBaseState {
 async fn scale_in_drains_before_deleting_and_never_kills_a_job() {
     let slurm = require_slurm!();
     let started = Instant::now();
-    let client = slurm.client();
-    let (events, _) = broadcast::channel(1024);
-    let (_poller, index) = poller::spawn(
-        ObjectRef::<Cluster>::new("local").within("test"),
-        client.clone(),
-        &PollerConfig {
-            interval: Duration::from_millis(500),
-        },
-        events,
-        Metrics::new(),
-    );
-    let set = common::unique("tns");
-    let spec = NodeSetSlurm {
-        features: vec![set.clone()],
-        cpus: Some(1),
-        real_memory: Some(Quantity("500Mi".into())),
-        // Other tests' jobs prefer the static nodes.
-        weight: Some(1000),
-        ..NodeSetSlurm::default()
-    };
-    let conf = pods::merge_conf(None, &spec);
-    assert_eq!(
-        conf,
-        format!("Features={set} CPUs=1 RealMemory=500 Weight=1000")
-    );
-    let mut world = World {
-        slurm: &slurm,
-        client: client.clone(),
-        index,
-        set: set.clone(),
-        conf,
-        pods: BTreeMap::new(),
-        guards: Vec::new(),
-        log: Vec::new(),
-    };
+    let (mut world, _poller) = World::new(&slurm);
+    let client = world.client.clone();
+    let set = world.set.clone();
     let (n0, n1, n2) = (world.name(0), world.name(1), world.name(2));
 
     // Scale out to 3: three pods, three idle nodes.
@@ -362,4 +380,128 @@ async fn scale_in_drains_before_deleting_and_never_kills_a_job() {
         _ => true,
     }));
     eprintln!("scenario done in {:?}", started.elapsed());
+}
+
+/// Scale-in storm (issue 7): 5 → 1 → 5, three times, each time with jobs running on three of the
+/// set's nodes; scale-ins are cut short by the next scale-out while drains are under way. No job
+/// is killed: every one runs to COMPLETED, and no pod goes while its node runs a job (checked
+/// against slurmrestd at each deletion).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_in_storm_kills_no_job() {
+    let slurm = require_slurm!();
+    let started = Instant::now();
+    let (mut world, _poller) = World::new(&slurm);
+    let client = world.client.clone();
+    let set = world.set.clone();
+    let five_up = |w: &World<'_>, _: &plan::Plan| {
+        let state = w.index.borrow();
+        w.pods.len() == 5
+            && w.pods.keys().all(|name| {
+                state
+                    .nodes
+                    .get(name)
+                    .is_some_and(|n| !n.state.is_drain() && !n.state.has_flag("NOT_RESPONDING"))
+            })
+    };
+    let mut jobs = Vec::new();
+    for cycle in 0..3 {
+        world
+            .until(5, "5 nodes up", Duration::from_secs(90), five_up)
+            .await;
+        // One job per node on three of them (CPUs=1), long enough to span the storm.
+        let mut batch = Vec::new();
+        for i in 0..3 {
+            let mut job = slurm.job(&format!("{set}-storm-{cycle}-{i}"), "sleep 8");
+            job.constraints = Some(set.clone());
+            batch.push(client.submit_job(&job).await.unwrap().job_id);
+        }
+        common::wait_for(
+            "the batch running",
+            Duration::from_secs(30),
+            Duration::from_millis(300),
+            || {
+                let client = client.clone();
+                let batch = batch.clone();
+                async move {
+                    for id in batch {
+                        if job_state(&client.job(id).await.ok()?) != JobBaseState::Running {
+                            return None;
+                        }
+                    }
+                    Some(())
+                }
+            },
+        )
+        .await;
+        // 5 → 1: the idle nodes go, the busy ones drain; cut short after a few steps.
+        for _ in 0..4 {
+            world.step(1).await;
+        }
+        jobs.extend(batch);
+        eprintln!(
+            "cycle {cycle}: scaled in to {} pods after {:?}",
+            world.pods.len(),
+            started.elapsed()
+        );
+    }
+    // Back to 5 once more, then let every job end.
+    world
+        .until(5, "5 nodes up", Duration::from_secs(90), five_up)
+        .await;
+    let ended = common::wait_for(
+        "every storm job ended",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || {
+            let client = client.clone();
+            let jobs = jobs.clone();
+            async move {
+                let mut states = Vec::new();
+                for id in jobs {
+                    let records = client.job(id).await.ok()?;
+                    let job = records.first()?;
+                    if !job.state.is_final() {
+                        return None;
+                    }
+                    states.push((id, job.state.base, job.exit.clone()));
+                }
+                Some(states)
+            }
+        },
+    )
+    .await;
+    for (id, state, exit) in &ended {
+        assert_eq!(*state, JobBaseState::Completed, "job {id}: {exit:?}");
+    }
+    let drains = world
+        .log
+        .iter()
+        .filter(|a| matches!(a, Action::Drain { .. }))
+        .count();
+    let resumes = world
+        .log
+        .iter()
+        .filter(|a| matches!(a, Action::Resume { .. }))
+        .count();
+    let deletes = world
+        .log
+        .iter()
+        .filter(|a| matches!(a, Action::DeletePod { .. }))
+        .count();
+    eprintln!(
+        "{} jobs, all COMPLETED; {drains} drains, {resumes} resumes, {deletes} pod deletions \
+         in {:?}",
+        ended.len(),
+        started.elapsed()
+    );
+    assert!(
+        drains > 0 && resumes > 0,
+        "the storm drained and resumed nodes"
+    );
+    // Clean up: scale to 0.
+    world
+        .until(0, "all pods gone", Duration::from_secs(60), |w, _| {
+            w.pods.is_empty()
+        })
+        .await;
 }

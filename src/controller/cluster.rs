@@ -564,6 +564,8 @@ pub fn run(
             info!(cluster = %ObjectRef::from_obj(cluster), "Cluster gone: removed its slurmrestd client");
         }
     })
+    // The cache keeps no managedFields (a third of a small object; nobody here reads them).
+    .modify(|obj| obj.managed_fields_mut().clear())
     .reflect(writer)
     .touched_objects()
     // Our own status writes change neither: no reconcile per status write.

@@ -1,0 +1,143 @@
+//! The controllers' caches (kube reflector stores) keep no `managedFields` (issue 7, Memory):
+//! the API server sends them with every object, and on a small object they are a large part of
+//! it. Runs the three real controllers against the in-memory API server, which writes
+//! `managedFields` as the real one does.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use slurm_operator::context::Context;
+use slurm_operator::crd::{Cluster, NodeSet, SlurmJob};
+use slurm_operator::metrics::Metrics;
+use tokio_util::sync::CancellationToken;
+
+use common::apiserver::FakeApiServer;
+use common::e2e::MANAGER;
+
+const NAMESPACE: &str = "caches";
+
+async fn apply<K>(client: &kube::Client, name: &str, object: serde_json::Value) -> K
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), NAMESPACE);
+    api.patch(name, &PatchParams::apply(MANAGER), &Patch::Apply(object))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caches_keep_no_managed_fields() {
+    let api = FakeApiServer::start().await;
+    let client = api.client();
+    // Objects the controllers cannot act on (no Secret, no Slurm): only caching is tested.
+    let cluster: Cluster = apply(
+        &client,
+        "c",
+        json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "Cluster", "metadata": {"name": "c"},
+            "spec": {"endpoint": "http://127.0.0.1:9", "auth": {"token": {"secretRef": {"name": "none", "key": "token"}}}},
+        }),
+    )
+    .await;
+    let job: SlurmJob = apply(
+        &client,
+        "j",
+        json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob", "metadata": {"name": "j"},
+            "spec": {"clusterRef": "c", "script": "#!/bin/sh\ntrue\n"},
+        }),
+    )
+    .await;
+    let nodeset: NodeSet = apply(
+        &client,
+        "n",
+        json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "NodeSet", "metadata": {"name": "n"},
+            "spec": {"clusterRef": "c", "replicas": 0, "template": {"spec": {"containers": [{"name": "slurmd", "image": "x"}]}}},
+        }),
+    )
+    .await;
+    for (what, fields) in [
+        ("Cluster", cluster.managed_fields().len()),
+        ("SlurmJob", job.managed_fields().len()),
+        ("NodeSet", nodeset.managed_fields().len()),
+    ] {
+        assert!(fields > 0, "the API server sends {what}'s managedFields");
+    }
+
+    let ctx = Context::new(client, Metrics::new());
+    let shutdown = CancellationToken::new();
+    let scope = Some(NAMESPACE);
+    let (clusters, c) =
+        slurm_operator::controller::cluster::run(ctx.clone(), scope, shutdown.clone());
+    let (jobs, j) = slurm_operator::controller::slurmjob::run(ctx.clone(), scope, shutdown.clone());
+    let (nodesets, n) =
+        slurm_operator::controller::nodeset::run(ctx.clone(), scope, shutdown.clone());
+    let drivers = tokio::spawn(async move {
+        tokio::join!(c, j, n);
+    });
+    // Re-polled: kube's store readiness wakes only one waiter, the controller's own.
+    let ready = || async {
+        loop {
+            let all = async {
+                clusters.wait_until_ready().await.is_ok()
+                    && jobs.wait_until_ready().await.is_ok()
+                    && nodesets.wait_until_ready().await.is_ok()
+            };
+            if let Ok(all) = tokio::time::timeout(Duration::from_millis(250), all).await {
+                return all;
+            }
+        }
+    };
+    let filled = tokio::time::timeout(Duration::from_secs(30), ready()).await;
+    assert_eq!(filled, Ok(true), "the caches are filled");
+    let cached: Vec<(&str, Vec<usize>)> = vec![
+        (
+            "Cluster",
+            clusters
+                .state()
+                .iter()
+                .map(|o| o.managed_fields().len())
+                .collect(),
+        ),
+        (
+            "SlurmJob",
+            jobs.state()
+                .iter()
+                .map(|o| o.managed_fields().len())
+                .collect(),
+        ),
+        (
+            "NodeSet",
+            nodesets
+                .state()
+                .iter()
+                .map(|o| o.managed_fields().len())
+                .collect(),
+        ),
+    ];
+    for (what, fields) in cached {
+        assert_eq!(
+            fields,
+            vec![0],
+            "{what}: one cached object, without managedFields"
+        );
+    }
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(20), drivers)
+        .await
+        .expect("the controllers stop on shutdown")
+        .unwrap();
+}
