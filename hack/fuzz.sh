@@ -139,7 +139,7 @@ for target in "${targets[@]}"; do
     echo "== $target: ${time}s (full log: $log)"
     set +e
     nice_run "$bin_dir/$target" "${args[@]}" "$corpus" 2>&1 | tee "$log" |
-        grep --line-buffered -E '(INITED|pulse|DONE) |^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|panicked at|ERROR'
+        grep --line-buffered -E '(INITED|pulse|DONE) |^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|panicked at|==[0-9]+== ERROR'
     rc=${PIPESTATUS[0]}
     set -e
     if [ "$rc" -ne 0 ]; then

@@ -154,7 +154,8 @@ fn count_indices(expression: &str) -> i32 {
             let step: i64 = step.trim().parse().unwrap_or(1).max(1);
             match range.split_once('-') {
                 Some((a, b)) => match (a.trim().parse::<i64>(), b.trim().parse::<i64>()) {
-                    (Ok(a), Ok(b)) if b >= a => (b - a) / step + 1,
+                    // Saturating: Slurm's text, not a count we trust ("0-9223372036854775807").
+                    (Ok(a), Ok(b)) if b >= a => (b.saturating_sub(a) / step).saturating_add(1),
                     _ => 0,
                 },
                 None => i64::from(range.trim().parse::<i64>().is_ok()),
@@ -343,6 +344,10 @@ mod tests {
             ("", 0),
             ("x", 0),
             ("5-1", 0),
+            // Overflowed i64 (a panic in debug builds): seen reading the code for the fuzz
+            // harness, then reproduced through it (fuzz/regressions/state_mapping/).
+            ("0-9223372036854775807", i32::MAX),
+            ("0-9223372036854775807:1,1", i32::MAX),
         ] {
             assert_eq!(count_indices(expr), n, "{expr}");
         }
