@@ -18,6 +18,12 @@
 //! 10 000 of our jobs and 1 000 nodes, the poller's per-job bookkeeping, and 10 000 SlurmJob
 //! objects with a status (what the controller's reflector holds), all synthetic, and reports
 //! `/proc/self/status` VmRSS after each.
+//!
+//! `bench operator` measures the operator *binary* (`--binary`, the release build in
+//! `hack/bench.sh`): it runs against the in-memory API server of the tests
+//! (`tests/common/apiserver.rs`, which sends `managedFields` as the real one does) holding
+//! 10 000 finished SlurmJobs and a Cluster for the local slurmrestd, and reports the process's
+//! VmRSS/VmHWM once its caches are filled and every SlurmJob has been reconciled.
 
 // Measurement code: a failed unwrap is a failed run with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -50,6 +56,9 @@ use slurm_operator::slurmjob::{submit, tag};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc};
+
+#[path = "../tests/common/apiserver.rs"]
+mod apiserver;
 
 const INTERVAL: Duration = Duration::from_secs(1);
 /// The SlurmJob controller's debounce (`controller::Config::debounce` in `controller/slurmjob.rs`).
@@ -85,6 +94,17 @@ enum What {
         #[arg(long, default_value_t = 10)]
         cycles: usize,
     },
+    /// RSS of the operator binary with many SlurmJobs in its caches.
+    Operator {
+        /// The env file written by hack/slurm-up.sh.
+        #[arg(long)]
+        env_file: PathBuf,
+        /// The `slurm-operator` binary to run.
+        #[arg(long)]
+        binary: PathBuf,
+        #[arg(long, default_value_t = 10_000)]
+        slurmjobs: u32,
+    },
     /// RSS of the index with synthetic records.
     Memory {
         #[arg(long, default_value_t = 10_000)]
@@ -116,6 +136,11 @@ async fn main() -> anyhow::Result<()> {
             memory(jobs, nodes);
             Ok(())
         }
+        What::Operator {
+            env_file,
+            binary,
+            slurmjobs,
+        } => operator_memory(&env_file, &binary, slurmjobs).await,
     }
 }
 
@@ -371,10 +396,24 @@ impl Bench {
         }
         let mut latency_jobs = Vec::new();
         for &c in concurrency {
-            // The bare loop first, then the operator: each pays the same growth of slurmctld.
-            let bare = self.submit_bare(jobs, c).await?;
+            // Interleaved in rounds, alternating which goes first, so both pay the same growth
+            // of slurmctld and the same background load.
+            const ROUNDS: usize = 5;
             let before = self.operator_requests.snapshot();
-            let (op, sjs) = self.submit_operator(jobs, c).await?;
+            let (mut bare_secs, mut op_secs, mut sjs) = (0.0, 0.0, Vec::new());
+            for round in 0..ROUNDS {
+                let n = jobs / ROUNDS + usize::from(round < jobs % ROUNDS);
+                if round % 2 == 0 {
+                    bare_secs += self.submit_bare(n, c).await?;
+                }
+                let (secs, mut done) = self.submit_operator(n, c, round).await?;
+                op_secs += secs;
+                sjs.append(&mut done);
+                if round % 2 == 1 {
+                    bare_secs += self.submit_bare(n, c).await?;
+                }
+            }
+            let (bare, op) = (jobs as f64 / bare_secs, jobs as f64 / op_secs);
             let per_job: Vec<String> = self
                 .operator_requests
                 .snapshot()
@@ -398,7 +437,7 @@ impl Bench {
                     op / bare
                 ),
                 format!(
-                    "{jobs} held jobs each; operator = `drive::step` (index check, tag lookup, \
+                    "{jobs} held jobs each, in {ROUNDS} interleaved rounds; operator = `drive::step` (index check, tag lookup, \
                      accounting lookup by name unless the SlurmJob is under 30 s old, `submit_once`): requests per SlurmJob: {}",
                     per_job.join(", ")
                 ),
@@ -425,13 +464,16 @@ impl Bench {
                 status_kib("VmRSS:") as f64 / 1024.0,
                 status_kib("VmHWM:") as f64 / 1024.0
             ),
-            "measured, dev build; also holds the bench's own SlurmJobs and HTTP clients; the \
-             peak includes decoding the full job records while the index synced"
-                .into(),
+            format!(
+                "measured, {} build; also holds the bench's own SlurmJobs and HTTP clients; the \
+                 peak includes decoding the full job records while the index synced",
+                if cfg!(debug_assertions) { "dev" } else { "release" }
+            ),
         );
         Ok(())
     }
 
+    /// Seconds for `n` bare REST submits.
     async fn submit_bare(&self, n: usize, concurrency: usize) -> anyhow::Result<f64> {
         let spec = self.spec();
         let name = format!("{}-bare", self.run);
@@ -453,7 +495,7 @@ impl Bench {
         log(format!(
             "bare: {n} submits, {concurrency} in flight: {secs:.2} s"
         ));
-        Ok(n as f64 / secs)
+        Ok(secs)
     }
 
     async fn step(&self, sj: &Sj) -> anyhow::Result<SlurmJobStatus> {
@@ -478,14 +520,16 @@ impl Bench {
         Ok(drive::step(target, env, |_| None).await?.status)
     }
 
+    /// Seconds for `n` SlurmJobs through the operator's submit path, and the SlurmJobs.
     async fn submit_operator(
         &self,
         n: usize,
         concurrency: usize,
+        round: usize,
     ) -> anyhow::Result<(f64, Vec<Sj>)> {
         let sjs: Vec<Sj> = (0..n)
             .map(|i| Sj {
-                name: format!("{}-op{concurrency}-{i}", self.run),
+                name: format!("{}-op{concurrency}-{round}-{i}", self.run),
                 uid: uuid::Uuid::new_v4().to_string(),
                 spec: self.spec(),
                 status: None,
@@ -522,7 +566,7 @@ impl Bench {
         log(format!(
             "operator: {n} SlurmJobs, {concurrency} in flight: {secs:.2} s"
         ));
-        Ok((n as f64 / secs, sjs))
+        Ok((secs, sjs))
     }
 
     /// Cancel each job (the Slurm-side change) at a random moment relative to the poll cycle and
@@ -1011,4 +1055,134 @@ fn memory(jobs: u32, nodes: u32) {
         mib(with_objects),
         mib(status_kib("VmHWM:"))
     );
+}
+
+/// The operator binary's memory with `count` finished SlurmJobs (and a connected Cluster).
+async fn operator_memory(env_file: &PathBuf, binary: &PathBuf, count: u32) -> anyhow::Result<()> {
+    const NS: &str = "bench";
+    let env = read_env(env_file)?;
+    let get = |k: &str| env.get(k).cloned().with_context(|| format!("{k} missing"));
+    let key = std::fs::read(get("SLURM_JWT_KEY")?)?;
+    let api = apiserver::FakeApiServer::start().await;
+    let dir = tempfile::tempdir()?;
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let b64 = |bytes: &[u8]| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    };
+    api.insert(
+        "v1/secrets",
+        NS,
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "jwt"},
+               "data": {"jwt_hs256.key": b64(&key)}}),
+    );
+    api.insert(
+        "slurm.rs/v1alpha1/clusters",
+        NS,
+        json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "Cluster", "metadata": {"name": "local"},
+               "spec": {"endpoint": get("SLURM_REST_URL")?, "pollInterval": "1s",
+                        "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"},
+                                         "user": get("SLURM_USER")?}}}}),
+    );
+    let started = Instant::now();
+    for i in 0..count {
+        // As a finished SlurmJob looks after a run: finalizer, full status, a few labels.
+        api.insert(
+            "slurm.rs/v1alpha1/slurmjobs",
+            NS,
+            json!({
+                "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+                "metadata": {"name": format!("job-{i:05}"), "finalizers": [slurm_operator::crd::FINALIZER],
+                             "labels": {"app": "bench", "team": "hpc"}},
+                "spec": {"clusterRef": "local", "partition": "debug",
+                         "script": "#!/bin/sh\nsrun hostname\n",
+                         "environment": {"PATH": "/usr/bin:/bin"}},
+                "status": {
+                    "phase": "Completed", "jobId": 100_000 + i, "slurmState": ["COMPLETED"],
+                    "nodes": "n1", "exitCode": 0, "observedGeneration": 1, "submittedGeneration": 1,
+                    "submitTime": "2026-11-22T10:00:00Z", "startTime": "2026-11-22T10:00:01Z",
+                    "endTime": "2026-11-22T10:00:02Z",
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "Completed",
+                                    "message": "the job ended with exit code 0",
+                                    "observedGeneration": 1,
+                                    "lastTransitionTime": "2026-11-22T10:00:02Z"}],
+                },
+            }),
+        );
+    }
+    log(format!(
+        "seeded {count} SlurmJobs in {:?}",
+        started.elapsed()
+    ));
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        l.local_addr()?.port()
+    };
+    let mut child = tokio::process::Command::new(binary)
+        .args([
+            "run",
+            "--namespace",
+            NS,
+            "--metrics-addr",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("start {}", binary.display()))?;
+    let pid = child.id().context("no pid")?;
+    let http = reqwest::Client::new();
+    let ready_url = format!("http://127.0.0.1:{port}/readyz");
+    let metrics_url = format!("http://127.0.0.1:{port}/metrics");
+    let deadline = Instant::now() + TIMEOUT;
+    let reconciled = |text: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with("slurm_operator_reconciles_total{controller=\"slurmjob\"}"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    loop {
+        let ready = http
+            .get(&ready_url)
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        let done = match http.get(&metrics_url).send().await {
+            Ok(r) => reconciled(&r.text().await.unwrap_or_default()),
+            Err(_) => 0.0,
+        };
+        if ready && done >= f64::from(count) {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the operator did not reconcile {count} SlurmJobs in time ({done} so far)");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let settled = started.elapsed();
+    // A few poll cycles more, then read the kernel's numbers for the process.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib = |field: &str| -> f64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let _ = child.start_kill();
+    let writes: u64 = api
+        .requests()
+        .iter()
+        .filter(|(k, _)| k.starts_with("PATCH") || k.starts_with("POST") || k.starts_with("PUT"))
+        .map(|(_, n)| n)
+        .sum();
+    println!(
+        "| memory: the operator binary, {count} finished SlurmJobs + a connected Cluster | VmRSS {:.1} MiB, VmHWM {:.1} MiB | release binary against the tests' in-memory API server (sends managedFields; the caches drop them); read {:.0?} after start, once /readyz was ready and every SlurmJob reconciled, plus 5 s; {writes} API writes meanwhile |",
+        kib("VmRSS:") / 1024.0,
+        kib("VmHWM:") / 1024.0,
+        settled
+    );
+    Ok(())
 }

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Benchmarks against the real local Slurm, in one run (issue 7): submit throughput through the
 # operator's submit path vs bare REST submits, status latency (Slurm-side change -> SlurmJob
-# status), slurmrestd requests per poll cycle at 10 / 1 000 / 10 000 jobs, and the memory of an
-# index with 10 000 jobs and 1 000 nodes. The measuring code is examples/bench.rs (its module
+# status), slurmrestd requests per poll cycle at 10 / 1 000 / 10 000 jobs, the memory of an
+# index with 10 000 jobs and 1 000 nodes, and the memory of the operator binary with 10 000
+# SlurmJobs in its caches (against the tests' in-memory API server). The measuring code is examples/bench.rs (its module
 # docs say what each number covers). Measures, never asserts: it prints a Markdown table and
 # writes it to target/bench/bench-<UTC time>.md (and target/bench/latest.md).
 #
 # Usage: hack/bench.sh [--flavour trixie|forky] [--fresh] [BENCH ARGS...]
 #   --fresh     restart that flavour's Slurm cold first (hack/slurm-up.sh --fresh): an empty slurmctld
 #   BENCH ARGS  passed to `bench slurm`, e.g. --jobs 300 --concurrency 1,4,8 --tracked 10,1000
-#   BENCH_PROFILE=release  build the bench binary optimised (default: the dev profile the tests use)
+#   BENCH_PROFILE=dev  build the bench and the operator with the dev profile (default: release,
+#                      as the operator ships; a first release build takes several minutes)
 #
 # Brings the local Slurm up (hack/slurm-up.sh, idempotent) and leaves it up. Every job it submits
 # is held (begin time a day ahead: nothing runs) and named "<run>-..."; all of them are cancelled
@@ -33,15 +35,16 @@ for arg in ${SLURM_ARGS[@]+"${SLURM_ARGS[@]}"}; do
     if [[ "$arg" == --fresh ]]; then up_args+=(--fresh); else bench_args+=("$arg"); fi
 done
 
-profile=${BENCH_PROFILE:-dev}
+profile=${BENCH_PROFILE:-release}
 case "$profile" in
     dev) profile_dir=debug ;;
     release) profile_dir=release ;;
     *) die "BENCH_PROFILE must be dev or release" ;;
 esac
 log "building examples/bench.rs ($profile profile)"
-cargo build --quiet --profile "$profile" --example bench
+cargo build --quiet --profile "$profile" --example bench --bin slurm-operator
 bin=$repo/target/$profile_dir/examples/bench
+operator_bin=$repo/target/$profile_dir/slurm-operator
 
 bash "$here/slurm-up.sh" --flavour "$SLURM_FLAVOUR" ${up_args[@]+"${up_args[@]}"} >/dev/null
 [[ -r "$SLURM_ENV_FILE" ]] || die "no $SLURM_ENV_FILE after slurm-up.sh"
@@ -69,6 +72,8 @@ release=$(sed -n 's/^SLURM_RELEASE=//p' "$SLURM_ENV_FILE")
 
 log "memory (synthetic index, own process)"
 memory_rows=$("$bin" memory)
+log "memory of the operator binary (10 000 SlurmJobs, in-memory API server)"
+operator_rows=$("$bin" operator --env-file "$SLURM_ENV_FILE" --binary "$operator_bin")
 log "Slurm $release ($SLURM_FLAVOUR): throughput, latency, request cost (run $run)"
 slurm_rows=$("$bin" slurm --env-file "$SLURM_ENV_FILE" --run "$run" ${bench_args[@]+"${bench_args[@]}"})
 
@@ -76,7 +81,7 @@ slurm_rows=$("$bin" slurm --env-file "$SLURM_ENV_FILE" --run "$run" ${bench_args
     printf '%s, %s cores (%s), %s RAM; Slurm %s (%s flavour) on the same machine; bench built with the %s profile.\n\n' \
         "$(date -u +%Y-%m-%d)" "$cpus" "${model:-unknown CPU}" "$mem" "$release" "$SLURM_FLAVOUR" "$profile"
     printf '| measurement | result | how |\n|---|---|---|\n'
-    printf '%s\n' "$slurm_rows" "$memory_rows"
+    printf '%s\n' "$slurm_rows" "$memory_rows" "$operator_rows"
 } >"$out"
 cp "$out" "$out_dir/latest.md"
 echo

@@ -12,10 +12,13 @@
 
 mod common;
 
+use common::scenario;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::ObjectRef;
+use slurm_operator::crd::Cluster;
 use slurm_operator::index::{ClusterState, Health, IndexReader, JOB_TAG_PREFIX, SlurmEvent};
 use slurm_operator::metrics::Metrics;
 use slurm_operator::poller::{self, PollerConfig, PollerHandle, strategy};
@@ -333,4 +336,75 @@ async fn slurmctld_restart_keeps_a_running_job_and_reports_down_meanwhile() {
     );
     assert_eq!(health.last(), Some(&true));
     assert!(poller.index.has_changed().is_ok(), "the poller still runs");
+}
+
+/// The Cluster's `Ready` condition as (status, reason), from the API.
+async fn cluster_ready(clusters: &kube::Api<Cluster>) -> Option<(String, String)> {
+    let cluster = clusters.get_opt(scenario::CLUSTER).await.ok()??;
+    let ready = cluster
+        .status?
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Ready")?;
+    Some((ready.status, ready.reason))
+}
+
+/// The same slurmrestd outage seen from Kubernetes: the operator binary (against the in-memory
+/// API server) sets the Cluster `Ready=False` within one poll interval plus the request timeout
+/// (and the facade's retries) of the kill, and `Ready=True` again once slurmrestd is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_goes_not_ready_within_one_poll_and_recovers() {
+    let slurm = require_slurm!();
+    let _serial = SERIAL.lock().await;
+    slurm_operator::tls::install_crypto_provider();
+    const NAMESPACE: &str = "outage";
+    let api = common::apiserver::FakeApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let client = api.client();
+    scenario::seed_cluster(&client, NAMESPACE, &slurm).await;
+    let clusters: kube::Api<Cluster> = kube::Api::namespaced(client, NAMESPACE);
+    let metrics = format!("127.0.0.1:{}", common::e2e::free_port());
+    let _operator = common::e2e::Operator::spawn(
+        &["--namespace", NAMESPACE, "--metrics-addr", &metrics],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+        Some(&std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("outage-operator.log")),
+    )
+    .sigterm_on_drop(Duration::from_secs(10));
+    common::e2e::eventually("Ready=True", TIMEOUT, || async {
+        cluster_ready(&clusters)
+            .await
+            .filter(|(status, _)| status == "True")
+    })
+    .await;
+
+    // The Cluster's client has the default settings; the poll interval is 1 s.
+    let defaults = slurm.config();
+    let mut restd = common::DaemonGuard::stop(&slurm, "slurmrestd");
+    let killed = Instant::now();
+    let bound = INTERVAL + defaults.request_timeout + retry_delays(&defaults.retry);
+    let (_, reason) = common::e2e::eventually("Ready=False", bound + TIMEOUT, || async {
+        cluster_ready(&clusters)
+            .await
+            .filter(|(status, _)| status == "False")
+    })
+    .await;
+    let after = killed.elapsed();
+    eprintln!("Ready=False ({reason}) {after:?} after the kill (bound {bound:?})");
+    assert!(after <= bound + Duration::from_secs(1), "{after:?}");
+    assert_eq!(reason, "Unreachable");
+
+    restd.start();
+    let restarted = Instant::now();
+    common::e2e::eventually(
+        "Ready=True again",
+        strategy::backoff_cap(INTERVAL) + TIMEOUT,
+        || async {
+            cluster_ready(&clusters)
+                .await
+                .filter(|(status, _)| status == "True")
+        },
+    )
+    .await;
+    eprintln!("Ready=True {:?} after the restart", restarted.elapsed());
 }

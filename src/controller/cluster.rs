@@ -592,7 +592,11 @@ pub fn run(
     let by_config_map = store.clone();
     let health = health_triggers(ctx.events.subscribe(), store.clone());
     let driver = Controller::for_stream(clusters, store.clone())
-        .with_config(controller::Config::default().debounce(Duration::from_millis(500)))
+        .with_config(
+            controller::Config::default()
+                .debounce(Duration::from_millis(500))
+                .concurrency(super::MAX_CONCURRENT_RECONCILES),
+        )
         .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
             let name = secret.name_any();
             clusters_referencing(&by_secret, secret.namespace().as_deref(), |spec| {

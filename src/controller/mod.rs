@@ -6,6 +6,11 @@
 //!
 //! Shared here: per-object requeue backoff ([`Backoffs`]) and small helpers every driver needs.
 
+/// Reconciles one controller runs at once. kube's default is unbounded: when its cache fills,
+/// every object's reconcile starts together, and 10 000 SlurmJobs in flight at once held ~37 KB
+/// each of future state (the operator binary's peak memory, hack/bench.sh).
+pub const MAX_CONCURRENT_RECONCILES: u16 = 16;
+
 pub mod cluster;
 pub mod nodeset;
 pub mod slurmjob;

@@ -728,7 +728,11 @@ pub fn run(
             pods_api,
             watcher::Config::default().labels(pods::LABEL_NODESET),
         )
-        .with_config(controller::Config::default().debounce(Duration::from_millis(500)))
+        .with_config(
+            controller::Config::default()
+                .debounce(Duration::from_millis(500))
+                .concurrency(super::MAX_CONCURRENT_RECONCILES),
+        )
         .reconcile_on(triggers)
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown.cancelled_owned())

@@ -559,7 +559,10 @@ pub fn run(
         ),
         None => (Api::all(client.clone()), Api::all(client)),
     };
-    let jobs = watcher(jobs_api, watcher::Config::default().any_semantic())
+    // Paged consistent lists (500 a page), not one any-semantic list from the watch cache: with
+    // 10 000 SlurmJobs that one list is tens of MB of JSON decoded at once, and it set the
+    // process's peak memory (hack/bench.sh, "the operator binary").
+    let jobs = watcher(jobs_api, watcher::Config::default())
         .default_backoff()
         // The cache keeps no managedFields (a third of a small object; nobody here reads them).
         .modify(|obj| obj.managed_fields_mut().clear())
@@ -577,7 +580,11 @@ pub fn run(
         jobs: store.clone(),
     });
     let driver = Controller::for_stream(jobs, store.clone())
-        .with_config(controller::Config::default().debounce(Duration::from_millis(200)))
+        .with_config(
+            controller::Config::default()
+                .debounce(Duration::from_millis(200))
+                .concurrency(super::MAX_CONCURRENT_RECONCILES),
+        )
         .owns(pods_api, watcher::Config::default().labels(output::LABEL))
         .reconcile_on(slurm)
         .reconcile_all_on(gained)

@@ -4,7 +4,9 @@
 //!
 //! * every object gets `uid`, `resourceVersion` (one global counter), `generation` (bumped when
 //!   anything but metadata/status changes) and `creationTimestamp`;
-//! * list, and watch from a resourceVersion (the event log is never compacted), with label and
+//! * list (paged with `limit`/`continue`; a `resourceVersion=0` list is served whole from the
+//!   watch cache by the real server, and whole here), and watch from a
+//!   resourceVersion (the event log is never compacted), with label and
 //!   `metadata.name`/`metadata.namespace` field selectors, and metadata-only lists/watches;
 //! * create, replace (with a resourceVersion precondition), JSON patch (with `test`), merge and
 //!   strategic merge patches (as merge patches: enough for the operator's and kube-rs' patches),
@@ -1007,13 +1009,31 @@ fn list(
     query: &HashMap<String, String>,
     metadata_only: bool,
 ) -> Value {
-    let items: Vec<Value> = store
+    // Pages as the real server's: `limit`, and a `continue` token that carries the offset and
+    // the resourceVersion of the first page (every page reports that one, so a watch from it
+    // misses nothing).
+    let (offset, rv) = query
+        .get("continue")
+        .and_then(|c| c.split_once(':'))
+        .and_then(|(o, rv)| Some((o.parse::<usize>().ok()?, rv.parse::<u64>().ok()?)))
+        .unwrap_or((0, store.rv));
+    let limit = query
+        .get("limit")
+        .filter(|_| query.get("resourceVersion").is_none_or(|rv| rv != "0"))
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let matching: Vec<&Stored> = store
         .objects
         .iter()
         .filter(|((resource, ns, _), s)| {
             *resource == target.resource && selected(target, query, ns, &s.object)
         })
-        .map(|(_, s)| {
+        .map(|(_, s)| s)
+        .collect();
+    let page = matching.iter().skip(offset).take(limit);
+    let items: Vec<Value> = page
+        .map(|s| {
             if metadata_only {
                 metadata_view(&s.object)
             } else {
@@ -1021,6 +1041,11 @@ fn list(
             }
         })
         .collect();
+    let next = offset.saturating_add(limit);
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if next < matching.len() {
+        meta["continue"] = json!(format!("{next}:{rv}"));
+    }
     let (api_version, kind) = if metadata_only {
         (
             "meta.k8s.io/v1".to_owned(),
@@ -1035,7 +1060,7 @@ fn list(
     json!({
         "apiVersion": api_version,
         "kind": kind,
-        "metadata": {"resourceVersion": store.rv.to_string()},
+        "metadata": meta,
         "items": items,
     })
 }
