@@ -97,6 +97,7 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
         lambda s: not s.get("insecureSkipVerify", False) or not ("caSecretRef" in s or "caConfigMapRef" in s),
     "duration(self) >= duration('100ms') && duration(self) <= duration('5m')": _duration_between(0.1, 300),
     "duration(self) >= duration('30s') && duration(self) <= duration('15m')": _duration_between(30, 900),
+    "duration(self) <= duration('8760h')": _duration_between(0, 8760 * 3600),
     "has(self.jwt) != has(self.tokenSecretRef)": lambda s: ("jwt" in s) != ("tokenSecretRef" in s),
     "isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))": _is_quantity_gt0,
     "isURL(self) && url(self).getScheme() in ['http', 'https']": _is_http_url,
