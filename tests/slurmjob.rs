@@ -175,7 +175,9 @@ const LONG: Duration = Duration::from_secs(120);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_completes_with_its_events() {
     let slurm = require_slurm!();
-    let mut job = Runner::new(&slurm, "ok", json!({"script": script("echo hi; sleep 1")}));
+    // Runs 3 s: long enough that a step sees it RUNNING (with `sleep 1` a loaded machine's
+    // steps could see only PENDING and COMPLETED, and no `Started` Event).
+    let mut job = Runner::new(&slurm, "ok", json!({"script": script("echo hi; sleep 3")}));
     job.step().await;
     assert_eq!(job.status().phase, Phase::Submitted);
     assert!(job.status().job_id.is_some());
