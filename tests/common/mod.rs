@@ -138,20 +138,7 @@ impl LocalSlurm {
 
     /// Run a `hack/slurm-node.sh` subcommand for this flavour (dynamic slurmd standing in for a pod).
     pub fn node_script(&self, args: &[&str]) -> String {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/slurm-node.sh");
-        let output = Command::new("bash")
-            .arg(&script)
-            .args(args)
-            .args(["--flavour", &self.flavour])
-            .output()
-            .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
-        assert!(
-            output.status.success(),
-            "slurm-node.sh {args:?} failed: {}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        self.hack_script("slurm-node.sh", args)
     }
 }
 
@@ -215,23 +202,30 @@ impl Drop for NodeGuard<'_> {
 }
 
 impl LocalSlurm {
-    /// Run a `hack/slurm-daemon.sh` subcommand for this flavour (stop or start slurmctld or
-    /// slurmrestd exactly as `hack/slurm-up.sh` does).
-    pub fn daemon_script(&self, args: &[&str]) -> String {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/slurm-daemon.sh");
+    /// Run `hack/<script> ARGS --flavour <this flavour>`; its stdout, or a failed test.
+    fn hack_script(&self, script: &str, args: &[&str]) -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("hack")
+            .join(script);
         let output = Command::new("bash")
-            .arg(&script)
+            .arg(&path)
             .args(args)
             .args(["--flavour", &self.flavour])
             .output()
-            .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
+            .unwrap_or_else(|e| panic!("run {}: {e}", path.display()));
         assert!(
             output.status.success(),
-            "slurm-daemon.sh {args:?} failed: {}\n{}",
+            "{script} {args:?} failed: {}\n{}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Run a `hack/slurm-daemon.sh` subcommand for this flavour (stop or start slurmctld or
+    /// slurmrestd exactly as `hack/slurm-up.sh` does).
+    pub fn daemon_script(&self, args: &[&str]) -> String {
+        self.hack_script("slurm-daemon.sh", args)
     }
 }
 
