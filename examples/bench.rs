@@ -1179,8 +1179,10 @@ async fn operator_memory(env_file: &PathBuf, binary: &PathBuf, count: u32) -> an
         .map(|(_, n)| n)
         .sum();
     println!(
-        "| memory: the operator binary, {count} finished SlurmJobs + a connected Cluster | VmRSS {:.1} MiB, VmHWM {:.1} MiB | release binary against the tests' in-memory API server (sends managedFields; the caches drop them); read {:.0?} after start, once /readyz was ready and every SlurmJob reconciled, plus 5 s; {writes} API writes meanwhile |",
+        "| memory: the operator binary, {count} finished SlurmJobs + a connected Cluster | VmRSS {:.1} MiB (anonymous {:.1}, file-backed {:.1}), VmHWM {:.1} MiB | release binary against the tests' in-memory API server (sends managedFields; the caches drop them); read {:.0?} after start, once /readyz was ready and every SlurmJob reconciled, plus 5 s; {writes} API writes meanwhile |",
         kib("VmRSS:") / 1024.0,
+        kib("RssAnon:") / 1024.0,
+        kib("RssFile:") / 1024.0,
         kib("VmHWM:") / 1024.0,
         settled
     );

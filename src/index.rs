@@ -13,7 +13,8 @@
 //! - of everyone else's jobs only what the NodeSet controller needs: per node, how many jobs run
 //!   there and until when at the latest ([`NodeJobs`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Deref;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -40,7 +41,7 @@ pub struct ClusterState {
     /// Our jobs (see [`is_ours`]), by Slurm job id: plain jobs, array task records and a pending
     /// array's meta record (whose `array_task_string` lists the tasks not started yet).
     /// Other users' jobs are not kept; see `node_jobs`.
-    pub jobs: Arc<BTreeMap<u32, Job>>,
+    pub jobs: Arc<Jobs>,
     /// Per node, the jobs (anyone's) running on it. A node without an entry runs no job the
     /// poller knows of.
     pub node_jobs: Arc<BTreeMap<String, NodeJobs>>,
@@ -60,25 +61,91 @@ pub struct ClusterState {
 
 impl ClusterState {
     /// The records of job `job_id`: the job itself, and for an array (by its array job id) every
-    /// task record and the meta record. Empty when the index does not hold it.
+    /// task record and the meta record, by job id. Empty when the index does not hold it.
     pub fn job_records(&self, job_id: u32) -> Vec<&Job> {
-        self.jobs
-            .values()
-            .filter(|j| j.job_id == job_id || j.array_job_id == Some(job_id))
-            .collect()
+        self.jobs.records(job_id)
     }
 
     /// The ids of our jobs carrying exactly `tag` (plain job ids, or array job ids), lowest first.
     pub fn tagged(&self, tag: &str) -> Vec<u32> {
-        let mut ids: Vec<u32> = self
-            .jobs
-            .values()
-            .filter(|j| j.comment.as_deref() == Some(tag))
-            .map(|j| j.array_job_id.unwrap_or(j.job_id))
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids
+        self.jobs.tagged(tag).to_vec()
+    }
+}
+
+/// Our jobs by Slurm job id (read it as the map it derefs to), plus the two lookups every
+/// SlurmJob step makes (by tag, by array job id), built once per poll that changed the jobs:
+/// scanning the records instead cost each step O(jobs), so a resync of N SlurmJobs cost O(N²).
+#[derive(Debug, Clone, Default)]
+pub struct Jobs {
+    by_id: BTreeMap<u32, Job>,
+    /// Tag (`comment`) → the plain job ids and array job ids carrying it, sorted, no repeats.
+    by_tag: HashMap<String, Vec<u32>>,
+    /// Array job id → the job ids of its records (meta record and tasks), sorted.
+    by_array: HashMap<u32, Vec<u32>>,
+}
+
+impl Jobs {
+    /// See [`ClusterState::job_records`].
+    pub fn records(&self, job_id: u32) -> Vec<&Job> {
+        let mut ids: Vec<u32> = self.by_array.get(&job_id).cloned().unwrap_or_default();
+        if let Err(at) = ids.binary_search(&job_id) {
+            if self.by_id.contains_key(&job_id) {
+                ids.insert(at, job_id);
+            }
+        }
+        ids.iter().filter_map(|id| self.by_id.get(id)).collect()
+    }
+
+    /// See [`ClusterState::tagged`].
+    pub fn tagged(&self, tag: &str) -> &[u32] {
+        self.by_tag.get(tag).map_or(&[], Vec::as_slice)
+    }
+}
+
+impl From<BTreeMap<u32, Job>> for Jobs {
+    fn from(by_id: BTreeMap<u32, Job>) -> Self {
+        let mut by_tag: HashMap<String, Vec<u32>> = HashMap::new();
+        let mut by_array: HashMap<u32, Vec<u32>> = HashMap::new();
+        // Ascending job ids, so every list below comes out sorted.
+        for job in by_id.values() {
+            if let Some(tag) = &job.comment {
+                let ids = by_tag.entry(tag.clone()).or_default();
+                let id = job.array_job_id.unwrap_or(job.job_id);
+                if !ids.contains(&id) {
+                    ids.push(id);
+                    ids.sort_unstable();
+                }
+            }
+            if let Some(array) = job.array_job_id {
+                by_array.entry(array).or_default().push(job.job_id);
+            }
+        }
+        Self {
+            by_id,
+            by_tag,
+            by_array,
+        }
+    }
+}
+
+impl FromIterator<(u32, Job)> for Jobs {
+    fn from_iter<I: IntoIterator<Item = (u32, Job)>>(iter: I) -> Self {
+        BTreeMap::from_iter(iter).into()
+    }
+}
+
+impl Deref for Jobs {
+    type Target = BTreeMap<u32, Job>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.by_id
+    }
+}
+
+/// Equal when the records are: the lookups are derived from them.
+impl PartialEq for Jobs {
+    fn eq(&self, other: &Self) -> bool {
+        self.by_id == other.by_id
     }
 }
 
@@ -232,5 +299,68 @@ mod tests {
         );
         assert_eq!(state.tagged(b), vec![10]);
         assert!(state.tagged("slurm.rs/uid=c,generation=1").is_empty());
+    }
+
+    /// The precomputed lookups answer exactly what a scan of the records does, over many
+    /// small job sets (plain jobs, arrays whose tasks have higher and lower ids than other
+    /// jobs, shared and missing tags).
+    #[test]
+    fn lookups_agree_with_a_scan_of_the_records() {
+        let scan_records = |jobs: &[Job], id: u32| -> Vec<u32> {
+            let mut ids: Vec<u32> = jobs
+                .iter()
+                .filter(|j| j.job_id == id || j.array_job_id == Some(id))
+                .map(|j| j.job_id)
+                .collect();
+            ids.sort_unstable();
+            ids
+        };
+        let scan_tagged = |jobs: &[Job], tag: &str| -> Vec<u32> {
+            let mut ids: Vec<u32> = jobs
+                .iter()
+                .filter(|j| j.comment.as_deref() == Some(tag))
+                .map(|j| j.array_job_id.unwrap_or(j.job_id))
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        };
+        let tags = ["slurm.rs/uid=a,generation=1", "slurm.rs/uid=b,generation=1"];
+        // A small linear congruential generator: deterministic, no extra dependency.
+        let mut seed: u64 = 7;
+        let mut next = |below: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) % below
+        };
+        for _ in 0..500 {
+            let mut jobs: Vec<Job> = Vec::new();
+            for _ in 0..next(8) {
+                let id = 1 + next(12) as u32;
+                if jobs.iter().any(|j| j.job_id == id) {
+                    continue;
+                }
+                let array = match next(3) {
+                    0 => Some(1 + next(12) as u32),
+                    _ => None,
+                };
+                let mut record = job(id, array, tags[next(2) as usize]);
+                if next(5) == 0 {
+                    record.comment = None;
+                }
+                jobs.push(record);
+            }
+            let indexed: Jobs = jobs.iter().map(|j| (j.job_id, j.clone())).collect();
+            for id in 0..=13 {
+                let got: Vec<u32> = indexed.records(id).iter().map(|j| j.job_id).collect();
+                assert_eq!(got, scan_records(&jobs, id), "records({id}) of {jobs:?}");
+            }
+            for tag in tags.iter().chain(&["slurm.rs/uid=c,generation=1"]) {
+                assert_eq!(
+                    indexed.tagged(tag),
+                    scan_tagged(&jobs, tag),
+                    "{tag} in {jobs:?}"
+                );
+            }
+        }
     }
 }

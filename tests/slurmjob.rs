@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,7 +36,7 @@ async fn sync(client: &SlurmClient) -> ClusterState {
             jobs.into_iter()
                 .filter(|j| is_ours(j.comment.as_deref()))
                 .map(|j| (j.job_id, j))
-                .collect::<BTreeMap<_, _>>(),
+                .collect(),
         ),
         jobs_synced_at: Some(at),
         ..Default::default()

@@ -487,18 +487,21 @@ async fn publish(job: &SlurmJob, notice: Notice, ctx: &Context) {
 
 /// The SlurmJobs a Slurm event concerns: the one whose uid a job's tag carries, or for a
 /// regained slurmrestd every SlurmJob of that Cluster.
-pub fn targets(event: &SlurmEvent, jobs: &[Arc<SlurmJob>]) -> Vec<ObjectRef<SlurmJob>> {
+pub fn targets(event: &SlurmEvent, jobs: &Store<SlurmJob>) -> Vec<ObjectRef<SlurmJob>> {
     match event {
         SlurmEvent::JobChanged { comment, .. } | SlurmEvent::JobGone { comment, .. } => {
             let Some((uid, _)) = comment.as_deref().and_then(tag::parse) else {
                 return Vec::new();
             };
-            jobs.iter()
-                .filter(|j| j.metadata.uid.as_deref() == Some(uid))
+            // A uid names one object. `find` looks in place: this runs once per changed job,
+            // and copying out a store of 10 000 SlurmJobs each time cost more than the lookup.
+            jobs.find(|j| j.metadata.uid.as_deref() == Some(uid))
                 .map(|j| ObjectRef::from_obj(j.as_ref()))
+                .into_iter()
                 .collect()
         }
         SlurmEvent::HealthChanged { cluster, up: true } => jobs
+            .state()
             .iter()
             .filter(|j| {
                 j.spec.cluster_ref == cluster.name
@@ -519,7 +522,7 @@ pub fn slurm_triggers(
         loop {
             match events.recv().await {
                 Ok(event) => {
-                    let refs = targets(&event, &store.state());
+                    let refs = targets(&event, &store);
                     if !refs.is_empty() {
                         return Some((refs, (events, store)));
                     }

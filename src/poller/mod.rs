@@ -349,10 +349,10 @@ impl Poller {
                 let new = ClusterState {
                     nodes,
                     // Unchanged maps keep their `Arc`: readers can tell cheaply.
-                    jobs: if *old.jobs == jobs {
+                    jobs: if **old.jobs == jobs {
                         old.jobs.clone()
                     } else {
-                        Arc::new(jobs)
+                        Arc::new(jobs.into())
                     },
                     node_jobs: if *old.node_jobs == node_jobs {
                         old.node_jobs.clone()

@@ -490,7 +490,6 @@ pub fn lost(current: &SlurmJobStatus, job_id: i64, now: DateTime<Utc>) -> SlurmJ
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
     use std::sync::Arc;
 
     use crate::slurm::types::JobState;
@@ -506,11 +505,7 @@ mod tests {
 
     fn state(synced: Option<i64>, jobs: Vec<Job>) -> ClusterState {
         ClusterState {
-            jobs: Arc::new(
-                jobs.into_iter()
-                    .map(|j| (j.job_id, j))
-                    .collect::<BTreeMap<_, _>>(),
-            ),
+            jobs: Arc::new(jobs.into_iter().map(|j| (j.job_id, j)).collect()),
             jobs_synced_at: synced.and_then(|s| DateTime::from_timestamp(s, 0)),
             ..Default::default()
         }

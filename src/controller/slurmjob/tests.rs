@@ -265,6 +265,13 @@ async fn submit_then_delete_cancels_the_slurm_job() {
     let data = data(ctx);
     let mut job = finalized(slurm_job("mocked", "#!/bin/sh\nsleep 120\n"));
     job.spec.partition = Some(slurm["SLURM_PARTITION"].clone());
+    // Held (begin time an hour ahead): a job that started between the reconciles below would
+    // add a `Started` Event to the calls each one expects.
+    let begin = chrono::Utc::now().timestamp() + 3600;
+    job.spec.extra_options = Some(serde_json::Map::from_iter([(
+        "begin_time".to_owned(),
+        json!({"set": true, "number": begin}),
+    )]));
     let expected = job.clone();
     let server = tokio::spawn(async move {
         let status = expect_status_apply(&mut api, &expected).await;
@@ -360,11 +367,14 @@ fn tagged_record(id: u32, comment: &str, states: &[&str]) -> crate::slurm::types
 fn delete_cancels_every_unfinished_job_of_the_uid() {
     let uid = "u1";
     let state = ClusterState {
-        jobs: Arc::new(BTreeMap::from([
-            (1, tagged_record(1, &tag::tag(uid, 1), &["COMPLETED"])),
-            (2, tagged_record(2, &tag::tag(uid, 2), &["RUNNING"])),
-            (3, tagged_record(3, &tag::tag("other", 1), &["RUNNING"])),
-        ])),
+        jobs: Arc::new(
+            BTreeMap::from([
+                (1, tagged_record(1, &tag::tag(uid, 1), &["COMPLETED"])),
+                (2, tagged_record(2, &tag::tag(uid, 2), &["RUNNING"])),
+                (3, tagged_record(3, &tag::tag("other", 1), &["RUNNING"])),
+            ])
+            .into(),
+        ),
         ..Default::default()
     };
     let submissions = drive::Submissions::default();
@@ -397,7 +407,10 @@ fn slurm_events_map_to_slurmjobs_by_uid_and_health_to_all_of_the_cluster() {
     let mut b = slurm_job("b", "#!/bin/sh\n");
     b.metadata.uid = Some("ub".into());
     b.spec.cluster_ref = "other".into();
-    let jobs = vec![Arc::new(a.clone()), Arc::new(b)];
+    let (jobs, mut writer) = reflector::store();
+    for job in [a.clone(), b] {
+        writer.apply_watcher_event(&watcher::Event::Apply(job));
+    }
     let cluster = ObjectRef::<Cluster>::new("local").within(NS);
     let changed = SlurmEvent::JobChanged {
         cluster: cluster.clone(),
