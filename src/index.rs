@@ -88,10 +88,10 @@ impl Jobs {
     /// See [`ClusterState::job_records`].
     pub fn records(&self, job_id: u32) -> Vec<&Job> {
         let mut ids: Vec<u32> = self.by_array.get(&job_id).cloned().unwrap_or_default();
-        if let Err(at) = ids.binary_search(&job_id) {
-            if self.by_id.contains_key(&job_id) {
-                ids.insert(at, job_id);
-            }
+        if let Err(at) = ids.binary_search(&job_id)
+            && self.by_id.contains_key(&job_id)
+        {
+            ids.insert(at, job_id);
         }
         ids.iter().filter_map(|id| self.by_id.get(id)).collect()
     }
