@@ -6,6 +6,9 @@ use slurm_operator::cli::{Cli, CliError, Command, check};
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Test builds only (the dev-dependency enables `fail`'s points): `FAILPOINTS` lets
+    // tests/crash.rs stop the process at an exact point. A release build ignores it.
+    let _failpoints = fail::has_failpoints().then(fail::FailScenario::setup);
     slurm_operator::telemetry::init(cli.log_format, "warn,slurm_operator=info");
     slurm_operator::tls::install_crypto_provider();
     let result = match &cli.command {

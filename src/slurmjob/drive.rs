@@ -75,6 +75,13 @@ impl Submissions {
     }
 }
 
+/// Fail point (test builds): right after Slurm accepted a submit, before anything records it
+/// in the SlurmJob's status. `FAILPOINTS=slurmjob-after-submit=return` makes the process exit
+/// there with [`FAIL_EXIT_CODE`].
+pub const FAIL_AFTER_SUBMIT: &str = "slurmjob-after-submit";
+/// The exit code of a process stopped by a fail point.
+pub const FAIL_EXIT_CODE: i32 = 86;
+
 /// The SlurmJob being stepped.
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'a> {
@@ -349,6 +356,8 @@ async fn submit_step(
             let submission = actions::submit_once(env.client, None, request).await?;
             // No await between the answer and this record: see the module docs.
             env.submissions.record(&tag, submission.job_id());
+            // tests/crash.rs ends the process here: Slurm has the job, the status never says so.
+            fail::fail_point!(FAIL_AFTER_SUBMIT, |_| std::process::exit(FAIL_EXIT_CODE));
             submission
         }
     };

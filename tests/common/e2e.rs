@@ -110,6 +110,21 @@ impl Operator {
         }
     }
 
+    /// Wait (at most `timeout`) for the process to exit on its own; `None` if it still runs.
+    /// Async, so that an in-process API server keeps serving it meanwhile.
+    pub async fn exited_within(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for the operator") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub fn assert_running(&mut self) {
         if let Some(status) = self.child.try_wait().expect("poll the operator") {
             panic!("the operator exited early: {status}");
