@@ -12,14 +12,14 @@
 
 mod common;
 
-use common::scenario;
+use common::{scenario, wait_index};
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::ObjectRef;
 use slurm_operator::crd::Cluster;
-use slurm_operator::index::{ClusterState, Health, IndexReader, JOB_TAG_PREFIX, SlurmEvent};
+use slurm_operator::index::{Health, IndexReader, JOB_TAG_PREFIX, SlurmEvent};
 use slurm_operator::metrics::Metrics;
 use slurm_operator::poller::{self, PollerConfig, PollerHandle, strategy};
 use slurm_operator::slurm::types::JobBaseState;
@@ -87,24 +87,6 @@ fn start(slurm: &common::LocalSlurm, config: ClientConfig) -> Running {
 
 /// Wait up to `timeout` for an index state that satisfies `pred`. A poller that panicked drops
 /// its index writer: that fails here ("the poller is running").
-async fn wait_index<T>(
-    index: &mut IndexReader,
-    what: &str,
-    timeout: Duration,
-    mut pred: impl FnMut(&ClusterState) -> Option<T>,
-) -> T {
-    tokio::time::timeout(timeout, async {
-        loop {
-            if let Some(found) = pred(&index.borrow_and_update()) {
-                return found;
-            }
-            index.changed().await.expect("the poller is running");
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("timed out after {timeout:?} waiting for {what}"))
-}
-
 async fn synced(index: &mut IndexReader) {
     wait_index(index, "a synced index", TIMEOUT, |s| {
         (s.health.is_up() && s.jobs_synced_at.is_some()).then_some(())

@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::wait_index;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -18,7 +20,7 @@ use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 use slurm_operator::crd::Cluster;
-use slurm_operator::index::{ClusterState, Health, IndexReader, JOB_TAG_PREFIX, SlurmEvent};
+use slurm_operator::index::{Health, IndexReader, JOB_TAG_PREFIX, SlurmEvent};
 use slurm_operator::metrics::Metrics;
 use slurm_operator::poller::{self, PollerConfig, PollerHandle};
 use slurm_operator::slurm::types::{Changes, JobBaseState};
@@ -81,25 +83,8 @@ fn start_local(slurm: &common::LocalSlurm) -> Running {
 }
 
 /// Wait for an index state that satisfies `pred`.
-async fn wait_index<T>(
-    index: &mut IndexReader,
-    what: &str,
-    mut pred: impl FnMut(&ClusterState) -> Option<T>,
-) -> T {
-    tokio::time::timeout(TIMEOUT, async {
-        loop {
-            if let Some(found) = pred(&index.borrow_and_update()) {
-                return found;
-            }
-            index.changed().await.expect("the poller is running");
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-}
-
 async fn synced(index: &mut IndexReader) {
-    wait_index(index, "a synced index", |s| {
+    wait_index(index, "a synced index", TIMEOUT, |s| {
         (s.health.is_up() && s.jobs_synced_at.is_some() && s.nodes_synced_at.is_some())
             .then_some(())
     })
@@ -283,7 +268,7 @@ async fn node_drain_and_deletion_reach_the_index_within_two_intervals() {
     ]);
     let _stop = common::NodeGuard::new(&slurm, &node);
     let mut poller = start_local(&slurm);
-    wait_index(&mut poller.index, "the node in the index", |s| {
+    wait_index(&mut poller.index, "the node in the index", TIMEOUT, |s| {
         s.nodes.get(&node).map(|_| ())
     })
     .await;
@@ -306,12 +291,17 @@ async fn node_drain_and_deletion_reach_the_index_within_two_intervals() {
     )
     .await;
     let deadline = job.start_time.unwrap() + chrono::Duration::minutes(2);
-    let summary = wait_index(&mut poller.index, "the job in the node's summary", |s| {
-        s.node_jobs
-            .get(&node)
-            .filter(|j| j.deadline == Some(deadline))
-            .copied()
-    })
+    let summary = wait_index(
+        &mut poller.index,
+        "the job in the node's summary",
+        TIMEOUT,
+        |s| {
+            s.node_jobs
+                .get(&node)
+                .filter(|j| j.deadline == Some(deadline))
+                .copied()
+        },
+    )
     .await;
     assert_eq!(summary.running, 1, "a 1-CPU node runs one job");
     assert!(
@@ -325,7 +315,7 @@ async fn node_drain_and_deletion_reach_the_index_within_two_intervals() {
         .await
         .unwrap();
     let drained_at = Instant::now();
-    let drained = wait_index(&mut poller.index, "DRAIN in the index", |s| {
+    let drained = wait_index(&mut poller.index, "DRAIN in the index", TIMEOUT, |s| {
         s.nodes.get(&node).filter(|n| n.state.is_drain()).cloned()
     })
     .await;
@@ -349,11 +339,16 @@ async fn node_drain_and_deletion_reach_the_index_within_two_intervals() {
 
     // The job ends: the summary entry goes; the node is drained.
     client.cancel_job(job_id).await.unwrap();
-    wait_index(&mut poller.index, "the node drained and free", |s| {
-        (s.nodes.get(&node).is_some_and(|n| n.state.is_drained())
-            && !s.node_jobs.contains_key(&node))
-        .then_some(())
-    })
+    wait_index(
+        &mut poller.index,
+        "the node drained and free",
+        TIMEOUT,
+        |s| {
+            (s.nodes.get(&node).is_some_and(|n| n.state.is_drained())
+                && !s.node_jobs.contains_key(&node))
+            .then_some(())
+        },
+    )
     .await;
 
     // Deleted (as a pod going away would): NodeGone.
@@ -381,7 +376,7 @@ async fn node_drain_and_deletion_reach_the_index_within_two_intervals() {
 
 /// Wait until the index is synced as of a moment after `t` (every job submitted before `t` known).
 async fn known_since(index: &mut IndexReader, t: chrono::DateTime<chrono::Utc>) {
-    wait_index(index, "an index synced after the submits", |s| {
+    wait_index(index, "an index synced after the submits", TIMEOUT, |s| {
         s.jobs_synced_at.filter(|at| *at > t).map(|_| ())
     })
     .await;
@@ -492,7 +487,7 @@ async fn only_our_jobs_are_kept() {
     let ours = client.submit_job(&ours).await.unwrap().job_id;
     let theirs = client.submit_job(&theirs).await.unwrap().job_id;
     let _cancel = CancelOnDrop::new(&slurm, vec![ours, theirs]);
-    let state = wait_index(&mut poller.index, "our array", |s| {
+    let state = wait_index(&mut poller.index, "our array", TIMEOUT, |s| {
         (s.jobs.contains_key(&ours) && s.jobs_synced_at.is_some()).then(|| s.clone())
     })
     .await;
@@ -589,7 +584,7 @@ async fn failures_mark_down_once_back_off_and_recovery_resyncs() {
     server.reset().await;
     mount_failing(&server).await;
     let failed_at = Instant::now();
-    let health = wait_index(&mut poller.index, "Down", |s| {
+    let health = wait_index(&mut poller.index, "Down", TIMEOUT, |s| {
         matches!(s.health, Health::Down { .. }).then(|| s.health.clone())
     })
     .await;
@@ -618,10 +613,15 @@ async fn failures_mark_down_once_back_off_and_recovery_resyncs() {
 
     server.reset().await;
     mount_healthy(&server, 20).await;
-    let recovered = wait_index(&mut poller.index, "the changed job after recovery", |s| {
-        (s.health.is_up() && s.jobs.get(&7)?.time_limit == Some(Duration::from_secs(1_200)))
-            .then(|| s.clone())
-    })
+    let recovered = wait_index(
+        &mut poller.index,
+        "the changed job after recovery",
+        TIMEOUT,
+        |s| {
+            (s.health.is_up() && s.jobs.get(&7)?.time_limit == Some(Duration::from_secs(1_200)))
+                .then(|| s.clone())
+        },
+    )
     .await;
     assert!(recovered.jobs_synced_at > before_recovery.jobs_synced_at);
     let nodes_requests: Vec<Option<String>> = server

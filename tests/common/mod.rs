@@ -22,6 +22,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use slurm_operator::index::{ClusterState, IndexReader};
 use slurm_operator::slurm::types::SubmitRequest;
 use slurm_operator::slurm::{ClientConfig, Credentials, SlurmClient};
 
@@ -277,4 +278,24 @@ impl Drop for DaemonGuard<'_> {
             Err(error) => eprintln!("could not restart {}: {error}", self.daemon),
         }
     }
+}
+
+/// The first value `pred` finds in a poller's index, re-checked on every update it publishes;
+/// panics naming `what` after `timeout`.
+pub async fn wait_index<T>(
+    index: &mut IndexReader,
+    what: &str,
+    timeout: Duration,
+    mut pred: impl FnMut(&ClusterState) -> Option<T>,
+) -> T {
+    tokio::time::timeout(timeout, async {
+        loop {
+            if let Some(found) = pred(&index.borrow_and_update()) {
+                return found;
+            }
+            index.changed().await.expect("the poller is running");
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out after {timeout:?} waiting for {what}"))
 }
