@@ -1,7 +1,8 @@
-//! The controllers' caches (kube reflector stores) keep no `managedFields` (issue 7, Memory):
-//! the API server sends them with every object, and on a small object they are a large part of
-//! it. Runs the three real controllers against the in-memory API server, which writes
-//! `managedFields` as the real one does.
+//! The controllers' caches (kube reflector stores) keep no `managedFields` and no
+//! `kubectl apply` copy of the last applied object (issue 7, Memory): the API server sends them
+//! with every object, and on a small object they are most of it. Other annotations stay. Runs
+//! the three real controllers against the in-memory API server, which writes `managedFields` as
+//! the real one does.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -13,6 +14,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use slurm_operator::context::Context;
+use slurm_operator::controller::LAST_APPLIED;
 use slurm_operator::crd::{Cluster, NodeSet, SlurmJob};
 use slurm_operator::metrics::Metrics;
 use tokio_util::sync::CancellationToken;
@@ -38,15 +40,16 @@ where
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn caches_keep_no_managed_fields() {
+async fn caches_keep_no_managed_fields_or_last_applied_copy() {
     let api = FakeApiServer::start().await;
     let client = api.client();
     // Objects the controllers cannot act on (no Secret, no Slurm): only caching is tested.
+    let annotations = json!({LAST_APPLIED: "{\"kind\":\"...the whole object...\"}", "team": "hpc"});
     let cluster: Cluster = apply(
         &client,
         "c",
         json!({
-            "apiVersion": "slurm.rs/v1alpha1", "kind": "Cluster", "metadata": {"name": "c"},
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "Cluster", "metadata": {"name": "c", "annotations": annotations.clone()},
             "spec": {"endpoint": "http://127.0.0.1:9", "auth": {"token": {"secretRef": {"name": "none", "key": "token"}}}},
         }),
     )
@@ -55,7 +58,7 @@ async fn caches_keep_no_managed_fields() {
         &client,
         "j",
         json!({
-            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob", "metadata": {"name": "j"},
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob", "metadata": {"name": "j", "annotations": annotations.clone()},
             "spec": {"clusterRef": "c", "script": "#!/bin/sh\ntrue\n"},
         }),
     )
@@ -64,7 +67,7 @@ async fn caches_keep_no_managed_fields() {
         &client,
         "n",
         json!({
-            "apiVersion": "slurm.rs/v1alpha1", "kind": "NodeSet", "metadata": {"name": "n"},
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "NodeSet", "metadata": {"name": "n", "annotations": annotations.clone()},
             "spec": {"clusterRef": "c", "replicas": 0, "template": {"spec": {"containers": [{"name": "slurmd", "image": "x"}]}}},
         }),
     )
@@ -103,36 +106,27 @@ async fn caches_keep_no_managed_fields() {
     };
     let filled = tokio::time::timeout(Duration::from_secs(30), ready()).await;
     assert_eq!(filled, Ok(true), "the caches are filled");
-    let cached: Vec<(&str, Vec<usize>)> = vec![
-        (
-            "Cluster",
-            clusters
-                .state()
-                .iter()
-                .map(|o| o.managed_fields().len())
-                .collect(),
-        ),
-        (
-            "SlurmJob",
-            jobs.state()
-                .iter()
-                .map(|o| o.managed_fields().len())
-                .collect(),
-        ),
-        (
-            "NodeSet",
-            nodesets
-                .state()
-                .iter()
-                .map(|o| o.managed_fields().len())
-                .collect(),
-        ),
+    fn trimmed<K: ResourceExt>(objects: Vec<std::sync::Arc<K>>) -> Vec<(usize, Vec<String>)> {
+        objects
+            .iter()
+            .map(|o| {
+                (
+                    o.managed_fields().len(),
+                    o.annotations().keys().cloned().collect(),
+                )
+            })
+            .collect()
+    }
+    let cached = [
+        ("Cluster", trimmed(clusters.state())),
+        ("SlurmJob", trimmed(jobs.state())),
+        ("NodeSet", trimmed(nodesets.state())),
     ];
-    for (what, fields) in cached {
+    for (what, objects) in cached {
         assert_eq!(
-            fields,
-            vec![0],
-            "{what}: one cached object, without managedFields"
+            objects,
+            vec![(0, vec!["team".to_owned()])],
+            "{what}: one cached object, without managedFields or {LAST_APPLIED}, other annotations kept"
         );
     }
     shutdown.cancel();

@@ -564,8 +564,7 @@ pub fn run(
             info!(cluster = %ObjectRef::from_obj(cluster), "Cluster gone: removed its slurmrestd client");
         }
     })
-    // The cache keeps no managedFields (a third of a small object; nobody here reads them).
-    .modify(|obj| obj.managed_fields_mut().clear())
+    .modify(super::trim_for_cache)
     .reflect(writer)
     .touched_objects()
     // Our own status writes change neither: no reconcile per status write.

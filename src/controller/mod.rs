@@ -11,6 +11,17 @@
 /// each of future state (the operator binary's peak memory, hack/bench.sh).
 pub const MAX_CONCURRENT_RECONCILES: u16 = 16;
 
+/// `kubectl apply`'s copy of the whole object as last applied (client-side apply).
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops from an object what no controller here reads, before the cache keeps it: the
+/// `managedFields` (a third of a small object) and [`LAST_APPLIED`] (a second copy of the
+/// spec, a SlurmJob's script included). The caches are never written back whole.
+pub fn trim_for_cache<K: ResourceExt>(obj: &mut K) {
+    obj.managed_fields_mut().clear();
+    obj.annotations_mut().remove(LAST_APPLIED);
+}
+
 pub mod cluster;
 pub mod nodeset;
 pub mod slurmjob;

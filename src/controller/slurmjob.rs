@@ -567,8 +567,7 @@ pub fn run(
     // process's peak memory (hack/bench.sh, "the operator binary").
     let jobs = watcher(jobs_api, watcher::Config::default())
         .default_backoff()
-        // The cache keeps no managedFields (a third of a small object; nobody here reads them).
-        .modify(|obj| obj.managed_fields_mut().clear())
+        .modify(super::trim_for_cache)
         .reflect(writer)
         .touched_objects()
         // Our own status writes change neither: no reconcile per status write.
