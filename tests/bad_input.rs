@@ -1059,7 +1059,11 @@ fn slurm_cases(slurm: &common::LocalSlurm) -> Vec<Case> {
             "wrong key",
             jwt(),
             vec![key_secret(&[0x5a; 32])],
-            rejected(&["rejected the credentials", "511"]),
+            rejected(&[
+                "rejected the credentials",
+                "511",
+                "Slurm user \"slurm\" with the key in Secret \"jwt\"",
+            ]),
         ),
         cluster_case(
             "auth",
@@ -1080,7 +1084,11 @@ fn slurm_cases(slurm: &common::LocalSlurm) -> Vec<Case> {
             "token expired an hour ago",
             token(),
             vec![token_secret(expired.as_bytes())],
-            rejected(&["rejected the credentials", "511"]),
+            rejected(&[
+                "rejected the credentials",
+                "511",
+                "the token in Secret \"tok\"",
+            ]),
         ),
         cluster_case(
             "auth",

@@ -246,7 +246,10 @@ async fn apply(cluster: &Cluster, namespace: &str, ctx: &Context) -> Result<Acti
                 // Trouble with the Kubernetes API: nothing new to say in the status.
                 _ => return Err(error),
             };
-            (Observation::Failed(failure), Err(error))
+            let credentials = config::plan(&cluster.spec)
+                .ok()
+                .map(|plan| plan.auth.describe());
+            (Observation::Failed(failure.naming(credentials)), Err(error))
         }
     };
 

@@ -86,6 +86,21 @@ impl Failure {
         }
     }
 
+    /// Says which credentials slurmrestd refused (`credentials`: [`AuthPlan::describe`]), so
+    /// that a rejection points at the Secret and user to fix. Other failures are unchanged.
+    ///
+    /// [`AuthPlan::describe`]: super::config::AuthPlan::describe
+    pub fn naming(mut self, credentials: Option<String>) -> Self {
+        let refused = matches!(
+            self.reason,
+            "Unauthorized" | "InvalidCredentials" | "PermissionDenied"
+        );
+        if let Some(credentials) = credentials.filter(|_| refused) {
+            self.message = format!("{} (the credentials: {credentials})", self.message);
+        }
+        self
+    }
+
     /// The cluster's poller reports slurmrestd down (`reason` is its error category).
     pub fn poller(reason: &'static str, message: &str) -> Self {
         let auth = match reason {
@@ -567,6 +582,30 @@ mod tests {
             Failure::poller("Unauthorized", "x").auth,
             AuthState::Rejected
         );
+    }
+
+    #[test]
+    fn refused_credentials_are_named_other_failures_are_not() {
+        let who = || {
+            Some("tokens minted for Slurm user \"slurm\" with the key in Secret \"jwt\"".to_owned())
+        };
+        let refused = Failure::poller("Unauthorized", "HTTP 401").naming(who());
+        assert!(
+            refused.message.ends_with(
+                "(the credentials: tokens minted for Slurm user \"slurm\" with the key in Secret \"jwt\")"
+            ),
+            "{}",
+            refused.message
+        );
+        let s = desired(None, Some(1), &Observation::Failed(refused.clone()), at(1));
+        assert_eq!(cond(&s, AUTHENTICATED).message, refused.message);
+        for reason in ["Timeout", "Unreachable", "SecretNotFound"] {
+            let other = Failure::poller(reason, "x");
+            assert_eq!(other.clone().naming(who()), other, "{reason}");
+        }
+        // No usable spec, nothing to name.
+        let plain = Failure::poller("Unauthorized", "x");
+        assert_eq!(plain.clone().naming(None), plain);
     }
 
     #[test]
