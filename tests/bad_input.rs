@@ -1084,11 +1084,13 @@ fn slurm_cases(slurm: &common::LocalSlurm) -> Vec<Case> {
             "token expired an hour ago",
             token(),
             vec![token_secret(expired.as_bytes())],
-            rejected(&[
-                "rejected the credentials",
-                "511",
-                "the token in Secret \"tok\"",
-            ]),
+            // Refused from its exp claim before slurmrestd sees it.
+            want(
+                "InvalidCredentials",
+                "False",
+                &["the token expired at", "the token in Secret \"tok\""],
+                false,
+            ),
         ),
         cluster_case(
             "auth",

@@ -347,17 +347,34 @@ async fn client_calls_keep_keys_and_tokens_out_of_logs_and_errors() {
     assert!(result.is_ok(), "{}", printed(&result));
     shown.push(printed(&result));
 
-    // Rejected: an expired token signed with the right key, a token from another key, and the
-    // running client's key rotated to a wrong one. slurmrestd answers 511.
+    // Refused before sending: a token past its exp claim (signed with the right key).
     let expired = expired_token(&key, &slurm.user);
+    let credentials = Arc::new(Credentials::token(&expired, None).unwrap());
+    let result = SlurmClient::new(slurm.config(), credentials.clone())
+        .unwrap()
+        .cluster_info()
+        .await;
+    assert!(
+        matches!(
+            result,
+            Err(SlurmError::Credentials(AuthError::TokenExpired { .. }))
+        ),
+        "{}",
+        printed(&result)
+    );
+    shown.push(printed(&result));
+    shown.push(format!("{credentials:?}"));
+
+    // Rejected by slurmrestd (511): a token from another key, and the running client's key
+    // rotated to a wrong one.
     let foreign = Credentials::minted(wrong_key.clone(), &slurm.user, DEFAULT_TOKEN_LIFETIME)
         .unwrap()
         .token_at(SystemTime::now())
         .unwrap()
         .expose_secret()
         .to_owned();
-    for token in [&expired, &foreign] {
-        let credentials = Arc::new(Credentials::token(token, None).unwrap());
+    {
+        let credentials = Arc::new(Credentials::token(&foreign, None).unwrap());
         let result = SlurmClient::new(slurm.config(), credentials.clone())
             .unwrap()
             .cluster_info()
@@ -589,7 +606,7 @@ async fn the_cluster_controller_keeps_secrets_out_of_logs_status_and_events() {
         ("good-key", jwt("jwt-good"), "Connected"),
         ("wrong-key", jwt("jwt-wrong"), "Unauthorized"),
         ("good-token", token("tok-good"), "Connected"),
-        ("expired-token", token("tok-expired"), "Unauthorized"),
+        ("expired-token", token("tok-expired"), "InvalidCredentials"),
         ("control-char-token", token("tok-control"), "InvalidToken"),
         ("binary-token", token("tok-binary"), "TokenNotUTF8"),
         ("missing-key", jwt("jwt-elsewhere"), "SecretKeyMissing"),

@@ -52,6 +52,8 @@ pub enum AuthError {
     InvalidHeaderValue { header: &'static str },
     #[error("the system clock is before the Unix epoch")]
     Clock,
+    #[error("the token expired at {at} (its exp claim): put a new token in the Secret")]
+    TokenExpired { at: String },
 }
 
 /// How requests authenticate. Cheap to share behind an `Arc`; never prints its secrets.
@@ -61,8 +63,19 @@ pub struct Credentials {
 }
 
 enum TokenSource {
-    Static(SecretString),
+    Static {
+        token: SecretString,
+        /// The token's `exp` claim, when it is a JWT that has one.
+        expires: Option<SystemTime>,
+    },
     Minted(Minter),
+}
+
+/// The only claim read from a ready token (unverified: the key is slurmctld's), so that an
+/// expired token is reported as such instead of as slurmrestd's bare 401/511.
+#[derive(serde::Deserialize)]
+struct Expiry {
+    exp: Option<u64>,
 }
 
 struct Minter {
@@ -127,9 +140,16 @@ impl Credentials {
         if let Some(user) = &user {
             check_header_value(user, USER_HEADER)?;
         }
+        let expires = jsonwebtoken::dangerous::insecure_decode_claims::<Expiry>(&token)
+            .ok()
+            .and_then(|claims| claims.exp)
+            .map(|exp| UNIX_EPOCH + Duration::from_secs(exp));
         Ok(Self {
             user,
-            source: TokenSource::Static(SecretString::from(token)),
+            source: TokenSource::Static {
+                token: SecretString::from(token),
+                expires,
+            },
         })
     }
 
@@ -141,7 +161,12 @@ impl Credentials {
     /// The token to send at `now`, minting a new one when the current one is due for refresh.
     pub fn token_at(&self, now: SystemTime) -> Result<SecretString, AuthError> {
         match &self.source {
-            TokenSource::Static(token) => Ok(token.clone()),
+            TokenSource::Static { token, expires } => match expires {
+                Some(at) if *at <= now => Err(AuthError::TokenExpired {
+                    at: humantime::format_rfc3339_seconds(*at).to_string(),
+                }),
+                _ => Ok(token.clone()),
+            },
             TokenSource::Minted(minter) => {
                 minter.token_at(self.user.as_deref().unwrap_or_default(), now)
             }
@@ -175,7 +200,7 @@ impl Credentials {
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match &self.source {
-            TokenSource::Static(_) => "static-token",
+            TokenSource::Static { .. } => "static-token",
             TokenSource::Minted(_) => "minted-hs256",
         };
         f.debug_struct("Credentials")
@@ -288,6 +313,42 @@ mod tests {
 
     fn at(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn a_ready_token_is_refused_from_its_exp_claim_on() {
+        // Minted at 1 000 000 for 900 s: exp = 1 000 900.
+        let minter = Credentials::minted(KEY.to_vec(), "slurm", Duration::from_secs(900)).unwrap();
+        let jwt = minter.token_at(at(1_000_000)).unwrap();
+        let ready = Credentials::token(jwt.expose_secret(), None).unwrap();
+        assert_eq!(
+            ready.token_at(at(1_000_899)).unwrap().expose_secret(),
+            jwt.expose_secret()
+        );
+        for now in [1_000_900, 2_000_000] {
+            let error = ready.token_at(at(now)).unwrap_err();
+            assert!(matches!(error, AuthError::TokenExpired { .. }), "{error:?}");
+            assert_eq!(
+                error.to_string(),
+                "the token expired at 1970-01-12T14:01:40Z (its exp claim): put a new token in the Secret"
+            );
+        }
+        // Not a JWT, or one without exp: slurmrestd judges it.
+        let no_exp = format!(
+            "{}.{}.sig",
+            "eyJhbGciOiJIUzI1NiJ9",
+            "eyJzdW4iOiJzbHVybSJ9" // {"sun":"slurm"}
+        );
+        for token in ["not-a-jwt", no_exp.as_str()] {
+            let ready = Credentials::token(token, None).unwrap();
+            assert_eq!(
+                ready
+                    .token_at(at(u64::from(u32::MAX)))
+                    .unwrap()
+                    .expose_secret(),
+                token
+            );
+        }
     }
 
     #[test]
