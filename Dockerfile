@@ -13,11 +13,13 @@
 ARG RUST_VERSION=1.95
 
 FROM docker.io/library/rust:${RUST_VERSION}-alpine AS build
-RUN apk add --no-cache musl-dev
+# make: tikv-jemalloc-sys builds jemalloc (the binary's allocator) from source.
+RUN apk add --no-cache musl-dev make
 WORKDIR /src
+# .cargo/config.toml comes along: it holds jemalloc's compiled-in settings.
 COPY . .
-# build.rs generates the slurmrestd client from openapi/ (no network needed); ring needs a C
-# compiler, which the rust:alpine image has.
+# build.rs generates the slurmrestd client from openapi/ (no network needed); ring and
+# jemalloc need a C compiler, which the rust:alpine image has.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --bin slurm-operator \
