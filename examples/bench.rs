@@ -22,8 +22,9 @@
 //! `bench operator` measures the operator *binary* (`--binary`, the release build in
 //! `hack/bench.sh`): it runs against the in-memory API server of the tests
 //! (`tests/common/apiserver.rs`, which sends `managedFields` as the real one does) holding
-//! 10 000 finished SlurmJobs and a Cluster for the local slurmrestd, and reports the process's
-//! VmRSS/VmHWM once its caches are filled and every SlurmJob has been reconciled.
+//! 10 000 finished SlurmJobs and a Cluster for the local slurmrestd, to which it adds 1 000
+//! CLOUD nodes (in no partition, deleted afterwards), and reports the process's VmRSS/VmHWM
+//! once its caches are filled, its index holds the nodes and every SlurmJob has been reconciled.
 
 // Measurement code: a failed unwrap is a failed run with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -104,6 +105,10 @@ enum What {
         binary: PathBuf,
         #[arg(long, default_value_t = 10_000)]
         slurmjobs: u32,
+        /// Extra Slurm nodes (CLOUD, powered down, in no partition: nothing runs there) created
+        /// in slurmctld for the measurement, so that the operator's index holds them.
+        #[arg(long, default_value_t = 1_000)]
+        nodes: u32,
     },
     /// RSS of the index with synthetic records.
     Memory {
@@ -140,7 +145,8 @@ async fn main() -> anyhow::Result<()> {
             env_file,
             binary,
             slurmjobs,
-        } => operator_memory(&env_file, &binary, slurmjobs).await,
+            nodes,
+        } => operator_memory(&env_file, &binary, slurmjobs, nodes).await,
     }
 }
 
@@ -1057,11 +1063,74 @@ fn memory(jobs: u32, nodes: u32) {
     );
 }
 
-/// The operator binary's memory with `count` finished SlurmJobs (and a connected Cluster).
-async fn operator_memory(env_file: &PathBuf, binary: &PathBuf, count: u32) -> anyhow::Result<()> {
+/// `count` CLOUD nodes named `<prefix>1..` in slurmctld while this lives (`scontrol` in the
+/// local Slurm's root); deleted on drop, also on failure.
+struct ExtraNodes {
+    root: String,
+    names: String,
+}
+
+impl ExtraNodes {
+    fn create(root: &str, prefix: &str, count: u32) -> anyhow::Result<Option<Self>> {
+        if count == 0 {
+            return Ok(None);
+        }
+        let nodes = Self {
+            root: root.to_owned(),
+            names: format!("{prefix}[1-{count}]"),
+        };
+        nodes.scontrol(&[
+            "create",
+            &format!("NodeName={}", nodes.names),
+            "CPUs=1",
+            "RealMemory=100",
+            "State=CLOUD",
+        ])?;
+        Ok(Some(nodes))
+    }
+
+    fn scontrol(&self, args: &[&str]) -> anyhow::Result<()> {
+        let out = std::process::Command::new("chroot")
+            .arg(&self.root)
+            .arg("scontrol")
+            .args(args)
+            .output()
+            .context("run scontrol in the Slurm root")?;
+        if !out.status.success() {
+            bail!(
+                "scontrol {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ExtraNodes {
+    fn drop(&mut self) {
+        let names = format!("NodeName={}", self.names);
+        if let Err(error) = self.scontrol(&["delete", &names]) {
+            log(format!(
+                "could not delete the bench's nodes {}: {error:#}",
+                self.names
+            ));
+        }
+    }
+}
+
+/// The operator binary's memory with `count` finished SlurmJobs, a connected Cluster and
+/// `nodes` extra Slurm nodes in its index.
+async fn operator_memory(
+    env_file: &PathBuf,
+    binary: &PathBuf,
+    count: u32,
+    nodes: u32,
+) -> anyhow::Result<()> {
     const NS: &str = "bench";
     let env = read_env(env_file)?;
     let get = |k: &str| env.get(k).cloned().with_context(|| format!("{k} missing"));
+    let _nodes = ExtraNodes::create(&get("SLURM_ROOT")?, "benchnode", nodes)?;
     let key = std::fs::read(get("SLURM_JWT_KEY")?)?;
     let api = apiserver::FakeApiServer::start().await;
     let dir = tempfile::tempdir()?;
@@ -1132,6 +1201,7 @@ async fn operator_memory(env_file: &PathBuf, binary: &PathBuf, count: u32) -> an
         .spawn()
         .with_context(|| format!("start {}", binary.display()))?;
     let pid = child.id().context("no pid")?;
+    let clusters: kube::Api<Cluster> = kube::Api::namespaced(api.client(), NS);
     let http = reqwest::Client::new();
     let ready_url = format!("http://127.0.0.1:{port}/readyz");
     let metrics_url = format!("http://127.0.0.1:{port}/metrics");
@@ -1152,7 +1222,14 @@ async fn operator_memory(env_file: &PathBuf, binary: &PathBuf, count: u32) -> an
             Ok(r) => reconciled(&r.text().await.unwrap_or_default()),
             Err(_) => 0.0,
         };
-        if ready && done >= f64::from(count) {
+        // The Cluster's status counts the nodes of the poller's index.
+        let indexed_nodes = clusters
+            .get("local")
+            .await
+            .ok()
+            .and_then(|c| c.status?.nodes)
+            .map_or(0, |n| i64::from(n.total));
+        if ready && done >= f64::from(count) && indexed_nodes >= i64::from(nodes) {
             break;
         }
         if Instant::now() > deadline {
@@ -1179,7 +1256,7 @@ async fn operator_memory(env_file: &PathBuf, binary: &PathBuf, count: u32) -> an
         .map(|(_, n)| n)
         .sum();
     println!(
-        "| memory: the operator binary, {count} finished SlurmJobs + a connected Cluster | VmRSS {:.1} MiB (anonymous {:.1}, file-backed {:.1}), VmHWM {:.1} MiB | release binary against the tests' in-memory API server (sends managedFields; the caches drop them); read {:.0?} after start, once /readyz was ready and every SlurmJob reconciled, plus 5 s; {writes} API writes meanwhile |",
+        "| memory: the operator binary, {count} finished SlurmJobs + a connected Cluster with {nodes} extra Slurm nodes | VmRSS {:.1} MiB (anonymous {:.1}, file-backed {:.1}), VmHWM {:.1} MiB | release binary against the tests' in-memory API server (sends managedFields; the caches drop them); read {:.0?} after start, once /readyz was ready and every SlurmJob reconciled, plus 5 s; {writes} API writes meanwhile |",
         kib("VmRSS:") / 1024.0,
         kib("RssAnon:") / 1024.0,
         kib("RssFile:") / 1024.0,
