@@ -5,7 +5,8 @@
 //! A thin driver over pure steps (`slurmjob::*`):
 //!
 //! 1. behind the `slurm.rs/cleanup` finalizer, find the Cluster's client and index in the
-//!    registry (none yet → a `Ready=Unknown/ClusterNotReady` status and a backoff requeue);
+//!    registry (none yet → a `Ready=Unknown/ClusterNotReady` status and a backoff requeue; a
+//!    finished job keeps its status and waits for the Cluster's first poll);
 //! 2. [`drive::step`]: `lifecycle::decide`, then submit once — crash-safe, see `drive` — or
 //!    mirror the index's records of the job; a job gone from a synced index is `Lost`;
 //! 3. server-side apply of the status when it changed (the job id is written right after a
@@ -50,7 +51,7 @@ use crate::index::{ClusterState, SlurmEvent};
 use crate::slurm::SlurmError;
 use crate::slurmjob::drive::{self, Env, Step, Target};
 use crate::slurmjob::notice::Notice;
-use crate::slurmjob::{actions, output, tag};
+use crate::slurmjob::{actions, lifecycle, output, tag};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "slurmjob";
@@ -183,6 +184,13 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &Data) -> Result<Action, E
     let generation = job.metadata.generation.unwrap_or(1);
     let current = job.status.clone().unwrap_or_default();
     let Some(handle) = ctx.clusters.get(&cluster_ref(job, namespace)) else {
+        if lifecycle::settled(generation, job.status.as_ref()) {
+            // A finished job needs nothing from Slurm: its status stays as it is (not flipped
+            // to Unknown and back on every operator start, one write each way per SlurmJob).
+            // The Cluster's first successful poll (`HealthChanged`) reconciles it again.
+            debug!(%name, "finished; waiting for Cluster {:?} without a status change", job.spec.cluster_ref);
+            return Ok(Action::await_change());
+        }
         let mut next = current.clone();
         condition::upsert(
             &mut next.conditions,

@@ -42,6 +42,13 @@ pub fn decide(generation: i64, status: Option<&SlurmJobStatus>) -> Decision {
     }
 }
 
+/// Whether the SlurmJob's run is over and its status already says everything: the job ended,
+/// and no edit since asks for another run. Nothing about it needs Slurm any more.
+pub fn settled(generation: i64, status: Option<&SlurmJobStatus>) -> bool {
+    matches!(decide(generation, status), Decision::Follow { .. })
+        && status.is_some_and(|s| s.phase.is_terminal())
+}
+
 /// The status for a new run: the finished run moves to the front of the history (bounded), and
 /// the per-run fields are cleared. Conditions and generations are the caller's to set.
 pub fn start_new_run(status: &SlurmJobStatus) -> SlurmJobStatus {
@@ -118,6 +125,34 @@ mod tests {
             submitted_generation: job_id.map(|_| observed),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn settled_means_ended_with_nothing_left_to_run() {
+        let ended = [
+            Phase::Completed,
+            Phase::Failed,
+            Phase::Cancelled,
+            Phase::TimedOut,
+            Phase::NodeFail,
+            Phase::Preempted,
+            Phase::OutOfMemory,
+            Phase::Lost,
+        ];
+        for phase in ended {
+            assert!(settled(1, Some(&status(Some(5), phase, 1))), "{phase}");
+            // Edited since: it runs again.
+            assert!(
+                !settled(2, Some(&status(Some(5), phase, 1))),
+                "{phase} edited"
+            );
+        }
+        for phase in [Phase::Pending, Phase::Submitted, Phase::Running] {
+            assert!(!settled(1, Some(&status(Some(5), phase, 1))), "{phase}");
+        }
+        assert!(!settled(1, None));
+        // Never submitted (e.g. waiting for dependencies): not over.
+        assert!(!settled(1, Some(&status(None, Phase::Pending, 1))));
     }
 
     #[test]

@@ -144,6 +144,55 @@ async fn a_new_slurmjob_gets_the_finalizer_first() {
     server.await.unwrap();
 }
 
+/// An operator start reconciles every SlurmJob before the Cluster's client is registered. A
+/// finished one keeps its status untouched (no flip to Unknown and back) and waits quietly;
+/// an unfinished one says it waits for the Cluster and retries.
+#[tokio::test]
+async fn without_the_cluster_a_finished_job_keeps_its_status_an_active_one_waits() {
+    let (ctx, mut api) = Context::test();
+    let data = data(ctx);
+    let mut done = finalized(slurm_job("done", "#!/bin/sh\ntrue\n"));
+    done.status = Some(SlurmJobStatus {
+        phase: Phase::Completed,
+        job_id: Some(7),
+        exit_code: Some(0),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        ..Default::default()
+    });
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+        api
+    });
+    let action = reconcile(Arc::new(done.clone()), data.clone())
+        .await
+        .unwrap();
+    assert_eq!(action, Action::await_change());
+    let mut api = server.await.unwrap();
+
+    let mut running = done;
+    running.status = Some(SlurmJobStatus {
+        phase: Phase::Running,
+        exit_code: None,
+        ..running.status.clone().unwrap()
+    });
+    let expected = running.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    let error = reconcile(Arc::new(running), data).await.unwrap_err();
+    assert_eq!(error.category(), "ClusterNotReady");
+    let status = server.await.unwrap();
+    assert_eq!(status.phase, Phase::Running);
+    let ready = condition::find(&status.conditions, drive::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("Unknown", "ClusterNotReady")
+    );
+}
+
 #[tokio::test]
 async fn deleting_with_a_vanished_cluster_releases_the_finalizer_with_a_warning() {
     let (ctx, mut api) = Context::test();
