@@ -32,9 +32,8 @@ use slurm_operator::slurm::types::Changes;
 use slurm_operator::slurmjob::drive::{FAIL_AFTER_SUBMIT, FAIL_EXIT_CODE};
 use slurm_operator::slurmjob::tag;
 
-use common::apiserver::FakeApiServer;
 use common::e2e::{Operator, free_port};
-use common::scenario;
+use common::scenario::{self, Harness};
 
 const NAMESPACE: &str = "crash";
 const JOBS_PER_ROUND: usize = 2;
@@ -98,11 +97,6 @@ async fn orphaned(jobs: &Api<SlurmJob>, slurm: &SlurmClient) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_at_random_points_never_loses_or_doubles_a_job() {
     let slurm = require_slurm!();
-    assert!(
-        slurm.accounting,
-        "the crash check counts jobs in slurmdbd's records: run hack/slurm-up.sh with accounting"
-    );
-    slurm_operator::tls::install_crypto_provider();
     let seed = std::env::var("CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -120,17 +114,13 @@ async fn sigkill_at_random_points_never_loses_or_doubles_a_job() {
     eprintln!("CRASH_SEED={seed} CRASH_ROUNDS={rounds}");
     let mut rng = Rng(seed);
 
-    let api = FakeApiServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = api.write_kubeconfig(dir.path());
-    let kubeconfig = kubeconfig.to_str().unwrap();
-    let run = common::unique("crash");
-    // Kept after the test (a failure points here): every operator run appends to it.
-    let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{run}.log"));
-    eprintln!("operator log: {}", log.display());
-    let client = api.client();
-    scenario::seed_cluster(&client, NAMESPACE, &slurm).await;
-    let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), NAMESPACE);
+    let harness = Harness::start(&slurm, NAMESPACE, "crash").await;
+    let (kubeconfig, run, log) = (
+        harness.kubeconfig.as_str(),
+        &harness.run,
+        harness.log.clone(),
+    );
+    let jobs: Api<SlurmJob> = Api::namespaced(harness.client.clone(), NAMESPACE);
     // Names unique to this run (`run`): accounting keeps every earlier run's jobs.
     let port = free_port().to_string();
     let metrics = format!("127.0.0.1:{port}");
@@ -227,21 +217,13 @@ async fn tagged_in_slurmctld(slurm: &SlurmClient, uid: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exit_right_after_a_submit_is_repaired_by_adoption() {
     let slurm = require_slurm!();
-    assert!(
-        slurm.accounting,
-        "the check counts jobs in slurmdbd's records: run hack/slurm-up.sh with accounting"
+    let harness = Harness::start(&slurm, NAMESPACE, "crashpoint").await;
+    let (kubeconfig, run, log) = (
+        harness.kubeconfig.as_str(),
+        &harness.run,
+        harness.log.clone(),
     );
-    slurm_operator::tls::install_crypto_provider();
-    let api = FakeApiServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = api.write_kubeconfig(dir.path());
-    let kubeconfig = kubeconfig.to_str().unwrap();
-    let run = common::unique("crashpoint");
-    let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{run}.log"));
-    eprintln!("operator log: {}", log.display());
-    let client = api.client();
-    scenario::seed_cluster(&client, NAMESPACE, &slurm).await;
-    let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), NAMESPACE);
+    let jobs: Api<SlurmJob> = Api::namespaced(harness.client.clone(), NAMESPACE);
     let port = free_port().to_string();
     let metrics = format!("127.0.0.1:{port}");
     let args = ["--namespace", NAMESPACE, "--metrics-addr", metrics.as_str()];

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use common::apiserver::FakeApiServer;
 use common::e2e::{Operator, eventually, free_port};
-use common::scenario;
+use common::scenario::{self, Harness};
 
 const NAMESPACE: &str = "slurm-ops";
 const LEASE: &str = "slurm-operator-leader";
@@ -137,27 +137,13 @@ async fn wait_holder(leases: &Api<Lease>, other_than: Option<&str>) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_operator_processes_never_submit_a_job_twice() {
     let slurm = require_slurm!();
-    assert!(
-        slurm.accounting,
-        "the check counts jobs in slurmdbd's records"
-    );
-    slurm_operator::tls::install_crypto_provider();
-    let api = FakeApiServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let run = common::unique("le");
-    let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{run}.log"));
-    eprintln!("operator logs: {}", log.display());
-    let client = api.client();
-    scenario::seed_cluster(&client, NAMESPACE, &slurm).await;
-    let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), NAMESPACE);
-    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let harness = Harness::start(&slurm, NAMESPACE, "le").await;
+    let run = &harness.run;
+    let jobs: Api<SlurmJob> = Api::namespaced(harness.client.clone(), NAMESPACE);
+    let leases: Api<Lease> = Api::namespaced(harness.client.clone(), NAMESPACE);
     let mut replicas = Replicas {
-        kubeconfig: api
-            .write_kubeconfig(dir.path())
-            .to_str()
-            .unwrap()
-            .to_owned(),
-        log,
+        kubeconfig: harness.kubeconfig.clone(),
+        log: harness.log.clone(),
         ports: [free_port().to_string(), free_port().to_string()],
         processes: [None, None],
     };

@@ -117,6 +117,18 @@ mod tests {
     use super::*;
     use crate::crd::slurmjob::DependencyType;
 
+    /// Every phase in which the job has ended.
+    const ENDED: [Phase; 8] = [
+        Phase::Completed,
+        Phase::Failed,
+        Phase::Cancelled,
+        Phase::TimedOut,
+        Phase::NodeFail,
+        Phase::Preempted,
+        Phase::OutOfMemory,
+        Phase::Lost,
+    ];
+
     fn status(job_id: Option<i64>, phase: Phase, observed: i64) -> SlurmJobStatus {
         SlurmJobStatus {
             phase,
@@ -129,17 +141,7 @@ mod tests {
 
     #[test]
     fn settled_means_ended_with_nothing_left_to_run() {
-        let ended = [
-            Phase::Completed,
-            Phase::Failed,
-            Phase::Cancelled,
-            Phase::TimedOut,
-            Phase::NodeFail,
-            Phase::Preempted,
-            Phase::OutOfMemory,
-            Phase::Lost,
-        ];
-        for phase in ended {
+        for phase in ENDED {
             assert!(settled(1, Some(&status(Some(5), phase, 1))), "{phase}");
             // Edited since: it runs again.
             assert!(
@@ -184,16 +186,7 @@ mod tests {
                 }
             );
         }
-        for ended in [
-            Phase::Completed,
-            Phase::Failed,
-            Phase::Cancelled,
-            Phase::TimedOut,
-            Phase::NodeFail,
-            Phase::Preempted,
-            Phase::OutOfMemory,
-            Phase::Lost,
-        ] {
+        for ended in ENDED {
             assert_eq!(
                 decide(2, Some(&status(Some(5), ended, 1))),
                 Submit { rerun: true },

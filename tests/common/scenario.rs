@@ -16,7 +16,51 @@ use slurm_operator::slurm::types::JobBaseState;
 use slurm_operator::slurmjob::tag;
 
 use super::LocalSlurm;
+use super::apiserver::FakeApiServer;
 use super::e2e::{MANAGER, eventually};
+
+/// Where an operator-binary test runs: the in-memory API server holding the Cluster `local`
+/// for the local Slurm in `namespace`, a kubeconfig for operator processes, a run name (prefix
+/// of every object and job name: slurmdbd keeps earlier runs' jobs) and the log file the
+/// processes append to, kept after the test (a failure points there).
+pub struct Harness {
+    pub api: FakeApiServer,
+    pub client: kube::Client,
+    pub kubeconfig: String,
+    pub run: String,
+    pub log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Harness {
+    pub async fn start(slurm: &LocalSlurm, namespace: &str, prefix: &str) -> Self {
+        assert!(
+            slurm.accounting,
+            "the scenarios count jobs in slurmdbd's records: run hack/slurm-up.sh with accounting"
+        );
+        slurm_operator::tls::install_crypto_provider();
+        let api = FakeApiServer::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = api
+            .write_kubeconfig(dir.path())
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let run = super::unique(prefix);
+        let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{run}.log"));
+        eprintln!("operator log: {}", log.display());
+        let client = api.client();
+        seed_cluster(&client, namespace, slurm).await;
+        Self {
+            api,
+            client,
+            kubeconfig,
+            run,
+            log,
+            _dir: dir,
+        }
+    }
+}
 
 /// The Cluster every scenario SlurmJob names.
 pub const CLUSTER: &str = "local";
