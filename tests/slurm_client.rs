@@ -318,7 +318,7 @@ async fn bad_submits_get_typed_errors() {
 }
 
 #[tokio::test]
-async fn bad_and_expired_tokens_are_unauthorized_and_minted_tokens_work() {
+async fn bad_tokens_are_unauthorized_expired_ones_refused_and_minted_ones_work() {
     let slurm = require_slurm!();
     let garbage = Arc::new(Credentials::token("not-a-jwt", Some(slurm.user.clone())).unwrap());
     let client = SlurmClient::new(slurm.config(), garbage).unwrap();
@@ -339,8 +339,15 @@ async fn bad_and_expired_tokens_are_unauthorized_and_minted_tokens_work() {
         Arc::new(Credentials::token(expired, None).unwrap()),
     )
     .unwrap();
+    // Refused from its exp claim before it is sent (slurmrestd would answer 401/511).
     let err = client.nodes(None).await.unwrap_err();
-    assert!(matches!(err, SlurmError::Unauthorized { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            SlurmError::Credentials(slurm_operator::slurm::auth::AuthError::TokenExpired { .. })
+        ),
+        "{err}"
+    );
 
     // A token signed with another key.
     let other = Credentials::minted(vec![7; 32], &slurm.user, Duration::from_secs(300)).unwrap();
