@@ -32,7 +32,7 @@ use slurm_operator::slurm::types::Changes;
 use slurm_operator::slurmjob::drive::{FAIL_AFTER_SUBMIT, FAIL_EXIT_CODE};
 use slurm_operator::slurmjob::tag;
 
-use common::e2e::{Operator, free_port};
+use common::e2e::Operator;
 use common::scenario::{self, Harness};
 
 const NAMESPACE: &str = "crash";
@@ -122,9 +122,7 @@ async fn sigkill_at_random_points_never_loses_or_doubles_a_job() {
     );
     let jobs: Api<SlurmJob> = Api::namespaced(harness.client.clone(), NAMESPACE);
     // Names unique to this run (`run`): accounting keeps every earlier run's jobs.
-    let port = free_port().to_string();
-    let metrics = format!("127.0.0.1:{port}");
-    let args = ["--namespace", NAMESPACE, "--metrics-addr", metrics.as_str()];
+    let args = harness.args();
     let env = [("KUBECONFIG", kubeconfig)];
 
     let slurm_client = slurm.client();
@@ -202,12 +200,7 @@ async fn tagged_in_slurmctld(slurm: &SlurmClient, uid: &str) -> usize {
     };
     items
         .iter()
-        .filter(|j| {
-            j.comment
-                .as_deref()
-                .and_then(tag::parse)
-                .is_some_and(|(u, _)| u == uid)
-        })
+        .filter(|j| tag::is_of(j.comment.as_deref(), uid))
         .count()
 }
 
@@ -224,9 +217,7 @@ async fn an_exit_right_after_a_submit_is_repaired_by_adoption() {
         harness.log.clone(),
     );
     let jobs: Api<SlurmJob> = Api::namespaced(harness.client.clone(), NAMESPACE);
-    let port = free_port().to_string();
-    let metrics = format!("127.0.0.1:{port}");
-    let args = ["--namespace", NAMESPACE, "--metrics-addr", metrics.as_str()];
+    let args = harness.args();
     let failpoints = format!("{FAIL_AFTER_SUBMIT}=return");
     let failing = [
         ("KUBECONFIG", kubeconfig),

@@ -437,12 +437,7 @@ pub fn to_cancel(
                 .jobs
                 .values()
                 .filter(|j| !j.state.base.is_finished())
-                .filter(|j| {
-                    j.comment
-                        .as_deref()
-                        .and_then(tag::parse)
-                        .is_some_and(|(u, _)| u == uid)
-                })
+                .filter(|j| tag::is_of(j.comment.as_deref(), uid))
                 .map(|j| j.array_job_id.unwrap_or(j.job_id)),
         );
     }

@@ -63,7 +63,7 @@ impl Submissions {
     /// Forget the tags of `uid` (the SlurmJob is gone).
     pub fn forget_uid(&self, uid: &str) {
         let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
-        map.retain(|t, _| tag::parse(t).is_none_or(|(u, _)| u != uid));
+        map.retain(|t, _| !tag::is_of(Some(t), uid));
     }
 
     pub fn len(&self) -> usize {

@@ -22,9 +22,24 @@ pub fn parse(comment: &str) -> Option<(&str, i64)> {
     Some((uid, generation.parse().ok()?))
 }
 
+/// Whether `comment` is a tag of the SlurmJob `uid`, of any generation.
+pub fn is_of(comment: Option<&str>, uid: &str) -> bool {
+    comment.and_then(parse).is_some_and(|(u, _)| u == uid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tag_is_of_its_uid_at_any_generation() {
+        assert!(is_of(Some(&tag("a", 1)), "a"));
+        assert!(is_of(Some(&tag("a", 9)), "a"));
+        assert!(!is_of(Some(&tag("ab", 1)), "a"));
+        assert!(!is_of(Some(&tag("a", 1)), "ab"));
+        assert!(!is_of(Some("a"), "a"));
+        assert!(!is_of(None, "a"));
+    }
 
     #[test]
     fn tags_round_trip_and_foreign_comments_are_not_ours() {

@@ -29,6 +29,9 @@ pub struct Harness {
     pub kubeconfig: String,
     pub run: String,
     pub log: std::path::PathBuf,
+    namespace: String,
+    /// `host:port` for one operator process's metrics and health endpoints.
+    metrics: String,
     _dir: tempfile::TempDir,
 }
 
@@ -57,8 +60,20 @@ impl Harness {
             kubeconfig,
             run,
             log,
+            namespace: namespace.to_owned(),
+            metrics: format!("127.0.0.1:{}", super::e2e::free_port()),
             _dir: dir,
         }
+    }
+
+    /// `slurm-operator run` arguments for one process at a time: the namespace, the metrics port.
+    pub fn args(&self) -> [&str; 4] {
+        [
+            "--namespace",
+            &self.namespace,
+            "--metrics-addr",
+            &self.metrics,
+        ]
     }
 }
 
@@ -165,12 +180,7 @@ pub async fn assert_one_slurm_job_each(slurm: &LocalSlurm, finished: &[SlurmJob]
                 let records = client.accounting_jobs_named(name).await.ok()??;
                 let ours: Vec<_> = records
                     .into_iter()
-                    .filter(|j| {
-                        j.comment
-                            .as_deref()
-                            .and_then(tag::parse)
-                            .is_some_and(|(u, _)| u == uid)
-                    })
+                    .filter(|j| tag::is_of(j.comment.as_deref(), uid))
                     .collect();
                 (!ours.is_empty() && ours.iter().all(|j| j.state.is_final())).then_some(ours)
             },
