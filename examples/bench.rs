@@ -41,19 +41,22 @@ use clap::{Parser, Subcommand};
 use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
+use slurm_operator::controller::slurmjob::drive::{self, Env, Submissions, Target};
+use slurm_operator::controller::slurmjob::submit;
 use slurm_operator::crd::Cluster;
 use slurm_operator::crd::slurmjob::{Phase, SlurmJob, SlurmJobSpec, SlurmJobStatus};
-use slurm_operator::index::{ClusterState, IndexReader, JOB_TAG_PREFIX, NodeJobs, SlurmEvent};
 use slurm_operator::leader::Leadership;
 use slurm_operator::metrics::Metrics;
-use slurm_operator::poller::strategy::{Known, Stale, Tracked, Tracker};
-use slurm_operator::poller::{self, PollerConfig};
+use slurm_operator::slurm::tag;
 use slurm_operator::slurm::types::{
     ExitStatus, Job, JobBaseState, JobState, Node, NodeBaseState, NodeState, SubmitRequest,
 };
 use slurm_operator::slurm::{ClientConfig, Credentials, RequestObserver, SlurmClient};
-use slurm_operator::slurmjob::drive::{self, Env, Submissions, Target};
-use slurm_operator::slurmjob::{submit, tag};
+use slurm_operator::state::index::{
+    ClusterState, IndexReader, JOB_TAG_PREFIX, NodeJobs, SlurmEvent,
+};
+use slurm_operator::state::poller::strategy::{Known, Stale, Tracked, Tracker};
+use slurm_operator::state::poller::{self, PollerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc};
@@ -1032,7 +1035,7 @@ fn memory(jobs: u32, nodes: u32) {
             object.metadata.uid = Some(uuid::Uuid::new_v4().to_string());
             object.metadata.generation = Some(1);
             object.metadata.resource_version = Some("123456789".into());
-            object.status = Some(slurm_operator::slurmjob::status::observe(
+            object.status = Some(slurm_operator::controller::slurmjob::status::observe(
                 &SlurmJobStatus {
                     job_id: Some(i64::from(j.job_id)),
                     submitted_generation: Some(1),

@@ -5,17 +5,13 @@
 //! - [`cli`]: the `slurm-operator` command line.
 
 pub mod cli;
-pub mod context;
 pub mod controller;
 pub mod crd;
 pub mod http;
-pub mod index;
 pub mod leader;
 pub mod metrics;
-pub mod poller;
-pub mod registry;
 pub mod run;
 pub mod slurm;
-pub mod slurmjob;
+pub mod state;
 pub mod telemetry;
 pub mod tls;

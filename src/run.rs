@@ -23,7 +23,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::context::Context;
+use crate::controller::context::Context;
 use crate::http::{self, Readiness};
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
@@ -47,7 +47,7 @@ pub struct RunArgs {
     pub metrics_addr: SocketAddr,
     /// Image of the Pods that stream SlurmJob output (`kubectl logs <slurmjob>`): any image
     /// with `sh` and `tail -F`.
-    #[arg(long, env = "OUTPUT_IMAGE", default_value = crate::slurmjob::output::DEFAULT_IMAGE)]
+    #[arg(long, env = "OUTPUT_IMAGE", default_value = crate::controller::slurmjob::output::DEFAULT_IMAGE)]
     pub output_image: String,
     /// Run as one of several replicas: only the holder of a Kubernetes Lease writes (to
     /// Kubernetes and to Slurm); the others keep their caches warm and take over when it goes.

@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 use std::collections::HashSet;
 
 use kube::api::Api;
+use slurm_operator::controller::slurmjob::drive::{FAIL_AFTER_SUBMIT, FAIL_EXIT_CODE};
 use slurm_operator::crd::SlurmJob;
 use slurm_operator::slurm::SlurmClient;
+use slurm_operator::slurm::tag;
 use slurm_operator::slurm::types::Changes;
-use slurm_operator::slurmjob::drive::{FAIL_AFTER_SUBMIT, FAIL_EXIT_CODE};
-use slurm_operator::slurmjob::tag;
 
 use common::e2e::Operator;
 use common::scenario::{self, Harness};

@@ -26,11 +26,11 @@ use slurm_operator::controller::nodeset::plan::{
 };
 use slurm_operator::controller::nodeset::{SlurmOutcome, apply_slurm, pods};
 use slurm_operator::crd::{Cluster, NodeSetSlurm, UpdateStrategy};
-use slurm_operator::index::{ClusterState, IndexReader};
 use slurm_operator::metrics::Metrics;
-use slurm_operator::poller::{self, PollerConfig};
 use slurm_operator::slurm::SlurmClient;
 use slurm_operator::slurm::types::JobBaseState;
+use slurm_operator::state::index::{ClusterState, IndexReader};
+use slurm_operator::state::poller::{self, PollerConfig};
 use tokio::sync::broadcast;
 
 use common::{LocalSlurm, NodeGuard};

@@ -19,11 +19,11 @@ use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::ObjectRef;
 use slurm_operator::crd::Cluster;
-use slurm_operator::index::{Health, IndexReader, JOB_TAG_PREFIX, SlurmEvent};
 use slurm_operator::metrics::Metrics;
-use slurm_operator::poller::{self, PollerConfig, PollerHandle, strategy};
 use slurm_operator::slurm::types::JobBaseState;
 use slurm_operator::slurm::{ClientConfig, RequestObserver, RetryPolicy, SlurmClient};
+use slurm_operator::state::index::{Health, IndexReader, JOB_TAG_PREFIX, SlurmEvent};
+use slurm_operator::state::poller::{self, PollerConfig, PollerHandle, strategy};
 use tokio::sync::broadcast;
 
 const INTERVAL: Duration = Duration::from_secs(1);

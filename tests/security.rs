@@ -28,9 +28,9 @@ use clap::{CommandFactory as _, Parser as _};
 use secrecy::ExposeSecret as _;
 use serde_json::{Value, json};
 use slurm_operator::cli::{Cli, Command as CliCommand};
-use slurm_operator::context::Context;
 use slurm_operator::controller::Chain;
 use slurm_operator::controller::cluster::{self, config};
+use slurm_operator::controller::context::Context;
 use slurm_operator::crd::{Cluster, FINALIZER};
 use slurm_operator::metrics::Metrics;
 use slurm_operator::slurm::auth::{

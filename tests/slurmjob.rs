@@ -12,14 +12,15 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
+use slurm_operator::controller::slurmjob::actions;
+use slurm_operator::controller::slurmjob::drive::{self, Env, Step, Submissions, Target};
 use slurm_operator::controller::slurmjob::to_cancel;
 use slurm_operator::crd::condition;
 use slurm_operator::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
-use slurm_operator::index::{ClusterState, is_ours};
 use slurm_operator::leader::Leadership;
 use slurm_operator::slurm::SlurmClient;
-use slurm_operator::slurmjob::drive::{self, Env, Step, Submissions, Target};
-use slurm_operator::slurmjob::{actions, tag};
+use slurm_operator::slurm::tag;
+use slurm_operator::state::index::{ClusterState, is_ours};
 
 /// A complete index of our jobs, synced now (the time is taken before the request, so the
 /// index never claims more than it saw).
@@ -602,7 +603,8 @@ async fn a_submit_found_only_in_accounting_is_adopted() {
     let job = Runner::new(&slurm, "acct-adopt", json!({"script": script("true")}));
     let tag = tag::tag(&job.uid, 1);
     let request =
-        slurm_operator::slurmjob::submit::request(&job.spec, &job.name, &tag, &[]).unwrap();
+        slurm_operator::controller::slurmjob::submit::request(&job.spec, &job.name, &tag, &[])
+            .unwrap();
     let first = job.client.submit_job(&request).await.unwrap().job_id;
     let deadline = Instant::now() + LONG;
     while actions::find_in_accounting(&job.client, &job.name, &tag)

@@ -10,12 +10,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::DateTime;
+use slurm_operator::controller::slurmjob::{phase, status};
 use slurm_operator::crd::slurmjob::{MAX_ARRAY_TASKS, Phase, SlurmJobStatus};
 use slurm_operator::slurm::fuzzing::{self, Decoded, Endpoint};
 use slurm_operator::slurm::types::{
     Changes, ExitStatus, Job, JobBaseState, JobState, Node, NodeBaseState, NodeCounts, NodeState,
 };
-use slurm_operator::slurmjob::{phase, status};
 
 /// The HTTP statuses a `response` input can carry: an answer, or a failure with an error body.
 pub const STATUSES: [u16; 2] = [200, 500];

@@ -13,10 +13,11 @@ use serde::Deserialize;
 
 use super::CliError;
 use crate::controller::cluster::config::{self, CaSource, Sources};
+use crate::controller::slurmjob::{actions, status, submit};
 use crate::crd::slurmjob::{Phase, SlurmJobStatus};
 use crate::crd::{Cluster, SlurmJob};
+use crate::slurm::tag;
 use crate::slurm::{SlurmClient, SlurmError};
-use crate::slurmjob::{actions, status, submit, tag};
 
 #[derive(Debug, Args)]
 pub struct JobArgs {

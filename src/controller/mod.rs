@@ -23,6 +23,7 @@ pub fn trim_for_cache<K: ResourceExt>(obj: &mut K) {
 }
 
 pub mod cluster;
+pub mod context;
 pub mod nodeset;
 pub mod slurmjob;
 
@@ -40,7 +41,7 @@ use kube::runtime::finalizer;
 use kube::{Resource, ResourceExt};
 use tracing::{Instrument, info_span};
 
-use crate::context::Context;
+use crate::controller::context::Context;
 
 /// Per-object exponential backoff for failed reconciles: the first failure requeues after
 /// [`Backoffs::MIN`], each further one doubles the delay up to [`Backoffs::MAX`]; a success

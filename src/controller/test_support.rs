@@ -17,7 +17,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tower_test::mock::{self, Handle, SendResponse};
 
-use crate::context::{Context, FIELD_MANAGER};
+use crate::controller::context::{Context, FIELD_MANAGER};
 use crate::crd::{Cluster, ClusterStatus, FINALIZER};
 use crate::metrics::Metrics;
 
@@ -275,9 +275,9 @@ pub async fn register_local_cluster(
 
     use kube::runtime::reflector::ObjectRef;
 
-    use crate::poller::PollerConfig;
-    use crate::registry::ConnectionSettings;
     use crate::slurm::{ClientConfig, Credentials};
+    use crate::state::poller::PollerConfig;
+    use crate::state::registry::ConnectionSettings;
 
     let since = chrono::Utc::now();
     let key = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
@@ -295,7 +295,7 @@ pub async fn register_local_cluster(
     let (events, metrics, key_ref) = (ctx.events.clone(), ctx.metrics.clone(), cluster.clone());
     ctx.clusters
         .upsert(&cluster, config, settings, credentials, |client, poller| {
-            crate::poller::spawn(key_ref, client, poller, events, metrics)
+            crate::state::poller::spawn(key_ref, client, poller, events, metrics)
         })
         .unwrap();
     let handle = ctx.clusters.get(&cluster).unwrap();
@@ -346,15 +346,15 @@ pub fn register_with_index(
     namespace: &str,
     name: &str,
     endpoint: &str,
-    state: crate::index::ClusterState,
-) -> tokio::sync::watch::Sender<std::sync::Arc<crate::index::ClusterState>> {
+    state: crate::state::index::ClusterState,
+) -> tokio::sync::watch::Sender<std::sync::Arc<crate::state::index::ClusterState>> {
     use std::sync::Arc;
 
     use kube::runtime::reflector::ObjectRef;
 
-    use crate::poller::PollerConfig;
-    use crate::registry::ConnectionSettings;
     use crate::slurm::{ClientConfig, Credentials};
+    use crate::state::poller::PollerConfig;
+    use crate::state::registry::ConnectionSettings;
 
     let (writer, reader) = tokio::sync::watch::channel(Arc::new(state));
     let cluster = ObjectRef::<Cluster>::new(name).within(namespace);
@@ -374,7 +374,7 @@ pub fn register_with_index(
             Arc::new(Credentials::token("t", None).unwrap()),
             |client, config| {
                 let (poller, _its_own_index) =
-                    crate::poller::spawn(poller_ref, client, config, events, Metrics::new());
+                    crate::state::poller::spawn(poller_ref, client, config, events, Metrics::new());
                 (poller, reader)
             },
         )

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod condition;
 pub mod duration;
 pub mod nodeset;
+pub mod quantity;
 pub mod slurmjob;
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod generated;
+pub mod tag;
 mod transport;
 pub mod types;
 

@@ -22,9 +22,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use slurm_operator::index::{ClusterState, IndexReader};
 use slurm_operator::slurm::types::SubmitRequest;
 use slurm_operator::slurm::{ClientConfig, Credentials, SlurmClient};
+use slurm_operator::state::index::{ClusterState, IndexReader};
 
 pub struct LocalSlurm {
     pub flavour: String,

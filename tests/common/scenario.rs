@@ -12,8 +12,8 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use serde_json::json;
 use slurm_operator::crd::slurmjob::Phase;
 use slurm_operator::crd::{Cluster, SlurmJob};
+use slurm_operator::slurm::tag;
 use slurm_operator::slurm::types::JobBaseState;
-use slurm_operator::slurmjob::tag;
 
 use super::LocalSlurm;
 use super::apiserver::FakeApiServer;

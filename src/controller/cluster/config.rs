@@ -17,10 +17,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
 use crate::crd::{ApiVersion, AuthMethod, ClusterSpec};
-use crate::poller::PollerConfig;
-use crate::registry::ConnectionSettings;
 use crate::slurm::auth::{AuthError, MAX_TOKEN_LIFETIME, MIN_TOKEN_LIFETIME};
 use crate::slurm::{ClientConfig, Credentials, SlurmError, TlsOptions};
+use crate::state::poller::PollerConfig;
+use crate::state::registry::ConnectionSettings;
 
 /// Shortest poll interval (the CRD's rule says the same).
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -261,7 +261,7 @@ impl std::fmt::Debug for Sources {
     }
 }
 
-/// A connection ready for [`ClusterRegistry::upsert`](crate::registry::ClusterRegistry::upsert).
+/// A connection ready for [`ClusterRegistry::upsert`](crate::state::registry::ClusterRegistry::upsert).
 pub struct Validated {
     pub client: ClientConfig,
     pub settings: ConnectionSettings,

@@ -17,9 +17,9 @@ use super::*;
 use crate::controller::test_support::{ApiServerVerifier, local_slurm};
 use crate::crd::condition::{self, AUTHENTICATED, READY};
 use crate::crd::{ClusterAuth, JwtAuth, JwtKeySecretRef};
-use crate::poller::PollerConfig;
-use crate::registry::ConnectionSettings;
 use crate::slurm::{ClientConfig, Credentials};
+use crate::state::poller::PollerConfig;
+use crate::state::registry::ConnectionSettings;
 
 const NS: &str = "slurm";
 
@@ -524,7 +524,7 @@ fn register_unreachable(ctx: &Context, key: &ObjectRef<Cluster>) {
             },
             Arc::new(Credentials::token("t", None).unwrap()),
             |client, config| {
-                crate::poller::spawn(
+                crate::state::poller::spawn(
                     key.clone(),
                     client,
                     config,

@@ -20,8 +20,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 
 use crate::crd::{NodeSetSlurmCounts, UpdateStrategy, UpdateStrategyType};
-use crate::index::{ClusterState, NodeJobs};
 use crate::slurm::types::{Node, NodeBaseState};
+use crate::state::index::{ClusterState, NodeJobs};
 
 /// Every drain reason the operator sets starts with this.
 pub const DRAIN_PREFIX: &str = "slurm-operator:";

@@ -5,8 +5,8 @@ use chrono::{TimeZone, Utc};
 
 use super::*;
 use crate::crd::{RollingUpdate, UpdateStrategy};
-use crate::index::{ClusterState, Health, NodeJobs};
 use crate::slurm::types::{Node, NodeState};
+use crate::state::index::{ClusterState, Health, NodeJobs};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 fn t(secs: i64) -> DateTime<Utc> {

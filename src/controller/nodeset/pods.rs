@@ -21,8 +21,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use super::plan::{PodView, ordinal_of};
+use crate::crd::quantity;
 use crate::crd::{NodeSet, NodeSetSlurm};
-use crate::slurmjob::quantity;
 
 pub const LABEL_NODESET: &str = "slurm.rs/nodeset";
 pub const LABEL_HASH: &str = "slurm.rs/template-hash";

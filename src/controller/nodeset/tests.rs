@@ -282,7 +282,11 @@ impl Drop for SlurmCleanup {
 }
 
 /// Wait until the Cluster's index (`main` in `hpc`) satisfies `ok` on a fresh node list.
-async fn wait_index(ctx: &Context, what: &str, ok: impl Fn(&crate::index::ClusterState) -> bool) {
+async fn wait_index(
+    ctx: &Context,
+    what: &str,
+    ok: impl Fn(&crate::state::index::ClusterState) -> bool,
+) {
     let cluster = ObjectRef::<Cluster>::new("main").within("hpc");
     let handle = ctx.clusters.get(&cluster).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -9,13 +9,13 @@ use kube::client::Body;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::controller::slurmjob::status;
 use crate::controller::test_support::{ApiServerVerifier, Call, local_slurm};
 use crate::crd::slurmjob::{Phase, SlurmJobSpec};
-use crate::poller::PollerConfig;
-use crate::registry::ConnectionSettings;
 use crate::slurm::types::JobState;
 use crate::slurm::{ClientConfig, Credentials, SlurmClient};
-use crate::slurmjob::status;
+use crate::state::poller::PollerConfig;
+use crate::state::registry::ConnectionSettings;
 
 const NS: &str = "jobs";
 
@@ -284,7 +284,7 @@ async fn register_local(
     let key_ref = cluster.clone();
     ctx.clusters
         .upsert(&cluster, config, settings, credentials, |client, poller| {
-            crate::poller::spawn(key_ref, client, poller, events, metrics)
+            crate::state::poller::spawn(key_ref, client, poller, events, metrics)
         })
         .unwrap();
     let handle = ctx.clusters.get(&cluster).unwrap();
@@ -574,7 +574,9 @@ async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
             ClientConfig::new(UNREACHABLE).unwrap(),
             settings,
             Arc::new(Credentials::token("t", None).unwrap()),
-            |client, config| crate::poller::spawn(poller_ref, client, config, events, metrics),
+            |client, config| {
+                crate::state::poller::spawn(poller_ref, client, config, events, metrics)
+            },
         )
         .unwrap();
     // Let the poller fail a few times: the index stays untrusted.

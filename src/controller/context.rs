@@ -7,12 +7,12 @@ use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::broadcast;
 
 use crate::controller::Backoffs;
-use crate::index::SlurmEvent;
+use crate::controller::slurmjob::drive::Submissions;
+use crate::controller::slurmjob::output;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
-use crate::registry::ClusterRegistry;
-use crate::slurmjob::drive::Submissions;
-use crate::slurmjob::output;
+use crate::state::index::SlurmEvent;
+use crate::state::registry::ClusterRegistry;
 
 /// The one field manager for every server-side apply the operator makes.
 pub const FIELD_MANAGER: &str = "slurm-operator";

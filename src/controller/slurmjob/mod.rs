@@ -24,6 +24,15 @@
 //! job's tag (`slurm.rs/uid=…`), mapped to the SlurmJob by uid; `HealthChanged{up}` reconciles
 //! every SlurmJob of that Cluster.
 
+pub mod actions;
+pub mod drive;
+pub mod lifecycle;
+pub mod notice;
+pub mod output;
+pub mod phase;
+pub mod status;
+pub mod submit;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,16 +51,16 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use self::drive::{Env, Step, Target};
 use super::{Backoffs, Chain, FinalizerFailure};
-use crate::context::{Context, FIELD_MANAGER};
+use crate::controller::context::{Context, FIELD_MANAGER};
+use crate::controller::slurmjob::notice::Notice;
 use crate::crd::condition;
 use crate::crd::slurmjob::SlurmJobStatus;
 use crate::crd::{Cluster, FINALIZER, SlurmJob};
-use crate::index::{ClusterState, SlurmEvent};
 use crate::slurm::SlurmError;
-use crate::slurmjob::drive::{self, Env, Step, Target};
-use crate::slurmjob::notice::Notice;
-use crate::slurmjob::{actions, lifecycle, output, tag};
+use crate::slurm::tag;
+use crate::state::index::{ClusterState, SlurmEvent};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "slurmjob";

@@ -47,10 +47,10 @@ use tracing::{debug, info, warn};
 
 use self::plan::{Action, DeleteWhy, Input, SlurmView, ViewState};
 use super::{Backoffs, Chain};
-use crate::context::{Context, FIELD_MANAGER};
+use crate::controller::context::{Context, FIELD_MANAGER};
 use crate::crd::{Cluster, NodeSet, NodeSetStatus, condition};
-use crate::index::SlurmEvent;
 use crate::slurm::{SlurmClient, SlurmError};
+use crate::state::index::SlurmEvent;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "nodeset";

@@ -36,10 +36,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::crd::Cluster;
-use crate::index::{ClusterState, Health, IndexReader, IndexWriter, SlurmEvent, new_index};
 use crate::metrics::Metrics;
 use crate::slurm::types::{Changes, Job, Node};
 use crate::slurm::{SlurmClient, SlurmError};
+use crate::state::index::{ClusterState, Health, IndexReader, IndexWriter, SlurmEvent, new_index};
 
 use strategy::{Fetch, Fetched, Limits, Listed, Tracker};
 

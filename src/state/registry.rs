@@ -9,9 +9,9 @@ use std::sync::{Arc, RwLock};
 use kube::runtime::reflector::ObjectRef;
 
 use crate::crd::Cluster;
-use crate::index::IndexReader;
-use crate::poller::{PollerConfig, PollerHandle};
 use crate::slurm::{ClientConfig, Credentials, RequestObserver, SlurmClient, SlurmError};
+use crate::state::index::IndexReader;
+use crate::state::poller::{PollerConfig, PollerHandle};
 
 /// What a reconciler needs of one registered cluster.
 #[derive(Debug, Clone)]

@@ -22,14 +22,15 @@ use chrono::{DateTime, Utc};
 
 use crate::crd::condition;
 use crate::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
-use crate::index::ClusterState;
 use crate::leader::Leadership;
 use crate::slurm::types::Job;
 use crate::slurm::{SlurmClient, SlurmError};
+use crate::state::index::ClusterState;
 
 use super::lifecycle::{self, Decision, DependencyWait};
 use super::notice::{self, Notice};
-use super::{actions, status, submit, tag};
+use super::{actions, status, submit};
+use crate::slurm::tag;
 
 /// Condition: Slurm accepted the job of the current generation.
 pub const READY: &str = condition::READY;

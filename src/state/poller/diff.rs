@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::crd::Cluster;
-use crate::index::{ClusterState, Health, SlurmEvent};
 use crate::slurm::types::{Job, JobBaseState};
+use crate::state::index::{ClusterState, Health, SlurmEvent};
 
 /// The events that lead from `old` to `new`, health first, then jobs by id, then nodes by name.
 pub fn diff(
@@ -162,8 +162,8 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-    use crate::index::NodeJobs;
     use crate::slurm::types::{ExitStatus, JobState, Node, NodeState};
+    use crate::state::index::NodeJobs;
 
     const TAG: &str = "slurm.rs/uid=u1,generation=1";
 

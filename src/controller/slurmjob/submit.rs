@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::crd::slurmjob::{DependencyType, RESERVED_EXTRA_OPTIONS, SlurmJobSpec};
 use crate::slurm::types::SubmitRequest;
 
-use super::quantity::{self, QuantityError};
+use crate::crd::quantity::{self, QuantityError};
 
 /// Working directory when the spec names none: exists on every Slurm node.
 pub const DEFAULT_WORKING_DIRECTORY: &str = "/tmp";

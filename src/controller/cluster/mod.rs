@@ -6,7 +6,7 @@
 //! 1. [`config::plan`]: check the spec alone (endpoint, TLS, auth method, bounds);
 //! 2. read the referenced Secret (and CA Secret or ConfigMap) from the Cluster's namespace;
 //! 3. [`config::Plan::build`]: check what was read, build client config and credentials;
-//! 4. [`ClusterRegistry::upsert`](crate::registry::ClusterRegistry::upsert): a new client and
+//! 4. [`ClusterRegistry::upsert`](crate::state::registry::ClusterRegistry::upsert): a new client and
 //!    poller, or new credentials swapped into the running client (key rotation, no restart);
 //! 5. check the cluster: identity through `/diag` (which also proves the credentials), partitions,
 //!    node counts from the poller's index once it has synced (else one `nodes` call), and the
@@ -50,12 +50,12 @@ use tracing::{debug, info, warn};
 use self::config::{CaSource, ConfigError, Plan, Sources};
 use self::status::{Connected, Failure, Observation};
 use super::{Backoffs, Chain, FinalizerFailure};
-use crate::context::{Context, FIELD_MANAGER};
+use crate::controller::context::{Context, FIELD_MANAGER};
 use crate::crd::{Cluster, ClusterSpec, FINALIZER, SlurmJob};
-use crate::index::{Health, SlurmEvent};
-use crate::registry::{ClusterHandle, Upserted};
 use crate::slurm::SlurmError;
 use crate::slurm::types::{Changes, NodeCounts};
+use crate::state::index::{Health, SlurmEvent};
+use crate::state::registry::{ClusterHandle, Upserted};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "cluster";
@@ -298,7 +298,7 @@ async fn connect(
             validated.settings,
             validated.credentials,
             |client, poller| {
-                crate::poller::spawn(
+                crate::state::poller::spawn(
                     key.clone(),
                     client,
                     poller,

@@ -261,8 +261,8 @@ mod tests {
 
     #[test]
     fn ours_is_the_slurmjob_tag_prefix() {
-        assert_eq!(JOB_TAG_PREFIX, crate::slurmjob::tag::TAG_PREFIX);
-        assert!(is_ours(Some(&crate::slurmjob::tag::tag("u", 1))));
+        assert_eq!(JOB_TAG_PREFIX, crate::slurm::tag::TAG_PREFIX);
+        assert!(is_ours(Some(&crate::slurm::tag::tag("u", 1))));
         for foreign in [None, Some(""), Some("slurm.rs/"), Some(" slurm.rs/uid=x")] {
             assert!(!is_ours(foreign), "{foreign:?}");
         }

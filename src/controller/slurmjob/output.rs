@@ -141,8 +141,8 @@ pub fn streamed_job_id(pod: &Pod) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::slurmjob::submit;
     use crate::crd::slurmjob::SlurmJobSpec;
-    use crate::slurmjob::submit;
 
     fn job(output: Option<JobOutput>) -> SlurmJob {
         let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({

@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::index::{NodeJobs, is_ours};
 use crate::slurm::types::{Job, JobBaseState, JobState, JobStateEntry};
+use crate::state::index::{NodeJobs, is_ours};
 
 use super::hostlist;
 
