@@ -3,7 +3,7 @@
 //!
 //! `bench slurm` runs against the local Slurm of `hack/slurm-up.sh`, with the operator's own
 //! code and no Kubernetes (as `tests/slurmjob.rs` and `tests/poller.rs` do):
-//! 1. submit throughput: N SlurmJobs through `slurmjob::drive::step` (index check, tag lookup,
+//! 1. submit throughput: N SlurmJobs through `slurmjob::act::step` (index check, tag lookup,
 //!    the accounting check, `actions::submit_once`) vs a bare loop of the same REST submit;
 //! 2. status latency: the real poller (`poller::spawn`, 1 s), its events, a 200 ms debounce (the
 //!    SlurmJob controller's) and a step, from the moment a DELETE of the job is sent;
@@ -41,7 +41,8 @@ use clap::{Parser, Subcommand};
 use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
-use slurm_operator::controller::slurmjob::drive::{self, Env, Submissions, Target};
+use slurm_operator::controller::slurmjob::act::{self, Env, Target};
+use slurm_operator::controller::slurmjob::submissions::Submissions;
 use slurm_operator::controller::slurmjob::submit;
 use slurm_operator::crd::Cluster;
 use slurm_operator::crd::slurmjob::{Phase, SlurmJob, SlurmJobSpec, SlurmJobStatus};
@@ -446,7 +447,7 @@ impl Bench {
                     op / bare
                 ),
                 format!(
-                    "{jobs} held jobs each, in {ROUNDS} interleaved rounds; operator = `drive::step` (index check, tag lookup, \
+                    "{jobs} held jobs each, in {ROUNDS} interleaved rounds; operator = `act::step` (index check, tag lookup, \
                      accounting lookup by name unless the SlurmJob is under 30 s old, `submit_once`): requests per SlurmJob: {}",
                     per_job.join(", ")
                 ),
@@ -526,7 +527,7 @@ impl Bench {
             now: Utc::now(),
             leadership: &self.leadership,
         };
-        Ok(drive::step(target, env, |_| None).await?.status)
+        Ok(act::step(target, env, |_| None).await?.status)
     }
 
     /// Seconds for `n` SlurmJobs through the operator's submit path, and the SlurmJobs.

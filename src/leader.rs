@@ -171,10 +171,7 @@ impl Error {
 
 /// The field manager of this replica's Lease writes: unique per identity.
 fn lease_field_manager(identity: &str) -> String {
-    format!(
-        "{}-lease-{identity}",
-        crate::controller::context::FIELD_MANAGER
-    )
+    format!("{}-lease-{identity}", crate::crd::FIELD_MANAGER)
 }
 
 /// Join the election for `config`. Returns the state to gate writes on and the task that keeps

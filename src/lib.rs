@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod controller;
 pub mod crd;
+pub mod error_chain;
 pub mod http;
 pub mod leader;
 pub mod metrics;

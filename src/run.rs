@@ -258,7 +258,6 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     }
 
     let mut ctx = Context::new(client.clone(), metrics);
-    ctx.output_image = args.output_image.clone();
     let mut election = None;
     if let Some(lease) = args.lease().filter(|_| !shutdown.is_cancelled()) {
         match leader::elect(client, &lease, shutdown.clone()).await {
@@ -288,8 +287,12 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
         for scope in args.scopes() {
             let (clusters, cluster_controller) =
                 crate::controller::cluster::run(ctx.clone(), scope, shutdown.clone());
-            let (slurmjobs, slurmjob_controller) =
-                crate::controller::slurmjob::run(ctx.clone(), scope, shutdown.clone());
+            let (slurmjobs, slurmjob_controller) = crate::controller::slurmjob::run(
+                ctx.clone(),
+                args.output_image.clone(),
+                scope,
+                shutdown.clone(),
+            );
             let (nodesets, nodeset_controller) =
                 crate::controller::nodeset::run(ctx.clone(), scope, shutdown.clone());
             drivers.extend([

@@ -5,7 +5,7 @@
 //! | group | where it arrives | run through |
 //! |---|---|---|
 //! | `admission` | `kubectl apply` of a CR | the installed CRD's schema (types, enums, patterns, bounds: checked here as the API server does) and its CEL rules (kube-cel) |
-//! | `stored` | a CR stored before a rule existed (admission refuses it today: checked) | the operator's own checks: the real Cluster reconcile (mocked Kubernetes API), `slurmjob::drive::step` |
+//! | `stored` | a CR stored before a rule existed (admission refuses it today: checked) | the operator's own checks: the real Cluster reconcile (mocked Kubernetes API), `slurmjob::act::step` |
 //! | `extreme` | a valid but extreme spec | the NodeSet planner |
 //! | `secret` | the Cluster's Secrets | the real Cluster reconcile: found before anything is sent to slurmrestd |
 //! | `auth` | credentials slurmrestd refuses | the real Cluster reconcile against the REAL local slurmrestd |
@@ -46,13 +46,17 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
+use slurm_operator::controller::cluster;
 use slurm_operator::controller::context::Context;
+use slurm_operator::controller::kit::Backoffs;
 use slurm_operator::controller::nodeset::plan::{self as nodeset_plan, Action as PodAction};
-use slurm_operator::controller::slurmjob::drive::{self, Env, Step, Submissions, Target};
-use slurm_operator::controller::{Backoffs, Chain, cluster};
+use slurm_operator::controller::slurmjob::act::{self, Env, Step, Target};
+use slurm_operator::controller::slurmjob::status;
+use slurm_operator::controller::slurmjob::submissions::Submissions;
 use slurm_operator::crd::condition::{self, AUTHENTICATED, READY};
 use slurm_operator::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
 use slurm_operator::crd::{Cluster, ClusterStatus, FINALIZER, UpdateStrategy};
+use slurm_operator::error_chain::Chain;
 use slurm_operator::leader::Leadership;
 use slurm_operator::metrics::Metrics;
 use slurm_operator::slurm::tag;
@@ -1532,7 +1536,7 @@ impl Tripwire {
             status,
             created: None,
         };
-        let step = drive::step(target, env, |_: &str| Some(Some(77)))
+        let step = act::step(target, env, |_: &str| Some(Some(77)))
             .await
             .map_err(|e| format!("the step failed: {} ({})", e.category(), Chain(&e)))?;
         ensure(submissions.is_empty(), || "something was submitted".into())?;
@@ -1578,7 +1582,7 @@ fn invalid_spec_case(name: &'static str, patch: Value, names: &'static [&'static
 }
 
 fn check_invalid_spec(step: &Step, names: &[&str]) -> Outcome {
-    let ready = condition::find(&step.status.conditions, drive::READY).ok_or("no Ready")?;
+    let ready = condition::find(&step.status.conditions, status::READY).ok_or("no Ready")?;
     ensure(
         ready.status == "False" && ready.reason == "InvalidSpec",
         || format!("Ready={}/{}: {}", ready.status, ready.reason, ready.message),
@@ -1588,7 +1592,11 @@ fn check_invalid_spec(step: &Step, names: &[&str]) -> Outcome {
             format!("the message does not name {name:?}: {}", ready.message)
         })?;
     }
-    let reasons: Vec<_> = step.notices.iter().map(|n| (n.reason, n.warning)).collect();
+    let reasons: Vec<_> = step
+        .notices
+        .iter()
+        .map(|n| (n.reason.as_ref(), n.warning))
+        .collect();
     ensure(reasons == [("InvalidSpec", true)], || {
         format!("Events {reasons:?}")
     })?;
@@ -1726,7 +1734,7 @@ fn stored_cases() -> Vec<Case> {
                     .step(uid, "running", 2, &spec, Some(&status), records)
                     .await?;
                 tripwire.untouched().await?;
-                let reasons: Vec<_> = step.notices.iter().map(|n| n.reason).collect();
+                let reasons: Vec<_> = step.notices.iter().map(|n| n.reason.as_ref()).collect();
                 ensure(reasons == ["EditIgnored"], || format!("Events {reasons:?}"))?;
                 ensure(
                     step.status.job_id == Some(4242)
@@ -1735,7 +1743,7 @@ fn stored_cases() -> Vec<Case> {
                         && step.status.observed_generation == Some(2),
                     || format!("{:?}", step.status),
                 )?;
-                let applied = condition::find(&step.status.conditions, drive::SPEC_APPLIED)
+                let applied = condition::find(&step.status.conditions, status::SPEC_APPLIED)
                     .ok_or("no SpecApplied")?;
                 ensure(
                     applied.status == "False" && applied.reason == "JobActive",

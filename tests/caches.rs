@@ -13,8 +13,8 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use slurm_operator::controller::LAST_APPLIED;
 use slurm_operator::controller::context::Context;
+use slurm_operator::controller::kit::LAST_APPLIED;
 use slurm_operator::crd::{Cluster, NodeSet, SlurmJob};
 use slurm_operator::metrics::Metrics;
 use tokio_util::sync::CancellationToken;
@@ -85,7 +85,12 @@ async fn caches_keep_no_managed_fields_or_last_applied_copy() {
     let scope = Some(NAMESPACE);
     let (clusters, c) =
         slurm_operator::controller::cluster::run(ctx.clone(), scope, shutdown.clone());
-    let (jobs, j) = slurm_operator::controller::slurmjob::run(ctx.clone(), scope, shutdown.clone());
+    let (jobs, j) = slurm_operator::controller::slurmjob::run(
+        ctx.clone(),
+        slurm_operator::controller::slurmjob::output::DEFAULT_IMAGE.to_owned(),
+        scope,
+        shutdown.clone(),
+    );
     let (nodesets, n) =
         slurm_operator::controller::nodeset::run(ctx.clone(), scope, shutdown.clone());
     let drivers = tokio::spawn(async move {

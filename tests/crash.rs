@@ -14,7 +14,7 @@
 //! `CRASH_SEED` replays a run (the seed is printed); `CRASH_ROUNDS` changes the number of kills.
 //!
 //! Random kills land between a submit and its status write only sometimes, so a second test puts
-//! the process's end exactly there, with the fail point `drive::FAIL_AFTER_SUBMIT` (live in test
+//! the process's end exactly there, with the fail point `act::FAIL_AFTER_SUBMIT` (live in test
 //! builds only).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use std::collections::HashSet;
 
 use kube::api::Api;
-use slurm_operator::controller::slurmjob::drive::{FAIL_AFTER_SUBMIT, FAIL_EXIT_CODE};
+use slurm_operator::controller::slurmjob::act::{FAIL_AFTER_SUBMIT, FAIL_EXIT_CODE};
 use slurm_operator::crd::SlurmJob;
 use slurm_operator::slurm::SlurmClient;
 use slurm_operator::slurm::tag;

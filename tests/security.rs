@@ -28,10 +28,10 @@ use clap::{CommandFactory as _, Parser as _};
 use secrecy::ExposeSecret as _;
 use serde_json::{Value, json};
 use slurm_operator::cli::{Cli, Command as CliCommand};
-use slurm_operator::controller::Chain;
 use slurm_operator::controller::cluster::{self, config};
 use slurm_operator::controller::context::Context;
 use slurm_operator::crd::{Cluster, FINALIZER};
+use slurm_operator::error_chain::Chain;
 use slurm_operator::metrics::Metrics;
 use slurm_operator::slurm::auth::{
     AuthError, DEFAULT_TOKEN_LIFETIME, MAX_TOKEN_LIFETIME, MIN_TOKEN_LIFETIME,

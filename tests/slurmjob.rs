@@ -1,4 +1,4 @@
-//! The SlurmJob core the controller runs (`slurmjob::drive`), against the real local Slurm:
+//! The SlurmJob core the controller runs (`slurmjob::act`), against the real local Slurm:
 //! each test plays the controller's loop — sync an index of our jobs, step, keep the status —
 //! without Kubernetes. Skipped (with a message) when no local Slurm is up.
 
@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
-use slurm_operator::controller::slurmjob::actions;
-use slurm_operator::controller::slurmjob::drive::{self, Env, Step, Submissions, Target};
-use slurm_operator::controller::slurmjob::to_cancel;
+use slurm_operator::controller::slurmjob::act::{self, Env, Step, Target};
+use slurm_operator::controller::slurmjob::plan::to_cancel;
+use slurm_operator::controller::slurmjob::status;
+use slurm_operator::controller::slurmjob::submissions::Submissions;
 use slurm_operator::crd::condition;
 use slurm_operator::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
 use slurm_operator::leader::Leadership;
@@ -119,9 +120,14 @@ impl Runner {
         let state = sync(&self.client).await;
         let target = self.target(self.status.as_ref());
         let env = self.env(&state);
-        let step = drive::step(target, env, deps).await.unwrap();
+        let step = act::step(target, env, deps).await.unwrap();
         self.status = Some(step.status.clone());
-        self.events.extend(step.notices.iter().map(|n| n.reason));
+        // Reasons are static words; kept as such so the assertions read as lists of them.
+        let reasons = step.notices.iter().map(|n| match n.reason {
+            std::borrow::Cow::Borrowed(reason) => reason,
+            std::borrow::Cow::Owned(ref reason) => panic!("a reason that is not a word: {reason}"),
+        });
+        self.events.extend(reasons);
         step
     }
 
@@ -161,7 +167,7 @@ impl Runner {
     async fn delete(&mut self) {
         let state = sync(&self.client).await;
         for job_id in to_cancel(&self.uid, &self.status(), Some(&state), &self.submissions) {
-            actions::cancel(&self.client, job_id).await.unwrap();
+            act::cancel(&self.client, job_id).await.unwrap();
         }
     }
 }
@@ -211,7 +217,7 @@ async fn delete_while_running_cancels_and_edits_meanwhile_are_ignored() {
     job.spec.script = script("sleep 1");
     let step = job.step().await;
     assert_eq!(job.job_id(), first, "no second job");
-    let applied = condition::find(&step.status.conditions, drive::SPEC_APPLIED).unwrap();
+    let applied = condition::find(&step.status.conditions, status::SPEC_APPLIED).unwrap();
     assert_eq!(
         (applied.status.as_str(), applied.reason.as_str()),
         ("False", "JobActive")
@@ -315,7 +321,7 @@ async fn depends_on_afterok_runs_after_the_first_succeeded() {
     let step = second.step_with(|_| None).await;
     assert_eq!(step.status.job_id, None);
     assert_eq!(
-        condition::find(&step.status.conditions, drive::READY)
+        condition::find(&step.status.conditions, status::READY)
             .unwrap()
             .reason,
         "WaitingForDependencies"
@@ -413,7 +419,7 @@ async fn interrupted_submits_never_make_a_second_job() {
                 now: Utc::now(),
                 leadership: &Leadership::always(),
             };
-            drive::step(target, env, |_| None).await
+            act::step(target, env, |_| None).await
         });
         tokio::time::sleep(delay).await;
         task.abort();
@@ -442,9 +448,9 @@ async fn interrupted_submits_never_make_a_second_job() {
             now: Utc::now(),
             leadership: &Leadership::always(),
         };
-        let step = drive::step(target, env, |_| None).await.unwrap();
+        let step = act::step(target, env, |_| None).await.unwrap();
         let job_id = step.status.job_id.expect("submitted or adopted");
-        let reason = condition::find(&step.status.conditions, drive::READY)
+        let reason = condition::find(&step.status.conditions, status::READY)
             .unwrap()
             .reason
             .clone();
@@ -474,7 +480,7 @@ async fn interrupted_submits_never_make_a_second_job() {
         Some(&state),
         &Submissions::default(),
     ) {
-        let _ = actions::cancel(&client, job_id).await;
+        let _ = act::cancel(&client, job_id).await;
     }
 }
 
@@ -490,10 +496,10 @@ async fn no_submit_before_a_fresh_index_sync() {
         started_at,
         ..job.env(&state)
     };
-    let step = drive::step(target, env, |_| None).await.unwrap();
+    let step = act::step(target, env, |_| None).await.unwrap();
     assert_eq!(step.status.job_id, None);
     assert_eq!(
-        condition::find(&step.status.conditions, drive::READY)
+        condition::find(&step.status.conditions, status::READY)
             .unwrap()
             .reason,
         "WaitingForSlurmIndex"
@@ -518,10 +524,10 @@ async fn a_follower_never_submits() {
         leadership: &leadership,
         ..job.env(&state)
     };
-    let step = drive::step(target, env, |_| None).await.unwrap();
+    let step = act::step(target, env, |_| None).await.unwrap();
     assert_eq!(step.status.job_id, None);
     assert_eq!(
-        condition::find(&step.status.conditions, drive::READY)
+        condition::find(&step.status.conditions, status::READY)
             .unwrap()
             .reason,
         "NotLeader"
@@ -542,7 +548,7 @@ async fn a_follower_never_submits() {
         leadership: &leadership,
         ..job.env(&state)
     };
-    let step = drive::step(target, env, |_| None).await.unwrap();
+    let step = act::step(target, env, |_| None).await.unwrap();
     let job_id = step.status.job_id.expect("the leader submits");
     let state = sync(&job.client).await;
     assert_eq!(state.tagged(&tag), vec![u32::try_from(job_id).unwrap()]);
@@ -586,7 +592,7 @@ async fn a_job_gone_from_slurmctld_ends_as_accounting_recorded_it() {
     let state = index_after_min_job_age();
     let target = job.target(Some(&seen));
     let env = job.env(&state);
-    let step = drive::step(target, env, |_| None).await.unwrap();
+    let step = act::step(target, env, |_| None).await.unwrap();
     assert_eq!(step.status.phase, Phase::Failed, "{:?}", step.status);
     assert_eq!(step.status.exit_code, Some(3));
     assert_eq!(step.status.job_id, Some(i64::from(job_id)));
@@ -607,7 +613,7 @@ async fn a_submit_found_only_in_accounting_is_adopted() {
             .unwrap();
     let first = job.client.submit_job(&request).await.unwrap().job_id;
     let deadline = Instant::now() + LONG;
-    while actions::find_in_accounting(&job.client, &job.name, &tag)
+    while act::find_in_accounting(&job.client, &job.name, &tag)
         .await
         .unwrap()
         .is_none()
@@ -627,7 +633,7 @@ async fn a_submit_found_only_in_accounting_is_adopted() {
         started_at: Utc::now() - chrono::TimeDelta::seconds(5),
         ..job.env(&state)
     };
-    let step = drive::step(target, env, |_| None).await.unwrap();
+    let step = act::step(target, env, |_| None).await.unwrap();
     assert_eq!(
         step.status.job_id,
         Some(i64::from(first)),
@@ -684,7 +690,7 @@ async fn only_a_slurmjob_old_enough_asks_accounting_before_submitting() {
             now,
             ..job.env(&state)
         };
-        let step = drive::step(target, env, |_| None).await.unwrap();
+        let step = act::step(target, env, |_| None).await.unwrap();
         assert!(step.status.job_id.is_some(), "{what}: {:?}", step.status);
         let sent = operations.0.lock().unwrap().clone();
         assert_eq!(

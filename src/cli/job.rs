@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::CliError;
 use crate::controller::cluster::config::{self, CaSource, Sources};
-use crate::controller::slurmjob::{actions, status, submit};
+use crate::controller::slurmjob::{act, status, submit};
 use crate::crd::slurmjob::{Phase, SlurmJobStatus};
 use crate::crd::{Cluster, SlurmJob};
 use crate::slurm::tag;
@@ -209,12 +209,10 @@ async fn run(args: &RunArgs) -> Result<u8, CliError> {
     let request = submit::request(&job.spec, &name, &tag, &[])
         .map_err(|e| CliError::Usage(format!("SlurmJob {name}: {e}")))?;
 
-    let submission = actions::submit_once(&client, None, &request).await?;
-    let job_id = submission.job_id();
-    if let actions::Submission::Submitted { warnings, .. } = &submission {
-        for warning in warnings {
-            eprintln!("slurmrestd: {warning}");
-        }
+    let submitted = client.submit_job(&request).await?;
+    let job_id = submitted.job_id;
+    for warning in &submitted.warnings {
+        eprintln!("slurmrestd: {warning}");
     }
     let mut current = SlurmJobStatus {
         phase: Phase::Submitted,
@@ -239,7 +237,7 @@ async fn run(args: &RunArgs) -> Result<u8, CliError> {
                 if let Err(error) = result {
                     return Err(CliError::Usage(format!("cannot listen for Ctrl-C: {error}")));
                 }
-                match actions::cancel(&client, job_id).await {
+                match act::cancel(&client, job_id).await {
                     Ok(outcome) => {
                         cancelling = true;
                         println!("{name}: cancel requested ({outcome:?})");

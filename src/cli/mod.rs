@@ -104,7 +104,7 @@ pub struct ConnectArgs {
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     // With its causes: "cannot build credentials" alone would not say which setting was refused.
-    #[error("{}", crate::controller::Chain(.0))]
+    #[error("{}", crate::error_chain::Chain(.0))]
     Slurm(#[from] SlurmError),
     #[error("cannot read {what} {path}: {source}")]
     ReadFile {
@@ -115,7 +115,7 @@ pub enum CliError {
     },
     #[error("{0}")]
     Usage(String),
-    #[error("{}", crate::controller::Chain(.0))]
+    #[error("{}", crate::error_chain::Chain(.0))]
     Run(#[from] crate::run::Error),
 }
 

@@ -1,4 +1,5 @@
-//! What every reconcile gets: one cheap-to-clone `Context`, no globals.
+//! What every reconcile gets: one cheap-to-clone `Context`, no globals. A controller with state
+//! of its own (the SlurmJob controller's submissions) keeps it in its own context around this.
 
 use std::sync::Arc;
 
@@ -6,16 +7,12 @@ use chrono::{DateTime, Utc};
 use kube::runtime::events::{Recorder, Reporter};
 use tokio::sync::broadcast;
 
-use crate::controller::Backoffs;
-use crate::controller::slurmjob::drive::Submissions;
-use crate::controller::slurmjob::output;
+use super::kit::Backoffs;
+use crate::crd::FIELD_MANAGER;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::state::index::SlurmEvent;
 use crate::state::registry::ClusterRegistry;
-
-/// The one field manager for every server-side apply the operator makes.
-pub const FIELD_MANAGER: &str = "slurm-operator";
 
 /// Capacity of the Slurm event channel; a consumer that falls this far behind resyncs everything.
 pub const EVENT_CHANNEL_CAPACITY: usize = 4096;
@@ -29,13 +26,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Per-object requeue delays after failed reconciles (all controllers).
     pub backoff: Arc<Backoffs>,
-    /// Slurm jobs this process submitted, by ownership tag (SlurmJob controller; see
-    /// `slurmjob::drive`).
-    pub submissions: Arc<Submissions>,
     /// When this process started: a submit waits for a cluster index synced after this.
     pub started_at: DateTime<Utc>,
-    /// Image of the SlurmJob output streamer Pods.
-    pub output_image: String,
     /// Whether this replica may write (always, without leader election).
     pub leadership: Leadership,
 }
@@ -54,9 +46,7 @@ impl Context {
             events,
             metrics,
             backoff: Arc::default(),
-            submissions: Arc::default(),
             started_at: Utc::now(),
-            output_image: output::DEFAULT_IMAGE.to_owned(),
             leadership: Leadership::always(),
         }
     }

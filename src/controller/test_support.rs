@@ -17,7 +17,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tower_test::mock::{self, Handle, SendResponse};
 
-use crate::controller::context::{Context, FIELD_MANAGER};
+use crate::controller::Context;
+use crate::crd::FIELD_MANAGER;
 use crate::crd::{Cluster, ClusterStatus, FINALIZER};
 use crate::metrics::Metrics;
 

@@ -43,6 +43,13 @@ impl From<bool> for Status {
     }
 }
 
+/// Now, to the second: the API stores times with second precision, and comparing a nanosecond
+/// time with what was stored would always see a change.
+pub fn now() -> Time {
+    use k8s_openapi::jiff::Timestamp;
+    Time(Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
 /// A condition of `type_` observed at `now` for `observed_generation`.
 ///
 /// `reason` should be a CamelCase word (metav1 requires `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`);

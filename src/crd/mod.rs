@@ -45,6 +45,9 @@ pub use slurmjob::{
     SlurmJobSpec, SlurmJobStatus,
 };
 
+/// The one field manager for every server-side apply the operator makes.
+pub const FIELD_MANAGER: &str = "slurm-operator";
+
 /// API group of every CRD.
 pub const GROUP: &str = "slurm.rs";
 /// API version of every CRD.

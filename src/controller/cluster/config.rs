@@ -519,7 +519,7 @@ fn required_config_map_value<'a>(
 
 fn credentials_error(error: AuthError) -> ConfigError {
     ConfigError::InvalidCredentials {
-        detail: super::super::Chain(&error).to_string(),
+        detail: crate::error_chain::Chain(&error).to_string(),
     }
 }
 

@@ -32,26 +32,22 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{Stream, StreamExt, TryStreamExt, future};
-use k8s_openapi::NamespaceResourceScope;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, ListParams, PartialObjectMeta, Patch, PatchParams};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Event, EventType};
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
-use kube::{Resource, ResourceExt};
-use serde::de::DeserializeOwned;
-use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use self::config::{CaSource, ConfigError, Plan, Sources};
 use self::status::{Connected, Failure, Observation};
-use super::{Backoffs, Chain, FinalizerFailure};
-use crate::controller::context::{Context, FIELD_MANAGER};
-use crate::crd::{Cluster, ClusterSpec, FINALIZER, SlurmJob};
+use super::Context;
+use super::kit::{self, Backoffs, FinalizerFailure};
+use crate::crd::{Cluster, ClusterSpec, SlurmJob};
+use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
 use crate::slurm::types::{Changes, NodeCounts};
 use crate::state::index::{Health, SlurmEvent};
@@ -156,7 +152,7 @@ fn backoff_key(cluster: &Cluster) -> String {
 /// reconcile, with the Cluster's name and namespace.
 pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let work = reconcile_inner(Arc::clone(&cluster), &ctx);
-    super::reconcile_as_leader(CONTROLLER, cluster.as_ref(), &ctx, work).await
+    kit::reconcile_as_leader(CONTROLLER, cluster.as_ref(), &ctx, work).await
 }
 
 async fn reconcile_inner(cluster: Arc<Cluster>, ctx: &Context) -> Result<Action, Error> {
@@ -164,17 +160,17 @@ async fn reconcile_inner(cluster: Arc<Cluster>, ctx: &Context) -> Result<Action,
         .namespace()
         .ok_or(Error::MissingMetadata("namespace"))?;
     let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), &namespace);
-    finalizer(&api, FINALIZER, cluster, |event| async move {
-        match event {
-            Finalizer::Apply(cluster) => apply(&cluster, &namespace, ctx).await,
-            Finalizer::Cleanup(cluster) => cleanup(&cluster, &namespace, ctx).await,
-        }
-    })
+    let namespace = namespace.as_str();
+    kit::with_finalizer(
+        &api,
+        cluster,
+        |cluster| async move { apply(&cluster, namespace, ctx).await },
+        |cluster| async move { cleanup(&cluster, namespace, ctx).await },
+    )
     .await
-    .map_err(Error::from_finalizer)
 }
 
-impl super::FinalizerFailure for Error {
+impl FinalizerFailure for Error {
     fn add_finalizer(error: kube::Error) -> Self {
         Self::AddFinalizer(error)
     }
@@ -258,13 +254,16 @@ async fn apply(cluster: &Cluster, namespace: &str, ctx: &Context) -> Result<Acti
         current,
         cluster.metadata.generation,
         &observation,
-        status::now(),
+        crate::crd::condition::now(),
     );
     if status::changed(current, &desired) {
-        apply_status(cluster, namespace, &desired, ctx).await?;
+        let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), namespace);
+        kit::apply_status(&api, &cluster.name_any(), &desired)
+            .await
+            .map_err(Error::PatchStatus)?;
     }
     if let Some(notice) = status::notice(current, &desired) {
-        publish(cluster, notice, ctx).await;
+        kit::publish(&ctx.recorder, cluster, EVENT_ACTION, notice).await;
     }
 
     result?;
@@ -411,48 +410,6 @@ async fn check(handle: &ClusterHandle, credentials: String) -> Result<Connected,
     })
 }
 
-/// Server-side apply of the whole status with the operator's one field manager.
-async fn apply_status(
-    cluster: &Cluster,
-    namespace: &str,
-    status: &crate::crd::ClusterStatus,
-    ctx: &Context,
-) -> Result<(), Error> {
-    let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), namespace);
-    let patch = Patch::Apply(serde_json::json!({
-        "apiVersion": Cluster::api_version(&()),
-        "kind": Cluster::kind(&()),
-        "status": status,
-    }));
-    api.patch_status(
-        &cluster.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &patch,
-    )
-    .await
-    .map_err(Error::PatchStatus)?;
-    debug!("status applied");
-    Ok(())
-}
-
-/// Publish an Event on the Cluster. A failure to publish is logged, never fatal.
-async fn publish(cluster: &Cluster, notice: status::Notice, ctx: &Context) {
-    let event = Event {
-        type_: if notice.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: notice.reason,
-        note: Some(notice.note),
-        action: EVENT_ACTION.into(),
-        secondary: None,
-    };
-    if let Err(error) = ctx.recorder.publish(&event, &cluster.object_ref(&())).await {
-        warn!(error = %Chain(&error), reason = event.reason, "cannot publish an Event");
-    }
-}
-
 /// Deletion: forget the client (its poller stops). Idempotent: a Cluster that was never
 /// registered (or whose slurmrestd is long gone) is fine.
 /// How often a deleted Cluster looks again for the SlurmJobs that still use it.
@@ -498,47 +455,15 @@ pub fn clusters_referencing(
         .collect()
 }
 
-/// The Clusters whose poller changed health: each `HealthChanged` event becomes a reconcile of
-/// its Cluster. A receiver that fell behind has missed some, and reconciles every Cluster.
-pub fn health_triggers(
-    events: broadcast::Receiver<SlurmEvent>,
-    store: Store<Cluster>,
-) -> impl Stream<Item = ObjectRef<Cluster>> + Send + 'static {
-    futures::stream::unfold((events, store), |(mut events, store)| async move {
-        loop {
-            match events.recv().await {
-                Ok(SlurmEvent::HealthChanged { cluster, up }) => {
-                    debug!(cluster = %cluster, up, "poller health changed");
-                    return Some((vec![cluster], (events, store)));
-                }
-                Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    warn!(
-                        missed,
-                        "fell behind the Slurm event stream; reconciling every Cluster"
-                    );
-                    let all = store
-                        .state()
-                        .iter()
-                        .map(|c| ObjectRef::from_obj(c.as_ref()))
-                        .collect();
-                    return Some((all, (events, store)));
-                }
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
+/// The Clusters whose poller changed health: each `HealthChanged` event is a reconcile of its
+/// Cluster.
+pub fn health_targets(event: &SlurmEvent, _: &Store<Cluster>) -> Vec<ObjectRef<Cluster>> {
+    match event {
+        SlurmEvent::HealthChanged { cluster, up } => {
+            debug!(cluster = %cluster, up, "poller health changed");
+            vec![cluster.clone()]
         }
-    })
-    .flat_map(futures::stream::iter)
-}
-
-fn scoped_api<K>(client: kube::Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
-    K: Clone + DeserializeOwned + std::fmt::Debug,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client, ns),
-        None => Api::all(client),
+        _ => Vec::new(),
     }
 }
 
@@ -556,7 +481,7 @@ pub fn run(
     // dropped when the deletion is seen.
     let registry = ctx.clusters.clone();
     let clusters = watcher(
-        scoped_api::<Cluster>(client.clone(), namespace),
+        kit::scoped_api::<Cluster>(client.clone(), namespace),
         watcher::Config::default().any_semantic(),
     )
     .default_backoff()
@@ -567,7 +492,7 @@ pub fn run(
             info!(cluster = %ObjectRef::from_obj(cluster), "Cluster gone: removed its slurmrestd client");
         }
     })
-    .modify(super::trim_for_cache)
+    .modify(kit::trim_for_cache)
     .reflect(writer)
     .touched_objects()
     // Our own status writes change neither: no reconcile per status write.
@@ -578,13 +503,13 @@ pub fn run(
 
     // Metadata only: Secret data is never cached in the operator.
     let secrets = watcher(
-        scoped_api::<PartialObjectMeta<Secret>>(client.clone(), namespace),
+        kit::scoped_api::<PartialObjectMeta<Secret>>(client.clone(), namespace),
         watcher::Config::default(),
     )
     .default_backoff()
     .touched_objects();
     let config_maps = watcher(
-        scoped_api::<PartialObjectMeta<ConfigMap>>(client, namespace),
+        kit::scoped_api::<PartialObjectMeta<ConfigMap>>(client, namespace),
         watcher::Config::default(),
     )
     .default_backoff()
@@ -592,12 +517,17 @@ pub fn run(
 
     let by_secret = store.clone();
     let by_config_map = store.clone();
-    let health = health_triggers(ctx.events.subscribe(), store.clone());
+    let health = kit::slurm_triggers(
+        CONTROLLER,
+        ctx.events.subscribe(),
+        store.clone(),
+        health_targets,
+    );
     let driver = Controller::for_stream(clusters, store.clone())
         .with_config(
             controller::Config::default()
                 .debounce(Duration::from_millis(500))
-                .concurrency(super::MAX_CONCURRENT_RECONCILES),
+                .concurrency(kit::MAX_CONCURRENT_RECONCILES),
         )
         .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
             let name = secret.name_any();
@@ -615,18 +545,7 @@ pub fn run(
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, Arc::new(ctx))
-        .for_each(|result| {
-            match result {
-                Ok((cluster, action)) => debug!(%cluster, ?action, "reconciled"),
-                // The reconcile's own failures were logged by error_policy.
-                Err(controller::Error::ReconcilerFailed(..)) => {}
-                Err(controller::Error::ObjectNotFound(cluster)) => {
-                    debug!(%cluster, "trigger for a Cluster that no longer exists");
-                }
-                Err(error) => warn!(error = %Chain(&error), "Cluster controller"),
-            }
-            future::ready(())
-        });
+        .for_each(|result| kit::log_outcome(CONTROLLER, result));
     (store, driver)
 }
 

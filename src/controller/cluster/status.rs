@@ -5,9 +5,8 @@
 //! [`notice`] says which Event, if any, the change deserves (one per change of the `Ready`
 //! condition, so a Cluster that stays broken does not flood its Events).
 
-use k8s_openapi::jiff::Timestamp;
-
 use super::config::ConfigError;
+use crate::controller::kit::Notice;
 use crate::crd::condition::{self, AUTHENTICATED, Condition, READY, Status, Time};
 use crate::crd::{ClusterNodeCounts, ClusterStatus};
 use crate::slurm::SlurmError;
@@ -81,7 +80,7 @@ impl Failure {
         };
         Self {
             reason: error.category(),
-            message: crate::controller::Chain(error).to_string(),
+            message: crate::error_chain::Chain(error).to_string(),
             auth,
         }
     }
@@ -120,12 +119,6 @@ impl Failure {
 pub enum Observation {
     Connected(Connected),
     Failed(Failure),
-}
-
-/// Now, to the second: the API stores times with second precision, and comparing a nanosecond
-/// time with what was stored would always see a change.
-pub fn now() -> Time {
-    Time(Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
 fn truncate(mut message: String) -> String {
@@ -274,14 +267,6 @@ pub fn changed(current: Option<&ClusterStatus>, desired: &ClusterStatus) -> bool
     current.map(normalized) != Some(normalized(desired))
 }
 
-/// An Event worth publishing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Notice {
-    pub warning: bool,
-    pub reason: String,
-    pub note: String,
-}
-
 /// The Event for a change of the `Ready` condition (status or reason): Normal `Connected` when it
 /// becomes True, a Warning with the failure reason when it becomes False. None otherwise.
 pub fn notice(current: Option<&ClusterStatus>, desired: &ClusterStatus) -> Option<Notice> {
@@ -299,7 +284,7 @@ pub fn notice(current: Option<&ClusterStatus>, desired: &ClusterStatus) -> Optio
     };
     Some(Notice {
         warning,
-        reason: new.reason.clone(),
+        reason: new.reason.clone().into(),
         note: new.message.clone(),
     })
 }
@@ -314,6 +299,8 @@ pub(crate) fn is_pascal_case(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use k8s_openapi::jiff::Timestamp;
 
     use super::*;
     use crate::slurm::auth::AuthError;

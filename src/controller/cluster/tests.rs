@@ -13,8 +13,12 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 
+use tokio::sync::broadcast;
+
 use super::*;
+use crate::controller::kit::Backoffs;
 use crate::controller::test_support::{ApiServerVerifier, local_slurm};
+use crate::crd::FINALIZER;
 use crate::crd::condition::{self, AUTHENTICATED, READY};
 use crate::crd::{ClusterAuth, JwtAuth, JwtKeySecretRef};
 use crate::slurm::{ClientConfig, Credentials};
@@ -211,7 +215,7 @@ async fn an_unreachable_slurmrestd_backs_off_without_a_hot_loop() {
     }
     assert_eq!(
         delays,
-        [1, 2, 4, 8].map(|f| Action::requeue(crate::controller::Backoffs::MIN * f))
+        [1, 2, 4, 8].map(|f| Action::requeue(Backoffs::MIN * f))
     );
 }
 
@@ -329,7 +333,7 @@ async fn a_valid_cluster_is_registered_and_ready() {
     server.await.unwrap().expect_no_more_calls().await;
     assert_eq!(
         error_policy(Arc::new(cluster), &error, ctx.clone()),
-        Action::requeue(crate::controller::Backoffs::MIN)
+        Action::requeue(Backoffs::MIN)
     );
     assert!(ctx.clusters.contains(&key));
 }
@@ -367,7 +371,7 @@ async fn health_events_become_reconciles_and_lag_reconciles_everything() {
     let b = cluster("b", "http://h:6820");
     let store = store_with(vec![a.clone(), b.clone()]);
     let (tx, rx) = broadcast::channel(2);
-    let mut triggers = Box::pin(health_triggers(rx, store));
+    let mut triggers = Box::pin(kit::slurm_triggers(CONTROLLER, rx, store, health_targets));
     let (ra, rb) = (ObjectRef::from_obj(&a), ObjectRef::from_obj(&b));
 
     tx.send(SlurmEvent::NodeChanged {

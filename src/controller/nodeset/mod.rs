@@ -31,29 +31,32 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use futures::{Stream, StreamExt, future};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::controller::{self, Action as Requeue, Controller};
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
-use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use self::plan::{Action, DeleteWhy, Input, SlurmView, ViewState};
-use super::{Backoffs, Chain};
-use crate::controller::context::{Context, FIELD_MANAGER};
+use super::Context;
+use super::kit::{self, Backoffs, Notice};
+use crate::crd::FIELD_MANAGER;
 use crate::crd::{Cluster, NodeSet, NodeSetStatus, condition};
+use crate::error_chain::Chain;
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::SlurmEvent;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "nodeset";
+/// Event `action` for everything this controller reports.
+const EVENT_ACTION: &str = "Reconcile";
+
 /// Requeue while a node drains or Slurm is not trusted yet.
 pub const WAIT_RESYNC: Duration = Duration::from_secs(15);
 /// Requeue of a settled set.
@@ -162,7 +165,10 @@ pub async fn apply_slurm(
 }
 
 /// Reconcile one NodeSet, in a tracing span with its name and namespace.
-pub async fn reconcile(nodeset: Arc<NodeSet>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+pub async fn reconcile(
+    nodeset: Arc<NodeSet>,
+    ctx: Arc<Context>,
+) -> Result<controller::Action, Error> {
     let work = async {
         let result = apply(&nodeset, &ctx).await;
         if result.is_ok() {
@@ -170,11 +176,11 @@ pub async fn reconcile(nodeset: Arc<NodeSet>, ctx: Arc<Context>) -> Result<Reque
         }
         result
     };
-    super::reconcile_as_leader(CONTROLLER, nodeset.as_ref(), &ctx, work).await
+    kit::reconcile_as_leader(CONTROLLER, nodeset.as_ref(), &ctx, work).await
 }
 
 /// Retry with a per-NodeSet exponential backoff.
-pub fn error_policy(nodeset: Arc<NodeSet>, error: &Error, ctx: Arc<Context>) -> Requeue {
+pub fn error_policy(nodeset: Arc<NodeSet>, error: &Error, ctx: Arc<Context>) -> controller::Action {
     ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     let delay = ctx.backoff.next(&backoff_key(&nodeset));
     warn!(
@@ -183,10 +189,10 @@ pub fn error_policy(nodeset: Arc<NodeSet>, error: &Error, ctx: Arc<Context>) -> 
         reason = error.category(), error = %Chain(error), retry_in = ?delay,
         "NodeSet reconcile failed"
     );
-    Requeue::requeue(delay)
+    controller::Action::requeue(delay)
 }
 
-async fn apply(nodeset: &NodeSet, ctx: &Context) -> Result<Requeue, Error> {
+async fn apply(nodeset: &NodeSet, ctx: &Context) -> Result<controller::Action, Error> {
     let namespace = nodeset
         .namespace()
         .ok_or(Error::MissingMetadata("namespace"))?;
@@ -283,12 +289,7 @@ async fn apply(nodeset: &NodeSet, ctx: &Context) -> Result<Requeue, Error> {
     let desired = desired_status(nodeset, &plan, &name);
     if nodeset.status.as_ref() != Some(&desired) {
         let api: Api<NodeSet> = Api::namespaced(ctx.client.clone(), &namespace);
-        let patch = Patch::Apply(json!({
-            "apiVersion": NodeSet::api_version(&()),
-            "kind": NodeSet::kind(&()),
-            "status": desired,
-        }));
-        api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &patch)
+        kit::apply_status(&api, &name, &desired)
             .await
             .map_err(Error::PatchStatus)?;
     }
@@ -296,7 +297,7 @@ async fn apply(nodeset: &NodeSet, ctx: &Context) -> Result<Requeue, Error> {
         return Err(error);
     }
     let waiting = pending || !plan.waiting.is_empty() || !plan.actions.is_empty();
-    Ok(Requeue::requeue(requeue_after(waiting, &plan)))
+    Ok(controller::Action::requeue(requeue_after(waiting, &plan)))
 }
 
 /// When to look again: soon while waiting; at the latest when the next pod passes
@@ -371,17 +372,16 @@ async fn act(
                 }
             }
             info!(pod = %name, ?why, "deleted pod");
-            let (type_, reason, note) = match why {
-                DeleteWhy::ScaleIn => (EventType::Normal, "NodeRemoved", format!("node {name} drained; pod deleted (scale-in)")),
-                DeleteWhy::Update => (EventType::Normal, "NodeReplaced", format!("node {name} drained; pod deleted for the new template")),
-                DeleteWhy::Finished => (EventType::Normal, "PodReplaced", format!("pod {name} ended; replacing it")),
-                DeleteWhy::DrainTimeout => (
-                    EventType::Warning,
+            let notice = match why {
+                DeleteWhy::ScaleIn => Notice::normal("NodeRemoved", format!("node {name} drained; pod deleted (scale-in)")),
+                DeleteWhy::Update => Notice::normal("NodeReplaced", format!("node {name} drained; pod deleted for the new template")),
+                DeleteWhy::Finished => Notice::normal("PodReplaced", format!("pod {name} ended; replacing it")),
+                DeleteWhy::DrainTimeout => Notice::warning(
                     "DrainTimeoutExceeded",
                     format!("node {name} still ran jobs when scaleIn.drainTimeout ran out; pod deleted anyway"),
                 ),
             };
-            publish(nodeset, type_, reason, note, ctx).await;
+            kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, notice).await;
             Ok(SlurmOutcome::Done)
         }
         Action::Drain { node, .. } | Action::Resume { node } | Action::DeleteNodeRecord { node } => {
@@ -399,7 +399,7 @@ async fn act(
                     _ => ("DeletedNodeRecord", format!("removed Slurm node {node}")),
                 };
                 info!(node = %node, reason, "Slurm action done");
-                publish(nodeset, EventType::Normal, reason, note, ctx).await;
+                kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, Notice::normal(reason, note)).await;
             }
             Ok(outcome)
         }
@@ -450,7 +450,7 @@ fn ignore_not_found(error: kube::Error, name: &str) -> Result<SlurmOutcome, Erro
 pub fn desired_status(nodeset: &NodeSet, plan: &plan::Plan, name: &str) -> NodeSetStatus {
     let current = nodeset.status.clone().unwrap_or_default();
     let generation = nodeset.metadata.generation;
-    let now = super::cluster::status::now();
+    let now = crate::crd::condition::now();
     let mut conditions = current.conditions.clone();
     let counts = &plan.counts;
     let ready =
@@ -636,68 +636,26 @@ async fn apply_pdb(nodeset: &NodeSet, namespace: &str, ctx: &Context) -> Result<
     Ok(())
 }
 
-async fn publish(nodeset: &NodeSet, type_: EventType, reason: &str, note: String, ctx: &Context) {
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: "Reconcile".into(),
-        secondary: None,
-    };
-    if let Err(error) = ctx.recorder.publish(&event, &nodeset.object_ref(&())).await {
-        warn!(error = %Chain(&error), reason, "cannot publish an Event");
-    }
-}
-
-/// The NodeSets a Slurm event concerns: a node named like one of their pods, or their Cluster's
-/// health. A receiver that fell behind reconciles every NodeSet.
-pub fn slurm_triggers(
-    events: broadcast::Receiver<SlurmEvent>,
-    store: Store<NodeSet>,
-) -> impl Stream<Item = ObjectRef<NodeSet>> + Send + 'static {
-    futures::stream::unfold((events, store), |(mut events, store)| async move {
-        loop {
-            let matching = |cluster: &ObjectRef<Cluster>,
-                            node: Option<&str>|
-             -> Vec<ObjectRef<NodeSet>> {
-                store
-                    .state()
-                    .iter()
-                    .filter(|n| {
-                        n.namespace() == cluster.namespace
-                            && n.spec.cluster_ref == cluster.name
-                            && node
-                                .is_none_or(|node| plan::ordinal_of(&n.name_any(), node).is_some())
-                    })
-                    .map(|n| ObjectRef::from_obj(n.as_ref()))
-                    .collect()
-            };
-            let hits = match events.recv().await {
-                Ok(
-                    SlurmEvent::NodeChanged { cluster, node }
-                    | SlurmEvent::NodeGone { cluster, node },
-                ) => matching(&cluster, Some(&node)),
-                Ok(SlurmEvent::HealthChanged { cluster, up: true }) => matching(&cluster, None),
-                Ok(_) => continue,
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    warn!(
-                        missed,
-                        "fell behind the Slurm event stream; reconciling every NodeSet"
-                    );
-                    store
-                        .state()
-                        .iter()
-                        .map(|n| ObjectRef::from_obj(n.as_ref()))
-                        .collect()
-                }
-                Err(broadcast::error::RecvError::Closed) => return None,
-            };
-            if !hits.is_empty() {
-                return Some((hits, (events, store)));
-            }
+/// The NodeSets a Slurm event concerns: a node named like one of their pods, or their
+/// Cluster's regained health.
+pub fn slurm_targets(event: &SlurmEvent, store: &Store<NodeSet>) -> Vec<ObjectRef<NodeSet>> {
+    let (cluster, node) = match event {
+        SlurmEvent::NodeChanged { cluster, node } | SlurmEvent::NodeGone { cluster, node } => {
+            (cluster, Some(node.as_str()))
         }
-    })
-    .flat_map(futures::stream::iter)
+        SlurmEvent::HealthChanged { cluster, up: true } => (cluster, None),
+        _ => return Vec::new(),
+    };
+    store
+        .state()
+        .iter()
+        .filter(|n| {
+            n.namespace() == cluster.namespace
+                && n.spec.cluster_ref == cluster.name
+                && node.is_none_or(|node| plan::ordinal_of(&n.name_any(), node).is_some())
+        })
+        .map(|n| ObjectRef::from_obj(n.as_ref()))
+        .collect()
 }
 
 /// The running NodeSet controller: its store and the future that drives it until `shutdown`.
@@ -707,21 +665,21 @@ pub fn run(
     shutdown: CancellationToken,
 ) -> (Store<NodeSet>, impl Future<Output = ()> + Send + 'static) {
     let client = ctx.client.clone();
-    let (nodesets_api, pods_api): (Api<NodeSet>, Api<Pod>) = match namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client, ns),
-        ),
-        None => (Api::all(client.clone()), Api::all(client)),
-    };
+    let nodesets_api: Api<NodeSet> = kit::scoped_api(client.clone(), namespace);
+    let pods_api: Api<Pod> = kit::scoped_api(client, namespace);
     let (store, writer) = reflector::store();
     let nodesets = watcher(nodesets_api, watcher::Config::default().any_semantic())
         .default_backoff()
-        .modify(super::trim_for_cache)
+        .modify(kit::trim_for_cache)
         .reflect(writer)
         .touched_objects()
         .predicate_filter(predicates::generation, Default::default());
-    let triggers = slurm_triggers(ctx.events.subscribe(), store.clone());
+    let triggers = kit::slurm_triggers(
+        CONTROLLER,
+        ctx.events.subscribe(),
+        store.clone(),
+        slurm_targets,
+    );
     let driver = Controller::for_stream(nodesets, store.clone())
         .owns(
             pods_api,
@@ -730,23 +688,13 @@ pub fn run(
         .with_config(
             controller::Config::default()
                 .debounce(Duration::from_millis(500))
-                .concurrency(super::MAX_CONCURRENT_RECONCILES),
+                .concurrency(kit::MAX_CONCURRENT_RECONCILES),
         )
         .reconcile_on(triggers)
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, Arc::new(ctx))
-        .for_each(|result| {
-            match result {
-                Ok((nodeset, action)) => debug!(%nodeset, ?action, "reconciled"),
-                Err(controller::Error::ReconcilerFailed(..)) => {}
-                Err(controller::Error::ObjectNotFound(nodeset)) => {
-                    debug!(%nodeset, "trigger for a NodeSet that no longer exists");
-                }
-                Err(error) => warn!(error = %Chain(&error), "NodeSet controller"),
-            }
-            future::ready(())
-        });
+        .for_each(|result| kit::log_outcome(CONTROLLER, result));
     (store, driver)
 }
 

@@ -168,7 +168,7 @@ async fn scale_out_creates_pods_with_completed_slurmd_args() {
         api.expect_no_more_calls().await;
     });
     let action = reconcile(Arc::new(set), Arc::new(ctx)).await.unwrap();
-    assert_eq!(action, Requeue::requeue(WAIT_RESYNC));
+    assert_eq!(action, controller::Action::requeue(WAIT_RESYNC));
     scenario.await.unwrap();
 }
 
@@ -189,7 +189,7 @@ async fn scale_in_without_slurm_changes_nothing_destructive() {
         api.expect_no_more_calls().await;
     });
     let action = reconcile(Arc::new(set), Arc::new(ctx)).await.unwrap();
-    assert_eq!(action, Requeue::requeue(WAIT_RESYNC));
+    assert_eq!(action, controller::Action::requeue(WAIT_RESYNC));
     scenario.await.unwrap();
 }
 
@@ -428,7 +428,7 @@ async fn scale_in_with_slurm_drains_then_deletes_only_once_drained() {
         .await
         .unwrap();
     let mut api = scenario.await.unwrap();
-    assert_eq!(action, Requeue::requeue(WAIT_RESYNC));
+    assert_eq!(action, controller::Action::requeue(WAIT_RESYNC));
     let node = client.node(&victim).await.unwrap();
     assert_eq!(plan::drain_owner(&node), plan::DrainOwner::Us, "{node:?}");
 

@@ -2,13 +2,14 @@
 //! mirrors the job's life into the status, cancels it on delete, re-runs it after an edit of a
 //! finished job, and streams its output through a Pod.
 //!
-//! A thin driver over pure steps (`slurmjob::*`):
+//! A thin driver over pure decisions, with the Slurm side effects in one place:
 //!
 //! 1. behind the `slurm.rs/cleanup` finalizer, find the Cluster's client and index in the
 //!    registry (none yet → a `Ready=Unknown/ClusterNotReady` status and a backoff requeue; a
 //!    finished job keeps its status and waits for the Cluster's first poll);
-//! 2. [`drive::step`]: `lifecycle::decide`, then submit once — crash-safe, see `drive` — or
-//!    mirror the index's records of the job; a job gone from a synced index is `Lost`;
+//! 2. [`act::step`]: [`lifecycle::decide`], then [`plan::submit`] (submit once, crash-safe: see
+//!    `plan`) or [`plan::follow`] (mirror the index's records of the job; a job gone from a
+//!    synced index is `Lost`), performing what they return;
 //! 3. server-side apply of the status when it changed (the job id is written right after a
 //!    submit), then the Events of the transition (`notice::transitions`);
 //! 4. with `spec.output`, the streamer Pod for the current job id (`output::pod`), re-created
@@ -24,13 +25,14 @@
 //! job's tag (`slurm.rs/uid=…`), mapped to the SlurmJob by uid; `HealthChanged{up}` reconciles
 //! every SlurmJob of that Cluster.
 
-pub mod actions;
-pub mod drive;
+pub mod act;
 pub mod lifecycle;
 pub mod notice;
 pub mod output;
 pub mod phase;
+pub mod plan;
 pub mod status;
+pub mod submissions;
 pub mod submit;
 
 use std::future::Future;
@@ -38,26 +40,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures::{Stream, StreamExt, future};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Event, EventType};
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
-use kube::{Resource, ResourceExt};
-use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use self::drive::{Env, Step, Target};
-use super::{Backoffs, Chain, FinalizerFailure};
-use crate::controller::context::{Context, FIELD_MANAGER};
-use crate::controller::slurmjob::notice::Notice;
+use self::act::{Env, Step, Target};
+use self::submissions::Submissions;
+use super::Context;
+use super::kit::{self, Backoffs, FinalizerFailure, Notice};
 use crate::crd::condition;
 use crate::crd::slurmjob::SlurmJobStatus;
-use crate::crd::{Cluster, FINALIZER, SlurmJob};
+use crate::crd::{Cluster, SlurmJob};
+use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
 use crate::slurm::tag;
 use crate::state::index::{ClusterState, SlurmEvent};
@@ -119,12 +119,15 @@ impl Error {
     }
 }
 
-/// What every SlurmJob reconcile gets: the shared [`Context`] and the SlurmJob cache (for
-/// `dependsOn` lookups).
+/// What every SlurmJob reconcile gets: the shared [`Context`], and what is this controller's
+/// own: the SlurmJob cache (for `dependsOn` lookups), the jobs this process submitted, and the
+/// output streamer's image.
 #[derive(Clone)]
-pub struct Data {
+pub struct JobContext {
     pub ctx: Context,
     pub jobs: Store<SlurmJob>,
+    pub submissions: Arc<Submissions>,
+    pub output_image: String,
 }
 
 fn backoff_key(job: &SlurmJob) -> String {
@@ -136,25 +139,25 @@ fn backoff_key(job: &SlurmJob) -> String {
 }
 
 /// Reconcile one SlurmJob behind the finalizer. One tracing span per reconcile.
-pub async fn reconcile(job: Arc<SlurmJob>, data: Arc<Data>) -> Result<Action, Error> {
+pub async fn reconcile(job: Arc<SlurmJob>, data: Arc<JobContext>) -> Result<Action, Error> {
     let work = reconcile_inner(Arc::clone(&job), &data);
-    super::reconcile_as_leader(CONTROLLER, job.as_ref(), &data.ctx, work).await
+    kit::reconcile_as_leader(CONTROLLER, job.as_ref(), &data.ctx, work).await
 }
 
-async fn reconcile_inner(job: Arc<SlurmJob>, data: &Data) -> Result<Action, Error> {
+async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action, Error> {
     let namespace = job.namespace().ok_or(Error::MissingMetadata("namespace"))?;
     let api: Api<SlurmJob> = Api::namespaced(data.ctx.client.clone(), &namespace);
-    finalizer(&api, FINALIZER, job, |event| async move {
-        match event {
-            Finalizer::Apply(job) => apply(&job, &namespace, data).await,
-            Finalizer::Cleanup(job) => cleanup(&job, &namespace, &data.ctx).await,
-        }
-    })
+    let namespace = namespace.as_str();
+    kit::with_finalizer(
+        &api,
+        job,
+        |job| async move { apply(&job, namespace, data).await },
+        |job| async move { cleanup(&job, namespace, data).await },
+    )
     .await
-    .map_err(Error::from_finalizer)
 }
 
-impl super::FinalizerFailure for Error {
+impl FinalizerFailure for Error {
     fn add_finalizer(error: kube::Error) -> Self {
         Self::AddFinalizer(error)
     }
@@ -168,7 +171,7 @@ impl super::FinalizerFailure for Error {
 
 /// Every failure retries with a per-SlurmJob exponential backoff: none of them is the spec's
 /// fault (an unsubmittable spec is reported in the status and waits for an edit without error).
-pub fn error_policy(job: Arc<SlurmJob>, error: &Error, data: Arc<Data>) -> Action {
+pub fn error_policy(job: Arc<SlurmJob>, error: &Error, data: Arc<JobContext>) -> Action {
     data.ctx
         .metrics
         .reconcile_failed(CONTROLLER, error.category());
@@ -186,7 +189,7 @@ fn cluster_ref(job: &SlurmJob, namespace: &str) -> ObjectRef<Cluster> {
     ObjectRef::new(&job.spec.cluster_ref).within(namespace)
 }
 
-async fn apply(job: &SlurmJob, namespace: &str, data: &Data) -> Result<Action, Error> {
+async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Action, Error> {
     let ctx = &data.ctx;
     let name = job.name_any();
     let uid = job.uid().ok_or(Error::MissingMetadata("uid"))?;
@@ -204,7 +207,7 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &Data) -> Result<Action, E
         condition::upsert(
             &mut next.conditions,
             condition::new(
-                drive::READY,
+                status::READY,
                 condition::Status::Unknown,
                 "ClusterNotReady",
                 format!(
@@ -212,7 +215,7 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &Data) -> Result<Action, E
                     job.spec.cluster_ref
                 ),
                 Some(generation),
-                crate::controller::cluster::status::now(),
+                crate::crd::condition::now(),
             ),
         );
         if next != current {
@@ -225,7 +228,7 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &Data) -> Result<Action, E
     let env = Env {
         client: &handle.client,
         state: &state,
-        submissions: &ctx.submissions,
+        submissions: &data.submissions,
         started_at: ctx.started_at,
         now: Utc::now(),
         leadership: &ctx.leadership,
@@ -247,11 +250,13 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &Data) -> Result<Action, E
             .get(&ObjectRef::new(dep).within(namespace))
             .map(|d| d.status.as_ref().and_then(|s| s.job_id))
     };
-    let step = match drive::step(target, env, lookup).await {
+    let step = match act::step(target, env, lookup).await {
         Ok(step) => step,
         Err(error) => {
-            publish(
+            kit::publish(
+                &ctx.recorder,
                 job,
+                EVENT_ACTION,
                 Notice::warning(
                     "SubmitFailed",
                     format!(
@@ -262,7 +267,6 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &Data) -> Result<Action, E
                         Chain(&error)
                     ),
                 ),
-                ctx,
             )
             .await;
             return Err(Error::Submit(error));
@@ -282,10 +286,13 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &Data) -> Result<Action, E
         apply_status(job, namespace, &status, ctx).await?;
     }
     for notice in notices {
-        publish(job, notice, ctx).await;
+        kit::publish(&ctx.recorder, job, EVENT_ACTION, notice).await;
     }
     if let Some(job_id) = status.job_id {
-        ensure_output_pod(job, namespace, job_id, ctx).await?;
+        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+        act::ensure_output_pod(&pods, job, job_id, &data.output_image)
+            .await
+            .map_err(Error::OutputPod)?;
     }
     ctx.backoff.reset(&backoff_key(job));
     Ok(match (retry, invalid) {
@@ -296,49 +303,9 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &Data) -> Result<Action, E
     })
 }
 
-/// The streamer Pod of run `job_id`: created when missing, replaced when it streams an earlier
-/// run. A Pod of that name that is not ours is left alone.
-async fn ensure_output_pod(
-    job: &SlurmJob,
-    namespace: &str,
-    job_id: i64,
-    ctx: &Context,
-) -> Result<(), Error> {
-    let Some(desired) = output::pod(job, job_id, &ctx.output_image) else {
-        return Ok(());
-    };
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-    let name = job.name_any();
-    if let Some(existing) = pods.get_opt(&name).await.map_err(Error::OutputPod)? {
-        let ours = existing
-            .owner_references()
-            .iter()
-            .any(|o| Some(&o.uid) == job.metadata.uid.as_ref());
-        if !ours {
-            warn!(pod = %name, "a Pod with the SlurmJob's name exists and is not its output streamer; not touching it");
-            return Ok(());
-        }
-        if output::streamed_job_id(&existing) == Some(job_id) {
-            return Ok(());
-        }
-        if existing.metadata.deletion_timestamp.is_none() {
-            pods.delete(&name, &DeleteParams::default())
-                .await
-                .map_err(Error::OutputPod)?;
-            info!(pod = %name, "output Pod of the previous run deleted");
-        }
-        // Created on the next reconcile, once the old Pod is gone (the Pod watch triggers it).
-        return Ok(());
-    }
-    pods.create(&PostParams::default(), &desired)
-        .await
-        .map_err(Error::OutputPod)?;
-    info!(pod = %name, job_id, "output Pod created");
-    Ok(())
-}
-
 /// Deletion: cancel every unfinished job of this SlurmJob, then release the finalizer.
-async fn cleanup(job: &SlurmJob, namespace: &str, ctx: &Context) -> Result<Action, Error> {
+async fn cleanup(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Action, Error> {
+    let ctx = &data.ctx;
     let uid = job.uid().ok_or(Error::MissingMetadata("uid"))?;
     let status = job.status.clone().unwrap_or_default();
     let handle = ctx.clusters.get(&cluster_ref(job, namespace));
@@ -346,11 +313,11 @@ async fn cleanup(job: &SlurmJob, namespace: &str, ctx: &Context) -> Result<Actio
     // Only a complete list of the cluster's jobs shows a job whose submit answer (and so its
     // jobId in the status) was lost to a crash: wait for one rather than orphan that job.
     if let Some(state) = &state
-        && !drive::index_trusted(state, ctx.started_at)
+        && !plan::index_trusted(state, ctx.started_at)
     {
         return Err(Error::ClusterNotReady(job.spec.cluster_ref.clone()));
     }
-    let ids = to_cancel(&uid, &status, state.as_deref(), &ctx.submissions);
+    let ids = plan::to_cancel(&uid, &status, state.as_deref(), &data.submissions);
     if handle.is_none() {
         // Not connected: wait while the Cluster exists (it may come back, e.g. after a
         // restart or a fixed Secret); only a Cluster that is gone lets the job go unseen.
@@ -376,8 +343,10 @@ async fn cleanup(job: &SlurmJob, namespace: &str, ctx: &Context) -> Result<Actio
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
                 .join(", ");
-            publish(
+            kit::publish(
+                &ctx.recorder,
                 job,
+                EVENT_ACTION,
                 Notice::warning(
                     "CancelSkipped",
                     format!(
@@ -385,14 +354,13 @@ async fn cleanup(job: &SlurmJob, namespace: &str, ctx: &Context) -> Result<Actio
                          and may still run"
                     ),
                 ),
-                ctx,
             )
             .await;
-            ctx.submissions.forget_uid(&uid);
+            data.submissions.forget_uid(&uid);
             return Ok(Action::await_change());
         };
         for job_id in ids {
-            let outcome = actions::cancel(&handle.client, job_id)
+            let outcome = act::cancel(&handle.client, job_id)
                 .await
                 .map_err(|source| Error::Cancel { job_id, source })?;
             info!(
@@ -400,59 +368,23 @@ async fn cleanup(job: &SlurmJob, namespace: &str, ctx: &Context) -> Result<Actio
                 ?outcome,
                 "SlurmJob deleted: cancelled its Slurm job"
             );
-            if outcome == actions::Cancellation::Cancelled {
-                publish(
+            if outcome == act::Cancellation::Cancelled {
+                kit::publish(
+                    &ctx.recorder,
                     job,
+                    EVENT_ACTION,
                     Notice::normal(
                         "Cancelled",
                         format!("Slurm job {job_id} cancelled: the SlurmJob was deleted"),
                     ),
-                    ctx,
                 )
                 .await;
             }
         }
     }
-    ctx.submissions.forget_uid(&uid);
+    data.submissions.forget_uid(&uid);
     ctx.backoff.reset(&backoff_key(job));
     Ok(Action::await_change())
-}
-
-/// The Slurm jobs a deleted SlurmJob must cancel: its current job unless it ended, what this
-/// process submitted for it, and every unfinished job in the index carrying its uid.
-pub fn to_cancel(
-    uid: &str,
-    status: &SlurmJobStatus,
-    state: Option<&ClusterState>,
-    submissions: &drive::Submissions,
-) -> Vec<u32> {
-    let mut ids: Vec<u32> = Vec::new();
-    if let Some(id) = status.job_id.and_then(|id| u32::try_from(id).ok())
-        && !status.phase.is_terminal()
-    {
-        ids.push(id);
-    }
-    for generation in [status.submitted_generation, status.observed_generation]
-        .into_iter()
-        .flatten()
-    {
-        if let Some(id) = submissions.get(&tag::tag(uid, generation)) {
-            ids.push(id);
-        }
-    }
-    if let Some(state) = state {
-        ids.extend(
-            state
-                .jobs
-                .values()
-                .filter(|j| !j.state.base.is_finished())
-                .filter(|j| tag::is_of(j.comment.as_deref(), uid))
-                .map(|j| j.array_job_id.unwrap_or(j.job_id)),
-        );
-    }
-    ids.sort_unstable();
-    ids.dedup();
-    ids
 }
 
 /// Server-side apply of the whole status with the operator's one field manager.
@@ -463,38 +395,11 @@ async fn apply_status(
     ctx: &Context,
 ) -> Result<(), Error> {
     let api: Api<SlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
-    let patch = Patch::Apply(serde_json::json!({
-        "apiVersion": SlurmJob::api_version(&()),
-        "kind": SlurmJob::kind(&()),
-        "status": status,
-    }));
-    api.patch_status(
-        &job.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &patch,
-    )
-    .await
-    .map_err(Error::PatchStatus)?;
+    kit::apply_status(&api, &job.name_any(), status)
+        .await
+        .map_err(Error::PatchStatus)?;
     debug!(phase = %status.phase, job_id = ?status.job_id, "status applied");
     Ok(())
-}
-
-/// Publish an Event on the SlurmJob. A failure to publish is logged, never fatal.
-async fn publish(job: &SlurmJob, notice: Notice, ctx: &Context) {
-    let event = Event {
-        type_: if notice.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: notice.reason.into(),
-        note: Some(notice.note),
-        action: EVENT_ACTION.into(),
-        secondary: None,
-    };
-    if let Err(error) = ctx.recorder.publish(&event, &job.object_ref(&())).await {
-        warn!(error = %Chain(&error), reason = event.reason, "cannot publish an Event");
-    }
 }
 
 /// The SlurmJobs a Slurm event concerns: the one whose uid a job's tag carries, or for a
@@ -525,61 +430,24 @@ pub fn targets(event: &SlurmEvent, jobs: &Store<SlurmJob>) -> Vec<ObjectRef<Slur
     }
 }
 
-/// Slurm events mapped to SlurmJobs; a receiver that fell behind reconciles every SlurmJob.
-pub fn slurm_triggers(
-    events: broadcast::Receiver<SlurmEvent>,
-    store: Store<SlurmJob>,
-) -> impl Stream<Item = ObjectRef<SlurmJob>> + Send + 'static {
-    futures::stream::unfold((events, store), |(mut events, store)| async move {
-        loop {
-            match events.recv().await {
-                Ok(event) => {
-                    let refs = targets(&event, &store);
-                    if !refs.is_empty() {
-                        return Some((refs, (events, store)));
-                    }
-                }
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    warn!(
-                        missed,
-                        "fell behind the Slurm event stream; reconciling every SlurmJob"
-                    );
-                    let all = store
-                        .state()
-                        .iter()
-                        .map(|j| ObjectRef::from_obj(j.as_ref()))
-                        .collect();
-                    return Some((all, (events, store)));
-                }
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
-    })
-    .flat_map(futures::stream::iter)
-}
-
 /// The running SlurmJob controller: its store (ready once the first list is in) and the future
 /// that drives it until `shutdown` is cancelled and running reconciles finish.
 pub fn run(
     ctx: Context,
+    output_image: String,
     namespace: Option<&str>,
     shutdown: CancellationToken,
 ) -> (Store<SlurmJob>, impl Future<Output = ()> + Send + 'static) {
     let client = ctx.client.clone();
     let (store, writer) = reflector::store();
-    let (jobs_api, pods_api): (Api<SlurmJob>, Api<Pod>) = match namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client, ns),
-        ),
-        None => (Api::all(client.clone()), Api::all(client)),
-    };
+    let jobs_api: Api<SlurmJob> = kit::scoped_api(client.clone(), namespace);
+    let pods_api: Api<Pod> = kit::scoped_api(client, namespace);
     // Paged consistent lists (500 a page), not one any-semantic list from the watch cache: with
     // 10 000 SlurmJobs that one list is tens of MB of JSON decoded at once, and it set the
     // process's peak memory (hack/bench.sh, "the operator binary").
     let jobs = watcher(jobs_api, watcher::Config::default())
         .default_backoff()
-        .modify(super::trim_for_cache)
+        .modify(kit::trim_for_cache)
         .reflect(writer)
         .touched_objects()
         // Our own status writes change neither: no reconcile per status write.
@@ -587,34 +455,26 @@ pub fn run(
             predicates::generation.combine(predicates::finalizers),
             Default::default(),
         );
-    let slurm = slurm_triggers(ctx.events.subscribe(), store.clone());
+    let slurm = kit::slurm_triggers(CONTROLLER, ctx.events.subscribe(), store.clone(), targets);
     let gained = ctx.leadership.gained();
-    let data = Arc::new(Data {
+    let data = Arc::new(JobContext {
         ctx,
         jobs: store.clone(),
+        submissions: Arc::default(),
+        output_image,
     });
     let driver = Controller::for_stream(jobs, store.clone())
         .with_config(
             controller::Config::default()
                 .debounce(Duration::from_millis(200))
-                .concurrency(super::MAX_CONCURRENT_RECONCILES),
+                .concurrency(kit::MAX_CONCURRENT_RECONCILES),
         )
         .owns(pods_api, watcher::Config::default().labels(output::LABEL))
         .reconcile_on(slurm)
         .reconcile_all_on(gained)
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, data)
-        .for_each(|result| {
-            match result {
-                Ok((job, action)) => debug!(%job, ?action, "reconciled"),
-                Err(controller::Error::ReconcilerFailed(..)) => {}
-                Err(controller::Error::ObjectNotFound(job)) => {
-                    debug!(%job, "trigger for a SlurmJob that no longer exists");
-                }
-                Err(error) => warn!(error = %Chain(&error), "SlurmJob controller"),
-            }
-            future::ready(())
-        });
+        .for_each(|result| kit::log_outcome(CONTROLLER, result));
     (store, driver)
 }
 

@@ -1,34 +1,8 @@
 //! The Events a SlurmJob's status change is worth: a pure function of the status before and
 //! after a reconcile, so every transition is reported exactly once whatever triggered it.
 
+use crate::controller::kit::Notice;
 use crate::crd::slurmjob::{Phase, SlurmJobStatus};
-
-/// One Event to publish on the SlurmJob.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Notice {
-    /// Stable PascalCase reason.
-    pub reason: &'static str,
-    pub note: String,
-    pub warning: bool,
-}
-
-impl Notice {
-    pub fn normal(reason: &'static str, note: impl Into<String>) -> Self {
-        Self {
-            reason,
-            note: note.into(),
-            warning: false,
-        }
-    }
-
-    pub fn warning(reason: &'static str, note: impl Into<String>) -> Self {
-        Self {
-            reason,
-            note: note.into(),
-            warning: true,
-        }
-    }
-}
 
 /// The Events for going from `before` to `after` (the same run, or a new one).
 ///
@@ -108,10 +82,10 @@ mod tests {
         }
     }
 
-    fn reasons(before: &SlurmJobStatus, after: &SlurmJobStatus) -> Vec<&'static str> {
+    fn reasons(before: &SlurmJobStatus, after: &SlurmJobStatus) -> Vec<String> {
         transitions(before, after)
             .iter()
-            .map(|n| n.reason)
+            .map(|n| n.reason.to_string())
             .collect()
     }
 

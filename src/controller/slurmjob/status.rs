@@ -1,14 +1,22 @@
-//! Mirror what Slurm reports about a SlurmJob's current run into its status.
+//! A SlurmJob's status as pure functions: what Slurm reports about the current run mirrored
+//! into it ([`observe`]), and the status after each outcome of a step (waiting, submitted or
+//! adopted, lost).
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::crd::condition;
 use crate::crd::slurmjob::{ArrayTask, ArrayTasks, MAX_ARRAY_TASKS, Phase, SlurmJobStatus};
 use crate::slurm::types::Job;
 
 use super::phase;
+
+/// Condition: Slurm accepted the job of the current generation.
+pub const READY: &str = condition::READY;
+/// Condition: the spec's latest generation is what the current run was submitted from.
+pub const SPEC_APPLIED: &str = "SpecApplied";
 
 /// A Kubernetes time (whole seconds, as Slurm reports) from a Slurm timestamp.
 pub fn time(t: Option<DateTime<Utc>>) -> Option<Time> {
@@ -163,6 +171,68 @@ fn count_indices(expression: &str) -> i32 {
         })
         .map(|n| i32::try_from(n).unwrap_or(i32::MAX))
         .fold(0i32, i32::saturating_add)
+}
+
+/// `base` (a pending run) with `Ready=False` saying why it is not submitted yet.
+pub fn waiting(
+    base: SlurmJobStatus,
+    generation: i64,
+    reason: &str,
+    message: String,
+    now: Time,
+) -> SlurmJobStatus {
+    let mut status = base;
+    condition::upsert(
+        &mut status.conditions,
+        condition::new(READY, false, reason, message, Some(generation), now),
+    );
+    status
+}
+
+/// `base` once Slurm job `job_id` runs `generation`: `Ready` (`reason`: `Submitted` or `Adopted`,
+/// with `message`) and `SpecApplied`, then whatever the index already shows of the job.
+pub fn submitted(
+    base: SlurmJobStatus,
+    job_id: u32,
+    generation: i64,
+    (reason, message): (&str, String),
+    now: Time,
+    records: &[Job],
+) -> SlurmJobStatus {
+    let mut next = base;
+    next.phase = Phase::Submitted;
+    next.job_id = Some(i64::from(job_id));
+    next.submitted_generation = Some(generation);
+    next.observed_generation = Some(generation);
+    condition::upsert(
+        &mut next.conditions,
+        condition::new(READY, true, reason, message, Some(generation), now.clone()),
+    );
+    condition::upsert(
+        &mut next.conditions,
+        condition::new(
+            SPEC_APPLIED,
+            true,
+            "Submitted",
+            format!("Slurm job {job_id} runs generation {generation}"),
+            Some(generation),
+            now,
+        ),
+    );
+    observe(&next, records)
+}
+
+/// The status of a job that left slurmctld before its end was observed (no accounting record).
+pub fn lost(current: &SlurmJobStatus, job_id: i64, now: DateTime<Utc>) -> SlurmJobStatus {
+    let mut next = current.clone();
+    next.phase = Phase::Lost;
+    next.state_reason = Some(format!(
+        "Slurm job {job_id} left slurmctld (MinJobAge) while it was {} and the cluster's \
+         accounting has no record of its end",
+        current.phase
+    ));
+    next.end_time = time(Some(now));
+    next
 }
 
 #[cfg(test)]

@@ -9,9 +9,11 @@ use kube::client::Body;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::controller::slurmjob::plan::to_cancel;
 use crate::controller::slurmjob::status;
 use crate::controller::test_support::{ApiServerVerifier, Call, local_slurm};
 use crate::crd::slurmjob::{Phase, SlurmJobSpec};
+use crate::crd::{FIELD_MANAGER, FINALIZER};
 use crate::slurm::types::JobState;
 use crate::slurm::{ClientConfig, Credentials, SlurmClient};
 use crate::state::poller::PollerConfig;
@@ -38,9 +40,14 @@ fn finalized(mut job: SlurmJob) -> SlurmJob {
     job
 }
 
-fn data(ctx: Context) -> Arc<Data> {
+fn data(ctx: Context) -> Arc<JobContext> {
     let (jobs, _writer) = reflector::store();
-    Arc::new(Data { ctx, jobs })
+    Arc::new(JobContext {
+        ctx,
+        jobs,
+        submissions: Arc::default(),
+        output_image: output::DEFAULT_IMAGE.to_owned(),
+    })
 }
 
 fn job_path(job: &SlurmJob) -> String {
@@ -186,7 +193,7 @@ async fn without_the_cluster_a_finished_job_keeps_its_status_an_active_one_waits
     assert_eq!(error.category(), "ClusterNotReady");
     let status = server.await.unwrap();
     assert_eq!(status.phase, Phase::Running);
-    let ready = condition::find(&status.conditions, drive::READY).unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
     assert_eq!(
         (ready.status.as_str(), ready.reason.as_str()),
         ("Unknown", "ClusterNotReady")
@@ -197,7 +204,7 @@ async fn without_the_cluster_a_finished_job_keeps_its_status_an_active_one_waits
 async fn deleting_with_a_vanished_cluster_releases_the_finalizer_with_a_warning() {
     let (ctx, mut api) = Context::test();
     let mut job = finalized(slurm_job("orphan", "#!/bin/sh\nsleep 60\n"));
-    job.metadata.deletion_timestamp = Some(crate::controller::cluster::status::now());
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
     job.status = Some(SlurmJobStatus {
         phase: Phase::Running,
         job_id: Some(4242),
@@ -236,7 +243,7 @@ async fn deleting_with_a_vanished_cluster_releases_the_finalizer_with_a_warning(
 async fn deleting_with_an_unregistered_but_existing_cluster_keeps_the_finalizer() {
     let (ctx, mut api) = Context::test();
     let mut job = finalized(slurm_job("waits", "#!/bin/sh\nsleep 60\n"));
-    job.metadata.deletion_timestamp = Some(crate::controller::cluster::status::now());
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
     job.status = Some(SlurmJobStatus {
         phase: Phase::Submitted,
         job_id: Some(4243),
@@ -289,7 +296,7 @@ async fn register_local(
         .unwrap();
     let handle = ctx.clusters.get(&cluster).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !drive::index_trusted(&handle.index.borrow(), ctx.started_at) {
+    while !plan::index_trusted(&handle.index.borrow(), ctx.started_at) {
         let state = handle.index.borrow().clone();
         assert!(
             Instant::now() < deadline,
@@ -337,7 +344,7 @@ async fn submit_then_delete_cancels_the_slurm_job() {
     assert_eq!(status.submitted_generation, Some(1));
     assert_eq!(status.observed_generation, Some(1));
     let job_id = u32::try_from(status.job_id.expect("jobId written")).unwrap();
-    assert!(condition::is_true(&status.conditions, drive::READY));
+    assert!(condition::is_true(&status.conditions, status::READY));
     let records = client.job(job_id).await.unwrap();
     assert_eq!(
         records[0].comment.as_deref(),
@@ -362,14 +369,14 @@ async fn submit_then_delete_cancels_the_slurm_job() {
         "adopted, not resubmitted"
     );
     assert_eq!(
-        condition::find(&again.conditions, drive::READY)
+        condition::find(&again.conditions, status::READY)
             .unwrap()
             .reason,
         "Adopted"
     );
 
     job.status = Some(status);
-    job.metadata.deletion_timestamp = Some(crate::controller::cluster::status::now());
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
     let expected = job.clone();
     let server = tokio::spawn(async move {
         let event = expect_event(&mut api, &expected, "Normal", "Cancelled").await;
@@ -397,10 +404,7 @@ async fn submit_then_delete_cancels_the_slurm_job() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(
-        data.ctx.submissions.is_empty(),
-        "forgotten after the delete"
-    );
+    assert!(data.submissions.is_empty(), "forgotten after the delete");
 }
 
 fn tagged_record(id: u32, comment: &str, states: &[&str]) -> crate::slurm::types::Job {
@@ -426,7 +430,7 @@ fn delete_cancels_every_unfinished_job_of_the_uid() {
         ),
         ..Default::default()
     };
-    let submissions = drive::Submissions::default();
+    let submissions = Submissions::default();
     submissions.record(&tag::tag(uid, 3), 7);
     let status = SlurmJobStatus {
         phase: Phase::Running,
@@ -444,7 +448,7 @@ fn delete_cancels_every_unfinished_job_of_the_uid() {
         ..status
     };
     assert_eq!(
-        to_cancel(uid, &ended, None, &drive::Submissions::default()),
+        to_cancel(uid, &ended, None, &Submissions::default()),
         Vec::<u32>::new()
     );
 }
@@ -586,10 +590,10 @@ async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
         assert!(Instant::now() < deadline, "the poller never polled");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(!drive::index_trusted(&index.borrow(), ctx.started_at));
+    assert!(!plan::index_trusted(&index.borrow(), ctx.started_at));
 
     let mut job = finalized(slurm_job("unreachable", "#!/bin/sh\nsleep 60\n"));
-    job.metadata.deletion_timestamp = Some(crate::controller::cluster::status::now());
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
     job.status = Some(SlurmJobStatus {
         phase: Phase::Running,
         job_id: Some(4244),
@@ -621,7 +625,7 @@ async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
 async fn deleting_while_the_cancel_cannot_reach_slurmrestd_keeps_the_finalizer() {
     let (ctx, mut api) = Context::test();
     let mut job = finalized(slurm_job("uncancelled", "#!/bin/sh\nsleep 60\n"));
-    job.metadata.deletion_timestamp = Some(crate::controller::cluster::status::now());
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
     let uid = uid_of(&job);
     let state = trusted_index(&ctx, vec![running_record(4245, &tag::tag(&uid, 1))]);
     let _index =
@@ -693,7 +697,7 @@ async fn an_edit_while_running_is_ignored_with_a_condition_and_a_warning() {
     assert_eq!(status.job_id, Some(301), "not resubmitted");
     assert_eq!(status.submitted_generation, Some(1));
     assert_eq!(status.observed_generation, Some(2));
-    let applied = condition::find(&status.conditions, drive::SPEC_APPLIED).unwrap();
+    let applied = condition::find(&status.conditions, status::SPEC_APPLIED).unwrap();
     assert_eq!(
         (applied.status.as_str(), applied.reason.as_str()),
         ("False", "JobActive")
@@ -739,7 +743,7 @@ async fn an_unsubmittable_spec_is_reported_and_waits_for_an_edit() {
     assert_eq!(action, Action::await_change());
     assert_eq!(status.phase, Phase::Pending);
     assert_eq!(status.job_id, None);
-    let ready = condition::find(&status.conditions, drive::READY).unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
     assert_eq!(
         (ready.status.as_str(), ready.reason.as_str()),
         ("False", "InvalidSpec")
@@ -757,7 +761,7 @@ async fn an_unsubmittable_spec_is_reported_and_waits_for_an_edit() {
         "{:#}",
         event.body
     );
-    assert!(data.ctx.submissions.is_empty(), "nothing submitted");
+    assert!(data.submissions.is_empty(), "nothing submitted");
 }
 
 /// The output Pod follows the run: an edit of a finished SlurmJob re-runs it (here the new
@@ -811,7 +815,7 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
         assert_eq!(call.method, Method::DELETE, "{call:?}");
         assert_eq!(call.path, pod_path(&expected));
         let mut terminating = old.clone();
-        terminating.metadata.deletion_timestamp = Some(crate::controller::cluster::status::now());
+        terminating.metadata.deletion_timestamp = Some(crate::crd::condition::now());
         respond(
             send,
             StatusCode::OK,

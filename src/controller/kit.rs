@@ -1,0 +1,333 @@
+//! The plumbing every controller shares, written once: per-object backoff ([`Backoffs`]), the
+//! leader-gated reconcile span ([`reconcile_as_leader`]), the finalizer wrapper
+//! ([`with_finalizer`]), server-side apply of a status ([`apply_status`]), Events
+//! ([`Notice`], [`publish`]), Slurm events mapped to objects ([`slurm_triggers`]), and the log
+//! of the controller loop ([`log_outcome`]).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{self, Action};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::finalizer::{self, Event as Finalizer};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::broadcast;
+use tracing::{Instrument, debug, info_span, warn};
+
+use super::Context;
+use crate::crd::{FIELD_MANAGER, FINALIZER};
+use crate::error_chain::Chain;
+use crate::state::index::SlurmEvent;
+
+/// Reconciles one controller runs at once. kube's default is unbounded: when its cache fills,
+/// every object's reconcile starts together, and 10 000 SlurmJobs in flight at once held ~37 KB
+/// each of future state (the operator binary's peak memory, hack/bench.sh).
+pub const MAX_CONCURRENT_RECONCILES: u16 = 16;
+
+/// `kubectl apply`'s copy of the whole object as last applied (client-side apply).
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops from an object what no controller here reads, before the cache keeps it: the
+/// `managedFields` (a third of a small object) and [`LAST_APPLIED`] (a second copy of the
+/// spec, a SlurmJob's script included). The caches are never written back whole.
+pub fn trim_for_cache<K: ResourceExt>(obj: &mut K) {
+    obj.managed_fields_mut().clear();
+    obj.annotations_mut().remove(LAST_APPLIED);
+}
+
+/// Per-object exponential backoff for failed reconciles: the first failure requeues after
+/// [`Backoffs::MIN`], each further one doubles the delay up to [`Backoffs::MAX`]; a success
+/// resets it. Keyed by controller and object, so a failing object never slows down another.
+///
+/// kube's controller has no per-object backoff of its own (`error_policy` returns one fixed
+/// `Action`), and a fixed short requeue is a hot loop against an unreachable slurmrestd.
+#[derive(Debug, Default)]
+pub struct Backoffs {
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Backoffs {
+    /// Delay after the first failure.
+    pub const MIN: Duration = Duration::from_secs(2);
+    /// Longest delay between two attempts.
+    pub const MAX: Duration = Duration::from_secs(300);
+
+    /// The key for one object of one controller.
+    pub fn key(controller: &str, namespace: &str, name: &str) -> String {
+        format!("{controller}/{namespace}/{name}")
+    }
+
+    /// Record a failure of `key`; returns how long to wait before the next attempt.
+    pub fn next(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let count = failures.entry(key.to_owned()).or_default();
+        let delay = Self::delay(*count);
+        *count = count.saturating_add(1);
+        delay
+    }
+
+    /// Forget the failures of `key` (after a success, or when the object is gone).
+    pub fn reset(&self, key: &str) {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        failures.remove(key);
+    }
+
+    /// The delay after `previous` failures: MIN * 2^previous, at most MAX.
+    fn delay(previous: u32) -> Duration {
+        let factor = 1u32.checked_shl(previous.min(16)).unwrap_or(u32::MAX);
+        Self::MIN.saturating_mul(factor).min(Self::MAX)
+    }
+}
+
+/// One reconcile as every controller runs it: nothing at all on a replica without the leader
+/// Lease (gaining it reconciles everything again), else `work` in a tracing span with the
+/// object's name and namespace, timed into the reconcile metrics.
+pub async fn reconcile_as_leader<K, E>(
+    controller: &'static str,
+    object: &K,
+    ctx: &Context,
+    work: impl Future<Output = Result<Action, E>>,
+) -> Result<Action, E>
+where
+    K: Resource,
+{
+    if !ctx.leadership.is_leader() {
+        return Ok(Action::await_change());
+    }
+    let span = info_span!(
+        "reconcile",
+        controller,
+        name = %object.name_any(),
+        namespace = object.namespace().as_deref().unwrap_or_default(),
+    );
+    let started = Instant::now();
+    let result = work.instrument(span).await;
+    ctx.metrics.reconciled(controller, started.elapsed());
+    result
+}
+
+/// A controller error that can say what went wrong around kube's finalizer helper.
+pub trait FinalizerFailure: Sized {
+    fn add_finalizer(error: kube::Error) -> Self;
+    fn remove_finalizer(error: kube::Error) -> Self;
+    fn missing_metadata(what: &'static str) -> Self;
+
+    /// The controller's own error, out of the finalizer helper's wrapping.
+    fn from_finalizer(error: finalizer::Error<Self>) -> Self
+    where
+        Self: std::error::Error + 'static,
+    {
+        match error {
+            finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+            finalizer::Error::AddFinalizer(e) => Self::add_finalizer(e),
+            finalizer::Error::RemoveFinalizer(e) => Self::remove_finalizer(e),
+            finalizer::Error::UnnamedObject => Self::missing_metadata("name"),
+            finalizer::Error::InvalidFinalizer => Self::missing_metadata("valid finalizer"),
+        }
+    }
+}
+
+/// The finalizer protocol around a controller's two halves: `apply` while the object lives (the
+/// finalizer is added first), `cleanup` once it is being deleted (the finalizer is removed after
+/// it returns `Ok`). Errors come back as the controller's own.
+pub async fn with_finalizer<K, E, A, C>(
+    api: &Api<K>,
+    object: Arc<K>,
+    apply: impl FnOnce(Arc<K>) -> A,
+    cleanup: impl FnOnce(Arc<K>) -> C,
+) -> Result<Action, E>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + fmt::Debug,
+    E: FinalizerFailure + std::error::Error + Send + 'static,
+    A: Future<Output = Result<Action, E>>,
+    C: Future<Output = Result<Action, E>>,
+{
+    finalizer::finalizer(api, FINALIZER, object, |event| async move {
+        match event {
+            Finalizer::Apply(object) => apply(object).await,
+            Finalizer::Cleanup(object) => cleanup(object).await,
+        }
+    })
+    .await
+    .map_err(E::from_finalizer)
+}
+
+/// Server-side apply of an object's whole status with the operator's one field manager.
+pub async fn apply_status<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> kube::Result<()>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug,
+{
+    let patch = Patch::Apply(serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    }));
+    api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &patch)
+        .await?;
+    debug!(kind = %K::kind(&()), name, "status applied");
+    Ok(())
+}
+
+/// An Event worth publishing on an object: a stable PascalCase reason and a note for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub reason: Cow<'static, str>,
+    pub note: String,
+    pub warning: bool,
+}
+
+impl Notice {
+    pub fn normal(reason: impl Into<Cow<'static, str>>, note: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            note: note.into(),
+            warning: false,
+        }
+    }
+
+    pub fn warning(reason: impl Into<Cow<'static, str>>, note: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            note: note.into(),
+            warning: true,
+        }
+    }
+}
+
+/// Publish `notice` as an Event on `object` (`action` says what the controller was doing). A
+/// failure to publish is logged, never fatal: Events are best effort.
+pub async fn publish<K>(recorder: &Recorder, object: &K, action: &str, notice: Notice)
+where
+    K: Resource<DynamicType = ()>,
+{
+    let event = Event {
+        type_: if notice.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: notice.reason.into_owned(),
+        note: Some(notice.note),
+        action: action.into(),
+        secondary: None,
+    };
+    if let Err(error) = recorder.publish(&event, &object.object_ref(&())).await {
+        warn!(error = %Chain(&error), reason = event.reason, "cannot publish an Event");
+    }
+}
+
+/// An API for `namespace`, or for all namespaces.
+pub fn scoped_api<K>(client: kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+    K: Clone + DeserializeOwned + fmt::Debug,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    }
+}
+
+/// The pollers' Slurm events as reconcile triggers of one kind: `targets` maps an event to the
+/// objects it concerns. A receiver that fell behind has missed events and reconciles every
+/// object in `store`.
+pub fn slurm_triggers<K>(
+    kind: &'static str,
+    events: broadcast::Receiver<SlurmEvent>,
+    store: Store<K>,
+    targets: impl Fn(&SlurmEvent, &Store<K>) -> Vec<ObjectRef<K>> + Send + 'static,
+) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    futures::stream::unfold(
+        (events, store, targets),
+        move |(mut events, store, targets)| async move {
+            loop {
+                match events.recv().await {
+                    Ok(event) => {
+                        let refs = targets(&event, &store);
+                        if !refs.is_empty() {
+                            return Some((refs, (events, store, targets)));
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        warn!(
+                            missed,
+                            kind, "fell behind the Slurm event stream; reconciling every object"
+                        );
+                        let all = store
+                            .state()
+                            .iter()
+                            .map(|o| ObjectRef::from_obj(o.as_ref()))
+                            .collect();
+                        return Some((all, (events, store, targets)));
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        },
+    )
+    .flat_map(futures::stream::iter)
+}
+
+/// What the controller loop logs of each finished reconcile (`Controller::run(..).for_each`).
+/// A reconcile's own failures were logged by its error policy.
+pub fn log_outcome<K, E>(
+    kind: &'static str,
+    result: Result<(ObjectRef<K>, Action), controller::Error<E, watcher::Error>>,
+) -> futures::future::Ready<()>
+where
+    K: Resource<DynamicType = ()>,
+    E: std::error::Error + 'static,
+{
+    match result {
+        Ok((object, action)) => debug!(kind, %object, ?action, "reconciled"),
+        Err(controller::Error::ReconcilerFailed(..)) => {}
+        Err(controller::Error::ObjectNotFound(object)) => {
+            debug!(kind, %object, "trigger for an object that no longer exists");
+        }
+        Err(error) => warn!(kind, error = %Chain(&error), "controller"),
+    }
+    futures::future::ready(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_and_resets() {
+        let backoffs = Backoffs::default();
+        let key = Backoffs::key("cluster", "ns", "a");
+        let delays: Vec<_> = (0..10).map(|_| backoffs.next(&key)).collect();
+        assert_eq!(delays[0], Backoffs::MIN);
+        assert_eq!(delays[1], Backoffs::MIN * 2);
+        assert_eq!(delays[2], Backoffs::MIN * 4);
+        assert!(delays.windows(2).all(|w| w[0] <= w[1]), "{delays:?}");
+        assert_eq!(*delays.last().unwrap(), Backoffs::MAX);
+        // Another object is not affected.
+        assert_eq!(
+            backoffs.next(&Backoffs::key("cluster", "ns", "b")),
+            Backoffs::MIN
+        );
+        backoffs.reset(&key);
+        assert_eq!(backoffs.next(&key), Backoffs::MIN);
+    }
+
+    #[test]
+    fn backoff_never_overflows() {
+        assert_eq!(Backoffs::delay(u32::MAX), Backoffs::MAX);
+    }
+}

@@ -1,0 +1,133 @@
+//! One step against an index and a slurmrestd that is never reached: what the step decides
+//! before any request (the spec's own faults).
+
+use std::sync::Arc;
+
+use super::*;
+use crate::controller::slurmjob::status::READY;
+
+fn state(synced: Option<i64>, jobs: Vec<Job>) -> ClusterState {
+    ClusterState {
+        jobs: Arc::new(jobs.into_iter().map(|j| (j.job_id, j)).collect()),
+        jobs_synced_at: synced.and_then(|s| DateTime::from_timestamp(s, 0)),
+        ..Default::default()
+    }
+}
+
+/// A SlurmJob stored with itself in `dependsOn` (before admission refused that) is an
+/// unsubmittable spec that waits for an edit, not a `WaitingForDependencies` retried forever
+/// on a dependency that can never be submitted. Nothing is sent to slurmrestd.
+#[tokio::test]
+async fn depending_on_itself_is_an_invalid_spec_not_an_endless_wait() {
+    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+        "clusterRef": "local",
+        "script": "#!/bin/sh\ntrue\n",
+        "dependsOn": [{"name": "prepare"}, {"name": "train"}],
+    }))
+    .unwrap();
+    let config = crate::slurm::ClientConfig::new("http://127.0.0.1:1").unwrap();
+    let credentials = Arc::new(crate::slurm::Credentials::token("t", None).unwrap());
+    let client = SlurmClient::new(config, credentials).unwrap();
+    let started_at = DateTime::from_timestamp(100, 0).unwrap();
+    let index = state(Some(101), vec![]);
+    let submissions = Submissions::default();
+    let leadership = Leadership::always();
+    let env = Env {
+        client: &client,
+        state: &index,
+        submissions: &submissions,
+        started_at,
+        now: DateTime::from_timestamp(200, 0).unwrap(),
+        leadership: &leadership,
+    };
+    // `prepare` is submitted (job 5): only the self-reference stands in the way.
+    let step = step_named(&spec, "train", env).await;
+    let ready = condition::find(&step.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, "InvalidSpec");
+    assert!(
+        ready
+            .message
+            .contains("dependsOn names the SlurmJob itself (train)"),
+        "{}",
+        ready.message
+    );
+    assert!(step.invalid);
+    assert_eq!(step.retry, None, "waits for an edit");
+    assert_eq!(step.status.job_id, None);
+    assert_eq!(step.notices.len(), 1);
+    assert_eq!(step.notices[0].reason, "InvalidSpec");
+    assert!(submissions.is_empty());
+
+    // Another SlurmJob with the same dependencies just waits for `train`, as before.
+    let step = step_named(&spec, "other", env).await;
+    let ready = condition::find(&step.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, "WaitingForDependencies");
+    assert!(!step.invalid);
+}
+
+/// An edit of a finished SlurmJob that cannot be submitted: the finished run goes to the
+/// history (nothing of it is lost), nothing is submitted, and the only Event is the
+/// InvalidSpec Warning — not a "Resubmitted ... running it again" that never happens.
+#[tokio::test]
+async fn an_unsubmittable_edit_of_a_finished_job_announces_no_rerun() {
+    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+        "clusterRef": "local",
+        "script": "echo no interpreter line",
+    }))
+    .unwrap();
+    let config = crate::slurm::ClientConfig::new("http://127.0.0.1:1").unwrap();
+    let credentials = Arc::new(crate::slurm::Credentials::token("t", None).unwrap());
+    let client = SlurmClient::new(config, credentials).unwrap();
+    let index = state(Some(101), vec![]);
+    let submissions = Submissions::default();
+    let leadership = Leadership::always();
+    let env = Env {
+        client: &client,
+        state: &index,
+        submissions: &submissions,
+        started_at: DateTime::from_timestamp(100, 0).unwrap(),
+        now: DateTime::from_timestamp(200, 0).unwrap(),
+        leadership: &leadership,
+    };
+    let finished = SlurmJobStatus {
+        phase: Phase::Completed,
+        job_id: Some(41),
+        exit_code: Some(0),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        ..Default::default()
+    };
+    let target = Target {
+        name: "edited",
+        uid: "u",
+        generation: 2,
+        spec: &spec,
+        status: Some(&finished),
+        created: None,
+    };
+    let step = step(target, env, |_| None).await.unwrap();
+    let reasons: Vec<_> = step.notices.iter().map(|n| n.reason.as_ref()).collect();
+    assert_eq!(reasons, ["InvalidSpec"]);
+    assert!(step.invalid);
+    assert_eq!(step.status.job_id, None);
+    assert_eq!(step.status.history.len(), 1);
+    assert_eq!(step.status.history[0].job_id, 41);
+    assert_eq!(step.status.history[0].phase, Phase::Completed);
+    assert!(submissions.is_empty());
+}
+
+async fn step_named(spec: &SlurmJobSpec, name: &str, env: Env<'_>) -> Step {
+    let target = Target {
+        name,
+        uid: "v",
+        generation: 1,
+        spec,
+        status: None,
+        created: None,
+    };
+    step(target, env, |dep: &str| {
+        (dep == "prepare").then_some(Some(5))
+    })
+    .await
+    .unwrap()
+}
