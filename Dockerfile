@@ -18,8 +18,9 @@ RUN apk add --no-cache musl-dev make
 WORKDIR /src
 # .cargo/config.toml comes along: it holds jemalloc's compiled-in settings.
 COPY . .
-# build.rs generates the slurmrestd client from openapi/ (no network needed); ring and
-# jemalloc need a C compiler, which the rust:alpine image has.
+# The slurmrestd client is committed (src/slurm/generated/, from tools/gen-client), so nothing is
+# generated here; tools/ comes along only because it is a workspace member. ring and jemalloc
+# need a C compiler, which the rust:alpine image has.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --bin slurm-operator \

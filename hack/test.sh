@@ -28,17 +28,20 @@ export SLURM_OPERATOR_REQUIRE_SLURM=1
 step "generated artefacts are current (CRDs in crds/ and in the chart)"
 bash hack/gen-crds.sh --check
 
+step "generated slurmrestd client is current (src/slurm/generated/, openapi/processed/)"
+bash hack/gen-client.sh --check
+
 step "cargo fmt --check"
 cargo fmt --all --check
 
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --locked --all-targets -- -D warnings
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --locked --workspace --all-targets -- -D warnings
 
 step "Helm charts: lint, render, validate against Kubernetes and our CRD schemas"
 bash hack/helm-test.sh
 
-step "cargo test (unit, fixture and integration tests)"
-cargo test --locked --no-fail-fast 2>&1 | tee "${TEST_LOG:-/dev/null}"
+step "cargo test (unit, fixture and integration tests; the workspace: operator and tools/gen-client)"
+cargo test --locked --workspace --no-fail-fast 2>&1 | tee "${TEST_LOG:-/dev/null}"
 
 # The same facade tests against the other Slurm release (26.05 from Debian forky), so an API
 # difference between versions shows up here and not in a user's cluster. SLURM_COMPARE=0 skips.
