@@ -48,14 +48,12 @@ use slurm_operator::crd::Cluster;
 use slurm_operator::crd::slurmjob::{Phase, SlurmJob, SlurmJobSpec, SlurmJobStatus};
 use slurm_operator::leader::Leadership;
 use slurm_operator::metrics::Metrics;
-use slurm_operator::slurm::tag;
+use slurm_operator::slurm::tag::OwnerTag;
 use slurm_operator::slurm::types::{
     ExitStatus, Job, JobBaseState, JobState, Node, NodeBaseState, NodeState, SubmitRequest,
 };
 use slurm_operator::slurm::{ClientConfig, Credentials, RequestObserver, SlurmClient};
-use slurm_operator::state::index::{
-    ClusterState, IndexReader, JOB_TAG_PREFIX, NodeJobs, SlurmEvent,
-};
+use slurm_operator::state::index::{ClusterState, IndexReader, NodeJobs, SlurmEvent};
 use slurm_operator::state::poller::strategy::{Known, Stale, Tracked, Tracker};
 use slurm_operator::state::poller::{self, PollerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -487,7 +485,10 @@ impl Bench {
     async fn submit_bare(&self, n: usize, concurrency: usize) -> anyhow::Result<f64> {
         let spec = self.spec();
         let name = format!("{}-bare", self.run);
-        let request: SubmitRequest = submit::request(&spec, &name, &name, &[])?;
+        // A comment that is no tag: bare REST jobs are nobody's.
+        let mut request: SubmitRequest =
+            submit::request(&spec, &name, &OwnerTag::new(&name, 1), &[])?;
+        request.comment = Some(name.clone());
         let started = Instant::now();
         let results: Vec<_> = futures::stream::iter(0..n)
             .map(|_| self.user.submit_job(&request))
@@ -614,12 +615,11 @@ impl Bench {
             loop {
                 match rx.recv().await {
                     Ok(
-                        SlurmEvent::JobChanged { comment, .. }
-                        | SlurmEvent::JobGone { comment, .. },
+                        SlurmEvent::JobChanged { owner, .. } | SlurmEvent::JobGone { owner, .. },
                     ) => {
                         let at = Instant::now();
-                        if let Some((uid, _)) = comment.as_deref().and_then(tag::parse)
-                            && let Some(inbox) = inboxes.get(uid)
+                        if let Some(owner) = &owner
+                            && let Some(inbox) = inboxes.get(owner.uid())
                         {
                             let _ = inbox.send(Msg::Event(at));
                         }
@@ -774,7 +774,7 @@ impl Bench {
                     let request = submit::request(
                         &spec,
                         &name,
-                        &format!("{JOB_TAG_PREFIX}{}-held-{i},generation=1", self.run),
+                        &OwnerTag::new(format!("{}-held-{i}", self.run), 1),
                         &[],
                     );
                     async move {
@@ -918,6 +918,7 @@ fn memory(jobs: u32, nodes: u32) {
     let node_names: Vec<String> = (0..nodes).map(|i| format!("node-{i:05}")).collect();
     let job = |id: u32| {
         let running = id.is_multiple_of(4);
+        let owner = OwnerTag::new(uuid::Uuid::new_v4().to_string(), 1);
         Job {
             job_id: 100_000 + id,
             name: format!("slurmjob-name-{id:06}"),
@@ -932,10 +933,8 @@ fn memory(jobs: u32, nodes: u32) {
             state_reason: (!running).then(|| "BeginTime".to_owned()),
             user_name: Some("slurm".into()),
             partition: Some("debug".into()),
-            comment: Some(format!(
-                "{JOB_TAG_PREFIX}{},generation=1",
-                uuid::Uuid::new_v4()
-            )),
+            comment: Some(owner.to_string()),
+            owner: Some(owner),
             nodes: running.then(|| node_names[(id % nodes) as usize].clone()),
             node_count: Some(1),
             exit: Some(ExitStatus {

@@ -59,7 +59,7 @@ use slurm_operator::crd::{Cluster, ClusterStatus, FINALIZER, UpdateStrategy};
 use slurm_operator::error_chain::Chain;
 use slurm_operator::leader::Leadership;
 use slurm_operator::metrics::Metrics;
-use slurm_operator::slurm::tag;
+use slurm_operator::slurm::tag::OwnerTag;
 use slurm_operator::slurm::types::{JobBaseState, NodeBaseState};
 use slurm_operator::slurm::{ClientConfig, Credentials, RetryPolicy, SlurmClient, SlurmError};
 use slurm_operator::state::index::ClusterState;
@@ -1437,7 +1437,7 @@ fn hostile_cases() -> Vec<Case> {
                 let uid = "uid-quantum";
                 let body = mutated("job_running", |b| {
                     b["jobs"][0]["job_state"] = json!(["QUANTUM_SUPERPOSITION"]);
-                    b["jobs"][0]["comment"] = json!(tag::tag(uid, 1));
+                    b["jobs"][0]["comment"] = json!(OwnerTag::new(uid, 1));
                 });
                 let server = answering(200, "application/json", body).await;
                 let records = facade(&server.uri())
@@ -1708,7 +1708,7 @@ fn stored_cases() -> Vec<Case> {
                 let uid = "uid-running";
                 let body = mutated("job_running", |b| {
                     b["jobs"][0]["job_id"] = json!(4242);
-                    b["jobs"][0]["comment"] = json!(tag::tag(uid, 1));
+                    b["jobs"][0]["comment"] = json!(OwnerTag::new(uid, 1));
                 });
                 let server = answering(200, "application/json", body).await;
                 let records = facade(&server.uri())

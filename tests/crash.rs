@@ -29,7 +29,6 @@ use kube::api::Api;
 use slurm_operator::controller::slurmjob::act::{FAIL_AFTER_SUBMIT, FAIL_EXIT_CODE};
 use slurm_operator::crd::SlurmJob;
 use slurm_operator::slurm::SlurmClient;
-use slurm_operator::slurm::tag;
 use slurm_operator::slurm::types::Changes;
 
 use common::e2e::Operator;
@@ -77,7 +76,7 @@ async fn orphaned(jobs: &Api<SlurmJob>, slurm: &SlurmClient) -> usize {
     };
     let tagged: HashSet<String> = items
         .iter()
-        .filter_map(|j| tag::parse(j.comment.as_deref()?).map(|(uid, _)| uid.to_owned()))
+        .filter_map(|j| j.owner.as_ref().map(|o| o.uid().to_owned()))
         .collect();
     jobs.list(&Default::default())
         .await
@@ -200,7 +199,7 @@ async fn tagged_in_slurmctld(slurm: &SlurmClient, uid: &str) -> usize {
     };
     items
         .iter()
-        .filter(|j| tag::is_of(j.comment.as_deref(), uid))
+        .filter(|j| j.owner.as_ref().is_some_and(|o| o.is_of(uid)))
         .count()
 }
 

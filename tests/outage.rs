@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 use kube::runtime::reflector::ObjectRef;
 use slurm_operator::crd::Cluster;
 use slurm_operator::metrics::Metrics;
+use slurm_operator::slurm::tag::TAG_PREFIX as JOB_TAG_PREFIX;
 use slurm_operator::slurm::types::JobBaseState;
 use slurm_operator::slurm::{ClientConfig, RequestObserver, RetryPolicy, SlurmClient};
-use slurm_operator::state::index::{Health, IndexReader, JOB_TAG_PREFIX, SlurmEvent};
+use slurm_operator::state::index::{Health, IndexReader, SlurmEvent};
 use slurm_operator::state::poller::{self, PollerConfig, PollerHandle, strategy};
 use tokio::sync::broadcast;
 

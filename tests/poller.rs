@@ -21,9 +21,10 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 use slurm_operator::crd::Cluster;
 use slurm_operator::metrics::Metrics;
+use slurm_operator::slurm::tag::{OwnerTag, TAG_PREFIX as JOB_TAG_PREFIX};
 use slurm_operator::slurm::types::{Changes, JobBaseState};
 use slurm_operator::slurm::{ClientConfig, Credentials, RequestObserver, RetryPolicy, SlurmClient};
-use slurm_operator::state::index::{Health, IndexReader, JOB_TAG_PREFIX, SlurmEvent};
+use slurm_operator::state::index::{Health, IndexReader, SlurmEvent};
 use slurm_operator::state::poller::{self, PollerConfig, PollerHandle};
 use tokio::sync::broadcast;
 use wiremock::matchers::{method, path_regex};
@@ -199,12 +200,12 @@ async fn job_transitions_reach_the_index_within_two_intervals() {
             match poller.events.recv().await {
                 Ok(SlurmEvent::JobChanged {
                     job_id: id,
-                    comment,
+                    owner,
                     cluster: c,
                 }) if id == job_id => {
                     assert_eq!(c, cluster());
                     assert_eq!(
-                        comment.as_deref(),
+                        owner.map(|o| o.to_string()).as_deref(),
                         Some(tag.as_str()),
                         "the event carries the tag"
                     );
@@ -492,7 +493,7 @@ async fn only_our_jobs_are_kept() {
     })
     .await;
     assert!(!state.jobs.contains_key(&theirs));
-    assert_eq!(state.tagged(&tag), vec![ours]);
+    assert_eq!(state.tagged(&OwnerTag::parse(&tag).unwrap()), vec![ours]);
     let records = state.job_records(ours);
     assert_eq!(
         records.len(),
@@ -652,7 +653,7 @@ async fn failures_mark_down_once_back_off_and_recovery_resyncs() {
     assert_eq!(health_events, vec![true, false, true], "{events:?}");
     let job_events = events
         .iter()
-        .filter(|e| matches!(e, SlurmEvent::JobChanged { job_id: 7, comment: Some(c), .. } if c == FAKE_TAG))
+        .filter(|e| matches!(e, SlurmEvent::JobChanged { job_id: 7, owner: Some(c), .. } if c.to_string() == FAKE_TAG))
         .count();
     assert_eq!(
         job_events, 2,

@@ -20,7 +20,7 @@ use slurm_operator::crd::condition;
 use slurm_operator::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
 use slurm_operator::leader::Leadership;
 use slurm_operator::slurm::SlurmClient;
-use slurm_operator::slurm::tag;
+use slurm_operator::slurm::tag::OwnerTag;
 use slurm_operator::state::index::{ClusterState, is_ours};
 
 /// A complete index of our jobs, synced now (the time is taken before the request, so the
@@ -36,7 +36,7 @@ async fn sync(client: &SlurmClient) -> ClusterState {
     ClusterState {
         jobs: Arc::new(
             jobs.into_iter()
-                .filter(|j| is_ours(j.comment.as_deref()))
+                .filter(is_ours)
                 .map(|j| (j.job_id, j))
                 .collect(),
         ),
@@ -458,7 +458,7 @@ async fn interrupted_submits_never_make_a_second_job() {
             adopted += 1;
         }
 
-        let t = tag::tag(&uid, generation);
+        let t = OwnerTag::new(&uid, generation);
         let state = sync(&client).await;
         let tagged = state.tagged(&t);
         assert_eq!(
@@ -534,7 +534,7 @@ async fn a_follower_never_submits() {
     );
     assert!(job.submissions.is_empty());
     let state = sync(&job.client).await;
-    let tag = tag::tag(&job.uid, 1);
+    let tag = OwnerTag::new(&job.uid, 1);
     assert!(
         state.tagged(&tag).is_empty(),
         "a follower submitted a Slurm job"
@@ -607,7 +607,7 @@ async fn a_job_gone_from_slurmctld_ends_as_accounting_recorded_it() {
 async fn a_submit_found_only_in_accounting_is_adopted() {
     let slurm = require_slurm!();
     let job = Runner::new(&slurm, "acct-adopt", json!({"script": script("true")}));
-    let tag = tag::tag(&job.uid, 1);
+    let tag = OwnerTag::new(&job.uid, 1);
     let request =
         slurm_operator::controller::slurmjob::submit::request(&job.spec, &job.name, &tag, &[])
             .unwrap();
@@ -643,7 +643,7 @@ async fn a_submit_found_only_in_accounting_is_adopted() {
     let all = job.client.jobs(None).await.unwrap().into_items().unwrap();
     let tagged: Vec<u32> = all
         .iter()
-        .filter(|j| j.comment.as_deref() == Some(tag.as_str()))
+        .filter(|j| j.owner.as_ref() == Some(&tag))
         .map(|j| j.job_id)
         .collect();
     assert_eq!(tagged, vec![first], "a second Slurm job was submitted");

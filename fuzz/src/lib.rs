@@ -236,6 +236,7 @@ impl<'a> Input<'a> {
             user_name: None,
             partition: None,
             comment: None,
+            owner: None,
             nodes: self.maybe(Self::word),
             node_count: self.maybe(Self::int),
             exit: self.maybe(|input| ExitStatus {

@@ -16,7 +16,7 @@ use crate::controller::cluster::config::{self, CaSource, Sources};
 use crate::controller::slurmjob::{act, status, submit};
 use crate::crd::slurmjob::{Phase, SlurmJobStatus};
 use crate::crd::{Cluster, SlurmJob};
-use crate::slurm::tag;
+use crate::slurm::tag::OwnerTag;
 use crate::slurm::{SlurmClient, SlurmError};
 
 #[derive(Debug, Args)]
@@ -205,7 +205,7 @@ async fn run(args: &RunArgs) -> Result<u8, CliError> {
         .clone()
         .unwrap_or_else(|| format!("local-{}", uuid::Uuid::new_v4()));
     let generation = job.metadata.generation.unwrap_or(1);
-    let tag = tag::tag(&uid, generation);
+    let tag = OwnerTag::new(uid, generation);
     let request = submit::request(&job.spec, &name, &tag, &[])
         .map_err(|e| CliError::Usage(format!("SlurmJob {name}: {e}")))?;
 

@@ -16,9 +16,7 @@ use super::transport::{self, Exchange, RequestObserver, Transport};
 use super::types::{
     Changes, ClusterInfo, Job, JobStateEntry, Node, Partition, SubmitRequest, Submitted,
 };
-
-/// The REST API version this facade speaks.
-pub const API_VERSION: &str = "v0.0.42";
+use super::version::API_VERSION;
 
 /// A client for one slurmrestd. Cheap to clone; clones share connections and credentials.
 #[derive(Clone)]

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::error::{ApiError, SlurmError};
 use super::generated::types as api;
+use super::tag::OwnerTag;
 use super::types::{
     Changes, ClusterInfo, ExitStatus, Job, JobState, JobStateEntry, Node, NodeState, Partition,
     SubmitRequest, Submitted,
@@ -141,7 +142,7 @@ pub(crate) fn cluster_info(
             .and_then(|s| non_empty(&s.cluster))
             .unwrap_or_default(),
         release,
-        api_version: super::client::API_VERSION.to_owned(),
+        api_version: super::version::API_VERSION.to_owned(),
         data_parser,
         controller_responding,
         jobs_submitted: diag.statistics.as_ref().and_then(|s| s.jobs_submitted),
@@ -253,6 +254,7 @@ fn job(j: api::V0042JobInfo) -> Job {
         user_name: non_empty(&j.user_name),
         partition: non_empty(&j.partition),
         comment: non_empty(&j.comment),
+        owner: non_empty(&j.comment).as_deref().and_then(OwnerTag::parse),
         nodes: non_empty(&j.nodes),
         node_count: number32(&j.node_count),
         exit,
@@ -316,6 +318,12 @@ fn accounting_job(j: api::V0042Job) -> Job {
         user_name: non_empty(&j.user),
         partition: non_empty(&j.partition),
         comment: j.comment.as_ref().and_then(|c| non_empty(&c.job)),
+        owner: j
+            .comment
+            .as_ref()
+            .and_then(|c| non_empty(&c.job))
+            .as_deref()
+            .and_then(OwnerTag::parse),
         nodes: non_empty(&j.nodes).filter(|n| n != "None assigned"),
         node_count: j.allocation_nodes.filter(|n| *n > 0),
         exit,

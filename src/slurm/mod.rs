@@ -11,12 +11,15 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod generated;
+mod hooks;
 pub mod tag;
 mod transport;
 pub mod types;
+mod version;
 
 pub use auth::Credentials;
-pub use client::{API_VERSION, SlurmClient};
+pub use client::SlurmClient;
 pub use config::{ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, TlsOptions};
 pub use error::SlurmError;
 pub use transport::RequestObserver;
+pub use version::API_VERSION;

@@ -1,18 +1,17 @@
-//! The HTTP layer under the generated client: credentials on every request, one tracing span and
-//! one latency observation per request, and the HTTP status of every response kept for the facade
-//! (progenitor drops it when a body does not decode, e.g. slurmrestd's plain-text 401).
+//! The HTTP layer under the generated client: the client's inner state ([`Transport`]: the
+//! credentials, the request observer, the body limit), what the hooks saw of each request
+//! ([`observed`]: the HTTP status, which progenitor drops when a body does not decode, e.g.
+//! slurmrestd's plain-text 401), and bounded response bodies. The hooks themselves are in
+//! `hooks`, so the generated client depends on this module and not the other way round.
 
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use futures::StreamExt;
-use progenitor_client::{ClientHooks, Error as ProgenitorError, OperationInfo};
-use tracing::Instrument;
 
-use super::auth::{self, AuthError, Credentials};
-use super::generated::Client;
+use super::auth::{AuthError, Credentials};
 
 /// Receives one observation per slurmrestd request (for metrics). `operation` is the OpenAPI
 /// operation id, a static, low-cardinality label.
@@ -23,9 +22,9 @@ pub trait RequestObserver: Send + Sync {
 /// The generated client's inner state: swapped credentials and the request observer.
 pub struct Transport {
     credentials: ArcSwap<Credentials>,
-    observer: Option<Arc<dyn RequestObserver>>,
+    pub(super) observer: Option<Arc<dyn RequestObserver>>,
     /// Bytes of one response body read at most (`ClientConfig::max_response_bytes`).
-    max_response_bytes: u64,
+    pub(super) max_response_bytes: u64,
 }
 
 impl std::fmt::Debug for Transport {
@@ -83,66 +82,9 @@ where
         .await
 }
 
-fn record(update: impl FnOnce(&mut Exchange)) {
+pub(super) fn record(update: impl FnOnce(&mut Exchange)) {
     // Outside `observed` (nobody listening) there is nothing to record.
     let _ = EXCHANGE.try_with(|cell| update(&mut cell.borrow_mut()));
-}
-
-impl ClientHooks<Arc<Transport>> for Client {
-    async fn pre<E>(
-        &self,
-        request: &mut reqwest::Request,
-        _info: &OperationInfo,
-    ) -> Result<(), ProgenitorError<E>> {
-        let credentials = progenitor_client::ClientInfo::inner(self).credentials();
-        match auth::authorize(&credentials, request).await {
-            Ok(()) => Ok(()),
-            Err(error) => {
-                let message = error.to_string();
-                record(|exchange| exchange.auth_error = Some(error));
-                Err(ProgenitorError::Custom(message))
-            }
-        }
-    }
-
-    async fn exec(
-        &self,
-        request: reqwest::Request,
-        info: &OperationInfo,
-    ) -> reqwest::Result<reqwest::Response> {
-        let span = tracing::debug_span!(
-            "slurmrestd",
-            operation = info.operation_id,
-            method = %request.method(),
-            path = request.url().path(),
-            status = tracing::field::Empty,
-            latency_ms = tracing::field::Empty,
-        );
-        let started = Instant::now();
-        let result = progenitor_client::ClientInfo::client(self)
-            .execute(request)
-            .instrument(span.clone())
-            .await;
-        let elapsed = started.elapsed();
-        let status = result.as_ref().ok().map(|r| r.status().as_u16());
-        span.record("latency_ms", elapsed.as_secs_f64() * 1000.0);
-        match (&result, status) {
-            (_, Some(status)) => {
-                span.record("status", status);
-                span.in_scope(|| tracing::debug!("slurmrestd answered"));
-            }
-            (Err(error), None) => {
-                span.in_scope(|| tracing::debug!(%error, "slurmrestd request failed"))
-            }
-            (Ok(_), None) => {}
-        }
-        record(|exchange| exchange.status = status);
-        let transport = progenitor_client::ClientInfo::inner(self);
-        if let Some(observer) = &transport.observer {
-            observer.observe(info.operation_id, status, elapsed);
-        }
-        result.map(|response| bounded(response, transport.max_response_bytes))
-    }
 }
 
 /// The error a bounded body fails with once it passes its limit.
@@ -169,7 +111,7 @@ pub(crate) fn body_limit(error: &(dyn std::error::Error + 'static)) -> Option<u6
 /// facade's error path can read an endless or huge body into memory. reqwest has no such limit of
 /// its own. Its total request timeout stays on the body underneath: a slow endless body still
 /// ends as a timeout.
-fn bounded(response: reqwest::Response, limit: u64) -> reqwest::Response {
+pub(super) fn bounded(response: reqwest::Response, limit: u64) -> reqwest::Response {
     type BoxError = Box<dyn std::error::Error + Send + Sync>;
     let status = response.status();
     let version = response.version();

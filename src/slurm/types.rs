@@ -8,6 +8,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::tag::OwnerTag;
+
 /// Health and identity of a Slurm cluster, as slurmrestd reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterInfo {
@@ -316,6 +318,10 @@ pub struct Job {
     pub user_name: Option<String>,
     pub partition: Option<String>,
     pub comment: Option<String>,
+    /// The ownership tag the comment is, parsed once here: `Some` exactly for the operator's
+    /// jobs. Set together with `comment` ([`Job::set_comment`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<OwnerTag>,
     /// Allocated nodes as a Slurm hostlist (e.g. "n[1-2]").
     pub nodes: Option<String>,
     pub node_count: Option<i64>,
@@ -335,6 +341,20 @@ pub struct Job {
     pub working_directory: Option<String>,
 }
 
+impl Job {
+    /// Set the comment and the owner tag it carries, as the conversion of a record does.
+    pub fn set_comment(&mut self, comment: Option<String>) {
+        self.owner = comment.as_deref().and_then(OwnerTag::parse);
+        self.comment = comment;
+    }
+
+    /// This record with `comment` (and the owner tag it carries).
+    pub fn with_comment(mut self, comment: impl Into<String>) -> Self {
+        self.set_comment(Some(comment.into()));
+        self
+    }
+}
+
 /// A record with every optional field empty: unit tests spell out only what they are about.
 #[cfg(test)]
 impl Job {
@@ -347,6 +367,7 @@ impl Job {
             user_name: None,
             partition: None,
             comment: None,
+            owner: None,
             nodes: None,
             node_count: None,
             exit: None,

@@ -7,8 +7,8 @@
 //! What the index holds, and why that much and no more (10 000 jobs and 1 000 nodes fit in a few
 //! MiB):
 //! - every node, in full ([`Node`] is small and the NodeSet controller needs all of it);
-//! - the full record of every job that is **ours**: its `comment` starts with [`JOB_TAG_PREFIX`]
-//!   (the SlurmJob controller's ownership tag), array tasks and a pending array's meta record
+//! - the full record of every job that is **ours**: its comment is an ownership tag
+//!   ([`Job::owner`], parsed by the facade), array tasks and a pending array's meta record
 //!   included;
 //! - of everyone else's jobs only what the NodeSet controller needs: per node, how many jobs run
 //!   there and until when at the latest ([`NodeJobs`]).
@@ -22,15 +22,12 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 
 use crate::crd::Cluster;
+use crate::slurm::tag::OwnerTag;
 use crate::slurm::types::{Job, Node};
 
-/// A job is **ours** (submitted for a SlurmJob) exactly when its `comment` starts with this. The
-/// full tag is `slurm.rs/uid=<uid>,generation=<n>` (see `slurmjob::tag`).
-pub const JOB_TAG_PREFIX: &str = "slurm.rs/uid=";
-
-/// Whether a job with this comment is ours (see [`JOB_TAG_PREFIX`]).
-pub fn is_ours(comment: Option<&str>) -> bool {
-    comment.is_some_and(|c| c.starts_with(JOB_TAG_PREFIX))
+/// Whether a job is **ours** (submitted for a SlurmJob): its comment is an ownership tag.
+pub fn is_ours(job: &Job) -> bool {
+    job.owner.is_some()
 }
 
 /// What the poller of one cluster last saw.
@@ -67,7 +64,7 @@ impl ClusterState {
     }
 
     /// The ids of our jobs carrying exactly `tag` (plain job ids, or array job ids), lowest first.
-    pub fn tagged(&self, tag: &str) -> Vec<u32> {
+    pub fn tagged(&self, tag: &OwnerTag) -> Vec<u32> {
         self.jobs.tagged(tag).to_vec()
     }
 }
@@ -78,8 +75,8 @@ impl ClusterState {
 #[derive(Debug, Clone, Default)]
 pub struct Jobs {
     by_id: BTreeMap<u32, Job>,
-    /// Tag (`comment`) → the plain job ids and array job ids carrying it, sorted, no repeats.
-    by_tag: HashMap<String, Vec<u32>>,
+    /// Tag → the plain job ids and array job ids carrying it, sorted, no repeats.
+    by_tag: HashMap<OwnerTag, Vec<u32>>,
     /// Array job id → the job ids of its records (meta record and tasks), sorted.
     by_array: HashMap<u32, Vec<u32>>,
 }
@@ -97,18 +94,18 @@ impl Jobs {
     }
 
     /// See [`ClusterState::tagged`].
-    pub fn tagged(&self, tag: &str) -> &[u32] {
+    pub fn tagged(&self, tag: &OwnerTag) -> &[u32] {
         self.by_tag.get(tag).map_or(&[], Vec::as_slice)
     }
 }
 
 impl From<BTreeMap<u32, Job>> for Jobs {
     fn from(by_id: BTreeMap<u32, Job>) -> Self {
-        let mut by_tag: HashMap<String, Vec<u32>> = HashMap::new();
+        let mut by_tag: HashMap<OwnerTag, Vec<u32>> = HashMap::new();
         let mut by_array: HashMap<u32, Vec<u32>> = HashMap::new();
         // Ascending job ids, so every list below comes out sorted.
         for job in by_id.values() {
-            if let Some(tag) = &job.comment {
+            if let Some(tag) = &job.owner {
                 let ids = by_tag.entry(tag.clone()).or_default();
                 let id = job.array_job_id.unwrap_or(job.job_id);
                 if !ids.contains(&id) {
@@ -198,19 +195,19 @@ pub fn new_index() -> (IndexWriter, IndexReader) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SlurmEvent {
     /// One of our jobs (see [`is_ours`]) appeared, or changed in a way a controller would see
-    /// (state, reason, exit, nodes, times, limit, comment, array tasks). `comment` carries the
-    /// operator's ownership tag. Other users' jobs produce no job events.
+    /// (state, reason, exit, nodes, times, limit, comment, array tasks). `owner` is its
+    /// ownership tag. Other users' jobs produce no job events.
     JobChanged {
         cluster: ObjectRef<Cluster>,
         job_id: u32,
-        comment: Option<String>,
+        owner: Option<OwnerTag>,
     },
     /// One of our jobs left the index: slurmctld no longer reports it (purged after MinJobAge),
-    /// or its comment no longer carries our tag. `comment` is the last one seen.
+    /// or its comment no longer carries our tag. `owner` is the last tag seen.
     JobGone {
         cluster: ObjectRef<Cluster>,
         job_id: u32,
-        comment: Option<String>,
+        owner: Option<OwnerTag>,
     },
     /// A node appeared, its record changed (state, reason, resources, ...), or the jobs running
     /// on it changed ([`NodeJobs`]: count or deadline).
@@ -253,19 +250,22 @@ mod tests {
         Job {
             job_id: id,
             state: JobState::from_strings(&["PENDING"]),
-            comment: Some(comment.to_owned()),
             array_job_id,
-            ..Job::bare()
+            ..Job::bare().with_comment(comment)
         }
     }
 
+    fn tag(text: &str) -> OwnerTag {
+        OwnerTag::parse(text).unwrap()
+    }
+
     #[test]
-    fn ours_is_the_slurmjob_tag_prefix() {
-        assert_eq!(JOB_TAG_PREFIX, crate::slurm::tag::TAG_PREFIX);
-        assert!(is_ours(Some(&crate::slurm::tag::tag("u", 1))));
-        for foreign in [None, Some(""), Some("slurm.rs/"), Some(" slurm.rs/uid=x")] {
-            assert!(!is_ours(foreign), "{foreign:?}");
+    fn ours_is_a_job_whose_comment_is_a_tag() {
+        assert!(is_ours(&job(1, None, &OwnerTag::new("u", 1).to_string())));
+        for foreign in ["", "slurm.rs/", " slurm.rs/uid=x", "slurm.rs/uid=x"] {
+            assert!(!is_ours(&job(1, None, foreign)), "{foreign:?}");
         }
+        assert!(!is_ours(&Job::bare()));
     }
 
     #[test]
@@ -293,12 +293,12 @@ mod tests {
         assert_eq!(ids(state.job_records(11)), vec![11]);
         assert!(state.job_records(99).is_empty());
         assert_eq!(
-            state.tagged(a),
+            state.tagged(&tag(a)),
             vec![3, 13],
             "a duplicated tag shows both, lowest first"
         );
-        assert_eq!(state.tagged(b), vec![10]);
-        assert!(state.tagged("slurm.rs/uid=c,generation=1").is_empty());
+        assert_eq!(state.tagged(&tag(b)), vec![10]);
+        assert!(state.tagged(&tag("slurm.rs/uid=c,generation=1")).is_empty());
     }
 
     /// The precomputed lookups answer exactly what a scan of the records does, over many
@@ -345,7 +345,7 @@ mod tests {
                 };
                 let mut record = job(id, array, tags[next(2) as usize]);
                 if next(5) == 0 {
-                    record.comment = None;
+                    record.set_comment(None);
                 }
                 jobs.push(record);
             }
@@ -356,7 +356,7 @@ mod tests {
             }
             for tag in tags.iter().chain(&["slurm.rs/uid=c,generation=1"]) {
                 assert_eq!(
-                    indexed.tagged(tag),
+                    indexed.tagged(&super::OwnerTag::parse(tag).unwrap()),
                     scan_tagged(&jobs, tag),
                     "{tag} in {jobs:?}"
                 );

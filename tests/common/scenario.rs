@@ -12,7 +12,6 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use serde_json::json;
 use slurm_operator::crd::slurmjob::Phase;
 use slurm_operator::crd::{Cluster, SlurmJob};
-use slurm_operator::slurm::tag;
 use slurm_operator::slurm::types::JobBaseState;
 
 use super::LocalSlurm;
@@ -180,7 +179,7 @@ pub async fn assert_one_slurm_job_each(slurm: &LocalSlurm, finished: &[SlurmJob]
                 let records = client.accounting_jobs_named(name).await.ok()??;
                 let ours: Vec<_> = records
                     .into_iter()
-                    .filter(|j| tag::is_of(j.comment.as_deref(), uid))
+                    .filter(|j| j.owner.as_ref().is_some_and(|o| o.is_of(uid)))
                     .collect();
                 (!ours.is_empty() && ours.iter().all(|j| j.state.is_final())).then_some(ours)
             },

@@ -25,7 +25,7 @@ use crate::crd::SlurmJob;
 use crate::crd::condition;
 use crate::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
 use crate::leader::Leadership;
-use crate::slurm::tag;
+use crate::slurm::tag::OwnerTag;
 use crate::slurm::types::{Job, SubmitRequest};
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::ClusterState;
@@ -208,7 +208,7 @@ async fn submit_step(
         retry: Some(WAIT_RETRY),
         invalid: false,
     };
-    let tag = tag::tag(target.uid, generation);
+    let tag = OwnerTag::new(target.uid, generation);
     let index_trusted = plan::index_trusted(env.state, env.started_at);
     let facts = SubmitFacts {
         name: target.name,
@@ -304,7 +304,7 @@ async fn submit_step(
 /// resolved by the next step's lookup of the tag.
 async fn submit_once(
     env: Env<'_>,
-    tag: &str,
+    tag: &OwnerTag,
     request: &SubmitRequest,
 ) -> Result<Outcome, SlurmError> {
     let submitted = env.client.submit_job(request).await?;
@@ -338,7 +338,7 @@ pub async fn follow_or_account(
         .submitted_generation
         .or(current.observed_generation)
         .unwrap_or(1);
-    match accounting_records(env.client, id, &tag::tag(uid, generation)).await {
+    match accounting_records(env.client, id, &OwnerTag::new(uid, generation)).await {
         Ok(Accounting::Records(records)) => (status::observe(current, &records), None),
         Ok(Accounting::NoRecord) => (next, None),
         Ok(Accounting::Unavailable) => {
@@ -379,13 +379,13 @@ pub enum Accounting {
 pub async fn accounting_records(
     client: &SlurmClient,
     job_id: u32,
-    tag: &str,
+    tag: &OwnerTag,
 ) -> Result<Accounting, SlurmError> {
     let Some(records) = client.accounting_job(job_id).await? else {
         return Ok(Accounting::Unavailable);
     };
-    let ours = |job: &Job| match job.comment.as_deref() {
-        Some(comment) => comment == tag,
+    let ours = |job: &Job| match &job.comment {
+        Some(_) => job.owner.as_ref() == Some(tag),
         None => records.iter().all(|r| r.comment.is_none()),
     };
     let ours: Vec<Job> = records.iter().filter(|job| ours(job)).cloned().collect();
@@ -401,7 +401,7 @@ pub async fn accounting_records(
 pub async fn find_in_accounting(
     client: &SlurmClient,
     name: &str,
-    tag: &str,
+    tag: &OwnerTag,
 ) -> Result<Option<u32>, SlurmError> {
     Ok(client
         .accounting_jobs_named(name)

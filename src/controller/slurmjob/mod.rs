@@ -59,7 +59,7 @@ use crate::crd::slurmjob::SlurmJobStatus;
 use crate::crd::{Cluster, SlurmJob};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
-use crate::slurm::tag;
+use crate::slurm::tag::OwnerTag;
 use crate::state::index::{ClusterState, SlurmEvent};
 
 /// The controller's name in metrics and logs.
@@ -406,8 +406,8 @@ async fn apply_status(
 /// regained slurmrestd every SlurmJob of that Cluster.
 pub fn targets(event: &SlurmEvent, jobs: &Store<SlurmJob>) -> Vec<ObjectRef<SlurmJob>> {
     match event {
-        SlurmEvent::JobChanged { comment, .. } | SlurmEvent::JobGone { comment, .. } => {
-            let Some((uid, _)) = comment.as_deref().and_then(tag::parse) else {
+        SlurmEvent::JobChanged { owner, .. } | SlurmEvent::JobGone { owner, .. } => {
+            let Some(uid) = owner.as_ref().map(OwnerTag::uid) else {
                 return Vec::new();
             };
             // A uid names one object. `find` looks in place: this runs once per changed job,

@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 
 use crate::crd::condition;
 use crate::crd::slurmjob::{SlurmJobSpec, SlurmJobStatus};
-use crate::slurm::tag;
+use crate::slurm::tag::OwnerTag;
 use crate::slurm::types::{Job, SubmitRequest};
 use crate::state::index::ClusterState;
 
@@ -43,7 +43,7 @@ pub const FRESH: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
 pub struct SubmitFacts<'a> {
     /// The SlurmJob's name (the job name and output path default to it).
     pub name: &'a str,
-    pub tag: &'a str,
+    pub tag: &'a OwnerTag,
     pub generation: i64,
     pub spec: &'a SlurmJobSpec,
     /// Whether the index synced completely after this process started ([`index_trusted`]).
@@ -170,7 +170,7 @@ pub fn fresh(generation: i64, created: Option<DateTime<Utc>>, now: DateTime<Utc>
 }
 
 /// The existing job of `tag`: submitted by this process, or seen by the index.
-pub fn existing(state: &ClusterState, submissions: &Submissions, tag: &str) -> Option<u32> {
+pub fn existing(state: &ClusterState, submissions: &Submissions, tag: &OwnerTag) -> Option<u32> {
     submissions
         .get(tag)
         .or_else(|| state.tagged(tag).first().copied())
@@ -183,9 +183,9 @@ pub fn index_trusted(state: &ClusterState, started_at: DateTime<Utc>) -> bool {
 
 /// The job, among `jobs`, that carries exactly `tag` in its comment (the lowest id when an
 /// outside actor duplicated it: the first one is the one we submitted).
-pub fn find_tagged<'a>(jobs: impl IntoIterator<Item = &'a Job>, tag: &str) -> Option<u32> {
+pub fn find_tagged<'a>(jobs: impl IntoIterator<Item = &'a Job>, tag: &OwnerTag) -> Option<u32> {
     jobs.into_iter()
-        .filter(|job| job.comment.as_deref() == Some(tag))
+        .filter(|job| job.owner.as_ref() == Some(tag))
         .map(|job| job.array_job_id.unwrap_or(job.job_id))
         .min()
 }
@@ -243,7 +243,7 @@ pub fn to_cancel(
         .into_iter()
         .flatten()
     {
-        if let Some(id) = submissions.get(&tag::tag(uid, generation)) {
+        if let Some(id) = submissions.get(&OwnerTag::new(uid, generation)) {
             ids.push(id);
         }
     }
@@ -253,7 +253,7 @@ pub fn to_cancel(
                 .jobs
                 .values()
                 .filter(|j| !j.state.base.is_finished())
-                .filter(|j| tag::is_of(j.comment.as_deref(), uid))
+                .filter(|j| j.owner.as_ref().is_some_and(|o| o.is_of(uid)))
                 .map(|j| j.array_job_id.unwrap_or(j.job_id)),
         );
     }

@@ -3,30 +3,30 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::slurm::tag;
+use crate::slurm::tag::OwnerTag;
 
 /// Jobs this process submitted, by tag: covers the time between a submit and the next index
 /// sync, when neither the status (not written yet) nor the index knows the job.
 #[derive(Debug, Default)]
 pub struct Submissions {
-    by_tag: Mutex<HashMap<String, u32>>,
+    by_tag: Mutex<HashMap<OwnerTag, u32>>,
 }
 
 impl Submissions {
-    pub fn get(&self, tag: &str) -> Option<u32> {
+    pub fn get(&self, tag: &OwnerTag) -> Option<u32> {
         let map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
         map.get(tag).copied()
     }
 
-    pub fn record(&self, tag: &str, job_id: u32) {
+    pub fn record(&self, tag: &OwnerTag, job_id: u32) {
         let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
-        map.insert(tag.to_owned(), job_id);
+        map.insert(tag.clone(), job_id);
     }
 
     /// Forget the tags of `uid` (the SlurmJob is gone).
     pub fn forget_uid(&self, uid: &str) {
         let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
-        map.retain(|t, _| !tag::is_of(Some(t), uid));
+        map.retain(|t, _| !t.is_of(uid));
     }
 
     pub fn len(&self) -> usize {

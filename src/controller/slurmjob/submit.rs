@@ -6,6 +6,7 @@ use crate::crd::slurmjob::{DependencyType, RESERVED_EXTRA_OPTIONS, SlurmJobSpec}
 use crate::slurm::types::SubmitRequest;
 
 use crate::crd::quantity::{self, QuantityError};
+use crate::slurm::tag::OwnerTag;
 
 /// Working directory when the spec names none: exists on every Slurm node.
 pub const DEFAULT_WORKING_DIRECTORY: &str = "/tmp";
@@ -95,7 +96,7 @@ pub fn output_path(spec: &SlurmJobSpec, object_name: &str) -> Option<String> {
 pub fn request(
     spec: &SlurmJobSpec,
     object_name: &str,
-    tag: &str,
+    tag: &OwnerTag,
     dependencies: &[ResolvedDependency],
 ) -> Result<SubmitRequest, SpecError> {
     if !spec.script.starts_with("#!") {
@@ -148,7 +149,7 @@ pub fn request(
         standard_output: output.clone(),
         // With an output file, stderr goes to the same file so `kubectl logs` shows both.
         standard_error: output,
-        comment: Some(tag.to_owned()),
+        comment: Some(tag.to_string()),
         extra: serde_json::Map::new(),
     };
     if let Some(extra) = &spec.extra_options {
@@ -215,7 +216,7 @@ mod tests {
             name: "hello".into(),
             type_: DependencyType::AfterAny,
         }];
-        let error = request(&s, "hello", "tag", &[]).unwrap_err();
+        let error = request(&s, "hello", &OwnerTag::new("u", 1), &[]).unwrap_err();
         assert_eq!(
             error,
             SpecError::DependsOnItself {
@@ -229,7 +230,7 @@ mod tests {
 
     #[test]
     fn minimal_spec_gets_defaults_and_the_tag() {
-        let r = request(&spec(), "hello", "slurm.rs/uid=u,generation=1", &[]).unwrap();
+        let r = request(&spec(), "hello", &OwnerTag::new("u", 1), &[]).unwrap();
         assert_eq!(r.script, "#!/bin/bash\necho hi\n");
         assert_eq!(r.name.as_deref(), Some("hello"));
         assert_eq!(r.working_directory, "/tmp");
@@ -280,7 +281,7 @@ mod tests {
                 job_id: 13,
             },
         ];
-        let r = request(&s, "obj", "tag", &deps).unwrap();
+        let r = request(&s, "obj", &OwnerTag::new("u", 1), &deps).unwrap();
         assert_eq!(r.name.as_deref(), Some("custom"));
         assert_eq!(r.partition.as_deref(), Some("debug"));
         assert_eq!(r.account.as_deref(), Some("acct"));
@@ -320,7 +321,7 @@ mod tests {
             .unwrap()
             .clone(),
         );
-        let r = request(&s, "obj", "tag", &[]).unwrap();
+        let r = request(&s, "obj", &OwnerTag::new("u", 1), &[]).unwrap();
         assert_eq!(r.partition.as_deref(), Some("typed"));
         assert!(!r.extra.contains_key("partition"));
         assert!(
@@ -334,7 +335,7 @@ mod tests {
         for reserved in RESERVED_EXTRA_KEYS {
             let mut s = spec();
             s.extra_options = Some(json!({ *reserved: "x" }).as_object().unwrap().clone());
-            let err = request(&s, "obj", "tag", &[]).unwrap_err();
+            let err = request(&s, "obj", &OwnerTag::new("u", 1), &[]).unwrap_err();
             assert!(
                 matches!(&err, SpecError::ExtraOption { key, .. } if key == reserved),
                 "{err}"
@@ -347,17 +348,17 @@ mod tests {
         let mut s = spec();
         s.script = "echo no shebang".into();
         assert_eq!(
-            request(&s, "o", "t", &[]),
+            request(&s, "o", &OwnerTag::new("u", 1), &[]),
             Err(SpecError::ScriptWithoutInterpreter)
         );
         let mut s = spec();
         s.memory_per_node = Some(Quantity("lots".into()));
-        let err = request(&s, "o", "t", &[]).unwrap_err();
+        let err = request(&s, "o", &OwnerTag::new("u", 1), &[]).unwrap_err();
         assert!(err.to_string().starts_with("memoryPerNode: "), "{err}");
         let mut s = spec();
         s.ntasks = Some(0);
         assert_eq!(
-            request(&s, "o", "t", &[]),
+            request(&s, "o", &OwnerTag::new("u", 1), &[]),
             Err(SpecError::NotPositive {
                 field: "ntasks",
                 value: 0
@@ -366,7 +367,7 @@ mod tests {
         let mut s = spec();
         s.cpus_per_task = Some(-2);
         assert_eq!(
-            request(&s, "o", "t", &[]),
+            request(&s, "o", &OwnerTag::new("u", 1), &[]),
             Err(SpecError::NotPositive {
                 field: "cpusPerTask",
                 value: -2

@@ -348,7 +348,11 @@ async fn submit_then_delete_cancels_the_slurm_job() {
     let records = client.job(job_id).await.unwrap();
     assert_eq!(
         records[0].comment.as_deref(),
-        Some(tag::tag(job.metadata.uid.as_deref().unwrap(), 1).as_str())
+        Some(
+            OwnerTag::new(job.metadata.uid.as_deref().unwrap(), 1)
+                .to_string()
+                .as_str()
+        )
     );
 
     // A second reconcile before the status reached the cache: adopted from this process's
@@ -407,12 +411,11 @@ async fn submit_then_delete_cancels_the_slurm_job() {
     assert!(data.submissions.is_empty(), "forgotten after the delete");
 }
 
-fn tagged_record(id: u32, comment: &str, states: &[&str]) -> crate::slurm::types::Job {
+fn tagged_record(id: u32, tag: &OwnerTag, states: &[&str]) -> crate::slurm::types::Job {
     crate::slurm::types::Job {
         job_id: id,
         state: JobState::from_strings(states),
-        comment: Some(comment.into()),
-        ..crate::slurm::types::Job::bare()
+        ..crate::slurm::types::Job::bare().with_comment(tag.to_string())
     }
 }
 
@@ -422,16 +425,19 @@ fn delete_cancels_every_unfinished_job_of_the_uid() {
     let state = ClusterState {
         jobs: Arc::new(
             BTreeMap::from([
-                (1, tagged_record(1, &tag::tag(uid, 1), &["COMPLETED"])),
-                (2, tagged_record(2, &tag::tag(uid, 2), &["RUNNING"])),
-                (3, tagged_record(3, &tag::tag("other", 1), &["RUNNING"])),
+                (1, tagged_record(1, &OwnerTag::new(uid, 1), &["COMPLETED"])),
+                (2, tagged_record(2, &OwnerTag::new(uid, 2), &["RUNNING"])),
+                (
+                    3,
+                    tagged_record(3, &OwnerTag::new("other", 1), &["RUNNING"]),
+                ),
             ])
             .into(),
         ),
         ..Default::default()
     };
     let submissions = Submissions::default();
-    submissions.record(&tag::tag(uid, 3), 7);
+    submissions.record(&OwnerTag::new(uid, 3), 7);
     let status = SlurmJobStatus {
         phase: Phase::Running,
         job_id: Some(5),
@@ -468,13 +474,13 @@ fn slurm_events_map_to_slurmjobs_by_uid_and_health_to_all_of_the_cluster() {
     let changed = SlurmEvent::JobChanged {
         cluster: cluster.clone(),
         job_id: 1,
-        comment: Some(tag::tag("ua", 3)),
+        owner: Some(OwnerTag::new("ua", 3)),
     };
     assert_eq!(targets(&changed, &jobs), vec![ObjectRef::from_obj(&a)]);
     let gone = SlurmEvent::JobGone {
         cluster: cluster.clone(),
         job_id: 1,
-        comment: Some("someone else's".into()),
+        owner: OwnerTag::parse("someone else's"),
     };
     assert!(targets(&gone, &jobs).is_empty());
     let up = SlurmEvent::HealthChanged {
@@ -507,8 +513,8 @@ fn uid_of(job: &SlurmJob) -> String {
     job.metadata.uid.clone().unwrap()
 }
 
-fn running_record(id: u32, comment: &str) -> crate::slurm::types::Job {
-    let mut record = tagged_record(id, comment, &["RUNNING"]);
+fn running_record(id: u32, tag: &OwnerTag) -> crate::slurm::types::Job {
+    let mut record = tagged_record(id, tag, &["RUNNING"]);
     record.nodes = Some("n1".into());
     record.submit_time = chrono::DateTime::from_timestamp(1_700_000_000, 0);
     record.start_time = chrono::DateTime::from_timestamp(1_700_000_010, 0);
@@ -627,7 +633,7 @@ async fn deleting_while_the_cancel_cannot_reach_slurmrestd_keeps_the_finalizer()
     let mut job = finalized(slurm_job("uncancelled", "#!/bin/sh\nsleep 60\n"));
     job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
     let uid = uid_of(&job);
-    let state = trusted_index(&ctx, vec![running_record(4245, &tag::tag(&uid, 1))]);
+    let state = trusted_index(&ctx, vec![running_record(4245, &OwnerTag::new(&uid, 1))]);
     let _index =
         crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
     job.status = Some(SlurmJobStatus {
@@ -663,7 +669,7 @@ async fn an_edit_while_running_is_ignored_with_a_condition_and_a_warning() {
     let (ctx, mut api) = Context::test();
     let mut job = finalized(slurm_job("busy", "#!/bin/sh\nsleep 60\n"));
     let uid = uid_of(&job);
-    let record = running_record(301, &tag::tag(&uid, 1));
+    let record = running_record(301, &OwnerTag::new(&uid, 1));
     let running = status::observe(
         &SlurmJobStatus {
             job_id: Some(301),
@@ -774,12 +780,12 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
     let (ctx, mut api) = Context::test();
     let mut job = with_output(finalized(slurm_job("streamed", "#!/bin/sh\necho hi\n")));
     let uid = uid_of(&job);
-    let mut first = tagged_record(101, &tag::tag(&uid, 1), &["COMPLETED"]);
+    let mut first = tagged_record(101, &OwnerTag::new(&uid, 1), &["COMPLETED"]);
     first.exit = Some(crate::slurm::types::ExitStatus {
         return_code: Some(0),
         ..Default::default()
     });
-    let second = running_record(102, &tag::tag(&uid, 2));
+    let second = running_record(102, &OwnerTag::new(&uid, 2));
     let finished = status::observe(
         &SlurmJobStatus {
             job_id: Some(101),

@@ -40,7 +40,7 @@ pub fn diff(
             Change::Removed(job) => events.push(SlurmEvent::JobGone {
                 cluster: cluster.clone(),
                 job_id: job.job_id,
-                comment: job.comment.clone(),
+                owner: job.owner.clone(),
             }),
         }
     }
@@ -83,7 +83,7 @@ fn job_changed(cluster: &ObjectRef<Cluster>, job: &Job) -> SlurmEvent {
     SlurmEvent::JobChanged {
         cluster: cluster.clone(),
         job_id: job.job_id,
-        comment: job.comment.clone(),
+        owner: job.owner.clone(),
     }
 }
 
@@ -162,6 +162,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+    use crate::slurm::tag::OwnerTag;
     use crate::slurm::types::{ExitStatus, JobState, Node, NodeState};
     use crate::state::index::NodeJobs;
 
@@ -185,14 +186,13 @@ mod tests {
             state: JobState::from_strings(&state.split('+').collect::<Vec<_>>()),
             user_name: Some("slurm".into()),
             partition: Some("debug".into()),
-            comment: Some(TAG.into()),
             node_count: Some(1),
             submit_time: Some(t(100)),
             start_time: Some(t(200)),
             end_time: Some(t(300)),
             time_limit: Some(Duration::from_secs(60)),
             working_directory: Some("/tmp".into()),
-            ..Job::bare()
+            ..Job::bare().with_comment(TAG)
         }
     }
 
@@ -239,7 +239,7 @@ mod tests {
         SlurmEvent::JobChanged {
             cluster: cluster(),
             job_id: id,
-            comment: Some(TAG.into()),
+            owner: OwnerTag::parse(TAG),
         }
     }
 
@@ -247,7 +247,7 @@ mod tests {
         SlurmEvent::JobGone {
             cluster: cluster(),
             job_id: id,
-            comment: Some(TAG.into()),
+            owner: OwnerTag::parse(TAG),
         }
     }
 
@@ -392,7 +392,9 @@ mod tests {
 
     #[test]
     fn events_carry_the_comment_they_had() {
-        let foreign = with(job(4, "PENDING"), |j| j.comment = Some("someone's".into()));
+        let foreign = with(job(4, "PENDING"), |j| {
+            j.set_comment(Some("someone's".into()))
+        });
         // The index only holds ours; a comment edited away from our tag is a departure.
         let got = diff(
             &cluster(),
@@ -402,7 +404,7 @@ mod tests {
         assert_eq!(got, vec![gone(4)]);
         // A comment edit on a job we hold (e.g. to another generation's tag) is a change.
         let retagged = with(job(4, "PENDING"), |j| {
-            j.comment = Some("slurm.rs/uid=u1,generation=2".into())
+            j.set_comment(Some("slurm.rs/uid=u1,generation=2".into()))
         });
         let got = diff(
             &cluster(),
@@ -414,7 +416,7 @@ mod tests {
             vec![SlurmEvent::JobChanged {
                 cluster: cluster(),
                 job_id: 4,
-                comment: Some("slurm.rs/uid=u1,generation=2".into())
+                owner: OwnerTag::parse("slurm.rs/uid=u1,generation=2")
             }]
         );
         assert!(job_differs(&job(4, "PENDING"), &foreign));

@@ -318,7 +318,7 @@ pub fn apply(
 }
 
 fn resolve(tracker: &mut Tracker, jobs: &mut BTreeMap<u32, Job>, record: Job, entries: usize) {
-    let ours = is_ours(record.comment.as_deref());
+    let ours = is_ours(&record);
     let known = if ours {
         Known::Ours
     } else {
@@ -432,17 +432,18 @@ mod tests {
     }
 
     fn job(id: u32, s: &str, comment: Option<&str>) -> Job {
-        Job {
+        let mut job = Job {
             job_id: id,
             name: format!("job{id}"),
             state: state(s),
-            comment: comment.map(str::to_owned),
             nodes: holds_nodes(&state(s)).then(|| "n1".to_owned()),
             submit_time: Some(t(1_000)),
             start_time: holds_nodes(&state(s)).then(|| t(2_000)),
             time_limit: Some(Duration::from_secs(600)),
             ..Job::bare()
-        }
+        };
+        job.set_comment(comment.map(str::to_owned));
+        job
     }
 
     fn tracked(s: &str, known: Known) -> Tracked {

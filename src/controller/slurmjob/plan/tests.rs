@@ -4,12 +4,11 @@ use super::*;
 use crate::crd::slurmjob::Phase;
 use crate::slurm::types::JobState;
 
-fn job(id: u32, comment: &str, states: &[&str]) -> Job {
+fn job(id: u32, tag: &OwnerTag, states: &[&str]) -> Job {
     Job {
         job_id: id,
         state: JobState::from_strings(states),
-        comment: Some(comment.into()),
-        ..Job::bare()
+        ..Job::bare().with_comment(tag.to_string())
     }
 }
 
@@ -32,24 +31,24 @@ fn the_index_is_trusted_only_after_a_sync_since_start() {
 
 #[test]
 fn an_existing_job_comes_from_this_process_or_the_index() {
-    let t = tag::tag("u", 1);
+    let t = OwnerTag::new("u", 1);
     let subs = Submissions::default();
     let s = state(
         Some(1),
         vec![
             job(7, &t, &["PENDING"]),
-            job(8, &tag::tag("u", 2), &["PENDING"]),
+            job(8, &OwnerTag::new("u", 2), &["PENDING"]),
         ],
     );
     assert_eq!(existing(&s, &subs, &t), Some(7));
-    assert_eq!(existing(&s, &subs, &tag::tag("u", 3)), None);
-    subs.record(&tag::tag("u", 3), 9);
-    assert_eq!(existing(&s, &subs, &tag::tag("u", 3)), Some(9));
-    subs.record(&tag::tag("v", 1), 10);
+    assert_eq!(existing(&s, &subs, &OwnerTag::new("u", 3)), None);
+    subs.record(&OwnerTag::new("u", 3), 9);
+    assert_eq!(existing(&s, &subs, &OwnerTag::new("u", 3)), Some(9));
+    subs.record(&OwnerTag::new("v", 1), 10);
     subs.forget_uid("u");
     assert_eq!(subs.len(), 1);
     assert_eq!(
-        existing(&state(None, vec![]), &subs, &tag::tag("v", 1)),
+        existing(&state(None, vec![]), &subs, &OwnerTag::new("v", 1)),
         Some(10)
     );
 }
@@ -99,13 +98,14 @@ fn a_job_is_gone_only_after_a_sync_well_after_its_submit() {
 }
 
 fn record(id: u32, comment: Option<&str>, array_job_id: Option<u32>) -> Job {
-    Job {
+    let mut record = Job {
         job_id: id,
         state: JobState::from_strings(&["PENDING"]),
-        comment: comment.map(str::to_owned),
         array_job_id,
         ..Job::bare()
-    }
+    };
+    record.set_comment(comment.map(str::to_owned));
+    record
 }
 
 #[test]
@@ -117,17 +117,41 @@ fn tagged_job_is_found_by_exact_tag_and_arrays_by_their_array_id() {
         record(9, Some("slurm.rs/uid=b,generation=1"), Some(8)),
         record(8, Some("slurm.rs/uid=b,generation=1"), Some(8)),
     ];
-    assert_eq!(find_tagged(&jobs, "slurm.rs/uid=a,generation=1"), Some(3));
-    assert_eq!(find_tagged(&jobs, "slurm.rs/uid=a,generation=2"), Some(4));
-    assert_eq!(find_tagged(&jobs, "slurm.rs/uid=b,generation=1"), Some(8));
-    assert_eq!(find_tagged(&jobs, "slurm.rs/uid=c,generation=1"), None);
-    assert_eq!(find_tagged(&[], "x"), None);
+    assert_eq!(
+        find_tagged(
+            &jobs,
+            &OwnerTag::parse("slurm.rs/uid=a,generation=1").unwrap()
+        ),
+        Some(3)
+    );
+    assert_eq!(
+        find_tagged(
+            &jobs,
+            &OwnerTag::parse("slurm.rs/uid=a,generation=2").unwrap()
+        ),
+        Some(4)
+    );
+    assert_eq!(
+        find_tagged(
+            &jobs,
+            &OwnerTag::parse("slurm.rs/uid=b,generation=1").unwrap()
+        ),
+        Some(8)
+    );
+    assert_eq!(
+        find_tagged(
+            &jobs,
+            &OwnerTag::parse("slurm.rs/uid=c,generation=1").unwrap()
+        ),
+        None
+    );
+    assert_eq!(find_tagged(&[], &OwnerTag::new("x", 1)), None);
 }
 
 // The submit decision as a table over plain data: every row is a set of facts, the SlurmJobs
 // `dependsOn` can find, and the plan expected for them.
 
-const TAG: &str = "slurm.rs/uid=u,generation=1";
+static TAG: std::sync::LazyLock<OwnerTag> = std::sync::LazyLock::new(|| OwnerTag::new("u", 1));
 
 fn spec(extra: serde_json::Value) -> SlurmJobSpec {
     let mut spec = serde_json::json!({"clusterRef": "local", "script": "#!/bin/sh\ntrue\n"});
@@ -141,7 +165,7 @@ fn spec(extra: serde_json::Value) -> SlurmJobSpec {
 fn facts(spec: &SlurmJobSpec) -> SubmitFacts<'_> {
     SubmitFacts {
         name: "train",
-        tag: TAG,
+        tag: &TAG,
         generation: 1,
         spec,
         index_trusted: true,
@@ -173,7 +197,7 @@ fn matches(plan: &SubmitPlan, expect: &Expect) -> bool {
         }
         (SubmitPlan::AskAccounting { name }, Expect::AskAccounting(n)) => name == n,
         (SubmitPlan::Submit(request), Expect::Submit { name }) => {
-            request.comment.as_deref() == Some(TAG) && request.name.as_deref() == Some(*name)
+            request.comment == Some(TAG.to_string()) && request.name.as_deref() == Some(*name)
         }
         _ => false,
     }
@@ -348,7 +372,7 @@ fn a_submitted_request_carries_the_tag_and_the_dependencies() {
     let SubmitPlan::Submit(request) = submit(facts(&depends), |_| Some(Some(5))) else {
         panic!("no submit");
     };
-    assert_eq!(request.comment.as_deref(), Some(TAG));
+    assert_eq!(request.comment, Some(TAG.to_string()));
     assert_eq!(request.dependency.as_deref(), Some("afterok:5"));
 }
 
