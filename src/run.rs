@@ -365,17 +365,17 @@ mod tests {
     use super::*;
 
     #[derive(Parser)]
-    struct Cli {
+    struct RunCommand {
         #[command(flatten)]
         run: RunArgs,
     }
 
     #[test]
     fn flags_default_to_all_namespaces_and_port_8080() {
-        let cli = Cli::try_parse_from(["run"]).unwrap();
+        let cli = RunCommand::try_parse_from(["run"]).unwrap();
         assert_eq!(cli.run.scopes(), [None]);
         assert_eq!(cli.run.metrics_addr, "0.0.0.0:8080".parse().unwrap());
-        let cli = Cli::try_parse_from([
+        let cli = RunCommand::try_parse_from([
             "run",
             "--namespace",
             "slurm",
@@ -385,9 +385,9 @@ mod tests {
         .unwrap();
         assert_eq!(cli.run.scopes(), [Some("slurm")]);
         assert_eq!(cli.run.metrics_addr.port(), 9);
-        let cli = Cli::try_parse_from(["run", "--namespace", ""]).unwrap();
+        let cli = RunCommand::try_parse_from(["run", "--namespace", ""]).unwrap();
         assert_eq!(cli.run.scopes(), [None], "empty means all");
-        let cli = Cli::try_parse_from([
+        let cli = RunCommand::try_parse_from([
             "run",
             "--namespace",
             "hpc,slurm",
@@ -406,9 +406,9 @@ mod tests {
 
     #[test]
     fn leader_election_is_off_by_default_and_takes_the_lease_settings() {
-        let cli = Cli::try_parse_from(["run"]).unwrap();
+        let cli = RunCommand::try_parse_from(["run"]).unwrap();
         assert!(cli.run.lease().is_none());
-        let cli = Cli::try_parse_from([
+        let cli = RunCommand::try_parse_from([
             "run",
             "--leader-election",
             "--leader-election-lease",

@@ -69,7 +69,7 @@ impl World<'_> {
     }
 
     /// One reconcile: plan on a fresh index, then carry the actions out.
-    async fn step(&mut self, replicas: i32) -> plan::Plan {
+    async fn step(&mut self, replicas: i32) -> plan::NodeSetPlan {
         let state = self.fresh_state().await;
         let views: Vec<PodView> = self.pods.values().cloned().collect();
         let strategy = UpdateStrategy::default();
@@ -163,7 +163,7 @@ impl World<'_> {
         replicas: i32,
         what: &str,
         timeout: Duration,
-        mut done: impl FnMut(&Self, &plan::Plan) -> bool,
+        mut done: impl FnMut(&Self, &plan::NodeSetPlan) -> bool,
     ) {
         let started = Instant::now();
         loop {
@@ -393,7 +393,7 @@ async fn scale_in_storm_kills_no_job() {
     let (mut world, _poller) = World::new(&slurm);
     let client = world.client.clone();
     let set = world.set.clone();
-    let five_up = |w: &World<'_>, _: &plan::Plan| {
+    let five_up = |w: &World<'_>, _: &plan::NodeSetPlan| {
         let state = w.index.borrow();
         w.pods.len() == 5
             && w.pods.keys().all(|name| {

@@ -28,11 +28,11 @@ pub struct JobArgs {
 #[derive(Debug, Subcommand)]
 pub enum JobCommand {
     /// Submit a SlurmJob manifest, follow it to the end (Ctrl-C cancels it), print the status.
-    Run(RunArgs),
+    Run(JobRunArgs),
 }
 
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct JobRunArgs {
     /// The SlurmJob manifest (YAML).
     #[arg(short = 'f', long = "filename")]
     pub file: PathBuf,
@@ -178,7 +178,7 @@ fn describe(status: &SlurmJobStatus) -> String {
     line
 }
 
-async fn run(args: &RunArgs) -> Result<u8, CliError> {
+async fn run(args: &JobRunArgs) -> Result<u8, CliError> {
     let jobs = read_manifests(std::slice::from_ref(&args.file))?.jobs;
     let [job] = jobs.as_slice() else {
         return Err(CliError::Usage(format!(

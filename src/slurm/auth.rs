@@ -289,7 +289,7 @@ mod tests {
     const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 
     #[derive(Debug, Deserialize)]
-    struct Decoded {
+    struct DecodedClaims {
         iat: u64,
         nbf: u64,
         exp: u64,
@@ -297,12 +297,12 @@ mod tests {
         jti: String,
     }
 
-    fn decode(token: &SecretString) -> Decoded {
+    fn decode(token: &SecretString) -> DecodedClaims {
         let mut validation = Validation::new(Algorithm::HS256);
         // The tokens are minted at fixed points in the past; check the signature and claims, not the clock.
         validation.validate_exp = false;
         validation.required_spec_claims.clear();
-        jsonwebtoken::decode::<Decoded>(
+        jsonwebtoken::decode::<DecodedClaims>(
             token.expose_secret(),
             &DecodingKey::from_secret(KEY),
             &validation,
@@ -373,7 +373,7 @@ mod tests {
         let token = creds.token_at(at(1_000_000)).unwrap();
         let mut validation = Validation::new(Algorithm::HS256);
         validation.validate_exp = false;
-        let result = jsonwebtoken::decode::<Decoded>(
+        let result = jsonwebtoken::decode::<DecodedClaims>(
             token.expose_secret(),
             &DecodingKey::from_secret(KEY),
             &validation,

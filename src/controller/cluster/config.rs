@@ -2,7 +2,7 @@
 //! pure functions, no I/O.
 //!
 //! Two steps, because the referenced objects are read in between: [`plan`] checks the spec alone
-//! and says which objects it needs; [`Plan::build`] checks what was read and produces the client
+//! and says which objects it needs; [`ConfigPlan::build`] checks what was read and produces the client
 //! configuration, the connection settings the registry compares, and the credentials. Every bad
 //! input has its own [`ConfigError`] variant and its own condition reason, so a user reading
 //! `kubectl describe` knows exactly what to fix.
@@ -226,8 +226,8 @@ impl AuthPlan {
 
 /// What a valid spec asks for, before the referenced objects are read.
 #[derive(Debug, Clone)]
-pub struct Plan {
-    /// Endpoint and defaults; the CA is added by [`Plan::build`].
+pub struct ConfigPlan {
+    /// Endpoint and defaults; the CA is added by [`ConfigPlan::build`].
     pub client: ClientConfig,
     pub auth: AuthPlan,
     pub ca: Option<CaSource>,
@@ -236,7 +236,7 @@ pub struct Plan {
     pub api_version: ApiVersion,
 }
 
-/// The objects a [`Plan`] references, as read from the Cluster's namespace (`None`: not found).
+/// The objects a [`ConfigPlan`] references, as read from the Cluster's namespace (`None`: not found).
 #[derive(Clone, Default)]
 pub struct Sources {
     pub auth: Option<Secret>,
@@ -331,7 +331,7 @@ fn key_ref(
 }
 
 /// Check the spec on its own and say what it needs from the namespace.
-pub fn plan(spec: &ClusterSpec) -> Result<Plan, ConfigError> {
+pub fn plan(spec: &ClusterSpec) -> Result<ConfigPlan, ConfigError> {
     let client = ClientConfig::new(&spec.endpoint).map_err(|e| ConfigError::InvalidEndpoint {
         endpoint: spec.endpoint.clone(),
         detail: match e {
@@ -442,7 +442,7 @@ pub fn plan(spec: &ClusterSpec) -> Result<Plan, ConfigError> {
         });
     }
 
-    Ok(Plan {
+    Ok(ConfigPlan {
         client,
         auth,
         ca,
@@ -523,7 +523,7 @@ fn credentials_error(error: AuthError) -> ConfigError {
     }
 }
 
-impl Plan {
+impl ConfigPlan {
     /// Names of the Secrets this plan reads.
     pub fn secrets(&self) -> Vec<&str> {
         let mut names = vec![self.auth.secret().name.as_str()];

@@ -5,7 +5,7 @@
 //!
 //! 1. [`config::plan`]: check the spec alone (endpoint, TLS, auth method, bounds);
 //! 2. read the referenced Secret (and CA Secret or ConfigMap) from the Cluster's namespace;
-//! 3. [`config::Plan::build`]: check what was read, build client config and credentials;
+//! 3. [`config::ConfigPlan::build`]: check what was read, build client config and credentials;
 //! 4. [`ClusterRegistry::upsert`](crate::state::registry::ClusterRegistry::upsert): a new client and
 //!    poller, or new credentials swapped into the running client (key rotation, no restart);
 //! 5. check the cluster: identity through `/diag` (which also proves the credentials), partitions,
@@ -42,7 +42,7 @@ use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use self::config::{CaSource, ConfigError, Plan, Sources};
+use self::config::{CaSource, ConfigError, ConfigPlan, Sources};
 use self::status::{Connected, Failure, Observation};
 use super::Context;
 use super::kit::{self, Backoffs, FinalizerFailure};
@@ -321,8 +321,8 @@ async fn connect(
 }
 
 /// Read what the plan references from the Cluster's namespace. Not found is not an error here:
-/// [`Plan::build`] turns it into the right reason.
-async fn read_sources(plan: &Plan, namespace: &str, ctx: &Context) -> Result<Sources, Error> {
+/// [`ConfigPlan::build`] turns it into the right reason.
+async fn read_sources(plan: &ConfigPlan, namespace: &str, ctx: &Context) -> Result<Sources, Error> {
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let read_secret = |name: String| {
         let secrets = secrets.clone();

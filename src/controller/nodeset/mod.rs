@@ -232,7 +232,7 @@ async fn apply(nodeset: &NodeSet, ctx: &Context) -> Result<controller::Action, E
     let state = handle.as_ref().map(|h| Arc::clone(&h.index.borrow()));
     let now = Utc::now();
 
-    // 3. Plan.
+    // 3. NodeSetPlan.
     let hash = pods::template_hash(nodeset);
     let plan = plan::plan(&Input {
         name: &name,
@@ -302,7 +302,7 @@ async fn apply(nodeset: &NodeSet, ctx: &Context) -> Result<controller::Action, E
 
 /// When to look again: soon while waiting; at the latest when the next pod passes
 /// `minReadySeconds` (no pod event marks that moment).
-pub fn requeue_after(waiting: bool, plan: &plan::Plan) -> Duration {
+pub fn requeue_after(waiting: bool, plan: &plan::NodeSetPlan) -> Duration {
     let base = if waiting { WAIT_RESYNC } else { RESYNC };
     plan.available_in.map_or(base, |at| at.min(base))
 }
@@ -447,7 +447,7 @@ fn ignore_not_found(error: kube::Error, name: &str) -> Result<SlurmOutcome, Erro
 }
 
 /// The status for this plan.
-pub fn desired_status(nodeset: &NodeSet, plan: &plan::Plan, name: &str) -> NodeSetStatus {
+pub fn desired_status(nodeset: &NodeSet, plan: &plan::NodeSetPlan, name: &str) -> NodeSetStatus {
     let current = nodeset.status.clone().unwrap_or_default();
     let generation = nodeset.metadata.generation;
     let now = crate::crd::condition::now();

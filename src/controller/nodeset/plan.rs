@@ -231,7 +231,7 @@ pub enum ViewState {
 
 /// The planner's answer.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Plan {
+pub struct NodeSetPlan {
     pub actions: Vec<Action>,
     pub waiting: Vec<Waiting>,
     pub counts: Counts,
@@ -355,8 +355,8 @@ pub fn victim_sorted<'p>(
 }
 
 /// Compute the plan.
-pub fn plan(input: &Input<'_>) -> Plan {
-    let mut plan = Plan::default();
+pub fn plan(input: &Input<'_>) -> NodeSetPlan {
+    let mut plan = NodeSetPlan::default();
     let view = input.slurm.trusted();
     let now = input.slurm.now;
     let replicas = usize::try_from(input.replicas.max(0)).unwrap_or(0);
@@ -556,7 +556,7 @@ pub fn partition_misses(
 }
 
 fn leave(
-    plan: &mut Plan,
+    plan: &mut NodeSetPlan,
     pod: &PodView,
     why: &str,
     delete_why: DeleteWhy,
@@ -564,7 +564,7 @@ fn leave(
     drain_timeout: Option<std::time::Duration>,
     now: DateTime<Utc>,
 ) {
-    let delete = |plan: &mut Plan, why| {
+    let delete = |plan: &mut NodeSetPlan, why| {
         plan.actions.push(Action::DeletePod {
             name: pod.name.clone(),
             why,
@@ -637,7 +637,7 @@ fn leave(
 }
 
 /// A pod that stays: cancel our drain (scale back out, or an update no longer due).
-fn stay(plan: &mut Plan, pod: &PodView, view: Option<&ClusterState>) {
+fn stay(plan: &mut NodeSetPlan, pod: &PodView, view: Option<&ClusterState>) {
     let Some(state) = view else { return };
     match state.nodes.get(&pod.name) {
         Some(node) if may_resume(node) => {

@@ -72,7 +72,7 @@ fn idle(name: &str) -> Node {
     node(name, &["IDLE", "DYNAMIC_NORM"], None)
 }
 
-fn run(replicas: i32, pods: &[PodView], state: Option<&ClusterState>) -> Plan {
+fn run(replicas: i32, pods: &[PodView], state: Option<&ClusterState>) -> NodeSetPlan {
     run_with(replicas, pods, state, &UpdateStrategy::default(), None)
 }
 
@@ -82,7 +82,7 @@ fn run_with(
     state: Option<&ClusterState>,
     strategy: &UpdateStrategy,
     drain_timeout: Option<std::time::Duration>,
-) -> Plan {
+) -> NodeSetPlan {
     plan(&Input {
         name: "ns",
         replicas,
@@ -97,7 +97,7 @@ fn run_with(
     })
 }
 
-fn structural(plan: &Plan) -> Vec<Action> {
+fn structural(plan: &NodeSetPlan) -> Vec<Action> {
     plan.actions
         .iter()
         .filter(|a| !matches!(a, Action::SetBusy { .. } | Action::SetNodeCondition { .. }))
@@ -365,7 +365,7 @@ fn scale_out_creates_the_lowest_free_ordinals_skipping_leftover_records() {
 fn a_huge_replica_count_creates_a_bounded_batch_per_plan() {
     let started = std::time::Instant::now();
     let plan = run(i32::MAX, &[], None);
-    let created = |plan: &Plan| -> Vec<u32> {
+    let created = |plan: &NodeSetPlan| -> Vec<u32> {
         plan.actions
             .iter()
             .filter_map(|a| match a {
@@ -607,7 +607,7 @@ fn rolling_update_goes_one_batch_at_a_time() {
         node: format!("ns-{n}"),
         reason: drain_reason(WHY_UPDATE),
     };
-    let drains = |plan: &Plan| {
+    let drains = |plan: &NodeSetPlan| {
         structural(plan)
             .into_iter()
             .filter(|a| matches!(a, Action::Drain { .. }))
@@ -788,7 +788,7 @@ fn run_min_ready(
     pods: &[PodView],
     state: Option<&ClusterState>,
     min_ready_seconds: i32,
-) -> Plan {
+) -> NodeSetPlan {
     plan(&Input {
         name: "ns",
         replicas,
@@ -875,7 +875,7 @@ fn rolling_update_counts_pods_not_yet_available_as_unavailable() {
         vec![idle("ns-0"), idle("ns-1"), idle("ns-2"), idle("ns-3")],
         &[],
     );
-    let drains = |plan: &Plan| {
+    let drains = |plan: &NodeSetPlan| {
         plan.actions
             .iter()
             .filter_map(|a| match a {

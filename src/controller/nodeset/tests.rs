@@ -529,14 +529,14 @@ fn slurm_counts_without_a_view_are_kept_and_flagged_stale() {
         idle: 1,
         ..NodeSetSlurmCounts::default()
     };
-    let fresh = plan::Plan {
+    let fresh = plan::NodeSetPlan {
         view: ViewState::Trusted,
         counts: plan::Counts {
             replicas: 1,
             slurm: Some(counts.clone()),
             ..plan::Counts::default()
         },
-        ..plan::Plan::default()
+        ..plan::NodeSetPlan::default()
     };
     let status = desired_status(&set, &fresh, "cpu");
     assert_eq!(status.slurm, Some(counts.clone()));
@@ -551,14 +551,14 @@ fn slurm_counts_without_a_view_are_kept_and_flagged_stale() {
         (ViewState::Untrusted, "SlurmViewStale"),
         (ViewState::NoClient, "NoSlurmClient"),
     ] {
-        let blind = plan::Plan {
+        let blind = plan::NodeSetPlan {
             view,
             counts: plan::Counts {
                 replicas: 1,
                 slurm: None,
                 ..plan::Counts::default()
             },
-            ..plan::Plan::default()
+            ..plan::NodeSetPlan::default()
         };
         let status = desired_status(&set, &blind, "cpu");
         assert_eq!(status.slurm, Some(counts.clone()), "last counts kept");
@@ -578,7 +578,7 @@ fn slurm_counts_without_a_view_are_kept_and_flagged_stale() {
         assert_eq!(desired_status(&again, &blind, "cpu"), status);
     }
     // Never any counts: no invented numbers.
-    let blind = plan::Plan::default();
+    let blind = plan::NodeSetPlan::default();
     let status = desired_status(&nodeset(1), &blind, "cpu");
     assert_eq!(status.slurm, None);
     let stale = condition::find(&status.conditions, CONDITION_SLURM_SYNCED).unwrap();
@@ -595,7 +595,7 @@ fn slurm_counts_without_a_view_are_kept_and_flagged_stale() {
 fn ready_counts_available_pods_and_partitions_are_reported() {
     let mut set = nodeset(2);
     set.spec.slurm.partitions = vec!["gpu".into()];
-    let plan = plan::Plan {
+    let plan = plan::NodeSetPlan {
         view: ViewState::Trusted,
         counts: plan::Counts {
             replicas: 2,
@@ -604,7 +604,7 @@ fn ready_counts_available_pods_and_partitions_are_reported() {
             ..plan::Counts::default()
         },
         partition_misses: Some(vec![("cpu-1".into(), vec!["gpu".into()])]),
-        ..plan::Plan::default()
+        ..plan::NodeSetPlan::default()
     };
     let status = desired_status(&set, &plan, "cpu");
     assert_eq!((status.ready_replicas, status.available_replicas), (2, 1));
@@ -633,14 +633,14 @@ fn ready_counts_available_pods_and_partitions_are_reported() {
         parts.message
     );
 
-    let all_in = plan::Plan {
+    let all_in = plan::NodeSetPlan {
         partition_misses: Some(vec![]),
         ..plan.clone()
     };
     let parts = desired_status(&set, &all_in, "cpu");
     let parts = condition::find(&parts.conditions, CONDITION_PARTITIONS).unwrap();
     assert_eq!(parts.status, "True");
-    let no_view = plan::Plan {
+    let no_view = plan::NodeSetPlan {
         partition_misses: None,
         ..plan.clone()
     };

@@ -147,7 +147,7 @@ pub enum Fetch {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub struct PollPlan {
     pub fetch: Fetch,
     /// Whether, once the fetch succeeds, the index is complete: nothing that blocks sync is left
     /// for a later cycle.
@@ -180,20 +180,20 @@ pub fn needs(known: Option<&Tracked>, listed: &Listed) -> Option<Why> {
 }
 
 /// Decide what this cycle fetches.
-pub fn plan(tracker: &Tracker, listed: &BTreeMap<u32, Listed>, limits: Limits) -> Plan {
+pub fn plan(tracker: &Tracker, listed: &BTreeMap<u32, Listed>, limits: Limits) -> PollPlan {
     let mut needed: Vec<(Why, u32)> = listed
         .iter()
         .filter_map(|(id, l)| needs(tracker.get(id), l).map(|why| (why, *id)))
         .collect();
     if needed.is_empty() {
-        return Plan {
+        return PollPlan {
             fetch: Fetch::Nothing,
             complete: true,
             deferred: 0,
         };
     }
     if needed.len() > limits.list_all_above && listed.len() <= limits.full_list_max_jobs {
-        return Plan {
+        return PollPlan {
             fetch: Fetch::Full,
             complete: true,
             deferred: 0,
@@ -202,7 +202,7 @@ pub fn plan(tracker: &Tracker, listed: &BTreeMap<u32, Listed>, limits: Limits) -
     needed.sort_unstable();
     let budget = limits.detail_budget.max(1);
     let later = needed.split_off(needed.len().min(budget));
-    Plan {
+    PollPlan {
         fetch: Fetch::Details(needed.into_iter().map(|(_, id)| id).collect()),
         complete: !later.iter().any(|(why, _)| why.blocks_sync()),
         deferred: later.len(),
@@ -571,7 +571,7 @@ mod tests {
         );
         assert_eq!(
             plan,
-            Plan {
+            PollPlan {
                 fetch: Fetch::Nothing,
                 complete: true,
                 deferred: 0
