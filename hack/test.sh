@@ -31,14 +31,14 @@ bash hack/gen-crds.sh --check
 step "cargo fmt --check"
 cargo fmt --all --check
 
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --locked --all-targets -- -D warnings
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --locked --workspace --all-targets -- -D warnings
 
 step "Helm charts: lint, render, validate against Kubernetes and our CRD schemas"
 bash hack/helm-test.sh
 
-step "cargo test (unit, fixture and integration tests)"
-cargo test --locked --no-fail-fast 2>&1 | tee "${TEST_LOG:-/dev/null}"
+step "cargo test (unit, fixture and integration tests; the fake API server's conformance tests)"
+cargo test --locked --workspace --no-fail-fast 2>&1 | tee "${TEST_LOG:-/dev/null}"
 
 # The same facade tests against the other Slurm release (26.05 from Debian forky), so an API
 # difference between versions shows up here and not in a user's cluster. SLURM_COMPARE=0 skips.
