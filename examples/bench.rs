@@ -21,7 +21,7 @@
 //!
 //! `bench operator` measures the operator *binary* (`--binary`, the release build in
 //! `hack/bench.sh`): it runs against the in-memory API server of the tests
-//! (`tests/common/apiserver.rs`, which sends `managedFields` as the real one does) holding
+//! (`testing/fake-apiserver`, which sends `managedFields` as the real one does) holding
 //! 10 000 finished SlurmJobs and a Cluster for the local slurmrestd, to which it adds 1 000
 //! CLOUD nodes (in no partition, deleted afterwards), and reports the process's VmRSS/VmHWM
 //! once its caches are filled, its index holds the nodes and every SlurmJob has been reconciled.
@@ -59,9 +59,6 @@ use slurm_operator::state::poller::{self, PollerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc};
-
-#[path = "../tests/common/apiserver.rs"]
-mod apiserver;
 
 const INTERVAL: Duration = Duration::from_secs(1);
 /// The SlurmJob controller's debounce (`controller::Config::debounce` in `controller/slurmjob.rs`).
@@ -1135,7 +1132,7 @@ async fn operator_memory(
     let get = |k: &str| env.get(k).cloned().with_context(|| format!("{k} missing"));
     let _nodes = ExtraNodes::create(&get("SLURM_ROOT")?, "benchnode", nodes)?;
     let key = std::fs::read(get("SLURM_JWT_KEY")?)?;
-    let api = apiserver::FakeApiServer::start().await;
+    let api = fake_apiserver::FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
     let dir = tempfile::tempdir()?;
     let kubeconfig = api.write_kubeconfig(dir.path());
     let b64 = |bytes: &[u8]| {

@@ -40,7 +40,7 @@ cargo clippy --locked --workspace --all-targets -- -D warnings
 step "Helm charts: lint, render, validate against Kubernetes and our CRD schemas"
 bash hack/helm-test.sh
 
-step "cargo test (unit, fixture and integration tests; the workspace: operator and tools/gen-client)"
+step "cargo test (the workspace: unit, fixture and integration tests; tools/gen-client; the fake API server's conformance tests)"
 cargo test --locked --workspace --no-fail-fast 2>&1 | tee "${TEST_LOG:-/dev/null}"
 
 # The same facade tests against the other Slurm release (26.05 from Debian forky), so an API

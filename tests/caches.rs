@@ -10,6 +10,7 @@ mod common;
 
 use std::time::Duration;
 
+use fake_apiserver::FakeApiServer;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
@@ -19,7 +20,6 @@ use slurm_operator::crd::{Cluster, NodeSet, SlurmJob};
 use slurm_operator::metrics::Metrics;
 use tokio_util::sync::CancellationToken;
 
-use common::apiserver::FakeApiServer;
 use common::e2e::MANAGER;
 
 const NAMESPACE: &str = "caches";
@@ -41,7 +41,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caches_keep_no_managed_fields_or_last_applied_copy() {
-    let api = FakeApiServer::start().await;
+    let api = FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
     let client = api.client();
     // Objects the controllers cannot act on (no Secret, no Slurm): only caching is tested.
     let annotations = json!({LAST_APPLIED: "{\"kind\":\"...the whole object...\"}", "team": "hpc"});

@@ -2,7 +2,7 @@
 //! 100 SlurmJobs are being submitted, 50 times; afterwards every SlurmJob maps to exactly one Slurm
 //! job and every status is right.
 //!
-//! Kubernetes is the in-memory API server of `tests/common/apiserver.rs` (it keeps everything
+//! Kubernetes is the in-memory API server of `testing/fake-apiserver` (it keeps everything
 //! across the operator's deaths, as etcd would); Slurm is the real local one. Each round adds two
 //! SlurmJobs, starts the operator and kills it: every other round after a random delay (start-up,
 //! caches, the Cluster's check), the others within 400 ms of a new SlurmJob's first status write,

@@ -1,5 +1,5 @@
 //! Leader election with two replicas (issue 7): the Lease gates every write, and two operator
-//! processes against the same API (the in-memory API server of `tests/common/apiserver.rs`) and
+//! processes against the same API (the in-memory API server of `testing/fake-apiserver`) and
 //! the real local Slurm never submit a job twice — not when the leader is killed, not when it is
 //! frozen (SIGSTOP) past its Lease's expiry and wakes up believing it still leads.
 
@@ -10,13 +10,13 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use fake_apiserver::FakeApiServer;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use slurm_operator::crd::SlurmJob;
 use slurm_operator::leader::{self, LeaseConfig};
 use tokio_util::sync::CancellationToken;
 
-use common::apiserver::FakeApiServer;
 use common::e2e::{Operator, eventually, free_port};
 use common::scenario::{self, Harness};
 

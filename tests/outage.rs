@@ -341,7 +341,7 @@ async fn cluster_goes_not_ready_within_one_poll_and_recovers() {
     let _serial = SERIAL.lock().await;
     slurm_operator::tls::install_crypto_provider();
     const NAMESPACE: &str = "outage";
-    let api = common::apiserver::FakeApiServer::start().await;
+    let api = fake_apiserver::FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = api.write_kubeconfig(dir.path());
     let client = api.client();

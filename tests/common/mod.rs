@@ -9,7 +9,6 @@
 // Test code: a failed unwrap is a failed test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-pub mod apiserver;
 pub mod e2e;
 pub mod hostile;
 pub mod scenario;

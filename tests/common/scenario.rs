@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use fake_apiserver::FakeApiServer;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
@@ -15,7 +16,6 @@ use slurm_operator::crd::{Cluster, SlurmJob};
 use slurm_operator::slurm::types::JobBaseState;
 
 use super::LocalSlurm;
-use super::apiserver::FakeApiServer;
 use super::e2e::{MANAGER, eventually};
 
 /// Where an operator-binary test runs: the in-memory API server holding the Cluster `local`
@@ -41,7 +41,7 @@ impl Harness {
             "the scenarios count jobs in slurmdbd's records: run hack/slurm-up.sh with accounting"
         );
         slurm_operator::tls::install_crypto_provider();
-        let api = FakeApiServer::start().await;
+        let api = FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = api
             .write_kubeconfig(dir.path())

@@ -1,0 +1,184 @@
+//! Replace with a resourceVersion precondition, JSON patches with `test`, merge patches.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::support::*;
+
+async fn config_map(client: &kube::Client) -> (Api<ConfigMap>, ConfigMap) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let cm =
+        serde_json::from_value(json!({"metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}}))
+            .unwrap();
+    let cm = api.create(&PostParams::default(), &cm).await.unwrap();
+    (api, cm)
+}
+
+#[tokio::test]
+async fn replace_with_a_stale_resource_version_is_409_conflict() {
+    let (_api, client) = server().await;
+    let (api, original) = config_map(&client).await;
+    let mut first = original.clone();
+    first
+        .data
+        .as_mut()
+        .unwrap()
+        .insert("a".into(), "first".into());
+    let replaced = api
+        .replace("c", &PostParams::default(), &first)
+        .await
+        .unwrap();
+    assert!(rv(&replaced) > rv(&original));
+    // A second writer that read before the first wrote.
+    let mut second = original.clone();
+    second
+        .data
+        .as_mut()
+        .unwrap()
+        .insert("a".into(), "second".into());
+    let stale = api.replace("c", &PostParams::default(), &second).await;
+    assert_eq!(api_error(stale), (409, "Conflict".into()));
+    assert_eq!(
+        api.get("c").await.unwrap().data.unwrap()["a"],
+        "first",
+        "the loser wrote nothing"
+    );
+    // With the current resourceVersion it goes through.
+    second.metadata.resource_version = replaced.metadata.resource_version.clone();
+    let won = api
+        .replace("c", &PostParams::default(), &second)
+        .await
+        .unwrap();
+    assert_eq!(won.data.unwrap()["a"], "second");
+    // A merge patch that names a resourceVersion is held to it too.
+    let patch = json!({"metadata": {"resourceVersion": replaced.metadata.resource_version}, "data": {"b": "x"}});
+    let stale = api
+        .patch("c", &PatchParams::default(), &Patch::Merge(patch))
+        .await;
+    assert_eq!(api_error(stale), (409, "Conflict".into()));
+    // Replacing what is not there: 404.
+    let mut missing = original.clone();
+    missing.metadata.name = Some("missing".into());
+    assert_eq!(
+        api_error(
+            api.replace("missing", &PostParams::default(), &missing)
+                .await
+        )
+        .0,
+        404
+    );
+}
+
+#[tokio::test]
+async fn json_patch_applies_all_or_nothing_with_test() {
+    let (_api, client) = server().await;
+    let (api, original) = config_map(&client).await;
+    let pp = PatchParams::default();
+    let patch = |ops: serde_json::Value| Patch::<()>::Json(serde_json::from_value(ops).unwrap());
+    let ok = api
+        .patch(
+            "c",
+            &pp,
+            &patch(json!([
+                {"op": "test", "path": "/data/a", "value": "1"},
+                {"op": "replace", "path": "/data/a", "value": "one"},
+                {"op": "remove", "path": "/data/b"},
+                {"op": "add", "path": "/metadata/labels", "value": {"l": "v"}},
+            ])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ok.data.clone().unwrap(),
+        [("a".to_owned(), "one".to_owned())].into()
+    );
+    assert_eq!(ok.metadata.labels.clone().unwrap()["l"], "v");
+    assert!(rv(&ok) > rv(&original));
+    // A failed `test`: 422, and nothing of the patch is applied.
+    let failed = api
+        .patch(
+            "c",
+            &pp,
+            &patch(json!([
+                {"op": "replace", "path": "/data/a", "value": "two"},
+                {"op": "test", "path": "/data/a", "value": "1"},
+            ])),
+        )
+        .await;
+    assert_eq!(api_error(failed), (422, "Invalid".into()));
+    let after = api.get("c").await.unwrap();
+    assert_eq!(after.data.unwrap()["a"], "one");
+    assert_eq!(
+        after.metadata.resource_version,
+        ok.metadata.resource_version
+    );
+    // As the real server (evanphx/json-patch): `test` of a missing path against null passes.
+    api.patch(
+        "c",
+        &pp,
+        &patch(json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["f"]},
+        ])),
+    )
+    .await
+    .unwrap();
+    // But not against a value.
+    let failed = api
+        .patch(
+            "c",
+            &pp,
+            &patch(json!([{"op": "test", "path": "/metadata/annotations", "value": {}}])),
+        )
+        .await;
+    assert_eq!(api_error(failed).0, 422);
+}
+
+#[tokio::test]
+async fn merge_patch_merges_maps_and_null_removes() {
+    let (_api, client) = server().await;
+    let (api, _) = config_map(&client).await;
+    let patched = api
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"labels": {"l": "v"}},
+                "data": {"a": null, "c": "3"},
+            })),
+        )
+        .await
+        .unwrap();
+    let data = patched.data.unwrap();
+    assert_eq!(
+        data,
+        [
+            ("b".to_owned(), "2".to_owned()),
+            ("c".to_owned(), "3".to_owned())
+        ]
+        .into()
+    );
+    assert_eq!(patched.metadata.labels.unwrap()["l"], "v");
+    // Strategic merge patches are served as merge patches.
+    let strategic = api
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"data": {"d": "4"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(strategic.data.unwrap().len(), 3);
+    // The server's fields are not a client's to patch.
+    let renamed = api
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"uid": "mine", "name": "other"}})),
+        )
+        .await
+        .unwrap();
+    assert_ne!(renamed.metadata.uid.as_deref(), Some("mine"));
+    assert_eq!(renamed.metadata.name.as_deref(), Some("c"));
+}
