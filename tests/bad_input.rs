@@ -514,6 +514,21 @@ fn admission_cases() -> Vec<Case> {
             "extraOptions.comment is set by the operator",
         ),
         j(
+            "SlurmJob: extraOptions.user_id 0 (root)",
+            json!({"extraOptions": {"user_id": "0"}}),
+            "extraOptions.user_id is refused",
+        ),
+        j(
+            "SlurmJob: extraOptions.priority",
+            json!({"extraOptions": {"priority": {"set": true, "number": 4294967294u32}}}),
+            "extraOptions.priority is refused",
+        ),
+        j(
+            "SlurmJob: extraOptions.partition (typed)",
+            json!({"extraOptions": {"partition": "other"}}),
+            "extraOptions.partition has a typed field: use spec.partition",
+        ),
+        j(
             "SlurmJob: clusterRef \"Main\"",
             json!({"clusterRef": "Main"}),
             "clusterRef must be the name of a Cluster",
@@ -1662,6 +1677,16 @@ fn stored_cases() -> Vec<Case> {
             "SlurmJob: extraOptions.standard_output",
             json!({"extraOptions": {"standard_output": "/tmp/x"}}),
             &["extraOptions.standard_output", "set by the operator"],
+        ),
+        invalid_spec_case(
+            "SlurmJob: extraOptions.user_id 0 (root), stored before the allowlist",
+            json!({"extraOptions": {"user_id": "0", "group_id": "0"}}),
+            &["_id is refused", "runs as the Slurm user its access grants"],
+        ),
+        invalid_spec_case(
+            "SlurmJob: extraOptions.spank_environment, stored before the allowlist",
+            json!({"extraOptions": {"spank_environment": ["X=1"]}}),
+            &["extraOptions.spank_environment is refused"],
         ),
         invalid_spec_case(
             "SlurmJob: ntasks 0",

@@ -708,3 +708,56 @@ async fn only_a_slurmjob_old_enough_asks_accounting_before_submitting() {
         job.status = Some(step.status);
     }
 }
+
+/// A SlurmJob stored before admission refused privileged job options (or written past it)
+/// never gets them to Slurm: the step refuses the spec without a request, and the facade
+/// refuses the same options in any request, before sending. Either way slurmctld holds no job
+/// of that name afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn privileged_job_options_never_reach_slurm() {
+    let slurm = require_slurm!();
+    let mut job = Runner::new(
+        &slurm,
+        "root",
+        json!({"script": script("id -u"), "extraOptions": {"user_id": "0", "group_id": "0"}}),
+    );
+    let step = job.step().await;
+    let ready = condition::find(&step.status.conditions, status::READY).unwrap();
+    assert_eq!(ready.reason, "InvalidSpec", "{ready:?}");
+    assert!(
+        ready.message.contains("_id is refused"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(step.status.job_id, None);
+    assert!(step.invalid);
+
+    let client = slurm.client();
+    for (key, value) in [
+        ("user_id", json!("0")),
+        ("group_id", json!("0")),
+        ("priority", json!({"set": true, "number": 100_000})),
+        ("reservation", json!("maint")),
+        ("spank_environment", json!(["X=1"])),
+        ("admin_comment", json!("x")),
+    ] {
+        let mut request = slurm.job(&job.name, "id -u");
+        request.extra.insert(key.into(), value);
+        let error = client.submit_job(&request).await.unwrap_err();
+        assert!(
+            error.to_string().contains(&format!("job option {key} ")),
+            "{key}: {error}"
+        );
+    }
+    let jobs = client
+        .jobs(None)
+        .await
+        .unwrap()
+        .into_items()
+        .unwrap_or_default();
+    assert!(
+        jobs.iter().all(|j| j.name != job.name),
+        "a job named {} reached slurmctld",
+        job.name
+    );
+}

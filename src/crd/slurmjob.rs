@@ -11,6 +11,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use super::{POSITIVE_QUANTITY, condition, duration::Duration};
+use crate::slurm::types::{EXTRA_JOB_OPTIONS, EXTRA_OPTION_UNKNOWN, REFUSED_JOB_OPTIONS};
 
 /// Bound on `status.arrayTasks.tasks`; the operator keeps the most relevant entries.
 pub const MAX_ARRAY_TASKS: usize = 100;
@@ -19,16 +20,8 @@ pub const MAX_HISTORY: usize = 10;
 /// Bound on `spec.dependsOn`.
 pub const MAX_DEPENDENCIES: usize = 32;
 
-/// Keys of `spec.extraOptions` the operator sets itself: a user value would break the ownership
-/// tag (`comment`), the script or the output streaming, so admission refuses them (and so does
-/// the submit, for objects stored before that rule existed).
-pub const RESERVED_EXTRA_OPTIONS: &[&str] = &[
-    "comment",
-    "script",
-    "standard_output",
-    "standard_error",
-    "standard_input",
-];
+/// Most entries `spec.extraOptions` may hold: the CEL rule's cost is bounded by it.
+pub const MAX_EXTRA_OPTIONS: usize = 64;
 
 // Names of other objects are checked by CEL rather than a schema `pattern`: a pattern's error
 // ("should match '^[a-z0-9]...'") does not say what is wrong. The same RFC 1123 subdomain as
@@ -235,46 +228,50 @@ pub struct SlurmJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<JobOutput>,
 
-    /// Further slurmrestd job-description fields (v0.0.42 `job_desc_msg`, snake_case keys such as
-    /// `mail_type` or `exclusive`), passed through as given. Typed fields of this spec take
-    /// precedence over the same keys here.
+    /// Further slurmrestd job-description fields (v0.0.42 `job_desc_msg`, snake_case keys),
+    /// passed through as given: only options any Slurm user may choose for their own job
+    /// (shape, placement, timing, notifications, e.g. `mail_type`, `hold`, `begin_time`,
+    /// `memory_per_cpu`, `tasks_per_node`, `licenses`, `requeue`, `shared`). Who the job runs as,
+    /// its priority, reservation, nice value or id, admin fields, SPANK environment, security
+    /// labels, containers, cluster routing and the fields with a typed field in this spec are
+    /// refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "free_form_object")]
     pub extra_options: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
-/// An object whose fields are kept as given: the only `x-kubernetes-preserve-unknown-fields` in
-/// these CRDs outside k8s-openapi's own types. CEL cannot see unknown fields, so the reserved
-/// keys are declared (all strings in slurmrestd's `job_desc_msg`), each with a rule that refuses
-/// any value. One rule per key rather than `!has(self.standard_output) && ...` on the object:
-/// the message names the key, and no field name has to be escaped for CEL (kube-cel, which the
-/// tests use, escapes `_` differently from the API server).
+/// A map from job option to any JSON value, whose keys CEL can see (a map's keys are data,
+/// unlike the unknown fields of an object that preserves them): one rule refuses every key
+/// outside [`EXTRA_JOB_OPTIONS`], its message naming the first such key and why. The values
+/// stay free-form (`x-kubernetes-preserve-unknown-fields` on the map's values, the only one in
+/// these CRDs outside k8s-openapi's own types); slurmrestd checks them.
 fn free_form_object(_: &mut SchemaGenerator) -> Schema {
-    let reserved: serde_json::Map<String, serde_json::Value> = RESERVED_EXTRA_OPTIONS
+    let quoted = |keys: &mut dyn Iterator<Item = &str>| {
+        keys.map(|k| format!("'{k}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let allowed = format!("[{}]", quoted(&mut EXTRA_JOB_OPTIONS.iter().copied()));
+    let first = format!("self.filter(k, !(k in {allowed}))[0]");
+    let reasons = REFUSED_JOB_OPTIONS
         .iter()
-        .map(|key| {
-            let hint = match *key {
-                "comment" => " (it carries the job's ownership tag)",
-                "script" => "; use spec.script",
-                "standard_output" | "standard_error" => "; use spec.output to collect the output",
-                _ => "",
-            };
-            let schema = serde_json::json!({
-                "type": "string",
-                "description": format!("Not allowed: the operator sets {key}."),
-                "x-kubernetes-validations": [{
-                    "rule": "false",
-                    "message": format!("extraOptions.{key} is set by the operator{hint}"),
-                }],
-            });
-            ((*key).to_owned(), schema)
-        })
-        .collect();
+        .map(|(key, reason)| format!("'{key}': '{}'", reason.replace('\'', "\\'")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let message = format!(
+        "'extraOptions.' + {first} + ' ' + ({first} in {{{reasons}}} ? {{{reasons}}}[{first}] : '{}')",
+        EXTRA_OPTION_UNKNOWN.replace('\'', "\\'")
+    );
     json_schema!({
         "type": "object",
         "nullable": true,
-        "x-kubernetes-preserve-unknown-fields": true,
-        "properties": reserved,
+        "maxProperties": MAX_EXTRA_OPTIONS,
+        "additionalProperties": {"x-kubernetes-preserve-unknown-fields": true},
+        "x-kubernetes-validations": [{
+            "rule": format!("self.all(k, k in {allowed})"),
+            "messageExpression": message,
+            "reason": "FieldValueForbidden",
+        }],
     })
 }
 

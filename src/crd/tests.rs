@@ -643,7 +643,16 @@ fn preserve_unknown_fields_only_on_extra_options() {
         preserve_unknown_paths(&schema, "", &mut paths);
         found.extend(paths.into_iter().map(|p| format!("{name}:{p}")));
     }
-    assert_eq!(found, ["slurmjobs.slurm.rs:.spec.extraOptions"]);
+    // The values of extraOptions (a map whose keys the CEL allowlist sees), bounded in number.
+    assert_eq!(found, ["slurmjobs.slurm.rs:.spec.extraOptions[]"]);
+    let job = schemas()
+        .into_iter()
+        .find_map(|(name, s)| (name == "slurmjobs.slurm.rs").then_some(s))
+        .unwrap();
+    assert_eq!(
+        job["properties"]["spec"]["properties"]["extraOptions"]["maxProperties"],
+        serde_json::json!(crate::crd::slurmjob::MAX_EXTRA_OPTIONS)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -525,6 +525,10 @@ pub(crate) fn submit_request(
         );
     }
     for (key, value) in &request.extra {
+        // Whoever builds the request, privileged fields never reach slurmrestd.
+        if let Some(reason) = super::types::extra_option_refusal(key) {
+            return Err(invalid(format!("job option {key} {reason}")));
+        }
         job.insert(key.clone(), value.clone());
     }
     let body = json!({ "job": Value::Object(job) });

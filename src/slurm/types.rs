@@ -425,6 +425,193 @@ impl<T> Changes<T> {
     }
 }
 
+/// The fields of slurmrestd's job description (`job_desc_msg`) that a submit may carry as given
+/// ([`SubmitRequest::extra`], a SlurmJob's `extraOptions`): the shape, placement, timing and
+/// notifications of the job — what `sbatch` lets any user choose for themselves, and Slurm
+/// checks against their limits. Everything else is refused ([`extra_option_refusal`]): who the
+/// job runs as, its priority, reservation or id, what it reports to the admins or to SPANK and
+/// prolog scripts, security labels, containers and the clusters it is routed to, and the
+/// fields the request sets itself.
+pub const EXTRA_JOB_OPTIONS: &[&str] = &[
+    "account_gather_frequency",
+    "argv",
+    "batch_features",
+    "begin_time",
+    "burst_buffer",
+    "contiguous",
+    "core_specification",
+    "cpu_binding",
+    "cpu_binding_flags",
+    "cpu_frequency",
+    "cpus_per_tres",
+    "deadline",
+    "delay_boot",
+    "distribution",
+    "distribution_plane_size",
+    "excluded_nodes",
+    "extra",
+    "hold",
+    "immediate",
+    "kill_on_node_fail",
+    "kill_warning_delay",
+    "kill_warning_flags",
+    "kill_warning_signal",
+    "licenses",
+    "mail_type",
+    "mail_user",
+    "maximum_cpus",
+    "maximum_nodes",
+    "memory_binding",
+    "memory_binding_type",
+    "memory_per_cpu",
+    "memory_per_tres",
+    "minimum_boards_per_node",
+    "minimum_cpus",
+    "minimum_cpus_per_node",
+    "minimum_nodes",
+    "minimum_sockets_per_board",
+    "ntasks_per_tres",
+    "oom_kill_step",
+    "open_mode",
+    "overcommit",
+    "prefer",
+    "profile",
+    "required_nodes",
+    "requeue",
+    "segment_size",
+    "shared",
+    "sockets_per_node",
+    "tasks_per_board",
+    "tasks_per_core",
+    "tasks_per_node",
+    "tasks_per_socket",
+    "temporary_disk_per_node",
+    "thread_specification",
+    "threads_per_core",
+    "time_minimum",
+    "tres_bind",
+    "tres_freq",
+    "tres_per_job",
+    "tres_per_socket",
+    "wait_all_nodes",
+    "wckey",
+];
+
+/// Job options refused for a reason more specific than "not a job option a submit may carry",
+/// with that reason (read after the option's name: `extraOptions.user_id <reason>`).
+pub const REFUSED_JOB_OPTIONS: &[(&str, &str)] = &[
+    (
+        "comment",
+        "is set by the operator (it carries the job's ownership tag)",
+    ),
+    ("script", "is set by the operator; use spec.script"),
+    (
+        "standard_output",
+        "is set by the operator; use spec.output to collect the output",
+    ),
+    (
+        "standard_error",
+        "is set by the operator; use spec.output to collect the output",
+    ),
+    ("standard_input", "is set by the operator"),
+    (
+        "user_id",
+        "is refused: a job runs as the Slurm user its access grants",
+    ),
+    (
+        "group_id",
+        "is refused: a job runs as the Slurm user its access grants",
+    ),
+    (
+        "priority",
+        "is refused: only Slurm administrators set a job's priority",
+    ),
+    (
+        "nice",
+        "is refused: a negative nice value needs Slurm administrator rights",
+    ),
+    (
+        "reservation",
+        "is refused: reservations are granted by the Slurm administrators",
+    ),
+    ("job_id", "is refused: Slurm assigns job ids"),
+    (
+        "admin_comment",
+        "is refused: it is the Slurm administrators' field",
+    ),
+    (
+        "site_factor",
+        "is refused: it is the Slurm administrators' field",
+    ),
+    (
+        "spank_environment",
+        "is refused: it reaches SPANK plugins and prolog scripts",
+    ),
+    (
+        "selinux_context",
+        "is refused: security labels are set by the site",
+    ),
+    (
+        "mcs_label",
+        "is refused: security labels are set by the site",
+    ),
+    (
+        "container",
+        "is refused: containers are not run through the operator",
+    ),
+    (
+        "container_id",
+        "is refused: containers are not run through the operator",
+    ),
+    (
+        "clusters",
+        "is refused: the SlurmJob's cluster is set by its access",
+    ),
+    (
+        "cluster_constraint",
+        "is refused: the SlurmJob's cluster is set by its access",
+    ),
+    ("name", "has a typed field: use spec.name"),
+    ("partition", "has a typed field: use spec.partition"),
+    ("account", "has a typed field: use spec.account"),
+    ("qos", "has a typed field: use spec.qos"),
+    ("nodes", "has a typed field: use spec.nodes"),
+    ("tasks", "has a typed field: use spec.ntasks"),
+    ("cpus_per_task", "has a typed field: use spec.cpusPerTask"),
+    (
+        "memory_per_node",
+        "has a typed field: use spec.memoryPerNode",
+    ),
+    ("time_limit", "has a typed field: use spec.timeLimit"),
+    ("constraints", "has a typed field: use spec.constraints"),
+    ("tres_per_node", "has a typed field: use spec.gres"),
+    ("tres_per_task", "has a typed field: use spec.tres"),
+    ("array", "has a typed field: use spec.array"),
+    ("dependency", "has a typed field: use spec.dependsOn"),
+    ("environment", "has a typed field: use spec.environment"),
+    (
+        "current_working_directory",
+        "has a typed field: use spec.workingDirectory",
+    ),
+];
+
+/// Why `key` may not be carried as a job option ([`EXTRA_JOB_OPTIONS`]); `None` when it may.
+pub fn extra_option_refusal(key: &str) -> Option<&'static str> {
+    if EXTRA_JOB_OPTIONS.contains(&key) {
+        return None;
+    }
+    Some(
+        REFUSED_JOB_OPTIONS
+            .iter()
+            .find(|(refused, _)| *refused == key)
+            .map_or(EXTRA_OPTION_UNKNOWN, |(_, reason)| reason),
+    )
+}
+
+/// The reason for a key that is neither allowed nor specifically refused.
+pub const EXTRA_OPTION_UNKNOWN: &str = "is not a job option a SlurmJob may set (see `kubectl \
+                                        explain slurmjob.spec.extraOptions` for those it may)";
+
 /// A batch job to submit. Field names follow sbatch; units are explicit.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct SubmitRequest {

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::crd::slurmjob::{DependencyType, RESERVED_EXTRA_OPTIONS, SlurmJobSpec};
-use crate::slurm::types::SubmitRequest;
+use crate::crd::slurmjob::{DependencyType, SlurmJobSpec};
+use crate::slurm::types::{SubmitRequest, extra_option_refusal};
 
 use crate::crd::quantity::{self, QuantityError};
 use crate::slurm::tag::OwnerTag;
@@ -20,7 +20,7 @@ pub enum SpecError {
     Memory(#[from] QuantityError),
     #[error("{field} must be at least 1, got {value}")]
     NotPositive { field: &'static str, value: i32 },
-    #[error("extraOptions.{key}: {reason}")]
+    #[error("extraOptions.{key} {reason}")]
     ExtraOption { key: String, reason: &'static str },
     #[error(
         "dependsOn names the SlurmJob itself ({name}): it would wait for its own submission forever"
@@ -70,10 +70,6 @@ pub fn dependency_expression(dependencies: &[ResolvedDependency]) -> Option<Stri
             .join(","),
     )
 }
-
-/// Keys of `extraOptions` the operator sets itself: refused rather than silently overridden
-/// (admission refuses them too; an object stored before that rule gets `InvalidSpec`).
-const RESERVED_EXTRA_KEYS: &[&str] = RESERVED_EXTRA_OPTIONS;
 
 /// Where the job's output goes on the Slurm nodes when `spec.output` is set: one file with
 /// stdout and stderr, named after the SlurmJob and the Slurm job id (`%j`).
@@ -153,38 +149,18 @@ pub fn request(
         extra: serde_json::Map::new(),
     };
     if let Some(extra) = &spec.extra_options {
-        let typed = serde_json::to_value(&request).unwrap_or_default();
+        // Admission refuses these too; an object stored before that rule gets `InvalidSpec`.
         for (key, value) in extra {
-            if RESERVED_EXTRA_KEYS.contains(&key.as_str()) {
+            if let Some(reason) = extra_option_refusal(key) {
                 return Err(SpecError::ExtraOption {
                     key: key.clone(),
-                    reason: "is set by the operator",
+                    reason,
                 });
-            }
-            // A typed field that is set wins over the same key here.
-            if typed_field_set(&typed, key) {
-                continue;
             }
             request.extra.insert(key.clone(), value.clone());
         }
     }
     Ok(request)
-}
-
-/// Whether `SubmitRequest` already carries slurmrestd field `key` (by its job-description name).
-fn typed_field_set(typed: &serde_json::Value, key: &str) -> bool {
-    let set = |field: &str| {
-        typed
-            .get(field)
-            .is_some_and(|v| !v.is_null() && v != &serde_json::json!({}))
-    };
-    match key {
-        "current_working_directory" => set("working_directory"),
-        "memory_per_node" => set("memory_per_node_mib"),
-        // `gres` becomes tres_per_node.
-        "tres_per_node" => set("tres_per_node") || set("gres"),
-        other => set(other),
-    }
 }
 
 fn round_up_to_minute(duration: Duration) -> Duration {
@@ -310,36 +286,56 @@ mod tests {
     }
 
     #[test]
-    fn extra_options_pass_through_but_typed_fields_win_and_reserved_keys_are_refused() {
+    fn allowed_extra_options_pass_through_and_every_other_key_is_refused() {
         let mut s = spec();
-        s.partition = Some("typed".into());
-        s.gres = Some("gpu:2".into());
         s.extra_options = Some(
-            json!({"partition": "extra", "exclusive": ["user"], "mail_type": ["END"],
-                   "current_working_directory": "/x", "tres_per_node": "gres/gpu:1"})
-            .as_object()
-            .unwrap()
-            .clone(),
+            json!({"mail_type": ["END"], "hold": true, "memory_per_cpu": {"set": true, "number": 100}})
+                .as_object()
+                .unwrap()
+                .clone(),
         );
         let r = request(&s, "obj", &OwnerTag::new("u", 1), &[]).unwrap();
-        assert_eq!(r.partition.as_deref(), Some("typed"));
-        assert!(!r.extra.contains_key("partition"));
-        assert!(
-            !r.extra.contains_key("current_working_directory"),
-            "the default working directory is typed"
-        );
-        assert!(!r.extra.contains_key("tres_per_node"), "gres is typed");
-        assert_eq!(r.extra.get("exclusive"), Some(&json!(["user"])));
         assert_eq!(r.extra.get("mail_type"), Some(&json!(["END"])));
+        assert_eq!(r.extra.get("hold"), Some(&json!(true)));
+        assert_eq!(r.extra.len(), 3);
 
-        for reserved in RESERVED_EXTRA_KEYS {
+        // Identity, privilege, the operator's own fields, typed fields and unknown keys.
+        for (key, reason) in [
+            ("user_id", "runs as the Slurm user its access grants"),
+            ("group_id", "runs as the Slurm user its access grants"),
+            ("priority", "only Slurm administrators"),
+            ("nice", "needs Slurm administrator rights"),
+            ("reservation", "granted by the Slurm administrators"),
+            ("job_id", "Slurm assigns job ids"),
+            ("admin_comment", "administrators' field"),
+            ("spank_environment", "SPANK"),
+            ("selinux_context", "security labels"),
+            ("container", "containers"),
+            ("clusters", "cluster is set by its access"),
+            ("comment", "ownership tag"),
+            ("script", "use spec.script"),
+            ("standard_output", "use spec.output"),
+            ("partition", "use spec.partition"),
+            ("current_working_directory", "use spec.workingDirectory"),
+            ("exclusive", "not a job option a SlurmJob may set"),
+        ] {
             let mut s = spec();
-            s.extra_options = Some(json!({ *reserved: "x" }).as_object().unwrap().clone());
+            s.extra_options = Some(
+                json!({ key: "0", "hold": true })
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            );
             let err = request(&s, "obj", &OwnerTag::new("u", 1), &[]).unwrap_err();
             assert!(
-                matches!(&err, SpecError::ExtraOption { key, .. } if key == reserved),
+                matches!(&err, SpecError::ExtraOption { key: k, .. } if k == key),
+                "{key}: {err}"
+            );
+            assert!(
+                err.to_string().starts_with(&format!("extraOptions.{key} ")),
                 "{err}"
             );
+            assert!(err.to_string().contains(reason), "{key}: {err}");
         }
     }
 

@@ -83,7 +83,12 @@ fn rule_problems(node: &CompiledSchema, path: &str, out: &mut Vec<String>) {
                         out.push(format!("{path}: {}: {}", r.rule.rule, w.message));
                     }
                 }
-                if r.rule.message.as_deref().is_none_or(str::is_empty) {
+                if r.rule.message.as_deref().is_none_or(str::is_empty)
+                    && r.rule
+                        .message_expression
+                        .as_deref()
+                        .is_none_or(str::is_empty)
+                {
                     out.push(format!("{path}: rule {:?} has no message", r.rule.rule));
                 }
             }
@@ -112,7 +117,15 @@ fn rules(node: &Value, path: &str, out: &mut Vec<(String, String, String)>) {
         out.push((
             path.to_owned(),
             r["rule"].as_str().unwrap_or_default().to_owned(),
-            r["message"].as_str().unwrap_or_default().to_owned(),
+            // A rule whose message is computed (its cases are tested by what it says).
+            r["message"].as_str().map_or_else(
+                || {
+                    r["messageExpression"]
+                        .as_str()
+                        .map_or_else(String::new, |_| "(messageExpression)".to_owned())
+                },
+                str::to_owned,
+            ),
         ));
     }
     for (name, child) in node["properties"].as_object().into_iter().flatten() {
@@ -203,28 +216,7 @@ fn cel_rules_are_where_expected() {
                 "dependsOn name must be the name of a SlurmJob: lowercase letters, digits, '-' and \
                  '.', starting and ending with a letter or digit"
             ),
-            s(
-                ".spec.extraOptions.comment",
-                "extraOptions.comment is set by the operator (it carries the job's ownership tag)"
-            ),
-            s(
-                ".spec.extraOptions.script",
-                "extraOptions.script is set by the operator; use spec.script"
-            ),
-            s(
-                ".spec.extraOptions.standard_error",
-                "extraOptions.standard_error is set by the operator; use spec.output to collect \
-                 the output"
-            ),
-            s(
-                ".spec.extraOptions.standard_input",
-                "extraOptions.standard_input is set by the operator"
-            ),
-            s(
-                ".spec.extraOptions.standard_output",
-                "extraOptions.standard_output is set by the operator; use spec.output to collect \
-                 the output"
-            ),
+            s(".spec.extraOptions", "(messageExpression)",),
             s(
                 ".spec.memoryPerNode",
                 "memoryPerNode must be a positive quantity such as 4Gi or 512Mi"
@@ -532,25 +524,32 @@ fn slurmjob_rules() {
         &["dependsOn name must be the name of a SlurmJob"],
     );
 
+    // extraOptions is an allowlist: what any Slurm user may choose for their own job.
     for ok in [
-        json!({"extraOptions": {"mail_type": ["END"], "exclusive": ["user"], "nice": 10}}),
-        json!({"extraOptions": {"comments": "x", "script_path": "y"}}),
+        json!({"extraOptions": {"mail_type": ["END"], "hold": true, "begin_time": {"set": true, "number": 1}}}),
+        json!({"extraOptions": {"memory_per_cpu": {"set": true, "number": 100}, "requeue": false}}),
         json!({"extraOptions": {}}),
     ] {
         j(ok, &[]);
     }
-    for key in crate::crd::slurmjob::RESERVED_EXTRA_OPTIONS {
+    // Every other key is refused, the message naming it and saying why.
+    let refused = crate::slurm::types::REFUSED_JOB_OPTIONS
+        .iter()
+        .map(|(key, reason)| (*key, *reason))
+        .chain([
+            ("exclusive", crate::slurm::types::EXTRA_OPTION_UNKNOWN),
+            ("comments", crate::slurm::types::EXTRA_OPTION_UNKNOWN),
+        ]);
+    for (key, reason) in refused {
         j(
-            json!({"extraOptions": {"mail_type": ["END"], *key: "x"}}),
-            &[&format!("extraOptions.{key} is set by the operator")],
+            json!({"extraOptions": {"mail_type": ["END"], key: "x"}}),
+            &[&format!("extraOptions.{key} {reason}")],
         );
     }
+    // Two refused keys: one failure, naming one of them (CEL's map order is not key order).
     j(
-        json!({"extraOptions": {"comment": "x", "script": "#!/bin/sh\n"}}),
-        &[
-            "extraOptions.comment is set by the operator",
-            "extraOptions.script is set by the operator",
-        ],
+        json!({"extraOptions": {"user_id": "0", "group_id": "0"}}),
+        &["_id is refused: a job runs as the Slurm user its access grants"],
     );
 
     // clusterRef is immutable; other fields may change.
