@@ -22,7 +22,7 @@
 //! `bench operator` measures the operator *binary* (`--binary`, the release build in
 //! `hack/bench.sh`): it runs against the in-memory API server of the tests
 //! (`testing/fake-apiserver`, which sends `managedFields` as the real one does) holding
-//! 10 000 finished SlurmJobs and a Cluster for the local slurmrestd, to which it adds 1 000
+//! 10 000 finished SlurmJobs and a SlurmCluster for the local slurmrestd, to which it adds 1 000
 //! CLOUD nodes (in no partition, deleted afterwards), and reports the process's VmRSS/VmHWM
 //! once its caches are filled, its index holds the nodes and every SlurmJob has been reconciled.
 
@@ -44,7 +44,7 @@ use serde_json::json;
 use slurm_operator::controller::slurmjob::act::{self, Env, Target};
 use slurm_operator::controller::slurmjob::submissions::Submissions;
 use slurm_operator::controller::slurmjob::submit;
-use slurm_operator::crd::Cluster;
+use slurm_operator::crd::SlurmCluster;
 use slurm_operator::crd::slurmjob::{Phase, SlurmJob, SlurmJobSpec, SlurmJobStatus};
 use slurm_operator::leader::Leadership;
 use slurm_operator::metrics::Metrics;
@@ -324,7 +324,7 @@ impl Bench {
         let (events, _) = broadcast::channel(65_536);
         let started_at = Utc::now();
         let (handle, mut index) = poller::spawn(
-            ObjectRef::<Cluster>::new("local"),
+            ObjectRef::<SlurmCluster>::new("local"),
             poll_client,
             &PollerConfig { interval: INTERVAL },
             events.clone(),
@@ -373,7 +373,7 @@ impl Bench {
 
     fn spec(&self) -> SlurmJobSpec {
         serde_json::from_value(json!({
-            "clusterRef": "local",
+            "clusterName": "local",
             "script": "#!/bin/sh\ntrue\n",
             "partition": self.partition,
             "environment": {"PATH": "/usr/bin:/bin"},
@@ -1021,7 +1021,7 @@ fn memory(jobs: u32, nodes: u32) {
         .values()
         .map(|j| {
             let spec: SlurmJobSpec = serde_json::from_value(json!({
-                "clusterRef": "local",
+                "clusterName": "local",
                 "script": "#!/bin/sh\nsrun hostname\nsleep 600\n",
                 "partition": "debug",
                 "environment": {"PATH": "/usr/bin:/bin"},
@@ -1119,7 +1119,7 @@ impl Drop for ExtraNodes {
     }
 }
 
-/// The operator binary's memory with `count` finished SlurmJobs, a connected Cluster and
+/// The operator binary's memory with `count` finished SlurmJobs, a connected SlurmCluster and
 /// `nodes` extra Slurm nodes in its index.
 async fn operator_memory(
     env_file: &PathBuf,
@@ -1148,7 +1148,7 @@ async fn operator_memory(
     api.insert(
         "slurm.rs/v1alpha1/clusters",
         NS,
-        json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "Cluster", "metadata": {"name": "local"},
+        json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "local"},
                "spec": {"endpoint": get("SLURM_REST_URL")?, "pollInterval": "1s",
                         "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"},
                                          "user": get("SLURM_USER")?}}}}),
@@ -1163,7 +1163,7 @@ async fn operator_memory(
                 "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
                 "metadata": {"name": format!("job-{i:05}"), "finalizers": [slurm_operator::crd::FINALIZER],
                              "labels": {"app": "bench", "team": "hpc"}},
-                "spec": {"clusterRef": "local", "partition": "debug",
+                "spec": {"clusterName": "local", "partition": "debug",
                          "script": "#!/bin/sh\nsrun hostname\n",
                          "environment": {"PATH": "/usr/bin:/bin"}},
                 "status": {
@@ -1201,7 +1201,7 @@ async fn operator_memory(
         .spawn()
         .with_context(|| format!("start {}", binary.display()))?;
     let pid = child.id().context("no pid")?;
-    let clusters: kube::Api<Cluster> = kube::Api::namespaced(api.client(), NS);
+    let clusters: kube::Api<SlurmCluster> = kube::Api::namespaced(api.client(), NS);
     let http = reqwest::Client::new();
     let ready_url = format!("http://127.0.0.1:{port}/readyz");
     let metrics_url = format!("http://127.0.0.1:{port}/metrics");
@@ -1222,7 +1222,7 @@ async fn operator_memory(
             Ok(r) => reconciled(&r.text().await.unwrap_or_default()),
             Err(_) => 0.0,
         };
-        // The Cluster's status counts the nodes of the poller's index.
+        // The SlurmCluster's status counts the nodes of the poller's index.
         let indexed_nodes = clusters
             .get("local")
             .await
@@ -1256,7 +1256,7 @@ async fn operator_memory(
         .map(|(_, n)| n)
         .sum();
     println!(
-        "| memory: the operator binary, {count} finished SlurmJobs + a connected Cluster with {nodes} extra Slurm nodes | VmRSS {:.1} MiB (anonymous {:.1}, file-backed {:.1}), VmHWM {:.1} MiB | release binary against the tests' in-memory API server (sends managedFields; the caches drop them); read {:.0?} after start, once /readyz was ready and every SlurmJob reconciled, plus 5 s; {writes} API writes meanwhile |",
+        "| memory: the operator binary, {count} finished SlurmJobs + a connected SlurmCluster with {nodes} extra Slurm nodes | VmRSS {:.1} MiB (anonymous {:.1}, file-backed {:.1}), VmHWM {:.1} MiB | release binary against the tests' in-memory API server (sends managedFields; the caches drop them); read {:.0?} after start, once /readyz was ready and every SlurmJob reconciled, plus 5 s; {writes} API writes meanwhile |",
         kib("VmRSS:") / 1024.0,
         kib("RssAnon:") / 1024.0,
         kib("RssFile:") / 1024.0,

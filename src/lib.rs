@@ -1,7 +1,7 @@
 //! slurm-operator: drive Slurm from Kubernetes through slurmrestd (`auth/jwt`).
 //!
 //! - [`slurm`]: the slurmrestd client facade (the only place that sees generated API types).
-//! - [`crd`]: the custom resources `Cluster`, `SlurmJob` and `NodeSet` (group `slurm.rs`).
+//! - [`crd`]: the custom resources `SlurmCluster`, `SlurmJob` and `SlurmNodeSet` (group `slurm.rs`).
 //! - [`cli`]: the `slurm-operator` command line.
 
 pub mod cli;

@@ -5,7 +5,7 @@
 //! 2. Build the kube client (kubeconfig, else the in-cluster service account).
 //! 3. Serve `/healthz`, `/readyz` and `/metrics` (not ready yet).
 //! 4. Wait until the CRDs are established, saying so in the log while waiting.
-//! 5. Run the controllers; the pollers run under the registry, started and stopped by the Cluster
+//! 5. Run the controllers; the pollers run under the registry, started and stopped by the SlurmCluster
 //!    controller. `/readyz` turns ready once the controllers' caches are filled.
 //! 6. On the signal: the controllers stop taking new work and finish running reconciles, the
 //!    pollers are stopped, the HTTP server drains, and the process exits 0.
@@ -42,6 +42,11 @@ pub struct RunArgs {
     /// NodeSets and the Secrets, ConfigMaps and Pods these use. Default: all namespaces.
     #[arg(long = "namespace", env = "WATCH_NAMESPACE", value_delimiter = ',')]
     pub namespaces: Vec<String>,
+    /// The namespace SlurmClusters' Secrets (labelled `slurm.rs/credentials=true`) and CA
+    /// ConfigMaps are read from: the platform admin's, normally the operator's own. Default: the
+    /// operator's namespace (`POD_NAMESPACE`), else `slurm-operator`.
+    #[arg(long, env = "CREDENTIALS_NAMESPACE")]
+    pub credentials_namespace: Option<String>,
     /// Where to serve /healthz, /readyz and /metrics.
     #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
@@ -92,6 +97,19 @@ impl RunArgs {
         } else {
             named.into_iter().map(Some).collect()
         }
+    }
+
+    /// The credentials namespace: the flag, else the operator's own namespace, else the default.
+    pub fn credentials_namespace(&self) -> String {
+        [
+            self.credentials_namespace.clone(),
+            self.leader_election_namespace.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|ns| ns.trim().to_owned())
+        .find(|ns| !ns.is_empty())
+        .unwrap_or_else(|| crate::controller::context::DEFAULT_CREDENTIALS_NAMESPACE.to_owned())
     }
 
     /// The Lease to take part in, when leader election is on.
@@ -258,6 +276,8 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     }
 
     let mut ctx = Context::new(client.clone(), metrics);
+    ctx.credentials_namespace = args.credentials_namespace();
+    info!(namespace = %ctx.credentials_namespace, "SlurmCluster credentials are read from this namespace only");
     let mut election = None;
     if let Some(lease) = args.lease().filter(|_| !shutdown.is_cancelled()) {
         match leader::elect(client, &lease, shutdown.clone()).await {
@@ -280,13 +300,15 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     let result = if shutdown.is_cancelled() {
         Ok(())
     } else {
-        // One set of controllers per watched namespace (kube's reflector store is filled by
+        // One SlurmCluster controller (they are cluster-scoped), and one SlurmJob and
+        // SlurmNodeSet controller per watched namespace (kube's reflector store is filled by
         // one watch, so several namespaces cannot share one); they share the Context.
         let mut drivers: Vec<BoxFuture<'static, ()>> = Vec::new();
         let mut stores = Vec::new();
+        let (clusters, cluster_controller) =
+            crate::controller::cluster::run(ctx.clone(), shutdown.clone());
+        drivers.push(cluster_controller.boxed());
         for scope in args.scopes() {
-            let (clusters, cluster_controller) =
-                crate::controller::cluster::run(ctx.clone(), scope, shutdown.clone());
             let (slurmjobs, slurmjob_controller) = crate::controller::slurmjob::run(
                 ctx.clone(),
                 args.output_image.clone(),
@@ -295,12 +317,8 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
             );
             let (nodesets, nodeset_controller) =
                 crate::controller::nodeset::run(ctx.clone(), scope, shutdown.clone());
-            drivers.extend([
-                cluster_controller.boxed(),
-                slurmjob_controller.boxed(),
-                nodeset_controller.boxed(),
-            ]);
-            stores.push((clusters, slurmjobs, nodesets));
+            drivers.extend([slurmjob_controller.boxed(), nodeset_controller.boxed()]);
+            stores.push((clusters.clone(), slurmjobs, nodesets));
         }
         let controllers = tokio::spawn(futures::future::join_all(drivers));
         let ready = readiness.clone();

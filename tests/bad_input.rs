@@ -5,14 +5,14 @@
 //! | group | where it arrives | run through |
 //! |---|---|---|
 //! | `admission` | `kubectl apply` of a CR | the installed CRD's schema (types, enums, patterns, bounds: checked here as the API server does) and its CEL rules (kube-cel) |
-//! | `stored` | a CR stored before a rule existed (admission refuses it today: checked) | the operator's own checks: the real Cluster reconcile (mocked Kubernetes API), `slurmjob::act::step` |
-//! | `extreme` | a valid but extreme spec | the NodeSet planner |
-//! | `secret` | the Cluster's Secrets | the real Cluster reconcile: found before anything is sent to slurmrestd |
-//! | `auth` | credentials slurmrestd refuses | the real Cluster reconcile against the REAL local slurmrestd |
-//! | `connect` | TLS, endpoint, API version | the real Cluster reconcile against the real slurmrestd (behind a TLS proxy where TLS is needed) or nothing at all |
-//! | `hostile` | slurmrestd's answers | the Cluster reconcile and the facade (`SlurmClient`) against servers answering recorded Slurm 24.11 bodies damaged one way (the full set: `tests/hostile_responses.rs`) |
+//! | `stored` | a CR stored before a rule existed (admission refuses it today: checked) | the operator's own checks: the real SlurmCluster reconcile (mocked Kubernetes API), `slurmjob::act::step` |
+//! | `extreme` | a valid but extreme spec | the SlurmNodeSet planner |
+//! | `secret` | the SlurmCluster's Secrets | the real SlurmCluster reconcile: found before anything is sent to slurmrestd |
+//! | `auth` | credentials slurmrestd refuses | the real SlurmCluster reconcile against the REAL local slurmrestd |
+//! | `connect` | TLS, endpoint, API version | the real SlurmCluster reconcile against the real slurmrestd (behind a TLS proxy where TLS is needed) or nothing at all |
+//! | `hostile` | slurmrestd's answers | the SlurmCluster reconcile and the facade (`SlurmClient`) against servers answering recorded Slurm 24.11 bodies damaged one way (the full set: `tests/hostile_responses.rs`) |
 //!
-//! A Cluster case asserts the whole outcome: the reconcile's error category, one status apply
+//! A SlurmCluster case asserts the whole outcome: the reconcile's error category, one status apply
 //! with `Ready=False/<reason>` naming what is wrong, `Authenticated` False (refused) or Unknown
 //! (never tried), one Warning Event with that reason, whether the controller waits for a change
 //! (the spec or a Secret is wrong: the client is dropped) or retries with backoff (the client
@@ -55,7 +55,7 @@ use slurm_operator::controller::slurmjob::status;
 use slurm_operator::controller::slurmjob::submissions::Submissions;
 use slurm_operator::crd::condition::{self, AUTHENTICATED, READY};
 use slurm_operator::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
-use slurm_operator::crd::{Cluster, ClusterStatus, FINALIZER, UpdateStrategy};
+use slurm_operator::crd::{FINALIZER, SlurmCluster, SlurmClusterStatus, UpdateStrategy};
 use slurm_operator::error_chain::Chain;
 use slurm_operator::leader::Leadership;
 use slurm_operator::metrics::Metrics;
@@ -345,12 +345,12 @@ fn cluster_spec() -> Value {
 }
 
 fn job_spec() -> Value {
-    json!({"clusterRef": "main", "script": "#!/bin/bash\nsrun hostname\n"})
+    json!({"clusterName": "main", "script": "#!/bin/bash\nsrun hostname\n"})
 }
 
 fn nodeset_spec() -> Value {
     json!({
-        "clusterRef": "main",
+        "clusterName": "main",
         "template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd:24.11"}]}},
     })
 }
@@ -359,9 +359,9 @@ fn nodeset_spec() -> Value {
 /// would prove nothing.
 fn admission_controls() -> Result<(), String> {
     for (kind, spec) in [
-        ("Cluster", cluster_spec()),
+        ("SlurmCluster", cluster_spec()),
         ("SlurmJob", job_spec()),
-        ("NodeSet", nodeset_spec()),
+        ("SlurmNodeSet", nodeset_spec()),
     ] {
         let errors = admission(kind, &cr(kind, "valid", spec), None);
         ensure(errors.is_empty(), || {
@@ -396,7 +396,7 @@ fn admission_case(
     want: &'static str,
 ) -> Case {
     let base = match kind {
-        "Cluster" => cluster_spec(),
+        "SlurmCluster" => cluster_spec(),
         "SlurmJob" => job_spec(),
         _ => nodeset_spec(),
     };
@@ -407,54 +407,54 @@ fn admission_case(
 }
 
 fn admission_cases() -> Vec<Case> {
-    let c = |name, patch, want| admission_case(name, "Cluster", patch, want);
+    let c = |name, patch, want| admission_case(name, "SlurmCluster", patch, want);
     let j = |name, patch, want| admission_case(name, "SlurmJob", patch, want);
-    let n = |name, patch, want| admission_case(name, "NodeSet", patch, want);
+    let n = |name, patch, want| admission_case(name, "SlurmNodeSet", patch, want);
     let url = "endpoint must be an http:// or https:// URL";
     let one_auth = "auth must set exactly one of jwt or tokenSecretRef";
     vec![
         c(
-            "Cluster: endpoint ftp://",
+            "SlurmCluster: endpoint ftp://",
             json!({"endpoint": "ftp://slurm:6820"}),
             url,
         ),
         c(
-            "Cluster: endpoint without a scheme",
+            "SlurmCluster: endpoint without a scheme",
             json!({"endpoint": "slurmrestd:6820"}),
             url,
         ),
         c(
-            "Cluster: both jwt and tokenSecretRef",
+            "SlurmCluster: both jwt and tokenSecretRef",
             json!({"auth": {"tokenSecretRef": {"name": "tok"}}}),
             one_auth,
         ),
         c(
-            "Cluster: no auth method",
+            "SlurmCluster: no auth method",
             json!({"auth": {"jwt": null}}),
             one_auth,
         ),
         c(
-            "Cluster: jwt lifetime 1h",
+            "SlurmCluster: jwt lifetime 1h",
             json!({"auth": {"jwt": {"lifetime": "1h"}}}),
             "lifetime must be between 30s and 15m",
         ),
         c(
-            "Cluster: pollInterval 10ms",
+            "SlurmCluster: pollInterval 10ms",
             json!({"pollInterval": "10ms"}),
             "pollInterval must be between 100ms and 5m",
         ),
         c(
-            "Cluster: tls on an http:// endpoint",
+            "SlurmCluster: tls on an http:// endpoint",
             json!({"endpoint": "http://slurm:6820", "tls": {"insecureSkipVerify": true}}),
             "tls applies only to an https:// endpoint",
         ),
         c(
-            "Cluster: Secret name not a DNS name",
+            "SlurmCluster: Secret name not a DNS name",
             json!({"auth": {"jwt": {"keySecretRef": {"name": "Slurm_JWT"}}}}),
             "spec.auth.jwt.keySecretRef.name in body should match",
         ),
         c(
-            "Cluster: apiVersion v0.0.39",
+            "SlurmCluster: apiVersion v0.0.39",
             json!({"apiVersion": "v0.0.39"}),
             "spec.apiVersion: Unsupported value: \"v0.0.39\"",
         ),
@@ -529,9 +529,9 @@ fn admission_cases() -> Vec<Case> {
             "extraOptions.partition has a typed field: use spec.partition",
         ),
         j(
-            "SlurmJob: clusterRef \"Main\"",
-            json!({"clusterRef": "Main"}),
-            "clusterRef must be the name of a Cluster",
+            "SlurmJob: clusterName \"Main\"",
+            json!({"clusterName": "Main"}),
+            "clusterName must be the name of a SlurmCluster",
         ),
         case("admission", "SlurmJob: dependsOn itself", async {
             let object = cr(
@@ -549,100 +549,109 @@ fn admission_cases() -> Vec<Case> {
                 "dependsOn cannot name the SlurmJob itself",
             )
         }),
-        case("admission", "SlurmJob: clusterRef changed", async {
+        case("admission", "SlurmJob: clusterName changed", async {
             let old = cr("SlurmJob", "x", job_spec());
             let new = cr(
                 "SlurmJob",
                 "x",
-                patched(job_spec(), json!({"clusterRef": "other"})),
+                patched(job_spec(), json!({"clusterName": "other"})),
             );
-            refused("SlurmJob", new, Some(old), "clusterRef is immutable")
+            refused("SlurmJob", new, Some(old), "clusterName is immutable")
         }),
         n(
-            "NodeSet: replicas -1",
+            "SlurmNodeSet: replicas -1",
             json!({"replicas": -1}),
             "spec.replicas in body should be greater than or equal to 0",
         ),
         n(
-            "NodeSet: replicas 2^31 (past int32)",
+            "SlurmNodeSet: replicas 2^31 (past int32)",
             json!({"replicas": 2_147_483_648_i64}),
             "spec.replicas in body should be less than or equal to 2147483647",
         ),
         n(
-            "NodeSet: realMemory 0Mi",
+            "SlurmNodeSet: realMemory 0Mi",
             json!({"slurm": {"realMemory": "0Mi"}}),
             "realMemory must be a positive quantity",
         ),
         n(
-            "NodeSet: maxUnavailable 0%",
+            "SlurmNodeSet: maxUnavailable 0%",
             json!({"updateStrategy": {"rollingUpdate": {"maxUnavailable": "0%"}}}),
             "maxUnavailable must be a number of at least 1 or a percentage",
         ),
         n(
-            "NodeSet: updateStrategy type \"Sometimes\"",
+            "SlurmNodeSet: updateStrategy type \"Sometimes\"",
             json!({"updateStrategy": {"type": "Sometimes"}}),
             "spec.updateStrategy.type: Unsupported value: \"Sometimes\"",
         ),
-        case("admission", "NodeSet: drainTimeout \"forever\"", async {
-            // A pattern error does not stop the CEL rules (only type, required and size errors
-            // do): the bound's rule fails to parse the text as well.
-            let object = cr(
-                "NodeSet",
-                "x",
-                patched(
-                    nodeset_spec(),
-                    json!({"scaleIn": {"drainTimeout": "forever"}}),
-                ),
-            );
-            refused_for(
-                "NodeSet",
-                object,
-                None,
-                &[
-                    "spec.scaleIn.drainTimeout in body should match",
-                    "spec.scaleIn.drainTimeout: rule evaluation error",
-                ],
-            )
-        }),
+        case(
+            "admission",
+            "SlurmNodeSet: drainTimeout \"forever\"",
+            async {
+                // A pattern error does not stop the CEL rules (only type, required and size errors
+                // do): the bound's rule fails to parse the text as well.
+                let object = cr(
+                    "SlurmNodeSet",
+                    "x",
+                    patched(
+                        nodeset_spec(),
+                        json!({"scaleIn": {"drainTimeout": "forever"}}),
+                    ),
+                );
+                refused_for(
+                    "SlurmNodeSet",
+                    object,
+                    None,
+                    &[
+                        "spec.scaleIn.drainTimeout in body should match",
+                        "spec.scaleIn.drainTimeout: rule evaluation error",
+                    ],
+                )
+            },
+        ),
         n(
-            "NodeSet: drainTimeout 2 years",
+            "SlurmNodeSet: drainTimeout 2 years",
             json!({"scaleIn": {"drainTimeout": "17520h"}}),
             "drainTimeout must be at most 8760h",
         ),
-        case("admission", "NodeSet: drainTimeout past 2^64 ns", async {
-            // Matches the duration pattern; the operator could not read it. CEL's duration()
-            // cannot parse it either: the rule fails (an evaluation error), so it is refused.
-            let object = cr(
-                "NodeSet",
-                "x",
-                patched(
-                    nodeset_spec(),
-                    json!({"scaleIn": {"drainTimeout": "9999999999999999999h"}}),
-                ),
-            );
-            let errors = admission("NodeSet", &object, None);
-            let unreadable = serde_json::from_value::<slurm_operator::crd::NodeSet>(object)
-                .map(|_| ())
-                .map_err(|e| e.to_string());
-            match (errors.as_slice(), unreadable) {
-                ([only], Err(why)) if only.contains("drainTimeout") => Ok(format!(
-                    "refused: {} (the operator could not read it: {why})",
-                    short(only)
-                )),
-                (_, Ok(())) => Err("the operator reads it: the case proves nothing".into()),
-                (errors, _) => Err(format!("want one refusal on drainTimeout: {errors:#?}")),
-            }
-        }),
+        case(
+            "admission",
+            "SlurmNodeSet: drainTimeout past 2^64 ns",
+            async {
+                // Matches the duration pattern; the operator could not read it. CEL's duration()
+                // cannot parse it either: the rule fails (an evaluation error), so it is refused.
+                let object = cr(
+                    "SlurmNodeSet",
+                    "x",
+                    patched(
+                        nodeset_spec(),
+                        json!({"scaleIn": {"drainTimeout": "9999999999999999999h"}}),
+                    ),
+                );
+                let errors = admission("SlurmNodeSet", &object, None);
+                let unreadable =
+                    serde_json::from_value::<slurm_operator::crd::SlurmNodeSet>(object)
+                        .map(|_| ())
+                        .map_err(|e| e.to_string());
+                match (errors.as_slice(), unreadable) {
+                    ([only], Err(why)) if only.contains("drainTimeout") => Ok(format!(
+                        "refused: {} (the operator could not read it: {why})",
+                        short(only)
+                    )),
+                    (_, Ok(())) => Err("the operator reads it: the case proves nothing".into()),
+                    (errors, _) => Err(format!("want one refusal on drainTimeout: {errors:#?}")),
+                }
+            },
+        ),
     ]
 }
 
 // =============================================================================================
-// A mocked Kubernetes API for the real Cluster reconcile.
+// A mocked Kubernetes API for the real SlurmCluster reconcile.
 // =============================================================================================
 
 const NS: &str = "bad-input";
 const CLUSTER: &str = "bad";
-/// The Cluster worked before this reconcile: its status says so, and when slurmrestd last
+/// The SlurmCluster worked before this reconcile: its status says so, and when slurmrestd last
 /// answered must survive the failure.
 const LAST_CONTACT: &str = "2026-01-02T03:04:05Z";
 
@@ -650,7 +659,7 @@ const LAST_CONTACT: &str = "2026-01-02T03:04:05Z";
 #[derive(Default)]
 struct Seen {
     /// Status applies (server-side apply of `/status`).
-    statuses: Vec<ClusterStatus>,
+    statuses: Vec<SlurmClusterStatus>,
     /// Event bodies created.
     events: Vec<Value>,
     /// Anything else: a failure of every case.
@@ -676,7 +685,7 @@ fn json_response(code: StatusCode, body: &Value) -> Response<Body> {
 }
 
 /// A kube client whose API server holds `objects` (Secrets and ConfigMaps, as raw JSON so that
-/// they can be malformed) in namespace [`NS`], answers the Cluster's status applies with
+/// they can be malformed) in namespace [`NS`], answers the SlurmCluster's status applies with
 /// `cluster` and records everything.
 fn mocked_api(cluster: Value, objects: Vec<Value>) -> (kube::Client, Arc<Mutex<Seen>>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -701,7 +710,8 @@ fn mocked_api(cluster: Value, objects: Vec<Value>) -> (kube::Client, Arc<Mutex<S
                 && path
                     == format!("/apis/slurm.rs/v1alpha1/namespaces/{NS}/clusters/{CLUSTER}/status")
             {
-                let status: ClusterStatus = serde_json::from_value(body["status"].clone()).unwrap();
+                let status: SlurmClusterStatus =
+                    serde_json::from_value(body["status"].clone()).unwrap();
                 record.lock().unwrap().statuses.push(status);
                 let mut answer = cluster.clone();
                 answer["status"] = body["status"].clone();
@@ -764,14 +774,14 @@ fn config_map(name: &str, data: &[(&str, &str)]) -> Value {
            "metadata": {"name": name, "namespace": NS}, "data": data})
 }
 
-/// The Cluster as stored: `spec`, the finalizer, and the status of a Cluster that worked.
+/// The SlurmCluster as stored: `spec`, the finalizer, and the status of a SlurmCluster that worked.
 fn stored_cluster(spec: Value) -> Value {
     let cond = |type_: &str, reason: &str| {
         json!({"type": type_, "status": "True", "reason": reason, "message": "worked before",
                "lastTransitionTime": LAST_CONTACT, "observedGeneration": 1})
     };
     json!({
-        "apiVersion": "slurm.rs/v1alpha1", "kind": "Cluster",
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
         "metadata": {"name": CLUSTER, "namespace": NS, "uid": "uid-bad-input",
                      "generation": 1, "finalizers": [FINALIZER]},
         "spec": spec,
@@ -782,20 +792,20 @@ fn stored_cluster(spec: Value) -> Value {
     })
 }
 
-/// One reconcile of the Cluster, as the controller runs it (then its `error_policy`).
+/// One reconcile of the SlurmCluster, as the controller runs it (then its `error_policy`).
 struct ClusterRun {
     /// The reconcile's error: category, message with its sources, whether it waits for a change.
     error: Option<(&'static str, String, bool)>,
     action: Action,
     seen: Seen,
-    /// Whether a client (and poller) stays registered for the Cluster.
+    /// Whether a client (and poller) stays registered for the SlurmCluster.
     registered: bool,
 }
 
 async fn reconcile_cluster(spec: Value, objects: Vec<Value>) -> Result<ClusterRun, String> {
     let object = stored_cluster(spec);
-    let cluster: Cluster =
-        serde_json::from_value(object.clone()).map_err(|e| format!("bad test Cluster: {e}"))?;
+    let cluster: SlurmCluster = serde_json::from_value(object.clone())
+        .map_err(|e| format!("bad test SlurmCluster: {e}"))?;
     let (client, seen) = mocked_api(object, objects);
     let ctx = Arc::new(Context::new(client, Metrics::new()));
     let cluster = Arc::new(cluster);
@@ -824,7 +834,7 @@ async fn reconcile_cluster(spec: Value, objects: Vec<Value>) -> Result<ClusterRu
     })
 }
 
-/// What a failed Cluster must show.
+/// What a failed SlurmCluster must show.
 struct Want {
     /// `Ready=False` reason, the Warning Event's reason and the error category.
     reason: &'static str,
@@ -846,7 +856,7 @@ fn want(reason: &'static str, authenticated: &'static str, names: &[&str], confi
     }
 }
 
-/// Every check a failed Cluster reconcile must pass; the outcome line on success.
+/// Every check a failed SlurmCluster reconcile must pass; the outcome line on success.
 fn check_cluster(run: &ClusterRun, want: &Want) -> Outcome {
     let Some((category, chain, invalid_spec)) = &run.error else {
         return Err(format!("the reconcile succeeded: {:?}", run.action));
@@ -938,7 +948,11 @@ fn cluster_case(
     want: Want,
 ) -> Case {
     case(group, name, async move {
-        let note = admission_note("Cluster", &cr("Cluster", CLUSTER, spec.clone()), group)?;
+        let note = admission_note(
+            "SlurmCluster",
+            &cr("SlurmCluster", CLUSTER, spec.clone()),
+            group,
+        )?;
         let run = reconcile_cluster(spec, objects).await?;
         Ok(format!("{note}{}", check_cluster(&run, &want)?))
     })
@@ -1029,7 +1043,7 @@ fn expect_error<T: std::fmt::Debug>(
 
 // =============================================================================================
 // Cases needing the local Slurm: Secrets, credentials and connections judged by the REAL
-// slurmrestd through the real Cluster reconcile.
+// slurmrestd through the real SlurmCluster reconcile.
 // =============================================================================================
 
 fn jwt_spec(endpoint: &str) -> Value {
@@ -1318,7 +1332,7 @@ const ANY_KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 // slurmrestd answers: hostile, malformed, another version.
 // =============================================================================================
 
-/// A Cluster reconcile against the server `serve` starts (its URL, and the server to keep alive).
+/// A SlurmCluster reconcile against the server `serve` starts (its URL, and the server to keep alive).
 fn cluster_against(
     name: &'static str,
     serve: impl Future<Output = (String, Option<MockServer>)> + Send + 'static,
@@ -1336,7 +1350,7 @@ fn hostile_cases() -> Vec<Case> {
     let wire = |server: MockServer| (server.uri(), Some(server));
     vec![
         cluster_against(
-            "Cluster: endless /diag body",
+            "SlurmCluster: endless /diag body",
             async {
                 static SPACES: [u8; 64 * 1024] = [b' '; 64 * 1024];
                 let url = endless_server(b"{", &SPACES, Duration::ZERO).await;
@@ -1350,7 +1364,7 @@ fn hostile_cases() -> Vec<Case> {
             ),
         ),
         cluster_against(
-            "Cluster: /diag statistics as a string",
+            "SlurmCluster: /diag statistics as a string",
             async move {
                 let body = mutated("diag", |b| b["statistics"] = json!("lots"));
                 wire(diag_server(200, "application/json", body).await)
@@ -1358,7 +1372,7 @@ fn hostile_cases() -> Vec<Case> {
             want("DecodeError", "Unknown", &["diag"], false),
         ),
         cluster_against(
-            "Cluster: /diag an HTML 502 page",
+            "SlurmCluster: /diag an HTML 502 page",
             async move {
                 let page = b"<html><body><h1>502 Bad Gateway</h1></body></html>".to_vec();
                 wire(diag_server(502, "text/html", page).await)
@@ -1371,7 +1385,7 @@ fn hostile_cases() -> Vec<Case> {
             ),
         ),
         cluster_against(
-            "Cluster: another API version (data_parser v0.0.41)",
+            "SlurmCluster: another API version (data_parser v0.0.41)",
             async move {
                 let body = serde_json::to_vec(&recorded("diag_other_data_parser")).unwrap();
                 wire(diag_server(200, "application/json", body).await)
@@ -1628,7 +1642,7 @@ fn stored_cases() -> Vec<Case> {
     vec![
         cluster_case(
             "stored",
-            "Cluster: both jwt and tokenSecretRef",
+            "SlurmCluster: both jwt and tokenSecretRef",
             patched(
                 jwt_spec("http://127.0.0.1:1"),
                 json!({"auth": {"tokenSecretRef": {"name": "tok"}}}),
@@ -1643,7 +1657,7 @@ fn stored_cases() -> Vec<Case> {
         ),
         cluster_case(
             "stored",
-            "Cluster: pollInterval 10ms",
+            "SlurmCluster: pollInterval 10ms",
             patched(
                 jwt_spec("http://127.0.0.1:1"),
                 json!({"pollInterval": "10ms"}),
@@ -1658,7 +1672,7 @@ fn stored_cases() -> Vec<Case> {
         ),
         cluster_case(
             "stored",
-            "Cluster: Secret name \"../kube-system/secrets/x\"",
+            "SlurmCluster: Secret name \"../kube-system/secrets/x\"",
             // Never read: the name would address another namespace's Secret (an API call would
             // show up as unexpected).
             patched(
@@ -1814,7 +1828,7 @@ fn stored_cases() -> Vec<Case> {
                 ))
             },
         ),
-        case("extreme", "NodeSet: replicas 2147483647", async {
+        case("extreme", "SlurmNodeSet: replicas 2147483647", async {
             // A valid spec (a typo, a runaway autoscaler): one plan creates a bounded batch.
             let started = std::time::Instant::now();
             let strategy = UpdateStrategy::default();

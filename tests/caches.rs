@@ -16,7 +16,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use slurm_operator::controller::context::Context;
 use slurm_operator::controller::kit::LAST_APPLIED;
-use slurm_operator::crd::{Cluster, NodeSet, SlurmJob};
+use slurm_operator::crd::{SlurmCluster, SlurmJob, SlurmNodeSet};
 use slurm_operator::metrics::Metrics;
 use tokio_util::sync::CancellationToken;
 
@@ -45,11 +45,11 @@ async fn caches_keep_no_managed_fields_or_last_applied_copy() {
     let client = api.client();
     // Objects the controllers cannot act on (no Secret, no Slurm): only caching is tested.
     let annotations = json!({LAST_APPLIED: "{\"kind\":\"...the whole object...\"}", "team": "hpc"});
-    let cluster: Cluster = apply(
+    let cluster: SlurmCluster = apply(
         &client,
         "c",
         json!({
-            "apiVersion": "slurm.rs/v1alpha1", "kind": "Cluster", "metadata": {"name": "c", "annotations": annotations.clone()},
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "c", "annotations": annotations.clone()},
             "spec": {"endpoint": "http://127.0.0.1:9", "auth": {"token": {"secretRef": {"name": "none", "key": "token"}}}},
         }),
     )
@@ -59,23 +59,23 @@ async fn caches_keep_no_managed_fields_or_last_applied_copy() {
         "j",
         json!({
             "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob", "metadata": {"name": "j", "annotations": annotations.clone()},
-            "spec": {"clusterRef": "c", "script": "#!/bin/sh\ntrue\n"},
+            "spec": {"clusterName": "c", "script": "#!/bin/sh\ntrue\n"},
         }),
     )
     .await;
-    let nodeset: NodeSet = apply(
+    let nodeset: SlurmNodeSet = apply(
         &client,
         "n",
         json!({
-            "apiVersion": "slurm.rs/v1alpha1", "kind": "NodeSet", "metadata": {"name": "n", "annotations": annotations.clone()},
-            "spec": {"clusterRef": "c", "replicas": 0, "template": {"spec": {"containers": [{"name": "slurmd", "image": "x"}]}}},
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmNodeSet", "metadata": {"name": "n", "annotations": annotations.clone()},
+            "spec": {"clusterName": "c", "replicas": 0, "template": {"spec": {"containers": [{"name": "slurmd", "image": "x"}]}}},
         }),
     )
     .await;
     for (what, fields) in [
-        ("Cluster", cluster.managed_fields().len()),
+        ("SlurmCluster", cluster.managed_fields().len()),
         ("SlurmJob", job.managed_fields().len()),
-        ("NodeSet", nodeset.managed_fields().len()),
+        ("SlurmNodeSet", nodeset.managed_fields().len()),
     ] {
         assert!(fields > 0, "the API server sends {what}'s managedFields");
     }
@@ -123,9 +123,9 @@ async fn caches_keep_no_managed_fields_or_last_applied_copy() {
             .collect()
     }
     let cached = [
-        ("Cluster", trimmed(clusters.state())),
+        ("SlurmCluster", trimmed(clusters.state())),
         ("SlurmJob", trimmed(jobs.state())),
-        ("NodeSet", trimmed(nodesets.state())),
+        ("SlurmNodeSet", trimmed(nodesets.state())),
     ];
     for (what, objects) in cached {
         assert_eq!(

@@ -5,7 +5,7 @@
 //! Kubernetes is the in-memory API server of `testing/fake-apiserver` (it keeps everything
 //! across the operator's deaths, as etcd would); Slurm is the real local one. Each round adds two
 //! SlurmJobs, starts the operator and kills it: every other round after a random delay (start-up,
-//! caches, the Cluster's check), the others within 400 ms of a new SlurmJob's first status write,
+//! caches, the SlurmCluster's check), the others within 400 ms of a new SlurmJob's first status write,
 //! which its submit follows — so some kills land between a submit and the status write that
 //! records it (the test counts how often). A last run lets everything finish. Slurm's accounting
 //! (slurmdbd) then says how many jobs carry each SlurmJob's ownership tag: a crash between a
@@ -36,7 +36,7 @@ use common::scenario::{self, Harness};
 
 const NAMESPACE: &str = "crash";
 const JOBS_PER_ROUND: usize = 2;
-/// Kills land between 0 and this long after the start: start-up (CRDs, caches, the Cluster's
+/// Kills land between 0 and this long after the start: start-up (CRDs, caches, the SlurmCluster's
 /// first check and poll) takes about a second, the submits follow.
 const MAX_LIFETIME_MS: u64 = 3_000;
 
@@ -140,7 +140,7 @@ async fn sigkill_at_random_points_never_loses_or_doubles_a_job() {
         let mut operator = Operator::spawn(&args, &env, Some(&log));
         let born = Instant::now();
         if round % 2 == 0 {
-            // Anywhere: start-up, caches, the Cluster's check, a reconcile.
+            // Anywhere: start-up, caches, the SlurmCluster's check, a reconcile.
             tokio::time::sleep(Duration::from_millis(rng.below(MAX_LIFETIME_MS))).await;
         } else {
             // Around the submit: a new SlurmJob's first status (Pending) is written, and its

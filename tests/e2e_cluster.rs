@@ -3,9 +3,9 @@
 //!
 //! Runs only when `KUBECONFIG` is set (skipped otherwise, saying why). It applies the CRDs from
 //! `crds/` (server-side), creates a namespace, a Secret with the local Slurm's JWT key and a
-//! Cluster pointing at the local slurmrestd; starts `slurm-operator run --namespace <ns>`; waits
+//! SlurmCluster pointing at the local slurmrestd; starts `slurm-operator run --namespace <ns>`; waits
 //! for Ready=True with the Slurm release in the status; rotates the Secret to a wrong key and back
-//! (the running client picks each up without a restart); deletes the Cluster and checks the
+//! (the running client picks each up without a restart); deletes the SlurmCluster and checks the
 //! finalizer let it go; then stops the operator with SIGTERM and expects a clean exit.
 //!
 //! The namespace is deleted at the end of a passing run; a failing run leaves it (and prints its
@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
 use serde_json::json;
-use slurm_operator::crd::Cluster;
+use slurm_operator::crd::SlurmCluster;
 use slurm_operator::crd::condition::{self, READY};
 
 use common::e2e::{MANAGER, Operator, apply_crds, eventually, free_port};
@@ -50,15 +50,18 @@ async fn apply_key(secrets: &Api<Secret>, key: &[u8]) {
         .expect("apply the JWT key Secret");
 }
 
-/// The Cluster's Ready condition as (status, reason), when it has one.
-async fn ready(clusters: &Api<Cluster>) -> Option<(String, String, Cluster)> {
-    let cluster = clusters.get_opt(CLUSTER).await.expect("get the Cluster")?;
+/// The SlurmCluster's Ready condition as (status, reason), when it has one.
+async fn ready(clusters: &Api<SlurmCluster>) -> Option<(String, String, SlurmCluster)> {
+    let cluster = clusters
+        .get_opt(CLUSTER)
+        .await
+        .expect("get the SlurmCluster")?;
     let status = cluster.status.as_ref()?;
     let c = condition::find(&status.conditions, READY)?;
     Some((c.status.clone(), c.reason.clone(), cluster.clone()))
 }
 
-async fn wait_ready(clusters: &Api<Cluster>, want: (&str, &str), what: &str) -> Cluster {
+async fn wait_ready(clusters: &Api<SlurmCluster>, want: (&str, &str), what: &str) -> SlurmCluster {
     eventually(what, Duration::from_secs(90), || async {
         ready(clusters)
             .await
@@ -118,7 +121,7 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
         .await
         .expect("create the namespace");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-    let clusters: Api<Cluster> = Api::namespaced(client.clone(), &namespace);
+    let clusters: Api<SlurmCluster> = Api::namespaced(client.clone(), &namespace);
     let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
 
     apply_key(&secrets, &slurm.key()).await;
@@ -128,7 +131,7 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
             &PatchParams::apply(MANAGER).force(),
             &Patch::Apply(json!({
                 "apiVersion": "slurm.rs/v1alpha1",
-                "kind": "Cluster",
+                "kind": "SlurmCluster",
                 "metadata": {"name": CLUSTER},
                 "spec": {
                     "endpoint": slurm.url,
@@ -142,7 +145,7 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
             })),
         )
         .await
-        .expect("apply the Cluster");
+        .expect("apply the SlurmCluster");
 
     let port = free_port();
     let mut operator = Operator::start(&namespace, port);
@@ -168,7 +171,7 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
             .finalizers
             .unwrap_or_default()
             .contains(&slurm_operator::crd::FINALIZER.to_owned()),
-        "the operator put its finalizer on the Cluster"
+        "the operator put its finalizer on the SlurmCluster"
     );
     eventually("the Connected Event", Duration::from_secs(30), || async {
         has_event(&events, "Normal", "Connected")
@@ -218,13 +221,13 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
     .await;
     operator.assert_running();
 
-    // Deletion: the finalizer's cleanup runs and lets the Cluster go.
+    // Deletion: the finalizer's cleanup runs and lets the SlurmCluster go.
     clusters
         .delete(CLUSTER, &DeleteParams::default())
         .await
-        .expect("delete the Cluster");
+        .expect("delete the SlurmCluster");
     eventually(
-        "the Cluster to be gone (finalizer removed)",
+        "the SlurmCluster to be gone (finalizer removed)",
         Duration::from_secs(60),
         || async {
             clusters

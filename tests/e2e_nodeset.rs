@@ -1,7 +1,7 @@
 //! End to end for NodeSets against a real Kubernetes API server (no kubelet or scheduler needed):
 //! the operator binary runs as a child process. Runs only when `KUBECONFIG` is set.
 //!
-//! A NodeSet whose Cluster has no client (no Slurm is involved): the operator creates its pods
+//! A SlurmNodeSet whose SlurmCluster has no client (no Slurm is involved): the operator creates its pods
 //! with the completed slurmd args; `kubectl scale` through the scale subresource adds pods; scaling
 //! in removes pods that were never scheduled (slurmd never ran in them, so nothing to drain).
 
@@ -14,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
-use slurm_operator::crd::NodeSet;
+use slurm_operator::crd::SlurmNodeSet;
 
 use common::e2e::{MANAGER, Operator, apply_crds, eventually, free_port};
 
@@ -59,7 +59,7 @@ async fn nodeset_pods_follow_the_scale_subresource() {
         )
         .await
         .expect("create the namespace");
-    let nodesets: Api<NodeSet> = Api::namespaced(client.clone(), &namespace);
+    let nodesets: Api<SlurmNodeSet> = Api::namespaced(client.clone(), &namespace);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let mut operator = Operator::start(&namespace, free_port());
 
@@ -69,10 +69,10 @@ async fn nodeset_pods_follow_the_scale_subresource() {
             &PatchParams::apply(MANAGER).force(),
             &Patch::Apply(json!({
                 "apiVersion": "slurm.rs/v1alpha1",
-                "kind": "NodeSet",
+                "kind": "SlurmNodeSet",
                 "metadata": {"name": "cpu"},
                 "spec": {
-                    "clusterRef": "nowhere",
+                    "clusterName": "nowhere",
                     "replicas": 2,
                     "slurm": {"features": ["cpu"], "partitions": ["debug"], "cpus": 2, "realMemory": "1Gi"},
                     "template": {"spec": {"containers": [{
@@ -85,7 +85,7 @@ async fn nodeset_pods_follow_the_scale_subresource() {
             })),
         )
         .await
-        .expect("create the NodeSet");
+        .expect("create the SlurmNodeSet");
 
     eventually("2 pods", Duration::from_secs(60), || async {
         (pod_names(&pods).await == ["cpu-0", "cpu-1"]).then_some(())

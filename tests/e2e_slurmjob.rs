@@ -1,7 +1,7 @@
 //! End to end against a real Kubernetes API server (no kubelet needed) and the real local Slurm:
 //! the operator binary runs as a child process. Runs only when `KUBECONFIG` is set.
 //!
-//! Applies the CRDs, a Secret and a Cluster for the local slurmrestd, then a SlurmJob that exits
+//! Applies the CRDs, a Secret and a SlurmCluster for the local slurmrestd, then a SlurmJob that exits
 //! 3 (it must reach Failed with exit code 3 and its Events) and one that succeeds (Completed,
 //! exit code 0); then a long SlurmJob, deleted once Running: the finalizer cancels the Slurm job
 //! before the SlurmJob goes away.
@@ -31,7 +31,7 @@ async fn apply_job(jobs: &Api<SlurmJob>, name: &str, body: &str, partition: &str
             "kind": "SlurmJob",
             "metadata": {"name": name},
             "spec": {
-                "clusterRef": "local",
+                "clusterName": "local",
                 "partition": partition,
                 "script": format!("#!/bin/sh\n{body}\n"),
                 "environment": {"PATH": "/usr/bin:/bin"},
@@ -109,14 +109,15 @@ async fn slurmjobs_run_to_their_end_and_deleting_one_cancels_it() {
         )
         .await
         .unwrap();
-    let clusters: Api<slurm_operator::crd::Cluster> = Api::namespaced(client.clone(), &namespace);
+    let clusters: Api<slurm_operator::crd::SlurmCluster> =
+        Api::namespaced(client.clone(), &namespace);
     clusters
         .patch(
             "local",
             &PatchParams::apply(MANAGER).force(),
             &Patch::Apply(json!({
                 "apiVersion": "slurm.rs/v1alpha1",
-                "kind": "Cluster",
+                "kind": "SlurmCluster",
                 "metadata": {"name": "local"},
                 "spec": {
                     "endpoint": slurm.url,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
-/// A Cluster manifest with its JWT-key Secret for the local Slurm.
+/// A SlurmCluster manifest with its JWT-key Secret for the local Slurm.
 fn cluster_manifest(slurm: &common::LocalSlurm, dir: &std::path::Path) -> std::path::PathBuf {
     let key = base64::engine::general_purpose::STANDARD.encode(slurm.key());
     let path = dir.join("cluster.yaml");
@@ -20,7 +20,7 @@ fn cluster_manifest(slurm: &common::LocalSlurm, dir: &std::path::Path) -> std::p
         &path,
         format!(
             "apiVersion: v1\nkind: Secret\nmetadata: {{name: jwt}}\ndata: {{jwt_hs256.key: {key}}}\n---\n\
-             apiVersion: slurm.rs/v1alpha1\nkind: Cluster\nmetadata: {{name: local}}\n\
+             apiVersion: slurm.rs/v1alpha1\nkind: SlurmCluster\nmetadata: {{name: local}}\n\
              spec:\n  endpoint: {}\n  auth: {{jwt: {{keySecretRef: {{name: jwt}}, user: {}}}}}\n",
             slurm.url, slurm.user
         ),
@@ -39,7 +39,7 @@ fn job_manifest(dir: &std::path::Path, name: &str, script_body: &str) -> std::pa
         &path,
         format!(
             "apiVersion: slurm.rs/v1alpha1\nkind: SlurmJob\nmetadata: {{name: {name}}}\n\
-             spec:\n  clusterRef: local\n  script: |\n{script}"
+             spec:\n  clusterName: local\n  script: |\n{script}"
         ),
     )
     .unwrap();
@@ -145,7 +145,7 @@ fn bad_manifests_are_refused_before_anything_is_submitted() {
     let no_shebang = dir.path().join("bad.yaml");
     std::fs::write(
         &no_shebang,
-        "apiVersion: slurm.rs/v1alpha1\nkind: SlurmJob\nmetadata: {name: bad}\nspec: {clusterRef: local, script: 'echo hi'}\n",
+        "apiVersion: slurm.rs/v1alpha1\nkind: SlurmJob\nmetadata: {name: bad}\nspec: {clusterName: local, script: 'echo hi'}\n",
     )
     .unwrap();
     let out = job_run(&cluster, &no_shebang).wait_with_output().unwrap();
@@ -156,7 +156,7 @@ fn bad_manifests_are_refused_before_anything_is_submitted() {
     let other_cluster = dir.path().join("other.yaml");
     std::fs::write(
         &other_cluster,
-        "apiVersion: slurm.rs/v1alpha1\nkind: SlurmJob\nmetadata: {name: x}\nspec: {clusterRef: elsewhere, script: \"#!/bin/sh\"}\n",
+        "apiVersion: slurm.rs/v1alpha1\nkind: SlurmJob\nmetadata: {name: x}\nspec: {clusterName: elsewhere, script: \"#!/bin/sh\"}\n",
     )
     .unwrap();
     let out = job_run(&cluster, &other_cluster)
@@ -165,7 +165,7 @@ fn bad_manifests_are_refused_before_anything_is_submitted() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("no Cluster named \"elsewhere\""),
+        stderr.contains("no SlurmCluster named \"elsewhere\""),
         "{stderr}"
     );
 }

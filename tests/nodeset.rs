@@ -1,4 +1,4 @@
-//! The NodeSet controller's scale-in against the real local Slurm (`hack/slurm-up.sh`): the
+//! The SlurmNodeSet controller's scale-in against the real local Slurm (`hack/slurm-up.sh`): the
 //! planner and the Slurm half of the driver run for real (real poller and index, real
 //! slurmrestd); the test plays the API server and the kubelet with an in-memory pod list: a
 //! created pod starts a dynamic slurmd (`hack/slurm-node.sh start <pod> --conf ...`), a deleted
@@ -25,7 +25,7 @@ use slurm_operator::controller::nodeset::plan::{
     self, Action, DrainOwner, Input, PodView, SlurmView, drain_owner,
 };
 use slurm_operator::controller::nodeset::{SlurmOutcome, apply_slurm, pods};
-use slurm_operator::crd::{Cluster, NodeSetSlurm, UpdateStrategy};
+use slurm_operator::crd::{NodeSetSlurm, SlurmCluster, UpdateStrategy};
 use slurm_operator::metrics::Metrics;
 use slurm_operator::slurm::SlurmClient;
 use slurm_operator::slurm::types::JobBaseState;
@@ -189,13 +189,13 @@ impl World<'_> {
 }
 
 impl<'a> World<'a> {
-    /// A world for a new NodeSet (its own feature, weight 1000 so other tests' jobs prefer the
+    /// A world for a new SlurmNodeSet (its own feature, weight 1000 so other tests' jobs prefer the
     /// static nodes), with a real poller (0.5 s) on the local Slurm; keep the handle alive.
     fn new(slurm: &'a LocalSlurm) -> (Self, poller::PollerHandle) {
         let client = slurm.client();
         let (events, _) = broadcast::channel(1024);
         let (handle, index) = poller::spawn(
-            ObjectRef::<Cluster>::new("local").within("test"),
+            ObjectRef::<SlurmCluster>::new("local"),
             client.clone(),
             &PollerConfig {
                 interval: Duration::from_millis(500),

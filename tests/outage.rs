@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::ObjectRef;
-use slurm_operator::crd::Cluster;
+use slurm_operator::crd::SlurmCluster;
 use slurm_operator::metrics::Metrics;
 use slurm_operator::slurm::tag::TAG_PREFIX as JOB_TAG_PREFIX;
 use slurm_operator::slurm::types::JobBaseState;
@@ -160,7 +160,7 @@ fn health_events(events: &mut broadcast::Receiver<SlurmEvent>) -> Vec<bool> {
 async fn slurmrestd_outage_goes_down_backs_off_and_recovers() {
     let slurm = require_slurm!();
     let _serial = SERIAL.lock().await;
-    // The client as the Cluster controller builds it (default retries), with a shorter timeout.
+    // The client as the SlurmCluster controller builds it (default retries), with a shorter timeout.
     let config = slurm.config().with_request_timeout(REQUEST_TIMEOUT);
     let retry = config.retry;
     let mut poller = start(&slurm, config);
@@ -249,7 +249,7 @@ async fn slurmrestd_outage_goes_down_backs_off_and_recovers() {
 async fn slurmctld_restart_keeps_a_running_job_and_reports_down_meanwhile() {
     let slurm = require_slurm!();
     let _serial = SERIAL.lock().await;
-    // The client as the Cluster controller builds it. slurmrestd's 502 (Slurm error 1800) while
+    // The client as the SlurmCluster controller builds it. slurmrestd's 502 (Slurm error 1800) while
     // slurmctld is away is `ControllerNotResponding`: transient, but not retried by the facade
     // (slurmrestd already waited ~9 s), so the first poll after the stop reports down.
     let config = slurm.config();
@@ -321,8 +321,8 @@ async fn slurmctld_restart_keeps_a_running_job_and_reports_down_meanwhile() {
     assert!(poller.index.has_changed().is_ok(), "the poller still runs");
 }
 
-/// The Cluster's `Ready` condition as (status, reason), from the API.
-async fn cluster_ready(clusters: &kube::Api<Cluster>) -> Option<(String, String)> {
+/// The SlurmCluster's `Ready` condition as (status, reason), from the API.
+async fn cluster_ready(clusters: &kube::Api<SlurmCluster>) -> Option<(String, String)> {
     let cluster = clusters.get_opt(scenario::CLUSTER).await.ok()??;
     let ready = cluster
         .status?
@@ -333,7 +333,7 @@ async fn cluster_ready(clusters: &kube::Api<Cluster>) -> Option<(String, String)
 }
 
 /// The same slurmrestd outage seen from Kubernetes: the operator binary (against the in-memory
-/// API server) sets the Cluster `Ready=False` within one poll interval plus the request timeout
+/// API server) sets the SlurmCluster `Ready=False` within one poll interval plus the request timeout
 /// (and the facade's retries) of the kill, and `Ready=True` again once slurmrestd is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_goes_not_ready_within_one_poll_and_recovers() {
@@ -346,7 +346,7 @@ async fn cluster_goes_not_ready_within_one_poll_and_recovers() {
     let kubeconfig = api.write_kubeconfig(dir.path());
     let client = api.client();
     scenario::seed_cluster(&client, NAMESPACE, &slurm).await;
-    let clusters: kube::Api<Cluster> = kube::Api::namespaced(client, NAMESPACE);
+    let clusters: kube::Api<SlurmCluster> = kube::Api::namespaced(client, NAMESPACE);
     let metrics = format!("127.0.0.1:{}", common::e2e::free_port());
     let _operator = common::e2e::Operator::spawn(
         &["--namespace", NAMESPACE, "--metrics-addr", &metrics],
@@ -361,7 +361,7 @@ async fn cluster_goes_not_ready_within_one_poll_and_recovers() {
     })
     .await;
 
-    // The Cluster's client has the default settings; the poll interval is 1 s.
+    // The SlurmCluster's client has the default settings; the poll interval is 1 s.
     let defaults = slurm.config();
     let mut restd = common::DaemonGuard::stop(&slurm, "slurmrestd");
     let killed = Instant::now();

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
-use slurm_operator::crd::Cluster;
+use slurm_operator::crd::SlurmCluster;
 use slurm_operator::metrics::Metrics;
 use slurm_operator::slurm::tag::{OwnerTag, TAG_PREFIX as JOB_TAG_PREFIX};
 use slurm_operator::slurm::types::{Changes, JobBaseState};
@@ -49,7 +49,7 @@ impl Requests {
     }
 }
 
-fn cluster() -> ObjectRef<Cluster> {
+fn cluster() -> ObjectRef<SlurmCluster> {
     ObjectRef::new("local")
 }
 

@@ -4,7 +4,7 @@
 //!   `Debug`/`Display` of credentials and errors, in condition messages or Events;
 //! - minted tokens live at most 15 minutes, and every way to ask for longer is refused;
 //! - TLS verification is on by default; the opt-out is explicit, off by default and logged;
-//! - a Cluster reads Secrets only in its own namespace;
+//! - a SlurmCluster reads Secrets only in its own namespace;
 //! - the operator's RBAC never writes Secrets.
 //!
 //! Every test in this binary runs under ONE global subscriber at TRACE for every crate
@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use slurm_operator::cli::{Cli, Command as CliCommand};
 use slurm_operator::controller::cluster::{self, config};
 use slurm_operator::controller::context::Context;
-use slurm_operator::crd::{Cluster, FINALIZER};
+use slurm_operator::crd::{FINALIZER, SlurmCluster};
 use slurm_operator::error_chain::Chain;
 use slurm_operator::metrics::Metrics;
 use slurm_operator::slurm::auth::{
@@ -429,7 +429,7 @@ async fn client_calls_keep_keys_and_tokens_out_of_logs_and_errors() {
     assert_not_logged(&secrets);
 }
 
-// --- the Cluster controller, against an API server over real HTTP ---------------------------------
+// --- the SlurmCluster controller, against an API server over real HTTP ---------------------------------
 
 const NS: &str = "team-a";
 /// The operator's own bearer token for the Kubernetes API: secret material too.
@@ -554,17 +554,17 @@ fn secret(namespace: &str, name: &str, data: &[(&str, &[u8])]) -> ((String, Stri
 fn cluster_object(name: &str, endpoint: &str, auth: Value) -> Value {
     json!({
         "apiVersion": "slurm.rs/v1alpha1",
-        "kind": "Cluster",
+        "kind": "SlurmCluster",
         "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"), "generation": 1,
                      "resourceVersion": "1", "finalizers": [FINALIZER]},
         "spec": {"endpoint": endpoint, "pollInterval": "1s", "auth": auth},
     })
 }
 
-/// The Cluster controller's whole path from a Secret to a status, for good and bad credentials
+/// The SlurmCluster controller's whole path from a Secret to a status, for good and bad credentials
 /// and bad Secrets: no key or token in the logs (kube and hyper included), in the errors and what
 /// `error_policy` logs, nor in anything written to the API server (status conditions, Events).
-/// Every Secret is read from the Cluster's namespace, whatever the reference says.
+/// Every Secret is read from the SlurmCluster's namespace, whatever the reference says.
 #[tokio::test]
 async fn the_cluster_controller_keeps_secrets_out_of_logs_status_and_events() {
     let slurm = require_slurm!();
@@ -601,7 +601,7 @@ async fn the_cluster_controller_keeps_secrets_out_of_logs_status_and_events() {
     let user = slurm.user.as_str();
     let jwt = |name: &str| json!({"jwt": {"keySecretRef": {"name": name}, "user": user}});
     let token = |name: &str| json!({"tokenSecretRef": {"name": name}});
-    // (Cluster, auth, the Ready condition's reason it must end with)
+    // (SlurmCluster, auth, the Ready condition's reason it must end with)
     let cases = [
         ("good-key", jwt("jwt-good"), "Connected"),
         ("wrong-key", jwt("jwt-wrong"), "Unauthorized"),
@@ -632,7 +632,7 @@ async fn the_cluster_controller_keeps_secrets_out_of_logs_status_and_events() {
 
     let mut shown = Vec::new();
     for (name, auth, _) in &cases {
-        let object: Cluster =
+        let object: SlurmCluster =
             serde_json::from_value(cluster_object(name, url, auth.clone())).unwrap();
         let object = Arc::new(object);
         match cluster::reconcile(object.clone(), ctx.clone()).await {
@@ -668,7 +668,7 @@ async fn the_cluster_controller_keeps_secrets_out_of_logs_status_and_events() {
             .clone();
         assert_eq!(ready["reason"], *reason, "{name}: {ready}");
     }
-    // Secrets: read only in the Cluster's namespace, one name per path, never written.
+    // Secrets: read only in the SlurmCluster's namespace, one name per path, never written.
     let secret_requests: Vec<&Received> = received
         .iter()
         .filter(|r| r.path.contains("/secrets"))
@@ -715,7 +715,7 @@ async fn the_cluster_controller_keeps_secrets_out_of_logs_status_and_events() {
     assert_not_logged(&secrets);
     let logs = String::from_utf8_lossy(&capture().bytes()).into_owned();
     assert!(
-        logs.contains("kube_client") && logs.contains("Cluster reconcile failed"),
+        logs.contains("kube_client") && logs.contains("SlurmCluster reconcile failed"),
         "the capture misses the kube client's or the controller's records"
     );
 }
@@ -843,7 +843,7 @@ fn check_never_prints_keys_or_tokens() {
     );
 }
 
-/// What the Cluster controller holds between reading the Secrets and building the connection
+/// What the SlurmCluster controller holds between reading the Secrets and building the connection
 /// prints the objects' names, never their data (k8s-openapi's `Secret` would print the bytes).
 #[test]
 fn the_read_secrets_print_without_their_data() {
@@ -899,13 +899,13 @@ fn the_parsed_command_line_does_not_print_the_token() {
     );
 }
 
-/// A Cluster manifest with a token Secret, for `job run`.
+/// A SlurmCluster manifest with a token Secret, for `job run`.
 fn job_run_manifests(dir: &Path, endpoint: &str, secret_yaml: &str) -> (PathBuf, PathBuf) {
     let cluster = write_file(
         dir,
         "cluster.yaml",
         format!(
-            "{secret_yaml}\n---\napiVersion: slurm.rs/v1alpha1\nkind: Cluster\nmetadata: {{name: c}}\n\
+            "{secret_yaml}\n---\napiVersion: slurm.rs/v1alpha1\nkind: SlurmCluster\nmetadata: {{name: c}}\n\
              spec:\n  endpoint: {endpoint}\n  auth: {{tokenSecretRef: {{name: tok}}}}\n"
         )
         .as_bytes(),
@@ -914,12 +914,12 @@ fn job_run_manifests(dir: &Path, endpoint: &str, secret_yaml: &str) -> (PathBuf,
         dir,
         "job.yaml",
         b"apiVersion: slurm.rs/v1alpha1\nkind: SlurmJob\nmetadata: {name: j}\n\
-          spec:\n  clusterRef: c\n  script: |\n    #!/bin/sh\n    true\n",
+          spec:\n  clusterName: c\n  script: |\n    #!/bin/sh\n    true\n",
     );
     (cluster, job)
 }
 
-/// `job run` failing on its Cluster's Secret, and on an endpoint nothing listens on (no Slurm
+/// `job run` failing on its SlurmCluster's Secret, and on an endpoint nothing listens on (no Slurm
 /// is contacted, no job submitted): what it prints never holds the token.
 #[test]
 fn job_run_never_prints_the_token() {
@@ -1017,7 +1017,7 @@ fn minted_tokens_live_at_most_15_minutes_and_longer_is_refused() {
     }
 }
 
-/// A Cluster as a user writes it: without `lifetime` it gets 15 minutes, and a longer one is
+/// A SlurmCluster as a user writes it: without `lifetime` it gets 15 minutes, and a longer one is
 /// refused by the operator itself (not only by the CRD's rule).
 #[test]
 fn a_clusters_token_lifetime_defaults_to_15_minutes_and_cannot_be_longer() {
@@ -1027,7 +1027,7 @@ fn a_clusters_token_lifetime_defaults_to_15_minutes_and_cannot_be_longer() {
         if let Some(lifetime) = lifetime {
             jwt["lifetime"] = json!(lifetime);
         }
-        serde_json::from_value::<slurm_operator::crd::ClusterSpec>(
+        serde_json::from_value::<slurm_operator::crd::SlurmClusterSpec>(
             json!({"endpoint": "http://slurmrestd:6820", "auth": {"jwt": jwt}}),
         )
         .unwrap()
@@ -1064,12 +1064,12 @@ fn a_clusters_token_lifetime_defaults_to_15_minutes_and_cannot_be_longer() {
 /// 15m and its rule refuses anything longer, evaluated with kube's CEL engine.
 #[test]
 fn the_committed_crd_refuses_lifetimes_over_15_minutes() {
-    let schema = committed_schema("clusters.slurm.rs");
+    let schema = committed_schema("slurmclusters.slurm.rs");
     let lifetime = &schema["properties"]["spec"]["properties"]["auth"]["properties"]["jwt"]["properties"]
         ["lifetime"];
     assert_eq!(lifetime["default"], "15m", "{lifetime}");
     let object = |lifetime: &str| {
-        json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "Cluster",
+        json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
                "metadata": {"name": "c", "namespace": NS},
                "spec": {"endpoint": "http://slurmrestd:6820",
                         "auth": {"jwt": {"keySecretRef": {"name": "jwt"}, "lifetime": lifetime}}}})
@@ -1209,7 +1209,7 @@ async fn tls_verification_is_on_by_default() {
     );
 
     // The CRD: `insecureSkipVerify` defaults to false, in the committed schema and in Rust.
-    let schema = committed_schema("clusters.slurm.rs");
+    let schema = committed_schema("slurmclusters.slurm.rs");
     assert_eq!(
         schema["properties"]["spec"]["properties"]["tls"]["properties"]["insecureSkipVerify"]["default"],
         false
@@ -1218,7 +1218,7 @@ async fn tls_verification_is_on_by_default() {
     assert!(!tls.insecure_skip_verify);
 }
 
-// --- Secrets only from the Cluster's namespace ----------------------------------------------------
+// --- Secrets only from the SlurmCluster's namespace ----------------------------------------------------
 
 fn committed_schema(crd: &str) -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("crds/{crd}.yaml"));
@@ -1247,11 +1247,11 @@ fn walk(node: &Value, path: &str, refs: &mut Vec<(String, Value)>, namespaces: &
     }
 }
 
-/// The Cluster CRD gives no way to name a namespace: its Secret and ConfigMap references hold a
+/// The SlurmCluster CRD gives no way to name a namespace: its Secret and ConfigMap references hold a
 /// name (an RFC 1123 subdomain: no `/`) and a key, nothing else, and unknown fields are pruned.
 #[test]
 fn cluster_references_hold_only_a_name_and_a_key() {
-    let schema = committed_schema("clusters.slurm.rs");
+    let schema = committed_schema("slurmclusters.slurm.rs");
     let spec = &schema["properties"]["spec"];
     let (mut refs, mut namespaces) = (Vec::new(), Vec::new());
     walk(spec, "spec", &mut refs, &mut namespaces);
@@ -1288,7 +1288,7 @@ fn cluster_references_hold_only_a_name_and_a_key() {
         "an unknown field (e.g. a namespace) would be kept"
     );
     // And in Rust: a `namespace` given anyway is dropped on the way in.
-    let spec: slurm_operator::crd::ClusterSpec = serde_json::from_value(json!({
+    let spec: slurm_operator::crd::SlurmClusterSpec = serde_json::from_value(json!({
         "endpoint": "https://slurmrestd:6820",
         "auth": {"jwt": {"keySecretRef": {"name": "jwt", "namespace": "kube-system"}}},
         "tls": {"caSecretRef": {"name": "ca", "namespace": "kube-system"}},

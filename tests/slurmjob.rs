@@ -63,7 +63,7 @@ impl Runner {
     fn new(slurm: &common::LocalSlurm, prefix: &str, spec: serde_json::Value) -> Self {
         let mut spec = spec;
         let object = spec.as_object_mut().unwrap();
-        object.insert("clusterRef".into(), json!("local"));
+        object.insert("clusterName".into(), json!("local"));
         object
             .entry("partition")
             .or_insert(json!(slurm.partition.clone()));

@@ -1,7 +1,7 @@
 //! `slurm-operator job run`: one SlurmJob manifest through the operator's submit / mirror /
 //! cancel core, against a Slurm cluster, without Kubernetes.
 //!
-//! The Cluster manifest's Secret references are resolved from Secret (and ConfigMap) documents
+//! The SlurmCluster manifest's Secret references are resolved from Secret (and ConfigMap) documents
 //! in the same files, exactly as the controller resolves them from the API.
 
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ use super::CliError;
 use crate::controller::cluster::config::{self, CaSource, Sources};
 use crate::controller::slurmjob::{act, status, submit};
 use crate::crd::slurmjob::{Phase, SlurmJobStatus};
-use crate::crd::{Cluster, SlurmJob};
+use crate::crd::{SlurmCluster, SlurmJob};
 use crate::slurm::tag::OwnerTag;
 use crate::slurm::{SlurmClient, SlurmError};
 
@@ -36,7 +36,7 @@ pub struct JobRunArgs {
     /// The SlurmJob manifest (YAML).
     #[arg(short = 'f', long = "filename")]
     pub file: PathBuf,
-    /// Manifest(s) with the Cluster and the Secrets/ConfigMaps it references (multi-document YAML).
+    /// Manifest(s) with the SlurmCluster and the Secrets/ConfigMaps it references (multi-document YAML).
     #[arg(long = "cluster", required = true)]
     pub cluster: Vec<PathBuf>,
     /// How often to ask Slurm for the job's state.
@@ -56,7 +56,7 @@ impl JobArgs {
 #[derive(Default)]
 struct Manifests {
     jobs: Vec<SlurmJob>,
-    clusters: Vec<Cluster>,
+    clusters: Vec<SlurmCluster>,
     secrets: Vec<Secret>,
     config_maps: Vec<ConfigMap>,
 }
@@ -90,9 +90,9 @@ fn read_manifests(paths: &[PathBuf]) -> Result<Manifests, CliError> {
                 "SlurmJob" => out
                     .jobs
                     .push(serde_yaml_ng::from_value(value).map_err(|e| invalid("SlurmJob", e))?),
-                "Cluster" => out
-                    .clusters
-                    .push(serde_yaml_ng::from_value(value).map_err(|e| invalid("Cluster", e))?),
+                "SlurmCluster" => out.clusters.push(
+                    serde_yaml_ng::from_value(value).map_err(|e| invalid("SlurmCluster", e))?,
+                ),
                 // serde's message quotes the offending value, which here is secret material.
                 "Secret" => out
                     .secrets
@@ -120,15 +120,15 @@ fn named<'a, T: kube::Resource>(objects: &'a [T], name: &str) -> Option<&'a T> {
         .find(|o| o.meta().name.as_deref() == Some(name))
 }
 
-/// The client for the Cluster `name`, with its Secrets taken from the manifests.
+/// The client for the SlurmCluster `name`, with its Secrets taken from the manifests.
 fn cluster_client(manifests: &Manifests, name: &str) -> Result<SlurmClient, CliError> {
     let cluster = named(&manifests.clusters, name).ok_or_else(|| {
         CliError::Usage(format!(
-            "no Cluster named {name:?} in the --cluster manifests (the SlurmJob's clusterRef)"
+            "no SlurmCluster named {name:?} in the --cluster manifests (the SlurmJob's clusterName)"
         ))
     })?;
-    let plan =
-        config::plan(&cluster.spec).map_err(|e| CliError::Usage(format!("Cluster {name}: {e}")))?;
+    let plan = config::plan(&cluster.spec)
+        .map_err(|e| CliError::Usage(format!("SlurmCluster {name}: {e}")))?;
     let sources = Sources {
         auth: named(&manifests.secrets, &plan.auth.secret().name).cloned(),
         ca_secret: match &plan.ca {
@@ -142,7 +142,7 @@ fn cluster_client(manifests: &Manifests, name: &str) -> Result<SlurmClient, CliE
     };
     let validated = plan
         .build(&sources)
-        .map_err(|e| CliError::Usage(format!("Cluster {name}: {e}")))?;
+        .map_err(|e| CliError::Usage(format!("SlurmCluster {name}: {e}")))?;
     Ok(SlurmClient::new(validated.client, validated.credentials)?)
 }
 
@@ -192,7 +192,7 @@ async fn run(args: &JobRunArgs) -> Result<u8, CliError> {
         ));
     }
     let manifests = read_manifests(&args.cluster)?;
-    let client = cluster_client(&manifests, &job.spec.cluster_ref)?;
+    let client = cluster_client(&manifests, &job.spec.cluster_name)?;
     let name = job
         .metadata
         .name

@@ -14,6 +14,10 @@ use crate::metrics::Metrics;
 use crate::state::index::SlurmEvent;
 use crate::state::registry::ClusterRegistry;
 
+/// The namespace SlurmCluster credentials are read from when nothing else is said: the one the
+/// chart installs the operator into by default.
+pub const DEFAULT_CREDENTIALS_NAMESPACE: &str = "slurm-operator";
+
 /// Capacity of the Slurm event channel; a consumer that falls this far behind resyncs everything.
 pub const EVENT_CHANNEL_CAPACITY: usize = 4096;
 
@@ -30,6 +34,9 @@ pub struct Context {
     pub started_at: DateTime<Utc>,
     /// Whether this replica may write (always, without leader election).
     pub leadership: Leadership,
+    /// The one namespace SlurmClusters' Secrets and ConfigMaps are read from (the platform
+    /// admin's): tenants can neither name nor plant credentials.
+    pub credentials_namespace: String,
 }
 
 impl Context {
@@ -48,6 +55,7 @@ impl Context {
             backoff: Arc::default(),
             started_at: Utc::now(),
             leadership: Leadership::always(),
+            credentials_namespace: DEFAULT_CREDENTIALS_NAMESPACE.to_owned(),
         }
     }
 }

@@ -2,8 +2,8 @@
 //! (`mod.rs`: triggers, reconcile, error policy) that observes, asks a pure plan what to do,
 //! performs the returned actions in one place, and writes a status computed by a pure function.
 //!
-//! - [`cluster`]: registers a slurmrestd client (and its poller) per `Cluster`, reports whether
-//!   it works in the Cluster's status.
+//! - [`cluster`]: registers a slurmrestd client (and its poller) per `SlurmCluster`, reports whether
+//!   it works in the SlurmCluster's status.
 //! - [`slurmjob`]: submits, mirrors, cancels and re-runs a Slurm batch job per `SlurmJob`.
 //! - [`nodeset`]: slurmd pods as dynamic Slurm nodes; scale-in drains in Slurm before deleting.
 //!

@@ -19,15 +19,20 @@ use tower_test::mock::{self, Handle, SendResponse};
 
 use crate::controller::Context;
 use crate::crd::FIELD_MANAGER;
-use crate::crd::{Cluster, ClusterStatus, FINALIZER};
+use crate::crd::{FINALIZER, SlurmCluster, SlurmClusterStatus};
 use crate::metrics::Metrics;
+
+/// The credentials namespace of [`Context::test`].
+pub const TEST_CREDENTIALS_NAMESPACE: &str = "slurm";
 
 impl Context {
     /// A context whose kube client is served by the returned verifier.
     pub fn test() -> (Self, ApiServerVerifier) {
         let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
         let client = kube::Client::new(service, "default");
-        (Self::new(client, Metrics::new()), ApiServerVerifier(handle))
+        let mut ctx = Self::new(client, Metrics::new());
+        ctx.credentials_namespace = TEST_CREDENTIALS_NAMESPACE.to_owned();
+        (ctx, ApiServerVerifier(handle))
     }
 }
 
@@ -78,10 +83,9 @@ fn not_found(kind: &str, name: &str) -> Response<Body> {
     )
 }
 
-fn cluster_path(cluster: &Cluster) -> String {
+fn cluster_path(cluster: &SlurmCluster) -> String {
     format!(
-        "/apis/slurm.rs/v1alpha1/namespaces/{}/clusters/{}",
-        cluster.namespace().unwrap(),
+        "/apis/slurm.rs/v1alpha1/slurmclusters/{}",
         cluster.name_any()
     )
 }
@@ -136,7 +140,7 @@ impl ApiServerVerifier {
         assert_eq!(
             call.path,
             format!("/api/v1/namespaces/{namespace}/secrets/{name}"),
-            "Secrets are read from the Cluster's own namespace"
+            "Secrets are read from the SlurmCluster's own namespace"
         );
         send.send_response(match secret {
             Some(secret) => json_response(StatusCode::OK, &secret),
@@ -144,9 +148,9 @@ impl ApiServerVerifier {
         });
     }
 
-    /// Server-side apply of the Cluster's status with the one field manager. Returns the status
-    /// sent; answers with the Cluster carrying it.
-    pub async fn expect_status_apply(&mut self, cluster: &Cluster) -> ClusterStatus {
+    /// Server-side apply of the SlurmCluster's status with the one field manager. Returns the status
+    /// sent; answers with the SlurmCluster carrying it.
+    pub async fn expect_status_apply(&mut self, cluster: &SlurmCluster) -> SlurmClusterStatus {
         let (call, send) = self.next().await;
         assert_eq!(call.method, Method::PATCH, "{call:?}");
         assert_eq!(call.path, format!("{}/status", cluster_path(cluster)));
@@ -157,41 +161,47 @@ impl ApiServerVerifier {
         assert!(call.has_query("fieldManager", FIELD_MANAGER), "{call:?}");
         assert!(call.has_query("force", "true"), "{call:?}");
         assert_eq!(call.body["apiVersion"], "slurm.rs/v1alpha1");
-        assert_eq!(call.body["kind"], "Cluster");
+        assert_eq!(call.body["kind"], "SlurmCluster");
         assert!(
             call.body.get("spec").is_none(),
             "the status apply must not own spec fields"
         );
-        let status: ClusterStatus = serde_json::from_value(call.body["status"].clone()).unwrap();
+        let status: SlurmClusterStatus =
+            serde_json::from_value(call.body["status"].clone()).unwrap();
         let mut answer = cluster.clone();
         answer.status = Some(status.clone());
         send.send_response(json_response(StatusCode::OK, &answer));
         status
     }
 
-    /// An Event about `cluster` (`events.k8s.io/v1`, created in the Cluster's namespace). Returns
-    /// the Event's body.
-    pub async fn expect_event(&mut self, cluster: &Cluster, type_: &str, reason: &str) -> Value {
+    /// An Event about `cluster` (`events.k8s.io/v1`; a cluster-scoped object's Events go to
+    /// `default`). Returns the Event's body.
+    pub async fn expect_event(
+        &mut self,
+        cluster: &SlurmCluster,
+        type_: &str,
+        reason: &str,
+    ) -> Value {
         let (call, send) = self.next().await;
         assert_eq!(call.method, Method::POST, "{call:?}");
         assert_eq!(
             call.path,
             format!(
                 "/apis/events.k8s.io/v1/namespaces/{}/events",
-                cluster.namespace().unwrap()
+                cluster.namespace().unwrap_or_else(|| "default".into())
             )
         );
         assert_eq!(call.body["type"], type_, "{:#}", call.body);
         assert_eq!(call.body["reason"], reason, "{:#}", call.body);
         assert_eq!(call.body["reportingController"], FIELD_MANAGER);
-        assert_eq!(call.body["regarding"]["kind"], "Cluster");
+        assert_eq!(call.body["regarding"]["kind"], "SlurmCluster");
         assert_eq!(call.body["regarding"]["name"], cluster.name_any());
         send.send_response(json_response(StatusCode::CREATED, &call.body));
         call.body
     }
 
-    /// The finalizer helper's JSON patch adding `slurm.rs/cleanup` to a Cluster without one.
-    pub async fn expect_finalizer_added(&mut self, cluster: &Cluster) {
+    /// The finalizer helper's JSON patch adding `slurm.rs/cleanup` to a SlurmCluster without one.
+    pub async fn expect_finalizer_added(&mut self, cluster: &SlurmCluster) {
         let (call, send) = self.next().await;
         assert_eq!(call.method, Method::PATCH, "{call:?}");
         assert_eq!(call.path, cluster_path(cluster));
@@ -209,7 +219,7 @@ impl ApiServerVerifier {
     }
 
     /// The finalizer helper's JSON patch removing `slurm.rs/cleanup` (at index 0).
-    pub async fn expect_finalizer_removed(&mut self, cluster: &Cluster) {
+    pub async fn expect_finalizer_removed(&mut self, cluster: &SlurmCluster) {
         let (call, send) = self.next().await;
         assert_eq!(call.method, Method::PATCH, "{call:?}");
         assert_eq!(call.path, cluster_path(cluster));
@@ -263,8 +273,8 @@ pub fn local_slurm() -> Option<HashMap<String, String>> {
     }
 }
 
-/// Register the local Slurm (`slurm`, from [`local_slurm`]) as Cluster `namespace/name` in `ctx`:
-/// a real client and a real poller (300 ms), as the Cluster controller would. Returns once the
+/// Register the local Slurm (`slurm`, from [`local_slurm`]) as SlurmCluster `namespace/name` in `ctx`:
+/// a real client and a real poller (300 ms), as the SlurmCluster controller would. Returns once the
 /// poller has confirmed a complete node list after this call, with the client.
 pub async fn register_local_cluster(
     ctx: &Context,
@@ -286,7 +296,7 @@ pub async fn register_local_cluster(
         Credentials::minted(key, slurm["SLURM_USER"].clone(), Duration::from_secs(300)).unwrap(),
     );
     let config = ClientConfig::new(&slurm["SLURM_REST_URL"]).unwrap();
-    let cluster = ObjectRef::<Cluster>::new(name).within(namespace);
+    let cluster = ObjectRef::<SlurmCluster>::new(name);
     let settings = ConnectionSettings {
         fingerprint: format!("local/{namespace}/{name}"),
         poller: PollerConfig {
@@ -335,7 +345,7 @@ pub fn slurm_node_script(slurm: &HashMap<String, String>, args: &[&str]) -> Stri
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// Register Cluster `namespace/name` in `ctx` with a client for `endpoint` (e.g. the unreachable
+/// Register SlurmCluster `namespace/name` in `ctx` with a client for `endpoint` (e.g. the unreachable
 /// `http://127.0.0.1:1`) and an index the test writes through the returned sender, starting at
 /// `state`: the reconcile sees exactly what the test put there.
 ///
@@ -358,7 +368,7 @@ pub fn register_with_index(
     use crate::state::registry::ConnectionSettings;
 
     let (writer, reader) = tokio::sync::watch::channel(Arc::new(state));
-    let cluster = ObjectRef::<Cluster>::new(name).within(namespace);
+    let cluster = ObjectRef::<SlurmCluster>::new(name);
     let settings = ConnectionSettings {
         fingerprint: format!("test-index/{namespace}/{name}"),
         poller: PollerConfig {
@@ -372,7 +382,8 @@ pub fn register_with_index(
             &cluster,
             ClientConfig::new(endpoint).unwrap(),
             settings,
-            Arc::new(Credentials::token("t", None).unwrap()),
+            // A token of the cluster's user, so a SlurmJob granted that user may submit.
+            Arc::new(Credentials::token("t", Some("slurm".into())).unwrap()),
             |client, config| {
                 let (poller, _its_own_index) =
                     crate::state::poller::spawn(poller_ref, client, config, events, Metrics::new());

@@ -1,13 +1,16 @@
-//! `Cluster`: one Slurm cluster, reached through its slurmrestd.
+//! `SlurmCluster`: one Slurm cluster, reached through its slurmrestd, registered cluster-wide by
+//! the platform admin: where it is, the credentials (read only from the operator's credentials
+//! namespace, only from Secrets marked for it), and which namespaces may run jobs on it as which
+//! Slurm user ([`ClusterAccess`]).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{DNS_SUBDOMAIN, SECRET_KEY, condition, duration::Duration};
 
-/// Desired state of a Cluster: where its slurmrestd is and how to authenticate to it.
+/// Desired state of a SlurmCluster: where its slurmrestd is and how to authenticate to it.
 // kube's `printcolumn(...)` lists repeat keys such as `type_`, which clippy mistakes for
 // duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
@@ -15,15 +18,14 @@ use super::{DNS_SUBDOMAIN, SECRET_KEY, condition, duration::Duration};
 #[kube(
     group = "slurm.rs",
     version = "v1alpha1",
-    kind = "Cluster",
-    plural = "clusters",
-    namespaced,
-    status = "ClusterStatus",
+    kind = "SlurmCluster",
+    plural = "slurmclusters",
+    status = "SlurmClusterStatus",
     derive = "PartialEq",
-    doc = "A Slurm cluster reached through slurmrestd. SlurmJobs and NodeSets in the same \
-           namespace refer to it by name.",
+    doc = "A Slurm cluster reached through slurmrestd, registered by the platform admin. \
+           SlurmJobs and SlurmNodeSets name it in spec.clusterName; spec.access says which \
+           namespaces may use it and as which Slurm user.",
     shortname = "scluster",
-    shortname = "slurmcluster",
     category = "slurm",
     printcolumn(
         name = "Ready",
@@ -56,20 +58,33 @@ use super::{DNS_SUBDOMAIN, SECRET_KEY, condition, duration::Duration};
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!has(self.tls) || self.endpoint.startsWith('https://')")
-    .message("tls applies only to an https:// endpoint")
-    .field_path(".tls"))]
-pub struct ClusterSpec {
-    /// URL of slurmrestd, e.g. `https://slurmrestd.example.org:6820` or
-    /// `http://slurmrestd.slurm.svc:6820`. Paths below it (such as `/slurm/v0.0.42/...`) are
-    /// added by the operator.
+#[x_kube(
+    validation = Rule::new("!has(self.tls) || self.endpoint.startsWith('https://')")
+        .message("tls applies only to an https:// endpoint")
+        .field_path(".tls"),
+    validation = Rule::new("!self.endpoint.startsWith('http://') || self.allowInsecureHttp")
+        .message("endpoint must be an https:// URL: over http:// the tokens cross the network \
+                  readable by anyone on the path (set allowInsecureHttp: true to accept that)")
+        .field_path(".endpoint")
+)]
+pub struct SlurmClusterSpec {
+    /// URL of slurmrestd, e.g. `https://slurmrestd.example.org:6820` (`http://` only with
+    /// `allowInsecureHttp`). Paths below it (such as `/slurm/v0.0.42/...`) are added by the
+    /// operator. The operator follows no redirect.
     #[schemars(length(min = 1, max = 2048))]
     #[x_kube(validation = Rule::new("isURL(self) && url(self).getScheme() in ['http', 'https']")
         .message("endpoint must be an http:// or https:// URL, e.g. https://slurmrestd.example.org:6820"))]
     pub endpoint: String,
 
+    /// Accept an `http://` endpoint: tokens then cross the network in the clear. Only for a
+    /// slurmrestd reached over a network the admin trusts (e.g. inside the Kubernetes cluster).
+    /// Defaults to false.
+    #[serde(default)]
+    pub allow_insecure_http: bool,
+
     /// How the operator authenticates to slurmrestd (`auth/jwt`). Set exactly one of `jwt` or
-    /// `tokenSecretRef`.
+    /// `tokenSecretRef`. The Secrets are read from the operator's credentials namespace and must
+    /// carry the label `slurm.rs/credentials: "true"`.
     pub auth: ClusterAuth,
 
     /// TLS settings for an https:// endpoint. Without it the system trust roots are used.
@@ -87,6 +102,57 @@ pub struct ClusterSpec {
     /// slurmrestd support; `v0.0.42` pins it.
     #[serde(default)]
     pub api_version: ApiVersion,
+
+    /// Which namespaces may run SlurmJobs on this cluster, and as which Slurm user. The first
+    /// entry that matches a SlurmJob's namespace applies; a namespace no entry matches cannot
+    /// use the cluster. Jobs never run as the cluster's own user (`auth.jwt.user`) unless an
+    /// entry names it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub access: Vec<ClusterAccess>,
+}
+
+/// One grant of a SlurmCluster to namespaces.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("size(self.namespaces) > 0 || has(self.namespaceSelector)")
+    .message("access needs namespaces or a namespaceSelector"))]
+pub struct ClusterAccess {
+    /// Namespaces, by name, this entry grants the cluster to.
+    #[serde(default)]
+    #[schemars(length(max = 1024))]
+    #[x_kube(validation = Rule::new("self.all(n, n.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(n) <= 63)")
+        .message("namespaces must be namespace names: lowercase letters, digits and '-', at most 63"))]
+    pub namespaces: Vec<String>,
+
+    /// Namespaces, by label, this entry grants the cluster to (in addition to `namespaces`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+
+    /// The Slurm user the jobs of these namespaces run as: the operator mints each submit's
+    /// token for this user (which needs `auth.jwt`). Slurm accounts them to this user.
+    #[schemars(length(min = 1, max = 256))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z_][a-z0-9_.-]*[$]?$')")
+        .message("slurmUser must be a Slurm (POSIX) user name such as alice"))]
+    pub slurm_user: String,
+
+    /// Slurm accounts these namespaces may charge (`spec.account`). Empty: any the user may;
+    /// otherwise a SlurmJob that names none is charged to the first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub accounts: Vec<String>,
+
+    /// Partitions these namespaces may submit to (`spec.partition`). Empty: any the user may;
+    /// otherwise a SlurmJob that names none goes to the first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub partitions: Vec<String>,
+
+    /// QoS these namespaces may ask for (`spec.qos`). Empty: any the user may; otherwise a
+    /// SlurmJob that names none gets the first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub qos: Vec<String>,
 }
 
 fn default_poll_interval() -> Duration {
@@ -135,10 +201,11 @@ impl ClusterAuth {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct JwtAuth {
-    /// Secret (in the Cluster's namespace) holding the JWT signing key.
+    /// Secret (in the operator's credentials namespace) holding the JWT signing key.
     pub key_secret_ref: JwtKeySecretRef,
 
-    /// Slurm user the tokens are issued for; jobs are submitted as this user. Defaults to `slurm`.
+    /// The cluster's own Slurm user: the operator polls, drains and resumes nodes as this user.
+    /// Jobs run as the user their namespace's `access` entry names. Defaults to `slurm`.
     #[serde(default = "default_jwt_user")]
     #[schemars(length(min = 1, max = 256))]
     pub user: String,
@@ -159,7 +226,7 @@ fn default_jwt_lifetime() -> Duration {
     Duration::from_secs(15 * 60)
 }
 
-/// A key in a Secret in the Cluster's namespace holding the JWT signing key.
+/// A key in a Secret in the operator's credentials namespace holding the JWT signing key.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct JwtKeySecretRef {
@@ -177,7 +244,7 @@ fn default_jwt_key() -> String {
     "jwt_hs256.key".to_owned()
 }
 
-/// A key in a Secret in the Cluster's namespace holding a slurmrestd token.
+/// A key in a Secret in the operator's credentials namespace holding a slurmrestd token.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenSecretRef {
@@ -205,12 +272,12 @@ fn default_token_key() -> String {
         .message("insecureSkipVerify cannot be combined with caSecretRef or caConfigMapRef")
 )]
 pub struct ClusterTls {
-    /// PEM CA bundle in a Secret in the Cluster's namespace, used instead of the system trust
+    /// PEM CA bundle in a Secret in the operator's credentials namespace, used instead of the system trust
     /// roots to verify slurmrestd's certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_secret_ref: Option<CaRef>,
 
-    /// PEM CA bundle in a ConfigMap in the Cluster's namespace, used instead of the system trust
+    /// PEM CA bundle in a ConfigMap in the operator's credentials namespace, used instead of the system trust
     /// roots to verify slurmrestd's certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_config_map_ref: Option<CaRef>,
@@ -221,7 +288,7 @@ pub struct ClusterTls {
     pub insecure_skip_verify: bool,
 }
 
-/// A key in a Secret or ConfigMap in the Cluster's namespace holding PEM certificates.
+/// A key in a Secret or ConfigMap in the operator's credentials namespace holding PEM certificates.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CaRef {
@@ -253,10 +320,10 @@ pub enum ApiVersion {
     V0_0_42,
 }
 
-/// Observed state of a Cluster, written by the operator.
+/// Observed state of a SlurmCluster, written by the operator.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct ClusterStatus {
+pub struct SlurmClusterStatus {
     /// Latest observations: `Ready` (slurmrestd answers and the operator can use it) and
     /// `Authenticated` (slurmrestd accepted the credentials).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -9,10 +9,10 @@ pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::{Schema, SchemaGenerator};
 use serde_json::{Value, json};
 
-/// The object is usable: for a Cluster, slurmrestd answered with valid credentials; for a
-/// NodeSet, all desired nodes are ready; for a SlurmJob, the job was accepted by Slurm.
+/// The object is usable: for a SlurmCluster, slurmrestd answered with valid credentials; for a
+/// SlurmNodeSet, all desired nodes are ready; for a SlurmJob, the job was accepted by Slurm.
 pub const READY: &str = "Ready";
-/// Cluster: slurmrestd accepted the configured credentials.
+/// SlurmCluster: slurmrestd accepted the configured credentials.
 pub const AUTHENTICATED: &str = "Authenticated";
 
 /// The three condition statuses metav1 allows.

@@ -1,8 +1,10 @@
-//! The operator's custom resources (group `slurm.rs`, version `v1alpha1`, all namespaced).
+//! The operator's custom resources (group `slurm.rs`, version `v1alpha1`).
 //!
-//! - [`Cluster`]: a Slurm cluster reached through slurmrestd, and the credentials for it.
-//! - [`SlurmJob`]: a batch job submitted to a Cluster.
-//! - [`NodeSet`]: slurmd pods that join a Cluster as dynamic nodes (with a scale subresource).
+//! - [`SlurmCluster`] (cluster-scoped, the platform admin's): a Slurm cluster reached through
+//!   slurmrestd, its credentials, and which namespaces may use it as which Slurm user.
+//! - [`SlurmJob`] (namespaced, the tenants'): a batch job submitted to a SlurmCluster.
+//! - [`SlurmNodeSet`] (namespaced, the admin's): slurmd pods that join a SlurmCluster as dynamic
+//!   nodes (with a scale subresource).
 //!
 //! The Rust types are the source of truth; `crds/*.yaml` is generated from them by
 //! `hack/gen-crds.sh` (`slurm-operator crd --out-dir crds/`), and a unit test fails when the
@@ -31,14 +33,14 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 pub use cluster::{
-    ApiVersion, AuthMethod, CaRef, Cluster, ClusterAuth, ClusterNodeCounts, ClusterSpec,
-    ClusterStatus, ClusterTls, JwtAuth, JwtKeySecretRef, TokenSecretRef,
+    ApiVersion, AuthMethod, CaRef, ClusterAccess, ClusterAuth, ClusterNodeCounts, ClusterTls,
+    JwtAuth, JwtKeySecretRef, SlurmCluster, SlurmClusterSpec, SlurmClusterStatus, TokenSecretRef,
 };
 pub use condition::Condition;
 pub use duration::Duration;
 pub use nodeset::{
-    NodeSet, NodeSetSlurm, NodeSetSlurmCounts, NodeSetSpec, NodeSetStatus, RollingUpdate, ScaleIn,
-    UpdateStrategy, UpdateStrategyType,
+    NodeSetSlurm, NodeSetSlurmCounts, RollingUpdate, ScaleIn, SlurmNodeSet, SlurmNodeSetSpec,
+    SlurmNodeSetStatus, UpdateStrategy, UpdateStrategyType,
 };
 pub use slurmjob::{
     ArrayTask, ArrayTasks, DependencyType, JobDependency, JobOutput, JobRun, Phase, SlurmJob,
@@ -54,6 +56,9 @@ pub const GROUP: &str = "slurm.rs";
 pub const VERSION: &str = "v1alpha1";
 /// Prefix for labels and annotations the operator sets.
 pub const LABEL_PREFIX: &str = "slurm.rs/";
+/// Label that marks a Secret (in the operator's credentials namespace) as credentials a
+/// SlurmCluster may reference: the operator reads no other Secret.
+pub const CREDENTIALS_LABEL: &str = "slurm.rs/credentials";
 /// Finalizer the operator puts on objects whose deletion needs Slurm-side cleanup.
 pub const FINALIZER: &str = "slurm.rs/cleanup";
 
@@ -80,13 +85,13 @@ pub struct RenderError {
     source: serde_yaml_ng::Error,
 }
 
-/// Every CRD, in a stable order (Cluster, SlurmJob, NodeSet), as installed.
+/// Every CRD, in a stable order (SlurmCluster, SlurmJob, SlurmNodeSet), as installed.
 ///
-/// These are `Cluster::crd()` etc. with field descriptions reflowed: doc comments are wrapped at
+/// These are `SlurmCluster::crd()` etc. with field descriptions reflowed: doc comments are wrapped at
 /// 100 columns in the source, and `kubectl explain` should see paragraphs, not those line breaks;
 /// and with every `int32` bounded (see [`bound_int32`]).
 pub fn all() -> Vec<CustomResourceDefinition> {
-    let mut crds = vec![Cluster::crd(), SlurmJob::crd(), NodeSet::crd()];
+    let mut crds = vec![SlurmCluster::crd(), SlurmJob::crd(), SlurmNodeSet::crd()];
     for crd in &mut crds {
         for version in &mut crd.spec.versions {
             if let Some(schema) = version
@@ -169,7 +174,7 @@ fn reflow(text: &str) -> String {
     out
 }
 
-/// The CRD's name, `<plural>.<group>` (e.g. `clusters.slurm.rs`).
+/// The CRD's name, `<plural>.<group>` (e.g. `slurmclusters.slurm.rs`).
 pub fn crd_name(crd: &CustomResourceDefinition) -> &str {
     crd.metadata.name.as_deref().unwrap_or_default()
 }

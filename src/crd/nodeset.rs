@@ -1,4 +1,4 @@
-//! `NodeSet`: a scalable set of pods that run slurmd and join a Cluster as dynamic nodes.
+//! `SlurmNodeSet`: a scalable set of pods that run slurmd and join a SlurmCluster as dynamic nodes.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::{
@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::{DNS_SUBDOMAIN, POSITIVE_QUANTITY, condition, duration::Duration};
 
-/// Desired state of a NodeSet: how many slurmd pods, from which template, with which Slurm node
+/// Desired state of a SlurmNodeSet: how many slurmd pods, from which template, with which Slurm node
 /// settings.
 // kube's `printcolumn(...)` lists repeat keys such as `type_`, which clippy mistakes for
 // duplicated attributes.
@@ -20,12 +20,12 @@ use super::{DNS_SUBDOMAIN, POSITIVE_QUANTITY, condition, duration::Duration};
 #[kube(
     group = "slurm.rs",
     version = "v1alpha1",
-    kind = "NodeSet",
-    plural = "nodesets",
+    kind = "SlurmNodeSet",
+    plural = "slurmnodesets",
     namespaced,
-    status = "NodeSetStatus",
+    status = "SlurmNodeSetStatus",
     derive = "PartialEq",
-    doc = "A set of pods running slurmd that register with a Cluster as dynamic Slurm nodes. \
+    doc = "A set of pods running slurmd that register with a SlurmCluster as dynamic Slurm nodes. \
            Scaling in drains nodes in Slurm before their pods are deleted.",
     shortname = "sns",
     shortname = "snodeset",
@@ -92,11 +92,11 @@ use super::{DNS_SUBDOMAIN, POSITIVE_QUANTITY, condition, duration::Duration};
     )
 )]
 #[serde(rename_all = "camelCase")]
-pub struct NodeSetSpec {
-    /// Name of the Cluster (in this namespace) the nodes join. Immutable.
+pub struct SlurmNodeSetSpec {
+    /// Name of the SlurmCluster (in this namespace) the nodes join. Immutable.
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("clusterRef is immutable"))]
-    pub cluster_ref: String,
+    #[x_kube(validation = Rule::new("self == oldSelf").message("clusterName is immutable"))]
+    pub cluster_name: String,
 
     /// Number of nodes (pods). Defaults to 1.
     #[serde(default = "default_replicas")]
@@ -106,7 +106,7 @@ pub struct NodeSetSpec {
     /// Pod template for each node: a standard Pod template (see `kubectl explain pod.spec`; its
     /// field descriptions are left out of this CRD to keep it small). Its main container (the one
     /// named `slurmd`, else the first) runs slurmd; the operator adds the labels that tie pods to
-    /// this NodeSet and completes that container's args: `-Z` (dynamic registration), `-N <pod
+    /// this SlurmNodeSet and completes that container's args: `-Z` (dynamic registration), `-N <pod
     /// name>` and `--conf` with the keys `slurm` sets. The slurmctld address is NOT filled in:
     /// the template's command or args must carry it (`--conf-server <host>[:port]` for
     /// configless registration, as the slurm-cluster chart writes it) or the image must ship a
@@ -139,7 +139,7 @@ fn default_replicas() -> i32 {
     1
 }
 
-/// PodTemplateSpec's schema without field descriptions. With them the NodeSet CRD is ~370 KB of
+/// PodTemplateSpec's schema without field descriptions. With them the SlurmNodeSet CRD is ~370 KB of
 /// JSON, over the 256 KiB limit of the annotation that client-side `kubectl apply` writes; without
 /// them it is ~70 KB. (controller-gen users do the same with `crd:maxDescLen=0`.)
 fn pod_template_schema(generator: &mut SchemaGenerator) -> Schema {
@@ -199,7 +199,7 @@ pub struct NodeSetSlurm {
     /// selects it (or `Nodes=ALL`). So the operator does two things, no more: it adds the
     /// feature `partition-<name>` per entry to the node's `--conf` `Features=` (after
     /// `features`), so that slurm.conf can select the nodes with
-    /// `NodeSet=<set> Feature=partition-<name>` and `PartitionName=<name> Nodes=<set>,...`; and
+    /// `SlurmNodeSet=<set> Feature=partition-<name>` and `PartitionName=<name> Nodes=<set>,...`; and
     /// it reports, in the `Partitions` status condition, registered nodes that are not in a
     /// listed partition (slurm.conf does not select them). The slurm.conf lines are yours to
     /// write (the slurm-cluster chart writes its own from its values). Changing the list
@@ -311,18 +311,18 @@ pub struct ScaleIn {
     /// (the jobs are then requeued or fail), at most 8760h (a year). Unset: wait as long as it
     /// takes.
     // The bound is what keeps a duration that overflows (`9999999999999999999h` matches the
-    // duration pattern) from being stored: the operator could not read it, and one such NodeSet
-    // would stop every NodeSet from being reconciled.
+    // duration pattern) from being stored: the operator could not read it, and one such SlurmNodeSet
+    // would stop every SlurmNodeSet from being reconciled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("duration(self) <= duration('8760h')")
         .message("drainTimeout must be at most 8760h (a year); leave it unset to wait as long as it takes"))]
     pub drain_timeout: Option<Duration>,
 }
 
-/// Observed state of a NodeSet, written by the operator.
+/// Observed state of a SlurmNodeSet, written by the operator.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct NodeSetStatus {
+pub struct SlurmNodeSetStatus {
     /// Pods that exist (read by the scale subresource).
     #[serde(default)]
     pub replicas: i32,

@@ -1,4 +1,4 @@
-//! `SlurmJob`: one batch job (or job array) submitted to a Cluster.
+//! `SlurmJob`: one batch job (or job array) submitted to a SlurmCluster.
 
 use std::collections::BTreeMap;
 
@@ -54,7 +54,7 @@ fn matches(pattern: &str) -> String {
     namespaced,
     status = "SlurmJobStatus",
     derive = "PartialEq",
-    doc = "A Slurm batch job submitted to a Cluster through slurmrestd. Deleting the SlurmJob \
+    doc = "A Slurm batch job submitted to a SlurmCluster through slurmrestd. Deleting the SlurmJob \
            cancels the job if it is still pending or running.",
     shortname = "sjob",
     category = "slurm",
@@ -71,10 +71,10 @@ fn matches(pattern: &str) -> String {
         description = "Slurm job id"
     ),
     printcolumn(
-        name = "Cluster",
+        name = "SlurmCluster",
         type_ = "string",
-        json_path = ".spec.clusterRef",
-        description = "Cluster the job runs on"
+        json_path = ".spec.clusterName",
+        description = "SlurmCluster the job runs on"
     ),
     printcolumn(
         name = "Nodes",
@@ -100,16 +100,16 @@ fn matches(pattern: &str) -> String {
 ).message("dependsOn cannot name the SlurmJob itself: it would wait for its own submission forever"))]
 #[serde(rename_all = "camelCase")]
 pub struct SlurmJobSpec {
-    /// Name of the Cluster (in this namespace) to run the job on. Immutable.
+    /// Name of the SlurmCluster (in this namespace) to run the job on. Immutable.
     #[schemars(length(min = 1, max = 253))]
     #[x_kube(
         validation = Rule::new(DNS_SUBDOMAIN_CEL).message(
-            "clusterRef must be the name of a Cluster: lowercase letters, digits, '-' and '.', \
+            "clusterName must be the name of a SlurmCluster: lowercase letters, digits, '-' and '.', \
              starting and ending with a letter or digit"
         ),
-        validation = Rule::new("self == oldSelf").message("clusterRef is immutable")
+        validation = Rule::new("self == oldSelf").message("clusterName is immutable")
     )]
-    pub cluster_ref: String,
+    pub cluster_name: String,
 
     /// The batch script, starting with an interpreter line such as `#!/bin/bash`. `#SBATCH`
     /// lines in it are honoured by Slurm, but the fields of this spec take precedence.

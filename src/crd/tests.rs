@@ -495,7 +495,7 @@ fn every_int32_is_bounded() {
     assert!(unbounded.is_empty(), "{unbounded:#?}");
     let replicas = &schemas()
         .into_iter()
-        .find(|(n, _)| n == "nodesets.slurm.rs")
+        .find(|(n, _)| n == "slurmnodesets.slurm.rs")
         .unwrap()
         .1["properties"]["spec"]["properties"]["replicas"];
     assert_eq!(replicas["minimum"], json!(0.0), "a tighter bound is kept");
@@ -503,14 +503,14 @@ fn every_int32_is_bounded() {
 
     // Why: one past the bound is what the operator cannot read.
     let mut nodeset = json!({
-        "apiVersion": "slurm.rs/v1alpha1", "kind": "NodeSet",
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmNodeSet",
         "metadata": {"name": "x", "namespace": "default"},
-        "spec": {"clusterRef": "main", "replicas": i64::from(i32::MAX),
+        "spec": {"clusterName": "main", "replicas": i64::from(i32::MAX),
                  "template": {"spec": {"containers": [{"name": "slurmd"}]}}},
     });
-    assert!(serde_json::from_value::<NodeSet>(nodeset.clone()).is_ok());
+    assert!(serde_json::from_value::<SlurmNodeSet>(nodeset.clone()).is_ok());
     nodeset["spec"]["replicas"] = json!(i64::from(i32::MAX) + 1);
-    assert!(serde_json::from_value::<NodeSet>(nodeset).is_err());
+    assert!(serde_json::from_value::<SlurmNodeSet>(nodeset).is_err());
 }
 
 #[test]
@@ -685,9 +685,9 @@ fn crd_names_scope_and_subresources() {
         summary,
         [
             (
-                "clusters.slurm.rs",
-                "Cluster",
-                vec!["scluster".into(), "slurmcluster".into()],
+                "slurmclusters.slurm.rs",
+                "SlurmCluster",
+                vec!["scluster".into()],
                 vec!["slurm".to_owned()]
             ),
             (
@@ -697,8 +697,8 @@ fn crd_names_scope_and_subresources() {
                 vec!["slurm".into()]
             ),
             (
-                "nodesets.slurm.rs",
-                "NodeSet",
+                "slurmnodesets.slurm.rs",
+                "SlurmNodeSet",
                 vec!["sns".into(), "snodeset".into()],
                 vec!["slurm".into()]
             ),
@@ -707,7 +707,14 @@ fn crd_names_scope_and_subresources() {
     for crd in &crds {
         let name = crd_name(crd);
         assert_eq!(crd.spec.group, GROUP, "{name}");
-        assert_eq!(crd.spec.scope, "Namespaced", "{name}");
+        // The platform admin registers clusters once, cluster-wide; tenants' objects live in
+        // their namespaces.
+        let scope = if name == "slurmclusters.slurm.rs" {
+            "Cluster"
+        } else {
+            "Namespaced"
+        };
+        assert_eq!(crd.spec.scope, scope, "{name}");
         assert_eq!(crd.spec.versions.len(), 1, "{name}");
         let v = &crd.spec.versions[0];
         assert_eq!(
@@ -728,7 +735,7 @@ fn crd_names_scope_and_subresources() {
         .subresources
         .as_ref()
         .and_then(|s| s.scale.as_ref());
-    let scale = scale.expect("NodeSet has a scale subresource");
+    let scale = scale.expect("SlurmNodeSet has a scale subresource");
     assert_eq!(scale.spec_replicas_path, ".spec.replicas");
     assert_eq!(scale.status_replicas_path, ".status.replicas");
     assert_eq!(
@@ -779,15 +786,15 @@ fn resolve_column<'a>(schema: &'a Value, json_path: &str) -> Option<&'a Value> {
 fn printer_columns_point_at_typed_fields() {
     let want: BTreeMap<&str, Vec<&str>> = [
         (
-            "clusters.slurm.rs",
+            "slurmclusters.slurm.rs",
             vec!["Ready", "Endpoint", "Slurm", "Nodes", "Age"],
         ),
         (
             "slurmjobs.slurm.rs",
-            vec!["Phase", "JobID", "Cluster", "Nodes", "Exit", "Age"],
+            vec!["Phase", "JobID", "SlurmCluster", "Nodes", "Exit", "Age"],
         ),
         (
-            "nodesets.slurm.rs",
+            "slurmnodesets.slurm.rs",
             vec![
                 "Desired",
                 "Ready",
@@ -919,32 +926,40 @@ fn schema_default<'a>(schema: &'a Value, path: &str) -> &'a Value {
 fn schema_defaults() {
     let schemas: BTreeMap<String, Value> = schemas().into_iter().collect();
     let cases = [
-        ("clusters.slurm.rs", "spec.pollInterval", json!("1s")),
-        ("clusters.slurm.rs", "spec.apiVersion", json!("auto")),
-        ("clusters.slurm.rs", "spec.auth.jwt.user", json!("slurm")),
-        ("clusters.slurm.rs", "spec.auth.jwt.lifetime", json!("15m")),
+        ("slurmclusters.slurm.rs", "spec.pollInterval", json!("1s")),
+        ("slurmclusters.slurm.rs", "spec.apiVersion", json!("auto")),
         (
-            "clusters.slurm.rs",
+            "slurmclusters.slurm.rs",
+            "spec.auth.jwt.user",
+            json!("slurm"),
+        ),
+        (
+            "slurmclusters.slurm.rs",
+            "spec.auth.jwt.lifetime",
+            json!("15m"),
+        ),
+        (
+            "slurmclusters.slurm.rs",
             "spec.auth.jwt.keySecretRef.key",
             json!("jwt_hs256.key"),
         ),
         (
-            "clusters.slurm.rs",
+            "slurmclusters.slurm.rs",
             "spec.auth.tokenSecretRef.key",
             json!("token"),
         ),
         (
-            "clusters.slurm.rs",
+            "slurmclusters.slurm.rs",
             "spec.tls.insecureSkipVerify",
             json!(false),
         ),
         (
-            "clusters.slurm.rs",
+            "slurmclusters.slurm.rs",
             "spec.tls.caSecretRef.key",
             json!("ca.crt"),
         ),
         (
-            "clusters.slurm.rs",
+            "slurmclusters.slurm.rs",
             "spec.tls.caConfigMapRef.key",
             json!("ca.crt"),
         ),
@@ -953,20 +968,20 @@ fn schema_defaults() {
             "spec.dependsOn.[].type",
             json!("afterok"),
         ),
-        ("nodesets.slurm.rs", "spec.replicas", json!(1)),
-        ("nodesets.slurm.rs", "spec.minReadySeconds", json!(0)),
+        ("slurmnodesets.slurm.rs", "spec.replicas", json!(1)),
+        ("slurmnodesets.slurm.rs", "spec.minReadySeconds", json!(0)),
         (
-            "nodesets.slurm.rs",
+            "slurmnodesets.slurm.rs",
             "spec.updateStrategy",
             json!({"type": "RollingUpdate"}),
         ),
         (
-            "nodesets.slurm.rs",
+            "slurmnodesets.slurm.rs",
             "spec.updateStrategy.type",
             json!("RollingUpdate"),
         ),
         (
-            "nodesets.slurm.rs",
+            "slurmnodesets.slurm.rs",
             "spec.updateStrategy.rollingUpdate.maxUnavailable",
             json!(1),
         ),
@@ -976,9 +991,9 @@ fn schema_defaults() {
     }
     // No default on fields whose absence means something.
     for (crd, path) in [
-        ("nodesets.slurm.rs", "spec.scaleIn.drainTimeout"),
+        ("slurmnodesets.slurm.rs", "spec.scaleIn.drainTimeout"),
         ("slurmjobs.slurm.rs", "spec.timeLimit"),
-        ("clusters.slurm.rs", "spec.tls"),
+        ("slurmclusters.slurm.rs", "spec.tls"),
     ] {
         assert_eq!(
             schema_default(&schemas[crd], path),
@@ -990,7 +1005,7 @@ fn schema_defaults() {
 
 #[test]
 fn rust_defaults_match_schema_defaults() {
-    let cluster: ClusterSpec = serde_json::from_value(json!({
+    let cluster: SlurmClusterSpec = serde_json::from_value(json!({
         "endpoint": "https://slurm:6820",
         "auth": {"jwt": {"keySecretRef": {"name": "jwt"}}},
         "tls": {"caSecretRef": {"name": "ca"}},
@@ -1018,8 +1033,8 @@ fn rust_defaults_match_schema_defaults() {
         ("ca.crt", false)
     );
 
-    let ns: NodeSetSpec =
-        serde_json::from_value(json!({"clusterRef": "c", "template": {}})).unwrap();
+    let ns: SlurmNodeSetSpec =
+        serde_json::from_value(json!({"clusterName": "c", "template": {}})).unwrap();
     assert_eq!((ns.replicas, ns.min_ready_seconds), (1, 0));
     assert_eq!(ns.update_strategy.type_, UpdateStrategyType::RollingUpdate);
     assert_eq!(
@@ -1028,7 +1043,7 @@ fn rust_defaults_match_schema_defaults() {
     );
 
     let job: SlurmJobSpec = serde_json::from_value(json!({
-        "clusterRef": "c", "script": "#!/bin/sh\ntrue\n", "dependsOn": [{"name": "a"}],
+        "clusterName": "c", "script": "#!/bin/sh\ntrue\n", "dependsOn": [{"name": "a"}],
     }))
     .unwrap();
     assert_eq!(job.depends_on[0].type_, DependencyType::AfterOk);
@@ -1185,11 +1200,11 @@ fn write_all_writes_one_file_per_crd() {
     assert_eq!(
         names,
         [
-            "clusters.slurm.rs.yaml",
-            "nodesets.slurm.rs.yaml",
-            "slurmjobs.slurm.rs.yaml"
+            "slurmclusters.slurm.rs.yaml",
+            "slurmjobs.slurm.rs.yaml",
+            "slurmnodesets.slurm.rs.yaml"
         ]
     );
-    let cluster = std::fs::read_to_string(out.join("clusters.slurm.rs.yaml")).unwrap();
+    let cluster = std::fs::read_to_string(out.join("slurmclusters.slurm.rs.yaml")).unwrap();
     assert_eq!(cluster, render(&all()[0]).unwrap());
 }

@@ -54,6 +54,11 @@ pub enum AuthError {
     Clock,
     #[error("the token expired at {at} (its exp claim): put a new token in the Secret")]
     TokenExpired { at: String },
+    #[error(
+        "cannot act as Slurm user {user:?}: the cluster's credentials are a ready token for \
+         {token_user}, and only a JWT signing key (auth.jwt) can mint tokens for other users"
+    )]
+    CannotActAs { user: String, token_user: String },
 }
 
 /// How requests authenticate. Cheap to share behind an `Arc`; never prints its secrets.
@@ -151,6 +156,42 @@ impl Credentials {
                 expires,
             },
         })
+    }
+
+    /// Credentials for Slurm user `user` from the same source: tokens minted with the same key
+    /// and lifetime, or this ready token when it is `user`'s own (by its `sun` claim or the user
+    /// it was given with). A ready token cannot act as anyone else.
+    pub fn for_user(&self, user: &str) -> Result<Self, AuthError> {
+        match &self.source {
+            TokenSource::Minted(minter) => {
+                Self::minted(minter.key.expose_secret().to_vec(), user, minter.lifetime)
+            }
+            TokenSource::Static { token, .. } => {
+                #[derive(serde::Deserialize)]
+                struct Subject {
+                    sun: Option<String>,
+                }
+                let token_user = self.user.clone().or_else(|| {
+                    jsonwebtoken::dangerous::insecure_decode_claims::<Subject>(
+                        token.expose_secret(),
+                    )
+                    .ok()
+                    .and_then(|claims| claims.sun)
+                });
+                match token_user {
+                    Some(token_user) if token_user == user => {
+                        Self::token(token.expose_secret(), Some(token_user))
+                    }
+                    other => Err(AuthError::CannotActAs {
+                        user: user.to_owned(),
+                        token_user: other.map_or_else(
+                            || "an unknown user".to_owned(),
+                            |u| format!("user {u:?}"),
+                        ),
+                    }),
+                }
+            }
+        }
     }
 
     /// The Slurm user requests run as, when known.

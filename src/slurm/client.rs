@@ -72,6 +72,28 @@ impl SlurmClient {
         &self.config.endpoint
     }
 
+    /// A client for the same slurmrestd (the same connections, settings and request observer)
+    /// whose requests act as Slurm user `user`: tokens minted for that user with the same key
+    /// ([`Credentials::for_user`]). How a tenant's job runs as the tenant's user.
+    pub fn as_user(&self, user: &str) -> Result<Self, SlurmError> {
+        let transport = progenitor_client::ClientInfo::inner(&*self.api);
+        let credentials = transport.credentials().for_user(user)?;
+        let http = progenitor_client::ClientInfo::client(&*self.api).clone();
+        let api = Api::new_with_client(
+            &self.config.base_url(),
+            http,
+            Arc::new(Transport::new(
+                Arc::new(credentials),
+                transport.observer.clone(),
+                self.config.max_response_bytes,
+            )),
+        );
+        Ok(Self {
+            api: Arc::new(api),
+            config: Arc::clone(&self.config),
+        })
+    }
+
     /// Swap the credentials used from the next request on (key or token rotation).
     pub fn set_credentials(&self, credentials: Arc<Credentials>) {
         progenitor_client::ClientInfo::inner(&*self.api).set_credentials(credentials);
@@ -88,7 +110,7 @@ impl SlurmClient {
         Ok(convert::controller_responding(&resp))
     }
 
-    /// Cluster identity, release and API version, through `/diag` and `/ping`. `/diag` checks the
+    /// SlurmCluster identity, release and API version, through `/diag` and `/ping`. `/diag` checks the
     /// token, so success here means the credentials work.
     pub async fn cluster_info(&self) -> Result<ClusterInfo, SlurmError> {
         let diag = self

@@ -54,7 +54,7 @@ impl Endpoint {
 #[derive(Debug)]
 pub enum Decoded {
     Responding(bool),
-    Cluster(ClusterInfo),
+    SlurmCluster(ClusterInfo),
     Nodes(Changes<Node>),
     Node(Box<Node>),
     Partitions(Vec<Partition>),
@@ -78,7 +78,7 @@ pub fn decode(endpoint: Endpoint, status: u16, body: &[u8]) -> Result<Decoded, S
         }
         Endpoint::Diag => {
             let resp: api::V0042OpenapiDiagResp = checked("diag", none, status, body)?;
-            Decoded::Cluster(convert::cluster_info(&resp, true))
+            Decoded::SlurmCluster(convert::cluster_info(&resp, true))
         }
         Endpoint::Nodes => Decoded::Nodes(convert::node_changes(checked(
             "nodes", none, status, body,

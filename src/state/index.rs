@@ -6,11 +6,11 @@
 //!
 //! What the index holds, and why that much and no more (10 000 jobs and 1 000 nodes fit in a few
 //! MiB):
-//! - every node, in full ([`Node`] is small and the NodeSet controller needs all of it);
+//! - every node, in full ([`Node`] is small and the SlurmNodeSet controller needs all of it);
 //! - the full record of every job that is **ours**: its comment is an ownership tag
 //!   ([`Job::owner`], parsed by the facade), array tasks and a pending array's meta record
 //!   included;
-//! - of everyone else's jobs only what the NodeSet controller needs: per node, how many jobs run
+//! - of everyone else's jobs only what the SlurmNodeSet controller needs: per node, how many jobs run
 //!   there and until when at the latest ([`NodeJobs`]).
 
 use std::collections::{BTreeMap, HashMap};
@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 
-use crate::crd::Cluster;
+use crate::crd::SlurmCluster;
 use crate::slurm::tag::OwnerTag;
 use crate::slurm::types::{Job, Node};
 
@@ -198,39 +198,39 @@ pub enum SlurmEvent {
     /// (state, reason, exit, nodes, times, limit, comment, array tasks). `owner` is its
     /// ownership tag. Other users' jobs produce no job events.
     JobChanged {
-        cluster: ObjectRef<Cluster>,
+        cluster: ObjectRef<SlurmCluster>,
         job_id: u32,
         owner: Option<OwnerTag>,
     },
     /// One of our jobs left the index: slurmctld no longer reports it (purged after MinJobAge),
     /// or its comment no longer carries our tag. `owner` is the last tag seen.
     JobGone {
-        cluster: ObjectRef<Cluster>,
+        cluster: ObjectRef<SlurmCluster>,
         job_id: u32,
         owner: Option<OwnerTag>,
     },
     /// A node appeared, its record changed (state, reason, resources, ...), or the jobs running
     /// on it changed ([`NodeJobs`]: count or deadline).
     NodeChanged {
-        cluster: ObjectRef<Cluster>,
+        cluster: ObjectRef<SlurmCluster>,
         node: String,
     },
     /// A node is no longer in slurmctld's node list.
     NodeGone {
-        cluster: ObjectRef<Cluster>,
+        cluster: ObjectRef<SlurmCluster>,
         node: String,
     },
     /// The poller reached slurmrestd for the first time (`up: true`) or failed to at first
     /// (`up: false`), or lost or regained it; never repeated while it stays down. Regaining it
     /// means every object of the cluster should be reconciled (its events may have been missed).
     HealthChanged {
-        cluster: ObjectRef<Cluster>,
+        cluster: ObjectRef<SlurmCluster>,
         up: bool,
     },
 }
 
 impl SlurmEvent {
-    pub fn cluster(&self) -> &ObjectRef<Cluster> {
+    pub fn cluster(&self) -> &ObjectRef<SlurmCluster> {
         match self {
             Self::JobChanged { cluster, .. }
             | Self::JobGone { cluster, .. }

@@ -1,14 +1,14 @@
-//! The per-cluster map: one slurmrestd client, one index and one poller per `Cluster` object.
+//! The per-cluster map: one slurmrestd client, one index and one poller per `SlurmCluster` object.
 //!
-//! The Cluster controller is the only writer; other controllers look clients and indexes up by
-//! the Cluster they reference. The lock is a plain `std` lock, never held across an `.await`.
+//! The SlurmCluster controller is the only writer; other controllers look clients and indexes up by
+//! the SlurmCluster they reference. The lock is a plain `std` lock, never held across an `.await`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use kube::runtime::reflector::ObjectRef;
 
-use crate::crd::Cluster;
+use crate::crd::SlurmCluster;
 use crate::slurm::{ClientConfig, Credentials, RequestObserver, SlurmClient, SlurmError};
 use crate::state::index::IndexReader;
 use crate::state::poller::{PollerConfig, PollerHandle};
@@ -46,10 +46,10 @@ struct Entry {
     _poller: PollerHandle,
 }
 
-/// Clients, indexes and pollers by Cluster.
+/// Clients, indexes and pollers by SlurmCluster.
 #[derive(Default)]
 pub struct ClusterRegistry {
-    entries: RwLock<HashMap<ObjectRef<Cluster>, Entry>>,
+    entries: RwLock<HashMap<ObjectRef<SlurmCluster>, Entry>>,
     /// Sees every slurmrestd request of every client made here (the request metrics).
     observer: Option<Arc<dyn RequestObserver>>,
 }
@@ -72,12 +72,12 @@ impl ClusterRegistry {
         }
     }
 
-    pub fn get(&self, cluster: &ObjectRef<Cluster>) -> Option<ClusterHandle> {
+    pub fn get(&self, cluster: &ObjectRef<SlurmCluster>) -> Option<ClusterHandle> {
         let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
         entries.get(cluster).map(|e| e.handle.clone())
     }
 
-    pub fn contains(&self, cluster: &ObjectRef<Cluster>) -> bool {
+    pub fn contains(&self, cluster: &ObjectRef<SlurmCluster>) -> bool {
         self.get(cluster).is_some()
     }
 
@@ -86,7 +86,7 @@ impl ClusterRegistry {
     /// `spawn` starts a poller for a new client.
     pub fn upsert(
         &self,
-        cluster: &ObjectRef<Cluster>,
+        cluster: &ObjectRef<SlurmCluster>,
         config: ClientConfig,
         settings: ConnectionSettings,
         credentials: Arc<Credentials>,
@@ -118,12 +118,12 @@ impl ClusterRegistry {
     }
 
     /// Forget `cluster`: its poller stops. Returns whether it was registered.
-    pub fn remove(&self, cluster: &ObjectRef<Cluster>) -> bool {
+    pub fn remove(&self, cluster: &ObjectRef<SlurmCluster>) -> bool {
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
         entries.remove(cluster).is_some()
     }
 
-    pub fn clusters(&self) -> Vec<ObjectRef<Cluster>> {
+    pub fn clusters(&self) -> Vec<ObjectRef<SlurmCluster>> {
         let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
         entries.keys().cloned().collect()
     }

@@ -1,5 +1,5 @@
 //! Kubernetes objects the operator-binary tests (crash, leader election) start from: a Secret
-//! with the local Slurm's JWT key, a Cluster for its slurmrestd, SlurmJobs; and the check that
+//! with the local Slurm's JWT key, a SlurmCluster for its slurmrestd, SlurmJobs; and the check that
 //! Slurm's accounting holds exactly one job per SlurmJob.
 
 #![allow(dead_code)]
@@ -12,13 +12,13 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use serde_json::json;
 use slurm_operator::crd::slurmjob::Phase;
-use slurm_operator::crd::{Cluster, SlurmJob};
+use slurm_operator::crd::{SlurmCluster, SlurmJob};
 use slurm_operator::slurm::types::JobBaseState;
 
 use super::LocalSlurm;
 use super::e2e::{MANAGER, eventually};
 
-/// Where an operator-binary test runs: the in-memory API server holding the Cluster `local`
+/// Where an operator-binary test runs: the in-memory API server holding the SlurmCluster `local`
 /// for the local Slurm in `namespace`, a kubeconfig for operator processes, a run name (prefix
 /// of every object and job name: slurmdbd keeps earlier runs' jobs) and the log file the
 /// processes append to, kept after the test (a failure points there).
@@ -76,10 +76,10 @@ impl Harness {
     }
 }
 
-/// The Cluster every scenario SlurmJob names.
+/// The SlurmCluster every scenario SlurmJob names.
 pub const CLUSTER: &str = "local";
 
-/// A Secret with the local Slurm's `jwt_hs256.key` and a Cluster `local` using it (1 s polls).
+/// A Secret with the local Slurm's `jwt_hs256.key` and a SlurmCluster `local` using it (1 s polls).
 pub async fn seed_cluster(client: &kube::Client, namespace: &str, slurm: &LocalSlurm) {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let secret = Secret {
@@ -98,14 +98,14 @@ pub async fn seed_cluster(client: &kube::Client, namespace: &str, slurm: &LocalS
         )
         .await
         .unwrap();
-    let clusters: Api<Cluster> = Api::namespaced(client.clone(), namespace);
+    let clusters: Api<SlurmCluster> = Api::namespaced(client.clone(), namespace);
     clusters
         .patch(
             CLUSTER,
             &PatchParams::apply(MANAGER),
             &Patch::Apply(json!({
                 "apiVersion": "slurm.rs/v1alpha1",
-                "kind": "Cluster",
+                "kind": "SlurmCluster",
                 "metadata": {"name": CLUSTER},
                 "spec": {
                     "endpoint": slurm.url,
@@ -121,7 +121,7 @@ pub async fn seed_cluster(client: &kube::Client, namespace: &str, slurm: &LocalS
         .unwrap();
 }
 
-/// A SlurmJob running `body` (a shell line) on the Cluster `local`.
+/// A SlurmJob running `body` (a shell line) on the SlurmCluster `local`.
 pub async fn apply_slurmjob(jobs: &Api<SlurmJob>, name: &str, partition: &str, body: &str) {
     jobs.patch(
         name,
@@ -131,7 +131,7 @@ pub async fn apply_slurmjob(jobs: &Api<SlurmJob>, name: &str, partition: &str, b
             "kind": "SlurmJob",
             "metadata": {"name": name},
             "spec": {
-                "clusterRef": CLUSTER,
+                "clusterName": CLUSTER,
                 "partition": partition,
                 "script": format!("#!/bin/sh\n{body}\n"),
                 "environment": {"PATH": "/usr/bin:/bin"},

@@ -1,4 +1,4 @@
-//! From a Cluster spec (and the Secrets/ConfigMaps it references) to a validated connection:
+//! From a SlurmCluster spec (and the Secrets/ConfigMaps it references) to a validated connection:
 //! pure functions, no I/O.
 //!
 //! Two steps, because the referenced objects are read in between: [`plan`] checks the spec alone
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
-use crate::crd::{ApiVersion, AuthMethod, ClusterSpec};
+use crate::crd::{ApiVersion, AuthMethod, CREDENTIALS_LABEL, SlurmClusterSpec};
 use crate::slurm::auth::{AuthError, MAX_TOKEN_LIFETIME, MIN_TOKEN_LIFETIME};
 use crate::slurm::{ClientConfig, Credentials, SlurmError, TlsOptions};
 use crate::state::poller::PollerConfig;
@@ -35,6 +35,11 @@ pub enum ConfigError {
     InvalidEndpoint { endpoint: String, detail: String },
     #[error("spec.tls is set but spec.endpoint {endpoint:?} is not an https:// URL")]
     TlsWithoutHttps { endpoint: String },
+    #[error(
+        "spec.endpoint {endpoint:?} is plain http: tokens would cross the network readable by \
+         anyone on the path; use https://, or set spec.allowInsecureHttp: true to accept that"
+    )]
+    InsecureHttp { endpoint: String },
     #[error("spec.tls sets both caSecretRef and caConfigMapRef; set at most one")]
     CaSourceAmbiguous,
     #[error(
@@ -50,10 +55,10 @@ pub enum ConfigError {
     AuthMethodMissing,
     #[error("spec.auth sets both jwt and tokenSecretRef; set exactly one")]
     AuthMethodAmbiguous,
-    #[error("{field} is empty: name a Secret in the Cluster's namespace")]
+    #[error("{field} is empty: name a Secret in the operator's credentials namespace")]
     SecretNameMissing { field: &'static str },
     #[error(
-        "{field} {name:?} is not an object name (lowercase letters, digits, '-' and '.'): name an object in the Cluster's namespace"
+        "{field} {name:?} is not an object name (lowercase letters, digits, '-' and '.'): name an object in the operator's credentials namespace"
     )]
     InvalidObjectName { field: &'static str, name: String },
     #[error("{field} is empty: name the key in the Secret or ConfigMap")]
@@ -70,10 +75,15 @@ pub enum ConfigError {
         "spec.pollInterval {interval:?} is outside {MIN_POLL_INTERVAL:?}..={MAX_POLL_INTERVAL:?}"
     )]
     PollIntervalOutOfRange { interval: Duration },
-    #[error("Secret {name:?} ({what}) not found in the Cluster's namespace")]
+    #[error("Secret {name:?} ({what}) not found in the operator's credentials namespace")]
     SecretNotFound { name: String, what: &'static str },
-    #[error("ConfigMap {name:?} not found in the Cluster's namespace")]
+    #[error("ConfigMap {name:?} not found in the operator's credentials namespace")]
     ConfigMapNotFound { name: String },
+    #[error(
+        "Secret {name:?} ({what}) is not marked as SlurmCluster credentials: label it \
+         {CREDENTIALS_LABEL}=true (the operator reads no other Secret)"
+    )]
+    SecretNotMarked { name: String, what: &'static str },
     #[error("Secret {name:?} ({what}) has no key {key:?}")]
     SecretKeyMissing {
         name: String,
@@ -113,6 +123,8 @@ impl ConfigError {
         match self {
             Self::InvalidEndpoint { .. } => "InvalidEndpoint",
             Self::TlsWithoutHttps { .. } => "TLSRequiresHTTPS",
+            Self::InsecureHttp { .. } => "InsecureEndpoint",
+            Self::SecretNotMarked { .. } => "SecretNotMarked",
             Self::CaSourceAmbiguous => "CASourceAmbiguous",
             Self::InsecureWithCa => "InsecureWithCA",
             Self::CaNameMissing { .. } => "CANameMissing",
@@ -152,6 +164,7 @@ impl ConfigError {
             | Self::InvalidToken { .. }
             | Self::InvalidCredentials { .. } => true,
             Self::SecretNotFound { what, .. }
+            | Self::SecretNotMarked { what, .. }
             | Self::SecretKeyMissing { what, .. }
             | Self::SecretKeyEmpty { what, .. } => *what != CA_BUNDLE,
             Self::KeyNameMissing { field } | Self::InvalidObjectName { field, .. } => {
@@ -159,6 +172,7 @@ impl ConfigError {
             }
             Self::InvalidEndpoint { .. }
             | Self::TlsWithoutHttps { .. }
+            | Self::InsecureHttp { .. }
             | Self::CaSourceAmbiguous
             | Self::InsecureWithCa
             | Self::CaNameMissing { .. }
@@ -176,7 +190,7 @@ const JWT_KEY: &str = "JWT signing key";
 const TOKEN: &str = "token";
 const CA_BUNDLE: &str = "CA bundle";
 
-/// A key in a Secret or ConfigMap of the Cluster's namespace.
+/// A key in a Secret or ConfigMap of the operator's credentials namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyRef {
     pub name: String,
@@ -236,7 +250,7 @@ pub struct ConfigPlan {
     pub api_version: ApiVersion,
 }
 
-/// The objects a [`ConfigPlan`] references, as read from the Cluster's namespace (`None`: not found).
+/// The objects a [`ConfigPlan`] references, as read from the operator's credentials namespace (`None`: not found).
 #[derive(Clone, Default)]
 pub struct Sources {
     pub auth: Option<Secret>,
@@ -331,7 +345,7 @@ fn key_ref(
 }
 
 /// Check the spec on its own and say what it needs from the namespace.
-pub fn plan(spec: &ClusterSpec) -> Result<ConfigPlan, ConfigError> {
+pub fn plan(spec: &SlurmClusterSpec) -> Result<ConfigPlan, ConfigError> {
     let client = ClientConfig::new(&spec.endpoint).map_err(|e| ConfigError::InvalidEndpoint {
         endpoint: spec.endpoint.clone(),
         detail: match e {
@@ -339,6 +353,12 @@ pub fn plan(spec: &ClusterSpec) -> Result<ConfigPlan, ConfigError> {
             other => other.to_string(),
         },
     })?;
+
+    if client.endpoint.scheme() == "http" && !spec.allow_insecure_http {
+        return Err(ConfigError::InsecureHttp {
+            endpoint: spec.endpoint.clone(),
+        });
+    }
 
     let (ca, insecure_skip_verify) = match &spec.tls {
         None => (None, false),
@@ -470,6 +490,18 @@ fn required_secret_value<'a>(
         name: r.name.clone(),
         what,
     })?;
+    let marked = secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(CREDENTIALS_LABEL))
+        .is_some_and(|value| value == "true");
+    if !marked {
+        return Err(ConfigError::SecretNotMarked {
+            name: r.name.clone(),
+            what,
+        });
+    }
     let value = secret_value(secret, &r.key).ok_or_else(|| ConfigError::SecretKeyMissing {
         name: r.name.clone(),
         key: r.key.clone(),
@@ -633,8 +665,8 @@ fn fingerprint(client: &ClientConfig, api_version: ApiVersion) -> String {
 }
 
 /// The Secrets a spec references, even when the spec is otherwise invalid: a Secret event is
-/// mapped to the Clusters that name it, so that creating a missing Secret fixes a Cluster.
-pub fn referenced_secrets(spec: &ClusterSpec) -> impl Iterator<Item = &str> {
+/// mapped to the Clusters that name it, so that creating a missing Secret fixes a SlurmCluster.
+pub fn referenced_secrets(spec: &SlurmClusterSpec) -> impl Iterator<Item = &str> {
     let jwt = spec
         .auth
         .jwt
@@ -650,7 +682,7 @@ pub fn referenced_secrets(spec: &ClusterSpec) -> impl Iterator<Item = &str> {
 }
 
 /// The ConfigMaps a spec references (the CA bundle).
-pub fn referenced_config_maps(spec: &ClusterSpec) -> impl Iterator<Item = &str> {
+pub fn referenced_config_maps(spec: &SlurmClusterSpec) -> impl Iterator<Item = &str> {
     spec.tls
         .as_ref()
         .and_then(|t| t.ca_config_map_ref.as_ref())
@@ -668,8 +700,8 @@ mod tests {
     use super::*;
     use crate::crd::{CaRef, ClusterAuth, ClusterTls, JwtAuth, JwtKeySecretRef, TokenSecretRef};
 
-    fn jwt_spec() -> ClusterSpec {
-        ClusterSpec {
+    fn jwt_spec() -> SlurmClusterSpec {
+        SlurmClusterSpec {
             endpoint: "http://slurmrestd.slurm.svc:6820".into(),
             auth: ClusterAuth {
                 jwt: Some(JwtAuth {
@@ -685,11 +717,13 @@ mod tests {
             tls: None,
             poll_interval: crate::crd::Duration::from_secs(1),
             api_version: ApiVersion::Auto,
+            allow_insecure_http: true,
+            access: Vec::new(),
         }
     }
 
-    fn token_spec() -> ClusterSpec {
-        ClusterSpec {
+    fn token_spec() -> SlurmClusterSpec {
+        SlurmClusterSpec {
             auth: ClusterAuth {
                 jwt: None,
                 token_secret_ref: Some(TokenSecretRef {
@@ -701,7 +735,7 @@ mod tests {
         }
     }
 
-    fn https(mut spec: ClusterSpec, tls: ClusterTls) -> ClusterSpec {
+    fn https(mut spec: SlurmClusterSpec, tls: ClusterTls) -> SlurmClusterSpec {
         spec.endpoint = "https://slurmrestd.example:6820".into();
         spec.tls = Some(tls);
         spec
@@ -722,10 +756,16 @@ mod tests {
         }
     }
 
+    /// A Secret marked as SlurmCluster credentials.
     fn secret(name: &str, data: &[(&str, &[u8])]) -> Secret {
         Secret {
             metadata: ObjectMeta {
                 name: Some(name.into()),
+                labels: Some(
+                    [(CREDENTIALS_LABEL.to_owned(), "true".to_owned())]
+                        .into_iter()
+                        .collect(),
+                ),
                 ..Default::default()
             },
             data: Some(
@@ -766,7 +806,7 @@ mod tests {
         }
     }
 
-    fn build(spec: &ClusterSpec, sources: &Sources) -> Result<Validated, ConfigError> {
+    fn build(spec: &SlurmClusterSpec, sources: &Sources) -> Result<Validated, ConfigError> {
         plan(spec)?.build(sources)
     }
 
@@ -775,7 +815,7 @@ mod tests {
     /// Secret on purpose: same fix, different name in the message).
     #[test]
     fn every_bad_input_has_its_own_reason() {
-        let mut cases: Vec<(&str, ClusterSpec, Sources, &str)> = Vec::new();
+        let mut cases: Vec<(&str, SlurmClusterSpec, Sources, &str)> = Vec::new();
         let mut case = |what, spec, sources, reason| cases.push((what, spec, sources, reason));
 
         for bad in [
@@ -907,6 +947,25 @@ mod tests {
             Sources::default(),
             "SecretNotFound",
         );
+        let mut unmarked = secret("jwt", &[("jwt_hs256.key", b"0123456789abcdef")]);
+        unmarked.metadata.labels = None;
+        case(
+            "a Secret not marked as credentials",
+            jwt_spec(),
+            Sources {
+                auth: Some(unmarked),
+                ..Default::default()
+            },
+            "SecretNotMarked",
+        );
+        let mut plain = jwt_spec();
+        plain.allow_insecure_http = false;
+        case(
+            "plain http without the admin's opt-in",
+            plain,
+            Sources::default(),
+            "InsecureEndpoint",
+        );
         case(
             "key missing",
             jwt_spec(),
@@ -920,7 +979,10 @@ mod tests {
             "secret without data",
             jwt_spec(),
             Sources {
-                auth: Some(Secret::default()),
+                auth: Some(Secret {
+                    data: None,
+                    ..secret("jwt", &[])
+                }),
                 ..Default::default()
             },
             "SecretKeyMissing",
@@ -1012,7 +1074,7 @@ mod tests {
             seen.insert(*want);
         }
         // Every variant is covered by some case.
-        assert_eq!(seen.len(), 23, "{seen:?}");
+        assert_eq!(seen.len(), 25, "{seen:?}");
     }
 
     #[test]

@@ -1,10 +1,11 @@
-//! The Cluster controller: one slurmrestd client (and poller) per `Cluster`, and a status that
+//! The SlurmCluster controller: one slurmrestd client (and poller) per `SlurmCluster`, and a status that
 //! says whether it works.
 //!
 //! A thin driver over pure steps:
 //!
 //! 1. [`config::plan`]: check the spec alone (endpoint, TLS, auth method, bounds);
-//! 2. read the referenced Secret (and CA Secret or ConfigMap) from the Cluster's namespace;
+//! 2. read the referenced Secret (and CA Secret or ConfigMap) from the operator's credentials
+//!    namespace: only Secrets labelled `slurm.rs/credentials=true` are used;
 //! 3. [`config::ConfigPlan::build`]: check what was read, build client config and credentials;
 //! 4. [`ClusterRegistry::upsert`](crate::state::registry::ClusterRegistry::upsert): a new client and
 //!    poller, or new credentials swapped into the running client (key rotation, no restart);
@@ -15,13 +16,13 @@
 //!    when `Ready` changes ([`status::notice`]).
 //!
 //! Failures of steps 1 and 3 are the user's to fix: the client is removed, the status says why,
-//! and the controller waits for a change of the Cluster or of a Secret/ConfigMap it references
+//! and the controller waits for a change of the SlurmCluster or of a Secret/ConfigMap it references
 //! (those are watched, metadata only). Failures of step 4 and 5 (unreachable, TLS, unauthorized,
-//! ...) keep the registration (its poller notices the recovery) and requeue with a per-Cluster
+//! ...) keep the registration (its poller notices the recovery) and requeue with a per-SlurmCluster
 //! exponential backoff. Deletion runs behind the `slurm.rs/cleanup` finalizer: the client is
 //! removed and its poller stops.
 //!
-//! Triggers: the Cluster itself (generation and finalizer changes only — our own status writes do
+//! Triggers: the SlurmCluster itself (generation and finalizer changes only — our own status writes do
 //! not re-trigger), Secret and ConfigMap changes mapped to the Clusters that reference them, and
 //! the pollers' `HealthChanged` events.
 
@@ -46,7 +47,7 @@ use self::config::{CaSource, ConfigError, ConfigPlan, Sources};
 use self::status::{Connected, Failure, Observation};
 use super::Context;
 use super::kit::{self, Backoffs, FinalizerFailure};
-use crate::crd::{Cluster, ClusterSpec, SlurmJob};
+use crate::crd::{CREDENTIALS_LABEL, SlurmCluster, SlurmClusterSpec, SlurmJob};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
 use crate::slurm::types::{Changes, NodeCounts};
@@ -56,7 +57,7 @@ use crate::state::registry::{ClusterHandle, Upserted};
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "cluster";
 
-/// A working Cluster is checked again this often (status counts, identity, last contact).
+/// A working SlurmCluster is checked again this often (status counts, identity, last contact).
 pub const RESYNC: Duration = Duration::from_secs(60);
 
 /// Event `action` for everything this controller reports.
@@ -65,7 +66,7 @@ const EVENT_ACTION: &str = "CheckConnection";
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("the Cluster's configuration is unusable")]
+    #[error("the SlurmCluster's configuration is unusable")]
     InvalidConfig(#[source] ConfigError),
     #[error("cannot read Secret {name:?}")]
     ReadSecret {
@@ -95,20 +96,20 @@ pub enum Error {
     },
     #[error("slurmrestd answers, but its slurmctld does not respond")]
     ControllerNotResponding,
-    #[error("cannot apply the Cluster's status")]
+    #[error("cannot apply the SlurmCluster's status")]
     PatchStatus(#[source] kube::Error),
     #[error("cannot add the finalizer")]
     AddFinalizer(#[source] kube::Error),
     #[error("cannot remove the finalizer")]
     RemoveFinalizer(#[source] kube::Error),
-    #[error("the Cluster has no {0}")]
+    #[error("the SlurmCluster has no {0}")]
     MissingMetadata(&'static str),
-    #[error("the Cluster's registration disappeared while it was reconciled")]
+    #[error("the SlurmCluster's registration disappeared while it was reconciled")]
     RegistrationLost,
-    #[error("cannot list the SlurmJobs that use the Cluster")]
+    #[error("cannot list the SlurmJobs that use the SlurmCluster")]
     ListSlurmJobs(#[source] kube::Error),
     #[error(
-        "still used by SlurmJob(s) {0}: their deletion cancels their Slurm jobs through this Cluster"
+        "still used by SlurmJob(s) {0}: their deletion cancels their Slurm jobs through this SlurmCluster"
     )]
     InUse(String),
 }
@@ -133,39 +134,31 @@ impl Error {
         }
     }
 
-    /// Whether only a change of the Cluster (or of what it references) can fix this: the
+    /// Whether only a change of the SlurmCluster (or of what it references) can fix this: the
     /// controller then waits for that change instead of retrying.
     pub fn is_invalid_spec(&self) -> bool {
         matches!(self, Self::InvalidConfig(_) | Self::MissingMetadata(_))
     }
 }
 
-fn backoff_key(cluster: &Cluster) -> String {
-    Backoffs::key(
-        CONTROLLER,
-        cluster.namespace().as_deref().unwrap_or_default(),
-        &cluster.name_any(),
-    )
+fn backoff_key(cluster: &SlurmCluster) -> String {
+    Backoffs::key(CONTROLLER, "", &cluster.name_any())
 }
 
-/// Reconcile one Cluster: behind the finalizer, [`apply`] or [`cleanup`]. One tracing span per
-/// reconcile, with the Cluster's name and namespace.
-pub async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// Reconcile one SlurmCluster: behind the finalizer, [`apply`] or [`cleanup`]. One tracing span per
+/// reconcile, with the SlurmCluster's name and namespace.
+pub async fn reconcile(cluster: Arc<SlurmCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let work = reconcile_inner(Arc::clone(&cluster), &ctx);
     kit::reconcile_as_leader(CONTROLLER, cluster.as_ref(), &ctx, work).await
 }
 
-async fn reconcile_inner(cluster: Arc<Cluster>, ctx: &Context) -> Result<Action, Error> {
-    let namespace = cluster
-        .namespace()
-        .ok_or(Error::MissingMetadata("namespace"))?;
-    let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), &namespace);
-    let namespace = namespace.as_str();
+async fn reconcile_inner(cluster: Arc<SlurmCluster>, ctx: &Context) -> Result<Action, Error> {
+    let api: Api<SlurmCluster> = Api::all(ctx.client.clone());
     kit::with_finalizer(
         &api,
         cluster,
-        |cluster| async move { apply(&cluster, namespace, ctx).await },
-        |cluster| async move { cleanup(&cluster, namespace, ctx).await },
+        |cluster| async move { apply(&cluster, ctx).await },
+        |cluster| async move { cleanup(&cluster, ctx).await },
     )
     .await
 }
@@ -183,39 +176,38 @@ impl FinalizerFailure for Error {
 }
 
 /// Classify a failed reconcile: an unusable spec waits for a change (the Warning Event was
-/// published by the reconcile, with the status); anything else retries with a per-Cluster
+/// published by the reconcile, with the status); anything else retries with a per-SlurmCluster
 /// exponential backoff, so a dead slurmrestd is never a hot loop.
-pub fn error_policy(cluster: Arc<Cluster>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(cluster: Arc<SlurmCluster>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     let key = backoff_key(&cluster);
     let name = cluster.name_any();
-    let namespace = cluster.namespace().unwrap_or_default();
     if let Error::InUse(users) = error {
-        // Not a failure: a deleted Cluster waiting for its SlurmJobs to go. A fixed, calm pace.
-        info!(name, namespace, slurmjobs = %users, "deleted Cluster waits for its SlurmJobs");
+        // Not a failure: a deleted SlurmCluster waiting for its SlurmJobs to go. A fixed, calm pace.
+        info!(name, slurmjobs = %users, "deleted SlurmCluster waits for its SlurmJobs");
         return Action::requeue(USERS_RETRY);
     }
     if error.is_invalid_spec() {
         ctx.backoff.reset(&key);
         warn!(
-            name, namespace, reason = error.category(), error = %Chain(error),
-            "Cluster is unusable as configured; waiting for it or its Secrets to change"
+            name, reason = error.category(), error = %Chain(error),
+            "SlurmCluster is unusable as configured; waiting for it or its Secrets to change"
         );
         Action::await_change()
     } else {
         let delay = ctx.backoff.next(&key);
         warn!(
-            name, namespace, reason = error.category(), error = %Chain(error), retry_in = ?delay,
-            "Cluster reconcile failed"
+            name, reason = error.category(), error = %Chain(error), retry_in = ?delay,
+            "SlurmCluster reconcile failed"
         );
         Action::requeue(delay)
     }
 }
 
 /// Bring the registration and the status in line with the spec.
-async fn apply(cluster: &Cluster, namespace: &str, ctx: &Context) -> Result<Action, Error> {
+async fn apply(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error> {
     let key = ObjectRef::from_obj(cluster);
-    let (observation, result) = match connect(cluster, namespace, &key, ctx).await {
+    let (observation, result) = match connect(cluster, &key, ctx).await {
         Ok(connected) => {
             let result = if connected.info.controller_responding {
                 Ok(())
@@ -257,7 +249,7 @@ async fn apply(cluster: &Cluster, namespace: &str, ctx: &Context) -> Result<Acti
         crate::crd::condition::now(),
     );
     if status::changed(current, &desired) {
-        let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), namespace);
+        let api: Api<SlurmCluster> = Api::all(ctx.client.clone());
         kit::apply_status(&api, &cluster.name_any(), &desired)
             .await
             .map_err(Error::PatchStatus)?;
@@ -271,7 +263,7 @@ async fn apply(cluster: &Cluster, namespace: &str, ctx: &Context) -> Result<Acti
     Ok(Action::requeue(RESYNC))
 }
 
-fn drop_registration(key: &ObjectRef<Cluster>, ctx: &Context) {
+fn drop_registration(key: &ObjectRef<SlurmCluster>, ctx: &Context) {
     if ctx.clusters.remove(key) {
         info!(
             "removed the slurmrestd client and stopped the poller: the configuration is unusable"
@@ -281,13 +273,12 @@ fn drop_registration(key: &ObjectRef<Cluster>, ctx: &Context) {
 
 /// Steps 1 to 5: validate, read, register, check.
 async fn connect(
-    cluster: &Cluster,
-    namespace: &str,
-    key: &ObjectRef<Cluster>,
+    cluster: &SlurmCluster,
+    key: &ObjectRef<SlurmCluster>,
     ctx: &Context,
 ) -> Result<Connected, Error> {
     let plan = config::plan(&cluster.spec).map_err(Error::InvalidConfig)?;
-    let sources = read_sources(&plan, namespace, ctx).await?;
+    let sources = read_sources(&plan, &ctx.credentials_namespace, ctx).await?;
     let validated = plan.build(&sources).map_err(Error::InvalidConfig)?;
     let upserted = ctx
         .clusters
@@ -320,7 +311,7 @@ async fn connect(
     check(&handle, plan.auth.describe()).await
 }
 
-/// Read what the plan references from the Cluster's namespace. Not found is not an error here:
+/// Read what the plan references from the operator's credentials namespace. Not found is not an error here:
 /// [`ConfigPlan::build`] turns it into the right reason.
 async fn read_sources(plan: &ConfigPlan, namespace: &str, ctx: &Context) -> Result<Sources, Error> {
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
@@ -410,24 +401,24 @@ async fn check(handle: &ClusterHandle, credentials: String) -> Result<Connected,
     })
 }
 
-/// Deletion: forget the client (its poller stops). Idempotent: a Cluster that was never
+/// Deletion: forget the client (its poller stops). Idempotent: a SlurmCluster that was never
 /// registered (or whose slurmrestd is long gone) is fine.
-/// How often a deleted Cluster looks again for the SlurmJobs that still use it.
+/// How often a deleted SlurmCluster looks again for the SlurmJobs that still use it.
 const USERS_RETRY: Duration = Duration::from_secs(5);
 
-/// A deleted Cluster keeps its client until no SlurmJob names it any more: their finalizers
+/// A deleted SlurmCluster keeps its client until no SlurmJob names it any more: their finalizers
 /// need it to cancel their Slurm jobs (deleting a namespace deletes both at once). Then the
 /// client goes and its poller stops.
-async fn cleanup(cluster: &Cluster, namespace: &str, ctx: &Context) -> Result<Action, Error> {
+async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error> {
     let name = cluster.name_any();
-    let jobs: Api<SlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
+    let jobs: Api<SlurmJob> = Api::all(ctx.client.clone());
     let users: Vec<String> = jobs
         .list(&ListParams::default())
         .await
         .map_err(Error::ListSlurmJobs)?
         .items
         .iter()
-        .filter(|job| job.spec.cluster_ref == name)
+        .filter(|job| job.spec.cluster_name == name)
         .map(ResourceExt::name_any)
         .collect();
     if !users.is_empty() {
@@ -435,29 +426,28 @@ async fn cleanup(cluster: &Cluster, namespace: &str, ctx: &Context) -> Result<Ac
         return Err(Error::InUse(users.join(", ")));
     }
     if ctx.clusters.remove(&ObjectRef::from_obj(cluster)) {
-        info!("Cluster deleted: removed its slurmrestd client and stopped its poller");
+        info!("SlurmCluster deleted: removed its slurmrestd client and stopped its poller");
     }
     ctx.backoff.reset(&backoff_key(cluster));
     Ok(Action::await_change())
 }
 
-/// The Clusters in `namespace` whose spec `references` something.
+/// The SlurmClusters whose spec `references` something (of the credentials namespace).
 pub fn clusters_referencing(
-    store: &Store<Cluster>,
-    namespace: Option<&str>,
-    references: impl Fn(&ClusterSpec) -> bool,
-) -> Vec<ObjectRef<Cluster>> {
+    store: &Store<SlurmCluster>,
+    references: impl Fn(&SlurmClusterSpec) -> bool,
+) -> Vec<ObjectRef<SlurmCluster>> {
     store
         .state()
         .iter()
-        .filter(|c| c.namespace().as_deref() == namespace && references(&c.spec))
+        .filter(|c| references(&c.spec))
         .map(|c| ObjectRef::from_obj(c.as_ref()))
         .collect()
 }
 
 /// The Clusters whose poller changed health: each `HealthChanged` event is a reconcile of its
-/// Cluster.
-pub fn health_targets(event: &SlurmEvent, _: &Store<Cluster>) -> Vec<ObjectRef<Cluster>> {
+/// SlurmCluster.
+pub fn health_targets(event: &SlurmEvent, _: &Store<SlurmCluster>) -> Vec<ObjectRef<SlurmCluster>> {
     match event {
         SlurmEvent::HealthChanged { cluster, up } => {
             debug!(cluster = %cluster, up, "poller health changed");
@@ -467,13 +457,17 @@ pub fn health_targets(event: &SlurmEvent, _: &Store<Cluster>) -> Vec<ObjectRef<C
     }
 }
 
-/// The running Cluster controller: its store of Clusters (ready once the first list is in) and
-/// the future that drives it until `shutdown` is cancelled and running reconciles finish.
+/// The running SlurmCluster controller: its store of SlurmClusters (ready once the first list is
+/// in) and the future that drives it until `shutdown` is cancelled and running reconciles
+/// finish. SlurmClusters are cluster-scoped: one controller, whatever namespaces the others
+/// watch; their Secrets and ConfigMaps are watched in the credentials namespace only.
 pub fn run(
     ctx: Context,
-    namespace: Option<&str>,
     shutdown: CancellationToken,
-) -> (Store<Cluster>, impl Future<Output = ()> + Send + 'static) {
+) -> (
+    Store<SlurmCluster>,
+    impl Future<Output = ()> + Send + 'static,
+) {
     let client = ctx.client.clone();
     let (store, writer) = reflector::store();
 
@@ -481,7 +475,7 @@ pub fn run(
     // dropped when the deletion is seen.
     let registry = ctx.clusters.clone();
     let clusters = watcher(
-        kit::scoped_api::<Cluster>(client.clone(), namespace),
+        Api::<SlurmCluster>::all(client.clone()),
         watcher::Config::default().any_semantic(),
     )
     .default_backoff()
@@ -489,7 +483,7 @@ pub fn run(
         if let watcher::Event::Delete(cluster) = event
             && registry.remove(&ObjectRef::from_obj(cluster))
         {
-            info!(cluster = %ObjectRef::from_obj(cluster), "Cluster gone: removed its slurmrestd client");
+            info!(cluster = %ObjectRef::from_obj(cluster), "SlurmCluster gone: removed its slurmrestd client");
         }
     })
     .modify(kit::trim_for_cache)
@@ -501,15 +495,16 @@ pub fn run(
         Default::default(),
     );
 
-    // Metadata only: Secret data is never cached in the operator.
+    // Metadata only, and only the marked ones: Secret data is never cached in the operator.
+    let credentials = ctx.credentials_namespace.clone();
     let secrets = watcher(
-        kit::scoped_api::<PartialObjectMeta<Secret>>(client.clone(), namespace),
-        watcher::Config::default(),
+        Api::<PartialObjectMeta<Secret>>::namespaced(client.clone(), &credentials),
+        watcher::Config::default().labels(&format!("{CREDENTIALS_LABEL}=true")),
     )
     .default_backoff()
     .touched_objects();
     let config_maps = watcher(
-        kit::scoped_api::<PartialObjectMeta<ConfigMap>>(client, namespace),
+        Api::<PartialObjectMeta<ConfigMap>>::namespaced(client, &credentials),
         watcher::Config::default(),
     )
     .default_backoff()
@@ -531,13 +526,13 @@ pub fn run(
         )
         .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
             let name = secret.name_any();
-            clusters_referencing(&by_secret, secret.namespace().as_deref(), |spec| {
+            clusters_referencing(&by_secret, |spec| {
                 config::referenced_secrets(spec).any(|n| n == name)
             })
         })
         .watches_stream(config_maps, move |cm: PartialObjectMeta<ConfigMap>| {
             let name = cm.name_any();
-            clusters_referencing(&by_config_map, cm.namespace().as_deref(), |spec| {
+            clusters_referencing(&by_config_map, |spec| {
                 config::referenced_config_maps(spec).any(|n| n == name)
             })
         })

@@ -1,14 +1,14 @@
-//! What a Cluster's status should say, from what the reconcile observed: pure functions.
+//! What a SlurmCluster's status should say, from what the reconcile observed: pure functions.
 //!
 //! [`desired`] computes the whole status (it is applied whole, with one field manager);
 //! [`changed`] says whether it differs from the current one, ignoring only list ordering;
 //! [`notice`] says which Event, if any, the change deserves (one per change of the `Ready`
-//! condition, so a Cluster that stays broken does not flood its Events).
+//! condition, so a SlurmCluster that stays broken does not flood its Events).
 
 use super::config::ConfigError;
 use crate::controller::kit::Notice;
 use crate::crd::condition::{self, AUTHENTICATED, Condition, READY, Status, Time};
-use crate::crd::{ClusterNodeCounts, ClusterStatus};
+use crate::crd::{ClusterNodeCounts, SlurmClusterStatus};
 use crate::slurm::SlurmError;
 use crate::slurm::types::{ClusterInfo, NodeCounts};
 
@@ -19,7 +19,7 @@ pub const TOKEN_ACCEPTED: &str = "TokenAccepted";
 /// Ready=False: slurmrestd answers but its slurmctld does not.
 pub const CONTROLLER_NOT_RESPONDING: &str = "ControllerNotResponding";
 
-/// A healthy Cluster's `lastContactTime` is rewritten at most this often, so that reconciles in
+/// A healthy SlurmCluster's `lastContactTime` is rewritten at most this often, so that reconciles in
 /// quick succession (a Secret event, a health event) do not each cause a status write.
 pub const LAST_CONTACT_GRANULARITY_SECS: i64 = 30;
 
@@ -46,7 +46,7 @@ pub struct Connected {
     pub nodes: NodeCounts,
 }
 
-/// Why the Cluster is not usable.
+/// Why the SlurmCluster is not usable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
     /// Stable PascalCase reason (condition reason, Event reason).
@@ -148,16 +148,16 @@ fn node_counts(counts: &NodeCounts) -> ClusterNodeCounts {
     }
 }
 
-/// The status the Cluster should have. Conditions keep their `lastTransitionTime` while their
+/// The status the SlurmCluster should have. Conditions keep their `lastTransitionTime` while their
 /// status stays the same ([`condition::upsert`]). On failure, what was observed of Slurm (name,
 /// release, counts, partitions) is dropped — the status only claims what is true now — but
 /// `lastContactTime` is kept: it says when slurmrestd last answered.
 pub fn desired(
-    current: Option<&ClusterStatus>,
+    current: Option<&SlurmClusterStatus>,
     generation: Option<i64>,
     observation: &Observation,
     now: Time,
-) -> ClusterStatus {
+) -> SlurmClusterStatus {
     let mut conditions = current.map(|s| s.conditions.clone()).unwrap_or_default();
     conditions.retain(|c| c.type_ == READY || c.type_ == AUTHENTICATED);
     let previous_contact = current.and_then(|s| s.last_contact_time.clone());
@@ -211,7 +211,7 @@ pub fn desired(
             partitions.sort();
             partitions.dedup();
             let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-            ClusterStatus {
+            SlurmClusterStatus {
                 conditions,
                 observed_generation: generation,
                 cluster_name: non_empty(&c.info.cluster_name),
@@ -245,17 +245,17 @@ pub fn desired(
                 ),
             };
             condition::upsert(&mut conditions, auth);
-            ClusterStatus {
+            SlurmClusterStatus {
                 conditions,
                 observed_generation: generation,
                 last_contact_time: previous_contact,
-                ..ClusterStatus::default()
+                ..SlurmClusterStatus::default()
             }
         }
     }
 }
 
-fn normalized(status: &ClusterStatus) -> ClusterStatus {
+fn normalized(status: &SlurmClusterStatus) -> SlurmClusterStatus {
     let mut status = status.clone();
     status.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
     status.partitions.sort();
@@ -263,13 +263,16 @@ fn normalized(status: &ClusterStatus) -> ClusterStatus {
 }
 
 /// Whether `desired` differs from `current` in anything but list ordering.
-pub fn changed(current: Option<&ClusterStatus>, desired: &ClusterStatus) -> bool {
+pub fn changed(current: Option<&SlurmClusterStatus>, desired: &SlurmClusterStatus) -> bool {
     current.map(normalized) != Some(normalized(desired))
 }
 
 /// The Event for a change of the `Ready` condition (status or reason): Normal `Connected` when it
 /// becomes True, a Warning with the failure reason when it becomes False. None otherwise.
-pub fn notice(current: Option<&ClusterStatus>, desired: &ClusterStatus) -> Option<Notice> {
+pub fn notice(
+    current: Option<&SlurmClusterStatus>,
+    desired: &SlurmClusterStatus,
+) -> Option<Notice> {
     let new = condition::find(&desired.conditions, READY)?;
     let old: Option<&Condition> = current.and_then(|s| condition::find(&s.conditions, READY));
     if old.is_some_and(|o| o.status == new.status && o.reason == new.reason) {
@@ -346,7 +349,7 @@ mod tests {
         })
     }
 
-    fn cond<'a>(status: &'a ClusterStatus, type_: &str) -> &'a Condition {
+    fn cond<'a>(status: &'a SlurmClusterStatus, type_: &str) -> &'a Condition {
         condition::find(&status.conditions, type_).unwrap()
     }
 

@@ -1,4 +1,4 @@
-//! The Cluster driver against a mocked API server (every call asserted in order) and, for the
+//! The SlurmCluster driver against a mocked API server (every call asserted in order) and, for the
 //! happy path, the real local Slurm.
 
 use std::collections::BTreeMap;
@@ -27,10 +27,10 @@ use crate::state::registry::ConnectionSettings;
 
 const NS: &str = "slurm";
 
-fn cluster(name: &str, endpoint: &str) -> Cluster {
-    let mut cluster = Cluster::new(
+fn cluster(name: &str, endpoint: &str) -> SlurmCluster {
+    let mut cluster = SlurmCluster::new(
         name,
-        ClusterSpec {
+        SlurmClusterSpec {
             endpoint: endpoint.into(),
             auth: ClusterAuth {
                 jwt: Some(JwtAuth {
@@ -46,15 +46,16 @@ fn cluster(name: &str, endpoint: &str) -> Cluster {
             tls: None,
             poll_interval: crate::crd::Duration::from_secs(1),
             api_version: Default::default(),
+            allow_insecure_http: true,
+            access: Vec::new(),
         },
     );
-    cluster.metadata.namespace = Some(NS.into());
     cluster.metadata.uid = Some(format!("uid-{name}"));
     cluster.metadata.generation = Some(1);
     cluster
 }
 
-fn finalized(mut cluster: Cluster) -> Cluster {
+fn finalized(mut cluster: SlurmCluster) -> SlurmCluster {
     cluster.metadata.finalizers = Some(vec![FINALIZER.into()]);
     cluster
 }
@@ -64,6 +65,10 @@ fn key_secret(key: &[u8]) -> Secret {
         metadata: ObjectMeta {
             name: Some("jwt".into()),
             namespace: Some(NS.into()),
+            labels: Some(BTreeMap::from([(
+                crate::crd::CREDENTIALS_LABEL.to_owned(),
+                "true".to_owned(),
+            )])),
             ..Default::default()
         },
         data: Some(BTreeMap::from([(
@@ -74,12 +79,12 @@ fn key_secret(key: &[u8]) -> Secret {
     }
 }
 
-fn cond<'a>(status: &'a crate::crd::ClusterStatus, type_: &str) -> (&'a str, &'a str) {
+fn cond<'a>(status: &'a crate::crd::SlurmClusterStatus, type_: &str) -> (&'a str, &'a str) {
     let c = condition::find(&status.conditions, type_).unwrap();
     (c.status.as_str(), c.reason.as_str())
 }
 
-fn with_status(mut cluster: Cluster, status: crate::crd::ClusterStatus) -> Cluster {
+fn with_status(mut cluster: SlurmCluster, status: crate::crd::SlurmClusterStatus) -> SlurmCluster {
     cluster.status = Some(status);
     cluster
 }
@@ -242,7 +247,7 @@ async fn deletion_removes_the_client_and_then_the_finalizer() {
     server.await.unwrap().expect_no_more_calls().await;
     assert!(!ctx.clusters.contains(&key), "the client is gone");
 
-    // Cleanup is idempotent: a Cluster that was never registered is fine too.
+    // Cleanup is idempotent: a SlurmCluster that was never registered is fine too.
     let (ctx, mut api) = Context::test();
     let expected = cluster.clone();
     let server = tokio::spawn(async move {
@@ -338,7 +343,7 @@ async fn a_valid_cluster_is_registered_and_ready() {
     assert!(ctx.clusters.contains(&key));
 }
 
-fn store_with(clusters: Vec<Cluster>) -> reflector::Store<Cluster> {
+fn store_with(clusters: Vec<SlurmCluster>) -> reflector::Store<SlurmCluster> {
     let (store, mut writer) = reflector::store();
     for cluster in clusters {
         writer.apply_watcher_event(&watcher::Event::Apply(cluster));
@@ -349,18 +354,50 @@ fn store_with(clusters: Vec<Cluster>) -> reflector::Store<Cluster> {
 #[test]
 fn secret_events_map_to_the_clusters_that_reference_them() {
     let a = cluster("a", "http://h:6820");
-    let mut other_ns = cluster("b", "http://h:6820");
-    other_ns.metadata.namespace = Some("elsewhere".into());
+    let b = cluster("b", "http://h:6820");
     let mut other_secret = cluster("c", "http://h:6820");
     if let Some(jwt) = other_secret.spec.auth.jwt.as_mut() {
         jwt.key_secret_ref.name = "other".into();
     }
-    let store = store_with(vec![a.clone(), other_ns, other_secret]);
-    let refs = clusters_referencing(&store, Some(NS), |spec| {
+    let store = store_with(vec![a.clone(), b.clone(), other_secret]);
+    let mut refs = clusters_referencing(&store, |spec| {
         config::referenced_secrets(spec).any(|n| n == "jwt")
     });
-    assert_eq!(refs, [ObjectRef::from_obj(&a)]);
-    assert!(clusters_referencing(&store, Some("nowhere"), |_| true).is_empty());
+    refs.sort_by_key(|r| r.name.clone());
+    assert_eq!(refs, [ObjectRef::from_obj(&a), ObjectRef::from_obj(&b)]);
+    assert!(clusters_referencing(&store, |_| false).is_empty());
+}
+
+/// The operator reads only Secrets marked as SlurmCluster credentials: an unmarked one (a
+/// Secret that happens to be in the credentials namespace) is refused with what to do.
+#[tokio::test]
+async fn an_unmarked_secret_is_refused_and_waits_for_a_change() {
+    let (ctx, mut api) = Context::test();
+    let cluster = finalized(cluster("c9", "http://127.0.0.1:1"));
+    let expected = cluster.clone();
+    let server = tokio::spawn(async move {
+        let mut secret = key_secret(b"0123456789abcdef0123456789abcdef");
+        secret.metadata.labels = None;
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        let status = api.expect_status_apply(&expected).await;
+        assert_eq!(cond(&status, READY), ("False", "SecretNotMarked"));
+        let ready = condition::find(&status.conditions, READY).unwrap();
+        assert!(
+            ready.message.contains("label it slurm.rs/credentials=true"),
+            "{}",
+            ready.message
+        );
+        api.expect_event(&expected, "Warning", "SecretNotMarked")
+            .await;
+        api
+    });
+    let error = reconcile(Arc::new(cluster), Arc::new(ctx))
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "SecretNotMarked");
+    assert!(error.is_invalid_spec());
+    let mut api = server.await.unwrap();
+    api.expect_no_more_calls().await;
 }
 
 #[tokio::test]
@@ -386,7 +423,7 @@ async fn health_events_become_reconciles_and_lag_reconciles_everything() {
     .unwrap();
     assert_eq!(triggers.next().await, Some(rb.clone()));
 
-    // Overflow the channel: the receiver lags and asks for every Cluster.
+    // Overflow the channel: the receiver lags and asks for every SlurmCluster.
     for _ in 0..3 {
         tx.send(SlurmEvent::HealthChanged {
             cluster: ra.clone(),
@@ -406,7 +443,7 @@ async fn health_events_become_reconciles_and_lag_reconciles_everything() {
     assert!(rest.iter().all(|r| *r == ra), "{rest:?}");
 }
 
-/// A replica without the leader Lease touches nothing, not even a deleted Cluster's finalizer;
+/// A replica without the leader Lease touches nothing, not even a deleted SlurmCluster's finalizer;
 /// gaining the Lease makes the same reconcile do its work.
 #[tokio::test]
 async fn a_follower_writes_nothing_until_it_leads() {
@@ -434,29 +471,26 @@ async fn a_follower_writes_nothing_until_it_leads() {
     server.await.unwrap();
 }
 
-/// The deleted Cluster's list of the SlurmJobs in its namespace, answered with `users` (names of
-/// SlurmJobs naming the Cluster) and one SlurmJob of another Cluster.
+/// The deleted SlurmCluster's list of the SlurmJobs of every namespace, answered with `users` (names of
+/// SlurmJobs naming the SlurmCluster) and one SlurmJob of another SlurmCluster.
 async fn expect_slurmjobs_listed(api: &mut ApiServerVerifier, users: &[(&str, &str)]) {
     let (call, send) = api.next().await;
     assert_eq!(call.method, http::Method::GET, "{call:?}");
-    assert_eq!(
-        call.path,
-        format!("/apis/slurm.rs/v1alpha1/namespaces/{NS}/slurmjobs")
-    );
+    assert_eq!(call.path, "/apis/slurm.rs/v1alpha1/slurmjobs");
     let mut items: Vec<serde_json::Value> = users
         .iter()
         .map(|(job, cluster)| {
             serde_json::json!({
                 "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
                 "metadata": {"name": job, "namespace": NS},
-                "spec": {"clusterRef": cluster, "script": "#!/bin/sh\ntrue\n"},
+                "spec": {"clusterName": cluster, "script": "#!/bin/sh\ntrue\n"},
             })
         })
         .collect();
     items.push(serde_json::json!({
         "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
         "metadata": {"name": "elsewhere", "namespace": NS},
-        "spec": {"clusterRef": "another", "script": "#!/bin/sh\ntrue\n"},
+        "spec": {"clusterName": "another", "script": "#!/bin/sh\ntrue\n"},
     }));
     let body = serde_json::json!({
         "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJobList",
@@ -471,7 +505,7 @@ async fn expect_slurmjobs_listed(api: &mut ApiServerVerifier, users: &[(&str, &s
     );
 }
 
-/// A deleted Cluster keeps its client (and finalizer) while a SlurmJob still names it: that
+/// A deleted SlurmCluster keeps its client (and finalizer) while a SlurmJob still names it: that
 /// SlurmJob's own finalizer needs the client to cancel its Slurm job.
 #[tokio::test]
 async fn deletion_waits_for_the_slurmjobs_that_use_the_cluster() {
@@ -515,7 +549,7 @@ async fn deletion_waits_for_the_slurmjobs_that_use_the_cluster() {
 }
 
 /// Register a client (and its poller) for `key` against a port nothing listens on.
-fn register_unreachable(ctx: &Context, key: &ObjectRef<Cluster>) {
+fn register_unreachable(ctx: &Context, key: &ObjectRef<SlurmCluster>) {
     ctx.clusters
         .upsert(
             key,
@@ -540,20 +574,20 @@ fn register_unreachable(ctx: &Context, key: &ObjectRef<Cluster>) {
         .unwrap();
 }
 
-/// A Cluster built from JSON whose Secret references carry a `namespace` (as a user might write
-/// them): the field does not exist in the types, so it is dropped, and every Secret is read from
-/// the Cluster's own namespace (`expect_get_secret` asserts the path).
+/// A SlurmCluster built from JSON whose Secret references carry a `namespace` (as a user might
+/// write them): the field does not exist in the types, so it is dropped, and every Secret is read
+/// from the operator's credentials namespace (`expect_get_secret` asserts the path).
 #[tokio::test]
-async fn secrets_are_read_only_from_the_clusters_namespace() {
+async fn secrets_are_read_only_from_the_credentials_namespace() {
     let (ctx, mut api) = Context::test();
     let pem = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()])
         .unwrap()
         .cert
         .pem();
-    let cluster: Cluster = serde_json::from_value(serde_json::json!({
+    let cluster: SlurmCluster = serde_json::from_value(serde_json::json!({
         "apiVersion": "slurm.rs/v1alpha1",
-        "kind": "Cluster",
-        "metadata": {"name": "c6", "namespace": NS, "uid": "uid-c6", "generation": 1,
+        "kind": "SlurmCluster",
+        "metadata": {"name": "c6", "uid": "uid-c6", "generation": 1,
                      "finalizers": [FINALIZER]},
         "spec": {
             "endpoint": "https://127.0.0.1:1",
@@ -572,6 +606,10 @@ async fn secrets_are_read_only_from_the_clusters_namespace() {
     let ca = Secret {
         metadata: ObjectMeta {
             name: Some("ca".into()),
+            labels: Some(BTreeMap::from([(
+                crate::crd::CREDENTIALS_LABEL.to_owned(),
+                "true".to_owned(),
+            )])),
             ..Default::default()
         },
         data: Some(BTreeMap::from([(

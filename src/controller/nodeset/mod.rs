@@ -1,11 +1,11 @@
-//! The NodeSet controller: slurmd pods that join a Cluster as dynamic Slurm nodes, scaled out by
+//! The SlurmNodeSet controller: slurmd pods that join a SlurmCluster as dynamic Slurm nodes, scaled out by
 //! creating pods and scaled in only after Slurm drained the chosen nodes.
 //!
 //! A thin driver over pure steps:
 //!
-//! 1. list the set's pods (label `slurm.rs/nodeset`, owned by this NodeSet) from the API server —
+//! 1. list the set's pods (label `slurm.rs/nodeset`, owned by this SlurmNodeSet) from the API server —
 //!    not from a cache, so a pod just created is never created twice;
-//! 2. take the Cluster's index snapshot from the registry (none when the Cluster has no client);
+//! 2. take the SlurmCluster's index snapshot from the registry (none when the SlurmCluster has no client);
 //! 3. [`plan::plan`]: what to create, drain, resume, delete, forget (see its docs for the
 //!    fail-closed rules and drain ownership);
 //! 4. carry the actions out in order: Kubernetes through the API, Slurm through the facade
@@ -14,12 +14,12 @@
 //! 5. server-side apply of the PodDisruptionBudget (`maxUnavailable: 0` over `slurm.rs/busy=true`)
 //!    and of the status when it changed.
 //!
-//! No finalizer: deleting a NodeSet lets Kubernetes garbage-collect its pods, which ends the
+//! No finalizer: deleting a SlurmNodeSet lets Kubernetes garbage-collect its pods, which ends the
 //! jobs on them. Scale to 0 first to drain (see the CRD docs).
 //!
-//! Triggers: the NodeSet (generation only, so `kubectl scale` and template edits but not our
+//! Triggers: the SlurmNodeSet (generation only, so `kubectl scale` and template edits but not our
 //! status writes), its pods, and the pollers' events: `NodeChanged`/`NodeGone` of a node named
-//! like one of its pods, `HealthChanged` of its Cluster. While it waits for a drain it also
+//! like one of its pods, `HealthChanged` of its SlurmCluster. While it waits for a drain it also
 //! requeues itself every [`WAIT_RESYNC`].
 
 pub mod plan;
@@ -47,7 +47,7 @@ use self::plan::{Action, DeleteWhy, Input, SlurmView, ViewState};
 use super::Context;
 use super::kit::{self, Backoffs, Notice};
 use crate::crd::FIELD_MANAGER;
-use crate::crd::{Cluster, NodeSet, NodeSetStatus, condition};
+use crate::crd::{SlurmCluster, SlurmNodeSet, SlurmNodeSetStatus, condition};
 use crate::error_chain::Chain;
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::SlurmEvent;
@@ -72,9 +72,9 @@ pub const CONDITION_PARTITIONS: &str = "Partitions";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("the NodeSet has no {0}")]
+    #[error("the SlurmNodeSet has no {0}")]
     MissingMetadata(&'static str),
-    #[error("cannot list the NodeSet's pods")]
+    #[error("cannot list the SlurmNodeSet's pods")]
     ListPods(#[source] kube::Error),
     #[error("cannot create pod {name}")]
     CreatePod {
@@ -102,7 +102,7 @@ pub enum Error {
     },
     #[error("cannot apply the PodDisruptionBudget")]
     ApplyPdb(#[source] kube::Error),
-    #[error("cannot apply the NodeSet's status")]
+    #[error("cannot apply the SlurmNodeSet's status")]
     PatchStatus(#[source] kube::Error),
 }
 
@@ -121,7 +121,7 @@ impl Error {
     }
 }
 
-fn backoff_key(nodeset: &NodeSet) -> String {
+fn backoff_key(nodeset: &SlurmNodeSet) -> String {
     Backoffs::key(
         CONTROLLER,
         nodeset.namespace().as_deref().unwrap_or_default(),
@@ -164,9 +164,9 @@ pub async fn apply_slurm(
     }
 }
 
-/// Reconcile one NodeSet, in a tracing span with its name and namespace.
+/// Reconcile one SlurmNodeSet, in a tracing span with its name and namespace.
 pub async fn reconcile(
-    nodeset: Arc<NodeSet>,
+    nodeset: Arc<SlurmNodeSet>,
     ctx: Arc<Context>,
 ) -> Result<controller::Action, Error> {
     let work = async {
@@ -179,20 +179,24 @@ pub async fn reconcile(
     kit::reconcile_as_leader(CONTROLLER, nodeset.as_ref(), &ctx, work).await
 }
 
-/// Retry with a per-NodeSet exponential backoff.
-pub fn error_policy(nodeset: Arc<NodeSet>, error: &Error, ctx: Arc<Context>) -> controller::Action {
+/// Retry with a per-SlurmNodeSet exponential backoff.
+pub fn error_policy(
+    nodeset: Arc<SlurmNodeSet>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> controller::Action {
     ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     let delay = ctx.backoff.next(&backoff_key(&nodeset));
     warn!(
         name = %nodeset.name_any(),
         namespace = nodeset.namespace().unwrap_or_default(),
         reason = error.category(), error = %Chain(error), retry_in = ?delay,
-        "NodeSet reconcile failed"
+        "SlurmNodeSet reconcile failed"
     );
     controller::Action::requeue(delay)
 }
 
-async fn apply(nodeset: &NodeSet, ctx: &Context) -> Result<controller::Action, Error> {
+async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Action, Error> {
     let namespace = nodeset
         .namespace()
         .ok_or(Error::MissingMetadata("namespace"))?;
@@ -227,8 +231,8 @@ async fn apply(nodeset: &NodeSet, ctx: &Context) -> Result<controller::Action, E
         .collect();
 
     // 2. Slurm.
-    let cluster_ref = ObjectRef::<Cluster>::new(&nodeset.spec.cluster_ref).within(&namespace);
-    let handle = ctx.clusters.get(&cluster_ref);
+    let cluster_name = ObjectRef::<SlurmCluster>::new(&nodeset.spec.cluster_name);
+    let handle = ctx.clusters.get(&cluster_name);
     let state = handle.as_ref().map(|h| Arc::clone(&h.index.borrow()));
     let now = Utc::now();
 
@@ -277,7 +281,7 @@ async fn apply(nodeset: &NodeSet, ctx: &Context) -> Result<controller::Action, E
             Ok(SlurmOutcome::NotYet) => pending = true,
             Ok(_) => {}
             Err(error) => {
-                warn!(error = %Chain(&error), ?action, "NodeSet action failed");
+                warn!(error = %Chain(&error), ?action, "SlurmNodeSet action failed");
                 failed.insert(subject);
                 first_error.get_or_insert(error);
             }
@@ -288,7 +292,7 @@ async fn apply(nodeset: &NodeSet, ctx: &Context) -> Result<controller::Action, E
     apply_pdb(nodeset, &namespace, ctx).await?;
     let desired = desired_status(nodeset, &plan, &name);
     if nodeset.status.as_ref() != Some(&desired) {
-        let api: Api<NodeSet> = Api::namespaced(ctx.client.clone(), &namespace);
+        let api: Api<SlurmNodeSet> = Api::namespaced(ctx.client.clone(), &namespace);
         kit::apply_status(&api, &name, &desired)
             .await
             .map_err(Error::PatchStatus)?;
@@ -323,7 +327,7 @@ fn subject(nodeset: &str, action: &Action) -> String {
 }
 
 async fn act(
-    nodeset: &NodeSet,
+    nodeset: &SlurmNodeSet,
     action: &Action,
     pods_api: &Api<Pod>,
     uids: &BTreeMap<String, String>,
@@ -447,7 +451,11 @@ fn ignore_not_found(error: kube::Error, name: &str) -> Result<SlurmOutcome, Erro
 }
 
 /// The status for this plan.
-pub fn desired_status(nodeset: &NodeSet, plan: &plan::NodeSetPlan, name: &str) -> NodeSetStatus {
+pub fn desired_status(
+    nodeset: &SlurmNodeSet,
+    plan: &plan::NodeSetPlan,
+    name: &str,
+) -> SlurmNodeSetStatus {
     let current = nodeset.status.clone().unwrap_or_default();
     let generation = nodeset.metadata.generation;
     let now = crate::crd::condition::now();
@@ -517,7 +525,7 @@ pub fn desired_status(nodeset: &NodeSet, plan: &plan::NodeSetPlan, name: &str) -
         ViewState::NoClient => (
             false,
             "NoSlurmClient",
-            format!("the Cluster has no working Slurm client; {kept}"),
+            format!("the SlurmCluster has no working Slurm client; {kept}"),
         ),
         ViewState::Untrusted => (
             false,
@@ -543,7 +551,7 @@ pub fn desired_status(nodeset: &NodeSet, plan: &plan::NodeSetPlan, name: &str) -
         generation,
         now,
     );
-    NodeSetStatus {
+    SlurmNodeSetStatus {
         replicas: counts.replicas,
         ready_replicas: counts.ready,
         available_replicas: counts.available,
@@ -590,7 +598,7 @@ fn partitions_condition(
                 condition::Status::False,
                 "NotInPartitions",
                 format!(
-                    "{}; slurm.conf must select these nodes (NodeSet=<set> Feature=partition-<name>, \
+                    "{}; slurm.conf must select these nodes (SlurmNodeSet=<set> Feature=partition-<name>, \
                      PartitionName=<name> Nodes=<set>) and be reconfigured",
                     list.join("; ")
                 ),
@@ -611,7 +619,7 @@ fn partitions_condition(
 }
 
 /// `maxUnavailable: 0` over the set's busy pods: `kubectl drain` waits for their jobs.
-async fn apply_pdb(nodeset: &NodeSet, namespace: &str, ctx: &Context) -> Result<(), Error> {
+async fn apply_pdb(nodeset: &SlurmNodeSet, namespace: &str, ctx: &Context) -> Result<(), Error> {
     let name = nodeset.name_any();
     let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), namespace);
     let pdb = json!({
@@ -637,8 +645,11 @@ async fn apply_pdb(nodeset: &NodeSet, namespace: &str, ctx: &Context) -> Result<
 }
 
 /// The NodeSets a Slurm event concerns: a node named like one of their pods, or their
-/// Cluster's regained health.
-pub fn slurm_targets(event: &SlurmEvent, store: &Store<NodeSet>) -> Vec<ObjectRef<NodeSet>> {
+/// SlurmCluster's regained health.
+pub fn slurm_targets(
+    event: &SlurmEvent,
+    store: &Store<SlurmNodeSet>,
+) -> Vec<ObjectRef<SlurmNodeSet>> {
     let (cluster, node) = match event {
         SlurmEvent::NodeChanged { cluster, node } | SlurmEvent::NodeGone { cluster, node } => {
             (cluster, Some(node.as_str()))
@@ -650,22 +661,24 @@ pub fn slurm_targets(event: &SlurmEvent, store: &Store<NodeSet>) -> Vec<ObjectRe
         .state()
         .iter()
         .filter(|n| {
-            n.namespace() == cluster.namespace
-                && n.spec.cluster_ref == cluster.name
+            n.spec.cluster_name == cluster.name
                 && node.is_none_or(|node| plan::ordinal_of(&n.name_any(), node).is_some())
         })
         .map(|n| ObjectRef::from_obj(n.as_ref()))
         .collect()
 }
 
-/// The running NodeSet controller: its store and the future that drives it until `shutdown`.
+/// The running SlurmNodeSet controller: its store and the future that drives it until `shutdown`.
 pub fn run(
     ctx: Context,
     namespace: Option<&str>,
     shutdown: CancellationToken,
-) -> (Store<NodeSet>, impl Future<Output = ()> + Send + 'static) {
+) -> (
+    Store<SlurmNodeSet>,
+    impl Future<Output = ()> + Send + 'static,
+) {
     let client = ctx.client.clone();
-    let nodesets_api: Api<NodeSet> = kit::scoped_api(client.clone(), namespace);
+    let nodesets_api: Api<SlurmNodeSet> = kit::scoped_api(client.clone(), namespace);
     let pods_api: Api<Pod> = kit::scoped_api(client, namespace);
     let (store, writer) = reflector::store();
     let nodesets = watcher(nodesets_api, watcher::Config::default().any_semantic())

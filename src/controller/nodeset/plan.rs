@@ -1,4 +1,4 @@
-//! The NodeSet controller's decisions, free of I/O: given the NodeSet, its pods and the Slurm
+//! The SlurmNodeSet controller's decisions, free of I/O: given the SlurmNodeSet, its pods and the Slurm
 //! index, which pods to create or delete, which nodes to drain, resume or forget, and what the
 //! status says. The driver (`super`) only carries these actions out.
 //!
@@ -115,7 +115,7 @@ pub struct PodView {
 /// The Slurm side as the planner sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct SlurmView<'a> {
-    /// The cluster's index; `None` when no client is registered for the Cluster.
+    /// The cluster's index; `None` when no client is registered for the SlurmCluster.
     pub state: Option<&'a ClusterState>,
     pub now: DateTime<Utc>,
 }
@@ -220,7 +220,7 @@ pub struct Waiting {
 /// How far the planner could trust Slurm (see [`SlurmView::trusted`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ViewState {
-    /// No client is registered for the Cluster.
+    /// No client is registered for the SlurmCluster.
     #[default]
     NoClient,
     /// An index exists but is stale, incomplete or its poller is down.

@@ -1,4 +1,4 @@
-//! Pure pod building and reading: a NodeSet's pod for an ordinal (labels, owner, the completed
+//! Pure pod building and reading: a SlurmNodeSet's pod for an ordinal (labels, owner, the completed
 //! slurmd container), the template hash, and the [`PodView`] the planner reads.
 //!
 //! **The slurmd container** (the container named `slurmd`, else the first one) is completed, not
@@ -22,7 +22,7 @@ use kube::{Resource, ResourceExt};
 
 use super::plan::{PodView, ordinal_of};
 use crate::crd::quantity;
-use crate::crd::{NodeSet, NodeSetSlurm};
+use crate::crd::{NodeSetSlurm, SlurmNodeSet};
 
 pub const LABEL_NODESET: &str = "slurm.rs/nodeset";
 pub const LABEL_HASH: &str = "slurm.rs/template-hash";
@@ -46,7 +46,7 @@ pub fn pod_name(nodeset: &str, ordinal: u32) -> String {
 
 /// FNV-1a 64 of the template and the Slurm settings (both end up in the pod), as 16 hex digits.
 /// Stable across operator versions as long as the serialised spec is.
-pub fn template_hash(nodeset: &NodeSet) -> String {
+pub fn template_hash(nodeset: &SlurmNodeSet) -> String {
     let text =
         serde_json::to_string(&(&nodeset.spec.template, &nodeset.spec.slurm)).unwrap_or_default();
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -58,7 +58,7 @@ pub fn template_hash(nodeset: &NodeSet) -> String {
 }
 
 /// Prefix of the node feature added per entry of `spec.slurm.partitions`: slurm.conf selects the
-/// nodes with `NodeSet=<set> Feature=partition-<name>` and `PartitionName=<name> Nodes=<set>`
+/// nodes with `SlurmNodeSet=<set> Feature=partition-<name>` and `PartitionName=<name> Nodes=<set>`
 /// (Slurm 24.11's REST API cannot change partition membership).
 pub const PARTITION_FEATURE_PREFIX: &str = "partition-";
 
@@ -167,7 +167,7 @@ pub fn complete_slurmd(container: &mut Container, pod_name: &str, slurm: &NodeSe
 }
 
 /// The pod for `ordinal`: the template, our labels, an owner reference, the completed slurmd.
-pub fn build_pod(nodeset: &NodeSet, ordinal: u32, hash: &str) -> Pod {
+pub fn build_pod(nodeset: &SlurmNodeSet, ordinal: u32, hash: &str) -> Pod {
     let name = pod_name(&nodeset.name_any(), ordinal);
     let template = &nodeset.spec.template;
     let meta = template.metadata.clone().unwrap_or_default();

@@ -1,4 +1,4 @@
-//! Mocked-API scenarios for the NodeSet reconcile: each API call asserted in order.
+//! Mocked-API scenarios for the SlurmNodeSet reconcile: each API call asserted in order.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,7 +12,7 @@ use super::*;
 use crate::controller::test_support::{
     ApiServerVerifier, local_slurm, register_local_cluster, slurm_node_script,
 };
-use crate::crd::{NodeSetSlurm, NodeSetSlurmCounts, NodeSetSpec, UpdateStrategy};
+use crate::crd::{NodeSetSlurm, NodeSetSlurmCounts, SlurmNodeSetSpec, UpdateStrategy};
 
 fn ok(body: &Value) -> Response<Body> {
     Response::builder()
@@ -22,15 +22,15 @@ fn ok(body: &Value) -> Response<Body> {
         .unwrap()
 }
 
-fn nodeset(replicas: i32) -> NodeSet {
+fn nodeset(replicas: i32) -> SlurmNodeSet {
     nodeset_named("cpu", replicas)
 }
 
-fn nodeset_named(name: &str, replicas: i32) -> NodeSet {
-    let mut ns = NodeSet::new(
+fn nodeset_named(name: &str, replicas: i32) -> SlurmNodeSet {
+    let mut ns = SlurmNodeSet::new(
         name,
-        NodeSetSpec {
-            cluster_ref: "main".into(),
+        SlurmNodeSetSpec {
+            cluster_name: "main".into(),
             replicas,
             template: PodTemplateSpec {
                 metadata: None,
@@ -65,7 +65,7 @@ fn nodeset_named(name: &str, replicas: i32) -> NodeSet {
     ns
 }
 
-fn existing_pod(set: &NodeSet, ordinal: u32) -> Pod {
+fn existing_pod(set: &SlurmNodeSet, ordinal: u32) -> Pod {
     let mut pod = pods::build_pod(set, ordinal, &pods::template_hash(set));
     pod.metadata.uid = Some(format!("pod-uid-{ordinal}"));
     pod.spec.as_mut().unwrap().node_name = Some("k8s-1".into());
@@ -118,18 +118,18 @@ async fn expect_pdb_of(api: &mut ApiServerVerifier, set: &str) {
     send.send_response(ok(&call.body));
 }
 
-async fn expect_status(api: &mut ApiServerVerifier, set: &NodeSet) -> NodeSetStatus {
+async fn expect_status(api: &mut ApiServerVerifier, set: &SlurmNodeSet) -> SlurmNodeSetStatus {
     let (call, send) = api.next().await;
     assert_eq!(call.method, Method::PATCH, "{call:?}");
     assert_eq!(
         call.path,
         format!(
-            "/apis/slurm.rs/v1alpha1/namespaces/hpc/nodesets/{}/status",
+            "/apis/slurm.rs/v1alpha1/namespaces/hpc/slurmnodesets/{}/status",
             set.name_any()
         )
     );
     assert_eq!(call.content_type, "application/apply-patch+yaml");
-    let status: NodeSetStatus = serde_json::from_value(call.body["status"].clone()).unwrap();
+    let status: SlurmNodeSetStatus = serde_json::from_value(call.body["status"].clone()).unwrap();
     let mut answer = set.clone();
     answer.status = Some(status.clone());
     send.send_response(ok(&serde_json::to_value(&answer).unwrap()));
@@ -179,7 +179,7 @@ async fn scale_in_without_slurm_changes_nothing_destructive() {
     let pods = vec![existing_pod(&set, 0), existing_pod(&set, 1)];
     let scenario = tokio::spawn(async move {
         expect_list_pods(&mut api, pods).await;
-        // No DELETE, no drain: the Cluster has no client, so nothing is known about Slurm.
+        // No DELETE, no drain: the SlurmCluster has no client, so nothing is known about Slurm.
         expect_pdb(&mut api).await;
         let status = expect_status(&mut api, &nodeset(1)).await;
         assert_eq!(status.replicas, 2);
@@ -245,7 +245,7 @@ async fn expect_nodeset_event(api: &mut ApiServerVerifier, set: &str, reason: &s
     assert_eq!(call.method, Method::POST, "{call:?}");
     assert_eq!(call.path, "/apis/events.k8s.io/v1/namespaces/hpc/events");
     assert_eq!(call.body["reason"], reason, "{:#}", call.body);
-    assert_eq!(call.body["regarding"]["kind"], "NodeSet");
+    assert_eq!(call.body["regarding"]["kind"], "SlurmNodeSet");
     assert_eq!(call.body["regarding"]["name"], set);
     send.send_response(
         Response::builder()
@@ -281,13 +281,13 @@ impl Drop for SlurmCleanup {
     }
 }
 
-/// Wait until the Cluster's index (`main` in `hpc`) satisfies `ok` on a fresh node list.
+/// Wait until the SlurmCluster's index (`main` in `hpc`) satisfies `ok` on a fresh node list.
 async fn wait_index(
     ctx: &Context,
     what: &str,
     ok: impl Fn(&crate::state::index::ClusterState) -> bool,
 ) {
-    let cluster = ObjectRef::<Cluster>::new("main").within("hpc");
+    let cluster = ObjectRef::<SlurmCluster>::new("main");
     let handle = ctx.clusters.get(&cluster).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

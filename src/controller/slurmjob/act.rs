@@ -59,7 +59,10 @@ pub struct Target<'a> {
 /// What a step works with.
 #[derive(Clone, Copy)]
 pub struct Env<'a> {
+    /// The cluster's own client: lookups (accounting) and cancels.
     pub client: &'a SlurmClient,
+    /// The client acting as the Slurm user the SlurmJob's access grants: submits.
+    pub submitter: &'a SlurmClient,
     pub state: &'a ClusterState,
     pub submissions: &'a Submissions,
     /// When this process (incarnation) started: the index must have synced after it.
@@ -307,7 +310,7 @@ async fn submit_once(
     tag: &OwnerTag,
     request: &SubmitRequest,
 ) -> Result<Outcome, SlurmError> {
-    let submitted = env.client.submit_job(request).await?;
+    let submitted = env.submitter.submit_job(request).await?;
     // No await between the answer and this record: see the module docs.
     env.submissions.record(tag, submitted.job_id);
     // tests/crash.rs ends the process here: Slurm has the job, the status never says so.

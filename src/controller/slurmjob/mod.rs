@@ -1,12 +1,12 @@
-//! The SlurmJob controller: submits each SlurmJob to the Slurm cluster its `clusterRef` names,
+//! The SlurmJob controller: submits each SlurmJob to the Slurm cluster its `clusterName` names,
 //! mirrors the job's life into the status, cancels it on delete, re-runs it after an edit of a
 //! finished job, and streams its output through a Pod.
 //!
 //! A thin driver over pure decisions, with the Slurm side effects in one place:
 //!
-//! 1. behind the `slurm.rs/cleanup` finalizer, find the Cluster's client and index in the
+//! 1. behind the `slurm.rs/cleanup` finalizer, find the SlurmCluster's client and index in the
 //!    registry (none yet → a `Ready=Unknown/ClusterNotReady` status and a backoff requeue; a
-//!    finished job keeps its status and waits for the Cluster's first poll);
+//!    finished job keeps its status and waits for the SlurmCluster's first poll);
 //! 2. [`act::step`]: [`lifecycle::decide`], then [`plan::submit`] (submit once, crash-safe: see
 //!    `plan`) or [`plan::follow`] (mirror the index's records of the job; a job gone from a
 //!    synced index is `Lost`), performing what they return;
@@ -17,14 +17,15 @@
 //!
 //! Deletion cancels every unfinished job of the SlurmJob (status, this process's submissions,
 //! the index by tag); "already finished" and "unknown" count as done. An unreachable slurmrestd
-//! keeps the finalizer and retries with backoff; a Cluster object that no longer exists
+//! keeps the finalizer and retries with backoff; a SlurmCluster object that no longer exists
 //! releases it with a Warning Event naming the job that could not be cancelled.
 //!
 //! Triggers: the SlurmJob (generation and finalizer changes; our status writes do not
 //! re-trigger), its streamer Pod, and the pollers' events: `JobChanged`/`JobGone` carry the
 //! job's tag (`slurm.rs/uid=…`), mapped to the SlurmJob by uid; `HealthChanged{up}` reconciles
-//! every SlurmJob of that Cluster.
+//! every SlurmJob of that SlurmCluster.
 
+pub mod access;
 pub mod act;
 pub mod lifecycle;
 pub mod notice;
@@ -35,15 +36,16 @@ pub mod status;
 pub mod submissions;
 pub mod submit;
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
@@ -56,7 +58,7 @@ use super::Context;
 use super::kit::{self, Backoffs, FinalizerFailure, Notice};
 use crate::crd::condition;
 use crate::crd::slurmjob::SlurmJobStatus;
-use crate::crd::{Cluster, SlurmJob};
+use crate::crd::{SlurmCluster, SlurmJob};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
 use crate::slurm::tag::OwnerTag;
@@ -76,7 +78,7 @@ const EVENT_ACTION: &str = "RunJob";
 pub enum Error {
     #[error("the SlurmJob has no {0}")]
     MissingMetadata(&'static str),
-    #[error("Cluster {0:?} is not connected (yet): no slurmrestd client is registered for it")]
+    #[error("SlurmCluster {0:?} is not connected (yet): no slurmrestd client is registered for it")]
     ClusterNotReady(String),
     #[error("submitting the job failed; its outcome is resolved through its tag next time")]
     Submit(#[source] SlurmError),
@@ -86,7 +88,7 @@ pub enum Error {
         #[source]
         source: SlurmError,
     },
-    #[error("cannot read Cluster {name:?}")]
+    #[error("cannot read SlurmCluster {name:?}")]
     GetCluster {
         name: String,
         #[source]
@@ -128,6 +130,9 @@ pub struct JobContext {
     pub jobs: Store<SlurmJob>,
     pub submissions: Arc<Submissions>,
     pub output_image: String,
+    /// SlurmClusters (their access), and namespaces' labels (access by label).
+    pub slurm_clusters: Store<SlurmCluster>,
+    pub namespaces: Store<PartialObjectMeta<Namespace>>,
 }
 
 fn backoff_key(job: &SlurmJob) -> String {
@@ -152,7 +157,7 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
         &api,
         job,
         |job| async move { apply(&job, namespace, data).await },
-        |job| async move { cleanup(&job, namespace, data).await },
+        |job| async move { cleanup(&job, data).await },
     )
     .await
 }
@@ -185,8 +190,8 @@ pub fn error_policy(job: Arc<SlurmJob>, error: &Error, data: Arc<JobContext>) ->
     Action::requeue(delay)
 }
 
-fn cluster_ref(job: &SlurmJob, namespace: &str) -> ObjectRef<Cluster> {
-    ObjectRef::new(&job.spec.cluster_ref).within(namespace)
+fn cluster_of(job: &SlurmJob) -> ObjectRef<SlurmCluster> {
+    ObjectRef::new(&job.spec.cluster_name)
 }
 
 async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Action, Error> {
@@ -195,12 +200,12 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
     let uid = job.uid().ok_or(Error::MissingMetadata("uid"))?;
     let generation = job.metadata.generation.unwrap_or(1);
     let current = job.status.clone().unwrap_or_default();
-    let Some(handle) = ctx.clusters.get(&cluster_ref(job, namespace)) else {
+    let Some(handle) = ctx.clusters.get(&cluster_of(job)) else {
         if lifecycle::settled(generation, job.status.as_ref()) {
             // A finished job needs nothing from Slurm: its status stays as it is (not flipped
             // to Unknown and back on every operator start, one write each way per SlurmJob).
-            // The Cluster's first successful poll (`HealthChanged`) reconciles it again.
-            debug!(%name, "finished; waiting for Cluster {:?} without a status change", job.spec.cluster_ref);
+            // The SlurmCluster's first successful poll (`HealthChanged`) reconciles it again.
+            debug!(%name, "finished; waiting for SlurmCluster {:?} without a status change", job.spec.cluster_name);
             return Ok(Action::await_change());
         }
         let mut next = current.clone();
@@ -211,8 +216,8 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
                 condition::Status::Unknown,
                 "ClusterNotReady",
                 format!(
-                    "Cluster {:?} is not connected yet; see its status",
-                    job.spec.cluster_ref
+                    "SlurmCluster {:?} is not connected yet; see its status",
+                    job.spec.cluster_name
                 ),
                 Some(generation),
                 crate::crd::condition::now(),
@@ -221,12 +226,48 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
         if next != current {
             apply_status(job, namespace, &next, ctx).await?;
         }
-        return Err(Error::ClusterNotReady(job.spec.cluster_ref.clone()));
+        return Err(Error::ClusterNotReady(job.spec.cluster_name.clone()));
     };
+    // Who the job runs as, decided before a submit only: a submitted job is followed whatever
+    // its namespace's access becomes.
+    let mut spec = Cow::Borrowed(&job.spec);
+    let mut submitter = None;
+    if matches!(
+        lifecycle::decide(generation, job.status.as_ref()),
+        lifecycle::Decision::Submit { .. }
+    ) {
+        let grant = grant(job, namespace, data)?.and_then(|grant| {
+            let client =
+                handle
+                    .client
+                    .as_user(&grant.slurm_user)
+                    .map_err(|error| access::Refusal {
+                        reason: "CannotActAsUser",
+                        message: format!(
+                            "SlurmCluster {:?} cannot run jobs as Slurm user {:?}: {}",
+                            job.spec.cluster_name,
+                            grant.slurm_user,
+                            Chain(&error)
+                        ),
+                    })?;
+            Ok((grant, client))
+        });
+        match grant {
+            Ok((grant, client)) => {
+                let spec = spec.to_mut();
+                spec.account = grant.account;
+                spec.partition = grant.partition;
+                spec.qos = grant.qos;
+                submitter = Some(client);
+            }
+            Err(refusal) => return refuse(job, namespace, refusal, ctx).await,
+        }
+    }
     // Copy the Arc out: the watch borrow must not live across an await.
     let state: Arc<ClusterState> = Arc::clone(&handle.index.borrow());
     let env = Env {
         client: &handle.client,
+        submitter: submitter.as_ref().unwrap_or(&handle.client),
         state: &state,
         submissions: &data.submissions,
         started_at: ctx.started_at,
@@ -237,7 +278,7 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
         name: &name,
         uid: &uid,
         generation,
-        spec: &job.spec,
+        spec: &spec,
         status: job.status.as_ref(),
         created: job
             .metadata
@@ -260,9 +301,9 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
                 Notice::warning(
                     "SubmitFailed",
                     format!(
-                        "submitting to Cluster {} failed ({}): {}; it is not retried blindly — \
+                        "submitting to SlurmCluster {} failed ({}): {}; it is not retried blindly — \
                          the next attempt first looks for the job by its tag",
-                        job.spec.cluster_ref,
+                        job.spec.cluster_name,
                         error.category(),
                         Chain(&error)
                     ),
@@ -303,26 +344,88 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
     })
 }
 
+/// The access grant of `job` in `namespace` (`Ok(Err(..))`: refused), from the cached
+/// SlurmCluster and the namespace's labels.
+fn grant(
+    job: &SlurmJob,
+    namespace: &str,
+    data: &JobContext,
+) -> Result<Result<access::Grant, access::Refusal>, Error> {
+    let cluster_name = &job.spec.cluster_name;
+    let Some(cluster) = data.slurm_clusters.get(&ObjectRef::new(cluster_name)) else {
+        // Registered (so it exists) but not cached yet: the cache fills on its own.
+        return Err(Error::ClusterNotReady(cluster_name.clone()));
+    };
+    let labels = data
+        .namespaces
+        .get(&ObjectRef::new(namespace))
+        .and_then(|ns| ns.metadata.labels.clone())
+        .unwrap_or_default();
+    Ok(access::check(
+        &cluster,
+        cluster_name,
+        namespace,
+        &labels,
+        &job.spec,
+    ))
+}
+
+/// A SlurmJob its namespace's access does not allow: `Ready=False` with the refusal's reason
+/// and message (a Warning Event when that is new), and no submit until something changes (the
+/// SlurmJob, its SlurmCluster's access, or its namespace's labels).
+async fn refuse(
+    job: &SlurmJob,
+    namespace: &str,
+    refusal: access::Refusal,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let current = job.status.clone().unwrap_or_default();
+    let generation = job.metadata.generation.unwrap_or(1);
+    let was = condition::find(&current.conditions, status::READY)
+        .map(|c| (c.reason.clone(), c.message.clone()));
+    let next = status::waiting(
+        current.clone(),
+        generation,
+        refusal.reason,
+        refusal.message.clone(),
+        crate::crd::condition::now(),
+    );
+    if next != current {
+        apply_status(job, namespace, &next, ctx).await?;
+    }
+    if was != Some((refusal.reason.to_owned(), refusal.message.clone())) {
+        kit::publish(
+            &ctx.recorder,
+            job,
+            EVENT_ACTION,
+            Notice::warning(refusal.reason, refusal.message),
+        )
+        .await;
+    }
+    ctx.backoff.reset(&backoff_key(job));
+    Ok(Action::await_change())
+}
+
 /// Deletion: cancel every unfinished job of this SlurmJob, then release the finalizer.
-async fn cleanup(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Action, Error> {
+async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     let ctx = &data.ctx;
     let uid = job.uid().ok_or(Error::MissingMetadata("uid"))?;
     let status = job.status.clone().unwrap_or_default();
-    let handle = ctx.clusters.get(&cluster_ref(job, namespace));
+    let handle = ctx.clusters.get(&cluster_of(job));
     let state = handle.as_ref().map(|h| Arc::clone(&h.index.borrow()));
     // Only a complete list of the cluster's jobs shows a job whose submit answer (and so its
     // jobId in the status) was lost to a crash: wait for one rather than orphan that job.
     if let Some(state) = &state
         && !plan::index_trusted(state, ctx.started_at)
     {
-        return Err(Error::ClusterNotReady(job.spec.cluster_ref.clone()));
+        return Err(Error::ClusterNotReady(job.spec.cluster_name.clone()));
     }
     let ids = plan::to_cancel(&uid, &status, state.as_deref(), &data.submissions);
     if handle.is_none() {
-        // Not connected: wait while the Cluster exists (it may come back, e.g. after a
-        // restart or a fixed Secret); only a Cluster that is gone lets the job go unseen.
-        let clusters: Api<Cluster> = Api::namespaced(ctx.client.clone(), namespace);
-        let name = job.spec.cluster_ref.clone();
+        // Not connected: wait while the SlurmCluster exists (it may come back, e.g. after a
+        // restart or a fixed Secret); only a SlurmCluster that is gone lets the job go unseen.
+        let clusters: Api<SlurmCluster> = Api::all(ctx.client.clone());
+        let name = job.spec.cluster_name.clone();
         let exists = clusters
             .get_opt(&name)
             .await
@@ -337,7 +440,7 @@ async fn cleanup(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<A
     }
     if !ids.is_empty() {
         let Some(handle) = handle else {
-            let name = job.spec.cluster_ref.clone();
+            let name = job.spec.cluster_name.clone();
             let list = ids
                 .iter()
                 .map(u32::to_string)
@@ -350,7 +453,7 @@ async fn cleanup(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<A
                 Notice::warning(
                     "CancelSkipped",
                     format!(
-                        "Cluster {name:?} no longer exists: Slurm job {list} could not be cancelled \
+                        "SlurmCluster {name:?} no longer exists: Slurm job {list} could not be cancelled \
                          and may still run"
                     ),
                 ),
@@ -403,7 +506,7 @@ async fn apply_status(
 }
 
 /// The SlurmJobs a Slurm event concerns: the one whose uid a job's tag carries, or for a
-/// regained slurmrestd every SlurmJob of that Cluster.
+/// regained slurmrestd every SlurmJob of that SlurmCluster.
 pub fn targets(event: &SlurmEvent, jobs: &Store<SlurmJob>) -> Vec<ObjectRef<SlurmJob>> {
     match event {
         SlurmEvent::JobChanged { owner, .. } | SlurmEvent::JobGone { owner, .. } => {
@@ -420,14 +523,24 @@ pub fn targets(event: &SlurmEvent, jobs: &Store<SlurmJob>) -> Vec<ObjectRef<Slur
         SlurmEvent::HealthChanged { cluster, up: true } => jobs
             .state()
             .iter()
-            .filter(|j| {
-                j.spec.cluster_ref == cluster.name
-                    && j.namespace().as_deref() == cluster.namespace.as_deref()
-            })
+            .filter(|j| j.spec.cluster_name == cluster.name)
             .map(|j| ObjectRef::from_obj(j.as_ref()))
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// The SlurmJobs in `store` for which `select` holds, as reconcile triggers.
+fn jobs_where(
+    store: &Store<SlurmJob>,
+    select: impl Fn(&SlurmJob) -> bool,
+) -> Vec<ObjectRef<SlurmJob>> {
+    store
+        .state()
+        .iter()
+        .filter(|job| select(job))
+        .map(|job| ObjectRef::from_obj(job.as_ref()))
+        .collect()
 }
 
 /// The running SlurmJob controller: its store (ready once the first list is in) and the future
@@ -457,11 +570,39 @@ pub fn run(
         );
     let slurm = kit::slurm_triggers(CONTROLLER, ctx.events.subscribe(), store.clone(), targets);
     let gained = ctx.leadership.gained();
+
+    // What access is decided from: the SlurmClusters (an edit of spec.access reconciles the
+    // SlurmJobs that name the cluster) and the namespaces' labels (a relabelled namespace
+    // reconciles its SlurmJobs). Metadata only for namespaces.
+    let (slurm_clusters, clusters_writer) = reflector::store();
+    let clusters = watcher(
+        Api::<SlurmCluster>::all(ctx.client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .modify(kit::trim_for_cache)
+    .reflect(clusters_writer)
+    .touched_objects()
+    .predicate_filter(predicates::generation, Default::default());
+    let (namespaces, namespaces_writer) = reflector::store();
+    let namespace_changes = watcher(
+        Api::<PartialObjectMeta<Namespace>>::all(ctx.client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .default_backoff()
+    .reflect(namespaces_writer)
+    .touched_objects()
+    .predicate_filter(predicates::labels, Default::default());
+    let by_cluster = store.clone();
+    let by_namespace = store.clone();
+
     let data = Arc::new(JobContext {
         ctx,
         jobs: store.clone(),
         submissions: Arc::default(),
         output_image,
+        slurm_clusters,
+        namespaces,
     });
     let driver = Controller::for_stream(jobs, store.clone())
         .with_config(
@@ -470,6 +611,19 @@ pub fn run(
                 .concurrency(kit::MAX_CONCURRENT_RECONCILES),
         )
         .owns(pods_api, watcher::Config::default().labels(output::LABEL))
+        .watches_stream(clusters, move |cluster: SlurmCluster| {
+            let name = cluster.name_any();
+            jobs_where(&by_cluster, |job| job.spec.cluster_name == name)
+        })
+        .watches_stream(
+            namespace_changes,
+            move |ns: PartialObjectMeta<Namespace>| {
+                let name = ns.name_any();
+                jobs_where(&by_namespace, |job| {
+                    job.metadata.namespace.as_deref() == Some(name.as_str())
+                })
+            },
+        )
         .reconcile_on(slurm)
         .reconcile_all_on(gained)
         .graceful_shutdown_on(shutdown.cancelled_owned())

@@ -146,7 +146,7 @@ mod tests {
 
     fn job(output: Option<JobOutput>) -> SlurmJob {
         let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
-            "clusterRef": "hpc",
+            "clusterName": "hpc",
             "script": "#!/bin/sh\ntrue\n",
         }))
         .unwrap();

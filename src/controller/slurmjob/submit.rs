@@ -179,7 +179,7 @@ mod tests {
 
     fn spec() -> SlurmJobSpec {
         serde_json::from_value(json!({
-            "clusterRef": "local",
+            "clusterName": "local",
             "script": "#!/bin/bash\necho hi\n",
         }))
         .unwrap()

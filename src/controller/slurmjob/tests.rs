@@ -23,7 +23,7 @@ const NS: &str = "jobs";
 
 fn slurm_job(name: &str, script: &str) -> SlurmJob {
     let spec: SlurmJobSpec = serde_json::from_value(json!({
-        "clusterRef": "local",
+        "clusterName": "local",
         "script": script,
         "environment": {"PATH": "/usr/bin:/bin"},
     }))
@@ -40,13 +40,33 @@ fn finalized(mut job: SlurmJob) -> SlurmJob {
     job
 }
 
+/// The SlurmJob controller's context: SlurmCluster `local` grants namespace [`NS`] to the local
+/// Slurm's own user (named explicitly, as it must be).
 fn data(ctx: Context) -> Arc<JobContext> {
     let (jobs, _writer) = reflector::store();
+    let (slurm_clusters, mut clusters) = reflector::store();
+    let user = local_slurm().map_or_else(|| "slurm".to_owned(), |s| s["SLURM_USER"].clone());
+    let local: SlurmCluster = serde_json::from_value(json!({
+        "apiVersion": "slurm.rs/v1alpha1",
+        "kind": "SlurmCluster",
+        "metadata": {"name": "local"},
+        "spec": {
+            "endpoint": "http://127.0.0.1:1",
+            "allowInsecureHttp": true,
+            "auth": {"jwt": {"keySecretRef": {"name": "jwt"}}},
+            "access": [{"namespaces": [NS], "slurmUser": user}],
+        },
+    }))
+    .unwrap();
+    clusters.apply_watcher_event(&watcher::Event::Apply(local));
+    let (namespaces, _writer) = reflector::store();
     Arc::new(JobContext {
         ctx,
         jobs,
         submissions: Arc::default(),
         output_image: output::DEFAULT_IMAGE.to_owned(),
+        slurm_clusters,
+        namespaces,
     })
 }
 
@@ -151,9 +171,9 @@ async fn a_new_slurmjob_gets_the_finalizer_first() {
     server.await.unwrap();
 }
 
-/// An operator start reconciles every SlurmJob before the Cluster's client is registered. A
+/// An operator start reconciles every SlurmJob before the SlurmCluster's client is registered. A
 /// finished one keeps its status untouched (no flip to Unknown and back) and waits quietly;
-/// an unfinished one says it waits for the Cluster and retries.
+/// an unfinished one says it waits for the SlurmCluster and retries.
 #[tokio::test]
 async fn without_the_cluster_a_finished_job_keeps_its_status_an_active_one_waits() {
     let (ctx, mut api) = Context::test();
@@ -216,7 +236,7 @@ async fn deleting_with_a_vanished_cluster_releases_the_finalizer_with_a_warning(
         assert_eq!(call.method, Method::GET);
         assert_eq!(
             call.path,
-            format!("/apis/slurm.rs/v1alpha1/namespaces/{NS}/clusters/local")
+            "/apis/slurm.rs/v1alpha1/slurmclusters/local".to_owned()
         );
         respond(
             send,
@@ -256,7 +276,7 @@ async fn deleting_with_an_unregistered_but_existing_cluster_keeps_the_finalizer(
             send,
             StatusCode::OK,
             &json!({
-                "apiVersion": "slurm.rs/v1alpha1", "kind": "Cluster",
+                "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
                 "metadata": {"name": "local", "namespace": NS},
                 "spec": {"endpoint": "http://127.0.0.1:1", "auth": {"tokenSecretRef": {"name": "t"}}}
             }),
@@ -268,7 +288,7 @@ async fn deleting_with_an_unregistered_but_existing_cluster_keeps_the_finalizer(
     server.await.unwrap();
 }
 
-/// Register the local Slurm as Cluster `local` in `ctx` (real client, real poller) and wait
+/// Register the local Slurm as SlurmCluster `local` in `ctx` (real client, real poller) and wait
 /// until its index has synced after the context was created.
 async fn register_local(
     ctx: &Context,
@@ -279,7 +299,7 @@ async fn register_local(
         Credentials::minted(key, slurm["SLURM_USER"].clone(), Duration::from_secs(300)).unwrap(),
     );
     let config = ClientConfig::new(&slurm["SLURM_REST_URL"]).unwrap();
-    let cluster = ObjectRef::<Cluster>::new("local").within(NS);
+    let cluster = ObjectRef::<SlurmCluster>::new("local");
     let settings = ConnectionSettings {
         fingerprint: "local".into(),
         poller: PollerConfig {
@@ -465,12 +485,12 @@ fn slurm_events_map_to_slurmjobs_by_uid_and_health_to_all_of_the_cluster() {
     a.metadata.uid = Some("ua".into());
     let mut b = slurm_job("b", "#!/bin/sh\n");
     b.metadata.uid = Some("ub".into());
-    b.spec.cluster_ref = "other".into();
+    b.spec.cluster_name = "other".into();
     let (jobs, mut writer) = reflector::store();
     for job in [a.clone(), b] {
         writer.apply_watcher_event(&watcher::Event::Apply(job));
     }
-    let cluster = ObjectRef::<Cluster>::new("local").within(NS);
+    let cluster = ObjectRef::<SlurmCluster>::new("local");
     let changed = SlurmEvent::JobChanged {
         cluster: cluster.clone(),
         job_id: 1,
@@ -570,7 +590,7 @@ fn with_output(mut job: SlurmJob) -> SlurmJob {
 #[tokio::test]
 async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
     let (ctx, mut api) = Context::test();
-    let key = ObjectRef::<Cluster>::new("local").within(NS);
+    let key = ObjectRef::<SlurmCluster>::new("local");
     let settings = ConnectionSettings {
         fingerprint: "unreachable".into(),
         poller: PollerConfig {

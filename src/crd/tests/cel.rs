@@ -164,9 +164,26 @@ fn cel_rules_are_where_expected() {
     }
     let s = |p: &str, m: &str| (p.to_owned(), m.to_owned());
     assert_eq!(
-        found["clusters.slurm.rs"],
+        found["slurmclusters.slurm.rs"],
         [
             s(".spec", "tls applies only to an https:// endpoint"),
+            s(
+                ".spec",
+                "endpoint must be an https:// URL: over http:// the tokens cross the network \
+                 readable by anyone on the path (set allowInsecureHttp: true to accept that)"
+            ),
+            s(
+                ".spec.access[]",
+                "access needs namespaces or a namespaceSelector"
+            ),
+            s(
+                ".spec.access[].namespaces",
+                "namespaces must be namespace names: lowercase letters, digits and '-', at most 63"
+            ),
+            s(
+                ".spec.access[].slurmUser",
+                "slurmUser must be a Slurm (POSIX) user name such as alice"
+            ),
             s(
                 ".spec.auth",
                 "auth must set exactly one of jwt or tokenSecretRef"
@@ -206,11 +223,11 @@ fn cel_rules_are_where_expected() {
                  run at most N tasks at once (0-9%2)"
             ),
             s(
-                ".spec.clusterRef",
-                "clusterRef must be the name of a Cluster: lowercase letters, digits, '-' and '.', \
+                ".spec.clusterName",
+                "clusterName must be the name of a SlurmCluster: lowercase letters, digits, '-' and '.', \
                  starting and ending with a letter or digit"
             ),
-            s(".spec.clusterRef", "clusterRef is immutable"),
+            s(".spec.clusterName", "clusterName is immutable"),
             s(
                 ".spec.dependsOn[].name",
                 "dependsOn name must be the name of a SlurmJob: lowercase letters, digits, '-' and \
@@ -258,9 +275,9 @@ fn cel_rules_are_where_expected() {
         ]
     );
     assert_eq!(
-        found["nodesets.slurm.rs"],
+        found["slurmnodesets.slurm.rs"],
         [
-            s(".spec.clusterRef", "clusterRef is immutable"),
+            s(".spec.clusterName", "clusterName is immutable"),
             s(
                 ".spec.scaleIn.drainTimeout",
                 "drainTimeout must be at most 8760h (a year); leave it unset to wait as long as it \
@@ -336,10 +353,44 @@ fn merge(target: &mut Value, patch: Value) {
 #[test]
 fn cluster_rules() {
     let c = |patch: Value, want: &[&str]| {
-        expect("clusters.slurm.rs", "Cluster", cluster(patch), None, want)
+        expect(
+            "slurmclusters.slurm.rs",
+            "SlurmCluster",
+            cluster(patch),
+            None,
+            want,
+        )
     };
     c(json!({}), &[]);
-    c(json!({"endpoint": "http://slurmrestd.slurm.svc:6820"}), &[]);
+    // Plain http only where the admin accepts it explicitly.
+    c(
+        json!({"endpoint": "http://slurmrestd.slurm.svc:6820"}),
+        &["endpoint must be an https:// URL: over http:// the tokens cross the network"],
+    );
+    c(
+        json!({"endpoint": "http://slurmrestd.slurm.svc:6820", "allowInsecureHttp": true}),
+        &[],
+    );
+    // Access: by name or label, as a POSIX user.
+    c(
+        json!({"access": [
+            {"namespaces": ["team-a"], "slurmUser": "alice", "accounts": ["team-a"]},
+            {"namespaceSelector": {"matchLabels": {"team": "b"}}, "slurmUser": "bob"},
+        ]}),
+        &[],
+    );
+    c(
+        json!({"access": [{"slurmUser": "alice"}]}),
+        &["access needs namespaces or a namespaceSelector"],
+    );
+    c(
+        json!({"access": [{"namespaces": ["Team_A"], "slurmUser": "alice"}]}),
+        &["namespaces must be namespace names"],
+    );
+    c(
+        json!({"access": [{"namespaces": ["team-a"], "slurmUser": "alice; rm -rf /"}]}),
+        &["slurmUser must be a Slurm (POSIX) user name"],
+    );
     c(
         json!({"endpoint": "ftp://slurm:6820"}),
         &["endpoint must be an http:// or https:// URL"],
@@ -403,13 +454,13 @@ fn cluster_rules() {
         &["insecureSkipVerify cannot be combined"],
     );
     c(
-        json!({"endpoint": "http://slurm:6820", "tls": {"insecureSkipVerify": true}}),
+        json!({"endpoint": "http://slurm:6820", "allowInsecureHttp": true, "tls": {"insecureSkipVerify": true}}),
         &["tls applies only to an https:// endpoint"],
     );
 }
 
 fn job(patch: Value) -> Value {
-    let mut spec = json!({"clusterRef": "main", "script": "#!/bin/bash\nsrun hostname\n"});
+    let mut spec = json!({"clusterName": "main", "script": "#!/bin/bash\nsrun hostname\n"});
     merge(&mut spec, patch);
     spec
 }
@@ -456,12 +507,12 @@ fn slurmjob_rules() {
     }
 
     for ok in ["main", "slurm-a", "a.b-c", "0"] {
-        j(json!({"clusterRef": ok}), &[]);
+        j(json!({"clusterName": ok}), &[]);
     }
     for bad in ["Main", "-a", "a-", "a_b", "a..b", ".a", "a b"] {
         j(
-            json!({"clusterRef": bad}),
-            &["clusterRef must be the name of a Cluster"],
+            json!({"clusterName": bad}),
+            &["clusterName must be the name of a SlurmCluster"],
         );
     }
 
@@ -552,7 +603,7 @@ fn slurmjob_rules() {
         &["_id is refused: a job runs as the Slurm user its access grants"],
     );
 
-    // clusterRef is immutable; other fields may change.
+    // clusterName is immutable; other fields may change.
     let update = |new: Value, want: &[&str]| {
         expect(
             "slurmjobs.slurm.rs",
@@ -563,7 +614,10 @@ fn slurmjob_rules() {
         )
     };
     update(json!({"script": "#!/bin/sh\ntrue\n"}), &[]);
-    update(json!({"clusterRef": "other"}), &["clusterRef is immutable"]);
+    update(
+        json!({"clusterName": "other"}),
+        &["clusterName is immutable"],
+    );
 }
 
 /// The root rule sees `metadata.name`: a SlurmJob cannot depend on itself.
@@ -613,7 +667,7 @@ fn dns_subdomain_cel_agrees_with_the_pattern() {
 
 fn nodeset(patch: Value) -> Value {
     let mut spec = json!({
-        "clusterRef": "main",
+        "clusterName": "main",
         "template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd:24.11"}]}},
     });
     merge(&mut spec, patch);
@@ -623,7 +677,13 @@ fn nodeset(patch: Value) -> Value {
 #[test]
 fn nodeset_rules() {
     let n = |patch: Value, want: &[&str]| {
-        expect("nodesets.slurm.rs", "NodeSet", nodeset(patch), None, want)
+        expect(
+            "slurmnodesets.slurm.rs",
+            "SlurmNodeSet",
+            nodeset(patch),
+            None,
+            want,
+        )
     };
     n(json!({}), &[]);
     n(json!({"updateStrategy": {"type": "OnDelete"}}), &[]);
@@ -662,8 +722,8 @@ fn nodeset_rules() {
     n(drain("8760h1s"), &["drainTimeout must be at most 8760h"]);
     // Past what a duration can hold (the pattern matches it; the operator could not read it).
     let overflow = failures(
-        "nodesets.slurm.rs",
-        &object("NodeSet", nodeset(drain("9999999999999999999h"))),
+        "slurmnodesets.slurm.rs",
+        &object("SlurmNodeSet", nodeset(drain("9999999999999999999h"))),
         None,
     );
     assert_eq!(overflow.len(), 1, "{overflow:?}");
@@ -675,15 +735,18 @@ fn nodeset_rules() {
 
     let update = |new: Value, want: &[&str]| {
         expect(
-            "nodesets.slurm.rs",
-            "NodeSet",
+            "slurmnodesets.slurm.rs",
+            "SlurmNodeSet",
             nodeset(new),
             Some(nodeset(json!({}))),
             want,
         )
     };
     update(json!({"replicas": 4}), &[]);
-    update(json!({"clusterRef": "other"}), &["clusterRef is immutable"]);
+    update(
+        json!({"clusterName": "other"}),
+        &["clusterName is immutable"],
+    );
 }
 
 /// What the API server would store for a minimal object (schema defaults applied) is what the
@@ -691,7 +754,7 @@ fn nodeset_rules() {
 /// every default.
 #[test]
 fn schema_defaults_equal_rust_defaults() {
-    use super::super::{Cluster, NodeSet, SlurmJob};
+    use super::super::{SlurmCluster, SlurmJob, SlurmNodeSet};
 
     fn check<K: serde::de::DeserializeOwned + serde::Serialize>(crd: &str, obj: Value) {
         let server = apply_defaults(&schema(crd), &obj);
@@ -701,19 +764,19 @@ fn schema_defaults_equal_rust_defaults() {
             "{crd}: schema defaults differ from serde defaults"
         );
     }
-    check::<Cluster>(
-        "clusters.slurm.rs",
+    check::<SlurmCluster>(
+        "slurmclusters.slurm.rs",
         object(
-            "Cluster",
+            "SlurmCluster",
             cluster(
                 json!({"tls": {"caSecretRef": {"name": "ca"}, "caConfigMapRef": {"name": "b"}}}),
             ),
         ),
     );
-    check::<Cluster>(
-        "clusters.slurm.rs",
+    check::<SlurmCluster>(
+        "slurmclusters.slurm.rs",
         object(
-            "Cluster",
+            "SlurmCluster",
             cluster(json!({"auth": {"jwt": null, "tokenSecretRef": {"name": "t"}}})),
         ),
     );
@@ -724,11 +787,14 @@ fn schema_defaults_equal_rust_defaults() {
             job(json!({"dependsOn": [{"name": "a"}, {"name": "b", "type": "afterany"}]})),
         ),
     );
-    check::<NodeSet>("nodesets.slurm.rs", object("NodeSet", nodeset(json!({}))));
-    check::<NodeSet>(
-        "nodesets.slurm.rs",
+    check::<SlurmNodeSet>(
+        "slurmnodesets.slurm.rs",
+        object("SlurmNodeSet", nodeset(json!({}))),
+    );
+    check::<SlurmNodeSet>(
+        "slurmnodesets.slurm.rs",
         object(
-            "NodeSet",
+            "SlurmNodeSet",
             nodeset(json!({"updateStrategy": {"rollingUpdate": {}}})),
         ),
     );

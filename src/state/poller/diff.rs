@@ -15,13 +15,13 @@ use std::collections::BTreeMap;
 
 use kube::runtime::reflector::ObjectRef;
 
-use crate::crd::Cluster;
+use crate::crd::SlurmCluster;
 use crate::slurm::types::{Job, JobBaseState};
 use crate::state::index::{ClusterState, Health, SlurmEvent};
 
 /// The events that lead from `old` to `new`, health first, then jobs by id, then nodes by name.
 pub fn diff(
-    cluster: &ObjectRef<Cluster>,
+    cluster: &ObjectRef<SlurmCluster>,
     old: &ClusterState,
     new: &ClusterState,
 ) -> Vec<SlurmEvent> {
@@ -79,7 +79,7 @@ fn health_flip(old: &Health, new: &Health) -> Option<bool> {
     }
 }
 
-fn job_changed(cluster: &ObjectRef<Cluster>, job: &Job) -> SlurmEvent {
+fn job_changed(cluster: &ObjectRef<SlurmCluster>, job: &Job) -> SlurmEvent {
     SlurmEvent::JobChanged {
         cluster: cluster.clone(),
         job_id: job.job_id,
@@ -171,7 +171,7 @@ mod tests {
     /// What, records before, records after, the events expected.
     type Row<T> = (&'static str, Vec<T>, Vec<T>, Vec<SlurmEvent>);
 
-    fn cluster() -> ObjectRef<Cluster> {
+    fn cluster() -> ObjectRef<SlurmCluster> {
         ObjectRef::new("c1")
     }
 

@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::crd::Cluster;
+use crate::crd::SlurmCluster;
 use crate::metrics::Metrics;
 use crate::slurm::types::{Changes, Job, Node};
 use crate::slurm::{SlurmClient, SlurmError};
@@ -94,7 +94,7 @@ impl Drop for PollerHandle {
 /// Start the poller of `cluster`. Returns its handle and the read side of its index.
 /// Must be called from within a Tokio runtime (without one, the index stays `Unknown`).
 pub fn spawn(
-    cluster: ObjectRef<Cluster>,
+    cluster: ObjectRef<SlurmCluster>,
     client: SlurmClient,
     config: &PollerConfig,
     events: broadcast::Sender<SlurmEvent>,
@@ -105,7 +105,7 @@ pub fn spawn(
 
 /// [`spawn`] with explicit [`Tuning`].
 pub fn spawn_tuned(
-    cluster: ObjectRef<Cluster>,
+    cluster: ObjectRef<SlurmCluster>,
     client: SlurmClient,
     config: &PollerConfig,
     tuning: Tuning,
@@ -132,7 +132,7 @@ pub fn spawn_tuned(
 }
 
 struct Poller {
-    cluster: ObjectRef<Cluster>,
+    cluster: ObjectRef<SlurmCluster>,
     client: SlurmClient,
     interval: Duration,
     tuning: Tuning,
@@ -171,7 +171,7 @@ struct JobsPolled {
 
 impl Poller {
     fn new(
-        cluster: ObjectRef<Cluster>,
+        cluster: ObjectRef<SlurmCluster>,
         client: SlurmClient,
         config: &PollerConfig,
         tuning: Tuning,

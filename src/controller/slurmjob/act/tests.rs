@@ -20,7 +20,7 @@ fn state(synced: Option<i64>, jobs: Vec<Job>) -> ClusterState {
 #[tokio::test]
 async fn depending_on_itself_is_an_invalid_spec_not_an_endless_wait() {
     let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
-        "clusterRef": "local",
+        "clusterName": "local",
         "script": "#!/bin/sh\ntrue\n",
         "dependsOn": [{"name": "prepare"}, {"name": "train"}],
     }))
@@ -34,6 +34,7 @@ async fn depending_on_itself_is_an_invalid_spec_not_an_endless_wait() {
     let leadership = Leadership::always();
     let env = Env {
         client: &client,
+        submitter: &client,
         state: &index,
         submissions: &submissions,
         started_at,
@@ -71,7 +72,7 @@ async fn depending_on_itself_is_an_invalid_spec_not_an_endless_wait() {
 #[tokio::test]
 async fn an_unsubmittable_edit_of_a_finished_job_announces_no_rerun() {
     let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
-        "clusterRef": "local",
+        "clusterName": "local",
         "script": "echo no interpreter line",
     }))
     .unwrap();
@@ -83,6 +84,7 @@ async fn an_unsubmittable_edit_of_a_finished_job_announces_no_rerun() {
     let leadership = Leadership::always();
     let env = Env {
         client: &client,
+        submitter: &client,
         state: &index,
         submissions: &submissions,
         started_at: DateTime::from_timestamp(100, 0).unwrap(),

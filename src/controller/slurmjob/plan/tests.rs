@@ -154,7 +154,7 @@ fn tagged_job_is_found_by_exact_tag_and_arrays_by_their_array_id() {
 static TAG: std::sync::LazyLock<OwnerTag> = std::sync::LazyLock::new(|| OwnerTag::new("u", 1));
 
 fn spec(extra: serde_json::Value) -> SlurmJobSpec {
-    let mut spec = serde_json::json!({"clusterRef": "local", "script": "#!/bin/sh\ntrue\n"});
+    let mut spec = serde_json::json!({"clusterName": "local", "script": "#!/bin/sh\ntrue\n"});
     if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
         spec.extend(extra.clone());
     }

@@ -1,0 +1,99 @@
+//! Who a SlurmJob runs as: the access entry of its SlurmCluster that grants the SlurmJob's
+//! namespace, and whether the account, partition and QoS it asks for are within that grant.
+//! Pure: the SlurmCluster and the namespace's labels are read by the caller.
+//!
+//! A namespace no entry grants gets no submit at all; the cluster's own user (the one the
+//! operator polls as) is never used for a tenant's job unless an entry names it.
+
+use std::collections::BTreeMap;
+
+use kube::core::{Selector, SelectorExt};
+
+use crate::crd::slurmjob::SlurmJobSpec;
+use crate::crd::{ClusterAccess, SlurmCluster};
+
+/// Why a SlurmJob may not be submitted to its SlurmCluster: a stable reason for its `Ready`
+/// condition and a message that says what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The first entry of `cluster.spec.access` that grants `namespace` (by name, or by its
+/// `labels` through the entry's selector).
+pub fn entry<'a>(
+    cluster: &'a SlurmCluster,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+) -> Option<&'a ClusterAccess> {
+    cluster.spec.access.iter().find(|access| {
+        access.namespaces.iter().any(|n| n == namespace)
+            || access.namespace_selector.as_ref().is_some_and(|selector| {
+                // A selector the API server would not have accepted grants nothing.
+                Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(labels))
+            })
+    })
+}
+
+/// What a SlurmJob runs under: the Slurm user, and the account, partition and QoS to submit
+/// with (what the spec asks for, else the first one the entry grants, else Slurm's default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub slurm_user: String,
+    pub account: Option<String>,
+    pub partition: Option<String>,
+    pub qos: Option<String>,
+}
+
+/// The grant a SlurmJob in `namespace` (with `labels`) runs under, or why it has none.
+pub fn check(
+    cluster: &SlurmCluster,
+    cluster_name: &str,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+    spec: &SlurmJobSpec,
+) -> Result<Grant, Refusal> {
+    let Some(access) = entry(cluster, namespace, labels) else {
+        return Err(Refusal {
+            reason: "NoAccess",
+            message: format!(
+                "namespace {namespace:?} may not use SlurmCluster {cluster_name:?}: no entry of \
+                 its spec.access grants it; ask the platform admin to add the namespace there"
+            ),
+        });
+    };
+    let pick =
+        |reason: &'static str, field: &str, asked: Option<&String>, granted: &[String]| match asked
+        {
+            Some(asked) if !granted.is_empty() && !granted.contains(asked) => Err(Refusal {
+                reason,
+                message: format!(
+                    "{field} {asked:?} is not granted to namespace {namespace:?} on SlurmCluster \
+                     {cluster_name:?}: use one of {}",
+                    granted.join(", ")
+                ),
+            }),
+            Some(asked) => Ok(Some(asked.clone())),
+            None => Ok(granted.first().cloned()),
+        };
+    Ok(Grant {
+        slurm_user: access.slurm_user.clone(),
+        account: pick(
+            "AccountNotGranted",
+            "spec.account",
+            spec.account.as_ref(),
+            &access.accounts,
+        )?,
+        partition: pick(
+            "PartitionNotGranted",
+            "spec.partition",
+            spec.partition.as_ref(),
+            &access.partitions,
+        )?,
+        qos: pick("QOSNotGranted", "spec.qos", spec.qos.as_ref(), &access.qos)?,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,178 @@
+use serde_json::json;
+
+use super::*;
+
+fn cluster(access: serde_json::Value) -> SlurmCluster {
+    serde_json::from_value(json!({
+        "apiVersion": "slurm.rs/v1alpha1",
+        "kind": "SlurmCluster",
+        "metadata": {"name": "main"},
+        "spec": {
+            "endpoint": "https://slurmrestd.example.org:6820",
+            "auth": {"jwt": {"keySecretRef": {"name": "jwt"}}},
+            "access": access,
+        },
+    }))
+    .unwrap()
+}
+
+fn spec(fields: serde_json::Value) -> SlurmJobSpec {
+    let mut spec = json!({"clusterName": "main", "script": "#!/bin/sh\ntrue\n"});
+    if let (Some(spec), Some(fields)) = (spec.as_object_mut(), fields.as_object()) {
+        spec.extend(fields.clone());
+    }
+    serde_json::from_value(spec).unwrap()
+}
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn grant(user: &str, account: Option<&str>, partition: Option<&str>, qos: Option<&str>) -> Grant {
+    Grant {
+        slurm_user: user.to_owned(),
+        account: account.map(str::to_owned),
+        partition: partition.map(str::to_owned),
+        qos: qos.map(str::to_owned),
+    }
+}
+
+#[test]
+fn who_a_slurmjob_runs_as() {
+    let teams = cluster(json!([
+        {"namespaces": ["team-a"], "slurmUser": "alice", "accounts": ["team-a"],
+         "qos": ["normal", "tenant-low"]},
+        {"namespaces": ["team-b"], "slurmUser": "bob", "partitions": ["debug"]},
+        {"namespaceSelector": {"matchLabels": {"hpc.example.org/team": "c"}}, "slurmUser": "carol"},
+        {"namespaceSelector": {"matchExpressions": [
+            {"key": "hpc.example.org/tier", "operator": "In", "values": ["gold"]}]},
+         "slurmUser": "gold"},
+    ]));
+    let none = labels(&[]);
+    let rows: Vec<(
+        &str,
+        &str,
+        BTreeMap<String, String>,
+        SlurmJobSpec,
+        Result<Grant, &str>,
+    )> = vec![
+        (
+            "by name, with the first granted account and QoS as defaults",
+            "team-a",
+            none.clone(),
+            spec(json!({})),
+            Ok(grant("alice", Some("team-a"), None, Some("normal"))),
+        ),
+        (
+            "a granted QoS that is not the first",
+            "team-a",
+            none.clone(),
+            spec(json!({"qos": "tenant-low"})),
+            Ok(grant("alice", Some("team-a"), None, Some("tenant-low"))),
+        ),
+        (
+            "an account outside the grant",
+            "team-a",
+            none.clone(),
+            spec(json!({"account": "team-b"})),
+            Err("AccountNotGranted"),
+        ),
+        (
+            "a QoS outside the grant",
+            "team-a",
+            none.clone(),
+            spec(json!({"qos": "high"})),
+            Err("QOSNotGranted"),
+        ),
+        (
+            "nothing listed: whatever the spec asks, Slurm decides",
+            "team-b",
+            none.clone(),
+            spec(json!({"account": "any", "qos": "any"})),
+            Ok(grant("bob", Some("any"), Some("debug"), Some("any"))),
+        ),
+        (
+            "a partition outside the grant",
+            "team-b",
+            none.clone(),
+            spec(json!({"partition": "gpu"})),
+            Err("PartitionNotGranted"),
+        ),
+        (
+            "by label",
+            "research-c",
+            labels(&[("hpc.example.org/team", "c")]),
+            spec(json!({})),
+            Ok(grant("carol", None, None, None)),
+        ),
+        (
+            "by label expression",
+            "x",
+            labels(&[("hpc.example.org/tier", "gold")]),
+            spec(json!({})),
+            Ok(grant("gold", None, None, None)),
+        ),
+        (
+            "the first matching entry wins (a name before a label)",
+            "team-a",
+            labels(&[("hpc.example.org/team", "c")]),
+            spec(json!({})),
+            Ok(grant("alice", Some("team-a"), None, Some("normal"))),
+        ),
+        (
+            "a namespace no entry grants",
+            "team-z",
+            labels(&[("hpc.example.org/team", "z")]),
+            spec(json!({})),
+            Err("NoAccess"),
+        ),
+    ];
+    for (what, namespace, labels, spec, want) in rows {
+        let got = check(&teams, "main", namespace, &labels, &spec);
+        match (&got, want) {
+            (Ok(got), Ok(want)) => assert_eq!(got, &want, "{what}"),
+            (Err(refusal), Err(reason)) => {
+                assert_eq!(refusal.reason, reason, "{what}: {refusal:?}");
+                assert!(refusal.message.contains(namespace), "{what}: {refusal:?}");
+            }
+            _ => panic!("{what}: got {got:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_cluster_without_access_grants_nothing_and_says_what_to_do() {
+    let closed = cluster(json!([]));
+    let refusal = check(&closed, "main", "team-a", &labels(&[]), &spec(json!({}))).unwrap_err();
+    assert_eq!(refusal.reason, "NoAccess");
+    assert!(
+        refusal
+            .message
+            .contains("ask the platform admin to add the namespace"),
+        "{}",
+        refusal.message
+    );
+}
+
+#[test]
+fn a_refusal_names_what_is_granted() {
+    let teams = cluster(json!([
+        {"namespaces": ["team-a"], "slurmUser": "alice", "accounts": ["team-a", "shared"]},
+    ]));
+    let refusal = check(
+        &teams,
+        "main",
+        "team-a",
+        &labels(&[]),
+        &spec(json!({"account": "root"})),
+    )
+    .unwrap_err();
+    assert_eq!(
+        refusal.message,
+        "spec.account \"root\" is not granted to namespace \"team-a\" on SlurmCluster \"main\": \
+         use one of team-a, shared"
+    );
+}
