@@ -519,6 +519,7 @@ impl Bench {
         };
         let env = Env {
             client: &self.operator,
+            submitter: &self.operator,
             state: &state,
             submissions: &self.submissions,
             started_at: self.started_at,
@@ -1139,19 +1140,22 @@ async fn operator_memory(
         use base64::Engine as _;
         base64::engine::general_purpose::STANDARD.encode(bytes)
     };
+    // NS doubles as the credentials namespace (the operator runs with both).
     api.insert(
         "v1/secrets",
         NS,
-        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "jwt"},
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "jwt", "labels": {"slurm.rs/credentials": "true"}},
                "data": {"jwt_hs256.key": b64(&key)}}),
     );
     api.insert(
-        "slurm.rs/v1alpha1/clusters",
-        NS,
+        "slurm.rs/v1alpha1/slurmclusters",
+        "",
         json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "local"},
-               "spec": {"endpoint": get("SLURM_REST_URL")?, "pollInterval": "1s",
+               "spec": {"endpoint": get("SLURM_REST_URL")?, "pollInterval": "1s", "allowInsecureHttp": true,
                         "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"},
-                                         "user": get("SLURM_USER")?}}}}),
+                                         "user": get("SLURM_USER")?}},
+                        "access": [{"namespaces": [NS], "slurmUser": get("SLURM_USER")?}]}}),
     );
     let started = Instant::now();
     for i in 0..count {
@@ -1192,6 +1196,8 @@ async fn operator_memory(
             "run",
             "--namespace",
             NS,
+            "--credentials-namespace",
+            NS,
             "--metrics-addr",
             &format!("127.0.0.1:{port}"),
         ])
@@ -1201,7 +1207,7 @@ async fn operator_memory(
         .spawn()
         .with_context(|| format!("start {}", binary.display()))?;
     let pid = child.id().context("no pid")?;
-    let clusters: kube::Api<SlurmCluster> = kube::Api::namespaced(api.client(), NS);
+    let clusters: kube::Api<SlurmCluster> = kube::Api::all(api.client());
     let http = reqwest::Client::new();
     let ready_url = format!("http://127.0.0.1:{port}/readyz");
     let metrics_url = format!("http://127.0.0.1:{port}/metrics");

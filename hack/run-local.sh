@@ -17,8 +17,9 @@ bin=target/debug/slurm-operator
 "$bin" check --url "$SLURM_REST_URL" --jwt-key "$SLURM_JWT_KEY" --user "$SLURM_USER"
 echo
 
-# The Cluster as it would be applied to Kubernetes, with its JWT-key Secret (the key is fresh
-# on every cold start of the local Slurm, so the manifest is written each time).
+# The SlurmCluster as the platform admin would apply it to Kubernetes, with its JWT-key Secret
+# (marked as credentials; the key is fresh on every cold start of the local Slurm, so the
+# manifest is written each time). The local slurmrestd speaks plain http on 127.0.0.1.
 cluster=$(mktemp --suffix=.yaml)
 trap 'rm -f "$cluster"' EXIT
 cat >"$cluster" <<YAML
@@ -26,16 +27,19 @@ apiVersion: v1
 kind: Secret
 metadata:
   name: slurm-jwt
+  labels:
+    slurm.rs/credentials: "true"
 type: Opaque
 data:
   jwt_hs256.key: $(base64 -w0 "$SLURM_JWT_KEY")
 ---
 apiVersion: slurm.rs/v1alpha1
-kind: Cluster
+kind: SlurmCluster
 metadata:
   name: local
 spec:
   endpoint: $SLURM_REST_URL
+  allowInsecureHttp: true
   auth:
     jwt:
       keySecretRef:

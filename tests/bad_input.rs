@@ -1551,6 +1551,7 @@ impl Tripwire {
         let leadership = Leadership::always();
         let env = Env {
             client: &self.client,
+            submitter: &self.client,
             state: &state,
             submissions: &submissions,
             started_at: now - chrono::TimeDelta::seconds(1),

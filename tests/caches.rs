@@ -45,15 +45,18 @@ async fn caches_keep_no_managed_fields_or_last_applied_copy() {
     let client = api.client();
     // Objects the controllers cannot act on (no Secret, no Slurm): only caching is tested.
     let annotations = json!({LAST_APPLIED: "{\"kind\":\"...the whole object...\"}", "team": "hpc"});
-    let cluster: SlurmCluster = apply(
-        &client,
-        "c",
-        json!({
-            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "c", "annotations": annotations.clone()},
-            "spec": {"endpoint": "http://127.0.0.1:9", "auth": {"token": {"secretRef": {"name": "none", "key": "token"}}}},
-        }),
-    )
-    .await;
+    // Cluster-scoped.
+    let cluster: SlurmCluster = Api::<SlurmCluster>::all(client.clone())
+        .patch(
+            "c",
+            &PatchParams::apply(MANAGER),
+            &Patch::Apply(json!({
+                "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "c", "annotations": annotations.clone()},
+                "spec": {"endpoint": "http://127.0.0.1:9", "auth": {"token": {"secretRef": {"name": "none", "key": "token"}}}},
+            })),
+        )
+        .await
+        .unwrap();
     let job: SlurmJob = apply(
         &client,
         "j",
@@ -83,8 +86,7 @@ async fn caches_keep_no_managed_fields_or_last_applied_copy() {
     let ctx = Context::new(client, Metrics::new());
     let shutdown = CancellationToken::new();
     let scope = Some(NAMESPACE);
-    let (clusters, c) =
-        slurm_operator::controller::cluster::run(ctx.clone(), scope, shutdown.clone());
+    let (clusters, c) = slurm_operator::controller::cluster::run(ctx.clone(), shutdown.clone());
     let (jobs, j) = slurm_operator::controller::slurmjob::run(
         ctx.clone(),
         slurm_operator::controller::slurmjob::output::DEFAULT_IMAGE.to_owned(),

@@ -2,8 +2,11 @@
 //! the operator binary runs as a child process, as it would in a pod.
 //!
 //! Runs only when `KUBECONFIG` is set (skipped otherwise, saying why). It applies the CRDs from
-//! `crds/` (server-side), creates a namespace, a Secret with the local Slurm's JWT key and a
-//! SlurmCluster pointing at the local slurmrestd; starts `slurm-operator run --namespace <ns>`; waits
+//! `crds/` (server-side), creates a namespace as the credentials namespace, a Secret there with
+//! the local Slurm's JWT key (labelled `slurm.rs/credentials=true`) and a SlurmCluster (cluster-
+//! scoped, named like the namespace) pointing at the local slurmrestd; starts
+//! `slurm-operator run --namespace <ns> --credentials-namespace <ns>`; checks that an unlabelled
+//! Secret is refused (`SecretNotMarked`) and that labelling it connects; waits
 //! for Ready=True with the Slurm release in the status; rotates the Secret to a wrong key and back
 //! (the running client picks each up without a restart); deletes the SlurmCluster and checks the
 //! finalizer let it go; then stops the operator with SIGTERM and expects a clean exit.
@@ -27,14 +30,15 @@ use slurm_operator::crd::condition::{self, READY};
 
 use common::e2e::{MANAGER, Operator, apply_crds, eventually, free_port};
 
-const CLUSTER: &str = "local";
 const SECRET: &str = "slurm-jwt";
 const KEY: &str = "jwt_hs256.key";
 
-async fn apply_key(secrets: &Api<Secret>, key: &[u8]) {
+async fn apply_key(secrets: &Api<Secret>, key: &[u8], marked: bool) {
+    let labels = marked.then(|| [("slurm.rs/credentials".to_owned(), "true".to_owned())].into());
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(SECRET.into()),
+            labels,
             ..Default::default()
         },
         data: Some([(KEY.to_owned(), ByteString(key.to_vec()))].into()),
@@ -51,9 +55,9 @@ async fn apply_key(secrets: &Api<Secret>, key: &[u8]) {
 }
 
 /// The SlurmCluster's Ready condition as (status, reason), when it has one.
-async fn ready(clusters: &Api<SlurmCluster>) -> Option<(String, String, SlurmCluster)> {
+async fn ready(clusters: &Api<SlurmCluster>, name: &str) -> Option<(String, String, SlurmCluster)> {
     let cluster = clusters
-        .get_opt(CLUSTER)
+        .get_opt(name)
         .await
         .expect("get the SlurmCluster")?;
     let status = cluster.status.as_ref()?;
@@ -61,9 +65,14 @@ async fn ready(clusters: &Api<SlurmCluster>) -> Option<(String, String, SlurmClu
     Some((c.status.clone(), c.reason.clone(), cluster.clone()))
 }
 
-async fn wait_ready(clusters: &Api<SlurmCluster>, want: (&str, &str), what: &str) -> SlurmCluster {
+async fn wait_ready(
+    clusters: &Api<SlurmCluster>,
+    name: &str,
+    want: (&str, &str),
+    what: &str,
+) -> SlurmCluster {
     eventually(what, Duration::from_secs(90), || async {
-        ready(clusters)
+        ready(clusters, name)
             .await
             .filter(|(status, reason, _)| (status.as_str(), reason.as_str()) == want)
             .map(|(_, _, cluster)| cluster)
@@ -71,7 +80,8 @@ async fn wait_ready(clusters: &Api<SlurmCluster>, want: (&str, &str), what: &str
     .await
 }
 
-async fn has_event(events: &Api<Event>, type_: &str, reason: &str) -> bool {
+/// Whether SlurmCluster `name` has an Event (a cluster-scoped object's Events are in `default`).
+async fn has_event(events: &Api<Event>, name: &str, type_: &str, reason: &str) -> bool {
     events
         .list(&Default::default())
         .await
@@ -81,7 +91,7 @@ async fn has_event(events: &Api<Event>, type_: &str, reason: &str) -> bool {
         .any(|e| {
             e.type_.as_deref() == Some(type_)
                 && e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(CLUSTER)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
         })
 }
 
@@ -121,20 +131,24 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
         .await
         .expect("create the namespace");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-    let clusters: Api<SlurmCluster> = Api::namespaced(client.clone(), &namespace);
-    let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
+    let clusters: Api<SlurmCluster> = Api::all(client.clone());
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    // Cluster-scoped: named after this run's namespace, so runs never share one.
+    let cluster = namespace.clone();
 
-    apply_key(&secrets, &slurm.key()).await;
+    // Not yet labelled as credentials: the operator must not use it.
+    apply_key(&secrets, &slurm.key(), false).await;
     clusters
         .patch(
-            CLUSTER,
+            &cluster,
             &PatchParams::apply(MANAGER).force(),
             &Patch::Apply(json!({
                 "apiVersion": "slurm.rs/v1alpha1",
                 "kind": "SlurmCluster",
-                "metadata": {"name": CLUSTER},
+                "metadata": {"name": cluster},
                 "spec": {
                     "endpoint": slurm.url,
+                    "allowInsecureHttp": slurm.url.starts_with("http://"),
                     "auth": {"jwt": {
                         "keySecretRef": {"name": SECRET, "key": KEY},
                         "user": slurm.user,
@@ -150,9 +164,18 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
     let port = free_port();
     let mut operator = Operator::start(&namespace, port);
 
+    wait_ready(
+        &clusters,
+        &cluster,
+        ("False", "SecretNotMarked"),
+        "Ready=False/SecretNotMarked while the Secret is not labelled as credentials",
+    )
+    .await;
+    apply_key(&secrets, &slurm.key(), true).await;
+
     // Ready, with what slurmrestd says in the status.
-    let cluster = wait_ready(&clusters, ("True", "Connected"), "Ready=True").await;
-    let status = cluster.status.clone().unwrap();
+    let object = wait_ready(&clusters, &cluster, ("True", "Connected"), "Ready=True").await;
+    let status = object.status.clone().unwrap();
     assert_eq!(
         status.slurm_release.as_deref(),
         Some(slurm.release.as_str())
@@ -166,7 +189,7 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
     assert!(status.nodes.is_some_and(|n| n.total > 0));
     assert!(status.last_contact_time.is_some());
     assert!(
-        cluster
+        object
             .metadata
             .finalizers
             .unwrap_or_default()
@@ -174,7 +197,7 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
         "the operator put its finalizer on the SlurmCluster"
     );
     eventually("the Connected Event", Duration::from_secs(30), || async {
-        has_event(&events, "Normal", "Connected")
+        has_event(&events, &cluster, "Normal", "Connected")
             .await
             .then_some(())
     })
@@ -203,18 +226,20 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
     );
 
     // Key rotation, without a restart: a wrong key is rejected by slurmrestd...
-    apply_key(&secrets, b"a key slurmctld has never seen").await;
+    apply_key(&secrets, b"a key slurmctld has never seen", true).await;
     wait_ready(
         &clusters,
+        &cluster,
         ("False", "Unauthorized"),
         "Ready=False/Unauthorized after the key was replaced by a wrong one",
     )
     .await;
-    assert!(has_event(&events, "Warning", "Unauthorized").await);
+    assert!(has_event(&events, &cluster, "Warning", "Unauthorized").await);
     // ...and the right key brings it back.
-    apply_key(&secrets, &slurm.key()).await;
+    apply_key(&secrets, &slurm.key(), true).await;
     wait_ready(
         &clusters,
+        &cluster,
         ("True", "Connected"),
         "Ready=True after the right key was restored",
     )
@@ -223,7 +248,7 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
 
     // Deletion: the finalizer's cleanup runs and lets the SlurmCluster go.
     clusters
-        .delete(CLUSTER, &DeleteParams::default())
+        .delete(&cluster, &DeleteParams::default())
         .await
         .expect("delete the SlurmCluster");
     eventually(
@@ -231,7 +256,7 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
         Duration::from_secs(60),
         || async {
             clusters
-                .get_opt(CLUSTER)
+                .get_opt(&cluster)
                 .await
                 .unwrap()
                 .is_none()

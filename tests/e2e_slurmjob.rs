@@ -22,7 +22,7 @@ use slurm_operator::crd::slurmjob::Phase;
 
 use common::e2e::{MANAGER, Operator, apply_crds, eventually, free_port};
 
-async fn apply_job(jobs: &Api<SlurmJob>, name: &str, body: &str, partition: &str) {
+async fn apply_job(jobs: &Api<SlurmJob>, cluster: &str, name: &str, body: &str, partition: &str) {
     jobs.patch(
         name,
         &PatchParams::apply(MANAGER).force(),
@@ -31,7 +31,7 @@ async fn apply_job(jobs: &Api<SlurmJob>, name: &str, body: &str, partition: &str
             "kind": "SlurmJob",
             "metadata": {"name": name},
             "spec": {
-                "clusterName": "local",
+                "clusterName": cluster,
                 "partition": partition,
                 "script": format!("#!/bin/sh\n{body}\n"),
                 "environment": {"PATH": "/usr/bin:/bin"},
@@ -92,10 +92,12 @@ async fn slurmjobs_run_to_their_end_and_deleting_one_cancels_it() {
         )
         .await
         .unwrap();
+    // The namespace is also the credentials namespace here; its Secret is marked for that.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some("jwt".into()),
+            labels: Some([("slurm.rs/credentials".to_owned(), "true".to_owned())].into()),
             ..Default::default()
         },
         data: Some([("jwt_hs256.key".to_owned(), ByteString(slurm.key()))].into()),
@@ -109,20 +111,24 @@ async fn slurmjobs_run_to_their_end_and_deleting_one_cancels_it() {
         )
         .await
         .unwrap();
-    let clusters: Api<slurm_operator::crd::SlurmCluster> =
-        Api::namespaced(client.clone(), &namespace);
+    // Cluster-scoped, named after this run's namespace, granting that namespace to the local
+    // Slurm's own user (named explicitly, as it must be).
+    let cluster = namespace.clone();
+    let clusters: Api<slurm_operator::crd::SlurmCluster> = Api::all(client.clone());
     clusters
         .patch(
-            "local",
+            &cluster,
             &PatchParams::apply(MANAGER).force(),
             &Patch::Apply(json!({
                 "apiVersion": "slurm.rs/v1alpha1",
                 "kind": "SlurmCluster",
-                "metadata": {"name": "local"},
+                "metadata": {"name": cluster},
                 "spec": {
                     "endpoint": slurm.url,
+                    "allowInsecureHttp": slurm.url.starts_with("http://"),
                     "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"}, "user": slurm.user}},
                     "pollInterval": "1s",
+                    "access": [{"namespaces": [namespace], "slurmUser": slurm.user}],
                 },
             })),
         )
@@ -134,8 +140,22 @@ async fn slurmjobs_run_to_their_end_and_deleting_one_cancels_it() {
     let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), &namespace);
     let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
 
-    apply_job(&jobs, "exit3", "echo hello; exit 3", &slurm.partition).await;
-    apply_job(&jobs, "ok", "echo hello; sleep 1", &slurm.partition).await;
+    apply_job(
+        &jobs,
+        &cluster,
+        "exit3",
+        "echo hello; exit 3",
+        &slurm.partition,
+    )
+    .await;
+    apply_job(
+        &jobs,
+        &cluster,
+        "ok",
+        "echo hello; sleep 1",
+        &slurm.partition,
+    )
+    .await;
     let failed = wait_phase(&jobs, "exit3", Phase::Failed).await;
     assert_eq!(failed.status.as_ref().unwrap().exit_code, Some(3));
     let done = wait_phase(&jobs, "ok", Phase::Completed).await;
@@ -149,7 +169,7 @@ async fn slurmjobs_run_to_their_end_and_deleting_one_cancels_it() {
     })
     .await;
 
-    apply_job(&jobs, "long", "sleep 300", &slurm.partition).await;
+    apply_job(&jobs, &cluster, "long", "sleep 300", &slurm.partition).await;
     let running = wait_phase(&jobs, "long", Phase::Running).await;
     let job_id = u32::try_from(running.status.unwrap().job_id.unwrap()).unwrap();
     jobs.delete("long", &DeleteParams::default()).await.unwrap();
@@ -174,6 +194,10 @@ async fn slurmjobs_run_to_their_end_and_deleting_one_cancels_it() {
 
     namespaces
         .delete(&namespace, &DeleteParams::default())
+        .await
+        .unwrap();
+    clusters
+        .delete(&cluster, &DeleteParams::default())
         .await
         .unwrap();
 }

@@ -19,9 +19,10 @@ fn cluster_manifest(slurm: &common::LocalSlurm, dir: &std::path::Path) -> std::p
     std::fs::write(
         &path,
         format!(
-            "apiVersion: v1\nkind: Secret\nmetadata: {{name: jwt}}\ndata: {{jwt_hs256.key: {key}}}\n---\n\
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: jwt, labels: {{slurm.rs/credentials: \"true\"}}}}\n\
+             data: {{jwt_hs256.key: {key}}}\n---\n\
              apiVersion: slurm.rs/v1alpha1\nkind: SlurmCluster\nmetadata: {{name: local}}\n\
-             spec:\n  endpoint: {}\n  auth: {{jwt: {{keySecretRef: {{name: jwt}}, user: {}}}}}\n",
+             spec:\n  endpoint: {}\n  allowInsecureHttp: true\n  auth: {{jwt: {{keySecretRef: {{name: jwt}}, user: {}}}}}\n",
             slurm.url, slurm.user
         ),
     )

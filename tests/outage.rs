@@ -346,10 +346,17 @@ async fn cluster_goes_not_ready_within_one_poll_and_recovers() {
     let kubeconfig = api.write_kubeconfig(dir.path());
     let client = api.client();
     scenario::seed_cluster(&client, NAMESPACE, &slurm).await;
-    let clusters: kube::Api<SlurmCluster> = kube::Api::namespaced(client, NAMESPACE);
+    let clusters: kube::Api<SlurmCluster> = kube::Api::all(client);
     let metrics = format!("127.0.0.1:{}", common::e2e::free_port());
     let _operator = common::e2e::Operator::spawn(
-        &["--namespace", NAMESPACE, "--metrics-addr", &metrics],
+        &[
+            "--namespace",
+            NAMESPACE,
+            "--credentials-namespace",
+            scenario::CREDENTIALS_NAMESPACE,
+            "--metrics-addr",
+            &metrics,
+        ],
         &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
         Some(&std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("outage-operator.log")),
     )

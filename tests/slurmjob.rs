@@ -100,6 +100,7 @@ impl Runner {
     fn env<'a>(&'a self, state: &'a ClusterState) -> Env<'a> {
         Env {
             client: &self.client,
+            submitter: &self.client,
             state,
             submissions: &self.submissions,
             started_at: self.started_at,
@@ -413,6 +414,7 @@ async fn interrupted_submits_never_make_a_second_job() {
             };
             let env = Env {
                 client: &c,
+                submitter: &c,
                 state: &state,
                 submissions: &submissions,
                 started_at: Utc::now() - chrono::TimeDelta::seconds(5),
@@ -442,6 +444,7 @@ async fn interrupted_submits_never_make_a_second_job() {
         };
         let env = Env {
             client: &client,
+            submitter: &client,
             state: &state,
             submissions: &submissions,
             started_at,
@@ -687,6 +690,7 @@ async fn only_a_slurmjob_old_enough_asks_accounting_before_submitting() {
         };
         let env = Env {
             client: &client,
+            submitter: &client,
             now,
             ..job.env(&state)
         };

@@ -22,10 +22,13 @@ pub struct Operator {
 }
 
 impl Operator {
+    /// `slurm-operator run` watching `namespace`, which is also its credentials namespace.
     pub fn start(namespace: &str, metrics_port: u16) -> Self {
         Self::spawn(
             &[
                 "--namespace",
+                namespace,
+                "--credentials-namespace",
                 namespace,
                 "--metrics-addr",
                 &format!("127.0.0.1:{metrics_port}"),

@@ -65,11 +65,14 @@ impl Harness {
         }
     }
 
-    /// `slurm-operator run` arguments for one process at a time: the namespace, the metrics port.
-    pub fn args(&self) -> [&str; 4] {
+    /// `slurm-operator run` arguments for one process at a time: the namespace, the credentials
+    /// namespace, the metrics port.
+    pub fn args(&self) -> [&str; 6] {
         [
             "--namespace",
             &self.namespace,
+            "--credentials-namespace",
+            CREDENTIALS_NAMESPACE,
             "--metrics-addr",
             &self.metrics,
         ]
@@ -78,13 +81,18 @@ impl Harness {
 
 /// The SlurmCluster every scenario SlurmJob names.
 pub const CLUSTER: &str = "local";
+/// Where the platform admin keeps SlurmCluster credentials (the operator's `--credentials-namespace`).
+pub const CREDENTIALS_NAMESPACE: &str = "slurm-operator";
 
-/// A Secret with the local Slurm's `jwt_hs256.key` and a SlurmCluster `local` using it (1 s polls).
+/// A Secret with the local Slurm's `jwt_hs256.key` (marked as credentials, in the credentials
+/// namespace) and the SlurmCluster `local` using it (1 s polls), granting `namespace` to the
+/// local Slurm's own user.
 pub async fn seed_cluster(client: &kube::Client, namespace: &str, slurm: &LocalSlurm) {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), CREDENTIALS_NAMESPACE);
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some("slurm-jwt".into()),
+            labels: Some([("slurm.rs/credentials".to_owned(), "true".to_owned())].into()),
             ..Default::default()
         },
         data: Some([("jwt_hs256.key".to_owned(), ByteString(slurm.key()))].into()),
@@ -98,7 +106,7 @@ pub async fn seed_cluster(client: &kube::Client, namespace: &str, slurm: &LocalS
         )
         .await
         .unwrap();
-    let clusters: Api<SlurmCluster> = Api::namespaced(client.clone(), namespace);
+    let clusters: Api<SlurmCluster> = Api::all(client.clone());
     clusters
         .patch(
             CLUSTER,
@@ -109,11 +117,13 @@ pub async fn seed_cluster(client: &kube::Client, namespace: &str, slurm: &LocalS
                 "metadata": {"name": CLUSTER},
                 "spec": {
                     "endpoint": slurm.url,
+                    "allowInsecureHttp": true,
                     "auth": {"jwt": {
                         "keySecretRef": {"name": "slurm-jwt", "key": "jwt_hs256.key"},
                         "user": slurm.user,
                     }},
                     "pollInterval": "1s",
+                    "access": [{"namespaces": [namespace], "slurmUser": slurm.user}],
                 },
             })),
         )
