@@ -317,7 +317,7 @@ impl Bench {
         let requests = Arc::new(Requests::default());
         let operator_requests = Arc::new(Requests::default());
         let poll_client = SlurmClient::with_observer(
-            ClientConfig::new(&proxy)?,
+            ClientConfig::new(&proxy)?.allow_plaintext(true),
             credentials.clone(),
             Some(requests.clone()),
         )?;
@@ -337,9 +337,12 @@ impl Bench {
         Ok(Self {
             run,
             partition: get("SLURM_PARTITION")?,
-            user: SlurmClient::new(ClientConfig::new(&url)?, credentials.clone())?,
+            user: SlurmClient::new(
+                ClientConfig::new(&url)?.allow_plaintext(true),
+                credentials.clone(),
+            )?,
             operator: SlurmClient::with_observer(
-                ClientConfig::new(&url)?,
+                ClientConfig::new(&url)?.allow_plaintext(true),
                 credentials,
                 Some(operator_requests.clone()),
             )?,

@@ -445,8 +445,19 @@ fn admission_cases() -> Vec<Case> {
         ),
         c(
             "SlurmCluster: tls on an http:// endpoint",
-            json!({"endpoint": "http://slurm:6820", "tls": {"insecureSkipVerify": true}}),
+            json!({"endpoint": "http://slurm:6820", "allowInsecureHttp": true,
+                   "tls": {"insecureSkipVerify": true}}),
             "tls applies only to an https:// endpoint",
+        ),
+        c(
+            "SlurmCluster: http:// without allowInsecureHttp",
+            json!({"endpoint": "http://slurm:6820"}),
+            "endpoint must be an https:// URL",
+        ),
+        c(
+            "SlurmCluster: access without namespaces",
+            json!({"access": [{"slurmUser": "alice"}]}),
+            "access needs namespaces or a namespaceSelector",
         ),
         c(
             "SlurmCluster: Secret name not a DNS name",
@@ -707,8 +718,7 @@ fn mocked_api(cluster: Value, objects: Vec<Value>) -> (kube::Client, Arc<Mutex<S
             } else if let Some(name) = get("configmaps") {
                 stored(&objects, "ConfigMap", &name)
             } else if parts.method == Method::PATCH
-                && path
-                    == format!("/apis/slurm.rs/v1alpha1/namespaces/{NS}/clusters/{CLUSTER}/status")
+                && path == format!("/apis/slurm.rs/v1alpha1/slurmclusters/{CLUSTER}/status")
             {
                 let status: SlurmClusterStatus =
                     serde_json::from_value(body["status"].clone()).unwrap();
@@ -717,7 +727,8 @@ fn mocked_api(cluster: Value, objects: Vec<Value>) -> (kube::Client, Arc<Mutex<S
                 answer["status"] = body["status"].clone();
                 json_response(StatusCode::OK, &answer)
             } else if parts.method == Method::POST
-                && path == format!("/apis/events.k8s.io/v1/namespaces/{NS}/events")
+                // A cluster-scoped object's Events go to `default`.
+                && path == "/apis/events.k8s.io/v1/namespaces/default/events"
             {
                 record.lock().unwrap().events.push(body.clone());
                 json_response(StatusCode::CREATED, &body)
@@ -755,14 +766,16 @@ fn stored(objects: &[Value], kind: &str, name: &str) -> Response<Body> {
         )
 }
 
-/// A Secret in [`NS`] with `data` (values base64-encoded, as the API serves them).
+/// A Secret in [`NS`] (the credentials namespace here) with `data` (values base64-encoded, as
+/// the API serves them), marked as SlurmCluster credentials.
 fn secret(name: &str, data: &[(&str, &[u8])]) -> Value {
     let data: serde_json::Map<String, Value> = data
         .iter()
         .map(|(k, v)| ((*k).to_owned(), json!(BASE64.encode(v))))
         .collect();
     json!({"apiVersion": "v1", "kind": "Secret",
-           "metadata": {"name": name, "namespace": NS}, "data": data})
+           "metadata": {"name": name, "namespace": NS, "labels": {"slurm.rs/credentials": "true"}},
+           "data": data})
 }
 
 fn config_map(name: &str, data: &[(&str, &str)]) -> Value {
@@ -782,7 +795,7 @@ fn stored_cluster(spec: Value) -> Value {
     };
     json!({
         "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
-        "metadata": {"name": CLUSTER, "namespace": NS, "uid": "uid-bad-input",
+        "metadata": {"name": CLUSTER, "uid": "uid-bad-input",
                      "generation": 1, "finalizers": [FINALIZER]},
         "spec": spec,
         "status": {
@@ -807,7 +820,9 @@ async fn reconcile_cluster(spec: Value, objects: Vec<Value>) -> Result<ClusterRu
     let cluster: SlurmCluster = serde_json::from_value(object.clone())
         .map_err(|e| format!("bad test SlurmCluster: {e}"))?;
     let (client, seen) = mocked_api(object, objects);
-    let ctx = Arc::new(Context::new(client, Metrics::new()));
+    let mut ctx = Context::new(client, Metrics::new());
+    ctx.credentials_namespace = NS.to_owned();
+    let ctx = Arc::new(ctx);
     let cluster = Arc::new(cluster);
     let key = ObjectRef::from_obj(cluster.as_ref());
     let result = cluster::reconcile(Arc::clone(&cluster), Arc::clone(&ctx)).await;
@@ -1011,6 +1026,7 @@ async fn answering(status: u16, content_type: &str, body: Vec<u8>) -> MockServer
 fn facade(uri: &str) -> SlurmClient {
     let config = ClientConfig::new(uri)
         .unwrap()
+        .allow_plaintext(true)
         .with_retry(RetryPolicy::none())
         .with_request_timeout(Duration::from_secs(10));
     let credentials = Arc::new(Credentials::token("t", None).unwrap());
@@ -1049,13 +1065,15 @@ fn expect_error<T: std::fmt::Debug>(
 fn jwt_spec(endpoint: &str) -> Value {
     json!({
         "endpoint": endpoint,
+        "allowInsecureHttp": endpoint.starts_with("http://"),
         "pollInterval": "1s",
         "auth": {"jwt": {"keySecretRef": {"name": "jwt"}, "user": "slurm", "lifetime": "5m"}},
     })
 }
 
 fn token_spec(endpoint: &str) -> Value {
-    json!({"endpoint": endpoint, "pollInterval": "1s", "auth": {"tokenSecretRef": {"name": "tok"}}})
+    json!({"endpoint": endpoint, "allowInsecureHttp": endpoint.starts_with("http://"),
+           "pollInterval": "1s", "auth": {"tokenSecretRef": {"name": "tok"}}})
 }
 
 fn key_secret(key: &[u8]) -> Value {
@@ -1427,6 +1445,7 @@ fn hostile_cases() -> Vec<Case> {
                 let server = answering(200, "application/json", body).await;
                 let config = ClientConfig::new(&server.uri())
                     .unwrap()
+                    .allow_plaintext(true)
                     .with_retry(RetryPolicy::none())
                     .with_max_response_bytes(1 << 20);
                 let client =

@@ -75,6 +75,8 @@ fn replica_args(identity: &str, metrics: &str) -> Vec<String> {
     [
         "--namespace",
         NAMESPACE,
+        "--credentials-namespace",
+        scenario::CREDENTIALS_NAMESPACE,
         "--metrics-addr",
         metrics,
         "--leader-election",

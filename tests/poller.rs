@@ -570,6 +570,7 @@ async fn failures_mark_down_once_back_off_and_recovery_resyncs() {
     mount_healthy(&server, 10).await;
     let config = ClientConfig::new(&server.uri())
         .unwrap()
+        .allow_plaintext(true)
         .with_retry(RetryPolicy::none());
     let credentials =
         Arc::new(Credentials::minted(vec![1; 32], "slurm", Duration::from_secs(300)).unwrap());

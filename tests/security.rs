@@ -4,7 +4,9 @@
 //!   `Debug`/`Display` of credentials and errors, in condition messages or Events;
 //! - minted tokens live at most 15 minutes, and every way to ask for longer is refused;
 //! - TLS verification is on by default; the opt-out is explicit, off by default and logged;
-//! - a SlurmCluster reads Secrets only in its own namespace;
+//! - the slurmrestd endpoint cannot make the operator a confused deputy: redirects are not
+//!   followed, a foreign body never comes back in an error, plain http must be allowed;
+//! - a SlurmCluster reads Secrets only from the credentials namespace, marked ones only;
 //! - the operator's RBAC never writes Secrets.
 //!
 //! Every test in this binary runs under ONE global subscriber at TRACE for every crate
@@ -260,10 +262,13 @@ async fn the_capture_sees_trace_records_of_dependencies() {
     let _ = capture();
     let ours = common::tls::pki();
     let url = common::tls::tls_proxy(&ours, &slurm.url).await;
-    let config = ClientConfig::new(&url).unwrap().with_tls(TlsOptions {
-        ca_pem: Some(ours.ca_pem.into_bytes()),
-        insecure_skip_verify: false,
-    });
+    let config = ClientConfig::new(&url)
+        .unwrap()
+        .allow_plaintext(true)
+        .with_tls(TlsOptions {
+            ca_pem: Some(ours.ca_pem.into_bytes()),
+            insecure_skip_verify: false,
+        });
     SlurmClient::new(config, slurm.credentials())
         .unwrap()
         .ping()
@@ -500,9 +505,7 @@ async fn serve(
                 "apis",
                 "slurm.rs",
                 "v1alpha1",
-                "namespaces",
-                _,
-                "clusters",
+                "slurmclusters",
                 name,
                 "status",
             ],
@@ -547,7 +550,9 @@ fn secret(namespace: &str, name: &str, data: &[(&str, &[u8])]) -> ((String, Stri
     (
         (namespace.to_owned(), name.to_owned()),
         json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-               "metadata": {"name": name, "namespace": namespace}, "data": data}),
+               "metadata": {"name": name, "namespace": namespace,
+                            "labels": {"slurm.rs/credentials": "true"}},
+               "data": data}),
     )
 }
 
@@ -555,16 +560,17 @@ fn cluster_object(name: &str, endpoint: &str, auth: Value) -> Value {
     json!({
         "apiVersion": "slurm.rs/v1alpha1",
         "kind": "SlurmCluster",
-        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"), "generation": 1,
+        "metadata": {"name": name, "uid": format!("uid-{name}"), "generation": 1,
                      "resourceVersion": "1", "finalizers": [FINALIZER]},
-        "spec": {"endpoint": endpoint, "pollInterval": "1s", "auth": auth},
+        "spec": {"endpoint": endpoint, "allowInsecureHttp": endpoint.starts_with("http://"),
+                 "pollInterval": "1s", "auth": auth},
     })
 }
 
 /// The SlurmCluster controller's whole path from a Secret to a status, for good and bad credentials
 /// and bad Secrets: no key or token in the logs (kube and hyper included), in the errors and what
 /// `error_policy` logs, nor in anything written to the API server (status conditions, Events).
-/// Every Secret is read from the SlurmCluster's namespace, whatever the reference says.
+/// Every Secret is read from the credentials namespace, whatever the reference says.
 #[tokio::test]
 async fn the_cluster_controller_keeps_secrets_out_of_logs_status_and_events() {
     let slurm = require_slurm!();
@@ -628,7 +634,9 @@ async fn the_cluster_controller_keeps_secrets_out_of_logs_status_and_events() {
             .unwrap()
             .insert((*name).to_owned(), cluster_object(name, url, auth.clone()));
     }
-    let ctx = Arc::new(Context::new(api.start().await, Metrics::new()));
+    let mut ctx = Context::new(api.start().await, Metrics::new());
+    ctx.credentials_namespace = NS.to_owned();
+    let ctx = Arc::new(ctx);
 
     let mut shown = Vec::new();
     for (name, auth, _) in &cases {
@@ -647,7 +655,7 @@ async fn the_cluster_controller_keeps_secrets_out_of_logs_status_and_events() {
     // Stop the pollers of the working Clusters.
     for (name, _, _) in &cases {
         ctx.clusters
-            .remove(&kube::runtime::reflector::ObjectRef::new(name).within(NS));
+            .remove(&kube::runtime::reflector::ObjectRef::new(name));
     }
 
     let received = api.received();
@@ -656,7 +664,9 @@ async fn the_cluster_controller_keeps_secrets_out_of_logs_status_and_events() {
         let status = received
             .iter()
             .rev()
-            .find(|r| r.method == "PATCH" && r.path.ends_with(&format!("/clusters/{name}/status")))
+            .find(|r| {
+                r.method == "PATCH" && r.path.ends_with(&format!("/slurmclusters/{name}/status"))
+            })
             .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap())
             .unwrap_or_else(|| panic!("no status for {name}"));
         let ready = status["status"]["conditions"]
@@ -668,7 +678,7 @@ async fn the_cluster_controller_keeps_secrets_out_of_logs_status_and_events() {
             .clone();
         assert_eq!(ready["reason"], *reason, "{name}: {ready}");
     }
-    // Secrets: read only in the SlurmCluster's namespace, one name per path, never written.
+    // Secrets: read only in the credentials namespace, one name per path, never written.
     let secret_requests: Vec<&Received> = received
         .iter()
         .filter(|r| r.path.contains("/secrets"))
@@ -906,7 +916,7 @@ fn job_run_manifests(dir: &Path, endpoint: &str, secret_yaml: &str) -> (PathBuf,
         "cluster.yaml",
         format!(
             "{secret_yaml}\n---\napiVersion: slurm.rs/v1alpha1\nkind: SlurmCluster\nmetadata: {{name: c}}\n\
-             spec:\n  endpoint: {endpoint}\n  auth: {{tokenSecretRef: {{name: tok}}}}\n"
+             spec:\n  endpoint: {endpoint}\n  allowInsecureHttp: true\n  auth: {{tokenSecretRef: {{name: tok}}}}\n"
         )
         .as_bytes(),
     );
@@ -945,7 +955,10 @@ fn job_run_never_prints_the_token() {
         ("stringData not a map", format!("stringData: {token}"), 2),
     ];
     for (what, data, code) in cases {
-        let secret = format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: tok}}\n{data}");
+        let secret = format!(
+            "apiVersion: v1\nkind: Secret\n\
+             metadata: {{name: tok, labels: {{slurm.rs/credentials: \"true\"}}}}\n{data}"
+        );
         let (cluster, job) = job_run_manifests(dir.path(), "http://127.0.0.1:9", &secret);
         let out = operator(
             &[
@@ -1028,7 +1041,8 @@ fn a_clusters_token_lifetime_defaults_to_15_minutes_and_cannot_be_longer() {
             jwt["lifetime"] = json!(lifetime);
         }
         serde_json::from_value::<slurm_operator::crd::SlurmClusterSpec>(
-            json!({"endpoint": "http://slurmrestd:6820", "auth": {"jwt": jwt}}),
+            json!({"endpoint": "http://slurmrestd:6820", "allowInsecureHttp": true,
+                   "auth": {"jwt": jwt}}),
         )
         .unwrap()
     };
@@ -1070,8 +1084,8 @@ fn the_committed_crd_refuses_lifetimes_over_15_minutes() {
     assert_eq!(lifetime["default"], "15m", "{lifetime}");
     let object = |lifetime: &str| {
         json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
-               "metadata": {"name": "c", "namespace": NS},
-               "spec": {"endpoint": "http://slurmrestd:6820",
+               "metadata": {"name": "c"},
+               "spec": {"endpoint": "http://slurmrestd:6820", "allowInsecureHttp": true,
                         "auth": {"jwt": {"keySecretRef": {"name": "jwt"}, "lifetime": lifetime}}}})
     };
     let validator = kube::core::cel::Validator::new();
@@ -1139,7 +1153,7 @@ async fn tls_verification_is_on_by_default() {
     let _ = capture();
     let url = common::tls::tls_proxy(&common::tls::self_signed(), &slurm.url).await;
 
-    let default = ClientConfig::new(&url).unwrap();
+    let default = ClientConfig::new(&url).unwrap().allow_plaintext(true);
     assert!(!default.tls.insecure_skip_verify && default.tls.ca_pem.is_none());
     assert!(!TlsOptions::default().insecure_skip_verify);
     let result = SlurmClient::new(default, slurm.credentials())
@@ -1155,6 +1169,7 @@ async fn tls_verification_is_on_by_default() {
     // The server works: only verification stood in the way.
     let insecure = ClientConfig::new(&url)
         .unwrap()
+        .allow_plaintext(true)
         .with_retry(RetryPolicy::none())
         .with_tls(TlsOptions {
             ca_pem: None,
@@ -1218,7 +1233,284 @@ async fn tls_verification_is_on_by_default() {
     assert!(!tls.insecure_skip_verify);
 }
 
-// --- Secrets only from the SlurmCluster's namespace ----------------------------------------------------
+// --- The endpoint cannot turn the operator into a confused deputy --------------------------------
+
+/// A facade client for `uri` with a ready token and no retries unless asked.
+fn deputy(uri: &str, token: &str, retry: RetryPolicy) -> SlurmClient {
+    let config = ClientConfig::new(uri)
+        .unwrap()
+        .allow_plaintext(true)
+        .with_retry(retry)
+        .with_request_timeout(Duration::from_secs(10));
+    SlurmClient::new(config, Arc::new(Credentials::token(token, None).unwrap())).unwrap()
+}
+
+fn submit_request() -> slurm_operator::slurm::types::SubmitRequest {
+    slurm_operator::slurm::types::SubmitRequest {
+        script: "#!/bin/sh\ntrue\n".into(),
+        working_directory: "/tmp".into(),
+        ..Default::default()
+    }
+}
+
+/// An endpoint answering 3xx to another server: the facade does not follow, so the other server
+/// receives no request at all (no token, no job script), and the call fails with `Redirected`,
+/// at once (not retried), naming where it was sent without user info and query.
+#[tokio::test]
+async fn redirects_are_not_followed_and_the_token_stays_home() {
+    let _ = capture();
+    let elsewhere = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::any())
+        .respond_with(
+            wiremock::ResponseTemplate::new(200).set_body_json(common::hostile::recorded("diag")),
+        )
+        .mount(&elsewhere)
+        .await;
+    let token = hex(&random_bytes(24));
+    for status in [301, 302, 303, 307, 308] {
+        let endpoint = wiremock::MockServer::start().await;
+        let target = format!(
+            "{}/slurm/v0.0.42/diag?session=SESSION-{status}#frag",
+            elsewhere
+                .uri()
+                .replacen("http://", "http://admin:PASSWORD@", 1)
+        );
+        wiremock::Mock::given(wiremock::matchers::any())
+            .respond_with(
+                wiremock::ResponseTemplate::new(status).insert_header("Location", &target),
+            )
+            .mount(&endpoint)
+            .await;
+        // The default retry policy: a redirect must not be tried again.
+        let client = deputy(&endpoint.uri(), &token, RetryPolicy::default());
+        let results = [
+            ("diag", client.cluster_info().await.map(|_| ())),
+            (
+                "submit_job",
+                client.submit_job(&submit_request()).await.map(|_| ()),
+            ),
+            ("cancel_job", client.cancel_job(7).await),
+        ];
+        for (call, result) in results {
+            let error = result.expect_err(call);
+            assert!(
+                matches!(&error, SlurmError::Redirected { status: s, .. } if *s == status),
+                "{call} {status}: {error:?}"
+            );
+            assert_eq!(error.category(), "Redirected");
+            assert!(!error.is_transient());
+            let text = Chain(&error).to_string();
+            let host = elsewhere.uri().trim_start_matches("http://").to_owned();
+            assert!(text.contains(&host) && text.contains(call), "{text}");
+            assert!(
+                ["SESSION", "frag", "PASSWORD"]
+                    .iter()
+                    .all(|part| !text.contains(part)),
+                "{text}"
+            );
+        }
+        let asked = endpoint.received_requests().await.unwrap();
+        assert_eq!(asked.len(), 3, "one request per call, none retried");
+        assert!(
+            asked
+                .iter()
+                .all(|r| r.headers.get("x-slurm-user-token").is_some()),
+            "the endpoint itself was asked with the token"
+        );
+        let leaked = elsewhere.received_requests().await.unwrap();
+        assert!(
+            leaked.is_empty(),
+            "HTTP {status}: the redirect target received {} request(s), e.g. {:?}",
+            leaked.len(),
+            leaked
+                .first()
+                .map(|r| (&r.method, r.url.as_str(), &r.headers))
+        );
+    }
+    // A redirect without a Location is still one.
+    let endpoint = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::any())
+        .respond_with(wiremock::ResponseTemplate::new(302))
+        .mount(&endpoint)
+        .await;
+    let error = deputy(&endpoint.uri(), &token, RetryPolicy::none())
+        .ping()
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "Redirected", "{error}");
+    assert_not_logged(&[Secret::token("the ready token", &token)]);
+}
+
+/// Whatever an endpoint that is not slurmrestd answers (an internal service a Cluster's
+/// endpoint points to), its body does not come back in the error, whose text goes to the
+/// Cluster's and SlurmJob's status and Events: an SSRF with a read-back. slurmrestd's own JSON
+/// still has its messages used (the recorded "invalid partition" answer). The body's start is in
+/// the debug log only.
+#[tokio::test]
+async fn errors_never_carry_a_foreign_body() {
+    let _ = capture();
+    let marker = format!("aws_secret_access_key={}", hex(&random_bytes(20)));
+    let bodies: Vec<(&str, &str, Vec<u8>)> = vec![
+        ("text", "text/plain", format!("{marker}\n").into_bytes()),
+        (
+            "html",
+            "text/html",
+            format!("<html><body><pre>{marker}</pre></body></html>").into_bytes(),
+        ),
+        (
+            "json, no slurmrestd meta",
+            "application/json",
+            serde_json::to_vec(&json!({
+                "Code": "Success", "SecretAccessKey": marker,
+                "errors": [{"error": marker, "description": marker, "source": marker}],
+                "warnings": [{"description": marker}],
+            }))
+            .unwrap(),
+        ),
+        (
+            "json with numbered errors, no meta",
+            "application/json",
+            serde_json::to_vec(&json!({
+                "errors": [{"error_number": 2000, "error": marker, "description": marker}],
+            }))
+            .unwrap(),
+        ),
+        (
+            "json, values of the wrong type",
+            "application/json",
+            serde_json::to_vec(&json!({
+                "jobs": marker, "nodes": marker, "statistics": marker, "job_id": marker,
+                "status": marker, "pings": marker, "partitions": marker,
+            }))
+            .unwrap(),
+        ),
+        (
+            "json, wrong types inside records",
+            "application/json",
+            serde_json::to_vec(&json!({
+                "jobs": [{"job_id": marker, "job_state": marker}],
+                "nodes": [{"name": 5, "state": marker}],
+            }))
+            .unwrap(),
+        ),
+        (
+            "json cut short",
+            "application/json",
+            format!("{{\"jobs\": [\"{marker}").into_bytes(),
+        ),
+    ];
+    let token = hex(&random_bytes(24));
+    let mut errors = 0;
+    for status in [200, 401, 403, 404, 500, 502, 511] {
+        for (what, content_type, body) in &bodies {
+            let server = wiremock::MockServer::start().await;
+            wiremock::Mock::given(wiremock::matchers::any())
+                .respond_with(
+                    wiremock::ResponseTemplate::new(status)
+                        .set_body_raw(body.clone(), content_type),
+                )
+                .mount(&server)
+                .await;
+            let client = deputy(&server.uri(), &token, RetryPolicy::none());
+            let results: Vec<(&str, Result<(), SlurmError>)> = vec![
+                ("cluster_info", client.cluster_info().await.map(|_| ())),
+                ("nodes", client.nodes(None).await.map(|_| ())),
+                ("node", client.node("n1").await.map(|_| ())),
+                ("partitions", client.partitions().await.map(|_| ())),
+                ("job", client.job(2).await.map(|_| ())),
+                ("jobs", client.jobs(None).await.map(|_| ())),
+                ("jobs_state", client.jobs_state(&[2]).await.map(|_| ())),
+                (
+                    "submit_job",
+                    client.submit_job(&submit_request()).await.map(|_| ()),
+                ),
+                ("cancel_job", client.cancel_job(2).await),
+                ("drain_node", client.drain_node("n1", "test").await),
+            ];
+            for (call, result) in results {
+                let case = format!("HTTP {status}, {what}, {call}");
+                let error = match result {
+                    Err(error) => error,
+                    Ok(()) if status == 200 => continue,
+                    Ok(()) => panic!("{case}: succeeded"),
+                };
+                errors += 1;
+                for (form, text) in [
+                    ("Display", error.to_string()),
+                    ("Chain", Chain(&error).to_string()),
+                    ("Debug", format!("{error:?}")),
+                ] {
+                    assert!(
+                        !text.contains(&marker),
+                        "{case}: {form} repeats the body: {text}"
+                    );
+                }
+                // The error still says what went wrong: a failed status is named, unless a Slurm
+                // error number classified the answer.
+                let text = Chain(&error).to_string();
+                assert!(
+                    status == 200
+                        || text.contains(&format!("HTTP {status}"))
+                        || error.slurm_errno().is_some(),
+                    "{case}: {text}"
+                );
+            }
+        }
+    }
+    assert!(errors > 300, "{errors} errors");
+    // What the error leaves out is in the debug log, for whoever operates the operator.
+    let logs = String::from_utf8_lossy(&capture().bytes()).into_owned();
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("DEBUG") && l.contains(&marker)),
+        "the body's start is not in the debug log"
+    );
+
+    // slurmrestd's own JSON answer keeps its message (Slurm's words, needed to act on it).
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::any())
+        .respond_with(
+            wiremock::ResponseTemplate::new(500)
+                .set_body_json(common::hostile::recorded("submit_invalid_partition")),
+        )
+        .mount(&server)
+        .await;
+    let error = deputy(&server.uri(), &token, RetryPolicy::none())
+        .submit_job(&submit_request())
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "InvalidPartition", "{error}");
+    assert!(error.to_string().contains("Invalid partition"), "{error}");
+}
+
+/// Plain http must be allowed explicitly: refused, the client is not built (no request is ever
+/// made) and the error says what to do; https and an allowed http are accepted.
+#[tokio::test]
+async fn plain_http_endpoints_are_refused_unless_allowed() {
+    let server = wiremock::MockServer::start().await;
+    let credentials = Arc::new(Credentials::token("t", None).unwrap());
+    let refused = ClientConfig::new(&server.uri())
+        .unwrap()
+        .allow_plaintext(false);
+    assert!(refused.is_plaintext());
+    let error = SlurmClient::new(refused.clone(), credentials.clone()).unwrap_err();
+    assert_eq!(error.category(), "InvalidEndpoint", "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("https") && text.contains("allow plain http explicitly"),
+        "{text}"
+    );
+    assert!(server.received_requests().await.unwrap().is_empty());
+
+    SlurmClient::new(refused.allow_plaintext(true), credentials.clone()).unwrap();
+    let https = ClientConfig::new("https://slurm.example:6820")
+        .unwrap()
+        .allow_plaintext(false);
+    assert!(!https.is_plaintext());
+    SlurmClient::new(https, credentials).unwrap();
+}
+
+// --- Secrets only from the credentials namespace ------------------------------------------------
 
 fn committed_schema(crd: &str) -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("crds/{crd}.yaml"));

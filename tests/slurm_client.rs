@@ -122,8 +122,9 @@ async fn a_path_slurmrestd_does_not_serve_is_unsupported_version() {
     // requested URL" and no Slurm error number. The client must call that an unsupported API,
     // for job and node paths too: "job gone" or "node deleted" would be acted upon.
     let slurm = require_slurm!();
-    let config =
-        slurm_operator::slurm::ClientConfig::new(&format!("{}/no-such-api", slurm.url)).unwrap();
+    let config = slurm_operator::slurm::ClientConfig::new(&format!("{}/no-such-api", slurm.url))
+        .unwrap()
+        .allow_plaintext(true);
     let client = SlurmClient::new(config, slurm.credentials()).unwrap();
     let unsupported = |what: &str, err: SlurmError| {
         assert!(
@@ -300,11 +301,21 @@ async fn bad_submits_get_typed_errors() {
     wrong_partition.partition = Some("no-such-partition".into());
     let err = client.submit_job(&wrong_partition).await.unwrap_err();
     assert!(matches!(err, SlurmError::InvalidPartition { .. }), "{err}");
+    // slurmrestd's own words, from its JSON answer, reach the error (a foreign body's do not:
+    // tests/security.rs `errors_never_carry_a_foreign_body`).
+    assert!(
+        err.to_string().contains("Invalid partition name specified"),
+        "{err}"
+    );
 
     let mut wrong_feature = slurm.job("bad-feature", "true");
     wrong_feature.constraints = Some("no-such-feature".into());
     let err = client.submit_job(&wrong_feature).await.unwrap_err();
     assert!(matches!(err, SlurmError::InvalidFeature { .. }), "{err}");
+    assert!(
+        err.to_string().contains("Invalid feature specification"),
+        "{err}"
+    );
 
     let mut unknown_field = slurm.job("bad-extra", "true");
     unknown_field
@@ -379,6 +390,7 @@ async fn unreachable_endpoint_is_a_typed_error() {
     // Port 9 (discard) on loopback: nothing listens there.
     let config = slurm_operator::slurm::ClientConfig::new("http://127.0.0.1:9")
         .unwrap()
+        .allow_plaintext(true)
         .with_retry(slurm_operator::slurm::RetryPolicy::none());
     let err = SlurmClient::new(config, slurm.credentials())
         .unwrap()

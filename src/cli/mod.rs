@@ -169,7 +169,9 @@ impl ConnectArgs {
             .as_ref()
             .map(|path| read_file("CA bundle", path))
             .transpose()?;
+        // The URL is the one the person running the command typed: plain http is theirs to use.
         let config = ClientConfig::new(&self.url)?
+            .allow_plaintext(true)
             .with_request_timeout(self.timeout)
             .with_tls(TlsOptions {
                 ca_pem,

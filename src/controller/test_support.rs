@@ -295,7 +295,9 @@ pub async fn register_local_cluster(
     let credentials = Arc::new(
         Credentials::minted(key, slurm["SLURM_USER"].clone(), Duration::from_secs(300)).unwrap(),
     );
-    let config = ClientConfig::new(&slurm["SLURM_REST_URL"]).unwrap();
+    let config = ClientConfig::new(&slurm["SLURM_REST_URL"])
+        .unwrap()
+        .allow_plaintext(true);
     let cluster = ObjectRef::<SlurmCluster>::new(name);
     let settings = ConnectionSettings {
         fingerprint: format!("local/{namespace}/{name}"),
@@ -380,7 +382,7 @@ pub fn register_with_index(
     ctx.clusters
         .upsert(
             &cluster,
-            ClientConfig::new(endpoint).unwrap(),
+            ClientConfig::new(endpoint).unwrap().allow_plaintext(true),
             settings,
             // A token of the cluster's user, so a SlurmJob granted that user may submit.
             Arc::new(Credentials::token("t", Some("slurm".into())).unwrap()),

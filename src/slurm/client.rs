@@ -10,7 +10,7 @@ use progenitor_client::{Error as ProgenitorError, ResponseValue};
 use super::auth::Credentials;
 use super::config::ClientConfig;
 use super::convert::{self, Envelope};
-use super::error::{ApiError, SlurmError, Subject, classify};
+use super::error::{ApiError, SlurmError, Subject, classify, decode_error, shortened};
 use super::generated::Client as Api;
 use super::transport::{self, Exchange, RequestObserver, Transport};
 use super::types::{
@@ -422,8 +422,17 @@ impl SlurmClient {
         operation: &'static str,
         subject: Subject<'_>,
         result: Result<ResponseValue<T>, ProgenitorError<E>>,
-        exchange: Exchange,
+        mut exchange: Exchange,
     ) -> Result<T, SlurmError> {
+        // Whatever the generated client made of it (progenitor has no case for 3xx), a redirect
+        // is the answer: not followed, not retried.
+        if let Some(location) = exchange.redirect_to.take() {
+            return Err(SlurmError::Redirected {
+                operation,
+                status: exchange.status.unwrap_or_default(),
+                location,
+            });
+        }
         match result {
             Ok(value) => {
                 let status = value.status().as_u16();
@@ -442,22 +451,21 @@ impl SlurmClient {
             Err(ProgenitorError::ErrorResponse(value)) => {
                 let status = value.status().as_u16();
                 let errors = value.into_inner().errors();
-                Err(self.status_error(operation, subject, status, errors, String::new()))
+                Err(self.status_error(operation, subject, status, errors))
             }
-            Err(ProgenitorError::InvalidResponsePayload(bytes, error)) => match exchange.status {
-                Some(status) if (200..300).contains(&status) => Err(SlurmError::Decode {
-                    operation,
-                    detail: format!("{error} (HTTP {status})"),
-                }),
-                Some(status) => {
-                    let errors = convert::errors_from_bytes(&bytes);
-                    Err(self.status_error(operation, subject, status, errors, snippet(&bytes)))
+            Err(ProgenitorError::InvalidResponsePayload(bytes, error)) => {
+                log_unexpected_body(operation, exchange.status, &bytes, Some(&error));
+                match exchange.status {
+                    Some(status) if (200..300).contains(&status) => {
+                        Err(decode_error(operation, &error, Some(status)))
+                    }
+                    Some(status) => {
+                        let errors = convert::errors_from_bytes(&bytes);
+                        Err(self.status_error(operation, subject, status, errors))
+                    }
+                    None => Err(decode_error(operation, &error, None)),
                 }
-                None => Err(SlurmError::Decode {
-                    operation,
-                    detail: error.to_string(),
-                }),
-            },
+            }
             Err(ProgenitorError::UnexpectedResponse(response)) => {
                 let status = response.status().as_u16();
                 let bytes = match response.bytes().await {
@@ -469,8 +477,9 @@ impl SlurmClient {
                         None => Default::default(),
                     },
                 };
+                log_unexpected_body(operation, Some(status), &bytes, None);
                 let errors = convert::errors_from_bytes(&bytes);
-                Err(self.status_error(operation, subject, status, errors, snippet(&bytes)))
+                Err(self.status_error(operation, subject, status, errors))
             }
             Err(ProgenitorError::ResponseBodyError(error)) => match transport::body_limit(&error) {
                 Some(limit) => Err(SlurmError::ResponseTooLarge { operation, limit }),
@@ -498,16 +507,17 @@ impl SlurmClient {
         subject: Subject<'_>,
         status: u16,
         errors: Vec<ApiError>,
-        body: String,
     ) -> SlurmError {
         if errors.iter().any(|e| e.code != 0) {
             return classify(operation, status, subject, errors);
         }
+        // slurmrestd's own words only (`Envelope` keeps none from a body that is not its JSON);
+        // never the body's bytes, which were logged at debug level where they arrived.
         let detail = errors
-            .first()
+            .iter()
+            .find(|e| !e.error.is_empty() || !e.description.is_empty())
             .map(ApiError::message)
-            .filter(|m| !m.is_empty())
-            .unwrap_or(body);
+            .unwrap_or_default();
         match status {
             // 401: no or unusable auth headers; 511: slurmrestd's answer to a bad or expired token.
             401 | 403 | 511 => SlurmError::Unauthorized { status, detail },
@@ -578,21 +588,39 @@ fn check_data_parser(endpoint: &str, data_parser: &str) -> Result<(), SlurmError
     if version == API_VERSION {
         Ok(())
     } else {
+        // The name is from the answer: bounded, like anything of an answer an error repeats.
         Err(unsupported(format!(
-            "it answered with {data_parser} where {API_VERSION} was asked"
+            "it answered with {} where {API_VERSION} was asked",
+            shortened(data_parser, 64)
         )))
     }
 }
 
-/// The first part of a body, for error messages.
-fn snippet(bytes: &[u8]) -> String {
-    const MAX: usize = 256;
-    let text = String::from_utf8_lossy(bytes);
-    let text = text.trim();
-    match text.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
+/// The most characters of an unexpected body the debug log shows.
+const MAX_LOGGED_BODY_CHARS: usize = 256;
+
+/// The first part of a body, for the debug log only: never for an error, whose text reaches
+/// statuses and Events (an endpoint that is not slurmrestd must not be read back through them).
+fn excerpt(bytes: &[u8]) -> String {
+    shortened(String::from_utf8_lossy(bytes).trim(), MAX_LOGGED_BODY_CHARS)
+}
+
+/// Log, at debug level, the start of an answer the facade could not use as slurmrestd's, and
+/// serde's full message about it: what the error itself leaves out, for whoever operates this.
+fn log_unexpected_body(
+    operation: &'static str,
+    status: Option<u16>,
+    bytes: &[u8],
+    error: Option<&serde_json::Error>,
+) {
+    tracing::debug!(
+        operation,
+        status,
+        bytes = bytes.len(),
+        body = %excerpt(bytes),
+        decode_error = error.map(tracing::field::display),
+        "unexpected answer from slurmrestd's endpoint"
+    );
 }
 
 /// The next cause of `error`. `io::Error::source` skips the error it wraps (it returns that
@@ -690,9 +718,10 @@ mod tests {
     }
 
     #[test]
-    fn snippets_are_bounded() {
-        assert_eq!(snippet(b"  short  "), "short");
+    fn excerpts_are_bounded_and_single_line() {
+        assert_eq!(excerpt(b"  short  "), "short");
         let long = "x".repeat(1000);
-        assert_eq!(snippet(long.as_bytes()).chars().count(), 257);
+        assert_eq!(excerpt(long.as_bytes()).chars().count(), 257);
+        assert_eq!(excerpt(b"a\nb\r\x1b[31m"), "a\\nb\\r\\u{1b}[31m");
     }
 }

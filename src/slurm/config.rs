@@ -47,7 +47,14 @@ pub struct ClientConfig {
     /// in front of it) could stream an endless body into memory faster than `request_timeout`
     /// ends it. Default [`DEFAULT_MAX_RESPONSE_BYTES`].
     pub max_response_bytes: u64,
+    /// Whether a plain `http://` endpoint may be used. Over plain HTTP every request carries its
+    /// JWT in clear. Default [`DEFAULT_ALLOW_PLAINTEXT`]; see [`ClientConfig::allow_plaintext`].
+    pub allow_plaintext: bool,
 }
+
+/// Whether a new `ClientConfig` accepts an `http://` endpoint without being told.
+// TODO(tenancy): false once every caller sets it
+pub const DEFAULT_ALLOW_PLAINTEXT: bool = false;
 
 /// 32 MiB. The largest answers are the job listings: `/jobs/state/` at ~80 bytes a job (the
 /// poller's every cycle: ~400 000 jobs fit), and `/jobs` at ~8 KiB a job (~4 000 fit), which the
@@ -123,7 +130,34 @@ impl ClientConfig {
             connect_timeout: Duration::from_secs(5),
             retry: RetryPolicy::default(),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            allow_plaintext: DEFAULT_ALLOW_PLAINTEXT,
         })
+    }
+
+    /// Allow (or refuse) a plain `http://` endpoint. A client for a refused one is not built
+    /// (`SlurmClient::new` fails with `InvalidEndpoint`). No effect on `https://` endpoints.
+    pub fn allow_plaintext(mut self, allow: bool) -> Self {
+        self.allow_plaintext = allow;
+        self
+    }
+
+    /// Whether the endpoint is plain `http://` (requests and their tokens unencrypted).
+    pub fn is_plaintext(&self) -> bool {
+        self.endpoint.scheme() == "http"
+    }
+
+    /// Refuse a plain `http://` endpoint unless it was allowed. `SlurmClient::new` calls this;
+    /// callers may call it earlier to report the setting as invalid before building anything.
+    pub fn check_plaintext(&self) -> Result<(), SlurmError> {
+        if self.is_plaintext() && !self.allow_plaintext {
+            return Err(SlurmError::InvalidEndpoint {
+                endpoint: self.endpoint.to_string(),
+                detail: "plain http would send the JWT unencrypted; use an https endpoint, or \
+                         allow plain http explicitly"
+                    .into(),
+            });
+        }
+        Ok(())
     }
 
     pub fn with_tls(mut self, tls: TlsOptions) -> Self {
@@ -153,8 +187,12 @@ impl ClientConfig {
     }
 
     pub(crate) fn http_client(&self) -> Result<reqwest::Client, SlurmError> {
+        self.check_plaintext()?;
         crate::tls::install_crypto_provider();
         let mut builder = reqwest::Client::builder()
+            // A redirect would carry the token to a host the admin did not name (and turn the
+            // operator into a proxy to it): a 3xx answer is an error (`SlurmError::Redirected`).
+            .redirect(reqwest::redirect::Policy::none())
             .timeout(self.request_timeout)
             .connect_timeout(self.connect_timeout)
             .user_agent(concat!("slurm-operator/", env!("CARGO_PKG_VERSION")));
@@ -225,6 +263,37 @@ mod tests {
             let err = ClientConfig::new(bad).unwrap_err();
             assert_eq!(err.category(), "InvalidEndpoint", "{bad:?}: {err}");
         }
+    }
+
+    #[test]
+    fn plain_http_is_refused_unless_allowed() {
+        let refused = ClientConfig::new("http://slurm.example:6820")
+            .unwrap()
+            .allow_plaintext(false);
+        assert!(refused.is_plaintext());
+        let err = refused.http_client().unwrap_err();
+        assert_eq!(err.category(), "InvalidEndpoint", "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("use an https endpoint") && text.contains("allow plain http"),
+            "{text}"
+        );
+
+        let allowed = refused.allow_plaintext(true);
+        assert!(allowed.check_plaintext().is_ok());
+        allowed.http_client().unwrap();
+
+        // https is not plain text, whatever the option says.
+        let https = ClientConfig::new("https://slurm.example:6820")
+            .unwrap()
+            .allow_plaintext(false);
+        assert!(!https.is_plaintext());
+        https.http_client().unwrap();
+
+        assert_eq!(
+            ClientConfig::new("http://h").unwrap().allow_plaintext,
+            DEFAULT_ALLOW_PLAINTEXT
+        );
     }
 
     #[test]

@@ -12,25 +12,50 @@ use super::types::{
 };
 
 /// Every slurmrestd response carries `errors[]` and `warnings[]`, whatever its HTTP status.
+///
+/// Their texts are kept only when the body is slurmrestd's (see [`from_slurmrestd`]): they end up
+/// in errors, statuses and Events, and an endpoint that is not slurmrestd must not have its
+/// answers read back that way. From any other JSON only the error numbers are kept.
 pub(crate) trait Envelope {
     fn errors(&self) -> Vec<ApiError>;
     fn warnings(&self) -> Vec<String>;
 }
 
-fn api_errors(errors: &Option<api::V0042OpenapiErrors>) -> Vec<ApiError> {
+/// Whether a JSON body is slurmrestd's: every answer it renders, error answers included, names
+/// its data_parser plugin in `meta` (24.11 and 26.05 alike, `tests/fixtures`). An unrelated
+/// service that a Cluster's endpoint points to does not.
+fn from_slurmrestd(meta: &Option<api::V0042OpenapiMeta>) -> bool {
+    meta.as_ref()
+        .and_then(|meta| meta.plugin.as_ref())
+        .and_then(|plugin| plugin.data_parser.as_deref())
+        .is_some_and(|name| !name.trim().is_empty())
+}
+
+/// slurmrestd's text, or nothing when the body is not slurmrestd's.
+fn text(value: &Option<String>, slurmrestd: bool) -> String {
+    match value {
+        Some(text) if slurmrestd => text.clone(),
+        _ => String::new(),
+    }
+}
+
+fn api_errors(errors: &Option<api::V0042OpenapiErrors>, slurmrestd: bool) -> Vec<ApiError> {
     errors
         .iter()
         .flat_map(|list| list.0.iter())
         .map(|e| ApiError {
             code: e.error_number.unwrap_or_default(),
-            error: e.error.clone().unwrap_or_default(),
-            description: e.description.clone().unwrap_or_default(),
-            source: e.source.clone().unwrap_or_default(),
+            error: text(&e.error, slurmrestd),
+            description: text(&e.description, slurmrestd),
+            source: text(&e.source, slurmrestd),
         })
         .collect()
 }
 
-fn api_warnings(warnings: &Option<api::V0042OpenapiWarnings>) -> Vec<String> {
+fn api_warnings(warnings: &Option<api::V0042OpenapiWarnings>, slurmrestd: bool) -> Vec<String> {
+    if !slurmrestd {
+        return Vec::new();
+    }
     warnings
         .iter()
         .flat_map(|list| list.0.iter())
@@ -42,10 +67,10 @@ macro_rules! envelope {
     ($($ty:ty),* $(,)?) => {$(
         impl Envelope for $ty {
             fn errors(&self) -> Vec<ApiError> {
-                api_errors(&self.errors)
+                api_errors(&self.errors, from_slurmrestd(&self.meta))
             }
             fn warnings(&self) -> Vec<String> {
-                api_warnings(&self.warnings)
+                api_warnings(&self.warnings, from_slurmrestd(&self.meta))
             }
         }
     )*};
@@ -389,6 +414,7 @@ pub(crate) fn node_update(states: &[&str], reason: Option<&str>) -> api::V0042Up
 }
 
 pub(crate) fn cancel_failures(resp: &api::V0042OpenapiKillJobResp) -> Vec<ApiError> {
+    let slurmrestd = from_slurmrestd(&resp.meta);
     resp.status
         .iter()
         .flat_map(|s| s.0.iter())
@@ -396,8 +422,8 @@ pub(crate) fn cancel_failures(resp: &api::V0042OpenapiKillJobResp) -> Vec<ApiErr
         .filter(|e| e.code.is_some_and(|c| c != 0))
         .map(|e| ApiError {
             code: e.code.unwrap_or_default(),
-            error: e.string.clone().unwrap_or_default(),
-            description: e.message.clone().unwrap_or_default(),
+            error: text(&e.string, slurmrestd),
+            description: text(&e.message, slurmrestd),
             source: "cancel".into(),
         })
         .collect()
@@ -543,4 +569,39 @@ pub(crate) fn submit_request(
         }
     }
     Ok(typed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_texts_are_kept_only_from_slurmrestds_json() {
+        let slurmrestd = br#"{"meta": {"plugin": {"data_parser": "data_parser/v0.0.42"}},
+            "errors": [{"error_number": 2000, "error": "Invalid partition name specified",
+                        "description": "Batch job submission failed", "source": "slurm"}]}"#;
+        let errors = errors_from_bytes(slurmrestd);
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].code, 2000);
+        assert!(
+            errors[0].message().contains("Invalid partition"),
+            "{errors:?}"
+        );
+
+        // The same shape from something that is not slurmrestd (no data_parser in `meta`): the
+        // numbers still classify, the texts are not repeated.
+        for other in [
+            &br#"{"errors": [{"error_number": 2000, "error": "MARKER", "description": "MARKER"}]}"#
+                [..],
+            br#"{"meta": {"plugin": {}}, "errors": [{"error_number": 7, "source": "MARKER"}]}"#,
+            br#"{"meta": {"plugin": {"data_parser": " "}}, "errors": [{"error": "MARKER"}]}"#,
+        ] {
+            let errors = errors_from_bytes(other);
+            assert_eq!(errors.len(), 1);
+            assert!(!format!("{errors:?}").contains("MARKER"), "{errors:?}");
+        }
+        let warned: api::V0042OpenapiResp =
+            serde_json::from_slice(br#"{"warnings": [{"description": "MARKER"}]}"#).unwrap();
+        assert!(warned.warnings().is_empty());
+    }
 }

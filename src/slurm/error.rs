@@ -6,6 +6,7 @@
 //! match on meaning, not on HTTP codes.
 
 use super::auth::AuthError;
+use super::version::API_VERSION;
 
 /// Slurm's own error numbers (`slurm_errno.h`) that callers act on.
 pub mod errno {
@@ -111,11 +112,32 @@ pub enum SlurmError {
     /// HTTP 304: nothing changed since the `update_time` given (the node list answers this way).
     #[error("slurmrestd reports no changes for {operation}")]
     NotModified { operation: &'static str },
-    #[error("unexpected HTTP {status} from slurmrestd for {operation}: {body}")]
+    #[error(
+        "unexpected HTTP {} from slurmrestd for {operation}{}",
+        status_text(*status),
+        detail_suffix(body)
+    )]
     UnexpectedStatus {
         operation: &'static str,
         status: u16,
+        /// slurmrestd's own message (an `errors[]` entry of its JSON answer), or empty. Never the
+        /// raw body: that is logged at debug level only, because the endpoint may not be
+        /// slurmrestd, and this error's text reaches the status and the Events of the objects.
         body: String,
+    },
+    /// A 3xx answer. Redirects are not followed: the request, and its token, would go to a
+    /// host nobody configured.
+    #[error(
+        "slurmrestd's endpoint answered {operation} with a redirect (HTTP {status}) {}, which is \
+         not followed: set the endpoint to the URL slurmrestd really serves",
+        location_text(location)
+    )]
+    Redirected {
+        operation: &'static str,
+        status: u16,
+        /// The `Location` header without its query and fragment, at most
+        /// [`MAX_LOCATION_CHARS`] characters; empty when there was none.
+        location: String,
     },
     /// The body went past `ClientConfig::max_response_bytes`; the rest was not read.
     #[error("slurmrestd's answer to {operation} is larger than the {limit}-byte limit")]
@@ -140,6 +162,73 @@ fn detail_suffix(detail: &str) -> String {
         String::new()
     } else {
         format!(": {detail}")
+    }
+}
+
+/// The status with its standard reason phrase ("502 Bad Gateway"): the code's meaning, not the
+/// server's words.
+fn status_text(status: u16) -> String {
+    match reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|code| code.canonical_reason())
+    {
+        Some(reason) => format!("{status} {reason}"),
+        None => status.to_string(),
+    }
+}
+
+fn location_text(location: &str) -> String {
+    if location.is_empty() {
+        "without a Location".to_owned()
+    } else {
+        format!("to {location:?}")
+    }
+}
+
+/// The most characters of a redirect's `Location` an error repeats.
+pub const MAX_LOCATION_CHARS: usize = 120;
+
+/// `text` cut to at most `max` characters (`…` marks a cut), control characters escaped: for
+/// short values from an answer that an error names (a redirect's target, a data_parser name).
+pub(crate) fn shortened(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (count, c) in text.chars().enumerate() {
+        if count == max {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A body that did not decode, told without serde's message: serde quotes the value it choked
+/// on (`invalid type: string "..."`), which is the body's content, and this error's text reaches
+/// statuses and Events. The full message goes to the debug log where the body is received.
+pub(crate) fn decode_error(
+    operation: &'static str,
+    error: &serde_json::Error,
+    status: Option<u16>,
+) -> SlurmError {
+    use serde_json::error::Category;
+    let what = match error.classify() {
+        Category::Io => "the body could not be read".to_owned(),
+        Category::Syntax => "the body is not JSON".to_owned(),
+        Category::Eof => "the body ends before its JSON does".to_owned(),
+        Category::Data => format!("the JSON does not have the {API_VERSION} shape"),
+    };
+    let status = status.map(|s| format!(", HTTP {s}")).unwrap_or_default();
+    SlurmError::Decode {
+        operation,
+        detail: format!(
+            "{what} (line {}, column {}{status})",
+            error.line(),
+            error.column()
+        ),
     }
 }
 
@@ -184,6 +273,7 @@ impl SlurmError {
             Self::Rejected { .. } => "Rejected",
             Self::NotModified { .. } => "NotModified",
             Self::UnexpectedStatus { .. } => "UnexpectedStatus",
+            Self::Redirected { .. } => "Redirected",
             Self::ResponseTooLarge { .. } => "ResponseTooLarge",
             Self::Decode { .. } => "DecodeError",
             Self::UnsupportedVersion { .. } => "UnsupportedVersion",
@@ -388,6 +478,80 @@ mod tests {
             }
             .message(),
             "Slurm error 9"
+        );
+    }
+
+    #[test]
+    fn a_redirect_is_its_own_final_error_and_names_its_target() {
+        let redirected = SlurmError::Redirected {
+            operation: "diag",
+            status: 302,
+            location: "http://elsewhere.example/x".into(),
+        };
+        assert_eq!(redirected.category(), "Redirected");
+        assert!(!redirected.is_transient() && !redirected.worth_retrying_now());
+        let text = redirected.to_string();
+        assert!(
+            text.contains("302") && text.contains("elsewhere.example") && text.contains("diag"),
+            "{text}"
+        );
+        let without = SlurmError::Redirected {
+            operation: "diag",
+            status: 307,
+            location: String::new(),
+        };
+        assert!(
+            without.to_string().contains("without a Location"),
+            "{without}"
+        );
+    }
+
+    #[test]
+    fn decode_errors_do_not_repeat_the_body() {
+        let cases: [&[u8]; 5] = [
+            br#"{"jobs": "MARKER"}"#,
+            br#"{"jobs": [{"job_id": "MARKER"}]}"#,
+            b"MARKER",
+            br#"{"jobs": ["MARKER"#,
+            b"",
+        ];
+        for body in cases {
+            #[derive(Debug, serde::Deserialize)]
+            #[allow(dead_code)]
+            struct Shape {
+                jobs: Vec<Inner>,
+            }
+            #[derive(Debug, serde::Deserialize)]
+            #[allow(dead_code)]
+            struct Inner {
+                job_id: u32,
+            }
+            let serde_error = serde_json::from_slice::<Shape>(body).unwrap_err();
+            let error = decode_error("jobs", &serde_error, Some(200));
+            let text = error.to_string();
+            assert_eq!(error.category(), "DecodeError");
+            assert!(!text.contains("MARKER"), "{text}");
+            assert!(text.contains("jobs") && text.contains("HTTP 200"), "{text}");
+        }
+    }
+
+    #[test]
+    fn shortened_bounds_and_escapes() {
+        assert_eq!(shortened("abc", 3), "abc");
+        assert_eq!(shortened("abcd", 3), "abc…");
+        assert_eq!(shortened("a\r\nb", 10), "a\\r\\nb");
+    }
+
+    #[test]
+    fn unexpected_statuses_name_the_reason_phrase_not_the_body() {
+        let error = SlurmError::UnexpectedStatus {
+            operation: "diag",
+            status: 502,
+            body: String::new(),
+        };
+        assert_eq!(
+            error.to_string(),
+            "unexpected HTTP 502 Bad Gateway from slurmrestd for diag"
         );
     }
 

@@ -7,7 +7,7 @@
 use serde::de::DeserializeOwned;
 
 use super::convert::{self, Envelope};
-use super::error::{SlurmError, Subject, classify};
+use super::error::{SlurmError, Subject, classify, decode_error};
 use super::generated::types as api;
 use super::types::{Changes, ClusterInfo, Job, JobStateEntry, Node, Partition, Submitted};
 
@@ -166,10 +166,7 @@ fn checked<T: DeserializeOwned + Envelope>(
             Ok(value)
         }
         Ok(value) => Err(classify(operation, status, subject, value.errors())),
-        Err(error) if success => Err(SlurmError::Decode {
-            operation,
-            detail: format!("{error} (HTTP {status})"),
-        }),
+        Err(error) if success => Err(decode_error(operation, &error, Some(status))),
         Err(_) => Err(classify(
             operation,
             status,

@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use super::auth;
 use super::generated::Client;
-use super::transport::{Transport, bounded, record};
+use super::transport::{Transport, bounded, record, redirect_target};
 
 impl ClientHooks<Arc<Transport>> for Client {
     async fn pre<E>(
@@ -59,7 +59,16 @@ impl ClientHooks<Arc<Transport>> for Client {
             }
             (Ok(_), None) => {}
         }
-        record(|exchange| exchange.status = status);
+        let redirect_to = result.as_ref().ok().and_then(redirect_target);
+        if let Some(location) = &redirect_to {
+            span.in_scope(|| {
+                tracing::debug!(location, "slurmrestd's endpoint redirects; not followed")
+            });
+        }
+        record(|exchange| {
+            exchange.status = status;
+            exchange.redirect_to = redirect_to;
+        });
         let transport = progenitor_client::ClientInfo::inner(self);
         if let Some(observer) = &transport.observer {
             observer.observe(info.operation_id, status, elapsed);

@@ -19,7 +19,9 @@ mod version;
 
 pub use auth::Credentials;
 pub use client::SlurmClient;
-pub use config::{ClientConfig, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, TlsOptions};
+pub use config::{
+    ClientConfig, DEFAULT_ALLOW_PLAINTEXT, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, TlsOptions,
+};
 pub use error::SlurmError;
 pub use transport::RequestObserver;
 pub use version::API_VERSION;

@@ -12,6 +12,7 @@ use arc_swap::ArcSwap;
 use futures::StreamExt;
 
 use super::auth::{AuthError, Credentials};
+use super::error::{MAX_LOCATION_CHARS, shortened};
 
 /// Receives one observation per slurmrestd request (for metrics). `operation` is the OpenAPI
 /// operation id, a static, low-cardinality label.
@@ -62,6 +63,8 @@ impl Transport {
 pub(crate) struct Exchange {
     pub status: Option<u16>,
     pub auth_error: Option<AuthError>,
+    /// A redirect's target (see [`redirect_target`]) when the answer was one.
+    pub redirect_to: Option<String>,
 }
 
 tokio::task_local! {
@@ -85,6 +88,66 @@ where
 pub(super) fn record(update: impl FnOnce(&mut Exchange)) {
     // Outside `observed` (nobody listening) there is nothing to record.
     let _ = EXCHANGE.try_with(|cell| update(&mut cell.borrow_mut()));
+}
+
+/// For a redirect (any 3xx but 304 Not Modified, which slurmrestd answers to an unchanged list),
+/// its `Location` as an error may name it: without user info, query or fragment (where
+/// credentials, tokens and session ids travel), control characters escaped, at most
+/// `MAX_LOCATION_CHARS`; empty without one. `None` for any other answer. The client never
+/// follows it (`Policy::none()`).
+pub(super) fn redirect_target(response: &reqwest::Response) -> Option<String> {
+    let status = response.status();
+    if !status.is_redirection() || status == reqwest::StatusCode::NOT_MODIFIED {
+        return None;
+    }
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+        .unwrap_or_default();
+    Some(shortened(
+        &location_without_secrets(&location),
+        MAX_LOCATION_CHARS,
+    ))
+}
+
+fn location_without_secrets(location: &str) -> String {
+    match url::Url::parse(location) {
+        Ok(mut url) => {
+            // Fails only for URLs that cannot have user info (no host): nothing to remove then.
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.set_query(None);
+            url.set_fragment(None);
+            url.to_string()
+        }
+        // A relative reference: its path only.
+        Err(_) => location
+            .split(['?', '#'])
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redirect_target_loses_its_credentials_query_and_fragment() {
+        for (location, want) in [
+            (
+                "https://user:pw@elsewhere.example:8443/a/b?token=t#f",
+                "https://elsewhere.example:8443/a/b",
+            ),
+            ("/login?session=s", "/login"),
+            ("//elsewhere.example/x#y", "//elsewhere.example/x"),
+            ("", ""),
+        ] {
+            assert_eq!(location_without_secrets(location), want, "{location:?}");
+        }
+    }
 }
 
 /// The error a bounded body fails with once it passes its limit.

@@ -117,7 +117,7 @@ impl LocalSlurm {
     }
 
     pub fn config(&self) -> ClientConfig {
-        ClientConfig::new(&self.url).unwrap()
+        ClientConfig::new(&self.url).unwrap().allow_plaintext(true)
     }
 
     pub fn client(&self) -> SlurmClient {

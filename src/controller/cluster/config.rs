@@ -346,13 +346,15 @@ fn key_ref(
 
 /// Check the spec on its own and say what it needs from the namespace.
 pub fn plan(spec: &SlurmClusterSpec) -> Result<ConfigPlan, ConfigError> {
-    let client = ClientConfig::new(&spec.endpoint).map_err(|e| ConfigError::InvalidEndpoint {
-        endpoint: spec.endpoint.clone(),
-        detail: match e {
-            SlurmError::InvalidEndpoint { detail, .. } => detail,
-            other => other.to_string(),
-        },
-    })?;
+    let client = ClientConfig::new(&spec.endpoint)
+        .map_err(|e| ConfigError::InvalidEndpoint {
+            endpoint: spec.endpoint.clone(),
+            detail: match e {
+                SlurmError::InvalidEndpoint { detail, .. } => detail,
+                other => other.to_string(),
+            },
+        })?
+        .allow_plaintext(spec.allow_insecure_http);
 
     if client.endpoint.scheme() == "http" && !spec.allow_insecure_http {
         return Err(ConfigError::InsecureHttp {

@@ -553,7 +553,9 @@ fn register_unreachable(ctx: &Context, key: &ObjectRef<SlurmCluster>) {
     ctx.clusters
         .upsert(
             key,
-            ClientConfig::new("http://127.0.0.1:1").unwrap(),
+            ClientConfig::new("http://127.0.0.1:1")
+                .unwrap()
+                .allow_plaintext(true),
             ConnectionSettings {
                 fingerprint: "test".into(),
                 poller: PollerConfig {

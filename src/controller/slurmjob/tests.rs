@@ -43,9 +43,14 @@ fn finalized(mut job: SlurmJob) -> SlurmJob {
 /// The SlurmJob controller's context: SlurmCluster `local` grants namespace [`NS`] to the local
 /// Slurm's own user (named explicitly, as it must be).
 fn data(ctx: Context) -> Arc<JobContext> {
+    let user = local_slurm().map_or_else(|| "slurm".to_owned(), |s| s["SLURM_USER"].clone());
+    data_with_access(ctx, json!([{"namespaces": [NS], "slurmUser": user}]))
+}
+
+/// The SlurmJob controller's context with SlurmCluster `local` granting `access`.
+fn data_with_access(ctx: Context, access: Value) -> Arc<JobContext> {
     let (jobs, _writer) = reflector::store();
     let (slurm_clusters, mut clusters) = reflector::store();
-    let user = local_slurm().map_or_else(|| "slurm".to_owned(), |s| s["SLURM_USER"].clone());
     let local: SlurmCluster = serde_json::from_value(json!({
         "apiVersion": "slurm.rs/v1alpha1",
         "kind": "SlurmCluster",
@@ -54,7 +59,7 @@ fn data(ctx: Context) -> Arc<JobContext> {
             "endpoint": "http://127.0.0.1:1",
             "allowInsecureHttp": true,
             "auth": {"jwt": {"keySecretRef": {"name": "jwt"}}},
-            "access": [{"namespaces": [NS], "slurmUser": user}],
+            "access": access,
         },
     }))
     .unwrap();
@@ -298,7 +303,9 @@ async fn register_local(
     let credentials = Arc::new(
         Credentials::minted(key, slurm["SLURM_USER"].clone(), Duration::from_secs(300)).unwrap(),
     );
-    let config = ClientConfig::new(&slurm["SLURM_REST_URL"]).unwrap();
+    let config = ClientConfig::new(&slurm["SLURM_REST_URL"])
+        .unwrap()
+        .allow_plaintext(true);
     let cluster = ObjectRef::<SlurmCluster>::new("local");
     let settings = ConnectionSettings {
         fingerprint: "local".into(),
@@ -601,7 +608,9 @@ async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
     ctx.clusters
         .upsert(
             &key,
-            ClientConfig::new(UNREACHABLE).unwrap(),
+            ClientConfig::new(UNREACHABLE)
+                .unwrap()
+                .allow_plaintext(true),
             settings,
             Arc::new(Credentials::token("t", None).unwrap()),
             |client, config| {
@@ -935,5 +944,65 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
         api.expect_no_more_calls().await;
     });
     reconcile(Arc::new(job), data).await.unwrap();
+    server.await.unwrap();
+}
+
+/// A namespace no access entry grants: `Ready=False/NoAccess` saying what to do, one Warning
+/// Event, no submit (slurmrestd is unreachable: a submit attempt would fail the reconcile), and
+/// the next reconcile writes nothing again.
+#[tokio::test]
+async fn a_namespace_without_access_is_told_and_nothing_is_submitted() {
+    let (ctx, mut api) = Context::test();
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(&ctx, vec![]),
+    );
+    let data = data_with_access(
+        ctx,
+        json!([{"namespaces": ["team-a"], "slurmUser": "alice"}]),
+    );
+    let mut job = finalized(slurm_job("denied", "#!/bin/sh\ntrue\n"));
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        let event = expect_event(&mut api, &expected, "Warning", "NoAccess").await;
+        (status, event, api)
+    });
+    let action = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    assert_eq!(action, Action::await_change());
+    let (status, event, mut api) = server.await.unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "NoAccess")
+    );
+    assert!(
+        ready.message.contains(&format!(
+            "namespace \"{NS}\" may not use SlurmCluster \"local\""
+        )),
+        "{}",
+        ready.message
+    );
+    assert_eq!(status.job_id, None);
+    assert!(
+        event.body["note"]
+            .as_str()
+            .unwrap()
+            .contains("ask the platform admin")
+    );
+    assert!(data.submissions.is_empty(), "nothing submitted");
+
+    // The same refusal again: no write, no Event.
+    job.status = Some(status);
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let action = reconcile(Arc::new(job), data).await.unwrap();
+    assert_eq!(action, Action::await_change());
     server.await.unwrap();
 }

@@ -447,6 +447,7 @@ mod tests {
         // Nothing listens on port 9: every poll fails, and the task runs until cancelled.
         let config = crate::slurm::ClientConfig::new("http://127.0.0.1:9")
             .unwrap()
+            .allow_plaintext(true)
             .with_retry(crate::slurm::RetryPolicy::none());
         let credentials = Arc::new(
             crate::slurm::Credentials::minted(vec![1; 32], "slurm", Duration::from_secs(60))

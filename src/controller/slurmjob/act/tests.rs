@@ -25,7 +25,9 @@ async fn depending_on_itself_is_an_invalid_spec_not_an_endless_wait() {
         "dependsOn": [{"name": "prepare"}, {"name": "train"}],
     }))
     .unwrap();
-    let config = crate::slurm::ClientConfig::new("http://127.0.0.1:1").unwrap();
+    let config = crate::slurm::ClientConfig::new("http://127.0.0.1:1")
+        .unwrap()
+        .allow_plaintext(true);
     let credentials = Arc::new(crate::slurm::Credentials::token("t", None).unwrap());
     let client = SlurmClient::new(config, credentials).unwrap();
     let started_at = DateTime::from_timestamp(100, 0).unwrap();
@@ -76,7 +78,9 @@ async fn an_unsubmittable_edit_of_a_finished_job_announces_no_rerun() {
         "script": "echo no interpreter line",
     }))
     .unwrap();
-    let config = crate::slurm::ClientConfig::new("http://127.0.0.1:1").unwrap();
+    let config = crate::slurm::ClientConfig::new("http://127.0.0.1:1")
+        .unwrap()
+        .allow_plaintext(true);
     let credentials = Arc::new(crate::slurm::Credentials::token("t", None).unwrap());
     let client = SlurmClient::new(config, credentials).unwrap();
     let index = state(Some(101), vec![]);

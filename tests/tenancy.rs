@@ -1,0 +1,239 @@
+//! Two teams on one Slurm cluster, through the operator binary (against the in-memory API
+//! server) and the real local Slurm with its ordinary users `alice` and `bob` (hack/):
+//!
+//! - the platform admin's SlurmCluster grants namespace `team-a` to Slurm user `alice` (account
+//!   `team-a`) and `team-b` (by label) to `bob`; its JWT key Secret is in the credentials
+//!   namespace, marked as credentials;
+//! - a SlurmJob in each team runs, and Slurm says it ran as that team's user;
+//! - a SlurmJob in a namespace no entry grants gets `Ready=False/NoAccess`, one in team-a asking
+//!   for team-b's account `AccountNotGranted`, and neither reaches Slurm.
+
+// Test code: a failed unwrap is a failed test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use serde_json::{Value, json};
+use slurm_operator::crd::condition::{self, READY};
+use slurm_operator::crd::slurmjob::Phase;
+use slurm_operator::crd::{SlurmCluster, SlurmJob};
+
+use common::e2e::{MANAGER, Operator, eventually, free_port};
+
+const CREDENTIALS: &str = "slurm-operator";
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+async fn apply<K>(api: &Api<K>, name: &str, object: Value)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::apply(MANAGER), &Patch::Apply(object))
+        .await
+        .unwrap_or_else(|e| panic!("apply {name}: {e}"));
+}
+
+fn slurmjob(name: &str, partition: &str, extra: Value) -> Value {
+    let mut spec = json!({
+        "clusterName": "main",
+        "partition": partition,
+        "script": "#!/bin/sh\nid -un\n",
+        "environment": {"PATH": "/usr/bin:/bin"},
+    });
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob", "metadata": {"name": name},
+           "spec": spec})
+}
+
+/// The SlurmJob's Ready condition (status, reason, message), once it has one matching `want`.
+async fn ready(jobs: &Api<SlurmJob>, name: &str, want: (&str, &str)) -> String {
+    eventually(
+        &format!("{name} Ready={}/{}", want.0, want.1),
+        TIMEOUT,
+        || async {
+            let job = jobs.get_opt(name).await.ok()??;
+            let c = condition::find(&job.status?.conditions, READY)?.clone();
+            ((c.status.as_str(), c.reason.as_str()) == want).then_some(c.message)
+        },
+    )
+    .await
+}
+
+async fn ended(jobs: &Api<SlurmJob>, name: &str) -> SlurmJob {
+    eventually(&format!("{name} ended"), TIMEOUT, || async {
+        let job = jobs.get_opt(name).await.ok()??;
+        job.status
+            .as_ref()
+            .is_some_and(|s| s.phase.is_terminal())
+            .then_some(job)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
+    let slurm = require_slurm!();
+    slurm_operator::tls::install_crypto_provider();
+    let api = fake_apiserver::FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let client = api.client();
+
+    // The namespaces, team-b labelled (its access is by label).
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for (name, labels) in [
+        (CREDENTIALS, json!({})),
+        ("team-a", json!({})),
+        ("team-b", json!({"hpc.example.org/team": "b"})),
+        ("team-c", json!({})),
+    ] {
+        apply(
+            &namespaces,
+            name,
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": name, "labels": labels}}),
+        )
+        .await;
+    }
+
+    // The platform admin's part: the key, marked, in the credentials namespace; the cluster.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), CREDENTIALS);
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("slurm-jwt".into()),
+            labels: Some([("slurm.rs/credentials".to_owned(), "true".to_owned())].into()),
+            ..Default::default()
+        },
+        data: Some([("jwt_hs256.key".to_owned(), ByteString(slurm.key()))].into()),
+        ..Default::default()
+    };
+    secrets
+        .patch(
+            "slurm-jwt",
+            &PatchParams::apply(MANAGER),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+    let clusters: Api<SlurmCluster> = Api::all(client.clone());
+    apply(
+        &clusters,
+        "main",
+        json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "main"},
+            "spec": {
+                "endpoint": slurm.url,
+                "allowInsecureHttp": true,
+                "auth": {"jwt": {"keySecretRef": {"name": "slurm-jwt"}, "user": slurm.user}},
+                "pollInterval": "1s",
+                "access": [
+                    {"namespaces": ["team-a"], "slurmUser": "alice", "accounts": ["team-a"]},
+                    {"namespaceSelector": {"matchLabels": {"hpc.example.org/team": "b"}},
+                     "slurmUser": "bob"},
+                ],
+            },
+        }),
+    )
+    .await;
+
+    let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("tenancy-operator.log");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let _operator = Operator::spawn(
+        &[
+            "--namespace",
+            "team-a,team-b,team-c",
+            "--credentials-namespace",
+            CREDENTIALS,
+            "--metrics-addr",
+            &metrics,
+        ],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+        Some(&log),
+    )
+    .sigterm_on_drop(Duration::from_secs(10));
+
+    // The tenants' part.
+    let run = common::unique("tenant");
+    let jobs = |ns: &str| -> Api<SlurmJob> { Api::namespaced(client.clone(), ns) };
+    let a = format!("{run}-a");
+    let b = format!("{run}-b");
+    let c = format!("{run}-c");
+    let wrong = format!("{run}-wrong-account");
+    apply(
+        &jobs("team-a"),
+        &a,
+        slurmjob(&a, &slurm.partition, json!({})),
+    )
+    .await;
+    apply(
+        &jobs("team-b"),
+        &b,
+        slurmjob(&b, &slurm.partition, json!({})),
+    )
+    .await;
+    apply(
+        &jobs("team-c"),
+        &c,
+        slurmjob(&c, &slurm.partition, json!({})),
+    )
+    .await;
+    apply(
+        &jobs("team-a"),
+        &wrong,
+        slurmjob(&wrong, &slurm.partition, json!({"account": "team-b"})),
+    )
+    .await;
+
+    let slurm_client = slurm.client();
+    for (ns, name, user) in [("team-a", &a, "alice"), ("team-b", &b, "bob")] {
+        let job = ended(&jobs(ns), name).await;
+        let status = job.status.unwrap();
+        assert_eq!(status.phase, Phase::Completed, "{name}: {status:?}");
+        let job_id = u32::try_from(status.job_id.unwrap()).unwrap();
+        let records = slurm_client.job(job_id).await.unwrap();
+        assert_eq!(
+            records[0].user_name.as_deref(),
+            Some(user),
+            "{name} ran as Slurm user {user}"
+        );
+    }
+
+    let message = ready(&jobs("team-c"), &c, ("False", "NoAccess")).await;
+    assert!(
+        message.contains("namespace \"team-c\" may not use SlurmCluster \"main\""),
+        "{message}"
+    );
+    let message = ready(&jobs("team-a"), &wrong, ("False", "AccountNotGranted")).await;
+    assert!(
+        message.contains("spec.account \"team-b\" is not granted"),
+        "{message}"
+    );
+    // Neither reached Slurm: no job of those names in slurmctld.
+    let all = slurm_client
+        .jobs(None)
+        .await
+        .unwrap()
+        .into_items()
+        .unwrap_or_default();
+    for refused in [&c, &wrong] {
+        assert!(
+            all.iter().all(|j| &j.name != refused),
+            "{refused} reached slurmctld"
+        );
+        let job = jobs(if refused == &c { "team-c" } else { "team-a" })
+            .get(refused)
+            .await
+            .unwrap();
+        assert_eq!(job.status.unwrap().job_id, None, "{refused}");
+    }
+}
