@@ -40,6 +40,15 @@ fn grant(user: &str, account: Option<&str>, partition: Option<&str>, qos: Option
     }
 }
 
+/// What a row says: the case, the namespace, its labels, the spec, the grant or refusal reason.
+type Row = (
+    &'static str,
+    &'static str,
+    BTreeMap<String, String>,
+    SlurmJobSpec,
+    Result<Grant, &'static str>,
+);
+
 #[test]
 fn who_a_slurmjob_runs_as() {
     let teams = cluster(json!([
@@ -52,13 +61,7 @@ fn who_a_slurmjob_runs_as() {
          "slurmUser": "gold"},
     ]));
     let none = labels(&[]);
-    let rows: Vec<(
-        &str,
-        &str,
-        BTreeMap<String, String>,
-        SlurmJobSpec,
-        Result<Grant, &str>,
-    )> = vec![
+    let rows: Vec<Row> = vec![
         (
             "by name, with the first granted account and QoS as defaults",
             "team-a",
