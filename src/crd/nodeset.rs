@@ -93,7 +93,7 @@ use super::{DNS_SUBDOMAIN, POSITIVE_QUANTITY, condition, duration::Duration};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SlurmNodeSetSpec {
-    /// Name of the SlurmCluster (in this namespace) the nodes join. Immutable.
+    /// Name of the SlurmCluster (cluster-scoped) the nodes join. Immutable.
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_SUBDOMAIN))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("clusterName is immutable"))]
     pub cluster_name: String,

@@ -53,7 +53,7 @@ pub struct ClientConfig {
 }
 
 /// Whether a new `ClientConfig` accepts an `http://` endpoint without being told.
-// TODO(tenancy): false once every caller sets it
+// Refused unless the caller says so: a SlurmCluster through `allowInsecureHttp`.
 pub const DEFAULT_ALLOW_PLAINTEXT: bool = false;
 
 /// 32 MiB. The largest answers are the job listings: `/jobs/state/` at ~80 bytes a job (the
