@@ -107,7 +107,8 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
     slurm_key = base64.b64decode(next(s["data"]["slurm.key"] for n, s in secrets.items() if n.endswith("-slurm-key")))
     jwt_key = base64.b64decode(next(s["data"]["jwt_hs256.key"] for n, s in secrets.items() if n.endswith("-jwt-key")))
     ctld = one("StatefulSet", "-slurmctld")["spec"]["template"]["spec"]["containers"][0]
-    restd = one("Deployment", "-slurmrestd")["spec"]["template"]["spec"]["containers"][0]
+    restd_pod = one("Deployment", "-slurmrestd")["spec"]["template"]["spec"]
+    restd = restd_pod["containers"][0]
     nodesets = [d for d in docs if d["kind"] == "NodeSet"]
     if not nodesets:
         fail("no NodeSets rendered")
@@ -226,10 +227,15 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
             if "cpus" in want and fields.get("CPUTot") != str(want["cpus"]):
                 fail(f"{pod}: CPUTot={fields.get('CPUTot')}, NodeSet says cpus={want['cpus']}")
 
-        # slurmrestd as the Deployment runs it (as an unprivileged user, bound to loopback).
+        # slurmrestd as the Deployment runs it (as its pod's runAsUser/runAsGroup, bound to loopback).
+        # Numeric ids: slurmrestd 26.05 fails on "-u nobody" ("Unable to resolve user: nobody")
+        # but takes 65534.
         argv = [restd["command"][0]] + [a if not a.startswith("0.0.0.0:") else f"127.0.0.1:{restd_port}" for a in restd["args"]]
         env = [f"{e['name']}={e['value']}" for e in restd["env"] if e["name"] != "SLURM_CONF"] + [env_conf]
-        start("slurmrestd", [argv[0], "-u", "nobody", "-g", "nogroup", *argv[1:]], env)
+        sc = restd_pod.get("securityContext", {})
+        if "runAsUser" not in sc or "runAsGroup" not in sc:
+            fail(f"slurmrestd pod has no runAsUser/runAsGroup: {sc}; update this smoke test")
+        start("slurmrestd", [argv[0], "-u", str(sc["runAsUser"]), "-g", str(sc["runAsGroup"]), *argv[1:]], env)
         token = mint_jwt(jwt_key, "slurm")
         headers = {"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token, "Content-Type": "application/json"}
 
