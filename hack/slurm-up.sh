@@ -211,9 +211,14 @@ until tcp_listening "$SLURM_DBD_PORT"; do
         || fail_start "timed out waiting for slurmdbd on port $SLURM_DBD_PORT" "$SLURM_STATE_DIR/slurmdbd.out" "$R/var/log/slurm/slurmdbd.log"
     sleep 0.05
 done
-# Before slurmctld, so that it loads the associations it enforces when it registers.
-slurm_ensure_tenant_accounting >"$SLURM_STATE_DIR/tenants.out" 2>&1 \
-    || fail_start "adding the tenants' accounts, users and QoS failed" "$SLURM_STATE_DIR/tenants.out" "$R/var/log/slurm/slurmdbd.log"
+# Before slurmctld, so that it loads the associations it enforces when it registers. Retried:
+# slurmdbd may listen a moment before it answers.
+until slurm_ensure_tenant_accounting >"$SLURM_STATE_DIR/tenants.out" 2>&1; do
+    spawned_alive slurmdbd || fail_start "slurmdbd died" "$SLURM_STATE_DIR/slurmdbd.out" "$R/var/log/slurm/slurmdbd.log"
+    ((SECONDS < deadline)) \
+        || fail_start "adding the tenants' accounts, users and QoS failed" "$SLURM_STATE_DIR/tenants.out" "$R/var/log/slurm/slurmdbd.log"
+    sleep 0.2
+done
 log "accounting up ($(elapsed) s); starting slurmctld, slurmd n1..n3, slurmrestd on $SLURM_REST_URL"
 slurm_start_slurmctld
 # One slurmd at a time: each binds /run/slurm/sack.socket after unlinking the previous one, and
