@@ -131,7 +131,9 @@ r=""
 [[ -n "$id" ]] && r=$(ended "$id")
 [[ "$r" == "$SLURM_USER|$SLURM_DEFAULT_ACCOUNT|normal|COMPLETED" ]] && ok=0 || ok=1
 check "REST submit as $SLURM_USER (the tests' user) completes in $SLURM_DEFAULT_ACCOUNT" $ok "job '${id:-none}', sacct '$r', $(head -c 300 <<<"$ans")"
-id=$(slurm_chroot sh -c 'cd /tmp && exec sbatch --parsable -p "$1" -J tenant-check-root --wrap true' sh "$SLURM_PARTITION" 2>&1) || true
+# Output to /dev/null: a root-owned /tmp/slurm-<id>.out would make a later job of slurm with the
+# same id (ids restart at 1 on every cold start) fail with "Could not open stdout file".
+id=$(slurm_chroot sh -c 'cd /tmp && exec sbatch --parsable -p "$1" -J tenant-check-root -o /dev/null --wrap true' sh "$SLURM_PARTITION" 2>&1) || true
 r=""
 [[ "$id" =~ ^[0-9]+$ ]] && r=$(ended "$id")
 [[ "$r" == "root|$SLURM_DEFAULT_ACCOUNT|normal|COMPLETED" ]] && ok=0 || ok=1
