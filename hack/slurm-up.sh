@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings up a real Slurm (slurmctld, 3 static slurmd n1..n3, slurmrestd with auth/jwt, and
 # accounting: slurmdbd on MariaDB) from Debian packages in a debootstrap'ed root. The host stays
-# as it is; the root is cached.
+# as it is; the root is cached. Tenants for the multi-tenancy tests: users alice (account team-a,
+# QoS tenant-low allowed) and bob (team-b), associations enforced (hack/ACCOUNTING.md, "Tenants").
 #
 # Usage: hack/slurm-up.sh [--flavour trixie|forky] [--fresh] [--keep-state] [--rebuild]
 #                         [--timeout SECONDS]
@@ -130,11 +131,25 @@ show_logs() {
     done
 }
 
+# The tenants' enforcement (slurm.conf) is read at start: an instance started by an older version
+# of this script lacks it and needs the cold start. Missing tenant users or associations are only
+# added.
+tenant_conf_ok() {
+    grep -qx 'AccountingStorageEnforce=associations,qos' "$SLURM_ROOT/etc/slurm/slurm.conf" 2>/dev/null
+}
+
 # Fast path: already up and healthy.
 if ((!fresh)) && slurm_root_ready && all_alive && rest_ok; then
-    emit_env
-    log "already running ($(elapsed) s)"
-    exit 0
+    if ! tenant_conf_ok; then
+        log "running without the tenants' AccountingStorageEnforce (an older slurm-up.sh started it): cold start"
+    elif slurm_ensure_tenant_users && slurm_ensure_tenant_accounting >"$SLURM_STATE_DIR/tenants.out" 2>&1; then
+        emit_env
+        log "already running ($(elapsed) s)"
+        exit 0
+    else
+        log "could not add the tenants to the running Slurm: cold start"
+        show_logs "$SLURM_STATE_DIR/tenants.out"
+    fi
 fi
 
 # Anything half-running is stopped first; a cold start always starts all daemons together.
@@ -153,6 +168,7 @@ if ((!keep_state)); then
     rm -rf "${R:?}"/var/lib/slurm/slurmctld/* "${R:?}"/var/spool/slurmd/* "${SLURM_DYN_DIR:?}"/*
 fi
 slurm_prepare_dirs
+slurm_ensure_tenant_users
 # Logs (run/*.out: the daemons' stdout/stderr; var/log/slurm/*.log in the root): keep one
 # previous generation as *.prev.
 shopt -s nullglob
@@ -194,6 +210,14 @@ until tcp_listening "$SLURM_DBD_PORT"; do
     ((SECONDS < deadline)) \
         || fail_start "timed out waiting for slurmdbd on port $SLURM_DBD_PORT" "$SLURM_STATE_DIR/slurmdbd.out" "$R/var/log/slurm/slurmdbd.log"
     sleep 0.05
+done
+# Before slurmctld, so that it loads the associations it enforces when it registers. Retried:
+# slurmdbd may listen a moment before it answers.
+until slurm_ensure_tenant_accounting >"$SLURM_STATE_DIR/tenants.out" 2>&1; do
+    spawned_alive slurmdbd || fail_start "slurmdbd died" "$SLURM_STATE_DIR/slurmdbd.out" "$R/var/log/slurm/slurmdbd.log"
+    ((SECONDS < deadline)) \
+        || fail_start "adding the tenants' accounts, users and QoS failed" "$SLURM_STATE_DIR/tenants.out" "$R/var/log/slurm/slurmdbd.log"
+    sleep 0.2
 done
 log "accounting up ($(elapsed) s); starting slurmctld, slurmd n1..n3, slurmrestd on $SLURM_REST_URL"
 slurm_start_slurmctld

@@ -18,6 +18,16 @@ What differs from the pods, so that it can run on one host next to the other loc
 SlurmctldHost (this host's name and 127.0.0.1), the ports (free ones), the state/spool/pid
 paths (a temporary directory; SlurmdSpoolDir gets %n), and each slurmd gets its own Port= in
 --conf. Everything else is the chart's text.
+
+Each daemon also gets its own /run, as each pod has: a private mount namespace with an empty
+directory bound over the root's /run. Slurm (24.11, 26.05) puts its auth socket at a fixed path,
+/run/slurm/sack.socket for every slurmd (/run/slurmctld/... for slurmctld), with no option to move
+it (only sackd reads RUNTIME_DIRECTORY), and unlinks whatever is there before binding: two slurmd
+starting at once in one root make one die with "init_sack_conmgr: [unix:/run/slurm/sack.socket]
+Unable to bind UNIX socket: Address already in use", and a smoke daemon would replace the socket
+of the local Slurm running in the same root (hack/slurm-up.sh), leaving it dead after the test.
+Where mount namespaces are not available the slurmd are started one after the other instead,
+each once it has written its pid file (which it does after binding), as hack/slurm-up.sh does.
 """
 
 from __future__ import annotations
@@ -59,6 +69,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def own_run_dirs_work(probe_dir: Path) -> bool:
+    """True when a daemon can get its own /run (unshare(1) and a bind mount in a new namespace)."""
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        return False
+    probe_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        p = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "mount", "--bind",
+                            str(probe_dir), str(ROOTFS / "run")], capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    finally:
+        probe_dir.rmdir()
+    return p.returncode == 0
+
+
 def mint_jwt(key: bytes, user: str, lifetime: int = 300) -> str:
     def b64(x: bytes) -> bytes:
         return base64.urlsafe_b64encode(x).rstrip(b"=")
@@ -82,7 +107,8 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
     slurm_key = base64.b64decode(next(s["data"]["slurm.key"] for n, s in secrets.items() if n.endswith("-slurm-key")))
     jwt_key = base64.b64decode(next(s["data"]["jwt_hs256.key"] for n, s in secrets.items() if n.endswith("-jwt-key")))
     ctld = one("StatefulSet", "-slurmctld")["spec"]["template"]["spec"]["containers"][0]
-    restd = one("Deployment", "-slurmrestd")["spec"]["template"]["spec"]["containers"][0]
+    restd_pod = one("Deployment", "-slurmrestd")["spec"]["template"]["spec"]
+    restd = restd_pod["containers"][0]
     nodesets = [d for d in docs if d["kind"] == "NodeSet"]
     if not nodesets:
         fail("no NodeSets rendered")
@@ -121,11 +147,20 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
         return [env_conf, f"SLURM_JWT={mint_jwt(jwt_key, 'slurm')}"]
 
     procs: list[tuple[str, subprocess.Popen]] = []
+    own_run = own_run_dirs_work(root_work / "run-probe")
 
     def start(name: str, argv: list[str], env: list[str]) -> None:
         log = open(root_work / "log" / f"{name}.log", "wb")
-        p = subprocess.Popen(["chroot", str(ROOTFS), "env", *env, *argv], stdout=log, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, start_new_session=True)
+        cmd = ["chroot", str(ROOTFS), "env", *env, *argv]
+        if own_run:
+            # The bind mount lives as long as the daemon's namespace (its job steps included); sh
+            # and unshare exec, so the Popen is the daemon itself (terminate() reaches it).
+            run_dir = root_work / f"run-{name}"
+            run_dir.mkdir()
+            cmd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                   'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", str(run_dir), str(ROOTFS / "run"), *cmd]
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
         procs.append((name, p))
 
     def logs() -> str:
@@ -164,6 +199,14 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
             (root_work / f"spool-{pod}").mkdir()
             start(pod, argv, [f"SLURM_CONF={work}/etc-{pod}/slurm.conf"])
             expected[pod] = ns["spec"]["slurm"]
+            if not own_run:
+                # Shared /run: the next slurmd only once this one holds the socket (pid file).
+                pid_file, p = root_work / "run" / f"slurmd-{pod}.pid", procs[-1][1]
+                deadline = time.time() + 30
+                while not (pid_file.exists() and pid_file.stat().st_size > 0):
+                    if p.poll() is not None or time.time() > deadline:
+                        fail(f"slurmd {pod} did not write {pid_file.name}\n" + logs())
+                    time.sleep(0.05)
 
         deadline = time.time() + 30
         for pod, want in expected.items():
@@ -184,10 +227,15 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
             if "cpus" in want and fields.get("CPUTot") != str(want["cpus"]):
                 fail(f"{pod}: CPUTot={fields.get('CPUTot')}, NodeSet says cpus={want['cpus']}")
 
-        # slurmrestd as the Deployment runs it (as an unprivileged user, bound to loopback).
+        # slurmrestd as the Deployment runs it (as its pod's runAsUser/runAsGroup, bound to loopback).
+        # Numeric ids: slurmrestd 26.05 fails on "-u nobody" ("Unable to resolve user: nobody")
+        # but takes 65534.
         argv = [restd["command"][0]] + [a if not a.startswith("0.0.0.0:") else f"127.0.0.1:{restd_port}" for a in restd["args"]]
         env = [f"{e['name']}={e['value']}" for e in restd["env"] if e["name"] != "SLURM_CONF"] + [env_conf]
-        start("slurmrestd", [argv[0], "-u", "nobody", "-g", "nogroup", *argv[1:]], env)
+        sc = restd_pod.get("securityContext", {})
+        if "runAsUser" not in sc or "runAsGroup" not in sc:
+            fail(f"slurmrestd pod has no runAsUser/runAsGroup: {sc}; update this smoke test")
+        start("slurmrestd", [argv[0], "-u", str(sc["runAsUser"]), "-g", str(sc["runAsGroup"]), *argv[1:]], env)
         token = mint_jwt(jwt_key, "slurm")
         headers = {"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token, "Content-Type": "application/json"}
 
@@ -226,7 +274,8 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
                 fail(f"job {job_id} ended {state}\n" + logs())
             time.sleep(0.3)
         release = scontrol("version").strip()
-        return f"{release}: {len(expected)} dynamic nodes in their partitions, REST job {job_id} COMPLETED"
+        how = "each daemon with its own /run" if own_run else "shared /run, slurmd started one by one"
+        return f"{release}: {len(expected)} dynamic nodes in their partitions, REST job {job_id} COMPLETED ({how})"
     finally:
         for _, p in reversed(procs):
             if p.poll() is None:

@@ -348,6 +348,9 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=$SLURM_DBD_PORT
 AccountingStoreFlags=job_comment
+# A job needs an association (user, account) and a QoS that association allows, so that the
+# multi-tenancy tests can see a wrong account or QoS refused (hack/ACCOUNTING.md, "Tenants").
+AccountingStorageEnforce=associations,qos
 NodeName=n[1-3] NodeHostname=localhost NodeAddr=127.0.0.1 Port=$p1-$p3 CPUs=1 RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
@@ -400,6 +403,128 @@ innodb_snapshot_isolation=OFF
 performance_schema=OFF
 EOF
     mv "$r$SLURM_DB_CNF.new" "$r$SLURM_DB_CNF"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Tenants: ordinary users for the multi-tenancy tests (namespace team-a runs its jobs as alice,
+# team-b as bob). What exists and why: hack/ACCOUNTING.md, "Tenants".
+
+# USER:UID:ACCOUNT; the user's own group has GID = UID. The UIDs stay clear of Debian's system
+# range and of the 1000s that a first human user would take.
+SLURM_TENANTS=(alice:2001:team-a bob:2002:team-b)
+SLURM_TENANT_QOS=tenant-low
+SLURM_TENANT_QOS_USERS=(alice)   # the only ones allowed SLURM_TENANT_QOS (bob is refused it)
+# The cluster's own root account (sacctmgr add cluster makes it, with user root): with
+# AccountingStorageEnforce, SLURM_USER (slurm, which every test and script submits as) needs an
+# association too, and gets it there.
+SLURM_DEFAULT_ACCOUNT=root
+
+# slurm_tenant_field N: field N (1 user, 2 uid, 3 account) of every tenant, one per line.
+slurm_tenant_field() { printf '%s\n' "${SLURM_TENANTS[@]}" | cut -d: -f"$1"; }
+
+# True when every tenant has its passwd line (uid, gid, home, shell) and its home directory
+# (read on the host side: no chroot, so cheap enough for slurm-up.sh's "already running" path).
+slurm_tenant_users_ok() {
+    local t user uid acct
+    for t in "${SLURM_TENANTS[@]}"; do
+        IFS=: read -r user uid acct <<<"$t"
+        grep -qxF "$user:x:$uid:$uid::/home/$user:/bin/bash" "$SLURM_ROOT/etc/passwd" 2>/dev/null || return 1
+        [[ -d "$SLURM_ROOT/home/$user" && "$(stat -c %u "$SLURM_ROOT/home/$user")" == "$uid" ]] || return 1
+    done
+}
+
+# Creates the tenants' groups, users and home directories in the root where missing (idempotent;
+# a user that exists with another uid is an error, not silently changed).
+slurm_ensure_tenant_users() {
+    slurm_tenant_users_ok && return 0
+    local t user uid acct have
+    for t in "${SLURM_TENANTS[@]}"; do
+        IFS=: read -r user uid acct <<<"$t"
+        if ! slurm_chroot getent group "$user" >/dev/null; then
+            slurm_chroot groupadd -g "$uid" "$user"
+        fi
+        if have=$(slurm_chroot id -u "$user" 2>/dev/null); then
+            [[ "$have" == "$uid" ]] || die "user $user has uid $have in $SLURM_ROOT, want $uid (rebuild with --rebuild)"
+            slurm_chroot usermod -g "$uid" -d "/home/$user" -s /bin/bash -c "" "$user"
+        else
+            log "adding user $user (uid $uid) to the root"
+            slurm_chroot useradd -u "$uid" -g "$uid" -m -d "/home/$user" -s /bin/bash "$user"
+        fi
+        # Job output lands in the home directory (sbatch's default: the submit directory).
+        [[ -d "$SLURM_ROOT/home/$user" ]] || slurm_chroot install -d -m 0750 "/home/$user"
+        slurm_chroot chown "$user:$user" "/home/$user"
+    done
+    slurm_tenant_users_ok || die "tenant users still incomplete in $SLURM_ROOT/etc/passwd"
+}
+
+# The associations, one "account|user|qos" line each (qos sorted), as slurmdbd has them.
+slurm_tenant_assocs_have() {
+    slurm_chroot sacctmgr -n -P list assoc cluster=local format=account,user,qos \
+        | awk -F'|' '{
+            n = split($3, q, ",")
+            for (i = 2; i <= n; i++) for (j = i; j > 1 && q[j - 1] > q[j]; j--) { x = q[j]; q[j] = q[j - 1]; q[j - 1] = x }
+            s = ""; for (i = 1; i <= n; i++) s = s (i > 1 ? "," : "") q[i]
+            print $1 "|" $2 "|" s }' \
+        | sort
+}
+
+# The associations these scripts want (a subset of what slurmdbd may hold).
+slurm_tenant_assocs_want() {
+    local t user uid acct qos
+    {
+        echo "$SLURM_DEFAULT_ACCOUNT||normal"
+        echo "$SLURM_DEFAULT_ACCOUNT|root|normal"
+        echo "$SLURM_DEFAULT_ACCOUNT|slurm|normal"
+        for t in "${SLURM_TENANTS[@]}"; do
+            IFS=: read -r user uid acct <<<"$t"
+            qos=normal
+            [[ " ${SLURM_TENANT_QOS_USERS[*]} " == *" $user "* ]] && qos="normal,$SLURM_TENANT_QOS"
+            echo "$acct||normal"
+            echo "$acct|$user|$qos"
+        done
+    } | sort
+}
+
+# Adds to the accounting database (slurmdbd must be up; slurmctld need not be) what is missing of:
+# cluster local, QoS tenant-low, accounts team-a and team-b, and the associations slurm->root
+# (default), alice->team-a (default; QoS normal and tenant-low), bob->team-b (default; normal
+# only). Idempotent: with everything there it costs one sacctmgr call. sacctmgr -i: no prompt.
+slurm_ensure_tenant_accounting() {
+    local want have missing t user uid acct accts=()
+    want=$(slurm_tenant_assocs_want)
+    have=$(slurm_tenant_assocs_have) || return 1
+    missing=$(comm -23 <(printf '%s\n' "$want") <(printf '%s\n' "$have"))
+    [[ -n "$missing" ]] || return 0
+    log "adding accounts, users and QoS to the accounting database"
+    if ! grep -q "^$SLURM_DEFAULT_ACCOUNT|root|" <<<"$have"; then
+        # The cluster registers itself when slurmctld first starts, but its associations must
+        # exist before slurmctld loads them; adding it first is the documented order.
+        slurm_chroot sacctmgr -i add cluster local >/dev/null
+    fi
+    if [[ -z "$(slurm_chroot sacctmgr -n -P list qos "$SLURM_TENANT_QOS" format=name)" ]]; then
+        slurm_chroot sacctmgr -i add qos "$SLURM_TENANT_QOS" \
+            description="tenant QoS for the multi-tenancy tests (alice only)" >/dev/null
+    fi
+    while IFS=: read -r user uid acct; do
+        grep -q "^$acct||" <<<"$have" || accts+=("$acct")
+    done < <(printf '%s\n' "${SLURM_TENANTS[@]}")
+    if ((${#accts[@]})); then
+        slurm_chroot sacctmgr -i add account "$(IFS=,; echo "${accts[*]}")" cluster=local \
+            description="tenant of the multi-tenancy tests" organization=tenants >/dev/null
+    fi
+    # Users: a missing association is added; one whose QoS list differs is set to the wanted one.
+    while IFS='|' read -r acct user qos; do
+        [[ -n "$user" ]] || continue
+        if ! grep -q "^$acct|$user|" <<<"$have"; then
+            slurm_chroot sacctmgr -i add user "$user" account="$acct" defaultaccount="$acct" >/dev/null
+        fi
+        if ! grep -qxF "$acct|$user|$qos" <<<"$(slurm_tenant_assocs_have)"; then
+            slurm_chroot sacctmgr -i modify user "$user" where account="$acct" cluster=local \
+                set qos="$qos" >/dev/null
+        fi
+    done <<<"$missing"
+    missing=$(comm -23 <(printf '%s\n' "$want") <(slurm_tenant_assocs_have))
+    [[ -z "$missing" ]] || { log "still missing in the accounting database: $(tr '\n' ' ' <<<"$missing")"; return 1; }
 }
 
 # Fresh keys (called on every cold start).
@@ -526,6 +651,12 @@ SLURM_PARTITION=debug
 SLURM_STATE_DIR=$SLURM_STATE_DIR
 SLURM_ACCOUNTING=1
 SLURM_DBD_PORT=$SLURM_DBD_PORT
+SLURM_DEFAULT_ACCOUNT=$SLURM_DEFAULT_ACCOUNT
+SLURM_TENANT_USERS=$(slurm_tenant_field 1 | paste -sd,)
+SLURM_TENANT_UIDS=$(slurm_tenant_field 2 | paste -sd,)
+SLURM_TENANT_ACCOUNTS=$(slurm_tenant_field 3 | paste -sd,)
+SLURM_TENANT_QOS=$SLURM_TENANT_QOS
+SLURM_TENANT_QOS_USERS=$(IFS=,; echo "${SLURM_TENANT_QOS_USERS[*]}")
 EOF
 }
 
