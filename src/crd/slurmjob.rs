@@ -100,7 +100,8 @@ fn matches(pattern: &str) -> String {
 ).message("dependsOn cannot name the SlurmJob itself: it would wait for its own submission forever"))]
 #[serde(rename_all = "camelCase")]
 pub struct SlurmJobSpec {
-    /// Name of the SlurmCluster (in this namespace) to run the job on. Immutable.
+    /// Name of the SlurmCluster (cluster-scoped) to run the job on; its `access` decides
+    /// whether this namespace may, and as which Slurm user. Immutable.
     #[schemars(length(min = 1, max = 253))]
     #[x_kube(
         validation = Rule::new(DNS_SUBDOMAIN_CEL).message(
