@@ -169,16 +169,26 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
     let b = format!("{run}-b");
     let c = format!("{run}-c");
     let wrong = format!("{run}-wrong-account");
+    // Each in its user's home: the output file (slurm-<id>.out) is the user's own, whatever an
+    // earlier run with the same job id (ids restart with a fresh slurmctld) left in /tmp.
     apply(
         &jobs("team-a"),
         &a,
-        slurmjob(&a, &slurm.partition, json!({})),
+        slurmjob(
+            &a,
+            &slurm.partition,
+            json!({"workingDirectory": "/home/alice"}),
+        ),
     )
     .await;
     apply(
         &jobs("team-b"),
         &b,
-        slurmjob(&b, &slurm.partition, json!({})),
+        slurmjob(
+            &b,
+            &slurm.partition,
+            json!({"workingDirectory": "/home/bob"}),
+        ),
     )
     .await;
     apply(
