@@ -1,0 +1,296 @@
+//! End to end against a real Kubernetes API server and the real local Slurm (with its users
+//! `alice` and `bob`, hack/): the multi-tenant example of `examples/tenancy/`, applied exactly
+//! as its README says, the admin's files as the admin and the tenant's as a tenant.
+//!
+//! Runs only when `KUBECONFIG` is set (skipped otherwise, saying why), and needs `helm` on PATH:
+//! the tenant's only rights come from the operator chart's own tenant ClusterRoles (rendered
+//! with `helm template`), aggregated into the built-in `edit` role that
+//! `30-tenant-rolebinding.yaml` binds in `team-a`.
+//!
+//! 1. As the admin: the CRDs, the chart's user ClusterRoles, the namespaces, the credentials
+//!    Secret (with the local Slurm's key), the SlurmCluster (pointed at the local slurmrestd),
+//!    the tenant's RoleBinding; the operator runs watching team-a, team-b and team-c.
+//! 2. As the tenant (`system:serviceaccount:team-a:researcher`, impersonated): the example
+//!    SlurmJob is accepted and runs as Slurm user `alice`; creating a SlurmCluster or a
+//!    SlurmNodeSet, reading the credentials Secret, creating a SlurmJob in team-b and writing a
+//!    SlurmJob's status are all refused (403).
+//! 3. A SlurmJob in team-c, which no access entry grants, gets `Ready=False/NoAccess`.
+//!
+//! The objects are deleted at the end of a passing run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::{Scope, pinned_kind};
+use serde_json::{Value, json};
+use slurm_operator::crd::condition::{self, READY};
+use slurm_operator::crd::slurmjob::Phase;
+use slurm_operator::crd::{SlurmCluster, SlurmJob};
+
+use common::e2e::{MANAGER, Operator, apply_crds, eventually, free_port};
+
+const TENANT: &str = "system:serviceaccount:team-a:researcher";
+const CREDENTIALS: &str = "slurm-operator";
+
+/// The documents of one example file.
+fn example(file: &str) -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/tenancy")
+        .join(file);
+    documents(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
+
+fn documents(yaml: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(yaml)
+        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+        .filter(|doc: &Value| !doc.is_null())
+        .collect()
+}
+
+/// Server-side apply of `object` (any kind the server serves) with `client`'s identity.
+async fn apply(client: &kube::Client, object: &Value) -> Result<(), kube::Error> {
+    let (group, version) = match object["apiVersion"].as_str().unwrap().split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", object["apiVersion"].as_str().unwrap()),
+    };
+    let gvk = GroupVersionKind::gvk(group, version, object["kind"].as_str().unwrap());
+    let (resource, capabilities) = pinned_kind(client, &gvk).await.unwrap();
+    let name = object["metadata"]["name"].as_str().unwrap();
+    let api: Api<DynamicObject> = match capabilities.scope {
+        Scope::Namespaced => Api::namespaced_with(
+            client.clone(),
+            object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default"),
+            &resource,
+        ),
+        Scope::Cluster => Api::all_with(client.clone(), &resource),
+    };
+    api.patch(
+        name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// A client that acts as the tenant (impersonation: the admin's KUBECONFIG may impersonate).
+async fn tenant_client() -> kube::Client {
+    let mut config = kube::Config::infer().await.unwrap();
+    config.auth_info.impersonate = Some(TENANT.to_owned());
+    kube::Client::try_from(config).unwrap()
+}
+
+fn forbidden(result: Result<(), kube::Error>, what: &str) {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 403 => {}
+        other => panic!("the tenant may not {what}, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tenancy_example_runs_as_the_teams_user_and_the_tenant_is_refused_the_rest() {
+    if std::env::var_os("KUBECONFIG").is_none() {
+        eprintln!("skipped: KUBECONFIG is not set; this test needs a real Kubernetes API server");
+        return;
+    }
+    let slurm = require_slurm!();
+    slurm_operator::tls::install_crypto_provider();
+    let admin = kube::Client::try_default().await.unwrap();
+    apply_crds(&admin).await;
+
+    // The operator chart's user ClusterRoles, as the chart renders them.
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("helm/slurm-operator");
+    let rendered = Command::new("helm")
+        .args(["template", "slurm-operator"])
+        .arg(&chart)
+        .args(["--show-only", "templates/user-rbac.yaml"])
+        .output()
+        .expect("helm on PATH (renders the chart's tenant ClusterRoles)");
+    assert!(
+        rendered.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let roles = documents(&String::from_utf8(rendered.stdout).unwrap());
+    assert!(!roles.is_empty());
+    for role in &roles {
+        apply(&admin, role).await.unwrap();
+    }
+
+    // The admin's files, with what this machine's Slurm needs.
+    for ns in [CREDENTIALS, "team-c"] {
+        apply(
+            &admin,
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        )
+        .await
+        .unwrap();
+    }
+    for doc in example("20-namespaces.yaml") {
+        apply(&admin, &doc).await.unwrap();
+    }
+    for mut doc in example("00-credentials-secret.yaml") {
+        if doc["kind"] == "Secret" {
+            let key = ByteString(slurm.key());
+            doc["data"] = json!({"jwt_hs256.key": serde_json::to_value(&key).unwrap()});
+        }
+        apply(&admin, &doc).await.unwrap();
+    }
+    for mut doc in example("10-slurmcluster.yaml") {
+        if doc["kind"] == "SlurmCluster" {
+            doc["spec"]["endpoint"] = json!(slurm.url);
+            doc["spec"]["allowInsecureHttp"] = json!(slurm.url.starts_with("http://"));
+            doc["spec"]["auth"]["jwt"]["user"] = json!(slurm.user);
+        }
+        apply(&admin, &doc).await.unwrap();
+    }
+    for doc in example("30-tenant-rolebinding.yaml") {
+        apply(&admin, &doc).await.unwrap();
+    }
+    let _operator = Operator::spawn(
+        &[
+            "--namespace",
+            "team-a,team-b,team-c",
+            "--credentials-namespace",
+            CREDENTIALS,
+            "--metrics-addr",
+            &format!("127.0.0.1:{}", free_port()),
+        ],
+        &[],
+        None,
+    )
+    .sigterm_on_drop(Duration::from_secs(10));
+
+    // The tenant's file, as the tenant: accepted, and it runs as alice.
+    let tenant = tenant_client().await;
+    let mut name = String::new();
+    for mut doc in example("40-tenant-slurmjob.yaml") {
+        // The local Slurm's partition; alice's home as the working directory (her own files).
+        doc["spec"]["partition"] = json!(slurm.partition);
+        doc["spec"]["workingDirectory"] = json!("/home/alice");
+        name = doc["metadata"]["name"].as_str().unwrap().to_owned();
+        apply(&tenant, &doc).await.unwrap();
+    }
+    let team_a: Api<SlurmJob> = Api::namespaced(admin.clone(), "team-a");
+    let done = eventually(
+        "the tenant's SlurmJob ended",
+        Duration::from_secs(180),
+        || async {
+            let job = team_a.get_opt(&name).await.ok()??;
+            job.status
+                .clone()
+                .filter(|s| s.phase.is_terminal())
+                .map(|s| (job, s))
+        },
+    )
+    .await;
+    assert_eq!(done.1.phase, Phase::Completed, "{:?}", done.1);
+    let job_id = u32::try_from(done.1.job_id.unwrap()).unwrap();
+    let records = slurm.client().job(job_id).await.unwrap();
+    assert_eq!(records[0].user_name.as_deref(), Some("alice"));
+
+    // What the tenant is refused.
+    forbidden(
+        apply(
+            &tenant,
+            &json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
+                    "metadata": {"name": "mine"},
+                    "spec": {"endpoint": "https://evil.example:6820",
+                             "auth": {"jwt": {"keySecretRef": {"name": "slurm-jwt-key"}}}}}),
+        )
+        .await,
+        "create a SlurmCluster",
+    );
+    forbidden(
+        apply(
+            &tenant,
+            &json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmNodeSet",
+                    "metadata": {"name": "mine", "namespace": "team-a"},
+                    "spec": {"clusterName": "main", "replicas": 1,
+                             "template": {"spec": {"containers": [{"name": "slurmd", "image": "x"}]}}}}),
+        )
+        .await,
+        "create a SlurmNodeSet",
+    );
+    let credentials: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(tenant.clone(), CREDENTIALS);
+    forbidden(
+        credentials.get("slurm-jwt-key").await.map(|_| ()),
+        "read the credentials Secret",
+    );
+    forbidden(
+        apply(
+            &tenant,
+            &json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+                    "metadata": {"name": "sneaky", "namespace": "team-b"},
+                    "spec": {"clusterName": "main", "script": "#!/bin/sh\ntrue\n"}}),
+        )
+        .await,
+        "create a SlurmJob in team-b",
+    );
+    let tenant_jobs: Api<SlurmJob> = Api::namespaced(tenant.clone(), "team-a");
+    forbidden(
+        tenant_jobs
+            .patch_status(
+                &name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(
+                    json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+                                      "status": {"phase": "Completed"}}),
+                ),
+            )
+            .await
+            .map(|_| ()),
+        "write a SlurmJob's status",
+    );
+
+    // A namespace no access entry grants.
+    let team_c: Api<SlurmJob> = Api::namespaced(admin.clone(), "team-c");
+    team_c
+        .patch(
+            "denied",
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(
+                json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+                                  "metadata": {"name": "denied"},
+                                  "spec": {"clusterName": "main", "script": "#!/bin/sh\ntrue\n"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let message = eventually(
+        "Ready=False/NoAccess in team-c",
+        Duration::from_secs(60),
+        || async {
+            let job = team_c.get_opt("denied").await.ok()??;
+            let c = condition::find(&job.status?.conditions, READY)?.clone();
+            (c.status == "False" && c.reason == "NoAccess").then_some(c.message)
+        },
+    )
+    .await;
+    assert!(message.contains("team-c"), "{message}");
+
+    // Clean up: the namespaces (their SlurmJobs first), the cluster, the roles.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+    for ns in ["team-a", "team-b", "team-c"] {
+        namespaces
+            .delete(ns, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    let clusters: Api<SlurmCluster> = Api::all(admin.clone());
+    clusters
+        .delete("main", &DeleteParams::default())
+        .await
+        .unwrap();
+}
