@@ -47,6 +47,15 @@ pub struct RunArgs {
     /// operator's namespace (`POD_NAMESPACE`), else `slurm-operator`.
     #[arg(long, env = "CREDENTIALS_NAMESPACE")]
     pub credentials_namespace: Option<String>,
+    /// The slurmrestd endpoints SlurmClusters may name, as origins (`https://host:port`;
+    /// comma-separated or repeated). A SlurmCluster naming another gets `EndpointNotAllowed`.
+    /// Default: any.
+    #[arg(
+        long = "allowed-endpoint",
+        env = "ALLOWED_ENDPOINTS",
+        value_delimiter = ','
+    )]
+    pub allowed_endpoints: Vec<url::Url>,
     /// Where to serve /healthz, /readyz and /metrics.
     #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
@@ -277,6 +286,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
 
     let mut ctx = Context::new(client.clone(), metrics);
     ctx.credentials_namespace = args.credentials_namespace();
+    ctx.allowed_endpoints = args.allowed_endpoints.clone();
     info!(namespace = %ctx.credentials_namespace, "SlurmCluster credentials are read from this namespace only");
     let mut election = None;
     if let Some(lease) = args.lease().filter(|_| !shutdown.is_cancelled()) {

@@ -37,6 +37,8 @@ pub struct Context {
     /// The one namespace SlurmClusters' Secrets and ConfigMaps are read from (the platform
     /// admin's): tenants can neither name nor plant credentials.
     pub credentials_namespace: String,
+    /// The slurmrestd origins (`scheme://host:port`) a SlurmCluster may name; empty: any.
+    pub allowed_endpoints: Vec<url::Url>,
 }
 
 impl Context {
@@ -56,6 +58,7 @@ impl Context {
             started_at: Utc::now(),
             leadership: Leadership::always(),
             credentials_namespace: DEFAULT_CREDENTIALS_NAMESPACE.to_owned(),
+            allowed_endpoints: Vec::new(),
         }
     }
 }

@@ -80,6 +80,11 @@ pub enum ConfigError {
     #[error("ConfigMap {name:?} not found in the operator's credentials namespace")]
     ConfigMapNotFound { name: String },
     #[error(
+        "spec.endpoint {endpoint:?} is not one of the slurmrestd endpoints this operator may \
+         reach ({allowed}): ask the operator's admin to add it to --allowed-endpoint"
+    )]
+    EndpointNotAllowed { endpoint: String, allowed: String },
+    #[error(
         "Secret {name:?} ({what}) is not marked as SlurmCluster credentials: label it \
          {CREDENTIALS_LABEL}=true (the operator reads no other Secret)"
     )]
@@ -124,6 +129,7 @@ impl ConfigError {
             Self::InvalidEndpoint { .. } => "InvalidEndpoint",
             Self::TlsWithoutHttps { .. } => "TLSRequiresHTTPS",
             Self::InsecureHttp { .. } => "InsecureEndpoint",
+            Self::EndpointNotAllowed { .. } => "EndpointNotAllowed",
             Self::SecretNotMarked { .. } => "SecretNotMarked",
             Self::CaSourceAmbiguous => "CASourceAmbiguous",
             Self::InsecureWithCa => "InsecureWithCA",
@@ -173,6 +179,7 @@ impl ConfigError {
             Self::InvalidEndpoint { .. }
             | Self::TlsWithoutHttps { .. }
             | Self::InsecureHttp { .. }
+            | Self::EndpointNotAllowed { .. }
             | Self::CaSourceAmbiguous
             | Self::InsecureWithCa
             | Self::CaNameMissing { .. }
@@ -341,6 +348,30 @@ fn key_ref(
     Ok(KeyRef {
         name: name.to_owned(),
         key: key.to_owned(),
+    })
+}
+
+/// Whether `endpoint` is one of the `allowed` slurmrestd origins (scheme, host and port, the
+/// default port when none is written); an empty list allows any. The operator's own setting
+/// (`--allowed-endpoint`): a SlurmCluster cannot point the operator (and its tokens) elsewhere.
+pub fn endpoint_allowed(endpoint: &url::Url, allowed: &[url::Url]) -> Result<(), ConfigError> {
+    let origin = |url: &url::Url| {
+        (
+            url.scheme().to_owned(),
+            url.host_str().map(str::to_ascii_lowercase),
+            url.port_or_known_default(),
+        )
+    };
+    if allowed.is_empty() || allowed.iter().any(|a| origin(a) == origin(endpoint)) {
+        return Ok(());
+    }
+    Err(ConfigError::EndpointNotAllowed {
+        endpoint: endpoint.to_string(),
+        allowed: allowed
+            .iter()
+            .map(|a| a.origin().ascii_serialization())
+            .collect::<Vec<_>>()
+            .join(", "),
     })
 }
 
@@ -1077,6 +1108,39 @@ mod tests {
         }
         // Every variant is covered by some case.
         assert_eq!(seen.len(), 25, "{seen:?}");
+    }
+
+    #[test]
+    fn only_allowed_endpoints_when_the_operator_lists_them() {
+        let url = |s: &str| url::Url::parse(s).unwrap();
+        let allowed = [
+            url("https://slurmrestd.hpc.example.org:6820"),
+            url("http://slurmrestd.slurm.svc"),
+        ];
+        for ok in [
+            "https://slurmrestd.hpc.example.org:6820",
+            "https://SLURMRESTD.hpc.example.org:6820/",
+            "http://slurmrestd.slurm.svc:80",
+        ] {
+            assert_eq!(endpoint_allowed(&url(ok), &allowed), Ok(()), "{ok}");
+        }
+        for refused in [
+            "https://slurmrestd.hpc.example.org:6821",
+            "http://slurmrestd.hpc.example.org:6820",
+            "https://metadata.internal:6820",
+            "https://slurmrestd.hpc.example.org.evil.example:6820",
+        ] {
+            let error = endpoint_allowed(&url(refused), &allowed).unwrap_err();
+            assert_eq!(error.reason(), "EndpointNotAllowed", "{refused}");
+            assert!(
+                error
+                    .to_string()
+                    .contains("https://slurmrestd.hpc.example.org:6820"),
+                "{error}"
+            );
+        }
+        // No list: any endpoint (the SlurmCluster is the admin's anyway).
+        assert_eq!(endpoint_allowed(&url("https://anywhere:1"), &[]), Ok(()));
     }
 
     #[test]

@@ -278,6 +278,8 @@ async fn connect(
     ctx: &Context,
 ) -> Result<Connected, Error> {
     let plan = config::plan(&cluster.spec).map_err(Error::InvalidConfig)?;
+    config::endpoint_allowed(&plan.client.endpoint, &ctx.allowed_endpoints)
+        .map_err(Error::InvalidConfig)?;
     let sources = read_sources(&plan, &ctx.credentials_namespace, ctx).await?;
     let validated = plan.build(&sources).map_err(Error::InvalidConfig)?;
     let upserted = ctx

@@ -663,3 +663,33 @@ async fn a_secret_name_that_is_a_path_is_refused_before_any_read() {
         server.await.unwrap().expect_no_more_calls().await;
     }
 }
+
+/// With `--allowed-endpoint`, a SlurmCluster naming another endpoint is refused before any
+/// Secret is read or any request is sent.
+#[tokio::test]
+async fn an_endpoint_outside_the_allowlist_is_refused_before_anything_is_read() {
+    let (mut ctx, mut api) = Context::test();
+    ctx.allowed_endpoints =
+        vec![url::Url::parse("https://slurmrestd.hpc.example.org:6820").unwrap()];
+    let cluster = finalized(cluster("c10", "http://127.0.0.1:1"));
+    let expected = cluster.clone();
+    let server = tokio::spawn(async move {
+        let status = api.expect_status_apply(&expected).await;
+        assert_eq!(cond(&status, READY), ("False", "EndpointNotAllowed"));
+        let ready = condition::find(&status.conditions, READY).unwrap();
+        assert!(
+            ready.message.contains("--allowed-endpoint"),
+            "{}",
+            ready.message
+        );
+        api.expect_event(&expected, "Warning", "EndpointNotAllowed")
+            .await;
+        api
+    });
+    let ctx = Arc::new(ctx);
+    let error = reconcile(Arc::new(cluster), ctx.clone()).await.unwrap_err();
+    assert_eq!(error.category(), "EndpointNotAllowed");
+    assert!(error.is_invalid_spec());
+    assert!(ctx.clusters.clusters().is_empty(), "nothing registered");
+    server.await.unwrap().expect_no_more_calls().await;
+}
