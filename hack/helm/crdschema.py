@@ -12,7 +12,8 @@ Kubernetes extensions. This module turns that schema into a JSON Schema (draft 2
   (what `kubectl apply` does with its default server-side field validation, Strict)
 * `format` (int32, int64, date-time, ...) is not checked, as jsonschema does by default
 * `x-kubernetes-validations`: each rule is looked up in CEL_RULES, a small table of Python
-  equivalents of the rules the CRDs contain. A rule missing from the table is reported as
+  equivalents of the rules the CRDs contain, then matched against a few rule shapes
+  (`self.matches('RE')`, `self.startsWith('X')`, a key allowlist). A rule neither knows is reported as
   "not evaluated" (the caller decides whether that fails); transition rules (oldSelf) apply
   to updates only and are skipped.
 
@@ -105,7 +106,46 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
         lambda s: s.get("type", "RollingUpdate") == "RollingUpdate" or "rollingUpdate" not in s,
     "string(self).matches('^([1-9][0-9]*|(100|[1-9][0-9]?)%)$')":
         lambda s: re.fullmatch(r"([1-9][0-9]*|(100|[1-9][0-9]?)%)", str(s)) is not None,
+    # SlurmCluster: http:// only when allowed; access entries.
+    "!self.endpoint.startsWith('http://') || self.allowInsecureHttp":
+        lambda s: not str(s.get("endpoint", "")).startswith("http://") or s.get("allowInsecureHttp", False) is True,
+    "size(self.namespaces) > 0 || has(self.namespaceSelector)":
+        lambda s: len(s.get("namespaces") or []) > 0 or "namespaceSelector" in s,
+    "self.all(n, n.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(n) <= 63)":
+        lambda s: all(isinstance(n, str) and re.search(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", n) and len(n) <= 63 for n in s),
+    # SlurmJob.
+    "!has(self.spec.dependsOn) || self.spec.dependsOn.all(d, d.name != self.metadata.name)":
+        lambda s: all(d.get("name") != s.get("metadata", {}).get("name") for d in (s.get("spec") or {}).get("dependsOn") or []),
+    "!self.matches('^[1-9][0-9]{0,8}-[1-9][0-9]{0,8}$') || int(self.split('-')[0]) <= int(self.split('-')[1])":
+        lambda s: not re.search(r"^[1-9][0-9]{0,8}-[1-9][0-9]{0,8}$", s) or int(s.split("-")[0]) <= int(s.split("-")[1]),
+    "!self.startsWith('/') && self != '..' && !self.startsWith('../') && !self.endsWith('/..') && !self.contains('/../')":
+        lambda s: not s.startswith("/") and s != ".." and not s.startswith("../") and not s.endswith("/..") and "/../" not in s,
+    "duration(self) >= duration('1m')": _duration_between(60, float("inf")),
 }
+
+# Rules of one shape, whatever their literal: `self.matches('RE')` (RE2 search, like re.search
+# for the patterns our CRDs use), `self.startsWith('X')`, and a map's keys in a list
+# (`self.all(k, k in ['a', 'b'])`, the SlurmJob extraOptions allowlist).
+_CEL_SHAPES: list[tuple[re.Pattern, Callable[[re.Match], Callable[[Any], bool]]]] = [
+    (re.compile(r"^self\.matches\('([^']*)'\)$"),
+     lambda m: lambda v, pat=m.group(1): isinstance(v, str) and re.search(pat, v) is not None),
+    (re.compile(r"^self\.startsWith\('([^']*)'\)$"),
+     lambda m: lambda v, pre=m.group(1): isinstance(v, str) and v.startswith(pre)),
+    (re.compile(r"^self\.all\(k, k in \[((?:'[^']*'(?:, )?)*)\]\)$"),
+     lambda m: lambda v, allowed=frozenset(re.findall(r"'([^']*)'", m.group(1))): all(k in allowed for k in v)),
+]
+
+
+def cel_rule(text: str) -> Callable[[Any], bool] | None:
+    """The Python equivalent of one CEL rule, or None when this module does not know it."""
+    fn = CEL_RULES.get(text)
+    if fn is not None:
+        return fn
+    for shape, make in _CEL_SHAPES:
+        m = shape.match(text)
+        if m:
+            return make(m)
+    return None
 
 
 # --- schema conversion -----------------------------------------------------------------------
@@ -169,7 +209,7 @@ def _walk_cel(schema: dict, value: Any, path: str, result: Result) -> None:
         text = rule["rule"]
         if "oldSelf" in text:
             continue  # transition rule: applies to updates only
-        fn = CEL_RULES.get(text)
+        fn = cel_rule(text)
         if fn is None:
             result.not_evaluated.append(f"{path or '.'}: {text}")
             continue

@@ -6,13 +6,14 @@ runs, inside that root (chroot, as root, on 127.0.0.1):
 
 * slurmctld with the chart's slurm.conf and the chart-generated slurm.key and JWT key (from the
   rendered Secrets), started like the StatefulSet starts it (`slurmctld -D`, SLURM_CONF);
-* one slurmd per NodeSet, started with the NodeSet pod's command line (configless
+* one slurmd per SlurmNodeSet, started with the SlurmNodeSet pod's command line (configless
   `--conf-server`, dynamic `-Z`, `-N <pod name>`, `--conf <features, CPUs, memory>`);
 * slurmrestd with the Deployment's command line (`-a rest_auth/jwt -s ...`, SLURM_JWT=daemon);
 
-then checks that every node registered with the NodeSet's features, CPUs and memory and sits in
-the NodeSet's partitions, and that a job submitted through slurmrestd with a token minted from
-the chart's JWT key (as the operator does) runs to COMPLETED.
+then checks that every node registered with the SlurmNodeSet's features, CPUs and memory and sits
+in the SlurmNodeSet's partitions, and that a job submitted through slurmrestd with a token minted
+(as the operator does) from the key the SlurmCluster names, the chart's labelled copy in the
+operator's credentials namespace, for the SlurmCluster's auth.jwt.user, runs to COMPLETED.
 
 What differs from the pods, so that it can run on one host next to the other local Slurms:
 SlurmctldHost (this host's name and 127.0.0.1), the ports (free ones), the state/spool/pid
@@ -103,15 +104,42 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
         return found[0]
 
     conf_text = one("ConfigMap", "-slurm-conf")["data"]["slurm.conf"]
-    secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
-    slurm_key = base64.b64decode(next(s["data"]["slurm.key"] for n, s in secrets.items() if n.endswith("-slurm-key")))
-    jwt_key = base64.b64decode(next(s["data"]["jwt_hs256.key"] for n, s in secrets.items() if n.endswith("-jwt-key")))
-    ctld = one("StatefulSet", "-slurmctld")["spec"]["template"]["spec"]["containers"][0]
+    sts = one("StatefulSet", "-slurmctld")
+    release_ns = sts["metadata"]["namespace"]
+    secrets = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in docs if d["kind"] == "Secret"}
+
+    def mounted_secret(path: str) -> tuple[str, str]:
+        """The (Secret, key) slurmctld's pod projects to `path` in /etc/slurm."""
+        for v in sts["spec"]["template"]["spec"]["volumes"]:
+            for src in (v.get("projected") or {}).get("sources", []):
+                for item in (src.get("secret") or {}).get("items", []):
+                    if item["path"] == path:
+                        return src["secret"]["name"], item["key"]
+        fail(f"slurmctld mounts no Secret at {path}")
+        raise AssertionError
+
+    def secret_value(namespace: str, name: str, key: str) -> bytes:
+        if (namespace, name) not in secrets:
+            fail(f"Secret {namespace}/{name} is not rendered")
+        return base64.b64decode(secrets[(namespace, name)]["data"][key])
+
+    slurm_key = secret_value(release_ns, *mounted_secret("slurm.key"))
+    jwt_key = secret_value(release_ns, *mounted_secret("jwt_hs256.key"))
+    # The operator signs with the key its SlurmCluster names, read from its credentials namespace
+    # (the chart's labelled copy): it must be the key slurmctld verifies with.
+    jwt = one("SlurmCluster")["spec"]["auth"]["jwt"]
+    cred_ns = next((ns for (ns, name), d in secrets.items() if name == jwt["keySecretRef"]["name"]
+                    and (d["metadata"].get("labels") or {}).get("slurm.rs/credentials") == "true"), None)
+    if cred_ns is None:
+        fail(f"no labelled Secret {jwt['keySecretRef']['name']} rendered for the SlurmCluster")
+    operator_key = secret_value(cred_ns, jwt["keySecretRef"]["name"], jwt["keySecretRef"]["key"])
+    operator_user = jwt["user"]
+    ctld = sts["spec"]["template"]["spec"]["containers"][0]
     restd_pod = one("Deployment", "-slurmrestd")["spec"]["template"]["spec"]
     restd = restd_pod["containers"][0]
-    nodesets = [d for d in docs if d["kind"] == "NodeSet"]
+    nodesets = [d for d in docs if d["kind"] == "SlurmNodeSet"]
     if not nodesets:
-        fail("no NodeSets rendered")
+        fail("no SlurmNodeSets rendered")
 
     host = socket.gethostname().split(".")[0]
     ctld_port, slurmd_port, restd_port = free_port(), free_port(), free_port()
@@ -183,7 +211,7 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
                 fail("slurmctld did not come up with the chart's slurm.conf\n" + logs())
             time.sleep(0.2)
 
-        # One slurmd per NodeSet, with the pod's command line.
+        # One slurmd per SlurmNodeSet, with the pod's command line.
         expected = {}
         for ns in nodesets:
             c = next(c for c in ns["spec"]["template"]["spec"]["containers"] if c["name"] == "slurmd")
@@ -220,12 +248,12 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
             fields = dict(w.split("=", 1) for w in out.split() if "=" in w)
             feats = fields.get("AvailableFeatures", "").split(",")
             if sorted(feats) != sorted(want["features"]):
-                fail(f"{pod}: features {feats}, NodeSet says {want['features']}")
+                fail(f"{pod}: features {feats}, SlurmNodeSet says {want['features']}")
             parts = fields.get("Partitions", "").split(",")
             if not set(want["partitions"]) <= set(parts):
-                fail(f"{pod}: partitions {parts}, NodeSet says {want['partitions']}")
+                fail(f"{pod}: partitions {parts}, SlurmNodeSet says {want['partitions']}")
             if "cpus" in want and fields.get("CPUTot") != str(want["cpus"]):
-                fail(f"{pod}: CPUTot={fields.get('CPUTot')}, NodeSet says cpus={want['cpus']}")
+                fail(f"{pod}: CPUTot={fields.get('CPUTot')}, SlurmNodeSet says cpus={want['cpus']}")
 
         # slurmrestd as the Deployment runs it (as its pod's runAsUser/runAsGroup, bound to loopback).
         # Numeric ids: slurmrestd 26.05 fails on "-u nobody" ("Unable to resolve user: nobody")
@@ -236,8 +264,8 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
         if "runAsUser" not in sc or "runAsGroup" not in sc:
             fail(f"slurmrestd pod has no runAsUser/runAsGroup: {sc}; update this smoke test")
         start("slurmrestd", [argv[0], "-u", str(sc["runAsUser"]), "-g", str(sc["runAsGroup"]), *argv[1:]], env)
-        token = mint_jwt(jwt_key, "slurm")
-        headers = {"X-SLURM-USER-NAME": "slurm", "X-SLURM-USER-TOKEN": token, "Content-Type": "application/json"}
+        token = mint_jwt(operator_key, operator_user)
+        headers = {"X-SLURM-USER-NAME": operator_user, "X-SLURM-USER-TOKEN": token, "Content-Type": "application/json"}
 
         def rest(method: str, path: str, body: dict | None = None) -> dict:
             req = urllib.request.Request(f"http://127.0.0.1:{restd_port}/slurm/v0.0.42/{path}", method=method,

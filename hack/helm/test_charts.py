@@ -7,16 +7,22 @@ Each check prints `PASS name` or `FAIL name: why`; the last line is `N passed, N
   render      helm template (defaults and every ci/*.yaml) and validate EVERY object: built-in
               kinds with kubernetes-validate (strict, Kubernetes K8S_VERSIONS), slurm.rs kinds
               with our CRDs' openAPIV3Schema and their CEL rules (hack/helm/crdschema.py),
-              NodeSet pod templates also as Pods; cross-references (volumes -> ConfigMaps/
+              SlurmNodeSet pod templates also as Pods; cross-references (volumes -> ConfigMaps/
               Secrets/PVCs, selectors -> labels, Services -> pods)
   crds        the operator chart's CRDs are crds/ byte for byte, and render unchanged
   rbac        rendered RBAC == helm/slurm-operator/files/rbac-rules.yaml in every mode; every
-              Kubernetes kind the Rust code opens an Api<...> for has a rule
+              Kubernetes kind the Rust code opens an Api<...> for has a rule; Secrets only
+              through a Role in the credentials namespace (no ClusterRole grants them); the
+              tenant/admin ClusterRoles for people grant what they say, aggregated as configured
   operator    Deployment security/probes/args per mode
-  cluster     slurm.conf, NodeSets, slurmd command line, Cluster, accounting wiring agree
+  cluster     slurm.conf, SlurmNodeSets, slurmd command line, SlurmCluster, its credentials
+              Secret in the operator's credentials namespace, accounting wiring agree
   secrets     keys are generated, reused from the live Secret (lookup), existingSecret honoured
   schema      bad values fail with a message that names the value
   notes       the YAML that NOTES.txt tells users to apply validates against the CRDs
+  examples    every manifest under examples/ validates (CRDs with their CEL rules, Kubernetes
+              schemas); examples/tenancy/ is consistent (names, namespaces, labels, access) and
+              its RBAC gives the tenant what its README says, and no more
 """
 
 from __future__ import annotations
@@ -150,7 +156,7 @@ def validate_object(doc: dict, version: str) -> list[str]:
         res = CRDS.validate(doc)
         errs = [f"{ident}: {e}" for e in res.errors]
         errs += [f"{ident}: CEL rule not evaluated (add it to crdschema.CEL_RULES): {r}" for r in res.not_evaluated]
-        if doc["kind"] == "NodeSet":
+        if doc["kind"] == "SlurmNodeSet":
             tmpl = doc["spec"]["template"]
             pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nodeset-pod", **(tmpl.get("metadata") or {})},
                    "spec": tmpl["spec"]}
@@ -170,13 +176,13 @@ def validate_object(doc: dict, version: str) -> list[str]:
 
 
 def pod_templates(docs: list[dict]) -> list[tuple[str, dict, dict | None]]:
-    """(owner, pod template, selector matchLabels) for every workload, NodeSets included."""
+    """(owner, pod template, selector matchLabels) for every workload, SlurmNodeSets included."""
     out = []
     for d in docs:
         ident = f"{d['kind']}/{d['metadata']['name']}"
         if d["kind"] in ("Deployment", "StatefulSet", "DaemonSet"):
             out.append((ident, d["spec"]["template"], d["spec"]["selector"].get("matchLabels")))
-        elif d["kind"] == "NodeSet":
+        elif d["kind"] == "SlurmNodeSet":
             out.append((ident, d["spec"]["template"], None))
     return out
 
@@ -332,7 +338,38 @@ def rbac_rules() -> list[dict]:
     return yaml.safe_load(RULES_FILE.read_text())["rules"]
 
 
-def expected_grants(watch_ns: str, leader: bool) -> set[tuple]:
+USER_ROLES = ("app.kubernetes.io/component", "user-roles")  # the ClusterRoles for people
+
+
+def is_user_role(d: dict) -> bool:
+    return (d["metadata"].get("labels") or {}).get(USER_ROLES[0]) == USER_ROLES[1]
+
+
+# (watched namespaces, leader election, credentials namespace ("" = the release namespace))
+RBAC_MODES: list[tuple[tuple[str, ...], bool, str]] = [
+    ((), False, ""), (("hpc",), False, ""), ((), True, "slurm-admin"),
+    (("hpc", "team-a"), True, "slurm-admin"), (("default", "hpc"), False, "hpc"),
+]
+
+
+def rbac_mode_name(watch: tuple[str, ...], leader: bool, creds: str) -> str:
+    return (f"watch {'namespaces ' + ','.join(watch) if watch else 'all namespaces'}, "
+            f"leader election {'on' if leader else 'off'}, credentials in {creds or RELEASE_NS}")
+
+
+def rbac_sets(watch: tuple[str, ...], leader: bool, creds: str) -> tuple[str, ...]:
+    sets = []
+    if watch:
+        sets.append("watchNamespaces={" + ",".join(watch) + "}")
+    if leader:
+        sets += ["leaderElection.enabled=true", "replicas=2"]
+    if creds:
+        sets.append(f"credentialsNamespace={creds}")
+    return tuple(sets)
+
+
+def expected_grants(watch: tuple[str, ...], leader: bool, creds: str) -> set[tuple]:
+    """(Role|ClusterRole, namespace, apiGroup, resource, verb) that rbac-rules.yaml promises."""
     flags = {"leaderElection.enabled": leader}
     out = set()
     for r in rbac_rules():
@@ -340,71 +377,176 @@ def expected_grants(watch_ns: str, leader: bool) -> set[tuple]:
             continue
         scope = r["scope"]
         if scope == "watched":
-            target = ("Role", watch_ns) if watch_ns else ("ClusterRole", None)
+            targets = [("Role", ns) for ns in watch] if watch else [("ClusterRole", None)]
         elif scope == "cluster":
-            target = ("ClusterRole", None)
+            targets = [("ClusterRole", None)]
+        elif scope == "credentials":
+            targets = [("Role", creds or RELEASE_NS)]
+        elif scope == "default":
+            targets = [("Role", "default")] if watch else [("ClusterRole", None)]
         elif scope == "operator":
-            target = ("Role", RELEASE_NS)
+            targets = [("Role", RELEASE_NS)]
         else:
             raise Failed(f"rbac-rules.yaml: unknown scope {scope}")
-        for g in r["apiGroups"]:
-            for res in r["resources"]:
-                for v in r["verbs"]:
-                    out.add((*target, g, res, v))
+        for target in targets:
+            for g in r["apiGroups"]:
+                for res in r["resources"]:
+                    for v in r["verbs"]:
+                        out.add((*target, g, res, v))
     return out
 
 
-def t_rbac_mode(watch_ns: str, leader: bool) -> Callable[[], str]:
+def grants_of(d: dict) -> set[tuple]:
+    ns = d["metadata"].get("namespace") if d["kind"] == "Role" else None
+    return {(d["kind"], ns, g, res, v) for rule in d.get("rules") or []
+            for g in rule.get("apiGroups", []) for res in rule.get("resources", []) for v in rule.get("verbs", [])}
+
+
+def t_rbac_mode(watch: tuple[str, ...], leader: bool, creds: str) -> Callable[[], str]:
     def run() -> str:
-        sets = []
-        if watch_ns:
-            sets.append(f"watchNamespace={watch_ns}")
-        if leader:
-            sets += ["leaderElection.enabled=true", "replicas=2"]
-        docs = render(OPERATOR, sets=tuple(sets), cache=False)
+        docs = render(OPERATOR, sets=rbac_sets(watch, leader, creds), cache=False)
         sa = one(docs, "ServiceAccount")["metadata"]
         got = set()
         problems = []
         for d in docs:
             if d["kind"] not in ("Role", "ClusterRole"):
                 continue
-            ns = d["metadata"].get("namespace") if d["kind"] == "Role" else None
+            binding_kind = "RoleBinding" if d["kind"] == "Role" else "ClusterRoleBinding"
+            bound = [b for b in find(docs, "RoleBinding") + find(docs, "ClusterRoleBinding")
+                     if b["roleRef"]["kind"] == d["kind"] and b["roleRef"]["name"] == d["metadata"]["name"]
+                     and (d["kind"] == "ClusterRole" or b["metadata"].get("namespace") == d["metadata"].get("namespace"))]
+            if is_user_role(d):  # for people: the chart binds them to nobody
+                if bound:
+                    problems.append(f"{d['kind']}/{d['metadata']['name']} (for people) is bound by the chart")
+                continue
             for rule in d.get("rules") or []:
                 if rule.get("resourceNames") or rule.get("nonResourceURLs"):
                     problems.append(f"{d['kind']}/{d['metadata']['name']}: unexpected resourceNames/nonResourceURLs")
-                for g in rule.get("apiGroups", []):
-                    for res in rule.get("resources", []):
-                        for v in rule.get("verbs", []):
-                            if "*" in (g, res, v):
-                                problems.append(f"{d['kind']}/{d['metadata']['name']}: wildcard in {rule}")
-                            got.add((d["kind"], ns, g, res, v))
-            binding_kind = "RoleBinding" if d["kind"] == "Role" else "ClusterRoleBinding"
-            bound = [b for b in find(docs, binding_kind)
-                     if b["roleRef"]["kind"] == d["kind"] and b["roleRef"]["name"] == d["metadata"]["name"]
-                     and b["metadata"].get("namespace") == d["metadata"].get("namespace")
-                     and {"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]} in b["subjects"]]
-            if len(bound) != 1:
-                problems.append(f"{d['kind']}/{d['metadata']['name']}: bound to the operator's ServiceAccount {len(bound)} times")
-        want = expected_grants(watch_ns, leader)
+                if "*" in rule.get("apiGroups", []) + rule.get("resources", []) + rule.get("verbs", []):
+                    problems.append(f"{d['kind']}/{d['metadata']['name']}: wildcard in {rule}")
+            got |= grants_of(d)
+            ours = [b for b in bound if b["kind"] == binding_kind
+                    and {"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]} in b["subjects"]]
+            if len(ours) != 1 or len(bound) != 1 or len(ours[0]["subjects"]) != 1:
+                problems.append(f"{d['kind']}/{d['metadata']['name']}: bound {len(bound)} times, to the operator's ServiceAccount alone {len(ours)} times")
+        want = expected_grants(watch, leader, creds)
         missing, extra = want - got, got - want
         if missing:
             problems.append("missing grants: " + ", ".join(map(str, sorted(missing, key=str))))
         if extra:
             problems.append("grants not in rbac-rules.yaml: " + ", ".join(map(str, sorted(extra, key=str))))
         ensure(not problems, "\n  " + "\n  ".join(problems))
-        return f"{len(got)} grants"
+        roles = sorted(f"{d['kind']}/{d['metadata'].get('namespace', '')}/{d['metadata']['name']}".replace("//", "/")
+                       for d in docs if d["kind"] in ("Role", "ClusterRole") and not is_user_role(d))
+        return f"{len(got)} grants in {', '.join(roles)}"
     return run
+
+
+SENSITIVE = {"secrets", "configmaps", "*"}  # core resources only the credentials Role may read
+
+
+def t_rbac_secrets_confined() -> str:
+    """No ClusterRole (the operator's or a user role) grants Secrets or ConfigMaps; the only Role
+    that does is the one in the credentials namespace; and src/ opens an Api for them only in
+    one namespace (never Api::all)."""
+    problems = []
+    modes = RBAC_MODES + [((), False, "")]
+    for watch, leader, creds in modes:
+        docs = render(OPERATOR, sets=rbac_sets(watch, leader, creds), cache=False)
+        where = rbac_mode_name(watch, leader, creds)
+        for d in find(docs, "ClusterRole") + find(docs, "Role"):
+            for rule in d.get("rules") or []:
+                if not set(rule.get("apiGroups", [])) & {"", "*"}:
+                    continue
+                hit = set(rule.get("resources", [])) & SENSITIVE
+                if not hit:
+                    continue
+                if d["kind"] == "ClusterRole":
+                    problems.append(f"{where}: ClusterRole/{d['metadata']['name']} grants {sorted(hit)} cluster-wide")
+                elif d["metadata"]["namespace"] != (creds or RELEASE_NS):
+                    problems.append(f"{where}: Role {d['metadata']['namespace']}/{d['metadata']['name']} grants {sorted(hit)} outside the credentials namespace")
+                elif "*" in hit or set(rule["verbs"]) - {"get", "list", "watch"}:
+                    problems.append(f"{where}: the credentials Role grants {rule}: read-only Secrets and ConfigMaps only")
+        for b in find(docs, "RoleBinding"):
+            if b["roleRef"]["kind"] == "ClusterRole":
+                problems.append(f"{where}: RoleBinding {b['metadata']['name']} binds a ClusterRole")
+    opened = 0
+    for f in sorted((ROOT / "src").rglob("*.rs")):
+        text = f.read_text(errors="replace")
+        for m in re.finditer(r"\bApi\s*(?:::\s*)?<\s*(?:PartialObjectMeta\s*<\s*)?(Secret|ConfigMap)\s*>\s*>?", text):
+            if text[:m.start()].rstrip().endswith("&"):
+                continue  # a parameter's type: the call site opens it
+            after = text[m.end():m.end() + 80]
+            opened += 1
+            if not re.match(r"\s*(=\s*Api\s*)?::\s*namespaced\s*\(", after):
+                line = text[:m.start()].count("\n") + 1
+                problems.append(f"{f.relative_to(ROOT)}:{line}: Api<{m.group(1)}> not opened with Api::namespaced: {text[m.start():m.end() + 40]!r}")
+    ensure(opened > 0, "found no Api<Secret>/Api<ConfigMap> in src/: the check is looking in the wrong place")
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    return f"{len(modes)} modes; src/ opens Secrets/ConfigMaps {opened} times, each namespaced"
+
+
+TENANT_EDIT_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+
+
+def t_rbac_user_roles() -> str:
+    """The ClusterRoles for people: exactly what they promise, aggregated as configured."""
+    crds = load_crds()
+    plurals = sorted(c["spec"]["names"]["plural"] for c in crds)
+    subresources = sorted(f"{c['spec']['names']['plural']}/{sub}" for c in crds
+                          for v in c["spec"]["versions"] for sub in (v.get("subresources") or {}))
+    docs = render(OPERATOR)
+    roles = {d["metadata"]["name"]: d for d in find(docs, "ClusterRole") if is_user_role(d)}
+    ensure(sorted(roles) == ["test-slurm-operator-admin", "test-slurm-operator-tenant-edit", "test-slurm-operator-tenant-view"],
+           f"user roles {sorted(roles)}")
+
+    def rules(name: str) -> set[tuple]:
+        return {(g, r, v) for rule in roles[name]["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+    def labels(name: str) -> dict:
+        return roles[name]["metadata"].get("labels") or {}
+    agg = "rbac.authorization.k8s.io/aggregate-to-"
+    edit = rules("test-slurm-operator-tenant-edit")
+    ensure(edit == {("slurm.rs", "slurmjobs", v) for v in TENANT_EDIT_VERBS}, f"tenant-edit grants {sorted(edit)}")
+    ensure(not any("/" in r for _, r, _ in edit), "tenant-edit grants a subresource (status is the operator's)")
+    ensure(labels("test-slurm-operator-tenant-edit").get(agg + "edit") == "true"
+           and labels("test-slurm-operator-tenant-edit").get(agg + "admin") == "true", "tenant-edit not aggregated into edit and admin")
+    ensure(not any(k.startswith(agg) and k != agg + "edit" and k != agg + "admin" for k in labels("test-slurm-operator-tenant-edit")),
+           "tenant-edit aggregated elsewhere")
+    view = rules("test-slurm-operator-tenant-view")
+    ensure(view == {("slurm.rs", "slurmjobs", v) for v in ("get", "list", "watch")}, f"tenant-view grants {sorted(view)}")
+    ensure({k: v for k, v in labels("test-slurm-operator-tenant-view").items() if k.startswith(agg)} == {agg + "view": "true"},
+           "tenant-view not aggregated into view (alone)")
+    admin = rules("test-slurm-operator-admin")
+    want = {("slurm.rs", p, v) for p in plurals for v in TENANT_EDIT_VERBS}
+    want |= {("slurm.rs", s, v) for s in subresources for v in ("get", "update", "patch")}
+    ensure(admin == want, f"admin: missing {sorted(want - admin)}, extra {sorted(admin - want)}")
+    ensure(not any(k.startswith(agg) for k in labels("test-slurm-operator-admin")), "the admin role is aggregated")
+    for d in roles.values():
+        ensure(all("*" not in r["apiGroups"] + r["resources"] + r["verbs"] for r in d["rules"]), f"{d['metadata']['name']}: wildcard")
+    # Switches.
+    docs = render(OPERATOR, sets=("rbac.tenantRoles.aggregateToEdit=false", "rbac.tenantRoles.aggregateToView=false"), cache=False)
+    for d in find(docs, "ClusterRole"):
+        ensure(not any(k.startswith(agg) for k in d["metadata"].get("labels") or {}), f"{d['metadata']['name']} still aggregated")
+    docs = render(OPERATOR, sets=("rbac.tenantRoles.create=false", "rbac.adminRole.create=false"), cache=False)
+    ensure(not [d for d in find(docs, "ClusterRole") if is_user_role(d)], "user roles rendered although switched off")
+    docs = render(OPERATOR, sets=("rbac.create=false",), cache=False)
+    ensure(sorted(d["metadata"]["name"] for d in find(docs, "ClusterRole")) == sorted(roles)
+           and not find(docs, "Role") and not find(docs, "ClusterRoleBinding"), "rbac.create=false: the operator's RBAC is still rendered")
+    return f"tenant-edit, tenant-view (aggregated), admin over {', '.join(plurals)} and {', '.join(subresources)}"
 
 
 # Rust type -> (apiGroup, resource) for the Api<...> the controllers open.
 KIND_RESOURCES = {
-    "Cluster": ("slurm.rs", "clusters"), "SlurmJob": ("slurm.rs", "slurmjobs"), "NodeSet": ("slurm.rs", "nodesets"),
+    "SlurmCluster": ("slurm.rs", "slurmclusters"), "SlurmJob": ("slurm.rs", "slurmjobs"),
+    "SlurmNodeSet": ("slurm.rs", "slurmnodesets"), "Namespace": ("", "namespaces"),
     "Pod": ("", "pods"), "Secret": ("", "secrets"), "ConfigMap": ("", "configmaps"),
     "PersistentVolumeClaim": ("", "persistentvolumeclaims"), "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
     "Event": ("events.k8s.io", "events"), "Lease": ("coordination.k8s.io", "leases"),
     "CustomResourceDefinition": ("apiextensions.k8s.io", "customresourcedefinitions"),
 }
-API_TYPE = re.compile(r"\bApi\s*(?:::\s*)?<\s*([A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*)\s*>")
+# Api<Kind>, Api::<Kind>, and metadata-only Api<PartialObjectMeta<Kind>> (same permissions).
+API_TYPE = re.compile(r"\bApi\s*(?:::\s*)?<\s*(?:PartialObjectMeta\s*<\s*)?([A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*)\s*>")
 
 
 def t_rbac_matches_code() -> str:
@@ -494,13 +636,19 @@ def t_operator_args() -> str:
     args = c["args"]
     ensure(args[:3] == ["run", "--metrics-addr", "0.0.0.0:8080"], f"args {args}")
     ensure("--namespace" not in args and "--leader-election" not in args, f"default args {args}")
+    # The credentials namespace is always explicit, so the Role and the flag cannot disagree.
+    ensure(args[args.index("--credentials-namespace") + 1] == RELEASE_NS, f"--credentials-namespace is not the release namespace: {args}")
     env = {e["name"]: e.get("value") for e in c["env"]}
     ensure(env["RUST_LOG"] == "warn,slurm_operator=info", f"RUST_LOG {env['RUST_LOG']}")
-    dep, c = operator_container(render(OPERATOR, sets=("watchNamespace=hpc", "leaderElection.enabled=true", "replicas=2",
+    accepted_by_the_binary(args, env)
+    dep, c = operator_container(render(OPERATOR, sets=("watchNamespaces={team-a,hpc}", "leaderElection.enabled=true", "replicas=2",
                                                        "log.format=text", "log.filter=debug", "metricsPort=9090",
-                                                       "image.tag=v9", "leaderElection.leaseName=lead"), cache=False))
+                                                       "image.tag=v9", "leaderElection.leaseName=lead",
+                                                       "credentialsNamespace=slurm-admin"), cache=False))
     args = c["args"]
-    ensure(args[args.index("--namespace") + 1] == "hpc", f"--namespace missing: {args}")
+    ensure(args[args.index("--namespace") + 1] == "hpc,team-a", f"--namespace is not the sorted list: {args}")
+    ensure(args.count("--namespace") == 1, f"--namespace given twice: {args}")
+    ensure(args[args.index("--credentials-namespace") + 1] == "slurm-admin", f"--credentials-namespace: {args}")
     ensure("--leader-election" in args and args[args.index("--log-format") + 1] == "text", f"args {args}")
     ensure("0.0.0.0:9090" in args and c["ports"][0]["containerPort"] == 9090, "metricsPort not applied")
     env = {e["name"]: e.get("value") for e in c["env"]}
@@ -518,7 +666,7 @@ def t_operator_args() -> str:
 def accepted_by_the_binary(args: list[str], env: dict) -> None:
     """The rendered command line parses with the real `slurm-operator` (hack/gen-crds.sh built it
     before this runs): `--help` after the args makes clap check them all, then exit 0."""
-    binary = ROOT / "target" / "debug" / "slurm-operator"
+    binary = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target") / "debug" / "slurm-operator"
     if not binary.exists():
         subprocess.run(["cargo", "build", "--quiet", "--bin", "slurm-operator"], cwd=ROOT, check=True)
     environ = {**os.environ, **{k: v for k, v in env.items() if v is not None}}
@@ -617,23 +765,45 @@ def check_cluster_wiring(docs: list[dict]) -> list[str]:
         if str(dbd_svc["spec"]["ports"][0]["port"]) != conf["AccountingStoragePort"]:
             errs.append("AccountingStoragePort != slurmdbd Service port")
     restd_svc = one(docs, "Service", restd["metadata"]["name"])
-    clusters = find(docs, "Cluster")
-    secrets = {d["metadata"]["name"] for d in find(docs, "Secret")}
+    clusters = find(docs, "SlurmCluster")
+    all_secrets = find(docs, "Secret")
+    vols = sts["spec"]["template"]["spec"]["volumes"]
+    ctld_jwt = [s["secret"] for v in vols for s in (v.get("projected") or {}).get("sources", [])
+                if "secret" in s and s["secret"]["items"][0]["path"] == "jwt_hs256.key"]
+    if len(ctld_jwt) != 1:
+        errs.append(f"slurmctld mounts {len(ctld_jwt)} JWT keys")
+    ctld_key = [d["data"][ctld_jwt[0]["items"][0]["key"]] for d in all_secrets
+                if ctld_jwt and d["metadata"]["name"] == ctld_jwt[0]["name"] and d["metadata"]["namespace"] == sts["metadata"]["namespace"]]
     for cl in clusters:
+        if "namespace" in cl["metadata"]:
+            errs.append(f"SlurmCluster {cl['metadata']['name']} has a namespace: it is cluster-scoped")
         ep = cl["spec"]["endpoint"]
         want = f"http://{restd_svc['metadata']['name']}.{restd_svc['metadata']['namespace']}.svc.cluster.local:{restd_svc['spec']['ports'][0]['port']}"
         if ep != want:
-            errs.append(f"Cluster endpoint {ep}, want {want}")
-        ref = cl["spec"]["auth"]["jwt"]["keySecretRef"]["name"]
-        vols = sts["spec"]["template"]["spec"]["volumes"]
-        ctld_jwt = [s["secret"]["name"] for v in vols for s in (v.get("projected") or {}).get("sources", [])
-                    if "secret" in s and s["secret"]["items"][0]["path"] == "jwt_hs256.key"]
-        if ctld_jwt != [ref]:
-            errs.append(f"Cluster uses JWT key Secret {ref}, slurmctld mounts {ctld_jwt}")
-    for ns in find(docs, "NodeSet"):
+            errs.append(f"SlurmCluster endpoint {ep}, want {want}")
+        if cl["spec"].get("allowInsecureHttp", False) != ep.startswith("http://"):
+            errs.append(f"SlurmCluster allowInsecureHttp={cl['spec'].get('allowInsecureHttp')} with endpoint {ep}")
+        ref = cl["spec"]["auth"]["jwt"]["keySecretRef"]
+        if cl["spec"]["auth"]["jwt"]["user"] != conf.get("SlurmUser", "slurm"):
+            errs.append(f"SlurmCluster auth.jwt.user {cl['spec']['auth']['jwt']['user']} is not SlurmUser {conf.get('SlurmUser')}")
+        # The operator reads it from its credentials namespace, only when labelled.
+        named = [d for d in all_secrets if d["metadata"]["name"] == ref["name"]]
+        usable = [d for d in named if (d["metadata"].get("labels") or {}).get("slurm.rs/credentials") == "true"]
+        if named and not usable:
+            errs.append(f"SlurmCluster names Secret {ref['name']}, rendered without the slurm.rs/credentials label")
+        if len(usable) > 1:
+            errs.append(f"several labelled Secrets named {ref['name']}: {[d['metadata']['namespace'] for d in usable]}")
+        for d in usable:
+            if d["data"].get(ref["key"]) is None:
+                errs.append(f"Secret {d['metadata']['namespace']}/{ref['name']} has no key {ref['key']}")
+            elif ctld_key and d["data"][ref["key"]] != ctld_key[0]:
+                errs.append(f"the operator's JWT key {d['metadata']['namespace']}/{ref['name']} differs from the one slurmctld mounts")
+    for ns in find(docs, "SlurmNodeSet"):
         name = ns["metadata"]["name"]
-        if clusters and ns["spec"]["clusterRef"] != clusters[0]["metadata"]["name"]:
-            errs.append(f"{name}: clusterRef {ns['spec']['clusterRef']} is not the Cluster")
+        if ns["metadata"].get("namespace") != sts["metadata"]["namespace"]:
+            errs.append(f"{name}: not in the release namespace, where slurmctld's Service and the keys are")
+        if clusters and ns["spec"]["clusterName"] != clusters[0]["metadata"]["name"]:
+            errs.append(f"{name}: clusterName {ns['spec']['clusterName']} is not the SlurmCluster")
         a = slurmd_args(ns)
         if a["conf-server"] != f"{ctld_svc['metadata']['name']}:6817":
             errs.append(f"{name}: --conf-server {a['conf-server']}")
@@ -664,9 +834,9 @@ def check_cluster_wiring(docs: list[dict]) -> list[str]:
                     errs.append(f"{name}: gres {g} but GresTypes={conf.get('GresTypes')}")
         if not any(v.get("projected") for v in ns["spec"]["template"]["spec"]["volumes"]):
             errs.append(f"{name}: no slurm.key volume")
-    total = sum(ns["spec"]["replicas"] for ns in find(docs, "NodeSet"))
+    total = sum(ns["spec"]["replicas"] for ns in find(docs, "SlurmNodeSet"))
     if total > int(conf["MaxNodeCount"]):
-        errs.append(f"NodeSets total {total} > MaxNodeCount {conf['MaxNodeCount']}")
+        errs.append(f"SlurmNodeSets total {total} > MaxNodeCount {conf['MaxNodeCount']}")
     defaults = [p for p, w in conf["PartitionName"].items() if w.get("Default") == "YES"]
     if len(defaults) > 1:
         errs.append(f"several default partitions: {defaults}")
@@ -708,7 +878,7 @@ def t_cluster_slurm_conf_defaults() -> str:
     ensure(conf["PartitionName"]["debug"] == {"PartitionName": "debug", "Nodes": "compute", "Default": "YES",
                                               "MaxTime": "INFINITE", "State": "UP"}, str(conf["PartitionName"]))
     ensure("AccountingStorageType" not in conf and "GresTypes" not in conf, "accounting/gres lines without accounting/gres")
-    ns = one(docs, "NodeSet")
+    ns = one(docs, "SlurmNodeSet")
     ensure(ns["spec"]["slurm"] == {"features": ["compute"], "partitions": ["debug"], "cpus": 1, "realMemory": "1Gi"},
            str(ns["spec"]["slurm"]))
     ensure(slurmd_args(ns)["conf"] == "Features=compute CPUs=1 RealMemory=1024", slurmd_args(ns)["conf"])
@@ -725,11 +895,11 @@ def t_cluster_memory_conversion() -> str:
     bad = []
     for q, want in cases:
         docs = render(CLUSTER, sets=(f"nodesets.compute.resources.limits.memory={q}",), cache=False)
-        got = slurmd_args(one(docs, "NodeSet"))["conf"]
+        got = slurmd_args(one(docs, "SlurmNodeSet"))["conf"]
         if f"RealMemory={want}" not in got.split():
             bad.append(f"{q}: {got}, want RealMemory={want}")
     docs = render(CLUSTER, sets=("nodesets.compute.resources.limits.cpu=500m", "nodesets.compute.realMemory=64Gi"), cache=False)
-    ns = one(docs, "NodeSet")
+    ns = one(docs, "SlurmNodeSet")
     if "cpus" in ns["spec"]["slurm"] or "CPUs=" in slurmd_args(ns)["conf"]:
         bad.append("a fractional CPU limit became CPUs=")
     if "RealMemory=65536" not in slurmd_args(ns)["conf"] or ns["spec"]["slurm"]["realMemory"] != "64Gi":
@@ -757,8 +927,11 @@ def t_cluster_partitions() -> str:
 
 # --- secrets ------------------------------------------------------------------------------------
 
-def secret_values(docs: list[dict]) -> dict[str, dict[str, bytes]]:
-    return {d["metadata"]["name"]: {k: base64.b64decode(v) for k, v in d["data"].items()} for d in find(docs, "Secret")}
+def secret_values(docs: list[dict], namespace: str = RELEASE_NS) -> dict[str, dict[str, bytes]]:
+    """The Secrets of `namespace` (the release's by default; the operator's copy of the JWT key
+    lives in its credentials namespace): name -> key -> value."""
+    return {d["metadata"]["name"]: {k: base64.b64decode(v) for k, v in d["data"].items()}
+            for d in find(docs, "Secret") if d["metadata"]["namespace"] == namespace}
 
 
 def t_secrets_generated() -> str:
@@ -775,7 +948,11 @@ def t_secrets_generated() -> str:
     ensure(a[db]["password"] != a[db]["root-password"], "the two database passwords are equal")
     docs = render(CLUSTER, sets=sets, cache=False)
     for d in find(docs, "Secret"):
-        ensure(d["metadata"].get("annotations", {}).get("helm.sh/resource-policy") == "keep", f"{d['metadata']['name']}: not kept")
+        kept = d["metadata"].get("annotations", {}).get("helm.sh/resource-policy") == "keep"
+        if d["metadata"]["namespace"] == RELEASE_NS:
+            ensure(kept, f"{d['metadata']['name']}: not kept")
+        else:  # the operator's copy goes with the SlurmCluster that uses it
+            ensure(not kept, f"{d['metadata']['namespace']}/{d['metadata']['name']}: the credentials copy is kept on uninstall")
     docs = render(CLUSTER, sets=("secrets.keep=false",), cache=False)
     ensure(all("helm.sh/resource-policy" not in d["metadata"].get("annotations", {}) for d in find(docs, "Secret")), "keep=false")
     return "fresh random keys on every render without a live Secret"
@@ -827,15 +1004,65 @@ def t_secrets_reuse_logic() -> str:
 
 def t_secrets_existing() -> str:
     docs = render(CLUSTER, sets=("secrets.jwtKey.existingSecret=my-jwt", "secrets.jwtKey.key=key.bin",
-                                 "secrets.slurmKey.existingSecret=my-slurm-key"), cache=False)
+                                 "secrets.slurmKey.existingSecret=my-slurm-key",
+                                 "cluster.credentials.existingSecret=my-operator-jwt"), cache=False)
     ensure(not find(docs, "Secret"), f"Secrets rendered although existing ones are named: {[d['metadata']['name'] for d in find(docs, 'Secret')]}")
-    cl = one(docs, "Cluster")
-    ensure(cl["spec"]["auth"]["jwt"]["keySecretRef"] == {"name": "my-jwt", "key": "key.bin"}, str(cl["spec"]["auth"]))
+    cl = one(docs, "SlurmCluster")
+    ensure(cl["spec"]["auth"]["jwt"]["keySecretRef"] == {"name": "my-operator-jwt", "key": "key.bin"}, str(cl["spec"]["auth"]))
     sts = one(docs, "StatefulSet")
     srcs = [s["secret"] for v in sts["spec"]["template"]["spec"]["volumes"] for s in (v.get("projected") or {}).get("sources", [])]
     ensure({"name": "my-jwt", "items": [{"key": "key.bin", "path": "jwt_hs256.key"}]} in srcs, str(srcs))
     ensure({"name": "my-slurm-key", "items": [{"key": "slurm.key", "path": "slurm.key"}]} in srcs, str(srcs))
     return ""
+
+
+def t_cluster_credentials() -> str:
+    """Where the SlurmCluster's JWT key is for the operator: a labelled Secret in its credentials
+    namespace (the chart's copy, the JWT key Secret itself, or an existing one)."""
+    label = "slurm.rs/credentials"
+
+    def case(sets: tuple[str, ...]) -> tuple[dict | None, dict[tuple[str, str], dict]]:
+        docs = render(CLUSTER, sets=sets, cache=False)
+        errs = check_cluster_wiring(docs)
+        ensure(not errs, f"{sets}:\n  " + "\n  ".join(errs))
+        cl = find(docs, "SlurmCluster")
+        return (cl[0] if cl else None), {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in find(docs, "Secret")}
+
+    def labelled(d: dict) -> bool:
+        return (d["metadata"].get("labels") or {}).get(label) == "true"
+
+    cl, sec = case(())
+    ensure(cl["spec"]["auth"]["jwt"]["keySecretRef"]["name"] == "test-jwt-key", str(cl["spec"]["auth"]))
+    copy, orig = sec.get(("slurm-operator", "test-jwt-key")), sec[(RELEASE_NS, "test-jwt-key")]
+    ensure(copy is not None and labelled(copy), f"no labelled copy in slurm-operator: {sorted(sec)}")
+    ensure(copy["data"] == orig["data"], "the copy holds another key")
+    ensure(not labelled(orig), "the release namespace's key is labelled although the operator does not read there")
+    ensure(cl["spec"]["allowInsecureHttp"] is True and "access" not in cl["spec"], str(cl["spec"]))
+
+    cl, sec = case(("cluster.name=hpc", "operatorCredentialsNamespace=slurm-admin"))
+    ensure(cl["spec"]["auth"]["jwt"]["keySecretRef"]["name"] == "hpc-jwt-key" and labelled(sec[("slurm-admin", "hpc-jwt-key")]),
+           f"named after the SlurmCluster, in slurm-admin: {sorted(sec)}")
+
+    cl, sec = case((f"operatorCredentialsNamespace={RELEASE_NS}",))
+    ensure(all(ns == RELEASE_NS for ns, _ in sec), f"a copy although the credentials namespace is the release's: {sorted(sec)}")
+    ensure(labelled(sec[(RELEASE_NS, "test-jwt-key")]) and cl["spec"]["auth"]["jwt"]["keySecretRef"]["name"] == "test-jwt-key",
+           "same namespace: the JWT key Secret itself is not labelled and used")
+
+    cl, sec = case(("cluster.credentials.existingSecret=ops-jwt",))
+    ensure(all(ns == RELEASE_NS for ns, _ in sec) and not labelled(sec[(RELEASE_NS, "test-jwt-key")]), f"existing credentials: {sorted(sec)}")
+    ensure(cl["spec"]["auth"]["jwt"]["keySecretRef"]["name"] == "ops-jwt", str(cl["spec"]["auth"]))
+
+    cl, sec = case(("cluster.create=false",))
+    ensure(cl is None and all(ns == RELEASE_NS and not labelled(d) for (ns, _), d in sec.items()), f"cluster.create=false: {sorted(sec)}")
+
+    cl, _ = case(("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice", "cluster.access[0].accounts={team-a}",
+                  "cluster.access[1].namespaceSelector.matchLabels.tier=batch", "cluster.access[1].slurmUser=batch"))
+    want = [{"namespaces": ["team-a"], "slurmUser": "alice", "accounts": ["team-a"]},
+            {"namespaceSelector": {"matchLabels": {"tier": "batch"}}, "slurmUser": "batch"}]
+    ensure(cl["spec"]["access"] == want, f"spec.access {cl['spec'].get('access')}")
+    res = CRDS.validate(cl)
+    ensure(not res.errors and not res.not_evaluated, f"{res.errors} {res.not_evaluated}")
+    return "copy in slurm-operator (default), in another namespace, none in the release's, existing, none without a SlurmCluster; access"
 
 
 # --- values.schema.json and template failures -----------------------------------------------------
@@ -845,7 +1072,13 @@ SCHEMA_CASES = [
     (OPERATOR, ("imagee.tag=1",), ["additional properties 'imagee' not allowed"]),
     (OPERATOR, ("metricsPort=0",), ["/metricsPort", "minimum"]),
     (OPERATOR, ("metricsPort=http",), ["/metricsPort", "want integer"]),
-    (OPERATOR, ("watchNamespace=Not_A_Namespace",), ["/watchNamespace"]),
+    (OPERATOR, ("watchNamespaces={hpc,Not_A_Namespace}",), ["/watchNamespaces/1"]),
+    (OPERATOR, ("watchNamespace=hpc",), ["additional properties 'watchNamespace' not allowed"]),
+    (OPERATOR, ("watchNamespaces=hpc",), ["/watchNamespaces", "want array"]),
+    (OPERATOR, ("credentialsNamespace=Slurm_Admin",), ["/credentialsNamespace"]),
+    (OPERATOR, ("rbac.tenantRoles.aggregate=false",), ["additional properties 'aggregate' not allowed"]),
+    (OPERATOR, ("rbac.adminRole.create=yes",), ["/rbac/adminRole/create", "want boolean"]),
+    (OPERATOR, ("exampleCluster.slurmUser=Alice",), ["/exampleCluster/slurmUser"]),
     (OPERATOR, ("image.pullPolicy=Sometimes",), ["/image/pullPolicy"]),
     (OPERATOR, ("log.level=loud",), ["/log/level"]),
     (OPERATOR, ("exampleCluster.pollInterval=fast",), ["/exampleCluster/pollInterval"]),
@@ -857,6 +1090,13 @@ SCHEMA_CASES = [
     (CLUSTER, ("nodesets.compute.gress=gpu:1",), ["additional properties 'gress' not allowed"]),
     (CLUSTER, ("clusterName=My-Cluster",), ["/clusterName"]),
     (CLUSTER, ("cluster.pollInterval=fast",), ["/cluster/pollInterval"]),
+    (CLUSTER, ("operatorCredentialsNamespace=",), ["/operatorCredentialsNamespace"]),
+    (CLUSTER, ("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=Alice"), ["/cluster/access/0/slurmUser"]),
+    (CLUSTER, ("cluster.access[0].slurmUser=alice",), ["/cluster/access/0"]),
+    (CLUSTER, ("cluster.access[0].namespaces={Team_A}", "cluster.access[0].slurmUser=alice"), ["/cluster/access/0/namespaces/0"]),
+    (CLUSTER, ("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice", "cluster.access[0].account=x"),
+     ["additional properties 'account' not allowed"]),
+    (CLUSTER, ("secrets.jwtKey.existingSecret=my-jwt",), ["secrets.jwtKey.existingSecret is set", "cluster.credentials.existingSecret"]),
     (CLUSTER, ("slurm.debug=loud",), ["/slurm/debug"]),
     (CLUSTER, ("slurmrestd.uid=0",), ["/slurmrestd/uid", "minimum"]),
     (CLUSTER, ("partitions.debug.state=OPEN",), ["/partitions/debug/state"]),
@@ -899,31 +1139,48 @@ def yaml_blocks(text: str) -> list[dict]:
 
 def t_notes_operator() -> str:
     out = []
-    for sets in ((), ("watchNamespace=hpc",)):
+    for sets, creds, tenant in (((), RELEASE_NS, "team-a"),
+                                (("watchNamespaces={hpc,lab}", "credentialsNamespace=slurm-admin"), "slurm-admin", "hpc"),
+                                (("exampleCluster.endpoint=http://slurmrestd.slurm.svc:6820",), RELEASE_NS, "team-a")):
         text = notes(OPERATOR, sets)
-        for needed in ("create secret generic", "--from-file=jwt_hs256.key=", "kind: Cluster", "rollout status"):
-            ensure(needed in text, f"NOTES lack {needed!r}")
+        for needed in (f"-n {creds} create secret generic", "--from-file=jwt_hs256.key=",
+                       f"-n {creds} label secret", "slurm.rs/credentials=true", "kind: SlurmCluster",
+                       "rollout status", f"-n {tenant} create rolebinding", "--clusterrole=edit", "NoAccess",
+                       "--clusterrole=test-slurm-operator-admin"):
+            ensure(needed in text, f"NOTES ({sets}) lack {needed!r}")
         blocks = yaml_blocks(text)
-        ensure(len(blocks) == 1 and blocks[0]["kind"] == "Cluster", f"expected one Cluster in NOTES, got {blocks}")
-        res = CRDS.validate(blocks[0])
-        ensure(not res.errors and not res.not_evaluated, f"the NOTES Cluster is invalid: {res.errors} {res.not_evaluated}")
+        ensure([b["kind"] for b in blocks] == ["SlurmCluster", "SlurmJob"], f"expected a SlurmCluster and a SlurmJob in NOTES, got {blocks}")
+        cluster, job = blocks
+        for b in blocks:
+            res = CRDS.validate(b)
+            ensure(not res.errors and not res.not_evaluated, f"the NOTES {b['kind']} is invalid: {res.errors} {res.not_evaluated}")
+        ensure("namespace" not in cluster["metadata"], "the NOTES SlurmCluster has a namespace: it is cluster-scoped")
         secret = re.search(r"create secret generic (\S+)", text).group(1)
-        ensure(blocks[0]["spec"]["auth"]["jwt"]["keySecretRef"]["name"] == secret, "NOTES Cluster names another Secret")
-        if sets:
-            ensure(blocks[0]["metadata"]["namespace"] == "hpc", "NOTES Cluster not in the watched namespace")
-        out.append(blocks[0]["metadata"]["namespace"])
-    return "Cluster example valid in namespaces " + ", ".join(out)
+        ensure(cluster["spec"]["auth"]["jwt"]["keySecretRef"]["name"] == secret, "NOTES SlurmCluster names another Secret")
+        ensure(cluster["spec"]["access"][0]["namespaces"] == [tenant], f"NOTES SlurmCluster grants {cluster['spec']['access']}, want {tenant}")
+        ensure(job["spec"]["clusterName"] == cluster["metadata"]["name"], "NOTES SlurmJob names another SlurmCluster")
+        ensure(f"kubectl -n {tenant} apply -f - <<'YAML'" in text, f"the NOTES SlurmJob is not applied in {tenant}")
+        out.append(f"tenant {tenant}, credentials in {creds}" + (", allowInsecureHttp" if cluster["spec"].get("allowInsecureHttp") else ""))
+    text = notes(OPERATOR, ("rbac.tenantRoles.aggregateToEdit=false",))
+    ensure("--clusterrole=test-slurm-operator-tenant-edit" in text, "without aggregation NOTES must bind tenant-edit itself")
+    return "; ".join(out)
 
 
 def t_notes_cluster() -> str:
-    text = notes(CLUSTER, ("login.enabled=true",))
+    sets = ("login.enabled=true", "cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice")
+    text = notes(CLUSTER, sets)
     blocks = yaml_blocks(text)
     ensure(len(blocks) == 1 and blocks[0]["kind"] == "SlurmJob", f"expected one SlurmJob in NOTES, got {blocks}")
     res = CRDS.validate(blocks[0])
-    ensure(not res.errors, f"the NOTES SlurmJob is invalid: {res.errors}")
-    cluster = one(render(CLUSTER), "Cluster")["metadata"]["name"]
-    ensure(blocks[0]["spec"]["clusterRef"] == cluster, "NOTES SlurmJob names another Cluster")
+    ensure(not res.errors and not res.not_evaluated, f"the NOTES SlurmJob is invalid: {res.errors} {res.not_evaluated}")
+    cluster = one(render(CLUSTER), "SlurmCluster")["metadata"]["name"]
+    ensure(blocks[0]["spec"]["clusterName"] == cluster, "NOTES SlurmJob names another SlurmCluster")
+    ensure("kubectl -n team-a apply" in text, "the NOTES SlurmJob is not applied in the namespace access grants")
     ensure("exec -it deploy/test-login" in text, "no login hint")
+    ensure("slurm-operator (its credentialsNamespace)" in text.replace("\n", " "), "no word on the credentials namespace")
+    text = notes(CLUSTER)
+    ensure(not yaml_blocks(text) and "cluster.access is empty" in text and "NoAccess" in text,
+           "without access NOTES must say that no namespace may submit")
     return ""
 
 
@@ -962,7 +1219,7 @@ def t_e2e_operator_ready() -> str:
                            capture_output=True, text=True)
         ensure(p.returncode == 0, f"operator not Ready:\n{p.stdout}{p.stderr}")
         p = subprocess.run([kubectl, "wait", "--for=condition=Established", "--timeout=60s",
-                            "crd/clusters.slurm.rs", "crd/slurmjobs.slurm.rs", "crd/nodesets.slurm.rs"],
+                            "crd/slurmclusters.slurm.rs", "crd/slurmjobs.slurm.rs", "crd/slurmnodesets.slurm.rs"],
                            capture_output=True, text=True)
         ensure(p.returncode == 0, f"CRDs not established:\n{p.stderr}")
     finally:
@@ -991,8 +1248,9 @@ def main() -> int:
         r.check(f"render+validate {rel(chart)} (defaults)", t_render_valid(chart, ()))
         for v in ci_values(chart):
             r.check(f"render+validate {rel(chart)} -f {rel(v)}", t_render_valid(chart, (v,)))
-    r.check("render+validate helm/slurm-operator (one namespace, leader election)",
-            t_render_valid(OPERATOR, (), ("watchNamespace=hpc", "leaderElection.enabled=true", "replicas=2")))
+    r.check("render+validate helm/slurm-operator (two namespaces, leader election, credentials elsewhere)",
+            t_render_valid(OPERATOR, (), ("watchNamespaces={hpc,default}", "leaderElection.enabled=true", "replicas=2",
+                                          "credentialsNamespace=slurm-admin")))
     for v in [()] + [(x,) for x in ci_values(CLUSTER)]:
         label = f" -f {rel(v[0])}" if v else " (defaults)"
         r.check(f"references helm/slurm-cluster{label}", t_references(CLUSTER, v, {"my-jwt-key", "my-slurm-key", "slurm-db"}))
@@ -1003,10 +1261,11 @@ def main() -> int:
 
     r.check("crds: chart copy == crds/", t_crd_copy_in_sync)
     r.check("crds: rendered unchanged, kept on uninstall, optional", t_crds_render_unchanged)
-    for watch_ns, leader in (("", False), ("hpc", False), ("", True), ("hpc", True)):
-        r.check(f"rbac == rbac-rules.yaml (watch {'namespace hpc' if watch_ns else 'all namespaces'}, "
-                f"leader election {'on' if leader else 'off'})", t_rbac_mode(watch_ns, leader))
+    for watch, leader, creds in RBAC_MODES:
+        r.check(f"rbac == rbac-rules.yaml ({rbac_mode_name(watch, leader, creds)})", t_rbac_mode(watch, leader, creds))
     r.check("rbac covers every Api<...> in src/", t_rbac_matches_code)
+    r.check("rbac: Secrets/ConfigMaps only through the credentials namespace's Role, never a ClusterRole", t_rbac_secrets_confined)
+    r.check("rbac: tenant-edit/tenant-view (aggregated) and admin ClusterRoles for people", t_rbac_user_roles)
     r.check("operator: non-root, read-only, no capabilities, probes, resources", t_operator_security)
     r.check("operator: args, env and rollout strategy per values", t_operator_args)
     r.check("Dockerfile: static, non-root user = chart runAsUser, lean context", t_dockerfile)
@@ -1017,9 +1276,10 @@ def main() -> int:
     r.check("secrets: generated, random, kept", t_secrets_generated)
     r.check("secrets: live values reused across upgrades (lookup logic)", t_secrets_reuse_logic)
     r.check("secrets: existingSecret used, nothing generated", t_secrets_existing)
+    r.check("cluster: SlurmCluster credentials in the operator's credentials namespace, labelled; access", t_cluster_credentials)
     for chart, sets, want in SCHEMA_CASES:
         r.check(f"rejects {rel(chart)} --set {','.join(sets)}", t_schema_case(chart, sets, want))
-    r.check("NOTES (operator): next steps with a valid Cluster", t_notes_operator)
+    r.check("NOTES (operator): admin and tenant steps with a valid SlurmCluster and SlurmJob", t_notes_operator)
     r.check("NOTES (slurm-cluster): a valid SlurmJob", t_notes_cluster)
 
     import slurm_smoke

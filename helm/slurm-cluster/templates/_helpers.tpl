@@ -3,8 +3,8 @@
 {{- end }}
 
 {{/* Prefix of every object: the release name (or fullnameOverride), so `helm install slurm`
-gives slurm-slurmctld, slurm-slurmrestd and a Cluster named slurm. At most 40 characters, so
-that <fullname>-slurmctld-0 and NodeSet pod names stay DNS labels. */}}
+gives slurm-slurmctld, slurm-slurmrestd and a SlurmCluster named slurm. At most 40 characters,
+so that <fullname>-slurmctld-0 and SlurmNodeSet pod names stay DNS labels. */}}
 {{- define "slurm-cluster.fullname" -}}
 {{- default .Release.Name .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
 {{- end }}
@@ -59,9 +59,35 @@ imagePullSecrets:
 {{- default (.Release.Name | lower | replace "-" "_" | replace "." "_" | trunc 40) .Values.clusterName }}
 {{- end }}
 
-{{/* Name of the Cluster object. */}}
+{{/* Name of the SlurmCluster object (cluster-scoped: unique in the whole Kubernetes cluster). */}}
 {{- define "slurm-cluster.clusterRef" -}}
 {{- default (include "slurm-cluster.fullname" .) .Values.cluster.name }}
+{{- end }}
+
+{{/* The namespace slurm-operator reads SlurmClusters' Secrets from. */}}
+{{- define "slurm-cluster.credentialsNamespace" -}}
+{{- .Values.operatorCredentialsNamespace }}
+{{- end }}
+
+{{/* Whether the chart writes a copy of the JWT key into the operator's credentials namespace:
+a SlurmCluster is created, no existing credentials Secret is named, and that namespace is not
+the release's (there the JWT key Secret itself is labelled and used). */}}
+{{- define "slurm-cluster.credentialsCopy" -}}
+{{- if and .Values.cluster.create (not .Values.cluster.credentials.existingSecret) (ne (include "slurm-cluster.credentialsNamespace" .) .Release.Namespace) }}true{{ end }}
+{{- end }}
+
+{{/* Name of the Secret in the credentials namespace that the SlurmCluster's keySecretRef names:
+cluster.credentials.existingSecret, else the JWT key Secret itself when the credentials
+namespace is the release's, else the copy <SlurmCluster name>-jwt-key (unique there, since the
+SlurmCluster's name is unique). */}}
+{{- define "slurm-cluster.credentials.secret" -}}
+{{- if .Values.cluster.credentials.existingSecret }}
+{{- .Values.cluster.credentials.existingSecret }}
+{{- else if eq (include "slurm-cluster.credentialsNamespace" .) .Release.Namespace }}
+{{- include "slurm-cluster.jwtKey.secret" . }}
+{{- else }}
+{{- printf "%s-jwt-key" (include "slurm-cluster.clusterRef" .) | trunc 253 }}
+{{- end }}
 {{- end }}
 
 {{- define "slurm-cluster.slurmctld.name" -}}{{ include "slurm-cluster.fullname" . }}-slurmctld{{- end }}

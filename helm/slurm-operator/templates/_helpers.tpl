@@ -52,6 +52,17 @@ app.kubernetes.io/part-of: slurm-operator
 {{- end }}
 {{- end }}
 
+{{/* The namespace the operator reads SlurmClusters' Secrets and ConfigMaps from
+(--credentials-namespace): credentialsNamespace, else the release namespace. */}}
+{{- define "slurm-operator.credentialsNamespace" -}}
+{{- default .Release.Namespace .Values.credentialsNamespace }}
+{{- end }}
+
+{{/* The watched namespaces, sorted and without duplicates, joined by ","; empty = all. */}}
+{{- define "slurm-operator.watchNamespaces" -}}
+{{- without (.Values.watchNamespaces | default list | uniq | sortAlpha) "" | join "," }}
+{{- end }}
+
 {{- define "slurm-operator.leaseName" -}}
 {{- default (printf "%s-leader" (include "slurm-operator.fullname" .)) .Values.leaderElection.leaseName }}
 {{- end }}
