@@ -1184,6 +1184,210 @@ def t_notes_cluster() -> str:
     return ""
 
 
+# --- examples/ and the manifests in the READMEs ---------------------------------------------------
+
+EXAMPLES = ROOT / "examples"
+TENANCY = EXAMPLES / "tenancy"
+DOCS_WITH_MANIFESTS = [ROOT / "README.md", OPERATOR / "README.md", CLUSTER / "README.md", TENANCY / "README.md"]
+
+
+def example_files() -> list[Path]:
+    return sorted(p for p in EXAMPLES.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def load_manifests(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+CRD_SCOPES = {(f"{c['spec']['group']}/{v['name']}", c["spec"]["names"]["kind"]): c["spec"]["scope"]
+              for c in load_crds() for v in c["spec"]["versions"]}
+
+
+def manifest_errors(docs: list[dict]) -> list[str]:
+    """Every object valid (our kinds: schema, every CEL rule evaluated, scope; built-in kinds:
+    Kubernetes' schemas, strict)."""
+    errors = []
+    for d in docs:
+        if not isinstance(d, dict) or "kind" not in d:
+            errors.append(f"not a Kubernetes object: {str(d)[:80]}")
+            continue
+        for version in K8S_VERSIONS:
+            errors += validate_object(d, version)
+        scope = CRD_SCOPES.get((d.get("apiVersion"), d.get("kind")))
+        if scope == "Cluster" and "namespace" in (d.get("metadata") or {}):
+            errors.append(f"{d['kind']}/{d['metadata'].get('name')}: has a namespace, but the kind is cluster-scoped")
+    return sorted(set(errors))
+
+
+def t_example_valid(path: Path) -> Callable[[], str]:
+    def run() -> str:
+        docs = load_manifests(path)
+        ensure(docs, "no objects")
+        errors = manifest_errors(docs)
+        ensure(not errors, "\n  " + "\n  ".join(errors))
+        return ", ".join(f"{d['kind']}/{d['metadata']['name']}" for d in docs)
+    return run
+
+
+def readme_manifests(path: Path) -> list[dict]:
+    """The manifests a README shows: heredocs (<<'YAML' ... YAML) and ```yaml blocks that hold an
+    object with apiVersion and kind (values snippets are not manifests)."""
+    text = path.read_text()
+    blocks = re.findall(r"<<'YAML'\n(.*?)\n\s*YAML\n", text, re.S) + re.findall(r"```ya?ml\n(.*?)```", text, re.S)
+    out = []
+    for b in blocks:
+        for d in yaml.safe_load_all(textwrap.dedent(b)):
+            if isinstance(d, dict) and "apiVersion" in d and "kind" in d:
+                out.append(d)
+    return out
+
+
+def t_readme_manifests() -> str:
+    errors, counts = [], []
+    for path in DOCS_WITH_MANIFESTS:
+        docs = readme_manifests(path)
+        counts.append(f"{os.path.relpath(path, ROOT)}: {len(docs)}")
+        errors += [f"{os.path.relpath(path, ROOT)}: {e}" for e in manifest_errors(docs)]
+        text = path.read_text()
+        for old in (r"\bkind: Cluster\b", r"\bkind: NodeSet\b", r"\bclusterRef:", r"\bwatchNamespace\b(?!s)",
+                    r"\bclusters\.slurm\.rs\b", r"\bnodesets\.slurm\.rs\b"):
+            for m in re.finditer(old, text):
+                errors.append(f"{os.path.relpath(path, ROOT)}:{text[:m.start()].count(chr(10)) + 1}: the old API: {m.group(0)!r}")
+    ensure(not errors, "\n  " + "\n  ".join(errors))
+    return "; ".join(counts)
+
+
+def tenancy_objects() -> dict[str, list[dict]]:
+    files = sorted(p.name for p in TENANCY.glob("*.yaml"))
+    want = ["00-credentials-secret.yaml", "10-slurmcluster.yaml", "20-namespaces.yaml", "30-tenant-rolebinding.yaml", "40-tenant-slurmjob.yaml"]
+    ensure(files == want, f"examples/tenancy has {files}, want {want}")
+    return {name: load_manifests(TENANCY / name) for name in files}
+
+
+def access_entry(cluster: dict, namespace: str, labels: dict[str, str]) -> dict | None:
+    """The first spec.access entry granting `namespace` (as the operator picks it)."""
+    def selects(sel: dict | None) -> bool:
+        if not sel:
+            return False
+        if any(labels.get(k) != v for k, v in (sel.get("matchLabels") or {}).items()):
+            return False
+        for e in sel.get("matchExpressions") or []:
+            has, val = e["key"] in labels, labels.get(e["key"])
+            ok = {"In": has and val in e.get("values", []), "NotIn": not has or val not in e.get("values", []),
+                  "Exists": has, "DoesNotExist": not has}[e["operator"]]
+            if not ok:
+                return False
+        return True
+    return next((a for a in cluster["spec"].get("access") or []
+                 if namespace in (a.get("namespaces") or []) or selects(a.get("namespaceSelector"))), None)
+
+
+def t_example_tenancy() -> str:
+    """The tenancy example agrees with itself: the key Secret is where the operator reads it and
+    labelled, the SlurmCluster grants the namespaces that exist, the tenant's SlurmJob names the
+    SlurmCluster and asks for what its namespace is granted."""
+    objs = tenancy_objects()
+    by = lambda kind: [d for docs in objs.values() for d in docs if d["kind"] == kind]  # noqa: E731
+    (secret,), (cluster,), (job,) = objs["00-credentials-secret.yaml"], objs["10-slurmcluster.yaml"], objs["40-tenant-slurmjob.yaml"]
+    ensure(secret["kind"] == "Secret" and cluster["kind"] == "SlurmCluster" and job["kind"] == "SlurmJob", "the files hold other kinds")
+    ref = cluster["spec"]["auth"]["jwt"]["keySecretRef"]
+    ensure(secret["metadata"]["namespace"] == "slurm-operator", "the key Secret is not in the credentials namespace slurm-operator")
+    ensure(secret["metadata"]["name"] == ref["name"] and ref.get("key", "jwt_hs256.key") in secret["data"],
+           f"SlurmCluster keySecretRef {ref} does not name the Secret's key")
+    ensure(secret["metadata"].get("labels", {}).get("slurm.rs/credentials") == "true", "the key Secret is not labelled slurm.rs/credentials=true")
+    base64.b64decode(secret["data"][ref.get("key", "jwt_hs256.key")], validate=True)
+    ensure(cluster["metadata"]["name"] == "main", "the SlurmCluster is not main")
+    grants = {ns: (a["slurmUser"], a.get("accounts")) for a in cluster["spec"]["access"] for ns in a.get("namespaces") or []}
+    ensure(grants == {"team-a": ("alice", ["team-a"]), "team-b": ("bob", ["team-b"])}, f"access {grants}")
+    namespaces = {d["metadata"]["name"] for d in by("Namespace")}
+    ensure(namespaces == {"team-a", "team-b"}, f"namespaces {namespaces}")
+    sa = one(by("ServiceAccount"), "ServiceAccount", "researcher")
+    rb = one(by("RoleBinding"), "RoleBinding")
+    ensure(sa["metadata"]["namespace"] == "team-a" and rb["metadata"]["namespace"] == "team-a", "researcher/RoleBinding not in team-a")
+    ensure(rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"}, f"roleRef {rb['roleRef']}")
+    ensure(rb["subjects"] == [{"kind": "ServiceAccount", "name": "researcher", "namespace": "team-a"}], f"subjects {rb['subjects']}")
+    ns = job["metadata"]["namespace"]
+    ensure(ns == "team-a" and job["spec"]["clusterName"] == cluster["metadata"]["name"], "the SlurmJob is not team-a's on main")
+    entry = access_entry(cluster, ns, {})
+    ensure(entry is not None, f"no access entry grants {ns}: the SlurmJob would be refused (NoAccess)")
+    ensure(not entry.get("accounts") or job["spec"].get("account", entry["accounts"][0]) in entry["accounts"],
+           f"the SlurmJob asks for account {job['spec'].get('account')}, {ns} is granted {entry.get('accounts')}")
+    return f"{ns} runs as {entry['slurmUser']} on {cluster['metadata']['name']}"
+
+
+# The built-in roles the example binds, and which chart ClusterRoles aggregate into each.
+BUILTIN_AGGREGATION = {"edit": "rbac.authorization.k8s.io/aggregate-to-edit",
+                       "admin": "rbac.authorization.k8s.io/aggregate-to-admin",
+                       "view": "rbac.authorization.k8s.io/aggregate-to-view"}
+
+
+def can_i(subject: dict, verb: str, resource: str, namespace: str | None, bindings: list[dict], roles: list[dict]) -> bool:
+    """kubectl auth can-i for the slurm.rs resources and for anything in a namespace where the
+    subject has no binding at all (built-in roles are modelled only by what the chart aggregates
+    into them)."""
+    group = "slurm.rs" if resource.split("/")[0].startswith("slurm") else ""
+    for b in bindings:
+        if subject not in [{k: s.get(k) for k in ("kind", "name", "namespace")} for s in b.get("subjects") or []]:
+            continue
+        if b["kind"] == "RoleBinding" and b["metadata"]["namespace"] != namespace:
+            continue  # a RoleBinding grants in its own namespace only (never cluster-scoped objects)
+        name = b["roleRef"]["name"]
+        if name in BUILTIN_AGGREGATION:
+            if group != "slurm.rs":
+                raise Failed(f"cannot tell what built-in {name} grants on {resource}")
+            rules = [r for d in roles if (d["metadata"].get("labels") or {}).get(BUILTIN_AGGREGATION[name]) == "true" for r in d["rules"]]
+        else:
+            rules = [r for d in roles if d["metadata"]["name"] == name for r in d["rules"]]
+        if any(group in r.get("apiGroups", []) and resource in r.get("resources", []) and verb in r.get("verbs", []) for r in rules):
+            return True
+    return False
+
+
+def t_example_tenancy_rbac() -> str:
+    """The README's `kubectl auth can-i` table holds, with the operator chart installed as the
+    README installs it (release slurm-operator in namespace slurm-operator)."""
+    objs = tenancy_objects()
+    bindings = [d for docs in objs.values() for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    chart = render(OPERATOR, release="slurm-operator", namespace="slurm-operator", cache=False)
+    bindings += find(chart, "RoleBinding") + find(chart, "ClusterRoleBinding")
+    roles = find(chart, "ClusterRole") + find(chart, "Role")
+    text = (TENANCY / "README.md").read_text()
+    rows = re.findall(r"^\| (`[^|]*`) \| (yes|no) \|", text, re.M)
+    ensure(len(rows) >= 6, f"found {len(rows)} rows of the can-i table in examples/tenancy/README.md")
+    asked = []
+    for cells, answer in rows:
+        for cmd in re.findall(r"`([^`]+)`", cells):
+            m = re.fullmatch(r"(\w+) ([a-z/]+)(?: -n ([a-z0-9-]+))?", cmd)
+            ensure(m is not None, f"cannot read the can-i row {cmd!r}")
+            verb, resource, ns = m.groups()
+            m2 = re.search(r"--as=system:serviceaccount:([a-z0-9-]+):([a-z0-9-]+)", text)
+            subject = {"kind": "ServiceAccount", "name": m2.group(2), "namespace": m2.group(1)}
+            scoped = resource.split("/")[0] not in ("slurmclusters", "namespaces")
+            ensure(scoped == (ns is not None), f"{cmd}: a namespace for a cluster-scoped resource, or none for a namespaced one")
+            got = can_i(subject, verb, resource, ns, bindings, roles)
+            ensure(got == (answer == "yes"), f"README says `can-i {cmd}` is {answer}; the chart's roles and the example's bindings say {'yes' if got else 'no'}")
+            asked.append(f"{cmd}: {answer}")
+    for needed in ("create slurmjobs -n team-a", "create slurmjobs -n team-b", "create slurmclusters", "get secrets -n slurm-operator"):
+        ensure(any(a.startswith(needed + ":") for a in asked), f"the can-i table lacks {needed}")
+    return f"{len(asked)} answers hold"
+
+
+def t_example_tenancy_readme() -> str:
+    """The README names every file and who applies it, and quotes the operator's NoAccess message
+    as the code writes it."""
+    text = (TENANCY / "README.md").read_text()
+    for name in tenancy_objects():
+        ensure(f"`{name}`" in text, f"README does not mention {name}")
+    for word in ("platform admin", "tenant", "NoAccess", "slurm.rs/credentials"):
+        ensure(word in text, f"README does not say {word!r}")
+    src = (ROOT / "src" / "controller" / "slurmjob" / "access.rs").read_text()
+    m = re.search(r'reason: "NoAccess",\s*message: format!\(\s*"((?:[^"\\]|\\.)*)"', src, re.S)
+    ensure(m is not None, "cannot find the NoAccess message in src/controller/slurmjob/access.rs")
+    message = re.sub(r"\\\n\s*", "", m.group(1)).replace("{namespace:?}", '"team-c"').replace("{cluster_name:?}", '"main"')
+    ensure(message in text, f"README does not quote the NoAccess message as the operator writes it:\n    {message}")
+    return ""
+
+
 # --- real Slurm ---------------------------------------------------------------------------------
 
 SMOKE_SETS = ("nodesets.compute.replicas=1", "nodesets.fast.replicas=1", "nodesets.fast.features={ssd}",
@@ -1281,6 +1485,12 @@ def main() -> int:
         r.check(f"rejects {rel(chart)} --set {','.join(sets)}", t_schema_case(chart, sets, want))
     r.check("NOTES (operator): admin and tenant steps with a valid SlurmCluster and SlurmJob", t_notes_operator)
     r.check("NOTES (slurm-cluster): a valid SlurmJob", t_notes_cluster)
+    for path in example_files():
+        r.check(f"example {rel(path)}: valid against the CRDs / Kubernetes", t_example_valid(path))
+    r.check("examples/tenancy: Secret, SlurmCluster, namespaces, RBAC and SlurmJob agree", t_example_tenancy)
+    r.check("examples/tenancy: the README's kubectl auth can-i answers hold", t_example_tenancy_rbac)
+    r.check("examples/tenancy: README names every file and quotes the NoAccess message", t_example_tenancy_readme)
+    r.check("READMEs: the manifests they show validate, no old kinds/fields", t_readme_manifests)
 
     import slurm_smoke
     why = slurm_smoke.unavailable()
