@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Tests for the Helm charts (helm/slurm-operator, helm/slurm-cluster); see hack/helm/test_charts.py
-# for the list. Prints PASS/FAIL per check and a last line `N passed, N failed`; exits non-zero
+# Tests for the Helm charts (helm/slurm-operator, helm/slurm-cluster) and the manifests under
+# examples/ and in the READMEs; see hack/helm/test_charts.py for the list. Prints PASS/FAIL per check and a last line `N passed, N failed`; exits non-zero
 # on any failure.
 #
 # Usage: hack/helm-test.sh [-k REGEX]   (only the checks whose name matches)
@@ -17,7 +17,10 @@
 #   HELM_TEST_K8S_VERSIONS="1.30 1.33"  Kubernetes versions to validate against (kubernetes-validate)
 #   HELM_TEST_SLURM=auto|1|0   run the chart's daemons on the local real Slurm (hack/slurm-up.sh's
 #                              root filesystem): auto = when it is there, 1 = required, 0 = skip
-#   (RBAC: every grant must be used by src/, verbs included; see t_rbac_matches_code)
+#   CARGO_TARGET_DIR=...       where the `slurm-operator` binary is (or gets built) to check the
+#                              chart's command line against it (default: target/)
+#   (RBAC: every grant must be used by src/, verbs included; see t_rbac_matches_code; Secrets
+#   only in the credentials namespace, see t_rbac_secrets_confined)
 #   KUBECONFIG=...             e2e: helm install the operator chart into that cluster and wait
 #                              until the operator is Ready (E2E_IMAGE=repo:tag, E2E_NAMESPACE)
 set -euo pipefail

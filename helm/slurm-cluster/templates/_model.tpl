@@ -1,7 +1,7 @@
 {{/*
 The cluster's shape, computed once from values and checked: every template that needs NodeSets
 or partitions reads this (include "slurm-cluster.model" . | fromYaml), so slurm.conf, the
-NodeSet objects and the slurmd command line cannot disagree.
+SlurmNodeSet objects and the slurmd command line cannot disagree.
 
   nodesets.<name>: nodesetDefaults merged under the entry, plus
       features    the set's name first (slurm.conf `NodeSet=<name> Feature=<name>` selects

@@ -48,7 +48,7 @@ and slurm.extraConfig. Served to slurmd by slurmctld (configless). */}}
 {{- end }}
 {{- end -}}
 # slurm.conf rendered by the slurm-cluster chart ({{ .Release.Name }}); edit values, not this file.
-# Nodes are dynamic (slurmd -Z in NodeSet pods, managed by slurm-operator); MaxNodeCount bounds them.
+# Nodes are dynamic (slurmd -Z in SlurmNodeSet pods, managed by slurm-operator); MaxNodeCount bounds them.
 {{- range $k := keys $conf | sortAlpha }}
 {{ $k }}={{ get $conf $k }}
 {{- end }}
