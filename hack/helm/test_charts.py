@@ -635,7 +635,7 @@ def t_operator_args() -> str:
     _, c = operator_container(render(OPERATOR))
     args = c["args"]
     ensure(args[:3] == ["run", "--metrics-addr", "0.0.0.0:8080"], f"args {args}")
-    ensure("--namespace" not in args and "--leader-election" not in args, f"default args {args}")
+    ensure(not {"--namespace", "--leader-election", "--allowed-endpoint"} & set(args), f"default args {args}")
     # The credentials namespace is always explicit, so the Role and the flag cannot disagree.
     ensure(args[args.index("--credentials-namespace") + 1] == RELEASE_NS, f"--credentials-namespace is not the release namespace: {args}")
     env = {e["name"]: e.get("value") for e in c["env"]}
@@ -644,8 +644,12 @@ def t_operator_args() -> str:
     dep, c = operator_container(render(OPERATOR, sets=("watchNamespaces={team-a,hpc}", "leaderElection.enabled=true", "replicas=2",
                                                        "log.format=text", "log.filter=debug", "metricsPort=9090",
                                                        "image.tag=v9", "leaderElection.leaseName=lead",
-                                                       "credentialsNamespace=slurm-admin"), cache=False))
+                                                       "credentialsNamespace=slurm-admin",
+                                                       "allowedEndpoints={https://slurmrestd.example.org:6820,http://slurm-slurmrestd.slurm.svc.cluster.local:6820}"),
+                                       cache=False))
     args = c["args"]
+    ensure(args[args.index("--allowed-endpoint") + 1]
+           == "https://slurmrestd.example.org:6820,http://slurm-slurmrestd.slurm.svc.cluster.local:6820", f"--allowed-endpoint: {args}")
     ensure(args[args.index("--namespace") + 1] == "hpc,team-a", f"--namespace is not the sorted list: {args}")
     ensure(args.count("--namespace") == 1, f"--namespace given twice: {args}")
     ensure(args[args.index("--credentials-namespace") + 1] == "slurm-admin", f"--credentials-namespace: {args}")
@@ -1076,6 +1080,7 @@ SCHEMA_CASES = [
     (OPERATOR, ("watchNamespace=hpc",), ["additional properties 'watchNamespace' not allowed"]),
     (OPERATOR, ("watchNamespaces=hpc",), ["/watchNamespaces", "want array"]),
     (OPERATOR, ("credentialsNamespace=Slurm_Admin",), ["/credentialsNamespace"]),
+    (OPERATOR, ("allowedEndpoints={https://slurmrestd.example.org:6820/slurm}",), ["/allowedEndpoints/0"]),
     (OPERATOR, ("rbac.tenantRoles.aggregate=false",), ["additional properties 'aggregate' not allowed"]),
     (OPERATOR, ("rbac.adminRole.create=yes",), ["/rbac/adminRole/create", "want boolean"]),
     (OPERATOR, ("exampleCluster.slurmUser=Alice",), ["/exampleCluster/slurmUser"]),
