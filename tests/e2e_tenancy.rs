@@ -2,7 +2,8 @@
 //! `alice` and `bob`, hack/): the multi-tenant example of `examples/tenancy/`, applied exactly
 //! as its README says, the admin's files as the admin and the tenant's as a tenant.
 //!
-//! Runs only when `KUBECONFIG` is set (skipped otherwise, saying why), and needs `helm` on PATH:
+//! Runs only when `KUBECONFIG` is set (skipped otherwise, saying why), and needs `helm` (`$HELM`,
+//! the copy `hack/helm-test.sh` caches, or on PATH):
 //! the tenant's only rights come from the operator chart's own tenant ClusterRoles (rendered
 //! with `helm template`), aggregated into the built-in `edit` role that
 //! `30-tenant-rolebinding.yaml` binds in `team-a`.
@@ -110,12 +111,21 @@ async fn the_tenancy_example_runs_as_the_teams_user_and_the_tenant_is_refused_th
 
     // The operator chart's user ClusterRoles, as the chart renders them.
     let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("helm/slurm-operator");
-    let rendered = Command::new("helm")
+    // $HELM, else the copy hack/helm-test.sh caches, else `helm` on PATH.
+    let helm = std::env::var("HELM").ok().unwrap_or_else(|| {
+        let cached = "/var/tmp/slurm-operator/tools/helm-layer-2.2.2/helm";
+        if Path::new(cached).exists() {
+            cached.to_owned()
+        } else {
+            "helm".to_owned()
+        }
+    });
+    let rendered = Command::new(&helm)
         .args(["template", "slurm-operator"])
         .arg(&chart)
         .args(["--show-only", "templates/user-rbac.yaml"])
         .output()
-        .expect("helm on PATH (renders the chart's tenant ClusterRoles)");
+        .expect("helm ($HELM, hack/helm-test.sh's cached copy, or on PATH) renders the chart's tenant ClusterRoles");
     assert!(
         rendered.status.success(),
         "helm template: {}",
