@@ -116,3 +116,69 @@ fn check_fails_with_one_line_and_an_exit_code_per_reason() {
     let out = check(&["--url", &https, "--token", "x"]);
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
 }
+
+/// A flag on the command line wins over the environment: `--jwt-key` with a (bad) `SLURM_JWT`
+/// exported, as it is after `scontrol token`, and `--token` with `SLURM_JWT_KEY` pointing at a
+/// wrong key. Without flags the environment is used, and both variables at once is a usage error
+/// that names them.
+#[test]
+fn flags_win_over_the_environment() {
+    let slurm = require_slurm!();
+    let key = slurm.key_path.to_str().unwrap();
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_slurm-operator"));
+        command
+            .arg("check")
+            .args(args)
+            .env_remove("SLURM_JWT_KEY")
+            .env_remove("SLURM_USER")
+            .env_remove("SLURM_JWT");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        command.output().unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let wrong_key = dir.path().join("wrong.key");
+    std::fs::write(&wrong_key, [7u8; 32]).unwrap();
+    let token = slurm_operator::slurm::Credentials::minted(
+        slurm.key(),
+        &slurm.user,
+        std::time::Duration::from_secs(300),
+    )
+    .unwrap()
+    .token_at(std::time::SystemTime::now())
+    .unwrap();
+    use secrecy::ExposeSecret;
+    let token = token.expose_secret().to_owned();
+
+    let out = run(
+        &["--url", &slurm.url, "--jwt-key", key, "--user", &slurm.user],
+        &[("SLURM_JWT", "not-a-token")],
+    );
+    assert!(out.status.success(), "--jwt-key: {}", text(&out.stderr));
+    let out = run(
+        &["--url", &slurm.url, "--token", &token],
+        &[
+            ("SLURM_JWT_KEY", wrong_key.to_str().unwrap()),
+            ("SLURM_USER", &slurm.user),
+        ],
+    );
+    assert!(out.status.success(), "--token: {}", text(&out.stderr));
+    let out = run(
+        &["--url", &slurm.url],
+        &[("SLURM_JWT_KEY", key), ("SLURM_USER", &slurm.user)],
+    );
+    assert!(out.status.success(), "SLURM_JWT_KEY: {}", text(&out.stderr));
+    let out = run(
+        &["--url", &slurm.url],
+        &[("SLURM_JWT_KEY", key), ("SLURM_JWT", &token)],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("both SLURM_JWT_KEY and SLURM_JWT are set"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(&token), "the token is never printed");
+}

@@ -67,8 +67,10 @@ pub struct ConnectArgs {
     /// slurmrestd base URL, e.g. http://127.0.0.1:6820
     #[arg(long, env = "SLURM_REST_URL")]
     pub url: String,
-    /// File with the cluster's jwt_hs256.key: tokens are minted from it.
-    #[arg(long, env = "SLURM_JWT_KEY", conflicts_with_all = ["token", "token_file"], requires = "user")]
+    /// File with the cluster's jwt_hs256.key: tokens are minted from it. Without any of
+    /// --jwt-key, --token-file and --token, env SLURM_JWT_KEY (or SLURM_JWT) is used: a flag on
+    /// the command line always wins over the environment (e.g. SLURM_JWT after `scontrol token`).
+    #[arg(long, conflicts_with_all = ["token", "token_file"])]
     pub jwt_key: Option<PathBuf>,
     /// Slurm user the minted tokens name (`sun`); must be a Slurm admin (root or SlurmUser) for node operations.
     #[arg(long, env = "SLURM_USER")]
@@ -79,12 +81,7 @@ pub struct ConnectArgs {
     /// A ready JWT (prefer --token-file: arguments are visible in the process list).
     // A SecretString, not a String: the derived `Debug` of the parsed command line (and of
     // anything holding it) then prints `[REDACTED]` instead of the token.
-    #[arg(
-        long,
-        env = "SLURM_JWT",
-        hide_env_values = true,
-        conflicts_with = "token_file"
-    )]
+    #[arg(long, conflicts_with = "token_file")]
     pub token: Option<SecretString>,
     /// File holding a ready JWT.
     #[arg(long)]
@@ -145,20 +142,48 @@ fn read_file(what: &'static str, path: &PathBuf) -> Result<Vec<u8>, CliError> {
 }
 
 impl ConnectArgs {
+    /// The credentials: the command line's (--jwt-key, --token-file, --token), else the
+    /// environment's (SLURM_JWT_KEY, SLURM_JWT). A flag always wins over the environment.
     pub fn credentials(&self) -> Result<Credentials, CliError> {
+        let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let minted = |key: Vec<u8>, from: &str| {
+            let Some(user) = self.user.clone() else {
+                return Err(CliError::Usage(format!(
+                    "{from} mints tokens for a Slurm user: give --user U (or SLURM_USER)"
+                )));
+            };
+            Ok(Credentials::minted(key, user, self.token_lifetime))
+        };
         let credentials = if let Some(path) = &self.jwt_key {
-            let key = read_file("JWT key", path)?;
-            let user = self.user.clone().unwrap_or_default();
-            Credentials::minted(key, user, self.token_lifetime)
+            minted(read_file("JWT key", path)?, "--jwt-key")?
         } else if let Some(path) = &self.token_file {
             let token = String::from_utf8_lossy(&read_file("token file", path)?).into_owned();
             Credentials::token(token, self.user.clone())
         } else if let Some(token) = &self.token {
             Credentials::token(token.expose_secret(), self.user.clone())
         } else {
-            return Err(CliError::Usage(
-                "give --jwt-key FILE --user U, --token-file FILE or --token T".into(),
-            ));
+            match (env("SLURM_JWT_KEY"), env("SLURM_JWT")) {
+                (Some(_), Some(_)) => {
+                    return Err(CliError::Usage(
+                        "both SLURM_JWT_KEY and SLURM_JWT are set: give --jwt-key FILE or \
+                         --token-file FILE to choose"
+                            .into(),
+                    ));
+                }
+                (Some(path), None) => {
+                    minted(read_file("JWT key", &PathBuf::from(path))?, "SLURM_JWT_KEY")?
+                }
+                (None, Some(token)) => {
+                    Credentials::token(token.to_string_lossy(), self.user.clone())
+                }
+                (None, None) => {
+                    return Err(CliError::Usage(
+                        "give --jwt-key FILE --user U, --token-file FILE or --token T (or set \
+                         SLURM_JWT_KEY or SLURM_JWT)"
+                            .into(),
+                    ));
+                }
+            }
         };
         credentials.map_err(|e| CliError::Slurm(SlurmError::Credentials(e)))
     }
