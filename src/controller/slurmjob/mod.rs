@@ -208,6 +208,30 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
             debug!(%name, "finished; waiting for SlurmCluster {:?} without a status change", job.spec.cluster_name);
             return Ok(Action::await_change());
         }
+        // Not registered: say whether it exists at all (the cache first; one read when it
+        // does not know it, e.g. right after a start).
+        let cluster_name = &job.spec.cluster_name;
+        if data.slurm_clusters.get(&cluster_of(job)).is_none() {
+            let clusters: Api<SlurmCluster> = Api::all(ctx.client.clone());
+            let exists = clusters
+                .get_opt(cluster_name)
+                .await
+                .map_err(|source| Error::GetCluster {
+                    name: cluster_name.clone(),
+                    source,
+                })?
+                .is_some();
+            if !exists {
+                let refusal = access::Refusal {
+                    reason: "ClusterNotFound",
+                    message: format!(
+                        "SlurmCluster {cluster_name:?} does not exist: fix spec.clusterName, or \
+                         ask the platform admin to register it"
+                    ),
+                };
+                return refuse(job, namespace, refusal, ctx).await;
+            }
+        }
         let mut next = current.clone();
         condition::upsert(
             &mut next.conditions,

@@ -1006,3 +1006,50 @@ async fn a_namespace_without_access_is_told_and_nothing_is_submitted() {
     assert_eq!(action, Action::await_change());
     server.await.unwrap();
 }
+
+/// A SlurmJob naming a SlurmCluster that does not exist says so (`Ready=False/ClusterNotFound`,
+/// one Warning Event) instead of "not connected yet", and waits for a change (the SlurmCluster
+/// watch reconciles it once the cluster is created).
+#[tokio::test]
+async fn a_missing_cluster_is_named_as_missing() {
+    let (ctx, mut api) = Context::test();
+    let data = data(ctx);
+    let mut job = finalized(slurm_job("lost", "#!/bin/sh\ntrue\n"));
+    job.spec.cluster_name = "ghost".into();
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::GET, "{call:?}");
+        assert_eq!(call.path, "/apis/slurm.rs/v1alpha1/slurmclusters/ghost");
+        respond(
+            send,
+            StatusCode::NOT_FOUND,
+            &not_found_body("slurmclusters", "ghost"),
+        );
+        let status = expect_status_apply(&mut api, &expected).await;
+        let event = expect_event(&mut api, &expected, "Warning", "ClusterNotFound").await;
+        api.expect_no_more_calls().await;
+        (status, event)
+    });
+    let action = reconcile(Arc::new(job), data).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    let (status, event) = server.await.unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "ClusterNotFound")
+    );
+    assert!(
+        ready
+            .message
+            .contains("SlurmCluster \"ghost\" does not exist"),
+        "{}",
+        ready.message
+    );
+    assert!(
+        event.body["note"]
+            .as_str()
+            .unwrap()
+            .contains("spec.clusterName")
+    );
+}
