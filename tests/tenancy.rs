@@ -15,9 +15,8 @@ mod common;
 
 use std::time::Duration;
 
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use slurm_operator::crd::condition::{self, READY};
 use slurm_operator::crd::slurmjob::Phase;
@@ -25,7 +24,7 @@ use slurm_operator::crd::{SlurmCluster, SlurmJob};
 
 use common::e2e::{MANAGER, Operator, eventually, free_port};
 
-const CREDENTIALS: &str = "slurm-operator";
+use common::scenario::CREDENTIALS_NAMESPACE as CREDENTIALS;
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 async fn apply<K>(api: &Api<K>, name: &str, object: Value)
@@ -107,24 +106,7 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
     }
 
     // The platform admin's part: the key, marked, in the credentials namespace; the cluster.
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), CREDENTIALS);
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some("slurm-jwt".into()),
-            labels: Some([("slurm.rs/credentials".to_owned(), "true".to_owned())].into()),
-            ..Default::default()
-        },
-        data: Some([("jwt_hs256.key".to_owned(), ByteString(slurm.key()))].into()),
-        ..Default::default()
-    };
-    secrets
-        .patch(
-            "slurm-jwt",
-            &PatchParams::apply(MANAGER),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    common::scenario::seed_credentials(&client, &slurm).await;
     let clusters: Api<SlurmCluster> = Api::all(client.clone());
     apply(
         &clusters,

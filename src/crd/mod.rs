@@ -76,6 +76,24 @@ pub(crate) const SECRET_KEY: &str = r"^[-._a-zA-Z0-9]+$";
 pub(crate) const POSITIVE_QUANTITY: &str =
     "isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))";
 
+/// Whether `name` is an RFC 1123 subdomain, as the names of Secrets, ConfigMaps and the
+/// operator's own objects are.
+///
+/// kube-rs puts a name into the request path as it is (no escaping): a name such as
+/// `../../kube-system/secrets/x` would address another object with the operator's permissions. The CRD's pattern refuses such names too, but objects can predate it and
+/// `job run` has no API server, so the name is checked before anything is read.
+pub fn is_object_name(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
+}
+
 /// Rendering a CRD to YAML failed.
 #[derive(Debug, thiserror::Error)]
 #[error("rendering CRD {name} as YAML")]

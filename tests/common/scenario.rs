@@ -88,24 +88,7 @@ pub const CREDENTIALS_NAMESPACE: &str = "slurm-operator";
 /// namespace) and the SlurmCluster `local` using it (1 s polls), granting `namespace` to the
 /// local Slurm's own user.
 pub async fn seed_cluster(client: &kube::Client, namespace: &str, slurm: &LocalSlurm) {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), CREDENTIALS_NAMESPACE);
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some("slurm-jwt".into()),
-            labels: Some([("slurm.rs/credentials".to_owned(), "true".to_owned())].into()),
-            ..Default::default()
-        },
-        data: Some([("jwt_hs256.key".to_owned(), ByteString(slurm.key()))].into()),
-        ..Default::default()
-    };
-    secrets
-        .patch(
-            "slurm-jwt",
-            &PatchParams::apply(MANAGER),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    seed_credentials(client, slurm).await;
     let clusters: Api<SlurmCluster> = Api::all(client.clone());
     clusters
         .patch(
@@ -126,6 +109,29 @@ pub async fn seed_cluster(client: &kube::Client, namespace: &str, slurm: &LocalS
                     "access": [{"namespaces": [namespace], "slurmUser": slurm.user}],
                 },
             })),
+        )
+        .await
+        .unwrap();
+}
+
+/// The local Slurm's `jwt_hs256.key` as the platform admin keeps it: Secret `slurm-jwt` in the
+/// credentials namespace, marked as SlurmCluster credentials.
+pub async fn seed_credentials(client: &kube::Client, slurm: &LocalSlurm) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), CREDENTIALS_NAMESPACE);
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("slurm-jwt".into()),
+            labels: Some([("slurm.rs/credentials".to_owned(), "true".to_owned())].into()),
+            ..Default::default()
+        },
+        data: Some([("jwt_hs256.key".to_owned(), ByteString(slurm.key()))].into()),
+        ..Default::default()
+    };
+    secrets
+        .patch(
+            "slurm-jwt",
+            &PatchParams::apply(MANAGER),
+            &Patch::Apply(&secret),
         )
         .await
         .unwrap();

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
-use crate::crd::{ApiVersion, AuthMethod, CREDENTIALS_LABEL, SlurmClusterSpec};
+use crate::crd::{ApiVersion, AuthMethod, CREDENTIALS_LABEL, SlurmClusterSpec, is_object_name};
 use crate::slurm::auth::{AuthError, MAX_TOKEN_LIFETIME, MIN_TOKEN_LIFETIME};
 use crate::slurm::{ClientConfig, Credentials, SlurmError, TlsOptions};
 use crate::state::poller::PollerConfig;
@@ -305,24 +305,6 @@ fn not_empty(value: &str, error: ConfigError) -> Result<(), ConfigError> {
     } else {
         Ok(())
     }
-}
-
-/// Whether `name` is an RFC 1123 subdomain, as every Secret and ConfigMap name is.
-///
-/// kube-rs puts a name into the request path as it is (no escaping): a name such as
-/// `../../kube-system/secrets/x` would address another namespace's Secret with the operator's
-/// permissions. The CRD's pattern refuses such names too, but objects can predate it and
-/// `job run` has no API server, so the name is checked before anything is read.
-fn is_object_name(name: &str) -> bool {
-    name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        })
 }
 
 fn object_name(name: &str, field: &'static str) -> Result<(), ConfigError> {

@@ -58,7 +58,7 @@ use super::Context;
 use super::kit::{self, Backoffs, FinalizerFailure, Notice};
 use crate::crd::condition;
 use crate::crd::slurmjob::SlurmJobStatus;
-use crate::crd::{SlurmCluster, SlurmJob};
+use crate::crd::{SlurmCluster, SlurmJob, is_object_name};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
 use crate::slurm::tag::OwnerTag;
@@ -212,15 +212,17 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
         // does not know it, e.g. right after a start).
         let cluster_name = &job.spec.cluster_name;
         if data.slurm_clusters.get(&cluster_of(job)).is_none() {
-            let clusters: Api<SlurmCluster> = Api::all(ctx.client.clone());
-            let exists = clusters
-                .get_opt(cluster_name)
-                .await
-                .map_err(|source| Error::GetCluster {
-                    name: cluster_name.clone(),
-                    source,
-                })?
-                .is_some();
+            // A tenant's value goes into a request path only when it is an object name
+            // (admission refuses others; objects may predate the rule).
+            let exists = is_object_name(cluster_name)
+                && Api::<SlurmCluster>::all(ctx.client.clone())
+                    .get_opt(cluster_name)
+                    .await
+                    .map_err(|source| Error::GetCluster {
+                        name: cluster_name.clone(),
+                        source,
+                    })?
+                    .is_some();
             if !exists {
                 let refusal = access::Refusal {
                     reason: "ClusterNotFound",
@@ -450,14 +452,15 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         // restart or a fixed Secret); only a SlurmCluster that is gone lets the job go unseen.
         let clusters: Api<SlurmCluster> = Api::all(ctx.client.clone());
         let name = job.spec.cluster_name.clone();
-        let exists = clusters
-            .get_opt(&name)
-            .await
-            .map_err(|source| Error::GetCluster {
-                name: name.clone(),
-                source,
-            })?
-            .is_some();
+        let exists = is_object_name(&name)
+            && clusters
+                .get_opt(&name)
+                .await
+                .map_err(|source| Error::GetCluster {
+                    name: name.clone(),
+                    source,
+                })?
+                .is_some();
         if exists {
             return Err(Error::ClusterNotReady(name));
         }

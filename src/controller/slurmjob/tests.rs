@@ -1053,3 +1053,25 @@ async fn a_missing_cluster_is_named_as_missing() {
             .contains("spec.clusterName")
     );
 }
+
+/// A `clusterName` that is not an object name (stored before admission refused it) never goes
+/// into a request path: no read, the SlurmJob is told the cluster does not exist.
+#[tokio::test]
+async fn a_cluster_name_that_is_a_path_is_never_requested() {
+    let (ctx, mut api) = Context::test();
+    let data = data(ctx);
+    let mut job = finalized(slurm_job("pathy", "#!/bin/sh\ntrue\n"));
+    job.spec.cluster_name = "../../../api/v1/namespaces/kube-system/secrets/x".into();
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        expect_event(&mut api, &expected, "Warning", "ClusterNotFound").await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    let action = reconcile(Arc::new(job), data).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    let status = server.await.unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(ready.reason, "ClusterNotFound");
+}
