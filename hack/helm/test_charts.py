@@ -640,7 +640,11 @@ def t_operator_args() -> str:
     ensure(args[args.index("--credentials-namespace") + 1] == RELEASE_NS, f"--credentials-namespace is not the release namespace: {args}")
     env = {e["name"]: e.get("value") for e in c["env"]}
     ensure(env["RUST_LOG"] == "warn,slurm_operator=info", f"RUST_LOG {env['RUST_LOG']}")
+    # The output Pods' image is fully qualified by default and a value.
+    ensure(args[args.index("--output-image") + 1] == "docker.io/library/busybox:1.37", f"--output-image: {args}")
     accepted_by_the_binary(args, env)
+    _, c = operator_container(render(OPERATOR, sets=("outputPod.image=registry.example.org/tools/busybox:1.37",), cache=False))
+    ensure(c["args"][c["args"].index("--output-image") + 1] == "registry.example.org/tools/busybox:1.37", f"--output-image: {c['args']}")
     dep, c = operator_container(render(OPERATOR, sets=("watchNamespaces={team-a,hpc}", "leaderElection.enabled=true", "replicas=2",
                                                        "log.format=text", "log.filter=debug", "metricsPort=9090",
                                                        "image.tag=v9", "leaderElection.leaseName=lead",

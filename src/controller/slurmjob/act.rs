@@ -17,13 +17,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use tracing::{info, warn};
 
 use crate::controller::kit::Notice;
-use crate::crd::SlurmJob;
 use crate::crd::condition;
 use crate::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
+use crate::crd::{FIELD_MANAGER, SlurmJob};
 use crate::leader::Leadership;
 use crate::slurm::tag::OwnerTag;
 use crate::slurm::types::{Job, SubmitRequest};
@@ -439,8 +439,9 @@ pub async fn ensure_output_pod(
     job: &SlurmJob,
     job_id: i64,
     image: &str,
+    ended: bool,
 ) -> kube::Result<()> {
-    let Some(desired) = output::pod(job, job_id, image) else {
+    let Some(desired) = output::pod(job, job_id, image, ended) else {
         return Ok(());
     };
     let name = job.name_any();
@@ -454,6 +455,14 @@ pub async fn ensure_output_pod(
             return Ok(());
         }
         if output::streamed_job_id(&existing) == Some(job_id) {
+            if let Some(patch) = output::ended_patch(&existing, job_id, ended) {
+                let params = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..Default::default()
+                };
+                pods.patch(&name, &params, &Patch::Merge(patch)).await?;
+                info!(pod = %name, job_id, "output Pod told that its job ended");
+            }
             return Ok(());
         }
         if existing.metadata.deletion_timestamp.is_none() {

@@ -357,7 +357,8 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
     }
     if let Some(job_id) = status.job_id {
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-        act::ensure_output_pod(&pods, job, job_id, &data.output_image)
+        let ended = status.phase.is_terminal();
+        act::ensure_output_pod(&pods, job, job_id, &data.output_image, ended)
             .await
             .map_err(Error::OutputPod)?;
     }

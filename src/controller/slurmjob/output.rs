@@ -1,13 +1,20 @@
 //! The output streamer: a small Pod, named after the SlurmJob and owned by it, that mounts the
 //! output PersistentVolumeClaim read-only and streams the current run's output file, so that
 //! `kubectl logs -f <slurmjob>` follows a running job and still shows its output after the end.
+//!
+//! The Pod ends by itself once the job has ended: the operator then sets [`ENDED_ANNOTATION`]
+//! on it ([`ended_patch`]), the kubelet updates the Pod's downward-API copy of its annotations,
+//! and the script stops following the file after a last read, so the Pod is `Succeeded` and
+//! holds no node resources while `kubectl logs` still shows the whole output.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext,
-    PodSpec, SeccompProfile, SecurityContext, Volume, VolumeMount,
+    Capabilities, Container, DownwardAPIVolumeFile, DownwardAPIVolumeSource, EnvVar,
+    ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
+    ResourceRequirements, SeccompProfile, SecurityContext, Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::crd::SlurmJob;
@@ -17,10 +24,24 @@ use crate::crd::slurmjob::JobOutput;
 pub const LABEL: &str = "slurm.rs/slurmjob";
 /// Annotation on the streamer Pod: the Slurm job id whose output it streams.
 pub const JOB_ID_ANNOTATION: &str = "slurm.rs/job-id";
+/// Annotation the operator sets to `"true"` on the streamer Pod once its job has ended: the
+/// Pod drains the file and exits.
+pub const ENDED_ANNOTATION: &str = "slurm.rs/job-ended";
 /// Where the PVC is mounted in the Pod.
 pub const MOUNT_PATH: &str = "/output";
+/// Where the Pod sees its own annotations (downward API; the kubelet refreshes the file).
+const PODINFO_PATH: &str = "/podinfo";
+/// Resources of the streamer (`sh` + `tail`): requests and limits, so that namespaces with a
+/// ResourceQuota accept the Pod. Measured: busybox `tail -F` stays under 2 MiB.
+const CPU_REQUEST: &str = "10m";
+const CPU_LIMIT: &str = "100m";
+const MEMORY_REQUEST: &str = "16Mi";
+const MEMORY_LIMIT: &str = "32Mi";
+/// How long the Pod keeps reading after the end is announced: `tail -F` polls once a second,
+/// so this lets it print what the job wrote last.
+const DRAIN_SECONDS: u32 = 3;
 /// Default image of the streamer (`--output-image`): anything with `sh` and `tail -F`.
-pub const DEFAULT_IMAGE: &str = "busybox:1.37";
+pub const DEFAULT_IMAGE: &str = "docker.io/library/busybox:1.37";
 /// User the streamer runs as (`nobody`): it only reads.
 const RUN_AS_USER: i64 = 65534;
 
@@ -42,7 +63,8 @@ pub fn relative_file(output: &JobOutput, object_name: &str, job_id: i64) -> Stri
 /// The streamer Pod for `job`'s run `job_id`, or `None` when the job has no `spec.output` (or
 /// no name/uid yet). The PVC is mounted whole and read-only; the file path below the mount is
 /// the one the job writes.
-pub fn pod(job: &SlurmJob, job_id: i64, image: &str) -> Option<Pod> {
+/// `ended`: the job has already ended (the Pod is created marked, see [`ENDED_ANNOTATION`]).
+pub fn pod(job: &SlurmJob, job_id: i64, image: &str, ended: bool) -> Option<Pod> {
     let output = job.spec.output.as_ref()?;
     let name = job.metadata.name.clone()?;
     let uid = job.metadata.uid.clone()?;
@@ -55,19 +77,25 @@ pub fn pod(job: &SlurmJob, job_id: i64, image: &str) -> Option<Pod> {
         controller: Some(true),
         block_owner_deletion: Some(true),
     };
-    // Wait for the file (the job may still be pending), then print it from the start and
-    // follow it, also across truncation or re-creation.
-    let script = "until [ -e \"$OUTPUT_FILE\" ]; do sleep 1; done; \
-                  exec tail -n +1 -F \"$OUTPUT_FILE\"";
+    let script = streamer_script();
+    let quantities = |cpu: &str, memory: &str| {
+        BTreeMap::from([
+            ("cpu".to_owned(), Quantity(cpu.to_owned())),
+            ("memory".to_owned(), Quantity(memory.to_owned())),
+        ])
+    };
     Some(Pod {
         metadata: ObjectMeta {
             name: Some(name.clone()),
             namespace: job.metadata.namespace.clone(),
             labels: Some(BTreeMap::from([(LABEL.to_owned(), name)])),
-            annotations: Some(BTreeMap::from([(
-                JOB_ID_ANNOTATION.to_owned(),
-                job_id.to_string(),
-            )])),
+            annotations: Some(
+                [(JOB_ID_ANNOTATION, job_id.to_string())]
+                    .into_iter()
+                    .chain(ended.then(|| (ENDED_ANNOTATION, "true".to_owned())))
+                    .map(|(k, v)| (k.to_owned(), v))
+                    .collect(),
+            ),
             owner_references: Some(vec![owner]),
             ..Default::default()
         },
@@ -89,18 +117,38 @@ pub fn pod(job: &SlurmJob, job_id: i64, image: &str) -> Option<Pod> {
             containers: vec![Container {
                 name: "output".into(),
                 image: Some(image.to_owned()),
-                command: Some(vec!["sh".into(), "-c".into(), script.into()]),
-                env: Some(vec![EnvVar {
-                    name: "OUTPUT_FILE".into(),
-                    value: Some(file),
+                command: Some(vec!["sh".into(), "-c".into(), script]),
+                env: Some(vec![
+                    EnvVar {
+                        name: "OUTPUT_FILE".into(),
+                        value: Some(file),
+                        ..Default::default()
+                    },
+                    EnvVar {
+                        name: "ANNOTATIONS_FILE".into(),
+                        value: Some(format!("{PODINFO_PATH}/annotations")),
+                        ..Default::default()
+                    },
+                ]),
+                volume_mounts: Some(vec![
+                    VolumeMount {
+                        name: "output".into(),
+                        mount_path: MOUNT_PATH.into(),
+                        read_only: Some(true),
+                        ..Default::default()
+                    },
+                    VolumeMount {
+                        name: "podinfo".into(),
+                        mount_path: PODINFO_PATH.into(),
+                        read_only: Some(true),
+                        ..Default::default()
+                    },
+                ]),
+                resources: Some(ResourceRequirements {
+                    requests: Some(quantities(CPU_REQUEST, MEMORY_REQUEST)),
+                    limits: Some(quantities(CPU_LIMIT, MEMORY_LIMIT)),
                     ..Default::default()
-                }]),
-                volume_mounts: Some(vec![VolumeMount {
-                    name: "output".into(),
-                    mount_path: MOUNT_PATH.into(),
-                    read_only: Some(true),
-                    ..Default::default()
-                }]),
+                }),
                 security_context: Some(SecurityContext {
                     allow_privilege_escalation: Some(false),
                     privileged: Some(false),
@@ -114,14 +162,31 @@ pub fn pod(job: &SlurmJob, job_id: i64, image: &str) -> Option<Pod> {
                 }),
                 ..Default::default()
             }],
-            volumes: Some(vec![Volume {
-                name: "output".into(),
-                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                    claim_name: output.volume.clone(),
-                    read_only: Some(true),
-                }),
-                ..Default::default()
-            }]),
+            volumes: Some(vec![
+                Volume {
+                    name: "output".into(),
+                    persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                        claim_name: output.volume.clone(),
+                        read_only: Some(true),
+                    }),
+                    ..Default::default()
+                },
+                Volume {
+                    name: "podinfo".into(),
+                    downward_api: Some(DownwardAPIVolumeSource {
+                        items: Some(vec![DownwardAPIVolumeFile {
+                            path: "annotations".into(),
+                            field_ref: Some(ObjectFieldSelector {
+                                field_path: "metadata.annotations".into(),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            ]),
             ..Default::default()
         }),
         status: None,
@@ -136,6 +201,35 @@ pub fn streamed_job_id(pod: &Pod) -> Option<i64> {
         .get(JOB_ID_ANNOTATION)?
         .parse()
         .ok()
+}
+
+/// The streamer's `sh` script: wait for `$OUTPUT_FILE` (the job may still be pending), print it
+/// from the start and follow it, also across truncation or re-creation; once the Pod's own
+/// annotations (`$ANNOTATIONS_FILE`, downward-API format `key="value"`) say the job ended, read
+/// a last time and exit 0. A job that ended before writing anything leaves a note instead.
+fn streamer_script() -> String {
+    format!(
+        "ended() {{ grep -q '^{ENDED_ANNOTATION}=\"true\"' \"$ANNOTATIONS_FILE\" 2>/dev/null; }}; \
+         until [ -e \"$OUTPUT_FILE\" ] || ended; do sleep 1; done; \
+         if [ ! -e \"$OUTPUT_FILE\" ]; then echo \"no output: $OUTPUT_FILE was never written\"; exit 0; fi; \
+         tail -n +1 -F \"$OUTPUT_FILE\" & follower=$!; \
+         until ended; do sleep 2; done; \
+         sleep {DRAIN_SECONDS}; kill \"$follower\"; exit 0"
+    )
+}
+
+/// The merge patch that tells the streamer Pod of run `job_id` its job has ended, or `None`
+/// when there is nothing to tell: the job has not ended, the Pod streams another run, or it
+/// already knows.
+pub fn ended_patch(pod: &Pod, job_id: i64, ended: bool) -> Option<serde_json::Value> {
+    let told = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ENDED_ANNOTATION))
+        .is_some_and(|v| v == "true");
+    (ended && !told && streamed_job_id(pod) == Some(job_id))
+        .then(|| serde_json::json!({ "metadata": { "annotations": { ENDED_ANNOTATION: "true" } } }))
 }
 
 #[cfg(test)]
@@ -158,7 +252,7 @@ mod tests {
 
     #[test]
     fn no_output_no_pod() {
-        assert_eq!(pod(&job(None), 5, DEFAULT_IMAGE), None);
+        assert_eq!(pod(&job(None), 5, DEFAULT_IMAGE, false), None);
     }
 
     #[test]
@@ -182,7 +276,7 @@ mod tests {
                 slurm_file,
                 format!("{}/{relative}", slurm_path.trim_end_matches('/'))
             );
-            let pod = pod(&job, 42, "img:1").unwrap();
+            let pod = pod(&job, 42, "img:1", false).unwrap();
             assert_eq!(pod.metadata.name.as_deref(), Some("train"));
             assert_eq!(pod.metadata.namespace.as_deref(), Some("ml"));
             assert_eq!(pod.metadata.labels.as_ref().unwrap()[LABEL], "train");
@@ -225,5 +319,147 @@ mod tests {
             );
             assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
         }
+    }
+
+    #[test]
+    fn the_streamer_is_bounded_and_sees_its_annotations() {
+        let pod = pod(
+            &job(Some(JobOutput {
+                volume: "results".into(),
+                slurm_path: "/shared".into(),
+                sub_path: None,
+            })),
+            7,
+            "img:1",
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            pod.metadata.annotations.as_ref().unwrap()[ENDED_ANNOTATION],
+            "true",
+            "a Pod created after its job ended is created told"
+        );
+        let spec = pod.spec.unwrap();
+        let container = &spec.containers[0];
+        let resources = container.resources.as_ref().unwrap();
+        for (kind, values) in [
+            ("requests", &resources.requests),
+            ("limits", &resources.limits),
+        ] {
+            let values = values.as_ref().unwrap_or_else(|| panic!("no {kind}"));
+            assert!(
+                values.contains_key("cpu") && values.contains_key("memory"),
+                "{kind}: {values:?}"
+            );
+        }
+        let env = container.env.as_ref().unwrap();
+        let annotations_file = env.iter().find(|e| e.name == "ANNOTATIONS_FILE").unwrap();
+        let mount = container
+            .volume_mounts
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|m| m.name == "podinfo")
+            .unwrap();
+        assert_eq!(
+            annotations_file.value.as_deref(),
+            Some(format!("{}/annotations", mount.mount_path).as_str())
+        );
+        let volume = spec
+            .volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|v| v.name == "podinfo")
+            .unwrap();
+        let item = &volume
+            .downward_api
+            .as_ref()
+            .unwrap()
+            .items
+            .as_ref()
+            .unwrap()[0];
+        assert_eq!(item.path, "annotations");
+        assert_eq!(
+            item.field_ref.as_ref().unwrap().field_path,
+            "metadata.annotations"
+        );
+        let untold = super::pod(
+            &job(Some(JobOutput {
+                volume: "results".into(),
+                slurm_path: "/shared".into(),
+                sub_path: None,
+            })),
+            7,
+            "img:1",
+            false,
+        )
+        .unwrap();
+        assert_eq!(ended_patch(&untold, 7, false), None, "not ended");
+        assert_eq!(ended_patch(&untold, 8, true), None, "another run's Pod");
+        assert_eq!(
+            ended_patch(&untold, 7, true),
+            Some(serde_json::json!({"metadata": {"annotations": {ENDED_ANNOTATION: "true"}}}))
+        );
+    }
+
+    /// The script itself, run by this machine's `sh` and `tail` (the image's busybox has the
+    /// same `tail -F`): it prints the whole file, including lines written just before the end
+    /// was announced, and exits 0 once the annotations say so. A job that ended without ever
+    /// writing its file ends the Pod with a note.
+    #[test]
+    fn the_streamer_drains_the_file_and_exits_when_told() {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        use std::time::{Duration, Instant};
+
+        let dir = std::env::temp_dir().join(format!("streamer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("job.out");
+        let annotations = dir.join("annotations");
+        std::fs::write(&annotations, "slurm.rs/job-id=\"7\"\n").unwrap();
+        let child = Command::new("sh")
+            .args(["-c", &streamer_script()])
+            .env("OUTPUT_FILE", &file)
+            .env("ANNOTATIONS_FILE", &annotations)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::fs::File::create(&file).unwrap();
+        writeln!(out, "first line").unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        writeln!(out, "last line").unwrap();
+        drop(out);
+        std::fs::write(
+            &annotations,
+            "slurm.rs/job-ended=\"true\"\nslurm.rs/job-id=\"7\"\n",
+        )
+        .unwrap();
+        // A generous deadline only so that a broken script fails the test instead of hanging it.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut child = child;
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("the streamer did not exit after the end was announced");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(text, "first line\nlast line\n");
+
+        // Never written: a note, exit 0.
+        let missing = dir.join("never.out");
+        let output = Command::new("sh")
+            .args(["-c", &streamer_script()])
+            .env("OUTPUT_FILE", &missing)
+            .env("ANNOTATIONS_FILE", &annotations)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        assert!(String::from_utf8_lossy(&output.stdout).contains("was never written"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -835,7 +835,7 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
         trusted_index(&ctx, vec![first, second]),
     );
     let data = data(ctx);
-    let old_pod = output::pod(&job, 101, output::DEFAULT_IMAGE).unwrap();
+    let old_pod = output::pod(&job, 101, output::DEFAULT_IMAGE, true).unwrap();
 
     // The re-run: status, Events, then the old run's Pod is deleted (not yet re-created).
     let expected = job.clone();
@@ -941,6 +941,81 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
     let expected = job.clone();
     let server = tokio::spawn(async move {
         expect_get_pod(&mut api, &expected, Some(&current)).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(job), data).await.unwrap();
+    server.await.unwrap();
+}
+
+/// The output Pod of a job that has ended is told so once (a merge patch of its
+/// `slurm.rs/job-ended` annotation, by the operator's field manager) so that it drains the
+/// file and exits; a Pod that already knows is left alone.
+#[tokio::test]
+async fn the_output_pod_is_told_when_its_job_ends() {
+    let (ctx, mut api) = Context::test();
+    let mut job = with_output(finalized(slurm_job("told", "#!/bin/sh\necho hi\n")));
+    let uid = uid_of(&job);
+    let mut record = tagged_record(201, &OwnerTag::new(&uid, 1), &["COMPLETED"]);
+    record.exit = Some(crate::slurm::types::ExitStatus {
+        return_code: Some(0),
+        ..Default::default()
+    });
+    let finished = status::observe(
+        &SlurmJobStatus {
+            job_id: Some(201),
+            submitted_generation: Some(1),
+            observed_generation: Some(1),
+            ..Default::default()
+        },
+        std::slice::from_ref(&record),
+    );
+    assert_eq!(finished.phase, Phase::Completed);
+    job.status = Some(finished);
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(&ctx, vec![record]),
+    );
+    let data = data(ctx);
+    let streaming = output::pod(&job, 201, output::DEFAULT_IMAGE, false).unwrap();
+
+    let expected = job.clone();
+    let running_pod = streaming.clone();
+    let server = tokio::spawn(async move {
+        expect_get_pod(&mut api, &expected, Some(&running_pod)).await;
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::PATCH, "{call:?}");
+        assert_eq!(call.path, pod_path(&expected));
+        assert!(
+            call.query.contains("fieldManager=slurm-operator"),
+            "{}",
+            call.query
+        );
+        assert_eq!(
+            call.body,
+            json!({"metadata": {"annotations": {output::ENDED_ANNOTATION: "true"}}})
+        );
+        let mut told = running_pod.clone();
+        told.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(output::ENDED_ANNOTATION.into(), "true".into());
+        respond(send, StatusCode::OK, &serde_json::to_value(&told).unwrap());
+        api.expect_no_more_calls().await;
+        (told, api)
+    });
+    let action = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    let (told, mut api) = server.await.unwrap();
+    assert_eq!(action, Action::await_change());
+
+    // Told already: only the GET.
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_pod(&mut api, &expected, Some(&told)).await;
         api.expect_no_more_calls().await;
     });
     reconcile(Arc::new(job), data).await.unwrap();
