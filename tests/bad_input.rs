@@ -465,9 +465,9 @@ fn admission_cases() -> Vec<Case> {
             "spec.auth.jwt.keySecretRef.name in body should match",
         ),
         c(
-            "SlurmCluster: apiVersion v0.0.39",
-            json!({"apiVersion": "v0.0.39"}),
-            "spec.apiVersion: Unsupported value: \"v0.0.39\"",
+            "SlurmCluster: restApiVersion v0.0.39",
+            json!({"restApiVersion": "v0.0.39"}),
+            "spec.restApiVersion: Unsupported value: \"v0.0.39\"",
         ),
         j(
             "SlurmJob: script without #!",

@@ -52,6 +52,13 @@ use super::{DNS_SUBDOMAIN, SECRET_KEY, condition, duration::Duration};
         description = "Nodes known to slurmctld"
     ),
     printcolumn(
+        name = "REST API",
+        type_ = "string",
+        json_path = ".status.restApiVersion",
+        description = "slurmrestd API version in use",
+        priority = 1
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -99,8 +106,9 @@ pub struct SlurmClusterSpec {
     pub poll_interval: Duration,
 
     /// slurmrestd API version to speak. `auto` picks the newest version both the operator and
-    /// slurmrestd support; `v0.0.42` pins it.
-    #[serde(default)]
+    /// slurmrestd support; `v0.0.42` pins it. (Named `restApiVersion`, not `apiVersion`, so
+    /// that it never shadows the object's own `apiVersion`.)
+    #[serde(default, rename = "restApiVersion")]
     pub api_version: ApiVersion,
 
     /// Which namespaces may run SlurmJobs on this cluster, and as which Slurm user. The first
@@ -343,7 +351,11 @@ pub struct SlurmClusterStatus {
     pub slurm_release: Option<String>,
 
     /// slurmrestd API version in use, e.g. `v0.0.42`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "restApiVersion",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub api_version: Option<String>,
 
     /// Node counts by state.

@@ -787,7 +787,7 @@ fn printer_columns_point_at_typed_fields() {
     let want: BTreeMap<&str, Vec<&str>> = [
         (
             "slurmclusters.slurm.rs",
-            vec!["Ready", "Endpoint", "Slurm", "Nodes", "Age"],
+            vec!["Ready", "Endpoint", "Slurm", "Nodes", "REST API", "Age"],
         ),
         (
             "slurmjobs.slurm.rs",
@@ -927,7 +927,11 @@ fn schema_defaults() {
     let schemas: BTreeMap<String, Value> = schemas().into_iter().collect();
     let cases = [
         ("slurmclusters.slurm.rs", "spec.pollInterval", json!("1s")),
-        ("slurmclusters.slurm.rs", "spec.apiVersion", json!("auto")),
+        (
+            "slurmclusters.slurm.rs",
+            "spec.restApiVersion",
+            json!("auto"),
+        ),
         (
             "slurmclusters.slurm.rs",
             "spec.auth.jwt.user",
