@@ -684,6 +684,60 @@ def accepted_by_the_binary(args: list[str], env: dict) -> None:
         ensure(flag in run.stdout, f"{flag} is not an option of `slurm-operator run`")
 
 
+def t_operator_extras() -> str:
+    """PodDisruptionBudget with replicas > 1, the `helm test` Pod, extraObjects."""
+    docs = render(OPERATOR)
+    ensure(not find(docs, "PodDisruptionBudget"), "a PDB with one replica would only block node drains")
+    docs = render(OPERATOR, sets=("replicas=2", "leaderElection.enabled=true"), cache=False)
+    pdb = one(docs, "PodDisruptionBudget")
+    dep = one(docs, "Deployment")
+    ensure(pdb["spec"]["maxUnavailable"] == 1, f"maxUnavailable {pdb['spec']}")
+    ensure(pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"], "PDB selects other pods than the Deployment")
+    ensure(not find(render(OPERATOR, sets=("replicas=2", "leaderElection.enabled=true", "podDisruptionBudget.enabled=false"), cache=False),
+                    "PodDisruptionBudget"), "podDisruptionBudget.enabled=false still renders one")
+    # helm test: a Pod hook that reads /readyz through the metrics Service.
+    tests = [d for d in render(OPERATOR) if d["kind"] == "Pod"]
+    ensure(len(tests) == 1 and tests[0]["metadata"]["annotations"]["helm.sh/hook"] == "test", f"test pods {tests}")
+    svc = one(render(OPERATOR), "Service")
+    c = tests[0]["spec"]["containers"][0]
+    url = f"http://{svc['metadata']['name']}.{RELEASE_NS}.svc:{svc['spec']['ports'][0]['port']}/readyz"
+    ensure(c["command"][-1] == url, f"helm test reads {c['command'][-1]}, not {url}")
+    ensure(c["image"] == "docker.io/library/busybox:1.37", f"helm test image {c['image']} is not outputPod.image")
+    # extraObjects: objects and strings, rendered with tpl.
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump({"extraObjects": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "extra-a", "namespace": "{{ .Release.Namespace }}"},
+             "data": {"k": "v"}},
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra-b\n  namespace: {{ .Release.Namespace }}\n",
+        ]}, f)
+    try:
+        docs = render(OPERATOR, values=(f.name,), cache=False)
+    finally:
+        os.unlink(f.name)
+    for name in ("extra-a", "extra-b"):
+        cm = one(docs, "ConfigMap", name)
+        ensure(cm["metadata"]["namespace"] == RELEASE_NS, f"{name} not rendered with tpl: {cm['metadata']}")
+    return ""
+
+
+def t_artifacthub() -> str:
+    """Chart.yaml's Artifact Hub annotations: the CRD list is crds/, the examples are
+    examples/tenancy/ and valid."""
+    chart = yaml.safe_load((OPERATOR / "Chart.yaml").read_text())
+    notes = chart["annotations"]
+    ensure(notes.get("artifacthub.io/operator") == "true", "not marked as an operator")
+    listed = {(c["name"], c["kind"], c["version"]) for c in yaml.safe_load(notes["artifacthub.io/crds"])}
+    shipped = {(c["metadata"]["name"], c["spec"]["names"]["kind"], v["name"]) for c in load_crds() for v in c["spec"]["versions"]}
+    ensure(listed == shipped, f"artifacthub.io/crds {sorted(listed)} != crds/ {sorted(shipped)}")
+    examples = yaml.safe_load(notes["artifacthub.io/crdsExamples"])
+    files = [yaml.safe_load((ROOT / "examples" / "tenancy" / n).read_text()) for n in ("10-slurmcluster.yaml", "40-tenant-slurmjob.yaml")]
+    ensure(examples == files, "artifacthub.io/crdsExamples differ from examples/tenancy/10-slurmcluster.yaml, 40-tenant-slurmjob.yaml")
+    for doc in examples:
+        errs = validate_object(doc, K8S_VERSIONS[-1])
+        ensure(not errs, "; ".join(errs))
+    return f"{len(listed)} CRDs, {len(examples)} examples"
+
+
 def t_dockerfile() -> str:
     text = (ROOT / "Dockerfile").read_text()
     final = text.split("\nFROM ")[-1]
@@ -1425,6 +1479,8 @@ def t_e2e_operator_ready() -> str:
     if image:
         repo, _, tag = image.rpartition(":")
         args += ["--set", f"image.repository={repo}", "--set", f"image.tag={tag}"]
+    if os.environ.get("E2E_OUTPUT_IMAGE"):  # the helm test Pod's image, where Docker Hub is not reachable
+        args += ["--set", f"outputPod.image={os.environ['E2E_OUTPUT_IMAGE']}"]
     p = subprocess.run([HELM, *args], capture_output=True, text=True)
     ensure(p.returncode == 0, f"helm {' '.join(args)}:\n{p.stderr}")
     try:
@@ -1435,6 +1491,9 @@ def t_e2e_operator_ready() -> str:
                             "crd/slurmclusters.slurm.rs", "crd/slurmjobs.slurm.rs", "crd/slurmnodesets.slurm.rs"],
                            capture_output=True, text=True)
         ensure(p.returncode == 0, f"CRDs not established:\n{p.stderr}")
+        # `helm test`: the chart's test Pod reads /readyz through the Service.
+        p = subprocess.run([HELM, "test", release, "--namespace", ns, "--timeout", "120s"], capture_output=True, text=True)
+        ensure(p.returncode == 0, f"helm test {release}:\n{p.stdout}{p.stderr}")
     finally:
         if os.environ.get("E2E_KEEP") != "1":
             subprocess.run([HELM, "uninstall", release, "--namespace", ns, "--wait"], capture_output=True)
@@ -1482,6 +1541,8 @@ def main() -> int:
     r.check("operator: non-root, read-only, no capabilities, probes, resources", t_operator_security)
     r.check("operator: args, env and rollout strategy per values", t_operator_args)
     r.check("Dockerfile: static, non-root user = chart runAsUser, lean context", t_dockerfile)
+    r.check("operator: PDB with replicas > 1, helm test Pod, extraObjects", t_operator_extras)
+    r.check("operator: Artifact Hub annotations match crds/ and examples/tenancy/", t_artifacthub)
     r.check("cluster: daemons non-root with limits", t_cluster_daemons_secure)
     r.check("cluster: slurm.conf defaults and overrides", t_cluster_slurm_conf_defaults)
     r.check("cluster: partitions from nodesets, GresTypes", t_cluster_partitions)
