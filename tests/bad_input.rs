@@ -1852,8 +1852,17 @@ fn stored_cases() -> Vec<Case> {
             // A valid spec (a typo, a runaway autoscaler): one plan creates a bounded batch.
             let started = std::time::Instant::now();
             let strategy = UpdateStrategy::default();
+            // A fresh, empty view of Slurm: pods are planned only with one (names must be free).
+            let now = Utc::now();
+            let empty = slurm_operator::state::index::ClusterState {
+                nodes_synced_at: Some(now),
+                health: slurm_operator::state::index::Health::Up { since: now },
+                ..Default::default()
+            };
+            let owner = slurm_operator::slurm::node_owner::NodeOwner::new("ns", "huge");
             let plan = nodeset_plan::plan(&nodeset_plan::Input {
-                name: "huge",
+                prefix: "huge-b2c4d",
+                owner: &owner,
                 replicas: i32::MAX,
                 template_hash: "h",
                 strategy: &strategy,
@@ -1863,8 +1872,8 @@ fn stored_cases() -> Vec<Case> {
                 pods: &[],
                 taken: &Default::default(),
                 slurm: nodeset_plan::SlurmView {
-                    state: None,
-                    now: Utc::now(),
+                    state: Some(&empty),
+                    now,
                 },
             });
             let creates = plan

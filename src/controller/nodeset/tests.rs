@@ -267,7 +267,14 @@ fn admission_table() {
         .unwrap()
     };
     let long = "a".repeat(pods::MAX_SET_NAME + 1);
-    let cases: Vec<(&str, &str, Option<SlurmCluster>, Result<String, &str>)> = vec![
+    // (namespace, set name, its SlurmCluster, the prefix or the refusal's reason)
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        Option<SlurmCluster>,
+        Result<String, &'a str>,
+    );
+    let cases: Vec<Case<'_>> = vec![
         (
             "hpc",
             "cpu",
