@@ -6,9 +6,10 @@
 //! and slurmctld stores it with the node at registration, before the node can run anything.
 //! Facts relied on (Slurm 24.11.5 and 26.05.5, checked on the local Slurm): `slurmd -h` of both
 //! lists `--extra`; the string comes back verbatim as `extra` from `GET /slurm/v0.0.42/nodes`; a
-//! slurmd restarted without `--extra` keeps the stored value, one restarted with another value
-//! replaces it; a non-admin Slurm user (`alice`) cannot change it (`POST /node/{name}` and
-//! `scontrol update extra=` both fail with 2010 "Invalid user id"), so only Slurm admins and
+//! slurmd restarted without `--extra` keeps the stored value; one restarted with another value
+//! replaces it on 24.11.5, while 26.05.5 keeps the first value until the node is deleted; a
+//! non-admin Slurm user (`alice`) cannot change it (`POST /node/{name}`, v0.0.42 and v0.0.44,
+//! and `scontrol update extra=` fail with 2010 "Invalid user id"), so only Slurm admins and
 //! holders of the cluster's `slurm.key` (slurmd registration) can write it. slurmctld keeps
 //! `extra` in its saved node state (`_dump_node_state` in `src/slurmctld/node_mgr.c`). JSON,
 //! because with `SchedulerParameters=extra_constraints` Slurm reads `extra` as a JSON object.
