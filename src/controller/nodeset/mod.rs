@@ -3,10 +3,10 @@
 //!
 //! A thin driver over pure steps:
 //!
-//! 0. [`admission`]: the SlurmCluster must list the set's namespace in `spec.nodeSetNamespaces`
-//!    and the set's name must make valid node names; otherwise `Ready=False` with the reason
-//!    (`NodeSetNotAllowed`, `InvalidName`) and nothing else is done: no pod created or deleted,
-//!    no node drained or resumed;
+//! 0. [`admission`]: the SlurmCluster must exist and list the set's namespace in
+//!    `spec.nodeSetNamespaces`, and the set's name must make valid node names; otherwise
+//!    `Ready=False` with the reason (`ClusterNotFound`, `NodeSetNotAllowed`, `InvalidName`) and
+//!    nothing else is done: no pod created or deleted, no node drained or resumed;
 //! 1. list the set's pods (label `slurm.rs/nodeset`, owned by this SlurmNodeSet) from the API server —
 //!    not from a cache, so a pod just created is never created twice;
 //! 2. take the SlurmCluster's index snapshot from the registry (none when the SlurmCluster has no client);
@@ -220,9 +220,8 @@ pub struct Refusal {
 }
 
 /// Whether the operator may act for the SlurmNodeSet `name` in `namespace`, and its node-name
-/// prefix if so. `cluster` is its SlurmCluster (`None`: not found, which waits like a cluster
-/// without a client: no Slurm action can happen anyway, and pods are created only with a
-/// fresh view of Slurm). Pure.
+/// prefix if so. `cluster` is its SlurmCluster, `None` when it does not exist (`ClusterNotFound`:
+/// nobody allowed anything). Pure.
 pub fn admission(
     namespace: &str,
     name: &str,
@@ -246,14 +245,17 @@ pub fn admission(
         return Err(Refusal {
             reason: "NodeSetNotAllowed",
             message: format!(
-                "namespace {namespace:?} may not run SlurmNodeSets for SlurmCluster                  {cluster_name:?}: it is not in the SlurmCluster's spec.nodeSetNamespaces;                  ask the platform admin to add it there"
+                "namespace {namespace:?} may not run SlurmNodeSets for SlurmCluster \
+                 {cluster_name:?}: it is not in the SlurmCluster's spec.nodeSetNamespaces; \
+                 ask the platform admin to add it there"
             ),
         });
     }
     pods::node_prefix(namespace, name).ok_or_else(|| Refusal {
         reason: "InvalidName",
         message: format!(
-            "the name {name:?} cannot make Slurm node names (<name>-<namespace tag>-<ordinal>,              a DNS label): use lowercase letters, digits and '-', at most {} characters",
+            "the name {name:?} cannot make Slurm node names (<name>-<namespace tag>-<ordinal>, \
+             a DNS label): use lowercase letters, digits and '-', at most {} characters",
             pods::MAX_SET_NAME
         ),
     })

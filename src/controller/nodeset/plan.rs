@@ -155,6 +155,16 @@ pub struct Conflict {
     pub is_static: bool,
 }
 
+impl Conflict {
+    pub fn of(node: &Node) -> Self {
+        Self {
+            node: node.name.clone(),
+            owner: node.owner.clone(),
+            is_static: !node.state.is_dynamic(),
+        }
+    }
+}
+
 impl std::fmt::Display for Conflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (&self.owner, self.is_static) {
@@ -424,11 +434,7 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
             .nodes
             .values()
             .filter(|n| ordinal_of(input.prefix, &n.name).is_some() && !is_ours(n, input.owner))
-            .map(|n| Conflict {
-                node: n.name.clone(),
-                owner: n.owner.clone(),
-                is_static: !n.state.is_dynamic(),
-            })
+            .map(Conflict::of)
             .collect()
     });
     let now = input.slurm.now;
@@ -592,11 +598,7 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
                     "NodeNameConflict".to_owned(),
                     format!(
                         "{}; this pod's node is not this SlurmNodeSet's",
-                        Conflict {
-                            node: other.name.clone(),
-                            owner: other.owner.clone(),
-                            is_static: !other.state.is_dynamic(),
-                        }
+                        Conflict::of(other)
                     ),
                 ),
                 None => node_condition(node),

@@ -309,6 +309,13 @@ fn admission_table() {
         let got = admission(namespace, name, "main", cluster.as_ref()).map_err(|r| r.reason);
         assert_eq!(got, want, "{namespace}/{name}");
     }
+    // The message says what to change, to whom.
+    let refusal = admission("team-a", "cpu", "main", Some(&cluster(&["hpc"]))).unwrap_err();
+    assert_eq!(
+        refusal.message,
+        "namespace \"team-a\" may not run SlurmNodeSets for SlurmCluster \"main\": it is not in \
+         the SlurmCluster's spec.nodeSetNamespaces; ask the platform admin to add it there"
+    );
 }
 
 #[tokio::test]
