@@ -619,6 +619,29 @@ fn admission_cases() -> Vec<Case> {
                 )
             },
         ),
+        case(
+            "admission",
+            "SlurmNodeSet: name too long for node names",
+            async {
+                // Pods and Slurm nodes are <name>-<namespace tag>-<ordinal>, a DNS label.
+                let object = cr("SlurmNodeSet", &"a".repeat(47), nodeset_spec());
+                refused(
+                    "SlurmNodeSet",
+                    object,
+                    None,
+                    "a SlurmNodeSet's name must be a DNS label of at most 46 characters",
+                )
+            },
+        ),
+        case("admission", "SlurmNodeSet: name with a dot", async {
+            let object = cr("SlurmNodeSet", "cpu.v2", nodeset_spec());
+            refused(
+                "SlurmNodeSet",
+                object,
+                None,
+                "a SlurmNodeSet's name must be a DNS label of at most 46 characters",
+            )
+        }),
         n(
             "SlurmNodeSet: drainTimeout 2 years",
             json!({"scaleIn": {"drainTimeout": "17520h"}}),
