@@ -978,6 +978,7 @@ fn memory(jobs: u32, nodes: u32) {
                         hostname: Some(format!("{name}.slurm.svc")),
                         port: Some(6818),
                         slurmd_version: Some("24.11.5".into()),
+                        owner: None,
                     };
                     (name.clone(), node)
                 })

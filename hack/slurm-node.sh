@@ -3,10 +3,12 @@
 # tests they stand in for Kubernetes pods.
 #
 # Usage: hack/slurm-node.sh [--flavour trixie|forky] COMMAND ...
-#   start NAME [--conf "CPUs=1 RealMemory=500 Feature=x"] [--timeout SECONDS]
-#         Starts `slurmd -D -Z -N NAME --conf "<conf> Port=P"` with a port unique to NAME (kept
-#         across restarts), and waits until slurmctld shows NAME registered by this slurmd.
-#         Already running: prints its status and exits 0. Default conf "CPUs=1 RealMemory=500".
+#   start NAME [--conf "CPUs=1 RealMemory=500 Feature=x"] [--extra TEXT] [--timeout SECONDS]
+#         Starts `slurmd -D -Z -N NAME --conf "<conf> Port=P" [--extra TEXT]` with a port unique
+#         to NAME (kept across restarts), and waits until slurmctld shows NAME registered by this
+#         slurmd. --extra is the node's Extra field at registration (a SlurmNodeSet pod's owner
+#         record). Already running: prints its status and exits 0. Default conf
+#         "CPUs=1 RealMemory=500".
 #   stop NAME [--delete]
 #         SIGTERM (SIGKILL after 5 s) to that slurmd and to the job steps it ran (as a pod
 #         deletion would). --delete also runs `scontrol delete nodename=NAME`. Not running: exit 0.
@@ -42,6 +44,7 @@ name=""
 conf="CPUs=1 RealMemory=500"
 timeout=30
 delete=0
+extra=()
 if [[ "$cmd" != list ]]; then
     (($#)) || usage_error "$cmd: missing NAME"
     name=$1
@@ -52,6 +55,7 @@ while (($#)); do
     case "$cmd:$1" in
         start:--conf) [[ $# -ge 2 ]] || usage_error "--conf needs a value"; conf=$2; shift ;;
         start:--conf=*) conf=${1#--conf=} ;;
+        start:--extra) [[ $# -ge 2 ]] || usage_error "--extra needs a value"; extra=(--extra "$2"); shift ;;
         start:--timeout) [[ $# -ge 2 ]] || usage_error "--timeout needs a value"; timeout=$2; shift ;;
         stop:--delete) delete=1 ;;
         *) usage_error "$cmd: unknown argument '$1'" ;;
@@ -157,7 +161,7 @@ case "$cmd" in
         printf '%s\n' "$full_conf" >"$SLURM_DYN_DIR/$name.conf"
         mkdir -p "$R/var/spool/slurmd/$name"
         t0=$(slurm_chroot date +%s)
-        slurm_spawn "dyn/$name" chroot "$R" slurmd -D -Z -N "$name" --conf "$full_conf"
+        slurm_spawn "dyn/$name" chroot "$R" slurmd -D -Z -N "$name" --conf "$full_conf" ${extra[@]+"${extra[@]}"}
         pid=$(cat "$(pidfile "$name")")
         # Release the lock while waiting, so several nodes can start in parallel.
         flock -u 9

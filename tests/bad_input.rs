@@ -619,6 +619,29 @@ fn admission_cases() -> Vec<Case> {
                 )
             },
         ),
+        case(
+            "admission",
+            "SlurmNodeSet: name too long for node names",
+            async {
+                // Pods and Slurm nodes are <name>-<namespace tag>-<ordinal>, a DNS label.
+                let object = cr("SlurmNodeSet", &"a".repeat(47), nodeset_spec());
+                refused(
+                    "SlurmNodeSet",
+                    object,
+                    None,
+                    "a SlurmNodeSet's name must be a DNS label of at most 46 characters",
+                )
+            },
+        ),
+        case("admission", "SlurmNodeSet: name with a dot", async {
+            let object = cr("SlurmNodeSet", "cpu.v2", nodeset_spec());
+            refused(
+                "SlurmNodeSet",
+                object,
+                None,
+                "a SlurmNodeSet's name must be a DNS label of at most 46 characters",
+            )
+        }),
         n(
             "SlurmNodeSet: drainTimeout 2 years",
             json!({"scaleIn": {"drainTimeout": "17520h"}}),
@@ -1852,8 +1875,17 @@ fn stored_cases() -> Vec<Case> {
             // A valid spec (a typo, a runaway autoscaler): one plan creates a bounded batch.
             let started = std::time::Instant::now();
             let strategy = UpdateStrategy::default();
+            // A fresh, empty view of Slurm: pods are planned only with one (names must be free).
+            let now = Utc::now();
+            let empty = slurm_operator::state::index::ClusterState {
+                nodes_synced_at: Some(now),
+                health: slurm_operator::state::index::Health::Up { since: now },
+                ..Default::default()
+            };
+            let owner = slurm_operator::slurm::node_owner::NodeOwner::new("ns", "huge");
             let plan = nodeset_plan::plan(&nodeset_plan::Input {
-                name: "huge",
+                prefix: "huge-b2c4d",
+                owner: &owner,
                 replicas: i32::MAX,
                 template_hash: "h",
                 strategy: &strategy,
@@ -1863,8 +1895,8 @@ fn stored_cases() -> Vec<Case> {
                 pods: &[],
                 taken: &Default::default(),
                 slurm: nodeset_plan::SlurmView {
-                    state: None,
-                    now: Utc::now(),
+                    state: Some(&empty),
+                    now,
                 },
             });
             let creates = plan

@@ -1,9 +1,11 @@
 //! End to end for NodeSets against a real Kubernetes API server (no kubelet or scheduler needed):
 //! the operator binary runs as a child process. Runs only when `KUBECONFIG` is set.
 //!
-//! A SlurmNodeSet whose SlurmCluster has no client (no Slurm is involved): the operator creates its pods
-//! with the completed slurmd args; `kubectl scale` through the scale subresource adds pods; scaling
-//! in removes pods that were never scheduled (slurmd never ran in them, so nothing to drain).
+//! A SlurmNodeSet without a Slurm (none is involved): without its SlurmCluster it is refused
+//! (`ClusterNotFound`); with one that does not list its namespace in `nodeSetNamespaces`, too
+//! (`NodeSetNotAllowed`); allowed but without a view of Slurm's nodes it creates no pod (a name is
+//! given out only once Slurm is seen not to hold it), and the scale subresource still works. The
+//! pods' completed slurmd args are checked by `controller::nodeset::tests` and `tests/nodeset.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -14,7 +16,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
-use slurm_operator::crd::SlurmNodeSet;
+use slurm_operator::crd::{SlurmCluster, SlurmNodeSet};
 
 use common::e2e::{MANAGER, Operator, apply_crds, eventually, free_port};
 
@@ -62,6 +64,7 @@ async fn nodeset_pods_follow_the_scale_subresource() {
     let nodesets: Api<SlurmNodeSet> = Api::namespaced(client.clone(), &namespace);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let mut operator = Operator::start(&namespace, free_port());
+    let cluster_name = format!("{namespace}-cluster");
 
     nodesets
         .patch(
@@ -72,7 +75,7 @@ async fn nodeset_pods_follow_the_scale_subresource() {
                 "kind": "SlurmNodeSet",
                 "metadata": {"name": "cpu"},
                 "spec": {
-                    "clusterName": "nowhere",
+                    "clusterName": cluster_name,
                     "replicas": 2,
                     "slurm": {"features": ["cpu"], "partitions": ["debug"], "cpus": 2, "realMemory": "1Gi"},
                     "template": {"spec": {"containers": [{
@@ -87,29 +90,78 @@ async fn nodeset_pods_follow_the_scale_subresource() {
         .await
         .expect("create the SlurmNodeSet");
 
-    eventually("2 pods", Duration::from_secs(60), || async {
-        (pod_names(&pods).await == ["cpu-0", "cpu-1"]).then_some(())
-    })
+    // No SlurmCluster of that name: refused, no pod (issue 14: the operator acts for a set only
+    // where the admin allowed it, and gives out pod/node names only once Slurm is seen).
+    let ready = |reason: &'static str| {
+        let nodesets = nodesets.clone();
+        move || {
+            let nodesets = nodesets.clone();
+            async move {
+                let status = nodesets.get_status("cpu").await.ok()?.status?;
+                status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "False" && c.reason == reason)
+                    .then_some(())
+            }
+        }
+    };
+    eventually(
+        "Ready=False/ClusterNotFound",
+        Duration::from_secs(60),
+        ready("ClusterNotFound"),
+    )
     .await;
-    let pod = pods.get("cpu-1").await.unwrap();
-    let args = pod.spec.unwrap().containers[0].args.clone().unwrap();
-    assert_eq!(
-        args,
-        [
-            "-D",
-            "--conf-server",
-            "slurmctld:6817",
-            "-Z",
-            "-N",
-            "cpu-1",
-            "--conf",
-            // One `partition-<name>` feature per spec.slurm.partitions entry.
-            "Features=cpu,partition-debug CPUs=2 RealMemory=1024"
-        ]
-    );
+    assert_eq!(pod_names(&pods).await, Vec::<String>::new());
 
+    // A SlurmCluster that does not list the namespace: NodeSetNotAllowed, still no pod.
+    let clusters: Api<SlurmCluster> = Api::all(client.clone());
+    let cluster = |allowed: Vec<String>| {
+        json!({
+            "apiVersion": "slurm.rs/v1alpha1",
+            "kind": "SlurmCluster",
+            "metadata": {"name": cluster_name},
+            "spec": {
+                "endpoint": "http://slurmrestd.invalid:6820",
+                "allowInsecureHttp": true,
+                "auth": {"jwt": {"keySecretRef": {"name": "none"}}},
+                "nodeSetNamespaces": allowed,
+            },
+        })
+    };
+    clusters
+        .patch(
+            &cluster_name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(cluster(vec!["some-other-namespace".into()])),
+        )
+        .await
+        .expect("create the SlurmCluster");
+    eventually(
+        "Ready=False/NodeSetNotAllowed",
+        Duration::from_secs(60),
+        ready("NodeSetNotAllowed"),
+    )
+    .await;
+    assert_eq!(pod_names(&pods).await, Vec::<String>::new());
+
+    // Allowed, but Slurm is not reachable: admitted (NotReady), and still no pod, since no name
+    // is given out without a fresh view of Slurm's nodes; the scale subresource works.
+    clusters
+        .patch(
+            &cluster_name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(cluster(vec![namespace.clone()])),
+        )
+        .await
+        .expect("allow the namespace");
+    eventually(
+        "Ready=False/NotReady",
+        Duration::from_secs(60),
+        ready("NotReady"),
+    )
+    .await;
     operator.assert_running();
-    // kubectl scale nodeset cpu --replicas=3
     nodesets
         .patch_scale(
             "cpu",
@@ -118,36 +170,19 @@ async fn nodeset_pods_follow_the_scale_subresource() {
         )
         .await
         .expect("scale to 3");
-    eventually("3 pods", Duration::from_secs(60), || async {
-        (pod_names(&pods).await.len() == 3).then_some(())
-    })
-    .await;
     let scale = nodesets.get_scale("cpu").await.unwrap();
     assert_eq!(scale.spec.and_then(|s| s.replicas), Some(3));
-
-    // Scale in: the pods were never scheduled, so they go without a drain.
-    nodesets
-        .patch_scale(
-            "cpu",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 1}})),
-        )
-        .await
-        .expect("scale to 1");
-    eventually("1 pod", Duration::from_secs(60), || async {
-        (pod_names(&pods).await == ["cpu-0"]).then_some(())
-    })
-    .await;
     eventually(
-        "status.replicas = 1 and a selector",
+        "status.replicas = 0 and a selector",
         Duration::from_secs(60),
         || async {
             let status = nodesets.get_status("cpu").await.ok()?.status?;
-            (status.replicas == 1 && status.selector.as_deref() == Some("slurm.rs/nodeset=cpu"))
+            (status.replicas == 0 && status.selector.as_deref() == Some("slurm.rs/nodeset=cpu"))
                 .then_some(())
         },
     )
     .await;
+    assert_eq!(pod_names(&pods).await, Vec::<String>::new());
 
     let status = operator.terminate(Duration::from_secs(30));
     assert!(status.success(), "operator exit: {status:?}");
@@ -155,4 +190,7 @@ async fn nodeset_pods_follow_the_scale_subresource() {
         .delete(&namespace, &DeleteParams::default())
         .await
         .unwrap();
+    let _ = Api::<SlurmCluster>::all(client)
+        .delete(&cluster_name, &DeleteParams::default())
+        .await;
 }

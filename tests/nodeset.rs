@@ -8,6 +8,13 @@
 //! first, the busy one stays); scale to 0 and back to 1 during the drain (the node is resumed
 //! and keeps its pod); an admin drain (no prefix) is left alone; scale to 0 while the job runs
 //! (the node stays DRAINING until the job ends, then its pod and record go). No job is killed.
+//!
+//! Node ownership (issue 14): two sets of one name in two namespaces get distinct nodes, each
+//! registered with its owner record (`slurmd --extra`, as the pods' slurmd is started), and
+//! neither drains, resumes or deletes the other's, even when their names are made to collide; a
+//! node named like a set's pod that is not the set's (a dynamic node without owner record, the
+//! static node `n1`) is neither taken nor drained. Every Slurm action the stand-in carries out
+//! is first checked not to target a static node (`n1`..`n3` are shared with other tests).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -28,6 +35,7 @@ use slurm_operator::controller::nodeset::{SlurmOutcome, apply_slurm, pods};
 use slurm_operator::crd::{NodeSetSlurm, SlurmCluster, UpdateStrategy};
 use slurm_operator::metrics::Metrics;
 use slurm_operator::slurm::SlurmClient;
+use slurm_operator::slurm::node_owner::NodeOwner;
 use slurm_operator::slurm::types::JobBaseState;
 use slurm_operator::state::index::{ClusterState, IndexReader};
 use slurm_operator::state::poller::{self, PollerConfig};
@@ -43,6 +51,9 @@ struct World<'a> {
     client: SlurmClient,
     index: IndexReader,
     set: String,
+    /// The set's node-name prefix (`<set>-<namespace tag>`).
+    prefix: String,
+    owner: NodeOwner,
     conf: String,
     pods: BTreeMap<String, PodView>,
     guards: Vec<NodeGuard<'a>>,
@@ -55,7 +66,8 @@ impl World<'_> {
     async fn fresh_state(&self) -> Arc<ClusterState> {
         let mut index = self.index.clone();
         let before = index.borrow().polls;
-        let deadline = Instant::now() + Duration::from_secs(20);
+        // Generous: other tests on this machine restart slurmctld/slurmrestd at times.
+        let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             {
                 let state = index.borrow_and_update();
@@ -74,7 +86,8 @@ impl World<'_> {
         let views: Vec<PodView> = self.pods.values().cloned().collect();
         let strategy = UpdateStrategy::default();
         let plan = plan::plan(&Input {
-            name: &self.set,
+            prefix: &self.prefix,
+            owner: &self.owner,
             replicas,
             template_hash: HASH,
             strategy: &strategy,
@@ -91,10 +104,17 @@ impl World<'_> {
         for action in &plan.actions {
             match action {
                 Action::CreatePod { ordinal } => {
-                    let name = pods::pod_name(&self.set, *ordinal);
+                    let name = pods::pod_name(&self.prefix, *ordinal);
                     self.guards.push(NodeGuard::new(self.slurm, &name));
-                    self.slurm
-                        .node_script(&["start", &name, "--conf", &self.conf]);
+                    // As the pod's slurmd: registered with the set's owner record.
+                    self.slurm.node_script(&[
+                        "start",
+                        &name,
+                        "--conf",
+                        &self.conf,
+                        "--extra",
+                        &self.owner.to_extra(),
+                    ]);
                     self.pods.insert(
                         name.clone(),
                         PodView {
@@ -116,6 +136,12 @@ impl World<'_> {
                             node.state
                         );
                     }
+                    // Only a slurmd this world started (a pod the test made up for another's
+                    // node must never stop that node's slurmd).
+                    assert!(
+                        self.guards.iter().any(|g| g.name() == name),
+                        "{action:?}: not a pod of this set's making"
+                    );
                     self.slurm.node_script(&["stop", name]);
                     self.pods.remove(name);
                 }
@@ -145,7 +171,17 @@ impl World<'_> {
                         p.node_condition = Some((status.into(), reason.clone(), message.clone()));
                     }
                 }
-                Action::Drain { .. } | Action::Resume { .. } | Action::DeleteNodeRecord { .. } => {
+                Action::Drain { node, .. }
+                | Action::Resume { node }
+                | Action::DeleteNodeRecord { node } => {
+                    // Never let a wrong plan touch the shared static nodes.
+                    let record = self.client.node(node).await;
+                    assert!(
+                        record.as_ref().is_ok_and(
+                            |n| n.state.is_dynamic() && n.owner.as_ref() == Some(&self.owner)
+                        ),
+                        "{action:?} on a node that is not the set's: {record:?}"
+                    );
                     let outcome = apply_slurm(&self.client, action)
                         .await
                         .unwrap_or_else(|e| panic!("{action:?}: {e}"));
@@ -180,7 +216,7 @@ impl World<'_> {
     }
 
     fn name(&self, ordinal: u32) -> String {
-        pods::pod_name(&self.set, ordinal)
+        pods::pod_name(&self.prefix, ordinal)
     }
 
     fn pod_names(&self) -> Vec<String> {
@@ -192,6 +228,11 @@ impl<'a> World<'a> {
     /// A world for a new SlurmNodeSet (its own feature, weight 1000 so other tests' jobs prefer the
     /// static nodes), with a real poller (0.5 s) on the local Slurm; keep the handle alive.
     fn new(slurm: &'a LocalSlurm) -> (Self, poller::PollerHandle) {
+        Self::named(slurm, "tns-test", &common::unique("tns"))
+    }
+
+    /// A world for SlurmNodeSet `set` in `namespace`.
+    fn named(slurm: &'a LocalSlurm, namespace: &str, set: &str) -> (Self, poller::PollerHandle) {
         let client = slurm.client();
         let (events, _) = broadcast::channel(1024);
         let (handle, index) = poller::spawn(
@@ -203,7 +244,8 @@ impl<'a> World<'a> {
             events,
             Metrics::new(),
         );
-        let set = common::unique("tns");
+        let set = set.to_owned();
+        let prefix = pods::node_prefix(namespace, &set).unwrap();
         let spec = NodeSetSlurm {
             features: vec![set.clone()],
             cpus: Some(1),
@@ -220,7 +262,9 @@ impl<'a> World<'a> {
             slurm,
             client,
             index,
+            owner: NodeOwner::new(namespace, &set),
             set,
+            prefix,
             conf,
             pods: BTreeMap::new(),
             guards: Vec::new(),
@@ -504,4 +548,259 @@ async fn scale_in_storm_kills_no_job() {
             w.pods.is_empty()
         })
         .await;
+}
+
+/// The owner record Slurm holds for `node` (asked of slurmrestd itself, not the index).
+async fn owner_in_slurm(client: &SlurmClient, node: &str) -> Option<NodeOwner> {
+    client.node(node).await.ok().and_then(|n| n.owner)
+}
+
+/// Slurm actions of `log` on any of `nodes`.
+fn actions_on<'l>(log: &'l [Action], nodes: &[String]) -> Vec<&'l Action> {
+    log.iter()
+        .filter(|a| match a {
+            Action::Drain { node, .. }
+            | Action::Resume { node }
+            | Action::DeleteNodeRecord { node } => nodes.contains(node),
+            Action::CreatePod { .. } | Action::DeletePod { .. } => false,
+            _ => false,
+        })
+        .collect()
+}
+
+/// Issue 14: two SlurmNodeSets with one name in two namespaces on one Slurm cluster get
+/// distinct Slurm nodes, each recorded in Slurm as its own; scaling one in removes only its own
+/// nodes (the other's stay registered, undrained, with their owner record). Then a third set
+/// whose names are made to collide with the second's (a tag collision, or names an older
+/// operator gave out): it takes none of the second's names and, scaled in, touches none of its
+/// nodes; its status names them as conflicts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sets_of_one_name_in_two_namespaces_never_touch_each_others_nodes() {
+    let slurm = require_slurm!();
+    let started = Instant::now();
+    let set = common::unique("own");
+    let (mut a, _poller_a) = World::named(&slurm, "team-a", &set);
+    let (mut b, _poller_b) = World::named(&slurm, "team-b", &set);
+    let client = a.client.clone();
+    assert_ne!(a.prefix, b.prefix, "one name, two namespaces, two prefixes");
+
+    let registered = |w: &World<'_>, n: usize| {
+        let state = w.index.borrow();
+        w.pods.len() == n
+            && w.pods.keys().all(|p| {
+                state
+                    .nodes
+                    .get(p)
+                    .is_some_and(|node| node.owner.as_ref() == Some(&w.owner))
+            })
+    };
+    a.until(2, "a's 2 nodes", Duration::from_secs(90), |w, _| {
+        registered(w, 2)
+    })
+    .await;
+    b.until(2, "b's 2 nodes", Duration::from_secs(90), |w, _| {
+        registered(w, 2)
+    })
+    .await;
+    let (a_nodes, b_nodes) = (a.pod_names(), b.pod_names());
+    assert!(
+        a_nodes.iter().all(|n| !b_nodes.contains(n)),
+        "{a_nodes:?} {b_nodes:?}"
+    );
+    for (nodes, owner) in [(&a_nodes, &a.owner), (&b_nodes, &b.owner)] {
+        for node in nodes {
+            assert_eq!(
+                owner_in_slurm(&client, node).await.as_ref(),
+                Some(owner),
+                "{node}"
+            );
+        }
+    }
+    eprintln!(
+        "{a_nodes:?} and {b_nodes:?} registered after {:?}",
+        started.elapsed()
+    );
+
+    // Each plans with the other's nodes in view: neither is a conflict of the other.
+    let plan = a.step(2).await;
+    assert_eq!(plan.conflicts, Some(vec![]));
+
+    // Scale a in to 0: its nodes go; b's stay, untouched.
+    a.until(0, "a's nodes removed", Duration::from_secs(90), |w, _| {
+        let state = w.index.borrow();
+        w.pods.is_empty() && a_nodes.iter().all(|n| !state.nodes.contains_key(n))
+    })
+    .await;
+    for node in &b_nodes {
+        let record = client.node(node).await.unwrap();
+        assert!(!record.state.is_drain(), "{node}: {:?}", record.state);
+        assert_eq!(record.owner.as_ref(), Some(&b.owner), "{node}");
+    }
+    assert_eq!(actions_on(&a.log, &b_nodes), Vec::<&Action>::new());
+    let b_plan = b.step(2).await;
+    assert!(
+        b_plan.actions.iter().all(|x| !x.is_destructive()),
+        "b is at its size: {:?}",
+        b_plan.actions
+    );
+
+    // A third set whose names collide with b's: another owner, b's prefix.
+    let (mut c, _poller_c) = World::named(&slurm, "team-c", &set);
+    c.prefix = b.prefix.clone();
+    let c_plan = c.step(1).await;
+    let created: Vec<u32> = c_plan
+        .actions
+        .iter()
+        .filter_map(|x| match x {
+            Action::CreatePod { ordinal } => Some(*ordinal),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(created, [2], "b's names 0 and 1 are not given out again");
+    let conflicts: Vec<String> = c_plan
+        .conflicts
+        .unwrap()
+        .iter()
+        .map(|x| x.node.clone())
+        .collect();
+    assert_eq!(conflicts, b_nodes, "b's nodes are named as conflicts");
+    c.until(1, "c's node registered", Duration::from_secs(90), |w, _| {
+        registered(w, 1)
+    })
+    .await;
+    // c's pod for one of b's names (as an older operator made them): scaled in, it waits.
+    c.pods.insert(
+        b_nodes[0].clone(),
+        PodView {
+            name: b_nodes[0].clone(),
+            ordinal: 0,
+            scheduled: true,
+            ready: true,
+            template_hash: Some(HASH.into()),
+            ..PodView::default()
+        },
+    );
+    c.until(
+        0,
+        "c's own node removed",
+        Duration::from_secs(90),
+        |w, plan| {
+            let state = w.index.borrow();
+            !w.pods.contains_key(&w.name(2))
+                && !state.nodes.contains_key(&w.name(2))
+                && plan
+                    .waiting
+                    .iter()
+                    .any(|x| x.pod == b_nodes[0] && x.why == plan::WAIT_CONFLICT)
+        },
+    )
+    .await;
+    assert_eq!(actions_on(&c.log, &b_nodes), Vec::<&Action>::new());
+    for node in &b_nodes {
+        let record = client.node(node).await.unwrap();
+        assert!(!record.state.is_drain(), "{node}: {:?}", record.state);
+        assert_eq!(record.owner.as_ref(), Some(&b.owner), "{node}");
+    }
+    c.pods.clear();
+
+    // b cleans up its own.
+    b.until(0, "b's nodes removed", Duration::from_secs(90), |w, _| {
+        let state = w.index.borrow();
+        w.pods.is_empty() && b_nodes.iter().all(|n| !state.nodes.contains_key(n))
+    })
+    .await;
+    eprintln!("done in {:?}", started.elapsed());
+}
+
+/// Issue 14: a node named like one of the set's pods that is not the set's is neither taken
+/// nor drained. (1) A dynamic node registered without an owner record (a hand-started slurmd)
+/// under the set's first name: scale-out skips that name, scale-in leaves the node registered
+/// and undrained, and the plan names it. (2) The static node `n1`, given to a pod of the set (as
+/// pods made while the SlurmCluster was not Ready could get a static node's name): scaled in,
+/// the pod waits and `n1` is not drained, resumed or deleted; the pod's condition says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_is_not_the_sets_is_neither_taken_nor_drained() {
+    let slurm = require_slurm!();
+    let (mut world, _poller) = World::new(&slurm);
+    let client = world.client.clone();
+    let squatter = world.name(0);
+    let _guard = NodeGuard::new(&slurm, &squatter);
+    slurm.node_script(&["start", &squatter, "--conf", &world.conf]);
+
+    // (1) Scale out to 1: ordinal 0 is held, 1 is used.
+    world
+        .until(1, "one node of the set", Duration::from_secs(90), |w, _| {
+            let state = w.index.borrow();
+            w.pods.len() == 1
+                && state
+                    .nodes
+                    .get(&w.name(1))
+                    .is_some_and(|n| n.owner.as_ref() == Some(&w.owner))
+        })
+        .await;
+    assert_eq!(world.pod_names(), [world.name(1)]);
+    let plan = world.step(1).await;
+    let conflicts = plan.conflicts.clone().unwrap();
+    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+    assert_eq!(
+        conflicts[0].to_string(),
+        format!("{squatter} is a dynamic node with no owner record")
+    );
+    world
+        .until(
+            0,
+            "the set's node removed",
+            Duration::from_secs(90),
+            |w, _| w.pods.is_empty() && !w.index.borrow().nodes.contains_key(&w.name(1)),
+        )
+        .await;
+    let record = client.node(&squatter).await.unwrap();
+    assert!(!record.state.is_drain(), "{:?}", record.state);
+    assert_eq!(record.owner, None);
+
+    // (2) The static node n1 as a pod's name.
+    let before = client.node("n1").await.unwrap();
+    assert!(
+        !before.state.is_dynamic(),
+        "n1 is static: {:?}",
+        before.state
+    );
+    world.pods.insert(
+        "n1".into(),
+        PodView {
+            name: "n1".into(),
+            ordinal: 1,
+            scheduled: true,
+            ready: true,
+            template_hash: Some(HASH.into()),
+            ..PodView::default()
+        },
+    );
+    for _ in 0..3 {
+        let plan = world.step(0).await;
+        assert!(
+            plan.waiting
+                .iter()
+                .any(|w| w.pod == "n1" && w.why == plan::WAIT_CONFLICT),
+            "{:?}",
+            plan.waiting
+        );
+        assert!(world.pods.contains_key("n1"), "the pod waits");
+    }
+    let condition = world.pods["n1"].node_condition.clone().unwrap();
+    assert_eq!(condition.1, "NodeNameConflict", "{condition:?}");
+    assert!(condition.2.contains("n1 is a static node"), "{condition:?}");
+    assert_eq!(
+        actions_on(&world.log, &["n1".to_owned(), squatter.clone()]),
+        Vec::<&Action>::new()
+    );
+    let after = client.node("n1").await.unwrap();
+    assert!(
+        !after
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(plan::DRAIN_PREFIX) && after.state.is_drain()),
+        "n1 drained by us: {after:?}"
+    );
+    world.pods.clear();
 }

@@ -121,6 +121,11 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
     "!self.startsWith('/') && self != '..' && !self.startsWith('../') && !self.endsWith('/..') && !self.contains('/../')":
         lambda s: not s.startswith("/") and s != ".." and not s.startswith("../") and not s.endswith("/..") and "/../" not in s,
     "duration(self) >= duration('1m')": _duration_between(60, float("inf")),
+    # SlurmNodeSet: its name makes node names `<name>-<tag>-<ordinal>` (DNS labels).
+    "size(self.metadata.name) <= 46 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')":
+        lambda s: (lambda n: isinstance(n, str) and len(n) <= 46
+                   and re.search(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", n) is not None)(
+            (s.get("metadata") or {}).get("name")),
 }
 
 # Rules of one shape, whatever their literal: `self.matches('RE')` (RE2 search, like re.search

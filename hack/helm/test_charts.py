@@ -866,6 +866,9 @@ def check_cluster_wiring(docs: list[dict]) -> list[str]:
             errs.append(f"{name}: not in the release namespace, where slurmctld's Service and the keys are")
         if clusters and ns["spec"]["clusterName"] != clusters[0]["metadata"]["name"]:
             errs.append(f"{name}: clusterName {ns['spec']['clusterName']} is not the SlurmCluster")
+        # The operator acts only for SlurmNodeSets in a namespace the SlurmCluster lists.
+        if clusters and ns["metadata"].get("namespace") not in (clusters[0]["spec"].get("nodeSetNamespaces") or []):
+            errs.append(f"{name}: its namespace is not in the SlurmCluster's nodeSetNamespaces (NodeSetNotAllowed)")
         a = slurmd_args(ns)
         if a["conf-server"] != f"{ctld_svc['metadata']['name']}:6817":
             errs.append(f"{name}: --conf-server {a['conf-server']}")

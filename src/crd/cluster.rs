@@ -118,6 +118,17 @@ pub struct SlurmClusterSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256))]
     pub access: Vec<ClusterAccess>,
+
+    /// Namespaces, by name, whose SlurmNodeSets may join this cluster. A SlurmNodeSet's pods run
+    /// slurmd with the cluster's `slurm.key` and its nodes take jobs of every user, so this is
+    /// the admin's list, by name only (not by label). A SlurmNodeSet in any other namespace gets
+    /// `Ready=False` with reason `NodeSetNotAllowed` and the operator does nothing for it: no
+    /// pod is created or deleted, no node drained or resumed. Empty (the default): none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1024))]
+    #[x_kube(validation = Rule::new("self.all(n, n.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(n) <= 63)")
+        .message("nodeSetNamespaces must be namespace names: lowercase letters, digits and '-', at most 63"))]
+    pub node_set_namespaces: Vec<String>,
 }
 
 /// One grant of a SlurmCluster to namespaces.

@@ -91,6 +91,11 @@ use super::{DNS_SUBDOMAIN, POSITIVE_QUANTITY, condition, duration::Duration};
         json_path = ".metadata.creationTimestamp"
     )
 )]
+// Pods and Slurm nodes are `<name>-<5-char namespace tag>-<ordinal>` and must be DNS labels
+// (a pod's hostname); 46 is `pods::MAX_SET_NAME`.
+#[kube(validation = Rule::new(
+    "size(self.metadata.name) <= 46 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')"
+).message("a SlurmNodeSet's name must be a DNS label of at most 46 characters (lowercase letters, digits and '-'): its pods and Slurm nodes are named <name>-<namespace tag>-<ordinal>"))]
 #[serde(rename_all = "camelCase")]
 pub struct SlurmNodeSetSpec {
     /// Name of the SlurmCluster (cluster-scoped) the nodes join. Immutable.

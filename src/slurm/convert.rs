@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::error::{ApiError, SlurmError};
 use super::generated::types as api;
+use super::node_owner::NodeOwner;
 use super::tag::OwnerTag;
 use super::types::{
     Changes, ClusterInfo, ExitStatus, Job, JobState, JobStateEntry, Node, NodeState, Partition,
@@ -199,6 +200,7 @@ fn node(n: api::V0042Node) -> Node {
         hostname: non_empty(&n.hostname),
         port: n.port,
         slurmd_version: non_empty(&n.version),
+        owner: n.extra.as_deref().and_then(NodeOwner::from_extra),
     }
 }
 

@@ -12,6 +12,7 @@ pub mod error;
 pub mod fuzzing;
 mod generated;
 mod hooks;
+pub mod node_owner;
 pub mod tag;
 mod transport;
 pub mod types;

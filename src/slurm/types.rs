@@ -8,6 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::node_owner::NodeOwner;
 use super::tag::OwnerTag;
 
 /// Health and identity of a Slurm cluster, as slurmrestd reports it.
@@ -177,6 +178,10 @@ pub struct Node {
     pub hostname: Option<String>,
     pub port: Option<i64>,
     pub slurmd_version: Option<String>,
+    /// The SlurmNodeSet that registered this node, from the record in its `extra` field
+    /// ([`NodeOwner::from_extra`]); `None` for static nodes and nodes of anyone else.
+    #[serde(default)]
+    pub owner: Option<NodeOwner>,
 }
 
 /// A Slurm job state: base state plus flags (`["COMPLETED","COMPLETING"]`, `["PENDING","REQUEUED"]`).

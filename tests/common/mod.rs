@@ -183,6 +183,11 @@ impl<'a> NodeGuard<'a> {
             name: name.to_owned(),
         }
     }
+
+    /// The node this guard stops.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 impl Drop for NodeGuard<'_> {

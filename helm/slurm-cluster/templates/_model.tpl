@@ -30,6 +30,9 @@ SlurmNodeSet objects and the slurmd command line cannot disagree.
 {{- range $name, $entry := $v.nodesets }}
 {{- $ns := merge (deepCopy (default dict $entry)) (deepCopy $v.nodesetDefaults) }}
 {{- $_ := set $ns "objectName" (printf "%s-%s" (include "slurm-cluster.fullname" $) $name) }}
+{{- if gt (len $ns.objectName) 46 }}
+{{- fail (printf "nodesets.%s: the SlurmNodeSet name %q is longer than 46 characters (its pods and Slurm nodes are <name>-<namespace tag>-<ordinal>, a DNS label): use a shorter release or NodeSet name" $name $ns.objectName) }}
+{{- end }}
 {{- $features := list $name }}
 {{- range $ns.features }}{{ if ne . $name }}{{ $features = append $features . }}{{ end }}{{ end }}
 {{- $_ := set $ns "features" $features }}

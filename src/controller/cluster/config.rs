@@ -734,6 +734,7 @@ mod tests {
             api_version: ApiVersion::Auto,
             allow_insecure_http: true,
             access: Vec::new(),
+            node_set_namespaces: Vec::new(),
         }
     }
 

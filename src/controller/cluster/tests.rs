@@ -48,6 +48,7 @@ fn cluster(name: &str, endpoint: &str) -> SlurmCluster {
             api_version: Default::default(),
             allow_insecure_http: true,
             access: Vec::new(),
+            node_set_namespaces: Vec::new(),
         },
     );
     cluster.metadata.uid = Some(format!("uid-{name}"));

@@ -3,6 +3,10 @@
 //!
 //! A thin driver over pure steps:
 //!
+//! 0. [`admission`]: the SlurmCluster must exist and list the set's namespace in
+//!    `spec.nodeSetNamespaces`, and the set's name must make valid node names; otherwise
+//!    `Ready=False` with the reason (`ClusterNotFound`, `NodeSetNotAllowed`, `InvalidName`) and
+//!    nothing else is done: no pod created or deleted, no node drained or resumed;
 //! 1. list the set's pods (label `slurm.rs/nodeset`, owned by this SlurmNodeSet) from the API server —
 //!    not from a cache, so a pod just created is never created twice;
 //! 2. take the SlurmCluster's index snapshot from the registry (none when the SlurmCluster has no client);
@@ -18,8 +22,9 @@
 //! jobs on them. Scale to 0 first to drain (see the CRD docs).
 //!
 //! Triggers: the SlurmNodeSet (generation only, so `kubectl scale` and template edits but not our
-//! status writes), its pods, and the pollers' events: `NodeChanged`/`NodeGone` of a node named
-//! like one of its pods, `HealthChanged` of its SlurmCluster. While it waits for a drain it also
+//! status writes), its pods, its SlurmCluster's spec (generation: `nodeSetNamespaces`), and the
+//! pollers' events: `NodeChanged`/`NodeGone` of a node named like one of its pods,
+//! `HealthChanged` of its SlurmCluster. While it waits for a drain it also
 //! requeues itself every [`WAIT_RESYNC`].
 
 pub mod plan;
@@ -69,11 +74,20 @@ pub const CONDITION_SLURM_SYNCED: &str = "SlurmSynced";
 /// Status condition: whether every registered node is in every partition of
 /// `spec.slurm.partitions` (present only when that list is set).
 pub const CONDITION_PARTITIONS: &str = "Partitions";
+/// Status condition: whether every Slurm node named like the set's pods is the set's own (see
+/// `plan`'s node ownership); False with reason `NodeNameConflict` names the others.
+pub const CONDITION_NODES_OWNED: &str = "NodeNamesOwned";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("the SlurmNodeSet has no {0}")]
     MissingMetadata(&'static str),
+    #[error("cannot read SlurmCluster {name}")]
+    GetCluster {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("cannot list the SlurmNodeSet's pods")]
     ListPods(#[source] kube::Error),
     #[error("cannot create pod {name}")]
@@ -110,6 +124,7 @@ impl Error {
     pub fn category(&self) -> &'static str {
         match self {
             Self::MissingMetadata(_) => "MissingMetadata",
+            Self::GetCluster { .. } => "GetClusterFailed",
             Self::ListPods(_) => "ListPodsFailed",
             Self::CreatePod { .. } => "CreatePodFailed",
             Self::DeletePod { .. } => "DeletePodFailed",
@@ -196,6 +211,56 @@ pub fn error_policy(
     controller::Action::requeue(delay)
 }
 
+/// Why the operator does nothing for a SlurmNodeSet: a stable reason and a message saying what
+/// to change. `Ready=False` carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// Whether the operator may act for the SlurmNodeSet `name` in `namespace`, and its node-name
+/// prefix if so. `cluster` is its SlurmCluster, `None` when it does not exist (`ClusterNotFound`:
+/// nobody allowed anything). Pure.
+pub fn admission(
+    namespace: &str,
+    name: &str,
+    cluster_name: &str,
+    cluster: Option<&SlurmCluster>,
+) -> Result<String, Refusal> {
+    let Some(cluster) = cluster else {
+        return Err(Refusal {
+            reason: "ClusterNotFound",
+            message: format!(
+                "SlurmCluster {cluster_name:?} does not exist; the SlurmNodeSet waits for it"
+            ),
+        });
+    };
+    if !cluster
+        .spec
+        .node_set_namespaces
+        .iter()
+        .any(|n| n == namespace)
+    {
+        return Err(Refusal {
+            reason: "NodeSetNotAllowed",
+            message: format!(
+                "namespace {namespace:?} may not run SlurmNodeSets for SlurmCluster \
+                 {cluster_name:?}: it is not in the SlurmCluster's spec.nodeSetNamespaces; \
+                 ask the platform admin to add it there"
+            ),
+        });
+    }
+    pods::node_prefix(namespace, name).ok_or_else(|| Refusal {
+        reason: "InvalidName",
+        message: format!(
+            "the name {name:?} cannot make Slurm node names (<name>-<namespace tag>-<ordinal>, \
+             a DNS label): use lowercase letters, digits and '-', at most {} characters",
+            pods::MAX_SET_NAME
+        ),
+    })
+}
+
 async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Action, Error> {
     let namespace = nodeset
         .namespace()
@@ -203,6 +268,26 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
     let name = nodeset.name_any();
     let uid = nodeset.uid().ok_or(Error::MissingMetadata("uid"))?;
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+
+    // 0. Allowed at all.
+    let cluster_name = &nodeset.spec.cluster_name;
+    // The name goes into a request path: only an object name (the CRD's pattern, re-checked).
+    let cluster = if crate::crd::is_object_name(cluster_name) {
+        Api::<SlurmCluster>::all(ctx.client.clone())
+            .get_opt(cluster_name)
+            .await
+            .map_err(|source| Error::GetCluster {
+                name: cluster_name.clone(),
+                source,
+            })?
+    } else {
+        None
+    };
+    let prefix = match admission(&namespace, &name, cluster_name, cluster.as_ref()) {
+        Ok(prefix) => prefix,
+        Err(refusal) => return refuse(nodeset, &namespace, refusal, ctx).await,
+    };
+    let owner = pods::owner(nodeset);
 
     // 1. Pods.
     let listed = pods_api
@@ -222,24 +307,29 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
         .iter()
         .filter_map(|p| Some((p.name_any(), p.uid()?)))
         .collect();
-    let views: Vec<_> = owned.iter().filter_map(|p| pods::view(&name, p)).collect();
+    let views: Vec<_> = owned
+        .iter()
+        .filter_map(|p| pods::view(&prefix, p))
+        .collect();
     let taken: BTreeSet<u32> = listed
         .items
         .iter()
         .filter(|p| !owned.iter().any(|o| o.name_any() == p.name_any()))
-        .filter_map(|p| plan::ordinal_of(&name, &p.name_any()))
+        .filter_map(|p| plan::ordinal_of(&prefix, &p.name_any()))
         .collect();
 
     // 2. Slurm.
-    let cluster_name = ObjectRef::<SlurmCluster>::new(&nodeset.spec.cluster_name);
-    let handle = ctx.clusters.get(&cluster_name);
+    let handle = ctx
+        .clusters
+        .get(&ObjectRef::<SlurmCluster>::new(cluster_name));
     let state = handle.as_ref().map(|h| Arc::clone(&h.index.borrow()));
     let now = Utc::now();
 
     // 3. NodeSetPlan.
     let hash = pods::template_hash(nodeset);
     let plan = plan::plan(&Input {
-        name: &name,
+        prefix: &prefix,
+        owner: &owner,
         replicas: nodeset.spec.replicas,
         template_hash: &hash,
         strategy: &nodeset.spec.update_strategy,
@@ -264,12 +354,13 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
     let mut first_error = None;
     let mut pending = false;
     for action in &plan.actions {
-        let subject = subject(&name, action);
+        let subject = subject(&prefix, action);
         if failed.contains(&subject) {
             continue;
         }
         let result = act(
             nodeset,
+            &prefix,
             action,
             &pods_api,
             &uids,
@@ -304,6 +395,54 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
     Ok(controller::Action::requeue(requeue_after(waiting, &plan)))
 }
 
+/// A SlurmNodeSet the operator does not act for: `Ready=False` with the refusal (a Warning Event
+/// when that is new), nothing else; it waits for a change of the set or of its SlurmCluster.
+async fn refuse(
+    nodeset: &SlurmNodeSet,
+    namespace: &str,
+    refusal: Refusal,
+    ctx: &Context,
+) -> Result<controller::Action, Error> {
+    let desired = refused_status(nodeset, &refusal);
+    if nodeset.status.as_ref() != Some(&desired) {
+        let api: Api<SlurmNodeSet> = Api::namespaced(ctx.client.clone(), namespace);
+        kit::apply_status(&api, &nodeset.name_any(), &desired)
+            .await
+            .map_err(Error::PatchStatus)?;
+        let was = nodeset
+            .status
+            .as_ref()
+            .and_then(|s| condition::find(&s.conditions, condition::READY))
+            .map(|c| (c.reason.as_str(), c.message.as_str()));
+        if was != Some((refusal.reason, refusal.message.as_str())) {
+            warn!(name = %nodeset.name_any(), namespace, reason = refusal.reason, "SlurmNodeSet refused");
+            let notice = Notice::warning(refusal.reason, refusal.message);
+            kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, notice).await;
+        }
+    }
+    Ok(controller::Action::await_change())
+}
+
+/// The status of a refused SlurmNodeSet: `Ready=False` with the refusal; the rest as it was.
+pub fn refused_status(nodeset: &SlurmNodeSet, refusal: &Refusal) -> SlurmNodeSetStatus {
+    let mut status = nodeset.status.clone().unwrap_or_default();
+    let generation = nodeset.metadata.generation;
+    let now = condition::now();
+    condition::upsert(
+        &mut status.conditions,
+        condition::new(
+            condition::READY,
+            false,
+            refusal.reason,
+            refusal.message.clone(),
+            generation,
+            now,
+        ),
+    );
+    status.observed_generation = generation;
+    status
+}
+
 /// When to look again: soon while waiting; at the latest when the next pod passes
 /// `minReadySeconds` (no pod event marks that moment).
 pub fn requeue_after(waiting: bool, plan: &plan::NodeSetPlan) -> Duration {
@@ -312,9 +451,9 @@ pub fn requeue_after(waiting: bool, plan: &plan::NodeSetPlan) -> Duration {
 }
 
 /// The pod/node an action is about (they share names).
-fn subject(nodeset: &str, action: &Action) -> String {
+fn subject(prefix: &str, action: &Action) -> String {
     match action {
-        Action::CreatePod { ordinal } => pods::pod_name(nodeset, *ordinal),
+        Action::CreatePod { ordinal } => pods::pod_name(prefix, *ordinal),
         Action::DeletePod { name, .. } => name.clone(),
         Action::Drain { node, .. }
         | Action::Resume { node }
@@ -328,6 +467,7 @@ fn subject(nodeset: &str, action: &Action) -> String {
 
 async fn act(
     nodeset: &SlurmNodeSet,
+    prefix: &str,
     action: &Action,
     pods_api: &Api<Pod>,
     uids: &BTreeMap<String, String>,
@@ -346,7 +486,7 @@ async fn act(
     };
     match action {
         Action::CreatePod { ordinal } => {
-            let pod = pods::build_pod(nodeset, *ordinal, &pods::template_hash(nodeset));
+            let pod = pods::build_pod(nodeset, prefix, *ordinal, &pods::template_hash(nodeset));
             let name = pod.name_any();
             match pods_api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &pod).await {
                 Ok(_) => {
@@ -549,7 +689,42 @@ pub fn desired_status(
         &nodeset.spec.slurm.partitions,
         plan.partition_misses.as_deref(),
         generation,
-        now,
+        now.clone(),
+    );
+    let (status, reason, message) = match plan.conflicts.as_deref() {
+        None => (
+            condition::Status::Unknown,
+            "NoSlurmView",
+            "no fresh view of Slurm's nodes".to_owned(),
+        ),
+        Some([]) => (
+            condition::Status::True,
+            "NoConflict",
+            "every Slurm node named like this set's pods is this set's own".to_owned(),
+        ),
+        Some(conflicts) => {
+            let list: Vec<String> = conflicts.iter().take(20).map(|c| c.to_string()).collect();
+            (
+                condition::Status::False,
+                "NodeNameConflict",
+                format!(
+                    "{}; the operator never drains, resumes or deletes these nodes and gives \
+                     their names to no pod",
+                    list.join("; ")
+                ),
+            )
+        }
+    };
+    condition::upsert(
+        &mut conditions,
+        condition::new(
+            CONDITION_NODES_OWNED,
+            status,
+            reason,
+            message,
+            generation,
+            now,
+        ),
     );
     SlurmNodeSetStatus {
         replicas: counts.replicas,
@@ -662,8 +837,21 @@ pub fn slurm_targets(
         .iter()
         .filter(|n| {
             n.spec.cluster_name == cluster.name
-                && node.is_none_or(|node| plan::ordinal_of(&n.name_any(), node).is_some())
+                && node.is_none_or(|node| {
+                    pods::node_prefix(&n.namespace().unwrap_or_default(), &n.name_any())
+                        .is_some_and(|prefix| plan::ordinal_of(&prefix, node).is_some())
+                })
         })
+        .map(|n| ObjectRef::from_obj(n.as_ref()))
+        .collect()
+}
+
+/// The SlurmNodeSets that name SlurmCluster `cluster`.
+pub fn sets_of_cluster(cluster: &str, store: &Store<SlurmNodeSet>) -> Vec<ObjectRef<SlurmNodeSet>> {
+    store
+        .state()
+        .iter()
+        .filter(|n| n.spec.cluster_name == cluster)
         .map(|n| ObjectRef::from_obj(n.as_ref()))
         .collect()
 }
@@ -693,6 +881,17 @@ pub fn run(
         store.clone(),
         slurm_targets,
     );
+    // A SlurmCluster created or edited (`nodeSetNamespaces`) admits or refuses its sets anew.
+    let sets = store.clone();
+    let cluster_changes = watcher(
+        Api::<SlurmCluster>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(predicates::generation, Default::default())
+    .filter_map(|cluster| std::future::ready(cluster.ok()))
+    .flat_map(move |cluster| futures::stream::iter(sets_of_cluster(&cluster.name_any(), &sets)));
     let driver = Controller::for_stream(nodesets, store.clone())
         .owns(
             pods_api,
@@ -704,6 +903,7 @@ pub fn run(
                 .concurrency(kit::MAX_CONCURRENT_RECONCILES),
         )
         .reconcile_on(triggers)
+        .reconcile_on(cluster_changes)
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, Arc::new(ctx))

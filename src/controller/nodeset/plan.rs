@@ -10,6 +10,14 @@
 //! (slurmd never ran), and a drain that `scaleIn.drainTimeout` says has lasted long enough (the
 //! user accepted that its jobs are killed; the drain itself must have been ours and recorded).
 //!
+//! **Node ownership.** The set acts only on dynamic nodes whose owner record (`extra`, parsed
+//! into [`Node::owner`]) names this set ([`Input::owner`]): a static node, or a node of another
+//! owner (another namespace's set, a hand-started slurmd), is never drained, resumed or
+//! deleted, and its name is never given to a new pod. Such a node named like one of the set's
+//! is a [`Conflict`] (the `NodeNamesOwned` condition names it); a pod whose node is foreign
+//! is not deleted while scheduled (its slurmd may serve that node's jobs). New pods are created
+//! only with a trusted view: a name is given out only when Slurm has no node of that name.
+//!
 //! **Drain ownership.** Our drains carry the reason prefix [`DRAIN_PREFIX`]. A drain without it
 //! belongs to someone else (an admin, a health check): it is never overwritten, never resumed.
 //! A node that is DOWN or NOT_RESPONDING is never resumed either.
@@ -20,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Utc};
 
 use crate::crd::{NodeSetSlurmCounts, UpdateStrategy, UpdateStrategyType};
+use crate::slurm::node_owner::NodeOwner;
 use crate::slurm::types::{Node, NodeBaseState};
 use crate::state::index::{ClusterState, NodeJobs};
 
@@ -131,10 +140,49 @@ impl<'a> SlurmView<'a> {
     }
 }
 
+/// Whether `node` is this set's: dynamic, with an owner record naming `owner`.
+pub fn is_ours(node: &Node, owner: &NodeOwner) -> bool {
+    node.state.is_dynamic() && node.owner.as_ref() == Some(owner)
+}
+
+/// A node named like one of the set's that is not the set's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    pub node: String,
+    /// The owner it records, if any.
+    pub owner: Option<NodeOwner>,
+    /// A static node (from slurm.conf), not a dynamic one.
+    pub is_static: bool,
+}
+
+impl Conflict {
+    pub fn of(node: &Node) -> Self {
+        Self {
+            node: node.name.clone(),
+            owner: node.owner.clone(),
+            is_static: !node.state.is_dynamic(),
+        }
+    }
+}
+
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.owner, self.is_static) {
+            (_, true) => write!(f, "{} is a static node", self.node),
+            (Some(owner), false) => write!(f, "{} belongs to SlurmNodeSet {owner}", self.node),
+            (None, false) => write!(f, "{} is a dynamic node with no owner record", self.node),
+        }
+    }
+}
+
 /// Everything the planner needs.
 #[derive(Debug, Clone, Copy)]
 pub struct Input<'a> {
-    pub name: &'a str,
+    /// The node-name prefix: pods and their nodes are `<prefix>-<ordinal>`
+    /// (`super::pods::node_prefix`).
+    pub prefix: &'a str,
+    /// The set itself, as node owner records name it.
+    pub owner: &'a NodeOwner,
     pub replicas: i32,
     pub template_hash: &'a str,
     pub strategy: &'a UpdateStrategy,
@@ -242,6 +290,9 @@ pub struct NodeSetPlan {
     /// With a trusted view and `partitions` set: each registered node (by pod) that is missing
     /// from some of them, with the partitions it is missing from. `None` without a view.
     pub partition_misses: Option<Vec<(String, Vec<String>)>>,
+    /// With a trusted view: nodes named like the set's that are not the set's. `None` without
+    /// a view.
+    pub conflicts: Option<Vec<Conflict>>,
 }
 
 /// Status numbers.
@@ -261,6 +312,8 @@ pub const WAIT_NO_VIEW: &str = "no fresh, complete view of Slurm's nodes";
 pub const WAIT_JOBS: &str = "jobs still running on the node";
 pub const WAIT_FOREIGN_DRAIN: &str = "drained by someone else with jobs still running";
 pub const WAIT_DRAIN_REQUESTED: &str = "drain requested";
+pub const WAIT_CONFLICT: &str =
+    "its node name belongs to another node in Slurm (see NodeNamesOwned)";
 
 /// Whether a pod counts as available: Ready, and for at least `min_ready_seconds` (measured from
 /// its Ready condition's `lastTransitionTime`; without one, a pod is available only when
@@ -357,7 +410,33 @@ pub fn victim_sorted<'p>(
 /// Compute the plan.
 pub fn plan(input: &Input<'_>) -> NodeSetPlan {
     let mut plan = NodeSetPlan::default();
-    let view = input.slurm.trusted();
+    let full = input.slurm.trusted();
+    // Every decision below sees only the set's own nodes; the others named like its pods are
+    // conflicts, handled here and in `leave` and the projection.
+    let owned = full.map(|state| ClusterState {
+        nodes: std::sync::Arc::new(
+            state
+                .nodes
+                .values()
+                .filter(|n| is_ours(n, input.owner))
+                .map(|n| (n.name.clone(), n.clone()))
+                .collect(),
+        ),
+        ..state.clone()
+    });
+    let view = owned.as_ref();
+    let foreign = |name: &str| {
+        full.and_then(|s| s.nodes.get(name))
+            .filter(|n| !is_ours(n, input.owner))
+    };
+    plan.conflicts = full.map(|state| {
+        state
+            .nodes
+            .values()
+            .filter(|n| ordinal_of(input.prefix, &n.name).is_some() && !is_ours(n, input.owner))
+            .map(Conflict::of)
+            .collect()
+    });
     let now = input.slurm.now;
     let replicas = usize::try_from(input.replicas.max(0)).unwrap_or(0);
 
@@ -426,22 +505,20 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
         updating.extend(fresh);
     }
 
-    // Scale-out: the lowest ordinals used by no pod and (with a view) by no leftover node record,
-    // at most MAX_CREATES_PER_PLAN at once.
+    // Scale-out: the lowest ordinals used by no pod and by no node in Slurm (ours left over, or
+    // anyone else's), at most MAX_CREATES_PER_PLAN at once; only with a trusted view, so that a
+    // name is never given out while Slurm may hold it (fail closed).
     let missing = replicas
         .saturating_sub(active.len())
         .min(MAX_CREATES_PER_PLAN);
-    if missing > 0 {
+    if let (true, Some(full)) = (missing > 0, full) {
         let mut used: BTreeSet<u32> = input.pods.iter().map(|p| p.ordinal).collect();
         used.extend(input.taken);
-        let recorded: BTreeSet<u32> = view
-            .map(|s| {
-                s.nodes
-                    .keys()
-                    .filter_map(|n| ordinal_of(input.name, n))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let recorded: BTreeSet<u32> = full
+            .nodes
+            .keys()
+            .filter_map(|n| ordinal_of(input.prefix, n))
+            .collect();
         let mut ordinal = 0u32;
         let mut created = 0;
         while created < missing {
@@ -466,6 +543,13 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
             None
         };
         match why {
+            // A scheduled pod whose name Slurm gives to another node: touch neither.
+            Some(_) if pod.scheduled && foreign(&pod.name).is_some() => {
+                plan.waiting.push(Waiting {
+                    pod: pod.name.clone(),
+                    why: WAIT_CONFLICT,
+                })
+            }
             Some((reason, delete_why)) => leave(
                 &mut plan,
                 pod,
@@ -483,9 +567,8 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
     if let Some(state) = view {
         let pods: BTreeSet<&str> = input.pods.iter().map(|p| p.name.as_str()).collect();
         for node in state.nodes.values() {
-            if ordinal_of(input.name, &node.name).is_some()
-                && node.state.is_dynamic()
-                && !pods.contains(node.name.as_str())
+            // `view` holds only the set's own nodes (dynamic, owner record ours).
+            if ordinal_of(input.prefix, &node.name).is_some() && !pods.contains(node.name.as_str())
             {
                 plan.actions.push(Action::DeleteNodeRecord {
                     node: node.name.clone(),
@@ -509,7 +592,17 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
                     busy,
                 });
             }
-            let (status, reason, message) = node_condition(node);
+            let (status, reason, message) = match foreign(&pod.name) {
+                Some(other) => (
+                    false,
+                    "NodeNameConflict".to_owned(),
+                    format!(
+                        "{}; this pod's node is not this SlurmNodeSet's",
+                        Conflict::of(other)
+                    ),
+                ),
+                None => node_condition(node),
+            };
             let current = pod.node_condition.as_ref();
             let status_str = if status { "True" } else { "False" };
             if current.is_none_or(|(s, r, m)| s != status_str || *r != reason || *m != message) {

@@ -13,10 +13,19 @@ fn t(secs: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()
 }
 
+/// The set the tables plan for.
+fn owner() -> NodeOwner {
+    NodeOwner::new("team-a", "ns")
+}
+
+/// A node of this set (dynamic, with its owner record), whatever `state` says.
 fn node(name: &str, state: &[&str], reason: Option<&str>) -> Node {
+    let mut state = NodeState::from_strings(state);
+    state.flags.insert("DYNAMIC_NORM".into());
     Node {
+        owner: Some(owner()),
         name: name.into(),
-        state: NodeState::from_strings(state),
+        state,
         reason: reason.map(Into::into),
         reason_set_by_user: None,
         cpus: Some(1),
@@ -84,7 +93,8 @@ fn run_with(
     drain_timeout: Option<std::time::Duration>,
 ) -> NodeSetPlan {
     plan(&Input {
-        name: "ns",
+        prefix: "ns",
+        owner: &owner(),
         replicas,
         template_hash: "h1",
         strategy,
@@ -330,7 +340,8 @@ fn victim_order_table() {
 fn scale_out_creates_the_lowest_free_ordinals_skipping_leftover_records() {
     let mut existing = pods(3);
     existing.remove(1); // ns-0, ns-2
-    let plan = run(4, &existing, None);
+    let empty = state(vec![], &[]);
+    let plan = run(4, &existing, Some(&empty));
     assert_eq!(
         structural(&plan),
         [
@@ -338,6 +349,8 @@ fn scale_out_creates_the_lowest_free_ordinals_skipping_leftover_records() {
             Action::CreatePod { ordinal: 3 }
         ]
     );
+    // Without a trusted view nothing is created: the names might be held in Slurm.
+    assert!(structural(&run(4, &existing, None)).is_empty());
     // ns-1's record is still in Slurm: it is forgotten first and another ordinal is used.
     let st = state(
         vec![
@@ -364,7 +377,8 @@ fn scale_out_creates_the_lowest_free_ordinals_skipping_leftover_records() {
 #[test]
 fn a_huge_replica_count_creates_a_bounded_batch_per_plan() {
     let started = std::time::Instant::now();
-    let plan = run(i32::MAX, &[], None);
+    let empty = state(vec![], &[]);
+    let plan = run(i32::MAX, &[], Some(&empty));
     let created = |plan: &NodeSetPlan| -> Vec<u32> {
         plan.actions
             .iter()
@@ -379,10 +393,10 @@ fn a_huge_replica_count_creates_a_bounded_batch_per_plan() {
     assert_eq!(first, (0..500).collect::<Vec<u32>>());
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 
-    let next = run(i32::MAX, &pods(500), None);
+    let next = run(i32::MAX, &pods(500), Some(&empty));
     assert_eq!(created(&next), (500..1000).collect::<Vec<u32>>());
     // Below the bound nothing changes: every missing pod at once.
-    assert_eq!(created(&run(3, &[], None)), [0, 1, 2]);
+    assert_eq!(created(&run(3, &[], Some(&empty))), [0, 1, 2]);
 }
 #[test]
 fn scale_in_drains_first_and_deletes_only_once_drained() {
@@ -666,7 +680,7 @@ fn rolling_update_goes_one_batch_at_a_time() {
 fn finished_pods_are_replaced() {
     let mut p = pods(2);
     p[1].finished = true;
-    let plan = run(2, &p, None);
+    let plan = run(2, &p, Some(&state(vec![], &[])));
     assert_eq!(
         structural(&plan),
         [
@@ -790,7 +804,8 @@ fn run_min_ready(
     min_ready_seconds: i32,
 ) -> NodeSetPlan {
     plan(&Input {
-        name: "ns",
+        prefix: "ns",
+        owner: &owner(),
         replicas,
         template_hash: "h1",
         strategy: &UpdateStrategy::default(),
@@ -905,7 +920,8 @@ fn partition_misses_list_registered_nodes_outside_the_wanted_partitions() {
     let wanted = vec!["gpu".to_owned(), "debug".to_owned()];
     let run = |state: Option<&ClusterState>| {
         plan(&Input {
-            name: "ns",
+            prefix: "ns",
+            owner: &owner(),
             replicas: 3,
             template_hash: "h1",
             strategy: &UpdateStrategy::default(),
@@ -929,4 +945,186 @@ fn partition_misses_list_registered_nodes_outside_the_wanted_partitions() {
     assert_eq!(plan.view, ViewState::Untrusted);
     assert_eq!(run(None).view, ViewState::NoClient);
     assert_eq!(run(Some(&st)).view, ViewState::Trusted);
+}
+
+/// A node this set does not own, named like one of its pods.
+fn foreign(name: &str, state: &[&str], owner: Option<NodeOwner>) -> Node {
+    Node {
+        owner,
+        ..node(name, state, None)
+    }
+}
+
+/// A static node (slurm.conf), named like one of the set's pods.
+fn static_node(name: &str, state: &[&str]) -> Node {
+    Node {
+        owner: None,
+        state: NodeState::from_strings(state),
+        ..node(name, state, None)
+    }
+}
+
+/// Node ownership: whatever the set wants (scale in, scale out, update, forget records), it
+/// never drains, resumes or deletes a node it does not own, never gives a pod the name of such
+/// a node, and names every such node as a conflict.
+#[test]
+fn nodes_of_others_are_never_touched_nor_their_names_taken() {
+    let other_set = Some(NodeOwner::new("team-b", "ns"));
+    let same_name_other_ns = Some(NodeOwner::new("team-b", "ns"));
+    let ours_drain = Some("slurm-operator: scale-in");
+    // (what, the node named ns-1, pods, replicas)
+    let cases: Vec<(&str, Node)> = vec![
+        ("static node", static_node("ns-1", &["IDLE"])),
+        ("static node, drained by a set's prefix", {
+            let mut n = static_node("ns-1", &["IDLE", "DRAIN"]);
+            n.reason = ours_drain.map(Into::into);
+            n
+        }),
+        ("static node carrying our owner record", {
+            let mut n = static_node("ns-1", &["IDLE"]);
+            n.owner = Some(owner());
+            n
+        }),
+        (
+            "another namespace's set",
+            foreign("ns-1", &["IDLE"], same_name_other_ns.clone()),
+        ),
+        ("another set, drained with our prefix", {
+            let mut n = foreign("ns-1", &["IDLE", "DRAIN"], other_set.clone());
+            n.reason = ours_drain.map(Into::into);
+            n
+        }),
+        (
+            "a dynamic node without owner record",
+            foreign("ns-1", &["ALLOCATED"], None),
+        ),
+        ("a garbled owner record", foreign("ns-1", &["IDLE"], None)),
+    ];
+    let touches = |plan: &NodeSetPlan| -> Vec<Action> {
+        plan.actions
+            .iter()
+            .filter(|a| match a {
+                Action::Drain { node, .. }
+                | Action::Resume { node }
+                | Action::DeleteNodeRecord { node } => node == "ns-1",
+                Action::DeletePod { name, .. } => name == "ns-1",
+                Action::CreatePod { ordinal } => *ordinal == 1,
+                _ => false,
+            })
+            .cloned()
+            .collect()
+    };
+    for (what, other) in cases {
+        let st = state(vec![idle("ns-0"), other.clone(), idle("ns-2")], &[]);
+        // Scale-out over a hole at ordinal 1: ordinal 1 is skipped.
+        let mut holey = pods(3);
+        holey.remove(1);
+        let plan = run(3, &holey, Some(&st));
+        assert_eq!(touches(&plan), [], "{what}: scale-out");
+        assert_eq!(
+            structural(&plan),
+            [Action::CreatePod { ordinal: 3 }],
+            "{what}: scale-out"
+        );
+        let conflicts = plan.conflicts.clone().unwrap();
+        assert_eq!(conflicts.len(), 1, "{what}");
+        assert_eq!(conflicts[0].node, "ns-1");
+        assert_eq!(conflicts[0].is_static, !other.state.is_dynamic(), "{what}");
+        // Its record without a pod is not ours to forget.
+        let plan = run(2, &holey, Some(&st));
+        assert_eq!(touches(&plan), [], "{what}: forget records");
+        // A pod of ours named like it (made by an older operator): scale-in, update, scale back
+        // out, drain timeout: none touches the node, and the scheduled pod waits.
+        let mut p = pods(3);
+        p[1].drain_started = Some(t(-10_000));
+        p[1].template_hash = Some("old".into());
+        for replicas in [0, 1, 2, 3] {
+            let plan = run_with(
+                replicas,
+                &p,
+                Some(&st),
+                &UpdateStrategy::default(),
+                Some(std::time::Duration::from_secs(1)),
+            );
+            assert_eq!(touches(&plan), [], "{what}: replicas {replicas}");
+            if replicas < 3 {
+                assert!(
+                    plan.waiting
+                        .iter()
+                        .any(|w| w.pod == "ns-1" && w.why == WAIT_CONFLICT),
+                    "{what}: replicas {replicas}: {:?}",
+                    plan.waiting
+                );
+            }
+            // Not counted as the set's node, and its pod says why.
+            let condition = plan.actions.iter().find_map(|a| match a {
+                Action::SetNodeCondition { pod, reason, .. } if pod == "ns-1" => Some(reason),
+                _ => None,
+            });
+            assert_eq!(
+                condition.map(String::as_str),
+                Some("NodeNameConflict"),
+                "{what}"
+            );
+        }
+        let counts = run(3, &p, Some(&st)).counts.slurm.unwrap();
+        assert_eq!(counts.idle, 2, "{what}: only the set's own nodes count");
+    }
+}
+
+#[test]
+fn conflicts_name_the_other_owner() {
+    let st = state(
+        vec![
+            idle("ns-0"),
+            static_node("ns-1", &["IDLE"]),
+            foreign(
+                "ns-2",
+                &["IDLE", "DYNAMIC_NORM"],
+                Some(NodeOwner::new("team-b", "ns")),
+            ),
+            foreign("ns-3", &["IDLE", "DYNAMIC_NORM"], None),
+            // Not named like the set's: none of its business.
+            static_node("n1", &["IDLE"]),
+            static_node("ns-x", &["IDLE"]),
+        ],
+        &[],
+    );
+    let plan = run(1, &pods(1), Some(&st));
+    let text: Vec<String> = plan
+        .conflicts
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        text,
+        [
+            "ns-1 is a static node",
+            "ns-2 belongs to SlurmNodeSet team-b/ns",
+            "ns-3 is a dynamic node with no owner record",
+        ]
+    );
+    assert_eq!(
+        run(1, &pods(1), None).conflicts,
+        None,
+        "no view, no verdict"
+    );
+    assert_eq!(
+        run(1, &pods(1), Some(&state(vec![idle("ns-0")], &[]))).conflicts,
+        Some(vec![])
+    );
+}
+
+/// An unscheduled pod never ran slurmd: it goes even when its name is held by another node.
+#[test]
+fn an_unscheduled_pod_goes_whatever_holds_its_name() {
+    let st = state(vec![idle("ns-0"), static_node("ns-1", &["IDLE"])], &[]);
+    let mut p = pods(2);
+    p[1].scheduled = false;
+    p[1].ready = false;
+    assert_eq!(
+        structural(&run(1, &p, Some(&st))),
+        [delete("ns-1", DeleteWhy::ScaleIn)]
+    );
 }

@@ -7,11 +7,21 @@
 //! too). The operator owns three things in its `args`:
 //! - `-Z` (dynamic registration) is added when missing;
 //! - `-N <pod name>`: any `-N` in the template is replaced by the literal pod name;
+//! - `--extra <owner record>`: any `--extra` in the template is replaced by the set's owner
+//!   record ([`NodeOwner::to_extra`]), which Slurm stores with the node at registration;
 //! - `--conf "<...>"`: the keys the spec sets (`Features`, `Gres`, `CPUs`, `RealMemory`,
 //!   `Weight`, in that order — the chart's order) replace the same keys of the template's
 //!   `--conf`; its other keys stay (e.g. `Port=`). `Features` is `slurm.features` followed by
 //!   `partition-<name>` for each of `slurm.partitions` (see [`PARTITION_FEATURE_PREFIX`]); apart
 //!   from those partition features the chart writes the same values.
+//!
+//! **Names.** A pod and its Slurm node share one name, `<set>-<tag>-<ordinal>`
+//! ([`node_prefix`]): `<tag>` is five characters derived from the namespace alone, so sets of
+//! one name in two namespaces never ask Slurm for the same node name, and an admin reading
+//! `sinfo` sees which nodes go together (`cpu-x7k2q-[0-3]`). The owner record says which
+//! namespace a tag is (`scontrol show node` prints it as `Extra=`). A node name is a DNS label
+//! (it is the pod's hostname too), so the set's name is one of at most [`MAX_SET_NAME`]
+//! characters.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +33,7 @@ use kube::{Resource, ResourceExt};
 use super::plan::{PodView, ordinal_of};
 use crate::crd::quantity;
 use crate::crd::{NodeSetSlurm, SlurmNodeSet};
+use crate::slurm::node_owner::NodeOwner;
 
 pub const LABEL_NODESET: &str = "slurm.rs/nodeset";
 pub const LABEL_HASH: &str = "slurm.rs/template-hash";
@@ -40,8 +51,60 @@ pub fn selector(nodeset: &str) -> String {
     format!("{LABEL_NODESET}={nodeset}")
 }
 
-pub fn pod_name(nodeset: &str, ordinal: u32) -> String {
-    format!("{nodeset}-{ordinal}")
+/// The pod (and Slurm node) of `ordinal`, for a set whose [`node_prefix`] is `prefix`.
+pub fn pod_name(prefix: &str, ordinal: u32) -> String {
+    format!("{prefix}-{ordinal}")
+}
+
+/// Longest SlurmNodeSet name: `<name>-<tag>-<ordinal>` stays within a DNS label's 63
+/// characters for every ordinal (10 digits at most).
+pub const MAX_SET_NAME: usize = 63 - 1 - NAMESPACE_TAG_CHARS - 1 - 10;
+/// Length of the namespace's tag in node names.
+pub const NAMESPACE_TAG_CHARS: usize = 5;
+/// The tag's characters: Kubernetes' own for generated names (no vowels, so no words; no
+/// characters that read alike).
+const TAG_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// The namespace's tag in node names: five characters of its FNV-1a 64 hash. Stable forever
+/// (node names in Slurm depend on it); 27^5 ≈ 14 million values, and two namespaces that share
+/// one still cannot take each other's nodes (the owner record decides, see `plan`).
+pub fn namespace_tag(namespace: &str) -> String {
+    let mut hash = fnv1a64(namespace.as_bytes());
+    let base = TAG_ALPHABET.len() as u64;
+    (0..NAMESPACE_TAG_CHARS)
+        .map(|_| {
+            let c = TAG_ALPHABET[(hash % base) as usize];
+            hash /= base;
+            char::from(c)
+        })
+        .collect()
+}
+
+/// `<name>-<tag>`, the prefix of the set's pod and node names; `None` when `name` cannot make
+/// node names that are DNS labels (not a DNS label itself, or longer than [`MAX_SET_NAME`]).
+pub fn node_prefix(namespace: &str, name: &str) -> Option<String> {
+    let label = !name.is_empty()
+        && name.len() <= MAX_SET_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    label.then(|| format!("{name}-{}", namespace_tag(namespace)))
+}
+
+/// The owner record of `nodeset`'s nodes.
+pub fn owner(nodeset: &SlurmNodeSet) -> NodeOwner {
+    NodeOwner::new(nodeset.namespace().unwrap_or_default(), nodeset.name_any())
+}
+
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
 }
 
 /// FNV-1a 64 of the template and the Slurm settings (both end up in the pod), as 16 hex digits.
@@ -49,12 +112,7 @@ pub fn pod_name(nodeset: &str, ordinal: u32) -> String {
 pub fn template_hash(nodeset: &SlurmNodeSet) -> String {
     let text =
         serde_json::to_string(&(&nodeset.spec.template, &nodeset.spec.slurm)).unwrap_or_default();
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+    format!("{:016x}", fnv1a64(text.as_bytes()))
 }
 
 /// Prefix of the node feature added per entry of `spec.slurm.partitions`: slurm.conf selects the
@@ -125,8 +183,13 @@ pub fn merge_conf(template: Option<&str>, slurm: &NodeSetSlurm) -> String {
     parts.join(" ")
 }
 
-/// Complete the slurmd container's args (see the module docs).
-pub fn complete_slurmd(container: &mut Container, pod_name: &str, slurm: &NodeSetSlurm) {
+/// Complete the slurmd container's args (see the module docs); `extra` is the owner record.
+pub fn complete_slurmd(
+    container: &mut Container,
+    pod_name: &str,
+    extra: &str,
+    slurm: &NodeSetSlurm,
+) {
     let args = container.args.take().unwrap_or_default();
     let mut out = Vec::with_capacity(args.len() + 5);
     let mut conf = None;
@@ -138,6 +201,9 @@ pub fn complete_slurmd(container: &mut Container, pod_name: &str, slurm: &NodeSe
                 iter.next();
             }
             "--conf" => conf = iter.next(),
+            "--extra" => {
+                iter.next();
+            }
             "-Z" => {
                 dynamic = true;
                 out.push(arg);
@@ -145,6 +211,8 @@ pub fn complete_slurmd(container: &mut Container, pod_name: &str, slurm: &NodeSe
             _ => {
                 if let Some(value) = arg.strip_prefix("--conf=") {
                     conf = Some(value.to_owned());
+                } else if arg.starts_with("--extra=") {
+                    // Ours (the owner record).
                 } else if arg.starts_with("-N") && arg.len() > 2 {
                     // `-Nname`
                 } else {
@@ -158,6 +226,8 @@ pub fn complete_slurmd(container: &mut Container, pod_name: &str, slurm: &NodeSe
     }
     out.push("-N".into());
     out.push(pod_name.to_owned());
+    out.push("--extra".into());
+    out.push(extra.to_owned());
     let conf = merge_conf(conf.as_deref(), slurm);
     if !conf.is_empty() {
         out.push("--conf".into());
@@ -166,9 +236,10 @@ pub fn complete_slurmd(container: &mut Container, pod_name: &str, slurm: &NodeSe
     container.args = Some(out);
 }
 
-/// The pod for `ordinal`: the template, our labels, an owner reference, the completed slurmd.
-pub fn build_pod(nodeset: &SlurmNodeSet, ordinal: u32, hash: &str) -> Pod {
-    let name = pod_name(&nodeset.name_any(), ordinal);
+/// The pod for `ordinal` of the set whose [`node_prefix`] is `prefix`: the template, our
+/// labels, an owner reference, the completed slurmd.
+pub fn build_pod(nodeset: &SlurmNodeSet, prefix: &str, ordinal: u32, hash: &str) -> Pod {
+    let name = pod_name(prefix, ordinal);
     let template = &nodeset.spec.template;
     let meta = template.metadata.clone().unwrap_or_default();
     let mut labels: BTreeMap<String, String> = meta.labels.unwrap_or_default();
@@ -181,7 +252,12 @@ pub fn build_pod(nodeset: &SlurmNodeSet, ordinal: u32, hash: &str) -> Pod {
         .position(|c| c.name == SLURMD_CONTAINER)
         .unwrap_or(0);
     if let Some(container) = spec.containers.get_mut(index) {
-        complete_slurmd(container, &name, &nodeset.spec.slurm);
+        complete_slurmd(
+            container,
+            &name,
+            &owner(nodeset).to_extra(),
+            &nodeset.spec.slurm,
+        );
     }
     // Resolvable as <pod>.<subdomain> when the template names a headless Service.
     spec.hostname = Some(name.clone());
@@ -199,10 +275,11 @@ pub fn build_pod(nodeset: &SlurmNodeSet, ordinal: u32, hash: &str) -> Pod {
     }
 }
 
-/// What the planner needs of a pod; `None` for a pod not named like one of the set's.
-pub fn view(nodeset: &str, pod: &Pod) -> Option<PodView> {
+/// What the planner needs of a pod; `None` for a pod not named like one of the set's
+/// (`<prefix>-<ordinal>`).
+pub fn view(prefix: &str, pod: &Pod) -> Option<PodView> {
     let name = pod.name_any();
-    let ordinal = ordinal_of(nodeset, &name)?;
+    let ordinal = ordinal_of(prefix, &name)?;
     let labels = pod.labels();
     let annotations = pod.annotations();
     let status = pod.status.as_ref();
@@ -296,7 +373,11 @@ mod tests {
             ),
             ..Container::default()
         };
-        complete_slurmd(&mut c, "gpu-3", &slurm());
+        c.args
+            .as_mut()
+            .unwrap()
+            .extend(["--extra".into(), "forged".into()]);
+        complete_slurmd(&mut c, "gpu-3", r#"{"k":"v"}"#, &slurm());
         assert_eq!(
             c.args.unwrap(),
             [
@@ -306,6 +387,8 @@ mod tests {
                 "-Z",
                 "-N",
                 "gpu-3",
+                "--extra",
+                r#"{"k":"v"}"#,
                 "--conf",
                 "Features=cpu,x Gres=gpu:1 CPUs=4 RealMemory=2048 Weight=10"
             ]
@@ -360,6 +443,86 @@ mod tests {
         let v = view("cpu", &not_ready).unwrap();
         assert!(!v.ready);
         assert_eq!(v.ready_since, None);
+    }
+
+    #[test]
+    fn node_names_are_distinct_per_namespace_stable_and_dns_labels() {
+        // Pinned: node names in Slurm depend on these values, so they may never change.
+        assert_eq!(namespace_tag("default"), namespace_tag("default"));
+        let pinned: Vec<(&str, String)> = ["team-a", "team-b", "slurm", "default"]
+            .into_iter()
+            .map(|ns| (ns, namespace_tag(ns)))
+            .collect();
+        assert_eq!(
+            pinned,
+            PINNED_TAGS
+                .iter()
+                .map(|(ns, t)| (*ns, (*t).to_owned()))
+                .collect::<Vec<_>>()
+        );
+        let a = node_prefix("team-a", "cpu").unwrap();
+        let b = node_prefix("team-b", "cpu").unwrap();
+        assert_ne!(a, b, "one name in two namespaces");
+        assert!(a.starts_with("cpu-") && a.len() == "cpu-".len() + NAMESPACE_TAG_CHARS);
+        for tag in pinned.iter().map(|(_, t)| t) {
+            assert!(tag.bytes().all(|b| TAG_ALPHABET.contains(&b)), "{tag}");
+        }
+        // The CRD's CEL rule on metadata.name (src/crd/nodeset.rs) says 46.
+        assert_eq!(MAX_SET_NAME, 46);
+        // Longest name, highest ordinal: still a DNS label.
+        let longest = "a".repeat(MAX_SET_NAME);
+        let name = pod_name(&node_prefix("ns", &longest).unwrap(), u32::MAX);
+        assert_eq!(name.len(), 63);
+        // Names that cannot make DNS labels are refused, not cut.
+        for bad in [
+            "a".repeat(MAX_SET_NAME + 1).as_str(),
+            "",
+            "cpu.v2",
+            "-cpu",
+            "cpu-",
+            "CPU",
+        ] {
+            assert_eq!(node_prefix("ns", bad), None, "{bad:?}");
+        }
+        // A tag never makes a static-looking suffix parse as an ordinal of another set.
+        assert_eq!(ordinal_of("cpu", &pod_name(&a, 0)), None);
+        assert_eq!(ordinal_of(&a, &pod_name(&a, 7)), Some(7));
+    }
+
+    const PINNED_TAGS: [(&str, &str); 4] = [
+        ("team-a", "k959s"),
+        ("team-b", "tn86x"),
+        ("slurm", "6q7xk"),
+        ("default", "qb5rb"),
+    ];
+
+    #[test]
+    fn the_pod_registers_its_node_with_the_owner_record() {
+        let nodeset: SlurmNodeSet = serde_json::from_value(serde_json::json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmNodeSet",
+            "metadata": {"name": "cpu", "namespace": "team-a", "uid": "u1"},
+            "spec": {"clusterName": "c", "template": {"spec": {"containers": [
+                {"name": "slurmd", "args": ["-D", "-N", "$(POD_NAME)", "--extra", "x"]}
+            ]}}},
+        }))
+        .unwrap();
+        let prefix = node_prefix("team-a", "cpu").unwrap();
+        let pod = build_pod(&nodeset, &prefix, 2, "h");
+        let name = pod.name_any();
+        assert_eq!(name, format!("{prefix}-2"));
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.hostname.as_deref(), Some(name.as_str()));
+        assert_eq!(
+            spec.containers[0].args.as_deref().unwrap(),
+            [
+                "-D",
+                "-Z",
+                "-N",
+                name.as_str(),
+                "--extra",
+                r#"{"slurm.rs/nodeset":"team-a/cpu"}"#
+            ]
+        );
     }
 
     #[test]

@@ -65,11 +65,33 @@ fn nodeset_named(name: &str, replicas: i32) -> SlurmNodeSet {
     ns
 }
 
+/// The pod and node name of `ordinal` in set `set` of namespace `hpc`.
+fn pod_name(set: &str, ordinal: u32) -> String {
+    pods::pod_name(&pods::node_prefix("hpc", set).unwrap(), ordinal)
+}
+
 fn existing_pod(set: &SlurmNodeSet, ordinal: u32) -> Pod {
-    let mut pod = pods::build_pod(set, ordinal, &pods::template_hash(set));
+    let prefix = pods::node_prefix("hpc", &set.name_any()).unwrap();
+    let mut pod = pods::build_pod(set, &prefix, ordinal, &pods::template_hash(set));
     pod.metadata.uid = Some(format!("pod-uid-{ordinal}"));
     pod.spec.as_mut().unwrap().node_name = Some("k8s-1".into());
     pod
+}
+
+/// The GET of SlurmCluster `main`, answered with `nodeSetNamespaces`.
+async fn expect_get_cluster(api: &mut ApiServerVerifier, node_set_namespaces: &[&str]) {
+    let (call, send) = api.next().await;
+    assert_eq!(call.method, Method::GET, "{call:?}");
+    assert_eq!(call.path, "/apis/slurm.rs/v1alpha1/slurmclusters/main");
+    send.send_response(ok(&json!({
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
+        "metadata": {"name": "main", "uid": "cluster-uid"},
+        "spec": {
+            "endpoint": "http://slurmrestd:6820", "allowInsecureHttp": true,
+            "auth": {"jwt": {"keySecretRef": {"name": "k"}}},
+            "nodeSetNamespaces": node_set_namespaces,
+        },
+    })));
 }
 
 async fn expect_list_pods(api: &mut ApiServerVerifier, items: Vec<Pod>) {
@@ -136,40 +158,164 @@ async fn expect_status(api: &mut ApiServerVerifier, set: &SlurmNodeSet) -> Slurm
     status
 }
 
+/// Without a view of Slurm no pod is created: a name is given out only once Slurm is seen not
+/// to hold it (the issue: pods made while the cluster was not Ready took static nodes' names).
 #[tokio::test]
-async fn scale_out_creates_pods_with_completed_slurmd_args() {
+async fn scale_out_waits_for_a_view_of_slurm() {
     let (ctx, mut api) = Context::test();
     let set = nodeset(2);
     let scenario = tokio::spawn(async move {
+        expect_get_cluster(&mut api, &["hpc"]).await;
         expect_list_pods(&mut api, vec![]).await;
-        let pod = expect_pod_created(&mut api, "cpu-0").await;
-        assert_eq!(
-            pod["spec"]["containers"][0]["args"],
-            json!([
-                "-D",
-                "--conf-server",
-                "ctld:6817",
-                "-Z",
-                "-N",
-                "cpu-0",
-                "--conf",
-                "Features=cpu CPUs=2"
-            ])
-        );
-        assert_eq!(pod["metadata"]["labels"]["slurm.rs/nodeset"], "cpu");
-        assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], "uid-1");
-        assert_eq!(pod["metadata"]["ownerReferences"][0]["controller"], true);
-        expect_pod_created(&mut api, "cpu-1").await;
         expect_pdb(&mut api).await;
         let set = nodeset(2);
         let status = expect_status(&mut api, &set).await;
         assert_eq!(status.selector.as_deref(), Some("slurm.rs/nodeset=cpu"));
         assert_eq!(status.replicas, 0);
+        let owned = condition::find(&status.conditions, CONDITION_NODES_OWNED).unwrap();
+        assert_eq!(owned.status, "Unknown");
         api.expect_no_more_calls().await;
     });
-    let action = reconcile(Arc::new(set), Arc::new(ctx)).await.unwrap();
-    assert_eq!(action, controller::Action::requeue(WAIT_RESYNC));
+    reconcile(Arc::new(set), Arc::new(ctx)).await.unwrap();
     scenario.await.unwrap();
+}
+
+/// A namespace the SlurmCluster does not list, or a missing SlurmCluster: `Ready=False` with
+/// the reason, one Warning Event, and nothing else (no pod listed, created or deleted); the same
+/// refusal again writes nothing.
+#[tokio::test]
+async fn a_namespace_the_cluster_does_not_allow_gets_nothing_but_a_condition() {
+    for (allowed, reason) in [
+        (Some(&["other"][..]), "NodeSetNotAllowed"),
+        (Some(&[][..]), "NodeSetNotAllowed"),
+        (None, "ClusterNotFound"),
+    ] {
+        let (ctx, mut api) = Context::test();
+        let ctx = Arc::new(ctx);
+        let set = nodeset(2);
+        let scenario = tokio::spawn(async move {
+            match allowed {
+                Some(allowed) => expect_get_cluster(&mut api, allowed).await,
+                None => {
+                    let (call, send) = api.next().await;
+                    assert_eq!(call.path, "/apis/slurm.rs/v1alpha1/slurmclusters/main");
+                    send.send_response(
+                        Response::builder()
+                            .status(StatusCode::NOT_FOUND)
+                            .header("content-type", "application/json")
+                            .body(Body::from(
+                                serde_json::to_vec(&json!({
+                                    "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                    "reason": "NotFound", "code": 404, "message": "not found",
+                                }))
+                                .unwrap(),
+                            ))
+                            .unwrap(),
+                    );
+                }
+            }
+            let status = expect_status(&mut api, &nodeset(2)).await;
+            let ready = condition::find(&status.conditions, condition::READY).unwrap();
+            assert_eq!(
+                (ready.status.as_str(), ready.reason.as_str()),
+                ("False", reason)
+            );
+            assert!(ready.message.contains("\"main\""), "{}", ready.message);
+            expect_nodeset_event(&mut api, "cpu", reason).await;
+            api.expect_no_more_calls().await;
+            (api, status)
+        });
+        let action = reconcile(Arc::new(set), Arc::clone(&ctx)).await.unwrap();
+        assert_eq!(action, controller::Action::await_change());
+        let (mut api, status) = scenario.await.unwrap();
+        // Refused again: no write, no Event.
+        let mut again = nodeset(2);
+        again.status = Some(status);
+        let scenario = tokio::spawn(async move {
+            match allowed {
+                Some(allowed) => expect_get_cluster(&mut api, allowed).await,
+                None => {
+                    let (_, send) = api.next().await;
+                    send.send_response(
+                        Response::builder()
+                            .status(StatusCode::NOT_FOUND)
+                            .header("content-type", "application/json")
+                            .body(Body::from(
+                                br#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#
+                                    .to_vec(),
+                            ))
+                            .unwrap(),
+                    );
+                }
+            }
+            api.expect_no_more_calls().await;
+        });
+        reconcile(Arc::new(again), ctx).await.unwrap();
+        scenario.await.unwrap();
+    }
+}
+
+#[test]
+fn admission_table() {
+    let cluster = |namespaces: &[&str]| -> SlurmCluster {
+        serde_json::from_value(json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
+            "metadata": {"name": "main"},
+            "spec": {"endpoint": "https://s:6820", "auth": {"jwt": {"keySecretRef": {"name": "k"}}},
+                     "nodeSetNamespaces": namespaces},
+        }))
+        .unwrap()
+    };
+    let long = "a".repeat(pods::MAX_SET_NAME + 1);
+    // (namespace, set name, its SlurmCluster, the prefix or the refusal's reason)
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        Option<SlurmCluster>,
+        Result<String, &'a str>,
+    );
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "hpc",
+            "cpu",
+            Some(cluster(&["hpc"])),
+            Ok(pods::node_prefix("hpc", "cpu").unwrap()),
+        ),
+        (
+            "hpc",
+            "cpu",
+            Some(cluster(&["x", "hpc"])),
+            Ok(pods::node_prefix("hpc", "cpu").unwrap()),
+        ),
+        ("hpc", "cpu", Some(cluster(&[])), Err("NodeSetNotAllowed")),
+        (
+            "team-a",
+            "cpu",
+            Some(cluster(&["hpc"])),
+            Err("NodeSetNotAllowed"),
+        ),
+        ("hpc", "cpu", None, Err("ClusterNotFound")),
+        ("hpc", &long, Some(cluster(&["hpc"])), Err("InvalidName")),
+        ("hpc", "cpu.v2", Some(cluster(&["hpc"])), Err("InvalidName")),
+        // Not allowed wins: nothing about the name is said to a namespace that may not run sets.
+        (
+            "team-a",
+            "cpu.v2",
+            Some(cluster(&["hpc"])),
+            Err("NodeSetNotAllowed"),
+        ),
+    ];
+    for (namespace, name, cluster, want) in cases {
+        let got = admission(namespace, name, "main", cluster.as_ref()).map_err(|r| r.reason);
+        assert_eq!(got, want, "{namespace}/{name}");
+    }
+    // The message says what to change, to whom.
+    let refusal = admission("team-a", "cpu", "main", Some(&cluster(&["hpc"]))).unwrap_err();
+    assert_eq!(
+        refusal.message,
+        "namespace \"team-a\" may not run SlurmNodeSets for SlurmCluster \"main\": it is not in \
+         the SlurmCluster's spec.nodeSetNamespaces; ask the platform admin to add it there"
+    );
 }
 
 #[tokio::test]
@@ -178,6 +324,7 @@ async fn scale_in_without_slurm_changes_nothing_destructive() {
     let set = nodeset(1);
     let pods = vec![existing_pod(&set, 0), existing_pod(&set, 1)];
     let scenario = tokio::spawn(async move {
+        expect_get_cluster(&mut api, &["hpc"]).await;
         expect_list_pods(&mut api, pods).await;
         // No DELETE, no drain: the SlurmCluster has no client, so nothing is known about Slurm.
         expect_pdb(&mut api).await;
@@ -185,29 +332,15 @@ async fn scale_in_without_slurm_changes_nothing_destructive() {
         assert_eq!(status.replicas, 2);
         let draining = condition::find(&status.conditions, CONDITION_DRAINING).unwrap();
         assert_eq!(draining.status, "True");
-        assert!(draining.message.contains("cpu-1"), "{}", draining.message);
+        assert!(
+            draining.message.contains(&pod_name("cpu", 1)),
+            "{}",
+            draining.message
+        );
         api.expect_no_more_calls().await;
     });
     let action = reconcile(Arc::new(set), Arc::new(ctx)).await.unwrap();
     assert_eq!(action, controller::Action::requeue(WAIT_RESYNC));
-    scenario.await.unwrap();
-}
-
-#[tokio::test]
-async fn pods_of_another_owner_are_ignored() {
-    let (ctx, mut api) = Context::test();
-    let set = nodeset(1);
-    let mut stranger = existing_pod(&set, 0);
-    stranger.metadata.owner_references.as_mut().unwrap()[0].uid = "other".into();
-    let scenario = tokio::spawn(async move {
-        expect_list_pods(&mut api, vec![stranger]).await;
-        // cpu-0 is taken by a pod we do not own: the next free ordinal is used.
-        expect_pod_created(&mut api, "cpu-1").await;
-        expect_pdb(&mut api).await;
-        expect_status(&mut api, &nodeset(1)).await;
-        api.expect_no_more_calls().await;
-    });
-    reconcile(Arc::new(set), Arc::new(ctx)).await.unwrap();
     scenario.await.unwrap();
 }
 
@@ -314,8 +447,9 @@ async fn scale_in_with_slurm_drains_then_deletes_only_once_drained() {
     let (ctx, mut api) = Context::test();
     let ctx = Arc::new(ctx);
     let set_name = format!("mk-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    let (keep, victim) = (format!("{set_name}-0"), format!("{set_name}-1"));
+    let (keep, victim) = (pod_name(&set_name, 0), pod_name(&set_name, 1));
     // Only the victim's slurmd runs: the kept pod stays unregistered (cheap, and still projected).
+    // It registers with the set's owner record, as the pod's slurmd would.
     slurm_node_script(
         &slurm,
         &[
@@ -323,6 +457,8 @@ async fn scale_in_with_slurm_drains_then_deletes_only_once_drained() {
             &victim,
             "--conf",
             &format!("CPUs=1 RealMemory=500 Feature={set_name} Weight=1000"),
+            "--extra",
+            &crate::slurm::node_owner::NodeOwner::new("hpc", &set_name).to_extra(),
         ],
     );
     let mut cleanup = SlurmCleanup {
@@ -383,6 +519,7 @@ async fn scale_in_with_slurm_drains_then_deletes_only_once_drained() {
     );
     let scenario = tokio::spawn(async move {
         let (set_name, keep, victim) = names;
+        expect_get_cluster(&mut api, &["hpc"]).await;
         expect_list_pods_of(&mut api, &set_name, listed).await;
         let event = expect_nodeset_event(&mut api, &set_name, "DrainingNode").await;
         assert!(
@@ -451,6 +588,7 @@ async fn scale_in_with_slurm_drains_then_deletes_only_once_drained() {
     );
     let scenario = tokio::spawn(async move {
         let (set_name, keep, victim) = names;
+        expect_get_cluster(&mut api, &["hpc"]).await;
         expect_list_pods_of(&mut api, &set_name, listed).await;
         assert_eq!(
             expect_node_condition(&mut api, &keep).await,
@@ -491,6 +629,7 @@ async fn scale_in_with_slurm_drains_then_deletes_only_once_drained() {
     );
     let scenario = tokio::spawn(async move {
         let (set_name, keep, victim) = names;
+        expect_get_cluster(&mut api, &["hpc"]).await;
         expect_list_pods_of(&mut api, &set_name, listed).await;
         let (call, send) = api.next().await;
         assert_eq!(call.method, Method::DELETE, "{call:?}");
@@ -519,6 +658,62 @@ async fn scale_in_with_slurm_drains_then_deletes_only_once_drained() {
     reconcile(Arc::new(set), Arc::clone(&ctx)).await.unwrap();
     scenario.await.unwrap();
     drop(cleanup);
+}
+
+/// With a fresh view of the real local Slurm: the lowest free name is created (a pod this set
+/// does not own keeps its name), and the pod's slurmd is completed with `-Z`, its name and the
+/// set's owner record (`--extra`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_out_with_slurm_creates_pods_with_completed_slurmd_args() {
+    let Some(slurm) = local_slurm() else { return };
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    register_local_cluster(&ctx, &slurm, "hpc", "main").await;
+    wait_index(&ctx, "a fresh node list", |_| true).await;
+    let set_name = format!("mk-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let set = nodeset_named(&set_name, 1);
+    let mut stranger = existing_pod(&set, 0);
+    stranger.metadata.owner_references.as_mut().unwrap()[0].uid = "other".into();
+    let names = (set_name.clone(), pod_name(&set_name, 1));
+    let scenario = tokio::spawn(async move {
+        let (set_name, name) = names;
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods_of(&mut api, &set_name, vec![stranger]).await;
+        // Ordinal 0 is taken by a pod we do not own: the next free one is used.
+        let pod = expect_pod_created(&mut api, &name).await;
+        assert_eq!(
+            pod["spec"]["containers"][0]["args"],
+            json!([
+                "-D",
+                "--conf-server",
+                "ctld:6817",
+                "-Z",
+                "-N",
+                name,
+                "--extra",
+                format!(r#"{{"slurm.rs/nodeset":"hpc/{set_name}"}}"#),
+                "--conf",
+                "Features=cpu CPUs=2"
+            ])
+        );
+        assert_eq!(pod["spec"]["hostname"], name.as_str());
+        assert_eq!(
+            pod["metadata"]["labels"]["slurm.rs/nodeset"],
+            set_name.as_str()
+        );
+        assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+        assert_eq!(pod["metadata"]["ownerReferences"][0]["controller"], true);
+        expect_pdb_of(&mut api, &set_name).await;
+        let status = expect_status(&mut api, &nodeset_named(&set_name, 1)).await;
+        let owned = condition::find(&status.conditions, CONDITION_NODES_OWNED).unwrap();
+        assert_eq!(
+            (owned.status.as_str(), owned.reason.as_str()),
+            ("True", "NoConflict")
+        );
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(set), ctx).await.unwrap();
+    scenario.await.unwrap();
 }
 
 /// Without a fresh view the Slurm counts stay as last seen, and `SlurmSynced` says so.

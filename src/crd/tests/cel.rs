@@ -197,6 +197,10 @@ fn cel_rules_are_where_expected() {
                 "endpoint must be an http:// or https:// URL, e.g. https://slurmrestd.example.org:6820"
             ),
             s(
+                ".spec.nodeSetNamespaces",
+                "nodeSetNamespaces must be namespace names: lowercase letters, digits and '-', at most 63"
+            ),
+            s(
                 ".spec.pollInterval",
                 "pollInterval must be between 100ms and 5m"
             ),
@@ -277,6 +281,12 @@ fn cel_rules_are_where_expected() {
     assert_eq!(
         found["slurmnodesets.slurm.rs"],
         [
+            s(
+                "",
+                "a SlurmNodeSet's name must be a DNS label of at most 46 characters (lowercase \
+                 letters, digits and '-'): its pods and Slurm nodes are named <name>-<namespace \
+                 tag>-<ordinal>"
+            ),
             s(".spec.clusterName", "clusterName is immutable"),
             s(
                 ".spec.scaleIn.drainTimeout",
@@ -362,6 +372,11 @@ fn cluster_rules() {
         )
     };
     c(json!({}), &[]);
+    c(json!({"nodeSetNamespaces": ["slurm", "hpc-1"]}), &[]);
+    c(
+        json!({"nodeSetNamespaces": ["Slurm"]}),
+        &["nodeSetNamespaces must be namespace names"],
+    );
     // Plain http only where the admin accepts it explicitly.
     c(
         json!({"endpoint": "http://slurmrestd.slurm.svc:6820"}),
@@ -686,6 +701,22 @@ fn nodeset_rules() {
         )
     };
     n(json!({}), &[]);
+    // The name makes node names `<name>-<tag>-<ordinal>`: a DNS label of at most 46 characters.
+    let named = |name: &str| {
+        let mut obj = object("SlurmNodeSet", nodeset(json!({})));
+        obj["metadata"]["name"] = json!(name);
+        failures("slurmnodesets.slurm.rs", &obj, None)
+    };
+    for ok in ["cpu", "gpu-a100", &"a".repeat(46)] {
+        assert_eq!(named(ok), Vec::<String>::new(), "{ok}");
+    }
+    for bad in [&"a".repeat(47), "cpu.v2", "-cpu"] {
+        let got = named(bad);
+        assert!(
+            got.len() == 1 && got[0].contains("must be a DNS label of at most 46"),
+            "{bad}: {got:?}"
+        );
+    }
     n(json!({"updateStrategy": {"type": "OnDelete"}}), &[]);
     n(
         json!({"updateStrategy": {"type": "OnDelete", "rollingUpdate": {"maxUnavailable": 1}}}),

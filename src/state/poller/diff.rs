@@ -211,6 +211,7 @@ mod tests {
             hostname: Some("localhost".into()),
             port: Some(17001),
             slurmd_version: Some("24.11.5".into()),
+            owner: None,
         }
     }
 
