@@ -33,7 +33,7 @@ pub const COST_PER_BYTE: u64 = 4;
 /// …or this much, for small bodies.
 pub const MIN_COST: u64 = 1 << 20;
 
-/// serde_json refuses deeper nesting (its recursion limit), so nothing deeper is tracked.
+/// serde_json's recursion limit: nothing deeper is decoded, so nothing deeper is tracked.
 const MAX_DEPTH: u32 = 128;
 
 /// The operations whose records are small (the generated client's operation ids).
@@ -135,8 +135,12 @@ impl ElementBudget {
         self.item_next = list;
     }
 
-    /// A list item starting with `first`, in the list at the current depth.
+    /// A list item starting with `first`, in the list at the current depth. Nothing deeper than
+    /// serde_json's recursion limit is decoded (it refuses it, or skips it in an unknown field).
     fn charge_item(&mut self, first: u8) {
+        if self.depth > MAX_DEPTH {
+            return;
+        }
         let cost = match first {
             // A list directly in the root object holds the answer's records.
             b'{' if self.depth == 2 && self.lists & 1 == 0 => self.record_cost,
@@ -204,6 +208,8 @@ mod tests {
         let body = "[".repeat(100_000) + &"]".repeat(100_000);
         let budget = cost("slurm_v0042_get_jobs", body.as_bytes());
         assert_eq!(budget.depth, 0, "{budget:?}");
+        assert_eq!(budget.cost, u64::from(MAX_DEPTH) * VALUE_COST);
+        assert!(!budget.exceeded());
     }
 
     /// Every recorded real answer (24.11 and 26.05), pretty as slurmrestd writes it and

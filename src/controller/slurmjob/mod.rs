@@ -707,7 +707,13 @@ pub fn run(
                 .debounce(Duration::from_millis(200))
                 .concurrency(kit::MAX_CONCURRENT_RECONCILES),
         )
-        .owns(pods_api, watcher::Config::default().labels(output::LABEL))
+        // Metadata only (kube's `owns`), in pages: a tenant can label Pods of their own.
+        .owns(
+            pods_api,
+            watcher::Config::default()
+                .labels(output::LABEL)
+                .page_size(LIST_PAGE),
+        )
         .watches_stream(clusters, move |cluster: SlurmCluster| {
             let name = cluster.name_any();
             jobs_where(&by_cluster, |job| job.spec.cluster_name == name)
