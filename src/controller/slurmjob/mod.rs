@@ -7,9 +7,11 @@
 //! 1. behind the `slurm.rs/cleanup` finalizer, find the SlurmCluster's client and index in the
 //!    registry (none yet → a `Ready=Unknown/ClusterNotReady` status and a backoff requeue; a
 //!    finished job keeps its status and waits for the SlurmCluster's first poll);
-//! 2. [`act::step`]: [`lifecycle::decide`], then [`plan::submit`] (submit once, crash-safe: see
-//!    `plan`) or [`plan::follow`] (mirror the index's records of the job; a job gone from a
-//!    synced index is `Lost`), performing what they return;
+//! 2. [`act::step_loading`]: [`lifecycle::decide`], then [`plan::submit`] (submit once,
+//!    crash-safe: see `plan`) or [`plan::follow`] (mirror the index's records of the job; a job
+//!    gone from a synced index is `Lost`), performing what they return. The cache holds no
+//!    script ([`trim_for_cache`]): a submit first reads its SlurmJob's whole spec
+//!    ([`load_spec`]);
 //! 3. server-side apply of the status when it changed (the job id is written right after a
 //!    submit), then the Events of the transition (`notice::transitions`);
 //! 4. with `spec.output`, the streamer Pod for the current job id (`output::pod`), re-created
