@@ -1,6 +1,8 @@
 //! The controllers' caches (kube reflector stores) keep no `managedFields` and no
 //! `kubectl apply` copy of the last applied object (issue 7, Memory): the API server sends them
-//! with every object, and on a small object they are most of it. Other annotations stay. Runs
+//! with every object, and on a small object they are most of it. Other annotations stay, except
+//! on SlurmJobs, whose cache keeps no tenant bulk at all (issue 14: no script, no tenant
+//! annotations). Runs
 //! the three real controllers against the in-memory API server, which writes `managedFields` as
 //! the real one does.
 
@@ -126,7 +128,6 @@ async fn caches_keep_no_managed_fields_or_last_applied_copy() {
     }
     let cached = [
         ("SlurmCluster", trimmed(clusters.state())),
-        ("SlurmJob", trimmed(jobs.state())),
         ("SlurmNodeSet", trimmed(nodesets.state())),
     ];
     for (what, objects) in cached {
@@ -136,6 +137,14 @@ async fn caches_keep_no_managed_fields_or_last_applied_copy() {
             "{what}: one cached object, without managedFields or {LAST_APPLIED}, other annotations kept"
         );
     }
+    // SlurmJobs are tenants' and many: only `slurm.rs/` annotations stay, and no script
+    // (issue 14; the rest is in `controller::slurmjob::tests::the_cache_keeps_no_script_…`).
+    assert_eq!(
+        trimmed(jobs.state()),
+        vec![(0, vec![])],
+        "SlurmJob: one cached object, without managedFields or any tenant annotation"
+    );
+    assert!(jobs.state()[0].spec.script.is_empty(), "no script cached");
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(20), drivers)
         .await

@@ -730,6 +730,46 @@ async fn an_endless_fast_body_stops_at_the_size_limit() {
     assert!(!error.is_transient(), "a too large answer is not retried");
 }
 
+/// `{"jobs":[{},{},…]}` well under the byte limit: each `{}` would decode into a whole default
+/// record (a job ~3.2 KiB), thousands of times its three bytes, so every list answer is refused
+/// as it streams in, before serde decodes it — with the operation and size named and no part of
+/// the body repeated, and not retried. The operator binary's memory under such answers is
+/// measured in `tests/memory.rs`.
+#[tokio::test]
+async fn an_element_bomb_under_the_byte_limit_is_refused_before_decoding() {
+    let mut bomb = b"{\"jobs\":[".to_vec();
+    while bomb.len() < 8 * 1024 * 1024 {
+        bomb.extend_from_slice(b"{},{},{},{},");
+    }
+    bomb.extend_from_slice(b"{}],\"nodes\":[{}],\"partitions\":[{}]}");
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(ResponseTemplate::new(200).set_body_raw(bomb, "application/json"))
+        .mount(&server)
+        .await;
+    let client = client(&server.uri(), Duration::from_secs(60));
+    let calls: [(&str, Result<(), SlurmError>); 4] = [
+        ("jobs", client.jobs(None).await.map(drop)),
+        ("jobs_state", client.all_job_states().await.map(drop)),
+        ("job", client.job(JOB).await.map(drop)),
+        ("accounting_job", client.accounting_job(JOB).await.map(drop)),
+    ];
+    for (operation, result) in calls {
+        let error = result.expect_err(operation);
+        assert!(
+            matches!(error, SlurmError::TooManyElements { operation: o, bytes } if o == operation && bytes > 0),
+            "{operation}: {error:?}"
+        );
+        assert_eq!(error.category(), "TooManyElements");
+        assert!(!error.is_transient(), "{operation}: not retried");
+        let text = error.to_string();
+        assert!(
+            !text.contains("{}"),
+            "{operation}: the body is not repeated: {text}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_lower_limit_is_honoured_and_named() {
     static SPACES: [u8; 4096] = [b' '; 4096];

@@ -470,10 +470,8 @@ impl SlurmClient {
                 let status = response.status().as_u16();
                 let bytes = match response.bytes().await {
                     Ok(bytes) => bytes,
-                    Err(error) => match transport::body_limit(&error) {
-                        Some(limit) => {
-                            return Err(SlurmError::ResponseTooLarge { operation, limit });
-                        }
+                    Err(error) => match transport::body_refused(&error) {
+                        Some(refused) => return Err(refused_body(operation, refused)),
                         None => Default::default(),
                     },
                 };
@@ -481,10 +479,12 @@ impl SlurmClient {
                 let errors = convert::errors_from_bytes(&bytes);
                 Err(self.status_error(operation, subject, status, errors))
             }
-            Err(ProgenitorError::ResponseBodyError(error)) => match transport::body_limit(&error) {
-                Some(limit) => Err(SlurmError::ResponseTooLarge { operation, limit }),
-                None => Err(self.transport_error(operation, error)),
-            },
+            Err(ProgenitorError::ResponseBodyError(error)) => {
+                match transport::body_refused(&error) {
+                    Some(refused) => Err(refused_body(operation, refused)),
+                    None => Err(self.transport_error(operation, error)),
+                }
+            }
             Err(ProgenitorError::CommunicationError(error)) => {
                 Err(self.transport_error(operation, error))
             }
@@ -555,6 +555,18 @@ impl SlurmClient {
             endpoint,
             detail,
             source: Some(error),
+        }
+    }
+}
+
+/// The error for a body the transport stopped reading.
+fn refused_body(operation: &'static str, refused: transport::BodyRefused) -> SlurmError {
+    match refused {
+        transport::BodyRefused::TooLarge { limit } => {
+            SlurmError::ResponseTooLarge { operation, limit }
+        }
+        transport::BodyRefused::TooManyElements { bytes } => {
+            SlurmError::TooManyElements { operation, bytes }
         }
     }
 }

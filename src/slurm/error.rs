@@ -142,6 +142,14 @@ pub enum SlurmError {
     /// The body went past `ClientConfig::max_response_bytes`; the rest was not read.
     #[error("slurmrestd's answer to {operation} is larger than the {limit}-byte limit")]
     ResponseTooLarge { operation: &'static str, limit: u64 },
+    /// The body holds far more elements (records, list items) than any real answer of its size:
+    /// decoding it would take far more memory than its bytes (`{"jobs":[{},{},…]}`). Refused
+    /// before decoding; the body is not repeated.
+    #[error(
+        "slurmrestd's answer to {operation} holds more elements than any real answer of its \
+         size ({bytes} bytes read); not decoded"
+    )]
+    TooManyElements { operation: &'static str, bytes: u64 },
     #[error("cannot decode slurmrestd's answer to {operation}: {detail}")]
     Decode {
         operation: &'static str,
@@ -275,6 +283,7 @@ impl SlurmError {
             Self::UnexpectedStatus { .. } => "UnexpectedStatus",
             Self::Redirected { .. } => "Redirected",
             Self::ResponseTooLarge { .. } => "ResponseTooLarge",
+            Self::TooManyElements { .. } => "TooManyElements",
             Self::Decode { .. } => "DecodeError",
             Self::UnsupportedVersion { .. } => "UnsupportedVersion",
             Self::InvalidEndpoint { .. } => "InvalidEndpoint",

@@ -73,6 +73,6 @@ impl ClientHooks<Arc<Transport>> for Client {
         if let Some(observer) = &transport.observer {
             observer.observe(info.operation_id, status, elapsed);
         }
-        result.map(|response| bounded(response, transport.max_response_bytes))
+        result.map(|response| bounded(response, transport.max_response_bytes, info.operation_id))
     }
 }

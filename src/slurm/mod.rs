@@ -6,6 +6,7 @@ pub mod auth;
 mod client;
 pub mod config;
 mod convert;
+mod elements;
 pub mod error;
 // Reached by fuzz/ and tests/fuzz_corpus.rs only (convert and the generated types are private).
 #[doc(hidden)]

@@ -12,6 +12,7 @@ use arc_swap::ArcSwap;
 use futures::StreamExt;
 
 use super::auth::{AuthError, Credentials};
+use super::elements::ElementBudget;
 use super::error::{MAX_LOCATION_CHARS, shortened};
 
 /// Receives one observation per slurmrestd request (for metrics). `operation` is the OpenAPI
@@ -157,12 +158,36 @@ struct BodyTooLarge {
     limit: u64,
 }
 
-/// The limit a body read failed on, if `error` is a bounded body passing it.
-pub(crate) fn body_limit(error: &(dyn std::error::Error + 'static)) -> Option<u64> {
+/// The error a bounded body fails with once its elements would cost more to decode than its
+/// size allows ([`ElementBudget`]).
+#[derive(Debug, thiserror::Error)]
+#[error("the response body holds more elements than its {bytes} bytes allow")]
+struct TooManyElements {
+    bytes: u64,
+}
+
+/// Why a bounded body stopped being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyRefused {
+    /// It passed this many bytes.
+    TooLarge { limit: u64 },
+    /// Its elements would cost too much to decode; this many bytes had been read.
+    TooManyElements { bytes: u64 },
+}
+
+/// Why a body read failed, if `error` is a bounded body refusing to go on.
+pub(crate) fn body_refused(error: &(dyn std::error::Error + 'static)) -> Option<BodyRefused> {
     let mut current = Some(error);
     while let Some(cause) = current {
         if let Some(too_large) = cause.downcast_ref::<BodyTooLarge>() {
-            return Some(too_large.limit);
+            return Some(BodyRefused::TooLarge {
+                limit: too_large.limit,
+            });
+        }
+        if let Some(too_many) = cause.downcast_ref::<TooManyElements>() {
+            return Some(BodyRefused::TooManyElements {
+                bytes: too_many.bytes,
+            });
         }
         current = cause.source();
     }
@@ -173,8 +198,14 @@ pub(crate) fn body_limit(error: &(dyn std::error::Error + 'static)) -> Option<u6
 /// (at once when `Content-Length` already says so), so neither progenitor's `bytes()` nor the
 /// facade's error path can read an endless or huge body into memory. reqwest has no such limit of
 /// its own. Its total request timeout stays on the body underneath: a slow endless body still
-/// ends as a timeout.
-pub(super) fn bounded(response: reqwest::Response, limit: u64) -> reqwest::Response {
+/// ends as a timeout. It fails with [`TooManyElements`] once what arrived would decode into far
+/// more than its size ([`ElementBudget`] for `operation`, the generated client's operation id),
+/// before serde sees any of it.
+pub(super) fn bounded(
+    response: reqwest::Response,
+    limit: u64,
+    operation: &str,
+) -> reqwest::Response {
     type BoxError = Box<dyn std::error::Error + Send + Sync>;
     let status = response.status();
     let version = response.version();
@@ -185,22 +216,28 @@ pub(super) fn bounded(response: reqwest::Response, limit: u64) -> reqwest::Respo
     let start = if declared_too_large {
         Err(true)
     } else {
-        Ok((chunks, 0_u64))
+        Ok((chunks, ElementBudget::new(operation)))
     };
     let body = futures::stream::unfold(start, move |state| async move {
         let too_large = || Box::new(BodyTooLarge { limit }) as BoxError;
-        let (mut chunks, seen) = match state {
+        let (mut chunks, mut budget) = match state {
             Ok(reading) => reading,
             Err(true) => return Some((Err(too_large()), Err(false))),
             Err(false) => return None,
         };
         match chunks.next().await? {
             Ok(chunk) => {
-                let seen = seen.saturating_add(chunk.len() as u64);
-                if seen > limit {
+                budget.feed(&chunk);
+                if budget.bytes() > limit {
                     Some((Err(too_large()), Err(false)))
+                } else if budget.exceeded() {
+                    let bytes = budget.bytes();
+                    Some((
+                        Err(Box::new(TooManyElements { bytes }) as BoxError),
+                        Err(false),
+                    ))
                 } else {
-                    Some((Ok(chunk), Ok((chunks, seen))))
+                    Some((Ok(chunk), Ok((chunks, budget))))
                 }
             }
             Err(error) => Some((Err(Box::new(error) as BoxError), Err(false))),

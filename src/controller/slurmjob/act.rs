@@ -12,6 +12,7 @@
 //! status. A submit is never retried: an error leaves the outcome unknown, and the next step
 //! looks for the tag again.
 
+use std::convert::Infallible;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -84,13 +85,67 @@ pub struct Step {
     pub invalid: bool,
 }
 
-/// One step: decide, then submit (or adopt) or follow. Errors are Slurm errors of a submit whose
-/// outcome is unknown; the next step resolves them through the tag.
+/// Why a step of a cached SlurmJob ([`step_loading`]) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError<E> {
+    /// A Slurm error of a submit whose outcome is unknown; the next step resolves it through
+    /// the tag.
+    #[error(transparent)]
+    Slurm(#[from] SlurmError),
+    /// The whole spec could not be read before a submit; nothing was submitted.
+    #[error("cannot read the SlurmJob's whole spec (with its script) to submit it")]
+    LoadSpec(#[source] E),
+}
+
+/// The `load` of [`step`], whose spec is whole: never called.
+type NoLoad = fn(i64) -> std::future::Ready<Result<Option<SlurmJobSpec>, Infallible>>;
+
+/// One step: decide, then submit (or adopt) or follow, with `target.spec` whole (the script
+/// included). Errors are Slurm errors of a submit whose outcome is unknown; the next step
+/// resolves them through the tag.
 pub async fn step(
     target: Target<'_>,
     env: Env<'_>,
     dependencies: impl Fn(&str) -> Option<Option<i64>>,
 ) -> Result<Step, SlurmError> {
+    step_inner(target, env, dependencies, None::<NoLoad>)
+        .await
+        .map_err(|error| match error {
+            StepError::Slurm(error) => error,
+            StepError::LoadSpec(never) => match never {},
+        })
+}
+
+/// [`step`] for a SlurmJob from the controller's cache, whose `target.spec` holds no script,
+/// environment or extraOptions (the cache keeps none: they can be megabytes per SlurmJob).
+/// What depends on them, a submit or the refusal of an unsubmittable spec, is decided on the
+/// whole spec, which `load(generation)` reads then, once the plan has settled everything else
+/// (index, adoption, dependencies): waits cost no read. `load` answers `None` when the object is
+/// no longer that generation (edited, deleted, re-created): nothing is submitted, and the step
+/// waits for the change to come in (the tag names the generation whose script it runs).
+pub async fn step_loading<L, F, E>(
+    target: Target<'_>,
+    env: Env<'_>,
+    dependencies: impl Fn(&str) -> Option<Option<i64>>,
+    load: L,
+) -> Result<Step, StepError<E>>
+where
+    L: FnOnce(i64) -> F,
+    F: Future<Output = Result<Option<SlurmJobSpec>, E>>,
+{
+    step_inner(target, env, dependencies, Some(load)).await
+}
+
+async fn step_inner<L, F, E>(
+    target: Target<'_>,
+    env: Env<'_>,
+    dependencies: impl Fn(&str) -> Option<Option<i64>>,
+    load: Option<L>,
+) -> Result<Step, StepError<E>>
+where
+    L: FnOnce(i64) -> F,
+    F: Future<Output = Result<Option<SlurmJobSpec>, E>>,
+{
     let current = target.status.cloned().unwrap_or_default();
     let generation = target.generation;
     match lifecycle::decide(generation, target.status) {
@@ -108,7 +163,7 @@ pub async fn step(
                     ),
                 ));
             }
-            let (mut step, announced) = submit_step(target, env, base, dependencies).await?;
+            let (mut step, announced) = submit_step(target, env, base, dependencies, load).await?;
             if step.invalid {
                 // Nothing runs again until the spec is fixed: only the InvalidSpec Warning.
                 notices.clear();
@@ -194,14 +249,21 @@ enum Outcome {
     Submitted { job_id: u32, warnings: Vec<String> },
 }
 
-/// The submit path: ask [`plan::submit`], perform what it returns (asking accounting feeds the
-/// answer back once), build the status. Returns the step and whether its job was announced.
-async fn submit_step(
+/// The submit path: ask [`plan::submit`], perform what it returns (reading the whole spec and
+/// asking accounting each feed the answer back once), build the status. Returns the step and
+/// whether its job was announced.
+async fn submit_step<L, F, E>(
     target: Target<'_>,
     env: Env<'_>,
     mut base: SlurmJobStatus,
     dependencies: impl Fn(&str) -> Option<Option<i64>>,
-) -> Result<(Step, bool), SlurmError> {
+    load: Option<L>,
+) -> Result<(Step, bool), StepError<E>>
+where
+    L: FnOnce(i64) -> F,
+    F: Future<Output = Result<Option<SlurmJobSpec>, E>>,
+{
+    let whole: SlurmJobSpec;
     let generation = target.generation;
     let now = now(env);
     base.phase = Phase::Pending;
@@ -224,7 +286,26 @@ async fn submit_step(
         fresh: plan::fresh(generation, target.created, env.now),
         accounting: None,
     };
+    let mut facts = facts;
     let mut decision = plan::submit(facts, &dependencies);
+    if let Some(load) = load
+        && !matches!(decision, SubmitPlan::Wait { .. } | SubmitPlan::Adopt { .. })
+    {
+        match load(generation).await.map_err(StepError::LoadSpec)? {
+            Some(spec) => {
+                whole = spec;
+                facts.spec = &whole;
+                decision = plan::submit(facts, &dependencies);
+            }
+            None => {
+                let message = format!(
+                    "the SlurmJob changed (or is being deleted) since generation {generation} was \
+                     read: not submitted; the change is taken up next"
+                );
+                return Ok((wait(base, "SpecChanged", message), false));
+            }
+        }
+    }
     let answer;
     if let SubmitPlan::AskAccounting { name } = &decision {
         answer = match find_in_accounting(env.client, name, &tag).await {

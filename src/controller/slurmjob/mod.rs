@@ -7,9 +7,11 @@
 //! 1. behind the `slurm.rs/cleanup` finalizer, find the SlurmCluster's client and index in the
 //!    registry (none yet → a `Ready=Unknown/ClusterNotReady` status and a backoff requeue; a
 //!    finished job keeps its status and waits for the SlurmCluster's first poll);
-//! 2. [`act::step`]: [`lifecycle::decide`], then [`plan::submit`] (submit once, crash-safe: see
-//!    `plan`) or [`plan::follow`] (mirror the index's records of the job; a job gone from a
-//!    synced index is `Lost`), performing what they return;
+//! 2. [`act::step_loading`]: [`lifecycle::decide`], then [`plan::submit`] (submit once,
+//!    crash-safe: see `plan`) or [`plan::follow`] (mirror the index's records of the job; a job
+//!    gone from a synced index is `Lost`), performing what they return. The cache holds no
+//!    script ([`trim_for_cache`]): a submit first reads its SlurmJob's whole spec
+//!    ([`load_spec`]);
 //! 3. server-side apply of the status when it changed (the job id is written right after a
 //!    submit), then the Events of the transition (`notice::transitions`);
 //! 4. with `spec.output`, the streamer Pod for the current job id (`output::pod`), re-created
@@ -57,7 +59,7 @@ use self::submissions::Submissions;
 use super::Context;
 use super::kit::{self, Backoffs, FinalizerFailure, Notice};
 use crate::crd::condition;
-use crate::crd::slurmjob::SlurmJobStatus;
+use crate::crd::slurmjob::{SlurmJobSpec, SlurmJobStatus};
 use crate::crd::{SlurmCluster, SlurmJob, is_object_name};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
@@ -69,6 +71,12 @@ pub const CONTROLLER: &str = "slurmjob";
 
 /// An unfinished job is looked at again this often even without Slurm events (safety net).
 pub const RESYNC: Duration = Duration::from_secs(300);
+
+/// SlurmJobs per page of the cache's lists. An object can be ~1.5 MiB (etcd's limit), and a page
+/// is held twice while it is decoded (its JSON and its objects, before they are trimmed): 25 of
+/// them are under 80 MiB, where kube's default 500 were up to 1.5 GiB. 10 000 SlurmJobs take 400
+/// pages.
+pub const LIST_PAGE: u32 = 25;
 
 /// Event `action` for everything this controller reports.
 const EVENT_ACTION: &str = "RunJob";
@@ -94,6 +102,8 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("cannot read the SlurmJob's whole spec (with its script) to submit it")]
+    LoadSpec(#[source] kube::Error),
     #[error("cannot apply the SlurmJob's status")]
     PatchStatus(#[source] kube::Error),
     #[error("cannot read, create or replace the output Pod")]
@@ -113,6 +123,7 @@ impl Error {
             Self::Submit(_) => "SubmitFailed",
             Self::Cancel { .. } => "CancelFailed",
             Self::GetCluster { .. } => "GetClusterFailed",
+            Self::LoadSpec(_) => "LoadSpecFailed",
             Self::PatchStatus(_) => "PatchStatusFailed",
             Self::OutputPod(_) => "OutputPodFailed",
             Self::AddFinalizer(_) => "AddFinalizerFailed",
@@ -317,9 +328,14 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
             .get(&ObjectRef::new(dep).within(namespace))
             .map(|d| d.status.as_ref().and_then(|s| s.job_id))
     };
-    let step = match act::step(target, env, lookup).await {
+    // The cached object holds no script (`trim_for_cache`): read the whole spec right before a
+    // submit.
+    let jobs_api: Api<SlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
+    let load = |generation| load_spec(&jobs_api, &name, &uid, generation, &spec);
+    let step = match act::step_loading(target, env, lookup, load).await {
         Ok(step) => step,
-        Err(error) => {
+        Err(act::StepError::LoadSpec(error)) => return Err(Error::LoadSpec(error)),
+        Err(act::StepError::Slurm(error)) => {
             kit::publish(
                 &ctx.recorder,
                 job,
@@ -370,6 +386,55 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
         (None, false) => Action::requeue(RESYNC),
     })
 }
+
+/// The whole spec of `generation` of the SlurmJob `name` (uid `uid`), read from the API server,
+/// with what the access grant chose in `granted` (account, partition, QoS). `None` when the
+/// object is no longer that generation of that object: edited since, being deleted, or gone or
+/// re-created under its name (another uid). Generation, not resourceVersion: our own status
+/// writes change the latter and leave the spec as it was.
+async fn load_spec(
+    api: &Api<SlurmJob>,
+    name: &str,
+    uid: &str,
+    generation: i64,
+    granted: &SlurmJobSpec,
+) -> Result<Option<SlurmJobSpec>, kube::Error> {
+    let Some(job) = api.get_opt(name).await? else {
+        return Ok(None);
+    };
+    let same = job.metadata.uid.as_deref() == Some(uid)
+        && job.metadata.generation.unwrap_or(1) == generation
+        && job.metadata.deletion_timestamp.is_none();
+    if !same {
+        debug!(%name, generation, "the SlurmJob changed since it was cached: not submitting it");
+        return Ok(None);
+    }
+    let mut spec = job.spec;
+    spec.account.clone_from(&granted.account);
+    spec.partition.clone_from(&granted.partition);
+    spec.qos.clone_from(&granted.qos);
+    Ok(Some(spec))
+}
+
+/// What the SlurmJob cache keeps of an object: [`kit::trim_for_cache`], and none of what a
+/// tenant can make large that only a submit reads — the script (up to 1 MiB), the environment
+/// and extraOptions — nor the tenant's labels and annotations (up to 256 KiB), which nothing
+/// here reads; annotations under `slurm.rs/` stay. A few hundred SlurmJobs with large scripts
+/// otherwise held hundreds of MiB at every start. A submit reads the whole spec first
+/// ([`load_spec`], `act::step_loading`).
+pub fn trim_for_cache(job: &mut SlurmJob) {
+    kit::trim_for_cache(job);
+    job.spec.script = String::new();
+    job.spec.environment = Default::default();
+    job.spec.extra_options = None;
+    job.metadata.labels = None;
+    if let Some(annotations) = &mut job.metadata.annotations {
+        annotations.retain(|key, _| key.starts_with(OWN_ANNOTATIONS));
+    }
+}
+
+/// The prefix of annotations the operator may read, kept in the cache.
+const OWN_ANNOTATIONS: &str = "slurm.rs/";
 
 /// The access grant of `job` in `namespace` (`Ok(Err(..))`: refused), from the cached
 /// SlurmCluster and the namespace's labels.
@@ -583,12 +648,14 @@ pub fn run(
     let (store, writer) = reflector::store();
     let jobs_api: Api<SlurmJob> = kit::scoped_api(client.clone(), namespace);
     let pods_api: Api<Pod> = kit::scoped_api(client, namespace);
-    // Paged consistent lists (500 a page), not one any-semantic list from the watch cache: with
-    // 10 000 SlurmJobs that one list is tens of MB of JSON decoded at once, and it set the
-    // process's peak memory (hack/bench.sh, "the operator binary").
-    let jobs = watcher(jobs_api, watcher::Config::default())
+    // Paged consistent lists, not one any-semantic list from the watch cache: with 10 000
+    // SlurmJobs that one list is tens of MB of JSON decoded at once, and it set the process's
+    // peak memory (hack/bench.sh, "the operator binary"). A page is decoded whole before
+    // `trim_for_cache` sees its objects: [`LIST_PAGE`] of them bounds what a list costs however
+    // large tenants make their SlurmJobs.
+    let jobs = watcher(jobs_api, watcher::Config::default().page_size(LIST_PAGE))
         .default_backoff()
-        .modify(kit::trim_for_cache)
+        .modify(trim_for_cache)
         .reflect(writer)
         .touched_objects()
         // Our own status writes change neither: no reconcile per status write.
@@ -618,6 +685,11 @@ pub fn run(
         watcher::Config::default().any_semantic(),
     )
     .default_backoff()
+    // Only the labels are read.
+    .modify(|ns| {
+        kit::trim_for_cache(ns);
+        ns.metadata.annotations = None;
+    })
     .reflect(namespaces_writer)
     .touched_objects()
     .predicate_filter(predicates::labels, Default::default());
@@ -638,7 +710,13 @@ pub fn run(
                 .debounce(Duration::from_millis(200))
                 .concurrency(kit::MAX_CONCURRENT_RECONCILES),
         )
-        .owns(pods_api, watcher::Config::default().labels(output::LABEL))
+        // Metadata only (kube's `owns`), in pages: a tenant can label Pods of their own.
+        .owns(
+            pods_api,
+            watcher::Config::default()
+                .labels(output::LABEL)
+                .page_size(LIST_PAGE),
+        )
         .watches_stream(clusters, move |cluster: SlurmCluster| {
             let name = cluster.name_any();
             jobs_where(&by_cluster, |job| job.spec.cluster_name == name)

@@ -116,6 +116,22 @@ async fn expect_status_apply(api: &mut ApiServerVerifier, job: &SlurmJob) -> Slu
     status
 }
 
+/// The object as the controller's cache holds it: no script, environment or extraOptions.
+fn cached(job: &SlurmJob) -> SlurmJob {
+    let mut cached = job.clone();
+    trim_for_cache(&mut cached);
+    cached
+}
+
+/// The read of the whole SlurmJob right before a submit (the cache holds no script), answered
+/// with `stored`.
+async fn expect_get_job(api: &mut ApiServerVerifier, stored: &SlurmJob) {
+    let (call, send) = api.next().await;
+    assert_eq!(call.method, Method::GET, "{call:?}");
+    assert_eq!(call.path, job_path(stored));
+    respond(send, StatusCode::OK, &serde_json::to_value(stored).unwrap());
+}
+
 async fn expect_event(
     api: &mut ApiServerVerifier,
     job: &SlurmJob,
@@ -357,12 +373,14 @@ async fn submit_then_delete_cancels_the_slurm_job() {
     )]));
     let expected = job.clone();
     let server = tokio::spawn(async move {
+        expect_get_job(&mut api, &expected).await;
         let status = expect_status_apply(&mut api, &expected).await;
         expect_event(&mut api, &expected, "Normal", "Submitted").await;
         api.expect_no_more_calls().await;
         (status, api)
     });
-    let action = reconcile(Arc::new(job.clone()), data.clone())
+    // As the cache holds it: the script and options come from the read before the submit.
+    let action = reconcile(Arc::new(cached(&job)), data.clone())
         .await
         .unwrap();
     let (status, mut api) = server.await.unwrap();
@@ -390,7 +408,7 @@ async fn submit_then_delete_cancels_the_slurm_job() {
         api.expect_no_more_calls().await;
         (status, api)
     });
-    reconcile(Arc::new(job.clone()), data.clone())
+    reconcile(Arc::new(cached(&job)), data.clone())
         .await
         .unwrap();
     let (again, mut api) = server.await.unwrap();
@@ -767,13 +785,17 @@ async fn an_unsubmittable_spec_is_reported_and_waits_for_an_edit() {
     );
     let expected = job.clone();
     let server = tokio::spawn(async move {
+        // extraOptions are not cached: the verdict is the whole spec's.
+        expect_get_job(&mut api, &expected).await;
         let status = expect_status_apply(&mut api, &expected).await;
         let event = expect_event(&mut api, &expected, "Warning", "InvalidSpec").await;
         api.expect_no_more_calls().await;
         (status, event)
     });
     let data = data(ctx);
-    let action = reconcile(Arc::new(job), data.clone()).await.unwrap();
+    let action = reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap();
     let (status, event) = server.await.unwrap();
     assert_eq!(action, Action::await_change());
     assert_eq!(status.phase, Phase::Pending);
@@ -796,6 +818,75 @@ async fn an_unsubmittable_spec_is_reported_and_waits_for_an_edit() {
         "{:#}",
         event.body
     );
+    assert!(data.submissions.is_empty(), "nothing submitted");
+}
+
+/// The cache holds no script, environment, extraOptions, tenant labels or annotations (only
+/// `slurm.rs/` ones); what the driver reads outside a submit stays.
+#[test]
+fn the_cache_keeps_no_script_or_other_tenant_bulk() {
+    let mut job = finalized(slurm_job(
+        "big",
+        &format!("#!/bin/sh\n#{}\n", "x".repeat(1 << 20)),
+    ));
+    job.spec.extra_options = Some(serde_json::Map::from_iter([("a".to_owned(), json!("b"))]));
+    job.metadata.labels = Some(BTreeMap::from([("team".to_owned(), "x".repeat(63))]));
+    job.metadata.annotations = Some(BTreeMap::from([
+        ("team".to_owned(), "y".repeat(200_000)),
+        ("slurm.rs/keep".to_owned(), "1".to_owned()),
+    ]));
+    job.spec.depends_on = serde_json::from_value(json!([{"name": "first"}])).unwrap();
+    let trimmed = cached(&job);
+    assert!(trimmed.spec.script.is_empty());
+    assert!(trimmed.spec.environment.is_empty());
+    assert_eq!(trimmed.spec.extra_options, None);
+    assert_eq!(trimmed.metadata.labels, None);
+    assert_eq!(
+        trimmed.metadata.annotations,
+        Some(BTreeMap::from([(
+            "slurm.rs/keep".to_owned(),
+            "1".to_owned()
+        )]))
+    );
+    assert_eq!(trimmed.spec.cluster_name, job.spec.cluster_name);
+    assert_eq!(trimmed.spec.depends_on, job.spec.depends_on);
+    assert_eq!(trimmed.metadata.finalizers, job.metadata.finalizers);
+    assert!(serde_json::to_vec(&trimmed).unwrap().len() < 2048);
+}
+
+/// The whole spec is read right before a submit; when the object moved on meanwhile (another
+/// generation), nothing is submitted — slurmrestd is not even reachable here — and the step
+/// waits for the change instead of running the new script under the old generation's tag.
+#[tokio::test]
+async fn a_spec_edited_before_its_submit_is_not_submitted_under_the_old_tag() {
+    let (ctx, mut api) = Context::test();
+    let job = finalized(slurm_job("edited", "#!/bin/sh\ntrue\n"));
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(&ctx, Vec::new()),
+    );
+    let mut edited = job.clone();
+    edited.spec.script = "#!/bin/sh\nfalse\n".into();
+    edited.metadata.generation = Some(2);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_job(&mut api, &edited).await;
+        let status = expect_status_apply(&mut api, &expected).await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    let data = data(ctx);
+    let action = reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap();
+    let status = server.await.unwrap();
+    assert_eq!(action, Action::requeue(plan::WAIT_RETRY));
+    assert_eq!(status.job_id, None);
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(ready.reason, "SpecChanged", "{ready:?}");
     assert!(data.submissions.is_empty(), "nothing submitted");
 }
 
