@@ -64,6 +64,10 @@ const EVENT_ACTION: &str = "Reconcile";
 
 /// Requeue while a node drains or Slurm is not trusted yet.
 pub const WAIT_RESYNC: Duration = Duration::from_secs(15);
+/// Pods per list page of the pod watch. A page is decoded whole: anyone who may create Pods can
+/// put the label on theirs, with up to 256 KiB of annotations each, so kube's default of 500
+/// could hold ~128 MiB at once; 50 hold ~13 MiB.
+const POD_LIST_PAGE: u32 = 50;
 /// Requeue of a settled set.
 pub const RESYNC: Duration = Duration::from_secs(120);
 /// Status condition listing the nodes the set waits for.
@@ -895,7 +899,9 @@ pub fn run(
     let driver = Controller::for_stream(nodesets, store.clone())
         .owns(
             pods_api,
-            watcher::Config::default().labels(pods::LABEL_NODESET),
+            watcher::Config::default()
+                .labels(pods::LABEL_NODESET)
+                .page_size(POD_LIST_PAGE),
         )
         .with_config(
             controller::Config::default()
