@@ -63,6 +63,13 @@ pub struct RunArgs {
     /// with `sh` and `tail -F`.
     #[arg(long, env = "OUTPUT_IMAGE", default_value = crate::controller::slurmjob::output::DEFAULT_IMAGE)]
     pub output_image: String,
+    /// How long a deleted SlurmJob waits for a Slurm cluster it cannot reach (not connected,
+    /// unreachable, its SlurmCluster being deleted without credentials) before its finalizer
+    /// goes without the cancel, with a Warning naming the Slurm jobs that may still run. Counts
+    /// from the deletion, or from this replica's start or takeover when later. `0s`: wait for
+    /// ever (the SlurmJob's `DeletionBlocked` condition says why).
+    #[arg(long, env = "DELETION_DEADLINE", default_value = "15m", value_parser = humantime::parse_duration)]
+    pub deletion_deadline: Duration,
     /// Run as one of several replicas: only the holder of a Kubernetes Lease writes (to
     /// Kubernetes and to Slurm); the others keep their caches warm and take over when it goes.
     #[arg(long, env = "LEADER_ELECTION")]
@@ -287,6 +294,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     let mut ctx = Context::new(client.clone(), metrics);
     ctx.credentials_namespace = args.credentials_namespace();
     ctx.allowed_endpoints = args.allowed_endpoints.clone();
+    ctx.deletion_deadline = Some(args.deletion_deadline).filter(|d| !d.is_zero());
     info!(namespace = %ctx.credentials_namespace, "SlurmCluster credentials are read from this namespace only");
     let mut election = None;
     if let Some(lease) = args.lease().filter(|_| !shutdown.is_cancelled()) {
