@@ -128,6 +128,11 @@ impl RunArgs {
         .unwrap_or_else(|| crate::controller::context::DEFAULT_CREDENTIALS_NAMESPACE.to_owned())
     }
 
+    /// The deletion deadline; `None` (`0s`): none, a blocked deletion waits for ever.
+    pub fn deletion_deadline(&self) -> Option<Duration> {
+        Some(self.deletion_deadline).filter(|d| !d.is_zero())
+    }
+
     /// The Lease to take part in, when leader election is on.
     pub fn lease(&self) -> Option<LeaseConfig> {
         if !self.leader_election {
@@ -294,7 +299,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     let mut ctx = Context::new(client.clone(), metrics);
     ctx.credentials_namespace = args.credentials_namespace();
     ctx.allowed_endpoints = args.allowed_endpoints.clone();
-    ctx.deletion_deadline = Some(args.deletion_deadline).filter(|d| !d.is_zero());
+    ctx.deletion_deadline = args.deletion_deadline();
     info!(namespace = %ctx.credentials_namespace, "SlurmCluster credentials are read from this namespace only");
     let mut election = None;
     if let Some(lease) = args.lease().filter(|_| !shutdown.is_cancelled()) {
@@ -465,5 +470,22 @@ mod tests {
         assert_eq!(lease.identity, "pod-0");
         assert_eq!(lease.duration, Duration::from_secs(20));
         assert_eq!(lease.grace, Duration::from_secs(4));
+    }
+
+    #[test]
+    fn the_deletion_deadline_defaults_to_15_minutes_and_0s_means_none() {
+        let cli = RunCommand::try_parse_from(["run"]).unwrap();
+        assert_eq!(
+            cli.run.deletion_deadline(),
+            Some(Duration::from_secs(15 * 60))
+        );
+        assert_eq!(
+            cli.run.deletion_deadline(),
+            Some(crate::controller::context::DEFAULT_DELETION_DEADLINE)
+        );
+        let cli = RunCommand::try_parse_from(["run", "--deletion-deadline", "90s"]).unwrap();
+        assert_eq!(cli.run.deletion_deadline(), Some(Duration::from_secs(90)));
+        let cli = RunCommand::try_parse_from(["run", "--deletion-deadline", "0s"]).unwrap();
+        assert_eq!(cli.run.deletion_deadline(), None);
     }
 }

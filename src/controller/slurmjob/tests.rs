@@ -49,8 +49,6 @@ fn data(ctx: Context) -> Arc<JobContext> {
 
 /// The SlurmJob controller's context with SlurmCluster `local` granting `access`.
 fn data_with_access(ctx: Context, access: Value) -> Arc<JobContext> {
-    let (jobs, _writer) = reflector::store();
-    let (slurm_clusters, mut clusters) = reflector::store();
     let local: SlurmCluster = serde_json::from_value(json!({
         "apiVersion": "slurm.rs/v1alpha1",
         "kind": "SlurmCluster",
@@ -63,6 +61,13 @@ fn data_with_access(ctx: Context, access: Value) -> Arc<JobContext> {
         },
     }))
     .unwrap();
+    data_with_cluster(ctx, local)
+}
+
+/// The SlurmJob controller's context with `local` in its SlurmCluster cache.
+fn data_with_cluster(ctx: Context, local: SlurmCluster) -> Arc<JobContext> {
+    let (jobs, _writer) = reflector::store();
+    let (slurm_clusters, mut clusters) = reflector::store();
     clusters.apply_watcher_event(&watcher::Event::Apply(local));
     let (namespaces, _writer) = reflector::store();
     Arc::new(JobContext {
@@ -1202,6 +1207,52 @@ async fn a_namespace_without_access_is_told_and_nothing_is_submitted() {
     let action = reconcile(Arc::new(job), data).await.unwrap();
     assert_eq!(action, Action::await_change());
     server.await.unwrap();
+}
+
+/// A SlurmCluster being deleted takes no new submit: its deletion waits for the SlurmJobs that
+/// name it, and a new one would keep it.
+#[tokio::test]
+async fn a_deleting_cluster_takes_no_new_submit() {
+    let (ctx, mut api) = Context::test();
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(&ctx, vec![]),
+    );
+    let user = local_slurm().map_or_else(|| "slurm".to_owned(), |s| s["SLURM_USER"].clone());
+    let mut local: SlurmCluster = serde_json::from_value(json!({
+        "apiVersion": "slurm.rs/v1alpha1",
+        "kind": "SlurmCluster",
+        "metadata": {"name": "local"},
+        "spec": {
+            "endpoint": "http://127.0.0.1:1",
+            "allowInsecureHttp": true,
+            "auth": {"jwt": {"keySecretRef": {"name": "jwt"}}},
+            "access": [{"namespaces": [NS], "slurmUser": user}],
+        },
+    }))
+    .unwrap();
+    local.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+    let data = data_with_cluster(ctx, local);
+    let job = finalized(slurm_job("late", "#!/bin/sh\ntrue\n"));
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        expect_event(&mut api, &expected, "Warning", "ClusterDeleting").await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    let action = reconcile(Arc::new(job), data.clone()).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    let status = server.await.unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "ClusterDeleting")
+    );
+    assert!(data.submissions.is_empty(), "nothing submitted");
 }
 
 /// A SlurmJob naming a SlurmCluster that does not exist says so (`Ready=False/ClusterNotFound`,
