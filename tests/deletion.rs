@@ -8,7 +8,7 @@
 //! - with the operator running;
 //! - with the operator down when the deletion begins (the admin deletes the SlurmCluster at the
 //!   same time), started again later: the deleted SlurmCluster connects again for its SlurmJobs;
-//! - with two replicas, the leader killed right after the deletion began;
+//! - with two replicas, the leader frozen as the deletion begins, then killed;
 //!
 //! and each ends with the namespace gone (NotFound), the finished SlurmJobs released and the
 //! running Slurm jobs CANCELLED, as Slurm says. A Slurm cluster gone for good (its SlurmCluster
@@ -322,9 +322,10 @@ async fn a_leader_change_in_the_middle_of_a_namespace_deletion() {
     .await;
     let i = identities.iter().position(|id| *id == leader).unwrap();
 
-    // The deletion begins, and the leader dies at once: the other replica takes over.
+    // The deletion begins under a leader that cannot finish it (frozen, then killed): the
+    // other replica takes over once the Lease expires, and finishes it.
+    replicas[i].signal("STOP");
     delete_namespace(&harness.client).await;
-    replicas[i].sigkill();
     let left = tenant
         .jobs
         .list(&Default::default())
@@ -332,7 +333,8 @@ async fn a_leader_change_in_the_middle_of_a_namespace_deletion() {
         .unwrap()
         .items
         .len();
-    eprintln!("{leader} killed with {left} SlurmJobs left in the namespace");
+    replicas[i].sigkill();
+    eprintln!("{leader} frozen, then killed with {left} SlurmJobs left in the namespace");
     namespace_gone(&harness.client).await;
     assert_cancelled(&slurm, &tenant.running_ids).await;
     let holder = leases
