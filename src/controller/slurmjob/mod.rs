@@ -537,8 +537,11 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             blocker,
             release_at,
         } => return blocked(job, &blocker, release_at, &ids, ctx).await,
-        // Only with a client (see above); a plan that asks again waits rather than loops.
-        CleanupPlan::Cancel(_) => return Ok(Action::requeue(plan::WAIT_RETRY)),
+        // Planned only with a client, and never again after the cancels (plan's tests); were
+        // it to be, an error keeps the finalizer (an Ok would release it uncancelled).
+        CleanupPlan::Cancel(_) => {
+            return Err(Error::ClusterNotReady(job.spec.cluster_name.clone()));
+        }
     }
     data.submissions.forget_uid(&uid);
     ctx.backoff.reset(&backoff_key(job));
