@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
@@ -458,21 +459,35 @@ async fn a_slurm_cluster_gone_for_good_ends_in_a_warning_not_a_hang() {
     })
     .await;
 
-    // Nothing could cancel them: each is named in a Warning (the namespace being deleted
-    // refuses new Events, so the operator's log carries it) and still runs. The test cancels
-    // its own jobs.
+    // Nothing could cancel them: each is named in a Warning on the SlurmCluster (the namespace
+    // being deleted refuses new Events; the operator's log has them too) and still runs. The
+    // test cancels its own jobs.
+    let events: Api<Event> = Api::namespaced(harness.client.clone(), "default");
+    let events = events.list(&Default::default()).await.unwrap().items;
     let log = std::fs::read_to_string(&harness.log).unwrap();
     let client = slurm.client();
-    for (id, reason) in tenant
+    for ((id, name), reason) in tenant
         .running_ids
         .iter()
+        .zip(&tenant.running)
         .zip(["CancelSkipped", "CancelAbandoned"])
     {
-        let line = log
-            .lines()
-            .find(|l| l.contains(reason) && l.contains(&format!("Slurm job {id} may still run")));
+        let named = format!("Slurm job {id} may still run");
+        let event = events.iter().find(|e| {
+            e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("SlurmCluster")
+                && e.reason.as_deref() == Some(reason)
+                && e.note.as_deref().is_some_and(|n| n.contains(&named))
+        });
+        let event = event.unwrap_or_else(|| panic!("{reason} naming Slurm job {id}: {events:?}"));
+        assert_eq!(event.type_.as_deref(), Some("Warning"));
+        let note = event.note.as_deref().unwrap();
         assert!(
-            line.is_some(),
+            note.starts_with(&format!("SlurmJob {NAMESPACE}/{name}: ")),
+            "{note}"
+        );
+        assert!(
+            log.lines()
+                .any(|l| l.contains(reason) && l.contains(&named)),
             "{reason} naming Slurm job {id} in {}",
             harness.log.display()
         );

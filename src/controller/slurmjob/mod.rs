@@ -531,6 +531,20 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         CleanupPlan::Orphan { why, ids } => {
             let notice = orphaned(&job.spec.cluster_name, &why, &ids);
             warn!(reason = %notice.reason, note = %notice.note, "SlurmJob deleted without cancelling its Slurm jobs");
+            let cluster = (why != Orphaned::ClusterGone)
+                .then(|| data.slurm_clusters.get(&cluster_of(job)))
+                .flatten();
+            if let Some(cluster) = cluster {
+                // A namespace being deleted refuses new Events: the admin sees it here too.
+                let mut told = notice.clone();
+                told.note = format!(
+                    "SlurmJob {}/{}: {}",
+                    job.namespace().unwrap_or_default(),
+                    job.name_any(),
+                    notice.note
+                );
+                kit::publish(&ctx.recorder, cluster.as_ref(), EVENT_ACTION, told).await;
+            }
             kit::publish(&ctx.recorder, job, EVENT_ACTION, notice).await;
         }
         CleanupPlan::Wait {

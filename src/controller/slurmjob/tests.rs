@@ -142,6 +142,23 @@ async fn expect_event(
     call
 }
 
+/// The Warning a SlurmJob deleted without its cancel leaves on its (cluster-scoped) SlurmCluster,
+/// in `default`: the SlurmJob's own namespace may be refusing Events.
+async fn expect_cluster_event(api: &mut ApiServerVerifier, reason: &str) -> String {
+    let (call, send) = api.next().await;
+    assert_eq!(call.method, Method::POST, "{call:?}");
+    assert_eq!(
+        call.path,
+        "/apis/events.k8s.io/v1/namespaces/default/events"
+    );
+    assert_eq!(call.body["type"], "Warning", "{:#}", call.body);
+    assert_eq!(call.body["reason"], reason, "{:#}", call.body);
+    assert_eq!(call.body["regarding"]["kind"], "SlurmCluster");
+    assert_eq!(call.body["regarding"]["name"], "local");
+    respond(send, StatusCode::CREATED, &call.body);
+    call.body["note"].as_str().unwrap().to_owned()
+}
+
 async fn expect_finalizer_patch(api: &mut ApiServerVerifier, job: &SlurmJob, add: bool) {
     let (call, send) = api.next().await;
     assert_eq!(call.method, Method::PATCH, "{call:?}");
@@ -354,6 +371,8 @@ async fn past_the_deadline_a_blocked_deletion_lets_go_naming_the_job() {
         let (call, send) = api.next().await;
         assert_eq!(call.method, Method::GET);
         cluster_found(send);
+        let told = expect_cluster_event(&mut api, "CancelAbandoned").await;
+        assert!(told.starts_with(&format!("SlurmJob {NS}/late: ")), "{told}");
         let event = expect_event(&mut api, &expected, "Warning", "CancelAbandoned").await;
         let note = event.body["note"].as_str().unwrap().to_owned();
         expect_finalizer_patch(&mut api, &expected, false).await;
@@ -470,6 +489,8 @@ async fn the_skip_cancel_annotation_lets_go_at_once() {
     });
     let expected = job.clone();
     let server = tokio::spawn(async move {
+        let told = expect_cluster_event(&mut api, "CancelSkipped").await;
+        assert!(told.contains("Slurm job 4250 may still run"), "{told}");
         let event = expect_event(&mut api, &expected, "Warning", "CancelSkipped").await;
         let note = event.body["note"].as_str().unwrap().to_owned();
         expect_finalizer_patch(&mut api, &expected, false).await;
