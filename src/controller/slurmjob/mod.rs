@@ -21,7 +21,8 @@
 //! reached keeps the finalizer with a `DeletionBlocked` condition and a Warning Event saying
 //! what it waits for, until the deletion deadline (`--deletion-deadline`); then, or at once
 //! with the `slurm.rs/skip-cancel` annotation or when the SlurmCluster no longer exists, the
-//! finalizer goes with a Warning Event naming the Slurm jobs that may still run.
+//! finalizer goes with a Warning Event naming the Slurm jobs that may still run (also on the
+//! SlurmCluster: a namespace being deleted refuses new Events).
 //!
 //! Triggers: the SlurmJob (generation and finalizer changes; our status writes do not
 //! re-trigger), its streamer Pod, and the pollers' events: `JobChanged`/`JobGone` carry the
