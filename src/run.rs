@@ -63,6 +63,13 @@ pub struct RunArgs {
     /// with `sh` and `tail -F`.
     #[arg(long, env = "OUTPUT_IMAGE", default_value = crate::controller::slurmjob::output::DEFAULT_IMAGE)]
     pub output_image: String,
+    /// How long a deleted SlurmJob waits for a Slurm cluster it cannot reach (not connected,
+    /// unreachable, its SlurmCluster being deleted without credentials) before its finalizer
+    /// goes without the cancel, with a Warning naming the Slurm jobs that may still run. Counts
+    /// from the deletion, or from this replica's start or takeover when later. `0s`: wait for
+    /// ever (the SlurmJob's `DeletionBlocked` condition says why).
+    #[arg(long, env = "DELETION_DEADLINE", default_value = "15m", value_parser = humantime::parse_duration)]
+    pub deletion_deadline: Duration,
     /// Run as one of several replicas: only the holder of a Kubernetes Lease writes (to
     /// Kubernetes and to Slurm); the others keep their caches warm and take over when it goes.
     #[arg(long, env = "LEADER_ELECTION")]
@@ -119,6 +126,11 @@ impl RunArgs {
         .map(|ns| ns.trim().to_owned())
         .find(|ns| !ns.is_empty())
         .unwrap_or_else(|| crate::controller::context::DEFAULT_CREDENTIALS_NAMESPACE.to_owned())
+    }
+
+    /// The deletion deadline; `None` (`0s`): none, a blocked deletion waits for ever.
+    pub fn deletion_deadline(&self) -> Option<Duration> {
+        Some(self.deletion_deadline).filter(|d| !d.is_zero())
     }
 
     /// The Lease to take part in, when leader election is on.
@@ -287,6 +299,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     let mut ctx = Context::new(client.clone(), metrics);
     ctx.credentials_namespace = args.credentials_namespace();
     ctx.allowed_endpoints = args.allowed_endpoints.clone();
+    ctx.deletion_deadline = args.deletion_deadline();
     info!(namespace = %ctx.credentials_namespace, "SlurmCluster credentials are read from this namespace only");
     let mut election = None;
     if let Some(lease) = args.lease().filter(|_| !shutdown.is_cancelled()) {
@@ -457,5 +470,22 @@ mod tests {
         assert_eq!(lease.identity, "pod-0");
         assert_eq!(lease.duration, Duration::from_secs(20));
         assert_eq!(lease.grace, Duration::from_secs(4));
+    }
+
+    #[test]
+    fn the_deletion_deadline_defaults_to_15_minutes_and_0s_means_none() {
+        let cli = RunCommand::try_parse_from(["run"]).unwrap();
+        assert_eq!(
+            cli.run.deletion_deadline(),
+            Some(Duration::from_secs(15 * 60))
+        );
+        assert_eq!(
+            cli.run.deletion_deadline(),
+            Some(crate::controller::context::DEFAULT_DELETION_DEADLINE)
+        );
+        let cli = RunCommand::try_parse_from(["run", "--deletion-deadline", "90s"]).unwrap();
+        assert_eq!(cli.run.deletion_deadline(), Some(Duration::from_secs(90)));
+        let cli = RunCommand::try_parse_from(["run", "--deletion-deadline", "0s"]).unwrap();
+        assert_eq!(cli.run.deletion_deadline(), None);
     }
 }

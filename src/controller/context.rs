@@ -18,6 +18,10 @@ use crate::state::registry::ClusterRegistry;
 /// chart installs the operator into by default.
 pub const DEFAULT_CREDENTIALS_NAMESPACE: &str = "slurm-operator";
 
+/// How long a deleted SlurmJob waits for a Slurm cluster it cannot reach before its finalizer
+/// goes without the cancel (a Warning names the jobs that may still run).
+pub const DEFAULT_DELETION_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 /// Capacity of the Slurm event channel; a consumer that falls this far behind resyncs everything.
 pub const EVENT_CHANNEL_CAPACITY: usize = 4096;
 
@@ -39,6 +43,8 @@ pub struct Context {
     pub credentials_namespace: String,
     /// The slurmrestd origins (`scheme://host:port`) a SlurmCluster may name; empty: any.
     pub allowed_endpoints: Vec<url::Url>,
+    /// How long a deletion blocked on an unreachable Slurm cluster waits (`None`: for ever).
+    pub deletion_deadline: Option<std::time::Duration>,
 }
 
 impl Context {
@@ -59,6 +65,7 @@ impl Context {
             leadership: Leadership::always(),
             credentials_namespace: DEFAULT_CREDENTIALS_NAMESPACE.to_owned(),
             allowed_endpoints: Vec::new(),
+            deletion_deadline: Some(DEFAULT_DELETION_DEADLINE),
         }
     }
 }

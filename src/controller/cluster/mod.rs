@@ -409,10 +409,12 @@ async fn check(handle: &ClusterHandle, credentials: String) -> Result<Connected,
 const USERS_RETRY: Duration = Duration::from_secs(5);
 
 /// A deleted SlurmCluster keeps its client until no SlurmJob names it any more: their finalizers
-/// need it to cancel their Slurm jobs (deleting a namespace deletes both at once). Then the
-/// client goes and its poller stops.
+/// need it to cancel their Slurm jobs. Then the client goes and its poller stops. Never a
+/// cycle: a SlurmJob whose deletion cannot reach Slurm lets go at its deadline (or with the
+/// skip-cancel annotation), and a settled one at once.
 async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error> {
     let name = cluster.name_any();
+    let key = ObjectRef::from_obj(cluster);
     let jobs: Api<SlurmJob> = Api::all(ctx.client.clone());
     let users: Vec<String> = jobs
         .list(&ListParams::default())
@@ -424,10 +426,23 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
         .map(ResourceExt::name_any)
         .collect();
     if !users.is_empty() {
+        if !ctx.clusters.contains(&key) {
+            // Deleted while the operator was down (or before this replica took over): connect
+            // again, so that the SlurmJobs' deletions can cancel through it. Without its
+            // credentials it cannot, and they wait until their deadline.
+            match connect(cluster, &key, ctx).await {
+                Ok(_) => info!("deleted SlurmCluster connected again for its SlurmJobs' cleanup"),
+                Err(error) => warn!(
+                    reason = error.category(), error = %Chain(&error),
+                    "deleted SlurmCluster cannot connect again; its SlurmJobs' deletions wait \
+                     until their deadline"
+                ),
+            }
+        }
         // An error keeps the finalizer (the finalizer helper removes it after any Ok).
         return Err(Error::InUse(users.join(", ")));
     }
-    if ctx.clusters.remove(&ObjectRef::from_obj(cluster)) {
+    if ctx.clusters.remove(&key) {
         info!("SlurmCluster deleted: removed its slurmrestd client and stopped its poller");
     }
     ctx.backoff.reset(&backoff_key(cluster));

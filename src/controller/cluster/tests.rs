@@ -549,6 +549,27 @@ async fn deletion_waits_for_the_slurmjobs_that_use_the_cluster() {
     assert!(!ctx.clusters.contains(&key), "then the client is gone");
 }
 
+/// Deleted while the operator was down: no client. While SlurmJobs name it, it connects again
+/// for their cleanup (here its Secret is gone too, so it cannot, and keeps waiting: the
+/// SlurmJobs' deadline ends that, not a cycle).
+#[tokio::test]
+async fn a_deleted_cluster_without_a_client_connects_again_for_its_slurmjobs() {
+    let (ctx, mut api) = Context::test();
+    let mut cluster = finalized(cluster("c6", "http://127.0.0.1:1"));
+    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let key = ObjectRef::from_obj(&cluster);
+    let ctx = Arc::new(ctx);
+    let server = tokio::spawn(async move {
+        expect_slurmjobs_listed(&mut api, &[("still-running", "c6")]).await;
+        api.expect_get_secret(NS, "jwt", None).await;
+        api.expect_no_more_calls().await;
+    });
+    let error = reconcile(Arc::new(cluster), ctx.clone()).await.unwrap_err();
+    server.await.unwrap();
+    assert_eq!(error.category(), "InUseBySlurmJobs");
+    assert!(!ctx.clusters.contains(&key), "no credentials, no client");
+}
+
 /// Register a client (and its poller) for `key` against a port nothing listens on.
 fn register_unreachable(ctx: &Context, key: &ObjectRef<SlurmCluster>) {
     ctx.clusters

@@ -49,6 +49,13 @@ pub fn settled(generation: i64, status: Option<&SlurmJobStatus>) -> bool {
         && status.is_some_and(|s| s.phase.is_terminal())
 }
 
+/// [`settled`] for a SlurmJob being deleted. The API server adds one to a custom resource's
+/// generation when its deletion begins, so the generation the spec was last edited at is one
+/// less: an edit since the run ended (a re-run whose submit a crash may have lost) still shows.
+pub fn settled_when_deleted(generation: i64, status: Option<&SlurmJobStatus>) -> bool {
+    settled(generation.saturating_sub(1), status)
+}
+
 /// The status for a new run: the finished run moves to the front of the history (bounded), and
 /// the per-run fields are cleared. Conditions and generations are the caller's to set.
 pub fn start_new_run(status: &SlurmJobStatus) -> SlurmJobStatus {
@@ -155,6 +162,27 @@ mod tests {
         assert!(!settled(1, None));
         // Never submitted (e.g. waiting for dependencies): not over.
         assert!(!settled(1, Some(&status(None, Phase::Pending, 1))));
+    }
+
+    #[test]
+    fn a_deleted_job_is_settled_despite_the_deletions_generation() {
+        for phase in ENDED {
+            // Deleted: 1 → 2 by the deletion alone.
+            assert!(
+                settled_when_deleted(2, Some(&status(Some(5), phase, 1))),
+                "{phase}"
+            );
+            // Edited (2), then deleted (3): the re-run may have been submitted.
+            assert!(
+                !settled_when_deleted(3, Some(&status(Some(5), phase, 1))),
+                "{phase} edited"
+            );
+        }
+        assert!(!settled_when_deleted(
+            2,
+            Some(&status(Some(5), Phase::Running, 1))
+        ));
+        assert!(!settled_when_deleted(2, None));
     }
 
     #[test]

@@ -17,10 +17,14 @@
 //! 4. with `spec.output`, the streamer Pod for the current job id (`output::pod`), re-created
 //!    for a re-run.
 //!
-//! Deletion cancels every unfinished job of the SlurmJob (status, this process's submissions,
-//! the index by tag); "already finished" and "unknown" count as done. An unreachable slurmrestd
-//! keeps the finalizer and retries with backoff; a SlurmCluster object that no longer exists
-//! releases it with a Warning Event naming the job that could not be cancelled.
+//! Deletion ([`plan::cleanup`]) cancels every unfinished job of the SlurmJob (status, this
+//! process's submissions, the index by tag); "already finished" and "unknown" count as done. A
+//! settled SlurmJob lets go at once, needing nothing from Slurm. A SlurmCluster that cannot be
+//! reached keeps the finalizer with a `DeletionBlocked` condition and a Warning Event saying
+//! what it waits for, until the deletion deadline (`--deletion-deadline`); then, or at once
+//! with the `slurm.rs/skip-cancel` annotation or when the SlurmCluster no longer exists, the
+//! finalizer goes with a Warning Event naming the Slurm jobs that may still run (also on the
+//! SlurmCluster: a namespace being deleted refuses new Events).
 //!
 //! Triggers: the SlurmJob (generation and finalizer changes; our status writes do not
 //! re-trigger), its streamer Pod, and the pollers' events: `JobChanged`/`JobGone` carry the
@@ -40,7 +44,7 @@ pub mod submit;
 
 use std::borrow::Cow;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -55,12 +59,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use self::act::{Env, Step, Target};
+use self::plan::{Blocker, CleanupFacts, CleanupPlan, Orphaned, Reach};
 use self::submissions::Submissions;
 use super::Context;
 use super::kit::{self, Backoffs, FinalizerFailure, Notice};
 use crate::crd::condition;
 use crate::crd::slurmjob::{SlurmJobSpec, SlurmJobStatus};
-use crate::crd::{SlurmCluster, SlurmJob, is_object_name};
+use crate::crd::{SKIP_CANCEL_ANNOTATION, SlurmCluster, SlurmJob, is_object_name};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
 use crate::slurm::tag::OwnerTag;
@@ -80,6 +85,10 @@ pub const LIST_PAGE: u32 = 25;
 
 /// Event `action` for everything this controller reports.
 const EVENT_ACTION: &str = "RunJob";
+
+/// Condition on a deleted SlurmJob whose Slurm jobs cannot be cancelled yet: what it waits for,
+/// and until when.
+pub const DELETION_BLOCKED: &str = "DeletionBlocked";
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +121,12 @@ pub enum Error {
     AddFinalizer(#[source] kube::Error),
     #[error("cannot remove the finalizer")]
     RemoveFinalizer(#[source] kube::Error),
+    /// Not a fault of the reconcile: the deletion waits (an error keeps the finalizer).
+    #[error("the deletion waits ({reason}); back in {retry:?}")]
+    DeletionBlocked {
+        reason: &'static str,
+        retry: Duration,
+    },
 }
 
 impl Error {
@@ -128,6 +143,7 @@ impl Error {
             Self::OutputPod(_) => "OutputPodFailed",
             Self::AddFinalizer(_) => "AddFinalizerFailed",
             Self::RemoveFinalizer(_) => "RemoveFinalizerFailed",
+            Self::DeletionBlocked { .. } => "DeletionBlocked",
         }
     }
 }
@@ -144,6 +160,15 @@ pub struct JobContext {
     /// SlurmClusters (their access), and namespaces' labels (access by label).
     pub slurm_clusters: Store<SlurmCluster>,
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
+    /// When this replica began to act: its start, or its last gain of the leader Lease. A
+    /// blocked deletion's deadline counts from then at the earliest ([`plan::release_at`]).
+    pub acting_since: Arc<Mutex<DateTime<Utc>>>,
+}
+
+impl JobContext {
+    fn acting_since(&self) -> DateTime<Utc> {
+        *self.acting_since.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 fn backoff_key(job: &SlurmJob) -> String {
@@ -191,6 +216,10 @@ pub fn error_policy(job: Arc<SlurmJob>, error: &Error, data: Arc<JobContext>) ->
     data.ctx
         .metrics
         .reconcile_failed(CONTROLLER, error.category());
+    if let Error::DeletionBlocked { retry, .. } = error {
+        // Said in the condition and logged already; the delay was chosen with the deadline.
+        return Action::requeue(*retry);
+    }
     let delay = data.ctx.backoff.next(&backoff_key(&job));
     warn!(
         name = %job.name_any(),
@@ -448,6 +477,15 @@ fn grant(
         // Registered (so it exists) but not cached yet: the cache fills on its own.
         return Err(Error::ClusterNotReady(cluster_name.clone()));
     };
+    if cluster.metadata.deletion_timestamp.is_some() {
+        // Its deletion waits for the SlurmJobs that name it: a new submit would keep it.
+        return Ok(Err(access::Refusal {
+            reason: "ClusterDeleting",
+            message: format!(
+                "SlurmCluster {cluster_name:?} is being deleted: nothing new is submitted to it"
+            ),
+        }));
+    }
     let labels = data
         .namespaces
         .get(&ObjectRef::new(namespace))
@@ -498,89 +536,255 @@ async fn refuse(
     Ok(Action::await_change())
 }
 
-/// Deletion: cancel every unfinished job of this SlurmJob, then release the finalizer.
+/// Deletion: cancel every unfinished job of this SlurmJob, then release the finalizer; what
+/// [`plan::cleanup`] decides when Slurm cannot be reached.
 async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     let ctx = &data.ctx;
     let uid = job.uid().ok_or(Error::MissingMetadata("uid"))?;
     let status = job.status.clone().unwrap_or_default();
-    let handle = ctx.clusters.get(&cluster_of(job));
+    let generation = job.metadata.generation.unwrap_or(1);
+    let settled = lifecycle::settled_when_deleted(generation, job.status.as_ref());
+    let skip_cancel = job
+        .annotations()
+        .get(SKIP_CANCEL_ANNOTATION)
+        .is_some_and(|v| v == "true");
+    // A settled SlurmJob needs nothing from Slurm: not even the registry is looked at.
+    let handle = (!settled)
+        .then(|| ctx.clusters.get(&cluster_of(job)))
+        .flatten();
     let state = handle.as_ref().map(|h| Arc::clone(&h.index.borrow()));
-    // Only a complete list of the cluster's jobs shows a job whose submit answer (and so its
-    // jobId in the status) was lost to a crash: wait for one rather than orphan that job.
-    if let Some(state) = &state
-        && !plan::index_trusted(state, ctx.started_at)
-    {
-        return Err(Error::ClusterNotReady(job.spec.cluster_name.clone()));
-    }
+    let reach = match &state {
+        Some(state) => Reach::Connected {
+            // Only a complete list of the cluster's jobs shows a job whose submit answer (and
+            // so its jobId in the status) was lost to a crash.
+            index_trusted: plan::index_trusted(state, ctx.started_at),
+        },
+        // The plan does not look further for these: no request.
+        None if settled || skip_cancel => Reach::NotConnected,
+        None if cluster_exists(&job.spec.cluster_name, ctx).await? => Reach::NotConnected,
+        None => Reach::Gone,
+    };
     let ids = plan::to_cancel(&uid, &status, state.as_deref(), &data.submissions);
-    if handle.is_none() {
-        // Not connected: wait while the SlurmCluster exists (it may come back, e.g. after a
-        // restart or a fixed Secret); only a SlurmCluster that is gone lets the job go unseen.
-        let clusters: Api<SlurmCluster> = Api::all(ctx.client.clone());
-        let name = job.spec.cluster_name.clone();
-        let exists = is_object_name(&name)
-            && clusters
-                .get_opt(&name)
-                .await
-                .map_err(|source| Error::GetCluster {
-                    name: name.clone(),
-                    source,
-                })?
-                .is_some();
-        if exists {
-            return Err(Error::ClusterNotReady(name));
-        }
-    }
-    if !ids.is_empty() {
-        let Some(handle) = handle else {
-            let name = job.spec.cluster_name.clone();
-            let list = ids
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(", ");
-            kit::publish(
-                &ctx.recorder,
-                job,
-                EVENT_ACTION,
-                Notice::warning(
-                    "CancelSkipped",
-                    format!(
-                        "SlurmCluster {name:?} no longer exists: Slurm job {list} could not be cancelled \
-                         and may still run"
-                    ),
-                ),
-            )
-            .await;
-            data.submissions.forget_uid(&uid);
-            return Ok(Action::await_change());
-        };
-        for job_id in ids {
-            let outcome = act::cancel(&handle.client, job_id)
-                .await
-                .map_err(|source| Error::Cancel { job_id, source })?;
-            info!(
-                job_id,
-                ?outcome,
-                "SlurmJob deleted: cancelled its Slurm job"
-            );
-            if outcome == act::Cancellation::Cancelled {
-                kit::publish(
-                    &ctx.recorder,
-                    job,
-                    EVENT_ACTION,
-                    Notice::normal(
-                        "Cancelled",
-                        format!("Slurm job {job_id} cancelled: the SlurmJob was deleted"),
-                    ),
-                )
-                .await;
+    let deleted_at = job
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0));
+    let facts = CleanupFacts {
+        settled,
+        skip_cancel,
+        reach,
+        to_cancel: &ids,
+        failed: None,
+        release_at: plan::release_at(deleted_at, data.acting_since(), ctx.deletion_deadline),
+        now: Utc::now(),
+    };
+    let mut decision = plan::cleanup(facts);
+    let failure;
+    if let (CleanupPlan::Cancel(ids), Some(handle)) = (&decision, &handle) {
+        decision = match cancel_all(job, ids, handle, ctx).await {
+            Ok(()) => CleanupPlan::Release,
+            Err(blocker) => {
+                failure = blocker;
+                plan::cleanup(CleanupFacts {
+                    failed: Some(&failure),
+                    ..facts
+                })
             }
+        };
+    }
+    match decision {
+        CleanupPlan::Release => {}
+        CleanupPlan::Orphan { why, ids } => {
+            let notice = orphaned(&job.spec.cluster_name, &why, &ids);
+            warn!(reason = %notice.reason, note = %notice.note, "SlurmJob deleted without cancelling its Slurm jobs");
+            let cluster = (why != Orphaned::ClusterGone)
+                .then(|| data.slurm_clusters.get(&cluster_of(job)))
+                .flatten();
+            if let Some(cluster) = cluster {
+                // A namespace being deleted refuses new Events: the admin sees it here too.
+                let mut told = notice.clone();
+                told.note = format!(
+                    "SlurmJob {}/{}: {}",
+                    job.namespace().unwrap_or_default(),
+                    job.name_any(),
+                    notice.note
+                );
+                kit::publish(&ctx.recorder, cluster.as_ref(), EVENT_ACTION, told).await;
+            }
+            kit::publish(&ctx.recorder, job, EVENT_ACTION, notice).await;
+        }
+        CleanupPlan::Wait {
+            blocker,
+            release_at,
+        } => return blocked(job, &blocker, release_at, &ids, ctx).await,
+        // Planned only with a client, and never again after the cancels (plan's tests); were
+        // it to be, an error keeps the finalizer (an Ok would release it uncancelled).
+        CleanupPlan::Cancel(_) => {
+            return Err(Error::ClusterNotReady(job.spec.cluster_name.clone()));
         }
     }
     data.submissions.forget_uid(&uid);
     ctx.backoff.reset(&backoff_key(job));
     Ok(Action::await_change())
+}
+
+/// Whether SlurmCluster `name` exists (being deleted or not): one read.
+async fn cluster_exists(name: &str, ctx: &Context) -> Result<bool, Error> {
+    // A tenant's value goes into a request path only when it is an object name.
+    if !is_object_name(name) {
+        return Ok(false);
+    }
+    let clusters: Api<SlurmCluster> = Api::all(ctx.client.clone());
+    let found = clusters
+        .get_opt(name)
+        .await
+        .map_err(|source| Error::GetCluster {
+            name: name.to_owned(),
+            source,
+        })?;
+    Ok(found.is_some())
+}
+
+/// Cancel each of `ids` ("already finished" and "unknown" count as done); the first failure
+/// says what blocks.
+async fn cancel_all(
+    job: &SlurmJob,
+    ids: &[u32],
+    handle: &crate::state::registry::ClusterHandle,
+    ctx: &Context,
+) -> Result<(), Blocker> {
+    for &job_id in ids {
+        let outcome =
+            act::cancel(&handle.client, job_id)
+                .await
+                .map_err(|error| Blocker::CancelFailed {
+                    job_id,
+                    reason: error.category(),
+                    message: Chain(&error).to_string(),
+                })?;
+        info!(
+            job_id,
+            ?outcome,
+            "SlurmJob deleted: cancelled its Slurm job"
+        );
+        if outcome == act::Cancellation::Cancelled {
+            kit::publish(
+                &ctx.recorder,
+                job,
+                EVENT_ACTION,
+                Notice::normal(
+                    "Cancelled",
+                    format!("Slurm job {job_id} cancelled: the SlurmJob was deleted"),
+                ),
+            )
+            .await;
+        }
+    }
+    Ok(())
+}
+
+/// `ids` for people: "12, 13".
+fn id_list(ids: &[u32]) -> String {
+    ids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The Warning of a finalizer that goes although Slurm jobs may still run.
+fn orphaned(cluster: &str, why: &Orphaned, ids: &[u32]) -> Notice {
+    let jobs = if ids.is_empty() {
+        "no unfinished Slurm job of it is known (one whose submit answer was lost would carry \
+         its uid in its comment)"
+            .to_owned()
+    } else {
+        format!("Slurm job {} may still run", id_list(ids))
+    };
+    match why {
+        Orphaned::ClusterGone => Notice::warning(
+            "CancelSkipped",
+            format!("SlurmCluster {cluster:?} no longer exists: not cancelled; {jobs}"),
+        ),
+        Orphaned::SkipCancel => Notice::warning(
+            "CancelSkipped",
+            format!("deleted without cancelling ({SKIP_CANCEL_ANNOTATION}=true): {jobs}"),
+        ),
+        Orphaned::Deadline(blocker) => Notice::warning(
+            "CancelAbandoned",
+            format!(
+                "the deletion deadline passed while waiting for {}: deleted without cancelling; \
+                 {jobs}",
+                blocker.describe(cluster)
+            ),
+        ),
+    }
+}
+
+/// A deletion that cannot cancel yet: the `DeletionBlocked` condition and, when its reason is
+/// new, a Warning Event say what it waits for and until when; then an error (it keeps the
+/// finalizer) that comes back after a backoff, at the latest at the deadline.
+async fn blocked(
+    job: &SlurmJob,
+    blocker: &Blocker,
+    release_at: Option<DateTime<Utc>>,
+    ids: &[u32],
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let cluster = &job.spec.cluster_name;
+    let jobs = if ids.is_empty() {
+        "no unfinished Slurm job of it is known yet".to_owned()
+    } else {
+        format!("Slurm job {} not cancelled yet", id_list(ids))
+    };
+    let until = match release_at {
+        Some(at) => format!(
+            "at {} (the operator's --deletion-deadline) it is deleted without the cancel",
+            at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ),
+        None => "the operator has no deletion deadline (--deletion-deadline 0s)".to_owned(),
+    };
+    let message = format!(
+        "waiting for {}: {jobs}; {until}; annotate {SKIP_CANCEL_ANNOTATION}=true to delete it \
+         now without the cancel",
+        blocker.describe(cluster)
+    );
+    let current = job.status.clone().unwrap_or_default();
+    let was = condition::find(&current.conditions, DELETION_BLOCKED).map(|c| c.reason.clone());
+    let mut next = current.clone();
+    condition::upsert(
+        &mut next.conditions,
+        condition::new(
+            DELETION_BLOCKED,
+            true,
+            blocker.reason(),
+            message.clone(),
+            job.metadata.generation,
+            condition::now(),
+        ),
+    );
+    if next != current {
+        let namespace = job.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+        apply_status(job, &namespace, &next, ctx).await?;
+    }
+    if was.as_deref() != Some(blocker.reason()) {
+        kit::publish(
+            &ctx.recorder,
+            job,
+            EVENT_ACTION,
+            Notice::warning(DELETION_BLOCKED, message.clone()),
+        )
+        .await;
+    }
+    warn!(reason = blocker.reason(), %message, "SlurmJob deletion blocked");
+    let mut delay = ctx.backoff.next(&backoff_key(job));
+    if let Some(left) = release_at.and_then(|at| (at - Utc::now()).to_std().ok()) {
+        delay = delay.min(left + Duration::from_secs(1));
+    }
+    Err(Error::DeletionBlocked {
+        reason: blocker.reason(),
+        retry: delay.max(Duration::from_secs(1)),
+    })
 }
 
 /// Server-side apply of the whole status with the operator's one field manager.
@@ -623,6 +827,15 @@ pub fn targets(event: &SlurmEvent, jobs: &Store<SlurmJob>) -> Vec<ObjectRef<Slur
     }
 }
 
+/// A hash of the skip-cancel annotation, as a watch predicate.
+fn skip_cancel(job: &SlurmJob) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let value = job.annotations().get(SKIP_CANCEL_ANNOTATION)?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// The SlurmJobs in `store` for which `select` holds, as reconcile triggers.
 fn jobs_where(
     store: &Store<SlurmJob>,
@@ -659,12 +872,19 @@ pub fn run(
         .reflect(writer)
         .touched_objects()
         // Our own status writes change neither: no reconcile per status write.
+        // The skip-cancel annotation lets a blocked deletion go: it triggers too.
         .predicate_filter(
-            predicates::generation.combine(predicates::finalizers),
+            predicates::generation
+                .combine(predicates::finalizers)
+                .combine(skip_cancel),
             Default::default(),
         );
     let slurm = kit::slurm_triggers(CONTROLLER, ctx.events.subscribe(), store.clone(), targets);
-    let gained = ctx.leadership.gained();
+    let acting_since = Arc::new(Mutex::new(ctx.started_at));
+    let since = Arc::clone(&acting_since);
+    let gained = ctx.leadership.gained().inspect(move |()| {
+        *since.lock().unwrap_or_else(|p| p.into_inner()) = Utc::now();
+    });
 
     // What access is decided from: the SlurmClusters (an edit of spec.access reconciles the
     // SlurmJobs that name the cluster) and the namespaces' labels (a relabelled namespace
@@ -703,6 +923,7 @@ pub fn run(
         output_image,
         slurm_clusters,
         namespaces,
+        acting_since,
     });
     let driver = Controller::for_stream(jobs, store.clone())
         .with_config(

@@ -1,7 +1,8 @@
 //! What a SlurmJob step should do, as pure functions of plain data: whether to submit, adopt,
 //! ask accounting first or wait ([`submit`]); what the index says of a submitted job
-//! ([`follow`]); which Slurm jobs a deleted SlurmJob must cancel ([`to_cancel`]). The I/O these
-//! decisions call for happens in `act`, which feeds its answers back here.
+//! ([`follow`]); which Slurm jobs a deleted SlurmJob must cancel ([`to_cancel`]) and whether its
+//! finalizer may go ([`cleanup`]). The I/O these decisions call for happens in `act` and the
+//! driver, which feed their answers back here.
 //!
 //! Crash safety is decided here: a submit is planned only when
 //! 1. the cluster's index was synced completely *after this process started* (so it has seen
@@ -260,6 +261,186 @@ pub fn to_cancel(
     ids.sort_unstable();
     ids.dedup();
     ids
+}
+
+/// Why a deleted SlurmJob cannot cancel its Slurm jobs now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocker {
+    /// The SlurmCluster exists but no slurmrestd client is registered for it (the operator has
+    /// just started, its credentials are gone, it is being deleted and cannot reconnect, ...).
+    NotConnected,
+    /// Connected, but the cluster's jobs have not been listed completely since this process
+    /// started: only such a list shows a job whose submit answer a crash lost.
+    IndexNotSynced,
+    /// A cancel failed (unreachable, unauthorized, ...): `reason` is the error's category.
+    CancelFailed {
+        job_id: u32,
+        reason: &'static str,
+        message: String,
+    },
+}
+
+impl Blocker {
+    /// The condition reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::NotConnected => "ClusterNotConnected",
+            Self::IndexNotSynced => "WaitingForSlurmIndex",
+            Self::CancelFailed { .. } => "CancelFailed",
+        }
+    }
+
+    /// What it waits for, for people.
+    pub fn describe(&self, cluster: &str) -> String {
+        match self {
+            Self::NotConnected => format!(
+                "SlurmCluster {cluster:?} is not connected (see its status; a deleted one \
+                 reconnects only while its credentials Secret exists)"
+            ),
+            Self::IndexNotSynced => format!(
+                "a complete list of SlurmCluster {cluster:?}'s jobs (slurmrestd has not answered \
+                 since the operator started)"
+            ),
+            Self::CancelFailed {
+                job_id,
+                reason,
+                message,
+            } => format!(
+                "SlurmCluster {cluster:?} to accept the cancel of Slurm job {job_id} ({reason}: \
+                 {message})"
+            ),
+        }
+    }
+}
+
+/// Where a deleted SlurmJob's SlurmCluster stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// A client is registered; `index_trusted` as [`index_trusted`] says.
+    Connected { index_trusted: bool },
+    /// The SlurmCluster exists, without a client.
+    NotConnected,
+    /// The SlurmCluster does not exist: nothing can cancel through it, ever.
+    Gone,
+}
+
+/// Everything the cleanup decision depends on.
+#[derive(Debug, Clone, Copy)]
+pub struct CleanupFacts<'a> {
+    /// [`lifecycle::settled`]: the run is over and the status says so.
+    pub settled: bool,
+    /// The [`SKIP_CANCEL_ANNOTATION`](crate::crd::SKIP_CANCEL_ANNOTATION) is `"true"`.
+    pub skip_cancel: bool,
+    pub reach: Reach,
+    /// [`to_cancel`]: the jobs known to need a cancel.
+    pub to_cancel: &'a [u32],
+    /// A cancel of this step failed (fed back by the driver).
+    pub failed: Option<&'a Blocker>,
+    /// When a blocked cleanup lets go without cancelling ([`release_at`]); `None`: never.
+    pub release_at: Option<DateTime<Utc>>,
+    pub now: DateTime<Utc>,
+}
+
+/// Why a finalizer goes although Slurm jobs may still run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Orphaned {
+    /// The annotation asked for it.
+    SkipCancel,
+    /// The SlurmCluster no longer exists.
+    ClusterGone,
+    /// Blocked until the deletion deadline passed.
+    Deadline(Blocker),
+}
+
+/// The cleanup decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CleanupPlan {
+    /// Nothing of this SlurmJob runs in Slurm: let the object go.
+    Release,
+    /// Cancel these jobs, then let go (a failure comes back as [`CleanupFacts::failed`]).
+    Cancel(Vec<u32>),
+    /// Let go without cancelling, with a Warning naming `ids`, which may still run.
+    Orphan { why: Orphaned, ids: Vec<u32> },
+    /// Keep the finalizer: a condition and a Warning say what it waits for, and until when.
+    Wait {
+        blocker: Blocker,
+        release_at: Option<DateTime<Utc>>,
+    },
+}
+
+/// Whether a deleted SlurmJob's finalizer may go, and what to do first:
+/// 1. a settled SlurmJob needs nothing from Slurm (no client, no index, no request): an edit
+///    since its run ended (a re-run whose submit a crash may have lost) makes it unsettled;
+/// 2. the skip-cancel annotation lets go at once, naming what may still run;
+/// 3. a SlurmCluster that no longer exists lets go, naming what may still run;
+/// 4. connected with a complete job list: cancel (nothing to cancel: let go);
+/// 5. otherwise wait, until [`CleanupFacts::release_at`], then let go naming what may still run.
+pub fn cleanup(facts: CleanupFacts<'_>) -> CleanupPlan {
+    let ids = || facts.to_cancel.to_vec();
+    if facts.settled {
+        return CleanupPlan::Release;
+    }
+    if facts.skip_cancel {
+        return CleanupPlan::Orphan {
+            why: Orphaned::SkipCancel,
+            ids: ids(),
+        };
+    }
+    let blocker = match (facts.failed, facts.reach) {
+        (Some(failed), _) => failed.clone(),
+        (None, Reach::Gone) if facts.to_cancel.is_empty() => return CleanupPlan::Release,
+        (None, Reach::Gone) => {
+            return CleanupPlan::Orphan {
+                why: Orphaned::ClusterGone,
+                ids: ids(),
+            };
+        }
+        (
+            None,
+            Reach::Connected {
+                index_trusted: true,
+            },
+        ) if facts.to_cancel.is_empty() => {
+            return CleanupPlan::Release;
+        }
+        (
+            None,
+            Reach::Connected {
+                index_trusted: true,
+            },
+        ) => return CleanupPlan::Cancel(ids()),
+        (
+            None,
+            Reach::Connected {
+                index_trusted: false,
+            },
+        ) => Blocker::IndexNotSynced,
+        (None, Reach::NotConnected) => Blocker::NotConnected,
+    };
+    match facts.release_at {
+        Some(at) if at <= facts.now => CleanupPlan::Orphan {
+            why: Orphaned::Deadline(blocker),
+            ids: ids(),
+        },
+        release_at => CleanupPlan::Wait {
+            blocker,
+            release_at,
+        },
+    }
+}
+
+/// When a blocked deletion lets go without cancelling: `deadline` after the deletion, or after
+/// this replica began to act (its start, or its last gain of the leader Lease) when that is
+/// later — an operator that was down, or a replica that just took over, first gets the whole
+/// deadline to reconnect. `None` (no deadline): never.
+pub fn release_at(
+    deleted_at: Option<DateTime<Utc>>,
+    acting_since: DateTime<Utc>,
+    deadline: Option<Duration>,
+) -> Option<DateTime<Utc>> {
+    let deadline = chrono::TimeDelta::from_std(deadline?).ok()?;
+    let from = deleted_at.map_or(acting_since, |at| at.max(acting_since));
+    from.checked_add_signed(deadline)
 }
 
 #[cfg(test)]

@@ -49,8 +49,6 @@ fn data(ctx: Context) -> Arc<JobContext> {
 
 /// The SlurmJob controller's context with SlurmCluster `local` granting `access`.
 fn data_with_access(ctx: Context, access: Value) -> Arc<JobContext> {
-    let (jobs, _writer) = reflector::store();
-    let (slurm_clusters, mut clusters) = reflector::store();
     let local: SlurmCluster = serde_json::from_value(json!({
         "apiVersion": "slurm.rs/v1alpha1",
         "kind": "SlurmCluster",
@@ -63,6 +61,13 @@ fn data_with_access(ctx: Context, access: Value) -> Arc<JobContext> {
         },
     }))
     .unwrap();
+    data_with_cluster(ctx, local)
+}
+
+/// The SlurmJob controller's context with `local` in its SlurmCluster cache.
+fn data_with_cluster(ctx: Context, local: SlurmCluster) -> Arc<JobContext> {
+    let (jobs, _writer) = reflector::store();
+    let (slurm_clusters, mut clusters) = reflector::store();
     clusters.apply_watcher_event(&watcher::Event::Apply(local));
     let (namespaces, _writer) = reflector::store();
     Arc::new(JobContext {
@@ -72,6 +77,7 @@ fn data_with_access(ctx: Context, access: Value) -> Arc<JobContext> {
         output_image: output::DEFAULT_IMAGE.to_owned(),
         slurm_clusters,
         namespaces,
+        acting_since: Arc::new(Mutex::new(Utc::now())),
     })
 }
 
@@ -150,6 +156,23 @@ async fn expect_event(
     assert_eq!(call.body["regarding"]["name"], job.name_any());
     respond(send, StatusCode::CREATED, &call.body);
     call
+}
+
+/// The Warning a SlurmJob deleted without its cancel leaves on its (cluster-scoped) SlurmCluster,
+/// in `default`: the SlurmJob's own namespace may be refusing Events.
+async fn expect_cluster_event(api: &mut ApiServerVerifier, reason: &str) -> String {
+    let (call, send) = api.next().await;
+    assert_eq!(call.method, Method::POST, "{call:?}");
+    assert_eq!(
+        call.path,
+        "/apis/events.k8s.io/v1/namespaces/default/events"
+    );
+    assert_eq!(call.body["type"], "Warning", "{:#}", call.body);
+    assert_eq!(call.body["reason"], reason, "{:#}", call.body);
+    assert_eq!(call.body["regarding"]["kind"], "SlurmCluster");
+    assert_eq!(call.body["regarding"]["name"], "local");
+    respond(send, StatusCode::CREATED, &call.body);
+    call.body["note"].as_str().unwrap().to_owned()
 }
 
 async fn expect_finalizer_patch(api: &mut ApiServerVerifier, job: &SlurmJob, add: bool) {
@@ -280,8 +303,34 @@ async fn deleting_with_a_vanished_cluster_releases_the_finalizer_with_a_warning(
     server.await.unwrap();
 }
 
+/// The SlurmCluster's answer to a GET: it exists.
+fn cluster_found(send: tower_test::mock::SendResponse<http::Response<Body>>) {
+    respond(
+        send,
+        StatusCode::OK,
+        &json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
+            "metadata": {"name": "local"},
+            "spec": {"endpoint": "http://127.0.0.1:1", "auth": {"tokenSecretRef": {"name": "t"}}}
+        }),
+    );
+}
+
+/// The `DeletionBlocked` condition a blocked deletion writes, then its Warning.
+async fn expect_blocked(api: &mut ApiServerVerifier, job: &SlurmJob, reason: &str) -> String {
+    let status = expect_status_apply(api, job).await;
+    let blocked = condition::find(&status.conditions, DELETION_BLOCKED).unwrap();
+    assert_eq!(
+        (blocked.status.as_str(), blocked.reason.as_str()),
+        ("True", reason)
+    );
+    let event = expect_event(api, job, "Warning", DELETION_BLOCKED).await;
+    assert_eq!(event.body["note"], blocked.message.as_str());
+    blocked.message.clone()
+}
+
 #[tokio::test]
-async fn deleting_with_an_unregistered_but_existing_cluster_keeps_the_finalizer() {
+async fn deleting_with_an_unregistered_but_existing_cluster_keeps_the_finalizer_and_says_why() {
     let (ctx, mut api) = Context::test();
     let mut job = finalized(slurm_job("waits", "#!/bin/sh\nsleep 60\n"));
     job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
@@ -290,23 +339,184 @@ async fn deleting_with_an_unregistered_but_existing_cluster_keeps_the_finalizer(
         job_id: Some(4243),
         ..Default::default()
     });
+    let expected = job.clone();
     let server = tokio::spawn(async move {
         let (call, send) = api.next().await;
         assert_eq!(call.method, Method::GET);
-        respond(
-            send,
-            StatusCode::OK,
-            &json!({
-                "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
-                "metadata": {"name": "local", "namespace": NS},
-                "spec": {"endpoint": "http://127.0.0.1:1", "auth": {"tokenSecretRef": {"name": "t"}}}
-            }),
-        );
+        cluster_found(send);
+        let message = expect_blocked(&mut api, &expected, "ClusterNotConnected").await;
+        api.expect_no_more_calls().await;
+        message
+    });
+    let job = Arc::new(job);
+    let data = data(ctx);
+    let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
+    assert_eq!(error.category(), "DeletionBlocked");
+    assert_eq!(
+        error_policy(job, &error, data),
+        Action::requeue(Backoffs::MIN)
+    );
+    let message = server.await.unwrap();
+    for part in [
+        "SlurmCluster \"local\" is not connected",
+        "Slurm job 4243 not cancelled yet",
+        "--deletion-deadline",
+        "slurm.rs/skip-cancel=true",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+}
+
+/// Past the deadline, a deletion that still cannot reach Slurm lets go with a Warning naming
+/// the job that may still run.
+#[tokio::test]
+async fn past_the_deadline_a_blocked_deletion_lets_go_naming_the_job() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("late", "#!/bin/sh\nsleep 60\n"));
+    let long_ago = Utc::now() - chrono::TimeDelta::hours(1);
+    job.metadata.deletion_timestamp = status::time(Some(long_ago));
+    job.status = Some(SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(4246),
+        ..Default::default()
+    });
+    let data = data(ctx);
+    *data.acting_since.lock().unwrap() = long_ago;
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::GET);
+        cluster_found(send);
+        let told = expect_cluster_event(&mut api, "CancelAbandoned").await;
+        assert!(told.starts_with(&format!("SlurmJob {NS}/late: ")), "{told}");
+        let event = expect_event(&mut api, &expected, "Warning", "CancelAbandoned").await;
+        let note = event.body["note"].as_str().unwrap().to_owned();
+        expect_finalizer_patch(&mut api, &expected, false).await;
+        api.expect_no_more_calls().await;
+        note
+    });
+    reconcile(Arc::new(job), data).await.unwrap();
+    let note = server.await.unwrap();
+    assert!(note.contains("Slurm job 4246 may still run"), "{note}");
+    assert!(note.contains("is not connected"), "{note}");
+}
+
+/// The deadline counts from this replica's start (or takeover) when that is later than the
+/// deletion: an operator that was down first gets the whole deadline.
+#[tokio::test]
+async fn a_deletion_older_than_the_deadline_still_waits_after_a_start() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("restarted", "#!/bin/sh\nsleep 60\n"));
+    job.metadata.deletion_timestamp = status::time(Some(Utc::now() - chrono::TimeDelta::hours(1)));
+    job.status = Some(SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(4247),
+        ..Default::default()
+    });
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::GET);
+        cluster_found(send);
+        expect_blocked(&mut api, &expected, "ClusterNotConnected").await;
         api.expect_no_more_calls().await;
     });
     let error = reconcile(Arc::new(job), data(ctx)).await.unwrap_err();
-    assert_eq!(error.category(), "ClusterNotReady");
+    assert!(matches!(
+        error,
+        Error::DeletionBlocked {
+            reason: "ClusterNotConnected",
+            ..
+        }
+    ));
     server.await.unwrap();
+}
+
+/// A settled SlurmJob needs nothing from Slurm: no client, no read of its SlurmCluster, only the
+/// finalizer's removal — also with the generation the deletion added.
+#[tokio::test]
+async fn deleting_a_settled_job_needs_nothing_from_slurm() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("settled", "#!/bin/sh\ntrue\n"));
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+    job.metadata.generation = Some(2);
+    job.status = Some(SlurmJobStatus {
+        phase: Phase::Completed,
+        job_id: Some(4248),
+        exit_code: Some(0),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        ..Default::default()
+    });
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_finalizer_patch(&mut api, &expected, false).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(job), data(ctx)).await.unwrap();
+    server.await.unwrap();
+}
+
+/// Edited after its run ended, then deleted: the re-run's submit may have happened (its answer
+/// lost to a crash), so it is not settled and waits for the cluster like a running one.
+#[tokio::test]
+async fn deleting_a_job_edited_after_its_end_is_not_settled() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("edited", "#!/bin/sh\ntrue\n"));
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+    job.metadata.generation = Some(3);
+    job.status = Some(SlurmJobStatus {
+        phase: Phase::Completed,
+        job_id: Some(4249),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        ..Default::default()
+    });
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::GET);
+        cluster_found(send);
+        let message = expect_blocked(&mut api, &expected, "ClusterNotConnected").await;
+        api.expect_no_more_calls().await;
+        message
+    });
+    reconcile(Arc::new(job), data(ctx)).await.unwrap_err();
+    let message = server.await.unwrap();
+    assert!(
+        message.contains("no unfinished Slurm job of it is known yet"),
+        "{message}"
+    );
+}
+
+/// The skip-cancel annotation lets a deletion go at once, without a request to Slurm or a read
+/// of the SlurmCluster, naming the job that may still run.
+#[tokio::test]
+async fn the_skip_cancel_annotation_lets_go_at_once() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("skipped", "#!/bin/sh\nsleep 60\n"));
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+    job.metadata.annotations =
+        Some([(SKIP_CANCEL_ANNOTATION.to_owned(), "true".to_owned())].into());
+    job.status = Some(SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(4250),
+        ..Default::default()
+    });
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let told = expect_cluster_event(&mut api, "CancelSkipped").await;
+        assert!(told.contains("Slurm job 4250 may still run"), "{told}");
+        let event = expect_event(&mut api, &expected, "Warning", "CancelSkipped").await;
+        let note = event.body["note"].as_str().unwrap().to_owned();
+        expect_finalizer_patch(&mut api, &expected, false).await;
+        api.expect_no_more_calls().await;
+        note
+    });
+    reconcile(Arc::new(job), data(ctx)).await.unwrap();
+    let note = server.await.unwrap();
+    assert!(note.contains("Slurm job 4250 may still run"), "{note}");
+    assert!(note.contains("slurm.rs/skip-cancel=true"), "{note}");
 }
 
 /// Register the local Slurm as SlurmCluster `local` in `ctx` (real client, real poller) and wait
@@ -611,7 +821,7 @@ fn with_output(mut job: SlurmJob) -> SlurmJob {
 
 /// Deleting while slurmrestd is unreachable and the index has never synced: cleanup waits for
 /// a complete job list (it may show a job whose id never reached the status) — no finalizer
-/// patch, no API call at all, an error that error_policy turns into a growing backoff.
+/// patch; the DeletionBlocked condition and one Warning say why, and the backoff grows.
 #[tokio::test]
 async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
     let (ctx, mut api) = Context::test();
@@ -653,17 +863,31 @@ async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
         ..Default::default()
     });
     let data = data(ctx);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        expect_event(&mut api, &expected, "Warning", DELETION_BLOCKED).await;
+        api.expect_no_more_calls().await;
+        (status, api)
+    });
+    let error = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap_err();
+    let (status, mut api) = server.await.unwrap();
+    let blocked = condition::find(&status.conditions, DELETION_BLOCKED).unwrap();
+    assert_eq!(blocked.reason, "WaitingForSlurmIndex");
+    assert_eq!(
+        error_policy(Arc::new(job.clone()), &error, data.clone()),
+        Action::requeue(Backoffs::MIN)
+    );
+    // Again, with the condition written: nothing new to say, and the backoff grows.
+    job.status = Some(status);
     let server = tokio::spawn(async move {
         api.expect_no_more_calls().await;
     });
     let job = Arc::new(job);
     let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
     server.await.unwrap();
-    assert_eq!(error.category(), "ClusterNotReady", "{error}");
-    assert_eq!(
-        error_policy(job.clone(), &error, data.clone()),
-        Action::requeue(Backoffs::MIN)
-    );
     assert_eq!(
         error_policy(job, &error, data),
         Action::requeue(Backoffs::MIN * 2),
@@ -672,8 +896,8 @@ async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
 }
 
 /// Deleting a running SlurmJob while slurmrestd is unreachable, with a trusted index: the cancel
-/// fails, so the finalizer stays (no PATCH, no Event) and error_policy requeues with backoff —
-/// the Slurm job is never silently dropped.
+/// fails, so the finalizer stays, the DeletionBlocked condition and a Warning say why, and it
+/// comes back after a backoff — the Slurm job is never silently dropped.
 #[tokio::test]
 async fn deleting_while_the_cancel_cannot_reach_slurmrestd_keeps_the_finalizer() {
     let (ctx, mut api) = Context::test();
@@ -691,18 +915,17 @@ async fn deleting_while_the_cancel_cannot_reach_slurmrestd_keeps_the_finalizer()
         ..Default::default()
     });
     let data = data(ctx);
+    let expected = job.clone();
     let server = tokio::spawn(async move {
+        let message = expect_blocked(&mut api, &expected, "CancelFailed").await;
         api.expect_no_more_calls().await;
+        message
     });
     let job = Arc::new(job);
     let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
-    server.await.unwrap();
-    assert!(
-        matches!(error, Error::Cancel { job_id: 4245, .. }),
-        "{}",
-        Chain(&error)
-    );
-    assert_eq!(error.category(), "CancelFailed");
+    let message = server.await.unwrap();
+    assert!(message.contains("cancel of Slurm job 4245"), "{message}");
+    assert_eq!(error.category(), "DeletionBlocked");
     assert_eq!(
         error_policy(job, &error, data),
         Action::requeue(Backoffs::MIN)
@@ -1171,6 +1394,52 @@ async fn a_namespace_without_access_is_told_and_nothing_is_submitted() {
     let action = reconcile(Arc::new(job), data).await.unwrap();
     assert_eq!(action, Action::await_change());
     server.await.unwrap();
+}
+
+/// A SlurmCluster being deleted takes no new submit: its deletion waits for the SlurmJobs that
+/// name it, and a new one would keep it.
+#[tokio::test]
+async fn a_deleting_cluster_takes_no_new_submit() {
+    let (ctx, mut api) = Context::test();
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(&ctx, vec![]),
+    );
+    let user = local_slurm().map_or_else(|| "slurm".to_owned(), |s| s["SLURM_USER"].clone());
+    let mut local: SlurmCluster = serde_json::from_value(json!({
+        "apiVersion": "slurm.rs/v1alpha1",
+        "kind": "SlurmCluster",
+        "metadata": {"name": "local"},
+        "spec": {
+            "endpoint": "http://127.0.0.1:1",
+            "allowInsecureHttp": true,
+            "auth": {"jwt": {"keySecretRef": {"name": "jwt"}}},
+            "access": [{"namespaces": [NS], "slurmUser": user}],
+        },
+    }))
+    .unwrap();
+    local.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+    let data = data_with_cluster(ctx, local);
+    let job = finalized(slurm_job("late", "#!/bin/sh\ntrue\n"));
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        expect_event(&mut api, &expected, "Warning", "ClusterDeleting").await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    let action = reconcile(Arc::new(job), data.clone()).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    let status = server.await.unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "ClusterDeleting")
+    );
+    assert!(data.submissions.is_empty(), "nothing submitted");
 }
 
 /// A SlurmJob naming a SlurmCluster that does not exist says so (`Ready=False/ClusterNotFound`,

@@ -387,3 +387,215 @@ fn only_a_young_first_generation_is_fresh() {
     );
     assert!(!fresh(1, None, at(1001)), "unknown creation time");
 }
+
+#[test]
+fn the_cleanup_decision() {
+    let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+    let connected = Reach::Connected {
+        index_trusted: true,
+    };
+    let unsynced = Reach::Connected {
+        index_trusted: false,
+    };
+    let failed = Blocker::CancelFailed {
+        job_id: 7,
+        reason: "Unreachable",
+        message: "connection refused".into(),
+    };
+    let running: &[u32] = &[7, 9];
+    let base = CleanupFacts {
+        settled: false,
+        skip_cancel: false,
+        reach: connected,
+        to_cancel: running,
+        failed: None,
+        release_at: Some(at(1000)),
+        now: at(500),
+    };
+    let wait = |blocker: Blocker| CleanupPlan::Wait {
+        blocker,
+        release_at: Some(at(1000)),
+    };
+    let orphan = |why| CleanupPlan::Orphan {
+        why,
+        ids: vec![7, 9],
+    };
+    let rows: Vec<(&str, CleanupFacts<'_>, CleanupPlan)> = vec![
+        ("connected: cancel", base, CleanupPlan::Cancel(vec![7, 9])),
+        (
+            "connected, nothing unfinished: let go",
+            CleanupFacts {
+                to_cancel: &[],
+                ..base
+            },
+            CleanupPlan::Release,
+        ),
+        (
+            "settled: let go whatever the cluster",
+            CleanupFacts {
+                settled: true,
+                reach: Reach::NotConnected,
+                to_cancel: &[],
+                now: at(5000),
+                ..base
+            },
+            CleanupPlan::Release,
+        ),
+        (
+            "settled wins over a broken cluster and the annotation",
+            CleanupFacts {
+                settled: true,
+                skip_cancel: true,
+                reach: unsynced,
+                failed: Some(&failed),
+                ..base
+            },
+            CleanupPlan::Release,
+        ),
+        (
+            "the annotation: let go at once, naming the jobs",
+            CleanupFacts {
+                skip_cancel: true,
+                ..base
+            },
+            orphan(Orphaned::SkipCancel),
+        ),
+        (
+            "the annotation, not connected",
+            CleanupFacts {
+                skip_cancel: true,
+                reach: Reach::NotConnected,
+                ..base
+            },
+            orphan(Orphaned::SkipCancel),
+        ),
+        (
+            "the SlurmCluster is gone: let go, naming the jobs",
+            CleanupFacts {
+                reach: Reach::Gone,
+                ..base
+            },
+            orphan(Orphaned::ClusterGone),
+        ),
+        (
+            "the SlurmCluster is gone, nothing known to run: let go quietly",
+            CleanupFacts {
+                reach: Reach::Gone,
+                to_cancel: &[],
+                ..base
+            },
+            CleanupPlan::Release,
+        ),
+        (
+            "not connected: wait, saying until when",
+            CleanupFacts {
+                reach: Reach::NotConnected,
+                ..base
+            },
+            wait(Blocker::NotConnected),
+        ),
+        (
+            "not connected, nothing known: still wait (a lost submit shows only in the index)",
+            CleanupFacts {
+                reach: Reach::NotConnected,
+                to_cancel: &[],
+                ..base
+            },
+            wait(Blocker::NotConnected),
+        ),
+        (
+            "index not synced since start: wait",
+            CleanupFacts {
+                reach: unsynced,
+                ..base
+            },
+            wait(Blocker::IndexNotSynced),
+        ),
+        (
+            "a cancel failed: wait",
+            CleanupFacts {
+                failed: Some(&failed),
+                ..base
+            },
+            wait(failed.clone()),
+        ),
+        (
+            "a cancel failed past the deadline: let go, naming the jobs",
+            CleanupFacts {
+                failed: Some(&failed),
+                now: at(1000),
+                ..base
+            },
+            orphan(Orphaned::Deadline(failed.clone())),
+        ),
+        (
+            "not connected past the deadline: let go",
+            CleanupFacts {
+                reach: Reach::NotConnected,
+                now: at(1001),
+                ..base
+            },
+            orphan(Orphaned::Deadline(Blocker::NotConnected)),
+        ),
+        (
+            "past the deadline but connected: the cancel is still tried first",
+            CleanupFacts {
+                now: at(5000),
+                ..base
+            },
+            CleanupPlan::Cancel(vec![7, 9]),
+        ),
+        (
+            "no deadline: wait for ever (with the condition)",
+            CleanupFacts {
+                reach: Reach::NotConnected,
+                release_at: None,
+                now: at(99_999),
+                ..base
+            },
+            CleanupPlan::Wait {
+                blocker: Blocker::NotConnected,
+                release_at: None,
+            },
+        ),
+    ];
+    for (what, facts, expected) in rows {
+        assert_eq!(cleanup(facts), expected, "{what}");
+    }
+}
+
+#[test]
+fn the_deadline_counts_from_the_deletion_or_from_when_this_replica_began_to_act() {
+    let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+    let ten = Some(Duration::from_secs(10));
+    assert_eq!(release_at(Some(at(100)), at(50), ten), Some(at(110)));
+    // Deleted while the operator was down (or before this replica took over): the whole
+    // deadline after it began to act.
+    assert_eq!(release_at(Some(at(100)), at(500), ten), Some(at(510)));
+    assert_eq!(release_at(None, at(500), ten), Some(at(510)));
+    assert_eq!(release_at(Some(at(100)), at(50), None), None, "no deadline");
+}
+
+#[test]
+fn a_blocker_says_what_it_waits_for() {
+    assert_eq!(Blocker::NotConnected.reason(), "ClusterNotConnected");
+    assert!(
+        Blocker::NotConnected
+            .describe("main")
+            .contains("\"main\" is not connected")
+    );
+    assert_eq!(Blocker::IndexNotSynced.reason(), "WaitingForSlurmIndex");
+    let failed = Blocker::CancelFailed {
+        job_id: 7,
+        reason: "Unreachable",
+        message: "connection refused".into(),
+    };
+    assert_eq!(failed.reason(), "CancelFailed");
+    assert!(
+        failed
+            .describe("main")
+            .contains("Slurm job 7 (Unreachable: connection refused)"),
+        "{}",
+        failed.describe("main")
+    );
+}
