@@ -11,6 +11,7 @@ use super::kit::Backoffs;
 use crate::crd::FIELD_MANAGER;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
+use crate::slurm::tag::TagKey;
 use crate::state::index::SlurmEvent;
 use crate::state::registry::ClusterRegistry;
 
@@ -39,6 +40,10 @@ pub struct Context {
     pub credentials_namespace: String,
     /// The slurmrestd origins (`scheme://host:port`) a SlurmCluster may name; empty: any.
     pub allowed_endpoints: Vec<url::Url>,
+    /// The key the ownership tags of submitted jobs are signed with. `run` loads the shared one
+    /// from the credentials namespace (`run::tag_key`); until then a random one of this
+    /// process's own.
+    pub tag_key: TagKey,
 }
 
 impl Context {
@@ -59,6 +64,7 @@ impl Context {
             leadership: Leadership::always(),
             credentials_namespace: DEFAULT_CREDENTIALS_NAMESPACE.to_owned(),
             allowed_endpoints: Vec::new(),
+            tag_key: TagKey::ephemeral(),
         }
     }
 }

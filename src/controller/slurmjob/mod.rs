@@ -299,6 +299,7 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
         started_at: ctx.started_at,
         now: Utc::now(),
         leadership: &ctx.leadership,
+        key: &ctx.tag_key,
     };
     let target = Target {
         name: &name,
@@ -446,7 +447,13 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     {
         return Err(Error::ClusterNotReady(job.spec.cluster_name.clone()));
     }
-    let ids = plan::to_cancel(&uid, &status, state.as_deref(), &data.submissions);
+    let ids = plan::to_cancel(
+        &uid,
+        &status,
+        state.as_deref(),
+        &data.submissions,
+        &ctx.tag_key,
+    );
     if handle.is_none() {
         // Not connected: wait while the SlurmCluster exists (it may come back, e.g. after a
         // restart or a fixed Secret); only a SlurmCluster that is gone lets the job go unseen.
@@ -490,9 +497,19 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             return Ok(Action::await_change());
         };
         for job_id in ids {
-            let outcome = act::cancel(&handle.client, job_id)
-                .await
-                .map_err(|source| Error::Cancel { job_id, source })?;
+            let outcome =
+                act::cancel_owned(&handle.client, state.as_deref(), &uid, &ctx.tag_key, job_id)
+                    .await
+                    .map_err(|source| Error::Cancel { job_id, source })?;
+            if let act::Cancellation::NotOwned(ownership) = outcome {
+                kit::publish(
+                    &ctx.recorder,
+                    job,
+                    EVENT_ACTION,
+                    notice::not_owned(job_id, ownership),
+                )
+                .await;
+            }
             info!(
                 job_id,
                 ?outcome,
