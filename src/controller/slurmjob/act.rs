@@ -437,8 +437,8 @@ pub enum Accounting {
     Unavailable,
 }
 
-/// The accounting records of `job_id` that carry `tag` and are ours (`plan::is_ours`: signed for
-/// the record's user, or a legacy tag; slurmctld reuses ids after a reset, so the tag tells ours
+/// The accounting records of `job_id` that carry `tag` and are ours (`plan::is_followed`: signed
+/// for the record's user, or a legacy tag; slurmctld reuses ids after a reset, so the tag tells ours
 /// apart). Records without any comment are taken when none carries a comment at all: slurmdbd
 /// stores comments only at the job's end and only with `AccountingStoreFlags=job_comment` (the
 /// SlurmCluster's `DuplicateProtection` condition says when it does not).
@@ -452,7 +452,7 @@ pub async fn accounting_records(
         return Ok(Accounting::Unavailable);
     };
     let ours = |job: &Job| match &job.comment {
-        Some(_) => job.owner.as_ref() == Some(tag) && plan::is_ours(job, tag.uid(), key),
+        Some(_) => job.owner.as_ref() == Some(tag) && plan::is_followed(job, tag.uid(), key),
         None => records.iter().all(|r| r.comment.is_none()),
     };
     let ours: Vec<Job> = records.iter().filter(|job| ours(job)).cloned().collect();
@@ -504,22 +504,31 @@ pub async fn cancel(client: &SlurmClient, job_id: u32) -> Result<Cancellation, S
 
 /// Cancel `job_id` for the SlurmJob `uid` only if it is ours (`plan::is_ours`): its records in the
 /// index, or else slurmctld's answer to a GET of the job, must carry the SlurmJob's tag, signed
-/// for the job's own Slurm user (or the legacy tag of a job the previous version submitted).
-/// A job id can name someone else's job (ids restart after slurmctld loses its state, or a
-/// status was written by hand): that job is left alone ([`Cancellation::NotOwned`]).
+/// for the job's own Slurm user. With `status_job` (the SlurmJob's own `status.jobId`) the legacy
+/// tag of a job the previous version submitted counts too (`plan::is_followed`). A job id can
+/// name someone else's job (ids restart after slurmctld loses its state, or a status was
+/// written by hand): that job is left alone ([`Cancellation::NotOwned`]).
 pub async fn cancel_owned(
     client: &SlurmClient,
     state: Option<&ClusterState>,
     uid: &str,
     key: &TagKey,
     job_id: u32,
+    status_job: bool,
 ) -> Result<Cancellation, SlurmError> {
+    let ours = |job: &Job| {
+        if status_job {
+            plan::is_followed(job, uid, key)
+        } else {
+            plan::is_ours(job, uid, key)
+        }
+    };
     let indexed: Vec<Job> = state
         .map(|s| s.job_records(job_id).into_iter().cloned().collect())
         .unwrap_or_default();
     // The index holds only jobs whose comment claims to be ours, so a job missing from it may
     // still be a foreign job under that id: ask slurmctld.
-    let records = if indexed.iter().any(|job| plan::is_ours(job, uid, key)) {
+    let records = if indexed.iter().any(ours) {
         indexed
     } else {
         match client.job(job_id).await {
@@ -528,7 +537,7 @@ pub async fn cancel_owned(
             Err(other) => return Err(other),
         }
     };
-    if !records.iter().any(|job| plan::is_ours(job, uid, key)) {
+    if !records.iter().any(ours) {
         let ownership = records
             .iter()
             .map(|job| match job.ownership(key) {

@@ -497,10 +497,17 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             return Ok(Action::await_change());
         };
         for job_id in ids {
-            let outcome =
-                act::cancel_owned(&handle.client, state.as_deref(), &uid, &ctx.tag_key, job_id)
-                    .await
-                    .map_err(|source| Error::Cancel { job_id, source })?;
+            let status_job = status.job_id == Some(i64::from(job_id));
+            let outcome = act::cancel_owned(
+                &handle.client,
+                state.as_deref(),
+                &uid,
+                &ctx.tag_key,
+                job_id,
+                status_job,
+            )
+            .await
+            .map_err(|source| Error::Cancel { job_id, source })?;
             if let act::Cancellation::NotOwned(ownership) = outcome {
                 kit::publish(
                     &ctx.recorder,

@@ -249,18 +249,26 @@ pub fn adoptable<'a>(
     found
 }
 
-/// Whether `job` is one the SlurmJob `uid` may follow or cancel: a tag of that uid, signed by us
-/// for the job's own Slurm user, or a legacy tag of that uid (a job the previous version
-/// submitted; reached only through the SlurmJob's own `status.jobId` or its uid, never adopted).
+/// Whether `job` is provably the SlurmJob `uid`'s: a tag of that uid, signed with our key for
+/// the job's own Slurm user.
 pub fn is_ours(job: &Job, uid: &str, key: &TagKey) -> bool {
-    job.owner.as_ref().is_some_and(|tag| tag.is_of(uid))
-        && matches!(job.ownership(key), Ownership::Proven | Ownership::Legacy)
+    job.owner.as_ref().is_some_and(|tag| tag.is_of(uid)) && job.ownership(key) == Ownership::Proven
+}
+
+/// Whether the SlurmJob `uid` follows (or cancels) `job`, reached through its own `status.jobId`:
+/// a job that [`is_ours`], or one carrying the legacy, unsigned tag of that uid — a job the
+/// previous version submitted, still followed and cancelled after an upgrade. A legacy tag is
+/// never adopted and never found by a scan of the index.
+pub fn is_followed(job: &Job, uid: &str, key: &TagKey) -> bool {
+    is_ours(job, uid, key)
+        || (job.owner.as_ref().is_some_and(|tag| tag.is_of(uid))
+            && job.ownership(key) == Ownership::Legacy)
 }
 
 /// The status mirrored from the index; a job the index no longer holds (long enough after the
 /// submit for a complete sync to have seen it) that had not ended is `Lost`. Only records that
-/// are ours ([`is_ours`] for `uid`) are mirrored: a job id reused by someone else's job (after
-/// slurmctld lost its state) reads as our job being gone.
+/// are ours ([`is_followed`] for `uid`) are mirrored: a job id reused by someone else's job
+/// (after slurmctld lost its state) reads as our job being gone.
 pub fn follow(
     current: &SlurmJobStatus,
     job_id: i64,
@@ -274,7 +282,7 @@ pub fn follow(
             state
                 .job_records(id)
                 .into_iter()
-                .filter(|job| is_ours(job, uid, key))
+                .filter(|job| is_followed(job, uid, key))
                 .cloned()
                 .collect()
         })

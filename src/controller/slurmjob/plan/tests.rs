@@ -244,11 +244,15 @@ fn follow_and_cancel_see_only_jobs_that_are_ours() {
     let other_slurmjob = owned(4, &OwnerTag::new("v", 1), "alice", None);
     let foreign = record(5, None, None);
     assert!(is_ours(&ours, uid, &KEY));
-    // Upgrade: a job the previous version submitted is still followed and cancelled.
-    assert!(is_ours(&legacy, uid, &KEY));
-    assert!(!is_ours(&replayed, uid, &KEY));
-    assert!(!is_ours(&other_slurmjob, uid, &KEY));
-    assert!(!is_ours(&foreign, uid, &KEY));
+    assert!(is_followed(&ours, uid, &KEY));
+    // Upgrade: a job the previous version submitted is followed (and cancelled) through the
+    // SlurmJob's own status.jobId, but is not provably ours: not found by a scan.
+    assert!(!is_ours(&legacy, uid, &KEY));
+    assert!(is_followed(&legacy, uid, &KEY));
+    for not_ours in [&replayed, &other_slurmjob, &foreign] {
+        assert!(!is_ours(not_ours, uid, &KEY), "{not_ours:?}");
+        assert!(!is_followed(not_ours, uid, &KEY), "{not_ours:?}");
+    }
     let s = state(
         Some(1),
         vec![ours, legacy, replayed, other_slurmjob, foreign],
@@ -256,7 +260,7 @@ fn follow_and_cancel_see_only_jobs_that_are_ours() {
     let status = SlurmJobStatus::default();
     assert_eq!(
         to_cancel(uid, &status, Some(&s), &Submissions::default(), &KEY),
-        vec![1, 2]
+        vec![1]
     );
     // A status pointing at someone else's job mirrors nothing of it.
     let current = SlurmJobStatus {
@@ -269,6 +273,11 @@ fn follow_and_cancel_see_only_jobs_that_are_ours() {
     assert_eq!(
         follow(&current, 1, &s, now, uid, &KEY).slurm_state,
         vec!["PENDING"]
+    );
+    assert_eq!(
+        follow(&current, 2, &s, now, uid, &KEY).slurm_state,
+        vec!["PENDING"],
+        "a legacy job is followed through status.jobId"
     );
 }
 
