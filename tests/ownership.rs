@@ -111,7 +111,7 @@ async fn state_of(admin: &SlurmClient, id: u32) -> JobBaseState {
             .job(id)
             .await
             .ok()
-            .and_then(|r| r.first().map(|j| j.state.base.clone()))
+            .and_then(|r| r.first().map(|j| j.state.base))
     })
     .await
 }

@@ -149,7 +149,8 @@ fn only_a_tag_signed_for_this_slurmjob_and_its_user_is_adopted() {
     let no_user = record(25, Some(&KEY.comment(&t, "alice")), None);
     let signed_for_bob = owned(26, &t, "bob", None);
     let ours = owned(30, &t, "alice", None);
-    let rows: Vec<(&str, Vec<Job>, Option<u32>, Vec<(u32, NotAdopted)>)> = vec![
+    type Row = (&'static str, Vec<Job>, Option<u32>, Vec<(u32, NotAdopted)>);
+    let rows: Vec<Row> = vec![
         ("ours", vec![ours.clone()], Some(30), vec![]),
         (
             "another key",
