@@ -385,3 +385,67 @@ async fn forged_tags_are_never_adopted_and_foreign_job_ids_never_cancelled() {
         "a Cancelled Event names bob's job"
     );
 }
+
+/// The tag key Secret (no Slurm needed): two replicas starting at once make one key and both
+/// use it; a later start reads it; a Secret that is missing (and not to be created), unmarked,
+/// or too short stops the start with an error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tag_key_secret_is_made_once_and_shared() {
+    use k8s_openapi::ByteString;
+    use kube::api::PostParams;
+    use slurm_operator::run::{Error, tag_key};
+
+    slurm_operator::tls::install_crypto_provider();
+    let api = fake_apiserver::FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
+    let client = api.client();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    apply(
+        &namespaces,
+        "admin",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "admin"}}),
+    )
+    .await;
+    let (a, b) = tokio::join!(
+        tag_key(&client, "admin", "tag-key", true),
+        tag_key(&client, "admin", "tag-key", true)
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let tag = OwnerTag::new("u", 1);
+    assert_eq!(a.comment(&tag, "alice"), b.comment(&tag, "alice"));
+    let later = tag_key(&client, "admin", "tag-key", false).await.unwrap();
+    assert_eq!(later.comment(&tag, "alice"), a.comment(&tag, "alice"));
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "admin");
+    let secret = secrets.get("tag-key").await.unwrap();
+    assert_eq!(secret.data.as_ref().unwrap()["tag.key"].0.len(), 32);
+    assert_eq!(
+        secret.metadata.labels.as_ref().unwrap()["slurm.rs/credentials"],
+        "true"
+    );
+
+    let error = tag_key(&client, "admin", "missing", false)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::TagKeyUnusable { .. }), "{error}");
+    assert!(secrets.get_opt("missing").await.unwrap().is_none());
+    for (name, labelled, bytes) in [("unmarked", false, 32), ("short", true, 16)] {
+        let mut secret = Secret {
+            data: Some([("tag.key".to_owned(), ByteString(vec![7; bytes]))].into()),
+            ..Default::default()
+        };
+        secret.metadata.name = Some(name.into());
+        if labelled {
+            secret.metadata.labels =
+                Some([("slurm.rs/credentials".to_owned(), "true".to_owned())].into());
+        }
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+        let error = tag_key(&client, "admin", name, true).await.unwrap_err();
+        assert!(
+            matches!(error, Error::TagKeyUnusable { .. }),
+            "{name}: {error}"
+        );
+        eprintln!("{name}: {error}");
+    }
+}

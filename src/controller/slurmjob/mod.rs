@@ -16,7 +16,9 @@
 //!    for a re-run.
 //!
 //! Deletion cancels every unfinished job of the SlurmJob (status, this process's submissions,
-//! the index by tag); "already finished" and "unknown" count as done. An unreachable slurmrestd
+//! the index by tag), each only once its signed tag shows it is the SlurmJob's own
+//! (`act::cancel_owned`; else a `NotOwned` Warning and no cancel); "already finished" and
+//! "unknown" count as done. An unreachable slurmrestd
 //! keeps the finalizer and retries with backoff; a SlurmCluster object that no longer exists
 //! releases it with a Warning Event naming the job that could not be cancelled.
 //!
