@@ -48,7 +48,7 @@ use slurm_operator::crd::SlurmCluster;
 use slurm_operator::crd::slurmjob::{Phase, SlurmJob, SlurmJobSpec, SlurmJobStatus};
 use slurm_operator::leader::Leadership;
 use slurm_operator::metrics::Metrics;
-use slurm_operator::slurm::tag::OwnerTag;
+use slurm_operator::slurm::tag::{OwnerTag, TagKey};
 use slurm_operator::slurm::types::{
     ExitStatus, Job, JobBaseState, JobState, Node, NodeBaseState, NodeState, SubmitRequest,
 };
@@ -255,6 +255,8 @@ struct Bench {
     started_at: DateTime<Utc>,
     submissions: Submissions,
     leadership: Leadership,
+    /// The operator's tag key (a fresh one per run).
+    tag_key: TagKey,
     rows: Mutex<Vec<(usize, String)>>,
     _poller: poller::PollerHandle,
 }
@@ -354,6 +356,7 @@ impl Bench {
             started_at,
             submissions: Submissions::default(),
             leadership: Leadership::always(),
+            tag_key: TagKey::ephemeral(),
             rows: Mutex::new(Vec::new()),
             _poller: handle,
         })
@@ -487,7 +490,7 @@ impl Bench {
         let name = format!("{}-bare", self.run);
         // A comment that is no tag: bare REST jobs are nobody's.
         let mut request: SubmitRequest =
-            submit::request(&spec, &name, &OwnerTag::new(&name, 1), &[])?;
+            submit::request(&spec, &name, &OwnerTag::new(&name, 1).to_string(), &[])?;
         request.comment = Some(name.clone());
         let started = Instant::now();
         let results: Vec<_> = futures::stream::iter(0..n)
@@ -528,6 +531,7 @@ impl Bench {
             started_at: self.started_at,
             now: Utc::now(),
             leadership: &self.leadership,
+            key: &self.tag_key,
         };
         Ok(act::step(target, env, |_| None).await?.status)
     }
@@ -775,7 +779,7 @@ impl Bench {
                     let request = submit::request(
                         &spec,
                         &name,
-                        &OwnerTag::new(format!("{}-held-{i}", self.run), 1),
+                        &OwnerTag::new(format!("{}-held-{i}", self.run), 1).to_string(),
                         &[],
                     );
                     async move {
@@ -936,6 +940,7 @@ fn memory(jobs: u32, nodes: u32) {
             partition: Some("debug".into()),
             comment: Some(owner.to_string()),
             owner: Some(owner),
+            seal: None,
             nodes: running.then(|| node_names[(id % nodes) as usize].clone()),
             node_count: Some(1),
             exit: Some(ExitStatus {

@@ -23,10 +23,22 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::PostParams;
+
 use crate::controller::context::Context;
+use crate::crd::CREDENTIALS_LABEL;
 use crate::http::{self, Readiness};
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::Metrics;
+use crate::slurm::tag::TagKey;
+
+/// The default name of the tag key's Secret (`--tag-key-secret`).
+pub const DEFAULT_TAG_KEY_SECRET: &str = "slurm-operator-tag-key";
+/// The data key of the tag key in its Secret.
+pub const TAG_KEY_DATA_KEY: &str = "tag.key";
 
 /// How often readiness looks at the controllers' caches until they are filled.
 const READY_POLL: Duration = Duration::from_millis(250);
@@ -56,6 +68,15 @@ pub struct RunArgs {
         value_delimiter = ','
     )]
     pub allowed_endpoints: Vec<url::Url>,
+    /// The Secret, in the credentials namespace, holding the key that signs the ownership tags
+    /// of submitted jobs (data key `tag.key`; labelled `slurm.rs/credentials=true`). Every
+    /// replica and restart must use the same one.
+    #[arg(long, env = "TAG_KEY_SECRET", default_value = DEFAULT_TAG_KEY_SECRET)]
+    pub tag_key_secret: String,
+    /// Create that Secret with a random key at start when it does not exist. Off: it must exist
+    /// (e.g. one the admin provides).
+    #[arg(long, env = "CREATE_TAG_KEY", default_value_t = true, action = clap::ArgAction::Set)]
+    pub create_tag_key: bool,
     /// Where to serve /healthz, /readyz and /metrics.
     #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
@@ -178,6 +199,19 @@ pub enum Error {
     Leader(#[from] crate::leader::Error),
     #[error("a controller task failed")]
     ControllerTask(#[source] tokio::task::JoinError),
+    #[error("cannot read or create the tag key Secret {namespace}/{name}")]
+    TagKeySecret {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the tag key Secret {namespace}/{name} cannot be used: {problem}")]
+    TagKeyUnusable {
+        namespace: String,
+        name: String,
+        problem: String,
+    },
 }
 
 impl Error {
@@ -190,6 +224,8 @@ impl Error {
             Self::Http(e) => e.category(),
             Self::Leader(e) => e.category(),
             Self::ControllerTask(_) => "ControllerTaskFailed",
+            Self::TagKeySecret { .. } => "TagKeySecretFailed",
+            Self::TagKeyUnusable { .. } => "TagKeyUnusable",
         }
     }
 }
@@ -253,6 +289,87 @@ async fn wait_for_crds(client: kube::Client) -> Result<(), Error> {
     Ok(())
 }
 
+/// The key that signs ownership tags, from Secret `name` in the credentials `namespace`; with
+/// `create`, a new random one when it does not exist. Two replicas starting together may both
+/// try: the loser of the create reads the winner's Secret. Like SlurmClusters' credentials, the
+/// Secret must carry `slurm.rs/credentials=true`.
+pub async fn tag_key(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    create: bool,
+) -> Result<TagKey, Error> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let failed = |source| Error::TagKeySecret {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        source,
+    };
+    let unusable = |problem: String| Error::TagKeyUnusable {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        problem,
+    };
+    let secret = match secrets.get_opt(name).await.map_err(failed)? {
+        Some(secret) => secret,
+        None if !create => {
+            return Err(unusable(
+                "it does not exist (and --create-tag-key is off)".into(),
+            ));
+        }
+        None => {
+            let bytes = TagKey::generate_bytes().map_err(|e| unusable(e.to_string()))?;
+            let new = Secret {
+                metadata: ObjectMeta {
+                    name: Some(name.to_owned()),
+                    namespace: Some(namespace.to_owned()),
+                    labels: Some(
+                        [(CREDENTIALS_LABEL.to_owned(), "true".to_owned())]
+                            .into_iter()
+                            .collect(),
+                    ),
+                    ..ObjectMeta::default()
+                },
+                data: Some(
+                    [(TAG_KEY_DATA_KEY.to_owned(), ByteString(bytes))]
+                        .into_iter()
+                        .collect(),
+                ),
+                type_: Some("Opaque".to_owned()),
+                ..Secret::default()
+            };
+            match secrets.create(&PostParams::default(), &new).await {
+                Ok(created) => {
+                    info!(%namespace, %name, "created the tag key Secret with a new random key");
+                    created
+                }
+                // Another replica created it first: use theirs.
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    secrets.get(name).await.map_err(failed)?
+                }
+                Err(source) => return Err(failed(source)),
+            }
+        }
+    };
+    let marked = secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(CREDENTIALS_LABEL))
+        .is_some_and(|v| v == "true");
+    if !marked {
+        return Err(unusable(format!(
+            "it is not labelled {CREDENTIALS_LABEL}=true"
+        )));
+    }
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get(TAG_KEY_DATA_KEY))
+        .ok_or_else(|| unusable(format!("it has no data key {TAG_KEY_DATA_KEY:?}")))?;
+    TagKey::new(&bytes.0).map_err(|e| unusable(e.to_string()))
+}
+
 /// Run the operator until SIGTERM/SIGINT.
 pub async fn run(args: &RunArgs) -> Result<(), Error> {
     let shutdown = CancellationToken::new();
@@ -301,6 +418,21 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     ctx.allowed_endpoints = args.allowed_endpoints.clone();
     ctx.deletion_deadline = args.deletion_deadline();
     info!(namespace = %ctx.credentials_namespace, "SlurmCluster credentials are read from this namespace only");
+    match tag_key(
+        &client,
+        &ctx.credentials_namespace,
+        &args.tag_key_secret,
+        args.create_tag_key,
+    )
+    .await
+    {
+        Ok(key) => ctx.tag_key = key,
+        Err(error) => {
+            shutdown.cancel();
+            let _ = server.await;
+            return Err(error);
+        }
+    }
     let mut election = None;
     if let Some(lease) = args.lease().filter(|_| !shutdown.is_cancelled()) {
         match leader::elect(client, &lease, shutdown.clone()).await {

@@ -1591,6 +1591,7 @@ impl Tripwire {
         };
         let submissions = Submissions::default();
         let leadership = Leadership::always();
+        let key = slurm_operator::slurm::tag::TagKey::ephemeral();
         let env = Env {
             client: &self.client,
             submitter: &self.client,
@@ -1599,6 +1600,7 @@ impl Tripwire {
             started_at: now - chrono::TimeDelta::seconds(1),
             now,
             leadership: &leadership,
+            key: &key,
         };
         let target = Target {
             name,

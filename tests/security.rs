@@ -1597,9 +1597,11 @@ fn cluster_references_hold_only_a_name_and_a_key() {
 
 /// The operator's RBAC (`helm/slurm-operator/files/rbac-rules.yaml`, the one list the chart
 /// renders; `hack/helm/test_charts.py` checks the rendering and the code against it): Secrets
-/// are only read, nothing is granted by wildcard, and nothing else touches Secrets.
+/// are only read, and created only in the credentials namespace, for the tag key, when the
+/// operator makes it (`tagKey.create`); never updated, patched or deleted. Nothing is granted by
+/// wildcard, and nothing else touches Secrets.
 #[test]
-fn rbac_never_writes_secrets() {
+fn rbac_never_changes_secrets() {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("helm/slurm-operator/files/rbac-rules.yaml");
     let rules: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -1639,11 +1641,16 @@ fn rbac_never_writes_secrets() {
                 .any(|r| r == "secrets" || r.starts_with("secrets/"))
         {
             assert_eq!(resources, ["secrets"], "secrets share a rule: {rule}");
+            assert_eq!(rule["scope"], "credentials", "{rule}");
+            if verbs.iter().any(|v| v == "create") {
+                assert_eq!(verbs, ["create"], "create shares a rule: {rule}");
+                assert_eq!(rule["when"], "tagKey.create", "{rule}");
+            }
             secret_verbs.extend(verbs);
         }
     }
     assert_eq!(
         secret_verbs,
-        BTreeSet::from(["get".to_owned(), "list".to_owned(), "watch".to_owned()])
+        BTreeSet::from(["get", "list", "watch", "create"].map(str::to_owned))
     );
 }

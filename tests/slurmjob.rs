@@ -20,7 +20,7 @@ use slurm_operator::crd::condition;
 use slurm_operator::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
 use slurm_operator::leader::Leadership;
 use slurm_operator::slurm::SlurmClient;
-use slurm_operator::slurm::tag::OwnerTag;
+use slurm_operator::slurm::tag::{OwnerTag, TagKey};
 use slurm_operator::state::index::{ClusterState, is_ours};
 
 /// A complete index of our jobs, synced now (the time is taken before the request, so the
@@ -106,6 +106,7 @@ impl Runner {
             started_at: self.started_at,
             now: Utc::now(),
             leadership: &self.leadership,
+            key: &KEY,
         }
     }
 
@@ -167,11 +168,20 @@ impl Runner {
     /// What the controller's finalizer does on delete.
     async fn delete(&mut self) {
         let state = sync(&self.client).await;
-        for job_id in to_cancel(&self.uid, &self.status(), Some(&state), &self.submissions) {
+        for job_id in to_cancel(
+            &self.uid,
+            &self.status(),
+            Some(&state),
+            &self.submissions,
+            &KEY,
+        ) {
             act::cancel(&self.client, job_id).await.unwrap();
         }
     }
 }
+
+/// The tag key of these tests' "operator".
+static KEY: std::sync::LazyLock<TagKey> = std::sync::LazyLock::new(TagKey::ephemeral);
 
 fn script(body: &str) -> String {
     format!("#!/bin/sh\n{body}\n")
@@ -420,6 +430,7 @@ async fn interrupted_submits_never_make_a_second_job() {
                 started_at: Utc::now() - chrono::TimeDelta::seconds(5),
                 now: Utc::now(),
                 leadership: &Leadership::always(),
+                key: &KEY,
             };
             act::step(target, env, |_| None).await
         });
@@ -450,6 +461,7 @@ async fn interrupted_submits_never_make_a_second_job() {
             started_at,
             now: Utc::now(),
             leadership: &Leadership::always(),
+            key: &KEY,
         };
         let step = act::step(target, env, |_| None).await.unwrap();
         let job_id = step.status.job_id.expect("submitted or adopted");
@@ -482,6 +494,7 @@ async fn interrupted_submits_never_make_a_second_job() {
         &SlurmJobStatus::default(),
         Some(&state),
         &Submissions::default(),
+        &KEY,
     ) {
         let _ = act::cancel(&client, job_id).await;
     }
@@ -611,14 +624,16 @@ async fn a_submit_found_only_in_accounting_is_adopted() {
     let slurm = require_slurm!();
     let job = Runner::new(&slurm, "acct-adopt", json!({"script": script("true")}));
     let tag = OwnerTag::new(&job.uid, 1);
+    let comment = KEY.comment(&tag, &slurm.user);
     let request =
-        slurm_operator::controller::slurmjob::submit::request(&job.spec, &job.name, &tag, &[])
+        slurm_operator::controller::slurmjob::submit::request(&job.spec, &job.name, &comment, &[])
             .unwrap();
     let first = job.client.submit_job(&request).await.unwrap().job_id;
     let deadline = Instant::now() + LONG;
-    while act::find_in_accounting(&job.client, &job.name, &tag)
+    while act::find_in_accounting(&job.client, &job.name, &tag, &slurm.user, &KEY)
         .await
         .unwrap()
+        .job_id
         .is_none()
     {
         assert!(

@@ -237,6 +237,7 @@ impl<'a> Input<'a> {
             partition: None,
             comment: None,
             owner: None,
+            seal: None,
             nodes: self.maybe(Self::word),
             node_count: self.maybe(Self::int),
             exit: self.maybe(|input| ExitStatus {

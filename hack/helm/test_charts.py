@@ -370,7 +370,7 @@ def rbac_sets(watch: tuple[str, ...], leader: bool, creds: str) -> tuple[str, ..
 
 def expected_grants(watch: tuple[str, ...], leader: bool, creds: str) -> set[tuple]:
     """(Role|ClusterRole, namespace, apiGroup, resource, verb) that rbac-rules.yaml promises."""
-    flags = {"leaderElection.enabled": leader}
+    flags = {"leaderElection.enabled": leader, "tagKey.create": True}
     out = set()
     for r in rbac_rules():
         if r.get("when") and not flags[r["when"]]:
@@ -447,7 +447,8 @@ SENSITIVE = {"secrets", "configmaps", "*"}  # core resources only the credential
 
 def t_rbac_secrets_confined() -> str:
     """No ClusterRole (the operator's or a user role) grants Secrets or ConfigMaps; the only Role
-    that does is the one in the credentials namespace; and src/ opens an Api for them only in
+    that does is the one in the credentials namespace, read-only but for creating Secrets (the
+    tag key's); and src/ opens an Api for them only in
     one namespace (never Api::all)."""
     problems = []
     modes = RBAC_MODES + [((), False, "")]
@@ -465,8 +466,10 @@ def t_rbac_secrets_confined() -> str:
                     problems.append(f"{where}: ClusterRole/{d['metadata']['name']} grants {sorted(hit)} cluster-wide")
                 elif d["metadata"]["namespace"] != (creds or RELEASE_NS):
                     problems.append(f"{where}: Role {d['metadata']['namespace']}/{d['metadata']['name']} grants {sorted(hit)} outside the credentials namespace")
-                elif "*" in hit or set(rule["verbs"]) - {"get", "list", "watch"}:
-                    problems.append(f"{where}: the credentials Role grants {rule}: read-only Secrets and ConfigMaps only")
+                # `create` on Secrets: the tag key Secret, made once at start (a create cannot
+                # overwrite or read another Secret); nothing else may change them.
+                elif "*" in hit or set(rule["verbs"]) - {"get", "list", "watch"} - ({"create"} if hit == {"secrets"} else set()):
+                    problems.append(f"{where}: the credentials Role grants {rule}: read-only Secrets and ConfigMaps only (and create for the tag key Secret)")
         for b in find(docs, "RoleBinding"):
             if b["roleRef"]["kind"] == "ClusterRole":
                 problems.append(f"{where}: RoleBinding {b['metadata']['name']} binds a ClusterRole")
@@ -668,6 +671,28 @@ def t_operator_args() -> str:
     ensure(dep["spec"]["strategy"]["type"] == "Recreate", "without leader election two operators could overlap in a rollout")
     _, c = operator_container(render(OPERATOR, sets=("image.digest=sha256:" + "a" * 64,), cache=False))
     ensure(c["image"] == "slurm-operator@sha256:" + "a" * 64, c["image"])
+    return ""
+
+
+def t_tag_key() -> str:
+    """The tag key Secret: created by the operator (with `create` on Secrets in the credentials
+    namespace only), or an existing one (no `create` anywhere, and the flag says so)."""
+    def secret_verbs(docs: list[dict]) -> set[tuple]:
+        return {(d["kind"], d["metadata"].get("namespace"), v) for d in docs if d["kind"] in ("Role", "ClusterRole")
+                and not is_user_role(d) for rule in d.get("rules") or [] if "secrets" in rule.get("resources", [])
+                for v in rule.get("verbs", [])}
+    docs = render(OPERATOR, cache=False)
+    _, c = operator_container(docs)
+    args = c["args"]
+    ensure(args[args.index("--tag-key-secret") + 1].endswith("-tag-key") and "--create-tag-key" not in args, f"args {args}")
+    ensure(("Role", RELEASE_NS, "create") in secret_verbs(docs), f"no create on Secrets in the credentials namespace: {secret_verbs(docs)}")
+    ensure({ns for (_, ns, _) in secret_verbs(docs)} == {RELEASE_NS}, f"Secrets granted outside the credentials namespace: {secret_verbs(docs)}")
+    docs = render(OPERATOR, sets=("tagKey.create=false", "tagKey.secretName=admin-tag-key", "credentialsNamespace=slurm-admin"), cache=False)
+    _, c = operator_container(docs)
+    args = c["args"]
+    ensure(args[args.index("--tag-key-secret") + 1] == "admin-tag-key" and args[args.index("--create-tag-key") + 1] == "false", f"args {args}")
+    ensure(secret_verbs(docs) == {("Role", "slurm-admin", v) for v in ("get", "list", "watch")}, f"secret grants {secret_verbs(docs)}")
+    accepted_by_the_binary(args, {e["name"]: e.get("value") for e in c["env"]})
     return ""
 
 
@@ -1543,6 +1568,7 @@ def main() -> int:
     r.check("rbac: tenant-edit/tenant-view (aggregated) and admin ClusterRoles for people", t_rbac_user_roles)
     r.check("operator: non-root, read-only, no capabilities, probes, resources", t_operator_security)
     r.check("operator: args, env and rollout strategy per values", t_operator_args)
+    r.check("operator: the tag key Secret, created or existing", t_tag_key)
     r.check("Dockerfile: static, non-root user = chart runAsUser, lean context", t_dockerfile)
     r.check("operator: PDB with replicas > 1, helm test Pod, extraObjects", t_operator_extras)
     r.check("operator: Artifact Hub annotations match crds/ and examples/tenancy/", t_artifacthub)

@@ -16,7 +16,7 @@ use crate::controller::cluster::config::{self, CaSource, Sources};
 use crate::controller::slurmjob::{act, status, submit};
 use crate::crd::slurmjob::{Phase, SlurmJobStatus};
 use crate::crd::{SlurmCluster, SlurmJob};
-use crate::slurm::tag::OwnerTag;
+use crate::slurm::tag::{OwnerTag, TagKey};
 use crate::slurm::{SlurmClient, SlurmError};
 
 #[derive(Debug, Args)]
@@ -42,6 +42,10 @@ pub struct JobRunArgs {
     /// How often to ask Slurm for the job's state.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub poll: Duration,
+    /// A file holding the key (at least 32 bytes) the job's ownership tag is signed with.
+    /// Default: a random key for this run only, so no operator takes the job for its own.
+    #[arg(long, env = "SLURM_OPERATOR_TAG_KEY_FILE")]
+    pub tag_key_file: Option<PathBuf>,
 }
 
 impl JobArgs {
@@ -206,7 +210,22 @@ async fn run(args: &JobRunArgs) -> Result<u8, CliError> {
         .unwrap_or_else(|| format!("local-{}", uuid::Uuid::new_v4()));
     let generation = job.metadata.generation.unwrap_or(1);
     let tag = OwnerTag::new(uid, generation);
-    let request = submit::request(&job.spec, &name, &tag, &[])
+    let key = match &args.tag_key_file {
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|source| CliError::ReadFile {
+                what: "tag key",
+                path: path.clone(),
+                source,
+            })?;
+            TagKey::new(&bytes).map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?
+        }
+        None => TagKey::generate()
+            .map_err(|e| CliError::Usage(format!("cannot make a tag key: {e}")))?,
+    };
+    // Signed for the user the credentials act as. This run follows the job id the submit
+    // returns, so the tag is only a record here; it proves ownership to whoever holds the key.
+    let comment = key.comment(&tag, &client.user().unwrap_or_default());
+    let request = submit::request(&job.spec, &name, &comment, &[])
         .map_err(|e| CliError::Usage(format!("SlurmJob {name}: {e}")))?;
 
     let submitted = client.submit_job(&request).await?;

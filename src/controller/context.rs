@@ -11,6 +11,7 @@ use super::kit::Backoffs;
 use crate::crd::FIELD_MANAGER;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
+use crate::slurm::tag::TagKey;
 use crate::state::index::SlurmEvent;
 use crate::state::registry::ClusterRegistry;
 
@@ -45,6 +46,10 @@ pub struct Context {
     pub allowed_endpoints: Vec<url::Url>,
     /// How long a deletion blocked on an unreachable Slurm cluster waits (`None`: for ever).
     pub deletion_deadline: Option<std::time::Duration>,
+    /// The key the ownership tags of submitted jobs are signed with. `run` loads the shared one
+    /// from the credentials namespace (`run::tag_key`); until then a random one of this
+    /// process's own.
+    pub tag_key: TagKey,
 }
 
 impl Context {
@@ -66,6 +71,7 @@ impl Context {
             credentials_namespace: DEFAULT_CREDENTIALS_NAMESPACE.to_owned(),
             allowed_endpoints: Vec::new(),
             deletion_deadline: Some(DEFAULT_DELETION_DEADLINE),
+            tag_key: TagKey::ephemeral(),
         }
     }
 }

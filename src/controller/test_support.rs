@@ -25,6 +25,14 @@ use crate::metrics::Metrics;
 /// The credentials namespace of [`Context::test`].
 pub const TEST_CREDENTIALS_NAMESPACE: &str = "slurm";
 
+/// The tag key of [`Context::test`], so that tests can sign the records they make up.
+pub fn test_tag_key() -> crate::slurm::tag::TagKey {
+    match crate::slurm::tag::TagKey::new(&[0x5a; 32]) {
+        Ok(key) => key,
+        Err(error) => unreachable!("a 32-byte key is long enough: {error}"),
+    }
+}
+
 impl Context {
     /// A context whose kube client is served by the returned verifier.
     pub fn test() -> (Self, ApiServerVerifier) {
@@ -32,6 +40,7 @@ impl Context {
         let client = kube::Client::new(service, "default");
         let mut ctx = Self::new(client, Metrics::new());
         ctx.credentials_namespace = TEST_CREDENTIALS_NAMESPACE.to_owned();
+        ctx.tag_key = test_tag_key();
         (ctx, ApiServerVerifier(handle))
     }
 }

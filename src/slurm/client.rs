@@ -94,6 +94,15 @@ impl SlurmClient {
         })
     }
 
+    /// The Slurm user this client's requests act as, when the credentials say (a minted token's
+    /// user, or a ready token's `sun` claim): the user a job it submits runs as.
+    pub fn user(&self) -> Option<String> {
+        progenitor_client::ClientInfo::inner(&*self.api)
+            .credentials()
+            .user()
+            .map(str::to_owned)
+    }
+
     /// Swap the credentials used from the next request on (key or token rotation).
     pub fn set_credentials(&self, credentials: Arc<Credentials>) {
         progenitor_client::ClientInfo::inner(&*self.api).set_credentials(credentials);

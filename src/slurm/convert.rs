@@ -6,7 +6,6 @@ use chrono::{DateTime, Utc};
 use super::error::{ApiError, SlurmError};
 use super::generated::types as api;
 use super::node_owner::NodeOwner;
-use super::tag::OwnerTag;
 use super::types::{
     Changes, ClusterInfo, ExitStatus, Job, JobState, JobStateEntry, Node, NodeState, Partition,
     SubmitRequest, Submitted,
@@ -257,6 +256,7 @@ pub(crate) fn jobs(jobs: Option<api::V0042JobInfoMsg>) -> Vec<Job> {
 }
 
 fn job(j: api::V0042JobInfo) -> Job {
+    let comment = non_empty(&j.comment);
     let state = JobState::from_strings(&j.job_state.map(|s| s.0).unwrap_or_default());
     let exit = j.exit_code.as_ref().map(|e| ExitStatus {
         return_code: number32(&e.return_code).and_then(|n| i32::try_from(n).ok()),
@@ -270,7 +270,7 @@ fn job(j: api::V0042JobInfo) -> Job {
             .and_then(|n| u32::try_from(n).ok())
             .filter(|n| *n != 0)
     };
-    Job {
+    let mut record = Job {
         job_id: j
             .job_id
             .and_then(|n| u32::try_from(n).ok())
@@ -281,7 +281,8 @@ fn job(j: api::V0042JobInfo) -> Job {
         user_name: non_empty(&j.user_name),
         partition: non_empty(&j.partition),
         comment: non_empty(&j.comment),
-        owner: non_empty(&j.comment).as_deref().and_then(OwnerTag::parse),
+        owner: None,
+        seal: None,
         nodes: non_empty(&j.nodes),
         node_count: number32(&j.node_count),
         exit,
@@ -295,7 +296,10 @@ fn job(j: api::V0042JobInfo) -> Job {
         standard_output: non_empty(&j.standard_output),
         standard_error: non_empty(&j.standard_error),
         working_directory: non_empty(&j.current_working_directory),
-    }
+    };
+    // The tag is parsed once, with the comment.
+    record.set_comment(comment);
+    record
 }
 
 /// Job records from slurmdbd (`/slurmdb/.../job(s)`), in the same domain type as slurmctld's.
@@ -310,6 +314,7 @@ pub(crate) fn accounting_jobs(jobs: Option<api::V0042JobList>) -> Vec<Job> {
 }
 
 fn accounting_job(j: api::V0042Job) -> Job {
+    let comment = j.comment.as_ref().and_then(|c| non_empty(&c.job));
     let seconds = |secs: Option<i64>| {
         secs.filter(|s| *s > 0)
             .and_then(|s| DateTime::from_timestamp(s, 0))
@@ -327,7 +332,7 @@ fn accounting_job(j: api::V0042Job) -> Job {
         .and_then(|a| a.job_id)
         .and_then(|n| u32::try_from(n).ok())
         .filter(|n| *n != 0);
-    Job {
+    let mut record = Job {
         job_id: j
             .job_id
             .and_then(|n| u32::try_from(n).ok())
@@ -344,13 +349,9 @@ fn accounting_job(j: api::V0042Job) -> Job {
             .filter(|r| r != "None"),
         user_name: non_empty(&j.user),
         partition: non_empty(&j.partition),
-        comment: j.comment.as_ref().and_then(|c| non_empty(&c.job)),
-        owner: j
-            .comment
-            .as_ref()
-            .and_then(|c| non_empty(&c.job))
-            .as_deref()
-            .and_then(OwnerTag::parse),
+        comment: None,
+        owner: None,
+        seal: None,
         nodes: non_empty(&j.nodes).filter(|n| n != "None assigned"),
         node_count: j.allocation_nodes.filter(|n| *n > 0),
         exit,
@@ -366,7 +367,10 @@ fn accounting_job(j: api::V0042Job) -> Job {
         standard_output: non_empty(&j.stdout_expanded).or_else(|| non_empty(&j.stdout)),
         standard_error: non_empty(&j.stderr_expanded).or_else(|| non_empty(&j.stderr)),
         working_directory: non_empty(&j.working_directory),
-    }
+    };
+    // The tag is parsed once, with the comment.
+    record.set_comment(comment);
+    record
 }
 
 fn number16(value: &Option<api::V0042Uint16NoValStruct>) -> Option<i32> {

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::node_owner::NodeOwner;
-use super::tag::OwnerTag;
+use super::tag::{self, OwnerTag, Ownership, Seal, TagKey, parse_comment};
 
 /// Health and identity of a Slurm cluster, as slurmrestd reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -323,10 +323,14 @@ pub struct Job {
     pub user_name: Option<String>,
     pub partition: Option<String>,
     pub comment: Option<String>,
-    /// The ownership tag the comment is, parsed once here: `Some` exactly for the operator's
-    /// jobs. Set together with `comment` ([`Job::set_comment`]).
+    /// The ownership tag the comment is, parsed once here: `Some` for every job whose comment
+    /// claims to be the operator's. A claim only: [`Job::ownership`] says whether it is proven.
+    /// Set together with `comment` ([`Job::set_comment`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<OwnerTag>,
+    /// What backs `owner`: a signature still to verify, or nothing (a legacy tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<Seal>,
     /// Allocated nodes as a Slurm hostlist (e.g. "n[1-2]").
     pub nodes: Option<String>,
     pub node_count: Option<i64>,
@@ -349,8 +353,21 @@ pub struct Job {
 impl Job {
     /// Set the comment and the owner tag it carries, as the conversion of a record does.
     pub fn set_comment(&mut self, comment: Option<String>) {
-        self.owner = comment.as_deref().and_then(OwnerTag::parse);
+        let parsed = comment.as_deref().and_then(parse_comment);
+        self.owner = parsed.as_ref().map(|(tag, _)| tag.clone());
+        self.seal = parsed.map(|(_, seal)| seal);
         self.comment = comment;
+    }
+
+    /// Whether this record is provably ours under `key`: its tag's signature verifies for its
+    /// claim and for the Slurm user slurmctld (or slurmdbd) says the job runs as.
+    pub fn ownership(&self, key: &TagKey) -> Ownership {
+        tag::ownership(
+            key,
+            self.owner.as_ref(),
+            self.seal.as_ref(),
+            self.user_name.as_deref(),
+        )
     }
 
     /// This record with `comment` (and the owner tag it carries).
@@ -373,6 +390,7 @@ impl Job {
             partition: None,
             comment: None,
             owner: None,
+            seal: None,
             nodes: None,
             node_count: None,
             exit: None,

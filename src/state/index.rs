@@ -25,7 +25,8 @@ use crate::crd::SlurmCluster;
 use crate::slurm::tag::OwnerTag;
 use crate::slurm::types::{Job, Node};
 
-/// Whether a job is **ours** (submitted for a SlurmJob): its comment is an ownership tag.
+/// Whether a job is **ours** as far as the index goes: its comment is an ownership tag. A claim
+/// anyone can write: the controllers act on a job only once `Job::ownership` proves it.
 pub fn is_ours(job: &Job) -> bool {
     job.owner.is_some()
 }

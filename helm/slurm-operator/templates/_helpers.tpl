@@ -86,3 +86,9 @@ binary's own default is "warn,slurm_operator=info"). */}}
 {{- fail "serviceAccount.create is false, so serviceAccount.name must name an existing ServiceAccount" }}
 {{- end }}
 {{- end }}
+
+{{/* The Secret with the key that signs ownership tags (--tag-key-secret): tagKey.secretName,
+else <fullname>-tag-key. */}}
+{{- define "slurm-operator.tagKeySecret" -}}
+{{- default (printf "%s-tag-key" (include "slurm-operator.fullname" .)) .Values.tagKey.secretName }}
+{{- end }}

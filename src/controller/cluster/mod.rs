@@ -50,6 +50,7 @@ use super::kit::{self, Backoffs, FinalizerFailure};
 use crate::crd::{CREDENTIALS_LABEL, SlurmCluster, SlurmClusterSpec, SlurmJob};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
+use crate::slurm::tag::TagKey;
 use crate::slurm::types::{Changes, NodeCounts};
 use crate::state::index::{Health, SlurmEvent};
 use crate::state::registry::{ClusterHandle, Upserted};
@@ -310,7 +311,7 @@ async fn connect(
         Upserted::CredentialsRotated => debug!("credentials refreshed in the running client"),
     }
     let handle = ctx.clusters.get(key).ok_or(Error::RegistrationLost)?;
-    check(&handle, plan.auth.describe()).await
+    check(&handle, plan.auth.describe(), &ctx.tag_key).await
 }
 
 /// Read what the plan references from the operator's credentials namespace. Not found is not an error here:
@@ -354,7 +355,11 @@ async fn read_sources(plan: &ConfigPlan, namespace: &str, ctx: &Context) -> Resu
 
 /// Step 5: who the cluster is, whether the credentials work, what it has, and whether its poller
 /// is healthy. Node counts come from the index once the poller has synced (no extra call).
-async fn check(handle: &ClusterHandle, credentials: String) -> Result<Connected, Error> {
+async fn check(
+    handle: &ClusterHandle,
+    credentials: String,
+    key: &TagKey,
+) -> Result<Connected, Error> {
     let info = handle
         .client
         .cluster_info()
@@ -394,12 +399,29 @@ async fn check(handle: &ClusterHandle, credentials: String) -> Result<Connected,
             message: message.clone(),
         });
     }
+    // Duplicate protection, from accounting's record of a finished job of ours. Its failure is
+    // not the cluster's: the condition stays as it was.
+    let protection = match status::protection_probe(&state, key) {
+        Some(job_id) => match handle.client.accounting_job(job_id).await {
+            Ok(records) => status::protection(job_id, records.as_deref()),
+            Err(error) => {
+                debug!(
+                    job_id,
+                    reason = error.category(),
+                    "accounting did not answer the duplicate-protection check"
+                );
+                None
+            }
+        },
+        None => None,
+    };
     Ok(Connected {
         endpoint: handle.client.endpoint().to_string(),
         credentials,
         info,
         partitions,
         nodes,
+        protection,
     })
 }
 

@@ -4,13 +4,20 @@
 //! [`changed`] says whether it differs from the current one, ignoring only list ordering;
 //! [`notice`] says which Event, if any, the change deserves (one per change of the `Ready`
 //! condition, so a SlurmCluster that stays broken does not flood its Events).
+//!
+//! [`protection`] reads what accounting keeps of a finished job of ours into the
+//! `DuplicateProtection` condition: crash-safe submits find a job that left slurmctld only
+//! through accounting and its ownership tag, which slurmdbd stores only with
+//! `AccountingStoreFlags=job_comment` (and only once the job ended).
 
 use super::config::ConfigError;
 use crate::controller::kit::Notice;
 use crate::crd::condition::{self, AUTHENTICATED, Condition, READY, Status, Time};
 use crate::crd::{ClusterNodeCounts, SlurmClusterStatus};
 use crate::slurm::SlurmError;
-use crate::slurm::types::{ClusterInfo, NodeCounts};
+use crate::slurm::tag::{Ownership, TagKey};
+use crate::slurm::types::{ClusterInfo, Job, NodeCounts};
+use crate::state::index::ClusterState;
 
 /// Ready=True: slurmrestd answers with valid credentials and the poller is healthy.
 pub const CONNECTED: &str = "Connected";
@@ -22,6 +29,89 @@ pub const CONTROLLER_NOT_RESPONDING: &str = "ControllerNotResponding";
 /// A healthy SlurmCluster's `lastContactTime` is rewritten at most this often, so that reconciles in
 /// quick succession (a Secret event, a health event) do not each cause a status write.
 pub const LAST_CONTACT_GRANULARITY_SECS: i64 = 30;
+
+/// The condition that says whether a job submitted before a crash is still found once it left
+/// slurmctld: only through accounting, and only when accounting keeps job comments.
+pub const DUPLICATE_PROTECTION: &str = "DuplicateProtection";
+
+/// What accounting showed of a finished job of ours (see [`protection`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protection {
+    /// Its record kept the comment: ownership tags are stored.
+    Stored { job_id: u32 },
+    /// Its finished record has no comment: `AccountingStoreFlags=job_comment` is not set.
+    NoComment { job_id: u32 },
+    /// The cluster serves no accounting (slurmdbd).
+    NoAccounting,
+}
+
+/// The job to ask accounting about: the newest finished job in the index that is provably ours
+/// (slurmdbd stores a comment only when the job ends, so a running job shows nothing either way).
+pub fn protection_probe(state: &ClusterState, key: &TagKey) -> Option<u32> {
+    state
+        .jobs
+        .values()
+        .rev()
+        .find(|job| {
+            job.state.base.is_finished()
+                && job.array_job_id.is_none()
+                && job.ownership(key) == Ownership::Proven
+        })
+        .map(|job| job.job_id)
+}
+
+/// What accounting's answer for finished job `job_id` of ours says. `records` is `None` when the
+/// cluster has no accounting. `None` (nothing to conclude) until accounting has recorded the end.
+pub fn protection(job_id: u32, records: Option<&[Job]>) -> Option<Protection> {
+    let Some(records) = records else {
+        return Some(Protection::NoAccounting);
+    };
+    let ended: Vec<&Job> = records
+        .iter()
+        .filter(|r| r.job_id == job_id && r.state.base.is_finished())
+        .collect();
+    if ended.is_empty() {
+        return None;
+    }
+    Some(if ended.iter().any(|r| r.comment.is_some()) {
+        Protection::Stored { job_id }
+    } else {
+        Protection::NoComment { job_id }
+    })
+}
+
+/// The `DuplicateProtection` condition's status, reason and message for `protection`.
+fn protection_condition(protection: Protection) -> (Status, &'static str, String) {
+    match protection {
+        Protection::Stored { job_id } => (
+            Status::True,
+            "AccountingStoresComments",
+            format!(
+                "accounting (slurmdbd) kept the ownership tag of finished Slurm job {job_id}: a \
+                 job submitted just before a crash is found there even after it left slurmctld"
+            ),
+        ),
+        Protection::NoComment { job_id } => (
+            Status::False,
+            "AccountingHasNoComment",
+            format!(
+                "accounting's record of finished Slurm job {job_id}, which the operator submitted \
+                 with its ownership tag in the comment, has no comment: slurmdbd does not store \
+                 job comments, so a job that left slurmctld (MinJobAge) cannot be recognised and \
+                 a crash between a submit and its status write may run a SlurmJob twice. Set \
+                 AccountingStoreFlags=job_comment in slurm.conf"
+            ),
+        ),
+        Protection::NoAccounting => (
+            Status::False,
+            "NoAccounting",
+            "the cluster serves no accounting (slurmdbd): a job submitted just before a crash is \
+             recognised only while slurmctld holds it (MinJobAge), so a SlurmJob may run twice \
+             after a longer outage. Run slurmdbd with AccountingStoreFlags=job_comment"
+                .to_owned(),
+        ),
+    }
+}
 
 /// Longest condition message we write (the API allows 32768; nobody reads that much).
 const MAX_MESSAGE: usize = 1024;
@@ -44,6 +134,8 @@ pub struct Connected {
     pub info: ClusterInfo,
     pub partitions: Vec<String>,
     pub nodes: NodeCounts,
+    /// What accounting showed of duplicate protection; `None` keeps the condition as it was.
+    pub protection: Option<Protection>,
 }
 
 /// Why the SlurmCluster is not usable.
@@ -159,7 +251,9 @@ pub fn desired(
     now: Time,
 ) -> SlurmClusterStatus {
     let mut conditions = current.map(|s| s.conditions.clone()).unwrap_or_default();
-    conditions.retain(|c| c.type_ == READY || c.type_ == AUTHENTICATED);
+    conditions.retain(|c| {
+        c.type_ == READY || c.type_ == AUTHENTICATED || c.type_ == DUPLICATE_PROTECTION
+    });
     let previous_contact = current.and_then(|s| s.last_contact_time.clone());
     let cond = |type_: &str, status: Status, reason: &str, message: String| {
         condition::new(
@@ -203,6 +297,13 @@ pub fn desired(
                     format!("slurmrestd accepted {}", c.credentials),
                 ),
             );
+            if let Some(protection) = c.protection {
+                let (status, reason, message) = protection_condition(protection);
+                condition::upsert(
+                    &mut conditions,
+                    cond(DUPLICATE_PROTECTION, status, reason, message),
+                );
+            }
             let fresh = previous_contact.clone().filter(|t| {
                 let age = now.0.as_second() - t.0.as_second();
                 (0..LAST_CONTACT_GRANULARITY_SECS).contains(&age)
@@ -338,7 +439,123 @@ mod tests {
                 down: 1,
                 other: 1,
             },
+            protection: None,
         })
+    }
+
+    /// A record of job `id` in `state`, as accounting or the index reports it.
+    fn record(id: u32, state: &str, comment: Option<String>) -> Job {
+        let mut job = Job {
+            job_id: id,
+            state: crate::slurm::types::JobState::from_strings(&[state]),
+            user_name: Some("alice".into()),
+            ..Job::bare()
+        };
+        job.set_comment(comment);
+        job
+    }
+
+    #[test]
+    fn duplicate_protection_is_read_from_a_finished_job_of_ours_in_accounting() {
+        use crate::slurm::tag::OwnerTag;
+        let key = TagKey::new(&[3; 32]).unwrap();
+        let ours = |id, state| {
+            record(
+                id,
+                state,
+                Some(key.comment(&OwnerTag::new("u", 1), "alice")),
+            )
+        };
+        // The probe: the newest finished job that is provably ours.
+        let state = ClusterState {
+            jobs: std::sync::Arc::new(
+                [
+                    (1, ours(1, "COMPLETED")),
+                    (2, ours(2, "FAILED")),
+                    (3, ours(3, "RUNNING")),
+                    // Forged (another key), finished, newest: never the probe.
+                    (
+                        4,
+                        record(
+                            4,
+                            "COMPLETED",
+                            Some(
+                                TagKey::new(&[4; 32])
+                                    .unwrap()
+                                    .comment(&OwnerTag::new("u", 1), "alice"),
+                            ),
+                        ),
+                    ),
+                ]
+                .into_iter()
+                .collect(),
+            ),
+            ..Default::default()
+        };
+        assert_eq!(protection_probe(&state, &key), Some(2));
+        assert_eq!(protection_probe(&ClusterState::default(), &key), None);
+
+        // What accounting says (slurmdbd's records as the facade converts them): the comment
+        // kept; none (no AccountingStoreFlags=job_comment); the job still running there (the
+        // comment is stored only at the end: nothing to conclude); no accounting at all.
+        let tag = key.comment(&OwnerTag::new("u", 1), "alice");
+        assert_eq!(
+            protection(2, Some(&[record(2, "FAILED", Some(tag.clone()))])),
+            Some(Protection::Stored { job_id: 2 })
+        );
+        assert_eq!(
+            protection(2, Some(&[record(2, "FAILED", None)])),
+            Some(Protection::NoComment { job_id: 2 })
+        );
+        assert_eq!(protection(2, Some(&[record(2, "RUNNING", None)])), None);
+        assert_eq!(protection(2, Some(&[])), None);
+        assert_eq!(protection(2, None), Some(Protection::NoAccounting));
+
+        // Into the status: the condition says what to set, and stays through a failed check
+        // and a check with nothing to conclude.
+        let with = |p| match connected() {
+            Observation::Connected(c) => Observation::Connected(Connected { protection: p, ..c }),
+            other => other,
+        };
+        let lost = desired(
+            None,
+            Some(1),
+            &with(Some(Protection::NoComment { job_id: 2 })),
+            at(10),
+        );
+        let c = cond(&lost, DUPLICATE_PROTECTION).clone();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "AccountingHasNoComment")
+        );
+        assert!(
+            c.message.contains("AccountingStoreFlags=job_comment"),
+            "{}",
+            c.message
+        );
+        assert!(c.message.contains("job 2"), "{}", c.message);
+        let kept = desired(Some(&lost), Some(1), &with(None), at(20));
+        assert_eq!(cond(&kept, DUPLICATE_PROTECTION), &c);
+        let failed = desired(
+            Some(&lost),
+            Some(1),
+            &failed("Unreachable", AuthState::Unknown),
+            at(30),
+        );
+        assert_eq!(cond(&failed, DUPLICATE_PROTECTION), &c);
+        let fixed = desired(
+            Some(&lost),
+            Some(1),
+            &with(Some(Protection::Stored { job_id: 5 })),
+            at(40),
+        );
+        let c = cond(&fixed, DUPLICATE_PROTECTION);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "AccountingStoresComments")
+        );
+        let none = desired(None, Some(1), &with(Some(Protection::NoAccounting)), at(50));
+        assert_eq!(cond(&none, DUPLICATE_PROTECTION).reason, "NoAccounting");
     }
 
     fn failed(reason: &'static str, auth: AuthState) -> Observation {

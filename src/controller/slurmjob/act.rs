@@ -26,7 +26,7 @@ use crate::crd::condition;
 use crate::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
 use crate::crd::{FIELD_MANAGER, SlurmJob};
 use crate::leader::Leadership;
-use crate::slurm::tag::OwnerTag;
+use crate::slurm::tag::{OwnerTag, Ownership, TagKey};
 use crate::slurm::types::{Job, SubmitRequest};
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::ClusterState;
@@ -34,7 +34,7 @@ use crate::state::index::ClusterState;
 use super::lifecycle::{self, Decision};
 use super::notice;
 use super::output;
-use super::plan::{self, AccountingAnswer, SubmitFacts, SubmitPlan, WAIT_RETRY};
+use super::plan::{self, AccountingAnswer, Adoptable, SubmitFacts, SubmitPlan, WAIT_RETRY};
 use super::status::{self, SPEC_APPLIED};
 use super::submissions::Submissions;
 
@@ -71,6 +71,8 @@ pub struct Env<'a> {
     pub now: DateTime<Utc>,
     /// Whether this process may submit (leader election); checked right before the submit.
     pub leadership: &'a Leadership,
+    /// The key ownership tags are signed and checked with.
+    pub key: &'a TagKey,
 }
 
 /// What a step decided.
@@ -274,15 +276,30 @@ where
         invalid: false,
     };
     let tag = OwnerTag::new(target.uid, generation);
+    // The tag is signed for the user the job runs as, and only that user's jobs are adopted.
+    let user = env.submitter.user();
     let index_trusted = plan::index_trusted(env.state, env.started_at);
+    let records = env
+        .state
+        .tagged(&tag)
+        .into_iter()
+        .flat_map(|id| env.state.job_records(id));
+    let indexed = match &user {
+        Some(user) => plan::adoptable(records, &tag, user, env.key),
+        None => Adoptable::default(),
+    };
+    let user = user.unwrap_or_default();
+    let mut notices = not_adopted(&indexed, "slurmctld");
     let facts = SubmitFacts {
         name: target.name,
         tag: &tag,
+        user: &user,
+        key: env.key,
         generation,
         spec: target.spec,
         index_trusted,
         submitted_here: env.submissions.get(&tag),
-        indexed: env.state.tagged(&tag).first().copied(),
+        indexed: indexed.job_id,
         fresh: plan::fresh(generation, target.created, env.now),
         accounting: None,
     };
@@ -308,8 +325,11 @@ where
     }
     let answer;
     if let SubmitPlan::AskAccounting { name } = &decision {
-        answer = match find_in_accounting(env.client, name, &tag).await {
-            Ok(found) => AccountingAnswer::Found(found),
+        answer = match find_in_accounting(env.client, name, &tag, &user, env.key).await {
+            Ok(found) => {
+                notices.extend(not_adopted(&found, "accounting"));
+                AccountingAnswer::Found(found.job_id)
+            }
             Err(error) => AccountingAnswer::Failed {
                 reason: error.category(),
                 message: error.to_string(),
@@ -321,6 +341,10 @@ where
         };
         decision = plan::submit(facts, &dependencies);
     }
+    let wait = |base: SlurmJobStatus, reason: &str, message: String| Step {
+        notices: notices.clone(),
+        ..wait(base, reason, message)
+    };
     let (outcome, announced) = match decision {
         SubmitPlan::Wait { reason, message } => {
             return Ok((wait(base, reason, message), false));
@@ -340,6 +364,12 @@ where
             return Ok((wait(base, "WaitingForAccounting", message), false));
         }
         SubmitPlan::Adopt { job_id, announced } => (Outcome::Adopted { job_id }, announced),
+        SubmitPlan::Submit(_) if user.is_empty() => {
+            let message = "the SlurmCluster's credentials do not say which Slurm user they act \
+                           as (a ready token without a `sun` claim): the job's ownership tag \
+                           cannot be signed for it";
+            return Ok((wait(base, "UnknownSlurmUser", message.into()), false));
+        }
         SubmitPlan::Submit(request) => {
             if !env.leadership.confirm().await {
                 // Lost the Lease (or was paused past its expiry): the leader submits or adopts
@@ -377,11 +407,42 @@ where
     let records: Vec<Job> = env.state.job_records(job_id).into_iter().cloned().collect();
     let step = Step {
         status: status::submitted(base, job_id, generation, ready, now, &records),
-        notices: Vec::new(),
+        notices,
         retry: None,
         invalid: false,
     };
     Ok((step, announced))
+}
+
+/// The Warning for jobs that carry this generation's tag but are not provably ours (never an
+/// error: the SlurmJob goes on and submits its own job), also logged.
+fn not_adopted(found: &Adoptable, source: &str) -> Vec<Notice> {
+    if found.refused.is_empty() {
+        return Vec::new();
+    }
+    let jobs: Vec<String> = found
+        .refused
+        .iter()
+        .map(|(id, why)| {
+            warn!(
+                job_id = id,
+                why = why.as_str(),
+                source,
+                "a Slurm job carries this SlurmJob's tag but is not provably ours: not adopted"
+            );
+            format!("{id} ({})", why.as_str())
+        })
+        .collect();
+    vec![Notice::warning(
+        "TagNotAdopted",
+        format!(
+            "Slurm job {} in {source} carries this generation's ownership tag but is not provably \
+             the operator's (Forged: its signature does not verify for this SlurmJob and the job's \
+             Slurm user; Unsigned: a tag from before tags were signed; OtherUser: signed for \
+             another Slurm user): not adopted",
+            jobs.join(", ")
+        ),
+    )]
 }
 
 /// Submit `request` once and record its job id at once. Never retried: a lost answer is
@@ -411,7 +472,7 @@ pub async fn follow_or_account(
     uid: &str,
     env: Env<'_>,
 ) -> (SlurmJobStatus, Option<Duration>) {
-    let next = plan::follow(current, job_id, env.state, env.now);
+    let next = plan::follow(current, job_id, env.state, env.now, uid, env.key);
     if next.phase != Phase::Lost || current.phase == Phase::Lost {
         return (next, None);
     }
@@ -422,7 +483,7 @@ pub async fn follow_or_account(
         .submitted_generation
         .or(current.observed_generation)
         .unwrap_or(1);
-    match accounting_records(env.client, id, &OwnerTag::new(uid, generation)).await {
+    match accounting_records(env.client, id, &OwnerTag::new(uid, generation), env.key).await {
         Ok(Accounting::Records(records)) => (status::observe(current, &records), None),
         Ok(Accounting::NoRecord) => (next, None),
         Ok(Accounting::Unavailable) => {
@@ -457,19 +518,22 @@ pub enum Accounting {
     Unavailable,
 }
 
-/// The accounting records of `job_id` that carry `tag` (slurmctld reuses ids after a reset, so
-/// the tag tells ours apart). Records without any comment (a cluster that does not store them,
-/// `AccountingStoreFlags=job_comment`) are taken when none carries a comment at all.
+/// The accounting records of `job_id` that carry `tag` and are ours (`plan::is_followed`: signed
+/// for the record's user, or a legacy tag; slurmctld reuses ids after a reset, so the tag tells ours
+/// apart). Records without any comment are taken when none carries a comment at all: slurmdbd
+/// stores comments only at the job's end and only with `AccountingStoreFlags=job_comment` (the
+/// SlurmCluster's `DuplicateProtection` condition says when it does not).
 pub async fn accounting_records(
     client: &SlurmClient,
     job_id: u32,
     tag: &OwnerTag,
+    key: &TagKey,
 ) -> Result<Accounting, SlurmError> {
     let Some(records) = client.accounting_job(job_id).await? else {
         return Ok(Accounting::Unavailable);
     };
     let ours = |job: &Job| match &job.comment {
-        Some(_) => job.owner.as_ref() == Some(tag),
+        Some(_) => job.owner.as_ref() == Some(tag) && plan::is_followed(job, tag.uid(), key),
         None => records.iter().all(|r| r.comment.is_none()),
     };
     let ours: Vec<Job> = records.iter().filter(|job| ours(job)).cloned().collect();
@@ -480,26 +544,32 @@ pub async fn accounting_records(
     })
 }
 
-/// The job carrying `tag` in accounting, found by its name: what the index cannot show once
-/// slurmctld dropped the job (`MinJobAge`). `None` also when the cluster has no accounting.
+/// The job carrying `tag` in accounting, found by its name, that is provably ours
+/// ([`plan::adoptable`]): what the index cannot show once slurmctld dropped the job
+/// (`MinJobAge`). Nothing found also when the cluster has no accounting.
 pub async fn find_in_accounting(
     client: &SlurmClient,
     name: &str,
     tag: &OwnerTag,
-) -> Result<Option<u32>, SlurmError> {
+    user: &str,
+    key: &TagKey,
+) -> Result<Adoptable, SlurmError> {
     Ok(client
         .accounting_jobs_named(name)
         .await?
-        .and_then(|records| plan::find_tagged(&records, tag)))
+        .map(|records| plan::adoptable(&records, tag, user, key))
+        .unwrap_or_default())
 }
 
-/// How a cancel ended; all three mean "nothing of this job runs any more or will".
+/// How a cancel ended; the first three mean "nothing of this job runs any more or will".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cancellation {
     Cancelled,
     AlreadyFinished,
     /// slurmctld does not know the job (it ended long ago, or never existed).
     Gone,
+    /// Not cancelled: the job is not provably ours ([`cancel_owned`]); how its tag stands.
+    NotOwned(Ownership),
 }
 
 /// Cancel `job_id`, treating "already finished" and "unknown" as done. Errors are only those
@@ -511,6 +581,62 @@ pub async fn cancel(client: &SlurmClient, job_id: u32) -> Result<Cancellation, S
         Err(SlurmError::NotFound { .. }) => Ok(Cancellation::Gone),
         Err(other) => Err(other),
     }
+}
+
+/// Cancel `job_id` for the SlurmJob `uid` only if it is ours (`plan::is_ours`): its records in the
+/// index, or else slurmctld's answer to a GET of the job, must carry the SlurmJob's tag, signed
+/// for the job's own Slurm user. With `status_job` (the SlurmJob's own `status.jobId`) the legacy
+/// tag of a job the previous version submitted counts too (`plan::is_followed`). A job id can
+/// name someone else's job (ids restart after slurmctld loses its state, or a status was
+/// written by hand): that job is left alone ([`Cancellation::NotOwned`]).
+pub async fn cancel_owned(
+    client: &SlurmClient,
+    state: Option<&ClusterState>,
+    uid: &str,
+    key: &TagKey,
+    job_id: u32,
+    status_job: bool,
+) -> Result<Cancellation, SlurmError> {
+    let ours = |job: &Job| {
+        if status_job {
+            plan::is_followed(job, uid, key)
+        } else {
+            plan::is_ours(job, uid, key)
+        }
+    };
+    let indexed: Vec<Job> = state
+        .map(|s| s.job_records(job_id).into_iter().cloned().collect())
+        .unwrap_or_default();
+    // The index holds only jobs whose comment claims to be ours, so a job missing from it may
+    // still be a foreign job under that id: ask slurmctld.
+    let records = if indexed.iter().any(ours) {
+        indexed
+    } else {
+        match client.job(job_id).await {
+            Ok(records) => records,
+            Err(SlurmError::NotFound { .. }) => return Ok(Cancellation::Gone),
+            Err(other) => return Err(other),
+        }
+    };
+    if !records.iter().any(ours) {
+        let ownership = records
+            .iter()
+            .map(|job| match job.ownership(key) {
+                // A valid tag, but of another SlurmJob.
+                Ownership::Proven | Ownership::Legacy => Ownership::Forged,
+                other => other,
+            })
+            .min_by_key(|o| *o == Ownership::Untagged)
+            .unwrap_or(Ownership::Untagged);
+        warn!(
+            job_id,
+            uid,
+            ownership = ownership.as_str(),
+            "not cancelling a Slurm job that is not provably this SlurmJob's"
+        );
+        return Ok(Cancellation::NotOwned(ownership));
+    }
+    cancel(client, job_id).await
 }
 
 /// The streamer Pod of run `job_id`: created when missing, replaced when it streams an earlier

@@ -18,13 +18,15 @@
 //!    for a re-run.
 //!
 //! Deletion ([`plan::cleanup`]) cancels every unfinished job of the SlurmJob (status, this
-//! process's submissions, the index by tag); "already finished" and "unknown" count as done. A
-//! settled SlurmJob lets go at once, needing nothing from Slurm. A SlurmCluster that cannot be
-//! reached keeps the finalizer with a `DeletionBlocked` condition and a Warning Event saying
-//! what it waits for, until the deletion deadline (`--deletion-deadline`); then, or at once
-//! with the `slurm.rs/skip-cancel` annotation or when the SlurmCluster no longer exists, the
-//! finalizer goes with a Warning Event naming the Slurm jobs that may still run (also on the
-//! SlurmCluster: a namespace being deleted refuses new Events).
+//! process's submissions, the index by tag), each only once its signed tag shows it is the
+//! SlurmJob's own (`act::cancel_owned`; else a `NotOwned` Warning and no cancel); "already
+//! finished" and "unknown" count as done. A settled SlurmJob lets go at once, needing nothing
+//! from Slurm. A SlurmCluster that cannot be reached keeps the finalizer with a
+//! `DeletionBlocked` condition and a Warning Event saying what it waits for, until the deletion
+//! deadline (`--deletion-deadline`); then, or at once with the `slurm.rs/skip-cancel`
+//! annotation or when the SlurmCluster no longer exists, the finalizer goes with a Warning
+//! Event naming the Slurm jobs that may still run (also on the SlurmCluster: a namespace being
+//! deleted refuses new Events).
 //!
 //! Triggers: the SlurmJob (generation and finalizer changes; our status writes do not
 //! re-trigger), its streamer Pod, and the pollers' events: `JobChanged`/`JobGone` carry the
@@ -339,6 +341,7 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
         started_at: ctx.started_at,
         now: Utc::now(),
         leadership: &ctx.leadership,
+        key: &ctx.tag_key,
     };
     let target = Target {
         name: &name,
@@ -564,7 +567,13 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         None if cluster_exists(&job.spec.cluster_name, ctx).await? => Reach::NotConnected,
         None => Reach::Gone,
     };
-    let ids = plan::to_cancel(&uid, &status, state.as_deref(), &data.submissions);
+    let ids = plan::to_cancel(
+        &uid,
+        &status,
+        state.as_deref(),
+        &data.submissions,
+        &ctx.tag_key,
+    );
     let deleted_at = job
         .metadata
         .deletion_timestamp
@@ -654,31 +663,52 @@ async fn cancel_all(
     handle: &crate::state::registry::ClusterHandle,
     ctx: &Context,
 ) -> Result<(), Blocker> {
+    let uid = job.uid().unwrap_or_default();
+    let state = Arc::clone(&handle.index.borrow());
+    let status_job_id = job.status.as_ref().and_then(|s| s.job_id);
     for &job_id in ids {
-        let outcome =
-            act::cancel(&handle.client, job_id)
-                .await
-                .map_err(|error| Blocker::CancelFailed {
-                    job_id,
-                    reason: error.category(),
-                    message: Chain(&error).to_string(),
-                })?;
+        let outcome = act::cancel_owned(
+            &handle.client,
+            Some(&state),
+            &uid,
+            &ctx.tag_key,
+            job_id,
+            status_job_id == Some(i64::from(job_id)),
+        )
+        .await
+        .map_err(|error| Blocker::CancelFailed {
+            job_id,
+            reason: error.category(),
+            message: Chain(&error).to_string(),
+        })?;
         info!(
             job_id,
             ?outcome,
             "SlurmJob deleted: cancelled its Slurm job"
         );
-        if outcome == act::Cancellation::Cancelled {
-            kit::publish(
-                &ctx.recorder,
-                job,
-                EVENT_ACTION,
-                Notice::normal(
-                    "Cancelled",
-                    format!("Slurm job {job_id} cancelled: the SlurmJob was deleted"),
-                ),
-            )
-            .await;
+        match outcome {
+            act::Cancellation::Cancelled => {
+                kit::publish(
+                    &ctx.recorder,
+                    job,
+                    EVENT_ACTION,
+                    Notice::normal(
+                        "Cancelled",
+                        format!("Slurm job {job_id} cancelled: the SlurmJob was deleted"),
+                    ),
+                )
+                .await;
+            }
+            act::Cancellation::NotOwned(ownership) => {
+                kit::publish(
+                    &ctx.recorder,
+                    job,
+                    EVENT_ACTION,
+                    notice::not_owned(job_id, ownership),
+                )
+                .await;
+            }
+            _ => {}
         }
     }
     Ok(())

@@ -3,6 +3,25 @@
 
 use crate::controller::kit::Notice;
 use crate::crd::slurmjob::{Phase, SlurmJobStatus};
+use crate::slurm::tag::Ownership;
+
+/// The Warning of a deleted SlurmJob whose job id names a Slurm job that is not provably its
+/// own: it is left running and the SlurmJob is released.
+pub fn not_owned(job_id: u32, ownership: Ownership) -> Notice {
+    let why = match ownership {
+        Ownership::Untagged => "carries no ownership tag",
+        Ownership::Legacy => "carries an unsigned tag of another SlurmJob",
+        _ => "carries a tag that is not this SlurmJob's, signed for its Slurm user",
+    };
+    Notice::warning(
+        "NotOwned",
+        format!(
+            "Slurm job {job_id} was not cancelled: it {why}, so it is not this SlurmJob's job (a \
+             job id reused after slurmctld lost its state, or a status written by hand); the \
+             SlurmJob is released without touching it"
+        ),
+    )
+}
 
 /// The Events for going from `before` to `after` (the same run, or a new one).
 ///

@@ -8,7 +8,11 @@
 //! 1. the cluster's index was synced completely *after this process started* (so it has seen
 //!    every job slurmctld holds, including any an earlier incarnation submitted before dying),
 //! 2. neither that index nor this process's own submissions hold a job carrying this
-//!    generation's tag — if one does, it is adopted;
+//!    generation's tag — if one does, it is adopted, but only when the tag is provably ours
+//!    ([`adoptable`]: signed with the operator's key for this uid, generation and the Slurm user
+//!    the job runs as, and that user is the one this SlurmJob submits as). A forged, unsigned
+//!    (legacy) or other user's tag is never adopted: it is reported and a job of our own is
+//!    submitted;
 //! 3. unless the SlurmJob is fresh ([`FRESH`]), accounting has answered that it holds no job
 //!    with this tag either (one that ran and left slurmctld while the operator was away).
 
@@ -18,7 +22,7 @@ use chrono::{DateTime, Utc};
 
 use crate::crd::condition;
 use crate::crd::slurmjob::{SlurmJobSpec, SlurmJobStatus};
-use crate::slurm::tag::OwnerTag;
+use crate::slurm::tag::{OwnerTag, Ownership, TagKey};
 use crate::slurm::types::{Job, SubmitRequest};
 use crate::state::index::ClusterState;
 
@@ -45,13 +49,17 @@ pub struct SubmitFacts<'a> {
     /// The SlurmJob's name (the job name and output path default to it).
     pub name: &'a str,
     pub tag: &'a OwnerTag,
+    /// The Slurm user the job is submitted as: signed into its tag.
+    pub user: &'a str,
+    /// The operator's tag key.
+    pub key: &'a TagKey,
     pub generation: i64,
     pub spec: &'a SlurmJobSpec,
     /// Whether the index synced completely after this process started ([`index_trusted`]).
     pub index_trusted: bool,
     /// The job this process submitted with this tag, if any (see `Submissions`).
     pub submitted_here: Option<u32>,
-    /// The lowest job id carrying this tag in the index.
+    /// The lowest job id in the index carrying this tag, provably ours ([`adoptable`]).
     pub indexed: Option<u32>,
     /// Whether accounting may be skipped ([`FRESH`]).
     pub fresh: bool,
@@ -62,7 +70,8 @@ pub struct SubmitFacts<'a> {
 /// What accounting said of an earlier submit of this tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AccountingAnswer {
-    /// A job carrying the tag (or none, or no accounting at all: nothing to adopt).
+    /// A job carrying the tag, provably ours (or none, or no accounting at all: nothing to
+    /// adopt).
     Found(Option<u32>),
     /// Accounting did not answer: `reason` is the error's category, `message` its text.
     Failed {
@@ -134,7 +143,8 @@ pub fn submit(
             };
         }
     };
-    let request = match submit::request(facts.spec, facts.name, facts.tag, &resolved) {
+    let comment = facts.key.comment(facts.tag, facts.user);
+    let request = match submit::request(facts.spec, facts.name, &comment, &resolved) {
         Ok(request) => request,
         Err(error) => return SubmitPlan::Invalid(error),
     };
@@ -170,37 +180,113 @@ pub fn fresh(generation: i64, created: Option<DateTime<Utc>>, now: DateTime<Utc>
     generation == 1 && created.is_some_and(|at| now - at < FRESH)
 }
 
-/// The existing job of `tag`: submitted by this process, or seen by the index.
-pub fn existing(state: &ClusterState, submissions: &Submissions, tag: &OwnerTag) -> Option<u32> {
-    submissions
-        .get(tag)
-        .or_else(|| state.tagged(tag).first().copied())
-}
-
 /// Whether the index can be trusted to show every job, i.e. it synced after `started_at`.
 pub fn index_trusted(state: &ClusterState, started_at: DateTime<Utc>) -> bool {
     state.jobs_synced_at.is_some_and(|t| t > started_at)
 }
 
-/// The job, among `jobs`, that carries exactly `tag` in its comment (the lowest id when an
-/// outside actor duplicated it: the first one is the one we submitted).
-pub fn find_tagged<'a>(jobs: impl IntoIterator<Item = &'a Job>, tag: &OwnerTag) -> Option<u32> {
-    jobs.into_iter()
+/// Why a job carrying a generation's tag is not adopted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotAdopted {
+    /// The signature does not verify (guessed, copied onto another user's job, another key).
+    Forged,
+    /// A legacy tag, written before tags were signed: anyone could have written it.
+    Unsigned,
+    /// Signed by us, but for a Slurm user other than the one this SlurmJob submits as.
+    OtherUser,
+}
+
+impl NotAdopted {
+    /// Stable PascalCase name (log field, Event text).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Forged => "Forged",
+            Self::Unsigned => "Unsigned",
+            Self::OtherUser => "OtherUser",
+        }
+    }
+}
+
+/// What [`adoptable`] found among the jobs carrying a tag.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Adoptable {
+    /// The job to adopt: the lowest id provably ours (an outside actor cannot duplicate it).
+    pub job_id: Option<u32>,
+    /// The jobs carrying the tag that are not adopted, and why, by id.
+    pub refused: Vec<(u32, NotAdopted)>,
+}
+
+/// The job, among `jobs`, that carries exactly `tag` and is provably ours: its signature
+/// verifies under `key` for the Slurm user the record says it runs as, and that user is `user`,
+/// the one this SlurmJob submits as. The others carrying the tag are listed as refused.
+pub fn adoptable<'a>(
+    jobs: impl IntoIterator<Item = &'a Job>,
+    tag: &OwnerTag,
+    user: &str,
+    key: &TagKey,
+) -> Adoptable {
+    let mut found = Adoptable::default();
+    for job in jobs
+        .into_iter()
         .filter(|job| job.owner.as_ref() == Some(tag))
-        .map(|job| job.array_job_id.unwrap_or(job.job_id))
-        .min()
+    {
+        let id = job.array_job_id.unwrap_or(job.job_id);
+        let refusal = match job.ownership(key) {
+            Ownership::Proven if job.user_name.as_deref() == Some(user) => {
+                found.job_id = Some(found.job_id.map_or(id, |f| f.min(id)));
+                continue;
+            }
+            Ownership::Proven => NotAdopted::OtherUser,
+            Ownership::Legacy => NotAdopted::Unsigned,
+            Ownership::Forged | Ownership::Untagged => NotAdopted::Forged,
+        };
+        if !found.refused.iter().any(|(r, _)| *r == id) {
+            found.refused.push((id, refusal));
+        }
+    }
+    let adopted = found.job_id;
+    found.refused.retain(|(id, _)| Some(*id) != adopted);
+    found.refused.sort_unstable_by_key(|(id, _)| *id);
+    found
+}
+
+/// Whether `job` is provably the SlurmJob `uid`'s: a tag of that uid, signed with our key for
+/// the job's own Slurm user.
+pub fn is_ours(job: &Job, uid: &str, key: &TagKey) -> bool {
+    job.owner.as_ref().is_some_and(|tag| tag.is_of(uid)) && job.ownership(key) == Ownership::Proven
+}
+
+/// Whether the SlurmJob `uid` follows (or cancels) `job`, reached through its own `status.jobId`:
+/// a job that [`is_ours`], or one carrying the legacy, unsigned tag of that uid — a job the
+/// previous version submitted, still followed and cancelled after an upgrade. A legacy tag is
+/// never adopted and never found by a scan of the index.
+pub fn is_followed(job: &Job, uid: &str, key: &TagKey) -> bool {
+    is_ours(job, uid, key)
+        || (job.owner.as_ref().is_some_and(|tag| tag.is_of(uid))
+            && job.ownership(key) == Ownership::Legacy)
 }
 
 /// The status mirrored from the index; a job the index no longer holds (long enough after the
-/// submit for a complete sync to have seen it) that had not ended is `Lost`.
+/// submit for a complete sync to have seen it) that had not ended is `Lost`. Only records that
+/// are ours ([`is_followed`] for `uid`) are mirrored: a job id reused by someone else's job
+/// (after slurmctld lost its state) reads as our job being gone.
 pub fn follow(
     current: &SlurmJobStatus,
     job_id: i64,
     state: &ClusterState,
     now: DateTime<Utc>,
+    uid: &str,
+    key: &TagKey,
 ) -> SlurmJobStatus {
     let records: Vec<Job> = u32::try_from(job_id)
-        .map(|id| state.job_records(id).into_iter().cloned().collect())
+        .map(|id| {
+            state
+                .job_records(id)
+                .into_iter()
+                .filter(|job| is_followed(job, uid, key))
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default();
     if !records.is_empty() {
         return status::observe(current, &records);
@@ -227,12 +313,14 @@ pub fn gone(state: &ClusterState, current: &SlurmJobStatus) -> bool {
 }
 
 /// The Slurm jobs a deleted SlurmJob must cancel: its current job unless it ended, what this
-/// process submitted for it, and every unfinished job in the index carrying its uid.
+/// process submitted for it, and every unfinished job in the index that is ours ([`is_ours`]).
+/// A candidate, not a verdict: `act::cancel_owned` checks each id again right before the cancel.
 pub fn to_cancel(
     uid: &str,
     status: &SlurmJobStatus,
     state: Option<&ClusterState>,
     submissions: &Submissions,
+    key: &TagKey,
 ) -> Vec<u32> {
     let mut ids: Vec<u32> = Vec::new();
     if let Some(id) = status.job_id.and_then(|id| u32::try_from(id).ok())
@@ -254,7 +342,7 @@ pub fn to_cancel(
                 .jobs
                 .values()
                 .filter(|j| !j.state.base.is_finished())
-                .filter(|j| j.owner.as_ref().is_some_and(|o| o.is_of(uid)))
+                .filter(|j| is_ours(j, uid, key))
                 .map(|j| j.array_job_id.unwrap_or(j.job_id)),
         );
     }

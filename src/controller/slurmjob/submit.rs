@@ -6,7 +6,6 @@ use crate::crd::slurmjob::{DependencyType, SlurmJobSpec};
 use crate::slurm::types::{SubmitRequest, extra_option_refusal};
 
 use crate::crd::quantity::{self, QuantityError};
-use crate::slurm::tag::OwnerTag;
 
 /// Working directory when the spec names none: exists on every Slurm node.
 pub const DEFAULT_WORKING_DIRECTORY: &str = "/tmp";
@@ -87,12 +86,13 @@ pub fn output_path(spec: &SlurmJobSpec, object_name: &str) -> Option<String> {
     Some(format!("{dir}/{object_name}-%j.out"))
 }
 
-/// The submit request for `spec` of the SlurmJob named `object_name`, tagged with `tag`.
+/// The submit request for `spec` of the SlurmJob named `object_name`, whose comment is `comment`
+/// (the signed ownership tag, `TagKey::comment`).
 /// Typed fields win over the same keys in `extraOptions`.
 pub fn request(
     spec: &SlurmJobSpec,
     object_name: &str,
-    tag: &OwnerTag,
+    comment: &str,
     dependencies: &[ResolvedDependency],
 ) -> Result<SubmitRequest, SpecError> {
     if !spec.script.starts_with("#!") {
@@ -145,7 +145,7 @@ pub fn request(
         standard_output: output.clone(),
         // With an output file, stderr goes to the same file so `kubectl logs` shows both.
         standard_error: output,
-        comment: Some(tag.to_string()),
+        comment: Some(comment.to_owned()),
         extra: serde_json::Map::new(),
     };
     if let Some(extra) = &spec.extra_options {
@@ -176,6 +176,7 @@ mod tests {
 
     use super::*;
     use crate::crd::slurmjob::{JobDependency, JobOutput};
+    use crate::slurm::tag::OwnerTag;
 
     fn spec() -> SlurmJobSpec {
         serde_json::from_value(json!({
@@ -192,7 +193,7 @@ mod tests {
             name: "hello".into(),
             type_: DependencyType::AfterAny,
         }];
-        let error = request(&s, "hello", &OwnerTag::new("u", 1), &[]).unwrap_err();
+        let error = request(&s, "hello", &OwnerTag::new("u", 1).to_string(), &[]).unwrap_err();
         assert_eq!(
             error,
             SpecError::DependsOnItself {
@@ -206,7 +207,7 @@ mod tests {
 
     #[test]
     fn minimal_spec_gets_defaults_and_the_tag() {
-        let r = request(&spec(), "hello", &OwnerTag::new("u", 1), &[]).unwrap();
+        let r = request(&spec(), "hello", &OwnerTag::new("u", 1).to_string(), &[]).unwrap();
         assert_eq!(r.script, "#!/bin/bash\necho hi\n");
         assert_eq!(r.name.as_deref(), Some("hello"));
         assert_eq!(r.working_directory, "/tmp");
@@ -257,7 +258,7 @@ mod tests {
                 job_id: 13,
             },
         ];
-        let r = request(&s, "obj", &OwnerTag::new("u", 1), &deps).unwrap();
+        let r = request(&s, "obj", &OwnerTag::new("u", 1).to_string(), &deps).unwrap();
         assert_eq!(r.name.as_deref(), Some("custom"));
         assert_eq!(r.partition.as_deref(), Some("debug"));
         assert_eq!(r.account.as_deref(), Some("acct"));
@@ -294,7 +295,7 @@ mod tests {
                 .unwrap()
                 .clone(),
         );
-        let r = request(&s, "obj", &OwnerTag::new("u", 1), &[]).unwrap();
+        let r = request(&s, "obj", &OwnerTag::new("u", 1).to_string(), &[]).unwrap();
         assert_eq!(r.extra.get("mail_type"), Some(&json!(["END"])));
         assert_eq!(r.extra.get("hold"), Some(&json!(true)));
         assert_eq!(r.extra.len(), 3);
@@ -326,7 +327,7 @@ mod tests {
                     .unwrap()
                     .clone(),
             );
-            let err = request(&s, "obj", &OwnerTag::new("u", 1), &[]).unwrap_err();
+            let err = request(&s, "obj", &OwnerTag::new("u", 1).to_string(), &[]).unwrap_err();
             assert!(
                 matches!(&err, SpecError::ExtraOption { key: k, .. } if k == key),
                 "{key}: {err}"
@@ -344,17 +345,17 @@ mod tests {
         let mut s = spec();
         s.script = "echo no shebang".into();
         assert_eq!(
-            request(&s, "o", &OwnerTag::new("u", 1), &[]),
+            request(&s, "o", &OwnerTag::new("u", 1).to_string(), &[]),
             Err(SpecError::ScriptWithoutInterpreter)
         );
         let mut s = spec();
         s.memory_per_node = Some(Quantity("lots".into()));
-        let err = request(&s, "o", &OwnerTag::new("u", 1), &[]).unwrap_err();
+        let err = request(&s, "o", &OwnerTag::new("u", 1).to_string(), &[]).unwrap_err();
         assert!(err.to_string().starts_with("memoryPerNode: "), "{err}");
         let mut s = spec();
         s.ntasks = Some(0);
         assert_eq!(
-            request(&s, "o", &OwnerTag::new("u", 1), &[]),
+            request(&s, "o", &OwnerTag::new("u", 1).to_string(), &[]),
             Err(SpecError::NotPositive {
                 field: "ntasks",
                 value: 0
@@ -363,7 +364,7 @@ mod tests {
         let mut s = spec();
         s.cpus_per_task = Some(-2);
         assert_eq!(
-            request(&s, "o", &OwnerTag::new("u", 1), &[]),
+            request(&s, "o", &OwnerTag::new("u", 1).to_string(), &[]),
             Err(SpecError::NotPositive {
                 field: "cpusPerTask",
                 value: -2

@@ -601,13 +601,23 @@ async fn submit_then_delete_cancels_the_slurm_job() {
     let job_id = u32::try_from(status.job_id.expect("jobId written")).unwrap();
     assert!(condition::is_true(&status.conditions, status::READY));
     let records = client.job(job_id).await.unwrap();
+    // The tag is signed for the Slurm user the job runs as.
+    let user = records[0].user_name.clone().unwrap();
     assert_eq!(
         records[0].comment.as_deref(),
         Some(
-            OwnerTag::new(job.metadata.uid.as_deref().unwrap(), 1)
-                .to_string()
+            data.ctx
+                .tag_key
+                .comment(
+                    &OwnerTag::new(job.metadata.uid.as_deref().unwrap(), 1),
+                    &user
+                )
                 .as_str()
         )
+    );
+    assert_eq!(
+        records[0].ownership(&data.ctx.tag_key),
+        crate::slurm::tag::Ownership::Proven
     );
 
     // A second reconcile before the status reached the cache: adopted from this process's
@@ -666,11 +676,15 @@ async fn submit_then_delete_cancels_the_slurm_job() {
     assert!(data.submissions.is_empty(), "forgotten after the delete");
 }
 
+/// A record of a job submitted for `tag` as Slurm user `slurm` (the test clients' user), signed
+/// with [`Context::test`]'s key.
 fn tagged_record(id: u32, tag: &OwnerTag, states: &[&str]) -> crate::slurm::types::Job {
+    let comment = crate::controller::test_support::test_tag_key().comment(tag, "slurm");
     crate::slurm::types::Job {
         job_id: id,
         state: JobState::from_strings(states),
-        ..crate::slurm::types::Job::bare().with_comment(tag.to_string())
+        user_name: Some("slurm".into()),
+        ..crate::slurm::types::Job::bare().with_comment(comment)
     }
 }
 
@@ -701,7 +715,13 @@ fn delete_cancels_every_unfinished_job_of_the_uid() {
         ..Default::default()
     };
     assert_eq!(
-        to_cancel(uid, &status, Some(&state), &submissions),
+        to_cancel(
+            uid,
+            &status,
+            Some(&state),
+            &submissions,
+            &crate::controller::test_support::test_tag_key()
+        ),
         vec![2, 5, 7]
     );
     let ended = SlurmJobStatus {
@@ -709,7 +729,13 @@ fn delete_cancels_every_unfinished_job_of_the_uid() {
         ..status
     };
     assert_eq!(
-        to_cancel(uid, &ended, None, &Submissions::default()),
+        to_cancel(
+            uid,
+            &ended,
+            None,
+            &Submissions::default(),
+            &crate::controller::test_support::test_tag_key()
+        ),
         Vec::<u32>::new()
     );
 }

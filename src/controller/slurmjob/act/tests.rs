@@ -34,6 +34,7 @@ async fn depending_on_itself_is_an_invalid_spec_not_an_endless_wait() {
     let index = state(Some(101), vec![]);
     let submissions = Submissions::default();
     let leadership = Leadership::always();
+    let key = crate::slurm::tag::TagKey::ephemeral();
     let env = Env {
         client: &client,
         submitter: &client,
@@ -42,6 +43,7 @@ async fn depending_on_itself_is_an_invalid_spec_not_an_endless_wait() {
         started_at,
         now: DateTime::from_timestamp(200, 0).unwrap(),
         leadership: &leadership,
+        key: &key,
     };
     // `prepare` is submitted (job 5): only the self-reference stands in the way.
     let step = step_named(&spec, "train", env).await;
@@ -86,6 +88,7 @@ async fn an_unsubmittable_edit_of_a_finished_job_announces_no_rerun() {
     let index = state(Some(101), vec![]);
     let submissions = Submissions::default();
     let leadership = Leadership::always();
+    let key = crate::slurm::tag::TagKey::ephemeral();
     let env = Env {
         client: &client,
         submitter: &client,
@@ -94,6 +97,7 @@ async fn an_unsubmittable_edit_of_a_finished_job_announces_no_rerun() {
         started_at: DateTime::from_timestamp(100, 0).unwrap(),
         now: DateTime::from_timestamp(200, 0).unwrap(),
         leadership: &leadership,
+        key: &key,
     };
     let finished = SlurmJobStatus {
         phase: Phase::Completed,

@@ -4,14 +4,6 @@ use super::*;
 use crate::crd::slurmjob::Phase;
 use crate::slurm::types::JobState;
 
-fn job(id: u32, tag: &OwnerTag, states: &[&str]) -> Job {
-    Job {
-        job_id: id,
-        state: JobState::from_strings(states),
-        ..Job::bare().with_comment(tag.to_string())
-    }
-}
-
 fn state(synced: Option<i64>, jobs: Vec<Job>) -> ClusterState {
     ClusterState {
         jobs: Arc::new(jobs.into_iter().map(|j| (j.job_id, j)).collect()),
@@ -30,27 +22,15 @@ fn the_index_is_trusted_only_after_a_sync_since_start() {
 }
 
 #[test]
-fn an_existing_job_comes_from_this_process_or_the_index() {
-    let t = OwnerTag::new("u", 1);
+fn submissions_are_remembered_by_tag_and_forgotten_by_uid() {
     let subs = Submissions::default();
-    let s = state(
-        Some(1),
-        vec![
-            job(7, &t, &["PENDING"]),
-            job(8, &OwnerTag::new("u", 2), &["PENDING"]),
-        ],
-    );
-    assert_eq!(existing(&s, &subs, &t), Some(7));
-    assert_eq!(existing(&s, &subs, &OwnerTag::new("u", 3)), None);
+    assert_eq!(subs.get(&OwnerTag::new("u", 3)), None);
     subs.record(&OwnerTag::new("u", 3), 9);
-    assert_eq!(existing(&s, &subs, &OwnerTag::new("u", 3)), Some(9));
+    assert_eq!(subs.get(&OwnerTag::new("u", 3)), Some(9));
     subs.record(&OwnerTag::new("v", 1), 10);
     subs.forget_uid("u");
     assert_eq!(subs.len(), 1);
-    assert_eq!(
-        existing(&state(None, vec![]), &subs, &OwnerTag::new("v", 1)),
-        Some(10)
-    );
+    assert_eq!(subs.get(&OwnerTag::new("v", 1)), Some(10));
 }
 
 fn submitted_at(secs: i64) -> SlurmJobStatus {
@@ -108,50 +88,206 @@ fn record(id: u32, comment: Option<&str>, array_job_id: Option<u32>) -> Job {
     record
 }
 
+fn owned(id: u32, tag: &OwnerTag, user: &str, array_job_id: Option<u32>) -> Job {
+    let mut job = record(id, Some(&KEY.comment(tag, user)), array_job_id);
+    job.user_name = Some(user.to_owned());
+    job
+}
+
 #[test]
 fn tagged_job_is_found_by_exact_tag_and_arrays_by_their_array_id() {
+    let tag = |uid: &str, generation| OwnerTag::new(uid, generation);
     let jobs = [
-        record(3, Some("slurm.rs/uid=a,generation=1"), None),
-        record(4, Some("slurm.rs/uid=a,generation=2"), None),
-        record(5, Some("slurm.rs/uid=a,generation=10"), None),
-        record(9, Some("slurm.rs/uid=b,generation=1"), Some(8)),
-        record(8, Some("slurm.rs/uid=b,generation=1"), Some(8)),
+        owned(3, &tag("a", 1), "alice", None),
+        owned(4, &tag("a", 2), "alice", None),
+        owned(5, &tag("a", 10), "alice", None),
+        owned(9, &tag("b", 1), "alice", Some(8)),
+        owned(8, &tag("b", 1), "alice", Some(8)),
     ];
+    let find = |t: &OwnerTag| adoptable(&jobs, t, "alice", &KEY);
+    assert_eq!(find(&tag("a", 1)).job_id, Some(3));
+    assert_eq!(find(&tag("a", 2)).job_id, Some(4));
+    assert_eq!(find(&tag("b", 1)).job_id, Some(8));
+    assert_eq!(find(&tag("b", 1)).refused, vec![]);
+    assert_eq!(find(&tag("c", 1)), Adoptable::default());
     assert_eq!(
-        find_tagged(
-            &jobs,
-            &OwnerTag::parse("slurm.rs/uid=a,generation=1").unwrap()
+        adoptable(&[], &tag("x", 1), "alice", &KEY),
+        Adoptable::default()
+    );
+}
+
+/// Adoption as a table: the jobs carrying this generation's claim, and what is adopted and
+/// refused. The SlurmJob submits as alice.
+#[test]
+fn only_a_tag_signed_for_this_slurmjob_and_its_user_is_adopted() {
+    let t = OwnerTag::new("u", 1);
+    let other_key = TagKey::new(&[9; 32]).unwrap();
+    let forged_by_other_key = {
+        let mut job = record(21, Some(&other_key.comment(&t, "alice")), None);
+        job.user_name = Some("alice".into());
+        job
+    };
+    // Alice's real tag, copied onto bob's job (a replay).
+    let replayed = {
+        let mut job = record(22, Some(&KEY.comment(&t, "alice")), None);
+        job.user_name = Some("bob".into());
+        job
+    };
+    // The tag of the next generation, guessed: a signature made for generation 2 on a claim of 1.
+    let next_signature = KEY.comment(&OwnerTag::new("u", 2), "alice");
+    let guessed = {
+        let sig = next_signature.rsplit_once(",sig=").unwrap().1;
+        let mut job = record(23, Some(&format!("{t},sig={sig}")), None);
+        job.user_name = Some("alice".into());
+        job
+    };
+    let unsigned = {
+        let mut job = record(24, Some(&t.to_string()), None);
+        job.user_name = Some("alice".into());
+        job
+    };
+    let no_user = record(25, Some(&KEY.comment(&t, "alice")), None);
+    let signed_for_bob = owned(26, &t, "bob", None);
+    let ours = owned(30, &t, "alice", None);
+    type Row = (&'static str, Vec<Job>, Option<u32>, Vec<(u32, NotAdopted)>);
+    let rows: Vec<Row> = vec![
+        ("ours", vec![ours.clone()], Some(30), vec![]),
+        (
+            "another key",
+            vec![forged_by_other_key.clone()],
+            None,
+            vec![(21, NotAdopted::Forged)],
         ),
-        Some(3)
+        (
+            "replayed on bob's job",
+            vec![replayed.clone()],
+            None,
+            vec![(22, NotAdopted::Forged)],
+        ),
+        (
+            "guessed generation",
+            vec![guessed.clone()],
+            None,
+            vec![(23, NotAdopted::Forged)],
+        ),
+        (
+            "unsigned (legacy)",
+            vec![unsigned.clone()],
+            None,
+            vec![(24, NotAdopted::Unsigned)],
+        ),
+        (
+            "no user in the record",
+            vec![no_user],
+            None,
+            vec![(25, NotAdopted::Forged)],
+        ),
+        (
+            "signed for another user",
+            vec![signed_for_bob],
+            None,
+            vec![(26, NotAdopted::OtherUser)],
+        ),
+        (
+            "forgeries with lower ids do not hide ours",
+            vec![forged_by_other_key, replayed, guessed, unsigned, ours],
+            Some(30),
+            vec![
+                (21, NotAdopted::Forged),
+                (22, NotAdopted::Forged),
+                (23, NotAdopted::Forged),
+                (24, NotAdopted::Unsigned),
+            ],
+        ),
+    ];
+    for (row, jobs, adopted, refused) in rows {
+        let found = adoptable(&jobs, &t, "alice", &KEY);
+        assert_eq!(found.job_id, adopted, "{row}");
+        assert_eq!(found.refused, refused, "{row}");
+        // What the plan does with it: adopt only a proven job, else submit our own.
+        let spec = spec(serde_json::json!({}));
+        let plan = submit(
+            SubmitFacts {
+                indexed: found.job_id,
+                ..facts(&spec)
+            },
+            |_| None,
+        );
+        match adopted {
+            Some(id) => assert_eq!(
+                plan,
+                SubmitPlan::Adopt {
+                    job_id: id,
+                    announced: false
+                },
+                "{row}"
+            ),
+            None => assert!(matches!(plan, SubmitPlan::Submit(_)), "{row}: {plan:?}"),
+        }
+    }
+}
+
+#[test]
+fn follow_and_cancel_see_only_jobs_that_are_ours() {
+    let uid = "u";
+    let t = OwnerTag::new(uid, 1);
+    let ours = owned(1, &t, "alice", None);
+    let legacy = {
+        let mut job = record(2, Some(&t.to_string()), None);
+        job.user_name = Some("alice".into());
+        job
+    };
+    let replayed = {
+        let mut job = record(3, Some(&KEY.comment(&t, "alice")), None);
+        job.user_name = Some("bob".into());
+        job
+    };
+    let other_slurmjob = owned(4, &OwnerTag::new("v", 1), "alice", None);
+    let foreign = record(5, None, None);
+    assert!(is_ours(&ours, uid, &KEY));
+    assert!(is_followed(&ours, uid, &KEY));
+    // Upgrade: a job the previous version submitted is followed (and cancelled) through the
+    // SlurmJob's own status.jobId, but is not provably ours: not found by a scan.
+    assert!(!is_ours(&legacy, uid, &KEY));
+    assert!(is_followed(&legacy, uid, &KEY));
+    for not_ours in [&replayed, &other_slurmjob, &foreign] {
+        assert!(!is_ours(not_ours, uid, &KEY), "{not_ours:?}");
+        assert!(!is_followed(not_ours, uid, &KEY), "{not_ours:?}");
+    }
+    let s = state(
+        Some(1),
+        vec![ours, legacy, replayed, other_slurmjob, foreign],
+    );
+    let status = SlurmJobStatus::default();
+    assert_eq!(
+        to_cancel(uid, &status, Some(&s), &Submissions::default(), &KEY),
+        vec![1]
+    );
+    // A status pointing at someone else's job mirrors nothing of it.
+    let current = SlurmJobStatus {
+        job_id: Some(3),
+        phase: Phase::Submitted,
+        ..Default::default()
+    };
+    let now = DateTime::from_timestamp(10, 0).unwrap();
+    assert_eq!(follow(&current, 3, &s, now, uid, &KEY), current);
+    assert_eq!(
+        follow(&current, 1, &s, now, uid, &KEY).slurm_state,
+        vec!["PENDING"]
     );
     assert_eq!(
-        find_tagged(
-            &jobs,
-            &OwnerTag::parse("slurm.rs/uid=a,generation=2").unwrap()
-        ),
-        Some(4)
+        follow(&current, 2, &s, now, uid, &KEY).slurm_state,
+        vec!["PENDING"],
+        "a legacy job is followed through status.jobId"
     );
-    assert_eq!(
-        find_tagged(
-            &jobs,
-            &OwnerTag::parse("slurm.rs/uid=b,generation=1").unwrap()
-        ),
-        Some(8)
-    );
-    assert_eq!(
-        find_tagged(
-            &jobs,
-            &OwnerTag::parse("slurm.rs/uid=c,generation=1").unwrap()
-        ),
-        None
-    );
-    assert_eq!(find_tagged(&[], &OwnerTag::new("x", 1)), None);
 }
 
 // The submit decision as a table over plain data: every row is a set of facts, the SlurmJobs
 // `dependsOn` can find, and the plan expected for them.
 
 static TAG: std::sync::LazyLock<OwnerTag> = std::sync::LazyLock::new(|| OwnerTag::new("u", 1));
+static KEY: std::sync::LazyLock<TagKey> =
+    std::sync::LazyLock::new(|| TagKey::new(&[7; 32]).unwrap());
 
 fn spec(extra: serde_json::Value) -> SlurmJobSpec {
     let mut spec = serde_json::json!({"clusterName": "local", "script": "#!/bin/sh\ntrue\n"});
@@ -166,6 +302,8 @@ fn facts(spec: &SlurmJobSpec) -> SubmitFacts<'_> {
     SubmitFacts {
         name: "train",
         tag: &TAG,
+        user: "alice",
+        key: &KEY,
         generation: 1,
         spec,
         index_trusted: true,
@@ -197,7 +335,8 @@ fn matches(plan: &SubmitPlan, expect: &Expect) -> bool {
         }
         (SubmitPlan::AskAccounting { name }, Expect::AskAccounting(n)) => name == n,
         (SubmitPlan::Submit(request), Expect::Submit { name }) => {
-            request.comment == Some(TAG.to_string()) && request.name.as_deref() == Some(*name)
+            request.comment == Some(KEY.comment(&TAG, "alice"))
+                && request.name.as_deref() == Some(*name)
         }
         _ => false,
     }
@@ -372,7 +511,7 @@ fn a_submitted_request_carries_the_tag_and_the_dependencies() {
     let SubmitPlan::Submit(request) = submit(facts(&depends), |_| Some(Some(5))) else {
         panic!("no submit");
     };
-    assert_eq!(request.comment, Some(TAG.to_string()));
+    assert_eq!(request.comment, Some(KEY.comment(&TAG, "alice")));
     assert_eq!(request.dependency.as_deref(), Some("afterok:5"));
 }
 
