@@ -34,7 +34,7 @@ use super::lifecycle::{self, Decision};
 use super::notice;
 use super::output;
 use super::plan::{self, AccountingAnswer, SubmitFacts, SubmitPlan, WAIT_RETRY};
-use super::status::{self, SPEC_APPLIED};
+use super::status::{self, SPEC_APPLIED, STALLED, SUBMIT_REJECTED};
 use super::submissions::Submissions;
 
 /// Fail point (test builds): right after Slurm accepted a submit, before anything records it
@@ -85,7 +85,8 @@ pub struct Step {
 }
 
 /// One step: decide, then submit (or adopt) or follow. Errors are Slurm errors of a submit whose
-/// outcome is unknown; the next step resolves them through the tag.
+/// outcome is unknown; the next step resolves them through the tag. A submit Slurm refused for
+/// good ([`SlurmError::refuses_job`]) is no error: the step says so (`SubmitRejected`).
 pub async fn step(
     target: Target<'_>,
     env: Env<'_>,
@@ -123,8 +124,17 @@ pub async fn step(
                     .filter(|n| !(announced && n.reason == "Submitted")),
             );
             dedup(&mut step.notices);
+            step.status = status::summarize(step.status, generation, now(env));
             Ok(step)
         }
+        Decision::Rejected { .. } => Ok(Step {
+            // Nothing is asked of Slurm: the status already says why (a restarted operator
+            // reads it there), and only a spec change brings a new generation.
+            status: status::summarize(current, generation, now(env)),
+            notices: Vec::new(),
+            retry: None,
+            invalid: true,
+        }),
         Decision::Follow { job_id } => {
             let (mut next, retry) = follow_or_account(&current, job_id, target.uid, env).await;
             if next.observed_generation.is_none() {
@@ -132,7 +142,7 @@ pub async fn step(
             }
             let notices = notice::transitions(&current, &next);
             Ok(Step {
-                status: next,
+                status: status::summarize(next, generation, now(env)),
                 notices,
                 retry,
                 invalid: false,
@@ -162,7 +172,7 @@ pub async fn step(
             let mut notices = vec![Notice::warning("EditIgnored", message)];
             notices.extend(notice::transitions(&current, &next));
             Ok(Step {
-                status: next,
+                status: status::summarize(next, generation, now(env)),
                 notices,
                 retry,
                 invalid: false,
@@ -246,10 +256,12 @@ async fn submit_step(
         }
         SubmitPlan::Invalid(error) => {
             let message = format!("the spec cannot be submitted: {error}");
-            let mut step = wait(base, "InvalidSpec", message.clone());
-            step.retry = None;
-            step.invalid = true;
-            step.notices.push(Notice::warning("InvalidSpec", message));
+            let step = Step {
+                status: status::stalled(base, generation, "InvalidSpec", message.clone(), now),
+                notices: vec![Notice::warning("InvalidSpec", message)],
+                retry: None,
+                invalid: true,
+            };
             return Ok((step, false));
         }
         // With accounting's answer the plan never asks again (plan's tests); were it to, the
@@ -267,7 +279,25 @@ async fn submit_step(
                                the submit); the leader submits";
                 return Ok((wait(base, "NotLeader", message.into()), false));
             }
-            (submit_once(env, &tag, &request).await?, false)
+            match submit_once(env, &tag, &request).await {
+                Ok(outcome) => (outcome, false),
+                // Slurm answered, and no job exists: safe to say so, and the same request would
+                // only get the same answer. Recorded with its generation (see `lifecycle`).
+                Err(error) if error.refuses_job() => {
+                    let status = status::rejected(base, generation, &error.to_string(), now);
+                    let message = condition::find(&status.conditions, STALLED)
+                        .map(|c| c.message.clone())
+                        .unwrap_or_default();
+                    let step = Step {
+                        status,
+                        notices: vec![Notice::warning(SUBMIT_REJECTED, message)],
+                        retry: None,
+                        invalid: true,
+                    };
+                    return Ok((step, false));
+                }
+                Err(error) => return Err(error),
+            }
         }
     };
     let (job_id, ready) = match &outcome {
