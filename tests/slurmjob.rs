@@ -780,3 +780,60 @@ async fn privileged_job_options_never_reach_slurm() {
         job.name
     );
 }
+
+/// Issue 15, item 2, against the real slurmctld: a partition, account, QoS or feature it does
+/// not have is refused for good — `Stalled`/`SubmitRejected` with Slurm's own message, one
+/// `SubmitRejected` Event, no job — and the next step sends nothing (no Event, the status as it
+/// was). The partition fixed in a new generation, the job is submitted and completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_slurm_refuses_for_good_stalls_until_its_spec_changes() {
+    let slurm = require_slurm!();
+    let cases = [
+        ("partition", "no-such-partition", "Invalid partition name"),
+        ("account", "no-such-account", "Invalid account"),
+        ("qos", "no-such-qos", "Invalid qos"),
+        ("constraints", "no-such-feature", "Invalid feature"),
+    ];
+    for (field, value, says) in cases {
+        let mut job = Runner::new(
+            &slurm,
+            "refused",
+            json!({"script": script("true"), field: value}),
+        );
+        let step = job.step().await;
+        assert!(step.invalid, "{field}: {:?}", step.status);
+        assert_eq!(step.retry, None);
+        assert_eq!(job.events, ["SubmitRejected"], "{field}");
+        assert_eq!(step.status.job_id, None);
+        assert_eq!(step.status.rejected_generation, Some(1));
+        assert!(job.submissions.is_empty(), "{field}: no job");
+        let stalled = condition::find(&step.status.conditions, status::STALLED).unwrap();
+        assert_eq!(stalled.reason, status::SUBMIT_REJECTED);
+        assert!(
+            stalled.message.contains(says),
+            "{field}: {}",
+            stalled.message
+        );
+        let ready = condition::find(&step.status.conditions, status::READY).unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "SubmitRejected")
+        );
+
+        let again = job.step().await;
+        assert_eq!(again.status, step.status, "{field}: held");
+        assert_eq!(job.events, ["SubmitRejected"], "{field}: no second Event");
+
+        if field == "partition" {
+            job.generation = 2;
+            job.spec.partition = Some(slurm.partition.clone());
+            job.until_phase(Phase::Completed, LONG).await;
+            let done = job.status();
+            assert_eq!(done.rejected_generation, None);
+            assert_eq!(done.submitted_generation, Some(2));
+            assert!(condition::is_true(&done.conditions, status::COMPLETE));
+            assert!(condition::find(&done.conditions, status::STALLED).is_none());
+            assert_eq!(job.submissions.len(), 1);
+        }
+    }
+}

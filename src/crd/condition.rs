@@ -10,8 +10,14 @@ use schemars::{Schema, SchemaGenerator};
 use serde_json::{Value, json};
 
 /// The object is usable: for a SlurmCluster, slurmrestd answered with valid credentials; for a
-/// SlurmNodeSet, all desired nodes are ready; for a SlurmJob, the job was accepted by Slurm.
+/// SlurmNodeSet, all desired nodes are ready; for a SlurmJob, its latest spec runs (or ran) in
+/// Slurm and nothing went wrong (see `controller::slurmjob::status`).
 pub const READY: &str = "Ready";
+/// kstatus: the operator is still working towards the spec (present only while `True`).
+pub const RECONCILING: &str = "Reconciling";
+/// kstatus: the operator cannot make progress until something changes (present only while
+/// `True`).
+pub const STALLED: &str = "Stalled";
 /// SlurmCluster: slurmrestd accepted the configured credentials.
 pub const AUTHENTICATED: &str = "Authenticated";
 
@@ -103,6 +109,13 @@ pub fn upsert(conditions: &mut Vec<Condition>, mut new: Condition) -> bool {
             true
         }
     }
+}
+
+/// Remove the condition of the given type; returns whether there was one.
+pub fn remove(conditions: &mut Vec<Condition>, type_: &str) -> bool {
+    let before = conditions.len();
+    conditions.retain(|c| c.type_ != type_);
+    conditions.len() != before
 }
 
 /// metav1's pattern for a condition type (`Ready`, `example.com/Ready`).

@@ -65,16 +65,30 @@ fn matches(pattern: &str) -> String {
         description = "Lifecycle phase"
     ),
     printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason",
+        description = "Why the job is in its phase (the Ready condition's reason)"
+    ),
+    printcolumn(
+        name = "Partition",
+        type_ = "string",
+        json_path = ".spec.partition",
+        description = "Partition asked for (empty: the cluster's default)"
+    ),
+    printcolumn(
         name = "JobID",
         type_ = "integer",
         json_path = ".status.jobId",
-        description = "Slurm job id"
+        description = "Slurm job id",
+        priority = "1"
     ),
     printcolumn(
         name = "SlurmCluster",
         type_ = "string",
         json_path = ".spec.clusterName",
-        description = "SlurmCluster the job runs on"
+        description = "SlurmCluster the job runs on",
+        priority = "1"
     ),
     printcolumn(
         name = "Nodes",
@@ -476,6 +490,19 @@ pub struct SlurmJobStatus {
     /// The `.metadata.generation` of the spec the current run was submitted from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitted_generation: Option<i64>,
+
+    /// When the operator submitted or adopted the current run's job, by its own clock. A job
+    /// slurmctld no longer lists is called `Lost` only when a complete listing of slurmctld's
+    /// jobs that began after this time misses it and the cluster's accounting has no record of
+    /// it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracked_since: Option<Time>,
+
+    /// The `.metadata.generation` whose submit Slurm refused for a reason only a change of the
+    /// spec can fix (condition `Stalled`, reason `SubmitRejected`): that generation is not
+    /// submitted again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_generation: Option<i64>,
 
     /// Earlier runs of this SlurmJob (most recent first), at most 10.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -791,7 +791,16 @@ fn printer_columns_point_at_typed_fields() {
         ),
         (
             "slurmjobs.slurm.rs",
-            vec!["Phase", "JobID", "SlurmCluster", "Nodes", "Exit", "Age"],
+            vec![
+                "Phase",
+                "Reason",
+                "Partition",
+                "JobID",
+                "SlurmCluster",
+                "Nodes",
+                "Exit",
+                "Age",
+            ],
         ),
         (
             "slurmnodesets.slurm.rs",
@@ -816,6 +825,20 @@ fn printer_columns_point_at_typed_fields() {
             .unwrap_or_default();
         let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, want[name.as_str()], "{name}");
+        // Wide output only (`-o wide`): a SlurmJob's job id and SlurmCluster, a SlurmCluster's
+        // REST API version.
+        let wide: Vec<&str> = columns
+            .iter()
+            .filter(|c| c.priority.unwrap_or(0) > 0)
+            .map(|c| c.name.as_str())
+            .collect();
+        let want_wide: &[&str] = match name.as_str() {
+            "slurmjobs.slurm.rs" => &["JobID", "SlurmCluster"],
+            "slurmnodesets.slurm.rs" => &["Mixed", "Draining"],
+            "slurmclusters.slurm.rs" => &["REST API"],
+            _ => &[],
+        };
+        assert_eq!(wide, want_wide, "{name}");
         for col in &columns {
             if col.json_path == ".metadata.creationTimestamp" {
                 assert_eq!(col.type_, "date");

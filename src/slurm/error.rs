@@ -25,6 +25,35 @@ pub mod errno {
     /// slurmrestd could not talk to slurmctld (`SLURMCTLD_COMMUNICATIONS_*`: connect, send,
     /// receive, shutdown, backoff). slurmrestd answers so only after its own MessageTimeout.
     pub const CONTROLLER_COMMUNICATION: std::ops::RangeInclusive<i64> = 1800..=1804;
+
+    /// Submit refusals about the job itself, which the same request always gets again: an
+    /// impossible size, layout, time limit, account, QoS, GRES, licence, array or burst-buffer
+    /// request (`ESLURM_*`; 2045 and 2066 seen on Slurm 24.11 for an unknown account and
+    /// QoS). Not `ESLURM_ACCOUNTING_POLICY` (2050): it also means a submit limit such as
+    /// `MaxSubmitJobs`, which lifts as jobs end.
+    pub const JOB_REFUSED: &[i64] = &[
+        2001, // DEFAULT_PARTITION_NOT_SET
+        2003, // JOB_MISSING_REQUIRED_PARTITION_GROUP
+        2004, // REQUESTED_NODES_NOT_IN_PARTITION
+        2005, // TOO_MANY_REQUESTED_CPUS
+        2006, // INVALID_NODE_COUNT
+        2008, // JOB_MISSING_SIZE_SPECIFICATION
+        2009, // JOB_SCRIPT_MISSING
+        2012, // PATHNAME_TOO_LONG
+        2014, // REQUESTED_NODE_CONFIG_UNAVAILABLE
+        2015, // REQUESTED_PART_CONFIG_UNAVAILABLE
+        2023, // BAD_DIST
+        2025, // BAD_TASK_COUNT
+        2044, // INVALID_TASK_MEMORY
+        2045, // INVALID_ACCOUNT
+        2048, // INVALID_LICENSES
+        2051, // INVALID_TIME_LIMIT
+        2057, // INVALID_WCKEY
+        2066, // INVALID_QOS
+        2072, // INVALID_GRES
+        2081, // INVALID_ARRAY
+        2094, // INVALID_BURST_BUFFER_REQUEST
+    ];
 }
 
 /// One entry of a response's `errors[]` (or a cancel's `status[].error`).
@@ -262,6 +291,25 @@ impl SlurmError {
         }
     }
 
+    /// Whether Slurm refused a job for a reason that will not change by itself: a partition,
+    /// feature, account, QoS, size or limit the cluster does not have or does not allow this
+    /// user, or a request the facade would not send. The same request gets the same answer, so
+    /// only a different one (a spec change) can succeed. False for every error that leaves a
+    /// submit's outcome unknown (network, timeouts, undecodable answers) and for refusals that
+    /// lift on their own (submit limits, a silent slurmctld).
+    pub fn refuses_job(&self) -> bool {
+        match self {
+            Self::InvalidPartition { .. }
+            | Self::InvalidFeature { .. }
+            | Self::PermissionDenied { .. }
+            | Self::InvalidRequest { .. } => true,
+            Self::Rejected { .. } => self
+                .slurm_errno()
+                .is_some_and(|code| errno::JOB_REFUSED.contains(&code)),
+            _ => false,
+        }
+    }
+
     /// A stable, low-cardinality name for metrics labels and condition/Event reasons.
     pub fn category(&self) -> &'static str {
         match self {
@@ -431,6 +479,44 @@ mod tests {
             let got = classify("op", 500, subject, vec![err(code, "x")]);
             assert_eq!(got.category(), want, "errno {code} with {subject:?}: {got}");
         }
+    }
+
+    /// What only a different job can fix, as slurmctld answered `POST /job/submit` (24.11: 2000
+    /// unknown partition, 2029 unknown feature, 2045 unknown account, 2066 unknown QoS), against
+    /// what may pass later or whose outcome is unknown.
+    #[test]
+    fn submit_refusals_that_only_a_spec_change_fixes() {
+        let submit =
+            |code: i64| classify("post_job_submit", 500, Subject::None, vec![err(code, "x")]);
+        for code in [2000, 2029, 2045, 2066, 2051, 2006, 2072, 2002, 2010] {
+            let e = submit(code);
+            assert!(e.refuses_job(), "errno {code}: {e}");
+            assert!(!e.is_transient(), "errno {code}");
+        }
+        // A submit limit (MaxSubmitJobs) lifts as jobs end; slurmctld may come back; an errno
+        // this list does not name is not guessed at.
+        for code in [2050, 1800, 1007, 2105, 0, 9999] {
+            assert!(!submit(code).refuses_job(), "errno {code}");
+        }
+        let unknown_outcome = [
+            SlurmError::Timeout {
+                operation: "post_job_submit",
+                timeout: std::time::Duration::from_secs(1),
+            },
+            SlurmError::Decode {
+                operation: "post_job_submit",
+                detail: "x".into(),
+            },
+            SlurmError::UnexpectedStatus {
+                operation: "post_job_submit",
+                status: 502,
+                body: String::new(),
+            },
+        ];
+        for e in unknown_outcome {
+            assert!(!e.refuses_job(), "{e}");
+        }
+        assert!(SlurmError::InvalidRequest { detail: "x".into() }.refuses_job());
     }
 
     #[test]

@@ -50,7 +50,8 @@ pub struct ClusterState {
     pub nodes_synced_at: Option<DateTime<Utc>>,
     /// When the job list was last confirmed complete and error-free: every job slurmctld holds
     /// was known, with its owner, and every one of ours up to date as of that time. Looking for a
-    /// job by its tag before submitting must wait for this (fail closed).
+    /// job by its tag before submitting must wait for this (fail closed). It is when that
+    /// listing *began*: a job submitted before it is in the listing.
     pub jobs_synced_at: Option<DateTime<Utc>>,
     pub health: Health,
     /// Poll cycles finished, successful or not, since the poller started.

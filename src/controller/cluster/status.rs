@@ -12,7 +12,9 @@
 
 use super::config::ConfigError;
 use crate::controller::kit::Notice;
-use crate::crd::condition::{self, AUTHENTICATED, Condition, READY, Status, Time};
+use crate::crd::condition::{
+    self, AUTHENTICATED, Condition, READY, RECONCILING, STALLED, Status, Time,
+};
 use crate::crd::{ClusterNodeCounts, SlurmClusterStatus};
 use crate::slurm::SlurmError;
 use crate::slurm::tag::{Ownership, TagKey};
@@ -145,6 +147,8 @@ pub struct Failure {
     pub reason: &'static str,
     pub message: String,
     pub auth: AuthState,
+    /// Only a change (of the spec or its Secrets) can help: `Stalled`, not `Reconciling`.
+    pub waits_for_change: bool,
 }
 
 impl Failure {
@@ -159,6 +163,7 @@ impl Failure {
             reason: error.reason(),
             message: error.to_string(),
             auth,
+            waits_for_change: true,
         }
     }
 
@@ -174,6 +179,7 @@ impl Failure {
             reason: error.category(),
             message: crate::error_chain::Chain(error).to_string(),
             auth,
+            waits_for_change: false,
         }
     }
 
@@ -202,6 +208,7 @@ impl Failure {
             reason,
             message: format!("slurmrestd answered the check, but polling it fails: {message}"),
             auth,
+            waits_for_change: false,
         }
     }
 }
@@ -244,6 +251,10 @@ fn node_counts(counts: &NodeCounts) -> ClusterNodeCounts {
 /// status stays the same ([`condition::upsert`]). On failure, what was observed of Slurm (name,
 /// release, counts, partitions) is dropped — the status only claims what is true now — but
 /// `lastContactTime` is kept: it says when slurmrestd last answered.
+///
+/// kstatus: `Stalled=True` while the spec or its Secrets must change first (the controller waits
+/// for that), `Reconciling=True` while it retries (unreachable, credentials refused, slurmctld
+/// silent); neither once connected.
 pub fn desired(
     current: Option<&SlurmClusterStatus>,
     generation: Option<i64>,
@@ -252,7 +263,14 @@ pub fn desired(
 ) -> SlurmClusterStatus {
     let mut conditions = current.map(|s| s.conditions.clone()).unwrap_or_default();
     conditions.retain(|c| {
-        c.type_ == READY || c.type_ == AUTHENTICATED || c.type_ == DUPLICATE_PROTECTION
+        [
+            READY,
+            AUTHENTICATED,
+            DUPLICATE_PROTECTION,
+            RECONCILING,
+            STALLED,
+        ]
+        .contains(&c.type_.as_str())
     });
     let previous_contact = current.and_then(|s| s.last_contact_time.clone());
     let cond = |type_: &str, status: Status, reason: &str, message: String| {
@@ -287,6 +305,15 @@ pub fn desired(
                     ),
                 )
             };
+            condition::remove(&mut conditions, STALLED);
+            if ready == Status::False {
+                condition::upsert(
+                    &mut conditions,
+                    cond(RECONCILING, Status::True, reason, message.clone()),
+                );
+            } else {
+                condition::remove(&mut conditions, RECONCILING);
+            }
             condition::upsert(&mut conditions, cond(READY, ready, reason, message));
             condition::upsert(
                 &mut conditions,
@@ -327,6 +354,16 @@ pub fn desired(
             condition::upsert(
                 &mut conditions,
                 cond(READY, Status::False, f.reason, f.message.clone()),
+            );
+            let (progress, other) = if f.waits_for_change {
+                (STALLED, RECONCILING)
+            } else {
+                (RECONCILING, STALLED)
+            };
+            condition::remove(&mut conditions, other);
+            condition::upsert(
+                &mut conditions,
+                cond(progress, Status::True, f.reason, f.message.clone()),
             );
             let auth = match f.auth {
                 AuthState::Accepted => cond(
@@ -563,6 +600,7 @@ mod tests {
             reason,
             message: "it broke".into(),
             auth,
+            waits_for_change: false,
         })
     }
 
@@ -603,6 +641,49 @@ mod tests {
         );
         assert_eq!(s.observed_generation, Some(4));
         assert_eq!(s.last_contact_time, Some(at(100)));
+    }
+
+    /// kstatus: nothing in progress once connected; `Reconciling` while the controller retries;
+    /// `Stalled` while only a change of the spec or its Secrets helps. Back to neither.
+    #[test]
+    fn kstatus_conditions_follow_what_the_controller_does_next() {
+        let types = |s: &SlurmClusterStatus| {
+            let mut t: Vec<String> = s.conditions.iter().map(|c| c.type_.clone()).collect();
+            t.sort();
+            t
+        };
+        let ok = desired(None, Some(1), &connected(), at(100));
+        assert_eq!(types(&ok), [AUTHENTICATED, READY]);
+        let retrying = desired(
+            Some(&ok),
+            Some(1),
+            &failed("Unreachable", AuthState::Unknown),
+            at(110),
+        );
+        assert_eq!(types(&retrying), [AUTHENTICATED, READY, RECONCILING]);
+        assert_eq!(cond(&retrying, RECONCILING).reason, "Unreachable");
+        // Still retrying later: the same condition, its time kept (no write per reconcile).
+        let still = desired(
+            Some(&retrying),
+            Some(1),
+            &failed("Unreachable", AuthState::Unknown),
+            at(200),
+        );
+        assert_eq!(cond(&still, RECONCILING).last_transition_time, at(110));
+        let mut invalid = Failure::poller("x", "y");
+        invalid.reason = "SecretNotFound";
+        invalid.waits_for_change = true;
+        let stalled = desired(
+            Some(&still),
+            Some(2),
+            &Observation::Failed(invalid),
+            at(210),
+        );
+        assert_eq!(types(&stalled), [AUTHENTICATED, READY, STALLED]);
+        assert_eq!(cond(&stalled, STALLED).observed_generation, Some(2));
+        let back = desired(Some(&stalled), Some(3), &connected(), at(300));
+        assert_eq!(types(&back), [AUTHENTICATED, READY]);
+        assert_eq!(back.observed_generation, Some(3));
     }
 
     #[test]

@@ -727,9 +727,10 @@ pub fn desired_status(
             reason,
             message,
             generation,
-            now,
+            now.clone(),
         ),
     );
+    progress_conditions(&mut conditions, ready, generation, now);
     SlurmNodeSetStatus {
         replicas: counts.replicas,
         ready_replicas: counts.ready,
@@ -740,6 +741,39 @@ pub fn desired_status(
         conditions,
         observed_generation: generation,
     }
+}
+
+/// kstatus, from the conditions above: `Stalled=True` while registered nodes miss a listed
+/// partition (only a change of slurm.conf helps), else `Reconciling=True` while nodes are not
+/// all ready or wait to be drained; each absent otherwise.
+fn progress_conditions(
+    conditions: &mut Vec<condition::Condition>,
+    ready: bool,
+    generation: Option<i64>,
+    now: condition::Time,
+) {
+    let found = |type_: &str| condition::find(conditions, type_).cloned();
+    let stalled = found(CONDITION_PARTITIONS).filter(|c| c.status == "False");
+    let draining = found(CONDITION_DRAINING).filter(|c| c.status == "True");
+    let busy = if ready {
+        draining
+    } else {
+        found(condition::READY)
+    };
+    let mut set = |type_: &str, from: Option<condition::Condition>| match from {
+        Some(c) => {
+            condition::upsert(
+                conditions,
+                condition::new(type_, true, &c.reason, c.message, generation, now.clone()),
+            );
+        }
+        None => {
+            condition::remove(conditions, type_);
+        }
+    };
+    let reconciling = if stalled.is_some() { None } else { busy };
+    set(condition::STALLED, stalled);
+    set(condition::RECONCILING, reconciling);
 }
 
 /// The `Partitions` condition: absent without `spec.slurm.partitions`; Unknown without a fresh

@@ -832,7 +832,35 @@ fn ready_counts_available_pods_and_partitions_are_reported() {
         partition_misses: Some(vec![]),
         ..plan.clone()
     };
+    // kstatus: nodes outside their partitions stall the set (slurm.conf must change); nodes
+    // not all available yet is work in progress; all available is neither.
+    let kstatus = |status: &SlurmNodeSetStatus| {
+        [condition::STALLED, condition::RECONCILING].map(|t| {
+            condition::find(&status.conditions, t).map(|c| (c.status.clone(), c.reason.clone()))
+        })
+    };
+    assert_eq!(
+        kstatus(&status),
+        [Some(("True".into(), "NotInPartitions".into())), None]
+    );
     let parts = desired_status(&set, &all_in, "cpu");
+    assert_eq!(
+        kstatus(&parts),
+        [None, Some(("True".into(), "NotReady".into()))]
+    );
+    let settled = plan::NodeSetPlan {
+        counts: plan::Counts {
+            replicas: 2,
+            ready: 2,
+            available: 2,
+            ..plan::Counts::default()
+        },
+        ..all_in.clone()
+    };
+    assert_eq!(
+        kstatus(&desired_status(&set, &settled, "cpu")),
+        [None, None]
+    );
     let parts = condition::find(&parts.conditions, CONDITION_PARTITIONS).unwrap();
     assert_eq!(parts.status, "True");
     let no_view = plan::NodeSetPlan {

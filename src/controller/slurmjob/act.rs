@@ -35,7 +35,7 @@ use super::lifecycle::{self, Decision};
 use super::notice;
 use super::output;
 use super::plan::{self, AccountingAnswer, Adoptable, SubmitFacts, SubmitPlan, WAIT_RETRY};
-use super::status::{self, SPEC_APPLIED};
+use super::status::{self, SPEC_APPLIED, STALLED, SUBMIT_REJECTED};
 use super::submissions::Submissions;
 
 /// Fail point (test builds): right after Slurm accepted a submit, before anything records it
@@ -104,7 +104,8 @@ type NoLoad = fn(i64) -> std::future::Ready<Result<Option<SlurmJobSpec>, Infalli
 
 /// One step: decide, then submit (or adopt) or follow, with `target.spec` whole (the script
 /// included). Errors are Slurm errors of a submit whose outcome is unknown; the next step
-/// resolves them through the tag.
+/// resolves them through the tag. A submit Slurm refused for good
+/// ([`SlurmError::refuses_job`]) is no error: the step says so (`SubmitRejected`).
 pub async fn step(
     target: Target<'_>,
     env: Env<'_>,
@@ -180,8 +181,17 @@ where
                     .filter(|n| !(announced && n.reason == "Submitted")),
             );
             dedup(&mut step.notices);
+            step.status = status::summarize(step.status, generation, now(env));
             Ok(step)
         }
+        Decision::Rejected { .. } => Ok(Step {
+            // Nothing is asked of Slurm: the status already says why (a restarted operator
+            // reads it there), and only a spec change brings a new generation.
+            status: status::summarize(current, generation, now(env)),
+            notices: Vec::new(),
+            retry: None,
+            invalid: true,
+        }),
         Decision::Follow { job_id } => {
             let (mut next, retry) = follow_or_account(&current, job_id, target.uid, env).await;
             if next.observed_generation.is_none() {
@@ -189,7 +199,7 @@ where
             }
             let notices = notice::transitions(&current, &next);
             Ok(Step {
-                status: next,
+                status: status::summarize(next, generation, now(env)),
                 notices,
                 retry,
                 invalid: false,
@@ -219,7 +229,7 @@ where
             let mut notices = vec![Notice::warning("EditIgnored", message)];
             notices.extend(notice::transitions(&current, &next));
             Ok(Step {
-                status: next,
+                status: status::summarize(next, generation, now(env)),
                 notices,
                 retry,
                 invalid: false,
@@ -351,10 +361,12 @@ where
         }
         SubmitPlan::Invalid(error) => {
             let message = format!("the spec cannot be submitted: {error}");
-            let mut step = wait(base, "InvalidSpec", message.clone());
-            step.retry = None;
-            step.invalid = true;
-            step.notices.push(Notice::warning("InvalidSpec", message));
+            let step = Step {
+                status: status::stalled(base, generation, "InvalidSpec", message.clone(), now),
+                notices: vec![Notice::warning("InvalidSpec", message)],
+                retry: None,
+                invalid: true,
+            };
             return Ok((step, false));
         }
         // With accounting's answer the plan never asks again (plan's tests); were it to, the
@@ -378,7 +390,25 @@ where
                                the submit); the leader submits";
                 return Ok((wait(base, "NotLeader", message.into()), false));
             }
-            (submit_once(env, &tag, &request).await?, false)
+            match submit_once(env, &tag, &request).await {
+                Ok(outcome) => (outcome, false),
+                // Slurm answered, and no job exists: safe to say so, and the same request would
+                // only get the same answer. Recorded with its generation (see `lifecycle`).
+                Err(error) if error.refuses_job() => {
+                    let status = status::rejected(base, generation, &error.to_string(), now);
+                    let message = condition::find(&status.conditions, STALLED)
+                        .map(|c| c.message.clone())
+                        .unwrap_or_default();
+                    let step = Step {
+                        status,
+                        notices: vec![Notice::warning(SUBMIT_REJECTED, message)],
+                        retry: None,
+                        invalid: true,
+                    };
+                    return Ok((step, false));
+                }
+                Err(error) => return Err(error.into()),
+            }
         }
     };
     let (job_id, ready) = match &outcome {

@@ -15,10 +15,13 @@ pub enum Decision {
     /// The spec changed while the job is pending or running: keep following it, tell the user
     /// the edit does not apply to a job that has already been submitted.
     IgnoreEdit { job_id: i64, generation: i64 },
+    /// Slurm refused this generation's submit for a reason only a spec change fixes
+    /// (`status.rejectedGeneration`): nothing to do until the spec changes.
+    Rejected { generation: i64 },
 }
 
 /// The rules:
-/// - never submitted → submit;
+/// - never submitted → submit, unless Slurm refused this very generation (→ rejected);
 /// - spec changed (generation past what the status observed) and the job had ended → re-run;
 /// - spec changed while the job was pending or running → ignore the edit (it is recorded as
 ///   observed, so the job does not re-run later when it ends);
@@ -28,6 +31,9 @@ pub fn decide(generation: i64, status: Option<&SlurmJobStatus>) -> Decision {
         return Decision::Submit { rerun: false };
     };
     let Some(job_id) = status.job_id else {
+        if status.rejected_generation == Some(generation) {
+            return Decision::Rejected { generation };
+        }
         return Decision::Submit {
             rerun: !status.history.is_empty(),
         };
@@ -42,11 +48,14 @@ pub fn decide(generation: i64, status: Option<&SlurmJobStatus>) -> Decision {
     }
 }
 
-/// Whether the SlurmJob's run is over and its status already says everything: the job ended,
-/// and no edit since asks for another run. Nothing about it needs Slurm any more.
+/// Whether the SlurmJob's status already says everything: the job ended and no edit since asks
+/// for another run, or Slurm refused this generation. Nothing about it needs Slurm any more.
 pub fn settled(generation: i64, status: Option<&SlurmJobStatus>) -> bool {
-    matches!(decide(generation, status), Decision::Follow { .. })
-        && status.is_some_and(|s| s.phase.is_terminal())
+    match decide(generation, status) {
+        Decision::Follow { .. } => status.is_some_and(|s| s.phase.is_terminal()),
+        Decision::Rejected { .. } => true,
+        Decision::Submit { .. } | Decision::IgnoreEdit { .. } => false,
+    }
 }
 
 /// [`settled`] for a SlurmJob being deleted. The API server adds one to a custom resource's
@@ -229,6 +238,27 @@ mod tests {
         // A re-run whose submit has not happened yet (history present, no job id).
         let pending_rerun = start_new_run(&status(Some(5), Phase::Failed, 1));
         assert_eq!(decide(2, Some(&pending_rerun)), Submit { rerun: true });
+    }
+
+    /// Issue 15: a generation Slurm refused is not submitted again — also by a restarted
+    /// operator, which reads it from the status — and the next spec change is.
+    #[test]
+    fn a_rejected_generation_waits_for_a_spec_change() {
+        use Decision::*;
+        let rejected = SlurmJobStatus {
+            rejected_generation: Some(1),
+            observed_generation: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(decide(1, Some(&rejected)), Rejected { generation: 1 });
+        assert!(settled(1, Some(&rejected)), "nothing to ask Slurm");
+        assert_eq!(decide(2, Some(&rejected)), Submit { rerun: false });
+        assert!(!settled(2, Some(&rejected)));
+        // A re-run refused: the earlier run is history; the edit after it runs again.
+        let mut rerun = start_new_run(&status(Some(5), Phase::Completed, 1));
+        rerun.rejected_generation = Some(2);
+        assert_eq!(decide(2, Some(&rerun)), Rejected { generation: 2 });
+        assert_eq!(decide(3, Some(&rerun)), Submit { rerun: true });
     }
 
     #[test]

@@ -213,7 +213,8 @@ impl FinalizerFailure for Error {
 }
 
 /// Every failure retries with a per-SlurmJob exponential backoff: none of them is the spec's
-/// fault (an unsubmittable spec is reported in the status and waits for an edit without error).
+/// fault (an unsubmittable spec, and a submit Slurm refused for good, are reported in the status
+/// and wait for an edit without error).
 pub fn error_policy(job: Arc<SlurmJob>, error: &Error, data: Arc<JobContext>) -> Action {
     data.ctx
         .metrics
@@ -277,16 +278,29 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
             }
         }
         let mut next = current.clone();
+        let message = format!(
+            "SlurmCluster {:?} is not connected yet; see its status",
+            job.spec.cluster_name
+        );
         condition::upsert(
             &mut next.conditions,
             condition::new(
                 status::READY,
                 condition::Status::Unknown,
                 "ClusterNotReady",
-                format!(
-                    "SlurmCluster {:?} is not connected yet; see its status",
-                    job.spec.cluster_name
-                ),
+                message.clone(),
+                Some(generation),
+                crate::crd::condition::now(),
+            ),
+        );
+        // Retried with backoff until the SlurmCluster connects: work in progress (kstatus).
+        condition::upsert(
+            &mut next.conditions,
+            condition::new(
+                status::RECONCILING,
+                true,
+                "ClusterNotReady",
+                message,
                 Some(generation),
                 crate::crd::condition::now(),
             ),
@@ -503,9 +517,9 @@ fn grant(
     ))
 }
 
-/// A SlurmJob its namespace's access does not allow: `Ready=False` with the refusal's reason
-/// and message (a Warning Event when that is new), and no submit until something changes (the
-/// SlurmJob, its SlurmCluster's access, or its namespace's labels).
+/// A SlurmJob its namespace's access does not allow: `Ready=False` and `Stalled=True` with the
+/// refusal's reason and message (a Warning Event when that is new), and no submit until
+/// something changes (the SlurmJob, its SlurmCluster's access, or its namespace's labels).
 async fn refuse(
     job: &SlurmJob,
     namespace: &str,
@@ -516,7 +530,7 @@ async fn refuse(
     let generation = job.metadata.generation.unwrap_or(1);
     let was = condition::find(&current.conditions, status::READY)
         .map(|c| (c.reason.clone(), c.message.clone()));
-    let next = status::waiting(
+    let next = status::stalled(
         current.clone(),
         generation,
         refusal.reason,

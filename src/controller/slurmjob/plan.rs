@@ -20,19 +20,19 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::crd::condition;
 use crate::crd::slurmjob::{SlurmJobSpec, SlurmJobStatus};
 use crate::slurm::tag::{OwnerTag, Ownership, TagKey};
 use crate::slurm::types::{Job, SubmitRequest};
 use crate::state::index::ClusterState;
 
 use super::lifecycle::{self, DependencyWait};
-use super::status::{self, READY};
+use super::status;
 use super::submissions::Submissions;
 use super::submit::{self, SpecError};
 
-/// How long after the submit a complete index sync must have happened before a job missing
-/// from it counts as gone (Slurm timestamps and conditions have whole seconds).
+/// How long after the submit a complete index sync must have begun before a job missing from
+/// it counts as gone (`trackedSince` has whole seconds, cut down: one second of it, and one
+/// of margin).
 pub const GONE_GRACE: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
 /// Retry interval while waiting for the index, dependencies or accounting.
 pub const WAIT_RETRY: Duration = Duration::from_secs(3);
@@ -266,10 +266,11 @@ pub fn is_followed(job: &Job, uid: &str, key: &TagKey) -> bool {
             && job.ownership(key) == Ownership::Legacy)
 }
 
-/// The status mirrored from the index; a job the index no longer holds (long enough after the
-/// submit for a complete sync to have seen it) that had not ended is `Lost`. Only records that
-/// are ours ([`is_followed`] for `uid`) are mirrored: a job id reused by someone else's job
-/// (after slurmctld lost its state) reads as our job being gone.
+/// The status mirrored from the index; a job the index no longer holds (in a complete listing
+/// that began after the job was submitted, see [`gone`]) that had not ended is `Lost` — until
+/// the caller asked accounting. Only records that are ours ([`is_followed`] for `uid`) are
+/// mirrored: a job id reused by someone else's job (after slurmctld lost its state) reads as
+/// our job being gone.
 pub fn follow(
     current: &SlurmJobStatus,
     job_id: i64,
@@ -278,6 +279,12 @@ pub fn follow(
     uid: &str,
     key: &TagKey,
 ) -> SlurmJobStatus {
+    let mut base = current.clone();
+    if base.tracked_since.is_none() {
+        // A status written before `trackedSince` existed: the evidence clock starts now, so a
+        // job already gone is called so after the next complete listing, never on a guess.
+        base.tracked_since = status::time(Some(now));
+    }
     let records: Vec<Job> = u32::try_from(job_id)
         .map(|id| {
             state
@@ -289,23 +296,27 @@ pub fn follow(
         })
         .unwrap_or_default();
     if !records.is_empty() {
-        return status::observe(current, &records);
+        return status::observe(&base, &records);
     }
-    if current.phase.is_terminal() || !gone(state, current) {
-        return current.clone();
+    if base.phase.is_terminal() || !gone(state, &base) {
+        return base;
     }
-    status::lost(current, job_id, now)
+    status::lost(&base, job_id, now)
 }
 
-/// Whether a complete sync happened late enough after the submit (or adoption) that the job
-/// would be in the index if slurmctld still held it.
+/// Whether the index proves the current job gone from slurmctld: its last complete listing
+/// began after the operator submitted or adopted the job (`trackedSince`, by the same clock),
+/// so the job would be in it if slurmctld still held it. Not the `Ready` condition's time: a
+/// re-run keeps `Ready=True`, and with it the previous run's time (issue 15: a listing taken
+/// before the re-run's submit called the new job `Lost`).
 pub fn gone(state: &ClusterState, current: &SlurmJobStatus) -> bool {
     let Some(synced) = state.jobs_synced_at else {
         return false;
     };
-    let Some(since) = condition::find(&current.conditions, READY)
-        .filter(|c| c.status == "True")
-        .and_then(|c| DateTime::from_timestamp(c.last_transition_time.0.as_second(), 0))
+    let Some(since) = current
+        .tracked_since
+        .as_ref()
+        .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0))
     else {
         return false;
     };

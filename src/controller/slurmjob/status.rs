@@ -1,6 +1,19 @@
 //! A SlurmJob's status as pure functions: what Slurm reports about the current run mirrored
-//! into it ([`observe`]), and the status after each outcome of a step (waiting, submitted or
-//! adopted, lost).
+//! into it ([`observe`]), the status after each outcome of a step (waiting, stalled, rejected,
+//! submitted or adopted, lost), and the conditions that follow from it ([`summarize`]).
+//!
+//! The conditions, as `kubectl wait`, kstatus (Flux) and Argo CD read them:
+//! - `Complete=True` once the run completed (every array task with exit code 0), `Failed=True`
+//!   once it ended in any other way (reason: the phase: `Failed`, `Cancelled`, `TimedOut`,
+//!   `NodeFail`, `Preempted`, `OutOfMemory`, `Lost`) — as for a batch/v1 Job. Both are absent
+//!   while a run is pending or running (a re-run removes the previous run's).
+//! - `Ready=True` while the latest spec runs or ran in Slurm and nothing went wrong: submitted
+//!   (or adopted), running, or completed. `False` while it is not submitted yet, cannot be, or
+//!   ended otherwise; the reason says which.
+//! - `Reconciling=True` while the operator works towards a submit (waiting for the index,
+//!   dependencies, accounting, the SlurmCluster); `Stalled=True` when it cannot go on until
+//!   something changes (`SubmitRejected`, `InvalidSpec`, `NoAccess`, `ClusterNotFound`, ...).
+//!   Both are removed when they no longer hold (kstatus' "abnormal-true" convention).
 
 use std::collections::BTreeMap;
 
@@ -13,10 +26,22 @@ use crate::slurm::types::Job;
 
 use super::phase;
 
-/// Condition: Slurm accepted the job of the current generation.
+/// Condition: the latest spec runs or ran in Slurm and nothing went wrong (module docs).
 pub const READY: &str = condition::READY;
 /// Condition: the spec's latest generation is what the current run was submitted from.
 pub const SPEC_APPLIED: &str = "SpecApplied";
+/// Condition (batch/v1 Job's): the run completed.
+pub const COMPLETE: &str = "Complete";
+/// Condition (batch/v1 Job's): the run ended, and not by completing.
+pub const FAILED: &str = "Failed";
+/// Condition (kstatus): the operator works towards a submit.
+pub const RECONCILING: &str = condition::RECONCILING;
+/// Condition (kstatus): nothing happens until something changes.
+pub const STALLED: &str = condition::STALLED;
+/// Reason: Slurm refused the submit for a reason only a spec change fixes.
+pub const SUBMIT_REJECTED: &str = "SubmitRejected";
+/// The most characters of Slurm's own message a condition or Event repeats.
+pub const MAX_SLURM_MESSAGE: usize = 1024;
 
 /// A Kubernetes time (whole seconds, as Slurm reports) from a Slurm timestamp.
 pub fn time(t: Option<DateTime<Utc>>) -> Option<Time> {
@@ -173,7 +198,8 @@ fn count_indices(expression: &str) -> i32 {
         .fold(0i32, i32::saturating_add)
 }
 
-/// `base` (a pending run) with `Ready=False` saying why it is not submitted yet.
+/// `base` (a pending run) with `Ready=False` and `Reconciling=True` saying why it is not
+/// submitted yet: the operator is on it and comes back.
 pub fn waiting(
     base: SlurmJobStatus,
     generation: i64,
@@ -181,12 +207,169 @@ pub fn waiting(
     message: String,
     now: Time,
 ) -> SlurmJobStatus {
+    let mut status = not_running(base, generation, reason, &message, now.clone());
+    condition::remove(&mut status.conditions, STALLED);
+    condition::upsert(
+        &mut status.conditions,
+        condition::new(RECONCILING, true, reason, message, Some(generation), now),
+    );
+    status
+}
+
+/// `base` (a pending run) with `Ready=False` and `Stalled=True`: it cannot be submitted until
+/// something changes (the spec, or the SlurmCluster's access).
+pub fn stalled(
+    base: SlurmJobStatus,
+    generation: i64,
+    reason: &str,
+    message: String,
+    now: Time,
+) -> SlurmJobStatus {
+    let mut status = not_running(base, generation, reason, &message, now.clone());
+    condition::remove(&mut status.conditions, RECONCILING);
+    condition::upsert(
+        &mut status.conditions,
+        condition::new(STALLED, true, reason, message, Some(generation), now),
+    );
+    status
+}
+
+/// `base` (a pending run) once Slurm refused to submit `generation` for a reason only a spec
+/// change fixes: stalled with reason [`SUBMIT_REJECTED`] and Slurm's own message (bounded),
+/// recorded so that no later step (nor a restarted operator) submits that generation again.
+pub fn rejected(
+    base: SlurmJobStatus,
+    generation: i64,
+    slurm_message: &str,
+    now: Time,
+) -> SlurmJobStatus {
+    let message = format!(
+        "Slurm refused the job of generation {generation}: {}; it is not submitted again until \
+         the spec changes",
+        bounded(slurm_message, MAX_SLURM_MESSAGE)
+    );
+    let mut status = stalled(base, generation, SUBMIT_REJECTED, message, now);
+    status.rejected_generation = Some(generation);
+    status
+}
+
+/// `text` cut to at most `max` characters, `…` marking a cut.
+pub fn bounded(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// The part of [`waiting`] and [`stalled`] that is the same: `Ready=False`, and the generation
+/// observed when no job runs (with a job, `observedGeneration` is what `lifecycle` compares
+/// edits against, which only the step's own decision may move).
+fn not_running(
+    base: SlurmJobStatus,
+    generation: i64,
+    reason: &str,
+    message: &str,
+    now: Time,
+) -> SlurmJobStatus {
     let mut status = base;
+    if status.job_id.is_none() {
+        status.observed_generation = Some(generation);
+    }
     condition::upsert(
         &mut status.conditions,
         condition::new(READY, false, reason, message, Some(generation), now),
     );
     status
+}
+
+/// The conditions that follow from a job's phase (module docs), for a status whose run has a
+/// job: `Ready`, `Complete` and `Failed` from the phase, no `Reconciling` or `Stalled` (the job
+/// is Slurm's to run). Without a job (a pending run) only a previous run's `Complete` and
+/// `Failed` go: the waiting or stalled state set the rest.
+pub fn summarize(status: SlurmJobStatus, generation: i64, now: Time) -> SlurmJobStatus {
+    let mut next = status;
+    let Some(job_id) = next.job_id else {
+        condition::remove(&mut next.conditions, COMPLETE);
+        condition::remove(&mut next.conditions, FAILED);
+        return next;
+    };
+    condition::remove(&mut next.conditions, RECONCILING);
+    condition::remove(&mut next.conditions, STALLED);
+    let phase = next.phase;
+    let observed = next.observed_generation.or(Some(generation));
+    let ended = ending(&next, job_id);
+    let ready = match phase {
+        // Set at the submit (`Submitted` or `Adopted`, with slurmrestd's warnings): kept.
+        Phase::Submitted if condition::is_true(&next.conditions, READY) => None,
+        Phase::Pending | Phase::Submitted => Some((
+            true,
+            "Submitted",
+            format!("Slurm job {job_id} is waiting to start"),
+        )),
+        Phase::Running => Some((
+            true,
+            "Running",
+            match &next.nodes {
+                Some(nodes) => format!("Slurm job {job_id} is running on {nodes}"),
+                None => format!("Slurm job {job_id} is running"),
+            },
+        )),
+        Phase::Completed => Some((true, "Completed", ended.clone())),
+        other => Some((false, other.as_str(), ended.clone())),
+    };
+    if let Some((ok, reason, message)) = ready {
+        condition::upsert(
+            &mut next.conditions,
+            condition::new(READY, ok, reason, message, observed, now.clone()),
+        );
+    }
+    let outcome = |conditions: &mut Vec<_>, type_: &str, holds: bool| {
+        if holds {
+            condition::upsert(
+                conditions,
+                condition::new(
+                    type_,
+                    true,
+                    phase.as_str(),
+                    ended.clone(),
+                    observed,
+                    now.clone(),
+                ),
+            );
+        } else {
+            condition::remove(conditions, type_);
+        }
+    };
+    outcome(&mut next.conditions, COMPLETE, phase == Phase::Completed);
+    outcome(
+        &mut next.conditions,
+        FAILED,
+        phase.is_terminal() && phase != Phase::Completed,
+    );
+    next
+}
+
+/// "Slurm job 7 ended Failed, exit code 3: NonZeroExitCode".
+fn ending(status: &SlurmJobStatus, job_id: i64) -> String {
+    let exit = status
+        .exit_code
+        .map(|c| format!(", exit code {c}"))
+        .unwrap_or_default();
+    let signal = status
+        .signal
+        .filter(|s| *s != 0)
+        .map(|s| format!(", signal {s}"))
+        .unwrap_or_default();
+    let reason = status
+        .state_reason
+        .as_deref()
+        .filter(|r| !r.is_empty() && *r != "None")
+        .map(|r| format!(": {}", bounded(r, MAX_SLURM_MESSAGE)))
+        .unwrap_or_default();
+    format!(
+        "Slurm job {job_id} ended {}{exit}{signal}{reason}",
+        status.phase
+    )
 }
 
 /// `base` once Slurm job `job_id` runs `generation`: `Ready` (`reason`: `Submitted` or `Adopted`,
@@ -204,6 +387,9 @@ pub fn submitted(
     next.job_id = Some(i64::from(job_id));
     next.submitted_generation = Some(generation);
     next.observed_generation = Some(generation);
+    next.rejected_generation = None;
+    // The evidence clock for `Lost` starts with this job, not with an earlier run's.
+    next.tracked_since = Some(now.clone());
     condition::upsert(
         &mut next.conditions,
         condition::new(READY, true, reason, message, Some(generation), now.clone()),
@@ -329,6 +515,217 @@ mod tests {
         ended.exit = exit(Some(0), None);
         let s = observe(&SlurmJobStatus::default(), &[job(&["RUNNING"]), ended]);
         assert_eq!((s.phase, s.exit_code), (Phase::Completed, Some(0)));
+    }
+
+    fn at(secs: i64) -> Time {
+        time(DateTime::from_timestamp(secs, 0)).unwrap()
+    }
+
+    /// (type, status, reason) of every condition, sorted by type.
+    fn conditions(status: &SlurmJobStatus) -> Vec<(String, String, String)> {
+        let mut all: Vec<_> = status
+            .conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+            .collect();
+        all.sort();
+        all
+    }
+
+    fn c(type_: &str, status: &str, reason: &str) -> (String, String, String) {
+        (type_.into(), status.into(), reason.into())
+    }
+
+    /// The conditions of every phase (batch/v1 Job's `Complete`/`Failed`, `Ready`, kstatus'),
+    /// for a plain job and an array.
+    #[test]
+    fn conditions_per_phase() {
+        let submitted = submitted(
+            SlurmJobStatus::default(),
+            7,
+            1,
+            ("Submitted", "submitted as Slurm job 7".into()),
+            at(10),
+            &[],
+        );
+        let with = |phase: Phase| {
+            let mut s = submitted.clone();
+            s.phase = phase;
+            s.exit_code = phase
+                .is_terminal()
+                .then_some(i32::from(phase != Phase::Completed));
+            summarize(s, 1, at(20))
+        };
+        let spec_applied = c(SPEC_APPLIED, "True", "Submitted");
+        type Expected<'a> = &'a [(&'a str, &'a str, &'a str)];
+        let table: &[(Phase, Expected<'_>)] = &[
+            (Phase::Submitted, &[(READY, "True", "Submitted")]),
+            (Phase::Running, &[(READY, "True", "Running")]),
+            (
+                Phase::Completed,
+                &[
+                    (COMPLETE, "True", "Completed"),
+                    (READY, "True", "Completed"),
+                ],
+            ),
+            (
+                Phase::Failed,
+                &[(FAILED, "True", "Failed"), (READY, "False", "Failed")],
+            ),
+            (
+                Phase::Cancelled,
+                &[(FAILED, "True", "Cancelled"), (READY, "False", "Cancelled")],
+            ),
+            (
+                Phase::TimedOut,
+                &[(FAILED, "True", "TimedOut"), (READY, "False", "TimedOut")],
+            ),
+            (
+                Phase::NodeFail,
+                &[(FAILED, "True", "NodeFail"), (READY, "False", "NodeFail")],
+            ),
+            (
+                Phase::Preempted,
+                &[(FAILED, "True", "Preempted"), (READY, "False", "Preempted")],
+            ),
+            (
+                Phase::OutOfMemory,
+                &[
+                    (FAILED, "True", "OutOfMemory"),
+                    (READY, "False", "OutOfMemory"),
+                ],
+            ),
+            (
+                Phase::Lost,
+                &[(FAILED, "True", "Lost"), (READY, "False", "Lost")],
+            ),
+        ];
+        for (phase, want) in table {
+            let s = with(*phase);
+            let mut want: Vec<_> = want.iter().map(|(t, s, r)| c(t, s, r)).collect();
+            want.push(spec_applied.clone());
+            want.sort();
+            assert_eq!(conditions(&s), want, "{phase}");
+            for cond in &s.conditions {
+                assert_eq!(cond.observed_generation, Some(1), "{phase} {}", cond.type_);
+            }
+        }
+        let failed = with(Phase::Failed);
+        assert_eq!(
+            condition::find(&failed.conditions, FAILED).unwrap().message,
+            "Slurm job 7 ended Failed, exit code 1"
+        );
+
+        // An array is Complete only when every task completed; one failed task fails it.
+        let task = |id: u32, states: &[&str], code: i32| {
+            let mut j = job(states);
+            j.job_id = 7 + id;
+            j.array_job_id = Some(7);
+            j.array_task_id = Some(id);
+            j.exit = exit(Some(code), None);
+            j
+        };
+        let all_done = observe(
+            &submitted,
+            &[task(0, &["COMPLETED"], 0), task(1, &["COMPLETED"], 0)],
+        );
+        let s = summarize(all_done, 1, at(20));
+        assert!(condition::is_true(&s.conditions, COMPLETE));
+        assert!(condition::find(&s.conditions, FAILED).is_none());
+        let one_failed = observe(
+            &submitted,
+            &[task(0, &["COMPLETED"], 0), task(1, &["FAILED"], 2)],
+        );
+        let s = summarize(one_failed, 1, at(20));
+        assert!(condition::find(&s.conditions, COMPLETE).is_none());
+        assert_eq!(
+            condition::find(&s.conditions, FAILED).unwrap().reason,
+            "Failed"
+        );
+        let running = observe(
+            &submitted,
+            &[task(0, &["COMPLETED"], 0), task(1, &["RUNNING"], 0)],
+        );
+        let s = summarize(running, 1, at(20));
+        assert!(condition::find(&s.conditions, COMPLETE).is_none());
+        assert!(condition::find(&s.conditions, FAILED).is_none());
+        assert_eq!(
+            condition::find(&s.conditions, READY).unwrap().reason,
+            "Running"
+        );
+    }
+
+    /// Not submitted yet: `Reconciling` while the operator waits, `Stalled` when only a change
+    /// helps; a re-run drops the previous run's `Complete`; `observedGeneration` follows.
+    #[test]
+    fn pending_runs_are_reconciling_or_stalled() {
+        let waiting = waiting(
+            SlurmJobStatus::default(),
+            1,
+            "WaitingForDependencies",
+            "waiting".into(),
+            at(10),
+        );
+        let waiting = summarize(waiting, 1, at(10));
+        assert_eq!(
+            conditions(&waiting),
+            vec![
+                c(READY, "False", "WaitingForDependencies"),
+                c(RECONCILING, "True", "WaitingForDependencies"),
+            ]
+        );
+        assert_eq!(waiting.observed_generation, Some(1));
+
+        let rejected = super::rejected(waiting, 1, &"x".repeat(5000), at(11));
+        assert_eq!(
+            conditions(&rejected),
+            vec![
+                c(READY, "False", SUBMIT_REJECTED),
+                c(STALLED, "True", SUBMIT_REJECTED),
+            ]
+        );
+        assert_eq!(rejected.rejected_generation, Some(1));
+        let message = &condition::find(&rejected.conditions, STALLED)
+            .unwrap()
+            .message;
+        assert!(
+            message.len() < MAX_SLURM_MESSAGE + 200,
+            "bounded: {}",
+            message.len()
+        );
+        assert!(message.contains("x…"), "{message}");
+
+        // The next generation is submitted: the stall and the record of it go.
+        let resubmitted = summarize(
+            submitted(rejected, 9, 2, ("Submitted", String::new()), at(12), &[]),
+            2,
+            at(12),
+        );
+        assert_eq!(resubmitted.rejected_generation, None);
+        assert_eq!(
+            conditions(&resubmitted),
+            vec![
+                c(READY, "True", "Submitted"),
+                c(SPEC_APPLIED, "True", "Submitted"),
+            ]
+        );
+
+        // A completed run edited: the new run waits; `Complete` belongs to the history.
+        let mut done = resubmitted;
+        done.phase = Phase::Completed;
+        let done = summarize(done, 2, at(13));
+        assert!(condition::is_true(&done.conditions, COMPLETE));
+        let rerun = super::waiting(
+            crate::controller::slurmjob::lifecycle::start_new_run(&done),
+            3,
+            "WaitingForSlurmIndex",
+            "w".into(),
+            at(14),
+        );
+        let rerun = summarize(rerun, 3, at(14));
+        assert!(condition::find(&rerun.conditions, COMPLETE).is_none());
+        assert!(condition::is_true(&rerun.conditions, RECONCILING));
+        assert_eq!(rerun.observed_generation, Some(3));
     }
 
     #[test]

@@ -1324,6 +1324,8 @@ async fn the_output_pod_is_told_when_its_job_ends() {
     let expected = job.clone();
     let running_pod = streaming.clone();
     let server = tokio::spawn(async move {
+        // The status first gains what the controller derives from the phase (conditions).
+        let settled = expect_status_apply(&mut api, &expected).await;
         expect_get_pod(&mut api, &expected, Some(&running_pod)).await;
         let (call, send) = api.next().await;
         assert_eq!(call.method, Method::PATCH, "{call:?}");
@@ -1344,13 +1346,14 @@ async fn the_output_pod_is_told_when_its_job_ends() {
             .insert(output::ENDED_ANNOTATION.into(), "true".into());
         respond(send, StatusCode::OK, &serde_json::to_value(&told).unwrap());
         api.expect_no_more_calls().await;
-        (told, api)
+        (settled, told, api)
     });
     let action = reconcile(Arc::new(job.clone()), data.clone())
         .await
         .unwrap();
-    let (told, mut api) = server.await.unwrap();
+    let (settled, told, mut api) = server.await.unwrap();
     assert_eq!(action, Action::await_change());
+    job.status = Some(settled);
 
     // Told already: only the GET.
     let expected = job.clone();

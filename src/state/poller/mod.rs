@@ -245,8 +245,10 @@ impl Poller {
     }
 
     async fn poll_jobs(&self) -> Result<JobsPolled, SlurmError> {
-        let listed = strategy::group(self.client.all_job_states().await?);
+        // Taken before the request: a job submitted before this instant is in the listing, so
+        // a job missing from it was gone when the listing began (`plan::gone` relies on it).
         let listed_at = Utc::now();
+        let listed = strategy::group(self.client.all_job_states().await?);
         let limits = Limits {
             detail_budget: self.tuning.detail_budget,
             list_all_above: self.tuning.list_all_above,

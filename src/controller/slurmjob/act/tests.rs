@@ -141,3 +141,67 @@ async fn step_named(spec: &SlurmJobSpec, name: &str, env: Env<'_>) -> Step {
     .await
     .unwrap()
 }
+
+/// Issue 15, item 2: a generation Slurm refused (`rejectedGeneration`, as a restarted operator
+/// reads it) is not submitted again — the step asks slurmrestd nothing and waits for an edit —
+/// while the next generation goes for a submit again.
+#[tokio::test]
+async fn a_rejected_generation_is_not_submitted_again_until_the_spec_changes() {
+    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+        "clusterName": "local",
+        "partition": "no-such-partition",
+        "script": "#!/bin/sh\ntrue\n",
+    }))
+    .unwrap();
+    let config = crate::slurm::ClientConfig::new("http://127.0.0.1:1")
+        .unwrap()
+        .allow_plaintext(true);
+    let credentials = Arc::new(crate::slurm::Credentials::token("t", None).unwrap());
+    let client = SlurmClient::new(config, credentials).unwrap();
+    let index = state(Some(101), vec![]);
+    let submissions = Submissions::default();
+    let leadership = Leadership::always();
+    let key = crate::slurm::tag::TagKey::ephemeral();
+    let env = Env {
+        client: &client,
+        submitter: &client,
+        state: &index,
+        submissions: &submissions,
+        started_at: DateTime::from_timestamp(100, 0).unwrap(),
+        now: DateTime::from_timestamp(200, 0).unwrap(),
+        leadership: &leadership,
+        key: &key,
+    };
+    let rejected = status::rejected(
+        SlurmJobStatus::default(),
+        1,
+        "invalid partition: Invalid partition name specified",
+        status::time(DateTime::from_timestamp(150, 0)).unwrap(),
+    );
+    let target = |generation| Target {
+        name: "bad",
+        uid: "u",
+        generation,
+        spec: &spec,
+        status: Some(&rejected),
+        created: None,
+    };
+    let held = step(target(1), env, |_| None).await.unwrap();
+    assert_eq!(held.status, rejected, "the status already says it all");
+    assert!(held.notices.is_empty(), "no second Warning");
+    assert!(held.invalid);
+    assert_eq!(held.retry, None);
+    let stalled = condition::find(&held.status.conditions, status::STALLED).unwrap();
+    assert_eq!(stalled.reason, status::SUBMIT_REJECTED);
+    assert!(stalled.message.contains("Invalid partition name specified"));
+
+    // The edit: on its way to a submit again (an edited SlurmJob first asks accounting for an
+    // earlier submit of the new generation, and this slurmrestd does not answer: it retries).
+    let edited = step(target(2), env, |_| None).await.unwrap();
+    assert!(!edited.invalid);
+    assert_eq!(edited.retry, Some(WAIT_RETRY));
+    assert!(condition::find(&edited.status.conditions, status::STALLED).is_none());
+    let reconciling = condition::find(&edited.status.conditions, status::RECONCILING).unwrap();
+    assert_eq!(reconciling.reason, "WaitingForAccounting");
+    assert_eq!(edited.status.observed_generation, Some(2));
+}

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::crd::condition;
 use crate::crd::slurmjob::Phase;
 use crate::slurm::types::JobState;
 
@@ -34,23 +35,103 @@ fn submissions_are_remembered_by_tag_and_forgotten_by_uid() {
 }
 
 fn submitted_at(secs: i64) -> SlurmJobStatus {
-    let mut s = SlurmJobStatus {
-        job_id: Some(7),
-        phase: Phase::Submitted,
-        ..Default::default()
-    };
-    condition::upsert(
-        &mut s.conditions,
-        condition::new(
-            READY,
-            true,
-            "Submitted",
-            "",
-            Some(1),
-            status::time(DateTime::from_timestamp(secs, 0)).unwrap(),
-        ),
+    status::submitted(
+        SlurmJobStatus::default(),
+        7,
+        1,
+        ("Submitted", String::new()),
+        at(secs),
+        &[],
+    )
+}
+
+fn at(secs: i64) -> condition::Time {
+    status::time(DateTime::from_timestamp(secs, 0)).unwrap()
+}
+
+fn utc(secs: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(secs, 0).unwrap()
+}
+
+/// Issue 15, item 1, as it happened: a Completed SlurmJob (job 11, submitted at 1000) is edited
+/// and re-run at 1600 as job 12. The next reconcile, 0.2 s later, reads an index whose last
+/// complete listing began at 1599 — before the submit — so job 12 is not in it. That is no
+/// evidence: the job is followed, not `Lost` (and no `Failed` Event). Only a listing that began
+/// after the submit and still misses the job makes it gone (then accounting is asked).
+#[test]
+fn a_rerun_is_not_lost_in_a_listing_that_predates_its_submit() {
+    let mut first = submitted_at(1000);
+    first.job_id = Some(11);
+    first.phase = Phase::Completed;
+    first.exit_code = Some(0);
+    let ready_since = condition::find(&first.conditions, status::READY)
+        .unwrap()
+        .last_transition_time
+        .clone();
+
+    // The edit: a new run, submitted as job 12 at 1600.
+    let rerun = status::submitted(
+        lifecycle::start_new_run(&first),
+        12,
+        2,
+        ("Submitted", "submitted as Slurm job 12".into()),
+        at(1600),
+        &[],
     );
-    s
+    assert_eq!(
+        condition::find(&rerun.conditions, status::READY)
+            .unwrap()
+            .last_transition_time,
+        ready_since,
+        "Ready stays True across the re-run: its time is the first run's (the old evidence)"
+    );
+    assert_eq!(rerun.tracked_since, Some(at(1600)));
+
+    // The listing before the submit, and one that began in the same second as it.
+    let now = DateTime::from_timestamp_millis(1_600_200).unwrap();
+    for synced in [1599, 1600, 1601] {
+        let next = follow(&rerun, 12, &state(Some(synced), vec![]), now, "u", &KEY);
+        assert_eq!(next.phase, Phase::Submitted, "listing at {synced}");
+        assert_eq!(next, rerun, "nothing changes");
+        assert!(
+            crate::controller::slurmjob::notice::transitions(&rerun, &next).is_empty(),
+            "no Event"
+        );
+    }
+    // Then the poll lists it: followed as usual.
+    let tag = OwnerTag::new("u", 2);
+    let listed = follow(
+        &rerun,
+        12,
+        &state(Some(1601), vec![running(12, &tag)]),
+        utc(1602),
+        "u",
+        &KEY,
+    );
+    assert_eq!(listed.phase, Phase::Running);
+    // Evidence: a listing that began well after the submit, without the job.
+    let missed = follow(
+        &listed,
+        12,
+        &state(Some(1603), vec![]),
+        utc(1604),
+        "u",
+        &KEY,
+    );
+    assert_eq!(missed.phase, Phase::Lost);
+}
+
+/// A status written before `trackedSince` existed is never called lost on the old, shared
+/// `Ready` time: the evidence clock starts at the first step that follows it.
+#[test]
+fn a_status_without_tracked_since_starts_its_evidence_clock_now() {
+    let mut old = submitted_at(1000);
+    old.tracked_since = None;
+    let next = follow(&old, 7, &state(Some(5000), vec![]), utc(5001), "u", &KEY);
+    assert_eq!(next.phase, Phase::Submitted);
+    assert_eq!(next.tracked_since, Some(at(5001)));
+    let later = follow(&next, 7, &state(Some(5010), vec![]), utc(5011), "u", &KEY);
+    assert_eq!(later.phase, Phase::Lost);
 }
 
 #[test]
@@ -86,6 +167,13 @@ fn record(id: u32, comment: Option<&str>, array_job_id: Option<u32>) -> Job {
     };
     record.set_comment(comment.map(str::to_owned));
     record
+}
+
+/// A RUNNING job of `tag`, ours (signed for user alice).
+fn running(id: u32, tag: &OwnerTag) -> Job {
+    let mut job = owned(id, tag, "alice", None);
+    job.state = JobState::from_strings(&["RUNNING"]);
+    job
 }
 
 fn owned(id: u32, tag: &OwnerTag, user: &str, array_job_id: Option<u32>) -> Job {
@@ -267,6 +355,7 @@ fn follow_and_cancel_see_only_jobs_that_are_ours() {
     let current = SlurmJobStatus {
         job_id: Some(3),
         phase: Phase::Submitted,
+        tracked_since: Some(at(10)),
         ..Default::default()
     };
     let now = DateTime::from_timestamp(10, 0).unwrap();
