@@ -289,6 +289,12 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
             Err(refusal) => return refuse(job, namespace, refusal, ctx).await,
         }
     }
+    // A step may call slurmrestd: it takes one of the cluster's request slots, or requeues
+    // without holding one of this controller's (a cluster whose requests hang delays only its
+    // own SlurmJobs).
+    let Some(_io) = handle.try_io() else {
+        return Ok(busy(job, ctx));
+    };
     // Copy the Arc out: the watch borrow must not live across an await.
     let state: Arc<ClusterState> = Arc::clone(&handle.index.borrow());
     let env = Env {
@@ -489,6 +495,9 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             data.submissions.forget_uid(&uid);
             return Ok(Action::await_change());
         };
+        let Some(_io) = handle.try_io() else {
+            return Ok(busy(job, ctx));
+        };
         for job_id in ids {
             let outcome = act::cancel(&handle.client, job_id)
                 .await
@@ -515,6 +524,15 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     data.submissions.forget_uid(&uid);
     ctx.backoff.reset(&backoff_key(job));
     Ok(Action::await_change())
+}
+
+/// The requeue of a SlurmJob whose cluster has no free request slot: soon, growing while it
+/// stays busy (`Backoffs::next_busy`).
+fn busy(job: &SlurmJob, ctx: &Context) -> Action {
+    ctx.metrics.deferred(CONTROLLER);
+    let delay = ctx.backoff.next_busy(&backoff_key(job));
+    debug!(name = %job.name_any(), retry_in = ?delay, "SlurmCluster {:?} has no free request slot", job.spec.cluster_name);
+    Action::requeue(delay)
 }
 
 /// Server-side apply of the whole status with the operator's one field manager.

@@ -313,13 +313,17 @@ async fn register_local(
             interval: Duration::from_millis(300),
         },
     };
-    let events = ctx.events.clone();
     let metrics = ctx.metrics.clone();
-    let key_ref = cluster.clone();
     ctx.clusters
-        .upsert(&cluster, config, settings, credentials, |client, poller| {
-            crate::state::poller::spawn(key_ref, client, poller, events, metrics)
-        })
+        .upsert(
+            &cluster,
+            config,
+            settings,
+            credentials,
+            |label, client, poller, events| {
+                crate::state::poller::spawn(label, client, poller, events, metrics)
+            },
+        )
         .unwrap();
     let handle = ctx.clusters.get(&cluster).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -604,7 +608,7 @@ async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
             interval: Duration::from_millis(200),
         },
     };
-    let (events, metrics, poller_ref) = (ctx.events.clone(), ctx.metrics.clone(), key.clone());
+    let metrics = ctx.metrics.clone();
     ctx.clusters
         .upsert(
             &key,
@@ -613,8 +617,8 @@ async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
                 .allow_plaintext(true),
             settings,
             Arc::new(Credentials::token("t", None).unwrap()),
-            |client, config| {
-                crate::state::poller::spawn(poller_ref, client, config, events, metrics)
+            |label, client, config, events| {
+                crate::state::poller::spawn(label, client, config, events, metrics)
             },
         )
         .unwrap();
