@@ -395,7 +395,7 @@ async fn metric(metrics: &str, series: &str) -> Option<f64> {
 async fn clusters_on_one_slurmrestd_with_one_identity_share_one_poller() {
     const SHARING: usize = 6;
     const JOB_STATES: &str = "slurm_operator_slurmrestd_request_duration_seconds_count\
-                              {operation=\"jobs_state\",code=\"2xx\"}";
+                              {operation=\"slurm_v0042_get_jobs_state\",code=\"2xx\"}";
     let slurm = require_slurm!();
     let _serial = SERIAL.lock().await;
     let harness = Harness::start(&slurm, NAMESPACE, "fair-share").await;
