@@ -1,5 +1,6 @@
-//! The SlurmCluster controller: one slurmrestd client (and poller) per `SlurmCluster`, and a status that
-//! says whether it works.
+//! The SlurmCluster controller: registers each `SlurmCluster`'s slurmrestd client (and poller; shared
+//! by SlurmClusters with the same slurmrestd and credentials), and a status that says whether it
+//! works.
 //!
 //! A thin driver over pure steps:
 //!
@@ -8,7 +9,8 @@
 //!    namespace: only Secrets labelled `slurm.rs/credentials=true` are used;
 //! 3. [`config::ConfigPlan::build`]: check what was read, build client config and credentials;
 //! 4. [`ClusterRegistry::upsert`](crate::state::registry::ClusterRegistry::upsert): a new client and
-//!    poller, or new credentials swapped into the running client (key rotation, no restart);
+//!    poller, a running one shared with other SlurmClusters, or new credentials swapped into the
+//!    running client (key rotation, no restart);
 //! 5. check the cluster: identity through `/diag` (which also proves the credentials), partitions,
 //!    node counts from the poller's index once it has synced (else one `nodes` call), and the
 //!    poller's health;

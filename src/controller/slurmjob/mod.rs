@@ -20,6 +20,10 @@
 //! keeps the finalizer and retries with backoff; a SlurmCluster object that no longer exists
 //! releases it with a Warning Event naming the job that could not be cancelled.
 //!
+//! A step or cancel that may call slurmrestd first takes one of its cluster's request slots
+//! (`ClusterHandle::try_io`); when all are taken it requeues soon (`Backoffs::next_busy`) instead
+//! of waiting in one of the controller's reconcile slots.
+//!
 //! Triggers: the SlurmJob (generation and finalizer changes; our status writes do not
 //! re-trigger), its streamer Pod, and the pollers' events: `JobChanged`/`JobGone` carry the
 //! job's tag (`slurm.rs/uid=…`), mapped to the SlurmJob by uid; `HealthChanged{up}` reconciles
@@ -80,6 +84,8 @@ pub enum Error {
     MissingMetadata(&'static str),
     #[error("SlurmCluster {0:?} is not connected (yet): no slurmrestd client is registered for it")]
     ClusterNotReady(String),
+    #[error("every request slot of SlurmCluster {0:?}'s slurmrestd connection is taken")]
+    ClusterBusy(String),
     #[error("submitting the job failed; its outcome is resolved through its tag next time")]
     Submit(#[source] SlurmError),
     #[error("cancelling Slurm job {job_id} failed")]
@@ -110,6 +116,7 @@ impl Error {
         match self {
             Self::MissingMetadata(_) => "MissingMetadata",
             Self::ClusterNotReady(_) => "ClusterNotReady",
+            Self::ClusterBusy(_) => "ClusterBusy",
             Self::Submit(_) => "SubmitFailed",
             Self::Cancel { .. } => "CancelFailed",
             Self::GetCluster { .. } => "GetClusterFailed",
@@ -177,6 +184,9 @@ impl FinalizerFailure for Error {
 /// Every failure retries with a per-SlurmJob exponential backoff: none of them is the spec's
 /// fault (an unsubmittable spec is reported in the status and waits for an edit without error).
 pub fn error_policy(job: Arc<SlurmJob>, error: &Error, data: Arc<JobContext>) -> Action {
+    if let Error::ClusterBusy(_) = error {
+        return busy(&job, &data.ctx);
+    }
     data.ctx
         .metrics
         .reconcile_failed(CONTROLLER, error.category());
@@ -291,9 +301,14 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
     }
     // A step may call slurmrestd: it takes one of the cluster's request slots, or requeues
     // without holding one of this controller's (a cluster whose requests hang delays only its
-    // own SlurmJobs).
-    let Some(_io) = handle.try_io() else {
-        return Ok(busy(job, ctx));
+    // own SlurmJobs). A settled job needs nothing from Slurm and no slot.
+    let _io = if lifecycle::settled(generation, job.status.as_ref()) {
+        None
+    } else {
+        match handle.try_io() {
+            Some(slot) => Some(slot),
+            None => return Err(Error::ClusterBusy(job.spec.cluster_name.clone())),
+        }
     };
     // Copy the Arc out: the watch borrow must not live across an await.
     let state: Arc<ClusterState> = Arc::clone(&handle.index.borrow());
@@ -495,8 +510,9 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             data.submissions.forget_uid(&uid);
             return Ok(Action::await_change());
         };
+        // An error, not `Ok`: `Ok` would let the finalizer go without the cancel.
         let Some(_io) = handle.try_io() else {
-            return Ok(busy(job, ctx));
+            return Err(Error::ClusterBusy(job.spec.cluster_name.clone()));
         };
         for job_id in ids {
             let outcome = act::cancel(&handle.client, job_id)
@@ -526,8 +542,8 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     Ok(Action::await_change())
 }
 
-/// The requeue of a SlurmJob whose cluster has no free request slot: soon, growing while it
-/// stays busy (`Backoffs::next_busy`).
+/// The requeue of a SlurmJob whose cluster has no free request slot ([`Error::ClusterBusy`]):
+/// not a failure; soon, growing while it stays busy (`Backoffs::next_busy`).
 fn busy(job: &SlurmJob, ctx: &Context) -> Action {
     ctx.metrics.deferred(CONTROLLER);
     let delay = ctx.backoff.next_busy(&backoff_key(job));
