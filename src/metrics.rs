@@ -7,6 +7,7 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -44,6 +45,8 @@ pub struct Metrics {
     poll_duration: Family<PollLabel, Histogram>,
     poll_errors: Family<PollLabel, Counter>,
     requests: Family<RequestLabels, Histogram>,
+    pollers: Gauge,
+    deferred: Family<ControllerLabel, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -102,6 +105,18 @@ impl Default for Metrics {
             "slurmrestd request latency, by operation and status class",
             requests.clone(),
         );
+        let pollers = Gauge::default();
+        registry.register(
+            "pollers",
+            "Slurm pollers running: one per slurmrestd and credentials, however many SlurmClusters share it",
+            pollers.clone(),
+        );
+        let deferred = Family::<ControllerLabel, Counter>::default();
+        registry.register(
+            "reconciles_deferred",
+            "Reconciles requeued because their Slurm cluster had no free request slot, by controller",
+            deferred.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -110,6 +125,8 @@ impl Default for Metrics {
             poll_duration,
             poll_errors,
             requests,
+            pollers,
+            deferred,
         }
     }
 }
@@ -141,6 +158,18 @@ impl Metrics {
         if !ok {
             self.poll_errors.get_or_create(&PollLabel { kind }).inc();
         }
+    }
+
+    /// How many pollers run now.
+    pub fn set_pollers(&self, count: usize) {
+        self.pollers.set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// A reconcile of `controller` found its cluster's request slots all taken.
+    pub fn deferred(&self, controller: &'static str) {
+        self.deferred
+            .get_or_create(&ControllerLabel { controller })
+            .inc();
     }
 
     /// The text exposition format for `/metrics`.

@@ -5,14 +5,13 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use kube::runtime::events::{Recorder, Reporter};
-use tokio::sync::broadcast;
 
 use super::kit::Backoffs;
 use crate::crd::FIELD_MANAGER;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::slurm::tag::TagKey;
-use crate::state::index::SlurmEvent;
+use crate::state::events::EventHub;
 use crate::state::registry::ClusterRegistry;
 
 /// The namespace SlurmCluster credentials are read from when nothing else is said: the one the
@@ -23,7 +22,8 @@ pub const DEFAULT_CREDENTIALS_NAMESPACE: &str = "slurm-operator";
 /// goes without the cancel (a Warning names the jobs that may still run).
 pub const DEFAULT_DELETION_DEADLINE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
-/// Capacity of the Slurm event channel; a consumer that falls this far behind resyncs everything.
+/// Capacity of each poller's event channel; a consumer that falls this far behind one poller
+/// resyncs the objects of that poller's SlurmClusters (and no others).
 pub const EVENT_CHANNEL_CAPACITY: usize = 4096;
 
 #[derive(Clone)]
@@ -31,7 +31,8 @@ pub struct Context {
     pub client: kube::Client,
     pub recorder: Recorder,
     pub clusters: Arc<ClusterRegistry>,
-    pub events: broadcast::Sender<SlurmEvent>,
+    /// The pollers' event feeds, one per poller; controllers subscribe here.
+    pub events: Arc<EventHub>,
     pub metrics: Arc<Metrics>,
     /// Per-object requeue delays after failed reconciles (all controllers).
     pub backoff: Arc<Backoffs>,
@@ -58,11 +59,11 @@ impl Context {
             controller: FIELD_MANAGER.into(),
             instance: std::env::var("POD_NAME").ok(),
         };
-        let (events, _) = broadcast::channel(EVENT_CHANNEL_CAPACITY);
+        let events = Arc::new(EventHub::new(EVENT_CHANNEL_CAPACITY));
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
-            clusters: Arc::new(ClusterRegistry::with_observer(metrics.clone())),
+            clusters: Arc::new(ClusterRegistry::new(events.clone(), Some(metrics.clone()))),
             events,
             metrics,
             backoff: Arc::default(),

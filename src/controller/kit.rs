@@ -22,12 +22,12 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tokio::sync::broadcast;
 use tracing::{Instrument, debug, info_span, warn};
 
 use super::Context;
 use crate::crd::{FIELD_MANAGER, FINALIZER};
 use crate::error_chain::Chain;
+use crate::state::events::Delivery;
 use crate::state::index::SlurmEvent;
 
 /// Reconciles one controller runs at once. kube's default is unbounded: when its cache fills,
@@ -75,6 +75,25 @@ impl Backoffs {
         let delay = Self::delay(*count);
         *count = count.saturating_add(1);
         delay
+    }
+
+    /// First delay of a reconcile whose Slurm cluster had no free request slot
+    /// (`ClusterHandle::try_io`): short, since on a healthy cluster a slot frees within
+    /// milliseconds.
+    pub const BUSY_MIN: Duration = Duration::from_millis(250);
+    /// Longest delay while a cluster stays busy: a cluster whose requests hang is looked at
+    /// this often, whatever its number of objects, at the cost of no reconcile slot.
+    pub const BUSY_MAX: Duration = Duration::from_secs(30);
+
+    /// Record that `key` found its cluster busy; returns how long to wait. Shares the failure
+    /// count of `key` (a success resets both); starts at [`Self::BUSY_MIN`], doubles, stops at
+    /// [`Self::BUSY_MAX`].
+    pub fn next_busy(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let count = failures.entry(key.to_owned()).or_default();
+        let factor = 1u32.checked_shl((*count).min(16)).unwrap_or(u32::MAX);
+        *count = count.saturating_add(1);
+        Self::BUSY_MIN.saturating_mul(factor).min(Self::BUSY_MAX)
     }
 
     /// Forget the failures of `key` (after a success, or when the object is gone).
@@ -240,46 +259,38 @@ where
 }
 
 /// The pollers' Slurm events as reconcile triggers of one kind: `targets` maps an event to the
-/// objects it concerns. A receiver that fell behind has missed events and reconciles every
-/// object in `store`.
+/// objects it concerns. A subscriber that fell behind one poller has missed its events only: it
+/// reconciles every object of that poller's SlurmClusters, which is what `targets` makes of a
+/// regained health (`HealthChanged { up: true }`) for each of them. Other clusters' objects are
+/// not touched.
 pub fn slurm_triggers<K>(
     kind: &'static str,
-    events: broadcast::Receiver<SlurmEvent>,
+    events: impl Stream<Item = Delivery> + Send + 'static,
     store: Store<K>,
     targets: impl Fn(&SlurmEvent, &Store<K>) -> Vec<ObjectRef<K>> + Send + 'static,
 ) -> impl Stream<Item = ObjectRef<K>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
-    futures::stream::unfold(
-        (events, store, targets),
-        move |(mut events, store, targets)| async move {
-            loop {
-                match events.recv().await {
-                    Ok(event) => {
-                        let refs = targets(&event, &store);
-                        if !refs.is_empty() {
-                            return Some((refs, (events, store, targets)));
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        warn!(
-                            missed,
-                            kind, "fell behind the Slurm event stream; reconciling every object"
-                        );
-                        let all = store
-                            .state()
-                            .iter()
-                            .map(|o| ObjectRef::from_obj(o.as_ref()))
-                            .collect();
-                        return Some((all, (events, store, targets)));
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
+    events
+        .map(move |delivery| match delivery {
+            Delivery::Event(event) => targets(&event, &store),
+            Delivery::Lagged { clusters, missed } => {
+                warn!(
+                    missed,
+                    kind,
+                    clusters = ?clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+                    "fell behind a poller's events; reconciling every object of its SlurmClusters"
+                );
+                clusters
+                    .into_iter()
+                    .flat_map(|cluster| {
+                        targets(&SlurmEvent::HealthChanged { cluster, up: true }, &store)
+                    })
+                    .collect()
             }
-        },
-    )
-    .flat_map(futures::stream::iter)
+        })
+        .flat_map(futures::stream::iter)
 }
 
 /// What the controller loop logs of each finished reconcile (`Controller::run(..).for_each`).
@@ -324,6 +335,19 @@ mod tests {
         );
         backoffs.reset(&key);
         assert_eq!(backoffs.next(&key), Backoffs::MIN);
+    }
+
+    #[test]
+    fn busy_retries_start_short_and_stay_bounded() {
+        let backoffs = Backoffs::default();
+        let key = Backoffs::key("slurmjob", "ns", "a");
+        let delays: Vec<_> = (0..12).map(|_| backoffs.next_busy(&key)).collect();
+        assert_eq!(delays[0], Backoffs::BUSY_MIN);
+        assert_eq!(delays[1], Backoffs::BUSY_MIN * 2);
+        assert!(delays.windows(2).all(|w| w[0] <= w[1]), "{delays:?}");
+        assert_eq!(*delays.last().unwrap(), Backoffs::BUSY_MAX);
+        backoffs.reset(&key);
+        assert_eq!(backoffs.next_busy(&key), Backoffs::BUSY_MIN);
     }
 
     #[test]

@@ -314,11 +314,17 @@ pub async fn register_local_cluster(
             interval: Duration::from_millis(300),
         },
     };
-    let (events, metrics, key_ref) = (ctx.events.clone(), ctx.metrics.clone(), cluster.clone());
+    let metrics = ctx.metrics.clone();
     ctx.clusters
-        .upsert(&cluster, config, settings, credentials, |client, poller| {
-            crate::state::poller::spawn(key_ref, client, poller, events, metrics)
-        })
+        .upsert(
+            &cluster,
+            config,
+            settings,
+            credentials,
+            |label, client, poller, events| {
+                crate::state::poller::spawn(label, client, poller, events, metrics)
+            },
+        )
         .unwrap();
     let handle = ctx.clusters.get(&cluster).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -386,8 +392,6 @@ pub fn register_with_index(
             interval: Duration::from_secs(3600),
         },
     };
-    let (events, _) = tokio::sync::broadcast::channel(16);
-    let poller_ref = cluster.clone();
     ctx.clusters
         .upsert(
             &cluster,
@@ -395,9 +399,10 @@ pub fn register_with_index(
             settings,
             // A token of the cluster's user, so a SlurmJob granted that user may submit.
             Arc::new(Credentials::token("t", Some("slurm".into())).unwrap()),
-            |client, config| {
+            |label, client, config, _| {
+                let (events, _) = tokio::sync::broadcast::channel(16);
                 let (poller, _its_own_index) =
-                    crate::state::poller::spawn(poller_ref, client, config, events, Metrics::new());
+                    crate::state::poller::spawn(label, client, config, events, Metrics::new());
                 (poller, reader)
             },
         )

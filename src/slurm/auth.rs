@@ -199,6 +199,22 @@ impl Credentials {
         self.user.as_deref()
     }
 
+    /// Whether `other` authenticates exactly as this does: the same Slurm user, and the same key
+    /// (and token lifetime) or the same ready token. Clients are shared between SlurmClusters
+    /// only when this holds: never across credentials.
+    pub fn same_identity(&self, other: &Self) -> bool {
+        self.user == other.user
+            && match (&self.source, &other.source) {
+                (TokenSource::Minted(a), TokenSource::Minted(b)) => {
+                    a.lifetime == b.lifetime && a.key.expose_secret() == b.key.expose_secret()
+                }
+                (TokenSource::Static { token: a, .. }, TokenSource::Static { token: b, .. }) => {
+                    a.expose_secret() == b.expose_secret()
+                }
+                _ => false,
+            }
+    }
+
     /// The token to send at `now`, minting a new one when the current one is due for refresh.
     pub fn token_at(&self, now: SystemTime) -> Result<SecretString, AuthError> {
         match &self.source {
@@ -326,6 +342,24 @@ mod tests {
     use super::*;
     use jsonwebtoken::{DecodingKey, Validation};
     use serde::Deserialize;
+
+    #[test]
+    fn identity_is_user_and_key_material() {
+        let minute = Duration::from_secs(60);
+        let a = Credentials::minted(vec![1; 32], "alice", minute).unwrap();
+        let same = Credentials::minted(vec![1; 32], "alice", minute).unwrap();
+        assert!(a.same_identity(&same));
+        let other_key = Credentials::minted(vec![2; 32], "alice", minute).unwrap();
+        let other_user = Credentials::minted(vec![1; 32], "bob", minute).unwrap();
+        let other_lifetime = Credentials::minted(vec![1; 32], "alice", minute * 2).unwrap();
+        for other in [&other_key, &other_user, &other_lifetime] {
+            assert!(!a.same_identity(other), "{other:?}");
+        }
+        let token = Credentials::token("t1", Some("alice".into())).unwrap();
+        assert!(token.same_identity(&Credentials::token("t1", Some("alice".into())).unwrap()));
+        assert!(!token.same_identity(&Credentials::token("t2", Some("alice".into())).unwrap()));
+        assert!(!token.same_identity(&a));
+    }
 
     const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 

@@ -191,8 +191,8 @@ pub fn new_index() -> (IndexWriter, IndexReader) {
     watch::channel(Arc::new(ClusterState::default()))
 }
 
-/// A change in a Slurm cluster that may need a reconcile. Emitted by the pollers on one broadcast
-/// channel, after the index shows the change; each controller maps the events it cares about to
+/// A change in a Slurm cluster that may need a reconcile. Emitted by each poller on its own
+/// channel ([`crate::state::events`]), after the index shows the change; each controller maps the events it cares about to
 /// its own objects. Exactly when each fires: `poller::diff`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SlurmEvent {

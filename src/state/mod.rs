@@ -1,7 +1,9 @@
 //! What the operator knows of each Slurm cluster, kept apart from Kubernetes: the per-cluster
 //! [`index`] (one writer, many readers), the [`poller`]s that keep it current and emit change
-//! events, and the [`registry`] of slurmrestd clients with their pollers.
+//! events on their [`events`] feeds, and the [`registry`] of slurmrestd clients with their
+//! pollers (one per slurmrestd and identity, shared by the SlurmClusters that name it).
 
+pub mod events;
 pub mod index;
 pub mod poller;
 pub mod registry;

@@ -1,4 +1,15 @@
-//! The per-cluster map: one slurmrestd client, one index and one poller per `SlurmCluster` object.
+//! The per-cluster map: which slurmrestd client, index and poller each `SlurmCluster` uses.
+//!
+//! SlurmClusters naming the same slurmrestd with the same connection settings and the same
+//! credentials identity ([`Credentials::same_identity`]: Slurm user and key material) share one
+//! **connection**: one client, one poller, one index, reference-counted and torn down with the
+//! last SlurmCluster (eight objects on one slurmrestd made eight pollers before). Access grants
+//! are per SlurmCluster and checked per SlurmJob, so sharing a poller across grants is fine; a
+//! client is never shared across credentials.
+//!
+//! Each connection also bounds its concurrent Slurm requests from reconciles
+//! ([`ClusterHandle::try_io`]): a slow or hostile slurmrestd holds at most
+//! [`IO_PER_CONNECTION`] reconcile slots, never all of a controller's.
 //!
 //! The SlurmCluster controller is the only writer; other controllers look clients and indexes up by
 //! the SlurmCluster they reference. The lock is a plain `std` lock, never held across an `.await`.
@@ -7,21 +18,41 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use kube::runtime::reflector::ObjectRef;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast};
 
 use crate::crd::SlurmCluster;
-use crate::slurm::{ClientConfig, Credentials, RequestObserver, SlurmClient, SlurmError};
-use crate::state::index::IndexReader;
+use crate::metrics::Metrics;
+use crate::slurm::{ClientConfig, Credentials, SlurmClient, SlurmError};
+use crate::state::events::{EventHub, Feed};
+use crate::state::index::{IndexReader, SlurmEvent};
 use crate::state::poller::{PollerConfig, PollerHandle};
+
+/// Slurm requests that reconciles may have in flight at once on one connection. A reconcile
+/// that finds them all taken requeues instead of waiting in one of its controller's
+/// `kit::MAX_CONCURRENT_RECONCILES` slots; with the client's request timeout this bounds what a
+/// slurmrestd that never answers can hold: 4 of 16 slots, for at most one timeout each.
+pub const IO_PER_CONNECTION: usize = 4;
 
 /// What a reconciler needs of one registered cluster.
 #[derive(Debug, Clone)]
 pub struct ClusterHandle {
     pub client: SlurmClient,
     pub index: IndexReader,
+    /// The connection's request slots ([`IO_PER_CONNECTION`]), shared by the SlurmClusters on it.
+    io: Arc<Semaphore>,
+}
+
+impl ClusterHandle {
+    /// A request slot on this cluster's connection, if one is free now. Hold it while calling
+    /// slurmrestd; `None`: requeue and try again soon, do not wait in a reconcile slot.
+    pub fn try_io(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.io).try_acquire_owned().ok()
+    }
 }
 
 /// How the client and poller of a cluster are set up, minus the credentials (which can rotate
-/// in place). A change here rebuilds the client and restarts the poller.
+/// in place). SlurmClusters share a connection only when these are equal (and their
+/// credentials are the same identity).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectionSettings {
     /// Everything in `ClientConfig` that matters, in a comparable form.
@@ -32,99 +63,502 @@ pub struct ConnectionSettings {
 /// What `ClusterRegistry::upsert` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Upserted {
+    /// A new connection (client and poller) for a SlurmCluster that had none.
     Created,
-    /// Same connection; new credentials swapped into the existing client.
+    /// The SlurmCluster now shares the running connection of others (same slurmrestd,
+    /// settings and credentials): no new poller.
+    Joined,
+    /// Nothing changed.
+    Unchanged,
+    /// Same connection, used by this SlurmCluster alone; new credentials swapped into its
+    /// client.
     CredentialsRotated,
-    /// Connection settings changed: a new client and poller replaced the old ones.
+    /// Connection settings or credentials changed: the SlurmCluster moved to a new connection
+    /// (its old one stops when nobody else uses it).
     Replaced,
 }
 
-struct Entry {
+/// One slurmrestd as one identity: a client, its poller and index, the SlurmClusters using it.
+struct Connection {
     handle: ClusterHandle,
     settings: ConnectionSettings,
+    credentials: Arc<Credentials>,
+    feed: Feed,
     // Dropping the handle stops the poller.
     _poller: PollerHandle,
 }
 
-/// Clients, indexes and pollers by SlurmCluster.
+impl Connection {
+    fn members(&self) -> usize {
+        self.feed
+            .members
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
+    fn matches(&self, settings: &ConnectionSettings, credentials: &Credentials) -> bool {
+        self.settings == *settings && self.credentials.same_identity(credentials)
+    }
+}
+
 #[derive(Default)]
+struct Connections {
+    by_id: HashMap<u64, Connection>,
+    /// Which connection each registered SlurmCluster uses.
+    of_cluster: HashMap<ObjectRef<SlurmCluster>, u64>,
+    next_id: u64,
+}
+
+impl Connections {
+    /// Take `cluster` off its connection; the connection (and its poller) goes with its last
+    /// SlurmCluster.
+    fn leave(&mut self, cluster: &ObjectRef<SlurmCluster>) -> bool {
+        let Some(id) = self.of_cluster.remove(cluster) else {
+            return false;
+        };
+        if let Some(connection) = self.by_id.get(&id) {
+            connection
+                .feed
+                .members
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|m| m != cluster);
+            if connection.members() == 0 {
+                self.by_id.remove(&id);
+            }
+        }
+        true
+    }
+
+    fn join(&mut self, cluster: &ObjectRef<SlurmCluster>, id: u64) {
+        if let Some(connection) = self.by_id.get(&id) {
+            connection
+                .feed
+                .members
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(cluster.clone());
+            self.of_cluster.insert(cluster.clone(), id);
+            // Its objects may wait for a first poll that will not come again (the poller is
+            // up already): tell them it is up.
+            if connection.handle.index.borrow().health.is_up() {
+                let _ = connection.feed.sender.send(SlurmEvent::HealthChanged {
+                    cluster: cluster.clone(),
+                    up: true,
+                });
+            }
+        }
+    }
+}
+
+/// Clients, indexes and pollers by SlurmCluster.
 pub struct ClusterRegistry {
-    entries: RwLock<HashMap<ObjectRef<SlurmCluster>, Entry>>,
-    /// Sees every slurmrestd request of every client made here (the request metrics).
-    observer: Option<Arc<dyn RequestObserver>>,
+    connections: RwLock<Connections>,
+    events: Arc<EventHub>,
+    /// Sees every slurmrestd request of every client made here (the request metrics), and
+    /// counts the pollers.
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl Default for ClusterRegistry {
+    fn default() -> Self {
+        Self::new(Arc::new(EventHub::new(1024)), None)
+    }
 }
 
 impl std::fmt::Debug for ClusterRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let count = self.entries.read().map(|e| e.len()).unwrap_or_default();
+        let (clusters, connections) = self
+            .connections
+            .read()
+            .map(|c| (c.of_cluster.len(), c.by_id.len()))
+            .unwrap_or_default();
         f.debug_struct("ClusterRegistry")
-            .field("clusters", &count)
+            .field("clusters", &clusters)
+            .field("connections", &connections)
             .finish()
     }
 }
 
+/// Starts the poller of a new connection: its label (the first SlurmCluster), client, settings
+/// and the channel for its events. Returns the poller's handle and its index.
+pub trait SpawnPoller:
+    FnOnce(
+    ObjectRef<SlurmCluster>,
+    SlurmClient,
+    &PollerConfig,
+    broadcast::Sender<SlurmEvent>,
+) -> (PollerHandle, IndexReader)
+{
+}
+
+impl<F> SpawnPoller for F where
+    F: FnOnce(
+        ObjectRef<SlurmCluster>,
+        SlurmClient,
+        &PollerConfig,
+        broadcast::Sender<SlurmEvent>,
+    ) -> (PollerHandle, IndexReader)
+{
+}
+
 impl ClusterRegistry {
-    /// A registry whose clients report each request to `observer`.
-    pub fn with_observer(observer: Arc<dyn RequestObserver>) -> Self {
+    /// A registry whose pollers send on feeds of `events`, and whose clients report each
+    /// request to `metrics`.
+    pub fn new(events: Arc<EventHub>, metrics: Option<Arc<Metrics>>) -> Self {
         Self {
-            entries: RwLock::default(),
-            observer: Some(observer),
+            connections: RwLock::default(),
+            events,
+            metrics,
         }
     }
 
     pub fn get(&self, cluster: &ObjectRef<SlurmCluster>) -> Option<ClusterHandle> {
-        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
-        entries.get(cluster).map(|e| e.handle.clone())
+        let connections = self.connections.read().unwrap_or_else(|p| p.into_inner());
+        let id = connections.of_cluster.get(cluster)?;
+        connections.by_id.get(id).map(|c| c.handle.clone())
     }
 
     pub fn contains(&self, cluster: &ObjectRef<SlurmCluster>) -> bool {
         self.get(cluster).is_some()
     }
 
-    /// Register `cluster` with these settings and credentials, or update its registration:
-    /// credentials alone are swapped in place; other changes replace client and poller.
-    /// `spawn` starts a poller for a new client.
+    /// Register `cluster` with these settings and credentials, or update its registration: it
+    /// joins a running connection with the same settings and credentials identity, keeps its
+    /// own (rotating credentials in place when it is the connection's only user), or gets a
+    /// new one. `spawn` starts the poller of a new connection.
     pub fn upsert(
         &self,
         cluster: &ObjectRef<SlurmCluster>,
         config: ClientConfig,
         settings: ConnectionSettings,
         credentials: Arc<Credentials>,
-        spawn: impl FnOnce(SlurmClient, &PollerConfig) -> (PollerHandle, IndexReader),
+        spawn: impl SpawnPoller,
     ) -> Result<Upserted, SlurmError> {
+        // One write lock for the whole decision: two SlurmClusters registered at once must not
+        // both start a poller for the same connection. Nothing here awaits.
+        let mut connections = self.connections.write().unwrap_or_else(|p| p.into_inner());
+        let current = connections.of_cluster.get(cluster).copied();
+        if let Some(id) = current
+            && let Some(connection) = connections.by_id.get(&id)
+            && connection.matches(&settings, &credentials)
         {
-            let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(entry) = entries.get(cluster)
-                && entry.settings == settings
-            {
-                entry.handle.client.set_credentials(credentials);
-                return Ok(Upserted::CredentialsRotated);
-            }
+            return Ok(Upserted::Unchanged);
         }
-        let client = SlurmClient::with_observer(config, credentials, self.observer.clone())?;
-        let (poller, index) = spawn(client.clone(), &settings.poller);
-        let entry = Entry {
-            handle: ClusterHandle { client, index },
-            settings,
-            _poller: poller,
-        };
-        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
-        let previous = entries.insert(cluster.clone(), entry);
-        Ok(if previous.is_some() {
-            Upserted::Replaced
+        let shared = connections
+            .by_id
+            .iter()
+            .find(|(id, c)| Some(**id) != current && c.matches(&settings, &credentials))
+            .map(|(id, _)| *id);
+        let outcome = if let Some(id) = shared {
+            connections.leave(cluster);
+            connections.join(cluster, id);
+            Upserted::Joined
+        } else if let Some(id) = current
+            && let Some(connection) = connections.by_id.get_mut(&id)
+            && connection.settings == settings
+            && connection.members() == 1
+        {
+            // Alone on it: rotate in place, the poller and its index go on.
+            connection
+                .handle
+                .client
+                .set_credentials(Arc::clone(&credentials));
+            connection.credentials = credentials;
+            Upserted::CredentialsRotated
         } else {
-            Upserted::Created
-        })
+            let observer = self
+                .metrics
+                .clone()
+                .map(|m| m as Arc<dyn crate::slurm::RequestObserver>);
+            let client = SlurmClient::with_observer(config, Arc::clone(&credentials), observer)?;
+            let feed = self.events.feed(cluster.clone());
+            let (poller, index) = spawn(
+                cluster.clone(),
+                client.clone(),
+                &settings.poller,
+                feed.sender.clone(),
+            );
+            let was_registered = connections.leave(cluster);
+            let id = connections.next_id;
+            connections.next_id += 1;
+            connections.by_id.insert(
+                id,
+                Connection {
+                    handle: ClusterHandle {
+                        client,
+                        index,
+                        io: Arc::new(Semaphore::new(IO_PER_CONNECTION)),
+                    },
+                    settings,
+                    credentials,
+                    feed,
+                    _poller: poller,
+                },
+            );
+            connections.of_cluster.insert(cluster.clone(), id);
+            if was_registered {
+                Upserted::Replaced
+            } else {
+                Upserted::Created
+            }
+        };
+        self.count_pollers(&connections);
+        Ok(outcome)
     }
 
-    /// Forget `cluster`: its poller stops. Returns whether it was registered.
+    /// Forget `cluster`: its connection's poller stops unless another SlurmCluster still uses
+    /// it. Returns whether it was registered.
     pub fn remove(&self, cluster: &ObjectRef<SlurmCluster>) -> bool {
-        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
-        entries.remove(cluster).is_some()
+        let mut connections = self.connections.write().unwrap_or_else(|p| p.into_inner());
+        let removed = connections.leave(cluster);
+        self.count_pollers(&connections);
+        removed
     }
 
     pub fn clusters(&self) -> Vec<ObjectRef<SlurmCluster>> {
-        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
-        entries.keys().cloned().collect()
+        let connections = self.connections.read().unwrap_or_else(|p| p.into_inner());
+        connections.of_cluster.keys().cloned().collect()
+    }
+
+    /// How many connections (so pollers) run.
+    pub fn pollers(&self) -> usize {
+        let connections = self.connections.read().unwrap_or_else(|p| p.into_inner());
+        connections.by_id.len()
+    }
+
+    fn count_pollers(&self, connections: &Connections) {
+        if let Some(metrics) = &self.metrics {
+            metrics.set_pollers(connections.by_id.len());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use futures::StreamExt;
+
+    use super::*;
+    use crate::state::events::Delivery;
+    use crate::state::index::{ClusterState, Health};
+
+    fn settings(endpoint: &str) -> ConnectionSettings {
+        ConnectionSettings {
+            fingerprint: format!("endpoint={endpoint}"),
+            poller: PollerConfig {
+                interval: Duration::from_secs(3600),
+            },
+        }
+    }
+
+    fn jwt(key: u8, user: &str) -> Arc<Credentials> {
+        Arc::new(Credentials::minted(vec![key; 32], user, Duration::from_secs(300)).unwrap())
+    }
+
+    /// A registry whose pollers are counted, and whose indexes read `health` (a real poller
+    /// runs against a port nothing listens on, into an index nobody reads).
+    struct Fixture {
+        registry: ClusterRegistry,
+        spawned: Arc<AtomicUsize>,
+        health: Health,
+    }
+
+    impl Fixture {
+        fn new(health: Health) -> Self {
+            Self {
+                registry: ClusterRegistry::default(),
+                spawned: Arc::default(),
+                health,
+            }
+        }
+
+        fn upsert(&self, name: &str, endpoint: &str, credentials: Arc<Credentials>) -> Upserted {
+            let spawned = Arc::clone(&self.spawned);
+            let state = ClusterState {
+                health: self.health.clone(),
+                ..ClusterState::default()
+            };
+            self.registry
+                .upsert(
+                    &ObjectRef::new(name),
+                    ClientConfig::new(endpoint).unwrap().allow_plaintext(true),
+                    settings(endpoint),
+                    credentials,
+                    move |label, client, config, events| {
+                        spawned.fetch_add(1, Ordering::SeqCst);
+                        let (poller, _) = crate::state::poller::spawn(
+                            label,
+                            client,
+                            config,
+                            events,
+                            Metrics::new(),
+                        );
+                        let (writer, reader) = tokio::sync::watch::channel(Arc::new(state));
+                        std::mem::forget(writer);
+                        (poller, reader)
+                    },
+                )
+                .unwrap()
+        }
+
+        fn same_client(&self, a: &str, b: &str) -> bool {
+            let (a, b) = (
+                self.registry.get(&ObjectRef::new(a)).unwrap(),
+                self.registry.get(&ObjectRef::new(b)).unwrap(),
+            );
+            Arc::ptr_eq(&a.io, &b.io)
+        }
+    }
+
+    const ONE: &str = "http://127.0.0.1:1";
+    const OTHER: &str = "http://127.0.0.1:2";
+
+    #[tokio::test]
+    async fn one_poller_per_endpoint_and_identity_until_the_last_cluster_goes() {
+        let f = Fixture::new(Health::Unknown);
+        assert_eq!(f.upsert("a", ONE, jwt(1, "slurm")), Upserted::Created);
+        for name in ["b", "c", "d"] {
+            assert_eq!(f.upsert(name, ONE, jwt(1, "slurm")), Upserted::Joined);
+        }
+        assert_eq!(f.upsert("b", ONE, jwt(1, "slurm")), Upserted::Unchanged);
+        assert_eq!(f.spawned.load(Ordering::SeqCst), 1);
+        assert_eq!(f.registry.pollers(), 1);
+        assert!(f.same_client("a", "d"));
+
+        // The first one going keeps the connection for the others.
+        assert!(f.registry.remove(&ObjectRef::new("a")));
+        assert!(!f.registry.remove(&ObjectRef::new("a")));
+        assert_eq!(f.registry.pollers(), 1);
+        assert!(f.same_client("b", "d"));
+        for name in ["b", "c"] {
+            assert!(f.registry.remove(&ObjectRef::new(name)));
+            assert_eq!(f.registry.pollers(), 1);
+        }
+        assert!(f.registry.remove(&ObjectRef::new("d")));
+        assert_eq!(f.registry.pollers(), 0);
+        assert!(f.registry.clusters().is_empty());
+    }
+
+    #[tokio::test]
+    async fn never_one_client_across_credentials_or_endpoints() {
+        let f = Fixture::new(Health::Unknown);
+        f.upsert("a", ONE, jwt(1, "slurm"));
+        assert_eq!(
+            f.upsert("other-user", ONE, jwt(1, "alice")),
+            Upserted::Created
+        );
+        assert_eq!(
+            f.upsert("other-key", ONE, jwt(2, "slurm")),
+            Upserted::Created
+        );
+        let token = Arc::new(Credentials::token("t", Some("slurm".into())).unwrap());
+        assert_eq!(f.upsert("token", ONE, token), Upserted::Created);
+        assert_eq!(
+            f.upsert("elsewhere", OTHER, jwt(1, "slurm")),
+            Upserted::Created
+        );
+        assert_eq!(f.registry.pollers(), 5);
+        for other in ["other-user", "other-key", "token", "elsewhere"] {
+            assert!(!f.same_client("a", other), "{other}");
+        }
+    }
+
+    #[tokio::test]
+    async fn credentials_rotate_in_place_alone_and_move_when_shared() {
+        let f = Fixture::new(Health::Unknown);
+        f.upsert("a", ONE, jwt(1, "slurm"));
+        assert_eq!(
+            f.upsert("a", ONE, jwt(2, "slurm")),
+            Upserted::CredentialsRotated
+        );
+        assert_eq!(f.spawned.load(Ordering::SeqCst), 1);
+
+        assert_eq!(f.upsert("b", ONE, jwt(2, "slurm")), Upserted::Joined);
+        // a's key rotates while b still uses the old one: a moves, b keeps its client.
+        assert_eq!(f.upsert("a", ONE, jwt(3, "slurm")), Upserted::Replaced);
+        assert_eq!(f.registry.pollers(), 2);
+        assert!(!f.same_client("a", "b"));
+        // b follows: it joins a's connection and its old one stops.
+        assert_eq!(f.upsert("b", ONE, jwt(3, "slurm")), Upserted::Joined);
+        assert_eq!(f.registry.pollers(), 1);
+        assert!(f.same_client("a", "b"));
+        // Other settings: a new connection, the shared one stays for b.
+        assert_eq!(f.upsert("a", OTHER, jwt(3, "slurm")), Upserted::Replaced);
+        assert_eq!(f.registry.pollers(), 2);
+    }
+
+    #[tokio::test]
+    async fn request_slots_are_per_connection() {
+        let f = Fixture::new(Health::Unknown);
+        f.upsert("slow", ONE, jwt(1, "slurm"));
+        f.upsert("slow-too", ONE, jwt(1, "slurm"));
+        f.upsert("healthy", OTHER, jwt(1, "slurm"));
+        let slow = f.registry.get(&ObjectRef::new("slow")).unwrap();
+        let held: Vec<_> = (0..IO_PER_CONNECTION)
+            .map(|_| slow.try_io().expect("a free slot"))
+            .collect();
+        assert!(slow.try_io().is_none());
+        // The SlurmClusters sharing the connection share its slots ...
+        let slow_too = f.registry.get(&ObjectRef::new("slow-too")).unwrap();
+        assert!(slow_too.try_io().is_none());
+        // ... and another connection is not affected.
+        let healthy = f.registry.get(&ObjectRef::new("healthy")).unwrap();
+        let healthy_slots: Vec<_> = (0..IO_PER_CONNECTION)
+            .map(|_| healthy.try_io().expect("a free slot"))
+            .collect();
+        assert_eq!(healthy_slots.len(), IO_PER_CONNECTION);
+        drop(held);
+        assert!(slow.try_io().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_cluster_joining_a_running_poller_hears_it_is_up_and_follows_its_events() {
+        let f = Fixture::new(Health::Up {
+            since: chrono::Utc::now(),
+        });
+        let mut events = Box::pin(f.registry.events.subscribe());
+        f.upsert("a", ONE, jwt(1, "slurm"));
+        assert_eq!(f.upsert("b", ONE, jwt(1, "slurm")), Upserted::Joined);
+        let next = tokio::time::timeout(Duration::from_secs(5), events.next()).await;
+        assert_eq!(
+            next.unwrap(),
+            Some(Delivery::Event(SlurmEvent::HealthChanged {
+                cluster: ObjectRef::new("b"),
+                up: true,
+            }))
+        );
+        // The poller's own events (labelled with its first SlurmCluster) reach both.
+        let feed = {
+            let connections = f.registry.connections.read().unwrap();
+            connections
+                .by_id
+                .values()
+                .next()
+                .unwrap()
+                .feed
+                .sender
+                .clone()
+        };
+        feed.send(SlurmEvent::NodeGone {
+            cluster: ObjectRef::new("a"),
+            node: "n1".into(),
+        })
+        .unwrap();
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let next = tokio::time::timeout(Duration::from_secs(5), events.next()).await;
+            got.push(next.unwrap().unwrap());
+        }
+        let gone = |name: &str| {
+            Delivery::Event(SlurmEvent::NodeGone {
+                cluster: ObjectRef::new(name),
+                node: "n1".into(),
+            })
+        };
+        assert_eq!(got, [gone("a"), gone("b")]);
     }
 }

@@ -1,5 +1,6 @@
-//! The SlurmCluster controller: one slurmrestd client (and poller) per `SlurmCluster`, and a status that
-//! says whether it works.
+//! The SlurmCluster controller: registers each `SlurmCluster`'s slurmrestd client (and poller; shared
+//! by SlurmClusters with the same slurmrestd and credentials), and a status that says whether it
+//! works.
 //!
 //! A thin driver over pure steps:
 //!
@@ -8,7 +9,8 @@
 //!    namespace: only Secrets labelled `slurm.rs/credentials=true` are used;
 //! 3. [`config::ConfigPlan::build`]: check what was read, build client config and credentials;
 //! 4. [`ClusterRegistry::upsert`](crate::state::registry::ClusterRegistry::upsert): a new client and
-//!    poller, or new credentials swapped into the running client (key rotation, no restart);
+//!    poller, a running one shared with other SlurmClusters, or new credentials swapped into the
+//!    running client (key rotation, no restart);
 //! 5. check the cluster: identity through `/diag` (which also proves the credentials), partitions,
 //!    node counts from the poller's index once it has synced (else one `nodes` call), and the
 //!    poller's health;
@@ -105,6 +107,8 @@ pub enum Error {
     RemoveFinalizer(#[source] kube::Error),
     #[error("the SlurmCluster has no {0}")]
     MissingMetadata(&'static str),
+    #[error("every request slot of the cluster's slurmrestd connection is taken")]
+    ClusterBusy,
     #[error("the SlurmCluster's registration disappeared while it was reconciled")]
     RegistrationLost,
     #[error("cannot list the SlurmJobs that use the SlurmCluster")]
@@ -129,6 +133,7 @@ impl Error {
             Self::AddFinalizer(_) => "AddFinalizerFailed",
             Self::RemoveFinalizer(_) => "RemoveFinalizerFailed",
             Self::MissingMetadata(_) => "MissingMetadata",
+            Self::ClusterBusy => "ClusterBusy",
             Self::RegistrationLost => "RegistrationLost",
             Self::ListSlurmJobs(_) => "ListSlurmJobsFailed",
             Self::InUse(_) => "InUseBySlurmJobs",
@@ -180,8 +185,13 @@ impl FinalizerFailure for Error {
 /// published by the reconcile, with the status); anything else retries with a per-SlurmCluster
 /// exponential backoff, so a dead slurmrestd is never a hot loop.
 pub fn error_policy(cluster: Arc<SlurmCluster>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     let key = backoff_key(&cluster);
+    if let Error::ClusterBusy = error {
+        // Not a failure: its slurmrestd is slow for others too. Soon again, no slot held.
+        ctx.metrics.deferred(CONTROLLER);
+        return Action::requeue(ctx.backoff.next_busy(&key));
+    }
+    ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     let name = cluster.name_any();
     if let Error::InUse(users) = error {
         // Not a failure: a deleted SlurmCluster waiting for its SlurmJobs to go. A fixed, calm pace.
@@ -290,14 +300,8 @@ async fn connect(
             validated.client,
             validated.settings,
             validated.credentials,
-            |client, poller| {
-                crate::state::poller::spawn(
-                    key.clone(),
-                    client,
-                    poller,
-                    ctx.events.clone(),
-                    ctx.metrics.clone(),
-                )
+            |label, client, poller, events| {
+                crate::state::poller::spawn(label, client, poller, events, ctx.metrics.clone())
             },
         )
         .map_err(Error::CreateClient)?;
@@ -308,9 +312,14 @@ async fn connect(
         Upserted::Replaced => {
             info!(endpoint = %plan.client.endpoint, "connection settings changed: replaced the slurmrestd client and its poller")
         }
+        Upserted::Joined => {
+            info!(endpoint = %plan.client.endpoint, pollers = ctx.clusters.pollers(), "shares the running slurmrestd client and poller of another SlurmCluster with the same endpoint and credentials")
+        }
         Upserted::CredentialsRotated => debug!("credentials refreshed in the running client"),
+        Upserted::Unchanged => {}
     }
     let handle = ctx.clusters.get(key).ok_or(Error::RegistrationLost)?;
+    let _io = handle.try_io().ok_or(Error::ClusterBusy)?;
     check(&handle, plan.auth.describe(), &ctx.tag_key).await
 }
 

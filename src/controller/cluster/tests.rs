@@ -13,8 +13,6 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 
-use tokio::sync::broadcast;
-
 use super::*;
 use crate::controller::kit::Backoffs;
 use crate::controller::test_support::{ApiServerVerifier, local_slurm};
@@ -402,44 +400,52 @@ async fn an_unmarked_secret_is_refused_and_waits_for_a_change() {
 }
 
 #[tokio::test]
-async fn health_events_become_reconciles_and_lag_reconciles_everything() {
+async fn health_events_become_reconciles_and_lag_reconciles_only_that_poller() {
     use futures::StreamExt;
 
     let a = cluster("a", "http://h:6820");
     let b = cluster("b", "http://h:6820");
     let store = store_with(vec![a.clone(), b.clone()]);
-    let (tx, rx) = broadcast::channel(2);
-    let mut triggers = Box::pin(kit::slurm_triggers(CONTROLLER, rx, store, health_targets));
+    let hub = crate::state::events::EventHub::new(2);
     let (ra, rb) = (ObjectRef::from_obj(&a), ObjectRef::from_obj(&b));
+    let (feed_a, feed_b) = (hub.feed(ra.clone()), hub.feed(rb.clone()));
+    let mut triggers = Box::pin(kit::slurm_triggers(
+        CONTROLLER,
+        hub.subscribe(),
+        store,
+        health_targets,
+    ));
 
-    tx.send(SlurmEvent::NodeChanged {
-        cluster: ra.clone(),
-        node: "n1".into(),
-    })
-    .unwrap();
-    tx.send(SlurmEvent::HealthChanged {
-        cluster: rb.clone(),
-        up: true,
-    })
-    .unwrap();
-    assert_eq!(triggers.next().await, Some(rb.clone()));
-
-    // Overflow the channel: the receiver lags and asks for every SlurmCluster.
-    for _ in 0..3 {
-        tx.send(SlurmEvent::HealthChanged {
+    feed_a
+        .sender
+        .send(SlurmEvent::NodeChanged {
             cluster: ra.clone(),
-            up: false,
+            node: "n1".into(),
         })
         .unwrap();
+    feed_b
+        .sender
+        .send(SlurmEvent::HealthChanged {
+            cluster: rb.clone(),
+            up: true,
+        })
+        .unwrap();
+    assert_eq!(triggers.next().await, Some(rb.clone()));
+
+    // Overflow a's channel: the subscriber lags on a and asks for a's SlurmCluster only.
+    for _ in 0..3 {
+        feed_a
+            .sender
+            .send(SlurmEvent::HealthChanged {
+                cluster: ra.clone(),
+                up: false,
+            })
+            .unwrap();
     }
-    let mut all = vec![
-        triggers.next().await.unwrap(),
-        triggers.next().await.unwrap(),
-    ];
-    all.sort_by_key(|r| r.name.clone());
-    assert_eq!(all, [ra.clone(), rb]);
-    drop(tx);
-    // The events that survived the lag still come through, then the stream ends.
+    assert_eq!(triggers.next().await, Some(ra.clone()));
+    drop((feed_a, feed_b, hub));
+    // The events that survived the lag still come through, then the stream ends: b was never
+    // asked for again.
     let rest: Vec<_> = triggers.collect().await;
     assert!(rest.iter().all(|r| *r == ra), "{rest:?}");
 }
@@ -585,14 +591,8 @@ fn register_unreachable(ctx: &Context, key: &ObjectRef<SlurmCluster>) {
                 },
             },
             Arc::new(Credentials::token("t", None).unwrap()),
-            |client, config| {
-                crate::state::poller::spawn(
-                    key.clone(),
-                    client,
-                    config,
-                    ctx.events.clone(),
-                    ctx.metrics.clone(),
-                )
+            |label, client, config, events| {
+                crate::state::poller::spawn(label, client, config, events, ctx.metrics.clone())
             },
         )
         .unwrap();

@@ -28,6 +28,10 @@
 //! Event naming the Slurm jobs that may still run (also on the SlurmCluster: a namespace being
 //! deleted refuses new Events).
 //!
+//! A step or cancel that may call slurmrestd first takes one of its cluster's request slots
+//! (`ClusterHandle::try_io`); when all are taken it requeues soon (`Backoffs::next_busy`) instead
+//! of waiting in one of the controller's reconcile slots.
+//!
 //! Triggers: the SlurmJob (generation and finalizer changes; our status writes do not
 //! re-trigger), its streamer Pod, and the pollers' events: `JobChanged`/`JobGone` carry the
 //! job's tag (`slurm.rs/uid=…`), mapped to the SlurmJob by uid; `HealthChanged{up}` reconciles
@@ -99,6 +103,8 @@ pub enum Error {
     MissingMetadata(&'static str),
     #[error("SlurmCluster {0:?} is not connected (yet): no slurmrestd client is registered for it")]
     ClusterNotReady(String),
+    #[error("every request slot of SlurmCluster {0:?}'s slurmrestd connection is taken")]
+    ClusterBusy(String),
     #[error("submitting the job failed; its outcome is resolved through its tag next time")]
     Submit(#[source] SlurmError),
     #[error("cancelling Slurm job {job_id} failed")]
@@ -137,6 +143,7 @@ impl Error {
         match self {
             Self::MissingMetadata(_) => "MissingMetadata",
             Self::ClusterNotReady(_) => "ClusterNotReady",
+            Self::ClusterBusy(_) => "ClusterBusy",
             Self::Submit(_) => "SubmitFailed",
             Self::Cancel { .. } => "CancelFailed",
             Self::GetCluster { .. } => "GetClusterFailed",
@@ -216,6 +223,9 @@ impl FinalizerFailure for Error {
 /// fault (an unsubmittable spec, and a submit Slurm refused for good, are reported in the status
 /// and wait for an edit without error).
 pub fn error_policy(job: Arc<SlurmJob>, error: &Error, data: Arc<JobContext>) -> Action {
+    if let Error::ClusterBusy(_) = error {
+        return busy(&job, &data.ctx);
+    }
     data.ctx
         .metrics
         .reconcile_failed(CONTROLLER, error.category());
@@ -345,6 +355,17 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
             Err(refusal) => return refuse(job, namespace, refusal, ctx).await,
         }
     }
+    // A step may call slurmrestd: it takes one of the cluster's request slots, or requeues
+    // without holding one of this controller's (a cluster whose requests hang delays only its
+    // own SlurmJobs). A settled job needs nothing from Slurm and no slot.
+    let _io = if lifecycle::settled(generation, job.status.as_ref()) {
+        None
+    } else {
+        match handle.try_io() {
+            Some(slot) => Some(slot),
+            None => return Err(Error::ClusterBusy(job.spec.cluster_name.clone())),
+        }
+    };
     // Copy the Arc out: the watch borrow must not live across an await.
     let state: Arc<ClusterState> = Arc::clone(&handle.index.borrow());
     let env = Env {
@@ -605,6 +626,10 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     let mut decision = plan::cleanup(facts);
     let failure;
     if let (CleanupPlan::Cancel(ids), Some(handle)) = (&decision, &handle) {
+        // An error, not `Ok`: `Ok` would let the finalizer go without the cancel.
+        let Some(_io) = handle.try_io() else {
+            return Err(Error::ClusterBusy(job.spec.cluster_name.clone()));
+        };
         decision = match cancel_all(job, ids, handle, ctx).await {
             Ok(()) => CleanupPlan::Release,
             Err(blocker) => {
@@ -829,6 +854,15 @@ async fn blocked(
         reason: blocker.reason(),
         retry: delay.max(Duration::from_secs(1)),
     })
+}
+
+/// The requeue of a SlurmJob whose cluster has no free request slot ([`Error::ClusterBusy`]):
+/// not a failure; soon, growing while it stays busy (`Backoffs::next_busy`).
+fn busy(job: &SlurmJob, ctx: &Context) -> Action {
+    ctx.metrics.deferred(CONTROLLER);
+    let delay = ctx.backoff.next_busy(&backoff_key(job));
+    debug!(name = %job.name_any(), retry_in = ?delay, "SlurmCluster {:?} has no free request slot", job.spec.cluster_name);
+    Action::requeue(delay)
 }
 
 /// Server-side apply of the whole status with the operator's one field manager.

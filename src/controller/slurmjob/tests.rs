@@ -539,13 +539,17 @@ async fn register_local(
             interval: Duration::from_millis(300),
         },
     };
-    let events = ctx.events.clone();
     let metrics = ctx.metrics.clone();
-    let key_ref = cluster.clone();
     ctx.clusters
-        .upsert(&cluster, config, settings, credentials, |client, poller| {
-            crate::state::poller::spawn(key_ref, client, poller, events, metrics)
-        })
+        .upsert(
+            &cluster,
+            config,
+            settings,
+            credentials,
+            |label, client, poller, events| {
+                crate::state::poller::spawn(label, client, poller, events, metrics)
+            },
+        )
         .unwrap();
     let handle = ctx.clusters.get(&cluster).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -858,7 +862,7 @@ async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
             interval: Duration::from_millis(200),
         },
     };
-    let (events, metrics, poller_ref) = (ctx.events.clone(), ctx.metrics.clone(), key.clone());
+    let metrics = ctx.metrics.clone();
     ctx.clusters
         .upsert(
             &key,
@@ -867,8 +871,8 @@ async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
                 .allow_plaintext(true),
             settings,
             Arc::new(Credentials::token("t", None).unwrap()),
-            |client, config| {
-                crate::state::poller::spawn(poller_ref, client, config, events, metrics)
+            |label, client, config, events| {
+                crate::state::poller::spawn(label, client, config, events, metrics)
             },
         )
         .unwrap();
@@ -956,6 +960,58 @@ async fn deleting_while_the_cancel_cannot_reach_slurmrestd_keeps_the_finalizer()
         error_policy(job, &error, data),
         Action::requeue(Backoffs::MIN)
     );
+}
+
+/// A cluster whose request slots are all taken (its slurmrestd hangs): a delete and a running
+/// job's reconcile make no request and hold no slot; they requeue soon, sooner than a failure
+/// would, and again once a slot is free the cancel goes out.
+#[tokio::test]
+async fn a_busy_cluster_requeues_soon_without_a_request() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("waits-for-a-slot", "#!/bin/sh\nsleep 60\n"));
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+    let uid = uid_of(&job);
+    let state = trusted_index(&ctx, vec![running_record(4246, &OwnerTag::new(&uid, 1))]);
+    let _index =
+        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    job.status = Some(SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(4246),
+        submitted_generation: Some(1),
+        observed_generation: Some(1),
+        ..Default::default()
+    });
+    let handle = ctx.clusters.get(&ObjectRef::new("local")).unwrap();
+    let taken: Vec<_> = std::iter::from_fn(|| handle.try_io()).collect();
+    assert_eq!(taken.len(), crate::state::registry::IO_PER_CONNECTION);
+    let data = data(ctx);
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+        api
+    });
+    let job = Arc::new(job);
+    // An error, so the finalizer stays (no PATCH): the cancel is still to come.
+    let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
+    assert!(matches!(error, Error::ClusterBusy(_)), "{}", Chain(&error));
+    let first = error_policy(job.clone(), &error, data.clone());
+    let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
+    let second = error_policy(job.clone(), &error, data.clone());
+    let mut api = server.await.unwrap();
+    assert_eq!(first, Action::requeue(Backoffs::BUSY_MIN));
+    assert_eq!(second, Action::requeue(Backoffs::BUSY_MIN * 2));
+    drop(taken);
+    // A free slot: the cancel is tried (and fails against the unreachable endpoint), which the
+    // DeletionBlocked condition and its Warning say.
+    let expected = (*job).clone();
+    let server = tokio::spawn(async move {
+        let message = expect_blocked(&mut api, &expected, "CancelFailed").await;
+        api.expect_no_more_calls().await;
+        message
+    });
+    let error = reconcile(job, data).await.unwrap_err();
+    let message = server.await.unwrap();
+    assert_eq!(error.category(), "DeletionBlocked", "{}", Chain(&error));
+    assert!(message.contains("cancel of Slurm job 4246"), "{message}");
 }
 
 /// An edit while the job runs: the status keeps following the job, records the generation as
