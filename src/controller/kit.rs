@@ -204,6 +204,8 @@ pub struct Notice {
     pub reason: Cow<'static, str>,
     pub note: String,
     pub warning: bool,
+    /// The Event's `action` when it is not the caller's (see [`Notice::about_run`]).
+    pub action: Option<String>,
 }
 
 impl Notice {
@@ -212,6 +214,7 @@ impl Notice {
             reason: reason.into(),
             note: note.into(),
             warning: false,
+            action: None,
         }
     }
 
@@ -220,7 +223,19 @@ impl Notice {
             reason: reason.into(),
             note: note.into(),
             warning: true,
+            action: None,
         }
+    }
+
+    /// This notice is about one run (Slurm job `job_id`): its Event's action names the run.
+    ///
+    /// Events with the same object, action and reason are one series (events.k8s.io; kube's
+    /// Recorder patches the first Event's count and keeps its note), so without this the
+    /// `Submitted` and `Finished` of a re-run would only count up the first run's Events, which
+    /// still name the first job.
+    pub fn about_run(mut self, job_id: i64) -> Self {
+        self.action = Some(format!("Run{job_id}"));
+        self
     }
 }
 
@@ -238,7 +253,7 @@ where
         },
         reason: notice.reason.into_owned(),
         note: Some(notice.note),
-        action: action.into(),
+        action: notice.action.unwrap_or_else(|| action.into()),
         secondary: None,
     };
     if let Err(error) = recorder.publish(&event, &object.object_ref(&())).await {

@@ -427,6 +427,7 @@ pub fn notice(
         warning,
         reason: new.reason.clone().into(),
         note: new.message.clone(),
+        action: None,
     })
 }
 

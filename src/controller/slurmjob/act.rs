@@ -157,14 +157,17 @@ where
             let mut base = current.clone();
             if rerun && current.job_id.is_some() {
                 base = lifecycle::start_new_run(&current);
-                notices.push(Notice::normal(
-                    "Resubmitted",
-                    format!(
-                        "the spec changed (generation {generation}) after Slurm job {} ended {}: running it again",
-                        current.job_id.unwrap_or_default(),
-                        current.phase
-                    ),
-                ));
+                let ended = current.job_id.unwrap_or_default();
+                notices.push(
+                    Notice::normal(
+                        "Resubmitted",
+                        format!(
+                            "the spec changed (generation {generation}) after Slurm job {ended} ended {}: running it again",
+                            current.phase
+                        ),
+                    )
+                    .about_run(ended),
+                );
             }
             let (mut step, announced) = submit_step(target, env, base, dependencies, load).await?;
             if step.invalid {

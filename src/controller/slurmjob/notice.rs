@@ -38,10 +38,9 @@ pub fn transitions(before: &SlurmJobStatus, after: &SlurmJobStatus) -> Vec<Notic
     let (phase_before, started_before) = if same_run {
         (before.phase, before.start_time.is_some())
     } else {
-        notices.push(Notice::normal(
-            "Submitted",
-            format!("Slurm job {job_id} submitted"),
-        ));
+        notices.push(
+            Notice::normal("Submitted", format!("Slurm job {job_id} submitted")).about_run(job_id),
+        );
         (Phase::Submitted, false)
     };
     if phase_before == after.phase && same_run {
@@ -57,10 +56,9 @@ pub fn transitions(before: &SlurmJobStatus, after: &SlurmJobStatus) -> Vec<Notic
             .as_deref()
             .map(|n| format!(" on {n}"))
             .unwrap_or_default();
-        notices.push(Notice::normal(
-            "Started",
-            format!("Slurm job {job_id} started{on}"),
-        ));
+        notices.push(
+            Notice::normal("Started", format!("Slurm job {job_id} started{on}")).about_run(job_id),
+        );
     }
     if after.phase.is_terminal() && !phase_before.is_terminal() {
         let exit = after
@@ -73,11 +71,14 @@ pub fn transitions(before: &SlurmJobStatus, after: &SlurmJobStatus) -> Vec<Notic
             .map(|s| format!(", signal {s}"))
             .unwrap_or_default();
         let note = format!("Slurm job {job_id} ended {}{exit}{signal}", after.phase);
-        notices.push(match after.phase {
-            Phase::Completed => Notice::normal("Finished", note),
-            Phase::Cancelled => Notice::normal("Cancelled", note),
-            _ => Notice::warning("Failed", note),
-        });
+        notices.push(
+            match after.phase {
+                Phase::Completed => Notice::normal("Finished", note),
+                Phase::Cancelled => Notice::normal("Cancelled", note),
+                _ => Notice::warning("Failed", note),
+            }
+            .about_run(job_id),
+        );
     }
     notices
 }
@@ -199,5 +200,25 @@ mod tests {
         let failed = transitions(&st(Some(1), Running, true), &st(Some(1), Failed, true));
         assert!(failed[0].warning);
         assert_eq!(failed[0].note, "Slurm job 1 ended Failed, exit code 3");
+    }
+
+    /// Each run's Events are their own: their action names the run, so a re-run's `Submitted`
+    /// or `Finished` is a new Event, not a count on the first run's (events.k8s.io series).
+    #[test]
+    fn run_events_name_their_run() {
+        let first = transitions(
+            &st(None, Phase::Pending, false),
+            &st(Some(1), Phase::Submitted, false),
+        );
+        let second = transitions(
+            &st(Some(1), Phase::Completed, true),
+            &st(Some(2), Phase::Submitted, false),
+        );
+        assert_eq!(first[0].action.as_deref(), Some("Run1"));
+        assert_eq!(second[0].action.as_deref(), Some("Run2"));
+        assert_eq!(
+            (first[0].reason.as_ref(), second[0].reason.as_ref()),
+            ("Submitted", "Submitted")
+        );
     }
 }
