@@ -53,7 +53,9 @@ for tool in umoci skopeo; do command -v "$tool" >/dev/null || missing+=("$tool")
 if ((${#missing[@]})); then
     [[ $EUID -eq 0 ]] || die "install ${missing[*]} (Debian packages of the same names)"
     log "installing ${missing[*]} from Debian"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    # A fresh machine may have no package lists yet: fetch them once and try again.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }
 fi
 
 work=$(mktemp -d)
@@ -85,7 +87,8 @@ unpacked() {
     local pkg=$1 version
     if [[ ! -d $work/pkgs/$pkg ]]; then
         version=$(dpkg-query -W -f '${Version}' "$pkg")
-        (cd "$work/debs" && apt-get download -qq "$pkg=$version" >/dev/null) ||
+        (cd "$work/debs" && apt-get download -qq "$pkg=$version" >/dev/null 2>&1) ||
+            { [[ $EUID -eq 0 ]] && apt-get update -qq && (cd "$work/debs" && apt-get download -qq "$pkg=$version" >/dev/null); } ||
             die "cannot download $pkg=$version from Debian"
         dpkg-deb -x "$work"/debs/"${pkg%%:*}"_*.deb "$work/pkgs/$pkg"
     fi
