@@ -46,7 +46,7 @@ use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use self::plan::{Action, DeleteWhy, Input, SlurmView, ViewState};
 use super::Context;
@@ -122,6 +122,10 @@ pub enum Error {
     ApplyPdb(#[source] kube::Error),
     #[error("cannot apply the SlurmNodeSet's status")]
     PatchStatus(#[source] kube::Error),
+    /// All request slots of the SlurmCluster's slurmrestd connection are taken (its requests
+    /// are slow or hang): not a failure; requeued soon without holding a reconcile slot.
+    #[error("SlurmCluster {0:?} has no free request slot")]
+    ClusterBusy(String),
 }
 
 impl Error {
@@ -136,6 +140,7 @@ impl Error {
             Self::SlurmAction { source, .. } => source.category(),
             Self::ApplyPdb(_) => "ApplyPodDisruptionBudgetFailed",
             Self::PatchStatus(_) => "PatchStatusFailed",
+            Self::ClusterBusy(_) => "ClusterBusy",
         }
     }
 }
@@ -204,6 +209,12 @@ pub fn error_policy(
     error: &Error,
     ctx: Arc<Context>,
 ) -> controller::Action {
+    if let Error::ClusterBusy(cluster) = error {
+        ctx.metrics.deferred(CONTROLLER);
+        let delay = ctx.backoff.next_busy(&backoff_key(&nodeset));
+        debug!(name = %nodeset.name_any(), retry_in = ?delay, "SlurmCluster {cluster:?} has no free request slot");
+        return controller::Action::requeue(delay);
+    }
     ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     let delay = ctx.backoff.next(&backoff_key(&nodeset));
     warn!(
@@ -353,7 +364,17 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
         },
     });
 
-    // 4. Actions.
+    // 4. Actions. Drains, resumes and node deletions call slurmrestd: they take one of the
+    // connection's request slots, or the whole round waits for one without acting (a cluster
+    // whose requests hang delays only its own sets, and no pod action runs ahead of its node's).
+    let _io = match (&handle, plan.actions.iter().any(Action::calls_slurm)) {
+        (Some(handle), true) => Some(
+            handle
+                .try_io()
+                .ok_or_else(|| Error::ClusterBusy(cluster_name.to_owned()))?,
+        ),
+        _ => None,
+    };
     let mut failed: BTreeSet<String> = BTreeSet::new();
     let mut first_error = None;
     let mut pending = false;

@@ -252,6 +252,16 @@ pub enum Action {
 }
 
 impl Action {
+    /// Whether carrying the action out calls slurmrestd.
+    pub fn calls_slurm(&self) -> bool {
+        matches!(
+            self,
+            Action::Drain { .. } | Action::Resume { .. } | Action::DeleteNodeRecord { .. }
+        )
+    }
+}
+
+impl Action {
     /// Whether the action can end a job or lose a node: kept for tests and logs.
     pub fn is_destructive(&self) -> bool {
         matches!(self, Self::DeletePod { .. } | Self::DeleteNodeRecord { .. })

@@ -511,6 +511,34 @@ async fn scale_in_with_slurm_drains_then_deletes_only_once_drained() {
         Some([(pods::ANNOTATION_DELETION_COST.to_owned(), "100".to_owned())].into());
     let pod1 = existing_pod(&set, 1);
 
+    // 0. The cluster's request slots are all taken (its slurmrestd hangs, say): the round that
+    // needs a drain does nothing — no Slurm call, no pod patch — and requeues soon.
+    let handle = ctx.clusters.get(&ObjectRef::new("main")).unwrap();
+    let taken: Vec<_> = std::iter::from_fn(|| handle.try_io()).collect();
+    let (listed, set_of_names) = (vec![pod0.clone(), pod1.clone()], set_name.clone());
+    let scenario = tokio::spawn(async move {
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods_of(&mut api, &set_of_names, listed).await;
+        api.expect_no_more_calls().await;
+        api
+    });
+    let error = reconcile(Arc::new(set.clone()), Arc::clone(&ctx))
+        .await
+        .unwrap_err();
+    let mut api = scenario.await.unwrap();
+    assert!(matches!(error, Error::ClusterBusy(_)), "{error}");
+    assert_eq!(
+        error_policy(Arc::new(set.clone()), &error, Arc::clone(&ctx)),
+        controller::Action::requeue(crate::controller::kit::Backoffs::BUSY_MIN)
+    );
+    let node = client.node(&victim).await.unwrap();
+    assert_eq!(
+        plan::drain_owner(&node),
+        plan::DrainOwner::NotDrained,
+        "{node:?}"
+    );
+    drop(taken);
+
     // 1. Busy and not drained: drain (Slurm), mark, label busy, project; no DELETE.
     let (listed, expected, names) = (
         vec![pod0.clone(), pod1.clone()],
