@@ -937,6 +937,7 @@ fn memory(jobs: u32, nodes: u32) {
             },
             state_reason: (!running).then(|| "BeginTime".to_owned()),
             user_name: Some("slurm".into()),
+            cancelled_by: None,
             partition: Some("debug".into()),
             comment: Some(owner.to_string()),
             owner: Some(owner),

@@ -6,7 +6,8 @@
 //!   namespace, marked as credentials;
 //! - a SlurmJob in each team runs, and Slurm says it ran as that team's user;
 //! - a SlurmJob in a namespace no entry grants gets `Ready=False/NoAccess`, one in team-a asking
-//!   for team-b's account `AccountNotGranted`, and neither reaches Slurm.
+//!   for team-b's account `AccountNotGranted`, and neither reaches Slurm;
+//! - deleting team-a's running SlurmJob cancels its job as `alice`, the job's own user.
 
 // Test code: a failed unwrap is a failed test with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -228,4 +229,47 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
             .unwrap();
         assert_eq!(job.status.unwrap().job_id, None, "{refused}");
     }
+
+    // Deleting team-a's running SlurmJob cancels its job as alice, the job's own user, so that
+    // slurmctld itself allows the cancel no further than alice may go: accounting records who
+    // cancelled it (`sacct` shows "CANCELLED by 2001").
+    let long = format!("{run}-long");
+    apply(
+        &jobs("team-a"),
+        &long,
+        slurmjob(
+            &long,
+            &slurm.partition,
+            json!({"workingDirectory": "/home/alice", "script": "#!/bin/sh\nsleep 300\n"}),
+        ),
+    )
+    .await;
+    let job_id = eventually(&format!("{long} running"), TIMEOUT, || async {
+        let job = jobs("team-a").get(&long).await.ok()?;
+        let status = job.status?;
+        (status.phase == Phase::Running).then_some(status.job_id?)
+    })
+    .await;
+    jobs("team-a")
+        .delete(&long, &Default::default())
+        .await
+        .unwrap();
+    let job_id = u32::try_from(job_id).unwrap();
+    let record = eventually(
+        &format!("Slurm job {job_id} CANCELLED in accounting"),
+        TIMEOUT,
+        || async {
+            let records = slurm_client.accounting_job(job_id).await.ok()??;
+            let record = records.into_iter().next()?;
+            (record.state.base == slurm_operator::slurm::types::JobBaseState::Cancelled)
+                .then_some(record)
+        },
+    )
+    .await;
+    assert_eq!(record.user_name.as_deref(), Some("alice"));
+    assert_eq!(
+        record.cancelled_by.as_deref(),
+        Some("alice"),
+        "job {job_id} was cancelled as its own user"
+    );
 }

@@ -234,6 +234,7 @@ impl<'a> Input<'a> {
             state: JobState::from_strings(&self.words()),
             state_reason: self.maybe(Self::word),
             user_name: None,
+            cancelled_by: None,
             partition: None,
             comment: None,
             owner: None,

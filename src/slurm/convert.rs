@@ -279,6 +279,7 @@ fn job(j: api::V0042JobInfo) -> Job {
         state,
         state_reason: non_empty(&j.state_reason).filter(|r| r != "None"),
         user_name: non_empty(&j.user_name),
+        cancelled_by: None,
         partition: non_empty(&j.partition),
         comment: non_empty(&j.comment),
         owner: None,
@@ -348,6 +349,7 @@ fn accounting_job(j: api::V0042Job) -> Job {
             .and_then(|s| non_empty(&s.reason))
             .filter(|r| r != "None"),
         user_name: non_empty(&j.user),
+        cancelled_by: non_empty(&j.kill_request_user),
         partition: non_empty(&j.partition),
         comment: None,
         owner: None,

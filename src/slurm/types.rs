@@ -321,6 +321,8 @@ pub struct Job {
     /// Why it is pending or how it ended, e.g. "Resources", "NonZeroExitCode", "TimeLimit"; "None" is dropped.
     pub state_reason: Option<String>,
     pub user_name: Option<String>,
+    /// Who cancelled the job (accounting only: slurmdbd's `kill_request_user`).
+    pub cancelled_by: Option<String>,
     pub partition: Option<String>,
     pub comment: Option<String>,
     /// The ownership tag the comment is, parsed once here: `Some` for every job whose comment
@@ -387,6 +389,7 @@ impl Job {
             state: JobState::default(),
             state_reason: None,
             user_name: None,
+            cancelled_by: None,
             partition: None,
             comment: None,
             owner: None,

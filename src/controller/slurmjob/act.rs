@@ -621,7 +621,8 @@ pub async fn cancel(client: &SlurmClient, job_id: u32) -> Result<Cancellation, S
 /// for the job's own Slurm user. With `status_job` (the SlurmJob's own `status.jobId`) the legacy
 /// tag of a job the previous version submitted counts too (`plan::is_followed`). A job id can
 /// name someone else's job (ids restart after slurmctld loses its state, or a status was
-/// written by hand): that job is left alone ([`Cancellation::NotOwned`]).
+/// written by hand): that job is left alone ([`Cancellation::NotOwned`]). The cancel itself
+/// goes out as the job's own Slurm user.
 pub async fn cancel_owned(
     client: &SlurmClient,
     state: Option<&ClusterState>,
@@ -669,7 +670,17 @@ pub async fn cancel_owned(
         );
         return Ok(Cancellation::NotOwned(ownership));
     }
-    cancel(client, job_id).await
+    // Cancel as the job's own Slurm user, so that slurmctld itself allows no more than that
+    // user may do; a client that cannot act as another user (a ready token) is that user's
+    // already or the cluster's own, the one that submitted the job.
+    let owner = records
+        .iter()
+        .find(|job| ours(job))
+        .and_then(|job| job.user_name.as_deref());
+    match owner.map(|user| client.as_user(user)) {
+        Some(Ok(as_owner)) => cancel(&as_owner, job_id).await,
+        _ => cancel(client, job_id).await,
+    }
 }
 
 /// The streamer Pod of run `job_id`: created when missing, replaced when it streams an earlier
