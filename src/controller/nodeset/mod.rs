@@ -461,9 +461,23 @@ pub fn refused_status(nodeset: &SlurmNodeSet, refusal: &Refusal) -> SlurmNodeSet
             refusal.reason,
             refusal.message.clone(),
             generation,
+            now.clone(),
+        ),
+    );
+    // kstatus: nothing happens for a refused set until its spec, its namespace or the
+    // SlurmCluster changes.
+    condition::upsert(
+        &mut status.conditions,
+        condition::new(
+            condition::STALLED,
+            true,
+            refusal.reason,
+            refusal.message.clone(),
+            generation,
             now,
         ),
     );
+    condition::remove(&mut status.conditions, condition::RECONCILING);
     status.observed_generation = generation;
     status
 }
@@ -765,7 +779,8 @@ pub fn desired_status(
 }
 
 /// kstatus, from the conditions above: `Stalled=True` while registered nodes miss a listed
-/// partition (only a change of slurm.conf helps), else `Reconciling=True` while nodes are not
+/// partition (only a change of slurm.conf helps) or Slurm nodes not the set's hold its names
+/// (`NodeNamesOwned=False`), else `Reconciling=True` while nodes are not
 /// all ready or wait to be drained; each absent otherwise.
 fn progress_conditions(
     conditions: &mut Vec<condition::Condition>,
@@ -774,7 +789,10 @@ fn progress_conditions(
     now: condition::Time,
 ) {
     let found = |type_: &str| condition::find(conditions, type_).cloned();
-    let stalled = found(CONDITION_PARTITIONS).filter(|c| c.status == "False");
+    // Only a change helps: slurm.conf (partitions), or the nodes holding the set's names.
+    let stalled = found(CONDITION_PARTITIONS)
+        .filter(|c| c.status == "False")
+        .or_else(|| found(CONDITION_NODES_OWNED).filter(|c| c.status == "False"));
     let draining = found(CONDITION_DRAINING).filter(|c| c.status == "True");
     let busy = if ready {
         draining

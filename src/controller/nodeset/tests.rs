@@ -221,6 +221,13 @@ async fn a_namespace_the_cluster_does_not_allow_gets_nothing_but_a_condition() {
                 ("False", reason)
             );
             assert!(ready.message.contains("\"main\""), "{}", ready.message);
+            // kstatus: stalled until something changes, not reconciling.
+            let stalled = condition::find(&status.conditions, condition::STALLED).unwrap();
+            assert_eq!(
+                (stalled.status.as_str(), stalled.reason.as_str()),
+                ("True", reason)
+            );
+            assert!(condition::find(&status.conditions, condition::RECONCILING).is_none());
             expect_nodeset_event(&mut api, "cpu", reason).await;
             api.expect_no_more_calls().await;
             (api, status)
@@ -888,6 +895,20 @@ fn ready_counts_available_pods_and_partitions_are_reported() {
     assert_eq!(
         kstatus(&desired_status(&set, &settled, "cpu")),
         [None, None]
+    );
+    // A Slurm node that is not the set's holds one of its names: stalled too (the admin must
+    // remove that node or rename the set).
+    let taken = plan::NodeSetPlan {
+        conflicts: Some(vec![plan::Conflict {
+            node: "cpu-1".into(),
+            owner: None,
+            is_static: true,
+        }]),
+        ..settled.clone()
+    };
+    assert_eq!(
+        kstatus(&desired_status(&set, &taken, "cpu")),
+        [Some(("True".into(), "NodeNameConflict".into())), None]
     );
     let parts = condition::find(&parts.conditions, CONDITION_PARTITIONS).unwrap();
     assert_eq!(parts.status, "True");
