@@ -97,15 +97,39 @@ require_cluster() {
         die "Slurm ($SLURM_FLAVOUR) is not running; run hack/slurm-up.sh --flavour $SLURM_FLAVOUR first"
 }
 
-# Lowest port in the flavour's dynamic range that no other recorded node uses and nothing listens on.
+# Whether slurmctld knows node NAME.
+node_known() {
+    slurm_chroot scontrol -o show node "$1" >/dev/null 2>&1
+}
+
+# Forget the recorded port and conf of nodes that are neither running nor known to slurmctld
+# (deleted by someone else, e.g. the operator's scale-in, or by a cold start): their ports are
+# free again.
+reclaim_ports() {
+    local f n
+    shopt -s nullglob
+    for f in "$SLURM_DYN_DIR"/*.port; do
+        n=$(basename "$f" .port)
+        [[ -z "$(node_pid "$n")" ]] && ! node_known "$n" || continue
+        log "reclaimed port $(cat "$f") of $n (not running, not in slurmctld)"
+        rm -f "$f" "$SLURM_DYN_DIR/$n.conf"
+    done
+    shopt -u nullglob
+}
+
+# Lowest port in the flavour's dynamic range that no other recorded node uses and nothing listens
+# on; when there is none, the ports of nodes gone for good are reclaimed first.
 allocate_port() {
-    local p used
-    used=$(cat "$SLURM_DYN_DIR"/*.port 2>/dev/null || true)
-    for ((p = SLURM_DYN_PORT_MIN; p <= SLURM_DYN_PORT_MAX; p++)); do
-        grep -qx "$p" <<<"$used" && continue
-        [[ -n "$(ss -Hltn "sport = :$p" 2>/dev/null)" ]] && continue
-        echo "$p"
-        return 0
+    local p used attempt
+    for attempt in first reclaimed; do
+        [[ $attempt == first ]] || reclaim_ports
+        used=$(cat "$SLURM_DYN_DIR"/*.port 2>/dev/null || true)
+        for ((p = SLURM_DYN_PORT_MIN; p <= SLURM_DYN_PORT_MAX; p++)); do
+            grep -qx "$p" <<<"$used" && continue
+            [[ -n "$(ss -Hltn "sport = :$p" 2>/dev/null)" ]] && continue
+            echo "$p"
+            return 0
+        done
     done
     die "no free port in $SLURM_DYN_PORT_MIN-$SLURM_DYN_PORT_MAX"
 }
@@ -209,6 +233,10 @@ case "$cmd" in
         if ((delete)) && slurm_pid_alive "$SLURM_STATE_DIR/slurmctld.pid" slurmctld; then
             if out=$(slurm_chroot scontrol delete nodename="$name" 2>&1); then
                 log "deleted $name from slurmctld"
+                rm -f "$(portfile "$name")" "$SLURM_DYN_DIR/$name.conf"
+            elif ! node_known "$name"; then
+                # Deleted already (the operator's scale-in deletes node records itself).
+                log "$name is not in slurmctld"
                 rm -f "$(portfile "$name")" "$SLURM_DYN_DIR/$name.conf"
             else
                 log "scontrol delete nodename=$name: $out"
