@@ -4,8 +4,10 @@
 #
 # Usage: hack/gen-openapi.sh [--flavour trixie|forky] [--all] [--data-parser v0.0.42]
 #
-#   trixie (Slurm 24.11, default) -> openapi/slurmrestd-<parser>.json
-#   forky  (Slurm 26.05)          -> openapi/slurmrestd-<major.minor>-<parser>.json (comparison)
+#   trixie (Slurm 24.11, default) -> openapi/slurmrestd-<parser>.json   (v0.0.40, v0.0.41, v0.0.42)
+#   forky  (Slurm 26.05)          -> openapi/slurmrestd-<parser>.json   (v0.0.43, v0.0.44, v0.0.45)
+#                                    openapi/slurmrestd-26.05-<parser>.json (v0.0.42: a comparison
+#                                    copy; each version's client is generated from one release)
 #
 # The spec is re-indented (2 spaces, `\/` unescaped, key order kept) for reviewable diffs.
 # A sidecar <file>.provenance records the Slurm release, Debian package and command; files are
@@ -49,7 +51,7 @@ for f in "${flavours[@]}"; do
         release=$(slurm_release)
         # shellcheck disable=SC2016
         pkg=$(slurm_chroot dpkg-query -W -f '${Package} ${Version}' slurmrestd)
-        if [[ "$f" == trixie ]]; then
+        if [[ "$f" == trixie || ! "$parser" =~ ^v0\.0\.4[0-2]$ ]]; then
             out=$repo/openapi/slurmrestd-$parser.json
         else
             out=$repo/openapi/slurmrestd-${release%.*}-$parser.json

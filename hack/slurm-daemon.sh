@@ -10,6 +10,10 @@
 #           listens on its port. Already running: exit 0.
 #   status  Exit 0 if it runs, 3 if not.
 #
+# slurmrestd --data-parser v0.0.NN: a SECOND slurmrestd that loads only that data_parser plugin
+# (`slurmrestd -d v0.0.NN`: one REST API version), on port <main port> + 20 + NN - 40 (`start`
+# prints its URL), beside the main one, which keeps running; `stop` with the same option stops it.
+#
 # The rest of the cluster must be up (hack/slurm-up.sh). Messages go to stderr. Exit codes:
 # 0 ok, 1 failure, 2 usage, 3 not running (status).
 set -euo pipefail
@@ -38,6 +42,13 @@ shift
 timeout=30
 while (($#)); do
     case "$cmd:$1" in
+        *:--data-parser)
+            [[ "$daemon" == slurmrestd && $# -ge 2 ]] || usage_error "--data-parser needs a value (slurmrestd only)"
+            export SLURM_REST_DATA_PARSER=$2
+            slurm_data_parsers | grep -qx -- "$2" ||
+                die "the $SLURM_FLAVOUR root has no data_parser $2 (it has: $(slurm_data_parsers | paste -sd' '))"
+            daemon=slurmrestd-$2
+            shift ;;
         start:--timeout) [[ $# -ge 2 ]] || usage_error "--timeout needs a value"; timeout=$2; shift ;;
         *) usage_error "$cmd: unknown argument '$1'" ;;
     esac
@@ -67,11 +78,13 @@ case "$cmd" in
         pid=$(slurm_daemon_pid "$daemon")
         if [[ -n "$pid" ]]; then
             log "$daemon already running (pid $pid)"
+            [[ -z "${SLURM_REST_DATA_PARSER:-}" ]] ||
+                echo "http://127.0.0.1:$(slurm_rest_parser_port "$SLURM_REST_DATA_PARSER")"
             exit 0
         fi
         slurm_is_mounted "$SLURM_ROOT/proc" ||
             die "Slurm ($SLURM_FLAVOUR) is not up; run hack/slurm-up.sh --flavour $SLURM_FLAVOUR"
-        "slurm_start_$daemon"
+        "slurm_start_${daemon%%-v*}"
         pid=$(<"$SLURM_STATE_DIR/$daemon.pid")
         deadline=$((SECONDS + timeout))
         until slurm_daemon_ready "$daemon"; do
@@ -83,5 +96,7 @@ case "$cmd" in
             sleep 0.1
         done
         log "started $daemon (pid $pid)"
+        [[ -z "${SLURM_REST_DATA_PARSER:-}" ]] ||
+            echo "http://127.0.0.1:$(slurm_rest_parser_port "$SLURM_REST_DATA_PARSER")"
         ;;
 esac

@@ -31,8 +31,9 @@ bash hack/gen-crds.sh --check
 step "generated slurmrestd client is current (src/slurm/generated/, openapi/processed/)"
 bash hack/gen-client.sh --check
 
-step "cargo fmt --check"
+step "cargo fmt --check (and the facade source every REST API version includes)"
 cargo fmt --all --check
+rustfmt --edition 2024 --check src/slurm/dialect/shared.rs
 
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --locked --workspace --all-targets -- -D warnings
@@ -49,5 +50,5 @@ if [ "${SLURM_COMPARE:-1}" = 1 ] && [ "$flavour" = trixie ]; then
     step "integration tests against Slurm 26.05 (forky)"
     bash hack/slurm-up.sh --flavour forky
     SLURM_FLAVOUR=forky SLURM_ENV_FILE=$state_base/forky/env \
-        cargo test --locked --test slurm_client --test slurm_tls --test cli_check 2>&1 | tee -a "${TEST_LOG:-/dev/null}"
+        cargo test --locked --test slurm_client --test slurm_tls --test cli_check --test api_versions 2>&1 | tee -a "${TEST_LOG:-/dev/null}"
 fi

@@ -20,17 +20,21 @@ use slurm_operator::slurm::types::{
     NodeState, SubmitRequest, Submitted,
 };
 use slurm_operator::slurm::{
-    ClientConfig, Credentials, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, SlurmClient, SlurmError,
+    ApiVersion, ClientConfig, Credentials, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, SlurmClient,
+    SlurmError,
 };
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// Every case must finish well within this; a hang is a failure, not a stuck test run.
 const CASE_DEADLINE: Duration = Duration::from_secs(20);
 
+/// The recorded answers are Slurm 24.11's v0.0.42: the client is pinned to it (a pin is used as
+/// it is, without a negotiating request the table would answer too).
 fn client(uri: &str, timeout: Duration) -> SlurmClient {
     let config = ClientConfig::new(uri)
         .unwrap()
         .allow_plaintext(true)
+        .with_api_version(Some(ApiVersion::V0_0_42))
         .with_retry(RetryPolicy::none())
         .with_request_timeout(timeout);
     let credentials = Arc::new(
@@ -777,6 +781,7 @@ async fn a_lower_limit_is_honoured_and_named() {
     let config = ClientConfig::new(&uri)
         .unwrap()
         .allow_plaintext(true)
+        .with_api_version(Some(ApiVersion::V0_0_42))
         .with_retry(RetryPolicy::none())
         .with_max_response_bytes(100_000);
     let credentials = Arc::new(
@@ -803,6 +808,7 @@ async fn a_lower_limit_is_honoured_and_named() {
     let config = ClientConfig::new(&server.uri())
         .unwrap()
         .allow_plaintext(true)
+        .with_api_version(Some(ApiVersion::V0_0_42))
         .with_retry(RetryPolicy::none())
         .with_max_response_bytes(100_000);
     let credentials = Arc::new(

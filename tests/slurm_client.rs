@@ -53,8 +53,10 @@ async fn cluster_info_reports_release_and_api_version() {
         info.release,
         slurm.release
     );
-    assert_eq!(info.api_version, "v0.0.42");
-    assert_eq!(info.data_parser, "data_parser/v0.0.42");
+    // The newest version this slurmrestd serves (24.11: v0.0.42; 26.05: v0.0.45).
+    let newest = slurm.data_parsers.last().unwrap();
+    assert_eq!(&info.api_version, newest);
+    assert_eq!(info.data_parser, format!("data_parser/{newest}"));
     assert!(info.controller_responding);
     assert!(slurm.client().ping().await.unwrap());
 }
@@ -138,10 +140,10 @@ async fn a_path_slurmrestd_does_not_serve_is_unsupported_version() {
     unsupported("node", client.node("n1").await.unwrap_err());
     unsupported("cancel_job", client.cancel_job(999_999).await.unwrap_err());
     unsupported("all_job_states", client.all_job_states().await.unwrap_err());
-    // The same slurmrestd at its real address serves v0.0.42.
+    // The same slurmrestd at its real address serves its newest version.
     assert_eq!(
         slurm.client().cluster_info().await.unwrap().data_parser,
-        "data_parser/v0.0.42"
+        format!("data_parser/{}", slurm.data_parsers.last().unwrap())
     );
 }
 

@@ -3,7 +3,8 @@
 //! code in both. A harness panics when a property breaks: that panic is the fuzzer's finding.
 //!
 //! - [`response`]: one header byte (which call, which HTTP status), then a body, decoded and
-//!   converted as the facade does; whatever the bytes, a value or a `SlurmError`, never a panic.
+//!   converted as the facade does in every REST API version it speaks; whatever the bytes, a
+//!   value or a `SlurmError`, never a panic.
 //! - [`state_mapping`]: bytes read as structured input — Slurm state words and job records — for
 //!   the state mappings (`JobState`, `NodeState`) and the SlurmJob phase and status.
 
@@ -12,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::DateTime;
 use slurm_operator::controller::slurmjob::{phase, status};
 use slurm_operator::crd::slurmjob::{MAX_ARRAY_TASKS, Phase, SlurmJobStatus};
+use slurm_operator::slurm::ApiVersion;
 use slurm_operator::slurm::fuzzing::{self, Decoded, Endpoint};
 use slurm_operator::slurm::types::{
     Changes, ExitStatus, Job, JobBaseState, JobState, Node, NodeBaseState, NodeCounts, NodeState,
@@ -34,11 +36,13 @@ pub fn response(data: &[u8]) {
         return;
     };
     let (endpoint, status) = header(head);
-    match fuzzing::decode(endpoint, status, body) {
-        Ok(decoded) => check_decoded(&decoded),
-        Err(error) => {
-            let _ = (error.to_string(), error.is_transient(), error.slurm_errno());
-            assert!(!error.category().is_empty());
+    for version in ApiVersion::ALL {
+        match fuzzing::decode_as(version, endpoint, status, body) {
+            Ok(decoded) => check_decoded(&decoded),
+            Err(error) => {
+                let _ = (error.to_string(), error.is_transient(), error.slurm_errno());
+                assert!(!error.category().is_empty());
+            }
         }
     }
 }

@@ -657,6 +657,7 @@ SLURM_TENANT_UIDS=$(slurm_tenant_field 2 | paste -sd,)
 SLURM_TENANT_ACCOUNTS=$(slurm_tenant_field 3 | paste -sd,)
 SLURM_TENANT_QOS=$SLURM_TENANT_QOS
 SLURM_TENANT_QOS_USERS=$(IFS=,; echo "${SLURM_TENANT_QOS_USERS[*]}")
+SLURM_DATA_PARSERS=$(slurm_data_parsers | paste -sd,)
 EOF
 }
 
@@ -753,9 +754,38 @@ SLURM_RESTARTABLE=(slurmctld slurmrestd)
 # slurmctld, recovering the state saved in StateSaveLocation (no -c / -i).
 slurm_start_slurmctld() { slurm_spawn slurmctld chroot "$SLURM_ROOT" slurmctld -D; }
 
+# With SLURM_REST_DATA_PARSER set (e.g. v0.0.40): a second slurmrestd that loads only that
+# data_parser plugin (`-d`), on its own port (slurm_rest_parser_port) and PID file
+# (slurmrestd-<parser>.pid), beside the main one: a slurmrestd of one REST API version, for the
+# per-version tests (tests/api_versions.rs).
 slurm_start_slurmrestd() {
-    slurm_spawn slurmrestd chroot "$SLURM_ROOT" env SLURM_JWT=daemon slurmrestd -a rest_auth/jwt \
-        -s slurmctld,slurmdbd -u slurmrestd -g slurmrestd "127.0.0.1:$SLURM_REST_PORT"
+    local name=slurmrestd port=$SLURM_REST_PORT parser=()
+    if [[ -n "${SLURM_REST_DATA_PARSER:-}" ]]; then
+        name=slurmrestd-$SLURM_REST_DATA_PARSER
+        port=$(slurm_rest_parser_port "$SLURM_REST_DATA_PARSER")
+        parser=(-d "$SLURM_REST_DATA_PARSER")
+    fi
+    slurm_spawn "$name" chroot "$SLURM_ROOT" env SLURM_JWT=daemon slurmrestd -a rest_auth/jwt \
+        -s slurmctld,slurmdbd "${parser[@]}" -u slurmrestd -g slurmrestd "127.0.0.1:$port"
+}
+
+# slurm_rest_parser_port PARSER: the port of the slurmrestd serving only PARSER (v0.0.NN):
+# the main port + 20 + NN - 40 (trixie 6840-6845, forky 6850-6855).
+slurm_rest_parser_port() {
+    [[ "$1" =~ ^v0\.0\.4[0-9]$ ]] || die "not a data parser version: $1"
+    local minor=${1##*.}
+    echo $((SLURM_REST_PORT + 20 + 10#$minor - 40))
+}
+
+# The data_parser plugins this root's slurmrestd can load (v0.0.40 ...), oldest first.
+slurm_data_parsers() {
+    local f
+    for f in "$SLURM_ROOT"/usr/lib/*/slurm-wlm/data_parser_v0_0_*.so; do
+        [[ -e "$f" ]] || continue
+        f=${f##*/data_parser_}
+        f=${f%.so}
+        printf '%s\n' "${f//_/.}"
+    done | sort -t. -k3,3n
 }
 
 # slurm_daemon_pid NAME: the PID of that daemon if it runs (PID file checked: comm, root).
@@ -766,6 +796,8 @@ slurm_daemon_ready() {
     case "$1" in
         slurmctld) slurm_chroot scontrol ping 2>/dev/null | grep -q 'is UP' ;;
         slurmrestd) [[ -n "$(ss -Hltn "sport = :$SLURM_REST_PORT" 2>/dev/null)" ]] ;;
+        slurmrestd-v*)
+            [[ -n "$(ss -Hltn "sport = :$(slurm_rest_parser_port "${1#slurmrestd-}")" 2>/dev/null)" ]] ;;
         *) return 1 ;;
     esac
 }

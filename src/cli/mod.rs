@@ -95,6 +95,23 @@ pub struct ConnectArgs {
     /// Per-request timeout.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
+    /// slurmrestd REST API version (v0.0.40 to v0.0.45), or `auto` for the newest both sides
+    /// speak.
+    #[arg(long, default_value = "auto", value_parser = parse_rest_api_version)]
+    pub rest_api_version: RestApiVersion,
+}
+
+/// `--rest-api-version`: a pin, or negotiation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestApiVersion(pub Option<crate::slurm::ApiVersion>);
+
+fn parse_rest_api_version(text: &str) -> Result<RestApiVersion, String> {
+    if text == "auto" {
+        return Ok(RestApiVersion(None));
+    }
+    text.parse()
+        .map(|v| RestApiVersion(Some(v)))
+        .map_err(|e: crate::slurm::UnknownVersion| e.to_string())
 }
 
 /// A failure the CLI reports as one line, with an exit code per kind.
@@ -198,10 +215,27 @@ impl ConnectArgs {
         let config = ClientConfig::new(&self.url)?
             .allow_plaintext(true)
             .with_request_timeout(self.timeout)
+            .with_api_version(self.rest_api_version.0)
             .with_tls(TlsOptions {
                 ca_pem,
                 insecure_skip_verify: self.insecure_skip_tls_verify,
             });
         Ok(SlurmClient::new(config, Arc::new(self.credentials()?))?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rest_api_version_is_auto_or_a_version_we_speak() {
+        assert_eq!(parse_rest_api_version("auto"), Ok(RestApiVersion(None)));
+        assert_eq!(
+            parse_rest_api_version("v0.0.41"),
+            Ok(RestApiVersion(Some(crate::slurm::ApiVersion::V0_0_41)))
+        );
+        let err = parse_rest_api_version("v0.0.39").unwrap_err();
+        assert!(err.contains("v0.0.40 to v0.0.45"), "{err}");
     }
 }

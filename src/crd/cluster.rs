@@ -105,9 +105,11 @@ pub struct SlurmClusterSpec {
         .message("pollInterval must be between 100ms and 5m"))]
     pub poll_interval: Duration,
 
-    /// slurmrestd API version to speak. `auto` picks the newest version both the operator and
-    /// slurmrestd support; `v0.0.42` pins it. (Named `restApiVersion`, not `apiVersion`, so
-    /// that it never shadows the object's own `apiVersion`.)
+    /// slurmrestd REST API version to speak. `auto` picks the newest version both the operator
+    /// and slurmrestd support (asked of slurmrestd, never guessed from the release); a version
+    /// (`v0.0.40` to `v0.0.45`) pins it, and a slurmrestd that does not serve it gets
+    /// `Ready=False` with reason `UnsupportedVersion`. (Named `restApiVersion`, not
+    /// `apiVersion`, so that it never shadows the object's own `apiVersion`.)
     #[serde(default, rename = "restApiVersion")]
     pub api_version: ApiVersion,
 
@@ -325,7 +327,7 @@ fn default_ca_key() -> String {
     "ca.crt".to_owned()
 }
 
-/// slurmrestd API version: `auto` or `v0.0.42`.
+/// slurmrestd REST API version: `auto` or one the operator speaks (`v0.0.40` to `v0.0.45`).
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ApiVersion {
     // Variant docs are deliberately plain comments: documented unit variants make schemars emit
@@ -334,9 +336,39 @@ pub enum ApiVersion {
     #[default]
     #[serde(rename = "auto")]
     Auto,
-    // Data parser v0.0.42 (Slurm 24.05 and later).
+    // Slurm 23.11 to 24.11.
+    #[serde(rename = "v0.0.40")]
+    V0_0_40,
+    // Slurm 24.05 to 25.05.
+    #[serde(rename = "v0.0.41")]
+    V0_0_41,
+    // Slurm 24.11 to 26.05.
     #[serde(rename = "v0.0.42")]
     V0_0_42,
+    // Slurm 25.05 and later.
+    #[serde(rename = "v0.0.43")]
+    V0_0_43,
+    // Slurm 25.11 and later.
+    #[serde(rename = "v0.0.44")]
+    V0_0_44,
+    // Slurm 26.05 and later.
+    #[serde(rename = "v0.0.45")]
+    V0_0_45,
+}
+
+impl ApiVersion {
+    /// The pinned version's name (`v0.0.42`), or `None` for `auto`.
+    pub fn pinned(self) -> Option<&'static str> {
+        match self {
+            Self::Auto => None,
+            Self::V0_0_40 => Some("v0.0.40"),
+            Self::V0_0_41 => Some("v0.0.41"),
+            Self::V0_0_42 => Some("v0.0.42"),
+            Self::V0_0_43 => Some("v0.0.43"),
+            Self::V0_0_44 => Some("v0.0.44"),
+            Self::V0_0_45 => Some("v0.0.45"),
+        }
+    }
 }
 
 /// Observed state of a SlurmCluster, written by the operator.
@@ -361,7 +393,7 @@ pub struct SlurmClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm_release: Option<String>,
 
-    /// slurmrestd API version in use, e.g. `v0.0.42`.
+    /// slurmrestd REST API version in use (pinned or negotiated), e.g. `v0.0.42`.
     #[serde(
         default,
         rename = "restApiVersion",

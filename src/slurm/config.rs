@@ -6,6 +6,7 @@ use backon::ExponentialBuilder;
 use url::Url;
 
 use super::error::SlurmError;
+use super::version::ApiVersion;
 
 /// TLS settings for an `https://` endpoint. Verification is on unless explicitly disabled.
 #[derive(Clone, Default)]
@@ -50,6 +51,9 @@ pub struct ClientConfig {
     /// Whether a plain `http://` endpoint may be used. Over plain HTTP every request carries its
     /// JWT in clear. Default [`DEFAULT_ALLOW_PLAINTEXT`]; see [`ClientConfig::allow_plaintext`].
     pub allow_plaintext: bool,
+    /// The REST API version to speak, when pinned; `None` (the default) negotiates the newest
+    /// one both sides speak on first use (`SlurmClient::negotiate`).
+    pub api_version: Option<ApiVersion>,
 }
 
 /// Whether a new `ClientConfig` accepts an `http://` endpoint without being told.
@@ -131,6 +135,7 @@ impl ClientConfig {
             retry: RetryPolicy::default(),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             allow_plaintext: DEFAULT_ALLOW_PLAINTEXT,
+            api_version: None,
         })
     }
 
@@ -162,6 +167,12 @@ impl ClientConfig {
 
     pub fn with_tls(mut self, tls: TlsOptions) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// Speak only `version` (`None`: negotiate).
+    pub fn with_api_version(mut self, version: Option<ApiVersion>) -> Self {
+        self.api_version = version;
         self
     }
 

@@ -37,7 +37,7 @@ pub const MIN_COST: u64 = 1 << 20;
 const MAX_DEPTH: u32 = 128;
 
 /// The operations whose records are small (the generated client's operation ids).
-const SMALL_RECORDS: &[&str] = &["slurm_v0042_get_jobs_state"];
+const SMALL_RECORDS: &[&str] = &["slurm_get_jobs_state"];
 
 /// The decoding cost of a body seen so far, fed chunk by chunk. Constant memory: the nesting is
 /// a bit per level.
@@ -166,7 +166,7 @@ mod tests {
 
     #[test]
     fn elements_are_charged_by_what_they_decode_to() {
-        let get_jobs = "slurm_v0042_get_jobs";
+        let get_jobs = "slurm_get_jobs";
         let budget = cost(get_jobs, br#"{"jobs":[{"a":{"b":1}},{}],"meta":{}}"#);
         assert_eq!(budget.cost, 2 * RECORD_COST);
         let nested = cost(
@@ -177,7 +177,7 @@ mod tests {
             nested.cost,
             RECORD_COST + 3 * NESTED_OBJECT_COST + 5 * VALUE_COST
         );
-        let states = cost("slurm_v0042_get_jobs_state", br#"{"jobs":[{},{}]}"#);
+        let states = cost("slurm_get_jobs_state", br#"{"jobs":[{},{}]}"#);
         assert_eq!(states.cost, 2 * SMALL_RECORD_COST);
         // Brackets, commas and quotes inside strings are text.
         let text = cost(get_jobs, br#"{"jobs":[],"x":"[{},{\"]\",[{}]"}"#);
@@ -191,22 +191,22 @@ mod tests {
     fn a_body_of_empty_records_is_refused() {
         let items = vec!["{}"; 10_000].join(",");
         let body = format!(r#"{{"jobs":[{items}]}}"#);
-        let budget = cost("slurm_v0042_get_jobs", body.as_bytes());
+        let budget = cost("slurm_get_jobs", body.as_bytes());
         assert!(budget.exceeded(), "{budget:?}");
         // Nested empty objects, and lists of empty strings, likewise.
         let alloc = vec!["{}"; 10_000].join(",");
         let body =
             format!(r#"{{"jobs":[{{"job_resources":{{"nodes":{{"allocation":[{alloc}]}}}}}}]}}"#);
-        assert!(cost("slurm_v0042_get_jobs", body.as_bytes()).exceeded());
+        assert!(cost("slurm_get_jobs", body.as_bytes()).exceeded());
         let strings = vec!["\"\""; 200_000].join(",");
         let body = format!(r#"{{"jobs":[{{"flags":[{strings}]}}]}}"#);
-        assert!(cost("slurm_v0042_get_jobs", body.as_bytes()).exceeded());
+        assert!(cost("slurm_get_jobs", body.as_bytes()).exceeded());
     }
 
     #[test]
     fn deep_nesting_is_left_to_serde() {
         let body = "[".repeat(100_000) + &"]".repeat(100_000);
-        let budget = cost("slurm_v0042_get_jobs", body.as_bytes());
+        let budget = cost("slurm_get_jobs", body.as_bytes());
         assert_eq!(budget.depth, 0, "{budget:?}");
         assert_eq!(budget.cost, u64::from(MAX_DEPTH) * VALUE_COST);
         assert!(!budget.exceeded());
@@ -227,9 +227,9 @@ mod tests {
                     .as_str()
                     .is_some_and(|p| p.contains("/jobs/state"))
                 {
-                    "slurm_v0042_get_jobs_state"
+                    "slurm_get_jobs_state"
                 } else {
-                    "slurm_v0042_get_jobs"
+                    "slurm_get_jobs"
                 };
                 let body = &fixture["body"];
                 let mut bodies = vec![body.clone()];

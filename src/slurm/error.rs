@@ -6,7 +6,7 @@
 //! match on meaning, not on HTTP codes.
 
 use super::auth::AuthError;
-use super::version::API_VERSION;
+use super::version::ApiVersion;
 
 /// Slurm's own error numbers (`slurm_errno.h`) that callers act on.
 pub mod errno {
@@ -248,6 +248,7 @@ pub(crate) fn shortened(text: &str, max: usize) -> String {
 /// statuses and Events. The full message goes to the debug log where the body is received.
 pub(crate) fn decode_error(
     operation: &'static str,
+    version: ApiVersion,
     error: &serde_json::Error,
     status: Option<u16>,
 ) -> SlurmError {
@@ -256,7 +257,7 @@ pub(crate) fn decode_error(
         Category::Io => "the body could not be read".to_owned(),
         Category::Syntax => "the body is not JSON".to_owned(),
         Category::Eof => "the body ends before its JSON does".to_owned(),
-        Category::Data => format!("the JSON does not have the {API_VERSION} shape"),
+        Category::Data => format!("the JSON does not have the {version} shape"),
     };
     let status = status.map(|s| format!(", HTTP {s}")).unwrap_or_default();
     SlurmError::Decode {
@@ -622,7 +623,7 @@ mod tests {
                 job_id: u32,
             }
             let serde_error = serde_json::from_slice::<Shape>(body).unwrap_err();
-            let error = decode_error("jobs", &serde_error, Some(200));
+            let error = decode_error("jobs", ApiVersion::V0_0_41, &serde_error, Some(200));
             let text = error.to_string();
             assert_eq!(error.category(), "DecodeError");
             assert!(!text.contains("MARKER"), "{text}");

@@ -1,15 +1,16 @@
 //! Not an API: the hook `fuzz/` and `tests/fuzz_corpus.rs` reach response decoding through,
-//! because the generated types and `convert` are private to this module. It runs the steps
+//! because the generated types and the dialects are private to this module. It runs the steps
 //! `SlurmClient` runs on a body — serde_json into the generated type (as progenitor does), the
-//! `errors[]` check, `convert` — without HTTP. Not repeated: the client's fallbacks by HTTP status
+//! `errors[]` check, the conversions — without HTTP. Not repeated: the client's fallbacks by HTTP status
 //! alone when a failed answer holds no Slurm error number (`status_error`, which parses nothing).
 
 use serde::de::DeserializeOwned;
 
-use super::convert::{self, Envelope};
-use super::error::{SlurmError, Subject, classify, decode_error};
-use super::generated::types as api;
+use super::call::Envelope;
+use super::dialect::Dialect;
+use super::error::{ApiError, SlurmError, Subject, classify, decode_error};
 use super::types::{Changes, ClusterInfo, Job, JobStateEntry, Node, Partition, Submitted};
+use super::version::ApiVersion;
 
 /// The job and node that the single-record calls ask for.
 pub const JOB: u32 = 2;
@@ -67,111 +68,58 @@ pub enum Decoded {
     Accounting(Vec<Job>),
 }
 
-/// Decode `body`, an answer with HTTP `status` to `endpoint`, as the client does.
+/// Decode `body`, an answer with HTTP `status` to `endpoint`, as the client does when it
+/// speaks v0.0.42 (the version of the recorded fixtures in `tests/fixtures/`).
 pub fn decode(endpoint: Endpoint, status: u16, body: &[u8]) -> Result<Decoded, SlurmError> {
-    let none = Subject::None;
-    let job = Subject::Job(JOB);
-    Ok(match endpoint {
-        Endpoint::Ping => {
-            let resp: api::V0042OpenapiPingArrayResp = checked("ping", none, status, body)?;
-            Decoded::Responding(convert::controller_responding(&resp))
-        }
-        Endpoint::Diag => {
-            let resp: api::V0042OpenapiDiagResp = checked("diag", none, status, body)?;
-            Decoded::SlurmCluster(convert::cluster_info(&resp, true))
-        }
-        Endpoint::Nodes => Decoded::Nodes(convert::node_changes(checked(
-            "nodes", none, status, body,
-        )?)?),
-        Endpoint::Node => {
-            let resp: api::V0042OpenapiNodesResp =
-                checked("node", Subject::Node(NODE), status, body)?;
-            let node = convert::nodes(resp.nodes)
-                .into_iter()
-                .find(|n| n.name == NODE)
-                .ok_or_else(|| SlurmError::NotFound {
-                    kind: "node",
-                    name: NODE.to_owned(),
-                })?;
-            Decoded::Node(Box::new(node))
-        }
-        Endpoint::NodeUpdate => {
-            let _: api::V0042OpenapiResp =
-                checked("update_node", Subject::Node(NODE), status, body)?;
-            Decoded::Done
-        }
-        Endpoint::Partitions => Decoded::Partitions(convert::partitions(checked(
-            "partitions",
-            none,
-            status,
-            body,
-        )?)),
-        Endpoint::Submit => Decoded::Submitted(convert::submitted(checked(
-            "submit_job",
-            none,
-            status,
-            body,
-        )?)?),
-        Endpoint::Job => {
-            let resp: api::V0042OpenapiJobInfoResp = checked("job", job, status, body)?;
-            let jobs = convert::jobs(resp.jobs);
-            if jobs.is_empty() {
-                return Err(SlurmError::NotFound {
-                    kind: "job",
-                    name: JOB.to_string(),
-                });
-            }
-            Decoded::Jobs(jobs)
-        }
-        Endpoint::Jobs => {
-            Decoded::JobChanges(convert::job_changes(checked("jobs", none, status, body)?)?)
-        }
-        Endpoint::JobsState => Decoded::States(convert::job_states(checked(
-            "jobs_state",
-            none,
-            status,
-            body,
-        )?)),
-        Endpoint::Cancel => {
-            let resp: api::V0042OpenapiKillJobResp = checked("cancel_job", job, status, body)?;
-            let failures = convert::cancel_failures(&resp);
-            if !failures.is_empty() {
-                return Err(classify("cancel_job", 200, job, failures));
-            }
-            Decoded::Done
-        }
-        Endpoint::Accounting => {
-            let resp: api::V0042OpenapiSlurmdbdJobsResp =
-                checked("accounting_job", job, status, body)?;
-            Decoded::Accounting(convert::accounting_jobs(resp.jobs))
-        }
-    })
+    decode_as(ApiVersion::V0_0_42, endpoint, status, body)
 }
 
-/// The body as `T` with its `errors[]` checked, or the error the client makes of it.
-fn checked<T: DeserializeOwned + Envelope>(
-    operation: &'static str,
-    subject: Subject<'_>,
+/// [`decode`] as the client does when it speaks `version`.
+pub fn decode_as(
+    version: ApiVersion,
+    endpoint: Endpoint,
     status: u16,
     body: &[u8],
-) -> Result<T, SlurmError> {
-    let success = (200..300).contains(&status);
-    match serde_json::from_slice::<T>(body) {
-        Ok(value) if success => {
-            let errors = value.errors();
-            if errors.iter().any(|e| e.code != 0) {
-                return Err(classify(operation, status, subject, errors));
+) -> Result<Decoded, SlurmError> {
+    Dialect::decode(version, endpoint, status, body)
+}
+
+/// One answer to decode, with what the client knows about it.
+pub(crate) struct Check<'a> {
+    pub status: u16,
+    pub body: &'a [u8],
+    pub version: ApiVersion,
+    pub errors_from_bytes: fn(&[u8]) -> Vec<ApiError>,
+}
+
+impl Check<'_> {
+    /// The body as `T` with its `errors[]` checked, or the error the client makes of it.
+    pub(crate) fn decode<T: DeserializeOwned + Envelope>(
+        &self,
+        operation: &'static str,
+        subject: Subject<'_>,
+    ) -> Result<T, SlurmError> {
+        let status = self.status;
+        let success = (200..300).contains(&status);
+        match serde_json::from_slice::<T>(self.body) {
+            Ok(value) if success => {
+                let errors = value.errors();
+                if errors.iter().any(|e| e.code != 0) {
+                    return Err(classify(operation, status, subject, errors));
+                }
+                let _ = value.warnings();
+                Ok(value)
             }
-            let _ = value.warnings();
-            Ok(value)
+            Ok(value) => Err(classify(operation, status, subject, value.errors())),
+            Err(error) if success => {
+                Err(decode_error(operation, self.version, &error, Some(status)))
+            }
+            Err(_) => Err(classify(
+                operation,
+                status,
+                subject,
+                (self.errors_from_bytes)(self.body),
+            )),
         }
-        Ok(value) => Err(classify(operation, status, subject, value.errors())),
-        Err(error) if success => Err(decode_error(operation, &error, Some(status))),
-        Err(_) => Err(classify(
-            operation,
-            status,
-            subject,
-            convert::errors_from_bytes(body),
-        )),
     }
 }

@@ -8,16 +8,47 @@ use progenitor_client::{ClientHooks, Error as ProgenitorError, OperationInfo};
 use tracing::Instrument;
 
 use super::auth;
-use super::generated::Client;
+use super::generated;
 use super::transport::{Transport, bounded, record, redirect_target};
 
-impl ClientHooks<Arc<Transport>> for Client {
-    async fn pre<E>(
-        &self,
-        request: &mut reqwest::Request,
-        _info: &OperationInfo,
-    ) -> Result<(), ProgenitorError<E>> {
-        let credentials = progenitor_client::ClientInfo::inner(self).credentials();
+/// The same hooks for every version's generated client.
+macro_rules! hooks {
+    ($($module:ident),* $(,)?) => {$(
+        impl ClientHooks<Arc<Transport>> for generated::$module::Client {
+            async fn pre<E>(
+                &self,
+                request: &mut reqwest::Request,
+                _info: &OperationInfo,
+            ) -> Result<(), ProgenitorError<E>> {
+                pre(progenitor_client::ClientInfo::inner(self), request).await
+            }
+
+            async fn exec(
+                &self,
+                request: reqwest::Request,
+                info: &OperationInfo,
+            ) -> reqwest::Result<reqwest::Response> {
+                exec(
+                    progenitor_client::ClientInfo::client(self),
+                    progenitor_client::ClientInfo::inner(self),
+                    request,
+                    info,
+                )
+                .await
+            }
+        }
+    )*};
+}
+
+hooks!(v0_0_40, v0_0_41, v0_0_42, v0_0_43, v0_0_44, v0_0_45);
+
+/// Credentials on the request.
+async fn pre<E>(
+    transport: &Transport,
+    request: &mut reqwest::Request,
+) -> Result<(), ProgenitorError<E>> {
+    {
+        let credentials = transport.credentials();
         match auth::authorize(&credentials, request).await {
             Ok(()) => Ok(()),
             Err(error) => {
@@ -27,12 +58,16 @@ impl ClientHooks<Arc<Transport>> for Client {
             }
         }
     }
+}
 
-    async fn exec(
-        &self,
-        request: reqwest::Request,
-        info: &OperationInfo,
-    ) -> reqwest::Result<reqwest::Response> {
+/// The request, in a span, with its status, latency and a bounded body recorded.
+async fn exec(
+    http: &reqwest::Client,
+    transport: &Transport,
+    request: reqwest::Request,
+    info: &OperationInfo,
+) -> reqwest::Result<reqwest::Response> {
+    {
         let span = tracing::debug_span!(
             "slurmrestd",
             operation = info.operation_id,
@@ -42,10 +77,7 @@ impl ClientHooks<Arc<Transport>> for Client {
             latency_ms = tracing::field::Empty,
         );
         let started = Instant::now();
-        let result = progenitor_client::ClientInfo::client(self)
-            .execute(request)
-            .instrument(span.clone())
-            .await;
+        let result = http.execute(request).instrument(span.clone()).await;
         let elapsed = started.elapsed();
         let status = result.as_ref().ok().map(|r| r.status().as_u16());
         span.record("latency_ms", elapsed.as_secs_f64() * 1000.0);
@@ -69,7 +101,6 @@ impl ClientHooks<Arc<Transport>> for Client {
             exchange.status = status;
             exchange.redirect_to = redirect_to;
         });
-        let transport = progenitor_client::ClientInfo::inner(self);
         if let Some(observer) = &transport.observer {
             observer.observe(info.operation_id, status, elapsed);
         }

@@ -1,14 +1,16 @@
-//! Everything that talks to slurmrestd. The generated client (`generated`) is private to this
-//! module: the rest of the operator sees only [`SlurmClient`], the domain types in [`types`] and
+//! Everything that talks to slurmrestd. The generated clients (`generated`, one per REST API
+//! version) and the dialects over them (`dialect`) are private to this module: the rest of the
+//! operator sees only [`SlurmClient`], the domain types in [`types`], [`ApiVersion`] and
 //! [`SlurmError`]. A new Slurm REST API version touches this module only.
 
 pub mod auth;
+mod call;
 mod client;
 pub mod config;
-mod convert;
+mod dialect;
 mod elements;
 pub mod error;
-// Reached by fuzz/ and tests/fuzz_corpus.rs only (convert and the generated types are private).
+// Reached by fuzz/ and tests/fuzz_corpus.rs only (the dialects and generated types are private).
 #[doc(hidden)]
 pub mod fuzzing;
 mod generated;
@@ -26,4 +28,4 @@ pub use config::{
 };
 pub use error::SlurmError;
 pub use transport::RequestObserver;
-pub use version::API_VERSION;
+pub use version::{ApiVersion, UnknownVersion};

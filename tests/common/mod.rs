@@ -36,6 +36,33 @@ pub struct LocalSlurm {
     pub release: String,
     /// slurmdbd runs (job records outlive slurmctld's MinJobAge).
     pub accounting: bool,
+    /// The REST API versions this Slurm's slurmrestd can serve (its data_parser plugins),
+    /// oldest first.
+    pub data_parsers: Vec<String>,
+}
+
+/// The data_parser plugins installed in a Slurm root (`v0.0.40`, ...), oldest first.
+fn data_parsers_in(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for lib in [
+        "usr/lib/x86_64-linux-gnu/slurm-wlm",
+        "usr/lib/aarch64-linux-gnu/slurm-wlm",
+    ] {
+        let Ok(entries) = std::fs::read_dir(root.join(lib)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(version) = name
+                .strip_prefix("data_parser_")
+                .and_then(|n| n.strip_suffix(".so"))
+            {
+                found.push(version.replace('_', "."));
+            }
+        }
+    }
+    found.sort_by_key(|v| v.rsplit('.').next().and_then(|m| m.parse::<u32>().ok()));
+    found
 }
 
 fn env_file() -> PathBuf {
@@ -92,6 +119,7 @@ pub fn local_slurm() -> Option<LocalSlurm> {
         cluster_name: get("SLURM_CLUSTER_NAME"),
         release: get("SLURM_RELEASE"),
         accounting: env.get("SLURM_ACCOUNTING").is_some_and(|v| v == "1"),
+        data_parsers: data_parsers_in(Path::new(&get("SLURM_ROOT"))),
     })
 }
 
@@ -231,6 +259,58 @@ impl LocalSlurm {
     /// slurmrestd exactly as `hack/slurm-up.sh` does).
     pub fn daemon_script(&self, args: &[&str]) -> String {
         self.hack_script("slurm-daemon.sh", args)
+    }
+}
+
+/// A second slurmrestd that serves only one REST API version (`slurmrestd -d <version>`,
+/// through `hack/slurm-daemon.sh start slurmrestd --data-parser <version>`), beside the main
+/// one; stopped when dropped.
+pub struct VersionRest<'a> {
+    slurm: &'a LocalSlurm,
+    pub version: String,
+    pub url: String,
+}
+
+impl<'a> VersionRest<'a> {
+    pub fn start(slurm: &'a LocalSlurm, version: &str) -> Self {
+        let out = slurm.daemon_script(&["start", "slurmrestd", "--data-parser", version]);
+        let url = out
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no URL from slurm-daemon.sh: {out}"))
+            .to_owned();
+        Self {
+            slurm,
+            version: version.to_owned(),
+            url,
+        }
+    }
+
+    /// A client for it; `pin` pins the version (`None`: negotiate).
+    pub fn client(&self, pin: Option<slurm_operator::slurm::ApiVersion>) -> SlurmClient {
+        let config = ClientConfig::new(&self.url)
+            .unwrap()
+            .allow_plaintext(true)
+            .with_api_version(pin);
+        SlurmClient::new(config, self.slurm.credentials()).unwrap()
+    }
+}
+
+impl Drop for VersionRest<'_> {
+    fn drop(&mut self) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/slurm-daemon.sh");
+        let _ = Command::new("bash")
+            .arg(script)
+            .args([
+                "stop",
+                "slurmrestd",
+                "--data-parser",
+                &self.version,
+                "--flavour",
+                &self.slurm.flavour,
+            ])
+            .output();
     }
 }
 

@@ -357,6 +357,12 @@ pub fn endpoint_allowed(endpoint: &url::Url, allowed: &[url::Url]) -> Result<(),
     })
 }
 
+/// The facade's version for a pin in the spec. Every value the CRD admits is one the facade
+/// speaks (`crd` tests check the two lists agree), so nothing is lost here.
+fn pinned_version(version: ApiVersion) -> Option<crate::slurm::ApiVersion> {
+    version.pinned().and_then(|name| name.parse().ok())
+}
+
 /// Check the spec on its own and say what it needs from the namespace.
 pub fn plan(spec: &SlurmClusterSpec) -> Result<ConfigPlan, ConfigError> {
     let client = ClientConfig::new(&spec.endpoint)
@@ -367,7 +373,8 @@ pub fn plan(spec: &SlurmClusterSpec) -> Result<ConfigPlan, ConfigError> {
                 other => other.to_string(),
             },
         })?
-        .allow_plaintext(spec.allow_insecure_http);
+        .allow_plaintext(spec.allow_insecure_http)
+        .with_api_version(pinned_version(spec.api_version));
 
     if client.endpoint.scheme() == "http" && !spec.allow_insecure_http {
         return Err(ConfigError::InsecureHttp {
@@ -714,6 +721,47 @@ mod tests {
 
     use super::*;
     use crate::crd::{CaRef, ClusterAuth, ClusterTls, JwtAuth, JwtKeySecretRef, TokenSecretRef};
+
+    #[test]
+    fn every_version_the_crd_admits_is_one_the_facade_speaks() {
+        // The CRD's enum, as the API server will admit it.
+        let schema = serde_json::to_value(schemars::schema_for!(ApiVersion)).unwrap();
+        let admitted: Vec<String> = schema["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+        let spoken: Vec<String> = crate::slurm::ApiVersion::ALL
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        let mut pins = admitted.clone();
+        pins.retain(|v| v != "auto");
+        assert_eq!(pins, spoken, "admitted: {admitted:?}");
+        for name in admitted {
+            let crd: ApiVersion = serde_json::from_value(serde_json::json!(name)).unwrap();
+            assert_eq!(
+                pinned_version(crd).map(|v| v.to_string()),
+                crd.pinned().map(str::to_owned),
+                "{name}"
+            );
+        }
+        let spec_pin = |v| {
+            plan(&SlurmClusterSpec {
+                api_version: v,
+                ..jwt_spec()
+            })
+            .unwrap()
+            .client
+            .api_version
+        };
+        assert_eq!(spec_pin(ApiVersion::Auto), None);
+        assert_eq!(
+            spec_pin(ApiVersion::V0_0_41),
+            Some(crate::slurm::ApiVersion::V0_0_41)
+        );
+    }
 
     fn jwt_spec() -> SlurmClusterSpec {
         SlurmClusterSpec {

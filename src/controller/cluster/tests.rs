@@ -308,7 +308,7 @@ async fn a_valid_cluster_is_registered_and_ready() {
     let metrics = ctx.metrics.encode().unwrap();
     assert!(
         metrics.contains(
-            "slurm_operator_slurmrestd_request_duration_seconds_count{operation=\"slurm_v0042_get_diag\",code=\"2xx\"}"
+            "slurm_operator_slurmrestd_request_duration_seconds_count{operation=\"slurm_get_diag\",code=\"2xx\"}"
         ),
         "{metrics}"
     );
@@ -714,4 +714,86 @@ async fn an_endpoint_outside_the_allowlist_is_refused_before_anything_is_read() 
     assert!(error.is_invalid_spec());
     assert!(ctx.clusters.clusters().is_empty(), "nothing registered");
     server.await.unwrap().expect_no_more_calls().await;
+}
+
+/// The REST API versions the local Slurm's slurmrestd has plugins for, oldest first.
+fn served_versions(slurm: &std::collections::HashMap<String, String>) -> Vec<String> {
+    let lib = std::path::Path::new(&slurm["SLURM_ROOT"]).join("usr/lib/x86_64-linux-gnu/slurm-wlm");
+    let mut versions: Vec<String> = std::fs::read_dir(lib)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.strip_prefix("data_parser_")
+                .and_then(|n| n.strip_suffix(".so"))
+                .map(|v| v.replace('_', "."))
+        })
+        .collect();
+    versions.sort();
+    versions
+}
+
+/// `spec.restApiVersion` pins a version: one slurmrestd serves is used and reported; one it does
+/// not serve gives `Ready=False` with reason `UnsupportedVersion`, naming what it serves.
+#[tokio::test]
+async fn a_pinned_version_is_used_and_an_unserved_pin_names_what_is_served() {
+    let Some(slurm) = local_slurm() else { return };
+    let key_bytes = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
+    let served = served_versions(&slurm);
+    let pins = [
+        crate::crd::ApiVersion::V0_0_40,
+        crate::crd::ApiVersion::V0_0_41,
+        crate::crd::ApiVersion::V0_0_42,
+        crate::crd::ApiVersion::V0_0_43,
+        crate::crd::ApiVersion::V0_0_44,
+        crate::crd::ApiVersion::V0_0_45,
+    ];
+    let is_served =
+        |v: &crate::crd::ApiVersion| served.iter().any(|s| Some(s.as_str()) == v.pinned());
+    let good = *pins.iter().find(|v| is_served(v)).unwrap();
+    let bad = *pins.iter().find(|v| !is_served(v)).unwrap();
+
+    for (name, pin) in [("pin-good", good), ("pin-bad", bad)] {
+        let (ctx, mut api) = Context::test();
+        let ctx = Arc::new(ctx);
+        let mut cluster = finalized(cluster(name, &slurm["SLURM_REST_URL"]));
+        cluster.spec.api_version = pin;
+        if let Some(jwt) = cluster.spec.auth.jwt.as_mut() {
+            jwt.user = slurm["SLURM_USER"].clone();
+        }
+        let expected = cluster.clone();
+        let key = key_bytes.clone();
+        let served = served.clone();
+        let server = tokio::spawn(async move {
+            api.expect_get_secret(NS, "jwt", Some(key_secret(&key)))
+                .await;
+            let status = api.expect_status_apply(&expected).await;
+            if pin == good {
+                assert_eq!(cond(&status, READY), ("True", "Connected"));
+                assert_eq!(status.api_version.as_deref(), pin.pinned());
+                api.expect_event(&expected, "Normal", "Connected").await;
+            } else {
+                assert_eq!(cond(&status, READY).1, "UnsupportedVersion");
+                let ready = condition::find(&status.conditions, READY).unwrap();
+                let pinned = pin.pinned().unwrap();
+                assert!(
+                    ready.message.contains(&format!("pins {pinned}")),
+                    "{}",
+                    ready.message
+                );
+                assert!(
+                    ready
+                        .message
+                        .contains(&format!("serves {}", served.join(", "))),
+                    "{}",
+                    ready.message
+                );
+                api.expect_event(&expected, "Warning", "UnsupportedVersion")
+                    .await;
+            }
+            api
+        });
+        let result = reconcile(Arc::new(cluster.clone()), ctx.clone()).await;
+        assert_eq!(result.is_ok(), pin == good, "{name}: {result:?}");
+        server.await.unwrap().expect_no_more_calls().await;
+    }
 }

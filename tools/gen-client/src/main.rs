@@ -8,7 +8,7 @@ use std::process::ExitCode;
 const USAGE: &str = "\
 Usage: gen-client [--check] [--root DIR]
 
-Generates the slurmrestd client from openapi/slurmrestd-v0.0.42.json.
+Generates the slurmrestd clients from openapi/slurmrestd-<version>.json.
 
   --check      only compare with the committed files; exit 1 and name the stale ones
   --root DIR   the repository root (default: two levels above this tool's Cargo.toml)";
@@ -79,14 +79,16 @@ fn run(args: &Args) -> gen_client::Result<ExitCode> {
         if !stale.is_empty() {
             return Ok(ExitCode::FAILURE);
         }
-        let paths: Vec<&str> = generated.outputs.iter().map(|o| o.path).collect();
-        println!("gen-client: {} up to date", paths.join(" and "));
+        println!(
+            "gen-client: {} generated files up to date",
+            generated.outputs.len()
+        );
         return Ok(ExitCode::SUCCESS);
     }
 
     let written = gen_client::write_changed(&args.root, &generated.outputs)?;
     for output in &generated.outputs {
-        let state = if written.contains(&args.root.join(output.path)) {
+        let state = if written.contains(&args.root.join(&output.path)) {
             "wrote"
         } else {
             "unchanged"

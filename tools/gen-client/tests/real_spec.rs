@@ -1,5 +1,5 @@
-//! The whole pipeline over the real spec in openapi/: every pass accepts it, and the client
-//! has the shape the facade in src/slurm is written against.
+//! The whole pipeline over the real specs in openapi/: every pass accepts each version's spec,
+//! and every client has the shape the shared facade in src/slurm/dialect is written against.
 //!
 //! Name this file (and any other test here) unlike the operator's tests/*.rs: `cargo test
 //! --workspace` prints it as `Running tests/real_spec.rs`, and .ci/run finds each operator test
@@ -7,14 +7,15 @@
 
 use std::path::Path;
 
-use gen_client::{GENERATED, PROCESSED_SPEC, generate_all};
+use gen_client::{VERSIONS, generate_all, generated_path, kept_operations_sorted, processed_path};
 use serde_json::Value;
 
 #[test]
-fn the_real_spec_generates_the_client() {
+fn the_real_specs_generate_one_client_per_version() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let generated = generate_all(&root).unwrap();
     assert!(generated.warnings.is_empty(), "{:?}", generated.warnings);
+    assert_eq!(generated.outputs.len(), 2 * VERSIONS.len());
 
     let output = |path: &str| {
         generated
@@ -22,70 +23,84 @@ fn the_real_spec_generates_the_client() {
             .iter()
             .find(|o| o.path == path)
             .map(|o| o.contents.as_str())
-            .unwrap()
+            .unwrap_or_else(|| panic!("no output {path}"))
     };
 
-    let spec: Value = serde_json::from_str(output(PROCESSED_SPEC)).unwrap();
-    let mut operations = Vec::new();
-    for (path, item) in spec["paths"].as_object().unwrap() {
-        for (method, operation) in item.as_object().unwrap() {
-            operations.push((method.as_str(), path.as_str()));
-            // Step 7: error statuses are ranges, never `default`.
-            let statuses: Vec<&String> =
-                operation["responses"].as_object().unwrap().keys().collect();
+    for version in VERSIONS {
+        let processed = output(&processed_path(version));
+        let spec: Value = serde_json::from_str(processed).unwrap();
+        let mut operations = Vec::new();
+        for (path, item) in spec["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                operations.push((method.clone(), path.clone()));
+                // Step 0a: operation ids carry no version.
+                let id = operation["operationId"].as_str().unwrap();
+                assert!(!id.contains("_v00"), "{version}: {id}");
+                // Step 7: error statuses are ranges, never `default`.
+                let statuses: Vec<&String> =
+                    operation["responses"].as_object().unwrap().keys().collect();
+                assert!(
+                    !statuses.iter().any(|s| *s == "default"),
+                    "{version} {method} {path}: {statuses:?}"
+                );
+            }
+        }
+        operations.sort();
+        assert_eq!(operations, kept_operations_sorted(version), "{version}");
+
+        let schemas = spec["components"]["schemas"].as_object().unwrap();
+        // Step 0a/0b: unversioned names, the reference's names for the shared facade.
+        for name in [
+            "job_info",
+            "node",
+            "job_desc_msg",
+            "job_submit_req",
+            "openapi_meta",
+            "uint32_no_val_struct",
+            "uint64_no_val_struct",
+            gen_client::passes::JOBS_STATE_RESP,
+        ] {
+            assert!(schemas.contains_key(name), "{version}: no schema {name}");
+        }
+        assert!(
+            schemas.keys().all(|name| !name.starts_with("v0.0.")),
+            "{version}: a versioned schema name is left"
+        );
+        // Steps 0c, 5, 8, 9 and 10 left nothing behind.
+        for gone in ["\"enum\"", "\"required\": [", "\"int32\"", "\"default\""] {
             assert!(
-                !statuses.iter().any(|s| *s == "default"),
-                "{method} {path}: {statuses:?}"
+                !processed.contains(gone),
+                "{version}: {gone} is still in the processed spec"
             );
         }
-    }
-    operations.sort();
-    let mut kept = gen_client::passes::KEPT_OPERATIONS.to_vec();
-    kept.sort();
-    assert_eq!(operations, kept);
+        let slurmdb_jobs = &spec["paths"][format!("/slurmdb/{version}/jobs/")]["get"]["parameters"];
+        assert_eq!(slurmdb_jobs.as_array().unwrap().len(), 1, "{version}");
 
-    let schemas = spec["components"]["schemas"].as_object().unwrap();
-    // Step 4 pruned (181 in the raw spec), step 2 added three, step 6 renamed two.
-    assert_eq!(schemas.len(), 98);
-    for (old, new) in gen_client::passes::EXPECTED_RENAMES {
+        let client = output(&generated_path(version));
+        assert!(client.starts_with("// @generated"));
+        syn::parse_file(client).unwrap();
+        for expected in [
+            "pub struct JobStateRespJob {",
+            "pub struct JobDescMsg {",
+            "pub struct JobSubmitReq {",
+            "pub struct JobInfo {",
+            "pub struct Node {",
+            "pub struct OpenapiMeta {",
+            "pub async fn slurm_get_ping<",
+            "pub async fn slurmdb_get_jobs<",
+            // Generation settings: hooks over the operator's transport, `Default` everywhere.
+            "inner: std::sync::Arc<crate::slurm::transport::Transport>",
+            "Clone, Debug, Default)]",
+            &format!("/slurm/{version}/ping/"),
+        ] {
+            assert!(
+                client.contains(expected),
+                "{version}: the client lacks `{expected}`"
+            );
+        }
         assert!(
-            !schemas.contains_key(*old) && schemas.contains_key(*new),
-            "{old} -> {new}"
+            !client.contains(": ::std::option::Option<i32>"),
+            "{version}: int32 fields were not widened"
         );
     }
-    assert!(schemas.contains_key(gen_client::passes::JOBS_STATE_RESP));
-    let processed = output(PROCESSED_SPEC);
-    // Steps 5, 8 and 10 left nothing behind.
-    for gone in ["\"enum\"", "\"required\": [", "\"int32\""] {
-        assert!(
-            !processed.contains(gone),
-            "{gone} is still in the processed spec"
-        );
-    }
-
-    let client = output(GENERATED);
-    assert!(client.starts_with("// @generated"));
-    // Parses as Rust (the header comment included).
-    syn::parse_file(client).unwrap();
-    for expected in [
-        // The renamed collisions and the injected /jobs/state/ schemas.
-        "pub struct V0042JobResNodesList(",
-        "pub struct V0042JobStateList(",
-        "pub struct V0042JobStateRespJob {",
-        // Other names the facade uses.
-        "pub struct V0042JobDescMsg {",
-        "pub struct V0042JobSubmitReq {",
-        "pub struct V0042JobInfo {",
-        "pub struct V0042Node {",
-        "pub struct V0042OpenapiMeta {",
-        // Generation settings: hooks over the operator's transport, `Default` everywhere.
-        "inner: std::sync::Arc<crate::slurm::transport::Transport>",
-        "Clone, Debug, Default)]",
-    ] {
-        assert!(client.contains(expected), "the client lacks `{expected}`");
-    }
-    assert!(
-        !client.contains(": ::std::option::Option<i32>"),
-        "int32 fields were not widened"
-    );
 }

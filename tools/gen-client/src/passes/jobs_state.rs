@@ -5,23 +5,25 @@ use serde_json::{Value, json};
 use crate::error::{Result, spec_error};
 use crate::json::{SCHEMA_REF_PREFIX, escape_pointer, object_mut, schema_ref, schemas_mut};
 
-/// The path whose response the spec gets wrong, and the schemas injected for it.
-pub const JOBS_STATE_PATH: &str = "/slurm/v0.0.42/jobs/state/";
-pub const JOBS_STATE_RESP: &str = "v0.0.42_openapi_job_state_resp";
-pub const JOBS_STATE_LIST: &str = "v0.0.42_job_state_resp_msg";
-pub const JOBS_STATE_ENTRY: &str = "v0.0.42_job_state_resp_job";
+/// The path whose response the spec gets wrong (`{version}` filled in), and the schemas
+/// injected for it.
+pub const JOBS_STATE_PATH: &str = "/slurm/{version}/jobs/state/";
+pub const JOBS_STATE_RESP: &str = "openapi_job_state_resp";
+pub const JOBS_STATE_LIST: &str = "job_state_resp_msg";
+pub const JOBS_STATE_ENTRY: &str = "job_state_resp_job";
 
 /// The response schema the spec declares for `GET /jobs/state/` (and the fix replaces).
-const DECLARED_RESP: &str = "v0.0.42_openapi_job_info_resp";
+const DECLARED_RESP: &str = "openapi_job_info_resp";
 
 /// Step 2. Give `GET /jobs/state/` the response schema slurmrestd really sends.
 ///
-/// Why: the spec reuses `v0.0.42_openapi_job_info_resp` (full job records, integer `job_id`) for
+/// Why: the spec reuses `openapi_job_info_resp` (full job records, integer `job_id`) for
 /// it, but slurmrestd 24.11 answers
 /// `{"jobs":[{"job_id":"3","state":["COMPLETED"]}],"meta":..,"errors":[],"warnings":[]}`:
 /// `job_id` is a string (it can name an array task or a het component, e.g. `"3_1"`), and
 /// decoding with the declared type fails the whole response.
-pub fn fix_jobs_state_response(spec: &mut Value) -> Result<()> {
+pub fn fix_jobs_state_response(spec: &mut Value, version: &str) -> Result<()> {
+    let jobs_state_path = JOBS_STATE_PATH.replace("{version}", version);
     let schemas = schemas_mut(spec)?;
     for name in [JOBS_STATE_RESP, JOBS_STATE_LIST, JOBS_STATE_ENTRY] {
         if schemas.contains_key(name) {
@@ -33,10 +35,10 @@ pub fn fix_jobs_state_response(spec: &mut Value) -> Result<()> {
         }
     }
     for name in [
-        "v0.0.42_job_state",
-        "v0.0.42_openapi_meta",
-        "v0.0.42_openapi_errors",
-        "v0.0.42_openapi_warnings",
+        "job_state",
+        "openapi_meta",
+        "openapi_errors",
+        "openapi_warnings",
     ] {
         if !schemas.contains_key(name) {
             return spec_error(format!(
@@ -46,16 +48,16 @@ pub fn fix_jobs_state_response(spec: &mut Value) -> Result<()> {
     }
 
     // Check the responses before touching anything, so a refusal leaves the spec as it was.
-    let pointer = format!("/paths/{}/get/responses", escape_pointer(JOBS_STATE_PATH));
+    let pointer = format!("/paths/{}/get/responses", escape_pointer(&jobs_state_path));
     let Some(responses) = spec.pointer(&pointer).and_then(Value::as_object) else {
-        return spec_error(format!("GET {JOBS_STATE_PATH} has no responses"));
+        return spec_error(format!("GET {jobs_state_path} has no responses"));
     };
     let mut json_responses = 0;
     for (status, response) in responses {
         if let Some(schema) = response.pointer("/content/application~1json/schema") {
             if *schema != schema_ref(DECLARED_RESP) {
                 return spec_error(format!(
-                    "GET {JOBS_STATE_PATH} response {status} is no longer {DECLARED_RESP}; \
+                    "GET {jobs_state_path} response {status} is no longer {DECLARED_RESP}; \
                      check whether the spec was fixed"
                 ));
             }
@@ -63,7 +65,7 @@ pub fn fix_jobs_state_response(spec: &mut Value) -> Result<()> {
         }
     }
     if json_responses == 0 {
-        return spec_error(format!("GET {JOBS_STATE_PATH} has no JSON response to fix"));
+        return spec_error(format!("GET {jobs_state_path} has no JSON response to fix"));
     }
 
     let schemas = schemas_mut(spec)?;
@@ -74,7 +76,7 @@ pub fn fix_jobs_state_response(spec: &mut Value) -> Result<()> {
             "description": "State of one job, as returned by GET /jobs/state/",
             "properties": {
                 "job_id": { "type": "string", "description": "Job ID (may name an array task or het component)" },
-                "state": { "$ref": format!("{SCHEMA_REF_PREFIX}v0.0.42_job_state"), "description": "Current state flags" }
+                "state": { "$ref": format!("{SCHEMA_REF_PREFIX}job_state"), "description": "Current state flags" }
             }
         }),
     );
@@ -90,9 +92,9 @@ pub fn fix_jobs_state_response(spec: &mut Value) -> Result<()> {
             "description": "Response of GET /jobs/state/",
             "properties": {
                 "jobs": schema_ref(JOBS_STATE_LIST),
-                "meta": schema_ref("v0.0.42_openapi_meta"),
-                "errors": schema_ref("v0.0.42_openapi_errors"),
-                "warnings": schema_ref("v0.0.42_openapi_warnings")
+                "meta": schema_ref("openapi_meta"),
+                "errors": schema_ref("openapi_errors"),
+                "warnings": schema_ref("openapi_warnings")
             }
         }),
     );
@@ -114,23 +116,24 @@ pub fn fix_jobs_state_response(spec: &mut Value) -> Result<()> {
 /// Why: the spec calls it a "CSV list" (`style: form, explode: false`), but slurmrestd rejects
 /// `?job_id=3,6` (400) and `?job_id=3%2C6` (422); only repeated parameters work. progenitor
 /// serialises an array query parameter as repeated `name=value` pairs.
-pub fn repeat_jobs_state_job_id(spec: &mut Value) -> Result<()> {
-    let pointer = format!("/paths/{}/get/parameters", escape_pointer(JOBS_STATE_PATH));
+pub fn repeat_jobs_state_job_id(spec: &mut Value, version: &str) -> Result<()> {
+    let jobs_state_path = JOBS_STATE_PATH.replace("{version}", version);
+    let pointer = format!("/paths/{}/get/parameters", escape_pointer(&jobs_state_path));
     let Some(Value::Array(parameters)) = spec.pointer_mut(&pointer) else {
-        return spec_error(format!("GET {JOBS_STATE_PATH} has no parameters"));
+        return spec_error(format!("GET {jobs_state_path} has no parameters"));
     };
     let Some(job_id) = parameters
         .iter_mut()
         .find(|p| p.get("in") == Some(&json!("query")) && p.get("name") == Some(&json!("job_id")))
     else {
         return spec_error(format!(
-            "GET {JOBS_STATE_PATH} has no `job_id` query parameter"
+            "GET {jobs_state_path} has no `job_id` query parameter"
         ));
     };
     let job_id = object_mut(job_id, "the job_id parameter")?;
     if job_id.get("schema") != Some(&json!({ "type": "string" })) {
         return spec_error(format!(
-            "the `job_id` parameter of GET {JOBS_STATE_PATH} is no longer a plain string"
+            "the `job_id` parameter of GET {jobs_state_path} is no longer a plain string"
         ));
     }
     job_id.insert(
@@ -152,7 +155,7 @@ mod tests {
     /// `GET /jobs/state/` as the v0.0.42 spec declares it, with the schemas the fix refers to.
     fn jobs_state_spec() -> Value {
         let declared = json!({ "content": { "application/json": {
-            "schema": { "$ref": "#/components/schemas/v0.0.42_openapi_job_info_resp" } } } });
+            "schema": { "$ref": "#/components/schemas/openapi_job_info_resp" } } } });
         json!({
             "paths": { "/slurm/v0.0.42/jobs/state/": { "get": {
                 "parameters": [
@@ -164,17 +167,17 @@ mod tests {
                 "responses": { "200": declared.clone(), "default": declared }
             } } },
             "components": { "schemas": {
-                "v0.0.42_openapi_job_info_resp": { "type": "object" },
-                "v0.0.42_job_state": { "type": "array", "items": { "type": "string" } },
-                "v0.0.42_openapi_meta": { "type": "object" },
-                "v0.0.42_openapi_errors": { "type": "array" },
-                "v0.0.42_openapi_warnings": { "type": "array" }
+                "openapi_job_info_resp": { "type": "object" },
+                "job_state": { "type": "array", "items": { "type": "string" } },
+                "openapi_meta": { "type": "object" },
+                "openapi_errors": { "type": "array" },
+                "openapi_warnings": { "type": "array" }
             } }
         })
     }
 
     fn response_schema(spec: &Value, status: &str) -> Value {
-        spec["paths"][JOBS_STATE_PATH]["get"]["responses"][status]["content"]["application/json"]
+        spec["paths"]["/slurm/v0.0.42/jobs/state/"]["get"]["responses"][status]["content"]["application/json"]
             ["schema"]
             .clone()
     }
@@ -182,22 +185,22 @@ mod tests {
     #[test]
     fn jobs_state_responses_point_at_the_injected_schemas() {
         let mut spec = jobs_state_spec();
-        fix_jobs_state_response(&mut spec).unwrap();
+        fix_jobs_state_response(&mut spec, "v0.0.42").unwrap();
 
         for status in ["200", "default"] {
             assert_eq!(
                 response_schema(&spec, status),
-                json!({ "$ref": "#/components/schemas/v0.0.42_openapi_job_state_resp" })
+                json!({ "$ref": "#/components/schemas/openapi_job_state_resp" })
             );
         }
         let schemas = &spec["components"]["schemas"];
         assert_eq!(
             schemas[JOBS_STATE_RESP]["properties"]["jobs"],
-            json!({ "$ref": "#/components/schemas/v0.0.42_job_state_resp_msg" })
+            json!({ "$ref": "#/components/schemas/job_state_resp_msg" })
         );
         assert_eq!(
             schemas[JOBS_STATE_LIST]["items"],
-            json!({ "$ref": "#/components/schemas/v0.0.42_job_state_resp_job" })
+            json!({ "$ref": "#/components/schemas/job_state_resp_job" })
         );
         // The point of the fix: `job_id` is a string.
         assert_eq!(
@@ -206,7 +209,7 @@ mod tests {
         );
         assert_eq!(
             schemas[JOBS_STATE_ENTRY]["properties"]["state"]["$ref"],
-            json!("#/components/schemas/v0.0.42_job_state")
+            json!("#/components/schemas/job_state")
         );
     }
 
@@ -214,7 +217,7 @@ mod tests {
     fn refuses_when_the_spec_already_has_the_injected_schemas() {
         let mut spec = jobs_state_spec();
         spec["components"]["schemas"][JOBS_STATE_ENTRY] = json!({ "type": "object" });
-        let err = fix_jobs_state_response(&mut spec).unwrap_err();
+        let err = fix_jobs_state_response(&mut spec, "v0.0.42").unwrap_err();
         assert!(err.to_string().contains("already defines"), "{err}");
     }
 
@@ -224,18 +227,18 @@ mod tests {
         spec["components"]["schemas"]
             .as_object_mut()
             .unwrap()
-            .remove("v0.0.42_openapi_meta");
-        let err = fix_jobs_state_response(&mut spec).unwrap_err();
-        assert!(err.to_string().contains("`v0.0.42_openapi_meta`"), "{err}");
+            .remove("openapi_meta");
+        let err = fix_jobs_state_response(&mut spec, "v0.0.42").unwrap_err();
+        assert!(err.to_string().contains("`openapi_meta`"), "{err}");
     }
 
     #[test]
     fn refuses_when_the_declared_response_changed() {
         let mut spec = jobs_state_spec();
-        spec["paths"][JOBS_STATE_PATH]["get"]["responses"]["200"]["content"]["application/json"]
+        spec["paths"]["/slurm/v0.0.42/jobs/state/"]["get"]["responses"]["200"]["content"]["application/json"]
             ["schema"] = json!({ "$ref": "#/components/schemas/something_else" });
         let before = spec.clone();
-        let err = fix_jobs_state_response(&mut spec).unwrap_err();
+        let err = fix_jobs_state_response(&mut spec, "v0.0.42").unwrap_err();
         assert!(err.to_string().contains("is no longer"), "{err}");
         assert_eq!(spec, before, "a refused fix must leave the spec untouched");
     }
@@ -243,17 +246,17 @@ mod tests {
     #[test]
     fn refuses_when_there_is_no_json_response() {
         let mut spec = jobs_state_spec();
-        spec["paths"][JOBS_STATE_PATH]["get"]["responses"] =
+        spec["paths"]["/slurm/v0.0.42/jobs/state/"]["get"]["responses"] =
             json!({ "200": { "description": "no body" } });
-        let err = fix_jobs_state_response(&mut spec).unwrap_err();
+        let err = fix_jobs_state_response(&mut spec, "v0.0.42").unwrap_err();
         assert!(err.to_string().contains("no JSON response"), "{err}");
     }
 
     #[test]
     fn job_id_becomes_a_repeated_list() {
         let mut spec = jobs_state_spec();
-        repeat_jobs_state_job_id(&mut spec).unwrap();
-        let parameters = &spec["paths"][JOBS_STATE_PATH]["get"]["parameters"];
+        repeat_jobs_state_job_id(&mut spec, "v0.0.42").unwrap();
+        let parameters = &spec["paths"]["/slurm/v0.0.42/jobs/state/"]["get"]["parameters"];
         assert_eq!(
             parameters[0]["schema"],
             json!({ "type": "array", "items": { "type": "string" } })
@@ -267,9 +270,9 @@ mod tests {
     #[test]
     fn refuses_a_job_id_that_is_no_longer_a_plain_string() {
         let mut spec = jobs_state_spec();
-        spec["paths"][JOBS_STATE_PATH]["get"]["parameters"][0]["schema"] =
+        spec["paths"]["/slurm/v0.0.42/jobs/state/"]["get"]["parameters"][0]["schema"] =
             json!({ "type": "array", "items": { "type": "string" } });
-        let err = repeat_jobs_state_job_id(&mut spec).unwrap_err();
+        let err = repeat_jobs_state_job_id(&mut spec, "v0.0.42").unwrap_err();
         assert!(
             err.to_string().contains("no longer a plain string"),
             "{err}"
@@ -279,11 +282,11 @@ mod tests {
     #[test]
     fn refuses_when_job_id_is_gone() {
         let mut spec = jobs_state_spec();
-        spec["paths"][JOBS_STATE_PATH]["get"]["parameters"]
+        spec["paths"]["/slurm/v0.0.42/jobs/state/"]["get"]["parameters"]
             .as_array_mut()
             .unwrap()
             .remove(0);
-        let err = repeat_jobs_state_job_id(&mut spec).unwrap_err();
+        let err = repeat_jobs_state_job_id(&mut spec, "v0.0.42").unwrap_err();
         assert!(
             err.to_string().contains("no `job_id` query parameter"),
             "{err}"

@@ -7,42 +7,47 @@ use serde_json::Value;
 use crate::error::{Result, spec_error};
 use crate::json::{HTTP_METHODS, collect_refs, object_mut, paths_mut, schemas_mut};
 
-/// The operations the operator calls, as (method, path) spelled exactly as in the spec.
-/// Everything else is dropped: a smaller client builds faster and exposes less.
+/// The operations the operator calls, as (method, path) spelled as in the spec with the version
+/// as `{version}` ([`kept_operations`] fills it in). Everything else is dropped: a smaller
+/// client builds faster and exposes less.
 pub const KEPT_OPERATIONS: &[(&str, &str)] = &[
-    ("get", "/slurm/v0.0.42/ping/"),
-    ("get", "/slurm/v0.0.42/diag/"),
-    ("get", "/slurm/v0.0.42/nodes/"),
-    ("get", "/slurm/v0.0.42/node/{node_name}"),
-    ("post", "/slurm/v0.0.42/node/{node_name}"),
-    ("delete", "/slurm/v0.0.42/node/{node_name}"),
-    ("get", "/slurm/v0.0.42/partitions/"),
-    ("post", "/slurm/v0.0.42/job/submit"),
-    ("get", "/slurm/v0.0.42/job/{job_id}"),
-    ("post", "/slurm/v0.0.42/job/{job_id}"),
-    ("delete", "/slurm/v0.0.42/job/{job_id}"),
-    ("get", "/slurm/v0.0.42/jobs/"),
-    ("get", "/slurm/v0.0.42/jobs/state/"),
+    ("get", "/slurm/{version}/ping/"),
+    ("get", "/slurm/{version}/diag/"),
+    ("get", "/slurm/{version}/nodes/"),
+    ("get", "/slurm/{version}/node/{node_name}"),
+    ("post", "/slurm/{version}/node/{node_name}"),
+    ("delete", "/slurm/{version}/node/{node_name}"),
+    ("get", "/slurm/{version}/partitions/"),
+    ("post", "/slurm/{version}/job/submit"),
+    ("get", "/slurm/{version}/job/{job_id}"),
+    ("post", "/slurm/{version}/job/{job_id}"),
+    ("delete", "/slurm/{version}/job/{job_id}"),
+    ("get", "/slurm/{version}/jobs/"),
+    ("get", "/slurm/{version}/jobs/state/"),
     // Accounting lookups for jobs that slurmctld no longer holds.
-    ("get", "/slurmdb/v0.0.42/job/{job_id}"),
-    ("get", "/slurmdb/v0.0.42/jobs/"),
+    ("get", "/slurmdb/{version}/job/{job_id}"),
+    ("get", "/slurmdb/{version}/jobs/"),
 ];
+
+/// [`KEPT_OPERATIONS`] for one version, e.g. `("get", "/slurm/v0.0.42/ping/")`.
+pub fn kept_operations(version: &str) -> Vec<(String, String)> {
+    KEPT_OPERATIONS
+        .iter()
+        .map(|(method, path)| ((*method).to_owned(), path.replace("{version}", version)))
+        .collect()
+}
 
 /// Step 1. Keep only the operations the operator calls (`kept`, which is [`KEPT_OPERATIONS`]).
 ///
 /// Why: the full spec generates ~12.7k lines for 38 paths the operator mostly never calls; the
 /// subset builds in a fraction of the time and the facade cannot reach an unvetted endpoint.
 /// Fails if a kept operation is missing, so a renamed path is noticed at generation time.
-pub fn keep_used_operations(spec: &mut Value, kept: &[(&str, &str)]) -> Result<()> {
+pub fn keep_used_operations(spec: &mut Value, kept: &[(String, String)]) -> Result<()> {
     let paths = paths_mut(spec)?;
 
     let mut missing = Vec::new();
     for (method, path) in kept {
-        if paths
-            .get(*path)
-            .and_then(|item| item.get(*method))
-            .is_none()
-        {
+        if paths.get(path).and_then(|item| item.get(method)).is_none() {
             missing.push(format!("{} {path}", method.to_uppercase()));
         }
     }
@@ -59,7 +64,7 @@ pub fn keep_used_operations(spec: &mut Value, kept: &[(&str, &str)]) -> Result<(
         let item = object_mut(item, &format!("path item {path}"))?;
         // Path-level keys that are not operations (`parameters`, `summary`, ...) stay.
         item.retain(|key, _| {
-            !HTTP_METHODS.contains(&key.as_str()) || kept.contains(&(key.as_str(), path.as_str()))
+            !HTTP_METHODS.contains(&key.as_str()) || kept.iter().any(|(m, p)| m == key && p == path)
         });
     }
     Ok(())
@@ -96,6 +101,12 @@ mod tests {
     use super::*;
     use crate::Error;
 
+    fn ops(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(m, p)| ((*m).to_owned(), (*p).to_owned()))
+            .collect()
+    }
+
     fn spec_with_paths() -> Value {
         json!({
             "paths": {
@@ -112,7 +123,7 @@ mod tests {
     #[test]
     fn keeps_only_the_listed_operations() {
         let mut spec = spec_with_paths();
-        keep_used_operations(&mut spec, &[("get", "/a")]).unwrap();
+        keep_used_operations(&mut spec, &ops(&[("get", "/a")])).unwrap();
         assert_eq!(
             spec,
             json!({
@@ -129,7 +140,8 @@ mod tests {
     #[test]
     fn refuses_a_kept_operation_that_the_spec_lacks() {
         let mut spec = spec_with_paths();
-        let err = keep_used_operations(&mut spec, &[("get", "/a"), ("delete", "/b")]).unwrap_err();
+        let err =
+            keep_used_operations(&mut spec, &ops(&[("get", "/a"), ("delete", "/b")])).unwrap_err();
         assert!(matches!(err, Error::Spec { .. }), "{err:?}");
         assert!(err.to_string().contains("DELETE /b"), "{err}");
         assert!(err.to_string().contains("KEPT_OPERATIONS"), "{err}");

@@ -20,29 +20,16 @@ pub fn drop_required(spec: &mut Value) {
     });
 }
 
-/// Step 9. Drop `default`s whose JSON type does not match the schema's `type`.
+/// Step 9. Drop every `default`.
 ///
-/// Why: v0.0.40-style specs say `"infinite": {"type": "boolean", "default": 0}`, and typify
-/// aborts generation on a default that does not conform. (v0.0.42 has none; this keeps the
-/// tool usable on the neighbouring versions.)
-pub fn drop_mismatched_defaults(spec: &mut Value) {
+/// Why: v0.0.40's spec has the only ones (`"set": {"type": "boolean", "default": false}`,
+/// `"infinite": {"type": "boolean", "default": 0}`). typify aborts on a default that does not
+/// conform, and turns one that does into a plain `bool` where every other version has
+/// `Option<bool>` (see `drop_required`), so the shared facade would not compile against it. A
+/// missing field means "not sent", as everywhere else.
+pub fn drop_defaults(spec: &mut Value) {
     for_each_schema_in_spec(spec, &mut |schema| {
-        let (Some(Value::String(ty)), Some(default)) = (schema.get("type"), schema.get("default"))
-        else {
-            return;
-        };
-        let matches = match ty.as_str() {
-            "boolean" => default.is_boolean(),
-            "integer" => default.is_i64() || default.is_u64(),
-            "number" => default.is_number(),
-            "string" => default.is_string(),
-            "array" => default.is_array(),
-            "object" => default.is_object(),
-            _ => true,
-        };
-        if !matches {
-            schema.remove("default");
-        }
+        schema.remove("default");
     });
 }
 
@@ -107,7 +94,7 @@ mod tests {
     }
 
     #[test]
-    fn defaults_of_the_wrong_type_are_dropped() {
+    fn defaults_are_dropped() {
         let mut spec = json!({ "components": { "schemas": { "o": { "type": "object", "properties": {
             "infinite": { "type": "boolean", "default": 0 },
             "count": { "type": "integer", "default": "none" },
@@ -117,16 +104,16 @@ mod tests {
             "name": { "type": "string", "default": "x" },
             "list": { "type": "array", "default": {} }
         } } } } });
-        drop_mismatched_defaults(&mut spec);
+        drop_defaults(&mut spec);
         assert_eq!(
             spec["components"]["schemas"]["o"]["properties"],
             json!({
                 "infinite": { "type": "boolean" },
                 "count": { "type": "integer" },
-                "ratio": { "type": "number", "default": 1 },
-                "flag": { "type": "boolean", "default": false },
-                "size": { "type": "integer", "default": 4 },
-                "name": { "type": "string", "default": "x" },
+                "ratio": { "type": "number" },
+                "flag": { "type": "boolean" },
+                "size": { "type": "integer" },
+                "name": { "type": "string" },
                 "list": { "type": "array" }
             })
         );

@@ -1,0 +1,377 @@
+//! The REST API versions behind the facade: one module per version, each the shared operations
+//! and conversions (`shared.rs`, `include!`d) over that version's generated client, plus the few
+//! functions where that version really differs. [`Dialect`] is one of them, chosen per
+//! slurmrestd by negotiation (`super::client`).
+//!
+//! A new version: its spec in `openapi/`, an entry in `tools/gen-client`'s `VERSIONS`, a
+//! variant of [`crate::slurm::ApiVersion`], and a module here (copy the nearest one; the
+//! compiler names every difference).
+
+use serde_json::{Map, Value, json};
+
+use super::error::SlurmError;
+use super::types::{JobState, JobStateEntry, SubmitRequest};
+use super::version::ApiVersion;
+
+pub(super) mod v0_0_40;
+pub(super) mod v0_0_41;
+pub(super) mod v0_0_42;
+pub(super) mod v0_0_43;
+pub(super) mod v0_0_44;
+pub(super) mod v0_0_45;
+
+/// One version's client.
+#[derive(Debug, Clone)]
+pub(super) enum Dialect {
+    V0_0_40(v0_0_40::Api),
+    V0_0_41(v0_0_41::Api),
+    V0_0_42(v0_0_42::Api),
+    V0_0_43(v0_0_43::Api),
+    V0_0_44(v0_0_44::Api),
+    V0_0_45(v0_0_45::Api),
+}
+
+/// Run `$body` with `$api` bound to the dialect's client and `$caller` to its [`Caller`]
+/// (`crate::slurm::call::Caller`) for `$config`: each arm is compiled against its own version's
+/// generated types.
+macro_rules! dispatch {
+    ($dialect:expr, $config:expr, |$api:ident, $caller:ident| $body:expr) => {
+        match $dialect {
+            $crate::slurm::dialect::Dialect::V0_0_40($api) => {
+                let $caller = $crate::slurm::dialect::v0_0_40::caller($config);
+                $body
+            }
+            $crate::slurm::dialect::Dialect::V0_0_41($api) => {
+                let $caller = $crate::slurm::dialect::v0_0_41::caller($config);
+                $body
+            }
+            $crate::slurm::dialect::Dialect::V0_0_42($api) => {
+                let $caller = $crate::slurm::dialect::v0_0_42::caller($config);
+                $body
+            }
+            $crate::slurm::dialect::Dialect::V0_0_43($api) => {
+                let $caller = $crate::slurm::dialect::v0_0_43::caller($config);
+                $body
+            }
+            $crate::slurm::dialect::Dialect::V0_0_44($api) => {
+                let $caller = $crate::slurm::dialect::v0_0_44::caller($config);
+                $body
+            }
+            $crate::slurm::dialect::Dialect::V0_0_45($api) => {
+                let $caller = $crate::slurm::dialect::v0_0_45::caller($config);
+                $body
+            }
+        }
+    };
+}
+pub(super) use dispatch;
+
+impl Dialect {
+    pub(super) fn new(
+        version: ApiVersion,
+        base_url: &str,
+        http: reqwest::Client,
+        transport: std::sync::Arc<super::transport::Transport>,
+    ) -> Self {
+        match version {
+            ApiVersion::V0_0_40 => Self::V0_0_40(v0_0_40::Api::new(base_url, http, transport)),
+            ApiVersion::V0_0_41 => Self::V0_0_41(v0_0_41::Api::new(base_url, http, transport)),
+            ApiVersion::V0_0_42 => Self::V0_0_42(v0_0_42::Api::new(base_url, http, transport)),
+            ApiVersion::V0_0_43 => Self::V0_0_43(v0_0_43::Api::new(base_url, http, transport)),
+            ApiVersion::V0_0_44 => Self::V0_0_44(v0_0_44::Api::new(base_url, http, transport)),
+            ApiVersion::V0_0_45 => Self::V0_0_45(v0_0_45::Api::new(base_url, http, transport)),
+        }
+    }
+
+    /// The transport (credentials, observer) all of a client's dialects share.
+    pub(super) fn transport(&self) -> &std::sync::Arc<super::transport::Transport> {
+        match self {
+            Self::V0_0_40(api) => api.transport(),
+            Self::V0_0_41(api) => api.transport(),
+            Self::V0_0_42(api) => api.transport(),
+            Self::V0_0_43(api) => api.transport(),
+            Self::V0_0_44(api) => api.transport(),
+            Self::V0_0_45(api) => api.transport(),
+        }
+    }
+
+    pub(super) fn http(&self) -> &reqwest::Client {
+        match self {
+            Self::V0_0_40(api) => api.http(),
+            Self::V0_0_41(api) => api.http(),
+            Self::V0_0_42(api) => api.http(),
+            Self::V0_0_43(api) => api.http(),
+            Self::V0_0_44(api) => api.http(),
+            Self::V0_0_45(api) => api.http(),
+        }
+    }
+
+    /// Decode an answer as this version's client does (`crate::slurm::fuzzing`).
+    pub(super) fn decode(
+        version: ApiVersion,
+        endpoint: super::fuzzing::Endpoint,
+        status: u16,
+        body: &[u8],
+    ) -> Result<super::fuzzing::Decoded, SlurmError> {
+        match version {
+            ApiVersion::V0_0_40 => v0_0_40::decode(endpoint, status, body),
+            ApiVersion::V0_0_41 => v0_0_41::decode(endpoint, status, body),
+            ApiVersion::V0_0_42 => v0_0_42::decode(endpoint, status, body),
+            ApiVersion::V0_0_43 => v0_0_43::decode(endpoint, status, body),
+            ApiVersion::V0_0_44 => v0_0_44::decode(endpoint, status, body),
+            ApiVersion::V0_0_45 => v0_0_45::decode(endpoint, status, body),
+        }
+    }
+}
+
+/// `impl Envelope` for generated response types that carry `meta`, `errors` and `warnings`
+/// (used inside the version modules, where `api_errors` and friends are in scope).
+macro_rules! envelope {
+    ($($ty:ty),* $(,)?) => {$(
+        impl $crate::slurm::call::Envelope for $ty {
+            fn errors(&self) -> Vec<$crate::slurm::error::ApiError> {
+                api_errors(&self.errors, from_slurmrestd(&self.meta))
+            }
+            fn warnings(&self) -> Vec<String> {
+                api_warnings(&self.warnings, from_slurmrestd(&self.meta))
+            }
+        }
+    )*};
+}
+pub(crate) use envelope;
+
+/// Whether a data parser name was given: every answer slurmrestd renders names one
+/// (`data_parser/v0.0.42`); an unrelated service's JSON does not.
+pub(crate) fn from_data_parser(name: &str) -> bool {
+    !name.trim().is_empty()
+}
+
+/// slurmrestd's text, or nothing when the body is not slurmrestd's.
+pub(crate) fn text(value: &Option<String>, slurmrestd: bool) -> String {
+    match value {
+        Some(text) if slurmrestd => text.clone(),
+        _ => String::new(),
+    }
+}
+
+pub(crate) fn non_empty(value: &Option<String>) -> Option<String> {
+    value
+        .as_ref()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+/// A time limit in minutes (a uint32 in Slurm). A number outside u32 is not one Slurm sends: no
+/// limit known, rather than an overflowing `minutes * 60`.
+pub(crate) fn minutes(value: Option<i64>) -> Option<std::time::Duration> {
+    let minutes = u32::try_from(value?).ok()?;
+    Some(std::time::Duration::from_secs(u64::from(minutes) * 60))
+}
+
+/// One `/jobs/state/` entry. Array tasks come as `"<job_id>_<task_id>"` (24.11: `"14_2"`), a
+/// pending array's meta record once per task still to run (`"18_0"`, `"18_1"`, ...): each entry
+/// is returned under the job id of the record it belongs to.
+pub(crate) fn job_state_entry(id: &str, states: &[String]) -> Option<JobStateEntry> {
+    let id = id.trim();
+    let (record, task) = match id.split_once('_') {
+        // A task part this version cannot read still names the record.
+        Some((record, task)) => (record, task.parse().ok()),
+        None => (id, None),
+    };
+    Some(JobStateEntry {
+        job_id: record.parse().ok()?,
+        array_task_id: task,
+        state: JobState::from_strings(states),
+    })
+}
+
+/// slurmrestd's job description as JSON: typed fields first, then `extra` on top. The same in
+/// every version; [`typed_body`] decodes it into one version's type.
+pub(crate) fn submit_body(request: &SubmitRequest) -> Result<Value, SlurmError> {
+    let invalid = |detail: String| SlurmError::InvalidRequest { detail };
+    if !request.script.starts_with("#!") {
+        return Err(invalid(
+            "the batch script must start with #! (e.g. #!/bin/bash)".into(),
+        ));
+    }
+    if request.working_directory.trim().is_empty() {
+        return Err(invalid("a working directory is required".into()));
+    }
+    let mut job = Map::new();
+    let mut put = |key: &str, value: Value| {
+        job.insert(key.to_owned(), value);
+    };
+    put("script", json!(request.script));
+    put(
+        "current_working_directory",
+        json!(request.working_directory),
+    );
+    let mut environment: Vec<String> = request
+        .environment
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if environment.is_empty() {
+        // slurmrestd fails the submit (error 2019) without an environment.
+        environment.push("PATH=/usr/local/bin:/usr/bin:/bin".to_owned());
+    }
+    put("environment", json!(environment));
+    let optional_strings = [
+        ("name", &request.name),
+        ("partition", &request.partition),
+        ("account", &request.account),
+        ("qos", &request.qos),
+        ("nodes", &request.nodes),
+        ("constraints", &request.constraints),
+        ("tres_per_node", &request.tres_per_node),
+        ("tres_per_task", &request.tres_per_task),
+        ("array", &request.array),
+        ("dependency", &request.dependency),
+        ("standard_output", &request.standard_output),
+        ("standard_error", &request.standard_error),
+        ("comment", &request.comment),
+    ];
+    for (key, value) in optional_strings {
+        if let Some(value) = value {
+            put(key, json!(value));
+        }
+    }
+    if let Some(gres) = &request.gres {
+        // sbatch's --gres is tres_per_node with a "gres/" prefix per entry.
+        let per_node = gres
+            .split(',')
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .map(|g| {
+                if g.starts_with("gres/") {
+                    g.to_owned()
+                } else {
+                    format!("gres/{g}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        put("tres_per_node", json!(per_node));
+    }
+    if let Some(tasks) = request.tasks {
+        put("tasks", json!(tasks));
+    }
+    if let Some(cpus) = request.cpus_per_task {
+        put("cpus_per_task", json!(cpus));
+    }
+    if let Some(mib) = request.memory_per_node_mib {
+        put(
+            "memory_per_node",
+            json!({"set": true, "infinite": false, "number": mib}),
+        );
+    }
+    if let Some(limit) = request.time_limit {
+        let minutes = limit.as_secs().div_ceil(60).max(1);
+        put(
+            "time_limit",
+            json!({"set": true, "infinite": false, "number": minutes}),
+        );
+    }
+    for (key, value) in &request.extra {
+        // Whoever builds the request, privileged fields never reach slurmrestd.
+        if let Some(reason) = super::types::extra_option_refusal(key) {
+            return Err(invalid(format!("job option {key} {reason}")));
+        }
+        job.insert(key.clone(), value.clone());
+    }
+    Ok(json!({ "job": Value::Object(job) }))
+}
+
+/// `body` decoded into `version`'s generated job description, so a wrongly typed extra field
+/// fails here, with its name, not in Slurm; a field this version does not know (an option a
+/// newer Slurm added, or a typo) is refused by name rather than dropped silently.
+pub(crate) fn typed_body<T>(
+    body: Value,
+    request: &SubmitRequest,
+    version: ApiVersion,
+) -> Result<T, SlurmError>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    let invalid = |detail: String| SlurmError::InvalidRequest { detail };
+    let sent: Vec<String> = body
+        .get("job")
+        .and_then(Value::as_object)
+        .map(|job| {
+            job.iter()
+                .filter(|(_, value)| !value.is_null())
+                .map(|(key, _)| key.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let typed: T = serde_json::from_value(body)
+        .map_err(|e| invalid(format!("invalid job description: {e}")))?;
+    let round_trip = serde_json::to_value(&typed).map_err(|e| invalid(e.to_string()))?;
+    let known = round_trip.get("job").and_then(Value::as_object);
+    for key in sent {
+        if known.is_none_or(|k| !k.contains_key(&key)) {
+            // A typed option is the operator's own field; an extra one is the user's.
+            let whose = if request.extra.contains_key(&key) {
+                "unknown job description field"
+            } else {
+                "job option not supported by this slurmrestd:"
+            };
+            return Err(invalid(format!("{whose} {key:?} (REST API {version})")));
+        }
+    }
+    Ok(typed)
+}
+
+/// `DELETE /job/{id}` from v0.0.42 on: `openapi_kill_job_resp`, one `status[]` entry per job
+/// with its own error (slurmrestd answers 200 even when the signal failed).
+macro_rules! cancel_by_status {
+    () => {
+        type KillResp = api::OpenapiKillJobResp;
+
+        $crate::slurm::dialect::envelope!(api::OpenapiKillJobResp);
+
+        fn cancel_failures(resp: &KillResp) -> Vec<ApiError> {
+            let slurmrestd = from_slurmrestd(&resp.meta);
+            resp.status
+                .iter()
+                .flat_map(|s| s.0.iter())
+                .filter_map(|entry| entry.error.as_ref())
+                .filter(|e| e.code.is_some_and(|c| c != 0))
+                .map(|e| ApiError {
+                    code: e.code.unwrap_or_default(),
+                    error: text(&e.string, slurmrestd),
+                    description: text(&e.message, slurmrestd),
+                    source: "cancel".into(),
+                })
+                .collect()
+        }
+    };
+}
+pub(crate) use cancel_by_status;
+
+/// `DELETE /job/{id}` before v0.0.42: a plain `openapi_resp`, whose `errors[]` the call
+/// already checked; there is no per-job status to read.
+macro_rules! cancel_by_errors {
+    () => {
+        type KillResp = api::OpenapiResp;
+
+        fn cancel_failures(_resp: &KillResp) -> Vec<ApiError> {
+            Vec::new()
+        }
+    };
+}
+pub(crate) use cancel_by_errors;
+
+/// slurmdbd's job record from v0.0.41 on names the output files, expanded where it can.
+macro_rules! accounting_output_files {
+    () => {
+        fn accounting_output(j: &api::Job) -> (Option<String>, Option<String>) {
+            (
+                non_empty(&j.stdout_expanded).or_else(|| non_empty(&j.stdout)),
+                non_empty(&j.stderr_expanded).or_else(|| non_empty(&j.stderr)),
+            )
+        }
+    };
+}
+pub(crate) use accounting_output_files;

@@ -1,0 +1,20 @@
+//! REST API v0.0.41 (Slurm 24.05 to 25.05). Its spec inlines nearly every schema;
+//! `tools/gen-client` names them as v0.0.42 does. Differs from v0.0.42 in: `/ping` says
+//! `pinged` and `mode`, and `DELETE /job` answers a plain `openapi_resp`.
+
+use crate::slurm::generated::v0_0_41::Client;
+use crate::slurm::generated::v0_0_41::types as api;
+
+const VERSION: ApiVersion = ApiVersion::V0_0_41;
+
+include!("shared.rs");
+
+fn controller_responding(resp: &api::OpenapiPingArrayResp) -> bool {
+    resp.pings
+        .iter()
+        .flat_map(|p| p.0.iter())
+        .any(|p| p.pinged.as_deref() == Some("UP") && p.mode.as_deref() == Some("primary"))
+}
+
+crate::slurm::dialect::cancel_by_errors!();
+crate::slurm::dialect::accounting_output_files!();

@@ -1,0 +1,321 @@
+//! Every REST API version the facade speaks, against the real local Slurm: for each data_parser
+//! plugin the flavour's slurmrestd has (trixie/24.11: v0.0.40, v0.0.41, v0.0.42; forky/26.05:
+//! v0.0.42 to v0.0.45), a second slurmrestd loaded with only that plugin (`slurmrestd -d`, see
+//! `hack/slurm-daemon.sh --data-parser`) is negotiated down to it and used to submit (an array
+//! with typed options, then a job depending on it), mirror, cancel, drain, resume and delete a
+//! node, and look a job up in accounting. Only slurmrestd is restarted between versions: one
+//! slurmctld, one build. Negotiation against the main slurmrestd (several versions) and pins,
+//! served or not, are checked too.
+
+// Test code: a failed unwrap is a failed test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::Duration;
+
+use slurm_operator::slurm::types::{Job, JobBaseState, SubmitRequest};
+use slurm_operator::slurm::{ApiVersion, ClientConfig, SlurmClient, SlurmError};
+
+const JOB_TIMEOUT: Duration = Duration::from_secs(90);
+const POLL: Duration = Duration::from_millis(200);
+
+async fn records(client: &SlurmClient, job_id: u32) -> Vec<Job> {
+    client.job(job_id).await.unwrap()
+}
+
+async fn wait_records(
+    client: &SlurmClient,
+    job_id: u32,
+    what: &str,
+    pred: impl Fn(&[Job]) -> bool,
+) -> Vec<Job> {
+    common::wait_for(what, JOB_TIMEOUT, POLL, || async {
+        let jobs = records(client, job_id).await;
+        pred(&jobs).then_some(jobs)
+    })
+    .await
+}
+
+fn served(slurm: &common::LocalSlurm) -> Vec<ApiVersion> {
+    let versions: Vec<ApiVersion> = slurm
+        .data_parsers
+        .iter()
+        .map(|v| {
+            v.parse().unwrap_or_else(|e| {
+                panic!("the local slurmrestd has a plugin we do not speak: {e}")
+            })
+        })
+        .collect();
+    // The flavours this project tests: 24.11 serves v0.0.40-v0.0.42, 26.05 v0.0.42-v0.0.45.
+    let expected: &[ApiVersion] = match slurm.flavour.as_str() {
+        "trixie" => &[
+            ApiVersion::V0_0_40,
+            ApiVersion::V0_0_41,
+            ApiVersion::V0_0_42,
+        ],
+        "forky" => &[
+            ApiVersion::V0_0_42,
+            ApiVersion::V0_0_43,
+            ApiVersion::V0_0_44,
+            ApiVersion::V0_0_45,
+        ],
+        other => panic!("unknown flavour {other}"),
+    };
+    assert_eq!(
+        versions, expected,
+        "data_parser plugins of {}",
+        slurm.flavour
+    );
+    versions
+}
+
+#[tokio::test]
+async fn a_slurmrestd_serving_several_versions_gets_the_newest() {
+    let slurm = require_slurm!();
+    let newest = *served(&slurm).last().unwrap();
+    let client = slurm.client();
+    assert_eq!(
+        client.api_version(),
+        None,
+        "nothing is asked before the first call"
+    );
+    let info = client.cluster_info().await.unwrap();
+    assert_eq!(info.api_version, newest.as_str());
+    assert_eq!(info.data_parser, newest.data_parser());
+    assert_eq!(client.api_version(), Some(newest));
+    // Clones and clients acting as another user share the outcome.
+    assert_eq!(client.clone().api_version(), Some(newest));
+    assert_eq!(client.as_user("alice").unwrap().api_version(), Some(newest));
+}
+
+#[tokio::test]
+async fn a_pin_is_honoured_and_a_pin_not_served_names_what_is() {
+    let slurm = require_slurm!();
+    let versions = served(&slurm);
+    let oldest = versions[0];
+    let pinned = |version| {
+        let config = slurm.config().with_api_version(Some(version));
+        SlurmClient::new(config, slurm.credentials()).unwrap()
+    };
+
+    let client = pinned(oldest);
+    let info = client.cluster_info().await.unwrap();
+    assert_eq!(info.api_version, oldest.as_str());
+    assert_eq!(info.data_parser, oldest.data_parser());
+    client.all_job_states().await.unwrap();
+    assert_eq!(client.api_version(), Some(oldest));
+
+    let missing = ApiVersion::ALL
+        .into_iter()
+        .find(|v| !versions.contains(v))
+        .unwrap();
+    let err = pinned(missing).cluster_info().await.unwrap_err();
+    let SlurmError::UnsupportedVersion { detail, .. } = &err else {
+        panic!("expected UnsupportedVersion, got {err}");
+    };
+    assert!(detail.contains(&format!("pins {missing}")), "{detail}");
+    assert!(detail.contains("restApiVersion"), "{detail}");
+    // What it serves, from its own /openapi/v3.
+    let list = versions
+        .iter()
+        .map(|v| v.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    assert!(detail.contains(&format!("serves {list}")), "{detail}");
+}
+
+#[tokio::test]
+async fn a_slurmrestd_serving_none_of_ours_is_unsupported_and_says_so() {
+    // A path prefix under which nothing is served, as behind a proxy that routes nothing of ours:
+    // every version's ping is a plain 404, and no /openapi/v3 is readable there either.
+    let slurm = require_slurm!();
+    let config = ClientConfig::new(&format!("{}/elsewhere", slurm.url))
+        .unwrap()
+        .allow_plaintext(true);
+    let client = SlurmClient::new(config, slurm.credentials()).unwrap();
+    let err = client.negotiate().await.unwrap_err();
+    let SlurmError::UnsupportedVersion { detail, .. } = &err else {
+        panic!("expected UnsupportedVersion, got {err}");
+    };
+    assert!(detail.contains("speaks v0.0.40 to v0.0.45"), "{detail}");
+    assert_eq!(client.api_version(), None);
+}
+
+/// Submit, mirror, cancel, drain and accounting through a slurmrestd that serves `version` only.
+async fn exercise(slurm: &common::LocalSlurm, version: ApiVersion) {
+    let rest = common::VersionRest::start(slurm, version.as_str());
+    let client = rest.client(None);
+    let context = |what: &str| format!("{version}: {what}");
+
+    // Negotiated down to the one version it serves.
+    assert_eq!(client.negotiate().await.unwrap(), version);
+    let info = client.cluster_info().await.unwrap();
+    assert_eq!(
+        info.api_version,
+        version.as_str(),
+        "{}",
+        context("negotiated")
+    );
+    assert_eq!(info.data_parser, version.data_parser());
+    assert!(info.controller_responding, "{}", context("ping"));
+    assert!(
+        client
+            .partitions()
+            .await
+            .unwrap()
+            .iter()
+            .any(|p| p.name == slurm.partition)
+    );
+
+    // An array with typed options, and a job that waits for it.
+    let tag = common::unique(&format!("ver{}", version.as_str().replace('.', "")));
+    let mut array = slurm.job(&tag, "sleep 1");
+    array.array = Some("0-1".into());
+    array.comment = Some(tag.clone());
+    array.time_limit = Some(Duration::from_secs(120));
+    array.memory_per_node_mib = Some(100);
+    array.cpus_per_task = Some(1);
+    array.tasks = Some(1);
+    array.standard_output = Some("/tmp/%x-%A_%a.out".into());
+    let submitted = client.submit_job(&array).await.unwrap();
+    let array_id = submitted.job_id;
+    let mut dependent = slurm.job(&format!("{tag}-after"), "true");
+    dependent.dependency = Some(format!("afterok:{array_id}"));
+    let after = client.submit_job(&dependent).await.unwrap().job_id;
+
+    // Mirror: by id, in the full list, and by state.
+    let tasks = wait_records(
+        &client,
+        array_id,
+        &context("both tasks to finish"),
+        |jobs| {
+            jobs.iter().filter(|j| j.array_task_id.is_some()).count() == 2
+                && jobs.iter().all(|j| j.state.is_final())
+        },
+    )
+    .await;
+    for task in &tasks {
+        assert_eq!(
+            task.state.base,
+            JobBaseState::Completed,
+            "{}: {task:?}",
+            context("task")
+        );
+        assert_eq!(task.array_job_id, Some(array_id));
+        assert_eq!(task.comment.as_deref(), Some(tag.as_str()));
+        assert_eq!(task.time_limit, Some(Duration::from_secs(120)));
+        assert_eq!(task.partition.as_deref(), Some(slurm.partition.as_str()));
+        assert!(task.end_time.is_some(), "{task:?}");
+    }
+    let last_end = tasks.iter().filter_map(|t| t.end_time).max().unwrap();
+    let dependent_done = wait_records(&client, after, &context("the dependent job"), |jobs| {
+        jobs.iter().all(|j| j.state.is_final())
+    })
+    .await;
+    assert_eq!(dependent_done[0].state.base, JobBaseState::Completed);
+    assert!(
+        dependent_done[0].start_time.unwrap() >= last_end,
+        "{}: the dependent job started before the array ended",
+        context("dependency")
+    );
+    let listed = client.jobs(None).await.unwrap().into_items().unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|j| j.job_id == after && j.name.ends_with("-after"))
+    );
+    let states = client.jobs_state(&[after]).await.unwrap();
+    assert!(
+        states
+            .iter()
+            .any(|s| s.job_id == after && s.state.base == JobBaseState::Completed),
+        "{}: {states:?}",
+        context("jobs_state")
+    );
+
+    // Cancel.
+    let long = client
+        .submit_job(&slurm.job(&format!("{tag}-cancel"), "sleep 300"))
+        .await
+        .unwrap()
+        .job_id;
+    client.cancel_job(long).await.unwrap();
+    let cancelled = wait_records(&client, long, &context("the cancel"), |jobs| {
+        jobs.iter().all(|j| j.state.is_final())
+    })
+    .await;
+    assert_eq!(cancelled[0].state.base, JobBaseState::Cancelled);
+
+    // Drain, resume and delete a node of its own.
+    let node = common::unique(&format!("v{}", &version.as_str()[5..]));
+    slurm.node_script(&["start", &node, "--conf", "CPUs=1 RealMemory=500"]);
+    let _stop = common::NodeGuard::new(slurm, &node);
+    let reason = format!("slurm-operator: {version} test");
+    client.drain_node(&node, &reason).await.unwrap();
+    let drained = common::wait_for(&context("drained"), JOB_TIMEOUT, POLL, || async {
+        let n = client.node(&node).await.unwrap();
+        n.state.is_drained().then_some(n)
+    })
+    .await;
+    assert_eq!(drained.reason.as_deref(), Some(reason.as_str()));
+    client.resume_node(&node).await.unwrap();
+    assert!(!client.node(&node).await.unwrap().state.is_drain());
+    client.delete_node(&node).await.unwrap();
+    let gone = client.node(&node).await.unwrap_err();
+    assert!(
+        matches!(gone, SlurmError::NotFound { .. }),
+        "{}: {gone}",
+        context("deleted")
+    );
+
+    // Accounting knows the cancelled job (slurmdbd gets it at submit).
+    if slurm.accounting {
+        let found = common::wait_for(&context("accounting"), JOB_TIMEOUT, POLL, || async {
+            let records = client.accounting_job(long).await.unwrap()?;
+            records.into_iter().find(|j| j.job_id == long)
+        })
+        .await;
+        assert_eq!(found.name, format!("{tag}-cancel"));
+    }
+}
+
+#[tokio::test]
+async fn every_served_version_submits_mirrors_cancels_and_drains() {
+    let slurm = require_slurm!();
+    for version in served(&slurm) {
+        exercise(&slurm, version).await;
+    }
+}
+
+/// A job option the connected version does not know is refused by name, not dropped.
+#[tokio::test]
+async fn an_option_the_version_lacks_is_refused_by_name() {
+    let slurm = require_slurm!();
+    let versions = served(&slurm);
+    // `oom_kill_step` arrived with v0.0.42 (Slurm 24.11).
+    let Some(old) = versions.iter().find(|v| **v < ApiVersion::V0_0_42) else {
+        // 26.05 serves nothing older; the same refusal is unit-tested on every version.
+        let config = slurm.config().with_api_version(Some(versions[0]));
+        let client = SlurmClient::new(config, slurm.credentials()).unwrap();
+        let mut request: SubmitRequest = slurm.job("unknown-option", "true");
+        request
+            .extra
+            .insert("no_such_option".into(), serde_json::json!(1));
+        let err = client.submit_job(&request).await.unwrap_err();
+        assert!(err.to_string().contains("no_such_option"), "{err}");
+        return;
+    };
+    let config = slurm.config().with_api_version(Some(*old));
+    let client = SlurmClient::new(config, slurm.credentials()).unwrap();
+    let mut request = slurm.job("old-option", "true");
+    request
+        .extra
+        .insert("oom_kill_step".into(), serde_json::json!(1));
+    let err = client.submit_job(&request).await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("oom_kill_step") && text.contains(old.as_str()),
+        "{text}"
+    );
+}
