@@ -695,6 +695,68 @@ pub(crate) fn decode(
 mod shared_tests {
     use super::*;
 
+    /// Every typed job option the operator sends exists in this version's job description, so
+    /// no SlurmJob field is dropped on any version (a missing one would be refused by name).
+    #[test]
+    fn every_typed_option_reaches_this_versions_job_description() {
+        let request = SubmitRequest {
+            script: "#!/bin/sh\ntrue\n".into(),
+            name: Some("n".into()),
+            partition: Some("p".into()),
+            account: Some("a".into()),
+            qos: Some("q".into()),
+            nodes: Some("1-2".into()),
+            tasks: Some(2),
+            cpus_per_task: Some(1),
+            memory_per_node_mib: Some(100),
+            time_limit: Some(std::time::Duration::from_secs(90)),
+            environment: [("A".to_owned(), "1".to_owned())].into(),
+            working_directory: "/tmp".into(),
+            constraints: Some("c".into()),
+            gres: None,
+            tres_per_node: Some("gres/gpu:1".into()),
+            tres_per_task: Some("cpu=1".into()),
+            array: Some("0-3%2".into()),
+            dependency: Some("afterok:1".into()),
+            standard_output: Some("/tmp/o".into()),
+            standard_error: Some("/tmp/e".into()),
+            comment: Some("slurm.rs/uid=x".into()),
+            extra: Default::default(),
+        };
+        let body = submit_request(&request).unwrap();
+        let job = serde_json::to_value(&body).unwrap()["job"].clone();
+        assert_eq!(job["time_limit"]["number"], 2, "{VERSION}: {job}");
+        assert_eq!(job["memory_per_node"]["number"], 100, "{VERSION}");
+        assert_eq!(job["array"], "0-3%2", "{VERSION}");
+        assert_eq!(job["dependency"], "afterok:1", "{VERSION}");
+        assert_eq!(job["comment"], "slurm.rs/uid=x", "{VERSION}");
+
+        // An extra option this version does not know is refused by name, not dropped:
+        // `oom_kill_step` arrived with v0.0.42.
+        let mut newer = request.clone();
+        newer
+            .extra
+            .insert("oom_kill_step".into(), serde_json::json!(1));
+        match submit_request(&newer) {
+            Ok(body) => {
+                assert!(
+                    VERSION >= ApiVersion::V0_0_42,
+                    "{VERSION} took oom_kill_step"
+                );
+                let job = serde_json::to_value(&body).unwrap()["job"].clone();
+                assert_eq!(job["oom_kill_step"], 1, "{VERSION}");
+            }
+            Err(err) => {
+                let err = err.to_string();
+                assert!(VERSION < ApiVersion::V0_0_42, "{VERSION}: {err}");
+                assert!(
+                    err.contains("oom_kill_step") && err.contains(VERSION.as_str()),
+                    "{err}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn error_texts_are_kept_only_from_slurmrestds_json() {
         let slurmrestd = br#"{"meta": {"plugin": {"data_parser": "data_parser/v0.0.42"}},
