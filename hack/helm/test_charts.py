@@ -655,7 +655,7 @@ def t_operator_security() -> str:
     ensure(c["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness is not /readyz")
     port = {p["name"]: p["containerPort"] for p in c["ports"]}["http-metrics"]
     ensure(c["livenessProbe"]["httpGet"]["port"] in ("http-metrics", port), "probe not on the metrics port")
-    ensure(c["image"] == "slurm-operator:0.1.0", f"image {c['image']} is not <repository>:<appVersion>")
+    ensure(c["image"] == "ghcr.io/slurm-rs/slurm-operator:0.1.0", f"image {c['image']} is not <repository>:<appVersion>")
     svc = one(render(OPERATOR), "Service")
     ensure(svc["spec"]["ports"][0]["port"] == port, "metrics Service port != metrics port")
     return ""
