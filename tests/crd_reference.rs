@@ -116,6 +116,11 @@ fn rows(schema: &Value, path: &str, required: bool, out: &mut String) {
         )
         .unwrap();
     }
+    // A standard Pod template (SlurmNodeSet spec.template): `kubectl explain pod` documents it,
+    // and its hundreds of rows would bury the fields that are the operator's own.
+    if path == "spec.template" {
+        return;
+    }
     let needed: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
