@@ -568,7 +568,7 @@ impl Collector for ObjectGauges {
         emit(
             &mut encoder,
             "leader",
-            "Whether this replica holds the leader Lease and writes: 1 or 0 (1 without leader election)",
+            "Whether this replica writes: 1 while it holds the leader Lease (always, without leader election) and its controllers run, else 0",
             &leader,
         )?;
         Ok(())
