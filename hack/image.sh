@@ -6,10 +6,11 @@
 #
 # Usage: hack/image.sh [--binary PATH] [--out FILE] [--tag TAG]
 #
-#   --binary PATH   the operator binary (default target/release/slurm-operator; build it with
-#                   `cargo build --release --locked --bin slurm-operator`). It is stripped in
-#                   the image.
-#   --out FILE      the OCI archive to write (default target/image/slurm-operator-<TAG>.oci.tar)
+#   --binary PATH   the operator binary (default target/image/slurm-operator, the size-optimised
+#                   profile `image` in Cargo.toml: `cargo build --profile image --locked --bin
+#                   slurm-operator`; docs/building.md has its build time and size against
+#                   `--release`). Debug information is stripped in the image.
+#   --out FILE      the OCI archive to write (default target/oci/slurm-operator-<TAG>.oci.tar)
 #   --tag TAG       the image tag inside the archive (default: the crate version)
 #
 # Image contents: /usr/local/bin/slurm-operator (entrypoint; default command `run`), the shared
@@ -19,7 +20,7 @@
 # CA), /etc/passwd and /etc/group with root and nonroot, an empty /tmp.
 #
 # Push it to a registry (from any machine that reaches one):
-#   skopeo copy oci-archive:target/image/slurm-operator-0.1.0.oci.tar \
+#   skopeo copy oci-archive:target/oci/slurm-operator-0.1.0.oci.tar \
 #       docker://registry.example.org/slurm-operator:0.1.0
 # or load it into a node's containerd: `ctr -n k8s.io images import <archive>`.
 #
@@ -31,7 +32,7 @@ die() { echo "image: $*" >&2; exit 1; }
 log() { echo "image: $*" >&2; }
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
-binary=target/release/slurm-operator
+binary=target/image/slurm-operator
 tag=$version
 out=
 while (($#)); do
@@ -44,8 +45,8 @@ while (($#)); do
     esac
     shift
 done
-out=${out:-target/image/slurm-operator-$tag.oci.tar}
-[[ -x $binary ]] || die "no binary at $binary: build it first (cargo build --release --locked --bin slurm-operator) or pass --binary"
+out=${out:-target/oci/slurm-operator-$tag.oci.tar}
+[[ -x $binary ]] || die "no binary at $binary: build it first (cargo build --profile image --locked --bin slurm-operator) or pass --binary"
 [[ $tag =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] || die "not an image tag: $tag"
 
 missing=()

@@ -32,7 +32,7 @@ use crate::controller::context::Context;
 use crate::crd::CREDENTIALS_LABEL;
 use crate::http::{self, Readiness};
 use crate::leader::{self, LeaseConfig};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ObjectSources};
 use crate::slurm::tag::TagKey;
 
 /// The default name of the tag key's Secret (`--tag-key-secret`).
@@ -475,6 +475,13 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
             drivers.extend([slurmjob_controller.boxed(), nodeset_controller.boxed()]);
             stores.push((clusters.clone(), slurmjobs, nodesets));
         }
+        // The object gauges (cluster up, SlurmJobs by phase, ...) read the controllers' caches.
+        ctx.metrics.watch_objects(ObjectSources {
+            clusters: clusters.clone(),
+            slurmjobs: stores.iter().map(|(_, j, _)| j.clone()).collect(),
+            nodesets: stores.iter().map(|(_, _, n)| n.clone()).collect(),
+            leadership: ctx.leadership.clone(),
+        });
         let controllers = tokio::spawn(futures::future::join_all(drivers));
         let ready = readiness.clone();
         let stopping = shutdown.clone();

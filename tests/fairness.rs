@@ -378,7 +378,8 @@ async fn a_cluster_answering_empty_elements_delays_only_its_own_slurmjobs() {
     hostile_cluster_delays_only_its_own(Reads::Elements, "fair-elements").await;
 }
 
-/// A value of the operator's `/metrics`, by the exact series name with labels.
+/// A value of the operator's `/metrics`, by the exact series name with labels, but for the
+/// `cluster` label (a shared poller reports under whichever SlurmCluster started it).
 async fn metric(metrics: &str, series: &str) -> Option<f64> {
     let text = reqwest::get(format!("http://{metrics}/metrics"))
         .await
@@ -387,15 +388,31 @@ async fn metric(metrics: &str, series: &str) -> Option<f64> {
         .await
         .ok()?;
     text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map(without_cluster_label)
+        .find_map(|line| {
+            line.strip_prefix(series)?
+                .strip_prefix(' ')
+                .map(str::to_owned)
+        })
         .and_then(|value| value.trim().parse().ok())
+}
+
+/// `line` without its `cluster="..."` label, if it has one first.
+fn without_cluster_label(line: &str) -> String {
+    match line.split_once("{cluster=\"") {
+        Some((name, rest)) => match rest.split_once("\"") {
+            Some((_, after)) => format!("{name}{{{}", after.strip_prefix(',').unwrap_or(after)),
+            None => line.to_owned(),
+        },
+        None => line.to_owned(),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clusters_on_one_slurmrestd_with_one_identity_share_one_poller() {
     const SHARING: usize = 6;
     const JOB_STATES: &str = "slurm_operator_slurmrestd_request_duration_seconds_count\
-                              {operation=\"slurm_v0042_get_jobs_state\",code=\"2xx\"}";
+                              {operation=\"slurm_get_jobs_state\",code=\"2xx\"}";
     let slurm = require_slurm!();
     let _serial = SERIAL.lock().await;
     let harness = Harness::start(&slurm, NAMESPACE, "fair-share").await;

@@ -713,13 +713,13 @@ async fn only_a_slurmjob_old_enough_asks_accounting_before_submitting() {
         assert!(step.status.job_id.is_some(), "{what}: {:?}", step.status);
         let sent = operations.0.lock().unwrap().clone();
         assert_eq!(
-            sent.contains(&"slurmdb_v0042_get_jobs"),
+            sent.contains(&"slurmdb_get_jobs"),
             asks,
             "{what}: requests {sent:?}"
         );
         assert_eq!(
             sent.iter()
-                .filter(|o| **o == "slurm_v0042_post_job_submit")
+                .filter(|o| **o == "slurm_post_job_submit")
                 .count(),
             1,
             "{what}: requests {sent:?}"

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import base64
 import glob
+import json
 import os
 import re
 import shutil
@@ -142,8 +143,31 @@ SERVICE_MONITOR_SCHEMA = {
                     "type": "object", "additionalProperties": False,
                     "properties": {"port": {"type": "string"}, "path": {"type": "string"},
                                    "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
-                                   "scrapeTimeout": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}}}},
+                                   "scrapeTimeout": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                                   "honorLabels": {"type": "boolean"}}}},
             },
+        },
+    },
+}
+
+# The part of the Prometheus Operator's PrometheusRule schema (monitoring.coreos.com/v1) the
+# operator chart uses.
+PROMETHEUS_RULE_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "spec": {
+            "type": "object", "required": ["groups"], "additionalProperties": False,
+            "properties": {"groups": {"type": "array", "minItems": 1, "items": {
+                "type": "object", "required": ["name", "rules"], "additionalProperties": False,
+                "properties": {"name": {"type": "string", "minLength": 1}, "rules": {"type": "array", "items": {
+                    "type": "object", "required": ["expr"], "additionalProperties": False,
+                    "oneOf": [{"required": ["alert"]}, {"required": ["record"]}],
+                    "properties": {"alert": {"type": "string"}, "record": {"type": "string"},
+                                   "expr": {"type": "string", "minLength": 1},
+                                   "for": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                                   "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                                   "annotations": {"type": "object", "additionalProperties": {"type": "string"}}}}}}}}},
         },
     },
 }
@@ -165,6 +189,9 @@ def validate_object(doc: dict, version: str) -> list[str]:
     if doc.get("apiVersion") == "monitoring.coreos.com/v1" and doc.get("kind") == "ServiceMonitor":
         import jsonschema
         return [f"{ident}: {e.message}" for e in jsonschema.Draft202012Validator(SERVICE_MONITOR_SCHEMA).iter_errors(doc)]
+    if doc.get("apiVersion") == "monitoring.coreos.com/v1" and doc.get("kind") == "PrometheusRule":
+        import jsonschema
+        return [f"{ident}: {e.message}" for e in jsonschema.Draft202012Validator(PROMETHEUS_RULE_SCHEMA).iter_errors(doc)]
     try:
         kubernetes_validate.validate(doc, version, strict=True)
     except ValidationError as e:
@@ -628,7 +655,7 @@ def t_operator_security() -> str:
     ensure(c["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness is not /readyz")
     port = {p["name"]: p["containerPort"] for p in c["ports"]}["http-metrics"]
     ensure(c["livenessProbe"]["httpGet"]["port"] in ("http-metrics", port), "probe not on the metrics port")
-    ensure(c["image"] == "slurm-operator:0.1.0", f"image {c['image']} is not <repository>:<appVersion>")
+    ensure(c["image"] == "ghcr.io/slurm-rs/slurm-operator:0.1.0", f"image {c['image']} is not <repository>:<appVersion>")
     svc = one(render(OPERATOR), "Service")
     ensure(svc["spec"]["ports"][0]["port"] == port, "metrics Service port != metrics port")
     return ""
@@ -643,6 +670,16 @@ def t_operator_args() -> str:
     ensure(args[args.index("--credentials-namespace") + 1] == RELEASE_NS, f"--credentials-namespace is not the release namespace: {args}")
     env = {e["name"]: e.get("value") for e in c["env"]}
     ensure(env["RUST_LOG"] == "warn,slurm_operator=info", f"RUST_LOG {env['RUST_LOG']}")
+    # The operator's image: fully qualified (a registry host first: it has a dot or a port), the
+    # tag the chart's appVersion, which is the crate's version.
+    chart = yaml.safe_load((OPERATOR / "Chart.yaml").read_text())
+    crate = re.search(r'^version = "([^"]+)"', (ROOT / "Cargo.toml").read_text(), re.M).group(1)
+    ensure(chart["appVersion"] == crate, f"appVersion {chart['appVersion']} != Cargo.toml version {crate}")
+    ensure(c["image"] == f"ghcr.io/slurm-rs/slurm-operator:{crate}", f"default image {c['image']}")
+    registry = c["image"].split("/")[0]
+    ensure(c["image"].count("/") >= 2 and ("." in registry or ":" in registry), f"image {c['image']} is not fully qualified")
+    listed = [i["image"] for i in yaml.safe_load(chart["annotations"]["artifacthub.io/images"])]
+    ensure(listed == [c["image"]], f"artifacthub.io/images {listed} != the default image {c['image']}")
     # The output Pods' image is fully qualified by default and a value.
     ensure(args[args.index("--output-image") + 1] == "docker.io/library/busybox:1.37", f"--output-image: {args}")
     accepted_by_the_binary(args, env)
@@ -664,13 +701,13 @@ def t_operator_args() -> str:
     ensure("0.0.0.0:9090" in args and c["ports"][0]["containerPort"] == 9090, "metricsPort not applied")
     env = {e["name"]: e.get("value") for e in c["env"]}
     ensure(env["RUST_LOG"] == "debug" and env["LEADER_ELECTION_LEASE"] == "lead", f"env {env}")
-    ensure(c["image"] == "slurm-operator:v9", c["image"])
+    ensure(c["image"] == "ghcr.io/slurm-rs/slurm-operator:v9", c["image"])
     accepted_by_the_binary(args, env)
     ensure(dep["spec"]["replicas"] == 2 and dep["spec"]["strategy"]["type"] == "RollingUpdate", "leader election: strategy")
     dep, _ = operator_container(render(OPERATOR))
     ensure(dep["spec"]["strategy"]["type"] == "Recreate", "without leader election two operators could overlap in a rollout")
     _, c = operator_container(render(OPERATOR, sets=("image.digest=sha256:" + "a" * 64,), cache=False))
-    ensure(c["image"] == "slurm-operator@sha256:" + "a" * 64, c["image"])
+    ensure(c["image"] == "ghcr.io/slurm-rs/slurm-operator@sha256:" + "a" * 64, c["image"])
     return ""
 
 
@@ -743,6 +780,36 @@ def t_operator_extras() -> str:
         cm = one(docs, "ConfigMap", name)
         ensure(cm["metadata"]["namespace"] == RELEASE_NS, f"{name} not rendered with tpl: {cm['metadata']}")
     return ""
+
+
+def t_operator_monitoring() -> str:
+    """prometheusRule / grafanaDashboard: off by default; on, the chart ships the rules file and
+    the dashboard as they are (their queries are checked against the operator's metrics by
+    tests/dashboards.rs), and the ServiceMonitor keeps the operator's own namespace label."""
+    docs = render(OPERATOR)
+    ensure(not find(docs, "PrometheusRule") and not [d for d in find(docs, "ConfigMap") if d["metadata"]["name"].endswith("-dashboard")],
+           "monitoring objects by default")
+    docs = render(OPERATOR, sets=("prometheusRule.enabled=true", "prometheusRule.labels.release=prom",
+                                  "grafanaDashboard.enabled=true", "grafanaDashboard.namespace=monitoring",
+                                  "grafanaDashboard.annotations.grafana_folder=Slurm", "serviceMonitor.enabled=true"), cache=False)
+    rule = one(docs, "PrometheusRule")
+    ensure(rule["metadata"]["labels"].get("release") == "prom", "prometheusRule.labels")
+    want = yaml.safe_load((OPERATOR / "files" / "prometheus-rules.yaml").read_text())
+    ensure(rule["spec"] == want, "the PrometheusRule's spec is not files/prometheus-rules.yaml")
+    alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    ensure({"SlurmClusterDown", "SlurmSubmitsFailing", "SlurmNodeSetDrainStuck", "SlurmPollErrors"} <= alerts, str(alerts))
+    ensure(all("{{ $labels." in r["annotations"]["summary"] for g in rule["spec"]["groups"] for r in g["rules"]
+               if r["alert"] != "SlurmOperatorNoLeader"), "Prometheus templates rendered away by helm")
+    cm = one(docs, "ConfigMap", "test-slurm-operator-dashboard")
+    ensure(cm["metadata"]["namespace"] == "monitoring", cm["metadata"]["namespace"])
+    ensure(cm["metadata"]["labels"].get("grafana_dashboard") == "1", "sidecar label")
+    ensure(cm["metadata"].get("annotations") == {"grafana_folder": "Slurm"}, str(cm["metadata"].get("annotations")))
+    dashboard = json.loads(cm["data"]["slurm-operator.json"])
+    ensure(dashboard == json.loads((OPERATOR / "files" / "dashboards" / "slurm-operator.json").read_text()),
+           "the ConfigMap's dashboard is not files/dashboards/slurm-operator.json")
+    sm = one(docs, "ServiceMonitor")
+    ensure(all(e.get("honorLabels") is True for e in sm["spec"]["endpoints"]), "ServiceMonitor without honorLabels")
+    return f"{len(alerts)} alerts, dashboard with {len(dashboard['panels'])} panels"
 
 
 def t_artifacthub() -> str:
@@ -978,6 +1045,68 @@ def t_cluster_slurm_conf_defaults() -> str:
     ensure(conf.get("SchedulerParameters") == "batch_sched_delay=0" and "TreeWidth" not in conf, "slurm.config not applied")
     ensure(conf["ClusterName"] == "hpc1" and conf["MaxNodeCount"] == "16", "clusterName/maxNodeCount not applied")
     return ""
+
+
+def t_cluster_cgroup() -> str:
+    """slurm.cgroup: off by default (Slurm's process tracking only); on, slurm.conf confines jobs
+    with cgroups, cgroup.conf is served next to slurm.conf, and slurmd runs privileged."""
+    docs = render(CLUSTER)
+    conf = slurm_conf(docs)
+    ensure(conf["ProctrackType"] == "proctrack/linuxproc" and conf["TaskPlugin"] == "task/none", "defaults changed")
+    cm = next(d for d in find(docs, "ConfigMap") if "slurm.conf" in d.get("data", {}))
+    ensure("cgroup.conf" not in cm["data"], "cgroup.conf without slurm.cgroup.enabled")
+    slurmd = next(c for c in one(docs, "SlurmNodeSet")["spec"]["template"]["spec"]["containers"] if c["name"] == "slurmd")
+    ensure(not (slurmd.get("securityContext") or {}).get("privileged"), "slurmd privileged without cgroups")
+
+    sets = ("slurm.cgroup.enabled=true", "accounting.enabled=true", "slurm.cgroup.config.ConstrainSwapSpace=",
+            "slurm.cgroup.config.AllowedRAMSpace=95", "nodesets.compute.securityContext.runAsUser=0")
+    docs = render(CLUSTER, sets=sets, cache=False)
+    conf = slurm_conf(docs)
+    ensure(conf["ProctrackType"] == "proctrack/cgroup", f"ProctrackType={conf['ProctrackType']}")
+    ensure(conf["TaskPlugin"] == "task/cgroup,task/affinity", f"TaskPlugin={conf['TaskPlugin']}")
+    ensure(conf["JobAcctGatherType"] == "jobacct_gather/cgroup", f"JobAcctGatherType={conf['JobAcctGatherType']}")
+    cm = next(d for d in find(docs, "ConfigMap") if "slurm.conf" in d.get("data", {}))
+    cg = dict(line.split("=", 1) for line in cm["data"].get("cgroup.conf", "").splitlines() if line and not line.startswith("#"))
+    ensure(cg == {"AllowedRAMSpace": "95", "CgroupPlugin": "autodetect", "ConstrainCores": "yes", "ConstrainDevices": "yes",
+                  "ConstrainRAMSpace": "yes", "IgnoreSystemd": "yes"}, f"cgroup.conf {cg}")
+    for ns in find(docs, "SlurmNodeSet"):
+        slurmd = next(c for c in ns["spec"]["template"]["spec"]["containers"] if c["name"] == "slurmd")
+        ensure(slurmd.get("securityContext") == {"privileged": True, "runAsUser": 0},
+               f"{ns['metadata']['name']}: slurmd securityContext {slurmd.get('securityContext')}")
+    # Opting out of privileged keeps the values' securityContext as it is.
+    docs = render(CLUSTER, sets=("slurm.cgroup.enabled=true", "slurm.cgroup.privileged=false"), cache=False)
+    slurmd = next(c for c in one(docs, "SlurmNodeSet")["spec"]["template"]["spec"]["containers"] if c["name"] == "slurmd")
+    ensure("securityContext" not in slurmd, f"privileged=false: {slurmd.get('securityContext')}")
+    err = render_fail(CLUSTER, ("slurm.cgroup.enabled=true", "slurm.extraConfigFiles.cgroup\\.conf=x"))
+    ensure("slurm.cgroup.config" in err, err)
+    return "proctrack/cgroup, task/cgroup, cgroup.conf, privileged slurmd"
+
+
+def t_cluster_slurmctld_metrics() -> str:
+    """slurmctld.metrics: MetricsType in slurm.conf and a ServiceMonitor with one endpoint per
+    path on the slurmctld Service's port; refused with PrivateData (Slurm then serves none)."""
+    docs = render(CLUSTER)
+    ensure("MetricsType" not in slurm_conf(docs), "MetricsType without slurmctld.metrics.enabled")
+    ensure(not find(docs, "ServiceMonitor"), "a ServiceMonitor by default")
+    docs = render(CLUSTER, sets=("slurmctld.metrics.enabled=true", "slurmctld.metrics.serviceMonitor.enabled=true",
+                                 "slurmctld.metrics.serviceMonitor.labels.release=prom"), cache=False)
+    ensure(slurm_conf(docs)["MetricsType"] == "metrics/openmetrics", "MetricsType")
+    sm = one(docs, "ServiceMonitor")
+    svc = next(d for d in find(docs, "Service") if any(p["name"] == "slurmctld" for p in d["spec"]["ports"]))
+    ensure(all(svc["metadata"]["labels"].get(k) == v for k, v in sm["spec"]["selector"]["matchLabels"].items()),
+           f"the ServiceMonitor selects {sm['spec']['selector']} but the slurmctld Service has {svc['metadata']['labels']}")
+    others = [d["metadata"]["name"] for d in find(docs, "Service") if d is not svc
+              and all(d["metadata"].get("labels", {}).get(k) == v for k, v in sm["spec"]["selector"]["matchLabels"].items())]
+    ensure(not others, f"the ServiceMonitor also selects {others}")
+    ensure(sm["metadata"]["labels"].get("release") == "prom", "serviceMonitor.labels")
+    ensure([(e["port"], e["path"]) for e in sm["spec"]["endpoints"]]
+           == [("slurmctld", f"/metrics/{e}") for e in ("jobs", "nodes", "partitions", "scheduler")], str(sm["spec"]["endpoints"]))
+    ensure(any(p["name"] == "slurmctld" and p["port"] == 6817 for p in svc["spec"]["ports"]), "slurmctld port")
+    err = render_fail(CLUSTER, ("slurmctld.metrics.enabled=true", "slurm.config.PrivateData=jobs"))
+    ensure("PrivateData" in err, err)
+    err = render_fail(CLUSTER, ("slurmctld.metrics.serviceMonitor.enabled=true",))
+    ensure("slurmctld.metrics.enabled" in err, err)
+    return "MetricsType, ServiceMonitor per endpoint, PrivateData refused"
 
 
 def t_cluster_memory_conversion() -> str:
@@ -1572,10 +1701,13 @@ def main() -> int:
     r.check("Dockerfile: static, non-root user = chart runAsUser, lean context", t_dockerfile)
     r.check("operator: PDB with replicas > 1, helm test Pod, extraObjects", t_operator_extras)
     r.check("operator: Artifact Hub annotations match crds/ and examples/tenancy/", t_artifacthub)
+    r.check("operator: PrometheusRule and Grafana dashboard from files/, ServiceMonitor honorLabels", t_operator_monitoring)
     r.check("cluster: daemons non-root with limits", t_cluster_daemons_secure)
     r.check("cluster: slurm.conf defaults and overrides", t_cluster_slurm_conf_defaults)
     r.check("cluster: partitions from nodesets, GresTypes", t_cluster_partitions)
     r.check("cluster: memory quantities -> RealMemory MiB", t_cluster_memory_conversion)
+    r.check("cluster: slurm.cgroup confines jobs (cgroup plugins, cgroup.conf, privileged slurmd)", t_cluster_cgroup)
+    r.check("cluster: slurmctld metrics (MetricsType, ServiceMonitor)", t_cluster_slurmctld_metrics)
     r.check("secrets: generated, random, kept", t_secrets_generated)
     r.check("secrets: live values reused across upgrades (lookup logic)", t_secrets_reuse_logic)
     r.check("secrets: existingSecret used, nothing generated", t_secrets_existing)

@@ -35,6 +35,14 @@ and slurm.extraConfig. Served to slurmd by slurmctld (configless). */}}
   "MailProg" "/bin/true"
 }}
 {{- if $model.gresTypes }}{{ $_ := set $conf "GresTypes" (join "," $model.gresTypes) }}{{ end }}
+{{- if $v.slurm.cgroup.enabled }}
+{{- $_ := set $conf "ProctrackType" "proctrack/cgroup" }}
+{{- $_ := set $conf "TaskPlugin" "task/cgroup,task/affinity" }}
+{{- if $v.accounting.enabled }}{{ $_ := set $conf "JobAcctGatherType" "jobacct_gather/cgroup" }}{{ end }}
+{{- end }}
+{{- if $v.slurmctld.metrics.enabled }}
+{{- $_ := set $conf "MetricsType" "metrics/openmetrics" }}
+{{- end }}
 {{- if $v.accounting.enabled }}
 {{- $_ := set $conf "AccountingStorageType" "accounting_storage/slurmdbd" }}
 {{- $_ := set $conf "AccountingStorageHost" (include "slurm-cluster.slurmdbd.name" .) }}
@@ -46,6 +54,9 @@ and slurm.extraConfig. Served to slurmd by slurmctld (configless). */}}
 {{- else }}
 {{- $_ := set $conf $k (toString $val) }}
 {{- end }}
+{{- end }}
+{{- if and $v.slurmctld.metrics.enabled (get $conf "PrivateData") }}
+{{- fail "slurmctld.metrics.enabled: Slurm serves no metrics while slurm.conf sets PrivateData; remove slurm.config.PrivateData or turn the metrics off" }}
 {{- end -}}
 # slurm.conf rendered by the slurm-cluster chart ({{ .Release.Name }}); edit values, not this file.
 # Nodes are dynamic (slurmd -Z in SlurmNodeSet pods, managed by slurm-operator); MaxNodeCount bounds them.
@@ -66,5 +77,28 @@ NodeSet={{ $name }} Feature={{ $name }}
 
 # slurm.extraConfig
 {{ . | trimSuffix "\n" }}
+{{- end }}
+{{ end }}
+
+{{/* cgroup.conf for slurm.cgroup: the chart's keys, overridden by slurm.cgroup.config. */}}
+{{- define "slurm-cluster.cgroupConf" -}}
+{{- $conf := dict
+  "CgroupPlugin" "autodetect"
+  "IgnoreSystemd" "yes"
+  "ConstrainCores" "yes"
+  "ConstrainRAMSpace" "yes"
+  "ConstrainSwapSpace" "yes"
+  "ConstrainDevices" "yes"
+}}
+{{- range $k, $val := .Values.slurm.cgroup.config }}
+{{- if or (kindIs "invalid" $val) (eq (toString $val) "") }}
+{{- $_ := unset $conf $k }}
+{{- else }}
+{{- $_ := set $conf $k (toString $val) }}
+{{- end }}
+{{- end -}}
+# cgroup.conf rendered by the slurm-cluster chart ({{ .Release.Name }}); edit slurm.cgroup, not this file.
+{{- range $k := keys $conf | sortAlpha }}
+{{ $k }}={{ get $conf $k }}
 {{- end }}
 {{ end }}

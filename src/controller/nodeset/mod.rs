@@ -326,6 +326,12 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
         .iter()
         .filter_map(|p| pods::view(&prefix, p))
         .collect();
+    // For the drain-stuck alert (docs/metrics.md): when the oldest drain in progress began.
+    ctx.metrics.nodeset_draining_since(
+        &namespace,
+        &name,
+        views.iter().filter_map(|v| v.drain_started).min(),
+    );
     let taken: BTreeSet<u32> = listed
         .items
         .iter()

@@ -1,0 +1,261 @@
+// Test code: a failed unwrap is a failed test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use kube::runtime::{reflector, watcher};
+use serde_json::json;
+
+use super::*;
+
+fn object<K: serde::de::DeserializeOwned>(value: serde_json::Value) -> K {
+    serde_json::from_value(value).unwrap()
+}
+
+/// A store holding `objects`, as a controller's reflector fills it.
+fn store<K>(objects: Vec<K>) -> Store<K>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (reader, mut writer) = reflector::store();
+    for object in objects {
+        writer.apply_watcher_event(&watcher::Event::Apply(object));
+    }
+    reader
+}
+
+fn cluster(name: &str, ready: &str, version: Option<&str>) -> SlurmCluster {
+    object(json!({
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "endpoint": "https://slurmrestd.example.org:6820",
+            "auth": {"jwt": {"keySecretRef": {"name": "jwt"}}},
+            "access": [{"namespaces": ["team"], "slurmUser": "alice"}],
+        },
+        "status": {
+            "conditions": [{"type": "Ready", "status": ready, "reason": "R", "message": "",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "restApiVersion": version,
+            "slurmRelease": "24.11.5",
+        },
+    }))
+}
+
+fn job(name: &str, phase: Option<&str>, reason: Option<&str>) -> SlurmJob {
+    let mut value = json!({
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+        "metadata": {"name": name, "namespace": "team"},
+        "spec": {"clusterName": "main", "script": "#!/bin/sh\ntrue\n"},
+    });
+    if let Some(phase) = phase {
+        value["status"] = json!({"phase": phase, "stateReason": reason});
+    }
+    object(value)
+}
+
+fn nodeset(name: &str, draining: i32, drain_timeout: Option<&str>) -> SlurmNodeSet {
+    let mut value = json!({
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmNodeSet",
+        "metadata": {"name": name, "namespace": "team"},
+        "spec": {
+            "clusterName": "main", "replicas": 3,
+            "template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd"}]}},
+            "slurm": {},
+        },
+        "status": {"replicas": 3, "slurm": {"idle": 1, "mixed": 1, "draining": draining}},
+    });
+    if let Some(timeout) = drain_timeout {
+        value["spec"]["scaleIn"] = json!({"drainTimeout": timeout});
+    }
+    object(value)
+}
+
+fn lines_with<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(name))
+        .collect()
+}
+
+#[test]
+fn event_metrics_carry_static_labels_and_the_cluster() {
+    let metrics = Metrics::new();
+    metrics.reconciled("cluster", Duration::from_millis(3));
+    metrics.reconcile_failed("cluster", "SecretNotFound");
+    metrics.polled_cluster("main", "jobs", Duration::from_millis(8), false);
+    let observer = metrics.requests_of("main");
+    observer.observe("slurm_get_diag", Some(511), Duration::from_millis(2));
+    observer.observe("slurm_get_diag", None, Duration::from_millis(2));
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.contains("slurm_operator_reconciles_total{controller=\"cluster\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("slurm_operator_reconcile_errors_total{controller=\"cluster\",reason=\"SecretNotFound\"} 1"), "{text}");
+    assert!(
+        text.contains("slurm_operator_poll_errors_total{cluster=\"main\",kind=\"jobs\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("slurm_operator_slurmrestd_request_duration_seconds_count{cluster=\"main\",operation=\"slurm_get_diag\",code=\"5xx\"} 1"), "{text}");
+    assert!(
+        text.contains("cluster=\"main\",operation=\"slurm_get_diag\",code=\"error\""),
+        "{text}"
+    );
+}
+
+#[test]
+fn object_gauges_are_read_from_the_caches_at_scrape_time() {
+    let metrics = Metrics::new();
+    // Before the controllers have caches: descriptions only, no series.
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.contains("# TYPE slurm_operator_cluster_up gauge"),
+        "{text}"
+    );
+    assert!(
+        lines_with(&text, "slurm_operator_cluster_up").is_empty(),
+        "{text}"
+    );
+
+    let (leading, _) = tokio::sync::watch::channel(false);
+    metrics.watch_objects(ObjectSources {
+        clusters: store(vec![
+            cluster("main", "True", Some("v0.0.42")),
+            cluster("spare", "False", None),
+        ]),
+        slurmjobs: vec![store(vec![
+            job("a", Some("Pending"), Some("Priority")),
+            job("b", Some("Pending"), Some("Priority")),
+            job("c", Some("Pending"), Some("Resources")),
+            job("d", Some("Running"), None),
+            job("e", None, None),
+        ])],
+        nodesets: vec![store(vec![
+            nodeset("cpu", 1, Some("1h")),
+            nodeset("gpu", 0, None),
+        ])],
+        leadership: Leadership::follow(leading.subscribe()),
+    });
+    metrics.nodeset_draining_since(
+        "team",
+        "cpu",
+        Some(
+            DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+                .unwrap()
+                .to_utc(),
+        ),
+    );
+    // A SlurmNodeSet that no longer exists exports nothing.
+    metrics.nodeset_draining_since("team", "gone", Some(Utc::now()));
+
+    let text = metrics.encode().unwrap();
+    let expected = [
+        "slurm_operator_cluster_up{cluster=\"main\"} 1",
+        "slurm_operator_cluster_up{cluster=\"spare\"} 0",
+        "slurm_operator_cluster_api_version_info{cluster=\"main\",version=\"v0.0.42\",slurm_release=\"24.11.5\"} 1",
+        "slurm_operator_slurmjobs{cluster=\"main\",namespace=\"team\",phase=\"Pending\"} 4",
+        "slurm_operator_slurmjobs{cluster=\"main\",namespace=\"team\",phase=\"Running\"} 1",
+        "slurm_operator_slurmjobs_pending{cluster=\"main\",reason=\"Priority\"} 2",
+        "slurm_operator_slurmjobs_pending{cluster=\"main\",reason=\"Resources\"} 1",
+        "slurm_operator_nodeset_nodes{cluster=\"main\",namespace=\"team\",nodeset=\"cpu\",state=\"draining\"} 1",
+        "slurm_operator_nodeset_nodes{cluster=\"main\",namespace=\"team\",nodeset=\"gpu\",state=\"idle\"} 1",
+        "slurm_operator_nodeset_replicas_desired{cluster=\"main\",namespace=\"team\",nodeset=\"cpu\"} 3",
+        "slurm_operator_nodeset_drain_timeout_seconds{cluster=\"main\",namespace=\"team\",nodeset=\"cpu\"} 3600.0",
+        "slurm_operator_nodeset_oldest_drain_start_timestamp_seconds{cluster=\"main\",namespace=\"team\",nodeset=\"cpu\"} 1767225600.0",
+        "slurm_operator_leader 0",
+    ];
+    for line in expected {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+    // The cluster without an API version has no info series; `gone` and `gpu` no drain series.
+    assert_eq!(
+        lines_with(&text, "slurm_operator_cluster_api_version_info").len(),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        lines_with(
+            &text,
+            "slurm_operator_nodeset_oldest_drain_start_timestamp_seconds"
+        )
+        .len(),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        lines_with(&text, "slurm_operator_nodeset_drain_timeout_seconds").len(),
+        1,
+        "{text}"
+    );
+
+    // The drain ended: its series goes.
+    metrics.nodeset_draining_since("team", "cpu", None);
+    let text = metrics.encode().unwrap();
+    assert!(
+        lines_with(
+            &text,
+            "slurm_operator_nodeset_oldest_drain_start_timestamp_seconds"
+        )
+        .is_empty(),
+        "{text}"
+    );
+}
+
+#[test]
+fn proc_stat_fields_are_counted_from_the_last_parenthesis() {
+    // A command name with spaces and a parenthesis; fields as proc(5) numbers them.
+    let stat = "4242 (tokio (rt) x) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 7 0 \
+                12345 104857600 2560 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+    let stats = parse_stat(stat, 4096).unwrap();
+    assert_eq!(
+        stats,
+        ProcessStats {
+            cpu_seconds: 3.0,
+            virtual_bytes: 104_857_600,
+            resident_bytes: 2560 * 4096,
+            threads: 7,
+            start_after_boot: 123.45,
+        }
+    );
+    assert_eq!(parse_stat("4242 (truncated) S 1 2", 4096), None);
+    assert_eq!(
+        parse_max_fds(
+            "Limit  Soft Limit  Hard Limit  Units\nMax open files  1024  524288  files\n"
+        ),
+        Some(1024)
+    );
+    assert_eq!(
+        parse_boot_time("cpu  1 2 3\nbtime 1767225600\n"),
+        Some(1_767_225_600)
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn process_metrics_are_unprefixed_and_plausible() {
+    let text = Metrics::new().encode().unwrap();
+    let value = |name: &str| -> f64 {
+        let line = lines_with(&text, name);
+        assert_eq!(line.len(), 1, "{name} in\n{text}");
+        line[0].rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    // This test process has at least its main thread, some resident memory and open fds.
+    assert!(value("process_resident_memory_bytes") > 0.0);
+    assert!(value("process_threads") >= 1.0);
+    assert!(value("process_open_fds") >= 1.0);
+    assert!(value("process_max_fds") >= value("process_open_fds"));
+    let started = value("process_start_time_seconds");
+    #[allow(clippy::cast_precision_loss)]
+    let now = Utc::now().timestamp() as f64;
+    assert!(
+        started > now - 86_400.0 * 365.0 && started <= now + 1.0,
+        "{started} vs {now}"
+    );
+    assert!(
+        text.contains("# TYPE process_cpu_seconds counter"),
+        "{text}"
+    );
+    assert!(!text.contains("slurm_operator_process_"), "{text}");
+}
