@@ -31,7 +31,7 @@ const NAMESPACE: &str = "lifecycle";
 /// The SlurmCluster's `pollInterval` in `scenario::seed_cluster`.
 const POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// The operation label of `POST /job/submit` in the request metrics.
-const SUBMIT_OPERATION: &str = "slurm_v0042_post_job_submit";
+const SUBMIT_OPERATION: &str = "slurm_post_job_submit";
 
 /// How many submits the operator process serving `metrics` has sent (any answer).
 async fn submits(http: &reqwest::Client, metrics: &str) -> u64 {
