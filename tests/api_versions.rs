@@ -18,6 +18,10 @@ use slurm_operator::slurm::types::{Job, JobBaseState, SubmitRequest};
 use slurm_operator::slurm::{ApiVersion, ClientConfig, SlurmClient, SlurmError};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The one-version slurmrestds are one per version on the machine: tests that start (and, when
+/// done, stop) them take turns.
+static ONE_VERSION_RESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const POLL: Duration = Duration::from_millis(200);
 
 async fn records(client: &SlurmClient, job_id: u32) -> Vec<Job> {
@@ -283,6 +287,7 @@ async fn exercise(slurm: &common::LocalSlurm, version: ApiVersion) {
 #[tokio::test]
 async fn every_served_version_submits_mirrors_cancels_and_drains() {
     let slurm = require_slurm!();
+    let _turn = ONE_VERSION_RESTS.lock().await;
     for version in served(&slurm) {
         exercise(&slurm, version).await;
     }
@@ -317,5 +322,92 @@ async fn an_option_the_version_lacks_is_refused_by_name() {
     assert!(
         text.contains("oom_kill_step") && text.contains(old.as_str()),
         "{text}"
+    );
+}
+
+/// A TCP forwarder whose upstream can be switched: slurmrestd "restarted with other plugins"
+/// behind one address. A switch closes the connections open to the old upstream.
+struct Switch {
+    url: String,
+    upstream: std::sync::Arc<std::sync::Mutex<String>>,
+    connections: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    _accept: tokio::task::JoinHandle<()>,
+}
+
+impl Switch {
+    async fn start(upstream: &str) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let target = std::sync::Arc::new(std::sync::Mutex::new(upstream.to_owned()));
+        let connections = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (accept_target, accept_connections) = (target.clone(), connections.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let address = accept_target.lock().unwrap().clone();
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(address).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                accept_connections.lock().unwrap().push(task);
+            }
+        });
+        Self {
+            url,
+            upstream: target,
+            connections,
+            _accept: accept,
+        }
+    }
+
+    fn switch_to(&self, upstream: &str) {
+        *self.upstream.lock().unwrap() = upstream.to_owned();
+        for task in self.connections.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+/// slurmrestd replaced behind the same address by one serving another version: the first call
+/// finds its version unserved (and fails with UnsupportedVersion, never "not found"), the next
+/// one negotiates again and works.
+#[tokio::test]
+async fn a_slurmrestd_that_stops_serving_the_version_in_use_is_negotiated_again() {
+    let slurm = require_slurm!();
+    let _turn = ONE_VERSION_RESTS.lock().await;
+    let versions = served(&slurm);
+    let (older, newer) = (versions[0], versions[1]);
+    let old_rest = common::VersionRest::start(&slurm, older.as_str());
+    let new_rest = common::VersionRest::start(&slurm, newer.as_str());
+    let address = |rest: &common::VersionRest| rest.url.trim_start_matches("http://").to_owned();
+    let switch = Switch::start(&address(&new_rest)).await;
+    let config = ClientConfig::new(&switch.url)
+        .unwrap()
+        .allow_plaintext(true);
+    let client = SlurmClient::new(config, slurm.credentials()).unwrap();
+
+    assert_eq!(
+        client.cluster_info().await.unwrap().api_version,
+        newer.as_str()
+    );
+    assert_eq!(client.api_version(), Some(newer));
+
+    switch.switch_to(&address(&old_rest));
+    let err = client.job(1).await.unwrap_err();
+    assert!(
+        matches!(err, SlurmError::UnsupportedVersion { .. }),
+        "{newer} gone: {err}"
+    );
+    assert_eq!(client.api_version(), None, "forgotten after the 404");
+    let info = client.cluster_info().await.unwrap();
+    assert_eq!(info.api_version, older.as_str());
+    assert_eq!(client.api_version(), Some(older));
+    assert!(
+        client
+            .partitions()
+            .await
+            .unwrap()
+            .iter()
+            .any(|p| p.name == slurm.partition)
     );
 }

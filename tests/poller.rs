@@ -457,11 +457,7 @@ async fn quiet_cycles_cost_the_same_with_1_or_200_jobs() {
     // Every cycle lists the job states once, and the node list at most twice (Slurm 24.11
     // fails an incremental node list when only nodes changed: the facade asks again in full).
     for cycle in one.iter().chain(&two_hundred) {
-        assert_eq!(
-            cycle.get("slurm_get_jobs_state"),
-            Some(&1),
-            "{cycle:?}"
-        );
+        assert_eq!(cycle.get("slurm_get_jobs_state"), Some(&1), "{cycle:?}");
         assert!(
             cycle.get("slurm_get_nodes").is_some_and(|n| *n <= 2),
             "{cycle:?}"
