@@ -281,6 +281,16 @@ async fn exercise(slurm: &common::LocalSlurm, version: ApiVersion) {
         })
         .await;
         assert_eq!(found.name, format!("{tag}-cancel"));
+        let named = client
+            .accounting_jobs_named(&format!("{tag}-cancel"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            named.iter().any(|j| j.job_id == long),
+            "{}: {named:?}",
+            context("accounting by name")
+        );
     }
 }
 

@@ -542,16 +542,28 @@ fn check_data_parser(
     }
 }
 
+/// The most served versions an `UnsupportedVersion` message lists.
+const MAX_NAMED_VERSIONS: usize = 12;
+
 /// What to tell the admin when no version fits: what slurmrestd serves (when its `/openapi/v3`
 /// said), what was pinned or what the operator speaks, and what to change.
 fn no_common_version(pinned: Option<ApiVersion>, served: Option<&[String]>) -> String {
     let served_text = match served {
         Some([]) => "no REST API version its /openapi/v3 names".to_owned(),
-        Some(list) => list
-            .iter()
-            .map(|v| shortened(v, 16))
-            .collect::<Vec<_>>()
-            .join(", "),
+        // From the answer: bounded in count and length, like anything of an answer a status
+        // repeats.
+        Some(list) => {
+            let mut text = list
+                .iter()
+                .take(MAX_NAMED_VERSIONS)
+                .map(|v| shortened(v, 16))
+                .collect::<Vec<_>>()
+                .join(", ");
+            if list.len() > MAX_NAMED_VERSIONS {
+                text.push_str(&format!(" and {} more", list.len() - MAX_NAMED_VERSIONS));
+            }
+            text
+        }
         None => "a list of versions that could not be read (/openapi/v3)".to_owned(),
     };
     match pinned {
@@ -628,8 +640,11 @@ mod tests {
 
         let text = no_common_version(None, None);
         assert!(text.contains("could not be read"), "{text}");
-        // A hostile list is bounded per entry.
+        // A hostile list is bounded per entry and in count.
         let long = ["v".repeat(500)];
         assert!(no_common_version(None, Some(&long)).len() < 300);
+        let many: Vec<String> = (0..5000).map(|n| format!("v0.0.{n}")).collect();
+        let text = no_common_version(None, Some(&many));
+        assert!(text.len() < 400 && text.contains("and 4988 more"), "{text}");
     }
 }

@@ -13,6 +13,7 @@ use super::error::SlurmError;
 use super::types::{JobState, JobStateEntry, SubmitRequest};
 use super::version::ApiVersion;
 
+pub(crate) mod replay;
 pub(super) mod v0_0_40;
 pub(super) mod v0_0_41;
 pub(super) mod v0_0_42;
@@ -109,10 +110,10 @@ impl Dialect {
     /// Decode an answer as this version's client does (`crate::slurm::fuzzing`).
     pub(super) fn decode(
         version: ApiVersion,
-        endpoint: super::fuzzing::Endpoint,
+        endpoint: replay::Endpoint,
         status: u16,
         body: &[u8],
-    ) -> Result<super::fuzzing::Decoded, SlurmError> {
+    ) -> Result<replay::Decoded, SlurmError> {
         match version {
             ApiVersion::V0_0_40 => v0_0_40::decode(endpoint, status, body),
             ApiVersion::V0_0_41 => v0_0_41::decode(endpoint, status, body),

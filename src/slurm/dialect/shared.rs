@@ -615,13 +615,13 @@ fn submit_request(request: &SubmitRequest) -> Result<api::JobSubmitReq, SlurmErr
 }
 
 /// Decode `body`, an answer with HTTP `status` to `endpoint`, as the client does (for
-/// `crate::slurm::fuzzing`).
+/// `crate::slurm::fuzzing`, through `replay`).
 pub(crate) fn decode(
-    endpoint: crate::slurm::fuzzing::Endpoint,
+    endpoint: crate::slurm::dialect::replay::Endpoint,
     status: u16,
     body: &[u8],
-) -> Result<crate::slurm::fuzzing::Decoded, SlurmError> {
-    use crate::slurm::fuzzing::{Check, Decoded, Endpoint, JOB, NODE};
+) -> Result<crate::slurm::dialect::replay::Decoded, SlurmError> {
+    use crate::slurm::dialect::replay::{Check, Decoded, Endpoint, JOB, NODE};
     let none = Subject::None;
     let job_subject = Subject::Job(JOB);
     let check = Check {
