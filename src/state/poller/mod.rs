@@ -315,7 +315,11 @@ impl Poller {
             || self.full_now
             || self.first_listing.is_none()
             || Instant::now() >= self.full_due
-            || !strategy::incremental_pays(&self.tracker, self.tuning.probe_width);
+            || !strategy::incremental_pays(
+                &self.tracker,
+                strategy::followed(&self.tracker, &self.wanted).len(),
+                self.tuning.probe_width,
+            );
         // Taken before the request: a job submitted before this instant is in the listing, so
         // a job missing from it was gone when the listing began (`plan::gone` relies on it).
         let listed_at = Utc::now();

@@ -453,11 +453,14 @@ pub fn followed(tracker: &Tracker, wanted: &BTreeSet<u32>) -> BTreeSet<u32> {
     ids
 }
 
-/// Whether an incremental listing may replace a full one: only past `width` jobs. Below, a
-/// full listing costs no more than the probe (~80 bytes a job), and it shows where slurmctld's
-/// numbering stands, which an empty or tiny queue does not tell a probe.
-pub fn incremental_pays(tracker: &Tracker, width: u32) -> bool {
-    tracker.len() > width as usize
+/// Whether an incremental listing may replace a full one, given how many jobs it would follow.
+/// A full listing is one request of ~80 bytes a job; an incremental one asks about the followed
+/// jobs (and a window of ids) by id, in requests of a few hundred ids. It pays only when it
+/// follows at most a quarter of the jobs, and past `width` jobs: a full listing of a tiny queue
+/// costs no more than the probe, and shows where slurmctld's numbering stands, which an empty
+/// queue does not tell a probe.
+pub fn incremental_pays(tracker: &Tracker, followed: usize, width: u32) -> bool {
+    tracker.len() > width as usize && followed.saturating_mul(4) <= tracker.len()
 }
 
 /// The `width` ids above `highest`: where slurmctld's next jobs are (it numbers them in
@@ -1278,8 +1281,12 @@ mod tests {
         assert_eq!(ids, vec![1, 2, 4, 5, 6, 99]);
         assert_eq!(probe(10, 4), 11..=14);
         assert_eq!(probe(u32::MAX - 1, 4), u32::MAX..=u32::MAX);
-        assert!(!incremental_pays(&tracker, 6));
-        assert!(incremental_pays(&tracker, 5));
+        assert!(!incremental_pays(&tracker, 1, 6), "a tiny queue");
+        assert!(incremental_pays(&tracker, 1, 5));
+        assert!(
+            !incremental_pays(&tracker, 2, 5),
+            "following a third of the queue"
+        );
     }
 
     #[test]
