@@ -9,7 +9,11 @@
 //!    SlurmJob controller's) and a step, from the moment a DELETE of the job is sent;
 //! 3. request cost of the poller's cycles with 10, 1 000 and 10 000 jobs in slurmctld, counted
 //!    with the client's `RequestObserver`; bytes through a counting TCP proxy in front of
-//!    slurmrestd.
+//!    slurmrestd. The held jobs are others' (no ownership tag), so the cycles between full
+//!    listings are incremental (issue 19); one full state listing's size is shown next to them;
+//! 4. a restarted poller's first sync (issue 19) against the jobs then held, which no SlurmJob
+//!    names: requests, seconds and bytes until its index is synced, skipping them (a cluster
+//!    with accounting) and fetching every record (as before issue 19, and without accounting).
 //!
 //! Every job it submits is held (`begin_time` a day ahead, so none runs) and named after
 //! `--run`; `hack/bench.sh` cancels them all afterwards by that prefix.

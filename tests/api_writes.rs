@@ -150,7 +150,7 @@ async fn a_slurmjob_costs_a_finalizer_and_one_status_write_and_one_event_per_tra
             );
         }
     }
-    let total_events: usize = per_job.values().map(Vec::len).sum();
+    let total_events: usize = names.iter().map(|n| per_job[n].len()).sum();
     eprintln!(
         "per SlurmJob: {:.2} writes ({} finalizer patches, {} status writes, {} Events for {JOBS})",
         (finalizers + statuses) as f64 / JOBS as f64 + total_events as f64 / JOBS as f64,
