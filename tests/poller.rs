@@ -893,12 +893,17 @@ async fn incremental_cycles_follow_changes_ends_purges_and_node_deletions() {
     let tuning = poller::Tuning {
         full_every: Duration::from_secs(3_600),
         probe_width: 4,
-        // The held jobs are fetched at the first listing, as new ones would be.
-        skip_first_sync: false,
+        // The jobs just submitted are among the newest: the first listing fetches them.
+        recent: Duration::from_secs(30),
         ..poller::Tuning::default()
     };
     let mut poller = start_tuned(&slurm, tuning);
-    synced(&mut poller.index).await;
+    // Longer than other tests allow: a shared Slurm busy with a burst of others' submits makes
+    // the first listing fetch every record.
+    wait_index(&mut poller.index, "a synced index", 5 * TIMEOUT, |s| {
+        s.jobs_synced_at.map(|_| ())
+    })
+    .await;
     let incremental =
         |s: &slurm_operator::state::index::ClusterState| s.jobs_listed_up_to.is_some();
     for id in &held {
@@ -974,15 +979,19 @@ async fn incremental_cycles_follow_changes_ends_purges_and_node_deletions() {
     }
     assert!(gone, "a JobGone event for job {job_id}");
 
-    // A fresh poller's full sync agrees on every job of this test.
-    let mut fresh = start_tuned(
-        &slurm,
-        poller::Tuning {
-            skip_first_sync: false,
-            ..poller::Tuning::default()
-        },
-    );
+    // A fresh poller's full sync agrees on every job of this test (asked for, as SlurmJobs
+    // naming them would: its first listing skips what it does not know).
+    let mut fresh = start_tuned(&slurm, poller::Tuning::default());
     synced(&mut fresh.index).await;
+    for id in held.iter().chain([&job_id]) {
+        fresh.index.borrow().want(*id);
+    }
+    wait_index(&mut fresh.index, "the wanted jobs resolved", TIMEOUT, |s| {
+        held.iter()
+            .all(|id| !s.unresolved.contains(id))
+            .then_some(())
+    })
+    .await;
     synced(&mut poller.index).await;
     let ours = |s: &slurm_operator::state::index::ClusterState| -> BTreeMap<u32, JobBaseState> {
         s.jobs

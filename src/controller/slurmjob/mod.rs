@@ -613,7 +613,11 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             },
             Some(state),
             Some(handle),
-        ) if state.skipped_before.is_some() && !skip_cancel => {
+        ) if state.skipped_before.is_some()
+            && !skip_cancel
+            // In doubt only while the status records no job of the latest generation.
+            && status.submitted_generation != Some(generation) =>
+        {
             let Some(_io) = handle.try_io() else {
                 return Err(Error::ClusterBusy(job.spec.cluster_name.clone()));
             };
