@@ -9,7 +9,9 @@
 //! - every node, in full ([`Node`] is small and the SlurmNodeSet controller needs all of it);
 //! - the full record of every job that is **ours**: its comment is an ownership tag
 //!   ([`Job::owner`], parsed by the facade), array tasks and a pending array's meta record
-//!   included;
+//!   included — of the jobs the poller resolved: all of them, except, on a cluster with
+//!   accounting, the jobs of its first listing that nobody asked for ([`ClusterState::want`],
+//!   [`ClusterState::unresolved`]; issue 19);
 //! - of everyone else's jobs only what the SlurmNodeSet controller needs: per node, how many jobs run
 //!   there and until when at the latest ([`NodeJobs`]).
 
