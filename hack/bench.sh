@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Benchmarks against the real local Slurm, in one run (issue 7): submit throughput through the
 # operator's submit path vs bare REST submits, status latency (Slurm-side change -> SlurmJob
-# status), slurmrestd requests per poll cycle at 10 / 1 000 / 10 000 jobs, the memory of an
+# status), slurmrestd requests per poll cycle at 10 / 1 000 / 10 000 jobs (others' held jobs; the
+# size of one full state listing next to them), a restarted poller's first sync against those
+# 10 000 jobs (skipping them, and, as before issue 19, fetching every record), the memory of an
 # index with 10 000 jobs and 1 000 nodes, and the memory of the operator binary with 10 000
 # SlurmJobs in its caches (against the tests' in-memory API server). The measuring code is examples/bench.rs (its module
 # docs say what each number covers). Measures, never asserts: it prints a Markdown table and

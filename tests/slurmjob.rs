@@ -633,7 +633,7 @@ async fn a_submit_found_only_in_accounting_is_adopted() {
     while act::find_in_accounting(&job.client, &job.name, &tag, &slurm.user, &KEY)
         .await
         .unwrap()
-        .job_id
+        .and_then(|(found, _)| found.job_id)
         .is_none()
     {
         assert!(

@@ -9,13 +9,15 @@
 //! - every node, in full ([`Node`] is small and the SlurmNodeSet controller needs all of it);
 //! - the full record of every job that is **ours**: its comment is an ownership tag
 //!   ([`Job::owner`], parsed by the facade), array tasks and a pending array's meta record
-//!   included;
+//!   included — of the jobs the poller resolved: all of them, except, on a cluster with
+//!   accounting, the jobs of its first listing that nobody asked for ([`ClusterState::want`],
+//!   [`ClusterState::unresolved`]; issue 19);
 //! - of everyone else's jobs only what the SlurmNodeSet controller needs: per node, how many jobs run
 //!   there and until when at the latest ([`NodeJobs`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use kube::runtime::reflector::ObjectRef;
@@ -53,6 +55,22 @@ pub struct ClusterState {
     /// job by its tag before submitting must wait for this (fail closed). It is when that
     /// listing *began*: a job submitted before it is in the listing.
     pub jobs_synced_at: Option<DateTime<Utc>>,
+    /// `Some(n)`: the listing `jobs_synced_at` dates was incremental, and speaks only for the
+    /// jobs the poller follows and the ids up to `n` (slurmctld numbers new jobs in sequence);
+    /// a job above `n` it did not list may exist all the same. `None`: it spoke for every id.
+    pub jobs_listed_up_to: Option<u32>,
+    /// `Some(t)`: the poller's first listing (at `t`) skipped other jobs instead of fetching
+    /// them (the cluster has accounting, which finds an earlier submit): a job submitted before
+    /// `t` may carry our tag without being in `jobs`. Jobs submitted after it are resolved as
+    /// they appear. `None`: every job was resolved.
+    pub skipped_before: Option<DateTime<Utc>>,
+    /// Ids slurmctld holds whose owner the poller has not resolved (skipped at the first sync,
+    /// or not fetched yet): a SlurmJob naming one of them must wait for it ([`Self::want`]), not
+    /// call its job gone.
+    pub unresolved: Arc<BTreeSet<u32>>,
+    /// Ids readers asked the poller for ([`Self::want`]); the same queue in every state the
+    /// poller publishes.
+    pub wants: Arc<Wants>,
     pub health: Health,
     /// Poll cycles finished, successful or not, since the poller started.
     pub polls: u64,
@@ -68,6 +86,41 @@ impl ClusterState {
     /// The ids of our jobs carrying exactly `tag` (plain job ids, or array job ids), lowest first.
     pub fn tagged(&self, tag: &OwnerTag) -> Vec<u32> {
         self.jobs.tagged(tag).to_vec()
+    }
+
+    /// Ask the poller to follow job `job_id` from its next cycle on: fetch its record if it
+    /// was skipped, and ask for its state even beyond the ids an incremental cycle probes (a
+    /// job just submitted, or one a SlurmJob names after a restart).
+    pub fn want(&self, job_id: u32) {
+        self.wants.want(job_id);
+    }
+
+    /// Whether the last complete listing spoke for `job_id` (see `jobs_listed_up_to`).
+    pub fn listed_up_to(&self, job_id: u32) -> bool {
+        self.jobs_listed_up_to.is_none_or(|to| job_id <= to)
+    }
+}
+
+/// Job ids readers want the poller to follow: a request queue from many readers to the one
+/// writer, not state (the index stays single-writer). Bounded: past [`Wants::MAX`] ids a new
+/// one is dropped, and its reader asks again on its next reconcile.
+#[derive(Debug, Default)]
+pub struct Wants(Mutex<BTreeSet<u32>>);
+
+impl Wants {
+    /// More than this many pending asks are not kept.
+    pub const MAX: usize = 100_000;
+
+    pub fn want(&self, job_id: u32) {
+        let mut ids = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if ids.len() < Self::MAX {
+            ids.insert(job_id);
+        }
+    }
+
+    /// Everything asked since the last take.
+    pub fn take(&self) -> BTreeSet<u32> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 

@@ -268,10 +268,7 @@ impl ClusterRegistry {
             connection.credentials = credentials;
             Upserted::CredentialsRotated
         } else {
-            let observer = self
-                .metrics
-                .clone()
-                .map(|m| m as Arc<dyn crate::slurm::RequestObserver>);
+            let observer = self.metrics.as_ref().map(|m| m.requests_of(&cluster.name));
             let client = SlurmClient::with_observer(config, Arc::clone(&credentials), observer)?;
             let feed = self.events.feed(cluster.clone());
             let (poller, index) = spawn(

@@ -313,7 +313,12 @@ where
         index_trusted,
         submitted_here: env.submissions.get(&tag),
         indexed: indexed.job_id,
-        fresh: plan::fresh(generation, target.created, env.now),
+        fresh: plan::fresh(
+            generation,
+            target.created,
+            env.now,
+            env.state.skipped_before,
+        ),
         accounting: None,
     };
     let mut facts = facts;
@@ -339,10 +344,34 @@ where
     let answer;
     if let SubmitPlan::AskAccounting { name } = &decision {
         answer = match find_in_accounting(env.client, name, &tag, &user, env.key).await {
-            Ok(found) => {
+            Ok(Some((found, _))) if found.job_id.is_some() => {
                 notices.extend(not_adopted(&found, "accounting"));
                 AccountingAnswer::Found(found.job_id)
             }
+            Ok(Some((found, candidates))) => {
+                notices.extend(not_adopted(&found, "accounting"));
+                let unresolved: Vec<u32> = candidates
+                    .into_iter()
+                    .filter(|id| env.state.unresolved.contains(id))
+                    .collect();
+                for id in &unresolved {
+                    env.state.want(*id);
+                }
+                if unresolved.is_empty() {
+                    AccountingAnswer::Found(None)
+                } else {
+                    AccountingAnswer::Unresolved(unresolved)
+                }
+            }
+            // No accounting: the index alone shows earlier submits, unless it skipped jobs
+            // (it does so only when accounting answered; it has gone since).
+            Ok(None) if env.state.skipped_before.is_some() => AccountingAnswer::Failed {
+                reason: "NoAccounting",
+                message: "the cluster's accounting stopped answering, and the index skipped \
+                          the jobs of its first listing"
+                    .into(),
+            },
+            Ok(None) => AccountingAnswer::Found(None),
             Err(error) => AccountingAnswer::Failed {
                 reason: error.category(),
                 message: error.to_string(),
@@ -437,6 +466,8 @@ where
             ("Submitted", format!("submitted as Slurm job {job_id}")),
         ),
     };
+    // The poller follows it from its next cycle, wherever the id falls.
+    env.state.want(job_id);
     let records: Vec<Job> = env.state.job_records(job_id).into_iter().cloned().collect();
     let step = Step {
         status: status::submitted(base, job_id, generation, ready, now, &records),
@@ -506,6 +537,13 @@ pub async fn follow_or_account(
     env: Env<'_>,
 ) -> (SlurmJobStatus, Option<Duration>) {
     let next = plan::follow(current, job_id, env.state, env.now, uid, env.key);
+    if let Ok(id) = u32::try_from(job_id)
+        && env.state.job_records(id).is_empty()
+        && !plan::resolved(env.state, job_id)
+    {
+        // Skipped at the first sync, or beyond what the last listing asked: fetch it.
+        env.state.want(id);
+    }
     if next.phase != Phase::Lost || current.phase == Phase::Lost {
         return (next, None);
     }
@@ -579,19 +617,20 @@ pub async fn accounting_records(
 
 /// The job carrying `tag` in accounting, found by its name, that is provably ours
 /// ([`plan::adoptable`]): what the index cannot show once slurmctld dropped the job
-/// (`MinJobAge`). Nothing found also when the cluster has no accounting.
+/// (`MinJobAge`). With it, the ids of the jobs of that name and `user` whose records carry no
+/// comment (slurmdbd stores it only at a job's end): a job still in slurmctld, whose record
+/// there shows whether it is ours. `None` when the cluster has no accounting.
 pub async fn find_in_accounting(
     client: &SlurmClient,
     name: &str,
     tag: &OwnerTag,
     user: &str,
     key: &TagKey,
-) -> Result<Adoptable, SlurmError> {
-    Ok(client
-        .accounting_jobs_named(name)
-        .await?
-        .map(|records| plan::adoptable(&records, tag, user, key))
-        .unwrap_or_default())
+) -> Result<Option<(Adoptable, Vec<u32>)>, SlurmError> {
+    Ok(client.accounting_jobs_named(name).await?.map(|records| {
+        let found = plan::adoptable(&records, tag, user, key);
+        (found, plan::accounting_candidates(&records, user))
+    }))
 }
 
 /// How a cancel ended; the first three mean "nothing of this job runs any more or will".

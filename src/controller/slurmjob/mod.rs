@@ -602,6 +602,32 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         None if cluster_exists(&job.spec.cluster_name, ctx).await? => Reach::NotConnected,
         None => Reach::Gone,
     };
+    // The index skipped the jobs of its first listing (issue 19): a job an earlier incarnation
+    // submitted for this SlurmJob without recording it may be one of them. Until the index has
+    // the records of the candidates accounting names, the deletion waits as for an index not
+    // synced (it asks for them; the next steps see them).
+    let reach = match (&reach, &state, &handle) {
+        (
+            Reach::Connected {
+                index_trusted: true,
+            },
+            Some(state),
+            Some(handle),
+        ) if state.skipped_before.is_some()
+            && !skip_cancel
+            // In doubt only while the status records no job of the latest generation.
+            && status.submitted_generation != Some(generation) =>
+        {
+            let Some(_io) = handle.try_io() else {
+                return Err(Error::ClusterBusy(job.spec.cluster_name.clone()));
+            };
+            let unresolved = skipped_candidates(job, state, &handle.client).await;
+            Reach::Connected {
+                index_trusted: !unresolved,
+            }
+        }
+        _ => reach,
+    };
     let ids = plan::to_cancel(
         &uid,
         &status,
@@ -675,6 +701,37 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     data.submissions.forget_uid(&uid);
     ctx.backoff.reset(&backoff_key(job));
     Ok(Action::await_change())
+}
+
+/// Whether accounting names jobs of this SlurmJob's job name that have not ended (no comment
+/// stored yet) whose records the index skipped; asks the index for them. Not knowing (an
+/// accounting error) counts as yes: the deletion waits rather than miss a job.
+async fn skipped_candidates(
+    job: &SlurmJob,
+    state: &ClusterState,
+    client: &crate::slurm::SlurmClient,
+) -> bool {
+    let name = job.spec.name.clone().unwrap_or_else(|| job.name_any());
+    match client.accounting_jobs_named(&name).await {
+        Ok(Some(records)) => {
+            let mut waiting = false;
+            for id in records
+                .iter()
+                .filter(|r| r.comment.is_none())
+                .map(|r| r.array_job_id.unwrap_or(r.job_id))
+                .filter(|id| state.unresolved.contains(id))
+            {
+                state.want(id);
+                waiting = true;
+            }
+            waiting
+        }
+        Ok(None) => false,
+        Err(error) => {
+            warn!(reason = error.category(), %error, "accounting did not answer: the deletion waits for it");
+            true
+        }
+    }
 }
 
 /// Whether SlurmCluster `name` exists (being deleted or not): one read.

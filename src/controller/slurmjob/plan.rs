@@ -73,6 +73,11 @@ pub enum AccountingAnswer {
     /// A job carrying the tag, provably ours (or none, or no accounting at all: nothing to
     /// adopt).
     Found(Option<u32>),
+    /// None carries the tag in accounting, but these jobs of that name and user are still in
+    /// slurmctld, whose owner the index has not resolved (skipped at the first sync): slurmdbd
+    /// stores a job's comment only when it ends, so only slurmctld's record shows whether one
+    /// of them is an earlier submit of this generation. The index is asked to fetch them.
+    Unresolved(Vec<u32>),
     /// Accounting did not answer: `reason` is the error's category, `message` its text.
     Failed {
         reason: &'static str,
@@ -164,6 +169,19 @@ pub fn submit(
             announced: false,
         },
         Some(AccountingAnswer::Found(None)) => SubmitPlan::Submit(Box::new(request)),
+        Some(AccountingAnswer::Unresolved(ids)) => SubmitPlan::Wait {
+            reason: "WaitingForSlurmIndex",
+            message: format!(
+                "waiting for the records of Slurm jobs {} (same name and user in accounting, \
+                 not yet read from slurmctld) to tell whether one is an earlier submit of \
+                 generation {}",
+                ids.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                facts.generation
+            ),
+        },
         Some(AccountingAnswer::Failed { reason, message }) => SubmitPlan::Wait {
             reason: "WaitingForAccounting",
             message: format!(
@@ -176,8 +194,19 @@ pub fn submit(
 }
 
 /// Whether a SlurmJob created at `created` is still fresh at `now` in its first generation.
-pub fn fresh(generation: i64, created: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
-    generation == 1 && created.is_some_and(|at| now - at < FRESH)
+/// When the index skipped the jobs of its first listing (`ClusterState::skipped_before`), only a
+/// SlurmJob created after that listing began (by more than [`GONE_GRACE`], for the two
+/// clocks) is: a job submitted for it then appeared later, and the index resolved it.
+pub fn fresh(
+    generation: i64,
+    created: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    skipped_before: Option<DateTime<Utc>>,
+) -> bool {
+    generation == 1
+        && created.is_some_and(|at| {
+            now - at < FRESH && skipped_before.is_none_or(|before| at > before + GONE_GRACE)
+        })
 }
 
 /// Whether the index can be trusted to show every job, i.e. it synced after `started_at`.
@@ -250,6 +279,20 @@ pub fn adoptable<'a>(
     found
 }
 
+/// The ids, among accounting's `records` of a job name, of jobs run by `user` whose record carries
+/// no comment (slurmdbd stores comments only when a job ends): maybe an earlier submit still in
+/// slurmctld, which only slurmctld's record can prove ours. An array by its array job id.
+pub fn accounting_candidates(records: &[Job], user: &str) -> Vec<u32> {
+    let mut ids: Vec<u32> = records
+        .iter()
+        .filter(|job| job.comment.is_none() && job.user_name.as_deref() == Some(user))
+        .map(|job| job.array_job_id.unwrap_or(job.job_id))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
 /// Whether `job` is provably the SlurmJob `uid`'s: a tag of that uid, signed with our key for
 /// the job's own Slurm user.
 pub fn is_ours(job: &Job, uid: &str, key: &TagKey) -> bool {
@@ -298,10 +341,17 @@ pub fn follow(
     if !records.is_empty() {
         return status::observe(&base, &records);
     }
-    if base.phase.is_terminal() || !gone(state, &base) {
+    if base.phase.is_terminal() || !gone(state, &base) || !resolved(state, job_id) {
         return base;
     }
     status::lost(&base, job_id, now)
+}
+
+/// Whether the index can say job `job_id` is not ours or not there: its owner is resolved, and
+/// the last complete listing spoke for its id. If not, the caller asks the index for it
+/// (`ClusterState::want`) and waits.
+pub fn resolved(state: &ClusterState, job_id: i64) -> bool {
+    u32::try_from(job_id).is_ok_and(|id| !state.unresolved.contains(&id) && state.listed_up_to(id))
 }
 
 /// Whether the index proves the current job gone from slurmctld: its last complete listing

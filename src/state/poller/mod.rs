@@ -3,7 +3,10 @@
 //!
 //! One cycle, every `interval` (measured from the start of the previous one):
 //! 1. `GET /nodes?update_time=T`: HTTP 304 when no node changed, else every node.
-//! 2. `GET /jobs/state/`: every job's id and state (~80 bytes per job).
+//! 2. A full cycle (the first, after a failure, every [`Tuning::full_every`], and when a node
+//!    of a SlurmNodeSet changed state): `GET /jobs/state/`, every job's id and state (~80 bytes
+//!    per job). An incremental cycle: `GET /jobs/state/?job_id=..` for only the jobs it follows
+//!    and a window of ids above the highest seen ([`strategy::followed`], [`strategy::probe`]).
 //! 3. `GET /job/{id}` for the few jobs that need their full record, or one `GET /jobs` on a small
 //!    cluster when many do ([`strategy`] has the rules and the measurements behind them).
 //! 4. The new [`ClusterState`] is computed ([`strategy::apply`]), published, and compared with
@@ -17,12 +20,16 @@
 //! fetched again, so nothing missed while down stays missed. (Other users' jobs need no more:
 //! started, ended, new and purged ones show in the state list; what it does not show is caught by
 //! the periodic refresh, as while up.) The index counts as synced again only when that is done.
+//!
+//! The first listing of a cluster with accounting fetches none of the jobs it lists but those
+//! holding nodes ([`strategy::skip_unknown`]): one request to find out whether accounting answers,
+//! then the requests grow with the operator's jobs, not with the queue.
 
 pub mod diff;
 pub mod hostlist;
 pub mod strategy;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,9 +46,11 @@ use crate::crd::SlurmCluster;
 use crate::metrics::Metrics;
 use crate::slurm::types::{Changes, Job, Node};
 use crate::slurm::{SlurmClient, SlurmError};
-use crate::state::index::{ClusterState, Health, IndexReader, IndexWriter, SlurmEvent, new_index};
+use crate::state::index::{
+    ClusterState, Health, IndexReader, IndexWriter, SlurmEvent, Wants, new_index,
+};
 
-use strategy::{Fetch, Fetched, Limits, Listed, Tracker};
+use strategy::{Fetch, Fetched, Limits, Listed, Scope, Tracker};
 
 /// How a poller runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +74,24 @@ pub struct Tuning {
     /// How often ours not finished and every running job have their record fetched again, for
     /// what the state list does not show (pending reason, time limit, comment).
     pub refresh_every: Duration,
+    /// How often a cycle lists every job's state (purged jobs, other users' jobs that started,
+    /// ids out of sequence); the cycles between ask only about what they follow.
+    pub full_every: Duration,
+    /// How many ids above the highest seen an incremental cycle asks about.
+    pub probe_width: u32,
+    /// Most windows one incremental cycle probes (a burst of submissions): past them the cycle
+    /// does not count as complete, and the next one goes on.
+    pub probe_rounds: usize,
+    /// Most ids in one `/jobs/state/?job_id=..` request (the URL grows with them).
+    pub state_batch: usize,
+    /// Whether the first listing may skip jobs when the cluster has accounting (else every job
+    /// is fetched, as a cluster without accounting needs).
+    pub skip_first_sync: bool,
+    /// The first listing still fetches the jobs numbered this long before it: accounting may
+    /// not know them yet (slurmctld tells slurmdbd of a submit asynchronously), so it could not
+    /// find one an earlier incarnation submitted just before it died. When more than
+    /// `detail_budget` jobs are that recent, nothing is skipped.
+    pub recent: Duration,
 }
 
 impl Default for Tuning {
@@ -75,6 +102,12 @@ impl Default for Tuning {
             list_all_above: 16,
             full_list_max_jobs: 1_000,
             refresh_every: Duration::from_secs(300),
+            full_every: Duration::from_secs(60),
+            probe_width: 64,
+            probe_rounds: 16,
+            state_batch: 256,
+            skip_first_sync: true,
+            recent: Duration::from_secs(60),
         }
     }
 }
@@ -146,6 +179,19 @@ struct Poller {
     /// The next cycle must resync everything (startup, after a failure).
     resync: bool,
     refresh_due: Instant,
+    /// When the next cycle lists every job.
+    full_due: Instant,
+    /// A SlurmNodeSet's node changed state: the jobs on it may be other users' that the
+    /// incremental cycles do not follow. The next job listing is full.
+    full_now: bool,
+    /// The highest job id seen: incremental cycles probe above it.
+    high_water: u32,
+    /// Whether the first listing is done, and whether it skipped jobs (when it began).
+    first_listing: Option<Option<DateTime<Utc>>>,
+    /// The readers' asks ([`ClusterState::want`]).
+    wants: Arc<Wants>,
+    /// Asks taken but not satisfied yet (a skipped job whose fetch was deferred).
+    wanted: BTreeSet<u32>,
     /// Delays while down; `None` while up.
     backoff: Option<ExponentialBackoff>,
 }
@@ -167,6 +213,13 @@ struct JobsPolled {
     complete: bool,
     /// Requests made for jobs.
     requests: usize,
+    /// What the listing speaks for: `None` every job, else these ids (an incremental cycle).
+    asked: Option<BTreeSet<u32>>,
+    /// An incremental listing's highest probed id.
+    probed_to: Option<u32>,
+    /// The tracker the plan was made on, when it is not the poller's (the first listing of a
+    /// poller that skips).
+    base: Option<Tracker>,
 }
 
 impl Poller {
@@ -180,11 +233,18 @@ impl Poller {
         metrics: Arc<Metrics>,
     ) -> Self {
         let interval = config.interval.max(Duration::from_millis(10));
+        let wants = writer.borrow().wants.clone();
         Self {
             cluster,
             client,
             interval,
             refresh_due: Instant::now() + tuning.refresh_every,
+            full_due: Instant::now() + tuning.full_every,
+            full_now: true,
+            high_water: 0,
+            first_listing: None,
+            wants,
+            wanted: BTreeSet::new(),
             tuning,
             writer,
             events,
@@ -226,17 +286,27 @@ impl Poller {
         let since = if self.resync { None } else { self.nodes_since };
         let started = Instant::now();
         let nodes = self.client.nodes(since).await;
-        self.metrics
-            .polled("nodes", started.elapsed(), nodes.is_ok());
+        self.metrics.polled_cluster(
+            &self.cluster.name,
+            "nodes",
+            started.elapsed(),
+            nodes.is_ok(),
+        );
         let nodes = match nodes? {
             Changes::Unchanged => None,
-            Changes::Changed { items, as_of } => Some((items, as_of)),
+            Changes::Changed { items, as_of } => {
+                if strategy::owned_nodes_moved(&self.writer.borrow().nodes, &items) {
+                    self.full_now = true;
+                }
+                Some((items, as_of))
+            }
         };
         let nodes_at = Utc::now();
 
         let started = Instant::now();
         let jobs = self.poll_jobs().await;
-        self.metrics.polled("jobs", started.elapsed(), jobs.is_ok());
+        self.metrics
+            .polled_cluster(&self.cluster.name, "jobs", started.elapsed(), jobs.is_ok());
         Ok(Polled {
             nodes,
             nodes_at,
@@ -244,27 +314,64 @@ impl Poller {
         })
     }
 
-    async fn poll_jobs(&self) -> Result<JobsPolled, SlurmError> {
+    async fn poll_jobs(&mut self) -> Result<JobsPolled, SlurmError> {
+        self.wanted.extend(self.wants.take());
+        let full = self.resync
+            || self.full_now
+            || self.first_listing.is_none()
+            || Instant::now() >= self.full_due
+            || !strategy::incremental_pays(
+                &self.tracker,
+                strategy::followed(&self.tracker, &self.wanted).len(),
+                self.tuning.probe_width,
+            );
         // Taken before the request: a job submitted before this instant is in the listing, so
         // a job missing from it was gone when the listing began (`plan::gone` relies on it).
         let listed_at = Utc::now();
-        let listed = strategy::group(self.client.all_job_states().await?);
+        let (listed, asked, probed_to, mut requests, probe_complete) = if full {
+            let listed = strategy::group(self.client.all_job_states().await?);
+            (listed, None, None, 1, true)
+        } else {
+            let (listed, asked, probed_to, requests, complete) = self.list_followed().await?;
+            (listed, Some(asked), Some(probed_to), requests, complete)
+        };
+        let mut base = None;
+        let mut recent = Vec::new();
+        if self.first_listing.is_none()
+            && self.tuning.skip_first_sync
+            && let Some(highest) = listed.keys().next_back()
+        {
+            requests += 1;
+            if self.accounting_answers(*highest).await {
+                let cutoff =
+                    listed_at - chrono::Duration::from_std(self.tuning.recent).unwrap_or_default();
+                let (records, fetches) = self.recent_records(&listed, cutoff).await?;
+                requests += fetches;
+                if let Some(records) = records {
+                    let mut tracker = self.tracker.clone();
+                    strategy::skip_unknown(&mut tracker, &listed);
+                    base = Some(tracker);
+                    recent = records;
+                }
+            }
+        }
+        let tracker = base.as_ref().unwrap_or(&self.tracker);
         let limits = Limits {
             detail_budget: self.tuning.detail_budget,
             list_all_above: self.tuning.list_all_above,
             full_list_max_jobs: self.tuning.full_list_max_jobs,
         };
-        let plan = strategy::plan(&self.tracker, &listed, limits);
+        let plan = strategy::plan(tracker, &listed, &self.wanted, limits, tracker.len());
         if plan.deferred > 0 {
             tracing::debug!(
                 deferred = plan.deferred,
                 "job records left for the next cycles"
             );
         }
-        let (fetched, requests) = match plan.fetch {
-            Fetch::Nothing => (Fetched::Nothing, 1),
+        let (mut fetched, fetches) = match plan.fetch {
+            Fetch::Nothing => (Fetched::Nothing, 0),
             Fetch::Full => match self.client.jobs(None).await? {
-                Changes::Changed { items, .. } => (Fetched::Full(items), 2),
+                Changes::Changed { items, .. } => (Fetched::Full(items), 1),
                 Changes::Unchanged => {
                     return Err(SlurmError::Decode {
                         operation: "jobs",
@@ -274,16 +381,137 @@ impl Poller {
             },
             Fetch::Details(ids) => {
                 let count = ids.len();
-                (self.details(ids).await?, 1 + count)
+                (self.details(ids).await?, count)
             }
         };
+        // The walk's records join the fetch (a full listing has them already).
+        if !recent.is_empty() {
+            fetched = match fetched {
+                Fetched::Nothing => Fetched::Details {
+                    records: recent,
+                    missing: Vec::new(),
+                },
+                Fetched::Details {
+                    mut records,
+                    missing,
+                } => {
+                    records.extend(recent);
+                    Fetched::Details { records, missing }
+                }
+                full @ Fetched::Full(_) => full,
+            };
+        }
         Ok(JobsPolled {
             listed,
             listed_at,
             fetched,
-            complete: plan.complete,
-            requests,
+            complete: plan.complete && probe_complete,
+            requests: requests + fetches,
+            asked,
+            probed_to,
+            base,
         })
+    }
+
+    /// Whether the cluster's accounting answers (one request): only then may the first sync
+    /// skip jobs, since accounting is what finds a job an earlier incarnation submitted without
+    /// recording it. Anything but an answer means no.
+    async fn accounting_answers(&self, job_id: u32) -> bool {
+        match self.client.accounting_job(job_id).await {
+            Ok(Some(_)) | Err(SlurmError::NotFound { .. }) => true,
+            Ok(None) => {
+                tracing::info!("no accounting: the first sync fetches every job's record");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(%error, "accounting did not answer: the first sync fetches every job's record");
+                false
+            }
+        }
+    }
+
+    /// The records of the newest listed jobs, fetched newest first down to one numbered before
+    /// `cutoff` ([`strategy::reached`]). `None` when `detail_budget` records do not get there
+    /// (the queue is too busy to skip anything safely). Also returns the requests made.
+    async fn recent_records(
+        &self,
+        listed: &BTreeMap<u32, Listed>,
+        cutoff: DateTime<Utc>,
+    ) -> Result<(Option<Vec<Job>>, usize), SlurmError> {
+        let newest: Vec<u32> = listed
+            .keys()
+            .rev()
+            .take(self.tuning.detail_budget.max(1))
+            .copied()
+            .collect();
+        let mut records = Vec::new();
+        let mut requests = 0;
+        for chunk in newest.chunks(self.tuning.detail_concurrency.max(1)) {
+            requests += chunk.len();
+            let Fetched::Details { records: found, .. } = self.details(chunk.to_vec()).await?
+            else {
+                continue;
+            };
+            let done = strategy::reached(&found, cutoff);
+            records.extend(found);
+            if done {
+                return Ok((Some(records), requests));
+            }
+        }
+        // Every listed job is recent (or the budget ran out first).
+        Ok(((newest.len() == listed.len()).then_some(records), requests))
+    }
+
+    /// An incremental listing: the states of the jobs followed and of the ids above the highest
+    /// seen, window after window while the upper half of one holds jobs. Returns the listing,
+    /// the ids asked, the highest probed, the requests made, and whether the probing ended
+    /// (false: a burst of jobs is still beyond, for the next cycle).
+    async fn list_followed(
+        &self,
+    ) -> Result<(BTreeMap<u32, Listed>, BTreeSet<u32>, u32, usize, bool), SlurmError> {
+        let width = self.tuning.probe_width.max(2);
+        let batch = self.tuning.state_batch.max(1);
+        let highest = self
+            .high_water
+            .max(self.tracker.keys().next_back().copied().unwrap_or(0));
+        let mut asked = strategy::followed(&self.tracker, &self.wanted);
+        let mut window = strategy::probe(highest, width);
+        asked.extend(window.clone());
+        let mut requests = 0;
+        let mut entries = Vec::new();
+        let ids: Vec<u32> = asked.iter().copied().collect();
+        for chunk in ids.chunks(batch) {
+            entries.extend(self.client.jobs_state(chunk).await?);
+            requests += 1;
+        }
+        let mut rounds = 1;
+        let complete = loop {
+            let top = entries
+                .iter()
+                .map(|e| e.job_id)
+                .filter(|id| window.contains(id))
+                .max();
+            // The upper half of the window is empty: the sequence ends there.
+            if top.is_none_or(|top| top < window.start().saturating_add(width / 2)) {
+                break true;
+            }
+            if rounds >= self.tuning.probe_rounds.max(1) || *window.end() == u32::MAX {
+                break false;
+            }
+            window = strategy::probe(*window.end(), width);
+            asked.extend(window.clone());
+            let ids: Vec<u32> = window.clone().collect();
+            entries.extend(self.client.jobs_state(&ids).await?);
+            requests += 1;
+            rounds += 1;
+        };
+        Ok((
+            strategy::group(entries),
+            asked,
+            *window.end(),
+            requests,
+            complete,
+        ))
     }
 
     /// The records of `ids`, a few requests at a time. A job slurmctld no longer knows is missing,
@@ -325,10 +553,36 @@ impl Poller {
                     fetched,
                     complete,
                     requests,
+                    asked,
+                    probed_to,
+                    base,
                 } = polled.jobs;
-                let (tracker, jobs) = strategy::apply(&self.tracker, &old.jobs, &listed, fetched);
+                let full = asked.is_none();
+                let scope = asked.as_ref().map_or(Scope::All, Scope::Only);
+                let skipped = base.is_some();
+                let previous = base.as_ref().unwrap_or(&self.tracker);
+                let (tracker, jobs) = strategy::apply(previous, &old.jobs, &listed, fetched, scope);
                 let node_jobs = strategy::node_jobs(&tracker, &jobs);
                 self.tracker = tracker;
+                // Asks are done once the job is resolved, or slurmctld does not hold it.
+                self.wanted.retain(|id| {
+                    self.tracker
+                        .get(id)
+                        .is_some_and(|t| t.known == strategy::Known::Skipped)
+                });
+                if self.first_listing.is_none() {
+                    self.first_listing = Some(skipped.then_some(listed_at));
+                }
+                if full {
+                    self.full_now = false;
+                    self.full_due = Instant::now() + self.tuning.full_every;
+                    // From the listing itself: after a wrap of slurmctld's ids, lower.
+                    self.high_water = listed.keys().next_back().copied().unwrap_or(0);
+                }
+                self.high_water = self
+                    .high_water
+                    .max(self.tracker.keys().next_back().copied().unwrap_or(0));
+                let unresolved = strategy::unresolved(&self.tracker);
                 let nodes = match polled.nodes {
                     Some((items, as_of)) => {
                         // `as_of` is slurmctld's "now"; a change later in the same second would
@@ -368,12 +622,25 @@ impl Poller {
                     } else {
                         old.jobs_synced_at
                     },
+                    jobs_listed_up_to: if complete {
+                        probed_to
+                    } else {
+                        old.jobs_listed_up_to
+                    },
+                    skipped_before: self.first_listing.flatten(),
+                    unresolved: if *old.unresolved == unresolved {
+                        old.unresolved.clone()
+                    } else {
+                        Arc::new(unresolved)
+                    },
+                    wants: old.wants.clone(),
                     health,
                     polls: old.polls + 1,
                 };
                 tracing::debug!(
                     // The node list's one or two requests are not counted here.
                     job_requests = requests,
+                    full,
                     nodes_changed = !Arc::ptr_eq(&new.nodes, &old.nodes),
                     jobs_total = new.jobs_total,
                     ours = new.jobs.len(),

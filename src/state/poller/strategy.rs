@@ -7,8 +7,9 @@
 //! | why | which jobs |
 //! |---|---|
 //! | [`Why::OursChanged`] | ours, state changed (running, ended, requeued, ...) |
+//! | [`Why::Wanted`] | skipped at the first sync, and a SlurmJob names it ([`Known::Skipped`]) |
 //! | [`Why::New`] | not seen before, or never resolved: we do not know whose it is |
-//! | [`Why::Started`] | someone else's that now holds nodes (for the per-node deadlines) |
+//! | [`Why::Started`] | someone else's (or skipped) that now holds nodes (for the per-node deadlines) |
 //! | [`Why::Resync`] | everything after a failure (nothing missed stays missed) |
 //! | [`Why::Refresh`] | periodically, ours not finished and all running ones: what the state list does not show (pending reason, time limit, comment) |
 //!
@@ -21,13 +22,34 @@
 //! nothing changed (`/nodes?update_time`, `/jobs/state/`), and never more than 2 + budget however
 //! many jobs and nodes there are. `/jobs?update_time=T` is never used: one changed job anywhere
 //! makes it send every job (~37 MiB and 3.4 s for 5 000 jobs).
-
-use std::collections::BTreeMap;
+//!
+//! **The first sync ignores what is not ours** (issue 19). When the cluster serves accounting,
+//! the jobs of the poller's first listing are not fetched at all ([`skip_unknown`]): they become
+//! [`Known::Skipped`], and only those a SlurmJob names ([`Why::Wanted`]) or that hold nodes
+//! ([`Why::Started`]) are fetched. A job an earlier incarnation submitted without recording it
+//! (a crash between the submit and the status write) is found by accounting instead, which the
+//! SlurmJob controller asks for every SlurmJob not provably younger than that first listing
+//! (`ClusterState::skipped_before`). Jobs that appear after the first listing are fetched as
+//! before ([`Why::New`]): the index shows every tagged job submitted since, so a fresh SlurmJob
+//! still submits without asking accounting. Nor are the newest jobs of the first listing
+//! skipped: slurmctld tells slurmdbd of a submit a moment later, so the jobs numbered in the
+//! last `Tuning::recent` before it are fetched, newest first, down to the first older one
+//! ([`reached`]). Without accounting every job is resolved, as before.
+//!
+//! **Incremental cycles** (issue 19). Between full listings, a cycle asks `/jobs/state/` only
+//! about the jobs it follows ([`followed`]: ours, the ones holding nodes, the unresolved and the
+//! wanted) and a window of ids above the highest one seen ([`probe`]: slurmctld numbers jobs
+//! in sequence), so its size grows with the operator's jobs and the submission rate, not with
+//! the queue. An incremental answer is exact for what it asked (a followed job missing from it
+//! is gone) and silent about the rest, which [`apply`] carries over ([`Scope::Only`]). What it
+//! cannot show (other users' pending jobs that start, purged ones, ids beyond the window or out
+//! of sequence) waits for the periodic full listing.
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::slurm::types::{Job, JobBaseState, JobState, JobStateEntry};
+use crate::slurm::types::{Job, JobBaseState, JobState, JobStateEntry, Node};
 use crate::state::index::{NodeJobs, is_ours};
 
 use super::hostlist;
@@ -74,8 +96,11 @@ pub struct Run {
 /// What the poller knows of a job beyond its state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Known {
-    /// Never fetched: whose it is is unknown.
+    /// Never fetched: whose it is is unknown, and it must be fetched.
     Unresolved,
+    /// In the poller's first listing, and not fetched on purpose ([`skip_unknown`]): fetched
+    /// only once a SlurmJob names it ([`Why::Wanted`]) or it holds nodes ([`Why::Started`]).
+    Skipped,
     /// Ours: the full record is in the index's `jobs`.
     Ours,
     /// Someone else's; `run` while it holds nodes (from the record fetched when it started).
@@ -111,6 +136,7 @@ pub type Tracker = BTreeMap<u32, Tracked>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Why {
     OursChanged,
+    Wanted,
     New,
     Started,
     Resync,
@@ -118,9 +144,11 @@ pub enum Why {
 }
 
 impl Why {
-    /// Whether leaving it for a later cycle leaves the index incomplete.
+    /// Whether leaving it for a later cycle leaves the index incomplete. A started job of
+    /// someone else only moves the per-node counts (`nodes_synced_at` is their clock), and a
+    /// wanted one is waited for by the SlurmJob that named it, not by the whole index.
     fn blocks_sync(self) -> bool {
-        !matches!(self, Self::Refresh)
+        !matches!(self, Self::Refresh | Self::Started | Self::Wanted)
     }
 }
 
@@ -161,14 +189,18 @@ pub fn holds_nodes(state: &JobState) -> bool {
     matches!(state.base, JobBaseState::Running | JobBaseState::Suspended)
 }
 
-/// Why `listed` needs its record fetched, given what is known (`None`: it does not).
-pub fn needs(known: Option<&Tracked>, listed: &Listed) -> Option<Why> {
+/// Why `listed` needs its record fetched, given what is known (`None`: it does not). `wanted`:
+/// a SlurmJob names this id.
+pub fn needs(known: Option<&Tracked>, listed: &Listed, wanted: bool) -> Option<Why> {
     let Some(tracked) = known else {
         return Some(Why::New);
     };
     let changed = tracked.state != listed.state;
     match &tracked.known {
         Known::Unresolved => Some(Why::New),
+        Known::Skipped if wanted => Some(Why::Wanted),
+        Known::Skipped if holds_nodes(&listed.state) => Some(Why::Started),
+        Known::Skipped => None,
         Known::Ours if changed => Some(Why::OursChanged),
         Known::Foreign { .. } if changed && holds_nodes(&listed.state) => Some(Why::Started),
         _ => match tracked.stale {
@@ -179,11 +211,19 @@ pub fn needs(known: Option<&Tracked>, listed: &Listed) -> Option<Why> {
     }
 }
 
-/// Decide what this cycle fetches.
-pub fn plan(tracker: &Tracker, listed: &BTreeMap<u32, Listed>, limits: Limits) -> PollPlan {
+/// Decide what this cycle fetches. `wanted`: ids SlurmJobs asked for; `total`: how many jobs
+/// slurmctld holds, as far as known (an incremental listing shows only some of them, and the
+/// one-request listing of every job is for small clusters only).
+pub fn plan(
+    tracker: &Tracker,
+    listed: &BTreeMap<u32, Listed>,
+    wanted: &BTreeSet<u32>,
+    limits: Limits,
+    total: usize,
+) -> PollPlan {
     let mut needed: Vec<(Why, u32)> = listed
         .iter()
-        .filter_map(|(id, l)| needs(tracker.get(id), l).map(|why| (why, *id)))
+        .filter_map(|(id, l)| needs(tracker.get(id), l, wanted.contains(id)).map(|why| (why, *id)))
         .collect();
     if needed.is_empty() {
         return PollPlan {
@@ -192,7 +232,8 @@ pub fn plan(tracker: &Tracker, listed: &BTreeMap<u32, Listed>, limits: Limits) -
             deferred: 0,
         };
     }
-    if needed.len() > limits.list_all_above && listed.len() <= limits.full_list_max_jobs {
+    if needed.len() > limits.list_all_above && total.max(listed.len()) <= limits.full_list_max_jobs
+    {
         return PollPlan {
             fetch: Fetch::Full,
             complete: true,
@@ -240,13 +281,35 @@ pub fn run_of(job: &Job) -> Option<Run> {
     })
 }
 
+/// Which jobs a state listing speaks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// Every job slurmctld holds (`/jobs/state/` without ids): a job missing from it is gone.
+    All,
+    /// Only these ids (an incremental listing): one of them missing from the answer is gone,
+    /// every other job is as it was. Ids the answer brings although not asked (the task records
+    /// of an asked array) count as asked.
+    Only(&'a BTreeSet<u32>),
+}
+
+impl Scope<'_> {
+    fn covers(&self, id: u32) -> bool {
+        match self {
+            Self::All => true,
+            Self::Only(asked) => asked.contains(&id),
+        }
+    }
+}
+
 /// The poller's new view: from the previous one, the state list and what was fetched.
-/// Jobs not in the state list are gone (a full listing's newer jobs are kept).
+/// Jobs the listing speaks for ([`Scope`]) and does not list are gone; a full `/jobs` listing
+/// speaks for every job (its newer jobs are kept).
 pub fn apply(
     tracker: &Tracker,
     jobs: &BTreeMap<u32, Job>,
     listed: &BTreeMap<u32, Listed>,
     fetched: Fetched,
+    scope: Scope<'_>,
 ) -> (Tracker, BTreeMap<u32, Job>) {
     let (records, missing, full) = match fetched {
         Fetched::Nothing => (Vec::new(), Vec::new(), false),
@@ -256,6 +319,19 @@ pub fn apply(
     let mut fresh: BTreeMap<u32, Job> = records.into_iter().map(|j| (j.job_id, j)).collect();
     let mut next_tracker = Tracker::new();
     let mut next_jobs = BTreeMap::new();
+    // What the listing does not speak for stays as it was (an incremental listing's silence
+    // says nothing); fresh records below still replace it.
+    if !full {
+        for (id, previous) in tracker {
+            if scope.covers(*id) || listed.contains_key(id) || missing.contains(id) {
+                continue;
+            }
+            next_tracker.insert(*id, previous.clone());
+            if let Some(record) = jobs.get(id) {
+                next_jobs.insert(*id, record.clone());
+            }
+        }
+    }
     for (id, l) in listed {
         if missing.contains(id) {
             continue;
@@ -305,16 +381,92 @@ pub fn apply(
             }
             // Foreign and started (record deferred): keep the old state to fetch it later.
             Known::Foreign { .. } => {}
-            Known::Unresolved => tracked.state = l.state.clone(),
+            Known::Unresolved | Known::Skipped => tracked.state = l.state.clone(),
         }
         tracked.entries = l.entries();
         next_tracker.insert(*id, tracked);
     }
-    // Records of jobs the state list did not have yet (newer than it).
+    // Records of jobs the state list did not have yet (newer than it), or did not ask about.
     for (_, record) in fresh {
         resolve(&mut next_tracker, &mut next_jobs, record, 1);
     }
     (next_tracker, next_jobs)
+}
+
+/// The first listing of a poller that may skip (the cluster has accounting): every job not
+/// known yet becomes [`Known::Skipped`] instead of being fetched.
+pub fn skip_unknown(tracker: &mut Tracker, listed: &BTreeMap<u32, Listed>) {
+    for (id, l) in listed {
+        tracker.entry(*id).or_insert_with(|| Tracked {
+            state: l.state.clone(),
+            entries: l.entries(),
+            known: Known::Skipped,
+            stale: Stale::No,
+        });
+    }
+}
+
+/// When slurmctld gave job `job` its id: ids are handed out in sequence, so they grow with this
+/// time. A job's submit time, but an array task's record gets its own id only when the task
+/// starts (its submit time is the array's). `None` when the record does not say.
+pub fn numbered_at(job: &Job) -> Option<DateTime<Utc>> {
+    let task_record = job.array_job_id.is_some_and(|array| array != job.job_id);
+    if task_record {
+        job.start_time.or(job.submit_time)
+    } else {
+        job.submit_time
+    }
+}
+
+/// Whether the walk down from the newest skipped jobs ([`skip_unknown`]) may stop at these
+/// records: one of them was numbered before `cutoff`, so every lower id was too. Accounting
+/// has had time to learn of those; the newer ones the index resolves itself.
+pub fn reached(records: &[Job], cutoff: DateTime<Utc>) -> bool {
+    records
+        .iter()
+        .any(|job| numbered_at(job).is_some_and(|at| at < cutoff))
+}
+
+/// The ids whose owner the poller does not know (skipped, or not fetched yet): a job the index
+/// does not hold may still be ours if it is one of these.
+pub fn unresolved(tracker: &Tracker) -> BTreeSet<u32> {
+    tracker
+        .iter()
+        .filter(|(_, t)| matches!(t.known, Known::Unresolved | Known::Skipped))
+        .map(|(id, _)| *id)
+        .collect()
+}
+
+/// The jobs an incremental cycle asks about: ours (a change or their end must show at once),
+/// those holding nodes (the per-node counts), those not resolved yet, and the ids SlurmJobs
+/// asked for (a job just submitted, or one a SlurmJob names after a restart).
+pub fn followed(tracker: &Tracker, wanted: &BTreeSet<u32>) -> BTreeSet<u32> {
+    let mut ids: BTreeSet<u32> = tracker
+        .iter()
+        .filter(|(_, t)| match &t.known {
+            Known::Ours | Known::Unresolved => true,
+            Known::Foreign { .. } | Known::Skipped => holds_nodes(&t.state),
+        })
+        .map(|(id, _)| *id)
+        .collect();
+    ids.extend(wanted);
+    ids
+}
+
+/// Whether an incremental listing may replace a full one, given how many jobs it would follow.
+/// A full listing is one request of ~80 bytes a job; an incremental one asks about the followed
+/// jobs (and a window of ids) by id, in requests of a few hundred ids. It pays only when it
+/// follows at most a quarter of the jobs, and past `width` jobs: a full listing of a tiny queue
+/// costs no more than the probe, and shows where slurmctld's numbering stands, which an empty
+/// queue does not tell a probe.
+pub fn incremental_pays(tracker: &Tracker, followed: usize, width: u32) -> bool {
+    tracker.len() > width as usize && followed.saturating_mul(4) <= tracker.len()
+}
+
+/// The `width` ids above `highest`: where slurmctld's next jobs are (it numbers them in
+/// sequence; ids that were never used, or are beyond the window, wait for the full listing).
+pub fn probe(highest: u32, width: u32) -> std::ops::RangeInclusive<u32> {
+    highest.saturating_add(1)..=highest.saturating_add(width.max(1))
 }
 
 fn resolve(tracker: &mut Tracker, jobs: &mut BTreeMap<u32, Job>, record: Job, entries: usize) {
@@ -338,6 +490,9 @@ fn resolve(tracker: &mut Tracker, jobs: &mut BTreeMap<u32, Job>, record: Job, en
     );
     if ours {
         jobs.insert(record.job_id, record);
+    } else {
+        // It may have been carried over as ours, with the tag since removed.
+        jobs.remove(&record.job_id);
     }
 }
 
@@ -368,7 +523,7 @@ pub fn mark_refresh(tracker: &mut Tracker) {
         let due = match &tracked.known {
             Known::Ours => !tracked.state.is_final(),
             Known::Foreign { .. } => holds_nodes(&tracked.state),
-            Known::Unresolved => false,
+            Known::Unresolved | Known::Skipped => false,
         };
         if due && tracked.stale < Stale::Refresh {
             tracked.stale = Stale::Refresh;
@@ -384,7 +539,7 @@ pub fn node_jobs(tracker: &Tracker, jobs: &BTreeMap<u32, Job>) -> BTreeMap<Strin
         let run = match &tracked.known {
             Known::Ours => jobs.get(id).and_then(run_of),
             Known::Foreign { run } => run.clone(),
-            Known::Unresolved => None,
+            Known::Unresolved | Known::Skipped => None,
         };
         let Some(run) = run else { continue };
         for node in hostlist::expand(&run.nodes) {
@@ -403,11 +558,33 @@ pub fn node_jobs(tracker: &Tracker, jobs: &BTreeMap<u32, Job>) -> BTreeMap<Strin
     out
 }
 
+/// Whether a node of a SlurmNodeSet appeared, left, or changed state or allocation between the
+/// last node list and this one: the jobs on it may be other users' that incremental cycles do
+/// not follow (pending when last listed, started since), so the job listing must be full.
+/// Other nodes do not matter: only SlurmNodeSets read the per-node job counts.
+pub fn owned_nodes_moved(old: &BTreeMap<String, Node>, new: &[Node]) -> bool {
+    let mut owned = 0;
+    for node in new.iter().filter(|n| n.owner.is_some()) {
+        owned += 1;
+        match old.get(&node.name) {
+            Some(before)
+                if before.owner == node.owner
+                    && before.state == node.state
+                    && before.alloc_cpus == node.alloc_cpus => {}
+            _ => return true,
+        }
+    }
+    owned != old.values().filter(|n| n.owner.is_some()).count()
+}
+
 /// How long the poller waits between cycles while slurmrestd fails: from `interval`, doubling
 /// with jitter, up to `max(interval, min(10 × interval, 30 s))`.
 pub fn backoff_cap(interval: Duration) -> Duration {
     interval.max((interval * 10).min(Duration::from_secs(30)))
 }
+
+#[cfg(test)]
+mod incremental_tests;
 
 #[cfg(test)]
 mod tests {
@@ -549,7 +726,7 @@ mod tests {
             ),
         ];
         for (what, known, now, want) in table {
-            assert_eq!(needs(known.as_ref(), &listed(now)), want, "{what}");
+            assert_eq!(needs(known.as_ref(), &listed(now), false), want, "{what}");
         }
     }
 
@@ -567,7 +744,9 @@ mod tests {
         let plan = plan(
             &tracker,
             &listing(&[(1, "PENDING"), (2, "RUNNING")]),
+            &BTreeSet::new(),
             limits(4, 100),
+            0,
         );
         assert_eq!(
             plan,
@@ -599,7 +778,7 @@ mod tests {
             (3, "RUNNING"),
             (9, "PENDING"),
         ]);
-        let p = plan(&tracker, &listed, limits(4, 100));
+        let p = plan(&tracker, &listed, &BTreeSet::new(), limits(4, 100), 0);
         assert_eq!(p.fetch, Fetch::Details(vec![2, 9, 1, 3]));
         assert!(p.complete);
     }
@@ -607,7 +786,7 @@ mod tests {
     #[test]
     fn beyond_budget_a_small_cluster_lists_everything_once() {
         let listed = listing(&[(1, "PENDING"), (2, "PENDING"), (3, "PENDING")]);
-        let p = plan(&Tracker::new(), &listed, limits(2, 3));
+        let p = plan(&Tracker::new(), &listed, &BTreeSet::new(), limits(2, 3), 0);
         assert_eq!(p.fetch, Fetch::Full);
         assert!(p.complete);
     }
@@ -620,7 +799,7 @@ mod tests {
             (3, "PENDING"),
             (4, "PENDING"),
         ]);
-        let p = plan(&Tracker::new(), &listed, limits(2, 3));
+        let p = plan(&Tracker::new(), &listed, &BTreeSet::new(), limits(2, 3), 0);
         assert_eq!(p.fetch, Fetch::Details(vec![1, 2]));
         assert!(!p.complete, "unresolved jobs are left");
         assert_eq!(p.deferred, 2);
@@ -635,7 +814,7 @@ mod tests {
             (3, "RUNNING"),
             (4, "RUNNING"),
         ]);
-        let p = plan(&tracker, &listed, limits(2, 3));
+        let p = plan(&tracker, &listed, &BTreeSet::new(), limits(2, 3), 0);
         assert_eq!(
             (p.fetch, p.complete, p.deferred),
             (Fetch::Details(vec![1, 2]), true, 2)
@@ -653,7 +832,7 @@ mod tests {
             let all: Vec<(u32, &str)> = (1..=count).map(|id| (id, "PENDING")).collect();
             let listed = listing(&all);
             // Nothing known yet (startup): one listing on a small cluster, else the budget.
-            let p = plan(&Tracker::new(), &listed, limits);
+            let p = plan(&Tracker::new(), &listed, &BTreeSet::new(), limits, 0);
             let requests = match &p.fetch {
                 Fetch::Nothing => 0,
                 Fetch::Full => 1,
@@ -671,7 +850,10 @@ mod tests {
             let tracker: Tracker = (1..=count)
                 .map(|id| (id, tracked("PENDING", foreign())))
                 .collect();
-            assert_eq!(plan(&tracker, &listed, limits).fetch, Fetch::Nothing);
+            assert_eq!(
+                plan(&tracker, &listed, &BTreeSet::new(), limits, 0).fetch,
+                Fetch::Nothing
+            );
         }
     }
 
@@ -685,7 +867,13 @@ mod tests {
             ],
             missing: vec![],
         };
-        let (tracker, jobs) = apply(&Tracker::new(), &BTreeMap::new(), &listed, fetched);
+        let (tracker, jobs) = apply(
+            &Tracker::new(),
+            &BTreeMap::new(),
+            &listed,
+            fetched,
+            Scope::All,
+        );
         assert_eq!(jobs.keys().copied().collect::<Vec<_>>(), vec![1]);
         assert_eq!(tracker[&1].known, Known::Ours);
         assert_eq!(
@@ -713,6 +901,7 @@ mod tests {
             &jobs,
             &listing(&[(2, "PENDING")]),
             Fetched::Nothing,
+            Scope::All,
         );
         assert!(jobs.is_empty());
         assert_eq!(tracker.keys().copied().collect::<Vec<_>>(), vec![2]);
@@ -726,6 +915,7 @@ mod tests {
             &BTreeMap::new(),
             &listing(&[(2, "RUNNING")]),
             fetched,
+            Scope::All,
         );
         assert!(tracker.is_empty());
     }
@@ -740,7 +930,7 @@ mod tests {
         .into();
         let jobs: BTreeMap<u32, Job> = [(1, job(1, "PENDING", Some(OURS)))].into();
         let listed = listing(&[(1, "RUNNING"), (2, "RUNNING"), (3, "COMPLETED")]);
-        let (next, next_jobs) = apply(&tracker, &jobs, &listed, Fetched::Nothing);
+        let (next, next_jobs) = apply(&tracker, &jobs, &listed, Fetched::Nothing, Scope::All);
         assert_eq!(next[&1].state, state("PENDING"), "ours: fetched next cycle");
         assert_eq!(next_jobs[&1].state, state("PENDING"));
         assert_eq!(
@@ -754,9 +944,12 @@ mod tests {
             "foreign end: no fetch needed"
         );
         assert_eq!(next[&3].known, foreign());
-        assert_eq!(needs(next.get(&1), &listed[&1]), Some(Why::OursChanged));
-        assert_eq!(needs(next.get(&2), &listed[&2]), Some(Why::Started));
-        assert_eq!(needs(next.get(&3), &listed[&3]), None);
+        assert_eq!(
+            needs(next.get(&1), &listed[&1], false),
+            Some(Why::OursChanged)
+        );
+        assert_eq!(needs(next.get(&2), &listed[&2], false), Some(Why::Started));
+        assert_eq!(needs(next.get(&3), &listed[&3], false), None);
     }
 
     #[test]
@@ -769,7 +962,7 @@ mod tests {
             job(2, "PENDING", Some(OURS)),
             job(7, "PENDING", Some(OURS)),
         ]);
-        let (tracker, jobs) = apply(&tracker, &jobs, &listed, fetched);
+        let (tracker, jobs) = apply(&tracker, &jobs, &listed, fetched, Scope::All);
         assert_eq!(jobs.keys().copied().collect::<Vec<_>>(), vec![2, 7]);
         assert_eq!(tracker.keys().copied().collect::<Vec<_>>(), vec![2, 7]);
         assert!(tracker.values().all(|t| t.stale == Stale::No));
@@ -784,7 +977,13 @@ mod tests {
             records: vec![job(1, "RUNNING", Some(OURS))],
             missing: vec![],
         };
-        let (tracker, jobs) = apply(&tracker, &jobs, &listing(&[(1, "PENDING")]), fetched);
+        let (tracker, jobs) = apply(
+            &tracker,
+            &jobs,
+            &listing(&[(1, "PENDING")]),
+            fetched,
+            Scope::All,
+        );
         assert_eq!(tracker[&1].stale, Stale::No);
         assert_eq!(
             tracker[&1].state,
@@ -817,10 +1016,10 @@ mod tests {
         )]
         .into();
         assert_eq!(
-            plan(&tracker, &listed, limits(4, 100)).fetch,
+            plan(&tracker, &listed, &BTreeSet::new(), limits(4, 100), 0).fetch,
             Fetch::Nothing
         );
-        let (tracker, jobs) = apply(&tracker, &jobs, &listed, Fetched::Nothing);
+        let (tracker, jobs) = apply(&tracker, &jobs, &listed, Fetched::Nothing, Scope::All);
         assert_eq!(jobs[&40].array_task_string.as_deref(), Some("2-5%2"));
         assert_eq!(tracker[&40].entries, 4);
     }
@@ -857,7 +1056,7 @@ mod tests {
         let marks: Vec<Stale> = tracker.values().map(|t| t.stale).collect();
         assert_eq!(marks, vec![Stale::Resync, Stale::No, Stale::No]);
         let listed = listing(&[(1, "COMPLETED"), (2, "RUNNING"), (3, "PENDING")]);
-        let p = plan(&tracker, &listed, limits(4, 100));
+        let p = plan(&tracker, &listed, &BTreeSet::new(), limits(4, 100), 0);
         assert_eq!(
             p.fetch,
             Fetch::Details(vec![3, 1]),
@@ -977,5 +1176,205 @@ mod tests {
             backoff_cap(Duration::from_secs(60)),
             Duration::from_secs(60)
         );
+    }
+
+    #[test]
+    fn skipped_jobs_are_fetched_only_when_named_or_holding_nodes() {
+        let mut tracker = Tracker::new();
+        let listed = listing(&[(1, "PENDING"), (2, "RUNNING"), (3, "COMPLETED")]);
+        skip_unknown(&mut tracker, &listed);
+        assert!(tracker.values().all(|t| t.known == Known::Skipped));
+        assert_eq!(unresolved(&tracker).len(), 3);
+        let table = [
+            (1, "PENDING", false, None),
+            (1, "PENDING", true, Some(Why::Wanted)),
+            (1, "RUNNING", false, Some(Why::Started)),
+            (3, "COMPLETED", false, None),
+            (3, "COMPLETED", true, Some(Why::Wanted)),
+        ];
+        for (id, now, wanted, want) in table {
+            assert_eq!(
+                needs(tracker.get(&id), &listed_state(now), wanted),
+                want,
+                "job {id} {now}, wanted {wanted}"
+            );
+        }
+        // Nothing skipped blocks the sync: a quiet first sync is complete with 1 fetch.
+        let wanted: BTreeSet<u32> = [3].into();
+        let p = plan(&tracker, &listed, &wanted, limits(4, 100), 0);
+        assert_eq!(p.fetch, Fetch::Details(vec![3, 2]), "wanted first");
+        assert!(p.complete);
+        let p = plan(&tracker, &listed, &BTreeSet::new(), limits(1, 0), 0);
+        assert_eq!((p.fetch, p.complete), (Fetch::Details(vec![2]), true));
+        // Skipping keeps what is known.
+        let mut known: Tracker = [(1, tracked("PENDING", Known::Ours))].into();
+        skip_unknown(&mut known, &listed);
+        assert_eq!(known[&1].known, Known::Ours);
+        assert_eq!(known[&2].known, Known::Skipped);
+    }
+
+    fn listed_state(s: &str) -> Listed {
+        listed(s)
+    }
+
+    #[test]
+    fn an_incremental_listing_speaks_only_for_what_it_asked() {
+        let tracker: Tracker = [
+            (1, tracked("PENDING", Known::Skipped)),
+            (2, tracked("PENDING", foreign())),
+            (3, tracked("RUNNING", Known::Ours)),
+            (4, tracked("RUNNING", Known::Ours)),
+        ]
+        .into();
+        let jobs: BTreeMap<u32, Job> = [
+            (3, job(3, "RUNNING", Some(OURS))),
+            (4, job(4, "RUNNING", Some(OURS))),
+        ]
+        .into();
+        // Asked: ours and a window 5..=8; 4 was purged, 6 is new.
+        let asked: BTreeSet<u32> = [3, 4, 5, 6, 7, 8].into();
+        let listed = listing(&[(3, "RUNNING"), (6, "PENDING")]);
+        let (next, next_jobs) = apply(
+            &tracker,
+            &jobs,
+            &listed,
+            Fetched::Nothing,
+            Scope::Only(&asked),
+        );
+        assert_eq!(next.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3, 6]);
+        assert_eq!(next[&1], tracker[&1], "not asked: as it was");
+        assert_eq!(next[&2], tracker[&2], "not asked: as it was");
+        assert_eq!(next[&6].known, Known::Unresolved, "new: fetched next");
+        assert_eq!(next_jobs.keys().copied().collect::<Vec<_>>(), vec![3]);
+        // The same answer as a full listing: the jobs it does not list are gone.
+        let (next, _) = apply(&tracker, &jobs, &listed, Fetched::Nothing, Scope::All);
+        assert_eq!(next.keys().copied().collect::<Vec<_>>(), vec![3, 6]);
+        // A record fetched for a carried id replaces it (its tag was removed).
+        let (next, next_jobs) = apply(
+            &tracker,
+            &jobs,
+            &BTreeMap::new(),
+            Fetched::Details {
+                records: vec![job(4, "RUNNING", Some("no longer a tag"))],
+                missing: vec![],
+            },
+            Scope::Only(&BTreeSet::new()),
+        );
+        assert!(matches!(next[&4].known, Known::Foreign { .. }));
+        assert!(!next_jobs.contains_key(&4));
+        assert!(next_jobs.contains_key(&3));
+    }
+
+    #[test]
+    fn an_incremental_cycle_follows_ours_the_busy_and_the_unknown() {
+        let tracker: Tracker = [
+            (1, tracked("PENDING", Known::Skipped)),
+            (2, tracked("RUNNING", Known::Skipped)),
+            (3, tracked("PENDING", foreign())),
+            (4, tracked("RUNNING", foreign())),
+            (5, tracked("COMPLETED", Known::Ours)),
+            (6, tracked("PENDING", Known::Unresolved)),
+        ]
+        .into();
+        let wanted: BTreeSet<u32> = [1, 99].into();
+        let ids: Vec<u32> = followed(&tracker, &wanted).into_iter().collect();
+        assert_eq!(ids, vec![1, 2, 4, 5, 6, 99]);
+        assert_eq!(probe(10, 4), 11..=14);
+        assert_eq!(probe(u32::MAX - 1, 4), u32::MAX..=u32::MAX);
+        assert!(!incremental_pays(&tracker, 1, 6), "a tiny queue");
+        assert!(incremental_pays(&tracker, 1, 5));
+        assert!(
+            !incremental_pays(&tracker, 2, 5),
+            "following a third of the queue"
+        );
+    }
+
+    #[test]
+    fn the_walk_down_the_newest_jobs_stops_at_one_numbered_before_the_cutoff() {
+        let at = |id: u32, submit: i64, start: Option<i64>, array: Option<u32>| Job {
+            job_id: id,
+            submit_time: Some(t(submit)),
+            start_time: start.map(t),
+            array_job_id: array,
+            ..Job::bare()
+        };
+        let table = [
+            ("a plain job submitted after", at(9, 150, None, None), false),
+            ("a plain job submitted before", at(9, 50, None, None), true),
+            (
+                "an array's meta record, by its submit",
+                at(9, 50, Some(150), Some(9)),
+                true,
+            ),
+            (
+                "a task record, by its start",
+                at(9, 50, Some(150), Some(3)),
+                false,
+            ),
+            (
+                "a task record started before",
+                at(9, 40, Some(50), Some(3)),
+                true,
+            ),
+            ("no times at all", Job::bare(), false),
+        ];
+        for (what, record, stop) in table {
+            assert_eq!(reached(&[record], t(100)), stop, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_nodeset_node_that_moves_forces_a_full_listing() {
+        let node = |name: &str, owned: bool, state: &str, alloc: i64| Node {
+            name: name.into(),
+            state: crate::slurm::types::NodeState::from_strings(&[state]),
+            reason: None,
+            reason_set_by_user: None,
+            cpus: Some(1),
+            alloc_cpus: Some(alloc),
+            real_memory: Some(1000),
+            features: vec![],
+            partitions: vec![],
+            address: None,
+            hostname: None,
+            port: None,
+            slurmd_version: None,
+            owner: owned.then(|| crate::slurm::node_owner::NodeOwner::new("ns", "set")),
+        };
+        let old: BTreeMap<String, Node> = [
+            ("a".to_owned(), node("a", true, "IDLE", 0)),
+            ("b".to_owned(), node("b", false, "IDLE", 0)),
+        ]
+        .into();
+        let table = [
+            (
+                "nothing changed",
+                vec![node("a", true, "IDLE", 0), node("b", false, "IDLE", 0)],
+                false,
+            ),
+            (
+                "another node started a job",
+                vec![node("a", true, "IDLE", 0), node("b", false, "ALLOCATED", 1)],
+                false,
+            ),
+            (
+                "a nodeset node started a job",
+                vec![node("a", true, "ALLOCATED", 1), node("b", false, "IDLE", 0)],
+                true,
+            ),
+            (
+                "a nodeset node left",
+                vec![node("b", false, "IDLE", 0)],
+                true,
+            ),
+            (
+                "a nodeset node came",
+                vec![node("a", true, "IDLE", 0), node("c", true, "IDLE", 0)],
+                true,
+            ),
+        ];
+        for (what, new, want) in table {
+            assert_eq!(owned_nodes_moved(&old, &new), want, "{what}");
+        }
     }
 }

@@ -121,6 +121,49 @@ fn a_rerun_is_not_lost_in_a_listing_that_predates_its_submit() {
     assert_eq!(missed.phase, Phase::Lost);
 }
 
+/// A job the index has not resolved (skipped at the first sync) or a listing did not ask about
+/// (an incremental one, below the job's id) is not called lost: the caller asks for it.
+#[test]
+fn a_job_is_not_lost_while_the_index_cannot_speak_for_its_id() {
+    let tag = OwnerTag::new("u", 1);
+    let current = follow(
+        &submitted_at(1000),
+        12,
+        &state(Some(1001), vec![running(12, &tag)]),
+        utc(1001),
+        "u",
+        &KEY,
+    );
+    assert_eq!(current.phase, Phase::Running);
+    let synced_without = |unresolved: &[u32], up_to: Option<u32>| ClusterState {
+        unresolved: Arc::new(unresolved.iter().copied().collect()),
+        jobs_listed_up_to: up_to,
+        ..state(Some(2000), vec![])
+    };
+    for (what, index, lost) in [
+        ("resolved and listed: lost", synced_without(&[], None), true),
+        (
+            "skipped at the first sync",
+            synced_without(&[12], None),
+            false,
+        ),
+        (
+            "an incremental listing up to 11",
+            synced_without(&[], Some(11)),
+            false,
+        ),
+        (
+            "an incremental listing up to 12",
+            synced_without(&[], Some(12)),
+            true,
+        ),
+    ] {
+        assert_eq!(resolved(&index, 12), lost, "{what}");
+        let next = follow(&current, 12, &index, utc(2001), "u", &KEY);
+        assert_eq!(next.phase == Phase::Lost, lost, "{what}");
+    }
+}
+
 /// A status written before `trackedSince` existed is never called lost on the old, shared
 /// `Ready` time: the evidence clock starts at the first step that follows it.
 #[test]
@@ -440,6 +483,7 @@ fn the_submit_decision() {
     let on_itself = spec(serde_json::json!({"dependsOn": [{"name": "train"}]}));
     let found = AccountingAnswer::Found(Some(41));
     let none = AccountingAnswer::Found(None);
+    let unresolved = AccountingAnswer::Unresolved(vec![7, 20]);
     let failed = AccountingAnswer::Failed {
         reason: "Unreachable",
         message: "connection refused".into(),
@@ -568,6 +612,20 @@ fn the_submit_decision() {
             Expect::Submit { name: "nightly" },
         ),
         (
+            "accounting holds untagged jobs of that name the index skipped: wait for their \
+             records in slurmctld (only they show the tag of a job not ended yet)",
+            SubmitFacts {
+                fresh: false,
+                accounting: Some(&unresolved),
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Wait(
+                "WaitingForSlurmIndex",
+                "Slurm jobs 7, 20 (same name and user",
+            ),
+        ),
+        (
             "accounting did not answer: wait, naming why",
             SubmitFacts {
                 fresh: false,
@@ -607,13 +665,52 @@ fn a_submitted_request_carries_the_tag_and_the_dependencies() {
 #[test]
 fn only_a_young_first_generation_is_fresh() {
     let at = |s| DateTime::from_timestamp(s, 0).unwrap();
-    assert!(fresh(1, Some(at(1000)), at(1029)));
-    assert!(!fresh(1, Some(at(1000)), at(1030)));
+    assert!(fresh(1, Some(at(1000)), at(1029), None));
+    assert!(!fresh(1, Some(at(1000)), at(1030), None));
     assert!(
-        !fresh(2, Some(at(1000)), at(1001)),
+        !fresh(2, Some(at(1000)), at(1001), None),
         "an edit is never fresh"
     );
-    assert!(!fresh(1, None, at(1001)), "unknown creation time");
+    assert!(!fresh(1, None, at(1001), None), "unknown creation time");
+    // The index skipped the jobs listed at 990: a SlurmJob created before (or within the
+    // clocks' margin of) that listing may have been submitted by an earlier incarnation into
+    // the skipped jobs; only accounting can tell.
+    for (created, skipped_before, want) in [
+        (1000, 990, true),
+        (1000, 998, false),
+        (1000, 1000, false),
+        (1000, 1010, false),
+    ] {
+        assert_eq!(
+            fresh(1, Some(at(created)), at(1005), Some(at(skipped_before))),
+            want,
+            "created {created}, skipped before {skipped_before}"
+        );
+    }
+}
+
+#[test]
+fn accounting_candidates_are_the_users_jobs_without_a_comment() {
+    let record = |id: u32, array: Option<u32>, user: &str, comment: Option<&str>| {
+        let mut job = Job {
+            job_id: id,
+            array_job_id: array,
+            user_name: Some(user.into()),
+            ..Job::bare()
+        };
+        job.set_comment(comment.map(str::to_owned));
+        job
+    };
+    let records = [
+        record(7, None, "alice", None),
+        record(9, None, "bob", None),
+        record(11, None, "alice", Some("ended: its comment is stored")),
+        record(20, Some(20), "alice", None),
+        record(21, Some(20), "alice", None),
+        record(3, None, "alice", None),
+    ];
+    assert_eq!(accounting_candidates(&records, "alice"), vec![3, 7, 20]);
+    assert!(accounting_candidates(&records, "carol").is_empty());
 }
 
 #[test]
