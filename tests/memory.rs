@@ -233,6 +233,9 @@ async fn an_element_bomb_from_slurmrestd_is_refused_without_growing_the_operator
                     "allowInsecureHttp": true,
                     "auth": {"jwt": {"keySecretRef": {"name": "slurm-jwt", "key": "jwt_hs256.key"}}},
                     "pollInterval": "1s",
+                    // Pinned: the bomb answers every path, negotiation's `/ping` too, and this
+                    // test is about the list answers the poller asks for.
+                    "restApiVersion": "v0.0.42",
                 },
             })),
         )

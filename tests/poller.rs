@@ -584,9 +584,11 @@ async fn mount_failing(server: &MockServer) {
 async fn failures_mark_down_once_back_off_and_recovery_resyncs() {
     let server = MockServer::start().await;
     mount_healthy(&server, 10).await;
+    // The mock serves v0.0.42's paths only: pinned, no negotiating `/ping`.
     let config = ClientConfig::new(&server.uri())
         .unwrap()
         .allow_plaintext(true)
+        .with_api_version(Some(slurm_operator::slurm::ApiVersion::V0_0_42))
         .with_retry(RetryPolicy::none());
     let credentials =
         Arc::new(Credentials::minted(vec![1; 32], "slurm", Duration::from_secs(300)).unwrap());

@@ -1236,10 +1236,31 @@ async fn tls_verification_is_on_by_default() {
 // --- The endpoint cannot turn the operator into a confused deputy --------------------------------
 
 /// A facade client for `uri` with a ready token and no retries unless asked.
+/// A client pinned to v0.0.42, so each call makes exactly the request it names (an unpinned
+/// client's first call negotiates with `/ping` first; `deputy_negotiating` is that one).
 fn deputy(uri: &str, token: &str, retry: RetryPolicy) -> SlurmClient {
+    deputy_with(
+        uri,
+        token,
+        retry,
+        Some(slurm_operator::slurm::ApiVersion::V0_0_42),
+    )
+}
+
+fn deputy_negotiating(uri: &str, token: &str, retry: RetryPolicy) -> SlurmClient {
+    deputy_with(uri, token, retry, None)
+}
+
+fn deputy_with(
+    uri: &str,
+    token: &str,
+    retry: RetryPolicy,
+    version: Option<slurm_operator::slurm::ApiVersion>,
+) -> SlurmClient {
     let config = ClientConfig::new(uri)
         .unwrap()
         .allow_plaintext(true)
+        .with_api_version(version)
         .with_retry(retry)
         .with_request_timeout(Duration::from_secs(10));
     SlurmClient::new(config, Arc::new(Credentials::token(token, None).unwrap())).unwrap()
@@ -1283,7 +1304,10 @@ async fn redirects_are_not_followed_and_the_token_stays_home() {
             .await;
         // The default retry policy: a redirect must not be tried again.
         let client = deputy(&endpoint.uri(), &token, RetryPolicy::default());
+        // Negotiating the version (its `/ping` probe) does not follow one either.
+        let negotiating = deputy_negotiating(&endpoint.uri(), &token, RetryPolicy::default());
         let results = [
+            ("ping", negotiating.negotiate().await.map(|_| ())),
             ("diag", client.cluster_info().await.map(|_| ())),
             (
                 "submit_job",
@@ -1310,7 +1334,8 @@ async fn redirects_are_not_followed_and_the_token_stays_home() {
             );
         }
         let asked = endpoint.received_requests().await.unwrap();
-        assert_eq!(asked.len(), 3, "one request per call, none retried");
+        // One request per call (negotiation stops at its first probe's redirect), none retried.
+        assert_eq!(asked.len(), 4, "one request per call, none retried");
         assert!(
             asked
                 .iter()

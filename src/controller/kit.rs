@@ -86,14 +86,19 @@ impl Backoffs {
     pub const BUSY_MAX: Duration = Duration::from_secs(30);
 
     /// Record that `key` found its cluster busy; returns how long to wait. Shares the failure
-    /// count of `key` (a success resets both); starts at [`Self::BUSY_MIN`], doubles, stops at
-    /// [`Self::BUSY_MAX`].
+    /// count of `key` (a success resets both); nominally starts at [`Self::BUSY_MIN`], doubles,
+    /// stops at [`Self::BUSY_MAX`], and each wait is spread over its upper half by `key` and
+    /// count ([`spread`]): objects that found the cluster busy together must not all come back
+    /// together, or the same few win the slots every time (a restart with 100 SlurmJobs to
+    /// catch up left some waiting minutes behind synchronized 30 s retries).
     pub fn next_busy(&self, key: &str) -> Duration {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         let count = failures.entry(key.to_owned()).or_default();
         let factor = 1u32.checked_shl((*count).min(16)).unwrap_or(u32::MAX);
+        let nominal = Self::BUSY_MIN.saturating_mul(factor).min(Self::BUSY_MAX);
+        let delay = spread(nominal, key, *count);
         *count = count.saturating_add(1);
-        Self::BUSY_MIN.saturating_mul(factor).min(Self::BUSY_MAX)
+        delay
     }
 
     /// Forget the failures of `key` (after a success, or when the object is gone).
@@ -107,6 +112,16 @@ impl Backoffs {
         let factor = 1u32.checked_shl(previous.min(16)).unwrap_or(u32::MAX);
         Self::MIN.saturating_mul(factor).min(Self::MAX)
     }
+}
+
+/// `nominal` scaled into `[nominal / 2, nominal]`, the same for the same `key` and `attempt`
+/// (deterministic, so tests can bound it) and different across keys.
+fn spread(nominal: Duration, key: &str, attempt: u32) -> Duration {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (key, attempt).hash(&mut hasher);
+    let permille = 500 + u32::try_from(hasher.finish() % 501).unwrap_or(500);
+    nominal * permille / 1000
 }
 
 /// One reconcile as every controller runs it: nothing at all on a replica without the leader
@@ -357,12 +372,42 @@ mod tests {
         let backoffs = Backoffs::default();
         let key = Backoffs::key("slurmjob", "ns", "a");
         let delays: Vec<_> = (0..12).map(|_| backoffs.next_busy(&key)).collect();
-        assert_eq!(delays[0], Backoffs::BUSY_MIN);
-        assert_eq!(delays[1], Backoffs::BUSY_MIN * 2);
-        assert!(delays.windows(2).all(|w| w[0] <= w[1]), "{delays:?}");
-        assert_eq!(*delays.last().unwrap(), Backoffs::BUSY_MAX);
+        let within = |d: Duration, nominal: Duration| d >= nominal / 2 && d <= nominal;
+        assert!(within(delays[0], Backoffs::BUSY_MIN), "{delays:?}");
+        assert!(within(delays[1], Backoffs::BUSY_MIN * 2), "{delays:?}");
+        assert!(within(delays[2], Backoffs::BUSY_MIN * 4), "{delays:?}");
+        assert!(
+            within(*delays.last().unwrap(), Backoffs::BUSY_MAX),
+            "{delays:?}"
+        );
+        assert!(
+            delays.iter().all(|d| *d <= Backoffs::BUSY_MAX),
+            "{delays:?}"
+        );
         backoffs.reset(&key);
-        assert_eq!(backoffs.next_busy(&key), Backoffs::BUSY_MIN);
+        assert_eq!(
+            backoffs.next_busy(&key),
+            delays[0],
+            "the same key and attempt, the same wait"
+        );
+    }
+
+    #[test]
+    fn objects_busy_together_do_not_come_back_together() {
+        let backoffs = Backoffs::default();
+        // 100 SlurmJobs at their sixth busy retry (nominally the 30 s cap, 8 s here).
+        let waits: std::collections::BTreeSet<Duration> = (0..100)
+            .map(|i| {
+                let key = Backoffs::key("slurmjob", "ns", &format!("job-{i}"));
+                (0..6).map(|_| backoffs.next_busy(&key)).last().unwrap()
+            })
+            .collect();
+        let (first, last) = (*waits.first().unwrap(), *waits.last().unwrap());
+        assert!(waits.len() > 50, "{} distinct waits of 100", waits.len());
+        assert!(
+            last - first >= Backoffs::BUSY_MIN * 32 / 4,
+            "{first:?}..{last:?}"
+        );
     }
 
     #[test]

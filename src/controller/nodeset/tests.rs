@@ -534,9 +534,10 @@ async fn scale_in_with_slurm_drains_then_deletes_only_once_drained() {
         .unwrap_err();
     let mut api = scenario.await.unwrap();
     assert!(matches!(error, Error::ClusterBusy(_)), "{error}");
+    let reference = crate::controller::kit::Backoffs::default();
     assert_eq!(
         error_policy(Arc::new(set.clone()), &error, Arc::clone(&ctx)),
-        controller::Action::requeue(crate::controller::kit::Backoffs::BUSY_MIN)
+        controller::Action::requeue(reference.next_busy(&backoff_key(&set)))
     );
     let node = client.node(&victim).await.unwrap();
     assert_eq!(

@@ -997,8 +997,11 @@ async fn a_busy_cluster_requeues_soon_without_a_request() {
     let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
     let second = error_policy(job.clone(), &error, data.clone());
     let mut api = server.await.unwrap();
-    assert_eq!(first, Action::requeue(Backoffs::BUSY_MIN));
-    assert_eq!(second, Action::requeue(Backoffs::BUSY_MIN * 2));
+    // The same waits a fresh record of this key gives: BUSY_MIN, then twice that, spread.
+    let reference = Backoffs::default();
+    let key = backoff_key(&job);
+    assert_eq!(first, Action::requeue(reference.next_busy(&key)));
+    assert_eq!(second, Action::requeue(reference.next_busy(&key)));
     drop(taken);
     // A free slot: the cancel is tried (and fails against the unreachable endpoint), which the
     // DeletionBlocked condition and its Warning say.

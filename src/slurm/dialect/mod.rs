@@ -364,6 +364,32 @@ macro_rules! cancel_by_errors {
 }
 pub(crate) use cancel_by_errors;
 
+/// `/ping` before v0.0.42: `pinged: "UP"` and `mode: "primary"` (no `responding`/`primary`).
+macro_rules! responding_by_pinged {
+    () => {
+        fn controller_responding(resp: &api::OpenapiPingArrayResp) -> bool {
+            resp.pings
+                .iter()
+                .flat_map(|p| p.0.iter())
+                .any(|p| p.pinged.as_deref() == Some("UP") && p.mode.as_deref() == Some("primary"))
+        }
+    };
+}
+pub(crate) use responding_by_pinged;
+
+/// `/ping` from v0.0.42 to v0.0.44: `responding`, and `primary` (or `mode` says primary).
+macro_rules! responding_by_primary_or_mode {
+    () => {
+        fn controller_responding(resp: &api::OpenapiPingArrayResp) -> bool {
+            resp.pings.iter().flat_map(|p| p.0.iter()).any(|p| {
+                p.responding == Some(true)
+                    && (p.primary == Some(true) || p.mode.as_deref() == Some("primary"))
+            })
+        }
+    };
+}
+pub(crate) use responding_by_primary_or_mode;
+
 /// slurmdbd's job record from v0.0.41 on names the output files, expanded where it can.
 macro_rules! accounting_output_files {
     () => {

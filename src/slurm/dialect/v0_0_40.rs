@@ -9,12 +9,7 @@ const VERSION: ApiVersion = ApiVersion::V0_0_40;
 
 include!("shared.rs");
 
-fn controller_responding(resp: &api::OpenapiPingArrayResp) -> bool {
-    resp.pings
-        .iter()
-        .flat_map(|p| p.0.iter())
-        .any(|p| p.pinged.as_deref() == Some("UP") && p.mode.as_deref() == Some("primary"))
-}
+crate::slurm::dialect::responding_by_pinged!();
 
 crate::slurm::dialect::cancel_by_errors!();
 

@@ -1,4 +1,4 @@
-//! REST API v0.0.44 (the reference shape: `shared.rs` as it is).
+//! REST API v0.0.44: `shared.rs` as it is (v0.0.42 is the shape the others are named after).
 
 use crate::slurm::generated::v0_0_44::Client;
 use crate::slurm::generated::v0_0_44::types as api;
@@ -7,13 +7,7 @@ const VERSION: ApiVersion = ApiVersion::V0_0_44;
 
 include!("shared.rs");
 
-/// The primary slurmctld answers (`mode` says primary where `primary` is missing).
-fn controller_responding(resp: &api::OpenapiPingArrayResp) -> bool {
-    resp.pings.iter().flat_map(|p| p.0.iter()).any(|p| {
-        p.responding == Some(true)
-            && (p.primary == Some(true) || p.mode.as_deref() == Some("primary"))
-    })
-}
+crate::slurm::dialect::responding_by_primary_or_mode!();
 
 crate::slurm::dialect::cancel_by_status!();
 crate::slurm::dialect::accounting_output_files!();
