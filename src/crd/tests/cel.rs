@@ -222,6 +222,27 @@ fn cel_rules_are_where_expected() {
                 "dependsOn cannot name the SlurmJob itself: it would wait for its own submission forever"
             ),
             s(
+                ".spec",
+                "memoryPerNode and memoryPerCpu exclude each other (as sbatch's --mem and \
+                 --mem-per-cpu): set one"
+            ),
+            s(
+                ".spec",
+                "tres is the old name of tresPerTask: set only tresPerTask"
+            ),
+            s(
+                ".spec",
+                "gpusPerNode and a gpu entry in gres both ask for GPUs per node: set one"
+            ),
+            s(
+                ".spec",
+                "gpusPerTask and a gpu entry in tresPerTask both ask for GPUs per task: set one"
+            ),
+            s(
+                ".spec",
+                "exclusive and extraOptions.shared both say how the nodes are shared: set one"
+            ),
+            s(
                 ".spec.array",
                 "array must list indices such as 0-9, 1,3,5 or 0-15:4, optionally followed by %N to \
                  run at most N tasks at once (0-9%2)"
@@ -238,6 +259,18 @@ fn cel_rules_are_where_expected() {
                  '.', starting and ending with a letter or digit"
             ),
             s(".spec.extraOptions", "(messageExpression)",),
+            s(
+                ".spec.gpusPerNode",
+                "gpusPerNode must be a GPU count such as 2, or a type and a count such as a100:2"
+            ),
+            s(
+                ".spec.gpusPerTask",
+                "gpusPerTask must be a GPU count such as 1, or a type and a count such as a100:1"
+            ),
+            s(
+                ".spec.memoryPerCpu",
+                "memoryPerCpu must be a positive quantity such as 2Gi or 512Mi"
+            ),
             s(
                 ".spec.memoryPerNode",
                 "memoryPerNode must be a positive quantity such as 4Gi or 512Mi"
@@ -268,6 +301,7 @@ fn cel_rules_are_where_expected() {
                 ".spec.script",
                 "script must start with an interpreter line such as #!/bin/bash"
             ),
+            s(".spec.tasksPerNode", "tasksPerNode must be at least 1"),
             s(
                 ".spec.timeLimit",
                 "timeLimit must be at least 1m (Slurm counts time limits in whole minutes)"
@@ -593,7 +627,7 @@ fn slurmjob_rules() {
     // extraOptions is an allowlist: what any Slurm user may choose for their own job.
     for ok in [
         json!({"extraOptions": {"mail_type": ["END"], "hold": true, "begin_time": {"set": true, "number": 1}}}),
-        json!({"extraOptions": {"memory_per_cpu": {"set": true, "number": 100}, "requeue": false}}),
+        json!({"extraOptions": {"tres_per_job": "gres/gpu:4", "requeue": false}}),
         json!({"extraOptions": {}}),
     ] {
         j(ok, &[]);
@@ -617,6 +651,46 @@ fn slurmjob_rules() {
         json!({"extraOptions": {"user_id": "0", "group_id": "0"}}),
         &["_id is refused: a job runs as the Slurm user its access grants"],
     );
+
+    // The typed fields of GPU and MPI jobs, and the pairs that would say one thing twice.
+    j(
+        json!({"tasksPerNode": 8, "gpusPerNode": "4", "gpusPerTask": "a100:1",
+               "exclusive": "node", "memoryPerCpu": "2Gi", "tresPerTask": "cpu=2"}),
+        &[],
+    );
+    j(json!({"exclusive": "user"}), &[]);
+    j(json!({"tasksPerNode": 0}), &["tasksPerNode must be at least 1"]);
+    for bad in ["0", "-1", "a100:", "two", "a100:2:3", "2 "] {
+        j(json!({"gpusPerNode": bad}), &["gpusPerNode must be a GPU count"]);
+        j(json!({"gpusPerTask": bad}), &["gpusPerTask must be a GPU count"]);
+    }
+    j(
+        json!({"memoryPerCpu": "0"}),
+        &["memoryPerCpu must be a positive quantity"],
+    );
+    j(
+        json!({"memoryPerCpu": "1Gi", "memoryPerNode": "4Gi"}),
+        &["memoryPerNode and memoryPerCpu exclude each other"],
+    );
+    j(json!({"tres": "cpu=2"}), &[]);
+    j(
+        json!({"tres": "cpu=2", "tresPerTask": "cpu=2"}),
+        &["tres is the old name of tresPerTask"],
+    );
+    j(json!({"gpusPerNode": "2", "gres": "nvme:1"}), &[]);
+    j(
+        json!({"gpusPerNode": "2", "gres": "gpu:2"}),
+        &["gpusPerNode and a gpu entry in gres"],
+    );
+    j(
+        json!({"gpusPerTask": "1", "tresPerTask": "gres/gpu=1"}),
+        &["gpusPerTask and a gpu entry in tresPerTask"],
+    );
+    j(
+        json!({"exclusive": "node", "extraOptions": {"shared": ["user"]}}),
+        &["exclusive and extraOptions.shared both say"],
+    );
+    j(json!({"extraOptions": {"shared": ["oversubscribe"]}}), &[]);
 
     // clusterName is immutable; other fields may change.
     let update = |new: Value, want: &[&str]| {

@@ -224,8 +224,6 @@ pub(crate) fn submit_body(request: &SubmitRequest) -> Result<Value, SlurmError> 
         ("qos", &request.qos),
         ("nodes", &request.nodes),
         ("constraints", &request.constraints),
-        ("tres_per_node", &request.tres_per_node),
-        ("tres_per_task", &request.tres_per_task),
         ("array", &request.array),
         ("dependency", &request.dependency),
         ("standard_output", &request.standard_output),
@@ -237,10 +235,10 @@ pub(crate) fn submit_body(request: &SubmitRequest) -> Result<Value, SlurmError> 
             put(key, json!(value));
         }
     }
-    if let Some(gres) = &request.gres {
-        // sbatch's --gres is tres_per_node with a "gres/" prefix per entry.
-        let per_node = gres
-            .split(',')
+    // sbatch's --gres and --gpus-per-node are tres_per_node entries ("gres/"-prefixed), its
+    // --gpus-per-task a tres_per_task one: each list is joined from every field that adds to it.
+    let gres = request.gres.as_deref().map(|gres| {
+        gres.split(',')
             .map(str::trim)
             .filter(|g| !g.is_empty())
             .map(|g| {
@@ -251,14 +249,57 @@ pub(crate) fn submit_body(request: &SubmitRequest) -> Result<Value, SlurmError> 
                 }
             })
             .collect::<Vec<_>>()
-            .join(",");
-        put("tres_per_node", json!(per_node));
+            .join(",")
+    });
+    let gpus = |count: &Option<String>| count.as_ref().map(|n| format!("gres/gpu:{n}"));
+    let tres_lists = [
+        (
+            "tres_per_node",
+            [request.tres_per_node.clone(), gres, gpus(&request.gpus_per_node)],
+        ),
+        (
+            "tres_per_task",
+            [request.tres_per_task.clone(), None, gpus(&request.gpus_per_task)],
+        ),
+    ];
+    for (key, parts) in tres_lists {
+        let list: Vec<String> = parts
+            .into_iter()
+            .flatten()
+            .filter(|part| !part.trim().is_empty())
+            .collect();
+        if !list.is_empty() {
+            put(key, json!(list.join(",")));
+        }
     }
     if let Some(tasks) = request.tasks {
         put("tasks", json!(tasks));
     }
     if let Some(cpus) = request.cpus_per_task {
         put("cpus_per_task", json!(cpus));
+    }
+    if let Some(tasks) = request.tasks_per_node {
+        put("tasks_per_node", json!(tasks));
+    }
+    if let Some(exclusive) = request.exclusive {
+        if request.extra.contains_key("shared") {
+            return Err(invalid(
+                "job option shared and exclusive both say how the nodes are shared: set one".into(),
+            ));
+        }
+        put("shared", json!([exclusive.shared_flag()]));
+    }
+    if let Some(mib) = request.memory_per_cpu_mib {
+        if request.memory_per_node_mib.is_some() {
+            // sbatch refuses --mem with --mem-per-cpu; slurmctld would keep only one.
+            return Err(invalid(
+                "memory per node and memory per CPU exclude each other: set one".into(),
+            ));
+        }
+        put(
+            "memory_per_cpu",
+            json!({"set": true, "infinite": false, "number": mib}),
+        );
     }
     if let Some(mib) = request.memory_per_node_mib {
         put(
