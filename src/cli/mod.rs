@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod job;
+pub mod sbatch;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -37,6 +38,9 @@ pub enum Command {
     Job(job::JobArgs),
     /// Run the operator until SIGTERM/SIGINT.
     Run(crate::run::RunArgs),
+    /// Turn a batch script with #SBATCH lines into a SlurmJob (printed as YAML, or created with
+    /// --apply). Every #SBATCH option it cannot carry is listed.
+    Sbatch(sbatch::SbatchArgs),
 }
 
 #[derive(Debug, Args)]

@@ -139,7 +139,13 @@ fn matches(pattern: &str) -> String {
         "!has(self.exclusive) || !has(self.extraOptions) || !('shared' in self.extraOptions)"
     )
         .message("exclusive and extraOptions.shared both say how the nodes are shared: set one")
-        .field_path(".exclusive")
+        .field_path(".exclusive"),
+    validation = Rule::new(
+        "!has(self.output) || (!has(self.standardOutput) && !has(self.standardError))"
+    )
+        .message("standardOutput and standardError cannot be set with output: with output, \
+                  the operator names the file it streams")
+        .field_path(".output")
 )]
 pub struct SlurmJobSpec {
     /// Name of the SlurmCluster (cluster-scoped) to run the job on; its `access` decides
@@ -308,6 +314,20 @@ pub struct SlurmJobSpec {
     #[schemars(length(max = MAX_DEPENDENCIES))]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub depends_on: Vec<JobDependency>,
+
+    /// File for the batch script's stdout on the Slurm nodes (`--output`), a Slurm filename
+    /// pattern such as `/home/alice/logs/%x-%j.out` (`%j` job id, `%x` job name, `%A`/`%a`
+    /// array job and task, ...); relative to `workingDirectory` unless absolute. Defaults to
+    /// Slurm's `slurm-%j.out`. Not with `output`, which names the file itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub standard_output: Option<String>,
+
+    /// File for the batch script's stderr (`--error`), a pattern as for `standardOutput`.
+    /// Defaults to the stdout file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub standard_error: Option<String>,
 
     /// Where Slurm writes the job's stdout/stderr so the operator can read it: a
     /// PersistentVolumeClaim that is also mounted on the Slurm nodes.

@@ -531,11 +531,11 @@ pub const REFUSED_JOB_OPTIONS: &[(&str, &str)] = &[
     ("script", "is set by the operator; use spec.script"),
     (
         "standard_output",
-        "is set by the operator; use spec.output to collect the output",
+        "has a typed field: use spec.standardOutput (or spec.output to collect the output)",
     ),
     (
         "standard_error",
-        "is set by the operator; use spec.output to collect the output",
+        "has a typed field: use spec.standardError (or spec.output to collect the output)",
     ),
     ("standard_input", "is set by the operator"),
     (

@@ -156,6 +156,13 @@ pub fn request(
         .as_ref()
         .map(|d| round_up_to_minute(d.as_std()));
     let output = output_path(spec, object_name);
+    if output.is_some() && (spec.standard_output.is_some() || spec.standard_error.is_some()) {
+        return conflict(
+            "output",
+            "standardOutput/standardError",
+            "with output, the operator names the file it streams",
+        );
+    }
 
     let mut request = SubmitRequest {
         script: spec.script.clone(),
@@ -188,9 +195,9 @@ pub fn request(
         }),
         array: spec.array.clone(),
         dependency: dependency_expression(dependencies),
-        standard_output: output.clone(),
-        // With an output file, stderr goes to the same file so `kubectl logs` shows both.
-        standard_error: output,
+        // With an output volume, stderr goes to the same file so `kubectl logs` shows both.
+        standard_output: output.clone().or_else(|| spec.standard_output.clone()),
+        standard_error: output.or_else(|| spec.standard_error.clone()),
         comment: Some(comment.to_owned()),
         extra: serde_json::Map::new(),
     };
@@ -338,6 +345,21 @@ mod tests {
             Some("/shared/runs/obj-%j.out")
         );
         assert_eq!(r.standard_error, r.standard_output);
+
+        // Without an output volume, Slurm filename patterns go through as written.
+        s.output = None;
+        s.standard_output = Some("logs/%x-%A_%a.out".into());
+        s.standard_error = Some("/home/u/%j.err".into());
+        let r = request(&s, "obj", &OwnerTag::new("u", 1).to_string(), &deps).unwrap();
+        assert_eq!(r.standard_output.as_deref(), Some("logs/%x-%A_%a.out"));
+        assert_eq!(r.standard_error.as_deref(), Some("/home/u/%j.err"));
+        s.output = Some(JobOutput {
+            volume: "out".into(),
+            slurm_path: "/shared".into(),
+            sub_path: None,
+        });
+        let err = request(&s, "obj", &OwnerTag::new("u", 1).to_string(), &deps).unwrap_err();
+        assert!(err.to_string().starts_with("output and standardOutput"), "{err}");
     }
 
     #[test]
@@ -369,7 +391,7 @@ mod tests {
             ("clusters", "cluster is set by its access"),
             ("comment", "ownership tag"),
             ("script", "use spec.script"),
-            ("standard_output", "use spec.output"),
+            ("standard_output", "use spec.standardOutput"),
             ("partition", "use spec.partition"),
             ("current_working_directory", "use spec.workingDirectory"),
             ("tasks_per_node", "use spec.tasksPerNode"),

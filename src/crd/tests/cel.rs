@@ -243,6 +243,11 @@ fn cel_rules_are_where_expected() {
                 "exclusive and extraOptions.shared both say how the nodes are shared: set one"
             ),
             s(
+                ".spec",
+                "standardOutput and standardError cannot be set with output: with output, the \
+                 operator names the file it streams"
+            ),
+            s(
                 ".spec.array",
                 "array must list indices such as 0-9, 1,3,5 or 0-15:4, optionally followed by %N to \
                  run at most N tasks at once (0-9%2)"
@@ -691,6 +696,14 @@ fn slurmjob_rules() {
         &["exclusive and extraOptions.shared both say"],
     );
     j(json!({"extraOptions": {"shared": ["oversubscribe"]}}), &[]);
+    j(
+        json!({"standardOutput": "logs/%x-%j.out", "standardError": "/tmp/%j.err"}),
+        &[],
+    );
+    j(
+        json!({"standardError": "e", "output": {"volume": "out", "slurmPath": "/shared"}}),
+        &["standardOutput and standardError cannot be set with output"],
+    );
 
     // clusterName is immutable; other fields may change.
     let update = |new: Value, want: &[&str]| {
