@@ -175,8 +175,17 @@ const OPTIONS: &[(&str, Option<char>, Arg)] = &[
 
 /// Options of the sbatch command itself rather than of the job.
 const CLIENT_OPTIONS: &[&str] = &[
-    "batch", "help", "ignore-pbs", "parsable", "quiet", "test-only", "usage", "verbose",
-    "version", "wait", "wrap",
+    "batch",
+    "help",
+    "ignore-pbs",
+    "parsable",
+    "quiet",
+    "test-only",
+    "usage",
+    "verbose",
+    "version",
+    "wait",
+    "wrap",
 ];
 
 /// One option of an `#SBATCH` line: its long name, value, and the text as written.
@@ -473,7 +482,9 @@ fn apply(
         if value.is_empty() {
             Err("needs a value".into())
         } else if value.len() > max {
-            Err(format!("is longer than the SlurmJob takes ({max} characters)"))
+            Err(format!(
+                "is longer than the SlurmJob takes ({max} characters)"
+            ))
         } else {
             Ok(value.clone())
         }
@@ -506,7 +517,9 @@ fn apply(
                 None | Some("") => Exclusive::Node,
                 Some("user") => Exclusive::User,
                 Some("mcs") => Exclusive::Mcs,
-                Some(_) => return Err("has no SlurmJob form (exclusive is node, user or mcs)".into()),
+                Some(_) => {
+                    return Err("has no SlurmJob form (exclusive is node, user or mcs)".into());
+                }
             });
             // As in sbatch, the later of --exclusive and --oversubscribe wins.
             extra.remove("shared");
@@ -681,7 +694,10 @@ fn gpus(value: &str) -> Result<String, String> {
     if kind_ok && count_ok {
         Ok(value.to_owned())
     } else {
-        Err("has no SlurmJob form (a GPU count such as 2, or a type and a count such as a100:2)".into())
+        Err(
+            "has no SlurmJob form (a GPU count such as 2, or a type and a count such as a100:2)"
+                .into(),
+        )
     }
 }
 
@@ -853,9 +869,7 @@ impl SbatchArgs {
                 .as_deref()
                 .and_then(object_name)
                 .or_else(|| file_stem(&self.script).and_then(|s| object_name(&s)))
-                .ok_or_else(|| {
-                    CliError::Usage("no name for the SlurmJob: give --name".into())
-                })?,
+                .ok_or_else(|| CliError::Usage("no name for the SlurmJob: give --name".into()))?,
         };
         let mut job = SlurmJob::new(&name, spec);
         job.metadata.namespace = self.namespace.clone();

@@ -608,14 +608,8 @@ pub const REFUSED_JOB_OPTIONS: &[(&str, &str)] = &[
     ),
     ("time_limit", "has a typed field: use spec.timeLimit"),
     ("constraints", "has a typed field: use spec.constraints"),
-    (
-        "tasks_per_node",
-        "has a typed field: use spec.tasksPerNode",
-    ),
-    (
-        "memory_per_cpu",
-        "has a typed field: use spec.memoryPerCpu",
-    ),
+    ("tasks_per_node", "has a typed field: use spec.tasksPerNode"),
+    ("memory_per_cpu", "has a typed field: use spec.memoryPerCpu"),
     (
         "tres_per_node",
         "has a typed field: use spec.gres or spec.gpusPerNode",

@@ -46,7 +46,11 @@ fn only_sbatch_lines_before_the_first_command_count() {
 fn long_and_short_forms_with_attached_and_separate_values() {
     for lines in [
         &["#SBATCH --nodes=2 --ntasks=8 --cpus-per-task=4"][..],
-        &["#SBATCH --nodes 2", "#SBATCH --ntasks 8", "#SBATCH --cpus-per-task 4"],
+        &[
+            "#SBATCH --nodes 2",
+            "#SBATCH --ntasks 8",
+            "#SBATCH --cpus-per-task 4",
+        ],
         &["#SBATCH -N2 -n8 -c4"],
         &["#SBATCH -N 2 -n 8 -c 4"],
         // getopt_long's unambiguous abbreviations.
@@ -60,7 +64,11 @@ fn long_and_short_forms_with_attached_and_separate_values() {
     }
     let c = converted(&["#SBATCH --part=debug --nod=2"]);
     assert_eq!(c.spec.partition.as_deref(), Some("debug"));
-    assert_eq!(reported(&c), [(2, "--nod=2")], "nodes, nodefile or nodelist");
+    assert_eq!(
+        reported(&c),
+        [(2, "--nod=2")],
+        "nodes, nodefile or nodelist"
+    );
     // Grouped short flags, then one with a value.
     let c = converted(&["#SBATCH -Hp debug"]);
     assert_eq!(c.spec.partition.as_deref(), Some("debug"));
@@ -93,9 +101,22 @@ fn every_sbatch_time_format() {
         let c = converted(&[&format!("#SBATCH --time={written}")]);
         assert!(c.unconverted.is_empty(), "{written}: {:?}", c.unconverted);
         let limit = c.spec.time_limit.unwrap();
-        assert_eq!(serde_json::to_value(&limit).unwrap(), json!(want), "{written}");
+        assert_eq!(
+            serde_json::to_value(&limit).unwrap(),
+            json!(want),
+            "{written}"
+        );
     }
-    for bad in ["UNLIMITED", "infinite", "0", "1:2:3:4", "ten", "1-", "-5", "1-2:3:4:5"] {
+    for bad in [
+        "UNLIMITED",
+        "infinite",
+        "0",
+        "1:2:3:4",
+        "ten",
+        "1-",
+        "-5",
+        "1-2:3:4:5",
+    ] {
         let c = converted(&[&format!("#SBATCH -t {bad}")]);
         assert_eq!(c.spec.time_limit, None, "{bad}");
         assert_eq!(reported(&c), [(2, format!("-t {bad}").as_str())], "{bad}");
@@ -112,9 +133,17 @@ fn memory_sizes_become_quantities() {
         ("100K", "100Ki"),
     ] {
         let c = converted(&[&format!("#SBATCH --mem={written}")]);
-        assert_eq!(c.spec.memory_per_node, Some(Quantity(want.into())), "{written}");
+        assert_eq!(
+            c.spec.memory_per_node,
+            Some(Quantity(want.into())),
+            "{written}"
+        );
         let c = converted(&[&format!("#SBATCH --mem-per-cpu {written}")]);
-        assert_eq!(c.spec.memory_per_cpu, Some(Quantity(want.into())), "{written}");
+        assert_eq!(
+            c.spec.memory_per_cpu,
+            Some(Quantity(want.into())),
+            "{written}"
+        );
     }
     for bad in ["0", "4X", "G", "-1"] {
         let c = converted(&[&format!("#SBATCH --mem={bad}")]);
@@ -126,7 +155,11 @@ fn memory_sizes_become_quantities() {
     assert_eq!(c.spec.memory_per_node, Some(Quantity("4Gi".into())));
     assert_eq!(c.spec.memory_per_cpu, None);
     assert_eq!(reported(&c), [(3, "--mem-per-cpu=1G")]);
-    assert!(c.unconverted[0].reason.contains("--mem together with --mem-per-cpu"));
+    assert!(
+        c.unconverted[0]
+            .reason
+            .contains("--mem together with --mem-per-cpu")
+    );
 }
 
 #[test]
@@ -147,7 +180,10 @@ fn gpu_and_mpi_layouts() {
     assert_eq!(c.spec.tres_per_task.as_deref(), Some("cpu=2"));
     assert_eq!(c.spec.tres, None, "the new name is written");
     assert_eq!(
-        c.spec.extra_options.as_ref().and_then(|e| e.get("tres_per_job")),
+        c.spec
+            .extra_options
+            .as_ref()
+            .and_then(|e| e.get("tres_per_job")),
         Some(&json!("gres/gpu:8"))
     );
 
@@ -267,7 +303,10 @@ fn every_option_not_carried_is_reported_with_its_line() {
     );
     assert_eq!(
         c.unconverted[0].to_string(),
-        format!("line 3: --dependency=afterok:123: {}", c.unconverted[0].reason)
+        format!(
+            "line 3: --dependency=afterok:123: {}",
+            c.unconverted[0].reason
+        )
     );
 }
 

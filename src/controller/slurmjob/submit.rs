@@ -120,13 +120,15 @@ pub fn request(
                 .ok_or(SpecError::NotPositive { field, value: v }),
         }
     };
-    let mib = |field: &'static str, value: &Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
-        value
-            .as_ref()
-            .map(|q| quantity::to_mib_ceil(&q.0))
-            .transpose()
-            .map_err(|source| SpecError::Memory { field, source })
-    };
+    let mib =
+        |field: &'static str,
+         value: &Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
+            value
+                .as_ref()
+                .map(|q| quantity::to_mib_ceil(&q.0))
+                .transpose()
+                .map_err(|source| SpecError::Memory { field, source })
+        };
     let memory_per_node_mib = mib("memoryPerNode", &spec.memory_per_node)?;
     let memory_per_cpu_mib = mib("memoryPerCpu", &spec.memory_per_cpu)?;
     let conflict = |first, second, why| Err(SpecError::Conflict { first, second, why });
@@ -359,7 +361,10 @@ mod tests {
             sub_path: None,
         });
         let err = request(&s, "obj", &OwnerTag::new("u", 1).to_string(), &deps).unwrap_err();
-        assert!(err.to_string().starts_with("output and standardOutput"), "{err}");
+        assert!(
+            err.to_string().starts_with("output and standardOutput"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -460,7 +465,11 @@ mod tests {
         let r = request(&s, "o", &tag, &[]).unwrap();
         assert_eq!(r.memory_per_cpu_mib, Some(1536));
         assert_eq!(r.memory_per_node_mib, None);
-        assert_eq!(r.tres_per_task.as_deref(), Some("cpu=2"), "tres still counts");
+        assert_eq!(
+            r.tres_per_task.as_deref(),
+            Some("cpu=2"),
+            "tres still counts"
+        );
 
         // Pairs admission refuses, for objects stored before those rules.
         let mut both_memories = s.clone();

@@ -664,10 +664,19 @@ fn slurmjob_rules() {
         &[],
     );
     j(json!({"exclusive": "user"}), &[]);
-    j(json!({"tasksPerNode": 0}), &["tasksPerNode must be at least 1"]);
+    j(
+        json!({"tasksPerNode": 0}),
+        &["tasksPerNode must be at least 1"],
+    );
     for bad in ["0", "-1", "a100:", "two", "a100:2:3", "2 "] {
-        j(json!({"gpusPerNode": bad}), &["gpusPerNode must be a GPU count"]);
-        j(json!({"gpusPerTask": bad}), &["gpusPerTask must be a GPU count"]);
+        j(
+            json!({"gpusPerNode": bad}),
+            &["gpusPerNode must be a GPU count"],
+        );
+        j(
+            json!({"gpusPerTask": bad}),
+            &["gpusPerTask must be a GPU count"],
+        );
     }
     j(
         json!({"memoryPerCpu": "0"}),

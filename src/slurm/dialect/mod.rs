@@ -255,11 +255,19 @@ pub(crate) fn submit_body(request: &SubmitRequest) -> Result<Value, SlurmError> 
     let tres_lists = [
         (
             "tres_per_node",
-            [request.tres_per_node.clone(), gres, gpus(&request.gpus_per_node)],
+            [
+                request.tres_per_node.clone(),
+                gres,
+                gpus(&request.gpus_per_node),
+            ],
         ),
         (
             "tres_per_task",
-            [request.tres_per_task.clone(), None, gpus(&request.gpus_per_task)],
+            [
+                request.tres_per_task.clone(),
+                None,
+                gpus(&request.gpus_per_task),
+            ],
         ),
     ];
     for (key, parts) in tres_lists {

@@ -753,7 +753,10 @@ mod shared_tests {
         let job = serde_json::to_value(submit_request(&per_cpu).unwrap()).unwrap()["job"].clone();
         assert_eq!(job["memory_per_cpu"]["number"], 250, "{VERSION}: {job}");
         assert_eq!(job["memory_per_cpu"]["set"], true, "{VERSION}");
-        assert!(job.get("memory_per_node").is_none_or(|m| m.is_null()), "{VERSION}: {job}");
+        assert!(
+            job.get("memory_per_node").is_none_or(|m| m.is_null()),
+            "{VERSION}: {job}"
+        );
         assert_eq!(job["shared"], serde_json::json!(["none"]), "{VERSION}");
 
         // An extra option this version does not know is refused by name, not dropped:
