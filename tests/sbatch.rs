@@ -369,3 +369,147 @@ async fn a_converted_script_reaches_slurm_with_its_options() {
         );
     }
 }
+
+/// The kubectl-plugin commands against an API server: `sbatch --apply` creates the SlurmJob,
+/// `wait` follows it to its end and exits with its exit code, `logs` says where output without
+/// `spec.output` is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_wait_and_logs_against_an_api_server() {
+    use fake_apiserver::FakeApiServer;
+    use kube::api::{Api, Patch, PatchParams};
+
+    let server = FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = server.write_kubeconfig(dir.path());
+    let run = |args: Vec<String>| {
+        let kubeconfig = kubeconfig.clone();
+        async move {
+            let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
+                .args(&args)
+                .env("KUBECONFIG", kubeconfig)
+                .output()
+                .await
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8(out.stdout).unwrap(),
+                String::from_utf8(out.stderr).unwrap(),
+            )
+        }
+    };
+    let args = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let sweep = fixture("array_sweep.sh");
+    let sweep = sweep.to_str().unwrap();
+
+    let (code, stdout, stderr) = run(args(&[
+        "sbatch",
+        "--apply",
+        "-n",
+        "team-a",
+        "--cluster",
+        "main",
+        sweep,
+    ]))
+    .await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        "slurmjob.slurm.rs/sweep created in namespace team-a\n"
+    );
+    let jobs: Api<SlurmJob> = Api::namespaced(server.client(), "team-a");
+    let created = jobs.get("sweep").await.unwrap();
+    assert_eq!(created.spec.array.as_deref(), Some("1-100%4"));
+    assert_eq!(created.spec.script, read("array_sweep.sh"));
+    // Without -n: the kubeconfig's namespace.
+    let (code, stdout, stderr) = run(args(&[
+        "sbatch",
+        "--apply",
+        "--cluster",
+        "main",
+        "--name",
+        "sweep-2",
+        sweep,
+    ]))
+    .await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("in namespace default"), "{stdout}");
+    // Created once: a second apply of the same name is refused, not overwritten.
+    let (code, _, stderr) = run(args(&[
+        "sbatch",
+        "--apply",
+        "-n",
+        "team-a",
+        "--cluster",
+        "main",
+        sweep,
+    ]))
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("cannot create the SlurmJob"), "{stderr}");
+
+    // Not finished: wait gives up after its timeout.
+    let (code, _, stderr) = run(args(&["wait", "sweep", "-n", "team-a", "--timeout", "1s"])).await;
+    assert_eq!(code, Some(124), "{stderr}");
+
+    // Failed with exit code 3 while wait waits: wait exits 3.
+    let waiting = tokio::spawn(run(args(&["wait", "sweep", "-n", "team-a"])));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(!waiting.is_finished(), "wait returned before the job ended");
+    let failed = json!({"status": {
+        "phase": "Failed", "jobId": 77, "exitCode": 3, "observedGeneration": 1,
+        "conditions": [{"type": "Failed", "status": "True", "reason": "Failed", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    }});
+    jobs.patch_status("sweep", &PatchParams::default(), &Patch::Merge(&failed))
+        .await
+        .unwrap();
+    let (code, _, stderr) = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("Failed, Slurm job 77, exit code 3"),
+        "{stderr}"
+    );
+
+    // Complete: 0 at once.
+    let complete = json!({"status": {
+        "phase": "Completed", "exitCode": 0, "observedGeneration": 1,
+        "conditions": [{"type": "Complete", "status": "True", "reason": "Completed", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    }});
+    Api::<SlurmJob>::namespaced(server.client(), "default")
+        .patch_status("sweep-2", &PatchParams::default(), &Patch::Merge(&complete))
+        .await
+        .unwrap();
+    let (code, _, stderr) = run(args(&["wait", "sweep-2"])).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, _, stderr) = run(args(&["wait", "no-such-job"])).await;
+    assert_eq!(code, Some(2), "{stderr}");
+
+    // Without spec.output, logs says where the output is.
+    let (code, _, stderr) = run(args(&["logs", "sweep", "-n", "team-a"])).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("has no spec.output") && stderr.contains("logs/%x_%A_%a.out"),
+        "{stderr}"
+    );
+}
+
+/// Installed as a kubectl plugin (`docs/sbatch.md`): a `kubectl-slurm` link to the binary is
+/// what `kubectl slurm sbatch ...` runs, with the same arguments.
+#[test]
+fn the_binary_works_as_the_kubectl_slurm_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("kubectl-slurm");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_slurm-operator"), &plugin).unwrap();
+    let out = Command::new(&plugin)
+        .args(["sbatch", "--cluster", "main"])
+        .arg(fixture("short_options.sh"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let job: SlurmJob = serde_yaml_ng::from_slice(&out.stdout).unwrap();
+    assert_eq!(job.metadata.name.as_deref(), Some("short"));
+}
