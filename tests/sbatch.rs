@@ -513,3 +513,28 @@ fn the_binary_works_as_the_kubectl_slurm_plugin() {
     let job: SlurmJob = serde_yaml_ng::from_slice(&out.stdout).unwrap();
     assert_eq!(job.metadata.name.as_deref(), Some("short"));
 }
+
+/// Why the converter exists: slurmrestd submits the script as it is and reads none of its
+/// `#SBATCH` lines (`docs/sbatch.md`). If a Slurm release starts honouring them, this fails and
+/// the docs should say so.
+#[tokio::test]
+async fn slurmrestd_ignores_sbatch_lines() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let mut request = slurm.job(
+        &common::unique("ignored"),
+        "#SBATCH --time=7\n#SBATCH --comment=from-the-script\ntrue",
+    );
+    // `job` puts the body after `#!/bin/sh`: the lines are directives as sbatch reads them.
+    assert!(request.script.starts_with("#!/bin/sh\n#SBATCH --time=7\n"));
+    request.extra.insert("hold".into(), json!(true));
+    let submitted = client.submit_job(&request).await.unwrap();
+    let record = client.job(submitted.job_id).await.unwrap();
+    client.cancel_job(submitted.job_id).await.unwrap();
+    assert_eq!(record[0].comment, None, "{record:?}");
+    assert_ne!(
+        record[0].time_limit,
+        Some(Duration::from_secs(7 * 60)),
+        "{record:?}"
+    );
+}
