@@ -239,6 +239,7 @@ pub struct SlurmJobSpec {
     /// Keep the job's nodes from other jobs (`--exclusive`): `node` (no other job), `user`
     /// (only this user's jobs) or `mcs` (only jobs with the same MCS label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "exclusive_schema")]
     pub exclusive: Option<Exclusive>,
 
     /// Memory per node (`--mem`) as a Kubernetes quantity such as `4Gi` or `512Mi`; rounded up
@@ -346,6 +347,16 @@ pub struct SlurmJobSpec {
     pub extra_options: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
+/// `exclusive`'s values without the `null` schemars adds to an optional enum, which a
+/// structural schema refuses (`nullable` says the same).
+fn exclusive_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "enum": ["node", "user", "mcs"],
+        "nullable": true,
+    })
+}
+
 /// A map from job option to any JSON value, whose keys CEL can see (a map's keys are data,
 /// unlike the unknown fields of an object that preserves them): one rule refuses every key
 /// outside [`EXTRA_JOB_OPTIONS`], its message naming the first such key and why. The values
@@ -400,7 +411,7 @@ pub struct JobDependency {
     pub type_: DependencyType,
 }
 
-/// `--exclusive`: `node`, `user` or `mcs`.
+/// `--exclusive`: `node`, `user` or `mcs` (the schema: `exclusive_schema`).
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Exclusive {

@@ -926,3 +926,51 @@ fn schema_defaults_equal_rust_defaults() {
         ),
     );
 }
+
+/// The SlurmJobs of `examples/features/` pass admission, so the examples show fields as the API
+/// server takes them.
+#[test]
+fn feature_examples_pass_admission() {
+    use serde::Deserialize;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/features");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for document in serde_yaml_ng::Deserializer::from_str(&text) {
+            let object: Value = Value::deserialize(document).unwrap();
+            if object["kind"] != "SlurmJob" {
+                continue;
+            }
+            let got = failures("slurmjobs.slurm.rs", &object, None);
+            assert!(got.is_empty(), "{}: {got:?}", path.display());
+            checked += 1;
+        }
+    }
+    // The MPI and GPU examples use the layout fields; dependencies and arrays have several.
+    assert!(
+        checked >= 6,
+        "only {checked} SlurmJobs in {}",
+        dir.display()
+    );
+}
+
+/// `exclusive_schema` lists exactly the values serde reads and writes.
+#[test]
+fn exclusive_schema_lists_every_value() {
+    use crate::crd::slurmjob::Exclusive;
+    let listed =
+        schema("slurmjobs.slurm.rs")["properties"]["spec"]["properties"]["exclusive"]["enum"]
+            .clone();
+    let written: Vec<Value> = [Exclusive::Node, Exclusive::User, Exclusive::Mcs]
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    assert_eq!(listed, json!(written));
+    // Every variant is in that list (a new one fails to compile here until added).
+    for e in [Exclusive::Node, Exclusive::User, Exclusive::Mcs] {
+        match e {
+            Exclusive::Node | Exclusive::User | Exclusive::Mcs => {}
+        }
+    }
+}
