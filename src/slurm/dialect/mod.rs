@@ -424,3 +424,64 @@ macro_rules! accounting_output_files {
     };
 }
 pub(crate) use accounting_output_files;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurm::types::Exclusive;
+
+    fn request() -> SubmitRequest {
+        SubmitRequest {
+            script: "#!/bin/sh\ntrue\n".into(),
+            working_directory: "/tmp".into(),
+            ..SubmitRequest::default()
+        }
+    }
+
+    /// Two fields for one job setting are refused rather than one silently winning.
+    #[test]
+    fn fields_that_say_one_thing_twice_are_refused() {
+        let mut both_memories = request();
+        both_memories.memory_per_node_mib = Some(1024);
+        both_memories.memory_per_cpu_mib = Some(256);
+        let mut exclusive_and_shared = request();
+        exclusive_and_shared.exclusive = Some(Exclusive::Node);
+        exclusive_and_shared
+            .extra
+            .insert("shared".into(), json!(["oversubscribe"]));
+        for (bad, names) in [
+            (both_memories, "memory per node and memory per CPU"),
+            (exclusive_and_shared, "shared and exclusive"),
+        ] {
+            let err = submit_body(&bad).unwrap_err().to_string();
+            assert!(err.contains(names), "{err}");
+        }
+        // Each alone is taken.
+        let mut shared = request();
+        shared
+            .extra
+            .insert("shared".into(), json!(["oversubscribe"]));
+        assert_eq!(
+            submit_body(&shared).unwrap()["job"]["shared"],
+            json!(["oversubscribe"])
+        );
+        let mut per_cpu = request();
+        per_cpu.memory_per_cpu_mib = Some(256);
+        let job = submit_body(&per_cpu).unwrap()["job"].clone();
+        assert_eq!(job["memory_per_cpu"]["number"], 256);
+        assert!(job.get("memory_per_node").is_none());
+    }
+
+    /// Without GPUs or gres the tres lists are not sent at all (an empty string is not "none").
+    #[test]
+    fn empty_tres_lists_are_left_out() {
+        let job = submit_body(&request()).unwrap()["job"].clone();
+        assert!(job.get("tres_per_node").is_none(), "{job}");
+        assert!(job.get("tres_per_task").is_none(), "{job}");
+        let mut gpus = request();
+        gpus.gpus_per_task = Some("2".into());
+        let job = submit_body(&gpus).unwrap()["job"].clone();
+        assert_eq!(job["tres_per_task"], "gres/gpu:2");
+        assert!(job.get("tres_per_node").is_none(), "{job}");
+    }
+}
