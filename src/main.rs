@@ -25,6 +25,18 @@ async fn main() -> ExitCode {
             Ok(code) => return ExitCode::from(code),
             Err(error) => Err(error),
         },
+        Command::Sbatch(args) => match args.run().await {
+            Ok(code) => return ExitCode::from(code),
+            Err(error) => Err(error),
+        },
+        Command::Wait(args) => match args.run().await {
+            Ok(code) => return ExitCode::from(code),
+            Err(error) => Err(error),
+        },
+        Command::Logs(args) => match args.run().await {
+            Ok(code) => return ExitCode::from(code),
+            Err(error) => Err(error),
+        },
         Command::Run(args) => slurm_operator::run::run(args).await.map_err(CliError::from),
     };
     match result {

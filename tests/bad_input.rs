@@ -1740,7 +1740,17 @@ fn stored_cases() -> Vec<Case> {
         invalid_spec_case(
             "SlurmJob: extraOptions.standard_output",
             json!({"extraOptions": {"standard_output": "/tmp/x"}}),
-            &["extraOptions.standard_output", "set by the operator"],
+            &["extraOptions.standard_output", "use spec.standardOutput"],
+        ),
+        invalid_spec_case(
+            "SlurmJob: extraOptions.tasks_per_node, stored before it became a typed field",
+            json!({"extraOptions": {"tasks_per_node": 8}}),
+            &["extraOptions.tasks_per_node", "use spec.tasksPerNode"],
+        ),
+        invalid_spec_case(
+            "SlurmJob: memoryPerNode and memoryPerCpu, stored before the rule",
+            json!({"memoryPerNode": "4Gi", "memoryPerCpu": "1Gi"}),
+            &["memoryPerNode and memoryPerCpu cannot both be set"],
         ),
         invalid_spec_case(
             "SlurmJob: extraOptions.user_id 0 (root), stored before the allowlist",

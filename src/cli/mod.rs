@@ -1,7 +1,9 @@
 //! The `slurm-operator` command line.
 
 pub mod check;
+pub mod follow;
 pub mod job;
+pub mod sbatch;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -37,6 +39,13 @@ pub enum Command {
     Job(job::JobArgs),
     /// Run the operator until SIGTERM/SIGINT.
     Run(crate::run::RunArgs),
+    /// Wait until a SlurmJob is Complete or Failed; exit with the job's exit code.
+    Wait(follow::WaitArgs),
+    /// Print a SlurmJob's output (with spec.output), following it with -f.
+    Logs(follow::LogsArgs),
+    /// Turn a batch script with #SBATCH lines into a SlurmJob (printed as YAML, or created with
+    /// --apply). Every #SBATCH option it cannot carry is listed.
+    Sbatch(sbatch::SbatchArgs),
 }
 
 #[derive(Debug, Args)]

@@ -34,6 +34,8 @@ pub(crate) const DNS_SUBDOMAIN_CEL: &str =
 const NODES_FORMAT: &str = "^[1-9][0-9]{0,8}(-[1-9][0-9]{0,8})?$";
 /// `spec.nodes` as a range, whose ends the range rule compares.
 const NODES_RANGE: &str = "^[1-9][0-9]{0,8}-[1-9][0-9]{0,8}$";
+/// `spec.gpusPerNode`, `spec.gpusPerTask`: sbatch's `[type:]count`, e.g. `2` or `a100:2`.
+const GPUS_FORMAT: &str = "^([A-Za-z0-9_.-]+:)?[1-9][0-9]{0,5}$";
 /// `spec.array`: Slurm's `--array` index list with an optional `%N` throttle.
 const ARRAY_FORMAT: &str = "^[0-9]+(-[0-9]+(:[0-9]+)?)?(,[0-9]+(-[0-9]+(:[0-9]+)?)?)*(%[0-9]+)?$";
 
@@ -113,6 +115,38 @@ fn matches(pattern: &str) -> String {
     "!has(self.spec.dependsOn) || self.spec.dependsOn.all(d, d.name != self.metadata.name)"
 ).message("dependsOn cannot name the SlurmJob itself: it would wait for its own submission forever"))]
 #[serde(rename_all = "camelCase")]
+// Pairs sbatch itself refuses, or that would say the same thing twice.
+#[x_kube(
+    validation = Rule::new("!(has(self.memoryPerNode) && has(self.memoryPerCpu))")
+        .message("memoryPerNode and memoryPerCpu exclude each other (as sbatch's --mem and \
+                  --mem-per-cpu): set one")
+        .field_path(".memoryPerCpu"),
+    validation = Rule::new("!(has(self.tres) && has(self.tresPerTask))")
+        .message("tres is the old name of tresPerTask: set only tresPerTask")
+        .field_path(".tres"),
+    validation = Rule::new(
+        "!has(self.gpusPerNode) || !has(self.gres) || !self.gres.contains('gpu')"
+    )
+        .message("gpusPerNode and a gpu entry in gres both ask for GPUs per node: set one")
+        .field_path(".gpusPerNode"),
+    validation = Rule::new(
+        "!has(self.gpusPerTask) || ((!has(self.tresPerTask) || !self.tresPerTask.contains('gpu')) \
+         && (!has(self.tres) || !self.tres.contains('gpu')))"
+    )
+        .message("gpusPerTask and a gpu entry in tresPerTask both ask for GPUs per task: set one")
+        .field_path(".gpusPerTask"),
+    validation = Rule::new(
+        "!has(self.exclusive) || !has(self.extraOptions) || !('shared' in self.extraOptions)"
+    )
+        .message("exclusive and extraOptions.shared both say how the nodes are shared: set one")
+        .field_path(".exclusive"),
+    validation = Rule::new(
+        "!has(self.output) || (!has(self.standardOutput) && !has(self.standardError))"
+    )
+        .message("standardOutput and standardError cannot be set with output: with output, \
+                  the operator names the file it streams")
+        .field_path(".output")
+)]
 pub struct SlurmJobSpec {
     /// Name of the SlurmCluster (cluster-scoped) to run the job on; its `access` decides
     /// whether this namespace may, and as which Slurm user. Immutable.
@@ -126,8 +160,9 @@ pub struct SlurmJobSpec {
     )]
     pub cluster_name: String,
 
-    /// The batch script, starting with an interpreter line such as `#!/bin/bash`. `#SBATCH`
-    /// lines in it are honoured by Slurm, but the fields of this spec take precedence.
+    /// The batch script, starting with an interpreter line such as `#!/bin/bash`. slurmrestd
+    /// does not read `#SBATCH` lines (only the sbatch command does): every option goes in a
+    /// field of this spec; `slurm-operator sbatch` converts a script's `#SBATCH` lines to them.
     #[schemars(length(max = 1_048_576))]
     #[x_kube(validation = Rule::new("self.startsWith('#!')")
         .message("script must start with an interpreter line such as #!/bin/bash"))]
@@ -178,12 +213,48 @@ pub struct SlurmJobSpec {
     #[schemars(range(min = 1))]
     pub cpus_per_task: Option<i32>,
 
+    /// Tasks on each node (`--ntasks-per-node`), at least 1: the layout of an MPI job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1")
+        .message("tasksPerNode must be at least 1"))]
+    pub tasks_per_node: Option<i32>,
+
+    /// GPUs on each node (`--gpus-per-node`): a count such as `"2"`, or a type and a count such
+    /// as `"a100:2"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    #[x_kube(validation = Rule::new(matches(GPUS_FORMAT)).message(
+        "gpusPerNode must be a GPU count such as 2, or a type and a count such as a100:2"
+    ))]
+    pub gpus_per_node: Option<String>,
+
+    /// GPUs for each task (`--gpus-per-task`), in the form of `gpusPerNode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    #[x_kube(validation = Rule::new(matches(GPUS_FORMAT)).message(
+        "gpusPerTask must be a GPU count such as 1, or a type and a count such as a100:1"
+    ))]
+    pub gpus_per_task: Option<String>,
+
+    /// Keep the job's nodes from other jobs (`--exclusive`): `node` (no other job), `user`
+    /// (only this user's jobs) or `mcs` (only jobs with the same MCS label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "exclusive_schema")]
+    pub exclusive: Option<Exclusive>,
+
     /// Memory per node (`--mem`) as a Kubernetes quantity such as `4Gi` or `512Mi`; rounded up
     /// to whole MiB for Slurm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new(POSITIVE_QUANTITY)
         .message("memoryPerNode must be a positive quantity such as 4Gi or 512Mi"))]
     pub memory_per_node: Option<Quantity>,
+
+    /// Memory per allocated CPU (`--mem-per-cpu`) as a quantity such as `2Gi`; rounded up to
+    /// whole MiB. Excludes `memoryPerNode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new(POSITIVE_QUANTITY)
+        .message("memoryPerCpu must be a positive quantity such as 2Gi or 512Mi"))]
+    pub memory_per_cpu: Option<Quantity>,
 
     /// Wall-clock limit (`--time`) as a duration such as `30m` or `2h`; at least 1m. Slurm counts
     /// whole minutes, so the value is rounded up to the next minute. Defaults to the partition's
@@ -219,6 +290,13 @@ pub struct SlurmJobSpec {
     /// Trackable resources per task (`--tres-per-task`), e.g. `"cpu=4,gres/gpu=1"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
+    pub tres_per_task: Option<String>,
+
+    /// Deprecated: the old name of `tresPerTask`, still honoured (not together with it).
+    // Kept in the schema, not a serde alias: the API server prunes fields its schema lacks, so
+    // objects stored with `tres` would silently lose it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
     pub tres: Option<String>,
 
     /// Submit a job array (`--array`): indices such as `"0-9"`, `"1,3,5"` or `"0-15:4"`,
@@ -238,6 +316,20 @@ pub struct SlurmJobSpec {
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub depends_on: Vec<JobDependency>,
 
+    /// File for the batch script's stdout on the Slurm nodes (`--output`), a Slurm filename
+    /// pattern such as `/home/alice/logs/%x-%j.out` (`%j` job id, `%x` job name, `%A`/`%a`
+    /// array job and task, ...); relative to `workingDirectory` unless absolute. Defaults to
+    /// Slurm's `slurm-%j.out`. Not with `output`, which names the file itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub standard_output: Option<String>,
+
+    /// File for the batch script's stderr (`--error`), a pattern as for `standardOutput`.
+    /// Defaults to the stdout file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub standard_error: Option<String>,
+
     /// Where Slurm writes the job's stdout/stderr so the operator can read it: a
     /// PersistentVolumeClaim that is also mounted on the Slurm nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -246,13 +338,23 @@ pub struct SlurmJobSpec {
     /// Further slurmrestd job-description fields (v0.0.42 `job_desc_msg`, snake_case keys),
     /// passed through as given: only options any Slurm user may choose for their own job
     /// (shape, placement, timing, notifications, e.g. `mail_type`, `hold`, `begin_time`,
-    /// `memory_per_cpu`, `tasks_per_node`, `licenses`, `requeue`, `shared`). Who the job runs as,
+    /// `tres_per_job`, `licenses`, `requeue`, `shared`). Who the job runs as,
     /// its priority, reservation, nice value or id, admin fields, SPANK environment, security
     /// labels, containers, cluster routing and the fields with a typed field in this spec are
     /// refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "free_form_object")]
     pub extra_options: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// `exclusive`'s values without the `null` schemars adds to an optional enum, which a
+/// structural schema refuses (`nullable` says the same).
+fn exclusive_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "enum": ["node", "user", "mcs"],
+        "nullable": true,
+    })
 }
 
 /// A map from job option to any JSON value, whose keys CEL can see (a map's keys are data,
@@ -307,6 +409,19 @@ pub struct JobDependency {
     /// (it ended in any way) or `afternotok` (it failed).
     #[serde(default, rename = "type")]
     pub type_: DependencyType,
+}
+
+/// `--exclusive`: `node`, `user` or `mcs` (the schema: `exclusive_schema`).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Exclusive {
+    // Variant docs are plain comments: documented variants would make schemars emit `oneOf`.
+    // No other job on the nodes (`--exclusive`).
+    Node,
+    // Only jobs of the same user (`--exclusive=user`).
+    User,
+    // Only jobs with the same MCS label (`--exclusive=mcs`).
+    Mcs,
 }
 
 /// Slurm dependency type: `afterok`, `afterany` or `afternotok`.

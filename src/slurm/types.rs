@@ -489,7 +489,6 @@ pub const EXTRA_JOB_OPTIONS: &[&str] = &[
     "maximum_nodes",
     "memory_binding",
     "memory_binding_type",
-    "memory_per_cpu",
     "memory_per_tres",
     "minimum_boards_per_node",
     "minimum_cpus",
@@ -509,7 +508,6 @@ pub const EXTRA_JOB_OPTIONS: &[&str] = &[
     "sockets_per_node",
     "tasks_per_board",
     "tasks_per_core",
-    "tasks_per_node",
     "tasks_per_socket",
     "temporary_disk_per_node",
     "thread_specification",
@@ -533,11 +531,11 @@ pub const REFUSED_JOB_OPTIONS: &[(&str, &str)] = &[
     ("script", "is set by the operator; use spec.script"),
     (
         "standard_output",
-        "is set by the operator; use spec.output to collect the output",
+        "has a typed field: use spec.standardOutput (or spec.output to collect the output)",
     ),
     (
         "standard_error",
-        "is set by the operator; use spec.output to collect the output",
+        "has a typed field: use spec.standardError (or spec.output to collect the output)",
     ),
     ("standard_input", "is set by the operator"),
     (
@@ -610,8 +608,16 @@ pub const REFUSED_JOB_OPTIONS: &[(&str, &str)] = &[
     ),
     ("time_limit", "has a typed field: use spec.timeLimit"),
     ("constraints", "has a typed field: use spec.constraints"),
-    ("tres_per_node", "has a typed field: use spec.gres"),
-    ("tres_per_task", "has a typed field: use spec.tres"),
+    ("tasks_per_node", "has a typed field: use spec.tasksPerNode"),
+    ("memory_per_cpu", "has a typed field: use spec.memoryPerCpu"),
+    (
+        "tres_per_node",
+        "has a typed field: use spec.gres or spec.gpusPerNode",
+    ),
+    (
+        "tres_per_task",
+        "has a typed field: use spec.tresPerTask or spec.gpusPerTask",
+    ),
     ("array", "has a typed field: use spec.array"),
     ("dependency", "has a typed field: use spec.dependsOn"),
     ("environment", "has a typed field: use spec.environment"),
@@ -651,7 +657,11 @@ pub struct SubmitRequest {
     pub nodes: Option<String>,
     pub tasks: Option<u32>,
     pub cpus_per_task: Option<u32>,
+    /// `--ntasks-per-node`.
+    pub tasks_per_node: Option<u32>,
     pub memory_per_node_mib: Option<u64>,
+    /// `--mem-per-cpu`; Slurm refuses it together with a memory per node.
+    pub memory_per_cpu_mib: Option<u64>,
     /// Rounded up to whole minutes (Slurm's unit).
     pub time_limit: Option<Duration>,
     /// Environment of the batch script. slurmrestd requires one; an empty map sends a minimal PATH.
@@ -663,6 +673,12 @@ pub struct SubmitRequest {
     pub tres_per_node: Option<String>,
     /// e.g. "cpu=4,gres/gpu=1".
     pub tres_per_task: Option<String>,
+    /// `--gpus-per-node`: a count, optionally typed (`"2"`, `"a100:2"`); joins `tres_per_node`.
+    pub gpus_per_node: Option<String>,
+    /// `--gpus-per-task`, the same form; joins `tres_per_task`.
+    pub gpus_per_task: Option<String>,
+    /// `--exclusive`: how the job's nodes are kept from other jobs.
+    pub exclusive: Option<Exclusive>,
     /// e.g. "0-9%2".
     pub array: Option<String>,
     /// A Slurm dependency expression, e.g. "afterok:12:13".
@@ -673,6 +689,30 @@ pub struct SubmitRequest {
     pub comment: Option<String>,
     /// Further fields of slurmrestd's job description, merged as given.
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// `--exclusive[=user|mcs]`: with whom the job's nodes are shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Exclusive {
+    /// No other job (`--exclusive`).
+    Node,
+    /// Only jobs of the same user (`--exclusive=user`).
+    User,
+    /// Only jobs with the same MCS label (`--exclusive=mcs`).
+    Mcs,
+}
+
+impl Exclusive {
+    /// The job description's `shared` flag for it. Every REST API version from v0.0.40 takes
+    /// `shared` (v0.0.42 dropped `exclusive`): `["none"]` is what Slurm 24.11 reports back as
+    /// `exclusive: ["true"]`.
+    pub fn shared_flag(self) -> &'static str {
+        match self {
+            Self::Node => "none",
+            Self::User => "user",
+            Self::Mcs => "mcs",
+        }
+    }
 }
 
 /// What slurmctld answered to a submit.

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::crd::slurmjob::{DependencyType, SlurmJobSpec};
-use crate::slurm::types::{SubmitRequest, extra_option_refusal};
+use crate::crd::slurmjob::{DependencyType, Exclusive, SlurmJobSpec};
+use crate::slurm::types::{self, SubmitRequest, extra_option_refusal};
 
 use crate::crd::quantity::{self, QuantityError};
 
@@ -15,8 +15,19 @@ pub const DEFAULT_WORKING_DIRECTORY: &str = "/tmp";
 pub enum SpecError {
     #[error("script must start with an interpreter line such as #!/bin/bash")]
     ScriptWithoutInterpreter,
-    #[error("memoryPerNode: {0}")]
-    Memory(#[from] QuantityError),
+    #[error("{field}: {source}")]
+    Memory {
+        field: &'static str,
+        #[source]
+        source: QuantityError,
+    },
+    /// Admission refuses these pairs too; an object stored before those rules gets this.
+    #[error("{first} and {second} cannot both be set: {why}")]
+    Conflict {
+        first: &'static str,
+        second: &'static str,
+        why: &'static str,
+    },
     #[error("{field} must be at least 1, got {value}")]
     NotPositive { field: &'static str, value: i32 },
     #[error("extraOptions.{key} {reason}")]
@@ -109,16 +120,51 @@ pub fn request(
                 .ok_or(SpecError::NotPositive { field, value: v }),
         }
     };
-    let memory_per_node_mib = spec
-        .memory_per_node
+    let mib =
+        |field: &'static str,
+         value: &Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
+            value
+                .as_ref()
+                .map(|q| quantity::to_mib_ceil(&q.0))
+                .transpose()
+                .map_err(|source| SpecError::Memory { field, source })
+        };
+    let memory_per_node_mib = mib("memoryPerNode", &spec.memory_per_node)?;
+    let memory_per_cpu_mib = mib("memoryPerCpu", &spec.memory_per_cpu)?;
+    let conflict = |first, second, why| Err(SpecError::Conflict { first, second, why });
+    if memory_per_node_mib.is_some() && memory_per_cpu_mib.is_some() {
+        return conflict(
+            "memoryPerNode",
+            "memoryPerCpu",
+            "Slurm takes memory per node or per CPU",
+        );
+    }
+    if spec.tres.is_some() && spec.tres_per_task.is_some() {
+        return conflict("tres", "tresPerTask", "tres is the old name of tresPerTask");
+    }
+    let shared_extra = spec
+        .extra_options
         .as_ref()
-        .map(|q| quantity::to_mib_ceil(&q.0))
-        .transpose()?;
+        .is_some_and(|extra| extra.contains_key("shared"));
+    if spec.exclusive.is_some() && shared_extra {
+        return conflict(
+            "exclusive",
+            "extraOptions.shared",
+            "both say how the nodes are shared",
+        );
+    }
     let time_limit = spec
         .time_limit
         .as_ref()
         .map(|d| round_up_to_minute(d.as_std()));
     let output = output_path(spec, object_name);
+    if output.is_some() && (spec.standard_output.is_some() || spec.standard_error.is_some()) {
+        return conflict(
+            "output",
+            "standardOutput/standardError",
+            "with output, the operator names the file it streams",
+        );
+    }
 
     let mut request = SubmitRequest {
         script: spec.script.clone(),
@@ -129,7 +175,9 @@ pub fn request(
         nodes: spec.nodes.clone(),
         tasks: positive("ntasks", spec.ntasks)?,
         cpus_per_task: positive("cpusPerTask", spec.cpus_per_task)?,
+        tasks_per_node: positive("tasksPerNode", spec.tasks_per_node)?,
         memory_per_node_mib,
+        memory_per_cpu_mib,
         time_limit,
         environment: spec.environment.clone(),
         working_directory: spec
@@ -139,12 +187,19 @@ pub fn request(
         constraints: spec.constraints.clone(),
         gres: spec.gres.clone(),
         tres_per_node: None,
-        tres_per_task: spec.tres.clone(),
+        tres_per_task: spec.tres_per_task.clone().or_else(|| spec.tres.clone()),
+        gpus_per_node: spec.gpus_per_node.clone(),
+        gpus_per_task: spec.gpus_per_task.clone(),
+        exclusive: spec.exclusive.map(|e| match e {
+            Exclusive::Node => types::Exclusive::Node,
+            Exclusive::User => types::Exclusive::User,
+            Exclusive::Mcs => types::Exclusive::Mcs,
+        }),
         array: spec.array.clone(),
         dependency: dependency_expression(dependencies),
-        standard_output: output.clone(),
-        // With an output file, stderr goes to the same file so `kubectl logs` shows both.
-        standard_error: output,
+        // With an output volume, stderr goes to the same file so `kubectl logs` shows both.
+        standard_output: output.clone().or_else(|| spec.standard_output.clone()),
+        standard_error: output.or_else(|| spec.standard_error.clone()),
         comment: Some(comment.to_owned()),
         extra: serde_json::Map::new(),
     };
@@ -233,7 +288,11 @@ mod tests {
         s.working_directory = Some("/scratch".into());
         s.constraints = Some("gpu&nvlink".into());
         s.gres = Some("gpu:2".into());
-        s.tres = Some("cpu=4".into());
+        s.tres_per_task = Some("cpu=4".into());
+        s.tasks_per_node = Some(2);
+        s.gpus_per_node = Some("a100:2".into());
+        s.gpus_per_task = Some("1".into());
+        s.exclusive = Some(Exclusive::User);
         s.array = Some("0-9%2".into());
         s.depends_on = vec![JobDependency {
             name: "a".into(),
@@ -277,6 +336,10 @@ mod tests {
         assert_eq!(r.constraints.as_deref(), Some("gpu&nvlink"));
         assert_eq!(r.gres.as_deref(), Some("gpu:2"));
         assert_eq!(r.tres_per_task.as_deref(), Some("cpu=4"));
+        assert_eq!(r.tasks_per_node, Some(2));
+        assert_eq!(r.gpus_per_node.as_deref(), Some("a100:2"));
+        assert_eq!(r.gpus_per_task.as_deref(), Some("1"));
+        assert_eq!(r.exclusive, Some(types::Exclusive::User));
         assert_eq!(r.array.as_deref(), Some("0-9%2"));
         assert_eq!(r.dependency.as_deref(), Some("afterok:12:13,afterany:14"));
         assert_eq!(
@@ -284,13 +347,31 @@ mod tests {
             Some("/shared/runs/obj-%j.out")
         );
         assert_eq!(r.standard_error, r.standard_output);
+
+        // Without an output volume, Slurm filename patterns go through as written.
+        s.output = None;
+        s.standard_output = Some("logs/%x-%A_%a.out".into());
+        s.standard_error = Some("/home/u/%j.err".into());
+        let r = request(&s, "obj", &OwnerTag::new("u", 1).to_string(), &deps).unwrap();
+        assert_eq!(r.standard_output.as_deref(), Some("logs/%x-%A_%a.out"));
+        assert_eq!(r.standard_error.as_deref(), Some("/home/u/%j.err"));
+        s.output = Some(JobOutput {
+            volume: "out".into(),
+            slurm_path: "/shared".into(),
+            sub_path: None,
+        });
+        let err = request(&s, "obj", &OwnerTag::new("u", 1).to_string(), &deps).unwrap_err();
+        assert!(
+            err.to_string().starts_with("output and standardOutput"),
+            "{err}"
+        );
     }
 
     #[test]
     fn allowed_extra_options_pass_through_and_every_other_key_is_refused() {
         let mut s = spec();
         s.extra_options = Some(
-            json!({"mail_type": ["END"], "hold": true, "memory_per_cpu": {"set": true, "number": 100}})
+            json!({"mail_type": ["END"], "hold": true, "tres_per_job": "gres/gpu:4"})
                 .as_object()
                 .unwrap()
                 .clone(),
@@ -315,9 +396,12 @@ mod tests {
             ("clusters", "cluster is set by its access"),
             ("comment", "ownership tag"),
             ("script", "use spec.script"),
-            ("standard_output", "use spec.output"),
+            ("standard_output", "use spec.standardOutput"),
             ("partition", "use spec.partition"),
             ("current_working_directory", "use spec.workingDirectory"),
+            ("tasks_per_node", "use spec.tasksPerNode"),
+            ("memory_per_cpu", "use spec.memoryPerCpu"),
+            ("tres_per_task", "use spec.tresPerTask"),
             ("exclusive", "not a job option a SlurmJob may set"),
         ] {
             let mut s = spec();
@@ -368,6 +452,59 @@ mod tests {
             Err(SpecError::NotPositive {
                 field: "cpusPerTask",
                 value: -2
+            })
+        );
+    }
+
+    #[test]
+    fn memory_per_cpu_and_the_old_tres_name_are_mapped() {
+        let tag = OwnerTag::new("u", 1).to_string();
+        let mut s = spec();
+        s.memory_per_cpu = Some(Quantity("1.5Gi".into()));
+        s.tres = Some("cpu=2".into());
+        let r = request(&s, "o", &tag, &[]).unwrap();
+        assert_eq!(r.memory_per_cpu_mib, Some(1536));
+        assert_eq!(r.memory_per_node_mib, None);
+        assert_eq!(
+            r.tres_per_task.as_deref(),
+            Some("cpu=2"),
+            "tres still counts"
+        );
+
+        // Pairs admission refuses, for objects stored before those rules.
+        let mut both_memories = s.clone();
+        both_memories.tres = None;
+        both_memories.memory_per_node = Some(Quantity("1Gi".into()));
+        let mut both_tres = spec();
+        both_tres.tres = Some("cpu=2".into());
+        both_tres.tres_per_task = Some("cpu=1".into());
+        let mut exclusive_and_shared = spec();
+        exclusive_and_shared.exclusive = Some(Exclusive::Node);
+        exclusive_and_shared.extra_options =
+            Some(json!({"shared": ["user"]}).as_object().unwrap().clone());
+        for (bad, names) in [
+            (both_memories, "memoryPerNode and memoryPerCpu"),
+            (both_tres, "tres and tresPerTask"),
+            (exclusive_and_shared, "exclusive and extraOptions.shared"),
+        ] {
+            let err = request(&bad, "o", &tag, &[]).unwrap_err();
+            assert!(
+                matches!(err, SpecError::Conflict { .. }) && err.to_string().starts_with(names),
+                "{err}"
+            );
+        }
+
+        let mut s = spec();
+        s.memory_per_cpu = Some(Quantity("a lot".into()));
+        let err = request(&s, "o", &tag, &[]).unwrap_err();
+        assert!(err.to_string().starts_with("memoryPerCpu: "), "{err}");
+        let mut s = spec();
+        s.tasks_per_node = Some(0);
+        assert_eq!(
+            request(&s, "o", &tag, &[]),
+            Err(SpecError::NotPositive {
+                field: "tasksPerNode",
+                value: 0
             })
         );
     }

@@ -222,6 +222,32 @@ fn cel_rules_are_where_expected() {
                 "dependsOn cannot name the SlurmJob itself: it would wait for its own submission forever"
             ),
             s(
+                ".spec",
+                "memoryPerNode and memoryPerCpu exclude each other (as sbatch's --mem and \
+                 --mem-per-cpu): set one"
+            ),
+            s(
+                ".spec",
+                "tres is the old name of tresPerTask: set only tresPerTask"
+            ),
+            s(
+                ".spec",
+                "gpusPerNode and a gpu entry in gres both ask for GPUs per node: set one"
+            ),
+            s(
+                ".spec",
+                "gpusPerTask and a gpu entry in tresPerTask both ask for GPUs per task: set one"
+            ),
+            s(
+                ".spec",
+                "exclusive and extraOptions.shared both say how the nodes are shared: set one"
+            ),
+            s(
+                ".spec",
+                "standardOutput and standardError cannot be set with output: with output, the \
+                 operator names the file it streams"
+            ),
+            s(
                 ".spec.array",
                 "array must list indices such as 0-9, 1,3,5 or 0-15:4, optionally followed by %N to \
                  run at most N tasks at once (0-9%2)"
@@ -238,6 +264,18 @@ fn cel_rules_are_where_expected() {
                  '.', starting and ending with a letter or digit"
             ),
             s(".spec.extraOptions", "(messageExpression)",),
+            s(
+                ".spec.gpusPerNode",
+                "gpusPerNode must be a GPU count such as 2, or a type and a count such as a100:2"
+            ),
+            s(
+                ".spec.gpusPerTask",
+                "gpusPerTask must be a GPU count such as 1, or a type and a count such as a100:1"
+            ),
+            s(
+                ".spec.memoryPerCpu",
+                "memoryPerCpu must be a positive quantity such as 2Gi or 512Mi"
+            ),
             s(
                 ".spec.memoryPerNode",
                 "memoryPerNode must be a positive quantity such as 4Gi or 512Mi"
@@ -268,6 +306,7 @@ fn cel_rules_are_where_expected() {
                 ".spec.script",
                 "script must start with an interpreter line such as #!/bin/bash"
             ),
+            s(".spec.tasksPerNode", "tasksPerNode must be at least 1"),
             s(
                 ".spec.timeLimit",
                 "timeLimit must be at least 1m (Slurm counts time limits in whole minutes)"
@@ -593,7 +632,7 @@ fn slurmjob_rules() {
     // extraOptions is an allowlist: what any Slurm user may choose for their own job.
     for ok in [
         json!({"extraOptions": {"mail_type": ["END"], "hold": true, "begin_time": {"set": true, "number": 1}}}),
-        json!({"extraOptions": {"memory_per_cpu": {"set": true, "number": 100}, "requeue": false}}),
+        json!({"extraOptions": {"tres_per_job": "gres/gpu:4", "requeue": false}}),
         json!({"extraOptions": {}}),
     ] {
         j(ok, &[]);
@@ -616,6 +655,63 @@ fn slurmjob_rules() {
     j(
         json!({"extraOptions": {"user_id": "0", "group_id": "0"}}),
         &["_id is refused: a job runs as the Slurm user its access grants"],
+    );
+
+    // The typed fields of GPU and MPI jobs, and the pairs that would say one thing twice.
+    j(
+        json!({"tasksPerNode": 8, "gpusPerNode": "4", "gpusPerTask": "a100:1",
+               "exclusive": "node", "memoryPerCpu": "2Gi", "tresPerTask": "cpu=2"}),
+        &[],
+    );
+    j(json!({"exclusive": "user"}), &[]);
+    j(
+        json!({"tasksPerNode": 0}),
+        &["tasksPerNode must be at least 1"],
+    );
+    for bad in ["0", "-1", "a100:", "two", "a100:2:3", "2 "] {
+        j(
+            json!({"gpusPerNode": bad}),
+            &["gpusPerNode must be a GPU count"],
+        );
+        j(
+            json!({"gpusPerTask": bad}),
+            &["gpusPerTask must be a GPU count"],
+        );
+    }
+    j(
+        json!({"memoryPerCpu": "0"}),
+        &["memoryPerCpu must be a positive quantity"],
+    );
+    j(
+        json!({"memoryPerCpu": "1Gi", "memoryPerNode": "4Gi"}),
+        &["memoryPerNode and memoryPerCpu exclude each other"],
+    );
+    j(json!({"tres": "cpu=2"}), &[]);
+    j(
+        json!({"tres": "cpu=2", "tresPerTask": "cpu=2"}),
+        &["tres is the old name of tresPerTask"],
+    );
+    j(json!({"gpusPerNode": "2", "gres": "nvme:1"}), &[]);
+    j(
+        json!({"gpusPerNode": "2", "gres": "gpu:2"}),
+        &["gpusPerNode and a gpu entry in gres"],
+    );
+    j(
+        json!({"gpusPerTask": "1", "tresPerTask": "gres/gpu=1"}),
+        &["gpusPerTask and a gpu entry in tresPerTask"],
+    );
+    j(
+        json!({"exclusive": "node", "extraOptions": {"shared": ["user"]}}),
+        &["exclusive and extraOptions.shared both say"],
+    );
+    j(json!({"extraOptions": {"shared": ["oversubscribe"]}}), &[]);
+    j(
+        json!({"standardOutput": "logs/%x-%j.out", "standardError": "/tmp/%j.err"}),
+        &[],
+    );
+    j(
+        json!({"standardError": "e", "output": {"volume": "out", "slurmPath": "/shared"}}),
+        &["standardOutput and standardError cannot be set with output"],
     );
 
     // clusterName is immutable; other fields may change.
@@ -829,4 +925,52 @@ fn schema_defaults_equal_rust_defaults() {
             nodeset(json!({"updateStrategy": {"rollingUpdate": {}}})),
         ),
     );
+}
+
+/// The SlurmJobs of `examples/features/` pass admission, so the examples show fields as the API
+/// server takes them.
+#[test]
+fn feature_examples_pass_admission() {
+    use serde::Deserialize;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/features");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for document in serde_yaml_ng::Deserializer::from_str(&text) {
+            let object: Value = Value::deserialize(document).unwrap();
+            if object["kind"] != "SlurmJob" {
+                continue;
+            }
+            let got = failures("slurmjobs.slurm.rs", &object, None);
+            assert!(got.is_empty(), "{}: {got:?}", path.display());
+            checked += 1;
+        }
+    }
+    // The MPI and GPU examples use the layout fields; dependencies and arrays have several.
+    assert!(
+        checked >= 6,
+        "only {checked} SlurmJobs in {}",
+        dir.display()
+    );
+}
+
+/// `exclusive_schema` lists exactly the values serde reads and writes.
+#[test]
+fn exclusive_schema_lists_every_value() {
+    use crate::crd::slurmjob::Exclusive;
+    let listed =
+        schema("slurmjobs.slurm.rs")["properties"]["spec"]["properties"]["exclusive"]["enum"]
+            .clone();
+    let written: Vec<Value> = [Exclusive::Node, Exclusive::User, Exclusive::Mcs]
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    assert_eq!(listed, json!(written));
+    // Every variant is in that list (a new one fails to compile here until added).
+    for e in [Exclusive::Node, Exclusive::User, Exclusive::Mcs] {
+        match e {
+            Exclusive::Node | Exclusive::User | Exclusive::Mcs => {}
+        }
+    }
 }

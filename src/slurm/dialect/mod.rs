@@ -225,8 +225,6 @@ pub(crate) fn submit_body(request: &SubmitRequest) -> Result<Value, SlurmError> 
         ("qos", &request.qos),
         ("nodes", &request.nodes),
         ("constraints", &request.constraints),
-        ("tres_per_node", &request.tres_per_node),
-        ("tres_per_task", &request.tres_per_task),
         ("array", &request.array),
         ("dependency", &request.dependency),
         ("standard_output", &request.standard_output),
@@ -238,10 +236,10 @@ pub(crate) fn submit_body(request: &SubmitRequest) -> Result<Value, SlurmError> 
             put(key, json!(value));
         }
     }
-    if let Some(gres) = &request.gres {
-        // sbatch's --gres is tres_per_node with a "gres/" prefix per entry.
-        let per_node = gres
-            .split(',')
+    // sbatch's --gres and --gpus-per-node are tres_per_node entries ("gres/"-prefixed), its
+    // --gpus-per-task a tres_per_task one: each list is joined from every field that adds to it.
+    let gres = request.gres.as_deref().map(|gres| {
+        gres.split(',')
             .map(str::trim)
             .filter(|g| !g.is_empty())
             .map(|g| {
@@ -252,14 +250,65 @@ pub(crate) fn submit_body(request: &SubmitRequest) -> Result<Value, SlurmError> 
                 }
             })
             .collect::<Vec<_>>()
-            .join(",");
-        put("tres_per_node", json!(per_node));
+            .join(",")
+    });
+    let gpus = |count: &Option<String>| count.as_ref().map(|n| format!("gres/gpu:{n}"));
+    let tres_lists = [
+        (
+            "tres_per_node",
+            [
+                request.tres_per_node.clone(),
+                gres,
+                gpus(&request.gpus_per_node),
+            ],
+        ),
+        (
+            "tres_per_task",
+            [
+                request.tres_per_task.clone(),
+                None,
+                gpus(&request.gpus_per_task),
+            ],
+        ),
+    ];
+    for (key, parts) in tres_lists {
+        let list: Vec<String> = parts
+            .into_iter()
+            .flatten()
+            .filter(|part| !part.trim().is_empty())
+            .collect();
+        if !list.is_empty() {
+            put(key, json!(list.join(",")));
+        }
     }
     if let Some(tasks) = request.tasks {
         put("tasks", json!(tasks));
     }
     if let Some(cpus) = request.cpus_per_task {
         put("cpus_per_task", json!(cpus));
+    }
+    if let Some(tasks) = request.tasks_per_node {
+        put("tasks_per_node", json!(tasks));
+    }
+    if let Some(exclusive) = request.exclusive {
+        if request.extra.contains_key("shared") {
+            return Err(invalid(
+                "job option shared and exclusive both say how the nodes are shared: set one".into(),
+            ));
+        }
+        put("shared", json!([exclusive.shared_flag()]));
+    }
+    if let Some(mib) = request.memory_per_cpu_mib {
+        if request.memory_per_node_mib.is_some() {
+            // sbatch refuses --mem with --mem-per-cpu; slurmctld would keep only one.
+            return Err(invalid(
+                "memory per node and memory per CPU exclude each other: set one".into(),
+            ));
+        }
+        put(
+            "memory_per_cpu",
+            json!({"set": true, "infinite": false, "number": mib}),
+        );
     }
     if let Some(mib) = request.memory_per_node_mib {
         put(
@@ -402,3 +451,64 @@ macro_rules! accounting_output_files {
     };
 }
 pub(crate) use accounting_output_files;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slurm::types::Exclusive;
+
+    fn request() -> SubmitRequest {
+        SubmitRequest {
+            script: "#!/bin/sh\ntrue\n".into(),
+            working_directory: "/tmp".into(),
+            ..SubmitRequest::default()
+        }
+    }
+
+    /// Two fields for one job setting are refused rather than one silently winning.
+    #[test]
+    fn fields_that_say_one_thing_twice_are_refused() {
+        let mut both_memories = request();
+        both_memories.memory_per_node_mib = Some(1024);
+        both_memories.memory_per_cpu_mib = Some(256);
+        let mut exclusive_and_shared = request();
+        exclusive_and_shared.exclusive = Some(Exclusive::Node);
+        exclusive_and_shared
+            .extra
+            .insert("shared".into(), json!(["oversubscribe"]));
+        for (bad, names) in [
+            (both_memories, "memory per node and memory per CPU"),
+            (exclusive_and_shared, "shared and exclusive"),
+        ] {
+            let err = submit_body(&bad).unwrap_err().to_string();
+            assert!(err.contains(names), "{err}");
+        }
+        // Each alone is taken.
+        let mut shared = request();
+        shared
+            .extra
+            .insert("shared".into(), json!(["oversubscribe"]));
+        assert_eq!(
+            submit_body(&shared).unwrap()["job"]["shared"],
+            json!(["oversubscribe"])
+        );
+        let mut per_cpu = request();
+        per_cpu.memory_per_cpu_mib = Some(256);
+        let job = submit_body(&per_cpu).unwrap()["job"].clone();
+        assert_eq!(job["memory_per_cpu"]["number"], 256);
+        assert!(job.get("memory_per_node").is_none());
+    }
+
+    /// Without GPUs or gres the tres lists are not sent at all (an empty string is not "none").
+    #[test]
+    fn empty_tres_lists_are_left_out() {
+        let job = submit_body(&request()).unwrap()["job"].clone();
+        assert!(job.get("tres_per_node").is_none(), "{job}");
+        assert!(job.get("tres_per_task").is_none(), "{job}");
+        let mut gpus = request();
+        gpus.gpus_per_task = Some("2".into());
+        let job = submit_body(&gpus).unwrap()["job"].clone();
+        assert_eq!(job["tres_per_task"], "gres/gpu:2");
+        assert!(job.get("tres_per_node").is_none(), "{job}");
+    }
+}

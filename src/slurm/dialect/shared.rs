@@ -708,14 +708,19 @@ mod shared_tests {
             nodes: Some("1-2".into()),
             tasks: Some(2),
             cpus_per_task: Some(1),
+            tasks_per_node: Some(4),
             memory_per_node_mib: Some(100),
+            memory_per_cpu_mib: None,
             time_limit: Some(std::time::Duration::from_secs(90)),
             environment: [("A".to_owned(), "1".to_owned())].into(),
             working_directory: "/tmp".into(),
             constraints: Some("c".into()),
-            gres: None,
-            tres_per_node: Some("gres/gpu:1".into()),
+            gres: Some("mps:100".into()),
+            tres_per_node: Some("gres/shard:1".into()),
             tres_per_task: Some("cpu=1".into()),
+            gpus_per_node: Some("a100:2".into()),
+            gpus_per_task: Some("1".into()),
+            exclusive: Some(crate::slurm::types::Exclusive::User),
             array: Some("0-3%2".into()),
             dependency: Some("afterok:1".into()),
             standard_output: Some("/tmp/o".into()),
@@ -730,6 +735,29 @@ mod shared_tests {
         assert_eq!(job["array"], "0-3%2", "{VERSION}");
         assert_eq!(job["dependency"], "afterok:1", "{VERSION}");
         assert_eq!(job["comment"], "slurm.rs/uid=x", "{VERSION}");
+        assert_eq!(job["tasks_per_node"], 4, "{VERSION}");
+        assert_eq!(
+            job["tres_per_node"], "gres/shard:1,gres/mps:100,gres/gpu:a100:2",
+            "{VERSION}"
+        );
+        assert_eq!(job["tres_per_task"], "cpu=1,gres/gpu:1", "{VERSION}");
+        assert_eq!(job["shared"], serde_json::json!(["user"]), "{VERSION}");
+
+        // Memory per CPU instead of per node (Slurm takes one of the two).
+        let per_cpu = SubmitRequest {
+            memory_per_node_mib: None,
+            memory_per_cpu_mib: Some(250),
+            exclusive: Some(crate::slurm::types::Exclusive::Node),
+            ..request.clone()
+        };
+        let job = serde_json::to_value(submit_request(&per_cpu).unwrap()).unwrap()["job"].clone();
+        assert_eq!(job["memory_per_cpu"]["number"], 250, "{VERSION}: {job}");
+        assert_eq!(job["memory_per_cpu"]["set"], true, "{VERSION}");
+        assert!(
+            job.get("memory_per_node").is_none_or(|m| m.is_null()),
+            "{VERSION}: {job}"
+        );
+        assert_eq!(job["shared"], serde_json::json!(["none"]), "{VERSION}");
 
         // An extra option this version does not know is refused by name, not dropped:
         // `oom_kill_step` arrived with v0.0.42.

@@ -1,0 +1,266 @@
+//! `slurm-operator wait` and `slurm-operator logs`: follow a SlurmJob from the command line, as
+//! one follows a batch job with `sbatch --wait` and `tail -f` of its output.
+
+use std::time::Duration;
+
+use clap::Args;
+use futures::{AsyncBufReadExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::LogParams;
+use kube::runtime::wait::await_condition;
+use kube::{Api, Client};
+
+use super::CliError;
+use crate::controller::slurmjob::output::LABEL;
+use crate::controller::slurmjob::status::{COMPLETE, FAILED};
+use crate::crd::SlurmJob;
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// Name of the SlurmJob.
+    pub name: String,
+    /// Namespace (default: the kubeconfig's).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Give up after this long (exit 124, as timeout(1)); default: wait as long as it takes.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// Name of the SlurmJob.
+    pub name: String,
+    /// Namespace (default: the kubeconfig's).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Keep printing while the job writes, until it ends.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Give up waiting for the output Pod to start after this long.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub pod_timeout: Duration,
+}
+
+/// The exit code a finished run stands for: 0 when `Complete`, the batch script's exit code
+/// when `Failed` with one (1 when it ended otherwise: cancelled, timed out, node failure,
+/// signal); `None` while it has not finished, or while the status is older than the spec.
+pub fn outcome(job: &SlurmJob) -> Option<u8> {
+    let status = job.status.as_ref()?;
+    // A status computed for an earlier generation may describe the previous run.
+    if let Some(generation) = job.metadata.generation
+        && status
+            .observed_generation
+            .is_none_or(|seen| seen < generation)
+    {
+        return None;
+    }
+    let holds = |kind: &str| {
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == kind && c.status == "True")
+    };
+    if holds(COMPLETE) {
+        Some(0)
+    } else if holds(FAILED) {
+        Some(
+            status
+                .exit_code
+                .and_then(|code| u8::try_from(code).ok())
+                .filter(|code| *code != 0)
+                .unwrap_or(1),
+        )
+    } else {
+        None
+    }
+}
+
+/// Exit code of `wait` when it gives up.
+const EXIT_TIMED_OUT: u8 = 124;
+
+async fn client_and_namespace(namespace: &Option<String>) -> Result<(Client, String), CliError> {
+    let client = Client::try_default()
+        .await
+        .map_err(|e| CliError::Usage(format!("cannot reach Kubernetes: {e}")))?;
+    let namespace = namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    Ok((client, namespace))
+}
+
+impl WaitArgs {
+    pub async fn run(&self) -> Result<u8, CliError> {
+        let (client, namespace) = client_and_namespace(&self.namespace).await?;
+        let api: Api<SlurmJob> = Api::namespaced(client, &namespace);
+        let what = format!("slurmjob {}/{}", namespace, self.name);
+        // A missing SlurmJob is an error at once, not a wait for one to appear.
+        api.get(&self.name)
+            .await
+            .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
+        let ended = await_condition(api, &self.name, |job: Option<&SlurmJob>| {
+            job.is_none_or(|job| outcome(job).is_some())
+        });
+        let ended = match self.timeout {
+            Some(limit) => match tokio::time::timeout(limit, ended).await {
+                Ok(ended) => ended,
+                Err(_) => {
+                    eprintln!(
+                        "{what}: not finished after {}",
+                        humantime::format_duration(limit)
+                    );
+                    return Ok(EXIT_TIMED_OUT);
+                }
+            },
+            None => ended.await,
+        };
+        let job = ended
+            .map_err(|e| CliError::Usage(format!("{what}: {e}")))?
+            .ok_or_else(|| CliError::Usage(format!("{what} was deleted before it finished")))?;
+        let code = outcome(&job).unwrap_or(1);
+        let status = job.status.unwrap_or_default();
+        let mut line = format!("{what}: {}", status.phase);
+        if let Some(id) = status.job_id {
+            line.push_str(&format!(", Slurm job {id}"));
+        }
+        if let Some(exit) = status.exit_code {
+            line.push_str(&format!(", exit code {exit}"));
+        }
+        eprintln!("{line}");
+        Ok(code)
+    }
+}
+
+impl LogsArgs {
+    pub async fn run(&self) -> Result<u8, CliError> {
+        let (client, namespace) = client_and_namespace(&self.namespace).await?;
+        let what = format!("slurmjob {}/{}", namespace, self.name);
+        let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), &namespace);
+        let job = jobs
+            .get(&self.name)
+            .await
+            .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
+        if job.spec.output.is_none() {
+            let file = job
+                .spec
+                .standard_output
+                .clone()
+                .unwrap_or_else(|| "slurm-<job id>.out".to_owned());
+            return Err(CliError::Usage(format!(
+                "{what} has no spec.output: its output stays on the Slurm nodes ({file}, relative \
+                 to {}); set spec.output to read it here",
+                job.spec
+                    .working_directory
+                    .as_deref()
+                    .unwrap_or(crate::controller::slurmjob::submit::DEFAULT_WORKING_DIRECTORY)
+            )));
+        }
+        // The operator's streamer Pod, named after the SlurmJob, prints the output file.
+        let pods: Api<Pod> = Api::namespaced(client, &namespace);
+        let started = await_condition(pods.clone(), &self.name, |pod: Option<&Pod>| {
+            pod.is_some_and(|pod| {
+                let ours = pod
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(LABEL))
+                    .is_some_and(|n| *n == self.name);
+                let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                ours && matches!(phase, Some("Running" | "Succeeded" | "Failed"))
+            })
+        });
+        match tokio::time::timeout(self.pod_timeout, started).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(CliError::Usage(format!("{what}: {e}"))),
+            Err(_) => {
+                return Err(CliError::Usage(format!(
+                    "{what}: its output Pod did not start within {} (is the job submitted? \
+                     kubectl describe pod {} -n {namespace})",
+                    humantime::format_duration(self.pod_timeout),
+                    self.name
+                )));
+            }
+        }
+        let params = LogParams {
+            follow: self.follow,
+            ..LogParams::default()
+        };
+        let mut lines = pods
+            .log_stream(&self.name, &params)
+            .await
+            .map_err(|e| CliError::Usage(format!("{what}: cannot read the output: {e}")))?
+            .lines();
+        while let Some(line) = lines
+            .try_next()
+            .await
+            .map_err(|e| CliError::Usage(format!("{what}: reading the output: {e}")))?
+        {
+            println!("{line}");
+        }
+        Ok(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    use serde_json::json;
+
+    use super::*;
+    use crate::crd::slurmjob::SlurmJobStatus;
+
+    fn job(generation: i64, status: Option<SlurmJobStatus>) -> SlurmJob {
+        let mut job: SlurmJob = serde_json::from_value(json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+            "metadata": {"name": "j", "generation": generation},
+            "spec": {"clusterName": "main", "script": "#!/bin/sh\ntrue\n"},
+        }))
+        .unwrap();
+        job.status = status;
+        job
+    }
+
+    fn status(conditions: &[(&str, &str)], exit: Option<i32>, seen: i64) -> SlurmJobStatus {
+        SlurmJobStatus {
+            exit_code: exit,
+            observed_generation: Some(seen),
+            conditions: conditions
+                .iter()
+                .map(|(kind, value)| Condition {
+                    type_: (*kind).into(),
+                    status: (*value).into(),
+                    reason: "R".into(),
+                    message: String::new(),
+                    last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ),
+                    observed_generation: Some(seen),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_exit_code_is_the_jobs() {
+        for (conditions, exit, want) in [
+            (&[("Complete", "True")][..], Some(0), Some(0)),
+            (&[("Failed", "True")], Some(3), Some(3)),
+            (&[("Failed", "True")], Some(255), Some(255)),
+            // Ended without an exit code of its own (cancelled, timed out, signalled).
+            (&[("Failed", "True")], None, Some(1)),
+            (&[("Failed", "True")], Some(0), Some(1)),
+            (&[("Failed", "True")], Some(300), Some(1)),
+            (&[("Complete", "False"), ("Failed", "False")], None, None),
+            (&[("Ready", "True")], None, None),
+            (&[], None, None),
+        ] {
+            let got = outcome(&job(2, Some(status(conditions, exit, 2))));
+            assert_eq!(got, want, "{conditions:?} exit {exit:?}");
+        }
+        assert_eq!(outcome(&job(1, None)), None);
+        // A status from before the latest edit describes the previous run.
+        let stale = job(3, Some(status(&[("Complete", "True")], Some(0), 2)));
+        assert_eq!(outcome(&stale), None);
+    }
+}

@@ -1,0 +1,920 @@
+//! `slurm-operator sbatch`: a batch script with `#SBATCH` lines as a SlurmJob, so that existing
+//! job scripts move over unchanged.
+//!
+//! slurmrestd does not read `#SBATCH` lines (only the sbatch command does), so every option has
+//! to become a field of the SlurmJob. [`convert`] reads the lines as sbatch does and maps each
+//! option it knows; whatever it cannot carry is listed in [`Conversion::unconverted`] with the
+//! reason, never dropped. [`SbatchArgs::run`] prints the SlurmJob as YAML or creates it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde_json::{Value, json};
+
+use super::CliError;
+use crate::crd::SlurmJob;
+use crate::crd::slurmjob::{DependencyType, Exclusive, JobDependency, SlurmJobSpec};
+
+/// Why a script could not be read at all (as opposed to an option it could not carry).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SbatchError {
+    #[error("the script must start with an interpreter line such as #!/bin/bash")]
+    NoInterpreter,
+    #[error("line {line}: unterminated quote in the #SBATCH line")]
+    UnterminatedQuote { line: usize },
+}
+
+/// An `#SBATCH` option the SlurmJob does not carry, with where it was and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unconverted {
+    /// 1-based line of the script.
+    pub line: usize,
+    /// The option as written, e.g. `--mail-type=END`.
+    pub option: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Unconverted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}: {}", self.line, self.option, self.reason)
+    }
+}
+
+/// A script's `#SBATCH` options as a SlurmJob spec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversion {
+    pub spec: SlurmJobSpec,
+    /// Every option not carried by `spec`, in script order.
+    pub unconverted: Vec<Unconverted>,
+}
+
+/// Whether an option takes a value (getopt's `no_argument`, `required_argument`,
+/// `optional_argument`: an optional value only in `--opt=value` form).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arg {
+    None,
+    Required,
+    Optional,
+}
+
+/// sbatch's options (Slurm 24.11 `sbatch --help` and man page), so that one the SlurmJob
+/// cannot carry still takes its value and is reported by its full name.
+const OPTIONS: &[(&str, Option<char>, Arg)] = &[
+    ("account", Some('A'), Arg::Required),
+    ("acctg-freq", None, Arg::Required),
+    ("array", Some('a'), Arg::Required),
+    ("batch", None, Arg::Required),
+    ("bb", None, Arg::Required),
+    ("bbf", None, Arg::Required),
+    ("begin", Some('b'), Arg::Required),
+    ("chdir", Some('D'), Arg::Required),
+    ("cluster-constraint", None, Arg::Required),
+    ("clusters", Some('M'), Arg::Required),
+    ("comment", None, Arg::Required),
+    ("constraint", Some('C'), Arg::Required),
+    ("container", None, Arg::Required),
+    ("container-id", None, Arg::Required),
+    ("contiguous", None, Arg::None),
+    ("core-spec", Some('S'), Arg::Required),
+    ("cores-per-socket", None, Arg::Required),
+    ("cpu-freq", None, Arg::Required),
+    ("cpus-per-gpu", None, Arg::Required),
+    ("cpus-per-task", Some('c'), Arg::Required),
+    ("deadline", None, Arg::Required),
+    ("delay-boot", None, Arg::Required),
+    ("dependency", Some('d'), Arg::Required),
+    ("distribution", Some('m'), Arg::Required),
+    ("error", Some('e'), Arg::Required),
+    ("exclude", Some('x'), Arg::Required),
+    ("exclusive", None, Arg::Optional),
+    ("export", None, Arg::Required),
+    ("export-file", None, Arg::Required),
+    ("extra", None, Arg::Required),
+    ("extra-node-info", Some('B'), Arg::Required),
+    ("get-user-env", None, Arg::Optional),
+    ("gid", None, Arg::Required),
+    ("gpu-bind", None, Arg::Required),
+    ("gpu-freq", None, Arg::Required),
+    ("gpus", Some('G'), Arg::Required),
+    ("gpus-per-node", None, Arg::Required),
+    ("gpus-per-socket", None, Arg::Required),
+    ("gpus-per-task", None, Arg::Required),
+    ("gres", None, Arg::Required),
+    ("gres-flags", None, Arg::Required),
+    ("help", Some('h'), Arg::None),
+    ("hint", None, Arg::Required),
+    ("hold", Some('H'), Arg::None),
+    ("ignore-pbs", None, Arg::None),
+    ("input", Some('i'), Arg::Required),
+    ("job-name", Some('J'), Arg::Required),
+    ("kill-on-invalid-dep", None, Arg::Required),
+    ("licenses", Some('L'), Arg::Required),
+    ("mail-type", None, Arg::Required),
+    ("mail-user", None, Arg::Required),
+    ("mcs-label", None, Arg::Required),
+    ("mem", None, Arg::Required),
+    ("mem-bind", None, Arg::Required),
+    ("mem-per-cpu", None, Arg::Required),
+    ("mem-per-gpu", None, Arg::Required),
+    ("mincpus", None, Arg::Required),
+    ("network", None, Arg::Required),
+    ("nice", None, Arg::Optional),
+    ("no-kill", Some('k'), Arg::Optional),
+    ("no-requeue", None, Arg::None),
+    ("nodefile", Some('F'), Arg::Required),
+    ("nodelist", Some('w'), Arg::Required),
+    ("nodes", Some('N'), Arg::Required),
+    ("ntasks", Some('n'), Arg::Required),
+    ("ntasks-per-core", None, Arg::Required),
+    ("ntasks-per-gpu", None, Arg::Required),
+    ("ntasks-per-node", None, Arg::Required),
+    ("ntasks-per-socket", None, Arg::Required),
+    ("oom-kill-step", None, Arg::Optional),
+    ("open-mode", None, Arg::Required),
+    ("output", Some('o'), Arg::Required),
+    ("overcommit", Some('O'), Arg::None),
+    ("oversubscribe", Some('s'), Arg::None),
+    ("parsable", None, Arg::None),
+    ("partition", Some('p'), Arg::Required),
+    ("power", None, Arg::Required),
+    ("prefer", None, Arg::Required),
+    ("priority", None, Arg::Required),
+    ("profile", None, Arg::Required),
+    ("propagate", None, Arg::Optional),
+    ("qos", Some('q'), Arg::Required),
+    ("quiet", Some('Q'), Arg::None),
+    ("reboot", None, Arg::None),
+    ("requeue", None, Arg::None),
+    ("reservation", None, Arg::Required),
+    ("resv-ports", None, Arg::Optional),
+    ("segment", None, Arg::Required),
+    ("signal", None, Arg::Required),
+    ("sockets-per-node", None, Arg::Required),
+    ("spread-job", None, Arg::None),
+    ("switches", None, Arg::Required),
+    ("test-only", None, Arg::None),
+    ("thread-spec", None, Arg::Required),
+    ("threads-per-core", None, Arg::Required),
+    ("time", Some('t'), Arg::Required),
+    ("time-min", None, Arg::Required),
+    ("tmp", None, Arg::Required),
+    ("tres-bind", None, Arg::Required),
+    ("tres-per-task", None, Arg::Required),
+    ("uid", None, Arg::Required),
+    ("usage", None, Arg::None),
+    ("use-min-nodes", None, Arg::None),
+    ("verbose", Some('v'), Arg::None),
+    ("version", Some('V'), Arg::None),
+    ("wait", Some('W'), Arg::None),
+    ("wait-all-nodes", None, Arg::Required),
+    ("wckey", None, Arg::Required),
+    ("wrap", None, Arg::Required),
+];
+
+/// Options of the sbatch command itself rather than of the job.
+const CLIENT_OPTIONS: &[&str] = &[
+    "batch",
+    "help",
+    "ignore-pbs",
+    "parsable",
+    "quiet",
+    "test-only",
+    "usage",
+    "verbose",
+    "version",
+    "wait",
+    "wrap",
+];
+
+/// One option of an `#SBATCH` line: its long name, value, and the text as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Directive {
+    line: usize,
+    long: &'static str,
+    value: Option<String>,
+    written: String,
+}
+
+/// The words of the `#SBATCH` lines, with their line numbers: only lines before the first
+/// command count (sbatch stops at the first line that is neither blank nor a comment), and only
+/// lines starting with exactly `#SBATCH` (so `##SBATCH` and `# SBATCH` are comments).
+fn directive_lines(script: &str) -> Result<Vec<(usize, Vec<String>)>, SbatchError> {
+    if !script.starts_with("#!") {
+        return Err(SbatchError::NoInterpreter);
+    }
+    let mut lines = Vec::new();
+    for (index, line) in script.lines().enumerate() {
+        let number = index + 1;
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        if !trimmed.starts_with('#') {
+            break;
+        }
+        let Some(rest) = line.strip_prefix("#SBATCH") else {
+            continue;
+        };
+        if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
+            continue;
+        }
+        lines.push((number, words(rest, number)?));
+    }
+    Ok(lines)
+}
+
+/// A line split into words as sbatch splits it: blanks separate, quotes group (and are
+/// removed), and a word starting with an unquoted `#` starts a comment.
+fn words(text: &str, line: usize) -> Result<Vec<String>, SbatchError> {
+    let mut words = Vec::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        match chars.peek() {
+            None | Some('#') => break,
+            Some(_) => {}
+        }
+        let mut word = String::new();
+        while let Some(c) = chars.next_if(|c| !c.is_whitespace()) {
+            if c == '"' || c == '\'' {
+                loop {
+                    match chars.next() {
+                        Some(q) if q == c => break,
+                        Some(other) => word.push(other),
+                        None => return Err(SbatchError::UnterminatedQuote { line }),
+                    }
+                }
+            } else {
+                word.push(c);
+            }
+        }
+        words.push(word);
+    }
+    Ok(words)
+}
+
+fn long_option(name: &str) -> Result<(&'static str, Arg), &'static str> {
+    if let Some((long, _, arg)) = OPTIONS.iter().find(|(long, _, _)| *long == name) {
+        return Ok((long, *arg));
+    }
+    // getopt_long takes any unambiguous prefix (`--part=debug`).
+    let mut matches = OPTIONS.iter().filter(|(long, _, _)| long.starts_with(name));
+    match (matches.next(), matches.next()) {
+        (Some((long, _, arg)), None) if !name.is_empty() => Ok((long, *arg)),
+        (Some(_), Some(_)) => Err("is an ambiguous abbreviation of several sbatch options"),
+        _ => Err("is not an sbatch option"),
+    }
+}
+
+/// The options of one line, getopt-style: `--opt=value`, `--opt value`, `-Xvalue`, `-X value`
+/// and grouped flags (`-Hk`), in the order written. Words that are not options, or options
+/// sbatch does not have, come back as unconverted.
+fn options(line: usize, words: &[String]) -> Vec<Result<Directive, Unconverted>> {
+    let mut found = Vec::new();
+    let mut words = words.iter();
+    let unconverted = |option: &str, reason: &str| {
+        Err(Unconverted {
+            line,
+            option: option.to_owned(),
+            reason: reason.to_owned(),
+        })
+    };
+    while let Some(word) = words.next() {
+        if let Some(body) = word.strip_prefix("--") {
+            let (name, inline) = match body.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_owned())),
+                None => (body, None),
+            };
+            let (long, arg) = match long_option(name) {
+                Ok(found) => found,
+                Err(reason) => {
+                    found.push(unconverted(word, reason));
+                    continue;
+                }
+            };
+            let (value, written) = match (arg, inline) {
+                (Arg::None, Some(_)) => {
+                    found.push(unconverted(word, "takes no value"));
+                    continue;
+                }
+                (Arg::Required, None) => match words.next() {
+                    Some(next) => (Some(next.clone()), format!("{word} {next}")),
+                    None => {
+                        found.push(unconverted(word, "needs a value"));
+                        continue;
+                    }
+                },
+                (_, inline) => (inline, word.clone()),
+            };
+            found.push(Ok(Directive {
+                line,
+                long,
+                value,
+                written,
+            }));
+        } else if let Some(flags) = word.strip_prefix('-').filter(|f| !f.is_empty()) {
+            let mut rest = flags;
+            while let Some(short) = rest.chars().next() {
+                rest = &rest[short.len_utf8()..];
+                let Some((long, _, arg)) = OPTIONS.iter().find(|(_, s, _)| *s == Some(short))
+                else {
+                    found.push(unconverted(&format!("-{short}"), "is not an sbatch option"));
+                    continue;
+                };
+                // A short option's optional value is only ever attached (`-kfoo`).
+                let (value, written) = match arg {
+                    Arg::None => (None, format!("-{short}")),
+                    _ if !rest.is_empty() => {
+                        let value = std::mem::take(&mut rest);
+                        (Some(value.to_owned()), format!("-{short}{value}"))
+                    }
+                    Arg::Optional => (None, format!("-{short}")),
+                    Arg::Required => match words.next() {
+                        Some(next) => (Some(next.clone()), format!("-{short} {next}")),
+                        None => {
+                            found.push(unconverted(&format!("-{short}"), "needs a value"));
+                            continue;
+                        }
+                    },
+                };
+                found.push(Ok(Directive {
+                    line,
+                    long,
+                    value,
+                    written,
+                }));
+            }
+        } else {
+            found.push(unconverted(
+                word,
+                "is not an option (sbatch takes only options on #SBATCH lines)",
+            ));
+        }
+    }
+    found
+}
+
+/// Convert `script`'s `#SBATCH` lines into a spec for the SlurmCluster `cluster_name`. The
+/// script itself is kept as it is.
+pub fn convert(script: &str, cluster_name: &str) -> Result<Conversion, SbatchError> {
+    let mut spec = SlurmJobSpec {
+        cluster_name: cluster_name.to_owned(),
+        script: script.to_owned(),
+        name: None,
+        partition: None,
+        account: None,
+        qos: None,
+        nodes: None,
+        ntasks: None,
+        cpus_per_task: None,
+        tasks_per_node: None,
+        gpus_per_node: None,
+        gpus_per_task: None,
+        exclusive: None,
+        memory_per_node: None,
+        memory_per_cpu: None,
+        time_limit: None,
+        environment: BTreeMap::new(),
+        working_directory: None,
+        constraints: None,
+        gres: None,
+        tres_per_task: None,
+        tres: None,
+        array: None,
+        depends_on: Vec::new(),
+        standard_output: None,
+        standard_error: None,
+        output: None,
+        extra_options: None,
+    };
+    let mut unconverted = Vec::new();
+    let mut extra = serde_json::Map::new();
+    // Which option set each field last, in script order, to report the later of two that
+    // conflict.
+    let mut set_at: BTreeMap<&'static str, (usize, Directive)> = BTreeMap::new();
+    let mut order = 0;
+    for (line, words) in directive_lines(script)? {
+        for d in options(line, &words) {
+            let d = match d {
+                Ok(d) => d,
+                Err(bad) => {
+                    unconverted.push(bad);
+                    continue;
+                }
+            };
+            match apply(&mut spec, &mut extra, &d) {
+                Ok(()) => {
+                    order += 1;
+                    set_at.insert(d.long, (order, d));
+                }
+                Err(reason) => unconverted.push(Unconverted {
+                    line: d.line,
+                    option: d.written.clone(),
+                    reason,
+                }),
+            }
+        }
+    }
+    // Pairs sbatch refuses, or that the SlurmJob refuses as saying one thing twice: the later
+    // option is reported, the earlier kept.
+    let mut drop_later = |first: &str, second: &str, reason: &str| -> Option<&'static str> {
+        let (a, b) = (set_at.get(first)?, set_at.get(second)?);
+        let (_, later) = if a.0 > b.0 { a } else { b };
+        unconverted.push(Unconverted {
+            line: later.line,
+            option: later.written.clone(),
+            reason: reason.to_owned(),
+        });
+        Some(later.long)
+    };
+    if let Some(dropped) = drop_later(
+        "mem",
+        "mem-per-cpu",
+        "sbatch refuses --mem together with --mem-per-cpu",
+    ) {
+        match dropped {
+            "mem" => spec.memory_per_node = None,
+            _ => spec.memory_per_cpu = None,
+        }
+    }
+    let gpu_in = |text: &Option<String>| text.as_deref().is_some_and(|t| t.contains("gpu"));
+    if gpu_in(&spec.gres)
+        && let Some(dropped) = drop_later(
+            "gres",
+            "gpus-per-node",
+            "--gres with GPUs and --gpus-per-node both ask for GPUs per node",
+        )
+    {
+        match dropped {
+            "gres" => spec.gres = None,
+            _ => spec.gpus_per_node = None,
+        }
+    }
+    if gpu_in(&spec.tres_per_task)
+        && let Some(dropped) = drop_later(
+            "tres-per-task",
+            "gpus-per-task",
+            "--tres-per-task with GPUs and --gpus-per-task both ask for GPUs per task",
+        )
+    {
+        match dropped {
+            "tres-per-task" => spec.tres_per_task = None,
+            _ => spec.gpus_per_task = None,
+        }
+    }
+    if !extra.is_empty() {
+        spec.extra_options = Some(extra);
+    }
+    unconverted.sort_by_key(|u| u.line);
+    Ok(Conversion { spec, unconverted })
+}
+
+/// Set the field `d` maps to, or say why it has none.
+fn apply(
+    spec: &mut SlurmJobSpec,
+    extra: &mut serde_json::Map<String, Value>,
+    d: &Directive,
+) -> Result<(), String> {
+    let value = d.value.clone().unwrap_or_default();
+    let text = |max: usize| -> Result<String, String> {
+        if value.is_empty() {
+            Err("needs a value".into())
+        } else if value.len() > max {
+            Err(format!(
+                "is longer than the SlurmJob takes ({max} characters)"
+            ))
+        } else {
+            Ok(value.clone())
+        }
+    };
+    match d.long {
+        "job-name" => spec.name = Some(text(200)?),
+        "partition" => spec.partition = Some(text(1024)?),
+        "account" => spec.account = Some(text(256)?),
+        "qos" => spec.qos = Some(text(256)?),
+        "constraint" => spec.constraints = Some(text(1024)?),
+        "gres" => spec.gres = Some(text(1024)?),
+        "tres-per-task" => spec.tres_per_task = Some(text(1024)?),
+        "time" => spec.time_limit = Some(time_limit(&value)?),
+        "nodes" => spec.nodes = Some(nodes(&value)?),
+        "ntasks" => spec.ntasks = Some(count(&value)?),
+        "ntasks-per-node" => spec.tasks_per_node = Some(count(&value)?),
+        "cpus-per-task" => spec.cpus_per_task = Some(count(&value)?),
+        "mem" => spec.memory_per_node = Some(memory(&value)?),
+        "mem-per-cpu" => spec.memory_per_cpu = Some(memory(&value)?),
+        "gpus-per-node" => spec.gpus_per_node = Some(gpus(&value)?),
+        "gpus-per-task" => spec.gpus_per_task = Some(gpus(&value)?),
+        "gpus" => {
+            extra.insert(
+                "tres_per_job".into(),
+                json!(format!("gres/gpu:{}", gpus(&value)?)),
+            );
+        }
+        "exclusive" => {
+            spec.exclusive = Some(match d.value.as_deref() {
+                None | Some("") => Exclusive::Node,
+                Some("user") => Exclusive::User,
+                Some("mcs") => Exclusive::Mcs,
+                Some(_) => {
+                    return Err("has no SlurmJob form (exclusive is node, user or mcs)".into());
+                }
+            });
+            // As in sbatch, the later of --exclusive and --oversubscribe wins.
+            extra.remove("shared");
+        }
+        "oversubscribe" => {
+            extra.insert("shared".into(), json!(["oversubscribe"]));
+            spec.exclusive = None;
+        }
+        "array" => spec.array = Some(array(&value)?),
+        "output" => spec.standard_output = Some(text(4096)?),
+        "error" => spec.standard_error = Some(text(4096)?),
+        "chdir" => {
+            if !value.starts_with('/') {
+                return Err(
+                    "is relative to the submitting shell's directory: the SlurmJob needs an absolute workingDirectory"
+                        .into(),
+                );
+            }
+            spec.working_directory = Some(text(4096)?);
+        }
+        "export" => export(&value, &mut spec.environment)?,
+        "hold" => {
+            extra.insert("hold".into(), json!(true));
+        }
+        "requeue" => {
+            extra.insert("requeue".into(), json!(true));
+        }
+        "no-requeue" => {
+            extra.insert("requeue".into(), json!(false));
+        }
+        "mail-user" => {
+            extra.insert("mail_user".into(), json!(text(1024)?));
+        }
+        "mail-type" => {
+            let types: Vec<String> = value
+                .split(',')
+                .map(|t| t.trim().to_ascii_uppercase())
+                .filter(|t| !t.is_empty())
+                .collect();
+            if types.is_empty() {
+                return Err("needs a value".into());
+            }
+            extra.insert("mail_type".into(), json!(types));
+        }
+        "licenses" => {
+            extra.insert("licenses".into(), json!(text(1024)?));
+        }
+        "dependency" => {
+            return Err(
+                "names Slurm jobs by id (or is singleton): a SlurmJob waits for other SlurmJobs \
+                 through dependsOn (--depends-on NAME[:afterok|afterany|afternotok])"
+                    .into(),
+            );
+        }
+        "comment" => {
+            return Err("the operator keeps the job's ownership tag in its comment".into());
+        }
+        long if CLIENT_OPTIONS.contains(&long) => {
+            return Err("is an option of the sbatch command, not of the job".into());
+        }
+        _ => return Err("has no SlurmJob field".into()),
+    }
+    Ok(())
+}
+
+fn count(value: &str) -> Result<i32, String> {
+    match value.parse::<i32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("must be a whole number of at least 1".into()),
+    }
+}
+
+/// `N` or `MIN-MAX`, each at most 9 digits, as `spec.nodes` takes them.
+fn nodes(value: &str) -> Result<String, String> {
+    let bound = |s: &str| -> Option<u32> {
+        (!s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+            .filter(|n| *n >= 1)
+    };
+    let ok = match value.split_once('-') {
+        None => bound(value).is_some(),
+        Some((min, max)) => matches!((bound(min), bound(max)), (Some(a), Some(b)) if a <= b),
+    };
+    if ok {
+        Ok(value.to_owned())
+    } else {
+        Err("has no SlurmJob form (nodes is a count such as 2 or a range such as 1-4)".into())
+    }
+}
+
+/// sbatch's time formats: `M`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`, as whole minutes
+/// rounded up (as Slurm does), written as a Kubernetes duration such as `1h30m`.
+fn time_limit(value: &str) -> Result<crate::crd::duration::Duration, String> {
+    let lower = value.to_ascii_lowercase();
+    if matches!(lower.as_str(), "infinite" | "unlimited" | "-1" | "0") {
+        return Err(
+            "asks for no time limit, which the SlurmJob cannot say: leave timeLimit unset for the \
+             partition's limit"
+                .into(),
+        );
+    }
+    let invalid = || format!("is not an sbatch time ({value:?})");
+    let number = |s: &str| -> Result<u64, String> {
+        if s.is_empty() || s.len() > 9 || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid());
+        }
+        s.parse().map_err(|_| invalid())
+    };
+    let (days, clock) = match value.split_once('-') {
+        Some((days, clock)) => (Some(number(days)?), clock),
+        None => (None, value),
+    };
+    let parts: Vec<u64> = clock.split(':').map(number).collect::<Result<_, _>>()?;
+    let seconds = match (days, parts.as_slice()) {
+        (None, [m]) => m * 60,
+        (None, [m, s]) => m * 60 + s,
+        (None, [h, m, s]) => h * 3600 + m * 60 + s,
+        (Some(d), [h]) => d * 86_400 + h * 3600,
+        (Some(d), [h, m]) => d * 86_400 + h * 3600 + m * 60,
+        (Some(d), [h, m, s]) => d * 86_400 + h * 3600 + m * 60 + s,
+        _ => return Err(invalid()),
+    };
+    let minutes = seconds.div_ceil(60);
+    if minutes == 0 {
+        return Err("asks for no time limit, which the SlurmJob cannot say".into());
+    }
+    let text = match (minutes / 60, minutes % 60) {
+        (0, m) => format!("{m}m"),
+        (h, 0) => format!("{h}h"),
+        (h, m) => format!("{h}h{m}m"),
+    };
+    text.parse().map_err(|e| format!("{e}"))
+}
+
+/// sbatch's memory sizes: a number with an optional K, M (the default), G or T suffix.
+fn memory(value: &str) -> Result<Quantity, String> {
+    let upper = value.to_ascii_uppercase();
+    let (digits, unit) = match upper.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => upper.split_at(at),
+        None => (upper.as_str(), ""),
+    };
+    let unit = match unit {
+        "" | "M" | "MB" => "Mi",
+        "K" | "KB" => "Ki",
+        "G" | "GB" => "Gi",
+        "T" | "TB" => "Ti",
+        _ => return Err(format!("is not an sbatch memory size ({value:?})")),
+    };
+    match digits.parse::<u64>() {
+        Ok(0) => Err("0 (all of a node's memory) has no SlurmJob form: give a size".into()),
+        Ok(n) => Ok(Quantity(format!("{n}{unit}"))),
+        Err(_) => Err(format!("is not an sbatch memory size ({value:?})")),
+    }
+}
+
+/// `[type:]count`, as `gpusPerNode`/`gpusPerTask` take it.
+fn gpus(value: &str) -> Result<String, String> {
+    let (kind, count) = match value.rsplit_once(':') {
+        Some((kind, count)) => (Some(kind), count),
+        None => (None, value),
+    };
+    let kind_ok = kind.is_none_or(|k| {
+        !k.is_empty()
+            && k.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+    });
+    let count_ok = !count.is_empty()
+        && count.len() <= 6
+        && !count.starts_with('0')
+        && count.bytes().all(|b| b.is_ascii_digit());
+    if kind_ok && count_ok {
+        Ok(value.to_owned())
+    } else {
+        Err(
+            "has no SlurmJob form (a GPU count such as 2, or a type and a count such as a100:2)"
+                .into(),
+        )
+    }
+}
+
+/// `--array`'s index list with an optional `%N` throttle, as `spec.array` takes it.
+fn array(value: &str) -> Result<String, String> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (list, throttle) = match value.split_once('%') {
+        Some((list, throttle)) => (list, Some(throttle)),
+        None => (value, None),
+    };
+    let entry = |e: &str| match e.split_once('-') {
+        None => digits(e),
+        Some((start, rest)) => {
+            digits(start)
+                && match rest.split_once(':') {
+                    None => digits(rest),
+                    Some((end, step)) => digits(end) && digits(step),
+                }
+        }
+    };
+    if list.split(',').all(entry) && throttle.is_none_or(digits) {
+        Ok(value.to_owned())
+    } else {
+        Err("has no SlurmJob form (indices such as 0-9, 1,3,5 or 0-15:4, optionally %N)".into())
+    }
+}
+
+/// `--export`: `NAME=value` entries become the job's environment. The submitting shell's
+/// environment (`ALL`, or a bare `NAME`) does not reach a SlurmJob.
+fn export(value: &str, environment: &mut BTreeMap<String, String>) -> Result<(), String> {
+    let mut copied = Vec::new();
+    let mut set = Vec::new();
+    for entry in value.split(',').filter(|e| !e.is_empty()) {
+        match entry.split_once('=') {
+            Some((name, val)) if !name.is_empty() => set.push((name.to_owned(), val.to_owned())),
+            _ if entry == "NONE" => {}
+            _ => copied.push(entry),
+        }
+    }
+    if copied.is_empty() {
+        // Nothing is set from an option reported as not converted.
+        environment.extend(set);
+        Ok(())
+    } else {
+        Err(format!(
+            "copies the submitting shell's environment ({}), which a SlurmJob has not: set \
+             NAME=value entries (spec.environment)",
+            copied.join(",")
+        ))
+    }
+}
+
+/// A Kubernetes object name from `text` (a job name or a file name): lowercase letters, digits
+/// and `-`, at most 63 characters; `None` when nothing usable is left.
+pub fn object_name(text: &str) -> Option<String> {
+    let mut name = String::new();
+    for c in text.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            name.push(c);
+        } else if !name.ends_with('-') {
+            name.push('-');
+        }
+    }
+    let name: String = name.trim_matches('-').chars().take(63).collect();
+    let name = name.trim_end_matches('-').to_owned();
+    (!name.is_empty()).then_some(name)
+}
+
+/// `NAME` or `NAME:TYPE` of `--depends-on`.
+pub fn dependency(text: &str) -> Result<JobDependency, String> {
+    let (name, kind) = match text.split_once(':') {
+        Some((name, kind)) => (name, Some(kind)),
+        None => (text, None),
+    };
+    let type_ = match kind {
+        None | Some("afterok") => DependencyType::AfterOk,
+        Some("afterany") => DependencyType::AfterAny,
+        Some("afternotok") => DependencyType::AfterNotOk,
+        Some(other) => {
+            return Err(format!(
+                "--depends-on {text}: {other} is not afterok, afterany or afternotok"
+            ));
+        }
+    };
+    if !crate::crd::is_object_name(name) {
+        return Err(format!(
+            "--depends-on {text}: {name:?} is not the name of a SlurmJob"
+        ));
+    }
+    Ok(JobDependency {
+        name: name.to_owned(),
+        type_,
+    })
+}
+
+#[derive(Debug, Args)]
+pub struct SbatchArgs {
+    /// The batch script (`-` reads it from stdin).
+    pub script: PathBuf,
+    /// Namespace of the SlurmJob (default: the kubeconfig's namespace with --apply; none in
+    /// the printed YAML).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// The SlurmCluster to run on.
+    #[arg(long, env = "SLURM_OPERATOR_CLUSTER")]
+    pub cluster: Option<String>,
+    /// Name of the SlurmJob (default: from the job name, else from the file name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Wait for another SlurmJob: NAME or NAME:afterok|afterany|afternotok (repeatable).
+    #[arg(long = "depends-on", value_name = "NAME[:TYPE]")]
+    pub depends_on: Vec<String>,
+    /// Create the SlurmJob in Kubernetes instead of printing it.
+    #[arg(long)]
+    pub apply: bool,
+    /// Go on when some #SBATCH options cannot be carried (they are still listed on stderr).
+    #[arg(long)]
+    pub allow_unknown: bool,
+}
+
+/// Exit code when options were not converted (2 is a usage error).
+const EXIT_UNCONVERTED: u8 = 3;
+
+impl SbatchArgs {
+    pub async fn run(&self) -> Result<u8, CliError> {
+        let script = read_script(&self.script)?;
+        let cluster = self.cluster.clone().ok_or_else(|| {
+            CliError::Usage("--cluster NAME is required: the SlurmCluster to run on".into())
+        })?;
+        let conversion = convert(&script, &cluster)
+            .map_err(|e| CliError::Usage(format!("{}: {e}", self.script.display())))?;
+        for u in &conversion.unconverted {
+            eprintln!("warning: {}: {u}", self.script.display());
+        }
+        if !conversion.unconverted.is_empty() && !self.allow_unknown {
+            eprintln!(
+                "error: {} #SBATCH option(s) not converted; slurmrestd ignores #SBATCH lines, so \
+                 the job would run without them (--allow-unknown to go on anyway)",
+                conversion.unconverted.len()
+            );
+            return Ok(EXIT_UNCONVERTED);
+        }
+        let job = self.slurm_job(conversion.spec)?;
+        if self.apply {
+            create(job, self.namespace.as_deref()).await?;
+        } else {
+            let yaml = serde_yaml_ng::to_string(&job)
+                .map_err(|e| CliError::Usage(format!("cannot print the SlurmJob: {e}")))?;
+            print!("{yaml}");
+        }
+        Ok(0)
+    }
+
+    fn slurm_job(&self, mut spec: SlurmJobSpec) -> Result<SlurmJob, CliError> {
+        for text in &self.depends_on {
+            spec.depends_on
+                .push(dependency(text).map_err(CliError::Usage)?);
+        }
+        let name = match &self.name {
+            Some(name) if crate::crd::is_object_name(name) => name.clone(),
+            Some(name) => {
+                return Err(CliError::Usage(format!(
+                    "--name {name:?} is not a Kubernetes object name"
+                )));
+            }
+            None => spec
+                .name
+                .as_deref()
+                .and_then(object_name)
+                .or_else(|| file_stem(&self.script).and_then(|s| object_name(&s)))
+                .ok_or_else(|| CliError::Usage("no name for the SlurmJob: give --name".into()))?,
+        };
+        let mut job = SlurmJob::new(&name, spec);
+        job.metadata.namespace = self.namespace.clone();
+        Ok(job)
+    }
+}
+
+fn file_stem(path: &Path) -> Option<String> {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| s != "-")
+}
+
+fn read_script(path: &Path) -> Result<String, CliError> {
+    let read = if path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(path)
+    };
+    read.map_err(|source| CliError::ReadFile {
+        what: "script",
+        path: path.to_owned(),
+        source,
+    })
+}
+
+async fn create(mut job: SlurmJob, namespace: Option<&str>) -> Result<(), CliError> {
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| CliError::Usage(format!("cannot reach Kubernetes: {e}")))?;
+    let namespace = namespace
+        .map(str::to_owned)
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    job.metadata.namespace = Some(namespace.clone());
+    let api: kube::Api<SlurmJob> = kube::Api::namespaced(client, &namespace);
+    let created = api
+        .create(&kube::api::PostParams::default(), &job)
+        .await
+        .map_err(|e| CliError::Usage(format!("cannot create the SlurmJob: {e}")))?;
+    println!(
+        "slurmjob.slurm.rs/{} created in namespace {namespace}",
+        created.metadata.name.unwrap_or_default()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,344 @@
+use super::*;
+
+fn script(lines: &[&str]) -> String {
+    let mut s = String::from("#!/bin/bash\n");
+    for line in lines {
+        s.push_str(line);
+        s.push('\n');
+    }
+    s
+}
+
+fn converted(lines: &[&str]) -> Conversion {
+    convert(&script(lines), "main").unwrap()
+}
+
+fn reported(c: &Conversion) -> Vec<(usize, &str)> {
+    c.unconverted
+        .iter()
+        .map(|u| (u.line, u.option.as_str()))
+        .collect()
+}
+
+#[test]
+fn only_sbatch_lines_before_the_first_command_count() {
+    let c = converted(&[
+        "",
+        "# a comment",
+        "#SBATCH --job-name=first",
+        "##SBATCH --partition=disabled",
+        "# SBATCH --partition=also-a-comment",
+        "#SBATCHX --partition=not-a-directive",
+        "   ",
+        "#SBATCH -p debug # trailing comment",
+        "echo start",
+        "#SBATCH --account=too-late",
+    ]);
+    assert_eq!(c.spec.name.as_deref(), Some("first"));
+    assert_eq!(c.spec.partition.as_deref(), Some("debug"));
+    assert_eq!(c.spec.account, None);
+    assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
+    assert_eq!(c.spec.cluster_name, "main");
+    assert!(c.spec.script.contains("#SBATCH --account=too-late"));
+}
+
+#[test]
+fn long_and_short_forms_with_attached_and_separate_values() {
+    for lines in [
+        &["#SBATCH --nodes=2 --ntasks=8 --cpus-per-task=4"][..],
+        &[
+            "#SBATCH --nodes 2",
+            "#SBATCH --ntasks 8",
+            "#SBATCH --cpus-per-task 4",
+        ],
+        &["#SBATCH -N2 -n8 -c4"],
+        &["#SBATCH -N 2 -n 8 -c 4"],
+        // getopt_long's unambiguous abbreviations.
+        &["#SBATCH --nodes=2 --ntasks=8 --cpus-per-t=4"],
+    ] {
+        let c = converted(lines);
+        assert!(c.unconverted.is_empty(), "{lines:?}: {:?}", c.unconverted);
+        assert_eq!(c.spec.nodes.as_deref(), Some("2"), "{lines:?}");
+        assert_eq!(c.spec.ntasks, Some(8), "{lines:?}");
+        assert_eq!(c.spec.cpus_per_task, Some(4), "{lines:?}");
+    }
+    let c = converted(&["#SBATCH --part=debug --nod=2"]);
+    assert_eq!(c.spec.partition.as_deref(), Some("debug"));
+    assert_eq!(
+        reported(&c),
+        [(2, "--nod=2")],
+        "nodes, nodefile or nodelist"
+    );
+    // Grouped short flags, then one with a value.
+    let c = converted(&["#SBATCH -Hp debug"]);
+    assert_eq!(c.spec.partition.as_deref(), Some("debug"));
+    assert_eq!(
+        c.spec.extra_options.as_ref().and_then(|e| e.get("hold")),
+        Some(&json!(true))
+    );
+    // Quotes group words and are removed.
+    let c = converted(&[r#"#SBATCH --job-name="two words" --constraint='a&b'"#]);
+    assert_eq!(c.spec.name.as_deref(), Some("two words"));
+    assert_eq!(c.spec.constraints.as_deref(), Some("a&b"));
+}
+
+#[test]
+fn every_sbatch_time_format() {
+    for (written, want) in [
+        ("30", "30m"),
+        ("90", "1h30m"),
+        ("120", "2h"),
+        ("10:30", "11m"), // MM:SS, seconds round up to a whole minute as in Slurm
+        ("5:00", "5m"),
+        ("01:30:00", "1h30m"),
+        ("1:00:01", "1h1m"),
+        ("2-0", "48h"),
+        ("1-12", "36h"),
+        ("1-02:30", "26h30m"),
+        ("0-00:05:00", "5m"),
+        ("3-00:00:30", "72h1m"),
+    ] {
+        let c = converted(&[&format!("#SBATCH --time={written}")]);
+        assert!(c.unconverted.is_empty(), "{written}: {:?}", c.unconverted);
+        let limit = c.spec.time_limit.unwrap();
+        assert_eq!(
+            serde_json::to_value(&limit).unwrap(),
+            json!(want),
+            "{written}"
+        );
+    }
+    for bad in [
+        "UNLIMITED",
+        "infinite",
+        "0",
+        "1:2:3:4",
+        "ten",
+        "1-",
+        "-5",
+        "1-2:3:4:5",
+    ] {
+        let c = converted(&[&format!("#SBATCH -t {bad}")]);
+        assert_eq!(c.spec.time_limit, None, "{bad}");
+        assert_eq!(reported(&c), [(2, format!("-t {bad}").as_str())], "{bad}");
+    }
+}
+
+#[test]
+fn memory_sizes_become_quantities() {
+    for (written, want) in [
+        ("4000", "4000Mi"),
+        ("4G", "4Gi"),
+        ("512m", "512Mi"),
+        ("1T", "1Ti"),
+        ("100K", "100Ki"),
+    ] {
+        let c = converted(&[&format!("#SBATCH --mem={written}")]);
+        assert_eq!(
+            c.spec.memory_per_node,
+            Some(Quantity(want.into())),
+            "{written}"
+        );
+        let c = converted(&[&format!("#SBATCH --mem-per-cpu {written}")]);
+        assert_eq!(
+            c.spec.memory_per_cpu,
+            Some(Quantity(want.into())),
+            "{written}"
+        );
+    }
+    for bad in ["0", "4X", "G", "-1"] {
+        let c = converted(&[&format!("#SBATCH --mem={bad}")]);
+        assert_eq!(c.spec.memory_per_node, None, "{bad}");
+        assert_eq!(c.unconverted.len(), 1, "{bad}");
+    }
+    // sbatch refuses both: the later is reported, the earlier kept.
+    let c = converted(&["#SBATCH --mem=4G", "#SBATCH --mem-per-cpu=1G"]);
+    assert_eq!(c.spec.memory_per_node, Some(Quantity("4Gi".into())));
+    assert_eq!(c.spec.memory_per_cpu, None);
+    assert_eq!(reported(&c), [(3, "--mem-per-cpu=1G")]);
+    assert!(
+        c.unconverted[0]
+            .reason
+            .contains("--mem together with --mem-per-cpu")
+    );
+}
+
+#[test]
+fn gpu_and_mpi_layouts() {
+    let c = converted(&[
+        "#SBATCH --nodes=2-4 --ntasks-per-node=8",
+        "#SBATCH --gpus-per-node=a100:4 --gpus-per-task=1",
+        "#SBATCH --exclusive",
+        "#SBATCH --tres-per-task=cpu=2",
+        "#SBATCH -G 8",
+    ]);
+    assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
+    assert_eq!(c.spec.nodes.as_deref(), Some("2-4"));
+    assert_eq!(c.spec.tasks_per_node, Some(8));
+    assert_eq!(c.spec.gpus_per_node.as_deref(), Some("a100:4"));
+    assert_eq!(c.spec.gpus_per_task.as_deref(), Some("1"));
+    assert_eq!(c.spec.exclusive, Some(Exclusive::Node));
+    assert_eq!(c.spec.tres_per_task.as_deref(), Some("cpu=2"));
+    assert_eq!(c.spec.tres, None, "the new name is written");
+    assert_eq!(
+        c.spec
+            .extra_options
+            .as_ref()
+            .and_then(|e| e.get("tres_per_job")),
+        Some(&json!("gres/gpu:8"))
+    );
+
+    for (written, want) in [("user", Exclusive::User), ("mcs", Exclusive::Mcs)] {
+        let c = converted(&[&format!("#SBATCH --exclusive={written}")]);
+        assert_eq!(c.spec.exclusive, Some(want));
+    }
+    // The later of --exclusive and --oversubscribe wins, as in sbatch.
+    let c = converted(&["#SBATCH --exclusive", "#SBATCH -s"]);
+    assert_eq!(c.spec.exclusive, None);
+    assert_eq!(
+        c.spec.extra_options.as_ref().and_then(|e| e.get("shared")),
+        Some(&json!(["oversubscribe"]))
+    );
+
+    for bad in [
+        "--exclusive=topo",
+        "--gpus-per-node=0",
+        "--gpus-per-node=a100:2,v100:1",
+        "--ntasks-per-node=0",
+        "--nodes=4-2",
+        "--nodes=1,2,4",
+    ] {
+        let c = converted(&[&format!("#SBATCH {bad}")]);
+        assert_eq!(reported(&c), [(2, bad)], "{bad}");
+    }
+    // Two ways to ask for GPUs per node: the later is reported.
+    let c = converted(&["#SBATCH --gres=gpu:2", "#SBATCH --gpus-per-node=2"]);
+    assert_eq!(c.spec.gres.as_deref(), Some("gpu:2"));
+    assert_eq!(c.spec.gpus_per_node, None);
+    assert_eq!(reported(&c), [(3, "--gpus-per-node=2")]);
+}
+
+#[test]
+fn arrays_outputs_environment_and_directory() {
+    let c = converted(&[
+        "#SBATCH --array=0-15:4%2",
+        "#SBATCH -o logs/%x-%A_%a.out -e /scratch/%u/%j.err",
+        "#SBATCH --export=NONE,OMP_NUM_THREADS=4,MODE=fast",
+        "#SBATCH -D /scratch/run",
+        "#SBATCH --mail-type=end,FAIL --mail-user=a@example.org",
+    ]);
+    assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
+    assert_eq!(c.spec.array.as_deref(), Some("0-15:4%2"));
+    assert_eq!(c.spec.standard_output.as_deref(), Some("logs/%x-%A_%a.out"));
+    assert_eq!(c.spec.standard_error.as_deref(), Some("/scratch/%u/%j.err"));
+    assert_eq!(
+        c.spec.environment,
+        BTreeMap::from([
+            ("MODE".to_owned(), "fast".to_owned()),
+            ("OMP_NUM_THREADS".to_owned(), "4".to_owned())
+        ])
+    );
+    assert_eq!(c.spec.working_directory.as_deref(), Some("/scratch/run"));
+    let extra = c.spec.extra_options.unwrap();
+    assert_eq!(extra["mail_type"], json!(["END", "FAIL"]));
+    assert_eq!(extra["mail_user"], json!("a@example.org"));
+
+    for bad in [
+        "--array=1-",
+        "--array=a-b",
+        "--export=ALL",
+        "--export=ALL,X=1",
+        "--export=HOME",
+        "--chdir=run",
+    ] {
+        let c = converted(&[&format!("#SBATCH {bad}")]);
+        assert_eq!(reported(&c), [(2, bad)], "{bad}");
+    }
+}
+
+#[test]
+fn every_option_not_carried_is_reported_with_its_line() {
+    let c = converted(&[
+        "#SBATCH --job-name=keep",
+        "#SBATCH --dependency=afterok:123 --comment=x",
+        "#SBATCH --begin=now+1hour --no-such-option -Z --distribution cyclic",
+        "#SBATCH stray --requeue --parsable",
+        "#SBATCH --mem",
+        "#SBATCH --hold=yes --n=3",
+    ]);
+    assert_eq!(
+        reported(&c),
+        [
+            (3, "--dependency=afterok:123"),
+            (3, "--comment=x"),
+            (4, "--begin=now+1hour"),
+            (4, "--no-such-option"),
+            (4, "-Z"),
+            (4, "--distribution cyclic"),
+            (5, "stray"),
+            (5, "--parsable"),
+            (6, "--mem"),
+            (7, "--hold=yes"),
+            (7, "--n=3"),
+        ]
+    );
+    let reason = |option: &str| {
+        c.unconverted
+            .iter()
+            .find(|u| u.option == option)
+            .map(|u| u.reason.clone())
+            .unwrap()
+    };
+    assert!(reason("--dependency=afterok:123").contains("--depends-on"));
+    assert!(reason("--comment=x").contains("ownership tag"));
+    assert!(reason("--no-such-option").contains("not an sbatch option"));
+    assert!(reason("--parsable").contains("sbatch command"));
+    assert!(reason("--mem").contains("needs a value"));
+    assert!(reason("--n=3").contains("ambiguous"));
+    assert!(reason("--distribution cyclic").contains("no SlurmJob field"));
+    // What could be carried was.
+    assert_eq!(c.spec.name.as_deref(), Some("keep"));
+    assert_eq!(
+        c.spec.extra_options.as_ref().and_then(|e| e.get("requeue")),
+        Some(&json!(true))
+    );
+    assert_eq!(
+        c.unconverted[0].to_string(),
+        format!(
+            "line 3: --dependency=afterok:123: {}",
+            c.unconverted[0].reason
+        )
+    );
+}
+
+#[test]
+fn unreadable_scripts_are_errors() {
+    assert_eq!(
+        convert("echo hi\n", "main"),
+        Err(SbatchError::NoInterpreter)
+    );
+    assert_eq!(
+        convert("#!/bin/sh\n#SBATCH --job-name=\"open\n", "main"),
+        Err(SbatchError::UnterminatedQuote { line: 2 })
+    );
+}
+
+#[test]
+fn names_and_dependencies() {
+    assert_eq!(object_name("My_Job.v2").as_deref(), Some("my-job-v2"));
+    assert_eq!(object_name("--train--").as_deref(), Some("train"));
+    assert_eq!(object_name("___"), None);
+    assert_eq!(object_name(&"a".repeat(100)).map(|n| n.len()), Some(63));
+    assert_eq!(
+        dependency("prep").unwrap(),
+        JobDependency {
+            name: "prep".into(),
+            type_: DependencyType::AfterOk
+        }
+    );
+    assert_eq!(
+        dependency("prep:afternotok").unwrap().type_,
+        DependencyType::AfterNotOk
+    );
+    assert!(dependency("prep:after").unwrap_err().contains("after"));
+    assert!(dependency("Bad_Name").is_err());
+}

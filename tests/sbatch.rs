@@ -1,0 +1,540 @@
+//! `slurm-operator sbatch` on real-world job scripts (`tests/fixtures/sbatch/`): what each
+//! becomes, that every option it cannot carry is reported (and fails the command unless
+//! `--allow-unknown`), and, against the real local Slurm, that a converted script's options
+//! reach slurmctld through every REST API version it serves.
+
+// Test code: a failed unwrap is a failed test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+use slurm_operator::cli::sbatch::convert;
+use slurm_operator::controller::slurmjob::submit;
+use slurm_operator::crd::SlurmJob;
+use slurm_operator::slurm::{ApiVersion, SlurmClient};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sbatch")
+        .join(name)
+}
+
+fn read(name: &str) -> String {
+    std::fs::read_to_string(fixture(name)).unwrap()
+}
+
+/// The spec as JSON without what every conversion keeps as given.
+fn options_of(name: &str) -> (Value, Vec<(usize, String)>) {
+    let c = convert(&read(name), "main").unwrap();
+    assert_eq!(
+        c.spec.script,
+        read(name),
+        "{name}: the script is kept as it is"
+    );
+    let mut spec = serde_json::to_value(&c.spec).unwrap();
+    let map = spec.as_object_mut().unwrap();
+    assert_eq!(map.remove("clusterName"), Some(json!("main")));
+    map.remove("script");
+    let unconverted = c
+        .unconverted
+        .iter()
+        .map(|u| (u.line, u.option.clone()))
+        .collect();
+    (spec, unconverted)
+}
+
+fn lines(list: &[(usize, &str)]) -> Vec<(usize, String)> {
+    list.iter().map(|(l, o)| (*l, (*o).to_owned())).collect()
+}
+
+#[test]
+fn an_array_sweep_with_output_patterns_converts_entirely() {
+    let (spec, unconverted) = options_of("array_sweep.sh");
+    assert_eq!(unconverted, lines(&[]));
+    assert_eq!(
+        spec,
+        json!({
+            "name": "sweep",
+            "array": "1-100%4",
+            "timeLimit": "2h30m",
+            "ntasks": 1,
+            "cpusPerTask": 2,
+            "memoryPerCpu": "1500Mi",
+            "standardOutput": "logs/%x_%A_%a.out",
+            "standardError": "logs/%x_%A_%a.err",
+            "extraOptions": {"mail_type": ["END", "FAIL"], "mail_user": "alice@example.org"},
+        })
+    );
+}
+
+#[test]
+fn a_multi_node_gpu_training_job() {
+    let (spec, unconverted) = options_of("pytorch_ddp.sh");
+    assert_eq!(unconverted, lines(&[(16, "--signal=B:USR1@300")]));
+    assert_eq!(
+        spec,
+        json!({
+            "name": "llm-finetune",
+            "partition": "gpu",
+            "account": "ml-team",
+            "qos": "high",
+            "nodes": "2",
+            "tasksPerNode": 4,
+            "gpusPerNode": "a100:4",
+            "cpusPerTask": 12,
+            "memoryPerNode": "480Gi",
+            "exclusive": "node",
+            "constraints": "a100&nvlink",
+            "timeLimit": "48h",
+            "standardOutput": "/shared/ml/logs/%x-%j.out",
+            "environment": {"NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "12"},
+            "extraOptions": {"requeue": true},
+        })
+    );
+}
+
+#[test]
+fn an_mpi_task_layout() {
+    let (spec, unconverted) = options_of("mpi_layout.sh");
+    assert_eq!(
+        unconverted,
+        lines(&[
+            (11, "--hint=nomultithread"),
+            (12, "--distribution=block:block")
+        ])
+    );
+    assert_eq!(
+        spec,
+        json!({
+            "nodes": "4",
+            "ntasks": 128,
+            "tasksPerNode": 32,
+            "cpusPerTask": 1,
+            "memoryPerCpu": "2Gi",
+            "timeLimit": "12h",
+            "partition": "compute",
+            "account": "proj042",
+            "exclusive": "user",
+            "workingDirectory": "/scratch/proj042/run7",
+        })
+    );
+}
+
+#[test]
+fn gpus_per_task_with_other_resources() {
+    let (spec, unconverted) = options_of("gpu_per_task.sh");
+    assert_eq!(unconverted, lines(&[]));
+    assert_eq!(
+        spec,
+        json!({
+            "name": "inference",
+            "nodes": "1",
+            "ntasks": 4,
+            "gpusPerTask": "1",
+            "tresPerTask": "cpu=8",
+            "memoryPerNode": "64Gi",
+            "timeLimit": "45m",
+            "gres": "nvme:1",
+        })
+    );
+}
+
+/// A pipeline step: its dependency names a Slurm job id, its environment is the submitter's,
+/// its comment is the operator's, `--parsable` is for the sbatch command: each is reported.
+/// The `#SBATCH` line after the first command is not an option at all, as for sbatch.
+#[test]
+fn a_pipeline_step_reports_what_a_slurmjob_cannot_carry() {
+    let (spec, unconverted) = options_of("pipeline_step.sh");
+    assert_eq!(
+        unconverted,
+        lines(&[
+            (5, "--dependency=afterok:41234"),
+            (6, "--kill-on-invalid-dep=yes"),
+            (9, "--export=ALL"),
+            (10, "--comment=pipeline 2024-06"),
+            (11, "--parsable"),
+        ])
+    );
+    assert_eq!(
+        spec,
+        json!({"name": "postprocess", "timeLimit": "15m", "standardOutput": "post-%j.log"})
+    );
+}
+
+#[test]
+fn short_options_grouped_and_attached() {
+    let (spec, unconverted) = options_of("short_options.sh");
+    assert_eq!(unconverted, lines(&[]));
+    assert_eq!(
+        spec,
+        json!({
+            "name": "short",
+            "partition": "debug",
+            "account": "root",
+            "nodes": "1",
+            "ntasks": 2,
+            "cpusPerTask": 1,
+            "timeLimit": "5m",
+            "standardOutput": "%x-%j.out",
+            "standardError": "%x-%j.err",
+            "extraOptions": {"hold": true},
+        })
+    );
+}
+
+fn sbatch(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
+        .arg("sbatch")
+        .args(args)
+        .env_remove("SLURM_OPERATOR_CLUSTER")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn the_command_fails_on_unconverted_options_unless_allowed() {
+    let script = fixture("pipeline_step.sh");
+    let script = script.to_str().unwrap();
+    let (code, stdout, stderr) = sbatch(&["--cluster", "main", script]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert_eq!(stdout, "", "nothing to apply by mistake");
+    for option in [
+        "line 5: --dependency=afterok:41234: ",
+        "line 6: --kill-on-invalid-dep=yes: ",
+        "line 9: --export=ALL: ",
+        "line 10: --comment=pipeline 2024-06: ",
+        "line 11: --parsable: ",
+    ] {
+        assert!(stderr.contains(option), "{option} missing in:\n{stderr}");
+    }
+    assert!(
+        stderr.contains("5 #SBATCH option(s) not converted"),
+        "{stderr}"
+    );
+
+    let (code, stdout, stderr) = sbatch(&[
+        "-n",
+        "team-a",
+        "--cluster",
+        "main",
+        "--allow-unknown",
+        "--depends-on",
+        "preprocess:afterany",
+        script,
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("line 5: --dependency"),
+        "still listed: {stderr}"
+    );
+    let job: SlurmJob = serde_yaml_ng::from_str(&stdout).unwrap();
+    assert_eq!(job.metadata.name.as_deref(), Some("postprocess"));
+    assert_eq!(job.metadata.namespace.as_deref(), Some("team-a"));
+    assert_eq!(job.spec.cluster_name, "main");
+    assert_eq!(job.spec.depends_on.len(), 1);
+    assert_eq!(job.spec.depends_on[0].name, "preprocess");
+    assert_eq!(job.spec.depends_on[0].type_.as_str(), "afterany");
+    assert_eq!(job.spec.script, read("pipeline_step.sh"));
+    assert!(
+        stdout.starts_with("apiVersion: slurm.rs/v1alpha1\nkind: SlurmJob\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("status"), "{stdout}");
+
+    // Fully converted: no flag needed; the name comes from the file without a job name.
+    let (code, stdout, stderr) = sbatch(&[
+        "--cluster",
+        "main",
+        fixture("mpi_layout.sh").to_str().unwrap(),
+        "--allow-unknown",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let job: SlurmJob = serde_yaml_ng::from_str(&stdout).unwrap();
+    assert_eq!(job.metadata.name.as_deref(), Some("mpi-layout"));
+    let (code, _, stderr) = sbatch(&[
+        "--cluster",
+        "main",
+        fixture("gpu_per_task.sh").to_str().unwrap(),
+    ]);
+    assert_eq!((code, stderr.as_str()), (Some(0), ""));
+
+    // Usage errors: no cluster, no such file, not a script.
+    let (code, _, stderr) = sbatch(&[fixture("gpu_per_task.sh").to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("--cluster NAME is required"), "{stderr}");
+    let (code, _, stderr) = sbatch(&["--cluster", "main", "/nonexistent/job.sh"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("/nonexistent/job.sh"), "{stderr}");
+    let (code, _, stderr) = sbatch(&["--cluster", "main", fixture("README.md").to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("interpreter line"), "{stderr}");
+}
+
+/// The job as slurmctld holds it, in the oldest REST API's rendering (raw JSON: the facade's
+/// `Job` does not carry the layout fields). Not the newest: Slurm 26.05's v0.0.45 renders
+/// `shared` as `[]` whatever the job has (its v0.0.42 to v0.0.44 show what was submitted,
+/// through any version).
+async fn raw_job(slurm: &common::LocalSlurm, job_id: u32) -> Value {
+    let token = slurm.credentials().token_at(SystemTime::now()).unwrap();
+    let oldest = slurm.data_parsers.first().unwrap();
+    let url = format!("{}/slurm/{oldest}/job/{job_id}", slurm.url);
+    let body: Value = reqwest::Client::new()
+        .get(url)
+        .header("X-SLURM-USER-NAME", &slurm.user)
+        .header(
+            "X-SLURM-USER-TOKEN",
+            secrecy::ExposeSecret::expose_secret(&token),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["jobs"][0].clone()
+}
+
+/// A converted script through the operator's own mapping (`submit::request`) to the real
+/// slurmctld, once per REST API version it serves; held, so it only waits, then cancelled.
+#[tokio::test]
+async fn a_converted_script_reaches_slurm_with_its_options() {
+    let slurm = require_slurm!();
+    let script = format!(
+        "#!/bin/sh\n\
+         #SBATCH --job-name={name}\n\
+         #SBATCH -p {partition} -N1 --ntasks-per-node=1 -c 1\n\
+         #SBATCH --mem-per-cpu=100M --time=1-00:30 --exclusive --hold\n\
+         #SBATCH -o /tmp/%x-%j.out --export=NONE,STEP=convert\n\
+         echo converted\n",
+        name = common::unique("sbatch"),
+        partition = slurm.partition,
+    );
+    let c = convert(&script, &slurm.cluster_name).unwrap();
+    assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
+    let request = submit::request(&c.spec, "converted", "slurm.rs/test", &[]).unwrap();
+    assert!(!slurm.data_parsers.is_empty(), "no REST API version found");
+    for version in &slurm.data_parsers {
+        eprintln!("submitting through {version}");
+        let version: ApiVersion = version.parse().unwrap();
+        let config = slurm.config().with_api_version(Some(version));
+        let client = SlurmClient::new(config, slurm.credentials()).unwrap();
+        let submitted = client.submit_job(&request).await.unwrap();
+        let job = raw_job(&slurm, submitted.job_id).await;
+        client.cancel_job(submitted.job_id).await.unwrap();
+
+        assert_eq!(job["name"], json!(c.spec.name), "{version}: {job}");
+        assert_eq!(job["partition"], json!(slurm.partition), "{version}");
+        assert_eq!(
+            job["time_limit"]["number"],
+            json!(24 * 60 + 30),
+            "{version}: 1-00:30"
+        );
+        assert_eq!(job["tasks_per_node"]["number"], json!(1), "{version}");
+        assert_eq!(job["cpus_per_task"]["number"], json!(1), "{version}");
+        assert_eq!(job["memory_per_cpu"]["number"], json!(100), "{version}");
+        assert_eq!(job["shared"], json!(["none"]), "{version}: --exclusive");
+        assert_eq!(job["node_count"]["number"], json!(1), "{version}");
+        // Held by the user, or as an admin's hold when the test's Slurm user is SlurmUser.
+        let held = job["job_state"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("PENDING"))
+            && [json!("JobHeldUser"), json!("JobHeldAdmin")].contains(&job["state_reason"]);
+        assert!(held, "{version}: --hold: {job}");
+        assert_eq!(
+            job["standard_output"],
+            json!(format!(
+                "/tmp/{}-{}.out",
+                c.spec.name.as_deref().unwrap(),
+                submitted.job_id
+            )),
+            "{version}: the %x-%j pattern, expanded by Slurm"
+        );
+        // The facade reads the same limit back.
+        let record = client.job(submitted.job_id).await.unwrap();
+        assert_eq!(
+            record[0].time_limit,
+            Some(Duration::from_secs((24 * 60 + 30) * 60)),
+            "{version}"
+        );
+    }
+}
+
+/// The kubectl-plugin commands against an API server: `sbatch --apply` creates the SlurmJob,
+/// `wait` follows it to its end and exits with its exit code, `logs` says where output without
+/// `spec.output` is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_wait_and_logs_against_an_api_server() {
+    use fake_apiserver::FakeApiServer;
+    use kube::api::{Api, Patch, PatchParams};
+
+    let server = FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = server.write_kubeconfig(dir.path());
+    let run = |args: Vec<String>| {
+        let kubeconfig = kubeconfig.clone();
+        async move {
+            let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
+                .args(&args)
+                .env("KUBECONFIG", kubeconfig)
+                .output()
+                .await
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8(out.stdout).unwrap(),
+                String::from_utf8(out.stderr).unwrap(),
+            )
+        }
+    };
+    let args = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let sweep = fixture("array_sweep.sh");
+    let sweep = sweep.to_str().unwrap();
+
+    let (code, stdout, stderr) = run(args(&[
+        "sbatch",
+        "--apply",
+        "-n",
+        "team-a",
+        "--cluster",
+        "main",
+        sweep,
+    ]))
+    .await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        "slurmjob.slurm.rs/sweep created in namespace team-a\n"
+    );
+    let jobs: Api<SlurmJob> = Api::namespaced(server.client(), "team-a");
+    let created = jobs.get("sweep").await.unwrap();
+    assert_eq!(created.spec.array.as_deref(), Some("1-100%4"));
+    assert_eq!(created.spec.script, read("array_sweep.sh"));
+    // Without -n: the kubeconfig's namespace.
+    let (code, stdout, stderr) = run(args(&[
+        "sbatch",
+        "--apply",
+        "--cluster",
+        "main",
+        "--name",
+        "sweep-2",
+        sweep,
+    ]))
+    .await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("in namespace default"), "{stdout}");
+    // Created once: a second apply of the same name is refused, not overwritten.
+    let (code, _, stderr) = run(args(&[
+        "sbatch",
+        "--apply",
+        "-n",
+        "team-a",
+        "--cluster",
+        "main",
+        sweep,
+    ]))
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("cannot create the SlurmJob"), "{stderr}");
+
+    // Not finished: wait gives up after its timeout.
+    let (code, _, stderr) = run(args(&["wait", "sweep", "-n", "team-a", "--timeout", "1s"])).await;
+    assert_eq!(code, Some(124), "{stderr}");
+
+    // Failed with exit code 3 while wait waits: wait exits 3.
+    let waiting = tokio::spawn(run(args(&["wait", "sweep", "-n", "team-a"])));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(!waiting.is_finished(), "wait returned before the job ended");
+    let failed = json!({"status": {
+        "phase": "Failed", "jobId": 77, "exitCode": 3, "observedGeneration": 1,
+        "conditions": [{"type": "Failed", "status": "True", "reason": "Failed", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    }});
+    jobs.patch_status("sweep", &PatchParams::default(), &Patch::Merge(&failed))
+        .await
+        .unwrap();
+    let (code, _, stderr) = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("Failed, Slurm job 77, exit code 3"),
+        "{stderr}"
+    );
+
+    // Complete: 0 at once.
+    let complete = json!({"status": {
+        "phase": "Completed", "exitCode": 0, "observedGeneration": 1,
+        "conditions": [{"type": "Complete", "status": "True", "reason": "Completed", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    }});
+    Api::<SlurmJob>::namespaced(server.client(), "default")
+        .patch_status("sweep-2", &PatchParams::default(), &Patch::Merge(&complete))
+        .await
+        .unwrap();
+    let (code, _, stderr) = run(args(&["wait", "sweep-2"])).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, _, stderr) = run(args(&["wait", "no-such-job"])).await;
+    assert_eq!(code, Some(2), "{stderr}");
+
+    // Without spec.output, logs says where the output is.
+    let (code, _, stderr) = run(args(&["logs", "sweep", "-n", "team-a"])).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("has no spec.output") && stderr.contains("logs/%x_%A_%a.out"),
+        "{stderr}"
+    );
+}
+
+/// Installed as a kubectl plugin (`docs/sbatch.md`): a `kubectl-slurm` link to the binary is
+/// what `kubectl slurm sbatch ...` runs, with the same arguments.
+#[test]
+fn the_binary_works_as_the_kubectl_slurm_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("kubectl-slurm");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_slurm-operator"), &plugin).unwrap();
+    let out = Command::new(&plugin)
+        .args(["sbatch", "--cluster", "main"])
+        .arg(fixture("short_options.sh"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let job: SlurmJob = serde_yaml_ng::from_slice(&out.stdout).unwrap();
+    assert_eq!(job.metadata.name.as_deref(), Some("short"));
+}
+
+/// Why the converter exists: slurmrestd submits the script as it is and reads none of its
+/// `#SBATCH` lines (`docs/sbatch.md`). If a Slurm release starts honouring them, this fails and
+/// the docs should say so.
+#[tokio::test]
+async fn slurmrestd_ignores_sbatch_lines() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let mut request = slurm.job(
+        &common::unique("ignored"),
+        "#SBATCH --time=7\n#SBATCH --comment=from-the-script\ntrue",
+    );
+    // `job` puts the body after `#!/bin/sh`: the lines are directives as sbatch reads them.
+    assert!(request.script.starts_with("#!/bin/sh\n#SBATCH --time=7\n"));
+    request.extra.insert("hold".into(), json!(true));
+    let submitted = client.submit_job(&request).await.unwrap();
+    let record = client.job(submitted.job_id).await.unwrap();
+    client.cancel_job(submitted.job_id).await.unwrap();
+    assert_eq!(record[0].comment, None, "{record:?}");
+    assert_ne!(
+        record[0].time_limit,
+        Some(Duration::from_secs(7 * 60)),
+        "{record:?}"
+    );
+}
