@@ -13,7 +13,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 use slurm_operator::slurm::types::{Changes, JobBaseState, NodeBaseState};
-use slurm_operator::slurm::{ClientConfig, Credentials, RetryPolicy, SlurmClient, SlurmError};
+use slurm_operator::slurm::{
+    ApiVersion, ClientConfig, Credentials, RetryPolicy, SlurmClient, SlurmError,
+};
 use wiremock::matchers::{method, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -32,12 +34,24 @@ struct Request {
     query: Option<String>,
 }
 
+/// The recorded releases: the directories of `tests/fixtures` named like one (`24.11`); other
+/// fixture folders (e.g. `sbatch/` scripts) are not recordings.
 fn releases() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let is_release = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.split_once('.'))
+            .is_some_and(|(major, minor)| {
+                [major, minor]
+                    .iter()
+                    .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit()))
+            })
+    };
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
+        .filter(|p| p.is_dir() && is_release(p))
         .collect();
     dirs.sort();
     assert!(
@@ -88,10 +102,13 @@ fn response(fixture: &Fixture) -> ResponseTemplate {
     response
 }
 
+/// A client pinned to v0.0.42, the version of the recorded answers (a pin makes no negotiating
+/// request, so each call asks exactly the path its fixture answers).
 fn client_for(server: &MockServer, retry: RetryPolicy) -> SlurmClient {
     let config = ClientConfig::new(&server.uri())
         .unwrap()
         .allow_plaintext(true)
+        .with_api_version(Some(ApiVersion::V0_0_42))
         .with_retry(retry);
     let credentials = Arc::new(
         Credentials::minted(vec![1; 32], "slurm", std::time::Duration::from_secs(60)).unwrap(),
@@ -659,6 +676,16 @@ async fn a_slurmrestd_without_v0042_is_unsupported_not_not_found() {
         assert_unsupported(client.drain_node("n1", "x").await, "drain_node");
         let err = client.cluster_info().await.unwrap_err();
         assert!(err.to_string().contains("v0.0.42 is not served"), "{err}");
+        // Unpinned, negotiation finds none of the versions served (every path answers so).
+        let config = ClientConfig::new(&server.uri())
+            .unwrap()
+            .allow_plaintext(true)
+            .with_retry(RetryPolicy::none());
+        let credentials = Arc::new(
+            Credentials::minted(vec![1; 32], "slurm", std::time::Duration::from_secs(60)).unwrap(),
+        );
+        let negotiating = SlurmClient::new(config, credentials).unwrap();
+        assert_unsupported(negotiating.cluster_info().await, "negotiation");
         // While a real unknown job (404 WITH error 2017) stays NotFound.
         let client = replay(dir, &["job_unknown"]).await;
         let err = client.job(job_id_of(dir, "job_unknown")).await.unwrap_err();
@@ -954,6 +981,7 @@ impl Dropper {
             ClientConfig::new(&self.url)
                 .unwrap()
                 .allow_plaintext(true)
+                .with_api_version(Some(ApiVersion::V0_0_42))
                 .with_retry(retry),
             credentials,
         )
