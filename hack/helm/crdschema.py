@@ -121,6 +121,22 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
     "!self.startsWith('/') && self != '..' && !self.startsWith('../') && !self.endsWith('/..') && !self.contains('/../')":
         lambda s: not s.startswith("/") and s != ".." and not s.startswith("../") and not s.endswith("/..") and "/../" not in s,
     "duration(self) >= duration('1m')": _duration_between(60, float("inf")),
+    "self >= 1": lambda s: isinstance(s, int) and not isinstance(s, bool) and s >= 1,
+    # SlurmJob: options that say one thing twice.
+    "!(has(self.memoryPerNode) && has(self.memoryPerCpu))":
+        lambda s: not ("memoryPerNode" in s and "memoryPerCpu" in s),
+    "!(has(self.tres) && has(self.tresPerTask))":
+        lambda s: not ("tres" in s and "tresPerTask" in s),
+    "!has(self.gpusPerNode) || !has(self.gres) || !self.gres.contains('gpu')":
+        lambda s: "gpusPerNode" not in s or "gres" not in s or "gpu" not in str(s["gres"]),
+    "!has(self.gpusPerTask) || ((!has(self.tresPerTask) || !self.tresPerTask.contains('gpu')) && (!has(self.tres) || !self.tres.contains('gpu')))":
+        lambda s: "gpusPerTask" not in s or (
+            ("tresPerTask" not in s or "gpu" not in str(s["tresPerTask"]))
+            and ("tres" not in s or "gpu" not in str(s["tres"]))),
+    "!has(self.exclusive) || !has(self.extraOptions) || !('shared' in self.extraOptions)":
+        lambda s: "exclusive" not in s or "extraOptions" not in s or "shared" not in (s["extraOptions"] or {}),
+    "!has(self.output) || (!has(self.standardOutput) && !has(self.standardError))":
+        lambda s: "output" not in s or ("standardOutput" not in s and "standardError" not in s),
     # SlurmNodeSet: its name makes node names `<name>-<tag>-<ordinal>` (DNS labels).
     "size(self.metadata.name) <= 46 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')":
         lambda s: (lambda n: isinstance(n, str) and len(n) <= 46
