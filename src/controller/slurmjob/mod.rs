@@ -105,6 +105,10 @@ pub enum Error {
     ClusterNotReady(String),
     #[error("every request slot of SlurmCluster {0:?}'s slurmrestd connection is taken")]
     ClusterBusy(String),
+    /// The Lease was lost during the reconcile (a frozen replica woke up): the status it
+    /// computed is stale and is not written; the new leader writes.
+    #[error("this replica no longer holds the leader Lease: status not written")]
+    NotLeader,
     #[error("submitting the job failed; its outcome is resolved through its tag next time")]
     Submit(#[source] SlurmError),
     #[error("cancelling Slurm job {job_id} failed")]
@@ -144,6 +148,7 @@ impl Error {
             Self::MissingMetadata(_) => "MissingMetadata",
             Self::ClusterNotReady(_) => "ClusterNotReady",
             Self::ClusterBusy(_) => "ClusterBusy",
+            Self::NotLeader => "NotLeader",
             Self::Submit(_) => "SubmitFailed",
             Self::Cancel { .. } => "CancelFailed",
             Self::GetCluster { .. } => "GetClusterFailed",
@@ -225,6 +230,10 @@ impl FinalizerFailure for Error {
 pub fn error_policy(job: Arc<SlurmJob>, error: &Error, data: Arc<JobContext>) -> Action {
     if let Error::ClusterBusy(_) = error {
         return busy(&job, &data.ctx);
+    }
+    if let Error::NotLeader = error {
+        // Gaining the Lease again reconciles everything.
+        return Action::await_change();
     }
     data.ctx
         .metrics
@@ -929,6 +938,12 @@ async fn apply_status(
     status: &SlurmJobStatus,
     ctx: &Context,
 ) -> Result<(), Error> {
+    // Checked again right before the write: a replica frozen mid-reconcile (and deposed
+    // meanwhile) would otherwise write a status computed before the new leader's, e.g. put a
+    // Completed job back to Submitted, which no later event corrects (tests/leader_election.rs).
+    if !ctx.leadership.is_leader() {
+        return Err(Error::NotLeader);
+    }
     let api: Api<SlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
     kit::apply_status(&api, &job.name_any(), status)
         .await
@@ -971,6 +986,16 @@ fn skip_cancel(job: &SlurmJob) -> Option<u64> {
     Some(hasher.finish())
 }
 
+/// A hash of the status' phase and job id, as a watch predicate.
+fn phase_and_job(job: &SlurmJob) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let status = job.status.as_ref()?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    status.phase.to_string().hash(&mut hasher);
+    status.job_id.hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// The SlurmJobs in `store` for which `select` holds, as reconcile triggers.
 fn jobs_where(
     store: &Store<SlurmJob>,
@@ -1006,12 +1031,16 @@ pub fn run(
         .modify(trim_for_cache)
         .reflect(writer)
         .touched_objects()
-        // Our own status writes change neither: no reconcile per status write.
+        // Our own status writes change neither, except a change of phase or job id: one more
+        // reconcile per transition (it finds nothing to write), so that a status another writer
+        // put back (a replica frozen mid-reconcile and deposed meanwhile) is corrected at once
+        // instead of never (tests/leader_election.rs).
         // The skip-cancel annotation lets a blocked deletion go: it triggers too.
         .predicate_filter(
             predicates::generation
                 .combine(predicates::finalizers)
-                .combine(skip_cancel),
+                .combine(skip_cancel)
+                .combine(phase_and_job),
             Default::default(),
         );
     let slurm = kit::slurm_triggers(CONTROLLER, ctx.events.subscribe(), store.clone(), targets);
