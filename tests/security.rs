@@ -885,13 +885,13 @@ fn the_read_secrets_print_without_their_data() {
 #[test]
 fn the_parsed_command_line_does_not_print_the_token() {
     let token = URL_SAFE_NO_PAD.encode(random_bytes(48));
+    // `--token=<token>`: a random token may start with `-`, which clap would read as a flag.
     let cli = Cli::try_parse_from([
         "slurm-operator",
         "check",
         "--url",
         "http://h:6820",
-        "--token",
-        &token,
+        &format!("--token={token}"),
     ])
     .unwrap();
     let CliCommand::Check(args) = &cli.command else {
