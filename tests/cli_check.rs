@@ -34,8 +34,10 @@ fn check_prints_the_cluster_with_a_minted_token() {
         stdout.contains(&format!("cluster:     {}", slurm.cluster_name)),
         "{stdout}"
     );
+    // The newest version this slurmrestd serves (24.11: v0.0.42; 26.05: v0.0.45).
+    let newest = slurm.data_parsers.last().unwrap();
     assert!(
-        stdout.contains("api:         v0.0.42 (data_parser/v0.0.42)"),
+        stdout.contains(&format!("api:         {newest} (data_parser/{newest})")),
         "{stdout}"
     );
     assert!(
