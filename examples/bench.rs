@@ -531,6 +531,7 @@ impl Bench {
             status: sj.status.as_ref(),
             // As with `kubectl apply`: each SlurmJob is created right before its first step.
             created: Some(sj.created),
+            refusal: None,
         };
         let env = Env {
             client: &self.operator,
@@ -1049,6 +1050,13 @@ fn memory(jobs: u32, nodes: u32) {
             standard_output: Some(format!("/tmp/slurmjob-name-{id:06}-%j.out")),
             standard_error: None,
             working_directory: Some("/tmp".into()),
+            priority: Some(1),
+            held: false,
+            account: Some("root".into()),
+            qos: Some("normal".into()),
+            nice: Some(0),
+            state_description: None,
+            usage: None,
         }
     };
     let state = ClusterState {

@@ -131,17 +131,21 @@ show_logs() {
     done
 }
 
-# The tenants' enforcement (slurm.conf) is read at start: an instance started by an older version
-# of this script lacks it and needs the cold start. Missing tenant users or associations are only
-# added.
-tenant_conf_ok() {
-    grep -qx 'AccountingStorageEnforce=associations,qos' "$SLURM_ROOT/etc/slurm/slurm.conf" 2>/dev/null
+# slurm.conf is read at start: an instance started by an older version of this script (without
+# the tenants' enforcement, usage gathering or the short MinJobAge) needs the cold start. Missing
+# tenant users or associations are only added.
+conf_current() {
+    local line
+    for line in 'AccountingStorageEnforce=associations,qos' 'JobAcctGatherType=jobacct_gather/linux' \
+        'MinJobAge=30' 'SchedulerParameters=batch_sched_delay=0,bf_interval=5'; do
+        grep -qx "$line" "$SLURM_ROOT/etc/slurm/slurm.conf" 2>/dev/null || return 1
+    done
 }
 
 # Fast path: already up and healthy.
 if ((!fresh)) && slurm_root_ready && all_alive && rest_ok; then
-    if ! tenant_conf_ok; then
-        log "running without the tenants' AccountingStorageEnforce (an older slurm-up.sh started it): cold start"
+    if ! conf_current; then
+        log "running with an older slurm.conf (an older slurm-up.sh started it): cold start"
     elif slurm_ensure_tenant_users && slurm_ensure_tenant_accounting >"$SLURM_STATE_DIR/tenants.out" 2>&1; then
         emit_env
         log "already running ($(elapsed) s)"

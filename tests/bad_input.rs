@@ -1614,6 +1614,7 @@ impl Tripwire {
             spec,
             status,
             created: None,
+            refusal: None,
         };
         let step = act::step(target, env, |_: &str| Some(Some(77)))
             .await

@@ -17,6 +17,7 @@ use slurm_operator::slurm::ApiVersion;
 use slurm_operator::slurm::fuzzing::{self, Decoded, Endpoint};
 use slurm_operator::slurm::types::{
     Changes, ExitStatus, Job, JobBaseState, JobState, Node, NodeBaseState, NodeCounts, NodeState,
+    Tres, Usage,
 };
 
 /// The HTTP statuses a `response` input can carry: an answer, or a failure with an error body.
@@ -261,6 +262,30 @@ impl<'a> Input<'a> {
             standard_output: None,
             standard_error: None,
             working_directory: None,
+            priority: self.maybe(Self::int),
+            held: self.byte() % 2 == 0,
+            account: None,
+            qos: None,
+            nice: self.maybe(Self::int),
+            state_description: self.maybe(Self::word),
+            usage: self.maybe(|input| {
+                let tres = |input: &mut Self| {
+                    (0..input.byte() % 4)
+                        .map(|_| Tres {
+                            kind: input.word(),
+                            name: input.maybe(Self::word),
+                            count: input.int() as u64,
+                        })
+                        .collect()
+                };
+                Box::new(Usage {
+                    elapsed: std::time::Duration::from_secs(input.int() as u64),
+                    cpu_time: std::time::Duration::from_micros(input.int() as u64),
+                    max_rss_bytes: input.maybe(|i| i.int() as u64),
+                    allocated: tres(input),
+                    requested: tres(input),
+                })
+            }),
         }
     }
 }

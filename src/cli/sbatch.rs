@@ -376,6 +376,8 @@ pub fn convert(script: &str, cluster_name: &str) -> Result<Conversion, SbatchErr
         memory_per_node: None,
         memory_per_cpu: None,
         time_limit: None,
+        nice: None,
+        suspend: None,
         environment: BTreeMap::new(),
         working_directory: None,
         constraints: None,
@@ -541,8 +543,23 @@ fn apply(
             spec.working_directory = Some(text(4096)?);
         }
         "export" => export(&value, &mut spec.environment)?,
-        "hold" => {
-            extra.insert("hold".into(), json!(true));
+        "hold" => spec.suspend = Some(true),
+        // sbatch's --nice without a value is 100.
+        "nice" => {
+            let nice: i32 = match d.value.as_deref() {
+                None | Some("") => 100,
+                Some(n) => n
+                    .trim()
+                    .parse()
+                    .map_err(|_| "needs a whole number".to_owned())?,
+            };
+            if !(0..=2_147_483_645).contains(&nice) {
+                return Err(
+                    "has no SlurmJob form below 0: a negative nice needs Slurm administrator rights"
+                        .into(),
+                );
+            }
+            spec.nice = Some(nice);
         }
         "requeue" => {
             extra.insert("requeue".into(), json!(true));

@@ -73,6 +73,12 @@ fn matches(pattern: &str) -> String {
         description = "Why the job is in its phase (the Ready condition's reason)"
     ),
     printcolumn(
+        name = "Waiting",
+        type_ = "string",
+        json_path = ".status.pending.reason",
+        description = "Why Slurm has not started the job yet (Slurm's reason code)"
+    ),
+    printcolumn(
         name = "Partition",
         type_ = "string",
         json_path = ".spec.partition",
@@ -263,6 +269,22 @@ pub struct SlurmJobSpec {
     #[x_kube(validation = Rule::new("duration(self) >= duration('1m')")
         .message("timeLimit must be at least 1m (Slurm counts time limits in whole minutes)"))]
     pub time_limit: Option<Duration>,
+
+    /// Niceness (`--nice`): a positive value lowers the job's priority among the cluster's
+    /// pending jobs, to let others go first. 0 or more: a negative one (a higher priority) is
+    /// for Slurm administrators only. Changed in place on a submitted job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 0 && self <= 2147483645").message(
+        "nice must be between 0 and 2147483645: a negative nice raises a job's priority, which \
+         only Slurm administrators may do"
+    ))]
+    pub nice: Option<i32>,
+
+    /// Hold the job (as batch/v1 Job's `suspend`): `true` submits it held (`sbatch --hold`) or
+    /// holds it while it is pending in Slurm, `false` releases it. A running job is not
+    /// stopped: Slurm lets only its administrators suspend running jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
 
     /// Environment variables for the batch script. Slurm's own `SLURM_*` variables are added by
     /// Slurm.
@@ -593,6 +615,25 @@ pub struct SlurmJobStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array_tasks: Option<ArrayTasks>,
 
+    /// While the job waits in Slurm to start: why, in Slurm's words and in plain ones, its
+    /// priority and when Slurm expects it to start. Refreshed with the job's record; gone once
+    /// it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingStatus>,
+
+    /// What the ended job used, from the cluster's accounting (also once slurmctld has
+    /// forgotten the job): times, memory, TRES and the efficiencies `seff` prints. For an
+    /// array: times and TRES summed over its tasks, memory that of its largest task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<JobUsage>,
+
+    /// A hash of the spec the current run was submitted from, but for the fields a submitted
+    /// job changes in place (`timeLimit`, `partition`, `account`, `qos`, `nice`, `suspend`): an
+    /// edit that keeps it is applied to the job in Slurm; any other edit runs again once the
+    /// job has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted_spec_hash: Option<String>,
+
     /// Latest observations of the job's state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "condition::schema")]
@@ -625,8 +666,71 @@ pub struct SlurmJobStatus {
     pub history: Vec<JobRun>,
 }
 
-/// Task states of a job array.
+/// Why a submitted job has not started yet.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingStatus {
+    /// Slurm's reason code, e.g. `Priority`, `Resources`, `Dependency`, `JobHeldUser`,
+    /// `QOSMaxJobsPerUserLimit` (`squeue`'s NODELIST(REASON)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+
+    /// What the reason means and what would let the job start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+
+    /// The job's priority in Slurm: among the jobs that could use the same resources, the
+    /// highest starts first. 0 while held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+
+    /// When Slurm's scheduler expects the job to start, computed from the running jobs' time
+    /// limits (so often later than it will). Absent until the scheduler has estimated it, and
+    /// for jobs that wait for a dependency or are held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_start_time: Option<Time>,
+}
+
+/// What an ended job (or array task) used, as the cluster's accounting recorded it.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct JobUsage {
+    /// Wall-clock time from start to end (sacct's `Elapsed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed: Option<Duration>,
+
+    /// CPU time, user and system, of all its steps (seff's "CPU Utilized").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_time: Option<Duration>,
+
+    /// The largest resident memory a step reached (sacct's `MaxRSS`, seff's "Memory
+    /// Utilized"); absent when the cluster gathers no job accounting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "maxRSS")]
+    pub max_rss: Option<Quantity>,
+
+    /// The TRES allocated to it (sacct's `AllocTRES`), e.g. `billing=1,cpu=2,node=1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "allocatedTRES")]
+    pub allocated_tres: Option<String>,
+
+    /// The TRES it asked for (sacct's `ReqTRES`), e.g. `billing=1,cpu=2,mem=4096M,node=1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "requestedTRES")]
+    pub requested_tres: Option<String>,
+
+    /// CPU time over allocated CPUs × elapsed time, in percent (seff's "CPU Efficiency").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_efficiency_percent: Option<i32>,
+
+    /// Largest resident memory over the memory it was given (allocated, or requested where the
+    /// cluster does not allocate memory), in percent (seff's "Memory Efficiency").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_efficiency_percent: Option<i32>,
+}
+
+/// Task states of a job array.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ArrayTasks {
     /// Number of tasks per Slurm state, e.g. `{"RUNNING": 2, "PENDING": 8}`.
@@ -640,7 +744,7 @@ pub struct ArrayTasks {
 }
 
 /// One task of a job array.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ArrayTask {
     /// Array index (`SLURM_ARRAY_TASK_ID`).
@@ -650,6 +754,9 @@ pub struct ArrayTask {
     /// Exit code, once the task ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// What the task used, once the array ended (no TRES lists: see the status' `usage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<JobUsage>,
 }
 
 /// A finished earlier run of a SlurmJob.

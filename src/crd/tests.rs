@@ -794,6 +794,7 @@ fn printer_columns_point_at_typed_fields() {
             vec![
                 "Phase",
                 "Reason",
+                "Waiting",
                 "Partition",
                 "JobID",
                 "SlurmCluster",

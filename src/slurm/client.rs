@@ -18,7 +18,7 @@ use super::dialect::{Dialect, dispatch};
 use super::error::{SlurmError, shortened};
 use super::transport::{RequestObserver, Transport};
 use super::types::{
-    Changes, ClusterInfo, Job, JobStateEntry, Node, Partition, SubmitRequest, Submitted,
+    Changes, ClusterInfo, Job, JobStateEntry, JobUpdate, Node, Partition, SubmitRequest, Submitted,
 };
 use super::version::{ApiVersion, versions_in_paths};
 
@@ -488,6 +488,17 @@ impl SlurmClient {
                 state: job.state,
             })
             .collect())
+    }
+
+    /// Change fields of a job in place, as this client's user: slurmctld allows a user what
+    /// `scontrol update job` allows them (lower a running job's time limit, hold and release
+    /// their own pending job, ...). An ignored field is an error, never a silent success.
+    pub async fn update_job(&self, job_id: u32, update: &JobUpdate) -> Result<(), SlurmError> {
+        let dialect = self.dialect().await?;
+        let result = dispatch!(dialect, &self.config, |api, c| api
+            .update_job(&c, job_id, update)
+            .await);
+        self.forget_unserved(result)
     }
 
     /// Cancel a job (SIGTERM, then SIGKILL after KillWait). Slurm answers 200 even when it did

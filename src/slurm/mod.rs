@@ -16,6 +16,7 @@ pub mod fuzzing;
 mod generated;
 mod hooks;
 pub mod node_owner;
+pub mod reason;
 pub mod tag;
 mod transport;
 pub mod types;

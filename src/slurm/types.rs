@@ -350,6 +350,72 @@ pub struct Job {
     pub standard_output: Option<String>,
     pub standard_error: Option<String>,
     pub working_directory: Option<String>,
+    /// Slurm's priority (higher starts first); 0 while held.
+    pub priority: Option<i64>,
+    /// Held by its user or an administrator: it does not start until released.
+    pub held: bool,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    /// The job's nice value (a positive one lowers its priority).
+    pub nice: Option<i64>,
+    /// Slurm's longer words for `state_reason`, when it has any (`state_description`).
+    pub state_description: Option<String>,
+    /// What the job used, from accounting (slurmdbd) only; boxed, as slurmctld's records (the
+    /// index holds thousands) never carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Box<Usage>>,
+}
+
+/// What an ended job used, as slurmdbd recorded it (sacct's numbers, from which seff computes
+/// its efficiencies).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Wall-clock time from start to end.
+    pub elapsed: Duration,
+    /// CPU time (user + system) of all the job's steps. slurmdbd's job-level totals stay 0:
+    /// they are the sum of the steps', which sacct adds up on its side too.
+    pub cpu_time: Duration,
+    /// The largest resident set size any step reached, in bytes (the steps' `TRESUsageInMax`
+    /// `mem`); `None` when no step reported one (no job accounting gather plugin).
+    pub max_rss_bytes: Option<u64>,
+    /// The TRES allocated to the job, as slurmdbd lists them: type (`cpu`, `mem`, `node`,
+    /// `billing`, `gres`, ...), name (`gpu` for `gres`) and count (`mem` in MiB).
+    pub allocated: Vec<Tres>,
+    /// The TRES the job asked for, in the same form (memory is here when the cluster does not
+    /// allocate it: `SelectTypeParameters` without `CR_*_Memory`).
+    pub requested: Vec<Tres>,
+}
+
+/// One trackable resource and its count.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Tres {
+    pub kind: String,
+    pub name: Option<String>,
+    pub count: u64,
+}
+
+impl Tres {
+    /// The first count of `kind` (and `name`, when given) in `list`.
+    pub fn count_of(list: &[Tres], kind: &str, name: Option<&str>) -> Option<u64> {
+        list.iter()
+            .find(|t| t.kind == kind && (name.is_none() || t.name.as_deref() == name))
+            .map(|t| t.count)
+    }
+
+    /// sacct's form: `billing=1,cpu=2,gres/gpu=1,mem=500M,node=1` (memory in MiB, `M`).
+    pub fn list(list: &[Tres]) -> String {
+        list.iter()
+            .map(|t| {
+                let key = match &t.name {
+                    Some(name) => format!("{}/{name}", t.kind),
+                    None => t.kind.clone(),
+                };
+                let unit = if t.kind == "mem" { "M" } else { "" };
+                format!("{key}={}{unit}", t.count)
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 impl Job {
@@ -407,6 +473,13 @@ impl Job {
             standard_output: None,
             standard_error: None,
             working_directory: None,
+            priority: None,
+            held: false,
+            account: None,
+            qos: None,
+            nice: None,
+            state_description: None,
+            usage: None,
         }
     }
 }
@@ -476,7 +549,6 @@ pub const EXTRA_JOB_OPTIONS: &[&str] = &[
     "distribution_plane_size",
     "excluded_nodes",
     "extra",
-    "hold",
     "immediate",
     "kill_on_node_fail",
     "kill_warning_delay",
@@ -552,7 +624,13 @@ pub const REFUSED_JOB_OPTIONS: &[(&str, &str)] = &[
     ),
     (
         "nice",
-        "is refused: a negative nice value needs Slurm administrator rights",
+        "has a typed field: use spec.nice (0 or more: a negative nice value needs Slurm \
+         administrator rights)",
+    ),
+    (
+        "hold",
+        "has a typed field: use spec.suspend (true submits the job held, and holds or \
+         releases a pending job)",
     ),
     (
         "reservation",
@@ -687,8 +765,51 @@ pub struct SubmitRequest {
     pub standard_error: Option<String>,
     /// Free text stored with the job; the operator puts its ownership tag here.
     pub comment: Option<String>,
+    /// Submit the job held (`sbatch --hold`): it waits, with reason `JobHeldUser`, until released.
+    pub hold: bool,
+    /// `--nice`: a positive value lowers the job's priority (a negative one needs an admin).
+    pub nice: Option<u32>,
     /// Further fields of slurmrestd's job description, merged as given.
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Fields of a job to change in place (`POST /job/{id}`, `scontrol update job`); `None`
+/// leaves a field as it is. slurmctld checks each against what the calling user may do: a user
+/// may lower a running job's time limit but not raise it, hold and release their own pending
+/// job (not one an administrator held), and use only their own accounts and QoS.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct JobUpdate {
+    /// Rounded up to whole minutes, as at submit.
+    pub time_limit: Option<Duration>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    pub nice: Option<u32>,
+    /// `true` holds a pending job (a user hold when its own user asks), `false` releases it.
+    pub hold: Option<bool>,
+}
+
+impl JobUpdate {
+    /// Nothing to change.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The spec fields it changes, for messages (`timeLimit, suspend`).
+    pub fn fields(&self) -> Vec<&'static str> {
+        [
+            ("timeLimit", self.time_limit.is_some()),
+            ("partition", self.partition.is_some()),
+            ("account", self.account.is_some()),
+            ("qos", self.qos.is_some()),
+            ("nice", self.nice.is_some()),
+            ("suspend", self.hold.is_some()),
+        ]
+        .into_iter()
+        .filter(|(_, set)| *set)
+        .map(|(name, _)| name)
+        .collect()
+    }
 }
 
 /// `--exclusive[=user|mcs]`: with whom the job's nodes are shared.

@@ -72,10 +72,20 @@ fn long_and_short_forms_with_attached_and_separate_values() {
     // Grouped short flags, then one with a value.
     let c = converted(&["#SBATCH -Hp debug"]);
     assert_eq!(c.spec.partition.as_deref(), Some("debug"));
-    assert_eq!(
-        c.spec.extra_options.as_ref().and_then(|e| e.get("hold")),
-        Some(&json!(true))
-    );
+    assert_eq!(c.spec.suspend, Some(true), "--hold is spec.suspend");
+    assert_eq!(c.spec.extra_options, None);
+    // --nice with and without its value; a negative one is an administrator's and reported.
+    for (line, want) in [
+        ("#SBATCH --nice=50", Some(50)),
+        ("#SBATCH --nice", Some(100)),
+    ] {
+        let c = converted(&[line]);
+        assert_eq!(c.spec.nice, want, "{line}");
+        assert!(c.unconverted.is_empty(), "{line}: {:?}", c.unconverted);
+    }
+    let c = converted(&["#SBATCH --nice=-5"]);
+    assert_eq!(c.spec.nice, None);
+    assert_eq!(reported(&c), [(2, "--nice=-5")]);
     // Quotes group words and are removed.
     let c = converted(&[r#"#SBATCH --job-name="two words" --constraint='a&b'"#]);
     assert_eq!(c.spec.name.as_deref(), Some("two words"));

@@ -37,6 +37,7 @@ use super::output;
 use super::plan::{self, AccountingAnswer, Adoptable, SubmitFacts, SubmitPlan, WAIT_RETRY};
 use super::status::{self, SPEC_APPLIED, STALLED, SUBMIT_REJECTED};
 use super::submissions::Submissions;
+use super::{access, edit, usage};
 
 /// Fail point (test builds): right after Slurm accepted a submit, before anything records it
 /// in the SlurmJob's status. `FAILPOINTS=slurmjob-after-submit=return` makes the process exit
@@ -55,6 +56,9 @@ pub struct Target<'a> {
     pub status: Option<&'a SlurmJobStatus>,
     /// When the SlurmJob was created, if known: see [`plan::FRESH`].
     pub created: Option<DateTime<Utc>>,
+    /// Why its access refuses the spec as edited (an edit of a submitted job changes its
+    /// account, partition or QoS only within what the namespace is granted).
+    pub refusal: Option<&'a access::Refusal>,
 }
 
 /// What a step works with.
@@ -184,6 +188,7 @@ where
                     .filter(|n| !(announced && n.reason == "Submitted")),
             );
             dedup(&mut step.notices);
+            step.status = status::suspension(step.status, target_suspend(target), now(env));
             step.status = status::summarize(step.status, generation, now(env));
             Ok(step)
         }
@@ -200,45 +205,294 @@ where
             if next.observed_generation.is_none() {
                 next.observed_generation = Some(generation);
             }
+            let (next, usage_retry) = with_usage(next, target.uid, env).await;
+            let next = status::suspension(next, target.spec.suspend == Some(true), now(env));
             let notices = notice::transitions(&current, &next);
             Ok(Step {
                 status: status::summarize(next, generation, now(env)),
                 notices,
-                retry,
+                retry: retry.or(usage_retry),
                 invalid: false,
             })
         }
-        Decision::IgnoreEdit { job_id, generation } => {
-            let (mut next, retry) = follow_or_account(&current, job_id, target.uid, env).await;
-            next.observed_generation = Some(generation);
-            let message = format!(
-                "generation {generation} was not applied: Slurm job {job_id} had already been \
-                 submitted from generation {} and is {}; a submitted job cannot change. Edit the \
-                 SlurmJob again once it has ended to run it again with the new spec",
-                current.submitted_generation.unwrap_or_default(),
-                current.phase
-            );
-            condition::upsert(
-                &mut next.conditions,
-                condition::new(
-                    SPEC_APPLIED,
-                    false,
-                    "JobActive",
-                    message.clone(),
-                    Some(generation),
-                    now(env),
-                ),
-            );
-            let mut notices = vec![Notice::warning("EditIgnored", message)];
+        Decision::Edit { job_id, generation } => {
+            let (next, retry) = follow_or_account(&current, job_id, target.uid, env).await;
+            if next.phase.is_terminal() {
+                // It ended meanwhile: the edit runs it again, as any edit of an ended job (the
+                // phase's change triggers that step).
+                let notices = notice::transitions(&current, &next);
+                return Ok(Step {
+                    status: status::summarize(next, generation, now(env)),
+                    notices,
+                    retry: retry.or(Some(WAIT_RETRY)),
+                    invalid: false,
+                });
+            }
+            let (next, notices, edit_retry) =
+                edit_step(target, env, &current, next, job_id, generation, load).await?;
+            let next = status::suspension(next, target_suspend(target), now(env));
+            let mut notices = notices;
             notices.extend(notice::transitions(&current, &next));
             Ok(Step {
                 status: status::summarize(next, generation, now(env)),
                 notices,
-                retry,
+                retry: retry.or(edit_retry),
                 invalid: false,
             })
         }
     }
+}
+
+/// Whether the spec asks for the job to be held.
+fn target_suspend(target: Target<'_>) -> bool {
+    target.spec.suspend == Some(true)
+}
+
+/// An edit of a job that has not ended ([`Decision::Edit`]): read the whole spec and the job's
+/// record in slurmctld, ask [`edit::plan`], and send what it says as the job's own Slurm user.
+/// Returns the status (with `SpecApplied` saying what became of the edit), its notices, and when
+/// to come back (an update that could not reach Slurm).
+async fn edit_step<L, F, E>(
+    target: Target<'_>,
+    env: Env<'_>,
+    current: &SlurmJobStatus,
+    mut next: SlurmJobStatus,
+    job_id: i64,
+    generation: i64,
+    load: Option<L>,
+) -> Result<(SlurmJobStatus, Vec<Notice>, Option<Duration>), StepError<E>>
+where
+    L: FnOnce(i64) -> F,
+    F: Future<Output = Result<Option<SlurmJobSpec>, E>>,
+{
+    let now = now(env);
+    let applied = |next: &mut SlurmJobStatus, ok: bool, reason: &str, message: &str| {
+        next.observed_generation = Some(generation);
+        condition::upsert(
+            &mut next.conditions,
+            condition::new(
+                SPEC_APPLIED,
+                ok,
+                reason,
+                message.to_owned(),
+                Some(generation),
+                now.clone(),
+            ),
+        );
+    };
+    let submitted_from = current.submitted_generation.unwrap_or_default();
+    let ignored = |mut next: SlurmJobStatus, why: &str| {
+        let message = format!(
+            "generation {generation} was not applied: {why}. Slurm job {job_id} runs on as \
+             generation {submitted_from} was submitted; edit the SlurmJob again once it has \
+             ended to run it again with the new spec",
+        );
+        applied(&mut next, false, "JobActive", &message);
+        (next, vec![Notice::warning("EditIgnored", message)], None)
+    };
+    if current.submitted_spec_hash.is_none() {
+        // Nothing to compare with: no request, no read of the spec.
+        return Ok(ignored(next, edit::NO_HASH));
+    }
+    if let Some(refusal) = target.refusal {
+        let message = format!(
+            "generation {generation} was not applied to Slurm job {job_id}: {}; it runs on as \
+             generation {submitted_from} was submitted",
+            refusal.message
+        );
+        applied(&mut next, false, refusal.reason, &message);
+        return Ok((next, vec![Notice::warning(refusal.reason, message)], None));
+    }
+    // The hash covers the script, environment and extra options, which the cache leaves out.
+    let whole;
+    let spec = match load {
+        Some(load) => match load(generation).await.map_err(StepError::LoadSpec)? {
+            Some(spec) => {
+                whole = spec;
+                &whole
+            }
+            // Edited again since: that generation is taken up next.
+            None => return Ok((next, Vec::new(), Some(WAIT_RETRY))),
+        },
+        None => target.spec,
+    };
+    let Ok(id) = u32::try_from(job_id) else {
+        return Ok((next, Vec::new(), None));
+    };
+    // slurmctld's own record, not the index's (which may be a cycle old): what is sent is
+    // what differs from it.
+    let record = match env.client.job(id).await {
+        Ok(records) => records
+            .into_iter()
+            .find(|job| plan::is_followed(job, target.uid, env.key)),
+        Err(SlurmError::NotFound { .. }) => None,
+        Err(error) => {
+            let message = format!(
+                "generation {generation} is not applied to Slurm job {job_id} yet: reading the \
+                 job failed ({}): {error}; trying again",
+                error.category()
+            );
+            applied(&mut next, false, "UpdateFailed", &message);
+            next.observed_generation = current.observed_generation;
+            return Ok((next, Vec::new(), Some(EDIT_RETRY)));
+        }
+    };
+    let Some(record) = record else {
+        // Gone from slurmctld (ended and purged) or not ours: following it says which.
+        return Ok((next, Vec::new(), Some(WAIT_RETRY)));
+    };
+    match edit::plan(current.submitted_spec_hash.as_deref(), spec, &record) {
+        edit::EditPlan::Ignore { why } => Ok(ignored(next, &why)),
+        edit::EditPlan::Update {
+            update,
+            not_applied,
+        } => {
+            let skipped = not_applied
+                .iter()
+                .map(|(field, why)| format!("{field} ({why})"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            if update.is_empty() && !not_applied.is_empty() {
+                let message = format!(
+                    "generation {generation} was not applied to Slurm job {job_id}: {skipped}"
+                );
+                applied(&mut next, false, "NotUpdatable", &message);
+                return Ok((next, vec![Notice::warning("EditIgnored", message)], None));
+            }
+            if !update.is_empty() {
+                // As the job's own Slurm user: slurmctld allows no more than that user may do.
+                let owner = record.user_name.as_deref().map(|u| env.client.as_user(u));
+                let result = match owner {
+                    Some(Ok(as_owner)) => as_owner.update_job(id, &update).await,
+                    _ => env.client.update_job(id, &update).await,
+                };
+                let fields = update.fields().join(", ");
+                match result {
+                    Ok(()) => {}
+                    Err(error) if error.refuses_job() || is_refusal(&error) => {
+                        let message = format!(
+                            "Slurm refused to change {fields} of job {job_id} (generation \
+                             {generation}): {}; the job keeps its earlier values",
+                            status::bounded(&error.to_string(), status::MAX_SLURM_MESSAGE)
+                        );
+                        applied(&mut next, false, "UpdateRejected", &message);
+                        return Ok((next, vec![Notice::warning("UpdateRejected", message)], None));
+                    }
+                    Err(error) => {
+                        let message = format!(
+                            "generation {generation} is not applied to Slurm job {job_id} yet: \
+                             changing {fields} failed ({}): {error}; trying again",
+                            error.category()
+                        );
+                        applied(&mut next, false, "UpdateFailed", &message);
+                        next.observed_generation = current.observed_generation;
+                        return Ok((next, Vec::new(), Some(EDIT_RETRY)));
+                    }
+                }
+                info!(
+                    job_id,
+                    fields, generation, "SlurmJob edit applied to its Slurm job in place"
+                );
+            }
+            let mut message = if update.is_empty() {
+                format!(
+                    "generation {generation} applied: Slurm job {job_id} already has its values"
+                )
+            } else {
+                format!(
+                    "generation {generation} applied to Slurm job {job_id} in place: {}",
+                    update.fields().join(", ")
+                )
+            };
+            if !not_applied.is_empty() {
+                message.push_str(&format!("; not applied: {skipped}"));
+            }
+            applied(&mut next, true, "UpdatedInPlace", &message);
+            // The poller refreshes the record with its next cycles; until then the status shows
+            // what the record said.
+            if let Some(hold) = update.hold {
+                hold_now(&mut next, hold);
+            }
+            Ok((next, vec![Notice::normal("UpdatedInPlace", message)], None))
+        }
+    }
+}
+
+/// How soon an edit that could not reach Slurm is tried again.
+const EDIT_RETRY: Duration = Duration::from_secs(10);
+
+/// Errors of an update that Slurm answered with a refusal the same request would get again.
+fn is_refusal(error: &SlurmError) -> bool {
+    matches!(
+        error,
+        SlurmError::Rejected { .. } | SlurmError::AlreadyFinished { .. }
+    )
+}
+
+/// The hold just set (or released) shown at once, before the poller reads the record again.
+fn hold_now(next: &mut SlurmJobStatus, hold: bool) {
+    if let Some(pending) = next.pending.as_mut() {
+        if hold {
+            pending.reason = Some("JobHeldUser".into());
+            pending.priority = Some(0);
+            pending.estimated_start_time = None;
+            pending.message = crate::slurm::reason::explain("JobHeldUser")
+                .map(|e| crate::slurm::reason::sentence(&e, 512));
+        } else if pending.reason.as_deref() == Some("JobHeldUser") {
+            pending.reason = None;
+            pending.priority = None;
+            pending.message =
+                Some("released; Slurm's scheduler gives a reason on its next pass".to_owned());
+        }
+    }
+}
+
+/// With the usage of an ended job from the cluster's accounting, when the status has none yet
+/// and it is still worth asking ([`usage::retry_after`]); when accounting does not have it all
+/// yet, when to ask again. One request per ended job, not per poll.
+pub async fn with_usage(
+    mut next: SlurmJobStatus,
+    uid: &str,
+    env: Env<'_>,
+) -> (SlurmJobStatus, Option<Duration>) {
+    let Some(retry) = usage_retry(&next, env.now) else {
+        return (next, None);
+    };
+    let Some(id) = next.job_id.and_then(|id| u32::try_from(id).ok()) else {
+        return (next, None);
+    };
+    let generation = next
+        .submitted_generation
+        .or(next.observed_generation)
+        .unwrap_or(1);
+    match accounting_records(env.client, id, &OwnerTag::new(uid, generation), env.key).await {
+        Ok(Accounting::Records(records)) => match usage::of_records(&records) {
+            Some((summary, tasks)) => {
+                next = status::with_usage(next, summary, &tasks);
+                (next, None)
+            }
+            None => (next, Some(retry)),
+        },
+        Ok(Accounting::NoRecord) => (next, Some(retry)),
+        Ok(Accounting::Unavailable) => (next, None),
+        Err(error) => {
+            warn!(job_id = id, reason = error.category(), %error, "accounting did not answer for the job's usage; asking again");
+            (next, Some(retry))
+        }
+    }
+}
+
+/// When the usage of the job `status` mirrors is still to be asked of accounting: it ended
+/// (not `Lost`: no end was seen), has none yet, and ended recently enough.
+pub fn usage_retry(status: &SlurmJobStatus, now: DateTime<Utc>) -> Option<Duration> {
+    if !status.phase.is_terminal() || status.phase == Phase::Lost || status.usage.is_some() {
+        return None;
+    }
+    let end = status
+        .end_time
+        .as_ref()
+        .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0))?;
+    usage::retry_after(now - end)
 }
 
 /// The step's time as a condition time.
@@ -322,6 +576,9 @@ where
         accounting: None,
     };
     let mut facts = facts;
+    // What in-place edits are checked against: known only from the whole spec (a cached one
+    // has no script), so a job adopted without reading it is never changed in place.
+    let mut spec_hash = load.is_none().then(|| edit::spec_hash(target.spec));
     let mut decision = plan::submit(facts, &dependencies);
     if let Some(load) = load
         && !matches!(decision, SubmitPlan::Wait { .. } | SubmitPlan::Adopt { .. })
@@ -329,6 +586,7 @@ where
         match load(generation).await.map_err(StepError::LoadSpec)? {
             Some(spec) => {
                 whole = spec;
+                spec_hash = Some(edit::spec_hash(&whole));
                 facts.spec = &whole;
                 decision = plan::submit(facts, &dependencies);
             }
@@ -469,8 +727,10 @@ where
     // The poller follows it from its next cycle, wherever the id falls.
     env.state.want(job_id);
     let records: Vec<Job> = env.state.job_records(job_id).into_iter().cloned().collect();
+    let mut status = status::submitted(base, job_id, generation, ready, now, &records);
+    status.submitted_spec_hash = spec_hash;
     let step = Step {
-        status: status::submitted(base, job_id, generation, ready, now, &records),
+        status,
         notices,
         retry: None,
         invalid: false,

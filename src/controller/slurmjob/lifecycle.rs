@@ -12,9 +12,10 @@ pub enum Decision {
     Submit { rerun: bool },
     /// Follow the current Slurm job.
     Follow { job_id: i64 },
-    /// The spec changed while the job is pending or running: keep following it, tell the user
-    /// the edit does not apply to a job that has already been submitted.
-    IgnoreEdit { job_id: i64, generation: i64 },
+    /// The spec changed while the job is pending or running: apply what Slurm changes in place
+    /// (`edit`), or tell the user the edit waits for the job's end; the job is followed either
+    /// way.
+    Edit { job_id: i64, generation: i64 },
     /// Slurm refused this generation's submit for a reason only a spec change fixes
     /// (`status.rejectedGeneration`): nothing to do until the spec changes.
     Rejected { generation: i64 },
@@ -23,8 +24,9 @@ pub enum Decision {
 /// The rules:
 /// - never submitted → submit, unless Slurm refused this very generation (→ rejected);
 /// - spec changed (generation past what the status observed) and the job had ended → re-run;
-/// - spec changed while the job was pending or running → ignore the edit (it is recorded as
-///   observed, so the job does not re-run later when it ends);
+/// - spec changed while the job was pending or running → an edit: applied in place where Slurm
+///   can, else ignored (either way recorded as observed, so the job does not re-run later when
+///   it ends);
 /// - otherwise follow the job.
 pub fn decide(generation: i64, status: Option<&SlurmJobStatus>) -> Decision {
     let Some(status) = status else {
@@ -43,7 +45,7 @@ pub fn decide(generation: i64, status: Option<&SlurmJobStatus>) -> Decision {
         .is_some_and(|observed| generation > observed);
     match (edited, status.phase.is_terminal()) {
         (true, true) => Decision::Submit { rerun: true },
-        (true, false) => Decision::IgnoreEdit { job_id, generation },
+        (true, false) => Decision::Edit { job_id, generation },
         (false, _) => Decision::Follow { job_id },
     }
 }
@@ -54,7 +56,7 @@ pub fn settled(generation: i64, status: Option<&SlurmJobStatus>) -> bool {
     match decide(generation, status) {
         Decision::Follow { .. } => status.is_some_and(|s| s.phase.is_terminal()),
         Decision::Rejected { .. } => true,
-        Decision::Submit { .. } | Decision::IgnoreEdit { .. } => false,
+        Decision::Submit { .. } | Decision::Edit { .. } => false,
     }
 }
 
@@ -217,7 +219,7 @@ mod tests {
         for active in [Phase::Submitted, Phase::Running] {
             assert_eq!(
                 decide(2, Some(&status(Some(5), active, 1))),
-                IgnoreEdit {
+                Edit {
                     job_id: 5,
                     generation: 2
                 }

@@ -39,6 +39,7 @@
 
 pub mod access;
 pub mod act;
+pub mod edit;
 pub mod lifecycle;
 pub mod notice;
 pub mod output;
@@ -47,6 +48,7 @@ pub mod plan;
 pub mod status;
 pub mod submissions;
 pub mod submit;
+pub mod usage;
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -329,14 +331,25 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
         }
         return Err(Error::ClusterNotReady(job.spec.cluster_name.clone()));
     };
-    // Who the job runs as, decided before a submit only: a submitted job is followed whatever
-    // its namespace's access becomes.
+    // Who the job runs as, decided before a submit; and before an edit of a submitted job,
+    // whether its access allows the account, partition and QoS it asks for now. A submitted
+    // job is followed whatever its namespace's access becomes.
     let mut spec = Cow::Borrowed(&job.spec);
     let mut submitter = None;
-    if matches!(
-        lifecycle::decide(generation, job.status.as_ref()),
-        lifecycle::Decision::Submit { .. }
-    ) {
+    let mut edit_refusal = None;
+    let decision = lifecycle::decide(generation, job.status.as_ref());
+    if matches!(decision, lifecycle::Decision::Edit { .. }) {
+        match grant(job, namespace, data)? {
+            Ok(grant) => {
+                let spec = spec.to_mut();
+                spec.account = grant.account;
+                spec.partition = grant.partition;
+                spec.qos = grant.qos;
+            }
+            Err(refusal) => edit_refusal = Some(refusal),
+        }
+    }
+    if matches!(decision, lifecycle::Decision::Submit { .. }) {
         let grant = grant(job, namespace, data)?.and_then(|grant| {
             let client =
                 handle
@@ -367,7 +380,11 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
     // A step may call slurmrestd: it takes one of the cluster's request slots, or requeues
     // without holding one of this controller's (a cluster whose requests hang delays only its
     // own SlurmJobs). A settled job needs nothing from Slurm and no slot.
-    let _io = if lifecycle::settled(generation, job.status.as_ref()) {
+    let usage_due = job
+        .status
+        .as_ref()
+        .is_some_and(|s| act::usage_retry(s, Utc::now()).is_some());
+    let _io = if lifecycle::settled(generation, job.status.as_ref()) && !usage_due {
         None
     } else {
         match handle.try_io() {
@@ -398,6 +415,7 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
             .creation_timestamp
             .as_ref()
             .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0)),
+        refusal: edit_refusal.as_ref(),
     };
     let lookup = |dep: &str| {
         data.jobs

@@ -21,10 +21,13 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::crd::condition;
-use crate::crd::slurmjob::{ArrayTask, ArrayTasks, MAX_ARRAY_TASKS, Phase, SlurmJobStatus};
-use crate::slurm::types::Job;
+use crate::crd::slurmjob::{
+    ArrayTask, ArrayTasks, JobUsage, MAX_ARRAY_TASKS, PendingStatus, Phase, SlurmJobStatus,
+};
+use crate::slurm::reason;
+use crate::slurm::types::{Job, JobBaseState};
 
-use super::phase;
+use super::{phase, usage};
 
 /// Condition: the latest spec runs or ran in Slurm and nothing went wrong (module docs).
 pub const READY: &str = condition::READY;
@@ -79,10 +82,15 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
             .filter(|_| ended);
         next.signal = job.exit.as_ref().and_then(|e| e.signal).filter(|_| ended);
         next.submit_time = time(job.submit_time);
-        next.start_time = time(job.start_time);
+        // A pending job's start time is Slurm's estimate: shown under `pending`.
+        next.start_time = time(job.start_time.filter(|_| !pending(job)));
         // A running job reports start + time limit (or + 1 year) as its end: only an ended job has one.
         next.end_time = time(job.end_time.filter(|_| ended));
         next.array_tasks = None;
+        next.pending = pending_status(job);
+        if ended && let Some(usage) = job.usage.as_deref() {
+            next.usage = Some(usage::of_job(usage, true));
+        }
         return next;
     }
     let Some(phase) = phase::of_records(records) else {
@@ -90,9 +98,20 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
     };
     next.phase = phase;
     next.array_tasks = Some(array_tasks(records));
+    if let Some((summary, by_task)) = usage::of_records(records) {
+        next = with_usage(next, summary, &by_task);
+    }
+    // The tasks still to start wait in one record (the meta record, or a requeued task's).
+    next.pending = records.iter().find_map(pending_status);
     // The array as a whole: earliest submit and start, latest end once all ended.
     next.submit_time = time(records.iter().filter_map(|r| r.submit_time).min());
-    next.start_time = time(records.iter().filter_map(|r| r.start_time).min());
+    next.start_time = time(
+        records
+            .iter()
+            .filter(|r| !pending(r))
+            .filter_map(|r| r.start_time)
+            .min(),
+    );
     next.end_time = if phase.is_terminal() {
         time(records.iter().filter_map(|r| r.end_time).max())
     } else {
@@ -128,6 +147,53 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
     next
 }
 
+/// Whether Slurm's record is of a job (or tasks) still waiting to start.
+fn pending(job: &Job) -> bool {
+    job.state.base == JobBaseState::Pending
+}
+
+/// The most characters of an explained reason in a status.
+const MAX_EXPLANATION: usize = 512;
+
+/// Why `job` waits, when it does: Slurm's reason, what it means, the priority, and Slurm's
+/// estimate of its start. A held job's estimate is an old one Slurm keeps (it starts only when
+/// released), and a time before the submit is no estimate at all: neither is shown.
+pub fn pending_status(job: &Job) -> Option<PendingStatus> {
+    if !pending(job) {
+        return None;
+    }
+    let message = match job.state_reason.as_deref() {
+        None => "Slurm's scheduler has not looked at the job yet; it gives a reason on its next \
+                 pass"
+            .to_owned(),
+        Some(reason) => {
+            let explained = match reason::explain(reason) {
+                Some(explanation) => reason::sentence(&explanation, MAX_EXPLANATION),
+                None => format!(
+                    "Slurm's reason {:?}: see https://slurm.schedmd.com/job_reason_codes.html",
+                    bounded(reason::code(reason), 64)
+                ),
+            };
+            match &job.state_description {
+                Some(detail) if detail != reason => {
+                    format!("{explained} (Slurm: {})", bounded(detail, 256))
+                }
+                _ => explained,
+            }
+        }
+    };
+    let estimate = job
+        .start_time
+        .filter(|_| !job.held)
+        .filter(|start| job.submit_time.is_none_or(|submit| *start >= submit));
+    Some(PendingStatus {
+        reason: job.state_reason.as_deref().map(|r| bounded(r, 128)),
+        message: Some(message),
+        priority: job.priority,
+        estimated_start_time: time(estimate),
+    })
+}
+
 /// Counts by state for every task, and a bounded list with unfinished and failed tasks first.
 fn array_tasks(records: &[Job]) -> ArrayTasks {
     let mut counts: BTreeMap<String, i32> = BTreeMap::new();
@@ -146,6 +212,7 @@ fn array_tasks(records: &[Job]) -> ArrayTasks {
                         .as_ref()
                         .and_then(|e| e.return_code)
                         .filter(|_| record.state.base.is_finished()),
+                    usage: None,
                 });
             }
             // The meta record of tasks not started yet ("1-3%2"): count each pending task.
@@ -408,6 +475,81 @@ pub fn submitted(
     observe(&next, records)
 }
 
+/// Condition (batch/v1 Job's): the job is held in Slurm, or `spec.suspend` asks for a hold
+/// Slurm does not give a job that has started.
+pub const SUSPENDED: &str = "Suspended";
+
+/// `status` with its `Suspended` condition: `True` while Slurm holds the job (reason: Slurm's,
+/// `JobHeldUser` or `JobHeldAdmin`); `False` with reason `JobStarted` while `suspend` asks for a
+/// hold of a job that already runs; absent otherwise.
+pub fn suspension(status: SlurmJobStatus, suspend: bool, now: Time) -> SlurmJobStatus {
+    let mut next = status;
+    let job = next.job_id.unwrap_or_default();
+    let held = next.pending.as_ref().and_then(|p| {
+        let reason = p.reason.as_deref().map(reason::code);
+        match reason {
+            Some(code @ ("JobHeldUser" | "JobHeldAdmin")) => Some(code.to_owned()),
+            _ if p.priority == Some(0) => Some("Held".to_owned()),
+            _ => None,
+        }
+    });
+    let observed = next.observed_generation;
+    let wanted = match held {
+        Some(reason) => {
+            let message = if reason == "JobHeldAdmin" {
+                format!(
+                    "Slurm job {job} is held by a Slurm administrator; only they can release it"
+                )
+            } else {
+                format!(
+                    "Slurm job {job} is held: it starts only once released (spec.suspend: false)"
+                )
+            };
+            Some((true, reason, message))
+        }
+        None if suspend && next.phase == Phase::Running => Some((
+            false,
+            "JobStarted".to_owned(),
+            format!(
+                "spec.suspend holds only a job that has not started: Slurm lets only its \
+                 administrators suspend a running one, so Slurm job {job} runs on (deleting \
+                 the SlurmJob cancels it)"
+            ),
+        )),
+        None => None,
+    };
+    match wanted {
+        Some((ok, reason, message)) => {
+            condition::upsert(
+                &mut next.conditions,
+                condition::new(SUSPENDED, ok, &reason, message, observed, now),
+            );
+        }
+        None => {
+            condition::remove(&mut next.conditions, SUSPENDED);
+        }
+    }
+    next
+}
+
+/// `status` with the usage of its ended job: the whole run's, and each listed array task's.
+pub fn with_usage(
+    status: SlurmJobStatus,
+    summary: JobUsage,
+    by_task: &BTreeMap<u32, JobUsage>,
+) -> SlurmJobStatus {
+    let mut next = status;
+    if let Some(tasks) = next.array_tasks.as_mut() {
+        for task in &mut tasks.tasks {
+            task.usage = u32::try_from(task.task_id)
+                .ok()
+                .and_then(|id| by_task.get(&id).cloned());
+        }
+    }
+    next.usage = Some(summary);
+    next
+}
+
 /// The status of a job that left slurmctld before its end was observed (no accounting record).
 pub fn lost(current: &SlurmJobStatus, job_id: i64, now: DateTime<Utc>) -> SlurmJobStatus {
     let mut next = current.clone();
@@ -418,6 +560,7 @@ pub fn lost(current: &SlurmJobStatus, job_id: i64, now: DateTime<Utc>) -> SlurmJ
         current.phase
     ));
     next.end_time = time(Some(now));
+    next.pending = None;
     next
 }
 
@@ -794,7 +937,8 @@ mod tests {
             ArrayTask {
                 task_id: 2,
                 state: "FAILED".into(),
-                exit_code: Some(1)
+                exit_code: Some(1),
+                usage: None,
             }
         );
         assert_eq!(s.nodes.as_deref(), Some("n1,n2"));

@@ -30,6 +30,11 @@ pub enum SpecError {
     },
     #[error("{field} must be at least 1, got {value}")]
     NotPositive { field: &'static str, value: i32 },
+    #[error(
+        "nice must be 0 or more, got {0}: a negative nice raises a job's priority, which only \
+         Slurm administrators may do"
+    )]
+    NegativeNice(i32),
     #[error("extraOptions.{key} {reason}")]
     ExtraOption { key: String, reason: &'static str },
     #[error(
@@ -166,6 +171,10 @@ pub fn request(
         );
     }
 
+    let nice = spec
+        .nice
+        .map(|n| u32::try_from(n).map_err(|_| SpecError::NegativeNice(n)))
+        .transpose()?;
     let mut request = SubmitRequest {
         script: spec.script.clone(),
         name: Some(spec.name.clone().unwrap_or_else(|| object_name.to_owned())),
@@ -201,6 +210,8 @@ pub fn request(
         standard_output: output.clone().or_else(|| spec.standard_output.clone()),
         standard_error: output.or_else(|| spec.standard_error.clone()),
         comment: Some(comment.to_owned()),
+        hold: spec.suspend == Some(true),
+        nice,
         extra: serde_json::Map::new(),
     };
     if let Some(extra) = &spec.extra_options {
@@ -371,14 +382,14 @@ mod tests {
     fn allowed_extra_options_pass_through_and_every_other_key_is_refused() {
         let mut s = spec();
         s.extra_options = Some(
-            json!({"mail_type": ["END"], "hold": true, "tres_per_job": "gres/gpu:4"})
+            json!({"mail_type": ["END"], "requeue": true, "tres_per_job": "gres/gpu:4"})
                 .as_object()
                 .unwrap()
                 .clone(),
         );
         let r = request(&s, "obj", &OwnerTag::new("u", 1).to_string(), &[]).unwrap();
         assert_eq!(r.extra.get("mail_type"), Some(&json!(["END"])));
-        assert_eq!(r.extra.get("hold"), Some(&json!(true)));
+        assert_eq!(r.extra.get("requeue"), Some(&json!(true)));
         assert_eq!(r.extra.len(), 3);
 
         // Identity, privilege, the operator's own fields, typed fields and unknown keys.
@@ -386,7 +397,8 @@ mod tests {
             ("user_id", "runs as the Slurm user its access grants"),
             ("group_id", "runs as the Slurm user its access grants"),
             ("priority", "only Slurm administrators"),
-            ("nice", "needs Slurm administrator rights"),
+            ("nice", "use spec.nice"),
+            ("hold", "use spec.suspend"),
             ("reservation", "granted by the Slurm administrators"),
             ("job_id", "Slurm assigns job ids"),
             ("admin_comment", "administrators' field"),
@@ -406,7 +418,7 @@ mod tests {
         ] {
             let mut s = spec();
             s.extra_options = Some(
-                json!({ key: "0", "hold": true })
+                json!({ key: "0", "requeue": true })
                     .as_object()
                     .unwrap()
                     .clone(),

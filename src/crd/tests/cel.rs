@@ -281,6 +281,11 @@ fn cel_rules_are_where_expected() {
                 "memoryPerNode must be a positive quantity such as 4Gi or 512Mi"
             ),
             s(
+                ".spec.nice",
+                "nice must be between 0 and 2147483645: a negative nice raises a job's priority, \
+                 which only Slurm administrators may do"
+            ),
+            s(
                 ".spec.nodes",
                 "nodes must be a node count such as 2 or a range such as 1-4"
             ),
@@ -534,6 +539,18 @@ fn slurmjob_rules() {
         &["script must start with an interpreter line"],
     );
 
+    // nice: 0 or more; a negative one is an administrator's.
+    for ok in [0, 100, 2_147_483_645] {
+        j(json!({"nice": ok}), &[]);
+    }
+    for bad in [-1, -100] {
+        j(
+            json!({"nice": bad}),
+            &["nice must be between 0 and 2147483645"],
+        );
+    }
+    j(json!({"suspend": true}), &[]);
+
     j(json!({"timeLimit": "1m"}), &[]);
     j(json!({"timeLimit": "1h30m"}), &[]);
     j(
@@ -631,7 +648,7 @@ fn slurmjob_rules() {
 
     // extraOptions is an allowlist: what any Slurm user may choose for their own job.
     for ok in [
-        json!({"extraOptions": {"mail_type": ["END"], "hold": true, "begin_time": {"set": true, "number": 1}}}),
+        json!({"extraOptions": {"mail_type": ["END"], "requeue": true, "begin_time": {"set": true, "number": 1}}}),
         json!({"extraOptions": {"tres_per_job": "gres/gpu:4", "requeue": false}}),
         json!({"extraOptions": {}}),
     ] {

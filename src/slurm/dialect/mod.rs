@@ -10,7 +10,7 @@
 use serde_json::{Map, Value, json};
 
 use super::error::SlurmError;
-use super::types::{JobState, JobStateEntry, SubmitRequest};
+use super::types::{JobState, JobStateEntry, JobUpdate, SubmitRequest};
 use super::version::ApiVersion;
 
 pub(crate) mod replay;
@@ -317,11 +317,13 @@ pub(crate) fn submit_body(request: &SubmitRequest) -> Result<Value, SlurmError> 
         );
     }
     if let Some(limit) = request.time_limit {
-        let minutes = limit.as_secs().div_ceil(60).max(1);
-        put(
-            "time_limit",
-            json!({"set": true, "infinite": false, "number": minutes}),
-        );
+        put("time_limit", time_limit(limit));
+    }
+    if request.hold {
+        put("hold", json!(true));
+    }
+    if let Some(nice) = request.nice {
+        put("nice", json!(nice));
     }
     for (key, value) in &request.extra {
         // Whoever builds the request, privileged fields never reach slurmrestd.
@@ -331,6 +333,57 @@ pub(crate) fn submit_body(request: &SubmitRequest) -> Result<Value, SlurmError> 
         job.insert(key.clone(), value.clone());
     }
     Ok(json!({ "job": Value::Object(job) }))
+}
+
+/// A time limit as slurmrestd takes it: whole minutes, rounded up, at least one.
+fn time_limit(limit: std::time::Duration) -> Value {
+    let minutes = limit.as_secs().div_ceil(60).max(1);
+    json!({"set": true, "infinite": false, "number": minutes})
+}
+
+/// The job description of an in-place update (`POST /job/{id}`): only the fields it changes,
+/// bare (slurmrestd ignores a `{"job": ...}` wrapper here, with a warning).
+pub(crate) fn update_body(update: &JobUpdate) -> Map<String, Value> {
+    let mut job = Map::new();
+    if let Some(limit) = update.time_limit {
+        job.insert("time_limit".into(), time_limit(limit));
+    }
+    for (key, value) in [
+        ("partition", &update.partition),
+        ("account", &update.account),
+        ("qos", &update.qos),
+    ] {
+        if let Some(value) = value {
+            job.insert(key.into(), json!(value));
+        }
+    }
+    if let Some(nice) = update.nice {
+        job.insert("nice".into(), json!(nice));
+    }
+    if let Some(hold) = update.hold {
+        job.insert("hold".into(), json!(hold));
+    }
+    job
+}
+
+/// `body` (an [`update_body`]) decoded into `version`'s job description; a field this version
+/// does not take is refused by name rather than dropped.
+pub(crate) fn typed_update<T>(
+    body: Map<String, Value>,
+    version: ApiVersion,
+) -> Result<T, SlurmError>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    let wrapped = json!({ "job": Value::Object(body) });
+    let typed: Wrapped<T> = typed_body(wrapped, &SubmitRequest::default(), version)?;
+    Ok(typed.job)
+}
+
+/// `{"job": T}`, to check an update's fields as a submit's are.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Wrapped<T> {
+    job: T,
 }
 
 /// `body` decoded into `version`'s generated job description, so a wrongly typed extra field

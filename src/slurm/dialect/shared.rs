@@ -19,13 +19,14 @@ use chrono::{DateTime, Utc};
 use crate::slurm::call::{Caller, Envelope, Idempotency};
 use crate::slurm::dialect::{
     from_data_parser, job_state_entry, minutes, non_empty, submit_body, text, typed_body,
+    typed_update, update_body,
 };
 use crate::slurm::error::{ApiError, SlurmError, Subject, classify};
 use crate::slurm::node_owner::NodeOwner;
 use crate::slurm::transport::Transport;
 use crate::slurm::types::{
-    Changes, ClusterInfo, ExitStatus, Job, JobState, JobStateEntry, Node, NodeState, Partition,
-    SubmitRequest, Submitted,
+    Changes, ClusterInfo, ExitStatus, Job, JobState, JobStateEntry, JobUpdate, Node, NodeState,
+    Partition, SubmitRequest, Submitted, Tres, Usage,
 };
 use crate::slurm::version::ApiVersion;
 
@@ -226,6 +227,37 @@ impl Api {
         Ok(job_states(resp))
     }
 
+    /// `POST /job/{id}` with a bare job description. slurmrestd answers 200 with a warning
+    /// when it ignores a field, having changed nothing: a warning is a failure here.
+    pub(crate) async fn update_job(
+        &self,
+        c: &Caller<'_>,
+        job_id: u32,
+        update: &JobUpdate,
+    ) -> Result<(), SlurmError> {
+        let body: api::JobDescMsg = typed_update(update_body(update), VERSION)?;
+        let id = job_id.to_string();
+        let resp = c
+            .call(
+                "update_job",
+                Subject::Job(job_id),
+                Idempotency::Idempotent,
+                || self.0.slurm_post_job(&id, &body),
+            )
+            .await?;
+        let warnings = resp.warnings();
+        if warnings.is_empty() {
+            Ok(())
+        } else {
+            Err(SlurmError::InvalidRequest {
+                detail: format!(
+                    "slurmrestd did not apply the update of job {job_id}: {}",
+                    warnings.join("; ")
+                ),
+            })
+        }
+    }
+
     pub(crate) async fn cancel_job(&self, c: &Caller<'_>, job_id: u32) -> Result<(), SlurmError> {
         let id = job_id.to_string();
         let resp = c
@@ -290,6 +322,7 @@ crate::slurm::dialect::envelope!(
     api::OpenapiNodesResp,
     api::OpenapiPartitionResp,
     api::OpenapiJobSubmitResponse,
+    api::OpenapiJobPostResponse,
     api::OpenapiJobInfoResp,
     api::OpenapiJobStateResp,
     api::OpenapiResp,
@@ -490,6 +523,13 @@ fn job(j: api::JobInfo) -> Job {
         standard_output: non_empty(&j.standard_output),
         standard_error: non_empty(&j.standard_error),
         working_directory: non_empty(&j.current_working_directory),
+        priority: number32(&j.priority),
+        held: j.hold == Some(true),
+        account: non_empty(&j.account),
+        qos: non_empty(&j.qos),
+        nice: j.nice,
+        state_description: non_empty(&j.state_description),
+        usage: None,
     };
     // The tag is parsed once, with the comment.
     record.set_comment(comment);
@@ -514,6 +554,7 @@ fn accounting_job(j: api::Job) -> Job {
             .and_then(|s| DateTime::from_timestamp(s, 0))
     };
     let (standard_output, standard_error) = accounting_output(&j);
+    let usage = accounting_usage(&j);
     let time = j.time.as_ref();
     let state = j.state.as_ref();
     let array = j.array.as_ref();
@@ -557,10 +598,73 @@ fn accounting_job(j: api::Job) -> Job {
         standard_output,
         standard_error,
         working_directory: non_empty(&j.working_directory),
+        priority: number32(&j.priority),
+        held: j.hold == Some(true),
+        account: non_empty(&j.account),
+        qos: non_empty(&j.qos),
+        nice: None,
+        state_description: None,
+        usage: Some(Box::new(usage)),
     };
     // The tag is parsed once, with the comment.
     record.set_comment(comment);
     record
+}
+
+/// What slurmdbd recorded a job used. CPU time is the sum of its steps' (the job-level
+/// `time.total` stays 0: sacct adds the steps up itself), the largest RSS the largest any step
+/// reported (`tres.requested.max`, type `mem`, in bytes).
+fn accounting_usage(j: &api::Job) -> Usage {
+    let steps = j.steps.as_ref().map(|s| s.0.as_slice()).unwrap_or_default();
+    let cpu_time = steps
+        .iter()
+        .filter_map(|step| step.time.as_ref()?.total.as_ref())
+        .map(|t| seconds_micros(t.seconds, t.microseconds))
+        .fold(std::time::Duration::ZERO, std::time::Duration::saturating_add);
+    let max_rss_bytes = steps
+        .iter()
+        .filter_map(|step| step.tres.as_ref()?.requested.as_ref()?.max.as_ref())
+        .flat_map(|max| max.0.iter())
+        .filter(|t| t.type_.as_deref() == Some("mem"))
+        .filter_map(|t| t.count.and_then(|c| u64::try_from(c).ok()))
+        .max();
+    let tres = j.tres.as_ref();
+    Usage {
+        elapsed: std::time::Duration::from_secs(
+            j.time
+                .as_ref()
+                .and_then(|t| t.elapsed)
+                .and_then(|e| u64::try_from(e).ok())
+                .unwrap_or_default(),
+        ),
+        cpu_time,
+        max_rss_bytes,
+        allocated: tres_list(tres.and_then(|t| t.allocated.as_ref())),
+        requested: tres_list(tres.and_then(|t| t.requested.as_ref())),
+    }
+}
+
+/// slurmdbd's `{seconds, microseconds}`; negative parts count as none.
+fn seconds_micros(seconds: Option<i64>, micros: Option<i64>) -> std::time::Duration {
+    let part = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok()).unwrap_or_default();
+    std::time::Duration::from_secs(part(seconds))
+        .saturating_add(std::time::Duration::from_micros(part(micros)))
+}
+
+/// A TRES list without the entries slurmdbd marks as not counted (a negative count: energy
+/// without an energy plugin reads -2).
+fn tres_list(list: Option<&api::TresList>) -> Vec<Tres> {
+    list.map(|l| l.0.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| {
+            Some(Tres {
+                kind: non_empty(&t.type_)?,
+                name: non_empty(&t.name),
+                count: u64::try_from(t.count?).ok()?,
+            })
+        })
+        .collect()
 }
 
 /// Entries of `/jobs/state/` ([`job_state_entry`] reads the ids).
@@ -726,6 +830,8 @@ mod shared_tests {
             standard_output: Some("/tmp/o".into()),
             standard_error: Some("/tmp/e".into()),
             comment: Some("slurm.rs/uid=x".into()),
+            hold: true,
+            nice: Some(100),
             extra: Default::default(),
         };
         let body = submit_request(&request).unwrap();
@@ -742,6 +848,8 @@ mod shared_tests {
         );
         assert_eq!(job["tres_per_task"], "cpu=1,gres/gpu:1", "{VERSION}");
         assert_eq!(job["shared"], serde_json::json!(["user"]), "{VERSION}");
+        assert_eq!(job["hold"], true, "{VERSION}");
+        assert_eq!(job["nice"], 100, "{VERSION}");
 
         // Memory per CPU instead of per node (Slurm takes one of the two).
         let per_cpu = SubmitRequest {
@@ -783,6 +891,43 @@ mod shared_tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn every_update_field_reaches_this_versions_job_description() {
+        let update = JobUpdate {
+            time_limit: Some(std::time::Duration::from_secs(61)),
+            partition: Some("p".into()),
+            account: Some("a".into()),
+            qos: Some("q".into()),
+            nice: Some(10),
+            hold: Some(false),
+        };
+        let body: api::JobDescMsg = typed_update(update_body(&update), VERSION).unwrap();
+        // Bare, not under "job": slurmrestd ignores a wrapped update.
+        let job = serde_json::to_value(&body).unwrap();
+        assert_eq!(job["time_limit"]["number"], 2, "{VERSION}: {job}");
+        assert_eq!(job["partition"], "p", "{VERSION}");
+        assert_eq!(job["account"], "a", "{VERSION}");
+        assert_eq!(job["qos"], "q", "{VERSION}");
+        assert_eq!(job["nice"], 10, "{VERSION}");
+        assert_eq!(job["hold"], false, "{VERSION}");
+        assert!(job.get("job").is_none(), "{VERSION}: {job}");
+        // Only what changes is sent.
+        let hold = JobUpdate {
+            hold: Some(true),
+            ..JobUpdate::default()
+        };
+        let body: api::JobDescMsg = typed_update(update_body(&hold), VERSION).unwrap();
+        let sent: Vec<String> = serde_json::to_value(&body)
+            .unwrap()
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, _)| k.clone())
+            .collect();
+        assert_eq!(sent, ["hold"], "{VERSION}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! | event | fires when |
 //! |---|---|
 //! | `HealthChanged{up}` | the poller's view of slurmrestd flips: the first poll's outcome, then each Up↔Down transition (never for a repeated failure) |
-//! | `JobChanged` | one of OUR jobs appears (or becomes ours), or a field a controller reads changes: state (flags included), reason, exit, nodes, times that mean something for its state, time limit, comment, name, array ids and task list |
+//! | `JobChanged` | one of OUR jobs appears (or becomes ours), or a field a controller reads changes: state (flags included), reason and its description, priority, hold, exit, nodes, times that mean something for its state (a pending job's estimated start included), time limit, comment, name, array ids and task list |
 //! | `JobGone` | one of our jobs leaves the index: slurmctld purged it (MinJobAge), or its comment stopped being ours; carries the comment it had |
 //! | `NodeChanged` | a node appears, its record changes (state, reason, CPUs, features, ...), or the jobs running on it change (count or deadline) |
 //! | `NodeGone` | a node leaves slurmctld's node list (deleted dynamic node) |
@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::crd::SlurmCluster;
-use crate::slurm::types::{Job, JobBaseState};
+use crate::slurm::types::Job;
 use crate::state::index::{ClusterState, Health, SlurmEvent};
 
 /// The events that lead from `old` to `new`, health first, then jobs by id, then nodes by name.
@@ -87,13 +87,13 @@ fn job_changed(cluster: &ObjectRef<SlurmCluster>, job: &Job) -> SlurmEvent {
     }
 }
 
-/// Whether a controller would see a difference. Slurm rewrites a pending job's expected start
-/// and a running job's expected end as it schedules: those are noise until the job has started
-/// or ended.
+/// Whether a controller would see a difference. A pending job's expected start is shown (a
+/// SlurmJob's `status.pending`): its record is refreshed only now and then
+/// (`Tuning::pending_refresh_every`), so Slurm's revisions reach controllers at that pace. A
+/// running job's expected end is noise until it has ended.
 pub fn job_differs(a: &Job, b: &Job) -> bool {
-    let started = |j: &Job| j.state.base != JobBaseState::Pending;
     let ended = |j: &Job| j.state.base.is_finished();
-    let start = |j: &Job| j.start_time.filter(|_| started(j));
+    let start = |j: &Job| j.start_time;
     let end = |j: &Job| j.end_time.filter(|_| ended(j));
     a.state != b.state
         || a.state_reason != b.state_reason
@@ -109,6 +109,9 @@ pub fn job_differs(a: &Job, b: &Job) -> bool {
         || a.array_job_id != b.array_job_id
         || a.array_task_id != b.array_task_id
         || a.array_task_string != b.array_task_string
+        || a.priority != b.priority
+        || a.held != b.held
+        || a.state_description != b.state_description
 }
 
 enum Change<'a, V> {
@@ -293,13 +296,29 @@ mod tests {
                 vec![],
             ),
             (
-                "pending: Slurm moved the expected start",
+                "pending: Slurm moved the expected start (shown in the status)",
                 vec![pending.clone()],
                 vec![with(pending.clone(), |j| {
                     j.start_time = Some(t(800));
                     j.end_time = Some(t(1_200));
                 })],
+                vec![changed(1)],
+            ),
+            (
+                "pending: only the expected end moved",
+                vec![pending.clone()],
+                vec![with(pending.clone(), |j| j.end_time = Some(t(1_300)))],
                 vec![],
+            ),
+            (
+                "pending: priority, hold and the reason's words",
+                vec![pending.clone()],
+                vec![with(pending.clone(), |j| {
+                    j.priority = Some(0);
+                    j.held = true;
+                    j.state_description = Some("held by user".into());
+                })],
+                vec![changed(1)],
             ),
             (
                 "running: the expected end is noise",

@@ -74,6 +74,12 @@ pub struct Tuning {
     /// How often ours not finished and every running job have their record fetched again, for
     /// what the state list does not show (pending reason, time limit, comment).
     pub refresh_every: Duration,
+    /// How often some of our pending jobs have their record fetched again, for why they wait,
+    /// their priority and estimated start (Slurm's schedulers revise those every 30 s or so by
+    /// default): at most `pending_refresh_batch` each time, in turn, so that a queue of
+    /// thousands costs a few requests a minute, not one per job per cycle.
+    pub pending_refresh_every: Duration,
+    pub pending_refresh_batch: usize,
     /// How often a cycle lists every job's state (purged jobs, other users' jobs that started,
     /// ids out of sequence); the cycles between ask only about what they follow.
     pub full_every: Duration,
@@ -102,6 +108,8 @@ impl Default for Tuning {
             list_all_above: 16,
             full_list_max_jobs: 1_000,
             refresh_every: Duration::from_secs(300),
+            pending_refresh_every: Duration::from_secs(30),
+            pending_refresh_batch: 32,
             full_every: Duration::from_secs(60),
             probe_width: 64,
             probe_rounds: 16,
@@ -179,6 +187,9 @@ struct Poller {
     /// The next cycle must resync everything (startup, after a failure).
     resync: bool,
     refresh_due: Instant,
+    pending_refresh_due: Instant,
+    /// The highest id the last pending refresh marked: the next one goes on above it.
+    pending_cursor: u32,
     /// When the next cycle lists every job.
     full_due: Instant,
     /// A SlurmNodeSet's node changed state: the jobs on it may be other users' that the
@@ -239,6 +250,8 @@ impl Poller {
             client,
             interval,
             refresh_due: Instant::now() + tuning.refresh_every,
+            pending_refresh_due: Instant::now() + tuning.pending_refresh_every,
+            pending_cursor: 0,
             full_due: Instant::now() + tuning.full_every,
             full_now: true,
             high_water: 0,
@@ -282,6 +295,14 @@ impl Poller {
         if Instant::now() >= self.refresh_due {
             strategy::mark_refresh(&mut self.tracker);
             self.refresh_due = Instant::now() + self.tuning.refresh_every;
+        }
+        if Instant::now() >= self.pending_refresh_due {
+            self.pending_cursor = strategy::mark_pending_refresh(
+                &mut self.tracker,
+                self.pending_cursor,
+                self.tuning.pending_refresh_batch,
+            );
+            self.pending_refresh_due = Instant::now() + self.tuning.pending_refresh_every;
         }
         let since = if self.resync { None } else { self.nodes_since };
         let started = Instant::now();

@@ -531,6 +531,29 @@ pub fn mark_refresh(tracker: &mut Tracker) {
     }
 }
 
+/// Mark at most `max` of our pending jobs for a refresh of their record (why they wait, their
+/// priority, Slurm's estimate of their start), the ones after id `after` first, wrapping
+/// around: each pending job comes up in turn, however many there are. Returns where the next
+/// round goes on.
+pub fn mark_pending_refresh(tracker: &mut Tracker, after: u32, max: usize) -> u32 {
+    let pending = |t: &Tracked| {
+        t.known == Known::Ours && t.state.base == JobBaseState::Pending && t.stale == Stale::No
+    };
+    let ids: Vec<u32> = tracker
+        .range(after.saturating_add(1)..)
+        .chain(tracker.range(..=after))
+        .filter(|(_, t)| pending(t))
+        .map(|(id, _)| *id)
+        .take(max)
+        .collect();
+    for id in &ids {
+        if let Some(tracked) = tracker.get_mut(id) {
+            tracked.stale = Stale::Refresh;
+        }
+    }
+    ids.last().copied().unwrap_or(after)
+}
+
 /// Per node, the jobs running there: ours from their records, others from what was fetched when
 /// they started.
 pub fn node_jobs(tracker: &Tracker, jobs: &BTreeMap<u32, Job>) -> BTreeMap<String, NodeJobs> {
@@ -1376,5 +1399,42 @@ mod tests {
         for (what, new, want) in table {
             assert_eq!(owned_nodes_moved(&old, &new), want, "{what}");
         }
+    }
+
+    #[test]
+    fn pending_refreshes_take_our_waiting_jobs_in_turn() {
+        let mut tracker = Tracker::new();
+        for id in 1..=6 {
+            tracker.insert(id, tracked("PENDING", Known::Ours));
+        }
+        tracker.insert(7, tracked("RUNNING", Known::Ours));
+        tracker.insert(8, tracked("PENDING", foreign()));
+        let marked = |tracker: &Tracker| -> Vec<u32> {
+            tracker
+                .iter()
+                .filter(|(_, t)| t.stale == Stale::Refresh)
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        let clear = |tracker: &mut Tracker| {
+            for t in tracker.values_mut() {
+                t.stale = Stale::No;
+            }
+        };
+        let next = mark_pending_refresh(&mut tracker, 0, 4);
+        assert_eq!((marked(&tracker), next), (vec![1, 2, 3, 4], 4));
+        clear(&mut tracker);
+        // Then the rest, wrapping around to the first ones; never a running or foreign job.
+        let next = mark_pending_refresh(&mut tracker, next, 4);
+        assert_eq!((marked(&tracker), next), (vec![1, 2, 5, 6], 2));
+        clear(&mut tracker);
+        // A job already due keeps its reason (a resync is not downgraded).
+        tracker.get_mut(&3).unwrap().stale = Stale::Resync;
+        mark_pending_refresh(&mut tracker, 2, 1);
+        assert_eq!(tracker[&3].stale, Stale::Resync);
+        assert_eq!(marked(&tracker), vec![4]);
+        // Nothing pending: the cursor stays.
+        let mut empty = Tracker::new();
+        assert_eq!(mark_pending_refresh(&mut empty, 9, 4), 9);
     }
 }

@@ -114,6 +114,7 @@ async fn an_unsubmittable_edit_of_a_finished_job_announces_no_rerun() {
         spec: &spec,
         status: Some(&finished),
         created: None,
+        refusal: None,
     };
     let step = step(target, env, |_| None).await.unwrap();
     let reasons: Vec<_> = step.notices.iter().map(|n| n.reason.as_ref()).collect();
@@ -134,6 +135,7 @@ async fn step_named(spec: &SlurmJobSpec, name: &str, env: Env<'_>) -> Step {
         spec,
         status: None,
         created: None,
+        refusal: None,
     };
     step(target, env, |dep: &str| {
         (dep == "prepare").then_some(Some(5))
@@ -185,6 +187,7 @@ async fn a_rejected_generation_is_not_submitted_again_until_the_spec_changes() {
         spec: &spec,
         status: Some(&rejected),
         created: None,
+        refusal: None,
     };
     let held = step(target(1), env, |_| None).await.unwrap();
     assert_eq!(held.status, rejected, "the status already says it all");
