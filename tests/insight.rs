@@ -67,7 +67,7 @@ async fn a_waiting_job_says_why_with_its_priority_and_estimated_start() {
         if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
             spec.extend(extra.clone());
         }
-        Runner::new(&slurm, prefix, spec).as_user(TENANT)
+        Runner::new(&slurm, prefix, spec).run_as(TENANT)
     };
 
     // The node's one CPU taken for two minutes.
@@ -229,7 +229,7 @@ async fn a_finished_job_shows_its_usage_also_after_slurmctld_forgot_it() {
         "usage",
         json!({"script": format!("#!/bin/bash\n{body}\n"), "memoryPerNode": "500Mi"}),
     )
-    .as_user(TENANT);
+    .run_as(TENANT);
     job.until_phase(Phase::Running, LONG).await;
     let last_seen_running = job.status.clone();
     job.until("the end and its usage", LONG, |s| {
@@ -300,7 +300,7 @@ async fn an_array_shows_each_tasks_usage_and_their_sum() {
         "usage-array",
         json!({"script": script("sleep 2"), "array": "0-2"}),
     )
-    .as_user(TENANT);
+    .run_as(TENANT);
     job.until("the end and its usage", LONG, |s| {
         s.phase.is_terminal() && s.usage.is_some()
     })

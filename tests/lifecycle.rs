@@ -18,7 +18,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use slurm_operator::controller::slurmjob::status::{
-    COMPLETE, READY, RECONCILING, STALLED, SUBMIT_REJECTED,
+    COMPLETE, READY, RECONCILING, SPEC_APPLIED, STALLED, SUBMIT_REJECTED, SUSPENDED,
 };
 use slurm_operator::crd::SlurmJob;
 use slurm_operator::crd::condition;
@@ -217,5 +217,131 @@ async fn a_rejected_partition_stalls_at_once_and_is_not_resubmitted_until_the_sp
         Some(("True".into(), "Completed".into()))
     );
     assert_eq!(submits(&http, metrics).await, 1, "one submit after the fix");
+    operator.terminate(Duration::from_secs(20));
+}
+
+/// Issue 18 through the operator binary and the API server: a SlurmJob applied with
+/// `suspend: true` is submitted held (as its namespace's Slurm user, alice); one server-side
+/// apply that sets `suspend: false` and a shorter `timeLimit` releases the same job and changes
+/// its limit in place (`SpecApplied=True/UpdatedInPlace`, one submit in all); it runs, and its
+/// status keeps what it used, from accounting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_job_is_released_and_edited_in_place_with_one_apply() {
+    let slurm = require_slurm!();
+    let harness = Harness::start(&slurm, NAMESPACE, "hold").await;
+    // The namespace runs as alice, the tenant (not the cluster's own user).
+    let clusters: Api<slurm_operator::crd::SlurmCluster> = Api::all(harness.client.clone());
+    clusters
+        .patch(
+            scenario::CLUSTER,
+            &PatchParams::apply(MANAGER),
+            &Patch::Apply(json!({
+                "apiVersion": "slurm.rs/v1alpha1",
+                "kind": "SlurmCluster",
+                "metadata": {"name": scenario::CLUSTER},
+                "spec": {
+                    "endpoint": slurm.url,
+                    "allowInsecureHttp": true,
+                    "auth": {"jwt": {
+                        "keySecretRef": {"name": "slurm-jwt", "key": "jwt_hs256.key"},
+                        "user": slurm.user,
+                    }},
+                    "pollInterval": "1s",
+                    "access": [{
+                        "namespaces": [NAMESPACE], "slurmUser": "alice", "accounts": ["team-a"],
+                    }],
+                },
+            })),
+        )
+        .await
+        .unwrap();
+    let args = harness.args();
+    let metrics = args[5];
+    let env = [("KUBECONFIG", harness.kubeconfig.as_str())];
+    let jobs: Api<SlurmJob> = Api::namespaced(harness.client.clone(), NAMESPACE);
+    let http = reqwest::Client::new();
+    let log = harness.log.clone();
+    let mut operator =
+        Operator::spawn(&args, &env, Some(&log)).sigterm_on_drop(Duration::from_secs(10));
+
+    let name = format!("{}-job", harness.run);
+    let apply = |suspend: bool, time_limit: &str| {
+        json!({
+            "apiVersion": "slurm.rs/v1alpha1",
+            "kind": "SlurmJob",
+            "metadata": {"name": name},
+            "spec": {
+                "clusterName": scenario::CLUSTER,
+                "partition": slurm.partition,
+                "script": "#!/bin/sh\nsleep 2\n",
+                "environment": {"PATH": "/usr/bin:/bin"},
+                "workingDirectory": "/home/alice",
+                "timeLimit": time_limit,
+                "suspend": suspend,
+            },
+        })
+    };
+    jobs.patch(
+        &name,
+        &PatchParams::apply(MANAGER),
+        &Patch::Apply(apply(true, "10m")),
+    )
+    .await
+    .unwrap();
+    let held = eventually("the job held in Slurm", Duration::from_secs(60), || async {
+        let sj = jobs.get(&name).await.ok()?;
+        let reason = sj.status.as_ref()?.pending.as_ref()?.reason.clone();
+        (reason.as_deref() == Some("JobHeldUser")).then_some(sj)
+    })
+    .await;
+    let status = held.status.as_ref().unwrap();
+    let job_id = status.job_id.unwrap();
+    assert_eq!(status.phase, Phase::Submitted);
+    assert_eq!(
+        reason(&held, SUSPENDED),
+        Some(("True".into(), "JobHeldUser".into()))
+    );
+
+    jobs.patch(
+        &name,
+        &PatchParams::apply(MANAGER),
+        &Patch::Apply(apply(false, "5m")),
+    )
+    .await
+    .unwrap();
+    let done = scenario::all_ended(&jobs, std::slice::from_ref(&name), Duration::from_secs(120))
+        .await
+        .remove(0);
+    let status = done.status.as_ref().unwrap();
+    assert_eq!(status.phase, Phase::Completed, "{status:?}");
+    assert_eq!(status.job_id, Some(job_id), "the same job, released");
+    assert_eq!(status.submitted_generation, Some(1));
+    assert_eq!(status.observed_generation, done.metadata.generation);
+    assert_eq!(
+        reason(&done, SPEC_APPLIED),
+        Some(("True".into(), "UpdatedInPlace".into()))
+    );
+    assert_eq!(reason(&done, SUSPENDED), None);
+    let records = slurm
+        .client()
+        .accounting_job(u32::try_from(job_id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].user_name.as_deref(), Some("alice"));
+    assert_eq!(records[0].time_limit, Some(Duration::from_secs(300)));
+    // What it used, once accounting has it (the same step as the end, or a few seconds on).
+    let done = eventually("the job's usage", Duration::from_secs(60), || async {
+        let sj = jobs.get(&name).await.ok()?;
+        sj.status.as_ref()?.usage.is_some().then_some(sj)
+    })
+    .await;
+    let usage = done.status.unwrap().usage.unwrap();
+    assert!(
+        usage.elapsed.as_ref().unwrap().as_std() >= Duration::from_secs(2),
+        "{usage:?}"
+    );
+    assert_eq!(submits(&http, metrics).await, 1, "one submit in all");
     operator.terminate(Duration::from_secs(20));
 }

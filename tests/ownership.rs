@@ -97,7 +97,7 @@ async fn bob_submits(
     request.working_directory = "/home/bob".into();
     request.standard_output = Some("/dev/null".into());
     request.comment = comment;
-    request.extra.insert("hold".into(), json!(true));
+    request.hold = true;
     let id = bob.submit_job(&request).await.unwrap().job_id;
     foreign.ids.push(id);
     id

@@ -916,9 +916,12 @@ async fn incremental_cycles_follow_changes_ends_purges_and_node_deletions() {
     let mut request = slurm.job("poller-incr", "sleep 3");
     request.comment = Some(tag.clone());
     request.constraints = Some(feature);
+    // Pending for 8 s: while another test's burst of submits is resolved, cycles are full
+    // listings (incremental ones would not pay), and a job pending for only 2 s was once seen
+    // only by those.
     request.extra.insert(
         "begin_time".into(),
-        json!({"set": true, "number": epoch_now() + 2}),
+        json!({"set": true, "number": epoch_now() + 8}),
     );
     let job_id = client.submit_job(&request).await.unwrap().job_id;
     cancel.ids.push(job_id);

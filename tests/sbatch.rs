@@ -182,7 +182,7 @@ fn short_options_grouped_and_attached() {
             "timeLimit": "5m",
             "standardOutput": "%x-%j.out",
             "standardError": "%x-%j.err",
-            "extraOptions": {"hold": true},
+            "suspend": true,
         })
     );
 }
@@ -527,7 +527,7 @@ async fn slurmrestd_ignores_sbatch_lines() {
     );
     // `job` puts the body after `#!/bin/sh`: the lines are directives as sbatch reads them.
     assert!(request.script.starts_with("#!/bin/sh\n#SBATCH --time=7\n"));
-    request.extra.insert("hold".into(), json!(true));
+    request.hold = true;
     let submitted = client.submit_job(&request).await.unwrap();
     let record = client.job(submitted.job_id).await.unwrap();
     client.cancel_job(submitted.job_id).await.unwrap();

@@ -86,7 +86,7 @@ async fn delete_while_pending_cancels() {
     let mut job = Runner::new(
         &slurm,
         "pend-del",
-        json!({"script": script("true"), "extraOptions": {"hold": true}}),
+        json!({"script": script("true"), "suspend": true}),
     );
     job.step().await;
     job.step().await;

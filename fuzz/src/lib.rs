@@ -263,7 +263,7 @@ impl<'a> Input<'a> {
             standard_error: None,
             working_directory: None,
             priority: self.maybe(Self::int),
-            held: self.byte() % 2 == 0,
+            held: self.byte().is_multiple_of(2),
             account: None,
             qos: None,
             nice: self.maybe(Self::int),

@@ -79,7 +79,7 @@ impl Runner {
 
     /// This SlurmJob as a tenant's: submitted, followed, changed and cancelled as Slurm user
     /// `user` (working in their home directory), as a namespace's access grants it.
-    pub fn as_user(mut self, user: &str) -> Self {
+    pub fn run_as(mut self, user: &str) -> Self {
         self.client = self.client.as_user(user).unwrap();
         if self.spec.working_directory.is_none() {
             self.spec.working_directory = Some(format!("/home/{user}"));

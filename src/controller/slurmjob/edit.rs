@@ -150,24 +150,20 @@ pub fn plan(submitted_hash: Option<&str>, spec: &SlurmJobSpec, record: &Job) -> 
     {
         update.nice = Some(nice);
     }
+    // `suspend: true` holds, `false` releases (slurmctld refuses a user the release of an
+    // administrator's hold); left out, it releases only the job's own user's hold, never one an
+    // administrator put there.
     let hold = spec.suspend == Some(true);
-    if hold != record.held {
-        let admin_hold = record.state_reason.as_deref() == Some("JobHeldAdmin");
-        if !pending {
-            if hold {
-                not_applied.push((
-                    "suspend",
-                    "the job has started: Slurm lets only its administrators suspend a running \
-                     job, so it runs on",
-                ));
-            }
-        } else if !hold && admin_hold {
+    let users_hold = record.state_reason.as_deref() == Some("JobHeldUser");
+    if hold != record.held && (spec.suspend.is_some() || users_hold) {
+        if pending {
+            update.hold = Some(hold);
+        } else if hold {
             not_applied.push((
                 "suspend",
-                "a Slurm administrator held the job (JobHeldAdmin): only they can release it",
+                "the job has started: Slurm lets only its administrators suspend a running \
+                 job, so it runs on",
             ));
-        } else {
-            update.hold = Some(hold);
         }
     }
     EditPlan::Update {
@@ -296,18 +292,23 @@ mod tests {
         let names: Vec<&str> = skipped.iter().map(|(field, _)| *field).collect();
         assert_eq!(names, ["partition", "account", "qos", "suspend"]);
         assert!(skipped[3].1.contains("administrators"), "{skipped:?}");
-        // Held, and suspend back to false (or left out): released.
+        // Held by its user, and suspend back to false (or left out): released.
         let mut held = record("PENDING");
         held.held = true;
+        held.state_reason = Some("JobHeldUser".into());
         for released in [json!({"suspend": false}), json!({})] {
             let (u, _) = update(&spec(released), &held);
             assert_eq!(u.hold, Some(false));
         }
-        // An administrator's hold is not the user's to release: named, not sent.
+        // An administrator's hold: released only when suspend says false (slurmctld decides
+        // whether the job's user may), never by an edit that does not mention it.
         held.state_reason = Some("JobHeldAdmin".into());
-        let (u, skipped) = update(&spec(json!({"suspend": false})), &held);
+        let (u, _) = update(&spec(json!({"suspend": false})), &held);
+        assert_eq!(u.hold, Some(false));
+        let (u, skipped) = update(&spec(json!({"timeLimit": "5m"})), &held);
         assert_eq!(u.hold, None);
-        assert_eq!(skipped.first().map(|(field, _)| *field), Some("suspend"));
+        assert_eq!(u.fields(), ["timeLimit"]);
+        assert!(skipped.is_empty());
         // A field left out keeps Slurm's value.
         let mut bare = spec(json!({}));
         bare.time_limit = None;

@@ -997,4 +997,111 @@ mod tests {
         assert_eq!(tasks.tasks.len(), MAX_ARRAY_TASKS);
         assert_eq!(tasks.counts.get("COMPLETED"), Some(&250));
     }
+
+    fn pending_job(reason: Option<&str>) -> Job {
+        Job {
+            state_reason: reason.map(str::to_owned),
+            priority: Some(4_294_901_758),
+            start_time: DateTime::from_timestamp(5_000, 0),
+            ..job(&["PENDING"])
+        }
+    }
+
+    #[test]
+    fn why_a_job_waits() {
+        // Waiting for resources: Slurm's code, our words for it, the priority, the estimate.
+        let p = pending_status(&pending_job(Some("Resources"))).unwrap();
+        assert_eq!(p.reason.as_deref(), Some("Resources"));
+        let want = reason::sentence(&reason::explain("Resources").unwrap(), MAX_EXPLANATION);
+        assert_eq!(p.message.as_deref(), Some(want.as_str()));
+        assert_eq!(p.priority, Some(4_294_901_758));
+        assert_eq!(p.estimated_start_time, time(DateTime::from_timestamp(5_000, 0)));
+        // Held: Slurm keeps an old estimate that means nothing until the release.
+        let held = Job {
+            held: true,
+            priority: Some(0),
+            ..pending_job(Some("JobHeldUser"))
+        };
+        let p = pending_status(&held).unwrap();
+        assert_eq!((p.priority, p.estimated_start_time), (Some(0), None));
+        // A start before the submit is no estimate (a requeued job's old start).
+        let stale = Job {
+            start_time: DateTime::from_timestamp(10, 0),
+            ..pending_job(Some("Priority"))
+        };
+        assert_eq!(pending_status(&stale).unwrap().estimated_start_time, None);
+        // Not looked at yet, an unknown code, and Slurm's own longer words.
+        let fresh = pending_status(&pending_job(None)).unwrap();
+        assert!(fresh.message.unwrap().contains("next pass"));
+        let unknown = pending_status(&pending_job(Some("SomethingNew"))).unwrap();
+        assert!(
+            unknown.message.unwrap().contains("job_reason_codes.html"),
+            "a link for what we cannot explain"
+        );
+        let described = Job {
+            state_description: Some("ReqNodeNotAvail, Reserved for maintenance".into()),
+            ..pending_job(Some("ReqNodeNotAvail"))
+        };
+        assert!(
+            pending_status(&described)
+                .unwrap()
+                .message
+                .unwrap()
+                .ends_with("(Slurm: ReqNodeNotAvail, Reserved for maintenance)")
+        );
+        // A job that runs or ended waits for nothing; the status drops it, and shows the start
+        // time only once it is one.
+        assert_eq!(pending_status(&job(&["RUNNING"])), None);
+        let mut s = observe(&SlurmJobStatus::default(), &[pending_job(Some("Priority"))]);
+        assert!(s.pending.is_some());
+        assert_eq!(s.start_time, None, "an estimate is not a start");
+        let running = Job {
+            start_time: DateTime::from_timestamp(6_000, 0),
+            ..job(&["RUNNING"])
+        };
+        s = observe(&s, &[running]);
+        assert_eq!(s.pending, None);
+        assert_eq!(s.start_time, time(DateTime::from_timestamp(6_000, 0)));
+    }
+
+    #[test]
+    fn suspended_says_whether_slurm_holds_the_job() {
+        let now = at(1);
+        let with = |reason: &str, priority: i64, phase: Phase| SlurmJobStatus {
+            job_id: Some(7),
+            phase,
+            pending: (phase == Phase::Submitted).then(|| PendingStatus {
+                reason: Some(reason.into()),
+                priority: Some(priority),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let suspended = |s: SlurmJobStatus, suspend: bool| {
+            let s = suspension(s, suspend, now.clone());
+            condition::find(&s.conditions, SUSPENDED)
+                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        };
+        let (status, reason, _) =
+            suspended(with("JobHeldUser", 0, Phase::Submitted), true).unwrap();
+        assert_eq!((status.as_str(), reason.as_str()), ("True", "JobHeldUser"));
+        // Held by an administrator, whatever the spec says.
+        let (status, reason, message) =
+            suspended(with("JobHeldAdmin", 0, Phase::Submitted), false).unwrap();
+        assert_eq!((status.as_str(), reason.as_str()), ("True", "JobHeldAdmin"));
+        assert!(message.contains("administrator"), "{message}");
+        // Asked of a running job: False, and why.
+        let (status, reason, message) = suspended(with("", 1, Phase::Running), true).unwrap();
+        assert_eq!((status.as_str(), reason.as_str()), ("False", "JobStarted"));
+        assert!(message.contains("runs on"), "{message}");
+        // Waiting unheld, or running unasked: no condition (and one there before goes).
+        assert_eq!(suspended(with("Resources", 1, Phase::Submitted), false), None);
+        assert_eq!(suspended(with("", 1, Phase::Running), false), None);
+        let held = suspension(with("JobHeldUser", 0, Phase::Submitted), true, now.clone());
+        let released = SlurmJobStatus {
+            pending: with("Priority", 1, Phase::Submitted).pending,
+            ..held
+        };
+        assert_eq!(suspended(released, false), None);
+    }
 }

@@ -620,7 +620,10 @@ fn accounting_usage(j: &api::Job) -> Usage {
         .iter()
         .filter_map(|step| step.time.as_ref()?.total.as_ref())
         .map(|t| seconds_micros(t.seconds, t.microseconds))
-        .fold(std::time::Duration::ZERO, std::time::Duration::saturating_add);
+        .fold(
+            std::time::Duration::ZERO,
+            std::time::Duration::saturating_add,
+        );
     let max_rss_bytes = steps
         .iter()
         .filter_map(|step| step.tres.as_ref()?.requested.as_ref()?.max.as_ref())
