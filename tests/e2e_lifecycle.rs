@@ -23,7 +23,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
-use slurm_operator::controller::slurmjob::status::{COMPLETE, FAILED};
+use slurm_operator::controller::slurmjob::status::{COMPLETE, FAILED, SPEC_APPLIED, SUSPENDED};
 use slurm_operator::crd::condition;
 use slurm_operator::crd::slurmjob::Phase;
 use slurm_operator::crd::{SlurmCluster, SlurmJob};
@@ -93,22 +93,20 @@ async fn events_of(events: &Api<Event>, name: &str) -> Vec<(String, String, Stri
         .collect()
 }
 
-/// What a watch saw of one SlurmJob, in order: `(submittedGeneration, jobId, phase, Failed
-/// condition present)`.
-type Seen = Arc<Mutex<Vec<(Option<i64>, Option<i64>, Phase, bool)>>>;
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rerun_is_never_lost_and_kubectl_waits_for_complete_and_failed() {
-    if std::env::var_os("KUBECONFIG").is_none() {
-        eprintln!("skipped: KUBECONFIG is not set; this test needs a real Kubernetes API server");
-        return;
-    }
-    let slurm = require_slurm!();
+/// A namespace of its own (`PREFIX-<random>`, also the credentials namespace, with the local
+/// Slurm's key in a marked Secret) and a SlurmCluster of the same name granting it to Slurm
+/// user `user` (with `accounts`), polled every second. The CRDs are applied first.
+async fn seed(
+    slurm: &common::LocalSlurm,
+    prefix: &str,
+    user: &str,
+    accounts: &[&str],
+) -> (kube::Client, String, String) {
     slurm_operator::tls::install_crypto_provider();
     let client = kube::Client::try_default().await.unwrap();
     apply_crds(&client).await;
     let namespace = format!(
-        "lifecycle-e2e-{}",
+        "{prefix}-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
     eprintln!("e2e namespace: {namespace}");
@@ -143,6 +141,10 @@ async fn a_rerun_is_never_lost_and_kubectl_waits_for_complete_and_failed() {
         .await
         .unwrap();
     let cluster = namespace.clone();
+    let mut access = json!({"namespaces": [namespace], "slurmUser": user});
+    if !accounts.is_empty() {
+        access["accounts"] = json!(accounts);
+    }
     let clusters: Api<SlurmCluster> = Api::all(client.clone());
     clusters
         .patch(
@@ -157,12 +159,37 @@ async fn a_rerun_is_never_lost_and_kubectl_waits_for_complete_and_failed() {
                     "allowInsecureHttp": slurm.url.starts_with("http://"),
                     "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"}, "user": slurm.user}},
                     "pollInterval": "1s",
-                    "access": [{"namespaces": [namespace], "slurmUser": slurm.user}],
+                    "access": [access],
                 },
             })),
         )
         .await
         .unwrap();
+    (client, namespace, cluster)
+}
+
+/// What every test here needs before it starts: `KUBECONFIG`.
+fn kubeconfig_set() -> bool {
+    let set = std::env::var_os("KUBECONFIG").is_some();
+    if !set {
+        eprintln!("skipped: KUBECONFIG is not set; this test needs a real Kubernetes API server");
+    }
+    set
+}
+
+/// What a watch saw of one SlurmJob, in order: `(submittedGeneration, jobId, phase, Failed
+/// condition present)`.
+type Seen = Arc<Mutex<Vec<(Option<i64>, Option<i64>, Phase, bool)>>>;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_is_never_lost_and_kubectl_waits_for_complete_and_failed() {
+    if !kubeconfig_set() {
+        return;
+    }
+    let slurm = require_slurm!();
+    let (client, namespace, cluster) = seed(&slurm, "lifecycle-e2e", &slurm.user, &[]).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let clusters: Api<SlurmCluster> = Api::all(client.clone());
     let _operator =
         Operator::start(&namespace, free_port()).sigterm_on_drop(Duration::from_secs(10));
     let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), &namespace);
@@ -296,6 +323,92 @@ async fn a_rerun_is_never_lost_and_kubectl_waits_for_complete_and_failed() {
         .await
         .unwrap();
     clusters
+        .delete(&cluster, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// Issue 18 on a real API server: a SlurmJob applied with `suspend: true` is submitted held as
+/// its namespace's Slurm user (alice): `kubectl wait --for=condition=Suspended`, `status.pending`
+/// says `JobHeldUser` with priority 0. One apply setting `suspend: false` and a shorter
+/// `timeLimit` releases that same job and changes its limit in Slurm
+/// (`SpecApplied=True/UpdatedInPlace`); it completes, and its status keeps what it used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_job_is_released_and_takes_a_new_time_limit_in_place() {
+    if !kubeconfig_set() {
+        return;
+    }
+    let slurm = require_slurm!();
+    let (client, namespace, cluster) = seed(&slurm, "hold-e2e", "alice", &["team-a"]).await;
+    let _operator =
+        Operator::start(&namespace, free_port()).sigterm_on_drop(Duration::from_secs(10));
+    let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), &namespace);
+    let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
+    let apply = |suspend: bool, time_limit: &str| {
+        Patch::Apply(json!({
+            "apiVersion": "slurm.rs/v1alpha1",
+            "kind": "SlurmJob",
+            "metadata": {"name": "held"},
+            "spec": {
+                "clusterName": cluster,
+                "partition": slurm.partition,
+                "script": "#!/bin/sh\nsleep 2\n",
+                "environment": {"PATH": "/usr/bin:/bin"},
+                "workingDirectory": "/home/alice",
+                "timeLimit": time_limit,
+                "suspend": suspend,
+            },
+        }))
+    };
+    let params = PatchParams::apply(MANAGER).force();
+    jobs.patch("held", &params, &apply(true, "10m")).await.unwrap();
+    kubectl_wait(&namespace, "held", SUSPENDED);
+    let held = jobs.get("held").await.unwrap().status.unwrap();
+    let job_id = held.job_id.unwrap();
+    assert_eq!(held.phase, Phase::Submitted);
+    let pending = held.pending.unwrap();
+    assert_eq!(pending.reason.as_deref(), Some("JobHeldUser"));
+    assert_eq!(pending.priority, Some(0));
+
+    jobs.patch("held", &params, &apply(false, "5m")).await.unwrap();
+    kubectl_wait(&namespace, "held", COMPLETE);
+    let done = eventually("the usage", Duration::from_secs(60), || async {
+        let job = jobs.get("held").await.ok()?;
+        job.status.as_ref()?.usage.is_some().then_some(job)
+    })
+    .await;
+    let status = done.status.unwrap();
+    assert_eq!(status.job_id, Some(job_id), "the same job, released");
+    assert_eq!(status.observed_generation, done.metadata.generation);
+    let applied = condition::find(&status.conditions, SPEC_APPLIED).unwrap();
+    assert_eq!(
+        (applied.status.as_str(), applied.reason.as_str()),
+        ("True", "UpdatedInPlace")
+    );
+    assert!(condition::find(&status.conditions, SUSPENDED).is_none());
+    let records = slurm
+        .client()
+        .accounting_job(u32::try_from(job_id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].user_name.as_deref(), Some("alice"));
+    assert_eq!(records[0].time_limit, Some(Duration::from_secs(300)));
+    let all = events_of(&events, "held").await;
+    eprintln!("events: {all:?}");
+    assert!(all.iter().any(|(t, r, _)| t == "Normal" && r == "UpdatedInPlace"), "{all:?}");
+    assert_eq!(
+        all.iter().filter(|(_, r, _)| r == "Submitted").count(),
+        1,
+        "one submit: {all:?}"
+    );
+
+    Api::<Namespace>::all(client.clone())
+        .delete(&namespace, &DeleteParams::default())
+        .await
+        .unwrap();
+    Api::<SlurmCluster>::all(client)
         .delete(&cluster, &DeleteParams::default())
         .await
         .unwrap();
