@@ -361,7 +361,9 @@ async fn a_suspended_job_is_released_and_takes_a_new_time_limit_in_place() {
         }))
     };
     let params = PatchParams::apply(MANAGER).force();
-    jobs.patch("held", &params, &apply(true, "10m")).await.unwrap();
+    jobs.patch("held", &params, &apply(true, "10m"))
+        .await
+        .unwrap();
     kubectl_wait(&namespace, "held", SUSPENDED);
     let held = jobs.get("held").await.unwrap().status.unwrap();
     let job_id = held.job_id.unwrap();
@@ -370,7 +372,9 @@ async fn a_suspended_job_is_released_and_takes_a_new_time_limit_in_place() {
     assert_eq!(pending.reason.as_deref(), Some("JobHeldUser"));
     assert_eq!(pending.priority, Some(0));
 
-    jobs.patch("held", &params, &apply(false, "5m")).await.unwrap();
+    jobs.patch("held", &params, &apply(false, "5m"))
+        .await
+        .unwrap();
     kubectl_wait(&namespace, "held", COMPLETE);
     let done = eventually("the usage", Duration::from_secs(60), || async {
         let job = jobs.get("held").await.ok()?;
@@ -397,7 +401,11 @@ async fn a_suspended_job_is_released_and_takes_a_new_time_limit_in_place() {
     assert_eq!(records[0].time_limit, Some(Duration::from_secs(300)));
     let all = events_of(&events, "held").await;
     eprintln!("events: {all:?}");
-    assert!(all.iter().any(|(t, r, _)| t == "Normal" && r == "UpdatedInPlace"), "{all:?}");
+    assert!(
+        all.iter()
+            .any(|(t, r, _)| t == "Normal" && r == "UpdatedInPlace"),
+        "{all:?}"
+    );
     assert_eq!(
         all.iter().filter(|(_, r, _)| r == "Submitted").count(),
         1,

@@ -459,8 +459,15 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
         // Lost the Lease meanwhile: the leader writes (a job submitted here is adopted by tag).
         return Ok(Action::await_change());
     }
+    // A waiting job's details (Slurm's state words and reason, why it waits) are not a
+    // transition: written only once it has waited a moment, so that a job that starts at once
+    // costs one status write per transition (issue 19); the next transition writes them anyway.
+    let mut retry = retry;
     if status != current {
-        apply_status(job, namespace, &status, ctx).await?;
+        match status::details_due(&current, &status, Utc::now()) {
+            Some(later) => retry = Some(retry.map_or(later, |r| r.min(later))),
+            None => apply_status(job, namespace, &status, ctx).await?,
+        }
     }
     for notice in notices {
         kit::publish(&ctx.recorder, job, EVENT_ACTION, notice).await;

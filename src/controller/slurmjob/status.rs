@@ -475,6 +475,38 @@ pub fn submitted(
     observe(&next, records)
 }
 
+/// How long after its submit a waiting job's details alone ([`details_due`]) are written.
+pub const DETAILS_AFTER: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+
+/// When `next` differs from `current` only in the details of a job waiting to start (Slurm's
+/// state words and reason, its submit time, `pending`) and the job was submitted less than
+/// [`DETAILS_AFTER`] ago: how long until they are worth a write of their own. `None`: write now
+/// (a transition, or details of a job that has waited a while).
+pub fn details_due(
+    current: &SlurmJobStatus,
+    next: &SlurmJobStatus,
+    now: DateTime<Utc>,
+) -> Option<std::time::Duration> {
+    let without_details = |s: &SlurmJobStatus| SlurmJobStatus {
+        slurm_state: Vec::new(),
+        state_reason: None,
+        submit_time: None,
+        pending: None,
+        ..s.clone()
+    };
+    if next.phase != Phase::Submitted || without_details(current) != without_details(next) {
+        return None;
+    }
+    let since = next
+        .tracked_since
+        .as_ref()
+        .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0))?;
+    (since + DETAILS_AFTER - now)
+        .to_std()
+        .ok()
+        .filter(|left| !left.is_zero())
+}
+
 /// Condition (batch/v1 Job's): the job is held in Slurm, or `spec.suspend` asks for a hold
 /// Slurm does not give a job that has started.
 pub const SUSPENDED: &str = "Suspended";
@@ -1015,7 +1047,10 @@ mod tests {
         let want = reason::sentence(&reason::explain("Resources").unwrap(), MAX_EXPLANATION);
         assert_eq!(p.message.as_deref(), Some(want.as_str()));
         assert_eq!(p.priority, Some(4_294_901_758));
-        assert_eq!(p.estimated_start_time, time(DateTime::from_timestamp(5_000, 0)));
+        assert_eq!(
+            p.estimated_start_time,
+            time(DateTime::from_timestamp(5_000, 0))
+        );
         // Held: Slurm keeps an old estimate that means nothing until the release.
         let held = Job {
             held: true,
@@ -1095,7 +1130,10 @@ mod tests {
         assert_eq!((status.as_str(), reason.as_str()), ("False", "JobStarted"));
         assert!(message.contains("runs on"), "{message}");
         // Waiting unheld, or running unasked: no condition (and one there before goes).
-        assert_eq!(suspended(with("Resources", 1, Phase::Submitted), false), None);
+        assert_eq!(
+            suspended(with("Resources", 1, Phase::Submitted), false),
+            None
+        );
         assert_eq!(suspended(with("", 1, Phase::Running), false), None);
         let held = suspension(with("JobHeldUser", 0, Phase::Submitted), true, now.clone());
         let released = SlurmJobStatus {
@@ -1103,5 +1141,36 @@ mod tests {
             ..held
         };
         assert_eq!(suspended(released, false), None);
+    }
+
+    #[test]
+    fn a_waiting_jobs_first_details_wait_for_a_transition_or_five_seconds() {
+        let submitted_at = DateTime::from_timestamp(1_000, 0).unwrap();
+        let submitted = SlurmJobStatus {
+            phase: Phase::Submitted,
+            job_id: Some(7),
+            tracked_since: time(Some(submitted_at)),
+            ..Default::default()
+        };
+        let detailed = observe(&submitted, &[pending_job(Some("Priority"))]);
+        assert_eq!(detailed.phase, Phase::Submitted);
+        let after = |secs| submitted_at + chrono::TimeDelta::seconds(secs);
+        assert_eq!(
+            details_due(&submitted, &detailed, after(2)),
+            Some(std::time::Duration::from_secs(3))
+        );
+        assert_eq!(details_due(&submitted, &detailed, after(5)), None);
+        // A transition is written at once, details and all.
+        let running = observe(&submitted, &[job(&["RUNNING"])]);
+        assert_eq!(details_due(&submitted, &running, after(1)), None);
+        // So is a condition's change.
+        let mut held = detailed.clone();
+        held.pending = Some(PendingStatus {
+            reason: Some("JobHeldUser".into()),
+            priority: Some(0),
+            ..Default::default()
+        });
+        let held = suspension(held, true, at(1));
+        assert_eq!(details_due(&detailed, &held, after(1)), None);
     }
 }
