@@ -53,15 +53,7 @@ fn condition_of(s: &SlurmJobStatus, type_: &str) -> Option<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_job_says_why_with_its_priority_and_estimated_start() {
     let slurm = require_slurm!();
-    let node = common::unique("wait");
-    let feature = node.replace('-', "");
-    slurm.node_script(&[
-        "start",
-        &node,
-        "--conf",
-        &format!("CPUs=1 RealMemory=500 Feature={feature}"),
-    ]);
-    let _node = common::NodeGuard::new(&slurm, &node);
+    let (_node, feature) = slurm.private_node("wait");
     let on_node = |prefix: &str, body: &str, extra: serde_json::Value| {
         let mut spec = json!({"script": script(body), "constraints": feature, "timeLimit": "2m"});
         if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {

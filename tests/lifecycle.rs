@@ -230,31 +230,12 @@ async fn a_suspended_job_is_released_and_edited_in_place_with_one_apply() {
     let slurm = require_slurm!();
     let harness = Harness::start(&slurm, NAMESPACE, "hold").await;
     // The namespace runs as alice, the tenant (not the cluster's own user).
-    let clusters: Api<slurm_operator::crd::SlurmCluster> = Api::all(harness.client.clone());
-    clusters
-        .patch(
-            scenario::CLUSTER,
-            &PatchParams::apply(MANAGER),
-            &Patch::Apply(json!({
-                "apiVersion": "slurm.rs/v1alpha1",
-                "kind": "SlurmCluster",
-                "metadata": {"name": scenario::CLUSTER},
-                "spec": {
-                    "endpoint": slurm.url,
-                    "allowInsecureHttp": true,
-                    "auth": {"jwt": {
-                        "keySecretRef": {"name": "slurm-jwt", "key": "jwt_hs256.key"},
-                        "user": slurm.user,
-                    }},
-                    "pollInterval": "1s",
-                    "access": [{
-                        "namespaces": [NAMESPACE], "slurmUser": "alice", "accounts": ["team-a"],
-                    }],
-                },
-            })),
-        )
-        .await
-        .unwrap();
+    scenario::grant(
+        &harness.client,
+        &slurm,
+        json!({"namespaces": [NAMESPACE], "slurmUser": "alice", "accounts": ["team-a"]}),
+    )
+    .await;
     let args = harness.args();
     let metrics = args[5];
     let env = [("KUBECONFIG", harness.kubeconfig.as_str())];

@@ -146,15 +146,7 @@ async fn job_transitions_reach_the_index_within_two_intervals() {
     let slurm = require_slurm!();
     let client = slurm.client();
     // A node of its own, so that the job does not queue behind other tests' jobs.
-    let node = common::unique("ptrans");
-    let feature = node.replace('-', "");
-    slurm.node_script(&[
-        "start",
-        &node,
-        "--conf",
-        &format!("CPUs=1 RealMemory=500 Feature={feature}"),
-    ]);
-    let _stop = common::NodeGuard::new(&slurm, &node);
+    let (_stop, feature) = slurm.private_node("ptrans");
     let mut poller = start_local(&slurm);
     synced(&mut poller.index).await;
 

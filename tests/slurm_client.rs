@@ -454,15 +454,8 @@ async fn incremental_lists_report_unchanged_when_nothing_changed() {
 async fn drain_with_running_job_then_drained_then_resume() {
     let slurm = require_slurm!();
     let client = slurm.client();
-    let node = common::unique("drain");
-    let feature = node.replace('-', "");
-    slurm.node_script(&[
-        "start",
-        &node,
-        "--conf",
-        &format!("CPUs=1 RealMemory=500 Feature={feature}"),
-    ]);
-    let _stop = common::NodeGuard::new(&slurm, &node);
+    let (stop, feature) = slurm.private_node("drain");
+    let node = stop.name().to_owned();
 
     let mut request = slurm.job("drain-victim", "sleep 4");
     request.constraints = Some(feature.clone());

@@ -169,6 +169,21 @@ impl LocalSlurm {
     pub fn node_script(&self, args: &[&str]) -> String {
         self.hack_script("slurm-node.sh", args)
     }
+
+    /// A dynamic node of one CPU with a feature only it has (its name without dashes), stopped
+    /// and deleted when the guard drops: jobs constrained to the feature queue behind each
+    /// other only, not behind the rest of the suite's jobs.
+    pub fn private_node(&self, prefix: &str) -> (NodeGuard<'_>, String) {
+        let node = unique(prefix);
+        let feature = node.replace('-', "");
+        self.node_script(&[
+            "start",
+            &node,
+            "--conf",
+            &format!("CPUs=1 RealMemory=500 Feature={feature}"),
+        ]);
+        (NodeGuard::new(self, &node), feature)
+    }
 }
 
 /// Poll `probe` every `every` until it yields `Some`, or panic after `timeout` with `what`.

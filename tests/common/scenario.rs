@@ -89,6 +89,16 @@ pub const CREDENTIALS_NAMESPACE: &str = "slurm-operator";
 /// local Slurm's own user.
 pub async fn seed_cluster(client: &kube::Client, namespace: &str, slurm: &LocalSlurm) {
     seed_credentials(client, slurm).await;
+    grant(
+        client,
+        slurm,
+        json!({"namespaces": [namespace], "slurmUser": slurm.user}),
+    )
+    .await;
+}
+
+/// The SlurmCluster `local` (applied again) with one `access` entry: `access`.
+pub async fn grant(client: &kube::Client, slurm: &LocalSlurm, access: serde_json::Value) {
     let clusters: Api<SlurmCluster> = Api::all(client.clone());
     clusters
         .patch(
@@ -106,7 +116,7 @@ pub async fn seed_cluster(client: &kube::Client, namespace: &str, slurm: &LocalS
                         "user": slurm.user,
                     }},
                     "pollInterval": "1s",
-                    "access": [{"namespaces": [namespace], "slurmUser": slurm.user}],
+                    "access": [access],
                 },
             })),
         )
