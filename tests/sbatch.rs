@@ -372,7 +372,7 @@ async fn a_converted_script_reaches_slurm_with_its_options() {
 
 /// The kubectl-plugin commands against an API server: `sbatch --apply` creates the SlurmJob,
 /// `wait` follows it to its end and exits with its exit code, `logs` says where output without
-/// `spec.output` is.
+/// `spec.output` is, and with it waits for the streamer Pod and prints its output.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_wait_and_logs_against_an_api_server() {
     use fake_apiserver::FakeApiServer;
@@ -495,6 +495,61 @@ async fn apply_wait_and_logs_against_an_api_server() {
         stderr.contains("has no spec.output") && stderr.contains("logs/%x_%A_%a.out"),
         "{stderr}"
     );
+
+    // With spec.output: the streamer Pod the operator makes for it (created here, as the
+    // operator would), and what it prints, as its container's log (the kubelet's part, which
+    // the in-memory API server takes from the test).
+    jobs.patch(
+        "streamed",
+        &PatchParams::apply("test"),
+        &Patch::Apply(json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+            "metadata": {"name": "streamed"},
+            "spec": {
+                "clusterName": "main", "script": "#!/bin/sh\necho one\necho two\n",
+                "output": {"volume": "shared", "slurmPath": "/shared"},
+            },
+        })),
+    )
+    .await
+    .unwrap();
+    let streamed = jobs.get("streamed").await.unwrap();
+    let pod = slurm_operator::controller::slurmjob::output::pod(&streamed, 77, "streamer", false)
+        .unwrap();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(server.client(), "team-a");
+    pods.create(&Default::default(), &pod).await.unwrap();
+    // Not started: logs waits for it, up to its --pod-timeout.
+    let (code, _, stderr) = run(args(&[
+        "logs",
+        "streamed",
+        "-n",
+        "team-a",
+        "--pod-timeout",
+        "1s",
+    ]))
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("did not start within 1s"), "{stderr}");
+    // Started, its container not yet: the API server's refusal is passed on.
+    let running = json!({"status": {"phase": "Running"}});
+    pods.patch_status("streamed", &PatchParams::default(), &Patch::Merge(&running))
+        .await
+        .unwrap();
+    let (code, _, stderr) = run(args(&["logs", "streamed", "-n", "team-a"])).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot read the output") && stderr.contains("waiting to start"),
+        "{stderr}"
+    );
+    // The output, line by line, with and without -f.
+    server.set_pod_log("team-a", "streamed", "one\ntwo\n");
+    for follow in [&[][..], &["-f"]] {
+        let mut list = args(&["logs", "streamed", "-n", "team-a"]);
+        list.extend(args(follow));
+        let (code, stdout, stderr) = run(list).await;
+        assert_eq!(code, Some(0), "{follow:?}: {stderr}");
+        assert_eq!(stdout, "one\ntwo\n", "{follow:?}");
+    }
 }
 
 /// Installed as a kubectl plugin (`docs/sbatch.md`): a `kubectl-slurm` link to the binary is

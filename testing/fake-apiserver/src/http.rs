@@ -54,6 +54,7 @@ pub(crate) fn resolve(store: &Store, path: &Path) -> Result<Target, Failure> {
     match path.subresource.as_deref() {
         None => {}
         Some("status") if info.status_subresource => {}
+        Some("log") if path.group.is_empty() && path.plural == "pods" => {}
         Some(sub) => {
             return Err(Failure::NotFound(format!(
                 "subresource {sub} of {} not served",
@@ -101,6 +102,39 @@ impl Failure {
                 "message": message, "reason": reason, "code": code.as_u16(),
             }),
         )
+    }
+}
+
+/// `GET pods/{name}/log`: the text the test set for the pod, whole (as a container that has
+/// exited gives it, also with `follow`); a pod without any is one whose container has not
+/// started, as the kubelet says.
+fn pod_log(store: &Store, target: &Target, method: &Method) -> Response {
+    let Some(name) = target.path.name.clone() else {
+        return Failure::NotFound("a pod's log needs its name".into()).response();
+    };
+    if *method != Method::GET {
+        return Failure::MethodNotAllowed(format!("{method} of a pod's log is not served"))
+            .response();
+    }
+    if store.get(&target.key(&name)).is_none() {
+        return target.not_found(&name).response();
+    }
+    match store
+        .pod_logs
+        .get(&(target.path.namespace.clone(), name.clone()))
+    {
+        Some(text) => {
+            let mut response = Response::new(Body::from(text.clone()));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/plain"),
+            );
+            response
+        }
+        None => Failure::BadRequest(format!(
+            "container in pod \"{name}\" is waiting to start: ContainerCreating"
+        ))
+        .response(),
     }
 }
 
@@ -161,6 +195,10 @@ pub(crate) async fn handle(State(shared): State<Shared>, request: Request) -> Re
         Ok(target) => target,
         Err(failure) => return failure.response(),
     };
+    if path.subresource.as_deref() == Some("log") {
+        let response = pod_log(&store, &target, &method);
+        return response;
+    }
     let watching = options
         .query
         .get("watch")

@@ -230,6 +230,15 @@ impl FakeApiServer {
         self.shared.written(rv);
     }
 
+    /// What `GET pods/{pod}/log` answers in `namespace` from now on: the kubelet's part, which
+    /// this server has not.
+    pub fn set_pod_log(&self, namespace: &str, pod: &str, text: &str) {
+        self.shared
+            .lock()
+            .pod_logs
+            .insert((namespace.to_owned(), pod.to_owned()), text.to_owned());
+    }
+
     /// How many requests were made, by `METHOD group/version/plural[/subresource]`
     /// (`GET v1/secrets`, `PATCH slurm.rs/v1alpha1/slurmjobs/status`).
     pub fn requests(&self) -> HashMap<String, u64> {

@@ -85,6 +85,9 @@ pub(crate) struct Store {
     /// Every event since the start, in resourceVersion order.
     pub log: Vec<Event>,
     pub requests: HashMap<String, u64>,
+    /// What `pods/{name}/log` answers, by (namespace, pod): the kubelet's part, set by the test
+    /// (`FakeApiServer::set_pod_log`).
+    pub pod_logs: HashMap<(String, String), String>,
     /// uid → key of every object.
     uids: HashMap<String, Key>,
     /// (uid, namespace) of objects removed since the garbage collector last looked.

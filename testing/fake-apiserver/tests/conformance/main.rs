@@ -9,6 +9,7 @@ mod apply;
 mod crds;
 mod deletion;
 mod lists;
+mod logs;
 mod objects;
 mod status;
 mod support;
