@@ -1,7 +1,9 @@
 //! Incremental cycles against full listings, over random histories of a simulated slurmctld
 //! (issue 19). The poller's own steps ([`followed`], [`probe`], [`plan`], [`apply`]) run against
 //! a model cluster where jobs, ours and others', are submitted (with gaps in the id sequence,
-//! as rejected submits leave), start, end and are purged. Two pollers watch each history: one
+//! as rejected submits leave), start, end and are purged; a quarter of them are job arrays,
+//! whose tasks start as records of their own, numbered in sequence, out of a pending meta
+//! record that lists the tasks still to start (the last task takes the meta record). Two pollers watch each history: one
 //! lists every job's state every cycle (the reference), one lists incrementally with a full
 //! listing every few cycles. The properties:
 //! - after every cycle, both hold the same records of our jobs (what SlurmJobs read): all of
@@ -35,12 +37,18 @@ impl Rng {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct SimJob {
     state: &'static str,
     ours: bool,
     node: Option<u32>,
     started: Option<i64>,
+    /// For a job array's records: the array's job id (the meta record's own id).
+    array: Option<u32>,
+    /// A task record's index.
+    task: Option<u32>,
+    /// A pending meta record's tasks still to start.
+    pending_tasks: Vec<u32>,
 }
 
 /// slurmctld as far as the poller sees it.
@@ -65,30 +73,67 @@ impl Sim {
             nodes: sim.node.map(|n| format!("n{n}")),
             start_time: sim.started.and_then(|s| DateTime::from_timestamp(s, 0)),
             time_limit: Some(Duration::from_secs(600)),
+            array_job_id: sim.array,
+            array_task_id: sim.task,
+            array_task_string: (!sim.pending_tasks.is_empty())
+                .then(|| super::hostlist::task_ranges(&sim.pending_tasks)),
             ..Job::bare()
         };
+        // An array's records all carry the array's tag.
+        let owner = sim.array.unwrap_or(id);
         if sim.ours {
-            job.set_comment(Some(format!("slurm.rs/uid=u{id},generation=1")));
+            job.set_comment(Some(format!("slurm.rs/uid=u{owner},generation=1")));
         } else {
             job.set_comment(Some("someone else's".into()));
         }
         Some(job)
     }
 
-    fn entry(&self, id: u32) -> Option<JobStateEntry> {
-        self.jobs.get(&id).map(|sim| JobStateEntry {
+    /// A record's `/jobs/state/` entries: one per task still to start for a pending meta
+    /// record, else one.
+    fn entries(&self, id: u32) -> Vec<JobStateEntry> {
+        let Some(sim) = self.jobs.get(&id) else {
+            return Vec::new();
+        };
+        let entry = |task| JobStateEntry {
             job_id: id,
-            array_task_id: None,
+            array_task_id: task,
             state: Self::state(sim.state),
-        })
+        };
+        if sim.pending_tasks.is_empty() {
+            vec![entry(sim.task)]
+        } else {
+            sim.pending_tasks.iter().map(|t| entry(Some(*t))).collect()
+        }
+    }
+
+    /// The records an id names: an array's id brings every record of the array (its tasks'
+    /// own ids included), as slurmrestd answers for it; another id, its one record.
+    fn family(&self, id: u32) -> Vec<u32> {
+        let members: Vec<u32> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.array == Some(id))
+            .map(|(member, _)| *member)
+            .collect();
+        if members.is_empty() {
+            self.jobs
+                .contains_key(&id)
+                .then_some(id)
+                .into_iter()
+                .collect()
+        } else {
+            members
+        }
     }
 
     fn all_states(&self) -> Vec<JobStateEntry> {
-        self.jobs.keys().filter_map(|id| self.entry(*id)).collect()
+        self.jobs.keys().flat_map(|id| self.entries(*id)).collect()
     }
 
     fn states(&self, ids: &BTreeSet<u32>) -> Vec<JobStateEntry> {
-        ids.iter().filter_map(|id| self.entry(*id)).collect()
+        let records: BTreeSet<u32> = ids.iter().flat_map(|id| self.family(*id)).collect();
+        records.iter().flat_map(|id| self.entries(*id)).collect()
     }
 
     fn fetch(&self, fetch: Fetch) -> Fetched {
@@ -98,14 +143,18 @@ impl Sim {
                 Fetched::Full(self.jobs.keys().filter_map(|id| self.record(*id)).collect())
             }
             Fetch::Details(ids) => {
-                let (records, missing): (Vec<_>, Vec<_>) = ids
-                    .iter()
-                    .map(|id| (*id, self.record(*id)))
-                    .partition(|(_, r)| r.is_some());
-                Fetched::Details {
-                    records: records.into_iter().filter_map(|(_, r)| r).collect(),
-                    missing: missing.into_iter().map(|(id, _)| id).collect(),
+                let mut records = Vec::new();
+                let mut missing = Vec::new();
+                for id in ids {
+                    let family = self.family(id);
+                    if family.is_empty() {
+                        missing.push(id);
+                    }
+                    records.extend(family.into_iter().filter_map(|m| self.record(m)));
                 }
+                records.sort_by_key(|r| r.job_id);
+                records.dedup_by_key(|r| r.job_id);
+                Fetched::Details { records, missing }
             }
         }
     }
@@ -120,24 +169,52 @@ impl Sim {
                 // Rejected submits use ids up: gaps of up to 3.
                 self.next_id += 1 + rng.below(4) as u32;
                 let ours = rng.below(3) == 0;
+                // One in four an array of 2 to 4 tasks: a meta record holding them all.
+                let array = rng.below(4) == 0;
                 self.jobs.insert(
                     self.next_id,
                     SimJob {
                         state: "PENDING",
                         ours,
-                        node: None,
-                        started: None,
+                        array: array.then_some(self.next_id),
+                        pending_tasks: if array {
+                            (0..2 + rng.below(3) as u32).collect()
+                        } else {
+                            Vec::new()
+                        },
+                        ..SimJob::default()
                     },
                 );
             }
             3..=4 => {
-                if let Some(id) = pick(rng)
-                    && let Some(job) = self.jobs.get_mut(&id)
-                    && job.state == "PENDING"
-                {
+                let Some(id) = pick(rng) else { return };
+                let node = Some(1 + rng.below(4) as u32);
+                let clock = self.clock;
+                let Some(job) = self.jobs.get_mut(&id).filter(|j| j.state == "PENDING") else {
+                    return;
+                };
+                if job.pending_tasks.len() > 1 {
+                    // A task starts as a record of its own, numbered in sequence; the meta
+                    // record keeps the rest.
+                    let task = job.pending_tasks.remove(0);
+                    let started = SimJob {
+                        state: "RUNNING",
+                        node,
+                        started: Some(clock),
+                        task: Some(task),
+                        pending_tasks: Vec::new(),
+                        ..job.clone()
+                    };
+                    self.next_id += 1;
+                    self.jobs.insert(self.next_id, started);
+                } else {
+                    // A plain job, or an array's last task, which takes the meta record.
+                    if let Some(task) = job.pending_tasks.pop() {
+                        job.task = Some(task);
+                    }
                     job.state = "RUNNING";
-                    job.node = Some(1 + rng.below(4) as u32);
-                    job.started = Some(self.clock);
+                    job.node = node;
+                    job.started = Some(clock);
                 }
             }
             5..=6 => {
@@ -149,6 +226,10 @@ impl Sim {
                         "PENDING" => "CANCELLED",
                         other => other,
                     };
+                    if job.state == "CANCELLED" && !job.pending_tasks.is_empty() {
+                        // A cancelled meta record is one record of the tasks it held.
+                        job.pending_tasks.clear();
+                    }
                 }
             }
             7 => {
@@ -253,6 +334,7 @@ fn incremental_cycles_hold_what_full_listings_hold() {
     let mut full_cycles = 0;
     let mut incremental_cycles = 0;
     let mut ours_seen = 0;
+    let mut array_records_seen = 0;
     for seed in 0..300u64 {
         let mut rng = Rng(seed);
         let mut sim = Sim {
@@ -317,6 +399,10 @@ fn incremental_cycles_hold_what_full_listings_hold() {
                 .filter_map(|(id, _)| sim.record(*id).map(|r| (*id, r)))
                 .collect();
             ours_seen += ours_since.len();
+            array_records_seen += ours_since
+                .values()
+                .filter(|r| r.array_job_id.is_some())
+                .count();
             for (id, record) in &ours_since {
                 assert_eq!(reference.jobs.get(id), Some(record), "job {id}: {context}");
             }
@@ -350,6 +436,10 @@ fn incremental_cycles_hold_what_full_listings_hold() {
         "{incremental_cycles} incremental cycles"
     );
     assert!(ours_seen > 1_000, "{ours_seen} records of ours compared");
+    assert!(
+        array_records_seen > 200,
+        "{array_records_seen} records of our arrays compared"
+    );
 }
 
 #[test]
@@ -365,8 +455,7 @@ fn a_quiet_incremental_cycle_asks_about_ours_and_a_window_only() {
             SimJob {
                 state: "PENDING",
                 ours: false,
-                node: None,
-                started: None,
+                ..SimJob::default()
             },
         );
     }
@@ -379,8 +468,7 @@ fn a_quiet_incremental_cycle_asks_about_ours_and_a_window_only() {
             SimJob {
                 state: "PENDING",
                 ours: true,
-                node: None,
-                started: None,
+                ..SimJob::default()
             },
         );
     }
