@@ -14,7 +14,7 @@ mod common;
 
 use std::time::Duration;
 
-use slurm_operator::slurm::types::{Job, JobBaseState, SubmitRequest};
+use slurm_operator::slurm::types::{Job, JobBaseState, JobUpdate, SubmitRequest, Tres};
 use slurm_operator::slurm::{ApiVersion, ClientConfig, SlurmClient, SlurmError};
 
 const JOB_TIMEOUT: Duration = Duration::from_secs(90);
@@ -237,6 +237,72 @@ async fn exercise(slurm: &common::LocalSlurm, version: ApiVersion) {
         "{}: {states:?}",
         context("jobs_state")
     );
+
+    // Accounting's usage of the array's tasks: each ended, with its elapsed time and its TRES.
+    if slurm.accounting {
+        let records = common::wait_for(&context("the tasks' usage"), JOB_TIMEOUT, POLL, || async {
+            let records = client.accounting_job(array_id).await.unwrap()?;
+            (records.len() == 2 && records.iter().all(|r| r.state.is_final())).then_some(records)
+        })
+        .await;
+        for record in &records {
+            let usage = record.usage.as_deref().unwrap();
+            assert!(
+                usage.elapsed >= Duration::from_secs(1),
+                "{}: {usage:?}",
+                context("elapsed")
+            );
+            assert_eq!(
+                Tres::count_of(&usage.allocated, "cpu", None),
+                Some(1),
+                "{}: {usage:?}",
+                context("allocated TRES")
+            );
+            assert_eq!(
+                Tres::count_of(&usage.requested, "mem", None),
+                Some(100),
+                "{}: {usage:?}",
+                context("requested TRES")
+            );
+        }
+    }
+
+    // In place: a held job, its time limit changed, released; the same id throughout.
+    let mut held = slurm.job(&format!("{tag}-held"), "sleep 300");
+    held.hold = true;
+    held.time_limit = Some(Duration::from_secs(600));
+    let held = client.submit_job(&held).await.unwrap().job_id;
+    let record = |id| {
+        let client = client.clone();
+        async move { records(&client, id).await.remove(0) }
+    };
+    let before = record(held).await;
+    assert!(before.held, "{}: {before:?}", context("submitted held"));
+    assert_eq!(before.priority, Some(0));
+    let update = JobUpdate {
+        time_limit: Some(Duration::from_secs(300)),
+        nice: Some(10),
+        ..JobUpdate::default()
+    };
+    client.update_job(held, &update).await.unwrap();
+    let changed = record(held).await;
+    assert_eq!(
+        changed.time_limit,
+        Some(Duration::from_secs(300)),
+        "{}",
+        context("limit")
+    );
+    assert_eq!(changed.nice, Some(10), "{}", context("nice"));
+    assert!(changed.held);
+    let release = JobUpdate {
+        hold: Some(false),
+        ..JobUpdate::default()
+    };
+    client.update_job(held, &release).await.unwrap();
+    let released = record(held).await;
+    assert!(!released.held, "{}: {released:?}", context("released"));
+    assert_eq!(released.job_id, held);
+    client.cancel_job(held).await.unwrap();
 
     // Cancel.
     let long = client
