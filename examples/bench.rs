@@ -33,6 +33,9 @@
 // Measurement code: a failed unwrap is a failed run with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "bench/burst.rs"]
+mod burst;
+
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -113,6 +116,31 @@ enum What {
         #[arg(long, default_value_t = 1_000)]
         nodes: u32,
     },
+    /// The operator binary against the tests' API server: bursts of SlurmJobs, API writes per
+    /// SlurmJob, status latency (`bench/burst.rs`).
+    Burst {
+        /// The env file written by hack/slurm-up.sh.
+        #[arg(long)]
+        env_file: PathBuf,
+        /// The `slurm-operator` binary to run.
+        #[arg(long)]
+        binary: PathBuf,
+        /// Prefix of every SlurmJob and job name (for the cleanup).
+        #[arg(long)]
+        run: String,
+        /// SlurmJobs per burst, one measurement each.
+        #[arg(long, value_delimiter = ',', default_value = "200,2000")]
+        bursts: Vec<usize>,
+        /// Held jobs cancelled from outside, one at a time, for the status latency.
+        #[arg(long, default_value_t = 40)]
+        cancels: usize,
+        /// The operator's `--slurmjob-debounce` (default: its own).
+        #[arg(long)]
+        debounce: Option<String>,
+        /// The operator's `--reconcile-concurrency` (default: its own).
+        #[arg(long)]
+        concurrency: Option<u16>,
+    },
     /// RSS of the index with synthetic records.
     Memory {
         #[arg(long, default_value_t = 10_000)]
@@ -150,6 +178,26 @@ async fn main() -> anyhow::Result<()> {
             slurmjobs,
             nodes,
         } => operator_memory(&env_file, &binary, slurmjobs, nodes).await,
+        What::Burst {
+            env_file,
+            binary,
+            run,
+            bursts,
+            cancels,
+            debounce,
+            concurrency,
+        } => {
+            burst::burst(burst::Settings {
+                env_file,
+                binary,
+                run,
+                bursts,
+                cancels,
+                debounce,
+                concurrency,
+            })
+            .await
+        }
     }
 }
 
@@ -1239,31 +1287,10 @@ async fn operator_memory(
     let env = read_env(env_file)?;
     let get = |k: &str| env.get(k).cloned().with_context(|| format!("{k} missing"));
     let _nodes = ExtraNodes::create(&get("SLURM_ROOT")?, "benchnode", nodes)?;
-    let key = std::fs::read(get("SLURM_JWT_KEY")?)?;
     let api = fake_apiserver::FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
     let dir = tempfile::tempdir()?;
     let kubeconfig = api.write_kubeconfig(dir.path());
-    let b64 = |bytes: &[u8]| {
-        use base64::Engine as _;
-        base64::engine::general_purpose::STANDARD.encode(bytes)
-    };
-    // NS doubles as the credentials namespace (the operator runs with both).
-    api.insert(
-        "v1/secrets",
-        NS,
-        json!({"apiVersion": "v1", "kind": "Secret",
-               "metadata": {"name": "jwt", "labels": {"slurm.rs/credentials": "true"}},
-               "data": {"jwt_hs256.key": b64(&key)}}),
-    );
-    api.insert(
-        "slurm.rs/v1alpha1/slurmclusters",
-        "",
-        json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "local"},
-               "spec": {"endpoint": get("SLURM_REST_URL")?, "pollInterval": "1s", "allowInsecureHttp": true,
-                        "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"},
-                                         "user": get("SLURM_USER")?}},
-                        "access": [{"namespaces": [NS], "slurmUser": get("SLURM_USER")?}]}}),
-    );
+    seed_api(&api, &env, NS)?;
     let started = Instant::now();
     for i in 0..count {
         // As a finished SlurmJob looks after a run: finalizer, full status, a few labels.
@@ -1294,25 +1321,7 @@ async fn operator_memory(
         "seeded {count} SlurmJobs in {:?}",
         started.elapsed()
     ));
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-        l.local_addr()?.port()
-    };
-    let mut child = tokio::process::Command::new(binary)
-        .args([
-            "run",
-            "--namespace",
-            NS,
-            "--credentials-namespace",
-            NS,
-            "--metrics-addr",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("RUST_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("start {}", binary.display()))?;
+    let (mut child, port) = spawn_operator(binary, &kubeconfig, NS, &[])?;
     let pid = child.id().context("no pid")?;
     let clusters: kube::Api<SlurmCluster> = kube::Api::all(api.client());
     let http = reqwest::Client::new();
@@ -1377,4 +1386,68 @@ async fn operator_memory(
         settled
     );
     Ok(())
+}
+
+/// A Secret with the local Slurm's JWT key in `namespace` (which doubles as the credentials
+/// namespace) and the SlurmCluster `local` for its slurmrestd (1 s polls), granting `namespace`
+/// to the local Slurm's own user: seeded without requests.
+fn seed_api(
+    api: &fake_apiserver::FakeApiServer,
+    env: &HashMap<String, String>,
+    namespace: &str,
+) -> anyhow::Result<()> {
+    let get = |k: &str| env.get(k).cloned().with_context(|| format!("{k} missing"));
+    let key = std::fs::read(get("SLURM_JWT_KEY")?)?;
+    let b64 = |bytes: &[u8]| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    };
+    api.insert(
+        "v1/secrets",
+        namespace,
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "jwt", "labels": {"slurm.rs/credentials": "true"}},
+               "data": {"jwt_hs256.key": b64(&key)}}),
+    );
+    api.insert(
+        "slurm.rs/v1alpha1/slurmclusters",
+        "",
+        json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "local"},
+               "spec": {"endpoint": get("SLURM_REST_URL")?, "pollInterval": "1s", "allowInsecureHttp": true,
+                        "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"},
+                                         "user": get("SLURM_USER")?}},
+                        "access": [{"namespaces": [namespace], "slurmUser": get("SLURM_USER")?}]}}),
+    );
+    Ok(())
+}
+
+/// `binary run` for `namespace` (also its credentials namespace) against the API server of
+/// `kubeconfig`, with `extra` arguments; its metrics port.
+fn spawn_operator(
+    binary: &PathBuf,
+    kubeconfig: &std::path::Path,
+    namespace: &str,
+    extra: &[String],
+) -> anyhow::Result<(tokio::process::Child, u16)> {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        l.local_addr()?.port()
+    };
+    let child = tokio::process::Command::new(binary)
+        .args([
+            "run",
+            "--namespace",
+            namespace,
+            "--credentials-namespace",
+            namespace,
+            "--metrics-addr",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .args(extra)
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("start {}", binary.display()))?;
+    Ok((child, port))
 }

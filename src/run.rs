@@ -115,6 +115,14 @@ pub struct RunArgs {
     /// How long before expiry the leader renews the Lease (and the clock skew tolerated).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub lease_grace: Duration,
+    /// How long the SlurmJob controller lets further changes of an object come in before it
+    /// reconciles it (the default is what `hack/bench.sh`'s burst measurement chose).
+    #[arg(long, env = "SLURMJOB_DEBOUNCE", default_value = "200ms", value_parser = humantime::parse_duration)]
+    pub slurmjob_debounce: Duration,
+    /// How many objects each controller reconciles at once (Slurm requests are limited per
+    /// cluster anyway: at most 4 in flight per slurmrestd connection).
+    #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = crate::controller::kit::MAX_CONCURRENT_RECONCILES)]
+    pub reconcile_concurrency: u16,
 }
 
 impl RunArgs {
@@ -417,6 +425,8 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     ctx.credentials_namespace = args.credentials_namespace();
     ctx.allowed_endpoints = args.allowed_endpoints.clone();
     ctx.deletion_deadline = args.deletion_deadline();
+    ctx.slurmjob_debounce = args.slurmjob_debounce;
+    ctx.reconcile_concurrency = args.reconcile_concurrency.max(1);
     info!(namespace = %ctx.credentials_namespace, "SlurmCluster credentials are read from this namespace only");
     match tag_key(
         &client,

@@ -51,6 +51,10 @@ pub struct Context {
     /// from the credentials namespace (`run::tag_key`); until then a random one of this
     /// process's own.
     pub tag_key: TagKey,
+    /// The SlurmJob controller's debounce (`run --slurmjob-debounce`).
+    pub slurmjob_debounce: std::time::Duration,
+    /// Reconciles each controller runs at once (`run --reconcile-concurrency`).
+    pub reconcile_concurrency: u16,
 }
 
 impl Context {
@@ -73,6 +77,8 @@ impl Context {
             allowed_endpoints: Vec::new(),
             deletion_deadline: Some(DEFAULT_DELETION_DEADLINE),
             tag_key: TagKey::ephemeral(),
+            slurmjob_debounce: super::slurmjob::DEBOUNCE,
+            reconcile_concurrency: super::kit::MAX_CONCURRENT_RECONCILES,
         }
     }
 }

@@ -48,6 +48,14 @@ impl ClusterHandle {
     pub fn try_io(&self) -> Option<OwnedSemaphorePermit> {
         Arc::clone(&self.io).try_acquire_owned().ok()
     }
+
+    /// A request slot, waiting at most `wait` for one to free up; `None`: requeue.
+    pub async fn io_within(&self, wait: std::time::Duration) -> Option<OwnedSemaphorePermit> {
+        tokio::time::timeout(wait, Arc::clone(&self.io).acquire_owned())
+            .await
+            .ok()?
+            .ok()
+    }
 }
 
 /// How the client and poller of a cluster are set up, minus the credentials (which can rotate

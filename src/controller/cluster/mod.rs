@@ -570,7 +570,7 @@ pub fn run(
         .with_config(
             controller::Config::default()
                 .debounce(Duration::from_millis(500))
-                .concurrency(kit::MAX_CONCURRENT_RECONCILES),
+                .concurrency(ctx.reconcile_concurrency),
         )
         .watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
             let name = secret.name_any();

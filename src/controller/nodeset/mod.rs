@@ -985,7 +985,7 @@ pub fn run(
         .with_config(
             controller::Config::default()
                 .debounce(Duration::from_millis(500))
-                .concurrency(kit::MAX_CONCURRENT_RECONCILES),
+                .concurrency(ctx.reconcile_concurrency),
         )
         .reconcile_on(triggers)
         .reconcile_on(cluster_changes)

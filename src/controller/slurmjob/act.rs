@@ -243,6 +243,25 @@ where
     }
 }
 
+/// Whether a step of `target` may call slurmrestd: a submit (and the accounting lookups before
+/// it), an edit, a job that left slurmctld unseen (accounting), or an ended job's usage. A step
+/// that only mirrors the index does not, and takes none of the cluster's request slots. Pure.
+pub fn may_call_slurm(target: Target<'_>, env: Env<'_>) -> bool {
+    match lifecycle::decide(target.generation, target.status) {
+        Decision::Rejected { .. } => false,
+        Decision::Submit { .. } | Decision::Edit { .. } => true,
+        Decision::Follow { job_id } => {
+            let current = target.status.cloned().unwrap_or_default();
+            if usage_retry(&current, env.now).is_some() {
+                return true;
+            }
+            let next = plan::follow(&current, job_id, env.state, env.now, target.uid, env.key);
+            // Lost: accounting is asked how it ended; ended now: for what it used.
+            next.phase.is_terminal() && !current.phase.is_terminal()
+        }
+    }
+}
+
 /// Whether the spec asks for the job to be held.
 fn target_suspend(target: Target<'_>) -> bool {
     target.spec.suspend == Some(true)

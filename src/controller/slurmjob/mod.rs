@@ -82,6 +82,16 @@ use crate::state::index::{ClusterState, SlurmEvent};
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "slurmjob";
 
+/// How long a step that calls slurmrestd waits for one of its cluster's request slots before it
+/// requeues instead (a burst of submits takes turns; a cluster whose requests hang keeps each
+/// reconcile this long at most).
+pub const IO_WAIT: Duration = Duration::from_millis(100);
+
+/// How long the controller lets further changes of a SlurmJob come in before it reconciles it
+/// (`run --slurmjob-debounce`): a submit's answers, Slurm's and our own writes, arrive close
+/// together.
+pub const DEBOUNCE: Duration = Duration::from_millis(200);
+
 /// An unfinished job is looked at again this often even without Slurm events (safety net).
 pub const RESYNC: Duration = Duration::from_secs(300);
 
@@ -377,21 +387,6 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
             Err(refusal) => return refuse(job, namespace, refusal, ctx).await,
         }
     }
-    // A step may call slurmrestd: it takes one of the cluster's request slots, or requeues
-    // without holding one of this controller's (a cluster whose requests hang delays only its
-    // own SlurmJobs). A settled job needs nothing from Slurm and no slot.
-    let usage_due = job
-        .status
-        .as_ref()
-        .is_some_and(|s| act::usage_retry(s, Utc::now()).is_some());
-    let _io = if lifecycle::settled(generation, job.status.as_ref()) && !usage_due {
-        None
-    } else {
-        match handle.try_io() {
-            Some(slot) => Some(slot),
-            None => return Err(Error::ClusterBusy(job.spec.cluster_name.clone())),
-        }
-    };
     // Copy the Arc out: the watch borrow must not live across an await.
     let state: Arc<ClusterState> = Arc::clone(&handle.index.borrow());
     let env = Env {
@@ -417,6 +412,18 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
             .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0)),
         refusal: edit_refusal.as_ref(),
     };
+    // A step that may call slurmrestd takes one of the cluster's request slots for the step
+    // only (not for the Kubernetes writes after it), waiting a moment for one; else it requeues
+    // without holding one of this controller's reconcile slots (a cluster whose requests hang
+    // delays only its own SlurmJobs). A step that only mirrors the index takes none.
+    let io = if act::may_call_slurm(target, env) {
+        match handle.io_within(IO_WAIT).await {
+            Some(slot) => Some(slot),
+            None => return Err(Error::ClusterBusy(job.spec.cluster_name.clone())),
+        }
+    } else {
+        None
+    };
     let lookup = |dep: &str| {
         data.jobs
             .get(&ObjectRef::new(dep).within(namespace))
@@ -426,7 +433,9 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
     // submit.
     let jobs_api: Api<SlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
     let load = |generation| load_spec(&jobs_api, &name, &uid, generation, &spec);
-    let step = match act::step_loading(target, env, lookup, load).await {
+    let step = act::step_loading(target, env, lookup, load).await;
+    drop(io);
+    let step = match step {
         Ok(step) => step,
         Err(act::StepError::LoadSpec(error)) => return Err(Error::LoadSpec(error)),
         Err(act::StepError::Slurm(error)) => {
@@ -1104,6 +1113,7 @@ pub fn run(
     .predicate_filter(predicates::labels, Default::default());
     let by_cluster = store.clone();
     let by_namespace = store.clone();
+    let (debounce, concurrency) = (ctx.slurmjob_debounce, ctx.reconcile_concurrency);
 
     let data = Arc::new(JobContext {
         ctx,
@@ -1117,8 +1127,8 @@ pub fn run(
     let driver = Controller::for_stream(jobs, store.clone())
         .with_config(
             controller::Config::default()
-                .debounce(Duration::from_millis(200))
-                .concurrency(kit::MAX_CONCURRENT_RECONCILES),
+                .debounce(debounce)
+                .concurrency(concurrency),
         )
         // Metadata only (kube's `owns`), in pages: a tenant can label Pods of their own.
         .owns(

@@ -1,0 +1,286 @@
+//! `bench burst` (issue 19): the operator *binary* against the tests' in-memory API server and
+//! the real local Slurm, as users meet it.
+//!
+//! 1. Bursts of SlurmJobs created at once (`--bursts`, 16 creates in flight): how fast the API
+//!    server took them, and how long after the last one was created the last one was submitted
+//!    (its `status.jobId` seen by a watch, so the status write is included), with each
+//!    SlurmJob's own lag; bare REST submits of as many held jobs (16 in flight) for comparison.
+//!    The SlurmJobs are `suspend: true`: submitted held, they never run.
+//! 2. The API writes the operator made per SlurmJob of the bursts (finalizer, status, Events).
+//! 3. Status latency: `--cancels` of those held jobs cancelled from outside (a REST DELETE, as
+//!    `scancel` would), one at a time at a random point of the poll cycle, until a watch of the
+//!    API server sees the SlurmJob's phase `Cancelled`: poll, event, debounce, reconcile and the
+//!    status write.
+//!
+//! `--debounce` and `--concurrency` are passed to the operator (`run --slurmjob-debounce`,
+//! `--reconcile-concurrency`), to compare settings.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use slurm_operator::crd::slurmjob::{Phase, SlurmJob};
+use slurm_operator::slurm::{ClientConfig, Credentials, SlurmClient};
+
+use super::{log, percentile, read_env, seed_api, spawn_operator};
+
+const NS: &str = "burst";
+/// Creates (and bare submits) in flight at once.
+const IN_FLIGHT: usize = 16;
+const TIMEOUT: Duration = Duration::from_secs(900);
+
+/// When the watch first saw each SlurmJob submitted, and cancelled.
+#[derive(Default)]
+struct Seen {
+    submitted: HashMap<String, Instant>,
+    cancelled: HashMap<String, Instant>,
+    job_ids: HashMap<String, u32>,
+}
+
+pub struct Settings {
+    pub env_file: PathBuf,
+    pub binary: PathBuf,
+    pub run: String,
+    pub bursts: Vec<usize>,
+    pub cancels: usize,
+    pub debounce: Option<String>,
+    pub concurrency: Option<u16>,
+}
+
+pub async fn burst(settings: Settings) -> anyhow::Result<()> {
+    let env = read_env(&settings.env_file)?;
+    let get = |k: &str| env.get(k).cloned().with_context(|| format!("{k} missing"));
+    let api = fake_apiserver::FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
+    let dir = tempfile::tempdir()?;
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    seed_api(&api, &env, NS)?;
+    let mut extra = Vec::new();
+    if let Some(debounce) = &settings.debounce {
+        extra.extend(["--slurmjob-debounce".to_owned(), debounce.clone()]);
+    }
+    if let Some(concurrency) = settings.concurrency {
+        extra.extend([
+            "--reconcile-concurrency".to_owned(),
+            concurrency.to_string(),
+        ]);
+    }
+    let setting = format!(
+        "debounce {}, {} reconciles at once",
+        settings.debounce.as_deref().unwrap_or("200ms (default)"),
+        settings
+            .concurrency
+            .map_or("16 (default)".to_owned(), |c| c.to_string())
+    );
+    let (mut child, _port) = spawn_operator(&settings.binary, &kubeconfig, NS, &extra)?;
+    let jobs: Api<SlurmJob> = Api::namespaced(api.client(), NS);
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let watch = {
+        let seen = Arc::clone(&seen);
+        let stream = watcher(jobs.clone(), watcher::Config::default()).applied_objects();
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Ok(Some(job)) = stream.try_next().await {
+                let at = Instant::now();
+                let (Some(name), Some(status)) = (job.metadata.name, job.status) else {
+                    continue;
+                };
+                let mut seen = seen.lock().unwrap();
+                if let Some(id) = status.job_id.and_then(|id| u32::try_from(id).ok()) {
+                    seen.submitted.entry(name.clone()).or_insert(at);
+                    seen.job_ids.insert(name.clone(), id);
+                }
+                if status.phase == Phase::Cancelled {
+                    seen.cancelled.entry(name).or_insert(at);
+                }
+            }
+        })
+    };
+    let spec = |name: &str| -> SlurmJob {
+        serde_json::from_value(json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"clusterName": "local", "partition": get("SLURM_PARTITION").unwrap_or_default(),
+                     "script": "#!/bin/sh\ntrue\n", "environment": {"PATH": "/usr/bin:/bin"},
+                     "suspend": true},
+        }))
+        .unwrap()
+    };
+
+    // Warm-up: the operator is up and its index synced (a SlurmJob created before that waits
+    // for it, which is start-up, not the burst).
+    let warm = format!("{}-warm", settings.run);
+    jobs.create(&PostParams::default(), &spec(&warm)).await?;
+    wait_until("the warm-up SlurmJob submitted", &seen, |s| {
+        s.submitted.contains_key(&warm)
+    })
+    .await?;
+
+    let mut rows = Vec::new();
+    let mut burst_names = Vec::new();
+    for &n in &settings.bursts {
+        let before = api.requests();
+        let names: Vec<String> = (0..n)
+            .map(|i| format!("{}-b{n}-{i:05}", settings.run))
+            .collect();
+        let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let start = Instant::now();
+        futures::stream::iter(names.clone())
+            .map(|name| {
+                let jobs = jobs.clone();
+                let created = Arc::clone(&created);
+                let object = spec(&name);
+                async move {
+                    jobs.create(&PostParams::default(), &object).await?;
+                    created.lock().unwrap().insert(name, Instant::now());
+                    anyhow::Ok(())
+                }
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect::<Vec<()>>()
+            .await?;
+        let creating = start.elapsed();
+        wait_until(&format!("{n} SlurmJobs submitted"), &seen, |s| {
+            names.iter().all(|name| s.submitted.contains_key(name))
+        })
+        .await?;
+        let created = created.lock().unwrap().clone();
+        let (lags, last_lag) = {
+            let seen = seen.lock().unwrap();
+            let mut lags: Vec<f64> = names
+                .iter()
+                .map(|name| (seen.submitted[name] - created[name]).as_secs_f64())
+                .collect();
+            lags.sort_by(f64::total_cmp);
+            let last_created = names.iter().map(|name| created[name]).max().unwrap();
+            let last_submitted = names.iter().map(|name| seen.submitted[name]).max().unwrap();
+            let last_lag = last_submitted.saturating_duration_since(last_created);
+            (lags, last_lag)
+        };
+        // The writes settle a moment after the last submit (Events, the waiting jobs' details).
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        let after = api.requests();
+        let delta = |key: &str| {
+            after.get(key).copied().unwrap_or(0) - before.get(key).copied().unwrap_or(0)
+        };
+        let finalizers = delta("PATCH slurm.rs/v1alpha1/slurmjobs");
+        let statuses = delta("PATCH slurm.rs/v1alpha1/slurmjobs/status");
+        let events = delta("POST events.k8s.io/v1/events") + delta("PATCH events.k8s.io/v1/events");
+        let per = |count: u64| count as f64 / n as f64;
+        log(format!(
+            "burst {n}: created in {creating:.2?}, last submitted {last_lag:.2?} after the last created"
+        ));
+        rows.push(format!(
+            "| burst: {n} SlurmJobs created at once → submitted | created at {:.0}/s ({creating:.2?}); the last submitted {:.2} s after the last created; per SlurmJob p50 {:.2} s, p99 {:.2} s | operator binary ({setting}), the tests' in-memory API server, {IN_FLIGHT} creates in flight; submitted = `status.jobId` seen by a watch (the status write included); held jobs (`suspend: true`) |",
+            n as f64 / creating.as_secs_f64(),
+            last_lag.as_secs_f64(),
+            percentile(&lags, 50.0),
+            percentile(&lags, 99.0),
+        ));
+        rows.push(format!(
+            "| API writes per SlurmJob (burst of {n}, held: submitted, then waiting) | {:.2} ({:.2} finalizer patches, {:.2} status writes, {:.2} Event writes) | counted by the in-memory API server over the burst and 8 s after |",
+            per(finalizers + statuses + events),
+            per(finalizers),
+            per(statuses),
+            per(events),
+        ));
+        burst_names.extend(names);
+    }
+
+    // Bare REST, the same number of held submits at the same concurrency.
+    let credentials = Credentials::minted(
+        std::fs::read(get("SLURM_JWT_KEY")?)?,
+        &get("SLURM_USER")?,
+        Duration::from_secs(600),
+    )?;
+    let client = SlurmClient::new(
+        ClientConfig::new(&get("SLURM_REST_URL")?)?.allow_plaintext(true),
+        Arc::new(credentials),
+    )?;
+    for &n in &settings.bursts {
+        let start = Instant::now();
+        futures::stream::iter(0..n)
+            .map(|i| {
+                let client = client.clone();
+                let mut request = slurm_operator::slurm::types::SubmitRequest {
+                    script: "#!/bin/sh\ntrue\n".into(),
+                    name: Some(format!("{}-bare{n}-{i:05}", settings.run)),
+                    partition: get("SLURM_PARTITION").ok(),
+                    working_directory: "/tmp".into(),
+                    ..Default::default()
+                };
+                request.hold = true;
+                async move { client.submit_job(&request).await }
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect::<Vec<_>>()
+            .await?;
+        let took = start.elapsed();
+        rows.push(format!(
+            "| … bare REST: {n} held submits | {:.0}/s ({took:.2?}) | `SlurmClient::submit_job`, {IN_FLIGHT} in flight, no Kubernetes |",
+            n as f64 / took.as_secs_f64()
+        ));
+    }
+
+    // Status latency: held jobs cancelled from outside, one at a time.
+    let targets: Vec<(String, u32)> = {
+        let seen = seen.lock().unwrap();
+        burst_names
+            .iter()
+            .take(settings.cancels)
+            .filter_map(|name| Some((name.clone(), *seen.job_ids.get(name)?)))
+            .collect()
+    };
+    let mut latencies = Vec::new();
+    for (name, job_id) in &targets {
+        let pause = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) * 1_000 / 256;
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        let sent = Instant::now();
+        client.cancel_job(*job_id).await?;
+        wait_until(&format!("{name} Cancelled"), &seen, |s| {
+            s.cancelled.contains_key(name)
+        })
+        .await?;
+        let at = seen.lock().unwrap().cancelled[name];
+        latencies.push(at.saturating_duration_since(sent).as_secs_f64());
+    }
+    latencies.sort_by(f64::total_cmp);
+    rows.push(format!(
+        "| status latency: external cancel → phase `Cancelled` read from the API server | p50 {:.3} s, p99 {:.3} s, max {:.3} s ({} cancels) | operator binary ({setting}), poll interval 1 s; one REST DELETE at a time at a random point of the poll cycle, until a watch of the in-memory API server sees the phase (the status write included) |",
+        percentile(&latencies, 50.0),
+        percentile(&latencies, 99.0),
+        latencies.last().copied().unwrap_or(f64::NAN),
+        latencies.len()
+    ));
+
+    watch.abort();
+    let _ = child.start_kill();
+    for row in rows {
+        println!("{row}");
+    }
+    Ok(())
+}
+
+/// Wait until `done` holds for what the watch saw (checked every 20 ms), or fail after
+/// [`TIMEOUT`] naming `what`.
+async fn wait_until(
+    what: &str,
+    seen: &Arc<Mutex<Seen>>,
+    done: impl Fn(&Seen) -> bool,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if done(&seen.lock().unwrap()) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
