@@ -5,8 +5,9 @@
 //! code and no Kubernetes (as `tests/slurmjob.rs` and `tests/poller.rs` do):
 //! 1. submit throughput: N SlurmJobs through `slurmjob::act::step` (index check, tag lookup,
 //!    the accounting check, `actions::submit_once`) vs a bare loop of the same REST submit;
-//! 2. status latency: the real poller (`poller::spawn`, 1 s), its events, a 200 ms debounce (the
-//!    SlurmJob controller's) and a step, from the moment a DELETE of the job is sent;
+//! 2. status latency: the real poller (`poller::spawn`, at the default poll interval), its
+//!    events, the SlurmJob controller's debounce and a step, from the moment a DELETE of the job
+//!    is sent (`bench burst` measures it through the operator binary and the API server);
 //! 3. request cost of the poller's cycles with 10, 1 000 and 10 000 jobs in slurmctld, counted
 //!    with the client's `RequestObserver`; bytes through a counting TCP proxy in front of
 //!    slurmrestd. The held jobs are others' (no ownership tag), so the cycles between full
@@ -36,7 +37,7 @@
 #[path = "bench/burst.rs"]
 mod burst;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,7 +58,8 @@ use slurm_operator::leader::Leadership;
 use slurm_operator::metrics::Metrics;
 use slurm_operator::slurm::tag::{OwnerTag, TagKey};
 use slurm_operator::slurm::types::{
-    ExitStatus, Job, JobBaseState, JobState, Node, NodeBaseState, NodeState, SubmitRequest,
+    ExitStatus, Job, JobBaseState, JobState, Node, NodeBaseState, NodeState, RpcStats,
+    SubmitRequest,
 };
 use slurm_operator::slurm::{ClientConfig, Credentials, RequestObserver, SlurmClient};
 use slurm_operator::state::index::{ClusterState, IndexReader, NodeJobs, SlurmEvent};
@@ -67,9 +69,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc};
 
-const INTERVAL: Duration = Duration::from_secs(1);
+/// The default `pollInterval` of a SlurmCluster.
+const INTERVAL: Duration = Duration::from_millis(500);
+/// First syncs are timed at each job count from this many on.
+const FIRST_SYNC_FROM: usize = 10_000;
+/// Above this many jobs the first sync that fetches every record is not timed.
+const FETCH_ALL_UP_TO: usize = 20_000;
 /// The SlurmJob controller's debounce (`controller::Config::debounce` in `controller/slurmjob.rs`).
-const DEBOUNCE: Duration = Duration::from_millis(200);
+const DEBOUNCE: Duration = slurm_operator::controller::slurmjob::DEBOUNCE;
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 #[derive(Parser)]
@@ -95,7 +102,7 @@ enum What {
         #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
         concurrency: Vec<usize>,
         /// Jobs in slurmctld at which a poll cycle is measured.
-        #[arg(long, value_delimiter = ',', default_value = "10,1000,10000")]
+        #[arg(long, value_delimiter = ',', default_value = "10,1000,10000,100000")]
         tracked: Vec<usize>,
         /// Poll cycles measured at each job count.
         #[arg(long, default_value_t = 10)]
@@ -109,7 +116,7 @@ enum What {
         /// The `slurm-operator` binary to run.
         #[arg(long)]
         binary: PathBuf,
-        #[arg(long, default_value_t = 10_000)]
+        #[arg(long, default_value_t = 100_000)]
         slurmjobs: u32,
         /// Extra Slurm nodes (CLOUD, powered down, in no partition: nothing runs there) created
         /// in slurmctld for the measurement, so that the operator's index holds them.
@@ -140,6 +147,9 @@ enum What {
         /// The operator's `--reconcile-concurrency` (default: its own).
         #[arg(long)]
         concurrency: Option<u16>,
+        /// The SlurmCluster's `pollInterval` (default: the CRD's).
+        #[arg(long)]
+        poll_interval: Option<String>,
     },
     /// RSS of the index with synthetic records.
     Memory {
@@ -186,6 +196,7 @@ async fn main() -> anyhow::Result<()> {
             cancels,
             debounce,
             concurrency,
+            poll_interval,
         } => {
             burst::burst(burst::Settings {
                 env_file,
@@ -195,6 +206,7 @@ async fn main() -> anyhow::Result<()> {
                 cancels,
                 debounce,
                 concurrency,
+                poll_interval,
             })
             .await
         }
@@ -459,6 +471,9 @@ impl Bench {
             .map_or((None, &[][..]), |(l, f)| (Some(*l), f));
         for &count in first {
             self.request_cost(count, cycles).await?;
+            if count >= FIRST_SYNC_FROM {
+                self.first_syncs().await?;
+            }
         }
         let mut latency_jobs = Vec::new();
         for &c in concurrency {
@@ -515,9 +530,7 @@ impl Bench {
         if let Some(count) = last {
             self.request_cost(count, cycles).await?;
         }
-        // Issue 19: a restart's first sync against the jobs held now (no SlurmJob names them).
-        self.first_sync(true).await?;
-        self.first_sync(false).await?;
+        self.first_syncs().await?;
         let state = self.index.borrow().clone();
         self.row(
             300_000,
@@ -538,6 +551,22 @@ impl Bench {
                 if cfg!(debug_assertions) { "dev" } else { "release" }
             ),
         );
+        Ok(())
+    }
+
+    /// Issue 19: a restart's first sync against the jobs held now (no SlurmJob names them),
+    /// skipping them; and, up to [`FETCH_ALL_UP_TO`] jobs, fetching every record as before (past
+    /// that it is one GET per job: half an hour at 100 000).
+    async fn first_syncs(&self) -> anyhow::Result<()> {
+        self.first_sync(true).await?;
+        let total = self.index.borrow().jobs_total;
+        if total <= FETCH_ALL_UP_TO {
+            self.first_sync(false).await?;
+        } else {
+            log(format!(
+                "not timing a first sync that fetches all {total} records (one GET each)"
+            ));
+        }
         Ok(())
     }
 
@@ -760,7 +789,7 @@ impl Bench {
             "status latency (DELETE sent → status Cancelled)",
             stats(status),
             format!(
-                "{} of {n} transitions, poll interval 1 s; includes the 200 ms debounce and the \
+                "{} of {n} transitions, poll interval {INTERVAL:?}; includes the debounce ({DEBOUNCE:?}) and the \
                  step, not the status PATCH",
                 samples.len()
             ),
@@ -873,7 +902,7 @@ impl Bench {
             .collect();
         ops.sort();
         self.row(
-            150_000 + usize::from(!skip),
+            150_000 + 2 * index.borrow().jobs_total + usize::from(!skip),
             &format!(
                 "first sync, {} jobs in slurmctld that no SlurmJob names, {}",
                 state.jobs_total,
@@ -921,7 +950,7 @@ impl Bench {
                             .map_err(anyhow::Error::from)
                     }
                 })
-                .buffer_unordered(4)
+                .buffer_unordered(16)
                 .collect()
                 .await;
             let failed = results.iter().filter(|r| r.is_err()).count();
@@ -948,6 +977,7 @@ impl Bench {
         ));
         // Let the cycles that still fetch the new records pass.
         tokio::time::sleep(2 * INTERVAL).await;
+        let rpcs_before = self.user.rpc_stats().await?;
         let mut per_cycle: Vec<(u64, u64, u64, HashMap<&'static str, u64>)> = Vec::new();
         index.borrow_and_update();
         let mut before = (
@@ -976,10 +1006,13 @@ impl Bench {
             }
             before = now;
         }
+        let rpcs = rpc_delta(&rpcs_before, &self.user.rpc_stats().await?);
         let state = index.borrow().clone();
         // What one full state listing costs now (the cycles between full listings do not list).
         let (lister, _, listed) = self.counted_client().await?;
+        let before_full = self.user.rpc_stats().await?;
         lister.all_job_states().await?;
+        let full_rpcs = rpc_delta(&before_full, &self.user.rpc_stats().await?);
         let full_listing = listed.down.load(Ordering::Relaxed);
         let mut requests: Vec<u64> = per_cycle.iter().map(|c| c.0).collect();
         requests.sort_unstable();
@@ -1016,8 +1049,60 @@ impl Bench {
                 kib(full_listing as f64)
             ),
         );
+        let cycles = per_cycle.len() as f64;
+        let rpc_count: u64 = rpcs.values().map(|(n, _)| n).sum();
+        let rpc_time: Duration = rpcs.values().map(|(_, t)| *t).sum();
+        let full_time: Duration = full_rpcs.values().map(|(_, t)| *t).sum();
+        self.row(
+            200_001 + state.jobs_total,
+            &format!(
+                "slurmctld's RPCs per poll cycle, {} jobs in slurmctld",
+                state.jobs_total
+            ),
+            format!(
+                "{:.2} RPCs, {:.2} ms of slurmctld's time per cycle; one full state listing: {:.2} ms",
+                rpc_count as f64 / cycles,
+                rpc_time.as_secs_f64() * 1_000.0 / cycles,
+                full_time.as_secs_f64() * 1_000.0,
+            ),
+            format!(
+                "sdiag's counters (`/diag`) over the {} cycles above, without the statistics \
+                 requests themselves: {}",
+                per_cycle.len(),
+                rpcs.iter()
+                    .map(|(kind, (n, t))| format!(
+                        "{kind} {:.2}× ({:.2} ms)",
+                        *n as f64 / cycles,
+                        t.as_secs_f64() * 1_000.0 / cycles
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
         Ok(())
     }
+}
+
+/// slurmctld's RPCs between two snapshots of its statistics, by type: count and time, without
+/// the statistics requests themselves.
+fn rpc_delta(before: &[RpcStats], after: &[RpcStats]) -> BTreeMap<String, (u64, Duration)> {
+    after
+        .iter()
+        .filter(|rpc| rpc.message_type != "REQUEST_STATS_INFO")
+        .filter_map(|rpc| {
+            let (count, time) = before
+                .iter()
+                .find(|b| b.message_type == rpc.message_type)
+                .map_or((0, Duration::ZERO), |b| (b.count, b.total_time));
+            let n = rpc.count.saturating_sub(count);
+            (n > 0).then(|| {
+                (
+                    rpc.message_type.clone(),
+                    (n, rpc.total_time.saturating_sub(time)),
+                )
+            })
+        })
+        .collect()
 }
 
 enum Msg {
@@ -1290,7 +1375,7 @@ async fn operator_memory(
     let api = fake_apiserver::FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
     let dir = tempfile::tempdir()?;
     let kubeconfig = api.write_kubeconfig(dir.path());
-    seed_api(&api, &env, NS)?;
+    seed_api(&api, &env, NS, None)?;
     let started = Instant::now();
     for i in 0..count {
         // As a finished SlurmJob looks after a run: finalizer, full status, a few labels.
@@ -1389,12 +1474,13 @@ async fn operator_memory(
 }
 
 /// A Secret with the local Slurm's JWT key in `namespace` (which doubles as the credentials
-/// namespace) and the SlurmCluster `local` for its slurmrestd (1 s polls), granting `namespace`
+/// namespace) and the SlurmCluster `local` for its slurmrestd (polled every `poll_interval`), granting `namespace`
 /// to the local Slurm's own user: seeded without requests.
 fn seed_api(
     api: &fake_apiserver::FakeApiServer,
     env: &HashMap<String, String>,
     namespace: &str,
+    poll_interval: Option<&str>,
 ) -> anyhow::Result<()> {
     let get = |k: &str| env.get(k).cloned().with_context(|| format!("{k} missing"));
     let key = std::fs::read(get("SLURM_JWT_KEY")?)?;
@@ -1409,15 +1495,16 @@ fn seed_api(
                "metadata": {"name": "jwt", "labels": {"slurm.rs/credentials": "true"}},
                "data": {"jwt_hs256.key": b64(&key)}}),
     );
-    api.insert(
-        "slurm.rs/v1alpha1/slurmclusters",
-        "",
-        json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "local"},
-               "spec": {"endpoint": get("SLURM_REST_URL")?, "pollInterval": "1s", "allowInsecureHttp": true,
-                        "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"},
-                                         "user": get("SLURM_USER")?}},
-                        "access": [{"namespaces": [namespace], "slurmUser": get("SLURM_USER")?}]}}),
-    );
+    let mut cluster = json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "local"},
+           "spec": {"endpoint": get("SLURM_REST_URL")?, "allowInsecureHttp": true,
+                    "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"},
+                                     "user": get("SLURM_USER")?}},
+                    "access": [{"namespaces": [namespace], "slurmUser": get("SLURM_USER")?}]}});
+    // Without one, the operator's default (the API server stores the CRD's).
+    if let Some(interval) = poll_interval {
+        cluster["spec"]["pollInterval"] = json!(interval);
+    }
+    api.insert("slurm.rs/v1alpha1/slurmclusters", "", cluster);
     Ok(())
 }
 

@@ -116,8 +116,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub lease_grace: Duration,
     /// How long the SlurmJob controller lets further changes of an object come in before it
-    /// reconciles it (the default is what `hack/bench.sh`'s burst measurement chose).
-    #[arg(long, env = "SLURMJOB_DEBOUNCE", default_value = "200ms", value_parser = humantime::parse_duration)]
+    /// reconciles it (none by default: what `hack/bench.sh`'s burst measurement chose).
+    #[arg(long, env = "SLURMJOB_DEBOUNCE", default_value = "0s", value_parser = humantime::parse_duration)]
     pub slurmjob_debounce: Duration,
     /// How many objects each controller reconciles at once (Slurm requests are limited per
     /// cluster anyway: at most 4 in flight per slurmrestd connection).

@@ -51,6 +51,7 @@ pub struct Settings {
     pub cancels: usize,
     pub debounce: Option<String>,
     pub concurrency: Option<u16>,
+    pub poll_interval: Option<String>,
 }
 
 pub async fn burst(settings: Settings) -> anyhow::Result<()> {
@@ -59,7 +60,7 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
     let api = fake_apiserver::FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
     let dir = tempfile::tempdir()?;
     let kubeconfig = api.write_kubeconfig(dir.path());
-    seed_api(&api, &env, NS)?;
+    seed_api(&api, &env, NS, settings.poll_interval.as_deref())?;
     let mut extra = Vec::new();
     if let Some(debounce) = &settings.debounce {
         extra.extend(["--slurmjob-debounce".to_owned(), debounce.clone()]);
@@ -71,11 +72,12 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
         ]);
     }
     let setting = format!(
-        "debounce {}, {} reconciles at once",
-        settings.debounce.as_deref().unwrap_or("200ms (default)"),
+        "debounce {}, {} reconciles at once, poll interval {}",
+        settings.debounce.as_deref().unwrap_or("default"),
         settings
             .concurrency
-            .map_or("16 (default)".to_owned(), |c| c.to_string())
+            .map_or("default".to_owned(), |c| c.to_string()),
+        settings.poll_interval.as_deref().unwrap_or("default"),
     );
     let (mut child, _port) = spawn_operator(&settings.binary, &kubeconfig, NS, &extra)?;
     let jobs: Api<SlurmJob> = Api::namespaced(api.client(), NS);
@@ -251,7 +253,7 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
     }
     latencies.sort_by(f64::total_cmp);
     rows.push(format!(
-        "| status latency: external cancel → phase `Cancelled` read from the API server | p50 {:.3} s, p99 {:.3} s, max {:.3} s ({} cancels) | operator binary ({setting}), poll interval 1 s; one REST DELETE at a time at a random point of the poll cycle, until a watch of the in-memory API server sees the phase (the status write included) |",
+        "| status latency: external cancel → phase `Cancelled` read from the API server | p50 {:.3} s, p99 {:.3} s, max {:.3} s ({} cancels) | operator binary ({setting}); one REST DELETE at a time at a random point of the poll cycle, until a watch of the in-memory API server sees the phase (the status write included) |",
         percentile(&latencies, 50.0),
         percentile(&latencies, 99.0),
         latencies.last().copied().unwrap_or(f64::NAN),

@@ -348,8 +348,8 @@ MailProg=/bin/true
 MpiDefault=none
 # hack/bench.sh adds 1 000 CLOUD nodes for the operator's memory measurement; tests add dynamic ones
 MaxNodeCount=1200
-# hack/bench.sh holds 10 000 jobs next to the ones it has just cancelled (kept MinJobAge)
-MaxJobCount=20000
+# hack/bench.sh holds 100 000 jobs next to the ones it has just cancelled (kept MinJobAge)
+MaxJobCount=150000
 # Ended jobs leave slurmctld after 30 s (purged about once a minute), not 300 s: tests see what a
 # SlurmJob shows once only accounting knows its job, without waiting minutes for it.
 MinJobAge=30

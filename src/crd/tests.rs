@@ -950,7 +950,11 @@ fn schema_default<'a>(schema: &'a Value, path: &str) -> &'a Value {
 fn schema_defaults() {
     let schemas: BTreeMap<String, Value> = schemas().into_iter().collect();
     let cases = [
-        ("slurmclusters.slurm.rs", "spec.pollInterval", json!("1s")),
+        (
+            "slurmclusters.slurm.rs",
+            "spec.pollInterval",
+            json!("500ms"),
+        ),
         (
             "slurmclusters.slurm.rs",
             "spec.restApiVersion",
@@ -1041,7 +1045,7 @@ fn rust_defaults_match_schema_defaults() {
     .unwrap();
     assert_eq!(
         cluster.poll_interval.as_std(),
-        std::time::Duration::from_secs(1)
+        std::time::Duration::from_millis(500)
     );
     assert_eq!(cluster.api_version, ApiVersion::Auto);
     let Some(AuthMethod::Jwt(jwt)) = cluster.auth.method() else {

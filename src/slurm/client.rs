@@ -18,7 +18,8 @@ use super::dialect::{Dialect, dispatch};
 use super::error::{SlurmError, shortened};
 use super::transport::{RequestObserver, Transport};
 use super::types::{
-    Changes, ClusterInfo, Job, JobStateEntry, JobUpdate, Node, Partition, SubmitRequest, Submitted,
+    Changes, ClusterInfo, Job, JobStateEntry, JobUpdate, Node, Partition, RpcStats, SubmitRequest,
+    Submitted,
 };
 use super::version::{ApiVersion, versions_in_paths};
 
@@ -488,6 +489,13 @@ impl SlurmClient {
                 state: job.state,
             })
             .collect())
+    }
+
+    /// slurmctld's RPC counters by message type (`sdiag`): what polling costs slurmctld.
+    pub async fn rpc_stats(&self) -> Result<Vec<RpcStats>, SlurmError> {
+        let dialect = self.dialect().await?;
+        let result = dispatch!(dialect, &self.config, |api, c| api.rpc_stats(&c).await);
+        self.forget_unserved(result)
     }
 
     /// Change fields of a job in place, as this client's user: slurmctld allows a user what

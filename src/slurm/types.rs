@@ -11,6 +11,16 @@ use serde::{Deserialize, Serialize};
 use super::node_owner::NodeOwner;
 use super::tag::{self, OwnerTag, Ownership, Seal, TagKey, parse_comment};
 
+/// One kind of RPC slurmctld served, from its statistics (`sdiag`, `/diag`): how many, and the
+/// time spent on them, since the statistics were last reset (midnight, or `sdiag --reset`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RpcStats {
+    /// Slurm's name for it, e.g. `REQUEST_JOB_INFO`, `REQUEST_NODE_INFO`.
+    pub message_type: String,
+    pub count: u64,
+    pub total_time: Duration,
+}
+
 /// Health and identity of a Slurm cluster, as slurmrestd reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterInfo {

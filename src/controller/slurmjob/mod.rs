@@ -88,9 +88,12 @@ pub const CONTROLLER: &str = "slurmjob";
 pub const IO_WAIT: Duration = Duration::from_millis(100);
 
 /// How long the controller lets further changes of a SlurmJob come in before it reconciles it
-/// (`run --slurmjob-debounce`): a submit's answers, Slurm's and our own writes, arrive close
-/// together.
-pub const DEBOUNCE: Duration = Duration::from_millis(200);
+/// (`run --slurmjob-debounce`). None by default: measured with `hack/bench.sh` (bench burst), a
+/// debounce of 200 ms or 50 ms made a burst of 200 SlurmJobs wait twice as long for their
+/// submits (0.77 and 0.75 s after the last was created, against 0.33 s) and the status latency
+/// longer, and saved nothing: our own status writes do not trigger (the watch predicates), and
+/// kube's scheduler never runs two reconciles of one object at once.
+pub const DEBOUNCE: Duration = Duration::ZERO;
 
 /// An unfinished job is looked at again this often even without Slurm events (safety net).
 pub const RESYNC: Duration = Duration::from_secs(300);

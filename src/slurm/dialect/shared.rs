@@ -26,7 +26,7 @@ use crate::slurm::node_owner::NodeOwner;
 use crate::slurm::transport::Transport;
 use crate::slurm::types::{
     Changes, ClusterInfo, ExitStatus, Job, JobState, JobStateEntry, JobUpdate, Node, NodeState,
-    Partition, SubmitRequest, Submitted, Tres, Usage,
+    Partition, RpcStats, SubmitRequest, Submitted, Tres, Usage,
 };
 use crate::slurm::version::ApiVersion;
 
@@ -69,6 +69,16 @@ impl Api {
             })
             .await?;
         Ok(cluster_info(&diag, controller_responding))
+    }
+
+    /// slurmctld's RPC counters (`/diag`'s `rpcs_by_message_type`).
+    pub(crate) async fn rpc_stats(&self, c: &Caller<'_>) -> Result<Vec<RpcStats>, SlurmError> {
+        let diag = c
+            .call("diag", Subject::None, Idempotency::Idempotent, || {
+                self.0.slurm_get_diag()
+            })
+            .await?;
+        Ok(rpc_stats(&diag))
     }
 
     pub(crate) async fn nodes(
@@ -374,6 +384,27 @@ fn number16(value: &Option<api::Uint16NoValStruct>) -> Option<i32> {
         return None;
     }
     value.number.and_then(|n| i32::try_from(n).ok())
+}
+
+fn rpc_stats(diag: &api::OpenapiDiagResp) -> Vec<RpcStats> {
+    diag.statistics
+        .as_ref()
+        .and_then(|s| s.rpcs_by_message_type.as_ref())
+        .map(|list| list.0.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|rpc| {
+            Some(RpcStats {
+                message_type: non_empty(&rpc.message_type)?,
+                count: u64::try_from(rpc.count?).ok()?,
+                total_time: std::time::Duration::from_micros(
+                    rpc.total_time
+                        .and_then(|t| u64::try_from(t).ok())
+                        .unwrap_or_default(),
+                ),
+            })
+        })
+        .collect()
 }
 
 fn cluster_info(diag: &api::OpenapiDiagResp, controller_responding: bool) -> ClusterInfo {
