@@ -144,7 +144,7 @@ async fn sigkill_at_random_points_never_loses_or_doubles_a_job() {
             tokio::time::sleep(Duration::from_millis(rng.below(MAX_LIFETIME_MS))).await;
         } else {
             // Around the submit: a new SlurmJob's first status (Pending) is written, and its
-            // submit follows after the controller's debounce; the kill lands within 400 ms.
+            // submit follows at once; the kill lands within 400 ms.
             let deadline = born + Duration::from_secs(5);
             while Instant::now() < deadline && !any_status(&jobs, &new).await {
                 tokio::time::sleep(Duration::from_millis(5)).await;
