@@ -125,32 +125,7 @@ enum What {
     },
     /// The operator binary against the tests' API server: bursts of SlurmJobs, API writes per
     /// SlurmJob, status latency (`bench/burst.rs`).
-    Burst {
-        /// The env file written by hack/slurm-up.sh.
-        #[arg(long)]
-        env_file: PathBuf,
-        /// The `slurm-operator` binary to run.
-        #[arg(long)]
-        binary: PathBuf,
-        /// Prefix of every SlurmJob and job name (for the cleanup).
-        #[arg(long)]
-        run: String,
-        /// SlurmJobs per burst, one measurement each.
-        #[arg(long, value_delimiter = ',', default_value = "200,2000")]
-        bursts: Vec<usize>,
-        /// Held jobs cancelled from outside, one at a time, for the status latency.
-        #[arg(long, default_value_t = 40)]
-        cancels: usize,
-        /// The operator's `--slurmjob-debounce` (default: its own).
-        #[arg(long)]
-        debounce: Option<String>,
-        /// The operator's `--reconcile-concurrency` (default: its own).
-        #[arg(long)]
-        concurrency: Option<u16>,
-        /// The SlurmCluster's `pollInterval` (default: the CRD's).
-        #[arg(long)]
-        poll_interval: Option<String>,
-    },
+    Burst(burst::Settings),
     /// RSS of the index with synthetic records.
     Memory {
         #[arg(long, default_value_t = 10_000)]
@@ -188,28 +163,7 @@ async fn main() -> anyhow::Result<()> {
             slurmjobs,
             nodes,
         } => operator_memory(&env_file, &binary, slurmjobs, nodes).await,
-        What::Burst {
-            env_file,
-            binary,
-            run,
-            bursts,
-            cancels,
-            debounce,
-            concurrency,
-            poll_interval,
-        } => {
-            burst::burst(burst::Settings {
-                env_file,
-                binary,
-                run,
-                bursts,
-                cancels,
-                debounce,
-                concurrency,
-                poll_interval,
-            })
-            .await
-        }
+        What::Burst(settings) => burst::burst(settings).await,
     }
 }
 

@@ -43,14 +43,31 @@ struct Seen {
     job_ids: HashMap<String, u32>,
 }
 
+#[derive(clap::Args)]
 pub struct Settings {
+    /// The env file written by hack/slurm-up.sh.
+    #[arg(long)]
     pub env_file: PathBuf,
+    /// The `slurm-operator` binary to run.
+    #[arg(long)]
     pub binary: PathBuf,
+    /// Prefix of every SlurmJob and job name (for the cleanup).
+    #[arg(long)]
     pub run: String,
+    /// SlurmJobs per burst, one measurement each.
+    #[arg(long, value_delimiter = ',', default_value = "200,2000")]
     pub bursts: Vec<usize>,
+    /// Held jobs cancelled from outside, one at a time, for the status latency.
+    #[arg(long, default_value_t = 40)]
     pub cancels: usize,
+    /// The operator's `--slurmjob-debounce` (default: its own).
+    #[arg(long)]
     pub debounce: Option<String>,
+    /// The operator's `--reconcile-concurrency` (default: its own).
+    #[arg(long)]
     pub concurrency: Option<u16>,
+    /// The SlurmCluster's `pollInterval` (default: the operator's).
+    #[arg(long)]
     pub poll_interval: Option<String>,
 }
 
