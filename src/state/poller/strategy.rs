@@ -43,7 +43,10 @@
 //! the queue. An incremental answer is exact for what it asked (a followed job missing from it
 //! is gone) and silent about the rest, which [`apply`] carries over ([`Scope::Only`]). What it
 //! cannot show (other users' pending jobs that start, purged ones, ids beyond the window or out
-//! of sequence) waits for the periodic full listing.
+//! of sequence) waits for the periodic full listing. One case of ids beyond the window: after a
+//! quiet spell longer than slurmctld's `MinJobAge`, the newest ids are purged, and a new
+//! poller's first listing ends below slurmctld's numbering; the SlurmJob controller does not
+//! depend on the probe for its own jobs (it asks for each id a submit returns, [`followed`]).
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
