@@ -906,7 +906,9 @@ async fn incremental_cycles_follow_changes_ends_purges_and_node_deletions() {
     let mut cancel = CancelOnDrop::new(&slurm, held.iter().chain(&filler).copied().collect());
     let tuning = poller::Tuning {
         full_every: Duration::from_secs(3_600),
-        probe_width: 4,
+        // Several windows a cycle when jobs come in bursts, and a cycle still complete while
+        // another test submits 200 jobs at once (16 windows of 16 ids: 256).
+        probe_width: 16,
         // The jobs just submitted are among the newest: the first listing fetches them.
         recent: Duration::from_secs(30),
         ..poller::Tuning::default()
@@ -928,12 +930,12 @@ async fn incremental_cycles_follow_changes_ends_purges_and_node_deletions() {
     let mut request = slurm.job("poller-incr", "sleep 3");
     request.comment = Some(tag.clone());
     request.constraints = Some(feature);
-    // Pending for 8 s: while another test's burst of submits is resolved, cycles are full
-    // listings (incremental ones would not pay), and a job pending for only 2 s was once seen
-    // only by those.
+    // Pending for 15 s: while another test's burst of submits is resolved, cycles are full
+    // listings (incremental ones would not pay) or do not reach the end of the numbering, and a
+    // job pending for only 2 s, then 8 s, was once seen only by those.
     request.extra.insert(
         "begin_time".into(),
-        json!({"set": true, "number": epoch_now() + 8}),
+        json!({"set": true, "number": epoch_now() + 15}),
     );
     let job_id = client.submit_job(&request).await.unwrap().job_id;
     cancel.ids.push(job_id);
