@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use slurm_operator::crd::SlurmCluster;
 use slurm_operator::metrics::Metrics;
 use slurm_operator::slurm::tag::{OwnerTag, TAG_PREFIX as JOB_TAG_PREFIX};
-use slurm_operator::slurm::types::{Changes, JobBaseState};
+use slurm_operator::slurm::types::{Changes, JobBaseState, JobUpdate};
 use slurm_operator::slurm::{ClientConfig, Credentials, RequestObserver, RetryPolicy, SlurmClient};
 use slurm_operator::state::index::{Health, IndexReader, SlurmEvent};
 use slurm_operator::state::poller::{self, PollerConfig, PollerHandle};
@@ -90,6 +90,15 @@ async fn synced(index: &mut IndexReader) {
             .then_some(())
     })
     .await;
+}
+
+/// Removes a file when dropped (a job's gate), so a failing test leaves nothing behind.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// Cancels jobs when dropped, so a failing test does not leave them behind.
@@ -881,8 +890,8 @@ async fn the_first_sync_fetches_no_record_of_the_queue() {
 
 /// Issue 19: between full listings (here: never again after the first) cycles ask only about
 /// the jobs they follow and the ids above the highest seen. Against the real Slurm, a job
-/// submitted since is found, changes (PENDING, RUNNING), ends, and is purged (MinJobAge, about
-/// 5 minutes), a held job is cancelled, and a node is deleted, each reaching the index through
+/// submitted since is found, changes (PENDING, RUNNING), ends, and is purged (MinJobAge, 30 s in
+/// hack/), a held job is cancelled, and a node is deleted, each reaching the index through
 /// incremental cycles; at the end a fresh poller's full sync holds the same records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn incremental_cycles_follow_changes_ends_purges_and_node_deletions() {
@@ -926,19 +935,23 @@ async fn incremental_cycles_follow_changes_ends_purges_and_node_deletions() {
         assert!(poller.index.borrow().jobs.contains_key(id), "held job {id}");
     }
 
-    // A job submitted since: found by the probe above the highest id, followed to its end.
-    let mut request = slurm.job("poller-incr", "sleep 3");
+    // A job submitted since: found by the probe above the highest id, followed to its end. Each
+    // state lasts until the test has seen it through an incremental cycle (held, then waiting
+    // for a file): while another test's burst of submits is resolved, cycles are full listings
+    // (incremental ones would not pay), and a job pending or running for a fixed few seconds
+    // was once seen only by those.
+    let gate = format!("/tmp/{uid}.go");
+    let mut request = slurm.job(
+        "poller-incr",
+        &format!("while [ ! -e {gate} ]; do sleep 0.2; done"),
+    );
     request.comment = Some(tag.clone());
     request.constraints = Some(feature);
-    // Pending for 15 s: while another test's burst of submits is resolved, cycles are full
-    // listings (incremental ones would not pay) or do not reach the end of the numbering, and a
-    // job pending for only 2 s, then 8 s, was once seen only by those.
-    request.extra.insert(
-        "begin_time".into(),
-        json!({"set": true, "number": epoch_now() + 15}),
-    );
+    request.hold = true;
     let job_id = client.submit_job(&request).await.unwrap().job_id;
     cancel.ids.push(job_id);
+    let gate = slurm.root.join(gate.trim_start_matches('/'));
+    let _gate = RemoveOnDrop(gate.clone());
     for base in [
         JobBaseState::Pending,
         JobBaseState::Running,
@@ -947,7 +960,7 @@ async fn incremental_cycles_follow_changes_ends_purges_and_node_deletions() {
         let (job, listed_up_to) = wait_index(
             &mut poller.index,
             &format!("job {job_id} {base:?} through an incremental cycle"),
-            TIMEOUT,
+            3 * TIMEOUT,
             |s| {
                 s.jobs
                     .get(&job_id)
@@ -957,8 +970,20 @@ async fn incremental_cycles_follow_changes_ends_purges_and_node_deletions() {
         )
         .await;
         eprintln!("{base:?} in the index, listed up to {listed_up_to:?}");
-        if base == JobBaseState::Running {
-            assert!(job.nodes.is_some(), "{job:?}");
+        match base {
+            JobBaseState::Pending => {
+                assert!(job.held, "{job:?}");
+                let release = JobUpdate {
+                    hold: Some(false),
+                    ..JobUpdate::default()
+                };
+                client.update_job(job_id, &release).await.unwrap();
+            }
+            JobBaseState::Running => {
+                assert!(job.nodes.is_some(), "{job:?}");
+                std::fs::write(&gate, b"").unwrap();
+            }
+            _ => {}
         }
     }
     // A held job cancelled: its end shows too.
@@ -978,7 +1003,7 @@ async fn incremental_cycles_follow_changes_ends_purges_and_node_deletions() {
     })
     .await;
 
-    // Purged after MinJobAge (300 s, and slurmctld purges once a minute or so): gone from the
+    // Purged after MinJobAge (30 s in hack/, and slurmctld purges once a minute or so): gone from the
     // index with the incremental listing that no longer shows it, and a JobGone event.
     let purge = Duration::from_secs(480);
     wait_index(&mut poller.index, "the finished job purged", purge, |s| {

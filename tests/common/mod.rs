@@ -397,5 +397,17 @@ pub async fn wait_index<T>(
         }
     })
     .await
-    .unwrap_or_else(|_| panic!("timed out after {timeout:?} waiting for {what}"))
+    .unwrap_or_else(|_| {
+        let s = index.borrow();
+        panic!(
+            "timed out after {timeout:?} waiting for {what} (the index after {} polls: {} jobs \
+             known, {} kept, listed up to {:?}, synced at {:?}, {:?})",
+            s.polls,
+            s.jobs_total,
+            s.jobs.len(),
+            s.jobs_listed_up_to,
+            s.jobs_synced_at,
+            s.health,
+        )
+    })
 }
