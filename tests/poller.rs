@@ -32,6 +32,9 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 
 const INTERVAL: Duration = Duration::from_secs(1);
 const TIMEOUT: Duration = Duration::from_secs(60);
+/// Held by the tests that submit bursts of jobs or count the requests a burst changes (the
+/// first sync walks down the newest jobs: another test's burst a second earlier would be them).
+static BURSTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Counts requests by operation id.
 #[derive(Default)]
@@ -440,6 +443,7 @@ fn total(cycle: &HashMap<&'static str, usize>) -> usize {
 #[tokio::test]
 async fn quiet_cycles_cost_the_same_with_1_or_200_jobs() {
     let slurm = require_slurm!();
+    let _bursts = BURSTS.lock().await;
     let client = slurm.client();
     let mut poller = start_local(&slurm);
     synced(&mut poller.index).await;
@@ -819,6 +823,7 @@ async fn submit_held(
 #[tokio::test]
 async fn the_first_sync_fetches_no_record_of_the_queue() {
     let slurm = require_slurm!();
+    let _bursts = BURSTS.lock().await;
     let client = slurm.client();
     // Ours first: the newest jobs (a batch of 4, older than `recent`) are fetched all the same.
     let tag = format!("{JOB_TAG_PREFIX}{},generation=1", common::unique("skip"));
@@ -886,6 +891,103 @@ async fn the_first_sync_fetches_no_record_of_the_queue() {
         .filter(|id| poller.index.borrow().unresolved.contains(id))
         .count();
     assert_eq!(still, skipped);
+}
+
+/// Issue 19: a burst of others' submits after the first sync, larger than a cycle's
+/// `detail_budget`, is not resolved a record at a time (200 jobs at 8 records a cycle: 25
+/// cycles, and a hundred thousand would take hours): once its older jobs are older than
+/// `recent`, the poller skips them as its first listing does, and the index is complete again
+/// within a few cycles. Ours among them is in the index, or found when a SlurmJob names it.
+#[tokio::test]
+async fn a_burst_of_others_jobs_is_skipped_once_old_enough() {
+    let slurm = require_slurm!();
+    let _bursts = BURSTS.lock().await;
+    let budget = 8;
+    let mut poller = start_tuned(
+        &slurm,
+        poller::Tuning {
+            detail_budget: budget,
+            // Not one listing of every record: the catch-up is for queues too large for it.
+            full_list_max_jobs: 10,
+            recent: Duration::from_secs(3),
+            ..poller::Tuning::default()
+        },
+    );
+    synced(&mut poller.index).await;
+    let before = poller.requests.snapshot();
+    let polls_before = poller.index.borrow().polls;
+
+    let uid = common::unique("burst");
+    let tag = format!("{JOB_TAG_PREFIX}{uid},generation=1");
+    let old_ours = submit_held(&slurm, "poller-burst-ours", 1, Some(&tag)).await[0];
+    let burst = submit_held(&slurm, "poller-burst-others", 200, None).await;
+    let new_ours = submit_held(&slurm, "poller-burst-ours", 1, Some(&tag)).await[0];
+    let mut all = burst.clone();
+    all.extend([old_ours, new_ours]);
+    let _cancel = CancelOnDrop::new(&slurm, all);
+    let submitted = chrono::Utc::now();
+    let polls_submitted = poller.index.borrow().polls;
+
+    let polls = wait_index(
+        &mut poller.index,
+        "an index complete after the burst",
+        TIMEOUT,
+        |s| {
+            s.jobs_synced_at
+                .is_some_and(|t| t > submitted)
+                .then_some(s.polls)
+        },
+    )
+    .await;
+    let state = poller.index.borrow().clone();
+    let after = poller.requests.snapshot();
+    let records = after.get("slurm_get_job").copied().unwrap_or(0)
+        - before.get("slurm_get_job").copied().unwrap_or(0);
+    let cycles = (polls - polls_before) as usize;
+    eprintln!(
+        "complete {} cycles after the burst; {records} records fetched in {cycles} cycles",
+        polls - polls_submitted
+    );
+    // Within recent (3 s) of the last submit and a cycle or two (1 s each), not 25 cycles.
+    assert!(
+        polls - polls_submitted <= 12,
+        "complete only {} cycles after the burst",
+        polls - polls_submitted
+    );
+    // Each cycle within its budget (the catch-up's walk takes half of it).
+    assert!(
+        records <= budget * cycles,
+        "{records} records in {cycles} cycles"
+    );
+    assert!(
+        records < burst.len(),
+        "{records} records for a burst of 200"
+    );
+    let skipped = burst
+        .iter()
+        .filter(|id| state.unresolved.contains(id))
+        .count();
+    assert!(
+        skipped >= burst.len() - records,
+        "{skipped} of the burst skipped with {records} records fetched"
+    );
+    assert!(state.skipped_before.is_some_and(|t| t > submitted));
+    // Ours, resolved by the walk (the newest of the burst, unless other tests' jobs came after
+    // it), or skipped with the rest and found once a SlurmJob names it.
+    for id in [new_ours, old_ours] {
+        if state.unresolved.contains(&id) {
+            eprintln!("job {id} of ours skipped: asked for");
+            state.want(id);
+        }
+        let job = wait_index(
+            &mut poller.index,
+            &format!("job {id} of ours"),
+            TIMEOUT,
+            |s| s.jobs.get(&id).cloned(),
+        )
+        .await;
+        assert_eq!(job.comment.as_deref(), Some(tag.as_str()));
+    }
 }
 
 /// Issue 19: between full listings (here: never again after the first) cycles ask only about

@@ -59,10 +59,11 @@ pub struct ClusterState {
     /// jobs the poller follows and the ids up to `n` (slurmctld numbers new jobs in sequence);
     /// a job above `n` it did not list may exist all the same. `None`: it spoke for every id.
     pub jobs_listed_up_to: Option<u32>,
-    /// `Some(t)`: the poller's first listing (at `t`) skipped other jobs instead of fetching
-    /// them (the cluster has accounting, which finds an earlier submit): a job submitted before
-    /// `t` may carry our tag without being in `jobs`. Jobs submitted after it are resolved as
-    /// they appear. `None`: every job was resolved.
+    /// `Some(t)`: the poller's last listing that skipped other jobs instead of fetching them (the
+    /// first, or a catch-up after a burst of others' submits; the cluster has accounting, which
+    /// finds an earlier submit) began at `t`: a job submitted before `t` may carry our tag
+    /// without being in `jobs`. Jobs submitted after it are resolved as they appear. `None`:
+    /// every job was resolved.
     pub skipped_before: Option<DateTime<Utc>>,
     /// Ids slurmctld holds whose owner the poller has not resolved (skipped at the first sync,
     /// or not fetched yet): a SlurmJob naming one of them must wait for it ([`Self::want`]), not

@@ -645,7 +645,7 @@ where
             Ok(None) if env.state.skipped_before.is_some() => AccountingAnswer::Failed {
                 reason: "NoAccounting",
                 message: "the cluster's accounting stopped answering, and the index skipped \
-                          the jobs of its first listing"
+                          jobs it did not need (its first listing, or a burst of others' submits)"
                     .into(),
             },
             Ok(None) => AccountingAnswer::Found(None),

@@ -648,8 +648,8 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         None if cluster_exists(&job.spec.cluster_name, ctx).await? => Reach::NotConnected,
         None => Reach::Gone,
     };
-    // The index skipped the jobs of its first listing (issue 19): a job an earlier incarnation
-    // submitted for this SlurmJob without recording it may be one of them. Until the index has
+    // The index skipped jobs (issue 19: those of its first listing, or a burst of others' after
+    // it): a job submitted for this SlurmJob without recording it may be one of them. Until the index has
     // the records of the candidates accounting names, the deletion waits as for an index not
     // synced (it asks for them; the next steps see them).
     let reach = match (&reach, &state, &handle) {

@@ -194,9 +194,10 @@ pub fn submit(
 }
 
 /// Whether a SlurmJob created at `created` is still fresh at `now` in its first generation.
-/// When the index skipped the jobs of its first listing (`ClusterState::skipped_before`), only a
-/// SlurmJob created after that listing began (by more than [`GONE_GRACE`], for the two
-/// clocks) is: a job submitted for it then appeared later, and the index resolved it.
+/// When the index skipped jobs (its first listing, or a catch-up after a burst of others'
+/// submits: `ClusterState::skipped_before`), only a SlurmJob created after that listing began
+/// (by more than [`GONE_GRACE`], for the two clocks) is: a job submitted for it then appeared
+/// later, and the index resolved it.
 pub fn fresh(
     generation: i64,
     created: Option<DateTime<Utc>>,

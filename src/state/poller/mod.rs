@@ -23,7 +23,9 @@
 //!
 //! The first listing of a cluster with accounting fetches none of the jobs it lists but those
 //! holding nodes ([`strategy::skip_unknown`]): one request to find out whether accounting answers,
-//! then the requests grow with the operator's jobs, not with the queue.
+//! then the requests grow with the operator's jobs, not with the queue. Later, a burst of others'
+//! submits larger than a cycle's `detail_budget` is skipped the same way once its older jobs are
+//! older than [`Tuning::recent`] (a catch-up), instead of being resolved a record at a time.
 
 pub mod diff;
 pub mod hostlist;
@@ -197,8 +199,14 @@ struct Poller {
     full_now: bool,
     /// The highest job id seen: incremental cycles probe above it.
     high_water: u32,
-    /// Whether the first listing is done, and whether it skipped jobs (when it began).
-    first_listing: Option<Option<DateTime<Utc>>>,
+    /// Whether the first listing is done.
+    listed_once: bool,
+    /// Whether the cluster's accounting answered the first listing's probe (`None`: that
+    /// listing was empty, nothing asked). A catch-up skips jobs only when it answers (it asks
+    /// again each time), never on a cluster found without accounting.
+    has_accounting: Option<bool>,
+    /// When the last listing that skipped jobs began (the first, or a catch-up after a burst).
+    skipped_before: Option<DateTime<Utc>>,
     /// The readers' asks ([`ClusterState::want`]).
     wants: Arc<Wants>,
     /// Asks taken but not satisfied yet (a skipped job whose fetch was deferred).
@@ -229,7 +237,7 @@ struct JobsPolled {
     /// An incremental listing's highest probed id.
     probed_to: Option<u32>,
     /// The tracker the plan was made on, when it is not the poller's (the first listing of a
-    /// poller that skips).
+    /// poller that skips, or a catch-up that skipped a backlog of others' new jobs).
     base: Option<Tracker>,
 }
 
@@ -255,7 +263,9 @@ impl Poller {
             full_due: Instant::now() + tuning.full_every,
             full_now: true,
             high_water: 0,
-            first_listing: None,
+            listed_once: false,
+            has_accounting: None,
+            skipped_before: None,
             wants,
             wanted: BTreeSet::new(),
             tuning,
@@ -339,7 +349,7 @@ impl Poller {
         self.wanted.extend(self.wants.take());
         let full = self.resync
             || self.full_now
-            || self.first_listing.is_none()
+            || !self.listed_once
             || Instant::now() >= self.full_due
             || !strategy::incremental_pays(
                 &self.tracker,
@@ -358,27 +368,77 @@ impl Poller {
         };
         let mut base = None;
         let mut recent = Vec::new();
-        if self.first_listing.is_none()
+        let mut budget = self.tuning.detail_budget;
+        if !self.listed_once
             && self.tuning.skip_first_sync
             && let Some(highest) = listed.keys().next_back()
         {
             requests += 1;
-            if self.accounting_answers(*highest).await {
-                let cutoff =
-                    listed_at - chrono::Duration::from_std(self.tuning.recent).unwrap_or_default();
-                let (records, fetches) = self.recent_records(&listed, cutoff).await?;
+            let answers = self.accounting_answers(*highest).await;
+            self.has_accounting = Some(answers);
+            if answers {
+                let newest: Vec<u32> = listed
+                    .keys()
+                    .rev()
+                    .take(self.tuning.detail_budget.max(1))
+                    .copied()
+                    .collect();
+                let (records, reached, fetches) = self.walk(&newest, listed_at).await?;
                 requests += fetches;
-                if let Some(records) = records {
+                // Every listed job is recent: nothing to skip, and every record fetched.
+                if reached || newest.len() == listed.len() {
                     let mut tracker = self.tracker.clone();
                     strategy::skip_unknown(&mut tracker, &listed);
                     base = Some(tracker);
                     recent = records;
                 }
             }
+        } else if self.listed_once
+            && self.has_accounting != Some(false)
+            && self.tuning.skip_first_sync
+        {
+            // A burst of others' submits beyond what one cycle fetches: resolved one by one, a
+            // hundred thousand of them would take minutes of cycles (and hold off every
+            // submit: the index is not complete meanwhile). Once the older ones are older than
+            // `recent`, they are skipped as the first listing skips, on the same grounds.
+            // (Not on a small cluster: one listing of every record resolves them all.)
+            let backlog = strategy::backlog(&self.tracker, &listed, &self.wanted);
+            let large = self.tracker.len().max(listed.len()) > self.tuning.full_list_max_jobs;
+            if large && backlog.len() > self.tuning.detail_budget {
+                requests += 1;
+                let answers = match self.client.accounting_job(backlog[0]).await {
+                    Ok(Some(_)) | Err(SlurmError::NotFound { .. }) => true,
+                    Ok(None) => {
+                        self.has_accounting = Some(false);
+                        false
+                    }
+                    // Asked again at the next cycle with a backlog.
+                    Err(_) => false,
+                };
+                if answers {
+                    // Half the budget for the walk: the plan below keeps the rest, for ours.
+                    let half = (self.tuning.detail_budget / 2).max(1);
+                    let newest = &backlog[..half.min(backlog.len())];
+                    let (records, reached, fetches) = self.walk(newest, listed_at).await?;
+                    requests += fetches;
+                    budget = budget.saturating_sub(fetches).max(1);
+                    if reached {
+                        let mut tracker = self.tracker.clone();
+                        strategy::skip_backlog(&mut tracker, &listed, &backlog);
+                        base = Some(tracker);
+                        tracing::info!(
+                            skipped = backlog.len(),
+                            "others' new jobs beyond the cycle's budget skipped; accounting finds ours among them"
+                        );
+                    }
+                    // Not reached (the burst is still recent): the records resolve the newest.
+                    recent = records;
+                }
+            }
         }
         let tracker = base.as_ref().unwrap_or(&self.tracker);
         let limits = Limits {
-            detail_budget: self.tuning.detail_budget,
+            detail_budget: budget,
             list_all_above: self.tuning.list_all_above,
             full_list_max_jobs: self.tuning.full_list_max_jobs,
         };
@@ -451,20 +511,16 @@ impl Poller {
         }
     }
 
-    /// The records of the newest listed jobs, fetched newest first down to one numbered before
-    /// `cutoff` ([`strategy::reached`]). `None` when `detail_budget` records do not get there
-    /// (the queue is too busy to skip anything safely). Also returns the requests made.
-    async fn recent_records(
+    /// The records of `newest` (job ids, newest first), fetched in that order down to one
+    /// numbered longer than `recent` before `listed_at` ([`strategy::reached`]): accounting has
+    /// had time to learn of every lower id. Returns the records, whether the walk got there, and
+    /// the requests made.
+    async fn walk(
         &self,
-        listed: &BTreeMap<u32, Listed>,
-        cutoff: DateTime<Utc>,
-    ) -> Result<(Option<Vec<Job>>, usize), SlurmError> {
-        let newest: Vec<u32> = listed
-            .keys()
-            .rev()
-            .take(self.tuning.detail_budget.max(1))
-            .copied()
-            .collect();
+        newest: &[u32],
+        listed_at: DateTime<Utc>,
+    ) -> Result<(Vec<Job>, bool, usize), SlurmError> {
+        let cutoff = listed_at - chrono::Duration::from_std(self.tuning.recent).unwrap_or_default();
         let mut records = Vec::new();
         let mut requests = 0;
         for chunk in newest.chunks(self.tuning.detail_concurrency.max(1)) {
@@ -476,11 +532,10 @@ impl Poller {
             let done = strategy::reached(&found, cutoff);
             records.extend(found);
             if done {
-                return Ok((Some(records), requests));
+                return Ok((records, true, requests));
             }
         }
-        // Every listed job is recent (or the budget ran out first).
-        Ok(((newest.len() == listed.len()).then_some(records), requests))
+        Ok((records, false, requests))
     }
 
     /// An incremental listing: the states of the jobs followed and of the ids above the highest
@@ -591,8 +646,9 @@ impl Poller {
                         .get(id)
                         .is_some_and(|t| t.known == strategy::Known::Skipped)
                 });
-                if self.first_listing.is_none() {
-                    self.first_listing = Some(skipped.then_some(listed_at));
+                self.listed_once = true;
+                if skipped {
+                    self.skipped_before = Some(listed_at);
                 }
                 if full {
                     self.full_now = false;
@@ -648,7 +704,7 @@ impl Poller {
                     } else {
                         old.jobs_listed_up_to
                     },
-                    skipped_before: self.first_listing.flatten(),
+                    skipped_before: self.skipped_before,
                     unresolved: if *old.unresolved == unresolved {
                         old.unresolved.clone()
                     } else {

@@ -409,6 +409,45 @@ pub fn skip_unknown(tracker: &mut Tracker, listed: &BTreeMap<u32, Listed>) {
     }
 }
 
+/// Others' jobs the index has not resolved yet, newest first: ids listed but not known, or known
+/// only as new (their records not fetched yet), and not asked for by a SlurmJob. After a burst
+/// of submits larger than one cycle's `detail_budget`, a catch-up may skip the older ones as the
+/// first listing does ([`skip_backlog`]).
+pub fn backlog(
+    tracker: &Tracker,
+    listed: &BTreeMap<u32, Listed>,
+    wanted: &BTreeSet<u32>,
+) -> Vec<u32> {
+    listed
+        .keys()
+        .rev()
+        .filter(|id| {
+            !wanted.contains(id)
+                && tracker
+                    .get(id)
+                    .is_none_or(|t| matches!(t.known, Known::Unresolved))
+        })
+        .copied()
+        .collect()
+}
+
+/// A catch-up's skip: the `ids` of a [`backlog`] become [`Known::Skipped`], as the jobs of a
+/// first listing that skips ([`skip_unknown`]); the records the walk fetched resolve the newest.
+pub fn skip_backlog(tracker: &mut Tracker, listed: &BTreeMap<u32, Listed>, ids: &[u32]) {
+    for id in ids {
+        let Some(l) = listed.get(id) else { continue };
+        let tracked = tracker.entry(*id).or_insert_with(|| Tracked {
+            state: l.state.clone(),
+            entries: l.entries(),
+            known: Known::Skipped,
+            stale: Stale::No,
+        });
+        if tracked.known == Known::Unresolved {
+            tracked.known = Known::Skipped;
+        }
+    }
+}
+
 /// When slurmctld gave job `job` its id: ids are handed out in sequence, so they grow with this
 /// time. A job's submit time, but an array task's record gets its own id only when the task
 /// starts (its submit time is the array's). `None` when the record does not say.
@@ -1237,6 +1276,53 @@ mod tests {
         skip_unknown(&mut known, &listed);
         assert_eq!(known[&1].known, Known::Ours);
         assert_eq!(known[&2].known, Known::Skipped);
+    }
+
+    #[test]
+    fn a_backlog_is_others_unresolved_jobs_newest_first_and_skipping_it_keeps_the_rest() {
+        let listed = listing(&[
+            (1, "PENDING"),
+            (2, "RUNNING"),
+            (3, "PENDING"),
+            (4, "PENDING"),
+            (5, "PENDING"),
+            (6, "PENDING"),
+            (7, "PENDING"),
+        ]);
+        let mut tracker: Tracker = [
+            (1, tracked("PENDING", Known::Ours)),
+            (2, tracked("RUNNING", foreign())),
+            (3, tracked("PENDING", Known::Unresolved)),
+            (4, tracked("PENDING", Known::Skipped)),
+            (5, tracked("PENDING", Known::Unresolved)),
+        ]
+        .into();
+        // 6 and 7 never seen; 5 asked for by a SlurmJob: fetched, not skipped.
+        let wanted: BTreeSet<u32> = [5].into();
+        let ids = backlog(&tracker, &listed, &wanted);
+        assert_eq!(ids, vec![7, 6, 3]);
+        skip_backlog(&mut tracker, &listed, &ids);
+        let known: Vec<(u32, Known)> = tracker
+            .iter()
+            .map(|(id, t)| (*id, t.known.clone()))
+            .collect();
+        assert_eq!(
+            known,
+            vec![
+                (1, Known::Ours),
+                (2, foreign()),
+                (3, Known::Skipped),
+                (4, Known::Skipped),
+                (5, Known::Unresolved),
+                (6, Known::Skipped),
+                (7, Known::Skipped),
+            ]
+        );
+        assert_eq!(tracker[&7].state, state("PENDING"));
+        // Nothing blocks the sync any more: the wanted one is fetched, the rest waits for asks.
+        let p = plan(&tracker, &listed, &wanted, limits(4, 0), 0);
+        assert_eq!((p.fetch, p.complete), (Fetch::Details(vec![5]), true));
+        assert!(backlog(&tracker, &listed, &wanted).is_empty());
     }
 
     fn listed_state(s: &str) -> Listed {
