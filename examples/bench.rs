@@ -1332,7 +1332,8 @@ async fn operator_memory(
     seed_api(&api, &env, NS, None)?;
     let started = Instant::now();
     for i in 0..count {
-        // As a finished SlurmJob looks after a run: finalizer, full status, a few labels.
+        // As a finished SlurmJob looks after a run: finalizer, full status (as this operator
+        // writes it: a start writes nothing), a few labels.
         api.insert(
             "slurm.rs/v1alpha1/slurmjobs",
             NS,
@@ -1347,9 +1348,13 @@ async fn operator_memory(
                     "phase": "Completed", "jobId": 100_000 + i, "slurmState": ["COMPLETED"],
                     "nodes": "n1", "exitCode": 0, "observedGeneration": 1, "submittedGeneration": 1,
                     "submitTime": "2026-11-22T10:00:00Z", "startTime": "2026-11-22T10:00:01Z",
-                    "endTime": "2026-11-22T10:00:02Z",
+                    "endTime": "2026-11-22T10:00:02Z", "trackedSince": "2026-11-22T10:00:00Z",
                     "conditions": [{"type": "Ready", "status": "True", "reason": "Completed",
-                                    "message": "the job ended with exit code 0",
+                                    "message": format!("Slurm job {} ended Completed, exit code 0", 100_000 + i),
+                                    "observedGeneration": 1,
+                                    "lastTransitionTime": "2026-11-22T10:00:02Z"},
+                                   {"type": "Complete", "status": "True", "reason": "Completed",
+                                    "message": format!("Slurm job {} ended Completed, exit code 0", 100_000 + i),
                                     "observedGeneration": 1,
                                     "lastTransitionTime": "2026-11-22T10:00:02Z"}],
                 },
@@ -1410,12 +1415,14 @@ async fn operator_memory(
             .unwrap_or(0.0)
     };
     let _ = child.start_kill();
-    let writes: u64 = api
+    let kinds: Vec<(String, u64)> = api
         .requests()
-        .iter()
+        .into_iter()
         .filter(|(k, _)| k.starts_with("PATCH") || k.starts_with("POST") || k.starts_with("PUT"))
-        .map(|(_, n)| n)
-        .sum();
+        .map(|(k, n)| (k.to_string(), n))
+        .collect();
+    let writes: u64 = kinds.iter().map(|(_, n)| n).sum();
+    log(format!("API writes by kind: {kinds:?}"));
     println!(
         "| memory: the operator binary, {count} finished SlurmJobs + a connected SlurmCluster with {nodes} extra Slurm nodes | VmRSS {:.1} MiB (anonymous {:.1}, file-backed {:.1}), VmHWM {:.1} MiB | release binary against the tests' in-memory API server (sends managedFields; the caches drop them); read {:.0?} after start, once /readyz was ready and every SlurmJob reconciled, plus 5 s; {writes} API writes meanwhile |",
         kib("VmRSS:") / 1024.0,

@@ -21,8 +21,8 @@
 #
 # Brings the local Slurm up (hack/slurm-up.sh, idempotent) and leaves it up. Every job it submits
 # is held (begin time a day ahead: nothing runs) and named "<run>-..."; all of them are cancelled
-# at the end, also on failure or Ctrl-C. The 10 000-job point needs MaxJobCount above 10 000
-# (hack/lib/slurm-common.sh sets 20 000). About 2.5 minutes on 2 cores.
+# at the end, also on failure or Ctrl-C. The 100 000-job point needs MaxJobCount above 100 000
+# (hack/lib/slurm-common.sh sets 150 000). About 10 minutes on 2 cores.
 set -euo pipefail
 set +m
 SLURM_LOG_TAG=bench
