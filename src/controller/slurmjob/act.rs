@@ -380,11 +380,26 @@ where
             }
             if !update.is_empty() {
                 // As the job's own Slurm user: slurmctld allows no more than that user may do.
-                let owner = record.user_name.as_deref().map(|u| env.client.as_user(u));
-                let result = match owner {
-                    Some(Ok(as_owner)) => as_owner.update_job(id, &update).await,
-                    _ => env.client.update_job(id, &update).await,
+                // Never with the cluster's own credentials instead: as an administrator it would
+                // release an administrator's hold or raise a time limit for the tenant.
+                let as_owner = match as_owner(env.client, &record) {
+                    Ok(client) => client,
+                    Err(why) => {
+                        let message = format!(
+                            "generation {generation} was not applied to Slurm job {job_id}: the \
+                             operator cannot act as the job's own Slurm user ({}) and does not \
+                             change it with its own rights; the job keeps its earlier values",
+                            status::bounded(&why, status::MAX_SLURM_MESSAGE)
+                        );
+                        applied(&mut next, false, "CannotActAsUser", &message);
+                        return Ok((
+                            next,
+                            vec![Notice::warning("CannotActAsUser", message)],
+                            None,
+                        ));
+                    }
                 };
+                let result = as_owner.update_job(id, &update).await;
                 let fields = update.fields().join(", ");
                 match result {
                     Ok(()) => {}
@@ -439,6 +454,16 @@ where
 
 /// How soon an edit that could not reach Slurm is tried again.
 const EDIT_RETRY: Duration = Duration::from_secs(10);
+
+/// The cluster's client acting as the Slurm user who owns `record`: what an edit in place is
+/// sent with. There is no fallback to the cluster's own credentials (an administrator's, as a
+/// rule): when the operator cannot act as the owner, the edit is not made.
+fn as_owner(client: &SlurmClient, record: &Job) -> Result<SlurmClient, String> {
+    match record.user_name.as_deref() {
+        Some(user) => client.as_user(user).map_err(|error| error.to_string()),
+        None => Err("its record names no Slurm user".to_owned()),
+    }
+}
 
 /// Errors of an update that Slurm answered with a refusal the same request would get again.
 fn is_refusal(error: &SlurmError) -> bool {

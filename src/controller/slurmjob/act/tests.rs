@@ -208,3 +208,36 @@ async fn a_rejected_generation_is_not_submitted_again_until_the_spec_changes() {
     assert_eq!(reconciling.reason, "WaitingForAccounting");
     assert_eq!(edited.status.observed_generation, Some(2));
 }
+
+/// An edit in place is sent as the job's own Slurm user, never with the cluster's credentials:
+/// with a ready token (no key to mint another user's) or a record naming no user, there is no
+/// client to send it with, and the step says so (`CannotActAsUser`) instead of acting as the
+/// administrator the cluster's token usually belongs to.
+#[test]
+fn an_edit_has_no_client_but_the_jobs_owner() {
+    let config = crate::slurm::ClientConfig::new("http://127.0.0.1:1")
+        .unwrap()
+        .allow_plaintext(true);
+    let record = |user: Option<&str>| Job {
+        job_id: 7,
+        user_name: user.map(str::to_owned),
+        ..Job::bare()
+    };
+    let minted = SlurmClient::new(
+        config.clone(),
+        Arc::new(
+            crate::slurm::Credentials::minted(vec![1; 32], "slurm", Duration::from_secs(60))
+                .unwrap(),
+        ),
+    )
+    .unwrap();
+    assert!(as_owner(&minted, &record(Some("alice"))).is_ok());
+    let why = as_owner(&minted, &record(None)).err().unwrap();
+    assert!(why.contains("names no Slurm user"), "{why}");
+    let token = SlurmClient::new(
+        config,
+        Arc::new(crate::slurm::Credentials::token("admin-token", None).unwrap()),
+    )
+    .unwrap();
+    assert!(as_owner(&token, &record(Some("alice"))).is_err());
+}
