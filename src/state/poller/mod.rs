@@ -22,7 +22,7 @@
 //! the periodic refresh, as while up.) The index counts as synced again only when that is done.
 //!
 //! The first listing of a cluster with accounting fetches none of the jobs it lists but those
-//! holding nodes ([`strategy::skip_unknown`]): one request to find out whether accounting answers,
+//! holding nodes ([`strategy::skip`]): one request to find out whether accounting answers,
 //! then the requests grow with the operator's jobs, not with the queue. Later, a burst of others'
 //! submits larger than a cycle's `detail_budget` is skipped the same way once its older jobs are
 //! older than [`Tuning::recent`] (a catch-up), instead of being resolved a record at a time.
@@ -388,7 +388,7 @@ impl Poller {
                 // Every listed job is recent: nothing to skip, and every record fetched.
                 if reached || newest.len() == listed.len() {
                     let mut tracker = self.tracker.clone();
-                    strategy::skip_unknown(&mut tracker, &listed);
+                    strategy::skip(&mut tracker, &listed, listed.keys().copied());
                     base = Some(tracker);
                     recent = records;
                 }
@@ -424,7 +424,7 @@ impl Poller {
                     budget = budget.saturating_sub(fetches).max(1);
                     if reached {
                         let mut tracker = self.tracker.clone();
-                        strategy::skip_backlog(&mut tracker, &listed, &backlog);
+                        strategy::skip(&mut tracker, &listed, backlog.iter().copied());
                         base = Some(tracker);
                         tracing::info!(
                             skipped = backlog.len(),

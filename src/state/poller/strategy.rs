@@ -24,7 +24,7 @@
 //! makes it send every job (~37 MiB and 3.4 s for 5 000 jobs).
 //!
 //! **The first sync ignores what is not ours** (issue 19). When the cluster serves accounting,
-//! the jobs of the poller's first listing are not fetched at all ([`skip_unknown`]): they become
+//! the jobs of the poller's first listing are not fetched at all ([`skip`]): they become
 //! [`Known::Skipped`], and only those a SlurmJob names ([`Why::Wanted`]) or that hold nodes
 //! ([`Why::Started`]) are fetched. A job an earlier incarnation submitted without recording it
 //! (a crash between the submit and the status write) is found by accounting instead, which the
@@ -101,7 +101,7 @@ pub struct Run {
 pub enum Known {
     /// Never fetched: whose it is is unknown, and it must be fetched.
     Unresolved,
-    /// In the poller's first listing, and not fetched on purpose ([`skip_unknown`]): fetched
+    /// In the poller's first listing, and not fetched on purpose ([`skip`]): fetched
     /// only once a SlurmJob names it ([`Why::Wanted`]) or it holds nodes ([`Why::Started`]).
     Skipped,
     /// Ours: the full record is in the index's `jobs`.
@@ -396,23 +396,10 @@ pub fn apply(
     (next_tracker, next_jobs)
 }
 
-/// The first listing of a poller that may skip (the cluster has accounting): every job not
-/// known yet becomes [`Known::Skipped`] instead of being fetched.
-pub fn skip_unknown(tracker: &mut Tracker, listed: &BTreeMap<u32, Listed>) {
-    for (id, l) in listed {
-        tracker.entry(*id).or_insert_with(|| Tracked {
-            state: l.state.clone(),
-            entries: l.entries(),
-            known: Known::Skipped,
-            stale: Stale::No,
-        });
-    }
-}
-
 /// Others' jobs the index has not resolved yet, newest first: ids listed but not known, or known
 /// only as new (their records not fetched yet), and not asked for by a SlurmJob. After a burst
 /// of submits larger than one cycle's `detail_budget`, a catch-up may skip the older ones as the
-/// first listing does ([`skip_backlog`]).
+/// first listing does ([`skip`]).
 pub fn backlog(
     tracker: &Tracker,
     listed: &BTreeMap<u32, Listed>,
@@ -431,12 +418,17 @@ pub fn backlog(
         .collect()
 }
 
-/// A catch-up's skip: the `ids` of a [`backlog`] become [`Known::Skipped`], as the jobs of a
-/// first listing that skips ([`skip_unknown`]); the records the walk fetched resolve the newest.
-pub fn skip_backlog(tracker: &mut Tracker, listed: &BTreeMap<u32, Listed>, ids: &[u32]) {
+/// Jobs not fetched on purpose: each of `ids` that is listed and not known, or known only as
+/// new, becomes [`Known::Skipped`] (what is resolved stays). The first listing of a poller that
+/// may skip (the cluster has accounting) skips every job it lists; a catch-up, a [`backlog`].
+pub fn skip(
+    tracker: &mut Tracker,
+    listed: &BTreeMap<u32, Listed>,
+    ids: impl IntoIterator<Item = u32>,
+) {
     for id in ids {
-        let Some(l) = listed.get(id) else { continue };
-        let tracked = tracker.entry(*id).or_insert_with(|| Tracked {
+        let Some(l) = listed.get(&id) else { continue };
+        let tracked = tracker.entry(id).or_insert_with(|| Tracked {
             state: l.state.clone(),
             entries: l.entries(),
             known: Known::Skipped,
@@ -460,7 +452,7 @@ pub fn numbered_at(job: &Job) -> Option<DateTime<Utc>> {
     }
 }
 
-/// Whether the walk down from the newest skipped jobs ([`skip_unknown`]) may stop at these
+/// Whether the walk down from the newest skipped jobs ([`skip`]) may stop at these
 /// records: one of them was numbered before `cutoff`, so every lower id was too. Accounting
 /// has had time to learn of those; the newer ones the index resolves itself.
 pub fn reached(records: &[Job], cutoff: DateTime<Utc>) -> bool {
@@ -1247,7 +1239,7 @@ mod tests {
     fn skipped_jobs_are_fetched_only_when_named_or_holding_nodes() {
         let mut tracker = Tracker::new();
         let listed = listing(&[(1, "PENDING"), (2, "RUNNING"), (3, "COMPLETED")]);
-        skip_unknown(&mut tracker, &listed);
+        skip(&mut tracker, &listed, listed.keys().copied());
         assert!(tracker.values().all(|t| t.known == Known::Skipped));
         assert_eq!(unresolved(&tracker).len(), 3);
         let table = [
@@ -1273,7 +1265,7 @@ mod tests {
         assert_eq!((p.fetch, p.complete), (Fetch::Details(vec![2]), true));
         // Skipping keeps what is known.
         let mut known: Tracker = [(1, tracked("PENDING", Known::Ours))].into();
-        skip_unknown(&mut known, &listed);
+        skip(&mut known, &listed, listed.keys().copied());
         assert_eq!(known[&1].known, Known::Ours);
         assert_eq!(known[&2].known, Known::Skipped);
     }
@@ -1301,7 +1293,7 @@ mod tests {
         let wanted: BTreeSet<u32> = [5].into();
         let ids = backlog(&tracker, &listed, &wanted);
         assert_eq!(ids, vec![7, 6, 3]);
-        skip_backlog(&mut tracker, &listed, &ids);
+        skip(&mut tracker, &listed, ids.iter().copied());
         let known: Vec<(u32, Known)> = tracker
             .iter()
             .map(|(id, t)| (*id, t.known.clone()))

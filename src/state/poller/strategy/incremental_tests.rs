@@ -266,7 +266,7 @@ impl View {
     fn first(sim: &Sim) -> Self {
         let listed = group(sim.all_states());
         let mut tracker = Tracker::new();
-        skip_unknown(&mut tracker, &listed);
+        skip(&mut tracker, &listed, listed.keys().copied());
         let mut view = Self {
             tracker,
             ..Self::default()
