@@ -122,6 +122,13 @@ enum What {
         /// in slurmctld for the measurement, so that the operator's index holds them.
         #[arg(long, default_value_t = 1_000)]
         nodes: u32,
+        /// Others' held jobs queued in slurmctld for the measurement (named `<run>-queued`,
+        /// cancelled after it), which the operator's poller lists but does not resolve.
+        #[arg(long, default_value_t = 100_000)]
+        queued: u32,
+        /// Names the queued jobs.
+        #[arg(long, default_value = "bench-operator")]
+        run: String,
     },
     /// The operator binary against the tests' API server: bursts of SlurmJobs, API writes per
     /// SlurmJob, status latency (`bench/burst.rs`).
@@ -162,7 +169,9 @@ async fn main() -> anyhow::Result<()> {
             binary,
             slurmjobs,
             nodes,
-        } => operator_memory(&env_file, &binary, slurmjobs, nodes).await,
+            queued,
+            run,
+        } => operator_memory(&env_file, &binary, slurmjobs, nodes, queued, &run).await,
         What::Burst(settings) => burst::burst(settings).await,
     }
 }
@@ -1314,6 +1323,71 @@ impl Drop for ExtraNodes {
     }
 }
 
+/// Others' held jobs in slurmctld, cancelled on drop.
+struct QueuedJobs {
+    root: String,
+    name: String,
+}
+
+impl QueuedJobs {
+    async fn submit(
+        env: &HashMap<String, String>,
+        run: &str,
+        count: u32,
+    ) -> anyhow::Result<Option<Self>> {
+        if count == 0 {
+            return Ok(None);
+        }
+        let get = |k: &str| env.get(k).cloned().with_context(|| format!("{k} missing"));
+        let queued = Self {
+            root: get("SLURM_ROOT")?,
+            name: format!("{run}-queued"),
+        };
+        let credentials = Arc::new(Credentials::minted(
+            std::fs::read(get("SLURM_JWT_KEY")?)?,
+            get("SLURM_USER")?,
+            Duration::from_secs(900),
+        )?);
+        let user = SlurmClient::new(
+            ClientConfig::new(&get("SLURM_REST_URL")?)?.allow_plaintext(true),
+            credentials,
+        )?;
+        let spec: SlurmJobSpec = serde_json::from_value(json!({
+            "clusterName": "local", "script": "#!/bin/sh\ntrue\n", "partition": get("SLURM_PARTITION")?,
+            "extraOptions": {"begin_time": {"set": true, "number": held_until()}},
+        }))?;
+        let mut request = submit::request(&spec, &queued.name, "someone else's", &[])?;
+        request.comment = Some(queued.name.clone());
+        let started = Instant::now();
+        let failed = futures::stream::iter(0..count)
+            .map(|_| user.submit_job(&request))
+            .buffer_unordered(16)
+            .filter(|r| futures::future::ready(r.is_err()))
+            .count()
+            .await;
+        if failed > 0 {
+            bail!("{failed} of {count} held submits failed");
+        }
+        log(format!(
+            "queued {count} held jobs in {:.1} s",
+            started.elapsed().as_secs_f64()
+        ));
+        Ok(Some(queued))
+    }
+}
+
+impl Drop for QueuedJobs {
+    fn drop(&mut self) {
+        let out = std::process::Command::new("chroot")
+            .arg(&self.root)
+            .args(["scancel", "--name", &self.name])
+            .output();
+        if !out.is_ok_and(|o| o.status.success()) {
+            log(format!("could not cancel the jobs named {}", self.name));
+        }
+    }
+}
+
 /// The operator binary's memory with `count` finished SlurmJobs, a connected SlurmCluster and
 /// `nodes` extra Slurm nodes in its index.
 async fn operator_memory(
@@ -1321,11 +1395,14 @@ async fn operator_memory(
     binary: &PathBuf,
     count: u32,
     nodes: u32,
+    queued: u32,
+    run: &str,
 ) -> anyhow::Result<()> {
     const NS: &str = "bench";
     let env = read_env(env_file)?;
     let get = |k: &str| env.get(k).cloned().with_context(|| format!("{k} missing"));
     let _nodes = ExtraNodes::create(&get("SLURM_ROOT")?, "benchnode", nodes)?;
+    let _queued = QueuedJobs::submit(&env, run, queued).await?;
     let api = fake_apiserver::FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
     let dir = tempfile::tempdir()?;
     let kubeconfig = api.write_kubeconfig(dir.path());
@@ -1378,15 +1455,28 @@ async fn operator_memory(
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
     };
+    // Three job polls ended: the first (its first sync, through the queued jobs) and two more.
+    let job_polls = |text: &str| -> f64 {
+        text.lines()
+            .filter(|l| {
+                l.starts_with("slurm_operator_poll_duration_seconds_count{")
+                    && l.contains("kind=\"jobs\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
     loop {
         let ready = http
             .get(&ready_url)
             .send()
             .await
             .is_ok_and(|r| r.status().is_success());
-        let done = match http.get(&metrics_url).send().await {
-            Ok(r) => reconciled(&r.text().await.unwrap_or_default()),
-            Err(_) => 0.0,
+        let (done, polls) = match http.get(&metrics_url).send().await {
+            Ok(r) => {
+                let text = r.text().await.unwrap_or_default();
+                (reconciled(&text), job_polls(&text))
+            }
+            Err(_) => (0.0, 0.0),
         };
         // The SlurmCluster's status counts the nodes of the poller's index.
         let indexed_nodes = clusters
@@ -1395,7 +1485,7 @@ async fn operator_memory(
             .ok()
             .and_then(|c| c.status?.nodes)
             .map_or(0, |n| i64::from(n.total));
-        if ready && done >= f64::from(count) && indexed_nodes >= i64::from(nodes) {
+        if ready && done >= f64::from(count) && indexed_nodes >= i64::from(nodes) && polls >= 3.0 {
             break;
         }
         if Instant::now() > deadline {
@@ -1424,7 +1514,7 @@ async fn operator_memory(
     let writes: u64 = kinds.iter().map(|(_, n)| n).sum();
     log(format!("API writes by kind: {kinds:?}"));
     println!(
-        "| memory: the operator binary, {count} finished SlurmJobs + a connected SlurmCluster with {nodes} extra Slurm nodes | VmRSS {:.1} MiB (anonymous {:.1}, file-backed {:.1}), VmHWM {:.1} MiB | release binary against the tests' in-memory API server (sends managedFields; the caches drop them); read {:.0?} after start, once /readyz was ready and every SlurmJob reconciled, plus 5 s; {writes} API writes meanwhile |",
+        "| memory: the operator binary, {count} finished SlurmJobs + a connected SlurmCluster with {nodes} extra Slurm nodes and {queued} others' held jobs queued | VmRSS {:.1} MiB (anonymous {:.1}, file-backed {:.1}), VmHWM {:.1} MiB | release binary against the tests' in-memory API server (sends managedFields; the caches drop them); read {:.0?} after start, once /readyz was ready, every SlurmJob reconciled and three job polls done, plus 5 s; {writes} API writes meanwhile |",
         kib("VmRSS:") / 1024.0,
         kib("RssAnon:") / 1024.0,
         kib("RssFile:") / 1024.0,

@@ -30,7 +30,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::crd::condition;
-use crate::crd::{SlurmCluster, SlurmJob, SlurmNodeSet};
+use crate::crd::slurmjob::CachedSlurmJob;
+use crate::crd::{SlurmCluster, SlurmNodeSet};
 use crate::leader::Leadership;
 use crate::slurm::RequestObserver;
 
@@ -314,7 +315,7 @@ impl RequestObserver for ClusterRequests {
 pub struct ObjectSources {
     pub clusters: Store<SlurmCluster>,
     /// One store per watched namespace (or one for all).
-    pub slurmjobs: Vec<Store<SlurmJob>>,
+    pub slurmjobs: Vec<Store<CachedSlurmJob>>,
     pub nodesets: Vec<Store<SlurmNodeSet>>,
     pub leadership: Leadership,
 }
@@ -444,21 +445,21 @@ impl Collector for ObjectGauges {
                 }
             }
             for job in sources.slurmjobs.iter().flat_map(Store::state) {
-                let phase = job.status.as_ref().map(|s| s.phase).unwrap_or_default();
+                let phase = job.phase().unwrap_or_default();
                 phases
                     .get_or_create(&PhaseLabels {
-                        cluster: job.spec.cluster_name.clone(),
+                        cluster: job.cluster_name().to_owned(),
                         namespace: job.namespace().unwrap_or_default(),
                         phase: phase.as_str(),
                     })
                     .inc();
                 if phase == crate::crd::slurmjob::Phase::Pending
-                    && let Some(reason) = job.status.as_ref().and_then(|s| s.state_reason.clone())
+                    && let Some(reason) = job.state_reason()
                 {
                     pending
                         .get_or_create(&ReasonLabels {
-                            cluster: job.spec.cluster_name.clone(),
-                            reason,
+                            cluster: job.cluster_name().to_owned(),
+                            reason: reason.to_owned(),
                         })
                         .inc();
                 }

@@ -144,7 +144,9 @@ async fn caches_keep_no_managed_fields_or_last_applied_copy() {
         vec![(0, vec![])],
         "SlurmJob: one cached object, without managedFields or any tenant annotation"
     );
-    assert!(jobs.state()[0].spec.script.is_empty(), "no script cached");
+    let cached = jobs.state()[0].object().unwrap();
+    assert!(cached.spec.script.is_empty(), "no script cached");
+    assert_eq!(cached.spec.cluster_name, "c", "the rest of the spec cached");
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(20), drivers)
         .await

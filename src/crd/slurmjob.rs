@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 use super::{POSITIVE_QUANTITY, condition, duration::Duration};
 use crate::slurm::types::{EXTRA_JOB_OPTIONS, EXTRA_OPTION_UNKNOWN, REFUSED_JOB_OPTIONS};
 
+mod cached;
+pub use cached::{CacheError, CachedSlurmJob};
+
 /// Bound on `status.arrayTasks.tasks`; the operator keeps the most relevant entries.
 pub const MAX_ARRAY_TASKS: usize = 100;
 /// Bound on `status.history`; the operator drops the oldest runs first.

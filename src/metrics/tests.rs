@@ -41,7 +41,7 @@ fn cluster(name: &str, ready: &str, version: Option<&str>) -> SlurmCluster {
     }))
 }
 
-fn job(name: &str, phase: Option<&str>, reason: Option<&str>) -> SlurmJob {
+fn job(name: &str, phase: Option<&str>, reason: Option<&str>) -> CachedSlurmJob {
     let mut value = json!({
         "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
         "metadata": {"name": name, "namespace": "team"},

@@ -9,9 +9,9 @@
 //!    finished job keeps its status and waits for the SlurmCluster's first poll);
 //! 2. [`act::step_loading`]: [`lifecycle::decide`], then [`plan::submit`] (submit once,
 //!    crash-safe: see `plan`) or [`plan::follow`] (mirror the index's records of the job; a job
-//!    gone from a synced index is `Lost`), performing what they return. The cache holds no
-//!    script ([`trim_for_cache`]): a submit first reads its SlurmJob's whole spec
-//!    ([`load_spec`]);
+//!    gone from a synced index is `Lost`), performing what they return. The cache holds each
+//!    SlurmJob compactly and without its script ([`CachedSlurmJob`]): a reconcile decodes its one
+//!    SlurmJob, and a submit first reads the whole spec ([`load_spec`]);
 //! 3. server-side apply of the status when it changed (the job id is written right after a
 //!    submit), then the Events of the transition (`notice::transitions`);
 //! 4. with `spec.output`, the streamer Pod for the current job id (`output::pod`), re-created
@@ -58,11 +58,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::ResourceExt;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
+use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -72,7 +72,7 @@ use self::submissions::Submissions;
 use super::Context;
 use super::kit::{self, Backoffs, FinalizerFailure, Notice};
 use crate::crd::condition;
-use crate::crd::slurmjob::{SlurmJobSpec, SlurmJobStatus};
+use crate::crd::slurmjob::{CachedSlurmJob, SlurmJobSpec, SlurmJobStatus};
 use crate::crd::{SKIP_CANCEL_ANNOTATION, SlurmCluster, SlurmJob, is_object_name};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
@@ -98,8 +98,8 @@ pub const DEBOUNCE: Duration = Duration::ZERO;
 /// An unfinished job is looked at again this often even without Slurm events (safety net).
 pub const RESYNC: Duration = Duration::from_secs(300);
 
-/// SlurmJobs per page of the cache's lists. An object can be ~1.5 MiB (etcd's limit), and a page
-/// is held twice while it is decoded (its JSON and its objects, before they are trimmed): 25 of
+/// SlurmJobs per page of the cache's lists. An object can be ~1.5 MiB (etcd's limit), and a
+/// page's JSON is read whole before its objects are decoded (each at once trimmed): 25 of
 /// them are under 80 MiB, where kube's default 500 were up to 1.5 GiB. 10 000 SlurmJobs take 400
 /// pages.
 pub const LIST_PAGE: u32 = 25;
@@ -138,6 +138,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A cached SlurmJob is encoded by this process: a bug, never the object's fault.
+    #[error("cannot decode the cached SlurmJob")]
+    Cache(#[source] crate::crd::slurmjob::CacheError),
     #[error("cannot read the SlurmJob's whole spec (with its script) to submit it")]
     LoadSpec(#[source] kube::Error),
     #[error("cannot apply the SlurmJob's status")]
@@ -167,6 +170,7 @@ impl Error {
             Self::Submit(_) => "SubmitFailed",
             Self::Cancel { .. } => "CancelFailed",
             Self::GetCluster { .. } => "GetClusterFailed",
+            Self::Cache(_) => "CacheDecodeFailed",
             Self::LoadSpec(_) => "LoadSpecFailed",
             Self::PatchStatus(_) => "PatchStatusFailed",
             Self::OutputPod(_) => "OutputPodFailed",
@@ -183,7 +187,7 @@ impl Error {
 #[derive(Clone)]
 pub struct JobContext {
     pub ctx: Context,
-    pub jobs: Store<SlurmJob>,
+    pub jobs: Store<CachedSlurmJob>,
     pub submissions: Arc<Submissions>,
     pub output_image: String,
     /// SlurmClusters (their access), and namespaces' labels (access by label).
@@ -200,12 +204,22 @@ impl JobContext {
     }
 }
 
-fn backoff_key(job: &SlurmJob) -> String {
+fn backoff_key(job: &impl ResourceExt) -> String {
     Backoffs::key(
         CONTROLLER,
         job.namespace().as_deref().unwrap_or_default(),
         &job.name_any(),
     )
+}
+
+/// Reconcile one SlurmJob of the cache: the whole cached object, decoded from the cache's
+/// compact form.
+pub async fn reconcile_cached(
+    cached: Arc<CachedSlurmJob>,
+    data: Arc<JobContext>,
+) -> Result<Action, Error> {
+    let job = cached.object().map_err(Error::Cache)?;
+    reconcile(Arc::new(job), data).await
 }
 
 /// Reconcile one SlurmJob behind the finalizer. One tracing span per reconcile.
@@ -242,9 +256,9 @@ impl FinalizerFailure for Error {
 /// Every failure retries with a per-SlurmJob exponential backoff: none of them is the spec's
 /// fault (an unsubmittable spec, and a submit Slurm refused for good, are reported in the status
 /// and wait for an edit without error).
-pub fn error_policy(job: Arc<SlurmJob>, error: &Error, data: Arc<JobContext>) -> Action {
-    if let Error::ClusterBusy(_) = error {
-        return busy(&job, &data.ctx);
+pub fn error_policy<K: ResourceExt>(job: Arc<K>, error: &Error, data: Arc<JobContext>) -> Action {
+    if let Error::ClusterBusy(cluster) = error {
+        return busy(job.as_ref(), cluster, &data.ctx);
     }
     if let Error::NotLeader = error {
         // Gaining the Lease again reconciles everything.
@@ -257,7 +271,7 @@ pub fn error_policy(job: Arc<SlurmJob>, error: &Error, data: Arc<JobContext>) ->
         // Said in the condition and logged already; the delay was chosen with the deadline.
         return Action::requeue(*retry);
     }
-    let delay = data.ctx.backoff.next(&backoff_key(&job));
+    let delay = data.ctx.backoff.next(&backoff_key(job.as_ref()));
     warn!(
         name = %job.name_any(),
         namespace = job.namespace().unwrap_or_default(),
@@ -430,9 +444,9 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
     let lookup = |dep: &str| {
         data.jobs
             .get(&ObjectRef::new(dep).within(namespace))
-            .map(|d| d.status.as_ref().and_then(|s| s.job_id))
+            .map(|d| d.job_id())
     };
-    // The cached object holds no script (`trim_for_cache`): read the whole spec right before a
+    // The cached object holds no script (`CachedSlurmJob`): read the whole spec right before a
     // submit.
     let jobs_api: Api<SlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
     let load = |generation| load_spec(&jobs_api, &name, &uid, generation, &spec);
@@ -528,26 +542,6 @@ async fn load_spec(
     spec.qos.clone_from(&granted.qos);
     Ok(Some(spec))
 }
-
-/// What the SlurmJob cache keeps of an object: [`kit::trim_for_cache`], and none of what a
-/// tenant can make large that only a submit reads — the script (up to 1 MiB), the environment
-/// and extraOptions — nor the tenant's labels and annotations (up to 256 KiB), which nothing
-/// here reads; annotations under `slurm.rs/` stay. A few hundred SlurmJobs with large scripts
-/// otherwise held hundreds of MiB at every start. A submit reads the whole spec first
-/// ([`load_spec`], `act::step_loading`).
-pub fn trim_for_cache(job: &mut SlurmJob) {
-    kit::trim_for_cache(job);
-    job.spec.script = String::new();
-    job.spec.environment = Default::default();
-    job.spec.extra_options = None;
-    job.metadata.labels = None;
-    if let Some(annotations) = &mut job.metadata.annotations {
-        annotations.retain(|key, _| key.starts_with(OWN_ANNOTATIONS));
-    }
-}
-
-/// The prefix of annotations the operator may read, kept in the cache.
-const OWN_ANNOTATIONS: &str = "slurm.rs/";
 
 /// The access grant of `job` in `namespace` (`Ok(Err(..))`: refused), from the cached
 /// SlurmCluster and the namespace's labels.
@@ -961,10 +955,10 @@ async fn blocked(
 
 /// The requeue of a SlurmJob whose cluster has no free request slot ([`Error::ClusterBusy`]):
 /// not a failure; soon, growing while it stays busy (`Backoffs::next_busy`).
-fn busy(job: &SlurmJob, ctx: &Context) -> Action {
+fn busy(job: &impl ResourceExt, cluster: &str, ctx: &Context) -> Action {
     ctx.metrics.deferred(CONTROLLER);
     let delay = ctx.backoff.next_busy(&backoff_key(job));
-    debug!(name = %job.name_any(), retry_in = ?delay, "SlurmCluster {:?} has no free request slot", job.spec.cluster_name);
+    debug!(name = %job.name_any(), retry_in = ?delay, "SlurmCluster {cluster:?} has no free request slot");
     Action::requeue(delay)
 }
 
@@ -991,7 +985,7 @@ async fn apply_status(
 
 /// The SlurmJobs a Slurm event concerns: the one whose uid a job's tag carries, or for a
 /// regained slurmrestd every SlurmJob of that SlurmCluster.
-pub fn targets(event: &SlurmEvent, jobs: &Store<SlurmJob>) -> Vec<ObjectRef<SlurmJob>> {
+pub fn targets(event: &SlurmEvent, jobs: &Store<CachedSlurmJob>) -> Vec<ObjectRef<CachedSlurmJob>> {
     match event {
         SlurmEvent::JobChanged { owner, .. } | SlurmEvent::JobGone { owner, .. } => {
             let Some(uid) = owner.as_ref().map(OwnerTag::uid) else {
@@ -999,7 +993,7 @@ pub fn targets(event: &SlurmEvent, jobs: &Store<SlurmJob>) -> Vec<ObjectRef<Slur
             };
             // A uid names one object. `find` looks in place: this runs once per changed job,
             // and copying out a store of 10 000 SlurmJobs each time cost more than the lookup.
-            jobs.find(|j| j.metadata.uid.as_deref() == Some(uid))
+            jobs.find(|j| j.meta().uid.as_deref() == Some(uid))
                 .map(|j| ObjectRef::from_obj(j.as_ref()))
                 .into_iter()
                 .collect()
@@ -1007,7 +1001,7 @@ pub fn targets(event: &SlurmEvent, jobs: &Store<SlurmJob>) -> Vec<ObjectRef<Slur
         SlurmEvent::HealthChanged { cluster, up: true } => jobs
             .state()
             .iter()
-            .filter(|j| j.spec.cluster_name == cluster.name)
+            .filter(|j| j.cluster_name() == cluster.name)
             .map(|j| ObjectRef::from_obj(j.as_ref()))
             .collect(),
         _ => Vec::new(),
@@ -1015,7 +1009,7 @@ pub fn targets(event: &SlurmEvent, jobs: &Store<SlurmJob>) -> Vec<ObjectRef<Slur
 }
 
 /// A hash of the skip-cancel annotation, as a watch predicate.
-fn skip_cancel(job: &SlurmJob) -> Option<u64> {
+fn skip_cancel(job: &CachedSlurmJob) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let value = job.annotations().get(SKIP_CANCEL_ANNOTATION)?;
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -1024,20 +1018,20 @@ fn skip_cancel(job: &SlurmJob) -> Option<u64> {
 }
 
 /// A hash of the status' phase and job id, as a watch predicate.
-fn phase_and_job(job: &SlurmJob) -> Option<u64> {
+fn phase_and_job(job: &CachedSlurmJob) -> Option<u64> {
     use std::hash::{Hash, Hasher};
-    let status = job.status.as_ref()?;
+    let phase = job.phase()?;
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    status.phase.to_string().hash(&mut hasher);
-    status.job_id.hash(&mut hasher);
+    phase.to_string().hash(&mut hasher);
+    job.job_id().hash(&mut hasher);
     Some(hasher.finish())
 }
 
 /// The SlurmJobs in `store` for which `select` holds, as reconcile triggers.
 fn jobs_where(
-    store: &Store<SlurmJob>,
-    select: impl Fn(&SlurmJob) -> bool,
-) -> Vec<ObjectRef<SlurmJob>> {
+    store: &Store<CachedSlurmJob>,
+    select: impl Fn(&CachedSlurmJob) -> bool,
+) -> Vec<ObjectRef<CachedSlurmJob>> {
     store
         .state()
         .iter()
@@ -1053,19 +1047,21 @@ pub fn run(
     output_image: String,
     namespace: Option<&str>,
     shutdown: CancellationToken,
-) -> (Store<SlurmJob>, impl Future<Output = ()> + Send + 'static) {
+) -> (
+    Store<CachedSlurmJob>,
+    impl Future<Output = ()> + Send + 'static,
+) {
     let client = ctx.client.clone();
     let (store, writer) = reflector::store();
-    let jobs_api: Api<SlurmJob> = kit::scoped_api(client.clone(), namespace);
+    let jobs_api: Api<CachedSlurmJob> = kit::scoped_api(client.clone(), namespace);
     let pods_api: Api<Pod> = kit::scoped_api(client, namespace);
     // Paged consistent lists, not one any-semantic list from the watch cache: with 10 000
     // SlurmJobs that one list is tens of MB of JSON decoded at once, and it set the process's
-    // peak memory (hack/bench.sh, "the operator binary"). A page is decoded whole before
-    // `trim_for_cache` sees its objects: [`LIST_PAGE`] of them bounds what a list costs however
-    // large tenants make their SlurmJobs.
+    // peak memory (hack/bench.sh, "the operator binary"). A page's JSON is read whole before its
+    // objects are decoded into the cached form: [`LIST_PAGE`] of them bounds what a list costs
+    // however large tenants make their SlurmJobs.
     let jobs = watcher(jobs_api, watcher::Config::default().page_size(LIST_PAGE))
         .default_backoff()
-        .modify(trim_for_cache)
         .reflect(writer)
         .touched_objects()
         // Our own status writes change neither, except a change of phase or job id: one more
@@ -1142,21 +1138,21 @@ pub fn run(
         )
         .watches_stream(clusters, move |cluster: SlurmCluster| {
             let name = cluster.name_any();
-            jobs_where(&by_cluster, |job| job.spec.cluster_name == name)
+            jobs_where(&by_cluster, |job| job.cluster_name() == name)
         })
         .watches_stream(
             namespace_changes,
             move |ns: PartialObjectMeta<Namespace>| {
                 let name = ns.name_any();
                 jobs_where(&by_namespace, |job| {
-                    job.metadata.namespace.as_deref() == Some(name.as_str())
+                    job.meta().namespace.as_deref() == Some(name.as_str())
                 })
             },
         )
         .reconcile_on(slurm)
         .reconcile_all_on(gained)
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, error_policy, data)
+        .run(reconcile_cached, error_policy, data)
         .for_each(|result| kit::log_outcome(CONTROLLER, result));
     (store, driver)
 }

@@ -124,9 +124,7 @@ async fn expect_status_apply(api: &mut ApiServerVerifier, job: &SlurmJob) -> Slu
 
 /// The object as the controller's cache holds it: no script, environment or extraOptions.
 fn cached(job: &SlurmJob) -> SlurmJob {
-    let mut cached = job.clone();
-    trim_for_cache(&mut cached);
-    cached
+    CachedSlurmJob::new(job.clone()).unwrap().object().unwrap()
 }
 
 /// The read of the whole SlurmJob right before a submit (the cache holds no script), answered
@@ -752,7 +750,8 @@ fn slurm_events_map_to_slurmjobs_by_uid_and_health_to_all_of_the_cluster() {
     b.metadata.uid = Some("ub".into());
     b.spec.cluster_name = "other".into();
     let (jobs, mut writer) = reflector::store();
-    for job in [a.clone(), b] {
+    let a = CachedSlurmJob::new(a).unwrap();
+    for job in [a.clone(), CachedSlurmJob::new(b).unwrap()] {
         writer.apply_watcher_event(&watcher::Event::Apply(job));
     }
     let cluster = ObjectRef::<SlurmCluster>::new("local");
@@ -999,7 +998,7 @@ async fn a_busy_cluster_requeues_soon_without_a_request() {
     let mut api = server.await.unwrap();
     // The same waits a fresh record of this key gives: BUSY_MIN, then twice that, spread.
     let reference = Backoffs::default();
-    let key = backoff_key(&job);
+    let key = backoff_key(job.as_ref());
     assert_eq!(first, Action::requeue(reference.next_busy(&key)));
     assert_eq!(second, Action::requeue(reference.next_busy(&key)));
     drop(taken);

@@ -1,0 +1,210 @@
+//! What the SlurmJob controller's cache holds of each SlurmJob: [`CachedSlurmJob`] (here, with
+//! the API types, for the metrics to read it too).
+//!
+//! The cache holds every SlurmJob of the watched namespaces for as long as it exists, finished
+//! ones included, and a site keeps tens of thousands of them. As typed objects they cost ~2.7 KiB
+//! each, most of it the inline size of `SlurmJob` (1 680 bytes: the spec's and the status' many
+//! optional fields) whatever few of them are set; 100 000 SlurmJobs took the operator to 330 MiB
+//! (hack/bench.sh, "the operator binary"). A cached SlurmJob is its metadata, the few fields the
+//! triggers, watch predicates and metrics read on every event or scrape, and its spec and status
+//! as deflated JSON, decoded only for the one SlurmJob a reconcile works on (microseconds, against
+//! the reconcile's API and Slurm requests). A finished SlurmJob's spec and status are ~720 bytes
+//! of JSON and ~300 deflated: its conditions repeat keys, times and messages.
+//!
+//! Decoding a SlurmJob from the API server makes the cached form directly (a page of a list is
+//! never held as typed objects), and leaves out what the controller never reads from the cache
+//! ([`trim`]).
+
+use std::borrow::Cow;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::{Phase, SlurmJob, SlurmJobSpec, SlurmJobStatus};
+
+/// The prefix of annotations the operator may read, kept in the cache.
+const OWN_ANNOTATIONS: &str = "slurm.rs/";
+
+/// A SlurmJob as the controller's cache holds it (see the module's documentation). Its
+/// [`object`](Self::object) is the SlurmJob without what [`trim`] leaves out.
+///
+/// Sized to the allocator's classes: with the `Arc` the store wraps it in, it takes 448 bytes
+/// (one more inline field would take 512), and spec and status are one allocation.
+#[derive(Clone, PartialEq)]
+pub struct CachedSlurmJob {
+    metadata: ObjectMeta,
+    cluster_name: Box<str>,
+    /// `None`: no status yet.
+    phase: Option<Phase>,
+    job_id: Option<i64>,
+    /// The status' `stateReason` (the metrics' pending reasons).
+    state_reason: Option<Box<str>>,
+    /// [`Parts`] as deflated JSON.
+    packed: Box<[u8]>,
+}
+
+/// Why a cached SlurmJob could not be decoded: never the object's fault (this process encoded
+/// it), so a bug.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("cannot encode the SlurmJob's spec and status")]
+    Encode(#[source] serde_json::Error),
+    #[error("cannot inflate the cached spec and status")]
+    Inflate(#[source] miniz_oxide::inflate::DecompressError),
+    #[error("cannot decode the cached spec and status")]
+    Decode(#[source] serde_json::Error),
+}
+
+/// Deflate's level: the fastest, ~300 bytes for a finished SlurmJob's ~720 (the best level
+/// saves a few bytes more at several times the time).
+const LEVEL: u8 = 1;
+/// Bound on an inflated entry: a SlurmJob is at most etcd's 1.5 MiB, and the cache leaves out
+/// its largest parts.
+const MAX_INFLATED: usize = 4 << 20;
+
+/// Spec and status, as the cache encodes them.
+#[derive(Serialize)]
+struct Parts<'a> {
+    spec: &'a SlurmJobSpec,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'a SlurmJobStatus>,
+}
+
+/// [`Parts`] decoded.
+#[derive(Deserialize)]
+struct OwnedParts {
+    spec: SlurmJobSpec,
+    #[serde(default)]
+    status: Option<SlurmJobStatus>,
+}
+
+impl CachedSlurmJob {
+    /// The cached form of `job`, trimmed ([`trim`]).
+    pub fn new(mut job: SlurmJob) -> Result<Self, CacheError> {
+        trim(&mut job);
+        let status = job.status.as_ref();
+        let parts = Parts {
+            spec: &job.spec,
+            status,
+        };
+        Ok(Self {
+            phase: status.map(|s| s.phase),
+            job_id: status.and_then(|s| s.job_id),
+            state_reason: status.and_then(|s| s.state_reason.as_deref().map(Box::from)),
+            packed: miniz_oxide::deflate::compress_to_vec(
+                &serde_json::to_vec(&parts).map_err(CacheError::Encode)?,
+                LEVEL,
+            )
+            .into_boxed_slice(),
+            cluster_name: job.spec.cluster_name.into_boxed_str(),
+            metadata: job.metadata,
+        })
+    }
+
+    /// The SlurmJob as cached: the whole object but for what [`trim`] leaves out.
+    pub fn object(&self) -> Result<SlurmJob, CacheError> {
+        let json = miniz_oxide::inflate::decompress_to_vec_with_limit(&self.packed, MAX_INFLATED)
+            .map_err(CacheError::Inflate)?;
+        let OwnedParts { spec, status } =
+            serde_json::from_slice(&json).map_err(CacheError::Decode)?;
+        Ok(SlurmJob {
+            metadata: self.metadata.clone(),
+            spec,
+            status,
+        })
+    }
+
+    /// `spec.clusterName`.
+    pub fn cluster_name(&self) -> &str {
+        &self.cluster_name
+    }
+
+    /// `status.phase`; `None` without a status.
+    pub fn phase(&self) -> Option<Phase> {
+        self.phase
+    }
+
+    /// `status.jobId`.
+    pub fn job_id(&self) -> Option<i64> {
+        self.job_id
+    }
+
+    /// `status.stateReason`.
+    pub fn state_reason(&self) -> Option<&str> {
+        self.state_reason.as_deref()
+    }
+}
+
+/// Names the object and what the triggers read; spec and status stay packed.
+impl std::fmt::Debug for CachedSlurmJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedSlurmJob")
+            .field("namespace", &self.metadata.namespace)
+            .field("name", &self.metadata.name)
+            .field("uid", &self.metadata.uid)
+            .field("generation", &self.metadata.generation)
+            .field("cluster_name", &self.cluster_name)
+            .field("phase", &self.phase)
+            .field("job_id", &self.job_id)
+            .field("packed_bytes", &self.packed.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the cache leaves out of a SlurmJob: the `managedFields` (a third of a small object),
+/// and none of what a tenant can make large that only a submit reads — the script (up to
+/// 1 MiB), the environment and extraOptions — nor the tenant's labels and annotations (up to
+/// 256 KiB, kubectl's copy of the whole object among them), which the controller never reads;
+/// annotations under `slurm.rs/` stay. A few hundred SlurmJobs with large scripts otherwise held
+/// hundreds of MiB at every start. A submit reads the whole spec first.
+pub fn trim(job: &mut SlurmJob) {
+    job.metadata.managed_fields = None;
+    job.spec.script = String::new();
+    job.spec.environment = Default::default();
+    job.spec.extra_options = None;
+    job.metadata.labels = None;
+    if let Some(annotations) = &mut job.metadata.annotations {
+        annotations.retain(|key, _| key.starts_with(OWN_ANNOTATIONS));
+    }
+}
+
+/// Decoded as a SlurmJob, one object at a time, and kept in the cached form at once.
+impl<'de> Deserialize<'de> for CachedSlurmJob {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let job = SlurmJob::deserialize(deserializer)?;
+        Self::new(job).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The SlurmJob resource: the cache lists and watches SlurmJobs as this type.
+impl Resource for CachedSlurmJob {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        SlurmJob::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        SlurmJob::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        SlurmJob::version(dt)
+    }
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        SlurmJob::api_version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        SlurmJob::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests;

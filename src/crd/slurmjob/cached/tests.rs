@@ -1,0 +1,154 @@
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use super::*;
+
+/// A SlurmJob as the API server sends it, with every spec field and every part of the status
+/// set, and what the cache must not keep.
+fn from_api_server() -> Value {
+    json!({
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+        "metadata": {
+            "name": "train", "namespace": "team-a", "uid": "3f0c2a4e-8d7b-4a62-9a51-0c7f1e2d3b4a",
+            "resourceVersion": "4711", "generation": 3, "creationTimestamp": "2026-11-22T10:00:00Z",
+            "finalizers": ["slurm.rs/cleanup"],
+            "labels": {"team": "a"},
+            "annotations": {
+                "slurm.rs/skip-cancel": "true",
+                "notes": "a tenant's",
+                "kubectl.kubernetes.io/last-applied-configuration": "{\"spec\":{}}",
+            },
+            "managedFields": [{"manager": "kubectl", "operation": "Apply", "apiVersion": "slurm.rs/v1alpha1",
+                               "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}],
+        },
+        "spec": {
+            "clusterName": "hpc", "script": "#!/bin/sh\nsrun train\n", "name": "train-run",
+            "partition": "gpu", "account": "ml", "qos": "high", "nodes": "1-2", "ntasks": 4,
+            "cpusPerTask": 2, "tasksPerNode": 2, "gpusPerNode": "a100:2", "gpusPerTask": "1",
+            "exclusive": "user", "memoryPerNode": "8Gi", "timeLimit": "1h30m", "nice": 10,
+            "suspend": false, "environment": {"SEED": "42"}, "workingDirectory": "/work",
+            "constraints": "fast", "gres": "gpu:2", "tresPerTask": "cpu=2", "tres": "license/x=1",
+            "array": "0-9%2", "dependsOn": [{"name": "prepare", "type": "afterok"}],
+            "output": {"volume": "results", "slurmPath": "/shared", "subPath": "runs"},
+            "extraOptions": {"mail_type": ["END"]},
+        },
+        "status": {
+            "phase": "Pending", "jobId": 1234, "slurmState": ["PENDING"], "stateReason": "Priority",
+            "nodes": "n[1-2]", "exitCode": 0, "signal": 9,
+            "submitTime": "2026-11-22T10:00:00Z", "startTime": "2026-11-22T10:00:01Z",
+            "endTime": "2026-11-22T10:00:02Z", "trackedSince": "2026-11-22T10:00:00Z",
+            "arrayTasks": {"counts": {"PENDING": 9, "COMPLETED": 1},
+                           "tasks": [{"taskId": 0, "state": "COMPLETED", "exitCode": 0,
+                                      "usage": {"elapsed": "1m", "maxRSS": "60Mi"}}]},
+            "pending": {"reason": "Priority", "message": "higher-priority jobs go first",
+                        "priority": 4000, "estimatedStartTime": "2026-11-22T11:00:00Z"},
+            "usage": {"elapsed": "1m", "cpuTime": "2m", "maxRSS": "60Mi", "allocatedTRES": "cpu=2",
+                      "requestedTRES": "cpu=2", "cpuEfficiencyPercent": 50, "memoryEfficiencyPercent": 12},
+            "submittedSpecHash": "abcdef0123456789",
+            "conditions": [{"type": "Ready", "status": "False", "reason": "Pending",
+                            "message": "Slurm job 1234 waits: Priority", "observedGeneration": 3,
+                            "lastTransitionTime": "2026-11-22T10:00:02Z"}],
+            "observedGeneration": 3, "submittedGeneration": 3, "rejectedGeneration": 2,
+            "history": [{"jobId": 1200, "phase": "Failed", "exitCode": 1,
+                         "submitTime": "2026-11-21T10:00:00Z", "endTime": "2026-11-21T10:05:00Z",
+                         "generation": 2}],
+        },
+    })
+}
+
+#[test]
+fn the_cache_keeps_the_whole_object_but_what_only_a_submit_reads() {
+    let sent = from_api_server();
+    let cached: CachedSlurmJob = serde_json::from_value(sent.clone()).unwrap();
+    let mut expected: SlurmJob = serde_json::from_value(sent).unwrap();
+    assert!(!expected.spec.script.is_empty() && expected.spec.extra_options.is_some());
+    expected.metadata.managed_fields = None;
+    expected.metadata.labels = None;
+    expected.metadata.annotations =
+        Some([("slurm.rs/skip-cancel".to_owned(), "true".to_owned())].into());
+    expected.spec.script = String::new();
+    expected.spec.environment.clear();
+    expected.spec.extra_options = None;
+    assert_eq!(cached.object().unwrap(), expected);
+
+    assert_eq!(cached.cluster_name(), "hpc");
+    assert_eq!(cached.phase(), Some(Phase::Pending));
+    assert_eq!(cached.job_id(), Some(1234));
+    assert_eq!(cached.state_reason(), Some("Priority"));
+    assert_eq!(cached.metadata.managed_fields, None);
+    // Kept as kube's object key: the store and the controller name it by these.
+    assert_eq!(
+        (
+            cached.meta().name.as_deref(),
+            cached.meta().namespace.as_deref()
+        ),
+        (Some("train"), Some("team-a"))
+    );
+}
+
+#[test]
+fn a_new_slurmjob_has_no_status_in_the_cache() {
+    let cached: CachedSlurmJob = serde_json::from_value(json!({
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+        "metadata": {"name": "new", "namespace": "team-a"},
+        "spec": {"clusterName": "hpc", "script": "#!/bin/sh\ntrue\n"},
+    }))
+    .unwrap();
+    assert_eq!(
+        (cached.phase(), cached.job_id(), cached.state_reason()),
+        (None, None, None)
+    );
+    let object = cached.object().unwrap();
+    assert_eq!(object.status, None);
+    assert_eq!(object.spec.cluster_name, "hpc");
+}
+
+/// With the store's `Arc` (two counters), 448 bytes: one of jemalloc's size classes.
+#[test]
+fn a_cached_slurmjob_fills_one_allocation_class() {
+    assert!(std::mem::size_of::<CachedSlurmJob>() + 16 <= 448);
+}
+
+/// What the cache is for: a finished SlurmJob costs less than the typed object, its spec and
+/// status less than half their JSON. Counted in the bytes the cached form owns (inline size and
+/// its packed bytes, its metadata's strings aside) against
+/// the typed object's inline size alone (which leaves out all its strings and conditions): it
+/// fails if the cache went back to holding typed objects.
+#[test]
+fn a_cached_slurmjob_is_smaller_than_the_typed_object() {
+    // As this operator leaves a finished SlurmJob.
+    let cached: CachedSlurmJob = serde_json::from_value(json!({
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+        "metadata": {"name": "job-00001", "namespace": "bench", "finalizers": ["slurm.rs/cleanup"]},
+        "spec": {"clusterName": "local", "partition": "debug", "script": "#!/bin/sh\nsrun hostname\n"},
+        "status": {
+            "phase": "Completed", "jobId": 100_001, "slurmState": ["COMPLETED"], "nodes": "n1",
+            "exitCode": 0, "observedGeneration": 1, "submittedGeneration": 1,
+            "submitTime": "2026-11-22T10:00:00Z", "endTime": "2026-11-22T10:00:02Z",
+            "startTime": "2026-11-22T10:00:01Z", "trackedSince": "2026-11-22T10:00:00Z",
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Completed",
+                            "message": "Slurm job 100001 ended Completed, exit code 0",
+                            "observedGeneration": 1, "lastTransitionTime": "2026-11-22T10:00:02Z"},
+                           {"type": "Complete", "status": "True", "reason": "Completed",
+                            "message": "Slurm job 100001 ended Completed, exit code 0",
+                            "observedGeneration": 1, "lastTransitionTime": "2026-11-22T10:00:02Z"}],
+        },
+    }))
+    .unwrap();
+    let object = cached.object().unwrap();
+    let json = serde_json::to_vec(&(&object.spec, &object.status))
+        .unwrap()
+        .len();
+    assert!(
+        cached.packed.len() * 2 < json,
+        "spec and status: {} bytes packed, {json} as JSON",
+        cached.packed.len()
+    );
+    let owned = std::mem::size_of::<CachedSlurmJob>() + cached.packed.len();
+    let typed = std::mem::size_of::<SlurmJob>();
+    assert!(
+        owned < typed,
+        "cached: {owned} bytes ({} inline), typed: {typed} bytes inline",
+        std::mem::size_of::<CachedSlurmJob>()
+    );
+}
