@@ -27,9 +27,10 @@
 //! `bench operator` measures the operator *binary* (`--binary`, the release build in
 //! `hack/bench.sh`): it runs against the in-memory API server of the tests
 //! (`testing/fake-apiserver`, which sends `managedFields` as the real one does) holding
-//! 10 000 finished SlurmJobs and a SlurmCluster for the local slurmrestd, to which it adds 1 000
-//! CLOUD nodes (in no partition, deleted afterwards), and reports the process's VmRSS/VmHWM
-//! once its caches are filled, its index holds the nodes and every SlurmJob has been reconciled.
+//! 100 000 finished SlurmJobs and a SlurmCluster for the local slurmrestd, to which it adds 1 000
+//! CLOUD nodes (in no partition, deleted afterwards) and 100 000 others' held jobs (cancelled
+//! afterwards), and reports the process's VmRSS/VmHWM once its caches are filled, its index
+//! holds the nodes, every SlurmJob has been reconciled and three job polls have ended.
 
 // Measurement code: a failed unwrap is a failed run with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

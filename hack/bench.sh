@@ -4,8 +4,9 @@
 # status), slurmrestd requests per poll cycle at 10 / 1 000 / 10 000 jobs (others' held jobs; the
 # size of one full state listing next to them), a restarted poller's first sync against those
 # 10 000 jobs (skipping them, and, as before issue 19, fetching every record), the memory of an
-# index with 10 000 jobs and 1 000 nodes, and the memory of the operator binary with 10 000
-# SlurmJobs in its caches (against the tests' in-memory API server), and (issue 19) through the
+# index with 10 000 jobs and 1 000 nodes, and the memory of the operator binary with 100 000
+# SlurmJobs in its caches (against the tests' in-memory API server) and 100 000 others' jobs
+# queued, and (issue 19) through the
 # operator binary and that API server: bursts of 200 and 2 000 SlurmJobs (how long after the last
 # was created the last was submitted, bare REST submits beside), the API writes per SlurmJob, and
 # status latency from an external cancel to the phase read back. The measuring code is examples/bench.rs (its module
@@ -22,7 +23,7 @@
 # Brings the local Slurm up (hack/slurm-up.sh, idempotent) and leaves it up. Every job it submits
 # is held (begin time a day ahead: nothing runs) and named "<run>-..."; all of them are cancelled
 # at the end, also on failure or Ctrl-C. The 100 000-job point needs MaxJobCount above 100 000
-# (hack/lib/slurm-common.sh sets 150 000). About 10 minutes on 2 cores.
+# (hack/lib/slurm-common.sh sets 150 000). About 15 minutes on 2 cores.
 set -euo pipefail
 set +m
 SLURM_LOG_TAG=bench
@@ -78,8 +79,8 @@ release=$(sed -n 's/^SLURM_RELEASE=//p' "$SLURM_ENV_FILE")
 
 log "memory (synthetic index, own process)"
 memory_rows=$("$bin" memory)
-log "memory of the operator binary (10 000 SlurmJobs, in-memory API server)"
-operator_rows=$("$bin" operator --env-file "$SLURM_ENV_FILE" --binary "$operator_bin")
+log "memory of the operator binary (100 000 SlurmJobs and 100 000 others' jobs queued, in-memory API server)"
+operator_rows=$("$bin" operator --env-file "$SLURM_ENV_FILE" --binary "$operator_bin" --run "$run")
 log "Slurm $release ($SLURM_FLAVOUR): throughput, latency, request cost (run $run)"
 slurm_rows=$("$bin" slurm --env-file "$SLURM_ENV_FILE" --run "$run" ${bench_args[@]+"${bench_args[@]}"})
 log "bursts of 200 and 2 000 SlurmJobs, API writes, status latency (the operator binary, in-memory API server)"
