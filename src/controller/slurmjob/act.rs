@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::controller::kit::Notice;
 use crate::crd::condition;
@@ -205,7 +205,11 @@ where
             if next.observed_generation.is_none() {
                 next.observed_generation = Some(generation);
             }
-            let (next, usage_retry) = with_usage(next, target.uid, env).await;
+            // The end of a job is written at once: accounting's usage joins that write when it
+            // answers within `USAGE_WAIT_AT_END`, else it follows in a later one.
+            let ending = next.phase.is_terminal() && !current.phase.is_terminal();
+            let wait = ending.then_some(USAGE_WAIT_AT_END);
+            let (next, usage_retry) = with_usage(next, target.uid, env, wait).await;
             let next = status::suspension(next, target.spec.suspend == Some(true), now(env));
             let notices = notice::transitions(&current, &next);
             Ok(Step {
@@ -491,13 +495,22 @@ fn hold_now(next: &mut SlurmJobStatus, hold: bool) {
     }
 }
 
+/// How long the step that sees a job end waits for accounting's usage before it writes the end
+/// without it (the usage is asked for again, [`usage::retry_after`]). slurmdbd answers in
+/// milliseconds when idle, and in seconds when busy (a queue of 100 000 jobs being recorded):
+/// the phase must not wait for it (issue 19: status latency p99 ≤ 1 s). Later asks wait for
+/// the whole request: a slow slurmdbd still gives the usage.
+pub const USAGE_WAIT_AT_END: Duration = Duration::from_millis(300);
+
 /// With the usage of an ended job from the cluster's accounting, when the status has none yet
 /// and it is still worth asking ([`usage::retry_after`]); when accounting does not have it all
-/// yet, when to ask again. One request per ended job, not per poll.
+/// yet, or did not answer within `wait`, when to ask again. One request per ended job, not per
+/// poll.
 pub async fn with_usage(
     mut next: SlurmJobStatus,
     uid: &str,
     env: Env<'_>,
+    wait: Option<Duration>,
 ) -> (SlurmJobStatus, Option<Duration>) {
     let Some(retry) = usage_retry(&next, env.now) else {
         return (next, None);
@@ -509,7 +522,23 @@ pub async fn with_usage(
         .submitted_generation
         .or(next.observed_generation)
         .unwrap_or(1);
-    match accounting_records(env.client, id, &OwnerTag::new(uid, generation), env.key).await {
+    let tag = OwnerTag::new(uid, generation);
+    let ask = accounting_records(env.client, id, &tag, env.key);
+    let answer = match wait {
+        Some(wait) => match tokio::time::timeout(wait, ask).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                debug!(
+                    job_id = id,
+                    ?wait,
+                    "accounting did not answer in time for the job's end: its usage follows"
+                );
+                return (next, Some(retry));
+            }
+        },
+        None => ask.await,
+    };
+    match answer {
         Ok(Accounting::Records(records)) => match usage::of_records(&records) {
             Some((summary, tasks)) => {
                 next = status::with_usage(next, summary, &tasks);

@@ -241,3 +241,63 @@ fn an_edit_has_no_client_but_the_jobs_owner() {
     .unwrap();
     assert!(as_owner(&token, &record(Some("alice"))).is_err());
 }
+
+/// A busy slurmdbd does not hold up the write of a job's end: the step that sees the end waits
+/// [`USAGE_WAIT_AT_END`] for accounting's usage, then goes on without it and asks again soon.
+/// A slurmrestd whose accounting answer takes 30 s stands for the busy slurmdbd (the real one
+/// cannot be made slow on demand).
+#[tokio::test]
+async fn the_end_of_a_job_is_not_held_up_by_a_slow_accounting() {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path_regex("^/slurmdb/v0.0.42/job/42/?$"))
+        .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_secs(30)))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let config = crate::slurm::ClientConfig::new(&server.uri())
+        .unwrap()
+        .allow_plaintext(true)
+        .with_api_version(Some(crate::slurm::ApiVersion::V0_0_42));
+    let credentials = Arc::new(crate::slurm::Credentials::token("t", None).unwrap());
+    let client = SlurmClient::new(config, credentials).unwrap();
+    let index = state(Some(101), vec![]);
+    let (submissions, leadership) = (Submissions::default(), Leadership::always());
+    let key = crate::slurm::tag::TagKey::ephemeral();
+    let ended = DateTime::from_timestamp(1_000, 0).unwrap();
+    let env = Env {
+        client: &client,
+        submitter: &client,
+        state: &index,
+        submissions: &submissions,
+        started_at: DateTime::from_timestamp(100, 0).unwrap(),
+        now: ended + chrono::TimeDelta::seconds(1),
+        leadership: &leadership,
+        key: &key,
+    };
+    let status = SlurmJobStatus {
+        phase: Phase::Cancelled,
+        job_id: Some(42),
+        end_time: status::time(Some(ended)),
+        submitted_generation: Some(1),
+        ..Default::default()
+    };
+
+    let asked = std::time::Instant::now();
+    let (next, retry) = with_usage(status.clone(), "uid", env, Some(USAGE_WAIT_AT_END)).await;
+    let took = asked.elapsed();
+    assert!(
+        took >= USAGE_WAIT_AT_END && took < Duration::from_secs(10),
+        "waited {took:?}"
+    );
+    assert_eq!(next, status, "the end as seen, without usage");
+    assert_eq!(
+        retry,
+        Some(Duration::from_secs(3)),
+        "usage asked again soon"
+    );
+    server.verify().await;
+}
