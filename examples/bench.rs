@@ -131,6 +131,18 @@ enum What {
         #[arg(long, default_value = "bench-operator")]
         run: String,
     },
+    /// Queue others' held jobs in slurmctld and leave them there (for a measurement by hand with
+    /// a large queue); `scancel --name <run>-queued` removes them.
+    Queue {
+        /// The env file written by hack/slurm-up.sh.
+        #[arg(long)]
+        env_file: PathBuf,
+        #[arg(long)]
+        count: u32,
+        /// Names the jobs `<run>-queued`.
+        #[arg(long)]
+        run: String,
+    },
     /// The operator binary against the tests' API server: bursts of SlurmJobs, API writes per
     /// SlurmJob, status latency (`bench/burst.rs`).
     Burst(burst::Settings),
@@ -173,6 +185,16 @@ async fn main() -> anyhow::Result<()> {
             queued,
             run,
         } => operator_memory(&env_file, &binary, slurmjobs, nodes, queued, &run).await,
+        What::Queue {
+            env_file,
+            count,
+            run,
+        } => {
+            let queued = QueuedJobs::submit(&read_env(&env_file)?, &run, count).await?;
+            // Left queued on purpose.
+            std::mem::forget(queued);
+            Ok(())
+        }
         What::Burst(settings) => burst::burst(settings).await,
     }
 }

@@ -569,6 +569,8 @@ def t_rbac_user_roles() -> str:
 # Rust type -> (apiGroup, resource) for the Api<...> the controllers open.
 KIND_RESOURCES = {
     "SlurmCluster": ("slurm.rs", "slurmclusters"), "SlurmJob": ("slurm.rs", "slurmjobs"),
+    # The SlurmJob cache's form of a SlurmJob (src/crd/slurmjob/cached.rs): the same resource.
+    "CachedSlurmJob": ("slurm.rs", "slurmjobs"),
     "SlurmNodeSet": ("slurm.rs", "slurmnodesets"), "Namespace": ("", "namespaces"),
     "Pod": ("", "pods"), "Secret": ("", "secrets"), "ConfigMap": ("", "configmaps"),
     "PersistentVolumeClaim": ("", "persistentvolumeclaims"), "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
