@@ -14,6 +14,50 @@ fn state(synced: Option<i64>, jobs: Vec<Job>) -> ClusterState {
     }
 }
 
+/// What a step runs against: the cluster's client for `url` (v0.0.42 pinned: nothing asks
+/// which versions it serves), an index synced at 101 s, nothing submitted, a leader.
+struct World {
+    client: SlurmClient,
+    index: ClusterState,
+    submissions: Submissions,
+    leadership: Leadership,
+    key: crate::slurm::tag::TagKey,
+}
+
+impl World {
+    fn new(url: &str) -> Self {
+        let config = crate::slurm::ClientConfig::new(url)
+            .unwrap()
+            .allow_plaintext(true)
+            .with_api_version(Some(crate::slurm::ApiVersion::V0_0_42));
+        let credentials = Arc::new(crate::slurm::Credentials::token("t", None).unwrap());
+        Self {
+            client: SlurmClient::new(config, credentials).unwrap(),
+            index: state(Some(101), vec![]),
+            submissions: Submissions::default(),
+            leadership: Leadership::always(),
+            key: crate::slurm::tag::TagKey::ephemeral(),
+        }
+    }
+
+    /// A process started at 100 s, stepping at `now`.
+    fn env(&self, now: DateTime<Utc>) -> Env<'_> {
+        Env {
+            client: &self.client,
+            submitter: &self.client,
+            state: &self.index,
+            submissions: &self.submissions,
+            started_at: DateTime::from_timestamp(100, 0).unwrap(),
+            now,
+            leadership: &self.leadership,
+            key: &self.key,
+        }
+    }
+}
+
+/// Never reached: a step that would call it fails.
+const UNREACHABLE: &str = "http://127.0.0.1:1";
+
 /// A SlurmJob stored with itself in `dependsOn` (before admission refused that) is an
 /// unsubmittable spec that waits for an edit, not a `WaitingForDependencies` retried forever
 /// on a dependency that can never be submitted. Nothing is sent to slurmrestd.
@@ -25,26 +69,8 @@ async fn depending_on_itself_is_an_invalid_spec_not_an_endless_wait() {
         "dependsOn": [{"name": "prepare"}, {"name": "train"}],
     }))
     .unwrap();
-    let config = crate::slurm::ClientConfig::new("http://127.0.0.1:1")
-        .unwrap()
-        .allow_plaintext(true);
-    let credentials = Arc::new(crate::slurm::Credentials::token("t", None).unwrap());
-    let client = SlurmClient::new(config, credentials).unwrap();
-    let started_at = DateTime::from_timestamp(100, 0).unwrap();
-    let index = state(Some(101), vec![]);
-    let submissions = Submissions::default();
-    let leadership = Leadership::always();
-    let key = crate::slurm::tag::TagKey::ephemeral();
-    let env = Env {
-        client: &client,
-        submitter: &client,
-        state: &index,
-        submissions: &submissions,
-        started_at,
-        now: DateTime::from_timestamp(200, 0).unwrap(),
-        leadership: &leadership,
-        key: &key,
-    };
+    let world = World::new(UNREACHABLE);
+    let env = world.env(DateTime::from_timestamp(200, 0).unwrap());
     // `prepare` is submitted (job 5): only the self-reference stands in the way.
     let step = step_named(&spec, "train", env).await;
     let ready = condition::find(&step.status.conditions, READY).unwrap();
@@ -61,7 +87,7 @@ async fn depending_on_itself_is_an_invalid_spec_not_an_endless_wait() {
     assert_eq!(step.status.job_id, None);
     assert_eq!(step.notices.len(), 1);
     assert_eq!(step.notices[0].reason, "InvalidSpec");
-    assert!(submissions.is_empty());
+    assert!(world.submissions.is_empty());
 
     // Another SlurmJob with the same dependencies just waits for `train`, as before.
     let step = step_named(&spec, "other", env).await;
@@ -80,25 +106,8 @@ async fn an_unsubmittable_edit_of_a_finished_job_announces_no_rerun() {
         "script": "echo no interpreter line",
     }))
     .unwrap();
-    let config = crate::slurm::ClientConfig::new("http://127.0.0.1:1")
-        .unwrap()
-        .allow_plaintext(true);
-    let credentials = Arc::new(crate::slurm::Credentials::token("t", None).unwrap());
-    let client = SlurmClient::new(config, credentials).unwrap();
-    let index = state(Some(101), vec![]);
-    let submissions = Submissions::default();
-    let leadership = Leadership::always();
-    let key = crate::slurm::tag::TagKey::ephemeral();
-    let env = Env {
-        client: &client,
-        submitter: &client,
-        state: &index,
-        submissions: &submissions,
-        started_at: DateTime::from_timestamp(100, 0).unwrap(),
-        now: DateTime::from_timestamp(200, 0).unwrap(),
-        leadership: &leadership,
-        key: &key,
-    };
+    let world = World::new(UNREACHABLE);
+    let env = world.env(DateTime::from_timestamp(200, 0).unwrap());
     let finished = SlurmJobStatus {
         phase: Phase::Completed,
         job_id: Some(41),
@@ -124,7 +133,7 @@ async fn an_unsubmittable_edit_of_a_finished_job_announces_no_rerun() {
     assert_eq!(step.status.history.len(), 1);
     assert_eq!(step.status.history[0].job_id, 41);
     assert_eq!(step.status.history[0].phase, Phase::Completed);
-    assert!(submissions.is_empty());
+    assert!(world.submissions.is_empty());
 }
 
 async fn step_named(spec: &SlurmJobSpec, name: &str, env: Env<'_>) -> Step {
@@ -155,25 +164,8 @@ async fn a_rejected_generation_is_not_submitted_again_until_the_spec_changes() {
         "script": "#!/bin/sh\ntrue\n",
     }))
     .unwrap();
-    let config = crate::slurm::ClientConfig::new("http://127.0.0.1:1")
-        .unwrap()
-        .allow_plaintext(true);
-    let credentials = Arc::new(crate::slurm::Credentials::token("t", None).unwrap());
-    let client = SlurmClient::new(config, credentials).unwrap();
-    let index = state(Some(101), vec![]);
-    let submissions = Submissions::default();
-    let leadership = Leadership::always();
-    let key = crate::slurm::tag::TagKey::ephemeral();
-    let env = Env {
-        client: &client,
-        submitter: &client,
-        state: &index,
-        submissions: &submissions,
-        started_at: DateTime::from_timestamp(100, 0).unwrap(),
-        now: DateTime::from_timestamp(200, 0).unwrap(),
-        leadership: &leadership,
-        key: &key,
-    };
+    let world = World::new(UNREACHABLE);
+    let env = world.env(DateTime::from_timestamp(200, 0).unwrap());
     let rejected = status::rejected(
         SlurmJobStatus::default(),
         1,
@@ -258,26 +250,9 @@ async fn the_end_of_a_job_is_not_held_up_by_a_slow_accounting() {
         .expect(1)
         .mount(&server)
         .await;
-    let config = crate::slurm::ClientConfig::new(&server.uri())
-        .unwrap()
-        .allow_plaintext(true)
-        .with_api_version(Some(crate::slurm::ApiVersion::V0_0_42));
-    let credentials = Arc::new(crate::slurm::Credentials::token("t", None).unwrap());
-    let client = SlurmClient::new(config, credentials).unwrap();
-    let index = state(Some(101), vec![]);
-    let (submissions, leadership) = (Submissions::default(), Leadership::always());
-    let key = crate::slurm::tag::TagKey::ephemeral();
+    let world = World::new(&server.uri());
     let ended = DateTime::from_timestamp(1_000, 0).unwrap();
-    let env = Env {
-        client: &client,
-        submitter: &client,
-        state: &index,
-        submissions: &submissions,
-        started_at: DateTime::from_timestamp(100, 0).unwrap(),
-        now: ended + chrono::TimeDelta::seconds(1),
-        leadership: &leadership,
-        key: &key,
-    };
+    let env = world.env(ended + chrono::TimeDelta::seconds(1));
     let status = SlurmJobStatus {
         phase: Phase::Cancelled,
         job_id: Some(42),
