@@ -23,9 +23,7 @@ use kube::Resource;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::{Phase, SlurmJob, SlurmJobSpec, SlurmJobStatus};
-
-/// The prefix of annotations the operator may read, kept in the cache.
-const OWN_ANNOTATIONS: &str = "slurm.rs/";
+use crate::crd::LABEL_PREFIX;
 
 /// A SlurmJob as the controller's cache holds it (see the module's documentation). Its
 /// [`object`](Self::object) is the SlurmJob without what [`trim`] leaves out.
@@ -166,7 +164,8 @@ pub fn trim(job: &mut SlurmJob) {
     job.spec.extra_options = None;
     job.metadata.labels = None;
     if let Some(annotations) = &mut job.metadata.annotations {
-        annotations.retain(|key, _| key.starts_with(OWN_ANNOTATIONS));
+        // The operator's own (`slurm.rs/`) are the only ones it reads.
+        annotations.retain(|key, _| key.starts_with(LABEL_PREFIX));
     }
 }
 
