@@ -137,7 +137,7 @@ show_logs() {
 conf_current() {
     local line
     for line in 'AccountingStorageEnforce=associations,qos' 'JobAcctGatherType=jobacct_gather/linux' \
-        'MinJobAge=30' 'SchedulerParameters=batch_sched_delay=0,bf_interval=5' \
+        'MinJobAge=30' 'SchedulerParameters=batch_sched_delay=0,bf_interval=5,sched_interval=5' \
         'MaxJobCount=150000'; do
         grep -qx "$line" "$SLURM_ROOT/etc/slurm/slurm.conf" 2>/dev/null || return 1
     done

@@ -340,7 +340,11 @@ SchedulerType=sched/builtin
 # sched/builtin estimates pending jobs' start times every 'interval=' seconds (the first such
 # word in SchedulerParameters, which bf_interval= is; builtin.c, 30 s by default, seen every
 # 60 s): 5 s lets a test see a SlurmJob's estimated start without waiting a minute.
-SchedulerParameters=batch_sched_delay=0,bf_interval=5
+# sched_interval: a job whose begin time passes starts at the main loop's next periodic pass
+# (60 s by default) unless some other event runs it first; 5 s keeps such tests from waiting a
+# minute on a quiet controller. It comes after bf_interval= so that builtin's "interval=" is
+# still that one.
+SchedulerParameters=batch_sched_delay=0,bf_interval=5,sched_interval=5
 ReturnToService=2
 SlurmdTimeout=30
 KillWait=5
