@@ -126,7 +126,7 @@ impl Default for Metrics {
         );
         registry.register(
             "poll_duration_seconds",
-            "Duration of one Slurm poll, by SlurmCluster and kind (jobs, nodes)",
+            "Duration of one Slurm poll, by SlurmCluster and kind (jobs, nodes, job_listing)",
             Listed(poll_duration.clone()),
         );
         registry.register(

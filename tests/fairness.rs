@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{Method, StatusCode};
+use axum::http::Method;
 use axum::response::Response;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
@@ -76,8 +76,6 @@ impl Drop for Blocked {
 
 /// The hostile slurmrestd: reads as `reads` says, writes never answered. Returns its URL.
 async fn hostile_server(reads: Reads, upstream: String, writes: Arc<Writes>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let http = reqwest::Client::new();
     let app = axum::Router::new().fallback(move |request: Request| {
         let (http, upstream, writes) = (http.clone(), upstream.clone(), writes.clone());
@@ -100,38 +98,11 @@ async fn hostile_server(reads: Reads, upstream: String, writes: Arc<Writes>) -> 
                         .body(Body::from(body))
                         .unwrap()
                 }
-                Reads::PassThrough => {
-                    let target = format!(
-                        "{upstream}{}",
-                        request.uri().path_and_query().map_or("/", |p| p.as_str())
-                    );
-                    let mut forward = http.get(target);
-                    for (name, value) in request.headers() {
-                        if name.as_str().starts_with("x-slurm-") {
-                            forward = forward.header(name.as_str(), value.as_bytes());
-                        }
-                    }
-                    match forward.send().await {
-                        Ok(answer) => {
-                            let status = answer.status().as_u16();
-                            let body = answer.bytes().await.unwrap_or_default();
-                            Response::builder()
-                                .status(status)
-                                .header("content-type", "application/json")
-                                .body(Body::from(body))
-                                .unwrap()
-                        }
-                        Err(_) => Response::builder()
-                            .status(StatusCode::BAD_GATEWAY)
-                            .body(Body::empty())
-                            .unwrap(),
-                    }
-                }
+                Reads::PassThrough => common::proxy::forward(&http, &upstream, request).await,
             }
         }
     });
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    url
+    common::proxy::serve(app).await
 }
 
 /// A SlurmCluster `name` for `endpoint` with the local Slurm's key (the Secret the harness

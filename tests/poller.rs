@@ -1170,3 +1170,123 @@ async fn incremental_cycles_follow_changes_ends_purges_and_node_deletions() {
     assert!(agreed.keys().all(|id| held.contains(id)), "{agreed:?}");
     assert!(!fresh.index.borrow().nodes.contains_key(&node));
 }
+
+/// Issue 19: the periodic full listing runs beside the incremental cycles. Behind a proxy that
+/// holds every full `/jobs/state/` answer for 10 s (slurmrestd takes 20 s and more at 100 000
+/// jobs), a job of ours cancelled while a listing is held reaches the index within two
+/// intervals, before that listing is let go; and the listing, taken before the cancel, takes
+/// nothing back when the next cycle merges it.
+#[tokio::test]
+async fn a_slow_full_listing_holds_up_no_change() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let uid = common::unique("beside");
+    let tag = format!("{JOB_TAG_PREFIX}{uid},generation=1");
+    // Ours, held, and others' held jobs: enough for incremental cycles to pay (they follow at
+    // most a quarter of the queue), whatever else the shared Slurm holds.
+    let ours = submit_held(&slurm, "poller-beside", 2, Some(&tag)).await;
+    let filler = submit_held(&slurm, "poller-beside-others", 40, None).await;
+    let _cancel = CancelOnDrop::new(&slurm, ours.iter().chain(&filler).copied().collect());
+    let hold = Duration::from_secs(10);
+    let (url, held) = common::proxy::slow_listings(slurm.url.clone(), hold).await;
+    let config = ClientConfig::new(&url).unwrap().allow_plaintext(true);
+    let poller_client = SlurmClient::new(config, slurm.credentials()).unwrap();
+    let metrics = Metrics::new();
+    let (tx, _events) = broadcast::channel(4096);
+    let tuning = poller::Tuning {
+        // A listing beside the cycles nearly all the time.
+        full_every: Duration::from_secs(2),
+        probe_width: 16,
+        recent: Duration::from_secs(30),
+        ..poller::Tuning::default()
+    };
+    let (_handle, mut index) = poller::spawn_tuned(
+        cluster(),
+        poller_client,
+        &PollerConfig { interval: INTERVAL },
+        tuning,
+        tx,
+        metrics.clone(),
+    );
+    // The first listing is in a cycle, held like the others.
+    wait_index(&mut index, "a synced index", 2 * TIMEOUT, |s| {
+        s.jobs_synced_at.map(|_| ())
+    })
+    .await;
+    for id in &ours {
+        index.borrow().want(*id);
+    }
+    wait_index(&mut index, "ours in the index", TIMEOUT, |s| {
+        ours.iter().all(|id| s.jobs.contains_key(id)).then_some(())
+    })
+    .await;
+
+    // A listing asked from now on, passed on to slurmrestd at once and held.
+    let from = Instant::now();
+    let (asked, _) = common::wait_for(
+        "a full listing beside the cycles",
+        3 * hold,
+        Duration::from_millis(20),
+        || std::future::ready(held.first_after(from)),
+    )
+    .await;
+    client.cancel_job(ours[0]).await.unwrap();
+    let cancelled = Instant::now();
+    wait_index(&mut index, "the cancel in the index", TIMEOUT, |s| {
+        s.jobs
+            .get(&ours[0])
+            .filter(|j| j.state.base == JobBaseState::Cancelled)
+            .map(|_| ())
+    })
+    .await;
+    let seen = Instant::now();
+    let lag = seen - cancelled;
+    let (_, let_go) = held.first_after(asked).unwrap();
+    eprintln!(
+        "the cancel in the index after {lag:?}; the listing held since {:?}",
+        seen - asked
+    );
+    assert!(
+        lag <= 2 * INTERVAL,
+        "the cancel reached the index after {lag:?}"
+    );
+    assert!(
+        let_go.is_none_or(|at| at > seen),
+        "the cancel was seen before the listing asked before it was let go"
+    );
+
+    // That listing let go, and the next cycle merges it: still cancelled, ours all there.
+    let (_, let_go) = common::wait_for(
+        "the listing let go",
+        3 * hold,
+        Duration::from_millis(20),
+        || std::future::ready(held.first_after(asked).filter(|(_, go)| go.is_some())),
+    )
+    .await;
+    assert!(let_go.is_some());
+    let polls = index.borrow().polls;
+    wait_index(&mut index, "two cycles after the listing", TIMEOUT, |s| {
+        (s.polls >= polls + 2 && s.jobs_synced_at.is_some()).then_some(())
+    })
+    .await;
+    let state = index.borrow().clone();
+    assert_eq!(
+        state.jobs.get(&ours[0]).map(|j| j.state.base),
+        Some(JobBaseState::Cancelled),
+        "the older listing took nothing back"
+    );
+    assert_eq!(
+        state.jobs.get(&ours[1]).map(|j| j.state.base),
+        Some(JobBaseState::Pending)
+    );
+    // Merged: the poll kind of a listing beside the cycles was timed.
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.lines().any(
+            |l| l.starts_with("slurm_operator_poll_duration_seconds_count")
+                && l.contains("kind=\"job_listing\"")
+                && !l.ends_with(" 0")
+        ),
+        "{text}"
+    );
+}

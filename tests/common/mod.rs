@@ -11,6 +11,7 @@
 
 pub mod e2e;
 pub mod hostile;
+pub mod proxy;
 pub mod runner;
 pub mod scenario;
 pub mod tls;

@@ -3,10 +3,15 @@
 //!
 //! One cycle, every `interval` (measured from the start of the previous one):
 //! 1. `GET /nodes?update_time=T`: HTTP 304 when no node changed, else every node.
-//! 2. A full cycle (the first, after a failure, every [`Tuning::full_every`], and when a node
-//!    of a SlurmNodeSet changed state): `GET /jobs/state/`, every job's id and state (~80 bytes
-//!    per job). An incremental cycle: `GET /jobs/state/?job_id=..` for only the jobs it follows
-//!    and a window of ids above the highest seen ([`strategy::followed`], [`strategy::probe`]).
+//! 2. A full cycle (the first, after a failure, and while a cluster is too small for
+//!    incremental cycles to pay): `GET /jobs/state/`, every job's id and state (~80 bytes per
+//!    job). An incremental cycle: `GET /jobs/state/?job_id=..` for only the jobs it follows and
+//!    a window of ids above the highest seen ([`strategy::followed`], [`strategy::probe`]).
+//!    Between incremental cycles, the same full listing runs every [`Tuning::full_every`] (and
+//!    when a node of a SlurmNodeSet changed state) beside them, not in one: at 100 000 jobs
+//!    slurmrestd takes 20 s and more to answer it, which a cycle would wait for. The first cycle
+//!    after its answer merges it; what the cycles saw since it was asked wins
+//!    ([`strategy::overlay`]).
 //! 3. `GET /job/{id}` for the few jobs that need their full record, or one `GET /jobs` on a small
 //!    cluster when many do ([`strategy`] has the rules and the measurements behind them).
 //! 4. The new [`ClusterState`] is computed ([`strategy::apply`]), published, and compared with
@@ -42,11 +47,12 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
 use crate::crd::SlurmCluster;
 use crate::metrics::Metrics;
-use crate::slurm::types::{Changes, Job, Node};
+use crate::slurm::types::{Changes, Job, JobStateEntry, Node};
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::{
     ClusterState, Health, IndexReader, IndexWriter, SlurmEvent, Wants, new_index,
@@ -82,8 +88,8 @@ pub struct Tuning {
     /// thousands costs a few requests a minute, not one per job per cycle.
     pub pending_refresh_every: Duration,
     pub pending_refresh_batch: usize,
-    /// How often a cycle lists every job's state (purged jobs, other users' jobs that started,
-    /// ids out of sequence); the cycles between ask only about what they follow.
+    /// How often every job's state is listed (purged jobs, other users' jobs that started, ids
+    /// out of sequence), beside the incremental cycles, which ask only about what they follow.
     pub full_every: Duration,
     /// How many ids above the highest seen an incremental cycle asks about.
     pub probe_width: u32,
@@ -213,6 +219,19 @@ struct Poller {
     wanted: BTreeSet<u32>,
     /// Delays while down; `None` while up.
     backoff: Option<ExponentialBackoff>,
+    /// The periodic full listing, while it runs beside the incremental cycles.
+    listing: Option<Listing>,
+}
+
+/// A full listing of every job's state, run beside the incremental cycles rather than in one:
+/// at 100 000 jobs slurmrestd takes 20 s and more to answer it, and a cycle waiting for it would
+/// hold back every change meanwhile (issue 19). The first cycle after it is answered merges it
+/// ([`strategy::overlay`]).
+struct Listing {
+    task: AbortOnDropHandle<(Result<Vec<JobStateEntry>, SlurmError>, Duration)>,
+    /// The ids the cycles since saw (asked, listed or fetched): the index's word on them is at
+    /// least as new as the listing's.
+    seen: BTreeSet<u32>,
 }
 
 /// What a successful cycle brought back.
@@ -221,6 +240,26 @@ struct Polled {
     nodes: Option<(Vec<Node>, i64)>,
     nodes_at: DateTime<Utc>,
     jobs: JobsPolled,
+}
+
+/// What a cycle's job listing speaks for ([`Scope`]).
+enum Spoken {
+    /// Every job: a full listing in the cycle.
+    All,
+    /// The ids an incremental cycle asked about.
+    Asked(BTreeSet<u32>),
+    /// Every job but these: a full listing that ran beside the cycles, merged into this one.
+    AllBut(BTreeSet<u32>),
+}
+
+impl Spoken {
+    fn scope(&self) -> Scope<'_> {
+        match self {
+            Self::All => Scope::All,
+            Self::Asked(asked) => Scope::Only(asked),
+            Self::AllBut(unspoken) => Scope::AllBut(unspoken),
+        }
+    }
 }
 
 /// The job half of a cycle.
@@ -232,8 +271,8 @@ struct JobsPolled {
     complete: bool,
     /// Requests made for jobs.
     requests: usize,
-    /// What the listing speaks for: `None` every job, else these ids (an incremental cycle).
-    asked: Option<BTreeSet<u32>>,
+    /// What the listing speaks for.
+    spoken: Spoken,
     /// An incremental listing's highest probed id.
     probed_to: Option<u32>,
     /// The tracker the plan was made on, when it is not the poller's (the first listing of a
@@ -276,6 +315,7 @@ impl Poller {
             nodes_since: None,
             resync: true,
             backoff: None,
+            listing: None,
         }
     }
 
@@ -347,10 +387,11 @@ impl Poller {
 
     async fn poll_jobs(&mut self) -> Result<JobsPolled, SlurmError> {
         self.wanted.extend(self.wants.take());
+        // A full listing in the cycle: the first, after a failure, and on a cluster too small
+        // (or with too many of ours) for incremental cycles to pay. The periodic one runs beside
+        // the cycles ([`Listing`]).
         let full = self.resync
-            || self.full_now
             || !self.listed_once
-            || Instant::now() >= self.full_due
             || !strategy::incremental_pays(
                 &self.tracker,
                 strategy::followed(&self.tracker, &self.wanted).len(),
@@ -359,12 +400,30 @@ impl Poller {
         // Taken before the request: a job submitted before this instant is in the listing, so
         // a job missing from it was gone when the listing began (`plan::gone` relies on it).
         let listed_at = Utc::now();
-        let (listed, asked, probed_to, mut requests, probe_complete) = if full {
+        let (listed, spoken, probed_to, mut requests, probe_complete) = if full {
+            // One running beside is older than this one.
+            self.listing = None;
             let listed = strategy::group(self.client.all_job_states().await?);
-            (listed, None, None, 1, true)
+            (listed, Spoken::All, None, 1, true)
         } else {
+            if self.listing.is_none() && (self.full_now || Instant::now() >= self.full_due) {
+                self.start_listing();
+            }
             let (listed, asked, probed_to, requests, complete) = self.list_followed().await?;
-            (listed, Some(asked), Some(probed_to), requests, complete)
+            match self.landed().await {
+                Some((full, seen)) => {
+                    let (listed, unspoken) = strategy::overlay(full, listed, &seen, &asked);
+                    let spoken = Spoken::AllBut(unspoken);
+                    (listed, spoken, Some(probed_to), requests + 1, complete)
+                }
+                None => (
+                    listed,
+                    Spoken::Asked(asked),
+                    Some(probed_to),
+                    requests,
+                    complete,
+                ),
+            }
         };
         let mut base = None;
         let mut recent = Vec::new();
@@ -488,10 +547,54 @@ impl Poller {
             fetched,
             complete: plan.complete && probe_complete,
             requests: requests + fetches,
-            asked,
+            spoken,
             probed_to,
             base,
         })
+    }
+
+    /// Ask for every job's state, beside the cycles ([`Listing`]).
+    fn start_listing(&mut self) {
+        let client = self.client.clone();
+        let task = tokio::spawn(
+            async move {
+                let started = Instant::now();
+                (client.all_job_states().await, started.elapsed())
+            }
+            .instrument(tracing::Span::current()),
+        );
+        self.listing = Some(Listing {
+            task: AbortOnDropHandle::new(task),
+            seen: BTreeSet::new(),
+        });
+        self.full_now = false;
+        self.full_due = Instant::now() + self.tuning.full_every;
+    }
+
+    /// The listing running beside the cycles, once answered, with the ids the cycles saw since
+    /// it was asked. A failed one is only logged: the cycles go on, and the next is due after
+    /// `full_every` as usual.
+    async fn landed(&mut self) -> Option<(BTreeMap<u32, Listed>, BTreeSet<u32>)> {
+        if !self.listing.as_ref()?.task.is_finished() {
+            return None;
+        }
+        let Listing { task, seen } = self.listing.take()?;
+        let (answer, elapsed) = match task.await {
+            Ok(done) => done,
+            Err(error) => {
+                tracing::warn!(%error, "the full job listing's task failed");
+                return None;
+            }
+        };
+        self.metrics
+            .polled_cluster(&self.cluster.name, "job_listing", elapsed, answer.is_ok());
+        match answer {
+            Ok(entries) => Some((strategy::group(entries), seen)),
+            Err(error) => {
+                tracing::warn!(%error, "the periodic full job listing failed; the next is due as usual");
+                None
+            }
+        }
     }
 
     /// Whether the cluster's accounting answers (one request): only then may the first sync
@@ -629,15 +732,23 @@ impl Poller {
                     fetched,
                     complete,
                     requests,
-                    asked,
+                    spoken,
                     probed_to,
                     base,
                 } = polled.jobs;
-                let full = asked.is_none();
-                let scope = asked.as_ref().map_or(Scope::All, Scope::Only);
+                let full = matches!(spoken, Spoken::All);
                 let skipped = base.is_some();
                 let previous = base.as_ref().unwrap_or(&self.tracker);
-                let (tracker, jobs) = strategy::apply(previous, &old.jobs, &listed, fetched, scope);
+                if let Some(running) = &mut self.listing {
+                    // What this cycle saw is newer than what the listing beside it may say.
+                    let asked = match &spoken {
+                        Spoken::Asked(asked) => Some(asked),
+                        Spoken::All | Spoken::AllBut(_) => None,
+                    };
+                    strategy::saw(asked, &listed, &fetched, &mut running.seen);
+                }
+                let (tracker, jobs) =
+                    strategy::apply(previous, &old.jobs, &listed, fetched, spoken.scope());
                 let node_jobs = strategy::node_jobs(&tracker, &jobs);
                 self.tracker = tracker;
                 // Asks are done once the job is resolved, or slurmctld does not hold it.
@@ -653,6 +764,8 @@ impl Poller {
                 if full {
                     self.full_now = false;
                     self.full_due = Instant::now() + self.tuning.full_every;
+                }
+                if !matches!(spoken, Spoken::Asked(_)) {
                     // From the listing itself: after a wrap of slurmctld's ids, lower.
                     self.high_water = listed.keys().next_back().copied().unwrap_or(0);
                 }

@@ -43,7 +43,9 @@
 //! the queue. An incremental answer is exact for what it asked (a followed job missing from it
 //! is gone) and silent about the rest, which [`apply`] carries over ([`Scope::Only`]). What it
 //! cannot show (other users' pending jobs that start, purged ones, ids beyond the window or out
-//! of sequence) waits for the periodic full listing. One case of ids beyond the window: after a
+//! of sequence) waits for the periodic full listing, which runs beside the cycles and is merged
+//! by the first one after its answer ([`overlay`]: the ids the cycles saw since it was asked
+//! keep what they saw). One case of ids beyond the window: after a
 //! quiet spell longer than slurmctld's `MinJobAge`, the newest ids are purged, and a new
 //! poller's first listing ends below slurmctld's numbering; the SlurmJob controller does not
 //! depend on the probe for its own jobs (it asks for each id a submit returns, [`followed`]).
@@ -293,6 +295,10 @@ pub enum Scope<'a> {
     /// every other job is as it was. Ids the answer brings although not asked (the task records
     /// of an asked array) count as asked.
     Only(&'a BTreeSet<u32>),
+    /// Every job but these: a full listing that ran beside incremental cycles ([`overlay`]).
+    /// The ids those cycles saw meanwhile are newer in the index than in the listing; missing
+    /// from it, they may have been submitted after it was taken.
+    AllBut(&'a BTreeSet<u32>),
 }
 
 impl Scope<'_> {
@@ -300,8 +306,56 @@ impl Scope<'_> {
         match self {
             Self::All => true,
             Self::Only(asked) => asked.contains(&id),
+            Self::AllBut(seen) => !seen.contains(&id),
         }
     }
+}
+
+/// Adds to `seen` the ids a cycle's answers speak of (listed, fetched, or found missing): what
+/// a full listing running beside the cycles must not overrule ([`overlay`]). The ids the cycle
+/// asked about go there too (`asked`: none for a full listing).
+pub fn saw(
+    asked: Option<&BTreeSet<u32>>,
+    listed: &BTreeMap<u32, Listed>,
+    fetched: &Fetched,
+    seen: &mut BTreeSet<u32>,
+) {
+    seen.extend(asked.into_iter().flatten());
+    seen.extend(listed.keys());
+    match fetched {
+        Fetched::Nothing => {}
+        Fetched::Details { records, missing } => {
+            seen.extend(records.iter().map(|r| r.job_id));
+            seen.extend(missing);
+        }
+        Fetched::Full(records) => seen.extend(records.iter().map(|r| r.job_id)),
+    }
+}
+
+/// A full listing that ran beside the incremental cycles (asked before them, answered after
+/// some), made one with this cycle's incremental listing: what a cycle saw since the full one
+/// was asked (`seen`) or asks now (`asked`, answered in `now`) is newer than what the full
+/// listing says of it, so those ids keep the index's state or take this cycle's; every other id
+/// takes the full listing's, and missing from it, is gone (the index knew it before the
+/// listing was asked, so it was there to be listed). Returns the listing and its scope's
+/// exceptions: the ids neither listing speaks for.
+pub fn overlay(
+    full: BTreeMap<u32, Listed>,
+    now: BTreeMap<u32, Listed>,
+    seen: &BTreeSet<u32>,
+    asked: &BTreeSet<u32>,
+) -> (BTreeMap<u32, Listed>, BTreeSet<u32>) {
+    let mut listed: BTreeMap<u32, Listed> = full
+        .into_iter()
+        .filter(|(id, _)| !seen.contains(id) && !asked.contains(id))
+        .collect();
+    let unspoken: BTreeSet<u32> = seen
+        .iter()
+        .filter(|id| !asked.contains(id) && !now.contains_key(id))
+        .copied()
+        .collect();
+    listed.extend(now);
+    (listed, unspoken)
 }
 
 /// The poller's new view: from the previous one, the state list and what was fetched.
@@ -1367,6 +1421,66 @@ mod tests {
         assert!(matches!(next[&4].known, Known::Foreign { .. }));
         assert!(!next_jobs.contains_key(&4));
         assert!(next_jobs.contains_key(&3));
+    }
+
+    #[test]
+    fn a_listing_run_beside_the_cycles_yields_to_what_they_saw() {
+        let tracker: Tracker = [
+            (1, tracked("PENDING", foreign())),
+            (2, tracked("COMPLETED", foreign())),
+            (3, tracked("PENDING", foreign())),
+            (4, tracked("RUNNING", Known::Ours)),
+            (5, tracked("RUNNING", Known::Ours)),
+            (7, tracked("PENDING", foreign())),
+        ]
+        .into();
+        let jobs: BTreeMap<u32, Job> = [
+            (4, job(4, "RUNNING", Some(OURS))),
+            (5, job(5, "RUNNING", Some(OURS))),
+        ]
+        .into();
+        // The full listing, taken while the cycles went on: 1 cancelled, 2 still there (seen
+        // since, as completed), 3 not there (submitted after it; seen since), 4 and 5
+        // running, 7 not there (purged before it).
+        let full = listing(&[
+            (1, "CANCELLED"),
+            (2, "RUNNING"),
+            (4, "RUNNING"),
+            (5, "RUNNING"),
+        ]);
+        let seen: BTreeSet<u32> = [2, 3].into();
+        // This cycle asked about ours: 4 completed, 5 was purged.
+        let asked: BTreeSet<u32> = [4, 5].into();
+        let now = listing(&[(4, "COMPLETED")]);
+        let (listed, unspoken) = overlay(full, now, &seen, &asked);
+        assert_eq!(
+            listed
+                .iter()
+                .map(|(id, l)| (*id, l.state.base))
+                .collect::<Vec<_>>(),
+            vec![(1, JobBaseState::Cancelled), (4, JobBaseState::Completed)],
+            "the full listing for what nobody saw since, this cycle for what it asked"
+        );
+        assert_eq!(unspoken, [2, 3].into(), "what the cycles saw since");
+        let (next, next_jobs) = apply(
+            &tracker,
+            &jobs,
+            &listed,
+            Fetched::Details {
+                records: vec![job(4, "COMPLETED", Some(OURS))],
+                missing: vec![],
+            },
+            Scope::AllBut(&unspoken),
+        );
+        assert_eq!(next.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+        assert_eq!(next[&1].state.base, JobBaseState::Cancelled);
+        assert_eq!(
+            next[&2], tracker[&2],
+            "not taken back to the listing's older state"
+        );
+        assert_eq!(next[&3], tracker[&3], "not gone: newer than the listing");
+        assert_eq!(next_jobs[&4].state.base, JobBaseState::Completed);
+        assert!(!next.contains_key(&5) && !next.contains_key(&7), "gone");
     }
 
     #[test]

@@ -282,12 +282,31 @@ impl View {
         scope: Scope<'_>,
         wanted: &BTreeSet<u32>,
     ) {
+        self.settle_seeing(sim, listed, scope, wanted, None);
+    }
+
+    /// [`View::settle`], adding what the cycle saw to `seen` (a full listing runs beside).
+    fn settle_seeing(
+        &mut self,
+        sim: &Sim,
+        listed: BTreeMap<u32, Listed>,
+        scope: Scope<'_>,
+        wanted: &BTreeSet<u32>,
+        seen: Option<&mut BTreeSet<u32>>,
+    ) {
         let p = plan(&self.tracker, &listed, wanted, LIMITS, self.tracker.len());
         let fetched = sim.fetch(p.fetch);
+        if let Some(seen) = seen {
+            let asked = match scope {
+                Scope::Only(asked) => Some(asked),
+                Scope::All | Scope::AllBut(_) => None,
+            };
+            saw(asked, &listed, &fetched, seen);
+        }
         let (tracker, jobs) = apply(&self.tracker, &self.jobs, &listed, fetched, scope);
         self.tracker = tracker;
         self.jobs = jobs;
-        if matches!(scope, Scope::All) {
+        if !matches!(scope, Scope::Only(_)) {
             self.high_water = listed.keys().next_back().copied().unwrap_or(0);
         }
         self.high_water = self
@@ -300,8 +319,44 @@ impl View {
         self.settle(sim, listed, Scope::All, wanted);
     }
 
-    /// As `Poller::list_followed`, against the model.
+    /// An incremental cycle.
     fn incremental(&mut self, sim: &Sim, wanted: &BTreeSet<u32>, width: u32) {
+        self.incremental_seeing(sim, wanted, width, None);
+    }
+
+    fn incremental_seeing(
+        &mut self,
+        sim: &Sim,
+        wanted: &BTreeSet<u32>,
+        width: u32,
+        seen: Option<&mut BTreeSet<u32>>,
+    ) {
+        let (listed, asked) = self.list_followed(sim, wanted, width);
+        self.settle_seeing(sim, listed, Scope::Only(&asked), wanted, seen);
+    }
+
+    /// An incremental cycle that merges a full listing run beside the cycles: `snapshot` is
+    /// what it answered, `seen` what the cycles saw since it was asked.
+    fn merged(
+        &mut self,
+        sim: &Sim,
+        wanted: &BTreeSet<u32>,
+        width: u32,
+        snapshot: Vec<JobStateEntry>,
+        seen: &BTreeSet<u32>,
+    ) {
+        let (now, asked) = self.list_followed(sim, wanted, width);
+        let (listed, unspoken) = overlay(group(snapshot), now, seen, &asked);
+        self.settle(sim, listed, Scope::AllBut(&unspoken), wanted);
+    }
+
+    /// As `Poller::list_followed`, against the model: the listing and the ids asked.
+    fn list_followed(
+        &self,
+        sim: &Sim,
+        wanted: &BTreeSet<u32>,
+        width: u32,
+    ) -> (BTreeMap<u32, Listed>, BTreeSet<u32>) {
         let mut asked = followed(&self.tracker, wanted);
         let mut window = probe(self.high_water, width);
         asked.extend(window.clone());
@@ -320,12 +375,107 @@ impl View {
             asked.extend(&ids);
             entries.extend(sim.states(&ids));
         }
-        let listed = group(entries);
-        self.settle(sim, listed, Scope::Only(&asked), wanted);
+        (group(entries), asked)
     }
 
     fn node_jobs(&self) -> BTreeMap<String, crate::state::index::NodeJobs> {
         node_jobs(&self.tracker, &self.jobs)
+    }
+}
+
+/// The start of history `seed`: the model cluster after what happened before the operator
+/// started, those jobs (skipped at its first listing), and the first listing's view.
+fn history(seed: u64) -> (Rng, Sim, BTreeSet<u32>, View) {
+    let mut rng = Rng(seed);
+    let mut sim = Sim {
+        next_id: rng.below(1_000) as u32,
+        ..Sim::default()
+    };
+    for _ in 0..rng.below(30) {
+        sim.step(&mut rng);
+    }
+    let baseline: BTreeSet<u32> = sim.jobs.keys().copied().collect();
+    let view = View::first(&sim);
+    (rng, sim, baseline, view)
+}
+
+/// Now and then a SlurmJob names one of the skipped jobs.
+fn named_now(rng: &mut Rng, baseline: &BTreeSet<u32>) -> BTreeSet<u32> {
+    let mut wanted = BTreeSet::new();
+    if rng.below(5) == 0
+        && let Some(id) = baseline
+            .iter()
+            .nth(rng.below(baseline.len() as u64) as usize)
+    {
+        wanted.insert(*id);
+    }
+    wanted
+}
+
+/// What SlurmJobs read of a view: the jobs of the first listing count only once named.
+struct Named<'a> {
+    /// The jobs of the first listing (skipped).
+    baseline: &'a BTreeSet<u32>,
+    /// Those a SlurmJob has named so far.
+    ever_wanted: &'a BTreeSet<u32>,
+}
+
+impl Named<'_> {
+    fn named(&self, view: &View) -> BTreeMap<u32, Job> {
+        view.jobs
+            .iter()
+            .filter(|(id, _)| !self.baseline.contains(id) || self.ever_wanted.contains(id))
+            .map(|(id, j)| (*id, j.clone()))
+            .collect()
+    }
+
+    /// Both views hold the same records of ours, and the reference every one of ours submitted
+    /// since the first listing, up to date. Returns how many of ours, and of those array
+    /// records, were compared.
+    fn same_records(
+        &self,
+        view: &View,
+        reference: &View,
+        sim: &Sim,
+        context: &str,
+    ) -> (usize, usize) {
+        assert_eq!(
+            self.named(view),
+            self.named(reference),
+            "our records: {context}"
+        );
+        let ours_since: BTreeMap<u32, Job> = sim
+            .jobs
+            .iter()
+            .filter(|(id, j)| j.ours && !self.baseline.contains(id))
+            .filter_map(|(id, _)| sim.record(*id).map(|r| (*id, r)))
+            .collect();
+        for (id, record) in &ours_since {
+            assert_eq!(reference.jobs.get(id), Some(record), "job {id}: {context}");
+        }
+        let arrays = ours_since
+            .values()
+            .filter(|r| r.array_job_id.is_some())
+            .count();
+        (ours_since.len(), arrays)
+    }
+
+    /// Both views hold every job with its state, and whose it is, but for skipped ones nobody
+    /// named (the reference resolves those it happens to see running, the incremental one only
+    /// those still running at a full listing); and the same per-node counts.
+    fn same_jobs(&self, view: &View, reference: &View, context: &str) {
+        let jobs = |view: &View| -> Vec<(u32, JobState, usize, Option<Known>)> {
+            view.tracker
+                .iter()
+                .map(|(id, t)| {
+                    let unnamed = self.baseline.contains(id) && !self.ever_wanted.contains(id);
+                    let known = (!unnamed).then(|| t.known.clone());
+                    (*id, t.state.clone(), t.entries, known)
+                })
+                .collect()
+        };
+        assert_eq!(jobs(view), jobs(reference), "tracker: {context}");
+        assert_eq!(view.node_jobs(), reference.node_jobs(), "nodes: {context}");
     }
 }
 
@@ -336,17 +486,7 @@ fn incremental_cycles_hold_what_full_listings_hold() {
     let mut ours_seen = 0;
     let mut array_records_seen = 0;
     for seed in 0..300u64 {
-        let mut rng = Rng(seed);
-        let mut sim = Sim {
-            next_id: rng.below(1_000) as u32,
-            ..Sim::default()
-        };
-        // A history before the operator starts: skipped at its first listing.
-        for _ in 0..rng.below(30) {
-            sim.step(&mut rng);
-        }
-        let baseline: BTreeSet<u32> = sim.jobs.keys().copied().collect();
-        let mut reference = View::first(&sim);
+        let (mut rng, mut sim, baseline, mut reference) = history(seed);
         let mut incremental = reference.clone();
         let full_every = 2 + rng.below(6);
         let width = 8;
@@ -355,15 +495,7 @@ fn incremental_cycles_hold_what_full_listings_hold() {
             for _ in 0..rng.below(4) {
                 sim.step(&mut rng);
             }
-            // Now and then a SlurmJob names one of the skipped jobs.
-            let mut wanted = BTreeSet::new();
-            if rng.below(5) == 0
-                && let Some(id) = baseline
-                    .iter()
-                    .nth(rng.below(baseline.len() as u64) as usize)
-            {
-                wanted.insert(*id);
-            }
+            let wanted = named_now(&mut rng, &baseline);
             reference.full(&sim, &wanted);
             // Which cycles are incremental is a cost rule; the property must hold whichever are.
             // Only the queue-size half of the rule is kept (with an empty first listing, the
@@ -379,53 +511,15 @@ fn incremental_cycles_hold_what_full_listings_hold() {
             }
             let context = format!("seed {seed}, cycle {cycle}, full {full}");
             ever_wanted.extend(&wanted);
-            let named = |view: &View| -> BTreeMap<u32, Job> {
-                view.jobs
-                    .iter()
-                    .filter(|(id, _)| !baseline.contains(id) || ever_wanted.contains(id))
-                    .map(|(id, j)| (*id, j.clone()))
-                    .collect()
+            let named = Named {
+                baseline: &baseline,
+                ever_wanted: &ever_wanted,
             };
-            assert_eq!(
-                named(&incremental),
-                named(&reference),
-                "our records: {context}"
-            );
-            // Every job of ours submitted since the first listing is held, up to date.
-            let ours_since: BTreeMap<u32, Job> = sim
-                .jobs
-                .iter()
-                .filter(|(id, j)| j.ours && !baseline.contains(id))
-                .filter_map(|(id, _)| sim.record(*id).map(|r| (*id, r)))
-                .collect();
-            ours_seen += ours_since.len();
-            array_records_seen += ours_since
-                .values()
-                .filter(|r| r.array_job_id.is_some())
-                .count();
-            for (id, record) in &ours_since {
-                assert_eq!(reference.jobs.get(id), Some(record), "job {id}: {context}");
-            }
+            let ours = named.same_records(&incremental, &reference, &sim, &context);
+            ours_seen += ours.0;
+            array_records_seen += ours.1;
             if full {
-                // Every job with its state; whose it is too, but for skipped ones nobody named:
-                // the reference resolves those it happens to see running, the incremental one
-                // only those still running at a full listing.
-                let seen = |view: &View| -> Vec<(u32, JobState, usize, Option<Known>)> {
-                    view.tracker
-                        .iter()
-                        .map(|(id, t)| {
-                            let unnamed = baseline.contains(id) && !ever_wanted.contains(id);
-                            let known = (!unnamed).then(|| t.known.clone());
-                            (*id, t.state.clone(), t.entries, known)
-                        })
-                        .collect()
-                };
-                assert_eq!(seen(&incremental), seen(&reference), "tracker: {context}");
-                assert_eq!(
-                    incremental.node_jobs(),
-                    reference.node_jobs(),
-                    "nodes: {context}"
-                );
+                named.same_jobs(&incremental, &reference, &context);
             }
         }
     }
@@ -440,6 +534,133 @@ fn incremental_cycles_hold_what_full_listings_hold() {
         array_records_seen > 200,
         "{array_records_seen} records of our arrays compared"
     );
+}
+
+/// A full listing running beside the cycles (`Poller`'s `Listing`): asked in one cycle,
+/// answered in the same or up to three later, with slurmctld's state at some moment between
+/// (`snapshot`).
+struct Flight {
+    lands: u64,
+    /// The cycle whose changes it was taken among, and after how many of them.
+    capture: (u64, u64),
+    snapshot: Option<Vec<JobStateEntry>>,
+    /// What the cycles saw since it was asked.
+    seen: BTreeSet<u32>,
+    /// Whether slurmctld stays unchanged from its asking until it lands.
+    quiet: bool,
+}
+
+/// Issue 19: the periodic full listing runs beside the incremental cycles, and the cycle after
+/// its answer merges it ([`overlay`]), over the same random histories as above, the listing
+/// taken at a random moment while the cycles go on. After every cycle the records of ours are
+/// the reference's (which lists everything every cycle), and no job that is still in slurmctld
+/// was lost (a job first seen after the listing was asked is missing from it, not gone). After
+/// a listing asked and answered while slurmctld did not change, every job and per-node count
+/// is the reference's, as after a full listing in a cycle.
+#[test]
+fn a_full_listing_beside_the_cycles_keeps_what_full_listings_hold() {
+    let mut merges = 0;
+    let mut quiet_merges = 0;
+    let mut taken_among_changes = 0;
+    let mut kept_though_missing = 0;
+    let mut ours_seen = 0;
+    for seed in 0..300u64 {
+        let (mut rng, mut sim, baseline, mut reference) = history(seed ^ 0x5eed);
+        let mut view = reference.clone();
+        let width = 8;
+        let mut ever_wanted: BTreeSet<u32> = BTreeSet::new();
+        let mut flight: Option<Flight> = None;
+        for cycle in 1..=60u64 {
+            let quiet = flight.as_ref().is_some_and(|f| f.quiet);
+            let changes = if quiet { 0 } else { rng.below(4) };
+            for change in 0..changes {
+                if let Some(f) = &mut flight
+                    && f.snapshot.is_none()
+                    && f.capture == (cycle, change)
+                {
+                    f.snapshot = Some(sim.all_states());
+                    taken_among_changes += 1;
+                }
+                sim.step(&mut rng);
+            }
+            if let Some(f) = &mut flight
+                && f.snapshot.is_none()
+                && f.capture.0 == cycle
+            {
+                f.snapshot = Some(sim.all_states());
+            }
+            let wanted = named_now(&mut rng, &baseline);
+            ever_wanted.extend(&wanted);
+            reference.full(&sim, &wanted);
+            let before: BTreeSet<u32> = view.tracker.keys().copied().collect();
+            // Asked now, before this cycle's own listing.
+            if flight.is_none() && rng.below(3) == 0 {
+                let lands = cycle + rng.below(4);
+                let quiet = rng.below(3) == 0;
+                let capture = if quiet {
+                    (cycle, 0)
+                } else {
+                    (cycle + rng.below(lands - cycle + 1), rng.below(3))
+                };
+                flight = Some(Flight {
+                    lands,
+                    capture,
+                    snapshot: (capture.0 == cycle).then(|| sim.all_states()),
+                    seen: BTreeSet::new(),
+                    quiet,
+                });
+            }
+            let mut merged_quietly = false;
+            if !incremental_pays(&view.tracker, 0, width) {
+                // A full listing in the cycle; one running beside is dropped.
+                flight = None;
+                view.full(&sim, &wanted);
+            } else if flight.as_ref().is_some_and(|f| f.lands == cycle) {
+                let f = flight.take().expect("a flight lands");
+                let snapshot = f.snapshot.expect("taken before it lands");
+                let listed: BTreeSet<u32> = snapshot.iter().map(|e| e.job_id).collect();
+                kept_though_missing += f
+                    .seen
+                    .iter()
+                    .filter(|id| !listed.contains(id) && sim.jobs.contains_key(id))
+                    .count();
+                view.merged(&sim, &wanted, width, snapshot, &f.seen);
+                merges += 1;
+                merged_quietly = f.quiet;
+            } else {
+                let seen = flight.as_mut().map(|f| &mut f.seen);
+                view.incremental_seeing(&sim, &wanted, width, seen);
+            }
+            let context = format!("seed {seed}, cycle {cycle}");
+            let named = Named {
+                baseline: &baseline,
+                ever_wanted: &ever_wanted,
+            };
+            ours_seen += named.same_records(&view, &reference, &sim, &context).0;
+            for id in &before {
+                assert!(
+                    !sim.jobs.contains_key(id) || view.tracker.contains_key(id),
+                    "job {id} is still in slurmctld but was lost: {context}"
+                );
+            }
+            if merged_quietly {
+                quiet_merges += 1;
+                named.same_jobs(&view, &reference, &context);
+            }
+        }
+    }
+    // The histories did exercise what they claim to.
+    assert!(merges > 2_500, "{merges} listings merged");
+    assert!(quiet_merges > 800, "{quiet_merges} quiet ones");
+    assert!(
+        taken_among_changes > 300,
+        "{taken_among_changes} taken between two changes"
+    );
+    assert!(
+        kept_though_missing > 500,
+        "{kept_though_missing} jobs kept though the listing missed them"
+    );
+    assert!(ours_seen > 1_000, "{ours_seen} records of ours compared");
 }
 
 #[test]
