@@ -197,6 +197,39 @@ where
     .map_err(E::from_finalizer)
 }
 
+/// Whether `object` lives and lacks the operator's finalizer: [`with_finalizer`] would only add it.
+pub fn lacks_finalizer<K: Resource>(object: &K) -> bool {
+    object.meta().deletion_timestamp.is_none()
+        && !object
+            .meta()
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+}
+
+/// Adds the operator's finalizer with the JSON patch kube's helper sends (a `test` of the list
+/// as it was, so that a concurrent writer's finalizer is never lost), and returns the object the
+/// API server answered with. kube's helper drops that answer and waits for the watch to bring the
+/// object back, one more reconcile and a queue's wait later; a caller that needs more of the
+/// object than its cache holds (a SlurmJob's script) has it here without a read.
+pub async fn add_finalizer<K>(api: &Api<K>, name: &str, object: &K) -> kube::Result<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug,
+{
+    let ops = match object.meta().finalizers.as_deref() {
+        None | Some([]) => serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+        ]),
+        Some(current) => serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": current},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
+        ]),
+    };
+    let patch = Patch::<()>::Json(serde_json::from_value(ops).map_err(kube::Error::SerdeError)?);
+    api.patch(name, &PatchParams::default(), &patch).await
+}
+
 /// Server-side apply of an object's whole status with the operator's one field manager.
 pub async fn apply_status<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> kube::Result<()>
 where

@@ -4,14 +4,17 @@
 //!
 //! A thin driver over pure decisions, with the Slurm side effects in one place:
 //!
-//! 1. behind the `slurm.rs/cleanup` finalizer, find the SlurmCluster's client and index in the
-//!    registry (none yet → a `Ready=Unknown/ClusterNotReady` status and a backoff requeue; a
+//! 1. behind the `slurm.rs/cleanup` finalizer (a new SlurmJob's reconcile adds it and goes on
+//!    with the patch's answer, the whole object: no wait for the watch, no read of the spec),
+//!    find the SlurmCluster's client and index in the registry (none yet → a `Ready=Unknown/ClusterNotReady` status and a backoff requeue; a
 //!    finished job keeps its status and waits for the SlurmCluster's first poll);
 //! 2. [`act::step_loading`]: [`lifecycle::decide`], then [`plan::submit`] (submit once,
 //!    crash-safe: see `plan`) or [`plan::follow`] (mirror the index's records of the job; a job
 //!    gone from a synced index is `Lost`), performing what they return. The cache holds each
 //!    SlurmJob compactly and without its script ([`CachedSlurmJob`]): a reconcile decodes its one
-//!    SlurmJob, and a submit first reads the whole spec ([`load_spec`]);
+//!    SlurmJob, and a submit first reads the whole spec ([`load_spec`]). A reconcile that finds
+//!    the cache behind this process's own status write ([`StatusWrites`]) waits for it instead
+//!    of writing it again;
 //! 3. server-side apply of the status when it changed (the job id is written right after a
 //!    submit), then the Events of the transition (`notice::transitions`);
 //! 4. with `spec.output`, the streamer Pod for the current job id (`output::pod`), re-created
@@ -68,7 +71,7 @@ use tracing::{debug, info, warn};
 
 use self::act::{Env, Step, Target};
 use self::plan::{Blocker, CleanupFacts, CleanupPlan, Orphaned, Reach};
-use self::submissions::Submissions;
+use self::submissions::{StatusWrites, Submissions};
 use super::Context;
 use super::kit::{self, Backoffs, FinalizerFailure, Notice};
 use crate::crd::condition;
@@ -97,6 +100,9 @@ pub const DEBOUNCE: Duration = Duration::ZERO;
 
 /// An unfinished job is looked at again this often even without Slurm events (safety net).
 pub const RESYNC: Duration = Duration::from_secs(300);
+/// When a reconcile that found the cache behind this process's own status write looks again,
+/// at the latest: the write's watch event, which comes within milliseconds, triggers it sooner.
+pub const CACHE_LAG_RETRY: Duration = Duration::from_secs(1);
 
 /// SlurmJobs per page of the cache's lists. An object can be ~1.5 MiB (etcd's limit), and a
 /// page's JSON is read whole before its objects are decoded (each at once trimmed): 25 of
@@ -189,6 +195,8 @@ pub struct JobContext {
     pub ctx: Context,
     pub jobs: Store<CachedSlurmJob>,
     pub submissions: Arc<Submissions>,
+    /// Job ids this process's status writes named that the cache may not show yet.
+    pub status_writes: Arc<StatusWrites>,
     pub output_image: String,
     /// SlurmClusters (their access), and namespaces' labels (access by label).
     pub slurm_clusters: Store<SlurmCluster>,
@@ -232,10 +240,26 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
     let namespace = job.namespace().ok_or(Error::MissingMetadata("namespace"))?;
     let api: Api<SlurmJob> = Api::namespaced(data.ctx.client.clone(), &namespace);
     let namespace = namespace.as_str();
+    // A new SlurmJob: the finalizer first, then the rest of this reconcile on the patch's
+    // answer, which is the whole object (its script included): a burst's submits wait neither
+    // for the watch to bring each object back nor for a read of its spec (issue 19).
+    let (job, whole) = if kit::lacks_finalizer(job.as_ref()) {
+        let name = job
+            .meta()
+            .name
+            .as_deref()
+            .ok_or(Error::MissingMetadata("name"))?;
+        let patched = kit::add_finalizer(&api, name, job.as_ref())
+            .await
+            .map_err(Error::AddFinalizer)?;
+        (Arc::new(patched), true)
+    } else {
+        (job, false)
+    };
     kit::with_finalizer(
         &api,
         job,
-        |job| async move { apply(&job, namespace, data).await },
+        |job| async move { apply(&job, namespace, data, whole).await },
         |job| async move { cleanup(&job, data).await },
     )
     .await
@@ -285,12 +309,28 @@ fn cluster_of(job: &SlurmJob) -> ObjectRef<SlurmCluster> {
     ObjectRef::new(&job.spec.cluster_name)
 }
 
-async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Action, Error> {
+/// The SlurmJob while it lives. `whole`: `job` is the API server's answer, not the cache's
+/// object: current, and with its script.
+async fn apply(
+    job: &SlurmJob,
+    namespace: &str,
+    data: &JobContext,
+    whole: bool,
+) -> Result<Action, Error> {
     let ctx = &data.ctx;
     let name = job.name_any();
     let uid = job.uid().ok_or(Error::MissingMetadata("uid"))?;
     let generation = job.metadata.generation.unwrap_or(1);
     let current = job.status.clone().unwrap_or_default();
+    if !whole
+        && data
+            .status_writes
+            .cache_lags(&uid, current.job_id, std::time::Instant::now())
+    {
+        // Decided from this status, the step would write what this process wrote a moment ago.
+        debug!(%name, "the cache does not show our last status write yet");
+        return Ok(Action::requeue(CACHE_LAG_RETRY));
+    }
     let Some(handle) = ctx.clusters.get(&cluster_of(job)) else {
         if lifecycle::settled(generation, job.status.as_ref()) {
             // A finished job needs nothing from Slurm: its status stays as it is (not flipped
@@ -447,10 +487,16 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
             .map(|d| d.job_id())
     };
     // The cached object holds no script (`CachedSlurmJob`): read the whole spec right before a
-    // submit.
-    let jobs_api: Api<SlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
-    let load = |generation| load_spec(&jobs_api, &name, &uid, generation, &spec);
-    let step = act::step_loading(target, env, lookup, load).await;
+    // submit, unless this reconcile has it already.
+    let step = if whole {
+        act::step(target, env, lookup)
+            .await
+            .map_err(act::StepError::Slurm)
+    } else {
+        let jobs_api: Api<SlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
+        let load = |generation| load_spec(&jobs_api, &name, &uid, generation, &spec);
+        act::step_loading(target, env, lookup, load).await
+    };
     drop(io);
     let step = match step {
         Ok(step) => step,
@@ -492,7 +538,13 @@ async fn apply(job: &SlurmJob, namespace: &str, data: &JobContext) -> Result<Act
     if status != current {
         match status::details_due(&current, &status, Utc::now()) {
             Some(later) => retry = Some(retry.map_or(later, |r| r.min(later))),
-            None => apply_status(job, namespace, &status, ctx).await?,
+            None => {
+                apply_status(job, namespace, &status, ctx).await?;
+                if let Some(job_id) = status.job_id.filter(|_| status.job_id != current.job_id) {
+                    data.status_writes
+                        .record(&uid, job_id, std::time::Instant::now());
+                }
+            }
         }
     }
     for notice in notices {
@@ -739,6 +791,7 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         }
     }
     data.submissions.forget_uid(&uid);
+    data.status_writes.forget_uid(&uid);
     ctx.backoff.reset(&backoff_key(job));
     Ok(Action::await_change())
 }
@@ -1118,6 +1171,7 @@ pub fn run(
         ctx,
         jobs: store.clone(),
         submissions: Arc::default(),
+        status_writes: Arc::default(),
         output_image,
         slurm_clusters,
         namespaces,

@@ -1,7 +1,10 @@
-//! The Slurm jobs this process submitted, by tag: the SlurmJob controller's own state.
+//! What this process did that the SlurmJob controller's cache may not show yet: the Slurm jobs
+//! it submitted, by tag ([`Submissions`]), and the job ids its status writes named
+//! ([`StatusWrites`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use crate::slurm::tag::OwnerTag;
 
@@ -35,5 +38,93 @@ impl Submissions {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Status writes of this process that named a new job id, by SlurmJob uid, until the cache shows
+/// that id. A reconcile that runs before the watch brings the write back (the submit's own
+/// reconcile adds the finalizer, and the finalizer's change triggers the next one at once) would
+/// otherwise work from the status as it was before the submit and write it again: a second
+/// status write per SlurmJob, with the job announced as adopted.
+#[derive(Debug, Default)]
+pub struct StatusWrites {
+    by_uid: Mutex<HashMap<String, (i64, Instant)>>,
+}
+
+impl StatusWrites {
+    /// How long the cache may lag a write before the write is taken as lost (overwritten, or
+    /// never delivered) and the reconcile goes on from what the cache holds.
+    pub const LAG_LIMIT: Duration = Duration::from_secs(30);
+
+    /// The status of SlurmJob `uid` was written with `job_id` at `at`.
+    pub fn record(&self, uid: &str, job_id: i64, at: Instant) {
+        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
+        map.insert(uid.to_owned(), (job_id, at));
+    }
+
+    /// Whether the cached status of `uid`, naming `cached_job_id`, is older than this process's
+    /// last write of it (at `now`). Forgets the write once the cache shows it, or after
+    /// [`Self::LAG_LIMIT`].
+    pub fn cache_lags(&self, uid: &str, cached_job_id: Option<i64>, now: Instant) -> bool {
+        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(&(written, at)) = map.get(uid) else {
+            return false;
+        };
+        if cached_job_id != Some(written) && now.saturating_duration_since(at) < Self::LAG_LIMIT {
+            return true;
+        }
+        map.remove(uid);
+        false
+    }
+
+    /// Forget `uid` (the SlurmJob is gone).
+    pub fn forget_uid(&self, uid: &str) {
+        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
+        map.remove(uid);
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_uid.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_the_cache_has_not_shown_lags_until_it_shows_or_is_taken_as_lost() {
+        let writes = StatusWrites::default();
+        let t0 = Instant::now();
+        assert!(!writes.cache_lags("a", None, t0), "nothing written");
+        writes.record("a", 7, t0);
+        assert!(
+            writes.cache_lags("a", None, t0),
+            "the cache still without the id"
+        );
+        assert!(
+            writes.cache_lags("a", Some(6), t0 + Duration::from_secs(1)),
+            "an earlier run's id"
+        );
+        assert!(!writes.cache_lags("b", None, t0), "another SlurmJob");
+        assert!(!writes.cache_lags("a", Some(7), t0), "shown");
+        assert!(writes.is_empty(), "forgotten once shown");
+        assert!(
+            !writes.cache_lags("a", None, t0),
+            "a later reset is not ours to hide"
+        );
+
+        writes.record("a", 8, t0);
+        let late = t0 + StatusWrites::LAG_LIMIT;
+        assert!(!writes.cache_lags("a", None, late), "taken as lost");
+        assert!(writes.is_empty());
+
+        writes.record("a", 9, t0);
+        writes.forget_uid("a");
+        assert!(!writes.cache_lags("a", None, t0));
     }
 }

@@ -74,6 +74,7 @@ fn data_with_cluster(ctx: Context, local: SlurmCluster) -> Arc<JobContext> {
         ctx,
         jobs,
         submissions: Arc::default(),
+        status_writes: Arc::default(),
         output_image: output::DEFAULT_IMAGE.to_owned(),
         slurm_clusters,
         namespaces,
@@ -199,6 +200,8 @@ async fn expect_finalizer_patch(api: &mut ApiServerVerifier, job: &SlurmJob, add
     );
 }
 
+/// A new SlurmJob gets the finalizer first, and the same reconcile goes on with the patch's
+/// answer: here the SlurmCluster is not connected yet, which the status then says.
 #[tokio::test]
 async fn a_new_slurmjob_gets_the_finalizer_first() {
     let (ctx, mut api) = Context::test();
@@ -206,11 +209,90 @@ async fn a_new_slurmjob_gets_the_finalizer_first() {
     let expected = job.clone();
     let server = tokio::spawn(async move {
         expect_finalizer_patch(&mut api, &expected, true).await;
+        let status = expect_status_apply(&mut api, &expected).await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    let error = reconcile(Arc::new(cached(&job)), data(ctx))
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "ClusterNotReady");
+    let status = server.await.unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("Unknown", "ClusterNotReady")
+    );
+}
+
+/// Against the real Slurm: the reconcile that adds the finalizer submits too, from the patch's
+/// answer (the whole object; the cache holds no script), with no read of the spec: one
+/// finalizer patch, one status write and the Submitted Event. A reconcile before the cache shows
+/// that status write (the finalizer's change triggers one at once) writes nothing; one after it
+/// finds nothing to write either.
+#[tokio::test]
+async fn a_new_slurmjob_is_submitted_by_the_reconcile_that_adds_its_finalizer() {
+    let Some(slurm) = local_slurm() else { return };
+    let (ctx, mut api) = Context::test();
+    let client = register_local(&ctx, &slurm).await;
+    let data = data(ctx);
+    let mut job = slurm_job("fused", "#!/bin/sh\nsleep 120\n");
+    job.spec.partition = Some(slurm["SLURM_PARTITION"].clone());
+    // Held (begin time an hour ahead), as in `submit_then_delete_cancels_the_slurm_job`.
+    let begin = chrono::Utc::now().timestamp() + 3600;
+    job.spec.extra_options = Some(serde_json::Map::from_iter([(
+        "begin_time".to_owned(),
+        json!({"set": true, "number": begin}),
+    )]));
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_finalizer_patch(&mut api, &expected, true).await;
+        let status = expect_status_apply(&mut api, &expected).await;
+        expect_event(&mut api, &expected, "Normal", "Submitted").await;
+        api.expect_no_more_calls().await;
+        (status, api)
+    });
+    let action = reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap();
+    let (status, mut api) = server.await.unwrap();
+    assert_eq!(action, Action::requeue(RESYNC));
+    assert_eq!(status.phase, Phase::Submitted);
+    let job_id = u32::try_from(status.job_id.expect("jobId written")).unwrap();
+    let records = client.job(job_id).await.unwrap();
+    assert_eq!(
+        records[0].ownership(&data.ctx.tag_key),
+        crate::slurm::tag::Ownership::Proven
+    );
+
+    // The finalizer's change, before the status write reached the cache.
+    let finalized_only = finalized(job.clone());
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+        api
+    });
+    let action = reconcile(Arc::new(cached(&finalized_only)), data.clone())
+        .await
+        .unwrap();
+    let mut api = server.await.unwrap();
+    assert_eq!(action, Action::requeue(CACHE_LAG_RETRY));
+    assert_eq!(data.status_writes.len(), 1, "still waiting for the cache");
+
+    // The status write's own change (its phase and job id trigger one more reconcile).
+    let mut written = finalized_only;
+    written.status = Some(status);
+    let server = tokio::spawn(async move {
         api.expect_no_more_calls().await;
     });
-    let action = reconcile(Arc::new(job), data(ctx)).await.unwrap();
-    assert_eq!(action, Action::await_change());
+    reconcile(Arc::new(cached(&written)), data.clone())
+        .await
+        .unwrap();
     server.await.unwrap();
+    assert!(
+        data.status_writes.is_empty(),
+        "forgotten once the cache shows it"
+    );
+    client.cancel_job(job_id).await.unwrap();
 }
 
 /// An operator start reconciles every SlurmJob before the SlurmCluster's client is registered. A
@@ -622,8 +704,22 @@ async fn submit_then_delete_cancels_the_slurm_job() {
         crate::slurm::tag::Ownership::Proven
     );
 
-    // A second reconcile before the status reached the cache: adopted from this process's
+    // A second reconcile before the status reached the cache writes nothing (the status write's
+    // own change triggers the next one).
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+        api
+    });
+    let action = reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap();
+    let mut api = server.await.unwrap();
+    assert_eq!(action, Action::requeue(CACHE_LAG_RETRY));
+
+    // Once that write is taken as lost (never shown), the job is adopted from this process's
     // submissions, never submitted twice.
+    data.status_writes
+        .forget_uid(job.metadata.uid.as_deref().unwrap());
     let expected = job.clone();
     let server = tokio::spawn(async move {
         let status = expect_status_apply(&mut api, &expected).await;
