@@ -40,6 +40,28 @@ fn finalized(mut job: SlurmJob) -> SlurmJob {
     job
 }
 
+/// `Ready=Unknown/ClusterNotReady`: the SlurmCluster is not connected yet.
+fn assert_cluster_not_ready(status: &SlurmJobStatus) {
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("Unknown", "ClusterNotReady")
+    );
+}
+
+/// A job for the local Slurm's partition, held (begin time an hour ahead): one that started
+/// between a test's reconciles would add a `Started` Event to the calls each one expects.
+fn held_on_local(name: &str, slurm: &std::collections::HashMap<String, String>) -> SlurmJob {
+    let mut job = slurm_job(name, "#!/bin/sh\nsleep 120\n");
+    job.spec.partition = Some(slurm["SLURM_PARTITION"].clone());
+    let begin = chrono::Utc::now().timestamp() + 3600;
+    job.spec.extra_options = Some(serde_json::Map::from_iter([(
+        "begin_time".to_owned(),
+        json!({"set": true, "number": begin}),
+    )]));
+    job
+}
+
 /// The SlurmJob controller's context: SlurmCluster `local` grants namespace [`NS`] to the local
 /// Slurm's own user (named explicitly, as it must be).
 fn data(ctx: Context) -> Arc<JobContext> {
@@ -218,11 +240,7 @@ async fn a_new_slurmjob_gets_the_finalizer_first() {
         .unwrap_err();
     assert_eq!(error.category(), "ClusterNotReady");
     let status = server.await.unwrap();
-    let ready = condition::find(&status.conditions, status::READY).unwrap();
-    assert_eq!(
-        (ready.status.as_str(), ready.reason.as_str()),
-        ("Unknown", "ClusterNotReady")
-    );
+    assert_cluster_not_ready(&status);
 }
 
 /// Against the real Slurm: the reconcile that adds the finalizer submits too, from the patch's
@@ -236,14 +254,7 @@ async fn a_new_slurmjob_is_submitted_by_the_reconcile_that_adds_its_finalizer() 
     let (ctx, mut api) = Context::test();
     let client = register_local(&ctx, &slurm).await;
     let data = data(ctx);
-    let mut job = slurm_job("fused", "#!/bin/sh\nsleep 120\n");
-    job.spec.partition = Some(slurm["SLURM_PARTITION"].clone());
-    // Held (begin time an hour ahead), as in `submit_then_delete_cancels_the_slurm_job`.
-    let begin = chrono::Utc::now().timestamp() + 3600;
-    job.spec.extra_options = Some(serde_json::Map::from_iter([(
-        "begin_time".to_owned(),
-        json!({"set": true, "number": begin}),
-    )]));
+    let job = held_on_local("fused", &slurm);
     let expected = job.clone();
     let server = tokio::spawn(async move {
         expect_finalizer_patch(&mut api, &expected, true).await;
@@ -337,11 +348,7 @@ async fn without_the_cluster_a_finished_job_keeps_its_status_an_active_one_waits
     assert_eq!(error.category(), "ClusterNotReady");
     let status = server.await.unwrap();
     assert_eq!(status.phase, Phase::Running);
-    let ready = condition::find(&status.conditions, status::READY).unwrap();
-    assert_eq!(
-        (ready.status.as_str(), ready.reason.as_str()),
-        ("Unknown", "ClusterNotReady")
-    );
+    assert_cluster_not_ready(&status);
 }
 
 #[tokio::test]
@@ -656,15 +663,7 @@ async fn submit_then_delete_cancels_the_slurm_job() {
     let (ctx, mut api) = Context::test();
     let client = register_local(&ctx, &slurm).await;
     let data = data(ctx);
-    let mut job = finalized(slurm_job("mocked", "#!/bin/sh\nsleep 120\n"));
-    job.spec.partition = Some(slurm["SLURM_PARTITION"].clone());
-    // Held (begin time an hour ahead): a job that started between the reconciles below would
-    // add a `Started` Event to the calls each one expects.
-    let begin = chrono::Utc::now().timestamp() + 3600;
-    job.spec.extra_options = Some(serde_json::Map::from_iter([(
-        "begin_time".to_owned(),
-        json!({"set": true, "number": begin}),
-    )]));
+    let mut job = finalized(held_on_local("mocked", &slurm));
     let expected = job.clone();
     let server = tokio::spawn(async move {
         expect_get_job(&mut api, &expected).await;
