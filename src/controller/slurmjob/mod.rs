@@ -6,8 +6,9 @@
 //!
 //! 1. behind the `slurm.rs/cleanup` finalizer (a new SlurmJob's reconcile adds it and goes on
 //!    with the patch's answer, the whole object: no wait for the watch, no read of the spec),
-//!    find the SlurmCluster's client and index in the registry (none yet → a `Ready=Unknown/ClusterNotReady` status and a backoff requeue; a
-//!    finished job keeps its status and waits for the SlurmCluster's first poll);
+//!    find the SlurmCluster's client and index in the registry (none yet → a
+//!    `Ready=Unknown/ClusterNotReady` status and a backoff requeue; a finished job keeps its
+//!    status and waits for the SlurmCluster's first poll);
 //! 2. [`act::step_loading`]: [`lifecycle::decide`], then [`plan::submit`] (submit once,
 //!    crash-safe: see `plan`) or [`plan::follow`] (mirror the index's records of the job; a job
 //!    gone from a synced index is `Lost`), performing what they return. The cache holds each
