@@ -19,9 +19,9 @@
 /// What a record in a top-level list may decode to: an empty job record costs ~3.2 KiB, a node
 /// ~1.4 KiB, a partition ~1 KiB (measured through `slurm::fuzzing::decode`).
 pub const RECORD_COST: u64 = 4096;
-/// What a record of `/jobs/state/` may decode to (an empty one: ~100 bytes; a real one, such as
-/// `{"job_id":"3","state":["COMPLETED"]}`, is under 40 bytes minified and costs 128 with its
-/// state).
+/// What a record of `/jobs/state/` may decode to: a 48-byte entry (`slurm::job_states`), and
+/// an empty one to nothing. A real one, such as `{"job_id":"3","state":["COMPLETED"]}`, is
+/// under 40 bytes minified and costs 128 with its state.
 pub const SMALL_RECORD_COST: u64 = 96;
 /// An object in a list inside a record (a job's allocated nodes, sockets, cores; an empty
 /// allocated node ~520 bytes, a core far less).

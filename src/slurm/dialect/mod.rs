@@ -10,7 +10,7 @@
 use serde_json::{Map, Value, json};
 
 use super::error::SlurmError;
-use super::types::{JobState, JobStateEntry, JobUpdate, SubmitRequest};
+use super::types::{JobUpdate, SubmitRequest};
 use super::version::ApiVersion;
 
 pub(crate) mod replay;
@@ -168,23 +168,6 @@ pub(crate) fn non_empty(value: &Option<String>) -> Option<String> {
 pub(crate) fn minutes(value: Option<i64>) -> Option<std::time::Duration> {
     let minutes = u32::try_from(value?).ok()?;
     Some(std::time::Duration::from_secs(u64::from(minutes) * 60))
-}
-
-/// One `/jobs/state/` entry. Array tasks come as `"<job_id>_<task_id>"` (24.11: `"14_2"`), a
-/// pending array's meta record once per task still to run (`"18_0"`, `"18_1"`, ...): each entry
-/// is returned under the job id of the record it belongs to.
-pub(crate) fn job_state_entry(id: &str, states: &[String]) -> Option<JobStateEntry> {
-    let id = id.trim();
-    let (record, task) = match id.split_once('_') {
-        // A task part this version cannot read still names the record.
-        Some((record, task)) => (record, task.parse().ok()),
-        None => (id, None),
-    };
-    Some(JobStateEntry {
-        job_id: record.parse().ok()?,
-        array_task_id: task,
-        state: JobState::from_strings(states),
-    })
 }
 
 /// slurmrestd's job description as JSON: typed fields first, then `extra` on top. The same in

@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 
 use crate::slurm::call::{Caller, Envelope, Idempotency};
 use crate::slurm::dialect::{
-    from_data_parser, job_state_entry, minutes, non_empty, submit_body, text, typed_body,
+    from_data_parser, minutes, non_empty, submit_body, text, typed_body,
     typed_update, update_body,
 };
 use crate::slurm::error::{ApiError, SlurmError, Subject, classify};
@@ -701,19 +701,9 @@ fn tres_list(list: Option<&api::TresList>) -> Vec<Tres> {
         .collect()
 }
 
-/// Entries of `/jobs/state/` ([`job_state_entry`] reads the ids).
+/// Decoded straight into entries (`crate::slurm::job_states`): nothing to convert.
 fn job_states(resp: api::OpenapiJobStateResp) -> Vec<JobStateEntry> {
-    resp.jobs
-        .map(|j| j.0)
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|entry| {
-            job_state_entry(
-                entry.job_id.as_deref()?,
-                &entry.state.map(|s| s.0).unwrap_or_default(),
-            )
-        })
-        .collect()
+    resp.jobs.map(|jobs| jobs.0).unwrap_or_default()
 }
 
 fn submitted(resp: api::OpenapiJobSubmitResponse) -> Result<Submitted, SlurmError> {

@@ -1620,26 +1620,6 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub state: ::std::option::Option<JobStateList>,
     }
-    ///Job states
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default)]
-    #[serde(transparent)]
-    pub struct JobStateRespMsg(pub ::std::vec::Vec<JobStateRespJob>);
-    impl ::std::ops::Deref for JobStateRespMsg {
-        type Target = ::std::vec::Vec<JobStateRespJob>;
-        fn deref(&self) -> &::std::vec::Vec<JobStateRespJob> {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<JobStateRespMsg> for ::std::vec::Vec<JobStateRespJob> {
-        fn from(value: JobStateRespMsg) -> Self {
-            value.0
-        }
-    }
-    impl ::std::convert::From<::std::vec::Vec<JobStateRespJob>> for JobStateRespMsg {
-        fn from(value: ::std::vec::Vec<JobStateRespJob>) -> Self {
-            Self(value)
-        }
-    }
     ///`JobSubmitReq`
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default)]
     pub struct JobSubmitReq {
@@ -2130,7 +2110,7 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub errors: ::std::option::Option<OpenapiErrors>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub jobs: ::std::option::Option<JobStateRespMsg>,
+        pub jobs: ::std::option::Option<crate::slurm::job_states::JobStates>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub meta: ::std::option::Option<OpenapiMeta>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]

@@ -738,7 +738,8 @@ impl Poller {
                 } = polled.jobs;
                 let full = matches!(spoken, Spoken::All);
                 let skipped = base.is_some();
-                let previous = base.as_ref().unwrap_or(&self.tracker);
+                // Moved, not copied: `apply` updates it in place.
+                let previous = base.unwrap_or_else(|| std::mem::take(&mut self.tracker));
                 if let Some(running) = &mut self.listing {
                     // What this cycle saw is newer than what the listing beside it may say.
                     let asked = match &spoken {

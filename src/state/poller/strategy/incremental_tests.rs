@@ -303,7 +303,13 @@ impl View {
             };
             saw(asked, &listed, &fetched, seen);
         }
-        let (tracker, jobs) = apply(&self.tracker, &self.jobs, &listed, fetched, scope);
+        let (tracker, jobs) = apply(
+            std::mem::take(&mut self.tracker),
+            &self.jobs,
+            &listed,
+            fetched,
+            scope,
+        );
         self.tracker = tracker;
         self.jobs = jobs;
         if !matches!(scope, Scope::Only(_)) {
