@@ -18,8 +18,7 @@ use chrono::{DateTime, Utc};
 
 use crate::slurm::call::{Caller, Envelope, Idempotency};
 use crate::slurm::dialect::{
-    from_data_parser, minutes, non_empty, submit_body, text, typed_body,
-    typed_update, update_body,
+    from_data_parser, minutes, non_empty, submit_body, text, typed_body, typed_update, update_body,
 };
 use crate::slurm::error::{ApiError, SlurmError, Subject, classify};
 use crate::slurm::node_owner::NodeOwner;
