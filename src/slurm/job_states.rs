@@ -11,8 +11,9 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::marker::PhantomData;
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 
@@ -36,8 +37,8 @@ impl<'de> Deserialize<'de> for JobStates {
                 // Not `size_hint`: it is the sender's word, and the element budget bounds the
                 // count already (`crate::slurm::elements`).
                 let mut entries = Vec::new();
-                while let Some(Item(entry)) = seq.next_element()? {
-                    entries.extend(entry);
+                while let Some(item) = seq.next_element::<Item<'de>>()? {
+                    entries.extend(item.entry());
                 }
                 entries.shrink_to_fit();
                 Ok(JobStates(entries))
@@ -47,65 +48,52 @@ impl<'de> Deserialize<'de> for JobStates {
     }
 }
 
-/// One job of the list; `None` when its id cannot be read.
-struct Item(Option<JobStateEntry>);
+/// One job of the list, its strings borrowed from the body. Unknown fields are skipped, and a
+/// repeated one is refused, as by the generated type.
+#[derive(Deserialize)]
+struct Item<'a> {
+    #[serde(borrow, default)]
+    job_id: Option<Borrowed<'a>>,
+    #[serde(borrow, default)]
+    state: Option<Vec<Borrowed<'a>>>,
+}
 
-impl<'de> Deserialize<'de> for Item {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Fields;
-        impl<'de> Visitor<'de> for Fields {
-            type Value = Item;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a job state object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Item, A::Error> {
-                let mut job_id: Option<Cow<'de, str>> = None;
-                let mut states: Vec<Cow<'de, str>> = Vec::new();
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    match &*key {
-                        "job_id" => {
-                            job_id = map.next_value::<Option<Borrowed<'de>>>()?.map(|b| b.0)
-                        }
-                        "state" => {
-                            states = map
-                                .next_value::<Option<Vec<Borrowed<'de>>>>()?
-                                .map(|list| list.into_iter().map(|b| b.0).collect())
-                                .unwrap_or_default();
-                        }
-                        _ => {
-                            map.next_value::<IgnoredAny>()?;
-                        }
-                    }
-                }
-                Ok(Item(job_id.and_then(|id| job_state_entry(&id, &states))))
-            }
-        }
-        deserializer.deserialize_map(Fields)
+impl Item<'_> {
+    /// `None` when its id cannot be read.
+    fn entry(self) -> Option<JobStateEntry> {
+        let states: &[Borrowed<'_>] = self.state.as_deref().unwrap_or_default();
+        job_state_entry(&self.job_id?.0, states)
     }
 }
 
 /// A string, borrowed from the body when it holds no escapes.
-struct Borrowed<'de>(Cow<'de, str>);
+struct Borrowed<'a>(Cow<'a, str>);
 
-impl<'de> Deserialize<'de> for Borrowed<'de> {
+impl AsRef<str> for Borrowed<'_> {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Borrowed<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Text;
-        impl<'de> Visitor<'de> for Text {
-            type Value = Borrowed<'de>;
+        struct Text<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for Text<'a> {
+            type Value = Borrowed<'a>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a string")
             }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Borrowed<'de>, E> {
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Borrowed<'a>, E> {
                 Ok(Borrowed(Cow::Borrowed(v)))
             }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Borrowed<'de>, E> {
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Borrowed<'a>, E> {
                 Ok(Borrowed(Cow::Owned(v.to_owned())))
             }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Borrowed<'de>, E> {
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Borrowed<'a>, E> {
                 Ok(Borrowed(Cow::Owned(v)))
             }
         }
-        deserializer.deserialize_str(Text)
+        deserializer.deserialize_str(Text(PhantomData))
     }
 }
 
@@ -215,6 +203,7 @@ mod tests {
             r#"[{"job_id":7,"state":["PENDING"]}]"#,
             r#"[{"job_id":"7","state":"PENDING"}]"#,
             r#"[{"job_id":"7","state":[1]}]"#,
+            r#"[{"job_id":"7","job_id":"8","state":["PENDING"]}]"#,
             r#"{"job_id":"7"}"#,
             r#"[7]"#,
         ] {
