@@ -65,7 +65,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -95,7 +95,7 @@ pub const IO_WAIT: Duration = Duration::from_millis(100);
 /// (`run --slurmjob-debounce`). None by default: measured with `hack/bench.sh` (bench burst), a
 /// debounce of 200 ms or 50 ms made a burst of 200 SlurmJobs wait twice as long for their
 /// submits (0.77 and 0.75 s after the last was created, against 0.33 s) and the status latency
-/// longer, and saved nothing: our own status writes do not trigger (the watch predicates), and
+/// longer, and saved nothing: our own status writes do not trigger ([`reacts_to`]), and
 /// kube's scheduler never runs two reconciles of one object at once.
 pub const DEBOUNCE: Duration = Duration::ZERO;
 
@@ -1062,23 +1062,23 @@ pub fn targets(event: &SlurmEvent, jobs: &Store<CachedSlurmJob>) -> Vec<ObjectRe
     }
 }
 
-/// A hash of the skip-cancel annotation, as a watch predicate.
-fn skip_cancel(job: &CachedSlurmJob) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let value = job.annotations().get(SKIP_CANCEL_ANNOTATION)?;
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    value.hash(&mut hasher);
-    Some(hasher.finish())
-}
-
-/// A hash of the status' phase and job id, as a watch predicate.
-fn phase_and_job(job: &CachedSlurmJob) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let phase = job.phase()?;
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    phase.to_string().hash(&mut hasher);
-    job.job_id().hash(&mut hasher);
-    Some(hasher.finish())
+/// Whether a watch event of a SlurmJob changed what its reconcile reacts to, against the same
+/// SlurmJob as the cache held it (`None`: new to the cache). Our own status writes change none
+/// of it but a change of phase or job id: one more reconcile per transition (it finds nothing to
+/// write), so that a status another writer put back (a replica frozen mid-reconcile and deposed
+/// meanwhile) is corrected at once instead of never (tests/leader_election.rs). The skip-cancel
+/// annotation lets a blocked deletion go: it triggers too.
+fn reacts_to(cached: Option<&CachedSlurmJob>, job: &CachedSlurmJob) -> bool {
+    let Some(cached) = cached else {
+        return true;
+    };
+    fn skip_cancel(job: &CachedSlurmJob) -> Option<&String> {
+        job.annotations().get(SKIP_CANCEL_ANNOTATION)
+    }
+    cached.meta().generation != job.meta().generation
+        || cached.finalizers() != job.finalizers()
+        || skip_cancel(cached) != skip_cancel(job)
+        || (cached.phase(), cached.job_id()) != (job.phase(), job.job_id())
 }
 
 /// The SlurmJobs in `store` for which `select` holds, as reconcile triggers.
@@ -1114,22 +1114,11 @@ pub fn run(
     // peak memory (hack/bench.sh, "the operator binary"). A page's JSON is read whole before its
     // objects are decoded into the cached form: [`LIST_PAGE`] of them bounds what a list costs
     // however large tenants make their SlurmJobs.
-    let jobs = watcher(jobs_api, watcher::Config::default().page_size(LIST_PAGE))
-        .default_backoff()
-        .reflect(writer)
-        .touched_objects()
-        // Our own status writes change neither, except a change of phase or job id: one more
-        // reconcile per transition (it finds nothing to write), so that a status another writer
-        // put back (a replica frozen mid-reconcile and deposed meanwhile) is corrected at once
-        // instead of never (tests/leader_election.rs).
-        // The skip-cancel annotation lets a blocked deletion go: it triggers too.
-        .predicate_filter(
-            predicates::generation
-                .combine(predicates::finalizers)
-                .combine(skip_cancel)
-                .combine(phase_and_job),
-            Default::default(),
-        );
+    let jobs = kit::reflect_changes(
+        watcher(jobs_api, watcher::Config::default().page_size(LIST_PAGE)).default_backoff(),
+        writer,
+        reacts_to,
+    );
     let slurm = kit::slurm_triggers(CONTROLLER, ctx.events.subscribe(), store.clone(), targets);
     let acting_since = Arc::new(Mutex::new(ctx.started_at));
     let since = Arc::clone(&acting_since);

@@ -1681,3 +1681,106 @@ async fn a_cluster_name_that_is_a_path_is_never_requested() {
     let ready = condition::find(&status.conditions, status::READY).unwrap();
     assert_eq!(ready.reason, "ClusterNotFound");
 }
+
+/// What a SlurmJob's watch event triggers: a change of generation, finalizers, the skip-cancel
+/// annotation, phase or job id, and every SlurmJob new to the cache; not a status write that
+/// changes none of them (the reconcile's own conditions, an Event's count) nor a tenant's label.
+#[test]
+fn a_slurmjob_event_triggers_only_on_what_the_reconcile_reacts_to() {
+    let base = {
+        let mut job = finalized(slurm_job("a", "#!/bin/sh\n"));
+        job.status = Some(SlurmJobStatus {
+            phase: Phase::Running,
+            job_id: Some(7),
+            ..Default::default()
+        });
+        job
+    };
+    let cached = CachedSlurmJob::new(base.clone()).unwrap();
+    let edit = |change: fn(&mut SlurmJob)| {
+        let mut job = base.clone();
+        change(&mut job);
+        CachedSlurmJob::new(job).unwrap()
+    };
+    type Edit = fn(&mut SlurmJob);
+    let cases: [(&str, Edit, bool); 8] = [
+        ("nothing", |_| {}, false),
+        (
+            "a status field that is neither phase nor job id",
+            |j| j.status.as_mut().unwrap().nodes = Some("n1".into()),
+            false,
+        ),
+        (
+            "a label",
+            |j| j.metadata.labels = Some([("team".into(), "a".into())].into()),
+            false,
+        ),
+        ("the generation", |j| j.metadata.generation = Some(2), true),
+        ("the finalizers", |j| j.metadata.finalizers = None, true),
+        (
+            "the skip-cancel annotation",
+            |j| {
+                j.metadata.annotations =
+                    Some([(SKIP_CANCEL_ANNOTATION.into(), "true".into())].into())
+            },
+            true,
+        ),
+        (
+            "the phase",
+            |j| j.status.as_mut().unwrap().phase = Phase::Completed,
+            true,
+        ),
+        (
+            "the job id",
+            |j| j.status.as_mut().unwrap().job_id = Some(8),
+            true,
+        ),
+    ];
+    for (what, change, triggers) in cases {
+        assert_eq!(reacts_to(Some(&cached), &edit(change)), triggers, "{what}");
+    }
+    assert!(reacts_to(None, &cached), "new to the cache");
+}
+
+/// The controller's watch pipeline (`kit::reflect_changes` with [`reacts_to`]): every event
+/// reaches the cache, and only those that change what the reconcile reacts to trigger one,
+/// relists included.
+#[test]
+fn the_slurmjob_cache_sees_every_event_and_the_reconciles_only_the_changes() {
+    let job = finalized(slurm_job("a", "#!/bin/sh\n"));
+    let cached = |job: &SlurmJob| CachedSlurmJob::new(job.clone()).unwrap();
+    let mut status_write = job.clone();
+    status_write.status = Some(SlurmJobStatus {
+        phase: Phase::Pending,
+        ..Default::default()
+    });
+    let mut conditions_only = status_write.clone();
+    conditions_only.status.as_mut().unwrap().state_reason = Some("Priority".into());
+    let events = [
+        watcher::Event::Init,
+        watcher::Event::InitApply(cached(&job)),
+        watcher::Event::InitDone,
+        watcher::Event::Apply(cached(&status_write)),
+        watcher::Event::Apply(cached(&conditions_only)),
+        // A relist with nothing changed meanwhile.
+        watcher::Event::Init,
+        watcher::Event::InitApply(cached(&conditions_only)),
+        watcher::Event::InitDone,
+    ];
+    let (store, writer) = reflector::store();
+    let passed: Vec<CachedSlurmJob> = futures::executor::block_on(
+        kit::reflect_changes(futures::stream::iter(events.map(Ok)), writer, reacts_to)
+            .map(Result::unwrap)
+            .collect(),
+    );
+    assert_eq!(passed, [cached(&job), cached(&status_write)]);
+    assert_eq!(
+        store
+            .state()
+            .iter()
+            .map(|j| (**j).clone())
+            .collect::<Vec<_>>(),
+        [cached(&conditions_only)],
+        "the cache holds the last event"
+    );
+}

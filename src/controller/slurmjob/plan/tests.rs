@@ -22,18 +22,6 @@ fn the_index_is_trusted_only_after_a_sync_since_start() {
     assert!(index_trusted(&state(Some(101), vec![]), start));
 }
 
-#[test]
-fn submissions_are_remembered_by_tag_and_forgotten_by_uid() {
-    let subs = Submissions::default();
-    assert_eq!(subs.get(&OwnerTag::new("u", 3)), None);
-    subs.record(&OwnerTag::new("u", 3), 9);
-    assert_eq!(subs.get(&OwnerTag::new("u", 3)), Some(9));
-    subs.record(&OwnerTag::new("v", 1), 10);
-    subs.forget_uid("u");
-    assert_eq!(subs.len(), 1);
-    assert_eq!(subs.get(&OwnerTag::new("v", 1)), Some(10));
-}
-
 fn submitted_at(secs: i64) -> SlurmJobStatus {
     status::submitted(
         SlurmJobStatus::default(),
