@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 
-use super::kit::Backoffs;
+use super::kit::{Backoffs, EventRecorder};
 use crate::crd::FIELD_MANAGER;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
@@ -29,7 +29,7 @@ pub const EVENT_CHANNEL_CAPACITY: usize = 4096;
 #[derive(Clone)]
 pub struct Context {
     pub client: kube::Client,
-    pub recorder: Recorder,
+    pub recorder: EventRecorder,
     pub clusters: Arc<ClusterRegistry>,
     /// The pollers' event feeds, one per poller; controllers subscribe here.
     pub events: Arc<EventHub>,
@@ -65,7 +65,7 @@ impl Context {
         };
         let events = Arc::new(EventHub::new(EVENT_CHANNEL_CAPACITY));
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: EventRecorder::new(client.clone(), reporter),
             client,
             clusters: Arc::new(ClusterRegistry::new(events.clone(), Some(metrics.clone()))),
             events,
