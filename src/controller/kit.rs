@@ -1,9 +1,9 @@
 //! The plumbing every controller shares, written once: per-object backoff ([`Backoffs`]), the
 //! leader-gated reconcile span ([`reconcile_as_leader`]), the finalizer wrapper
 //! ([`with_finalizer`]), server-side apply of a status ([`apply_status`]), Events
-//! ([`Notice`], [`publish`]), Slurm events mapped to objects ([`slurm_triggers`]), a cache that
-//! passes on only the changes a controller reacts to ([`reflect_changes`]), and the log of the
-//! controller loop ([`log_outcome`]).
+//! ([`Notice`], [`publish`], [`EventRecorder`]), Slurm events mapped to objects
+//! ([`slurm_triggers`]), a cache that passes on only the changes a controller reacts to
+//! ([`reflect_changes`]), and the log of the controller loop ([`log_outcome`]).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
