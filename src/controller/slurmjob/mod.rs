@@ -74,13 +74,12 @@ use self::act::{Env, Step, Target};
 use self::plan::{Blocker, CleanupFacts, CleanupPlan, Orphaned, Reach};
 use self::submissions::{StatusWrites, Submissions};
 use super::Context;
-use super::kit::{self, Backoffs, FinalizerFailure, Notice};
+use super::kit::{self, Backoffs, FinalizerFailure, Notice, UidIndex};
 use crate::crd::condition;
 use crate::crd::slurmjob::{CachedSlurmJob, SlurmJobSpec, SlurmJobStatus};
 use crate::crd::{SKIP_CANCEL_ANNOTATION, SlurmCluster, SlurmJob, is_object_name};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
-use crate::slurm::tag::OwnerTag;
 use crate::state::index::{ClusterState, SlurmEvent};
 
 /// The controller's name in metrics and logs.
@@ -1037,21 +1036,20 @@ async fn apply_status(
     Ok(())
 }
 
-/// The SlurmJobs a Slurm event concerns: the one whose uid a job's tag carries, or for a
-/// regained slurmrestd every SlurmJob of that SlurmCluster.
-pub fn targets(event: &SlurmEvent, jobs: &Store<CachedSlurmJob>) -> Vec<ObjectRef<CachedSlurmJob>> {
+/// The SlurmJobs a Slurm event concerns: the one whose uid a job's tag carries (looked up in
+/// `by_uid`), or for a regained slurmrestd every SlurmJob of that SlurmCluster.
+pub fn targets(
+    event: &SlurmEvent,
+    jobs: &Store<CachedSlurmJob>,
+    by_uid: &UidIndex<CachedSlurmJob>,
+) -> Vec<ObjectRef<CachedSlurmJob>> {
     match event {
-        SlurmEvent::JobChanged { owner, .. } | SlurmEvent::JobGone { owner, .. } => {
-            let Some(uid) = owner.as_ref().map(OwnerTag::uid) else {
-                return Vec::new();
-            };
-            // A uid names one object. `find` looks in place: this runs once per changed job,
-            // and copying out a store of 10 000 SlurmJobs each time cost more than the lookup.
-            jobs.find(|j| j.meta().uid.as_deref() == Some(uid))
-                .map(|j| ObjectRef::from_obj(j.as_ref()))
-                .into_iter()
-                .collect()
-        }
+        SlurmEvent::JobChanged { owner, .. } | SlurmEvent::JobGone { owner, .. } => owner
+            .as_ref()
+            .and_then(|owner| by_uid.get(owner.uid()))
+            .map(|job| ObjectRef::from_obj(job.as_ref()))
+            .into_iter()
+            .collect(),
         SlurmEvent::HealthChanged { cluster, up: true } => jobs
             .state()
             .iter()
@@ -1114,12 +1112,17 @@ pub fn run(
     // peak memory (hack/bench.sh, "the operator binary"). A page's JSON is read whole before its
     // objects are decoded into the cached form: [`LIST_PAGE`] of them bounds what a list costs
     // however large tenants make their SlurmJobs.
-    let jobs = kit::reflect_changes(
+    let (by_uid, jobs) = kit::reflect_changes(
         watcher(jobs_api, watcher::Config::default().page_size(LIST_PAGE)).default_backoff(),
         writer,
         reacts_to,
     );
-    let slurm = kit::slurm_triggers(CONTROLLER, ctx.events.subscribe(), store.clone(), targets);
+    let slurm = kit::slurm_triggers(
+        CONTROLLER,
+        ctx.events.subscribe(),
+        store.clone(),
+        move |event, jobs| targets(event, jobs, &by_uid),
+    );
     let acting_since = Arc::new(Mutex::new(ctx.started_at));
     let since = Arc::clone(&acting_since);
     let gained = ctx.leadership.gained().inspect(move |()| {

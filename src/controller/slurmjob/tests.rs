@@ -14,6 +14,7 @@ use crate::controller::slurmjob::status;
 use crate::controller::test_support::{ApiServerVerifier, Call, local_slurm};
 use crate::crd::slurmjob::{Phase, SlurmJobSpec};
 use crate::crd::{FIELD_MANAGER, FINALIZER};
+use crate::slurm::tag::OwnerTag;
 use crate::slurm::types::JobState;
 use crate::slurm::{ClientConfig, Credentials, SlurmClient};
 use crate::state::poller::PollerConfig;
@@ -833,31 +834,48 @@ fn slurm_events_map_to_slurmjobs_by_uid_and_health_to_all_of_the_cluster() {
     let mut b = slurm_job("b", "#!/bin/sh\n");
     b.metadata.uid = Some("ub".into());
     b.spec.cluster_name = "other".into();
-    let (jobs, mut writer) = reflector::store();
     let a = CachedSlurmJob::new(a).unwrap();
-    for job in [a.clone(), CachedSlurmJob::new(b).unwrap()] {
-        writer.apply_watcher_event(&watcher::Event::Apply(job));
-    }
+    let b = CachedSlurmJob::new(b).unwrap();
+    let (jobs, writer) = reflector::store();
+    // The cache and its uid index as the controller fills them.
+    let (by_uid, passed) = kit::reflect_changes(
+        futures::stream::iter([a.clone(), b.clone()].map(|j| Ok(watcher::Event::Apply(j)))),
+        writer,
+        reacts_to,
+    );
+    assert_eq!(futures::executor::block_on(passed.count()), 2);
     let cluster = ObjectRef::<SlurmCluster>::new("local");
-    let changed = SlurmEvent::JobChanged {
+    let changed = |uid: &str| SlurmEvent::JobChanged {
         cluster: cluster.clone(),
         job_id: 1,
-        owner: Some(OwnerTag::new("ua", 3)),
+        owner: Some(OwnerTag::new(uid, 3)),
     };
-    assert_eq!(targets(&changed, &jobs), vec![ObjectRef::from_obj(&a)]);
+    assert_eq!(
+        targets(&changed("ua"), &jobs, &by_uid),
+        vec![ObjectRef::from_obj(&a)]
+    );
+    assert_eq!(
+        targets(&changed("ub"), &jobs, &by_uid),
+        vec![ObjectRef::from_obj(&b)],
+        "by uid, whatever the cluster"
+    );
+    assert!(
+        targets(&changed("uc"), &jobs, &by_uid).is_empty(),
+        "no such SlurmJob"
+    );
     let gone = SlurmEvent::JobGone {
         cluster: cluster.clone(),
         job_id: 1,
         owner: OwnerTag::parse("someone else's"),
     };
-    assert!(targets(&gone, &jobs).is_empty());
+    assert!(targets(&gone, &jobs, &by_uid).is_empty());
     let up = SlurmEvent::HealthChanged {
         cluster: cluster.clone(),
         up: true,
     };
-    assert_eq!(targets(&up, &jobs), vec![ObjectRef::from_obj(&a)]);
+    assert_eq!(targets(&up, &jobs, &by_uid), vec![ObjectRef::from_obj(&a)]);
     let down = SlurmEvent::HealthChanged { cluster, up: false };
-    assert!(targets(&down, &jobs).is_empty());
+    assert!(targets(&down, &jobs, &by_uid).is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1768,11 +1786,10 @@ fn the_slurmjob_cache_sees_every_event_and_the_reconciles_only_the_changes() {
         watcher::Event::InitDone,
     ];
     let (store, writer) = reflector::store();
-    let passed: Vec<CachedSlurmJob> = futures::executor::block_on(
-        kit::reflect_changes(futures::stream::iter(events.map(Ok)), writer, reacts_to)
-            .map(Result::unwrap)
-            .collect(),
-    );
+    let (by_uid, passed) =
+        kit::reflect_changes(futures::stream::iter(events.map(Ok)), writer, reacts_to);
+    let passed: Vec<CachedSlurmJob> =
+        futures::executor::block_on(passed.map(Result::unwrap).collect());
     assert_eq!(passed, [cached(&job), cached(&status_write)]);
     assert_eq!(
         store
@@ -1782,5 +1799,11 @@ fn the_slurmjob_cache_sees_every_event_and_the_reconciles_only_the_changes() {
             .collect::<Vec<_>>(),
         [cached(&conditions_only)],
         "the cache holds the last event"
+    );
+    let uid = job.metadata.uid.as_deref().unwrap();
+    assert_eq!(
+        by_uid.get(uid).as_deref(),
+        Some(&cached(&conditions_only)),
+        "and so does its uid index"
     );
 }
