@@ -16,10 +16,14 @@
 //! ([`trim`]).
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
+use miniz_oxide::deflate::core::{
+    CompressorOxide, TDEFLFlush, TDEFLStatus, compress, create_comp_flags_from_zip_params,
+};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::{Phase, SlurmJob, SlurmJobSpec, SlurmJobStatus};
@@ -49,6 +53,8 @@ pub struct CachedSlurmJob {
 pub enum CacheError {
     #[error("cannot encode the SlurmJob's spec and status")]
     Encode(#[source] serde_json::Error),
+    #[error("cannot deflate the SlurmJob's spec and status: {0:?}")]
+    Deflate(TDEFLStatus),
     #[error("cannot inflate the cached spec and status")]
     Inflate(#[source] miniz_oxide::inflate::DecompressError),
     #[error("cannot decode the cached spec and status")]
@@ -68,6 +74,54 @@ struct Parts<'a> {
     spec: &'a SlurmJobSpec,
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<&'a SlurmJobStatus>,
+}
+
+/// `json` deflated at [`LEVEL`], by a compressor kept per thread. miniz_oxide's
+/// `compress_to_vec` makes a compressor for each call (~230 KiB allocated and zeroed): 32.4–32.7
+/// µs for a 531-byte spec and status, 15.6–15.7 µs with one reset and reused (release build,
+/// jemalloc). Every watch event of a SlurmJob is encoded so, and a relist of 100 000 SlurmJobs
+/// encodes them all. miniz_oxide's own loop also panics where this one returns an error.
+fn deflate(json: &[u8]) -> Result<Box<[u8]>, CacheError> {
+    thread_local! {
+        static COMPRESSOR: RefCell<Option<Box<CompressorOxide>>> = const { RefCell::new(None) };
+    }
+    COMPRESSOR.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        let compressor = slot.get_or_insert_with(new_compressor);
+        compressor.reset();
+        deflate_with(compressor, json)
+    })
+}
+
+fn new_compressor() -> Box<CompressorOxide> {
+    Box::new(CompressorOxide::new(create_comp_flags_from_zip_params(
+        LEVEL.into(),
+        0,
+        0,
+    )))
+}
+
+/// `json` deflated by `compressor`, fresh or reset.
+fn deflate_with(compressor: &mut CompressorOxide, json: &[u8]) -> Result<Box<[u8]>, CacheError> {
+    // Deflate grows incompressible input by a few bytes per block: one pass in practice.
+    let mut out = vec![0; json.len() + json.len() / 8 + 64];
+    let (mut input, mut written) = (json, 0);
+    loop {
+        let (status, read, wrote) =
+            compress(compressor, input, &mut out[written..], TDEFLFlush::Finish);
+        written += wrote;
+        match status {
+            TDEFLStatus::Done => {
+                out.truncate(written);
+                return Ok(out.into_boxed_slice());
+            }
+            TDEFLStatus::Okay => {
+                input = input.get(read..).unwrap_or_default();
+                out.resize(out.len() * 2, 0);
+            }
+            failed => return Err(CacheError::Deflate(failed)),
+        }
+    }
 }
 
 /// [`Parts`] decoded.
@@ -91,11 +145,7 @@ impl CachedSlurmJob {
             phase: status.map(|s| s.phase),
             job_id: status.and_then(|s| s.job_id),
             state_reason: status.and_then(|s| s.state_reason.as_deref().map(Box::from)),
-            packed: miniz_oxide::deflate::compress_to_vec(
-                &serde_json::to_vec(&parts).map_err(CacheError::Encode)?,
-                LEVEL,
-            )
-            .into_boxed_slice(),
+            packed: deflate(&serde_json::to_vec(&parts).map_err(CacheError::Encode)?)?,
             cluster_name: job.spec.cluster_name.into_boxed_str(),
             metadata: job.metadata,
         })

@@ -152,3 +152,35 @@ fn a_cached_slurmjob_is_smaller_than_the_typed_object() {
         std::mem::size_of::<CachedSlurmJob>()
     );
 }
+
+/// The per-thread compressor, reset between uses, encodes each input as a fresh one would:
+/// nothing of one SlurmJob leaks into the next, whatever came before (an empty input, a large
+/// incompressible one), and every output inflates back to its input.
+#[test]
+fn a_reused_compressor_encodes_as_a_fresh_one() {
+    let mut noise = Vec::with_capacity(1 << 20);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    while noise.len() < 1 << 20 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        noise.extend_from_slice(&x.to_le_bytes());
+    }
+    let job = serde_json::to_vec(&from_api_server()).unwrap();
+    let inputs: [&[u8]; 5] = [&job, b"", &noise, &job, b"{\"spec\":{}}"];
+    for (i, input) in inputs.iter().enumerate() {
+        let packed = deflate(input).unwrap();
+        let fresh = deflate_with(&mut new_compressor(), input).unwrap();
+        // Not pretty_assertions: a diff of a MiB takes minutes.
+        assert!(
+            *packed == *fresh,
+            "input {i} ({} bytes): {} bytes, a fresh compressor {}",
+            input.len(),
+            packed.len(),
+            fresh.len()
+        );
+        let inflated =
+            miniz_oxide::inflate::decompress_to_vec_with_limit(&packed, 4 << 20).unwrap();
+        assert!(inflated == *input, "input {i} inflates back");
+    }
+}
