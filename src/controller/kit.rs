@@ -2,8 +2,9 @@
 //! leader-gated reconcile span ([`reconcile_as_leader`]), the finalizer wrapper
 //! ([`with_finalizer`]), server-side apply of a status ([`apply_status`]), Events
 //! ([`Notice`], [`publish`], [`EventRecorder`]), Slurm events mapped to objects
-//! ([`slurm_triggers`]), a cache that passes on only the changes a controller reacts to
-//! ([`reflect_changes`]), and the log of the controller loop ([`log_outcome`]).
+//! ([`slurm_triggers`]), a cache that passes on only the changes a controller reacts to and
+//! finds its objects by uid ([`reflect_changes`], [`UidIndex`]), and the log of the controller
+//! loop ([`log_outcome`]).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -135,10 +136,11 @@ where
 
 /// A cache's objects by uid ([`reflect_changes`] keeps it in step with the cache): the object a
 /// Slurm job's tag names is found without a scan of the cache. `Store::find` over 100 000
-/// SlurmJobs took 1.76 ms a lookup (release build), once per changed job of the operator's.
+/// SlurmJobs took 1.76–1.86 ms a lookup, this 0.45 µs (release build); one runs for every
+/// changed job of the operator's, one after another.
 ///
-/// It holds the cache's own `Arc`s, hashed by uid: ~10 bytes an object (a map keyed by a copy
-/// of the uid would cost ~70).
+/// It holds the cache's own `Arc`s, hashed by uid: 1.1 MiB at 100 000 SlurmJobs (counted; a
+/// map keyed by a copy of each uid would cost ~70 bytes an object).
 pub struct UidIndex<K>(Arc<RwLock<HashSet<ByUid<K>>>>);
 
 impl<K> Clone for UidIndex<K> {
