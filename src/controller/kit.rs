@@ -163,13 +163,9 @@ impl<K: Resource> UidIndex<K> {
     }
 
     /// Number of objects indexed.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.0.read().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    /// Whether no object is indexed.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The cache's object under one name went from `before` to `after`.
