@@ -72,7 +72,7 @@ use tracing::{debug, info, warn};
 
 use self::act::{Env, Step, Target};
 use self::plan::{Blocker, CleanupFacts, CleanupPlan, Orphaned, Reach};
-use self::submissions::{StatusWrites, Submissions};
+use self::submissions::{Outcome, StatusWrites, Submissions};
 use super::Context;
 use super::kit::{self, Backoffs, FinalizerFailure, Notice, UidIndex};
 use crate::crd::condition;
@@ -325,7 +325,7 @@ async fn apply(
     if !whole
         && data
             .status_writes
-            .cache_lags(&uid, current.job_id, std::time::Instant::now())
+            .cache_lags(&uid, Outcome::of(&current), std::time::Instant::now())
     {
         // Decided from this status, the step would write what this process wrote a moment ago.
         debug!(%name, "the cache does not show our last status write yet");
@@ -540,9 +540,10 @@ async fn apply(
             Some(later) => retry = Some(retry.map_or(later, |r| r.min(later))),
             None => {
                 apply_status(job, namespace, &status, ctx).await?;
-                if let Some(job_id) = status.job_id.filter(|_| status.job_id != current.job_id) {
+                let written = Outcome::of(&status);
+                if written != Outcome::of(&current) {
                     data.status_writes
-                        .record(&uid, job_id, std::time::Instant::now());
+                        .record(&uid, written, std::time::Instant::now());
                 }
             }
         }

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::crd::slurmjob::SlurmJobStatus;
 use crate::slurm::tag::OwnerTag;
 
 /// Jobs this process submitted, by tag: covers the time between a submit and the next index
@@ -48,14 +49,32 @@ impl Submissions {
     }
 }
 
-/// Status writes of this process that named a new job id, by SlurmJob uid, until the cache shows
-/// that id. A reconcile that runs before the watch brings the write back (the submit's own
-/// reconcile adds the finalizer, and the finalizer's change triggers the next one at once) would
-/// otherwise work from the status as it was before the submit and write it again: a second
-/// status write per SlurmJob, with the job announced as adopted.
+/// What a status says of its submits: the job id, and the generation Slurm refused. A reconcile
+/// working from an older one would submit again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Outcome {
+    pub job_id: Option<i64>,
+    pub rejected_generation: Option<i64>,
+}
+
+impl Outcome {
+    pub fn of(status: &SlurmJobStatus) -> Self {
+        Self {
+            job_id: status.job_id,
+            rejected_generation: status.rejected_generation,
+        }
+    }
+}
+
+/// Status writes of this process that changed a SlurmJob's [`Outcome`] (a new job id, a refused
+/// submit), by SlurmJob uid, until the cache shows it. A reconcile that runs before the watch
+/// brings the write back (the submit's own reconcile adds the finalizer, and the finalizer's
+/// change triggers the next one at once) would otherwise work from the status as it was before
+/// the submit: write it again (a second status write per SlurmJob, the job announced as
+/// adopted), or, after a refused submit, submit again.
 #[derive(Debug, Default)]
 pub struct StatusWrites {
-    by_uid: Mutex<HashMap<String, (i64, Instant)>>,
+    by_uid: Mutex<HashMap<String, (Outcome, Instant)>>,
 }
 
 impl StatusWrites {
@@ -63,21 +82,21 @@ impl StatusWrites {
     /// never delivered) and the reconcile goes on from what the cache holds.
     pub const LAG_LIMIT: Duration = Duration::from_secs(30);
 
-    /// The status of SlurmJob `uid` was written with `job_id` at `at`.
-    pub fn record(&self, uid: &str, job_id: i64, at: Instant) {
+    /// The status of SlurmJob `uid` was written with `outcome` at `at`.
+    pub fn record(&self, uid: &str, outcome: Outcome, at: Instant) {
         let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
-        map.insert(uid.to_owned(), (job_id, at));
+        map.insert(uid.to_owned(), (outcome, at));
     }
 
-    /// Whether the cached status of `uid`, naming `cached_job_id`, is older than this process's
-    /// last write of it (at `now`). Forgets the write once the cache shows it, or after
+    /// Whether the cached status of `uid`, saying `cached`, is older than this process's last
+    /// write of it (at `now`). Forgets the write once the cache shows it, or after
     /// [`Self::LAG_LIMIT`].
-    pub fn cache_lags(&self, uid: &str, cached_job_id: Option<i64>, now: Instant) -> bool {
+    pub fn cache_lags(&self, uid: &str, cached: Outcome, now: Instant) -> bool {
         let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
         let Some(&(written, at)) = map.get(uid) else {
             return false;
         };
-        if cached_job_id != Some(written) && now.saturating_duration_since(at) < Self::LAG_LIMIT {
+        if cached != written && now.saturating_duration_since(at) < Self::LAG_LIMIT {
             return true;
         }
         map.remove(uid);
@@ -128,31 +147,49 @@ mod tests {
     fn a_write_the_cache_has_not_shown_lags_until_it_shows_or_is_taken_as_lost() {
         let writes = StatusWrites::default();
         let t0 = Instant::now();
-        assert!(!writes.cache_lags("a", None, t0), "nothing written");
-        writes.record("a", 7, t0);
+        let job = |id: i64| Outcome {
+            job_id: Some(id),
+            rejected_generation: None,
+        };
+        let none = Outcome::default();
+        assert!(!writes.cache_lags("a", none, t0), "nothing written");
+        writes.record("a", job(7), t0);
         assert!(
-            writes.cache_lags("a", None, t0),
+            writes.cache_lags("a", none, t0),
             "the cache still without the id"
         );
         assert!(
-            writes.cache_lags("a", Some(6), t0 + Duration::from_secs(1)),
+            writes.cache_lags("a", job(6), t0 + Duration::from_secs(1)),
             "an earlier run's id"
         );
-        assert!(!writes.cache_lags("b", None, t0), "another SlurmJob");
-        assert!(!writes.cache_lags("a", Some(7), t0), "shown");
+        assert!(!writes.cache_lags("b", none, t0), "another SlurmJob");
+        assert!(!writes.cache_lags("a", job(7), t0), "shown");
         assert!(writes.is_empty(), "forgotten once shown");
         assert!(
-            !writes.cache_lags("a", None, t0),
+            !writes.cache_lags("a", none, t0),
             "a later reset is not ours to hide"
         );
 
-        writes.record("a", 8, t0);
+        writes.record("a", job(8), t0);
         let late = t0 + StatusWrites::LAG_LIMIT;
-        assert!(!writes.cache_lags("a", None, late), "taken as lost");
+        assert!(!writes.cache_lags("a", none, late), "taken as lost");
         assert!(writes.is_empty());
 
-        writes.record("a", 9, t0);
+        writes.record("a", job(9), t0);
         writes.forget_uid("a");
-        assert!(!writes.cache_lags("a", None, t0));
+        assert!(!writes.cache_lags("a", none, t0));
+
+        // A refused submit: no job id, the refused generation.
+        let refused = Outcome {
+            job_id: None,
+            rejected_generation: Some(1),
+        };
+        writes.record("a", refused, t0);
+        assert!(
+            writes.cache_lags("a", none, t0),
+            "the cache not showing the refusal yet"
+        );
+        assert!(!writes.cache_lags("a", refused, t0), "shown");
+        assert!(writes.is_empty());
     }
 }

@@ -307,6 +307,45 @@ async fn a_new_slurmjob_is_submitted_by_the_reconcile_that_adds_its_finalizer() 
     client.cancel_job(job_id).await.unwrap();
 }
 
+/// Against the real Slurm: a submit Slurm refuses (no such partition) in the reconcile that adds
+/// the finalizer, then a reconcile before the cache shows the refusal (the finalizer's change
+/// triggers one at once): it waits for the cache instead of submitting again (seen with the
+/// operator binary in tests/lifecycle.rs, a second submit 7 ms after the first).
+#[tokio::test]
+async fn a_refused_submit_is_not_repeated_before_the_cache_shows_it() {
+    let Some(slurm) = local_slurm() else { return };
+    let (ctx, mut api) = Context::test();
+    register_local(&ctx, &slurm).await;
+    let data = data(ctx);
+    let mut job = held_on_local("refused", &slurm);
+    job.spec.partition = Some("no-such-partition".into());
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_finalizer_patch(&mut api, &expected, true).await;
+        let status = expect_status_apply(&mut api, &expected).await;
+        expect_event(&mut api, &expected, "Warning", status::SUBMIT_REJECTED).await;
+        api.expect_no_more_calls().await;
+        (status, api)
+    });
+    reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap();
+    let (status, mut api) = server.await.unwrap();
+    assert_eq!(status.rejected_generation, job.metadata.generation);
+    assert_eq!(status.job_id, None);
+
+    let finalized_only = finalized(job.clone());
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let action = reconcile(Arc::new(cached(&finalized_only)), data.clone())
+        .await
+        .unwrap();
+    server.await.unwrap();
+    assert_eq!(action, Action::requeue(CACHE_LAG_RETRY));
+    assert_eq!(data.status_writes.len(), 1, "still waiting for the cache");
+}
+
 /// An operator start reconciles every SlurmJob before the SlurmCluster's client is registered. A
 /// finished one keeps its status untouched (no flip to Unknown and back) and waits quietly;
 /// an unfinished one says it waits for the SlurmCluster and retries.
