@@ -778,6 +778,15 @@ fn vm_hwm_kib() -> u64 {
 
 /// A poller with `tuning`, counting its requests.
 fn start_tuned(slurm: &common::LocalSlurm, tuning: poller::Tuning) -> Running {
+    start_tuned_every(slurm, tuning, INTERVAL)
+}
+
+/// [`start_tuned`], polling every `interval`.
+fn start_tuned_every(
+    slurm: &common::LocalSlurm,
+    tuning: poller::Tuning,
+    interval: Duration,
+) -> Running {
     let requests = Arc::new(Requests::default());
     let client =
         SlurmClient::with_observer(slurm.config(), slurm.credentials(), Some(requests.clone()))
@@ -786,7 +795,7 @@ fn start_tuned(slurm: &common::LocalSlurm, tuning: poller::Tuning) -> Running {
     let (handle, index) = poller::spawn_tuned(
         cluster(),
         client,
-        &PollerConfig { interval: INTERVAL },
+        &PollerConfig { interval },
         tuning,
         tx,
         Metrics::new(),
@@ -991,6 +1000,122 @@ async fn a_burst_of_others_jobs_is_skipped_once_old_enough() {
         )
         .await;
         assert_eq!(job.comment.as_deref(), Some(tag.as_str()));
+    }
+}
+
+/// Issue 19: the records of a burst of this process's submits are not read while the burst
+/// goes on (the submit made them ours; pending, their record only says how they wait): the
+/// cycle after 20 submits lists them, fetches none of their records, and still counts as
+/// complete. The next cycle, with no new submit, reads them all. A few submits (no burst) are
+/// read at once.
+#[tokio::test]
+async fn the_records_of_a_burst_of_submits_are_read_once_it_pauses() {
+    let slurm = require_slurm!();
+    let _bursts = BURSTS.lock().await;
+    // Cycles 4 s apart: the 20 submits fit between two of them, so that the next cycle lists
+    // each one after its submit returned (a job listed before is anyone's, and read).
+    let interval = Duration::from_secs(4);
+    let mut poller = start_tuned_every(
+        &slurm,
+        poller::Tuning {
+            submit_burst: 4,
+            // No bound in this test: the pause alone releases them.
+            submit_hold: Duration::from_secs(600),
+            // Records one by one, as on a cluster too large for one listing of every record.
+            full_list_max_jobs: 0,
+            ..poller::Tuning::default()
+        },
+        interval,
+    );
+    synced(&mut poller.index).await;
+    let tag = format!(
+        "{JOB_TAG_PREFIX}{},generation=1",
+        common::unique("burst-own")
+    );
+    // As the SlurmJob controller tells the poller of each id its submit returned.
+    let submitted = |index: &IndexReader, ids: &[u32]| {
+        let state = index.borrow().clone();
+        for id in ids {
+            state.submitted(*id);
+        }
+    };
+
+    // Right after a cycle: the whole burst lands before the next one.
+    tokio::time::timeout(TIMEOUT, poller.index.changed())
+        .await
+        .unwrap()
+        .unwrap();
+    let started = Instant::now();
+    let burst = submit_held(&slurm, "poller-own-burst", 20, Some(&tag)).await;
+    submitted(&poller.index, &burst);
+    let _cancel = CancelOnDrop::new(&slurm, burst.clone());
+    let submitted_at = chrono::Utc::now();
+    assert!(
+        started.elapsed() < interval,
+        "the burst took {:?}, longer than a cycle: the test cannot tell a held record",
+        started.elapsed()
+    );
+    let before = poller.requests.snapshot();
+    tokio::time::timeout(TIMEOUT, poller.index.changed())
+        .await
+        .unwrap()
+        .unwrap();
+    let during = poller.index.borrow_and_update().clone();
+    let records = |snapshot: &HashMap<&'static str, usize>| {
+        snapshot.get("slurm_get_job").copied().unwrap_or(0)
+    };
+    eprintln!(
+        "the cycle after the burst: {} record requests (others' jobs included)",
+        records(&poller.requests.snapshot()) - records(&before)
+    );
+    for id in &burst {
+        assert!(
+            during.unresolved.contains(id),
+            "job {id} of the burst listed, its record not read"
+        );
+        assert!(!during.jobs.contains_key(id), "job {id}: record read");
+    }
+    assert!(
+        during.jobs_synced_at.is_some_and(|t| t > submitted_at),
+        "the held records do not hold up the sync: synced at {:?}",
+        during.jobs_synced_at
+    );
+
+    // No submit since: the next cycle reads them all.
+    let before = poller.requests.snapshot();
+    tokio::time::timeout(TIMEOUT, poller.index.changed())
+        .await
+        .unwrap()
+        .unwrap();
+    let after = poller.index.borrow_and_update().clone();
+    for id in &burst {
+        let job = after
+            .jobs
+            .get(id)
+            .unwrap_or_else(|| panic!("job {id} read"));
+        assert_eq!(job.comment.as_deref(), Some(tag.as_str()));
+        assert!(!after.unresolved.contains(id));
+    }
+    assert!(
+        records(&poller.requests.snapshot()) - records(&before) >= burst.len(),
+        "one record request each"
+    );
+
+    // Two submits are no burst: read by the first cycle that lists them.
+    tokio::time::timeout(TIMEOUT, poller.index.changed())
+        .await
+        .unwrap()
+        .unwrap();
+    let few = submit_held(&slurm, "poller-own-burst", 2, Some(&tag)).await;
+    let _cancel_few = CancelOnDrop::new(&slurm, few.clone());
+    submitted(&poller.index, &few);
+    tokio::time::timeout(TIMEOUT, poller.index.changed())
+        .await
+        .unwrap()
+        .unwrap();
+    let state = poller.index.borrow_and_update().clone();
+    for id in &few {
+        assert!(state.jobs.contains_key(id), "job {id} read at once");
     }
 }
 

@@ -39,6 +39,8 @@ const TIMEOUT: Duration = Duration::from_secs(900);
 #[derive(Default)]
 struct Seen {
     submitted: HashMap<String, Instant>,
+    /// When the status first showed what the job's Slurm record says (its submit time).
+    detailed: HashMap<String, Instant>,
     cancelled: HashMap<String, Instant>,
     job_ids: HashMap<String, u32>,
 }
@@ -114,6 +116,9 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
                     seen.submitted.entry(name.clone()).or_insert(at);
                     seen.job_ids.insert(name.clone(), id);
                 }
+                if status.submit_time.is_some() {
+                    seen.detailed.entry(name.clone()).or_insert(at);
+                }
                 if status.phase == Phase::Cancelled {
                     seen.cancelled.entry(name).or_insert(at);
                 }
@@ -181,8 +186,19 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
             let last_lag = last_submitted.saturating_duration_since(last_created);
             (lags, last_lag)
         };
-        // The writes settle a moment after the last submit (Events, the waiting jobs' details).
-        tokio::time::sleep(Duration::from_secs(8)).await;
+        // The writes settle after the last submit: the waiting jobs' details (read from Slurm
+        // once a burst pauses, written DETAILS_AFTER their submit at the earliest), then Events.
+        wait_until(&format!("{n} SlurmJobs detailed"), &seen, |s| {
+            names.iter().all(|name| s.detailed.contains_key(name))
+        })
+        .await?;
+        let last_detailed = {
+            let seen = seen.lock().unwrap();
+            let last_created = names.iter().map(|name| created[name]).max().unwrap();
+            let last = names.iter().map(|name| seen.detailed[name]).max().unwrap();
+            last.saturating_duration_since(last_created)
+        };
+        tokio::time::sleep(Duration::from_secs(2)).await;
         let after = api.requests();
         let delta = |key: &str| {
             after.get(key).copied().unwrap_or(0) - before.get(key).copied().unwrap_or(0)
@@ -202,11 +218,12 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
             percentile(&lags, 99.0),
         ));
         rows.push(format!(
-            "| API writes per SlurmJob (burst of {n}, held: submitted, then waiting) | {:.2} ({:.2} finalizer patches, {:.2} status writes, {:.2} Event writes) | counted by the in-memory API server over the burst and 8 s after |",
+            "| API writes per SlurmJob (burst of {n}, held: submitted, then waiting) | {:.2} ({:.2} finalizer patches, {:.2} status writes, {:.2} Event writes); the last one's details (its Slurm record read, written at least 5 s after its submit) {:.2} s after the last created | counted by the in-memory API server over the burst, until every status shows its job's details, and 2 s after |",
             per(finalizers + statuses + events),
             per(finalizers),
             per(statuses),
             per(events),
+            last_detailed.as_secs_f64(),
         ));
         burst_names.extend(names);
     }

@@ -51,9 +51,11 @@ pub struct ClusterState {
     /// closed (deleting a drained node's pod) require this to be recent.
     pub nodes_synced_at: Option<DateTime<Utc>>,
     /// When the job list was last confirmed complete and error-free: every job slurmctld holds
-    /// was known, with its owner, and every one of ours up to date as of that time. Looking for a
-    /// job by its tag before submitting must wait for this (fail closed). It is when that
-    /// listing *began*: a job submitted before it is in the listing.
+    /// was known, with its owner, and every one of ours up to date as of that time, but for jobs
+    /// this process submitted and still pending, whose records may wait out a burst of submits
+    /// ([`Self::submitted`]; they are in `unresolved` meanwhile). Looking for a job by its tag
+    /// before submitting must wait for this (fail closed). It is when that listing *began*: a
+    /// job submitted before it is in the listing.
     pub jobs_synced_at: Option<DateTime<Utc>>,
     /// `Some(n)`: the listing `jobs_synced_at` dates was incremental, and speaks only for the
     /// jobs the poller follows and the ids up to `n` (slurmctld numbers new jobs in sequence);
@@ -96,6 +98,14 @@ impl ClusterState {
         self.wants.want(job_id);
     }
 
+    /// [`Self::want`] for the id a submit of this process returned. The job is known to be
+    /// ours without its record, so during a burst of submits the poller may read that record
+    /// once the burst pauses (the job is in `unresolved` until then), sparing slurmctld and
+    /// slurmrestd a request per job while they take the submits.
+    pub fn submitted(&self, job_id: u32) {
+        self.wants.submitted(job_id);
+    }
+
     /// Whether the last complete listing spoke for `job_id` (see `jobs_listed_up_to`).
     pub fn listed_up_to(&self, job_id: u32) -> bool {
         self.jobs_listed_up_to.is_none_or(|to| job_id <= to)
@@ -106,22 +116,49 @@ impl ClusterState {
 /// writer, not state (the index stays single-writer). Bounded: past [`Wants::MAX`] ids a new
 /// one is dropped, and its reader asks again on its next reconcile.
 #[derive(Debug, Default)]
-pub struct Wants(Mutex<BTreeSet<u32>>);
+pub struct Wants(Mutex<Asked>);
+
+#[derive(Debug, Default)]
+struct Asked {
+    wanted: BTreeSet<u32>,
+    /// The ids this process's submits returned, since the poller last took them.
+    submitted: BTreeSet<u32>,
+}
 
 impl Wants {
     /// More than this many pending asks are not kept.
     pub const MAX: usize = 100_000;
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Asked> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub fn want(&self, job_id: u32) {
-        let mut ids = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if ids.len() < Self::MAX {
-            ids.insert(job_id);
+        let mut asked = self.lock();
+        if asked.wanted.len() < Self::MAX {
+            asked.wanted.insert(job_id);
+        }
+    }
+
+    /// A submit of this process returned `job_id`: wanted, and known to be ours.
+    pub fn submitted(&self, job_id: u32) {
+        let mut asked = self.lock();
+        if asked.wanted.len() < Self::MAX {
+            asked.wanted.insert(job_id);
+        }
+        if asked.submitted.len() < Self::MAX {
+            asked.submitted.insert(job_id);
         }
     }
 
     /// Everything asked since the last take.
     pub fn take(&self) -> BTreeSet<u32> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut self.lock().wanted)
+    }
+
+    /// The ids submitted since the last take of them.
+    pub fn take_submitted(&self) -> BTreeSet<u32> {
+        std::mem::take(&mut self.lock().submitted)
     }
 }
 

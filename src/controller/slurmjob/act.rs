@@ -797,8 +797,12 @@ where
             ("Submitted", format!("submitted as Slurm job {job_id}")),
         ),
     };
-    // The poller follows it from its next cycle, wherever the id falls.
-    env.state.want(job_id);
+    // The poller follows it from its next cycle, wherever the id falls. A job of this
+    // submit is ours without its record: the poller may read that once a burst pauses.
+    match outcome {
+        Outcome::Submitted { .. } => env.state.submitted(job_id),
+        Outcome::Adopted { .. } => env.state.want(job_id),
+    }
     let records: Vec<Job> = env.state.job_records(job_id).into_iter().cloned().collect();
     let mut status = status::submitted(base, job_id, generation, ready, now, &records);
     status.submitted_spec_hash = spec_hash;

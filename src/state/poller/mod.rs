@@ -106,6 +106,11 @@ pub struct Tuning {
     /// find one an earlier incarnation submitted just before it died. When more than
     /// `detail_budget` jobs are that recent, nothing is skipped.
     pub recent: Duration,
+    /// More of this process's submits than this between two cycles make a burst: the records
+    /// of its jobs still pending wait until a cycle sees fewer ([`strategy::Asks::held`]).
+    pub submit_burst: usize,
+    /// The longest a pending job's record waits for a burst of submits to pause.
+    pub submit_hold: Duration,
 }
 
 impl Default for Tuning {
@@ -124,6 +129,8 @@ impl Default for Tuning {
             state_batch: 256,
             skip_first_sync: true,
             recent: Duration::from_secs(60),
+            submit_burst: 16,
+            submit_hold: Duration::from_secs(10),
         }
     }
 }
@@ -217,6 +224,9 @@ struct Poller {
     wants: Arc<Wants>,
     /// Asks taken but not satisfied yet (a skipped job whose fetch was deferred).
     wanted: BTreeSet<u32>,
+    /// The ids this process's submits returned whose records were not read yet, and when the
+    /// poller took each.
+    submitted: BTreeMap<u32, Instant>,
     /// Delays while down; `None` while up.
     backoff: Option<ExponentialBackoff>,
     /// The periodic full listing, while it runs beside the incremental cycles.
@@ -307,6 +317,7 @@ impl Poller {
             skipped_before: None,
             wants,
             wanted: BTreeSet::new(),
+            submitted: BTreeMap::new(),
             tuning,
             writer,
             events,
@@ -425,6 +436,14 @@ impl Poller {
                 ),
             }
         };
+        // Taken after the listing: a job it shows whose submit has returned meanwhile is
+        // known to be ours.
+        let (submitted, held) = self.take_submitted();
+        let asks = strategy::Asks {
+            wanted: &self.wanted,
+            submitted: &submitted,
+            held: &held,
+        };
         let mut base = None;
         let mut recent = Vec::new();
         let mut budget = self.tuning.detail_budget;
@@ -461,7 +480,7 @@ impl Poller {
             // submit: the index is not complete meanwhile). Once the older ones are older than
             // `recent`, they are skipped as the first listing skips, on the same grounds.
             // (Not on a small cluster: one listing of every record resolves them all.)
-            let backlog = strategy::backlog(&self.tracker, &listed, &self.wanted);
+            let backlog = strategy::backlog(&self.tracker, &listed, asks);
             let large = self.tracker.len().max(listed.len()) > self.tuning.full_list_max_jobs;
             if large && backlog.len() > self.tuning.detail_budget {
                 requests += 1;
@@ -501,10 +520,11 @@ impl Poller {
             list_all_above: self.tuning.list_all_above,
             full_list_max_jobs: self.tuning.full_list_max_jobs,
         };
-        let plan = strategy::plan(tracker, &listed, &self.wanted, limits, tracker.len());
+        let plan = strategy::plan(tracker, &listed, asks, limits, tracker.len());
         if plan.deferred > 0 {
             tracing::debug!(
                 deferred = plan.deferred,
+                held = held.len(),
                 "job records left for the next cycles"
             );
         }
@@ -551,6 +571,28 @@ impl Poller {
             probed_to,
             base,
         })
+    }
+
+    /// The ids this process submitted whose records were not read yet, and those of them whose
+    /// read waits this cycle: while more submits than `submit_burst` came since the last cycle,
+    /// those taken less than `submit_hold` ago.
+    fn take_submitted(&mut self) -> (BTreeSet<u32>, BTreeSet<u32>) {
+        let now = Instant::now();
+        let fresh = self.wants.take_submitted();
+        let burst = fresh.len() > self.tuning.submit_burst;
+        for id in fresh {
+            self.submitted.entry(id).or_insert(now);
+        }
+        let held = if burst {
+            self.submitted
+                .iter()
+                .filter(|(_, at)| now.duration_since(**at) < self.tuning.submit_hold)
+                .map(|(id, _)| *id)
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        (self.submitted.keys().copied().collect(), held)
     }
 
     /// Ask for every job's state, beside the cycles ([`Listing`]).
@@ -757,6 +799,13 @@ impl Poller {
                     self.tracker
                         .get(id)
                         .is_some_and(|t| t.known == strategy::Known::Skipped)
+                });
+                // A submitted job not listed yet (its submit returned after the listing) is
+                // kept for as long as its record could be held.
+                let hold = self.tuning.submit_hold;
+                self.submitted.retain(|id, at| match self.tracker.get(id) {
+                    Some(t) => t.known == strategy::Known::Unresolved,
+                    None => at.elapsed() < hold,
                 });
                 self.listed_once = true;
                 if skipped {

@@ -1,6 +1,7 @@
 //! One step against an index and a slurmrestd that is never reached: what the step decides
 //! before any request (the spec's own faults).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::*;
@@ -275,4 +276,60 @@ async fn the_end_of_a_job_is_not_held_up_by_a_slow_accounting() {
         "usage asked again soon"
     );
     server.verify().await;
+}
+
+/// Against the real Slurm: the id a submit returns is passed to the poller as this process's
+/// submit (ours without its record: the poller may read that once a burst pauses), and named
+/// like any other; a job adopted is only named (its record says whose it is).
+#[tokio::test]
+async fn a_submit_tells_the_poller_its_job_is_ours_an_adoption_only_names_it() {
+    let Some(slurm) = crate::controller::test_support::local_slurm() else {
+        return;
+    };
+    let key = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
+    let credentials = Arc::new(
+        crate::slurm::Credentials::minted(
+            key,
+            slurm["SLURM_USER"].clone(),
+            Duration::from_secs(300),
+        )
+        .unwrap(),
+    );
+    let mut world = World::new(UNREACHABLE);
+    world.client = SlurmClient::new(
+        crate::slurm::ClientConfig::new(&slurm["SLURM_REST_URL"])
+            .unwrap()
+            .allow_plaintext(true),
+        credentials,
+    )
+    .unwrap();
+    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+        "clusterName": "local",
+        "partition": slurm["SLURM_PARTITION"],
+        "script": "#!/bin/sh\ntrue\n",
+        "extraOptions": {"begin_time": {"set": true, "number": Utc::now().timestamp() + 3600}},
+    }))
+    .unwrap();
+    let now = Utc::now();
+    let target = Target {
+        name: "told",
+        uid: "told-uid",
+        generation: 1,
+        spec: &spec,
+        status: None,
+        created: Some(now - chrono::TimeDelta::seconds(1)),
+        refusal: None,
+    };
+    let submitted = step(target, world.env(now), |_| None).await.unwrap();
+    let job_id = u32::try_from(submitted.status.job_id.expect("submitted")).unwrap();
+    assert_eq!(world.index.wants.take_submitted(), BTreeSet::from([job_id]));
+    assert_eq!(world.index.wants.take(), BTreeSet::from([job_id]));
+
+    // A step that does not see the status written (a cache that lags) finds this process's
+    // submit and adopts it: named only.
+    let adopted = step(target, world.env(Utc::now()), |_| None).await.unwrap();
+    assert_eq!(adopted.status.job_id, Some(i64::from(job_id)));
+    assert!(world.index.wants.take_submitted().is_empty());
+    assert_eq!(world.index.wants.take(), BTreeSet::from([job_id]));
+    world.client.cancel_job(job_id).await.unwrap();
 }

@@ -253,6 +253,10 @@ struct View {
     tracker: Tracker,
     jobs: BTreeMap<u32, Job>,
     high_water: u32,
+    /// Ids of ours this poller's process submitted, records not read yet.
+    submitted: BTreeSet<u32>,
+    /// This cycle's submits make a burst: their records wait.
+    hold: bool,
 }
 
 const LIMITS: Limits = Limits {
@@ -294,7 +298,17 @@ impl View {
         wanted: &BTreeSet<u32>,
         seen: Option<&mut BTreeSet<u32>>,
     ) {
-        let p = plan(&self.tracker, &listed, wanted, LIMITS, self.tracker.len());
+        let held = if self.hold {
+            self.submitted.clone()
+        } else {
+            BTreeSet::new()
+        };
+        let asks = Asks {
+            wanted,
+            submitted: &self.submitted,
+            held: &held,
+        };
+        let p = plan(&self.tracker, &listed, asks, LIMITS, self.tracker.len());
         let fetched = sim.fetch(p.fetch);
         if let Some(seen) = seen {
             let asked = match scope {
@@ -312,6 +326,12 @@ impl View {
         );
         self.tracker = tracker;
         self.jobs = jobs;
+        // As the poller: kept while listed and not read, or not listed yet.
+        self.submitted.retain(|id| {
+            self.tracker
+                .get(id)
+                .is_none_or(|t| t.known == Known::Unresolved)
+        });
         if !matches!(scope, Scope::Only(_)) {
             self.high_water = listed.keys().next_back().copied().unwrap_or(0);
         }
@@ -427,17 +447,19 @@ struct Named<'a> {
 }
 
 impl Named<'_> {
-    fn named(&self, view: &View) -> BTreeMap<u32, Job> {
+    fn named(&self, view: &View, held: &BTreeSet<u32>) -> BTreeMap<u32, Job> {
         view.jobs
             .iter()
             .filter(|(id, _)| !self.baseline.contains(id) || self.ever_wanted.contains(id))
+            .filter(|(id, _)| !held.contains(id))
             .map(|(id, j)| (*id, j.clone()))
             .collect()
     }
 
     /// Both views hold the same records of ours, and the reference every one of ours submitted
     /// since the first listing, up to date. Returns how many of ours, and of those array
-    /// records, were compared.
+    /// records, were compared. The records `view` holds back for a burst of submits (`held`)
+    /// are of pending jobs, and missing from it.
     fn same_records(
         &self,
         view: &View,
@@ -445,9 +467,16 @@ impl Named<'_> {
         sim: &Sim,
         context: &str,
     ) -> (usize, usize) {
+        let held = &view.submitted;
+        for id in held {
+            if let Some(job) = sim.jobs.get(id) {
+                assert_eq!(job.state, "PENDING", "held job {id}: {context}");
+                assert!(!view.jobs.contains_key(id), "held job {id}: {context}");
+            }
+        }
         assert_eq!(
-            self.named(view),
-            self.named(reference),
+            self.named(view, &BTreeSet::new()),
+            self.named(reference, held),
             "our records: {context}"
         );
         let ours_since: BTreeMap<u32, Job> = sim
@@ -470,11 +499,13 @@ impl Named<'_> {
     /// named (the reference resolves those it happens to see running, the incremental one only
     /// those still running at a full listing); and the same per-node counts.
     fn same_jobs(&self, view: &View, reference: &View, context: &str) {
+        let held = &view.submitted;
         let jobs = |view: &View| -> Vec<(u32, JobState, usize, Option<Known>)> {
             view.tracker
                 .iter()
                 .map(|(id, t)| {
-                    let unnamed = self.baseline.contains(id) && !self.ever_wanted.contains(id);
+                    let unnamed = (self.baseline.contains(id) && !self.ever_wanted.contains(id))
+                        || held.contains(id);
                     let known = (!unnamed).then(|| t.known.clone());
                     (*id, t.state.clone(), t.entries, known)
                 })
@@ -487,6 +518,7 @@ impl Named<'_> {
 
 #[test]
 fn incremental_cycles_hold_what_full_listings_hold() {
+    let mut held_seen = 0;
     let mut full_cycles = 0;
     let mut incremental_cycles = 0;
     let mut ours_seen = 0;
@@ -498,22 +530,44 @@ fn incremental_cycles_hold_what_full_listings_hold() {
         let width = 8;
         let mut ever_wanted: BTreeSet<u32> = BTreeSet::new();
         for cycle in 1..=40u64 {
+            let before = sim.next_id;
             for _ in 0..rng.below(4) {
                 sim.step(&mut rng);
             }
             let wanted = named_now(&mut rng, &baseline);
             reference.full(&sim, &wanted);
+            // Half of the histories' jobs of ours are this process's submits (their ids asked
+            // for by the SlurmJob), and one cycle in two follows a burst of them.
+            let submits: BTreeSet<u32> = sim
+                .jobs
+                .range(before + 1..)
+                .filter(|(id, j)| j.ours && j.array.is_none_or(|a| a == **id) && **id % 2 == 0)
+                .map(|(id, _)| *id)
+                .collect();
+            incremental.submitted.extend(&submits);
+            incremental.hold = rng.below(2) == 0;
+            let wanted_here: BTreeSet<u32> = wanted.union(&submits).copied().collect();
             // Which cycles are incremental is a cost rule; the property must hold whichever are.
             // Only the queue-size half of the rule is kept (with an empty first listing, the
             // probe would not know where the numbering stands); the cost half (a third of these
             // small queues is ours) would leave few incremental cycles to check.
             let full = cycle % full_every == 0 || !incremental_pays(&incremental.tracker, 0, width);
             if full {
-                incremental.full(&sim, &wanted);
+                incremental.full(&sim, &wanted_here);
                 full_cycles += 1;
             } else {
-                incremental.incremental(&sim, &wanted, width);
+                incremental.incremental(&sim, &wanted_here, width);
                 incremental_cycles += 1;
+            }
+            held_seen += incremental.submitted.len();
+            if !incremental.hold {
+                assert!(
+                    incremental
+                        .submitted
+                        .iter()
+                        .all(|id| !sim.jobs.contains_key(id)),
+                    "a cycle after the burst reads every record: seed {seed}, cycle {cycle}"
+                );
             }
             let context = format!("seed {seed}, cycle {cycle}, full {full}");
             ever_wanted.extend(&wanted);
@@ -536,6 +590,7 @@ fn incremental_cycles_hold_what_full_listings_hold() {
         "{incremental_cycles} incremental cycles"
     );
     assert!(ours_seen > 1_000, "{ours_seen} records of ours compared");
+    assert!(held_seen > 200, "{held_seen} records held");
     assert!(
         array_records_seen > 200,
         "{array_records_seen} records of our arrays compared"
