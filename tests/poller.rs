@@ -1003,6 +1003,15 @@ async fn a_burst_of_others_jobs_is_skipped_once_old_enough() {
     }
 }
 
+/// The index as the next cycle publishes it.
+async fn next_cycle(index: &mut IndexReader) -> Arc<slurm_operator::state::index::ClusterState> {
+    tokio::time::timeout(TIMEOUT, index.changed())
+        .await
+        .unwrap()
+        .unwrap();
+    index.borrow_and_update().clone()
+}
+
 /// Issue 19: the records of a burst of this process's submits are not read while the burst
 /// goes on (the submit made them ours; pending, their record only says how they wait): the
 /// cycle after 20 submits lists them, fetches none of their records, and still counts as
@@ -1012,9 +1021,9 @@ async fn a_burst_of_others_jobs_is_skipped_once_old_enough() {
 async fn the_records_of_a_burst_of_submits_are_read_once_it_pauses() {
     let slurm = require_slurm!();
     let _bursts = BURSTS.lock().await;
-    // Cycles 4 s apart: the 20 submits fit between two of them, so that the next cycle lists
-    // each one after its submit returned (a job listed before is anyone's, and read).
-    let interval = Duration::from_secs(4);
+    // Cycles 5 s apart: the 20 submits (~0.1 s) fit between two of them, so that one cycle
+    // sees them all as a burst.
+    let interval = Duration::from_secs(5);
     let mut poller = start_tuned_every(
         &slurm,
         poller::Tuning {
@@ -1041,26 +1050,24 @@ async fn the_records_of_a_burst_of_submits_are_read_once_it_pauses() {
     };
 
     // Right after a cycle: the whole burst lands before the next one.
-    tokio::time::timeout(TIMEOUT, poller.index.changed())
-        .await
-        .unwrap()
-        .unwrap();
+    next_cycle(&mut poller.index).await;
     let started = Instant::now();
-    let burst = submit_held(&slurm, "poller-own-burst", 20, Some(&tag)).await;
-    submitted(&poller.index, &burst);
+    let mut burst = Vec::new();
+    for _ in 0..20 {
+        // Told at once, as the controller does after each submit.
+        let id = submit_held(&slurm, "poller-own-burst", 1, Some(&tag)).await;
+        submitted(&poller.index, &id);
+        burst.extend(id);
+    }
     let _cancel = CancelOnDrop::new(&slurm, burst.clone());
     let submitted_at = chrono::Utc::now();
     assert!(
-        started.elapsed() < interval,
-        "the burst took {:?}, longer than a cycle: the test cannot tell a held record",
+        started.elapsed() < interval / 2,
+        "the burst took {:?}, too long beside a {interval:?} cycle: the test cannot tell a held record",
         started.elapsed()
     );
     let before = poller.requests.snapshot();
-    tokio::time::timeout(TIMEOUT, poller.index.changed())
-        .await
-        .unwrap()
-        .unwrap();
-    let during = poller.index.borrow_and_update().clone();
+    let during = next_cycle(&mut poller.index).await;
     let records = |snapshot: &HashMap<&'static str, usize>| {
         snapshot.get("slurm_get_job").copied().unwrap_or(0)
     };
@@ -1083,11 +1090,7 @@ async fn the_records_of_a_burst_of_submits_are_read_once_it_pauses() {
 
     // No submit since: the next cycle reads them all.
     let before = poller.requests.snapshot();
-    tokio::time::timeout(TIMEOUT, poller.index.changed())
-        .await
-        .unwrap()
-        .unwrap();
-    let after = poller.index.borrow_and_update().clone();
+    let after = next_cycle(&mut poller.index).await;
     for id in &burst {
         let job = after
             .jobs
@@ -1102,18 +1105,11 @@ async fn the_records_of_a_burst_of_submits_are_read_once_it_pauses() {
     );
 
     // Two submits are no burst: read by the first cycle that lists them.
-    tokio::time::timeout(TIMEOUT, poller.index.changed())
-        .await
-        .unwrap()
-        .unwrap();
+    next_cycle(&mut poller.index).await;
     let few = submit_held(&slurm, "poller-own-burst", 2, Some(&tag)).await;
     let _cancel_few = CancelOnDrop::new(&slurm, few.clone());
     submitted(&poller.index, &few);
-    tokio::time::timeout(TIMEOUT, poller.index.changed())
-        .await
-        .unwrap()
-        .unwrap();
-    let state = poller.index.borrow_and_update().clone();
+    let state = next_cycle(&mut poller.index).await;
     for id in &few {
         assert!(state.jobs.contains_key(id), "job {id} read at once");
     }
