@@ -244,6 +244,30 @@ async fn a_new_slurmjob_gets_the_finalizer_first() {
     assert_cluster_not_ready(&status);
 }
 
+/// The first reconcile of a new SlurmJob, which submits it: exactly one finalizer patch, one
+/// status write and one Event (`event`: its type and reason). Returns its action, the status
+/// written and the API server for what follows.
+async fn submit_reconcile(
+    mut api: ApiServerVerifier,
+    job: &SlurmJob,
+    data: &Arc<JobContext>,
+    (kind, reason): (&'static str, &'static str),
+) -> (Action, SlurmJobStatus, ApiServerVerifier) {
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_finalizer_patch(&mut api, &expected, true).await;
+        let status = expect_status_apply(&mut api, &expected).await;
+        expect_event(&mut api, &expected, kind, reason).await;
+        api.expect_no_more_calls().await;
+        (status, api)
+    });
+    let action = reconcile(Arc::new(cached(job)), data.clone())
+        .await
+        .unwrap();
+    let (status, api) = server.await.unwrap();
+    (action, status, api)
+}
+
 /// Against the real Slurm: the reconcile that adds the finalizer submits too, from the patch's
 /// answer (the whole object; the cache holds no script), with no read of the spec: one
 /// finalizer patch, one status write and the Submitted Event. A reconcile before the cache shows
@@ -252,22 +276,12 @@ async fn a_new_slurmjob_gets_the_finalizer_first() {
 #[tokio::test]
 async fn a_new_slurmjob_is_submitted_by_the_reconcile_that_adds_its_finalizer() {
     let Some(slurm) = local_slurm() else { return };
-    let (ctx, mut api) = Context::test();
+    let (ctx, api) = Context::test();
     let client = register_local(&ctx, &slurm).await;
     let data = data(ctx);
     let job = held_on_local("fused", &slurm);
-    let expected = job.clone();
-    let server = tokio::spawn(async move {
-        expect_finalizer_patch(&mut api, &expected, true).await;
-        let status = expect_status_apply(&mut api, &expected).await;
-        expect_event(&mut api, &expected, "Normal", "Submitted").await;
-        api.expect_no_more_calls().await;
-        (status, api)
-    });
-    let action = reconcile(Arc::new(cached(&job)), data.clone())
-        .await
-        .unwrap();
-    let (status, mut api) = server.await.unwrap();
+    let (action, status, mut api) =
+        submit_reconcile(api, &job, &data, ("Normal", "Submitted")).await;
     assert_eq!(action, Action::requeue(RESYNC));
     assert_eq!(status.phase, Phase::Submitted);
     let job_id = u32::try_from(status.job_id.expect("jobId written")).unwrap();
@@ -314,23 +328,13 @@ async fn a_new_slurmjob_is_submitted_by_the_reconcile_that_adds_its_finalizer() 
 #[tokio::test]
 async fn a_refused_submit_is_not_repeated_before_the_cache_shows_it() {
     let Some(slurm) = local_slurm() else { return };
-    let (ctx, mut api) = Context::test();
+    let (ctx, api) = Context::test();
     register_local(&ctx, &slurm).await;
     let data = data(ctx);
     let mut job = held_on_local("refused", &slurm);
     job.spec.partition = Some("no-such-partition".into());
-    let expected = job.clone();
-    let server = tokio::spawn(async move {
-        expect_finalizer_patch(&mut api, &expected, true).await;
-        let status = expect_status_apply(&mut api, &expected).await;
-        expect_event(&mut api, &expected, "Warning", status::SUBMIT_REJECTED).await;
-        api.expect_no_more_calls().await;
-        (status, api)
-    });
-    reconcile(Arc::new(cached(&job)), data.clone())
-        .await
-        .unwrap();
-    let (status, mut api) = server.await.unwrap();
+    let (_, status, mut api) =
+        submit_reconcile(api, &job, &data, ("Warning", status::SUBMIT_REJECTED)).await;
     assert_eq!(status.rejected_generation, job.metadata.generation);
     assert_eq!(status.job_id, None);
 
