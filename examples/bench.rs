@@ -31,12 +31,17 @@
 //! CLOUD nodes (in no partition, deleted afterwards) and 100 000 others' held jobs (cancelled
 //! afterwards), and reports the process's VmRSS/VmHWM once its caches are filled, its index
 //! holds the nodes, every SlurmJob has been reconciled and three job polls have ended.
+//!
+//! `bench nodes` (`bench/nodes.rs`) measures the poller's node list while 1 000 extra nodes keep
+//! changing: paced as it is now, and asked every cycle as before.
 
 // Measurement code: a failed unwrap is a failed run with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "bench/burst.rs"]
 mod burst;
+#[path = "bench/nodes.rs"]
+mod nodes;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -146,6 +151,9 @@ enum What {
     /// The operator binary against the tests' API server: bursts of SlurmJobs, API writes per
     /// SlurmJob, status latency (`bench/burst.rs`).
     Burst(burst::Settings),
+    /// The poller's node list while nodes keep changing, paced and asked every cycle
+    /// (`bench/nodes.rs`).
+    Nodes(nodes::Settings),
     /// RSS of the index with synthetic records.
     Memory {
         #[arg(long, default_value_t = 10_000)]
@@ -196,6 +204,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         What::Burst(settings) => burst::burst(settings).await,
+        What::Nodes(settings) => nodes::nodes(settings).await,
     }
 }
 

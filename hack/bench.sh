@@ -6,12 +6,13 @@
 # 10 000 jobs (skipping them, and, as before issue 19, fetching every record), the memory of an
 # index with 10 000 jobs and 1 000 nodes, and the memory of the operator binary with 100 000
 # SlurmJobs in its caches (against the tests' in-memory API server) and 100 000 others' jobs
-# queued, and (issue 19) through the
-# operator binary and that API server: bursts of 200 and 2 000 SlurmJobs (how long after the last
-# was created the last was submitted, bare REST submits beside), the API writes per SlurmJob, and
-# status latency from an external cancel to the phase read back. The measuring code is examples/bench.rs (its module
-# docs say what each number covers). Measures, never asserts: it prints a Markdown table and
-# writes it to target/bench/bench-<UTC time>.md (and target/bench/latest.md).
+# queued, and (issue 19) through the operator binary and that API server: bursts of 200 and
+# 2 000 SlurmJobs (how long after the last was created the last was submitted, bare REST submits
+# beside), the API writes per SlurmJob, and status latency from an external cancel to the phase
+# read back; and the poller's node list while 1 000 extra nodes keep changing (paced, and asked
+# every cycle as before). The measuring code is examples/bench.rs (its module docs say what each
+# number covers). Measures, never asserts: it prints a Markdown table and writes it to
+# target/bench/bench-<UTC time>.md (and target/bench/latest.md).
 #
 # Usage: hack/bench.sh [--flavour trixie|forky] [--fresh] [BENCH ARGS...]
 #   --fresh     restart that flavour's Slurm cold first (hack/slurm-up.sh --fresh): an empty slurmctld
@@ -83,6 +84,8 @@ log "memory of the operator binary (100 000 SlurmJobs and 100 000 others' jobs q
 operator_rows=$("$bin" operator --env-file "$SLURM_ENV_FILE" --binary "$operator_bin" --run "$run")
 log "Slurm $release ($SLURM_FLAVOUR): throughput, latency, request cost (run $run)"
 slurm_rows=$("$bin" slurm --env-file "$SLURM_ENV_FILE" --run "$run" ${bench_args[@]+"${bench_args[@]}"})
+log "the node list while 1 000 extra nodes keep changing (paced, and asked every cycle)"
+nodes_rows=$("$bin" nodes --env-file "$SLURM_ENV_FILE")
 log "bursts of 200 and 2 000 SlurmJobs, API writes, status latency (the operator binary, in-memory API server)"
 burst_rows=$("$bin" burst --env-file "$SLURM_ENV_FILE" --binary "$operator_bin" --run "$run" ${BENCH_BURST_ARGS:-})
 
@@ -90,7 +93,7 @@ burst_rows=$("$bin" burst --env-file "$SLURM_ENV_FILE" --binary "$operator_bin" 
     printf '%s, %s cores (%s), %s RAM; Slurm %s (%s flavour) on the same machine; bench built with the %s profile.\n\n' \
         "$(date -u +%Y-%m-%d)" "$cpus" "${model:-unknown CPU}" "$mem" "$release" "$SLURM_FLAVOUR" "$profile"
     printf '| measurement | result | how |\n|---|---|---|\n'
-    printf '%s\n' "$slurm_rows" "$burst_rows" "$memory_rows" "$operator_rows"
+    printf '%s\n' "$slurm_rows" "$nodes_rows" "$burst_rows" "$memory_rows" "$operator_rows"
 } >"$out"
 cp "$out" "$out_dir/latest.md"
 echo

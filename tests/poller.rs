@@ -1411,3 +1411,143 @@ async fn a_slow_full_listing_holds_up_no_change() {
         "{text}"
     );
 }
+
+/// Every request of a poller, with when it was answered and its HTTP status.
+#[derive(Default)]
+struct Timeline(Mutex<Vec<(Instant, &'static str, Option<u16>)>>);
+
+impl RequestObserver for Timeline {
+    fn observe(&self, operation: &'static str, status: Option<u16>, _elapsed: Duration) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((Instant::now(), operation, status));
+    }
+}
+
+impl Timeline {
+    /// The node requests so far: when each was answered, and its status.
+    fn nodes(&self) -> Vec<(Instant, Option<u16>)> {
+        let timeline = self.0.lock().unwrap();
+        timeline
+            .iter()
+            .filter(|(_, op, _)| *op == "slurm_get_nodes")
+            .map(|(at, _, status)| (*at, *status))
+            .collect()
+    }
+}
+
+/// Issue 19: slurmrestd sends every node when one changed, so a node list that changed is asked
+/// again only after a wait in proportion to the nodes it sent (`Tuning::nodes_wait`; here at
+/// least 3 s, whatever the nodes). The cycles between ask no node list and keep the index's
+/// nodes and `nodes_synced_at`; a drain meanwhile reaches the index with the next list.
+#[tokio::test]
+async fn a_node_list_that_changed_is_asked_again_only_after_a_wait() {
+    const WAIT: Duration = Duration::from_secs(3);
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let node = common::unique("pwait");
+    slurm.node_script(&["start", &node, "--conf", "CPUs=1 RealMemory=500"]);
+    let _stop = common::NodeGuard::new(&slurm, &node);
+    let timeline = Arc::new(Timeline::default());
+    let poll_client =
+        SlurmClient::with_observer(slurm.config(), slurm.credentials(), Some(timeline.clone()))
+            .unwrap();
+    let (tx, _events) = broadcast::channel(4096);
+    let (_handle, mut index) = poller::spawn_tuned(
+        cluster(),
+        poll_client,
+        &PollerConfig {
+            interval: Duration::from_millis(200),
+        },
+        poller::Tuning {
+            // Every node list counts as large.
+            nodes_wait_per_node: Duration::from_secs(10),
+            nodes_wait_max: WAIT,
+            ..poller::Tuning::default()
+        },
+        tx,
+        Metrics::new(),
+    );
+    wait_index(&mut index, "the node in the index", TIMEOUT, |s| {
+        s.nodes.get(&node).map(|_| ())
+    })
+    .await;
+
+    client
+        .drain_node(&node, "slurm-operator: poller wait test")
+        .await
+        .unwrap();
+    let drained_at = Instant::now();
+    // Every cycle's word on the nodes, until one node request after the drain's list is
+    // answered (at least WAIT after it).
+    let mut synced_at = Vec::new();
+    let mut cycles = 0;
+    let mut drained_seen: Option<Instant> = None;
+    let started = Instant::now();
+    loop {
+        let state = next_cycle(&mut index).await;
+        cycles += 1;
+        synced_at.push(state.nodes_synced_at);
+        if drained_seen.is_none() && state.nodes.get(&node).is_some_and(|n| n.state.is_drain()) {
+            drained_seen = Some(Instant::now());
+        }
+        if let Some(seen) = drained_seen
+            && timeline.nodes().iter().any(|(at, _)| *at > seen)
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < TIMEOUT,
+            "no node list after the drain's (seen {drained_seen:?}): {:?}",
+            timeline.nodes()
+        );
+    }
+    let seen = drained_seen.unwrap();
+    eprintln!(
+        "drain reached the index after {:?}",
+        seen.duration_since(drained_at)
+    );
+
+    let requests: Vec<_> = timeline
+        .nodes()
+        .into_iter()
+        .filter(|(at, _)| *at >= drained_at)
+        .collect();
+    let mut waits = 0;
+    for pair in requests.windows(2) {
+        let ((answered, status), (next, _)) = (pair[0], pair[1]);
+        if status == Some(200) {
+            waits += 1;
+            let gap = next.duration_since(answered);
+            assert!(
+                gap >= WAIT,
+                "a node list that changed, asked again after {gap:?}"
+            );
+        }
+    }
+    assert!(
+        waits >= 1,
+        "the drain's node list and one after it: {requests:?}"
+    );
+    // The cycles between asked nothing: as many cycles as node requests would mean none waited.
+    assert!(
+        requests.len() < cycles,
+        "{} node requests over {cycles} cycles",
+        requests.len()
+    );
+    // `nodes_synced_at` moves only with a node request.
+    let mut moved = synced_at.clone();
+    moved.dedup();
+    assert!(
+        moved.len() <= requests.len() + 1,
+        "nodes_synced_at took {} values over {} node requests",
+        moved.len(),
+        requests.len()
+    );
+    let drained = index.borrow().nodes.get(&node).cloned().unwrap();
+    assert_eq!(
+        drained.reason.as_deref(),
+        Some("slurm-operator: poller wait test")
+    );
+}

@@ -516,6 +516,26 @@ fn fail_closed_without_a_trusted_view() {
     );
 }
 
+/// The poller asks a large node list again only after a wait (`Tuning::nodes_wait`, up to
+/// 30 s while nodes keep changing): a list that old, and a few cycles more, still backs a
+/// deletion.
+#[test]
+fn a_node_list_as_old_as_the_pollers_longest_wait_is_trusted() {
+    let p = pods(2);
+    let ours = Some("slurm-operator: scale-in");
+    let mut drained = state(
+        vec![idle("ns-0"), node("ns-1", &["IDLE", "DRAIN"], ours)],
+        &[],
+    );
+    let longest = crate::state::poller::Tuning::default().nodes_wait(usize::MAX);
+    let age = i64::try_from(longest.as_secs()).unwrap() + 5;
+    drained.nodes_synced_at = Some(t(-age));
+    assert_eq!(
+        structural(&run(1, &p, Some(&drained))),
+        [delete("ns-1", DeleteWhy::ScaleIn)]
+    );
+}
+
 #[test]
 fn someone_elses_drain_is_never_overwritten_nor_resumed() {
     let mut p = pods(2);
