@@ -280,6 +280,33 @@ async fn pump(
     }
 }
 
+/// `host:port` of slurmrestd's URL (what the counting proxy connects to).
+fn host_port(url: &str) -> anyhow::Result<String> {
+    let url = url::Url::parse(url)?;
+    Ok(format!(
+        "{}:{}",
+        url.host_str().unwrap_or("127.0.0.1"),
+        url.port_or_known_default().unwrap_or(80)
+    ))
+}
+
+/// A client for slurmrestd at `target` (`host:port`) through a counting proxy of its own: its
+/// requests by operation, and the bytes each way.
+async fn counted_client(
+    target: &str,
+    credentials: Arc<Credentials>,
+) -> anyhow::Result<(SlurmClient, Arc<Requests>, Arc<Bytes>)> {
+    let bytes = Arc::new(Bytes::default());
+    let proxy = counting_proxy(target.to_owned(), bytes.clone()).await?;
+    let requests = Arc::new(Requests::default());
+    let client = SlurmClient::with_observer(
+        ClientConfig::new(&proxy)?.allow_plaintext(true),
+        credentials,
+        Some(requests.clone()),
+    )?;
+    Ok((client, requests, bytes))
+}
+
 /// One SlurmJob as the controller holds it.
 struct Sj {
     name: String,
@@ -368,21 +395,9 @@ impl Bench {
             Duration::from_secs(900),
         )?);
         let credentials_for_later = Arc::clone(&credentials);
-        let bytes = Arc::new(Bytes::default());
-        let target = url::Url::parse(&url)?;
-        let target = format!(
-            "{}:{}",
-            target.host_str().unwrap_or("127.0.0.1"),
-            target.port_or_known_default().unwrap_or(80)
-        );
-        let proxy = counting_proxy(target.clone(), bytes.clone()).await?;
-        let requests = Arc::new(Requests::default());
+        let target = host_port(&url)?;
+        let (poll_client, requests, bytes) = counted_client(&target, credentials.clone()).await?;
         let operator_requests = Arc::new(Requests::default());
-        let poll_client = SlurmClient::with_observer(
-            ClientConfig::new(&proxy)?.allow_plaintext(true),
-            credentials.clone(),
-            Some(requests.clone()),
-        )?;
         let (events, _) = broadcast::channel(65_536);
         let started_at = Utc::now();
         let (handle, mut index) = poller::spawn(
@@ -868,15 +883,7 @@ impl Bench {
 
     /// A client for slurmrestd through a counting proxy of its own.
     async fn counted_client(&self) -> anyhow::Result<(SlurmClient, Arc<Requests>, Arc<Bytes>)> {
-        let bytes = Arc::new(Bytes::default());
-        let proxy = counting_proxy(self.target.clone(), bytes.clone()).await?;
-        let requests = Arc::new(Requests::default());
-        let client = SlurmClient::with_observer(
-            ClientConfig::new(&proxy)?.allow_plaintext(true),
-            self.credentials.clone(),
-            Some(requests.clone()),
-        )?;
-        Ok((client, requests, bytes))
+        counted_client(&self.target, self.credentials.clone()).await
     }
 
     /// Issue 19: a fresh poller's first sync, until its index counts as synced, against the jobs

@@ -25,7 +25,7 @@ use tokio::sync::broadcast;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::{
-    Bytes, ExtraNodes, INTERVAL, Requests, counting_proxy, kib, log, read_env, wait_index,
+    ExtraNodes, INTERVAL, Requests, counted_client, host_port, kib, log, read_env, wait_index,
 };
 
 #[derive(clap::Args)]
@@ -86,12 +86,7 @@ pub async fn nodes(settings: Settings) -> anyhow::Result<()> {
         pid(&state_dir, "slurmrestd")?,
         pid(&state_dir, "slurmctld")?,
     );
-    let parsed = url::Url::parse(&url)?;
-    let target = format!(
-        "{}:{}",
-        parsed.host_str().unwrap_or("127.0.0.1"),
-        parsed.port_or_known_default().unwrap_or(80)
-    );
+    let target = host_port(&url)?;
 
     let prefix = "benchpace";
     let _extra = ExtraNodes::create(&get("SLURM_ROOT")?, prefix, settings.nodes)?;
@@ -132,14 +127,7 @@ pub async fn nodes(settings: Settings) -> anyhow::Result<()> {
         ("paced (`Tuning::nodes_wait`, default)", Tuning::default()),
         ("asked every cycle (before)", before),
     ] {
-        let bytes = Arc::new(Bytes::default());
-        let proxy = counting_proxy(target.clone(), bytes.clone()).await?;
-        let requests = Arc::new(Requests::default());
-        let client = SlurmClient::with_observer(
-            ClientConfig::new(&proxy)?.allow_plaintext(true),
-            credentials.clone(),
-            Some(requests.clone()),
-        )?;
+        let (client, requests, bytes) = counted_client(&target, credentials.clone()).await?;
         let (events, _) = broadcast::channel(65_536);
         let started_at = Utc::now();
         let (handle, mut index) = poller::spawn_tuned(

@@ -286,6 +286,8 @@ impl NodePace {
 /// ([`strategy::overlay`]).
 struct Listing {
     task: AbortOnDropHandle<(Result<Vec<JobStateEntry>, SlurmError>, Duration)>,
+    /// When it was asked (for the metrics of a task that ended without an answer).
+    started: Instant,
     /// The ids the cycles since saw (asked, listed or fetched): the index's word on them is at
     /// least as new as the listing's.
     seen: BTreeSet<u32>,
@@ -671,6 +673,7 @@ impl Poller {
         );
         self.listing = Some(Listing {
             task: AbortOnDropHandle::new(task),
+            started: Instant::now(),
             seen: BTreeSet::new(),
         });
         self.full_now = false;
@@ -684,10 +687,21 @@ impl Poller {
         if !self.listing.as_ref()?.task.is_finished() {
             return None;
         }
-        let Listing { task, seen } = self.listing.take()?;
+        let Listing {
+            task,
+            started,
+            seen,
+        } = self.listing.take()?;
         let (answer, elapsed) = match task.await {
             Ok(done) => done,
             Err(error) => {
+                // A panic: counted as a failed listing, as an error answer is.
+                self.metrics.polled_cluster(
+                    &self.cluster.name,
+                    "job_listing",
+                    started.elapsed(),
+                    false,
+                );
                 tracing::warn!(%error, "the full job listing's task failed");
                 return None;
             }
