@@ -229,6 +229,7 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
             "| burst: {n} SlurmJobs created {} → submitted | created at {:.0}/s ({creating:.2?}); the last submitted {:.2} s after the last created; per SlurmJob p50 {:.2} s, p99 {:.2} s | operator binary ({setting}), the tests' in-memory API server, {IN_FLIGHT} creates in flight; submitted = `status.jobId` seen by a watch (the status write included); held jobs (`suspend: true`) |",
             settings
                 .create_rate
+                .filter(|rate| *rate > 0.0)
                 .map_or("at once".to_owned(), |rate| format!("at {rate}/s")),
             n as f64 / creating.as_secs_f64(),
             last_lag.as_secs_f64(),
