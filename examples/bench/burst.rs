@@ -151,6 +151,8 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
     })
     .await?;
 
+    // 0 (or less) means at once, as without the option.
+    let create_rate = settings.create_rate.filter(|rate| *rate > 0.0);
     let mut rows = Vec::new();
     let mut burst_names = Vec::new();
     for &n in &settings.bursts {
@@ -160,10 +162,7 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
             .collect();
         let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
         let start = Instant::now();
-        let pace = settings
-            .create_rate
-            .filter(|rate| *rate > 0.0)
-            .map(|rate| Duration::from_secs_f64(1.0 / rate));
+        let pace = create_rate.map(|rate| Duration::from_secs_f64(1.0 / rate));
         futures::stream::iter(names.clone().into_iter().enumerate())
             .map(|(i, name)| {
                 let jobs = jobs.clone();
@@ -227,10 +226,7 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
         ));
         rows.push(format!(
             "| burst: {n} SlurmJobs created {} → submitted | created at {:.0}/s ({creating:.2?}); the last submitted {:.2} s after the last created; per SlurmJob p50 {:.2} s, p99 {:.2} s | operator binary ({setting}), the tests' in-memory API server, {IN_FLIGHT} creates in flight; submitted = `status.jobId` seen by a watch (the status write included); held jobs (`suspend: true`) |",
-            settings
-                .create_rate
-                .filter(|rate| *rate > 0.0)
-                .map_or("at once".to_owned(), |rate| format!("at {rate}/s")),
+            create_rate.map_or("at once".to_owned(), |rate| format!("at {rate}/s")),
             n as f64 / creating.as_secs_f64(),
             last_lag.as_secs_f64(),
             percentile(&lags, 50.0),

@@ -144,9 +144,10 @@ pub async fn nodes(settings: Settings) -> anyhow::Result<()> {
                 && s.jobs_synced_at.is_some_and(|t| t > started_at)
         })
         .await?;
-        let node_requests = |r: &Requests| r.snapshot().get("slurm_get_nodes").copied();
+        let node_requests =
+            |r: &Requests| r.snapshot().get("slurm_get_nodes").copied().unwrap_or(0);
         let (requests0, down0, polls0, changes0) = (
-            node_requests(&requests).unwrap_or(0),
+            node_requests(&requests),
             bytes.down.load(Ordering::Relaxed),
             index.borrow().polls,
             changes.load(Ordering::Relaxed),
@@ -163,7 +164,7 @@ pub async fn nodes(settings: Settings) -> anyhow::Result<()> {
         }
         let seconds = start.elapsed().as_secs_f64();
         let (restd1, ctld1) = (cpu_seconds(restd)?, cpu_seconds(ctld)?);
-        let node_count = node_requests(&requests).unwrap_or(0) - requests0;
+        let node_count = node_requests(&requests) - requests0;
         let down = bytes.down.load(Ordering::Relaxed) - down0;
         let cycles = index.borrow().polls - polls0;
         let total_nodes = index.borrow().nodes.len();
