@@ -208,6 +208,15 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
+/// The sum of the samples of the operator's Prometheus text `text` whose line starts with
+/// `series` (a metric's name and `{`) and holds `label` (`name="value"`).
+fn metric_sum(text: &str, series: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(series) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 fn log(message: impl AsRef<str>) {
     eprintln!("[bench] {}", message.as_ref());
 }
@@ -1507,21 +1516,20 @@ async fn operator_memory(
     let ready_url = format!("http://127.0.0.1:{port}/readyz");
     let metrics_url = format!("http://127.0.0.1:{port}/metrics");
     let deadline = Instant::now() + TIMEOUT;
-    let reconciled = |text: &str| -> f64 {
-        text.lines()
-            .filter(|l| l.starts_with("slurm_operator_reconciles_total{controller=\"slurmjob\"}"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+    let reconciled = |text: &str| {
+        metric_sum(
+            text,
+            "slurm_operator_reconciles_total{",
+            "controller=\"slurmjob\"",
+        )
     };
     // Three job polls ended: the first (its first sync, through the queued jobs) and two more.
-    let job_polls = |text: &str| -> f64 {
-        text.lines()
-            .filter(|l| {
-                l.starts_with("slurm_operator_poll_duration_seconds_count{")
-                    && l.contains("kind=\"jobs\"")
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+    let job_polls = |text: &str| {
+        metric_sum(
+            text,
+            "slurm_operator_poll_duration_seconds_count{",
+            "kind=\"jobs\"",
+        )
     };
     loop {
         let ready = http

@@ -4,7 +4,8 @@
 //! 1. Bursts of SlurmJobs created at once (`--bursts`, 16 creates in flight): how fast the API
 //!    server took them, and how long after the last one was created the last one was submitted
 //!    (its `status.jobId` seen by a watch, so the status write is included), with each
-//!    SlurmJob's own lag; bare REST submits of as many held jobs (16 in flight) for comparison.
+//!    SlurmJob's own lag; bare REST submits of as many held jobs for comparison, 16 in flight
+//!    and 4 (the operator's request slots per connection).
 //!    The SlurmJobs are `suspend: true`: submitted held, they never run. `--create-rate` paces
 //!    the creates instead (a real API server took `kubectl apply` at 45.5/s in the issue).
 //! 2. The API writes the operator made per SlurmJob of the bursts (finalizer, status, Events).
@@ -28,8 +29,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use slurm_operator::crd::slurmjob::{Phase, SlurmJob};
 use slurm_operator::slurm::{ClientConfig, Credentials, SlurmClient};
+use slurm_operator::state::registry::IO_PER_CONNECTION;
 
-use super::{log, percentile, read_env, seed_api, spawn_operator};
+use super::{log, metric_sum, percentile, read_env, seed_api, spawn_operator};
 
 const NS: &str = "burst";
 /// Creates (and bare submits) in flight at once.
@@ -104,7 +106,19 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
             .map_or("default".to_owned(), |c| c.to_string()),
         settings.poll_interval.as_deref().unwrap_or("default"),
     );
-    let (mut child, _port) = spawn_operator(&settings.binary, &kubeconfig, NS, &extra)?;
+    let (mut child, port) = spawn_operator(&settings.binary, &kubeconfig, NS, &extra)?;
+    // The operator's own count of its SlurmJob reconciles, and of those it deferred for want of
+    // a request slot: where a burst's time goes.
+    let metrics_url = format!("http://127.0.0.1:{port}/metrics");
+    let http = reqwest::Client::new();
+    let reconciles = || async {
+        let text = http.get(&metrics_url).send().await?.text().await?;
+        let of = |series: &str| metric_sum(&text, series, "controller=\"slurmjob\"");
+        anyhow::Ok((
+            of("slurm_operator_reconciles_total{"),
+            of("slurm_operator_reconciles_deferred_total{"),
+        ))
+    };
     let jobs: Api<SlurmJob> = Api::namespaced(api.client(), NS);
     let seen = Arc::new(Mutex::new(Seen::default()));
     let watch = {
@@ -157,6 +171,7 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
     let mut burst_names = Vec::new();
     for &n in &settings.bursts {
         let before = api.requests();
+        let (reconciles_before, deferred_before) = reconciles().await?;
         let names: Vec<String> = (0..n)
             .map(|i| format!("{}-b{n}-{i:05}", settings.run))
             .collect();
@@ -214,6 +229,7 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
         };
         tokio::time::sleep(Duration::from_secs(2)).await;
         let after = api.requests();
+        let (reconciles_after, deferred_after) = reconciles().await?;
         let delta = |key: &str| {
             after.get(key).copied().unwrap_or(0) - before.get(key).copied().unwrap_or(0)
         };
@@ -233,17 +249,20 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
             percentile(&lags, 99.0),
         ));
         rows.push(format!(
-            "| API writes per SlurmJob (burst of {n}, held: submitted, then waiting) | {:.2} ({:.2} finalizer patches, {:.2} status writes, {:.2} Event writes); the last one's details (its Slurm record read, written at least 5 s after its submit) {:.2} s after the last created | counted by the in-memory API server over the burst, until every status shows its job's details, and 2 s after |",
+            "| API writes per SlurmJob (burst of {n}, held: submitted, then waiting) | {:.2} ({:.2} finalizer patches, {:.2} status writes, {:.2} Event writes); the last one's details (its Slurm record read, written at least 5 s after its submit) {:.2} s after the last created; {:.2} reconciles per SlurmJob, {:.0} deferred for want of a request slot | writes counted by the in-memory API server, reconciles by the operator's metrics, over the burst, until every status shows its job's details, and 2 s after |",
             per(finalizers + statuses + events),
             per(finalizers),
             per(statuses),
             per(events),
             last_detailed.as_secs_f64(),
+            (reconciles_after - reconciles_before) / n as f64,
+            deferred_after - deferred_before,
         ));
         burst_names.extend(names);
     }
 
-    // Bare REST, the same number of held submits at the same concurrency.
+    // Bare REST, the same number of held submits: at the creates' concurrency, and at the
+    // operator's own bound per connection (its request slots).
     let credentials = Credentials::minted(
         std::fs::read(get("SLURM_JWT_KEY")?)?,
         &get("SLURM_USER")?,
@@ -253,14 +272,18 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
         ClientConfig::new(&get("SLURM_REST_URL")?)?.allow_plaintext(true),
         Arc::new(credentials),
     )?;
-    for &n in &settings.bursts {
+    for (&n, in_flight) in settings
+        .bursts
+        .iter()
+        .flat_map(|n| [(n, IN_FLIGHT), (n, IO_PER_CONNECTION)])
+    {
         let start = Instant::now();
         futures::stream::iter(0..n)
             .map(|i| {
                 let client = client.clone();
                 let mut request = slurm_operator::slurm::types::SubmitRequest {
                     script: "#!/bin/sh\ntrue\n".into(),
-                    name: Some(format!("{}-bare{n}-{i:05}", settings.run)),
+                    name: Some(format!("{}-bare{n}-{in_flight}-{i:05}", settings.run)),
                     partition: get("SLURM_PARTITION").ok(),
                     working_directory: "/tmp".into(),
                     ..Default::default()
@@ -268,13 +291,18 @@ pub async fn burst(settings: Settings) -> anyhow::Result<()> {
                 request.hold = true;
                 async move { client.submit_job(&request).await }
             })
-            .buffer_unordered(IN_FLIGHT)
+            .buffer_unordered(in_flight)
             .try_collect::<Vec<_>>()
             .await?;
         let took = start.elapsed();
         rows.push(format!(
-            "| … bare REST: {n} held submits | {:.0}/s ({took:.2?}) | `SlurmClient::submit_job`, {IN_FLIGHT} in flight, no Kubernetes |",
-            n as f64 / took.as_secs_f64()
+            "| … bare REST: {n} held submits | {:.0}/s ({took:.2?}) | `SlurmClient::submit_job`, {in_flight} in flight, no Kubernetes{} |",
+            n as f64 / took.as_secs_f64(),
+            if in_flight == IO_PER_CONNECTION {
+                " (the operator's request slots per connection)"
+            } else {
+                ""
+            }
         ));
     }
 

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use kube::runtime::reflector::ObjectRef;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast};
+use tokio::sync::broadcast;
 
 use crate::crd::SlurmCluster;
 use crate::metrics::Metrics;
@@ -26,6 +26,7 @@ use crate::slurm::{ClientConfig, Credentials, SlurmClient, SlurmError};
 use crate::state::events::{EventHub, Feed};
 use crate::state::index::{IndexReader, SlurmEvent};
 use crate::state::poller::{PollerConfig, PollerHandle};
+use crate::state::slots::{RequestSlot, RequestSlots};
 
 /// Slurm requests that reconciles may have in flight at once on one connection. A reconcile
 /// that finds them all taken requeues instead of waiting in one of its controller's
@@ -39,22 +40,26 @@ pub struct ClusterHandle {
     pub client: SlurmClient,
     pub index: IndexReader,
     /// The connection's request slots ([`IO_PER_CONNECTION`]), shared by the SlurmClusters on it.
-    io: Arc<Semaphore>,
+    io: Arc<RequestSlots>,
 }
 
 impl ClusterHandle {
     /// A request slot on this cluster's connection, if one is free now. Hold it while calling
     /// slurmrestd; `None`: requeue and try again soon, do not wait in a reconcile slot.
-    pub fn try_io(&self) -> Option<OwnedSemaphorePermit> {
-        Arc::clone(&self.io).try_acquire_owned().ok()
+    pub fn try_io(&self) -> Option<RequestSlot> {
+        self.io.try_take()
     }
 
     /// A request slot, waiting at most `wait` for one to free up; `None`: requeue.
-    pub async fn io_within(&self, wait: std::time::Duration) -> Option<OwnedSemaphorePermit> {
-        tokio::time::timeout(wait, Arc::clone(&self.io).acquire_owned())
-            .await
-            .ok()?
-            .ok()
+    pub async fn io_within(&self, wait: std::time::Duration) -> Option<RequestSlot> {
+        self.io.take_within(wait).await
+    }
+
+    /// Call `wake` (which must not block) once one of the connection's request slots is free
+    /// that nobody queues for, at once if one is now: a reconcile that requeued for want of a
+    /// slot runs again then, not only when its backoff ends. One waker per `key`.
+    pub fn wake_when_free(&self, key: String, wake: impl FnOnce() + Send + 'static) {
+        self.io.wake_when_free(key, wake);
     }
 }
 
@@ -294,7 +299,7 @@ impl ClusterRegistry {
                     handle: ClusterHandle {
                         client,
                         index,
-                        io: Arc::new(Semaphore::new(IO_PER_CONNECTION)),
+                        io: RequestSlots::new(IO_PER_CONNECTION),
                     },
                     settings,
                     credentials,

@@ -33,13 +33,14 @@
 //! deleted refuses new Events).
 //!
 //! A step or cancel that may call slurmrestd first takes one of its cluster's request slots
-//! (`ClusterHandle::try_io`); when all are taken it requeues soon (`Backoffs::next_busy`) instead
-//! of waiting in one of the controller's reconcile slots.
+//! (`ClusterHandle::try_io`); when all are taken it requeues (`Backoffs::next_busy`) instead
+//! of waiting in one of the controller's reconcile slots, and the first slot that frees with
+//! nobody queued for it reconciles it again (`JobContext::wake`, `state::slots`).
 //!
 //! Triggers: the SlurmJob (generation and finalizer changes; our status writes do not
 //! re-trigger), its streamer Pod, and the pollers' events: `JobChanged`/`JobGone` carry the
 //! job's tag (`slurm.rs/uid=…`), mapped to the SlurmJob by uid; `HealthChanged{up}` reconciles
-//! every SlurmJob of that SlurmCluster.
+//! every SlurmJob of that SlurmCluster; and a freed request slot, for a SlurmJob that found none.
 
 pub mod access;
 pub mod act;
@@ -61,6 +62,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
@@ -81,6 +83,7 @@ use crate::crd::{SKIP_CANCEL_ANNOTATION, SlurmCluster, SlurmJob, is_object_name}
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
 use crate::state::index::{ClusterState, SlurmEvent};
+use crate::state::registry::ClusterHandle;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "slurmjob";
@@ -204,9 +207,24 @@ pub struct JobContext {
     /// When this replica began to act: its start, or its last gain of the leader Lease. A
     /// blocked deletion's deadline counts from then at the earliest ([`plan::release_at`]).
     pub acting_since: Arc<Mutex<DateTime<Utc>>>,
+    /// Reconciles SlurmJobs again: those that found their cluster busy, once a slot frees.
+    pub wake: UnboundedSender<ObjectRef<CachedSlurmJob>>,
 }
 
 impl JobContext {
+    /// `ClusterBusy` for `job`, having asked its connection to wake it: it is reconciled again
+    /// as soon as a request slot is free, its busy backoff only the bound when none frees.
+    fn busy(&self, handle: &ClusterHandle, job: &SlurmJob) -> Error {
+        let namespace = job.namespace().unwrap_or_default();
+        let wake = self.wake.clone();
+        let object = ObjectRef::new(&job.name_any()).within(&namespace);
+        handle.wake_when_free(backoff_key(job), move || {
+            // Closed only when the controller stops.
+            let _ = wake.unbounded_send(object);
+        });
+        Error::ClusterBusy(job.spec.cluster_name.clone())
+    }
+
     fn acting_since(&self) -> DateTime<Utc> {
         *self.acting_since.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -476,7 +494,7 @@ async fn apply(
     let io = if act::may_call_slurm(target, env) {
         match handle.io_within(IO_WAIT).await {
             Some(slot) => Some(slot),
-            None => return Err(Error::ClusterBusy(job.spec.cluster_name.clone())),
+            None => return Err(data.busy(&handle, job)),
         }
     } else {
         None
@@ -712,7 +730,7 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             && status.submitted_generation != Some(generation) =>
         {
             let Some(_io) = handle.try_io() else {
-                return Err(Error::ClusterBusy(job.spec.cluster_name.clone()));
+                return Err(data.busy(handle, job));
             };
             let unresolved = skipped_candidates(job, state, &handle.client).await;
             Reach::Connected {
@@ -747,7 +765,7 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     if let (CleanupPlan::Cancel(ids), Some(handle)) = (&decision, &handle) {
         // An error, not `Ok`: `Ok` would let the finalizer go without the cancel.
         let Some(_io) = handle.try_io() else {
-            return Err(Error::ClusterBusy(job.spec.cluster_name.clone()));
+            return Err(data.busy(handle, job));
         };
         decision = match cancel_all(job, ids, handle, ctx).await {
             Ok(()) => CleanupPlan::Release,
@@ -850,7 +868,7 @@ async fn cluster_exists(name: &str, ctx: &Context) -> Result<bool, Error> {
 async fn cancel_all(
     job: &SlurmJob,
     ids: &[u32],
-    handle: &crate::state::registry::ClusterHandle,
+    handle: &ClusterHandle,
     ctx: &Context,
 ) -> Result<(), Blocker> {
     let uid = job.uid().unwrap_or_default();
@@ -1160,6 +1178,7 @@ pub fn run(
     let by_cluster = store.clone();
     let by_namespace = store.clone();
     let (debounce, concurrency) = (ctx.slurmjob_debounce, ctx.reconcile_concurrency);
+    let (wake, woken) = futures::channel::mpsc::unbounded();
 
     let data = Arc::new(JobContext {
         ctx,
@@ -1170,6 +1189,7 @@ pub fn run(
         slurm_clusters,
         namespaces,
         acting_since,
+        wake,
     });
     let driver = Controller::for_stream(jobs, store.clone())
         .with_config(
@@ -1198,6 +1218,7 @@ pub fn run(
             },
         )
         .reconcile_on(slurm)
+        .reconcile_on(woken)
         .reconcile_all_on(gained)
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile_cached, error_policy, data)

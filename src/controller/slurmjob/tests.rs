@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use futures::channel::mpsc::UnboundedReceiver;
 use http::{Method, StatusCode};
 use kube::client::Body;
 use serde_json::{Value, json};
@@ -66,13 +67,29 @@ fn held_on_local(name: &str, slurm: &std::collections::HashMap<String, String>) 
 /// The SlurmJob controller's context: SlurmCluster `local` grants namespace [`NS`] to the local
 /// Slurm's own user (named explicitly, as it must be).
 fn data(ctx: Context) -> Arc<JobContext> {
+    data_waking(ctx).0
+}
+
+/// [`data`], and what it asks the controller to reconcile again (`JobContext::wake`).
+fn data_waking(
+    ctx: Context,
+) -> (
+    Arc<JobContext>,
+    UnboundedReceiver<ObjectRef<CachedSlurmJob>>,
+) {
     let user = local_slurm().map_or_else(|| "slurm".to_owned(), |s| s["SLURM_USER"].clone());
-    data_with_access(ctx, json!([{"namespaces": [NS], "slurmUser": user}]))
+    let local = cluster_granting(json!([{"namespaces": [NS], "slurmUser": user}]));
+    context_with_cluster(ctx, local)
 }
 
 /// The SlurmJob controller's context with SlurmCluster `local` granting `access`.
 fn data_with_access(ctx: Context, access: Value) -> Arc<JobContext> {
-    let local: SlurmCluster = serde_json::from_value(json!({
+    data_with_cluster(ctx, cluster_granting(access))
+}
+
+/// SlurmCluster `local` granting `access`.
+fn cluster_granting(access: Value) -> SlurmCluster {
+    serde_json::from_value(json!({
         "apiVersion": "slurm.rs/v1alpha1",
         "kind": "SlurmCluster",
         "metadata": {"name": "local"},
@@ -83,17 +100,28 @@ fn data_with_access(ctx: Context, access: Value) -> Arc<JobContext> {
             "access": access,
         },
     }))
-    .unwrap();
-    data_with_cluster(ctx, local)
+    .unwrap()
 }
 
 /// The SlurmJob controller's context with `local` in its SlurmCluster cache.
 fn data_with_cluster(ctx: Context, local: SlurmCluster) -> Arc<JobContext> {
+    context_with_cluster(ctx, local).0
+}
+
+/// [`data_with_cluster`], and the receiving end of its `wake`.
+fn context_with_cluster(
+    ctx: Context,
+    local: SlurmCluster,
+) -> (
+    Arc<JobContext>,
+    UnboundedReceiver<ObjectRef<CachedSlurmJob>>,
+) {
+    let (wake, woken) = futures::channel::mpsc::unbounded();
     let (jobs, _writer) = reflector::store();
     let (slurm_clusters, mut clusters) = reflector::store();
     clusters.apply_watcher_event(&watcher::Event::Apply(local));
     let (namespaces, _writer) = reflector::store();
-    Arc::new(JobContext {
+    let data = Arc::new(JobContext {
         ctx,
         jobs,
         submissions: Arc::default(),
@@ -102,7 +130,9 @@ fn data_with_cluster(ctx: Context, local: SlurmCluster) -> Arc<JobContext> {
         slurm_clusters,
         namespaces,
         acting_since: Arc::new(Mutex::new(Utc::now())),
-    })
+        wake,
+    });
+    (data, woken)
 }
 
 fn job_path(job: &SlurmJob) -> String {
@@ -1108,7 +1138,7 @@ async fn deleting_while_the_cancel_cannot_reach_slurmrestd_keeps_the_finalizer()
 
 /// A cluster whose request slots are all taken (its slurmrestd hangs): a delete and a running
 /// job's reconcile make no request and hold no slot; they requeue soon, sooner than a failure
-/// would, and again once a slot is free the cancel goes out.
+/// would, are woken (once) when a slot frees, and then the cancel goes out.
 #[tokio::test]
 async fn a_busy_cluster_requeues_soon_without_a_request() {
     let (ctx, mut api) = Context::test();
@@ -1128,7 +1158,7 @@ async fn a_busy_cluster_requeues_soon_without_a_request() {
     let handle = ctx.clusters.get(&ObjectRef::new("local")).unwrap();
     let taken: Vec<_> = std::iter::from_fn(|| handle.try_io()).collect();
     assert_eq!(taken.len(), crate::state::registry::IO_PER_CONNECTION);
-    let data = data(ctx);
+    let (data, mut woken) = data_waking(ctx);
     let server = tokio::spawn(async move {
         api.expect_no_more_calls().await;
         api
@@ -1146,7 +1176,15 @@ async fn a_busy_cluster_requeues_soon_without_a_request() {
     let key = backoff_key(job.as_ref());
     assert_eq!(first, Action::requeue(reference.next_busy(&key)));
     assert_eq!(second, Action::requeue(reference.next_busy(&key)));
+    assert!(
+        woken.try_recv().is_err(),
+        "nothing is woken while no slot frees"
+    );
     drop(taken);
+    // The first slot given back wakes the SlurmJob, once however often it found none.
+    let wake = woken.try_recv().expect("woken");
+    assert_eq!(wake, ObjectRef::new("waits-for-a-slot").within(NS));
+    assert!(woken.try_recv().is_err(), "woken once");
     // A free slot: the cancel is tried (and fails against the unreachable endpoint), which the
     // DeletionBlocked condition and its Warning say.
     let expected = (*job).clone();
