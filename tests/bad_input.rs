@@ -444,6 +444,11 @@ fn admission_cases() -> Vec<Case> {
             "pollInterval must be between 100ms and 5m",
         ),
         c(
+            "SlurmCluster: maxResponseSize 2Gi",
+            json!({"maxResponseSize": "2Gi"}),
+            "maxResponseSize must be a quantity between 1Mi and 1Gi",
+        ),
+        c(
             "SlurmCluster: tls on an http:// endpoint",
             json!({"endpoint": "http://slurm:6820", "allowInsecureHttp": true,
                    "tls": {"insecureSkipVerify": true}}),
@@ -1405,9 +1410,30 @@ fn hostile_cases() -> Vec<Case> {
             want(
                 "ResponseTooLarge",
                 "Unknown",
-                &["diag", "33554432-byte limit"],
+                &["diag", "33554432-byte limit", "raise spec.maxResponseSize"],
                 false,
             ),
+        ),
+        case(
+            "hostile",
+            "SlurmCluster: endless /diag body, maxResponseSize 1Mi",
+            async {
+                static SPACES: [u8; 64 * 1024] = [b' '; 64 * 1024];
+                let url = endless_server(b"{", &SPACES, Duration::ZERO).await;
+                let mut spec = jwt_spec(&url);
+                spec["restApiVersion"] = json!("v0.0.42");
+                spec["maxResponseSize"] = json!("1Mi");
+                let run = reconcile_cluster(spec, vec![key_secret(ANY_KEY)]).await?;
+                check_cluster(
+                    &run,
+                    &want(
+                        "ResponseTooLarge",
+                        "Unknown",
+                        &["diag", "1048576-byte limit"],
+                        false,
+                    ),
+                )
+            },
         ),
         cluster_against(
             "SlurmCluster: /diag statistics as a string",
@@ -1718,6 +1744,21 @@ fn stored_cases() -> Vec<Case> {
                 "PollIntervalOutOfRange",
                 "Unknown",
                 &["spec.pollInterval", "10ms"],
+                true,
+            ),
+        ),
+        cluster_case(
+            "stored",
+            "SlurmCluster: maxResponseSize 1Ki",
+            patched(
+                jwt_spec("http://127.0.0.1:1"),
+                json!({"maxResponseSize": "1Ki"}),
+            ),
+            vec![],
+            want(
+                "MaxResponseSizeOutOfRange",
+                "Unknown",
+                &["spec.maxResponseSize", "\"1Ki\"", "between 1Mi and 1Gi"],
                 true,
             ),
         ),

@@ -138,28 +138,35 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
 
     // Not yet labelled as credentials: the operator must not use it.
     apply_key(&secrets, &slurm.key(), false).await;
-    clusters
-        .patch(
-            &cluster,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(json!({
-                "apiVersion": "slurm.rs/v1alpha1",
-                "kind": "SlurmCluster",
-                "metadata": {"name": cluster},
-                "spec": {
-                    "endpoint": slurm.url,
-                    "allowInsecureHttp": slurm.url.starts_with("http://"),
-                    "auth": {"jwt": {
-                        "keySecretRef": {"name": SECRET, "key": KEY},
-                        "user": slurm.user,
-                        "lifetime": "5m",
-                    }},
-                    "pollInterval": "1s",
-                },
-            })),
-        )
-        .await
-        .expect("apply the SlurmCluster");
+    let spec = json!({
+        "endpoint": slurm.url,
+        "allowInsecureHttp": slurm.url.starts_with("http://"),
+        "auth": {"jwt": {
+            "keySecretRef": {"name": SECRET, "key": KEY},
+            "user": slurm.user,
+            "lifetime": "5m",
+        }},
+        "pollInterval": "1s",
+    });
+    let apply = |spec: serde_json::Value| {
+        let clusters = clusters.clone();
+        let cluster = cluster.clone();
+        async move {
+            clusters
+                .patch(
+                    &cluster,
+                    &PatchParams::apply(MANAGER).force(),
+                    &Patch::Apply(json!({
+                        "apiVersion": "slurm.rs/v1alpha1",
+                        "kind": "SlurmCluster",
+                        "metadata": {"name": cluster},
+                        "spec": spec,
+                    })),
+                )
+                .await
+        }
+    };
+    apply(spec.clone()).await.expect("apply the SlurmCluster");
 
     let port = free_port();
     let mut operator = Operator::start(&namespace, port);
@@ -224,6 +231,37 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
         metrics.contains("slurm_operator_reconciles_total{controller=\"cluster\"}"),
         "{metrics}"
     );
+
+    // spec.maxResponseSize: the server's own CEL refuses a bound outside 1Mi..1Gi, naming the
+    // field; one inside it is taken, and the operator connects with it.
+    let mut too_large = spec.clone();
+    too_large["maxResponseSize"] = json!("2Gi");
+    let refused = apply(too_large)
+        .await
+        .expect_err("maxResponseSize 2Gi is refused at admission");
+    assert!(
+        refused
+            .to_string()
+            .contains("maxResponseSize must be a quantity between 1Mi and 1Gi"),
+        "{refused}"
+    );
+    let mut larger = spec.clone();
+    larger["maxResponseSize"] = json!("64Mi");
+    let generation = apply(larger)
+        .await
+        .expect("maxResponseSize 64Mi is admitted")
+        .metadata
+        .generation;
+    eventually(
+        "Ready=True for the spec with maxResponseSize 64Mi",
+        Duration::from_secs(90),
+        || async {
+            let (status, reason, object) = ready(&clusters, &cluster).await?;
+            let observed = object.status.as_ref()?.observed_generation;
+            (status == "True" && reason == "Connected" && observed == generation).then_some(())
+        },
+    )
+    .await;
 
     // Key rotation, without a restart: a wrong key is rejected by slurmrestd...
     apply_key(&secrets, b"a key slurmctld has never seen", true).await;

@@ -3,12 +3,22 @@
 //! namespace, only from Secrets marked for it), and which namespaces may run jobs on it as which
 //! Slurm user ([`ClusterAccess`]).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::{
+    api::resource::Quantity,
+    apis::meta::v1::{Condition, LabelSelector, Time},
+};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{DNS_SUBDOMAIN, SECRET_KEY, condition, duration::Duration};
+
+/// CEL for `spec.maxResponseSize`: an int-or-string quantity from 1Mi to 1Gi (`string(self)`
+/// as in [`super::POSITIVE_QUANTITY`]). The operator checks the same bounds
+/// (`MIN_RESPONSE_BYTES`, `MAX_RESPONSE_BYTES` in the cluster controller's config).
+const RESPONSE_SIZE_RULE: &str = "isQuantity(string(self)) \
+    && !quantity(string(self)).isLessThan(quantity('1Mi')) \
+    && !quantity(string(self)).isGreaterThan(quantity('1Gi'))";
 
 /// Desired state of a SlurmCluster: where its slurmrestd is and how to authenticate to it.
 // kube's `printcolumn(...)` lists repeat keys such as `type_`, which clippy mistakes for
@@ -105,6 +115,18 @@ pub struct SlurmClusterSpec {
     #[x_kube(validation = Rule::new("duration(self) >= duration('100ms') && duration(self) <= duration('5m')")
         .message("pollInterval must be between 100ms and 5m"))]
     pub poll_interval: Duration,
+
+    /// The largest answer the operator reads from this slurmrestd, as a quantity such as
+    /// `64Mi`: between 1Mi and 1Gi, default 32Mi. A longer answer is refused unread (reason
+    /// `ResponseTooLarge`), so that a broken or hostile slurmrestd cannot make the operator hold
+    /// an endless body. Raise it only for a cluster whose real answers are that large: the list
+    /// of every job's state is ~80 bytes a job (32Mi: ~400 000 jobs), the node list ~2.3 KiB a
+    /// node (32Mi: ~14 000 nodes); the operator's memory limit must allow for such an answer
+    /// and its decoded records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new(RESPONSE_SIZE_RULE)
+        .message("maxResponseSize must be a quantity between 1Mi and 1Gi, such as 64Mi"))]
+    pub max_response_size: Option<Quantity>,
 
     /// slurmrestd REST API version to speak. `auto` picks the newest version both the operator
     /// and slurmrestd support (asked of slurmrestd, never guessed from the release); a version

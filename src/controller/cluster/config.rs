@@ -16,9 +16,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
-use crate::crd::{ApiVersion, AuthMethod, CREDENTIALS_LABEL, SlurmClusterSpec, is_object_name};
+use crate::crd::{
+    ApiVersion, AuthMethod, CREDENTIALS_LABEL, SlurmClusterSpec, is_object_name, quantity,
+};
 use crate::slurm::auth::{AuthError, MAX_TOKEN_LIFETIME, MIN_TOKEN_LIFETIME};
-use crate::slurm::{ClientConfig, Credentials, SlurmError, TlsOptions};
+use crate::slurm::{ClientConfig, Credentials, DEFAULT_MAX_RESPONSE_BYTES, SlurmError, TlsOptions};
 use crate::state::poller::PollerConfig;
 use crate::state::registry::ConnectionSettings;
 
@@ -26,6 +28,12 @@ use crate::state::registry::ConnectionSettings;
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Longest poll interval (the CRD's rule says the same).
 pub const MAX_POLL_INTERVAL: Duration = Duration::from_secs(300);
+/// Smallest `spec.maxResponseSize` (the CRD's rule says the same): the smallest real answers,
+/// a node or a job with its steps, are kilobytes.
+pub const MIN_RESPONSE_BYTES: u64 = 1 << 20;
+/// Largest `spec.maxResponseSize` (the CRD's rule says the same): the states of some 13 million
+/// jobs, or ~450 000 nodes.
+pub const MAX_RESPONSE_BYTES: u64 = 1 << 30;
 
 /// A spec or a referenced object the operator cannot use. Each variant has its own
 /// [`reason`](Self::reason), used as the condition reason, the Event reason and a metric label.
@@ -75,6 +83,8 @@ pub enum ConfigError {
         "spec.pollInterval {interval:?} is outside {MIN_POLL_INTERVAL:?}..={MAX_POLL_INTERVAL:?}"
     )]
     PollIntervalOutOfRange { interval: Duration },
+    #[error("spec.maxResponseSize {size:?} is not a quantity between 1Mi and 1Gi, such as 64Mi")]
+    MaxResponseSizeOutOfRange { size: String },
     #[error("Secret {name:?} ({what}) not found in the operator's credentials namespace")]
     SecretNotFound { name: String, what: &'static str },
     #[error("ConfigMap {name:?} not found in the operator's credentials namespace")]
@@ -143,6 +153,7 @@ impl ConfigError {
             Self::InvalidJwtUser { .. } => "InvalidJWTUser",
             Self::TokenLifetimeOutOfRange { .. } => "TokenLifetimeOutOfRange",
             Self::PollIntervalOutOfRange { .. } => "PollIntervalOutOfRange",
+            Self::MaxResponseSizeOutOfRange { .. } => "MaxResponseSizeOutOfRange",
             Self::SecretNotFound { .. } => "SecretNotFound",
             Self::ConfigMapNotFound { .. } => "ConfigMapNotFound",
             Self::SecretKeyMissing { .. } => "SecretKeyMissing",
@@ -184,6 +195,7 @@ impl ConfigError {
             | Self::InsecureWithCa
             | Self::CaNameMissing { .. }
             | Self::PollIntervalOutOfRange { .. }
+            | Self::MaxResponseSizeOutOfRange { .. }
             | Self::ConfigMapNotFound { .. }
             | Self::ConfigMapKeyMissing { .. }
             | Self::ConfigMapKeyEmpty { .. }
@@ -484,6 +496,8 @@ pub fn plan(spec: &SlurmClusterSpec) -> Result<ConfigPlan, ConfigError> {
         });
     }
 
+    let client = client.with_max_response_bytes(max_response_bytes(spec)?);
+
     Ok(ConfigPlan {
         client,
         auth,
@@ -492,6 +506,20 @@ pub fn plan(spec: &SlurmClusterSpec) -> Result<ConfigPlan, ConfigError> {
         poll_interval,
         api_version: spec.api_version,
     })
+}
+
+/// `spec.maxResponseSize` in bytes, [`DEFAULT_MAX_RESPONSE_BYTES`] when unset.
+fn max_response_bytes(spec: &SlurmClusterSpec) -> Result<u64, ConfigError> {
+    let Some(size) = &spec.max_response_size else {
+        return Ok(DEFAULT_MAX_RESPONSE_BYTES);
+    };
+    quantity::to_bytes(&size.0)
+        .ok()
+        .and_then(|bytes| u64::try_from(bytes).ok())
+        .filter(|bytes| (MIN_RESPONSE_BYTES..=MAX_RESPONSE_BYTES).contains(bytes))
+        .ok_or_else(|| ConfigError::MaxResponseSizeOutOfRange {
+            size: size.0.clone(),
+        })
 }
 
 /// The bytes under `key` in a Secret, `None` when the key is absent.
@@ -675,7 +703,7 @@ fn fingerprint(client: &ClientConfig, api_version: ApiVersion) -> String {
         hasher.finish()
     });
     format!(
-        "endpoint={} ca={} insecure={} api={:?} timeout={:?} connect={:?} retries={}",
+        "endpoint={} ca={} insecure={} api={:?} timeout={:?} connect={:?} retries={} max_response={}",
         client.endpoint,
         ca.map_or_else(|| "system".to_owned(), |h| format!("{h:016x}")),
         client.tls.insecure_skip_verify,
@@ -683,6 +711,7 @@ fn fingerprint(client: &ClientConfig, api_version: ApiVersion) -> String {
         client.request_timeout,
         client.connect_timeout,
         client.retry.max_retries,
+        client.max_response_bytes,
     )
 }
 
@@ -717,6 +746,7 @@ mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
     use k8s_openapi::ByteString;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use kube::api::ObjectMeta;
 
     use super::*;
@@ -779,6 +809,7 @@ mod tests {
             },
             tls: None,
             poll_interval: crate::crd::Duration::from_secs(1),
+            max_response_size: None,
             api_version: ApiVersion::Auto,
             allow_insecure_http: true,
             access: Vec::new(),
@@ -1005,6 +1036,14 @@ mod tests {
                 "PollIntervalOutOfRange",
             );
         }
+        let mut spec = jwt_spec();
+        spec.max_response_size = Some(Quantity("2Gi".into()));
+        case(
+            "max response size",
+            spec,
+            key_sources(),
+            "MaxResponseSizeOutOfRange",
+        );
         case(
             "secret absent",
             jwt_spec(),
@@ -1138,7 +1177,7 @@ mod tests {
             seen.insert(*want);
         }
         // Every variant is covered by some case.
-        assert_eq!(seen.len(), 25, "{seen:?}");
+        assert_eq!(seen.len(), 26, "{seen:?}");
     }
 
     #[test]
@@ -1225,8 +1264,33 @@ mod tests {
             "http://slurmrestd.slurm.svc:6820/"
         );
         assert_eq!(v.settings.poller.interval, Duration::from_secs(1));
+        assert_eq!(v.client.max_response_bytes, DEFAULT_MAX_RESPONSE_BYTES);
         assert_eq!(v.credentials.user(), Some("slurm"));
         assert!(!format!("{v:?}").contains("0123456789abcdef"));
+    }
+
+    #[test]
+    fn max_response_size_bounds_every_answer_of_the_cluster() {
+        let with = |size: &str| {
+            let mut spec = jwt_spec();
+            spec.max_response_size = Some(Quantity(size.into()));
+            plan(&spec).map(|plan| plan.client.max_response_bytes)
+        };
+        assert_eq!(with("64Mi"), Ok(64 << 20));
+        assert_eq!(with("1Mi"), Ok(MIN_RESPONSE_BYTES));
+        assert_eq!(with("1Gi"), Ok(MAX_RESPONSE_BYTES));
+        assert_eq!(with("100M"), Ok(100_000_000));
+        assert_eq!(with("67108864"), Ok(64 << 20));
+        for bad in ["1023Ki", "1025Mi", "1Ti", "0", "-64Mi", "lots", ""] {
+            let error = with(bad).unwrap_err();
+            assert_eq!(error.reason(), "MaxResponseSizeOutOfRange", "{bad:?}");
+            assert!(!error.concerns_credentials(), "{bad:?}");
+            let message = error.to_string();
+            assert!(
+                message.contains("spec.maxResponseSize") && message.contains(&format!("{bad:?}")),
+                "{message}"
+            );
+        }
     }
 
     #[test]
@@ -1288,6 +1352,14 @@ mod tests {
         let slower = build(&slower, &key_sources()).unwrap().settings;
         assert_eq!(base.fingerprint, slower.fingerprint);
         assert_ne!(base, slower, "a new poll interval restarts the poller");
+
+        let mut larger = jwt_spec();
+        larger.max_response_size = Some(Quantity("64Mi".into()));
+        let larger = build(&larger, &key_sources()).unwrap().settings;
+        assert_ne!(
+            base.fingerprint, larger.fingerprint,
+            "a new bound on answers makes a new client"
+        );
 
         let pem_a = ca_pem();
         let pem_b = ca_pem();

@@ -175,9 +175,10 @@ impl Failure {
             _ if authenticated => AuthState::Accepted,
             _ => AuthState::Unknown,
         };
+        let reason = error.category();
         Self {
-            reason: error.category(),
-            message: crate::error_chain::Chain(error).to_string(),
+            reason,
+            message: what_to_change(reason, crate::error_chain::Chain(error).to_string()),
             auth,
             waits_for_change: false,
         }
@@ -206,10 +207,26 @@ impl Failure {
         };
         Self {
             reason,
-            message: format!("slurmrestd answered the check, but polling it fails: {message}"),
+            message: what_to_change(
+                reason,
+                format!("slurmrestd answered the check, but polling it fails: {message}"),
+            ),
             auth,
             waits_for_change: false,
         }
+    }
+}
+
+/// `message` with what the admin may change, for the failures a spec field can cure. An answer
+/// past the size bound may be a broken slurmrestd as well as a large cluster, so the bound is
+/// not raised for them.
+fn what_to_change(reason: &str, message: String) -> String {
+    match reason {
+        "ResponseTooLarge" => format!(
+            "{message}; if this slurmrestd's real answers are that large (very many jobs or \
+             nodes), raise spec.maxResponseSize"
+        ),
+        _ => message,
     }
 }
 
@@ -787,6 +804,15 @@ mod tests {
                 "InvalidCA",
                 "Unknown",
             ),
+            (
+                SlurmError::ResponseTooLarge {
+                    operation: "diag",
+                    limit: 1 << 20,
+                },
+                false,
+                "ResponseTooLarge",
+                "Unknown",
+            ),
         ];
         for (error, authenticated, reason, auth) in cases {
             let failure = Failure::slurm(&error, authenticated);
@@ -802,6 +828,13 @@ mod tests {
             );
             assert_eq!(cond(&s, AUTHENTICATED).status, auth, "{error}");
             assert!(is_pascal_case(&cond(&s, AUTHENTICATED).reason));
+            // Only the size bound is a spec field the admin may raise; no other message names it.
+            assert_eq!(
+                ready.message.contains("raise spec.maxResponseSize"),
+                reason == "ResponseTooLarge",
+                "{}",
+                ready.message
+            );
         }
     }
 
@@ -870,6 +903,17 @@ mod tests {
         assert_eq!(
             Failure::poller("Unauthorized", "x").auth,
             AuthState::Rejected
+        );
+        assert!(!f.message.contains("maxResponseSize"), "{}", f.message);
+        let large = Failure::poller(
+            "ResponseTooLarge",
+            "slurmrestd's answer to get_nodes is larger than the 33554432-byte limit",
+        );
+        assert!(
+            large.message.contains("get_nodes")
+                && large.message.ends_with("raise spec.maxResponseSize"),
+            "{}",
+            large.message
         );
     }
 

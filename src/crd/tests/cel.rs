@@ -197,6 +197,10 @@ fn cel_rules_are_where_expected() {
                 "endpoint must be an http:// or https:// URL, e.g. https://slurmrestd.example.org:6820"
             ),
             s(
+                ".spec.maxResponseSize",
+                "maxResponseSize must be a quantity between 1Mi and 1Gi, such as 64Mi"
+            ),
+            s(
                 ".spec.nodeSetNamespaces",
                 "nodeSetNamespaces must be namespace names: lowercase letters, digits and '-', at most 63"
             ),
@@ -501,6 +505,30 @@ fn cluster_rules() {
         json!({"pollInterval": "1h"}),
         &["pollInterval must be between 100ms and 5m"],
     );
+
+    for ok in [
+        json!("1Mi"),
+        json!("64Mi"),
+        json!("0.5Gi"),
+        json!("1Gi"),
+        json!(1_048_576),
+    ] {
+        c(json!({"maxResponseSize": ok}), &[]);
+    }
+    for bad in [
+        json!("1023Ki"),
+        json!("1025Mi"),
+        json!("2Gi"),
+        json!("0"),
+        json!("-64Mi"),
+        json!("lots"),
+        json!(1_048_575),
+    ] {
+        c(
+            json!({"maxResponseSize": bad}),
+            &["maxResponseSize must be a quantity between 1Mi and 1Gi"],
+        );
+    }
 
     c(json!({"tls": {"caSecretRef": {"name": "ca"}}}), &[]);
     c(json!({"tls": {"insecureSkipVerify": true}}), &[]);
