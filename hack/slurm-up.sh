@@ -143,10 +143,20 @@ conf_current() {
     done
 }
 
+# slurmrestd takes its JSON form from its environment at start: one started without this
+# flavour's SLURMRESTD_JSON (by an older slurm-up.sh) needs the cold start too.
+rest_json_current() {
+    local pid
+    pid=$(cat "$SLURM_STATE_DIR/slurmrestd.pid" 2>/dev/null) || return 1
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURMRESTD_JSON=$SLURM_REST_JSON"
+}
+
 # Fast path: already up and healthy.
 if ((!fresh)) && slurm_root_ready && all_alive && rest_ok; then
     if ! conf_current; then
         log "running with an older slurm.conf (an older slurm-up.sh started it): cold start"
+    elif ! rest_json_current; then
+        log "slurmrestd runs without SLURMRESTD_JSON=$SLURM_REST_JSON (an older slurm-up.sh started it): cold start"
     elif slurm_ensure_tenant_users && slurm_ensure_tenant_accounting >"$SLURM_STATE_DIR/tenants.out" 2>&1; then
         emit_env
         log "already running ($(elapsed) s)"

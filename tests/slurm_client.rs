@@ -61,6 +61,41 @@ async fn cluster_info_reports_release_and_api_version() {
     assert!(slurm.client().ping().await.unwrap());
 }
 
+/// hack/ starts trixie's slurmrestd with Slurm's default JSON form (pretty-printed) and forky's
+/// compact (`SLURMRESTD_JSON`, as the slurm-cluster chart runs it), so that every test of this
+/// file reads both. The form is what the env file says, and the facade decodes it.
+#[tokio::test]
+async fn slurmrestd_answers_in_the_json_form_it_was_started_with() {
+    let slurm = require_slurm!();
+    slurm_operator::tls::install_crypto_provider();
+    let token = slurm.credentials().token_at(SystemTime::now()).unwrap();
+    let newest = slurm.data_parsers.last().unwrap();
+    let body = reqwest::Client::new()
+        .get(format!("{}/slurm/{newest}/nodes/", slurm.url))
+        .header("X-SLURM-USER-NAME", &slurm.user)
+        .header(
+            "X-SLURM-USER-TOKEN",
+            secrecy::ExposeSecret::expose_secret(&token),
+        )
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // JSON escapes a newline inside a string: a line break is layout.
+    let lines = body.trim_end().lines().count();
+    match slurm.rest_json.as_str() {
+        "pretty" => assert!(lines > 100, "{lines} lines: {body:.300}"),
+        "compact" => assert_eq!(lines, 1, "{body:.300}"),
+        other => panic!("SLURM_REST_JSON={other}: want pretty or compact"),
+    }
+    let Changes::Changed { items, .. } = slurm.client().nodes(None).await.unwrap() else {
+        panic!("a first node list without `since` is a full one");
+    };
+    assert!(items.iter().any(|n| n.name == "n1"), "{items:?}");
+}
+
 #[tokio::test]
 async fn nodes_partitions_and_one_node() {
     let slurm = require_slurm!();

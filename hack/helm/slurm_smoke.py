@@ -8,7 +8,8 @@ runs, inside that root (chroot, as root, on 127.0.0.1):
   rendered Secrets), started like the StatefulSet starts it (`slurmctld -D`, SLURM_CONF);
 * one slurmd per SlurmNodeSet, started with the SlurmNodeSet pod's command line (configless
   `--conf-server`, dynamic `-Z`, `-N <pod name>`, `--conf <features, CPUs, memory>`);
-* slurmrestd with the Deployment's command line (`-a rest_auth/jwt -s ...`, SLURM_JWT=daemon);
+* slurmrestd with the Deployment's command line (`-a rest_auth/jwt -s ...`) and environment
+  (SLURM_JWT=daemon, SLURMRESTD_JSON);
 
 then checks that every node registered with the SlurmNodeSet's features, CPUs and memory and sits
 in the SlurmNodeSet's partitions, and that a job submitted through slurmrestd with a token minted

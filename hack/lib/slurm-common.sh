@@ -35,6 +35,9 @@ slurm_select_flavour() {
             SLURM_DYN_PORT_MAX=17099
             SLURM_DBD_PORT=17100
             SLURM_REST_PORT=6820
+            # slurmrestd's JSON form (SLURMRESTD_JSON): Slurm's default, pretty-printed, here;
+            # compact on forky, so the suite reads both forms.
+            SLURM_REST_JSON=pretty
             ;;
         forky)
             SLURM_SUITE=forky
@@ -44,6 +47,7 @@ slurm_select_flavour() {
             SLURM_DYN_PORT_MAX=18099
             SLURM_DBD_PORT=18100
             SLURM_REST_PORT=6830
+            SLURM_REST_JSON=compact
             ;;
         *) die "unknown flavour '$SLURM_FLAVOUR' (expected trixie or forky)" ;;
     esac
@@ -671,6 +675,7 @@ SLURM_TENANT_ACCOUNTS=$(slurm_tenant_field 3 | paste -sd,)
 SLURM_TENANT_QOS=$SLURM_TENANT_QOS
 SLURM_TENANT_QOS_USERS=$(IFS=,; echo "${SLURM_TENANT_QOS_USERS[*]}")
 SLURM_DATA_PARSERS=$(slurm_data_parsers | paste -sd,)
+SLURM_REST_JSON=$SLURM_REST_JSON
 EOF
 }
 
@@ -778,8 +783,9 @@ slurm_start_slurmrestd() {
         port=$(slurm_rest_parser_port "$SLURM_REST_DATA_PARSER")
         parser=(-d "$SLURM_REST_DATA_PARSER")
     fi
-    slurm_spawn "$name" chroot "$SLURM_ROOT" env SLURM_JWT=daemon slurmrestd -a rest_auth/jwt \
-        -s slurmctld,slurmdbd "${parser[@]}" -u slurmrestd -g slurmrestd "127.0.0.1:$port"
+    slurm_spawn "$name" chroot "$SLURM_ROOT" env SLURM_JWT=daemon SLURMRESTD_JSON="$SLURM_REST_JSON" \
+        slurmrestd -a rest_auth/jwt -s slurmctld,slurmdbd "${parser[@]}" -u slurmrestd \
+        -g slurmrestd "127.0.0.1:$port"
 }
 
 # slurm_rest_parser_port PARSER: the port of the slurmrestd serving only PARSER (v0.0.NN):

@@ -41,6 +41,9 @@ pub struct LocalSlurm {
     /// The REST API versions this Slurm's slurmrestd can serve (its data_parser plugins),
     /// oldest first.
     pub data_parsers: Vec<String>,
+    /// The JSON form slurmrestd was started with (`SLURMRESTD_JSON`): `pretty` (Slurm's
+    /// default; trixie) or `compact` (forky).
+    pub rest_json: String,
 }
 
 /// The data_parser plugins installed in a Slurm root (`v0.0.40`, ...), oldest first.
@@ -122,6 +125,7 @@ pub fn local_slurm() -> Option<LocalSlurm> {
         release: get("SLURM_RELEASE"),
         accounting: env.get("SLURM_ACCOUNTING").is_some_and(|v| v == "1"),
         data_parsers: data_parsers_in(Path::new(&get("SLURM_ROOT"))),
+        rest_json: get("SLURM_REST_JSON"),
     })
 }
 
