@@ -1551,3 +1551,42 @@ async fn a_node_list_that_changed_is_asked_again_only_after_a_wait() {
         Some("slurm-operator: poller wait test")
     );
 }
+
+/// One of our jobs renamed by its owner to a Latin-1 name (`scontrol update JobName=M\xfcller`,
+/// which any job's owner may do, whatever submitted it): slurmrestd writes the byte as it is.
+/// When the job ends, the poller reads its record; that read used to fail to decode, and with
+/// it every cycle of the cluster, for every SlurmJob. Now the end reaches the index, the name
+/// read with U+FFFD, and the poller stays up.
+#[tokio::test]
+async fn a_job_renamed_in_latin1_does_not_stop_the_poll() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let mut poller = start_local(&slurm);
+    synced(&mut poller.index).await;
+    let tag = format!("{JOB_TAG_PREFIX}{},generation=1", common::unique("latin1"));
+    let mut ours = slurm.job("poller-latin1", "true");
+    ours.comment = Some(tag);
+    ours.extra.insert(
+        "begin_time".into(),
+        json!({"set": true, "number": epoch_now() + 3600}),
+    );
+    let ours = client.submit_job(&ours).await.unwrap().job_id;
+    let _cancel = CancelOnDrop::new(&slurm, vec![ours]);
+    wait_index(&mut poller.index, "our job", TIMEOUT, |s| {
+        s.jobs.contains_key(&ours).then_some(())
+    })
+    .await;
+
+    slurm.rename_job_raw(ours, b"poller-M\xfcller");
+    client.cancel_job(ours).await.unwrap();
+    let state = wait_index(&mut poller.index, "our job's end", TIMEOUT, |s| {
+        (s.jobs
+            .get(&ours)
+            .is_some_and(|j| j.state.base == JobBaseState::Cancelled))
+        .then(|| s.clone())
+    })
+    .await;
+    assert!(state.health.is_up(), "{:?}", state.health);
+    let records = state.job_records(ours);
+    assert_eq!(records[0].name, "poller-M\u{FFFD}ller", "{records:?}");
+}

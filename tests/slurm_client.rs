@@ -126,6 +126,30 @@ async fn nodes_partitions_and_one_node() {
     assert!(debug.state.iter().any(|s| s == "UP"), "{debug:?}");
 }
 
+/// A job whose name is not UTF-8 (Latin-1 `M\xfcller`, as `sbatch -J` stores it from a Latin-1
+/// terminal): slurmrestd writes the byte as it is, which made the job's record and the whole
+/// listing undecodable. The facade reads both, the byte replaced by U+FFFD.
+#[tokio::test]
+async fn a_job_named_in_latin1_is_read_with_a_replacement_character() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let mut request = slurm.job(&common::unique("latin1"), "true");
+    request.hold = true;
+    let job_id = client.submit_job(&request).await.unwrap().job_id;
+    slurm.rename_job_raw(job_id, b"latin1-M\xfcller");
+    let job = client.job(job_id).await;
+    let listing = client.jobs(None).await;
+    client.cancel_job(job_id).await.unwrap();
+
+    let records = job.unwrap();
+    assert_eq!(records[0].name, "latin1-M\u{FFFD}ller");
+    let Changes::Changed { items, .. } = listing.unwrap() else {
+        panic!("a listing without `since` is a full one");
+    };
+    let listed = items.iter().find(|j| j.job_id == job_id).expect("listed");
+    assert_eq!(listed.name, "latin1-M\u{FFFD}ller");
+}
+
 #[tokio::test]
 async fn unknown_node_and_job_are_not_found() {
     let slurm = require_slurm!();

@@ -21,6 +21,7 @@ pub mod reason;
 pub mod tag;
 mod transport;
 pub mod types;
+mod utf8;
 mod version;
 
 pub use auth::Credentials;

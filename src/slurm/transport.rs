@@ -14,6 +14,7 @@ use futures::StreamExt;
 use super::auth::{AuthError, Credentials};
 use super::elements::ElementBudget;
 use super::error::{MAX_LOCATION_CHARS, shortened};
+use super::utf8::Utf8Repair;
 
 /// Receives one observation per slurmrestd request (for metrics). `operation` is the OpenAPI
 /// operation id, a static, low-cardinality label.
@@ -200,7 +201,8 @@ pub(crate) fn body_refused(error: &(dyn std::error::Error + 'static)) -> Option<
 /// its own. Its total request timeout stays on the body underneath: a slow endless body still
 /// ends as a timeout. It fails with [`TooManyElements`] once what arrived would decode into far
 /// more than its size ([`ElementBudget`] for `operation`, the generated client's operation id),
-/// before serde sees any of it.
+/// before serde sees any of it. Invalid UTF-8 in it is replaced ([`Utf8Repair`]), so that one
+/// job's odd name does not make the whole answer undecodable.
 pub(super) fn bounded(
     response: reqwest::Response,
     limit: u64,
@@ -209,23 +211,28 @@ pub(super) fn bounded(
     type BoxError = Box<dyn std::error::Error + Send + Sync>;
     let status = response.status();
     let version = response.version();
-    let headers = response.headers().clone();
+    let mut headers = response.headers().clone();
+    // The repair below may lengthen the body: its length is no longer the one declared.
+    headers.remove(reqwest::header::CONTENT_LENGTH);
     let declared_too_large = response.content_length().is_some_and(|n| n > limit);
     let chunks = Box::pin(response.bytes_stream());
     // Ok: reading, with the bytes seen so far; Err(true): fail at the next poll; Err(false): ended.
     let start = if declared_too_large {
         Err(true)
     } else {
-        Ok((chunks, ElementBudget::new(operation)))
+        Ok((chunks, ElementBudget::new(operation), Utf8Repair::default()))
     };
     let body = futures::stream::unfold(start, move |state| async move {
         let too_large = || Box::new(BodyTooLarge { limit }) as BoxError;
-        let (mut chunks, mut budget) = match state {
+        let (mut chunks, mut budget, mut repair) = match state {
             Ok(reading) => reading,
             Err(true) => return Some((Err(too_large()), Err(false))),
             Err(false) => return None,
         };
-        match chunks.next().await? {
+        let Some(next) = chunks.next().await else {
+            return repair.finish().map(|rest| (Ok(rest), Err(false)));
+        };
+        match next {
             Ok(chunk) => {
                 budget.feed(&chunk);
                 if budget.bytes() > limit {
@@ -237,7 +244,8 @@ pub(super) fn bounded(
                         Err(false),
                     ))
                 } else {
-                    Some((Ok(chunk), Ok((chunks, budget))))
+                    let chunk = repair.feed(chunk);
+                    Some((Ok(chunk), Ok((chunks, budget, repair))))
                 }
             }
             Err(error) => Some((Err(Box::new(error) as BoxError), Err(false))),

@@ -170,6 +170,23 @@ impl LocalSlurm {
         }
     }
 
+    /// Rename job `job_id` to `name`, its bytes as they are, with `scontrol update` as root in
+    /// the Slurm root: the REST API takes only UTF-8, while a user's `sbatch -J` in a Latin-1
+    /// terminal stores any bytes.
+    pub fn rename_job_raw(&self, job_id: u32, name: &[u8]) {
+        use std::os::unix::ffi::OsStringExt;
+        let mut arg = b"JobName=".to_vec();
+        arg.extend_from_slice(name);
+        let status = Command::new("chroot")
+            .arg(&self.root)
+            .args(["env", "-i", "PATH=/usr/bin:/bin", "scontrol", "update"])
+            .arg(format!("JobId={job_id}"))
+            .arg(std::ffi::OsString::from_vec(arg))
+            .status()
+            .unwrap();
+        assert!(status.success(), "scontrol update JobId={job_id}: {status}");
+    }
+
     /// Run a `hack/slurm-node.sh` subcommand for this flavour (dynamic slurmd standing in for a pod).
     pub fn node_script(&self, args: &[&str]) -> String {
         self.hack_script("slurm-node.sh", args)

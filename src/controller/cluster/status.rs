@@ -218,8 +218,8 @@ impl Failure {
 }
 
 /// `message` with what the admin may change, for the failures a spec field can cure. An answer
-/// past the size bound may be a broken slurmrestd as well as a large cluster, so the bound is
-/// not raised for them.
+/// past the size bound may come from a broken slurmrestd as well as from a large cluster: the
+/// operator never raises the bound itself, the message leaves that to the admin.
 fn what_to_change(reason: &str, message: String) -> String {
     match reason {
         "ResponseTooLarge" => format!(
