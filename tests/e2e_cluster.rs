@@ -28,7 +28,7 @@ use serde_json::json;
 use slurm_operator::crd::SlurmCluster;
 use slurm_operator::crd::condition::{self, READY};
 
-use common::e2e::{MANAGER, Operator, apply_crds, eventually, free_port};
+use common::e2e::{MANAGER, Operator, apply_cluster, apply_crds, eventually, free_port};
 
 const SECRET: &str = "slurm-jwt";
 const KEY: &str = "jwt_hs256.key";
@@ -148,24 +148,7 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
         }},
         "pollInterval": "1s",
     });
-    let apply = |spec: serde_json::Value| {
-        let clusters = clusters.clone();
-        let cluster = cluster.clone();
-        async move {
-            clusters
-                .patch(
-                    &cluster,
-                    &PatchParams::apply(MANAGER).force(),
-                    &Patch::Apply(json!({
-                        "apiVersion": "slurm.rs/v1alpha1",
-                        "kind": "SlurmCluster",
-                        "metadata": {"name": cluster},
-                        "spec": spec,
-                    })),
-                )
-                .await
-        }
-    };
+    let apply = |spec| apply_cluster(&client, &cluster, spec);
     apply(spec.clone()).await.expect("apply the SlurmCluster");
 
     let port = free_port();

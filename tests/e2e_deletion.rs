@@ -23,7 +23,9 @@ use serde_json::json;
 use slurm_operator::crd::SlurmJob;
 use slurm_operator::crd::slurmjob::Phase;
 
-use common::e2e::{MANAGER, Operator, apply_crds, eventually, free_port};
+use common::e2e::{
+    MANAGER, Operator, apply_cluster, apply_crds, eventually, free_port, local_cluster_spec,
+};
 
 async fn apply_job(jobs: &Api<SlurmJob>, cluster: &str, name: &str, body: &str, partition: &str) {
     jobs.patch(
@@ -118,25 +120,11 @@ async fn a_namespace_deleted_while_the_operator_is_down_goes_once_it_is_back() {
         .unwrap();
     let cluster = namespace.clone();
     let clusters: Api<slurm_operator::crd::SlurmCluster> = Api::all(client.clone());
-    clusters
-        .patch(
-            &cluster,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(json!({
-                "apiVersion": "slurm.rs/v1alpha1",
-                "kind": "SlurmCluster",
-                "metadata": {"name": cluster},
-                "spec": {
-                    "endpoint": slurm.url,
-                    "allowInsecureHttp": slurm.url.starts_with("http://"),
-                    "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"}, "user": slurm.user}},
-                    "pollInterval": "1s",
-                    "access": [{"namespaces": [namespace], "slurmUser": slurm.user}],
-                },
-            })),
-        )
-        .await
-        .unwrap();
+    let spec = local_cluster_spec(
+        &slurm,
+        json!([{"namespaces": [namespace], "slurmUser": slurm.user}]),
+    );
+    apply_cluster(&client, &cluster, spec).await.unwrap();
 
     // The tenant's: a Secret of their own, and the SlurmJobs.
     let tenant_secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);

@@ -28,7 +28,9 @@ use slurm_operator::crd::condition;
 use slurm_operator::crd::slurmjob::Phase;
 use slurm_operator::crd::{SlurmCluster, SlurmJob};
 
-use common::e2e::{MANAGER, Operator, apply_crds, eventually, free_port};
+use common::e2e::{
+    MANAGER, Operator, apply_cluster, apply_crds, eventually, free_port, local_cluster_spec,
+};
 
 async fn apply_job(jobs: &Api<SlurmJob>, cluster: &str, name: &str, body: &str, partition: &str) {
     jobs.patch(
@@ -145,26 +147,8 @@ async fn seed(
     if !accounts.is_empty() {
         access["accounts"] = json!(accounts);
     }
-    let clusters: Api<SlurmCluster> = Api::all(client.clone());
-    clusters
-        .patch(
-            &cluster,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(json!({
-                "apiVersion": "slurm.rs/v1alpha1",
-                "kind": "SlurmCluster",
-                "metadata": {"name": cluster},
-                "spec": {
-                    "endpoint": slurm.url,
-                    "allowInsecureHttp": slurm.url.starts_with("http://"),
-                    "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"}, "user": slurm.user}},
-                    "pollInterval": "1s",
-                    "access": [access],
-                },
-            })),
-        )
-        .await
-        .unwrap();
+    let spec = local_cluster_spec(slurm, json!([access]));
+    apply_cluster(&client, &cluster, spec).await.unwrap();
     (client, namespace, cluster)
 }
 

@@ -10,7 +10,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use slurm_operator::cli::sbatch::convert;
@@ -285,22 +285,11 @@ fn the_command_fails_on_unconverted_options_unless_allowed() {
 /// `shared` as `[]` whatever the job has (its v0.0.42 to v0.0.44 show what was submitted,
 /// through any version).
 async fn raw_job(slurm: &common::LocalSlurm, job_id: u32) -> Value {
-    let token = slurm.credentials().token_at(SystemTime::now()).unwrap();
     let oldest = slurm.data_parsers.first().unwrap();
-    let url = format!("{}/slurm/{oldest}/job/{job_id}", slurm.url);
-    let body: Value = reqwest::Client::new()
-        .get(url)
-        .header("X-SLURM-USER-NAME", &slurm.user)
-        .header(
-            "X-SLURM-USER-TOKEN",
-            secrecy::ExposeSecret::expose_secret(&token),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body = slurm
+        .get_raw(&format!("/slurm/{oldest}/job/{job_id}"))
+        .await;
+    let body: Value = serde_json::from_str(&body).unwrap();
     body["jobs"][0].clone()
 }
 

@@ -67,22 +67,8 @@ async fn cluster_info_reports_release_and_api_version() {
 #[tokio::test]
 async fn slurmrestd_answers_in_the_json_form_it_was_started_with() {
     let slurm = require_slurm!();
-    slurm_operator::tls::install_crypto_provider();
-    let token = slurm.credentials().token_at(SystemTime::now()).unwrap();
     let newest = slurm.data_parsers.last().unwrap();
-    let body = reqwest::Client::new()
-        .get(format!("{}/slurm/{newest}/nodes/", slurm.url))
-        .header("X-SLURM-USER-NAME", &slurm.user)
-        .header(
-            "X-SLURM-USER-TOKEN",
-            secrecy::ExposeSecret::expose_secret(&token),
-        )
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let body = slurm.get_raw(&format!("/slurm/{newest}/nodes/")).await;
     // JSON escapes a newline inside a string: a line break is layout.
     let lines = body.trim_end().lines().count();
     match slurm.rest_json.as_str() {

@@ -182,6 +182,43 @@ where
     }
 }
 
+/// A SlurmCluster spec for the local Slurm: its JWT key from the Secret `jwt` (key
+/// `jwt_hs256.key`) for its own user, a 1 s poll, and `access` as given.
+pub fn local_cluster_spec(
+    slurm: &super::LocalSlurm,
+    access: serde_json::Value,
+) -> serde_json::Value {
+    serde_json::json!({
+        "endpoint": slurm.url,
+        "allowInsecureHttp": slurm.url.starts_with("http://"),
+        "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"}, "user": slurm.user}},
+        "pollInterval": "1s",
+        "access": access,
+    })
+}
+
+/// Apply (server-side, as [`MANAGER`]) the cluster-scoped SlurmCluster `name` with `spec`, whole:
+/// a field left out of a later apply is removed.
+pub async fn apply_cluster(
+    client: &kube::Client,
+    name: &str,
+    spec: serde_json::Value,
+) -> kube::Result<slurm_operator::crd::SlurmCluster> {
+    let clusters: Api<slurm_operator::crd::SlurmCluster> = Api::all(client.clone());
+    clusters
+        .patch(
+            name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "slurm.rs/v1alpha1",
+                "kind": "SlurmCluster",
+                "metadata": {"name": name},
+                "spec": spec,
+            })),
+        )
+        .await
+}
+
 /// Apply (server-side) every CRD in `crds/` and wait until each is established.
 pub async fn apply_crds(client: &kube::Client) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());

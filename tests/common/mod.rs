@@ -170,6 +170,30 @@ impl LocalSlurm {
         }
     }
 
+    /// The body of an authenticated GET of `path` (below the endpoint, such as
+    /// `/slurm/v0.0.42/nodes/`) as the cluster's user: slurmrestd's answer as it was sent, for
+    /// what the facade does not show.
+    pub async fn get_raw(&self, path: &str) -> String {
+        slurm_operator::tls::install_crypto_provider();
+        let token = self
+            .credentials()
+            .token_at(std::time::SystemTime::now())
+            .unwrap();
+        reqwest::Client::new()
+            .get(format!("{}{path}", self.url))
+            .header("X-SLURM-USER-NAME", &self.user)
+            .header(
+                "X-SLURM-USER-TOKEN",
+                secrecy::ExposeSecret::expose_secret(&token),
+            )
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Rename job `job_id` to `name`, its bytes as they are, with `scontrol update` as root in
     /// the Slurm root: the REST API takes only UTF-8, while a user's `sbatch -J` in a Latin-1
     /// terminal stores any bytes.
