@@ -818,6 +818,41 @@ async fn a_lower_limit_is_honoured_and_named() {
     assert_eq!(client.jobs_state(&[2, 7, 5]).await.unwrap().len(), 3);
 }
 
+/// Invalid UTF-8 is replaced by U+FFFD, three bytes for each invalid one: the size limit holds
+/// for the repaired body, what serde reads. A job whose name is 40 000 invalid bytes (45 KB on
+/// the wire, 125 KB repaired) is too large for a 100 000-byte limit, and decodes under a
+/// 200 000-byte one.
+#[tokio::test]
+async fn invalid_utf8_is_repaired_within_the_size_limit() {
+    let mut answer = recorded("job_running");
+    answer["jobs"][0]["name"] = serde_json::json!("@NAME@");
+    let text = serde_json::to_string(&answer).unwrap();
+    let (before, after) = text.split_once("@NAME@").unwrap();
+    let body = [before.as_bytes(), &[0xff; 40_000], after.as_bytes()].concat();
+    assert!(body.len() < 100_000, "{}", body.len());
+    let (server, current) = table_server().await;
+    *current.0.lock().unwrap() = Some(template(200, "application/json", body));
+    let client = |limit| {
+        let config = ClientConfig::new(&server.uri())
+            .unwrap()
+            .allow_plaintext(true)
+            .with_api_version(Some(ApiVersion::V0_0_42))
+            .with_retry(RetryPolicy::none())
+            .with_max_response_bytes(limit);
+        let credentials = Arc::new(
+            Credentials::minted(vec![1; 32], "slurm", std::time::Duration::from_secs(60)).unwrap(),
+        );
+        SlurmClient::new(config, credentials).unwrap()
+    };
+    let error = client(100_000).job(2).await.unwrap_err();
+    assert!(
+        matches!(error, SlurmError::ResponseTooLarge { limit: 100_000, .. }),
+        "{error:?}"
+    );
+    let records = client(200_000).job(2).await.unwrap();
+    assert_eq!(records[0].name, "\u{FFFD}".repeat(40_000));
+}
+
 #[tokio::test]
 async fn an_endless_slow_body_ends_at_the_request_timeout() {
     let uri = endless_server(b"{\"jobs\":[", b" ", Duration::from_millis(20)).await;

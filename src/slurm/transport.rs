@@ -234,6 +234,9 @@ pub(super) fn bounded(
         };
         match next {
             Ok(chunk) => {
+                // Counted as repaired: what serde will read is what the bounds are about (an
+                // invalid byte becomes three).
+                let chunk = repair.feed(chunk);
                 budget.feed(&chunk);
                 if budget.bytes() > limit {
                     Some((Err(too_large()), Err(false)))
@@ -244,7 +247,6 @@ pub(super) fn bounded(
                         Err(false),
                     ))
                 } else {
-                    let chunk = repair.feed(chunk);
                     Some((Ok(chunk), Ok((chunks, budget, repair))))
                 }
             }
