@@ -1555,7 +1555,7 @@ async fn a_node_list_that_changed_is_asked_again_only_after_a_wait() {
 /// One of our jobs renamed by its owner to a Latin-1 name (`scontrol update JobName=M\xfcller`,
 /// which any job's owner may do, whatever submitted it): slurmrestd writes the byte as it is.
 /// When the job ends, the poller reads its record; that read used to fail to decode, and with
-/// it every cycle of the cluster, for every SlurmJob. Now the end reaches the index, the name
+/// it the cycle's update of every job (the end never reached the index). Now it does, the name
 /// read with U+FFFD, and the poller stays up.
 #[tokio::test]
 async fn a_job_renamed_in_latin1_does_not_stop_the_poll() {

@@ -2,8 +2,9 @@
 //! job's name, comment or working directory as slurmctld holds them, byte for byte: a job that
 //! any Slurm user submitted with `sbatch -J` in a Latin-1 terminal (`M\xfcller`) makes the whole
 //! `/jobs` listing, and that job's `/job/{id}`, invalid JSON for serde_json, which refuses a
-//! string that is not UTF-8. One such job, not even one of the operator's, would fail every
-//! poll of the cluster. Each invalid sequence becomes U+FFFD instead, exactly as
+//! string that is not UTF-8. A poll cycle that read either failed, for every job in it: one such
+//! job, not even one of the operator's, held back the others' updates. Each invalid sequence
+//! becomes U+FFFD instead, exactly as
 //! [`String::from_utf8_lossy`] would replace it in the whole body; JSON's own syntax is ASCII,
 //! so only string contents change.
 //!
