@@ -31,12 +31,20 @@ const CASE_DEADLINE: Duration = Duration::from_secs(20);
 /// The recorded answers are Slurm 24.11's v0.0.42: the client is pinned to it (a pin is used as
 /// it is, without a negotiating request the table would answer too).
 fn client(uri: &str, timeout: Duration) -> SlurmClient {
-    let config = ClientConfig::new(uri)
+    client_with(pinned(uri).with_request_timeout(timeout))
+}
+
+/// The settings of [`client`] before its timeout: plain HTTP, v0.0.42, no retries.
+fn pinned(uri: &str) -> ClientConfig {
+    ClientConfig::new(uri)
         .unwrap()
         .allow_plaintext(true)
         .with_api_version(Some(ApiVersion::V0_0_42))
         .with_retry(RetryPolicy::none())
-        .with_request_timeout(timeout);
+}
+
+/// A client with `config` and a minted token for `slurm`.
+fn client_with(config: ClientConfig) -> SlurmClient {
     let credentials = Arc::new(
         Credentials::minted(vec![1; 32], "slurm", std::time::Duration::from_secs(60)).unwrap(),
     );
@@ -778,16 +786,7 @@ async fn an_element_bomb_under_the_byte_limit_is_refused_before_decoding() {
 async fn a_lower_limit_is_honoured_and_named() {
     static SPACES: [u8; 4096] = [b' '; 4096];
     let uri = endless_server(b"{\"jobs\":[", &SPACES, Duration::ZERO).await;
-    let config = ClientConfig::new(&uri)
-        .unwrap()
-        .allow_plaintext(true)
-        .with_api_version(Some(ApiVersion::V0_0_42))
-        .with_retry(RetryPolicy::none())
-        .with_max_response_bytes(100_000);
-    let credentials = Arc::new(
-        Credentials::minted(vec![1; 32], "slurm", std::time::Duration::from_secs(60)).unwrap(),
-    );
-    let client = SlurmClient::new(config, credentials).unwrap();
+    let client = client_with(pinned(&uri).with_max_response_bytes(100_000));
     let error = tokio::time::timeout(CASE_DEADLINE, client.jobs(None))
         .await
         .expect("no hang")
@@ -805,16 +804,7 @@ async fn a_lower_limit_is_honoured_and_named() {
         "application/json",
         serde_json::to_vec(&recorded("jobs_state")).unwrap(),
     ));
-    let config = ClientConfig::new(&server.uri())
-        .unwrap()
-        .allow_plaintext(true)
-        .with_api_version(Some(ApiVersion::V0_0_42))
-        .with_retry(RetryPolicy::none())
-        .with_max_response_bytes(100_000);
-    let credentials = Arc::new(
-        Credentials::minted(vec![1; 32], "slurm", std::time::Duration::from_secs(60)).unwrap(),
-    );
-    let client = SlurmClient::new(config, credentials).unwrap();
+    let client = client_with(pinned(&server.uri()).with_max_response_bytes(100_000));
     assert_eq!(client.jobs_state(&[2, 7, 5]).await.unwrap().len(), 3);
 }
 
@@ -832,18 +822,7 @@ async fn invalid_utf8_is_repaired_within_the_size_limit() {
     assert!(body.len() < 100_000, "{}", body.len());
     let (server, current) = table_server().await;
     *current.0.lock().unwrap() = Some(template(200, "application/json", body));
-    let client = |limit| {
-        let config = ClientConfig::new(&server.uri())
-            .unwrap()
-            .allow_plaintext(true)
-            .with_api_version(Some(ApiVersion::V0_0_42))
-            .with_retry(RetryPolicy::none())
-            .with_max_response_bytes(limit);
-        let credentials = Arc::new(
-            Credentials::minted(vec![1; 32], "slurm", std::time::Duration::from_secs(60)).unwrap(),
-        );
-        SlurmClient::new(config, credentials).unwrap()
-    };
+    let client = |limit| client_with(pinned(&server.uri()).with_max_response_bytes(limit));
     let error = client(100_000).job(2).await.unwrap_err();
     assert!(
         matches!(error, SlurmError::ResponseTooLarge { limit: 100_000, .. }),
