@@ -73,6 +73,7 @@ pub struct Metrics {
     poll_errors: Family<PollLabels, Counter>,
     requests: Family<RequestLabels, Histogram>,
     pollers: Gauge,
+    unreadable: Family<ClusterLabel, Gauge>,
     deferred: Family<ControllerLabel, Counter>,
     objects: Arc<ObjectGauges>,
 }
@@ -145,6 +146,12 @@ impl Default for Metrics {
             "Slurm pollers running: one per slurmrestd and credentials, however many SlurmClusters share it",
             pollers.clone(),
         );
+        let unreadable = Family::<ClusterLabel, Gauge>::default();
+        registry.register(
+            "unreadable_job_records",
+            "Jobs whose record slurmrestd answered but the poller cannot read (too large, not decodable), by SlurmCluster",
+            Listed(unreadable.clone()),
+        );
         let deferred = Family::<ControllerLabel, Counter>::default();
         registry.register(
             "reconciles_deferred",
@@ -160,6 +167,7 @@ impl Default for Metrics {
             poll_errors,
             requests,
             pollers,
+            unreadable,
             deferred,
             objects,
         }
@@ -204,6 +212,24 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
         if !ok {
             self.poll_errors.get_or_create(&labels).inc();
+        }
+    }
+
+    /// How many job records the poller of SlurmCluster `cluster` cannot read (`None`: the poller
+    /// stopped, and its series goes).
+    pub fn unreadable_job_records(&self, cluster: &str, count: Option<usize>) {
+        let labels = ClusterLabel {
+            cluster: cluster.to_owned(),
+        };
+        match count {
+            Some(count) => {
+                self.unreadable
+                    .get_or_create(&labels)
+                    .set(i64::try_from(count).unwrap_or(i64::MAX));
+            }
+            None => {
+                self.unreadable.remove(&labels);
+            }
         }
     }
 

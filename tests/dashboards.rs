@@ -295,6 +295,7 @@ fn the_alerts_query_only_exported_metrics() {
         "SlurmSubmitsFailing",
         "SlurmNodeSetDrainStuck",
         "SlurmPollErrors",
+        "SlurmJobRecordsUnreadable",
     ] {
         assert!(alerts.contains(alert), "no {alert} alert in {alerts:?}");
     }

@@ -787,10 +787,18 @@ fn start_tuned_every(
     tuning: poller::Tuning,
     interval: Duration,
 ) -> Running {
+    start_configured(slurm.config(), slurm.credentials(), tuning, interval)
+}
+
+/// [`start_tuned_every`], its client made with `config`.
+fn start_configured(
+    config: ClientConfig,
+    credentials: Arc<Credentials>,
+    tuning: poller::Tuning,
+    interval: Duration,
+) -> Running {
     let requests = Arc::new(Requests::default());
-    let client =
-        SlurmClient::with_observer(slurm.config(), slurm.credentials(), Some(requests.clone()))
-            .unwrap();
+    let client = SlurmClient::with_observer(config, credentials, Some(requests.clone())).unwrap();
     let (tx, events) = broadcast::channel(4096);
     let (handle, index) = poller::spawn_tuned(
         cluster(),
@@ -1589,4 +1597,104 @@ async fn a_job_renamed_in_latin1_does_not_stop_the_poll() {
     assert!(state.health.is_up(), "{:?}", state.health);
     let records = state.job_records(ours);
     assert_eq!(records[0].name, "poller-M\u{FFFD}ller", "{records:?}");
+}
+
+/// One job's record that cannot be read is that job's failure, not the poll's. Here an array of
+/// ours whose 19 held tasks each have their own record (~150 KB, pretty-printed 24.11) against a
+/// 64 KiB response limit: before, every cycle that asked for it failed, the cluster went down,
+/// and no other job's change reached the index. Now the index names the record and why, keeps
+/// what it knew of the array, and goes on: another job of ours is seen, and its end, and the
+/// index stays synced (the array's owner is known: it does not hold back submits).
+#[tokio::test]
+async fn a_record_too_large_to_read_is_that_jobs_failure_not_the_polls() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    const LIMIT: u64 = 64 * 1024;
+    let tuning = poller::Tuning {
+        // Our pending jobs' records are read again every second: the array's, once its tasks
+        // are held one by one (a change the state listing does not show).
+        pending_refresh_every: Duration::from_secs(1),
+        ..poller::Tuning::default()
+    };
+    let mut poller = start_configured(
+        slurm.config().with_max_response_bytes(LIMIT),
+        slurm.credentials(),
+        tuning,
+        INTERVAL,
+    );
+    synced(&mut poller.index).await;
+    let tag = format!("{JOB_TAG_PREFIX}{},generation=1", common::unique("unread"));
+    let held = |name: &str| {
+        let mut request = slurm.job(name, "true");
+        request.comment = Some(tag.clone());
+        request.extra.insert(
+            "begin_time".into(),
+            json!({"set": true, "number": epoch_now() + 3600}),
+        );
+        request
+    };
+    let mut array = held("poller-unreadable-array");
+    array.array = Some("0-19".into());
+    let array = client.submit_job(&array).await.unwrap().job_id;
+    let _cancel_array = CancelOnDrop::new(&slurm, vec![array]);
+    wait_index(&mut poller.index, "the array", TIMEOUT, |s| {
+        s.jobs.contains_key(&array).then_some(())
+    })
+    .await;
+    slurm.scontrol(&["hold", &format!("{array}_[0-18]")]);
+    let newest = slurm.data_parsers.last().unwrap();
+    let body = slurm.get_raw(&format!("/slurm/{newest}/job/{array}")).await;
+    assert!(body.len() as u64 > LIMIT, "{} bytes", body.len());
+
+    let state = wait_index(
+        &mut poller.index,
+        "the array's record unreadable",
+        TIMEOUT,
+        |s| s.unreadable.get(&array).map(|u| (u.clone(), s.clone())),
+    )
+    .await;
+    let (unreadable, state) = state;
+    assert_eq!(unreadable.reason, "ResponseTooLarge", "{unreadable:?}");
+    assert!(
+        unreadable.message.contains("65536-byte limit"),
+        "{unreadable:?}"
+    );
+    assert!(state.health.is_up(), "{:?}", state.health);
+    assert!(
+        state.jobs.contains_key(&array),
+        "what the index knew is kept"
+    );
+
+    let submitted_at = chrono::Utc::now();
+    let other = client
+        .submit_job(&held("poller-unreadable-other"))
+        .await
+        .unwrap()
+        .job_id;
+    let _cancel_other = CancelOnDrop::new(&slurm, vec![other]);
+    wait_index(&mut poller.index, "the other job", TIMEOUT, |s| {
+        s.jobs.contains_key(&other).then_some(())
+    })
+    .await;
+    client.cancel_job(other).await.unwrap();
+    let state = wait_index(
+        &mut poller.index,
+        "the other job's end, synced",
+        TIMEOUT,
+        |s| {
+            let ended = s
+                .jobs
+                .get(&other)
+                .is_some_and(|j| j.state.base == JobBaseState::Cancelled);
+            let synced = s.jobs_synced_at.is_some_and(|t| t > submitted_at);
+            (ended && synced).then(|| s.clone())
+        },
+    )
+    .await;
+    assert!(state.health.is_up(), "{:?}", state.health);
+    assert!(
+        state.unreadable.contains_key(&array),
+        "the array's record is still too large: {:?}",
+        state.unreadable
+    );
 }

@@ -341,6 +341,17 @@ impl SlurmError {
         }
     }
 
+    /// Whether slurmrestd answered and the answer itself cannot be read (larger than the
+    /// limit, far more elements than its size, not decodable): a property of what was asked
+    /// for, where the connection and the server are fine. The poller keeps such a job's
+    /// failure to that job.
+    pub fn is_unreadable_answer(&self) -> bool {
+        matches!(
+            self,
+            Self::ResponseTooLarge { .. } | Self::TooManyElements { .. } | Self::Decode { .. }
+        )
+    }
+
     /// Whether the facade itself should retry an idempotent call at once. Not for a busy node
     /// (the reconcile loop waits for it) nor for a silent slurmctld: slurmrestd already waited its
     /// MessageTimeout (~10 s) before answering, and the poller's own backoff spaces further tries.

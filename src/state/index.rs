@@ -74,6 +74,10 @@ pub struct ClusterState {
     /// Ids readers asked the poller for ([`Self::want`]); the same queue in every state the
     /// poller publishes.
     pub wants: Arc<Wants>,
+    /// Jobs whose record slurmrestd answered but the operator could not read (too large, or
+    /// not decodable), by id. The poller goes on without them, and tries each again later
+    /// with a growing delay, rather than let one job's record stop every cycle.
+    pub unreadable: Arc<BTreeMap<u32, Unreadable>>,
     pub health: Health,
     /// Poll cycles finished, successful or not, since the poller started.
     pub polls: u64,
@@ -82,6 +86,15 @@ pub struct ClusterState {
 impl ClusterState {
     /// The records of job `job_id`: the job itself, and for an array (by its array job id) every
     /// task record and the meta record, by job id. Empty when the index does not hold it.
+    /// The lowest job whose record cannot be read while its owner is unknown: while there is
+    /// one, the job list is not complete (it may be an earlier submit of ours).
+    pub fn unreadable_unresolved(&self) -> Option<(u32, &Unreadable)> {
+        self.unreadable
+            .iter()
+            .find(|(id, _)| self.unresolved.contains(id))
+            .map(|(id, unread)| (*id, unread))
+    }
+
     pub fn job_records(&self, job_id: u32) -> Vec<&Job> {
         self.jobs.records(job_id)
     }
@@ -247,6 +260,16 @@ pub struct NodeJobs {
     /// When the last of them reaches its time limit: the maximum over the running jobs of
     /// start time + time limit. `None` when one of them has no time limit (it may run forever).
     pub deadline: Option<DateTime<Utc>>,
+}
+
+/// Why one job's record could not be read ([`ClusterState::unreadable`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// A stable PascalCase category (`SlurmError::category`).
+    pub reason: &'static str,
+    pub message: String,
+    /// The first failed read of this record, of the failures in a row.
+    pub since: DateTime<Utc>,
 }
 
 /// Whether the poller can talk to slurmrestd.

@@ -211,6 +211,18 @@ impl LocalSlurm {
         assert!(status.success(), "scontrol update JobId={job_id}: {status}");
     }
 
+    /// Run `scontrol` with `args` as root in the Slurm root (what an admin, or a job's owner
+    /// on their own job, may do that the REST API does not offer).
+    pub fn scontrol(&self, args: &[&str]) {
+        let status = Command::new("chroot")
+            .arg(&self.root)
+            .args(["env", "-i", "PATH=/usr/bin:/bin", "scontrol"])
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "scontrol {args:?}: {status}");
+    }
+
     /// Run a `hack/slurm-node.sh` subcommand for this flavour (dynamic slurmd standing in for a pod).
     pub fn node_script(&self, args: &[&str]) -> String {
         self.hack_script("slurm-node.sh", args)

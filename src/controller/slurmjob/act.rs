@@ -29,7 +29,7 @@ use crate::leader::Leadership;
 use crate::slurm::tag::{OwnerTag, Ownership, TagKey};
 use crate::slurm::types::{Job, SubmitRequest};
 use crate::slurm::{SlurmClient, SlurmError};
-use crate::state::index::ClusterState;
+use crate::state::index::{ClusterState, Unreadable};
 
 use super::lifecycle::{self, Decision};
 use super::notice;
@@ -212,8 +212,9 @@ where
             let (next, usage_retry) = with_usage(next, target.uid, env, wait).await;
             let next = status::suspension(next, target.spec.suspend == Some(true), now(env));
             let notices = notice::transitions(&current, &next);
+            let next = status::summarize(next, generation, now(env));
             Ok(Step {
-                status: status::summarize(next, generation, now(env)),
+                status: status::unreadable(next, unread(env, job_id), generation, now(env)),
                 notices,
                 retry: retry.or(usage_retry),
                 invalid: false,
@@ -237,14 +238,20 @@ where
             let next = status::suspension(next, target_suspend(target), now(env));
             let mut notices = notices;
             notices.extend(notice::transitions(&current, &next));
+            let next = status::summarize(next, generation, now(env));
             Ok(Step {
-                status: status::summarize(next, generation, now(env)),
+                status: status::unreadable(next, unread(env, job_id), generation, now(env)),
                 notices,
                 retry: retry.or(edit_retry),
                 invalid: false,
             })
         }
     }
+}
+
+/// Why the poller cannot read job `job_id`'s record, if it cannot.
+fn unread<'a>(env: Env<'a>, job_id: i64) -> Option<&'a Unreadable> {
+    env.state.unreadable.get(&u32::try_from(job_id).ok()?)
 }
 
 /// Whether a step of `target` may call slurmrestd: a submit (and the accounting lookups before
@@ -638,6 +645,7 @@ where
         generation,
         spec: target.spec,
         index_trusted,
+        unreadable: env.state.unreadable_unresolved(),
         submitted_here: env.submissions.get(&tag),
         indexed: indexed.job_id,
         fresh: plan::fresh(

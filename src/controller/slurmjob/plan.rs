@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 use crate::crd::slurmjob::{SlurmJobSpec, SlurmJobStatus};
 use crate::slurm::tag::{OwnerTag, Ownership, TagKey};
 use crate::slurm::types::{Job, SubmitRequest};
-use crate::state::index::ClusterState;
+use crate::state::index::{ClusterState, Unreadable};
 
 use super::lifecycle::{self, DependencyWait};
 use super::status;
@@ -57,6 +57,9 @@ pub struct SubmitFacts<'a> {
     pub spec: &'a SlurmJobSpec,
     /// Whether the index synced completely after this process started ([`index_trusted`]).
     pub index_trusted: bool,
+    /// A job whose owner is unknown and whose record cannot be read: the index is not complete
+    /// while there is one ([`ClusterState::unreadable_unresolved`]).
+    pub unreadable: Option<(u32, &'a Unreadable)>,
     /// The job this process submitted with this tag, if any (see `Submissions`).
     pub submitted_here: Option<u32>,
     /// The lowest job id in the index carrying this tag, provably ours ([`adoptable`]).
@@ -113,11 +116,25 @@ pub fn submit(
     dependencies: impl Fn(&str) -> Option<Option<i64>>,
 ) -> SubmitPlan {
     if !facts.index_trusted {
+        let mut message = String::from(
+            "waiting for a complete list of the cluster's jobs before submitting, so that a job \
+             submitted before a restart is adopted instead of submitted twice",
+        );
+        if let Some((job_id, unread)) = facts.unreadable {
+            message.push_str(&format!(
+                "; the list stays incomplete while Slurm job {job_id}'s record, whose owner is \
+                 not known yet, cannot be read ({}: {}; since {}), which the SlurmCluster's \
+                 administrator can look into",
+                unread.reason,
+                status::bounded(&unread.message, status::MAX_SLURM_MESSAGE),
+                unread
+                    .since
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            ));
+        }
         return SubmitPlan::Wait {
             reason: "WaitingForSlurmIndex",
-            message: "waiting for a complete list of the cluster's jobs before submitting, so \
-                      that a job submitted before a restart is adopted instead of submitted twice"
-                .into(),
+            message,
         };
     }
     if let Some(job_id) = facts.submitted_here.or(facts.indexed) {

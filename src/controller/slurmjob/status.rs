@@ -13,7 +13,8 @@
 //! - `Reconciling=True` while the operator works towards a submit (waiting for the index,
 //!   dependencies, accounting, the SlurmCluster); `Stalled=True` when it cannot go on until
 //!   something changes (`SubmitRejected`, `InvalidSpec`, `NoAccess`, `ClusterNotFound`, ...).
-//!   Both are removed when they no longer hold (kstatus' "abnormal-true" convention).
+//!   Both are removed when they no longer hold (kstatus' "abnormal-true" convention). A run with
+//!   a job is `Stalled` only while its record cannot be read ([`RECORD_UNREADABLE`]).
 
 use std::collections::BTreeMap;
 
@@ -26,6 +27,7 @@ use crate::crd::slurmjob::{
 };
 use crate::slurm::reason;
 use crate::slurm::types::{Job, JobBaseState};
+use crate::state::index::Unreadable;
 
 use super::{phase, usage};
 
@@ -43,6 +45,9 @@ pub const RECONCILING: &str = condition::RECONCILING;
 pub const STALLED: &str = condition::STALLED;
 /// Reason: Slurm refused the submit for a reason only a spec change fixes.
 pub const SUBMIT_REJECTED: &str = "SubmitRejected";
+/// Reason (`Stalled=True`): the current job's record cannot be read from slurmrestd; the
+/// status is as last read ([`unreadable`]).
+pub const RECORD_UNREADABLE: &str = "SlurmRecordUnreadable";
 /// The most characters of Slurm's own message a condition or Event repeats.
 pub const MAX_SLURM_MESSAGE: usize = 1024;
 
@@ -317,6 +322,48 @@ pub fn rejected(
     );
     let mut status = stalled(base, generation, SUBMIT_REJECTED, message, now);
     status.rejected_generation = Some(generation);
+    status
+}
+
+/// `status` (of a run with a job) with `Stalled=True` while the poller cannot read that job's
+/// record (`unread`): the rest of the status is as last read, and the condition says since when
+/// and why. The next [`summarize`] after the record is read removes it.
+pub fn unreadable(
+    status: SlurmJobStatus,
+    unread: Option<&Unreadable>,
+    generation: i64,
+    now: Time,
+) -> SlurmJobStatus {
+    let (Some(unread), Some(job_id)) = (unread, status.job_id) else {
+        return status;
+    };
+    let bound = if matches!(unread.reason, "ResponseTooLarge" | "TooManyElements") {
+        "; the SlurmCluster's spec.maxResponseSize, which its administrator sets, bounds what \
+         the operator reads"
+    } else {
+        ""
+    };
+    let message = format!(
+        "cannot read Slurm job {job_id}'s record from slurmrestd since {} ({}: {}){bound}; this \
+         status is as last read, and is brought up to date once the record can be read",
+        unread
+            .since
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        unread.reason,
+        bounded(&unread.message, MAX_SLURM_MESSAGE),
+    );
+    let mut status = status;
+    condition::upsert(
+        &mut status.conditions,
+        condition::new(
+            STALLED,
+            true,
+            RECORD_UNREADABLE,
+            message,
+            Some(generation),
+            now,
+        ),
+    );
     status
 }
 

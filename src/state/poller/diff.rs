@@ -3,7 +3,7 @@
 //! | event | fires when |
 //! |---|---|
 //! | `HealthChanged{up}` | the poller's view of slurmrestd flips: the first poll's outcome, then each Up↔Down transition (never for a repeated failure) |
-//! | `JobChanged` | one of OUR jobs appears (or becomes ours), or a field a controller reads changes: state (flags included), reason and its description, priority, hold, exit, nodes, times that mean something for its state (a pending job's estimated start included), time limit, comment, name, array ids and task list |
+//! | `JobChanged` | one of OUR jobs appears (or becomes ours), or a field a controller reads changes: state (flags included), reason and its description, priority, hold, exit, nodes, times that mean something for its state (a pending job's estimated start included), time limit, comment, name, array ids and task list; or its record becomes unreadable, or readable again, or unreadable for another reason (`ClusterState::unreadable`) |
 //! | `JobGone` | one of our jobs leaves the index: slurmctld purged it (MinJobAge), or its comment stopped being ours; carries the comment it had |
 //! | `NodeChanged` | a node appears, its record changes (state, reason, CPUs, features, ...), or the jobs running on it change (count or deadline) |
 //! | `NodeGone` | a node leaves slurmctld's node list (deleted dynamic node) |
@@ -35,7 +35,12 @@ pub fn diff(
     for change in merge(&old.jobs, &new.jobs) {
         match change {
             Change::Added(job) => events.push(job_changed(cluster, job)),
-            Change::Both(a, b) if job_differs(a, b) => events.push(job_changed(cluster, b)),
+            Change::Both(a, b)
+                if job_differs(a, b)
+                    || old.unreadable.get(&b.job_id) != new.unreadable.get(&b.job_id) =>
+            {
+                events.push(job_changed(cluster, b))
+            }
             Change::Both(..) => {}
             Change::Removed(job) => events.push(SlurmEvent::JobGone {
                 cluster: cluster.clone(),
@@ -408,6 +413,57 @@ mod tests {
             );
             assert_eq!(got, want, "{what}");
         }
+    }
+
+    #[test]
+    fn a_record_that_becomes_unreadable_or_readable_again_is_a_change() {
+        let unread = |reason: &'static str| crate::state::index::Unreadable {
+            reason,
+            message: "m".into(),
+            since: t(3),
+        };
+        let with_unreadable = |ids: &[(u32, &'static str)]| ClusterState {
+            unreadable: Arc::new(ids.iter().map(|(id, r)| (*id, unread(r))).collect()),
+            ..state(vec![job(1, "RUNNING"), job(2, "RUNNING")], vec![], up())
+        };
+        type Unread<'a> = &'a [(u32, &'static str)];
+        let table: [(&str, Unread, Unread, Vec<SlurmEvent>); 5] = [
+            ("none", &[], &[], vec![]),
+            (
+                "1 becomes unreadable",
+                &[],
+                &[(1, "ResponseTooLarge")],
+                vec![changed(1)],
+            ),
+            (
+                "still, as before",
+                &[(1, "ResponseTooLarge")],
+                &[(1, "ResponseTooLarge")],
+                vec![],
+            ),
+            (
+                "for another reason",
+                &[(1, "ResponseTooLarge")],
+                &[(1, "DecodeError")],
+                vec![changed(1)],
+            ),
+            ("read again", &[(1, "DecodeError")], &[], vec![changed(1)]),
+        ];
+        for (what, before, after, want) in table {
+            let got = diff(
+                &cluster(),
+                &with_unreadable(before),
+                &with_unreadable(after),
+            );
+            assert_eq!(got, want, "{what}");
+        }
+        // Someone else's (not in the index's jobs): no event.
+        let got = diff(
+            &cluster(),
+            &with_unreadable(&[]),
+            &with_unreadable(&[(7, "DecodeError")]),
+        );
+        assert!(got.is_empty(), "{got:?}");
     }
 
     #[test]

@@ -34,6 +34,15 @@
 //! then the requests grow with the operator's jobs, not with the queue. Later, a burst of others'
 //! submits larger than a cycle's `detail_budget` is skipped the same way once its older jobs are
 //! older than [`Tuning::recent`] (a catch-up), instead of being resolved a record at a time.
+//!
+//! One exception to "all or nothing": a job record slurmrestd answered that cannot be read
+//! (larger than `maxResponseSize`, or not decodable) is that job's failure, not the cycle's
+//! ([`SlurmError::is_unreadable_answer`]). The cycle goes on without it (ours and others' known
+//! jobs keep what the index knew of them; one whose owner is unknown keeps the index incomplete,
+//! [`strategy::unread_blocks_sync`]); it is published in [`ClusterState::unreadable`] and asked
+//! again after a delay that doubles up to the down backoff's cap. Before, one such record marked the cluster down
+//! and held back every other job's update (a job name that is not UTF-8 did, until it was
+//! repaired in transport).
 
 pub mod diff;
 pub mod hostlist;
@@ -58,7 +67,7 @@ use crate::metrics::Metrics;
 use crate::slurm::types::{Changes, Job, JobStateEntry, Node};
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::{
-    ClusterState, Health, IndexReader, IndexWriter, SlurmEvent, Wants, new_index,
+    ClusterState, Health, IndexReader, IndexWriter, SlurmEvent, Unreadable, Wants, new_index,
 };
 
 use strategy::{Fetch, Fetched, Limits, Listed, Scope, Tracker};
@@ -257,6 +266,27 @@ struct Poller {
     backoff: Option<ExponentialBackoff>,
     /// The periodic full listing, while it runs beside the incremental cycles.
     listing: Option<Listing>,
+    /// Records that could not be read, and when each is asked again.
+    unreadable: BTreeMap<u32, Unread>,
+}
+
+/// One job's record that could not be read ([`ClusterState::unreadable`]), and its next try.
+#[derive(Debug)]
+struct Unread {
+    record: Unreadable,
+    delay: Duration,
+    due: Instant,
+}
+
+/// What became of the records asked for one at a time in a cycle.
+#[derive(Debug, Default)]
+struct Reads {
+    /// Ids asked for (answered, gone, or failed below).
+    asked: Vec<u32>,
+    /// The ids whose answer could not be read, with why.
+    failed: Vec<(u32, SlurmError)>,
+    /// A listing of every record was read: no record is unreadable.
+    all: bool,
 }
 
 /// When the next node list may be asked: slurmrestd sends every node when one changed, so after
@@ -338,6 +368,7 @@ struct JobsPolled {
     /// The tracker the plan was made on, when it is not the poller's (the first listing of a
     /// poller that skips, or a catch-up that skipped a backlog of others' new jobs).
     base: Option<Tracker>,
+    reads: Reads,
 }
 
 impl Poller {
@@ -378,6 +409,7 @@ impl Poller {
             resync: true,
             backoff: None,
             listing: None,
+            unreadable: BTreeMap::new(),
         }
     }
 
@@ -399,6 +431,8 @@ impl Poller {
             let delay = self.settle(outcome, started);
             next = (started + delay).max(Instant::now());
         }
+        self.metrics
+            .unreadable_job_records(&self.cluster.name, None);
         tracing::debug!("poller stopped");
     }
 
@@ -505,10 +539,18 @@ impl Poller {
         // Taken after the listing: a job it shows whose submit has returned meanwhile is
         // known to be ours.
         let (submitted, held) = self.take_submitted();
+        let now = Instant::now();
+        let waiting: BTreeSet<u32> = self
+            .unreadable
+            .iter()
+            .filter(|(_, unread)| unread.due > now)
+            .map(|(id, _)| *id)
+            .collect();
         let asks = strategy::Asks {
             wanted: &self.wanted,
             submitted: &submitted,
             held: &held,
+            waiting: &waiting,
         };
         let mut base = None;
         let mut recent = Vec::new();
@@ -583,10 +625,15 @@ impl Poller {
         let tracker = base.as_ref().unwrap_or(&self.tracker);
         let limits = Limits {
             detail_budget: budget,
-            list_all_above: self.tuning.list_all_above,
+            // Not while a record is unreadable: the listing of every record holds it too.
+            list_all_above: if self.unreadable.is_empty() {
+                self.tuning.list_all_above
+            } else {
+                usize::MAX
+            },
             full_list_max_jobs: self.tuning.full_list_max_jobs,
         };
-        let plan = strategy::plan(tracker, &listed, asks, limits, tracker.len());
+        let mut plan = strategy::plan(tracker, &listed, asks, limits, tracker.len());
         if plan.deferred > 0 {
             tracing::debug!(
                 deferred = plan.deferred,
@@ -594,22 +641,46 @@ impl Poller {
                 "job records left for the next cycles"
             );
         }
-        let (mut fetched, fetches) = match plan.fetch {
-            Fetch::Nothing => (Fetched::Nothing, 0),
-            Fetch::Full => match self.client.jobs(None).await? {
-                Changes::Changed { items, .. } => (Fetched::Full(items), 1),
-                Changes::Unchanged => {
+        let mut reads = Reads::default();
+        let mut fetched = Fetched::Nothing;
+        let mut fetches = 0;
+        if plan.fetch == Fetch::Full {
+            fetches += 1;
+            match self.client.jobs(None).await {
+                Ok(Changes::Changed { items, .. }) => {
+                    reads.all = true;
+                    fetched = Fetched::Full(items);
+                }
+                Ok(Changes::Unchanged) => {
                     return Err(SlurmError::Decode {
                         operation: "jobs",
                         detail: "a listing without update_time answered \"unchanged\"".into(),
                     });
                 }
-            },
-            Fetch::Details(ids) => {
-                let count = ids.len();
-                (self.details(ids).await?, count)
+                // One large record (an array's finished tasks) makes the listing of every record
+                // too large: read them one at a time, and so find which.
+                Err(error) if error.is_unreadable_answer() => {
+                    tracing::debug!(%error, "the listing of every job's record cannot be read; reading the records one by one");
+                    let one_by_one = Limits {
+                        list_all_above: usize::MAX,
+                        ..limits
+                    };
+                    plan = strategy::plan(tracker, &listed, asks, one_by_one, tracker.len());
+                }
+                Err(error) => return Err(error),
             }
-        };
+        }
+        if let Fetch::Details(ids) = &plan.fetch {
+            fetches += ids.len();
+            reads.asked.clone_from(ids);
+            let (details, failed) = self.details(ids.clone()).await?;
+            reads.failed = failed;
+            fetched = details;
+        }
+        let unread_blocks = reads
+            .failed
+            .iter()
+            .any(|(id, _)| strategy::unread_blocks_sync(tracker, asks, *id));
         // The walk's records join the fetch (a full listing has them already).
         if !recent.is_empty() {
             fetched = match fetched {
@@ -631,11 +702,12 @@ impl Poller {
             listed,
             listed_at,
             fetched,
-            complete: plan.complete && probe_complete,
+            complete: plan.complete && probe_complete && !unread_blocks,
             requests: requests + fetches,
             spoken,
             probed_to,
             base,
+            reads,
         })
     }
 
@@ -748,7 +820,8 @@ impl Poller {
         let mut requests = 0;
         for chunk in newest.chunks(self.tuning.detail_concurrency.max(1)) {
             requests += chunk.len();
-            let Fetched::Details { records: found, .. } = self.details(chunk.to_vec()).await?
+            // A record that cannot be read stays unresolved: the cycles ask for it (and keep it).
+            let (Fetched::Details { records: found, .. }, _) = self.details(chunk.to_vec()).await?
             else {
                 continue;
             };
@@ -815,12 +888,20 @@ impl Poller {
 
     /// The records of `ids`, a few requests at a time. A job slurmctld no longer knows is missing,
     /// not an error.
-    async fn details(&self, ids: Vec<u32>) -> Result<Fetched, SlurmError> {
-        let answers: Vec<(u32, Option<Vec<Job>>)> = futures::stream::iter(ids)
+    /// The records of `ids`, and those that slurmrestd answered but could not be read
+    /// ([`SlurmError::is_unreadable_answer`]): one job's failure, not the cycle's. Any other error
+    /// fails the cycle.
+    async fn details(
+        &self,
+        ids: Vec<u32>,
+    ) -> Result<(Fetched, Vec<(u32, SlurmError)>), SlurmError> {
+        type Answer = Result<Option<Vec<Job>>, SlurmError>;
+        let answers: Vec<(u32, Answer)> = futures::stream::iter(ids)
             .map(|id| async move {
                 match self.client.job(id).await {
-                    Ok(records) => Ok((id, Some(records))),
-                    Err(SlurmError::NotFound { .. }) => Ok((id, None)),
+                    Ok(records) => Ok((id, Ok(Some(records)))),
+                    Err(SlurmError::NotFound { .. }) => Ok((id, Ok(None))),
+                    Err(error) if error.is_unreadable_answer() => Ok((id, Err(error))),
                     Err(error) => Err(error),
                 }
             })
@@ -829,13 +910,27 @@ impl Poller {
             .await?;
         let mut records = Vec::new();
         let mut missing = Vec::new();
+        let mut failed = Vec::new();
         for (id, answer) in answers {
             match answer {
-                Some(found) => records.extend(found),
-                None => missing.push(id),
+                Ok(Some(found)) => records.extend(found),
+                Ok(None) => missing.push(id),
+                Err(error) => failed.push((id, error)),
             }
         }
-        Ok(Fetched::Details { records, missing })
+        // Several records, none of which decodes and none answered otherwise: this slurmrestd's
+        // answers, not those jobs, are what cannot be read.
+        let all_undecodable = failed.len() > 1
+            && records.is_empty()
+            && missing.is_empty()
+            && failed
+                .iter()
+                .all(|(_, error)| matches!(error, SlurmError::Decode { .. }));
+        if all_undecodable {
+            return Err(failed.swap_remove(0).1);
+        }
+        failed.sort_unstable_by_key(|(id, _)| *id);
+        Ok((Fetched::Details { records, missing }, failed))
     }
 
     /// Apply a cycle's outcome: publish the new index, then its events. Returns the delay until
@@ -855,6 +950,7 @@ impl Poller {
                     spoken,
                     probed_to,
                     base,
+                    reads,
                 } = polled.jobs;
                 let full = matches!(spoken, Spoken::All);
                 let skipped = base.is_some();
@@ -872,6 +968,20 @@ impl Poller {
                     strategy::apply(previous, &old.jobs, &listed, fetched, spoken.scope());
                 let node_jobs = strategy::node_jobs(&tracker, &jobs);
                 self.tracker = tracker;
+                note_reads(
+                    &mut self.unreadable,
+                    reads,
+                    &self.tracker,
+                    self.interval,
+                    (now, Instant::now()),
+                );
+                let unreadable: BTreeMap<u32, Unreadable> = self
+                    .unreadable
+                    .iter()
+                    .map(|(id, unread)| (*id, unread.record.clone()))
+                    .collect();
+                self.metrics
+                    .unreadable_job_records(&self.cluster.name, Some(unreadable.len()));
                 // Asks are done once the job is resolved, or slurmctld does not hold it.
                 self.wanted.retain(|id| {
                     self.tracker
@@ -952,6 +1062,11 @@ impl Poller {
                         Arc::new(unresolved)
                     },
                     wants: old.wants.clone(),
+                    unreadable: if *old.unreadable == unreadable {
+                        old.unreadable.clone()
+                    } else {
+                        Arc::new(unreadable)
+                    },
                     health,
                     polls: old.polls + 1,
                 };
@@ -1025,6 +1140,53 @@ impl Poller {
     }
 }
 
+/// Keeps `unreadable` up to date with a cycle's reads, at `now` (both clocks): a record read (or
+/// gone) is no longer unreadable; one that failed again waits twice as long as before, from the
+/// poll interval up to the down backoff's cap; jobs slurmctld no longer holds are forgotten.
+fn note_reads(
+    unreadable: &mut BTreeMap<u32, Unread>,
+    reads: Reads,
+    tracker: &Tracker,
+    interval: Duration,
+    now: (DateTime<Utc>, Instant),
+) {
+    let Reads { asked, failed, all } = reads;
+    if all {
+        unreadable.clear();
+    }
+    for id in asked {
+        let failed_again = failed.iter().any(|(f, _)| *f == id);
+        if !failed_again && unreadable.remove(&id).is_some() {
+            tracing::info!(job_id = id, "a job record that could not be read was read");
+        }
+    }
+    let cap = strategy::backoff_cap(interval);
+    for (id, error) in failed {
+        let reason = error.category();
+        let message = error.to_string();
+        let unread = unreadable.entry(id).or_insert_with(|| {
+            tracing::warn!(
+                job_id = id, reason, %error,
+                "a job's record cannot be read: the poll goes on without it and asks again later"
+            );
+            Unread {
+                record: Unreadable {
+                    reason,
+                    message: message.clone(),
+                    since: now.0,
+                },
+                delay: Duration::ZERO,
+                due: now.1,
+            }
+        });
+        unread.record.reason = reason;
+        unread.record.message = message;
+        unread.delay = (unread.delay * 2).clamp(interval, cap);
+        unread.due = now.1 + unread.delay;
+    }
+    unreadable.retain(|id, _| tracker.contains_key(id));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1069,6 +1231,91 @@ mod tests {
         pace.answered(t1, Some(3), &tuning);
         assert!(!pace.due(t1 + ms(29)));
         assert!(pace.due(t1 + ms(30)));
+    }
+
+    #[test]
+    fn an_unreadable_record_is_asked_again_later_each_time_and_forgotten_once_read() {
+        let interval = Duration::from_secs(1);
+        let cap = strategy::backoff_cap(interval);
+        let tracker: Tracker = [5, 6, 7]
+            .into_iter()
+            .map(|id| {
+                let t = strategy::Tracked {
+                    state: crate::slurm::types::JobState::default(),
+                    entries: 1,
+                    known: strategy::Known::Ours,
+                    stale: strategy::Stale::No,
+                };
+                (id, t)
+            })
+            .collect();
+        let too_large = || SlurmError::ResponseTooLarge {
+            operation: "job",
+            limit: 1024,
+        };
+        let failing = |ids: &[u32]| Reads {
+            asked: ids.to_vec(),
+            failed: ids.iter().map(|id| (*id, too_large())).collect(),
+            all: false,
+        };
+        let (t0, i0) = (Utc::now(), Instant::now());
+        let mut unreadable = BTreeMap::new();
+        note_reads(
+            &mut unreadable,
+            failing(&[5, 6]),
+            &tracker,
+            interval,
+            (t0, i0),
+        );
+        assert_eq!(unreadable.keys().copied().collect::<Vec<_>>(), [5, 6]);
+        assert_eq!(unreadable[&5].record.reason, "ResponseTooLarge");
+        assert!(unreadable[&5].record.message.contains("1024-byte limit"));
+        assert_eq!(
+            unreadable[&5].due,
+            i0 + interval,
+            "the first wait is one interval"
+        );
+        // Failing again: the wait doubles, up to the cap; `since` stays the first failure's.
+        let mut waits = Vec::new();
+        for n in 1..=8 {
+            let at = i0 + interval * n;
+            note_reads(
+                &mut unreadable,
+                failing(&[5]),
+                &tracker,
+                interval,
+                (Utc::now(), at),
+            );
+            waits.push(unreadable[&5].due - at);
+        }
+        let s = Duration::from_secs;
+        assert_eq!(waits[..4], [s(2), s(4), s(8), s(10)]);
+        assert!(waits.iter().all(|w| *w <= cap), "{waits:?}");
+        assert_eq!(unreadable[&5].record.since, t0);
+        // Read (6), and gone from slurmctld (7 never failed; 5 leaves the tracker).
+        let read = Reads {
+            asked: vec![6, 7],
+            ..Reads::default()
+        };
+        note_reads(&mut unreadable, read, &tracker, interval, (t0, i0));
+        assert_eq!(unreadable.keys().copied().collect::<Vec<_>>(), [5]);
+        let purged: Tracker = Tracker::new();
+        note_reads(
+            &mut unreadable,
+            Reads::default(),
+            &purged,
+            interval,
+            (t0, i0),
+        );
+        assert!(unreadable.is_empty());
+        // A listing of every record read them all.
+        note_reads(&mut unreadable, failing(&[6]), &tracker, interval, (t0, i0));
+        let all = Reads {
+            all: true,
+            ..Reads::default()
+        };
+        note_reads(&mut unreadable, all, &tracker, interval, (t0, i0));
+        assert!(unreadable.is_empty());
     }
 
     #[tokio::test]

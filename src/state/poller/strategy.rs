@@ -231,6 +231,9 @@ pub struct Asks<'a> {
     pub submitted: &'a BTreeSet<u32>,
     /// Those of `submitted` whose read waits this cycle: a burst of submits goes on.
     pub held: &'a BTreeSet<u32>,
+    /// Ids whose record slurmrestd answered but could not be read ([`crate::state::index::Unreadable`]),
+    /// until their next try is due: one job's record does not cost a request every cycle.
+    pub waiting: &'a BTreeSet<u32>,
 }
 
 impl Asks<'_> {
@@ -254,6 +257,7 @@ impl<'a> Asks<'a> {
             wanted,
             submitted: &NONE,
             held: &NONE,
+            waiting: &NONE,
         }
     }
 }
@@ -300,10 +304,16 @@ pub fn plan(
     total: usize,
 ) -> PollPlan {
     let mut held = 0;
+    let mut unread_blocks = false;
     let mut needed: Vec<(Why, u32)> = listed
         .iter()
         .filter_map(|(id, l)| {
             let why = needs(tracker.get(id), l, asks.of(*id))?;
+            if asks.waiting.contains(id) {
+                held += 1;
+                unread_blocks |= unread_blocks_sync(tracker, asks, *id);
+                return None;
+            }
             if why == Why::Submitted && asks.held.contains(id) {
                 held += 1;
                 return None;
@@ -314,7 +324,7 @@ pub fn plan(
     if needed.is_empty() {
         return PollPlan {
             fetch: Fetch::Nothing,
-            complete: true,
+            complete: !unread_blocks,
             deferred: held,
         };
     }
@@ -331,9 +341,21 @@ pub fn plan(
     let later = needed.split_off(needed.len().min(budget));
     PollPlan {
         fetch: Fetch::Details(needed.into_iter().map(|(_, id)| id).collect()),
-        complete: !later.iter().any(|(why, _)| why.blocks_sync()),
+        complete: !unread_blocks && !later.iter().any(|(why, _)| why.blocks_sync()),
         deferred: later.len() + held,
     }
+}
+
+/// Whether job `id`'s record, needed and unreadable, leaves the index incomplete: only while its
+/// owner is unknown (it may be an earlier submit of ours that a SlurmJob must adopt, not submit
+/// again). Ours (or one this process submitted) and others' that are known keep what the index
+/// knew of them; the index tells that record is unreadable ([`crate::state::index::Unreadable`]),
+/// and one job's record does not hold back every team's submits.
+pub fn unread_blocks_sync(tracker: &Tracker, asks: Asks<'_>, id: u32) -> bool {
+    asks.of(id) != Ask::Submitted
+        && tracker
+            .get(&id)
+            .is_none_or(|t| t.known == Known::Unresolved)
 }
 
 /// What the fetch brought back.
@@ -1012,6 +1034,72 @@ mod tests {
     }
 
     #[test]
+    fn an_unreadable_record_waits_and_holds_up_the_sync_only_while_its_owner_is_unknown() {
+        // 1: ours, changed; 2: someone else's, started; 3: new, owner unknown; 4: ours, as it was.
+        let tracker: Tracker = [
+            (1, tracked("PENDING", Known::Ours)),
+            (2, tracked("PENDING", foreign())),
+            (4, tracked("PENDING", Known::Ours)),
+        ]
+        .into();
+        let listed = listing(&[
+            (1, "RUNNING"),
+            (2, "RUNNING"),
+            (3, "PENDING"),
+            (4, "PENDING"),
+        ]);
+        let none = BTreeSet::new();
+        fn asks(waiting: &BTreeSet<u32>) -> Asks<'_> {
+            static NONE: BTreeSet<u32> = BTreeSet::new();
+            Asks {
+                wanted: &NONE,
+                submitted: &NONE,
+                held: &NONE,
+                waiting,
+            }
+        }
+        let p = plan(&tracker, &listed, asks(&none), limits(16, 1_000), 4);
+        assert_eq!(p.fetch, Fetch::Details(vec![1, 3, 2]), "by priority");
+        assert!(p.complete);
+        // Only the one whose owner is unknown holds up the sync.
+        let table: [(&[u32], &[u32], bool); 5] = [
+            (&[2], &[1, 3], true),
+            (&[1], &[3, 2], true),
+            (&[3], &[1, 2], false),
+            // Not needed this cycle: it does not count.
+            (&[4], &[1, 3, 2], true),
+            (&[1, 2, 3], &[], false),
+        ];
+        for (waiting, fetched, complete) in table {
+            let waiting: BTreeSet<u32> = waiting.iter().copied().collect();
+            let p = plan(&tracker, &listed, asks(&waiting), limits(16, 1_000), 4);
+            let want = if fetched.is_empty() {
+                Fetch::Nothing
+            } else {
+                Fetch::Details(fetched.to_vec())
+            };
+            assert_eq!(p.fetch, want, "waiting {waiting:?}");
+            assert_eq!(p.complete, complete, "waiting {waiting:?}");
+            assert_eq!(
+                p.deferred,
+                waiting.len() - usize::from(waiting.contains(&4))
+            );
+        }
+        // The same test for a record asked for and not read this cycle; one this process
+        // submitted is known to be ours.
+        let blocks: Vec<bool> = (1..=4)
+            .map(|id| unread_blocks_sync(&tracker, asks(&none), id))
+            .collect();
+        assert_eq!(blocks, [false, false, true, false]);
+        let three: BTreeSet<u32> = [3].into();
+        let submitted = Asks {
+            submitted: &three,
+            ..asks(&none)
+        };
+        assert!(!unread_blocks_sync(&tracker, submitted, 3));
+    }
+
+    #[test]
     fn records_of_a_burst_of_submits_wait_without_holding_up_the_sync() {
         // 20 jobs of this process's burst (1..=20, one of which started), and someone else's
         // new job 30.
@@ -1025,6 +1113,7 @@ mod tests {
             wanted: &submitted,
             submitted: &submitted,
             held: &submitted,
+            waiting: &none,
         };
         // A small cluster: 21 needed records would make one full listing; the held ones do not
         // count toward it.
@@ -1041,6 +1130,7 @@ mod tests {
             wanted: &none,
             submitted: &submitted,
             held: &none,
+            waiting: &none,
         };
         let p = plan(&Tracker::new(), &listed, paused, limits(64, 1_000), 0);
         let Fetch::Details(ids) = p.fetch else {

@@ -333,3 +333,89 @@ async fn a_submit_tells_the_poller_its_job_is_ours_an_adoption_only_names_it() {
     assert_eq!(world.index.wants.take(), BTreeSet::from([job_id]));
     world.client.cancel_job(job_id).await.unwrap();
 }
+
+/// A running job of ours whose record the poller cannot read: the status stays as last read
+/// and says so with `Stalled=True` (`SlurmRecordUnreadable`, since when and why, and what bounds
+/// it); once the record is read again, the next step removes it. Nothing is sent to slurmrestd.
+#[tokio::test]
+async fn a_job_whose_record_cannot_be_read_is_stalled_until_it_can() {
+    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+        "clusterName": "local",
+        "script": "#!/bin/sh\nsleep 60\n",
+    }))
+    .unwrap();
+    let mut world = World::new(UNREACHABLE);
+    let tag = OwnerTag::new("u", 1);
+    let mut record = Job::bare().with_comment(world.key.comment(&tag, "slurm"));
+    record.job_id = 43;
+    record.user_name = Some("slurm".into());
+    record.state = crate::slurm::types::JobState::from_strings(&["RUNNING"]);
+    world.index = state(Some(101), vec![record]);
+    let since = DateTime::from_timestamp(150, 0).unwrap();
+    let mut unreadable = ClusterState {
+        unreadable: Arc::new(
+            [(
+                43,
+                crate::state::index::Unreadable {
+                    reason: "ResponseTooLarge",
+                    message: "slurmrestd's answer to job is larger than the 33554432-byte limit"
+                        .into(),
+                    since,
+                },
+            )]
+            .into(),
+        ),
+        ..world.index.clone()
+    };
+    std::mem::swap(&mut world.index, &mut unreadable);
+    let running = SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(43),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        ..Default::default()
+    };
+    let target = Target {
+        name: "unread",
+        uid: "u",
+        generation: 1,
+        spec: &spec,
+        status: Some(&running),
+        created: None,
+        refusal: None,
+    };
+    let stalled = |status: &SlurmJobStatus| {
+        condition::find(&status.conditions, status::STALLED)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    };
+    let env = world.env(DateTime::from_timestamp(200, 0).unwrap());
+    let step = step(target, env, |_| None).await.unwrap();
+    let (is, reason, message) = stalled(&step.status).expect("Stalled");
+    assert_eq!(
+        (is.as_str(), reason.as_str()),
+        ("True", "SlurmRecordUnreadable")
+    );
+    for part in [
+        "Slurm job 43's record",
+        "since 1970-01-01T00:02:30Z",
+        "ResponseTooLarge",
+        "33554432-byte limit",
+        "spec.maxResponseSize",
+        "as last read",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+    assert_eq!(step.status.phase, Phase::Running, "as last read");
+    assert!(step.notices.is_empty(), "{:?}", step.notices);
+    // Read again: the next step, from the status written, removes it.
+    std::mem::swap(&mut world.index, &mut unreadable);
+    let written = step.status;
+    let target = Target {
+        status: Some(&written),
+        ..target
+    };
+    let env = world.env(DateTime::from_timestamp(210, 0).unwrap());
+    let step = super::step(target, env, |_| None).await.unwrap();
+    assert_eq!(stalled(&step.status), None);
+    assert_eq!(step.status.phase, Phase::Running);
+}

@@ -427,6 +427,7 @@ fn facts(spec: &SlurmJobSpec) -> SubmitFacts<'_> {
         generation: 1,
         spec,
         index_trusted: true,
+        unreadable: None,
         submitted_here: None,
         indexed: None,
         fresh: true,
@@ -479,6 +480,11 @@ fn the_submit_decision() {
     let submitted = |_: &str| Some(Some(5));
     let missing = |_: &str| None;
     let unsubmitted = |_: &str| Some(None);
+    let unread = Unreadable {
+        reason: "DecodeError",
+        message: "cannot decode".into(),
+        since: DateTime::from_timestamp(100, 0).unwrap(),
+    };
     type Deps<'a> = &'a dyn Fn(&str) -> Option<Option<i64>>;
     let rows: Vec<(&str, SubmitFacts<'_>, Deps<'_>, Expect)> = vec![
         (
@@ -492,6 +498,20 @@ fn the_submit_decision() {
             Expect::Wait(
                 "WaitingForSlurmIndex",
                 "complete list of the cluster's jobs",
+            ),
+        ),
+        (
+            "the index held back by a record that cannot be read, whose owner is unknown: said",
+            SubmitFacts {
+                index_trusted: false,
+                unreadable: Some((77, &unread)),
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Wait(
+                "WaitingForSlurmIndex",
+                "while Slurm job 77's record, whose owner is not known yet, cannot be read \
+                 (DecodeError: cannot decode; since 1970-01-01T00:01:40Z)",
             ),
         ),
         (

@@ -307,6 +307,7 @@ impl View {
             wanted,
             submitted: &self.submitted,
             held: &held,
+            waiting: &BTreeSet::new(),
         };
         let p = plan(&self.tracker, &listed, asks, LIMITS, self.tracker.len());
         let fetched = sim.fetch(p.fetch);
