@@ -40,9 +40,9 @@
 //! ([`SlurmError::is_unreadable_answer`]). The cycle goes on without it (ours and others' known
 //! jobs keep what the index knew of them; one whose owner is unknown keeps the index incomplete,
 //! [`strategy::unread_blocks_sync`]); it is published in [`ClusterState::unreadable`] and asked
-//! again after a delay that doubles up to the down backoff's cap. Before, one such record marked the cluster down
-//! and held back every other job's update (a job name that is not UTF-8 did, until it was
-//! repaired in transport).
+//! again after a delay that doubles up to the down backoff's cap. Before, one such record marked
+//! the cluster down and held back every other job's update (a job name that is not UTF-8 did,
+//! until it was repaired in transport).
 
 pub mod diff;
 pub mod hostlist;
@@ -887,10 +887,9 @@ impl Poller {
     }
 
     /// The records of `ids`, a few requests at a time. A job slurmctld no longer knows is missing,
-    /// not an error.
-    /// The records of `ids`, and those that slurmrestd answered but could not be read
-    /// ([`SlurmError::is_unreadable_answer`]): one job's failure, not the cycle's. Any other error
-    /// fails the cycle.
+    /// not an error. A record slurmrestd answered that cannot be read
+    /// ([`SlurmError::is_unreadable_answer`]) is returned beside them: one job's failure, not
+    /// the cycle's. Any other error fails the cycle.
     async fn details(
         &self,
         ids: Vec<u32>,

@@ -257,6 +257,14 @@ struct View {
     submitted: BTreeSet<u32>,
     /// This cycle's submits make a burst: their records wait.
     hold: bool,
+    /// Ids whose record cannot be read this cycle: asked for, neither answered nor missing
+    /// (`Poller::details`).
+    unreadable: BTreeSet<u32>,
+    /// Ids whose record is not asked for this cycle: unreadable before, and their next try not
+    /// due yet ([`Asks::waiting`]).
+    waiting: BTreeSet<u32>,
+    /// Records asked for that could not be read, over the view's life.
+    failed: usize,
 }
 
 const LIMITS: Limits = Limits {
@@ -307,9 +315,14 @@ impl View {
             wanted,
             submitted: &self.submitted,
             held: &held,
-            waiting: &BTreeSet::new(),
+            waiting: &self.waiting,
         };
-        let p = plan(&self.tracker, &listed, asks, LIMITS, self.tracker.len());
+        let mut p = plan(&self.tracker, &listed, asks, LIMITS, self.tracker.len());
+        if let Fetch::Details(ids) = &mut p.fetch {
+            let asked = ids.len();
+            ids.retain(|id| !self.unreadable.contains(id));
+            self.failed += asked - ids.len();
+        }
         let fetched = sim.fetch(p.fetch);
         if let Some(seen) = seen {
             let asked = match scope {
@@ -596,6 +609,75 @@ fn incremental_cycles_hold_what_full_listings_hold() {
         array_records_seen > 200,
         "{array_records_seen} records of our arrays compared"
     );
+}
+
+/// A record that cannot be read (`Poller::details` leaves it out: neither a record nor missing)
+/// or whose next try is not due ([`Asks::waiting`]) is only late. Over the same random
+/// histories, each of the first 30 cycles fails a random sixth of slurmctld's records and holds
+/// back another sixth. Meanwhile no job of ours leaves the index while slurmctld holds it; three
+/// clean incremental cycles and a full listing later, the view holds what the reference (every
+/// state listed every cycle, every record readable) holds.
+#[test]
+fn records_that_could_not_be_read_are_late_never_lost() {
+    let mut failed = 0;
+    let mut waited = 0;
+    for seed in 0..200u64 {
+        let (mut rng, mut sim, baseline, mut reference) = history(seed);
+        let mut view = reference.clone();
+        let mut ever_wanted: BTreeSet<u32> = BTreeSet::new();
+        let mut asked: BTreeSet<u32> = BTreeSet::new();
+        for cycle in 1..=34u64 {
+            for _ in 0..rng.below(4) {
+                sim.step(&mut rng);
+            }
+            let wanted = named_now(&mut rng, &baseline);
+            ever_wanted.extend(&wanted);
+            reference.full(&sim, &wanted);
+            let sixth = |rng: &mut Rng| -> BTreeSet<u32> {
+                if cycle > 30 {
+                    return BTreeSet::new();
+                }
+                sim.jobs
+                    .keys()
+                    .filter(|_| rng.below(6) == 0)
+                    .copied()
+                    .collect()
+            };
+            view.unreadable = sixth(&mut rng);
+            view.waiting = sixth(&mut rng);
+            waited += view.waiting.len();
+            // As the poller keeps an ask until its job is resolved (`Poller::wanted`).
+            asked.extend(&wanted);
+            let before: Vec<u32> = view.jobs.keys().copied().collect();
+            if cycle % 5 == 0 || cycle == 34 {
+                view.full(&sim, &asked);
+            } else {
+                view.incremental(&sim, &asked, 8);
+            }
+            // Late, never lost: a job of ours slurmctld still holds stays in the index.
+            for id in before.iter().filter(|id| sim.jobs.contains_key(id)) {
+                assert!(
+                    view.jobs.contains_key(id),
+                    "job {id} lost: seed {seed}, cycle {cycle}"
+                );
+            }
+            asked.retain(|id| {
+                view.tracker
+                    .get(id)
+                    .is_some_and(|t| t.known == Known::Skipped)
+            });
+        }
+        failed += view.failed;
+        let named = Named {
+            baseline: &baseline,
+            ever_wanted: &ever_wanted,
+        };
+        let context = format!("seed {seed}");
+        named.same_records(&view, &reference, &sim, &context);
+        named.same_jobs(&view, &reference, &context);
+    }
+    assert!(failed > 500, "{failed} records failed");
+    assert!(waited > 1_000, "{waited} records held back");
 }
 
 /// A full listing running beside the cycles (`Poller`'s `Listing`): asked in one cycle,
