@@ -86,13 +86,14 @@ pub struct ClusterState {
 impl ClusterState {
     /// The records of job `job_id`: the job itself, and for an array (by its array job id) every
     /// task record and the meta record, by job id. Empty when the index does not hold it.
-    /// The lowest job whose record cannot be read while its owner is unknown: while there is
-    /// one, the job list is not complete (it may be an earlier submit of ours).
-    pub fn unreadable_unresolved(&self) -> Option<(u32, &Unreadable)> {
+    /// The jobs whose record cannot be read while their owner is unknown: while there is one,
+    /// the job list is not complete (it may be an earlier submit of ours).
+    pub fn unreadable_unresolved(&self) -> BTreeMap<u32, &Unreadable> {
         self.unreadable
             .iter()
-            .find(|(id, _)| self.unresolved.contains(id))
+            .filter(|(id, _)| self.unresolved.contains(id))
             .map(|(id, unread)| (*id, unread))
+            .collect()
     }
 
     pub fn job_records(&self, job_id: u32) -> Vec<&Job> {

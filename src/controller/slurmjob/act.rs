@@ -637,6 +637,7 @@ where
     };
     let user = user.unwrap_or_default();
     let mut notices = not_adopted(&indexed, "slurmctld");
+    let unreadable = env.state.unreadable_unresolved();
     let facts = SubmitFacts {
         name: target.name,
         tag: &tag,
@@ -645,7 +646,7 @@ where
         generation,
         spec: target.spec,
         index_trusted,
-        unreadable: env.state.unreadable_unresolved(),
+        unreadable: &unreadable,
         submitted_here: env.submissions.get(&tag),
         indexed: indexed.job_id,
         fresh: plan::fresh(

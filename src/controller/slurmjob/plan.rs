@@ -16,6 +16,7 @@
 //! 3. unless the SlurmJob is fresh ([`FRESH`]), accounting has answered that it holds no job
 //!    with this tag either (one that ran and left slurmctld while the operator was away).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -57,9 +58,9 @@ pub struct SubmitFacts<'a> {
     pub spec: &'a SlurmJobSpec,
     /// Whether the index synced completely after this process started ([`index_trusted`]).
     pub index_trusted: bool,
-    /// A job whose owner is unknown and whose record cannot be read: the index is not complete
-    /// while there is one ([`ClusterState::unreadable_unresolved`]).
-    pub unreadable: Option<(u32, &'a Unreadable)>,
+    /// The jobs whose owner is unknown and whose record cannot be read: the index is not
+    /// complete while there is one ([`ClusterState::unreadable_unresolved`]).
+    pub unreadable: &'a BTreeMap<u32, &'a Unreadable>,
     /// The job this process submitted with this tag, if any (see `Submissions`).
     pub submitted_here: Option<u32>,
     /// The lowest job id in the index carrying this tag, provably ours ([`adoptable`]).
@@ -120,16 +121,11 @@ pub fn submit(
             "waiting for a complete list of the cluster's jobs before submitting, so that a job \
              submitted before a restart is adopted instead of submitted twice",
         );
-        if let Some((job_id, unread)) = facts.unreadable {
+        if let Some((job_id, unread)) = facts.unreadable.iter().next() {
             message.push_str(&format!(
-                "; the list stays incomplete while Slurm job {job_id}'s record, whose owner is \
-                 not known yet, cannot be read ({}: {}; since {}), which the SlurmCluster's \
-                 administrator can look into",
-                unread.reason,
-                status::bounded(&unread.message, status::MAX_SLURM_MESSAGE),
-                unread
-                    .since
-                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                "; the list stays incomplete while {}, which the SlurmCluster's administrator \
+                 can look into",
+                unreadable(*job_id, unread)
             ));
         }
         return SubmitPlan::Wait {
@@ -186,9 +182,8 @@ pub fn submit(
             announced: false,
         },
         Some(AccountingAnswer::Found(None)) => SubmitPlan::Submit(Box::new(request)),
-        Some(AccountingAnswer::Unresolved(ids)) => SubmitPlan::Wait {
-            reason: "WaitingForSlurmIndex",
-            message: format!(
+        Some(AccountingAnswer::Unresolved(ids)) => {
+            let mut message = format!(
                 "waiting for the records of Slurm jobs {} (same name and user in accounting, \
                  not yet read from slurmctld) to tell whether one is an earlier submit of \
                  generation {}",
@@ -197,8 +192,18 @@ pub fn submit(
                     .collect::<Vec<_>>()
                     .join(", "),
                 facts.generation
-            ),
-        },
+            );
+            for id in ids {
+                if let Some(unread) = facts.unreadable.get(id) {
+                    message.push_str("; ");
+                    message.push_str(&unreadable(*id, unread));
+                }
+            }
+            SubmitPlan::Wait {
+                reason: "WaitingForSlurmIndex",
+                message,
+            }
+        }
         Some(AccountingAnswer::Failed { reason, message }) => SubmitPlan::Wait {
             reason: "WaitingForAccounting",
             message: format!(
@@ -208,6 +213,19 @@ pub fn submit(
             ),
         },
     }
+}
+
+/// What a wait says of job `job_id`, whose owner is unknown and whose record cannot be read.
+fn unreadable(job_id: u32, unread: &Unreadable) -> String {
+    format!(
+        "Slurm job {job_id}'s record, whose owner is not known yet, cannot be read ({}: {}; \
+         since {})",
+        unread.reason,
+        status::bounded(&unread.message, status::MAX_SLURM_MESSAGE),
+        unread
+            .since
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    )
 }
 
 /// Whether a SlurmJob created at `created` is still fresh at `now` in its first generation.

@@ -417,6 +417,8 @@ fn spec(extra: serde_json::Value) -> SlurmJobSpec {
     serde_json::from_value(spec).unwrap()
 }
 
+static NONE_UNREADABLE: BTreeMap<u32, &Unreadable> = BTreeMap::new();
+
 /// The facts of a fresh first generation whose index is trusted and holds nothing of it.
 fn facts(spec: &SlurmJobSpec) -> SubmitFacts<'_> {
     SubmitFacts {
@@ -427,7 +429,7 @@ fn facts(spec: &SlurmJobSpec) -> SubmitFacts<'_> {
         generation: 1,
         spec,
         index_trusted: true,
-        unreadable: None,
+        unreadable: &NONE_UNREADABLE,
         submitted_here: None,
         indexed: None,
         fresh: true,
@@ -485,6 +487,7 @@ fn the_submit_decision() {
         message: "cannot decode".into(),
         since: DateTime::from_timestamp(100, 0).unwrap(),
     };
+    let unreadable = BTreeMap::from([(20, &unread), (77, &unread)]);
     type Deps<'a> = &'a dyn Fn(&str) -> Option<Option<i64>>;
     let rows: Vec<(&str, SubmitFacts<'_>, Deps<'_>, Expect)> = vec![
         (
@@ -504,13 +507,13 @@ fn the_submit_decision() {
             "the index held back by a record that cannot be read, whose owner is unknown: said",
             SubmitFacts {
                 index_trusted: false,
-                unreadable: Some((77, &unread)),
+                unreadable: &unreadable,
                 ..facts(&plain)
             },
             &submitted,
             Expect::Wait(
                 "WaitingForSlurmIndex",
-                "while Slurm job 77's record, whose owner is not known yet, cannot be read \
+                "while Slurm job 20's record, whose owner is not known yet, cannot be read \
                  (DecodeError: cannot decode; since 1970-01-01T00:01:40Z)",
             ),
         ),
@@ -631,6 +634,21 @@ fn the_submit_decision() {
             Expect::Wait(
                 "WaitingForSlurmIndex",
                 "Slurm jobs 7, 20 (same name and user",
+            ),
+        ),
+        (
+            "one of them cannot be read: said",
+            SubmitFacts {
+                fresh: false,
+                accounting: Some(&unresolved),
+                unreadable: &unreadable,
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Wait(
+                "WaitingForSlurmIndex",
+                "earlier submit of generation 1; Slurm job 20's record, whose owner is not \
+                 known yet, cannot be read (DecodeError",
             ),
         ),
         (
