@@ -231,8 +231,9 @@ pub struct Asks<'a> {
     pub submitted: &'a BTreeSet<u32>,
     /// Those of `submitted` whose read waits this cycle: a burst of submits goes on.
     pub held: &'a BTreeSet<u32>,
-    /// Ids whose record slurmrestd answered but could not be read ([`crate::state::index::Unreadable`]),
-    /// until their next try is due: one job's record does not cost a request every cycle.
+    /// Ids whose record slurmrestd answered but could not be read
+    /// ([`crate::state::index::Unreadable`]), until their next try is due: one job's record
+    /// does not cost a request every cycle.
     pub waiting: &'a BTreeSet<u32>,
 }
 
