@@ -350,9 +350,9 @@ async fn a_job_whose_record_cannot_be_read_is_stalled_until_it_can() {
     record.job_id = 43;
     record.user_name = Some("slurm".into());
     record.state = crate::slurm::types::JobState::from_strings(&["RUNNING"]);
-    world.index = state(Some(101), vec![record]);
+    let readable = state(Some(101), vec![record]);
     let since = DateTime::from_timestamp(150, 0).unwrap();
-    let mut unreadable = ClusterState {
+    world.index = ClusterState {
         unreadable: Arc::new(
             [(
                 43,
@@ -365,9 +365,8 @@ async fn a_job_whose_record_cannot_be_read_is_stalled_until_it_can() {
             )]
             .into(),
         ),
-        ..world.index.clone()
+        ..readable.clone()
     };
-    std::mem::swap(&mut world.index, &mut unreadable);
     let running = SlurmJobStatus {
         phase: Phase::Running,
         job_id: Some(43),
@@ -408,7 +407,7 @@ async fn a_job_whose_record_cannot_be_read_is_stalled_until_it_can() {
     assert_eq!(step.status.phase, Phase::Running, "as last read");
     assert!(step.notices.is_empty(), "{:?}", step.notices);
     // Read again: the next step, from the status written, removes it.
-    std::mem::swap(&mut world.index, &mut unreadable);
+    world.index = readable;
     let written = step.status;
     let target = Target {
         status: Some(&written),
