@@ -11,7 +11,9 @@
 //! 3. request cost of the poller's cycles with 10, 1 000 and 10 000 jobs in slurmctld, counted
 //!    with the client's `RequestObserver`; bytes through a counting TCP proxy in front of
 //!    slurmrestd. The held jobs are others' (no ownership tag), so the cycles between full
-//!    listings are incremental (issue 19); one full state listing's size is shown next to them;
+//!    listings are incremental (issue 19); one full state listing's size is shown next to them.
+//!    The largest point comes after steps 1 and 2, whose SlurmJobs stay pending and are followed
+//!    by every cycle; it is measured again once they are cancelled and purged;
 //! 4. a restarted poller's first sync (issue 19) against the jobs then held, which no SlurmJob
 //!    names: requests, seconds and bytes until its index is synced, skipping them (a cluster
 //!    with accounting) and fetching every record (as before issue 19, and without accounting).
@@ -508,7 +510,7 @@ impl Bench {
             .split_last()
             .map_or((None, &[][..]), |(l, f)| (Some(*l), f));
         for &count in first {
-            self.request_cost(count, cycles).await?;
+            self.request_cost(count, cycles, None).await?;
             if count >= FIRST_SYNC_FROM {
                 self.first_syncs().await?;
             }
@@ -565,9 +567,10 @@ impl Bench {
         if !latency_jobs.is_empty() {
             self.latency(latency_jobs).await?;
         }
-        if let Some(count) = last {
-            self.request_cost(count, cycles).await?;
-        }
+        let largest = match last {
+            Some(count) => Some(self.request_cost(count, cycles, None).await?),
+            None => None,
+        };
         self.first_syncs().await?;
         let state = self.index.borrow().clone();
         self.row(
@@ -589,6 +592,38 @@ impl Bench {
                 if cfg!(debug_assertions) { "dev" } else { "release" }
             ),
         );
+        // The largest point again without ours: what a quiet cycle costs at that queue size
+        // alone, apart from what following our own jobs costs.
+        if let (Some(count), Some(first)) = (last, largest) {
+            self.cancel_ours().await?;
+            self.request_cost(count, cycles, Some(first)).await?;
+        }
+        Ok(())
+    }
+
+    /// Cancels every job of ours the index holds and waits until slurmctld has purged them
+    /// (MinJobAge), so that no cycle follows them any more.
+    async fn cancel_ours(&self) -> anyhow::Result<()> {
+        let mut index = self.index.clone();
+        let ours: Vec<u32> = index.borrow().jobs.keys().copied().collect();
+        let started = Instant::now();
+        let failed = futures::stream::iter(&ours)
+            .map(|id| self.user.cancel_job(*id))
+            .buffer_unordered(16)
+            .filter(|r| std::future::ready(r.is_err()))
+            .count()
+            .await;
+        // An ended job's cancel fails; it is purged all the same.
+        log(format!(
+            "cancelled {} of our {} jobs ({failed} refused: already ended)",
+            ours.len() - failed,
+            ours.len()
+        ));
+        wait_index(&mut index, "our jobs purged", |s| s.jobs.is_empty()).await?;
+        log(format!(
+            "our jobs purged {:.0} s after the cancels",
+            started.elapsed().as_secs_f64()
+        ));
         Ok(())
     }
 
@@ -957,7 +992,14 @@ impl Bench {
 
     /// Top the jobs in slurmctld up to `count` (held, and not ours: no ownership tag, as at a
     /// site where most of the queue is other users'), then measure `cycles` poll cycles.
-    async fn request_cost(&self, count: usize, cycles: usize) -> anyhow::Result<()> {
+    /// Returns the number of jobs in slurmctld it measured at. `again`: that number of an
+    /// earlier pass at this point, once ours are gone; its rows go beside that pass's.
+    async fn request_cost(
+        &self,
+        count: usize,
+        cycles: usize,
+        again: Option<usize>,
+    ) -> anyhow::Result<usize> {
         let mut index = self.index.clone();
         let total = index.borrow().jobs_total;
         if count > total {
@@ -1038,6 +1080,10 @@ impl Bench {
         }
         let rpcs = rpc_delta(&rpcs_before, &self.user.rpc_stats().await?);
         let state = index.borrow().clone();
+        let (order, label) = match again {
+            None => (state.jobs_total, ""),
+            Some(first) => (first, ", after ours were cancelled and purged"),
+        };
         // What one full state listing costs now (the cycles between full listings do not list).
         let (lister, _, listed) = self.counted_client().await?;
         let before_full = self.user.rpc_stats().await?;
@@ -1057,9 +1103,9 @@ impl Bench {
             })
             .collect();
         self.row(
-            200_000 + state.jobs_total,
+            200_000 + order,
             &format!(
-                "requests per poll cycle, {} jobs in slurmctld",
+                "requests per poll cycle, {} jobs in slurmctld{label}",
                 state.jobs_total
             ),
             format!(
@@ -1084,9 +1130,9 @@ impl Bench {
         let rpc_time: Duration = rpcs.values().map(|(_, t)| *t).sum();
         let full_time: Duration = full_rpcs.values().map(|(_, t)| *t).sum();
         self.row(
-            200_001 + state.jobs_total,
+            200_001 + order,
             &format!(
-                "slurmctld's RPCs per poll cycle, {} jobs in slurmctld",
+                "slurmctld's RPCs per poll cycle, {} jobs in slurmctld{label}",
                 state.jobs_total
             ),
             format!(
@@ -1109,7 +1155,7 @@ impl Bench {
                     .join(", ")
             ),
         );
-        Ok(())
+        Ok(state.jobs_total)
     }
 }
 
