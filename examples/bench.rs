@@ -613,9 +613,9 @@ impl Bench {
             .filter(|r| std::future::ready(r.is_err()))
             .count()
             .await;
-        // An ended job's cancel fails; it is purged all the same.
+        // Slurm refuses to cancel a job that has ended; it is purged all the same.
         log(format!(
-            "cancelled {} of our {} jobs ({failed} refused: already ended)",
+            "cancelled {} of our {} jobs ({failed} refused)",
             ours.len() - failed,
             ours.len()
         ));
