@@ -84,8 +84,6 @@ pub struct ClusterState {
 }
 
 impl ClusterState {
-    /// The records of job `job_id`: the job itself, and for an array (by its array job id) every
-    /// task record and the meta record, by job id. Empty when the index does not hold it.
     /// The jobs whose record cannot be read while their owner is unknown: while there is one,
     /// the job list is not complete (it may be an earlier submit of ours).
     pub fn unreadable_unresolved(&self) -> BTreeMap<u32, &Unreadable> {
@@ -96,6 +94,8 @@ impl ClusterState {
             .collect()
     }
 
+    /// The records of job `job_id`: the job itself, and for an array (by its array job id) every
+    /// task record and the meta record, by job id. Empty when the index does not hold it.
     pub fn job_records(&self, job_id: u32) -> Vec<&Job> {
         self.jobs.records(job_id)
     }

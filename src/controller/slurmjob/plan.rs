@@ -193,10 +193,16 @@ pub fn submit(
                     .join(", "),
                 facts.generation
             );
-            for id in ids {
-                if let Some(unread) = facts.unreadable.get(id) {
-                    message.push_str("; ");
-                    message.push_str(&unreadable(*id, unread));
+            // One named, the others counted: a condition's message is bounded (32 KiB).
+            let mut unread = ids
+                .iter()
+                .filter_map(|id| facts.unreadable.get(id).map(|u| (*id, *u)));
+            if let Some((id, first)) = unread.next() {
+                message.push_str("; ");
+                message.push_str(&unreadable(id, first));
+                let more = unread.count();
+                if more > 0 {
+                    message.push_str(&format!(", and {more} more of them cannot be read either"));
                 }
             }
             SubmitPlan::Wait {

@@ -475,6 +475,7 @@ fn the_submit_decision() {
     let found = AccountingAnswer::Found(Some(41));
     let none = AccountingAnswer::Found(None);
     let unresolved = AccountingAnswer::Unresolved(vec![7, 20]);
+    let unresolved_more = AccountingAnswer::Unresolved(vec![7, 20, 77]);
     let failed = AccountingAnswer::Failed {
         reason: "Unreachable",
         message: "connection refused".into(),
@@ -649,6 +650,22 @@ fn the_submit_decision() {
                 "WaitingForSlurmIndex",
                 "earlier submit of generation 1; Slurm job 20's record, whose owner is not \
                  known yet, cannot be read (DecodeError",
+            ),
+        ),
+        (
+            "two of them cannot be read: one named, the other counted",
+            SubmitFacts {
+                fresh: false,
+                accounting: Some(&unresolved_more),
+                unreadable: &unreadable,
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Wait(
+                "WaitingForSlurmIndex",
+                "Slurm job 20's record, whose owner is not known yet, cannot be read \
+                 (DecodeError: cannot decode; since 1970-01-01T00:01:40Z), and 1 more of them \
+                 cannot be read either",
             ),
         ),
         (
