@@ -13,7 +13,8 @@
 //!    slurmrestd. The held jobs are others' (no ownership tag), so the cycles between full
 //!    listings are incremental (issue 19); one full state listing's size is shown next to them.
 //!    The largest point comes after steps 1 and 2, whose SlurmJobs stay pending and are followed
-//!    by every cycle; it is measured again once they are cancelled and purged;
+//!    by every cycle; it is measured again once they are cancelled (ended, no longer followed,
+//!    still listed by slurmctld until `MinJobAge`) and once they are purged;
 //! 4. a restarted poller's first sync (issue 19) against the jobs then held, which no SlurmJob
 //!    names: requests, seconds and bytes until its index is synced, skipping them (a cluster
 //!    with accounting) and fetching every record (as before issue 19, and without accounting).
@@ -71,7 +72,7 @@ use slurm_operator::slurm::types::{
 };
 use slurm_operator::slurm::{ClientConfig, Credentials, RequestObserver, SlurmClient};
 use slurm_operator::state::index::{ClusterState, IndexReader, NodeJobs, SlurmEvent};
-use slurm_operator::state::poller::strategy::{Known, Stale, Tracked, Tracker};
+use slurm_operator::state::poller::strategy::{self, Known, Stale, Tracked, Tracker};
 use slurm_operator::state::poller::{self, PollerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -510,7 +511,7 @@ impl Bench {
             .split_last()
             .map_or((None, &[][..]), |(l, f)| (Some(*l), f));
         for &count in first {
-            self.request_cost(count, cycles, None).await?;
+            self.request_cost(count, cycles, Pass::First).await?;
             if count >= FIRST_SYNC_FROM {
                 self.first_syncs().await?;
             }
@@ -568,7 +569,7 @@ impl Bench {
             self.latency(latency_jobs).await?;
         }
         let largest = match last {
-            Some(count) => Some(self.request_cost(count, cycles, None).await?),
+            Some(count) => Some(self.request_cost(count, cycles, Pass::First).await?),
             None => None,
         };
         self.first_syncs().await?;
@@ -592,18 +593,24 @@ impl Bench {
                 if cfg!(debug_assertions) { "dev" } else { "release" }
             ),
         );
-        // The largest point again without ours: what a quiet cycle costs at that queue size
-        // alone, apart from what following our own jobs costs.
+        // The largest point again once ours have ended (slurmctld still lists them until
+        // MinJobAge, incremental cycles no longer follow them), and once they are purged: what
+        // a quiet cycle costs at that queue size alone, apart from following our own jobs.
         if let (Some(count), Some(first)) = (last, largest) {
-            self.cancel_ours().await?;
-            self.request_cost(count, cycles, Some(first)).await?;
+            let cancelled = self.cancel_ours().await?;
+            self.request_cost(count, cycles.min(5), Pass::Ended(first))
+                .await?;
+            self.purged(cancelled).await?;
+            self.request_cost(count, cycles, Pass::Purged(first))
+                .await?;
         }
         Ok(())
     }
 
-    /// Cancels every job of ours the index holds and waits until slurmctld has purged them
-    /// (MinJobAge), so that no cycle follows them any more.
-    async fn cancel_ours(&self) -> anyhow::Result<()> {
+    /// Cancels every job of ours the index holds and waits until the index holds each as
+    /// settled (ended, nothing left moving: no cycle follows it any more). Returns when the
+    /// cancels began.
+    async fn cancel_ours(&self) -> anyhow::Result<Instant> {
         let mut index = self.index.clone();
         let ours: Vec<u32> = index.borrow().jobs.keys().copied().collect();
         let started = Instant::now();
@@ -619,10 +626,25 @@ impl Bench {
             ours.len() - failed,
             ours.len()
         ));
+        wait_index(&mut index, "our jobs ended", |s| {
+            s.jobs.values().all(|j| strategy::settled(&j.state))
+        })
+        .await?;
+        log(format!(
+            "our jobs ended in the index {:.1} s after the first cancel",
+            started.elapsed().as_secs_f64()
+        ));
+        Ok(started)
+    }
+
+    /// Waits until slurmctld has purged our jobs (MinJobAge) and the index has seen it (the
+    /// periodic full listing: cycles no longer follow ended jobs of ours).
+    async fn purged(&self, cancelled: Instant) -> anyhow::Result<()> {
+        let mut index = self.index.clone();
         wait_index(&mut index, "our jobs purged", |s| s.jobs.is_empty()).await?;
         log(format!(
-            "our jobs purged {:.0} s after the cancels",
-            started.elapsed().as_secs_f64()
+            "our jobs purged {:.0} s after the first cancel",
+            cancelled.elapsed().as_secs_f64()
         ));
         Ok(())
     }
@@ -992,14 +1014,10 @@ impl Bench {
 
     /// Top the jobs in slurmctld up to `count` (held, and not ours: no ownership tag, as at a
     /// site where most of the queue is other users'), then measure `cycles` poll cycles.
-    /// Returns the number of jobs in slurmctld it measured at. `again`: that number of an
-    /// earlier pass at this point, once ours are gone; its rows go beside that pass's.
-    async fn request_cost(
-        &self,
-        count: usize,
-        cycles: usize,
-        again: Option<usize>,
-    ) -> anyhow::Result<usize> {
+    /// Returns the number of jobs in slurmctld it measured at. `pass`: whether this is the
+    /// point's first pass, or a later one (ours ended, ours purged), whose rows go beside the
+    /// first's.
+    async fn request_cost(&self, count: usize, cycles: usize, pass: Pass) -> anyhow::Result<usize> {
         let mut index = self.index.clone();
         let total = index.borrow().jobs_total;
         if count > total {
@@ -1080,9 +1098,10 @@ impl Bench {
         }
         let rpcs = rpc_delta(&rpcs_before, &self.user.rpc_stats().await?);
         let state = index.borrow().clone();
-        let (order, label) = match again {
-            None => (state.jobs_total, ""),
-            Some(first) => (first, ", after ours were cancelled and purged"),
+        let (order, label) = match pass {
+            Pass::First => (state.jobs_total, ""),
+            Pass::Ended(first) => (first, ", ours cancelled, not purged yet"),
+            Pass::Purged(first) => (first, ", after ours were cancelled and purged"),
         };
         // What one full state listing costs now (the cycles between full listings do not list).
         let (lister, _, listed) = self.counted_client().await?;
@@ -1186,6 +1205,15 @@ enum Msg {
     Changed(Instant),
     /// An event for this SlurmJob arrived.
     Event(Instant),
+}
+
+/// Which pass of `request_cost` at a point: the first, or again once ours have ended or been
+/// purged (the first pass's job count, so that their rows go beside its own).
+#[derive(Debug, Clone, Copy)]
+enum Pass {
+    First,
+    Ended(usize),
+    Purged(usize),
 }
 
 async fn wait_index(

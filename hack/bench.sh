@@ -3,8 +3,9 @@
 # operator's submit path vs bare REST submits, status latency (Slurm-side change -> SlurmJob
 # status), slurmrestd requests per poll cycle at 10 / 1 000 / 10 000 jobs (others' held jobs; the
 # size of one full state listing next to them; the largest point again once the operator's own
-# pending jobs are cancelled and purged), a restarted poller's first sync against those 10 000
-# jobs (skipping them, and, as before issue 19, fetching every record), the memory of an index with
+# pending jobs are cancelled (ended: no longer followed, still listed) and once they are
+# purged), a restarted poller's first sync against those 10 000 jobs (skipping them, and, as
+# before issue 19, fetching every record), the memory of an index with
 # 10 000 jobs and 1 000 nodes, and the memory of the operator binary with 100 000 SlurmJobs in its
 # caches (against the tests' in-memory API server) and 100 000 others' jobs queued, and (issue 19)
 # through the operator binary and that API server: bursts of 200 and 2 000 SlurmJobs (how long after

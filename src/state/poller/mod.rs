@@ -100,8 +100,9 @@ pub struct Tuning {
     /// thousands costs a few requests a minute, not one per job per cycle.
     pub pending_refresh_every: Duration,
     pub pending_refresh_batch: usize,
-    /// How often every job's state is listed (purged jobs, other users' jobs that started, ids
-    /// out of sequence), beside the incremental cycles, which ask only about what they follow.
+    /// How often every job's state is listed (purged jobs, other users' jobs that started, a
+    /// requeue of one of ours that had ended, ids out of sequence), beside the incremental
+    /// cycles, which ask only about what they follow: it bounds how late those show.
     pub full_every: Duration,
     /// How many ids above the highest seen an incremental cycle asks about.
     pub probe_width: u32,

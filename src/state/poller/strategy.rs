@@ -45,19 +45,19 @@
 //! for at most a bound; a job of theirs that starts or ends is read at once
 //! ([`Why::OursChanged`]), and none of them holds up the index's sync.
 //!
-//! **Incremental cycles** (issue 19). Between full listings, a cycle asks `/jobs/state/` only
-//! about the jobs it follows ([`followed`]: ours, the ones holding nodes, the unresolved and the
-//! wanted) and a window of ids above the highest one seen ([`probe`]: slurmctld numbers jobs
-//! in sequence), so its size grows with the operator's jobs and the submission rate, not with
-//! the queue. An incremental answer is exact for what it asked (a followed job missing from it
-//! is gone) and silent about the rest, which [`apply`] carries over ([`Scope::Only`]). What it
-//! cannot show (other users' pending jobs that start, purged ones, ids beyond the window or out
-//! of sequence) waits for the periodic full listing, which runs beside the cycles and is merged
-//! by the first one after its answer ([`overlay`]: the ids the cycles saw since it was asked
-//! keep what they saw). One case of ids beyond the window: after a
-//! quiet spell longer than slurmctld's `MinJobAge`, the newest ids are purged, and a new
-//! poller's first listing ends below slurmctld's numbering; the SlurmJob controller does not
-//! depend on the probe for its own jobs (it asks for each id a submit returns, [`followed`]).
+//! **Incremental cycles** (issue 19). Between full listings, a cycle asks `/jobs/state/` only about
+//! the jobs it follows ([`followed`]: ours that have not settled, the ones holding nodes, the
+//! unresolved and the wanted) and a window of ids above the highest one seen ([`probe`]: slurmctld
+//! numbers jobs in sequence), so its size grows with the operator's jobs and the submission rate,
+//! not with the queue. An incremental answer is exact for what it asked (a followed job missing
+//! from it is gone) and silent about the rest, which [`apply`] carries over ([`Scope::Only`]). What
+//! it cannot show (other users' pending jobs that start, purged ones, a requeue of one of ours that
+//! had ended, ids beyond the window or out of sequence) waits for the periodic full listing, which
+//! runs beside the cycles and is merged by the first one after its answer ([`overlay`]: the ids the
+//! cycles saw since it was asked keep what they saw). One case of ids beyond the window: after a
+//! quiet spell longer than slurmctld's `MinJobAge`, the newest ids are purged, and a new poller's
+//! first listing ends below slurmctld's numbering; the SlurmJob controller does not depend on the
+//! probe for its own jobs (it asks for each id a submit returns, [`followed`]).
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -636,14 +636,27 @@ pub fn unresolved(tracker: &Tracker) -> BTreeSet<u32> {
         .collect()
 }
 
-/// The jobs an incremental cycle asks about: ours (a change or their end must show at once),
-/// those holding nodes (the per-node counts), those not resolved yet, and the ids SlurmJobs
-/// asked for (a job just submitted, or one a SlurmJob names after a restart).
+/// Whether a job has ended and nothing about it is still moving: a final base state and no flag
+/// (COMPLETING, STAGE_OUT, REQUEUED, ...). Such a job of ours changes again only if someone
+/// requeues it or slurmctld purges it, and the periodic full listing shows both; so incremental
+/// cycles stop asking about it, and their cost grows with the operator's live jobs, not with
+/// the ended ones slurmctld keeps until `MinJobAge`. The price: a job requeued by hand that
+/// runs and ends again in the same state between two full listings keeps its first run's
+/// record.
+pub fn settled(state: &JobState) -> bool {
+    state.base.is_finished() && state.flags.is_empty()
+}
+
+/// The jobs an incremental cycle asks about: ours that have not [`settled`] (a change or their
+/// end must show at once), those holding nodes (the per-node counts), those not resolved yet,
+/// and the ids SlurmJobs asked for (a job just submitted, or one a SlurmJob names after a
+/// restart).
 pub fn followed(tracker: &Tracker, wanted: &BTreeSet<u32>) -> BTreeSet<u32> {
     let mut ids: BTreeSet<u32> = tracker
         .iter()
         .filter(|(_, t)| match &t.known {
-            Known::Ours | Known::Unresolved => true,
+            Known::Ours => !settled(&t.state),
+            Known::Unresolved => true,
             Known::Foreign { .. } | Known::Skipped => holds_nodes(&t.state),
         })
         .map(|(id, _)| *id)
@@ -1866,13 +1879,35 @@ mod tests {
             (2, tracked("RUNNING", Known::Skipped)),
             (3, tracked("PENDING", foreign())),
             (4, tracked("RUNNING", foreign())),
-            (5, tracked("COMPLETED", Known::Ours)),
+            (5, tracked("RUNNING", Known::Ours)),
             (6, tracked("PENDING", Known::Unresolved)),
         ]
         .into();
         let wanted: BTreeSet<u32> = [1, 99].into();
         let ids: Vec<u32> = followed(&tracker, &wanted).into_iter().collect();
         assert_eq!(ids, vec![1, 2, 4, 5, 6, 99]);
+        // Ours are followed until they have settled: ended, with nothing left moving.
+        let table = [
+            ("PENDING", true),
+            ("PENDING+REQUEUED", true),
+            ("RUNNING", true),
+            ("SUSPENDED", true),
+            ("COMPLETED+COMPLETING", true),
+            ("CANCELLED+STAGE_OUT", true),
+            ("NEW_STATE_FROM_A_LATER_SLURM", true),
+            ("COMPLETED", false),
+            ("CANCELLED", false),
+            ("FAILED", false),
+            ("TIMEOUT", false),
+            ("OUT_OF_MEMORY", false),
+        ];
+        for (s, expected) in table {
+            let tracker: Tracker = [(7, tracked(s, Known::Ours))].into();
+            let none = BTreeSet::new();
+            assert_eq!(followed(&tracker, &none).contains(&7), expected, "{s}");
+            let wanted: BTreeSet<u32> = [7].into();
+            assert!(followed(&tracker, &wanted).contains(&7), "{s}, wanted");
+        }
         assert_eq!(probe(10, 4), 11..=14);
         assert_eq!(probe(u32::MAX - 1, 4), u32::MAX..=u32::MAX);
         assert!(!incremental_pays(&tracker, 1, 6), "a tiny queue");
