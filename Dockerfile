@@ -4,8 +4,9 @@
 #
 #   docker build -t slurm-operator:0.1.0 .
 #
-# The Helm chart's default image is slurm-operator:<appVersion>; push it to a registry your
-# cluster pulls from (or `kind load docker-image slurm-operator:0.1.0`) and set image.repository.
+# The Helm chart's default image is ghcr.io/slurm-rs/slurm-operator:<appVersion>; to run your
+# own build, push it to a registry your cluster pulls from (or `kind load docker-image
+# slurm-operator:0.1.0`) and set image.repository.
 #
 # RUST_VERSION pins the toolchain (the one the repository is tested with); the alpine image
 # builds for x86_64/aarch64-unknown-linux-musl natively, so the binary is fully static.

@@ -549,6 +549,11 @@ fn admission_cases() -> Vec<Case> {
             json!({"clusterName": "Main"}),
             "clusterName must be the name of a SlurmCluster",
         ),
+        j(
+            "SlurmJob: name \"bash,python\" (accounting reads a list)",
+            json!({"name": "bash,python"}),
+            "name must not contain a comma",
+        ),
         case("admission", "SlurmJob: dependsOn itself", async {
             let object = cr(
                 "SlurmJob",
@@ -1823,6 +1828,11 @@ fn stored_cases() -> Vec<Case> {
             "SlurmJob: script without #!",
             json!({"script": "srun hostname"}),
             &["interpreter line"],
+        ),
+        invalid_spec_case(
+            "SlurmJob: name with a comma, stored before the rule",
+            json!({"name": "bash,python"}),
+            &["name must not contain a comma"],
         ),
         case("stored", "SlurmJob: dependsOn itself", async {
             let spec = patched(

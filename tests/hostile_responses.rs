@@ -832,10 +832,16 @@ async fn invalid_utf8_is_repaired_within_the_size_limit() {
     assert_eq!(records[0].name, "\u{FFFD}".repeat(40_000));
 }
 
+/// A listing of every job has its own, longer timeout; a body that never ends still ends there.
 #[tokio::test]
-async fn an_endless_slow_body_ends_at_the_request_timeout() {
+async fn an_endless_slow_body_ends_at_the_listing_timeout() {
     let uri = endless_server(b"{\"jobs\":[", b" ", Duration::from_millis(20)).await;
-    let client = client(&uri, Duration::from_secs(1));
+    let listing = Duration::from_secs(2);
+    let client = client_with(
+        pinned(&uri)
+            .with_request_timeout(Duration::from_secs(1))
+            .with_listing_timeout(listing),
+    );
     let started = std::time::Instant::now();
     let error = tokio::time::timeout(CASE_DEADLINE, client.all_job_states())
         .await
@@ -846,7 +852,74 @@ async fn an_endless_slow_body_ends_at_the_request_timeout() {
         error.category(),
         started.elapsed()
     );
-    assert_eq!(error.category(), "Timeout", "{error}");
+    assert!(
+        matches!(error, SlurmError::Timeout { timeout, .. } if timeout == listing),
+        "{error:?}"
+    );
+}
+
+/// slurmrestd builds a listing of every job in proportion to the queue (82 s at 100 000 jobs on
+/// Slurm 26.05): cut at the request timeout, it never completed, and each retry asked for another
+/// while slurmrestd still built the abandoned one. A listing gets the listing timeout, a request
+/// for a few jobs keeps the request timeout, and a request that timed out is not asked again at
+/// once, retries allowed or not.
+#[tokio::test]
+async fn a_listing_may_outlast_a_request_and_a_timeout_is_not_asked_again() {
+    let server = MockServer::start().await;
+    let body = serde_json::to_vec(&recorded("jobs_state")).unwrap();
+    let slow = Duration::from_millis(1500);
+    Mock::given(wiremock::matchers::any())
+        .respond_with(template(200, "application/json", body).set_delay(slow))
+        .mount(&server)
+        .await;
+    let request = Duration::from_millis(300);
+    let client = |listing| {
+        client_with(
+            pinned(&server.uri())
+                .with_retry(RetryPolicy::default())
+                .with_request_timeout(request)
+                .with_listing_timeout(listing),
+        )
+    };
+    let patient = client(Duration::from_secs(15));
+    let all = tokio::time::timeout(CASE_DEADLINE, patient.all_job_states())
+        .await
+        .expect("no hang")
+        .expect("a listing slower than the request timeout");
+    assert!(all.iter().any(|e| e.job_id == JOB), "{all:?}");
+
+    let few = patient.jobs_state(&[JOB]).await.unwrap_err();
+    assert!(
+        matches!(few, SlurmError::Timeout { operation: "jobs_state", timeout } if timeout == request),
+        "{few:?}"
+    );
+    let short = Duration::from_millis(600);
+    let cut = client(short).all_job_states().await.unwrap_err();
+    assert!(
+        matches!(cut, SlurmError::Timeout { timeout, .. } if timeout == short),
+        "{cut:?}"
+    );
+    let received = server.received_requests().await.unwrap();
+    let asked: Vec<String> = received.iter().map(|r| r.url.to_string()).collect();
+    // The listing, the few jobs' states, the cut listing: once each (with retries: 1 + 2 + 2 more).
+    assert_eq!(asked.len(), 3, "{asked:#?}");
+}
+
+/// A job name with a comma is not sent to accounting: slurmdbd reads it as a list of names, and
+/// the operator would ask with its own token for everyone's jobs of each.
+#[tokio::test]
+async fn a_job_name_with_a_comma_is_not_sent_to_accounting() {
+    let (server, _current) = table_server().await;
+    let client = client(&server.uri(), Duration::from_secs(10));
+    let error = client
+        .accounting_jobs_named("bash,python")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, SlurmError::InvalidRequest { detail } if detail.contains("comma")),
+        "{error:?}"
+    );
+    assert!(server.received_requests().await.unwrap().is_empty());
 }
 
 /// A small deterministic PRNG (xorshift64*): no dependency, same sequence every run.

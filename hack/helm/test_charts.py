@@ -1024,8 +1024,18 @@ def t_cluster_daemons_secure() -> str:
                 errs.append(f"{d['metadata']['name']}/{c['name']}: escalation allowed or capabilities kept")
             if not (c.get("resources") or {}).get("limits", {}).get("memory"):
                 errs.append(f"{d['metadata']['name']}/{c['name']}: no memory limit")
+    # /etc/slurm (an emptyDir, 0777 as the kubelet makes it) holds the keys: only the init
+    # container that fills it may write it. In slurmd's container the tenants' jobs run, and a
+    # writable directory would let any of them replace slurm.key for slurmd's next start.
+    daemons = find(docs, "StatefulSet") + find(docs, "Deployment") + find(docs, "SlurmNodeSet")
+    ensure(find(docs, "SlurmNodeSet"), "no SlurmNodeSet rendered")
+    for d in daemons:
+        for c in d["spec"]["template"]["spec"].get("containers") or []:
+            for m in c.get("volumeMounts") or []:
+                if m.get("mountPath") == "/etc/slurm" and m.get("readOnly") is not True:
+                    errs.append(f"{d['kind']} {d['metadata']['name']}/{c['name']}: /etc/slurm writable")
     ensure(not errs, "\n  " + "\n  ".join(errs))
-    return "slurmctld, slurmrestd, slurmdbd, MariaDB, login"
+    return "slurmctld, slurmrestd, slurmdbd, MariaDB, login; /etc/slurm read-only in every daemon, slurmd's too"
 
 
 def t_cluster_slurm_conf_defaults() -> str:

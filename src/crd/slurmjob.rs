@@ -177,9 +177,14 @@ pub struct SlurmJobSpec {
         .message("script must start with an interpreter line such as #!/bin/bash"))]
     pub script: String,
 
-    /// Job name shown by squeue (`--job-name`). Defaults to the SlurmJob's name.
+    /// Job name shown by squeue (`--job-name`). Defaults to the SlurmJob's name. No comma: the
+    /// operator looks the name up in Slurm's accounting, which reads a comma as a list of names
+    /// (everyone's jobs of each).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 200))]
+    #[x_kube(validation = Rule::new("!self.contains(',')").message(
+        "name must not contain a comma: Slurm's accounting reads one as a list of job names"
+    ))]
     pub name: Option<String>,
 
     /// Partition to submit to (`--partition`); a comma-separated list lets Slurm pick. Defaults

@@ -2,6 +2,8 @@
 //! place that turns what the generated client returned into a checked body or the right
 //! [`SlurmError`]. The dialects (`super::dialect`) run every operation through [`Caller::call`].
 
+use std::time::Duration;
+
 use backon::Retryable;
 use progenitor_client::{Error as ProgenitorError, ResponseValue};
 
@@ -37,9 +39,21 @@ pub(crate) struct Caller<'a> {
     /// Parses the error entries of a body progenitor could not decode as its declared type,
     /// with this version's types.
     pub errors_from_bytes: fn(&[u8]) -> Vec<ApiError>,
+    /// How long each request may take: `config.request_timeout`, or for a listing of every job
+    /// ([`Self::listing`]) `config.listing_timeout`.
+    pub timeout: Duration,
 }
 
 impl Caller<'_> {
+    /// The same caller for a request whose answer grows with the whole queue: it gets the
+    /// listing timeout (never shorter than the request timeout).
+    pub(crate) fn listing(self) -> Self {
+        Self {
+            timeout: self.config.listing_timeout.max(self.config.request_timeout),
+            ..self
+        }
+    }
+
     /// Run one generated call with retries (idempotent calls only) and turn whatever came back
     /// into a checked body or the right error.
     pub(crate) async fn call<'a, T, E, F, Fut>(
@@ -56,7 +70,7 @@ impl Caller<'_> {
         Fut: Future<Output = Result<ResponseValue<T>, ProgenitorError<E>>>,
     {
         let once = || async {
-            let (result, exchange) = transport::observed(request()).await;
+            let (result, exchange) = transport::observed(self.timeout, request()).await;
             self.check(operation, subject, result, exchange).await
         };
         match idempotency {
@@ -199,7 +213,7 @@ impl Caller<'_> {
         if error.is_timeout() {
             return SlurmError::Timeout {
                 operation,
-                timeout: self.config.request_timeout,
+                timeout: self.timeout,
             };
         }
         let detail = error_chain(&error);

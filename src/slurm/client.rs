@@ -430,8 +430,16 @@ impl SlurmClient {
     }
 
     /// slurmdbd's records of the jobs named `name` (the tag lookup for jobs slurmctld no longer
-    /// holds); `None` when this slurmrestd serves no accounting.
+    /// holds); `None` when this slurmrestd serves no accounting. A name with a comma is refused
+    /// unsent: slurmdbd would read it as a list of names, everyone's jobs of each.
     pub async fn accounting_jobs_named(&self, name: &str) -> Result<Option<Vec<Job>>, SlurmError> {
+        if name.contains(',') {
+            return Err(SlurmError::InvalidRequest {
+                detail: format!(
+                    "job name {name:?} contains a comma, which accounting reads as a list of names"
+                ),
+            });
+        }
         let dialect = self.dialect().await?;
         accounting(dispatch!(dialect, &self.config, |api, c| api
             .accounting_jobs_named(&c, name)

@@ -40,6 +40,10 @@ pub struct ClientConfig {
     pub tls: TlsOptions,
     /// Per-request timeout.
     pub request_timeout: Duration,
+    /// Timeout of a listing of every job (`/jobs/state/` without ids, `/jobs`), whose answer
+    /// grows with the whole queue; never shorter than `request_timeout`. Default
+    /// [`DEFAULT_LISTING_TIMEOUT`].
+    pub listing_timeout: Duration,
     pub connect_timeout: Duration,
     /// Retries of idempotent calls on transient errors.
     pub retry: RetryPolicy,
@@ -65,6 +69,13 @@ pub const DEFAULT_ALLOW_PLAINTEXT: bool = false;
 /// poller asks for only with at most 1 000 jobs (`full_list_max_jobs`, ~8 MiB). 4x headroom over
 /// that, yet small enough that a few clusters answering badly cannot exhaust the operator's memory.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// 5 minutes. slurmrestd builds a listing of every job in proportion to the queue, measured on
+/// 2 cores at 100 000 jobs: 15–24 s (Slurm 24.11), 42–82 s (26.05). Cut at `request_timeout`
+/// (30 s), such a listing never completed, so the poller never synced; and slurmrestd, which
+/// cannot tell that the client left, went on building every abandoned answer while the next try
+/// asked for another (two cores busy for minutes, 2026-11-29).
+pub const DEFAULT_LISTING_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Bounded, jittered exponential backoff for idempotent calls. Submits are never retried.
 #[derive(Debug, Clone, Copy)]
@@ -131,6 +142,7 @@ impl ClientConfig {
             endpoint: url,
             tls: TlsOptions::default(),
             request_timeout: Duration::from_secs(30),
+            listing_timeout: DEFAULT_LISTING_TIMEOUT,
             connect_timeout: Duration::from_secs(5),
             retry: RetryPolicy::default(),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
@@ -189,6 +201,11 @@ impl ClientConfig {
 
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    pub fn with_listing_timeout(mut self, timeout: Duration) -> Self {
+        self.listing_timeout = timeout;
         self
     }
 

@@ -355,11 +355,13 @@ impl SlurmError {
     /// Whether the facade itself should retry an idempotent call at once. Not for a busy node
     /// (the reconcile loop waits for it) nor for a silent slurmctld: slurmrestd already waited its
     /// MessageTimeout (~10 s) before answering, and the poller's own backoff spaces further tries.
+    /// Nor after a timeout: slurmrestd cannot tell that the client left, and goes on building the
+    /// abandoned answer; asking again at once doubles the work of a server already too slow.
     pub(crate) fn worth_retrying_now(&self) -> bool {
         self.is_transient()
             && !matches!(
                 self,
-                Self::NodeBusy { .. } | Self::ControllerNotResponding { .. }
+                Self::NodeBusy { .. } | Self::ControllerNotResponding { .. } | Self::Timeout { .. }
             )
     }
 
@@ -682,6 +684,15 @@ mod tests {
         );
         assert!(ctld.is_transient(), "{ctld}");
         assert!(!ctld.worth_retrying_now(), "slurmrestd already waited");
+        let timeout = SlurmError::Timeout {
+            operation: "jobs_state",
+            timeout: std::time::Duration::from_secs(30),
+        };
+        assert!(timeout.is_transient(), "{timeout}");
+        assert!(
+            !timeout.worth_retrying_now(),
+            "slurmrestd still builds the answer"
+        );
         assert!(unexpected(429).is_transient());
         assert!(!unexpected(400).is_transient());
         assert!(

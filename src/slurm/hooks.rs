@@ -1,5 +1,6 @@
-//! The generated client's hooks: credentials on every request, one tracing span and one latency
-//! observation per request, the HTTP status kept for the facade, and a bounded body.
+//! The generated client's hooks: credentials and the call's timeout on every request, one
+//! tracing span and one latency observation per request, the HTTP status kept for the facade,
+//! and a bounded body.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -9,7 +10,7 @@ use tracing::Instrument;
 
 use super::auth;
 use super::generated;
-use super::transport::{Transport, bounded, record, redirect_target};
+use super::transport::{self, Transport, bounded, record, redirect_target};
 
 /// The same hooks for every version's generated client.
 macro_rules! hooks {
@@ -42,12 +43,15 @@ macro_rules! hooks {
 
 hooks!(v0_0_40, v0_0_41, v0_0_42, v0_0_43, v0_0_44, v0_0_45);
 
-/// Credentials on the request.
+/// Credentials and the call's timeout on the request.
 async fn pre<E>(
     transport: &Transport,
     request: &mut reqwest::Request,
 ) -> Result<(), ProgenitorError<E>> {
     {
+        if let Some(timeout) = transport::timeout() {
+            *request.timeout_mut() = Some(timeout);
+        }
         let credentials = transport.credentials();
         match auth::authorize(&credentials, request).await {
             Ok(()) => Ok(()),

@@ -60,9 +60,12 @@ impl Transport {
     }
 }
 
-/// What the hooks saw of the one request a facade call made.
+/// What the hooks saw of the one request a facade call made, and the timeout the call gave it.
 #[derive(Debug, Default)]
 pub(crate) struct Exchange {
+    /// Set by the caller: how long this request may take (the hooks put it on the request, over
+    /// the client's default).
+    pub timeout: Option<Duration>,
     pub status: Option<u16>,
     pub auth_error: Option<AuthError>,
     /// A redirect's target (see [`redirect_target`]) when the answer was one.
@@ -73,18 +76,31 @@ tokio::task_local! {
     static EXCHANGE: RefCell<Exchange>;
 }
 
-/// Run one generated-client call and return its result with what the hooks observed.
-pub(crate) async fn observed<T, F>(call: F) -> (T, Exchange)
+/// Run one generated-client call, its request given `timeout`, and return its result with what
+/// the hooks observed.
+pub(crate) async fn observed<T, F>(timeout: Duration, call: F) -> (T, Exchange)
 where
     F: Future<Output = T>,
 {
+    let exchange = Exchange {
+        timeout: Some(timeout),
+        ..Exchange::default()
+    };
     EXCHANGE
-        .scope(RefCell::new(Exchange::default()), async move {
+        .scope(RefCell::new(exchange), async move {
             let result = call.await;
             let exchange = EXCHANGE.with(|cell| std::mem::take(&mut *cell.borrow_mut()));
             (result, exchange)
         })
         .await
+}
+
+/// The timeout the running call gave its request ([`observed`]); `None` outside one.
+pub(super) fn timeout() -> Option<Duration> {
+    EXCHANGE
+        .try_with(|cell| cell.borrow().timeout)
+        .ok()
+        .flatten()
 }
 
 pub(super) fn record(update: impl FnOnce(&mut Exchange)) {

@@ -703,12 +703,13 @@ fn fingerprint(client: &ClientConfig, api_version: ApiVersion) -> String {
         hasher.finish()
     });
     format!(
-        "endpoint={} ca={} insecure={} api={:?} timeout={:?} connect={:?} retries={} max_response={}",
+        "endpoint={} ca={} insecure={} api={:?} timeout={:?} listing={:?} connect={:?} retries={} max_response={}",
         client.endpoint,
         ca.map_or_else(|| "system".to_owned(), |h| format!("{h:016x}")),
         client.tls.insecure_skip_verify,
         api_version,
         client.request_timeout,
+        client.listing_timeout,
         client.connect_timeout,
         client.retry.max_retries,
         client.max_response_bytes,

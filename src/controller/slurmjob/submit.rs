@@ -41,6 +41,8 @@ pub enum SpecError {
         "dependsOn names the SlurmJob itself ({name}): it would wait for its own submission forever"
     )]
     DependsOnItself { name: String },
+    #[error("name must not contain a comma: Slurm's accounting reads one as a list of job names")]
+    NameWithComma,
 }
 
 /// The dependencies' own problem, before any is looked up: a SlurmJob that depends on itself
@@ -175,6 +177,10 @@ pub fn request(
         .nice
         .map(|n| u32::try_from(n).map_err(|_| SpecError::NegativeNice(n)))
         .transpose()?;
+    // Admission refuses it too; the name is what accounting is searched for before a submit.
+    if spec.name.as_deref().is_some_and(|n| n.contains(',')) {
+        return Err(SpecError::NameWithComma);
+    }
     let mut request = SubmitRequest {
         script: spec.script.clone(),
         name: Some(spec.name.clone().unwrap_or_else(|| object_name.to_owned())),

@@ -285,6 +285,10 @@ fn cel_rules_are_where_expected() {
                 "memoryPerNode must be a positive quantity such as 4Gi or 512Mi"
             ),
             s(
+                ".spec.name",
+                "name must not contain a comma: Slurm's accounting reads one as a list of job names"
+            ),
+            s(
                 ".spec.nice",
                 "nice must be between 0 and 2147483645: a negative nice raises a job's priority, \
                  which only Slurm administrators may do"

@@ -174,6 +174,7 @@ impl Api {
         Ok(jobs(resp.jobs))
     }
 
+    /// `/jobs`: every job's record (with `since`, all of them or none): a listing.
     pub(crate) async fn jobs(
         &self,
         c: &Caller<'_>,
@@ -181,6 +182,7 @@ impl Api {
     ) -> Result<Changes<Job>, SlurmError> {
         let since = since.map(|t| t.to_string());
         let resp = c
+            .listing()
             .call("jobs", Subject::None, Idempotency::Idempotent, || {
                 self.0.slurm_get_jobs(None, since.as_deref())
             })
@@ -227,6 +229,8 @@ impl Api {
         c: &Caller<'_>,
         ids: Option<&[String]>,
     ) -> Result<Vec<JobStateEntry>, SlurmError> {
+        // Without ids, every job: a listing.
+        let c = if ids.is_none() { c.listing() } else { *c };
         let ids = ids.map(<[String]>::to_vec);
         let resp = c
             .call("jobs_state", Subject::None, Idempotency::Idempotent, || {
@@ -352,6 +356,7 @@ pub(crate) fn caller(config: &crate::slurm::ClientConfig) -> Caller<'_> {
         config,
         version: VERSION,
         errors_from_bytes,
+        timeout: config.request_timeout,
     }
 }
 

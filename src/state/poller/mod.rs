@@ -10,9 +10,10 @@
 //!    incremental cycles to pay): `GET /jobs/state/`, every job's id and state (~80 bytes per
 //!    job). An incremental cycle: `GET /jobs/state/?job_id=..` for only the jobs it follows and
 //!    a window of ids above the highest seen ([`strategy::followed`], [`strategy::probe`]).
-//!    Between incremental cycles, the same full listing runs every [`Tuning::full_every`] (and
-//!    when a node of a SlurmNodeSet changed state) beside them, not in one: at 100 000 jobs
-//!    slurmrestd takes 20 s and more to answer it, which a cycle would wait for. The first cycle
+//!    Between incremental cycles, the same full listing runs [`Tuning::full_every`] after the
+//!    previous one answered (and when a node of a SlurmNodeSet changed state) beside them, not
+//!    in one: at 100 000 jobs slurmrestd takes 15–82 s to answer it (hence its own timeout,
+//!    `ClientConfig::listing_timeout`), which a cycle would wait for. The first cycle
 //!    after its answer merges it; what the cycles saw since it was asked wins
 //!    ([`strategy::overlay`]).
 //! 3. `GET /job/{id}` for the few jobs that need their full record, or one `GET /jobs` on a small
@@ -102,7 +103,9 @@ pub struct Tuning {
     pub pending_refresh_batch: usize,
     /// How often every job's state is listed (purged jobs, other users' jobs that started, a
     /// requeue of one of ours that had ended, ids out of sequence), beside the incremental
-    /// cycles, which ask only about what they follow: it bounds how late those show.
+    /// cycles, which ask only about what they follow: it bounds how late those show. Counted
+    /// from the previous listing's answer, not its start: a listing slurmrestd takes longer to
+    /// build than this (82 s at 100 000 jobs on Slurm 26.05, 2 cores) is not asked again at once.
     pub full_every: Duration,
     /// How many ids above the highest seen an incremental cycle asks about.
     pub probe_width: u32,
@@ -754,8 +757,8 @@ impl Poller {
     }
 
     /// The listing running beside the cycles, once answered, with the ids the cycles saw since
-    /// it was asked. A failed one is only logged: the cycles go on, and the next is due after
-    /// `full_every` as usual.
+    /// it was asked. The next is due `full_every` from now. A failed one is only logged: the
+    /// cycles go on, and the next is due as usual.
     async fn landed(&mut self) -> Option<(BTreeMap<u32, Listed>, BTreeSet<u32>)> {
         if !self.listing.as_ref()?.task.is_finished() {
             return None;
@@ -765,6 +768,7 @@ impl Poller {
             started,
             seen,
         } = self.listing.take()?;
+        self.full_due = Instant::now() + self.tuning.full_every;
         let (answer, elapsed) = match task.await {
             Ok(done) => done,
             Err(error) => {
