@@ -51,6 +51,7 @@ use slurm_operator::controller::context::Context;
 use slurm_operator::controller::kit::Backoffs;
 use slurm_operator::controller::nodeset::plan::{self as nodeset_plan, Action as PodAction};
 use slurm_operator::controller::slurmjob::act::{self, Env, Step, Target};
+use slurm_operator::controller::slurmjob::lifecycle::Dependee;
 use slurm_operator::controller::slurmjob::status;
 use slurm_operator::controller::slurmjob::submissions::Submissions;
 use slurm_operator::crd::condition::{self, AUTHENTICATED, READY};
@@ -1647,9 +1648,11 @@ impl Tripwire {
             created: None,
             refusal: None,
         };
-        let step = act::step(target, env, |_: &str| Some(Some(77)))
-            .await
-            .map_err(|e| format!("the step failed: {} ({})", e.category(), Chain(&e)))?;
+        let step = act::step(target, env, |_: &str| {
+            Some(Dependee::new(spec.cluster_name.clone(), Some(77)))
+        })
+        .await
+        .map_err(|e| format!("the step failed: {} ({})", e.category(), Chain(&e)))?;
         ensure(submissions.is_empty(), || "something was submitted".into())?;
         Ok(step)
     }

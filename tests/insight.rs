@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use common::runner::{Runner, script};
 use serde_json::json;
+use slurm_operator::controller::slurmjob::lifecycle::Dependee;
 use slurm_operator::controller::slurmjob::status;
 use slurm_operator::crd::condition;
 use slurm_operator::crd::quantity;
@@ -72,7 +73,9 @@ async fn a_waiting_job_says_why_with_its_priority_and_estimated_start() {
     let mut dependent = on_node("after", "true", json!({"dependsOn": [{"name": busy.name}]}));
     let mut held = on_node("held", "true", json!({"suspend": true}));
     waiting.step().await;
-    dependent.step_with(|_| Some(Some(busy_id))).await;
+    dependent
+        .step_with(|_| Some(Dependee::new("local", Some(busy_id))))
+        .await;
     held.step().await;
 
     // Slurm's scheduler has looked at the waiting job (every 5 s here): the reason is one of

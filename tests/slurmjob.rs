@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use serde_json::json;
 use slurm_operator::controller::slurmjob::act::{self, Env, Target};
+use slurm_operator::controller::slurmjob::lifecycle::Dependee;
 use slurm_operator::controller::slurmjob::plan::to_cancel;
 use slurm_operator::controller::slurmjob::status;
 use slurm_operator::controller::slurmjob::submissions::Submissions;
@@ -175,12 +176,28 @@ async fn depends_on_afterok_runs_after_the_first_succeeded() {
         "WaitingForDependencies"
     );
     assert!(step.retry.is_some());
-    let step = second.step_with(|_| Some(None)).await;
+    let step = second
+        .step_with(|_| Some(Dependee::new("local", None)))
+        .await;
     assert_eq!(step.status.job_id, None);
 
     first.step().await;
     let first_id = first.status().job_id;
-    second.step_with(|_| Some(first_id)).await;
+    // A SlurmJob of that name on another cluster: its job id is not this cluster's, not sent.
+    let step = second
+        .step_with(|_| Some(Dependee::new("elsewhere", first_id)))
+        .await;
+    assert_eq!(step.status.job_id, None);
+    let ready = condition::find(&step.status.conditions, status::READY).unwrap();
+    assert_eq!(ready.reason, "WaitingForDependencies");
+    assert!(
+        ready.message.contains("dep-a (clusterName elsewhere)"),
+        "{}",
+        ready.message
+    );
+    second
+        .step_with(|_| Some(Dependee::new("local", first_id)))
+        .await;
     assert!(second.status().job_id.is_some());
     first.until_phase(Phase::Completed, LONG).await;
     second.until_phase(Phase::Completed, LONG).await;

@@ -339,8 +339,8 @@ pub struct SlurmJobSpec {
     ))]
     pub array: Option<String>,
 
-    /// Other SlurmJobs in this namespace this job waits for (`--dependency`). Each entry names a
-    /// SlurmJob once.
+    /// Other SlurmJobs in this namespace, on the same cluster, this job waits for
+    /// (`--dependency`). Each entry names a SlurmJob once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_DEPENDENCIES))]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
@@ -426,8 +426,8 @@ fn free_form_object(_: &mut SchemaGenerator) -> Schema {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct JobDependency {
-    /// Name of the SlurmJob (in this namespace) to wait for. The job is held until that
-    /// SlurmJob has been submitted.
+    /// Name of the SlurmJob (in this namespace, with the same `clusterName`) to wait for. The
+    /// job is held until that SlurmJob has been submitted.
     #[schemars(length(min = 1, max = 253))]
     #[x_kube(validation = Rule::new(DNS_SUBDOMAIN_CEL).message(
         "dependsOn name must be the name of a SlurmJob: lowercase letters, digits, '-' and '.', \

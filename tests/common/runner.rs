@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use slurm_operator::controller::slurmjob::act::{self, Env, Step, Target};
+use slurm_operator::controller::slurmjob::lifecycle::Dependee;
 use slurm_operator::controller::slurmjob::plan::to_cancel;
 use slurm_operator::controller::slurmjob::submissions::Submissions;
 use slurm_operator::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
@@ -128,7 +129,7 @@ impl Runner {
         u32::try_from(self.status().job_id.expect("no job id yet")).unwrap()
     }
 
-    pub async fn step_with(&mut self, deps: impl Fn(&str) -> Option<Option<i64>>) -> Step {
+    pub async fn step_with(&mut self, deps: impl Fn(&str) -> Option<Dependee>) -> Step {
         let state = sync(&self.client).await;
         let target = self.target(self.status.as_ref());
         let env = self.env(&state);

@@ -31,7 +31,7 @@ use crate::slurm::types::{Job, SubmitRequest};
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::{ClusterState, Unreadable};
 
-use super::lifecycle::{self, Decision};
+use super::lifecycle::{self, Decision, Dependee};
 use super::notice;
 use super::output;
 use super::plan::{self, AccountingAnswer, Adoptable, SubmitFacts, SubmitPlan, WAIT_RETRY};
@@ -113,7 +113,7 @@ type NoLoad = fn(i64) -> std::future::Ready<Result<Option<SlurmJobSpec>, Infalli
 pub async fn step(
     target: Target<'_>,
     env: Env<'_>,
-    dependencies: impl Fn(&str) -> Option<Option<i64>>,
+    dependencies: impl Fn(&str) -> Option<Dependee>,
 ) -> Result<Step, SlurmError> {
     step_inner(target, env, dependencies, None::<NoLoad>)
         .await
@@ -133,7 +133,7 @@ pub async fn step(
 pub async fn step_loading<L, F, E>(
     target: Target<'_>,
     env: Env<'_>,
-    dependencies: impl Fn(&str) -> Option<Option<i64>>,
+    dependencies: impl Fn(&str) -> Option<Dependee>,
     load: L,
 ) -> Result<Step, StepError<E>>
 where
@@ -146,7 +146,7 @@ where
 async fn step_inner<L, F, E>(
     target: Target<'_>,
     env: Env<'_>,
-    dependencies: impl Fn(&str) -> Option<Option<i64>>,
+    dependencies: impl Fn(&str) -> Option<Dependee>,
     load: Option<L>,
 ) -> Result<Step, StepError<E>>
 where
@@ -605,7 +605,7 @@ async fn submit_step<L, F, E>(
     target: Target<'_>,
     env: Env<'_>,
     mut base: SlurmJobStatus,
-    dependencies: impl Fn(&str) -> Option<Option<i64>>,
+    dependencies: impl Fn(&str) -> Option<Dependee>,
     load: Option<L>,
 ) -> Result<(Step, bool), StepError<E>>
 where

@@ -93,29 +93,57 @@ pub fn start_new_run(status: &SlurmJobStatus) -> SlurmJobStatus {
     }
 }
 
+/// What `dependsOn` finds under a name in the namespace: the SlurmJob's cluster and its Slurm
+/// job id, if it has one yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dependee {
+    pub cluster_name: String,
+    pub job_id: Option<i64>,
+}
+
+impl Dependee {
+    pub fn new(cluster_name: impl Into<String>, job_id: Option<i64>) -> Self {
+        Self {
+            cluster_name: cluster_name.into(),
+            job_id,
+        }
+    }
+}
+
 /// Why a job cannot be submitted yet because of its dependencies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DependencyWait {
     /// These SlurmJobs do not exist (yet) in the namespace.
     Missing(Vec<String>),
+    /// These exist but run on another cluster (name, their `clusterName`): their job ids mean
+    /// nothing to this job's cluster, or name someone else's job there.
+    OtherCluster(Vec<(String, String)>),
     /// These exist but have no Slurm job id yet.
     NotSubmitted(Vec<String>),
 }
 
-/// Turn `dependsOn` into Slurm job ids, looking each SlurmJob up by name. `lookup` returns
-/// `None` for a SlurmJob that does not exist and `Some(None)` for one without a job id yet.
+/// Turn `dependsOn` into Slurm job ids, looking each SlurmJob up by name ([`Dependee`], `None`
+/// for one that does not exist). Only SlurmJobs of `cluster_name`, the dependent's, resolve.
 pub fn resolve_dependencies(
     depends_on: &[JobDependency],
-    lookup: impl Fn(&str) -> Option<Option<i64>>,
+    cluster_name: &str,
+    lookup: impl Fn(&str) -> Option<Dependee>,
 ) -> Result<Vec<ResolvedDependency>, DependencyWait> {
     let mut resolved = Vec::new();
     let mut missing = Vec::new();
+    let mut elsewhere = Vec::new();
     let mut not_submitted = Vec::new();
     for dep in depends_on {
         match lookup(&dep.name) {
             None => missing.push(dep.name.clone()),
-            Some(None) => not_submitted.push(dep.name.clone()),
-            Some(Some(job_id)) => resolved.push(ResolvedDependency {
+            Some(found) if found.cluster_name != cluster_name => {
+                elsewhere.push((dep.name.clone(), found.cluster_name));
+            }
+            Some(Dependee { job_id: None, .. }) => not_submitted.push(dep.name.clone()),
+            Some(Dependee {
+                job_id: Some(job_id),
+                ..
+            }) => resolved.push(ResolvedDependency {
                 kind: dep.type_,
                 job_id,
             }),
@@ -123,6 +151,9 @@ pub fn resolve_dependencies(
     }
     if !missing.is_empty() {
         return Err(DependencyWait::Missing(missing));
+    }
+    if !elsewhere.is_empty() {
+        return Err(DependencyWait::OtherCluster(elsewhere));
     }
     if !not_submitted.is_empty() {
         return Err(DependencyWait::NotSubmitted(not_submitted));
@@ -300,11 +331,11 @@ mod tests {
             },
         ];
         let lookup = |name: &str| match name {
-            "a" => Some(Some(10)),
-            "b" => Some(Some(11)),
+            "a" => Some(Dependee::new("c", Some(10))),
+            "b" => Some(Dependee::new("c", Some(11))),
             _ => None,
         };
-        let resolved = resolve_dependencies(&deps, lookup).unwrap();
+        let resolved = resolve_dependencies(&deps, "c", lookup).unwrap();
         assert_eq!(
             resolved,
             vec![
@@ -318,21 +349,34 @@ mod tests {
                 },
             ]
         );
-        let unsubmitted = |name: &str| {
-            if name == "a" {
-                Some(Some(10))
-            } else {
-                Some(None)
-            }
-        };
+        let unsubmitted = |name: &str| Some(Dependee::new("c", (name == "a").then_some(10)));
         assert_eq!(
-            resolve_dependencies(&deps, unsubmitted),
+            resolve_dependencies(&deps, "c", unsubmitted),
             Err(DependencyWait::NotSubmitted(vec!["b".into()]))
         );
+        // A job id of another cluster is never handed to this one, submitted or not.
         assert_eq!(
-            resolve_dependencies(&deps, |_| None),
+            resolve_dependencies(&deps, "d", unsubmitted),
+            Err(DependencyWait::OtherCluster(vec![
+                ("a".into(), "c".into()),
+                ("b".into(), "c".into())
+            ]))
+        );
+        let mixed = |name: &str| match name {
+            "a" => Some(Dependee::new("other", Some(10))),
+            _ => Some(Dependee::new("c", None)),
+        };
+        assert_eq!(
+            resolve_dependencies(&deps, "c", mixed),
+            Err(DependencyWait::OtherCluster(vec![(
+                "a".into(),
+                "other".into()
+            )]))
+        );
+        assert_eq!(
+            resolve_dependencies(&deps, "c", |_| None),
             Err(DependencyWait::Missing(vec!["a".into(), "b".into()]))
         );
-        assert_eq!(resolve_dependencies(&[], |_| None), Ok(vec![]));
+        assert_eq!(resolve_dependencies(&[], "c", |_| None), Ok(vec![]));
     }
 }

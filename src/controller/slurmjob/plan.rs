@@ -26,7 +26,7 @@ use crate::slurm::tag::{OwnerTag, Ownership, TagKey};
 use crate::slurm::types::{Job, SubmitRequest};
 use crate::state::index::{ClusterState, Unreadable};
 
-use super::lifecycle::{self, DependencyWait};
+use super::lifecycle::{self, Dependee, DependencyWait};
 use super::status;
 use super::submissions::Submissions;
 use super::submit::{self, SpecError};
@@ -111,10 +111,10 @@ pub enum SubmitPlan {
 }
 
 /// Whether to submit this generation now. `dependencies` looks a SlurmJob of the namespace up
-/// by name: `None` when it does not exist, `Some(None)` when it has no job id yet.
+/// by name (`None` when it does not exist).
 pub fn submit(
     facts: SubmitFacts<'_>,
-    dependencies: impl Fn(&str) -> Option<Option<i64>>,
+    dependencies: impl Fn(&str) -> Option<Dependee>,
 ) -> SubmitPlan {
     if !facts.index_trusted {
         let mut message = String::from(
@@ -142,13 +142,27 @@ pub fn submit(
     if let Err(error) = submit::check_dependencies(facts.spec, facts.name) {
         return SubmitPlan::Invalid(error);
     }
-    let resolved = match lifecycle::resolve_dependencies(&facts.spec.depends_on, dependencies) {
+    let resolved = match lifecycle::resolve_dependencies(
+        &facts.spec.depends_on,
+        &facts.spec.cluster_name,
+        dependencies,
+    ) {
         Ok(resolved) => resolved,
         Err(wait) => {
             let message = match wait {
                 DependencyWait::Missing(names) => format!(
                     "waiting for SlurmJobs that do not exist: {}",
                     names.join(", ")
+                ),
+                DependencyWait::OtherCluster(found) => format!(
+                    "dependsOn names SlurmJobs of another cluster than this job's ({}): {}; a \
+                     dependency must run on the same cluster: recreate it there or edit dependsOn",
+                    facts.spec.cluster_name,
+                    found
+                        .iter()
+                        .map(|(name, cluster)| format!("{name} (clusterName {cluster})"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
                 DependencyWait::NotSubmitted(names) => format!(
                     "waiting for SlurmJobs to be submitted: {}",

@@ -148,7 +148,7 @@ async fn step_named(spec: &SlurmJobSpec, name: &str, env: Env<'_>) -> Step {
         refusal: None,
     };
     step(target, env, |dep: &str| {
-        (dep == "prepare").then_some(Some(5))
+        (dep == "prepare").then(|| Dependee::new(spec.cluster_name.clone(), Some(5)))
     })
     .await
     .unwrap()

@@ -480,16 +480,17 @@ fn the_submit_decision() {
         reason: "Unreachable",
         message: "connection refused".into(),
     };
-    let submitted = |_: &str| Some(Some(5));
+    let submitted = |_: &str| Some(Dependee::new("local", Some(5)));
     let missing = |_: &str| None;
-    let unsubmitted = |_: &str| Some(None);
+    let unsubmitted = |_: &str| Some(Dependee::new("local", None));
+    let elsewhere = |_: &str| Some(Dependee::new("other", Some(5)));
     let unread = Unreadable {
         reason: "DecodeError",
         message: "cannot decode".into(),
         since: DateTime::from_timestamp(100, 0).unwrap(),
     };
     let unreadable = BTreeMap::from([(20, &unread), (77, &unread)]);
-    type Deps<'a> = &'a dyn Fn(&str) -> Option<Option<i64>>;
+    type Deps<'a> = &'a dyn Fn(&str) -> Option<Dependee>;
     let rows: Vec<(&str, SubmitFacts<'_>, Deps<'_>, Expect)> = vec![
         (
             "an index not synced since this process started: wait, even for a tagged job",
@@ -578,6 +579,15 @@ fn the_submit_decision() {
             facts(&depends),
             &unsubmitted,
             Expect::Wait("WaitingForDependencies", "to be submitted: prep"),
+        ),
+        (
+            "a dependency on another cluster: wait, its job id is not sent",
+            facts(&depends),
+            &elsewhere,
+            Expect::Wait(
+                "WaitingForDependencies",
+                "another cluster than this job's (local): prep (clusterName other)",
+            ),
         ),
         (
             "fresh, nothing tagged: submit at once, without accounting",
@@ -698,7 +708,9 @@ fn the_submit_decision() {
 #[test]
 fn a_submitted_request_carries_the_tag_and_the_dependencies() {
     let depends = spec(serde_json::json!({"dependsOn": [{"name": "prep"}]}));
-    let SubmitPlan::Submit(request) = submit(facts(&depends), |_| Some(Some(5))) else {
+    let SubmitPlan::Submit(request) =
+        submit(facts(&depends), |_| Some(Dependee::new("local", Some(5))))
+    else {
         panic!("no submit");
     };
     assert_eq!(request.comment, Some(KEY.comment(&TAG, "alice")));
