@@ -603,7 +603,9 @@ async fn delete_busy_dynamic_node_then_idle() {
 }
 
 /// slurmdbd keeps what slurmctld drops after MinJobAge: the finished job by id and by name, with
-/// its end state, exit code and the comment (our tag; `AccountingStoreFlags=job_comment`).
+/// its end state, exit code and the comment (our tag; `AccountingStoreFlags=job_comment`), and
+/// slurmctld's submit time to the second (what tells a run's records from a reused id's where
+/// slurmdbd stores no comments: `plan::accounting_ours`).
 #[tokio::test]
 async fn accounting_keeps_the_finished_job_with_its_tag() {
     let slurm = require_slurm!();
@@ -613,6 +615,9 @@ async fn accounting_keeps_the_finished_job_with_its_tag() {
     let mut request = slurm.job(&name, "exit 3");
     request.comment = Some(tag.clone());
     let submitted = client.submit_job(&request).await.unwrap();
+    let in_slurmctld = client.job(submitted.job_id).await.unwrap();
+    let submit_time = in_slurmctld[0].submit_time;
+    assert!(submit_time.is_some(), "{in_slurmctld:?}");
     let record = common::wait_for(
         "accounting to record the job's end",
         JOB_TIMEOUT,
@@ -631,6 +636,7 @@ async fn accounting_keeps_the_finished_job_with_its_tag() {
     assert_eq!(record.state.base, JobBaseState::Failed, "{record:?}");
     assert_eq!(record.exit.as_ref().and_then(|e| e.return_code), Some(3));
     assert_eq!(record.comment.as_deref(), Some(tag.as_str()));
+    assert_eq!(record.submit_time, submit_time, "{record:?}");
     assert_eq!(record.name, name);
     assert!(
         record.start_time.is_some() && record.end_time.is_some(),

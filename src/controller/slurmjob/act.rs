@@ -530,7 +530,7 @@ pub async fn with_usage(
         .or(next.observed_generation)
         .unwrap_or(1);
     let tag = OwnerTag::new(uid, generation);
-    let ask = accounting_records(env.client, id, &tag, env.key);
+    let ask = accounting_records(env.client, id, &tag, env.key, &next);
     let answer = match wait {
         Some(wait) => match tokio::time::timeout(wait, ask).await {
             Ok(answer) => answer,
@@ -900,7 +900,8 @@ pub async fn follow_or_account(
         .submitted_generation
         .or(current.observed_generation)
         .unwrap_or(1);
-    match accounting_records(env.client, id, &OwnerTag::new(uid, generation), env.key).await {
+    let tag = OwnerTag::new(uid, generation);
+    match accounting_records(env.client, id, &tag, env.key, current).await {
         Ok(Accounting::Records(records)) => (status::observe(current, &records), None),
         Ok(Accounting::NoRecord) => (next, None),
         Ok(Accounting::Unavailable) => {
@@ -935,25 +936,21 @@ pub enum Accounting {
     Unavailable,
 }
 
-/// The accounting records of `job_id` that carry `tag` and are ours (`plan::is_followed`: signed
-/// for the record's user, or a legacy tag; slurmctld reuses ids after a reset, so the tag tells ours
-/// apart). Records without any comment are taken when none carries a comment at all: slurmdbd
-/// stores comments only at the job's end and only with `AccountingStoreFlags=job_comment` (the
-/// SlurmCluster's `DuplicateProtection` condition says when it does not).
+/// The accounting records of `job_id` that are the run `status` follows ([`plan::accounting_ours`]:
+/// carrying `tag`, or, where slurmdbd stores no comments, submitted when ours was; slurmctld
+/// reuses ids after a reset). The SlurmCluster's `DuplicateProtection` condition says when
+/// slurmdbd stores no comments.
 pub async fn accounting_records(
     client: &SlurmClient,
     job_id: u32,
     tag: &OwnerTag,
     key: &TagKey,
+    status: &SlurmJobStatus,
 ) -> Result<Accounting, SlurmError> {
     let Some(records) = client.accounting_job(job_id).await? else {
         return Ok(Accounting::Unavailable);
     };
-    let ours = |job: &Job| match &job.comment {
-        Some(_) => job.owner.as_ref() == Some(tag) && plan::is_followed(job, tag.uid(), key),
-        None => records.iter().all(|r| r.comment.is_none()),
-    };
-    let ours: Vec<Job> = records.iter().filter(|job| ours(job)).cloned().collect();
+    let ours = plan::accounting_ours(&records, tag, key, status);
     Ok(if ours.is_empty() {
         Accounting::NoRecord
     } else {

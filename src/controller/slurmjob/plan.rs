@@ -349,6 +349,76 @@ pub fn accounting_candidates(records: &[Job], user: &str) -> Vec<u32> {
     ids
 }
 
+/// How far from the status's `trackedSince` (the operator's clock) a comment-less accounting
+/// record's submit time (slurmctld's clock) may lie to be taken for the run's, when the status
+/// has no submit time of Slurm's: clocks kept by NTP, and a submit answered in seconds.
+pub const SUBMIT_CLOCK_SLACK: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
+
+/// The accounting records of one job id that are the run `status` follows, of the SlurmJob
+/// whose tag is `tag`. Records with a comment are ours when it is `tag`, [`is_followed`].
+///
+/// When no record carries any comment (slurmdbd stores it only at a job's end, and only with
+/// `AccountingStoreFlags=job_comment`), the tag cannot tell: slurmctld reuses ids after a
+/// reset, so the id may be another team's job too. Then only the run submitted when ours was
+/// is taken: the records whose submit time is the status's `submitTime` (Slurm's own clock;
+/// an array's earliest task), or, when Slurm's is not known (the job left before it was ever
+/// observed), within [`SUBMIT_CLOCK_SLACK`] of `trackedSince`. For an array, also its tasks
+/// requeued since (submitted later, by the same Slurm user). Nothing without either time.
+pub fn accounting_ours(
+    records: &[Job],
+    tag: &OwnerTag,
+    key: &TagKey,
+    status: &SlurmJobStatus,
+) -> Vec<Job> {
+    if records.iter().any(|job| job.comment.is_some()) {
+        return records
+            .iter()
+            .filter(|job| {
+                job.comment.is_some()
+                    && job.owner.as_ref() == Some(tag)
+                    && is_followed(job, tag.uid(), key)
+            })
+            .cloned()
+            .collect();
+    }
+    let submitted = |job: &Job| job.submit_time.map(|t| t.timestamp());
+    let is_run: Box<dyn Fn(i64) -> bool> = match (&status.submit_time, &status.tracked_since) {
+        (Some(at), _) => {
+            let at = at.0.as_second();
+            Box::new(move |t| t == at)
+        }
+        (None, Some(since)) => {
+            let since = since.0.as_second();
+            let slack = SUBMIT_CLOCK_SLACK.num_seconds();
+            Box::new(move |t| (t - since).abs() <= slack)
+        }
+        (None, None) => return Vec::new(),
+    };
+    let run: Vec<&Job> = records
+        .iter()
+        .filter(|job| submitted(job).is_some_and(&is_run))
+        .collect();
+    let (Some(first), Some(user)) = (
+        run.iter().filter_map(|job| submitted(job)).min(),
+        run.first().map(|job| &job.user_name),
+    ) else {
+        return Vec::new();
+    };
+    let is_array = records.iter().any(|job| job.array_job_id.is_some());
+    records
+        .iter()
+        .filter(|job| {
+            let at = submitted(job);
+            if is_array {
+                at.is_some_and(|at| at >= first) && &job.user_name == user
+            } else {
+                at.is_some_and(&is_run)
+            }
+        })
+        .cloned()
+        .collect()
+}
+
 /// Whether `job` is provably the SlurmJob `uid`'s: a tag of that uid, signed with our key for
 /// the job's own Slurm user.
 pub fn is_ours(job: &Job, uid: &str, key: &TagKey) -> bool {

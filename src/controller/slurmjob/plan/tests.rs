@@ -768,6 +768,129 @@ fn accounting_candidates_are_the_users_jobs_without_a_comment() {
     assert!(accounting_candidates(&records, "carol").is_empty());
 }
 
+/// Accounting's records of one job id: with comments, ours by the tag; without (slurmdbd with no
+/// `job_comment` flag), the run submitted when ours was, never a reused id's other job.
+#[test]
+fn accounting_records_are_the_followed_runs_own() {
+    let t = OwnerTag::new("u", 1);
+    let rec = |array: Option<u32>, user: &str, submitted: i64, comment: Option<String>| {
+        let mut job = Job {
+            job_id: 7,
+            array_job_id: array,
+            user_name: Some(user.into()),
+            submit_time: Some(utc(submitted)),
+            ..Job::bare()
+        };
+        job.set_comment(comment);
+        job
+    };
+    let plain = |user: &str, submitted: i64| rec(None, user, submitted, None);
+    let task = |user: &str, submitted: i64| rec(Some(7), user, submitted, None);
+    let seen = |submitted: i64| SlurmJobStatus {
+        job_id: Some(7),
+        submit_time: Some(at(submitted)),
+        tracked_since: Some(at(submitted + 1)),
+        ..Default::default()
+    };
+    let unseen = |tracked: i64| SlurmJobStatus {
+        job_id: Some(7),
+        tracked_since: Some(at(tracked)),
+        ..Default::default()
+    };
+    let ours_tagged = rec(None, "alice", 1_000, Some(KEY.comment(&t, "alice")));
+    let theirs_tagged = rec(
+        None,
+        "bob",
+        5_000,
+        Some(KEY.comment(&OwnerTag::new("v", 1), "bob")),
+    );
+    let times = |records: Vec<Job>| -> Vec<(String, i64)> {
+        records
+            .iter()
+            .map(|j| {
+                (
+                    j.user_name.clone().unwrap_or_default(),
+                    j.submit_time.unwrap().timestamp(),
+                )
+            })
+            .collect()
+    };
+    type Rows = Vec<(
+        &'static str,
+        Vec<Job>,
+        SlurmJobStatus,
+        Vec<(&'static str, i64)>,
+    )>;
+    let rows: Rows = vec![
+        (
+            "tagged: ours by the tag, another SlurmJob's record under the reused id left out",
+            vec![ours_tagged.clone(), theirs_tagged.clone()],
+            seen(1_000),
+            vec![("alice", 1_000)],
+        ),
+        (
+            "tagged beside comment-less: only the tagged one (the other is a reused id's)",
+            vec![theirs_tagged, plain("alice", 9_000), ours_tagged],
+            seen(1_000),
+            vec![("alice", 1_000)],
+        ),
+        (
+            "no comments: the record submitted when ours was, not a reused id's, earlier or later",
+            vec![
+                plain("carol", 100),
+                plain("alice", 1_000),
+                plain("bob", 9_000),
+            ],
+            seen(1_000),
+            vec![("alice", 1_000)],
+        ),
+        (
+            "no comments, a reused id's record only: none is ours",
+            vec![plain("bob", 9_000)],
+            seen(1_000),
+            vec![],
+        ),
+        (
+            "no comments, never observed: within the slack of trackedSince",
+            vec![plain("bob", 100), plain("alice", 1_010)],
+            unseen(1_000),
+            vec![("alice", 1_010)],
+        ),
+        (
+            "no comments, never observed: beyond the slack is another job",
+            vec![plain("bob", 1_000 + SUBMIT_CLOCK_SLACK.num_seconds() + 1)],
+            unseen(1_000),
+            vec![],
+        ),
+        (
+            "no comments and neither time known: nothing to tell ours by",
+            vec![plain("alice", 1_000)],
+            SlurmJobStatus::default(),
+            vec![],
+        ),
+        (
+            "an array: its tasks, requeued ones later, not an earlier array's nor another user's",
+            vec![
+                task("carol", 100),
+                task("alice", 1_000),
+                task("alice", 1_000),
+                task("alice", 1_500),
+                task("bob", 2_000),
+            ],
+            seen(1_000),
+            vec![("alice", 1_000), ("alice", 1_000), ("alice", 1_500)],
+        ),
+    ];
+    for (name, records, status, want) in rows {
+        let want: Vec<(String, i64)> = want.into_iter().map(|(u, t)| (u.into(), t)).collect();
+        assert_eq!(
+            times(accounting_ours(&records, &t, &KEY, &status)),
+            want,
+            "{name}"
+        );
+    }
+}
+
 #[test]
 fn the_cleanup_decision() {
     let at = |s| DateTime::from_timestamp(s, 0).unwrap();
