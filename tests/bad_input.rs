@@ -450,6 +450,11 @@ fn admission_cases() -> Vec<Case> {
             "maxResponseSize must be a quantity between 1Mi and 1Gi",
         ),
         c(
+            "SlurmCluster: listingTimeout 2h",
+            json!({"listingTimeout": "2h"}),
+            "listingTimeout must be between 30s and 1h",
+        ),
+        c(
             "SlurmCluster: tls on an http:// endpoint",
             json!({"endpoint": "http://slurm:6820", "allowInsecureHttp": true,
                    "tls": {"insecureSkipVerify": true}}),
@@ -1767,6 +1772,21 @@ fn stored_cases() -> Vec<Case> {
                 "MaxResponseSizeOutOfRange",
                 "Unknown",
                 &["spec.maxResponseSize", "\"1Ki\"", "between 1Mi and 1Gi"],
+                true,
+            ),
+        ),
+        cluster_case(
+            "stored",
+            "SlurmCluster: listingTimeout 10s",
+            patched(
+                jwt_spec("http://127.0.0.1:1"),
+                json!({"listingTimeout": "10s"}),
+            ),
+            vec![],
+            want(
+                "ListingTimeoutOutOfRange",
+                "Unknown",
+                &["spec.listingTimeout", "10s", "between 30s and 1h"],
                 true,
             ),
         ),

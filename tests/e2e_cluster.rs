@@ -228,15 +228,28 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
             .contains("maxResponseSize must be a quantity between 1Mi and 1Gi"),
         "{refused}"
     );
+    // spec.listingTimeout likewise, between 30s and 1h.
+    let mut too_long = spec.clone();
+    too_long["listingTimeout"] = json!("2h");
+    let refused = apply(too_long)
+        .await
+        .expect_err("listingTimeout 2h is refused at admission");
+    assert!(
+        refused
+            .to_string()
+            .contains("listingTimeout must be between 30s and 1h"),
+        "{refused}"
+    );
     let mut larger = spec.clone();
     larger["maxResponseSize"] = json!("64Mi");
+    larger["listingTimeout"] = json!("10m");
     let generation = apply(larger)
         .await
-        .expect("maxResponseSize 64Mi is admitted")
+        .expect("maxResponseSize 64Mi and listingTimeout 10m are admitted")
         .metadata
         .generation;
     eventually(
-        "Ready=True for the spec with maxResponseSize 64Mi",
+        "Ready=True for the spec with maxResponseSize 64Mi and listingTimeout 10m",
         Duration::from_secs(90),
         || async {
             let (status, reason, object) = ready(&clusters, &cluster).await?;

@@ -34,6 +34,11 @@ pub const MIN_RESPONSE_BYTES: u64 = 1 << 20;
 /// Largest `spec.maxResponseSize` (the CRD's rule says the same): the states of some 13 million
 /// jobs, or ~450 000 nodes.
 pub const MAX_RESPONSE_BYTES: u64 = 1 << 30;
+/// Shortest `spec.listingTimeout` (the CRD's rule says the same): a request's own timeout.
+pub const MIN_LISTING_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest `spec.listingTimeout` (the CRD's rule says the same): a full listing is asked about
+/// every minute; one that takes longer holds slurmrestd more than it frees.
+pub const MAX_LISTING_TIMEOUT: Duration = Duration::from_secs(3_600);
 
 /// A spec or a referenced object the operator cannot use. Each variant has its own
 /// [`reason`](Self::reason), used as the condition reason, the Event reason and a metric label.
@@ -85,6 +90,8 @@ pub enum ConfigError {
     PollIntervalOutOfRange { interval: Duration },
     #[error("spec.maxResponseSize {size:?} is not a quantity between 1Mi and 1Gi, such as 64Mi")]
     MaxResponseSizeOutOfRange { size: String },
+    #[error("spec.listingTimeout {timeout:?} is not between 30s and 1h, such as 10m")]
+    ListingTimeoutOutOfRange { timeout: Duration },
     #[error("Secret {name:?} ({what}) not found in the operator's credentials namespace")]
     SecretNotFound { name: String, what: &'static str },
     #[error("ConfigMap {name:?} not found in the operator's credentials namespace")]
@@ -154,6 +161,7 @@ impl ConfigError {
             Self::TokenLifetimeOutOfRange { .. } => "TokenLifetimeOutOfRange",
             Self::PollIntervalOutOfRange { .. } => "PollIntervalOutOfRange",
             Self::MaxResponseSizeOutOfRange { .. } => "MaxResponseSizeOutOfRange",
+            Self::ListingTimeoutOutOfRange { .. } => "ListingTimeoutOutOfRange",
             Self::SecretNotFound { .. } => "SecretNotFound",
             Self::ConfigMapNotFound { .. } => "ConfigMapNotFound",
             Self::SecretKeyMissing { .. } => "SecretKeyMissing",
@@ -196,6 +204,7 @@ impl ConfigError {
             | Self::CaNameMissing { .. }
             | Self::PollIntervalOutOfRange { .. }
             | Self::MaxResponseSizeOutOfRange { .. }
+            | Self::ListingTimeoutOutOfRange { .. }
             | Self::ConfigMapNotFound { .. }
             | Self::ConfigMapKeyMissing { .. }
             | Self::ConfigMapKeyEmpty { .. }
@@ -496,7 +505,14 @@ pub fn plan(spec: &SlurmClusterSpec) -> Result<ConfigPlan, ConfigError> {
         });
     }
 
-    let client = client.with_max_response_bytes(max_response_bytes(spec)?);
+    let mut client = client.with_max_response_bytes(max_response_bytes(spec)?);
+    if let Some(timeout) = &spec.listing_timeout {
+        let timeout = timeout.as_std();
+        if !(MIN_LISTING_TIMEOUT..=MAX_LISTING_TIMEOUT).contains(&timeout) {
+            return Err(ConfigError::ListingTimeoutOutOfRange { timeout });
+        }
+        client = client.with_listing_timeout(timeout);
+    }
 
     Ok(ConfigPlan {
         client,
@@ -811,6 +827,7 @@ mod tests {
             tls: None,
             poll_interval: crate::crd::Duration::from_secs(1),
             max_response_size: None,
+            listing_timeout: None,
             api_version: ApiVersion::Auto,
             allow_insecure_http: true,
             access: Vec::new(),
@@ -1045,6 +1062,14 @@ mod tests {
             key_sources(),
             "MaxResponseSizeOutOfRange",
         );
+        let mut spec = jwt_spec();
+        spec.listing_timeout = Some(crate::crd::Duration::from_secs(7_200));
+        case(
+            "listing timeout",
+            spec,
+            key_sources(),
+            "ListingTimeoutOutOfRange",
+        );
         case(
             "secret absent",
             jwt_spec(),
@@ -1178,7 +1203,7 @@ mod tests {
             seen.insert(*want);
         }
         // Every variant is covered by some case.
-        assert_eq!(seen.len(), 26, "{seen:?}");
+        assert_eq!(seen.len(), 27, "{seen:?}");
     }
 
     #[test]
@@ -1295,6 +1320,39 @@ mod tests {
     }
 
     #[test]
+    fn listing_timeout_applies_to_listings_within_its_bounds() {
+        let with = |secs: Option<u64>| {
+            let mut spec = jwt_spec();
+            spec.listing_timeout = secs.map(crate::crd::Duration::from_secs);
+            plan(&spec).map(|plan| plan.client.listing_timeout)
+        };
+        assert_eq!(
+            with(None),
+            Ok(crate::slurm::config::DEFAULT_LISTING_TIMEOUT)
+        );
+        assert_eq!(with(Some(600)), Ok(Duration::from_secs(600)));
+        assert_eq!(with(Some(30)), Ok(MIN_LISTING_TIMEOUT));
+        assert_eq!(with(Some(3_600)), Ok(MAX_LISTING_TIMEOUT));
+        for bad in [29, 3_601] {
+            let error = with(Some(bad)).unwrap_err();
+            assert_eq!(error.reason(), "ListingTimeoutOutOfRange", "{bad}");
+            assert!(!error.concerns_credentials(), "{bad}");
+            assert!(error.to_string().contains("spec.listingTimeout"), "{error}");
+        }
+        // Only the listings wait longer: every other request keeps its own timeout.
+        let patient = plan(&{
+            let mut spec = jwt_spec();
+            spec.listing_timeout = Some(crate::crd::Duration::from_secs(600));
+            spec
+        })
+        .unwrap();
+        assert_eq!(
+            patient.client.request_timeout,
+            plan(&jwt_spec()).unwrap().client.request_timeout
+        );
+    }
+
+    #[test]
     fn a_valid_token_spec_builds_a_connection() {
         let sources = Sources {
             auth: Some(secret("tok", &[("token", b"eyJhbGciOi.abc.def\n")])),
@@ -1360,6 +1418,14 @@ mod tests {
         assert_ne!(
             base.fingerprint, larger.fingerprint,
             "a new bound on answers makes a new client"
+        );
+
+        let mut patient = jwt_spec();
+        patient.listing_timeout = Some(crate::crd::Duration::from_secs(600));
+        let patient = build(&patient, &key_sources()).unwrap().settings;
+        assert_ne!(
+            base.fingerprint, patient.fingerprint,
+            "a new listing timeout makes a new client"
         );
 
         let pem_a = ca_pem();

@@ -44,6 +44,7 @@ fn cluster(name: &str, endpoint: &str) -> SlurmCluster {
             tls: None,
             poll_interval: crate::crd::Duration::from_secs(1),
             max_response_size: None,
+            listing_timeout: None,
             api_version: Default::default(),
             allow_insecure_http: true,
             access: Vec::new(),

@@ -197,6 +197,10 @@ fn cel_rules_are_where_expected() {
                 "endpoint must be an http:// or https:// URL, e.g. https://slurmrestd.example.org:6820"
             ),
             s(
+                ".spec.listingTimeout",
+                "listingTimeout must be between 30s and 1h"
+            ),
+            s(
                 ".spec.maxResponseSize",
                 "maxResponseSize must be a quantity between 1Mi and 1Gi, such as 64Mi"
             ),
@@ -509,6 +513,15 @@ fn cluster_rules() {
         json!({"pollInterval": "1h"}),
         &["pollInterval must be between 100ms and 5m"],
     );
+    for ok in ["30s", "5m", "59m59s", "1h"] {
+        c(json!({"listingTimeout": ok}), &[]);
+    }
+    for bad in ["29s", "1h1s", "90m", "2h"] {
+        c(
+            json!({"listingTimeout": bad}),
+            &["listingTimeout must be between 30s and 1h"],
+        );
+    }
 
     for ok in [
         json!("1Mi"),
