@@ -752,8 +752,9 @@ impl Poller {
             started: Instant::now(),
             seen: BTreeSet::new(),
         });
+        // The next is due from when this one answers ([`Self::landed`]): a listing slower
+        // than `full_every` is not asked again the moment it lands.
         self.full_now = false;
-        self.full_due = Instant::now() + self.tuning.full_every;
     }
 
     /// The listing running beside the cycles, once answered, with the ids the cycles saw since
