@@ -663,6 +663,33 @@ def t_operator_security() -> str:
     return ""
 
 
+def t_operator_network_policy() -> str:
+    """networkPolicy: off by default; on, it selects exactly the operator's pods and admits
+    ingress only to the metrics port, only from metricsFrom (nobody when empty)."""
+    ensure(not find(render(OPERATOR), "NetworkPolicy"), "a NetworkPolicy by default")
+    peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    docs = render(OPERATOR, sets=("networkPolicy.enabled=true",
+                                  "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring"),
+                  cache=False)
+    policy = one(docs, "NetworkPolicy")
+    dep, c = operator_container(docs)
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    ensure(selector and all(pod_labels.get(k) == v for k, v in selector.items()),
+           f"podSelector {selector} does not select the operator's pods {pod_labels}")
+    ensure(policy["spec"]["policyTypes"] == ["Ingress"], str(policy["spec"]["policyTypes"]))
+    ports = {p["name"] for p in c["ports"]}
+    rules = policy["spec"]["ingress"]
+    ensure(len(rules) == 1 and rules[0]["from"] == [peer], str(rules))
+    ensure([p["port"] for p in rules[0]["ports"]] == ["http-metrics"] and "http-metrics" in ports,
+           f"ingress ports {rules[0]['ports']}, container ports {ports}")
+    errors = validate_object(policy, K8S_VERSIONS[-1])
+    ensure(not errors, "; ".join(errors))
+    closed = one(render(OPERATOR, sets=("networkPolicy.enabled=true",), cache=False), "NetworkPolicy")
+    ensure(closed["spec"]["ingress"] == [], f"empty metricsFrom admits {closed['spec']['ingress']}")
+    return "ingress: metrics port from metricsFrom only"
+
+
 def t_operator_args() -> str:
     _, c = operator_container(render(OPERATOR))
     args = c["args"]
@@ -1709,6 +1736,7 @@ def main() -> int:
     r.check("rbac: tenant-edit/tenant-view (aggregated) and admin ClusterRoles for people", t_rbac_user_roles)
     r.check("operator: non-root, read-only, no capabilities, probes, resources", t_operator_security)
     r.check("operator: args, env and rollout strategy per values", t_operator_args)
+    r.check("operator: NetworkPolicy admits only metricsFrom, only to the metrics port", t_operator_network_policy)
     r.check("operator: the tag key Secret, created or existing", t_tag_key)
     r.check("Dockerfile: static, non-root user = chart runAsUser, lean context", t_dockerfile)
     r.check("operator: PDB with replicas > 1, helm test Pod, extraObjects", t_operator_extras)
