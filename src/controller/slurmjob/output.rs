@@ -32,15 +32,16 @@ pub const MOUNT_PATH: &str = "/output";
 /// Where the Pod sees its own annotations (downward API; the kubelet refreshes the file).
 const PODINFO_PATH: &str = "/podinfo";
 /// Resources of the streamer (`sh` + `tail`): requests and limits, so that namespaces with a
-/// ResourceQuota accept the Pod. Measured: busybox `tail -F` stays under 2 MiB.
+/// ResourceQuota accept the Pod. Measured: busybox `tail` stays under 2 MiB.
 const CPU_REQUEST: &str = "10m";
 const CPU_LIMIT: &str = "100m";
 const MEMORY_REQUEST: &str = "16Mi";
 const MEMORY_LIMIT: &str = "32Mi";
-/// How long the Pod keeps reading after the end is announced: `tail -F` polls once a second,
+/// How long the Pod keeps reading after the end is announced: `tail -f` polls once a second,
 /// so this lets it print what the job wrote last.
 const DRAIN_SECONDS: u32 = 3;
-/// Default image of the streamer (`--output-image`): anything with `sh` and `tail -F`.
+/// Default image of the streamer (`--output-image`): anything with `sh`, `grep`, `readlink`,
+/// `stat` and `tail -f`.
 pub const DEFAULT_IMAGE: &str = "docker.io/library/busybox:1.37";
 /// User the streamer runs as (`nobody`): it only reads.
 const RUN_AS_USER: i64 = 65534;
@@ -49,15 +50,22 @@ const RUN_AS_USER: i64 = 65534;
 /// through `submit::output_path` (`<slurmPath>/<subPath>/<name>-%j.out`).
 pub fn relative_file(output: &JobOutput, object_name: &str, job_id: i64) -> String {
     let file = format!("{object_name}-{job_id}.out");
-    match output
-        .sub_path
-        .as_deref()
-        .map(|s| s.trim_matches('/'))
-        .filter(|s| !s.is_empty())
-    {
+    match sub_dir(output) {
         Some(sub) => format!("{sub}/{file}"),
         None => file,
     }
+}
+
+/// `subPath` normalised (`/a//./b/` is `a/b`), `None` when it names no directory: the streamer
+/// compares the path it opened with the one built from it, so both sides use this form.
+pub fn sub_dir(output: &JobOutput) -> Option<String> {
+    let parts: Vec<&str> = output
+        .sub_path
+        .as_deref()?
+        .split('/')
+        .filter(|part| !part.is_empty() && *part != ".")
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("/"))
 }
 
 /// The streamer Pod for `job`'s run `job_id`, or `None` when the job has no `spec.output` (or
@@ -204,15 +212,26 @@ pub fn streamed_job_id(pod: &Pod) -> Option<i64> {
 }
 
 /// The streamer's `sh` script: wait for `$OUTPUT_FILE` (the job may still be pending), print it
-/// from the start and follow it, also across truncation or re-creation; once the Pod's own
-/// annotations (`$ANNOTATIONS_FILE`, downward-API format `key="value"`) say the job ended, read
-/// a last time and exit 0. A job that ended before writing anything leaves a note instead.
+/// from the start and follow it, also across truncation; once the Pod's own annotations
+/// (`$ANNOTATIONS_FILE`, downward-API format `key="value"`) say the job ended, read a last time
+/// and exit 0. A job that ended before writing anything leaves a note instead.
+///
+/// The job's script, run as the tenant's Slurm user, controls that path, and the Pod reads with
+/// its own identity, not the job's: so the file is opened once (fd 3), and streamed only when
+/// what was opened is that very path (no symbolic link on the way: `/proc/self/fd/3` names
+/// where the open ended), a regular file with one link (no hard link to someone else's file);
+/// then followed by descriptor (`tail -f` of the open file), so replacing the path later shows
+/// nothing new.
 fn streamer_script() -> String {
     format!(
         "ended() {{ grep -q '^{ENDED_ANNOTATION}=\"true\"' \"$ANNOTATIONS_FILE\" 2>/dev/null; }}; \
          until [ -e \"$OUTPUT_FILE\" ] || ended; do sleep 1; done; \
          if [ ! -e \"$OUTPUT_FILE\" ]; then echo \"no output: $OUTPUT_FILE was never written\"; exit 0; fi; \
-         tail -n +1 -F \"$OUTPUT_FILE\" & follower=$!; \
+         exec 3< \"$OUTPUT_FILE\" || exit 0; \
+         if [ \"$(readlink /proc/self/fd/3)\" != \"$OUTPUT_FILE\" ] || [ ! -f /proc/self/fd/3 ] \
+            || [ \"$(stat -L -c %h /proc/self/fd/3)\" != 1 ]; then \
+           echo \"not streamed: $OUTPUT_FILE is a link or not a regular file\"; exit 0; fi; \
+         tail -n +1 -f /proc/self/fd/3 & follower=$!; \
          until ended; do sleep 2; done; \
          sleep {DRAIN_SECONDS}; kill \"$follower\"; exit 0"
     )
@@ -261,6 +280,8 @@ mod tests {
             (None, "/shared", "train-42.out"),
             (Some("runs/a"), "/shared/", "runs/a/train-42.out"),
             (Some("/runs/"), "/mnt/out", "runs/train-42.out"),
+            (Some("runs//./b/"), "/shared", "runs/b/train-42.out"),
+            (Some("/./"), "/shared", "train-42.out"),
         ] {
             let output = JobOutput {
                 volume: "results".into(),
@@ -308,7 +329,9 @@ mod tests {
                 env.value.as_deref(),
                 Some(format!("{MOUNT_PATH}/{relative}").as_str())
             );
-            assert!(container.command.as_ref().unwrap()[2].contains("tail -n +1 -F"));
+            assert!(
+                container.command.as_ref().unwrap()[2].contains("tail -n +1 -f /proc/self/fd/3")
+            );
             let security = container.security_context.as_ref().unwrap();
             assert_eq!(security.read_only_root_filesystem, Some(true));
             assert_eq!(security.allow_privilege_escalation, Some(false));
@@ -403,41 +426,67 @@ mod tests {
         );
     }
 
-    /// The script itself, run by this machine's `sh` and `tail` (the image's busybox has the
-    /// same `tail -F`): it prints the whole file, including lines written just before the end
-    /// was announced, and exits 0 once the annotations say so. A job that ended without ever
-    /// writing its file ends the Pod with a note.
-    #[test]
-    fn the_streamer_drains_the_file_and_exits_when_told() {
-        use std::io::Write;
+    /// The toolboxes the script is run with: this machine's `sh` and coreutils, and, where
+    /// `busybox` is installed, busybox's own applets only (the streamer image's: a directory of
+    /// applet links is the whole `PATH`).
+    fn toolboxes(dir: &std::path::Path) -> Vec<(&'static str, Option<std::path::PathBuf>)> {
+        let mut boxes = vec![("host", None)];
+        let busybox = std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join("busybox"))
+                .find(|b| b.is_file())
+        });
+        if let Some(busybox) = busybox {
+            let bin = dir.join("busybox-bin");
+            std::fs::create_dir_all(&bin).unwrap();
+            for applet in [
+                "sh", "grep", "sleep", "readlink", "stat", "tail", "kill", "echo",
+            ] {
+                let link = bin.join(applet);
+                if !link.exists() {
+                    std::os::unix::fs::symlink(&busybox, &link).unwrap();
+                }
+            }
+            boxes.push(("busybox", Some(bin)));
+        }
+        boxes
+    }
+
+    /// Runs the script until it exits (`during` runs while it streams, then the end is
+    /// announced); its stdout.
+    fn stream(
+        toolbox: &Option<std::path::PathBuf>,
+        file: &std::path::Path,
+        annotations: &std::path::Path,
+        during: impl FnOnce(),
+    ) -> String {
         use std::process::{Command, Stdio};
         use std::time::{Duration, Instant};
 
-        let dir = std::env::temp_dir().join(format!("streamer-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("job.out");
-        let annotations = dir.join("annotations");
-        std::fs::write(&annotations, "slurm.rs/job-id=\"7\"\n").unwrap();
-        let child = Command::new("sh")
+        std::fs::write(annotations, "slurm.rs/job-id=\"7\"\n").unwrap();
+        let mut command = match toolbox {
+            Some(bin) => {
+                let mut c = Command::new(bin.join("sh"));
+                c.env("PATH", bin);
+                c
+            }
+            None => Command::new("sh"),
+        };
+        let mut child = command
             .args(["-c", &streamer_script()])
-            .env("OUTPUT_FILE", &file)
-            .env("ANNOTATIONS_FILE", &annotations)
+            .env("OUTPUT_FILE", file)
+            .env("ANNOTATIONS_FILE", annotations)
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut out = std::fs::File::create(&file).unwrap();
-        writeln!(out, "first line").unwrap();
-        std::thread::sleep(Duration::from_millis(1500));
-        writeln!(out, "last line").unwrap();
-        drop(out);
+        during();
         std::fs::write(
-            &annotations,
+            annotations,
             "slurm.rs/job-ended=\"true\"\nslurm.rs/job-id=\"7\"\n",
         )
         .unwrap();
         // A generous deadline only so that a broken script fails the test instead of hanging it.
         let deadline = Instant::now() + Duration::from_secs(120);
-        let mut child = child;
         while child.try_wait().unwrap().is_none() {
             if Instant::now() > deadline {
                 child.kill().unwrap();
@@ -447,19 +496,92 @@ mod tests {
         }
         let output = child.wait_with_output().unwrap();
         assert!(output.status.success(), "{output:?}");
-        let text = String::from_utf8_lossy(&output.stdout);
-        assert_eq!(text, "first line\nlast line\n");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
 
-        // Never written: a note, exit 0.
-        let missing = dir.join("never.out");
-        let output = Command::new("sh")
-            .args(["-c", &streamer_script()])
-            .env("OUTPUT_FILE", &missing)
-            .env("ANNOTATIONS_FILE", &annotations)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{output:?}");
-        assert!(String::from_utf8_lossy(&output.stdout).contains("was never written"));
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// The script itself: it prints the whole file, including lines written just before the
+    /// end was announced, and exits 0 once the annotations say so. A job that ended without
+    /// ever writing its file ends the Pod with a note.
+    #[test]
+    fn the_streamer_drains_the_file_and_exits_when_told() {
+        use std::io::Write;
+        use std::time::Duration;
+
+        let dir = scratch("streamer");
+        for (name, toolbox) in toolboxes(&dir) {
+            let file = dir.join(format!("{name}.out"));
+            let annotations = dir.join("annotations");
+            let text = stream(&toolbox, &file, &annotations, || {
+                let mut out = std::fs::File::create(&file).unwrap();
+                writeln!(out, "first line").unwrap();
+                std::thread::sleep(Duration::from_millis(1500));
+                writeln!(out, "last line").unwrap();
+            });
+            assert_eq!(text, "first line\nlast line\n", "{name}");
+
+            // Never written: a note, exit 0.
+            let missing = dir.join("never.out");
+            let text = stream(&toolbox, &missing, &annotations, || {});
+            assert!(text.contains("was never written"), "{name}: {text}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The job's script (the tenant's) controls its output path; the streamer reads with its
+    /// own identity. A symbolic link (of the file or of a directory on the way), a hard link,
+    /// or a path replaced by a link once streaming began shows nothing of the other file.
+    #[test]
+    fn the_streamer_reads_only_the_jobs_own_file() {
+        use std::io::Write;
+        use std::os::unix::fs::symlink;
+        use std::time::Duration;
+
+        let dir = scratch("streamer-links");
+        let secret = dir.join("someone-elses.txt");
+        std::fs::write(&secret, "SECRET\n").unwrap();
+        let refused = |text: &str, what: &str| {
+            assert!(!text.contains("SECRET"), "{what}: {text}");
+            assert!(text.contains("not streamed"), "{what}: {text}");
+        };
+        for (name, toolbox) in toolboxes(&dir) {
+            let annotations = dir.join("annotations");
+            let file = dir.join(format!("{name}-symlink.out"));
+            symlink(&secret, &file).unwrap();
+            refused(&stream(&toolbox, &file, &annotations, || {}), "a symlink");
+
+            let linked_dir = dir.join(format!("{name}-dir"));
+            symlink(&dir, &linked_dir).unwrap();
+            let through = linked_dir.join("someone-elses.txt");
+            refused(
+                &stream(&toolbox, &through, &annotations, || {}),
+                "a directory symlink",
+            );
+
+            let hard = dir.join(format!("{name}-hard.out"));
+            std::fs::hard_link(&secret, &hard).unwrap();
+            refused(&stream(&toolbox, &hard, &annotations, || {}), "a hard link");
+            std::fs::remove_file(&hard).unwrap();
+
+            // Streaming began on the job's own file; then the path became a link.
+            let file = dir.join(format!("{name}-swapped.out"));
+            let mut out = std::fs::File::create(&file).unwrap();
+            writeln!(out, "mine").unwrap();
+            let text = stream(&toolbox, &file, &annotations, || {
+                std::thread::sleep(Duration::from_millis(1500));
+                std::fs::rename(&file, dir.join(format!("{name}-moved.out"))).unwrap();
+                symlink(&secret, &file).unwrap();
+                writeln!(out, "still mine").unwrap();
+                std::thread::sleep(Duration::from_millis(1500));
+            });
+            assert_eq!(text, "mine\nstill mine\n", "{name}: swapped");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

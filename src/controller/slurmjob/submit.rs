@@ -93,12 +93,7 @@ pub fn dependency_expression(dependencies: &[ResolvedDependency]) -> Option<Stri
 pub fn output_path(spec: &SlurmJobSpec, object_name: &str) -> Option<String> {
     let output = spec.output.as_ref()?;
     let mut dir = output.slurm_path.trim_end_matches('/').to_owned();
-    if let Some(sub) = output
-        .sub_path
-        .as_deref()
-        .map(|s| s.trim_matches('/'))
-        .filter(|s| !s.is_empty())
-    {
+    if let Some(sub) = super::output::sub_dir(output) {
         dir = format!("{dir}/{sub}");
     }
     Some(format!("{dir}/{object_name}-%j.out"))
