@@ -17,6 +17,13 @@ if ! command -v cargo >/dev/null; then
 fi
 cargo --version
 
+step "busybox (the output Pod's default image's tools: its streamer script is run with them too)"
+if ! command -v busybox >/dev/null; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox; } >/dev/null 2>&1 ||
+        { echo "could not install busybox (apt-get install busybox)" >&2; exit 1; }
+fi
+echo "busybox: $(command -v busybox)"
+
 step "local Slurm ($flavour)"
 bash hack/slurm-up.sh --flavour "$flavour"
 # slurm-up.sh keeps its state under /var/tmp, or $TMPDIR where there is no /var/tmp.
