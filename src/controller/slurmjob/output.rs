@@ -221,13 +221,13 @@ pub fn streamed_job_id(pod: &Pod) -> Option<i64> {
 /// what was opened is that very path (no symbolic link on the way: `/proc/self/fd/3` names
 /// where the open ended), a regular file with one link (no hard link to someone else's file);
 /// then followed by descriptor (`tail -f` of the open file), so replacing the path later shows
-/// nothing new.
+/// nothing new. A file the Pod cannot open ends the shell (`exec`'s failure) with its error.
 fn streamer_script() -> String {
     format!(
         "ended() {{ grep -q '^{ENDED_ANNOTATION}=\"true\"' \"$ANNOTATIONS_FILE\" 2>/dev/null; }}; \
          until [ -e \"$OUTPUT_FILE\" ] || ended; do sleep 1; done; \
          if [ ! -e \"$OUTPUT_FILE\" ]; then echo \"no output: $OUTPUT_FILE was never written\"; exit 0; fi; \
-         exec 3< \"$OUTPUT_FILE\" || exit 0; \
+         exec 3< \"$OUTPUT_FILE\"; \
          if [ \"$(readlink /proc/self/fd/3)\" != \"$OUTPUT_FILE\" ] || [ ! -f /proc/self/fd/3 ] \
             || [ \"$(stat -L -c %h /proc/self/fd/3)\" != 1 ]; then \
            echo \"not streamed: $OUTPUT_FILE is a link or not a regular file\"; exit 0; fi; \

@@ -382,17 +382,10 @@ pub fn accounting_ours(
             .collect();
     }
     let submitted = |job: &Job| job.submit_time.map(|t| t.timestamp());
-    let is_run: Box<dyn Fn(i64) -> bool> = match (&status.submit_time, &status.tracked_since) {
-        (Some(at), _) => {
-            let at = at.0.as_second();
-            Box::new(move |t| t == at)
-        }
-        (None, Some(since)) => {
-            let since = since.0.as_second();
-            let slack = SUBMIT_CLOCK_SLACK.num_seconds();
-            Box::new(move |t| (t - since).abs() <= slack)
-        }
-        (None, None) => return Vec::new(),
+    let is_run = |t: i64| match (&status.submit_time, &status.tracked_since) {
+        (Some(at), _) => t == at.0.as_second(),
+        (None, Some(since)) => (t - since.0.as_second()).abs() <= SUBMIT_CLOCK_SLACK.num_seconds(),
+        (None, None) => false,
     };
     let run: Vec<&Job> = records
         .iter()
