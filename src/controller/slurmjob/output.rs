@@ -221,13 +221,16 @@ pub fn streamed_job_id(pod: &Pod) -> Option<i64> {
 /// what was opened is that very path (no symbolic link on the way: `/proc/self/fd/3` names
 /// where the open ended), a regular file with one link (no hard link to someone else's file);
 /// then followed by descriptor (`tail -f` of the open file), so replacing the path later shows
-/// nothing new. A file the Pod cannot open ends the shell (`exec`'s failure) with its error.
+/// nothing new. A file the Pod cannot open (its uid may not read it) is said so, and the Pod
+/// ends: `command exec` keeps a failed open from ending the shell before it can say why.
 fn streamer_script() -> String {
     format!(
         "ended() {{ grep -q '^{ENDED_ANNOTATION}=\"true\"' \"$ANNOTATIONS_FILE\" 2>/dev/null; }}; \
          until [ -e \"$OUTPUT_FILE\" ] || ended; do sleep 1; done; \
          if [ ! -e \"$OUTPUT_FILE\" ]; then echo \"no output: $OUTPUT_FILE was never written\"; exit 0; fi; \
-         exec 3< \"$OUTPUT_FILE\"; \
+         if ! {{ command exec 3< \"$OUTPUT_FILE\"; }} 2>/dev/null; then \
+           echo \"not streamed: the output Pod (uid {RUN_AS_USER}) cannot open $OUTPUT_FILE: \
+the job's script must leave it readable by others (e.g. umask 022)\"; exit 0; fi; \
          if [ \"$(readlink /proc/self/fd/3)\" != \"$OUTPUT_FILE\" ] || [ ! -f /proc/self/fd/3 ] \
             || [ \"$(stat -L -c %h /proc/self/fd/3)\" != 1 ]; then \
            echo \"not streamed: $OUTPUT_FILE is a link or not a regular file\"; exit 0; fi; \
@@ -568,6 +571,16 @@ mod tests {
             std::fs::hard_link(&secret, &hard).unwrap();
             refused(&stream(&toolbox, &hard, &annotations, || {}), "a hard link");
             std::fs::remove_file(&hard).unwrap();
+
+            // A path the Pod cannot open (a socket here: even root's open fails, as a file the
+            // Pod's uid may not read does): said so, not the shell's bare error.
+            let socket = dir.join(format!("{name}.sock"));
+            let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+            let text = stream(&toolbox, &socket, &annotations, || {});
+            assert!(
+                text.contains("not streamed: the output Pod (uid 65534) cannot open"),
+                "{name}: {text}"
+            );
 
             // Streaming began on the job's own file; then the path became a link.
             let file = dir.join(format!("{name}-swapped.out"));
