@@ -494,6 +494,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
         });
         let controllers = tokio::spawn(futures::future::join_all(drivers));
         let ready = readiness.clone();
+        let slurmjob_caches = ctx.slurmjobs.clone();
         let stopping = shutdown.clone();
         tokio::spawn(async move {
             // Re-polled on a timer: kube's store readiness wakes only one waiter (the
@@ -511,6 +512,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
                 tokio::select! {
                     result = wait => match result {
                         Ok(all) if all.iter().all(|ok| *ok) => {
+                            slurmjob_caches.mark_listed();
                             ready.set(true);
                             info!("controllers running");
                             break;

@@ -1,13 +1,16 @@
 //! What every reconcile gets: one cheap-to-clone `Context`, no globals. A controller with state
 //! of its own (the SlurmJob controller's submissions) keeps it in its own context around this.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use chrono::{DateTime, Utc};
 use kube::runtime::events::Reporter;
+use kube::runtime::reflector::Store;
 
 use super::kit::{Backoffs, EventRecorder};
 use crate::crd::FIELD_MANAGER;
+use crate::crd::slurmjob::CachedSlurmJob;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::slurm::tag::TagKey;
@@ -25,6 +28,47 @@ pub const DEFAULT_DELETION_DEADLINE: std::time::Duration = std::time::Duration::
 /// Capacity of each poller's event channel; a consumer that falls this far behind one poller
 /// resyncs the objects of that poller's SlurmClusters (and no others).
 pub const EVENT_CHANNEL_CAPACITY: usize = 4096;
+
+/// The SlurmJob controllers' caches (one per watched scope), for the SlurmCluster controller's
+/// question "which SlurmJobs still use this cluster?": answered from memory, not with a list of
+/// every SlurmJob in the Kubernetes cluster every few seconds. Each SlurmJob controller adds its
+/// cache as it is built; `run` marks them listed once every cache had its first list.
+#[derive(Default)]
+pub struct SlurmJobCaches {
+    stores: RwLock<Vec<Store<CachedSlurmJob>>>,
+    listed: AtomicBool,
+}
+
+impl SlurmJobCaches {
+    pub fn add(&self, store: Store<CachedSlurmJob>) {
+        self.stores
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(store);
+    }
+
+    /// Every cache had its first list (kube's readiness, seen by `run`'s readiness check: a
+    /// second waiter on a store's readiness could take the controller's own wake-up).
+    pub fn mark_listed(&self) {
+        self.listed.store(true, Ordering::Release);
+    }
+
+    /// What `pick` takes of every cached SlurmJob; `None` until every cache has had its first
+    /// list (an empty process, with no SlurmJob controller, has nothing to list).
+    pub fn pick<T>(&self, mut pick: impl FnMut(&CachedSlurmJob) -> Option<T>) -> Option<Vec<T>> {
+        let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
+        if !stores.is_empty() && !self.listed.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(
+            stores
+                .iter()
+                .flat_map(Store::state)
+                .filter_map(|job| pick(&job))
+                .collect(),
+        )
+    }
+}
 
 #[derive(Clone)]
 pub struct Context {
@@ -55,6 +99,8 @@ pub struct Context {
     pub slurmjob_debounce: std::time::Duration,
     /// Reconciles each controller runs at once (`run --reconcile-concurrency`).
     pub reconcile_concurrency: u16,
+    /// The SlurmJob controllers' caches.
+    pub slurmjobs: Arc<SlurmJobCaches>,
 }
 
 impl Context {
@@ -79,6 +125,7 @@ impl Context {
             tag_key: TagKey::ephemeral(),
             slurmjob_debounce: super::slurmjob::DEBOUNCE,
             reconcile_concurrency: super::kit::MAX_CONCURRENT_RECONCILES,
+            slurmjobs: Arc::default(),
         }
     }
 }

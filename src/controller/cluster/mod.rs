@@ -35,10 +35,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, PartialObjectMeta};
+use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
@@ -49,12 +51,14 @@ use self::config::{CaSource, ConfigError, ConfigPlan, Sources};
 use self::status::{Connected, Failure, Observation};
 use super::Context;
 use super::kit::{self, Backoffs, FinalizerFailure};
-use crate::crd::{CREDENTIALS_LABEL, SlurmCluster, SlurmClusterSpec, SlurmJob};
+use super::slurmjob::plan;
+use crate::crd::slurmjob::CachedSlurmJob;
+use crate::crd::{CREDENTIALS_LABEL, FINALIZER, SlurmCluster, SlurmClusterSpec};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
 use crate::slurm::tag::TagKey;
 use crate::slurm::types::{Changes, NodeCounts};
-use crate::state::index::{Health, SlurmEvent};
+use crate::state::index::{ClusterState, Health, SlurmEvent};
 use crate::state::registry::{ClusterHandle, Upserted};
 
 /// The controller's name in metrics and logs.
@@ -111,8 +115,8 @@ pub enum Error {
     ClusterBusy,
     #[error("the SlurmCluster's registration disappeared while it was reconciled")]
     RegistrationLost,
-    #[error("cannot list the SlurmJobs that use the SlurmCluster")]
-    ListSlurmJobs(#[source] kube::Error),
+    #[error("the SlurmJobs that may use the SlurmCluster are not listed yet")]
+    SlurmJobsNotListed,
     #[error(
         "still used by SlurmJob(s) {0}: their deletion cancels their Slurm jobs through this SlurmCluster"
     )]
@@ -135,7 +139,7 @@ impl Error {
             Self::MissingMetadata(_) => "MissingMetadata",
             Self::ClusterBusy => "ClusterBusy",
             Self::RegistrationLost => "RegistrationLost",
-            Self::ListSlurmJobs(_) => "ListSlurmJobsFailed",
+            Self::SlurmJobsNotListed => "SlurmJobsNotListed",
             Self::InUse(_) => "InUseBySlurmJobs",
         }
     }
@@ -193,10 +197,15 @@ pub fn error_policy(cluster: Arc<SlurmCluster>, error: &Error, ctx: Arc<Context>
     }
     ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     let name = cluster.name_any();
-    if let Error::InUse(users) = error {
-        // Not a failure: a deleted SlurmCluster waiting for its SlurmJobs to go. A fixed, calm pace.
-        info!(name, slurmjobs = %users, "deleted SlurmCluster waits for its SlurmJobs");
-        return Action::requeue(USERS_RETRY);
+    match error {
+        // Not failures: a deleted SlurmCluster waiting for its SlurmJobs to go, or for the
+        // SlurmJob caches' first list. A fixed, calm pace.
+        Error::InUse(users) => {
+            info!(name, slurmjobs = %users, "deleted SlurmCluster waits for its SlurmJobs");
+            return Action::requeue(USERS_RETRY);
+        }
+        Error::SlurmJobsNotListed => return Action::requeue(USERS_RETRY),
+        _ => {}
     }
     if error.is_invalid_spec() {
         ctx.backoff.reset(&key);
@@ -439,23 +448,35 @@ async fn check(
 /// How often a deleted SlurmCluster looks again for the SlurmJobs that still use it.
 const USERS_RETRY: Duration = Duration::from_secs(5);
 
-/// A deleted SlurmCluster keeps its client until no SlurmJob names it any more: their finalizers
-/// need it to cancel their Slurm jobs. Then the client goes and its poller stops. Never a
-/// cycle: a SlurmJob whose deletion cannot reach Slurm lets go at its deadline (or with the
-/// skip-cancel annotation), and a settled one at once.
+/// A deleted SlurmCluster keeps its client while a SlurmJob naming it may still run something
+/// in Slurm ([`plan::needs_cluster`]): that SlurmJob's finalizer needs the client to cancel it.
+/// Then the client goes and its poller stops. A SlurmJob that never ran or whose run ended does
+/// not hold it (else any tenant could, by naming it). Read from the SlurmJob controllers'
+/// caches, not listed. Never a cycle: a SlurmJob whose deletion cannot reach Slurm lets go at
+/// its deadline (or with the skip-cancel annotation), and a settled one at once.
 async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error> {
     let name = cluster.name_any();
     let key = ObjectRef::from_obj(cluster);
-    let jobs: Api<SlurmJob> = Api::all(ctx.client.clone());
-    let users: Vec<String> = jobs
-        .list(&ListParams::default())
-        .await
-        .map_err(Error::ListSlurmJobs)?
-        .items
-        .iter()
-        .filter(|job| job.spec.cluster_name == name)
-        .map(ResourceExt::name_any)
-        .collect();
+    let index = ctx
+        .clusters
+        .get(&key)
+        .map(|handle| Arc::clone(&handle.index.borrow()))
+        .filter(|state| plan::index_trusted(state, ctx.started_at));
+    let deleted_at = cluster
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0));
+    let in_doubt_holds = plan::release_at(deleted_at, ctx.started_at, ctx.deletion_deadline)
+        .is_none_or(|at| Utc::now() < at);
+    let users = ctx
+        .slurmjobs
+        .pick(|job| {
+            (job.cluster_name() == name
+                && uses_cluster(job, index.as_deref(), &ctx.tag_key, in_doubt_holds))
+            .then(|| format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any()))
+        })
+        .ok_or(Error::SlurmJobsNotListed)?;
     if !users.is_empty() {
         if !ctx.clusters.contains(&key) {
             // Deleted while the operator was down (or before this replica took over): connect
@@ -471,7 +492,7 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
             }
         }
         // An error keeps the finalizer (the finalizer helper removes it after any Ok).
-        return Err(Error::InUse(users.join(", ")));
+        return Err(Error::InUse(name_some(users)));
     }
     if ctx.clusters.remove(&key) {
         info!("SlurmCluster deleted: removed its slurmrestd client and stopped its poller");
@@ -479,6 +500,53 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
     ctx.backoff.reset(&backoff_key(cluster));
     Ok(Action::await_change())
 }
+
+/// Whether a cached SlurmJob naming the deleted cluster still needs its client
+/// ([`plan::needs_cluster`]). A live run is seen without unpacking the cached spec and status.
+fn uses_cluster(
+    job: &CachedSlurmJob,
+    index: Option<&ClusterState>,
+    key: &TagKey,
+    in_doubt_holds: bool,
+) -> bool {
+    let finalized = job.finalizers().iter().any(|f| f == FINALIZER);
+    if finalized && job.job_id().is_some() && job.phase().is_some_and(|p| !p.is_terminal()) {
+        return true;
+    }
+    let object = match job.object() {
+        Ok(object) => object,
+        Err(error) => {
+            // A bug (this process packed it): hold the cluster rather than guess.
+            warn!(slurmjob = %job.name_any(), error = %Chain(&error), "cannot unpack a cached SlurmJob");
+            return true;
+        }
+    };
+    let uid = object.uid().unwrap_or_default();
+    let user = plan::ClusterUser {
+        uid: &uid,
+        generation: object.metadata.generation.unwrap_or(1),
+        status: object.status.as_ref(),
+        finalized,
+        deleting: object.metadata.deletion_timestamp.is_some(),
+    };
+    plan::needs_cluster(user, index, key, in_doubt_holds)
+}
+
+/// At most [`NAMED_USERS`] names, and how many more there are.
+fn name_some(mut names: Vec<String>) -> String {
+    names.sort_unstable();
+    let more = names.len().saturating_sub(NAMED_USERS);
+    names.truncate(NAMED_USERS);
+    let named = names.join(", ");
+    if more == 0 {
+        named
+    } else {
+        format!("{named} and {more} more")
+    }
+}
+
+/// How many SlurmJobs a deleted SlurmCluster's wait names.
+const NAMED_USERS: usize = 10;
 
 /// The SlurmClusters whose spec `references` something (of the credentials namespace).
 pub fn clusters_referencing(

@@ -15,8 +15,9 @@ use kube::runtime::watcher;
 
 use super::*;
 use crate::controller::kit::Backoffs;
-use crate::controller::test_support::{ApiServerVerifier, local_slurm};
+use crate::controller::test_support::local_slurm;
 use crate::crd::FINALIZER;
+use crate::crd::SlurmJob;
 use crate::crd::condition::{self, AUTHENTICATED, READY};
 use crate::crd::{ClusterAuth, JwtAuth, JwtKeySecretRef};
 use crate::slurm::{ClientConfig, Credentials};
@@ -236,7 +237,6 @@ async fn deletion_removes_the_client_and_then_the_finalizer() {
 
     let expected = cluster.clone();
     let server = tokio::spawn(async move {
-        expect_slurmjobs_listed(&mut api, &[]).await;
         api.expect_finalizer_removed(&expected).await;
         api
     });
@@ -252,7 +252,6 @@ async fn deletion_removes_the_client_and_then_the_finalizer() {
     let (ctx, mut api) = Context::test();
     let expected = cluster.clone();
     let server = tokio::spawn(async move {
-        expect_slurmjobs_listed(&mut api, &[]).await;
         api.expect_finalizer_removed(&expected).await;
         api
     });
@@ -480,42 +479,45 @@ async fn a_follower_writes_nothing_until_it_leads() {
     server.await.unwrap();
 }
 
-/// The deleted SlurmCluster's list of the SlurmJobs of every namespace, answered with `users` (names of
-/// SlurmJobs naming the SlurmCluster) and one SlurmJob of another SlurmCluster.
-async fn expect_slurmjobs_listed(api: &mut ApiServerVerifier, users: &[(&str, &str)]) {
-    let (call, send) = api.next().await;
-    assert_eq!(call.method, http::Method::GET, "{call:?}");
-    assert_eq!(call.path, "/apis/slurm.rs/v1alpha1/slurmjobs");
-    let mut items: Vec<serde_json::Value> = users
-        .iter()
-        .map(|(job, cluster)| {
-            serde_json::json!({
-                "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
-                "metadata": {"name": job, "namespace": NS},
-                "spec": {"clusterName": cluster, "script": "#!/bin/sh\ntrue\n"},
-            })
-        })
-        .collect();
-    items.push(serde_json::json!({
+/// A SlurmJob of namespace `team` naming `cluster`, with the operator's finalizer when
+/// `finalized`, and `status` (JSON) when given.
+fn slurmjob(name: &str, cluster: &str, finalized: bool, status: serde_json::Value) -> SlurmJob {
+    let mut job: SlurmJob = serde_json::from_value(serde_json::json!({
         "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
-        "metadata": {"name": "elsewhere", "namespace": NS},
-        "spec": {"clusterName": "another", "script": "#!/bin/sh\ntrue\n"},
-    }));
-    let body = serde_json::json!({
-        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJobList",
-        "metadata": {"resourceVersion": "1"}, "items": items,
-    });
-    send.send_response(
-        http::Response::builder()
-            .status(200)
-            .header("content-type", "application/json")
-            .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
-            .unwrap(),
-    );
+        "metadata": {"name": name, "namespace": "team", "uid": format!("uid-{name}"), "generation": 1},
+        "spec": {"clusterName": cluster, "script": "#!/bin/sh\ntrue\n"},
+        "status": status,
+    }))
+    .unwrap();
+    if finalized {
+        job.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    }
+    job
 }
 
-/// A deleted SlurmCluster keeps its client (and finalizer) while a SlurmJob still names it: that
-/// SlurmJob's own finalizer needs the client to cancel its Slurm job.
+/// The SlurmJob controller's cache as `ctx` sees it, listed with `jobs`; the writer, for
+/// changes.
+fn cached_slurmjobs(
+    ctx: &Context,
+    jobs: Vec<SlurmJob>,
+) -> reflector::store::Writer<CachedSlurmJob> {
+    let (store, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for job in jobs {
+        writer.apply_watcher_event(&watcher::Event::InitApply(
+            CachedSlurmJob::new(job).unwrap(),
+        ));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    ctx.slurmjobs.add(store);
+    ctx.slurmjobs.mark_listed();
+    writer
+}
+
+/// A deleted SlurmCluster keeps its client (and finalizer) while a SlurmJob naming it runs a
+/// Slurm job: that SlurmJob's own finalizer needs the client to cancel it. SlurmJobs whose run
+/// ended, that the operator never took on (no finalizer: a namespace it does not watch) or that
+/// name another cluster do not hold it. Read from the SlurmJob cache: no API call.
 #[tokio::test]
 async fn deletion_waits_for_the_slurmjobs_that_use_the_cluster() {
     let (ctx, mut api) = Context::test();
@@ -523,31 +525,43 @@ async fn deletion_waits_for_the_slurmjobs_that_use_the_cluster() {
     cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
     let key = ObjectRef::from_obj(&cluster);
     register_unreachable(&ctx, &key);
+    let running = serde_json::json!({"phase": "Running", "jobId": 5, "observedGeneration": 1, "submittedGeneration": 1});
+    let ended = serde_json::json!({"phase": "Completed", "jobId": 6, "observedGeneration": 1, "submittedGeneration": 1});
+    let still_running = slurmjob("still-running", "c5", true, running.clone());
+    let mut writer = cached_slurmjobs(
+        &ctx,
+        vec![
+            still_running.clone(),
+            slurmjob("ended", "c5", true, ended),
+            slurmjob("unwatched", "c5", false, running.clone()),
+            slurmjob("elsewhere", "another", true, running),
+        ],
+    );
     let ctx = Arc::new(ctx);
-    let server = tokio::spawn(async move {
-        expect_slurmjobs_listed(&mut api, &[("still-running", "c5")]).await;
-        api
-    });
     let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
         .await
         .unwrap_err();
     assert_eq!(error.category(), "InUseBySlurmJobs");
-    assert!(error.to_string().contains("still-running"), "{error}");
-    assert!(!error.to_string().contains("elsewhere"), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("team/still-running"), "{message}");
+    for other in ["ended", "unwatched", "elsewhere"] {
+        assert!(!message.contains(other), "{message}");
+    }
     assert_eq!(
         error_policy(Arc::new(cluster.clone()), &error, ctx.clone()),
         Action::requeue(USERS_RETRY)
     );
-    let mut api = server.await.unwrap();
     api.expect_no_more_calls().await;
     assert!(
         ctx.clusters.contains(&key),
         "the client stays while a SlurmJob needs it"
     );
 
+    writer.apply_watcher_event(&watcher::Event::Delete(
+        CachedSlurmJob::new(still_running).unwrap(),
+    ));
     let expected = cluster.clone();
     let server = tokio::spawn(async move {
-        expect_slurmjobs_listed(&mut api, &[]).await;
         api.expect_finalizer_removed(&expected).await;
         api
     });
@@ -557,7 +571,31 @@ async fn deletion_waits_for_the_slurmjobs_that_use_the_cluster() {
     assert!(!ctx.clusters.contains(&key), "then the client is gone");
 }
 
-/// Deleted while the operator was down: no client. While SlurmJobs name it, it connects again
+/// Until the SlurmJob caches had their first list, nobody knows who uses the cluster: it waits,
+/// calmly, and keeps its client.
+#[tokio::test]
+async fn deletion_waits_for_the_slurmjob_caches_first_list() {
+    let (ctx, mut api) = Context::test();
+    let mut cluster = finalized(cluster("c7", "http://127.0.0.1:1"));
+    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let key = ObjectRef::from_obj(&cluster);
+    register_unreachable(&ctx, &key);
+    let (store, _writer) = reflector::store::<CachedSlurmJob>();
+    ctx.slurmjobs.add(store);
+    let ctx = Arc::new(ctx);
+    let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "SlurmJobsNotListed");
+    assert_eq!(
+        error_policy(Arc::new(cluster), &error, ctx.clone()),
+        Action::requeue(USERS_RETRY)
+    );
+    api.expect_no_more_calls().await;
+    assert!(ctx.clusters.contains(&key));
+}
+
+/// Deleted while the operator was down: no client. While a SlurmJob needs it, it connects again
 /// for their cleanup (here its Secret is gone too, so it cannot, and keeps waiting: the
 /// SlurmJobs' deadline ends that, not a cycle).
 #[tokio::test]
@@ -566,9 +604,10 @@ async fn a_deleted_cluster_without_a_client_connects_again_for_its_slurmjobs() {
     let mut cluster = finalized(cluster("c6", "http://127.0.0.1:1"));
     cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
     let key = ObjectRef::from_obj(&cluster);
+    let running = serde_json::json!({"phase": "Running", "jobId": 5, "observedGeneration": 1, "submittedGeneration": 1});
+    let _writer = cached_slurmjobs(&ctx, vec![slurmjob("still-running", "c6", true, running)]);
     let ctx = Arc::new(ctx);
     let server = tokio::spawn(async move {
-        expect_slurmjobs_listed(&mut api, &[("still-running", "c6")]).await;
         api.expect_get_secret(NS, "jwt", None).await;
         api.expect_no_more_calls().await;
     });

@@ -1124,6 +1124,7 @@ pub fn run(
 ) {
     let client = ctx.client.clone();
     let (store, writer) = reflector::store();
+    ctx.slurmjobs.add(store.clone());
     let jobs_api: Api<CachedSlurmJob> = kit::scoped_api(client.clone(), namespace);
     let pods_api: Api<Pod> = kit::scoped_api(client, namespace);
     // Paged consistent lists, not one any-semantic list from the watch cache: with 10 000

@@ -531,6 +531,51 @@ pub fn to_cancel(
     ids
 }
 
+/// A SlurmJob that names a SlurmCluster being deleted, as [`needs_cluster`] sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterUser<'a> {
+    pub uid: &'a str,
+    pub generation: i64,
+    pub status: Option<&'a SlurmJobStatus>,
+    /// Whether it carries the operator's finalizer: only then does its deletion cancel anything.
+    pub finalized: bool,
+    /// Whether its own deletion has begun (its generation is then one more than its spec's).
+    pub deleting: bool,
+}
+
+/// Whether a SlurmJob still needs the client of the SlurmCluster it names, which is being
+/// deleted: for its own deletion to cancel what it runs ([`to_cancel`] finds something). A
+/// SlurmJob that never ran, whose run ended, or that only asks for a run the going cluster will
+/// not submit does not: otherwise any tenant could keep any SlurmCluster from going away with
+/// one SlurmJob naming it. `index` is the cluster's job listing when it is complete since this
+/// process started ([`index_trusted`]); without one, a job whose submit answer a crash lost does
+/// not show, so a SlurmJob whose latest generation records no run holds the cluster while
+/// `in_doubt_holds` (the cluster's deletion deadline has not passed).
+pub fn needs_cluster(
+    user: ClusterUser<'_>,
+    index: Option<&ClusterState>,
+    key: &TagKey,
+    in_doubt_holds: bool,
+) -> bool {
+    if !user.finalized {
+        return false;
+    }
+    let none = SlurmJobStatus::default();
+    let status = user.status.unwrap_or(&none);
+    if !to_cancel(user.uid, status, index, &Submissions::default(), key).is_empty() {
+        return true;
+    }
+    let generation = if user.deleting {
+        user.generation.saturating_sub(1)
+    } else {
+        user.generation
+    };
+    index.is_none()
+        && in_doubt_holds
+        && !lifecycle::settled(generation, user.status)
+        && status.submitted_generation != Some(generation)
+}
+
 /// Why a deleted SlurmJob cannot cancel its Slurm jobs now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Blocker {

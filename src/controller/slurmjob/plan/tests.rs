@@ -402,6 +402,154 @@ fn follow_and_cancel_see_only_jobs_that_are_ours() {
     );
 }
 
+/// Which SlurmJobs hold a SlurmCluster being deleted: only those whose own deletion may have
+/// something to cancel through it. A tenant's SlurmJob that never ran (refused `NoAccess`, or
+/// waiting for a submit the going cluster will not make), or whose run ended, does not.
+#[test]
+fn a_deleted_cluster_is_held_only_by_slurmjobs_that_may_run_something() {
+    let uid = "u";
+    let lost = state(
+        Some(1),
+        vec![owned(9, &OwnerTag::new(uid, 1), "alice", None)],
+    );
+    let others = state(
+        Some(1),
+        vec![owned(8, &OwnerTag::new("v", 1), "alice", None)],
+    );
+    let live = SlurmJobStatus {
+        job_id: Some(5),
+        phase: Phase::Running,
+        submitted_generation: Some(1),
+        observed_generation: Some(1),
+        ..Default::default()
+    };
+    let ended = SlurmJobStatus {
+        phase: Phase::Completed,
+        ..live.clone()
+    };
+    // What a namespace without access gets: a status, never a run.
+    let refused = SlurmJobStatus {
+        observed_generation: Some(1),
+        ..Default::default()
+    };
+    let user = |status, generation, finalized, deleting| ClusterUser {
+        uid,
+        generation,
+        status,
+        finalized,
+        deleting,
+    };
+    let (none, live, ended, refused) = (None, Some(&live), Some(&ended), Some(&refused));
+    // (row, the SlurmJob, index, in doubt holds, holds)
+    let rows: Vec<(&str, ClusterUser<'_>, Option<&ClusterState>, bool, bool)> = vec![
+        (
+            "a live run",
+            user(live, 1, true, false),
+            Some(&others),
+            true,
+            true,
+        ),
+        (
+            "a live run, no index",
+            user(live, 1, true, false),
+            None,
+            false,
+            true,
+        ),
+        (
+            "a live run, deleting",
+            user(live, 2, true, true),
+            Some(&others),
+            true,
+            true,
+        ),
+        (
+            "no finalizer: never taken on",
+            user(live, 1, false, false),
+            None,
+            true,
+            false,
+        ),
+        (
+            "ended",
+            user(ended, 1, true, false),
+            Some(&others),
+            true,
+            false,
+        ),
+        (
+            "ended, no index",
+            user(ended, 1, true, false),
+            None,
+            true,
+            false,
+        ),
+        (
+            "ended, then edited: no submit comes",
+            user(ended, 2, true, false),
+            Some(&others),
+            true,
+            false,
+        ),
+        (
+            "refused (NoAccess)",
+            user(refused, 1, true, false),
+            Some(&others),
+            true,
+            false,
+        ),
+        (
+            "no status yet",
+            user(none, 1, true, false),
+            Some(&others),
+            true,
+            false,
+        ),
+        (
+            "a submit whose answer was lost",
+            user(none, 1, true, false),
+            Some(&lost),
+            true,
+            true,
+        ),
+        (
+            "no index: a lost submit may hide",
+            user(refused, 1, true, false),
+            None,
+            true,
+            true,
+        ),
+        (
+            "no index, the deadline passed",
+            user(refused, 1, true, false),
+            None,
+            false,
+            false,
+        ),
+        (
+            "edited after the end, no index",
+            user(ended, 2, true, false),
+            None,
+            true,
+            true,
+        ),
+        (
+            "ended and deleting, no index",
+            user(ended, 2, true, true),
+            None,
+            true,
+            false,
+        ),
+    ];
+    for (row, user, index, in_doubt_holds, holds) in rows {
+        assert_eq!(
+            needs_cluster(user, index, &KEY, in_doubt_holds),
+            holds,
+            "{row}"
+        );
+    }
+}
+
 // The submit decision as a table over plain data: every row is a set of facts, the SlurmJobs
 // `dependsOn` can find, and the plan expected for them.
 
