@@ -89,6 +89,10 @@ pub struct Step {
     pub retry: Option<Duration>,
     /// The spec cannot be submitted as it is: only an edit helps.
     pub invalid: bool,
+    /// The wait is for a Slurm request that failed (the accounting check before a submit): the
+    /// next step comes after the SlurmJob's growing backoff, not after `retry`, so that a query
+    /// that keeps failing (too large, too slow) is not sent again every few seconds for ever.
+    pub backoff: bool,
 }
 
 /// Why a step of a cached SlurmJob ([`step_loading`]) failed.
@@ -199,6 +203,7 @@ where
             notices: Vec::new(),
             retry: None,
             invalid: true,
+            backoff: false,
         }),
         Decision::Follow { job_id } => {
             let (mut next, retry) = follow_or_account(&current, job_id, target.uid, env).await;
@@ -218,6 +223,7 @@ where
                 notices,
                 retry: retry.or(usage_retry),
                 invalid: false,
+                backoff: false,
             })
         }
         Decision::Edit { job_id, generation } => {
@@ -231,6 +237,7 @@ where
                     notices,
                     retry: retry.or(Some(WAIT_RETRY)),
                     invalid: false,
+                    backoff: false,
                 });
             }
             let (next, notices, edit_retry) =
@@ -244,6 +251,7 @@ where
                 notices,
                 retry: retry.or(edit_retry),
                 invalid: false,
+                backoff: false,
             })
         }
     }
@@ -621,6 +629,7 @@ where
         notices: Vec::new(),
         retry: Some(WAIT_RETRY),
         invalid: false,
+        backoff: false,
     };
     let tag = OwnerTag::new(target.uid, generation);
     // The tag is signed for the user the job runs as, and only that user's jobs are adopted.
@@ -682,6 +691,7 @@ where
         }
     }
     let answer;
+    let mut accounting_failed = false;
     if let SubmitPlan::AskAccounting { name } = &decision {
         answer = match find_in_accounting(env.client, name, &tag, &user, env.key).await {
             Ok(Some((found, _))) if found.job_id.is_some() => {
@@ -717,6 +727,7 @@ where
                 message: error.to_string(),
             },
         };
+        accounting_failed = matches!(answer, AccountingAnswer::Failed { .. });
         let facts = SubmitFacts {
             accounting: Some(&answer),
             ..facts
@@ -729,7 +740,11 @@ where
     };
     let (outcome, announced) = match decision {
         SubmitPlan::Wait { reason, message } => {
-            return Ok((wait(base, reason, message), false));
+            let step = Step {
+                backoff: accounting_failed,
+                ..wait(base, reason, message)
+            };
+            return Ok((step, false));
         }
         SubmitPlan::Invalid(error) => {
             let message = format!("the spec cannot be submitted: {error}");
@@ -738,6 +753,7 @@ where
                 notices: vec![Notice::warning("InvalidSpec", message)],
                 retry: None,
                 invalid: true,
+                backoff: false,
             };
             return Ok((step, false));
         }
@@ -776,6 +792,7 @@ where
                         notices: vec![Notice::warning(SUBMIT_REJECTED, message)],
                         retry: None,
                         invalid: true,
+                        backoff: false,
                     };
                     return Ok((step, false));
                 }
@@ -820,6 +837,7 @@ where
         notices,
         retry: None,
         invalid: false,
+        backoff: false,
     };
     Ok((step, announced))
 }

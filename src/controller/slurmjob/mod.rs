@@ -544,6 +544,7 @@ async fn apply(
         notices,
         retry,
         invalid,
+        backoff,
     } = step;
     if !ctx.leadership.is_leader() {
         // Lost the Lease meanwhile: the leader writes (a job submitted here is adopted by tag).
@@ -552,7 +553,11 @@ async fn apply(
     // A waiting job's details (Slurm's state words and reason, why it waits) are not a
     // transition: written only once it has waited a moment, so that a job that starts at once
     // costs one status write per transition (issue 19); the next transition writes them anyway.
-    let mut retry = retry;
+    let mut retry = if backoff {
+        Some(ctx.backoff.next(&backoff_key(job)))
+    } else {
+        retry
+    };
     if status != current {
         match status::details_due(&current, &status, Utc::now()) {
             Some(later) => retry = Some(retry.map_or(later, |r| r.min(later))),
@@ -576,7 +581,9 @@ async fn apply(
             .await
             .map_err(Error::OutputPod)?;
     }
-    ctx.backoff.reset(&backoff_key(job));
+    if !backoff {
+        ctx.backoff.reset(&backoff_key(job));
+    }
     Ok(match (retry, invalid) {
         (Some(delay), _) => Action::requeue(delay),
         (None, true) => Action::await_change(),
@@ -783,7 +790,9 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         CleanupPlan::Orphan { why, ids } => {
             let notice = orphaned(&job.spec.cluster_name, &why, &ids);
             warn!(reason = %notice.reason, note = %notice.note, "SlurmJob deleted without cancelling its Slurm jobs");
-            let cluster = (why != Orphaned::ClusterGone)
+            // Told on the SlurmCluster too only when it names Slurm jobs: a SlurmJob that never
+            // ran (any tenant's, even one without access) must not put Warnings there.
+            let cluster = (why != Orphaned::ClusterGone && !ids.is_empty())
                 .then(|| data.slurm_clusters.get(&cluster_of(job)))
                 .flatten();
             if let Some(cluster) = cluster {

@@ -10,6 +10,7 @@ use kube::client::Body;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::controller::kit::Backoffs;
 use crate::controller::slurmjob::plan::to_cancel;
 use crate::controller::slurmjob::status;
 use crate::controller::test_support::{ApiServerVerifier, Call, local_slurm};
@@ -678,6 +679,22 @@ async fn the_skip_cancel_annotation_lets_go_at_once() {
     let note = server.await.unwrap();
     assert!(note.contains("Slurm job 4250 may still run"), "{note}");
     assert!(note.contains("slurm.rs/skip-cancel=true"), "{note}");
+
+    // A SlurmJob that never ran (here: no status, as one refused `NoAccess` has no job) tells
+    // only itself: a tenant cannot put Warnings on the SlurmCluster by deleting such ones.
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("never-ran", "#!/bin/sh\ntrue\n"));
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+    job.metadata.annotations =
+        Some([(SKIP_CANCEL_ANNOTATION.to_owned(), "true".to_owned())].into());
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_event(&mut api, &expected, "Warning", "CancelSkipped").await;
+        expect_finalizer_patch(&mut api, &expected, false).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(job), data(ctx)).await.unwrap();
+    server.await.unwrap();
 }
 
 /// Register the local Slurm as SlurmCluster `local` in `ctx` (real client, real poller) and wait
@@ -1342,6 +1359,52 @@ fn the_cache_keeps_no_script_or_other_tenant_bulk() {
     assert_eq!(trimmed.spec.depends_on, job.spec.depends_on);
     assert_eq!(trimmed.metadata.finalizers, job.metadata.finalizers);
     assert!(serde_json::to_vec(&trimmed).unwrap().len() < 2048);
+}
+
+/// A SlurmJob that must ask the cluster's accounting before it submits (not fresh: edited) and
+/// gets no answer waits with `WaitingForAccounting`, and asks again after its growing backoff,
+/// not every few seconds: a query that keeps failing (too large, too slow) is not a loop.
+#[tokio::test]
+async fn a_failing_accounting_check_backs_off() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("edited", "#!/bin/sh\ntrue\n"));
+    job.metadata.generation = Some(2);
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(&ctx, Vec::new()),
+    );
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_job(&mut api, &expected).await;
+        let status = expect_status_apply(&mut api, &expected).await;
+        (api, status)
+    });
+    let data = data(ctx);
+    let first = reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap();
+    let (mut api, status) = server.await.unwrap();
+    let reconciling = condition::find(&status.conditions, status::RECONCILING).unwrap();
+    assert_eq!(
+        reconciling.reason, "WaitingForAccounting",
+        "{reconciling:?}"
+    );
+    assert_eq!(first, Action::requeue(Backoffs::MIN));
+    // The same answer again: a longer wait.
+    job.status = Some(status);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_job(&mut api, &expected).await;
+        api
+    });
+    let second = reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap();
+    assert_eq!(second, Action::requeue(Backoffs::MIN * 2));
+    let _ = server.await.unwrap();
 }
 
 /// The whole spec is read right before a submit; when the object moved on meanwhile (another

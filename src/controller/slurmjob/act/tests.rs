@@ -196,6 +196,8 @@ async fn a_rejected_generation_is_not_submitted_again_until_the_spec_changes() {
     let edited = step(target(2), env, |_| None).await.unwrap();
     assert!(!edited.invalid);
     assert_eq!(edited.retry, Some(WAIT_RETRY));
+    assert!(edited.backoff, "a failed accounting check backs off");
+    assert!(!held.backoff);
     assert!(condition::find(&edited.status.conditions, status::STALLED).is_none());
     let reconciling = condition::find(&edited.status.conditions, status::RECONCILING).unwrap();
     assert_eq!(reconciling.reason, "WaitingForAccounting");
