@@ -38,6 +38,10 @@ use crate::slurm::RequestObserver;
 /// Prefix of every operator metric (the `process_*` ones excepted).
 pub const PREFIX: &str = "slurm_operator";
 
+/// The `cluster` label of SlurmJobs whose `clusterName` names no SlurmCluster (kubectl's word
+/// for a missing value; no object name has angle brackets).
+pub const NO_CLUSTER: &str = "<none>";
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabel {
     controller: &'static str,
@@ -470,11 +474,26 @@ impl Collector for ObjectGauges {
                         .set(1);
                 }
             }
+            // A tenant writes `clusterName`: only a SlurmCluster's name becomes a label value,
+            // so that made-up names cannot add a series each.
+            let known: std::collections::BTreeSet<String> = sources
+                .clusters
+                .state()
+                .iter()
+                .map(|c| c.name_any())
+                .collect();
+            let cluster_label = |name: &str| {
+                if known.contains(name) {
+                    name.to_owned()
+                } else {
+                    NO_CLUSTER.to_owned()
+                }
+            };
             for job in sources.slurmjobs.iter().flat_map(Store::state) {
                 let phase = job.phase().unwrap_or_default();
                 phases
                     .get_or_create(&PhaseLabels {
-                        cluster: job.cluster_name().to_owned(),
+                        cluster: cluster_label(job.cluster_name()),
                         namespace: job.namespace().unwrap_or_default(),
                         phase: phase.as_str(),
                     })
@@ -484,7 +503,7 @@ impl Collector for ObjectGauges {
                 {
                     pending
                         .get_or_create(&ReasonLabels {
-                            cluster: job.cluster_name().to_owned(),
+                            cluster: cluster_label(job.cluster_name()),
                             reason: reason.to_owned(),
                         })
                         .inc();

@@ -42,10 +42,14 @@ fn cluster(name: &str, ready: &str, version: Option<&str>) -> SlurmCluster {
 }
 
 fn job(name: &str, phase: Option<&str>, reason: Option<&str>) -> CachedSlurmJob {
+    job_of("main", name, phase, reason)
+}
+
+fn job_of(cluster: &str, name: &str, phase: Option<&str>, reason: Option<&str>) -> CachedSlurmJob {
     let mut value = json!({
         "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
         "metadata": {"name": name, "namespace": "team"},
-        "spec": {"clusterName": "main", "script": "#!/bin/sh\ntrue\n"},
+        "spec": {"clusterName": cluster, "script": "#!/bin/sh\ntrue\n"},
     });
     if let Some(phase) = phase {
         value["status"] = json!({"phase": phase, "stateReason": reason});
@@ -128,6 +132,9 @@ fn object_gauges_are_read_from_the_caches_at_scrape_time() {
             job("c", Some("Pending"), Some("Resources")),
             job("d", Some("Running"), None),
             job("e", None, None),
+            // Names a tenant made up: one series for all of them, not one each.
+            job_of("made-up-1", "f", None, None),
+            job_of("made-up-2", "g", Some("Pending"), Some("Priority")),
         ])],
         nodesets: vec![store(vec![
             nodeset("cpu", 1, Some("1h")),
@@ -156,6 +163,8 @@ fn object_gauges_are_read_from_the_caches_at_scrape_time() {
         "slurm_operator_slurmjobs{cluster=\"main\",namespace=\"team\",phase=\"Running\"} 1",
         "slurm_operator_slurmjobs_pending{cluster=\"main\",reason=\"Priority\"} 2",
         "slurm_operator_slurmjobs_pending{cluster=\"main\",reason=\"Resources\"} 1",
+        "slurm_operator_slurmjobs{cluster=\"<none>\",namespace=\"team\",phase=\"Pending\"} 2",
+        "slurm_operator_slurmjobs_pending{cluster=\"<none>\",reason=\"Priority\"} 1",
         "slurm_operator_nodeset_nodes{cluster=\"main\",namespace=\"team\",nodeset=\"cpu\",state=\"draining\"} 1",
         "slurm_operator_nodeset_nodes{cluster=\"main\",namespace=\"team\",nodeset=\"gpu\",state=\"idle\"} 1",
         "slurm_operator_nodeset_replicas_desired{cluster=\"main\",namespace=\"team\",nodeset=\"cpu\"} 3",
