@@ -18,7 +18,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use tracing::{debug, info, warn};
 
 use crate::controller::kit::Notice;
@@ -1105,8 +1105,14 @@ pub async fn ensure_output_pod(
             warn!(pod = %name, "a Pod with the SlurmJob's name exists and is not its output streamer; not touching it");
             return Ok(());
         }
+        // Acted on only as the very Pod read here (its uid a precondition): one re-created
+        // under the name meanwhile is looked at again first.
+        let uid = existing.uid();
         if output::streamed_job_id(&existing) == Some(job_id) {
-            if let Some(patch) = output::ended_patch(&existing, job_id, ended) {
+            if let Some(mut patch) = output::ended_patch(&existing, job_id, ended) {
+                if let Some(uid) = &uid {
+                    patch["metadata"]["uid"] = uid.as_str().into();
+                }
                 let params = PatchParams {
                     field_manager: Some(FIELD_MANAGER.into()),
                     ..Default::default()
@@ -1117,7 +1123,14 @@ pub async fn ensure_output_pod(
             return Ok(());
         }
         if existing.metadata.deletion_timestamp.is_none() {
-            pods.delete(&name, &DeleteParams::default()).await?;
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid,
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            pods.delete(&name, &params).await?;
             info!(pod = %name, "output Pod of the previous run deleted");
         }
         // Created on the next reconcile, once the old Pod is gone (the Pod watch triggers it).

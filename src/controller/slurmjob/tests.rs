@@ -1479,7 +1479,8 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
         trusted_index(&ctx, vec![first, second]),
     );
     let data = data(ctx);
-    let old_pod = output::pod(&job, 101, output::DEFAULT_IMAGE, true).unwrap();
+    let mut old_pod = output::pod(&job, 101, output::DEFAULT_IMAGE, true).unwrap();
+    old_pod.metadata.uid = Some("pod-uid-101".into());
 
     // The re-run: status, Events, then the old run's Pod is deleted (not yet re-created).
     let expected = job.clone();
@@ -1493,6 +1494,8 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
         let (call, send) = api.next().await;
         assert_eq!(call.method, Method::DELETE, "{call:?}");
         assert_eq!(call.path, pod_path(&expected));
+        // Only that very Pod: one re-created under the name meanwhile is not deleted.
+        assert_eq!(call.body["preconditions"]["uid"], "pod-uid-101", "{call:?}");
         let mut terminating = old.clone();
         terminating.metadata.deletion_timestamp = Some(crate::crd::condition::now());
         respond(
@@ -1623,7 +1626,8 @@ async fn the_output_pod_is_told_when_its_job_ends() {
         trusted_index(&ctx, vec![record]),
     );
     let data = data(ctx);
-    let streaming = output::pod(&job, 201, output::DEFAULT_IMAGE, false).unwrap();
+    let mut streaming = output::pod(&job, 201, output::DEFAULT_IMAGE, false).unwrap();
+    streaming.metadata.uid = Some("pod-uid-201".into());
 
     let expected = job.clone();
     let running_pod = streaming.clone();
@@ -1639,9 +1643,10 @@ async fn the_output_pod_is_told_when_its_job_ends() {
             "{}",
             call.query
         );
+        // The uid: a precondition, so that a Pod re-created under the name is not told.
         assert_eq!(
             call.body,
-            json!({"metadata": {"annotations": {output::ENDED_ANNOTATION: "true"}}})
+            json!({"metadata": {"annotations": {output::ENDED_ANNOTATION: "true"}, "uid": "pod-uid-201"}})
         );
         let mut told = running_pod.clone();
         told.metadata

@@ -384,8 +384,21 @@ fn create(
     Ok((StatusCode::CREATED, created))
 }
 
-/// A write that names a resourceVersion must name the current one.
+/// A write that names a resourceVersion must name the current one; one that names a uid, the
+/// object's own (as the real server: the uid is immutable, so a patch meant for an object
+/// deleted and re-created under its name meanwhile is refused, 422).
 fn precondition(current: &Value, new: &Value) -> Result<(), Failure> {
+    if let (Some(uid), Some(own)) = (
+        new["metadata"]["uid"].as_str(),
+        current["metadata"]["uid"].as_str(),
+    ) && uid != own
+    {
+        return Err(Failure::Invalid(format!(
+            "{} \"{}\" is invalid: metadata.uid: Invalid value: \"{uid}\": field is immutable",
+            current["kind"].as_str().unwrap_or("object"),
+            current["metadata"]["name"].as_str().unwrap_or_default()
+        )));
+    }
     match new["metadata"]["resourceVersion"].as_str() {
         Some(rv) if Some(rv) != current["metadata"]["resourceVersion"].as_str() => {
             Err(Failure::Conflict(format!(

@@ -135,6 +135,31 @@ async fn json_patch_applies_all_or_nothing_with_test() {
     assert_eq!(api_error(failed).0, 422);
 }
 
+/// A merge patch naming the object's uid applies; one naming another uid (meant for an object
+/// deleted and re-created under the name meanwhile) is refused: the uid is immutable.
+#[tokio::test]
+async fn a_patch_naming_another_uid_is_refused() {
+    let (_api, client) = server().await;
+    let (api, cm) = config_map(&client).await;
+    let own = cm.metadata.uid.clone().unwrap();
+    let patch = |uid: &str| json!({"metadata": {"uid": uid, "annotations": {"x": "y"}}});
+    let refused = api
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(patch("00000000-0000-0000-0000-000000000000")),
+        )
+        .await;
+    assert_eq!(api_error(refused).0, 422);
+    assert_eq!(api.get("c").await.unwrap().metadata.annotations, None);
+    let applied = api
+        .patch("c", &PatchParams::default(), &Patch::Merge(patch(&own)))
+        .await
+        .unwrap();
+    assert_eq!(applied.metadata.uid.as_deref(), Some(own.as_str()));
+    assert_eq!(applied.metadata.annotations.unwrap()["x"], "y");
+}
+
 #[tokio::test]
 async fn merge_patch_merges_maps_and_null_removes() {
     let (_api, client) = server().await;
@@ -170,15 +195,14 @@ async fn merge_patch_merges_maps_and_null_removes() {
         .await
         .unwrap();
     assert_eq!(strategic.data.unwrap().len(), 3);
-    // The server's fields are not a client's to patch.
+    // The server's fields are not a client's to patch (the uid: `a_patch_naming_another_uid_is_refused`).
     let renamed = api
         .patch(
             "c",
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"uid": "mine", "name": "other"}})),
+            &Patch::Merge(json!({"metadata": {"name": "other"}})),
         )
         .await
         .unwrap();
-    assert_ne!(renamed.metadata.uid.as_deref(), Some("mine"));
     assert_eq!(renamed.metadata.name.as_deref(), Some("c"));
 }
