@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use chrono::{DateTime, Utc};
+use kube::ResourceExt;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::Store;
 
@@ -15,6 +16,7 @@ use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::slurm::tag::TagKey;
 use crate::state::events::EventHub;
+use crate::state::index::ClusterState;
 use crate::state::registry::ClusterRegistry;
 
 /// The namespace SlurmCluster credentials are read from when nothing else is said: the one the
@@ -29,22 +31,39 @@ pub const DEFAULT_DELETION_DEADLINE: std::time::Duration = std::time::Duration::
 /// resyncs the objects of that poller's SlurmClusters (and no others).
 pub const EVENT_CHANNEL_CAPACITY: usize = 4096;
 
+/// A SlurmCluster being deleted, as the SlurmJob controller's rule ([`HoldsCluster`]) reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct DeletedCluster<'a> {
+    pub name: &'a str,
+    /// Its connection's index, when it has a client.
+    pub index: Option<&'a ClusterState>,
+    /// When its deletion began.
+    pub deleted_at: Option<DateTime<Utc>>,
+    pub now: DateTime<Utc>,
+}
+
+/// Whether a cached SlurmJob still needs the client of a SlurmCluster being deleted: the
+/// SlurmJob controller's own rule, registered with its cache (the controllers do not import
+/// one another).
+pub type HoldsCluster = fn(&CachedSlurmJob, &DeletedCluster<'_>, &Context) -> bool;
+
 /// The SlurmJob controllers' caches (one per watched scope), for the SlurmCluster controller's
 /// question "which SlurmJobs still use this cluster?": answered from memory, not with a list of
 /// every SlurmJob in the Kubernetes cluster every few seconds. Each SlurmJob controller adds its
-/// cache as it is built; `run` marks them listed once every cache had its first list.
+/// cache (and its rule) as it is built; `run` marks them listed once every cache had its first
+/// list.
 #[derive(Default)]
 pub struct SlurmJobCaches {
-    stores: RwLock<Vec<Store<CachedSlurmJob>>>,
+    stores: RwLock<Vec<(Store<CachedSlurmJob>, HoldsCluster)>>,
     listed: AtomicBool,
 }
 
 impl SlurmJobCaches {
-    pub fn add(&self, store: Store<CachedSlurmJob>) {
+    pub fn add(&self, store: Store<CachedSlurmJob>, holds: HoldsCluster) {
         self.stores
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(store);
+            .push((store, holds));
     }
 
     /// Every cache had its first list (kube's readiness, seen by `run`'s readiness check: a
@@ -53,9 +72,9 @@ impl SlurmJobCaches {
         self.listed.store(true, Ordering::Release);
     }
 
-    /// What `pick` takes of every cached SlurmJob; `None` until every cache has had its first
-    /// list (an empty process, with no SlurmJob controller, has nothing to list).
-    pub fn pick<T>(&self, mut pick: impl FnMut(&CachedSlurmJob) -> Option<T>) -> Option<Vec<T>> {
+    /// The SlurmJobs (`namespace/name`) that still need `cluster`'s client; `None` until every
+    /// cache has had its first list (a process without SlurmJob controllers has none).
+    pub fn holding(&self, cluster: &DeletedCluster<'_>, ctx: &Context) -> Option<Vec<String>> {
         let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
         if !stores.is_empty() && !self.listed.load(Ordering::Acquire) {
             return None;
@@ -63,8 +82,16 @@ impl SlurmJobCaches {
         Some(
             stores
                 .iter()
-                .flat_map(Store::state)
-                .filter_map(|job| pick(&job))
+                .flat_map(|(store, holds)| {
+                    store
+                        .state()
+                        .into_iter()
+                        .filter(|job| holds(job, cluster, ctx))
+                        .map(|job| {
+                            format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
+                        })
+                        .collect::<Vec<_>>()
+                })
                 .collect(),
         )
     }

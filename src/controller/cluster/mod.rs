@@ -49,16 +49,14 @@ use tracing::{debug, info, warn};
 
 use self::config::{CaSource, ConfigError, ConfigPlan, Sources};
 use self::status::{Connected, Failure, Observation};
-use super::Context;
 use super::kit::{self, Backoffs, FinalizerFailure};
-use super::slurmjob::plan;
-use crate::crd::slurmjob::CachedSlurmJob;
-use crate::crd::{CREDENTIALS_LABEL, FINALIZER, SlurmCluster, SlurmClusterSpec};
+use super::{Context, DeletedCluster};
+use crate::crd::{CREDENTIALS_LABEL, SlurmCluster, SlurmClusterSpec};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
 use crate::slurm::tag::TagKey;
 use crate::slurm::types::{Changes, NodeCounts};
-use crate::state::index::{ClusterState, Health, SlurmEvent};
+use crate::state::index::{Health, SlurmEvent};
 use crate::state::registry::{ClusterHandle, Upserted};
 
 /// The controller's name in metrics and logs.
@@ -449,7 +447,7 @@ async fn check(
 const USERS_RETRY: Duration = Duration::from_secs(5);
 
 /// A deleted SlurmCluster keeps its client while a SlurmJob naming it may still run something
-/// in Slurm ([`plan::needs_cluster`]): that SlurmJob's finalizer needs the client to cancel it.
+/// in Slurm (the SlurmJob controller's rule, `slurmjob::holds_cluster`): that SlurmJob's finalizer needs the client to cancel it.
 /// Then the client goes and its poller stops. A SlurmJob that never ran or whose run ended does
 /// not hold it (else any tenant could, by naming it). Read from the SlurmJob controllers'
 /// caches, not listed. Never a cycle: a SlurmJob whose deletion cannot reach Slurm lets go at
@@ -460,22 +458,20 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
     let index = ctx
         .clusters
         .get(&key)
-        .map(|handle| Arc::clone(&handle.index.borrow()))
-        .filter(|state| plan::index_trusted(state, ctx.started_at));
-    let deleted_at = cluster
-        .metadata
-        .deletion_timestamp
-        .as_ref()
-        .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0));
-    let in_doubt_holds = plan::release_at(deleted_at, ctx.started_at, ctx.deletion_deadline)
-        .is_none_or(|at| Utc::now() < at);
+        .map(|handle| Arc::clone(&handle.index.borrow()));
+    let deleted = DeletedCluster {
+        name: &name,
+        index: index.as_deref(),
+        deleted_at: cluster
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0)),
+        now: Utc::now(),
+    };
     let users = ctx
         .slurmjobs
-        .pick(|job| {
-            (job.cluster_name() == name
-                && uses_cluster(job, index.as_deref(), &ctx.tag_key, in_doubt_holds))
-            .then(|| format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any()))
-        })
+        .holding(&deleted, ctx)
         .ok_or(Error::SlurmJobsNotListed)?;
     if !users.is_empty() {
         if !ctx.clusters.contains(&key) {
@@ -499,37 +495,6 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
     }
     ctx.backoff.reset(&backoff_key(cluster));
     Ok(Action::await_change())
-}
-
-/// Whether a cached SlurmJob naming the deleted cluster still needs its client
-/// ([`plan::needs_cluster`]). A live run is seen without unpacking the cached spec and status.
-fn uses_cluster(
-    job: &CachedSlurmJob,
-    index: Option<&ClusterState>,
-    key: &TagKey,
-    in_doubt_holds: bool,
-) -> bool {
-    let finalized = job.finalizers().iter().any(|f| f == FINALIZER);
-    if finalized && job.job_id().is_some() && job.phase().is_some_and(|p| !p.is_terminal()) {
-        return true;
-    }
-    let object = match job.object() {
-        Ok(object) => object,
-        Err(error) => {
-            // A bug (this process packed it): hold the cluster rather than guess.
-            warn!(slurmjob = %job.name_any(), error = %Chain(&error), "cannot unpack a cached SlurmJob");
-            return true;
-        }
-    };
-    let uid = object.uid().unwrap_or_default();
-    let user = plan::ClusterUser {
-        uid: &uid,
-        generation: object.metadata.generation.unwrap_or(1),
-        status: object.status.as_ref(),
-        finalized,
-        deleting: object.metadata.deletion_timestamp.is_some(),
-    };
-    plan::needs_cluster(user, index, key, in_doubt_holds)
 }
 
 /// At most [`NAMED_USERS`] names, and how many more there are.

@@ -19,6 +19,7 @@ use crate::controller::test_support::local_slurm;
 use crate::crd::FINALIZER;
 use crate::crd::SlurmJob;
 use crate::crd::condition::{self, AUTHENTICATED, READY};
+use crate::crd::slurmjob::CachedSlurmJob;
 use crate::crd::{ClusterAuth, JwtAuth, JwtKeySecretRef};
 use crate::slurm::{ClientConfig, Credentials};
 use crate::state::poller::PollerConfig;
@@ -509,7 +510,8 @@ fn cached_slurmjobs(
         ));
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
-    ctx.slurmjobs.add(store);
+    ctx.slurmjobs
+        .add(store, crate::controller::slurmjob::holds_cluster);
     ctx.slurmjobs.mark_listed();
     writer
 }
@@ -581,7 +583,8 @@ async fn deletion_waits_for_the_slurmjob_caches_first_list() {
     let key = ObjectRef::from_obj(&cluster);
     register_unreachable(&ctx, &key);
     let (store, _writer) = reflector::store::<CachedSlurmJob>();
-    ctx.slurmjobs.add(store);
+    ctx.slurmjobs
+        .add(store, crate::controller::slurmjob::holds_cluster);
     let ctx = Arc::new(ctx);
     let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
         .await

@@ -825,17 +825,23 @@ where
     };
     // The poller follows it from its next cycle, wherever the id falls. A job of this
     // submit is ours without its record: the poller may read that once a burst pauses.
+    let adopted = matches!(outcome, Outcome::Adopted { .. });
     match outcome {
         Outcome::Submitted { .. } => env.state.submitted(job_id),
         Outcome::Adopted { .. } => env.state.want(job_id),
     }
     let records: Vec<Job> = env.state.job_records(job_id).into_iter().cloned().collect();
+    // An adopted job the index has no record of may be one slurmctld no longer holds (found in
+    // accounting: it ran while the operator was away): the poller will say nothing of it, so
+    // the next step comes by itself, and follows it (through accounting once a complete listing
+    // misses it).
+    let retry = (adopted && records.is_empty()).then_some(WAIT_RETRY);
     let mut status = status::submitted(base, job_id, generation, ready, now, &records);
     status.submitted_spec_hash = spec_hash;
     let step = Step {
         status,
         notices,
-        retry: None,
+        retry,
         invalid: false,
         backoff: false,
     };

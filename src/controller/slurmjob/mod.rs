@@ -75,11 +75,11 @@ use tracing::{debug, info, warn};
 use self::act::{Env, Step, Target};
 use self::plan::{Blocker, CleanupFacts, CleanupPlan, Orphaned, Reach};
 use self::submissions::{Outcome, StatusWrites, Submissions};
-use super::Context;
 use super::kit::{self, Backoffs, FinalizerFailure, Notice, UidIndex};
+use super::{Context, DeletedCluster};
 use crate::crd::condition;
 use crate::crd::slurmjob::{CachedSlurmJob, SlurmJobSpec, SlurmJobStatus};
-use crate::crd::{SKIP_CANCEL_ANNOTATION, SlurmCluster, SlurmJob, is_object_name};
+use crate::crd::{FINALIZER, SKIP_CANCEL_ANNOTATION, SlurmCluster, SlurmJob, is_object_name};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
 use crate::state::index::{ClusterState, SlurmEvent};
@@ -855,6 +855,42 @@ async fn skipped_candidates(
     }
 }
 
+/// Whether a cached SlurmJob still needs the client of `cluster`, which is being deleted
+/// ([`plan::needs_cluster`]): it names that cluster and may still run something there. A live
+/// run is seen without unpacking the cached spec and status.
+pub fn holds_cluster(job: &CachedSlurmJob, cluster: &DeletedCluster<'_>, ctx: &Context) -> bool {
+    if job.cluster_name() != cluster.name {
+        return false;
+    }
+    let finalized = job.finalizers().iter().any(|f| f == FINALIZER);
+    if finalized && job.job_id().is_some() && job.phase().is_some_and(|p| !p.is_terminal()) {
+        return true;
+    }
+    let object = match job.object() {
+        Ok(object) => object,
+        Err(error) => {
+            // A bug (this process packed it): hold the cluster rather than guess.
+            warn!(slurmjob = %job.name_any(), error = %Chain(&error), "cannot unpack a cached SlurmJob");
+            return true;
+        }
+    };
+    let index = cluster
+        .index
+        .filter(|state| plan::index_trusted(state, ctx.started_at));
+    let in_doubt_holds =
+        plan::release_at(cluster.deleted_at, ctx.started_at, ctx.deletion_deadline)
+            .is_none_or(|at| cluster.now < at);
+    let uid = object.uid().unwrap_or_default();
+    let user = plan::ClusterUser {
+        uid: &uid,
+        generation: object.metadata.generation.unwrap_or(1),
+        status: object.status.as_ref(),
+        finalized,
+        deleting: object.metadata.deletion_timestamp.is_some(),
+    };
+    plan::needs_cluster(user, index, &ctx.tag_key, in_doubt_holds)
+}
+
 /// Whether SlurmCluster `name` exists (being deleted or not): one read.
 async fn cluster_exists(name: &str, ctx: &Context) -> Result<bool, Error> {
     // A tenant's value goes into a request path only when it is an object name.
@@ -1133,7 +1169,7 @@ pub fn run(
 ) {
     let client = ctx.client.clone();
     let (store, writer) = reflector::store();
-    ctx.slurmjobs.add(store.clone());
+    ctx.slurmjobs.add(store.clone(), holds_cluster);
     let jobs_api: Api<CachedSlurmJob> = kit::scoped_api(client.clone(), namespace);
     let pods_api: Api<Pod> = kit::scoped_api(client, namespace);
     // Paged consistent lists, not one any-semantic list from the watch cache: with 10 000

@@ -324,6 +324,10 @@ async fn a_submit_tells_the_poller_its_job_is_ours_an_adoption_only_names_it() {
     };
     let submitted = step(target, world.env(now), |_| None).await.unwrap();
     let job_id = u32::try_from(submitted.status.job_id.expect("submitted")).unwrap();
+    assert_eq!(
+        submitted.retry, None,
+        "the poller reports a job it submitted"
+    );
     assert_eq!(world.index.wants.take_submitted(), BTreeSet::from([job_id]));
     assert_eq!(world.index.wants.take(), BTreeSet::from([job_id]));
 
@@ -331,6 +335,9 @@ async fn a_submit_tells_the_poller_its_job_is_ours_an_adoption_only_names_it() {
     // submit and adopts it: named only.
     let adopted = step(target, world.env(Utc::now()), |_| None).await.unwrap();
     assert_eq!(adopted.status.job_id, Some(i64::from(job_id)));
+    // Not in the index: it may be a job slurmctld no longer holds, of which the poller says
+    // nothing; the next step comes by itself.
+    assert_eq!(adopted.retry, Some(WAIT_RETRY));
     assert!(world.index.wants.take_submitted().is_empty());
     assert_eq!(world.index.wants.take(), BTreeSet::from([job_id]));
     world.client.cancel_job(job_id).await.unwrap();
