@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use chrono::{DateTime, Utc};
-use kube::ResourceExt;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::Store;
 
@@ -42,10 +41,10 @@ pub struct DeletedCluster<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// Whether a cached SlurmJob still needs the client of a SlurmCluster being deleted: the
-/// SlurmJob controller's own rule, registered with its cache (the controllers do not import
-/// one another).
-pub type HoldsCluster = fn(&CachedSlurmJob, &DeletedCluster<'_>, &Context) -> bool;
+/// Which of a cache's SlurmJobs (`namespace/name`) still need the client of a SlurmCluster
+/// being deleted: the SlurmJob controller's own rule, registered with its cache (the
+/// controllers do not import one another). Linear in the cache and the cluster's index.
+pub type HoldsCluster = fn(&[Arc<CachedSlurmJob>], &DeletedCluster<'_>, &Context) -> Vec<String>;
 
 /// The SlurmJob controllers' caches (one per watched scope), for the SlurmCluster controller's
 /// question "which SlurmJobs still use this cluster?": answered from memory, not with a list of
@@ -82,16 +81,7 @@ impl SlurmJobCaches {
         Some(
             stores
                 .iter()
-                .flat_map(|(store, holds)| {
-                    store
-                        .state()
-                        .into_iter()
-                        .filter(|job| holds(job, cluster, ctx))
-                        .map(|job| {
-                            format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
-                        })
-                        .collect::<Vec<_>>()
-                })
+                .flat_map(|(store, holding)| holding(&store.state(), cluster, ctx))
                 .collect(),
         )
     }

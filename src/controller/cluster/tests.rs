@@ -511,7 +511,7 @@ fn cached_slurmjobs(
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
     ctx.slurmjobs
-        .add(store, crate::controller::slurmjob::holds_cluster);
+        .add(store, crate::controller::slurmjob::holding_cluster);
     ctx.slurmjobs.mark_listed();
     writer
 }
@@ -584,7 +584,7 @@ async fn deletion_waits_for_the_slurmjob_caches_first_list() {
     register_unreachable(&ctx, &key);
     let (store, _writer) = reflector::store::<CachedSlurmJob>();
     ctx.slurmjobs
-        .add(store, crate::controller::slurmjob::holds_cluster);
+        .add(store, crate::controller::slurmjob::holding_cluster);
     let ctx = Arc::new(ctx);
     let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
         .await

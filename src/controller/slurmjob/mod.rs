@@ -855,16 +855,57 @@ async fn skipped_candidates(
     }
 }
 
-/// Whether a cached SlurmJob still needs the client of `cluster`, which is being deleted
-/// ([`plan::needs_cluster`]): it names that cluster and may still run something there. A live
-/// run is seen without unpacking the cached spec and status.
-pub fn holds_cluster(job: &CachedSlurmJob, cluster: &DeletedCluster<'_>, ctx: &Context) -> bool {
-    if job.cluster_name() != cluster.name {
-        return false;
-    }
+/// The SlurmJobs (`namespace/name`) among `jobs` that still need the client of `cluster`, which
+/// is being deleted ([`plan::needs_cluster`]): they name it and may still run something there.
+/// The index is read once ([`plan::live_owners`]); a cached spec and status are unpacked only
+/// without a complete index.
+pub fn holding_cluster(
+    jobs: &[Arc<CachedSlurmJob>],
+    cluster: &DeletedCluster<'_>,
+    ctx: &Context,
+) -> Vec<String> {
+    let live = cluster
+        .index
+        .filter(|state| plan::index_trusted(state, ctx.started_at))
+        .map(|state| plan::live_owners(state, &ctx.tag_key));
+    let in_doubt_holds =
+        plan::release_at(cluster.deleted_at, ctx.started_at, ctx.deletion_deadline)
+            .is_none_or(|at| cluster.now < at);
+    jobs.iter()
+        .filter(|job| job.cluster_name() == cluster.name)
+        .filter(|job| holds_cluster(job, live.as_ref(), in_doubt_holds))
+        .map(|job| format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any()))
+        .collect()
+}
+
+fn holds_cluster(
+    job: &CachedSlurmJob,
+    live: Option<&std::collections::BTreeSet<String>>,
+    in_doubt_holds: bool,
+) -> bool {
     let finalized = job.finalizers().iter().any(|f| f == FINALIZER);
-    if finalized && job.job_id().is_some() && job.phase().is_some_and(|p| !p.is_terminal()) {
-        return true;
+    let uid = job.uid().unwrap_or_default();
+    let deleting = job.meta().deletion_timestamp.is_some();
+    let generation = job.meta().generation.unwrap_or(1);
+    // What the cache keeps unpacked says it all: a live run, or the index's word.
+    let bare = SlurmJobStatus {
+        job_id: job.job_id(),
+        phase: job.phase().unwrap_or_default(),
+        ..Default::default()
+    };
+    let quick = plan::ClusterUser {
+        uid: &uid,
+        generation,
+        status: Some(&bare),
+        finalized,
+        deleting,
+    };
+    if !finalized
+        || live.is_some()
+        || !in_doubt_holds
+        || (bare.job_id.is_some() && !bare.phase.is_terminal())
+    {
+        return plan::needs_cluster(quick, live, in_doubt_holds);
     }
     let object = match job.object() {
         Ok(object) => object,
@@ -874,21 +915,11 @@ pub fn holds_cluster(job: &CachedSlurmJob, cluster: &DeletedCluster<'_>, ctx: &C
             return true;
         }
     };
-    let index = cluster
-        .index
-        .filter(|state| plan::index_trusted(state, ctx.started_at));
-    let in_doubt_holds =
-        plan::release_at(cluster.deleted_at, ctx.started_at, ctx.deletion_deadline)
-            .is_none_or(|at| cluster.now < at);
-    let uid = object.uid().unwrap_or_default();
     let user = plan::ClusterUser {
-        uid: &uid,
-        generation: object.metadata.generation.unwrap_or(1),
         status: object.status.as_ref(),
-        finalized,
-        deleting: object.metadata.deletion_timestamp.is_some(),
+        ..quick
     };
-    plan::needs_cluster(user, index, &ctx.tag_key, in_doubt_holds)
+    plan::needs_cluster(user, None, in_doubt_holds)
 }
 
 /// Whether SlurmCluster `name` exists (being deleted or not): one read.
@@ -1169,7 +1200,7 @@ pub fn run(
 ) {
     let client = ctx.client.clone();
     let (store, writer) = reflector::store();
-    ctx.slurmjobs.add(store.clone(), holds_cluster);
+    ctx.slurmjobs.add(store.clone(), holding_cluster);
     let jobs_api: Api<CachedSlurmJob> = kit::scoped_api(client.clone(), namespace);
     let pods_api: Api<Pod> = kit::scoped_api(client, namespace);
     // Paged consistent lists, not one any-semantic list from the watch cache: with 10 000

@@ -16,7 +16,7 @@
 //! 3. unless the SlurmJob is fresh ([`FRESH`]), accounting has answered that it holds no job
 //!    with this tag either (one that ran and left slurmctld while the operator was away).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -543,37 +543,53 @@ pub struct ClusterUser<'a> {
     pub deleting: bool,
 }
 
+/// The uids of the SlurmJobs with an unfinished job in `state` that is provably theirs
+/// ([`is_ours`]): one pass over the index, for [`needs_cluster`] over many SlurmJobs.
+pub fn live_owners(state: &ClusterState, key: &TagKey) -> BTreeSet<String> {
+    state
+        .jobs
+        .values()
+        .filter(|job| !job.state.base.is_finished())
+        .filter_map(|job| {
+            let uid = job.owner.as_ref()?.uid();
+            is_ours(job, uid, key).then(|| uid.to_owned())
+        })
+        .collect()
+}
+
 /// Whether a SlurmJob still needs the client of the SlurmCluster it names, which is being
-/// deleted: for its own deletion to cancel what it runs ([`to_cancel`] finds something). A
+/// deleted: for its own deletion to cancel what it runs ([`to_cancel`] would find something). A
 /// SlurmJob that never ran, whose run ended, or that only asks for a run the going cluster will
 /// not submit does not: otherwise any tenant could keep any SlurmCluster from going away with
-/// one SlurmJob naming it. `index` is the cluster's job listing when it is complete since this
-/// process started ([`index_trusted`]); without one, a job whose submit answer a crash lost does
-/// not show, so a SlurmJob whose latest generation records no run holds the cluster while
-/// `in_doubt_holds` (the cluster's deletion deadline has not passed).
+/// one SlurmJob naming it. `live` is [`live_owners`] of the cluster's job listing when it is
+/// complete since this process started ([`index_trusted`]); without one, a job whose submit
+/// answer a crash lost does not show, so a SlurmJob whose latest generation records no run
+/// holds the cluster while `in_doubt_holds` (the cluster's deletion deadline has not passed).
 pub fn needs_cluster(
     user: ClusterUser<'_>,
-    index: Option<&ClusterState>,
-    key: &TagKey,
+    live: Option<&BTreeSet<String>>,
     in_doubt_holds: bool,
 ) -> bool {
     if !user.finalized {
         return false;
     }
-    let none = SlurmJobStatus::default();
-    let status = user.status.unwrap_or(&none);
-    if !to_cancel(user.uid, status, index, &Submissions::default(), key).is_empty() {
+    if user
+        .status
+        .is_some_and(|s| s.job_id.is_some() && !s.phase.is_terminal())
+    {
         return true;
+    }
+    if let Some(live) = live {
+        return live.contains(user.uid);
     }
     let generation = if user.deleting {
         user.generation.saturating_sub(1)
     } else {
         user.generation
     };
-    index.is_none()
-        && in_doubt_holds
+    in_doubt_holds
         && !lifecycle::settled(generation, user.status)
-        && status.submitted_generation != Some(generation)
+        && user.status.and_then(|s| s.submitted_generation) != Some(generation)
 }
 
 /// Why a deleted SlurmJob cannot cancel its Slurm jobs now.
