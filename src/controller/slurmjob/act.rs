@@ -907,15 +907,22 @@ pub async fn follow_or_account(
     env: Env<'_>,
 ) -> (SlurmJobStatus, Option<Duration>) {
     let next = plan::follow(current, job_id, env.state, env.now, uid, env.key);
+    let missing = u32::try_from(job_id).is_ok_and(|id| env.state.job_records(id).is_empty());
     if let Ok(id) = u32::try_from(job_id)
-        && env.state.job_records(id).is_empty()
+        && missing
         && !plan::resolved(env.state, job_id)
     {
         // Skipped at the first sync, or beyond what the last listing asked: fetch it.
         env.state.want(id);
     }
     if next.phase != Phase::Lost || current.phase == Phase::Lost {
-        return (next, None);
+        // A job the listings spoke for but hold no record of (one adopted from accounting
+        // after it ran: slurmctld no longer has it) is called gone only by a complete listing
+        // that began after it was tracked, and the poller reports nothing of it meanwhile: the
+        // step comes back by itself. A fresh submit beyond the listings is the poller's to report.
+        let retry = (missing && !next.phase.is_terminal() && plan::resolved(env.state, job_id))
+            .then_some(WAIT_RETRY);
+        return (next, retry);
     }
     let Ok(id) = u32::try_from(job_id) else {
         return (next, None);
