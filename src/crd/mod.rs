@@ -21,6 +21,7 @@ pub mod duration;
 pub mod nodeset;
 pub mod quantity;
 pub mod slurmjob;
+pub mod time;
 
 #[cfg(test)]
 mod tests;

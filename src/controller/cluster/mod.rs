@@ -35,7 +35,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -466,7 +466,7 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
             .metadata
             .deletion_timestamp
             .as_ref()
-            .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0)),
+            .and_then(crate::crd::time::to_utc),
         now: Utc::now(),
     };
     let users = ctx

@@ -292,7 +292,7 @@ pub fn view(prefix: &str, pod: &Pod) -> Option<PodView> {
     let ready = ready_condition.is_some();
     let ready_since = ready_condition
         .and_then(|c| c.last_transition_time.as_ref())
-        .and_then(|t| DateTime::<Utc>::from_timestamp(t.0.as_second(), 0));
+        .and_then(crate::crd::time::to_utc);
     let node_condition = conditions
         .iter()
         .find(|c| c.type_ == CONDITION_NODE_STATE)

@@ -579,7 +579,7 @@ pub fn usage_retry(status: &SlurmJobStatus, now: DateTime<Utc>) -> Option<Durati
     let end = status
         .end_time
         .as_ref()
-        .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0))?;
+        .and_then(crate::crd::time::to_utc)?;
     usage::retry_after(now - end)
 }
 

@@ -484,7 +484,7 @@ async fn apply(
             .metadata
             .creation_timestamp
             .as_ref()
-            .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0)),
+            .and_then(crate::crd::time::to_utc),
         refusal: edit_refusal.as_ref(),
     };
     // A step that may call slurmrestd takes one of the cluster's request slots for the step
@@ -757,7 +757,7 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         .metadata
         .deletion_timestamp
         .as_ref()
-        .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0));
+        .and_then(crate::crd::time::to_utc);
     let facts = CleanupFacts {
         settled,
         skip_cancel,

@@ -485,7 +485,7 @@ pub fn gone(state: &ClusterState, current: &SlurmJobStatus) -> bool {
     let Some(since) = current
         .tracked_since
         .as_ref()
-        .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0))
+        .and_then(crate::crd::time::to_utc)
     else {
         return false;
     };

@@ -53,10 +53,7 @@ pub const MAX_SLURM_MESSAGE: usize = 1024;
 
 /// A Kubernetes time (whole seconds, as Slurm reports) from a Slurm timestamp.
 pub fn time(t: Option<DateTime<Utc>>) -> Option<Time> {
-    let secs = t?.timestamp();
-    k8s_openapi::jiff::Timestamp::from_second(secs)
-        .ok()
-        .map(Time)
+    crate::crd::time::from_utc(t?)
 }
 
 /// The run fields of `status` updated from the Slurm records of its job: one record for a plain
@@ -547,7 +544,7 @@ pub fn details_due(
     let since = next
         .tracked_since
         .as_ref()
-        .and_then(|t| DateTime::from_timestamp(t.0.as_second(), 0))?;
+        .and_then(crate::crd::time::to_utc)?;
     (since + DETAILS_AFTER - now)
         .to_std()
         .ok()
