@@ -830,7 +830,15 @@ where
         Outcome::Submitted { .. } => env.state.submitted(job_id),
         Outcome::Adopted { .. } => env.state.want(job_id),
     }
-    let records: Vec<Job> = env.state.job_records(job_id).into_iter().cloned().collect();
+    // Only records of this SlurmJob's: an index not yet past a slurmctld state loss may still
+    // hold another job's record under the id the submit just returned.
+    let records: Vec<Job> = env
+        .state
+        .job_records(job_id)
+        .into_iter()
+        .filter(|job| plan::is_ours(job, target.uid, env.key))
+        .cloned()
+        .collect();
     // An adopted job the index has no record of may be one slurmctld no longer holds (found in
     // accounting: it ran while the operator was away): the poller will say nothing of it, so
     // the next step comes by itself, and follows it (through accounting once a complete listing

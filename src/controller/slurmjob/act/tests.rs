@@ -427,3 +427,45 @@ async fn a_job_whose_record_cannot_be_read_is_stalled_until_it_can() {
     assert_eq!(stalled(&step.status), None);
     assert_eq!(step.status.phase, Phase::Running);
 }
+
+/// A submit (here: an adoption of what this process submitted) whose id the index still holds
+/// as another SlurmJob's job (slurmctld lost its state and numbered a new job with an old id,
+/// before the poller's next complete listing) mirrors nothing of that job: not its phase, its
+/// nodes or its exit code, and no Event of its end.
+#[tokio::test]
+async fn a_submit_mirrors_no_record_of_another_slurmjob_under_its_id() {
+    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+        "clusterName": "local",
+        "script": "#!/bin/sh\ntrue\n",
+    }))
+    .unwrap();
+    let mut world = World::new(UNREACHABLE);
+    world.submissions.record(&OwnerTag::new("v", 1), 9);
+    let mut theirs = Job::bare().with_comment(world.key.comment(&OwnerTag::new("other", 1), "bob"));
+    theirs.job_id = 9;
+    theirs.user_name = Some("bob".into());
+    theirs.state = crate::slurm::types::JobState::from_strings(&["FAILED"]);
+    theirs.nodes = Some("n9".into());
+    theirs.exit = Some(crate::slurm::types::ExitStatus {
+        return_code: Some(3),
+        ..Default::default()
+    });
+    world.index = state(Some(101), vec![theirs]);
+    let step = step_named(
+        &spec,
+        "x",
+        world.env(DateTime::from_timestamp(200, 0).unwrap()),
+    )
+    .await;
+    assert_eq!(step.status.job_id, Some(9));
+    assert_eq!(step.status.phase, Phase::Submitted);
+    assert_eq!(step.status.nodes, None);
+    assert_eq!(step.status.exit_code, None);
+    let reasons: Vec<_> = step.notices.iter().map(|n| n.reason.as_ref()).collect();
+    assert!(
+        !reasons
+            .iter()
+            .any(|r| ["Failed", "Started", "Completed"].contains(r)),
+        "{reasons:?}"
+    );
+}
