@@ -538,7 +538,8 @@ pub async fn with_usage(
         .or(next.observed_generation)
         .unwrap_or(1);
     let tag = OwnerTag::new(uid, generation);
-    let ask = accounting_records(env.client, id, &tag, env.key, &next);
+    let user = env.submitter.user();
+    let ask = accounting_records(env.client, id, &tag, env.key, &next, user.as_deref());
     let answer = match wait {
         Some(wait) => match tokio::time::timeout(wait, ask).await {
             Ok(answer) => answer,
@@ -940,7 +941,8 @@ pub async fn follow_or_account(
         .or(current.observed_generation)
         .unwrap_or(1);
     let tag = OwnerTag::new(uid, generation);
-    match accounting_records(env.client, id, &tag, env.key, current).await {
+    let user = env.submitter.user();
+    match accounting_records(env.client, id, &tag, env.key, current, user.as_deref()).await {
         Ok(Accounting::Records(records)) => (status::observe(current, &records), None),
         Ok(Accounting::NoRecord) => (next, None),
         Ok(Accounting::Unavailable) => {
@@ -985,11 +987,12 @@ pub async fn accounting_records(
     tag: &OwnerTag,
     key: &TagKey,
     status: &SlurmJobStatus,
+    user: Option<&str>,
 ) -> Result<Accounting, SlurmError> {
     let Some(records) = client.accounting_job(job_id).await? else {
         return Ok(Accounting::Unavailable);
     };
-    let ours = plan::accounting_ours(&records, tag, key, status);
+    let ours = plan::accounting_ours(&records, tag, key, status, user);
     Ok(if ours.is_empty() {
         Accounting::NoRecord
     } else {

@@ -363,12 +363,16 @@ pub const SUBMIT_CLOCK_SLACK: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
 /// is taken: the records whose submit time is the status's `submitTime` (Slurm's own clock;
 /// an array's earliest task), or, when Slurm's is not known (the job left before it was ever
 /// observed), within [`SUBMIT_CLOCK_SLACK`] of `trackedSince`. For an array, also its tasks
-/// requeued since (submitted later, by the same Slurm user). Nothing without either time.
+/// requeued since (submitted later). Nothing without either time. And only records of `user`,
+/// the Slurm user the SlurmJob's jobs run as: another user's job numbered with our id within
+/// those minutes is not ours (nothing when the user is not known; a SlurmJob whose namespace
+/// was mapped to another user since then reads its run as lost, never as someone else's).
 pub fn accounting_ours(
     records: &[Job],
     tag: &OwnerTag,
     key: &TagKey,
     status: &SlurmJobStatus,
+    user: Option<&str>,
 ) -> Vec<Job> {
     if records.iter().any(|job| job.comment.is_some()) {
         return records
@@ -381,29 +385,34 @@ pub fn accounting_ours(
             .cloned()
             .collect();
     }
+    let Some(user) = user else {
+        return Vec::new();
+    };
+    let records: Vec<&Job> = records
+        .iter()
+        .filter(|job| job.user_name.as_deref() == Some(user))
+        .collect();
     let submitted = |job: &Job| job.submit_time.map(|t| t.timestamp());
     let is_run = |t: i64| match (&status.submit_time, &status.tracked_since) {
         (Some(at), _) => t == at.0.as_second(),
         (None, Some(since)) => (t - since.0.as_second()).abs() <= SUBMIT_CLOCK_SLACK.num_seconds(),
         (None, None) => false,
     };
-    let run: Vec<&Job> = records
+    let Some(first) = records
         .iter()
-        .filter(|job| submitted(job).is_some_and(&is_run))
-        .collect();
-    let (Some(first), Some(user)) = (
-        run.iter().filter_map(|job| submitted(job)).min(),
-        run.first().map(|job| &job.user_name),
-    ) else {
+        .filter_map(|job| submitted(job))
+        .filter(|t| is_run(*t))
+        .min()
+    else {
         return Vec::new();
     };
     let is_array = records.iter().any(|job| job.array_job_id.is_some());
     records
-        .iter()
+        .into_iter()
         .filter(|job| {
             let at = submitted(job);
             if is_array {
-                at.is_some_and(|at| at >= first) && &job.user_name == user
+                at.is_some_and(|at| at >= first)
             } else {
                 at.is_some_and(&is_run)
             }

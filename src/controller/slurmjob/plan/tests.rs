@@ -979,7 +979,7 @@ fn accounting_records_are_the_followed_runs_own() {
         ),
         (
             "tagged beside comment-less: only the tagged one (the other is a reused id's)",
-            vec![theirs_tagged, plain("alice", 9_000), ours_tagged],
+            vec![theirs_tagged, plain("alice", 9_000), ours_tagged.clone()],
             seen(1_000),
             vec![("alice", 1_000)],
         ),
@@ -1004,6 +1004,18 @@ fn accounting_records_are_the_followed_runs_own() {
             vec![plain("bob", 100), plain("alice", 1_010)],
             unseen(1_000),
             vec![("alice", 1_010)],
+        ),
+        (
+            "no comments, never observed: another user's job within the slack is not ours",
+            vec![plain("bob", 1_200)],
+            unseen(1_000),
+            vec![],
+        ),
+        (
+            "no comments, seen: another user's job submitted the same second is not ours",
+            vec![plain("bob", 1_000)],
+            seen(1_000),
+            vec![],
         ),
         (
             "no comments, never observed: beyond the slack is another job",
@@ -1033,11 +1045,33 @@ fn accounting_records_are_the_followed_runs_own() {
     for (name, records, status, want) in rows {
         let want: Vec<(String, i64)> = want.into_iter().map(|(u, t)| (u.into(), t)).collect();
         assert_eq!(
-            times(accounting_ours(&records, &t, &KEY, &status)),
+            times(accounting_ours(&records, &t, &KEY, &status, Some("alice"))),
             want,
             "{name}"
         );
     }
+    // Without the SlurmJob's Slurm user, a comment-less record cannot be told from another
+    // user's; a tagged one still can.
+    assert_eq!(
+        times(accounting_ours(
+            &[plain("alice", 1_000)],
+            &t,
+            &KEY,
+            &seen(1_000),
+            None
+        )),
+        vec![]
+    );
+    assert_eq!(
+        times(accounting_ours(
+            std::slice::from_ref(&ours_tagged),
+            &t,
+            &KEY,
+            &seen(1_000),
+            None
+        )),
+        vec![("alice".to_string(), 1_000)]
+    );
 }
 
 #[test]
