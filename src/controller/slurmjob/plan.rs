@@ -121,11 +121,14 @@ pub fn submit(
             "waiting for a complete list of the cluster's jobs before submitting, so that a job \
              submitted before a restart is adopted instead of submitted twice",
         );
-        if let Some((job_id, unread)) = facts.unreadable.iter().next() {
+        // Any user's job: neither its id nor what reading it said is the tenant's to see.
+        if let Some(unread) = facts.unreadable.values().next() {
             message.push_str(&format!(
-                "; the list stays incomplete while {}, which the SlurmCluster's administrator \
-                 can look into",
-                unreadable(*job_id, unread)
+                "; the list stays incomplete while a job whose owner is not known yet has a \
+                 record that cannot be read ({}; since {}), which the SlurmCluster's \
+                 administrator can look into (the operator's log names the job)",
+                unread.reason,
+                rfc3339(unread.since),
             ));
         }
         return SubmitPlan::Wait {
@@ -235,17 +238,20 @@ pub fn submit(
     }
 }
 
-/// What a wait says of job `job_id`, whose owner is unknown and whose record cannot be read.
+/// What a wait says of job `job_id`, whose owner is unknown and whose record cannot be read: one
+/// of the jobs accounting lists under the SlurmJob's own name and Slurm user.
 fn unreadable(job_id: u32, unread: &Unreadable) -> String {
     format!(
         "Slurm job {job_id}'s record, whose owner is not known yet, cannot be read ({}: {}; \
          since {})",
         unread.reason,
         status::bounded(&unread.message, status::MAX_SLURM_MESSAGE),
-        unread
-            .since
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        rfc3339(unread.since),
     )
+}
+
+fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// Whether a SlurmJob created at `created` is still fresh at `now` in its first generation.

@@ -614,6 +614,32 @@ fn matches(plan: &SubmitPlan, expect: &Expect) -> bool {
     }
 }
 
+/// The wait for an index held back by some job's unreadable record names neither the job nor
+/// what reading it said: it may be any user's, and the message is the tenant's to read.
+#[test]
+fn an_unreadable_record_of_an_unknown_owner_is_not_named_to_the_tenant() {
+    let plain = spec(serde_json::json!({}));
+    let unread = Unreadable {
+        reason: "ResponseTooLarge",
+        message: "slurmrestd's answer to job 48213 is larger than the 33554432-byte limit".into(),
+        since: DateTime::from_timestamp(100, 0).unwrap(),
+    };
+    let unreadable = BTreeMap::from([(48213, &unread)]);
+    let facts = SubmitFacts {
+        index_trusted: false,
+        unreadable: &unreadable,
+        ..facts(&plain)
+    };
+    let SubmitPlan::Wait { reason, message } = submit(facts, |_| None) else {
+        panic!("not a wait");
+    };
+    assert_eq!(reason, "WaitingForSlurmIndex");
+    assert!(message.contains("ResponseTooLarge"), "{message}");
+    for secret in ["48213", "33554432"] {
+        assert!(!message.contains(secret), "{secret} in {message}");
+    }
+}
+
 #[test]
 fn the_submit_decision() {
     let plain = spec(serde_json::json!({}));
@@ -664,8 +690,9 @@ fn the_submit_decision() {
             &submitted,
             Expect::Wait(
                 "WaitingForSlurmIndex",
-                "while Slurm job 20's record, whose owner is not known yet, cannot be read \
-                 (DecodeError: cannot decode; since 1970-01-01T00:01:40Z)",
+                "while a job whose owner is not known yet has a record that cannot be read \
+                 (DecodeError; since 1970-01-01T00:01:40Z), which the SlurmCluster's \
+                 administrator can look into (the operator's log names the job)",
             ),
         ),
         (
