@@ -29,9 +29,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use slurm_operator::controller::nodeset::plan::{
-    self, Action, DrainOwner, Input, PodView, SlurmView, drain_owner,
+    self, Action, DeleteWhy, DrainOwner, Input, PodView, SlurmView, drain_owner,
 };
-use slurm_operator::controller::nodeset::{SlurmOutcome, apply_slurm, pods};
+use slurm_operator::controller::nodeset::{SlurmOutcome, apply_slurm, pods, slurm_allows};
 use slurm_operator::crd::{NodeSetSlurm, SlurmCluster, UpdateStrategy};
 use slurm_operator::metrics::Metrics;
 use slurm_operator::slurm::SlurmClient;
@@ -127,7 +127,21 @@ impl World<'_> {
                         },
                     );
                 }
-                Action::DeletePod { name, .. } => {
+                Action::DeletePod {
+                    name,
+                    if_unregistered,
+                    ..
+                } => {
+                    // As the driver: a pod whose node the view lacked waits while slurmctld
+                    // has one (its slurmd registered since).
+                    if *if_unregistered
+                        && slurm_allows(&self.client, action)
+                            .await
+                            .unwrap_or_else(|e| panic!("{action:?}: {e}"))
+                            .is_some()
+                    {
+                        continue;
+                    }
                     // Slurm itself, asked right now: the node runs nothing (or is gone).
                     if let Ok(node) = self.client.node(name).await {
                         assert!(
@@ -803,4 +817,87 @@ async fn a_node_that_is_not_the_sets_is_neither_taken_nor_drained() {
         "n1 drained by us: {after:?}"
     );
     world.pods.clear();
+}
+
+/// The plan's view may be up to a minute old, so Slurm is asked again just before: an admin's
+/// FAIL set since is neither overwritten by our drain nor cleared by our resume, and a pod whose
+/// node the view lacked is not deleted while slurmctld has that node (its slurmd registered
+/// since). Then the FAILed node, idle, goes with its pod at scale-in, never drained by us.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slurm_is_asked_again_before_a_drain_a_resume_or_a_delete_of_an_unseen_node() {
+    let slurm = require_slurm!();
+    let (mut world, _poller) = World::new(&slurm);
+    let client = world.client.clone();
+    world
+        .until(1, "one node of the set", Duration::from_secs(90), |w, _| {
+            let state = w.index.borrow();
+            w.pods.len() == 1
+                && state
+                    .nodes
+                    .get(&w.name(0))
+                    .is_some_and(|n| n.owner.as_ref() == Some(&w.owner))
+        })
+        .await;
+    let node = world.name(0);
+    let admin = "admin: failing DIMM";
+    slurm.scontrol(&[
+        "update",
+        &format!("NodeName={node}"),
+        "State=FAIL",
+        &format!("Reason={admin}"),
+    ]);
+    let failed = |record: &slurm_operator::slurm::types::Node| {
+        record.state.is_fail() && record.reason.as_deref() == Some(admin)
+    };
+    assert!(failed(&client.node(&node).await.unwrap()));
+
+    // Planned on a view from before the FAIL: neither goes through.
+    let drain = Action::Drain {
+        node: node.clone(),
+        reason: plan::drain_reason("scale-in"),
+    };
+    assert_eq!(
+        apply_slurm(&client, &drain).await.unwrap(),
+        SlurmOutcome::Superseded
+    );
+    let resume = Action::Resume { node: node.clone() };
+    assert_eq!(
+        apply_slurm(&client, &resume).await.unwrap(),
+        SlurmOutcome::Superseded
+    );
+    let record = client.node(&node).await.unwrap();
+    assert!(failed(&record), "{:?} {:?}", record.state, record.reason);
+
+    // A delete planned because the view had no node of that name: slurmctld has one now.
+    let delete = |name: &str| Action::DeletePod {
+        name: name.to_owned(),
+        why: DeleteWhy::ScaleIn,
+        if_unregistered: true,
+    };
+    assert_eq!(
+        slurm_allows(&client, &delete(&node)).await.unwrap(),
+        Some(false)
+    );
+    assert_eq!(
+        slurm_allows(&client, &delete(&world.name(9)))
+            .await
+            .unwrap(),
+        None,
+        "no such node: the delete may go"
+    );
+
+    // Scale in: the admin's FAIL closes the idle node like a drain; it goes undrained by us.
+    world
+        .until(
+            0,
+            "the set's node removed",
+            Duration::from_secs(90),
+            |w, _| w.pods.is_empty() && !w.index.borrow().nodes.contains_key(&node),
+        )
+        .await;
+    let ours: Vec<&Action> = actions_on(&world.log, std::slice::from_ref(&node))
+        .into_iter()
+        .filter(|a| matches!(a, Action::Drain { .. } | Action::Resume { .. }))
+        .collect();
+    assert_eq!(ours, Vec::<&Action>::new());
 }

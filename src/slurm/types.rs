@@ -135,6 +135,16 @@ impl NodeState {
         self.has_flag("NOT_RESPONDING")
     }
 
+    /// FAIL set (`scontrol update state=FAIL`): no new jobs, like DRAIN, and the node is failing.
+    pub fn is_fail(&self) -> bool {
+        self.has_flag("FAIL")
+    }
+
+    /// A reboot is pending (`scontrol reboot`); a RESUME would cancel it.
+    pub fn is_reboot_requested(&self) -> bool {
+        self.has_flag("REBOOT_REQUESTED")
+    }
+
     pub fn is_dynamic(&self) -> bool {
         self.has_flag("DYNAMIC_NORM") || self.has_flag("DYNAMIC_FUTURE")
     }

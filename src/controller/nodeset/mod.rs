@@ -54,6 +54,7 @@ use super::kit::{self, Backoffs, Notice};
 use crate::crd::FIELD_MANAGER;
 use crate::crd::{SlurmCluster, SlurmNodeSet, SlurmNodeSetStatus, condition};
 use crate::error_chain::Chain;
+use crate::slurm::types::Node;
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::SlurmEvent;
 
@@ -161,13 +162,55 @@ pub enum SlurmOutcome {
     AlreadyDone,
     /// Slurm refuses for now (node busy): try again later.
     NotYet,
+    /// The node changed since the plan's view (someone else's drain or FAIL, our drain already
+    /// there, a slurmd registered): nothing done; the rest of the plan for it waits for a
+    /// plan from a view that shows the change.
+    Superseded,
 }
 
-/// Carry out one Slurm action of a plan. Non-Slurm actions are `Ok(AlreadyDone)`.
+/// Whether Slurm, asked now, still calls for `action`, decided on a view up to
+/// [`plan::MAX_INDEX_AGE`] old: a drain only of a node no one drained or FAILed since (an
+/// admin's is neither overwritten nor, later, cleared by our resume), a resume only of our
+/// drain still resumable, the delete of a pod whose node the view lacked only while slurmctld
+/// has no such node (its slurmd may have registered since, and run a job). Other actions need
+/// no question. `Ok(None)` when the node is gone. (Slurm has no compare-and-set for node
+/// updates: what remains is the moment between this read and the action.)
+pub async fn slurm_allows(
+    client: &SlurmClient,
+    action: &Action,
+) -> Result<Option<bool>, SlurmError> {
+    let (node, still): (&str, fn(&Node) -> bool) = match action {
+        Action::Drain { node, .. } => (node, |n| {
+            plan::drain_owner(n) == plan::DrainOwner::NotDrained
+        }),
+        Action::Resume { node } => (node, plan::may_resume),
+        Action::DeletePod {
+            name,
+            if_unregistered: true,
+            ..
+        } => (name, |_| false),
+        _ => return Ok(Some(true)),
+    };
+    match client.node(node).await {
+        Ok(current) => Ok(Some(still(&current))),
+        Err(SlurmError::NotFound { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Carry out one Slurm action of a plan, if Slurm still calls for it ([`slurm_allows`]).
+/// Non-Slurm actions are `Ok(AlreadyDone)`.
 pub async fn apply_slurm(
     client: &SlurmClient,
     action: &Action,
 ) -> Result<SlurmOutcome, SlurmError> {
+    if matches!(action, Action::Drain { .. } | Action::Resume { .. }) {
+        match slurm_allows(client, action).await? {
+            Some(true) => {}
+            Some(false) => return Ok(SlurmOutcome::Superseded),
+            None => return Ok(SlurmOutcome::AlreadyDone),
+        }
+    }
     let result = match action {
         Action::Drain { node, reason } => client.drain_node(node, reason).await,
         Action::Resume { node } => client.resume_node(node).await,
@@ -370,7 +413,8 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
         },
     });
 
-    // 4. Actions. Drains, resumes and node deletions call slurmrestd: they take one of the
+    // 4. Actions. Drains, resumes, node deletions and deletes of pods the view had no node of
+    // call slurmrestd: they take one of the
     // connection's request slots, or the whole round waits for one without acting (a cluster
     // whose requests hang delays only its own sets, and no pod action runs ahead of its node's).
     let _io = match (&handle, plan.actions.iter().any(Action::calls_slurm)) {
@@ -401,6 +445,10 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
         .await;
         match result {
             Ok(SlurmOutcome::NotYet) => pending = true,
+            Ok(SlurmOutcome::Superseded) => {
+                pending = true;
+                failed.insert(subject);
+            }
             Ok(_) => {}
             Err(error) => {
                 warn!(error = %Chain(&error), ?action, "SlurmNodeSet action failed");
@@ -542,7 +590,24 @@ async fn act(
                 Err(source) => Err(Error::CreatePod { name, source }),
             }
         }
-        Action::DeletePod { name, why } => {
+        Action::DeletePod {
+            name,
+            why,
+            if_unregistered,
+        } => {
+            if *if_unregistered {
+                let Some(client) = client else {
+                    return Ok(SlurmOutcome::NotYet);
+                };
+                let allowed = slurm_allows(client, action).await.map_err(|source| Error::SlurmAction {
+                    node: name.clone(),
+                    source,
+                })?;
+                if allowed.is_some() {
+                    info!(pod = %name, "its slurmd registered since the plan's view: drained first");
+                    return Ok(SlurmOutcome::Superseded);
+                }
+            }
             let params = DeleteParams {
                 preconditions: uids.get(name).map(|uid| Preconditions {
                     uid: Some(uid.clone()),

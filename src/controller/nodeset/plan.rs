@@ -5,7 +5,8 @@
 //! **Fail closed.** A pod that may host a Slurm node is deleted only when a *trusted* view of
 //! Slurm (poller healthy, node list confirmed complete and error-free within [`MAX_INDEX_AGE`])
 //! shows its node drained — DRAIN set and neither ALLOCATED, MIXED nor COMPLETING, and no running
-//! job in the index — or absent from that list. Any doubt (no client, stale index, poller down)
+//! job in the index — or absent from that list (and, asked by the driver just before the
+//! delete, from slurmctld: [`Action::DeletePod::if_unregistered`]). Any doubt (no client, stale index, poller down)
 //! means wait. Two exceptions, both safe or explicitly asked for: a pod that was never scheduled
 //! (slurmd never ran), and a drain that `scaleIn.drainTimeout` says has lasted long enough (the
 //! user accepted that its jobs are killed; the drain itself must have been ours and recorded).
@@ -19,8 +20,11 @@
 //! only with a trusted view: a name is given out only when Slurm has no node of that name.
 //!
 //! **Drain ownership.** Our drains carry the reason prefix [`DRAIN_PREFIX`]. A drain without it
-//! belongs to someone else (an admin, a health check): it is never overwritten, never resumed.
-//! A node that is DOWN or NOT_RESPONDING is never resumed either.
+//! belongs to someone else (an admin, a health check): it is never overwritten, never resumed;
+//! so is FAIL (`scontrol update state=FAIL`), which closes a node like DRAIN. A node that is
+//! DOWN, NOT_RESPONDING or waiting for a reboot is never resumed either. The plan reads a view
+//! up to [`MAX_INDEX_AGE`] old, so the driver reads the node again just before a drain or a
+//! resume and acts only if the decision still holds ([`super::apply_slurm`]).
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -61,17 +65,24 @@ pub fn drain_reason(why: &str) -> String {
 /// Who set a node's drain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DrainOwner {
-    /// DRAIN is not set (a reason left over from an earlier, resumed drain does not count).
+    /// Neither DRAIN nor FAIL is set (a reason left over from an earlier, resumed drain does
+    /// not count).
     NotDrained,
     /// DRAIN is set with our prefix.
     Us,
-    /// DRAIN is set by someone else (no prefix, or no reason at all).
+    /// DRAIN is set by someone else (no prefix, or no reason at all), or FAIL without DRAIN: an
+    /// admin's (or Slurm's) mark that closes the node too. Our drain would overwrite its reason,
+    /// and our resume would clear it.
     Someone,
 }
 
 pub fn drain_owner(node: &Node) -> DrainOwner {
     if !node.state.is_drain() {
-        DrainOwner::NotDrained
+        if node.state.is_fail() {
+            DrainOwner::Someone
+        } else {
+            DrainOwner::NotDrained
+        }
     } else if node
         .reason
         .as_deref()
@@ -83,15 +94,23 @@ pub fn drain_owner(node: &Node) -> DrainOwner {
     }
 }
 
-/// Whether a node may be removed: DRAIN set, nothing allocated or completing, and no job the
-/// index knows of running there.
+/// Whether a node may be removed: DRAIN (or FAIL) set, nothing allocated or completing, and no
+/// job the index knows of running there.
 pub fn is_drained(node: &Node, jobs: Option<&NodeJobs>) -> bool {
-    node.state.is_drained() && jobs.is_none_or(|j| j.running == 0)
+    (node.state.is_drain() || node.state.is_fail())
+        && !node.state.is_busy()
+        && jobs.is_none_or(|j| j.running == 0)
 }
 
-/// Whether a node may be resumed by us: our drain, and neither DOWN nor NOT_RESPONDING.
+/// Whether a node may be resumed by us: our drain, neither DOWN nor NOT_RESPONDING, and nothing
+/// else a RESUME would clear (FAIL, a pending reboot).
 pub fn may_resume(node: &Node) -> bool {
-    drain_owner(node) == DrainOwner::Us && !node.state.is_down() && !node.state.is_not_responding()
+    let s = &node.state;
+    drain_owner(node) == DrainOwner::Us
+        && !s.is_down()
+        && !s.is_not_responding()
+        && !s.is_fail()
+        && !s.is_reboot_requested()
 }
 
 /// What the driver knows about one pod of the set.
@@ -219,6 +238,9 @@ pub enum Action {
     DeletePod {
         name: String,
         why: DeleteWhy,
+        /// Delete only if slurmctld has no node of that name, asked just before: the plan saw
+        /// none, but its view may predate the registration of the pod's slurmd.
+        if_unregistered: bool,
     },
     Drain {
         node: String,
@@ -256,7 +278,13 @@ impl Action {
     pub fn calls_slurm(&self) -> bool {
         matches!(
             self,
-            Action::Drain { .. } | Action::Resume { .. } | Action::DeleteNodeRecord { .. }
+            Action::Drain { .. }
+                | Action::Resume { .. }
+                | Action::DeleteNodeRecord { .. }
+                | Action::DeletePod {
+                    if_unregistered: true,
+                    ..
+                }
         )
     }
 }
@@ -455,6 +483,7 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
         plan.actions.push(Action::DeletePod {
             name: pod.name.clone(),
             why: DeleteWhy::Finished,
+            if_unregistered: false,
         });
     }
     let active: Vec<&PodView> = input
@@ -667,12 +696,14 @@ fn leave(
     drain_timeout: Option<std::time::Duration>,
     now: DateTime<Utc>,
 ) {
-    let delete = |plan: &mut NodeSetPlan, why| {
+    let delete_if = |plan: &mut NodeSetPlan, why, if_unregistered| {
         plan.actions.push(Action::DeletePod {
             name: pod.name.clone(),
             why,
+            if_unregistered,
         })
     };
+    let delete = |plan: &mut NodeSetPlan, why| delete_if(plan, why, false);
     // slurmd never ran in a pod that was never scheduled.
     if !pod.scheduled {
         return delete(plan, delete_why);
@@ -693,8 +724,9 @@ fn leave(
         return;
     };
     let Some(node) = state.nodes.get(&pod.name) else {
-        // Absent from a complete, error-free node list: nothing can run there.
-        return delete(plan, delete_why);
+        // Absent from a complete, error-free node list: nothing could run there then. The
+        // driver asks again just before (a slurmd that registered since may already run a job).
+        return delete_if(plan, delete_why, true);
     };
     let jobs = state.node_jobs.get(&pod.name);
     match drain_owner(node) {

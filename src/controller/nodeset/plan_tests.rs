@@ -126,6 +126,16 @@ fn delete(name: &str, why: DeleteWhy) -> Action {
     Action::DeletePod {
         name: name.into(),
         why,
+        if_unregistered: false,
+    }
+}
+
+/// The delete of a pod whose node the view does not hold: the driver asks slurmctld first.
+fn delete_unregistered(name: &str, why: DeleteWhy) -> Action {
+    Action::DeletePod {
+        name: name.into(),
+        why,
+        if_unregistered: true,
     }
 }
 
@@ -166,6 +176,17 @@ fn drain_ownership() {
             Some("maintenance slurm-operator:"),
             DrainOwner::Someone,
         ),
+        // FAIL closes a node like DRAIN: an admin's (or Slurm's), whatever the reason says.
+        (
+            vec!["MIXED", "FAIL"],
+            Some("admin: failing DIMM"),
+            DrainOwner::Someone,
+        ),
+        (
+            vec!["IDLE", "FAIL"],
+            Some("slurm-operator: scale-in"),
+            DrainOwner::Someone,
+        ),
     ];
     for (st, reason, want) in cases {
         assert_eq!(
@@ -191,6 +212,17 @@ fn drain_ownership() {
         Some("slurm-operator: x")
     )));
     assert!(!may_resume(&node("n", &["IDLE", "DRAIN"], Some("admin"))));
+    // A RESUME clears FAIL and cancels a pending reboot too: not ours to clear.
+    for flag in ["FAIL", "REBOOT_REQUESTED"] {
+        assert!(
+            !may_resume(&node(
+                "n",
+                &["IDLE", "DRAIN", flag],
+                Some("slurm-operator: x")
+            )),
+            "{flag}"
+        );
+    }
     assert!(!may_resume(&node(
         "n",
         &["IDLE"],
@@ -219,6 +251,8 @@ fn drained_over_every_observed_state_array() {
         (&["IDLE", "NOT_RESPONDING"], false),
         (&["UNKNOWN"], false),
         (&["FUTURE"], false),
+        (&["IDLE", "FAIL"], true),
+        (&["MIXED", "FAIL"], false),
     ];
     for (st, want) in cases {
         assert_eq!(is_drained(&node("n", st, None), None), *want, "{st:?}");
@@ -501,11 +535,12 @@ fn fail_closed_without_a_trusted_view() {
         structural(&run(1, &p, Some(&drained))),
         [delete("ns-1", DeleteWhy::ScaleIn)]
     );
-    // Absent from a complete list counts as drained; an unscheduled pod goes without Slurm.
+    // Absent from a complete list counts as drained, once slurmctld says so again just before
+    // (the view may predate the registration of its slurmd); an unscheduled pod goes without Slurm.
     let absent = state(vec![idle("ns-0")], &[]);
     assert_eq!(
         structural(&run(1, &p, Some(&absent))),
-        [delete("ns-1", DeleteWhy::ScaleIn)]
+        [delete_unregistered("ns-1", DeleteWhy::ScaleIn)]
     );
     let mut pending = pods(2);
     pending[1].scheduled = false;
@@ -558,6 +593,26 @@ fn someone_elses_drain_is_never_overwritten_nor_resumed() {
             node("ns-1", &["IDLE", "DRAIN"], Some("admin: check")),
         ],
         &[],
+    );
+    assert!(structural(&run(2, &p, Some(&st))).is_empty());
+}
+
+/// An admin's FAIL on a busy node chosen for scale-in: no drain over it (Slurm would replace
+/// the admin's reason, and our later resume would clear the FAIL); the pod goes once its jobs
+/// ended, and a scale-out meanwhile resumes nothing.
+#[test]
+fn someone_elses_fail_is_never_overwritten_nor_resumed() {
+    let mut p = pods(2);
+    p[1].deletion_cost = -1;
+    let failing = |base: &str| node("ns-1", &[base, "FAIL"], Some("admin: failing DIMM"));
+    let st = state(vec![idle("ns-0"), failing("MIXED")], &[("ns-1", 1, None)]);
+    let plan = run(1, &p, Some(&st));
+    assert!(structural(&plan).is_empty(), "{:?}", plan.actions);
+    assert_eq!(plan.waiting[0].why, WAIT_FOREIGN_DRAIN);
+    let st = state(vec![idle("ns-0"), failing("IDLE")], &[]);
+    assert_eq!(
+        structural(&run(1, &p, Some(&st))),
+        [delete("ns-1", DeleteWhy::ScaleIn)]
     );
     assert!(structural(&run(2, &p, Some(&st))).is_empty());
 }
