@@ -82,6 +82,39 @@ pub const CONDITION_PARTITIONS: &str = "Partitions";
 /// Status condition: whether every Slurm node named like the set's pods is the set's own (see
 /// `plan`'s node ownership); False with reason `NodeNameConflict` names the others.
 pub const CONDITION_NODES_OWNED: &str = "NodeNamesOwned";
+/// Status condition, as a Deployment's: `True` while the last round's actions did not all go
+/// through (a pod not created or deleted, a node not drained, the PodDisruptionBudget not
+/// applied), with the failure's category as reason and what failed as message; absent once a
+/// round goes through. The round is retried with backoff meanwhile.
+pub const CONDITION_REPLICA_FAILURE: &str = "ReplicaFailure";
+/// The most characters of an error a condition or Event repeats.
+const MAX_FAILURE_MESSAGE: usize = 1024;
+
+/// Why the last round's actions did not all go through ([`CONDITION_REPLICA_FAILURE`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionFailure {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl ActionFailure {
+    /// The first of `failed` errors of a round, and how many more there were.
+    fn of(first: &Error, failed: usize) -> Self {
+        let mut message: String = Chain(first)
+            .to_string()
+            .chars()
+            .take(MAX_FAILURE_MESSAGE)
+            .collect();
+        if failed > 1 {
+            message.push_str(&format!(" (and {} more failed actions)", failed - 1));
+        }
+        message.push_str("; retried with backoff");
+        Self {
+            reason: first.category(),
+            message,
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -426,6 +459,7 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
         _ => None,
     };
     let mut failed: BTreeSet<String> = BTreeSet::new();
+    let mut failures = 0_usize;
     let mut first_error = None;
     let mut pending = false;
     for action in &plan.actions {
@@ -453,14 +487,28 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
             Err(error) => {
                 warn!(error = %Chain(&error), ?action, "SlurmNodeSet action failed");
                 failed.insert(subject);
+                failures += 1;
                 first_error.get_or_insert(error);
             }
         }
     }
 
-    // 5. PDB and status.
-    apply_pdb(nodeset, &namespace, ctx).await?;
-    let desired = desired_status(nodeset, &plan, &name);
+    // 5. PDB and status: the status says what failed, and a new failure is a Warning.
+    if let Err(error) = apply_pdb(nodeset, &namespace, ctx).await {
+        warn!(error = %Chain(&error), "SlurmNodeSet PodDisruptionBudget not applied");
+        failures += 1;
+        first_error.get_or_insert(error);
+    }
+    let failure = first_error
+        .as_ref()
+        .map(|error| ActionFailure::of(error, failures));
+    let desired = desired_status(nodeset, &plan, &name, failure.as_ref());
+    if let Some(failure) = &failure
+        && newly_failing(nodeset.status.as_ref(), failure)
+    {
+        let notice = Notice::warning(failure.reason, failure.message.clone());
+        kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, notice).await;
+    }
     if nodeset.status.as_ref() != Some(&desired) {
         let api: Api<SlurmNodeSet> = Api::namespaced(ctx.client.clone(), &namespace);
         kit::apply_status(&api, &name, &desired)
@@ -701,10 +749,19 @@ fn ignore_not_found(error: kube::Error, name: &str) -> Result<SlurmOutcome, Erro
 }
 
 /// The status for this plan.
+/// Whether `failure` is news to the status (`ReplicaFailure` not yet `True` with its reason):
+/// one Warning per new failure, not one per retry.
+fn newly_failing(current: Option<&SlurmNodeSetStatus>, failure: &ActionFailure) -> bool {
+    !current
+        .and_then(|s| condition::find(&s.conditions, CONDITION_REPLICA_FAILURE))
+        .is_some_and(|c| c.status == "True" && c.reason == failure.reason)
+}
+
 pub fn desired_status(
     nodeset: &SlurmNodeSet,
     plan: &plan::NodeSetPlan,
     name: &str,
+    failure: Option<&ActionFailure>,
 ) -> SlurmNodeSetStatus {
     let current = nodeset.status.clone().unwrap_or_default();
     let generation = nodeset.metadata.generation;
@@ -836,6 +893,24 @@ pub fn desired_status(
             now.clone(),
         ),
     );
+    match failure {
+        Some(failure) => {
+            condition::upsert(
+                &mut conditions,
+                condition::new(
+                    CONDITION_REPLICA_FAILURE,
+                    true,
+                    failure.reason,
+                    failure.message.clone(),
+                    generation,
+                    now.clone(),
+                ),
+            );
+        }
+        None => {
+            condition::remove(&mut conditions, CONDITION_REPLICA_FAILURE);
+        }
+    }
     progress_conditions(&mut conditions, ready, generation, now);
     SlurmNodeSetStatus {
         replicas: counts.replicas,

@@ -769,7 +769,7 @@ fn slurm_counts_without_a_view_are_kept_and_flagged_stale() {
         },
         ..plan::NodeSetPlan::default()
     };
-    let status = desired_status(&set, &fresh, "cpu");
+    let status = desired_status(&set, &fresh, "cpu", None);
     assert_eq!(status.slurm, Some(counts.clone()));
     let synced = condition::find(&status.conditions, CONDITION_SLURM_SYNCED).unwrap();
     assert_eq!(
@@ -791,7 +791,7 @@ fn slurm_counts_without_a_view_are_kept_and_flagged_stale() {
             },
             ..plan::NodeSetPlan::default()
         };
-        let status = desired_status(&set, &blind, "cpu");
+        let status = desired_status(&set, &blind, "cpu", None);
         assert_eq!(status.slurm, Some(counts.clone()), "last counts kept");
         let stale = condition::find(&status.conditions, CONDITION_SLURM_SYNCED).unwrap();
         assert_eq!(
@@ -806,11 +806,11 @@ fn slurm_counts_without_a_view_are_kept_and_flagged_stale() {
         // The same status again is the same (no status write every reconcile).
         let mut again = set.clone();
         again.status = Some(status.clone());
-        assert_eq!(desired_status(&again, &blind, "cpu"), status);
+        assert_eq!(desired_status(&again, &blind, "cpu", None), status);
     }
     // Never any counts: no invented numbers.
     let blind = plan::NodeSetPlan::default();
-    let status = desired_status(&nodeset(1), &blind, "cpu");
+    let status = desired_status(&nodeset(1), &blind, "cpu", None);
     assert_eq!(status.slurm, None);
     let stale = condition::find(&status.conditions, CONDITION_SLURM_SYNCED).unwrap();
     assert!(
@@ -837,7 +837,7 @@ fn ready_counts_available_pods_and_partitions_are_reported() {
         partition_misses: Some(vec![("cpu-1".into(), vec!["gpu".into()])]),
         ..plan::NodeSetPlan::default()
     };
-    let status = desired_status(&set, &plan, "cpu");
+    let status = desired_status(&set, &plan, "cpu", None);
     assert_eq!((status.ready_replicas, status.available_replicas), (2, 1));
     let ready = condition::find(&status.conditions, condition::READY).unwrap();
     assert_eq!(ready.status, "False");
@@ -879,7 +879,7 @@ fn ready_counts_available_pods_and_partitions_are_reported() {
         kstatus(&status),
         [Some(("True".into(), "NotInPartitions".into())), None]
     );
-    let parts = desired_status(&set, &all_in, "cpu");
+    let parts = desired_status(&set, &all_in, "cpu", None);
     assert_eq!(
         kstatus(&parts),
         [None, Some(("True".into(), "NotReady".into()))]
@@ -894,7 +894,7 @@ fn ready_counts_available_pods_and_partitions_are_reported() {
         ..all_in.clone()
     };
     assert_eq!(
-        kstatus(&desired_status(&set, &settled, "cpu")),
+        kstatus(&desired_status(&set, &settled, "cpu", None)),
         [None, None]
     );
     // A Slurm node that is not the set's holds one of its names: stalled too (the admin must
@@ -908,7 +908,7 @@ fn ready_counts_available_pods_and_partitions_are_reported() {
         ..settled.clone()
     };
     assert_eq!(
-        kstatus(&desired_status(&set, &taken, "cpu")),
+        kstatus(&desired_status(&set, &taken, "cpu", None)),
         [Some(("True".into(), "NodeNameConflict".into())), None]
     );
     let parts = condition::find(&parts.conditions, CONDITION_PARTITIONS).unwrap();
@@ -917,7 +917,7 @@ fn ready_counts_available_pods_and_partitions_are_reported() {
         partition_misses: None,
         ..plan.clone()
     };
-    let parts = desired_status(&set, &no_view, "cpu");
+    let parts = desired_status(&set, &no_view, "cpu", None);
     assert_eq!(
         condition::find(&parts.conditions, CONDITION_PARTITIONS)
             .unwrap()
@@ -926,6 +926,106 @@ fn ready_counts_available_pods_and_partitions_are_reported() {
     );
     set.status = Some(status);
     set.spec.slurm.partitions.clear();
-    let status = desired_status(&set, &plan, "cpu");
+    let status = desired_status(&set, &plan, "cpu", None);
     assert!(condition::find(&status.conditions, CONDITION_PARTITIONS).is_none());
+}
+
+fn refused(message: &str) -> Response<Body> {
+    let status = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": "Forbidden", "code": 403,
+    });
+    Response::builder()
+        .status(StatusCode::FORBIDDEN)
+        .header("content-type", "application/json")
+        .body(Body::from(serde_json::to_vec(&status).unwrap()))
+        .unwrap()
+}
+
+/// A pod create the API server refuses (a quota, Pod Security admission, a webhook) is not a
+/// silent retry: `ReplicaFailure=True` says what failed (reason `CreatePodFailed`, the server's
+/// message), one Warning tells it, the same failure again adds no Event (nor a status write),
+/// and a round that goes through removes the condition.
+#[tokio::test]
+async fn a_refused_pod_create_is_a_condition_and_one_warning() {
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    let view = crate::state::index::ClusterState {
+        nodes_synced_at: Some(chrono::Utc::now()),
+        health: crate::state::index::Health::Up {
+            since: chrono::Utc::now(),
+        },
+        ..Default::default()
+    };
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        "hpc",
+        "main",
+        "http://127.0.0.1:1",
+        view,
+    );
+    let forbidden = "pods is forbidden: exceeded quota: compute, requested: pods=1";
+    let name = pod_name("cpu", 0);
+    let (written, mut read) = tokio::sync::mpsc::unbounded_channel();
+    let scenario = tokio::spawn(async move {
+        // 1. Refused: the condition and one Warning.
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![]).await;
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::POST, "{call:?}");
+        assert_eq!(call.body["metadata"]["name"], name.as_str());
+        send.send_response(refused(forbidden));
+        expect_pdb(&mut api).await;
+        let event = expect_nodeset_event(&mut api, "cpu", "CreatePodFailed").await;
+        assert_eq!(event["type"], "Warning");
+        assert!(
+            event["note"].as_str().unwrap().contains("exceeded quota"),
+            "{event:#}"
+        );
+        let status = expect_status(&mut api, &nodeset(1)).await;
+        let failure = condition::find(&status.conditions, CONDITION_REPLICA_FAILURE).unwrap();
+        assert_eq!(
+            (failure.status.as_str(), failure.reason.as_str()),
+            ("True", "CreatePodFailed")
+        );
+        for part in [name.as_str(), "exceeded quota", "retried with backoff"] {
+            assert!(
+                failure.message.contains(part),
+                "{part:?} in {}",
+                failure.message
+            );
+        }
+        written.send(status.clone()).unwrap();
+        // 2. Refused again: no Event, no status write.
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![]).await;
+        let (_, send) = api.next().await;
+        send.send_response(refused(forbidden));
+        expect_pdb(&mut api).await;
+        // 3. Created: the condition goes.
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![]).await;
+        expect_pod_created(&mut api, &name).await;
+        expect_pdb(&mut api).await;
+        let status = expect_status(&mut api, &nodeset(1)).await;
+        assert_eq!(
+            condition::find(&status.conditions, CONDITION_REPLICA_FAILURE),
+            None
+        );
+        api.expect_no_more_calls().await;
+    });
+    let error = reconcile(Arc::new(nodeset(1)), Arc::clone(&ctx))
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "CreatePodFailed");
+    // The next rounds read the status the first wrote, as the watch delivers it.
+    let mut set = nodeset(1);
+    set.status = Some(read.recv().await.unwrap());
+    let set = Arc::new(set);
+    let error = reconcile(Arc::clone(&set), Arc::clone(&ctx))
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "CreatePodFailed");
+    reconcile(set, ctx).await.unwrap();
+    scenario.await.unwrap();
 }
