@@ -15,7 +15,8 @@
 //! 4. carry the actions out in order: Kubernetes through the API, Slurm through the facade
 //!    ([`apply_slurm`], also used by the real-Slurm test); a failed action skips the later
 //!    actions on the same pod/node and fails the reconcile after the others ran;
-//! 5. server-side apply of the PodDisruptionBudget (`maxUnavailable: 0` over `slurm.rs/busy=true`)
+//! 5. server-side apply of the PodDisruptionBudget (`maxUnavailable: 0` over `slurm.rs/busy=true`;
+//!    never over one the set does not control)
 //!    and of the status when it changed.
 //!
 //! No finalizer: deleting a SlurmNodeSet lets Kubernetes garbage-collect its pods, which ends the
@@ -154,6 +155,11 @@ pub enum Error {
     },
     #[error("cannot apply the PodDisruptionBudget")]
     ApplyPdb(#[source] kube::Error),
+    #[error(
+        "PodDisruptionBudget {0} exists and is not this SlurmNodeSet's (no controller reference to \
+         it): the set's busy nodes are not protected from evictions until it is renamed or deleted"
+    )]
+    PdbNotOwned(String),
     #[error("cannot apply the SlurmNodeSet's status")]
     PatchStatus(#[source] kube::Error),
     /// All request slots of the SlurmCluster's slurmrestd connection are taken (its requests
@@ -173,6 +179,7 @@ impl Error {
             Self::PatchPod { .. } => "PatchPodFailed",
             Self::SlurmAction { source, .. } => source.category(),
             Self::ApplyPdb(_) => "ApplyPodDisruptionBudgetFailed",
+            Self::PdbNotOwned(_) => "PodDisruptionBudgetNotOwned",
             Self::PatchStatus(_) => "PatchStatusFailed",
             Self::ClusterBusy(_) => "ClusterBusy",
         }
@@ -1017,9 +1024,32 @@ fn partitions_condition(
 }
 
 /// `maxUnavailable: 0` over the set's busy pods: `kubectl drain` waits for their jobs.
+///
+/// Read first: a PodDisruptionBudget of the set's name that the set does not control (another
+/// team's, made by hand) is left as it is, `PdbNotOwned`; a forced apply would take its
+/// selector and limits over, and add an owner reference that has it garbage-collected with the
+/// set. One that is the set's and as wanted is not written again.
 async fn apply_pdb(nodeset: &SlurmNodeSet, namespace: &str, ctx: &Context) -> Result<(), Error> {
     let name = nodeset.name_any();
     let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), namespace);
+    let spec = json!({
+        "maxUnavailable": 0,
+        "selector": {"matchLabels": {pods::LABEL_NODESET: name, pods::LABEL_BUSY: "true"}},
+    });
+    if let Some(existing) = api.get_opt(&name).await.map_err(Error::ApplyPdb)? {
+        let ours = existing
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && Some(&o.uid) == nodeset.metadata.uid.as_ref());
+        if !ours {
+            return Err(Error::PdbNotOwned(name));
+        }
+        if serde_json::to_value(&existing.spec).ok().as_ref() == Some(&spec) {
+            return Ok(());
+        }
+    }
     let pdb = json!({
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -1027,10 +1057,7 @@ async fn apply_pdb(nodeset: &SlurmNodeSet, namespace: &str, ctx: &Context) -> Re
             "name": name,
             "ownerReferences": nodeset.controller_owner_ref(&()).map(|o| vec![o]),
         },
-        "spec": {
-            "maxUnavailable": 0,
-            "selector": {"matchLabels": {pods::LABEL_NODESET: name, pods::LABEL_BUSY: "true"}},
-        },
+        "spec": spec,
     });
     api.patch(
         &name,

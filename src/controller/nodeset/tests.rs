@@ -125,6 +125,7 @@ async fn expect_pdb(api: &mut ApiServerVerifier) {
 }
 
 async fn expect_pdb_of(api: &mut ApiServerVerifier, set: &str) {
+    expect_get_pdb(api, set, None).await;
     let (call, send) = api.next().await;
     assert_eq!(call.method, Method::PATCH, "{call:?}");
     assert_eq!(
@@ -138,6 +139,27 @@ async fn expect_pdb_of(api: &mut ApiServerVerifier, set: &str) {
         "true"
     );
     send.send_response(ok(&call.body));
+}
+
+/// The read of the set's PodDisruptionBudget, answered with `existing` (or 404).
+async fn expect_get_pdb(api: &mut ApiServerVerifier, set: &str, existing: Option<Value>) {
+    let (call, send) = api.next().await;
+    assert_eq!(call.method, Method::GET, "{call:?}");
+    assert_eq!(
+        call.path,
+        format!("/apis/policy/v1/namespaces/hpc/poddisruptionbudgets/{set}")
+    );
+    send.send_response(match existing {
+        Some(pdb) => ok(&pdb),
+        None => Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .header("content-type", "application/json")
+            .body(Body::from(
+                br#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#
+                    .to_vec(),
+            ))
+            .unwrap(),
+    });
 }
 
 async fn expect_status(api: &mut ApiServerVerifier, set: &SlurmNodeSet) -> SlurmNodeSetStatus {
@@ -1027,5 +1049,58 @@ async fn a_refused_pod_create_is_a_condition_and_one_warning() {
         .unwrap_err();
     assert_eq!(error.category(), "CreatePodFailed");
     reconcile(set, ctx).await.unwrap();
+    scenario.await.unwrap();
+}
+
+/// A PodDisruptionBudget of the set's name: another's is never written over (`ReplicaFailure`
+/// says `PodDisruptionBudgetNotOwned`, with one Warning); the set's own, as wanted, is not
+/// written again.
+#[tokio::test]
+async fn a_pdb_the_set_does_not_control_is_left_alone() {
+    let pdb = |owner: &str| {
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "cpu", "namespace": "hpc", "ownerReferences": [{
+                "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmNodeSet", "name": "cpu",
+                "uid": owner, "controller": true,
+            }]},
+            "spec": {
+                "maxUnavailable": 0,
+                "selector": {"matchLabels": {"slurm.rs/nodeset": "cpu", "slurm.rs/busy": "true"}},
+            },
+        })
+    };
+    let (ctx, mut api) = Context::test();
+    let scenario = tokio::spawn(async move {
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![]).await;
+        expect_get_pdb(&mut api, "cpu", Some(pdb("another-uid"))).await;
+        let event = expect_nodeset_event(&mut api, "cpu", "PodDisruptionBudgetNotOwned").await;
+        assert_eq!(event["type"], "Warning");
+        let status = expect_status(&mut api, &nodeset(0)).await;
+        let failure = condition::find(&status.conditions, CONDITION_REPLICA_FAILURE).unwrap();
+        assert_eq!(failure.reason, "PodDisruptionBudgetNotOwned");
+        assert!(
+            failure.message.contains("PodDisruptionBudget cpu exists"),
+            "{}",
+            failure.message
+        );
+        // The set's own, as wanted: read, not written.
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![]).await;
+        expect_get_pdb(&mut api, "cpu", Some(pdb("uid-1"))).await;
+        let status = expect_status(&mut api, &nodeset(0)).await;
+        assert_eq!(
+            condition::find(&status.conditions, CONDITION_REPLICA_FAILURE),
+            None
+        );
+        api.expect_no_more_calls().await;
+    });
+    let ctx = Arc::new(ctx);
+    let error = reconcile(Arc::new(nodeset(0)), Arc::clone(&ctx))
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "PodDisruptionBudgetNotOwned");
+    reconcile(Arc::new(nodeset(0)), ctx).await.unwrap();
     scenario.await.unwrap();
 }
