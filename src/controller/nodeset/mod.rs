@@ -160,6 +160,11 @@ pub enum Error {
          it): the set's busy nodes are not protected from evictions until it is renamed or deleted"
     )]
     PdbNotOwned(String),
+    #[error(
+        "pod {0} exists and is not this SlurmNodeSet's (not its controller, or not labelled \
+         slurm.rs/nodeset): the set stays a node short until that pod is renamed or deleted"
+    )]
+    PodNameTaken(String),
     #[error("cannot apply the SlurmNodeSet's status")]
     PatchStatus(#[source] kube::Error),
     /// All request slots of the SlurmCluster's slurmrestd connection are taken (its requests
@@ -180,6 +185,7 @@ impl Error {
             Self::SlurmAction { source, .. } => source.category(),
             Self::ApplyPdb(_) => "ApplyPodDisruptionBudgetFailed",
             Self::PdbNotOwned(_) => "PodDisruptionBudgetNotOwned",
+            Self::PodNameTaken(_) => "PodNameTaken",
             Self::PatchStatus(_) => "PatchStatusFailed",
             Self::ClusterBusy(_) => "ClusterBusy",
         }
@@ -641,7 +647,27 @@ async fn act(
                     info!(pod = %name, "created pod");
                     Ok(SlurmOutcome::Done)
                 }
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(SlurmOutcome::AlreadyDone),
+                // A pod of that name the list of the set's pods did not show: the set's own
+                // only if it controls it; else a pod without the set's label holds the name,
+                // and creating it again every round would change nothing.
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    let existing = pods_api
+                        .get_opt(&name)
+                        .await
+                        .map_err(|source| Error::CreatePod { name: name.clone(), source })?;
+                    let ours = existing.as_ref().is_none_or(|pod| {
+                        pod.metadata
+                            .owner_references
+                            .iter()
+                            .flatten()
+                            .any(|o| o.controller == Some(true) && Some(&o.uid) == nodeset.metadata.uid.as_ref())
+                    });
+                    if ours {
+                        Ok(SlurmOutcome::AlreadyDone)
+                    } else {
+                        Err(Error::PodNameTaken(name))
+                    }
+                }
                 Err(source) => Err(Error::CreatePod { name, source }),
             }
         }

@@ -602,13 +602,16 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
         }
     }
 
-    // Node records whose pod is gone: forget them (Slurm refuses while jobs run; retried).
+    // Node records whose pod is gone: forget them (Slurm refuses while jobs run; retried). A
+    // pod of the name the set does not own (orphaned by `--cascade=orphan` from an earlier set
+    // of this name, whose slurmd registered with the same owner record) still runs its slurmd.
     if let Some(state) = view {
         let pods: BTreeSet<&str> = input.pods.iter().map(|p| p.name.as_str()).collect();
         for node in state.nodes.values() {
             // `view` holds only the set's own nodes (dynamic, owner record ours).
-            if ordinal_of(input.prefix, &node.name).is_some() && !pods.contains(node.name.as_str())
-            {
+            let gone = ordinal_of(input.prefix, &node.name)
+                .is_some_and(|ordinal| !input.taken.contains(&ordinal));
+            if gone && !pods.contains(node.name.as_str()) {
                 plan.actions.push(Action::DeleteNodeRecord {
                     node: node.name.clone(),
                 });

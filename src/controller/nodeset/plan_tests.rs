@@ -1203,3 +1203,36 @@ fn an_unscheduled_pod_goes_whatever_holds_its_name() {
         [delete("ns-1", DeleteWhy::ScaleIn)]
     );
 }
+
+/// A pod of one of the set's names that the set does not own (orphaned from an earlier set of
+/// this name with `--cascade=orphan`; its slurmd registered with the same owner record): its
+/// node record is not removed while that pod stands, the way a gone pod's is.
+#[test]
+fn an_orphaned_pods_node_record_is_kept() {
+    let taken = BTreeSet::from([1]);
+    let st = state(vec![idle("ns-0"), idle("ns-1"), idle("ns-2")], &[]);
+    let p = pods(1);
+    let plan = plan(&Input {
+        prefix: "ns",
+        owner: &owner(),
+        replicas: 1,
+        template_hash: "h1",
+        strategy: &UpdateStrategy::default(),
+        drain_timeout: None,
+        min_ready_seconds: 0,
+        partitions: &[],
+        pods: &p,
+        taken: &taken,
+        slurm: SlurmView {
+            state: Some(&st),
+            now: t(0),
+        },
+    });
+    assert_eq!(
+        structural(&plan),
+        [Action::DeleteNodeRecord {
+            node: "ns-2".into()
+        }],
+        "ns-2's pod is gone; ns-1's stands, not the set's"
+    );
+}

@@ -1104,3 +1104,67 @@ async fn a_pdb_the_set_does_not_control_is_left_alone() {
     reconcile(Arc::new(nodeset(0)), ctx).await.unwrap();
     scenario.await.unwrap();
 }
+
+/// A pod of the set's name that the set's list does not show (no `slurm.rs/nodeset` label, or
+/// another controller): the create's 409 is not taken for done every round in silence, but
+/// `ReplicaFailure=True/PodNameTaken`.
+#[tokio::test]
+async fn a_pod_name_held_by_a_pod_not_the_sets_is_a_failure() {
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    let view = crate::state::index::ClusterState {
+        nodes_synced_at: Some(chrono::Utc::now()),
+        health: crate::state::index::Health::Up {
+            since: chrono::Utc::now(),
+        },
+        ..Default::default()
+    };
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        "hpc",
+        "main",
+        "http://127.0.0.1:1",
+        view,
+    );
+    let name = pod_name("cpu", 0);
+    let scenario = tokio::spawn(async move {
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![]).await;
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::POST, "{call:?}");
+        let conflict = json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": format!("pods \"{name}\" already exists"), "reason": "AlreadyExists",
+            "code": 409,
+        });
+        send.send_response(
+            Response::builder()
+                .status(StatusCode::CONFLICT)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&conflict).unwrap()))
+                .unwrap(),
+        );
+        // The pod holding the name: someone's, unlabelled, no owner.
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::GET, "{call:?}");
+        assert_eq!(call.path, format!("/api/v1/namespaces/hpc/pods/{name}"));
+        send.send_response(ok(&json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "hpc", "uid": "squatter"},
+        })));
+        expect_pdb(&mut api).await;
+        expect_nodeset_event(&mut api, "cpu", "PodNameTaken").await;
+        let status = expect_status(&mut api, &nodeset(1)).await;
+        let failure = condition::find(&status.conditions, CONDITION_REPLICA_FAILURE).unwrap();
+        assert_eq!(failure.reason, "PodNameTaken");
+        assert!(
+            failure.message.contains(&format!("pod {name} exists")),
+            "{}",
+            failure.message
+        );
+        api.expect_no_more_calls().await;
+    });
+    let error = reconcile(Arc::new(nodeset(1)), ctx).await.unwrap_err();
+    assert_eq!(error.category(), "PodNameTaken");
+    scenario.await.unwrap();
+}
