@@ -50,6 +50,7 @@ pub const MAX_CREATES_PER_PLAN: usize = 500;
 /// Why a node is drained (the part after the prefix).
 pub const WHY_SCALE_IN: &str = "scale-in";
 pub const WHY_UPDATE: &str = "rolling update";
+pub const WHY_TERMINATING: &str = "pod terminating";
 
 /// `slurm-operator: <why>`, with control characters turned into spaces, whitespace collapsed
 /// and the whole cut to [`MAX_REASON_CHARS`] characters.
@@ -485,6 +486,22 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
             why: DeleteWhy::Finished,
             if_unregistered: false,
         });
+    }
+    // A pod someone else deletes (an eviction, `kubectl drain`, by hand) still runs its slurmd
+    // for its grace period: slurmctld must not start jobs there meanwhile. Our drain: resumed if
+    // a new pod of that name comes back, forgotten with the record otherwise.
+    if let Some(state) = view {
+        for pod in input.pods.iter().filter(|p| p.terminating && !p.finished) {
+            if let Some(node) = state.nodes.get(&pod.name)
+                && drain_owner(node) == DrainOwner::NotDrained
+                && !node.state.is_down()
+            {
+                plan.actions.push(Action::Drain {
+                    node: pod.name.clone(),
+                    reason: drain_reason(WHY_TERMINATING),
+                });
+            }
+        }
     }
     let active: Vec<&PodView> = input
         .pods

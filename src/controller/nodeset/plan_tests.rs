@@ -1236,3 +1236,44 @@ fn an_orphaned_pods_node_record_is_kept() {
         "ns-2's pod is gone; ns-1's stands, not the set's"
     );
 }
+
+/// A pod someone else deleted (an eviction) runs its slurmd through its grace period: its node
+/// is drained so that no job starts there meanwhile; not one already drained (ours or
+/// another's), nor one of a pod that finished.
+#[test]
+fn a_terminating_pods_node_is_drained() {
+    let mut p = pods(3);
+    p[1].terminating = true;
+    p[2].terminating = true;
+    p[2].finished = true;
+    let st = state(vec![idle("ns-0"), idle("ns-1"), idle("ns-2")], &[]);
+    let drains: Vec<Action> = structural(&run(3, &p, Some(&st)))
+        .into_iter()
+        .filter(|a| matches!(a, Action::Drain { .. }))
+        .collect();
+    assert_eq!(
+        drains,
+        [Action::Drain {
+            node: "ns-1".into(),
+            reason: "slurm-operator: pod terminating".into(),
+        }]
+    );
+    let drained = state(
+        vec![
+            idle("ns-0"),
+            node("ns-1", &["IDLE", "DRAIN"], Some("admin: check")),
+        ],
+        &[],
+    );
+    assert!(
+        !structural(&run(3, &p, Some(&drained)))
+            .iter()
+            .any(|a| matches!(a, Action::Drain { .. }))
+    );
+    assert!(
+        !structural(&run(3, &p, None))
+            .iter()
+            .any(|a| matches!(a, Action::Drain { .. })),
+        "no view, no drain"
+    );
+}
