@@ -655,13 +655,7 @@ async fn act(
                         .get_opt(&name)
                         .await
                         .map_err(|source| Error::CreatePod { name: name.clone(), source })?;
-                    let ours = existing.as_ref().is_none_or(|pod| {
-                        pod.metadata
-                            .owner_references
-                            .iter()
-                            .flatten()
-                            .any(|o| o.controller == Some(true) && Some(&o.uid) == nodeset.metadata.uid.as_ref())
-                    });
+                    let ours = existing.as_ref().is_none_or(|pod| controlled_by(pod, nodeset));
                     if ours {
                         Ok(SlurmOutcome::AlreadyDone)
                     } else {
@@ -1049,6 +1043,15 @@ fn partitions_condition(
     );
 }
 
+/// Whether `object`'s controller is `nodeset` (by uid: a set deleted and made again under the
+/// same name is another set).
+fn controlled_by(object: &impl Resource, nodeset: &SlurmNodeSet) -> bool {
+    object
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && Some(&o.uid) == nodeset.metadata.uid.as_ref())
+}
+
 /// `maxUnavailable: 0` over the set's busy pods: `kubectl drain` waits for their jobs.
 ///
 /// Read first: a PodDisruptionBudget of the set's name that the set does not control (another
@@ -1063,13 +1066,7 @@ async fn apply_pdb(nodeset: &SlurmNodeSet, namespace: &str, ctx: &Context) -> Re
         "selector": {"matchLabels": {pods::LABEL_NODESET: name, pods::LABEL_BUSY: "true"}},
     });
     if let Some(existing) = api.get_opt(&name).await.map_err(Error::ApplyPdb)? {
-        let ours = existing
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.controller == Some(true) && Some(&o.uid) == nodeset.metadata.uid.as_ref());
-        if !ours {
+        if !controlled_by(&existing, nodeset) {
             return Err(Error::PdbNotOwned(name));
         }
         if serde_json::to_value(&existing.spec).ok().as_ref() == Some(&spec) {

@@ -964,6 +964,27 @@ fn refused(message: &str) -> Response<Body> {
         .unwrap()
 }
 
+/// SlurmCluster `main` registered with a fresh, trusted view of Slurm that holds no node (its
+/// client never reached): pods may be created. Keep the sender: the view lives as long.
+fn register_empty_view(
+    ctx: &Context,
+) -> tokio::sync::watch::Sender<Arc<crate::state::index::ClusterState>> {
+    let view = crate::state::index::ClusterState {
+        nodes_synced_at: Some(chrono::Utc::now()),
+        health: crate::state::index::Health::Up {
+            since: chrono::Utc::now(),
+        },
+        ..Default::default()
+    };
+    crate::controller::test_support::register_with_index(
+        ctx,
+        "hpc",
+        "main",
+        "http://127.0.0.1:1",
+        view,
+    )
+}
+
 /// A pod create the API server refuses (a quota, Pod Security admission, a webhook) is not a
 /// silent retry: `ReplicaFailure=True` says what failed (reason `CreatePodFailed`, the server's
 /// message), one Warning tells it, the same failure again adds no Event (nor a status write),
@@ -972,20 +993,7 @@ fn refused(message: &str) -> Response<Body> {
 async fn a_refused_pod_create_is_a_condition_and_one_warning() {
     let (ctx, mut api) = Context::test();
     let ctx = Arc::new(ctx);
-    let view = crate::state::index::ClusterState {
-        nodes_synced_at: Some(chrono::Utc::now()),
-        health: crate::state::index::Health::Up {
-            since: chrono::Utc::now(),
-        },
-        ..Default::default()
-    };
-    let _index = crate::controller::test_support::register_with_index(
-        &ctx,
-        "hpc",
-        "main",
-        "http://127.0.0.1:1",
-        view,
-    );
+    let _index = register_empty_view(&ctx);
     let forbidden = "pods is forbidden: exceeded quota: compute, requested: pods=1";
     let name = pod_name("cpu", 0);
     let (written, mut read) = tokio::sync::mpsc::unbounded_channel();
@@ -1112,20 +1120,7 @@ async fn a_pdb_the_set_does_not_control_is_left_alone() {
 async fn a_pod_name_held_by_a_pod_not_the_sets_is_a_failure() {
     let (ctx, mut api) = Context::test();
     let ctx = Arc::new(ctx);
-    let view = crate::state::index::ClusterState {
-        nodes_synced_at: Some(chrono::Utc::now()),
-        health: crate::state::index::Health::Up {
-            since: chrono::Utc::now(),
-        },
-        ..Default::default()
-    };
-    let _index = crate::controller::test_support::register_with_index(
-        &ctx,
-        "hpc",
-        "main",
-        "http://127.0.0.1:1",
-        view,
-    );
+    let _index = register_empty_view(&ctx);
     let name = pod_name("cpu", 0);
     let scenario = tokio::spawn(async move {
         expect_get_cluster(&mut api, &["hpc"]).await;
