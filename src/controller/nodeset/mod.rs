@@ -460,9 +460,9 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
     });
 
     // 4. Actions. Drains, resumes, node deletions and deletes of pods the view had no node of
-    // call slurmrestd: they take one of the
-    // connection's request slots, or the whole round waits for one without acting (a cluster
-    // whose requests hang delays only its own sets, and no pod action runs ahead of its node's).
+    // call slurmrestd: they take one of the connection's request slots, or the whole round
+    // waits for one without acting (a cluster whose requests hang delays only its own sets,
+    // and no pod action runs ahead of its node's).
     let _io = match (&handle, plan.actions.iter().any(Action::calls_slurm)) {
         (Some(handle), true) => Some(
             handle
