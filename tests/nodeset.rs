@@ -229,6 +229,19 @@ impl World<'_> {
         }
     }
 
+    /// Scale to 1 until the set's one pod is `ordinal`'s and its node registered as the set's.
+    async fn until_one_node(&mut self, ordinal: u32) {
+        self.until(1, "one node of the set", Duration::from_secs(90), |w, _| {
+            let state = w.index.borrow();
+            w.pods.len() == 1
+                && state
+                    .nodes
+                    .get(&w.name(ordinal))
+                    .is_some_and(|n| n.owner.as_ref() == Some(&w.owner))
+        })
+        .await;
+    }
+
     fn name(&self, ordinal: u32) -> String {
         pods::pod_name(&self.prefix, ordinal)
     }
@@ -742,16 +755,7 @@ async fn a_node_that_is_not_the_sets_is_neither_taken_nor_drained() {
     slurm.node_script(&["start", &squatter, "--conf", &world.conf]);
 
     // (1) Scale out to 1: ordinal 0 is held, 1 is used.
-    world
-        .until(1, "one node of the set", Duration::from_secs(90), |w, _| {
-            let state = w.index.borrow();
-            w.pods.len() == 1
-                && state
-                    .nodes
-                    .get(&w.name(1))
-                    .is_some_and(|n| n.owner.as_ref() == Some(&w.owner))
-        })
-        .await;
+    world.until_one_node(1).await;
     assert_eq!(world.pod_names(), [world.name(1)]);
     let plan = world.step(1).await;
     let conflicts = plan.conflicts.clone().unwrap();
@@ -828,16 +832,7 @@ async fn slurm_is_asked_again_before_a_drain_a_resume_or_a_delete_of_an_unseen_n
     let slurm = require_slurm!();
     let (mut world, _poller) = World::new(&slurm);
     let client = world.client.clone();
-    world
-        .until(1, "one node of the set", Duration::from_secs(90), |w, _| {
-            let state = w.index.borrow();
-            w.pods.len() == 1
-                && state
-                    .nodes
-                    .get(&w.name(0))
-                    .is_some_and(|n| n.owner.as_ref() == Some(&w.owner))
-        })
-        .await;
+    world.until_one_node(0).await;
     let node = world.name(0);
     let admin = "admin: failing DIMM";
     slurm.scontrol(&[

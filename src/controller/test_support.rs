@@ -76,7 +76,8 @@ fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response<B
         .unwrap()
 }
 
-fn not_found(kind: &str, name: &str) -> Response<Body> {
+/// The API server's 404 for `kind` `name`.
+pub fn not_found(kind: &str, name: &str) -> Response<Body> {
     json_response(
         StatusCode::NOT_FOUND,
         &json!({

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::controller::test_support::{
-    ApiServerVerifier, local_slurm, register_local_cluster, slurm_node_script,
+    ApiServerVerifier, local_slurm, not_found, register_local_cluster, slurm_node_script,
 };
 use crate::crd::{NodeSetSlurm, NodeSetSlurmCounts, SlurmNodeSetSpec, UpdateStrategy};
 
@@ -151,14 +151,7 @@ async fn expect_get_pdb(api: &mut ApiServerVerifier, set: &str, existing: Option
     );
     send.send_response(match existing {
         Some(pdb) => ok(&pdb),
-        None => Response::builder()
-            .status(StatusCode::NOT_FOUND)
-            .header("content-type", "application/json")
-            .body(Body::from(
-                br#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#
-                    .to_vec(),
-            ))
-            .unwrap(),
+        None => not_found("poddisruptionbudgets", set),
     });
 }
 
@@ -265,16 +258,7 @@ async fn a_namespace_the_cluster_does_not_allow_gets_nothing_but_a_condition() {
                 Some(allowed) => expect_get_cluster(&mut api, allowed).await,
                 None => {
                     let (_, send) = api.next().await;
-                    send.send_response(
-                        Response::builder()
-                            .status(StatusCode::NOT_FOUND)
-                            .header("content-type", "application/json")
-                            .body(Body::from(
-                                br#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#
-                                    .to_vec(),
-                            ))
-                            .unwrap(),
-                    );
+                    send.send_response(not_found("slurmclusters", "main"));
                 }
             }
             api.expect_no_more_calls().await;
