@@ -1990,6 +1990,7 @@ fn stored_cases() -> Vec<Case> {
                     state: Some(&empty),
                     now,
                 },
+                deleting: false,
             });
             let creates = plan
                 .actions

@@ -4,8 +4,10 @@
 //! A SlurmNodeSet without a Slurm (none is involved): without its SlurmCluster it is refused
 //! (`ClusterNotFound`); with one that does not list its namespace in `nodeSetNamespaces`, too
 //! (`NodeSetNotAllowed`); allowed but without a view of Slurm's nodes it creates no pod (a name is
-//! given out only once Slurm is seen not to hold it), and the scale subresource still works. The
-//! pods' completed slurmd args are checked by `controller::nodeset::tests` and `tests/nodeset.rs`.
+//! given out only once Slurm is seen not to hold it), and the scale subresource still works.
+//! Deleted, it waits behind its finalizer while Slurm cannot be seen, and goes once its
+//! SlurmCluster is gone. The pods' completed slurmd args are checked by
+//! `controller::nodeset::tests` and `tests/nodeset.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -184,13 +186,52 @@ async fn nodeset_pods_follow_the_scale_subresource() {
     .await;
     assert_eq!(pod_names(&pods).await, Vec::<String>::new());
 
+    // Deletion waits behind the finalizer while Slurm cannot be seen (its nodes may still be
+    // registered there), and lets go at once when the SlurmCluster is gone.
+    let set = nodesets.get("cpu").await.unwrap();
+    assert!(
+        set.metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|f| f == "slurm.rs/cleanup")),
+        "{:?}",
+        set.metadata.finalizers
+    );
+    nodesets
+        .delete("cpu", &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let waiting = nodesets.get_opt("cpu").await.unwrap();
+    assert!(
+        waiting
+            .as_ref()
+            .is_some_and(|s| s.metadata.deletion_timestamp.is_some()),
+        "the deletion waits for a view of Slurm: {waiting:?}"
+    );
+    clusters
+        .delete(&cluster_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the SlurmNodeSet gone once its SlurmCluster is",
+        Duration::from_secs(60),
+        || async {
+            nodesets
+                .get_opt("cpu")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    operator.assert_running();
+
     let status = operator.terminate(Duration::from_secs(30));
     assert!(status.success(), "operator exit: {status:?}");
     namespaces
         .delete(&namespace, &DeleteParams::default())
         .await
         .unwrap();
-    let _ = Api::<SlurmCluster>::all(client)
-        .delete(&cluster_name, &DeleteParams::default())
-        .await;
 }

@@ -8,6 +8,7 @@
 //! first, the busy one stays); scale to 0 and back to 1 during the drain (the node is resumed
 //! and keeps its pod); an admin drain (no prefix) is left alone; scale to 0 while the job runs
 //! (the node stays DRAINING until the job ends, then its pod and record go). No job is killed.
+//! Deleting a set does the same for all its nodes, and ends with nothing of it left in Slurm.
 //!
 //! Node ownership (issue 14): two sets of one name in two namespaces get distinct nodes, each
 //! registered with its owner record (`slurmd --extra`, as the pods' slurmd is started), and
@@ -59,6 +60,8 @@ struct World<'a> {
     guards: Vec<NodeGuard<'a>>,
     /// Every action carried out, for assertions.
     log: Vec<Action>,
+    /// The set is being deleted (`Input::deleting`).
+    deleting: bool,
 }
 
 impl World<'_> {
@@ -100,6 +103,7 @@ impl World<'_> {
                 state: Some(&state),
                 now: Utc::now(),
             },
+            deleting: self.deleting,
         });
         for action in &plan.actions {
             match action {
@@ -242,6 +246,25 @@ impl World<'_> {
         .await;
     }
 
+    /// Submit `script` as a job of the set's feature on `node`, and wait until it runs.
+    async fn run_job_on(&self, node: &str, script: &str) -> u32 {
+        let mut job = self.slurm.job(&format!("{}-job", self.set), script);
+        job.constraints = Some(self.set.clone());
+        job.extra.insert("required_nodes".into(), json!([node]));
+        let job_id = self.client.submit_job(&job).await.unwrap().job_id;
+        let client = &self.client;
+        common::wait_for(
+            "the job to run",
+            Duration::from_secs(30),
+            Duration::from_millis(300),
+            || async move {
+                (job_state(&client.job(job_id).await.ok()?) == JobBaseState::Running).then_some(())
+            },
+        )
+        .await;
+        job_id
+    }
+
     fn name(&self, ordinal: u32) -> String {
         pods::pod_name(&self.prefix, ordinal)
     }
@@ -296,6 +319,7 @@ impl<'a> World<'a> {
             pods: BTreeMap::new(),
             guards: Vec::new(),
             log: Vec::new(),
+            deleting: false,
         };
         (world, handle)
     }
@@ -314,7 +338,6 @@ async fn scale_in_drains_before_deleting_and_never_kills_a_job() {
     let started = Instant::now();
     let (mut world, _poller) = World::new(&slurm);
     let client = world.client.clone();
-    let set = world.set.clone();
     let (n0, n1, n2) = (world.name(0), world.name(1), world.name(2));
 
     // Scale out to 3: three pods, three idle nodes.
@@ -330,23 +353,7 @@ async fn scale_in_drains_before_deleting_and_never_kills_a_job() {
     eprintln!("scaled out to 3 after {:?}", started.elapsed());
 
     // A job on the middle node (by ordinal alone, 2 and 1 would go first).
-    let mut job = slurm.job(&format!("{set}-job"), "sleep 25");
-    job.constraints = Some(set.clone());
-    job.extra
-        .insert("required_nodes".into(), json!(std::slice::from_ref(&n1)));
-    let job_id = client.submit_job(&job).await.unwrap().job_id;
-    common::wait_for(
-        "the job to run",
-        Duration::from_secs(30),
-        Duration::from_millis(300),
-        || {
-            let client = client.clone();
-            async move {
-                (job_state(&client.job(job_id).await.ok()?) == JobBaseState::Running).then_some(())
-            }
-        },
-    )
-    .await;
+    let job_id = world.run_job_on(&n1, "sleep 25").await;
 
     // 3 → 1: the idle nodes go, the busy one stays and is not even drained.
     world
@@ -895,4 +902,92 @@ async fn slurm_is_asked_again_before_a_drain_a_resume_or_a_delete_of_an_unseen_n
         .filter(|a| matches!(a, Action::Drain { .. } | Action::Resume { .. }))
         .collect();
     assert_eq!(ours, Vec::<&Action>::new());
+}
+
+/// Deleting a set (behind its finalizer) drains every node, waits for the running job, deletes
+/// each pod once its node runs nothing, removes the records from Slurm, and then finds nothing
+/// of the set left (`remaining` empty: the finalizer may go). The job is not killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_set_drains_its_nodes_and_leaves_nothing_in_slurm() {
+    let slurm = require_slurm!();
+    let (mut world, _poller) = World::new(&slurm);
+    let client = world.client.clone();
+    let (n0, n1) = (world.name(0), world.name(1));
+    world
+        .until(2, "2 idle nodes", Duration::from_secs(60), |w, _| {
+            let state = w.index.borrow();
+            w.pods.len() == 2
+                && [&n0, &n1]
+                    .iter()
+                    .all(|n| state.nodes.get(*n).is_some_and(|n| !n.state.is_busy()))
+        })
+        .await;
+    let job_id = world.run_job_on(&n1, "sleep 12").await;
+
+    // Deleted (replicas still 2): the idle node goes, the busy one drains and keeps its pod.
+    world.deleting = true;
+    world
+        .until(
+            2,
+            "node 0 gone, node 1 draining",
+            Duration::from_secs(60),
+            |w, _| {
+                let state = w.index.borrow();
+                !state.nodes.contains_key(&n0)
+                    && state.nodes.get(&n1).is_some_and(|n| n.state.is_draining())
+            },
+        )
+        .await;
+    let node1 = client.node(&n1).await.unwrap();
+    assert_eq!(
+        node1.reason.as_deref(),
+        Some("slurm-operator: SlurmNodeSet deleted")
+    );
+    assert_eq!(world.pod_names(), std::slice::from_ref(&n1));
+    assert_eq!(
+        job_state(&client.job(job_id).await.unwrap()),
+        JobBaseState::Running
+    );
+    let plan = world.step(2).await;
+    assert_eq!(plan.remaining, Some(vec![n1.clone()]), "{plan:?}");
+    assert!(
+        !plan
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::CreatePod { .. })),
+        "{plan:?}"
+    );
+
+    // The job ends by itself; then the pod and the record go, and nothing is left.
+    world
+        .until(
+            2,
+            "nothing of the set left",
+            Duration::from_secs(90),
+            |_, plan| plan.remaining.as_ref().is_some_and(Vec::is_empty),
+        )
+        .await;
+    assert!(world.pods.is_empty());
+    for node in [&n0, &n1] {
+        assert!(client.node(node).await.is_err(), "{node} still in Slurm");
+    }
+    // slurmctld forgets an ended job after MinJobAge (30 s here); accounting keeps it.
+    let records = match client.job(job_id).await {
+        Ok(records) => records,
+        Err(_) => client
+            .accounting_job(job_id)
+            .await
+            .unwrap()
+            .unwrap_or_default(),
+    };
+    assert_eq!(
+        job_state(&records),
+        JobBaseState::Completed,
+        "the job ran to its end"
+    );
+    assert!(world.log.contains(&Action::DeletePod {
+        name: n1.clone(),
+        why: DeleteWhy::SetDeleted,
+        if_unregistered: false,
+    }));
 }

@@ -14,6 +14,7 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -324,6 +325,25 @@ where
     result
 }
 
+/// [`FinalizerFailure`] for a controller's error enum whose variants `AddFinalizer(kube::Error)`,
+/// `RemoveFinalizer(kube::Error)` and `MissingMetadata(&'static str)` say it.
+macro_rules! finalizer_failure {
+    ($error:ty) => {
+        impl $crate::controller::kit::FinalizerFailure for $error {
+            fn add_finalizer(error: kube::Error) -> Self {
+                Self::AddFinalizer(error)
+            }
+            fn remove_finalizer(error: kube::Error) -> Self {
+                Self::RemoveFinalizer(error)
+            }
+            fn missing_metadata(what: &'static str) -> Self {
+                Self::MissingMetadata(what)
+            }
+        }
+    };
+}
+pub(crate) use finalizer_failure;
+
 /// A controller error that can say what went wrong around kube's finalizer helper.
 pub trait FinalizerFailure: Sized {
     fn add_finalizer(error: kube::Error) -> Self;
@@ -368,6 +388,20 @@ where
     })
     .await
     .map_err(E::from_finalizer)
+}
+
+/// When a blocked deletion (a finalizer waiting for Slurm) lets go anyway: `deadline` after
+/// the deletion, or after this replica began to act (its start, or its last gain of the leader
+/// Lease) when that is later — an operator that was down, or a replica that just took over,
+/// first gets the whole deadline to reconnect. `None` (no deadline): never.
+pub fn release_at(
+    deleted_at: Option<DateTime<Utc>>,
+    acting_since: DateTime<Utc>,
+    deadline: Option<Duration>,
+) -> Option<DateTime<Utc>> {
+    let deadline = chrono::TimeDelta::from_std(deadline?).ok()?;
+    let from = deleted_at.map_or(acting_since, |at| at.max(acting_since));
+    from.checked_add_signed(deadline)
 }
 
 /// Whether `object` lives and lacks the operator's finalizer: [`with_finalizer`] would only add it.

@@ -94,9 +94,15 @@ pub fn not_found(kind: &str, name: &str) -> Response<Body> {
 }
 
 fn cluster_path(cluster: &SlurmCluster) -> String {
+    object_path(cluster)
+}
+
+/// The API path of `object` (namespaced or not).
+fn object_path<K: Resource<DynamicType = ()>>(object: &K) -> String {
     format!(
-        "/apis/slurm.rs/v1alpha1/slurmclusters/{}",
-        cluster.name_any()
+        "{}/{}",
+        K::url_path(&(), object.meta().namespace.as_deref()),
+        object.name_any()
     )
 }
 
@@ -210,11 +216,15 @@ impl ApiServerVerifier {
         call.body
     }
 
-    /// The finalizer helper's JSON patch adding `slurm.rs/cleanup` to a SlurmCluster without one.
-    pub async fn expect_finalizer_added(&mut self, cluster: &SlurmCluster) {
+    /// The finalizer helper's JSON patch adding `slurm.rs/cleanup` to an object without one
+    /// (a SlurmCluster, a SlurmNodeSet).
+    pub async fn expect_finalizer_added<K>(&mut self, object: &K)
+    where
+        K: Resource<DynamicType = ()> + Clone + serde::Serialize,
+    {
         let (call, send) = self.next().await;
         assert_eq!(call.method, Method::PATCH, "{call:?}");
-        assert_eq!(call.path, cluster_path(cluster));
+        assert_eq!(call.path, object_path(object));
         assert_eq!(call.content_type, "application/json-patch+json");
         assert_eq!(
             call.body,
@@ -223,16 +233,19 @@ impl ApiServerVerifier {
                 {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
             ])
         );
-        let mut answer = cluster.clone();
+        let mut answer = object.clone();
         answer.meta_mut().finalizers = Some(vec![FINALIZER.to_owned()]);
         send.send_response(json_response(StatusCode::OK, &answer));
     }
 
     /// The finalizer helper's JSON patch removing `slurm.rs/cleanup` (at index 0).
-    pub async fn expect_finalizer_removed(&mut self, cluster: &SlurmCluster) {
+    pub async fn expect_finalizer_removed<K>(&mut self, object: &K)
+    where
+        K: Resource<DynamicType = ()> + Clone + serde::Serialize,
+    {
         let (call, send) = self.next().await;
         assert_eq!(call.method, Method::PATCH, "{call:?}");
-        assert_eq!(call.path, cluster_path(cluster));
+        assert_eq!(call.path, object_path(object));
         assert_eq!(call.content_type, "application/json-patch+json");
         assert_eq!(
             call.body,
@@ -241,7 +254,7 @@ impl ApiServerVerifier {
                 {"op": "remove", "path": "/metadata/finalizers/0"},
             ])
         );
-        let mut answer = cluster.clone();
+        let mut answer = object.clone();
         answer.meta_mut().finalizers = None;
         send.send_response(json_response(StatusCode::OK, &answer));
     }

@@ -26,7 +26,7 @@ use super::{DNS_SUBDOMAIN, POSITIVE_QUANTITY, condition, duration::Duration};
     status = "SlurmNodeSetStatus",
     derive = "PartialEq",
     doc = "A set of pods running slurmd that register with a SlurmCluster as dynamic Slurm nodes. \
-           Scaling in drains nodes in Slurm before their pods are deleted.",
+           Scaling in, and deleting the set, drain nodes in Slurm before their pods are deleted.",
     shortname = "sns",
     shortname = "snodeset",
     category = "slurm",

@@ -49,7 +49,7 @@ use tracing::{debug, info, warn};
 
 use self::config::{CaSource, ConfigError, ConfigPlan, Sources};
 use self::status::{Connected, Failure, Observation};
-use super::kit::{self, Backoffs, FinalizerFailure};
+use super::kit::{self, Backoffs};
 use super::{Context, DeletedCluster};
 use crate::crd::{CREDENTIALS_LABEL, SlurmCluster, SlurmClusterSpec};
 use crate::error_chain::Chain;
@@ -171,17 +171,7 @@ async fn reconcile_inner(cluster: Arc<SlurmCluster>, ctx: &Context) -> Result<Ac
     .await
 }
 
-impl FinalizerFailure for Error {
-    fn add_finalizer(error: kube::Error) -> Self {
-        Self::AddFinalizer(error)
-    }
-    fn remove_finalizer(error: kube::Error) -> Self {
-        Self::RemoveFinalizer(error)
-    }
-    fn missing_metadata(what: &'static str) -> Self {
-        Self::MissingMetadata(what)
-    }
-}
+kit::finalizer_failure!(Error);
 
 /// Classify a failed reconcile: an unusable spec waits for a change (the Warning Event was
 /// published by the reconcile, with the status); anything else retries with a per-SlurmCluster

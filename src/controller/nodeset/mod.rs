@@ -19,12 +19,17 @@
 //!    never over one the set does not control)
 //!    and of the status when it changed.
 //!
-//! No finalizer: deleting a SlurmNodeSet lets Kubernetes garbage-collect its pods, which ends the
-//! jobs on them. Scale to 0 first to drain (see the CRD docs).
+//! Deletion, behind the `slurm.rs/cleanup` finalizer ([`cleanup`]): the set leaves as a scale-in
+//! to 0 does (each node drained, its pod deleted once drained or at `scaleIn.drainTimeout`),
+//! then its node records are removed from Slurm, and the finalizer goes when the plan finds
+//! nothing of the set left ([`plan::NodeSetPlan::remaining`]). It goes at once, touching
+//! nothing, when the set is not admitted (no SlurmCluster, namespace not allowed) or is deleted
+//! with `--cascade=orphan`; and at the deletion deadline (`--deletion-deadline`) with a Warning
+//! naming what is left (the pods then go by garbage collection, ending their jobs).
 //!
-//! Triggers: the SlurmNodeSet (generation only, so `kubectl scale` and template edits but not our
-//! status writes), its pods, its SlurmCluster's spec (generation: `nodeSetNamespaces`), and the
-//! pollers' events: `NodeChanged`/`NodeGone` of a node named like one of its pods,
+//! Triggers: the SlurmNodeSet (generation only, so `kubectl scale`, template edits and the
+//! deletion but not our status writes), its pods, its SlurmCluster's spec (generation:
+//! `nodeSetNamespaces`), and the pollers' events: `NodeChanged`/`NodeGone` of a node named like one of its pods,
 //! `HealthChanged` of its SlurmCluster. While it waits for a drain it also
 //! requeues itself every [`WAIT_RESYNC`].
 
@@ -171,6 +176,18 @@ pub enum Error {
     /// are slow or hang): not a failure; requeued soon without holding a reconcile slot.
     #[error("SlurmCluster {0:?} has no free request slot")]
     ClusterBusy(String),
+    #[error("cannot add the finalizer")]
+    AddFinalizer(#[source] kube::Error),
+    #[error("cannot remove the finalizer")]
+    RemoveFinalizer(#[source] kube::Error),
+    /// Not a fault of the reconcile: the deletion waits for the set's nodes to drain and go
+    /// (an error keeps the finalizer).
+    #[error("the deletion waits for the set's pods and Slurm nodes to go; back in {retry:?}")]
+    DeletionWaits {
+        /// How many are left; `None` without a fresh view of Slurm.
+        remaining: Option<usize>,
+        retry: Duration,
+    },
 }
 
 impl Error {
@@ -188,6 +205,9 @@ impl Error {
             Self::PodNameTaken(_) => "PodNameTaken",
             Self::PatchStatus(_) => "PatchStatusFailed",
             Self::ClusterBusy(_) => "ClusterBusy",
+            Self::AddFinalizer(_) => "AddFinalizerFailed",
+            Self::RemoveFinalizer(_) => "RemoveFinalizerFailed",
+            Self::DeletionWaits { .. } => "DeletionWaits",
         }
     }
 }
@@ -277,13 +297,14 @@ pub async fn apply_slurm(
     }
 }
 
-/// Reconcile one SlurmNodeSet, in a tracing span with its name and namespace.
+/// Reconcile one SlurmNodeSet behind the finalizer, in a tracing span with its name and
+/// namespace.
 pub async fn reconcile(
     nodeset: Arc<SlurmNodeSet>,
     ctx: Arc<Context>,
 ) -> Result<controller::Action, Error> {
     let work = async {
-        let result = apply(&nodeset, &ctx).await;
+        let result = reconcile_inner(Arc::clone(&nodeset), &ctx).await;
         if result.is_ok() {
             ctx.backoff.reset(&backoff_key(&nodeset));
         }
@@ -291,6 +312,41 @@ pub async fn reconcile(
     };
     kit::reconcile_as_leader(CONTROLLER, nodeset.as_ref(), &ctx, work).await
 }
+
+async fn reconcile_inner(
+    nodeset: Arc<SlurmNodeSet>,
+    ctx: &Context,
+) -> Result<controller::Action, Error> {
+    let namespace = nodeset
+        .namespace()
+        .ok_or(Error::MissingMetadata("namespace"))?;
+    let api: Api<SlurmNodeSet> = Api::namespaced(ctx.client.clone(), &namespace);
+    // A set without the finalizer (new, or made before the operator had one): add it, then go
+    // on with the patch's answer. The generation-only trigger would not bring the set back for
+    // a finalizer change, as kube's helper expects.
+    let nodeset = if kit::lacks_finalizer(nodeset.as_ref()) {
+        let name = nodeset
+            .meta()
+            .name
+            .as_deref()
+            .ok_or(Error::MissingMetadata("name"))?;
+        let patched = kit::add_finalizer(&api, name, nodeset.as_ref())
+            .await
+            .map_err(Error::AddFinalizer)?;
+        Arc::new(patched)
+    } else {
+        nodeset
+    };
+    kit::with_finalizer(
+        &api,
+        nodeset,
+        |set| async move { apply(&set, ctx).await },
+        |set| async move { cleanup(&set, ctx).await },
+    )
+    .await
+}
+
+kit::finalizer_failure!(Error);
 
 /// Retry with a per-SlurmNodeSet exponential backoff.
 pub fn error_policy(
@@ -303,6 +359,12 @@ pub fn error_policy(
         let delay = ctx.backoff.next_busy(&backoff_key(&nodeset));
         debug!(name = %nodeset.name_any(), retry_in = ?delay, "SlurmCluster {cluster:?} has no free request slot");
         return controller::Action::requeue(delay);
+    }
+    if let Error::DeletionWaits { retry, .. } = error {
+        // Not a failure: said in the status (`Draining`), and the delay was chosen with the
+        // deadline.
+        debug!(name = %nodeset.name_any(), retry_in = ?retry, "SlurmNodeSet deletion waits");
+        return controller::Action::requeue(*retry);
     }
     ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     let delay = ctx.backoff.next(&backoff_key(&nodeset));
@@ -365,7 +427,139 @@ pub fn admission(
     })
 }
 
+/// The finalizer the API server puts on an object deleted with `--cascade=orphan`: the garbage
+/// collector is to keep its dependents (here the pods).
+const ORPHAN_FINALIZER: &str = "orphan";
+/// The Event of a deletion that lets go while pods or nodes of the set are left.
+pub const REASON_DELETION_DEADLINE: &str = "DeletionDeadlineExceeded";
+/// At most this many names of what is left in that Event.
+const MAX_NAMED_LEFT: usize = 20;
+
+/// What one round of a set came to.
+enum Round {
+    /// Not admitted: nothing was done.
+    Refused(Refusal),
+    /// Planned and carried out.
+    Acted {
+        requeue: Duration,
+        /// [`plan::NodeSetPlan::remaining`].
+        remaining: Option<Vec<String>>,
+    },
+}
+
+/// The set while it lives.
 async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Action, Error> {
+    match round(nodeset, ctx, false).await? {
+        Round::Refused(refusal) => {
+            let namespace = nodeset.namespace().unwrap_or_default();
+            refuse(nodeset, &namespace, refusal, ctx).await
+        }
+        Round::Acted { requeue, .. } => Ok(controller::Action::requeue(requeue)),
+    }
+}
+
+/// The set being deleted: `Ok` lets the finalizer go (see the module docs).
+async fn cleanup(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Action, Error> {
+    let result = cleanup_round(nodeset, ctx).await;
+    if result.is_ok() {
+        // The set goes: its drain-stuck gauge with it.
+        let namespace = nodeset.namespace().unwrap_or_default();
+        ctx.metrics
+            .nodeset_draining_since(&namespace, &nodeset.name_any(), None);
+    }
+    result
+}
+
+async fn cleanup_round(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Action, Error> {
+    let done = controller::Action::await_change();
+    if nodeset.finalizers().iter().any(|f| f == ORPHAN_FINALIZER) {
+        info!(
+            "SlurmNodeSet deleted with its pods orphaned: its pods and Slurm nodes are left alone"
+        );
+        return Ok(done);
+    }
+    let (requeue, remaining) = match round(nodeset, ctx, true).await? {
+        Round::Refused(refusal) => {
+            info!(
+                reason = refusal.reason,
+                "SlurmNodeSet deleted while not admitted: nothing of it is touched"
+            );
+            return Ok(done);
+        }
+        Round::Acted { requeue, remaining } => (requeue, remaining),
+    };
+    if remaining.as_ref().is_some_and(Vec::is_empty) {
+        info!("SlurmNodeSet deleted: its pods and Slurm nodes are gone");
+        return Ok(done);
+    }
+    let now = Utc::now();
+    let deleted_at = nodeset
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .and_then(crate::crd::time::to_utc);
+    let release_at = kit::release_at(deleted_at, ctx.started_at, ctx.deletion_deadline);
+    match deletion_wait(release_at, now, requeue) {
+        Some(retry) => Err(Error::DeletionWaits {
+            remaining: remaining.as_ref().map(Vec::len),
+            retry,
+        }),
+        None => {
+            let note = deadline_note(remaining.as_deref());
+            warn!(%note, "SlurmNodeSet deletion deadline reached");
+            let notice = Notice::warning(REASON_DELETION_DEADLINE, note);
+            kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, notice).await;
+            Ok(done)
+        }
+    }
+}
+
+/// How long a deletion that still waits for the set's pods or nodes waits before it looks
+/// again: the round's own requeue, cut at the release time; `None` once that time has come.
+pub fn deletion_wait(
+    release_at: Option<chrono::DateTime<Utc>>,
+    now: chrono::DateTime<Utc>,
+    requeue: Duration,
+) -> Option<Duration> {
+    match release_at {
+        None => Some(requeue),
+        Some(at) if at <= now => None,
+        Some(at) => Some(
+            (at - now)
+                .to_std()
+                .unwrap_or_default()
+                .clamp(Duration::from_secs(1), requeue),
+        ),
+    }
+}
+
+/// The Warning of a deletion that lets go at the deadline, naming what is left.
+pub fn deadline_note(remaining: Option<&[String]>) -> String {
+    let left = match remaining {
+        None => "the set's pods and nodes could not be seen (no fresh view of Slurm)".to_owned(),
+        Some(names) => {
+            let mut named = names
+                .iter()
+                .take(MAX_NAMED_LEFT)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ");
+            if names.len() > MAX_NAMED_LEFT {
+                named.push_str(&format!(" and {} more", names.len() - MAX_NAMED_LEFT));
+            }
+            format!("left: {named}")
+        }
+    };
+    format!(
+        "the deletion deadline (--deletion-deadline) passed before every node of the set was \
+         drained and removed from Slurm; {left}. Their pods go by garbage collection (jobs still \
+         running on them end); remove what is left in Slurm with `scontrol delete nodename=...`"
+    )
+}
+
+/// One round: admission, pods, plan, actions, PodDisruptionBudget and status. `deleting`: the
+/// set is being deleted (planned as a scale-in to 0; no PodDisruptionBudget written).
+async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<Round, Error> {
     let namespace = nodeset
         .namespace()
         .ok_or(Error::MissingMetadata("namespace"))?;
@@ -389,7 +583,7 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
     };
     let prefix = match admission(&namespace, &name, cluster_name, cluster.as_ref()) {
         Ok(prefix) => prefix,
-        Err(refusal) => return refuse(nodeset, &namespace, refusal, ctx).await,
+        Err(refusal) => return Ok(Round::Refused(refusal)),
     };
     let owner = pods::owner(nodeset);
 
@@ -457,6 +651,7 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
             state: state.as_deref(),
             now,
         },
+        deleting,
     });
 
     // 4. Actions. Drains, resumes, node deletions and deletes of pods the view had no node of
@@ -507,7 +702,13 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
     }
 
     // 5. PDB and status: the status says what failed, and a new failure is a Warning.
-    if let Err(error) = apply_pdb(nodeset, &namespace, ctx).await {
+    // A set being deleted keeps its PodDisruptionBudget as it is (it goes with the set).
+    let pdb = if deleting {
+        Ok(())
+    } else {
+        apply_pdb(nodeset, &namespace, ctx).await
+    };
+    if let Err(error) = pdb {
         warn!(error = %Chain(&error), "SlurmNodeSet PodDisruptionBudget not applied");
         failures += 1;
         first_error.get_or_insert(error);
@@ -532,7 +733,10 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
         return Err(error);
     }
     let waiting = pending || !plan.waiting.is_empty() || !plan.actions.is_empty();
-    Ok(controller::Action::requeue(requeue_after(waiting, &plan)))
+    Ok(Round::Acted {
+        requeue: requeue_after(waiting, &plan),
+        remaining: plan.remaining,
+    })
 }
 
 /// A SlurmNodeSet the operator does not act for: `Ready=False` with the refusal (a Warning Event
@@ -703,6 +907,7 @@ async fn act(
             info!(pod = %name, ?why, "deleted pod");
             let notice = match why {
                 DeleteWhy::ScaleIn => Notice::normal("NodeRemoved", format!("node {name} drained; pod deleted (scale-in)")),
+                DeleteWhy::SetDeleted => Notice::normal("NodeRemoved", format!("node {name} drained; pod deleted (SlurmNodeSet deleted)")),
                 DeleteWhy::Update => Notice::normal("NodeReplaced", format!("node {name} drained; pod deleted for the new template")),
                 DeleteWhy::Finished => Notice::normal("PodReplaced", format!("pod {name} ended; replacing it")),
                 DeleteWhy::DrainTimeout => Notice::warning(

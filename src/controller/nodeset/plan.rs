@@ -25,6 +25,10 @@
 //! DOWN, NOT_RESPONDING or waiting for a reboot is never resumed either. The plan reads a view
 //! up to [`MAX_INDEX_AGE`] old, so the driver reads the node again just before a drain or a
 //! resume and acts only if the decision still holds ([`super::apply_slurm`]).
+//!
+//! **Deletion.** A set being deleted ([`Input::deleting`]) is planned as a scale-in to 0 under
+//! the same rules (its drains say [`WHY_DELETED`]); its node records are forgotten once their
+//! pods are gone, and [`NodeSetPlan::remaining`] says what of the set is still there.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,6 +55,7 @@ pub const MAX_CREATES_PER_PLAN: usize = 500;
 pub const WHY_SCALE_IN: &str = "scale-in";
 pub const WHY_UPDATE: &str = "rolling update";
 pub const WHY_TERMINATING: &str = "pod terminating";
+pub const WHY_DELETED: &str = "SlurmNodeSet deleted";
 
 /// `slurm-operator: <why>`, with control characters turned into spaces, whitespace collapsed
 /// and the whole cut to [`MAX_REASON_CHARS`] characters.
@@ -215,6 +220,9 @@ pub struct Input<'a> {
     /// Ordinals whose pod name is taken by a pod this set does not own (never reused).
     pub taken: &'a BTreeSet<u32>,
     pub slurm: SlurmView<'a>,
+    /// The set is being deleted: every pod leaves as in a scale-in to 0 (drained first), and
+    /// the plan says what is left ([`NodeSetPlan::remaining`]) before the finalizer may go.
+    pub deleting: bool,
 }
 
 /// Why a pod is deleted.
@@ -228,6 +236,8 @@ pub enum DeleteWhy {
     Finished,
     /// `scaleIn.drainTimeout` ran out while jobs still ran.
     DrainTimeout,
+    /// The set is being deleted; its node is drained (or never registered).
+    SetDeleted,
 }
 
 /// One step for the driver, in the order given.
@@ -332,6 +342,10 @@ pub struct NodeSetPlan {
     /// With a trusted view: nodes named like the set's that are not the set's. `None` without
     /// a view.
     pub conflicts: Option<Vec<Conflict>>,
+    /// With a trusted view: the set's pods and its nodes in Slurm (names, sorted) that are
+    /// still there, i.e. what a deletion still waits for; empty once nothing of the set is
+    /// left. `None` without a view (nothing can be said to be gone).
+    pub remaining: Option<Vec<String>>,
 }
 
 /// Status numbers.
@@ -477,7 +491,12 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
             .collect()
     });
     let now = input.slurm.now;
-    let replicas = usize::try_from(input.replicas.max(0)).unwrap_or(0);
+    // A set being deleted leaves as a scale-in to 0 does: drained first.
+    let replicas = if input.deleting {
+        0
+    } else {
+        usize::try_from(input.replicas.max(0)).unwrap_or(0)
+    };
 
     // Pods that finished are replaced; terminating ones are waited for.
     for pod in input.pods.iter().filter(|p| p.finished && !p.terminating) {
@@ -591,7 +610,9 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
 
     // Leaving pods: drain, then delete once drained.
     for pod in &active {
-        let why = if victims.contains(pod.name.as_str()) {
+        let why = if victims.contains(pod.name.as_str()) && input.deleting {
+            Some((WHY_DELETED, DeleteWhy::SetDeleted))
+        } else if victims.contains(pod.name.as_str()) {
             Some((WHY_SCALE_IN, DeleteWhy::ScaleIn))
         } else if updating.contains(pod.name.as_str()) {
             Some((WHY_UPDATE, DeleteWhy::Update))
@@ -624,16 +645,21 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
     // of this name, whose slurmd registered with the same owner record) still runs its slurmd.
     if let Some(state) = view {
         let pods: BTreeSet<&str> = input.pods.iter().map(|p| p.name.as_str()).collect();
+        let mut remaining = pods.clone();
         for node in state.nodes.values() {
             // `view` holds only the set's own nodes (dynamic, owner record ours).
             let gone = ordinal_of(input.prefix, &node.name)
                 .is_some_and(|ordinal| !input.taken.contains(&ordinal));
+            if gone {
+                remaining.insert(node.name.as_str());
+            }
             if gone && !pods.contains(node.name.as_str()) {
                 plan.actions.push(Action::DeleteNodeRecord {
                     node: node.name.clone(),
                 });
             }
         }
+        plan.remaining = Some(remaining.into_iter().map(str::to_owned).collect());
     }
 
     // Projection onto the pods: busy label and node-state condition.

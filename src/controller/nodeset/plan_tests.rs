@@ -1,5 +1,5 @@
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use chrono::{TimeZone, Utc};
 
@@ -14,8 +14,31 @@ fn t(secs: i64) -> DateTime<Utc> {
 }
 
 /// The set the tables plan for.
+static OWNER: LazyLock<NodeOwner> = LazyLock::new(|| NodeOwner::new("team-a", "ns"));
+static DEFAULT_STRATEGY: LazyLock<UpdateStrategy> = LazyLock::new(UpdateStrategy::default);
+static NONE_TAKEN: BTreeSet<u32> = BTreeSet::new();
+
 fn owner() -> NodeOwner {
-    NodeOwner::new("team-a", "ns")
+    OWNER.clone()
+}
+
+/// The tables' input: set `ns` of `team-a` at `t(0)`, default strategy, nothing else set; a
+/// table changes what it tests with `Input { field, ..input(...) }`.
+fn input<'a>(replicas: i32, pods: &'a [PodView], state: Option<&'a ClusterState>) -> Input<'a> {
+    Input {
+        prefix: "ns",
+        owner: &OWNER,
+        replicas,
+        template_hash: "h1",
+        strategy: &DEFAULT_STRATEGY,
+        drain_timeout: None,
+        min_ready_seconds: 0,
+        partitions: &[],
+        pods,
+        taken: &NONE_TAKEN,
+        slurm: SlurmView { state, now: t(0) },
+        deleting: false,
+    }
 }
 
 /// A node of this set (dynamic, with its owner record), whatever `state` says.
@@ -93,17 +116,9 @@ fn run_with(
     drain_timeout: Option<std::time::Duration>,
 ) -> NodeSetPlan {
     plan(&Input {
-        prefix: "ns",
-        owner: &owner(),
-        replicas,
-        template_hash: "h1",
         strategy,
         drain_timeout,
-        min_ready_seconds: 0,
-        partitions: &[],
-        pods,
-        taken: &BTreeSet::new(),
-        slurm: SlurmView { state, now: t(0) },
+        ..input(replicas, pods, state)
     })
 }
 
@@ -879,17 +894,8 @@ fn run_min_ready(
     min_ready_seconds: i32,
 ) -> NodeSetPlan {
     plan(&Input {
-        prefix: "ns",
-        owner: &owner(),
-        replicas,
-        template_hash: "h1",
-        strategy: &UpdateStrategy::default(),
-        drain_timeout: None,
         min_ready_seconds,
-        partitions: &[],
-        pods,
-        taken: &BTreeSet::new(),
-        slurm: SlurmView { state, now: t(0) },
+        ..input(replicas, pods, state)
     })
 }
 
@@ -995,17 +1001,8 @@ fn partition_misses_list_registered_nodes_outside_the_wanted_partitions() {
     let wanted = vec!["gpu".to_owned(), "debug".to_owned()];
     let run = |state: Option<&ClusterState>| {
         plan(&Input {
-            prefix: "ns",
-            owner: &owner(),
-            replicas: 3,
-            template_hash: "h1",
-            strategy: &UpdateStrategy::default(),
-            drain_timeout: None,
-            min_ready_seconds: 0,
             partitions: &wanted,
-            pods: &p,
-            taken: &BTreeSet::new(),
-            slurm: SlurmView { state, now: t(0) },
+            ..input(3, &p, state)
         })
     };
     assert_eq!(
@@ -1213,20 +1210,8 @@ fn an_orphaned_pods_node_record_is_kept() {
     let st = state(vec![idle("ns-0"), idle("ns-1"), idle("ns-2")], &[]);
     let p = pods(1);
     let plan = plan(&Input {
-        prefix: "ns",
-        owner: &owner(),
-        replicas: 1,
-        template_hash: "h1",
-        strategy: &UpdateStrategy::default(),
-        drain_timeout: None,
-        min_ready_seconds: 0,
-        partitions: &[],
-        pods: &p,
         taken: &taken,
-        slurm: SlurmView {
-            state: Some(&st),
-            now: t(0),
-        },
+        ..input(1, &p, Some(&st))
     });
     assert_eq!(
         structural(&plan),
@@ -1276,4 +1261,131 @@ fn a_terminating_pods_node_is_drained() {
             .any(|a| matches!(a, Action::Drain { .. })),
         "no view, no drain"
     );
+}
+
+/// The plan of a set being deleted (the rest as `run`), with `taken` ordinals.
+fn run_deleting(
+    replicas: i32,
+    pods: &[PodView],
+    state: Option<&ClusterState>,
+    taken: &BTreeSet<u32>,
+) -> NodeSetPlan {
+    plan(&Input {
+        taken,
+        deleting: true,
+        ..input(replicas, pods, state)
+    })
+}
+
+/// A set being deleted leaves as a scale-in to 0 does, whatever `replicas` says: nodes not
+/// drained are drained (saying why), a drained one's pod goes, a busy one waits, nothing is
+/// created; and `remaining` names every pod and node of the set still there.
+#[test]
+fn a_deleted_set_drains_every_node_before_its_pods_go() {
+    let mut p = pods(3);
+    p.remove(1); // ns-1's pod is gone already; its node record is not.
+    let st = state(
+        vec![
+            idle("ns-0"),
+            idle("ns-1"),
+            node(
+                "ns-2",
+                &["MIXED", "DRAIN", "DYNAMIC_NORM"],
+                Some("slurm-operator: SlurmNodeSet deleted"),
+            ),
+        ],
+        &[("ns-2", 1, None)],
+    );
+    let plan = run_deleting(5, &p, Some(&st), &BTreeSet::new());
+    assert_eq!(
+        structural(&plan),
+        [
+            Action::Drain {
+                node: "ns-0".into(),
+                reason: "slurm-operator: SlurmNodeSet deleted".into(),
+            },
+            Action::MarkDrainStarted { pod: "ns-0".into() },
+            // Our drain, found without its start on the pod: recorded (for drainTimeout).
+            Action::MarkDrainStarted { pod: "ns-2".into() },
+            Action::DeleteNodeRecord {
+                node: "ns-1".into()
+            },
+        ],
+        "{plan:?}"
+    );
+    assert_eq!(
+        plan.waiting
+            .iter()
+            .map(|w| (w.pod.as_str(), w.why))
+            .collect::<Vec<_>>(),
+        [("ns-0", WAIT_DRAIN_REQUESTED), ("ns-2", WAIT_JOBS)]
+    );
+    assert_eq!(
+        plan.remaining,
+        Some(vec!["ns-0".into(), "ns-1".into(), "ns-2".into()])
+    );
+
+    // Drained and idle: the pod goes (and it is the deletion that says so).
+    let st = state(
+        vec![node(
+            "ns-0",
+            &["IDLE", "DRAIN", "DYNAMIC_NORM"],
+            Some("slurm-operator: SlurmNodeSet deleted"),
+        )],
+        &[],
+    );
+    let plan = run_deleting(1, &pods(1), Some(&st), &BTreeSet::new());
+    assert_eq!(
+        structural(&plan),
+        [Action::DeletePod {
+            name: "ns-0".into(),
+            why: DeleteWhy::SetDeleted,
+            if_unregistered: false,
+        }]
+    );
+    assert_eq!(plan.remaining, Some(vec!["ns-0".into()]));
+}
+
+/// What a deletion still waits for: nothing once no pod and no node record of the set is left
+/// (a record of an ordinal whose pod is not the set's, orphaned from an earlier set of this
+/// name, is not the set's to remove); unknown without a trusted view.
+#[test]
+fn a_deleted_set_is_gone_once_no_pod_and_no_node_of_it_is_left() {
+    let none = BTreeSet::new();
+    let empty = state(vec![], &[]);
+    let plan = run_deleting(2, &[], Some(&empty), &none);
+    assert_eq!(plan.remaining, Some(vec![]));
+    assert!(plan.actions.is_empty(), "{plan:?}");
+
+    // A record whose pod is gone is removed, and waited for until it is.
+    let st = state(vec![idle("ns-3")], &[]);
+    let plan = run_deleting(2, &[], Some(&st), &none);
+    assert_eq!(
+        structural(&plan),
+        [Action::DeleteNodeRecord {
+            node: "ns-3".into()
+        }]
+    );
+    assert_eq!(plan.remaining, Some(vec!["ns-3".into()]));
+
+    // An orphaned pod's node (ordinal taken) stays, and is not waited for.
+    let plan = run_deleting(2, &[], Some(&st), &BTreeSet::from([3]));
+    assert!(structural(&plan).is_empty(), "{plan:?}");
+    assert_eq!(plan.remaining, Some(vec![]));
+
+    // Another owner's node of a matching name is neither removed nor the set's.
+    let mut foreign = idle("ns-4");
+    foreign.owner = Some(NodeOwner::new("team-b", "ns"));
+    let plan = run_deleting(2, &[], Some(&state(vec![foreign], &[])), &none);
+    assert!(structural(&plan).is_empty(), "{plan:?}");
+    assert_eq!(plan.remaining, Some(vec![]));
+
+    // Without a trusted view nothing can be said to be gone, and nothing is deleted.
+    let mut stale = empty.clone();
+    stale.nodes_synced_at = Some(t(-3600));
+    for view in [None, Some(&stale)] {
+        let plan = run_deleting(2, &pods(1), view, &none);
+        assert_eq!(plan.remaining, None);
+        assert!(!plan.actions.iter().any(Action::is_destructive), "{plan:?}");
+    }
 }

@@ -12,7 +12,7 @@ use super::*;
 use crate::controller::test_support::{
     ApiServerVerifier, local_slurm, not_found, register_local_cluster, slurm_node_script,
 };
-use crate::crd::{NodeSetSlurm, NodeSetSlurmCounts, SlurmNodeSetSpec, UpdateStrategy};
+use crate::crd::{FINALIZER, NodeSetSlurm, NodeSetSlurmCounts, SlurmNodeSetSpec, UpdateStrategy};
 
 fn ok(body: &Value) -> Response<Body> {
     Response::builder()
@@ -62,7 +62,14 @@ fn nodeset_named(name: &str, replicas: i32) -> SlurmNodeSet {
     ns.metadata.namespace = Some("hpc".into());
     ns.metadata.uid = Some("uid-1".into());
     ns.metadata.generation = Some(1);
+    ns.metadata.finalizers = Some(vec![FINALIZER.into()]);
     ns
+}
+
+/// `set` being deleted since `ago` (a time the finalizer holds it).
+fn deleted(mut set: SlurmNodeSet, ago: chrono::TimeDelta) -> SlurmNodeSet {
+    set.metadata.deletion_timestamp = crate::crd::time::from_utc(Utc::now() - ago);
+    set
 }
 
 /// The pod and node name of `ordinal` in set `set` of namespace `hpc`.
@@ -1146,4 +1153,197 @@ async fn a_pod_name_held_by_a_pod_not_the_sets_is_a_failure() {
     let error = reconcile(Arc::new(nodeset(1)), ctx).await.unwrap_err();
     assert_eq!(error.category(), "PodNameTaken");
     scenario.await.unwrap();
+}
+
+/// A set made before the operator had a finalizer for it (or just created) gets it first, and
+/// the same reconcile goes on with the patch's answer.
+#[tokio::test]
+async fn a_set_without_the_finalizer_gets_it_first() {
+    let (ctx, mut api) = Context::test();
+    let mut set = nodeset(0);
+    set.metadata.finalizers = None;
+    let bare = set.clone();
+    let scenario = tokio::spawn(async move {
+        api.expect_finalizer_added(&bare).await;
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![]).await;
+        expect_pdb(&mut api).await;
+        expect_status(&mut api, &nodeset(0)).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(set), Arc::new(ctx)).await.unwrap();
+    scenario.await.unwrap();
+}
+
+/// Deleting a set is a scale-in to 0 behind the finalizer: a pod that never ran goes at once;
+/// the finalizer stays while the plan finds a pod or a node of the set (`DeletionWaits`, no
+/// PodDisruptionBudget written), and goes once nothing of it is left.
+#[tokio::test]
+async fn a_deleted_set_waits_for_its_pods_and_nodes_then_lets_go() {
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    let _index = register_empty_view(&ctx);
+    let set = deleted(nodeset(2), chrono::TimeDelta::seconds(5));
+    let mut unscheduled = existing_pod(&set, 0);
+    unscheduled.spec.as_mut().unwrap().node_name = None;
+    let name = pod_name("cpu", 0);
+    let (set2, name2) = (set.clone(), name.clone());
+    let scenario = tokio::spawn(async move {
+        // 1. A pod that never ran is deleted; it is still there until the next list.
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![unscheduled.clone()]).await;
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::DELETE, "{call:?}");
+        assert_eq!(call.path, format!("/api/v1/namespaces/hpc/pods/{name2}"));
+        send.send_response(ok(&serde_json::to_value(&unscheduled).unwrap()));
+        let event = expect_nodeset_event(&mut api, "cpu", "NodeRemoved").await;
+        assert!(
+            event["note"]
+                .as_str()
+                .unwrap()
+                .contains("SlurmNodeSet deleted"),
+            "{event:#}"
+        );
+        assert_eq!(
+            expect_node_condition(&mut api, &name2).await,
+            "NotRegistered"
+        );
+        expect_status(&mut api, &set2).await;
+        // 2. Nothing of the set left: the finalizer goes.
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![]).await;
+        let status = expect_status(&mut api, &set2).await;
+        assert_eq!(status.replicas, 0);
+        api.expect_finalizer_removed(&set2).await;
+        api.expect_no_more_calls().await;
+    });
+    let error = reconcile(Arc::new(set.clone()), Arc::clone(&ctx))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::DeletionWaits {
+                remaining: Some(1),
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let action = error_policy(Arc::new(set.clone()), &error, Arc::clone(&ctx));
+    assert_eq!(action, controller::Action::requeue(WAIT_RESYNC));
+    reconcile(Arc::new(set), ctx).await.unwrap();
+    scenario.await.unwrap();
+}
+
+/// A set that is not admitted, or deleted with `--cascade=orphan`, lets go at once and
+/// touches nothing: no pod listed or deleted, no node drained.
+#[tokio::test]
+async fn a_deleted_set_not_admitted_or_orphaning_lets_go_at_once() {
+    // Its SlurmCluster is gone.
+    let (ctx, mut api) = Context::test();
+    let set = deleted(nodeset(2), chrono::TimeDelta::seconds(5));
+    let set2 = set.clone();
+    let scenario = tokio::spawn(async move {
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::GET, "{call:?}");
+        assert_eq!(call.path, "/apis/slurm.rs/v1alpha1/slurmclusters/main");
+        send.send_response(not_found("slurmclusters", "main"));
+        api.expect_finalizer_removed(&set2).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(set), Arc::new(ctx)).await.unwrap();
+    scenario.await.unwrap();
+
+    // Its namespace is no longer allowed.
+    let (ctx, mut api) = Context::test();
+    let set = deleted(nodeset(2), chrono::TimeDelta::seconds(5));
+    let set2 = set.clone();
+    let scenario = tokio::spawn(async move {
+        expect_get_cluster(&mut api, &["other"]).await;
+        api.expect_finalizer_removed(&set2).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(set), Arc::new(ctx)).await.unwrap();
+    scenario.await.unwrap();
+
+    // `kubectl delete --cascade=orphan`: the API server adds `orphan` after ours.
+    let (ctx, mut api) = Context::test();
+    let mut set = deleted(nodeset(2), chrono::TimeDelta::seconds(5));
+    set.metadata.finalizers = Some(vec![FINALIZER.into(), "orphan".into()]);
+    let set2 = set.clone();
+    let scenario = tokio::spawn(async move {
+        api.expect_finalizer_removed(&set2).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(set), Arc::new(ctx)).await.unwrap();
+    scenario.await.unwrap();
+}
+
+/// At the deletion deadline the finalizer goes although the set's nodes could not be drained
+/// (here: no view of Slurm at all), with a Warning saying so; before it, the deletion waits.
+#[tokio::test]
+async fn a_deleted_set_lets_go_at_the_deadline_with_a_warning() {
+    let (mut ctx, mut api) = Context::test();
+    ctx.deletion_deadline = Some(std::time::Duration::from_secs(15 * 60));
+    ctx.started_at = Utc::now() - chrono::TimeDelta::hours(2);
+    let ctx = Arc::new(ctx);
+    let early = deleted(nodeset(1), chrono::TimeDelta::minutes(14));
+    let late = deleted(nodeset(1), chrono::TimeDelta::minutes(16));
+    let pod = existing_pod(&late, 0);
+    let (early2, late2) = (early.clone(), late.clone());
+    let scenario = tokio::spawn(async move {
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![pod.clone()]).await;
+        expect_status(&mut api, &early2).await;
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![pod]).await;
+        expect_status(&mut api, &late2).await;
+        let event = expect_nodeset_event(&mut api, "cpu", REASON_DELETION_DEADLINE).await;
+        assert_eq!(event["type"], "Warning");
+        let note = event["note"].as_str().unwrap();
+        assert!(note.contains("--deletion-deadline"), "{note}");
+        assert!(note.contains("could not be seen"), "{note}");
+        api.expect_finalizer_removed(&late2).await;
+        api.expect_no_more_calls().await;
+    });
+    let error = reconcile(Arc::new(early), Arc::clone(&ctx))
+        .await
+        .unwrap_err();
+    let Error::DeletionWaits { retry, remaining } = error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(remaining, None, "unknown without a view");
+    assert!(retry <= WAIT_RESYNC, "{retry:?}");
+    reconcile(Arc::new(late), ctx).await.unwrap();
+    scenario.await.unwrap();
+}
+
+#[test]
+fn a_deletion_waits_at_most_until_its_release() {
+    let now = Utc::now();
+    let requeue = WAIT_RESYNC;
+    assert_eq!(
+        deletion_wait(None, now, requeue),
+        Some(requeue),
+        "no deadline"
+    );
+    assert_eq!(deletion_wait(Some(now), now, requeue), None);
+    assert_eq!(
+        deletion_wait(Some(now - chrono::TimeDelta::seconds(1)), now, requeue),
+        None
+    );
+    assert_eq!(
+        deletion_wait(Some(now + chrono::TimeDelta::seconds(4)), now, requeue),
+        Some(std::time::Duration::from_secs(4))
+    );
+    assert_eq!(
+        deletion_wait(Some(now + chrono::TimeDelta::hours(1)), now, requeue),
+        Some(requeue)
+    );
+    let names: Vec<String> = (0..25).map(|i| format!("n-{i}")).collect();
+    let note = deadline_note(Some(&names));
+    assert!(note.contains("n-0, n-1"), "{note}");
+    assert!(note.contains("n-19 and 5 more"), "{note}");
+    assert!(!note.contains("n-20"), "{note}");
 }

@@ -75,7 +75,7 @@ use tracing::{debug, info, warn};
 use self::act::{Env, Step, Target};
 use self::plan::{Blocker, CleanupFacts, CleanupPlan, Orphaned, Reach};
 use self::submissions::{Outcome, StatusWrites, Submissions};
-use super::kit::{self, Backoffs, FinalizerFailure, Notice, UidIndex};
+use super::kit::{self, Backoffs, Notice, UidIndex};
 use super::{Context, DeletedCluster};
 use crate::crd::condition;
 use crate::crd::slurmjob::{CachedSlurmJob, SlurmJobSpec, SlurmJobStatus};
@@ -283,17 +283,7 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
     .await
 }
 
-impl FinalizerFailure for Error {
-    fn add_finalizer(error: kube::Error) -> Self {
-        Self::AddFinalizer(error)
-    }
-    fn remove_finalizer(error: kube::Error) -> Self {
-        Self::RemoveFinalizer(error)
-    }
-    fn missing_metadata(what: &'static str) -> Self {
-        Self::MissingMetadata(what)
-    }
-}
+kit::finalizer_failure!(Error);
 
 /// Every failure retries with a per-SlurmJob exponential backoff: none of them is the spec's
 /// fault (an unsubmittable spec, and a submit Slurm refused for good, are reported in the status

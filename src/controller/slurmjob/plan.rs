@@ -26,6 +26,8 @@ use crate::slurm::tag::{OwnerTag, Ownership, TagKey};
 use crate::slurm::types::{Job, SubmitRequest};
 use crate::state::index::{ClusterState, Unreadable};
 
+pub use crate::controller::kit::release_at;
+
 use super::lifecycle::{self, Dependee, DependencyWait};
 use super::status;
 use super::submissions::Submissions;
@@ -771,20 +773,6 @@ pub fn cleanup(facts: CleanupFacts<'_>) -> CleanupPlan {
             release_at,
         },
     }
-}
-
-/// When a blocked deletion lets go without cancelling: `deadline` after the deletion, or after
-/// this replica began to act (its start, or its last gain of the leader Lease) when that is
-/// later — an operator that was down, or a replica that just took over, first gets the whole
-/// deadline to reconnect. `None` (no deadline): never.
-pub fn release_at(
-    deleted_at: Option<DateTime<Utc>>,
-    acting_since: DateTime<Utc>,
-    deadline: Option<Duration>,
-) -> Option<DateTime<Utc>> {
-    let deadline = chrono::TimeDelta::from_std(deadline?).ok()?;
-    let from = deleted_at.map_or(acting_since, |at| at.max(acting_since));
-    from.checked_add_signed(deadline)
 }
 
 #[cfg(test)]
