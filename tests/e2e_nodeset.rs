@@ -6,7 +6,7 @@
 //! (`NodeSetNotAllowed`); allowed but without a view of Slurm's nodes it creates no pod (a name is
 //! given out only once Slurm is seen not to hold it), and the scale subresource still works.
 //! Deleted, it waits behind its finalizer while Slurm cannot be seen, and goes once its
-//! SlurmCluster is gone. The pods' completed slurmd args are checked by
+//! namespace is no longer allowed; then the SlurmCluster goes. The pods' completed slurmd args are checked by
 //! `controller::nodeset::tests` and `tests/nodeset.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -118,27 +118,32 @@ async fn nodeset_pods_follow_the_scale_subresource() {
 
     // A SlurmCluster that does not list the namespace: NodeSetNotAllowed, still no pod.
     let clusters: Api<SlurmCluster> = Api::all(client.clone());
-    let cluster = |allowed: Vec<String>| {
-        json!({
+    // Apply the SlurmCluster, allowing SlurmNodeSets in `allowed` only.
+    let apply_cluster = |allowed: &str, what: &'static str| {
+        let (clusters, name) = (clusters.clone(), cluster_name.clone());
+        let cluster = json!({
             "apiVersion": "slurm.rs/v1alpha1",
             "kind": "SlurmCluster",
-            "metadata": {"name": cluster_name},
+            "metadata": {"name": name},
             "spec": {
                 "endpoint": "http://slurmrestd.invalid:6820",
                 "allowInsecureHttp": true,
                 "auth": {"jwt": {"keySecretRef": {"name": "none"}}},
-                "nodeSetNamespaces": allowed,
+                "nodeSetNamespaces": [allowed],
             },
-        })
+        });
+        async move {
+            clusters
+                .patch(
+                    &name,
+                    &PatchParams::apply(MANAGER).force(),
+                    &Patch::Apply(cluster),
+                )
+                .await
+                .expect(what);
+        }
     };
-    clusters
-        .patch(
-            &cluster_name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(cluster(vec!["some-other-namespace".into()])),
-        )
-        .await
-        .expect("create the SlurmCluster");
+    apply_cluster("some-other-namespace", "create the SlurmCluster").await;
     eventually(
         "Ready=False/NodeSetNotAllowed",
         Duration::from_secs(60),
@@ -149,14 +154,7 @@ async fn nodeset_pods_follow_the_scale_subresource() {
 
     // Allowed, but Slurm is not reachable: admitted (NotReady), and still no pod, since no name
     // is given out without a fresh view of Slurm's nodes; the scale subresource works.
-    clusters
-        .patch(
-            &cluster_name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(cluster(vec![namespace.clone()])),
-        )
-        .await
-        .expect("allow the namespace");
+    apply_cluster(&namespace, "allow the namespace").await;
     eventually(
         "Ready=False/NotReady",
         Duration::from_secs(60),
@@ -187,7 +185,8 @@ async fn nodeset_pods_follow_the_scale_subresource() {
     assert_eq!(pod_names(&pods).await, Vec::<String>::new());
 
     // Deletion waits behind the finalizer while Slurm cannot be seen (its nodes may still be
-    // registered there), and lets go at once when the SlurmCluster is gone.
+    // registered there), and lets go at once when the set is no longer admitted. The
+    // SlurmCluster, deleted meanwhile, would wait for the set (its drains go through it).
     let set = nodesets.get("cpu").await.unwrap();
     assert!(
         set.metadata
@@ -201,24 +200,38 @@ async fn nodeset_pods_follow_the_scale_subresource() {
         .delete("cpu", &DeleteParams::default())
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let waiting = nodesets.get_opt("cpu").await.unwrap();
-    assert!(
-        waiting
-            .as_ref()
-            .is_some_and(|s| s.metadata.deletion_timestamp.is_some()),
-        "the deletion waits for a view of Slurm: {waiting:?}"
-    );
+    eventually(
+        "Ready=False/Deleting: the deletion waits for a view of Slurm",
+        Duration::from_secs(60),
+        ready("Deleting"),
+    )
+    .await;
+    let waiting = nodesets.get("cpu").await.unwrap();
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+    apply_cluster("some-other-namespace", "disallow the namespace").await;
+    eventually(
+        "the SlurmNodeSet gone once its namespace is no longer allowed",
+        Duration::from_secs(60),
+        || async {
+            nodesets
+                .get_opt("cpu")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
     clusters
         .delete(&cluster_name, &DeleteParams::default())
         .await
         .unwrap();
     eventually(
-        "the SlurmNodeSet gone once its SlurmCluster is",
+        "the SlurmCluster gone, no set holding it",
         Duration::from_secs(60),
         || async {
-            nodesets
-                .get_opt("cpu")
+            clusters
+                .get_opt(&cluster_name)
                 .await
                 .unwrap()
                 .is_none()

@@ -35,9 +35,9 @@ use slurm_operator::controller::nodeset::plan::{
 use slurm_operator::controller::nodeset::{SlurmOutcome, apply_slurm, pods, slurm_allows};
 use slurm_operator::crd::{NodeSetSlurm, SlurmCluster, UpdateStrategy};
 use slurm_operator::metrics::Metrics;
-use slurm_operator::slurm::SlurmClient;
 use slurm_operator::slurm::node_owner::NodeOwner;
 use slurm_operator::slurm::types::JobBaseState;
+use slurm_operator::slurm::{SlurmClient, SlurmError};
 use slurm_operator::state::index::{ClusterState, IndexReader};
 use slurm_operator::state::poller::{self, PollerConfig};
 use tokio::sync::broadcast;
@@ -969,7 +969,11 @@ async fn a_deleted_set_drains_its_nodes_and_leaves_nothing_in_slurm() {
         .await;
     assert!(world.pods.is_empty());
     for node in [&n0, &n1] {
-        assert!(client.node(node).await.is_err(), "{node} still in Slurm");
+        let record = client.node(node).await;
+        assert!(
+            matches!(record, Err(SlurmError::NotFound { .. })),
+            "{node} still in Slurm: {record:?}"
+        );
     }
     // slurmctld forgets an ended job after MinJobAge (30 s here); accounting keeps it.
     let records = match client.job(job_id).await {

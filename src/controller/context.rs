@@ -2,15 +2,15 @@
 //! of its own (the SlurmJob controller's submissions) keeps it in its own context around this.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use chrono::{DateTime, Utc};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::Store;
 
 use super::kit::{Backoffs, EventRecorder};
-use crate::crd::FIELD_MANAGER;
 use crate::crd::slurmjob::CachedSlurmJob;
+use crate::crd::{FIELD_MANAGER, FINALIZER, SlurmNodeSet};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::slurm::tag::TagKey;
@@ -87,6 +87,51 @@ impl SlurmJobCaches {
     }
 }
 
+/// The SlurmNodeSet controllers' caches (one per watched scope), for the SlurmCluster
+/// controller's question "which sets being deleted still need this cluster?": their drains and
+/// node removals go through its client. Each SlurmNodeSet controller adds its cache as it is
+/// built; `run` marks the SlurmJob caches listed only once these had their first list too.
+#[derive(Default)]
+pub struct NodeSetCaches {
+    stores: RwLock<Vec<Store<SlurmNodeSet>>>,
+}
+
+impl NodeSetCaches {
+    pub fn add(&self, store: Store<SlurmNodeSet>) {
+        self.stores
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(store);
+    }
+
+    /// The SlurmNodeSets (`namespace/name`) that name SlurmCluster `cluster` and are being
+    /// deleted behind the operator's finalizer. Each lets go by itself, at the latest at the
+    /// deletion deadline.
+    pub fn deleting(&self, cluster: &str) -> Vec<String> {
+        let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
+        stores
+            .iter()
+            .flat_map(|store| store.state())
+            .filter(|set| {
+                set.spec.cluster_name == cluster
+                    && set.metadata.deletion_timestamp.is_some()
+                    && set
+                        .metadata
+                        .finalizers
+                        .as_ref()
+                        .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+            })
+            .map(|set| {
+                format!(
+                    "{}/{}",
+                    set.metadata.namespace.as_deref().unwrap_or_default(),
+                    set.metadata.name.as_deref().unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+}
+
 #[derive(Clone)]
 pub struct Context {
     pub client: kube::Client,
@@ -101,6 +146,10 @@ pub struct Context {
     pub started_at: DateTime<Utc>,
     /// Whether this replica may write (always, without leader election).
     pub leadership: Leadership,
+    /// When this replica began to act: its start, or its last gain of the leader Lease (the
+    /// controllers set it as they reconcile everything on a gain). A blocked deletion's
+    /// deadline counts from then at the earliest (`kit::release_at`).
+    pub acting_since: Arc<Mutex<DateTime<Utc>>>,
     /// The one namespace SlurmClusters' Secrets and ConfigMaps are read from (the platform
     /// admin's): tenants can neither name nor plant credentials.
     pub credentials_namespace: String,
@@ -118,6 +167,8 @@ pub struct Context {
     pub reconcile_concurrency: u16,
     /// The SlurmJob controllers' caches.
     pub slurmjobs: Arc<SlurmJobCaches>,
+    /// The SlurmNodeSet controllers' caches.
+    pub nodesets: Arc<NodeSetCaches>,
 }
 
 impl Context {
@@ -127,6 +178,7 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         let events = Arc::new(EventHub::new(EVENT_CHANNEL_CAPACITY));
+        let now = Utc::now();
         Self {
             recorder: EventRecorder::new(client.clone(), reporter),
             client,
@@ -134,8 +186,9 @@ impl Context {
             events,
             metrics,
             backoff: Arc::default(),
-            started_at: Utc::now(),
+            started_at: now,
             leadership: Leadership::always(),
+            acting_since: Arc::new(Mutex::new(now)),
             credentials_namespace: DEFAULT_CREDENTIALS_NAMESPACE.to_owned(),
             allowed_endpoints: Vec::new(),
             deletion_deadline: Some(DEFAULT_DELETION_DEADLINE),
@@ -143,6 +196,23 @@ impl Context {
             slurmjob_debounce: super::slurmjob::DEBOUNCE,
             reconcile_concurrency: super::kit::MAX_CONCURRENT_RECONCILES,
             slurmjobs: Arc::default(),
+            nodesets: Arc::default(),
         }
+    }
+
+    /// See [`Context::acting_since`].
+    pub fn acting_since(&self) -> DateTime<Utc> {
+        *self
+            .acting_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// This replica (again) acts from now: it just gained the leader Lease.
+    pub fn act_from_now(&self) {
+        *self
+            .acting_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Utc::now();
     }
 }

@@ -119,6 +119,11 @@ pub enum Error {
         "still used by SlurmJob(s) {0}: their deletion cancels their Slurm jobs through this SlurmCluster"
     )]
     InUse(String),
+    #[error(
+        "still used by SlurmNodeSet(s) {0} being deleted: their nodes drain and leave Slurm \
+         through this SlurmCluster"
+    )]
+    InUseByNodeSets(String),
 }
 
 impl Error {
@@ -139,6 +144,7 @@ impl Error {
             Self::RegistrationLost => "RegistrationLost",
             Self::SlurmJobsNotListed => "SlurmJobsNotListed",
             Self::InUse(_) => "InUseBySlurmJobs",
+            Self::InUseByNodeSets(_) => "InUseBySlurmNodeSets",
         }
     }
 
@@ -190,6 +196,10 @@ pub fn error_policy(cluster: Arc<SlurmCluster>, error: &Error, ctx: Arc<Context>
         // SlurmJob caches' first list. A fixed, calm pace.
         Error::InUse(users) => {
             info!(name, slurmjobs = %users, "deleted SlurmCluster waits for its SlurmJobs");
+            return Action::requeue(USERS_RETRY);
+        }
+        Error::InUseByNodeSets(sets) => {
+            info!(name, slurmnodesets = %sets, "deleted SlurmCluster waits for its SlurmNodeSets");
             return Action::requeue(USERS_RETRY);
         }
         Error::SlurmJobsNotListed => return Action::requeue(USERS_RETRY),
@@ -463,22 +473,31 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
         .slurmjobs
         .holding(&deleted, ctx)
         .ok_or(Error::SlurmJobsNotListed)?;
-    if !users.is_empty() {
+    // Sets being deleted drain and remove their nodes through this cluster's client.
+    let sets = ctx.nodesets.deleting(&name);
+    if !users.is_empty() || !sets.is_empty() {
         if !ctx.clusters.contains(&key) {
             // Deleted while the operator was down (or before this replica took over): connect
             // again, so that the SlurmJobs' deletions can cancel through it. Without its
             // credentials it cannot, and they wait until their deadline.
             match connect(cluster, &key, ctx).await {
-                Ok(_) => info!("deleted SlurmCluster connected again for its SlurmJobs' cleanup"),
+                Ok(_) => info!(
+                    "deleted SlurmCluster connected again for its SlurmJobs' and SlurmNodeSets' \
+                     cleanup"
+                ),
                 Err(error) => warn!(
                     reason = error.category(), error = %Chain(&error),
-                    "deleted SlurmCluster cannot connect again; its SlurmJobs' deletions wait \
-                     until their deadline"
+                    "deleted SlurmCluster cannot connect again; its SlurmJobs' and \
+                     SlurmNodeSets' deletions wait until their deadline"
                 ),
             }
         }
         // An error keeps the finalizer (the finalizer helper removes it after any Ok).
-        return Err(Error::InUse(name_some(users)));
+        return Err(if users.is_empty() {
+            Error::InUseByNodeSets(name_some(sets))
+        } else {
+            Error::InUse(name_some(users))
+        });
     }
     if ctx.clusters.remove(&key) {
         info!("SlurmCluster deleted: removed its slurmrestd client and stopped its poller");

@@ -15,7 +15,7 @@ use kube::runtime::watcher;
 
 use super::*;
 use crate::controller::kit::Backoffs;
-use crate::controller::test_support::local_slurm;
+use crate::controller::test_support::{ApiServerVerifier, local_slurm};
 use crate::crd::FINALIZER;
 use crate::crd::SlurmJob;
 use crate::crd::condition::{self, AUTHENTICATED, READY};
@@ -516,6 +516,50 @@ fn cached_slurmjobs(
     writer
 }
 
+/// A deleted `cluster` is held: `reconcile` fails with `category`, naming `held` and none of
+/// `others`, and comes back at the calm pace; no API call, and its client stays.
+async fn expect_held(
+    cluster: &SlurmCluster,
+    ctx: &Arc<Context>,
+    api: &mut ApiServerVerifier,
+    category: &str,
+    held: &str,
+    others: &[&str],
+) {
+    let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), category);
+    let message = error.to_string();
+    assert!(message.contains(held), "{message}");
+    for other in others {
+        assert!(!message.contains(other), "{message}");
+    }
+    assert_eq!(
+        error_policy(Arc::new(cluster.clone()), &error, ctx.clone()),
+        Action::requeue(USERS_RETRY)
+    );
+    api.expect_no_more_calls().await;
+    assert!(
+        ctx.clusters.contains(&ObjectRef::from_obj(cluster)),
+        "the client stays while {held} needs it"
+    );
+}
+
+/// Then, nothing holding it: the finalizer goes, and the client with it.
+async fn expect_released(cluster: SlurmCluster, ctx: &Arc<Context>, mut api: ApiServerVerifier) {
+    let key = ObjectRef::from_obj(&cluster);
+    let expected = cluster.clone();
+    let server = tokio::spawn(async move {
+        api.expect_finalizer_removed(&expected).await;
+        api
+    });
+    let action = reconcile(Arc::new(cluster), ctx.clone()).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    server.await.unwrap().expect_no_more_calls().await;
+    assert!(!ctx.clusters.contains(&key), "then the client is gone");
+}
+
 /// A deleted SlurmCluster keeps its client (and finalizer) while a SlurmJob naming it runs a
 /// Slurm job: that SlurmJob's own finalizer needs the client to cancel it. SlurmJobs whose run
 /// ended, that the operator never took on (no finalizer: a namespace it does not watch) or that
@@ -540,37 +584,19 @@ async fn deletion_waits_for_the_slurmjobs_that_use_the_cluster() {
         ],
     );
     let ctx = Arc::new(ctx);
-    let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
-        .await
-        .unwrap_err();
-    assert_eq!(error.category(), "InUseBySlurmJobs");
-    let message = error.to_string();
-    assert!(message.contains("team/still-running"), "{message}");
-    for other in ["ended", "unwatched", "elsewhere"] {
-        assert!(!message.contains(other), "{message}");
-    }
-    assert_eq!(
-        error_policy(Arc::new(cluster.clone()), &error, ctx.clone()),
-        Action::requeue(USERS_RETRY)
-    );
-    api.expect_no_more_calls().await;
-    assert!(
-        ctx.clusters.contains(&key),
-        "the client stays while a SlurmJob needs it"
-    );
-
+    expect_held(
+        &cluster,
+        &ctx,
+        &mut api,
+        "InUseBySlurmJobs",
+        "team/still-running",
+        &["ended", "unwatched", "elsewhere"],
+    )
+    .await;
     writer.apply_watcher_event(&watcher::Event::Delete(
         CachedSlurmJob::new(still_running).unwrap(),
     ));
-    let expected = cluster.clone();
-    let server = tokio::spawn(async move {
-        api.expect_finalizer_removed(&expected).await;
-        api
-    });
-    let action = reconcile(Arc::new(cluster), ctx.clone()).await.unwrap();
-    assert_eq!(action, Action::await_change());
-    server.await.unwrap().expect_no_more_calls().await;
-    assert!(!ctx.clusters.contains(&key), "then the client is gone");
+    expect_released(cluster, &ctx, api).await;
 }
 
 /// Until the SlurmJob caches had their first list, nobody knows who uses the cluster: it waits,
@@ -840,4 +866,68 @@ async fn a_pinned_version_is_used_and_an_unserved_pin_names_what_is_served() {
         assert_eq!(result.is_ok(), pin == good, "{name}: {result:?}");
         server.await.unwrap().expect_no_more_calls().await;
     }
+}
+
+/// A SlurmNodeSet of this cluster.
+fn nodeset_of(
+    name: &str,
+    cluster: &str,
+    finalized: bool,
+    deleting: bool,
+) -> crate::crd::SlurmNodeSet {
+    let mut set: crate::crd::SlurmNodeSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmNodeSet",
+        "metadata": {"name": name, "namespace": "hpc", "uid": format!("uid-{name}")},
+        "spec": {
+            "clusterName": cluster, "replicas": 0, "slurm": {},
+            "template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd"}]}},
+        },
+    }))
+    .unwrap();
+    if finalized {
+        set.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    }
+    if deleting {
+        set.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    }
+    set
+}
+
+/// A deleted SlurmCluster keeps its client (and finalizer) while a SlurmNodeSet naming it is
+/// being deleted: the set drains its nodes and removes them from Slurm through that client.
+/// Living sets, sets without the operator's finalizer and another cluster's sets do not hold
+/// it. Read from the SlurmNodeSet cache: no API call.
+#[tokio::test]
+async fn deletion_waits_for_the_slurmnodesets_being_deleted() {
+    let (ctx, mut api) = Context::test();
+    let mut cluster = finalized(cluster("c8", "http://127.0.0.1:1"));
+    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let key = ObjectRef::from_obj(&cluster);
+    register_unreachable(&ctx, &key);
+    let _jobs = cached_slurmjobs(&ctx, vec![]);
+    let draining = nodeset_of("draining", "c8", true, true);
+    let (store, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for set in [
+        draining.clone(),
+        nodeset_of("living", "c8", true, false),
+        nodeset_of("unfinalized", "c8", false, true),
+        nodeset_of("elsewhere", "another", true, true),
+    ] {
+        writer.apply_watcher_event(&watcher::Event::InitApply(set));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    ctx.nodesets.add(store);
+    let ctx = Arc::new(ctx);
+    expect_held(
+        &cluster,
+        &ctx,
+        &mut api,
+        "InUseBySlurmNodeSets",
+        "hpc/draining",
+        &["living", "unfinalized", "elsewhere"],
+    )
+    .await;
+    writer.apply_watcher_event(&watcher::Event::Delete(draining));
+    expect_released(cluster, &ctx, api).await;
 }

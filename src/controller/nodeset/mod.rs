@@ -77,6 +77,8 @@ pub const WAIT_RESYNC: Duration = Duration::from_secs(15);
 const POD_LIST_PAGE: u32 = 50;
 /// Requeue of a settled set.
 pub const RESYNC: Duration = Duration::from_secs(120);
+/// Requeue while the set's SlurmCluster is being deleted (its removal triggers nothing).
+const CLUSTER_GOING_RESYNC: Duration = Duration::from_secs(5);
 /// Status condition listing the nodes the set waits for.
 pub const CONDITION_DRAINING: &str = "Draining";
 /// Status condition: whether `status.slurm` comes from a fresh view of Slurm. When it is False
@@ -478,40 +480,57 @@ async fn cleanup_round(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controll
         );
         return Ok(done);
     }
-    let (requeue, remaining) = match round(nodeset, ctx, true).await? {
-        Round::Refused(refusal) => {
+    let deleted_at = nodeset
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .and_then(crate::crd::time::to_utc);
+    let release_at = kit::release_at(deleted_at, ctx.acting_since(), ctx.deletion_deadline);
+    let (requeue, remaining) = match round(nodeset, ctx, true).await {
+        Ok(Round::Refused(refusal)) => {
             info!(
                 reason = refusal.reason,
                 "SlurmNodeSet deleted while not admitted: nothing of it is touched"
             );
             return Ok(done);
         }
-        Round::Acted { requeue, remaining } => (requeue, remaining),
+        Ok(Round::Acted { requeue, remaining }) => (requeue, remaining),
+        // A round that keeps failing (Slurm refusing a record's removal, a webhook refusing a
+        // pod's deletion) does not hold the set past the deadline either.
+        Err(error) if deletion_wait(release_at, Utc::now(), WAIT_RESYNC).is_none() => {
+            let failed: String = Chain(&error)
+                .to_string()
+                .chars()
+                .take(MAX_FAILURE_MESSAGE)
+                .collect();
+            let note = format!("{} The last round failed: {failed}", deadline_note(None));
+            return release_at_deadline(nodeset, note, ctx).await;
+        }
+        Err(error) => return Err(error),
     };
     if remaining.as_ref().is_some_and(Vec::is_empty) {
         info!("SlurmNodeSet deleted: its pods and Slurm nodes are gone");
         return Ok(done);
     }
-    let now = Utc::now();
-    let deleted_at = nodeset
-        .metadata
-        .deletion_timestamp
-        .as_ref()
-        .and_then(crate::crd::time::to_utc);
-    let release_at = kit::release_at(deleted_at, ctx.started_at, ctx.deletion_deadline);
-    match deletion_wait(release_at, now, requeue) {
+    match deletion_wait(release_at, Utc::now(), requeue) {
         Some(retry) => Err(Error::DeletionWaits {
             remaining: remaining.as_ref().map(Vec::len),
             retry,
         }),
-        None => {
-            let note = deadline_note(remaining.as_deref());
-            warn!(%note, "SlurmNodeSet deletion deadline reached");
-            let notice = Notice::warning(REASON_DELETION_DEADLINE, note);
-            kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, notice).await;
-            Ok(done)
-        }
+        None => release_at_deadline(nodeset, deadline_note(remaining.as_deref()), ctx).await,
     }
+}
+
+/// The finalizer goes at the deadline with what is left: a Warning and the log say so.
+async fn release_at_deadline(
+    nodeset: &SlurmNodeSet,
+    note: String,
+    ctx: &Context,
+) -> Result<controller::Action, Error> {
+    warn!(%note, "SlurmNodeSet deletion deadline reached");
+    let notice = Notice::warning(REASON_DELETION_DEADLINE, note);
+    kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, notice).await;
+    Ok(controller::Action::await_change())
 }
 
 /// How long a deletion that still waits for the set's pods or nodes waits before it looks
@@ -533,27 +552,49 @@ pub fn deletion_wait(
     }
 }
 
+/// `Ready=False` of a set being deleted.
+pub const REASON_DELETING: &str = "Deleting";
+
+/// The `Ready` message of a set being deleted: what it waits for.
+pub fn deleting_message(remaining: Option<&[String]>) -> String {
+    let left = match remaining {
+        None => {
+            "what is left cannot be seen without a fresh view of Slurm (see SlurmSynced)".to_owned()
+        }
+        Some(names) => format!("left: {}", named(names)),
+    };
+    format!(
+        "the SlurmNodeSet is being deleted: each node is drained, then its pod deleted and its \
+         record removed from Slurm (see Draining); {left}"
+    )
+}
+
+/// At most [`MAX_NAMED_LEFT`] of `names`, and how many more there are.
+fn named(names: &[String]) -> String {
+    let mut named = names
+        .iter()
+        .take(MAX_NAMED_LEFT)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > MAX_NAMED_LEFT {
+        named.push_str(&format!(" and {} more", names.len() - MAX_NAMED_LEFT));
+    }
+    named
+}
+
 /// The Warning of a deletion that lets go at the deadline, naming what is left.
 pub fn deadline_note(remaining: Option<&[String]>) -> String {
     let left = match remaining {
-        None => "the set's pods and nodes could not be seen (no fresh view of Slurm)".to_owned(),
-        Some(names) => {
-            let mut named = names
-                .iter()
-                .take(MAX_NAMED_LEFT)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ");
-            if names.len() > MAX_NAMED_LEFT {
-                named.push_str(&format!(" and {} more", names.len() - MAX_NAMED_LEFT));
-            }
-            format!("left: {named}")
+        None => {
+            "what is left is not known (no fresh view of Slurm, or the round failed)".to_owned()
         }
+        Some(names) => format!("left: {}", named(names)),
     };
     format!(
         "the deletion deadline (--deletion-deadline) passed before every node of the set was \
          drained and removed from Slurm; {left}. Their pods go by garbage collection (jobs still \
-         running on them end); remove what is left in Slurm with `scontrol delete nodename=...`"
+         running on them end); remove what is left in Slurm with `scontrol delete nodename=...`."
     )
 }
 
@@ -585,6 +626,11 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         Ok(prefix) => prefix,
         Err(refusal) => return Ok(Round::Refused(refusal)),
     };
+    // The SlurmCluster's watch reports spec changes, not its removal: while it is being deleted
+    // the set looks again soon, to find it gone.
+    let cluster_going = cluster
+        .as_ref()
+        .is_some_and(|c| c.metadata.deletion_timestamp.is_some());
     let owner = pods::owner(nodeset);
 
     // 1. Pods.
@@ -733,8 +779,13 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         return Err(error);
     }
     let waiting = pending || !plan.waiting.is_empty() || !plan.actions.is_empty();
+    let requeue = requeue_after(waiting, &plan);
     Ok(Round::Acted {
-        requeue: requeue_after(waiting, &plan),
+        requeue: if cluster_going {
+            requeue.min(CLUSTER_GOING_RESYNC)
+        } else {
+            requeue
+        },
         remaining: plan.remaining,
     })
 }
@@ -1000,8 +1051,10 @@ pub fn desired_status(
     let now = crate::crd::condition::now();
     let mut conditions = current.conditions.clone();
     let counts = &plan.counts;
-    let ready =
-        counts.available == nodeset.spec.replicas && counts.replicas == nodeset.spec.replicas;
+    let deleting = nodeset.metadata.deletion_timestamp.is_some();
+    let ready = !deleting
+        && counts.available == nodeset.spec.replicas
+        && counts.replicas == nodeset.spec.replicas;
     let mut message = format!(
         "{} of {} nodes ready",
         counts.available, nodeset.spec.replicas
@@ -1012,7 +1065,14 @@ pub fn desired_status(
             counts.ready - counts.available
         ));
     }
-    let reason = if ready { "AllReady" } else { "NotReady" };
+    let reason = match (deleting, ready) {
+        (true, _) => {
+            message = deleting_message(plan.remaining.as_deref());
+            REASON_DELETING
+        }
+        (false, true) => "AllReady",
+        (false, false) => "NotReady",
+    };
     condition::upsert(
         &mut conditions,
         condition::new(
@@ -1347,6 +1407,7 @@ pub fn run(
     let nodesets_api: Api<SlurmNodeSet> = kit::scoped_api(client.clone(), namespace);
     let pods_api: Api<Pod> = kit::scoped_api(client, namespace);
     let (store, writer) = reflector::store();
+    ctx.nodesets.add(store.clone());
     let nodesets = watcher(nodesets_api, watcher::Config::default().any_semantic())
         .default_backoff()
         .modify(kit::trim_for_cache)
@@ -1370,6 +1431,12 @@ pub fn run(
     .predicate_filter(predicates::generation, Default::default())
     .filter_map(|cluster| std::future::ready(cluster.ok()))
     .flat_map(move |cluster| futures::stream::iter(sets_of_cluster(&cluster.name_any(), &sets)));
+    // A gain of the Lease reconciles every set, and a deletion's deadline counts from it.
+    let acting = ctx.clone();
+    let gained = ctx
+        .leadership
+        .gained()
+        .inspect(move |()| acting.act_from_now());
     let driver = Controller::for_stream(nodesets, store.clone())
         .owns(
             pods_api,
@@ -1384,7 +1451,7 @@ pub fn run(
         )
         .reconcile_on(triggers)
         .reconcile_on(cluster_changes)
-        .reconcile_all_on(ctx.leadership.gained())
+        .reconcile_all_on(gained)
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, Arc::new(ctx))
         .for_each(|result| kit::log_outcome(CONTROLLER, result));

@@ -1286,7 +1286,7 @@ async fn a_deleted_set_not_admitted_or_orphaning_lets_go_at_once() {
 async fn a_deleted_set_lets_go_at_the_deadline_with_a_warning() {
     let (mut ctx, mut api) = Context::test();
     ctx.deletion_deadline = Some(std::time::Duration::from_secs(15 * 60));
-    ctx.started_at = Utc::now() - chrono::TimeDelta::hours(2);
+    *ctx.acting_since.lock().unwrap() = Utc::now() - chrono::TimeDelta::hours(2);
     let ctx = Arc::new(ctx);
     let early = deleted(nodeset(1), chrono::TimeDelta::minutes(14));
     let late = deleted(nodeset(1), chrono::TimeDelta::minutes(16));
@@ -1303,7 +1303,7 @@ async fn a_deleted_set_lets_go_at_the_deadline_with_a_warning() {
         assert_eq!(event["type"], "Warning");
         let note = event["note"].as_str().unwrap();
         assert!(note.contains("--deletion-deadline"), "{note}");
-        assert!(note.contains("could not be seen"), "{note}");
+        assert!(note.contains("is not known"), "{note}");
         api.expect_finalizer_removed(&late2).await;
         api.expect_no_more_calls().await;
     });
@@ -1346,4 +1346,52 @@ fn a_deletion_waits_at_most_until_its_release() {
     assert!(note.contains("n-0, n-1"), "{note}");
     assert!(note.contains("n-19 and 5 more"), "{note}");
     assert!(!note.contains("n-20"), "{note}");
+}
+
+/// A deletion whose rounds keep failing (here the API server refuses the pod's deletion) is
+/// held no longer than the deadline either: past it, the finalizer goes with a Warning that
+/// says what failed. Before it the failure is retried; and the deadline counts from when this
+/// replica began to act, so one that just took over the Lease gets the whole of it.
+#[tokio::test]
+async fn a_deletion_that_keeps_failing_lets_go_at_the_deadline() {
+    let refusal = "admission webhook denied the request";
+    let set = deleted(nodeset(1), chrono::TimeDelta::minutes(16));
+    let mut unscheduled = existing_pod(&set, 0);
+    unscheduled.spec.as_mut().unwrap().node_name = None;
+    for (acting_for, released) in [
+        (chrono::TimeDelta::hours(2), true),
+        (chrono::TimeDelta::zero(), false),
+    ] {
+        let (mut ctx, mut api) = Context::test();
+        ctx.deletion_deadline = Some(std::time::Duration::from_secs(15 * 60));
+        *ctx.acting_since.lock().unwrap() = Utc::now() - acting_for;
+        let ctx = Arc::new(ctx);
+        let _index = register_empty_view(&ctx);
+        let (set2, pod) = (set.clone(), unscheduled.clone());
+        let scenario = tokio::spawn(async move {
+            expect_get_cluster(&mut api, &["hpc"]).await;
+            expect_list_pods(&mut api, vec![pod]).await;
+            let (call, send) = api.next().await;
+            assert_eq!(call.method, Method::DELETE, "{call:?}");
+            send.send_response(refused(refusal));
+            expect_nodeset_event(&mut api, "cpu", "DeletePodFailed").await;
+            let status = expect_status(&mut api, &set2).await;
+            let ready = condition::find(&status.conditions, condition::READY).unwrap();
+            assert_eq!(ready.reason, REASON_DELETING);
+            if released {
+                let event = expect_nodeset_event(&mut api, "cpu", REASON_DELETION_DEADLINE).await;
+                let note = event["note"].as_str().unwrap();
+                assert!(note.contains(refusal), "{note}");
+                api.expect_finalizer_removed(&set2).await;
+            }
+            api.expect_no_more_calls().await;
+        });
+        let result = reconcile(Arc::new(set.clone()), ctx).await;
+        if released {
+            result.unwrap();
+        } else {
+            assert_eq!(result.unwrap_err().category(), "DeletePodFailed");
+        }
+        scenario.await.unwrap();
+    }
 }

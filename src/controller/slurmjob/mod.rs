@@ -1209,11 +1209,12 @@ pub fn run(
         store.clone(),
         move |event, jobs| targets(event, jobs, &by_uid),
     );
-    let acting_since = Arc::new(Mutex::new(ctx.started_at));
-    let since = Arc::clone(&acting_since);
-    let gained = ctx.leadership.gained().inspect(move |()| {
-        *since.lock().unwrap_or_else(|p| p.into_inner()) = Utc::now();
-    });
+    let acting_since = Arc::clone(&ctx.acting_since);
+    let acting = ctx.clone();
+    let gained = ctx
+        .leadership
+        .gained()
+        .inspect(move |()| acting.act_from_now());
 
     // What access is decided from: the SlurmClusters (an edit of spec.access reconciles the
     // SlurmJobs that name the cluster) and the namespaces' labels (a relabelled namespace
