@@ -390,6 +390,21 @@ where
     .map_err(E::from_finalizer)
 }
 
+/// The first `max` of `names`, joined, and how many more there are (`a, b and 3 more`): what a
+/// condition, Event or log line names of a long list.
+pub fn name_some(names: &[String], max: usize) -> String {
+    let named = names
+        .iter()
+        .take(max)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    match names.len().saturating_sub(max) {
+        0 => named,
+        more => format!("{named} and {more} more"),
+    }
+}
+
 /// When a blocked deletion (a finalizer waiting for Slurm) lets go anyway: `deadline` after
 /// the deletion, or after this replica began to act (its start, or its last gain of the leader
 /// Lease) when that is later — an operator that was down, or a replica that just took over,

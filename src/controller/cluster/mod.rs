@@ -506,17 +506,10 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
     Ok(Action::await_change())
 }
 
-/// At most [`NAMED_USERS`] names, and how many more there are.
+/// At most [`NAMED_USERS`] names, sorted, and how many more there are.
 fn name_some(mut names: Vec<String>) -> String {
     names.sort_unstable();
-    let more = names.len().saturating_sub(NAMED_USERS);
-    names.truncate(NAMED_USERS);
-    let named = names.join(", ");
-    if more == 0 {
-        named
-    } else {
-        format!("{named} and {more} more")
-    }
+    kit::name_some(&names, NAMED_USERS)
 }
 
 /// How many SlurmJobs a deleted SlurmCluster's wait names.

@@ -569,18 +569,9 @@ pub fn deleting_message(remaining: Option<&[String]>) -> String {
     )
 }
 
-/// At most [`MAX_NAMED_LEFT`] of `names`, and how many more there are.
+/// At most [`MAX_NAMED_LEFT`] of `names` (sorted by the plan), and how many more there are.
 fn named(names: &[String]) -> String {
-    let mut named = names
-        .iter()
-        .take(MAX_NAMED_LEFT)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > MAX_NAMED_LEFT {
-        named.push_str(&format!(" and {} more", names.len() - MAX_NAMED_LEFT));
-    }
-    named
+    kit::name_some(names, MAX_NAMED_LEFT)
 }
 
 /// The Warning of a deletion that lets go at the deadline, naming what is left.

@@ -57,7 +57,7 @@ pub mod usage;
 
 use std::borrow::Cow;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -204,9 +204,6 @@ pub struct JobContext {
     /// SlurmClusters (their access), and namespaces' labels (access by label).
     pub slurm_clusters: Store<SlurmCluster>,
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
-    /// When this replica began to act: its start, or its last gain of the leader Lease. A
-    /// blocked deletion's deadline counts from then at the earliest ([`plan::release_at`]).
-    pub acting_since: Arc<Mutex<DateTime<Utc>>>,
     /// Reconciles SlurmJobs again: those that found their cluster busy, once a slot frees.
     pub wake: UnboundedSender<ObjectRef<CachedSlurmJob>>,
 }
@@ -223,10 +220,6 @@ impl JobContext {
             let _ = wake.unbounded_send(object);
         });
         Error::ClusterBusy(job.spec.cluster_name.clone())
-    }
-
-    fn acting_since(&self) -> DateTime<Utc> {
-        *self.acting_since.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -754,7 +747,7 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         reach,
         to_cancel: &ids,
         failed: None,
-        release_at: plan::release_at(deleted_at, data.acting_since(), ctx.deletion_deadline),
+        release_at: plan::release_at(deleted_at, ctx.acting_since(), ctx.deletion_deadline),
         now: Utc::now(),
     };
     let mut decision = plan::cleanup(facts);
@@ -1209,7 +1202,6 @@ pub fn run(
         store.clone(),
         move |event, jobs| targets(event, jobs, &by_uid),
     );
-    let acting_since = Arc::clone(&ctx.acting_since);
     let acting = ctx.clone();
     let gained = ctx
         .leadership
@@ -1256,7 +1248,6 @@ pub fn run(
         output_image,
         slurm_clusters,
         namespaces,
-        acting_since,
         wake,
     });
     let driver = Controller::for_stream(jobs, store.clone())

@@ -130,7 +130,6 @@ fn context_with_cluster(
         output_image: output::DEFAULT_IMAGE.to_owned(),
         slurm_clusters,
         namespaces,
-        acting_since: Arc::new(Mutex::new(Utc::now())),
         wake,
     });
     (data, woken)
@@ -543,7 +542,7 @@ async fn past_the_deadline_a_blocked_deletion_lets_go_naming_the_job() {
         ..Default::default()
     });
     let data = data(ctx);
-    *data.acting_since.lock().unwrap() = long_ago;
+    *data.ctx.acting_since.lock().unwrap() = long_ago;
     let expected = job.clone();
     let server = tokio::spawn(async move {
         let (call, send) = api.next().await;
