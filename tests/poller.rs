@@ -1351,6 +1351,12 @@ async fn a_slow_full_listing_holds_up_no_change() {
     })
     .await;
 
+    // The first listing was in a cycle: it dates the full listing as it dates the sync.
+    let first = index
+        .borrow()
+        .fully_listed_at
+        .expect("the first listing is a full one");
+
     // A listing asked from now on, passed on to slurmrestd at once and held.
     let from = Instant::now();
     let (asked, _) = common::wait_for(
@@ -1408,6 +1414,14 @@ async fn a_slow_full_listing_holds_up_no_change() {
     assert_eq!(
         state.jobs.get(&ours[1]).map(|j| j.state.base),
         Some(JobBaseState::Pending)
+    );
+    // The merged listing dates the full listing from when it was asked: later than the first,
+    // earlier than the cycle that merged it (what a submit in doubt waits for).
+    let merged = state.fully_listed_at.unwrap();
+    let synced = state.jobs_synced_at.unwrap();
+    assert!(
+        merged > first && merged < synced,
+        "{first} {merged} {synced}"
     );
     // Merged: the poll kind of a listing beside the cycles was timed.
     let text = metrics.encode().unwrap();

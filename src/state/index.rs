@@ -61,6 +61,11 @@ pub struct ClusterState {
     /// jobs the poller follows and the ids up to `n` (slurmctld numbers new jobs in sequence);
     /// a job above `n` it did not list may exist all the same. `None`: it spoke for every id.
     pub jobs_listed_up_to: Option<u32>,
+    /// When the last complete listing of every job slurmctld holds began (not an incremental
+    /// one): a job submitted before it is in the index, whatever its id (an incremental cycle
+    /// speaks only for the ids it follows and probes). What a submit that got no answer may have
+    /// made waits for one (`slurmjob::plan::past_doubt`).
+    pub fully_listed_at: Option<DateTime<Utc>>,
     /// `Some(t)`: the poller's last listing that skipped other jobs instead of fetching them (the
     /// first, or a catch-up after a burst of others' submits; the cluster has accounting, which
     /// finds an earlier submit) began at `t`: a job submitted before `t` may carry our tag

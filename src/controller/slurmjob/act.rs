@@ -36,7 +36,7 @@ use super::notice;
 use super::output;
 use super::plan::{self, AccountingAnswer, Adoptable, SubmitFacts, SubmitPlan, WAIT_RETRY};
 use super::status::{self, SPEC_APPLIED, STALLED, SUBMIT_REJECTED};
-use super::submissions::Submissions;
+use super::submissions::{Doubt, Submissions};
 use super::{access, edit, usage};
 
 /// Fail point (test builds): right after Slurm accepted a submit, before anything records it
@@ -648,6 +648,7 @@ where
     let user = user.unwrap_or_default();
     let mut notices = not_adopted(&indexed, "slurmctld");
     let unreadable = env.state.unreadable_unresolved();
+    let doubt = env.submissions.doubt(&tag);
     let facts = SubmitFacts {
         name: target.name,
         tag: &tag,
@@ -659,13 +660,19 @@ where
         unreadable: &unreadable,
         submitted_here: env.submissions.get(&tag),
         indexed: indexed.job_id,
-        fresh: plan::fresh(
-            generation,
-            target.created,
-            env.now,
-            env.state.skipped_before,
-        ),
+        // After a submit in doubt, accounting is asked too: a job it made that already ended
+        // may have left slurmctld before the listing that would show it.
+        fresh: doubt.is_none()
+            && plan::fresh(
+                generation,
+                target.created,
+                env.now,
+                env.state.skipped_before,
+            ),
         accounting: None,
+        in_doubt: doubt
+            .as_ref()
+            .filter(|doubt| !plan::past_doubt(env.state, doubt.since)),
     };
     let mut facts = facts;
     // What in-place edits are checked against: known only from the whole spec (a cached one
@@ -797,7 +804,20 @@ where
                     };
                     return Ok((step, false));
                 }
-                Err(error) => return Err(error.into()),
+                // No answer that says whether a job was made: the next step waits for a
+                // listing past it before it submits again (`plan::past_doubt`).
+                Err(error) => {
+                    let doubt = Doubt {
+                        since: Utc::now(),
+                        error: format!(
+                            "{}: {}",
+                            error.category(),
+                            crate::error_chain::Chain(&error)
+                        ),
+                    };
+                    env.submissions.record_doubt(&tag, doubt);
+                    return Err(error.into());
+                }
             }
         }
     };

@@ -511,7 +511,8 @@ async fn apply(
                     "SubmitFailed",
                     format!(
                         "submitting to SlurmCluster {} failed ({}): {}; it is not retried blindly — \
-                         the next attempt first looks for the job by its tag",
+                         the next attempt waits for a listing of the cluster's jobs that began \
+                         after this failure, and adopts the job by its tag if Slurm made it",
                         job.spec.cluster_name,
                         error.category(),
                         Chain(&error)
@@ -716,8 +717,11 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             Some(handle),
         ) if state.skipped_before.is_some()
             && !skip_cancel
-            // In doubt only while the status records no job of the latest generation.
-            && status.submitted_generation != Some(generation) =>
+            // In doubt only while the status records no job of the spec's latest generation
+            // (the API server adds one to the generation when the deletion begins).
+            && status
+                .submitted_generation
+                .is_none_or(|g| g < generation.saturating_sub(1)) =>
         {
             let Some(_io) = handle.try_io() else {
                 return Err(data.busy(handle, job));
@@ -727,6 +731,20 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
                 index_trusted: !unresolved,
             }
         }
+        _ => reach,
+    };
+    // A submit of this process that failed without saying whether Slurm made the job: only a
+    // listing of every job since shows that job (`plan::past_doubt`).
+    let reach = match (&reach, &state, data.submissions.doubt_since(&uid)) {
+        (
+            Reach::Connected {
+                index_trusted: true,
+            },
+            Some(state),
+            Some(since),
+        ) if !plan::past_doubt(state, since) => Reach::Connected {
+            index_trusted: false,
+        },
         _ => reach,
     };
     let ids = plan::to_cancel(

@@ -30,7 +30,7 @@ pub use crate::controller::kit::release_at;
 
 use super::lifecycle::{self, Dependee, DependencyWait};
 use super::status;
-use super::submissions::Submissions;
+use super::submissions::{Doubt, Submissions};
 use super::submit::{self, SpecError};
 
 /// How long after the submit a complete index sync must have begun before a job missing from
@@ -71,6 +71,9 @@ pub struct SubmitFacts<'a> {
     pub fresh: bool,
     /// Accounting's answer, once it was asked ([`SubmitPlan::AskAccounting`]).
     pub accounting: Option<&'a AccountingAnswer>,
+    /// This process's last submit of the tag got no answer that says whether it made a job,
+    /// and the index has not listed every job since ([`past_doubt`]).
+    pub in_doubt: Option<&'a Doubt>,
 }
 
 /// What accounting said of an earlier submit of this tag.
@@ -142,6 +145,18 @@ pub fn submit(
         return SubmitPlan::Adopt {
             job_id,
             announced: facts.submitted_here == Some(job_id),
+        };
+    }
+    if let Some(doubt) = facts.in_doubt {
+        return SubmitPlan::Wait {
+            reason: SUBMIT_FAILED,
+            message: format!(
+                "the submit of generation {} failed without saying whether Slurm made the job \
+                 ({}); waiting for a listing of all the cluster's jobs that began after it, so \
+                 that a job it made is adopted by its tag instead of submitted twice (within a \
+                 minute or so while slurmrestd answers)",
+                facts.generation, doubt.error
+            ),
         };
     }
     if let Err(error) = submit::check_dependencies(facts.spec, facts.name) {
@@ -271,6 +286,22 @@ pub fn fresh(
         && created.is_some_and(|at| {
             now - at < FRESH && skipped_before.is_none_or(|before| at > before + GONE_GRACE)
         })
+}
+
+/// The reason of a submit that failed without saying whether Slurm made the job.
+pub const SUBMIT_FAILED: &str = "SubmitFailed";
+
+/// How long after a failed submit a job it made may still appear: slurmrestd may still be
+/// sending the request when the operator gives up, and its RPC to slurmctld gives up after
+/// `MessageTimeout` (10 s by default).
+pub const SUBMIT_DOUBT_GRACE: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+
+/// Whether the index has listed every job since a submit that failed at `since` without saying
+/// whether it made a job: a job it made is then in the index, found by its tag.
+pub fn past_doubt(state: &ClusterState, since: DateTime<Utc>) -> bool {
+    state
+        .fully_listed_at
+        .is_some_and(|at| at > since + SUBMIT_DOUBT_GRACE)
 }
 
 /// Whether the index can be trusted to show every job, i.e. it synced after `started_at`.
@@ -644,8 +675,9 @@ impl Blocker {
                  reconnects only while its credentials Secret exists)"
             ),
             Self::IndexNotSynced => format!(
-                "a complete list of SlurmCluster {cluster:?}'s jobs (slurmrestd has not answered \
-                 since the operator started)"
+                "a complete list of SlurmCluster {cluster:?}'s jobs, the only place that shows a \
+                 job whose submit answer was lost (slurmrestd has not answered since the \
+                 operator started, or since a submit of this SlurmJob failed)"
             ),
             Self::CancelFailed {
                 job_id,

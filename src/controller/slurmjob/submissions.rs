@@ -6,6 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
+
 use crate::crd::slurmjob::SlurmJobStatus;
 use crate::slurm::tag::OwnerTag;
 
@@ -14,27 +16,87 @@ use crate::slurm::tag::OwnerTag;
 ///
 /// Ordered by uid, then generation: a deleted SlurmJob's tags are one range. A scan of every
 /// tag per deletion made deleting 100 000 SlurmJobs quadratic, under the lock every submit takes.
+///
+/// A submit that got no answer saying whether slurmctld made the job (a timeout, a connection
+/// lost mid-request, an answer that cannot be read) is recorded as [`Submitted::InDoubt`]: until
+/// the index has listed the cluster's jobs past it, neither the index nor this map can show that
+/// job, and a second submit would make a second one.
 #[derive(Debug, Default)]
 pub struct Submissions {
-    by_tag: Mutex<BTreeMap<OwnerTag, u32>>,
+    by_tag: Mutex<BTreeMap<OwnerTag, Submitted>>,
+}
+
+/// What this process knows of its last submit of a tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Submitted {
+    /// Slurm answered with this job id.
+    Job(u32),
+    /// No answer that says whether a job was made.
+    InDoubt(Doubt),
+}
+
+/// A submit whose outcome is unknown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Doubt {
+    /// When the submit failed: a job it made is in any listing that began some time after.
+    pub since: DateTime<Utc>,
+    /// Why (the error's category and text), for the condition that says what the job waits for.
+    pub error: String,
 }
 
 impl Submissions {
+    /// The job id this process's submit of `tag` returned.
     pub fn get(&self, tag: &OwnerTag) -> Option<u32> {
         let map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(tag).copied()
+        match map.get(tag) {
+            Some(Submitted::Job(id)) => Some(*id),
+            _ => None,
+        }
     }
 
     pub fn record(&self, tag: &OwnerTag, job_id: u32) {
         let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
-        map.insert(tag.clone(), job_id);
+        map.insert(tag.clone(), Submitted::Job(job_id));
+    }
+
+    /// The submit of `tag` failed without saying whether a job was made.
+    pub fn record_doubt(&self, tag: &OwnerTag, doubt: Doubt) {
+        let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
+        map.insert(tag.clone(), Submitted::InDoubt(doubt));
+    }
+
+    /// The doubt about this process's last submit of `tag`, if its outcome is unknown.
+    pub fn doubt(&self, tag: &OwnerTag) -> Option<Doubt> {
+        let map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get(tag) {
+            Some(Submitted::InDoubt(doubt)) => Some(doubt.clone()),
+            _ => None,
+        }
+    }
+
+    /// The latest moment a submit for SlurmJob `uid` (any generation) failed without saying
+    /// whether it made a job.
+    pub fn doubt_since(&self, uid: &str) -> Option<DateTime<Utc>> {
+        let map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
+        map.range(Self::tags_of(uid))
+            .filter_map(|(_, submitted)| match submitted {
+                Submitted::InDoubt(doubt) => Some(doubt.since),
+                Submitted::Job(_) => None,
+            })
+            .max()
+    }
+
+    fn tags_of(uid: &str) -> std::ops::RangeInclusive<OwnerTag> {
+        OwnerTag::new(uid, i64::MIN)..=OwnerTag::new(uid, i64::MAX)
     }
 
     /// Forget the tags of `uid` (the SlurmJob is gone).
     pub fn forget_uid(&self, uid: &str) {
         let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
-        let range = OwnerTag::new(uid, i64::MIN)..=OwnerTag::new(uid, i64::MAX);
-        let tags: Vec<OwnerTag> = map.range(range).map(|(tag, _)| tag.clone()).collect();
+        let tags: Vec<OwnerTag> = map
+            .range(Self::tags_of(uid))
+            .map(|(tag, _)| tag.clone())
+            .collect();
         for tag in tags {
             map.remove(&tag);
         }
@@ -141,6 +203,30 @@ mod tests {
         submissions.forget_uid("b");
         assert_eq!(submissions.get(&OwnerTag::new("ab", 1)), Some(12));
         assert_eq!(submissions.len(), 1);
+    }
+
+    #[test]
+    fn a_submit_in_doubt_is_no_job_id_until_a_submit_answers() {
+        let submissions = Submissions::default();
+        let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+        let doubt = |s| Doubt {
+            since: at(s),
+            error: "Timeout".into(),
+        };
+        submissions.record_doubt(&OwnerTag::new("a", 1), doubt(100));
+        submissions.record_doubt(&OwnerTag::new("a", 2), doubt(200));
+        submissions.record_doubt(&OwnerTag::new("ab", 1), doubt(300));
+        assert_eq!(submissions.get(&OwnerTag::new("a", 1)), None);
+        assert_eq!(submissions.doubt(&OwnerTag::new("a", 1)), Some(doubt(100)));
+        // The latest of the uid's, and none of "ab"'s.
+        assert_eq!(submissions.doubt_since("a"), Some(at(200)));
+        submissions.record(&OwnerTag::new("a", 2), 7);
+        assert_eq!(submissions.get(&OwnerTag::new("a", 2)), Some(7));
+        assert_eq!(submissions.doubt(&OwnerTag::new("a", 2)), None);
+        assert_eq!(submissions.doubt_since("a"), Some(at(100)));
+        submissions.forget_uid("a");
+        assert_eq!(submissions.doubt_since("a"), None);
+        assert_eq!(submissions.doubt_since("ab"), Some(at(300)));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use super::*;
 use crate::controller::kit::Backoffs;
 use crate::controller::slurmjob::plan::to_cancel;
 use crate::controller::slurmjob::status;
+use crate::controller::slurmjob::submissions::Doubt;
 use crate::controller::test_support::{ApiServerVerifier, Call, local_slurm};
 use crate::crd::slurmjob::{Phase, SlurmJobSpec};
 use crate::crd::{FIELD_MANAGER, FINALIZER};
@@ -1150,6 +1151,101 @@ async fn deleting_while_the_cancel_cannot_reach_slurmrestd_keeps_the_finalizer()
         error_policy(job, &error, data),
         Action::requeue(Backoffs::MIN)
     );
+}
+
+/// A deletion on an index that skipped jobs (a cluster with accounting) asks accounting for
+/// earlier submits only while the status records no job of the spec's last generation. The API
+/// server adds one to the generation when the deletion begins: the status's job of generation 1
+/// is the spec's last (generation 2 is the deletion's), so the known job is cancelled at once,
+/// not held up by an accounting that cannot answer (here the cancel fails: the slurmrestd is
+/// unreachable, and the condition says so, not `WaitingForSlurmIndex`).
+#[tokio::test]
+async fn a_deletion_cancels_the_known_job_without_asking_accounting_again() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("known", "#!/bin/sh\nsleep 60\n"));
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+    job.metadata.generation = Some(2);
+    let uid = uid_of(&job);
+    let state = ClusterState {
+        skipped_before: Some(ctx.started_at),
+        ..trusted_index(&ctx, vec![running_record(4247, &OwnerTag::new(&uid, 1))])
+    };
+    let _index =
+        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    job.status = Some(SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(4247),
+        submitted_generation: Some(1),
+        observed_generation: Some(1),
+        ..Default::default()
+    });
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let message = expect_blocked(&mut api, &expected, "CancelFailed").await;
+        api.expect_no_more_calls().await;
+        message
+    });
+    let error = reconcile(Arc::new(job), data(ctx)).await.unwrap_err();
+    let message = server.await.unwrap();
+    assert!(message.contains("cancel of Slurm job 4247"), "{message}");
+    assert_eq!(error.category(), "DeletionBlocked");
+}
+
+/// A SlurmJob whose submit got no answer (slurmctld may have made the job) is not let go on an
+/// index that cannot show that job yet, however recent its incremental cycles: the deletion
+/// waits for a listing of every job that began after the failed submit, and then, with no job
+/// of it there, lets go.
+#[tokio::test]
+async fn a_deletion_after_a_submit_in_doubt_waits_for_a_listing_past_it() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("in-doubt", "#!/bin/sh\ntrue\n"));
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+    let uid = uid_of(&job);
+    let failed = Utc::now();
+    let state = ClusterState {
+        fully_listed_at: Some(failed - chrono::TimeDelta::seconds(1)),
+        jobs_synced_at: Some(failed + chrono::TimeDelta::seconds(30)),
+        ..Default::default()
+    };
+    let index =
+        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    let data = data(ctx);
+    data.submissions.record_doubt(
+        &OwnerTag::new(&uid, 1),
+        Doubt {
+            since: failed,
+            error: "Timeout".into(),
+        },
+    );
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let message = expect_blocked(&mut api, &expected, "WaitingForSlurmIndex").await;
+        api.expect_no_more_calls().await;
+        (message, api)
+    });
+    let job = Arc::new(job);
+    let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
+    let (message, mut api) = server.await.unwrap();
+    assert!(
+        message.contains("since a submit of this SlurmJob failed"),
+        "{message}"
+    );
+    assert_eq!(error.category(), "DeletionBlocked");
+
+    // A full listing past it, without a job of this SlurmJob: nothing to cancel, let go.
+    index.send_modify(|state| {
+        let mut next = (**state).clone();
+        next.fully_listed_at = Some(failed + chrono::TimeDelta::seconds(11));
+        *state = Arc::new(next);
+    });
+    let expected = job.as_ref().clone();
+    let server = tokio::spawn(async move {
+        expect_finalizer_patch(&mut api, &expected, false).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(job, data.clone()).await.unwrap();
+    server.await.unwrap();
+    assert!(data.submissions.is_empty(), "forgotten with the SlurmJob");
 }
 
 /// A cluster whose request slots are all taken (its slurmrestd hangs): a delete and a running

@@ -322,6 +322,8 @@ struct Listing {
     task: AbortOnDropHandle<(Result<Vec<JobStateEntry>, SlurmError>, Duration)>,
     /// When it was asked (for the metrics of a task that ended without an answer).
     started: Instant,
+    /// When it was asked, as the index dates listings (`ClusterState::fully_listed_at`).
+    asked_at: DateTime<Utc>,
     /// The ids the cycles since saw (asked, listed or fetched): the index's word on them is at
     /// least as new as the listing's.
     seen: BTreeSet<u32>,
@@ -369,6 +371,9 @@ struct JobsPolled {
     spoken: Spoken,
     /// An incremental listing's highest probed id.
     probed_to: Option<u32>,
+    /// When the full listing this cycle holds began: the cycle's own, or the one beside the
+    /// cycles it merged. `None`: it holds none.
+    fully_listed_at: Option<DateTime<Utc>>,
     /// The tracker the plan was made on, when it is not the poller's (the first listing of a
     /// poller that skips, or a catch-up that skipped a backlog of others' new jobs).
     base: Option<Tracker>,
@@ -515,21 +520,22 @@ impl Poller {
         // Taken before the request: a job submitted before this instant is in the listing, so
         // a job missing from it was gone when the listing began (`plan::gone` relies on it).
         let listed_at = Utc::now();
-        let (listed, spoken, probed_to, mut requests, probe_complete) = if full {
+        let (listed, spoken, probed_to, mut requests, probe_complete, fully_listed_at) = if full {
             // One running beside is older than this one.
             self.listing = None;
             let listed = strategy::group(self.client.all_job_states().await?);
-            (listed, Spoken::All, None, 1, true)
+            (listed, Spoken::All, None, 1, true, Some(listed_at))
         } else {
             if self.listing.is_none() && (self.full_now || Instant::now() >= self.full_due) {
                 self.start_listing();
             }
             let (listed, asked, probed_to, requests, complete) = self.list_followed().await?;
             match self.landed().await {
-                Some((full, seen)) => {
+                Some((full, seen, asked_at)) => {
                     let (listed, unspoken) = strategy::overlay(full, listed, &seen, &asked);
                     let spoken = Spoken::AllBut(unspoken);
-                    (listed, spoken, Some(probed_to), requests + 1, complete)
+                    let at = Some(asked_at);
+                    (listed, spoken, Some(probed_to), requests + 1, complete, at)
                 }
                 None => (
                     listed,
@@ -537,6 +543,7 @@ impl Poller {
                     Some(probed_to),
                     requests,
                     complete,
+                    None,
                 ),
             }
         };
@@ -710,6 +717,7 @@ impl Poller {
             requests: requests + fetches,
             spoken,
             probed_to,
+            fully_listed_at,
             base,
             reads,
         })
@@ -750,6 +758,7 @@ impl Poller {
         self.listing = Some(Listing {
             task: AbortOnDropHandle::new(task),
             started: Instant::now(),
+            asked_at: Utc::now(),
             seen: BTreeSet::new(),
         });
         // The next is due from when this one answers ([`Self::landed`]): a listing slower
@@ -760,13 +769,14 @@ impl Poller {
     /// The listing running beside the cycles, once answered, with the ids the cycles saw since
     /// it was asked. The next is due `full_every` from now. A failed one is only logged: the
     /// cycles go on, and the next is due as usual.
-    async fn landed(&mut self) -> Option<(BTreeMap<u32, Listed>, BTreeSet<u32>)> {
+    async fn landed(&mut self) -> Option<(BTreeMap<u32, Listed>, BTreeSet<u32>, DateTime<Utc>)> {
         if !self.listing.as_ref()?.task.is_finished() {
             return None;
         }
         let Listing {
             task,
             started,
+            asked_at,
             seen,
         } = self.listing.take()?;
         self.full_due = Instant::now() + self.tuning.full_every;
@@ -787,7 +797,7 @@ impl Poller {
         self.metrics
             .polled_cluster(&self.cluster.name, "job_listing", elapsed, answer.is_ok());
         match answer {
-            Ok(entries) => Some((strategy::group(entries), seen)),
+            Ok(entries) => Some((strategy::group(entries), seen, asked_at)),
             Err(error) => {
                 tracing::warn!(%error, "the periodic full job listing failed; the next is due as usual");
                 None
@@ -954,6 +964,7 @@ impl Poller {
                     requests,
                     spoken,
                     probed_to,
+                    fully_listed_at,
                     base,
                     reads,
                 } = polled.jobs;
@@ -1059,6 +1070,10 @@ impl Poller {
                         probed_to
                     } else {
                         old.jobs_listed_up_to
+                    },
+                    fully_listed_at: match fully_listed_at {
+                        Some(at) if complete => Some(at),
+                        _ => old.fully_listed_at,
                     },
                     skipped_before: self.skipped_before,
                     unresolved: if *old.unresolved == unresolved {

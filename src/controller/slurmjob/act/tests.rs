@@ -1,7 +1,7 @@
 //! One step against an index and a slurmrestd that is never reached: what the step decides
 //! before any request (the spec's own faults).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::*;
@@ -468,4 +468,82 @@ async fn a_submit_mirrors_no_record_of_another_slurmjob_under_its_id() {
             .any(|r| ["Failed", "Started", "Completed"].contains(r)),
         "{reasons:?}"
     );
+}
+
+/// A submit whose answer is lost (here one that cannot be read: slurmctld may have made the
+/// job all the same) is not sent again until a listing of every job that began after it: the
+/// steps meanwhile wait (`SubmitFailed`, saying why), however recent the incremental cycles;
+/// once such a listing shows the job the lost submit made, it is adopted by its tag. The mock
+/// takes exactly one submit.
+#[tokio::test]
+async fn a_submit_without_an_answer_is_not_sent_again_before_a_listing_past_it() {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("{\"job_id\": "))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut world = World::new(&server.uri());
+    let config = crate::slurm::ClientConfig::new(&server.uri())
+        .unwrap()
+        .allow_plaintext(true)
+        .with_api_version(Some(crate::slurm::ApiVersion::V0_0_42));
+    let credentials =
+        crate::slurm::Credentials::minted(vec![1; 32], "alice", Duration::from_secs(60)).unwrap();
+    world.client = SlurmClient::new(config, Arc::new(credentials)).unwrap();
+    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+        "clusterName": "local",
+        "script": "#!/bin/sh\ntrue\n",
+    }))
+    .unwrap();
+    let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+    let target = Target {
+        name: "train",
+        uid: "u",
+        generation: 1,
+        spec: &spec,
+        status: None,
+        created: Some(at(195)),
+        refusal: None,
+    };
+    let error = step(target, world.env(at(200)), |_| None)
+        .await
+        .expect_err("no answer to read");
+    assert!(!error.refuses_job(), "{error}");
+    let tag = OwnerTag::new("u", 1);
+    let doubt = world.submissions.doubt(&tag).expect("in doubt");
+
+    // Incremental cycles since, and a full listing from before it: wait.
+    world.index.jobs_synced_at = Some(doubt.since + chrono::TimeDelta::seconds(60));
+    world.index.fully_listed_at = Some(doubt.since - chrono::TimeDelta::seconds(1));
+    let waiting = step(target, world.env(at(203)), |_| None).await.unwrap();
+    let ready = condition::find(&waiting.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, "SubmitFailed");
+    assert!(
+        ready
+            .message
+            .contains("failed without saying whether Slurm made the job (Decode"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(waiting.status.job_id, None);
+    assert_eq!(waiting.retry, Some(WAIT_RETRY));
+
+    // A full listing past it shows the job the lost submit made: adopted, not submitted again.
+    world.index.fully_listed_at = Some(doubt.since + chrono::TimeDelta::seconds(11));
+    let made = Job {
+        job_id: 9,
+        state: crate::slurm::types::JobState::from_strings(&["PENDING"]),
+        user_name: Some("alice".into()),
+        ..Job::bare().with_comment(world.key.comment(&tag, "alice"))
+    };
+    world.index.jobs = Arc::new(BTreeMap::from([(9, made)]).into());
+    let adopted = step(target, world.env(at(230)), |_| None).await.unwrap();
+    assert_eq!(adopted.status.job_id, Some(9));
+    let ready = condition::find(&adopted.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, "Adopted", "{}", ready.message);
 }

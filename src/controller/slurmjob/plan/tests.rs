@@ -22,6 +22,30 @@ fn the_index_is_trusted_only_after_a_sync_since_start() {
     assert!(index_trusted(&state(Some(101), vec![]), start));
 }
 
+/// A submit in doubt is past only once a listing of every job began more than the grace after
+/// it; an incremental cycle, however recent, speaks only for the ids it asked.
+#[test]
+fn a_submit_in_doubt_is_past_only_after_a_full_listing_began_after_it() {
+    let failed = DateTime::from_timestamp(100, 0).unwrap();
+    let listed = |jobs: Option<i64>, full: Option<i64>| ClusterState {
+        fully_listed_at: full.and_then(|s| DateTime::from_timestamp(s, 0)),
+        ..state(jobs, vec![])
+    };
+    assert!(
+        !past_doubt(&listed(Some(500), None), failed),
+        "incremental cycles only"
+    );
+    assert!(
+        !past_doubt(&listed(Some(500), Some(90)), failed),
+        "listed before it"
+    );
+    assert!(
+        !past_doubt(&listed(Some(500), Some(110)), failed),
+        "within the grace"
+    );
+    assert!(past_doubt(&listed(Some(500), Some(111)), failed));
+}
+
 fn submitted_at(secs: i64) -> SlurmJobStatus {
     status::submitted(
         SlurmJobStatus::default(),
@@ -583,6 +607,7 @@ fn facts(spec: &SlurmJobSpec) -> SubmitFacts<'_> {
         indexed: None,
         fresh: true,
         accounting: None,
+        in_doubt: None,
     }
 }
 
@@ -665,8 +690,46 @@ fn the_submit_decision() {
         since: DateTime::from_timestamp(100, 0).unwrap(),
     };
     let unreadable = BTreeMap::from([(20, &unread), (77, &unread)]);
+    let doubt = Doubt {
+        since: DateTime::from_timestamp(100, 0).unwrap(),
+        error: "Timeout: slurmrestd did not answer within 30s".into(),
+    };
     type Deps<'a> = &'a dyn Fn(&str) -> Option<Dependee>;
     let rows: Vec<(&str, SubmitFacts<'_>, Deps<'_>, Expect)> = vec![
+        (
+            "a submit of this process got no answer, and no listing of every job since: wait",
+            SubmitFacts {
+                in_doubt: Some(&doubt),
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Wait(
+                "SubmitFailed",
+                "the submit of generation 1 failed without saying whether Slurm made the job \
+                 (Timeout: slurmrestd did not answer within 30s); waiting for a listing of all \
+                 the cluster's jobs that began after it",
+            ),
+        ),
+        (
+            "in doubt, and the job it made in the index: adopted",
+            SubmitFacts {
+                in_doubt: Some(&doubt),
+                indexed: Some(8),
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Adopt(8, false),
+        ),
+        (
+            "in doubt, and the index not synced since the start: the index's wait first",
+            SubmitFacts {
+                in_doubt: Some(&doubt),
+                index_trusted: false,
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Wait("WaitingForSlurmIndex", "complete list"),
+        ),
         (
             "an index not synced since this process started: wait, even for a tagged job",
             SubmitFacts {
