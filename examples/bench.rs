@@ -708,6 +708,7 @@ impl Bench {
         let env = Env {
             client: &self.operator,
             submitter: &self.operator,
+            job_user: None,
             state: &state,
             submissions: &self.submissions,
             started_at: self.started_at,

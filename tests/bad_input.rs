@@ -1637,6 +1637,7 @@ impl Tripwire {
         let env = Env {
             client: &self.client,
             submitter: &self.client,
+            job_user: None,
             state: &state,
             submissions: &submissions,
             started_at: now - chrono::TimeDelta::seconds(1),

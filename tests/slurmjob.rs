@@ -280,6 +280,7 @@ async fn interrupted_submits_never_make_a_second_job() {
             let env = Env {
                 client: &c,
                 submitter: &c,
+                job_user: None,
                 state: &state,
                 submissions: &submissions,
                 started_at: Utc::now() - chrono::TimeDelta::seconds(5),
@@ -312,6 +313,7 @@ async fn interrupted_submits_never_make_a_second_job() {
         let env = Env {
             client: &client,
             submitter: &client,
+            job_user: None,
             state: &state,
             submissions: &submissions,
             started_at,
@@ -562,6 +564,7 @@ async fn only_a_slurmjob_old_enough_asks_accounting_before_submitting() {
         let env = Env {
             client: &client,
             submitter: &client,
+            job_user: None,
             now,
             ..job.env(&state)
         };

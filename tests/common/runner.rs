@@ -112,6 +112,7 @@ impl Runner {
         Env {
             client: &self.client,
             submitter: &self.client,
+            job_user: None,
             state,
             submissions: &self.submissions,
             started_at: self.started_at,

@@ -68,6 +68,11 @@ pub struct Env<'a> {
     pub client: &'a SlurmClient,
     /// The client acting as the Slurm user the SlurmJob's access grants: submits.
     pub submitter: &'a SlurmClient,
+    /// The Slurm user the SlurmJob's namespace is granted now; `None` when no access entry
+    /// grants it. Accounting records without a comment are taken for its jobs only when they
+    /// are this user's, and an edit goes to Slurm only while the job runs as this user (never
+    /// the cluster's own user, who polls).
+    pub job_user: Option<&'a str>,
     pub state: &'a ClusterState,
     pub submissions: &'a Submissions,
     /// When this process (incarnation) started: the index must have synced after it.
@@ -379,6 +384,21 @@ where
         // Gone from slurmctld (ended and purged) or not ours: following it says which.
         return Ok((next, Vec::new(), Some(WAIT_RETRY)));
     };
+    // The namespace was mapped to another Slurm user since the submit: an edit would act as
+    // a user the namespace is no longer granted.
+    if let Some(granted) = env.job_user
+        && record.user_name.as_deref() != Some(granted)
+    {
+        let message = format!(
+            "generation {generation} was not applied to Slurm job {job_id}: it runs as Slurm \
+             user {:?}, and the namespace is now granted {granted:?} on this SlurmCluster; the \
+             job keeps its earlier values (edit it again once it has ended to run it as \
+             {granted:?})",
+            record.user_name.as_deref().unwrap_or_default()
+        );
+        applied(&mut next, false, "UserChanged", &message);
+        return Ok((next, vec![Notice::warning("UserChanged", message)], None));
+    }
     match edit::plan(current.submitted_spec_hash.as_deref(), spec, &record) {
         edit::EditPlan::Ignore { why } => Ok(ignored(next, &why)),
         edit::EditPlan::Update {
@@ -538,8 +558,7 @@ pub async fn with_usage(
         .or(next.observed_generation)
         .unwrap_or(1);
     let tag = OwnerTag::new(uid, generation);
-    let user = env.submitter.user();
-    let ask = accounting_records(env.client, id, &tag, env.key, &next, user.as_deref());
+    let ask = accounting_records(env.client, id, &tag, env.key, &next, env.job_user);
     let answer = match wait {
         Some(wait) => match tokio::time::timeout(wait, ask).await {
             Ok(answer) => answer,
@@ -961,8 +980,7 @@ pub async fn follow_or_account(
         .or(current.observed_generation)
         .unwrap_or(1);
     let tag = OwnerTag::new(uid, generation);
-    let user = env.submitter.user();
-    match accounting_records(env.client, id, &tag, env.key, current, user.as_deref()).await {
+    match accounting_records(env.client, id, &tag, env.key, current, env.job_user).await {
         Ok(Accounting::Records(records)) => (status::observe(current, &records), None),
         Ok(Accounting::NoRecord) => (next, None),
         Ok(Accounting::Unavailable) => {

@@ -129,6 +129,14 @@ pub enum Error {
     ClusterNotReady(String),
     #[error("every request slot of SlurmCluster {0:?}'s slurmrestd connection is taken")]
     ClusterBusy(String),
+    /// The namespace is not in the operator's cache yet (just created, or the cache still
+    /// fills): its labels, which an access entry's selector reads, are unknown. Its arrival
+    /// reconciles its SlurmJobs.
+    #[error(
+        "namespace {0:?} is not in the operator's namespace cache yet: its labels, which \
+         spec.access namespaceSelectors read, are unknown"
+    )]
+    NamespaceNotCached(String),
     /// The Lease was lost during the reconcile (a frozen replica woke up): the status it
     /// computed is stale and is not written; the new leader writes.
     #[error("this replica no longer holds the leader Lease: status not written")]
@@ -175,6 +183,7 @@ impl Error {
             Self::MissingMetadata(_) => "MissingMetadata",
             Self::ClusterNotReady(_) => "ClusterNotReady",
             Self::ClusterBusy(_) => "ClusterBusy",
+            Self::NamespaceNotCached(_) => "NamespaceNotCached",
             Self::NotLeader => "NotLeader",
             Self::Submit(_) => "SubmitFailed",
             Self::Cancel { .. } => "CancelFailed",
@@ -405,10 +414,20 @@ async fn apply(
     let mut spec = Cow::Borrowed(&job.spec);
     let mut submitter = None;
     let mut edit_refusal = None;
+    let mut job_user = None;
     let decision = lifecycle::decide(generation, job.status.as_ref());
+    if matches!(decision, lifecycle::Decision::Follow { .. }) {
+        // Only for accounting's records without a comment: a namespace not granted (or not
+        // cached) now takes none of them for its job's.
+        job_user = grant(job, namespace, data)
+            .ok()
+            .and_then(Result::ok)
+            .map(|grant| grant.slurm_user);
+    }
     if matches!(decision, lifecycle::Decision::Edit { .. }) {
         match grant(job, namespace, data)? {
             Ok(grant) => {
+                job_user = Some(grant.slurm_user);
                 let spec = spec.to_mut();
                 spec.account = grant.account;
                 spec.partition = grant.partition;
@@ -436,6 +455,7 @@ async fn apply(
         });
         match grant {
             Ok((grant, client)) => {
+                job_user = Some(grant.slurm_user);
                 let spec = spec.to_mut();
                 spec.account = grant.account;
                 spec.partition = grant.partition;
@@ -450,6 +470,7 @@ async fn apply(
     let env = Env {
         client: &handle.client,
         submitter: submitter.as_ref().unwrap_or(&handle.client),
+        job_user: job_user.as_deref(),
         state: &state,
         submissions: &data.submissions,
         started_at: ctx.started_at,
@@ -626,11 +647,21 @@ fn grant(
             ),
         }));
     }
-    let labels = data
-        .namespaces
-        .get(&ObjectRef::new(namespace))
-        .and_then(|ns| ns.metadata.labels.clone())
-        .unwrap_or_default();
+    let labels = match data.namespaces.get(&ObjectRef::new(namespace)) {
+        Some(ns) => ns.metadata.labels.clone().unwrap_or_default(),
+        // Unknown labels are not no labels: a selector on an absent label (`NotIn`,
+        // `DoesNotExist`) would grant the namespace, or skip an earlier entry that grants it
+        // by label. Names alone decide only where no entry has a selector.
+        None if cluster
+            .spec
+            .access
+            .iter()
+            .any(|entry| entry.namespace_selector.is_some()) =>
+        {
+            return Err(Error::NamespaceNotCached(namespace.to_owned()));
+        }
+        None => std::collections::BTreeMap::new(),
+    };
     Ok(access::check(
         &cluster,
         cluster_name,

@@ -1769,6 +1769,69 @@ async fn the_output_pod_is_told_when_its_job_ends() {
     server.await.unwrap();
 }
 
+/// A namespace the operator's cache does not hold yet has unknown labels, not none: with an
+/// access entry that selects by label (here every namespace not labelled `tier=restricted`),
+/// nothing is submitted and the reconcile is retried (`NamespaceNotCached`); once the namespace
+/// is cached with `tier=restricted`, it is refused (`NoAccess`).
+#[tokio::test]
+async fn a_namespace_not_cached_yet_is_not_taken_for_one_without_labels() {
+    let (ctx, mut api) = Context::test();
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(&ctx, vec![]),
+    );
+    let data = data_with_access(
+        ctx,
+        json!([{
+            "namespaceSelector": {"matchExpressions": [
+                {"key": "tier", "operator": "NotIn", "values": ["restricted"]},
+            ]},
+            "slurmUser": "alice",
+        }]),
+    );
+    let job = finalized(slurm_job("early", "#!/bin/sh\ntrue\n"));
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+        api
+    });
+    let error = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap_err();
+    let mut api = server.await.unwrap();
+    assert_eq!(error.category(), "NamespaceNotCached");
+    assert!(
+        error.to_string().contains(&format!("namespace \"{NS}\"")),
+        "{error}"
+    );
+    assert!(data.submissions.is_empty(), "nothing submitted");
+
+    // Cached, labelled restricted: refused.
+    let (namespaces, mut writer) = reflector::store();
+    let mut restricted = PartialObjectMeta::<Namespace>::default();
+    restricted.metadata.name = Some(NS.into());
+    restricted.metadata.labels = Some([("tier".to_owned(), "restricted".to_owned())].into());
+    writer.apply_watcher_event(&watcher::Event::Apply(restricted));
+    let data = Arc::new(JobContext {
+        namespaces,
+        ..(*data).clone()
+    });
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        expect_event(&mut api, &expected, "Warning", "NoAccess").await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    reconcile(Arc::new(job), data.clone()).await.unwrap();
+    let status = server.await.unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(ready.reason, "NoAccess");
+    assert!(data.submissions.is_empty(), "nothing submitted");
+}
+
 /// A namespace no access entry grants: `Ready=False/NoAccess` saying what to do, one Warning
 /// Event, no submit (slurmrestd is unreachable: a submit attempt would fail the reconcile), and
 /// the next reconcile writes nothing again.

@@ -46,6 +46,7 @@ impl World {
         Env {
             client: &self.client,
             submitter: &self.client,
+            job_user: None,
             state: &self.index,
             submissions: &self.submissions,
             started_at: DateTime::from_timestamp(100, 0).unwrap(),
@@ -546,4 +547,155 @@ async fn a_submit_without_an_answer_is_not_sent_again_before_a_listing_past_it()
     assert_eq!(adopted.status.job_id, Some(9));
     let ready = condition::find(&adopted.status.conditions, READY).unwrap();
     assert_eq!(ready.reason, "Adopted", "{}", ready.message);
+}
+
+/// An edit of a pending job whose namespace was mapped to another Slurm user since its submit
+/// is not sent: the operator would act as a user the namespace is no longer granted (release
+/// that user's hold, move its job). `SpecApplied=False/UserChanged` and a Warning say so; the
+/// mock takes no update.
+#[tokio::test]
+async fn an_edit_is_not_sent_as_a_user_the_namespace_is_no_longer_granted() {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let server = MockServer::start().await;
+    let mut world = World::new(&server.uri());
+    let tag = OwnerTag::new("u", 1);
+    let comment = world.key.comment(&tag, "alice");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/24.11/job_pending.json"
+    );
+    let mut answer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let record = &mut answer["body"]["jobs"][0];
+    record["job_id"] = 7.into();
+    record["user_name"] = "alice".into();
+    record["comment"] = comment.clone().into();
+    Mock::given(method("GET"))
+        .and(path_regex("^/slurm/v0.0.42/job/7/?$"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(&answer["body"]))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let pending = Job {
+        job_id: 7,
+        state: crate::slurm::types::JobState::from_strings(&["PENDING"]),
+        user_name: Some("alice".into()),
+        ..Job::bare().with_comment(comment)
+    };
+    world.index.jobs = Arc::new(BTreeMap::from([(7, pending)]).into());
+    let submitted: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+        "clusterName": "local",
+        "script": "#!/bin/sh\ntrue\n",
+    }))
+    .unwrap();
+    let edited = SlurmJobSpec {
+        time_limit: Some(serde_json::from_value(serde_json::json!("2h")).unwrap()),
+        ..submitted.clone()
+    };
+    let status = SlurmJobStatus {
+        phase: Phase::Submitted,
+        job_id: Some(7),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        submitted_spec_hash: Some(crate::controller::slurmjob::edit::spec_hash(&submitted)),
+        ..Default::default()
+    };
+    let target = Target {
+        name: "train",
+        uid: "u",
+        generation: 2,
+        spec: &edited,
+        status: Some(&status),
+        created: None,
+        refusal: None,
+    };
+    let env = Env {
+        job_user: Some("bob"),
+        ..world.env(DateTime::from_timestamp(200, 0).unwrap())
+    };
+    let step = step(target, env, |_| None).await.unwrap();
+    let applied = condition::find(&step.status.conditions, SPEC_APPLIED).unwrap();
+    assert_eq!(
+        (applied.status.as_str(), applied.reason.as_str()),
+        ("False", "UserChanged"),
+        "{}",
+        applied.message
+    );
+    assert!(
+        applied
+            .message
+            .contains("it runs as Slurm user \"alice\", and the namespace is now granted \"bob\""),
+        "{}",
+        applied.message
+    );
+    assert!(step.notices.iter().any(|n| n.reason == "UserChanged"));
+    assert_eq!(step.status.job_id, Some(7));
+}
+
+/// A job that left slurmctld unseen, whose accounting record carries no comment (slurmdbd
+/// without `AccountingStoreFlags=job_comment`): its record is taken for the run only when it
+/// is the job's Slurm user's as the namespace's access grants it (`Env::job_user`), never the
+/// cluster's own user's. `slurmdb_job_uncommented.json` is slurmrestd 24.11's answer for a job
+/// user `slurm` submitted with `sbatch` (no comment), recorded from the local Slurm.
+#[tokio::test]
+async fn a_comment_less_accounting_record_is_the_jobs_only_for_its_granted_user() {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let recorded: serde_json::Value =
+        serde_json::from_str(include_str!("slurmdb_job_uncommented.json")).unwrap();
+    let submitted = recorded["jobs"][0]["time"]["submission"].as_i64().unwrap();
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path_regex("^/slurmdb/v0.0.42/job/1/?$"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(&recorded))
+        .mount(&server)
+        .await;
+    let mut world = World::new(&server.uri());
+    // A complete listing after the job was tracked, without it: gone from slurmctld.
+    world.index.jobs_synced_at = DateTime::from_timestamp(submitted + 60, 0);
+    let status = SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(1),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        submit_time: status::time(DateTime::from_timestamp(submitted, 0)),
+        tracked_since: status::time(DateTime::from_timestamp(submitted, 0)),
+        ..Default::default()
+    };
+    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+        "clusterName": "local",
+        "script": "#!/bin/sh\ntrue\n",
+    }))
+    .unwrap();
+    let target = Target {
+        name: "plainname",
+        uid: "u",
+        generation: 1,
+        spec: &spec,
+        status: Some(&status),
+        created: None,
+        refusal: None,
+    };
+    let now = DateTime::from_timestamp(submitted + 70, 0).unwrap();
+    let phase = |user| {
+        let env = Env {
+            job_user: user,
+            ..world.env(now)
+        };
+        async move { step(target, env, |_| None).await.unwrap().status.phase }
+    };
+    assert_eq!(phase(Some("slurm")).await, Phase::Completed);
+    assert_eq!(
+        phase(Some("alice")).await,
+        Phase::Lost,
+        "another user's record"
+    );
+    assert_eq!(phase(None).await, Phase::Lost, "no user granted");
 }
