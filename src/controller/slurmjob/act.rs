@@ -968,8 +968,12 @@ pub async fn follow_or_account(
         // after it ran: slurmctld no longer has it) is called gone only by a complete listing
         // that began after it was tracked, and the poller reports nothing of it meanwhile: the
         // step comes back by itself. A fresh submit beyond the listings is the poller's to report.
-        let retry = (missing && !next.phase.is_terminal() && plan::resolved(env.state, job_id))
-            .then_some(WAIT_RETRY);
+        // Nor does it report one above the ids the incremental cycles probe (purged while the
+        // operator was away): the next listing of every job speaks for it.
+        let retry = (missing
+            && !next.phase.is_terminal()
+            && (plan::resolved(env.state, job_id) || plan::gone(env.state, &next)))
+        .then_some(WAIT_RETRY);
         return (next, retry);
     }
     let Ok(id) = u32::try_from(job_id) else {

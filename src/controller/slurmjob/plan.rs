@@ -508,10 +508,30 @@ pub fn follow(
     if !records.is_empty() {
         return status::observe(&base, &records);
     }
-    if base.phase.is_terminal() || !gone(state, &base) || !resolved(state, job_id) {
+    if base.phase.is_terminal() || !proven_gone(state, &base, job_id) {
         return base;
     }
     status::lost(&base, job_id, now)
+}
+
+/// Whether the index proves job `job_id` gone from slurmctld, holding no record of it: a
+/// complete listing that spoke for its id ([`resolved`]) began after it was tracked
+/// ([`gone`]), or a listing of every job did. The second is what shows an id above what the
+/// incremental cycles probe: one purged while the operator was away, above the highest id
+/// slurmctld still holds when it comes back.
+fn proven_gone(state: &ClusterState, current: &SlurmJobStatus, job_id: i64) -> bool {
+    let listed_all_since = || {
+        let since = current
+            .tracked_since
+            .as_ref()
+            .and_then(crate::crd::time::to_utc);
+        match (state.fully_listed_at, since) {
+            (Some(listed), Some(since)) => listed > since + GONE_GRACE,
+            _ => false,
+        }
+    };
+    let unresolved = u32::try_from(job_id).map_or(true, |id| state.unresolved.contains(&id));
+    !unresolved && ((gone(state, current) && resolved(state, job_id)) || listed_all_since())
 }
 
 /// Whether the index can say job `job_id` is not ours or not there: its owner is resolved, and

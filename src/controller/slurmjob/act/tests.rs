@@ -699,3 +699,41 @@ async fn a_comment_less_accounting_record_is_the_jobs_only_for_its_granted_user(
     );
     assert_eq!(phase(None).await, Phase::Lost, "no user granted");
 }
+
+/// A followed job above the ids the incremental cycles probe (purged while the operator was
+/// away, above the highest id slurmctld still holds) is reported by no poller event: the step
+/// comes back by itself until a listing of every job speaks for it (which then calls it lost:
+/// `plan::tests::a_job_is_not_lost_while_the_index_cannot_speak_for_its_id`).
+#[tokio::test]
+async fn a_job_above_the_probed_ids_is_looked_at_again_until_a_full_listing() {
+    let mut world = World::new(UNREACHABLE);
+    let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+    world.index.jobs_synced_at = Some(at(2000));
+    world.index.jobs_listed_up_to = Some(11);
+    world.index.fully_listed_at = Some(at(900));
+    let status = SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(12),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        tracked_since: status::time(Some(at(1000))),
+        ..Default::default()
+    };
+    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+        "clusterName": "local",
+        "script": "#!/bin/sh\ntrue\n",
+    }))
+    .unwrap();
+    let target = Target {
+        name: "purged",
+        uid: "u",
+        generation: 1,
+        spec: &spec,
+        status: Some(&status),
+        created: None,
+        refusal: None,
+    };
+    let waiting = step(target, world.env(at(2001)), |_| None).await.unwrap();
+    assert_eq!(waiting.status.phase, Phase::Running);
+    assert_eq!(waiting.retry, Some(WAIT_RETRY));
+}

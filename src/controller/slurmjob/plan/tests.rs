@@ -174,6 +174,31 @@ fn a_job_is_not_lost_while_the_index_cannot_speak_for_its_id() {
         let next = follow(&current, 12, &index, utc(2001), "u", &KEY);
         assert_eq!(next.phase == Phase::Lost, lost, "{what}");
     }
+    // Above what the incremental cycles probe (purged while the operator was away, above the
+    // highest id slurmctld still holds): a listing of every job that began after it was tracked
+    // speaks for it; one from before it was tracked does not, nor does any for an unresolved id.
+    let fully_listed = |at: i64, unresolved: &[u32]| ClusterState {
+        fully_listed_at: DateTime::from_timestamp(at, 0),
+        ..synced_without(unresolved, Some(11))
+    };
+    for (what, index, lost) in [
+        (
+            "a full listing after it was tracked",
+            fully_listed(1500, &[]),
+            true,
+        ),
+        (
+            "a full listing before it was tracked",
+            fully_listed(999, &[]),
+            false,
+        ),
+        ("within the grace", fully_listed(1001, &[]), false),
+        ("unresolved", fully_listed(1500, &[12]), false),
+    ] {
+        assert!(!resolved(&index, 12), "{what}");
+        let next = follow(&current, 12, &index, utc(2001), "u", &KEY);
+        assert_eq!(next.phase == Phase::Lost, lost, "{what}");
+    }
 }
 
 /// A status written before `trackedSince` existed is never called lost on the old, shared
