@@ -9,6 +9,8 @@
 //! and keeps its pod); an admin drain (no prefix) is left alone; scale to 0 while the job runs
 //! (the node stays DRAINING until the job ends, then its pod and record go). No job is killed.
 //! Deleting a set does the same for all its nodes, and ends with nothing of it left in Slurm.
+//! A delete planned on a view that showed the node drained does not go once slurmctld, asked
+//! just before, shows it resumed and running a job.
 //!
 //! Node ownership (issue 14): two sets of one name in two namespaces get distinct nodes, each
 //! registered with its owner record (`slurmd --extra`, as the pods' slurmd is started), and
@@ -30,7 +32,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use slurm_operator::controller::nodeset::plan::{
-    self, Action, DeleteWhy, DrainOwner, Input, PodView, SlurmView, drain_owner,
+    self, Action, Confirm, DeleteWhy, DrainOwner, Input, PodView, SlurmView, drain_owner,
 };
 use slurm_operator::controller::nodeset::{SlurmOutcome, apply_slurm, pods, slurm_allows};
 use slurm_operator::crd::{NodeSetSlurm, SlurmCluster, UpdateStrategy};
@@ -86,9 +88,17 @@ impl World<'_> {
     /// One reconcile: plan on a fresh index, then carry the actions out.
     async fn step(&mut self, replicas: i32) -> plan::NodeSetPlan {
         let state = self.fresh_state().await;
+        let plan = self.plan_on(&state, replicas);
+        self.carry_out(&plan).await;
+        plan
+    }
+
+    /// The plan for `replicas` on the index snapshot `state` (as fresh or as old as the test
+    /// makes it).
+    fn plan_on(&self, state: &ClusterState, replicas: i32) -> plan::NodeSetPlan {
         let views: Vec<PodView> = self.pods.values().cloned().collect();
         let strategy = UpdateStrategy::default();
-        let plan = plan::plan(&Input {
+        plan::plan(&Input {
             prefix: &self.prefix,
             owner: &self.owner,
             replicas,
@@ -100,11 +110,15 @@ impl World<'_> {
             pods: &views,
             taken: &BTreeSet::new(),
             slurm: SlurmView {
-                state: Some(&state),
+                state: Some(state),
                 now: Utc::now(),
             },
             deleting: self.deleting,
-        });
+        })
+    }
+
+    /// Carry `plan`'s actions out as the driver does.
+    async fn carry_out(&mut self, plan: &plan::NodeSetPlan) {
         for action in &plan.actions {
             match action {
                 Action::CreatePod { ordinal } => {
@@ -131,18 +145,14 @@ impl World<'_> {
                         },
                     );
                 }
-                Action::DeletePod {
-                    name,
-                    if_unregistered,
-                    ..
-                } => {
-                    // As the driver: a pod whose node the view lacked waits while slurmctld
-                    // has one (its slurmd registered since).
-                    if *if_unregistered
-                        && slurm_allows(&self.client, action)
-                            .await
-                            .unwrap_or_else(|e| panic!("{action:?}: {e}"))
-                            .is_some()
+                Action::DeletePod { name, .. } => {
+                    // As the driver: a delete that rests on the node's state waits while
+                    // slurmctld, asked now, no longer shows it (a slurmd registered since the
+                    // view lacked its node, a node seen drained resumed since); `None`: gone.
+                    if slurm_allows(&self.client, action)
+                        .await
+                        .unwrap_or_else(|e| panic!("{action:?}: {e}"))
+                        == Some(false)
                     {
                         continue;
                     }
@@ -208,7 +218,6 @@ impl World<'_> {
             }
             self.log.push(action.clone());
         }
-        plan
     }
 
     /// Step until `done` holds (checked after each step), at most `timeout`.
@@ -874,7 +883,7 @@ async fn slurm_is_asked_again_before_a_drain_a_resume_or_a_delete_of_an_unseen_n
     let delete = |name: &str| Action::DeletePod {
         name: name.to_owned(),
         why: DeleteWhy::ScaleIn,
-        if_unregistered: true,
+        confirm: Confirm::NodeAbsent,
     };
     assert_eq!(
         slurm_allows(&client, &delete(&node)).await.unwrap(),
@@ -992,6 +1001,90 @@ async fn a_deleted_set_drains_its_nodes_and_leaves_nothing_in_slurm() {
     assert!(world.log.contains(&Action::DeletePod {
         name: n1.clone(),
         why: DeleteWhy::SetDeleted,
-        if_unregistered: false,
+        confirm: Confirm::NodeDrained,
     }));
+}
+
+/// A view that shows a node drained may be up to a minute old. Our drain (a scale-in), seen in
+/// a snapshot; a scale back out resumes the node and a job starts there; a plan made on the
+/// drained snapshot still says to delete the pod. Carried out, that delete asks slurmctld first
+/// and does not go: the pod stays while the job runs, and the job runs to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_planned_on_a_stale_drained_view_waits_while_a_job_runs() {
+    let slurm = require_slurm!();
+    let (mut world, _poller) = World::new(&slurm);
+    let client = world.client.clone();
+    world.until_one_node(0).await;
+    let node = world.name(0);
+
+    // Drained by us, and a snapshot that shows it.
+    client
+        .drain_node(&node, &plan::drain_reason(plan::WHY_SCALE_IN))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let drained = loop {
+        let state = world.fresh_state().await;
+        if state
+            .nodes
+            .get(&node)
+            .is_some_and(|n| plan::is_drained(n, state.node_jobs.get(&node)))
+        {
+            break state;
+        }
+        assert!(Instant::now() < deadline, "{node} never seen drained");
+    };
+
+    // Scaled back out: resumed; then a job starts on it.
+    world
+        .until(1, "the node resumed", Duration::from_secs(60), |w, _| {
+            w.index
+                .borrow()
+                .nodes
+                .get(&node)
+                .is_some_and(|n| !n.state.is_drain())
+        })
+        .await;
+    assert!(world.log.contains(&Action::Resume { node: node.clone() }));
+    let job_id = world.run_job_on(&node, "sleep 15").await;
+
+    // Scaled in again on the drained snapshot: the plan says delete; slurmctld says no.
+    let stale = world.plan_on(&drained, 0);
+    let delete = Action::DeletePod {
+        name: node.clone(),
+        why: DeleteWhy::ScaleIn,
+        confirm: Confirm::NodeDrained,
+    };
+    assert!(stale.actions.contains(&delete), "{:?}", stale.actions);
+    assert_eq!(slurm_allows(&client, &delete).await.unwrap(), Some(false));
+    world.carry_out(&stale).await;
+    assert_eq!(world.pod_names(), std::slice::from_ref(&node), "pod kept");
+    assert!(!world.log.contains(&delete), "{:?}", world.log);
+    assert_eq!(
+        job_state(&client.job(job_id).await.unwrap()),
+        JobBaseState::Running
+    );
+
+    // With fresh views: drained, the job ends by itself, then the pod and the record go.
+    world
+        .until(
+            0,
+            "the set's node removed",
+            Duration::from_secs(90),
+            |w, _| w.pods.is_empty() && !w.index.borrow().nodes.contains_key(&node),
+        )
+        .await;
+    let records = match client.job(job_id).await {
+        Ok(records) => records,
+        Err(_) => client
+            .accounting_job(job_id)
+            .await
+            .unwrap()
+            .unwrap_or_default(),
+    };
+    assert_eq!(
+        job_state(&records),
+        JobBaseState::Completed,
+        "the job ran to its end"
+    );
 }

@@ -13,8 +13,10 @@
 //! 3. [`plan::plan`]: what to create, drain, resume, delete, forget (see its docs for the
 //!    fail-closed rules and drain ownership);
 //! 4. carry the actions out in order: Kubernetes through the API, Slurm through the facade
-//!    ([`apply_slurm`], also used by the real-Slurm test); a failed action skips the later
-//!    actions on the same pod/node and fails the reconcile after the others ran;
+//!    ([`apply_slurm`], also used by the real-Slurm test); a drain, a resume and a pod's delete
+//!    that rests on its node's state first read the node again ([`slurm_allows`]); a failed
+//!    action skips the later actions on the same pod/node and fails the reconcile after the
+//!    others ran;
 //! 5. server-side apply of the PodDisruptionBudget (`maxUnavailable: 0` over `slurm.rs/busy=true`;
 //!    never over one the set does not control)
 //!    and of the status when it changed.
@@ -54,7 +56,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use self::plan::{Action, DeleteWhy, Input, SlurmView, ViewState};
+use self::plan::{Action, Confirm, DeleteWhy, Input, SlurmView, ViewState};
 use super::Context;
 use super::kit::{self, Backoffs, Notice};
 use crate::crd::FIELD_MANAGER;
@@ -239,10 +241,12 @@ pub enum SlurmOutcome {
 /// Whether Slurm, asked now, still calls for `action`, decided on a view up to
 /// [`plan::MAX_INDEX_AGE`] old: a drain only of a node no one drained or FAILed since (an
 /// admin's is neither overwritten nor, later, cleared by our resume), a resume only of our
-/// drain still resumable, the delete of a pod whose node the view lacked only while slurmctld
-/// has no such node (its slurmd may have registered since, and run a job). Other actions need
-/// no question. `Ok(None)` when the node is gone. (Slurm has no compare-and-set for node
-/// updates: what remains is the moment between this read and the action.)
+/// drain still resumable, the delete of a pod ([`plan::Confirm`]) whose node the view lacked
+/// only while slurmctld has no such node (its slurmd may have registered since, and run a
+/// job), and of one whose node the view showed drained only while it still is (a scale back
+/// out may have resumed it since, and a job started there). Other actions need no question.
+/// `Ok(None)` when the node is gone (a pod's delete may go). (Slurm has no compare-and-set for
+/// node updates: what remains is the moment between this read and the action.)
 pub async fn slurm_allows(
     client: &SlurmClient,
     action: &Action,
@@ -252,11 +256,12 @@ pub async fn slurm_allows(
             plan::drain_owner(n) == plan::DrainOwner::NotDrained
         }),
         Action::Resume { node } => (node, plan::may_resume),
-        Action::DeletePod {
-            name,
-            if_unregistered: true,
-            ..
-        } => (name, |_| false),
+        Action::DeletePod { name, confirm, .. } => match confirm {
+            Confirm::Nothing => return Ok(Some(true)),
+            Confirm::NodeAbsent => (name, |_| false),
+            // Slurm's own state: a running job makes the node ALLOCATED or MIXED.
+            Confirm::NodeDrained => (name, |n| plan::is_drained(n, None)),
+        },
         _ => return Ok(Some(true)),
     };
     match client.node(node).await {
@@ -691,8 +696,8 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         deleting,
     });
 
-    // 4. Actions. Drains, resumes, node deletions and deletes of pods the view had no node of
-    // call slurmrestd: they take one of the connection's request slots, or the whole round
+    // 4. Actions. Drains, resumes, node deletions and deletes of pods whose node the view had
+    // drained or had not (each read again first) call slurmrestd: they take one of the connection's request slots, or the whole round
     // waits for one without acting (a cluster whose requests hang delays only its own sets,
     // and no pod action runs ahead of its node's).
     let _io = match (&handle, plan.actions.iter().any(Action::calls_slurm)) {
@@ -911,12 +916,8 @@ async fn act(
                 Err(source) => Err(Error::CreatePod { name, source }),
             }
         }
-        Action::DeletePod {
-            name,
-            why,
-            if_unregistered,
-        } => {
-            if *if_unregistered {
+        Action::DeletePod { name, why, confirm } => {
+            if *confirm != Confirm::Nothing {
                 let Some(client) = client else {
                     return Ok(SlurmOutcome::NotYet);
                 };
@@ -924,8 +925,13 @@ async fn act(
                     node: name.clone(),
                     source,
                 })?;
-                if allowed.is_some() {
-                    info!(pod = %name, "its slurmd registered since the plan's view: drained first");
+                // `None`: the node is gone, nothing can run there.
+                if allowed == Some(false) {
+                    let since = match confirm {
+                        Confirm::NodeAbsent => "its slurmd registered since the plan's view: drained first",
+                        _ => "its node is no longer drained (resumed since the plan's view): kept",
+                    };
+                    info!(pod = %name, "{since}");
                     return Ok(SlurmOutcome::Superseded);
                 }
             }

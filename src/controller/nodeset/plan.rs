@@ -5,9 +5,9 @@
 //! **Fail closed.** A pod that may host a Slurm node is deleted only when a *trusted* view of
 //! Slurm (poller healthy, node list confirmed complete and error-free within [`MAX_INDEX_AGE`])
 //! shows its node drained — DRAIN set and neither ALLOCATED, MIXED nor COMPLETING, and no running
-//! job in the index — or absent from that list (and, asked by the driver just before the
-//! delete, from slurmctld: [`Action::DeletePod::if_unregistered`]). Any doubt (no client, stale index, poller down)
-//! means wait. Two exceptions, both safe or explicitly asked for: a pod that was never scheduled
+//! job in the index — or absent from that list; and slurmctld, asked by the driver just before
+//! the delete, still says so ([`Confirm`]: the view may predate a resume and a new job, or a
+//! slurmd's registration). Any doubt (no client, stale index, poller down) means wait. Two exceptions, both safe or explicitly asked for: a pod that was never scheduled
 //! (slurmd never ran), and a drain that `scaleIn.drainTimeout` says has lasted long enough (the
 //! user accepted that its jobs are killed; the drain itself must have been ours and recorded).
 //!
@@ -240,6 +240,22 @@ pub enum DeleteWhy {
     SetDeleted,
 }
 
+/// What slurmctld, asked by the driver just before a pod's delete, must still show for the
+/// delete to go. The plan's view may be up to [`MAX_INDEX_AGE`] old: since then the pod's slurmd
+/// may have registered, or a node seen drained may have been resumed (a scale back out) and
+/// started a job. Otherwise the delete waits for a plan from a view that shows the change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirm {
+    /// Nothing: the delete does not rest on the node's state (a pod never scheduled, or
+    /// finished; a drain past `scaleIn.drainTimeout`).
+    Nothing,
+    /// No node of the pod's name: the view had none.
+    NodeAbsent,
+    /// The node drained (DRAIN or FAIL set, nothing allocated or completing), or gone: the view
+    /// showed it drained.
+    NodeDrained,
+}
+
 /// One step for the driver, in the order given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -249,9 +265,8 @@ pub enum Action {
     DeletePod {
         name: String,
         why: DeleteWhy,
-        /// Delete only if slurmctld has no node of that name, asked just before: the plan saw
-        /// none, but its view may predate the registration of the pod's slurmd.
-        if_unregistered: bool,
+        /// What slurmctld, asked just before, must still show for the delete to go.
+        confirm: Confirm,
     },
     Drain {
         node: String,
@@ -287,16 +302,12 @@ pub enum Action {
 impl Action {
     /// Whether carrying the action out calls slurmrestd.
     pub fn calls_slurm(&self) -> bool {
-        matches!(
-            self,
-            Action::Drain { .. }
-                | Action::Resume { .. }
-                | Action::DeleteNodeRecord { .. }
-                | Action::DeletePod {
-                    if_unregistered: true,
-                    ..
-                }
-        )
+        match self {
+            Action::Drain { .. } | Action::Resume { .. } | Action::DeleteNodeRecord { .. } => true,
+            // The node is read again just before.
+            Action::DeletePod { confirm, .. } => *confirm != Confirm::Nothing,
+            _ => false,
+        }
     }
 }
 
@@ -503,7 +514,7 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
         plan.actions.push(Action::DeletePod {
             name: pod.name.clone(),
             why: DeleteWhy::Finished,
-            if_unregistered: false,
+            confirm: Confirm::Nothing,
         });
     }
     // A pod someone else deletes (an eviction, `kubectl drain`, by hand) still runs its slurmd
@@ -742,14 +753,14 @@ fn leave(
     drain_timeout: Option<std::time::Duration>,
     now: DateTime<Utc>,
 ) {
-    let delete_if = |plan: &mut NodeSetPlan, why, if_unregistered| {
+    let delete_if = |plan: &mut NodeSetPlan, why, confirm| {
         plan.actions.push(Action::DeletePod {
             name: pod.name.clone(),
             why,
-            if_unregistered,
+            confirm,
         })
     };
-    let delete = |plan: &mut NodeSetPlan, why| delete_if(plan, why, false);
+    let delete = |plan: &mut NodeSetPlan, why| delete_if(plan, why, Confirm::Nothing);
     // slurmd never ran in a pod that was never scheduled.
     if !pod.scheduled {
         return delete(plan, delete_why);
@@ -772,7 +783,7 @@ fn leave(
     let Some(node) = state.nodes.get(&pod.name) else {
         // Absent from a complete, error-free node list: nothing could run there then. The
         // driver asks again just before (a slurmd that registered since may already run a job).
-        return delete_if(plan, delete_why, true);
+        return delete_if(plan, delete_why, Confirm::NodeAbsent);
     };
     let jobs = state.node_jobs.get(&pod.name);
     match drain_owner(node) {
@@ -793,7 +804,9 @@ fn leave(
         }
         owner => {
             if is_drained(node, jobs) {
-                return delete(plan, delete_why);
+                // The driver asks again just before: a scale back out may have resumed the
+                // node since this view, and a job started there.
+                return delete_if(plan, delete_why, Confirm::NodeDrained);
             }
             if owner == DrainOwner::Us && pod.drain_started.is_none() {
                 plan.actions.push(Action::MarkDrainStarted {

@@ -137,11 +137,12 @@ fn drain(node: &str) -> Action {
     }
 }
 
+/// A delete that does not rest on the node's state (never scheduled, finished, timed out).
 fn delete(name: &str, why: DeleteWhy) -> Action {
     Action::DeletePod {
         name: name.into(),
         why,
-        if_unregistered: false,
+        confirm: Confirm::Nothing,
     }
 }
 
@@ -150,7 +151,16 @@ fn delete_unregistered(name: &str, why: DeleteWhy) -> Action {
     Action::DeletePod {
         name: name.into(),
         why,
-        if_unregistered: true,
+        confirm: Confirm::NodeAbsent,
+    }
+}
+
+/// The delete of a pod whose node the view shows drained: the driver asks slurmctld first.
+fn delete_drained(name: &str, why: DeleteWhy) -> Action {
+    Action::DeletePod {
+        name: name.into(),
+        why,
+        confirm: Confirm::NodeDrained,
     }
 }
 
@@ -478,7 +488,10 @@ fn scale_in_drains_first_and_deletes_only_once_drained() {
         &[("ns-1", 1, None)],
     );
     let plan = run(1, &p2, Some(&st));
-    assert_eq!(structural(&plan), [delete("ns-2", DeleteWhy::ScaleIn)]);
+    assert_eq!(
+        structural(&plan),
+        [delete_drained("ns-2", DeleteWhy::ScaleIn)]
+    );
     assert_eq!(
         plan.waiting,
         [Waiting {
@@ -548,7 +561,7 @@ fn fail_closed_without_a_trusted_view() {
     // The same drained node with a fresh view goes.
     assert_eq!(
         structural(&run(1, &p, Some(&drained))),
-        [delete("ns-1", DeleteWhy::ScaleIn)]
+        [delete_drained("ns-1", DeleteWhy::ScaleIn)]
     );
     // Absent from a complete list counts as drained, once slurmctld says so again just before
     // (the view may predate the registration of its slurmd); an unscheduled pod goes without Slurm.
@@ -582,7 +595,7 @@ fn a_node_list_as_old_as_the_pollers_longest_wait_is_trusted() {
     drained.nodes_synced_at = Some(t(-age));
     assert_eq!(
         structural(&run(1, &p, Some(&drained))),
-        [delete("ns-1", DeleteWhy::ScaleIn)]
+        [delete_drained("ns-1", DeleteWhy::ScaleIn)]
     );
 }
 
@@ -627,7 +640,7 @@ fn someone_elses_fail_is_never_overwritten_nor_resumed() {
     let st = state(vec![idle("ns-0"), failing("IDLE")], &[]);
     assert_eq!(
         structural(&run(1, &p, Some(&st))),
-        [delete("ns-1", DeleteWhy::ScaleIn)]
+        [delete_drained("ns-1", DeleteWhy::ScaleIn)]
     );
     assert!(structural(&run(2, &p, Some(&st))).is_empty());
 }
@@ -665,6 +678,59 @@ fn scale_back_out_resumes_our_drain_and_keeps_the_pod() {
         structural(&run(2, &p, Some(&st))),
         [Action::ClearDrainStarted { pod: "ns-1".into() }]
     );
+}
+
+/// A view that shows a node drained may be up to a minute old: since then a scale back out
+/// may have resumed the node and a job started there. So the delete it brings asks slurmctld
+/// first that the node is still drained (and takes a request slot for that); the deletes that
+/// do not rest on the node's state (a timed-out drain, a pod never scheduled or finished) ask
+/// nothing.
+#[test]
+fn a_delete_because_drained_is_confirmed_by_slurm_first() {
+    let ours = Some("slurm-operator: scale-in");
+    let drained = state(
+        vec![idle("ns-0"), node("ns-1", &["IDLE", "DRAIN"], ours)],
+        &[],
+    );
+    // Scale-in, rolling update and deletion alike.
+    let scale_in = structural(&run(1, &pods(2), Some(&drained)));
+    assert_eq!(scale_in, [delete_drained("ns-1", DeleteWhy::ScaleIn)]);
+    assert!(scale_in[0].calls_slurm());
+    let mut outdated = pods(2);
+    outdated[1].template_hash = Some("h0".into());
+    assert!(
+        structural(&run(2, &outdated, Some(&drained)))
+            .contains(&delete_drained("ns-1", DeleteWhy::Update))
+    );
+    let deleting = run_deleting(2, &pods(2), Some(&drained), &BTreeSet::new());
+    assert!(
+        structural(&deleting).contains(&delete_drained("ns-1", DeleteWhy::SetDeleted)),
+        "{:?}",
+        deleting.actions
+    );
+    // A drain past its timeout goes as planned: the user accepted that its jobs end.
+    let draining = state(
+        vec![idle("ns-0"), node("ns-1", &["ALLOCATED", "DRAIN"], ours)],
+        &[("ns-1", 1, None)],
+    );
+    let mut timed_out = pods(2);
+    timed_out[1].drain_started = Some(t(-61));
+    let timeout = Some(std::time::Duration::from_secs(60));
+    let forced = structural(&run_with(
+        1,
+        &timed_out,
+        Some(&draining),
+        &UpdateStrategy::default(),
+        timeout,
+    ));
+    assert!(matches!(
+        forced.as_slice(),
+        [Action::DeletePod {
+            confirm: Confirm::Nothing,
+            ..
+        }]
+    ));
+    assert!(!forced[0].calls_slurm());
 }
 
 #[test]
@@ -755,7 +821,9 @@ fn rolling_update_goes_one_batch_at_a_time() {
         ],
         &[],
     );
-    assert!(structural(&run(4, &p, Some(&st3))).contains(&delete("ns-3", DeleteWhy::Update)));
+    assert!(
+        structural(&run(4, &p, Some(&st3))).contains(&delete_drained("ns-3", DeleteWhy::Update))
+    );
     let st4 = state(vec![idle("ns-0"), idle("ns-1"), idle("ns-2")], &[]);
     assert!(structural(&run(4, &p[..3], Some(&st4))).contains(&Action::CreatePod { ordinal: 3 }));
     // OnDelete: outdated pods stay.
@@ -1340,7 +1408,7 @@ fn a_deleted_set_drains_every_node_before_its_pods_go() {
         [Action::DeletePod {
             name: "ns-0".into(),
             why: DeleteWhy::SetDeleted,
-            if_unregistered: false,
+            confirm: Confirm::NodeDrained,
         }]
     );
     assert_eq!(plan.remaining, Some(vec!["ns-0".into()]));

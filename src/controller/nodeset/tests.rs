@@ -1395,3 +1395,196 @@ async fn a_deletion_that_keeps_failing_lets_go_at_the_deadline() {
         scenario.await.unwrap();
     }
 }
+
+/// slurmrestd's recorded answer `case` (REST API v0.0.42, `tests/fixtures/24.11`): its body.
+fn recorded(case: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/24.11/{case}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    fixture["body"].clone()
+}
+
+/// Make `server` a slurmrestd that answers its ping and, for each `(node, case)`, a read of
+/// `node` with the recorded answer `case` (its node renamed `node`; `node_unknown`: no such
+/// node). Other REST API versions are not served (404), as a real one's.
+async fn answer_as_slurmrestd(server: &wiremock::MockServer, nodes: &[(&str, &str)]) {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, ResponseTemplate};
+
+    server.reset().await;
+    let mut answers = vec![("ping".to_owned(), recorded("ping"))];
+    for (node, case) in nodes {
+        let mut body = recorded(case);
+        if let Some(record) = body["nodes"].get_mut(0) {
+            record["name"] = json!(node);
+        }
+        answers.push((format!("node/{node}"), body));
+    }
+    for (path, body) in answers {
+        Mock::given(method("GET"))
+            .and(path_regex(format!("^/slurm/v0\\.0\\.42/{path}/?$")))
+            .respond_with(ResponseTemplate::new(200).set_body_json(body))
+            .mount(server)
+            .await;
+    }
+}
+
+/// The reads of node `node` `server` answered.
+async fn node_reads(server: &wiremock::MockServer, node: &str) -> usize {
+    let path = format!("/slurm/v0.0.42/node/{node}");
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path().trim_end_matches('/') == path)
+        .count()
+}
+
+/// Which deletes of a pod slurmctld, asked now, lets go ([`plan::Confirm`]): one planned because
+/// the view showed the node drained only while it still is (DRAIN and idle) or is gone; one
+/// planned because the view had no node only while slurmctld has none; others without asking.
+#[tokio::test]
+async fn slurm_allows_a_pods_delete_only_while_slurm_still_shows_why() {
+    let server = wiremock::MockServer::start().await;
+    answer_as_slurmrestd(
+        &server,
+        &[
+            ("busy", "node_dynamic_allocated"),
+            ("drained", "node_drained"),
+            ("gone", "node_unknown"),
+        ],
+    )
+    .await;
+    let client = SlurmClient::new(
+        crate::slurm::ClientConfig::new(&server.uri())
+            .unwrap()
+            .allow_plaintext(true),
+        Arc::new(crate::slurm::Credentials::token("t", None).unwrap()),
+    )
+    .unwrap();
+    let delete = |name: &str, confirm| Action::DeletePod {
+        name: name.into(),
+        why: DeleteWhy::ScaleIn,
+        confirm,
+    };
+    let allows = |action: Action| {
+        let client = client.clone();
+        async move { slurm_allows(&client, &action).await.unwrap() }
+    };
+    // Seen drained: resumed since and running a job (ALLOCATED) → no.
+    assert_eq!(
+        allows(delete("busy", Confirm::NodeDrained)).await,
+        Some(false)
+    );
+    assert_eq!(
+        allows(delete("drained", Confirm::NodeDrained)).await,
+        Some(true)
+    );
+    assert_eq!(allows(delete("gone", Confirm::NodeDrained)).await, None);
+    // Seen absent: any node of that name → no.
+    assert_eq!(
+        allows(delete("drained", Confirm::NodeAbsent)).await,
+        Some(false)
+    );
+    assert_eq!(allows(delete("gone", Confirm::NodeAbsent)).await, None);
+    // Not resting on the node's state: Slurm is not asked.
+    let before = node_reads(&server, "busy").await;
+    assert_eq!(allows(delete("busy", Confirm::Nothing)).await, Some(true));
+    assert_eq!(node_reads(&server, "busy").await, before);
+}
+
+/// A node of set `cpu` in `hpc` (dynamic, its owner record) in `states`.
+fn set_node(name: &str, states: &[&str], reason: Option<&str>) -> crate::slurm::types::Node {
+    let mut state = crate::slurm::types::NodeState::from_strings(states);
+    state.flags.insert("DYNAMIC_NORM".into());
+    crate::slurm::types::Node {
+        owner: Some(crate::slurm::node_owner::NodeOwner::new("hpc", "cpu")),
+        name: name.into(),
+        state,
+        reason: reason.map(Into::into),
+        reason_set_by_user: None,
+        cpus: Some(1),
+        alloc_cpus: None,
+        real_memory: None,
+        features: vec![],
+        partitions: vec![],
+        address: None,
+        hostname: None,
+        port: None,
+        slurmd_version: None,
+    }
+}
+
+/// The review's race: scaled 2 → 1, the victim's node was drained (our drain, idle) and the
+/// index still shows that; meanwhile a scale back out resumed it and a job started there, and
+/// now the set is at 1 again. The round asks slurmctld first: while it shows the node ALLOCATED
+/// the pod is not deleted (no DELETE, no Event; the round looks again soon); once it shows the
+/// node drained, the pod goes.
+#[tokio::test]
+async fn a_pod_whose_node_the_view_shows_drained_goes_only_once_slurm_says_so_too() {
+    let server = wiremock::MockServer::start().await;
+    let (keep, victim) = (pod_name("cpu", 0), pod_name("cpu", 1));
+    answer_as_slurmrestd(&server, &[(&victim, "node_dynamic_allocated")]).await;
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    let view = crate::state::index::ClusterState {
+        nodes: Arc::new(plan::nodes_by_name([
+            set_node(&keep, &["IDLE"], None),
+            set_node(
+                &victim,
+                &["IDLE", "DRAIN"],
+                Some(&plan::drain_reason(plan::WHY_SCALE_IN)),
+            ),
+        ])),
+        nodes_synced_at: Some(Utc::now()),
+        health: crate::state::index::Health::Up { since: Utc::now() },
+        ..Default::default()
+    };
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        "hpc",
+        "main",
+        &server.uri(),
+        view,
+    );
+    let set = nodeset(1);
+    let listed = vec![existing_pod(&set, 0), existing_pod(&set, 1)];
+    let names = (keep.clone(), victim.clone());
+    let scenario = tokio::spawn(async move {
+        let (keep, victim) = names;
+        // 1. Slurm says ALLOCATED: no DELETE, no Event; the kept pod is still projected.
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, listed.clone()).await;
+        assert_eq!(expect_node_condition(&mut api, &keep).await, "Idle");
+        expect_pdb(&mut api).await;
+        let status = expect_status(&mut api, &nodeset(1)).await;
+        assert_eq!(status.replicas, 2);
+        // 2. Slurm says drained: the pod goes.
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, listed).await;
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::DELETE, "{call:?}");
+        assert_eq!(call.path, format!("/api/v1/namespaces/hpc/pods/{victim}"));
+        send.send_response(ok(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": victim, "namespace": "hpc"}})));
+        expect_nodeset_event(&mut api, "cpu", "NodeRemoved").await;
+        assert_eq!(expect_node_condition(&mut api, &keep).await, "Idle");
+        assert_eq!(expect_node_condition(&mut api, &victim).await, "Drained");
+        expect_pdb(&mut api).await;
+        expect_status(&mut api, &nodeset(1)).await;
+        api.expect_no_more_calls().await;
+    });
+    let action = reconcile(Arc::new(nodeset(1)), Arc::clone(&ctx))
+        .await
+        .unwrap();
+    assert_eq!(action, controller::Action::requeue(WAIT_RESYNC));
+    assert!(
+        node_reads(&server, &victim).await > 0,
+        "slurmctld was asked"
+    );
+    answer_as_slurmrestd(&server, &[(&victim, "node_drained")]).await;
+    reconcile(Arc::new(nodeset(1)), ctx).await.unwrap();
+    scenario.await.unwrap();
+}
