@@ -134,7 +134,8 @@ pub struct PodView {
     pub finished: bool,
     /// `deletionTimestamp` is set.
     pub terminating: bool,
-    /// `slurm.rs/deletion-cost` (0 when absent or unparsable).
+    /// `slurm.rs/deletion-cost`, else `controller.kubernetes.io/pod-deletion-cost` (0 when
+    /// absent or unparsable): lower goes first at scale-in.
     pub deletion_cost: i64,
     /// `slurm.rs/template-hash`.
     pub template_hash: Option<String>,

@@ -39,6 +39,9 @@ pub const LABEL_NODESET: &str = "slurm.rs/nodeset";
 pub const LABEL_HASH: &str = "slurm.rs/template-hash";
 /// Set to `true` on pods whose node runs jobs; the set's PodDisruptionBudget selects it.
 pub const LABEL_BUSY: &str = "slurm.rs/busy";
+/// Scale-in order among pods otherwise alike: lower goes first, as for a ReplicaSet's pods.
+pub const ANNOTATION_POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+/// The operator's own deletion cost: wins over [`ANNOTATION_POD_DELETION_COST`] when both are set.
 pub const ANNOTATION_DELETION_COST: &str = "slurm.rs/deletion-cost";
 pub const ANNOTATION_DRAIN_STARTED: &str = "slurm.rs/drain-started";
 /// The pod condition that mirrors the Slurm node state.
@@ -314,8 +317,10 @@ pub fn view(prefix: &str, pod: &Pod) -> Option<PodView> {
         ready_since,
         finished: matches!(phase, Some("Failed" | "Succeeded")),
         terminating: pod.metadata.deletion_timestamp.is_some(),
+        // The operator's own annotation, when set, says it for this operator alone.
         deletion_cost: annotations
             .get(ANNOTATION_DELETION_COST)
+            .or_else(|| annotations.get(ANNOTATION_POD_DELETION_COST))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0),
         template_hash: labels.get(LABEL_HASH).cloned(),
@@ -443,6 +448,29 @@ mod tests {
         let v = view("cpu", &not_ready).unwrap();
         assert!(!v.ready);
         assert_eq!(v.ready_since, None);
+    }
+
+    /// Kubernetes' `controller.kubernetes.io/pod-deletion-cost`, as a ReplicaSet reads it;
+    /// `slurm.rs/deletion-cost` wins when both are set; absent or not a number: 0.
+    #[test]
+    fn deletion_cost_is_read_from_the_kubernetes_annotation() {
+        let cost = |annotations: serde_json::Value| {
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "cpu-2", "annotations": annotations},
+            }))
+            .unwrap();
+            view("cpu", &pod).unwrap().deletion_cost
+        };
+        let k8s = "controller.kubernetes.io/pod-deletion-cost";
+        assert_eq!(cost(serde_json::json!({k8s: "-50"})), -50);
+        assert_eq!(cost(serde_json::json!({k8s: " 7 "})), 7);
+        assert_eq!(cost(serde_json::json!({"slurm.rs/deletion-cost": "3"})), 3);
+        assert_eq!(
+            cost(serde_json::json!({k8s: "-50", "slurm.rs/deletion-cost": "3"})),
+            3
+        );
+        assert_eq!(cost(serde_json::json!({k8s: "high"})), 0);
+        assert_eq!(cost(serde_json::json!({})), 0);
     }
 
     #[test]

@@ -527,8 +527,13 @@ async fn scale_in_with_slurm_drains_then_deletes_only_once_drained() {
     let set = nodeset_named(&set_name, 1);
     let mut pod0 = existing_pod(&set, 0);
     // A high deletion cost keeps pod 0, so the busy pod 1 is the victim.
-    pod0.metadata.annotations =
-        Some([(pods::ANNOTATION_DELETION_COST.to_owned(), "100".to_owned())].into());
+    pod0.metadata.annotations = Some(
+        [(
+            pods::ANNOTATION_POD_DELETION_COST.to_owned(),
+            "100".to_owned(),
+        )]
+        .into(),
+    );
     let pod1 = existing_pod(&set, 1);
 
     // 0. The cluster's request slots are all taken (its slurmrestd hangs, say): the round that
