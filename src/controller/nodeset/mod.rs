@@ -17,9 +17,9 @@
 //!    that rests on its node's state first read the node again ([`slurm_allows`]); a failed
 //!    action skips the later actions on the same pod/node and fails the reconcile after the
 //!    others ran;
-//! 5. server-side apply of the PodDisruptionBudget (`maxUnavailable: 0` over `slurm.rs/busy=true`;
-//!    never over one the set does not control)
-//!    and of the status when it changed.
+//! 5. the PodDisruptionBudget (`maxUnavailable: 0` over `slurm.rs/busy=true`): created when
+//!    absent, applied when the set's own is not as wanted, never written over one the set does
+//!    not control; and server-side apply of the status when it changed.
 //!
 //! Deletion, behind the `slurm.rs/cleanup` finalizer ([`cleanup`]): the set leaves as a scale-in
 //! to 0 does (each node drained, its pod deleted once drained or at `scaleIn.drainTimeout`),
@@ -46,7 +46,9 @@ use std::time::Duration;
 use chrono::Utc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -1319,35 +1321,67 @@ fn controlled_by(object: &impl Resource, nodeset: &SlurmNodeSet) -> bool {
 /// Read first: a PodDisruptionBudget of the set's name that the set does not control (another
 /// team's, made by hand) is left as it is, `PdbNotOwned`; a forced apply would take its
 /// selector and limits over, and add an owner reference that has it garbage-collected with the
-/// set. One that is the set's and as wanted is not written again.
+/// set. None there: created, not applied, so that one made by someone else since the read is a
+/// 409 (read again, and left alone if not the set's) rather than taken over. The set's own is
+/// applied only when it is not as wanted.
 async fn apply_pdb(nodeset: &SlurmNodeSet, namespace: &str, ctx: &Context) -> Result<(), Error> {
     let name = nodeset.name_any();
     let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), namespace);
-    let spec = json!({
-        "maxUnavailable": 0,
-        "selector": {"matchLabels": {pods::LABEL_NODESET: name, pods::LABEL_BUSY: "true"}},
-    });
-    if let Some(existing) = api.get_opt(&name).await.map_err(Error::ApplyPdb)? {
-        if !controlled_by(&existing, nodeset) {
-            return Err(Error::PdbNotOwned(name));
-        }
-        if serde_json::to_value(&existing.spec).ok().as_ref() == Some(&spec) {
-            return Ok(());
-        }
-    }
-    let pdb = json!({
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {
-            "name": name,
-            "ownerReferences": nodeset.controller_owner_ref(&()).map(|o| vec![o]),
+    let labels = [
+        (pods::LABEL_NODESET, name.as_str()),
+        (pods::LABEL_BUSY, "true"),
+    ];
+    let desired = PodDisruptionBudget {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            owner_references: nodeset.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
         },
-        "spec": spec,
-    });
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(0)),
+            selector: Some(LabelSelector {
+                match_labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                ),
+                ..LabelSelector::default()
+            }),
+            ..PodDisruptionBudgetSpec::default()
+        }),
+        ..PodDisruptionBudget::default()
+    };
+    let existing = match api.get_opt(&name).await.map_err(Error::ApplyPdb)? {
+        Some(existing) => existing,
+        None => {
+            let params = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PostParams::default()
+            };
+            match api.create(&params, &desired).await {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    match api.get_opt(&name).await.map_err(Error::ApplyPdb)? {
+                        Some(existing) => existing,
+                        // Gone again since: retried with backoff.
+                        None => return Err(Error::ApplyPdb(kube::Error::Api(e))),
+                    }
+                }
+                Err(source) => return Err(Error::ApplyPdb(source)),
+            }
+        }
+    };
+    if !controlled_by(&existing, nodeset) {
+        return Err(Error::PdbNotOwned(name));
+    }
+    if existing.spec == desired.spec {
+        return Ok(());
+    }
     api.patch(
         &name,
         &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(pdb),
+        &Patch::Apply(&desired),
     )
     .await
     .map_err(Error::ApplyPdb)?;

@@ -131,21 +131,40 @@ async fn expect_pdb(api: &mut ApiServerVerifier) {
     expect_pdb_of(api, "cpu").await;
 }
 
+/// None there yet: read, then created (never applied over whatever may have come since).
 async fn expect_pdb_of(api: &mut ApiServerVerifier, set: &str) {
     expect_get_pdb(api, set, None).await;
     let (call, send) = api.next().await;
-    assert_eq!(call.method, Method::PATCH, "{call:?}");
+    expect_pdb_body(&call, Method::POST, set);
     assert_eq!(
         call.path,
-        format!("/apis/policy/v1/namespaces/hpc/poddisruptionbudgets/{set}")
+        "/apis/policy/v1/namespaces/hpc/poddisruptionbudgets"
     );
-    assert_eq!(call.content_type, "application/apply-patch+yaml");
+    assert!(call.has_query("fieldManager", "slurm-operator"), "{call:?}");
+    send.send_response(
+        Response::builder()
+            .status(StatusCode::CREATED)
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(&call.body).unwrap()))
+            .unwrap(),
+    );
+}
+
+/// `call` writes the set's PodDisruptionBudget as wanted: the set's, `maxUnavailable: 0` over
+/// its busy pods.
+fn expect_pdb_body(call: &crate::controller::test_support::Call, method: Method, set: &str) {
+    assert_eq!(call.method, method, "{call:?}");
+    assert_eq!(call.body["metadata"]["name"], set, "{:#}", call.body);
+    assert_eq!(call.body["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+    assert_eq!(
+        call.body["metadata"]["ownerReferences"][0]["controller"],
+        true
+    );
     assert_eq!(call.body["spec"]["maxUnavailable"], 0);
     assert_eq!(
-        call.body["spec"]["selector"]["matchLabels"]["slurm.rs/busy"],
-        "true"
+        call.body["spec"]["selector"]["matchLabels"],
+        json!({"slurm.rs/nodeset": set, "slurm.rs/busy": "true"})
     );
-    send.send_response(ok(&call.body));
 }
 
 /// The read of the set's PodDisruptionBudget, answered with `existing` (or 404).
@@ -1093,6 +1112,80 @@ async fn a_pdb_the_set_does_not_control_is_left_alone() {
         expect_get_cluster(&mut api, &["hpc"]).await;
         expect_list_pods(&mut api, vec![]).await;
         expect_get_pdb(&mut api, "cpu", Some(pdb("uid-1"))).await;
+        let status = expect_status(&mut api, &nodeset(0)).await;
+        assert_eq!(
+            condition::find(&status.conditions, CONDITION_REPLICA_FAILURE),
+            None
+        );
+        api.expect_no_more_calls().await;
+    });
+    let ctx = Arc::new(ctx);
+    let error = reconcile(Arc::new(nodeset(0)), Arc::clone(&ctx))
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "PodDisruptionBudgetNotOwned");
+    reconcile(Arc::new(nodeset(0)), ctx).await.unwrap();
+    scenario.await.unwrap();
+}
+
+/// The PodDisruptionBudget read shows none, and one of that name comes before the create (made
+/// by hand, another tool): the create's 409 is read again and that one is left as it is
+/// (`PodDisruptionBudgetNotOwned`, no apply over it). The set's own, not as wanted (edited by
+/// hand), is applied back.
+#[tokio::test]
+async fn a_pdb_made_by_someone_else_after_the_read_is_not_taken_over() {
+    let pdb = |owner: &str, max_unavailable: i32| {
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "cpu", "namespace": "hpc", "ownerReferences": [{
+                "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmNodeSet", "name": "cpu",
+                "uid": owner, "controller": true,
+            }]},
+            "spec": {
+                "maxUnavailable": max_unavailable,
+                "selector": {"matchLabels": {"slurm.rs/nodeset": "cpu", "slurm.rs/busy": "true"}},
+            },
+        })
+    };
+    let (ctx, mut api) = Context::test();
+    let scenario = tokio::spawn(async move {
+        // 1. None at the read; someone else's at the create.
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![]).await;
+        expect_get_pdb(&mut api, "cpu", None).await;
+        let (call, send) = api.next().await;
+        expect_pdb_body(&call, Method::POST, "cpu");
+        let conflict = json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "poddisruptionbudgets.policy \"cpu\" already exists",
+            "reason": "AlreadyExists", "code": 409,
+        });
+        send.send_response(
+            Response::builder()
+                .status(StatusCode::CONFLICT)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&conflict).unwrap()))
+                .unwrap(),
+        );
+        expect_get_pdb(&mut api, "cpu", Some(pdb("another-uid", 1))).await;
+        let event = expect_nodeset_event(&mut api, "cpu", "PodDisruptionBudgetNotOwned").await;
+        assert_eq!(event["type"], "Warning");
+        let status = expect_status(&mut api, &nodeset(0)).await;
+        let failure = condition::find(&status.conditions, CONDITION_REPLICA_FAILURE).unwrap();
+        assert_eq!(failure.reason, "PodDisruptionBudgetNotOwned");
+        // 2. The set's own, edited: applied back (forced: the set's fields are the set's).
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![]).await;
+        expect_get_pdb(&mut api, "cpu", Some(pdb("uid-1", 1))).await;
+        let (call, send) = api.next().await;
+        expect_pdb_body(&call, Method::PATCH, "cpu");
+        assert_eq!(
+            call.path,
+            "/apis/policy/v1/namespaces/hpc/poddisruptionbudgets/cpu"
+        );
+        assert_eq!(call.content_type, "application/apply-patch+yaml");
+        assert!(call.has_query("force", "true"), "{call:?}");
+        send.send_response(ok(&call.body));
         let status = expect_status(&mut api, &nodeset(0)).await;
         assert_eq!(
             condition::find(&status.conditions, CONDITION_REPLICA_FAILURE),
