@@ -127,7 +127,8 @@ pub struct SlurmNodeSetSpec {
     #[serde(default)]
     pub update_strategy: UpdateStrategy,
 
-    /// How nodes are removed when scaling in.
+    /// How nodes are removed: at scale-in, and also in a rolling update and at the set's
+    /// deletion (both drain the same way).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_in: Option<ScaleIn>,
 
@@ -313,8 +314,10 @@ fn default_max_unavailable() -> IntOrString {
 #[serde(rename_all = "camelCase")]
 pub struct ScaleIn {
     /// How long to wait for a draining node's jobs to finish before deleting its pod anyway
-    /// (the jobs are then requeued or fail), at most 8760h (a year). Unset: wait as long as it
-    /// takes.
+    /// (the jobs are then requeued or fail), at most 8760h (a year): for a scale-in, and also
+    /// for a rolling update's replacement and the set's deletion, so that a job that never ends
+    /// holds none of them up for ever (Warning `DrainTimeoutExceeded` names which). Unset: wait
+    /// as long as it takes.
     // The bound is what keeps a duration that overflows (`9999999999999999999h` matches the
     // duration pattern) from being stored: the operator could not read it, and one such SlurmNodeSet
     // would stop every SlurmNodeSet from being reconciled.

@@ -58,7 +58,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use self::plan::{Action, Confirm, DeleteWhy, Input, SlurmView, ViewState};
+use self::plan::{Action, Confirm, DeleteWhy, Input, Leaving, SlurmView, ViewState};
 use super::Context;
 use super::kit::{self, Backoffs, Notice};
 use crate::crd::FIELD_MANAGER;
@@ -955,17 +955,7 @@ async fn act(
                 }
             }
             info!(pod = %name, ?why, "deleted pod");
-            let notice = match why {
-                DeleteWhy::ScaleIn => Notice::normal("NodeRemoved", format!("node {name} drained; pod deleted (scale-in)")),
-                DeleteWhy::SetDeleted => Notice::normal("NodeRemoved", format!("node {name} drained; pod deleted (SlurmNodeSet deleted)")),
-                DeleteWhy::Update => Notice::normal("NodeReplaced", format!("node {name} drained; pod deleted for the new template")),
-                DeleteWhy::Finished => Notice::normal("PodReplaced", format!("pod {name} ended; replacing it")),
-                DeleteWhy::DrainTimeout => Notice::warning(
-                    "DrainTimeoutExceeded",
-                    format!("node {name} still ran jobs when scaleIn.drainTimeout ran out; pod deleted anyway"),
-                ),
-            };
-            kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, notice).await;
+            kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, delete_notice(name, *why)).await;
             Ok(SlurmOutcome::Done)
         }
         Action::Drain { node, .. } | Action::Resume { node } | Action::DeleteNodeRecord { node } => {
@@ -1016,6 +1006,41 @@ async fn act(
                 .await
                 .map(|_| SlurmOutcome::Done)
                 .or_else(|e| ignore_not_found(e, pod))
+        }
+    }
+}
+
+/// The Event of pod `name`'s delete: why it went.
+pub fn delete_notice(name: &str, why: DeleteWhy) -> Notice {
+    match why {
+        DeleteWhy::ScaleIn => Notice::normal(
+            "NodeRemoved",
+            format!("node {name} drained; pod deleted (scale-in)"),
+        ),
+        DeleteWhy::SetDeleted => Notice::normal(
+            "NodeRemoved",
+            format!("node {name} drained; pod deleted (SlurmNodeSet deleted)"),
+        ),
+        DeleteWhy::Update => Notice::normal(
+            "NodeReplaced",
+            format!("node {name} drained; pod deleted for the new template"),
+        ),
+        DeleteWhy::Finished => {
+            Notice::normal("PodReplaced", format!("pod {name} ended; replacing it"))
+        }
+        DeleteWhy::DrainTimeout(leaving) => {
+            let cause = match leaving {
+                Leaving::ScaleIn => "a scale-in",
+                Leaving::Update => "a rolling update",
+                Leaving::SetDeleted => "the SlurmNodeSet's deletion",
+            };
+            Notice::warning(
+                "DrainTimeoutExceeded",
+                format!(
+                    "the drain of node {name} for {cause} had not ended when \
+                     scaleIn.drainTimeout ran out; pod deleted anyway (jobs still on it end)"
+                ),
+            )
         }
     }
 }

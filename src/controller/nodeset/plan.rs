@@ -7,9 +7,11 @@
 //! shows its node drained — DRAIN set and neither ALLOCATED, MIXED nor COMPLETING, and no running
 //! job in the index — or absent from that list; and slurmctld, asked by the driver just before
 //! the delete, still says so ([`Confirm`]: the view may predate a resume and a new job, or a
-//! slurmd's registration). Any doubt (no client, stale index, poller down) means wait. Two exceptions, both safe or explicitly asked for: a pod that was never scheduled
-//! (slurmd never ran), and a drain that `scaleIn.drainTimeout` says has lasted long enough (the
-//! user accepted that its jobs are killed; the drain itself must have been ours and recorded).
+//! slurmd's registration). Any doubt (no client, stale index, poller down) means wait. Two
+//! exceptions, both safe or explicitly asked for: a pod that was never scheduled (slurmd never
+//! ran), and a drain that `scaleIn.drainTimeout` says has lasted long enough, whether for a
+//! scale-in, a rolling update or the set's deletion (the user accepted that its jobs are
+//! killed; the drain itself must have been ours and recorded).
 //!
 //! **Node ownership.** The set acts only on dynamic nodes whose owner record (`extra`, parsed
 //! into [`Node::owner`]) names this set ([`Input::owner`]): a static node, or a node of another
@@ -235,10 +237,30 @@ pub enum DeleteWhy {
     Update,
     /// The pod failed or completed: it is replaced.
     Finished,
-    /// `scaleIn.drainTimeout` ran out while jobs still ran.
-    DrainTimeout,
+    /// `scaleIn.drainTimeout` ran out before the node of a pod leaving for this reason was
+    /// drained: a never-ending job holds up neither a scale-in, an update nor a deletion.
+    DrainTimeout(Leaving),
     /// The set is being deleted; its node is drained (or never registered).
     SetDeleted,
+}
+
+/// Why a pod leaves through a drain of its node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leaving {
+    ScaleIn,
+    Update,
+    SetDeleted,
+}
+
+impl Leaving {
+    /// The delete once the node is drained.
+    pub fn drained(self) -> DeleteWhy {
+        match self {
+            Self::ScaleIn => DeleteWhy::ScaleIn,
+            Self::Update => DeleteWhy::Update,
+            Self::SetDeleted => DeleteWhy::SetDeleted,
+        }
+    }
 }
 
 /// What slurmctld, asked by the driver just before a pod's delete, must still show for the
@@ -623,11 +645,11 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
     // Leaving pods: drain, then delete once drained.
     for pod in &active {
         let why = if victims.contains(pod.name.as_str()) && input.deleting {
-            Some((WHY_DELETED, DeleteWhy::SetDeleted))
+            Some((WHY_DELETED, Leaving::SetDeleted))
         } else if victims.contains(pod.name.as_str()) {
-            Some((WHY_SCALE_IN, DeleteWhy::ScaleIn))
+            Some((WHY_SCALE_IN, Leaving::ScaleIn))
         } else if updating.contains(pod.name.as_str()) {
-            Some((WHY_UPDATE, DeleteWhy::Update))
+            Some((WHY_UPDATE, Leaving::Update))
         } else {
             None
         };
@@ -639,11 +661,11 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
                     why: WAIT_CONFLICT,
                 })
             }
-            Some((reason, delete_why)) => leave(
+            Some((reason, leaving)) => leave(
                 &mut plan,
                 pod,
                 reason,
-                delete_why,
+                leaving,
                 view,
                 input.drain_timeout,
                 now,
@@ -749,11 +771,12 @@ fn leave(
     plan: &mut NodeSetPlan,
     pod: &PodView,
     why: &str,
-    delete_why: DeleteWhy,
+    leaving: Leaving,
     view: Option<&ClusterState>,
     drain_timeout: Option<std::time::Duration>,
     now: DateTime<Utc>,
 ) {
+    let delete_why = leaving.drained();
     let delete_if = |plan: &mut NodeSetPlan, why, confirm| {
         plan.actions.push(Action::DeletePod {
             name: pod.name.clone(),
@@ -773,7 +796,7 @@ fn leave(
     };
     let Some(state) = view else {
         if timed_out {
-            return delete(plan, DeleteWhy::DrainTimeout);
+            return delete(plan, DeleteWhy::DrainTimeout(leaving));
         }
         plan.waiting.push(Waiting {
             pod: pod.name.clone(),
@@ -815,7 +838,7 @@ fn leave(
                 });
             }
             if timed_out && owner == DrainOwner::Us {
-                delete(plan, DeleteWhy::DrainTimeout);
+                delete(plan, DeleteWhy::DrainTimeout(leaving));
             } else {
                 let why = if owner == DrainOwner::Us {
                     WAIT_JOBS

@@ -723,13 +723,10 @@ fn a_delete_because_drained_is_confirmed_by_slurm_first() {
         &UpdateStrategy::default(),
         timeout,
     ));
-    assert!(matches!(
-        forced.as_slice(),
-        [Action::DeletePod {
-            confirm: Confirm::Nothing,
-            ..
-        }]
-    ));
+    assert_eq!(
+        forced,
+        [delete("ns-1", DeleteWhy::DrainTimeout(Leaving::ScaleIn))]
+    );
     assert!(!forced[0].calls_slurm());
 }
 
@@ -748,7 +745,7 @@ fn drain_timeout_forces_only_our_recorded_drain() {
     p[1].drain_started = Some(t(-61));
     assert_eq!(
         structural(&run_with(1, &p, Some(&st), &strategy, timeout)),
-        [delete("ns-1", DeleteWhy::DrainTimeout)]
+        [delete("ns-1", DeleteWhy::DrainTimeout(Leaving::ScaleIn))]
     );
     // Absent timeout: wait forever.
     assert!(structural(&run_with(1, &p, Some(&st), &strategy, None)).is_empty());
@@ -761,6 +758,43 @@ fn drain_timeout_forces_only_our_recorded_drain() {
         &[("ns-1", 1, None)],
     );
     assert!(structural(&run_with(1, &p, Some(&st), &strategy, timeout)).is_empty());
+}
+
+/// `scaleIn.drainTimeout` bounds the drain of a rolling update and of a deletion too (a job
+/// that never ends must not hold the new template back for ever), and the delete says which.
+#[test]
+fn drain_timeout_bounds_an_update_and_a_deletion_too() {
+    let ours = Some("slurm-operator: rolling update");
+    let st = state(
+        vec![idle("ns-0"), node("ns-1", &["ALLOCATED", "DRAIN"], ours)],
+        &[("ns-1", 1, None)],
+    );
+    let mut p = pods(2);
+    p[1].template_hash = Some("h0".into());
+    p[1].drain_started = Some(t(-61));
+    let timeout = Some(std::time::Duration::from_secs(60));
+    let strategy = UpdateStrategy::default();
+    assert!(
+        structural(&run_with(2, &p, Some(&st), &strategy, None)).is_empty(),
+        "without a timeout the update waits"
+    );
+    assert_eq!(
+        structural(&run_with(2, &p, Some(&st), &strategy, timeout)),
+        [delete("ns-1", DeleteWhy::DrainTimeout(Leaving::Update))]
+    );
+    let only = state(
+        vec![node("ns-1", &["ALLOCATED", "DRAIN"], ours)],
+        &[("ns-1", 1, None)],
+    );
+    let deleting = plan(&Input {
+        drain_timeout: timeout,
+        deleting: true,
+        ..input(2, &p[1..], Some(&only))
+    });
+    assert_eq!(
+        structural(&deleting),
+        [delete("ns-1", DeleteWhy::DrainTimeout(Leaving::SetDeleted))]
+    );
 }
 
 #[test]

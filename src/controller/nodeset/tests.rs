@@ -1686,3 +1686,25 @@ async fn a_pod_whose_node_the_view_shows_drained_goes_only_once_slurm_says_so_to
     reconcile(Arc::new(nodeset(1)), ctx).await.unwrap();
     scenario.await.unwrap();
 }
+
+/// The Warning of a delete at `scaleIn.drainTimeout` names what the node was drained for: a
+/// scale-in, a rolling update or the set's deletion (not "scaleIn" for all three).
+#[test]
+fn a_drain_timeout_warning_names_the_real_cause() {
+    for (leaving, cause) in [
+        (plan::Leaving::ScaleIn, "for a scale-in"),
+        (plan::Leaving::Update, "for a rolling update"),
+        (plan::Leaving::SetDeleted, "for the SlurmNodeSet's deletion"),
+    ] {
+        let notice = delete_notice("cpu-x-1", DeleteWhy::DrainTimeout(leaving));
+        assert!(notice.warning, "{notice:?}");
+        assert_eq!(notice.reason, "DrainTimeoutExceeded");
+        assert_eq!(
+            notice.note,
+            format!(
+                "the drain of node cpu-x-1 {cause} had not ended when scaleIn.drainTimeout ran \
+                 out; pod deleted anyway (jobs still on it end)"
+            )
+        );
+    }
+}
