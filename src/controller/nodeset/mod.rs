@@ -24,9 +24,11 @@
 //! Deletion, behind the `slurm.rs/cleanup` finalizer ([`cleanup`]): the set leaves as a scale-in
 //! to 0 does (each node drained, its pod deleted once drained or at `scaleIn.drainTimeout`),
 //! then its node records are removed from Slurm, and the finalizer goes when the plan finds
-//! nothing of the set left ([`plan::NodeSetPlan::remaining`]). It goes at once, touching
-//! nothing, when the set is not admitted (no SlurmCluster, namespace not allowed) or is deleted
-//! with `--cascade=orphan`; and at the deletion deadline (`--deletion-deadline`) with a Warning
+//! nothing of the set left ([`plan::NodeSetPlan::remaining`]). It goes at once, draining
+//! nothing, when the set is not admitted (no SlurmCluster, namespace not allowed: its pods then
+//! go by garbage collection at once, ending their jobs) or is deleted with `--cascade=orphan`
+//! (its pods stay, and no set adopts them: a pod without the set's controller reference only
+//! holds its ordinal); and at the deletion deadline (`--deletion-deadline`) with a Warning
 //! naming what is left (the pods then go by garbage collection, ending their jobs).
 //!
 //! Triggers: the SlurmNodeSet (generation only, so `kubectl scale`, template edits and the
