@@ -701,9 +701,9 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
     });
 
     // 4. Actions. Drains, resumes, node deletions and deletes of pods whose node the view had
-    // drained or had not (each read again first) call slurmrestd: they take one of the connection's request slots, or the whole round
-    // waits for one without acting (a cluster whose requests hang delays only its own sets,
-    // and no pod action runs ahead of its node's).
+    // drained or had not (each read again first) call slurmrestd: they take one of the
+    // connection's request slots, or the whole round waits for one without acting (a cluster
+    // whose requests hang delays only its own sets, and no pod action runs ahead of its node's).
     let _io = match (&handle, plan.actions.iter().any(Action::calls_slurm)) {
         (Some(handle), true) => Some(
             handle
