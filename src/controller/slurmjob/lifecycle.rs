@@ -99,6 +99,9 @@ pub fn start_new_run(status: &SlurmJobStatus) -> SlurmJobStatus {
 pub struct Dependee {
     pub cluster_name: String,
     pub job_id: Option<i64>,
+    /// Its job is `Lost`: how it ended is unknown, and slurmctld may have given its id to
+    /// another job since (that is one way a job reads as lost), another team's maybe.
+    pub lost: bool,
 }
 
 impl Dependee {
@@ -106,6 +109,15 @@ impl Dependee {
         Self {
             cluster_name: cluster_name.into(),
             job_id,
+            lost: false,
+        }
+    }
+
+    /// The SlurmJob's phase: whether its job is lost.
+    pub fn in_phase(self, phase: Option<Phase>) -> Self {
+        Self {
+            lost: phase == Some(Phase::Lost),
+            ..self
         }
     }
 }
@@ -120,6 +132,9 @@ pub enum DependencyWait {
     OtherCluster(Vec<(String, String)>),
     /// These exist but have no Slurm job id yet.
     NotSubmitted(Vec<String>),
+    /// These SlurmJobs' jobs are lost: their ids are never handed to Slurm (they may name
+    /// another job now); an edit that runs them again gives them a new one.
+    Lost(Vec<String>),
 }
 
 /// Turn `dependsOn` into Slurm job ids, looking each SlurmJob up by name ([`Dependee`], `None`
@@ -133,6 +148,7 @@ pub fn resolve_dependencies(
     let mut missing = Vec::new();
     let mut elsewhere = Vec::new();
     let mut not_submitted = Vec::new();
+    let mut lost = Vec::new();
     for dep in depends_on {
         match lookup(&dep.name) {
             None => missing.push(dep.name.clone()),
@@ -140,6 +156,7 @@ pub fn resolve_dependencies(
                 elsewhere.push((dep.name.clone(), found.cluster_name));
             }
             Some(Dependee { job_id: None, .. }) => not_submitted.push(dep.name.clone()),
+            Some(Dependee { lost: true, .. }) => lost.push(dep.name.clone()),
             Some(Dependee {
                 job_id: Some(job_id),
                 ..
@@ -157,6 +174,9 @@ pub fn resolve_dependencies(
     }
     if !not_submitted.is_empty() {
         return Err(DependencyWait::NotSubmitted(not_submitted));
+    }
+    if !lost.is_empty() {
+        return Err(DependencyWait::Lost(lost));
     }
     Ok(resolved)
 }
@@ -378,5 +398,17 @@ mod tests {
             Err(DependencyWait::Missing(vec!["a".into(), "b".into()]))
         );
         assert_eq!(resolve_dependencies(&[], "c", |_| None), Ok(vec![]));
+        // A lost job's id may name another job now: never handed to Slurm.
+        let one_lost = |name: &str| {
+            Some(Dependee::new("c", Some(10)).in_phase(Some(if name == "b" {
+                Phase::Lost
+            } else {
+                Phase::Completed
+            })))
+        };
+        assert_eq!(
+            resolve_dependencies(&deps, "c", one_lost),
+            Err(DependencyWait::Lost(vec!["b".into()]))
+        );
     }
 }

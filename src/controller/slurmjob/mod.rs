@@ -506,7 +506,7 @@ async fn apply(
     let lookup = |dep: &str| {
         data.jobs
             .get(&ObjectRef::new(dep).within(namespace))
-            .map(|d| lifecycle::Dependee::new(d.cluster_name(), d.job_id()))
+            .map(|d| lifecycle::Dependee::new(d.cluster_name(), d.job_id()).in_phase(d.phase()))
     };
     // The cached object holds no script (`CachedSlurmJob`): read the whole spec right before a
     // submit, unless this reconcile has it already.

@@ -188,6 +188,12 @@ pub fn submit(
                     "waiting for SlurmJobs to be submitted: {}",
                     names.join(", ")
                 ),
+                DependencyWait::Lost(names) => format!(
+                    "dependsOn names SlurmJobs whose Slurm job is lost: {}; how it ended is not \
+                     known and its id may name another job now, so it is not depended on: edit \
+                     them to run again (a new job), or edit dependsOn",
+                    names.join(", ")
+                ),
             };
             return SubmitPlan::Wait {
                 reason: "WaitingForDependencies",

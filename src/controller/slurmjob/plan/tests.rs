@@ -708,6 +708,7 @@ fn the_submit_decision() {
     let submitted = |_: &str| Some(Dependee::new("local", Some(5)));
     let missing = |_: &str| None;
     let unsubmitted = |_: &str| Some(Dependee::new("local", None));
+    let lost = |_: &str| Some(Dependee::new("local", Some(5)).in_phase(Some(Phase::Lost)));
     let elsewhere = |_: &str| Some(Dependee::new("other", Some(5)));
     let unread = Unreadable {
         reason: "DecodeError",
@@ -843,6 +844,15 @@ fn the_submit_decision() {
             facts(&depends),
             &unsubmitted,
             Expect::Wait("WaitingForDependencies", "to be submitted: prep"),
+        ),
+        (
+            "a dependency whose job is lost: wait, its job id is not sent",
+            facts(&depends),
+            &lost,
+            Expect::Wait(
+                "WaitingForDependencies",
+                "whose Slurm job is lost: prep; how it ended is not known",
+            ),
         ),
         (
             "a dependency on another cluster: wait, its job id is not sent",
