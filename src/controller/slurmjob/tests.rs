@@ -985,6 +985,18 @@ fn trusted_index(ctx: &Context, jobs: Vec<crate::slurm::types::Job>) -> ClusterS
     }
 }
 
+/// SlurmCluster `local` connected (to nothing: a request to it fails) with a trusted index
+/// that holds no job.
+fn register_trusted_empty(ctx: &Context) -> tokio::sync::watch::Sender<Arc<ClusterState>> {
+    crate::controller::test_support::register_with_index(
+        ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(ctx, vec![]),
+    )
+}
+
 fn uid_of(job: &SlurmJob) -> String {
     job.metadata.uid.clone().unwrap()
 }
@@ -1776,13 +1788,7 @@ async fn the_output_pod_is_told_when_its_job_ends() {
 #[tokio::test]
 async fn a_namespace_not_cached_yet_is_not_taken_for_one_without_labels() {
     let (ctx, mut api) = Context::test();
-    let _index = crate::controller::test_support::register_with_index(
-        &ctx,
-        NS,
-        "local",
-        UNREACHABLE,
-        trusted_index(&ctx, vec![]),
-    );
+    let _index = register_trusted_empty(&ctx);
     let data = data_with_access(
         ctx,
         json!([{
@@ -1838,13 +1844,7 @@ async fn a_namespace_not_cached_yet_is_not_taken_for_one_without_labels() {
 #[tokio::test]
 async fn a_namespace_without_access_is_told_and_nothing_is_submitted() {
     let (ctx, mut api) = Context::test();
-    let _index = crate::controller::test_support::register_with_index(
-        &ctx,
-        NS,
-        "local",
-        UNREACHABLE,
-        trusted_index(&ctx, vec![]),
-    );
+    let _index = register_trusted_empty(&ctx);
     let data = data_with_access(
         ctx,
         json!([{"namespaces": ["team-a"], "slurmUser": "alice"}]),
@@ -1897,13 +1897,7 @@ async fn a_namespace_without_access_is_told_and_nothing_is_submitted() {
 #[tokio::test]
 async fn a_deleting_cluster_takes_no_new_submit() {
     let (ctx, mut api) = Context::test();
-    let _index = crate::controller::test_support::register_with_index(
-        &ctx,
-        NS,
-        "local",
-        UNREACHABLE,
-        trusted_index(&ctx, vec![]),
-    );
+    let _index = register_trusted_empty(&ctx);
     let user = local_slurm().map_or_else(|| "slurm".to_owned(), |s| s["SLURM_USER"].clone());
     let mut local: SlurmCluster = serde_json::from_value(json!({
         "apiVersion": "slurm.rs/v1alpha1",

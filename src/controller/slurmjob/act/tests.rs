@@ -60,6 +60,33 @@ impl World {
 /// Never reached: a step that would call it fails.
 const UNREACHABLE: &str = "http://127.0.0.1:1";
 
+/// The plainest spec: `true` on cluster `local`.
+fn true_spec() -> SlurmJobSpec {
+    serde_json::from_value(serde_json::json!({
+        "clusterName": "local",
+        "script": "#!/bin/sh\ntrue\n",
+    }))
+    .unwrap()
+}
+
+/// SlurmJob `name` (uid `u`) at `generation`, whose status follows a job.
+fn following<'a>(
+    name: &'a str,
+    generation: i64,
+    spec: &'a SlurmJobSpec,
+    status: &'a SlurmJobStatus,
+) -> Target<'a> {
+    Target {
+        name,
+        uid: "u",
+        generation,
+        spec,
+        status: Some(status),
+        created: None,
+        refusal: None,
+    }
+}
+
 /// A SlurmJob stored with itself in `dependsOn` (before admission refused that) is an
 /// unsubmittable spec that waits for an edit, not a `WaitingForDependencies` retried forever
 /// on a dependency that can never be submitted. Nothing is sent to slurmrestd.
@@ -435,11 +462,7 @@ async fn a_job_whose_record_cannot_be_read_is_stalled_until_it_can() {
 /// nodes or its exit code, and no Event of its end.
 #[tokio::test]
 async fn a_submit_mirrors_no_record_of_another_slurmjob_under_its_id() {
-    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
-        "clusterName": "local",
-        "script": "#!/bin/sh\ntrue\n",
-    }))
-    .unwrap();
+    let spec = true_spec();
     let mut world = World::new(UNREACHABLE);
     world.submissions.record(&OwnerTag::new("v", 1), 9);
     let mut theirs = Job::bare().with_comment(world.key.comment(&OwnerTag::new("other", 1), "bob"));
@@ -496,11 +519,7 @@ async fn a_submit_without_an_answer_is_not_sent_again_before_a_listing_past_it()
     let credentials =
         crate::slurm::Credentials::minted(vec![1; 32], "alice", Duration::from_secs(60)).unwrap();
     world.client = SlurmClient::new(config, Arc::new(credentials)).unwrap();
-    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
-        "clusterName": "local",
-        "script": "#!/bin/sh\ntrue\n",
-    }))
-    .unwrap();
+    let spec = true_spec();
     let at = |s| DateTime::from_timestamp(s, 0).unwrap();
     let target = Target {
         name: "train",
@@ -589,11 +608,7 @@ async fn an_edit_is_not_sent_as_a_user_the_namespace_is_no_longer_granted() {
         ..Job::bare().with_comment(comment)
     };
     world.index.jobs = Arc::new(BTreeMap::from([(7, pending)]).into());
-    let submitted: SlurmJobSpec = serde_json::from_value(serde_json::json!({
-        "clusterName": "local",
-        "script": "#!/bin/sh\ntrue\n",
-    }))
-    .unwrap();
+    let submitted = true_spec();
     let edited = SlurmJobSpec {
         time_limit: Some(serde_json::from_value(serde_json::json!("2h")).unwrap()),
         ..submitted.clone()
@@ -606,15 +621,7 @@ async fn an_edit_is_not_sent_as_a_user_the_namespace_is_no_longer_granted() {
         submitted_spec_hash: Some(crate::controller::slurmjob::edit::spec_hash(&submitted)),
         ..Default::default()
     };
-    let target = Target {
-        name: "train",
-        uid: "u",
-        generation: 2,
-        spec: &edited,
-        status: Some(&status),
-        created: None,
-        refusal: None,
-    };
+    let target = following("train", 2, &edited, &status);
     let env = Env {
         job_user: Some("bob"),
         ..world.env(DateTime::from_timestamp(200, 0).unwrap())
@@ -669,20 +676,8 @@ async fn a_comment_less_accounting_record_is_the_jobs_only_for_its_granted_user(
         tracked_since: status::time(DateTime::from_timestamp(submitted, 0)),
         ..Default::default()
     };
-    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
-        "clusterName": "local",
-        "script": "#!/bin/sh\ntrue\n",
-    }))
-    .unwrap();
-    let target = Target {
-        name: "plainname",
-        uid: "u",
-        generation: 1,
-        spec: &spec,
-        status: Some(&status),
-        created: None,
-        refusal: None,
-    };
+    let spec = true_spec();
+    let target = following("plainname", 1, &spec, &status);
     let now = DateTime::from_timestamp(submitted + 70, 0).unwrap();
     let phase = |user| {
         let env = Env {
@@ -719,20 +714,8 @@ async fn a_job_above_the_probed_ids_is_looked_at_again_until_a_full_listing() {
         tracked_since: status::time(Some(at(1000))),
         ..Default::default()
     };
-    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
-        "clusterName": "local",
-        "script": "#!/bin/sh\ntrue\n",
-    }))
-    .unwrap();
-    let target = Target {
-        name: "purged",
-        uid: "u",
-        generation: 1,
-        spec: &spec,
-        status: Some(&status),
-        created: None,
-        refusal: None,
-    };
+    let spec = true_spec();
+    let target = following("purged", 1, &spec, &status);
     let waiting = step(target, world.env(at(2001)), |_| None).await.unwrap();
     assert_eq!(waiting.status.phase, Phase::Running);
     assert_eq!(waiting.retry, Some(WAIT_RETRY));
