@@ -279,6 +279,23 @@ fn first_message(errors: &[ApiError]) -> String {
 }
 
 impl SlurmError {
+    /// Whether a request that failed this way may have been carried out all the same: no answer
+    /// came (a timeout, a connection lost after it was made), or one that cannot be read, or
+    /// slurmrestd lost its own call to slurmctld. A connection never made, a refusal of Slurm's,
+    /// an authentication or configuration error: nothing was done.
+    pub fn outcome_unknown(&self) -> bool {
+        match self {
+            Self::Unreachable { source, .. } => source.as_ref().is_none_or(|e| !e.is_connect()),
+            Self::Timeout { .. }
+            | Self::ControllerNotResponding { .. }
+            | Self::Decode { .. }
+            | Self::ResponseTooLarge { .. }
+            | Self::TooManyElements { .. } => true,
+            Self::UnexpectedStatus { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
     /// Whether trying again later can succeed without anyone changing anything: network trouble,
     /// timeouts, a server error without a Slurm error number.
     pub fn is_transient(&self) -> bool {
@@ -708,5 +725,63 @@ mod tests {
             }
             .is_transient()
         );
+    }
+
+    /// What may have been carried out although it failed: no answer, or none that can be read,
+    /// or slurmctld's own answer lost; never a refusal, a limit or a request not sent.
+    #[test]
+    fn outcome_unknown_classification() {
+        let unexpected = |status| SlurmError::UnexpectedStatus {
+            operation: "op",
+            status,
+            body: String::new(),
+        };
+        let unknown = [
+            SlurmError::Timeout {
+                operation: "post_job_submit",
+                timeout: std::time::Duration::from_secs(30),
+            },
+            SlurmError::Unreachable {
+                endpoint: "http://x".into(),
+                detail: "connection reset".into(),
+                source: None,
+            },
+            SlurmError::Decode {
+                operation: "post_job_submit",
+                detail: "EOF".into(),
+            },
+            classify(
+                "post_job_submit",
+                500,
+                Subject::None,
+                vec![err(1800, "Unable to contact slurm controller")],
+            ),
+            unexpected(502),
+        ];
+        for error in unknown {
+            assert!(error.outcome_unknown(), "{error}");
+        }
+        let known = [
+            classify(
+                "post_job_submit",
+                500,
+                Subject::None,
+                vec![err(
+                    2050,
+                    "Job violates accounting/QOS policy (MaxSubmitJobs)",
+                )],
+            ),
+            SlurmError::Unauthorized {
+                status: 401,
+                detail: String::new(),
+            },
+            unexpected(404),
+            SlurmError::InvalidPartition {
+                message: String::new(),
+            },
+        ];
+        for error in known {
+            assert!(!error.outcome_unknown(), "{error}");
+        }
     }
 }

@@ -825,7 +825,7 @@ where
                 }
                 // No answer that says whether a job was made: the next step waits for a
                 // listing past it before it submits again (`plan::past_doubt`).
-                Err(error) => {
+                Err(error) if error.outcome_unknown() => {
                     let doubt = Doubt {
                         since: Utc::now(),
                         error: format!(
@@ -837,6 +837,8 @@ where
                     env.submissions.record_doubt(&tag, doubt);
                     return Err(error.into());
                 }
+                // Nothing was made (a limit such as MaxSubmitJobs, credentials): retried.
+                Err(error) => return Err(error.into()),
             }
         }
     };
@@ -868,7 +870,11 @@ where
     let adopted = matches!(outcome, Outcome::Adopted { .. });
     match outcome {
         Outcome::Submitted { .. } => env.state.submitted(job_id),
-        Outcome::Adopted { .. } => env.state.want(job_id),
+        Outcome::Adopted { .. } => {
+            // A submit in doubt made it: nothing is in doubt any more.
+            env.submissions.clear_doubt(&tag);
+            env.state.want(job_id);
+        }
     }
     // Only records of this SlurmJob's: an index not yet past a slurmctld state loss may still
     // hold another job's record under the id the submit just returned.
@@ -970,9 +976,12 @@ pub async fn follow_or_account(
         // step comes back by itself. A fresh submit beyond the listings is the poller's to report.
         // Nor does it report one above the ids the incremental cycles probe (purged while the
         // operator was away): the next listing of every job speaks for it.
+        // (One submitted and not read yet is unresolved: the poller reports it.)
         let retry = (missing
             && !next.phase.is_terminal()
-            && (plan::resolved(env.state, job_id) || plan::gone(env.state, &next)))
+            && (plan::resolved(env.state, job_id)
+                || (plan::gone(env.state, &next)
+                    && u32::try_from(job_id).is_ok_and(|id| !env.state.unresolved.contains(&id)))))
         .then_some(WAIT_RETRY);
         return (next, retry);
     }

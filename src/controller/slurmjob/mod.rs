@@ -415,14 +415,15 @@ async fn apply(
     let mut submitter = None;
     let mut edit_refusal = None;
     let mut job_user = None;
+    // A job followed: whose accounting records without a comment are its own. The namespace
+    // not cached yet matters only to a step that asks accounting (below).
+    let mut user_unknown = None;
     let decision = lifecycle::decide(generation, job.status.as_ref());
     if matches!(decision, lifecycle::Decision::Follow { .. }) {
-        // Only for accounting's records without a comment: a namespace not granted (or not
-        // cached) now takes none of them for its job's.
-        job_user = grant(job, namespace, data)
-            .ok()
-            .and_then(Result::ok)
-            .map(|grant| grant.slurm_user);
+        match granted_user(job, namespace, data) {
+            Ok(user) => job_user = user,
+            Err(error) => user_unknown = Some(error),
+        }
     }
     if matches!(decision, lifecycle::Decision::Edit { .. }) {
         match grant(job, namespace, data)? {
@@ -495,7 +496,11 @@ async fn apply(
     // only (not for the Kubernetes writes after it), waiting a moment for one; else it requeues
     // without holding one of this controller's reconcile slots (a cluster whose requests hang
     // delays only its own SlurmJobs). A step that only mirrors the index takes none.
-    let io = if act::may_call_slurm(target, env) {
+    let may_call_slurm = act::may_call_slurm(target, env);
+    if let (Some(error), true) = (user_unknown, may_call_slurm) {
+        return Err(error);
+    }
+    let io = if may_call_slurm {
         match handle.io_within(IO_WAIT).await {
             Some(slot) => Some(slot),
             None => return Err(data.busy(&handle, job)),
@@ -531,12 +536,17 @@ async fn apply(
                 Notice::warning(
                     "SubmitFailed",
                     format!(
-                        "submitting to SlurmCluster {} failed ({}): {}; it is not retried blindly — \
-                         the next attempt waits for a listing of the cluster's jobs that began \
-                         after this failure, and adopts the job by its tag if Slurm made it",
+                        "submitting to SlurmCluster {} failed ({}): {}; {}",
                         job.spec.cluster_name,
                         error.category(),
-                        Chain(&error)
+                        Chain(&error),
+                        if error.outcome_unknown() {
+                            "Slurm may have made the job all the same: the next attempt waits \
+                             for a listing of the cluster's jobs that began after this failure, \
+                             and adopts the job by its tag if it is there"
+                        } else {
+                            "no job was made: it is tried again with a growing delay"
+                        }
                     ),
                 ),
             )
@@ -647,21 +657,7 @@ fn grant(
             ),
         }));
     }
-    let labels = match data.namespaces.get(&ObjectRef::new(namespace)) {
-        Some(ns) => ns.metadata.labels.clone().unwrap_or_default(),
-        // Unknown labels are not no labels: a selector on an absent label (`NotIn`,
-        // `DoesNotExist`) would grant the namespace, or skip an earlier entry that grants it
-        // by label. Names alone decide only where no entry has a selector.
-        None if cluster
-            .spec
-            .access
-            .iter()
-            .any(|entry| entry.namespace_selector.is_some()) =>
-        {
-            return Err(Error::NamespaceNotCached(namespace.to_owned()));
-        }
-        None => std::collections::BTreeMap::new(),
-    };
+    let labels = namespace_labels(&cluster, namespace, data)?;
     Ok(access::check(
         &cluster,
         cluster_name,
@@ -669,6 +665,47 @@ fn grant(
         &labels,
         &job.spec,
     ))
+}
+
+/// The Slurm user the access entry that grants `job`'s namespace names (its account,
+/// partition and QoS aside): whose accounting records are its jobs' (`Env::job_user`). `None`:
+/// no entry grants it, or the SlurmCluster is not cached.
+fn granted_user(
+    job: &SlurmJob,
+    namespace: &str,
+    data: &JobContext,
+) -> Result<Option<String>, Error> {
+    let Some(cluster) = data
+        .slurm_clusters
+        .get(&ObjectRef::new(&job.spec.cluster_name))
+    else {
+        return Ok(None);
+    };
+    let labels = namespace_labels(&cluster, namespace, data)?;
+    Ok(access::entry(&cluster, namespace, &labels).map(|entry| entry.slurm_user.clone()))
+}
+
+/// `namespace`'s labels from the cache, for `cluster`'s access entries. Unknown labels are not
+/// no labels: a selector on an absent label (`NotIn`, `DoesNotExist`) would grant the
+/// namespace, or skip an earlier entry that grants it by label. Names alone decide only where
+/// no entry has a selector.
+fn namespace_labels(
+    cluster: &SlurmCluster,
+    namespace: &str,
+    data: &JobContext,
+) -> Result<std::collections::BTreeMap<String, String>, Error> {
+    match data.namespaces.get(&ObjectRef::new(namespace)) {
+        Some(ns) => Ok(ns.metadata.labels.clone().unwrap_or_default()),
+        None if cluster
+            .spec
+            .access
+            .iter()
+            .any(|entry| entry.namespace_selector.is_some()) =>
+        {
+            Err(Error::NamespaceNotCached(namespace.to_owned()))
+        }
+        None => Ok(std::collections::BTreeMap::new()),
+    }
 }
 
 /// A SlurmJob its namespace's access does not allow: `Ready=False` and `Stalled=True` with the

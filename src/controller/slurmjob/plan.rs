@@ -702,8 +702,10 @@ impl Blocker {
             ),
             Self::IndexNotSynced => format!(
                 "a complete list of SlurmCluster {cluster:?}'s jobs, the only place that shows a \
-                 job whose submit answer was lost (slurmrestd has not answered since the \
-                 operator started, or since a submit of this SlurmJob failed)"
+                 job of this SlurmJob's whose submit answer was lost: none since the operator \
+                 started, or none of every job since a submit of this SlurmJob got no answer \
+                 (one is due within a minute while slurmrestd answers), or the jobs accounting \
+                 names under this SlurmJob's job name are not read yet"
             ),
             Self::CancelFailed {
                 job_id,

@@ -65,6 +65,14 @@ impl Submissions {
         map.insert(tag.clone(), Submitted::InDoubt(doubt));
     }
 
+    /// The submit of `tag` in doubt made the job that was adopted since.
+    pub fn clear_doubt(&self, tag: &OwnerTag) {
+        let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(map.get(tag), Some(Submitted::InDoubt(_))) {
+            map.remove(tag);
+        }
+    }
+
     /// The doubt about this process's last submit of `tag`, if its outcome is unknown.
     pub fn doubt(&self, tag: &OwnerTag) -> Option<Doubt> {
         let map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
@@ -224,8 +232,16 @@ mod tests {
         assert_eq!(submissions.get(&OwnerTag::new("a", 2)), Some(7));
         assert_eq!(submissions.doubt(&OwnerTag::new("a", 2)), None);
         assert_eq!(submissions.doubt_since("a"), Some(at(100)));
-        submissions.forget_uid("a");
+        submissions.clear_doubt(&OwnerTag::new("a", 2));
+        assert_eq!(
+            submissions.get(&OwnerTag::new("a", 2)),
+            Some(7),
+            "a job id stays"
+        );
+        submissions.clear_doubt(&OwnerTag::new("a", 1));
         assert_eq!(submissions.doubt_since("a"), None);
+        submissions.forget_uid("a");
+        assert_eq!(submissions.get(&OwnerTag::new("a", 2)), None);
         assert_eq!(submissions.doubt_since("ab"), Some(at(300)));
     }
 

@@ -1239,7 +1239,7 @@ async fn a_deletion_after_a_submit_in_doubt_waits_for_a_listing_past_it() {
     let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
     let (message, mut api) = server.await.unwrap();
     assert!(
-        message.contains("since a submit of this SlurmJob failed"),
+        message.contains("since a submit of this SlurmJob got no answer"),
         "{message}"
     );
     assert_eq!(error.category(), "DeletionBlocked");
@@ -1836,6 +1836,40 @@ async fn a_namespace_not_cached_yet_is_not_taken_for_one_without_labels() {
     let ready = condition::find(&status.conditions, status::READY).unwrap();
     assert_eq!(ready.reason, "NoAccess");
     assert!(data.submissions.is_empty(), "nothing submitted");
+}
+
+/// A followed job that left slurmctld unseen is looked up in accounting, whose records without
+/// a comment are its own only when they are the namespace's granted user's. With an access
+/// entry that selects by label and the namespace not cached yet, that user is unknown: the
+/// reconcile is retried (`NamespaceNotCached`) rather than ask accounting without a user and
+/// call the job lost for good.
+#[tokio::test]
+async fn a_lost_job_waits_for_its_namespace_to_know_whose_records_are_its() {
+    let (ctx, mut api) = Context::test();
+    let tracked = ctx.started_at - chrono::TimeDelta::seconds(10);
+    let _index = register_trusted_empty(&ctx);
+    let data = data_with_access(
+        ctx,
+        json!([{
+            "namespaceSelector": {"matchLabels": {"tier": "batch"}},
+            "slurmUser": "alice",
+        }]),
+    );
+    let mut job = finalized(slurm_job("gone", "#!/bin/sh\ntrue\n"));
+    job.status = Some(SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(4300),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        tracked_since: status::time(Some(tracked)),
+        ..Default::default()
+    });
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let error = reconcile(Arc::new(job), data).await.unwrap_err();
+    server.await.unwrap();
+    assert_eq!(error.category(), "NamespaceNotCached");
 }
 
 /// A namespace no access entry grants: `Ready=False/NoAccess` saying what to do, one Warning

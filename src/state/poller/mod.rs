@@ -249,6 +249,9 @@ struct Poller {
     /// A SlurmNodeSet's node changed state: the jobs on it may be other users' that the
     /// incremental cycles do not follow. The next job listing is full.
     full_now: bool,
+    /// When the latest listing of every job began, until a complete cycle publishes it
+    /// (`ClusterState::fully_listed_at`).
+    full_pending: Option<DateTime<Utc>>,
     /// The highest job id seen: incremental cycles probe above it.
     high_water: u32,
     /// Whether the first listing is done.
@@ -401,6 +404,7 @@ impl Poller {
             pending_cursor: 0,
             full_due: Instant::now() + tuning.full_every,
             full_now: true,
+            full_pending: None,
             high_water: 0,
             listed_once: false,
             has_accounting: None,
@@ -747,6 +751,8 @@ impl Poller {
 
     /// Ask for every job's state, beside the cycles ([`Listing`]).
     fn start_listing(&mut self) {
+        // Before the request can go out: a job submitted before it is in the listing.
+        let asked_at = Utc::now();
         let client = self.client.clone();
         let task = tokio::spawn(
             async move {
@@ -758,7 +764,7 @@ impl Poller {
         self.listing = Some(Listing {
             task: AbortOnDropHandle::new(task),
             started: Instant::now(),
-            asked_at: Utc::now(),
+            asked_at,
             seen: BTreeSet::new(),
         });
         // The next is due from when this one answers ([`Self::landed`]): a listing slower
@@ -970,6 +976,9 @@ impl Poller {
                 } = polled.jobs;
                 let full = matches!(spoken, Spoken::All);
                 let skipped = base.is_some();
+                if let Some(at) = fully_listed_at {
+                    self.full_pending = Some(self.full_pending.map_or(at, |p| p.max(at)));
+                }
                 // Moved, not copied: `apply` updates it in place.
                 let previous = base.unwrap_or_else(|| std::mem::take(&mut self.tracker));
                 if let Some(running) = &mut self.listing {
@@ -1071,9 +1080,12 @@ impl Poller {
                     } else {
                         old.jobs_listed_up_to
                     },
-                    fully_listed_at: match fully_listed_at {
-                        Some(at) if complete => Some(at),
-                        _ => old.fully_listed_at,
+                    // A listing's date waits for the first complete cycle from it on: that one
+                    // has resolved every job the listing brought in.
+                    fully_listed_at: if complete {
+                        self.full_pending.take().or(old.fully_listed_at)
+                    } else {
+                        old.fully_listed_at
                     },
                     skipped_before: self.skipped_before,
                     unresolved: if *old.unresolved == unresolved {

@@ -512,13 +512,7 @@ async fn a_submit_without_an_answer_is_not_sent_again_before_a_listing_past_it()
         .mount(&server)
         .await;
     let mut world = World::new(&server.uri());
-    let config = crate::slurm::ClientConfig::new(&server.uri())
-        .unwrap()
-        .allow_plaintext(true)
-        .with_api_version(Some(crate::slurm::ApiVersion::V0_0_42));
-    let credentials =
-        crate::slurm::Credentials::minted(vec![1; 32], "alice", Duration::from_secs(60)).unwrap();
-    world.client = SlurmClient::new(config, Arc::new(credentials)).unwrap();
+    world.client = minted(&server.uri());
     let spec = true_spec();
     let at = |s| DateTime::from_timestamp(s, 0).unwrap();
     let target = Target {
@@ -566,6 +560,36 @@ async fn a_submit_without_an_answer_is_not_sent_again_before_a_listing_past_it()
     assert_eq!(adopted.status.job_id, Some(9));
     let ready = condition::find(&adopted.status.conditions, READY).unwrap();
     assert_eq!(ready.reason, "Adopted", "{}", ready.message);
+    assert_eq!(world.submissions.doubt(&tag), None, "no doubt left");
+
+    // A submit refused before any job could be made (credentials Slurm does not take): no
+    // doubt, the next attempt need not wait.
+    let refusing = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
+        .respond_with(ResponseTemplate::new(401))
+        .expect(1)
+        .mount(&refusing)
+        .await;
+    world.client = minted(&refusing.uri());
+    world.submissions = Submissions::default();
+    world.index = state(Some(101), vec![]);
+    let error = step(target, world.env(at(200)), |_| None)
+        .await
+        .expect_err("refused");
+    assert_eq!(error.category(), "Unauthorized");
+    assert_eq!(world.submissions.doubt(&tag), None);
+}
+
+/// A client of `url` acting as Slurm user `alice` (minted tokens).
+fn minted(url: &str) -> SlurmClient {
+    let config = crate::slurm::ClientConfig::new(url)
+        .unwrap()
+        .allow_plaintext(true)
+        .with_api_version(Some(crate::slurm::ApiVersion::V0_0_42));
+    let credentials =
+        crate::slurm::Credentials::minted(vec![1; 32], "alice", Duration::from_secs(60)).unwrap();
+    SlurmClient::new(config, Arc::new(credentials)).unwrap()
 }
 
 /// An edit of a pending job whose namespace was mapped to another Slurm user since its submit
