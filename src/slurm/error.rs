@@ -25,6 +25,8 @@ pub mod errno {
     /// slurmrestd could not talk to slurmctld (`SLURMCTLD_COMMUNICATIONS_*`: connect, send,
     /// receive, shutdown, backoff). slurmrestd answers so only after its own MessageTimeout.
     pub const CONTROLLER_COMMUNICATION: std::ops::RangeInclusive<i64> = 1800..=1804;
+    /// slurmctld's own errors (`ESLURM_*`): it looked at the request and did not carry it out.
+    pub const SLURMCTLD_REFUSED: std::ops::RangeInclusive<i64> = 2000..=2999;
 
     /// Submit refusals about the job itself, which the same request always gets again: an
     /// impossible size, layout, time limit, account, QoS, GRES, licence, array or burst-buffer
@@ -281,18 +283,39 @@ fn first_message(errors: &[ApiError]) -> String {
 impl SlurmError {
     /// Whether a request that failed this way may have been carried out all the same: no answer
     /// came (a timeout, a connection lost after it was made), or one that cannot be read, or
-    /// slurmrestd lost its own call to slurmctld. A connection never made, a refusal of Slurm's,
-    /// an authentication or configuration error: nothing was done.
+    /// slurmrestd's exchange with slurmctld failed (a communication or protocol errno: slurmctld
+    /// may have acted and its reply been lost). Only what provably did nothing is `false`: a
+    /// connection never made, slurmctld's own refusal (`ESLURM_*`), slurmrestd refusing the
+    /// request or its credentials, a configuration error.
     pub fn outcome_unknown(&self) -> bool {
         match self {
             Self::Unreachable { source, .. } => source.as_ref().is_none_or(|e| !e.is_connect()),
-            Self::Timeout { .. }
-            | Self::ControllerNotResponding { .. }
-            | Self::Decode { .. }
-            | Self::ResponseTooLarge { .. }
-            | Self::TooManyElements { .. } => true,
+            Self::Rejected { status, .. } => match self.slurm_errno() {
+                Some(code) => {
+                    !errno::SLURMCTLD_REFUSED.contains(&code)
+                        && code != errno::PROTOCOL_AUTHENTICATION_ERROR
+                }
+                None => *status >= 500,
+            },
             Self::UnexpectedStatus { status, .. } => *status >= 500,
-            _ => false,
+            Self::Unauthorized { .. }
+            | Self::Credentials(_)
+            | Self::PermissionDenied { .. }
+            | Self::NotFound { .. }
+            | Self::NodeBusy { .. }
+            | Self::InvalidPartition { .. }
+            | Self::InvalidFeature { .. }
+            | Self::InvalidNodeState { .. }
+            | Self::AlreadyFinished { .. }
+            | Self::NotModified { .. }
+            | Self::Redirected { .. }
+            | Self::UnsupportedVersion { .. }
+            | Self::InvalidEndpoint { .. }
+            | Self::InvalidCa { .. }
+            | Self::InvalidRequest { .. } => false,
+            // Timeouts, slurmctld not answering slurmrestd, answers that cannot be read, a TLS
+            // failure, and whatever is added later: not known.
+            _ => true,
         }
     }
 
@@ -727,6 +750,23 @@ mod tests {
         );
     }
 
+    /// A connection refused never carried a request: nothing was done.
+    #[tokio::test]
+    async fn a_connection_never_made_did_nothing() {
+        let refused = reqwest::Client::new()
+            .get("http://127.0.0.1:1/")
+            .send()
+            .await
+            .unwrap_err();
+        assert!(refused.is_connect(), "{refused}");
+        let error = SlurmError::Unreachable {
+            endpoint: "http://127.0.0.1:1/".into(),
+            detail: refused.to_string(),
+            source: Some(refused),
+        };
+        assert!(!error.outcome_unknown(), "{error}");
+    }
+
     /// What may have been carried out although it failed: no answer, or none that can be read,
     /// or slurmctld's own answer lost; never a refusal, a limit or a request not sent.
     #[test]
@@ -761,6 +801,15 @@ mod tests {
         for error in unknown {
             assert!(error.outcome_unknown(), "{error}");
         }
+        // slurmctld made the job, and its reply missed slurmrestd's MessageTimeout (slurmrestd
+        // answers 504 for SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT).
+        let lost_reply = classify(
+            "post_job_submit",
+            504,
+            Subject::None,
+            vec![err(5004, "Socket timed out on send/recv operation")],
+        );
+        assert!(lost_reply.outcome_unknown(), "{lost_reply}");
         let known = [
             classify(
                 "post_job_submit",
@@ -775,7 +824,7 @@ mod tests {
                 status: 401,
                 detail: String::new(),
             },
-            unexpected(404),
+            unexpected(400),
             SlurmError::InvalidPartition {
                 message: String::new(),
             },

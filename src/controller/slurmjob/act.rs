@@ -286,6 +286,23 @@ pub fn may_call_slurm(target: Target<'_>, env: Env<'_>) -> bool {
     }
 }
 
+/// How soon a step whose job id the index has not resolved yet looks again: the poller reads
+/// such records within `submit_hold` (10 s) of a burst's pause, and reports ours.
+const UNRESOLVED_RETRY: Duration = Duration::from_secs(30);
+
+/// Whether a step of `target` asks accounting how its followed job ended (it left slurmctld
+/// unseen): which of accounting's records without a comment are the job's depends on
+/// [`Env::job_user`]. Pure.
+pub fn asks_how_it_ended(target: Target<'_>, env: Env<'_>) -> bool {
+    let Decision::Follow { job_id } = lifecycle::decide(target.generation, target.status) else {
+        return false;
+    };
+    let current = target.status.cloned().unwrap_or_default();
+    !current.phase.is_terminal()
+        && plan::follow(&current, job_id, env.state, env.now, target.uid, env.key).phase
+            == Phase::Lost
+}
+
 /// Whether the spec asks for the job to be held.
 fn target_suspend(target: Target<'_>) -> bool {
     target.spec.suspend == Some(true)
@@ -976,13 +993,20 @@ pub async fn follow_or_account(
         // step comes back by itself. A fresh submit beyond the listings is the poller's to report.
         // Nor does it report one above the ids the incremental cycles probe (purged while the
         // operator was away): the next listing of every job speaks for it.
-        // (One submitted and not read yet is unresolved: the poller reports it.)
-        let retry = (missing
-            && !next.phase.is_terminal()
-            && (plan::resolved(env.state, job_id)
-                || (plan::gone(env.state, &next)
-                    && u32::try_from(job_id).is_ok_and(|id| !env.state.unresolved.contains(&id)))))
-        .then_some(WAIT_RETRY);
+        // One submitted and not read yet is unresolved: the poller reports it once it reads it
+        // as ours, but not if it reads another user's job under that id (a slurmctld state
+        // loss), so it is looked at again too, less often.
+        let unresolved = u32::try_from(job_id).is_ok_and(|id| env.state.unresolved.contains(&id));
+        let retry = if !missing || next.phase.is_terminal() {
+            None
+        } else if plan::resolved(env.state, job_id) || (plan::gone(env.state, &next) && !unresolved)
+        {
+            Some(WAIT_RETRY)
+        } else if unresolved {
+            Some(UNRESOLVED_RETRY)
+        } else {
+            None
+        };
         return (next, retry);
     }
     let Ok(id) = u32::try_from(job_id) else {

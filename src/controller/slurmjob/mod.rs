@@ -434,7 +434,11 @@ async fn apply(
                 spec.partition = grant.partition;
                 spec.qos = grant.qos;
             }
-            Err(refusal) => edit_refusal = Some(refusal),
+            Err(refusal) => {
+                // Refused the edit, the job is still followed as the entry's user's.
+                job_user = granted_user(job, namespace, data).ok().flatten();
+                edit_refusal = Some(refusal);
+            }
         }
     }
     if matches!(decision, lifecycle::Decision::Submit { .. }) {
@@ -497,7 +501,9 @@ async fn apply(
     // without holding one of this controller's reconcile slots (a cluster whose requests hang
     // delays only its own SlurmJobs). A step that only mirrors the index takes none.
     let may_call_slurm = act::may_call_slurm(target, env);
-    if let (Some(error), true) = (user_unknown, may_call_slurm) {
+    if let Some(error) = user_unknown
+        && act::asks_how_it_ended(target, env)
+    {
         return Err(error);
     }
     let io = if may_call_slurm {

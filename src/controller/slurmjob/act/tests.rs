@@ -743,4 +743,10 @@ async fn a_job_above_the_probed_ids_is_looked_at_again_until_a_full_listing() {
     let waiting = step(target, world.env(at(2001)), |_| None).await.unwrap();
     assert_eq!(waiting.status.phase, Phase::Running);
     assert_eq!(waiting.retry, Some(WAIT_RETRY));
+    // Not read yet (a submit of a burst): the poller reports it as ours once it reads it, so
+    // the step looks again only now and then (it may read as another user's job).
+    world.index.unresolved = Arc::new(BTreeSet::from([12]));
+    let unread = step(target, world.env(at(2001)), |_| None).await.unwrap();
+    assert_eq!(unread.status.phase, Phase::Running);
+    assert_eq!(unread.retry, Some(UNRESOLVED_RETRY));
 }
