@@ -204,6 +204,37 @@ async fn depends_on_afterok_runs_after_the_first_succeeded() {
     let ended = first.status().end_time.unwrap().0;
     let started = second.status().start_time.unwrap().0;
     assert!(started >= ended, "afterok: {started} before {ended}");
+
+    // Once it has ended, its id is no longer handed over (slurmctld may give it to another
+    // job after MinJobAge): the operator judges the dependency itself.
+    let done = |_: &str| Some(Dependee::new("local", first_id).in_phase(Some(Phase::Completed)));
+    let mut never = Runner::new(
+        &slurm,
+        "dep-c",
+        json!({"script": script("true"), "dependsOn": [{"name": "dep-a", "type": "afternotok"}]}),
+    );
+    let step = never.step_with(done).await;
+    assert_eq!(
+        step.status.job_id, None,
+        "not submitted: it could never run"
+    );
+    let ready = condition::find(&step.status.conditions, status::READY).unwrap();
+    assert_eq!(ready.reason, "DependencyNeverSatisfied");
+    assert!(
+        ready
+            .message
+            .contains("dep-a ended Completed, which afternotok rules out"),
+        "{}",
+        ready.message
+    );
+    let mut met = Runner::new(
+        &slurm,
+        "dep-d",
+        json!({"script": script("true"), "dependsOn": [{"name": "dep-a"}]}),
+    );
+    met.step_with(done).await;
+    assert!(met.status().job_id.is_some(), "{:?}", met.status);
+    met.until_phase(Phase::Completed, LONG).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

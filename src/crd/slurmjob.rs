@@ -340,7 +340,9 @@ pub struct SlurmJobSpec {
     pub array: Option<String>,
 
     /// Other SlurmJobs in this namespace, on the same cluster, this job waits for
-    /// (`--dependency`). Each entry names a SlurmJob once.
+    /// (`--dependency`). Each entry names a SlurmJob once. One whose job has ended already is
+    /// judged by the operator, not handed to Slurm: if it ended in a way its type rules out,
+    /// this job is not submitted until it runs again (`DependencyNeverSatisfied`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_DEPENDENCIES))]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]

@@ -1,6 +1,8 @@
 //! When a SlurmJob submits, follows, ignores an edit, or re-runs; and its run history.
 
-use crate::crd::slurmjob::{JobDependency, JobRun, MAX_HISTORY, Phase, SlurmJobStatus};
+use crate::crd::slurmjob::{
+    DependencyType, JobDependency, JobRun, MAX_HISTORY, Phase, SlurmJobStatus,
+};
 
 use super::submit::ResolvedDependency;
 
@@ -93,15 +95,13 @@ pub fn start_new_run(status: &SlurmJobStatus) -> SlurmJobStatus {
     }
 }
 
-/// What `dependsOn` finds under a name in the namespace: the SlurmJob's cluster and its Slurm
-/// job id, if it has one yet.
+/// What `dependsOn` finds under a name in the namespace: the SlurmJob's cluster, its Slurm
+/// job id if it has one yet, and that job's phase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dependee {
     pub cluster_name: String,
     pub job_id: Option<i64>,
-    /// Its job is `Lost`: how it ended is unknown, and slurmctld may have given its id to
-    /// another job since (that is one way a job reads as lost), another team's maybe.
-    pub lost: bool,
+    pub phase: Option<Phase>,
 }
 
 impl Dependee {
@@ -109,16 +109,24 @@ impl Dependee {
         Self {
             cluster_name: cluster_name.into(),
             job_id,
-            lost: false,
+            phase: None,
         }
     }
 
-    /// The SlurmJob's phase: whether its job is lost.
+    /// The phase of the SlurmJob's job (its status).
     pub fn in_phase(self, phase: Option<Phase>) -> Self {
-        Self {
-            lost: phase == Some(Phase::Lost),
-            ..self
-        }
+        Self { phase, ..self }
+    }
+}
+
+/// Whether a dependency of `kind` on a job that ended in `phase` lets the dependent run, as
+/// slurmctld decides it: `afterok` only after success (an array: every task), `afternotok` only
+/// after any other ending, `afterany` after every ending.
+fn satisfied_by(kind: DependencyType, phase: Phase) -> bool {
+    match kind {
+        DependencyType::AfterAny => true,
+        DependencyType::AfterOk => phase == Phase::Completed,
+        DependencyType::AfterNotOk => phase != Phase::Completed,
     }
 }
 
@@ -135,6 +143,9 @@ pub enum DependencyWait {
     /// These SlurmJobs' jobs are lost: their ids are never handed to Slurm (they may name
     /// another job now); an edit that runs them again gives them a new one.
     Lost(Vec<String>),
+    /// These SlurmJobs' jobs ended in a way the dependency rules out (name, how it asks, the
+    /// phase it ended in): the job cannot run unless they run again.
+    NeverSatisfied(Vec<(String, DependencyType, Phase)>),
 }
 
 /// Turn `dependsOn` into Slurm job ids, looking each SlurmJob up by name ([`Dependee`], `None`
@@ -149,18 +160,30 @@ pub fn resolve_dependencies(
     let mut elsewhere = Vec::new();
     let mut not_submitted = Vec::new();
     let mut lost = Vec::new();
+    let mut never = Vec::new();
     for dep in depends_on {
-        match lookup(&dep.name) {
-            None => missing.push(dep.name.clone()),
+        let found = match lookup(&dep.name) {
+            None => {
+                missing.push(dep.name.clone());
+                continue;
+            }
             Some(found) if found.cluster_name != cluster_name => {
                 elsewhere.push((dep.name.clone(), found.cluster_name));
+                continue;
             }
-            Some(Dependee { job_id: None, .. }) => not_submitted.push(dep.name.clone()),
-            Some(Dependee { lost: true, .. }) => lost.push(dep.name.clone()),
-            Some(Dependee {
-                job_id: Some(job_id),
-                ..
-            }) => resolved.push(ResolvedDependency {
+            Some(found) => found,
+        };
+        match (found.job_id, found.phase) {
+            (None, _) => not_submitted.push(dep.name.clone()),
+            (Some(_), Some(Phase::Lost)) => lost.push(dep.name.clone()),
+            // An ended job is judged here, its id not handed over: slurmctld forgets it after
+            // MinJobAge and may give the id to another job, another team's maybe.
+            (Some(_), Some(phase)) if phase.is_terminal() => {
+                if !satisfied_by(dep.type_, phase) {
+                    never.push((dep.name.clone(), dep.type_, phase));
+                }
+            }
+            (Some(job_id), _) => resolved.push(ResolvedDependency {
                 kind: dep.type_,
                 job_id,
             }),
@@ -178,13 +201,15 @@ pub fn resolve_dependencies(
     if !lost.is_empty() {
         return Err(DependencyWait::Lost(lost));
     }
+    if !never.is_empty() {
+        return Err(DependencyWait::NeverSatisfied(never));
+    }
     Ok(resolved)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::slurmjob::DependencyType;
 
     /// Every phase in which the job has ended.
     const ENDED: [Phase; 8] = [
@@ -409,6 +434,84 @@ mod tests {
         assert_eq!(
             resolve_dependencies(&deps, "c", one_lost),
             Err(DependencyWait::Lost(vec!["b".into()]))
+        );
+    }
+
+    #[test]
+    fn an_ended_dependee_is_judged_here_and_its_id_never_handed_over() {
+        let on = |type_| {
+            vec![JobDependency {
+                name: "a".into(),
+                type_,
+            }]
+        };
+        let ended = |phase| move |_: &str| Some(Dependee::new("c", Some(10)).in_phase(Some(phase)));
+        use DependencyType::{AfterAny, AfterNotOk, AfterOk};
+        // Every ending, every kind: satisfied means submitted without the id; otherwise the
+        // dependent waits, naming the dependee, how it asks and how it ended.
+        for phase in ENDED.into_iter().filter(|p| *p != Phase::Lost) {
+            for kind in [AfterOk, AfterAny, AfterNotOk] {
+                let satisfied = match kind {
+                    AfterAny => true,
+                    AfterOk => phase == Phase::Completed,
+                    AfterNotOk => phase != Phase::Completed,
+                };
+                let expected = if satisfied {
+                    Ok(vec![])
+                } else {
+                    Err(DependencyWait::NeverSatisfied(vec![(
+                        "a".into(),
+                        kind,
+                        phase,
+                    )]))
+                };
+                assert_eq!(
+                    resolve_dependencies(&on(kind), "c", ended(phase)),
+                    expected,
+                    "{kind:?} on a job that ended {phase}"
+                );
+            }
+        }
+        // A job still queued or running is handed to Slurm by id, to wait on.
+        for phase in [None, Some(Phase::Submitted), Some(Phase::Running)] {
+            let live = |_: &str| Some(Dependee::new("c", Some(10)).in_phase(phase));
+            assert_eq!(
+                resolve_dependencies(&on(AfterOk), "c", live),
+                Ok(vec![ResolvedDependency {
+                    kind: AfterOk,
+                    job_id: 10
+                }]),
+                "{phase:?}"
+            );
+        }
+        // Beside a live one, a satisfied ended one adds nothing; a lost one still waits first.
+        let both = vec![
+            JobDependency {
+                name: "done".into(),
+                type_: AfterOk,
+            },
+            JobDependency {
+                name: "live".into(),
+                type_: AfterAny,
+            },
+        ];
+        let lookup = |name: &str| {
+            Some(
+                Dependee::new("c", Some(if name == "done" { 10 } else { 11 })).in_phase(Some(
+                    if name == "done" {
+                        Phase::Completed
+                    } else {
+                        Phase::Running
+                    },
+                )),
+            )
+        };
+        assert_eq!(
+            resolve_dependencies(&both, "c", lookup),
+            Ok(vec![ResolvedDependency {
+                kind: AfterAny,
+                job_id: 11
+            }])
         );
     }
 }

@@ -194,6 +194,23 @@ pub fn submit(
                      them to run again (a new job), or edit dependsOn",
                     names.join(", ")
                 ),
+                DependencyWait::NeverSatisfied(ended) => {
+                    return SubmitPlan::Wait {
+                        reason: DEPENDENCY_NEVER_SATISFIED,
+                        message: format!(
+                            "dependsOn cannot be met: {}; this job is not submitted until they \
+                             run again (edit them) or dependsOn changes",
+                            ended
+                                .iter()
+                                .map(|(name, kind, phase)| format!(
+                                    "{name} ended {phase}, which {} rules out",
+                                    kind.as_str()
+                                ))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    };
+                }
             };
             return SubmitPlan::Wait {
                 reason: "WaitingForDependencies",
@@ -296,6 +313,9 @@ pub fn fresh(
 
 /// The reason of a submit that failed without saying whether Slurm made the job.
 pub const SUBMIT_FAILED: &str = "SubmitFailed";
+
+/// `Ready=False` reason: a SlurmJob in `dependsOn` ended in a way its dependency rules out.
+pub const DEPENDENCY_NEVER_SATISFIED: &str = "DependencyNeverSatisfied";
 
 /// How long after a failed submit a job it made may still appear: slurmrestd may still be
 /// sending the request when the operator gives up, and its RPC to slurmctld gives up after

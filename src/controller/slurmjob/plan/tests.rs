@@ -709,6 +709,10 @@ fn the_submit_decision() {
     let missing = |_: &str| None;
     let unsubmitted = |_: &str| Some(Dependee::new("local", None));
     let lost = |_: &str| Some(Dependee::new("local", Some(5)).in_phase(Some(Phase::Lost)));
+    let failed_dependee =
+        |_: &str| Some(Dependee::new("local", Some(5)).in_phase(Some(Phase::Failed)));
+    let completed =
+        |_: &str| Some(Dependee::new("local", Some(5)).in_phase(Some(Phase::Completed)));
     let elsewhere = |_: &str| Some(Dependee::new("other", Some(5)));
     let unread = Unreadable {
         reason: "DecodeError",
@@ -855,6 +859,21 @@ fn the_submit_decision() {
             ),
         ),
         (
+            "an afterok dependency that ended Failed: wait, the job could never run",
+            facts(&depends),
+            &failed_dependee,
+            Expect::Wait(
+                "DependencyNeverSatisfied",
+                "dependsOn cannot be met: prep ended Failed, which afterok rules out",
+            ),
+        ),
+        (
+            "an afterok dependency that ended Completed: submitted without its id",
+            facts(&depends),
+            &completed,
+            Expect::Submit { name: "train" },
+        ),
+        (
             "a dependency on another cluster: wait, its job id is not sent",
             facts(&depends),
             &elsewhere,
@@ -989,6 +1008,13 @@ fn a_submitted_request_carries_the_tag_and_the_dependencies() {
     };
     assert_eq!(request.comment, Some(KEY.comment(&TAG, "alice")));
     assert_eq!(request.dependency.as_deref(), Some("afterok:5"));
+    // Met already: slurmctld is not asked about an id it may have given to another job since.
+    let SubmitPlan::Submit(request) = submit(facts(&depends), |_| {
+        Some(Dependee::new("local", Some(5)).in_phase(Some(Phase::Completed)))
+    }) else {
+        panic!("no submit");
+    };
+    assert_eq!(request.dependency, None);
 }
 
 #[test]
