@@ -341,6 +341,20 @@ fn job_state(records: &[slurm_operator::slurm::types::Job]) -> JobBaseState {
         .unwrap_or(JobBaseState::Unknown)
 }
 
+/// How a job ended: slurmctld's record, or accounting's once slurmctld has forgotten the job
+/// (after MinJobAge, 30 s here).
+async fn final_job_state(client: &SlurmClient, job_id: u32) -> JobBaseState {
+    let records = match client.job(job_id).await {
+        Ok(records) => records,
+        Err(_) => client
+            .accounting_job(job_id)
+            .await
+            .unwrap()
+            .unwrap_or_default(),
+    };
+    job_state(&records)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_in_drains_before_deleting_and_never_kills_a_job() {
     let slurm = require_slurm!();
@@ -984,17 +998,8 @@ async fn a_deleted_set_drains_its_nodes_and_leaves_nothing_in_slurm() {
             "{node} still in Slurm: {record:?}"
         );
     }
-    // slurmctld forgets an ended job after MinJobAge (30 s here); accounting keeps it.
-    let records = match client.job(job_id).await {
-        Ok(records) => records,
-        Err(_) => client
-            .accounting_job(job_id)
-            .await
-            .unwrap()
-            .unwrap_or_default(),
-    };
     assert_eq!(
-        job_state(&records),
+        final_job_state(&client, job_id).await,
         JobBaseState::Completed,
         "the job ran to its end"
     );
@@ -1074,16 +1079,8 @@ async fn a_delete_planned_on_a_stale_drained_view_waits_while_a_job_runs() {
             |w, _| w.pods.is_empty() && !w.index.borrow().nodes.contains_key(&node),
         )
         .await;
-    let records = match client.job(job_id).await {
-        Ok(records) => records,
-        Err(_) => client
-            .accounting_job(job_id)
-            .await
-            .unwrap()
-            .unwrap_or_default(),
-    };
     assert_eq!(
-        job_state(&records),
+        final_job_state(&client, job_id).await,
         JobBaseState::Completed,
         "the job ran to its end"
     );

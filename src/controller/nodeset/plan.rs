@@ -969,4 +969,4 @@ pub fn nodes_by_name(nodes: impl IntoIterator<Item = Node>) -> BTreeMap<String, 
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]
-mod tests;
+pub(super) mod tests;

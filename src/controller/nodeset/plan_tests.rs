@@ -43,10 +43,20 @@ fn input<'a>(replicas: i32, pods: &'a [PodView], state: Option<&'a ClusterState>
 
 /// A node of this set (dynamic, with its owner record), whatever `state` says.
 fn node(name: &str, state: &[&str], reason: Option<&str>) -> Node {
+    owned_node(owner(), name, state, reason)
+}
+
+/// A dynamic node with `owner`'s record, whatever `state` says (the driver's tests share it).
+pub(in crate::controller::nodeset) fn owned_node(
+    owner: NodeOwner,
+    name: &str,
+    state: &[&str],
+    reason: Option<&str>,
+) -> Node {
     let mut state = NodeState::from_strings(state);
     state.flags.insert("DYNAMIC_NORM".into());
     Node {
-        owner: Some(owner()),
+        owner: Some(owner),
         name: name.into(),
         state,
         reason: reason.map(Into::into),

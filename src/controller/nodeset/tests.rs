@@ -1596,24 +1596,12 @@ async fn slurm_allows_a_pods_delete_only_while_slurm_still_shows_why() {
 
 /// A node of set `cpu` in `hpc` (dynamic, its owner record) in `states`.
 fn set_node(name: &str, states: &[&str], reason: Option<&str>) -> crate::slurm::types::Node {
-    let mut state = crate::slurm::types::NodeState::from_strings(states);
-    state.flags.insert("DYNAMIC_NORM".into());
-    crate::slurm::types::Node {
-        owner: Some(crate::slurm::node_owner::NodeOwner::new("hpc", "cpu")),
-        name: name.into(),
-        state,
-        reason: reason.map(Into::into),
-        reason_set_by_user: None,
-        cpus: Some(1),
-        alloc_cpus: None,
-        real_memory: None,
-        features: vec![],
-        partitions: vec![],
-        address: None,
-        hostname: None,
-        port: None,
-        slurmd_version: None,
-    }
+    super::plan::tests::owned_node(
+        crate::slurm::node_owner::NodeOwner::new("hpc", "cpu"),
+        name,
+        states,
+        reason,
+    )
 }
 
 /// The review's race: scaled 2 → 1, the victim's node was drained (our drain, idle) and the
