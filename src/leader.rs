@@ -114,12 +114,21 @@ impl Leadership {
     /// Yields once each time this process becomes the leader (not for the state it starts with:
     /// the controllers' first list reconciles everything anyway).
     pub fn gained(&self) -> impl Stream<Item = ()> + Send + 'static {
+        self.turns(true)
+    }
+
+    /// Yields once each time this process stops leading (not for the state it starts with).
+    pub fn lost(&self) -> impl Stream<Item = ()> + Send + 'static {
+        self.turns(false)
+    }
+
+    fn turns(&self, to: bool) -> impl Stream<Item = ()> + Send + 'static {
         let mut state = self.state.clone();
         state.mark_unchanged();
-        futures::stream::unfold(state, |mut state| async move {
+        futures::stream::unfold(state, move |mut state| async move {
             loop {
                 state.changed().await.ok()?;
-                if *state.borrow_and_update() {
+                if *state.borrow_and_update() == to {
                     return Some(((), state));
                 }
             }
@@ -349,6 +358,33 @@ mod tests {
         assert_eq!(second.ok().flatten(), Some(()));
         drop(sender);
         let end = tokio::time::timeout(Duration::from_secs(1), gained.next()).await;
+        assert_eq!(
+            end.ok().flatten(),
+            None,
+            "the stream ends with the election"
+        );
+    }
+
+    #[tokio::test]
+    async fn lost_fires_on_each_fall_only() {
+        let (sender, state) = watch::channel(false);
+        let leadership = Leadership::follow(state);
+        let mut lost = Box::pin(leadership.lost());
+        let quiet = Duration::from_millis(50);
+        assert!(
+            tokio::time::timeout(quiet, lost.next()).await.is_err(),
+            "the starting state fired a loss"
+        );
+        sender.send_replace(true);
+        assert!(
+            tokio::time::timeout(quiet, lost.next()).await.is_err(),
+            "a gain fired a loss"
+        );
+        sender.send_replace(false);
+        let first = tokio::time::timeout(Duration::from_secs(1), lost.next()).await;
+        assert_eq!(first.ok().flatten(), Some(()));
+        drop(sender);
+        let end = tokio::time::timeout(Duration::from_secs(1), lost.next()).await;
         assert_eq!(
             end.ok().flatten(),
             None,

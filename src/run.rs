@@ -494,6 +494,24 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
             leadership: ctx.leadership.clone(),
         });
         let controllers = tokio::spawn(futures::future::join_all(drivers));
+        // A replica that lost the Lease lets go of its connections, as a standby holds none:
+        // its pollers would go on with credentials, an endpoint and TLS settings it no longer
+        // follows (it reconciles nothing). Leading again reconciles every SlurmCluster, which
+        // registers them afresh.
+        let registry = ctx.clusters.clone();
+        let mut lost = Box::pin(ctx.leadership.lost());
+        tokio::spawn(async move {
+            while futures::StreamExt::next(&mut lost).await.is_some() {
+                let clusters = registry.clusters();
+                info!(
+                    clusters = clusters.len(),
+                    "not the leader any more: dropping the SlurmCluster connections"
+                );
+                for cluster in clusters {
+                    registry.remove(&cluster);
+                }
+            }
+        });
         let ready = readiness.clone();
         let slurmjob_caches = ctx.slurmjobs.clone();
         let stopping = shutdown.clone();

@@ -115,10 +115,29 @@ impl Replicas {
         );
     }
 
+    /// The metrics port of the replica `identity`.
+    fn port(&self, identity: &str) -> String {
+        let i = IDENTITIES.iter().position(|id| *id == identity).unwrap();
+        self.ports[i].clone()
+    }
+
     fn process(&mut self, identity: &str) -> &mut Operator {
         let i = IDENTITIES.iter().position(|id| *id == identity).unwrap();
         self.processes[i].as_mut().unwrap()
     }
+}
+
+/// The `slurm_operator_pollers` gauge of the replica serving metrics on `port`.
+async fn pollers(port: &str) -> Option<f64> {
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("slurm_operator_pollers "))
+        .and_then(|value| value.trim().parse().ok())
 }
 
 async fn holder(leases: &Api<Lease>) -> Option<String> {
@@ -184,6 +203,20 @@ async fn two_operator_processes_never_submit_a_job_twice() {
     replicas.process(&second).signal("CONT");
     eprintln!("{second} frozen, {third} took over; {second} woke up");
     add("woken", 10).await;
+    // Woken and no longer leading, it lets go of its Slurm connections as a standby holds none;
+    // the leader polls.
+    let woken = replicas.port(&second);
+    eventually(
+        "the replica that lost the Lease to drop its pollers",
+        Duration::from_secs(30),
+        || async { (pollers(&woken).await == Some(0.0)).then_some(()) },
+    )
+    .await;
+    let leading = replicas.port(&third);
+    eventually("the leader's poller", Duration::from_secs(30), || async {
+        (pollers(&leading).await >= Some(1.0)).then_some(())
+    })
+    .await;
 
     let finished = scenario::all_ended(&jobs, &names, Duration::from_secs(300)).await;
     scenario::assert_one_slurm_job_each(&slurm, &finished).await;
