@@ -1061,8 +1061,26 @@ def t_cluster_daemons_secure() -> str:
             for m in c.get("volumeMounts") or []:
                 if m.get("mountPath") == "/etc/slurm" and m.get("readOnly") is not True:
                     errs.append(f"{d['kind']} {d['metadata']['name']}/{c['name']}: /etc/slurm writable")
+    # Every pod, slurmd's too (root, privileged with slurm.cgroup): the runtime's seccomp
+    # profile by default (the README's Pod Security table); an admin may override it per set.
+    for sets in ((), ("slurm.cgroup.enabled=true",)):
+        for d in daemons if not sets else find(render(CLUSTER, sets=sets, cache=False), "SlurmNodeSet"):
+            psc = d["spec"]["template"]["spec"].get("securityContext") or {}
+            if psc.get("seccompProfile") != {"type": "RuntimeDefault"}:
+                errs.append(f"{d['kind']} {d['metadata']['name']}{' with ' + ', '.join(sets) if sets else ''}: "
+                            f"pod seccompProfile {psc.get('seccompProfile')}, want RuntimeDefault")
+    ns = one(render(CLUSTER, sets=("nodesets.compute.podSecurityContext.seccompProfile.type=Localhost",
+                                   "nodesets.compute.podSecurityContext.seccompProfile.localhostProfile=slurmd.json",
+                                   "nodesets.compute.podSecurityContext.fsGroup=401"), cache=False), "SlurmNodeSet")
+    psc = ns["spec"]["template"]["spec"].get("securityContext")
+    if psc != {"seccompProfile": {"type": "Localhost", "localhostProfile": "slurmd.json"}, "fsGroup": 401}:
+        errs.append(f"nodesets.compute.podSecurityContext not applied over the default: {psc}")
+    ns = one(render(CLUSTER, sets=("nodesetDefaults.podSecurityContext.seccompProfile=null",), cache=False), "SlurmNodeSet")
+    if "securityContext" in ns["spec"]["template"]["spec"]:
+        errs.append(f"seccompProfile=null leaves {ns['spec']['template']['spec']['securityContext']}")
     ensure(not errs, "\n  " + "\n  ".join(errs))
-    return "slurmctld, slurmrestd, slurmdbd, MariaDB, login; /etc/slurm read-only in every daemon, slurmd's too"
+    return ("slurmctld, slurmrestd, slurmdbd, MariaDB, login; /etc/slurm read-only in every daemon, slurmd's too; "
+            "RuntimeDefault seccomp in every pod, slurmd's too")
 
 
 def t_cluster_slurm_conf_defaults() -> str:
@@ -1742,7 +1760,7 @@ def main() -> int:
     r.check("operator: PDB with replicas > 1, helm test Pod, extraObjects", t_operator_extras)
     r.check("operator: Artifact Hub annotations match crds/ and examples/tenancy/", t_artifacthub)
     r.check("operator: PrometheusRule and Grafana dashboard from files/, ServiceMonitor honorLabels", t_operator_monitoring)
-    r.check("cluster: daemons non-root with limits", t_cluster_daemons_secure)
+    r.check("cluster: daemons non-root with limits, RuntimeDefault seccomp (slurmd too)", t_cluster_daemons_secure)
     r.check("cluster: slurm.conf defaults and overrides", t_cluster_slurm_conf_defaults)
     r.check("cluster: partitions from nodesets, GresTypes", t_cluster_partitions)
     r.check("cluster: memory quantities -> RealMemory MiB", t_cluster_memory_conversion)
