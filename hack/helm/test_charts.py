@@ -690,6 +690,28 @@ def t_operator_network_policy() -> str:
     return "ingress: metrics port from metricsFrom only"
 
 
+def t_services_not_external() -> str:
+    """slurmrestd's Service (JWT bearer tokens over plain HTTP) and the operator's metrics Service
+    (unauthenticated /metrics): ClusterIP by default; NodePort/LoadBalancer refused with a
+    message naming the opt-in value, rendered with it."""
+    out = []
+    for chart, prefix, kind_of in ((CLUSTER, "slurmrestd.service", lambda docs: one(docs, "Service", "test-slurmrestd")),
+                                   (OPERATOR, "service", lambda docs: one(docs, "Service"))):
+        ensure(kind_of(render(chart))["spec"]["type"] == "ClusterIP", f"{rel_name(chart)}: default {prefix}.type is not ClusterIP")
+        for t in ("NodePort", "LoadBalancer"):
+            err = render_fail(chart, (f"{prefix}.type={t}",))
+            ensure(f"{prefix}.allowExternal=true" in err and f"{prefix}.type is {t}" in err,
+                   f"{rel_name(chart)} {prefix}.type={t}: the refusal does not name {prefix}.allowExternal:\n{err.strip()}")
+            svc = kind_of(render(chart, sets=(f"{prefix}.type={t}", f"{prefix}.allowExternal=true"), cache=False))
+            ensure(svc["spec"]["type"] == t, f"{rel_name(chart)} with {prefix}.allowExternal=true: type {svc['spec']['type']}")
+        out.append(f"{prefix}.allowExternal")
+    return ", ".join(out)
+
+
+def rel_name(chart: Path) -> str:
+    return os.path.relpath(chart, ROOT)
+
+
 def t_operator_args() -> str:
     _, c = operator_container(render(OPERATOR))
     args = c["args"]
@@ -1755,6 +1777,7 @@ def main() -> int:
     r.check("operator: non-root, read-only, no capabilities, probes, resources", t_operator_security)
     r.check("operator: args, env and rollout strategy per values", t_operator_args)
     r.check("operator: NetworkPolicy admits only metricsFrom, only to the metrics port", t_operator_network_policy)
+    r.check("services: slurmrestd and operator metrics stay ClusterIP unless allowExternal", t_services_not_external)
     r.check("operator: the tag key Secret, created or existing", t_tag_key)
     r.check("Dockerfile: static, non-root user = chart runAsUser, lean context", t_dockerfile)
     r.check("operator: PDB with replicas > 1, helm test Pod, extraObjects", t_operator_extras)
