@@ -665,7 +665,12 @@ def t_operator_security() -> str:
 
 def t_operator_network_policy() -> str:
     """networkPolicy: off by default; on, it selects exactly the operator's pods and admits
-    ingress only to the metrics port, only from metricsFrom (nobody when empty)."""
+    ingress only to the metrics port, only from metricsFrom (nobody when empty) and from the
+    chart's `helm test` Pod (which reads /readyz through the metrics Service), selected by labels
+    that Pod carries and the operator's pods do not."""
+    def selects(selector: dict, labels: dict) -> bool:
+        return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
     ensure(not find(render(OPERATOR), "NetworkPolicy"), "a NetworkPolicy by default")
     peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
     docs = render(OPERATOR, sets=("networkPolicy.enabled=true",
@@ -675,19 +680,33 @@ def t_operator_network_policy() -> str:
     dep, c = operator_container(docs)
     pod_labels = dep["spec"]["template"]["metadata"]["labels"]
     selector = policy["spec"]["podSelector"]["matchLabels"]
-    ensure(selector and all(pod_labels.get(k) == v for k, v in selector.items()),
-           f"podSelector {selector} does not select the operator's pods {pod_labels}")
+    ensure(selects(selector, pod_labels), f"podSelector {selector} does not select the operator's pods {pod_labels}")
     ensure(policy["spec"]["policyTypes"] == ["Ingress"], str(policy["spec"]["policyTypes"]))
     ports = {p["name"] for p in c["ports"]}
     rules = policy["spec"]["ingress"]
-    ensure(len(rules) == 1 and rules[0]["from"] == [peer], str(rules))
-    ensure([p["port"] for p in rules[0]["ports"]] == ["http-metrics"] and "http-metrics" in ports,
-           f"ingress ports {rules[0]['ports']}, container ports {ports}")
+    ensure(all([p["port"] for p in r["ports"]] == ["http-metrics"] for r in rules) and "http-metrics" in ports,
+           f"ingress ports {[r['ports'] for r in rules]}, container ports {ports}")
+    ensure(len(rules) == 2 and rules[0]["from"] == [peer], str(rules))
+    # The helm test Pod: admitted by its own labels (only a podSelector: same namespace), and
+    # the rule admits neither every pod of the namespace nor the operator's own.
+    test_pod = one(docs, "Pod")
+    ensure(rules[1]["from"] == [{"podSelector": rules[1]["from"][0].get("podSelector")}], f"helm test rule {rules[1]}")
+    test_selector = rules[1]["from"][0]["podSelector"].get("matchLabels") or {}
+    ensure(selects(test_selector, test_pod["metadata"]["labels"]),
+           f"the helm test rule {test_selector} does not admit the helm test Pod {test_pod['metadata']['labels']}")
+    ensure(not selects(test_selector, pod_labels) and set(test_selector) - {"app.kubernetes.io/name", "app.kubernetes.io/instance"},
+           f"the helm test rule {test_selector} admits more than the helm test Pod")
+    svc = one(docs, "Service")
+    ensure(svc["spec"]["ports"][0]["targetPort"] == "http-metrics", f"the Service the test reads targets {svc['spec']['ports'][0]}")
     errors = validate_object(policy, K8S_VERSIONS[-1])
     ensure(not errors, "; ".join(errors))
+    # Empty metricsFrom: only the helm test Pod; without the Service (so no helm test Pod): nobody.
     closed = one(render(OPERATOR, sets=("networkPolicy.enabled=true",), cache=False), "NetworkPolicy")
-    ensure(closed["spec"]["ingress"] == [], f"empty metricsFrom admits {closed['spec']['ingress']}")
-    return "ingress: metrics port from metricsFrom only"
+    ensure(closed["spec"]["ingress"] == rules[1:], f"empty metricsFrom admits {closed['spec']['ingress']}")
+    docs = render(OPERATOR, sets=("networkPolicy.enabled=true", "service.enabled=false"), cache=False)
+    ensure(one(docs, "NetworkPolicy")["spec"]["ingress"] == [] and not find(docs, "Pod"),
+           f"service.enabled=false: {one(docs, 'NetworkPolicy')['spec']['ingress']}")
+    return "ingress: metrics port from metricsFrom and the helm test Pod only"
 
 
 def t_services_not_external() -> str:
@@ -1776,7 +1795,7 @@ def main() -> int:
     r.check("rbac: tenant-edit/tenant-view (aggregated) and admin ClusterRoles for people", t_rbac_user_roles)
     r.check("operator: non-root, read-only, no capabilities, probes, resources", t_operator_security)
     r.check("operator: args, env and rollout strategy per values", t_operator_args)
-    r.check("operator: NetworkPolicy admits only metricsFrom, only to the metrics port", t_operator_network_policy)
+    r.check("operator: NetworkPolicy admits only metricsFrom and the helm test Pod, only to the metrics port", t_operator_network_policy)
     r.check("services: slurmrestd and operator metrics stay ClusterIP unless allowExternal", t_services_not_external)
     r.check("operator: the tag key Secret, created or existing", t_tag_key)
     r.check("Dockerfile: static, non-root user = chart runAsUser, lean context", t_dockerfile)

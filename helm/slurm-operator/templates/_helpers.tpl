@@ -27,6 +27,13 @@ app.kubernetes.io/name: {{ include "slurm-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/* The `helm test` Pod's labels that the NetworkPolicy admits it by (the operator's pods carry
+app.kubernetes.io/component: operator). */}}
+{{- define "slurm-operator.testSelectorLabels" -}}
+{{ include "slurm-operator.selectorLabels" . }}
+app.kubernetes.io/component: test-ready
+{{- end }}
+
 {{- define "slurm-operator.labels" -}}
 helm.sh/chart: {{ include "slurm-operator.chart" . }}
 {{ include "slurm-operator.selectorLabels" . }}
