@@ -1124,6 +1124,65 @@ def t_cluster_daemons_secure() -> str:
             "RuntimeDefault seccomp in every pod, slurmd's too")
 
 
+VERSION_LABELS = ("helm.sh/chart", "app.kubernetes.io/version")
+
+
+def bumped_chart(chart: Path, tmp: str) -> Path:
+    """A copy of `chart` whose Chart.yaml has another version and appVersion."""
+    dest = Path(tmp) / chart.name
+    shutil.copytree(chart, dest)
+    meta = dest / "Chart.yaml"
+    text = re.sub(r"^version: .*$", "version: 99.0.0", meta.read_text(), count=1, flags=re.M)
+    meta.write_text(re.sub(r"^appVersion: .*$", 'appVersion: "99.0.0"', text, count=1, flags=re.M))
+    return dest
+
+
+def t_pod_templates_version_stable() -> str:
+    """No pod template of either chart carries helm.sh/chart or app.kubernetes.io/version (a
+    chart version bump would restart every daemon), selectors stay what they were (immutable),
+    and a copy of the chart with another version and appVersion renders the same pod templates
+    (the slurm.conf checksum does not cover the ConfigMap's labels), while a slurm.conf change
+    still changes the checksum of the pods that read it."""
+    cases = [(OPERATOR, (), ()), (OPERATOR, (), ("networkPolicy.enabled=true", "replicas=2", "leaderElection.enabled=true")),
+             (CLUSTER, (), ("accounting.enabled=true", "login.enabled=true"))]
+    cases += [(c, (v,), ()) for c in (OPERATOR, CLUSTER) for v in ci_values(c)]
+    want_selector = {OPERATOR: {"app.kubernetes.io/name", "app.kubernetes.io/instance"},
+                     CLUSTER: {"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"}}
+    errs, n = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for chart, values, sets in cases:
+            # The operator's image tag defaults to appVersion: pin it so only the labels could differ.
+            pin = ("image.tag=0.1.0",) if chart == OPERATOR else ()
+            docs = render(chart, values, sets + pin, cache=False)
+            for owner, tmpl, selector in pod_templates(docs):
+                n += 1
+                labels = tmpl["metadata"].get("labels") or {}
+                for k in VERSION_LABELS:
+                    if k in labels:
+                        errs.append(f"{rel_name(chart)} {owner}: pod template label {k}={labels[k]}")
+                if selector is not None:
+                    if set(selector) != want_selector[chart]:
+                        errs.append(f"{rel_name(chart)} {owner}: selector {selector} changed")
+                    if any(labels.get(k) != v for k, v in selector.items()):
+                        errs.append(f"{rel_name(chart)} {owner}: pod labels {labels} do not carry the selector {selector}")
+            other = bumped_chart(chart, tempfile.mkdtemp(dir=tmp))
+            bumped = render(other, values, sets + pin, cache=False)
+            before = {o: t for o, t, _ in pod_templates(docs)}
+            after = {o: t for o, t, _ in pod_templates(bumped)}
+            for owner in sorted(set(before) | set(after)):
+                if before.get(owner) != after.get(owner):
+                    errs.append(f"{rel_name(chart)} {' '.join(values + sets)}: {owner}'s pod template changes with the chart version")
+    sums = []
+    for debug in ("info", "debug"):
+        docs = render(CLUSTER, sets=("login.enabled=true", f"slurm.debug={debug}"), cache=False)
+        sums.append({o: (t["metadata"].get("annotations") or {}).get("checksum/slurm-conf") for o, t, _ in pod_templates(docs)
+                     if o.split("/")[1] in ("test-slurmctld", "test-slurmrestd", "test-login")})
+    if len(sums[0]) != 3 or not all(sums[0][o] and sums[0][o] != sums[1][o] for o in sums[0]):
+        errs.append(f"a slurm.conf change does not change checksum/slurm-conf of slurmctld, slurmrestd, login: {sums}")
+    ensure(not errs, "\n  " + "\n  ".join(errs))
+    return f"{n} pod templates in {len(cases)} renders, unchanged by a chart version bump"
+
+
 def t_cluster_slurm_conf_defaults() -> str:
     docs = render(CLUSTER)
     conf = slurm_conf(docs)
@@ -1803,6 +1862,7 @@ def main() -> int:
     r.check("operator: Artifact Hub annotations match crds/ and examples/tenancy/", t_artifacthub)
     r.check("operator: PrometheusRule and Grafana dashboard from files/, ServiceMonitor honorLabels", t_operator_monitoring)
     r.check("cluster: daemons non-root with limits, RuntimeDefault seccomp (slurmd too)", t_cluster_daemons_secure)
+    r.check("pod templates: no chart/version labels, selectors unchanged, same after a chart version bump", t_pod_templates_version_stable)
     r.check("cluster: slurm.conf defaults and overrides", t_cluster_slurm_conf_defaults)
     r.check("cluster: partitions from nodesets, GresTypes", t_cluster_partitions)
     r.check("cluster: memory quantities -> RealMemory MiB", t_cluster_memory_conversion)

@@ -33,6 +33,21 @@ app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
+{{/* Labels of a component's pod template: the selector's and the ones that never change, but
+not helm.sh/chart and app.kubernetes.io/version, which would restart every daemon on each chart
+version bump. (dict "ctx" . "component" "slurmctld") */}}
+{{/* checksum/slurm-conf of the pods that read slurm.conf: of the ConfigMap's data only (its
+labels carry the chart's version, which must not restart them). */}}
+{{- define "slurm-cluster.slurmConfChecksum" -}}
+{{- (include (print .Template.BasePath "/configmap.yaml") . | fromYaml).data | toJson | sha256sum }}
+{{- end }}
+
+{{- define "slurm-cluster.podLabels" -}}
+{{ include "slurm-cluster.componentSelector" . }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: slurm
+{{- end }}
+
 {{/* image: (dict "ctx" . "image" .Values.images.slurmctld) */}}
 {{- define "slurm-cluster.image" -}}
 {{- $img := .image }}
