@@ -14,7 +14,10 @@ Each check prints `PASS name` or `FAIL name: why`; the last line is `N passed, N
               Kubernetes kind the Rust code opens an Api<...> for has a rule; Secrets only
               through a Role in the credentials namespace (no ClusterRole grants them); the
               tenant/admin ClusterRoles for people grant what they say, aggregated as configured
-  operator    Deployment security/probes/args per mode
+  operator    Deployment security/probes/args per mode; NetworkPolicy (metricsFrom, helm test
+              Pod); the docs' alert list and RBAC verbs match files/
+  services    slurmrestd and the metrics Service stay ClusterIP unless allowExternal
+  pods        no chart/version label in any pod template; a chart version bump changes none
   cluster     slurm.conf, SlurmNodeSets, slurmd command line, SlurmCluster, its credentials
               Secret in the operator's credentials namespace, accounting wiring agree
   secrets     keys are generated, reused from the live Secret (lookup), existingSecret honoured
@@ -880,6 +883,32 @@ def t_operator_monitoring() -> str:
     sm = one(docs, "ServiceMonitor")
     ensure(all(e.get("honorLabels") is True for e in sm["spec"]["endpoints"]), "ServiceMonitor without honorLabels")
     return f"{len(alerts)} alerts, dashboard with {len(dashboard['panels'])} panels"
+
+
+def t_operator_docs_match() -> str:
+    """The alerts that values.yaml, the README and docs/metrics.md list are the rules file's, and
+    the README's verbs on namespaces are the RBAC rule's."""
+    rules = yaml.safe_load((OPERATOR / "files" / "prometheus-rules.yaml").read_text())
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    values = (OPERATOR / "values.yaml").read_text()
+    comment = re.search(r"^# -- Alerts(.*?)^prometheusRule:", values, re.S | re.M).group(1)
+    readme = (OPERATOR / "README.md").read_text()
+    row = next(ln for ln in readme.splitlines() if ln.startswith("| `prometheusRule.enabled`"))
+    table = re.search(r"^## Alerts\n(.*?)^## ", (ROOT / "docs" / "metrics.md").read_text(), re.S | re.M).group(1)
+    errs = []
+    for where, text in (("values.yaml", comment), ("README.md", row), ("docs/metrics.md", table)):
+        named = set(re.findall(r"\bSlurm[A-Za-z]+", text)) - {"SlurmCluster", "SlurmClusters", "SlurmJob", "SlurmJobs",
+                                                               "SlurmNodeSet", "SlurmNodeSets"}
+        if named != alerts:
+            errs.append(f"{where} lists {sorted(named)}, files/prometheus-rules.yaml has {sorted(alerts)}")
+    rbac = yaml.safe_load(RULES_FILE.read_text())["rules"]
+    verbs = next(r["verbs"] for r in rbac if r.get("resources") == ["namespaces"])
+    always = next(ln for ln in readme.splitlines() if ln.startswith("| always |"))
+    said = re.search(r"namespaces ([a-z/]+) ", always)
+    if not said or said.group(1).split("/") != verbs:
+        errs.append(f"README says namespaces {said.group(1) if said else None}, files/rbac-rules.yaml grants {'/'.join(verbs)}")
+    ensure(not errs, "\n  " + "\n  ".join(errs))
+    return f"{len(alerts)} alerts; namespaces {'/'.join(verbs)}"
 
 
 def t_artifacthub() -> str:
@@ -1861,6 +1890,7 @@ def main() -> int:
     r.check("operator: PDB with replicas > 1, helm test Pod, extraObjects", t_operator_extras)
     r.check("operator: Artifact Hub annotations match crds/ and examples/tenancy/", t_artifacthub)
     r.check("operator: PrometheusRule and Grafana dashboard from files/, ServiceMonitor honorLabels", t_operator_monitoring)
+    r.check("operator docs: the alerts and namespace verbs they list are the files'", t_operator_docs_match)
     r.check("cluster: daemons non-root with limits, RuntimeDefault seccomp (slurmd too)", t_cluster_daemons_secure)
     r.check("pod templates: no chart/version labels, selectors unchanged, same after a chart version bump", t_pod_templates_version_stable)
     r.check("cluster: slurm.conf defaults and overrides", t_cluster_slurm_conf_defaults)
