@@ -507,18 +507,34 @@ async fn apply_wait_and_logs_against_an_api_server() {
         .unwrap();
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(server.client(), "team-a");
     pods.create(&Default::default(), &pod).await.unwrap();
-    // Not started: logs waits for it, up to its --pod-timeout.
-    let (code, _, stderr) = run(args(&[
-        "logs",
+    let job_id = |id: i64| json!({"status": {"jobId": id}});
+    let logs_within_1s = || args(&["logs", "streamed", "-n", "team-a", "--pod-timeout", "1s"]);
+    // Re-run since: that Pod streams the earlier run, not the job the status names.
+    jobs.patch_status(
         "streamed",
-        "-n",
-        "team-a",
-        "--pod-timeout",
-        "1s",
-    ]))
-    .await;
+        &PatchParams::default(),
+        &Patch::Merge(&job_id(78)),
+    )
+    .await
+    .unwrap();
+    let (code, _, stderr) = run(logs_within_1s()).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the Pod there streams Slurm job 77, an earlier run"),
+        "{stderr}"
+    );
+    jobs.patch_status(
+        "streamed",
+        &PatchParams::default(),
+        &Patch::Merge(&job_id(77)),
+    )
+    .await
+    .unwrap();
+    // Not started: logs waits for it, up to its --pod-timeout.
+    let (code, _, stderr) = run(logs_within_1s()).await;
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("did not start within 1s"), "{stderr}");
+    assert!(!stderr.contains("earlier run"), "{stderr}");
     // Started, its container not yet: the API server's refusal is passed on.
     let running = json!({"status": {"phase": "Running"}});
     pods.patch_status("streamed", &PatchParams::default(), &Patch::Merge(&running))

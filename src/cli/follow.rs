@@ -11,7 +11,7 @@ use kube::runtime::wait::await_condition;
 use kube::{Api, Client};
 
 use super::CliError;
-use crate::controller::slurmjob::output::LABEL;
+use crate::controller::slurmjob::output::{self, LABEL};
 use crate::controller::slurmjob::status::{COMPLETE, FAILED};
 use crate::crd::SlurmJob;
 
@@ -155,31 +155,42 @@ impl LogsArgs {
                     .unwrap_or(crate::controller::slurmjob::submit::DEFAULT_WORKING_DIRECTORY)
             )));
         }
-        // The operator's streamer Pod, named after the SlurmJob, prints the output file.
+        // The operator's streamer Pod, named after the SlurmJob, prints the output file. Right
+        // after a re-run the previous run's Pod may still be there: only the one streaming the
+        // job the status names will do.
         let pods: Api<Pod> = Api::namespaced(client, &namespace);
-        let started = await_condition(pods.clone(), &self.name, |pod: Option<&Pod>| {
-            pod.is_some_and(|pod| {
-                let ours = pod
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(LABEL))
-                    .is_some_and(|n| *n == self.name);
+        let deadline = tokio::time::Instant::now() + self.pod_timeout;
+        loop {
+            let job = jobs
+                .get(&self.name)
+                .await
+                .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
+            let pod = pods
+                .get_opt(&self.name)
+                .await
+                .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
+            if pod.as_ref().is_some_and(|pod| {
                 let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-                ours && matches!(phase, Some("Running" | "Succeeded" | "Failed"))
-            })
-        });
-        match tokio::time::timeout(self.pod_timeout, started).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(CliError::Usage(format!("{what}: {e}"))),
-            Err(_) => {
+                streams_current_run(pod, &job)
+                    && matches!(phase, Some("Running" | "Succeeded" | "Failed"))
+            }) {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let earlier = pod
+                    .as_ref()
+                    .filter(|pod| !streams_current_run(pod, &job))
+                    .and_then(output::streamed_job_id)
+                    .map(|id| format!("; the Pod there streams Slurm job {id}, an earlier run"))
+                    .unwrap_or_default();
                 return Err(CliError::Usage(format!(
-                    "{what}: its output Pod did not start within {} (is the job submitted? \
-                     kubectl describe pod {} -n {namespace})",
+                    "{what}: its output Pod did not start within {}{earlier} (is the job \
+                     submitted? kubectl describe pod {} -n {namespace})",
                     humantime::format_duration(self.pod_timeout),
                     self.name
                 )));
             }
+            tokio::time::sleep(POD_POLL).await;
         }
         let params = LogParams {
             follow: self.follow,
@@ -199,6 +210,30 @@ impl LogsArgs {
         }
         Ok(0)
     }
+}
+
+/// How often `logs` looks for the output Pod of the current run.
+const POD_POLL: Duration = Duration::from_millis(500);
+
+/// Whether `pod` streams `job`'s current run: the operator's streamer of this very SlurmJob
+/// (its label, owned by its uid, not by an earlier SlurmJob of that name), for the Slurm job the
+/// status names.
+fn streams_current_run(pod: &Pod, job: &SlurmJob) -> bool {
+    let labelled = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL))
+        .is_some_and(|n| Some(n) == job.metadata.name.as_ref());
+    let owned = job.metadata.uid.as_ref().is_some_and(|uid| {
+        pod.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|owner| owner.uid == *uid)
+    });
+    let job_id = job.status.as_ref().and_then(|s| s.job_id);
+    labelled && owned && job_id.is_some() && output::streamed_job_id(pod) == job_id
 }
 
 #[cfg(test)]
@@ -262,5 +297,33 @@ mod tests {
         // A status from before the latest edit describes the previous run.
         let stale = job(3, Some(status(&[("Complete", "True")], Some(0), 2)));
         assert_eq!(outcome(&stale), None);
+    }
+
+    /// `logs` reads only the Pod streaming the run the status names, of this very SlurmJob.
+    #[test]
+    fn only_the_current_runs_pod_is_read() {
+        let mut job = job(2, None);
+        job.metadata.uid = Some("uid-2".into());
+        job.spec.output =
+            Some(serde_json::from_value(json!({"volume": "out", "slurmPath": "/shared"})).unwrap());
+        let pod_of = |job: &SlurmJob, id| output::pod(job, id, "busybox", false).unwrap();
+        let current = pod_of(&job, 77);
+        // Not submitted yet: no run to read.
+        assert!(!streams_current_run(&current, &job));
+        job.status = Some(SlurmJobStatus {
+            job_id: Some(77),
+            ..Default::default()
+        });
+        assert!(streams_current_run(&current, &job));
+        // The previous run's Pod, still there right after a re-run.
+        assert!(!streams_current_run(&pod_of(&job, 76), &job));
+        // A Pod of an earlier SlurmJob of the same name (another uid).
+        let mut earlier = job.clone();
+        earlier.metadata.uid = Some("uid-1".into());
+        assert!(!streams_current_run(&pod_of(&earlier, 77), &job));
+        // Not the operator's streamer of this name.
+        let mut other = current.clone();
+        other.metadata.labels = None;
+        assert!(!streams_current_run(&other, &job));
     }
 }

@@ -123,6 +123,11 @@ fn matches(pattern: &str) -> String {
 #[kube(validation = Rule::new(
     "!has(self.spec.dependsOn) || self.spec.dependsOn.all(d, d.name != self.metadata.name)"
 ).message("dependsOn cannot name the SlurmJob itself: it would wait for its own submission forever"))]
+// The output Pod carries the name as a label value, which may be at most 63 characters.
+#[kube(validation = Rule::new(
+    "!has(self.spec.output) || size(self.metadata.name) <= 63"
+).message("a SlurmJob with output must have a name of at most 63 characters: its output Pod is \
+           labelled with it (a Kubernetes label value)"))]
 #[serde(rename_all = "camelCase")]
 // Pairs sbatch itself refuses, or that would say the same thing twice.
 #[x_kube(
@@ -154,6 +159,10 @@ fn matches(pattern: &str) -> String {
     )
         .message("standardOutput and standardError cannot be set with output: with output, \
                   the operator names the file it streams")
+        .field_path(".output"),
+    validation = Rule::new("!(has(self.output) && has(self.array))")
+        .message("output cannot be set with array: it streams one file, and each task of an \
+                  array writes its own")
         .field_path(".output")
 )]
 pub struct SlurmJobSpec {
@@ -481,6 +490,9 @@ impl DependencyType {
     }
 }
 
+/// A path Slurm takes literally in `--output`: no `%` pattern, no `\` (which disables them).
+const NO_FILENAME_PATTERN_CEL: &str = "!self.contains('%') && !self.contains('\\\\')";
+
 /// Where job output goes: a PVC that the Slurm nodes see at `slurmPath`.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -499,6 +511,12 @@ pub struct JobOutput {
         "output slurmPath must be the absolute path where the volume is mounted on the Slurm \
          nodes, e.g. /shared"
     ))]
+    // Slurm expands `%` patterns in the whole output path and `\` turns that off: either way
+    // the file would not be where the output Pod looks.
+    #[x_kube(validation = Rule::new(NO_FILENAME_PATTERN_CEL).message(
+        "output slurmPath cannot contain '%' or '\\': Slurm would read them as a filename \
+         pattern"
+    ))]
     pub slurm_path: String,
 
     /// Directory inside the volume for this job's files, relative and without `..`. Defaults to
@@ -509,6 +527,9 @@ pub struct JobOutput {
         "!self.startsWith('/') && self != '..' && !self.startsWith('../') \
          && !self.endsWith('/..') && !self.contains('/../')"
     ).message("subPath must be a relative path without '..'"))]
+    #[x_kube(validation = Rule::new(NO_FILENAME_PATTERN_CEL).message(
+        "subPath cannot contain '%' or '\\': Slurm would read them as a filename pattern"
+    ))]
     pub sub_path: Option<String>,
 }
 

@@ -598,9 +598,31 @@ async fn apply(
     if let Some(job_id) = status.job_id {
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
         let ended = status.phase.is_terminal();
-        act::ensure_output_pod(&pods, job, job_id, &data.output_image, ended)
-            .await
-            .map_err(Error::OutputPod)?;
+        if let Err(error) =
+            act::ensure_output_pod(&pods, job, job_id, &data.output_image, ended).await
+        {
+            // Refused (a ResourceQuota, an admission policy): the tenant is told, not only the
+            // operator's log; retried with the backoff, as the cause may go away.
+            if let kube::Error::Api(response) = &error
+                && matches!(response.code, 403 | 422)
+            {
+                let note = format!(
+                    "the output Pod {} was refused ({}); `kubectl logs` shows nothing until it \
+                     is created: make room for it (it asks for {}) or ask the platform admin",
+                    job.name_any(),
+                    response.message,
+                    output::resources_note(),
+                );
+                kit::publish(
+                    &ctx.recorder,
+                    job,
+                    EVENT_ACTION,
+                    Notice::warning("OutputPodFailed", note),
+                )
+                .await;
+            }
+            return Err(Error::OutputPod(error));
+        }
     }
     if !backoff {
         ctx.backoff.reset(&backoff_key(job));

@@ -37,6 +37,7 @@ const CPU_REQUEST: &str = "10m";
 const CPU_LIMIT: &str = "100m";
 const MEMORY_REQUEST: &str = "16Mi";
 const MEMORY_LIMIT: &str = "32Mi";
+
 /// How long the Pod keeps reading after the end is announced: `tail -f` polls once a second,
 /// so this lets it print what the job wrote last.
 const DRAIN_SECONDS: u32 = 3;
@@ -201,6 +202,11 @@ pub fn pod(job: &SlurmJob, job_id: i64, image: &str, ended: bool) -> Option<Pod>
     })
 }
 
+/// What the streamer Pod asks for, as a tenant reads it in a refusal.
+pub fn resources_note() -> String {
+    format!("cpu {CPU_REQUEST} to {CPU_LIMIT}, memory {MEMORY_REQUEST} to {MEMORY_LIMIT}")
+}
+
 /// The Slurm job id a streamer Pod streams (from its annotation).
 pub fn streamed_job_id(pod: &Pod) -> Option<i64> {
     pod.metadata
@@ -221,18 +227,23 @@ pub fn streamed_job_id(pod: &Pod) -> Option<i64> {
 /// what was opened is that very path (no symbolic link on the way: `/proc/self/fd/3` names
 /// where the open ended), a regular file with one link (no hard link to someone else's file);
 /// then followed by descriptor (`tail -f` of the open file), so replacing the path later shows
-/// nothing new. A file the Pod cannot open (its uid may not read it) is said so, and the Pod
-/// ends: `command exec` keeps a failed open from ending the shell before it can say why.
+/// nothing new. The link count is read before the path: a hard link removed between the two
+/// leaves a count of one, but its path then reads as deleted. A FIFO is refused before the
+/// open, which would wait for a writer for good. A file the Pod cannot open (its uid may not
+/// read it) is said so, and the Pod ends: `command exec` keeps a failed open from ending the
+/// shell before it can say why.
 fn streamer_script() -> String {
     format!(
         "ended() {{ grep -q '^{ENDED_ANNOTATION}=\"true\"' \"$ANNOTATIONS_FILE\" 2>/dev/null; }}; \
          until [ -e \"$OUTPUT_FILE\" ] || ended; do sleep 1; done; \
          if [ ! -e \"$OUTPUT_FILE\" ]; then echo \"no output: $OUTPUT_FILE was never written\"; exit 0; fi; \
+         if [ -p \"$OUTPUT_FILE\" ]; then \
+           echo \"not streamed: $OUTPUT_FILE is a link or not a regular file\"; exit 0; fi; \
          if ! {{ command exec 3< \"$OUTPUT_FILE\"; }} 2>/dev/null; then \
            echo \"not streamed: the output Pod (uid {RUN_AS_USER}) cannot open $OUTPUT_FILE: \
 the job's script must leave it readable by others (e.g. umask 022)\"; exit 0; fi; \
-         if [ \"$(readlink /proc/self/fd/3)\" != \"$OUTPUT_FILE\" ] || [ ! -f /proc/self/fd/3 ] \
-            || [ \"$(stat -L -c %h /proc/self/fd/3)\" != 1 ]; then \
+         if [ ! -f /proc/self/fd/3 ] || [ \"$(stat -L -c %h /proc/self/fd/3)\" != 1 ] \
+            || [ \"$(readlink /proc/self/fd/3)\" != \"$OUTPUT_FILE\" ]; then \
            echo \"not streamed: $OUTPUT_FILE is a link or not a regular file\"; exit 0; fi; \
          tail -n +1 -f /proc/self/fd/3 & follower=$!; \
          until ended; do sleep 2; done; \
@@ -571,6 +582,15 @@ mod tests {
             std::fs::hard_link(&secret, &hard).unwrap();
             refused(&stream(&toolbox, &hard, &annotations, || {}), "a hard link");
             std::fs::remove_file(&hard).unwrap();
+
+            // A FIFO: refused, not opened (the open would wait for a writer for good).
+            let fifo = dir.join(format!("{name}.fifo"));
+            let made = std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap();
+            assert!(made.success());
+            refused(&stream(&toolbox, &fifo, &annotations, || {}), "a FIFO");
 
             // A path the Pod cannot open (a socket here: even root's open fails, as a file the
             // Pod's uid may not read does): said so, not the shell's bare error.

@@ -1781,6 +1781,61 @@ async fn the_output_pod_is_told_when_its_job_ends() {
     server.await.unwrap();
 }
 
+/// An output Pod the API server refuses (here a ResourceQuota) is told to the tenant: one
+/// Warning naming the refusal and what the Pod asks for; the reconcile fails, to be retried.
+#[tokio::test]
+async fn a_refused_output_pod_is_told_to_the_tenant() {
+    let (ctx, mut api) = Context::test();
+    let mut job = with_output(finalized(slurm_job("refused", "#!/bin/sh\necho hi\n")));
+    let uid = uid_of(&job);
+    let record = tagged_record(301, &OwnerTag::new(&uid, 1), &["RUNNING"]);
+    let running = status::observe(
+        &SlurmJobStatus {
+            job_id: Some(301),
+            submitted_generation: Some(1),
+            observed_generation: Some(1),
+            ..Default::default()
+        },
+        std::slice::from_ref(&record),
+    );
+    job.status = Some(running);
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(&ctx, vec![record]),
+    );
+    let data = data(ctx);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let _ = expect_status_apply(&mut api, &expected).await;
+        expect_get_pod(&mut api, &expected, None).await;
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::POST, "{call:?}");
+        respond(
+            send,
+            StatusCode::FORBIDDEN,
+            &json!({
+                "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
+                "code": 403,
+                "message": "pods \"refused\" is forbidden: exceeded quota: compute, requested: limits.cpu=100m",
+            }),
+        );
+        let event = expect_event(&mut api, &expected, "Warning", "OutputPodFailed").await;
+        api.expect_no_more_calls().await;
+        event
+    });
+    let error = reconcile(Arc::new(job), data).await.unwrap_err();
+    let event = server.await.unwrap();
+    assert_eq!(error.category(), "OutputPodFailed");
+    let note = event.body["note"].as_str().unwrap();
+    assert!(
+        note.contains("exceeded quota: compute") && note.contains("cpu 10m to 100m"),
+        "{note}"
+    );
+}
+
 /// A namespace the operator's cache does not hold yet has unknown labels, not none: with an
 /// access entry that selects by label (here every namespace not labelled `tier=restricted`),
 /// nothing is submitted and the reconcile is retried (`NamespaceNotCached`); once the namespace

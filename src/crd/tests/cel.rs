@@ -230,6 +230,11 @@ fn cel_rules_are_where_expected() {
                 "dependsOn cannot name the SlurmJob itself: it would wait for its own submission forever"
             ),
             s(
+                "",
+                "a SlurmJob with output must have a name of at most 63 characters: its output Pod \
+                 is labelled with it (a Kubernetes label value)"
+            ),
+            s(
                 ".spec",
                 "memoryPerNode and memoryPerCpu exclude each other (as sbatch's --mem and \
                  --mem-per-cpu): set one"
@@ -254,6 +259,11 @@ fn cel_rules_are_where_expected() {
                 ".spec",
                 "standardOutput and standardError cannot be set with output: with output, the \
                  operator names the file it streams"
+            ),
+            s(
+                ".spec",
+                "output cannot be set with array: it streams one file, and each task of an array \
+                 writes its own"
             ),
             s(
                 ".spec.array",
@@ -311,8 +321,17 @@ fn cel_rules_are_where_expected() {
                  Slurm nodes, e.g. /shared"
             ),
             s(
+                ".spec.output.slurmPath",
+                "output slurmPath cannot contain '%' or '\\': Slurm would read them as a filename \
+                 pattern"
+            ),
+            s(
                 ".spec.output.subPath",
                 "subPath must be a relative path without '..'"
+            ),
+            s(
+                ".spec.output.subPath",
+                "subPath cannot contain '%' or '\\': Slurm would read them as a filename pattern"
             ),
             s(
                 ".spec.output.volume",
@@ -815,6 +834,55 @@ fn slurmjob_cannot_depend_on_itself() {
     let mut bare = object("SlurmJob", job(json!({})));
     bare["metadata"]["name"] = json!("train");
     assert!(failures("slurmjobs.slurm.rs", &bare, None).is_empty());
+}
+
+/// `output` as the output Pod and Slurm's `--output` can honour it: a name that fits a label
+/// value, one job's file (no array), a path Slurm takes literally.
+#[test]
+fn output_is_refused_where_its_pod_or_file_could_not_follow() {
+    let check = |name: &str, spec: serde_json::Value| {
+        let mut obj = object("SlurmJob", job(spec));
+        obj["metadata"]["name"] = json!(name);
+        failures("slurmjobs.slurm.rs", &obj, None)
+    };
+    let output = |slurm_path: &str, sub_path: Option<&str>| {
+        let mut o = json!({"volume": "out", "slurmPath": slurm_path});
+        if let Some(sub) = sub_path {
+            o["subPath"] = json!(sub);
+        }
+        json!({"output": o})
+    };
+    let fine = output("/shared", Some("runs/a"));
+    assert_eq!(check(&"a".repeat(63), fine.clone()), Vec::<String>::new());
+    let long = check(&"a".repeat(64), fine.clone());
+    assert!(
+        long.len() == 1 && long[0].contains("name of at most 63 characters"),
+        "{long:?}"
+    );
+    // Without output, a long name is the API server's to judge.
+    assert_eq!(check(&"a".repeat(64), json!({})), Vec::<String>::new());
+
+    let mut array = fine.clone();
+    array["array"] = json!("0-3");
+    let got = check("a", array);
+    assert!(
+        got.len() == 1 && got[0].contains("output cannot be set with array"),
+        "{got:?}"
+    );
+    assert_eq!(check("a", json!({"array": "0-3"})), Vec::<String>::new());
+
+    for (path, sub, field) in [
+        ("/shared/%u", None, "output slurmPath cannot contain"),
+        ("/shared/a\\b", None, "output slurmPath cannot contain"),
+        ("/shared", Some("%x"), "subPath cannot contain"),
+        ("/shared", Some("a\\%j"), "subPath cannot contain"),
+    ] {
+        let got = check("a", output(path, sub));
+        assert!(
+            got.len() == 1 && got[0].contains(field),
+            "{path} {sub:?}: {got:?}"
+        );
+    }
 }
 
 /// The CEL form of the name pattern accepts exactly what the schema pattern of the other CRDs
