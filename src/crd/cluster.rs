@@ -184,10 +184,14 @@ pub struct ClusterAccess {
     pub namespace_selector: Option<LabelSelector>,
 
     /// The Slurm user the jobs of these namespaces run as: the operator mints each submit's
-    /// token for this user (which needs `auth.jwt`). Slurm accounts them to this user.
+    /// token for this user (which needs `auth.jwt`). Slurm accounts them to this user. Never
+    /// `root`: the tenants' scripts would run as root on the Slurm nodes.
     #[schemars(length(min = 1, max = 256))]
     #[x_kube(validation = Rule::new("self.matches('^[a-z_][a-z0-9_.-]*[$]?$')")
         .message("slurmUser must be a Slurm (POSIX) user name such as alice"))]
+    #[x_kube(validation = Rule::new("self != 'root'")
+        .message("slurmUser cannot be root: the namespaces' job scripts would run as root on \
+                  the Slurm nodes; map them to an unprivileged Slurm user"))]
     pub slurm_user: String,
 
     /// Slurm accounts these namespaces may charge (`spec.account`). Empty: any the user may;

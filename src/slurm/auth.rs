@@ -59,6 +59,11 @@ pub enum AuthError {
          {token_user}, and only a JWT signing key (auth.jwt) can mint tokens for other users"
     )]
     CannotActAs { user: String, token_user: String },
+    #[error(
+        "will not act as Slurm user root for a namespace's jobs: their scripts would run as root \
+         on the Slurm nodes"
+    )]
+    Root,
 }
 
 /// How requests authenticate. Cheap to share behind an `Arc`; never prints its secrets.
@@ -162,6 +167,11 @@ impl Credentials {
     /// and lifetime, or this ready token when it is `user`'s own (by its `sun` claim or the user
     /// it was given with). A ready token cannot act as anyone else.
     pub fn for_user(&self, user: &str) -> Result<Self, AuthError> {
+        // Tenants' jobs are submitted through here (`SlurmClient::as_user`); an access entry
+        // stored before the CRD refused root is stopped here too.
+        if user == "root" {
+            return Err(AuthError::Root);
+        }
         match &self.source {
             TokenSource::Minted(minter) => {
                 Self::minted(minter.key.expose_secret().to_vec(), user, minter.lifetime)
@@ -536,6 +546,16 @@ mod tests {
         assert_eq!(creds.user(), None);
         let creds = Credentials::token("t", Some(String::new())).unwrap();
         assert_eq!(creds.user(), None);
+    }
+
+    /// A tenant's job is never run as root, whichever way the credentials come.
+    #[test]
+    fn no_credentials_are_made_for_root() {
+        let minted = Credentials::minted(KEY.to_vec(), "slurm", DEFAULT_TOKEN_LIFETIME).unwrap();
+        assert!(matches!(minted.for_user("root"), Err(AuthError::Root)));
+        assert!(minted.for_user("alice").is_ok());
+        let ready = Credentials::token("t", Some("root".into())).unwrap();
+        assert!(matches!(ready.for_user("root"), Err(AuthError::Root)));
     }
 
     #[test]

@@ -30,5 +30,5 @@ pub use config::{
     ClientConfig, DEFAULT_ALLOW_PLAINTEXT, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, TlsOptions,
 };
 pub use error::SlurmError;
-pub use transport::RequestObserver;
+pub use transport::{RequestObserver, location_without_secrets};
 pub use version::{ApiVersion, UnknownVersion};

@@ -129,7 +129,7 @@ pub(super) fn redirect_target(response: &reqwest::Response) -> Option<String> {
     ))
 }
 
-fn location_without_secrets(location: &str) -> String {
+pub fn location_without_secrets(location: &str) -> String {
     match url::Url::parse(location) {
         Ok(mut url) => {
             // Fails only for URLs that cannot have user info (no host): nothing to remove then.

@@ -384,11 +384,22 @@ fn pinned_version(version: ApiVersion) -> Option<crate::slurm::ApiVersion> {
     version.pinned().and_then(|name| name.parse().ok())
 }
 
+/// `endpoint` as a status, an Event or a log may show it: without the user info, query and
+/// fragment a refused URL may carry (credentials typed into it); not at all when an `@` is
+/// left (`u:pw@host` without a scheme parses as scheme `u`).
+fn shown_endpoint(endpoint: &str) -> String {
+    let shown = crate::slurm::location_without_secrets(endpoint);
+    if shown.contains('@') {
+        return "(not shown: it may hold credentials)".to_owned();
+    }
+    shown
+}
+
 /// Check the spec on its own and say what it needs from the namespace.
 pub fn plan(spec: &SlurmClusterSpec) -> Result<ConfigPlan, ConfigError> {
     let client = ClientConfig::new(&spec.endpoint)
         .map_err(|e| ConfigError::InvalidEndpoint {
-            endpoint: spec.endpoint.clone(),
+            endpoint: shown_endpoint(&spec.endpoint),
             detail: match e {
                 SlurmError::InvalidEndpoint { detail, .. } => detail,
                 other => other.to_string(),
@@ -808,6 +819,40 @@ mod tests {
             spec_pin(ApiVersion::V0_0_41),
             Some(crate::slurm::ApiVersion::V0_0_41)
         );
+    }
+
+    /// A refused endpoint is named in the status, an Event and the log: never with the
+    /// credentials or token typed into it.
+    #[test]
+    fn a_refused_endpoint_is_shown_without_what_may_be_credentials() {
+        for (endpoint, shown) in [
+            (
+                "https://u:hunter2@slurmrestd:6820",
+                "https://slurmrestd:6820/",
+            ),
+            (
+                "https://slurmrestd:6820/?token=hunter2",
+                "https://slurmrestd:6820/",
+            ),
+            (
+                "https://slurmrestd:6820/#hunter2",
+                "https://slurmrestd:6820/",
+            ),
+            (
+                "u:hunter2@slurmrestd",
+                "(not shown: it may hold credentials)",
+            ),
+        ] {
+            let mut spec = jwt_spec();
+            spec.endpoint = endpoint.into();
+            let Err(error) = plan(&spec) else {
+                panic!("{endpoint} accepted");
+            };
+            assert_eq!(error.reason(), "InvalidEndpoint", "{endpoint}");
+            let message = error.to_string();
+            assert!(!message.contains("hunter2"), "{message}");
+            assert!(message.contains(shown), "{endpoint}: {message}");
+        }
     }
 
     fn jwt_spec() -> SlurmClusterSpec {

@@ -185,6 +185,11 @@ fn cel_rules_are_where_expected() {
                 "slurmUser must be a Slurm (POSIX) user name such as alice"
             ),
             s(
+                ".spec.access[].slurmUser",
+                "slurmUser cannot be root: the namespaces' job scripts would run as root on the \
+                 Slurm nodes; map them to an unprivileged Slurm user"
+            ),
+            s(
                 ".spec.auth",
                 "auth must set exactly one of jwt or tokenSecretRef"
             ),
@@ -480,6 +485,14 @@ fn cluster_rules() {
     c(
         json!({"access": [{"namespaces": ["team-a"], "slurmUser": "alice; rm -rf /"}]}),
         &["slurmUser must be a Slurm (POSIX) user name"],
+    );
+    c(
+        json!({"access": [{"namespaces": ["team-a"], "slurmUser": "root"}]}),
+        &["slurmUser cannot be root"],
+    );
+    c(
+        json!({"access": [{"namespaces": ["team-a"], "slurmUser": "rooted"}]}),
+        &[],
     );
     c(
         json!({"endpoint": "ftp://slurm:6820"}),
