@@ -137,6 +137,16 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
         lambda s: "exclusive" not in s or "extraOptions" not in s or "shared" not in (s["extraOptions"] or {}),
     "!has(self.output) || (!has(self.standardOutput) && !has(self.standardError))":
         lambda s: "output" not in s or ("standardOutput" not in s and "standardError" not in s),
+    "!(has(self.output) && has(self.array))":
+        lambda s: not ("output" in s and "array" in s),
+    "!has(self.spec.output) || size(self.metadata.name) <= 63":
+        lambda s: "output" not in (s.get("spec") or {})
+        or len((s.get("metadata") or {}).get("name") or "") <= 63,
+    # In CEL, '\\' is one backslash.
+    "!self.contains('%') && !self.contains('\\\\')":
+        lambda s: isinstance(s, str) and "%" not in s and "\\" not in s,
+    # SlurmCluster: tenants' jobs never run as root.
+    "self != 'root'": lambda s: s != "root",
     # SlurmNodeSet: its name makes node names `<name>-<tag>-<ordinal>` (DNS labels).
     "size(self.metadata.name) <= 46 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')":
         lambda s: (lambda n: isinstance(n, str) and len(n) <= 46

@@ -41,7 +41,7 @@ const MEMORY_LIMIT: &str = "32Mi";
 /// How long the Pod keeps reading after the end is announced: `tail -f` polls once a second,
 /// so this lets it print what the job wrote last.
 const DRAIN_SECONDS: u32 = 3;
-/// Default image of the streamer (`--output-image`): anything with `sh`, `grep`, `readlink`,
+/// Default image of the streamer (`--output-image`): anything with `sh`, `cat`, `grep`, `readlink`,
 /// `stat` and `tail -f`.
 pub const DEFAULT_IMAGE: &str = "docker.io/library/busybox:1.37";
 /// User the streamer runs as (`nobody`): it only reads.
@@ -231,7 +231,8 @@ pub fn streamed_job_id(pod: &Pod) -> Option<i64> {
 /// leaves a count of one, but its path then reads as deleted. A FIFO is refused before the
 /// open, which would wait for a writer for good. A file the Pod cannot open (its uid may not
 /// read it) is said so, and the Pod ends: `command exec` keeps a failed open from ending the
-/// shell before it can say why.
+/// shell before it can say why. A Pod that starts after its job ended (created late, or again)
+/// copies the whole file and ends at its end, rather than follow it for a timed drain.
 fn streamer_script() -> String {
     format!(
         "ended() {{ grep -q '^{ENDED_ANNOTATION}=\"true\"' \"$ANNOTATIONS_FILE\" 2>/dev/null; }}; \
@@ -245,6 +246,7 @@ the job's script must leave it readable by others (e.g. umask 022)\"; exit 0; fi
          if [ ! -f /proc/self/fd/3 ] || [ \"$(stat -L -c %h /proc/self/fd/3)\" != 1 ] \
             || [ \"$(readlink /proc/self/fd/3)\" != \"$OUTPUT_FILE\" ]; then \
            echo \"not streamed: $OUTPUT_FILE is a link or not a regular file\"; exit 0; fi; \
+         if ended; then cat <&3; exit 0; fi; \
          tail -n +1 -f /proc/self/fd/3 & follower=$!; \
          until ended; do sleep 2; done; \
          sleep {DRAIN_SECONDS}; kill \"$follower\"; exit 0"
@@ -454,7 +456,7 @@ mod tests {
             let bin = dir.join("busybox-bin");
             std::fs::create_dir_all(&bin).unwrap();
             for applet in [
-                "sh", "grep", "sleep", "readlink", "stat", "tail", "kill", "echo",
+                "sh", "grep", "sleep", "readlink", "stat", "tail", "kill", "echo", "cat",
             ] {
                 let link = bin.join(applet);
                 if !link.exists() {
@@ -544,6 +546,60 @@ mod tests {
             let missing = dir.join("never.out");
             let text = stream(&toolbox, &missing, &annotations, || {});
             assert!(text.contains("was never written"), "{name}: {text}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Started after its job ended, the streamer copies the whole file however slowly its
+    /// output is read (the timed drain of a followed file would cut it short).
+    #[test]
+    fn a_streamer_started_after_the_end_copies_the_whole_file() {
+        use std::io::Read;
+        use std::process::{Command, Stdio};
+        use std::time::Duration;
+
+        let dir = scratch("streamer-ended");
+        let annotations = dir.join("annotations");
+        std::fs::write(
+            &annotations,
+            "slurm.rs/job-ended=\"true\"\nslurm.rs/job-id=\"7\"\n",
+        )
+        .unwrap();
+        let file = dir.join("ended.out");
+        let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
+        let text = line.repeat(64 * 1024); // 4 MiB
+        std::fs::write(&file, &text).unwrap();
+        for (name, toolbox) in toolboxes(&dir) {
+            let mut command = match &toolbox {
+                Some(bin) => {
+                    let mut c = Command::new(bin.join("sh"));
+                    c.env("PATH", bin);
+                    c
+                }
+                None => Command::new("sh"),
+            };
+            let mut child = command
+                .args(["-c", &streamer_script()])
+                .env("OUTPUT_FILE", &file)
+                .env("ANNOTATIONS_FILE", &annotations)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // Read at ~1 MiB/s: longer than the drain a followed file gets.
+            let mut stdout = child.stdout.take().unwrap();
+            let mut copied = Vec::new();
+            let mut chunk = vec![0; 64 * 1024];
+            loop {
+                let n = stdout.read(&mut chunk).unwrap();
+                if n == 0 {
+                    break;
+                }
+                copied.extend_from_slice(&chunk[..n]);
+                std::thread::sleep(Duration::from_millis(60));
+            }
+            assert!(child.wait().unwrap().success(), "{name}");
+            assert_eq!(copied.len(), text.len(), "{name}: the whole file");
+            assert!(copied == text.as_bytes(), "{name}: the file as it is");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
