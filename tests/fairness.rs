@@ -32,7 +32,7 @@ use slurm_operator::slurm::types::JobBaseState;
 use slurm_operator::state::registry::IO_PER_CONNECTION;
 
 use common::LocalSlurm;
-use common::e2e::{MANAGER, Operator, eventually};
+use common::e2e::{MANAGER, Operator, eventually, metric};
 use common::scenario::{self, Harness};
 
 const NAMESPACE: &str = "fairness";
@@ -347,36 +347,6 @@ async fn a_slow_cluster_delays_only_its_own_slurmjobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_answering_empty_elements_delays_only_its_own_slurmjobs() {
     hostile_cluster_delays_only_its_own(Reads::Elements, "fair-elements").await;
-}
-
-/// A value of the operator's `/metrics`, by the exact series name with labels, but for the
-/// `cluster` label (a shared poller reports under whichever SlurmCluster started it).
-async fn metric(metrics: &str, series: &str) -> Option<f64> {
-    let text = reqwest::get(format!("http://{metrics}/metrics"))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .map(without_cluster_label)
-        .find_map(|line| {
-            line.strip_prefix(series)?
-                .strip_prefix(' ')
-                .map(str::to_owned)
-        })
-        .and_then(|value| value.trim().parse().ok())
-}
-
-/// `line` without its `cluster="..."` label, if it has one first.
-fn without_cluster_label(line: &str) -> String {
-    match line.split_once("{cluster=\"") {
-        Some((name, rest)) => match rest.split_once("\"") {
-            Some((_, after)) => format!("{name}{{{}", after.strip_prefix(',').unwrap_or(after)),
-            None => line.to_owned(),
-        },
-        None => line.to_owned(),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,11 +17,12 @@ use slurm_operator::crd::SlurmJob;
 use slurm_operator::leader::{self, LeaseConfig};
 use tokio_util::sync::CancellationToken;
 
-use common::e2e::{Operator, eventually, free_port};
+use common::e2e::{Operator, eventually, free_port, metric};
 use common::scenario::{self, Harness};
 
 const NAMESPACE: &str = "slurm-ops";
 const LEASE: &str = "slurm-operator-leader";
+const POLLERS: &str = "slurm_operator_pollers";
 
 /// Two candidates for a free Lease, started at the same moment, many times: never do both lead
 /// (server-side apply's field-manager conflict on `holderIdentity` decides), and one does. With
@@ -127,19 +128,6 @@ impl Replicas {
     }
 }
 
-/// The `slurm_operator_pollers` gauge of the replica serving metrics on `port`.
-async fn pollers(port: &str) -> Option<f64> {
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find_map(|line| line.strip_prefix("slurm_operator_pollers "))
-        .and_then(|value| value.trim().parse().ok())
-}
-
 async fn holder(leases: &Api<Lease>) -> Option<String> {
     let lease = leases.get_opt(LEASE).await.ok()??;
     lease.spec?.holder_identity
@@ -209,12 +197,14 @@ async fn two_operator_processes_never_submit_a_job_twice() {
     eventually(
         "the replica that lost the Lease to drop its pollers",
         Duration::from_secs(30),
-        || async { (pollers(&woken).await == Some(0.0)).then_some(()) },
+        || async {
+            (metric(&format!("127.0.0.1:{woken}"), POLLERS).await == Some(0.0)).then_some(())
+        },
     )
     .await;
     let leading = replicas.port(&third);
     eventually("the leader's poller", Duration::from_secs(30), || async {
-        (pollers(&leading).await >= Some(1.0)).then_some(())
+        (metric(&format!("127.0.0.1:{leading}"), POLLERS).await >= Some(1.0)).then_some(())
     })
     .await;
 

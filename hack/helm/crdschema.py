@@ -139,9 +139,6 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
         lambda s: "output" not in s or ("standardOutput" not in s and "standardError" not in s),
     "!(has(self.output) && has(self.array))":
         lambda s: not ("output" in s and "array" in s),
-    "!has(self.spec.output) || size(self.metadata.name) <= 63":
-        lambda s: "output" not in (s.get("spec") or {})
-        or len((s.get("metadata") or {}).get("name") or "") <= 63,
     # In CEL, '\\' is one backslash.
     "!self.contains('%') && !self.contains('\\\\')":
         lambda s: isinstance(s, str) and "%" not in s and "\\" not in s,

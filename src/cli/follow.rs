@@ -224,7 +224,11 @@ fn streams_current_run(pod: &Pod, job: &SlurmJob) -> bool {
         .labels
         .as_ref()
         .and_then(|l| l.get(LABEL))
-        .is_some_and(|n| Some(n) == job.metadata.name.as_ref());
+        .is_some_and(|value| {
+            let name = job.metadata.name.as_deref().unwrap_or_default();
+            let uid = job.metadata.uid.as_deref().unwrap_or_default();
+            *value == output::label_value(name, uid)
+        });
     let owned = job.metadata.uid.as_ref().is_some_and(|uid| {
         pod.metadata
             .owner_references

@@ -123,11 +123,6 @@ fn matches(pattern: &str) -> String {
 #[kube(validation = Rule::new(
     "!has(self.spec.dependsOn) || self.spec.dependsOn.all(d, d.name != self.metadata.name)"
 ).message("dependsOn cannot name the SlurmJob itself: it would wait for its own submission forever"))]
-// The output Pod carries the name as a label value, which may be at most 63 characters.
-#[kube(validation = Rule::new(
-    "!has(self.spec.output) || size(self.metadata.name) <= 63"
-).message("a SlurmJob with output must have a name of at most 63 characters: its output Pod is \
-           labelled with it (a Kubernetes label value)"))]
 #[serde(rename_all = "camelCase")]
 // Pairs sbatch itself refuses, or that would say the same thing twice.
 #[x_kube(

@@ -253,3 +253,33 @@ pub async fn apply_crds(client: &kube::Client) {
         .unwrap();
     }
 }
+
+/// A value of the operator's `/metrics`, by the exact series name with labels, but for the
+/// `cluster` label (a shared poller reports under whichever SlurmCluster started it).
+pub async fn metric(metrics: &str, series: &str) -> Option<f64> {
+    let text = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .map(without_cluster_label)
+        .find_map(|line| {
+            line.strip_prefix(series)?
+                .strip_prefix(' ')
+                .map(str::to_owned)
+        })
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// `line` without its `cluster="..."` label, if it has one first.
+fn without_cluster_label(line: &str) -> String {
+    match line.split_once("{cluster=\"") {
+        Some((name, rest)) => match rest.split_once("\"") {
+            Some((_, after)) => format!("{name}{{{}", after.strip_prefix(',').unwrap_or(after)),
+            None => line.to_owned(),
+        },
+        None => line.to_owned(),
+    }
+}

@@ -325,6 +325,13 @@ async fn connect(
         Upserted::CredentialsRotated => debug!("credentials refreshed in the running client"),
         Upserted::Unchanged => {}
     }
+    // The Lease lost while this reconcile read the Secrets: the replica drops its connections
+    // once it sees the loss, so a registration made before this check goes with them, and one
+    // made after the loss goes here. A standby holds none.
+    if !ctx.leadership.is_leader() {
+        ctx.clusters.remove(key);
+        return Err(Error::RegistrationLost);
+    }
     let handle = ctx.clusters.get(key).ok_or(Error::RegistrationLost)?;
     let _io = handle.try_io().ok_or(Error::ClusterBusy)?;
     check(&handle, plan.auth.describe(), &ctx.tag_key).await

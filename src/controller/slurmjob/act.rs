@@ -1184,13 +1184,35 @@ pub async fn cancel_owned(
 
 /// The streamer Pod of run `job_id`: created when missing, replaced when it streams an earlier
 /// run. A Pod of that name that is not ours is left alone.
+/// How [`ensure_output_pod`] failed: creating the Pod (the API server refused or could not
+/// take it), or reading, patching or deleting one.
+#[derive(Debug)]
+pub enum OutputPodError {
+    Create(kube::Error),
+    Other(kube::Error),
+}
+
+impl From<kube::Error> for OutputPodError {
+    fn from(error: kube::Error) -> Self {
+        Self::Other(error)
+    }
+}
+
+impl OutputPodError {
+    pub fn into_inner(self) -> kube::Error {
+        match self {
+            Self::Create(error) | Self::Other(error) => error,
+        }
+    }
+}
+
 pub async fn ensure_output_pod(
     pods: &Api<Pod>,
     job: &SlurmJob,
     job_id: i64,
     image: &str,
     ended: bool,
-) -> kube::Result<()> {
+) -> Result<(), OutputPodError> {
     let Some(desired) = output::pod(job, job_id, image, ended) else {
         return Ok(());
     };
@@ -1235,7 +1257,9 @@ pub async fn ensure_output_pod(
         // Created on the next reconcile, once the old Pod is gone (the Pod watch triggers it).
         return Ok(());
     }
-    pods.create(&PostParams::default(), &desired).await?;
+    pods.create(&PostParams::default(), &desired)
+        .await
+        .map_err(OutputPodError::Create)?;
     info!(pod = %name, job_id, "output Pod created");
     Ok(())
 }

@@ -484,7 +484,7 @@ mod tests {
                 "{phase:?}"
             );
         }
-        // Beside a live one, a satisfied ended one adds nothing; a lost one still waits first.
+        // Beside a live one, a satisfied ended one adds nothing.
         let both = vec![
             JobDependency {
                 name: "done".into(),

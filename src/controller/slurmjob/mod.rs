@@ -517,7 +517,15 @@ async fn apply(
     let lookup = |dep: &str| {
         data.jobs
             .get(&ObjectRef::new(dep).within(namespace))
-            .map(|d| lifecycle::Dependee::new(d.cluster_name(), d.job_id()).in_phase(d.phase()))
+            .map(|d| {
+                // An edit not reconciled yet may re-run it: its status is the previous run's
+                // until then, and the dependent waits as for a job not submitted yet.
+                if d.status_current() {
+                    lifecycle::Dependee::new(d.cluster_name(), d.job_id()).in_phase(d.phase())
+                } else {
+                    lifecycle::Dependee::new(d.cluster_name(), None)
+                }
+            })
     };
     // The cached object holds no script (`CachedSlurmJob`): read the whole spec right before a
     // submit, unless this reconcile has it already.
@@ -603,7 +611,7 @@ async fn apply(
         {
             // Refused (a ResourceQuota, an admission policy): the tenant is told, not only the
             // operator's log; retried with the backoff, as the cause may go away.
-            if let kube::Error::Api(response) = &error
+            if let act::OutputPodError::Create(kube::Error::Api(response)) = &error
                 && matches!(response.code, 403 | 422)
             {
                 let note = format!(
@@ -621,7 +629,7 @@ async fn apply(
                 )
                 .await;
             }
-            return Err(Error::OutputPod(error));
+            return Err(Error::OutputPod(error.into_inner()));
         }
     }
     if !backoff {

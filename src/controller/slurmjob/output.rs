@@ -20,7 +20,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use crate::crd::SlurmJob;
 use crate::crd::slurmjob::JobOutput;
 
-/// Label on the streamer Pod naming its SlurmJob (orphans are found by it, not by memory).
+/// Label on the streamer Pod naming its SlurmJob (orphans are found by it, not by memory): its
+/// name, or its uid where the name is longer than a label value may be.
 pub const LABEL: &str = "slurm.rs/slurmjob";
 /// Annotation on the streamer Pod: the Slurm job id whose output it streams.
 pub const JOB_ID_ANNOTATION: &str = "slurm.rs/job-id";
@@ -82,7 +83,7 @@ pub fn pod(job: &SlurmJob, job_id: i64, image: &str, ended: bool) -> Option<Pod>
         api_version: "slurm.rs/v1alpha1".into(),
         kind: "SlurmJob".into(),
         name: name.clone(),
-        uid,
+        uid: uid.clone(),
         controller: Some(true),
         block_owner_deletion: Some(true),
     };
@@ -97,7 +98,10 @@ pub fn pod(job: &SlurmJob, job_id: i64, image: &str, ended: bool) -> Option<Pod>
         metadata: ObjectMeta {
             name: Some(name.clone()),
             namespace: job.metadata.namespace.clone(),
-            labels: Some(BTreeMap::from([(LABEL.to_owned(), name)])),
+            labels: Some(BTreeMap::from([(
+                LABEL.to_owned(),
+                label_value(&name, &uid),
+            )])),
             annotations: Some(
                 [(JOB_ID_ANNOTATION, job_id.to_string())]
                     .into_iter()
@@ -202,6 +206,16 @@ pub fn pod(job: &SlurmJob, job_id: i64, image: &str, ended: bool) -> Option<Pod>
     })
 }
 
+/// The [`LABEL`] value for SlurmJob `name` (uid `uid`): a name is a DNS subdomain, so it is a
+/// valid label value up to 63 characters; a longer one is not, and the uid stands for it.
+pub fn label_value(name: &str, uid: &str) -> String {
+    if name.len() <= 63 {
+        name.to_owned()
+    } else {
+        uid.to_owned()
+    }
+}
+
 /// What the streamer Pod asks for, as a tenant reads it in a refusal.
 pub fn resources_note() -> String {
     format!("cpu {CPU_REQUEST} to {CPU_LIMIT}, memory {MEMORY_REQUEST} to {MEMORY_LIMIT}")
@@ -288,6 +302,24 @@ mod tests {
     #[test]
     fn no_output_no_pod() {
         assert_eq!(pod(&job(None), 5, DEFAULT_IMAGE, false), None);
+    }
+
+    /// A name longer than a label value may be (a SlurmJob's may have 253 characters) labels
+    /// the Pod with the uid instead: the API server would refuse the Pod otherwise.
+    #[test]
+    fn a_long_name_labels_the_pod_with_the_uid() {
+        let output = JobOutput {
+            volume: "results".into(),
+            slurm_path: "/shared".into(),
+            sub_path: None,
+        };
+        let mut long = job(Some(output));
+        let uid = long.metadata.uid.clone().unwrap();
+        long.metadata.name = Some("a".repeat(64));
+        let pod = pod(&long, 42, "img:1", false).unwrap();
+        assert_eq!(pod.metadata.labels.as_ref().unwrap()[LABEL], uid);
+        assert_eq!(pod.metadata.name, long.metadata.name);
+        assert_eq!(label_value(&"a".repeat(63), &uid), "a".repeat(63));
     }
 
     #[test]
@@ -468,18 +500,14 @@ mod tests {
         boxes
     }
 
-    /// Runs the script until it exits (`during` runs while it streams, then the end is
-    /// announced); its stdout.
-    fn stream(
+    /// The script started with `toolbox`'s `sh` (the host's without one), its stdout piped.
+    fn streamer(
         toolbox: &Option<std::path::PathBuf>,
         file: &std::path::Path,
         annotations: &std::path::Path,
-        during: impl FnOnce(),
-    ) -> String {
+    ) -> std::process::Child {
         use std::process::{Command, Stdio};
-        use std::time::{Duration, Instant};
 
-        std::fs::write(annotations, "slurm.rs/job-id=\"7\"\n").unwrap();
         let mut command = match toolbox {
             Some(bin) => {
                 let mut c = Command::new(bin.join("sh"));
@@ -488,13 +516,27 @@ mod tests {
             }
             None => Command::new("sh"),
         };
-        let mut child = command
+        command
             .args(["-c", &streamer_script()])
             .env("OUTPUT_FILE", file)
             .env("ANNOTATIONS_FILE", annotations)
             .stdout(Stdio::piped())
             .spawn()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Runs the script until it exits (`during` runs while it streams, then the end is
+    /// announced); its stdout.
+    fn stream(
+        toolbox: &Option<std::path::PathBuf>,
+        file: &std::path::Path,
+        annotations: &std::path::Path,
+        during: impl FnOnce(),
+    ) -> String {
+        use std::time::{Duration, Instant};
+
+        std::fs::write(annotations, "slurm.rs/job-id=\"7\"\n").unwrap();
+        let mut child = streamer(toolbox, file, annotations);
         during();
         std::fs::write(
             annotations,
@@ -555,7 +597,6 @@ mod tests {
     #[test]
     fn a_streamer_started_after_the_end_copies_the_whole_file() {
         use std::io::Read;
-        use std::process::{Command, Stdio};
         use std::time::Duration;
 
         let dir = scratch("streamer-ended");
@@ -570,21 +611,7 @@ mod tests {
         let text = line.repeat(64 * 1024); // 4 MiB
         std::fs::write(&file, &text).unwrap();
         for (name, toolbox) in toolboxes(&dir) {
-            let mut command = match &toolbox {
-                Some(bin) => {
-                    let mut c = Command::new(bin.join("sh"));
-                    c.env("PATH", bin);
-                    c
-                }
-                None => Command::new("sh"),
-            };
-            let mut child = command
-                .args(["-c", &streamer_script()])
-                .env("OUTPUT_FILE", &file)
-                .env("ANNOTATIONS_FILE", &annotations)
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap();
+            let mut child = streamer(&toolbox, &file, &annotations);
             // Read at ~1 MiB/s: longer than the drain a followed file gets.
             let mut stdout = child.stdout.take().unwrap();
             let mut copied = Vec::new();

@@ -1701,6 +1701,31 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
     server.await.unwrap();
 }
 
+/// `job` as the poller shows it running (or ended) as Slurm job `record`: its status observed
+/// from the record, the index (trusted, unreachable slurmrestd) holding it.
+fn observed_as(
+    ctx: &Context,
+    job: &mut SlurmJob,
+    record: crate::slurm::types::Job,
+) -> tokio::sync::watch::Sender<Arc<crate::state::index::ClusterState>> {
+    job.status = Some(status::observe(
+        &SlurmJobStatus {
+            job_id: Some(i64::from(record.job_id)),
+            submitted_generation: Some(1),
+            observed_generation: Some(1),
+            ..Default::default()
+        },
+        std::slice::from_ref(&record),
+    ));
+    crate::controller::test_support::register_with_index(
+        ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(ctx, vec![record]),
+    )
+}
+
 /// The output Pod of a job that has ended is told so once (a merge patch of its
 /// `slurm.rs/job-ended` annotation, by the operator's field manager) so that it drains the
 /// file and exits; a Pod that already knows is left alone.
@@ -1714,24 +1739,8 @@ async fn the_output_pod_is_told_when_its_job_ends() {
         return_code: Some(0),
         ..Default::default()
     });
-    let finished = status::observe(
-        &SlurmJobStatus {
-            job_id: Some(201),
-            submitted_generation: Some(1),
-            observed_generation: Some(1),
-            ..Default::default()
-        },
-        std::slice::from_ref(&record),
-    );
-    assert_eq!(finished.phase, Phase::Completed);
-    job.status = Some(finished);
-    let _index = crate::controller::test_support::register_with_index(
-        &ctx,
-        NS,
-        "local",
-        UNREACHABLE,
-        trusted_index(&ctx, vec![record]),
-    );
+    let _index = observed_as(&ctx, &mut job, record);
+    assert_eq!(job.status.as_ref().unwrap().phase, Phase::Completed);
     let data = data(ctx);
     let mut streaming = output::pod(&job, 201, output::DEFAULT_IMAGE, false).unwrap();
     streaming.metadata.uid = Some("pod-uid-201".into());
@@ -1789,23 +1798,7 @@ async fn a_refused_output_pod_is_told_to_the_tenant() {
     let mut job = with_output(finalized(slurm_job("refused", "#!/bin/sh\necho hi\n")));
     let uid = uid_of(&job);
     let record = tagged_record(301, &OwnerTag::new(&uid, 1), &["RUNNING"]);
-    let running = status::observe(
-        &SlurmJobStatus {
-            job_id: Some(301),
-            submitted_generation: Some(1),
-            observed_generation: Some(1),
-            ..Default::default()
-        },
-        std::slice::from_ref(&record),
-    );
-    job.status = Some(running);
-    let _index = crate::controller::test_support::register_with_index(
-        &ctx,
-        NS,
-        "local",
-        UNREACHABLE,
-        trusted_index(&ctx, vec![record]),
-    );
+    let _index = observed_as(&ctx, &mut job, record);
     let data = data(ctx);
     let expected = job.clone();
     let server = tokio::spawn(async move {

@@ -43,6 +43,9 @@ pub struct CachedSlurmJob {
     job_id: Option<i64>,
     /// The status' `stateReason` (the metrics' pending reasons).
     state_reason: Option<Box<str>>,
+    /// [`CachedSlurmJob::status_current`], decided when cached (a flag, not the generation:
+    /// the struct stays within its allocation class).
+    status_current: bool,
     /// [`Parts`] as deflated JSON.
     packed: Box<[u8]>,
 }
@@ -145,6 +148,8 @@ impl CachedSlurmJob {
             phase: status.map(|s| s.phase),
             job_id: status.and_then(|s| s.job_id),
             state_reason: status.and_then(|s| s.state_reason.as_deref().map(Box::from)),
+            status_current: status.and_then(|s| s.observed_generation).unwrap_or(0)
+                >= job.metadata.generation.unwrap_or(1),
             packed: deflate(&serde_json::to_vec(&parts).map_err(CacheError::Encode)?)?,
             cluster_name: job.spec.cluster_name.into_boxed_str(),
             metadata: job.metadata,
@@ -182,6 +187,13 @@ impl CachedSlurmJob {
     /// `status.stateReason`.
     pub fn state_reason(&self) -> Option<&str> {
         self.state_reason.as_deref()
+    }
+
+    /// Whether the status has caught up with the spec (`observedGeneration` is the object's
+    /// generation): an edit not reconciled yet may start a new run, so the status then speaks
+    /// of a run that may no longer be the current one.
+    pub fn status_current(&self) -> bool {
+        self.status_current
     }
 }
 

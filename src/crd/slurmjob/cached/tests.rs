@@ -104,6 +104,30 @@ fn a_new_slurmjob_has_no_status_in_the_cache() {
 }
 
 /// With the store's `Arc` (two counters), 448 bytes: one of jemalloc's size classes.
+/// The status speaks for the spec only once it has observed its generation: an edit not
+/// reconciled yet may start a new run.
+#[test]
+fn the_status_is_current_once_it_observed_the_generation() {
+    let cached = |generation: i64, observed: Option<i64>| -> CachedSlurmJob {
+        let mut object = json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+            "metadata": {"name": "dep", "namespace": "team-a", "generation": generation},
+            "spec": {"clusterName": "hpc", "script": "#!/bin/sh\ntrue\n"},
+            "status": {"phase": "Completed", "jobId": 7},
+        });
+        if let Some(observed) = observed {
+            object["status"]["observedGeneration"] = json!(observed);
+        }
+        serde_json::from_value(object).unwrap()
+    };
+    assert!(cached(1, Some(1)).status_current());
+    assert!(
+        !cached(2, Some(1)).status_current(),
+        "edited, not reconciled"
+    );
+    assert!(!cached(1, None).status_current(), "never observed");
+}
+
 #[test]
 fn a_cached_slurmjob_fills_one_allocation_class() {
     assert!(std::mem::size_of::<CachedSlurmJob>() + 16 <= 448);
