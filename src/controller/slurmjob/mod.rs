@@ -82,6 +82,7 @@ use crate::crd::slurmjob::{CachedSlurmJob, SlurmJobSpec, SlurmJobStatus};
 use crate::crd::{FINALIZER, SKIP_CANCEL_ANNOTATION, SlurmCluster, SlurmJob, is_object_name};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
+use crate::slurm::tag::TagKey;
 use crate::state::index::{ClusterState, SlurmEvent};
 use crate::state::registry::ClusterHandle;
 
@@ -517,15 +518,7 @@ async fn apply(
     let lookup = |dep: &str| {
         data.jobs
             .get(&ObjectRef::new(dep).within(namespace))
-            .map(|d| {
-                // An edit not reconciled yet may re-run it: its status is the previous run's
-                // until then, and the dependent waits as for a job not submitted yet.
-                if d.status_current() {
-                    lifecycle::Dependee::new(d.cluster_name(), d.job_id()).in_phase(d.phase())
-                } else {
-                    lifecycle::Dependee::new(d.cluster_name(), None)
-                }
-            })
+            .map(|d| dependee(&d, &state, &ctx.tag_key))
     };
     // The cached object holds no script (`CachedSlurmJob`): read the whole spec right before a
     // submit, unless this reconcile has it already.
@@ -1204,6 +1197,35 @@ async fn blocked(
         reason: blocker.reason(),
         retry: delay.max(Duration::from_secs(1)),
     })
+}
+
+/// What `dependsOn` finds in the cached SlurmJob `d`, judged with the index now
+/// ([`plan::dependee_phase`]). Decoded only for a dependee whose job is live (its status is
+/// in the cache's packed form).
+fn dependee(d: &CachedSlurmJob, state: &ClusterState, key: &TagKey) -> lifecycle::Dependee {
+    // An edit not reconciled yet may re-run it: its status is the previous run's until then,
+    // and the dependent waits as for a job not submitted yet.
+    if !d.status_current() {
+        return lifecycle::Dependee::new(d.cluster_name(), None);
+    }
+    let found = lifecycle::Dependee::new(d.cluster_name(), d.job_id()).in_phase(d.phase());
+    if d.job_id().is_none() || d.phase().is_none_or(|phase| phase.is_terminal()) {
+        return found;
+    }
+    let uid = d.meta().uid.as_deref().unwrap_or_default();
+    match d.object() {
+        Ok(object) => {
+            let status = object.status.unwrap_or_default();
+            let phase = plan::dependee_phase(uid, &status, state, Utc::now(), key);
+            found.in_phase(Some(phase))
+        }
+        Err(error) => {
+            // The cache's own encoding: a bug, not the object's fault. Waited on as not
+            // submitted rather than its id handed over unchecked.
+            warn!(name = %d.name_any(), error = %Chain(&error), "cannot decode a cached SlurmJob");
+            lifecycle::Dependee::new(d.cluster_name(), None)
+        }
+    }
 }
 
 /// The requeue of a SlurmJob whose cluster has no free request slot ([`Error::ClusterBusy`]):

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::crd::slurmjob::{SlurmJobSpec, SlurmJobStatus};
+use crate::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
 use crate::slurm::tag::{OwnerTag, Ownership, TagKey};
 use crate::slurm::types::{Job, SubmitRequest};
 use crate::state::index::{ClusterState, Unreadable};
@@ -538,6 +538,34 @@ pub fn follow(
         return base;
     }
     status::lost(&base, job_id, now)
+}
+
+/// The phase `dependsOn` judges the SlurmJob `uid` by, from its `status` and the index now: what
+/// its own next reconcile would mirror ([`follow`]). Its status alone may be a cycle or an outage
+/// old, and its job forgotten by slurmctld since (MinJobAge, lost state), its id given to another
+/// job, another team's maybe, which a dependent must not be made to wait on: `Lost` when the
+/// index proves the job gone, or holds that id for a job that is not this SlurmJob's.
+pub fn dependee_phase(
+    uid: &str,
+    status: &SlurmJobStatus,
+    state: &ClusterState,
+    now: DateTime<Utc>,
+    key: &TagKey,
+) -> Phase {
+    let Some(job_id) = status.job_id else {
+        return status.phase;
+    };
+    if status.phase.is_terminal() {
+        return status.phase;
+    }
+    let someone_elses = u32::try_from(job_id).is_ok_and(|id| {
+        let records = state.job_records(id);
+        !records.is_empty() && !records.iter().any(|job| is_followed(job, uid, key))
+    });
+    if someone_elses {
+        return Phase::Lost;
+    }
+    follow(status, job_id, state, now, uid, key).phase
 }
 
 /// Whether the index proves job `job_id` gone from slurmctld, holding no record of it: a

@@ -2190,3 +2190,45 @@ fn the_slurmjob_cache_sees_every_event_and_the_reconciles_only_the_changes() {
         "and so does its uid index"
     );
 }
+
+/// The driver's `dependsOn` lookup judges a live dependee with the index: its id, now held by
+/// another SlurmJob's job, makes it `Lost` (never handed to Slurm); an edit not reconciled yet
+/// waits as not submitted; one the index shows as its own keeps its id.
+#[test]
+fn a_dependee_whose_id_names_another_job_is_lost() {
+    let key = crate::controller::test_support::test_tag_key();
+    let mut prep = slurm_job("prep", "#!/bin/sh\ntrue\n");
+    let uid = prep.metadata.uid.clone().unwrap();
+    prep.status = Some(SlurmJobStatus {
+        job_id: Some(12),
+        phase: Phase::Running,
+        observed_generation: Some(1),
+        tracked_since: status::time(Some(Utc::now() - chrono::TimeDelta::seconds(60))),
+        ..Default::default()
+    });
+    let record = |owner: &str| {
+        let mut job = crate::slurm::types::Job {
+            job_id: 12,
+            state: JobState::from_strings(&["RUNNING"]),
+            user_name: Some("alice".into()),
+            ..crate::slurm::types::Job::bare()
+        };
+        job.set_comment(Some(key.comment(&OwnerTag::new(owner, 1), "alice")));
+        job
+    };
+    let index = |job: crate::slurm::types::Job| ClusterState {
+        jobs: Arc::new([(12, job)].into_iter().collect()),
+        jobs_synced_at: Some(Utc::now()),
+        ..Default::default()
+    };
+    let found = |job: &SlurmJob, state: &ClusterState| {
+        dependee(&CachedSlurmJob::new(job.clone()).unwrap(), state, &key)
+    };
+    let ours = found(&prep, &index(record(&uid)));
+    assert_eq!((ours.job_id, ours.phase), (Some(12), Some(Phase::Running)));
+    let theirs = found(&prep, &index(record("someone-else")));
+    assert_eq!((theirs.job_id, theirs.phase), (Some(12), Some(Phase::Lost)));
+    prep.metadata.generation = Some(2);
+    let edited = found(&prep, &index(record("someone-else")));
+    assert_eq!(edited.job_id, None, "an edit not reconciled yet");
+}

@@ -451,6 +451,78 @@ fn follow_and_cancel_see_only_jobs_that_are_ours() {
     );
 }
 
+/// A dependee is judged by what the index shows now, not only by its status: a job of it that
+/// slurmctld forgot, or whose id now names another SlurmJob's job, is `Lost` (its id is never
+/// handed to Slurm); one the index shows ended is judged by how it ended.
+#[test]
+fn a_dependee_is_judged_by_the_index_now() {
+    let uid = "dep";
+    let tag = OwnerTag::new(uid, 1);
+    let live = SlurmJobStatus {
+        job_id: Some(12),
+        phase: Phase::Running,
+        tracked_since: Some(at(1000)),
+        ..Default::default()
+    };
+    let ended = |state: &str| {
+        let mut job = owned(12, &tag, "alice", None);
+        job.state = JobState::from_strings(&[state]);
+        job
+    };
+    let phase =
+        |status: &SlurmJobStatus, s: &ClusterState| dependee_phase(uid, status, s, utc(2000), &KEY);
+    let theirs = owned(12, &OwnerTag::new("other", 1), "alice", None);
+    for (what, status, index, expect) in [
+        (
+            "its job in the index",
+            &live,
+            state(Some(1500), vec![running(12, &tag)]),
+            Phase::Running,
+        ),
+        (
+            "its job ended, its status not written yet",
+            &live,
+            state(Some(1500), vec![ended("COMPLETED")]),
+            Phase::Completed,
+        ),
+        (
+            "its id names another SlurmJob's job",
+            &live,
+            state(Some(900), vec![theirs.clone()]),
+            Phase::Lost,
+        ),
+        (
+            "its job missing from a listing that began after it",
+            &live,
+            state(Some(1500), vec![]),
+            Phase::Lost,
+        ),
+        (
+            "no listing since its submit: no evidence",
+            &live,
+            state(Some(1001), vec![]),
+            Phase::Running,
+        ),
+        (
+            "ended: its own status is the verdict",
+            &SlurmJobStatus {
+                phase: Phase::Completed,
+                ..live.clone()
+            },
+            state(Some(1500), vec![theirs.clone()]),
+            Phase::Completed,
+        ),
+        (
+            "not submitted",
+            &SlurmJobStatus::default(),
+            state(Some(1500), vec![theirs]),
+            SlurmJobStatus::default().phase,
+        ),
+    ] {
+        assert_eq!(phase(status, &index), expect, "{what}");
+    }
+}
+
 /// Which SlurmJobs hold a SlurmCluster being deleted: only those whose own deletion may have
 /// something to cancel through it. A tenant's SlurmJob that never ran (refused `NoAccess`, or
 /// waiting for a submit the going cluster will not make), or whose run ended, does not.
