@@ -1037,6 +1037,17 @@ async fn idempotent_calls_are_retried_with_bounded_backoff_and_submits_never() {
     let err = client.submit_job(&submit_request()).await.unwrap_err();
     assert!(matches!(err, SlurmError::Unreachable { .. }), "{err}");
     assert_eq!(dropper.take(), 1, "submit attempts");
+    // The endpoint is named once (the admin's log), never with the request's path, and not at
+    // all in what a tenant reads (a SlurmJob's Event or condition).
+    let host = dropper.url.trim_start_matches("http://");
+    let logged = slurm_operator::error_chain::Chain(&err).to_string();
+    assert_eq!(logged.matches(host).count(), 1, "{logged}");
+    assert!(!logged.contains("/slurm/"), "{logged}");
+    let told = err.for_tenant();
+    assert!(
+        told.starts_with("cannot reach slurmrestd: ") && !told.contains(host),
+        "{told}"
+    );
     assert!(started.elapsed() < Duration::from_millis(300));
 
     // No retries configured: one attempt for idempotent calls too.

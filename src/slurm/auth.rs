@@ -56,8 +56,10 @@ pub enum AuthError {
     TokenExpired { at: String },
     #[error(
         "cannot act as Slurm user {user:?}: the cluster's credentials are a ready token for \
-         {token_user}, and only a JWT signing key (auth.jwt) can mint tokens for other users"
+         another user, and only a JWT signing key (auth.jwt) can mint tokens for other users"
     )]
+    // `token_user` is not shown: this text reaches tenants (a SlurmJob's condition), and who
+    // the cluster's token is for is the admin's to know (the operator's log has it).
     CannotActAs { user: String, token_user: String },
     #[error(
         "will not act as Slurm user root for a namespace's jobs: their scripts would run as root \

@@ -216,6 +216,9 @@ impl Caller<'_> {
                 timeout: self.timeout,
             };
         }
+        // The endpoint is named once, in the error's own field (which a tenant's message
+        // leaves out: `SlurmError::for_tenant`), not again in reqwest's text with the path.
+        let error = error.without_url();
         let detail = error_chain(&error);
         if is_tls_error(&error) {
             return SlurmError::Tls { endpoint, detail };

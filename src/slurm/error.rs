@@ -281,6 +281,29 @@ fn first_message(errors: &[ApiError]) -> String {
 }
 
 impl SlurmError {
+    /// This error as a tenant reads it (a SlurmJob's Events and conditions): without where
+    /// slurmrestd is or redirects to. Tenants cannot read SlurmClusters, and the address of
+    /// the admin's JWT API is not theirs to learn from a failed submit. The operator's log and
+    /// the SlurmCluster's status keep it.
+    pub fn for_tenant(&self) -> String {
+        match self {
+            Self::Unreachable { detail, .. } => format!("cannot reach slurmrestd: {detail}"),
+            Self::Tls { detail, .. } => format!("TLS connection to slurmrestd failed: {detail}"),
+            Self::UnsupportedVersion { .. } | Self::InvalidEndpoint { .. } => {
+                "slurmrestd's endpoint is not usable; the platform admin sees why in the \
+                 SlurmCluster's status"
+                    .to_owned()
+            }
+            Self::Redirected {
+                operation, status, ..
+            } => format!(
+                "slurmrestd's endpoint answered {operation} with a redirect (HTTP {status}); \
+                 the platform admin must set the SlurmCluster's endpoint"
+            ),
+            other => crate::error_chain::Chain(other).to_string(),
+        }
+    }
+
     /// Whether a request that failed this way may have been carried out all the same: no answer
     /// came (a timeout, a connection lost after it was made), or one that cannot be read, or
     /// slurmrestd's exchange with slurmctld failed (a communication or protocol errno: slurmctld
@@ -765,6 +788,53 @@ mod tests {
             source: Some(refused),
         };
         assert!(!error.outcome_unknown(), "{error}");
+    }
+
+    /// What a tenant reads of an error never says where slurmrestd is, or whom the cluster's
+    /// token is for; the admin's text (`Display`) does.
+    #[test]
+    fn a_tenant_is_not_told_where_slurmrestd_is() {
+        let endpoint = "https://slurmrestd.hpc.internal:6820/";
+        let errors = [
+            SlurmError::Unreachable {
+                endpoint: endpoint.into(),
+                detail: "connection refused".into(),
+                source: None,
+            },
+            SlurmError::Tls {
+                endpoint: endpoint.into(),
+                detail: "unknown issuer".into(),
+            },
+            SlurmError::UnsupportedVersion {
+                endpoint: endpoint.into(),
+                detail: "v0.0.42 is not served".into(),
+            },
+            SlurmError::InvalidEndpoint {
+                endpoint: endpoint.into(),
+                detail: "no host".into(),
+            },
+            SlurmError::Redirected {
+                operation: "post_job_submit",
+                status: 302,
+                location: "https://login.hpc.internal/".into(),
+            },
+            SlurmError::Credentials(AuthError::CannotActAs {
+                user: "alice".into(),
+                token_user: "hpc-admin".into(),
+            }),
+        ];
+        for error in errors {
+            let told = error.for_tenant();
+            assert!(!told.contains("hpc.internal"), "{told}");
+            assert!(!told.contains("hpc-admin"), "{told}");
+            assert!(!told.is_empty());
+        }
+        let admin = SlurmError::Unreachable {
+            endpoint: endpoint.into(),
+            detail: "connection refused".into(),
+            source: None,
+        };
+        assert!(admin.to_string().contains(endpoint), "{admin}");
     }
 
     /// What may have been carried out although it failed: no answer, or none that can be read,

@@ -845,11 +845,7 @@ where
                 Err(error) if error.outcome_unknown() => {
                     let doubt = Doubt {
                         since: Utc::now(),
-                        error: format!(
-                            "{}: {}",
-                            error.category(),
-                            crate::error_chain::Chain(&error)
-                        ),
+                        error: format!("{}: {}", error.category(), error.for_tenant()),
                     };
                     env.submissions.record_doubt(&tag, doubt);
                     return Err(error.into());

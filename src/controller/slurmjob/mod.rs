@@ -444,19 +444,20 @@ async fn apply(
     }
     if matches!(decision, lifecycle::Decision::Submit { .. }) {
         let grant = grant(job, namespace, data)?.and_then(|grant| {
-            let client =
-                handle
-                    .client
-                    .as_user(&grant.slurm_user)
-                    .map_err(|error| access::Refusal {
-                        reason: "CannotActAsUser",
-                        message: format!(
-                            "SlurmCluster {:?} cannot run jobs as Slurm user {:?}: {}",
-                            job.spec.cluster_name,
-                            grant.slurm_user,
-                            Chain(&error)
-                        ),
-                    })?;
+            let client = handle.client.as_user(&grant.slurm_user).map_err(|error| {
+                // The whole error (whom the cluster's token is for) for the admin; the
+                // tenant's message leaves that out.
+                warn!(slurmjob = %job.name_any(), ?error, "cannot act as the granted Slurm user");
+                access::Refusal {
+                    reason: "CannotActAsUser",
+                    message: format!(
+                        "SlurmCluster {:?} cannot run jobs as Slurm user {:?}: {}",
+                        job.spec.cluster_name,
+                        grant.slurm_user,
+                        Chain(&error)
+                    ),
+                }
+            })?;
             Ok((grant, client))
         });
         match grant {
@@ -546,7 +547,7 @@ async fn apply(
                         "submitting to SlurmCluster {} failed ({}): {}; {}",
                         job.spec.cluster_name,
                         error.category(),
-                        Chain(&error),
+                        error.for_tenant(),
                         if error.outcome_unknown() {
                             "Slurm may have made the job all the same: the next attempt waits \
                              for a listing of the cluster's jobs that began after this failure, \
@@ -1061,7 +1062,7 @@ async fn cancel_all(
         .map_err(|error| Blocker::CancelFailed {
             job_id,
             reason: error.category(),
-            message: Chain(&error).to_string(),
+            message: error.for_tenant(),
         })?;
         info!(
             job_id,
