@@ -20,6 +20,9 @@ Each check prints `PASS name` or `FAIL name: why`; the last line is `N passed, N
   pods        no chart/version label in any pod template; a chart version bump changes none
   cluster     slurm.conf, SlurmNodeSets, slurmd command line, SlurmCluster, its credentials
               Secret in the operator's credentials namespace, accounting wiring agree
+  netpol      slurm-cluster's NetworkPolicies: none unless enabled; evaluated on a model of the
+              render's pods and the pods around them, every connection the daemons make is
+              admitted on the port their configuration names, and nothing else
   secrets     keys are generated, reused from the live Secret (lookup), existingSecret honoured
   schema      bad values fail with a message that names the value
   notes       the YAML that NOTES.txt tells users to apply validates against the CRDs
@@ -1330,6 +1333,267 @@ def t_cluster_partitions() -> str:
     return ""
 
 
+# --- slurm-cluster NetworkPolicies ----------------------------------------------------------------
+#
+# A small model of what Kubernetes admits: the pods a render makes (labels, namespace, named
+# container ports; the slurmd pods as the operator makes them), pods around them, and the ingress
+# rules of the rendered NetworkPolicies evaluated as a CNI does. The connections the daemons make
+# are derived from the render itself (slurm.conf, slurmdbd.conf, the Services and the SlurmCluster).
+
+NP_EXTRA_NS = "hpc-extra"  # a cluster.nodeSetNamespaces entry in the modes below
+
+
+class NpPod:
+    def __init__(self, role: str, namespace: str, labels: dict[str, str], ports: dict[str, int]):
+        self.role, self.namespace, self.labels, self.ports = role, namespace, labels, ports
+
+    def __repr__(self) -> str:
+        return f"{self.role} ({self.namespace})"
+
+
+def np_selects(sel: dict | None, labels: dict[str, str]) -> bool:
+    """A LabelSelector: {} selects everything."""
+    sel = sel or {}
+    if any(labels.get(k) != v for k, v in (sel.get("matchLabels") or {}).items()):
+        return False
+    for e in sel.get("matchExpressions") or []:
+        has, val = e["key"] in labels, labels.get(e["key"])
+        if not {"In": has and val in e.get("values", []), "NotIn": not has or val not in e.get("values", []),
+                "Exists": has, "DoesNotExist": not has}[e["operator"]]:
+            return False
+    return True
+
+
+def np_admits(policies: list[dict], src: NpPod, dst: NpPod, port: int) -> bool:
+    """Whether a TCP connection from src to dst:port is admitted (NetworkPolicy ingress rules)."""
+    isolating = [p for p in policies if p["metadata"]["namespace"] == dst.namespace
+                 and "Ingress" in p["spec"].get("policyTypes", ["Ingress"]) and np_selects(p["spec"]["podSelector"], dst.labels)]
+    if not isolating:
+        return True
+
+    def peer_admits(peer: dict, policy_ns: str) -> bool:
+        if "ipBlock" in peer:
+            return False  # the model's pods have no address in a CIDR
+        ns_sel = peer.get("namespaceSelector")
+        ns_ok = src.namespace == policy_ns if ns_sel is None else np_selects(ns_sel, {"kubernetes.io/metadata.name": src.namespace})
+        return ns_ok and ("podSelector" not in peer or np_selects(peer["podSelector"], src.labels))
+
+    def port_admits(entry: dict) -> bool:
+        if entry.get("protocol", "TCP") != "TCP":
+            return False
+        p = entry.get("port")
+        if p is None:
+            return True
+        if isinstance(p, str):  # a named port: the destination pod's container port of that name
+            return dst.ports.get(p) == port
+        return p <= port <= entry.get("endPort", p)
+
+    for pol in isolating:
+        for rule in pol["spec"].get("ingress") or []:
+            if rule.get("from") and not any(peer_admits(peer, pol["metadata"]["namespace"]) for peer in rule["from"]):
+                continue
+            if rule.get("ports") and not any(port_admits(e) for e in rule["ports"]):
+                continue
+            return True
+    return False
+
+
+def np_service_port(docs: list[dict], svc_name: str, port: int) -> int:
+    """The container port that a connection to Service svc_name:port reaches."""
+    svc = one(docs, "Service", svc_name)
+    sp = [p for p in svc["spec"]["ports"] if p["port"] == port]
+    ensure(len(sp) == 1, f"Service {svc_name} has no port {port}: {svc['spec']['ports']}")
+    tp = sp[0].get("targetPort", port)
+    if isinstance(tp, int):
+        return tp
+    for _, tmpl, _ in pod_templates(docs):
+        if np_selects({"matchLabels": svc["spec"]["selector"]}, (tmpl.get("metadata") or {}).get("labels") or {}):
+            for c in tmpl["spec"]["containers"]:
+                for p in c.get("ports") or []:
+                    if p.get("name") == tp:
+                        return p["containerPort"]
+    raise Failed(f"Service {svc_name}: targetPort {tp} is no container port of its pods")
+
+
+def np_readme_values(tmp: str) -> str:
+    """The README's example values for networkPolicy, as a values file."""
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", (CLUSTER / "README.md").read_text(), re.S) if "networkPolicy:" in b]
+    ensure(len(blocks) == 1, f"helm/slurm-cluster/README.md has {len(blocks)} yaml blocks with networkPolicy")
+    path = os.path.join(tmp, "np-readme-values.yaml")
+    Path(path).write_text(blocks[0])
+    return path
+
+
+# (name, --set) on top of the README's example values; every mode admits the operator chart's
+# pod installed in namespace slurm-operator (the README's example).
+NP_MODES = [
+    ("defaults", ()),
+    ("accounting, login, metrics, nodeSetNamespaces",
+     ("accounting.enabled=true", "login.enabled=true", "slurmctld.metrics.enabled=true", f"cluster.nodeSetNamespaces={{{NP_EXTRA_NS}}}")),
+    ("SrunPortRange, slurmdbd port 7031, metricsFrom without metrics",
+     ("accounting.enabled=true", "accounting.slurmdbd.port=7031", "login.enabled=true", "slurm.config.SrunPortRange=60001-63000",
+      f"cluster.nodeSetNamespaces={{{NP_EXTRA_NS}}}")),
+    ("SrunPortRange in extraConfig, external database, slurmrestd port 8080",
+     ("accounting.enabled=true", "accounting.mariadb.enabled=false", "accounting.external.host=db.example.org",
+      "accounting.external.passwordSecret.name=db", "login.enabled=true", "slurmrestd.port=8080",
+      "slurm.extraConfig=SrunPortRange=50000-50100")),
+]
+
+
+class NpModel:
+    """One render with the policy on: its pods, the pods around them, its policies, and the
+    connections the daemons make (from the render's own configuration)."""
+
+    CHART_ROLES = ("slurmctld", "slurmd", "login", "slurmrestd", "slurmdbd", "mariadb")
+    SLURMD = ("slurmd", "slurmd-extra")
+
+    def __init__(self, values: str, sets: tuple[str, ...]):
+        docs = render(CLUSTER, (values,), sets, cache=False)
+        self.docs = docs
+        self.policies = find(docs, "NetworkPolicy")
+        ns = RELEASE_NS
+        self.pods: list[NpPod] = []
+        for owner, tmpl, _ in pod_templates(docs):
+            labels = dict((tmpl.get("metadata") or {}).get("labels") or {})
+            if owner.startswith("SlurmNodeSet/"):  # as the operator makes them (src/controller/nodeset/pods.rs)
+                labels.update({"slurm.rs/nodeset": owner.split("/", 1)[1], "slurm.rs/template-hash": "abc"})
+            ports = {p["name"]: p["containerPort"] for c in tmpl["spec"]["containers"] for p in c.get("ports") or [] if "name" in p}
+            # Two pods of each SlurmNodeSet: a job's nodes talk to each other.
+            for _ in range(2 if owner.startswith("SlurmNodeSet/") else 1):
+                self.pods.append(NpPod(labels["app.kubernetes.io/component"], ns, labels, ports))
+        conf = slurm_conf(docs)
+        clusters = find(docs, "SlurmCluster")
+        for extra in (clusters[0]["spec"]["nodeSetNamespaces"] if clusters else []):
+            if extra != ns:  # a SlurmNodeSet's pod there, made by the operator from its own template
+                self.pods.append(NpPod("slurmd-extra", extra, {"app": "gpu-nodes", "slurm.rs/nodeset": "gpu"}, {"slurmd": 6818}))
+        op = next(d for d in render(OPERATOR, namespace="slurm-operator") if d["kind"] == "Deployment")
+        self.pods.append(NpPod("operator", "slurm-operator", op["spec"]["template"]["metadata"]["labels"], {"http-metrics": 8080}))
+        self.pods.append(NpPod("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"}, {}))
+        self.pods.append(NpPod("stranger", ns, {"app": "other"}, {}))
+        self.pods.append(NpPod("operator-ns-stranger", "slurm-operator", {"app": "other"}, {}))
+        slurmd_labels = next(p.labels for p in self.pods if p.role == "slurmd") if any(p.role == "slurmd" for p in self.pods) else {}
+        self.pods.append(NpPod("impostor", "team-a", dict(slurmd_labels, **{"slurm.rs/nodeset": "x"}), {}))
+        # The ports the daemons connect to, from the configuration they read.
+        ctld_svc, = re.findall(r"\((.+)\)$", conf["SlurmctldHost"])
+        self.ctld_port = np_service_port(docs, ctld_svc, int(conf["SlurmctldPort"]))
+        for nset in find(docs, "SlurmNodeSet"):
+            host, port = slurmd_args(nset)["conf-server"].rsplit(":", 1)
+            ensure(np_service_port(docs, host, int(port)) == self.ctld_port, f"{nset['metadata']['name']}: --conf-server {host}:{port}")
+        self.slurmd_port = int(conf["SlurmdPort"])
+        self.dbd_port = self.db_port = None
+        if "AccountingStorageHost" in conf:
+            self.dbd_port = np_service_port(docs, conf["AccountingStorageHost"], int(conf["AccountingStoragePort"]))
+            dbd_conf = dict(ln.split("=", 1) for cm in find(docs, "ConfigMap") if "slurmdbd.conf" in cm.get("data", {})
+                            for ln in cm["data"]["slurmdbd.conf"].splitlines() if "=" in ln)
+            if find(docs, "Service", dbd_conf["StorageHost"]):
+                self.db_port = np_service_port(docs, dbd_conf["StorageHost"], int(dbd_conf["StoragePort"]))
+        restd = next(d for d in find(docs, "Service") if d["metadata"]["labels"]["app.kubernetes.io/component"] == "slurmrestd")
+        url_port = int(clusters[0]["spec"]["endpoint"].rsplit(":", 1)[1]) if clusters else restd["spec"]["ports"][0]["port"]
+        self.restd_port = np_service_port(docs, restd["metadata"]["name"], url_port)
+        self.srun = tuple(int(x) for x in conf["SrunPortRange"].split("-")) if "SrunPortRange" in conf else None
+        self.metrics = "MetricsType" in conf
+        extra_ports = {p for pod in self.pods for p in pod.ports.values()}
+        extra_ports |= {self.ctld_port, self.slurmd_port, self.restd_port, self.dbd_port or 6819, self.db_port or 3306}
+        if self.srun:
+            extra_ports |= {self.srun[0] - 1, self.srun[0], self.srun[1], self.srun[1] + 1}
+        self.ports = sorted(extra_ports | {22, 80, 443, 1024, 3306, 6817, 6818, 6819, 6820, 8080, 32768, 45000, 60999, 65535})
+
+    def srun_port(self, port: int) -> bool:
+        return self.srun is None or self.srun[0] <= port <= self.srun[1]
+
+    def expected(self, src: NpPod, dst: NpPod, port: int) -> bool:
+        """The connections the daemons make (and the knobs admit); pods outside the chart are not policed."""
+        s, d = src.role, dst.role
+        if dst.namespace != RELEASE_NS or d not in self.CHART_ROLES:
+            return True
+        if d == "slurmctld":
+            return port == self.ctld_port and (s in self.SLURMD + ("login", "slurmrestd", "slurmdbd") or (s == "prometheus" and self.metrics))
+        if d == "slurmd":  # nodes among themselves on any port (srun, MPI); slurmctld to slurmd and srun; login to slurmd
+            return (s in self.SLURMD or (s == "slurmctld" and (port == self.slurmd_port or self.srun_port(port)))
+                    or (s == "login" and port == self.slurmd_port))
+        if d == "login":  # to srun/salloc
+            return s in ("slurmctld",) + self.SLURMD and self.srun_port(port)
+        if d == "slurmrestd":
+            return port == self.restd_port and s in ("login", "operator")
+        if d == "slurmdbd":  # slurmctld, slurmrestd -s slurmdbd, sacct/sacctmgr in login and jobs
+            return port == self.dbd_port and s in ("slurmctld", "slurmrestd", "login") + self.SLURMD
+        return port == self.db_port and s == "slurmdbd"  # mariadb
+
+    def connections(self) -> list[tuple[NpPod, NpPod, int, bool]]:
+        return [(s, d, port, self.expected(s, d, port)) for d in self.pods for s in self.pods if s is not d for port in self.ports]
+
+
+def np_models() -> list[tuple[str, NpModel]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        values = np_readme_values(tmp)
+        return [(name, NpModel(values, ("networkPolicy.enabled=true",) + sets)) for name, sets in NP_MODES]
+
+
+def t_cluster_netpol_off_by_default() -> str:
+    """networkPolicy.enabled is false by default: no NetworkPolicy, whatever else is on."""
+    for sets in ((), ("accounting.enabled=true", "login.enabled=true", "slurmctld.metrics.enabled=true",
+                      "networkPolicy.metricsFrom[0].podSelector.matchLabels.app=prometheus",
+                      "networkPolicy.slurmrestdFrom[0].podSelector.matchLabels.app=operator")):
+        docs = render(CLUSTER, sets=sets, cache=False)
+        ensure(not find(docs, "NetworkPolicy"), f"NetworkPolicies with {sets or 'the defaults'}: {[d['metadata']['name'] for d in find(docs, 'NetworkPolicy')]}")
+    return ""
+
+
+def t_cluster_netpol_admits_daemons() -> str:
+    """With the policy on, every connection a daemon makes to another is admitted, on the port the
+    client's configuration names (slurm.conf's SlurmctldHost/Port, SlurmdPort, AccountingStorage*,
+    SrunPortRange; slurmdbd.conf's StorageHost/Port; slurmd's --conf-server; the SlurmCluster's
+    endpoint), resolved through the Service to the pod's port: slurmd <-> slurmctld (srun's
+    ports too), slurmd <-> slurmd on any port, login -> slurmctld/slurmd/slurmrestd/slurmdbd and
+    back to srun, slurmrestd -> slurmctld/slurmdbd, slurmctld -> slurmdbd -> MariaDB, slurmd pods
+    of cluster.nodeSetNamespaces, the operator (README's example) -> slurmrestd, metricsFrom ->
+    slurmctld with metrics on."""
+    out, missing = [], []
+    for name, m in np_models():
+        n = 0
+        for src, dst, port, want in m.connections():
+            if want and dst.namespace == RELEASE_NS and dst.role in m.CHART_ROLES:
+                n += 1
+                if not np_admits(m.policies, src, dst, port):
+                    missing.append(f"{name}: {src} -> {dst}:{port} refused")
+        ensure(n, f"{name}: no connection to check")
+        out.append(f"{name}: {n}")
+    ensure(not missing, f"{len(missing)} refused:\n  " + "\n  ".join(missing[:40]))
+    return "admitted connections per mode: " + "; ".join(out)
+
+
+def t_cluster_netpol_admits_nothing_else() -> str:
+    """With the policy on, every pod of the chart is isolated and admits nothing but the
+    connections above: MariaDB only slurmdbd, slurmrestd only login and slurmrestdFrom (not the
+    rest of the operator's namespace, not slurmd, whose jobs are the tenants'), metrics only with
+    slurmctld.metrics.enabled, srun's ports only within SrunPortRange when set, nothing from a
+    pod elsewhere that copies slurmd's labels or from the release namespace's other pods. One
+    policy per component, Ingress only (egress left alone), each valid for Kubernetes."""
+    out, extra, errs = [], [], []
+    for name, m in np_models():
+        n = 0
+        for src, dst, port, want in m.connections():
+            if not want:
+                n += 1
+                if np_admits(m.policies, src, dst, port):
+                    extra.append(f"{name}: {src} -> {dst}:{port} admitted")
+        for pod in m.pods:
+            if pod.namespace == RELEASE_NS and pod.role in m.CHART_ROLES:
+                sel = [p["metadata"]["name"] for p in m.policies if np_selects(p["spec"]["podSelector"], pod.labels)]
+                if len(sel) != 1:
+                    errs.append(f"{name}: {pod} selected by {sel}")
+        roles = sorted({p.role for p in m.pods if p.namespace == RELEASE_NS and p.role in m.CHART_ROLES})
+        for p in m.policies:
+            if p["spec"].get("policyTypes") != ["Ingress"] or "egress" in p["spec"]:
+                errs.append(f"{name}: {p['metadata']['name']}: policyTypes {p['spec'].get('policyTypes')}")
+            errs += [f"{name}: {e}" for v in K8S_VERSIONS for e in validate_object(p, v)]
+        if len(m.policies) != len(roles):
+            errs.append(f"{name}: {len(m.policies)} policies for {roles}")
+        out.append(f"{name}: {n}")
+    ensure(not extra and not errs, f"{len(extra)} admitted that should not be:\n  " + "\n  ".join(extra[:40] + errs))
+    return "refused connections per mode: " + "; ".join(out)
+
+
 # --- secrets ------------------------------------------------------------------------------------
 
 def secret_values(docs: list[dict], namespace: str = RELEASE_NS) -> dict[str, dict[str, bytes]]:
@@ -1514,6 +1778,8 @@ SCHEMA_CASES = [
     (CLUSTER, ("nodesets.compute.realMemory=lots",), ["/nodesets/compute/realMemory", "'lots' does not match pattern"]),
     (CLUSTER, ("accounting.enabled=true", "accounting.mariadb.enabled=false"), ["set accounting.external.host and accounting.external.passwordSecret.name"]),
     (CLUSTER, ("sharedVolume.enabled=true", "sharedVolume.nfs.server=nfs.example"), ["sharedVolume.nfs.path is empty"]),
+    (CLUSTER, ("networkPolicy.enabled=true",), ["networkPolicy.slurmrestdFrom empty", "kubernetes.io/metadata.name: slurm-operator"]),
+    (CLUSTER, ("networkPolicy.slurmrestdFrom[0].podSelectr.matchLabels.app=x",), ["/networkPolicy/slurmrestdFrom/0", "'podSelectr' not allowed"]),
 ]
 
 
@@ -1898,6 +2164,9 @@ def main() -> int:
     r.check("cluster: memory quantities -> RealMemory MiB", t_cluster_memory_conversion)
     r.check("cluster: slurm.cgroup confines jobs (cgroup plugins, cgroup.conf, privileged slurmd)", t_cluster_cgroup)
     r.check("cluster: slurmctld metrics (MetricsType, ServiceMonitor)", t_cluster_slurmctld_metrics)
+    r.check("cluster NetworkPolicy: none unless networkPolicy.enabled", t_cluster_netpol_off_by_default)
+    r.check("cluster NetworkPolicy: every connection the daemons make is admitted, on the port they use", t_cluster_netpol_admits_daemons)
+    r.check("cluster NetworkPolicy: nothing else is admitted (MariaDB: slurmdbd; slurmrestd: login, slurmrestdFrom)", t_cluster_netpol_admits_nothing_else)
     r.check("secrets: generated, random, kept", t_secrets_generated)
     r.check("secrets: live values reused across upgrades (lookup logic)", t_secrets_reuse_logic)
     r.check("secrets: existingSecret used, nothing generated", t_secrets_existing)
