@@ -673,7 +673,8 @@ pub struct SlurmJobStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitted_generation: Option<i64>,
 
-    /// When the operator submitted or adopted the current run's job, by its own clock. A job
+    /// When the operator had the current run's job: Slurm's answer to its submit, or its
+    /// adoption; by the operator's clock. A job
     /// slurmctld no longer lists is called `Lost` only when a complete listing of slurmctld's
     /// jobs that began after this time misses it and the cluster's accounting has no record of
     /// it.

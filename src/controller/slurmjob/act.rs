@@ -905,6 +905,12 @@ where
     let retry = (adopted && records.is_empty()).then_some(WAIT_RETRY);
     let mut status = status::submitted(base, job_id, generation, ready, now, &records);
     status.submitted_spec_hash = spec_hash;
+    // The evidence clock starts once Slurm answered, not when the step began: a listing that
+    // began in between (during an accounting lookup, a slow submit) cannot hold the job, and
+    // must not prove it gone (`plan::gone`: a live job called `Lost` right after its submit).
+    if let Some(answered) = status::time(Some(Utc::now().max(env.now))) {
+        status.tracked_since = Some(answered);
+    }
     let step = Step {
         status,
         notices,

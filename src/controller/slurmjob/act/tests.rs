@@ -57,6 +57,37 @@ impl World {
     }
 }
 
+/// The cluster's client for the local real Slurm, as its own user.
+fn local_client(slurm: &std::collections::HashMap<String, String>) -> SlurmClient {
+    let key = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
+    let credentials = Arc::new(
+        crate::slurm::Credentials::minted(
+            key,
+            slurm["SLURM_USER"].clone(),
+            Duration::from_secs(300),
+        )
+        .unwrap(),
+    );
+    SlurmClient::new(
+        crate::slurm::ClientConfig::new(&slurm["SLURM_REST_URL"])
+            .unwrap()
+            .allow_plaintext(true),
+        credentials,
+    )
+    .unwrap()
+}
+
+/// `true` on the local Slurm's partition, held for an hour (it never runs while a test looks).
+fn held_spec(slurm: &std::collections::HashMap<String, String>) -> SlurmJobSpec {
+    serde_json::from_value(serde_json::json!({
+        "clusterName": "local",
+        "partition": slurm["SLURM_PARTITION"],
+        "script": "#!/bin/sh\ntrue\n",
+        "extraOptions": {"begin_time": {"set": true, "number": Utc::now().timestamp() + 3600}},
+    }))
+    .unwrap()
+}
+
 /// Never reached: a step that would call it fails.
 const UNREACHABLE: &str = "http://127.0.0.1:1";
 
@@ -316,30 +347,9 @@ async fn a_submit_tells_the_poller_its_job_is_ours_an_adoption_only_names_it() {
     let Some(slurm) = crate::controller::test_support::local_slurm() else {
         return;
     };
-    let key = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
-    let credentials = Arc::new(
-        crate::slurm::Credentials::minted(
-            key,
-            slurm["SLURM_USER"].clone(),
-            Duration::from_secs(300),
-        )
-        .unwrap(),
-    );
     let mut world = World::new(UNREACHABLE);
-    world.client = SlurmClient::new(
-        crate::slurm::ClientConfig::new(&slurm["SLURM_REST_URL"])
-            .unwrap()
-            .allow_plaintext(true),
-        credentials,
-    )
-    .unwrap();
-    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
-        "clusterName": "local",
-        "partition": slurm["SLURM_PARTITION"],
-        "script": "#!/bin/sh\ntrue\n",
-        "extraOptions": {"begin_time": {"set": true, "number": Utc::now().timestamp() + 3600}},
-    }))
-    .unwrap();
+    world.client = local_client(&slurm);
+    let spec = held_spec(&slurm);
     let now = Utc::now();
     let target = Target {
         name: "told",
@@ -369,6 +379,59 @@ async fn a_submit_tells_the_poller_its_job_is_ours_an_adoption_only_names_it() {
     assert!(world.index.wants.take_submitted().is_empty());
     assert_eq!(world.index.wants.take(), BTreeSet::from([job_id]));
     world.client.cancel_job(job_id).await.unwrap();
+}
+
+/// `trackedSince` dates Slurm's answer, not the step's start: a step that began long before
+/// its submit was answered (an accounting lookup, a slow slurmctld) must not let a listing
+/// that began in between, which cannot hold the job, prove it gone (`plan::gone`).
+#[tokio::test]
+async fn the_evidence_clock_starts_when_slurm_answered() {
+    let Some(slurm) = crate::controller::test_support::local_slurm() else {
+        return;
+    };
+    let mut world = World::new(UNREACHABLE);
+    world.client = local_client(&slurm);
+    let spec = held_spec(&slurm);
+    // The step "began" a minute ago; a complete listing began 30 s ago, before the job existed.
+    let began = Utc::now() - chrono::TimeDelta::seconds(60);
+    world.index.jobs_synced_at = Some(began + chrono::TimeDelta::seconds(30));
+    let target = Target {
+        name: "slow",
+        uid: "slow-uid",
+        generation: 1,
+        spec: &spec,
+        status: None,
+        created: Some(began - chrono::TimeDelta::seconds(1)),
+        refusal: None,
+    };
+    let before_answer = Utc::now() - chrono::TimeDelta::seconds(1);
+    let submitted = step(target, world.env(began), |_| None).await.unwrap();
+    let job_id = submitted.status.job_id.expect("submitted");
+    let tracked =
+        crate::crd::time::to_utc(submitted.status.tracked_since.as_ref().unwrap()).unwrap();
+    assert!(
+        tracked >= before_answer,
+        "trackedSince {tracked} is the step's start"
+    );
+    let now = Utc::now();
+    let followed = plan::follow(
+        &submitted.status,
+        job_id,
+        &world.index,
+        now,
+        "slow-uid",
+        &world.key,
+    );
+    assert_ne!(
+        followed.phase,
+        Phase::Lost,
+        "a listing from before the job proved it gone"
+    );
+    world
+        .client
+        .cancel_job(u32::try_from(job_id).unwrap())
+        .await
+        .unwrap();
 }
 
 /// A running job of ours whose record the poller cannot read: the status stays as last read
