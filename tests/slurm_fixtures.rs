@@ -820,6 +820,46 @@ async fn job_states_of_array_tasks() {
     });
 }
 
+/// A slurmrestd without `/jobs/state/` (Slurm 23.11, 24.05: 404): the states come from `/jobs`,
+/// each under its own record's id as `/jobs/state/` files them (`job_states_of_array_tasks`),
+/// so the poller finds a task record it asks for by that id.
+#[tokio::test]
+async fn job_states_from_the_job_list_are_filed_under_each_record() {
+    for_each_release!(|dir| {
+        let server = replay_server(dir, &[("array_jobs", None)]).await;
+        Mock::given(method("GET"))
+            .and(path_regex("/jobs/state/?$"))
+            .respond_with(
+                ResponseTemplate::new(404)
+                    .insert_header("content-type", "text/plain")
+                    .set_body_string("Unable find requested URL"),
+            )
+            .mount(&server)
+            .await;
+        let client = client_for(&server, RetryPolicy::none());
+        let records = client.jobs(None).await.unwrap().into_items().unwrap();
+        let tasks: Vec<_> = records
+            .iter()
+            .filter(|r| r.array_job_id.is_some())
+            .collect();
+        assert!(tasks.len() >= 4, "{tasks:?}");
+        let ids: Vec<u32> = tasks.iter().map(|t| t.job_id).collect();
+        let mut states = client.jobs_state(&ids).await.unwrap();
+        states.sort_by_key(|s| s.job_id);
+        let mut want: Vec<_> = tasks
+            .iter()
+            .map(|t| (t.job_id, t.array_task_id, t.state.base))
+            .collect();
+        want.sort();
+        let got: Vec<_> = states
+            .iter()
+            .map(|s| (s.job_id, s.array_task_id, s.state.base))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(client.all_job_states().await.unwrap().len(), records.len());
+    });
+}
+
 #[tokio::test]
 async fn all_job_states_lists_every_job_and_each_pending_array_task() {
     // What the poller calls: `/jobs/state/` without ids, recorded with a held array 0-2 queued.

@@ -489,14 +489,7 @@ impl SlurmClient {
     async fn states_from_job_list(&self) -> Result<Vec<JobStateEntry>, SlurmError> {
         tracing::debug!("slurmrestd does not serve /jobs/state/; reading states from /jobs");
         let jobs = self.jobs(None).await?.into_items().unwrap_or_default();
-        Ok(jobs
-            .into_iter()
-            .map(|job| JobStateEntry {
-                job_id: job.array_job_id.unwrap_or(job.job_id),
-                array_task_id: job.array_task_id.filter(|_| job.array_job_id.is_some()),
-                state: job.state,
-            })
-            .collect())
+        Ok(states_of(jobs))
     }
 
     /// slurmctld's RPC counters by message type (`sdiag`): what polling costs slurmctld.
@@ -604,6 +597,19 @@ fn no_common_version(pinned: Option<ApiVersion>, served: Option<&[String]>) -> S
             ApiVersion::spoken()
         ),
     }
+}
+
+/// The `/jobs/state/` entries of full job records, as slurmrestd itself lists them: each under
+/// the id of its own record (an array task's, not the array's: the poller files a task's
+/// state under the record it fetched, and asks for it by that id).
+fn states_of(jobs: Vec<Job>) -> Vec<JobStateEntry> {
+    jobs.into_iter()
+        .map(|job| JobStateEntry {
+            job_id: job.job_id,
+            array_task_id: job.array_task_id.filter(|_| job.array_job_id.is_some()),
+            state: job.state,
+        })
+        .collect()
 }
 
 #[cfg(test)]
