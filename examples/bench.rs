@@ -714,6 +714,7 @@ impl Bench {
             started_at: self.started_at,
             now: Utc::now(),
             leadership: &self.leadership,
+            took_over_at: None,
             key: &self.tag_key,
         };
         Ok(act::step(target, env, |_| None).await?.status)

@@ -105,6 +105,12 @@ impl Leadership {
         }
     }
 
+    /// Whether writes follow an election (another replica may have led before this one), not
+    /// [`Leadership::always`].
+    pub fn elected(&self) -> bool {
+        self._sender.is_none()
+    }
+
     /// Whether this process holds the Lease right now. A closed channel (the election task
     /// ended) counts as not leading: when in doubt, do not write.
     pub fn is_leader(&self) -> bool {

@@ -1643,6 +1643,7 @@ impl Tripwire {
             started_at: now - chrono::TimeDelta::seconds(1),
             now,
             leadership: &leadership,
+            took_over_at: None,
             key: &key,
         };
         let target = Target {

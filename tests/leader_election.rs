@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use fake_apiserver::FakeApiServer;
 use k8s_openapi::api::coordination::v1::Lease;
+use kube::ResourceExt;
 use kube::api::Api;
 use slurm_operator::crd::SlurmJob;
 use slurm_operator::leader::{self, LeaseConfig};
@@ -156,9 +157,6 @@ async fn two_operator_processes_never_submit_a_job_twice() {
         ports: [free_port().to_string(), free_port().to_string()],
         processes: [None, None],
     };
-    replicas.start(0);
-    replicas.start(1);
-
     let mut names = Vec::new();
     let mut add = async |phase: &str, count: usize| {
         for i in 0..count {
@@ -167,6 +165,14 @@ async fn two_operator_processes_never_submit_a_job_twice() {
             names.push(name);
         }
     };
+
+    // SlurmJobs older than the first gain of the Lease: a previous leader may have submitted
+    // them right before, so they wait until its submit would show (the request timeout, 30 s,
+    // and SUBMIT_DOUBT_GRACE, 10 s).
+    add("early", 2).await;
+    let started = chrono::Utc::now();
+    replicas.start(0);
+    replicas.start(1);
 
     // Both running: one leads and submits.
     add("both", 10).await;
@@ -210,6 +216,22 @@ async fn two_operator_processes_never_submit_a_job_twice() {
 
     let finished = scenario::all_ended(&jobs, &names, Duration::from_secs(300)).await;
     scenario::assert_one_slurm_job_each(&slurm, &finished).await;
+    for early in finished.iter().filter(|j| j.name_any().contains("-early-")) {
+        let submitted = early
+            .status
+            .as_ref()
+            .and_then(|s| s.submit_time.as_ref())
+            .map(|t| t.0.as_second())
+            .expect("submitTime");
+        // slurmctld's clock, whole seconds; this machine's.
+        assert!(
+            submitted >= started.timestamp() + 40 - 1,
+            "{} submitted {}s after the replicas started, before a predecessor's submit \
+             would have shown",
+            early.name_any(),
+            submitted - started.timestamp()
+        );
+    }
     let transitions = leases
         .get(LEASE)
         .await

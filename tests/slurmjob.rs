@@ -317,6 +317,7 @@ async fn interrupted_submits_never_make_a_second_job() {
                 started_at: Utc::now() - chrono::TimeDelta::seconds(5),
                 now: Utc::now(),
                 leadership: &Leadership::always(),
+                took_over_at: None,
                 key: &KEY,
             };
             act::step(target, env, |_| None).await
@@ -350,6 +351,7 @@ async fn interrupted_submits_never_make_a_second_job() {
             started_at,
             now: Utc::now(),
             leadership: &Leadership::always(),
+            took_over_at: None,
             key: &KEY,
         };
         let step = act::step(target, env, |_| None).await.unwrap();
@@ -427,6 +429,7 @@ async fn a_follower_never_submits() {
     let env = Env {
         started_at,
         leadership: &leadership,
+        took_over_at: None,
         ..job.env(&state)
     };
     let step = act::step(target, env, |_| None).await.unwrap();
@@ -451,6 +454,7 @@ async fn a_follower_never_submits() {
     let env = Env {
         started_at,
         leadership: &leadership,
+        took_over_at: None,
         ..job.env(&state)
     };
     let step = act::step(target, env, |_| None).await.unwrap();

@@ -104,6 +104,12 @@ impl SlurmClient {
         &self.config.endpoint
     }
 
+    /// How long a request may take (`ClientConfig::request_timeout`): after that this client
+    /// gives up on it, though slurmrestd may still carry it out.
+    pub fn request_timeout(&self) -> std::time::Duration {
+        self.config.request_timeout
+    }
+
     /// The pinned version, if any (`ClientConfig::api_version`).
     pub fn pinned_api_version(&self) -> Option<ApiVersion> {
         self.config.api_version

@@ -118,6 +118,7 @@ impl Runner {
             started_at: self.started_at,
             now: Utc::now(),
             leadership: &self.leadership,
+            took_over_at: None,
             key: &KEY,
         }
     }

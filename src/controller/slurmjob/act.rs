@@ -80,6 +80,9 @@ pub struct Env<'a> {
     pub now: DateTime<Utc>,
     /// Whether this process may submit (leader election); checked right before the submit.
     pub leadership: &'a Leadership,
+    /// With an election, when this replica last took the leader Lease (`Context::acting_since`);
+    /// `None` without one.
+    pub took_over_at: Option<DateTime<Utc>>,
     /// The key ownership tags are signed and checked with.
     pub key: &'a TagKey,
 }
@@ -621,6 +624,19 @@ pub fn usage_retry(status: &SlurmJobStatus, now: DateTime<Utc>) -> Option<Durati
 }
 
 /// The step's time as a condition time.
+/// The gain of the leader Lease this generation's submit must wait out, if any: with an
+/// election, a generation that may be older than the gain (its SlurmJob created before it, or
+/// edited since, when is not known) may have been submitted by the previous leader.
+fn takeover(target: Target<'_>, env: Env<'_>) -> Option<plan::Takeover> {
+    let at = env.took_over_at?;
+    let newer = target.generation == 1 && target.created.is_some_and(|created| created > at);
+    (!newer).then(|| plan::Takeover {
+        at,
+        in_flight: chrono::TimeDelta::from_std(env.submitter.request_timeout())
+            .unwrap_or(chrono::TimeDelta::MAX),
+    })
+}
+
 fn now(env: Env<'_>) -> condition::Time {
     status::time(Some(env.now)).unwrap_or_else(|| condition::Time(Default::default()))
 }
@@ -709,6 +725,8 @@ where
         in_doubt: doubt
             .as_ref()
             .filter(|doubt| !plan::past_doubt(env.state, doubt.since)),
+        takeover: takeover(target, env)
+            .filter(|takeover| !plan::past_doubt(env.state, takeover.settles_at())),
     };
     let mut facts = facts;
     // What in-place edits are checked against: known only from the whole spec (a cached one

@@ -483,6 +483,7 @@ async fn apply(
         started_at: ctx.started_at,
         now: Utc::now(),
         leadership: &ctx.leadership,
+        took_over_at: ctx.leadership.elected().then(|| ctx.acting_since()),
         key: &ctx.tag_key,
     };
     let target = Target {

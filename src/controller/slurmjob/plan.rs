@@ -74,6 +74,27 @@ pub struct SubmitFacts<'a> {
     /// This process's last submit of the tag got no answer that says whether it made a job,
     /// and the index has not listed every job since ([`past_doubt`]).
     pub in_doubt: Option<&'a Doubt>,
+    /// This replica took the leader Lease at this time, and the SlurmJob's generation may be
+    /// older: the previous leader may have sent its submit right before, and the job it made
+    /// may appear until [`Takeover::settles_at`]; the index has not listed every job since.
+    pub takeover: Option<Takeover>,
+}
+
+/// A gain of the leader Lease whose predecessor's submits may still land.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Takeover {
+    pub at: DateTime<Utc>,
+    /// How long the previous leader's request may have been on its way: its client's request
+    /// timeout (after it, slurmrestd may still carry it out: [`SUBMIT_DOUBT_GRACE`] more).
+    pub in_flight: chrono::TimeDelta,
+}
+
+impl Takeover {
+    /// When a job the previous leader's submit made is surely in slurmctld: a listing of every
+    /// job that began after `settles_at + SUBMIT_DOUBT_GRACE` shows it ([`past_doubt`]).
+    pub fn settles_at(&self) -> DateTime<Utc> {
+        self.at + self.in_flight
+    }
 }
 
 /// What accounting said of an earlier submit of this tag.
@@ -145,6 +166,19 @@ pub fn submit(
         return SubmitPlan::Adopt {
             job_id,
             announced: facts.submitted_here == Some(job_id),
+        };
+    }
+    if let Some(takeover) = facts.takeover {
+        return SubmitPlan::Wait {
+            reason: "WaitingForSlurmIndex",
+            message: format!(
+                "this operator replica became the leader at {}; the previous one may have \
+                 submitted this generation right before, and Slurm may make that job up to {} s \
+                 later: waiting for a listing of all the cluster's jobs that began after then, so \
+                 that such a job is adopted by its tag instead of submitted twice",
+                rfc3339(takeover.at),
+                (takeover.in_flight + SUBMIT_DOUBT_GRACE).num_seconds(),
+            ),
         };
     }
     if let Some(doubt) = facts.in_doubt {

@@ -52,6 +52,7 @@ impl World {
             started_at: DateTime::from_timestamp(100, 0).unwrap(),
             now,
             leadership: &self.leadership,
+            took_over_at: None,
             key: &self.key,
         }
     }
@@ -432,6 +433,55 @@ async fn the_evidence_clock_starts_when_slurm_answered() {
         .cancel_job(u32::try_from(job_id).unwrap())
         .await
         .unwrap();
+}
+
+/// After a gain of the leader Lease, a generation the previous leader may have submitted
+/// waits for a listing of every job that began once its submit could have landed: one of a
+/// SlurmJob created before the gain, or edited (when is not known); never one created after
+/// it, and never without an election.
+#[test]
+fn a_generation_older_than_the_takeover_waits_out_the_predecessors_submit() {
+    let world = World::new(UNREACHABLE);
+    let gained = DateTime::from_timestamp(1_000, 0).unwrap();
+    let spec = true_spec();
+    let target = |generation, created: i64| Target {
+        name: "t",
+        uid: "u",
+        generation,
+        spec: &spec,
+        status: None,
+        created: DateTime::from_timestamp(created, 0),
+        refusal: None,
+    };
+    let env = |took_over_at| Env {
+        took_over_at,
+        ..world.env(gained)
+    };
+    let waits = |target, env| takeover(target, env).map(|t| t.settles_at());
+    // The client's request timeout (30 s) after the gain.
+    let settles = gained + chrono::TimeDelta::seconds(30);
+    assert_eq!(
+        waits(target(1, 999), env(Some(gained))),
+        Some(settles),
+        "created before"
+    );
+    assert_eq!(
+        waits(target(2, 1_001), env(Some(gained))),
+        Some(settles),
+        "edited"
+    );
+    assert_eq!(
+        waits(target(1, 1_001), env(Some(gained))),
+        None,
+        "created after"
+    );
+    assert_eq!(waits(target(1, 999), env(None)), None, "no election");
+    // Past once a listing of every job began after the settling and its grace.
+    let mut listed = world.index.clone();
+    listed.fully_listed_at = Some(gained + chrono::TimeDelta::seconds(41));
+    assert!(plan::past_doubt(&listed, settles));
+    listed.fully_listed_at = Some(gained + chrono::TimeDelta::seconds(39));
+    assert!(!plan::past_doubt(&listed, settles));
 }
 
 /// A running job of ours whose record the poller cannot read: the status stays as last read

@@ -705,6 +705,7 @@ fn facts(spec: &SlurmJobSpec) -> SubmitFacts<'_> {
         fresh: true,
         accounting: None,
         in_doubt: None,
+        takeover: None,
     }
 }
 
@@ -796,6 +797,10 @@ fn the_submit_decision() {
         since: DateTime::from_timestamp(100, 0).unwrap(),
         error: "Timeout: slurmrestd did not answer within 30s".into(),
     };
+    let takeover = Takeover {
+        at: DateTime::from_timestamp(100, 0).unwrap(),
+        in_flight: chrono::TimeDelta::seconds(30),
+    };
     type Deps<'a> = &'a dyn Fn(&str) -> Option<Dependee>;
     let rows: Vec<(&str, SubmitFacts<'_>, Deps<'_>, Expect)> = vec![
         (
@@ -816,6 +821,30 @@ fn the_submit_decision() {
             "in doubt, and the job it made in the index: adopted",
             SubmitFacts {
                 in_doubt: Some(&doubt),
+                indexed: Some(8),
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Adopt(8, false),
+        ),
+        (
+            "a takeover of the leader Lease not yet past: wait for the predecessor's submit",
+            SubmitFacts {
+                takeover: Some(takeover),
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Wait(
+                "WaitingForSlurmIndex",
+                "this operator replica became the leader at 1970-01-01T00:01:40Z; the previous \
+                 one may have submitted this generation right before, and Slurm may make that \
+                 job up to 40 s later",
+            ),
+        ),
+        (
+            "a takeover, and the predecessor's job in the index: adopted",
+            SubmitFacts {
+                takeover: Some(takeover),
                 indexed: Some(8),
                 ..facts(&plain)
             },
