@@ -288,7 +288,10 @@ impl SlurmError {
     pub fn for_tenant(&self) -> String {
         match self {
             Self::Unreachable { detail, .. } => format!("cannot reach slurmrestd: {detail}"),
-            Self::Tls { detail, .. } => format!("TLS connection to slurmrestd failed: {detail}"),
+            // The detail may name the host (a certificate for another name).
+            Self::Tls { .. } => "TLS connection to slurmrestd failed; the platform admin sees why \
+                                 in the SlurmCluster's status"
+                .to_owned(),
             Self::UnsupportedVersion { .. } | Self::InvalidEndpoint { .. } => {
                 "slurmrestd's endpoint is not usable; the platform admin sees why in the \
                  SlurmCluster's status"
@@ -803,7 +806,7 @@ mod tests {
             },
             SlurmError::Tls {
                 endpoint: endpoint.into(),
-                detail: "unknown issuer".into(),
+                detail: "certificate not valid for name \"slurmrestd.hpc.internal\"".into(),
             },
             SlurmError::UnsupportedVersion {
                 endpoint: endpoint.into(),

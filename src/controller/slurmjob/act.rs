@@ -392,8 +392,9 @@ where
         Err(error) => {
             let message = format!(
                 "generation {generation} is not applied to Slurm job {job_id} yet: reading the \
-                 job failed ({}): {error}; trying again",
-                error.category()
+                 job failed ({}): {}; trying again",
+                error.category(),
+                error.for_tenant()
             );
             applied(&mut next, false, "UpdateFailed", &message);
             next.observed_generation = current.observed_generation;
@@ -466,7 +467,7 @@ where
                         let message = format!(
                             "Slurm refused to change {fields} of job {job_id} (generation \
                              {generation}): {}; the job keeps its earlier values",
-                            status::bounded(&error.to_string(), status::MAX_SLURM_MESSAGE)
+                            status::bounded(&error.for_tenant(), status::MAX_SLURM_MESSAGE)
                         );
                         applied(&mut next, false, "UpdateRejected", &message);
                         return Ok((next, vec![Notice::warning("UpdateRejected", message)], None));
@@ -474,8 +475,9 @@ where
                     Err(error) => {
                         let message = format!(
                             "generation {generation} is not applied to Slurm job {job_id} yet: \
-                             changing {fields} failed ({}): {error}; trying again",
-                            error.category()
+                             changing {fields} failed ({}): {}; trying again",
+                            error.category(),
+                            error.for_tenant()
                         );
                         applied(&mut next, false, "UpdateFailed", &message);
                         next.observed_generation = current.observed_generation;
@@ -786,7 +788,7 @@ where
             Ok(None) => AccountingAnswer::Found(None),
             Err(error) => AccountingAnswer::Failed {
                 reason: error.category(),
-                message: error.to_string(),
+                message: error.for_tenant(),
             },
         };
         accounting_failed = matches!(answer, AccountingAnswer::Failed { .. });
@@ -845,7 +847,7 @@ where
                 // Slurm answered, and no job exists: safe to say so, and the same request would
                 // only get the same answer. Recorded with its generation (see `lifecycle`).
                 Err(error) if error.refuses_job() => {
-                    let status = status::rejected(base, generation, &error.to_string(), now);
+                    let status = status::rejected(base, generation, &error.for_tenant(), now);
                     let message = condition::find(&status.conditions, STALLED)
                         .map(|c| c.message.clone())
                         .unwrap_or_default();

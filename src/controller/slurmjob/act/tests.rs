@@ -484,6 +484,38 @@ fn a_generation_older_than_the_takeover_waits_out_the_predecessors_submit() {
     assert!(!plan::past_doubt(&listed, settles));
 }
 
+/// A tenant's conditions never name where slurmrestd is: an accounting lookup that cannot
+/// reach it says so without the address (`SlurmError::for_tenant`).
+#[tokio::test]
+async fn a_wait_on_an_unreachable_slurmrestd_does_not_name_it() {
+    let world = World::new(UNREACHABLE);
+    let spec = true_spec();
+    let target = Target {
+        name: "old",
+        uid: "u",
+        generation: 1,
+        spec: &spec,
+        status: None,
+        // Not fresh: accounting is asked first.
+        created: DateTime::from_timestamp(1, 0),
+        refusal: None,
+    };
+    let now = DateTime::from_timestamp(200, 0).unwrap();
+    let step = step(target, world.env(now), |_| None).await.unwrap();
+    let ready = step
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY)
+        .expect("Ready");
+    assert!(
+        ready.message.contains("cannot reach slurmrestd"),
+        "{}",
+        ready.message
+    );
+    assert!(!ready.message.contains("127.0.0.1"), "{}", ready.message);
+}
+
 /// A running job of ours whose record the poller cannot read: the status stays as last read
 /// and says so with `Stalled=True` (`SlurmRecordUnreadable`, since when and why, and what bounds
 /// it); once the record is read again, the next step removes it. Nothing is sent to slurmrestd.
