@@ -102,6 +102,9 @@ pub struct Dependee {
     pub cluster_name: String,
     pub job_id: Option<i64>,
     pub phase: Option<Phase>,
+    /// Its job left slurmctld, and how it ended is being asked of accounting: neither its id
+    /// nor a verdict yet.
+    pub settling: bool,
 }
 
 impl Dependee {
@@ -110,6 +113,15 @@ impl Dependee {
             cluster_name: cluster_name.into(),
             job_id,
             phase: None,
+            settling: false,
+        }
+    }
+
+    /// Its job left slurmctld and its end is not known yet ([`Dependee::settling`]).
+    pub fn settling(self) -> Self {
+        Self {
+            settling: true,
+            ..self
         }
     }
 
@@ -140,6 +152,8 @@ pub enum DependencyWait {
     OtherCluster(Vec<(String, String)>),
     /// These exist but have no Slurm job id yet.
     NotSubmitted(Vec<String>),
+    /// These SlurmJobs' jobs left slurmctld, and how they ended is not known yet.
+    Settling(Vec<String>),
     /// These SlurmJobs' jobs are lost: their ids are never handed to Slurm (they may name
     /// another job now); an edit that runs them again gives them a new one.
     Lost(Vec<String>),
@@ -159,6 +173,7 @@ pub fn resolve_dependencies(
     let mut missing = Vec::new();
     let mut elsewhere = Vec::new();
     let mut not_submitted = Vec::new();
+    let mut settling = Vec::new();
     let mut lost = Vec::new();
     let mut never = Vec::new();
     for dep in depends_on {
@@ -183,6 +198,7 @@ pub fn resolve_dependencies(
                     never.push((dep.name.clone(), dep.type_, phase));
                 }
             }
+            (Some(_), _) if found.settling => settling.push(dep.name.clone()),
             (Some(job_id), _) => resolved.push(ResolvedDependency {
                 kind: dep.type_,
                 job_id,
@@ -197,6 +213,9 @@ pub fn resolve_dependencies(
     }
     if !not_submitted.is_empty() {
         return Err(DependencyWait::NotSubmitted(not_submitted));
+    }
+    if !settling.is_empty() {
+        return Err(DependencyWait::Settling(settling));
     }
     if !lost.is_empty() {
         return Err(DependencyWait::Lost(lost));
@@ -398,6 +417,15 @@ mod tests {
         assert_eq!(
             resolve_dependencies(&deps, "c", unsubmitted),
             Err(DependencyWait::NotSubmitted(vec!["b".into()]))
+        );
+        // A job gone from slurmctld whose end is not known yet: neither its id nor a verdict.
+        let settling = |name: &str| {
+            let found = Dependee::new("c", Some(10)).in_phase(Some(Phase::Running));
+            Some(if name == "b" { found.settling() } else { found })
+        };
+        assert_eq!(
+            resolve_dependencies(&deps, "c", settling),
+            Err(DependencyWait::Settling(vec!["b".into()]))
         );
         // A job id of another cluster is never handed to this one, submitted or not.
         assert_eq!(

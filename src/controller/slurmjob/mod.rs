@@ -1218,8 +1218,10 @@ fn dependee(d: &CachedSlurmJob, state: &ClusterState, key: &TagKey) -> lifecycle
     match d.object() {
         Ok(object) => {
             let status = object.status.unwrap_or_default();
-            let phase = plan::dependee_phase(uid, &status, state, Utc::now(), key);
-            found.in_phase(Some(phase))
+            match plan::dependee_phase(uid, &status, state, Utc::now(), key) {
+                Some(phase) => found.in_phase(Some(phase)),
+                None => found.settling(),
+            }
         }
         Err(error) => {
             // The cache's own encoding: a bug, not the object's fault. Waited on as not

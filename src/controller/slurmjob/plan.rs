@@ -222,6 +222,11 @@ pub fn submit(
                     "waiting for SlurmJobs to be submitted: {}",
                     names.join(", ")
                 ),
+                DependencyWait::Settling(names) => format!(
+                    "waiting to learn how the Slurm jobs of these SlurmJobs ended (they left \
+                     slurmctld; the cluster's accounting is asked): {}",
+                    names.join(", ")
+                ),
                 DependencyWait::Lost(names) => format!(
                     "dependsOn names SlurmJobs whose Slurm job is lost: {}; how it ended is not \
                      known and its id may name another job now, so it is not depended on: edit \
@@ -577,29 +582,32 @@ pub fn follow(
 /// The phase `dependsOn` judges the SlurmJob `uid` by, from its `status` and the index now: what
 /// its own next reconcile would mirror ([`follow`]). Its status alone may be a cycle or an outage
 /// old, and its job forgotten by slurmctld since (MinJobAge, lost state), its id given to another
-/// job, another team's maybe, which a dependent must not be made to wait on: `Lost` when the
-/// index proves the job gone, or holds that id for a job that is not this SlurmJob's.
+/// job, another team's maybe, which a dependent must not be made to wait on. `Lost` when the index
+/// holds that id for a job that is not this SlurmJob's; `None` when the index proves the job gone
+/// but its own reconcile has not asked accounting how it ended yet (until then neither `Lost`
+/// nor its id).
 pub fn dependee_phase(
     uid: &str,
     status: &SlurmJobStatus,
     state: &ClusterState,
     now: DateTime<Utc>,
     key: &TagKey,
-) -> Phase {
+) -> Option<Phase> {
     let Some(job_id) = status.job_id else {
-        return status.phase;
+        return Some(status.phase);
     };
     if status.phase.is_terminal() {
-        return status.phase;
+        return Some(status.phase);
     }
     let someone_elses = u32::try_from(job_id).is_ok_and(|id| {
         let records = state.job_records(id);
         !records.is_empty() && !records.iter().any(|job| is_followed(job, uid, key))
     });
     if someone_elses {
-        return Phase::Lost;
+        return Some(Phase::Lost);
     }
-    follow(status, job_id, state, now, uid, key).phase
+    let followed = follow(status, job_id, state, now, uid, key).phase;
+    (followed != Phase::Lost).then_some(followed)
 }
 
 /// Whether the index proves job `job_id` gone from slurmctld, holding no record of it: a

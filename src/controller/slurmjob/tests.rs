@@ -2228,6 +2228,18 @@ fn a_dependee_whose_id_names_another_job_is_lost() {
     assert_eq!((ours.job_id, ours.phase), (Some(12), Some(Phase::Running)));
     let theirs = found(&prep, &index(record("someone-else")));
     assert_eq!((theirs.job_id, theirs.phase), (Some(12), Some(Phase::Lost)));
+    // Gone from a listing that began after it: how it ended is asked of accounting first.
+    let gone = found(
+        &prep,
+        &ClusterState {
+            jobs_synced_at: Some(Utc::now()),
+            ..Default::default()
+        },
+    );
+    assert!(
+        gone.settling && gone.phase == Some(Phase::Running),
+        "{gone:?}"
+    );
     prep.metadata.generation = Some(2);
     let edited = found(&prep, &index(record("someone-else")));
     assert_eq!(edited.job_id, None, "an edit not reconciled yet");

@@ -451,9 +451,10 @@ fn follow_and_cancel_see_only_jobs_that_are_ours() {
     );
 }
 
-/// A dependee is judged by what the index shows now, not only by its status: a job of it that
-/// slurmctld forgot, or whose id now names another SlurmJob's job, is `Lost` (its id is never
-/// handed to Slurm); one the index shows ended is judged by how it ended.
+/// A dependee is judged by what the index shows now, not only by its status: a job whose id
+/// now names another SlurmJob's job is `Lost` (its id is never handed to Slurm); one slurmctld
+/// forgot is not judged until its own reconcile asked accounting (`None`); one the index shows
+/// ended is judged by how it ended.
 #[test]
 fn a_dependee_is_judged_by_the_index_now() {
     let uid = "dep";
@@ -477,31 +478,31 @@ fn a_dependee_is_judged_by_the_index_now() {
             "its job in the index",
             &live,
             state(Some(1500), vec![running(12, &tag)]),
-            Phase::Running,
+            Some(Phase::Running),
         ),
         (
             "its job ended, its status not written yet",
             &live,
             state(Some(1500), vec![ended("COMPLETED")]),
-            Phase::Completed,
+            Some(Phase::Completed),
         ),
         (
             "its id names another SlurmJob's job",
             &live,
             state(Some(900), vec![theirs.clone()]),
-            Phase::Lost,
+            Some(Phase::Lost),
         ),
         (
-            "its job missing from a listing that began after it",
+            "its job missing from a listing that began after it: how it ended is not known yet",
             &live,
             state(Some(1500), vec![]),
-            Phase::Lost,
+            None,
         ),
         (
             "no listing since its submit: no evidence",
             &live,
             state(Some(1001), vec![]),
-            Phase::Running,
+            Some(Phase::Running),
         ),
         (
             "ended: its own status is the verdict",
@@ -510,13 +511,13 @@ fn a_dependee_is_judged_by_the_index_now() {
                 ..live.clone()
             },
             state(Some(1500), vec![theirs.clone()]),
-            Phase::Completed,
+            Some(Phase::Completed),
         ),
         (
             "not submitted",
             &SlurmJobStatus::default(),
             state(Some(1500), vec![theirs]),
-            SlurmJobStatus::default().phase,
+            Some(SlurmJobStatus::default().phase),
         ),
     ] {
         assert_eq!(phase(status, &index), expect, "{what}");
@@ -782,6 +783,7 @@ fn the_submit_decision() {
     let missing = |_: &str| None;
     let unsubmitted = |_: &str| Some(Dependee::new("local", None));
     let lost = |_: &str| Some(Dependee::new("local", Some(5)).in_phase(Some(Phase::Lost)));
+    let settling = |_: &str| Some(Dependee::new("local", Some(5)).settling());
     let failed_dependee =
         |_: &str| Some(Dependee::new("local", Some(5)).in_phase(Some(Phase::Failed)));
     let completed =
@@ -949,6 +951,16 @@ fn the_submit_decision() {
             facts(&depends),
             &unsubmitted,
             Expect::Wait("WaitingForDependencies", "to be submitted: prep"),
+        ),
+        (
+            "a dependency whose job left slurmctld, its end not known yet: wait, no id sent",
+            facts(&depends),
+            &settling,
+            Expect::Wait(
+                "WaitingForDependencies",
+                "waiting to learn how the Slurm jobs of these SlurmJobs ended (they left \
+                 slurmctld; the cluster's accounting is asked): prep",
+            ),
         ),
         (
             "a dependency whose job is lost: wait, its job id is not sent",
