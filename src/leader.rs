@@ -327,6 +327,15 @@ mod tests {
         assert!(leadership.clone().is_leader());
     }
 
+    /// Only an election has predecessors whose submits a new leader waits out.
+    #[test]
+    fn only_an_election_is_elected() {
+        assert!(!Leadership::always().elected());
+        assert!(!Leadership::always().clone().elected());
+        let (_sender, state) = watch::channel(true);
+        assert!(Leadership::follow(state).elected());
+    }
+
     #[tokio::test]
     async fn follows_the_lease_and_a_closed_channel_means_no() {
         let (sender, state) = watch::channel(false);

@@ -401,6 +401,12 @@ impl SlurmClient {
         self.forget_unserved(result)
     }
 
+    /// Agree on the REST API version now, if not yet: a caller that must bound when its next
+    /// request leaves (a submit right after the leader Lease was read) negotiates first.
+    pub async fn ensure_version(&self) -> Result<(), SlurmError> {
+        self.dialect().await.map(drop)
+    }
+
     /// One job's records: one for a plain job, one per task for an array (by its array job id).
     pub async fn job(&self, job_id: u32) -> Result<Vec<Job>, SlurmError> {
         let dialect = self.dialect().await?;

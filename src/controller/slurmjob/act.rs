@@ -835,6 +835,10 @@ where
             return Ok((wait(base, "UnknownSlurmUser", message.into()), false));
         }
         SubmitPlan::Submit(request) => {
+            // The version is agreed before the Lease is read, so that the submit leaves right
+            // after that read: a negotiation (pings, each up to the request timeout) in between
+            // would let it land later than a new leader waits for (`plan::Takeover`).
+            env.submitter.ensure_version().await?;
             if !env.leadership.confirm().await {
                 // Lost the Lease (or was paused past its expiry): the leader submits or adopts
                 // by tag.

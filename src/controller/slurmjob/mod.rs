@@ -832,6 +832,41 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         }
         _ => reach,
     };
+    // After a gain of the leader Lease, the previous leader's submit of a generation whose job
+    // the status does not record may still land (as for a submit: `act::takeover`): only a
+    // listing of every job that began after it could have shows that job.
+    let takeover = match (&reach, &state, &handle) {
+        (
+            Reach::Connected {
+                index_trusted: true,
+            },
+            Some(state),
+            Some(handle),
+        ) if ctx.leadership.elected()
+            && !skip_cancel
+            && status
+                .submitted_generation
+                .is_none_or(|g| g < generation.saturating_sub(1))
+            && job
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .and_then(crate::crd::time::to_utc)
+                .is_none_or(|created| created <= ctx.acting_since()) =>
+        {
+            let in_flight = chrono::TimeDelta::from_std(handle.client.request_timeout())
+                .unwrap_or(chrono::TimeDelta::MAX);
+            !plan::past_doubt(state, ctx.acting_since() + in_flight)
+        }
+        _ => false,
+    };
+    let reach = if takeover {
+        Reach::Connected {
+            index_trusted: false,
+        }
+    } else {
+        reach
+    };
     // A submit of this process that failed without saying whether Slurm made the job: only a
     // listing of every job since shows that job (`plan::past_doubt`).
     let reach = match (&reach, &state, data.submissions.doubt_since(&uid)) {

@@ -793,9 +793,10 @@ impl Blocker {
             Self::IndexNotSynced => format!(
                 "a complete list of SlurmCluster {cluster:?}'s jobs, the only place that shows a \
                  job of this SlurmJob's whose submit answer was lost: none since the operator \
-                 started, or none of every job since a submit of this SlurmJob got no answer \
-                 (one is due within a minute while slurmrestd answers), or the jobs accounting \
-                 names under this SlurmJob's job name are not read yet"
+                 started, or none of every job since a submit of this SlurmJob got no answer, \
+                 or since this replica became the leader and the previous one's submit could \
+                 still land (one is due within a minute while slurmrestd answers), or the jobs \
+                 accounting names under this SlurmJob's job name are not read yet"
             ),
             Self::CancelFailed {
                 job_id,

@@ -1260,6 +1260,53 @@ async fn a_deletion_after_a_submit_in_doubt_waits_for_a_listing_past_it() {
     assert!(data.submissions.is_empty(), "forgotten with the SlurmJob");
 }
 
+/// After a gain of the leader Lease, a SlurmJob deleted with no job recorded for its latest
+/// generation may still get one from the previous leader's submit: the deletion waits for a
+/// listing of every job that began once such a submit would show (the request timeout and
+/// `SUBMIT_DOUBT_GRACE` after the gain), then lets go with nothing there.
+#[tokio::test]
+async fn a_deletion_after_a_takeover_waits_for_the_predecessors_submit() {
+    let (mut ctx, mut api) = Context::test();
+    let (_leading, state) = tokio::sync::watch::channel(true);
+    ctx.leadership = crate::leader::Leadership::follow(state);
+    let gained = Utc::now();
+    *ctx.acting_since.lock().unwrap() = gained;
+    let mut job = finalized(slurm_job("taken-over", "#!/bin/sh\ntrue\n"));
+    job.metadata.creation_timestamp = status::time(Some(gained - chrono::TimeDelta::seconds(5)));
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+    let state = ClusterState {
+        fully_listed_at: Some(gained + chrono::TimeDelta::seconds(5)),
+        ..trusted_index(&ctx, vec![])
+    };
+    let index =
+        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    let data = data(ctx);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_blocked(&mut api, &expected, "WaitingForSlurmIndex").await;
+        api.expect_no_more_calls().await;
+        api
+    });
+    let job = Arc::new(job);
+    let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
+    let mut api = server.await.unwrap();
+    assert_eq!(error.category(), "DeletionBlocked");
+
+    // A listing of every job past the request timeout (30 s) and the grace: let go.
+    index.send_modify(|state| {
+        let mut next = (**state).clone();
+        next.fully_listed_at = Some(gained + chrono::TimeDelta::seconds(41));
+        *state = Arc::new(next);
+    });
+    let expected = job.as_ref().clone();
+    let server = tokio::spawn(async move {
+        expect_finalizer_patch(&mut api, &expected, false).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(job, data).await.unwrap();
+    server.await.unwrap();
+}
+
 /// A cluster whose request slots are all taken (its slurmrestd hangs): a delete and a running
 /// job's reconcile make no request and hold no slot; they requeue soon, sooner than a failure
 /// would, are woken (once) when a slot frees, and then the cancel goes out.
