@@ -856,6 +856,26 @@ async fn job_states_from_the_job_list_are_filed_under_each_record() {
             .map(|s| (s.job_id, s.array_task_id, s.state.base))
             .collect();
         assert_eq!(got, want);
+        // By the array's id: every task, each under its own record, as `/jobs/state/` answers
+        // (`job_states_of_array_tasks`).
+        let array = tasks[0].array_job_id.unwrap();
+        let mut by_array = client.jobs_state(&[array]).await.unwrap();
+        by_array.sort_by_key(|s| s.job_id);
+        let by_array: Vec<_> = by_array
+            .iter()
+            .map(|s| (s.job_id, s.array_task_id, s.state.base))
+            .collect();
+        let of_array: Vec<_> = want
+            .iter()
+            .copied()
+            .filter(|(id, _, _)| {
+                tasks
+                    .iter()
+                    .any(|t| t.job_id == *id && t.array_job_id == Some(array))
+            })
+            .collect();
+        assert_eq!(by_array, of_array);
+        assert!(by_array.len() >= 4, "{by_array:?}");
         assert_eq!(client.all_job_states().await.unwrap().len(), records.len());
     });
 }

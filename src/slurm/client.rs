@@ -471,11 +471,7 @@ impl SlurmClient {
             .await);
         match result {
             Err(SlurmError::UnsupportedVersion { .. }) => {
-                let all = self.states_from_job_list().await?;
-                Ok(all
-                    .into_iter()
-                    .filter(|e| job_ids.contains(&e.job_id))
-                    .collect())
+                self.states_from_job_list(Some(job_ids)).await
             }
             other => other,
         }
@@ -490,7 +486,7 @@ impl SlurmClient {
             .jobs_state(&c, None)
             .await);
         match result {
-            Err(SlurmError::UnsupportedVersion { .. }) => self.states_from_job_list().await,
+            Err(SlurmError::UnsupportedVersion { .. }) => self.states_from_job_list(None).await,
             other => other,
         }
     }
@@ -498,9 +494,19 @@ impl SlurmClient {
     /// `/jobs/state/` is newer than some releases that serve v0.0.40 and v0.0.41 (Slurm 24.11's
     /// plugins serve it; older slurmrestds answer 404): the states then come from the full
     /// job list, which every version serves.
-    async fn states_from_job_list(&self) -> Result<Vec<JobStateEntry>, SlurmError> {
+    /// `wanted`: as `/jobs/state/?job_id=` answers them, the jobs with these ids and, for an
+    /// array's id, every task of it; `None`: every job.
+    async fn states_from_job_list(
+        &self,
+        wanted: Option<&[u32]>,
+    ) -> Result<Vec<JobStateEntry>, SlurmError> {
         tracing::debug!("slurmrestd does not serve /jobs/state/; reading states from /jobs");
-        let jobs = self.jobs(None).await?.into_items().unwrap_or_default();
+        let mut jobs = self.jobs(None).await?.into_items().unwrap_or_default();
+        if let Some(ids) = wanted {
+            jobs.retain(|job| {
+                ids.contains(&job.job_id) || job.array_job_id.is_some_and(|a| ids.contains(&a))
+            });
+        }
         Ok(states_of(jobs))
     }
 
