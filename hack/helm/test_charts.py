@@ -1466,6 +1466,9 @@ class NpModel:
         for extra in (clusters[0]["spec"]["nodeSetNamespaces"] if clusters else []):
             if extra != ns:  # a SlurmNodeSet's pod there, made by the operator from its own template
                 self.pods.append(NpPod("slurmd-extra", extra, {"app": "gpu-nodes", "slurm.rs/nodeset": "gpu"}, {"slurmd": 6818}))
+        # A SlurmNodeSet made by hand in the release namespace (always a nodeSetNamespace), its
+        # template without the chart's labels.
+        self.pods.append(NpPod("slurmd-extra", ns, {"app": "by-hand", "slurm.rs/nodeset": "by-hand"}, {"slurmd": 6818}))
         op = next(d for d in render(OPERATOR, namespace="slurm-operator") if d["kind"] == "Deployment")
         self.pods.append(NpPod("operator", "slurm-operator", op["spec"]["template"]["metadata"]["labels"], {"http-metrics": 8080}))
         self.pods.append(NpPod("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"}, {}))
