@@ -677,7 +677,7 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
 
     // 3. NodeSetPlan.
     let hash = pods::template_hash(nodeset);
-    let plan = plan::plan(&Input {
+    let mut plan = plan::plan(&Input {
         prefix: &prefix,
         owner: &owner,
         replicas: nodeset.spec.replicas,
@@ -716,6 +716,9 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
     let mut failures = 0_usize;
     let mut first_error = None;
     let mut pending = false;
+    // What came of the deletes that rested on slurmctld's word: the status says it, not the
+    // plan's hope.
+    let mut confirmed: BTreeMap<String, plan::Confirmed> = BTreeMap::new();
     for action in &plan.actions {
         let subject = subject(&prefix, action);
         if failed.contains(&subject) {
@@ -731,6 +734,22 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
             ctx,
         )
         .await;
+        if let Action::DeletePod { name, confirm, .. } = action
+            && *confirm != Confirm::Nothing
+        {
+            let outcome = match &result {
+                // No client: not tried.
+                Ok(SlurmOutcome::NotYet) => None,
+                Ok(SlurmOutcome::Superseded) => Some(plan::Confirmed::Superseded),
+                Ok(SlurmOutcome::Done | SlurmOutcome::AlreadyDone) => {
+                    Some(plan::Confirmed::Deleted)
+                }
+                Err(_) => Some(plan::Confirmed::Failed),
+            };
+            if let Some(outcome) = outcome {
+                confirmed.insert(name.clone(), outcome);
+            }
+        }
         match result {
             Ok(SlurmOutcome::NotYet) => pending = true,
             Ok(SlurmOutcome::Superseded) => {
@@ -762,6 +781,7 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
     let failure = first_error
         .as_ref()
         .map(|error| ActionFailure::of(error, failures));
+    plan.waiting = plan::waiting_after(&plan.waiting, &confirmed);
     let desired = desired_status(nodeset, &plan, &name, failure.as_ref());
     if let Some(failure) = &failure
         && newly_failing(nodeset.status.as_ref(), failure)
@@ -1081,14 +1101,21 @@ pub fn desired_status(
     let ready = !deleting
         && counts.available == nodeset.spec.replicas
         && counts.replicas == nodeset.spec.replicas;
-    let mut message = format!(
-        "{} of {} nodes ready",
-        counts.available, nodeset.spec.replicas
-    );
-    if counts.ready > counts.available {
+    // Pods on their way out are not among the nodes the set keeps: "3 of 2 nodes ready" in a
+    // scale-in said nothing true.
+    let kept_available = counts.available - counts.leaving.available;
+    let kept_ready = counts.ready - counts.leaving.ready;
+    let mut message = format!("{kept_available} of {} nodes ready", nodeset.spec.replicas);
+    if kept_ready > kept_available {
         message.push_str(&format!(
             " ({} more ready for less than minReadySeconds)",
-            counts.ready - counts.available
+            kept_ready - kept_available
+        ));
+    }
+    if counts.leaving.pods > 0 {
+        message.push_str(&format!(
+            "; {} more being removed (see Draining)",
+            counts.leaving.pods
         ));
     }
     let reason = match (deleting, ready) {

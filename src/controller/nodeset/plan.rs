@@ -348,6 +348,39 @@ pub struct Waiting {
     pub why: &'static str,
 }
 
+/// What came of a pod's delete that rested on slurmctld's word ([`Confirm`]), as the driver
+/// carried it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmed {
+    /// The pod was deleted, or was gone already.
+    Deleted,
+    /// slurmctld showed the node changed since the plan's view: the pod was kept.
+    Superseded,
+    /// slurmctld could not be asked, or the delete failed.
+    Failed,
+}
+
+/// The nodes the set waits for once the round's actions ran: the plan's, less the pods whose
+/// delete went through, and with what stopped the others. A pod whose delete was not tried
+/// (no request slot, an earlier action on it failed) keeps the plan's entry.
+pub fn waiting_after(waiting: &[Waiting], outcomes: &BTreeMap<String, Confirmed>) -> Vec<Waiting> {
+    waiting
+        .iter()
+        .filter_map(|w| {
+            let why = match outcomes.get(&w.pod) {
+                None => w.why,
+                Some(Confirmed::Deleted) => return None,
+                Some(Confirmed::Superseded) => WAIT_SUPERSEDED,
+                Some(Confirmed::Failed) => WAIT_DELETE_FAILED,
+            };
+            Some(Waiting {
+                pod: w.pod.clone(),
+                why,
+            })
+        })
+        .collect()
+}
+
 /// How far the planner could trust Slurm (see [`SlurmView::trusted`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ViewState {
@@ -393,6 +426,18 @@ pub struct Counts {
     pub updated: i32,
     /// `None` without a trusted Slurm view.
     pub slurm: Option<NodeSetSlurmCounts>,
+    /// Of the pods above, those on their way out (scale-in victims; every pod of a set being
+    /// deleted): counted apart in the `Ready` message, since they are not among the nodes the
+    /// set keeps.
+    pub leaving: LeavingCounts,
+}
+
+/// Pods on their way out, and how many of them are ready and available.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LeavingCounts {
+    pub pods: i32,
+    pub ready: i32,
+    pub available: i32,
 }
 
 pub const WAIT_NO_VIEW: &str = "no fresh, complete view of Slurm's nodes";
@@ -401,6 +446,18 @@ pub const WAIT_FOREIGN_DRAIN: &str = "drained by someone else with jobs still ru
 pub const WAIT_DRAIN_REQUESTED: &str = "drain requested";
 pub const WAIT_CONFLICT: &str =
     "its node name belongs to another node in Slurm (see NodeNamesOwned)";
+/// A drained node's pod, deleted this round if slurmctld still shows the node drained.
+pub const WAIT_CONFIRM_DRAINED: &str =
+    "drained; its pod is deleted once slurmctld confirms the node is still drained and idle";
+/// An unregistered pod, deleted this round if slurmctld still has no node of its name.
+pub const WAIT_CONFIRM_ABSENT: &str =
+    "not registered; its pod is deleted once slurmctld confirms it has no node of that name";
+/// slurmctld, asked before the delete, showed the node changed since the view.
+pub const WAIT_SUPERSEDED: &str = "slurmctld shows the node changed since the operator's view \
+     (resumed, running a job, or its slurmd registered): the pod stays until a fresh view decides again";
+/// The delete, or slurmctld's confirmation before it, failed.
+pub const WAIT_DELETE_FAILED: &str = "its pod's delete, or slurmctld's confirmation before it, \
+     failed (see ReplicaFailure); retried";
 
 /// Whether a pod counts as available: Ready, and for at least `min_ready_seconds` (measured from
 /// its Ready condition's `lastTransitionTime`; without one, a pod is available only when
@@ -735,7 +792,7 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
         }
     }
 
-    plan.counts = counts(&active, input, view);
+    plan.counts = counts(&active, &victims, input, view);
     plan.view = match (input.slurm.state, view) {
         (None, _) => ViewState::NoClient,
         (Some(_), None) => ViewState::Untrusted,
@@ -804,10 +861,19 @@ fn leave(
         });
         return;
     };
+    // A delete that rests on slurmctld's word is also a wait: until the driver knows what came
+    // of it (`waiting_after`), the pod is still leaving.
+    let confirmed_delete = |plan: &mut NodeSetPlan, confirm, why| {
+        delete_if(plan, delete_why, confirm);
+        plan.waiting.push(Waiting {
+            pod: pod.name.clone(),
+            why,
+        });
+    };
     let Some(node) = state.nodes.get(&pod.name) else {
         // Absent from a complete, error-free node list: nothing could run there then. The
         // driver asks again just before (a slurmd that registered since may already run a job).
-        return delete_if(plan, delete_why, Confirm::NodeAbsent);
+        return confirmed_delete(plan, Confirm::NodeAbsent, WAIT_CONFIRM_ABSENT);
     };
     let jobs = state.node_jobs.get(&pod.name);
     match drain_owner(node) {
@@ -830,7 +896,7 @@ fn leave(
             if is_drained(node, jobs) {
                 // The driver asks again just before: a scale back out may have resumed the
                 // node since this view, and a job started there.
-                return delete_if(plan, delete_why, Confirm::NodeDrained);
+                return confirmed_delete(plan, Confirm::NodeDrained, WAIT_CONFIRM_DRAINED);
             }
             if owner == DrainOwner::Us && pod.drain_started.is_none() {
                 plan.actions.push(Action::MarkDrainStarted {
@@ -916,9 +982,14 @@ pub fn node_condition(node: Option<&Node>) -> (bool, String, String) {
     (status, reason.into(), message)
 }
 
-/// Status counts of the set's pods and of their Slurm nodes. Each node counts once: down,
-/// else draining, else drained, else its base state.
-pub fn counts(active: &[&PodView], input: &Input<'_>, view: Option<&ClusterState>) -> Counts {
+/// Status counts of the set's pods (those in `leaving` also apart) and of their Slurm nodes.
+/// Each node counts once: down, else draining, else drained, else its base state.
+pub fn counts(
+    active: &[&PodView],
+    leaving: &BTreeSet<&str>,
+    input: &Input<'_>,
+    view: Option<&ClusterState>,
+) -> Counts {
     let template_hash = input.template_hash;
     let as_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
     let slurm = view.map(|state| {
@@ -943,15 +1014,21 @@ pub fn counts(active: &[&PodView], input: &Input<'_>, view: Option<&ClusterState
         }
         c
     });
+    let available = |p: &&&PodView| is_available(p, input.min_ready_seconds, input.slurm.now);
+    let gone: Vec<&PodView> = active
+        .iter()
+        .copied()
+        .filter(|p| leaving.contains(p.name.as_str()))
+        .collect();
     Counts {
         replicas: as_i32(active.len()),
         ready: as_i32(active.iter().filter(|p| p.ready).count()),
-        available: as_i32(
-            active
-                .iter()
-                .filter(|p| is_available(p, input.min_ready_seconds, input.slurm.now))
-                .count(),
-        ),
+        available: as_i32(active.iter().filter(available).count()),
+        leaving: LeavingCounts {
+            pods: as_i32(gone.len()),
+            ready: as_i32(gone.iter().filter(|p| p.ready).count()),
+            available: as_i32(gone.iter().filter(available).count()),
+        },
         updated: as_i32(
             active
                 .iter()

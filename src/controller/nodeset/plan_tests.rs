@@ -504,10 +504,16 @@ fn scale_in_drains_first_and_deletes_only_once_drained() {
     );
     assert_eq!(
         plan.waiting,
-        [Waiting {
-            pod: "ns-1".into(),
-            why: WAIT_JOBS
-        }]
+        [
+            Waiting {
+                pod: "ns-1".into(),
+                why: WAIT_JOBS
+            },
+            Waiting {
+                pod: "ns-2".into(),
+                why: WAIT_CONFIRM_DRAINED
+            }
+        ]
     );
 
     // Step 3: the pod is gone: its record is deleted.
@@ -740,6 +746,112 @@ fn a_delete_because_drained_is_confirmed_by_slurm_first() {
     assert!(!forced[0].calls_slurm());
 }
 
+/// A delete that rests on slurmctld's word is planned as a wait too: slurmctld may show the
+/// node changed since the view, and the read or the delete may fail. What the `Draining`
+/// condition then says comes from what the driver reports of each such delete: a pod deleted
+/// waits no more; one kept says why; one not tried keeps the plan's word.
+#[test]
+fn a_delete_resting_on_slurmctld_waits_until_it_went() {
+    let ours = Some("slurm-operator: scale-in");
+    let st = state(
+        vec![idle("ns-0"), node("ns-1", &["IDLE", "DRAIN"], ours)],
+        &[],
+    );
+    let waits = |plan: &NodeSetPlan| -> Vec<(String, &'static str)> {
+        plan.waiting
+            .iter()
+            .map(|w| (w.pod.clone(), w.why))
+            .collect()
+    };
+    let drained = run(1, &pods(2), Some(&st));
+    assert_eq!(
+        structural(&drained),
+        [delete_drained("ns-1", DeleteWhy::ScaleIn)]
+    );
+    assert_eq!(waits(&drained), [("ns-1".to_owned(), WAIT_CONFIRM_DRAINED)]);
+    // Never registered (and scheduled): the same, for slurmctld's word that it has no node.
+    let absent = run(1, &pods(2), Some(&state(vec![idle("ns-0")], &[])));
+    assert_eq!(
+        structural(&absent),
+        [delete_unregistered("ns-1", DeleteWhy::ScaleIn)]
+    );
+    assert_eq!(waits(&absent), [("ns-1".to_owned(), WAIT_CONFIRM_ABSENT)]);
+    // The deletes that do not rest on slurmctld are no wait.
+    let mut unscheduled = pods(2);
+    unscheduled[1].scheduled = false;
+    assert!(run(1, &unscheduled, Some(&st)).waiting.is_empty());
+
+    let planned = [
+        Waiting {
+            pod: "ns-1".into(),
+            why: WAIT_CONFIRM_DRAINED,
+        },
+        Waiting {
+            pod: "ns-2".into(),
+            why: WAIT_JOBS,
+        },
+    ];
+    let after = |outcome: Option<Confirmed>| {
+        let outcomes: BTreeMap<String, Confirmed> = outcome
+            .map(|o| ("ns-1".to_owned(), o))
+            .into_iter()
+            .collect();
+        waiting_after(&planned, &outcomes)
+            .into_iter()
+            .map(|w| (w.pod, w.why))
+            .collect::<Vec<_>>()
+    };
+    let jobs = || ("ns-2".to_owned(), WAIT_JOBS);
+    assert_eq!(after(Some(Confirmed::Deleted)), [jobs()]);
+    assert_eq!(
+        after(Some(Confirmed::Superseded)),
+        [("ns-1".to_owned(), WAIT_SUPERSEDED), jobs()]
+    );
+    assert_eq!(
+        after(Some(Confirmed::Failed)),
+        [("ns-1".to_owned(), WAIT_DELETE_FAILED), jobs()]
+    );
+    assert_eq!(
+        after(None),
+        [("ns-1".to_owned(), WAIT_CONFIRM_DRAINED), jobs()]
+    );
+}
+
+/// Pods on their way out in a scale-in are counted apart: `Ready` says how many of the nodes
+/// the set keeps are ready, not "3 of 2".
+#[test]
+fn pods_leaving_are_counted_apart() {
+    let mut p = pods(3);
+    p[0].ready = false;
+    let st = state(vec![idle("ns-0"), idle("ns-1"), idle("ns-2")], &[]);
+    // The not-ready pod goes first, then the highest ordinal.
+    let plan = run(1, &p, Some(&st));
+    assert_eq!(
+        (
+            plan.counts.replicas,
+            plan.counts.ready,
+            plan.counts.available
+        ),
+        (3, 2, 2)
+    );
+    assert_eq!(
+        plan.counts.leaving,
+        LeavingCounts {
+            pods: 2,
+            ready: 1,
+            available: 1,
+        }
+    );
+    // Nothing leaving: nothing counted apart.
+    assert_eq!(
+        run(3, &p, Some(&st)).counts.leaving,
+        LeavingCounts::default()
+    );
+    // A set being deleted: every pod leaves.
+    let deleting = run_deleting(3, &p, Some(&st), &BTreeSet::new());
+    assert_eq!(deleting.counts.leaving.pods, 3);
+}
+
 #[test]
 fn drain_timeout_forces_only_our_recorded_drain() {
     let mut p = pods(2);
@@ -932,6 +1044,7 @@ fn status_counts_and_projection() {
                 drained: 1,
                 down: 1,
             }),
+            leaving: LeavingCounts::default(),
         }
     );
     let busy: Vec<_> = plan

@@ -967,6 +967,38 @@ fn ready_counts_available_pods_and_partitions_are_reported() {
     assert!(condition::find(&status.conditions, CONDITION_PARTITIONS).is_none());
 }
 
+/// In a scale-in 3 → 2 the victim is still a ready pod: `Ready` says "2 of 2 nodes ready" and
+/// counts it apart, not "3 of 2"; it is not `True` until the victim is gone.
+#[test]
+fn ready_counts_pods_leaving_apart() {
+    let set = nodeset(2);
+    let plan = plan::NodeSetPlan {
+        view: ViewState::Trusted,
+        counts: plan::Counts {
+            replicas: 3,
+            ready: 3,
+            available: 3,
+            leaving: plan::LeavingCounts {
+                pods: 1,
+                ready: 1,
+                available: 1,
+            },
+            ..plan::Counts::default()
+        },
+        ..plan::NodeSetPlan::default()
+    };
+    let status = desired_status(&set, &plan, "cpu", None);
+    let ready = condition::find(&status.conditions, condition::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.message.as_str()),
+        (
+            "False",
+            "2 of 2 nodes ready; 1 more being removed (see Draining)"
+        )
+    );
+    assert_eq!(status.available_replicas, 3, "the pods that exist");
+}
+
 fn refused(message: &str) -> Response<Body> {
     let status = json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -1529,6 +1561,19 @@ async fn answer_as_slurmrestd(server: &wiremock::MockServer, nodes: &[(&str, &st
     }
 }
 
+/// Make `server` a slurmrestd that answers its ping but refuses every read of `node` (403).
+async fn refuse_node_reads(server: &wiremock::MockServer, node: &str) {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, ResponseTemplate};
+
+    answer_as_slurmrestd(server, &[]).await;
+    Mock::given(method("GET"))
+        .and(path_regex(format!("^/slurm/v0\\.0\\.42/node/{node}/?$")))
+        .respond_with(ResponseTemplate::new(403).set_body_string("Forbidden"))
+        .mount(server)
+        .await;
+}
+
 /// The reads of node `node` `server` answered.
 async fn node_reads(server: &wiremock::MockServer, node: &str) -> usize {
     let path = format!("/slurm/v0.0.42/node/{node}");
@@ -1607,8 +1652,10 @@ fn set_node(name: &str, states: &[&str], reason: Option<&str>) -> crate::slurm::
 /// The review's race: scaled 2 → 1, the victim's node was drained (our drain, idle) and the
 /// index still shows that; meanwhile a scale back out resumed it and a job started there, and
 /// now the set is at 1 again. The round asks slurmctld first: while it shows the node ALLOCATED
-/// the pod is not deleted (no DELETE, no Event; the round looks again soon); once it shows the
-/// node drained, the pod goes.
+/// the pod is not deleted (no DELETE, no Event; the round looks again soon); while slurmctld
+/// cannot be asked, neither; once it shows the node drained, the pod goes. The status says
+/// what came of it, not what the plan hoped: `Draining=True` names the pod and what it waits
+/// for until it is deleted, and `Ready` counts the victim apart from the nodes the set keeps.
 #[tokio::test]
 async fn a_pod_whose_node_the_view_shows_drained_goes_only_once_slurm_says_so_too() {
     let server = wiremock::MockServer::start().await;
@@ -1648,6 +1695,37 @@ async fn a_pod_whose_node_the_view_shows_drained_goes_only_once_slurm_says_so_to
         expect_pdb(&mut api).await;
         let status = expect_status(&mut api, &nodeset(1)).await;
         assert_eq!(status.replicas, 2);
+        let draining = condition::find(&status.conditions, CONDITION_DRAINING).unwrap();
+        assert_eq!(
+            (draining.status.as_str(), draining.reason.as_str()),
+            ("True", "WaitingForDrain")
+        );
+        assert_eq!(
+            draining.message,
+            format!("{victim}: {}", plan::WAIT_SUPERSEDED)
+        );
+        let ready = condition::find(&status.conditions, condition::READY).unwrap();
+        assert_eq!(
+            ready.message,
+            "0 of 1 nodes ready; 1 more being removed (see Draining)"
+        );
+        // 1b. slurmctld cannot be asked: no DELETE; a failure, and still draining.
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, listed.clone()).await;
+        assert_eq!(expect_node_condition(&mut api, &keep).await, "Idle");
+        expect_pdb(&mut api).await;
+        expect_nodeset_event(&mut api, "cpu", "Unauthorized").await;
+        let status = expect_status(&mut api, &nodeset(1)).await;
+        assert!(condition::is_true(
+            &status.conditions,
+            CONDITION_REPLICA_FAILURE
+        ));
+        let draining = condition::find(&status.conditions, CONDITION_DRAINING).unwrap();
+        assert_eq!(draining.status, "True");
+        assert_eq!(
+            draining.message,
+            format!("{victim}: {}", plan::WAIT_DELETE_FAILED)
+        );
         // 2. Slurm says drained: the pod goes.
         expect_get_cluster(&mut api, &["hpc"]).await;
         expect_list_pods(&mut api, listed).await;
@@ -1659,7 +1737,12 @@ async fn a_pod_whose_node_the_view_shows_drained_goes_only_once_slurm_says_so_to
         assert_eq!(expect_node_condition(&mut api, &keep).await, "Idle");
         assert_eq!(expect_node_condition(&mut api, &victim).await, "Drained");
         expect_pdb(&mut api).await;
-        expect_status(&mut api, &nodeset(1)).await;
+        let status = expect_status(&mut api, &nodeset(1)).await;
+        let draining = condition::find(&status.conditions, CONDITION_DRAINING).unwrap();
+        assert_eq!(
+            (draining.status.as_str(), draining.reason.as_str()),
+            ("False", "NothingToDrain")
+        );
         api.expect_no_more_calls().await;
     });
     let action = reconcile(Arc::new(nodeset(1)), Arc::clone(&ctx))
@@ -1670,6 +1753,11 @@ async fn a_pod_whose_node_the_view_shows_drained_goes_only_once_slurm_says_so_to
         node_reads(&server, &victim).await > 0,
         "slurmctld was asked"
     );
+    refuse_node_reads(&server, &victim).await;
+    let error = reconcile(Arc::new(nodeset(1)), Arc::clone(&ctx))
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "Unauthorized", "{error:?}");
     answer_as_slurmrestd(&server, &[(&victim, "node_drained")]).await;
     reconcile(Arc::new(nodeset(1)), ctx).await.unwrap();
     scenario.await.unwrap();
