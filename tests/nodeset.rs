@@ -149,7 +149,7 @@ impl World<'_> {
                     // As the driver: a delete that rests on the node's state waits while
                     // slurmctld, asked now, no longer shows it (a slurmd registered since the
                     // view lacked its node, a node seen drained resumed since); `None`: gone.
-                    if slurm_allows(&self.client, action)
+                    if slurm_allows(&self.client, action, &self.owner)
                         .await
                         .unwrap_or_else(|e| panic!("{action:?}: {e}"))
                         == Some(false)
@@ -210,7 +210,7 @@ impl World<'_> {
                         ),
                         "{action:?} on a node that is not the set's: {record:?}"
                     );
-                    let outcome = apply_slurm(&self.client, action)
+                    let outcome = apply_slurm(&self.client, action, &self.owner)
                         .await
                         .unwrap_or_else(|e| panic!("{action:?}: {e}"));
                     assert_ne!(outcome, SlurmOutcome::AlreadyDone, "{action:?}");
@@ -882,16 +882,31 @@ async fn slurm_is_asked_again_before_a_drain_a_resume_or_a_delete_of_an_unseen_n
         reason: plan::drain_reason("scale-in"),
     };
     assert_eq!(
-        apply_slurm(&client, &drain).await.unwrap(),
+        apply_slurm(&client, &drain, &world.owner).await.unwrap(),
         SlurmOutcome::Superseded
     );
     let resume = Action::Resume { node: node.clone() };
     assert_eq!(
-        apply_slurm(&client, &resume).await.unwrap(),
+        apply_slurm(&client, &resume, &world.owner).await.unwrap(),
         SlurmOutcome::Superseded
     );
     let record = client.node(&node).await.unwrap();
     assert!(failed(&record), "{:?} {:?}", record.state, record.reason);
+    // Another set's view of this node (its name registered by this one since): no drain, no
+    // resume and no removal of the record go through.
+    let other = NodeOwner::new("elsewhere", "cpu");
+    for action in [
+        drain.clone(),
+        resume.clone(),
+        Action::DeleteNodeRecord { node: node.clone() },
+    ] {
+        assert_eq!(
+            apply_slurm(&client, &action, &other).await.unwrap(),
+            SlurmOutcome::Superseded,
+            "{action:?}"
+        );
+    }
+    assert!(failed(&client.node(&node).await.unwrap()), "untouched");
 
     // A delete planned because the view had no node of that name: slurmctld has one now.
     let delete = |name: &str| Action::DeletePod {
@@ -900,11 +915,13 @@ async fn slurm_is_asked_again_before_a_drain_a_resume_or_a_delete_of_an_unseen_n
         confirm: Confirm::NodeAbsent,
     };
     assert_eq!(
-        slurm_allows(&client, &delete(&node)).await.unwrap(),
+        slurm_allows(&client, &delete(&node), &world.owner)
+            .await
+            .unwrap(),
         Some(false)
     );
     assert_eq!(
-        slurm_allows(&client, &delete(&world.name(9)))
+        slurm_allows(&client, &delete(&world.name(9)), &world.owner)
             .await
             .unwrap(),
         None,
@@ -1061,7 +1078,10 @@ async fn a_delete_planned_on_a_stale_drained_view_waits_while_a_job_runs() {
         confirm: Confirm::NodeDrained,
     };
     assert!(stale.actions.contains(&delete), "{:?}", stale.actions);
-    assert_eq!(slurm_allows(&client, &delete).await.unwrap(), Some(false));
+    assert_eq!(
+        slurm_allows(&client, &delete, &world.owner).await.unwrap(),
+        Some(false)
+    );
     world.carry_out(&stale).await;
     assert_eq!(world.pod_names(), std::slice::from_ref(&node), "pod kept");
     assert!(!world.log.contains(&delete), "{:?}", world.log);

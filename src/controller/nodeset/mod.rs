@@ -13,8 +13,9 @@
 //! 3. [`plan::plan`]: what to create, drain, resume, delete, forget (see its docs for the
 //!    fail-closed rules and drain ownership);
 //! 4. carry the actions out in order: Kubernetes through the API, Slurm through the facade
-//!    ([`apply_slurm`], also used by the real-Slurm test); a drain, a resume and a pod's delete
-//!    that rests on its node's state first read the node again ([`slurm_allows`]); a failed
+//!    ([`apply_slurm`], also used by the real-Slurm test); a drain, a resume, a node record's
+//!    removal and a pod's delete that rests on its node's state first read the node again
+//!    and go only if it is still the set's and still calls for them ([`slurm_allows`]); a failed
 //!    action skips the later actions on the same pod/node and fails the reconcile after the
 //!    others ran;
 //! 5. the PodDisruptionBudget (`maxUnavailable: 0` over `slurm.rs/busy=true`): created when
@@ -66,6 +67,7 @@ use super::kit::{self, Backoffs, Notice};
 use crate::crd::FIELD_MANAGER;
 use crate::crd::{SlurmCluster, SlurmNodeSet, SlurmNodeSetStatus, condition};
 use crate::error_chain::Chain;
+use crate::slurm::node_owner::NodeOwner;
 use crate::slurm::types::Node;
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::SlurmEvent;
@@ -243,23 +245,30 @@ pub enum SlurmOutcome {
 }
 
 /// Whether Slurm, asked now, still calls for `action`, decided on a view up to
-/// [`plan::MAX_INDEX_AGE`] old: a drain only of a node no one drained or FAILed since (an
-/// admin's is neither overwritten nor, later, cleared by our resume), a resume only of our
-/// drain still resumable, the delete of a pod ([`plan::Confirm`]) whose node the view lacked
-/// only while slurmctld has no such node (its slurmd may have registered since, and run a
-/// job), and of one whose node the view showed drained only while it still is (a scale back
-/// out may have resumed it since, and a job started there). Other actions need no question.
-/// `Ok(None)` when the node is gone (a pod's delete may go). (Slurm has no compare-and-set for
-/// node updates: what remains is the moment between this read and the action.)
+/// [`plan::MAX_INDEX_AGE`] old. First of all the node must still be the set's (`owner`, as
+/// [`plan::is_ours`]): within that age its name may have been deleted and registered again by
+/// another owner (another namespace's set, a hand-started slurmd), whose node the set must never
+/// drain, resume, delete or lose a pod over. Then: a drain only of a node no one drained or
+/// FAILed since (an admin's is neither overwritten nor, later, cleared by our resume), a resume
+/// only of our drain still resumable, the removal of a node record on ownership alone, the
+/// delete of a pod ([`plan::Confirm`]) whose node the view lacked only while slurmctld has no
+/// such node (its slurmd may have registered since, and run a job), and of one whose node the
+/// view showed drained only while it still is (a scale back out may have resumed it since, and
+/// a job started there). Other actions need no question. `Ok(None)` when the node is gone (a
+/// pod's delete may go). (Slurm has no compare-and-set for node updates: what remains is the
+/// moment between this read and the action.)
 pub async fn slurm_allows(
     client: &SlurmClient,
     action: &Action,
+    owner: &NodeOwner,
 ) -> Result<Option<bool>, SlurmError> {
     let (node, still): (&str, fn(&Node) -> bool) = match action {
         Action::Drain { node, .. } => (node, |n| {
             plan::drain_owner(n) == plan::DrainOwner::NotDrained
         }),
         Action::Resume { node } => (node, plan::may_resume),
+        // Slurm itself refuses the removal of a node that runs a job (`NodeBusy`).
+        Action::DeleteNodeRecord { node } => (node, |_| true),
         Action::DeletePod { name, confirm, .. } => match confirm {
             Confirm::Nothing => return Ok(Some(true)),
             Confirm::NodeAbsent => (name, |_| false),
@@ -269,20 +278,24 @@ pub async fn slurm_allows(
         _ => return Ok(Some(true)),
     };
     match client.node(node).await {
-        Ok(current) => Ok(Some(still(&current))),
+        Ok(current) => Ok(Some(plan::is_ours(&current, owner) && still(&current))),
         Err(SlurmError::NotFound { .. }) => Ok(None),
         Err(error) => Err(error),
     }
 }
 
-/// Carry out one Slurm action of a plan, if Slurm still calls for it ([`slurm_allows`]).
-/// Non-Slurm actions are `Ok(AlreadyDone)`.
+/// Carry out one Slurm action of a plan for the set `owner`, if Slurm still calls for it
+/// ([`slurm_allows`]). Non-Slurm actions are `Ok(AlreadyDone)`.
 pub async fn apply_slurm(
     client: &SlurmClient,
     action: &Action,
+    owner: &NodeOwner,
 ) -> Result<SlurmOutcome, SlurmError> {
-    if matches!(action, Action::Drain { .. } | Action::Resume { .. }) {
-        match slurm_allows(client, action).await? {
+    if matches!(
+        action,
+        Action::Drain { .. } | Action::Resume { .. } | Action::DeleteNodeRecord { .. }
+    ) {
+        match slurm_allows(client, action, owner).await? {
             Some(true) => {}
             Some(false) => return Ok(SlurmOutcome::Superseded),
             None => return Ok(SlurmOutcome::AlreadyDone),
@@ -945,7 +958,7 @@ async fn act(
                 let Some(client) = client else {
                     return Ok(SlurmOutcome::NotYet);
                 };
-                let allowed = slurm_allows(client, action).await.map_err(|source| Error::SlurmAction {
+                let allowed = slurm_allows(client, action, &pods::owner(nodeset)).await.map_err(|source| Error::SlurmAction {
                     node: name.clone(),
                     source,
                 })?;
@@ -953,7 +966,7 @@ async fn act(
                 if allowed == Some(false) {
                     let since = match confirm {
                         Confirm::NodeAbsent => "its slurmd registered since the plan's view: drained first",
-                        _ => "its node is no longer drained (resumed since the plan's view): kept",
+                        _ => "its node is no longer drained, or no longer this set's, since the plan's view: kept",
                     };
                     info!(pod = %name, "{since}");
                     return Ok(SlurmOutcome::Superseded);
@@ -984,10 +997,13 @@ async fn act(
             let Some(client) = client else {
                 return Ok(SlurmOutcome::NotYet);
             };
-            let outcome = apply_slurm(client, action).await.map_err(|source| Error::SlurmAction {
+            let outcome = apply_slurm(client, action, &pods::owner(nodeset)).await.map_err(|source| Error::SlurmAction {
                 node: node.clone(),
                 source,
             })?;
+            if outcome == SlurmOutcome::Superseded {
+                info!(node = %node, ?action, "Slurm's node changed since the plan's view (its state, or its owner): not done");
+            }
             if outcome == SlurmOutcome::Done {
                 let (reason, note) = match action {
                     Action::Drain { reason, .. } => ("DrainingNode", format!("draining Slurm node {node}: {reason}")),

@@ -25,8 +25,9 @@
 //! belongs to someone else (an admin, a health check): it is never overwritten, never resumed;
 //! so is FAIL (`scontrol update state=FAIL`), which closes a node like DRAIN. A node that is
 //! DOWN, NOT_RESPONDING or waiting for a reboot is never resumed either. The plan reads a view
-//! up to [`MAX_INDEX_AGE`] old, so the driver reads the node again just before a drain or a
-//! resume and acts only if the decision still holds ([`super::apply_slurm`]).
+//! up to [`MAX_INDEX_AGE`] old, so the driver reads the node again just before a drain, a
+//! resume or a record's removal and acts only if the node is still the set's and the decision
+//! still holds ([`super::apply_slurm`]).
 //!
 //! **Deletion.** A set being deleted ([`Input::deleting`]) is planned as a scale-in to 0 under
 //! the same rules (its drains say [`WHY_DELETED`]); its node records are forgotten once their

@@ -1537,9 +1537,20 @@ fn recorded(case: &str) -> Value {
 }
 
 /// Make `server` a slurmrestd that answers its ping and, for each `(node, case)`, a read of
-/// `node` with the recorded answer `case` (its node renamed `node`; `node_unknown`: no such
-/// node). Other REST API versions are not served (404), as a real one's.
+/// `node` with the recorded answer `case` (its node renamed `node` and made set `cpu`'s of
+/// `hpc`: dynamic, with its owner record; `node_unknown`: no such node). Other REST API
+/// versions are not served (404), as a real one's.
 async fn answer_as_slurmrestd(server: &wiremock::MockServer, nodes: &[(&str, &str)]) {
+    let owner = crate::slurm::node_owner::NodeOwner::new("hpc", "cpu");
+    answer_as_slurmrestd_for(server, nodes, Some(&owner)).await;
+}
+
+/// [`answer_as_slurmrestd`], the nodes made `owner`'s (`None`: as recorded).
+async fn answer_as_slurmrestd_for(
+    server: &wiremock::MockServer,
+    nodes: &[(&str, &str)],
+    owner: Option<&crate::slurm::node_owner::NodeOwner>,
+) {
     use wiremock::matchers::{method, path_regex};
     use wiremock::{Mock, ResponseTemplate};
 
@@ -1549,6 +1560,14 @@ async fn answer_as_slurmrestd(server: &wiremock::MockServer, nodes: &[(&str, &st
         let mut body = recorded(case);
         if let Some(record) = body["nodes"].get_mut(0) {
             record["name"] = json!(node);
+            if let Some(owner) = owner {
+                record["extra"] = json!(owner.to_extra());
+                if let Some(state) = record["state"].as_array_mut()
+                    && !state.contains(&json!("DYNAMIC_NORM"))
+                {
+                    state.push(json!("DYNAMIC_NORM"));
+                }
+            }
         }
         answers.push((format!("node/{node}"), body));
     }
@@ -1613,9 +1632,10 @@ async fn slurm_allows_a_pods_delete_only_while_slurm_still_shows_why() {
         why: DeleteWhy::ScaleIn,
         confirm,
     };
+    let owner = crate::slurm::node_owner::NodeOwner::new("hpc", "cpu");
     let allows = |action: Action| {
-        let client = client.clone();
-        async move { slurm_allows(&client, &action).await.unwrap() }
+        let (client, owner) = (client.clone(), owner.clone());
+        async move { slurm_allows(&client, &action, &owner).await.unwrap() }
     };
     // Seen drained: resumed since and running a job (ALLOCATED) → no.
     assert_eq!(
@@ -1637,6 +1657,115 @@ async fn slurm_allows_a_pods_delete_only_while_slurm_still_shows_why() {
     let before = node_reads(&server, "busy").await;
     assert_eq!(allows(delete("busy", Confirm::Nothing)).await, Some(true));
     assert_eq!(node_reads(&server, "busy").await, before);
+}
+
+/// The deletes of node records slurmrestd served (`DELETE .../node/<node>`).
+async fn node_deletes(server: &wiremock::MockServer, node: &str) -> usize {
+    let path = format!("/slurm/v0.0.42/node/{node}");
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.method == wiremock::http::Method::DELETE)
+        .filter(|r| r.url.path().trim_end_matches('/') == path)
+        .count()
+}
+
+/// Serve the removal of node `node` as Slurm 24.11 does.
+async fn answer_node_delete(server: &wiremock::MockServer, node: &str) {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, ResponseTemplate};
+
+    Mock::given(method("DELETE"))
+        .and(path_regex(format!("^/slurm/v0\\.0\\.42/node/{node}/?$")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(recorded("delete_node_ok")))
+        .mount(server)
+        .await;
+}
+
+/// Within the view's age a node's name may have been deleted and registered again by another
+/// owner (another namespace's set, a hand-started slurmd): slurmctld, asked just before, must
+/// still show the node the set's, or no drain, resume, record removal or pod delete that rests
+/// on its state goes through, whatever that state. The set's own, in the same state, goes.
+#[tokio::test]
+async fn slurm_allows_nothing_on_a_node_that_is_no_longer_the_sets() {
+    let server = wiremock::MockServer::start().await;
+    let client = SlurmClient::new(
+        crate::slurm::ClientConfig::new(&server.uri())
+            .unwrap()
+            .allow_plaintext(true),
+        Arc::new(crate::slurm::Credentials::token("t", None).unwrap()),
+    )
+    .unwrap();
+    let ours = crate::slurm::node_owner::NodeOwner::new("hpc", "cpu");
+    let theirs = crate::slurm::node_owner::NodeOwner::new("team-b", "cpu");
+    let nodes = [("idle", "node_dynamic_idle"), ("drained", "node_drained")];
+    let actions = [
+        Action::Drain {
+            node: "idle".into(),
+            reason: plan::drain_reason(plan::WHY_SCALE_IN),
+        },
+        Action::DeleteNodeRecord {
+            node: "idle".into(),
+        },
+        Action::DeletePod {
+            name: "drained".into(),
+            why: DeleteWhy::ScaleIn,
+            confirm: Confirm::NodeDrained,
+        },
+    ];
+    for (owner, allowed) in [(Some(&theirs), false), (None, false), (Some(&ours), true)] {
+        answer_as_slurmrestd_for(&server, &nodes, owner).await;
+        for action in &actions {
+            assert_eq!(
+                slurm_allows(&client, action, &ours).await.unwrap(),
+                Some(allowed),
+                "{action:?} on a node of {owner:?}"
+            );
+        }
+    }
+    // A drain with our reason, resumable: resumed only while the node is the set's.
+    let resume = Action::Resume { node: "n".into() };
+    for (owner, allowed) in [(&theirs, false), (&ours, true)] {
+        answer_as_slurmrestd_for(&server, &[("n", "node_drained")], Some(owner)).await;
+        let mut body = recorded("node_drained");
+        body["nodes"][0]["name"] = json!("n");
+        body["nodes"][0]["extra"] = json!(owner.to_extra());
+        body["nodes"][0]["state"] = json!(["IDLE", "DRAIN", "DYNAMIC_NORM"]);
+        body["nodes"][0]["reason"] = json!(plan::drain_reason(plan::WHY_SCALE_IN));
+        wiremock::Mock::given(wiremock::matchers::method("GET"))
+            .and(wiremock::matchers::path("/slurm/v0.0.42/node/n"))
+            .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(body))
+            .with_priority(1)
+            .mount(&server)
+            .await;
+        assert_eq!(
+            slurm_allows(&client, &resume, &ours).await.unwrap(),
+            Some(allowed),
+            "resume of our drain on a node of {owner}"
+        );
+    }
+
+    // The record's removal reads the node first and goes only while it is the set's.
+    let record = Action::DeleteNodeRecord {
+        node: "idle".into(),
+    };
+    answer_as_slurmrestd_for(&server, &nodes, Some(&theirs)).await;
+    answer_node_delete(&server, "idle").await;
+    assert_eq!(
+        apply_slurm(&client, &record, &ours).await.unwrap(),
+        SlurmOutcome::Superseded
+    );
+    assert_eq!(node_deletes(&server, "idle").await, 0, "not removed");
+    answer_as_slurmrestd_for(&server, &nodes, Some(&ours)).await;
+    answer_node_delete(&server, "idle").await;
+    assert_eq!(
+        apply_slurm(&client, &record, &ours).await.unwrap(),
+        SlurmOutcome::Done
+    );
+    assert_eq!(node_deletes(&server, "idle").await, 1);
+    assert!(node_reads(&server, "idle").await > 0, "read first");
 }
 
 /// A node of set `cpu` in `hpc` (dynamic, its owner record) in `states`.
