@@ -15,7 +15,9 @@
 //! 4. carry the actions out in order: Kubernetes through the API, Slurm through the facade
 //!    ([`apply_slurm`], also used by the real-Slurm test); a drain, a resume, a node record's
 //!    removal and a pod's delete that rests on its node's state first read the node again
-//!    and go only if it is still the set's and still calls for them ([`slurm_allows`]); a failed
+//!    and go only if it is still the set's and still calls for them ([`slurm_allows`]); a
+//!    record's removal also first asks the API server for a pod of the node's name (one that
+//!    lost the set's label is not listed but still runs its slurmd: `PodLabelMissing`); a failed
 //!    action skips the later actions on the same pod/node and fails the reconcile after the
 //!    others ran;
 //! 5. the PodDisruptionBudget (`maxUnavailable: 0` over `slurm.rs/busy=true`): created when
@@ -177,9 +179,23 @@ pub enum Error {
     PdbNotOwned(String),
     #[error(
         "pod {0} exists and is not this SlurmNodeSet's (not its controller, or not labelled \
-         slurm.rs/nodeset): the set stays a node short until that pod is renamed or deleted"
+         slurm.rs/nodeset): the set neither gives its name to a pod of its own nor removes the \
+         Slurm node of that name until that pod is renamed or deleted"
     )]
     PodNameTaken(String),
+    #[error(
+        "pod {pod} is this SlurmNodeSet's (its controller) but lacks the label \
+         slurm.rs/nodeset={set}: the set cannot see it, so it neither counts, drains, updates \
+         nor replaces it, and keeps its Slurm node; restore the label (kubectl label pod {pod} \
+         slurm.rs/nodeset={set}) or delete the pod"
+    )]
+    PodLabelMissing { pod: String, set: String },
+    #[error("cannot read pod {name}")]
+    GetPod {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("cannot apply the SlurmNodeSet's status")]
     PatchStatus(#[source] kube::Error),
     /// All request slots of the SlurmCluster's slurmrestd connection are taken (its requests
@@ -213,6 +229,8 @@ impl Error {
             Self::ApplyPdb(_) => "ApplyPodDisruptionBudgetFailed",
             Self::PdbNotOwned(_) => "PodDisruptionBudgetNotOwned",
             Self::PodNameTaken(_) => "PodNameTaken",
+            Self::PodLabelMissing { .. } => "PodLabelMissing",
+            Self::GetPod { .. } => "GetPodFailed",
             Self::PatchStatus(_) => "PatchStatusFailed",
             Self::ClusterBusy(_) => "ClusterBusy",
             Self::AddFinalizer(_) => "AddFinalizerFailed",
@@ -935,19 +953,17 @@ async fn act(
                     info!(pod = %name, "created pod");
                     Ok(SlurmOutcome::Done)
                 }
-                // A pod of that name the list of the set's pods did not show: the set's own
-                // only if it controls it; else a pod without the set's label holds the name,
-                // and creating it again every round would change nothing.
+                // A pod of that name the list of the set's pods did not show: creating it
+                // again every round would change nothing, so say what holds the name.
                 Err(kube::Error::Api(e)) if e.code == 409 => {
                     let existing = pods_api
                         .get_opt(&name)
                         .await
                         .map_err(|source| Error::CreatePod { name: name.clone(), source })?;
-                    let ours = existing.as_ref().is_none_or(|pod| controlled_by(pod, nodeset));
-                    if ours {
-                        Ok(SlurmOutcome::AlreadyDone)
-                    } else {
-                        Err(Error::PodNameTaken(name))
+                    match existing.as_ref().map(|pod| unlisted(pod, nodeset)) {
+                        // Gone again, or made since the list: the next round sees.
+                        None | Some(Unlisted::Listable) => Ok(SlurmOutcome::AlreadyDone),
+                        Some(other) => Err(other.error(name, nodeset)),
                     }
                 }
                 Err(source) => Err(Error::CreatePod { name, source }),
@@ -997,6 +1013,22 @@ async fn act(
             let Some(client) = client else {
                 return Ok(SlurmOutcome::NotYet);
             };
+            if let Action::DeleteNodeRecord { .. } = action {
+                // The plan saw no pod of the node's name in the list by label: one that lost
+                // the label still runs its slurmd, whose node must stay. Asked by name.
+                let existing = pods_api
+                    .get_opt(node)
+                    .await
+                    .map_err(|source| Error::GetPod { name: node.clone(), source })?;
+                if let Some(pod) = existing.filter(|p| !pods::is_finished(p)) {
+                    return match unlisted(&pod, nodeset) {
+                        // Made since the list, or on its way out: the next round sees.
+                        Unlisted::Listable => Ok(SlurmOutcome::NotYet),
+                        _ if pod.metadata.deletion_timestamp.is_some() => Ok(SlurmOutcome::NotYet),
+                        other => Err(other.error(node.clone(), nodeset)),
+                    };
+                }
+            }
             let outcome = apply_slurm(client, action, &pods::owner(nodeset)).await.map_err(|source| Error::SlurmAction {
                 node: node.clone(),
                 source,
@@ -1044,6 +1076,40 @@ async fn act(
                 .await
                 .map(|_| SlurmOutcome::Done)
                 .or_else(|e| ignore_not_found(e, pod))
+        }
+    }
+}
+
+/// What a pod of one of the set's names is that the list of the set's pods (by label) did
+/// not show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unlisted {
+    /// The set's and labelled: made since the list.
+    Listable,
+    /// The set's (its controller) without the set's label: taken out of the list by hand.
+    LabelMissing,
+    /// Not the set's.
+    Foreign,
+}
+
+fn unlisted(pod: &Pod, nodeset: &SlurmNodeSet) -> Unlisted {
+    let name = nodeset.name_any();
+    let labelled = pod.labels().get(pods::LABEL_NODESET) == Some(&name);
+    match (controlled_by(pod, nodeset), labelled) {
+        (true, true) => Unlisted::Listable,
+        (true, false) => Unlisted::LabelMissing,
+        (false, _) => Unlisted::Foreign,
+    }
+}
+
+impl Unlisted {
+    fn error(self, pod: String, nodeset: &SlurmNodeSet) -> Error {
+        match self {
+            Self::LabelMissing => Error::PodLabelMissing {
+                pod,
+                set: nodeset.name_any(),
+            },
+            Self::Listable | Self::Foreign => Error::PodNameTaken(pod),
         }
     }
 }

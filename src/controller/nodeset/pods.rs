@@ -278,6 +278,12 @@ pub fn build_pod(nodeset: &SlurmNodeSet, prefix: &str, ordinal: u32, hash: &str)
     }
 }
 
+/// Phase Failed or Succeeded: its slurmd is gone for good.
+pub fn is_finished(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    matches!(phase, Some("Failed" | "Succeeded"))
+}
+
 /// What the planner needs of a pod; `None` for a pod not named like one of the set's
 /// (`<prefix>-<ordinal>`).
 pub fn view(prefix: &str, pod: &Pod) -> Option<PodView> {
@@ -306,7 +312,6 @@ pub fn view(prefix: &str, pod: &Pod) -> Option<PodView> {
                 c.message.clone().unwrap_or_default(),
             )
         });
-    let phase = status.and_then(|s| s.phase.as_deref());
     Some(PodView {
         ordinal,
         scheduled: pod
@@ -315,7 +320,7 @@ pub fn view(prefix: &str, pod: &Pod) -> Option<PodView> {
             .is_some_and(|s| s.node_name.as_deref().is_some_and(|n| !n.is_empty())),
         ready,
         ready_since,
-        finished: matches!(phase, Some("Failed" | "Succeeded")),
+        finished: is_finished(pod),
         terminating: pod.metadata.deletion_timestamp.is_some(),
         // The operator's own annotation, when set, says it for this operator alone.
         deletion_cost: annotations

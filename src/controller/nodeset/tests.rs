@@ -1285,6 +1285,144 @@ async fn a_pod_name_held_by_a_pod_not_the_sets_is_a_failure() {
     scenario.await.unwrap();
 }
 
+/// The 409 of a pod create answered with a conflict.
+fn already_exists(name: &str) -> Response<Body> {
+    let conflict = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("pods \"{name}\" already exists"), "reason": "AlreadyExists",
+        "code": 409,
+    });
+    Response::builder()
+        .status(StatusCode::CONFLICT)
+        .header("content-type", "application/json")
+        .body(Body::from(serde_json::to_vec(&conflict).unwrap()))
+        .unwrap()
+}
+
+/// A pod of the set whose `slurm.rs/nodeset` label was removed (`kubectl label pod x
+/// slurm.rs/nodeset-`) is not in the set's list, but it is the set's and runs its slurmd. The
+/// create of its name, answered 409, is not taken for done in silence:
+/// `ReplicaFailure=True/PodLabelMissing` says to restore the label. A pod the set controls and
+/// labels (made since the list) is done.
+#[tokio::test]
+async fn a_pod_of_the_set_without_its_label_is_a_failure_not_done() {
+    for (labelled, failing) in [(false, true), (true, false)] {
+        let (ctx, mut api) = Context::test();
+        let ctx = Arc::new(ctx);
+        let _index = register_empty_view(&ctx);
+        let name = pod_name("cpu", 0);
+        let mut holder = existing_pod(&nodeset(1), 0);
+        if !labelled {
+            holder.labels_mut().remove(pods::LABEL_NODESET);
+        }
+        let scenario = tokio::spawn(async move {
+            expect_get_cluster(&mut api, &["hpc"]).await;
+            expect_list_pods(&mut api, vec![]).await;
+            let (call, send) = api.next().await;
+            assert_eq!(call.method, Method::POST, "{call:?}");
+            send.send_response(already_exists(&name));
+            let (call, send) = api.next().await;
+            assert_eq!(call.method, Method::GET, "{call:?}");
+            assert_eq!(call.path, format!("/api/v1/namespaces/hpc/pods/{name}"));
+            send.send_response(ok(&serde_json::to_value(&holder).unwrap()));
+            expect_pdb(&mut api).await;
+            if failing {
+                expect_nodeset_event(&mut api, "cpu", "PodLabelMissing").await;
+            }
+            let status = expect_status(&mut api, &nodeset(1)).await;
+            let failure = condition::find(&status.conditions, CONDITION_REPLICA_FAILURE);
+            if failing {
+                let failure = failure.unwrap();
+                assert_eq!(failure.reason, "PodLabelMissing");
+                let restore = format!("kubectl label pod {name} slurm.rs/nodeset=cpu");
+                assert!(failure.message.contains(&restore), "{}", failure.message);
+            } else {
+                assert_eq!(failure, None);
+            }
+            api.expect_no_more_calls().await;
+        });
+        let result = reconcile(Arc::new(nodeset(1)), ctx).await;
+        if failing {
+            assert_eq!(result.unwrap_err().category(), "PodLabelMissing");
+        } else {
+            result.unwrap();
+        }
+        scenario.await.unwrap();
+    }
+}
+
+/// The review's case: the pod lost its label, its slurmd is alive and its node (the set's) is
+/// idle. The plan sees a node record without a pod, but the driver asks for a pod of that name
+/// before the record's removal: it is there, so the record stays (no request to slurmrestd at
+/// all) and `ReplicaFailure=True/PodLabelMissing` says why. A pod of that name that is not the
+/// set's keeps it too (`PodNameTaken`); one that finished does not.
+#[tokio::test]
+async fn a_node_record_stays_while_a_pod_of_its_name_runs_unlisted() {
+    let node = pod_name("cpu", 0);
+    let mut unlabelled = existing_pod(&nodeset(0), 0);
+    unlabelled.labels_mut().remove(pods::LABEL_NODESET);
+    let mut foreign = unlabelled.clone();
+    foreign.metadata.owner_references = None;
+    let mut finished = unlabelled.clone();
+    finished.status = Some(k8s_openapi::api::core::v1::PodStatus {
+        phase: Some("Succeeded".into()),
+        ..Default::default()
+    });
+    for (holder, reason) in [
+        (Some(unlabelled), Some("PodLabelMissing")),
+        (Some(foreign), Some("PodNameTaken")),
+        (Some(finished), None),
+        (None, None),
+    ] {
+        let server = wiremock::MockServer::start().await;
+        answer_as_slurmrestd(&server, &[(&node, "node_dynamic_idle")]).await;
+        answer_node_delete(&server, &node).await;
+        let (ctx, mut api) = Context::test();
+        let ctx = Arc::new(ctx);
+        let view = crate::state::index::ClusterState {
+            nodes: Arc::new(plan::nodes_by_name([set_node(&node, &["IDLE"], None)])),
+            nodes_synced_at: Some(Utc::now()),
+            health: crate::state::index::Health::Up { since: Utc::now() },
+            ..Default::default()
+        };
+        let _index = crate::controller::test_support::register_with_index(
+            &ctx,
+            "hpc",
+            "main",
+            &server.uri(),
+            view,
+        );
+        let name = node.clone();
+        let scenario = tokio::spawn(async move {
+            expect_get_cluster(&mut api, &["hpc"]).await;
+            expect_list_pods(&mut api, vec![]).await;
+            let (call, send) = api.next().await;
+            assert_eq!(call.method, Method::GET, "{call:?}");
+            assert_eq!(call.path, format!("/api/v1/namespaces/hpc/pods/{name}"));
+            send.send_response(match &holder {
+                Some(pod) => ok(&serde_json::to_value(pod).unwrap()),
+                None => not_found("pods", &name),
+            });
+            if reason.is_none() {
+                expect_nodeset_event(&mut api, "cpu", "DeletedNodeRecord").await;
+            }
+            expect_pdb(&mut api).await;
+            if let Some(reason) = reason {
+                expect_nodeset_event(&mut api, "cpu", reason).await;
+            }
+            let status = expect_status(&mut api, &nodeset(0)).await;
+            let failure = condition::find(&status.conditions, CONDITION_REPLICA_FAILURE);
+            assert_eq!(failure.map(|c| c.reason.as_str()), reason);
+            api.expect_no_more_calls().await;
+        });
+        let result = reconcile(Arc::new(nodeset(0)), ctx).await;
+        scenario.await.unwrap();
+        assert_eq!(result.err().map(|e| e.category()), reason);
+        let removed = node_deletes(&server, &node).await;
+        assert_eq!(removed, usize::from(reason.is_none()), "{reason:?}");
+    }
+}
+
 /// A set made before the operator had a finalizer for it (or just created) gets it first, and
 /// the same reconcile goes on with the patch's answer.
 #[tokio::test]
