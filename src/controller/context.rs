@@ -10,7 +10,7 @@ use kube::runtime::reflector::Store;
 
 use super::kit::{Backoffs, EventRecorder};
 use crate::crd::slurmjob::CachedSlurmJob;
-use crate::crd::{FIELD_MANAGER, FINALIZER, SlurmNodeSet};
+use crate::crd::{FIELD_MANAGER, FINALIZER, SlurmCluster, SlurmNodeSet};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::slurm::tag::TagKey;
@@ -88,9 +88,9 @@ impl SlurmJobCaches {
 }
 
 /// The SlurmNodeSet controllers' caches (one per watched scope), for the SlurmCluster
-/// controller's question "which sets being deleted still need this cluster?": their drains and
-/// node removals go through its client. Each SlurmNodeSet controller adds its cache as it is
-/// built; `run` marks the SlurmJob caches listed only once these had their first list too.
+/// controller's question "which sets still need this cluster?": their drains and node removals
+/// go through its client. Each SlurmNodeSet controller adds its cache as it is built; `run`
+/// marks the SlurmJob caches listed only once these had their first list too.
 #[derive(Default)]
 pub struct NodeSetCaches {
     stores: RwLock<Vec<Store<SlurmNodeSet>>>,
@@ -104,22 +104,39 @@ impl NodeSetCaches {
             .push(store);
     }
 
-    /// The SlurmNodeSets (`namespace/name`) that name SlurmCluster `cluster` and are being
-    /// deleted behind the operator's finalizer. Each lets go by itself, at the latest at the
-    /// deletion deadline.
-    pub fn deleting(&self, cluster: &str) -> Vec<String> {
+    /// The SlurmNodeSets (`namespace/name`) behind the operator's finalizer that still need
+    /// SlurmCluster `cluster`: those being deleted (each lets go by itself once drained, or
+    /// when it cannot see or act on Slurm for the deletion deadline), and the live ones it
+    /// admits (their namespace in `spec.nodeSetNamespaces`) that have or want pods. A set
+    /// deleted after its SlurmCluster went would find no cluster and let go at once: garbage
+    /// collection would then delete its slurmd pods undrained, ending their jobs. A live set
+    /// the cluster does not admit, or one scaled to 0 with no pod left, has nothing to drain
+    /// through it (and a set in a namespace not admitted could otherwise hold any cluster).
+    pub fn holding(&self, cluster: &SlurmCluster) -> Vec<String> {
+        let name = cluster.metadata.name.as_deref().unwrap_or_default();
+        let admitted = |namespace: &str| {
+            cluster
+                .spec
+                .node_set_namespaces
+                .iter()
+                .any(|n| n == namespace)
+        };
         let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
         stores
             .iter()
             .flat_map(|store| store.state())
             .filter(|set| {
-                set.spec.cluster_name == cluster
-                    && set.metadata.deletion_timestamp.is_some()
+                let namespace = set.metadata.namespace.as_deref().unwrap_or_default();
+                let has_pods =
+                    set.spec.replicas > 0 || set.status.as_ref().is_some_and(|s| s.replicas > 0);
+                set.spec.cluster_name == name
                     && set
                         .metadata
                         .finalizers
                         .as_ref()
                         .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+                    && (set.metadata.deletion_timestamp.is_some()
+                        || (admitted(namespace) && has_pods))
             })
             .map(|set| {
                 format!(

@@ -120,8 +120,9 @@ pub enum Error {
     )]
     InUse(String),
     #[error(
-        "still used by SlurmNodeSet(s) {0} being deleted: their nodes drain and leave Slurm \
-         through this SlurmCluster"
+        "still used by SlurmNodeSet(s) {0}: a set drains its nodes and removes them from Slurm \
+         through this SlurmCluster when it is deleted or scaled in; delete those not being \
+         deleted yet (or scale them to 0) for the SlurmCluster to go"
     )]
     InUseByNodeSets(String),
 }
@@ -480,8 +481,8 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
         .slurmjobs
         .holding(&deleted, ctx)
         .ok_or(Error::SlurmJobsNotListed)?;
-    // Sets being deleted drain and remove their nodes through this cluster's client.
-    let sets = ctx.nodesets.deleting(&name);
+    // Sets drain and remove their nodes through this cluster's client when they go.
+    let sets = ctx.nodesets.holding(cluster);
     if !users.is_empty() || !sets.is_empty() {
         if !ctx.clusters.contains(&key) {
             // Deleted while the operator was down (or before this replica took over): connect
@@ -500,17 +501,43 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
             }
         }
         // An error keeps the finalizer (the finalizer helper removes it after any Ok).
-        return Err(if users.is_empty() {
+        let error = if users.is_empty() {
             Error::InUseByNodeSets(name_some(sets))
         } else {
             Error::InUse(name_some(users))
-        });
+        };
+        say_blocked(cluster, &error, ctx).await?;
+        return Err(error);
     }
     if ctx.clusters.remove(&key) {
         info!("SlurmCluster deleted: removed its slurmrestd client and stopped its poller");
     }
     ctx.backoff.reset(&backoff_key(cluster));
     Ok(Action::await_change())
+}
+
+/// `DeletionBlocked=True` with what holds the deleted SlurmCluster (`error`), written when it
+/// says something new: the admin sees in the object why it stays `Terminating`.
+async fn say_blocked(cluster: &SlurmCluster, error: &Error, ctx: &Context) -> Result<(), Error> {
+    let mut desired = cluster.status.clone().unwrap_or_default();
+    let changed = crate::crd::condition::upsert(
+        &mut desired.conditions,
+        crate::crd::condition::new(
+            status::DELETION_BLOCKED,
+            true,
+            error.category(),
+            error.to_string(),
+            cluster.metadata.generation,
+            crate::crd::condition::now(),
+        ),
+    );
+    if changed {
+        let api: Api<SlurmCluster> = Api::all(ctx.client.clone());
+        kit::apply_status(&api, &cluster.name_any(), &desired)
+            .await
+            .map_err(Error::PatchStatus)?;
+    }
+    Ok(())
 }
 
 /// At most [`NAMED_USERS`] names, sorted, and how many more there are.

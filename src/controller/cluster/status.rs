@@ -36,6 +36,10 @@ pub const LAST_CONTACT_GRANULARITY_SECS: i64 = 30;
 /// slurmctld: only through accounting, and only when accounting keeps job comments.
 pub const DUPLICATE_PROTECTION: &str = "DuplicateProtection";
 
+/// The condition of a deleted SlurmCluster that SlurmJobs or SlurmNodeSets still hold (reason
+/// `InUseBySlurmJobs` or `InUseBySlurmNodeSets`, the message naming them).
+pub const DELETION_BLOCKED: &str = "DeletionBlocked";
+
 /// What accounting showed of a finished job of ours (see [`protection`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protection {

@@ -517,7 +517,8 @@ fn cached_slurmjobs(
 }
 
 /// A deleted `cluster` is held: `reconcile` fails with `category`, naming `held` and none of
-/// `others`, and comes back at the calm pace; no API call, and its client stays.
+/// `others`, and comes back at the calm pace; its status says so (`DeletionBlocked=True` with
+/// that reason and message, the only API call), and its client stays.
 async fn expect_held(
     cluster: &SlurmCluster,
     ctx: &Arc<Context>,
@@ -526,15 +527,23 @@ async fn expect_held(
     held: &str,
     others: &[&str],
 ) {
-    let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
-        .await
-        .unwrap_err();
+    let (result, status) = tokio::join!(
+        reconcile(Arc::new(cluster.clone()), ctx.clone()),
+        api.expect_status_apply(cluster)
+    );
+    let error = result.unwrap_err();
     assert_eq!(error.category(), category);
     let message = error.to_string();
     assert!(message.contains(held), "{message}");
     for other in others {
         assert!(!message.contains(other), "{message}");
     }
+    let blocked = condition::find(&status.conditions, status::DELETION_BLOCKED).unwrap();
+    assert_eq!(
+        (blocked.status.as_str(), blocked.reason.as_str()),
+        ("True", category)
+    );
+    assert_eq!(blocked.message, message);
     assert_eq!(
         error_policy(Arc::new(cluster.clone()), &error, ctx.clone()),
         Action::requeue(USERS_RETRY)
@@ -636,8 +645,10 @@ async fn a_deleted_cluster_without_a_client_connects_again_for_its_slurmjobs() {
     let running = serde_json::json!({"phase": "Running", "jobId": 5, "observedGeneration": 1, "submittedGeneration": 1});
     let _writer = cached_slurmjobs(&ctx, vec![slurmjob("still-running", "c6", true, running)]);
     let ctx = Arc::new(ctx);
+    let expected = cluster.clone();
     let server = tokio::spawn(async move {
         api.expect_get_secret(NS, "jwt", None).await;
+        api.expect_status_apply(&expected).await;
         api.expect_no_more_calls().await;
     });
     let error = reconcile(Arc::new(cluster), ctx.clone()).await.unwrap_err();
@@ -893,24 +904,42 @@ fn nodeset_of(
     set
 }
 
-/// A deleted SlurmCluster keeps its client (and finalizer) while a SlurmNodeSet naming it is
-/// being deleted: the set drains its nodes and removes them from Slurm through that client.
-/// Living sets, sets without the operator's finalizer and another cluster's sets do not hold
-/// it. Read from the SlurmNodeSet cache: no API call.
+/// A deleted SlurmCluster keeps its client (and finalizer) while a SlurmNodeSet naming it still
+/// needs it: one being deleted (it drains its nodes and removes them from Slurm through that
+/// client), and a live one the cluster admits that has or wants pods (deleted after the
+/// cluster went, it would find no cluster and let go at once, its slurmd pods deleted undrained
+/// by garbage collection). A live set scaled to 0 with no pod, one in a namespace the cluster
+/// does not admit, sets without the operator's finalizer and another cluster's sets do not hold
+/// it. Read from the SlurmNodeSet cache: no API call but the status saying so.
 #[tokio::test]
-async fn deletion_waits_for_the_slurmnodesets_being_deleted() {
+async fn deletion_waits_for_the_slurmnodesets_that_still_need_it() {
     let (ctx, mut api) = Context::test();
     let mut cluster = finalized(cluster("c8", "http://127.0.0.1:1"));
+    cluster.spec.node_set_namespaces = vec!["hpc".into()];
     cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
     let key = ObjectRef::from_obj(&cluster);
     register_unreachable(&ctx, &key);
     let _jobs = cached_slurmjobs(&ctx, vec![]);
     let draining = nodeset_of("draining", "c8", true, true);
+    let mut living = nodeset_of("living", "c8", true, false);
+    living.spec.replicas = 2;
+    let mut scaled_in = nodeset_of("scaled-in", "c8", true, false);
+    scaled_in.status = Some(crate::crd::SlurmNodeSetStatus {
+        replicas: 1,
+        ..Default::default()
+    });
+    let mut elsewhere_ns = living.clone();
+    elsewhere_ns.metadata.name = Some("not-admitted".into());
+    elsewhere_ns.metadata.namespace = Some("other".into());
+    elsewhere_ns.metadata.uid = Some("uid-not-admitted".into());
     let (store, mut writer) = reflector::store();
     writer.apply_watcher_event(&watcher::Event::Init);
     for set in [
         draining.clone(),
-        nodeset_of("living", "c8", true, false),
+        living.clone(),
+        scaled_in.clone(),
+        elsewhere_ns,
+        nodeset_of("empty", "c8", true, false),
         nodeset_of("unfinalized", "c8", false, true),
         nodeset_of("elsewhere", "another", true, true),
     ] {
@@ -919,15 +948,23 @@ async fn deletion_waits_for_the_slurmnodesets_being_deleted() {
     writer.apply_watcher_event(&watcher::Event::InitDone);
     ctx.nodesets.add(store);
     let ctx = Arc::new(ctx);
-    expect_held(
-        &cluster,
-        &ctx,
-        &mut api,
-        "InUseBySlurmNodeSets",
-        "hpc/draining",
-        &["living", "unfinalized", "elsewhere"],
-    )
-    .await;
+    let others = ["empty", "not-admitted", "unfinalized", "elsewhere"];
+    for held in ["hpc/draining", "hpc/living", "hpc/scaled-in"] {
+        expect_held(
+            &cluster,
+            &ctx,
+            &mut api,
+            "InUseBySlurmNodeSets",
+            held,
+            &others,
+        )
+        .await;
+    }
+    // Gone, scaled to 0 and its last pod gone, and its deletion done: nothing holds it.
     writer.apply_watcher_event(&watcher::Event::Delete(draining));
+    living.spec.replicas = 0;
+    writer.apply_watcher_event(&watcher::Event::Apply(living));
+    scaled_in.status = None;
+    writer.apply_watcher_event(&watcher::Event::Apply(scaled_in));
     expect_released(cluster, &ctx, api).await;
 }
