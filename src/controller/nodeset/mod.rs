@@ -8,7 +8,8 @@
 //!    `Ready=False` with the reason (`ClusterNotFound`, `NodeSetNotAllowed`, `InvalidName`) and
 //!    nothing else is done: no pod created or deleted, no node drained or resumed;
 //! 1. list the set's pods (label `slurm.rs/nodeset`, owned by this SlurmNodeSet) from the API server —
-//!    not from a cache, so a pod just created is never created twice;
+//!    not from a cache, so a pod just created is never created twice — a page at a time
+//!    ([`list_pods`]);
 //! 2. take the SlurmCluster's index snapshot from the registry (none when the SlurmCluster has no client);
 //! 3. [`plan::plan`]: what to create, drain, resume, delete, forget (see its docs for the
 //!    fail-closed rules and drain ownership);
@@ -84,9 +85,10 @@ const EVENT_ACTION: &str = "Reconcile";
 
 /// Requeue while a node drains or Slurm is not trusted yet.
 pub const WAIT_RESYNC: Duration = Duration::from_secs(15);
-/// Pods per list page of the pod watch. A page is decoded whole: anyone who may create Pods can
-/// put the label on theirs, with up to 256 KiB of annotations each, so kube's default of 500
-/// could hold ~128 MiB at once; 50 hold ~13 MiB.
+/// Pods per list page of the pod watch and of each round's list ([`list_pods`]). A page is
+/// decoded whole: anyone who may create Pods can put the label on theirs, with up to 256 KiB
+/// of annotations each, so kube's default of 500 could hold ~128 MiB at once (an unpaged list,
+/// all of them); 50 hold ~13 MiB.
 const POD_LIST_PAGE: u32 = 50;
 /// Requeue of a settled set.
 pub const RESYNC: Duration = Duration::from_secs(120);
@@ -734,39 +736,13 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
     let owner = pods::owner(nodeset);
 
     // 1. Pods.
-    let listed = pods_api
-        .list(&ListParams::default().labels(&pods::selector(&name)))
-        .await
-        .map_err(Error::ListPods)?;
-    let owned: Vec<&Pod> = listed
-        .items
-        .iter()
-        .filter(|p| {
-            p.owner_references()
-                .iter()
-                .any(|o| o.uid == uid && o.controller == Some(true))
-        })
-        .collect();
-    let uids: BTreeMap<String, String> = owned
-        .iter()
-        .filter_map(|p| Some((p.name_any(), p.uid()?)))
-        .collect();
-    let views: Vec<_> = owned
-        .iter()
-        .filter_map(|p| pods::view(&prefix, p))
-        .collect();
+    let ListedPods { views, uids, taken } = list_pods(&pods_api, &name, &uid, &prefix).await?;
     // For the drain-stuck alert (docs/metrics.md): when the oldest drain in progress began.
     ctx.metrics.nodeset_draining_since(
         &namespace,
         &name,
         views.iter().filter_map(|v| v.drain_started).min(),
     );
-    let taken: BTreeSet<u32> = listed
-        .items
-        .iter()
-        .filter(|p| !owned.iter().any(|o| o.name_any() == p.name_any()))
-        .filter_map(|p| plan::ordinal_of(&prefix, &p.name_any()))
-        .collect();
 
     // 2. Slurm.
     let handle = ctx
@@ -908,6 +884,55 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         },
         remaining: plan.remaining,
     })
+}
+
+/// What the round needs of the pods labelled as set `name`'s.
+#[derive(Debug, Default)]
+struct ListedPods {
+    /// The set's own (it is their controller), named like its pods.
+    views: Vec<plan::PodView>,
+    /// Their uids by name (the precondition of their deletes).
+    uids: BTreeMap<String, String>,
+    /// Ordinals whose name a labelled pod the set does not control holds.
+    taken: BTreeSet<u32>,
+}
+
+/// The set's pods, listed [`POD_LIST_PAGE`] at a time like the watch's, each page cut down to
+/// what the round needs before the next is read: anyone who may create Pods in the namespace
+/// can label theirs as the set's, with up to 256 KiB of annotations each.
+async fn list_pods(
+    api: &Api<Pod>,
+    name: &str,
+    uid: &str,
+    prefix: &str,
+) -> Result<ListedPods, Error> {
+    let mut listed = ListedPods::default();
+    let mut params = ListParams::default()
+        .labels(&pods::selector(name))
+        .limit(POD_LIST_PAGE);
+    loop {
+        let page = api.list(&params).await.map_err(Error::ListPods)?;
+        for pod in &page.items {
+            let owned = pod
+                .owner_references()
+                .iter()
+                .any(|o| o.uid == uid && o.controller == Some(true));
+            if !owned {
+                listed
+                    .taken
+                    .extend(plan::ordinal_of(prefix, &pod.name_any()));
+                continue;
+            }
+            if let Some(pod_uid) = pod.uid() {
+                listed.uids.insert(pod.name_any(), pod_uid);
+            }
+            listed.views.extend(pods::view(prefix, pod));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(listed),
+        }
+    }
 }
 
 /// A SlurmNodeSet the operator does not act for: `Ready=False` with the refusal (a Warning Event

@@ -106,6 +106,18 @@ async fn expect_list_pods(api: &mut ApiServerVerifier, items: Vec<Pod>) {
 }
 
 async fn expect_list_pods_of(api: &mut ApiServerVerifier, set: &str, items: Vec<Pod>) {
+    expect_pods_page(api, set, None, items, None).await;
+}
+
+/// One page of the set's pods: asked for [`POD_LIST_PAGE`] at most, after `after` (a continue
+/// token), answered with `items` and `next` as the next page's token.
+async fn expect_pods_page(
+    api: &mut ApiServerVerifier,
+    set: &str,
+    after: Option<&str>,
+    items: Vec<Pod>,
+    next: Option<&str>,
+) {
     let (call, send) = api.next().await;
     assert_eq!(call.method, Method::GET, "{call:?}");
     assert_eq!(call.path, "/api/v1/namespaces/hpc/pods");
@@ -113,8 +125,20 @@ async fn expect_list_pods_of(api: &mut ApiServerVerifier, set: &str, items: Vec<
         call.has_query("labelSelector", &format!("slurm.rs%2Fnodeset%3D{set}")),
         "{call:?}"
     );
+    assert!(
+        call.has_query("limit", &POD_LIST_PAGE.to_string()),
+        "paged: {call:?}"
+    );
+    match after {
+        Some(token) => assert!(call.has_query("continue", token), "{call:?}"),
+        None => assert!(!call.query.contains("continue="), "{call:?}"),
+    }
+    let metadata = match next {
+        Some(token) => json!({"continue": token}),
+        None => json!({}),
+    };
     send.send_response(ok(
-        &json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}),
+        &json!({"apiVersion": "v1", "kind": "PodList", "metadata": metadata, "items": items}),
     ));
 }
 
@@ -1421,6 +1445,38 @@ async fn a_node_record_stays_while_a_pod_of_its_name_runs_unlisted() {
         let removed = node_deletes(&server, &node).await;
         assert_eq!(removed, usize::from(reason.is_none()), "{reason:?}");
     }
+}
+
+/// Each round lists the set's pods a page at a time (as the watch does), following the continue
+/// token to the end: the pods of every page count, a labelled pod of another controller on a
+/// later page still holds its ordinal.
+#[tokio::test]
+async fn the_sets_pods_are_listed_a_page_at_a_time() {
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    let _index = register_empty_view(&ctx);
+    let set = nodeset(3);
+    let first = vec![existing_pod(&set, 0)];
+    let mut squatter = existing_pod(&set, 1);
+    squatter.metadata.owner_references = None;
+    let second = vec![squatter, existing_pod(&set, 2)];
+    let scenario = tokio::spawn(async move {
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_pods_page(&mut api, "cpu", None, first, Some("page-2")).await;
+        expect_pods_page(&mut api, "cpu", Some("page-2"), second, None).await;
+        // One missing: ordinal 1 is held, so 3 is created.
+        expect_pod_created(&mut api, &pod_name("cpu", 3)).await;
+        for ordinal in [0, 2] {
+            let reason = expect_node_condition(&mut api, &pod_name("cpu", ordinal)).await;
+            assert_eq!(reason, "NotRegistered");
+        }
+        expect_pdb(&mut api).await;
+        let status = expect_status(&mut api, &nodeset(3)).await;
+        assert_eq!(status.replicas, 2);
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(set), ctx).await.unwrap();
+    scenario.await.unwrap();
 }
 
 /// A set made before the operator had a finalizer for it (or just created) gets it first, and
