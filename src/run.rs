@@ -89,9 +89,7 @@ pub struct RunArgs {
     /// goes without the cancel, with a Warning naming the Slurm jobs that may still run. Counts
     /// from the deletion, or from this replica's start or takeover when later. `0s`: wait for
     /// ever (the SlurmJob's `DeletionBlocked` condition says why). A deleted SlurmNodeSet waits
-    /// as long while it cannot see or act on Slurm (counted from when that began); then it
-    /// goes, its pods with it. Its drains themselves wait for their jobs, bounded only by its
-    /// `scaleIn.drainTimeout`.
+    /// as long for its nodes to drain and leave Slurm; then it goes, its pods with it.
     #[arg(long, env = "DELETION_DEADLINE", default_value = "15m", value_parser = humantime::parse_duration)]
     pub deletion_deadline: Duration,
     /// Run as one of several replicas: only the holder of a Kubernetes Lease writes (to

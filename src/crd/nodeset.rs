@@ -317,9 +317,9 @@ pub struct ScaleIn {
     /// (the jobs are then requeued or fail), at most 8760h (a year): for a scale-in, and also
     /// for a rolling update's replacement and the set's deletion, so that a job that never ends
     /// holds none of them up for ever (Warning `DrainTimeoutExceeded` names which). Unset: wait
-    /// as long as it takes, a deletion too (the operator's `--deletion-deadline` bounds only
-    /// how long a deletion can neither see nor act on Slurm). It may be set on a set being
-    /// deleted: `0s` deletes the pods of the nodes the set drained at once.
+    /// as long as it takes, but for the set's deletion, which lets go at the operator's
+    /// `--deletion-deadline` (15 minutes by default, counted from the deletion) whatever this
+    /// says.
     // The bound is what keeps a duration that overflows (`9999999999999999999h` matches the
     // duration pattern) from being stored: the operator could not read it, and one such SlurmNodeSet
     // would stop every SlurmNodeSet from being reconciled.

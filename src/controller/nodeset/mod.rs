@@ -32,11 +32,8 @@
 //! nothing, when the set is not admitted (no SlurmCluster, namespace not allowed: its pods then
 //! go by garbage collection at once, ending their jobs) or is deleted with `--cascade=orphan`
 //! (its pods stay, and no set adopts them: a pod without the set's controller reference only
-//! holds its ordinal). Draining takes as long as the jobs run, bounded only by the set's own
-//! `scaleIn.drainTimeout`; the deletion deadline (`--deletion-deadline`) bounds how long the
-//! deletion is stuck ([`stuck_since`]: no fresh view of Slurm, or its rounds failing), and
-//! then the finalizer goes with a Warning naming what is left (the pods then go by garbage
-//! collection, ending their jobs).
+//! holds its ordinal); and at the deletion deadline (`--deletion-deadline`) with a Warning
+//! naming what is left (the pods then go by garbage collection, ending their jobs).
 //!
 //! Triggers: the SlurmNodeSet (generation only, so `kubectl scale`, template edits and the
 //! deletion but not our status writes), its pods, its SlurmCluster's spec (generation:
@@ -530,9 +527,8 @@ async fn cleanup_round(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controll
         .deletion_timestamp
         .as_ref()
         .and_then(crate::crd::time::to_utc);
-    let result = round(nodeset, ctx, true).await;
-    let now = Utc::now();
-    let stuck = match &result {
+    let release_at = kit::release_at(deleted_at, ctx.acting_since(), ctx.deletion_deadline);
+    let (requeue, remaining) = match round(nodeset, ctx, true).await {
         Ok(Round::Refused(refusal)) => {
             info!(
                 reason = refusal.reason,
@@ -540,31 +536,10 @@ async fn cleanup_round(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controll
             );
             return Ok(done);
         }
-        Ok(Round::Acted {
-            remaining: Some(remaining),
-            ..
-        }) if remaining.is_empty() => {
-            info!("SlurmNodeSet deleted: its pods and Slurm nodes are gone");
-            return Ok(done);
-        }
-        Ok(Round::Acted {
-            remaining: None, ..
-        }) => Stuck::NoView,
-        Ok(Round::Acted { .. }) => Stuck::Progressing,
-        Err(_) => Stuck::Failing,
-    };
-    // The deadline bounds how long the deletion can neither see nor act on Slurm, never how
-    // long a drain takes (that is `scaleIn.drainTimeout`'s, unset: as long as the jobs run).
-    let since = stuck_since(nodeset.status.as_ref(), stuck, now);
-    let release_at = since.and_then(|since| {
-        let from = deleted_at.map_or(since, |at| at.max(since));
-        kit::release_at(Some(from), ctx.acting_since(), ctx.deletion_deadline)
-    });
-    let (requeue, remaining) = match result {
         Ok(Round::Acted { requeue, remaining }) => (requeue, remaining),
         // A round that keeps failing (Slurm refusing a record's removal, a webhook refusing a
         // pod's deletion) does not hold the set past the deadline either.
-        Err(error) if deletion_wait(release_at, now, WAIT_RESYNC).is_none() => {
+        Err(error) if deletion_wait(release_at, Utc::now(), WAIT_RESYNC).is_none() => {
             let failed: String = Chain(&error)
                 .to_string()
                 .chars()
@@ -574,46 +549,18 @@ async fn cleanup_round(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controll
             return release_at_deadline(nodeset, note, ctx).await;
         }
         Err(error) => return Err(error),
-        Ok(Round::Refused(_)) => return Ok(done),
     };
-    match deletion_wait(release_at, now, requeue) {
+    if remaining.as_ref().is_some_and(Vec::is_empty) {
+        info!("SlurmNodeSet deleted: its pods and Slurm nodes are gone");
+        return Ok(done);
+    }
+    match deletion_wait(release_at, Utc::now(), requeue) {
         Some(retry) => Err(Error::DeletionWaits {
             remaining: remaining.as_ref().map(Vec::len),
             retry,
         }),
         None => release_at_deadline(nodeset, deadline_note(remaining.as_deref()), ctx).await,
     }
-}
-
-/// How a deletion's round went, for its deadline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stuck {
-    /// A fresh view of Slurm, and the actions went through: the set drains (however long).
-    Progressing,
-    /// No fresh view of Slurm (no client, poller down, stale list): nothing can be drained.
-    NoView,
-    /// The round failed (an action, or a read before it).
-    Failing,
-}
-
-/// Since when a deletion has been stuck, from its status as stored before this round (the
-/// conditions' `lastTransitionTime` keeps when a trouble began across rounds, restarts and
-/// leader changes): `None` while it progresses; now when the trouble is new.
-pub fn stuck_since(
-    stored: Option<&SlurmNodeSetStatus>,
-    stuck: Stuck,
-    now: chrono::DateTime<Utc>,
-) -> Option<chrono::DateTime<Utc>> {
-    let (type_, status) = match stuck {
-        Stuck::Progressing => return None,
-        Stuck::NoView => (CONDITION_SLURM_SYNCED, "False"),
-        Stuck::Failing => (CONDITION_REPLICA_FAILURE, "True"),
-    };
-    let began = stored
-        .and_then(|s| condition::find(&s.conditions, type_))
-        .filter(|c| c.status == status)
-        .and_then(|c| crate::crd::time::to_utc(&c.last_transition_time));
-    Some(began.map_or(now, |at| at.min(now)))
 }
 
 /// The finalizer goes at the deadline with what is left: a Warning and the log say so.
@@ -643,21 +590,6 @@ pub fn deletion_wait(
                 .to_std()
                 .unwrap_or_default()
                 .clamp(Duration::from_secs(1), requeue),
-        ),
-    }
-}
-
-/// What the `Draining` message of a set being deleted adds: how long the deletion waits for
-/// the drains, and how to stop waiting.
-pub fn deletion_drain_note(drain_timeout: Option<&crate::crd::duration::Duration>) -> String {
-    match drain_timeout {
-        None => ". The deletion waits as long as these drains take (no \
-                 spec.scaleIn.drainTimeout); set one, e.g. 0s, to delete the pods of the nodes \
-                 this set drained now, ending their jobs"
-            .to_owned(),
-        Some(timeout) => format!(
-            ". The deletion waits for each drain this set started at most \
-             spec.scaleIn.drainTimeout ({timeout}), then deletes its pod, ending its jobs"
         ),
     }
 }
@@ -693,10 +625,9 @@ pub fn deadline_note(remaining: Option<&[String]>) -> String {
         Some(names) => format!("left: {}", named(names)),
     };
     format!(
-        "the deletion could neither see nor act on Slurm for the deletion deadline \
-         (--deletion-deadline) before every node of the set was drained and removed from Slurm; \
-         {left}. Their pods go by garbage collection (jobs still running on them end); remove \
-         what is left in Slurm with `scontrol delete nodename=...`."
+        "the deletion deadline (--deletion-deadline) passed before every node of the set was \
+         drained and removed from Slurm; {left}. Their pods go by garbage collection (jobs still \
+         running on them end); remove what is left in Slurm with `scontrol delete nodename=...`."
     )
 }
 
@@ -1326,16 +1257,7 @@ pub fn desired_status(
             .take(20)
             .map(|w| format!("{}: {}", w.pod, w.why))
             .collect();
-        let mut message = list.join("; ");
-        if deleting {
-            let timeout = nodeset
-                .spec
-                .scale_in
-                .as_ref()
-                .and_then(|s| s.drain_timeout.as_ref());
-            message.push_str(&deletion_drain_note(timeout));
-        }
-        (true, "WaitingForDrain", message)
+        (true, "WaitingForDrain", list.join("; "))
     };
     condition::upsert(
         &mut conditions,
