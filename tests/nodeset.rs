@@ -864,6 +864,40 @@ async fn slurm_is_asked_again_before_a_drain_a_resume_or_a_delete_of_an_unseen_n
     let client = world.client.clone();
     world.until_one_node(0).await;
     let node = world.name(0);
+    // Another set's view of this node (its name registered by this one since): its drain and
+    // its resume do not go through; this set's do. (A removal of the record: below.)
+    let other = NodeOwner::new("elsewhere", "cpu");
+    let drain = Action::Drain {
+        node: node.clone(),
+        reason: plan::drain_reason("scale-in"),
+    };
+    let resume = Action::Resume { node: node.clone() };
+    let drained = |record: &slurm_operator::slurm::types::Node| record.state.is_drain();
+    assert_eq!(
+        apply_slurm(&client, &drain, &other).await.unwrap(),
+        SlurmOutcome::Superseded
+    );
+    assert!(
+        !drained(&client.node(&node).await.unwrap()),
+        "drained for another set"
+    );
+    assert_eq!(
+        apply_slurm(&client, &drain, &world.owner).await.unwrap(),
+        SlurmOutcome::Done
+    );
+    assert!(drained(&client.node(&node).await.unwrap()));
+    assert_eq!(
+        apply_slurm(&client, &resume, &other).await.unwrap(),
+        SlurmOutcome::Superseded
+    );
+    assert!(
+        drained(&client.node(&node).await.unwrap()),
+        "resumed for another set"
+    );
+    assert_eq!(
+        apply_slurm(&client, &resume, &world.owner).await.unwrap(),
+        SlurmOutcome::Done
+    );
     let admin = "admin: failing DIMM";
     slurm.scontrol(&[
         "update",
@@ -877,24 +911,17 @@ async fn slurm_is_asked_again_before_a_drain_a_resume_or_a_delete_of_an_unseen_n
     assert!(failed(&client.node(&node).await.unwrap()));
 
     // Planned on a view from before the FAIL: neither goes through.
-    let drain = Action::Drain {
-        node: node.clone(),
-        reason: plan::drain_reason("scale-in"),
-    };
     assert_eq!(
         apply_slurm(&client, &drain, &world.owner).await.unwrap(),
         SlurmOutcome::Superseded
     );
-    let resume = Action::Resume { node: node.clone() };
     assert_eq!(
         apply_slurm(&client, &resume, &world.owner).await.unwrap(),
         SlurmOutcome::Superseded
     );
     let record = client.node(&node).await.unwrap();
     assert!(failed(&record), "{:?} {:?}", record.state, record.reason);
-    // Another set's view of this node (its name registered by this one since): no drain, no
-    // resume and no removal of the record go through.
-    let other = NodeOwner::new("elsewhere", "cpu");
+    // Nor, from another set's view, a removal of the record.
     for action in [
         drain.clone(),
         resume.clone(),
