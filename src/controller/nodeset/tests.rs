@@ -1035,25 +1035,29 @@ fn refused(message: &str) -> Response<Body> {
         .unwrap()
 }
 
-/// SlurmCluster `main` registered with a fresh, trusted view of Slurm that holds no node (its
-/// client never reached): pods may be created. Keep the sender: the view lives as long.
-fn register_empty_view(
+/// SlurmCluster `main` (namespace `hpc`) registered with a client of `endpoint` and a fresh,
+/// trusted view of Slurm holding `nodes`. Keep the sender: the view lives as long.
+fn register_view(
     ctx: &Context,
+    endpoint: &str,
+    nodes: impl IntoIterator<Item = crate::slurm::types::Node>,
 ) -> tokio::sync::watch::Sender<Arc<crate::state::index::ClusterState>> {
     let view = crate::state::index::ClusterState {
+        nodes: Arc::new(plan::nodes_by_name(nodes)),
         nodes_synced_at: Some(chrono::Utc::now()),
         health: crate::state::index::Health::Up {
             since: chrono::Utc::now(),
         },
         ..Default::default()
     };
-    crate::controller::test_support::register_with_index(
-        ctx,
-        "hpc",
-        "main",
-        "http://127.0.0.1:1",
-        view,
-    )
+    crate::controller::test_support::register_with_index(ctx, "hpc", "main", endpoint, view)
+}
+
+/// [`register_view`] holding no node, its client never reached: pods may be created.
+fn register_empty_view(
+    ctx: &Context,
+) -> tokio::sync::watch::Sender<Arc<crate::state::index::ClusterState>> {
+    register_view(ctx, "http://127.0.0.1:1", [])
 }
 
 /// A pod create the API server refuses (a quota, Pod Security admission, a webhook) is not a
@@ -1403,19 +1407,7 @@ async fn a_node_record_stays_while_a_pod_of_its_name_runs_unlisted() {
         answer_node_delete(&server, &node).await;
         let (ctx, mut api) = Context::test();
         let ctx = Arc::new(ctx);
-        let view = crate::state::index::ClusterState {
-            nodes: Arc::new(plan::nodes_by_name([set_node(&node, &["IDLE"], None)])),
-            nodes_synced_at: Some(Utc::now()),
-            health: crate::state::index::Health::Up { since: Utc::now() },
-            ..Default::default()
-        };
-        let _index = crate::controller::test_support::register_with_index(
-            &ctx,
-            "hpc",
-            "main",
-            &server.uri(),
-            view,
-        );
+        let _index = register_view(&ctx, &server.uri(), [set_node(&node, &["IDLE"], None)]);
         let name = node.clone();
         let scenario = tokio::spawn(async move {
             expect_get_cluster(&mut api, &["hpc"]).await;
@@ -1986,25 +1978,17 @@ async fn a_pod_whose_node_the_view_shows_drained_goes_only_once_slurm_says_so_to
     answer_as_slurmrestd(&server, &[(&victim, "node_dynamic_allocated")]).await;
     let (ctx, mut api) = Context::test();
     let ctx = Arc::new(ctx);
-    let view = crate::state::index::ClusterState {
-        nodes: Arc::new(plan::nodes_by_name([
+    let _index = register_view(
+        &ctx,
+        &server.uri(),
+        [
             set_node(&keep, &["IDLE"], None),
             set_node(
                 &victim,
                 &["IDLE", "DRAIN"],
                 Some(&plan::drain_reason(plan::WHY_SCALE_IN)),
             ),
-        ])),
-        nodes_synced_at: Some(Utc::now()),
-        health: crate::state::index::Health::Up { since: Utc::now() },
-        ..Default::default()
-    };
-    let _index = crate::controller::test_support::register_with_index(
-        &ctx,
-        "hpc",
-        "main",
-        &server.uri(),
-        view,
+        ],
     );
     let set = nodeset(1);
     let listed = vec![existing_pod(&set, 0), existing_pod(&set, 1)];

@@ -632,11 +632,7 @@ pub fn usage_retry(status: &SlurmJobStatus, now: DateTime<Utc>) -> Option<Durati
 fn takeover(target: Target<'_>, env: Env<'_>) -> Option<plan::Takeover> {
     let at = env.took_over_at?;
     let newer = target.generation == 1 && target.created.is_some_and(|created| created > at);
-    (!newer).then(|| plan::Takeover {
-        at,
-        in_flight: chrono::TimeDelta::from_std(env.submitter.request_timeout())
-            .unwrap_or(chrono::TimeDelta::MAX),
-    })
+    (!newer).then(|| plan::Takeover::new(at, env.submitter.request_timeout()))
 }
 
 fn now(env: Env<'_>) -> condition::Time {

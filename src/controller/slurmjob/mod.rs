@@ -803,6 +803,13 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         None if cluster_exists(&job.spec.cluster_name, ctx).await? => Reach::NotConnected,
         None => Reach::Gone,
     };
+    // A job made for this SlurmJob may be unknown to its status only while the status records
+    // no job of the spec's latest generation (the API server adds one to the generation when
+    // the deletion begins).
+    let unrecorded = !skip_cancel
+        && status
+            .submitted_generation
+            .is_none_or(|g| g < generation.saturating_sub(1));
     // The index skipped jobs (issue 19: those of its first listing, or a burst of others' after
     // it): a job submitted for this SlurmJob without recording it may be one of them. Until the index has
     // the records of the candidates accounting names, the deletion waits as for an index not
@@ -814,14 +821,7 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             },
             Some(state),
             Some(handle),
-        ) if state.skipped_before.is_some()
-            && !skip_cancel
-            // In doubt only while the status records no job of the spec's latest generation
-            // (the API server adds one to the generation when the deletion begins).
-            && status
-                .submitted_generation
-                .is_none_or(|g| g < generation.saturating_sub(1)) =>
-        {
+        ) if state.skipped_before.is_some() && unrecorded => {
             let Some(_io) = handle.try_io() else {
                 return Err(data.busy(handle, job));
             };
@@ -834,8 +834,8 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     };
     // After a gain of the leader Lease, the previous leader's submit of a generation whose job
     // the status does not record may still land (as for a submit: `act::takeover`): only a
-    // listing of every job that began after it could have shows that job.
-    let takeover = match (&reach, &state, &handle) {
+    // listing of every job that began after it could land shows that job.
+    let reach = match (&reach, &state, &handle) {
         (
             Reach::Connected {
                 index_trusted: true,
@@ -843,29 +843,24 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             Some(state),
             Some(handle),
         ) if ctx.leadership.elected()
-            && !skip_cancel
-            && status
-                .submitted_generation
-                .is_none_or(|g| g < generation.saturating_sub(1))
+            && unrecorded
             && job
                 .metadata
                 .creation_timestamp
                 .as_ref()
                 .and_then(crate::crd::time::to_utc)
-                .is_none_or(|created| created <= ctx.acting_since()) =>
+                .is_none_or(|created| created <= ctx.acting_since())
+            && !plan::past_doubt(
+                state,
+                plan::Takeover::new(ctx.acting_since(), handle.client.request_timeout())
+                    .settles_at(),
+            ) =>
         {
-            let in_flight = chrono::TimeDelta::from_std(handle.client.request_timeout())
-                .unwrap_or(chrono::TimeDelta::MAX);
-            !plan::past_doubt(state, ctx.acting_since() + in_flight)
+            Reach::Connected {
+                index_trusted: false,
+            }
         }
-        _ => false,
-    };
-    let reach = if takeover {
-        Reach::Connected {
-            index_trusted: false,
-        }
-    } else {
-        reach
+        _ => reach,
     };
     // A submit of this process that failed without saying whether Slurm made the job: only a
     // listing of every job since shows that job (`plan::past_doubt`).

@@ -90,6 +90,15 @@ pub struct Takeover {
 }
 
 impl Takeover {
+    /// A gain at `at` whose predecessor's client gave up on a request after `request_timeout`.
+    pub fn new(at: DateTime<Utc>, request_timeout: Duration) -> Self {
+        Self {
+            at,
+            in_flight: chrono::TimeDelta::from_std(request_timeout)
+                .unwrap_or(chrono::TimeDelta::MAX),
+        }
+    }
+
     /// When a job the previous leader's submit made is surely in slurmctld: a listing of every
     /// job that began after `settles_at + SUBMIT_DOUBT_GRACE` shows it ([`past_doubt`]).
     pub fn settles_at(&self) -> DateTime<Utc> {
