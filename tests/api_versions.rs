@@ -163,6 +163,16 @@ async fn exercise(slurm: &common::LocalSlurm, version: ApiVersion) {
     );
     assert_eq!(info.data_parser, version.data_parser());
     assert!(info.controller_responding, "{}", context("ping"));
+    // slurmctld's clock (the first sync reads job ages on it): the same machine's here.
+    let clock = client.controller_clock().await.unwrap();
+    let ahead = clock
+        .controller_ahead_at_least()
+        .expect("/diag says its time");
+    assert!(
+        (-2..=1).contains(&ahead.num_seconds()),
+        "{}",
+        context(&format!("slurmctld's clock {ahead} ahead"))
+    );
     assert!(
         client
             .partitions()

@@ -12,14 +12,16 @@
 
 use std::sync::{Arc, Mutex};
 
+use chrono::Utc;
+
 use super::auth::Credentials;
 use super::config::ClientConfig;
 use super::dialect::{Dialect, dispatch};
 use super::error::{SlurmError, shortened};
 use super::transport::{RequestObserver, Transport};
 use super::types::{
-    Changes, ClusterInfo, Job, JobStateEntry, JobUpdate, Node, Partition, RpcStats, SubmitRequest,
-    Submitted,
+    Changes, ClockReading, ClusterInfo, Job, JobStateEntry, JobUpdate, Node, Partition, RpcStats,
+    SubmitRequest, Submitted,
 };
 use super::version::{ApiVersion, versions_in_paths};
 
@@ -405,6 +407,19 @@ impl SlurmClient {
     /// request leaves (a submit right after the leader Lease was read) negotiates first.
     pub async fn ensure_version(&self) -> Result<(), SlurmError> {
         self.dialect().await.map(drop)
+    }
+
+    /// slurmctld's clock as it answered `/diag` (whole seconds), and this machine's clock once
+    /// the answer came: the two clocks may differ by minutes.
+    pub async fn controller_clock(&self) -> Result<ClockReading, SlurmError> {
+        let dialect = self.dialect().await?;
+        let result = dispatch!(dialect, &self.config, |api, c| api.diag(&c, false).await);
+        let answered = Utc::now();
+        let info = self.forget_unserved(result)?;
+        Ok(ClockReading {
+            answered,
+            controller: info.controller_time,
+        })
     }
 
     /// One job's records: one for a plain job, one per task for an array (by its array job id).

@@ -36,6 +36,25 @@ pub struct ClusterInfo {
     pub controller_responding: bool,
     /// Jobs submitted since the controller's daily statistics reset.
     pub jobs_submitted: Option<i64>,
+    /// slurmctld's clock when it answered (`/diag`'s `req_time`, whole seconds).
+    pub controller_time: Option<DateTime<Utc>>,
+}
+
+/// slurmctld's clock read once (`/diag`), and this machine's clock when the answer came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockReading {
+    pub answered: DateTime<Utc>,
+    /// `None` when the answer did not say.
+    pub controller: Option<DateTime<Utc>>,
+}
+
+impl ClockReading {
+    /// How far slurmctld's clock is ahead of this machine's (negative: behind), at least: it read
+    /// `controller` (rounded down to the second) at some instant before `answered`. Adding it to
+    /// a time on this machine's clock never overshoots slurmctld's.
+    pub fn controller_ahead_at_least(&self) -> Option<chrono::TimeDelta> {
+        Some(self.controller? - self.answered)
+    }
 }
 
 /// A Slurm node state: one base state plus flags, as slurmrestd's `state` array

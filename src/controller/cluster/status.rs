@@ -480,6 +480,7 @@ mod tests {
             api_version: "v0.0.42".into(),
             controller_responding: responding,
             jobs_submitted: Some(3),
+            controller_time: None,
         }
     }
 

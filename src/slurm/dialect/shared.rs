@@ -434,6 +434,7 @@ fn cluster_info(diag: &api::OpenapiDiagResp, controller_responding: bool) -> Clu
         data_parser: data_parser(&diag.meta),
         controller_responding,
         jobs_submitted: diag.statistics.as_ref().and_then(|s| s.jobs_submitted),
+        controller_time: diag.statistics.as_ref().and_then(|s| time64(&s.req_time)),
     }
 }
 

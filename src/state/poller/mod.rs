@@ -829,17 +829,29 @@ impl Poller {
     }
 
     /// The records of `newest` (job ids, newest first), fetched in that order down to one
-    /// numbered longer than `recent` before `listed_at` ([`strategy::reached`]): accounting has
-    /// had time to learn of every lower id. Returns the records, whether the walk got there, and
-    /// the requests made.
+    /// numbered longer than `recent` before `listed_at` on slurmctld's clock
+    /// ([`strategy::walk_cutoff`], [`strategy::reached`]): accounting has had time to learn of
+    /// every lower id. Returns the records, whether the walk got there, and the requests made.
     async fn walk(
         &self,
         newest: &[u32],
         listed_at: DateTime<Utc>,
     ) -> Result<(Vec<Job>, bool, usize), SlurmError> {
-        let cutoff = listed_at - chrono::Duration::from_std(self.tuning.recent).unwrap_or_default();
+        let clock = self.client.controller_clock().await?;
+        let ahead = clock.controller_ahead_at_least();
+        let Some(cutoff) = strategy::walk_cutoff(listed_at, ahead, self.tuning.recent) else {
+            tracing::warn!("slurmctld did not say its time: no job is skipped as old enough");
+            return Ok((Vec::new(), false, 1));
+        };
+        // Worth an admin's look (NTP): job ages and deadlines are read on slurmctld's clock.
+        if ahead.is_some_and(|a| a.abs() >= chrono::TimeDelta::seconds(10)) {
+            tracing::warn!(
+                controller_ahead_s = ahead.map(|a| a.num_seconds()),
+                "slurmctld's clock and this machine's differ: the first sync reads job ages on slurmctld's"
+            );
+        }
         let mut records = Vec::new();
-        let mut requests = 0;
+        let mut requests = 1;
         for chunk in newest.chunks(self.tuning.detail_concurrency.max(1)) {
             requests += chunk.len();
             // A record that cannot be read stays unresolved: the cycles ask for it (and keep it).

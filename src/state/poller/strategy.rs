@@ -35,7 +35,8 @@
 //! still submits without asking accounting. Nor are the newest jobs of the first listing
 //! skipped: slurmctld tells slurmdbd of a submit a moment later, so the jobs numbered in the
 //! last `Tuning::recent` before it are fetched, newest first, down to the first older one
-//! ([`reached`]). Without accounting every job is resolved, as before.
+//! ([`reached`]); "before it" on slurmctld's clock, read from `/diag` ([`walk_cutoff`]), since
+//! this machine's may be minutes off. Without accounting every job is resolved, as before.
 //!
 //! **A burst of submits is not read back while it goes on** (issue 19). Each job the operator
 //! submits is ours by that submit, and while it is pending its record adds only how it waits
@@ -615,6 +616,24 @@ pub fn numbered_at(job: &Job) -> Option<DateTime<Utc>> {
     } else {
         job.submit_time
     }
+}
+
+/// Where the walk down the newest jobs may stop ([`reached`]): `recent` before the listing
+/// was asked, on slurmctld's clock, which numbered the jobs and dated their submits; this
+/// machine's may be minutes ahead of it, and would then stop the walk above jobs accounting has
+/// not heard of yet. `controller_ahead` is a lower bound ([`ClockReading`]); `None` (slurmctld's
+/// clock unknown) stops nowhere.
+///
+/// [`ClockReading`]: crate::slurm::types::ClockReading
+pub fn walk_cutoff(
+    listed_at: DateTime<Utc>,
+    controller_ahead: Option<chrono::TimeDelta>,
+    recent: Duration,
+) -> Option<DateTime<Utc>> {
+    let recent = chrono::TimeDelta::from_std(recent).ok()?;
+    listed_at
+        .checked_add_signed(controller_ahead?)?
+        .checked_sub_signed(recent)
 }
 
 /// Whether the walk down from the newest skipped jobs ([`skip`]) may stop at these
@@ -1950,6 +1969,52 @@ mod tests {
         for (what, record, stop) in table {
             assert_eq!(reached(&[record], t(100)), stop, "{what}");
         }
+    }
+
+    /// The walk's cut-off is on slurmctld's clock: with this machine's clock two minutes ahead,
+    /// a job submitted 10 s before the listing (by slurmctld) is not old enough to stop at,
+    /// though it is 130 s old by this machine's clock.
+    #[test]
+    fn the_walk_reads_job_ages_on_slurmctlds_clock() {
+        let recent = Duration::from_secs(60);
+        let ahead = |secs: i64| {
+            crate::slurm::types::ClockReading {
+                answered: t(1_000),
+                controller: Some(t(1_000 + secs)),
+            }
+            .controller_ahead_at_least()
+        };
+        let listed_at = t(1_000);
+        let submitted = |by_slurmctld: i64| Job {
+            job_id: 7,
+            submit_time: Some(t(by_slurmctld)),
+            ..Job::bare()
+        };
+        let table = [
+            ("same clocks, 10 s old", ahead(0), submitted(990), false),
+            ("same clocks, 70 s old", ahead(0), submitted(930), true),
+            // This machine 120 s ahead: slurmctld's "now" is 880.
+            ("ours ahead, 10 s old", ahead(-120), submitted(870), false),
+            ("ours ahead, 70 s old", ahead(-120), submitted(810), true),
+            // This machine 120 s behind: slurmctld's "now" is 1 120.
+            ("ours behind, 10 s old", ahead(120), submitted(1_110), false),
+            ("ours behind, 70 s old", ahead(120), submitted(1_050), true),
+            ("slurmctld's clock unknown", None, submitted(0), false),
+        ];
+        for (what, ahead, record, stop) in table {
+            let stops =
+                walk_cutoff(listed_at, ahead, recent).is_some_and(|c| reached(&[record], c));
+            assert_eq!(stops, stop, "{what}");
+        }
+        // The reading is a lower bound: slurmctld's second had begun before the answer came.
+        let reading = crate::slurm::types::ClockReading {
+            answered: t(1_000) + chrono::TimeDelta::milliseconds(900),
+            controller: Some(t(1_000)),
+        };
+        assert_eq!(
+            reading.controller_ahead_at_least(),
+            Some(chrono::TimeDelta::milliseconds(-900))
+        );
     }
 
     #[test]
