@@ -1435,6 +1435,72 @@ async fn a_slow_full_listing_holds_up_no_change() {
     );
 }
 
+/// The periodic listing of every job failing while the incremental cycles work is said in the
+/// index (`listing_failure`, which the SlurmCluster's `JobsListed` condition shows; before, only
+/// the log and a metric did), while health stays up and `fully_listed_at` stands still; the next
+/// listing that answers clears it.
+#[tokio::test]
+async fn a_failing_listing_of_every_job_is_said_until_one_answers() {
+    let slurm = require_slurm!();
+    let uid = common::unique("listing-fails");
+    let tag = format!("{JOB_TAG_PREFIX}{uid},generation=1");
+    // Enough others' jobs for incremental cycles to pay, as in the test above.
+    let ours = submit_held(&slurm, "poller-listing-fails", 1, Some(&tag)).await;
+    let filler = submit_held(&slurm, "poller-listing-fails-others", 40, None).await;
+    let _cancel = CancelOnDrop::new(&slurm, ours.iter().chain(&filler).copied().collect());
+    let (url, failing) = common::proxy::failing_listings(slurm.url.clone()).await;
+    let config = ClientConfig::new(&url).unwrap().allow_plaintext(true);
+    let poller_client = SlurmClient::new(config, slurm.credentials()).unwrap();
+    let (tx, _events) = broadcast::channel(4096);
+    let tuning = poller::Tuning {
+        full_every: Duration::from_secs(1),
+        probe_width: 16,
+        recent: Duration::from_secs(30),
+        ..poller::Tuning::default()
+    };
+    let (_handle, mut index) = poller::spawn_tuned(
+        cluster(),
+        poller_client,
+        &PollerConfig { interval: INTERVAL },
+        tuning,
+        tx,
+        Metrics::new(),
+    );
+    wait_index(&mut index, "a listing of every job", TIMEOUT, |s| {
+        s.fully_listed_at.map(|_| ())
+    })
+    .await;
+    assert_eq!(index.borrow().listing_failure, None);
+
+    failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let failure = wait_index(&mut index, "the listing's failure", TIMEOUT, |s| {
+        s.listing_failure.clone()
+    })
+    .await;
+    eprintln!("{failure:?}");
+    assert!(failure.message.contains("503"), "{failure:?}");
+    let frozen = index.borrow().fully_listed_at;
+    // Cycles go on, up, and the failure is kept with its first time while listings fail.
+    let polls = index.borrow().polls;
+    wait_index(&mut index, "more cycles", TIMEOUT, |s| {
+        (s.polls >= polls + 3).then_some(())
+    })
+    .await;
+    let state = index.borrow().clone();
+    assert!(state.health.is_up(), "{:?}", state.health);
+    assert_eq!(state.fully_listed_at, frozen);
+    assert_eq!(
+        state.listing_failure.as_ref().map(|f| f.since),
+        Some(failure.since)
+    );
+
+    failing.store(false, std::sync::atomic::Ordering::SeqCst);
+    wait_index(&mut index, "a listing that answers", TIMEOUT, |s| {
+        (s.listing_failure.is_none() && s.fully_listed_at > frozen).then_some(())
+    })
+    .await;
+}
+
 /// Every request of a poller, with when it was answered and its HTTP status.
 #[derive(Default)]
 struct Timeline(Mutex<Vec<(Instant, &'static str, Option<u16>)>>);

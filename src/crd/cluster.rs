@@ -414,8 +414,9 @@ impl ApiVersion {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SlurmClusterStatus {
-    /// Latest observations: `Ready` (slurmrestd answers and the operator can use it) and
-    /// `Authenticated` (slurmrestd accepted the credentials).
+    /// Latest observations: `Ready` (slurmrestd answers and the operator can use it),
+    /// `Authenticated` (slurmrestd accepted the credentials), `JobsListed` (the periodic listing
+    /// of every job answers), `DuplicateProtection`, and kstatus's `Reconciling`/`Stalled`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "condition::schema")]
     pub conditions: Vec<Condition>,

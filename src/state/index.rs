@@ -83,6 +83,10 @@ pub struct ClusterState {
     /// not decodable), by id. The poller goes on without them, and tries each again later
     /// with a growing delay, rather than let one job's record stop every cycle.
     pub unreadable: Arc<BTreeMap<u32, Unreadable>>,
+    /// The periodic listing of every job beside the incremental cycles has failed since it
+    /// last answered: `fully_listed_at` stands still meanwhile, and what waits for it waits on
+    /// while `health` may well be up.
+    pub listing_failure: Option<ListingFailure>,
     pub health: Health,
     /// Poll cycles finished, successful or not, since the poller started.
     pub polls: u64,
@@ -275,6 +279,16 @@ pub struct Unreadable {
     pub reason: &'static str,
     pub message: String,
     /// The first failed read of this record, of the failures in a row.
+    pub since: DateTime<Utc>,
+}
+
+/// Why the listing of every job has failed ([`ClusterState::listing_failure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListingFailure {
+    /// A stable PascalCase category (`SlurmError::category`) of the last failure.
+    pub reason: &'static str,
+    pub message: String,
+    /// The first failure of those in a row.
     pub since: DateTime<Utc>,
 }
 

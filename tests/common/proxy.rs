@@ -1,6 +1,7 @@
 //! Proxies in front of the real slurmrestd, for tests that need it slower or more hostile than
 //! it is on demand: the answers are still the real ones.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -78,9 +79,7 @@ pub async fn slow_listings(upstream: String, hold: Duration) -> (String, Arc<Hel
         axum::Router::new().fallback(move |request: Request| {
             let (http, upstream, held) = (http.clone(), upstream.clone(), held.clone());
             async move {
-                let listing = request.uri().path().ends_with("/jobs/state/")
-                    && !request.uri().query().is_some_and(|q| q.contains("job_id"));
-                if !listing {
+                if !is_listing(&request) {
                     return forward(&http, &upstream, request).await;
                 }
                 let slot = {
@@ -96,4 +95,33 @@ pub async fn slow_listings(upstream: String, hold: Duration) -> (String, Arc<Hel
         })
     };
     (serve(app).await, held)
+}
+
+/// Whether `request` is a full job state listing (`/jobs/state/` without `job_id`).
+fn is_listing(request: &Request) -> bool {
+    request.uri().path().ends_with("/jobs/state/")
+        && !request.uri().query().is_some_and(|q| q.contains("job_id"))
+}
+
+/// A proxy to `upstream` that answers every full job state listing with HTTP 503 while the
+/// returned switch is on, and passes everything else on. Returns its URL and the switch.
+pub async fn failing_listings(upstream: String) -> (String, Arc<AtomicBool>) {
+    let failing = Arc::new(AtomicBool::new(false));
+    let http = reqwest::Client::new();
+    let app = {
+        let failing = failing.clone();
+        axum::Router::new().fallback(move |request: Request| {
+            let (http, upstream, failing) = (http.clone(), upstream.clone(), failing.clone());
+            async move {
+                if is_listing(&request) && failing.load(Ordering::SeqCst) {
+                    return Response::builder()
+                        .status(StatusCode::SERVICE_UNAVAILABLE)
+                        .body(Body::from("listing refused by the test proxy"))
+                        .unwrap();
+                }
+                forward(&http, &upstream, request).await
+            }
+        })
+    };
+    (serve(app).await, failing)
 }

@@ -233,7 +233,7 @@ async fn apply(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error> {
             } else {
                 Err(Error::ControllerNotResponding)
             };
-            (Observation::Connected(connected), result)
+            (Observation::Connected(Box::new(connected)), result)
         }
         Err(error) => {
             let failure = match &error {
@@ -446,6 +446,7 @@ async fn check(
         partitions,
         nodes,
         protection,
+        listing: status::Listing::of(&state),
     })
 }
 

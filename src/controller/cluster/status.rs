@@ -19,7 +19,7 @@ use crate::crd::{ClusterNodeCounts, SlurmClusterStatus};
 use crate::slurm::SlurmError;
 use crate::slurm::tag::{Ownership, TagKey};
 use crate::slurm::types::{ClusterInfo, Job, NodeCounts};
-use crate::state::index::ClusterState;
+use crate::state::index::{ClusterState, ListingFailure};
 
 /// Ready=True: slurmrestd answers with valid credentials and the poller is healthy.
 pub const CONNECTED: &str = "Connected";
@@ -39,6 +39,59 @@ pub const DUPLICATE_PROTECTION: &str = "DuplicateProtection";
 /// The condition of a deleted SlurmCluster that SlurmJobs or SlurmNodeSets still hold (reason
 /// `InUseBySlurmJobs` or `InUseBySlurmNodeSets`, the message naming them).
 pub const DELETION_BLOCKED: &str = "DeletionBlocked";
+
+/// The condition that says whether the periodic listing of every job answers: the incremental
+/// cycles do not show everything (purged jobs, a job a lost submit made), and what waits for a
+/// full listing waits on while it fails, though `Ready` stays True.
+pub const JOBS_LISTED: &str = "JobsListed";
+
+/// How the poller's listing of every job fares ([`ClusterState::listing_failure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listing {
+    /// None has answered yet.
+    NotYet,
+    Listed,
+    Failing(ListingFailure),
+}
+
+impl Listing {
+    pub fn of(state: &ClusterState) -> Self {
+        match (&state.listing_failure, state.fully_listed_at) {
+            (Some(failure), _) => Self::Failing(failure.clone()),
+            (None, Some(_)) => Self::Listed,
+            (None, None) => Self::NotYet,
+        }
+    }
+}
+
+/// The `JobsListed` condition's status, reason and message.
+fn listing_condition(listing: &Listing) -> (Status, &'static str, String) {
+    match listing {
+        Listing::NotYet => (
+            Status::Unknown,
+            "NotListedYet",
+            "the poller has not listed every job yet".to_owned(),
+        ),
+        Listing::Listed => (
+            Status::True,
+            "Listed",
+            "the periodic listing of every job's state answers".to_owned(),
+        ),
+        Listing::Failing(f) => (
+            Status::False,
+            f.reason,
+            format!(
+                "the periodic listing of every job's state has failed since {} ({}); the \
+                 incremental cycles go on, but a SlurmJob whose submit is in doubt, or that is \
+                 older than a leader takeover, waits for a listing (WaitingForSlurmIndex), and \
+                 jobs slurmctld purged stay in the index until one answers. A listing that \
+                 times out may need a longer spec.listingTimeout",
+                f.since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                f.message
+            ),
+        ),
+    }
+}
 
 /// What accounting showed of a finished job of ours (see [`protection`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +195,7 @@ pub struct Connected {
     pub nodes: NodeCounts,
     /// What accounting showed of duplicate protection; `None` keeps the condition as it was.
     pub protection: Option<Protection>,
+    pub listing: Listing,
 }
 
 /// Why the SlurmCluster is not usable.
@@ -237,7 +291,8 @@ fn what_to_change(reason: &str, message: String) -> String {
 /// What one reconcile found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Observation {
-    Connected(Connected),
+    /// Boxed: it is the larger by far.
+    Connected(Box<Connected>),
     Failed(Failure),
 }
 
@@ -288,6 +343,7 @@ pub fn desired(
             READY,
             AUTHENTICATED,
             DUPLICATE_PROTECTION,
+            JOBS_LISTED,
             RECONCILING,
             STALLED,
         ]
@@ -345,6 +401,8 @@ pub fn desired(
                     format!("slurmrestd accepted {}", c.credentials),
                 ),
             );
+            let (status, reason, message) = listing_condition(&c.listing);
+            condition::upsert(&mut conditions, cond(JOBS_LISTED, status, reason, message));
             if let Some(protection) = c.protection {
                 let (status, reason, message) = protection_condition(protection);
                 condition::upsert(
@@ -485,7 +543,7 @@ mod tests {
     }
 
     fn connected() -> Observation {
-        Observation::Connected(Connected {
+        Observation::Connected(Box::new(Connected {
             endpoint: "http://127.0.0.1:6820/".into(),
             credentials: "tokens minted for Slurm user \"slurm\"".into(),
             info: info(true),
@@ -500,7 +558,8 @@ mod tests {
                 other: 1,
             },
             protection: None,
-        })
+            listing: Listing::Listed,
+        }))
     }
 
     /// A record of job `id` in `state`, as accounting or the index reports it.
@@ -574,7 +633,10 @@ mod tests {
         // Into the status: the condition says what to set, and stays through a failed check
         // and a check with nothing to conclude.
         let with = |p| match connected() {
-            Observation::Connected(c) => Observation::Connected(Connected { protection: p, ..c }),
+            Observation::Connected(c) => Observation::Connected(Box::new(Connected {
+                protection: p,
+                ..*c
+            })),
             other => other,
         };
         let lost = desired(
@@ -676,14 +738,17 @@ mod tests {
             t
         };
         let ok = desired(None, Some(1), &connected(), at(100));
-        assert_eq!(types(&ok), [AUTHENTICATED, READY]);
+        assert_eq!(types(&ok), [AUTHENTICATED, JOBS_LISTED, READY]);
         let retrying = desired(
             Some(&ok),
             Some(1),
             &failed("Unreachable", AuthState::Unknown),
             at(110),
         );
-        assert_eq!(types(&retrying), [AUTHENTICATED, READY, RECONCILING]);
+        assert_eq!(
+            types(&retrying),
+            [AUTHENTICATED, JOBS_LISTED, READY, RECONCILING]
+        );
         assert_eq!(cond(&retrying, RECONCILING).reason, "Unreachable");
         // Still retrying later: the same condition, its time kept (no write per reconcile).
         let still = desired(
@@ -702,11 +767,63 @@ mod tests {
             &Observation::Failed(invalid),
             at(210),
         );
-        assert_eq!(types(&stalled), [AUTHENTICATED, READY, STALLED]);
+        assert_eq!(
+            types(&stalled),
+            [AUTHENTICATED, JOBS_LISTED, READY, STALLED]
+        );
         assert_eq!(cond(&stalled, STALLED).observed_generation, Some(2));
         let back = desired(Some(&stalled), Some(3), &connected(), at(300));
-        assert_eq!(types(&back), [AUTHENTICATED, READY]);
+        assert_eq!(types(&back), [AUTHENTICATED, JOBS_LISTED, READY]);
         assert_eq!(back.observed_generation, Some(3));
+    }
+
+    /// A failing listing of every job is said on the SlurmCluster (it was only in the log and a
+    /// metric), and `Ready` stays True: the incremental cycles go on.
+    #[test]
+    fn a_failing_listing_of_every_job_is_said_and_ready_stays() {
+        let with = |listing: Listing| {
+            let Observation::Connected(c) = connected() else {
+                unreachable!()
+            };
+            Observation::Connected(Box::new(Connected { listing, ..*c }))
+        };
+        let since = chrono::DateTime::from_timestamp(1_000, 0).unwrap();
+        let failing = Listing::Failing(ListingFailure {
+            reason: "Timeout",
+            message: "slurmrestd did not answer within 5m".into(),
+            since,
+        });
+        let first = desired(None, Some(1), &with(Listing::NotYet), at(900));
+        let listed = cond(&first, JOBS_LISTED);
+        assert_eq!(
+            (listed.status.as_str(), listed.reason.as_str()),
+            ("Unknown", "NotListedYet")
+        );
+        let failed = desired(Some(&first), Some(1), &with(failing), at(1_100));
+        let listed = cond(&failed, JOBS_LISTED);
+        assert_eq!(
+            (listed.status.as_str(), listed.reason.as_str()),
+            ("False", "Timeout")
+        );
+        for part in [
+            "since 1970-01-01T00:16:40Z",
+            "slurmrestd did not answer within 5m",
+            "WaitingForSlurmIndex",
+            "spec.listingTimeout",
+        ] {
+            assert!(listed.message.contains(part), "{part}: {}", listed.message);
+        }
+        assert_eq!(cond(&failed, READY).status, "True");
+        let back = desired(Some(&failed), Some(1), &with(Listing::Listed), at(1_200));
+        let listed = cond(&back, JOBS_LISTED);
+        assert_eq!(
+            (listed.status.as_str(), listed.reason.as_str()),
+            ("True", "Listed")
+        );
+        assert!(changed(Some(&failed), &back));
+        // A failure kept as it was: no status write.
+        let again = desired(Some(&back), Some(1), &with(Listing::Listed), at(1_210));
+        assert!(!changed(Some(&back), &again));
     }
 
     #[test]

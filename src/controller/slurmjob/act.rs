@@ -725,6 +725,7 @@ where
             .filter(|doubt| !plan::past_doubt(env.state, doubt.since)),
         takeover: takeover(target, env)
             .filter(|takeover| !plan::past_doubt(env.state, takeover.settles_at())),
+        listing_failing_since: env.state.listing_failure.as_ref().map(|f| f.since),
     };
     let mut facts = facts;
     // What in-place edits are checked against: known only from the whole spec (a cached one

@@ -78,6 +78,9 @@ pub struct SubmitFacts<'a> {
     /// older: the previous leader may have sent its submit right before, and the job it made
     /// may appear until [`Takeover::settles_at`]; the index has not listed every job since.
     pub takeover: Option<Takeover>,
+    /// The cluster's listing of every job has failed since then: what waits for one waits on
+    /// ([`ClusterState::listing_failure`]).
+    pub listing_failing_since: Option<DateTime<Utc>>,
 }
 
 /// A gain of the leader Lease whose predecessor's submits may still land.
@@ -177,6 +180,17 @@ pub fn submit(
             announced: facts.submitted_here == Some(job_id),
         };
     }
+    // Not the failure itself: it may name slurmrestd, which is not the tenant's to see.
+    let failing = facts
+        .listing_failing_since
+        .map(|since| {
+            format!(
+                "; that listing has failed since {}, which the SlurmCluster's administrator can \
+                 look into (its JobsListed condition says why)",
+                rfc3339(since)
+            )
+        })
+        .unwrap_or_default();
     if let Some(takeover) = facts.takeover {
         return SubmitPlan::Wait {
             reason: "WaitingForSlurmIndex",
@@ -184,20 +198,24 @@ pub fn submit(
                 "this operator replica became the leader at {}; the previous one may have \
                  submitted this generation right before, and Slurm may make that job up to {} s \
                  later: waiting for a listing of all the cluster's jobs that began after then, so \
-                 that such a job is adopted by its tag instead of submitted twice",
+                 that such a job is adopted by its tag instead of submitted twice{failing}",
                 rfc3339(takeover.at),
                 (takeover.in_flight + SUBMIT_DOUBT_GRACE).num_seconds(),
             ),
         };
     }
     if let Some(doubt) = facts.in_doubt {
+        let within = if failing.is_empty() {
+            " (within a minute or so while slurmrestd answers)"
+        } else {
+            ""
+        };
         return SubmitPlan::Wait {
             reason: SUBMIT_FAILED,
             message: format!(
                 "the submit of generation {} failed without saying whether Slurm made the job \
                  ({}); waiting for a listing of all the cluster's jobs that began after it, so \
-                 that a job it made is adopted by its tag instead of submitted twice (within a \
-                 minute or so while slurmrestd answers)",
+                 that a job it made is adopted by its tag instead of submitted twice{within}{failing}",
                 facts.generation, doubt.error
             ),
         };

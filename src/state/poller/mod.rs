@@ -64,11 +64,13 @@ use tokio_util::task::AbortOnDropHandle;
 use tracing::Instrument;
 
 use crate::crd::SlurmCluster;
+use crate::error_chain::Chain;
 use crate::metrics::Metrics;
 use crate::slurm::types::{Changes, Job, JobStateEntry, Node};
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::{
-    ClusterState, Health, IndexReader, IndexWriter, SlurmEvent, Unreadable, Wants, new_index,
+    ClusterState, Health, IndexReader, IndexWriter, ListingFailure, SlurmEvent, Unreadable, Wants,
+    new_index,
 };
 
 use strategy::{Fetch, Fetched, Limits, Listed, Scope, Tracker};
@@ -252,6 +254,8 @@ struct Poller {
     /// When the latest listing of every job began, until a complete cycle publishes it
     /// (`ClusterState::fully_listed_at`).
     full_pending: Option<DateTime<Utc>>,
+    /// The listings beside the cycles have failed since the last that answered.
+    listing_failure: Option<ListingFailure>,
     /// The highest job id seen: incremental cycles probe above it.
     high_water: u32,
     /// Whether the first listing is done.
@@ -405,6 +409,7 @@ impl Poller {
             full_due: Instant::now() + tuning.full_every,
             full_now: true,
             full_pending: None,
+            listing_failure: None,
             high_water: 0,
             listed_once: false,
             has_accounting: None,
@@ -797,18 +802,39 @@ impl Poller {
                     false,
                 );
                 tracing::warn!(%error, "the full job listing's task failed");
+                self.listing_failed(
+                    "InternalError",
+                    format!("the listing's task failed: {error}"),
+                );
                 return None;
             }
         };
         self.metrics
             .polled_cluster(&self.cluster.name, "job_listing", elapsed, answer.is_ok());
         match answer {
-            Ok(entries) => Some((strategy::group(entries), seen, asked_at)),
+            Ok(entries) => {
+                self.listing_failure = None;
+                Some((strategy::group(entries), seen, asked_at))
+            }
             Err(error) => {
                 tracing::warn!(%error, "the periodic full job listing failed; the next is due as usual");
+                self.listing_failed(error.category(), Chain(&error).to_string());
                 None
             }
         }
+    }
+
+    /// Note a failed listing of every job ([`ClusterState::listing_failure`]).
+    fn listing_failed(&mut self, reason: &'static str, message: String) {
+        let since = self
+            .listing_failure
+            .as_ref()
+            .map_or_else(Utc::now, |f| f.since);
+        self.listing_failure = Some(ListingFailure {
+            reason,
+            message,
+            since,
+        });
     }
 
     /// Whether the cluster's accounting answers (one request): only then may the first sync
@@ -1037,6 +1063,7 @@ impl Poller {
                     self.skipped_before = Some(listed_at);
                 }
                 if full {
+                    self.listing_failure = None;
                     self.full_now = false;
                     self.full_due = Instant::now() + self.tuning.full_every;
                 }
@@ -1111,6 +1138,7 @@ impl Poller {
                     } else {
                         Arc::new(unreadable)
                     },
+                    listing_failure: self.listing_failure.clone(),
                     health,
                     polls: old.polls + 1,
                 };

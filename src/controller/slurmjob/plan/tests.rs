@@ -707,6 +707,7 @@ fn facts(spec: &SlurmJobSpec) -> SubmitFacts<'_> {
         accounting: None,
         in_doubt: None,
         takeover: None,
+        listing_failing_since: None,
     }
 }
 
@@ -841,6 +842,33 @@ fn the_submit_decision() {
                 "this operator replica became the leader at 1970-01-01T00:01:40Z; the previous \
                  one may have submitted this generation right before, and Slurm may make that \
                  job up to 40 s later",
+            ),
+        ),
+        (
+            "a takeover while the cluster's listing of every job fails: said, without why",
+            SubmitFacts {
+                takeover: Some(takeover),
+                listing_failing_since: DateTime::from_timestamp(160, 0),
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Wait(
+                "WaitingForSlurmIndex",
+                "submitted twice; that listing has failed since 1970-01-01T00:02:40Z, which the \
+                 SlurmCluster's administrator can look into (its JobsListed condition says why)",
+            ),
+        ),
+        (
+            "in doubt while the cluster's listing of every job fails: said",
+            SubmitFacts {
+                in_doubt: Some(&doubt),
+                listing_failing_since: DateTime::from_timestamp(160, 0),
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Wait(
+                "SubmitFailed",
+                "instead of submitted twice; that listing has failed since 1970-01-01T00:02:40Z",
             ),
         ),
         (
