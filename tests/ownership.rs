@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use slurm_operator::crd::slurmjob::Phase;
@@ -350,12 +351,22 @@ async fn forged_tags_are_never_adopted_and_foreign_job_ids_never_cancelled() {
     gone(&jobs, &victim).await;
     assert_untouched(&admin, &forged, "after deleting the victim").await;
 
-    // A status pointing at bob's job (a job id reused after a state loss): deleting the
-    // SlurmJob leaves bob's job running and says so.
+    // A status pointing at bob's job (a job id reused after a state loss), which carries the
+    // SlurmJob's legacy (unsigned) tag, as anyone can write on their own job: deleting the
+    // SlurmJob leaves bob's job running and says so (it was cancelled, as bob, when an unsigned
+    // tag was followed whoever ran the job).
     let reused = format!("{run}-reused");
     apply(&jobs, &reused, slurmjob(&reused, &slurm.partition, "true")).await;
-    ended(&jobs, &reused, 1).await;
-    let bobs = bob_submits(&bob, &slurm, &mut foreign, &format!("{run}-bob"), None).await;
+    let reused_uid = ended(&jobs, &reused, 1).await.uid().unwrap();
+    let legacy = OwnerTag::new(&reused_uid, 1).to_string();
+    let bobs = bob_submits(
+        &bob,
+        &slurm,
+        &mut foreign,
+        &format!("{run}-bob"),
+        Some(legacy),
+    )
+    .await;
     jobs.patch_status(
         &reused,
         &PatchParams::default(),

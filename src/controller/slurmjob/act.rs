@@ -282,7 +282,15 @@ pub fn may_call_slurm(target: Target<'_>, env: Env<'_>) -> bool {
             if usage_retry(&current, env.now).is_some() {
                 return true;
             }
-            let next = plan::follow(&current, job_id, env.state, env.now, target.uid, env.key);
+            let next = plan::follow(
+                &current,
+                job_id,
+                env.state,
+                env.now,
+                target.uid,
+                env.key,
+                env.job_user,
+            );
             // Lost: accounting is asked how it ended; ended now: for what it used.
             next.phase.is_terminal() && !current.phase.is_terminal()
         }
@@ -302,7 +310,16 @@ pub fn asks_how_it_ended(target: Target<'_>, env: Env<'_>) -> bool {
     };
     let current = target.status.cloned().unwrap_or_default();
     !current.phase.is_terminal()
-        && plan::follow(&current, job_id, env.state, env.now, target.uid, env.key).phase
+        && plan::follow(
+            &current,
+            job_id,
+            env.state,
+            env.now,
+            target.uid,
+            env.key,
+            env.job_user,
+        )
+        .phase
             == Phase::Lost
 }
 
@@ -387,7 +404,7 @@ where
     let record = match env.client.job(id).await {
         Ok(records) => records
             .into_iter()
-            .find(|job| plan::is_followed(job, target.uid, env.key)),
+            .find(|job| plan::is_followed(job, target.uid, env.key, env.job_user)),
         Err(SlurmError::NotFound { .. }) => None,
         Err(error) => {
             let message = format!(
@@ -1000,7 +1017,15 @@ pub async fn follow_or_account(
     uid: &str,
     env: Env<'_>,
 ) -> (SlurmJobStatus, Option<Duration>) {
-    let next = plan::follow(current, job_id, env.state, env.now, uid, env.key);
+    let next = plan::follow(
+        current,
+        job_id,
+        env.state,
+        env.now,
+        uid,
+        env.key,
+        env.job_user,
+    );
     let missing = u32::try_from(job_id).is_ok_and(|id| env.state.job_records(id).is_empty());
     if let Ok(id) = u32::try_from(job_id)
         && missing
@@ -1140,8 +1165,9 @@ pub async fn cancel(client: &SlurmClient, job_id: u32) -> Result<Cancellation, S
 
 /// Cancel `job_id` for the SlurmJob `uid` only if it is ours (`plan::is_ours`): its records in the
 /// index, or else slurmctld's answer to a GET of the job, must carry the SlurmJob's tag, signed
-/// for the job's own Slurm user. With `status_job` (the SlurmJob's own `status.jobId`) the legacy
-/// tag of a job the previous version submitted counts too (`plan::is_followed`). A job id can
+/// for the job's own Slurm user. With `status_job` (the SlurmJob's own `status.jobId`, and the
+/// Slurm user its jobs run as) the legacy tag of a job the previous version submitted as that
+/// user counts too (`plan::is_followed`). A job id can
 /// name someone else's job (ids restart after slurmctld loses its state, or a status was
 /// written by hand): that job is left alone ([`Cancellation::NotOwned`]). The cancel itself
 /// goes out as the job's own Slurm user.
@@ -1151,11 +1177,11 @@ pub async fn cancel_owned(
     uid: &str,
     key: &TagKey,
     job_id: u32,
-    status_job: bool,
+    status_job: Option<Option<&str>>,
 ) -> Result<Cancellation, SlurmError> {
     let ours = |job: &Job| {
-        if status_job {
-            plan::is_followed(job, uid, key)
+        if let Some(user) = status_job {
+            plan::is_followed(job, uid, key, user)
         } else {
             plan::is_ours(job, uid, key)
         }
@@ -1193,16 +1219,20 @@ pub async fn cancel_owned(
         return Ok(Cancellation::NotOwned(ownership));
     }
     // Cancel as the job's own Slurm user, so that slurmctld itself allows no more than that
-    // user may do; a client that cannot act as another user (a ready token) is that user's
-    // already or the cluster's own, the one that submitted the job.
-    let owner = records
+    // user may do; never with the cluster's own credentials (a ready token for that very user
+    // acts as it). A job of ours always names its user: the tag is checked against it.
+    let Some(owner) = records
         .iter()
         .find(|job| ours(job))
-        .and_then(|job| job.user_name.as_deref());
-    match owner.map(|user| client.as_user(user)) {
-        Some(Ok(as_owner)) => cancel(&as_owner, job_id).await,
-        _ => cancel(client, job_id).await,
-    }
+        .and_then(|job| job.user_name.as_deref())
+    else {
+        warn!(
+            job_id,
+            uid, "not cancelling a Slurm job whose record names no user"
+        );
+        return Ok(Cancellation::NotOwned(Ownership::Untagged));
+    };
+    cancel(&client.as_user(owner)?, job_id).await
 }
 
 /// The streamer Pod of run `job_id`: created when missing, replaced when it streams an earlier

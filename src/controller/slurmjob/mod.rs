@@ -520,7 +520,7 @@ async fn apply(
     let lookup = |dep: &str| {
         data.jobs
             .get(&ObjectRef::new(dep).within(namespace))
-            .map(|d| dependee(&d, &state, &ctx.tag_key))
+            .map(|d| dependee(&d, &state, &ctx.tag_key, env.job_user))
     };
     // The cached object holds no script (`CachedSlurmJob`): read the whole spec right before a
     // submit, unless this reconcile has it already.
@@ -904,7 +904,12 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         let Some(_io) = handle.try_io() else {
             return Err(data.busy(handle, job));
         };
-        decision = match cancel_all(job, ids, handle, ctx).await {
+        // Whom a legacy-tagged job of its own `status.jobId` must run as to be cancelled; the
+        // namespace's entry unreadable: none is.
+        let job_user = granted_user(job, &job.namespace().unwrap_or_default(), data)
+            .ok()
+            .flatten();
+        decision = match cancel_all(job, ids, handle, ctx, job_user.as_deref()).await {
             Ok(()) => CleanupPlan::Release,
             Err(blocker) => {
                 failure = blocker;
@@ -1076,6 +1081,7 @@ async fn cancel_all(
     ids: &[u32],
     handle: &ClusterHandle,
     ctx: &Context,
+    job_user: Option<&str>,
 ) -> Result<(), Blocker> {
     let uid = job.uid().unwrap_or_default();
     let state = Arc::clone(&handle.index.borrow());
@@ -1087,7 +1093,7 @@ async fn cancel_all(
             &uid,
             &ctx.tag_key,
             job_id,
-            status_job_id == Some(i64::from(job_id)),
+            (status_job_id == Some(i64::from(job_id))).then_some(job_user),
         )
         .await
         .map_err(|error| Blocker::CancelFailed {
@@ -1234,7 +1240,12 @@ async fn blocked(
 /// What `dependsOn` finds in the cached SlurmJob `d`, judged with the index now
 /// ([`plan::dependee_phase`]). Decoded only for a dependee whose job is live (its status is
 /// in the cache's packed form).
-fn dependee(d: &CachedSlurmJob, state: &ClusterState, key: &TagKey) -> lifecycle::Dependee {
+fn dependee(
+    d: &CachedSlurmJob,
+    state: &ClusterState,
+    key: &TagKey,
+    user: Option<&str>,
+) -> lifecycle::Dependee {
     // An edit not reconciled yet may re-run it: its status is the previous run's until then,
     // and the dependent waits as for a job not submitted yet.
     if !d.status_current() {
@@ -1248,7 +1259,7 @@ fn dependee(d: &CachedSlurmJob, state: &ClusterState, key: &TagKey) -> lifecycle
     match d.object() {
         Ok(object) => {
             let status = object.status.unwrap_or_default();
-            match plan::dependee_phase(uid, &status, state, Utc::now(), key) {
+            match plan::dependee_phase(uid, &status, state, Utc::now(), key, user) {
                 Some(phase) => found.in_phase(Some(phase)),
                 None => found.settling(),
             }

@@ -511,7 +511,7 @@ pub fn accounting_ours(
             .filter(|job| {
                 job.comment.is_some()
                     && job.owner.as_ref() == Some(tag)
-                    && is_followed(job, tag.uid(), key)
+                    && is_followed(job, tag.uid(), key, user)
             })
             .cloned()
             .collect();
@@ -560,12 +560,15 @@ pub fn is_ours(job: &Job, uid: &str, key: &TagKey) -> bool {
 
 /// Whether the SlurmJob `uid` follows (or cancels) `job`, reached through its own `status.jobId`:
 /// a job that [`is_ours`], or one carrying the legacy, unsigned tag of that uid — a job the
-/// previous version submitted, still followed and cancelled after an upgrade. A legacy tag is
+/// previous version submitted, still followed and cancelled after an upgrade — and run by
+/// `user`, the Slurm user the SlurmJob's jobs run as: anyone can write an unsigned tag on
+/// their own job, and a job id reused after a state loss may be any user's. A legacy tag is
 /// never adopted and never found by a scan of the index.
-pub fn is_followed(job: &Job, uid: &str, key: &TagKey) -> bool {
+pub fn is_followed(job: &Job, uid: &str, key: &TagKey, user: Option<&str>) -> bool {
     is_ours(job, uid, key)
         || (job.owner.as_ref().is_some_and(|tag| tag.is_of(uid))
-            && job.ownership(key) == Ownership::Legacy)
+            && job.ownership(key) == Ownership::Legacy
+            && user.is_some_and(|user| job.user_name.as_deref() == Some(user)))
 }
 
 /// The status mirrored from the index; a job the index no longer holds (in a complete listing
@@ -580,6 +583,7 @@ pub fn follow(
     now: DateTime<Utc>,
     uid: &str,
     key: &TagKey,
+    user: Option<&str>,
 ) -> SlurmJobStatus {
     let mut base = current.clone();
     if base.tracked_since.is_none() {
@@ -592,7 +596,7 @@ pub fn follow(
             state
                 .job_records(id)
                 .into_iter()
-                .filter(|job| is_followed(job, uid, key))
+                .filter(|job| is_followed(job, uid, key, user))
                 .cloned()
                 .collect()
         })
@@ -619,6 +623,7 @@ pub fn dependee_phase(
     state: &ClusterState,
     now: DateTime<Utc>,
     key: &TagKey,
+    user: Option<&str>,
 ) -> Option<Phase> {
     let Some(job_id) = status.job_id else {
         return Some(status.phase);
@@ -628,12 +633,12 @@ pub fn dependee_phase(
     }
     let someone_elses = u32::try_from(job_id).is_ok_and(|id| {
         let records = state.job_records(id);
-        !records.is_empty() && !records.iter().any(|job| is_followed(job, uid, key))
+        !records.is_empty() && !records.iter().any(|job| is_followed(job, uid, key, user))
     });
     if someone_elses {
         return Some(Phase::Lost);
     }
-    let followed = follow(status, job_id, state, now, uid, key).phase;
+    let followed = follow(status, job_id, state, now, uid, key, user).phase;
     (followed != Phase::Lost).then_some(followed)
 }
 

@@ -2269,7 +2269,12 @@ fn a_dependee_whose_id_names_another_job_is_lost() {
         ..Default::default()
     };
     let found = |job: &SlurmJob, state: &ClusterState| {
-        dependee(&CachedSlurmJob::new(job.clone()).unwrap(), state, &key)
+        dependee(
+            &CachedSlurmJob::new(job.clone()).unwrap(),
+            state,
+            &key,
+            Some("alice"),
+        )
     };
     let ours = found(&prep, &index(record(&uid)));
     assert_eq!((ours.job_id, ours.phase), (Some(12), Some(Phase::Running)));

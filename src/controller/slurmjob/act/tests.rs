@@ -422,6 +422,7 @@ async fn the_evidence_clock_starts_when_slurm_answered() {
         now,
         "slow-uid",
         &world.key,
+        None,
     );
     assert_ne!(
         followed.phase,

@@ -102,7 +102,15 @@ fn a_rerun_is_not_lost_in_a_listing_that_predates_its_submit() {
     // The listing before the submit, and one that began in the same second as it.
     let now = DateTime::from_timestamp_millis(1_600_200).unwrap();
     for synced in [1599, 1600, 1601] {
-        let next = follow(&rerun, 12, &state(Some(synced), vec![]), now, "u", &KEY);
+        let next = follow(
+            &rerun,
+            12,
+            &state(Some(synced), vec![]),
+            now,
+            "u",
+            &KEY,
+            ALICE,
+        );
         assert_eq!(next.phase, Phase::Submitted, "listing at {synced}");
         assert_eq!(next, rerun, "nothing changes");
         assert!(
@@ -119,6 +127,7 @@ fn a_rerun_is_not_lost_in_a_listing_that_predates_its_submit() {
         utc(1602),
         "u",
         &KEY,
+        ALICE,
     );
     assert_eq!(listed.phase, Phase::Running);
     // Evidence: a listing that began well after the submit, without the job.
@@ -129,6 +138,7 @@ fn a_rerun_is_not_lost_in_a_listing_that_predates_its_submit() {
         utc(1604),
         "u",
         &KEY,
+        ALICE,
     );
     assert_eq!(missed.phase, Phase::Lost);
 }
@@ -145,6 +155,7 @@ fn a_job_is_not_lost_while_the_index_cannot_speak_for_its_id() {
         utc(1001),
         "u",
         &KEY,
+        ALICE,
     );
     assert_eq!(current.phase, Phase::Running);
     let synced_without = |unresolved: &[u32], up_to: Option<u32>| ClusterState {
@@ -171,7 +182,7 @@ fn a_job_is_not_lost_while_the_index_cannot_speak_for_its_id() {
         ),
     ] {
         assert_eq!(resolved(&index, 12), lost, "{what}");
-        let next = follow(&current, 12, &index, utc(2001), "u", &KEY);
+        let next = follow(&current, 12, &index, utc(2001), "u", &KEY, ALICE);
         assert_eq!(next.phase == Phase::Lost, lost, "{what}");
     }
     // Above what the incremental cycles probe (purged while the operator was away, above the
@@ -196,7 +207,7 @@ fn a_job_is_not_lost_while_the_index_cannot_speak_for_its_id() {
         ("unresolved", fully_listed(1500, &[12]), false),
     ] {
         assert!(!resolved(&index, 12), "{what}");
-        let next = follow(&current, 12, &index, utc(2001), "u", &KEY);
+        let next = follow(&current, 12, &index, utc(2001), "u", &KEY, ALICE);
         assert_eq!(next.phase == Phase::Lost, lost, "{what}");
     }
 }
@@ -207,10 +218,26 @@ fn a_job_is_not_lost_while_the_index_cannot_speak_for_its_id() {
 fn a_status_without_tracked_since_starts_its_evidence_clock_now() {
     let mut old = submitted_at(1000);
     old.tracked_since = None;
-    let next = follow(&old, 7, &state(Some(5000), vec![]), utc(5001), "u", &KEY);
+    let next = follow(
+        &old,
+        7,
+        &state(Some(5000), vec![]),
+        utc(5001),
+        "u",
+        &KEY,
+        ALICE,
+    );
     assert_eq!(next.phase, Phase::Submitted);
     assert_eq!(next.tracked_since, Some(at(5001)));
-    let later = follow(&next, 7, &state(Some(5010), vec![]), utc(5011), "u", &KEY);
+    let later = follow(
+        &next,
+        7,
+        &state(Some(5010), vec![]),
+        utc(5011),
+        "u",
+        &KEY,
+        ALICE,
+    );
     assert_eq!(later.phase, Phase::Lost);
 }
 
@@ -248,6 +275,9 @@ fn record(id: u32, comment: Option<&str>, array_job_id: Option<u32>) -> Job {
     record.set_comment(comment.map(str::to_owned));
     record
 }
+
+/// The Slurm user the SlurmJobs of these tests run as.
+const ALICE: Option<&str> = Some("alice");
 
 /// A RUNNING job of `tag`, ours (signed for user alice).
 fn running(id: u32, tag: &OwnerTag) -> Job {
@@ -413,14 +443,23 @@ fn follow_and_cancel_see_only_jobs_that_are_ours() {
     let other_slurmjob = owned(4, &OwnerTag::new("v", 1), "alice", None);
     let foreign = record(5, None, None);
     assert!(is_ours(&ours, uid, &KEY));
-    assert!(is_followed(&ours, uid, &KEY));
+    assert!(is_followed(&ours, uid, &KEY, ALICE));
     // Upgrade: a job the previous version submitted is followed (and cancelled) through the
     // SlurmJob's own status.jobId, but is not provably ours: not found by a scan.
     assert!(!is_ours(&legacy, uid, &KEY));
-    assert!(is_followed(&legacy, uid, &KEY));
+    assert!(is_followed(&legacy, uid, &KEY, ALICE));
+    // Anyone may write an unsigned tag on their own job: it is followed only when run by the
+    // Slurm user the SlurmJob's jobs run as (a forger's job under a reused id is not).
+    assert!(!is_followed(&legacy, uid, &KEY, Some("bob")));
+    assert!(!is_followed(&legacy, uid, &KEY, None));
+    let forged_legacy = Job {
+        user_name: Some("bob".into()),
+        ..legacy.clone()
+    };
+    assert!(!is_followed(&forged_legacy, uid, &KEY, ALICE));
     for not_ours in [&replayed, &other_slurmjob, &foreign] {
         assert!(!is_ours(not_ours, uid, &KEY), "{not_ours:?}");
-        assert!(!is_followed(not_ours, uid, &KEY), "{not_ours:?}");
+        assert!(!is_followed(not_ours, uid, &KEY, ALICE), "{not_ours:?}");
     }
     let s = state(
         Some(1),
@@ -439,15 +478,32 @@ fn follow_and_cancel_see_only_jobs_that_are_ours() {
         ..Default::default()
     };
     let now = DateTime::from_timestamp(10, 0).unwrap();
-    assert_eq!(follow(&current, 3, &s, now, uid, &KEY), current);
+    assert_eq!(follow(&current, 3, &s, now, uid, &KEY, ALICE), current);
     assert_eq!(
-        follow(&current, 1, &s, now, uid, &KEY).slurm_state,
+        follow(&current, 1, &s, now, uid, &KEY, ALICE).slurm_state,
         vec!["PENDING"]
     );
     assert_eq!(
-        follow(&current, 2, &s, now, uid, &KEY).slurm_state,
+        follow(&current, 2, &s, now, uid, &KEY, ALICE).slurm_state,
         vec!["PENDING"],
         "a legacy job is followed through status.jobId"
+    );
+    // Bob's job under our id, with our unsigned tag: neither mirrored nor depended on.
+    let forged = state(
+        Some(1),
+        vec![Job {
+            job_id: 6,
+            ..forged_legacy
+        }],
+    );
+    let current = SlurmJobStatus {
+        job_id: Some(6),
+        ..current
+    };
+    assert_eq!(follow(&current, 6, &forged, now, uid, &KEY, ALICE), current);
+    assert_eq!(
+        dependee_phase(uid, &current, &forged, now, &KEY, ALICE),
+        Some(Phase::Lost)
     );
 }
 
@@ -470,8 +526,9 @@ fn a_dependee_is_judged_by_the_index_now() {
         job.state = JobState::from_strings(&[state]);
         job
     };
-    let phase =
-        |status: &SlurmJobStatus, s: &ClusterState| dependee_phase(uid, status, s, utc(2000), &KEY);
+    let phase = |status: &SlurmJobStatus, s: &ClusterState| {
+        dependee_phase(uid, status, s, utc(2000), &KEY, ALICE)
+    };
     let theirs = owned(12, &OwnerTag::new("other", 1), "alice", None);
     for (what, status, index, expect) in [
         (
