@@ -229,9 +229,9 @@ where
             Ok(Step {
                 status: status::unreadable(next, unread(env, job_id), generation, now(env)),
                 notices,
-                retry: retry.or(usage_retry),
+                retry: retry.after().or(usage_retry),
                 invalid: false,
-                backoff: false,
+                backoff: retry == Again::Backoff,
             })
         }
         Decision::Edit { job_id, generation } => {
@@ -243,12 +243,12 @@ where
                 return Ok(Step {
                     status: status::summarize(next, generation, now(env)),
                     notices,
-                    retry: retry.or(Some(WAIT_RETRY)),
+                    retry: retry.after().or(Some(WAIT_RETRY)),
                     invalid: false,
-                    backoff: false,
+                    backoff: retry == Again::Backoff,
                 });
             }
-            let (next, notices, edit_retry) =
+            let (next, notices, again) =
                 edit_step(target, env, &current, next, job_id, generation, load).await?;
             let next = status::suspension(next, target_suspend(target), now(env));
             let mut notices = notices;
@@ -257,9 +257,9 @@ where
             Ok(Step {
                 status: status::unreadable(next, unread(env, job_id), generation, now(env)),
                 notices,
-                retry: retry.or(edit_retry),
+                retry: retry.after().or(again.after()),
                 invalid: false,
-                backoff: false,
+                backoff: retry == Again::Backoff || again == Again::Backoff,
             })
         }
     }
@@ -340,7 +340,7 @@ async fn edit_step<L, F, E>(
     job_id: i64,
     generation: i64,
     load: Option<L>,
-) -> Result<(SlurmJobStatus, Vec<Notice>, Option<Duration>), StepError<E>>
+) -> Result<(SlurmJobStatus, Vec<Notice>, Again), StepError<E>>
 where
     L: FnOnce(i64) -> F,
     F: Future<Output = Result<Option<SlurmJobSpec>, E>>,
@@ -368,7 +368,11 @@ where
              ended to run it again with the new spec",
         );
         applied(&mut next, false, "JobActive", &message);
-        (next, vec![Notice::warning("EditIgnored", message)], None)
+        (
+            next,
+            vec![Notice::warning("EditIgnored", message)],
+            Again::Not,
+        )
     };
     if current.submitted_spec_hash.is_none() {
         // Nothing to compare with: no request, no read of the spec.
@@ -381,7 +385,11 @@ where
             refusal.message
         );
         applied(&mut next, false, refusal.reason, &message);
-        return Ok((next, vec![Notice::warning(refusal.reason, message)], None));
+        return Ok((
+            next,
+            vec![Notice::warning(refusal.reason, message)],
+            Again::Not,
+        ));
     }
     // The hash covers the script, environment and extra options, which the cache leaves out.
     let whole;
@@ -392,12 +400,12 @@ where
                 &whole
             }
             // Edited again since: that generation is taken up next.
-            None => return Ok((next, Vec::new(), Some(WAIT_RETRY))),
+            None => return Ok((next, Vec::new(), Again::After(WAIT_RETRY))),
         },
         None => target.spec,
     };
     let Ok(id) = u32::try_from(job_id) else {
-        return Ok((next, Vec::new(), None));
+        return Ok((next, Vec::new(), Again::Not));
     };
     // slurmctld's own record, not the index's (which may be a cycle old): what is sent is
     // what differs from it.
@@ -415,12 +423,12 @@ where
             );
             applied(&mut next, false, "UpdateFailed", &message);
             next.observed_generation = current.observed_generation;
-            return Ok((next, Vec::new(), Some(EDIT_RETRY)));
+            return Ok((next, Vec::new(), Again::Backoff));
         }
     };
     let Some(record) = record else {
         // Gone from slurmctld (ended and purged) or not ours: following it says which.
-        return Ok((next, Vec::new(), Some(WAIT_RETRY)));
+        return Ok((next, Vec::new(), Again::After(WAIT_RETRY)));
     };
     // The namespace was mapped to another Slurm user since the submit: an edit would act as
     // a user the namespace is no longer granted.
@@ -435,7 +443,11 @@ where
             record.user_name.as_deref().unwrap_or_default()
         );
         applied(&mut next, false, "UserChanged", &message);
-        return Ok((next, vec![Notice::warning("UserChanged", message)], None));
+        return Ok((
+            next,
+            vec![Notice::warning("UserChanged", message)],
+            Again::Not,
+        ));
     }
     match edit::plan(current.submitted_spec_hash.as_deref(), spec, &record) {
         edit::EditPlan::Ignore { why } => Ok(ignored(next, &why)),
@@ -453,7 +465,11 @@ where
                     "generation {generation} was not applied to Slurm job {job_id}: {skipped}"
                 );
                 applied(&mut next, false, "NotUpdatable", &message);
-                return Ok((next, vec![Notice::warning("EditIgnored", message)], None));
+                return Ok((
+                    next,
+                    vec![Notice::warning("EditIgnored", message)],
+                    Again::Not,
+                ));
             }
             if !update.is_empty() {
                 // As the job's own Slurm user: slurmctld allows no more than that user may do.
@@ -472,7 +488,7 @@ where
                         return Ok((
                             next,
                             vec![Notice::warning("CannotActAsUser", message)],
-                            None,
+                            Again::Not,
                         ));
                     }
                 };
@@ -487,7 +503,11 @@ where
                             status::bounded(&error.for_tenant(), status::MAX_SLURM_MESSAGE)
                         );
                         applied(&mut next, false, "UpdateRejected", &message);
-                        return Ok((next, vec![Notice::warning("UpdateRejected", message)], None));
+                        return Ok((
+                            next,
+                            vec![Notice::warning("UpdateRejected", message)],
+                            Again::Not,
+                        ));
                     }
                     Err(error) => {
                         let message = format!(
@@ -498,7 +518,7 @@ where
                         );
                         applied(&mut next, false, "UpdateFailed", &message);
                         next.observed_generation = current.observed_generation;
-                        return Ok((next, Vec::new(), Some(EDIT_RETRY)));
+                        return Ok((next, Vec::new(), Again::Backoff));
                     }
                 }
                 info!(
@@ -525,13 +545,34 @@ where
             if let Some(hold) = update.hold {
                 hold_now(&mut next, hold);
             }
-            Ok((next, vec![Notice::normal("UpdatedInPlace", message)], None))
+            Ok((
+                next,
+                vec![Notice::normal("UpdatedInPlace", message)],
+                Again::Not,
+            ))
         }
     }
 }
 
-/// How soon an edit that could not reach Slurm is tried again.
-const EDIT_RETRY: Duration = Duration::from_secs(10);
+/// When a step that is not done comes back by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Again {
+    /// A change (of the spec, of the job) brings the next step.
+    Not,
+    After(Duration),
+    /// A request failed: after the SlurmJob's growing backoff, not at a fixed pace that would
+    /// send a read and a write every few seconds for as long as slurmrestd fails.
+    Backoff,
+}
+
+impl Again {
+    fn after(self) -> Option<Duration> {
+        match self {
+            Self::After(delay) => Some(delay),
+            Self::Not | Self::Backoff => None,
+        }
+    }
+}
 
 /// The cluster's client acting as the Slurm user who owns `record`: what an edit in place is
 /// sent with. There is no fallback to the cluster's own credentials (an administrator's, as a
@@ -1016,7 +1057,7 @@ pub async fn follow_or_account(
     job_id: i64,
     uid: &str,
     env: Env<'_>,
-) -> (SlurmJobStatus, Option<Duration>) {
+) -> (SlurmJobStatus, Again) {
     let next = plan::follow(
         current,
         job_id,
@@ -1046,19 +1087,19 @@ pub async fn follow_or_account(
         // loss), so it is looked at again too, less often.
         let unresolved = u32::try_from(job_id).is_ok_and(|id| env.state.unresolved.contains(&id));
         let retry = if !missing || next.phase.is_terminal() {
-            None
+            Again::Not
         } else if plan::resolved(env.state, job_id) || (plan::gone(env.state, &next) && !unresolved)
         {
-            Some(WAIT_RETRY)
+            Again::After(WAIT_RETRY)
         } else if unresolved {
-            Some(UNRESOLVED_RETRY)
+            Again::After(UNRESOLVED_RETRY)
         } else {
-            None
+            Again::Not
         };
         return (next, retry);
     }
     let Ok(id) = u32::try_from(job_id) else {
-        return (next, None);
+        return (next, Again::Not);
     };
     let generation = current
         .submitted_generation
@@ -1066,8 +1107,8 @@ pub async fn follow_or_account(
         .unwrap_or(1);
     let tag = OwnerTag::new(uid, generation);
     match accounting_records(env.client, id, &tag, env.key, current, env.job_user).await {
-        Ok(Accounting::Records(records)) => (status::observe(current, &records), None),
-        Ok(Accounting::NoRecord) => (next, None),
+        Ok(Accounting::Records(records)) => (status::observe(current, &records), Again::Not),
+        Ok(Accounting::NoRecord) => (next, Again::Not),
         Ok(Accounting::Unavailable) => {
             let mut next = next;
             next.state_reason = Some(format!(
@@ -1075,7 +1116,7 @@ pub async fn follow_or_account(
                  serves no accounting (slurmdbd) to tell how it ended",
                 current.phase
             ));
-            (next, None)
+            (next, Again::Not)
         }
         Err(error) => {
             warn!(
@@ -1084,7 +1125,7 @@ pub async fn follow_or_account(
                 %error,
                 "job left slurmctld; accounting did not answer, trying again"
             );
-            (current.clone(), Some(WAIT_RETRY))
+            (current.clone(), Again::Backoff)
         }
     }
 }

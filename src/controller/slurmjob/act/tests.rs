@@ -815,6 +815,84 @@ async fn an_edit_is_not_sent_as_a_user_the_namespace_is_no_longer_granted() {
     assert_eq!(step.status.job_id, Some(7));
 }
 
+/// An edit whose update slurmrestd fails (not refuses) is tried again after the SlurmJob's
+/// growing backoff, not every 10 s with it reset: each try is a read and a write of slurmrestd
+/// for as long as it fails.
+#[tokio::test]
+async fn a_failing_edit_backs_off() {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let server = MockServer::start().await;
+    let mut world = World::new(&server.uri());
+    world.client = SlurmClient::new(
+        crate::slurm::ClientConfig::new(&server.uri())
+            .unwrap()
+            .allow_plaintext(true)
+            .with_api_version(Some(crate::slurm::ApiVersion::V0_0_42)),
+        Arc::new(crate::slurm::Credentials::token("t", Some("alice".into())).unwrap()),
+    )
+    .unwrap();
+    let tag = OwnerTag::new("u", 1);
+    let comment = world.key.comment(&tag, "alice");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/24.11/job_pending.json"
+    );
+    let mut answer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let record = &mut answer["body"]["jobs"][0];
+    record["job_id"] = 7.into();
+    record["user_name"] = "alice".into();
+    record["comment"] = comment.clone().into();
+    Mock::given(method("GET"))
+        .and(path_regex("^/slurm/v0.0.42/job/7/?$"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(&answer["body"]))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path_regex("^/slurm/v0.0.42/job/7/?$"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(1..)
+        .mount(&server)
+        .await;
+    let pending = Job {
+        job_id: 7,
+        state: crate::slurm::types::JobState::from_strings(&["PENDING"]),
+        user_name: Some("alice".into()),
+        ..Job::bare().with_comment(comment)
+    };
+    world.index.jobs = Arc::new(BTreeMap::from([(7, pending)]).into());
+    let submitted = true_spec();
+    let edited = SlurmJobSpec {
+        time_limit: Some(serde_json::from_value(serde_json::json!("2h")).unwrap()),
+        ..submitted.clone()
+    };
+    let status = SlurmJobStatus {
+        phase: Phase::Submitted,
+        job_id: Some(7),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        submitted_spec_hash: Some(crate::controller::slurmjob::edit::spec_hash(&submitted)),
+        ..Default::default()
+    };
+    let target = following("train", 2, &edited, &status);
+    let env = Env {
+        job_user: Some("alice"),
+        ..world.env(DateTime::from_timestamp(200, 0).unwrap())
+    };
+    let step = step(target, env, |_| None).await.unwrap();
+    let applied = condition::find(&step.status.conditions, SPEC_APPLIED).unwrap();
+    assert_eq!(
+        (applied.status.as_str(), applied.reason.as_str()),
+        ("False", "UpdateFailed"),
+        "{}",
+        applied.message
+    );
+    assert!(step.backoff, "{step:?}");
+    assert_eq!(step.retry, None);
+}
+
 /// A job that left slurmctld unseen, whose accounting record carries no comment (slurmdbd
 /// without `AccountingStoreFlags=job_comment`): its record is taken for the run only when it
 /// is the job's Slurm user's as the namespace's access grants it (`Env::job_user`), never the
