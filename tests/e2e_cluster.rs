@@ -25,6 +25,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
 use serde_json::json;
+use slurm_operator::controller::cluster::status as cluster_status;
 use slurm_operator::crd::SlurmCluster;
 use slurm_operator::crd::condition::{self, READY};
 
@@ -178,6 +179,18 @@ async fn the_operator_connects_a_cluster_follows_key_rotation_and_cleans_up() {
     assert!(status.partitions.contains(&slurm.partition), "{status:?}");
     assert!(status.nodes.is_some_and(|n| n.total > 0));
     assert!(status.last_contact_time.is_some());
+    // The poller's listing of every job answers (at the latest by the next check, a minute on).
+    eventually(
+        "JobsListed=True/Listed",
+        Duration::from_secs(90),
+        || async {
+            let cluster = clusters.get(&cluster).await.expect("get the SlurmCluster");
+            let status = cluster.status?;
+            let listed = condition::find(&status.conditions, cluster_status::JOBS_LISTED)?;
+            ((listed.status.as_str(), listed.reason.as_str()) == ("True", "Listed")).then_some(())
+        },
+    )
+    .await;
     assert!(
         object
             .metadata
