@@ -914,6 +914,56 @@ async fn the_first_sync_fetches_no_record_of_the_queue() {
     assert_eq!(still, skipped);
 }
 
+/// The first sync reads job ages on slurmctld's clock (`/diag`); when that cannot be read, no
+/// job counts as old enough to be skipped unfetched: a job of ours submitted before the
+/// poller started (older than `recent` by any clock) is resolved by the first sync itself.
+#[tokio::test]
+async fn without_slurmctlds_clock_the_first_sync_skips_nothing_unfetched() {
+    let slurm = require_slurm!();
+    let _bursts = BURSTS.lock().await;
+    let tag = format!("{JOB_TAG_PREFIX}{},generation=1", common::unique("noclock"));
+    let ours = submit_held(&slurm, "poller-noclock", 1, Some(&tag)).await[0];
+    let _cancel = CancelOnDrop::new(&slurm, vec![ours]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (url, refusing) = common::proxy::refusing(slurm.url.clone(), |request| {
+        request
+            .uri()
+            .path()
+            .trim_end_matches('/')
+            .ends_with("/diag")
+    })
+    .await;
+    refusing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let config = ClientConfig::new(&url).unwrap().allow_plaintext(true);
+    let client = SlurmClient::new(config, slurm.credentials()).unwrap();
+    let (tx, _events) = broadcast::channel(4096);
+    let tuning = poller::Tuning {
+        recent: Duration::from_secs(2),
+        // The walk may cover every job the shared Slurm holds: it stops at none.
+        detail_budget: 100_000,
+        ..poller::Tuning::default()
+    };
+    let (_handle, mut index) = poller::spawn_tuned(
+        cluster(),
+        client,
+        &PollerConfig { interval: INTERVAL },
+        tuning,
+        tx,
+        Metrics::new(),
+    );
+    synced(&mut index).await;
+    let state = index.borrow().clone();
+    assert!(state.health.is_up(), "{:?}", state.health);
+    assert!(
+        !state.unresolved.contains(&ours),
+        "job {ours} of ours was skipped without slurmctld's clock"
+    );
+    assert_eq!(
+        state.jobs.get(&ours).and_then(|j| j.comment.clone()),
+        Some(tag)
+    );
+}
+
 /// Issue 19: a burst of others' submits after the first sync, larger than a cycle's
 /// `detail_budget`, is not resolved a record at a time (200 jobs at 8 records a cycle: 25
 /// cycles, and a hundred thousand would take hours): once its older jobs are older than

@@ -106,6 +106,15 @@ fn is_listing(request: &Request) -> bool {
 /// A proxy to `upstream` that answers every full job state listing with HTTP 503 while the
 /// returned switch is on, and passes everything else on. Returns its URL and the switch.
 pub async fn failing_listings(upstream: String) -> (String, Arc<AtomicBool>) {
+    refusing(upstream, is_listing).await
+}
+
+/// A proxy to `upstream` that answers each request `refused` picks with HTTP 503 while the
+/// returned switch is on, and passes everything else on. Returns its URL and the switch.
+pub async fn refusing(
+    upstream: String,
+    refused: fn(&Request) -> bool,
+) -> (String, Arc<AtomicBool>) {
     let failing = Arc::new(AtomicBool::new(false));
     let http = reqwest::Client::new();
     let app = {
@@ -113,10 +122,10 @@ pub async fn failing_listings(upstream: String) -> (String, Arc<AtomicBool>) {
         axum::Router::new().fallback(move |request: Request| {
             let (http, upstream, failing) = (http.clone(), upstream.clone(), failing.clone());
             async move {
-                if is_listing(&request) && failing.load(Ordering::SeqCst) {
+                if refused(&request) && failing.load(Ordering::SeqCst) {
                     return Response::builder()
                         .status(StatusCode::SERVICE_UNAVAILABLE)
-                        .body(Body::from("listing refused by the test proxy"))
+                        .body(Body::from("refused by the test proxy"))
                         .unwrap();
                 }
                 forward(&http, &upstream, request).await

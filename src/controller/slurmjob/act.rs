@@ -97,9 +97,10 @@ pub struct Step {
     pub retry: Option<Duration>,
     /// The spec cannot be submitted as it is: only an edit helps.
     pub invalid: bool,
-    /// The wait is for a Slurm request that failed (the accounting check before a submit): the
-    /// next step comes after the SlurmJob's growing backoff, not after `retry`, so that a query
-    /// that keeps failing (too large, too slow) is not sent again every few seconds for ever.
+    /// The wait is for a Slurm request that failed (the accounting check before a submit or
+    /// after a job left slurmctld unseen, an edit's read or update): the next step comes after
+    /// the SlurmJob's growing backoff, not after `retry`, so that a request that keeps failing
+    /// (unreachable, too large, too slow) is not sent again every few seconds for ever.
     pub backoff: bool,
 }
 

@@ -411,7 +411,8 @@ async fn apply(
     };
     // Who the job runs as, decided before a submit; and before an edit of a submitted job,
     // whether its access allows the account, partition and QoS it asks for now. A submitted
-    // job is followed whatever its namespace's access becomes.
+    // job is followed whatever its namespace's access becomes, but for one that carries only
+    // a legacy (unsigned) tag: it is followed while it runs as the namespace's Slurm user.
     let mut spec = Cow::Borrowed(&job.spec);
     let mut submitter = None;
     let mut edit_refusal = None;
@@ -699,18 +700,18 @@ fn grant(
 }
 
 /// The Slurm user the access entry that grants `job`'s namespace names (its account,
-/// partition and QoS aside): whose accounting records are its jobs' (`Env::job_user`). `None`:
-/// no entry grants it, or the SlurmCluster is not cached.
+/// partition and QoS aside): whose accounting records are its jobs' (`Env::job_user`), and
+/// who a job under its legacy tag must run as (`plan::is_followed`). `None`: no entry grants
+/// it. Not known while the SlurmCluster or the namespace is not cached: an error (retried),
+/// never taken for "no entry".
 fn granted_user(
     job: &SlurmJob,
     namespace: &str,
     data: &JobContext,
 ) -> Result<Option<String>, Error> {
-    let Some(cluster) = data
-        .slurm_clusters
-        .get(&ObjectRef::new(&job.spec.cluster_name))
-    else {
-        return Ok(None);
+    let cluster_name = &job.spec.cluster_name;
+    let Some(cluster) = data.slurm_clusters.get(&ObjectRef::new(cluster_name)) else {
+        return Err(Error::ClusterNotReady(cluster_name.clone()));
     };
     let labels = namespace_labels(&cluster, namespace, data)?;
     Ok(access::entry(&cluster, namespace, &labels).map(|entry| entry.slurm_user.clone()))
@@ -904,11 +905,9 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         let Some(_io) = handle.try_io() else {
             return Err(data.busy(handle, job));
         };
-        // Whom a legacy-tagged job of its own `status.jobId` must run as to be cancelled; the
-        // namespace's entry unreadable: none is.
-        let job_user = granted_user(job, &job.namespace().unwrap_or_default(), data)
-            .ok()
-            .flatten();
+        // Whom a legacy-tagged job of its own `status.jobId` must run as to be cancelled: not
+        // known yet (a cache still filling) is waited for, not taken for nobody.
+        let job_user = granted_user(job, &job.namespace().unwrap_or_default(), data)?;
         decision = match cancel_all(job, ids, handle, ctx, job_user.as_deref()).await {
             Ok(()) => CleanupPlan::Release,
             Err(blocker) => {

@@ -258,6 +258,9 @@ struct Poller {
     listing_failure: Option<ListingFailure>,
     /// The highest job id seen: incremental cycles probe above it.
     high_water: u32,
+    /// How far slurmctld's clock is ahead of this machine's, at least, once read
+    /// ([`controller_ahead`]).
+    controller_ahead: Option<chrono::TimeDelta>,
     /// Whether the first listing is done.
     listed_once: bool,
     /// Whether the cluster's accounting answered the first listing's probe (`None`: that
@@ -411,6 +414,7 @@ impl Poller {
             full_pending: None,
             listing_failure: None,
             high_water: 0,
+            controller_ahead: None,
             listed_once: false,
             has_accounting: None,
             skipped_before: None,
@@ -589,7 +593,10 @@ impl Poller {
                     .take(self.tuning.detail_budget.max(1))
                     .copied()
                     .collect();
-                let (records, reached, fetches) = self.walk(&newest, listed_at).await?;
+                let (ahead, read) =
+                    controller_ahead(&self.client, &mut self.controller_ahead).await;
+                requests += read;
+                let (records, reached, fetches) = self.walk(&newest, listed_at, ahead).await?;
                 requests += fetches;
                 // Every listed job is recent: nothing to skip, and every record fetched.
                 if reached || newest.len() == listed.len() {
@@ -625,7 +632,10 @@ impl Poller {
                     // Half the budget for the walk: the plan below keeps the rest, for ours.
                     let half = (self.tuning.detail_budget / 2).max(1);
                     let newest = &backlog[..half.min(backlog.len())];
-                    let (records, reached, fetches) = self.walk(newest, listed_at).await?;
+                    let (ahead, read) =
+                        controller_ahead(&self.client, &mut self.controller_ahead).await;
+                    requests += read;
+                    let (records, reached, fetches) = self.walk(newest, listed_at, ahead).await?;
                     requests += fetches;
                     budget = budget.saturating_sub(fetches).max(1);
                     if reached {
@@ -862,22 +872,13 @@ impl Poller {
         &self,
         newest: &[u32],
         listed_at: DateTime<Utc>,
+        controller_ahead: Option<chrono::TimeDelta>,
     ) -> Result<(Vec<Job>, bool, usize), SlurmError> {
-        let clock = self.client.controller_clock().await?;
-        let ahead = clock.controller_ahead_at_least();
-        let Some(cutoff) = strategy::walk_cutoff(listed_at, ahead, self.tuning.recent) else {
-            tracing::warn!("slurmctld did not say its time: no job is skipped as old enough");
-            return Ok((Vec::new(), false, 1));
-        };
-        // Worth an admin's look (NTP): job ages and deadlines are read on slurmctld's clock.
-        if ahead.is_some_and(|a| a.abs() >= chrono::TimeDelta::seconds(10)) {
-            tracing::warn!(
-                controller_ahead_s = ahead.map(|a| a.num_seconds()),
-                "slurmctld's clock and this machine's differ: the first sync reads job ages on slurmctld's"
-            );
-        }
+        // slurmctld's clock unknown: no job is old enough to stop at, every one is fetched.
+        let cutoff = strategy::walk_cutoff(listed_at, controller_ahead, self.tuning.recent)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
         let mut records = Vec::new();
-        let mut requests = 1;
+        let mut requests = 0;
         for chunk in newest.chunks(self.tuning.detail_concurrency.max(1)) {
             requests += chunk.len();
             // A record that cannot be read stays unresolved: the cycles ask for it (and keep it).
@@ -1209,6 +1210,43 @@ impl Poller {
             let _ = self.events.send(event);
         }
         delay
+    }
+}
+
+/// How far slurmctld's clock is ahead of this machine's, at least ([`ClockReading`]): read
+/// once per poller into `cached` (clocks drift slowly), again after a read that told nothing.
+/// Returns it and the requests made. A failed read is only logged: the walk then fetches every
+/// record it may, as if nothing were old enough.
+///
+/// [`ClockReading`]: crate::slurm::types::ClockReading
+async fn controller_ahead(
+    client: &SlurmClient,
+    cached: &mut Option<chrono::TimeDelta>,
+) -> (Option<chrono::TimeDelta>, usize) {
+    if cached.is_some() {
+        return (*cached, 0);
+    }
+    match client.controller_clock().await {
+        Ok(reading) => {
+            let ahead = reading.controller_ahead_at_least();
+            match ahead {
+                // Worth an admin's look (NTP): job ages are read on slurmctld's clock.
+                Some(a) if a.abs() >= chrono::TimeDelta::seconds(10) => tracing::warn!(
+                    controller_ahead_s = a.num_seconds(),
+                    "slurmctld's clock and this machine's differ: job ages are read on slurmctld's"
+                ),
+                Some(_) => {}
+                None => tracing::warn!(
+                    "slurmctld did not say its time: no job is skipped as old enough"
+                ),
+            }
+            *cached = ahead;
+            (ahead, 1)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot read slurmctld's clock: no job is skipped as old enough");
+            (None, 1)
+        }
     }
 }
 
