@@ -799,7 +799,7 @@ mod tests {
             (listed.status.as_str(), listed.reason.as_str()),
             ("Unknown", "NotListedYet")
         );
-        let failed = desired(Some(&first), Some(1), &with(failing), at(1_100));
+        let failed = desired(Some(&first), Some(1), &with(failing.clone()), at(1_100));
         let listed = cond(&failed, JOBS_LISTED);
         assert_eq!(
             (listed.status.as_str(), listed.reason.as_str()),
@@ -814,6 +814,9 @@ mod tests {
             assert!(listed.message.contains(part), "{part}: {}", listed.message);
         }
         assert_eq!(cond(&failed, READY).status, "True");
+        // The same failure at the next check: no status write (within lastContactTime's 30 s).
+        let still = desired(Some(&failed), Some(1), &with(failing.clone()), at(1_110));
+        assert!(!changed(Some(&failed), &still));
         let back = desired(Some(&failed), Some(1), &with(Listing::Listed), at(1_200));
         let listed = cond(&back, JOBS_LISTED);
         assert_eq!(
