@@ -477,6 +477,44 @@ async fn apply_wait_and_logs_against_an_api_server() {
     let (code, _, stderr) = run(args(&["wait", "no-such-job"])).await;
     assert_eq!(code, Some(2), "{stderr}");
 
+    // Cannot be submitted: Stalled for the current spec, which never ends in Complete or
+    // Failed; wait says why and exits 126 instead of waiting for ever.
+    jobs.patch(
+        "refused",
+        &PatchParams::apply("test"),
+        &Patch::Apply(json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+            "metadata": {"name": "refused"},
+            "spec": {"clusterName": "main", "script": "#!/bin/sh\ntrue\n"},
+        })),
+    )
+    .await
+    .unwrap();
+    let stalled = json!({"status": {
+        "phase": "Pending", "observedGeneration": 1, "rejectedGeneration": 1,
+        "conditions": [{"type": "Stalled", "status": "True", "reason": "SubmitRejected",
+                        "message": "Slurm refused the job of generation 1: Invalid partition",
+                        "observedGeneration": 1,
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    }});
+    jobs.patch_status("refused", &PatchParams::default(), &Patch::Merge(&stalled))
+        .await
+        .unwrap();
+    let (code, _, stderr) = run(args(&[
+        "wait",
+        "refused",
+        "-n",
+        "team-a",
+        "--timeout",
+        "20s",
+    ]))
+    .await;
+    assert_eq!(code, Some(126), "{stderr}");
+    assert!(
+        stderr.contains("cannot be submitted: SubmitRejected: Slurm refused the job of generation 1: Invalid partition"),
+        "{stderr}"
+    );
+
     // Without spec.output, logs says where the output is.
     let (code, _, stderr) = run(args(&["logs", "sweep", "-n", "team-a"])).await;
     assert_eq!(code, Some(2), "{stderr}");

@@ -6,13 +6,14 @@ use std::time::Duration;
 use clap::Args;
 use futures::{AsyncBufReadExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::LogParams;
 use kube::runtime::wait::await_condition;
 use kube::{Api, Client};
 
 use super::CliError;
 use crate::controller::slurmjob::output::{self, LABEL};
-use crate::controller::slurmjob::status::{COMPLETE, FAILED};
+use crate::controller::slurmjob::status::{COMPLETE, FAILED, RECORD_UNREADABLE, STALLED};
 use crate::crd::SlurmJob;
 
 #[derive(Debug, Args)]
@@ -23,6 +24,7 @@ pub struct WaitArgs {
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
     /// Give up after this long (exit 124, as timeout(1)); default: wait as long as it takes.
+    /// A job that cannot be submitted (`Stalled`) ends the wait at once (exit 126).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub timeout: Option<Duration>,
 }
@@ -44,8 +46,12 @@ pub struct LogsArgs {
 
 /// The exit code a finished run stands for: 0 when `Complete`, the batch script's exit code
 /// when `Failed` with one (1 when it ended otherwise: cancelled, timed out, node failure,
-/// signal); `None` while it has not finished, or while the status is older than the spec.
+/// signal), [`EXIT_STALLED`] when the current spec cannot be submitted ([`stalled`]); `None`
+/// while it has not finished, or while the status is older than the spec.
 pub fn outcome(job: &SlurmJob) -> Option<u8> {
+    if stalled(job).is_some() {
+        return Some(EXIT_STALLED);
+    }
     let status = job.status.as_ref()?;
     // A status computed for an earlier generation may describe the previous run.
     if let Some(generation) = job.metadata.generation
@@ -76,8 +82,34 @@ pub fn outcome(job: &SlurmJob) -> Option<u8> {
     }
 }
 
-/// Exit code of `wait` when it gives up.
+/// The `Stalled=True` condition of a SlurmJob whose current spec is not submitted and will not
+/// be until something changes (Slurm refused it, the spec is invalid, the namespace has no
+/// access, ...): the operator never sets `Complete` or `Failed` for such a run, so without this
+/// `wait` would wait for ever. Only for the current generation (an edit may have fixed it), and
+/// only while no job was submitted for it: a run with a job is `Stalled` only while its record
+/// cannot be read, which passes, and that reason is skipped for a run still pending behind an
+/// earlier generation's job too.
+pub fn stalled(job: &SlurmJob) -> Option<&Condition> {
+    let status = job.status.as_ref()?;
+    // As the controller reads it (a SlurmJob from the API server always has one).
+    let generation = job.metadata.generation.unwrap_or(1);
+    if status.submitted_generation == Some(generation) {
+        return None;
+    }
+    status.conditions.iter().find(|c| {
+        c.type_ == STALLED
+            && c.status == "True"
+            && c.observed_generation == Some(generation)
+            && c.reason != RECORD_UNREADABLE
+    })
+}
+
+/// Exit code of `wait` when it gives up (as timeout(1)).
 const EXIT_TIMED_OUT: u8 = 124;
+/// Exit code of `wait` when the job cannot be submitted ([`stalled`]): as a shell's 126 for a
+/// command found but not runnable, next to timeout(1)'s 124, and apart from the usage error (2)
+/// and the deleted SlurmJob (2). A batch script may exit 126 itself; the line on stderr tells.
+pub const EXIT_STALLED: u8 = 126;
 
 async fn client_and_namespace(namespace: &Option<String>) -> Result<(Client, String), CliError> {
     let client = Client::try_default()
@@ -117,6 +149,13 @@ impl WaitArgs {
         let job = ended
             .map_err(|e| CliError::Usage(format!("{what}: {e}")))?
             .ok_or_else(|| CliError::Usage(format!("{what} was deleted before it finished")))?;
+        if let Some(stalled) = stalled(&job) {
+            eprintln!(
+                "{what}: cannot be submitted: {}: {}",
+                stalled.reason, stalled.message
+            );
+            return Ok(EXIT_STALLED);
+        }
         let code = outcome(&job).unwrap_or(1);
         let status = job.status.unwrap_or_default();
         let mut line = format!("{what}: {}", status.phase);
@@ -242,7 +281,6 @@ fn streams_current_run(pod: &Pod, job: &SlurmJob) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
     use serde_json::json;
 
     use super::*;
@@ -293,10 +331,32 @@ mod tests {
             (&[("Complete", "False"), ("Failed", "False")], None, None),
             (&[("Ready", "True")], None, None),
             (&[], None, None),
+            // Cannot be submitted (refused, invalid, no access): never Complete nor Failed.
+            (
+                &[("Ready", "False"), ("Stalled", "True")],
+                None,
+                Some(EXIT_STALLED),
+            ),
+            (&[("Ready", "False"), ("Reconciling", "True")], None, None),
         ] {
             let got = outcome(&job(2, Some(status(conditions, exit, 2))));
             assert_eq!(got, want, "{conditions:?} exit {exit:?}");
         }
+        let stalled = |seen, submitted, reason: &str| {
+            let mut status = status(&[("Ready", "False"), ("Stalled", "True")], None, seen);
+            status.submitted_generation = submitted;
+            status.job_id = submitted.map(|_| 77);
+            status.conditions[1].reason = reason.into();
+            outcome(&job(2, Some(status)))
+        };
+        assert_eq!(stalled(2, None, "SubmitRejected"), Some(EXIT_STALLED));
+        // Stalled before the latest edit, which may have fixed it.
+        assert_eq!(stalled(1, None, "SubmitRejected"), None);
+        // The current run's job exists; its record cannot be read for now.
+        assert_eq!(stalled(2, Some(2), RECORD_UNREADABLE), None);
+        // The previous run's record, while the edit waits for that job to end.
+        assert_eq!(stalled(2, Some(1), RECORD_UNREADABLE), None);
+        assert_eq!(stalled(2, Some(1), "NoAccess"), Some(EXIT_STALLED));
         assert_eq!(outcome(&job(1, None)), None);
         // A status from before the latest edit describes the previous run.
         let stale = job(3, Some(status(&[("Complete", "True")], Some(0), 2)));

@@ -39,7 +39,8 @@ pub enum Command {
     Job(job::JobArgs),
     /// Run the operator until SIGTERM/SIGINT.
     Run(crate::run::RunArgs),
-    /// Wait until a SlurmJob is Complete or Failed; exit with the job's exit code.
+    /// Wait until a SlurmJob is Complete or Failed; exit with the job's exit code (126 when it
+    /// cannot be submitted).
     Wait(follow::WaitArgs),
     /// Print a SlurmJob's output (with spec.output), following it with -f.
     Logs(follow::LogsArgs),
