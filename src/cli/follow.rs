@@ -4,11 +4,13 @@
 use std::time::Duration;
 
 use clap::Args;
-use futures::{AsyncBufReadExt, TryStreamExt};
+use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::LogParams;
-use kube::runtime::wait::await_condition;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::{self, DefaultBackoff, Event, watcher};
 use kube::{Api, Client};
 
 use super::CliError;
@@ -110,6 +112,28 @@ const EXIT_TIMED_OUT: u8 = 124;
 /// command found but not runnable, next to timeout(1)'s 124, and apart from the usage error (2)
 /// and the deleted SlurmJob (2). A batch script may exit 126 itself; the line on stderr tells.
 pub const EXIT_STALLED: u8 = 126;
+/// Exit code of `wait` when it could not follow the SlurmJob ([`FollowError`]): as timeout(1)'s
+/// 125 for a failure of its own, not the job's, and apart from the usage error (2) that a
+/// missing or deleted SlurmJob also is.
+pub const EXIT_NOT_FOLLOWED: u8 = 125;
+
+/// How long the watch may keep failing, with no answer in between, before `wait` gives up:
+/// long enough for an API server to restart or a connection to come back, short enough that a
+/// lasting refusal (no RBAC permission to watch SlurmJobs, say) is reported within minutes.
+const FOLLOW_GIVE_UP: Duration = Duration::from_secs(300);
+
+/// Why [`follow`] stopped without an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    #[error("cannot follow it: the watch kept failing for {}", humantime::format_duration(*.lasted))]
+    Failing {
+        lasted: Duration,
+        #[source]
+        source: watcher::Error,
+    },
+    #[error("cannot follow it: the watch ended")]
+    Ended,
+}
 
 async fn client_and_namespace(namespace: &Option<String>) -> Result<(Client, String), CliError> {
     let client = Client::try_default()
@@ -121,6 +145,68 @@ async fn client_and_namespace(namespace: &Option<String>) -> Result<(Client, Str
     Ok((client, namespace))
 }
 
+/// Follows SlurmJob `name` until `done` holds for it (`Some` with it then), or until it is gone
+/// (`None`). kube's `await_condition` ends at its watch's first error, but a job that runs for
+/// hours outlives many a dropped connection and API server restart: errors are retried after
+/// `backoff` (kube's default: 0.8 s doubling up to 30 s), and only errors with no answer
+/// between them for `give_up` end the follow.
+pub async fn follow(
+    api: Api<SlurmJob>,
+    name: &str,
+    done: impl Fn(&SlurmJob) -> bool,
+    backoff: impl Backoff,
+    give_up: Duration,
+) -> Result<Option<SlurmJob>, FollowError> {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = std::pin::pin!(watcher(api, config).backoff(backoff));
+    // Whether the SlurmJob was in the latest (re)list: when not, it was deleted meanwhile (its
+    // Delete event may have been missed while the watch was down).
+    let mut listed = false;
+    let mut failing_since = None;
+    while let Some(event) = events.next().await {
+        let event = match event {
+            // `Init` is the watcher's own marker before each (re)list, not an answer.
+            Ok(Event::Init) => {
+                listed = false;
+                continue;
+            }
+            Ok(event) => {
+                failing_since = None;
+                event
+            }
+            Err(source) => {
+                let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
+                let lasted = since.elapsed();
+                if lasted >= give_up {
+                    return Err(FollowError::Failing { lasted, source });
+                }
+                tracing::warn!(
+                    slurmjob = name,
+                    error = %crate::error_chain::Chain(&source),
+                    "cannot follow the SlurmJob for now; retrying"
+                );
+                continue;
+            }
+        };
+        match event {
+            Event::Init => {}
+            Event::InitApply(job) => {
+                listed = true;
+                if done(&job) {
+                    return Ok(Some(job));
+                }
+            }
+            Event::Apply(job) if done(&job) => return Ok(Some(job)),
+            Event::Apply(_) => {}
+            Event::Delete(_) => return Ok(None),
+            Event::InitDone if !listed => return Ok(None),
+            Event::InitDone => {}
+        }
+    }
+    // A watcher never ends by itself, and the backoff never gives up.
+    Err(FollowError::Ended)
+}
+
 impl WaitArgs {
     pub async fn run(&self) -> Result<u8, CliError> {
         let (client, namespace) = client_and_namespace(&self.namespace).await?;
@@ -130,9 +216,13 @@ impl WaitArgs {
         api.get(&self.name)
             .await
             .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
-        let ended = await_condition(api, &self.name, |job: Option<&SlurmJob>| {
-            job.is_none_or(|job| outcome(job).is_some())
-        });
+        let ended = follow(
+            api,
+            &self.name,
+            |job| outcome(job).is_some(),
+            DefaultBackoff::default(),
+            FOLLOW_GIVE_UP,
+        );
         let ended = match self.timeout {
             Some(limit) => match tokio::time::timeout(limit, ended).await {
                 Ok(ended) => ended,
@@ -147,7 +237,10 @@ impl WaitArgs {
             None => ended.await,
         };
         let job = ended
-            .map_err(|e| CliError::Usage(format!("{what}: {e}")))?
+            .map_err(|source| CliError::NotFollowed {
+                what: what.clone(),
+                source,
+            })?
             .ok_or_else(|| CliError::Usage(format!("{what} was deleted before it finished")))?;
         if let Some(stalled) = stalled(&job) {
             eprintln!(
@@ -361,6 +454,135 @@ mod tests {
         // A status from before the latest edit describes the previous run.
         let stale = job(3, Some(status(&[("Complete", "True")], Some(0), 2)));
         assert_eq!(outcome(&stale), None);
+    }
+
+    /// A backoff of a fixed delay, so that the tests retry at once.
+    struct Every(Duration);
+
+    impl Iterator for Every {
+        type Item = Duration;
+        fn next(&mut self) -> Option<Duration> {
+            Some(self.0)
+        }
+    }
+
+    impl Backoff for Every {
+        fn reset(&mut self) {}
+    }
+
+    type MockHandle = tower_test::mock::Handle<
+        http::Request<kube::client::Body>,
+        http::Response<kube::client::Body>,
+    >;
+
+    /// An API whose requests the returned handle answers.
+    fn mocked() -> (Api<SlurmJob>, MockHandle) {
+        let (service, handle) = tower_test::mock::pair();
+        let client = Client::new(service, "default");
+        (Api::namespaced(client, "team-a"), handle)
+    }
+
+    fn answer(code: u16, body: serde_json::Value) -> http::Response<kube::client::Body> {
+        http::Response::builder()
+            .status(code)
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+            .unwrap()
+    }
+
+    /// The API server's answer while it cannot serve (restarting, overloaded).
+    fn unavailable() -> http::Response<kube::client::Body> {
+        answer(
+            503,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": "the server is currently unable to handle the request",
+                   "reason": "ServiceUnavailable", "code": 503}),
+        )
+    }
+
+    /// A watch error (here the first list failing) is retried, not the end of `wait`: the
+    /// next list has the job, ended.
+    #[tokio::test]
+    async fn a_failing_watch_is_retried() {
+        let (api, mut handle) = mocked();
+        let mut ended = job(1, Some(status(&[("Complete", "True")], Some(0), 1)));
+        ended.metadata.namespace = Some("team-a".into());
+        let server = tokio::spawn(async move {
+            let (request, send) = handle.next_request().await.unwrap();
+            let query = request.uri().query().unwrap_or_default().to_owned();
+            assert!(query.contains("fieldSelector=metadata.name%3Dj"), "{query}");
+            send.send_response(unavailable());
+            let (_, send) = handle.next_request().await.unwrap();
+            send.send_response(answer(
+                200,
+                json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJobList",
+                       "metadata": {"resourceVersion": "5"}, "items": [ended]}),
+            ));
+        });
+        let done = |job: &SlurmJob| outcome(job).is_some();
+        let job = follow(
+            api,
+            "j",
+            done,
+            Every(Duration::from_millis(10)),
+            FOLLOW_GIVE_UP,
+        )
+        .await
+        .unwrap();
+        assert_eq!(job.as_ref().and_then(outcome), Some(0));
+        server.await.unwrap();
+    }
+
+    /// Errors with no answer between them for the give-up time end `wait` with its own exit
+    /// code, not the usage error's that a deleted SlurmJob has.
+    #[tokio::test]
+    async fn a_watch_failing_for_long_is_given_up() {
+        let (api, mut handle) = mocked();
+        let server = tokio::spawn(async move {
+            let mut answered = 0;
+            while let Some((_, send)) = handle.next_request().await {
+                send.send_response(unavailable());
+                answered += 1;
+            }
+            answered
+        });
+        let give_up = Duration::from_millis(300);
+        let started = tokio::time::Instant::now();
+        let error = follow(
+            api,
+            "j",
+            |_| true,
+            Every(Duration::from_millis(20)),
+            give_up,
+        )
+        .await
+        .unwrap_err();
+        assert!(started.elapsed() >= give_up);
+        assert!(
+            matches!(&error, FollowError::Failing { lasted, .. } if *lasted >= give_up),
+            "{error:?}"
+        );
+        let error = CliError::NotFollowed {
+            what: "slurmjob team-a/j".into(),
+            source: error,
+        };
+        assert_eq!(error.exit_code(), EXIT_NOT_FOLLOWED);
+        assert_ne!(
+            error.exit_code(),
+            CliError::Usage(String::new()).exit_code()
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("slurmjob team-a/j: cannot follow it: the watch kept failing for 3"),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("unable to handle the request"),
+            "{error}"
+        );
+        // Retried all along (the client is gone once follow returned).
+        assert!(server.await.unwrap() > 3);
     }
 
     /// `logs` reads only the Pod streaming the run the status names, of this very SlurmJob.

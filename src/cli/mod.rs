@@ -141,6 +141,13 @@ pub enum CliError {
     Usage(String),
     #[error("{}", crate::error_chain::Chain(.0))]
     Run(#[from] crate::run::Error),
+    /// `wait` lost sight of the SlurmJob: not the job's outcome, nor a usage error.
+    #[error("{what}: {}", crate::error_chain::Chain(.source))]
+    NotFollowed {
+        what: String,
+        #[source]
+        source: follow::FollowError,
+    },
 }
 
 impl CliError {
@@ -149,6 +156,7 @@ impl CliError {
         match self {
             Self::Usage(_) | Self::ReadFile { .. } => 2,
             Self::Run(_) => 1,
+            Self::NotFollowed { .. } => follow::EXIT_NOT_FOLLOWED,
             Self::Slurm(e) => match e.category() {
                 "Unreachable" | "Timeout" => 3,
                 "TLSError" | "InvalidCA" => 4,
