@@ -531,8 +531,8 @@ fn apply(
             spec.exclusive = None;
         }
         "array" => spec.array = Some(array(&value)?),
-        "output" => spec.standard_output = Some(text(4096)?),
-        "error" => spec.standard_error = Some(text(4096)?),
+        "output" => spec.standard_output = Some(stdio_file(text(4096)?)),
+        "error" => spec.standard_error = Some(stdio_file(text(4096)?)),
         "chdir" => {
             if !value.starts_with('/') {
                 return Err(
@@ -600,6 +600,16 @@ fn apply(
         _ => return Err("has no SlurmJob field".into()),
     }
     Ok(())
+}
+
+/// An `--output`/`--error` file as Slurm opens it: `none` (any case) is sbatch's name for
+/// `/dev/null`, not a file called `none` in the working directory.
+fn stdio_file(value: String) -> String {
+    if value.eq_ignore_ascii_case("none") {
+        "/dev/null".to_owned()
+    } else {
+        value
+    }
 }
 
 fn count(value: &str) -> Result<i32, String> {

@@ -265,6 +265,31 @@ fn arrays_outputs_environment_and_directory() {
     }
 }
 
+/// sbatch discards a stream written to `none` (any case): it is `/dev/null`, not a file.
+#[test]
+fn none_as_output_or_error_is_dev_null() {
+    for (lines, out, err) in [
+        (
+            &["#SBATCH -o none -e NONE"][..],
+            Some("/dev/null"),
+            Some("/dev/null"),
+        ),
+        (&["#SBATCH --output=None"], Some("/dev/null"), None),
+        (&["#SBATCH --error none"], None, Some("/dev/null")),
+        // Only the whole name: these are files.
+        (
+            &["#SBATCH -o none.log -e /scratch/none"],
+            Some("none.log"),
+            Some("/scratch/none"),
+        ),
+    ] {
+        let c = converted(lines);
+        assert!(c.unconverted.is_empty(), "{lines:?}: {:?}", c.unconverted);
+        assert_eq!(c.spec.standard_output.as_deref(), out, "{lines:?}");
+        assert_eq!(c.spec.standard_error.as_deref(), err, "{lines:?}");
+    }
+}
+
 #[test]
 fn every_option_not_carried_is_reported_with_its_line() {
     let c = converted(&[
