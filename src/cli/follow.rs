@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
+use futures::{AsyncReadExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::LogParams;
@@ -328,19 +328,45 @@ impl LogsArgs {
             follow: self.follow,
             ..LogParams::default()
         };
-        let mut lines = pods
+        let output = pods
             .log_stream(&self.name, &params)
             .await
-            .map_err(|e| CliError::Usage(format!("{what}: cannot read the output: {e}")))?
-            .lines();
-        while let Some(line) = lines
-            .try_next()
+            .map_err(|e| CliError::Usage(format!("{what}: cannot read the output: {e}")))?;
+        copy_output(output, &mut std::io::stdout().lock())
             .await
-            .map_err(|e| CliError::Usage(format!("{what}: reading the output: {e}")))?
-        {
-            println!("{line}");
-        }
+            .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
         Ok(0)
+    }
+}
+
+/// Why [`copy_output`] stopped.
+#[derive(Debug, thiserror::Error)]
+enum CopyError {
+    #[error("reading the output: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("writing the output: {0}")]
+    Write(#[source] std::io::Error),
+}
+
+/// Copies a job's output to `to` as bytes, each chunk flushed as it comes (for `-f`). Bytes,
+/// not lines: a job may write anything, and a line of text would end the copy at the first
+/// byte that is not UTF-8. A reader that went away (`logs job | head -1`) ends the copy as
+/// done, as it does `cat`'s.
+async fn copy_output(
+    mut from: impl futures::AsyncRead + Unpin,
+    to: &mut impl std::io::Write,
+) -> Result<(), CopyError> {
+    let mut chunk = vec![0; 64 * 1024];
+    loop {
+        let read = from.read(&mut chunk).await.map_err(CopyError::Read)?;
+        let Some(bytes) = chunk.get(..read).filter(|b| !b.is_empty()) else {
+            return Ok(());
+        };
+        match to.write_all(bytes).and_then(|()| to.flush()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(CopyError::Write(e)),
+        }
     }
 }
 
@@ -583,6 +609,60 @@ mod tests {
         );
         // Retried all along (the client is gone once follow returned).
         assert!(server.await.unwrap() > 3);
+    }
+
+    /// A writer that takes `room` bytes, then finds its reader gone (`| head -c room`).
+    struct Closes {
+        taken: Vec<u8>,
+        room: usize,
+        error: std::io::ErrorKind,
+    }
+
+    impl std::io::Write for Closes {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            let room = self.room - self.taken.len();
+            if room == 0 {
+                return Err(self.error.into());
+            }
+            let n = bytes.len().min(room);
+            self.taken.extend_from_slice(&bytes[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// `logs` prints the output's bytes as they are, past any that are not UTF-8, and a reader
+    /// that stops reading (`| head`) ends it as done.
+    #[tokio::test]
+    async fn the_output_is_copied_as_bytes_until_the_reader_goes() {
+        let output = b"one\n\xff\xfe binary\r\nlast, no newline".to_vec();
+        let mut copied = Vec::new();
+        copy_output(futures::io::Cursor::new(output.clone()), &mut copied)
+            .await
+            .unwrap();
+        assert_eq!(copied, output);
+
+        let mut head = Closes {
+            taken: Vec::new(),
+            room: 4,
+            error: std::io::ErrorKind::BrokenPipe,
+        };
+        copy_output(futures::io::Cursor::new(output.clone()), &mut head)
+            .await
+            .unwrap();
+        assert_eq!(head.taken, b"one\n");
+        // Any other failure to write is one.
+        let mut full = Closes {
+            error: std::io::ErrorKind::StorageFull,
+            ..head
+        };
+        full.taken.clear();
+        let error = copy_output(futures::io::Cursor::new(output), &mut full)
+            .await
+            .unwrap_err();
+        assert!(matches!(error, CopyError::Write(_)), "{error:?}");
     }
 
     /// `logs` reads only the Pod streaming the run the status names, of this very SlurmJob.
