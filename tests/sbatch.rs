@@ -435,6 +435,15 @@ async fn apply_wait_and_logs_against_an_api_server() {
     .await;
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("cannot create the SlurmJob"), "{stderr}");
+    // With what to do about it.
+    for advice in [
+        "slurmjob team-a/sweep already exists",
+        "--name",
+        "kubectl delete slurmjob sweep -n team-a",
+        "kubectl edit slurmjob sweep -n team-a",
+    ] {
+        assert!(stderr.contains(advice), "{advice} missing in: {stderr}");
+    }
 
     // Not finished: wait gives up after its timeout.
     let (code, _, stderr) = run(args(&["wait", "sweep", "-n", "team-a", "--timeout", "1s"])).await;

@@ -932,15 +932,32 @@ async fn create(mut job: SlurmJob, namespace: Option<&str>) -> Result<(), CliErr
         .unwrap_or_else(|| client.default_namespace().to_owned());
     job.metadata.namespace = Some(namespace.clone());
     let api: kube::Api<SlurmJob> = kube::Api::namespaced(client, &namespace);
+    let name = job.metadata.name.clone().unwrap_or_default();
     let created = api
         .create(&kube::api::PostParams::default(), &job)
         .await
-        .map_err(|e| CliError::Usage(format!("cannot create the SlurmJob: {e}")))?;
+        .map_err(|e| match e {
+            // Submitting the same script twice is the common case: say what to do about it.
+            kube::Error::Api(status) if status.is_already_exists() => {
+                CliError::Usage(already_exists(&name, &namespace))
+            }
+            e => CliError::Usage(format!("cannot create the SlurmJob: {e}")),
+        })?;
     println!(
         "slurmjob.slurm.rs/{} created in namespace {namespace}",
         created.metadata.name.unwrap_or_default()
     );
     Ok(())
+}
+
+/// What to do when a SlurmJob of that name is there already (`create` never overwrites one).
+fn already_exists(name: &str, namespace: &str) -> String {
+    format!(
+        "cannot create the SlurmJob: slurmjob {namespace}/{name} already exists. Give this one \
+         another name (--name), delete that one first (kubectl delete slurmjob {name} -n \
+         {namespace}), or edit its spec to run it again (kubectl edit slurmjob {name} -n \
+         {namespace}: a changed spec runs again once its current job has ended)"
+    )
 }
 
 #[cfg(test)]
