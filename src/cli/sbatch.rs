@@ -760,7 +760,8 @@ fn export(value: &str, environment: &mut BTreeMap<String, String>) -> Result<(),
     for entry in value.split(',').filter(|e| !e.is_empty()) {
         match entry.split_once('=') {
             Some((name, val)) if !name.is_empty() => set.push((name.to_owned(), val.to_owned())),
-            _ if entry == "NONE" => {}
+            // sbatch reads NONE and ALL in any case.
+            _ if entry.eq_ignore_ascii_case("NONE") => {}
             _ => copied.push(entry),
         }
     }

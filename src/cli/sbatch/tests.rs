@@ -265,6 +265,30 @@ fn arrays_outputs_environment_and_directory() {
     }
 }
 
+/// sbatch reads `--export`'s NONE and ALL in any case.
+#[test]
+fn export_none_and_all_in_any_case() {
+    for none in ["none", "None", "NONE"] {
+        let c = converted(&[&format!("#SBATCH --export={none},MODE=fast")]);
+        assert!(c.unconverted.is_empty(), "{none}: {:?}", c.unconverted);
+        assert_eq!(
+            c.spec.environment,
+            BTreeMap::from([("MODE".to_owned(), "fast".to_owned())]),
+            "{none}"
+        );
+    }
+    for all in ["--export=all", "--export=All,X=1"] {
+        let c = converted(&[&format!("#SBATCH {all}")]);
+        assert_eq!(reported(&c), [(2, all)], "{all}");
+        assert!(
+            c.unconverted[0]
+                .reason
+                .contains("submitting shell's environment")
+        );
+        assert!(c.spec.environment.is_empty(), "{all}");
+    }
+}
+
 /// sbatch discards a stream written to `none` (any case): it is `/dev/null`, not a file.
 #[test]
 fn none_as_output_or_error_is_dev_null() {
