@@ -72,6 +72,57 @@ fn an_array_sweep_with_output_patterns_converts_entirely() {
     );
 }
 
+/// Relative output files resolve under the job's working directory, which is /tmp without an
+/// absolute --chdir (not where sbatch ran): reported, not refused.
+#[test]
+fn relative_output_files_are_reported_unless_the_script_gives_a_directory() {
+    for (name, want) in [
+        (
+            "array_sweep.sh",
+            &[
+                (11, "--output=logs/%x_%A_%a.out"),
+                (12, "--error=logs/%x_%A_%a.err"),
+            ][..],
+        ),
+        ("pipeline_step.sh", &[(8, "--output=post-%j.log")]),
+        (
+            "short_options.sh",
+            &[(5, "-o %x-%j.out"), (5, "-e %x-%j.err")],
+        ),
+        // Absolute --chdir, absolute output, no output option.
+        ("mpi_layout.sh", &[]),
+        ("pytorch_ddp.sh", &[]),
+        ("gpu_per_task.sh", &[]),
+    ] {
+        let c = convert(&read(name), "main").unwrap();
+        let got: Vec<_> = c
+            .caveats
+            .iter()
+            .map(|c| (c.line, c.option.clone()))
+            .collect();
+        assert_eq!(got, lines(want), "{name}");
+    }
+    // The command goes on (exit 0), with each on stderr.
+    let (code, stdout, stderr) = sbatch(&[
+        "--cluster",
+        "main",
+        fixture("array_sweep.sh").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("standardOutput: logs/%x_%A_%a.out"),
+        "{stdout}"
+    );
+    for line in [
+        "warning: ",
+        "array_sweep.sh: line 11: --output=logs/%x_%A_%a.out: is relative to the job's working \
+         directory, which without an absolute --chdir is /tmp on the Slurm nodes",
+        "array_sweep.sh: line 12: --error=logs/%x_%A_%a.err: ",
+    ] {
+        assert!(stderr.contains(line), "{line} missing in:\n{stderr}");
+    }
+}
+
 #[test]
 fn a_multi_node_gpu_training_job() {
     let (spec, unconverted) = options_of("pytorch_ddp.sh");

@@ -4,7 +4,9 @@
 //! slurmrestd does not read `#SBATCH` lines (only the sbatch command does), so every option has
 //! to become a field of the SlurmJob. [`convert`] reads the lines as sbatch does and maps each
 //! option it knows; whatever it cannot carry is listed in [`Conversion::unconverted`] with the
-//! reason, never dropped. [`SbatchArgs::run`] prints the SlurmJob as YAML or creates it.
+//! reason, never dropped; what it carries but runs otherwise than under sbatch (a relative
+//! output file without a working directory) is in [`Conversion::caveats`].
+//! [`SbatchArgs::run`] prints the SlurmJob as YAML or creates it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{Value, json};
 
 use super::CliError;
+use crate::controller::slurmjob::submit::DEFAULT_WORKING_DIRECTORY;
 use crate::crd::SlurmJob;
 use crate::crd::slurmjob::{DependencyType, Exclusive, JobDependency, SlurmJobSpec};
 
@@ -42,12 +45,33 @@ impl std::fmt::Display for Unconverted {
     }
 }
 
+/// An `#SBATCH` option carried by the spec whose effect differs from sbatch's, with where it
+/// was and why: the job runs, but not as the script's author may expect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caveat {
+    /// 1-based line of the script.
+    pub line: usize,
+    /// The option as written, e.g. `--output=logs/%j.out`.
+    pub option: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Caveat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}: {}", self.line, self.option, self.reason)
+    }
+}
+
 /// A script's `#SBATCH` options as a SlurmJob spec.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conversion {
     pub spec: SlurmJobSpec,
     /// Every option not carried by `spec`, in script order.
     pub unconverted: Vec<Unconverted>,
+    /// Options carried whose effect differs from sbatch's, in script order. Reported, but not
+    /// a reason to refuse the script as [`Conversion::unconverted`] is: the spec says what the
+    /// script says.
+    pub caveats: Vec<Caveat>,
 }
 
 /// Whether an option takes a value (getopt's `no_argument`, `required_argument`,
@@ -466,11 +490,41 @@ pub fn convert(script: &str, cluster_name: &str) -> Result<Conversion, SbatchErr
             _ => spec.gpus_per_task = None,
         }
     }
+    // sbatch runs the job in the directory it was run from; a SlurmJob without an absolute
+    // --chdir runs in the operator's default on the Slurm nodes, so a relative file lands there
+    // (and the job fails if its directory is not there).
+    let mut caveats = Vec::new();
+    if spec.working_directory.is_none() {
+        for (long, file) in [
+            ("output", &spec.standard_output),
+            ("error", &spec.standard_error),
+        ] {
+            let (Some(file), Some((_, d))) = (file, set_at.get(long)) else {
+                continue;
+            };
+            if !file.starts_with('/') {
+                caveats.push(Caveat {
+                    line: d.line,
+                    option: d.written.clone(),
+                    reason: format!(
+                        "is relative to the job's working directory, which without an absolute \
+                         --chdir is {DEFAULT_WORKING_DIRECTORY} on the Slurm nodes (not the \
+                         directory sbatch would run in): give an absolute --chdir or path"
+                    ),
+                });
+            }
+        }
+    }
+    caveats.sort_by_key(|c| c.line);
     if !extra.is_empty() {
         spec.extra_options = Some(extra);
     }
     unconverted.sort_by_key(|u| u.line);
-    Ok(Conversion { spec, unconverted })
+    Ok(Conversion {
+        spec,
+        unconverted,
+        caveats,
+    })
 }
 
 /// Set the field `d` maps to, or say why it has none.
@@ -860,6 +914,9 @@ impl SbatchArgs {
             .map_err(|e| CliError::Usage(format!("{}: {e}", self.script.display())))?;
         for u in &conversion.unconverted {
             eprintln!("warning: {}: {u}", self.script.display());
+        }
+        for c in &conversion.caveats {
+            eprintln!("warning: {}: {c}", self.script.display());
         }
         if !conversion.unconverted.is_empty() && !self.allow_unknown {
             eprintln!(

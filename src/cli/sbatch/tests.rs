@@ -265,6 +265,47 @@ fn arrays_outputs_environment_and_directory() {
     }
 }
 
+/// A relative output or error file resolves under the job's working directory: sbatch's is
+/// the directory it ran in, a SlurmJob's without an absolute --chdir is /tmp on the nodes.
+/// Carried as written, but reported.
+#[test]
+fn relative_output_files_without_a_directory_are_reported() {
+    let caveats = |c: &Conversion| {
+        c.caveats
+            .iter()
+            .map(|c| (c.line, c.option.clone()))
+            .collect::<Vec<_>>()
+    };
+    let c = converted(&["#SBATCH -o logs/%j.out", "#SBATCH --error=%x.err"]);
+    assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
+    assert_eq!(c.spec.standard_output.as_deref(), Some("logs/%j.out"));
+    assert_eq!(
+        caveats(&c),
+        [
+            (2, "-o logs/%j.out".to_owned()),
+            (3, "--error=%x.err".to_owned())
+        ]
+    );
+    assert!(c.caveats[0].reason.contains("/tmp"), "{}", c.caveats[0]);
+    assert!(c.caveats[0].reason.contains("--chdir"), "{}", c.caveats[0]);
+    // A relative --chdir is not carried (reported as such): the files still land in /tmp.
+    let c = converted(&["#SBATCH -D run -o out.log"]);
+    assert_eq!(reported(&c), [(2, "-D run")]);
+    assert_eq!(caveats(&c), [(2, "-o out.log".to_owned())]);
+    for fine in [
+        &[
+            "#SBATCH -o logs/%j.out -e err/%j",
+            "#SBATCH --chdir=/scratch/run",
+        ][..],
+        &["#SBATCH -o /scratch/%j.out -e /scratch/%j.err"],
+        &["#SBATCH -o none -e NONE"],
+        &["#SBATCH --job-name=no-files"],
+    ] {
+        let c = converted(fine);
+        assert_eq!(caveats(&c), [], "{fine:?}");
+    }
+}
+
 /// sbatch reads `--export`'s NONE and ALL in any case.
 #[test]
 fn export_none_and_all_in_any_case() {
