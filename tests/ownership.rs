@@ -383,6 +383,7 @@ async fn forged_tags_are_never_adopted_and_foreign_job_ids_never_cancelled() {
     })
     .await;
     assert!(note.contains("not cancelled"), "{note}");
+    assert!(note.contains("unsigned tag"), "{note}");
     assert_untouched(&admin, &[bobs], "after deleting the SlurmJob naming it").await;
     assert!(
         events

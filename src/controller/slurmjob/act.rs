@@ -1247,7 +1247,7 @@ pub async fn cancel_owned(
             .iter()
             .map(|job| match job.ownership(key) {
                 // A valid tag, but of another SlurmJob.
-                Ownership::Proven | Ownership::Legacy => Ownership::Forged,
+                Ownership::Proven => Ownership::Forged,
                 other => other,
             })
             .min_by_key(|o| *o == Ownership::Untagged)

@@ -10,7 +10,10 @@ use crate::slurm::tag::Ownership;
 pub fn not_owned(job_id: u32, ownership: Ownership) -> Notice {
     let why = match ownership {
         Ownership::Untagged => "carries no ownership tag",
-        Ownership::Legacy => "carries an unsigned tag of another SlurmJob",
+        Ownership::Legacy => {
+            "carries an unsigned tag (an older operator's) of another SlurmJob, or runs as a \
+             Slurm user this SlurmJob's namespace is not granted"
+        }
         _ => "carries a tag that is not this SlurmJob's, signed for its Slurm user",
     };
     Notice::warning(
