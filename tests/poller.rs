@@ -934,23 +934,16 @@ async fn without_slurmctlds_clock_the_first_sync_skips_nothing_unfetched() {
     })
     .await;
     refusing.store(true, std::sync::atomic::Ordering::SeqCst);
-    let config = ClientConfig::new(&url).unwrap().allow_plaintext(true);
-    let client = SlurmClient::new(config, slurm.credentials()).unwrap();
-    let (tx, _events) = broadcast::channel(4096);
     let tuning = poller::Tuning {
         recent: Duration::from_secs(2),
         // The walk may cover every job the shared Slurm holds: it stops at none.
         detail_budget: 100_000,
         ..poller::Tuning::default()
     };
-    let (_handle, mut index) = poller::spawn_tuned(
-        cluster(),
-        client,
-        &PollerConfig { interval: INTERVAL },
-        tuning,
-        tx,
-        Metrics::new(),
-    );
+    let config = ClientConfig::new(&url).unwrap().allow_plaintext(true);
+    let Running {
+        _handle, mut index, ..
+    } = start_configured(config, slurm.credentials(), tuning, INTERVAL);
     synced(&mut index).await;
     let state = index.borrow().clone();
     assert!(state.health.is_up(), "{:?}", state.health);
@@ -1499,23 +1492,16 @@ async fn a_failing_listing_of_every_job_is_said_until_one_answers() {
     let filler = submit_held(&slurm, "poller-listing-fails-others", 40, None).await;
     let _cancel = CancelOnDrop::new(&slurm, ours.iter().chain(&filler).copied().collect());
     let (url, failing) = common::proxy::failing_listings(slurm.url.clone()).await;
-    let config = ClientConfig::new(&url).unwrap().allow_plaintext(true);
-    let poller_client = SlurmClient::new(config, slurm.credentials()).unwrap();
-    let (tx, _events) = broadcast::channel(4096);
     let tuning = poller::Tuning {
         full_every: Duration::from_secs(1),
         probe_width: 16,
         recent: Duration::from_secs(30),
         ..poller::Tuning::default()
     };
-    let (_handle, mut index) = poller::spawn_tuned(
-        cluster(),
-        poller_client,
-        &PollerConfig { interval: INTERVAL },
-        tuning,
-        tx,
-        Metrics::new(),
-    );
+    let config = ClientConfig::new(&url).unwrap().allow_plaintext(true);
+    let Running {
+        _handle, mut index, ..
+    } = start_configured(config, slurm.credentials(), tuning, INTERVAL);
     wait_index(&mut index, "a listing of every job", TIMEOUT, |s| {
         s.fully_listed_at.map(|_| ())
     })

@@ -283,19 +283,24 @@ pub fn may_call_slurm(target: Target<'_>, env: Env<'_>) -> bool {
             if usage_retry(&current, env.now).is_some() {
                 return true;
             }
-            let next = plan::follow(
-                &current,
-                job_id,
-                env.state,
-                env.now,
-                target.uid,
-                env.key,
-                env.job_user,
-            );
+            let next = followed(&current, job_id, target.uid, env);
             // Lost: accounting is asked how it ended; ended now: for what it used.
             next.phase.is_terminal() && !current.phase.is_terminal()
         }
     }
+}
+
+/// What the index shows of job `job_id` of the SlurmJob `uid` now ([`plan::follow`]).
+fn followed(current: &SlurmJobStatus, job_id: i64, uid: &str, env: Env<'_>) -> SlurmJobStatus {
+    plan::follow(
+        current,
+        job_id,
+        env.state,
+        env.now,
+        uid,
+        env.key,
+        env.job_user,
+    )
 }
 
 /// How soon a step whose job id the index has not resolved yet looks again: the poller reads
@@ -310,18 +315,7 @@ pub fn asks_how_it_ended(target: Target<'_>, env: Env<'_>) -> bool {
         return false;
     };
     let current = target.status.cloned().unwrap_or_default();
-    !current.phase.is_terminal()
-        && plan::follow(
-            &current,
-            job_id,
-            env.state,
-            env.now,
-            target.uid,
-            env.key,
-            env.job_user,
-        )
-        .phase
-            == Phase::Lost
+    !current.phase.is_terminal() && followed(&current, job_id, target.uid, env).phase == Phase::Lost
 }
 
 /// Whether the spec asks for the job to be held.
@@ -1059,15 +1053,7 @@ pub async fn follow_or_account(
     uid: &str,
     env: Env<'_>,
 ) -> (SlurmJobStatus, Again) {
-    let next = plan::follow(
-        current,
-        job_id,
-        env.state,
-        env.now,
-        uid,
-        env.key,
-        env.job_user,
-    );
+    let next = followed(current, job_id, uid, env);
     let missing = u32::try_from(job_id).is_ok_and(|id| env.state.job_records(id).is_empty());
     if let Ok(id) = u32::try_from(job_id)
         && missing

@@ -738,17 +738,20 @@ fn minted(url: &str) -> SlurmClient {
     SlurmClient::new(config, Arc::new(credentials)).unwrap()
 }
 
-/// An edit of a pending job whose namespace was mapped to another Slurm user since its submit
-/// is not sent: the operator would act as a user the namespace is no longer granted (release
-/// that user's hold, move its job). `SpecApplied=False/UserChanged` and a Warning say so; the
-/// mock takes no update.
-#[tokio::test]
-async fn an_edit_is_not_sent_as_a_user_the_namespace_is_no_longer_granted() {
+/// A world whose slurmrestd (`server`) answers job 7's record: alice's, pending, carrying
+/// SlurmJob `u`'s tag of generation 1; the index holds it too. Returns the world, the status of a
+/// SlurmJob that submitted it from `true_spec()`, and that spec edited (a 2 h time limit).
+async fn pending_job_to_edit(
+    server: &wiremock::MockServer,
+    client: Option<SlurmClient>,
+) -> (World, SlurmJobStatus, SlurmJobSpec) {
     use wiremock::matchers::{method, path_regex};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
+    use wiremock::{Mock, ResponseTemplate};
 
-    let server = MockServer::start().await;
     let mut world = World::new(&server.uri());
+    if let Some(client) = client {
+        world.client = client;
+    }
     let tag = OwnerTag::new("u", 1);
     let comment = world.key.comment(&tag, "alice");
     let fixture = concat!(
@@ -764,12 +767,7 @@ async fn an_edit_is_not_sent_as_a_user_the_namespace_is_no_longer_granted() {
     Mock::given(method("GET"))
         .and(path_regex("^/slurm/v0.0.42/job/7/?$"))
         .respond_with(ResponseTemplate::new(200).set_body_json(&answer["body"]))
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(500))
-        .expect(0)
-        .mount(&server)
+        .mount(server)
         .await;
     let pending = Job {
         job_id: 7,
@@ -791,6 +789,25 @@ async fn an_edit_is_not_sent_as_a_user_the_namespace_is_no_longer_granted() {
         submitted_spec_hash: Some(crate::controller::slurmjob::edit::spec_hash(&submitted)),
         ..Default::default()
     };
+    (world, status, edited)
+}
+
+/// An edit of a pending job whose namespace was mapped to another Slurm user since its submit
+/// is not sent: the operator would act as a user the namespace is no longer granted (release
+/// that user's hold, move its job). `SpecApplied=False/UserChanged` and a Warning say so; the
+/// mock takes no update.
+#[tokio::test]
+async fn an_edit_is_not_sent_as_a_user_the_namespace_is_no_longer_granted() {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let server = MockServer::start().await;
+    let (world, status, edited) = pending_job_to_edit(&server, None).await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
     let target = following("train", 2, &edited, &status);
     let env = Env {
         job_user: Some("bob"),
@@ -824,8 +841,7 @@ async fn a_failing_edit_backs_off() {
     use wiremock::{Mock, MockServer, ResponseTemplate};
 
     let server = MockServer::start().await;
-    let mut world = World::new(&server.uri());
-    world.client = SlurmClient::new(
+    let alice = SlurmClient::new(
         crate::slurm::ClientConfig::new(&server.uri())
             .unwrap()
             .allow_plaintext(true)
@@ -833,49 +849,13 @@ async fn a_failing_edit_backs_off() {
         Arc::new(crate::slurm::Credentials::token("t", Some("alice".into())).unwrap()),
     )
     .unwrap();
-    let tag = OwnerTag::new("u", 1);
-    let comment = world.key.comment(&tag, "alice");
-    let fixture = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/24.11/job_pending.json"
-    );
-    let mut answer: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
-    let record = &mut answer["body"]["jobs"][0];
-    record["job_id"] = 7.into();
-    record["user_name"] = "alice".into();
-    record["comment"] = comment.clone().into();
-    Mock::given(method("GET"))
-        .and(path_regex("^/slurm/v0.0.42/job/7/?$"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(&answer["body"]))
-        .mount(&server)
-        .await;
+    let (world, status, edited) = pending_job_to_edit(&server, Some(alice)).await;
     Mock::given(method("POST"))
         .and(path_regex("^/slurm/v0.0.42/job/7/?$"))
         .respond_with(ResponseTemplate::new(500))
         .expect(1..)
         .mount(&server)
         .await;
-    let pending = Job {
-        job_id: 7,
-        state: crate::slurm::types::JobState::from_strings(&["PENDING"]),
-        user_name: Some("alice".into()),
-        ..Job::bare().with_comment(comment)
-    };
-    world.index.jobs = Arc::new(BTreeMap::from([(7, pending)]).into());
-    let submitted = true_spec();
-    let edited = SlurmJobSpec {
-        time_limit: Some(serde_json::from_value(serde_json::json!("2h")).unwrap()),
-        ..submitted.clone()
-    };
-    let status = SlurmJobStatus {
-        phase: Phase::Submitted,
-        job_id: Some(7),
-        observed_generation: Some(1),
-        submitted_generation: Some(1),
-        submitted_spec_hash: Some(crate::controller::slurmjob::edit::spec_hash(&submitted)),
-        ..Default::default()
-    };
     let target = following("train", 2, &edited, &status);
     let env = Env {
         job_user: Some("alice"),
