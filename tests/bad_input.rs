@@ -1637,7 +1637,9 @@ impl Tripwire {
         let env = Env {
             client: &self.client,
             submitter: &self.client,
-            job_user: None,
+            // The fixtures' records run as `slurm` and carry legacy (unsigned) tags: followed
+            // as a namespace granted that user follows them.
+            job_user: Some("slurm"),
             state: &state,
             submissions: &submissions,
             started_at: now - chrono::TimeDelta::seconds(1),
