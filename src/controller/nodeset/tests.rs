@@ -1779,16 +1779,26 @@ async fn refuse_node_reads(server: &wiremock::MockServer, node: &str) {
         .await;
 }
 
-/// The reads of node `node` `server` answered.
-async fn node_reads(server: &wiremock::MockServer, node: &str) -> usize {
+/// The requests for node `node` `server` answered, of `method` (any, `None`).
+async fn node_requests(
+    server: &wiremock::MockServer,
+    node: &str,
+    method: Option<wiremock::http::Method>,
+) -> usize {
     let path = format!("/slurm/v0.0.42/node/{node}");
     server
         .received_requests()
         .await
         .unwrap_or_default()
         .iter()
+        .filter(|r| method.as_ref().is_none_or(|m| r.method == *m))
         .filter(|r| r.url.path().trim_end_matches('/') == path)
         .count()
+}
+
+/// The reads of node `node` `server` answered.
+async fn node_reads(server: &wiremock::MockServer, node: &str) -> usize {
+    node_requests(server, node, None).await
 }
 
 /// Which deletes of a pod slurmctld, asked now, lets go ([`plan::Confirm`]): one planned because
@@ -1847,15 +1857,7 @@ async fn slurm_allows_a_pods_delete_only_while_slurm_still_shows_why() {
 
 /// The deletes of node records slurmrestd served (`DELETE .../node/<node>`).
 async fn node_deletes(server: &wiremock::MockServer, node: &str) -> usize {
-    let path = format!("/slurm/v0.0.42/node/{node}");
-    server
-        .received_requests()
-        .await
-        .unwrap_or_default()
-        .iter()
-        .filter(|r| r.method == wiremock::http::Method::DELETE)
-        .filter(|r| r.url.path().trim_end_matches('/') == path)
-        .count()
+    node_requests(server, node, Some(wiremock::http::Method::DELETE)).await
 }
 
 /// Serve the removal of node `node` as Slurm 24.11 does.
