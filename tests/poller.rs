@@ -1481,7 +1481,8 @@ async fn a_slow_full_listing_holds_up_no_change() {
 /// The periodic listing of every job failing while the incremental cycles work is said in the
 /// index (`listing_failure`, which the SlurmCluster's `JobsListed` condition shows; before, only
 /// the log and a metric did), while health stays up and `fully_listed_at` stands still; the next
-/// listing that answers clears it.
+/// listing that answers clears it. Each change goes out as one `ListingChanged` event (the
+/// SlurmCluster's status says it then, not at its next minutely check).
 #[tokio::test]
 async fn a_failing_listing_of_every_job_is_said_until_one_answers() {
     let slurm = require_slurm!();
@@ -1500,13 +1501,38 @@ async fn a_failing_listing_of_every_job_is_said_until_one_answers() {
     };
     let config = ClientConfig::new(&url).unwrap().allow_plaintext(true);
     let Running {
-        _handle, mut index, ..
+        _handle,
+        mut index,
+        mut events,
+        ..
     } = start_configured(config, slurm.credentials(), tuning, INTERVAL);
+    // The SlurmCluster is told each change of what its JobsListed says, once. A cycle's events
+    // go out right after its index: wait for the next one, then see that none other came.
+    async fn next_listing_event(events: &mut broadcast::Receiver<SlurmEvent>) -> bool {
+        tokio::time::timeout(TIMEOUT, async {
+            loop {
+                if let SlurmEvent::ListingChanged { failing, .. } = events.recv().await.unwrap() {
+                    return failing;
+                }
+            }
+        })
+        .await
+        .expect("a ListingChanged event")
+    }
+    let no_more = |events: &mut broadcast::Receiver<SlurmEvent>| {
+        while let Ok(event) = events.try_recv() {
+            assert!(
+                !matches!(event, SlurmEvent::ListingChanged { .. }),
+                "{event:?}"
+            );
+        }
+    };
     wait_index(&mut index, "a listing of every job", TIMEOUT, |s| {
         s.fully_listed_at.map(|_| ())
     })
     .await;
     assert_eq!(index.borrow().listing_failure, None);
+    assert!(!next_listing_event(&mut events).await, "the first listing");
 
     failing.store(true, std::sync::atomic::Ordering::SeqCst);
     let failure = wait_index(&mut index, "the listing's failure", TIMEOUT, |s| {
@@ -1515,6 +1541,7 @@ async fn a_failing_listing_of_every_job_is_said_until_one_answers() {
     .await;
     eprintln!("{failure:?}");
     assert!(failure.message.contains("503"), "{failure:?}");
+    assert!(next_listing_event(&mut events).await, "failing");
     let frozen = index.borrow().fully_listed_at;
     // Cycles go on, up, and the failure is kept with its first time while listings fail.
     let polls = index.borrow().polls;
@@ -1522,6 +1549,7 @@ async fn a_failing_listing_of_every_job_is_said_until_one_answers() {
         (s.polls >= polls + 3).then_some(())
     })
     .await;
+    no_more(&mut events);
     let state = index.borrow().clone();
     assert!(state.health.is_up(), "{:?}", state.health);
     assert_eq!(state.fully_listed_at, frozen);
@@ -1535,6 +1563,7 @@ async fn a_failing_listing_of_every_job_is_said_until_one_answers() {
         (s.listing_failure.is_none() && s.fully_listed_at > frozen).then_some(())
     })
     .await;
+    assert!(!next_listing_event(&mut events).await, "answered again");
 }
 
 /// Every request of a poller, with when it was answered and its HTTP status.

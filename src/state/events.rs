@@ -172,8 +172,8 @@ fn members_of(members: &Members) -> Vec<ObjectRef<SlurmCluster>> {
     members.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
-/// An event the poller sent under `label`, as the feed's `members` each see it: health and node
-/// events once per member (each SlurmCluster's objects follow their own); job events once (they
+/// An event the poller sent under `label`, as the feed's `members` each see it: health, listing
+/// and node events once per member (each SlurmCluster's objects follow their own); job events once (they
 /// are mapped by the owner's uid, whatever the cluster). Events naming another cluster (a
 /// member announced by the registry) go as they are.
 fn fan_out(
@@ -190,6 +190,12 @@ fn fan_out(
     match &event {
         SlurmEvent::HealthChanged { cluster, up } if cluster == label => {
             for_each_member(&|cluster| SlurmEvent::HealthChanged { cluster, up: *up })
+        }
+        SlurmEvent::ListingChanged { cluster, failing } if cluster == label => {
+            for_each_member(&|cluster| SlurmEvent::ListingChanged {
+                cluster,
+                failing: *failing,
+            })
         }
         SlurmEvent::NodeChanged { cluster, node } if cluster == label => {
             for_each_member(&|cluster| SlurmEvent::NodeChanged {
@@ -282,6 +288,13 @@ mod tests {
         feed.sender.send(health("a", true)).unwrap();
         assert_eq!(next(&mut events).await, Delivery::Event(health("a", true)));
         assert_eq!(next(&mut events).await, Delivery::Event(health("b", true)));
+        let listing = |name: &str| SlurmEvent::ListingChanged {
+            cluster: ObjectRef::new(name),
+            failing: true,
+        };
+        feed.sender.send(listing("a")).unwrap();
+        assert_eq!(next(&mut events).await, Delivery::Event(listing("a")));
+        assert_eq!(next(&mut events).await, Delivery::Event(listing("b")));
         let job = SlurmEvent::JobGone {
             cluster: ObjectRef::new("a"),
             job_id: 7,

@@ -93,6 +93,15 @@ pub struct ClusterState {
 }
 
 impl ClusterState {
+    /// How the periodic listing of every job fares.
+    pub fn listing(&self) -> Listing {
+        match (&self.listing_failure, self.fully_listed_at) {
+            (Some(failure), _) => Listing::Failing(failure.clone()),
+            (None, Some(_)) => Listing::Listed,
+            (None, None) => Listing::NotYet,
+        }
+    }
+
     /// The jobs whose record cannot be read while their owner is unknown: while there is one,
     /// the job list is not complete (it may be an earlier submit of ours).
     pub fn unreadable_unresolved(&self) -> BTreeMap<u32, &Unreadable> {
@@ -282,6 +291,23 @@ pub struct Unreadable {
     pub since: DateTime<Utc>,
 }
 
+/// How the poller's listing of every job fares ([`ClusterState::listing`]): what the
+/// SlurmCluster's `JobsListed` condition says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listing {
+    /// None has answered yet.
+    NotYet,
+    Listed,
+    Failing(ListingFailure),
+}
+
+impl Listing {
+    /// Whether the two say different things (a failure's time or text aside).
+    pub fn differs(&self, other: &Self) -> bool {
+        std::mem::discriminant(self) != std::mem::discriminant(other)
+    }
+}
+
 /// Why the listing of every job has failed ([`ClusterState::listing_failure`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListingFailure {
@@ -363,6 +389,13 @@ pub enum SlurmEvent {
         cluster: ObjectRef<SlurmCluster>,
         up: bool,
     },
+    /// The periodic listing of every job started failing (`failing: true`), or answered after
+    /// failing or for the first time (`failing: false`): what the SlurmCluster's `JobsListed`
+    /// condition says ([`ClusterState::listing_failure`]). Never repeated while it stays so.
+    ListingChanged {
+        cluster: ObjectRef<SlurmCluster>,
+        failing: bool,
+    },
 }
 
 impl SlurmEvent {
@@ -372,7 +405,8 @@ impl SlurmEvent {
             | Self::JobGone { cluster, .. }
             | Self::NodeChanged { cluster, .. }
             | Self::NodeGone { cluster, .. }
-            | Self::HealthChanged { cluster, .. } => cluster,
+            | Self::HealthChanged { cluster, .. }
+            | Self::ListingChanged { cluster, .. } => cluster,
         }
     }
 }

@@ -15,7 +15,7 @@
 //!    node counts from the poller's index once it has synced (else one `nodes` call), and the
 //!    poller's health;
 //! 6. [`status::desired`] → server-side apply of the status when [`status::changed`], and an Event
-//!    when `Ready` changes ([`status::notice`]).
+//!    when `Ready` or `JobsListed` changes ([`status::notice`]).
 //!
 //! Failures of steps 1 and 3 are the user's to fix: the client is removed, the status says why,
 //! and the controller waits for a change of the SlurmCluster or of a Secret/ConfigMap it references
@@ -26,7 +26,7 @@
 //!
 //! Triggers: the SlurmCluster itself (generation and finalizer changes only — our own status writes do
 //! not re-trigger), Secret and ConfigMap changes mapped to the Clusters that reference them, and
-//! the pollers' `HealthChanged` events.
+//! the pollers' `HealthChanged` and `ListingChanged` events.
 
 pub mod config;
 pub mod status;
@@ -273,7 +273,7 @@ async fn apply(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error> {
             .await
             .map_err(Error::PatchStatus)?;
     }
-    if let Some(notice) = status::notice(current, &desired) {
+    for notice in status::notice(current, &desired) {
         kit::publish(&ctx.recorder, cluster, EVENT_ACTION, notice).await;
     }
 
@@ -446,7 +446,7 @@ async fn check(
         partitions,
         nodes,
         protection,
-        listing: status::Listing::of(&state),
+        listing: state.listing(),
     })
 }
 
@@ -563,12 +563,17 @@ pub fn clusters_referencing(
         .collect()
 }
 
-/// The Clusters whose poller changed health: each `HealthChanged` event is a reconcile of its
-/// SlurmCluster.
-pub fn health_targets(event: &SlurmEvent, _: &Store<SlurmCluster>) -> Vec<ObjectRef<SlurmCluster>> {
+/// The Clusters whose poller changed health or whose listing of every job started or stopped
+/// failing: each such event is a reconcile of its SlurmCluster, so `Ready` and `JobsListed` say
+/// it now rather than at the next [`RESYNC`].
+pub fn status_targets(event: &SlurmEvent, _: &Store<SlurmCluster>) -> Vec<ObjectRef<SlurmCluster>> {
     match event {
         SlurmEvent::HealthChanged { cluster, up } => {
             debug!(cluster = %cluster, up, "poller health changed");
+            vec![cluster.clone()]
+        }
+        SlurmEvent::ListingChanged { cluster, failing } => {
+            debug!(cluster = %cluster, failing, "the listing of every job changed");
             vec![cluster.clone()]
         }
         _ => Vec::new(),
@@ -630,11 +635,11 @@ pub fn run(
 
     let by_secret = store.clone();
     let by_config_map = store.clone();
-    let health = kit::slurm_triggers(
+    let pollers = kit::slurm_triggers(
         CONTROLLER,
         ctx.events.subscribe(),
         store.clone(),
-        health_targets,
+        status_targets,
     );
     let driver = Controller::for_stream(clusters, store.clone())
         .with_config(
@@ -654,7 +659,7 @@ pub fn run(
                 config::referenced_config_maps(spec).any(|n| n == name)
             })
         })
-        .reconcile_on(health)
+        .reconcile_on(pollers)
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, Arc::new(ctx))

@@ -2,8 +2,9 @@
 //!
 //! [`desired`] computes the whole status (it is applied whole, with one field manager);
 //! [`changed`] says whether it differs from the current one, ignoring only list ordering;
-//! [`notice`] says which Event, if any, the change deserves (one per change of the `Ready`
-//! condition, so a SlurmCluster that stays broken does not flood its Events).
+//! [`notice`] says which Events the change deserves (one per change of the `Ready` condition, so
+//! a SlurmCluster that stays broken does not flood its Events, and one when the listing of every
+//! job starts or stops failing).
 //!
 //! [`protection`] reads what accounting keeps of a finished job of ours into the
 //! `DuplicateProtection` condition: crash-safe submits find a job that left slurmctld only
@@ -19,7 +20,7 @@ use crate::crd::{ClusterNodeCounts, SlurmClusterStatus};
 use crate::slurm::SlurmError;
 use crate::slurm::tag::{Ownership, TagKey};
 use crate::slurm::types::{ClusterInfo, Job, NodeCounts};
-use crate::state::index::{ClusterState, ListingFailure};
+use crate::state::index::{ClusterState, Listing};
 
 /// Ready=True: slurmrestd answers with valid credentials and the poller is healthy.
 pub const CONNECTED: &str = "Connected";
@@ -44,25 +45,6 @@ pub const DELETION_BLOCKED: &str = "DeletionBlocked";
 /// cycles do not show everything (purged jobs, a job a lost submit made), and what waits for a
 /// full listing waits on while it fails, though `Ready` stays True.
 pub const JOBS_LISTED: &str = "JobsListed";
-
-/// How the poller's listing of every job fares ([`ClusterState::listing_failure`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Listing {
-    /// None has answered yet.
-    NotYet,
-    Listed,
-    Failing(ListingFailure),
-}
-
-impl Listing {
-    pub fn of(state: &ClusterState) -> Self {
-        match (&state.listing_failure, state.fully_listed_at) {
-            (Some(failure), _) => Self::Failing(failure.clone()),
-            (None, Some(_)) => Self::Listed,
-            (None, None) => Self::NotYet,
-        }
-    }
-}
 
 /// The `JobsListed` condition's status, reason and message.
 fn listing_condition(listing: &Listing) -> (Status, &'static str, String) {
@@ -484,30 +466,39 @@ pub fn changed(current: Option<&SlurmClusterStatus>, desired: &SlurmClusterStatu
     current.map(normalized) != Some(normalized(desired))
 }
 
-/// The Event for a change of the `Ready` condition (status or reason): Normal `Connected` when it
-/// becomes True, a Warning with the failure reason when it becomes False. None otherwise.
-pub fn notice(
-    current: Option<&SlurmClusterStatus>,
-    desired: &SlurmClusterStatus,
-) -> Option<Notice> {
-    let new = condition::find(&desired.conditions, READY)?;
-    let old: Option<&Condition> = current.and_then(|s| condition::find(&s.conditions, READY));
-    if old.is_some_and(|o| o.status == new.status && o.reason == new.reason) {
-        return None;
+/// The Events the change from `current` to `desired` deserves, in this order:
+/// - one per change of the `Ready` condition (a Warning when it turns False, Normal when True),
+///   so a SlurmCluster that stays broken does not flood its Events;
+/// - `JobsNotListed` (Warning) when the listing of every job starts failing, and `JobsListed`
+///   when it answers again after failing (not at the first listing: nothing was wrong).
+pub fn notice(current: Option<&SlurmClusterStatus>, desired: &SlurmClusterStatus) -> Vec<Notice> {
+    let mut notices = Vec::new();
+    if let Some(new) = find(Some(desired), READY) {
+        let old = find(current, READY);
+        let same = old.is_some_and(|o| o.status == new.status && o.reason == new.reason);
+        if !same && new.status == Status::True.as_str() {
+            notices.push(Notice::normal(new.reason.clone(), new.message.clone()));
+        } else if !same && new.status == Status::False.as_str() {
+            notices.push(Notice::warning(new.reason.clone(), new.message.clone()));
+        }
     }
-    let warning = if new.status == Status::True.as_str() {
-        false
-    } else if new.status == Status::False.as_str() {
-        true
-    } else {
-        return None;
-    };
-    Some(Notice {
-        warning,
-        reason: new.reason.clone().into(),
-        note: new.message.clone(),
-        action: None,
-    })
+    if let Some(new) = find(Some(desired), JOBS_LISTED) {
+        let was_false =
+            find(current, JOBS_LISTED).is_some_and(|o| o.status == Status::False.as_str());
+        if new.status == Status::False.as_str() && !was_false {
+            notices.push(Notice::warning("JobsNotListed", new.message.clone()));
+        } else if new.status == Status::True.as_str() && was_false {
+            notices.push(Notice::normal(
+                "JobsListed",
+                "the periodic listing of every job's state answers again",
+            ));
+        }
+    }
+    notices
+}
+
+fn find<'a>(status: Option<&'a SlurmClusterStatus>, type_: &str) -> Option<&'a Condition> {
+    status.and_then(|s| condition::find(&s.conditions, type_))
 }
 
 /// Whether `s` is a PascalCase word (what condition and Event reasons must be).
@@ -525,6 +516,7 @@ mod tests {
 
     use super::*;
     use crate::slurm::auth::AuthError;
+    use crate::state::index::ListingFailure;
 
     fn at(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).unwrap())
@@ -827,6 +819,40 @@ mod tests {
         // A failure kept as it was: no status write.
         let again = desired(Some(&back), Some(1), &with(Listing::Listed), at(1_210));
         assert!(!changed(Some(&back), &again));
+
+        // Events: one when it starts failing, one when it answers again; none for the first
+        // listing, nor for a failure or an answer repeated.
+        let reasons = |from: &SlurmClusterStatus, to: &SlurmClusterStatus| {
+            notice(Some(from), to)
+                .into_iter()
+                .map(|n| (n.reason.into_owned(), n.warning))
+                .collect::<Vec<_>>()
+        };
+        let listed_first = desired(Some(&first), Some(1), &with(Listing::Listed), at(1_000));
+        assert_eq!(reasons(&first, &listed_first), []);
+        assert_eq!(
+            reasons(&first, &failed),
+            [("JobsNotListed".to_owned(), true)]
+        );
+        assert_eq!(
+            reasons(&listed_first, &failed),
+            [("JobsNotListed".to_owned(), true)]
+        );
+        let warned = notice(Some(&first), &failed);
+        assert_eq!(warned[0].note, cond(&failed, JOBS_LISTED).message);
+        assert_eq!(reasons(&failed, &still), []);
+        let other = Listing::Failing(ListingFailure {
+            reason: "Unreachable",
+            message: "connection refused".into(),
+            since,
+        });
+        let otherwise = desired(Some(&failed), Some(1), &with(other), at(1_150));
+        assert_eq!(reasons(&failed, &otherwise), [], "still failing");
+        assert_eq!(
+            reasons(&otherwise, &back),
+            [("JobsListed".to_owned(), false)]
+        );
+        assert_eq!(reasons(&back, &again), []);
     }
 
     #[test]
@@ -1153,30 +1179,34 @@ mod tests {
     }
 
     #[test]
-    fn events_are_published_on_ready_transitions_only() {
+    fn events_are_published_on_ready_transitions() {
         let down = desired(
             None,
             Some(1),
             &failed("SecretNotFound", AuthState::Rejected),
             at(1),
         );
-        let n = notice(None, &down).unwrap();
+        let only = |notices: Vec<Notice>| {
+            assert_eq!(notices.len(), 1, "{notices:?}");
+            notices.into_iter().next().unwrap()
+        };
+        let n = only(notice(None, &down));
         assert!(n.warning);
         assert_eq!(n.reason, "SecretNotFound");
         assert_eq!(n.note, "it broke");
-        assert_eq!(notice(Some(&down), &down), None);
+        assert_eq!(notice(Some(&down), &down), []);
         let other = desired(
             Some(&down),
             Some(1),
             &failed("Unreachable", AuthState::Unknown),
             at(2),
         );
-        assert_eq!(notice(Some(&down), &other).unwrap().reason, "Unreachable");
+        assert_eq!(only(notice(Some(&down), &other)).reason, "Unreachable");
         let up = desired(Some(&other), Some(1), &connected(), at(3));
-        let n = notice(Some(&other), &up).unwrap();
+        let n = only(notice(Some(&other), &up));
         assert!(!n.warning);
         assert_eq!(n.reason, "Connected");
-        assert_eq!(notice(Some(&up), &up), None);
+        assert_eq!(notice(Some(&up), &up), []);
     }
 
     #[test]

@@ -402,7 +402,7 @@ async fn an_unmarked_secret_is_refused_and_waits_for_a_change() {
 }
 
 #[tokio::test]
-async fn health_events_become_reconciles_and_lag_reconciles_only_that_poller() {
+async fn health_and_listing_events_become_reconciles_and_lag_reconciles_only_that_poller() {
     use futures::StreamExt;
 
     let a = cluster("a", "http://h:6820");
@@ -415,7 +415,7 @@ async fn health_events_become_reconciles_and_lag_reconciles_only_that_poller() {
         CONTROLLER,
         hub.subscribe(),
         store,
-        health_targets,
+        status_targets,
     ));
 
     feed_a
@@ -433,6 +433,16 @@ async fn health_events_become_reconciles_and_lag_reconciles_only_that_poller() {
         })
         .unwrap();
     assert_eq!(triggers.next().await, Some(rb.clone()));
+    // A listing that starts or stops failing is said on the SlurmCluster at once too.
+    feed_b
+        .sender
+        .send(SlurmEvent::ListingChanged {
+            cluster: rb.clone(),
+            failing: true,
+        })
+        .unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), triggers.next());
+    assert_eq!(next.await.expect("a reconcile"), Some(rb.clone()));
 
     // Overflow a's channel: the subscriber lags on a and asks for a's SlurmCluster only.
     for _ in 0..3 {

@@ -3,6 +3,7 @@
 //! | event | fires when |
 //! |---|---|
 //! | `HealthChanged{up}` | the poller's view of slurmrestd flips: the first poll's outcome, then each Up↔Down transition (never for a repeated failure) |
+//! | `ListingChanged{failing}` | the periodic listing of every job answers for the first time, starts failing, or answers after failing (never for a repeated failure or answer) |
 //! | `JobChanged` | one of OUR jobs appears (or becomes ours), or a field a controller reads changes: state (flags included), reason and its description, priority, hold, exit, nodes, times that mean something for its state (a pending job's estimated start included), time limit, comment, name, array ids and task list; or its record becomes unreadable, or readable again, or unreadable for another reason (`ClusterState::unreadable`) |
 //! | `JobGone` | one of our jobs leaves the index: slurmctld purged it (MinJobAge), or its comment stopped being ours; carries the comment it had |
 //! | `NodeChanged` | a node appears, its record changes (state, reason, CPUs, features, ...), or the jobs running on it change (count or deadline) |
@@ -17,9 +18,10 @@ use kube::runtime::reflector::ObjectRef;
 
 use crate::crd::SlurmCluster;
 use crate::slurm::types::Job;
-use crate::state::index::{ClusterState, Health, SlurmEvent};
+use crate::state::index::{ClusterState, Health, Listing, SlurmEvent};
 
-/// The events that lead from `old` to `new`, health first, then jobs by id, then nodes by name.
+/// The events that lead from `old` to `new`: health first, then the listing, then jobs by id,
+/// then nodes by name.
 pub fn diff(
     cluster: &ObjectRef<SlurmCluster>,
     old: &ClusterState,
@@ -30,6 +32,13 @@ pub fn diff(
         events.push(SlurmEvent::HealthChanged {
             cluster: cluster.clone(),
             up,
+        });
+    }
+    let listing = new.listing();
+    if listing.differs(&old.listing()) && listing != Listing::NotYet {
+        events.push(SlurmEvent::ListingChanged {
+            cluster: cluster.clone(),
+            failing: matches!(listing, Listing::Failing(_)),
         });
     }
     for change in merge(&old.jobs, &new.jobs) {
@@ -172,7 +181,7 @@ mod tests {
     use super::*;
     use crate::slurm::tag::OwnerTag;
     use crate::slurm::types::{ExitStatus, JobState, Node, NodeState};
-    use crate::state::index::NodeJobs;
+    use crate::state::index::{ListingFailure, NodeJobs};
 
     const TAG: &str = "slurm.rs/uid=u1,generation=1";
 
@@ -637,6 +646,67 @@ mod tests {
         assert_eq!(flip(down("Unreachable"), up()), health(true));
         assert_eq!(flip(up(), Health::Up { since: t(9) }), vec![]);
         assert_eq!(flip(Health::Unknown, Health::Unknown), vec![]);
+    }
+
+    /// What the SlurmCluster's `JobsListed` condition says changes: the first answer, a first
+    /// failure, an answer after failures. A failure or an answer repeated is no event.
+    #[test]
+    fn listing_events_fire_on_flips_only() {
+        let listed = |at: Option<i64>, failure: Option<(&'static str, i64)>| ClusterState {
+            fully_listed_at: at.map(t),
+            listing_failure: failure.map(|(reason, since)| ListingFailure {
+                reason,
+                message: "m".into(),
+                since: t(since),
+            }),
+            ..state(vec![], vec![], up())
+        };
+        let flip = |a: &ClusterState, b: &ClusterState| diff(&cluster(), a, b);
+        let event = |failing| {
+            vec![SlurmEvent::ListingChanged {
+                cluster: cluster(),
+                failing,
+            }]
+        };
+        let none = listed(None, None);
+        assert_eq!(flip(&none, &none), vec![]);
+        assert_eq!(
+            flip(&none, &listed(Some(5), None)),
+            event(false),
+            "first answer"
+        );
+        assert_eq!(
+            flip(&none, &listed(None, Some(("Timeout", 5)))),
+            event(true),
+            "first listing failed"
+        );
+        assert_eq!(
+            flip(&listed(Some(5), None), &listed(Some(9), None)),
+            vec![],
+            "answered again"
+        );
+        assert_eq!(
+            flip(
+                &listed(Some(5), None),
+                &listed(Some(5), Some(("Timeout", 7)))
+            ),
+            event(true)
+        );
+        assert_eq!(
+            flip(
+                &listed(Some(5), Some(("Timeout", 7))),
+                &listed(Some(5), Some(("Unreachable", 7)))
+            ),
+            vec![],
+            "still failing"
+        );
+        assert_eq!(
+            flip(
+                &listed(Some(5), Some(("Timeout", 7))),
+                &listed(Some(9), None)
+            ),
+            event(false)
+        );
     }
 
     #[test]
