@@ -223,7 +223,9 @@ struct Directive {
 
 /// The words of the `#SBATCH` lines, with their line numbers: only lines before the first
 /// command count (sbatch stops at the first line that is neither blank nor a comment), and only
-/// lines starting with exactly `#SBATCH` (so `##SBATCH` and `# SBATCH` are comments).
+/// lines starting with exactly `#SBATCH` (so `##SBATCH` and `# SBATCH` are comments). As in
+/// sbatch, whatever follows those 8 characters is words, blank or not: `#SBATCH--time=7` is
+/// `--time=7`, and `#SBATCHX` is the word `X` (which sbatch refuses the script for).
 fn directive_lines(script: &str) -> Result<Vec<(usize, Vec<String>)>, SbatchError> {
     if !script.starts_with("#!") {
         return Err(SbatchError::NoInterpreter);
@@ -241,9 +243,6 @@ fn directive_lines(script: &str) -> Result<Vec<(usize, Vec<String>)>, SbatchErro
         let Some(rest) = line.strip_prefix("#SBATCH") else {
             continue;
         };
-        if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
-            continue;
-        }
         lines.push((number, words(rest, number)?));
     }
     Ok(lines)
@@ -373,7 +372,8 @@ fn options(line: usize, words: &[String]) -> Vec<Result<Directive, Unconverted>>
         } else {
             found.push(unconverted(
                 word,
-                "is not an option (sbatch takes only options on #SBATCH lines)",
+                "is not an option: sbatch takes only options on #SBATCH lines and refuses the \
+                 whole script for this word (\"Invalid directive found in batch script\")",
             ));
         }
     }

@@ -28,7 +28,6 @@ fn only_sbatch_lines_before_the_first_command_count() {
         "#SBATCH --job-name=first",
         "##SBATCH --partition=disabled",
         "# SBATCH --partition=also-a-comment",
-        "#SBATCHX --partition=not-a-directive",
         "   ",
         "#SBATCH -p debug # trailing comment",
         "echo start",
@@ -40,6 +39,43 @@ fn only_sbatch_lines_before_the_first_command_count() {
     assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
     assert_eq!(c.spec.cluster_name, "main");
     assert!(c.spec.script.contains("#SBATCH --account=too-late"));
+}
+
+/// sbatch 24.11 takes whatever follows the 8 characters `#SBATCH` as words, blank or not:
+/// `#SBATCH--time=7` gave the job a 7:00 limit, and a tab after `#SBATCH` works as a blank.
+#[test]
+fn whatever_follows_sbatch_is_words_even_without_a_blank() {
+    for (line, want) in [
+        ("#SBATCH--time=7", "7m"),
+        ("#SBATCH-t 7", "7m"),
+        ("#SBATCH\t--time=7", "7m"),
+        ("#SBATCH --time=7", "7m"),
+    ] {
+        let c = converted(&[line]);
+        assert!(c.unconverted.is_empty(), "{line:?}: {:?}", c.unconverted);
+        let limit = c.spec.time_limit.map(|l| serde_json::to_value(&l).unwrap());
+        assert_eq!(limit, Some(json!(want)), "{line:?}");
+    }
+    // A bare #SBATCH has no words: nothing to report.
+    let c = converted(&["#SBATCH", "#SBATCH -J bare"]);
+    assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
+    assert_eq!(c.spec.name.as_deref(), Some("bare"));
+}
+
+/// sbatch refuses the script for the word glued to `#SBATCH`: reported (exit 3), saying so, the
+/// rest of the line still read.
+#[test]
+fn a_word_glued_to_sbatch_is_an_invalid_directive() {
+    // sbatch 24.11: "Invalid directive found in batch script: X".
+    let c = converted(&["#SBATCHX --job-name=weird"]);
+    assert_eq!(reported(&c), [(2, "X")]);
+    assert_eq!(c.spec.name.as_deref(), Some("weird"));
+    let message = c.unconverted[0].to_string();
+    assert!(
+        message.starts_with("line 2: X: is not an option"),
+        "{message}"
+    );
+    assert!(message.contains("Invalid directive"), "{message}");
 }
 
 #[test]
