@@ -27,6 +27,14 @@ pub enum SbatchError {
     NoInterpreter,
     #[error("line {line}: unterminated quote in the #SBATCH line")]
     UnterminatedQuote { line: usize },
+    /// sbatch refuses such a script, and bash on the nodes would fail on it
+    /// (`/bin/bash^M: bad interpreter`).
+    #[error(
+        "line {line} ends in \\r\\n: the script has DOS line breaks, which sbatch refuses and \
+         bash on the Slurm nodes cannot run; convert it to UNIX line breaks (\\n) first, e.g. \
+         with dos2unix"
+    )]
+    DosLineBreaks { line: usize },
 }
 
 /// An `#SBATCH` option the SlurmJob does not carry, with where it was and why.
@@ -229,6 +237,12 @@ struct Directive {
 fn directive_lines(script: &str) -> Result<Vec<(usize, Vec<String>)>, SbatchError> {
     if !script.starts_with("#!") {
         return Err(SbatchError::NoInterpreter);
+    }
+    // Anywhere in the script, as sbatch checks; a lone \r is only a blank to sbatch (and to
+    // `words`), so it is not refused.
+    if let Some(at) = script.find("\r\n") {
+        let line = script[..at].matches('\n').count() + 1;
+        return Err(SbatchError::DosLineBreaks { line });
     }
     let mut lines = Vec::new();
     for (index, line) in script.lines().enumerate() {

@@ -458,6 +458,35 @@ fn unreadable_scripts_are_errors() {
     );
 }
 
+/// sbatch 24.11 refuses a script with `\r\n` anywhere ("Batch script contains DOS line
+/// breaks"), while a lone `\r` is a blank to it (`#SBATCH -t 5\rtrue` was refused for the
+/// word `true`; `echo a\rb` after the directives ran).
+#[test]
+fn dos_line_breaks_are_refused_with_the_first_line() {
+    for (text, line) in [
+        ("#!/bin/bash\r\n#SBATCH -t 5\r\ntrue\r\n", 1),
+        ("#!/bin/bash\n#SBATCH -t 5\r\ntrue\n", 2),
+        // After the directives too, and on a last line.
+        ("#!/bin/bash\n#SBATCH -t 5\ntrue\necho done\r\n", 4),
+    ] {
+        assert_eq!(
+            convert(text, "main"),
+            Err(SbatchError::DosLineBreaks { line }),
+            "{text:?}"
+        );
+    }
+    let message = SbatchError::DosLineBreaks { line: 3 }.to_string();
+    for part in ["line 3", "\\r\\n", "DOS line breaks", "dos2unix"] {
+        assert!(message.contains(part), "{part} missing in {message}");
+    }
+    // A lone \r is a blank: between words of an #SBATCH line, or in a command.
+    let c = convert("#!/bin/bash\n#SBATCH -t 5\rtrue\n", "main").unwrap();
+    assert_eq!(reported(&c), [(2, "true")]);
+    let c = convert("#!/bin/bash\n#SBATCH -t 5\ntrue\necho a\rb\n", "main").unwrap();
+    assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
+    assert!(c.spec.time_limit.is_some());
+}
+
 #[test]
 fn names_and_dependencies() {
     assert_eq!(object_name("My_Job.v2").as_deref(), Some("my-job-v2"));
