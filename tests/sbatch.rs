@@ -43,7 +43,7 @@ fn options_of(name: &str) -> (Value, Vec<(usize, String)>) {
     let unconverted = c
         .unconverted
         .iter()
-        .map(|u| (u.line, u.option.clone()))
+        .map(|u| (u.origin.line().unwrap(), u.option.clone()))
         .collect();
     (spec, unconverted)
 }
@@ -98,7 +98,7 @@ fn relative_output_files_are_reported_unless_the_script_gives_a_directory() {
         let got: Vec<_> = c
             .caveats
             .iter()
-            .map(|c| (c.line, c.option.clone()))
+            .map(|c| (c.origin.line().unwrap(), c.option.clone()))
             .collect();
         assert_eq!(got, lines(want), "{name}");
     }
@@ -329,6 +329,92 @@ fn the_command_fails_on_unconverted_options_unless_allowed() {
     let (code, _, stderr) = sbatch(&["--cluster", "main", fixture("README.md").to_str().unwrap()]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("interpreter line"), "{stderr}");
+}
+
+/// sbatch's own options on the command line, after `--` (our `-n` is the namespace, sbatch's
+/// the task count): they win over the script's `#SBATCH` lines, as in sbatch; what they cannot
+/// carry is reported as from the command line; arguments for the script are refused.
+#[test]
+fn sbatch_options_on_the_command_line() {
+    let short = fixture("short_options.sh");
+    let short = short.to_str().unwrap();
+    // The script says -p debug -n2 -t 5.
+    let (code, stdout, stderr) = sbatch(&[
+        "-n",
+        "team-a",
+        "--cluster",
+        "main",
+        "--",
+        "-p",
+        "gpu",
+        "-n",
+        "4",
+        "-t",
+        "10",
+        short,
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let job: SlurmJob = serde_yaml_ng::from_str(&stdout).unwrap();
+    assert_eq!(job.metadata.name.as_deref(), Some("short"));
+    assert_eq!(job.metadata.namespace.as_deref(), Some("team-a"));
+    assert_eq!(job.spec.partition.as_deref(), Some("gpu"));
+    assert_eq!(job.spec.ntasks, Some(4));
+    assert!(stdout.contains("\n  timeLimit: 10m\n"), "{stdout}");
+    assert_eq!(
+        job.spec.account.as_deref(),
+        Some("root"),
+        "the script's rest"
+    );
+    assert_eq!(job.spec.script, read("short_options.sh"));
+
+    // The script before `--`, only options after it: the same.
+    let (code, stdout, stderr) = sbatch(&["--cluster", "main", short, "--", "-t", "10"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("\n  timeLimit: 10m\n"), "{stdout}");
+
+    // An option the SlurmJob cannot carry: reported from the command line, exit 3.
+    let (code, stdout, stderr) = sbatch(&[
+        "--cluster",
+        "main",
+        "--",
+        "--signal=B:USR1@300",
+        "-t",
+        "10",
+        short,
+    ]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert_eq!(stdout, "");
+    assert!(
+        stderr.contains("warning: command line: --signal=B:USR1@300: has no SlurmJob field"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("error: 1 sbatch option(s) not converted (1 on the command line)"),
+        "{stderr}"
+    );
+
+    // Usage errors (2): arguments for the script, the script twice, no script.
+    for (args, want) in [
+        (
+            &["--", "-t", "10", short, "input.dat"][..],
+            "a SlurmJob has no field for a script's arguments",
+        ),
+        (
+            &[short, "--", "-t", "10", short],
+            "the script is given before --",
+        ),
+        (&["--", "-t", "10"], "no script"),
+    ] {
+        let mut all = vec!["--cluster", "main"];
+        all.extend(args);
+        let (code, stdout, stderr) = sbatch(&all);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert_eq!(stdout, "", "{args:?}");
+        assert!(
+            stderr.contains(want),
+            "{args:?}: {want} missing in:\n{stderr}"
+        );
+    }
 }
 
 /// The job as slurmctld holds it, in the oldest REST API's rendering (raw JSON: the facade's

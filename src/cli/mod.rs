@@ -45,7 +45,7 @@ pub enum Command {
     /// Print a SlurmJob's output (with spec.output), following it with -f.
     Logs(follow::LogsArgs),
     /// Turn a batch script with #SBATCH lines into a SlurmJob (printed as YAML, or created with
-    /// --apply). Every #SBATCH option it cannot carry is listed.
+    /// --apply); sbatch's own options may follow `--`. Every option it cannot carry is listed.
     Sbatch(sbatch::SbatchArgs),
 }
 

@@ -37,11 +37,38 @@ pub enum SbatchError {
     DosLineBreaks { line: usize },
 }
 
-/// An `#SBATCH` option the SlurmJob does not carry, with where it was and why.
+/// Where an option was written: on the sbatch command line (the words after `--`), or on an
+/// `#SBATCH` line of the script. Ordered so that the command line's come first in a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Origin {
+    CommandLine,
+    /// 1-based line of the script.
+    Line(usize),
+}
+
+impl Origin {
+    /// The script's line, if the option was on one.
+    pub fn line(self) -> Option<usize> {
+        match self {
+            Origin::Line(line) => Some(line),
+            Origin::CommandLine => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::CommandLine => f.write_str("command line"),
+            Origin::Line(line) => write!(f, "line {line}"),
+        }
+    }
+}
+
+/// An sbatch option the SlurmJob does not carry, with where it was and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unconverted {
-    /// 1-based line of the script.
-    pub line: usize,
+    pub origin: Origin,
     /// The option as written, e.g. `--mail-type=END`.
     pub option: String,
     pub reason: String,
@@ -49,16 +76,15 @@ pub struct Unconverted {
 
 impl std::fmt::Display for Unconverted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}: {}: {}", self.line, self.option, self.reason)
+        write!(f, "{}: {}: {}", self.origin, self.option, self.reason)
     }
 }
 
-/// An `#SBATCH` option carried by the spec whose effect differs from sbatch's, with where it
+/// An sbatch option carried by the spec whose effect differs from sbatch's, with where it
 /// was and why: the job runs, but not as the script's author may expect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caveat {
-    /// 1-based line of the script.
-    pub line: usize,
+    pub origin: Origin,
     /// The option as written, e.g. `--output=logs/%j.out`.
     pub option: String,
     pub reason: String,
@@ -66,7 +92,7 @@ pub struct Caveat {
 
 impl std::fmt::Display for Caveat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}: {}: {}", self.line, self.option, self.reason)
+        write!(f, "{}: {}: {}", self.origin, self.option, self.reason)
     }
 }
 
@@ -74,9 +100,10 @@ impl std::fmt::Display for Caveat {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conversion {
     pub spec: SlurmJobSpec,
-    /// Every option not carried by `spec`, in script order.
+    /// Every option not carried by `spec`: the command line's first, then the script's, each in
+    /// the order written.
     pub unconverted: Vec<Unconverted>,
-    /// Options carried whose effect differs from sbatch's, in script order. Reported, but not
+    /// Options carried whose effect differs from sbatch's, in the same order. Reported, but not
     /// a reason to refuse the script as [`Conversion::unconverted`] is: the spec says what the
     /// script says.
     pub caveats: Vec<Caveat>,
@@ -220,10 +247,11 @@ const CLIENT_OPTIONS: &[&str] = &[
     "wrap",
 ];
 
-/// One option of an `#SBATCH` line: its long name, value, and the text as written.
+/// One option of an `#SBATCH` line or of the command line: its long name, value, and the text
+/// as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Directive {
-    line: usize,
+    origin: Origin,
     long: &'static str,
     value: Option<String>,
     written: String,
@@ -305,20 +333,36 @@ fn long_option(name: &str) -> Result<(&'static str, Arg), &'static str> {
     }
 }
 
-/// The options of one line, getopt-style: `--opt=value`, `--opt value`, `-Xvalue`, `-X value`
-/// and grouped flags (`-Hk`), in the order written. Words that are not options, or options
-/// sbatch does not have, come back as unconverted.
-fn options(line: usize, words: &[String]) -> Vec<Result<Directive, Unconverted>> {
+/// The options of one `#SBATCH` line or of the command line, getopt-style: `--opt=value`,
+/// `--opt value`, `-Xvalue`, `-X value` and grouped flags (`-Hk`), in the order written. Options
+/// sbatch does not have come back as unconverted. On an `#SBATCH` line (`until_operand` false)
+/// a word that is not an option is unconverted too; on the command line it is the script, where
+/// the options end as in sbatch's getopt (so does a `--` word): the second value is how many
+/// words were options.
+fn options(
+    origin: Origin,
+    words: &[String],
+    until_operand: bool,
+) -> (Vec<Result<Directive, Unconverted>>, usize) {
     let mut found = Vec::new();
+    let all = words.len();
     let mut words = words.iter();
     let unconverted = |option: &str, reason: &str| {
         Err(Unconverted {
-            line,
+            origin,
             option: option.to_owned(),
             reason: reason.to_owned(),
         })
     };
     while let Some(word) = words.next() {
+        if until_operand && word == "--" {
+            break;
+        }
+        let is_operand = word == "-" || !word.starts_with('-');
+        if until_operand && is_operand {
+            // Not consumed: the script.
+            return (found, all - words.len() - 1);
+        }
         if let Some(body) = word.strip_prefix("--") {
             let (name, inline) = match body.split_once('=') {
                 Some((name, value)) => (name, Some(value.to_owned())),
@@ -346,7 +390,7 @@ fn options(line: usize, words: &[String]) -> Vec<Result<Directive, Unconverted>>
                 (_, inline) => (inline, word.clone()),
             };
             found.push(Ok(Directive {
-                line,
+                origin,
                 long,
                 value,
                 written,
@@ -377,7 +421,7 @@ fn options(line: usize, words: &[String]) -> Vec<Result<Directive, Unconverted>>
                     },
                 };
                 found.push(Ok(Directive {
-                    line,
+                    origin,
                     long,
                     value,
                     written,
@@ -391,12 +435,46 @@ fn options(line: usize, words: &[String]) -> Vec<Result<Directive, Unconverted>>
             ));
         }
     }
-    found
+    (found, all - words.len())
+}
+
+/// The words given after our `--`, split as sbatch splits its command line: options, then the
+/// script, then the script's arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandLine {
+    /// The sbatch options, as written (a `--` ending them included).
+    pub options: Vec<String>,
+    /// The first word that is not an option (or follows a `--`): the script, `-` for stdin.
+    pub script: Option<String>,
+    /// The words after the script: its arguments.
+    pub arguments: Vec<String>,
+}
+
+impl CommandLine {
+    pub fn split(words: &[String]) -> CommandLine {
+        let (_, used) = options(Origin::CommandLine, words, true);
+        let (options, rest) = words.split_at(used);
+        CommandLine {
+            options: options.to_vec(),
+            script: rest.first().cloned(),
+            arguments: rest.iter().skip(1).cloned().collect(),
+        }
+    }
 }
 
 /// Convert `script`'s `#SBATCH` lines into a spec for the SlurmCluster `cluster_name`. The
 /// script itself is kept as it is.
 pub fn convert(script: &str, cluster_name: &str) -> Result<Conversion, SbatchError> {
+    convert_with(script, cluster_name, &[])
+}
+
+/// [`convert`] with sbatch options given on the command line ([`CommandLine::options`]), which
+/// take precedence over the script's `#SBATCH` lines as in sbatch.
+pub fn convert_with(
+    script: &str,
+    cluster_name: &str,
+    command_line: &[String],
+) -> Result<Conversion, SbatchError> {
     let mut spec = SlurmJobSpec {
         cluster_name: cluster_name.to_owned(),
         script: script.to_owned(),
@@ -431,12 +509,32 @@ pub fn convert(script: &str, cluster_name: &str) -> Result<Conversion, SbatchErr
     };
     let mut unconverted = Vec::new();
     let mut extra = serde_json::Map::new();
-    // Which option set each field last, in script order, to report the later of two that
+    // Which option set each field last, in the order applied, to report the later of two that
     // conflict.
     let mut set_at: BTreeMap<&'static str, (usize, Directive)> = BTreeMap::new();
     let mut order = 0;
-    for (line, words) in directive_lines(script)? {
-        for d in options(line, &words) {
+    // The command line's after the script's, so that a later one wins as in sbatch (which reads
+    // its command line again after the script).
+    let mut lines: Vec<(Origin, Vec<String>)> = directive_lines(script)?
+        .into_iter()
+        .map(|(line, words)| (Origin::Line(line), words))
+        .collect();
+    lines.push((Origin::CommandLine, command_line.to_vec()));
+    for (origin, words) in lines {
+        let on_command_line = origin == Origin::CommandLine;
+        let (found, used) = options(origin, &words, on_command_line);
+        // The command line's options end at the script (`CommandLine::split`): anything after
+        // that given here is not an option, and is reported rather than dropped.
+        for word in &words[used..] {
+            unconverted.push(Unconverted {
+                origin,
+                option: word.clone(),
+                reason: "is not an sbatch option (the script and its arguments come after the \
+                         options)"
+                    .into(),
+            });
+        }
+        for d in found {
             let d = match d {
                 Ok(d) => d,
                 Err(bad) => {
@@ -450,7 +548,7 @@ pub fn convert(script: &str, cluster_name: &str) -> Result<Conversion, SbatchErr
                     set_at.insert(d.long, (order, d));
                 }
                 Err(reason) => unconverted.push(Unconverted {
-                    line: d.line,
+                    origin: d.origin,
                     option: d.written.clone(),
                     reason,
                 }),
@@ -458,16 +556,27 @@ pub fn convert(script: &str, cluster_name: &str) -> Result<Conversion, SbatchErr
         }
     }
     // Pairs sbatch refuses, or that the SlurmJob refuses as saying one thing twice: the later
-    // option is reported, the earlier kept.
+    // option is reported, the earlier kept; but the command line's is kept against the
+    // script's, as it takes precedence (sbatch refuses such a pair too: still reported).
     let mut drop_later = |first: &str, second: &str, reason: &str| -> Option<&'static str> {
         let (a, b) = (set_at.get(first)?, set_at.get(second)?);
-        let (_, later) = if a.0 > b.0 { a } else { b };
+        let ((_, earlier), (_, later)) = if a.0 > b.0 { (b, a) } else { (a, b) };
+        let (dropped, reason) = match (earlier.origin, later.origin) {
+            (Origin::Line(_), Origin::CommandLine) => (
+                earlier,
+                format!(
+                    "{reason}; the command line's {} is kept, as it takes precedence",
+                    later.written
+                ),
+            ),
+            _ => (later, reason.to_owned()),
+        };
         unconverted.push(Unconverted {
-            line: later.line,
-            option: later.written.clone(),
-            reason: reason.to_owned(),
+            origin: dropped.origin,
+            option: dropped.written.clone(),
+            reason,
         });
-        Some(later.long)
+        Some(dropped.long)
     };
     if let Some(dropped) = drop_later(
         "mem",
@@ -518,7 +627,7 @@ pub fn convert(script: &str, cluster_name: &str) -> Result<Conversion, SbatchErr
             };
             if !file.starts_with('/') {
                 caveats.push(Caveat {
-                    line: d.line,
+                    origin: d.origin,
                     option: d.written.clone(),
                     reason: format!(
                         "is relative to the job's working directory, which without an absolute \
@@ -529,11 +638,11 @@ pub fn convert(script: &str, cluster_name: &str) -> Result<Conversion, SbatchErr
             }
         }
     }
-    caveats.sort_by_key(|c| c.line);
+    caveats.sort_by_key(|c| c.origin);
     if !extra.is_empty() {
         spec.extra_options = Some(extra);
     }
-    unconverted.sort_by_key(|u| u.line);
+    unconverted.sort_by_key(|u| u.origin);
     Ok(Conversion {
         spec,
         unconverted,
@@ -892,8 +1001,9 @@ pub fn dependency(text: &str) -> Result<JobDependency, String> {
 
 #[derive(Debug, Args)]
 pub struct SbatchArgs {
-    /// The batch script (`-` reads it from stdin).
-    pub script: PathBuf,
+    /// The batch script (`-` reads it from stdin); or give it after the sbatch options, past
+    /// `--`.
+    pub script: Option<PathBuf>,
     /// Namespace of the SlurmJob (default: the kubeconfig's namespace with --apply; none in
     /// the printed YAML).
     #[arg(short = 'n', long)]
@@ -910,9 +1020,14 @@ pub struct SbatchArgs {
     /// Create the SlurmJob in Kubernetes instead of printing it.
     #[arg(long)]
     pub apply: bool,
-    /// Go on when some #SBATCH options cannot be carried (they are still listed on stderr).
+    /// Go on when some sbatch options cannot be carried (they are still listed on stderr).
     #[arg(long)]
     pub allow_unknown: bool,
+    /// After `--`: sbatch's own options, as typed for sbatch (`-- -p gpu -t 10 job.sh`), then
+    /// the script. They take precedence over the script's #SBATCH lines. (`--` because our
+    /// `-n` is the namespace, sbatch's the number of tasks.)
+    #[arg(last = true, value_name = "SBATCH_ARGS")]
+    pub sbatch: Vec<String>,
 }
 
 /// Exit code when options were not converted (2 is a usage error).
@@ -920,27 +1035,47 @@ const EXIT_UNCONVERTED: u8 = 3;
 
 impl SbatchArgs {
     pub async fn run(&self) -> Result<u8, CliError> {
-        let script = read_script(&self.script)?;
+        let command_line = CommandLine::split(&self.sbatch);
+        let path = self.script_path(&command_line)?;
+        let script = read_script(&path)?;
         let cluster = self.cluster.clone().ok_or_else(|| {
             CliError::Usage("--cluster NAME is required: the SlurmCluster to run on".into())
         })?;
-        let conversion = convert(&script, &cluster)
-            .map_err(|e| CliError::Usage(format!("{}: {e}", self.script.display())))?;
+        let conversion = convert_with(&script, &cluster, &command_line.options)
+            .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?;
+        // A script line is named with its file; the command line is the command line.
+        let warn = |origin: Origin, what: &dyn std::fmt::Display| match origin {
+            Origin::Line(_) => eprintln!("warning: {}: {what}", path.display()),
+            Origin::CommandLine => eprintln!("warning: {what}"),
+        };
         for u in &conversion.unconverted {
-            eprintln!("warning: {}: {u}", self.script.display());
+            warn(u.origin, u);
         }
         for c in &conversion.caveats {
-            eprintln!("warning: {}: {c}", self.script.display());
+            warn(c.origin, c);
         }
         if !conversion.unconverted.is_empty() && !self.allow_unknown {
-            eprintln!(
-                "error: {} #SBATCH option(s) not converted; slurmrestd ignores #SBATCH lines, so \
-                 the job would run without them (--allow-unknown to go on anyway)",
-                conversion.unconverted.len()
-            );
+            let total = conversion.unconverted.len();
+            let on_command_line = conversion
+                .unconverted
+                .iter()
+                .filter(|u| u.origin == Origin::CommandLine)
+                .count();
+            if on_command_line == 0 {
+                eprintln!(
+                    "error: {total} #SBATCH option(s) not converted; slurmrestd ignores #SBATCH \
+                     lines, so the job would run without them (--allow-unknown to go on anyway)"
+                );
+            } else {
+                eprintln!(
+                    "error: {total} sbatch option(s) not converted ({on_command_line} on the \
+                     command line); the job would run without them (--allow-unknown to go on \
+                     anyway)"
+                );
+            }
             return Ok(EXIT_UNCONVERTED);
         }
-        let job = self.slurm_job(conversion.spec)?;
+        let job = self.slurm_job(conversion.spec, &path)?;
         if self.apply {
             create(job, self.namespace.as_deref()).await?;
         } else {
@@ -951,7 +1086,42 @@ impl SbatchArgs {
         Ok(0)
     }
 
-    fn slurm_job(&self, mut spec: SlurmJobSpec) -> Result<SlurmJob, CliError> {
+    /// The script: before `--` or after the sbatch options, not both; without arguments, which
+    /// a SlurmJob cannot pass.
+    fn script_path(&self, command_line: &CommandLine) -> Result<PathBuf, CliError> {
+        let after: Vec<&str> = command_line
+            .script
+            .iter()
+            .chain(&command_line.arguments)
+            .map(String::as_str)
+            .collect();
+        match (&self.script, &command_line.script) {
+            (Some(before), Some(_)) => Err(CliError::Usage(format!(
+                "the script is given before -- ({}) and more words follow the sbatch options \
+                 ({}): a second script, or arguments for it, which a SlurmJob cannot pass. Give \
+                 the script once: slurm-operator sbatch [FLAGS] -- [SBATCH OPTIONS...] SCRIPT",
+                before.display(),
+                after.join(" ")
+            ))),
+            (None, Some(script)) if !command_line.arguments.is_empty() => {
+                Err(CliError::Usage(format!(
+                    "{script} is followed by arguments ({}): a SlurmJob has no field for a \
+                     script's arguments (sbatch passes them as $1, $2, ...). Set them in the \
+                     script, or give values as sbatch options before it (--export=NAME=value)",
+                    command_line.arguments.join(" ")
+                )))
+            }
+            (Some(before), None) => Ok(before.clone()),
+            (None, Some(script)) => Ok(PathBuf::from(script)),
+            (None, None) => Err(CliError::Usage(
+                "no script: slurm-operator sbatch [FLAGS] SCRIPT, or [FLAGS] -- [SBATCH \
+                 OPTIONS...] SCRIPT (- reads it from stdin)"
+                    .into(),
+            )),
+        }
+    }
+
+    fn slurm_job(&self, mut spec: SlurmJobSpec, path: &Path) -> Result<SlurmJob, CliError> {
         for text in &self.depends_on {
             spec.depends_on
                 .push(dependency(text).map_err(CliError::Usage)?);
@@ -967,7 +1137,7 @@ impl SbatchArgs {
                 .name
                 .as_deref()
                 .and_then(object_name)
-                .or_else(|| file_stem(&self.script).and_then(|s| object_name(&s)))
+                .or_else(|| file_stem(path).and_then(|s| object_name(&s)))
                 .ok_or_else(|| CliError::Usage("no name for the SlurmJob: give --name".into()))?,
         };
         let mut job = SlurmJob::new(&name, spec);

@@ -13,10 +13,11 @@ fn converted(lines: &[&str]) -> Conversion {
     convert(&script(lines), "main").unwrap()
 }
 
+/// The script's unconverted options by line (none may be from the command line).
 fn reported(c: &Conversion) -> Vec<(usize, &str)> {
     c.unconverted
         .iter()
-        .map(|u| (u.line, u.option.as_str()))
+        .map(|u| (u.origin.line().expect("a script line"), u.option.as_str()))
         .collect()
 }
 
@@ -309,7 +310,7 @@ fn relative_output_files_without_a_directory_are_reported() {
     let caveats = |c: &Conversion| {
         c.caveats
             .iter()
-            .map(|c| (c.line, c.option.clone()))
+            .map(|c| (c.origin.line().expect("a script line"), c.option.clone()))
             .collect::<Vec<_>>()
     };
     let c = converted(&["#SBATCH -o logs/%j.out", "#SBATCH --error=%x.err"]);
@@ -506,4 +507,192 @@ fn names_and_dependencies() {
     );
     assert!(dependency("prep:after").unwrap_err().contains("after"));
     assert!(dependency("Bad_Name").is_err());
+}
+
+fn words(list: &[&str]) -> Vec<String> {
+    list.iter().map(|w| (*w).to_owned()).collect()
+}
+
+/// The words after our `--` as sbatch's getopt splits them: options (with their values), then
+/// the first other word (or the one after a `--`) is the script, the rest its arguments.
+#[test]
+fn the_command_line_splits_into_options_script_and_arguments() {
+    for (given, options, script, arguments) in [
+        (
+            &["-p", "gpu", "-t", "10", "job.sh"][..],
+            &["-p", "gpu", "-t", "10"][..],
+            Some("job.sh"),
+            &[][..],
+        ),
+        (
+            &["-n", "4", "--time=5", "job.sh", "a", "-b"],
+            &["-n", "4", "--time=5"],
+            Some("job.sh"),
+            &["a", "-b"],
+        ),
+        // `-` is stdin; grouped flags with a value.
+        (&["-Hp", "debug", "-"], &["-Hp", "debug"], Some("-"), &[]),
+        // An optional value is only ever attached: job.sh is not --exclusive's.
+        (
+            &["--exclusive", "job.sh"],
+            &["--exclusive"],
+            Some("job.sh"),
+            &[],
+        ),
+        // `--` ends the options, as in sbatch.
+        (
+            &["-t", "9", "--", "-odd.sh"],
+            &["-t", "9", "--"],
+            Some("-odd.sh"),
+            &[],
+        ),
+        (&["job.sh"], &[], Some("job.sh"), &[]),
+        // A value taken for an option, as getopt takes it: no script left.
+        (&["-t", "job.sh"], &["-t", "job.sh"], None, &[]),
+        (&[], &[], None, &[]),
+    ] {
+        let split = CommandLine::split(&words(given));
+        assert_eq!(
+            split,
+            CommandLine {
+                options: words(options),
+                script: script.map(str::to_owned),
+                arguments: words(arguments),
+            },
+            "{given:?}"
+        );
+    }
+}
+
+/// sbatch 24.11: script `#SBATCH -t 5`, `sbatch -t 9 script` gave the job 9:00.
+#[test]
+fn command_line_options_take_precedence_over_the_script() {
+    let script = script(&[
+        "#SBATCH -t 5 -p debug --job-name=from-script",
+        "#SBATCH --exclusive",
+    ]);
+    let c = convert_with(&script, "main", &words(&["-t", "9", "-p", "gpu", "-s"])).unwrap();
+    assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
+    assert_eq!(
+        c.spec.time_limit.map(|l| serde_json::to_value(&l).unwrap()),
+        Some(json!("9m"))
+    );
+    assert_eq!(c.spec.partition.as_deref(), Some("gpu"));
+    assert_eq!(c.spec.name.as_deref(), Some("from-script"));
+    // The later of --exclusive and --oversubscribe wins: the command line's.
+    assert_eq!(c.spec.exclusive, None);
+    assert_eq!(
+        c.spec.extra_options.as_ref().and_then(|e| e.get("shared")),
+        Some(&json!(["oversubscribe"]))
+    );
+    // Without the command line, the script's.
+    let c = convert(&script, "main").unwrap();
+    assert_eq!(c.spec.partition.as_deref(), Some("debug"));
+}
+
+/// What the command line cannot carry is reported as the script's is, located on the command
+/// line (first, in the order written).
+#[test]
+fn command_line_options_not_carried_are_reported_as_from_the_command_line() {
+    let c = convert_with(
+        &script(&["#SBATCH --begin=now+1hour"]),
+        "main",
+        &words(&["--signal=B:USR1@300", "--parsable", "-o", "out.log"]),
+    )
+    .unwrap();
+    let got: Vec<(Origin, &str)> = c
+        .unconverted
+        .iter()
+        .map(|u| (u.origin, u.option.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Origin::CommandLine, "--signal=B:USR1@300"),
+            (Origin::CommandLine, "--parsable"),
+            (Origin::Line(2), "--begin=now+1hour"),
+        ]
+    );
+    assert_eq!(
+        c.unconverted[0].to_string(),
+        "command line: --signal=B:USR1@300: has no SlurmJob field"
+    );
+    assert!(c.unconverted[2].to_string().starts_with("line 2: --begin"));
+    // A caveat too.
+    assert_eq!(c.caveats.len(), 1, "{:?}", c.caveats);
+    assert_eq!(c.caveats[0].origin, Origin::CommandLine);
+    assert!(
+        c.caveats[0]
+            .to_string()
+            .starts_with("command line: -o out.log: is relative"),
+        "{}",
+        c.caveats[0]
+    );
+}
+
+/// sbatch 24.11 refuses `--mem` with `--mem-per-cpu` wherever each is ("--mem, --mem-per-cpu, and
+/// --mem-per-gpu are mutually exclusive", also script --mem=1G with command line
+/// --mem-per-cpu=100): still reported, but the script's is the one dropped.
+#[test]
+fn in_a_refused_pair_the_command_line_option_is_kept() {
+    let c = convert_with(
+        &script(&["#SBATCH --mem=1G"]),
+        "main",
+        &words(&["--mem-per-cpu=100"]),
+    )
+    .unwrap();
+    assert_eq!(c.spec.memory_per_cpu, Some(Quantity("100Mi".into())));
+    assert_eq!(c.spec.memory_per_node, None);
+    assert_eq!(reported(&c), [(2, "--mem=1G")]);
+    let reason = &c.unconverted[0].reason;
+    assert!(
+        reason.contains("sbatch refuses --mem together with --mem-per-cpu"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("command line's --mem-per-cpu=100 is kept"),
+        "{reason}"
+    );
+    // The other way round, and a GPU pair.
+    let c = convert_with(
+        &script(&["#SBATCH --mem-per-cpu=100", "#SBATCH --gpus-per-node=2"]),
+        "main",
+        &words(&["--mem=1G", "--gres=gpu:4"]),
+    )
+    .unwrap();
+    assert_eq!(c.spec.memory_per_node, Some(Quantity("1Gi".into())));
+    assert_eq!(c.spec.memory_per_cpu, None);
+    assert_eq!(c.spec.gres.as_deref(), Some("gpu:4"));
+    assert_eq!(c.spec.gpus_per_node, None);
+    assert_eq!(
+        reported(&c),
+        [(2, "--mem-per-cpu=100"), (3, "--gpus-per-node=2")]
+    );
+    // Both on the command line: the later is reported, as in a script.
+    let c = convert_with(
+        &script(&[]),
+        "main",
+        &words(&["--mem=1G", "--mem-per-cpu=100"]),
+    )
+    .unwrap();
+    assert_eq!(c.spec.memory_per_node, Some(Quantity("1Gi".into())));
+    assert_eq!(c.unconverted.len(), 1);
+    assert_eq!(c.unconverted[0].origin, Origin::CommandLine);
+    assert_eq!(c.unconverted[0].option, "--mem-per-cpu=100");
+}
+
+/// Words after the options given to `convert_with` are not dropped unsaid.
+#[test]
+fn words_after_the_command_line_options_are_reported() {
+    let c = convert_with(&script(&[]), "main", &words(&["-t", "9", "job.sh", "x"])).unwrap();
+    let got: Vec<(Origin, &str)> = c
+        .unconverted
+        .iter()
+        .map(|u| (u.origin, u.option.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [(Origin::CommandLine, "job.sh"), (Origin::CommandLine, "x")]
+    );
+    assert!(c.spec.time_limit.is_some());
 }
