@@ -417,6 +417,42 @@ fn sbatch_options_on_the_command_line() {
     }
 }
 
+/// `#SBATCHX` makes sbatch refuse the script ("Invalid directive"): reported, exit 3. DOS line
+/// breaks make it refuse the script too: a usage error naming the line.
+#[test]
+fn scripts_sbatch_refuses_are_not_converted() {
+    let dir = tempfile::tempdir().unwrap();
+    let glued = dir.path().join("glued.sh");
+    std::fs::write(
+        &glued,
+        "#!/bin/bash\n#SBATCH--time=7\n#SBATCHX --job-name=weird\ntrue\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = sbatch(&["--cluster", "main", glued.to_str().unwrap()]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert_eq!(stdout, "");
+    assert!(
+        stderr.contains("glued.sh: line 3: X: is not an option"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = sbatch(&[
+        "--cluster",
+        "main",
+        "--allow-unknown",
+        glued.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("\n  timeLimit: 7m\n"), "{stdout}");
+
+    let dos = dir.path().join("dos.sh");
+    std::fs::write(&dos, "#!/bin/bash\r\n#SBATCH -t 5\r\ntrue\r\n").unwrap();
+    let (code, stdout, stderr) = sbatch(&["--cluster", "main", dos.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(stdout, "");
+    assert!(stderr.contains("dos.sh: line 1 ends in \\r\\n"), "{stderr}");
+    assert!(stderr.contains("dos2unix"), "{stderr}");
+}
+
 /// The job as slurmctld holds it, in the oldest REST API's rendering (raw JSON: the facade's
 /// `Job` does not carry the layout fields). Not the newest: Slurm 26.05's v0.0.45 renders
 /// `shared` as `[]` whatever the job has (its v0.0.42 to v0.0.44 show what was submitted,
