@@ -923,6 +923,47 @@ async fn a_comment_less_accounting_record_is_the_jobs_only_for_its_granted_user(
     assert_eq!(phase(None).await, Phase::Lost, "no user granted");
 }
 
+/// A job that left slurmctld while accounting fails to answer (not "no such job", not "no
+/// accounting"): the status stays as it was, neither `Lost` nor guessed, and the step comes
+/// back after the SlurmJob's growing backoff, not every few seconds with a WARN each time.
+#[tokio::test]
+async fn a_failing_accounting_lookup_backs_off_and_changes_nothing() {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path_regex("^/slurmdb/v0.0.42/job/1/?$"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(1..)
+        .mount(&server)
+        .await;
+    let mut world = World::new(&server.uri());
+    let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+    // A complete listing after the job was tracked, without it: gone from slurmctld.
+    world.index.jobs_synced_at = Some(at(1_060));
+    let status = SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(1),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        submit_time: status::time(Some(at(1_000))),
+        tracked_since: status::time(Some(at(1_000))),
+        ..Default::default()
+    };
+    let spec = true_spec();
+    let target = following("accounting-fails", 1, &spec, &status);
+    let env = Env {
+        job_user: Some("slurm"),
+        ..world.env(at(1_070))
+    };
+    let step = step(target, env, |_| None).await.unwrap();
+    assert_eq!(step.status.phase, Phase::Running, "{:?}", step.status);
+    assert_eq!(step.status.job_id, Some(1));
+    assert!(step.backoff, "{step:?}");
+    assert_eq!(step.retry, None);
+}
+
 /// A followed job above the ids the incremental cycles probe (purged while the operator was
 /// away, above the highest id slurmctld still holds) is reported by no poller event: the step
 /// comes back by itself until a listing of every job speaks for it (which then calls it lost:
