@@ -777,6 +777,141 @@ async fn apply_wait_and_logs_against_an_api_server() {
     }
 }
 
+/// `--kubeconfig` and `--context` pick the API server and the namespace, as kubectl's flags of
+/// those names do (kubectl passes none of its own flags to a plugin): here the kubeconfig's
+/// current context points at nothing, and the `fake` context at the API server, namespace
+/// `team-b`. `--kubeconfig` wins over `KUBECONFIG`; `--context` alone reads `KUBECONFIG`'s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeconfig_and_context_flags_choose_the_api_server_and_namespace() {
+    use fake_apiserver::FakeApiServer;
+
+    let server = FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n\
+             - name: nowhere\n  cluster: {{server: 'http://127.0.0.1:1'}}\n\
+             - name: fake\n  cluster: {{server: '{}'}}\n\
+             users:\n- name: u\n  user: {{}}\ncontexts:\n\
+             - name: nowhere\n  context: {{cluster: nowhere, user: u, namespace: team-a}}\n\
+             - name: fake\n  context: {{cluster: fake, user: u, namespace: team-b}}\n\
+             current-context: nowhere\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let kubeconfig = kubeconfig.to_str().unwrap().to_owned();
+    let run = |args: Vec<&str>, env: &str| {
+        let (args, env): (Vec<String>, String) = (
+            args.into_iter().map(str::to_owned).collect(),
+            env.to_owned(),
+        );
+        async move {
+            let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
+                .args(&args)
+                .env("KUBECONFIG", env)
+                .output();
+            let out = tokio::time::timeout(Duration::from_secs(60), out)
+                .await
+                .expect("the command ends")
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8(out.stdout).unwrap(),
+                String::from_utf8(out.stderr).unwrap(),
+            )
+        }
+    };
+    let sweep = fixture("array_sweep.sh");
+    let sweep = sweep.to_str().unwrap();
+    let elsewhere = dir.path().join("no-such-config");
+    let elsewhere = elsewhere.to_str().unwrap();
+
+    let (code, stdout, stderr) = run(
+        vec![
+            "sbatch",
+            "--apply",
+            "--kubeconfig",
+            &kubeconfig,
+            "--context",
+            "fake",
+            "--cluster",
+            "main",
+            sweep,
+        ],
+        elsewhere,
+    )
+    .await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        "slurmjob.slurm.rs/sweep created in namespace team-b\n"
+    );
+    let jobs: kube::Api<SlurmJob> = kube::Api::namespaced(server.client(), "team-b");
+    assert!(jobs.get_opt("sweep").await.unwrap().is_some());
+
+    // Found there (not finished: the timeout's 124, where a job not found is 2).
+    let (code, _, stderr) = run(
+        vec![
+            "wait",
+            "sweep",
+            "--kubeconfig",
+            &kubeconfig,
+            "--context",
+            "fake",
+            "--timeout",
+            "1s",
+        ],
+        elsewhere,
+    )
+    .await;
+    assert_eq!(code, Some(124), "{stderr}");
+    let (code, _, stderr) = run(
+        vec!["wait", "sweep", "--context", "fake", "--timeout", "1s"],
+        &kubeconfig,
+    )
+    .await;
+    assert_eq!(
+        code,
+        Some(124),
+        "--context with KUBECONFIG's file: {stderr}"
+    );
+    // The current context is used without --context: nothing answers there.
+    let (code, _, stderr) = run(
+        vec![
+            "wait",
+            "sweep",
+            "--kubeconfig",
+            &kubeconfig,
+            "--timeout",
+            "1s",
+        ],
+        elsewhere,
+    )
+    .await;
+    assert_ne!(code, Some(124), "{stderr}");
+    assert!(stderr.contains("slurmjob team-a/sweep"), "{stderr}");
+    let (code, _, stderr) = run(
+        vec![
+            "wait",
+            "sweep",
+            "--kubeconfig",
+            &kubeconfig,
+            "--context",
+            "nope",
+        ],
+        elsewhere,
+    )
+    .await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the kubeconfig has no context \"nope\""),
+        "{stderr}"
+    );
+}
+
 /// Installed as a kubectl plugin (`docs/sbatch.md`): a `kubectl-slurm` link to the binary is
 /// what `kubectl slurm sbatch ...` runs, with the same arguments.
 #[test]

@@ -7,11 +7,11 @@ use clap::Args;
 use futures::{AsyncReadExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Api;
 use kube::api::LogParams;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, DefaultBackoff, Event, watcher};
-use kube::{Api, Client};
 
 use super::CliError;
 use crate::controller::slurmjob::output::{self, LABEL};
@@ -25,6 +25,8 @@ pub struct WaitArgs {
     /// Namespace (default: the kubeconfig's).
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    #[command(flatten)]
+    pub kube: super::KubeArgs,
     /// Give up after this long (exit 124, as timeout(1)); default: wait as long as it takes.
     /// A job that cannot be submitted (`Stalled`) ends the wait at once (exit 126).
     #[arg(long, value_parser = humantime::parse_duration)]
@@ -38,6 +40,8 @@ pub struct LogsArgs {
     /// Namespace (default: the kubeconfig's).
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    #[command(flatten)]
+    pub kube: super::KubeArgs,
     /// Keep printing while the job writes, until it ends.
     #[arg(short = 'f', long)]
     pub follow: bool,
@@ -135,16 +139,6 @@ pub enum FollowError {
     Ended,
 }
 
-async fn client_and_namespace(namespace: &Option<String>) -> Result<(Client, String), CliError> {
-    let client = Client::try_default()
-        .await
-        .map_err(|e| CliError::Usage(format!("cannot reach Kubernetes: {e}")))?;
-    let namespace = namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_owned());
-    Ok((client, namespace))
-}
-
 /// Follows SlurmJob `name` until `done` holds for it (`Some` with it then), or until it is gone
 /// (`None`). kube's `await_condition` ends at its watch's first error, but a job that runs for
 /// hours outlives many a dropped connection and API server restart: errors are retried after
@@ -209,7 +203,7 @@ pub async fn follow(
 
 impl WaitArgs {
     pub async fn run(&self) -> Result<u8, CliError> {
-        let (client, namespace) = client_and_namespace(&self.namespace).await?;
+        let (client, namespace) = self.kube.client(self.namespace.as_deref()).await?;
         let api: Api<SlurmJob> = Api::namespaced(client, &namespace);
         let what = format!("slurmjob {}/{}", namespace, self.name);
         // A missing SlurmJob is an error at once, not a wait for one to appear.
@@ -265,7 +259,7 @@ impl WaitArgs {
 
 impl LogsArgs {
     pub async fn run(&self) -> Result<u8, CliError> {
-        let (client, namespace) = client_and_namespace(&self.namespace).await?;
+        let (client, namespace) = self.kube.client(self.namespace.as_deref()).await?;
         let what = format!("slurmjob {}/{}", namespace, self.name);
         let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), &namespace);
         let job = jobs
@@ -504,7 +498,7 @@ mod tests {
     /// An API whose requests the returned handle answers.
     fn mocked() -> (Api<SlurmJob>, MockHandle) {
         let (service, handle) = tower_test::mock::pair();
-        let client = Client::new(service, "default");
+        let client = kube::Client::new(service, "default");
         (Api::namespaced(client, "team-a"), handle)
     }
 

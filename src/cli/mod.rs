@@ -71,6 +71,73 @@ impl CrdArgs {
     }
 }
 
+/// Which Kubernetes API server, identity and namespace the commands that talk to Kubernetes
+/// use, with kubectl's flags of the same names: kubectl passes its own flags to no plugin, so
+/// `kubectl slurm wait train --context prod` reaches this command as they are.
+#[derive(Debug, Clone, Default, Args)]
+pub struct KubeArgs {
+    /// The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the Pod's service
+    /// account).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+impl KubeArgs {
+    /// The client configuration these flags name.
+    pub async fn config(&self) -> Result<kube::Config, CliError> {
+        let options = kube::config::KubeConfigOptions {
+            context: self.context.clone(),
+            ..Default::default()
+        };
+        let cannot = |e: &(dyn std::error::Error + 'static)| {
+            CliError::Usage(format!(
+                "cannot reach Kubernetes: {}",
+                crate::error_chain::Chain(e)
+            ))
+        };
+        let unusable = |e: kube::config::KubeconfigError| match e {
+            // kube says "failed to load current context" of the one asked for.
+            kube::config::KubeconfigError::LoadContext(name) => CliError::Usage(format!(
+                "cannot reach Kubernetes: the kubeconfig has no context {name:?} (kubectl \
+                 config get-contexts lists them)"
+            )),
+            e => cannot(&e),
+        };
+        match (&self.kubeconfig, &self.context) {
+            (Some(path), _) => {
+                let file = kube::config::Kubeconfig::read_from(path).map_err(unusable)?;
+                kube::Config::from_custom_kubeconfig(file, &options)
+                    .await
+                    .map_err(unusable)
+            }
+            // A context names a kubeconfig's: no falling back to the Pod's service account.
+            (None, Some(_)) => kube::Config::from_kubeconfig(&options)
+                .await
+                .map_err(unusable),
+            (None, None) => kube::Config::infer().await.map_err(|e| cannot(&e)),
+        }
+    }
+
+    /// A client, and the namespace to work in: `namespace` when given, else the context's.
+    pub async fn client(
+        &self,
+        namespace: Option<&str>,
+    ) -> Result<(kube::Client, String), CliError> {
+        let config = self.config().await?;
+        let namespace = namespace.map_or_else(|| config.default_namespace.clone(), str::to_owned);
+        let client = kube::Client::try_from(config).map_err(|e| {
+            CliError::Usage(format!(
+                "cannot reach Kubernetes: {}",
+                crate::error_chain::Chain(&e)
+            ))
+        })?;
+        Ok((client, namespace))
+    }
+}
+
 /// How to reach and authenticate to one slurmrestd from the command line.
 #[derive(Debug, Clone, Args)]
 pub struct ConnectArgs {
@@ -245,6 +312,67 @@ impl ConnectArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two contexts on two API servers, each with its namespace; `a` is the current one.
+    const KUBECONFIG: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: a
+  cluster: {server: 'https://a.example:6443'}
+- name: b
+  cluster: {server: 'https://b.example:6443'}
+users:
+- name: u
+  user: {token: t}
+contexts:
+- name: a
+  context: {cluster: a, user: u, namespace: team-a}
+- name: b
+  context: {cluster: b, user: u, namespace: team-b}
+current-context: a
+";
+
+    #[tokio::test]
+    async fn kube_flags_pick_the_kubeconfig_its_context_and_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(&path, KUBECONFIG).unwrap();
+        let args = |context: Option<&str>| KubeArgs {
+            kubeconfig: Some(path.clone()),
+            context: context.map(str::to_owned),
+        };
+        for (context, host, namespace) in [
+            (None, "a.example", "team-a"),
+            (Some("a"), "a.example", "team-a"),
+            (Some("b"), "b.example", "team-b"),
+        ] {
+            let config = args(context).config().await.unwrap();
+            assert_eq!(config.cluster_url.host(), Some(host), "{context:?}");
+            assert_eq!(config.default_namespace, namespace, "{context:?}");
+            let (_, chosen) = args(context).client(None).await.unwrap();
+            assert_eq!(chosen, namespace, "{context:?}");
+        }
+        let (_, chosen) = args(Some("b")).client(Some("mine")).await.unwrap();
+        assert_eq!(chosen, "mine", "-n wins over the context's namespace");
+
+        let err = args(Some("nope")).config().await.unwrap_err();
+        assert!(matches!(err, CliError::Usage(_)), "{err:?}");
+        assert!(
+            err.to_string()
+                .contains("the kubeconfig has no context \"nope\""),
+            "{err}"
+        );
+        let missing = dir.path().join("missing");
+        let err = KubeArgs {
+            kubeconfig: Some(missing),
+            context: None,
+        }
+        .config()
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("missing"), "{err}");
+    }
 
     #[test]
     fn rest_api_version_is_auto_or_a_version_we_speak() {

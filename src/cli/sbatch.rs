@@ -1008,6 +1008,8 @@ pub struct SbatchArgs {
     /// the printed YAML).
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    #[command(flatten)]
+    pub kube: super::KubeArgs,
     /// The SlurmCluster to run on.
     #[arg(long, env = "SLURM_OPERATOR_CLUSTER")]
     pub cluster: Option<String>,
@@ -1077,7 +1079,7 @@ impl SbatchArgs {
         }
         let job = self.slurm_job(conversion.spec, &path)?;
         if self.apply {
-            create(job, self.namespace.as_deref()).await?;
+            create(job, &self.kube, self.namespace.as_deref()).await?;
         } else {
             let yaml = serde_yaml_ng::to_string(&job)
                 .map_err(|e| CliError::Usage(format!("cannot print the SlurmJob: {e}")))?;
@@ -1165,13 +1167,12 @@ fn read_script(path: &Path) -> Result<String, CliError> {
     })
 }
 
-async fn create(mut job: SlurmJob, namespace: Option<&str>) -> Result<(), CliError> {
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| CliError::Usage(format!("cannot reach Kubernetes: {e}")))?;
-    let namespace = namespace
-        .map(str::to_owned)
-        .unwrap_or_else(|| client.default_namespace().to_owned());
+async fn create(
+    mut job: SlurmJob,
+    kube: &super::KubeArgs,
+    namespace: Option<&str>,
+) -> Result<(), CliError> {
+    let (client, namespace) = kube.client(namespace).await?;
     job.metadata.namespace = Some(namespace.clone());
     let api: kube::Api<SlurmJob> = kube::Api::namespaced(client, &namespace);
     let name = job.metadata.name.clone().unwrap_or_default();
