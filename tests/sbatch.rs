@@ -879,20 +879,25 @@ async fn kubeconfig_and_context_flags_choose_the_api_server_and_namespace() {
         "--context with KUBECONFIG's file: {stderr}"
     );
     // The current context is used without --context: nothing answers there.
-    let (code, _, stderr) = run(
+    let (code, stdout, stderr) = run(
         vec![
-            "wait",
-            "sweep",
+            "sbatch",
+            "--apply",
             "--kubeconfig",
             &kubeconfig,
-            "--timeout",
-            "1s",
+            "--cluster",
+            "main",
+            "--name",
+            "other",
+            sweep,
         ],
         elsewhere,
     )
     .await;
-    assert_ne!(code, Some(124), "{stderr}");
-    assert!(stderr.contains("slurmjob team-a/sweep"), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(stdout, "");
+    assert!(stderr.contains("cannot create the SlurmJob"), "{stderr}");
+    assert!(jobs.get_opt("other").await.unwrap().is_none());
     let (code, _, stderr) = run(
         vec![
             "wait",

@@ -206,55 +206,99 @@ impl WaitArgs {
         let (client, namespace) = self.kube.client(self.namespace.as_deref()).await?;
         let api: Api<SlurmJob> = Api::namespaced(client, &namespace);
         let what = format!("slurmjob {}/{}", namespace, self.name);
-        // A missing SlurmJob is an error at once, not a wait for one to appear.
-        api.get(&self.name)
-            .await
-            .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
-        let ended = follow(
+        wait(
             api,
             &self.name,
-            |job| outcome(job).is_some(),
+            &what,
+            self.timeout,
             DefaultBackoff::default(),
-            FOLLOW_GIVE_UP,
-        );
-        let ended = match self.timeout {
-            Some(limit) => match tokio::time::timeout(limit, ended).await {
-                Ok(ended) => ended,
-                Err(_) => {
-                    eprintln!(
-                        "{what}: not finished after {}",
-                        humantime::format_duration(limit)
-                    );
-                    return Ok(EXIT_TIMED_OUT);
-                }
-            },
-            None => ended.await,
-        };
-        let job = ended
-            .map_err(|source| CliError::NotFollowed {
-                what: what.clone(),
-                source,
-            })?
-            .ok_or_else(|| CliError::Usage(format!("{what} was deleted before it finished")))?;
-        if let Some(stalled) = stalled(&job) {
-            eprintln!(
-                "{what}: cannot be submitted: {}: {}",
-                stalled.reason, stalled.message
-            );
-            return Ok(EXIT_STALLED);
-        }
-        let code = outcome(&job).unwrap_or(1);
-        let status = job.status.unwrap_or_default();
-        let mut line = format!("{what}: {}", status.phase);
-        if let Some(id) = status.job_id {
-            line.push_str(&format!(", Slurm job {id}"));
-        }
-        if let Some(exit) = status.exit_code {
-            line.push_str(&format!(", exit code {exit}"));
-        }
-        eprintln!("{line}");
-        Ok(code)
+        )
+        .await
     }
+}
+
+/// Whether a request's failure may pass by itself (the API server restarting, overloaded or
+/// out of reach), as opposed to an answer that stays (not found, forbidden, no such resource).
+fn may_pass(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429,
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        _ => false,
+    }
+}
+
+/// `wait` on SlurmJob `name` (`what` names it in messages): its exit code.
+async fn wait(
+    api: Api<SlurmJob>,
+    name: &str,
+    what: &str,
+    timeout: Option<Duration>,
+    backoff: impl Backoff,
+) -> Result<u8, CliError> {
+    // A missing SlurmJob is an error at once, not a wait for one to appear. A failure that may
+    // pass is not: the watch below retries it as any other.
+    let confirmed = match api.get(name).await {
+        Ok(_) => true,
+        Err(e) if may_pass(&e) => {
+            tracing::warn!(
+                slurmjob = name,
+                error = %crate::error_chain::Chain(&e),
+                "cannot read the SlurmJob for now; following it anyway"
+            );
+            false
+        }
+        Err(e) => return Err(CliError::Usage(format!("{what}: {e}"))),
+    };
+    let ended = follow(
+        api,
+        name,
+        |job| outcome(job).is_some(),
+        backoff,
+        FOLLOW_GIVE_UP,
+    );
+    let ended = match timeout {
+        Some(limit) => match tokio::time::timeout(limit, ended).await {
+            Ok(ended) => ended,
+            Err(_) => {
+                eprintln!(
+                    "{what}: not finished after {}",
+                    humantime::format_duration(limit)
+                );
+                return Ok(EXIT_TIMED_OUT);
+            }
+        },
+        None => ended.await,
+    };
+    let job = ended
+        .map_err(|source| CliError::NotFollowed {
+            what: what.to_owned(),
+            source,
+        })?
+        .ok_or_else(|| {
+            CliError::Usage(if confirmed {
+                format!("{what} was deleted before it finished")
+            } else {
+                format!("{what} is not there (not found, or deleted before it finished)")
+            })
+        })?;
+    if let Some(stalled) = stalled(&job) {
+        eprintln!(
+            "{what}: cannot be submitted: {}: {}",
+            stalled.reason, stalled.message
+        );
+        return Ok(EXIT_STALLED);
+    }
+    let code = outcome(&job).unwrap_or(1);
+    let status = job.status.unwrap_or_default();
+    let mut line = format!("{what}: {}", status.phase);
+    if let Some(id) = status.job_id {
+        line.push_str(&format!(", Slurm job {id}"));
+    }
+    if let Some(exit) = status.exit_code {
+        line.push_str(&format!(", exit code {exit}"));
+    }
+    eprintln!("{line}");
+    Ok(code)
 }
 
 impl LogsArgs {
@@ -550,6 +594,67 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(job.as_ref().and_then(outcome), Some(0));
+        server.await.unwrap();
+    }
+
+    /// `wait` started while the API server cannot answer (restarting, overloaded) follows the
+    /// SlurmJob as the watch's retries allow, instead of ending at once as for a missing one
+    /// (exit 2); an answer that stays (404) still ends it at once.
+    #[tokio::test]
+    async fn wait_started_while_the_api_server_fails_goes_on() {
+        let (api, mut handle) = mocked();
+        let mut ended = job(1, Some(status(&[("Complete", "True")], Some(0), 1)));
+        ended.metadata.namespace = Some("team-a".into());
+        let server = tokio::spawn(async move {
+            // The first read, then the watch's first list, fail; the next list has the job.
+            let (request, send) = handle.next_request().await.unwrap();
+            assert_eq!(
+                request.uri().path(),
+                "/apis/slurm.rs/v1alpha1/namespaces/team-a/slurmjobs/j"
+            );
+            send.send_response(unavailable());
+            let (_, send) = handle.next_request().await.unwrap();
+            send.send_response(unavailable());
+            let (_, send) = handle.next_request().await.unwrap();
+            send.send_response(answer(
+                200,
+                json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJobList",
+                       "metadata": {"resourceVersion": "5"}, "items": [ended]}),
+            ));
+        });
+        let code = wait(
+            api,
+            "j",
+            "slurmjob team-a/j",
+            None,
+            Every(Duration::from_millis(10)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(code, 0);
+        server.await.unwrap();
+
+        let (api, mut handle) = mocked();
+        let server = tokio::spawn(async move {
+            let (_, send) = handle.next_request().await.unwrap();
+            send.send_response(answer(
+                404,
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                       "message": "slurmjobs.slurm.rs \"j\" not found", "reason": "NotFound",
+                       "code": 404}),
+            ));
+        });
+        let error = wait(
+            api,
+            "j",
+            "slurmjob team-a/j",
+            None,
+            Every(Duration::from_millis(10)),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(error, CliError::Usage(_)), "{error:?}");
+        assert!(error.to_string().contains("not found"), "{error}");
         server.await.unwrap();
     }
 
