@@ -227,6 +227,29 @@ fn may_pass(error: &kube::Error) -> bool {
     }
 }
 
+/// `read`'s answer; a failure that may pass ([`may_pass`]) is tried again every [`POD_POLL`]
+/// until `deadline`, any other ends it (exit 2).
+async fn read_until<T, F, Fut>(
+    deadline: tokio::time::Instant,
+    what: &str,
+    read: F,
+) -> Result<T, CliError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    loop {
+        match read().await {
+            Ok(answer) => return Ok(answer),
+            Err(e) if may_pass(&e) && tokio::time::Instant::now() < deadline => {
+                tracing::warn!(error = %crate::error_chain::Chain(&e), "{what}: cannot read it for now; retrying");
+                tokio::time::sleep(POD_POLL).await;
+            }
+            Err(e) => return Err(CliError::Usage(format!("{what}: {e}"))),
+        }
+    }
+}
+
 /// `wait` on SlurmJob `name` (`what` names it in messages): its exit code.
 async fn wait(
     api: Api<SlurmJob>,
@@ -306,10 +329,8 @@ impl LogsArgs {
         let (client, namespace) = self.kube.client(self.namespace.as_deref()).await?;
         let what = format!("slurmjob {}/{}", namespace, self.name);
         let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), &namespace);
-        let job = jobs
-            .get(&self.name)
-            .await
-            .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
+        let deadline = tokio::time::Instant::now() + self.pod_timeout;
+        let job = read_until(deadline, &what, || jobs.get(&self.name)).await?;
         if job.spec.output.is_none() {
             let file = job
                 .spec
@@ -329,16 +350,9 @@ impl LogsArgs {
         // after a re-run the previous run's Pod may still be there: only the one streaming the
         // job the status names will do.
         let pods: Api<Pod> = Api::namespaced(client, &namespace);
-        let deadline = tokio::time::Instant::now() + self.pod_timeout;
         loop {
-            let job = jobs
-                .get(&self.name)
-                .await
-                .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
-            let pod = pods
-                .get_opt(&self.name)
-                .await
-                .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
+            let job = read_until(deadline, &what, || jobs.get(&self.name)).await?;
+            let pod = read_until(deadline, &what, || pods.get_opt(&self.name)).await?;
             if pod.as_ref().is_some_and(|pod| {
                 let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
                 streams_current_run(pod, &job)
@@ -656,6 +670,53 @@ mod tests {
         assert!(matches!(error, CliError::Usage(_)), "{error:?}");
         assert!(error.to_string().contains("not found"), "{error}");
         server.await.unwrap();
+    }
+
+    /// `logs` reads the SlurmJob and its Pod again while the API server cannot answer, until
+    /// its Pod timeout; an answer that stays ends it at once.
+    #[tokio::test]
+    async fn logs_reads_again_while_the_api_server_fails_until_its_deadline() {
+        let (api, mut handle) = mocked();
+        let mut there = job(1, None);
+        there.metadata.namespace = Some("team-a".into());
+        let server = tokio::spawn(async move {
+            for _ in 0..2 {
+                let (_, send) = handle.next_request().await.unwrap();
+                send.send_response(unavailable());
+            }
+            let (_, send) = handle.next_request().await.unwrap();
+            send.send_response(answer(200, serde_json::to_value(&there).unwrap()));
+            // Then one that stays; then failures past the deadline.
+            let (_, send) = handle.next_request().await.unwrap();
+            send.send_response(answer(
+                403,
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                       "message": "forbidden", "reason": "Forbidden", "code": 403}),
+            ));
+            let mut failed = 0;
+            while let Some((_, send)) = handle.next_request().await {
+                send.send_response(unavailable());
+                failed += 1;
+            }
+            failed
+        });
+        let far = tokio::time::Instant::now() + Duration::from_secs(60);
+        let read = read_until(far, "slurmjob team-a/j", || api.get("j")).await;
+        assert_eq!(read.unwrap().metadata.name.as_deref(), Some("j"));
+        let forbidden = read_until(far, "slurmjob team-a/j", || api.get("j")).await;
+        assert!(
+            matches!(&forbidden, Err(CliError::Usage(m)) if m.contains("forbidden")),
+            "{forbidden:?}"
+        );
+        let soon = tokio::time::Instant::now() + Duration::from_millis(700);
+        let late = read_until(soon, "slurmjob team-a/j", || api.get("j")).await;
+        assert!(tokio::time::Instant::now() >= soon);
+        assert!(
+            matches!(&late, Err(CliError::Usage(m)) if m.contains("unable to handle")),
+            "{late:?}"
+        );
+        drop(api);
+        assert!(server.await.unwrap() >= 2, "tried again until the deadline");
     }
 
     /// Errors with no answer between them for the give-up time end `wait` with its own exit
