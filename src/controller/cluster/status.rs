@@ -470,7 +470,7 @@ pub fn changed(current: Option<&SlurmClusterStatus>, desired: &SlurmClusterStatu
 /// - one per change of the `Ready` condition (a Warning when it turns False, Normal when True),
 ///   so a SlurmCluster that stays broken does not flood its Events;
 /// - `JobsNotListed` (Warning) when the listing of every job starts failing, and `JobsListed`
-///   when it answers again after failing (not at the first listing: nothing was wrong).
+///   when it no longer fails (not at the first listing: nothing was wrong).
 pub fn notice(current: Option<&SlurmClusterStatus>, desired: &SlurmClusterStatus) -> Vec<Notice> {
     let mut notices = Vec::new();
     if let Some(new) = find(Some(desired), READY) {
@@ -487,7 +487,7 @@ pub fn notice(current: Option<&SlurmClusterStatus>, desired: &SlurmClusterStatus
             find(current, JOBS_LISTED).is_some_and(|o| o.status == Status::False.as_str());
         if new.status == Status::False.as_str() && !was_false {
             notices.push(Notice::warning("JobsNotListed", new.message.clone()));
-        } else if new.status == Status::True.as_str() && was_false {
+        } else if new.status != Status::False.as_str() && was_false {
             notices.push(Notice::normal(
                 "JobsListed",
                 "the periodic listing of every job's state answers again",
@@ -853,6 +853,16 @@ mod tests {
             [("JobsListed".to_owned(), false)]
         );
         assert_eq!(reasons(&back, &again), []);
+        // A listing that answers before the first complete cycle (NotListedYet): answered
+        // again all the same, and no second Event once it is complete.
+        let answered = desired(Some(&failed), Some(1), &with(Listing::NotYet), at(1_300));
+        assert_eq!(cond(&answered, JOBS_LISTED).status, "Unknown");
+        assert_eq!(
+            reasons(&failed, &answered),
+            [("JobsListed".to_owned(), false)]
+        );
+        let complete = desired(Some(&answered), Some(1), &with(Listing::Listed), at(1_310));
+        assert_eq!(reasons(&answered, &complete), []);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! | event | fires when |
 //! |---|---|
 //! | `HealthChanged{up}` | the poller's view of slurmrestd flips: the first poll's outcome, then each Up↔Down transition (never for a repeated failure) |
-//! | `ListingChanged{failing}` | the periodic listing of every job answers for the first time, starts failing, or answers after failing (never for a repeated failure or answer) |
+//! | `ListingChanged{failing}` | the periodic listing of every job answers for the first time, starts failing, or answers after failing (also before the first complete cycle); never for a repeated failure or answer |
 //! | `JobChanged` | one of OUR jobs appears (or becomes ours), or a field a controller reads changes: state (flags included), reason and its description, priority, hold, exit, nodes, times that mean something for its state (a pending job's estimated start included), time limit, comment, name, array ids and task list; or its record becomes unreadable, or readable again, or unreadable for another reason (`ClusterState::unreadable`) |
 //! | `JobGone` | one of our jobs leaves the index: slurmctld purged it (MinJobAge), or its comment stopped being ours; carries the comment it had |
 //! | `NodeChanged` | a node appears, its record changes (state, reason, CPUs, features, ...), or the jobs running on it change (count or deadline) |
@@ -34,8 +34,10 @@ pub fn diff(
             up,
         });
     }
+    // NotYet never follows Listed, but follows Failing when a listing answers before the
+    // first complete cycle: that is an answer after failures.
     let listing = new.listing();
-    if listing.differs(&old.listing()) && listing != Listing::NotYet {
+    if listing.differs(&old.listing()) {
         events.push(SlurmEvent::ListingChanged {
             cluster: cluster.clone(),
             failing: matches!(listing, Listing::Failing(_)),
@@ -706,6 +708,12 @@ mod tests {
                 &listed(Some(9), None)
             ),
             event(false)
+        );
+        // Before the first complete cycle: a listing that answers after failing.
+        assert_eq!(
+            flip(&listed(None, Some(("Timeout", 7))), &none),
+            event(false),
+            "answered, not complete yet"
         );
     }
 
