@@ -404,6 +404,16 @@ fn sbatch_options_on_the_command_line() {
             "the script is given before --",
         ),
         (&["--", "-t", "10"], "no script"),
+        // Refused by sbatch: said as such, not as a script `100` with arguments.
+        (
+            &["--", "--mem-per", "100", short],
+            "command line: --mem-per: is an ambiguous abbreviation of several sbatch options",
+        ),
+        (
+            &["--", "--no-such-option", short],
+            "command line: --no-such-option: is not an sbatch option",
+        ),
+        (&["--", "--wrap", "echo hi"], "--wrap has no SlurmJob form"),
     ] {
         let mut all = vec!["--cluster", "main"];
         all.extend(args);

@@ -588,6 +588,18 @@ pub fn convert_with(
             _ => spec.memory_per_cpu = None,
         }
     }
+    if let Some(dropped) = drop_later(
+        "exclusive",
+        "oversubscribe",
+        "sbatch refuses --exclusive together with --oversubscribe",
+    ) {
+        match dropped {
+            "exclusive" => spec.exclusive = None,
+            _ => {
+                extra.remove("shared");
+            }
+        }
+    }
     let gpu_in = |text: &Option<String>| text.as_deref().is_some_and(|t| t.contains("gpu"));
     if gpu_in(&spec.gres)
         && let Some(dropped) = drop_later(
@@ -700,12 +712,10 @@ fn apply(
                     return Err("has no SlurmJob form (exclusive is node, user or mcs)".into());
                 }
             });
-            // As in sbatch, the later of --exclusive and --oversubscribe wins.
-            extra.remove("shared");
         }
+        // sbatch refuses it with --exclusive: `convert_with` reports one of the two.
         "oversubscribe" => {
             extra.insert("shared".into(), json!(["oversubscribe"]));
-            spec.exclusive = None;
         }
         "array" => spec.array = Some(array(&value)?),
         "output" => spec.standard_output = Some(stdio_file(text(4096)?)),
@@ -1097,7 +1107,24 @@ impl SbatchArgs {
             .chain(&command_line.arguments)
             .map(String::as_str)
             .collect();
+        // An option sbatch does not have (or one missing its value) is where sbatch refuses the
+        // command line: said first, since the word after it may look like the script.
+        let (found, _) = options(Origin::CommandLine, &command_line.options, true);
+        if let Some(bad) = found.iter().find_map(|f| f.as_ref().err()) {
+            return Err(CliError::Usage(format!(
+                "command line: {}: {}, and sbatch refuses the command line for it",
+                bad.option, bad.reason
+            )));
+        }
+        let wrap = found
+            .iter()
+            .any(|f| f.as_ref().is_ok_and(|d| d.long == "wrap"));
         match (&self.script, &command_line.script) {
+            (None, None) if wrap => Err(CliError::Usage(
+                "--wrap has no SlurmJob form: a SlurmJob runs a script; put the command in one \
+                 (#!/bin/sh, then the command) and give it after the options"
+                    .into(),
+            )),
             (Some(before), Some(_)) => Err(CliError::Usage(format!(
                 "the script is given before -- ({}) and more words follow the sbatch options \
                  ({}): a second script, or arguments for it, which a SlurmJob cannot pass. Give \

@@ -238,13 +238,18 @@ fn gpu_and_mpi_layouts() {
         let c = converted(&[&format!("#SBATCH --exclusive={written}")]);
         assert_eq!(c.spec.exclusive, Some(want));
     }
-    // The later of --exclusive and --oversubscribe wins, as in sbatch.
+    // sbatch refuses --exclusive with --oversubscribe: the later is reported, the earlier kept.
     let c = converted(&["#SBATCH --exclusive", "#SBATCH -s"]);
+    assert_eq!(c.spec.exclusive, Some(Exclusive::Node));
+    assert_eq!(c.spec.extra_options, None);
+    assert_eq!(reported(&c), [(3, "-s")]);
+    let c = converted(&["#SBATCH -s", "#SBATCH --exclusive=user"]);
     assert_eq!(c.spec.exclusive, None);
     assert_eq!(
         c.spec.extra_options.as_ref().and_then(|e| e.get("shared")),
         Some(&json!(["oversubscribe"]))
     );
+    assert_eq!(reported(&c), [(3, "--exclusive=user")]);
 
     for bad in [
         "--exclusive=topo",
@@ -572,19 +577,23 @@ fn command_line_options_take_precedence_over_the_script() {
         "#SBATCH --exclusive",
     ]);
     let c = convert_with(&script, "main", &words(&["-t", "9", "-p", "gpu", "-s"])).unwrap();
-    assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
     assert_eq!(
-        c.spec.time_limit.map(|l| serde_json::to_value(&l).unwrap()),
+        c.spec
+            .time_limit
+            .as_ref()
+            .map(|l| serde_json::to_value(l).unwrap()),
         Some(json!("9m"))
     );
     assert_eq!(c.spec.partition.as_deref(), Some("gpu"));
     assert_eq!(c.spec.name.as_deref(), Some("from-script"));
-    // The later of --exclusive and --oversubscribe wins: the command line's.
+    // sbatch refuses --exclusive with --oversubscribe: the command line's is kept, the
+    // script's reported.
     assert_eq!(c.spec.exclusive, None);
     assert_eq!(
         c.spec.extra_options.as_ref().and_then(|e| e.get("shared")),
         Some(&json!(["oversubscribe"]))
     );
+    assert_eq!(reported(&c), [(3, "--exclusive")]);
     // Without the command line, the script's.
     let c = convert(&script, "main").unwrap();
     assert_eq!(c.spec.partition.as_deref(), Some("debug"));
