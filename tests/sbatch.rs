@@ -813,14 +813,19 @@ async fn kubeconfig_and_context_flags_choose_the_api_server_and_namespace() {
     )
     .unwrap();
     let kubeconfig = kubeconfig.to_str().unwrap().to_owned();
-    let run = |args: Vec<&str>, env: &str| {
-        let (args, env): (Vec<String>, String) = (
-            args.into_iter().map(str::to_owned).collect(),
-            env.to_owned(),
-        );
+    // The command with `--kubeconfig` (unless `file` is None) and `--context` (unless None),
+    // KUBECONFIG set to `env`.
+    let run = |args: &[&str], file: Option<&str>, context: Option<&str>, env: &str| {
+        let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        for (flag, value) in [("--kubeconfig", file), ("--context", context)] {
+            if let Some(value) = value {
+                all.extend([flag.to_owned(), value.to_owned()]);
+            }
+        }
+        let env = env.to_owned();
         async move {
             let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
-                .args(&args)
+                .args(&all)
                 .env("KUBECONFIG", env)
                 .output();
             let out = tokio::time::timeout(Duration::from_secs(60), out)
@@ -840,17 +845,9 @@ async fn kubeconfig_and_context_flags_choose_the_api_server_and_namespace() {
     let elsewhere = elsewhere.to_str().unwrap();
 
     let (code, stdout, stderr) = run(
-        vec![
-            "sbatch",
-            "--apply",
-            "--kubeconfig",
-            &kubeconfig,
-            "--context",
-            "fake",
-            "--cluster",
-            "main",
-            sweep,
-        ],
+        &["sbatch", "--apply", "--cluster", "main", sweep],
+        Some(&kubeconfig),
+        Some("fake"),
         elsewhere,
     )
     .await;
@@ -863,26 +860,10 @@ async fn kubeconfig_and_context_flags_choose_the_api_server_and_namespace() {
     assert!(jobs.get_opt("sweep").await.unwrap().is_some());
 
     // Found there (not finished: the timeout's 124, where a job not found is 2).
-    let (code, _, stderr) = run(
-        vec![
-            "wait",
-            "sweep",
-            "--kubeconfig",
-            &kubeconfig,
-            "--context",
-            "fake",
-            "--timeout",
-            "1s",
-        ],
-        elsewhere,
-    )
-    .await;
+    let wait = ["wait", "sweep", "--timeout", "1s"];
+    let (code, _, stderr) = run(&wait, Some(&kubeconfig), Some("fake"), elsewhere).await;
     assert_eq!(code, Some(124), "{stderr}");
-    let (code, _, stderr) = run(
-        vec!["wait", "sweep", "--context", "fake", "--timeout", "1s"],
-        &kubeconfig,
-    )
-    .await;
+    let (code, _, stderr) = run(&wait, None, Some("fake"), &kubeconfig).await;
     assert_eq!(
         code,
         Some(124),
@@ -890,17 +871,17 @@ async fn kubeconfig_and_context_flags_choose_the_api_server_and_namespace() {
     );
     // The current context is used without --context: nothing answers there.
     let (code, stdout, stderr) = run(
-        vec![
+        &[
             "sbatch",
             "--apply",
-            "--kubeconfig",
-            &kubeconfig,
             "--cluster",
             "main",
             "--name",
             "other",
             sweep,
         ],
+        Some(&kubeconfig),
+        None,
         elsewhere,
     )
     .await;
@@ -909,14 +890,9 @@ async fn kubeconfig_and_context_flags_choose_the_api_server_and_namespace() {
     assert!(stderr.contains("cannot create the SlurmJob"), "{stderr}");
     assert!(jobs.get_opt("other").await.unwrap().is_none());
     let (code, _, stderr) = run(
-        vec![
-            "wait",
-            "sweep",
-            "--kubeconfig",
-            &kubeconfig,
-            "--context",
-            "nope",
-        ],
+        &["wait", "sweep"],
+        Some(&kubeconfig),
+        Some("nope"),
         elsewhere,
     )
     .await;

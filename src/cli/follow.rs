@@ -578,24 +578,35 @@ mod tests {
         )
     }
 
+    /// SlurmJob `j` of namespace team-a, complete with exit code 0.
+    fn complete_in_team_a() -> SlurmJob {
+        let mut ended = job(1, Some(status(&[("Complete", "True")], Some(0), 1)));
+        ended.metadata.namespace = Some("team-a".into());
+        ended
+    }
+
+    /// A list of SlurmJobs holding `job` only.
+    fn list_of(job: SlurmJob) -> http::Response<kube::client::Body> {
+        answer(
+            200,
+            json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJobList",
+                   "metadata": {"resourceVersion": "5"}, "items": [job]}),
+        )
+    }
+
     /// A watch error (here the first list failing) is retried, not the end of `wait`: the
     /// next list has the job, ended.
     #[tokio::test]
     async fn a_failing_watch_is_retried() {
         let (api, mut handle) = mocked();
-        let mut ended = job(1, Some(status(&[("Complete", "True")], Some(0), 1)));
-        ended.metadata.namespace = Some("team-a".into());
+        let ended = complete_in_team_a();
         let server = tokio::spawn(async move {
             let (request, send) = handle.next_request().await.unwrap();
             let query = request.uri().query().unwrap_or_default().to_owned();
             assert!(query.contains("fieldSelector=metadata.name%3Dj"), "{query}");
             send.send_response(unavailable());
             let (_, send) = handle.next_request().await.unwrap();
-            send.send_response(answer(
-                200,
-                json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJobList",
-                       "metadata": {"resourceVersion": "5"}, "items": [ended]}),
-            ));
+            send.send_response(list_of(ended));
         });
         let done = |job: &SlurmJob| outcome(job).is_some();
         let job = follow(
@@ -617,8 +628,7 @@ mod tests {
     #[tokio::test]
     async fn wait_started_while_the_api_server_fails_goes_on() {
         let (api, mut handle) = mocked();
-        let mut ended = job(1, Some(status(&[("Complete", "True")], Some(0), 1)));
-        ended.metadata.namespace = Some("team-a".into());
+        let ended = complete_in_team_a();
         let server = tokio::spawn(async move {
             // The first read, then the watch's first list, fail; the next list has the job.
             let (request, send) = handle.next_request().await.unwrap();
@@ -630,21 +640,18 @@ mod tests {
             let (_, send) = handle.next_request().await.unwrap();
             send.send_response(unavailable());
             let (_, send) = handle.next_request().await.unwrap();
-            send.send_response(answer(
-                200,
-                json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJobList",
-                       "metadata": {"resourceVersion": "5"}, "items": [ended]}),
-            ));
+            send.send_response(list_of(ended));
         });
-        let code = wait(
-            api,
-            "j",
-            "slurmjob team-a/j",
-            None,
-            Every(Duration::from_millis(10)),
-        )
-        .await
-        .unwrap();
+        let waited = |api| {
+            wait(
+                api,
+                "j",
+                "slurmjob team-a/j",
+                None,
+                Every(Duration::from_millis(10)),
+            )
+        };
+        let code = waited(api).await.unwrap();
         assert_eq!(code, 0);
         server.await.unwrap();
 
@@ -658,15 +665,7 @@ mod tests {
                        "code": 404}),
             ));
         });
-        let error = wait(
-            api,
-            "j",
-            "slurmjob team-a/j",
-            None,
-            Every(Duration::from_millis(10)),
-        )
-        .await
-        .unwrap_err();
+        let error = waited(api).await.unwrap_err();
         assert!(matches!(error, CliError::Usage(_)), "{error:?}");
         assert!(error.to_string().contains("not found"), "{error}");
         server.await.unwrap();

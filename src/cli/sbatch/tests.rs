@@ -21,6 +21,14 @@ fn reported(c: &Conversion) -> Vec<(usize, &str)> {
         .collect()
 }
 
+/// Each option not converted, with where it was written.
+fn located(c: &Conversion) -> Vec<(Origin, &str)> {
+    c.unconverted
+        .iter()
+        .map(|u| (u.origin, u.option.as_str()))
+        .collect()
+}
+
 #[test]
 fn only_sbatch_lines_before_the_first_command_count() {
     let c = converted(&[
@@ -609,11 +617,7 @@ fn command_line_options_not_carried_are_reported_as_from_the_command_line() {
         &words(&["--signal=B:USR1@300", "--parsable", "-o", "out.log"]),
     )
     .unwrap();
-    let got: Vec<(Origin, &str)> = c
-        .unconverted
-        .iter()
-        .map(|u| (u.origin, u.option.as_str()))
-        .collect();
+    let got = located(&c);
     assert_eq!(
         got,
         [
@@ -694,11 +698,7 @@ fn in_a_refused_pair_the_command_line_option_is_kept() {
 #[test]
 fn words_after_the_command_line_options_are_reported() {
     let c = convert_with(&script(&[]), "main", &words(&["-t", "9", "job.sh", "x"])).unwrap();
-    let got: Vec<(Origin, &str)> = c
-        .unconverted
-        .iter()
-        .map(|u| (u.origin, u.option.as_str()))
-        .collect();
+    let got = located(&c);
     assert_eq!(
         got,
         [(Origin::CommandLine, "job.sh"), (Origin::CommandLine, "x")]
