@@ -638,19 +638,31 @@ pub struct SlurmJobStatus {
     pub end_time: Option<Time>,
 
     /// Per-task state of a job array.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_as_none"
+    )]
     pub array_tasks: Option<ArrayTasks>,
 
     /// While the job waits in Slurm to start: why, in Slurm's words and in plain ones, its
     /// priority and when Slurm expects it to start. Refreshed with the job's record; gone once
     /// it runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_as_none"
+    )]
     pub pending: Option<PendingStatus>,
 
     /// What the ended job used, from the cluster's accounting (also once slurmctld has
     /// forgotten the job): times, memory, TRES and the efficiencies `seff` prints. For an
     /// array: times and TRES summed over its tasks, memory that of its largest task.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_as_none"
+    )]
     pub usage: Option<JobUsage>,
 
     /// A hash of the spec the current run was submitted from, but for the fields a submitted
@@ -691,6 +703,18 @@ pub struct SlurmJobStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_HISTORY))]
     pub history: Vec<JobRun>,
+}
+
+/// An object of the status the API server kept as `{}` reads as absent. A server-side apply
+/// that stops applying a struct may leave it so once its fields are gone; read as present, the
+/// next reconcile finds a difference from the status it applies (which has none) and writes the
+/// same status again, once per transition.
+fn empty_as_none<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default + PartialEq,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.filter(|value| *value != T::default()))
 }
 
 /// Why a submitted job has not started yet.
@@ -782,7 +806,11 @@ pub struct ArrayTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// What the task used, once the array ended (no TRES lists: see the status' `usage`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_as_none"
+    )]
     pub usage: Option<JobUsage>,
 }
 

@@ -1240,3 +1240,32 @@ fn write_all_writes_one_file_per_crd() {
     let cluster = std::fs::read_to_string(out.join("slurmclusters.slurm.rs.yaml")).unwrap();
     assert_eq!(cluster, render(&all()[0]).unwrap());
 }
+
+/// A status object the API server kept as `{}` after a server-side apply dropped its fields
+/// reads as absent, so that the reconcile after a write does not write the same status again
+/// (`tests/api_writes.rs` counted two writes per transition of a job that had waited); one with
+/// anything in it reads as it is.
+#[test]
+fn empty_status_objects_read_as_absent() {
+    use crate::crd::slurmjob::SlurmJobStatus;
+    let status: SlurmJobStatus = serde_json::from_value(serde_json::json!({
+        "phase": "Running",
+        "pending": {},
+        "usage": {},
+        "arrayTasks": {},
+    }))
+    .unwrap();
+    assert_eq!(status.pending, None);
+    assert_eq!(status.usage, None);
+    assert_eq!(status.array_tasks, None);
+    let status: SlurmJobStatus = serde_json::from_value(serde_json::json!({
+        "phase": "Submitted",
+        "pending": {"reason": "Priority"},
+    }))
+    .unwrap();
+    assert_eq!(
+        status.pending.and_then(|p| p.reason).as_deref(),
+        Some("Priority")
+    );
+    assert_eq!(status.usage, None, "absent");
+}
