@@ -10,10 +10,20 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use axum::http::StatusCode;
 use base64::Engine as _;
 
 /// A SlurmCluster manifest with its JWT-key Secret for the local Slurm.
 fn cluster_manifest(slurm: &common::LocalSlurm, dir: &std::path::Path) -> std::path::PathBuf {
+    cluster_manifest_at(slurm, &slurm.url, dir)
+}
+
+/// [`cluster_manifest`] with another slurmrestd URL (a proxy to the local one).
+fn cluster_manifest_at(
+    slurm: &common::LocalSlurm,
+    endpoint: &str,
+    dir: &std::path::Path,
+) -> std::path::PathBuf {
     let key = base64::engine::general_purpose::STANDARD.encode(slurm.key());
     let path = dir.join("cluster.yaml");
     std::fs::write(
@@ -23,7 +33,7 @@ fn cluster_manifest(slurm: &common::LocalSlurm, dir: &std::path::Path) -> std::p
              data: {{jwt_hs256.key: {key}}}\n---\n\
              apiVersion: slurm.rs/v1alpha1\nkind: SlurmCluster\nmetadata: {{name: local}}\n\
              spec:\n  endpoint: {}\n  allowInsecureHttp: true\n  auth: {{jwt: {{keySecretRef: {{name: jwt}}, user: {}}}}}\n",
-            slurm.url, slurm.user
+            endpoint, slurm.user
         ),
     )
     .unwrap();
@@ -136,6 +146,53 @@ fn ctrl_c_cancels_the_running_job() {
     assert_eq!(exit.code(), Some(1), "{text}");
     assert!(text.contains("cancel requested"), "{text}");
     assert!(text.contains("phase: Cancelled"), "{text}");
+}
+
+/// Reading the job's state fails for good (slurmrestd refuses the credentials, 403) after the
+/// submit: `job run` ends with the error and names the job it leaves running, which Slurm
+/// still holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lasting_poll_error_names_the_job_left_behind() {
+    let slurm = require_slurm!();
+    slurm_operator::tls::install_crypto_provider();
+    let is_job_read = |request: &axum::extract::Request| {
+        request.method() == axum::http::Method::GET && request.uri().path().contains("/job/")
+    };
+    let (proxy, refusing) =
+        common::proxy::refusing_with(slurm.url.clone(), is_job_read, StatusCode::FORBIDDEN).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster_manifest_at(&slurm, &proxy, dir.path());
+    let mut child = job_run(&cluster, &job_manifest(dir.path(), "left", "sleep 300"));
+    let stdout = child.stdout.take().unwrap();
+    let job_id: u32 = tokio::task::spawn_blocking(move || {
+        let line = BufReader::new(stdout).lines().next().unwrap().unwrap();
+        let rest = line.strip_prefix("left: Submitted job ").expect(&line);
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().expect(&line)
+    })
+    .await
+    .unwrap();
+    refusing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let client =
+        slurm_operator::slurm::SlurmClient::new(slurm.config(), slurm.credentials()).unwrap();
+    let still = client.job(job_id).await;
+    client.cancel_job(job_id).await.unwrap();
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "left: cannot follow Slurm job {job_id} any more (it is left as it is; `scancel {job_id}`"
+        )),
+        "{stderr}"
+    );
+    let records = still.unwrap();
+    assert!(
+        records.iter().all(|r| !r.state.is_final()),
+        "the job was left as it was: {records:?}"
+    );
 }
 
 #[test]

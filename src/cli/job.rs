@@ -282,7 +282,19 @@ async fn run(args: &JobRunArgs) -> Result<u8, CliError> {
                 eprintln!("{name}: {error} (retrying)");
                 continue;
             }
-            Err(error) => return Err(error.into()),
+            // The job goes on without us: say which it is, so that it is not left unnoticed.
+            Err(error) => {
+                let left = if cancelling {
+                    "its cancel was requested"
+                } else {
+                    "it is left as it is"
+                };
+                eprintln!(
+                    "{name}: cannot follow Slurm job {job_id} any more ({left}; `scancel \
+                     {job_id}` ends it, `scontrol show job {job_id}` shows it)"
+                );
+                return Err(error.into());
+            }
         };
         if describe(&next) != describe(&current) {
             println!("{name}: {}", describe(&next));

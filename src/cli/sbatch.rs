@@ -19,6 +19,7 @@ use super::CliError;
 use crate::controller::slurmjob::submit::DEFAULT_WORKING_DIRECTORY;
 use crate::crd::SlurmJob;
 use crate::crd::slurmjob::{DependencyType, Exclusive, JobDependency, SlurmJobSpec};
+use crate::slurm::types::extra_option_refusal;
 
 /// Why a script could not be read at all (as opposed to an option it could not carry).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -230,6 +231,20 @@ const OPTIONS: &[(&str, Option<char>, Arg)] = &[
     ("wait-all-nodes", None, Arg::Required),
     ("wckey", None, Arg::Required),
     ("wrap", None, Arg::Required),
+];
+
+/// sbatch options for a job field the operator refuses in any SlurmJob, with that field's
+/// name in slurmrestd's job description ([`extra_option_refusal`] gives the reason).
+const REFUSED_AS: &[(&str, &str)] = &[
+    ("uid", "user_id"),
+    ("gid", "group_id"),
+    ("priority", "priority"),
+    ("reservation", "reservation"),
+    ("mcs-label", "mcs_label"),
+    ("container", "container"),
+    ("container-id", "container_id"),
+    ("clusters", "clusters"),
+    ("cluster-constraint", "cluster_constraint"),
 ];
 
 /// Options of the sbatch command itself rather than of the job.
@@ -784,7 +799,15 @@ fn apply(
         long if CLIENT_OPTIONS.contains(&long) => {
             return Err("is an option of the sbatch command, not of the job".into());
         }
-        _ => return Err("has no SlurmJob field".into()),
+        // Said as admission says it for `extraOptions`: a converted script must not look as
+        // if only the converter lacked a field for whom the job runs as.
+        long => {
+            let refusal = REFUSED_AS
+                .iter()
+                .find(|(option, _)| *option == long)
+                .and_then(|(_, key)| extra_option_refusal(key));
+            return Err(refusal.unwrap_or("has no SlurmJob field").into());
+        }
     }
     Ok(())
 }
@@ -1169,10 +1192,26 @@ impl SbatchArgs {
                 .or_else(|| file_stem(path).and_then(|s| object_name(&s)))
                 .ok_or_else(|| CliError::Usage("no name for the SlurmJob: give --name".into()))?,
         };
+        // Named as sbatch names it, so `squeue`, `%x` in output file names and scripts that
+        // read SLURM_JOB_NAME see what they saw under sbatch.
+        if spec.name.is_none() {
+            spec.name = sbatch_job_name(path);
+        }
         let mut job = SlurmJob::new(&name, spec);
         job.metadata.namespace = self.namespace.clone();
         Ok(job)
     }
+}
+
+/// The job name sbatch gives a script without `--job-name`: its file name (`train.sh`), or
+/// `sbatch` for one read from stdin. `None` where `spec.name` could not hold it (a comma, more
+/// than 200 bytes): the job then takes the SlurmJob's name.
+fn sbatch_job_name(path: &Path) -> Option<String> {
+    if path == Path::new("-") {
+        return Some("sbatch".to_owned());
+    }
+    let name = path.file_name()?.to_str()?;
+    (name.len() <= 200 && !name.contains(',')).then(|| name.to_owned())
 }
 
 fn file_stem(path: &Path) -> Option<String> {

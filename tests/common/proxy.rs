@@ -115,6 +115,15 @@ pub async fn refusing(
     upstream: String,
     refused: fn(&Request) -> bool,
 ) -> (String, Arc<AtomicBool>) {
+    refusing_with(upstream, refused, StatusCode::SERVICE_UNAVAILABLE).await
+}
+
+/// [`refusing`] with another status than 503 (a 403 is not a failure for now).
+pub async fn refusing_with(
+    upstream: String,
+    refused: fn(&Request) -> bool,
+    status: StatusCode,
+) -> (String, Arc<AtomicBool>) {
     let failing = Arc::new(AtomicBool::new(false));
     let http = reqwest::Client::new();
     let app = {
@@ -124,7 +133,7 @@ pub async fn refusing(
             async move {
                 if refused(&request) && failing.load(Ordering::SeqCst) {
                     return Response::builder()
-                        .status(StatusCode::SERVICE_UNAVAILABLE)
+                        .status(status)
                         .body(Body::from("refused by the test proxy"))
                         .unwrap();
                 }

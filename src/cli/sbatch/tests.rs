@@ -460,6 +460,59 @@ fn every_option_not_carried_is_reported_with_its_line() {
     );
 }
 
+/// What only Slurm administrators may choose (whom the job runs as, its priority, a
+/// reservation, the cluster) is reported with admission's reason for the same `extraOptions`
+/// key, never carried (sbatch itself takes `--uid`/`--gid` from root only).
+#[test]
+fn privileged_options_are_reported_as_refused() {
+    let c = convert_with(
+        &script(&[
+            "#SBATCH --uid=0 --gid=0",
+            "#SBATCH --priority=TOP --reservation=maint",
+            "#SBATCH -M other --mcs-label=x",
+        ]),
+        "main",
+        &words(&["--uid", "alice", "--container-id=c1"]),
+    )
+    .unwrap();
+    assert_eq!(
+        located(&c),
+        [
+            (Origin::CommandLine, "--uid alice"),
+            (Origin::CommandLine, "--container-id=c1"),
+            (Origin::Line(2), "--uid=0"),
+            (Origin::Line(2), "--gid=0"),
+            (Origin::Line(3), "--priority=TOP"),
+            (Origin::Line(3), "--reservation=maint"),
+            (Origin::Line(4), "-M other"),
+            (Origin::Line(4), "--mcs-label=x"),
+        ]
+    );
+    let reasons: Vec<&str> = c.unconverted.iter().map(|u| u.reason.as_str()).collect();
+    for (reason, key) in reasons.iter().zip([
+        "user_id",
+        "container_id",
+        "user_id",
+        "group_id",
+        "priority",
+        "reservation",
+        "clusters",
+        "mcs_label",
+    ]) {
+        assert_eq!(Some(*reason), extra_option_refusal(key), "{key}");
+        assert!(reason.starts_with("is refused: "), "{reason}");
+    }
+    // Nothing of them reached the spec: it holds the cluster and the script only.
+    let spec = serde_json::to_value(&c.spec).unwrap();
+    let fields: Vec<&str> = spec
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(fields, ["clusterName", "script"]);
+}
+
 #[test]
 fn unreadable_scripts_are_errors() {
     assert_eq!(
@@ -704,4 +757,22 @@ fn words_after_the_command_line_options_are_reported() {
         [(Origin::CommandLine, "job.sh"), (Origin::CommandLine, "x")]
     );
     assert!(c.spec.time_limit.is_some());
+}
+
+/// Without `--job-name`, sbatch names the job after the script's file (suffix included), or
+/// `sbatch` for a script on stdin; a name `spec.name` cannot hold is left to the SlurmJob's.
+#[test]
+fn jobs_are_named_as_sbatch_names_them() {
+    for (path, want) in [
+        ("train.sh", Some("train.sh")),
+        ("/home/alice/jobs/train", Some("train")),
+        ("-", Some("sbatch")),
+        ("a,b.sh", None),
+    ] {
+        assert_eq!(sbatch_job_name(Path::new(path)).as_deref(), want, "{path}");
+    }
+    let long = format!("{}.sh", "x".repeat(198));
+    assert_eq!(sbatch_job_name(Path::new(&long)), None);
+    let longest = format!("{}.sh", "x".repeat(197));
+    assert_eq!(sbatch_job_name(Path::new(&longest)), Some(longest.clone()));
 }
