@@ -245,7 +245,10 @@ pub fn streamed_job_id(pod: &Pod) -> Option<i64> {
 /// leaves a count of one, but its path then reads as deleted. A FIFO is refused before the
 /// open, which would wait for a writer for good. A file the Pod cannot open (its uid may not
 /// read it) is said so, and the Pod ends: `command exec` keeps a failed open from ending the
-/// shell before it can say why. A Pod that starts after its job ended (created late, or again)
+/// shell before it can say why. So is one that others may not read, even though the Pod could
+/// open it: the Pod's uid (or gid) may own it, as on storage that squashes uids to 65534, and
+/// the job's script may rename any such file into its output path (a rename needs no right to
+/// read): the Pod shows only what any user may read. A Pod that starts after its job ended (created late, or again)
 /// copies the whole file and ends at its end, rather than follow it for a timed drain.
 fn streamer_script() -> String {
     format!(
@@ -260,6 +263,9 @@ the job's script must leave it readable by others (e.g. umask 022)\"; exit 0; fi
          if [ ! -f /proc/self/fd/3 ] || [ \"$(stat -L -c %h /proc/self/fd/3)\" != 1 ] \
             || [ \"$(readlink /proc/self/fd/3)\" != \"$OUTPUT_FILE\" ]; then \
            echo \"not streamed: $OUTPUT_FILE is a link or not a regular file\"; exit 0; fi; \
+         if [ $(( 0$(stat -L -c %a /proc/self/fd/3) & 4 )) = 0 ]; then \
+           echo \"not streamed: $OUTPUT_FILE is not readable by others: the job's script must \
+leave it readable by others (e.g. umask 022)\"; exit 0; fi; \
          if ended; then cat <&3; exit 0; fi; \
          tail -n +1 -f /proc/self/fd/3 & follower=$!; \
          until ended; do sleep 2; done; \
@@ -637,7 +643,7 @@ mod tests {
     #[test]
     fn the_streamer_reads_only_the_jobs_own_file() {
         use std::io::Write;
-        use std::os::unix::fs::symlink;
+        use std::os::unix::fs::{PermissionsExt, symlink};
         use std::time::Duration;
 
         let dir = scratch("streamer-links");
@@ -665,6 +671,17 @@ mod tests {
             std::fs::hard_link(&secret, &hard).unwrap();
             refused(&stream(&toolbox, &hard, &annotations, || {}), "a hard link");
             std::fs::remove_file(&hard).unwrap();
+
+            // A file only its owner may read, which the Pod can open (here the test's uid owns
+            // it, as 65534 owns files on storage that squashes uids), renamed into the path.
+            let private = dir.join(format!("{name}-private.txt"));
+            std::fs::write(&private, "SECRET\n").unwrap();
+            std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+            let renamed = dir.join(format!("{name}-renamed.out"));
+            std::fs::rename(&private, &renamed).unwrap();
+            let text = stream(&toolbox, &renamed, &annotations, || {});
+            refused(&text, "a file others may not read");
+            assert!(text.contains("is not readable by others"), "{name}: {text}");
 
             // A FIFO: refused, not opened (the open would wait for a writer for good).
             let fifo = dir.join(format!("{name}.fifo"));
