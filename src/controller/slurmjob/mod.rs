@@ -929,9 +929,11 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             let cluster = (why != Orphaned::ClusterGone && !ids.is_empty())
                 .then(|| data.slurm_clusters.get(&cluster_of(job)))
                 .flatten();
-            if let Some(cluster) = cluster {
-                // A namespace being deleted refuses new Events: the admin sees it here too.
-                let mut told = notice.clone();
+            if let (Some(cluster), Some(first)) = (cluster, ids.first()) {
+                // A namespace being deleted refuses new Events: the admin sees it here too. In
+                // a series of its own: kube's Recorder counts a repeat of object, reason and
+                // action within minutes in the first Event, whose note names another SlurmJob.
+                let mut told = notice.clone().about_run(i64::from(*first));
                 told.note = format!(
                     "SlurmJob {}/{}: {}",
                     job.namespace().unwrap_or_default(),

@@ -213,7 +213,8 @@ async fn expect_event(
 
 /// The Warning a SlurmJob deleted without its cancel leaves on its (cluster-scoped) SlurmCluster,
 /// in `default`: the SlurmJob's own namespace may be refusing Events.
-async fn expect_cluster_event(api: &mut ApiServerVerifier, reason: &str) -> String {
+/// A Warning on SlurmCluster `local`: its body.
+async fn expect_cluster_event(api: &mut ApiServerVerifier, reason: &str) -> serde_json::Value {
     let (call, send) = api.next().await;
     assert_eq!(call.method, Method::POST, "{call:?}");
     assert_eq!(
@@ -225,7 +226,7 @@ async fn expect_cluster_event(api: &mut ApiServerVerifier, reason: &str) -> Stri
     assert_eq!(call.body["regarding"]["kind"], "SlurmCluster");
     assert_eq!(call.body["regarding"]["name"], "local");
     respond(send, StatusCode::CREATED, &call.body);
-    call.body["note"].as_str().unwrap().to_owned()
+    call.body
 }
 
 async fn expect_finalizer_patch(api: &mut ApiServerVerifier, job: &SlurmJob, add: bool) {
@@ -550,7 +551,16 @@ async fn past_the_deadline_a_blocked_deletion_lets_go_naming_the_job() {
         assert_eq!(call.method, Method::GET);
         cluster_found(send);
         let told = expect_cluster_event(&mut api, "CancelAbandoned").await;
-        assert!(told.starts_with(&format!("SlurmJob {NS}/late: ")), "{told}");
+        assert!(
+            told["note"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("SlurmJob {NS}/late: ")),
+            "{told}"
+        );
+        // A series of its own: another SlurmJob's would only count up this one's (kube's
+        // Recorder keys a series on object, reason and action, not on the note).
+        assert_eq!(told["action"], "Run4246", "{told}");
         let event = expect_event(&mut api, &expected, "Warning", "CancelAbandoned").await;
         let note = event.body["note"].as_str().unwrap().to_owned();
         expect_finalizer_patch(&mut api, &expected, false).await;
@@ -668,7 +678,9 @@ async fn the_skip_cancel_annotation_lets_go_at_once() {
     let expected = job.clone();
     let server = tokio::spawn(async move {
         let told = expect_cluster_event(&mut api, "CancelSkipped").await;
-        assert!(told.contains("Slurm job 4250 may still run"), "{told}");
+        let note = told["note"].as_str().unwrap();
+        assert!(note.contains("Slurm job 4250 may still run"), "{told}");
+        assert_eq!(told["action"], "Run4250", "{told}");
         let event = expect_event(&mut api, &expected, "Warning", "CancelSkipped").await;
         let note = event.body["note"].as_str().unwrap().to_owned();
         expect_finalizer_patch(&mut api, &expected, false).await;
