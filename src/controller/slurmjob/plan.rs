@@ -757,7 +757,7 @@ pub fn live_owners(state: &ClusterState, key: &TagKey) -> BTreeSet<String> {
 /// deleted: for its own deletion to cancel what it runs ([`to_cancel`] would find something). A
 /// SlurmJob that never ran, whose run ended, or that only asks for a run the going cluster will
 /// not submit does not: otherwise any tenant could keep any SlurmCluster from going away with
-/// one SlurmJob naming it. `live` is [`live_owners`] of the cluster's job listing when it is
+/// one SlurmJob naming it (one its access refuses from the start has no finalizer at all). `live` is [`live_owners`] of the cluster's job listing when it is
 /// complete since this process started ([`index_trusted`]); without one, a job whose submit
 /// answer a crash lost does not show, so a SlurmJob whose latest generation records no run
 /// holds the cluster while `in_doubt_holds` (the cluster's deletion deadline has not passed).

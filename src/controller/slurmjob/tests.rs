@@ -2031,6 +2031,29 @@ async fn a_namespace_without_access_is_told_and_nothing_is_submitted() {
     let action = reconcile(Arc::new(job), data).await.unwrap();
     assert_eq!(action, Action::await_change());
     server.await.unwrap();
+
+    // A new SlurmJob so refused gets no finalizer: its deletion needs nothing, and it cannot
+    // hold the SlurmCluster's deletion as one whose submit answer a crash may have lost.
+    let (ctx, mut api) = Context::test();
+    let _index = register_trusted_empty(&ctx);
+    let data = data_with_access(
+        ctx,
+        json!([{"namespaces": ["team-a"], "slurmUser": "alice"}]),
+    );
+    let job = slurm_job("new-denied", "#!/bin/sh\ntrue\n");
+    assert!(kit::lacks_finalizer(&job));
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        expect_event(&mut api, &expected, "Warning", "NoAccess").await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    let action = reconcile(Arc::new(job), data).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    let status = server.await.unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(ready.reason, "NoAccess");
 }
 
 /// A SlurmCluster being deleted takes no new submit: its deletion waits for the SlurmJobs that
