@@ -2034,7 +2034,7 @@ async fn a_namespace_without_access_is_told_and_nothing_is_submitted() {
 
     // A new SlurmJob so refused gets no finalizer: its deletion needs nothing, and it cannot
     // hold the SlurmCluster's deletion as one whose submit answer a crash may have lost.
-    let (ctx, mut api) = Context::test();
+    let (ctx, api) = Context::test();
     let _index = register_trusted_empty(&ctx);
     let data = data_with_access(
         ctx,
@@ -2042,10 +2042,21 @@ async fn a_namespace_without_access_is_told_and_nothing_is_submitted() {
     );
     let job = slurm_job("new-denied", "#!/bin/sh\ntrue\n");
     assert!(kit::lacks_finalizer(&job));
+    refused_alone(job, data, api, "NoAccess").await;
+}
+
+/// Reconcile `job`, which is refused with `reason`: its status applied and a Warning, nothing
+/// else (no finalizer patch, no read).
+async fn refused_alone(
+    job: SlurmJob,
+    data: Arc<JobContext>,
+    mut api: ApiServerVerifier,
+    reason: &'static str,
+) {
     let expected = job.clone();
     let server = tokio::spawn(async move {
         let status = expect_status_apply(&mut api, &expected).await;
-        expect_event(&mut api, &expected, "Warning", "NoAccess").await;
+        expect_event(&mut api, &expected, "Warning", reason).await;
         api.expect_no_more_calls().await;
         status
     });
@@ -2053,7 +2064,7 @@ async fn a_namespace_without_access_is_told_and_nothing_is_submitted() {
     assert_eq!(action, Action::await_change());
     let status = server.await.unwrap();
     let ready = condition::find(&status.conditions, status::READY).unwrap();
-    assert_eq!(ready.reason, "NoAccess");
+    assert_eq!(ready.reason, reason);
 }
 
 /// A SlurmCluster being deleted takes no new submit: its deletion waits for the SlurmJobs that
@@ -2147,22 +2158,11 @@ async fn a_missing_cluster_is_named_as_missing() {
 /// into a request path: no read, the SlurmJob is told the cluster does not exist.
 #[tokio::test]
 async fn a_cluster_name_that_is_a_path_is_never_requested() {
-    let (ctx, mut api) = Context::test();
+    let (ctx, api) = Context::test();
     let data = data(ctx);
     let mut job = finalized(slurm_job("pathy", "#!/bin/sh\ntrue\n"));
     job.spec.cluster_name = "../../../api/v1/namespaces/kube-system/secrets/x".into();
-    let expected = job.clone();
-    let server = tokio::spawn(async move {
-        let status = expect_status_apply(&mut api, &expected).await;
-        expect_event(&mut api, &expected, "Warning", "ClusterNotFound").await;
-        api.expect_no_more_calls().await;
-        status
-    });
-    let action = reconcile(Arc::new(job), data).await.unwrap();
-    assert_eq!(action, Action::await_change());
-    let status = server.await.unwrap();
-    let ready = condition::find(&status.conditions, status::READY).unwrap();
-    assert_eq!(ready.reason, "ClusterNotFound");
+    refused_alone(job, data, api, "ClusterNotFound").await;
 }
 
 /// What a SlurmJob's watch event triggers: a change of generation, finalizers, the skip-cancel
