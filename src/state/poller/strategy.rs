@@ -606,15 +606,20 @@ pub fn skip(
     }
 }
 
-/// When slurmctld gave job `job` its id: ids are handed out in sequence, so they grow with this
-/// time. A job's submit time, but an array task's record gets its own id only when the task
-/// starts (its submit time is the array's). `None` when the record does not say.
+/// When slurmctld gave job `job` its id, or later (never earlier): ids are handed out in
+/// sequence, so they grow with this time. A job's submit time; but an array task's record gets
+/// its own id when the task starts, or when an update splits it off the pending array
+/// (`scontrol update jobid=A_T ...`), and its submit time is the array's: its start time, once
+/// it has started, is no earlier than its id. A pending task record's start time is an estimate
+/// (or its last run's), and its id may be minutes old: `None`, as when the record does not say.
 pub fn numbered_at(job: &Job) -> Option<DateTime<Utc>> {
     let task_record = job.array_job_id.is_some_and(|array| array != job.job_id);
-    if task_record {
-        job.start_time.or(job.submit_time)
-    } else {
+    if !task_record {
         job.submit_time
+    } else if job.state.base == JobBaseState::Pending {
+        None
+    } else {
+        job.start_time
     }
 }
 
@@ -1944,9 +1949,27 @@ mod tests {
             submit_time: Some(t(submit)),
             start_time: start.map(t),
             array_job_id: array,
+            state: JobState::from_strings(&[if start.is_some() {
+                "RUNNING"
+            } else {
+                "PENDING"
+            }]),
             ..Job::bare()
         };
+        // A task split off its pending array by an update (`scontrol update jobid=98_2`, seen on
+        // 24.11: job 100 for task 2 of array 98, its submit time the array's, no start): its id
+        // is new, its times old.
+        let split = |start: Option<i64>| Job {
+            state: JobState::from_strings(&["PENDING"]),
+            ..at(9, 10, start, Some(3))
+        };
         let table = [
+            ("a pending task record split off", split(None), false),
+            (
+                "a pending task record with an old estimate",
+                split(Some(20)),
+                false,
+            ),
             ("a plain job submitted after", at(9, 150, None, None), false),
             ("a plain job submitted before", at(9, 50, None, None), true),
             (
