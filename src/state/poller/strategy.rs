@@ -525,11 +525,16 @@ pub fn apply(
         match &tracked.known {
             Known::Ours => {
                 // A changed state whose record was not fetched keeps the old state, so the next
-                // cycle fetches it. Tasks leaving a pending meta record only shorten its list.
+                // cycle fetches it: marked, so that incremental cycles follow it until then
+                // even when the old state is settled (a requeue beyond one cycle's budget).
+                // Tasks leaving a pending meta record only shorten its list.
                 let Some(mut record) = jobs.get(id).cloned() else {
                     tracked.known = Known::Unresolved;
                     continue;
                 };
+                if changed {
+                    tracked.stale = tracked.stale.max(Stale::Refresh);
+                }
                 if !changed && tracked.entries != l.entries() && !l.tasks.is_empty() {
                     record.array_task_string = record
                         .array_task_string
@@ -538,12 +543,19 @@ pub fn apply(
                 }
                 next_jobs.insert(*id, record);
             }
+            // Its record would tell nothing the state does not: no read due any more.
             Known::Foreign { .. } if changed && !holds_nodes(&l.state) => {
                 tracked.state = l.state.clone();
                 tracked.known = Known::Foreign { run: None };
+                tracked.stale = Stale::No;
             }
-            // Foreign and started (record deferred): keep the old state to fetch it later.
-            Known::Foreign { .. } => {}
+            // Foreign and started (record deferred): keep the old state to fetch it later,
+            // marked so that incremental cycles follow it until then.
+            Known::Foreign { .. } => {
+                if changed {
+                    tracked.stale = tracked.stale.max(Stale::Refresh);
+                }
+            }
             Known::Unresolved | Known::Skipped => tracked.state = l.state.clone(),
         }
         tracked.entries = l.entries();
@@ -673,15 +685,19 @@ pub fn settled(state: &JobState) -> bool {
 
 /// The jobs an incremental cycle asks about: ours that have not [`settled`] (a change or their
 /// end must show at once), those holding nodes (the per-node counts), those not resolved yet,
-/// and the ids SlurmJobs asked for (a job just submitted, or one a SlurmJob names after a
-/// restart).
+/// those whose record is to be fetched again ([`Stale`]: a change a listing showed beyond one
+/// cycle's budget, a refresh, a resync), and the ids SlurmJobs asked for (a job just
+/// submitted, or one a SlurmJob names after a restart).
 pub fn followed(tracker: &Tracker, wanted: &BTreeSet<u32>) -> BTreeSet<u32> {
     let mut ids: BTreeSet<u32> = tracker
         .iter()
-        .filter(|(_, t)| match &t.known {
-            Known::Ours => !settled(&t.state),
-            Known::Unresolved => true,
-            Known::Foreign { .. } | Known::Skipped => holds_nodes(&t.state),
+        .filter(|(_, t)| {
+            t.stale != Stale::No
+                || match &t.known {
+                    Known::Ours => !settled(&t.state),
+                    Known::Unresolved => true,
+                    Known::Foreign { .. } | Known::Skipped => holds_nodes(&t.state),
+                }
         })
         .map(|(id, _)| *id)
         .collect();

@@ -281,6 +281,8 @@ struct View {
     waiting: BTreeSet<u32>,
     /// Records asked for that could not be read, over the view's life.
     failed: usize,
+    /// Bounds other than [`LIMITS`].
+    limits: Option<Limits>,
 }
 
 const LIMITS: Limits = Limits {
@@ -333,7 +335,8 @@ impl View {
             held: &held,
             waiting: &self.waiting,
         };
-        let mut p = plan(&self.tracker, &listed, asks, LIMITS, self.tracker.len());
+        let limits = self.limits.unwrap_or(LIMITS);
+        let mut p = plan(&self.tracker, &listed, asks, limits, self.tracker.len());
         if let Fetch::Details(ids) = &mut p.fetch {
             let asked = ids.len();
             ids.retain(|id| !self.unreadable.contains(id));
@@ -940,4 +943,77 @@ fn a_quiet_incremental_cycle_asks_about_ours_and_a_window_only() {
         "a quiet cycle asks about ours and the window: {asked:?}"
     );
     assert_eq!(view.tracker.len(), 100_003);
+}
+
+/// A full listing that shows more changes than one cycle fetches (a requeue of ours that had
+/// ended, others' jobs starting): the rest are followed by the incremental cycles after it
+/// until their records are read. They were not asked about again before the next full listing,
+/// which on a busy cluster deferred them again; meanwhile the index held those requeued jobs as
+/// ended, and no node counts for the others.
+#[test]
+fn changes_beyond_one_cycles_budget_are_followed_until_read() {
+    let mut sim = Sim {
+        next_id: 12,
+        ..Sim::default()
+    };
+    for id in 1..=12 {
+        let ours = id <= 6;
+        sim.jobs.insert(
+            id,
+            SimJob {
+                state: if ours { "COMPLETED" } else { "PENDING" },
+                ours,
+                ..SimJob::default()
+            },
+        );
+    }
+    let mut view = View::default();
+    view.full(&sim, &BTreeSet::new());
+    assert_eq!(view.jobs.len(), 6, "ours resolved");
+    // Ours requeued, others' started.
+    for (id, job) in sim.jobs.iter_mut() {
+        if job.ours {
+            job.state = "PENDING";
+        } else {
+            job.state = "RUNNING";
+            job.node = Some(id % 3);
+            job.started = Some(1);
+        }
+    }
+    view.limits = Some(Limits {
+        detail_budget: 2,
+        list_all_above: 2,
+        full_list_max_jobs: 0,
+    });
+    view.full(&sim, &BTreeSet::new());
+    let behind = |view: &View| -> Vec<u32> {
+        sim.jobs
+            .iter()
+            .filter(|(id, job)| view.tracker[*id].state != Sim::state(job.state))
+            .map(|(id, _)| *id)
+            .collect()
+    };
+    let deferred = behind(&view);
+    assert_eq!(deferred.len(), 10, "two read, ten deferred: {deferred:?}");
+    let asked = followed(&view.tracker, &BTreeSet::new());
+    assert!(
+        deferred.iter().all(|id| asked.contains(id)),
+        "followed: {asked:?}, deferred: {deferred:?}"
+    );
+    for _ in 0..5 {
+        view.incremental(&sim, &BTreeSet::new(), 8);
+    }
+    assert_eq!(
+        behind(&view),
+        Vec::<u32>::new(),
+        "all read within five cycles"
+    );
+    for id in 1..=6 {
+        assert_eq!(view.jobs[&id].state, Sim::state("PENDING"), "job {id}");
+    }
+    let on_nodes: u32 = view.node_jobs().values().map(|n| n.running).sum();
+    assert_eq!(on_nodes, 6, "{:?}", view.node_jobs());
+    // Read, they are followed no longer than their state says.
+    let asked = followed(&view.tracker, &BTreeSet::new());
+    assert_eq!(asked, (1..=12).collect(), "pending ours and running others");
 }
