@@ -256,8 +256,8 @@ struct Poller {
     full_pending: Option<DateTime<Utc>>,
     /// The listings beside the cycles have failed since the last that answered.
     listing_failure: Option<ListingFailure>,
-    /// The highest job id seen: incremental cycles probe above it.
-    high_water: u32,
+    /// Where slurmctld's job numbering stands: incremental cycles probe above it.
+    numbering: strategy::Numbering,
     /// How far slurmctld's clock is ahead of this machine's, at least, once read
     /// ([`controller_ahead`]).
     controller_ahead: Option<chrono::TimeDelta>,
@@ -413,7 +413,7 @@ impl Poller {
             full_now: true,
             full_pending: None,
             listing_failure: None,
-            high_water: 0,
+            numbering: strategy::Numbering::default(),
             controller_ahead: None,
             listed_once: false,
             has_accounting: None,
@@ -904,12 +904,12 @@ impl Poller {
     ) -> Result<(BTreeMap<u32, Listed>, BTreeSet<u32>, u32, usize, bool), SlurmError> {
         let width = self.tuning.probe_width.max(2);
         let batch = self.tuning.state_batch.max(1);
-        let highest = self
-            .high_water
-            .max(self.tracker.keys().next_back().copied().unwrap_or(0));
+        let mut numbering = self.numbering;
+        numbering.seen(self.tracker.keys().next_back().copied().unwrap_or(0));
         let mut asked = strategy::followed(&self.tracker, &self.wanted);
-        let mut window = strategy::probe(highest, width);
+        let (mut window, before) = numbering.windows(width);
         asked.extend(window.clone());
+        asked.extend(before.into_iter().flatten());
         let mut requests = 0;
         let mut entries = Vec::new();
         let ids: Vec<u32> = asked.iter().copied().collect();
@@ -1069,12 +1069,13 @@ impl Poller {
                     self.full_due = Instant::now() + self.tuning.full_every;
                 }
                 if !matches!(spoken, Spoken::Asked(_)) {
-                    // From the listing itself: after a wrap of slurmctld's ids, lower.
-                    self.high_water = listed.keys().next_back().copied().unwrap_or(0);
+                    // From the listing itself: lower after a wrap of slurmctld's ids, or after
+                    // the newest jobs were purged.
+                    self.numbering
+                        .listed(listed.keys().next_back().copied().unwrap_or(0));
                 }
-                self.high_water = self
-                    .high_water
-                    .max(self.tracker.keys().next_back().copied().unwrap_or(0));
+                self.numbering
+                    .seen(self.tracker.keys().next_back().copied().unwrap_or(0));
                 let unresolved = strategy::unresolved(&self.tracker);
                 let nodes = match polled.nodes {
                     Some((items, as_of)) => {

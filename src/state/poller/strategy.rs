@@ -58,7 +58,8 @@
 //! cycles saw since it was asked keep what they saw). One case of ids beyond the window: after a
 //! quiet spell longer than slurmctld's `MinJobAge`, the newest ids are purged, and a new poller's
 //! first listing ends below slurmctld's numbering; the SlurmJob controller does not depend on the
-//! probe for its own jobs (it asks for each id a submit returns, [`followed`]).
+//! probe for its own jobs (it asks for each id a submit returns, [`followed`]). A running poller
+//! whose full listing ends so probes above the ids it saw before too ([`Numbering`]).
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -719,6 +720,61 @@ pub fn incremental_pays(tracker: &Tracker, followed: usize, width: u32) -> bool 
 /// sequence; ids that were never used, or are beyond the window, wait for the full listing).
 pub fn probe(highest: u32, width: u32) -> std::ops::RangeInclusive<u32> {
     highest.saturating_add(1)..=highest.saturating_add(width.max(1))
+}
+
+/// Where slurmctld's job numbering stands, as far as the poller has seen: incremental cycles
+/// probe above it ([`probe`]).
+///
+/// A listing of every job may end lower than the ids seen before, for one of two reasons: the
+/// newest jobs were purged (a quiet spell longer than `MinJobAge`: the next job still gets the
+/// next id above them), or slurmctld's ids wrapped at `MaxJobId` (the next job gets a low id).
+/// The listing cannot tell which, so until a new job shows where the numbering went, the
+/// cycles probe above both ([`Numbering::windows`]): one window more, not a minute's wait for
+/// the next full listing to see others' new jobs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Numbering {
+    /// The highest id seen, since the last listing of every job for the part before it.
+    pub high_water: u32,
+    /// Set when a listing of every job ended below the ids seen before: (the highest id seen
+    /// before, the listing's highest).
+    lowered: Option<(u32, u32)>,
+}
+
+impl Numbering {
+    /// A listing of every job, whose highest id is `top` (0: none).
+    pub fn listed(&mut self, top: u32) {
+        if top < self.high_water {
+            let before = self
+                .lowered
+                .map_or(self.high_water, |(b, _)| b.max(self.high_water));
+            self.lowered = Some((before, top));
+        }
+        self.high_water = top;
+    }
+
+    /// The highest id the poller tracks after a cycle: a new job above the listing's highest
+    /// shows where the numbering went on, above the ids seen before or not.
+    pub fn seen(&mut self, highest_tracked: u32) {
+        self.high_water = self.high_water.max(highest_tracked);
+        if self.lowered.is_some_and(|(_, top)| self.high_water > top) {
+            self.lowered = None;
+        }
+    }
+
+    /// The windows an incremental cycle probes: above the highest id seen, and above the one
+    /// seen before a listing ended lower, while that is open.
+    pub fn windows(
+        &self,
+        width: u32,
+    ) -> (
+        std::ops::RangeInclusive<u32>,
+        Option<std::ops::RangeInclusive<u32>>,
+    ) {
+        (
+            probe(self.high_water, width),
+            self.lowered.map(|(before, _)| probe(before, width)),
+        )
+    }
 }
 
 fn resolve(tracker: &mut Tracker, jobs: &mut BTreeMap<u32, Job>, record: Job, entries: usize) {

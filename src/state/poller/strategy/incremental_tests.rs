@@ -268,7 +268,7 @@ impl Sim {
 struct View {
     tracker: Tracker,
     jobs: BTreeMap<u32, Job>,
-    high_water: u32,
+    numbering: Numbering,
     /// Ids of ours this poller's process submitted, records not read yet.
     submitted: BTreeSet<u32>,
     /// This cycle's submits make a burst: their records wait.
@@ -366,11 +366,11 @@ impl View {
                 .is_none_or(|t| t.known == Known::Unresolved)
         });
         if !matches!(scope, Scope::Only(_)) {
-            self.high_water = listed.keys().next_back().copied().unwrap_or(0);
+            self.numbering
+                .listed(listed.keys().next_back().copied().unwrap_or(0));
         }
-        self.high_water = self
-            .high_water
-            .max(self.tracker.keys().next_back().copied().unwrap_or(0));
+        self.numbering
+            .seen(self.tracker.keys().next_back().copied().unwrap_or(0));
     }
 
     fn full(&mut self, sim: &Sim, wanted: &BTreeSet<u32>) {
@@ -417,8 +417,9 @@ impl View {
         width: u32,
     ) -> (BTreeMap<u32, Listed>, BTreeSet<u32>) {
         let mut asked = followed(&self.tracker, wanted);
-        let mut window = probe(self.high_water, width);
+        let (mut window, before) = self.numbering.windows(width);
         asked.extend(window.clone());
+        asked.extend(before.into_iter().flatten());
         let mut entries = sim.states(&asked);
         for _ in 0..16 {
             let top = entries
@@ -1016,4 +1017,73 @@ fn changes_beyond_one_cycles_budget_are_followed_until_read() {
     // Read, they are followed no longer than their state says.
     let asked = followed(&view.tracker, &BTreeSet::new());
     assert_eq!(asked, (1..=12).collect(), "pending ours and running others");
+}
+
+/// A full listing that ends below the ids seen before: the newest jobs were purged (a quiet
+/// spell longer than `MinJobAge`), and slurmctld numbers the next job above them. The next
+/// incremental cycle sees it; its window began above the listing's highest id, and a new job
+/// of someone else's waited for the next full listing.
+#[test]
+fn after_the_newest_jobs_are_purged_the_next_ones_are_still_probed() {
+    let job = |state| SimJob {
+        state,
+        ours: false,
+        ..SimJob::default()
+    };
+    let mut sim = Sim {
+        next_id: 100,
+        ..Sim::default()
+    };
+    sim.jobs.insert(5, job("PENDING"));
+    for id in 90..=100 {
+        sim.jobs.insert(id, job("COMPLETED"));
+    }
+    let mut view = View::default();
+    view.full(&sim, &BTreeSet::new());
+    assert_eq!(view.numbering.high_water, 100);
+    // Purged, then listed: the listing ends at 5.
+    sim.jobs.retain(|id, _| *id == 5);
+    view.full(&sim, &BTreeSet::new());
+    assert_eq!(view.numbering.high_water, 5);
+    // Quiet cycles probe above both.
+    view.incremental(&sim, &BTreeSet::new(), 8);
+    sim.jobs.insert(101, job("PENDING"));
+    view.incremental(&sim, &BTreeSet::new(), 8);
+    assert!(view.tracker.contains_key(&101), "{:?}", view.tracker.keys());
+    assert_eq!(view.numbering.windows(8), (probe(101, 8), None));
+}
+
+/// What the probe windows are as listings and cycles go: above the highest id seen, and, once a
+/// listing of every job ended lower, above the one seen before too, until a new job shows
+/// where slurmctld numbers (after a purge: above the old ids; after a wrap at `MaxJobId`: low).
+#[test]
+fn the_probe_follows_the_numbering_after_a_purge_or_a_wrap() {
+    let mut n = Numbering::default();
+    n.listed(50);
+    n.seen(50);
+    assert_eq!(n.windows(4), (probe(50, 4), None), "first listing");
+    n.seen(60);
+    assert_eq!(n.windows(4), (probe(60, 4), None), "a new job");
+    n.listed(10);
+    n.seen(10);
+    assert_eq!(n.windows(4), (probe(10, 4), Some(probe(60, 4))), "lowered");
+    let lowered = n;
+    n.listed(10);
+    n.seen(10);
+    assert_eq!(n, lowered, "a listing the same: still open");
+    n.listed(8);
+    n.seen(8);
+    assert_eq!(
+        n.windows(4),
+        (probe(8, 4), Some(probe(60, 4))),
+        "lower again"
+    );
+    // After a purge: the next job above the old ids.
+    let mut purged = n;
+    purged.seen(61);
+    assert_eq!(purged.windows(4), (probe(61, 4), None), "purge resolved");
+    // After a wrap: the next job low.
+    let mut wrapped = n;
+    wrapped.seen(9);
+    assert_eq!(wrapped.windows(4), (probe(9, 4), None), "wrap resolved");
 }
