@@ -119,12 +119,16 @@ impl Submissions {
     }
 }
 
-/// What a status says of its submits: the job id, and the generation Slurm refused. A reconcile
-/// working from an older one would submit again.
+/// What a status says of its submits: the job id, the generation Slurm refused, and the
+/// generation the status answers for. A reconcile working from an older one would submit
+/// again: after a refusal; or after an edit of a running job, applied in place or set aside
+/// (`SpecApplied`), once the job has ended: from the status before the edit, the edit looks
+/// like one of a finished job, which runs it again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Outcome {
     pub job_id: Option<i64>,
     pub rejected_generation: Option<i64>,
+    pub observed_generation: Option<i64>,
 }
 
 impl Outcome {
@@ -132,6 +136,7 @@ impl Outcome {
         Self {
             job_id: status.job_id,
             rejected_generation: status.rejected_generation,
+            observed_generation: status.observed_generation,
         }
     }
 }
@@ -251,7 +256,7 @@ mod tests {
         let t0 = Instant::now();
         let job = |id: i64| Outcome {
             job_id: Some(id),
-            rejected_generation: None,
+            ..Outcome::default()
         };
         let none = Outcome::default();
         assert!(!writes.cache_lags("a", none, t0), "nothing written");
@@ -283,8 +288,8 @@ mod tests {
 
         // A refused submit: no job id, the refused generation.
         let refused = Outcome {
-            job_id: None,
             rejected_generation: Some(1),
+            ..Outcome::default()
         };
         writes.record("a", refused, t0);
         assert!(
@@ -293,5 +298,19 @@ mod tests {
         );
         assert!(!writes.cache_lags("a", refused, t0), "shown");
         assert!(writes.is_empty());
+
+        // An edit of a running job answered (applied in place, or set aside): the same job id,
+        // a later generation observed.
+        let observed = |generation: i64| Outcome {
+            job_id: Some(7),
+            observed_generation: Some(generation),
+            ..Outcome::default()
+        };
+        writes.record("a", observed(2), t0);
+        assert!(
+            writes.cache_lags("a", observed(1), t0),
+            "the cache still at the generation before the edit"
+        );
+        assert!(!writes.cache_lags("a", observed(2), t0), "shown");
     }
 }

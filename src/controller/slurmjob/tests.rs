@@ -1402,7 +1402,7 @@ async fn an_edit_while_running_is_ignored_with_a_condition_and_a_warning() {
     assert_eq!(running.phase, Phase::Running);
     job.status = Some(running);
     job.metadata.generation = Some(2);
-    let _index = crate::controller::test_support::register_with_index(
+    let index = crate::controller::test_support::register_with_index(
         &ctx,
         NS,
         "local",
@@ -1414,10 +1414,13 @@ async fn an_edit_while_running_is_ignored_with_a_condition_and_a_warning() {
         let status = expect_status_apply(&mut api, &expected).await;
         let event = expect_event(&mut api, &expected, "Warning", "EditIgnored").await;
         api.expect_no_more_calls().await;
-        (status, event)
+        (status, event, api)
     });
-    let action = reconcile(Arc::new(job), data(ctx)).await.unwrap();
-    let (status, event) = server.await.unwrap();
+    let data = data(ctx);
+    let action = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    let (status, event, mut api) = server.await.unwrap();
     assert_eq!(action, Action::requeue(RESYNC), "still following the job");
     assert_eq!(status.phase, Phase::Running);
     assert_eq!(status.job_id, Some(301), "not resubmitted");
@@ -1434,6 +1437,20 @@ async fn an_edit_while_running_is_ignored_with_a_condition_and_a_warning() {
         note.contains("generation 2 was not applied") && note.contains("Slurm job 301"),
         "{note}"
     );
+
+    // The job ends, and its change is reconciled before the cache shows that status write:
+    // from the status before the edit, the edit would look like one of a finished job (run
+    // again) and the status would go back to generation 1. It waits for the cache.
+    let mut ended = tagged_record(301, &OwnerTag::new(&uid, 1), &["COMPLETED"]);
+    ended.nodes = Some("n1".into());
+    index.send_replace(Arc::new(trusted_index(&data.ctx, vec![ended])));
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let action = reconcile(Arc::new(job), data.clone()).await.unwrap();
+    server.await.unwrap();
+    assert_eq!(action, Action::requeue(CACHE_LAG_RETRY));
+    assert_eq!(data.status_writes.len(), 1, "still waiting for the cache");
 }
 
 /// A spec Slurm cannot be given (a reserved extraOptions key, stored before admission refused
