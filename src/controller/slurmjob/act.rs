@@ -80,8 +80,8 @@ pub struct Env<'a> {
     pub now: DateTime<Utc>,
     /// Whether this process may submit (leader election); checked right before the submit.
     pub leadership: &'a Leadership,
-    /// With an election, when this replica last took the leader Lease (`Context::acting_since`);
-    /// `None` without one.
+    /// When this replica began to act (`Context::acting_since`): its last gain of the leader
+    /// Lease, or its start without an election. `None`: no predecessor's submit to wait out.
     pub took_over_at: Option<DateTime<Utc>>,
     /// The key ownership tags are signed and checked with.
     pub key: &'a TagKey,
@@ -679,12 +679,15 @@ pub fn usage_retry(status: &SlurmJobStatus, now: DateTime<Utc>) -> Option<Durati
 }
 
 /// The step's time as a condition time.
-/// The gain of the leader Lease this generation's submit must wait out, if any: with an
-/// election, a generation that may be older than the gain (its SlurmJob created before it, or
-/// edited since, when is not known) may have been submitted by the previous leader.
+/// The gain of the leader Lease (or the start) this generation's submit must wait out, if any:
+/// a generation that may be older than it (its SlurmJob created before it, or edited since,
+/// when is not known) may have been submitted by the previous leader (or incarnation).
 fn takeover(target: Target<'_>, env: Env<'_>) -> Option<plan::Takeover> {
     let at = env.took_over_at?;
-    let newer = target.generation == 1 && target.created.is_some_and(|created| created > at);
+    let newer = target.generation == 1
+        && target
+            .created
+            .is_some_and(|created| plan::Takeover::newer(created, at));
     (!newer).then(|| plan::Takeover::new(at, env.submitter.request_timeout()))
 }
 

@@ -493,7 +493,10 @@ async fn apply(
         started_at: ctx.started_at,
         now: Utc::now(),
         leadership: &ctx.leadership,
-        took_over_at: ctx.leadership.elected().then(|| ctx.acting_since()),
+        // With an election, the last gain of the Lease; without one, this process's start: a
+        // predecessor killed with a submit on its way (OOM, a crash) leaves it to slurmrestd,
+        // which may make the job after this process's first listing began.
+        took_over_at: Some(ctx.acting_since()),
         key: &ctx.tag_key,
     };
     let target = Target {
@@ -842,9 +845,10 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         }
         _ => reach,
     };
-    // After a gain of the leader Lease, the previous leader's submit of a generation whose job
-    // the status does not record may still land (as for a submit: `act::takeover`): only a
-    // listing of every job that began after it could land shows that job.
+    // After a gain of the leader Lease or a start, the previous leader's (or incarnation's)
+    // submit of a generation whose job the status does not record may still land (as for a
+    // submit: `act::takeover`): only a listing of every job that began after it could land
+    // shows that job.
     let reach = match (&reach, &state, &handle) {
         (
             Reach::Connected {
@@ -852,14 +856,13 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             },
             Some(state),
             Some(handle),
-        ) if ctx.leadership.elected()
-            && unrecorded
+        ) if unrecorded
             && job
                 .metadata
                 .creation_timestamp
                 .as_ref()
                 .and_then(crate::crd::time::to_utc)
-                .is_none_or(|created| created <= ctx.acting_since())
+                .is_none_or(|created| !plan::Takeover::newer(created, ctx.acting_since()))
             && !plan::past_doubt(
                 state,
                 plan::Takeover::new(ctx.acting_since(), handle.client.request_timeout())

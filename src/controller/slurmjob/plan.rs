@@ -93,6 +93,15 @@ pub struct Takeover {
 }
 
 impl Takeover {
+    /// Whether an object created at `created` is newer than a gain (or start) at `at`, so that
+    /// no predecessor can have submitted for it. `creationTimestamp` has whole seconds: one of
+    /// the second `at` falls in counts as newer (a predecessor stopped acting before `at`, a
+    /// restart or a Lease takeover takes longer than that second).
+    pub fn newer(created: DateTime<Utc>, at: DateTime<Utc>) -> bool {
+        use chrono::SubsecRound;
+        created >= at.trunc_subsecs(0)
+    }
+
     /// A gain at `at` whose predecessor's client gave up on a request after `request_timeout`.
     pub fn new(at: DateTime<Utc>, request_timeout: Duration) -> Self {
         Self {
@@ -195,9 +204,9 @@ pub fn submit(
         return SubmitPlan::Wait {
             reason: "WaitingForSlurmIndex",
             message: format!(
-                "this operator replica became the leader at {}; the previous one may have \
-                 submitted this generation right before, and Slurm may make that job up to {} s \
-                 later: waiting for a listing of all the cluster's jobs that began after then, so \
+                "this operator replica began to act at {} (it started, or became the leader); \
+                 the one before it may have submitted this generation right before, and Slurm \
+                 may make that job up to {} s later: waiting for a listing of all the cluster's jobs that began after then, so \
                  that such a job is adopted by its tag instead of submitted twice{failing}",
                 rfc3339(takeover.at),
                 (takeover.in_flight + SUBMIT_DOUBT_GRACE).num_seconds(),
@@ -826,8 +835,8 @@ impl Blocker {
                 "a complete list of SlurmCluster {cluster:?}'s jobs, the only place that shows a \
                  job of this SlurmJob's whose submit answer was lost: none since the operator \
                  started, or none of every job since a submit of this SlurmJob got no answer, \
-                 or since this replica became the leader and the previous one's submit could \
-                 still land (one is due within a minute while slurmrestd answers), or the jobs \
+                 or since this replica started or became the leader and the previous one's \
+                 submit could still land (one is due within a minute while slurmrestd answers), or the jobs \
                  accounting names under this SlurmJob's job name are not read yet"
             ),
             Self::CancelFailed {

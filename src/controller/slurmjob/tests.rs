@@ -36,6 +36,9 @@ fn slurm_job(name: &str, script: &str) -> SlurmJob {
     job.metadata.namespace = Some(NS.into());
     job.metadata.uid = Some(format!("uid-{}", uuid::Uuid::new_v4()));
     job.metadata.generation = Some(1);
+    // Created now: after the test's operator started, so no predecessor's submit of it is
+    // waited out (`act::takeover`).
+    job.metadata.creation_timestamp = status::time(Some(Utc::now()));
     job
 }
 
@@ -1278,9 +1281,22 @@ async fn a_deletion_after_a_submit_in_doubt_waits_for_a_listing_past_it() {
 /// `SUBMIT_DOUBT_GRACE` after the gain), then lets go with nothing there.
 #[tokio::test]
 async fn a_deletion_after_a_takeover_waits_for_the_predecessors_submit() {
-    let (mut ctx, mut api) = Context::test();
+    let (mut ctx, api) = Context::test();
     let (_leading, state) = tokio::sync::watch::channel(true);
     ctx.leadership = crate::leader::Leadership::follow(state);
+    deletion_waits_for_the_predecessors_submit(ctx, api).await;
+}
+
+/// Without an election, a start is a takeover from the process before (killed with a submit on
+/// its way: OOM, a crash): the same wait.
+#[tokio::test]
+async fn a_deletion_after_a_restart_waits_for_the_predecessors_submit() {
+    let (ctx, api) = Context::test();
+    assert!(!ctx.leadership.elected());
+    deletion_waits_for_the_predecessors_submit(ctx, api).await;
+}
+
+async fn deletion_waits_for_the_predecessors_submit(ctx: Context, mut api: ApiServerVerifier) {
     let gained = Utc::now();
     *ctx.acting_since.lock().unwrap() = gained;
     let mut job = finalized(slurm_job("taken-over", "#!/bin/sh\ntrue\n"));
@@ -1317,6 +1333,49 @@ async fn a_deletion_after_a_takeover_waits_for_the_predecessors_submit() {
     });
     reconcile(job, data).await.unwrap();
     server.await.unwrap();
+}
+
+/// Restarted without an election, a SlurmJob created before the start and never recorded as
+/// submitted waits for a listing of every job that began once the dead process's submit would
+/// show (the request timeout and `SUBMIT_DOUBT_GRACE` after the start): slurmrestd may still
+/// make that job after the first listing began. Nothing is sent to Slurm meanwhile (the
+/// unreachable client would fail a submit).
+#[tokio::test]
+async fn after_a_restart_an_older_slurmjob_waits_for_the_dead_processs_submit() {
+    let (ctx, mut api) = Context::test();
+    assert!(!ctx.leadership.elected());
+    let mut job = finalized(slurm_job("older", "#!/bin/sh\ntrue\n"));
+    job.metadata.creation_timestamp =
+        status::time(Some(ctx.started_at - chrono::TimeDelta::seconds(5)));
+    let state = ClusterState {
+        fully_listed_at: Some(ctx.started_at + chrono::TimeDelta::seconds(5)),
+        ..trusted_index(&ctx, vec![])
+    };
+    let _index =
+        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    let action = reconcile(Arc::new(job), data(ctx)).await.unwrap();
+    let status = server.await.unwrap();
+    assert_ne!(
+        action,
+        Action::await_change(),
+        "it comes back to look again"
+    );
+    assert_eq!(status.job_id, None);
+    let reconciling = condition::find(&status.conditions, status::RECONCILING).unwrap();
+    assert_eq!(reconciling.reason, "WaitingForSlurmIndex");
+    assert!(
+        reconciling
+            .message
+            .contains("(it started, or became the leader)"),
+        "{}",
+        reconciling.message
+    );
 }
 
 /// A cluster whose request slots are all taken (its slurmrestd hangs): a delete and a running
@@ -1552,13 +1611,13 @@ async fn a_failing_accounting_check_backs_off() {
     let (ctx, mut api) = Context::test();
     let mut job = finalized(slurm_job("edited", "#!/bin/sh\ntrue\n"));
     job.metadata.generation = Some(2);
-    let _index = crate::controller::test_support::register_with_index(
-        &ctx,
-        NS,
-        "local",
-        UNREACHABLE,
-        trusted_index(&ctx, Vec::new()),
-    );
+    // Every job listed since a predecessor's submit could land (an edit's time is not known).
+    let state = ClusterState {
+        fully_listed_at: Some(ctx.started_at + chrono::TimeDelta::seconds(41)),
+        ..trusted_index(&ctx, Vec::new())
+    };
+    let _index =
+        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
     let expected = job.clone();
     let server = tokio::spawn(async move {
         expect_get_job(&mut api, &expected).await;

@@ -896,9 +896,9 @@ fn the_submit_decision() {
             &submitted,
             Expect::Wait(
                 "WaitingForSlurmIndex",
-                "this operator replica became the leader at 1970-01-01T00:01:40Z; the previous \
-                 one may have submitted this generation right before, and Slurm may make that \
-                 job up to 40 s later",
+                "this operator replica began to act at 1970-01-01T00:01:40Z (it started, or \
+                 became the leader); the one before it may have submitted this generation right \
+                 before, and Slurm may make that job up to 40 s later",
             ),
         ),
         (
@@ -1633,4 +1633,19 @@ fn a_blocker_says_what_it_waits_for() {
         "{}",
         failed.describe("main")
     );
+}
+
+/// `creationTimestamp` has whole seconds: a SlurmJob of the second the takeover (or start) fell
+/// in is newer than it, one of the second before is not.
+#[test]
+fn created_in_the_second_of_a_takeover_is_newer() {
+    let at = DateTime::<Utc>::from_timestamp(100, 300_000_000).unwrap();
+    let second = |s: i64| DateTime::<Utc>::from_timestamp(s, 0).unwrap();
+    assert!(Takeover::newer(second(100), at));
+    assert!(Takeover::newer(second(101), at));
+    assert!(!Takeover::newer(second(99), at));
+    assert!(!Takeover::newer(
+        DateTime::<Utc>::from_timestamp(99, 999_000_000).unwrap(),
+        at
+    ));
 }
