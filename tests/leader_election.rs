@@ -166,9 +166,10 @@ async fn two_operator_processes_never_submit_a_job_twice() {
         }
     };
 
-    // SlurmJobs older than the first gain of the Lease: a previous leader may have submitted
-    // them right before, so they wait until its submit would show (the request timeout, 30 s,
-    // and SUBMIT_DOUBT_GRACE, 10 s).
+    // SlurmJobs older than the first gain of the Lease, but that no operator has taken on (no
+    // finalizer: every replica adds it before a submit): no previous leader can have submitted
+    // them, so they do not wait out a takeover (the request timeout, 30 s, and
+    // SUBMIT_DOUBT_GRACE, 10 s); they did before.
     add("early", 2).await;
     let started = chrono::Utc::now();
     replicas.start(0);
@@ -225,9 +226,9 @@ async fn two_operator_processes_never_submit_a_job_twice() {
             .expect("submitTime");
         // slurmctld's clock, whole seconds; this machine's.
         assert!(
-            submitted >= started.timestamp() + 40 - 1,
-            "{} submitted {}s after the replicas started, before a predecessor's submit \
-             would have shown",
+            submitted < started.timestamp() + 40 - 1,
+            "{} submitted {}s after the replicas started: it waited out a takeover, though no \
+             replica had taken it on",
             early.name_any(),
             submitted - started.timestamp()
         );

@@ -34,11 +34,17 @@ pub fn test_tag_key() -> crate::slurm::tag::TagKey {
 }
 
 impl Context {
-    /// A context whose kube client is served by the returned verifier.
+    /// A context whose kube client is served by the returned verifier. Its operator started
+    /// (and acts since) two seconds ago: an object a test makes now, with a creation time of
+    /// whole seconds as the API server gives, is younger than that start.
     pub fn test() -> (Self, ApiServerVerifier) {
         let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
         let client = kube::Client::new(service, "default");
         let mut ctx = Self::new(client, Metrics::new());
+        ctx.started_at -= chrono::TimeDelta::seconds(2);
+        *ctx.acting_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = ctx.started_at;
         ctx.credentials_namespace = TEST_CREDENTIALS_NAMESPACE.to_owned();
         ctx.tag_key = test_tag_key();
         (ctx, ApiServerVerifier(handle))

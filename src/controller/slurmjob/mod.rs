@@ -495,8 +495,10 @@ async fn apply(
         leadership: &ctx.leadership,
         // With an election, the last gain of the Lease; without one, this process's start: a
         // predecessor killed with a submit on its way (OOM, a crash) leaves it to slurmrestd,
-        // which may make the job after this process's first listing began.
-        took_over_at: Some(ctx.acting_since()),
+        // which may make the job after this process's first listing began. Not for a SlurmJob
+        // this reconcile gave the finalizer (`whole`): every process adds it before a submit,
+        // so none has submitted for it.
+        took_over_at: (!whole).then(|| ctx.acting_since()),
         key: &ctx.tag_key,
     };
     let target = Target {

@@ -94,12 +94,10 @@ pub struct Takeover {
 
 impl Takeover {
     /// Whether an object created at `created` is newer than a gain (or start) at `at`, so that
-    /// no predecessor can have submitted for it. `creationTimestamp` has whole seconds: one of
-    /// the second `at` falls in counts as newer (a predecessor stopped acting before `at`, a
-    /// restart or a Lease takeover takes longer than that second).
+    /// no predecessor can have submitted for it. `creationTimestamp` has whole seconds, cut
+    /// down: one of the second `at` falls in is not newer (it may be older), and waits.
     pub fn newer(created: DateTime<Utc>, at: DateTime<Utc>) -> bool {
-        use chrono::SubsecRound;
-        created >= at.trunc_subsecs(0)
+        created > at
     }
 
     /// A gain at `at` whose predecessor's client gave up on a request after `request_timeout`.

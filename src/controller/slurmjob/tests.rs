@@ -1376,6 +1376,32 @@ async fn after_a_restart_an_older_slurmjob_waits_for_the_dead_processs_submit() 
         "{}",
         reconciling.message
     );
+
+    // One that no process has taken on yet (no finalizer: every process adds it before a
+    // submit) has no submit of the dead process to wait out: the reconcile that adds the
+    // finalizer submits (here to the unreachable slurmrestd, which says no).
+    let (ctx, mut api) = Context::test();
+    let mut job = slurm_job("untouched", "#!/bin/sh\ntrue\n");
+    job.metadata.creation_timestamp =
+        status::time(Some(ctx.started_at - chrono::TimeDelta::seconds(5)));
+    let state = ClusterState {
+        fully_listed_at: Some(ctx.started_at + chrono::TimeDelta::seconds(5)),
+        ..trusted_index(&ctx, vec![])
+    };
+    let _index =
+        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_finalizer_patch(&mut api, &expected, true).await;
+        expect_event(&mut api, &expected, "Warning", plan::SUBMIT_FAILED).await
+    });
+    let _ = reconcile(Arc::new(job), data(ctx)).await;
+    let event = server.await.unwrap();
+    let note = event.body["note"].as_str().unwrap();
+    assert!(
+        note.contains("cannot reach slurmrestd"),
+        "submitted: {note}"
+    );
 }
 
 /// A cluster whose request slots are all taken (its slurmrestd hangs): a delete and a running
