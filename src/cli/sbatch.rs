@@ -1192,26 +1192,10 @@ impl SbatchArgs {
                 .or_else(|| file_stem(path).and_then(|s| object_name(&s)))
                 .ok_or_else(|| CliError::Usage("no name for the SlurmJob: give --name".into()))?,
         };
-        // Named as sbatch names it, so `squeue`, `%x` in output file names and scripts that
-        // read SLURM_JOB_NAME see what they saw under sbatch.
-        if spec.name.is_none() {
-            spec.name = sbatch_job_name(path);
-        }
         let mut job = SlurmJob::new(&name, spec);
         job.metadata.namespace = self.namespace.clone();
         Ok(job)
     }
-}
-
-/// The job name sbatch gives a script without `--job-name`: its file name (`train.sh`), or
-/// `sbatch` for one read from stdin. `None` where `spec.name` could not hold it (a comma, more
-/// than 200 bytes): the job then takes the SlurmJob's name.
-fn sbatch_job_name(path: &Path) -> Option<String> {
-    if path == Path::new("-") {
-        return Some("sbatch".to_owned());
-    }
-    let name = path.file_name()?.to_str()?;
-    (name.len() <= 200 && !name.contains(',')).then(|| name.to_owned())
 }
 
 fn file_stem(path: &Path) -> Option<String> {

@@ -469,7 +469,7 @@ fn privileged_options_are_reported_as_refused() {
         &script(&[
             "#SBATCH --uid=0 --gid=0",
             "#SBATCH --priority=TOP --reservation=maint",
-            "#SBATCH -M other --mcs-label=x",
+            "#SBATCH -M other --mcs-label=x --cluster-constraint=c --container=/img",
         ]),
         "main",
         &words(&["--uid", "alice", "--container-id=c1"]),
@@ -486,6 +486,8 @@ fn privileged_options_are_reported_as_refused() {
             (Origin::Line(3), "--reservation=maint"),
             (Origin::Line(4), "-M other"),
             (Origin::Line(4), "--mcs-label=x"),
+            (Origin::Line(4), "--cluster-constraint=c"),
+            (Origin::Line(4), "--container=/img"),
         ]
     );
     let reasons: Vec<&str> = c.unconverted.iter().map(|u| u.reason.as_str()).collect();
@@ -498,6 +500,8 @@ fn privileged_options_are_reported_as_refused() {
         "reservation",
         "clusters",
         "mcs_label",
+        "cluster_constraint",
+        "container",
     ]) {
         assert_eq!(Some(*reason), extra_option_refusal(key), "{key}");
         assert!(reason.starts_with("is refused: "), "{reason}");
@@ -757,22 +761,4 @@ fn words_after_the_command_line_options_are_reported() {
         [(Origin::CommandLine, "job.sh"), (Origin::CommandLine, "x")]
     );
     assert!(c.spec.time_limit.is_some());
-}
-
-/// Without `--job-name`, sbatch names the job after the script's file (suffix included), or
-/// `sbatch` for a script on stdin; a name `spec.name` cannot hold is left to the SlurmJob's.
-#[test]
-fn jobs_are_named_as_sbatch_names_them() {
-    for (path, want) in [
-        ("train.sh", Some("train.sh")),
-        ("/home/alice/jobs/train", Some("train")),
-        ("-", Some("sbatch")),
-        ("a,b.sh", None),
-    ] {
-        assert_eq!(sbatch_job_name(Path::new(path)).as_deref(), want, "{path}");
-    }
-    let long = format!("{}.sh", "x".repeat(198));
-    assert_eq!(sbatch_job_name(Path::new(&long)), None);
-    let longest = format!("{}.sh", "x".repeat(197));
-    assert_eq!(sbatch_job_name(Path::new(&longest)), Some(longest.clone()));
 }

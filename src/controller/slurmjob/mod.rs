@@ -74,7 +74,7 @@ use tracing::{debug, info, warn};
 
 use self::act::{Env, Step, Target};
 use self::plan::{Blocker, CleanupFacts, CleanupPlan, Orphaned, Reach};
-use self::submissions::{Outcome, StatusWrites, Submissions};
+use self::submissions::{Outcome, StatusWrites, Submissions, TakenOn};
 use super::kit::{self, Backoffs, Notice, UidIndex};
 use super::{Context, DeletedCluster};
 use crate::crd::condition;
@@ -210,6 +210,8 @@ pub struct JobContext {
     pub submissions: Arc<Submissions>,
     /// Job ids this process's status writes named that the cache may not show yet.
     pub status_writes: Arc<StatusWrites>,
+    /// SlurmJobs this process gave the finalizer, lately.
+    pub taken_on: Arc<TakenOn>,
     pub output_image: String,
     /// SlurmClusters (their access), and namespaces' labels (access by label).
     pub slurm_clusters: Store<SlurmCluster>,
@@ -282,6 +284,10 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
         let patched = kit::add_finalizer(&api, name, job.as_ref())
             .await
             .map_err(Error::AddFinalizer)?;
+        if let Some(uid) = patched.uid() {
+            data.taken_on
+                .record(&uid, data.ctx.acting_since(), Utc::now());
+        }
         (Arc::new(patched), true)
     } else {
         (job, false)
@@ -496,9 +502,12 @@ async fn apply(
         // With an election, the last gain of the Lease; without one, this process's start: a
         // predecessor killed with a submit on its way (OOM, a crash) leaves it to slurmrestd,
         // which may make the job after this process's first listing began. Not for a SlurmJob
-        // this reconcile gave the finalizer (`whole`): every process adds it before a submit,
-        // so none has submitted for it.
-        took_over_at: (!whole).then(|| ctx.acting_since()),
+        // this process gave the finalizer (`whole`: this reconcile): every process adds it
+        // before a submit, so none has submitted for it.
+        took_over_at: {
+            let at = ctx.acting_since();
+            (!whole && !data.taken_on.since(&uid, at)).then_some(at)
+        },
         key: &ctx.tag_key,
     };
     let target = Target {
@@ -970,6 +979,7 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     }
     data.submissions.forget_uid(&uid);
     data.status_writes.forget_uid(&uid);
+    data.taken_on.forget_uid(&uid);
     ctx.backoff.reset(&backoff_key(job));
     Ok(Action::await_change())
 }
@@ -1449,6 +1459,7 @@ pub fn run(
         jobs: store.clone(),
         submissions: Arc::default(),
         status_writes: Arc::default(),
+        taken_on: Arc::default(),
         output_image,
         slurm_clusters,
         namespaces,

@@ -1,6 +1,6 @@
 //! What this process did that the SlurmJob controller's cache may not show yet: the Slurm jobs
-//! it submitted, by tag ([`Submissions`]), and the job ids its status writes named
-//! ([`StatusWrites`]).
+//! it submitted, by tag ([`Submissions`]), the job ids its status writes named
+//! ([`StatusWrites`]), and the SlurmJobs it gave the finalizer ([`TakenOn`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -119,6 +119,43 @@ impl Submissions {
     }
 }
 
+/// The SlurmJobs this process gave the finalizer, by uid, with the moment it began to act then
+/// (`Context::acting_since`). Every process adds the finalizer before any submit, so no earlier
+/// process (or leader) submitted for them: they wait out no takeover, also in a later
+/// reconcile (the first one's submit may have waited for the SlurmCluster to connect). Only
+/// within [`TakenOn::WINDOW`] of a start or gain, the only time a takeover is waited out: the
+/// set holds the SlurmJobs of those minutes, not every one.
+#[derive(Debug, Default)]
+pub struct TakenOn {
+    by_uid: Mutex<HashMap<String, DateTime<Utc>>>,
+}
+
+impl TakenOn {
+    /// How long after a start or gain the SlurmJobs given the finalizer are remembered.
+    pub const WINDOW: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
+
+    /// This process gave SlurmJob `uid` the finalizer at `now`, acting since `acting_since`.
+    pub fn record(&self, uid: &str, acting_since: DateTime<Utc>, now: DateTime<Utc>) {
+        if now < acting_since + Self::WINDOW {
+            let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
+            map.insert(uid.to_owned(), acting_since);
+        }
+    }
+
+    /// Whether this process gave SlurmJob `uid` the finalizer since it acts (`acting_since`):
+    /// not before a gain of the Lease it lost since, when another leader may have submitted.
+    pub fn since(&self, uid: &str, acting_since: DateTime<Utc>) -> bool {
+        let map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(uid) == Some(&acting_since)
+    }
+
+    /// Forget `uid` (the SlurmJob is gone).
+    pub fn forget_uid(&self, uid: &str) {
+        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
+        map.remove(uid);
+    }
+}
+
 /// What a status says of its submits: the job id, the generation Slurm refused, and the
 /// generation the status answers for. A reconcile working from an older one would submit
 /// again: after a refusal; or after an edit of a running job, applied in place or set aside
@@ -142,7 +179,7 @@ impl Outcome {
 }
 
 /// Status writes of this process that changed a SlurmJob's [`Outcome`] (a new job id, a refused
-/// submit), by SlurmJob uid, until the cache shows it. A reconcile that runs before the watch
+/// submit, a generation answered), by SlurmJob uid, until the cache shows it. A reconcile that runs before the watch
 /// brings the write back (the submit's own reconcile adds the finalizer, and the finalizer's
 /// change triggers the next one at once) would otherwise work from the status as it was before
 /// the submit: write it again (a second status write per SlurmJob, the job announced as
@@ -248,6 +285,23 @@ mod tests {
         submissions.forget_uid("a");
         assert_eq!(submissions.get(&OwnerTag::new("a", 2)), None);
         assert_eq!(submissions.doubt_since("ab"), Some(at(300)));
+    }
+
+    /// A SlurmJob this process gave the finalizer is remembered for as long as it acts since
+    /// then (not across a loss and gain of the Lease), and only in the first minutes of acting.
+    #[test]
+    fn slurmjobs_taken_on_are_remembered_while_the_same_acting_lasts() {
+        let taken = TakenOn::default();
+        let at = |s: i64| DateTime::<Utc>::from_timestamp(s, 0).unwrap();
+        taken.record("a", at(100), at(130));
+        assert!(taken.since("a", at(100)));
+        assert!(!taken.since("a", at(200)), "a later gain of the Lease");
+        assert!(!taken.since("b", at(100)), "another SlurmJob");
+        taken.forget_uid("a");
+        assert!(!taken.since("a", at(100)), "forgotten with the SlurmJob");
+        let late = at(100) + TakenOn::WINDOW;
+        taken.record("c", at(100), late);
+        assert!(!taken.since("c", at(100)), "past the window: not kept");
     }
 
     #[test]

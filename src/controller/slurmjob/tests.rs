@@ -131,6 +131,7 @@ fn context_with_cluster(
         jobs,
         submissions: Arc::default(),
         status_writes: Arc::default(),
+        taken_on: Arc::default(),
         output_image: output::DEFAULT_IMAGE.to_owned(),
         slurm_clusters,
         namespaces,
@@ -1402,6 +1403,32 @@ async fn after_a_restart_an_older_slurmjob_waits_for_the_dead_processs_submit() 
         note.contains("cannot reach slurmrestd"),
         "submitted: {note}"
     );
+
+    // Nor one this process gave the finalizer in an earlier reconcile (whose submit waited,
+    // e.g. for the SlurmCluster to connect).
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("taken-on-here", "#!/bin/sh\ntrue\n"));
+    job.metadata.creation_timestamp =
+        status::time(Some(ctx.started_at - chrono::TimeDelta::seconds(5)));
+    let state = ClusterState {
+        fully_listed_at: Some(ctx.started_at + chrono::TimeDelta::seconds(5)),
+        ..trusted_index(&ctx, vec![])
+    };
+    let _index =
+        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    let data = data(ctx);
+    data.taken_on
+        .record(&uid_of(&job), data.ctx.acting_since(), Utc::now());
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        // The submit reads the whole spec (the cache has no script).
+        expect_get_job(&mut api, &expected).await;
+        expect_event(&mut api, &expected, "Warning", plan::SUBMIT_FAILED).await
+    });
+    let _ = reconcile(Arc::new(job), data).await;
+    let event = server.await.unwrap();
+    let note = event.body["note"].as_str().unwrap();
+    assert!(note.contains("cannot reach slurmrestd"), "{note}");
 }
 
 /// A cluster whose request slots are all taken (its slurmrestd hangs): a delete and a running
