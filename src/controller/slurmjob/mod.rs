@@ -868,6 +868,7 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             Some(state),
             Some(handle),
         ) if unrecorded
+            && !data.taken_on.since(&uid, ctx.acting_since())
             && job
                 .metadata
                 .creation_timestamp

@@ -1297,6 +1297,33 @@ async fn a_deletion_after_a_restart_waits_for_the_predecessors_submit() {
     deletion_waits_for_the_predecessors_submit(ctx, api).await;
 }
 
+/// After a restart, a SlurmJob this process gave the finalizer (created before the start, its
+/// submit waiting) lets go at once when deleted: no process before it touched the SlurmJob.
+#[tokio::test]
+async fn after_a_restart_a_slurmjob_taken_on_here_is_deleted_at_once() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("taken-on-deleted", "#!/bin/sh\ntrue\n"));
+    job.metadata.creation_timestamp =
+        status::time(Some(ctx.started_at - chrono::TimeDelta::seconds(5)));
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+    let state = ClusterState {
+        fully_listed_at: Some(ctx.started_at + chrono::TimeDelta::seconds(5)),
+        ..trusted_index(&ctx, vec![])
+    };
+    let _index =
+        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    let data = data(ctx);
+    data.taken_on
+        .record(&uid_of(&job), data.ctx.acting_since(), Utc::now());
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_finalizer_patch(&mut api, &expected, false).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(job), data).await.unwrap();
+    server.await.unwrap();
+}
+
 async fn deletion_waits_for_the_predecessors_submit(ctx: Context, mut api: ApiServerVerifier) {
     let gained = Utc::now();
     *ctx.acting_since.lock().unwrap() = gained;
