@@ -1297,24 +1297,48 @@ async fn a_deletion_after_a_restart_waits_for_the_predecessors_submit() {
     deletion_waits_for_the_predecessors_submit(ctx, api).await;
 }
 
-/// After a restart, a SlurmJob this process gave the finalizer (created before the start, its
-/// submit waiting) lets go at once when deleted: no process before it touched the SlurmJob.
-#[tokio::test]
-async fn after_a_restart_a_slurmjob_taken_on_here_is_deleted_at_once() {
-    let (ctx, mut api) = Context::test();
-    let mut job = finalized(slurm_job("taken-on-deleted", "#!/bin/sh\ntrue\n"));
+/// A restart without an election, for `job` (given the finalizer when `finalized`), created 5 s
+/// before this process started: the index's last full listing began 5 s after the start, too
+/// early to show a submit of the dead process. `taken_on`: this process gave it the finalizer.
+/// Returns the index's sender too, which must live while the test does.
+fn restarted(
+    mut job: SlurmJob,
+    finalized_here: bool,
+    taken_on: bool,
+) -> (
+    Arc<JobContext>,
+    ApiServerVerifier,
+    SlurmJob,
+    tokio::sync::watch::Sender<Arc<ClusterState>>,
+) {
+    let (ctx, api) = Context::test();
+    assert!(!ctx.leadership.elected());
+    if finalized_here {
+        job = finalized(job);
+    }
     job.metadata.creation_timestamp =
         status::time(Some(ctx.started_at - chrono::TimeDelta::seconds(5)));
-    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
     let state = ClusterState {
         fully_listed_at: Some(ctx.started_at + chrono::TimeDelta::seconds(5)),
         ..trusted_index(&ctx, vec![])
     };
-    let _index =
+    let index =
         crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
     let data = data(ctx);
-    data.taken_on
-        .record(&uid_of(&job), data.ctx.acting_since(), Utc::now());
+    if taken_on {
+        data.taken_on
+            .record(&uid_of(&job), data.ctx.acting_since(), Utc::now());
+    }
+    (data, api, job, index)
+}
+
+/// After a restart, a SlurmJob this process gave the finalizer (created before the start, its
+/// submit waiting) lets go at once when deleted: no process before it touched the SlurmJob.
+#[tokio::test]
+async fn after_a_restart_a_slurmjob_taken_on_here_is_deleted_at_once() {
+    let job = slurm_job("taken-on-deleted", "#!/bin/sh\ntrue\n");
+    let (data, mut api, mut job, _index) = restarted(job, true, true);
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
     let expected = job.clone();
     let server = tokio::spawn(async move {
         expect_finalizer_patch(&mut api, &expected, false).await;
@@ -1370,24 +1394,15 @@ async fn deletion_waits_for_the_predecessors_submit(ctx: Context, mut api: ApiSe
 /// unreachable client would fail a submit).
 #[tokio::test]
 async fn after_a_restart_an_older_slurmjob_waits_for_the_dead_processs_submit() {
-    let (ctx, mut api) = Context::test();
-    assert!(!ctx.leadership.elected());
-    let mut job = finalized(slurm_job("older", "#!/bin/sh\ntrue\n"));
-    job.metadata.creation_timestamp =
-        status::time(Some(ctx.started_at - chrono::TimeDelta::seconds(5)));
-    let state = ClusterState {
-        fully_listed_at: Some(ctx.started_at + chrono::TimeDelta::seconds(5)),
-        ..trusted_index(&ctx, vec![])
-    };
-    let _index =
-        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    let job = slurm_job("older", "#!/bin/sh\ntrue\n");
+    let (data, mut api, job, _index) = restarted(job, true, false);
     let expected = job.clone();
     let server = tokio::spawn(async move {
         let status = expect_status_apply(&mut api, &expected).await;
         api.expect_no_more_calls().await;
         status
     });
-    let action = reconcile(Arc::new(job), data(ctx)).await.unwrap();
+    let action = reconcile(Arc::new(job), data).await.unwrap();
     let status = server.await.unwrap();
     assert_ne!(
         action,
@@ -1408,22 +1423,14 @@ async fn after_a_restart_an_older_slurmjob_waits_for_the_dead_processs_submit() 
     // One that no process has taken on yet (no finalizer: every process adds it before a
     // submit) has no submit of the dead process to wait out: the reconcile that adds the
     // finalizer submits (here to the unreachable slurmrestd, which says no).
-    let (ctx, mut api) = Context::test();
-    let mut job = slurm_job("untouched", "#!/bin/sh\ntrue\n");
-    job.metadata.creation_timestamp =
-        status::time(Some(ctx.started_at - chrono::TimeDelta::seconds(5)));
-    let state = ClusterState {
-        fully_listed_at: Some(ctx.started_at + chrono::TimeDelta::seconds(5)),
-        ..trusted_index(&ctx, vec![])
-    };
-    let _index =
-        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    let job = slurm_job("untouched", "#!/bin/sh\ntrue\n");
+    let (data, mut api, job, _index) = restarted(job, false, false);
     let expected = job.clone();
     let server = tokio::spawn(async move {
         expect_finalizer_patch(&mut api, &expected, true).await;
         expect_event(&mut api, &expected, "Warning", plan::SUBMIT_FAILED).await
     });
-    let _ = reconcile(Arc::new(job), data(ctx)).await;
+    let _ = reconcile(Arc::new(job), data).await;
     let event = server.await.unwrap();
     let note = event.body["note"].as_str().unwrap();
     assert!(
@@ -1433,19 +1440,8 @@ async fn after_a_restart_an_older_slurmjob_waits_for_the_dead_processs_submit() 
 
     // Nor one this process gave the finalizer in an earlier reconcile (whose submit waited,
     // e.g. for the SlurmCluster to connect).
-    let (ctx, mut api) = Context::test();
-    let mut job = finalized(slurm_job("taken-on-here", "#!/bin/sh\ntrue\n"));
-    job.metadata.creation_timestamp =
-        status::time(Some(ctx.started_at - chrono::TimeDelta::seconds(5)));
-    let state = ClusterState {
-        fully_listed_at: Some(ctx.started_at + chrono::TimeDelta::seconds(5)),
-        ..trusted_index(&ctx, vec![])
-    };
-    let _index =
-        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
-    let data = data(ctx);
-    data.taken_on
-        .record(&uid_of(&job), data.ctx.acting_since(), Utc::now());
+    let job = slurm_job("taken-on-here", "#!/bin/sh\ntrue\n");
+    let (data, mut api, job, _index) = restarted(job, true, true);
     let expected = job.clone();
     let server = tokio::spawn(async move {
         // The submit reads the whole spec (the cache has no script).
