@@ -103,9 +103,13 @@ pub struct RunArgs {
         default_value = "slurm-operator-leader"
     )]
     pub leader_election_lease: String,
-    /// Namespace of the Lease: the operator's own.
-    #[arg(long, env = "POD_NAMESPACE")]
+    /// Namespace of the Lease. Default: the operator's own (`POD_NAMESPACE`).
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
+    /// The operator's own namespace (the chart sets it from the downward API): the default of
+    /// the Lease's and of the credentials namespace.
+    #[arg(long, env = "POD_NAMESPACE", hide = true)]
+    pub pod_namespace: Option<String>,
     /// This replica's identity in the Lease (default: the pod name, else the host name).
     #[arg(long, env = "POD_NAME")]
     pub leader_election_identity: Option<String>,
@@ -146,16 +150,11 @@ impl RunArgs {
     }
 
     /// The credentials namespace: the flag, else the operator's own namespace, else the default.
+    /// Never the Lease's: an admin who keeps Leases elsewhere (`kube-system`) did not ask for
+    /// Secrets to be read, and the tag key created, there.
     pub fn credentials_namespace(&self) -> String {
-        [
-            self.credentials_namespace.clone(),
-            self.leader_election_namespace.clone(),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|ns| ns.trim().to_owned())
-        .find(|ns| !ns.is_empty())
-        .unwrap_or_else(|| crate::controller::context::DEFAULT_CREDENTIALS_NAMESPACE.to_owned())
+        first_named([&self.credentials_namespace, &self.pod_namespace])
+            .unwrap_or_else(|| crate::controller::context::DEFAULT_CREDENTIALS_NAMESPACE.to_owned())
     }
 
     /// The deletion deadline; `None` (`0s`): none, a blocked deletion waits for ever.
@@ -176,7 +175,8 @@ impl RunArgs {
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         Some(LeaseConfig {
             name: self.leader_election_lease.clone(),
-            namespace: self.leader_election_namespace.clone().unwrap_or_default(),
+            namespace: first_named([&self.leader_election_namespace, &self.pod_namespace])
+                .unwrap_or_default(),
             identity,
             duration: self.lease_duration,
             grace: self.lease_grace,
@@ -569,6 +569,16 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     result.and(served)
 }
 
+/// The first of `names` that is set and not blank, trimmed.
+fn first_named<const N: usize>(names: [&Option<String>; N]) -> Option<String> {
+    names
+        .into_iter()
+        .flatten()
+        .map(|name| name.trim())
+        .find(|name| !name.is_empty())
+        .map(str::to_owned)
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -640,6 +650,43 @@ mod tests {
         assert_eq!(lease.identity, "pod-0");
         assert_eq!(lease.duration, Duration::from_secs(20));
         assert_eq!(lease.grace, Duration::from_secs(4));
+    }
+
+    /// The credentials namespace follows the operator's own, never the Lease's.
+    #[test]
+    fn the_credentials_namespace_is_the_flag_else_the_operators_own() {
+        let parsed = |args: &[&str]| {
+            let cli = RunCommand::try_parse_from(["run", "--leader-election"].iter().chain(args))
+                .unwrap();
+            (
+                cli.run.credentials_namespace(),
+                cli.run.lease().unwrap().namespace,
+            )
+        };
+        let own = ["--pod-namespace", "slurm-operator-ns"];
+        let lease = ["--leader-election-namespace", "kube-system"];
+        let flag = ["--credentials-namespace", "slurm-admin"];
+        let rows: [(Vec<&str>, (&str, &str)); 5] = [
+            (own.to_vec(), ("slurm-operator-ns", "slurm-operator-ns")),
+            ([own, lease].concat(), ("slurm-operator-ns", "kube-system")),
+            (lease.to_vec(), ("slurm-operator", "kube-system")),
+            ([own, lease, flag].concat(), ("slurm-admin", "kube-system")),
+            (
+                ["--credentials-namespace", " ", "--pod-namespace", "x"].to_vec(),
+                ("x", "x"),
+            ),
+        ];
+        for (args, (credentials, lease)) in rows {
+            assert_eq!(
+                parsed(&args),
+                (credentials.to_owned(), lease.to_owned()),
+                "{args:?}"
+            );
+        }
+        assert_eq!(
+            crate::controller::context::DEFAULT_CREDENTIALS_NAMESPACE,
+            "slurm-operator"
+        );
     }
 
     #[test]
