@@ -855,6 +855,52 @@ fn check_never_prints_keys_or_tokens() {
     );
 }
 
+/// Proxy variables in the operator's environment (a chart's `extraEnv`, a platform that injects
+/// a cluster-wide proxy) never route requests to slurmrestd: with plain http the proxy would
+/// read every token and script. The token goes to the configured endpoint only.
+#[test]
+fn proxy_variables_never_carry_requests_to_slurmrestd() {
+    let slurm = require_slurm!();
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    proxy.set_nonblocking(true).unwrap();
+    let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
+    let variables = [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ];
+    let mut env: Vec<(&str, &str)> = variables.iter().map(|v| (*v, proxy_url.as_str())).collect();
+    // Nothing is exempted from the proxy, not even loopback.
+    env.extend([("NO_PROXY", ""), ("no_proxy", "")]);
+    let key_file = slurm.key_path.to_str().unwrap();
+    let out = operator(
+        &[
+            "check",
+            "--url",
+            slurm.url.as_str(),
+            "--jwt-key",
+            key_file,
+            "--user",
+            slurm.user.as_str(),
+        ],
+        &env,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&all_output(&out))
+    );
+    // A connection made to the listener waits in its backlog: none did.
+    match proxy.accept() {
+        Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the proxy was contacted: {other:?}"),
+    }
+}
+
 /// What the SlurmCluster controller holds between reading the Secrets and building the connection
 /// prints the objects' names, never their data (k8s-openapi's `Secret` would print the bytes).
 #[test]

@@ -221,6 +221,10 @@ impl ClientConfig {
             // A redirect would carry the token to a host the admin did not name (and turn the
             // operator into a proxy to it): a 3xx answer is an error (`SlurmError::Redirected`).
             .redirect(reqwest::redirect::Policy::none())
+            // Nor does a proxy from the environment (`HTTP(S)_PROXY`, `ALL_PROXY`: a chart's
+            // `extraEnv`, a platform's injected egress proxy) see the requests: over plain http
+            // it would read every token and script. The endpoint is the only hop.
+            .no_proxy()
             .timeout(self.request_timeout)
             .connect_timeout(self.connect_timeout)
             .user_agent(concat!("slurm-operator/", env!("CARGO_PKG_VERSION")));
