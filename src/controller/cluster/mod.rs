@@ -296,6 +296,19 @@ async fn connect(
     key: &ObjectRef<SlurmCluster>,
     ctx: &Context,
 ) -> Result<Connected, Error> {
+    let (plan, _) = register(cluster, key, ctx).await?;
+    let handle = ctx.clusters.get(key).ok_or(Error::RegistrationLost)?;
+    let _io = handle.try_io().ok_or(Error::ClusterBusy)?;
+    check(&handle, plan.auth.describe(), &ctx.tag_key).await
+}
+
+/// Steps 1 to 4: validate, read, and register the connection, or follow what changed in the
+/// spec or its Secrets (a new endpoint, a rotated key).
+async fn register(
+    cluster: &SlurmCluster,
+    key: &ObjectRef<SlurmCluster>,
+    ctx: &Context,
+) -> Result<(ConfigPlan, Upserted), Error> {
     let plan = config::plan(&cluster.spec).map_err(Error::InvalidConfig)?;
     config::endpoint_allowed(&plan.client.endpoint, &ctx.allowed_endpoints)
         .map_err(Error::InvalidConfig)?;
@@ -333,9 +346,7 @@ async fn connect(
         ctx.clusters.remove(key);
         return Err(Error::RegistrationLost);
     }
-    let handle = ctx.clusters.get(key).ok_or(Error::RegistrationLost)?;
-    let _io = handle.try_io().ok_or(Error::ClusterBusy)?;
-    check(&handle, plan.auth.describe(), &ctx.tag_key).await
+    Ok((plan, upserted))
 }
 
 /// Read what the plan references from the operator's credentials namespace. Not found is not an error here:
@@ -485,21 +496,25 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
     // Sets drain and remove their nodes through this cluster's client when they go.
     let sets = ctx.nodesets.holding(cluster);
     if !users.is_empty() || !sets.is_empty() {
-        if !ctx.clusters.contains(&key) {
-            // Deleted while the operator was down (or before this replica took over): connect
-            // again, so that the SlurmJobs' deletions can cancel through it. Without its
-            // credentials it cannot, and they wait until their deadline.
-            match connect(cluster, &key, ctx).await {
-                Ok(_) => info!(
-                    "deleted SlurmCluster connected again for its SlurmJobs' and SlurmNodeSets' \
-                     cleanup"
-                ),
-                Err(error) => warn!(
-                    reason = error.category(), error = %Chain(&error),
-                    "deleted SlurmCluster cannot connect again; its SlurmJobs' and \
-                     SlurmNodeSets' deletions wait until their deadline"
-                ),
-            }
+        // The SlurmJobs' deletions cancel, and the sets drain, through this connection: connect
+        // again when there is none (deleted while the operator was down, or before this replica
+        // took over), and follow what changed meanwhile (a rotated key, a moved endpoint: the
+        // old ones may no longer work). A configuration that cannot be built keeps the
+        // connection there is, whose credentials may still work; without any, the deletions
+        // wait until their deadline.
+        match register(cluster, &key, ctx).await {
+            Ok((_, Upserted::Unchanged)) => {}
+            Ok((_, upserted)) => info!(
+                ?upserted,
+                "deleted SlurmCluster connected for its SlurmJobs' and SlurmNodeSets' cleanup"
+            ),
+            Err(error) => warn!(
+                reason = error.category(), error = %Chain(&error),
+                connected = ctx.clusters.contains(&key),
+                "deleted SlurmCluster cannot connect with its configuration; its SlurmJobs' and \
+                 SlurmNodeSets' deletions use the connection there is, or wait until their \
+                 deadline"
+            ),
         }
         // An error keeps the finalizer (the finalizer helper removes it after any Ok).
         let error = if users.is_empty() {

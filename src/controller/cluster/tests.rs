@@ -537,10 +537,12 @@ async fn expect_held(
     held: &str,
     others: &[&str],
 ) {
-    let (result, status) = tokio::join!(
-        reconcile(Arc::new(cluster.clone()), ctx.clone()),
-        api.expect_status_apply(cluster)
-    );
+    let (result, status) = tokio::join!(reconcile(Arc::new(cluster.clone()), ctx.clone()), async {
+        // The connection follows the spec and its Secret while the deletion waits.
+        api.expect_get_secret(NS, "jwt", Some(key_secret(b"0123456789abcdef")))
+            .await;
+        api.expect_status_apply(cluster).await
+    });
     let error = result.unwrap_err();
     assert_eq!(error.category(), category);
     let message = error.to_string();
@@ -665,6 +667,65 @@ async fn a_deleted_cluster_without_a_client_connects_again_for_its_slurmjobs() {
     server.await.unwrap();
     assert_eq!(error.category(), "InUseBySlurmJobs");
     assert!(!ctx.clusters.contains(&key), "no credentials, no client");
+}
+
+/// While SlurmJobs hold a deleted SlurmCluster, its connection follows what the admin changes
+/// meanwhile: a rotated key or a moved endpoint reaches the connection the SlurmJobs' cancels
+/// use (the old one may no longer work). A Secret gone meanwhile keeps the connection there is.
+#[tokio::test]
+async fn a_deleted_cluster_in_use_follows_a_new_endpoint_and_key() {
+    let (ctx, mut api) = Context::test();
+    let mut cluster = finalized(cluster("c9", "http://127.0.0.1:2"));
+    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let key = ObjectRef::from_obj(&cluster);
+    // Registered before the admin's change: another endpoint, another credential.
+    register_unreachable(&ctx, &key);
+    let running = serde_json::json!({"phase": "Running", "jobId": 5, "observedGeneration": 1, "submittedGeneration": 1});
+    let _writer = cached_slurmjobs(&ctx, vec![slurmjob("still-running", "c9", true, running)]);
+    let ctx = Arc::new(ctx);
+    let endpoint = |ctx: &Context| {
+        ctx.clusters
+            .get(&key)
+            .map(|handle| handle.client.endpoint().to_string())
+    };
+    assert_eq!(endpoint(&ctx).as_deref(), Some("http://127.0.0.1:1/"));
+    let expected = cluster.clone();
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(key_secret(b"0123456789abcdef")))
+            .await;
+        api.expect_status_apply(&expected).await;
+        api.expect_no_more_calls().await;
+        api
+    });
+    let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap_err();
+    let mut api = server.await.unwrap();
+    assert_eq!(error.category(), "InUseBySlurmJobs");
+    assert_eq!(endpoint(&ctx).as_deref(), Some("http://127.0.0.1:2/"));
+
+    // The Secret deleted meanwhile: the connection stays as it is (the status already says
+    // what holds the cluster: no write).
+    let mut said = cluster.clone();
+    said.status = Some(crate::crd::SlurmClusterStatus {
+        conditions: vec![condition::new(
+            status::DELETION_BLOCKED,
+            true,
+            error.category(),
+            error.to_string(),
+            said.metadata.generation,
+            crate::crd::condition::now(),
+        )],
+        ..Default::default()
+    });
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", None).await;
+        api.expect_no_more_calls().await;
+    });
+    let error = reconcile(Arc::new(said), ctx.clone()).await.unwrap_err();
+    server.await.unwrap();
+    assert_eq!(error.category(), "InUseBySlurmJobs");
+    assert_eq!(endpoint(&ctx).as_deref(), Some("http://127.0.0.1:2/"));
 }
 
 /// Register a client (and its poller) for `key` against a port nothing listens on.
