@@ -294,6 +294,7 @@ pub async fn slurm_allows(
             Confirm::NodeAbsent => (name, |_| false),
             // Slurm's own state: a running job makes the node ALLOCATED or MIXED.
             Confirm::NodeDrained => (name, |n| plan::is_drained(n, None)),
+            Confirm::OurDrain => (name, |n| plan::drain_owner(n) == plan::DrainOwner::Us),
         },
         _ => return Ok(Some(true)),
     };
@@ -1007,6 +1008,7 @@ async fn act(
                 if allowed == Some(false) {
                     let since = match confirm {
                         Confirm::NodeAbsent => "its slurmd registered since the plan's view: drained first",
+                        Confirm::OurDrain => "its drain timed out, but its node no longer carries the operator's drain (someone drained or resumed it since): kept",
                         _ => "its node is no longer drained, or no longer this set's, since the plan's view: kept",
                     };
                     info!(pod = %name, "{since}");

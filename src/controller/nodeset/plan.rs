@@ -278,6 +278,10 @@ pub enum Confirm {
     /// The node drained (DRAIN or FAIL set, nothing allocated or completing), or gone: the view
     /// showed it drained.
     NodeDrained,
+    /// The node still carries our drain, or is gone: a drain past `scaleIn.drainTimeout`, whose
+    /// jobs the user accepted to end. One drained by someone else since (an admin who keeps its
+    /// jobs running) is not ours to end, and a view that may be stale cannot tell.
+    OurDrain,
 }
 
 /// One step for the driver, in the order given.
@@ -453,9 +457,14 @@ pub const WAIT_CONFIRM_DRAINED: &str =
 /// An unregistered pod, deleted this round if slurmctld still has no node of its name.
 pub const WAIT_CONFIRM_ABSENT: &str =
     "not registered; its pod is deleted once slurmctld confirms it has no node of that name";
+/// A drain past `scaleIn.drainTimeout`: the pod is deleted this round if slurmctld still shows
+/// our drain on its node.
+pub const WAIT_CONFIRM_TIMED_OUT: &str = "drain timed out (scaleIn.drainTimeout); its pod is \
+     deleted once slurmctld confirms the node still carries the operator's drain";
 /// slurmctld, asked before the delete, showed the node changed since the view.
 pub const WAIT_SUPERSEDED: &str = "slurmctld shows the node changed since the operator's view \
-     (resumed, running a job, or its slurmd registered): the pod stays until a fresh view decides again";
+     (resumed, running a job, drained by someone else, or its slurmd registered): the pod stays \
+     until a fresh view decides again";
 /// The delete, or slurmctld's confirmation before it, failed.
 pub const WAIT_DELETE_FAILED: &str = "its pod's delete, or slurmctld's confirmation before it, \
      failed (see ReplicaFailure); retried";
@@ -852,9 +861,28 @@ fn leave(
             .is_ok_and(|t| now.signed_duration_since(started) >= t),
         _ => false,
     };
+    // A delete that rests on slurmctld's word is also a wait: until the driver knows what came
+    // of it (`waiting_after`), the pod is still leaving.
+    let confirmed_delete = |plan: &mut NodeSetPlan, delete_why, confirm, why| {
+        delete_if(plan, delete_why, confirm);
+        plan.waiting.push(Waiting {
+            pod: pod.name.clone(),
+            why,
+        });
+    };
+    // Past the timeout, without a view too (a restart, an outage): slurmctld must still show
+    // our drain, which no view may be trusted to say.
+    let timed_out_delete = |plan: &mut NodeSetPlan| {
+        confirmed_delete(
+            plan,
+            DeleteWhy::DrainTimeout(leaving),
+            Confirm::OurDrain,
+            WAIT_CONFIRM_TIMED_OUT,
+        )
+    };
     let Some(state) = view else {
         if timed_out {
-            return delete(plan, DeleteWhy::DrainTimeout(leaving));
+            return timed_out_delete(plan);
         }
         plan.waiting.push(Waiting {
             pod: pod.name.clone(),
@@ -862,19 +890,10 @@ fn leave(
         });
         return;
     };
-    // A delete that rests on slurmctld's word is also a wait: until the driver knows what came
-    // of it (`waiting_after`), the pod is still leaving.
-    let confirmed_delete = |plan: &mut NodeSetPlan, confirm, why| {
-        delete_if(plan, delete_why, confirm);
-        plan.waiting.push(Waiting {
-            pod: pod.name.clone(),
-            why,
-        });
-    };
     let Some(node) = state.nodes.get(&pod.name) else {
         // Absent from a complete, error-free node list: nothing could run there then. The
         // driver asks again just before (a slurmd that registered since may already run a job).
-        return confirmed_delete(plan, Confirm::NodeAbsent, WAIT_CONFIRM_ABSENT);
+        return confirmed_delete(plan, delete_why, Confirm::NodeAbsent, WAIT_CONFIRM_ABSENT);
     };
     let jobs = state.node_jobs.get(&pod.name);
     match drain_owner(node) {
@@ -897,7 +916,12 @@ fn leave(
             if is_drained(node, jobs) {
                 // The driver asks again just before: a scale back out may have resumed the
                 // node since this view, and a job started there.
-                return confirmed_delete(plan, Confirm::NodeDrained, WAIT_CONFIRM_DRAINED);
+                return confirmed_delete(
+                    plan,
+                    delete_why,
+                    Confirm::NodeDrained,
+                    WAIT_CONFIRM_DRAINED,
+                );
             }
             if owner == DrainOwner::Us && pod.drain_started.is_none() {
                 plan.actions.push(Action::MarkDrainStarted {
@@ -905,7 +929,7 @@ fn leave(
                 });
             }
             if timed_out && owner == DrainOwner::Us {
-                delete(plan, DeleteWhy::DrainTimeout(leaving));
+                timed_out_delete(plan);
             } else {
                 let why = if owner == DrainOwner::Us {
                     WAIT_JOBS

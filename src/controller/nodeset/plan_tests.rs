@@ -174,6 +174,16 @@ fn delete_drained(name: &str, why: DeleteWhy) -> Action {
     }
 }
 
+/// The delete of a pod whose drain ran past `scaleIn.drainTimeout`: the driver asks slurmctld
+/// first whether the node still carries our drain.
+fn delete_timed_out(name: &str, leaving: Leaving) -> Action {
+    Action::DeletePod {
+        name: name.into(),
+        why: DeleteWhy::DrainTimeout(leaving),
+        confirm: Confirm::OurDrain,
+    }
+}
+
 #[test]
 fn reasons_are_prefixed_sanitised_and_bounded() {
     assert_eq!(drain_reason("scale-in"), "slurm-operator: scale-in");
@@ -739,11 +749,11 @@ fn a_delete_because_drained_is_confirmed_by_slurm_first() {
         &UpdateStrategy::default(),
         timeout,
     ));
-    assert_eq!(
-        forced,
-        [delete("ns-1", DeleteWhy::DrainTimeout(Leaving::ScaleIn))]
+    assert_eq!(forced, [delete_timed_out("ns-1", Leaving::ScaleIn)]);
+    assert!(
+        forced[0].calls_slurm(),
+        "slurmctld must still show our drain"
     );
-    assert!(!forced[0].calls_slurm());
 }
 
 /// A delete that rests on slurmctld's word is planned as a wait too: slurmctld may show the
@@ -865,12 +875,30 @@ fn drain_timeout_forces_only_our_recorded_drain() {
     p[1].drain_started = Some(t(-30));
     assert!(structural(&run_with(1, &p, Some(&st), &strategy, timeout)).is_empty());
     p[1].drain_started = Some(t(-61));
+    let forced = run_with(1, &p, Some(&st), &strategy, timeout);
     assert_eq!(
-        structural(&run_with(1, &p, Some(&st), &strategy, timeout)),
-        [delete("ns-1", DeleteWhy::DrainTimeout(Leaving::ScaleIn))]
+        structural(&forced),
+        [delete_timed_out("ns-1", Leaving::ScaleIn)]
     );
+    assert_eq!(
+        forced.waiting,
+        [Waiting {
+            pod: "ns-1".into(),
+            why: WAIT_CONFIRM_TIMED_OUT
+        }],
+        "leaving until slurmctld confirmed it"
+    );
+    // Without a view (a restart, an outage), the same delete, resting on slurmctld's word: an
+    // admin may have drained the node since, keeping its jobs.
+    let blind = run_with(1, &p, None, &strategy, timeout);
+    assert_eq!(
+        structural(&blind),
+        [delete_timed_out("ns-1", Leaving::ScaleIn)]
+    );
+    assert_eq!(blind.waiting, forced.waiting);
     // Absent timeout: wait forever.
     assert!(structural(&run_with(1, &p, Some(&st), &strategy, None)).is_empty());
+    assert!(structural(&run_with(1, &p, None, &strategy, None)).is_empty());
     // Someone else's drain is not ours to time out.
     let st = state(
         vec![
@@ -902,7 +930,7 @@ fn drain_timeout_bounds_an_update_and_a_deletion_too() {
     );
     assert_eq!(
         structural(&run_with(2, &p, Some(&st), &strategy, timeout)),
-        [delete("ns-1", DeleteWhy::DrainTimeout(Leaving::Update))]
+        [delete_timed_out("ns-1", Leaving::Update)]
     );
     let only = state(
         vec![node("ns-1", &["ALLOCATED", "DRAIN"], ours)],
@@ -915,7 +943,7 @@ fn drain_timeout_bounds_an_update_and_a_deletion_too() {
     });
     assert_eq!(
         structural(&deleting),
-        [delete("ns-1", DeleteWhy::DrainTimeout(Leaving::SetDeleted))]
+        [delete_timed_out("ns-1", Leaving::SetDeleted)]
     );
 }
 

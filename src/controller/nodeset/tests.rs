@@ -1743,19 +1743,7 @@ async fn answer_as_slurmrestd_for(
     server.reset().await;
     let mut answers = vec![("ping".to_owned(), recorded("ping"))];
     for (node, case) in nodes {
-        let mut body = recorded(case);
-        if let Some(record) = body["nodes"].get_mut(0) {
-            record["name"] = json!(node);
-            if let Some(owner) = owner {
-                record["extra"] = json!(owner.to_extra());
-                if let Some(state) = record["state"].as_array_mut()
-                    && !state.contains(&json!("DYNAMIC_NORM"))
-                {
-                    state.push(json!("DYNAMIC_NORM"));
-                }
-            }
-        }
-        answers.push((format!("node/{node}"), body));
+        answers.push((format!("node/{node}"), recorded_node(case, node, owner)));
     }
     for (path, body) in answers {
         Mock::given(method("GET"))
@@ -1764,6 +1752,28 @@ async fn answer_as_slurmrestd_for(
             .mount(server)
             .await;
     }
+}
+
+/// slurmrestd's recorded answer `case` about one node, named `node` and made `owner`'s (a
+/// dynamic node with the set's owner record; `None`: as recorded).
+fn recorded_node(
+    case: &str,
+    node: &str,
+    owner: Option<&crate::slurm::node_owner::NodeOwner>,
+) -> serde_json::Value {
+    let mut body = recorded(case);
+    if let Some(record) = body["nodes"].get_mut(0) {
+        record["name"] = json!(node);
+        if let Some(owner) = owner {
+            record["extra"] = json!(owner.to_extra());
+            if let Some(state) = record["state"].as_array_mut()
+                && !state.contains(&json!("DYNAMIC_NORM"))
+            {
+                state.push(json!("DYNAMIC_NORM"));
+            }
+        }
+    }
+    body
 }
 
 /// Make `server` a slurmrestd that answers its ping but refuses every read of `node` (403).
@@ -1849,6 +1859,26 @@ async fn slurm_allows_a_pods_delete_only_while_slurm_still_shows_why() {
         Some(false)
     );
     assert_eq!(allows(delete("gone", Confirm::NodeAbsent)).await, None);
+    // Past the drain timeout: only while the node still carries our drain (running a job or
+    // not), not someone else's drain, nor no drain.
+    let mut ours = recorded_node("node_draining", "ours", Some(&owner));
+    ours["nodes"][0]["reason"] = json!("slurm-operator: scale-in");
+    {
+        use wiremock::matchers::{method, path_regex};
+        wiremock::Mock::given(method("GET"))
+            .and(path_regex("^/slurm/v0\\.0\\.42/node/ours/?$"))
+            .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(ours))
+            .mount(&server)
+            .await;
+    }
+    assert_eq!(allows(delete("ours", Confirm::OurDrain)).await, Some(true));
+    assert_eq!(
+        allows(delete("drained", Confirm::OurDrain)).await,
+        Some(false),
+        "drained by someone else (the fixture's reason)"
+    );
+    assert_eq!(allows(delete("busy", Confirm::OurDrain)).await, Some(false));
+    assert_eq!(allows(delete("gone", Confirm::OurDrain)).await, None);
     // Not resting on the node's state: Slurm is not asked.
     let before = node_reads(&server, "busy").await;
     assert_eq!(allows(delete("busy", Confirm::Nothing)).await, Some(true));
