@@ -533,7 +533,8 @@ fn victim_order(a: &PodView, b: &PodView, state: Option<&ClusterState>) -> Order
                 j.deadline.unwrap_or(DateTime::<Utc>::MAX_UTC)
             })
     };
-    // Once we started draining a node it stays first in line (after pods that never ran):
+    // Once we started draining a node it stays first in line (after pods that never ran or are
+    // not ready: a slurmd not serving goes first, as a ReplicaSet removes unready pods first):
     // resuming it to drain another would waste the wait and flip-flop as jobs come and go.
     let ours = |p: &PodView| {
         p.drain_started.is_some()
@@ -647,11 +648,16 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
             .copied()
             .filter(|p| p.template_hash.as_deref() != Some(input.template_hash))
             .collect();
-        let in_progress = |p: &PodView| {
-            p.drain_started.is_some()
-                || view
-                    .and_then(|s| s.nodes.get(&p.name))
-                    .is_some_and(|n| drain_owner(n) == DrainOwner::Us)
+        // The update's own drains. Ours for another cause (a scale-in, scaled back out since)
+        // is resumed as any kept pod's is; the update then takes the pod in its turn, within
+        // `maxUnavailable`. Without the node's reason, the annotation says a drain began.
+        let update_reason = drain_reason(WHY_UPDATE);
+        let in_progress = |p: &PodView| match view.and_then(|s| s.nodes.get(&p.name)) {
+            Some(node) => {
+                drain_owner(node) == DrainOwner::Us
+                    && node.reason.as_deref().map(str::trim) == Some(update_reason.as_str())
+            }
+            None => p.drain_started.is_some(),
         };
         updating.extend(
             outdated

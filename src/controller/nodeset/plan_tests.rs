@@ -947,6 +947,73 @@ fn drain_timeout_bounds_an_update_and_a_deletion_too() {
     );
 }
 
+/// Scaled back out during a rolling update (every pod outdated), the nodes the scale-in drained
+/// are kept: only as many stay drained as `maxUnavailable` lets the update take (they are next
+/// in its line), the others are resumed. Counting every drain of ours as the update's kept them
+/// all drained, far past the budget, until their jobs ended.
+#[test]
+fn scaled_back_out_during_an_update_resumes_the_drains_past_the_budget() {
+    let mut p = pods(4);
+    for pod in &mut p {
+        pod.template_hash = Some("h0".into());
+    }
+    let scale_in = Some("slurm-operator: scale-in");
+    for pod in &mut p[1..] {
+        pod.drain_started = Some(t(-600));
+    }
+    let st = state(
+        vec![
+            idle("ns-0"),
+            node("ns-1", &["ALLOCATED", "DRAIN"], scale_in),
+            node("ns-2", &["ALLOCATED", "DRAIN"], scale_in),
+            node("ns-3", &["ALLOCATED", "DRAIN"], scale_in),
+        ],
+        &[("ns-1", 1, None), ("ns-2", 1, None), ("ns-3", 1, None)],
+    );
+    let plan = run(4, &p, Some(&st));
+    let resumed: Vec<String> = structural(&plan)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::Resume { node } => Some(node),
+            _ => None,
+        })
+        .collect();
+    // maxUnavailable 1: the update keeps the first in its line (the highest ordinal).
+    assert_eq!(resumed, ["ns-1", "ns-2"], "{:?}", plan.actions);
+    assert_eq!(
+        plan.waiting,
+        [Waiting {
+            pod: "ns-3".into(),
+            why: WAIT_JOBS
+        }]
+    );
+    assert!(
+        !structural(&plan)
+            .iter()
+            .any(|a| matches!(a, Action::Drain { .. }) || a.is_destructive()),
+        "{:?}",
+        plan.actions
+    );
+    // The update's own drain is the update's, resumed by nothing.
+    let update = Some("slurm-operator: rolling update");
+    let st = state(
+        vec![
+            idle("ns-0"),
+            idle("ns-1"),
+            idle("ns-2"),
+            node("ns-3", &["ALLOCATED", "DRAIN"], update),
+        ],
+        &[("ns-3", 1, None)],
+    );
+    let mut p = pods(4);
+    for pod in &mut p {
+        pod.template_hash = Some("h0".into());
+    }
+    p[3].drain_started = Some(t(-600));
+    let plan = run(4, &p, Some(&st));
+    assert!(structural(&plan).is_empty(), "{:?}", plan.actions);
+}
+
 #[test]
 fn rolling_update_goes_one_batch_at_a_time() {
     let mut p = pods(4);
