@@ -31,6 +31,7 @@
 pub mod config;
 pub mod status;
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +58,7 @@ use crate::slurm::SlurmError;
 use crate::slurm::tag::TagKey;
 use crate::slurm::types::{Changes, NodeCounts};
 use crate::state::index::{Health, SlurmEvent};
-use crate::state::registry::{ClusterHandle, Upserted};
+use crate::state::registry::{ClusterHandle, ClusterRegistry, Upserted};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "cluster";
@@ -595,6 +596,52 @@ pub fn status_targets(event: &SlurmEvent, _: &Store<SlurmCluster>) -> Vec<Object
     }
 }
 
+/// Drops the registrations of SlurmClusters that no longer exist, seen by the watcher: at their
+/// Delete event, and at the end of a re-list (after an expired watch, an API server restart)
+/// that does not show them, because a re-list reports what exists, never what went meanwhile
+/// (one whose finalizer was removed by hand while the watch was down). Their pollers would
+/// otherwise poll with the deleted SlurmCluster's credentials until the operator restarts.
+#[derive(Default)]
+struct GoneClusters {
+    /// The SlurmClusters of the re-list under way.
+    listing: Option<HashSet<ObjectRef<SlurmCluster>>>,
+}
+
+impl GoneClusters {
+    /// The SlurmClusters whose registration `event` ended.
+    fn observe(
+        &mut self,
+        event: &watcher::Event<SlurmCluster>,
+        registry: &ClusterRegistry,
+    ) -> Vec<ObjectRef<SlurmCluster>> {
+        match event {
+            watcher::Event::Delete(cluster) => {
+                let key = ObjectRef::from_obj(cluster);
+                if registry.remove(&key) {
+                    return vec![key];
+                }
+            }
+            watcher::Event::Init => self.listing = Some(HashSet::new()),
+            watcher::Event::InitApply(cluster) => {
+                if let Some(listing) = &mut self.listing {
+                    listing.insert(ObjectRef::from_obj(cluster));
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(listed) = self.listing.take() {
+                    return registry
+                        .clusters()
+                        .into_iter()
+                        .filter(|key| !listed.contains(key) && registry.remove(key))
+                        .collect();
+                }
+            }
+            watcher::Event::Apply(_) => {}
+        }
+        Vec::new()
+    }
+}
+
 /// The running SlurmCluster controller: its store of SlurmClusters (ready once the first list is
 /// in) and the future that drives it until `shutdown` is cancelled and running reconciles
 /// finish. SlurmClusters are cluster-scoped: one controller, whatever namespaces the others
@@ -610,18 +657,17 @@ pub fn run(
     let (store, writer) = reflector::store();
 
     // Registrations of Clusters deleted without our cleanup (finalizer removed by hand) are
-    // dropped when the deletion is seen.
+    // dropped when the deletion is seen, or when a re-list no longer shows them.
     let registry = ctx.clusters.clone();
+    let mut gone = GoneClusters::default();
     let clusters = watcher(
         Api::<SlurmCluster>::all(client.clone()),
         watcher::Config::default().any_semantic(),
     )
     .default_backoff()
     .inspect_ok(move |event| {
-        if let watcher::Event::Delete(cluster) = event
-            && registry.remove(&ObjectRef::from_obj(cluster))
-        {
-            info!(cluster = %ObjectRef::from_obj(cluster), "SlurmCluster gone: removed its slurmrestd client");
+        for cluster in gone.observe(event, &registry) {
+            info!(%cluster, "SlurmCluster gone: removed its slurmrestd client");
         }
     })
     .modify(kit::trim_for_cache)

@@ -728,6 +728,37 @@ async fn a_deleted_cluster_in_use_follows_a_new_endpoint_and_key() {
     assert_eq!(endpoint(&ctx).as_deref(), Some("http://127.0.0.1:2/"));
 }
 
+/// A SlurmCluster deleted while the watch was down (its finalizer removed by hand) never gets a
+/// Delete event: the re-list that follows does not show it, and its registration goes then.
+/// One the re-list shows, and one created after, keep theirs; a Delete event removes at once.
+#[tokio::test]
+async fn registrations_go_with_clusters_a_re_list_no_longer_shows() {
+    let (ctx, _api) = Context::test();
+    let [kept, gone, later] = ["kept", "gone", "later"].map(|name| cluster(name, "http://h:1"));
+    let keys = [&kept, &gone, &later].map(ObjectRef::from_obj);
+    for key in &keys {
+        register_unreachable(&ctx, key);
+    }
+    let mut tracker = GoneClusters::default();
+    let mut observe = |event| tracker.observe(&event, &ctx.clusters);
+    assert!(observe(watcher::Event::Init).is_empty());
+    assert!(observe(watcher::Event::InitApply(kept.clone())).is_empty());
+    assert!(observe(watcher::Event::InitApply(later.clone())).is_empty());
+    assert_eq!(observe(watcher::Event::InitDone), [keys[1].clone()]);
+    assert!(ctx.clusters.contains(&keys[0]) && ctx.clusters.contains(&keys[2]));
+    assert!(!ctx.clusters.contains(&keys[1]));
+    // Outside a re-list, what a watch event does not name stays.
+    register_unreachable(&ctx, &keys[1]);
+    assert!(observe(watcher::Event::Apply(kept.clone())).is_empty());
+    assert!(
+        observe(watcher::Event::InitDone).is_empty(),
+        "no re-list under way"
+    );
+    assert!(ctx.clusters.contains(&keys[1]));
+    assert_eq!(observe(watcher::Event::Delete(later)), [keys[2].clone()]);
+    assert!(!ctx.clusters.contains(&keys[2]));
+}
+
 /// Register a client (and its poller) for `key` against a port nothing listens on.
 fn register_unreachable(ctx: &Context, key: &ObjectRef<SlurmCluster>) {
     ctx.clusters
