@@ -806,6 +806,21 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
                 });
             }
         }
+    } else if input
+        .slurm
+        .state
+        .is_some_and(|state| state.nodes_synced_at.is_some())
+    {
+        // An outage (a view once synced, no longer trusted): a node idle at the last view may
+        // run a job now, and slurmd runs its jobs through a slurmctld outage. The
+        // PodDisruptionBudget keeps every scheduled pod until a fresh view says (fail closed).
+        // Not before the first view after a start: the labels stay as they were.
+        for pod in active.iter().filter(|p| p.scheduled && !p.busy_label) {
+            plan.actions.push(Action::SetBusy {
+                pod: pod.name.clone(),
+                busy: true,
+            });
+        }
     }
 
     plan.counts = counts(&active, &victims, input, view);

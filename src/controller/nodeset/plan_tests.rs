@@ -581,7 +581,14 @@ fn fail_closed_without_a_trusted_view() {
         ("never synced", Some(&never)),
     ] {
         let plan = run(1, &p, st);
-        assert!(plan.actions.is_empty(), "{what}: {:?}", plan.actions);
+        // Nothing but, in an outage, the busy label (fail closed for evictions too).
+        assert!(
+            plan.actions
+                .iter()
+                .all(|a| matches!(a, Action::SetBusy { busy: true, .. })),
+            "{what}: {:?}",
+            plan.actions
+        );
         assert_eq!(plan.waiting[0].why, WAIT_NO_VIEW, "{what}");
     }
     // The same drained node with a fresh view goes.
@@ -1205,6 +1212,42 @@ fn status_counts_and_projection() {
     assert!(plan.actions.is_empty(), "{:?}", plan.actions);
     // Without a view: no Slurm counts, no label removal.
     assert_eq!(run(6, &p, None).counts.slurm, None);
+    // In an outage (the view once synced, now too old or its poller down), every scheduled pod
+    // not labelled busy is labelled so: an idle node may run a job since. Not before the
+    // first view after a start (nothing synced yet): the labels stay as they were.
+    let busy_labels = |plan: &NodeSetPlan| -> Vec<(String, bool)> {
+        plan.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::SetBusy { pod, busy } => Some((pod.clone(), *busy)),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut unscheduled = settled.clone();
+    unscheduled[5].scheduled = false;
+    let expected: Vec<(String, bool)> = ["ns-0", "ns-3", "ns-4"]
+        .map(|pod| (pod.to_owned(), true))
+        .to_vec();
+    let old = ClusterState {
+        nodes_synced_at: Some(t(-61)),
+        ..st.clone()
+    };
+    assert_eq!(busy_labels(&run(6, &unscheduled, Some(&old))), expected);
+    let down = ClusterState {
+        health: Health::Down {
+            since: t(-5),
+            reason: "Unreachable",
+            message: String::new(),
+        },
+        ..st.clone()
+    };
+    assert_eq!(busy_labels(&run(6, &unscheduled, Some(&down))), expected);
+    let starting = ClusterState {
+        nodes_synced_at: None,
+        ..st.clone()
+    };
+    assert_eq!(busy_labels(&run(6, &unscheduled, Some(&starting))), []);
 }
 
 fn run_min_ready(
