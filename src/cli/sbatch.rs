@@ -305,32 +305,48 @@ fn directive_lines(script: &str) -> Result<Vec<(usize, Vec<String>)>, SbatchErro
     Ok(lines)
 }
 
-/// A line split into words as sbatch splits it: blanks separate, quotes group (and are
-/// removed), and a word starting with an unquoted `#` starts a comment.
+/// A line split into words as sbatch splits it (its `_get_argument`): blanks separate, quotes
+/// group (and are removed), a backslash takes the next character as it is (a blank, a quote, a
+/// `#`; in quotes too), and an unquoted `#` anywhere ends the line: `--job-name=run#3 -p gpu`
+/// is `--job-name=run` alone to sbatch 24.11.
 fn words(text: &str, line: usize) -> Result<Vec<String>, SbatchError> {
     let mut words = Vec::new();
     let mut chars = text.chars().peekable();
     loop {
         while chars.next_if(|c| c.is_whitespace()).is_some() {}
-        match chars.peek() {
-            None | Some('#') => break,
-            Some(_) => {}
+        if chars.peek().is_none() {
+            break;
         }
         let mut word = String::new();
-        while let Some(c) = chars.next_if(|c| !c.is_whitespace()) {
-            if c == '"' || c == '\'' {
-                loop {
-                    match chars.next() {
-                        Some(q) if q == c => break,
-                        Some(other) => word.push(other),
-                        None => return Err(SbatchError::UnterminatedQuote { line }),
-                    }
+        let mut quote = None;
+        // A word of quotes only (`""`) is a word; a `#` with nothing before it is not.
+        let mut quoted = false;
+        let mut comment = false;
+        while let Some(c) = chars.next_if(|c| quote.is_some() || !c.is_whitespace()) {
+            match (c, quote) {
+                ('\\', _) => word.extend(chars.next()),
+                (c, Some(open)) if c == open => quote = None,
+                (c, Some(_)) => word.push(c),
+                ('"' | '\'', None) => {
+                    quote = Some(c);
+                    quoted = true;
                 }
-            } else {
-                word.push(c);
+                ('#', None) => {
+                    comment = true;
+                    break;
+                }
+                (c, None) => word.push(c),
             }
         }
-        words.push(word);
+        if quote.is_some() {
+            return Err(SbatchError::UnterminatedQuote { line });
+        }
+        if !word.is_empty() || quoted {
+            words.push(word);
+        }
+        if comment {
+            break;
+        }
     }
     Ok(words)
 }
@@ -962,8 +978,10 @@ fn array(value: &str) -> Result<String, String> {
     }
 }
 
-/// `--export`: `NAME=value` entries become the job's environment. The submitting shell's
-/// environment (`ALL`, or a bare `NAME`) does not reach a SlurmJob.
+/// `--export`: `NAME=value` entries become the job's environment, in place of an earlier
+/// `--export`'s (sbatch keeps the last one only: a command line's `--export=NONE` drops the
+/// script's). The submitting shell's environment (`ALL`, or a bare `NAME`) does not reach a
+/// SlurmJob.
 fn export(value: &str, environment: &mut BTreeMap<String, String>) -> Result<(), String> {
     let mut copied = Vec::new();
     let mut set = Vec::new();
@@ -977,7 +995,7 @@ fn export(value: &str, environment: &mut BTreeMap<String, String>) -> Result<(),
     }
     if copied.is_empty() {
         // Nothing is set from an option reported as not converted.
-        environment.extend(set);
+        *environment = set.into_iter().collect();
         Ok(())
     } else {
         Err(format!(

@@ -380,6 +380,29 @@ fn export_none_and_all_in_any_case() {
     }
 }
 
+/// A second `--export` replaces the first, as in sbatch (which keeps the last one): the command
+/// line's replaces the script's, and `NONE` there leaves no variable of the script's.
+#[test]
+fn a_later_export_replaces_an_earlier_one() {
+    let env = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let c = converted(&["#SBATCH --export=DEBUG=1,A=x", "#SBATCH --export=MODE=fast"]);
+    assert_eq!(c.spec.environment, env(&[("MODE", "fast")]));
+    let script = script(&["#SBATCH --export=DEBUG=1"]);
+    let c = convert_with(&script, "main", &words(&["--export=NONE"])).unwrap();
+    assert_eq!(c.spec.environment, env(&[]));
+    let c = convert_with(&script, "main", &words(&["--export=MODE=x"])).unwrap();
+    assert_eq!(c.spec.environment, env(&[("MODE", "x")]));
+    // One not converted (reported) leaves the earlier one as it was.
+    let c = convert_with(&script, "main", &words(&["--export=ALL"])).unwrap();
+    assert_eq!(c.spec.environment, env(&[("DEBUG", "1")]));
+    assert_eq!(c.unconverted.len(), 1, "{:?}", c.unconverted);
+}
+
 /// sbatch discards a stream written to `none` (any case): it is `/dev/null`, not a file.
 #[test]
 fn none_as_output_or_error_is_dev_null() {
@@ -515,6 +538,45 @@ fn privileged_options_are_reported_as_refused() {
         .map(String::as_str)
         .collect();
     assert_eq!(fields, ["clusterName", "script"]);
+}
+
+/// Words as sbatch 24.11 splits a directive (checked with the real sbatch:
+/// `#SBATCH --job-name=run#3 -p nosuchpart` made a job named `run` in the default partition,
+/// and `#SBATCH --comment=a\ b` one whose comment is `a b`).
+#[test]
+fn directive_words_split_as_sbatch_splits_them() {
+    for (text, want) in [
+        (" --job-name=run#3 -p gpu", &["--job-name=run"][..]),
+        (" -p debug # trailing comment", &["-p", "debug"]),
+        (" -p debug #", &["-p", "debug"]),
+        (" #-p debug", &[]),
+        (" --comment=a\\ b -p x", &["--comment=a b", "-p", "x"]),
+        (
+            " --job-name=run\\#3 -p gpu",
+            &["--job-name=run#3", "-p", "gpu"],
+        ),
+        (
+            " --job-name='run#3' -p gpu",
+            &["--job-name=run#3", "-p", "gpu"],
+        ),
+        (
+            " --job-name=\"a b\"c -p gpu",
+            &["--job-name=a bc", "-p", "gpu"],
+        ),
+        (" --comment=\"say \\\"hi\\\"\"", &["--comment=say \"hi\""]),
+        (" --comment=\"\" -p x", &["--comment=", "-p", "x"]),
+        (" \"\"", &[""]),
+    ] {
+        assert_eq!(super::words(text, 2).unwrap(), want, "{text:?}");
+    }
+    assert_eq!(
+        super::words(" --comment='open", 2),
+        Err(SbatchError::UnterminatedQuote { line: 2 })
+    );
+    // Through a whole script: the rest of the line after `#` is not an option.
+    let c = converted(&["#SBATCH --job-name=run#3 -p gpu"]);
+    assert_eq!(c.spec.name.as_deref(), Some("run"));
+    assert_eq!(c.spec.partition, None);
 }
 
 #[test]
