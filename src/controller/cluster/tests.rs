@@ -63,6 +63,13 @@ fn finalized(mut cluster: SlurmCluster) -> SlurmCluster {
     cluster
 }
 
+/// `cluster` with the finalizer, being deleted.
+fn deleting(cluster: SlurmCluster) -> SlurmCluster {
+    let mut cluster = finalized(cluster);
+    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    cluster
+}
+
 fn key_secret(key: &[u8]) -> Secret {
     Secret {
         metadata: ObjectMeta {
@@ -230,8 +237,7 @@ async fn an_unreachable_slurmrestd_backs_off_without_a_hot_loop() {
 #[tokio::test]
 async fn deletion_removes_the_client_and_then_the_finalizer() {
     let (ctx, mut api) = Context::test();
-    let mut cluster = finalized(cluster("c4", "http://127.0.0.1:1"));
-    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let cluster = deleting(cluster("c4", "http://127.0.0.1:1"));
     let key = ObjectRef::from_obj(&cluster);
     register_unreachable(&ctx, &key);
     assert!(ctx.clusters.contains(&key));
@@ -588,8 +594,7 @@ async fn expect_released(cluster: SlurmCluster, ctx: &Arc<Context>, mut api: Api
 #[tokio::test]
 async fn deletion_waits_for_the_slurmjobs_that_use_the_cluster() {
     let (ctx, mut api) = Context::test();
-    let mut cluster = finalized(cluster("c5", "http://127.0.0.1:1"));
-    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let cluster = deleting(cluster("c5", "http://127.0.0.1:1"));
     let key = ObjectRef::from_obj(&cluster);
     register_unreachable(&ctx, &key);
     let running = serde_json::json!({"phase": "Running", "jobId": 5, "observedGeneration": 1, "submittedGeneration": 1});
@@ -625,8 +630,7 @@ async fn deletion_waits_for_the_slurmjobs_that_use_the_cluster() {
 #[tokio::test]
 async fn deletion_waits_for_the_slurmjob_caches_first_list() {
     let (ctx, mut api) = Context::test();
-    let mut cluster = finalized(cluster("c7", "http://127.0.0.1:1"));
-    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let cluster = deleting(cluster("c7", "http://127.0.0.1:1"));
     let key = ObjectRef::from_obj(&cluster);
     register_unreachable(&ctx, &key);
     let (store, _writer) = reflector::store::<CachedSlurmJob>();
@@ -651,8 +655,7 @@ async fn deletion_waits_for_the_slurmjob_caches_first_list() {
 #[tokio::test]
 async fn a_deleted_cluster_without_a_client_connects_again_for_its_slurmjobs() {
     let (ctx, mut api) = Context::test();
-    let mut cluster = finalized(cluster("c6", "http://127.0.0.1:1"));
-    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let cluster = deleting(cluster("c6", "http://127.0.0.1:1"));
     let key = ObjectRef::from_obj(&cluster);
     let running = serde_json::json!({"phase": "Running", "jobId": 5, "observedGeneration": 1, "submittedGeneration": 1});
     let _writer = cached_slurmjobs(&ctx, vec![slurmjob("still-running", "c6", true, running)]);
@@ -675,8 +678,7 @@ async fn a_deleted_cluster_without_a_client_connects_again_for_its_slurmjobs() {
 #[tokio::test]
 async fn a_deleted_cluster_in_use_follows_a_new_endpoint_and_key() {
     let (ctx, mut api) = Context::test();
-    let mut cluster = finalized(cluster("c9", "http://127.0.0.1:2"));
-    cluster.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    let cluster = deleting(cluster("c9", "http://127.0.0.1:2"));
     let key = ObjectRef::from_obj(&cluster);
     // Registered before the admin's change: another endpoint, another credential.
     register_unreachable(&ctx, &key);
