@@ -841,6 +841,15 @@ def t_operator_extras() -> str:
     url = f"http://{svc['metadata']['name']}.{RELEASE_NS}.svc:{svc['spec']['ports'][0]['port']}/readyz"
     ensure(c["command"][-1] == url, f"helm test reads {c['command'][-1]}, not {url}")
     ensure(c["image"] == "docker.io/library/busybox:1.37", f"helm test image {c['image']} is not outputPod.image")
+    # A fullname of the longest the schema allows still names a valid Service (a DNS label, at
+    # most 63 characters), and the test reads that one.
+    long_docs = render(OPERATOR, sets=(f"fullnameOverride={'a' * 63}",), cache=False)
+    svc = one(long_docs, "Service")
+    name = svc["metadata"]["name"]
+    ensure(len(name) <= 63 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name), f"metrics Service name {name!r}")
+    test = next(d for d in long_docs if d["kind"] == "Pod")
+    ensure(f"//{name}.{RELEASE_NS}.svc:" in test["spec"]["containers"][0]["command"][-1],
+           f"helm test reads {test['spec']['containers'][0]['command'][-1]}, not Service {name}")
     # extraObjects: objects and strings, rendered with tpl.
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump({"extraObjects": [
@@ -985,6 +994,16 @@ def mib(q: Any) -> int:
     return int(quantity_value(str(q)) // 2**20)
 
 
+def service_named(docs: list[dict], host: str) -> dict:
+    """The Service a host name names: `<name>` (the client's own namespace) or
+    `<name>.<namespace>.svc`, which resolves from any namespace."""
+    name, _, rest = host.partition(".")
+    svc = one(docs, "Service", name)
+    if rest:
+        ensure(rest == f"{svc['metadata'].get('namespace')}.svc", f"{host} is not Service {name}'s name")
+    return svc
+
+
 def check_cluster_wiring(docs: list[dict]) -> list[str]:
     """The objects of one slurm-cluster render agree with each other."""
     errs: list[str] = []
@@ -993,7 +1012,10 @@ def check_cluster_wiring(docs: list[dict]) -> list[str]:
     ctld_svc = one(docs, "Service", sts["spec"]["serviceName"])
     if ctld_svc["spec"].get("clusterIP") != "None":
         errs.append("slurmctld Service is not headless")
-    host = f"{sts['metadata']['name']}-0({ctld_svc['metadata']['name']})"
+    # The Service's namespaced name: slurmd pods of SlurmNodeSets in other namespaces
+    # (cluster.nodeSetNamespaces) resolve a bare name in their own namespace.
+    ctld_host = f"{ctld_svc['metadata']['name']}.{ctld_svc['metadata']['namespace']}.svc"
+    host = f"{sts['metadata']['name']}-0({ctld_host})"
     if conf["SlurmctldHost"] != host:
         errs.append(f"SlurmctldHost={conf['SlurmctldHost']}, want {host} (pod 0's hostname and the Service)")
     for key in ("AuthType", "AuthAltTypes", "AuthAltParameters", "SlurmctldParameters", "MaxNodeCount"):
@@ -1064,7 +1086,7 @@ def check_cluster_wiring(docs: list[dict]) -> list[str]:
         if clusters and ns["metadata"].get("namespace") not in (clusters[0]["spec"].get("nodeSetNamespaces") or []):
             errs.append(f"{name}: its namespace is not in the SlurmCluster's nodeSetNamespaces (NodeSetNotAllowed)")
         a = slurmd_args(ns)
-        if a["conf-server"] != f"{ctld_svc['metadata']['name']}:6817":
+        if a["conf-server"] != f"{ctld_host}:6817":
             errs.append(f"{name}: --conf-server {a['conf-server']}")
         if a["N"] != "$(POD_NAME)":
             errs.append(f"{name}: node name {a['N']} is not the pod name")
@@ -1134,6 +1156,20 @@ def t_cluster_daemons_secure() -> str:
             for m in c.get("volumeMounts") or []:
                 if m.get("mountPath") == "/etc/slurm" and m.get("readOnly") is not True:
                     errs.append(f"{d['kind']} {d['metadata']['name']}/{c['name']}: /etc/slurm writable")
+    # /run/slurmd (slurmd's PID file), an emptyDir too: the init container makes it root's
+    # alone before slurmd starts, or a job could swap the PID file for a symlink root truncates.
+    for d in find(docs, "SlurmNodeSet"):
+        spec = d["spec"]["template"]["spec"]
+        slurmd = next(c for c in spec["containers"] if c["name"] == "slurmd")
+        run = next((m for m in slurmd.get("volumeMounts") or [] if m["mountPath"] == "/run/slurmd"), None)
+        init = next((c for c in spec.get("initContainers") or [] if c["name"] == "init-config"), None)
+        if run is None or init is None:
+            errs.append(f"SlurmNodeSet {d['metadata']['name']}: no /run/slurmd mount or no init-config container")
+            continue
+        mounted = [m for m in init.get("volumeMounts") or [] if m["name"] == run["name"]]
+        script = "\n".join(init.get("command") or [])
+        if mounted != [{"name": run["name"], "mountPath": "/run/slurmd"}] or "chmod 0755 /run/slurmd" not in script:
+            errs.append(f"SlurmNodeSet {d['metadata']['name']}: /run/slurmd left world-writable ({mounted}, {script!r})")
     # Every pod, slurmd's too (root, privileged with slurm.cgroup): the runtime's seccomp
     # profile by default (the README's Pod Security table); an admin may override it per set.
     for sets in ((), ("slurm.cgroup.enabled=true",)):
@@ -1399,8 +1435,9 @@ def np_admits(policies: list[dict], src: NpPod, dst: NpPod, port: int) -> bool:
 
 
 def np_service_port(docs: list[dict], svc_name: str, port: int) -> int:
-    """The container port that a connection to Service svc_name:port reaches."""
-    svc = one(docs, "Service", svc_name)
+    """The container port that a connection to Service svc_name:port reaches (svc_name bare, or
+    `<name>.<namespace>.svc`)."""
+    svc = service_named(docs, svc_name)
     sp = [p for p in svc["spec"]["ports"] if p["port"] == port]
     ensure(len(sp) == 1, f"Service {svc_name} has no port {port}: {svc['spec']['ports']}")
     tp = sp[0].get("targetPort", port)
@@ -1782,6 +1819,12 @@ SCHEMA_CASES = [
     (CLUSTER, ("accounting.enabled=true", "accounting.mariadb.enabled=false"), ["set accounting.external.host and accounting.external.passwordSecret.name"]),
     (CLUSTER, ("sharedVolume.enabled=true", "sharedVolume.nfs.server=nfs.example"), ["sharedVolume.nfs.path is empty"]),
     (CLUSTER, ("networkPolicy.enabled=true",), ["networkPolicy.slurmrestdFrom empty", "kubernetes.io/metadata.name: slurm-operator"]),
+    (CLUSTER, ("networkPolicy.enabled=true", "networkPolicy.slurmrestdFrom[0].podSelector.matchLabels.app=x",
+               "slurmctld.metrics.enabled=true", "slurmctld.metrics.serviceMonitor.enabled=true"),
+     ["slurmctld.metrics.serviceMonitor.enabled with networkPolicy.enabled and networkPolicy.metricsFrom empty"]),
+    (CLUSTER, ("slurm.extraConfigFiles.slurm\\.conf=x",), ["slurm.extraConfigFiles has slurm.conf, which the chart writes"]),
+    (OPERATOR, ("networkPolicy.enabled=true", "serviceMonitor.enabled=true"),
+     ["serviceMonitor.enabled with networkPolicy.enabled and networkPolicy.metricsFrom empty"]),
     (CLUSTER, ("networkPolicy.slurmrestdFrom[0].podSelectr.matchLabels.app=x",), ["/networkPolicy/slurmrestdFrom/0", "'podSelectr' not allowed"]),
 ]
 

@@ -131,9 +131,11 @@ SlurmCluster's name is unique). */}}
 {{- end }}
 
 {{/* slurmctld's address for slurmd --conf-server and SlurmctldHost: the headless Service,
-which resolves to the pod even before it is ready. */}}
+which resolves to the pod even before it is ready. Qualified with the release's namespace:
+slurmd pods of a SlurmNodeSet in another namespace (cluster.nodeSetNamespaces) resolve a bare
+name in their own namespace, where no such Service is. */}}
 {{- define "slurm-cluster.slurmctld.address" -}}
-{{- include "slurm-cluster.slurmctld.name" . }}
+{{- printf "%s.%s.svc" (include "slurm-cluster.slurmctld.name" .) .Release.Namespace }}
 {{- end }}
 
 {{/* A quantity of memory ("64Gi", "1000M", 1073741824) in whole MiB, rounded down. */}}

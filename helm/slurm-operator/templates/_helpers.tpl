@@ -5,6 +5,12 @@
 
 {{/* Fully qualified app name: the release name, or <release>-<chart> when the release name
 does not already contain the chart name. */}}
+{{/* The metrics Service's name: a Service name is a DNS label, at most 63 characters, so the
+fullname is cut to make room for the suffix. */}}
+{{- define "slurm-operator.metricsService" -}}
+{{- printf "%s-metrics" (include "slurm-operator.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
 {{- define "slurm-operator.fullname" -}}
 {{- if .Values.fullnameOverride }}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
