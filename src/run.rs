@@ -26,10 +26,10 @@ use tracing::{info, warn};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::PostParams;
+use kube::api::{ListParams, PostParams};
 
 use crate::controller::context::Context;
-use crate::crd::CREDENTIALS_LABEL;
+use crate::crd::{CREDENTIALS_LABEL, SlurmJob};
 use crate::http::{self, Readiness};
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::{Metrics, ObjectSources};
@@ -307,6 +307,7 @@ pub async fn tag_key(
     namespace: &str,
     name: &str,
     create: bool,
+    scopes: &[Option<&str>],
 ) -> Result<TagKey, Error> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let failed = |source| Error::TagKeySecret {
@@ -327,6 +328,21 @@ pub async fn tag_key(
             ));
         }
         None => {
+            // A key lost (its namespace deleted and made again, the Secret deleted) while jobs
+            // it signed run: a new one would verify none of their tags, and their SlurmJobs
+            // would call them Lost and never cancel them. Only where no such job is.
+            let live = live_tagged_slurmjobs(client, scopes)
+                .await
+                .map_err(failed)?;
+            if !live.is_empty() {
+                return Err(unusable(format!(
+                    "it does not exist, but SlurmJobs whose Slurm jobs it signed are still \
+                     running ({}): a new key would lose them. Restore the Secret from a backup; \
+                     or, to accept that, create it yourself (data key {TAG_KEY_DATA_KEY}, 32 \
+                     random bytes or more, labelled {CREDENTIALS_LABEL}=true)",
+                    live.join(", ")
+                )));
+            }
             let bytes = TagKey::generate_bytes().map_err(|e| unusable(e.to_string()))?;
             let new = Secret {
                 metadata: ObjectMeta {
@@ -434,6 +450,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
         &ctx.credentials_namespace,
         &args.tag_key_secret,
         args.create_tag_key,
+        &args.scopes(),
     )
     .await
     {
@@ -567,6 +584,54 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     };
     info!("stopped");
     result.and(served)
+}
+
+/// How many SlurmJobs [`live_tagged_slurmjobs`] names at most.
+const NAMED_LIVE: usize = 5;
+
+/// SlurmJobs (`namespace/name`, at most [`NAMED_LIVE`]) whose job was submitted and has not
+/// ended: its ownership tag was signed with the tag key in use. Listed in pages, in each
+/// watched namespace (or all), only when the key is missing.
+async fn live_tagged_slurmjobs(
+    client: &kube::Client,
+    scopes: &[Option<&str>],
+) -> Result<Vec<String>, kube::Error> {
+    let mut live = Vec::new();
+    for scope in scopes {
+        let api: Api<SlurmJob> = match scope {
+            Some(namespace) => Api::namespaced(client.clone(), namespace),
+            None => Api::all(client.clone()),
+        };
+        let mut params = ListParams::default().limit(500);
+        loop {
+            let page = api.list(&params).await?;
+            live.extend(
+                page.items
+                    .iter()
+                    .filter(|job| {
+                        job.status
+                            .as_ref()
+                            .is_some_and(|s| s.job_id.is_some() && !s.phase.is_terminal())
+                    })
+                    .map(|job| {
+                        format!(
+                            "{}/{}",
+                            job.metadata.namespace.as_deref().unwrap_or_default(),
+                            job.metadata.name.as_deref().unwrap_or_default()
+                        )
+                    }),
+            );
+            if live.len() >= NAMED_LIVE {
+                live.truncate(NAMED_LIVE);
+                return Ok(live);
+            }
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                _ => break,
+            }
+        }
+    }
+    Ok(live)
 }
 
 /// The first of `names` that is set and not blank, trimmed.

@@ -421,13 +421,15 @@ async fn the_tag_key_secret_is_made_once_and_shared() {
     )
     .await;
     let (a, b) = tokio::join!(
-        tag_key(&client, "admin", "tag-key", true),
-        tag_key(&client, "admin", "tag-key", true)
+        tag_key(&client, "admin", "tag-key", true, &[None]),
+        tag_key(&client, "admin", "tag-key", true, &[None])
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     let tag = OwnerTag::new("u", 1);
     assert_eq!(a.comment(&tag, "alice"), b.comment(&tag, "alice"));
-    let later = tag_key(&client, "admin", "tag-key", false).await.unwrap();
+    let later = tag_key(&client, "admin", "tag-key", false, &[None])
+        .await
+        .unwrap();
     assert_eq!(later.comment(&tag, "alice"), a.comment(&tag, "alice"));
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "admin");
     let secret = secrets.get("tag-key").await.unwrap();
@@ -437,7 +439,7 @@ async fn the_tag_key_secret_is_made_once_and_shared() {
         "true"
     );
 
-    let error = tag_key(&client, "admin", "missing", false)
+    let error = tag_key(&client, "admin", "missing", false, &[None])
         .await
         .unwrap_err();
     assert!(matches!(error, Error::TagKeyUnusable { .. }), "{error}");
@@ -456,11 +458,73 @@ async fn the_tag_key_secret_is_made_once_and_shared() {
             .create(&PostParams::default(), &secret)
             .await
             .unwrap();
-        let error = tag_key(&client, "admin", name, true).await.unwrap_err();
+        let error = tag_key(&client, "admin", name, true, &[None])
+            .await
+            .unwrap_err();
         assert!(
             matches!(error, Error::TagKeyUnusable { .. }),
             "{name}: {error}"
         );
         eprintln!("{name}: {error}");
     }
+
+    // The key lost (its Secret deleted, its namespace made again) while a job it signed runs:
+    // no new key is made in its place (it would verify none of their tags); the error names
+    // the SlurmJob and how to go on. Once that job has ended, a new key is made.
+    secrets
+        .delete("tag-key", &DeleteParams::default())
+        .await
+        .unwrap();
+    apply(
+        &namespaces,
+        "team-a",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}),
+    )
+    .await;
+    let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), "team-a");
+    apply(
+        &jobs,
+        "running",
+        json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+               "metadata": {"name": "running", "namespace": "team-a"},
+               "spec": {"clusterName": "main", "script": "#!/bin/sh\nsleep 600\n"}}),
+    )
+    .await;
+    let status = |phase: &str| json!({"status": {"phase": phase, "jobId": 41}});
+    jobs.patch_status(
+        "running",
+        &PatchParams::default(),
+        &Patch::Merge(&status("Running")),
+    )
+    .await
+    .unwrap();
+    let error = tag_key(&client, "admin", "tag-key", true, &[None])
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::TagKeyUnusable { .. }), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains("team-a/running") && message.contains("Restore the Secret"),
+        "{message}"
+    );
+    assert!(secrets.get_opt("tag-key").await.unwrap().is_none());
+    // Watching other namespaces only, the operator does not see it (nor would it follow it).
+    tag_key(&client, "admin", "elsewhere", true, &[Some("admin")])
+        .await
+        .unwrap();
+    jobs.patch_status(
+        "running",
+        &PatchParams::default(),
+        &Patch::Merge(&status("Completed")),
+    )
+    .await
+    .unwrap();
+    let fresh = tag_key(&client, "admin", "tag-key", true, &[None])
+        .await
+        .unwrap();
+    assert_ne!(
+        fresh.comment(&tag, "alice"),
+        a.comment(&tag, "alice"),
+        "a new random key"
+    );
 }
