@@ -17,8 +17,8 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Api;
 use kube::runtime::wait::{Condition, await_condition, conditions};
+use kube::{Api, ResourceExt};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -29,7 +29,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, PostParams};
 
 use crate::controller::context::Context;
-use crate::crd::{CREDENTIALS_LABEL, SlurmJob};
+use crate::crd::CREDENTIALS_LABEL;
+use crate::crd::slurmjob::CachedSlurmJob;
 use crate::http::{self, Readiness};
 use crate::leader::{self, LeaseConfig};
 use crate::metrics::{Metrics, ObjectSources};
@@ -590,35 +591,30 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
 const NAMED_LIVE: usize = 5;
 
 /// SlurmJobs (`namespace/name`, at most [`NAMED_LIVE`]) whose job was submitted and has not
-/// ended: its ownership tag was signed with the tag key in use. Listed in pages, in each
-/// watched namespace (or all), only when the key is missing.
+/// ended: its ownership tag was signed with the tag key in use. Listed only when the key is
+/// missing, in each watched namespace (or all), in the controller's small pages and compact
+/// form: a page's JSON is read whole, and scripts may be large (`tests/memory.rs`).
 async fn live_tagged_slurmjobs(
     client: &kube::Client,
     scopes: &[Option<&str>],
 ) -> Result<Vec<String>, kube::Error> {
     let mut live = Vec::new();
     for scope in scopes {
-        let api: Api<SlurmJob> = match scope {
+        let api: Api<CachedSlurmJob> = match scope {
             Some(namespace) => Api::namespaced(client.clone(), namespace),
             None => Api::all(client.clone()),
         };
-        let mut params = ListParams::default().limit(500);
+        let mut params = ListParams::default().limit(crate::controller::slurmjob::LIST_PAGE);
         loop {
             let page = api.list(&params).await?;
             live.extend(
                 page.items
                     .iter()
                     .filter(|job| {
-                        job.status
-                            .as_ref()
-                            .is_some_and(|s| s.job_id.is_some() && !s.phase.is_terminal())
+                        job.job_id().is_some() && job.phase().is_none_or(|p| !p.is_terminal())
                     })
                     .map(|job| {
-                        format!(
-                            "{}/{}",
-                            job.metadata.namespace.as_deref().unwrap_or_default(),
-                            job.metadata.name.as_deref().unwrap_or_default()
-                        )
+                        format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
                     }),
             );
             if live.len() >= NAMED_LIVE {
