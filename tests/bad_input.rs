@@ -471,6 +471,17 @@ fn admission_cases() -> Vec<Case> {
             "access needs namespaces or a namespaceSelector",
         ),
         c(
+            "SlurmCluster: access to an empty namespaceSelector",
+            json!({"access": [{"slurmUser": "alice", "namespaceSelector": {}}]}),
+            "namespaceSelector must name labels",
+        ),
+        c(
+            "SlurmCluster: access to a namespaceSelector of empty lists",
+            json!({"access": [{"slurmUser": "alice",
+                   "namespaceSelector": {"matchLabels": {}, "matchExpressions": []}}]}),
+            "namespaceSelector must name labels",
+        ),
+        c(
             "SlurmCluster: Secret name not a DNS name",
             json!({"auth": {"jwt": {"keySecretRef": {"name": "Slurm_JWT"}}}}),
             "spec.auth.jwt.keySecretRef.name in body should match",

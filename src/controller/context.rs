@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use chrono::{DateTime, Utc};
+use kube::Resource;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::Store;
 
@@ -69,6 +70,35 @@ impl SlurmJobCaches {
     /// second waiter on a store's readiness could take the controller's own wake-up).
     pub fn mark_listed(&self) {
         self.listed.store(true, Ordering::Release);
+    }
+
+    /// The SlurmJobs (`namespace/name`) naming the SlurmCluster `cluster` whose status records a
+    /// Slurm job that has not ended, by their own word (no index asked: the question is whether
+    /// the cluster the index would come from is still theirs). `None` until every cache has had
+    /// its first list.
+    pub fn with_live_jobs(&self, cluster: &str) -> Option<Vec<String>> {
+        let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
+        if !stores.is_empty() && !self.listed.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(
+            stores
+                .iter()
+                .flat_map(|(store, _)| store.state())
+                .filter(|job| {
+                    job.cluster_name() == cluster
+                        && job.job_id().is_some()
+                        && !job.phase().unwrap_or_default().is_terminal()
+                })
+                .map(|job| {
+                    format!(
+                        "{}/{}",
+                        job.meta().namespace.as_deref().unwrap_or_default(),
+                        job.meta().name.as_deref().unwrap_or_default()
+                    )
+                })
+                .collect(),
+        )
     }
 
     /// The SlurmJobs (`namespace/name`) that still need `cluster`'s client; `None` until every

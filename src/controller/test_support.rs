@@ -197,7 +197,8 @@ impl ApiServerVerifier {
     }
 
     /// An Event about `cluster` (`events.k8s.io/v1`; a cluster-scoped object's Events go to
-    /// `default`). Returns the Event's body.
+    /// `default`): a new one, or the next of a series the recorder saw before (a patch of it).
+    /// Returns the Event's body.
     pub async fn expect_event(
         &mut self,
         cluster: &SlurmCluster,
@@ -205,14 +206,15 @@ impl ApiServerVerifier {
         reason: &str,
     ) -> Value {
         let (call, send) = self.next().await;
-        assert_eq!(call.method, Method::POST, "{call:?}");
-        assert_eq!(
-            call.path,
-            format!(
-                "/apis/events.k8s.io/v1/namespaces/{}/events",
-                cluster.namespace().unwrap_or_else(|| "default".into())
-            )
+        let events = format!(
+            "/apis/events.k8s.io/v1/namespaces/{}/events",
+            cluster.namespace().unwrap_or_else(|| "default".into())
         );
+        match call.method {
+            Method::POST => assert_eq!(call.path, events),
+            Method::PATCH => assert!(call.path.starts_with(&format!("{events}/")), "{call:?}"),
+            _ => panic!("not an Event: {call:?}"),
+        }
         assert_eq!(call.body["type"], type_, "{:#}", call.body);
         assert_eq!(call.body["reason"], reason, "{:#}", call.body);
         assert_eq!(call.body["reportingController"], FIELD_MANAGER);

@@ -171,6 +171,14 @@ pub struct SlurmClusterSpec {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("size(self.namespaces) > 0 || has(self.namespaceSelector)")
     .message("access needs namespaces or a namespaceSelector"))]
+#[x_kube(validation = Rule::new(
+    "!has(self.namespaceSelector) \
+     || (has(self.namespaceSelector.matchLabels) && size(self.namespaceSelector.matchLabels) > 0) \
+     || (has(self.namespaceSelector.matchExpressions) && size(self.namespaceSelector.matchExpressions) > 0)")
+    .message("namespaceSelector must name labels (matchLabels or matchExpressions): an empty \
+              selector grants every namespace, kube-system and the operator's own included; to \
+              grant every namespace on purpose, select it: matchExpressions: [{key: \
+              kubernetes.io/metadata.name, operator: Exists}]"))]
 pub struct ClusterAccess {
     /// Namespaces, by name, this entry grants the cluster to.
     #[serde(default)]
@@ -180,6 +188,8 @@ pub struct ClusterAccess {
     pub namespaces: Vec<String>,
 
     /// Namespaces, by label, this entry grants the cluster to (in addition to `namespaces`).
+    /// It must name labels: an empty selector, which would match every namespace, is refused
+    /// (and grants nothing should one get past admission).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<LabelSelector>,
 
@@ -425,7 +435,10 @@ pub struct SlurmClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// `ClusterName` from slurm.conf, as reported by slurmrestd.
+    /// `ClusterName` from slurm.conf of the Slurm cluster last reached, as reported by
+    /// slurmrestd; kept while it cannot be reached. The job ids the SlurmJobs of this SlurmCluster
+    /// record are that cluster's: while any has not ended, the operator does not follow
+    /// `spec.endpoint` to another Slurm cluster (reason `SlurmClusterChanged`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_name: Option<String>,
 

@@ -54,9 +54,9 @@ use super::kit::{self, Backoffs};
 use super::{Context, DeletedCluster};
 use crate::crd::{CREDENTIALS_LABEL, SlurmCluster, SlurmClusterSpec};
 use crate::error_chain::Chain;
-use crate::slurm::SlurmError;
 use crate::slurm::tag::TagKey;
 use crate::slurm::types::{Changes, NodeCounts};
+use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::{Health, SlurmEvent};
 use crate::state::registry::{ClusterHandle, ClusterRegistry, Upserted};
 
@@ -126,6 +126,19 @@ pub enum Error {
          deleted yet (or scale them to 0) for the SlurmCluster to go"
     )]
     InUseByNodeSets(String),
+    #[error(
+        "spec.endpoint now reaches the Slurm cluster {now:?}, not {was:?}, where {holders} still \
+         have jobs or nodes: through it their job ids and node names would name the other \
+         cluster's, and their jobs would be judged lost and never cancelled, so the operator does not \
+         connect through it (a connection to {was:?} there was stays). Point spec.endpoint \
+         back at {was:?}'s slurmrestd; or let those finish, or delete them, first (with the \
+         annotation slurm.rs/skip-cancel=true if {was:?} is gone for good)"
+    )]
+    ClusterChanged {
+        was: String,
+        now: String,
+        holders: String,
+    },
 }
 
 impl Error {
@@ -147,6 +160,7 @@ impl Error {
             Self::SlurmJobsNotListed => "SlurmJobsNotListed",
             Self::InUse(_) => "InUseBySlurmJobs",
             Self::InUseByNodeSets(_) => "InUseBySlurmNodeSets",
+            Self::ClusterChanged { .. } => status::CLUSTER_CHANGED,
         }
     }
 
@@ -205,6 +219,12 @@ pub fn error_policy(cluster: Arc<SlurmCluster>, error: &Error, ctx: Arc<Context>
             return Action::requeue(USERS_RETRY);
         }
         Error::SlurmJobsNotListed => return Action::requeue(USERS_RETRY),
+        // Waits for the admin or for the holders' jobs to end: looked at again calmly (each
+        // look asks the new endpoint who it is).
+        Error::ClusterChanged { holders, .. } => {
+            warn!(name, %holders, error = %error, "SlurmCluster's endpoint reaches another Slurm cluster");
+            return Action::requeue(IDENTITY_RETRY);
+        }
         _ => {}
     }
     if error.is_invalid_spec() {
@@ -251,6 +271,7 @@ async fn apply(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error> {
                     authenticated,
                 } => Failure::slurm(source, *authenticated),
                 Error::PollerDown { reason, message } => Failure::poller(reason, message),
+                Error::ClusterChanged { .. } => Failure::cluster_changed(error.to_string()),
                 // Trouble with the Kubernetes API: nothing new to say in the status.
                 _ => return Err(error),
             };
@@ -299,8 +320,96 @@ async fn connect(
 ) -> Result<Connected, Error> {
     let (plan, _) = register(cluster, key, ctx).await?;
     let handle = ctx.clusters.get(key).ok_or(Error::RegistrationLost)?;
-    let _io = handle.try_io().ok_or(Error::ClusterBusy)?;
-    check(&handle, plan.auth.describe(), &ctx.tag_key).await
+    let connected = {
+        let _io = handle.try_io().ok_or(Error::ClusterBusy)?;
+        check(&handle, plan.auth.describe(), &ctx.tag_key).await?
+    };
+    // Connected without knowing whom it reaches (its endpoint did not answer then), or the
+    // same endpoint serves another Slurm cluster since (an address moved to another
+    // slurmrestd): its poller's index may be another cluster's, and goes.
+    if let Err(error) = same_cluster(cluster, &connected.info.cluster_name, ctx) {
+        if ctx.clusters.remove(key) {
+            warn!(
+                "removed the slurmrestd client and stopped the poller: it reaches another Slurm cluster"
+            );
+        }
+        return Err(error);
+    }
+    Ok(connected)
+}
+
+/// How often a SlurmCluster whose endpoint reaches another Slurm cluster looks again.
+const IDENTITY_RETRY: Duration = Duration::from_secs(30);
+
+/// Whether a connection may follow the spec to a slurmrestd that serves the Slurm cluster
+/// `now`: yes when the status recorded none or the same `ClusterName`, or when no SlurmJob
+/// has a job there that has not ended and no SlurmNodeSet has nodes there. Job ids and node
+/// names mean something only in their own cluster: through another one, the SlurmJobs' jobs
+/// would be judged lost (never cancelled) and the sets' drains would reach its nodes. An admin
+/// moving slurmrestd, or the same cluster's other slurmrestd, keeps the name.
+fn same_cluster(cluster: &SlurmCluster, now: &str, ctx: &Context) -> Result<(), Error> {
+    let Some(was) = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.cluster_name.as_deref())
+        .filter(|was| !was.is_empty() && !now.is_empty() && *was != now)
+    else {
+        return Ok(());
+    };
+    let mut holders = ctx
+        .slurmjobs
+        .with_live_jobs(&cluster.name_any())
+        .ok_or(Error::SlurmJobsNotListed)?;
+    holders.extend(ctx.nodesets.holding(cluster));
+    if holders.is_empty() {
+        info!(
+            was,
+            now,
+            "the SlurmCluster now reaches another Slurm cluster; nothing of ours was on the first"
+        );
+        return Ok(());
+    }
+    Err(Error::ClusterChanged {
+        was: was.to_owned(),
+        now: now.to_owned(),
+        holders: name_some(holders),
+    })
+}
+
+/// Before a connection moves to another endpoint (or is made at all) for a SlurmCluster whose
+/// status names its Slurm cluster: ask the endpoint whom it serves, and keep the connection
+/// there is (or none) when that is another cluster that [`same_cluster`] refuses. An endpoint
+/// that does not answer keeps a working connection where it is.
+async fn guard_move(
+    cluster: &SlurmCluster,
+    key: &ObjectRef<SlurmCluster>,
+    validated: &config::Validated,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let recorded = cluster
+        .status
+        .as_ref()
+        .is_some_and(|s| s.cluster_name.as_deref().is_some_and(|n| !n.is_empty()));
+    let current = ctx.clusters.get(key);
+    let moves = current
+        .as_ref()
+        .is_none_or(|handle| *handle.client.endpoint() != validated.client.endpoint);
+    if !recorded || !moves {
+        return Ok(());
+    }
+    let probe = SlurmClient::new(validated.client.clone(), Arc::clone(&validated.credentials))
+        .map_err(Error::CreateClient)?;
+    match probe.cluster_info().await {
+        Ok(info) => same_cluster(cluster, &info.cluster_name, ctx),
+        // Not answering: a working connection stays. A first one is made (its poller follows
+        // the outage and reconciles the SlurmJobs as soon as it ends), and every check asks
+        // again (`connect`).
+        Err(source) if current.is_some() => Err(Error::CheckCluster {
+            source,
+            authenticated: false,
+        }),
+        Err(_) => Ok(()),
+    }
 }
 
 /// Steps 1 to 4: validate, read, and register the connection, or follow what changed in the
@@ -315,6 +424,7 @@ async fn register(
         .map_err(Error::InvalidConfig)?;
     let sources = read_sources(&plan, &ctx.credentials_namespace, ctx).await?;
     let validated = plan.build(&sources).map_err(Error::InvalidConfig)?;
+    guard_move(cluster, key, &validated, ctx).await?;
     let upserted = ctx
         .clusters
         .upsert(

@@ -28,6 +28,8 @@ pub const CONNECTED: &str = "Connected";
 pub const TOKEN_ACCEPTED: &str = "TokenAccepted";
 /// Ready=False: slurmrestd answers but its slurmctld does not.
 pub const CONTROLLER_NOT_RESPONDING: &str = "ControllerNotResponding";
+/// The endpoint reaches another Slurm cluster than the one SlurmJobs or SlurmNodeSets still use.
+pub const CLUSTER_CHANGED: &str = "SlurmClusterChanged";
 
 /// A healthy SlurmCluster's `lastContactTime` is rewritten at most this often, so that reconciles in
 /// quick succession (a Secret event, a health event) do not each cause a status write.
@@ -239,6 +241,17 @@ impl Failure {
         self
     }
 
+    /// The endpoint answers for another Slurm cluster than the one still in use (`message`:
+    /// which, and what to do). Its answer came with the credentials accepted.
+    pub fn cluster_changed(message: String) -> Self {
+        Self {
+            reason: CLUSTER_CHANGED,
+            message,
+            auth: AuthState::Accepted,
+            waits_for_change: false,
+        }
+    }
+
     /// The cluster's poller reports slurmrestd down (`reason` is its error category).
     pub fn poller(reason: &'static str, message: &str) -> Self {
         let auth = match reason {
@@ -444,9 +457,12 @@ pub fn desired(
                 ),
             };
             condition::upsert(&mut conditions, auth);
+            // The Slurm cluster last reached stays named: a connection may follow the spec to
+            // another one only while nothing of ours is left there (`same_cluster`).
             SlurmClusterStatus {
                 conditions,
                 observed_generation: generation,
+                cluster_name: current.and_then(|c| c.cluster_name.clone()),
                 last_contact_time: previous_contact,
                 ..SlurmClusterStatus::default()
             }
@@ -1103,7 +1119,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_drops_observations_but_keeps_the_last_contact() {
+    fn a_failure_drops_observations_but_keeps_the_last_contact_and_cluster() {
         let ok = desired(None, Some(1), &connected(), at(100));
         let down = desired(
             Some(&ok),
@@ -1111,7 +1127,7 @@ mod tests {
             &failed("Unreachable", AuthState::Unknown),
             at(200),
         );
-        assert_eq!(down.cluster_name, None);
+        assert_eq!(down.cluster_name.as_deref(), Some("local"));
         assert_eq!(down.slurm_release, None);
         assert_eq!(down.nodes, None);
         assert!(down.partitions.is_empty());

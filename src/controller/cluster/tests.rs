@@ -1072,3 +1072,153 @@ async fn deletion_waits_for_the_slurmnodesets_that_still_need_it() {
     writer.apply_watcher_event(&watcher::Event::Apply(scaled_in));
     expect_released(cluster, &ctx, api).await;
 }
+
+/// A SlurmCluster whose status names the Slurm cluster its SlurmJobs' jobs are in does not
+/// follow its endpoint to another one while any of them has not ended (the real local Slurm
+/// stands for "another one": the status says `elsewhere`). Its first connection is not made,
+/// and one there is stays where it was; the status says why and names the SlurmJob. Once that
+/// job has ended, the connection follows and the status names the new cluster.
+#[tokio::test]
+async fn a_connection_never_follows_the_endpoint_to_another_slurm_cluster_in_use() {
+    let Some(slurm) = local_slurm() else { return };
+    let key_bytes = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
+    let real_name = slurm["SLURM_CLUSTER_NAME"].clone();
+    let (ctx, mut api) = Context::test();
+    let mut cluster = finalized(cluster("c8", &slurm["SLURM_REST_URL"]));
+    if let Some(jwt) = cluster.spec.auth.jwt.as_mut() {
+        jwt.user = slurm["SLURM_USER"].clone();
+    }
+    let cluster = with_status(
+        cluster,
+        crate::crd::SlurmClusterStatus {
+            cluster_name: Some("elsewhere".into()),
+            ..Default::default()
+        },
+    );
+    let key = ObjectRef::from_obj(&cluster);
+    let running = serde_json::json!({"phase": "Running", "jobId": 5, "observedGeneration": 1, "submittedGeneration": 1});
+    let ended = serde_json::json!({"phase": "Completed", "jobId": 6, "observedGeneration": 1, "submittedGeneration": 1});
+    let still_running = slurmjob("still-running", "c8", true, running.clone());
+    let mut writer = cached_slurmjobs(
+        &ctx,
+        vec![
+            still_running.clone(),
+            slurmjob("ended", "c8", true, ended),
+            slurmjob("other-cluster", "another", true, running),
+        ],
+    );
+    let ctx = Arc::new(ctx);
+
+    // No connection yet (an operator started after the admin's edit): none is made.
+    let expected = cluster.clone();
+    let secret = key_secret(&key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        let status = api.expect_status_apply(&expected).await;
+        api.expect_event(&expected, "Warning", "SlurmClusterChanged")
+            .await;
+        (api, status)
+    });
+    let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap_err();
+    let (mut api, status) = server.await.unwrap();
+    assert_eq!(error.category(), "SlurmClusterChanged");
+    assert_eq!(cond(&status, READY), ("False", "SlurmClusterChanged"));
+    let message = &condition::find(&status.conditions, READY).unwrap().message;
+    for part in [
+        "team/still-running",
+        "\"elsewhere\"",
+        &format!("{real_name:?}"),
+        "spec.endpoint",
+    ] {
+        assert!(message.contains(part), "{part}: {message}");
+    }
+    assert!(
+        !message.contains("ended") && !message.contains("other-cluster"),
+        "{message}"
+    );
+    assert_eq!(status.cluster_name.as_deref(), Some("elsewhere"));
+    assert!(!ctx.clusters.contains(&key), "no connection made");
+    assert_eq!(
+        error_policy(Arc::new(cluster.clone()), &error, ctx.clone()),
+        Action::requeue(IDENTITY_RETRY)
+    );
+
+    // A connection there is (to the Slurm cluster the SlurmJob's job is in) stays where it is.
+    register_unreachable(&ctx, &key);
+    let cluster = with_status(cluster, status);
+    let secret = key_secret(&key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        api
+    });
+    let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap_err();
+    let mut api = server.await.unwrap();
+    assert_eq!(error.category(), "SlurmClusterChanged");
+    let endpoint = ctx
+        .clusters
+        .get(&key)
+        .map(|h| h.client.endpoint().to_string());
+    assert_eq!(endpoint.as_deref(), Some("http://127.0.0.1:1/"));
+
+    // The job ended: the connection follows the endpoint, and the status the new cluster.
+    let mut done = still_running;
+    done.status.as_mut().unwrap().phase = crate::crd::slurmjob::Phase::Completed;
+    writer.apply_watcher_event(&watcher::Event::Apply(CachedSlurmJob::new(done).unwrap()));
+    let expected = cluster.clone();
+    let secret = key_secret(&key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        let status = api.expect_status_apply(&expected).await;
+        api.expect_event(&expected, "Normal", "Connected").await;
+        (api, status)
+    });
+    reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap();
+    let (mut api, status) = server.await.unwrap();
+    api.expect_no_more_calls().await;
+    assert_eq!(cond(&status, READY), ("True", "Connected"));
+    assert_eq!(status.cluster_name.as_deref(), Some(real_name.as_str()));
+    let endpoint = ctx
+        .clusters
+        .get(&key)
+        .map(|h| h.client.endpoint().to_string());
+    assert_eq!(
+        endpoint,
+        Some(format!(
+            "{}/",
+            slurm["SLURM_REST_URL"].trim_end_matches('/')
+        ))
+    );
+
+    // The same endpoint found serving another cluster than the status names (an address moved
+    // to another slurmrestd) while a job is live: its connection goes.
+    let pending = serde_json::json!({"phase": "Pending", "jobId": 7});
+    writer.apply_watcher_event(&watcher::Event::Apply(
+        CachedSlurmJob::new(slurmjob("again", "c8", true, pending)).unwrap(),
+    ));
+    let mut status = status;
+    status.cluster_name = Some("elsewhere".into());
+    let cluster = with_status(cluster, status);
+    let expected = cluster.clone();
+    let secret = key_secret(&key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        let status = api.expect_status_apply(&expected).await;
+        api.expect_event(&expected, "Warning", "SlurmClusterChanged")
+            .await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap_err();
+    let status = server.await.unwrap();
+    assert_eq!(error.category(), "SlurmClusterChanged");
+    assert_eq!(cond(&status, READY), ("False", "SlurmClusterChanged"));
+    assert!(!ctx.clusters.contains(&key), "its connection went");
+}

@@ -30,8 +30,14 @@ pub fn entry<'a>(
     cluster.spec.access.iter().find(|access| {
         access.namespaces.iter().any(|n| n == namespace)
             || access.namespace_selector.as_ref().is_some_and(|selector| {
-                // A selector the API server would not have accepted grants nothing.
-                Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(labels))
+                // A selector the API server would not have accepted grants nothing, nor does an
+                // empty one (refused at admission: it would match every namespace).
+                let empty = selector.match_labels.as_ref().is_none_or(|l| l.is_empty())
+                    && selector
+                        .match_expressions
+                        .as_ref()
+                        .is_none_or(|e| e.is_empty());
+                !empty && Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(labels))
             })
     })
 }

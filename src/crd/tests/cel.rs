@@ -177,6 +177,13 @@ fn cel_rules_are_where_expected() {
                 "access needs namespaces or a namespaceSelector"
             ),
             s(
+                ".spec.access[]",
+                "namespaceSelector must name labels (matchLabels or matchExpressions): an empty \
+                 selector grants every namespace, kube-system and the operator's own included; \
+                 to grant every namespace on purpose, select it: matchExpressions: [{key: \
+                 kubernetes.io/metadata.name, operator: Exists}]"
+            ),
+            s(
                 ".spec.access[].namespaces",
                 "namespaces must be namespace names: lowercase letters, digits and '-', at most 63"
             ),
@@ -472,6 +479,21 @@ fn cluster_rules() {
     c(
         json!({"access": [{"slurmUser": "alice"}]}),
         &["access needs namespaces or a namespaceSelector"],
+    );
+    // A selector that names nothing would grant every namespace.
+    for empty in [
+        json!({}),
+        json!({"matchLabels": {}, "matchExpressions": []}),
+    ] {
+        c(
+            json!({"access": [{"namespaceSelector": empty, "slurmUser": "alice"}]}),
+            &["namespaceSelector must name labels"],
+        );
+    }
+    c(
+        json!({"access": [{"namespaceSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "Exists"}]}, "slurmUser": "alice"}]}),
+        &[],
     );
     c(
         json!({"access": [{"namespaces": ["Team_A"], "slurmUser": "alice"}]}),

@@ -179,3 +179,26 @@ fn a_refusal_names_what_is_granted() {
          use one of team-a, shared"
     );
 }
+
+/// An empty selector matches every namespace in Kubernetes: refused at admission, and should
+/// one get past it (an older CRD), it grants nothing here.
+#[test]
+fn an_empty_namespace_selector_grants_nothing() {
+    for empty in [
+        json!({}),
+        json!({"matchLabels": {}, "matchExpressions": []}),
+    ] {
+        let everyone = cluster(json!([{"namespaceSelector": empty, "slurmUser": "alice"}]));
+        for namespace in ["kube-system", "team-a"] {
+            assert_eq!(
+                entry(&everyone, namespace, &labels(&[("team", "a")])),
+                None,
+                "{empty}: {namespace}"
+            );
+        }
+    }
+    let named = cluster(
+        json!([{"namespaceSelector": {"matchLabels": {"team": "a"}}, "slurmUser": "alice"}]),
+    );
+    assert!(entry(&named, "team-a", &labels(&[("team", "a")])).is_some());
+}
