@@ -711,14 +711,13 @@ pub fn to_cancel(
     {
         ids.push(id);
     }
-    for generation in [status.submitted_generation, status.observed_generation]
-        .into_iter()
-        .flatten()
-    {
-        if let Some(id) = submissions.get(&OwnerTag::new(uid, generation)) {
-            ids.push(id);
-        }
-    }
+    // Every generation's, not only those the status names: a status write that failed after a
+    // submit (or a cache that does not show it yet) names an earlier generation or none, and
+    // the index may not list the new job yet. Those the index shows ended need no cancel.
+    ids.extend(submissions.jobs_of(uid).into_iter().filter(|&id| {
+        let records = state.map(|s| s.job_records(id)).unwrap_or_default();
+        records.is_empty() || records.iter().any(|j| !j.state.base.is_finished())
+    }));
     if let Some(state) = state {
         ids.extend(
             state

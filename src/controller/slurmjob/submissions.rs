@@ -94,6 +94,18 @@ impl Submissions {
             .max()
     }
 
+    /// Every job id this process's submits for SlurmJob `uid` returned, any generation, lowest
+    /// tag first.
+    pub fn jobs_of(&self, uid: &str) -> Vec<u32> {
+        let map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
+        map.range(Self::tags_of(uid))
+            .filter_map(|(_, submitted)| match submitted {
+                Submitted::Job(id) => Some(*id),
+                Submitted::InDoubt(_) => None,
+            })
+            .collect()
+    }
+
     fn tags_of(uid: &str) -> std::ops::RangeInclusive<OwnerTag> {
         OwnerTag::new(uid, i64::MIN)..=OwnerTag::new(uid, i64::MAX)
     }

@@ -470,6 +470,30 @@ fn follow_and_cancel_see_only_jobs_that_are_ours() {
         to_cancel(uid, &status, Some(&s), &Submissions::default(), &KEY),
         vec![1]
     );
+    // What this process submitted, whatever generation the status names (its write failed, or
+    // the cache lags): a job the index does not show yet is cancelled too; one it shows ended is
+    // not, nor another SlurmJob's.
+    let submitted = Submissions::default();
+    submitted.record(&OwnerTag::new(uid, 7), 40);
+    submitted.record(&OwnerTag::new(uid, 8), 41);
+    submitted.record(&OwnerTag::new("v", 1), 42);
+    let mut ended = owned(40, &OwnerTag::new(uid, 7), "alice", None);
+    ended.state.base = crate::slurm::types::JobBaseState::Completed;
+    let with_ended = state(Some(1), vec![s.job_records(1)[0].clone(), ended]);
+    let written_before = SlurmJobStatus {
+        submitted_generation: Some(6),
+        observed_generation: Some(6),
+        ..Default::default()
+    };
+    assert_eq!(
+        to_cancel(uid, &written_before, Some(&with_ended), &submitted, &KEY),
+        vec![1, 41]
+    );
+    assert_eq!(
+        to_cancel(uid, &written_before, None, &submitted, &KEY),
+        vec![40, 41],
+        "no index: every job submitted, for cancel_owned to look at"
+    );
     // A status pointing at someone else's job mirrors nothing of it.
     let current = SlurmJobStatus {
         job_id: Some(3),
