@@ -421,8 +421,10 @@ where
             return Ok((next, Vec::new(), Again::Backoff));
         }
     };
-    let Some(record) = record else {
-        // Gone from slurmctld (ended and purged) or not ours: following it says which.
+    // Gone from slurmctld (ended and purged) or not ours: following it says which. Ended since
+    // the index's word (a cycle behind): no longer an edit of a running job but a re-run, which
+    // the end's report starts with this generation (still unobserved).
+    let Some(record) = record.filter(|job| !job.state.base.is_finished()) else {
         return Ok((next, Vec::new(), Again::After(WAIT_RETRY)));
     };
     // The namespace was mapped to another Slurm user since the submit: an edit would act as

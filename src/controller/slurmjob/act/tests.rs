@@ -745,6 +745,16 @@ async fn pending_job_to_edit(
     server: &wiremock::MockServer,
     client: Option<SlurmClient>,
 ) -> (World, SlurmJobStatus, SlurmJobSpec) {
+    job_to_edit(server, client, "job_pending.json").await
+}
+
+/// As [`pending_job_to_edit`], slurmctld answering the record of `fixture` (a recorded 24.11
+/// answer) while the index still says pending.
+async fn job_to_edit(
+    server: &wiremock::MockServer,
+    client: Option<SlurmClient>,
+    fixture: &str,
+) -> (World, SlurmJobStatus, SlurmJobSpec) {
     use wiremock::matchers::{method, path_regex};
     use wiremock::{Mock, ResponseTemplate};
 
@@ -754,9 +764,9 @@ async fn pending_job_to_edit(
     }
     let tag = OwnerTag::new("u", 1);
     let comment = world.key.comment(&tag, "alice");
-    let fixture = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/24.11/job_pending.json"
+    let fixture = format!(
+        "{}/tests/fixtures/24.11/{fixture}",
+        env!("CARGO_MANIFEST_DIR")
     );
     let mut answer: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
@@ -830,6 +840,42 @@ async fn an_edit_is_not_sent_as_a_user_the_namespace_is_no_longer_granted() {
     );
     assert!(step.notices.iter().any(|n| n.reason == "UserChanged"));
     assert_eq!(step.status.job_id, Some(7));
+}
+
+/// An edit that reaches slurmctld after the job ended there, while the index (a cycle behind)
+/// still says it runs: neither ignored as an edit of a running job nor sent as an update; the
+/// generation stays unobserved, so the end's report re-runs the job with it.
+#[tokio::test]
+async fn an_edit_that_finds_the_job_ended_waits_for_the_end_to_re_run_it() {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let server = MockServer::start().await;
+    let (world, status, mut edited) = job_to_edit(&server, None, "job_completed.json").await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
+    for change in ["in place", "re-run"] {
+        if change == "re-run" {
+            edited.script = "#!/bin/sh\nfalse\n".into();
+        }
+        let target = following("train", 2, &edited, &status);
+        let env = Env {
+            job_user: Some("alice"),
+            ..world.env(DateTime::from_timestamp(200, 0).unwrap())
+        };
+        let step = step(target, env, |_| None).await.unwrap();
+        assert_eq!(step.status.observed_generation, Some(1), "{change}");
+        assert!(
+            condition::find(&step.status.conditions, SPEC_APPLIED).is_none(),
+            "{change}: {:?}",
+            step.status.conditions
+        );
+        assert!(step.notices.is_empty(), "{change}: {:?}", step.notices);
+        assert_eq!(step.retry, Some(WAIT_RETRY), "{change}");
+    }
 }
 
 /// An edit whose update slurmrestd fails (not refuses) is tried again after the SlurmJob's
