@@ -410,8 +410,15 @@ pub fn summarize(status: SlurmJobStatus, generation: i64, now: Time) -> SlurmJob
     let observed = next.observed_generation.or(Some(generation));
     let ended = ending(&next, job_id);
     let ready = match phase {
-        // Set at the submit (`Submitted` or `Adopted`, with slurmrestd's warnings): kept.
-        Phase::Submitted if condition::is_true(&next.conditions, READY) => None,
+        // Set at the submit (`Submitted` or `Adopted`, with slurmrestd's warnings): kept. Not
+        // a running or ended run's, which a requeue takes back to `Submitted`.
+        Phase::Submitted
+            if condition::find(&next.conditions, READY).is_some_and(|c| {
+                c.status == "True" && matches!(c.reason.as_str(), "Submitted" | "Adopted")
+            }) =>
+        {
+            None
+        }
         Phase::Pending | Phase::Submitted => Some((
             true,
             "Submitted",
@@ -871,6 +878,25 @@ mod tests {
         assert_eq!(
             condition::find(&s.conditions, READY).unwrap().reason,
             "Running"
+        );
+
+        // Requeued (running or ended, then back to waiting): Ready says it waits again; the
+        // submit's own words stay only until the job first runs.
+        for earlier in [Phase::Running, Phase::Completed] {
+            let mut requeued = with(earlier);
+            requeued.phase = Phase::Submitted;
+            let s = summarize(requeued, 1, at(30));
+            let ready = condition::find(&s.conditions, READY).unwrap();
+            assert_eq!(
+                (ready.reason.as_str(), ready.message.as_str()),
+                ("Submitted", "Slurm job 7 is waiting to start"),
+                "{earlier}"
+            );
+        }
+        let kept = summarize(submitted.clone(), 1, at(30));
+        assert_eq!(
+            condition::find(&kept.conditions, READY).unwrap().message,
+            "submitted as Slurm job 7"
         );
     }
 
