@@ -203,6 +203,11 @@ where
             dedup(&mut step.notices);
             step.status = status::suspension(step.status, target_suspend(target), now(env));
             step.status = status::summarize(step.status, generation, now(env));
+            // The same wait again (every few seconds): what it found was said when it began
+            // (a job carrying the tag that is not adopted is found again at every look).
+            if step.status == current && step.retry.is_some() && !step.invalid {
+                step.notices.clear();
+            }
             Ok(step)
         }
         Decision::Rejected { .. } => Ok(Step {

@@ -157,6 +157,58 @@ async fn depending_on_itself_is_an_invalid_spec_not_an_endless_wait() {
     assert!(!step.invalid);
 }
 
+/// A SlurmJob waiting (here for a dependency) looks again every few seconds: a Slurm job
+/// carrying its tag that is not adopted is named once, when the wait begins, not at every look.
+#[tokio::test]
+async fn a_wait_that_goes_on_repeats_no_warning() {
+    let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+        "clusterName": "local",
+        "script": "#!/bin/sh\ntrue\n",
+        "dependsOn": [{"name": "missing"}],
+    }))
+    .unwrap();
+    let mut world = World::new(UNREACHABLE);
+    let alice = minted(UNREACHABLE);
+    // Bob's job with the generation's tag, signed for bob: not adoptable for alice.
+    let tag = OwnerTag::new("v", 1);
+    let forged = Job {
+        job_id: 9,
+        state: crate::slurm::types::JobState::from_strings(&["PENDING"]),
+        user_name: Some("bob".into()),
+        ..Job::bare().with_comment(world.key.comment(&tag, "bob"))
+    };
+    world.index = state(Some(101), vec![forged]);
+    let env = Env {
+        submitter: &alice,
+        ..world.env(DateTime::from_timestamp(200, 0).unwrap())
+    };
+    let target = |status| Target {
+        name: "train",
+        uid: "v",
+        generation: 1,
+        spec: &spec,
+        status,
+        created: None,
+        refusal: None,
+    };
+    let first = step(target(None), env, |_| None).await.unwrap();
+    let ready = condition::find(&first.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, "WaitingForDependencies");
+    let reasons: Vec<&str> = first.notices.iter().map(|n| &*n.reason).collect();
+    assert!(reasons.contains(&"TagNotAdopted"), "{reasons:?}");
+    assert_eq!(first.retry, Some(WAIT_RETRY));
+    let env = Env {
+        submitter: &alice,
+        ..world.env(DateTime::from_timestamp(203, 0).unwrap())
+    };
+    let again = step(target(Some(&first.status)), env, |_| None)
+        .await
+        .unwrap();
+    assert_eq!(again.status, first.status);
+    assert!(again.notices.is_empty(), "{:?}", again.notices);
+    assert_eq!(again.retry, Some(WAIT_RETRY));
+}
+
 /// An edit of a finished SlurmJob that cannot be submitted: the finished run goes to the
 /// history (nothing of it is lost), nothing is submitted, and the only Event is the
 /// InvalidSpec Warning — not a "Resubmitted ... running it again" that never happens.
