@@ -1104,7 +1104,22 @@ pub async fn follow_or_account(
         .unwrap_or(1);
     let tag = OwnerTag::new(uid, generation);
     match accounting_records(env.client, id, &tag, env.key, current, env.job_user).await {
-        Ok(Accounting::Records(records)) => (status::observe(current, &records), Again::Not),
+        Ok(Accounting::Records(records)) => {
+            let mut observed = status::observe(current, &records);
+            if !observed.phase.is_terminal() {
+                // slurmctld no longer has it, and accounting has no end for it: slurmdbd has
+                // not received the end yet (it was down), or never will (a runaway record).
+                // Looked at again at the resync; the status says what it waits for.
+                observed.state_reason = Some(format!(
+                    "Slurm job {job_id} left slurmctld, and accounting (slurmdbd) still lists it \
+                     {} with no end: waiting for slurmdbd to record how it ended. If it never \
+                     does, the record is a runaway job (`sacctmgr show runawayjobs` lists and \
+                     fixes them)",
+                    observed.phase
+                ));
+            }
+            (observed, Again::Not)
+        }
         Ok(Accounting::NoRecord) => (next, Again::Not),
         Ok(Accounting::Unavailable) => {
             let mut next = next;

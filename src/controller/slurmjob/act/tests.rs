@@ -1021,6 +1021,51 @@ async fn a_comment_less_accounting_record_is_the_jobs_only_for_its_granted_user(
     assert_eq!(phase(None).await, Phase::Lost, "no user granted");
 }
 
+/// A job that left slurmctld while accounting lists it running with no end (slurmdbd has not
+/// received the end, or never will: a runaway record): it stays as accounting says, and the
+/// status says what it waits for and what to do if that never comes.
+#[tokio::test]
+async fn a_job_gone_from_slurmctld_that_accounting_lists_running_says_so() {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let mut recorded: serde_json::Value =
+        serde_json::from_str(include_str!("slurmdb_job_uncommented.json")).unwrap();
+    let submitted = recorded["jobs"][0]["time"]["submission"].as_i64().unwrap();
+    recorded["jobs"][0]["state"]["current"] = serde_json::json!(["RUNNING"]);
+    recorded["jobs"][0]["time"]["end"] = 0.into();
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path_regex("^/slurmdb/v0.0.42/job/1/?$"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(&recorded))
+        .mount(&server)
+        .await;
+    let mut world = World::new(&server.uri());
+    world.index.jobs_synced_at = DateTime::from_timestamp(submitted + 60, 0);
+    let status = SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(1),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        submit_time: status::time(DateTime::from_timestamp(submitted, 0)),
+        tracked_since: status::time(DateTime::from_timestamp(submitted, 0)),
+        ..Default::default()
+    };
+    let spec = true_spec();
+    let target = following("plainname", 1, &spec, &status);
+    let env = Env {
+        job_user: Some("slurm"),
+        ..world.env(DateTime::from_timestamp(submitted + 70, 0).unwrap())
+    };
+    let step = step(target, env, |_| None).await.unwrap();
+    assert_eq!(step.status.phase, Phase::Running);
+    let reason = step.status.state_reason.unwrap_or_default();
+    assert!(
+        reason.contains("still lists it Running with no end") && reason.contains("runawayjobs"),
+        "{reason}"
+    );
+}
+
 /// A job that left slurmctld while accounting fails to answer (not "no such job", not "no
 /// accounting"): the status stays as it was, neither `Lost` nor guessed, and the step comes
 /// back after the SlurmJob's growing backoff, not every few seconds with a WARN each time.
