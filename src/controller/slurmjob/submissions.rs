@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
-use crate::crd::slurmjob::SlurmJobStatus;
+use crate::crd::slurmjob::{Phase, SlurmJobStatus};
 use crate::slurm::tag::OwnerTag;
 
 /// Jobs this process submitted, by tag: covers the time between a submit and the next index
@@ -168,16 +168,18 @@ impl TakenOn {
     }
 }
 
-/// What a status says of its submits: the job id, the generation Slurm refused, and the
-/// generation the status answers for. A reconcile working from an older one would submit
-/// again: after a refusal; or after an edit of a running job, applied in place or set aside
-/// (`SpecApplied`), once the job has ended: from the status before the edit, the edit looks
-/// like one of a finished job, which runs it again.
+/// What a status says of its submits and its job: the job id, the generation Slurm refused,
+/// the generation the status answers for, and the phase. A reconcile working from an older one
+/// would submit again: after a refusal; or after an edit of a running job, applied in place or
+/// set aside (`SpecApplied`), once the job has ended: from the status before the edit, the edit
+/// looks like one of a finished job, which runs it again. From an older phase it would write
+/// the transition again and announce it a second time (`Started`, `Finished`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Outcome {
     pub job_id: Option<i64>,
     pub rejected_generation: Option<i64>,
     pub observed_generation: Option<i64>,
+    pub phase: Phase,
 }
 
 impl Outcome {
@@ -186,6 +188,7 @@ impl Outcome {
             job_id: status.job_id,
             rejected_generation: status.rejected_generation,
             observed_generation: status.observed_generation,
+            phase: status.phase,
         }
     }
 }
@@ -378,5 +381,18 @@ mod tests {
             "the cache still at the generation before the edit"
         );
         assert!(!writes.cache_lags("a", observed(2), t0), "shown");
+
+        // A transition of the same run (it started): a reconcile from the phase before would
+        // write and announce it again.
+        let phase = |phase: Phase| Outcome {
+            phase,
+            ..observed(2)
+        };
+        writes.record("a", phase(Phase::Running), t0);
+        assert!(
+            writes.cache_lags("a", phase(Phase::Pending), t0),
+            "the cache still before the start"
+        );
+        assert!(!writes.cache_lags("a", phase(Phase::Running), t0), "shown");
     }
 }
