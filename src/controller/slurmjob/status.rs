@@ -99,7 +99,19 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
         return next;
     };
     next.phase = phase;
-    next.array_tasks = Some(array_tasks(records));
+    let mut tasks = array_tasks(records);
+    // What accounting said a finished task used (`with_usage`, asked once per ended run) stays:
+    // the records seen here carry none.
+    if let Some(before) = &next.array_tasks {
+        for task in tasks.tasks.iter_mut().filter(|t| t.exit_code.is_some()) {
+            task.usage = before
+                .tasks
+                .iter()
+                .find(|b| b.task_id == task.task_id && b.exit_code.is_some())
+                .and_then(|b| b.usage.clone());
+        }
+    }
+    next.array_tasks = Some(tasks);
     if let Some((summary, by_task)) = usage::of_records(records) {
         next = with_usage(next, summary, &by_task);
     }
@@ -1045,6 +1057,38 @@ mod tests {
         );
         assert_eq!(s.nodes.as_deref(), Some("n1,n2"));
         assert_eq!(s.slurm_state, vec!["COMPLETED", "FAILED"]);
+
+        // Accounting's usage of each task (asked once, at the end) stays through the next
+        // observation of the same records, which carry none; a task that runs again drops its.
+        let used = |cpus: u32| crate::crd::slurmjob::JobUsage {
+            allocated_tres: Some(format!("cpu={cpus}")),
+            ..Default::default()
+        };
+        let by_task = BTreeMap::from([(0, used(10)), (2, used(20))]);
+        let with = with_usage(s, used(30), &by_task);
+        let again = observe(&with, &done);
+        let usage_of = |s: &SlurmJobStatus, id: i32| {
+            let tasks = s.array_tasks.as_ref().unwrap();
+            tasks
+                .tasks
+                .iter()
+                .find(|t| t.task_id == id)
+                .unwrap()
+                .usage
+                .clone()
+        };
+        assert_eq!(usage_of(&again, 0), Some(used(10)));
+        assert_eq!(usage_of(&again, 2), Some(used(20)));
+        assert_eq!(usage_of(&again, 1), None);
+        let requeued = [
+            task(0, &["PENDING"], None),
+            task(1, &["COMPLETED"], Some(0)),
+            task(2, &["FAILED"], Some(1)),
+            task(3, &["COMPLETED"], Some(0)),
+        ];
+        let s = observe(&again, &requeued);
+        assert_eq!(usage_of(&s, 0), None);
+        assert_eq!(usage_of(&s, 2), Some(used(20)));
     }
 
     #[test]
