@@ -223,7 +223,7 @@ async fn a_rejected_partition_stalls_at_once_and_is_not_resubmitted_until_the_sp
 /// Issue 18 through the operator binary and the API server: a SlurmJob applied with
 /// `suspend: true` is submitted held (as its namespace's Slurm user, alice); one server-side
 /// apply that sets `suspend: false` and a shorter `timeLimit` releases the same job and changes
-/// its limit in place (`SpecApplied=True/UpdatedInPlace`, one submit in all); it runs, and its
+/// its limit in place, leaving its account as it was though the grant's first account changed (`SpecApplied=True/UpdatedInPlace`, one submit in all); it runs, and its
 /// status keeps what it used, from accounting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suspended_job_is_released_and_edited_in_place_with_one_apply() {
@@ -282,6 +282,17 @@ async fn a_suspended_job_is_released_and_edited_in_place_with_one_apply() {
         reason(&held, SUSPENDED),
         Some(("True".into(), "JobHeldUser".into()))
     );
+    // The admin puts another account first in the grant meanwhile (one alice is not in): the
+    // edit below, which names no account, leaves the job's account as it is (it moved the job
+    // to the grant's new first account, which Slurm refused: UpdateRejected).
+    scenario::grant(
+        &harness.client,
+        &slurm,
+        json!({"namespaces": [NAMESPACE], "slurmUser": "alice", "accounts": ["team-b", "team-a"]}),
+    )
+    .await;
+    // The operator's SlurmCluster watch delivers it well within this.
+    tokio::time::sleep(Duration::from_secs(2)).await;
 
     jobs.patch(
         &name,
@@ -311,6 +322,7 @@ async fn a_suspended_job_is_released_and_edited_in_place_with_one_apply() {
         .unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].user_name.as_deref(), Some("alice"));
+    assert_eq!(records[0].account.as_deref(), Some("team-a"));
     assert_eq!(records[0].time_limit, Some(Duration::from_secs(300)));
     // What it used, once accounting has it (the same step as the end, or a few seconds on).
     let done = eventually("the job's usage", Duration::from_secs(60), || async {

@@ -444,13 +444,10 @@ async fn apply(
     }
     if matches!(decision, lifecycle::Decision::Edit { .. }) {
         match grant(job, namespace, data)? {
-            Ok(grant) => {
-                job_user = Some(grant.slurm_user);
-                let spec = spec.to_mut();
-                spec.account = grant.account;
-                spec.partition = grant.partition;
-                spec.qos = grant.qos;
-            }
+            // What the spec names (the grant allows it) is what the edit asks for; a field it
+            // leaves out keeps the job's value, not the grant's default of today (an admin's
+            // reordering of the grant's lists would move a waiting job at an unrelated edit).
+            Ok(grant) => job_user = Some(grant.slurm_user),
             Err(refusal) => {
                 // Refused the edit, the job is still followed as the entry's user's.
                 job_user = granted_user(job, namespace, data).ok().flatten();
