@@ -548,3 +548,40 @@ mod tests {
         assert!(job.get("tres_per_node").is_none(), "{job}");
     }
 }
+
+#[cfg(test)]
+mod accounting_tests {
+    use crate::slurm::fuzzing::{Decoded, Endpoint, decode};
+
+    /// A slurmdbd several clusters share answers with each one's job of an id: only the records
+    /// of the cluster this slurmrestd serves (`meta.slurm.cluster`) are its jobs. slurmrestd
+    /// 24.11's recorded answer, with a second record made another cluster's.
+    #[test]
+    fn accounting_keeps_only_the_records_of_its_own_cluster() {
+        let mut answer: serde_json::Value = serde_json::from_str(include_str!(
+            "../../controller/slurmjob/act/slurmdb_job_uncommented.json"
+        ))
+        .unwrap();
+        assert_eq!(answer["meta"]["slurm"]["cluster"], "local");
+        let mut other = answer["jobs"][0].clone();
+        other["cluster"] = "elsewhere".into();
+        other["user"] = "mallory".into();
+        answer["jobs"].as_array_mut().unwrap().push(other);
+        let users = |answer: &serde_json::Value| {
+            let body = serde_json::to_vec(answer).unwrap();
+            let Ok(Decoded::Accounting(jobs)) = decode(Endpoint::Accounting, 200, &body) else {
+                panic!("not decoded as accounting records");
+            };
+            jobs.into_iter()
+                .map(|j| j.user_name.unwrap_or_default())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(users(&answer), ["slurm"]);
+        // An answer that does not say which cluster it serves keeps every record.
+        answer["meta"]["slurm"]
+            .as_object_mut()
+            .unwrap()
+            .remove("cluster");
+        assert_eq!(users(&answer), ["slurm", "mallory"]);
+    }
+}

@@ -204,7 +204,7 @@ impl Api {
                 || self.0.slurmdb_get_job(&id),
             )
             .await?;
-        Ok(accounting_jobs(resp.jobs))
+        Ok(accounting_jobs(resp.jobs, &resp.meta))
     }
 
     pub(crate) async fn accounting_jobs_named(
@@ -220,7 +220,7 @@ impl Api {
                 || self.0.slurmdb_get_jobs(Some(name)),
             )
             .await?;
-        Ok(accounting_jobs(resp.jobs))
+        Ok(accounting_jobs(resp.jobs, &resp.meta))
     }
 
     /// `/jobs/state/` for `ids` (repeated `job_id` parameters), or for every job without.
@@ -575,10 +575,23 @@ fn job(j: api::JobInfo) -> Job {
 /// Job records from slurmdbd (`/slurmdb/.../job(s)`), in the same domain type as slurmctld's.
 /// slurmdbd's shape differs: `state: {current, reason}`, times under `time` as plain seconds,
 /// the comment under `comment.job` (stored only with `AccountingStoreFlags=job_comment`).
-fn accounting_jobs(jobs: Option<api::JobList>) -> Vec<Job> {
+///
+/// Only the records of the Slurm cluster this slurmrestd serves (the answer's
+/// `meta.slurm.cluster`): a slurmdbd that several clusters share keeps each one's jobs, and a
+/// job id (or name) of another cluster names another job. A record or answer that names no
+/// cluster is kept.
+fn accounting_jobs(jobs: Option<api::JobList>, meta: &Option<api::OpenapiMeta>) -> Vec<Job> {
+    let own = meta
+        .as_ref()
+        .and_then(|m| m.slurm.as_ref())
+        .and_then(|s| non_empty(&s.cluster));
     jobs.map(|j| j.0)
         .unwrap_or_default()
         .into_iter()
+        .filter(|j| match (&own, non_empty(&j.cluster)) {
+            (Some(own), Some(theirs)) => *own == theirs,
+            _ => true,
+        })
         .map(accounting_job)
         .collect()
 }
@@ -819,7 +832,7 @@ pub(crate) fn decode(
         }
         Endpoint::Accounting => {
             let resp: api::OpenapiSlurmdbdJobsResp = check.decode("accounting_job", job_subject)?;
-            Decoded::Accounting(accounting_jobs(resp.jobs))
+            Decoded::Accounting(accounting_jobs(resp.jobs, &resp.meta))
         }
     })
 }
