@@ -41,9 +41,28 @@ pub struct ClusterHandle {
     pub index: IndexReader,
     /// The connection's request slots ([`IO_PER_CONNECTION`]), shared by the SlurmClusters on it.
     io: Arc<RequestSlots>,
+    /// The Slurm cluster (`ClusterName`) the SlurmCluster controller found this connection to
+    /// serve, once it has looked.
+    identity: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl ClusterHandle {
+    /// The Slurm cluster this connection was found to serve, if it was looked at.
+    pub fn confirmed_cluster(&self) -> Option<String> {
+        self.identity
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// This connection serves the Slurm cluster `name`.
+    pub fn confirm_cluster(&self, name: &str) {
+        *self
+            .identity
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(name.to_owned());
+    }
+
     /// A request slot on this cluster's connection, if one is free now. Hold it while calling
     /// slurmrestd; `None`: requeue and try again soon, do not wait in a reconcile slot.
     pub fn try_io(&self) -> Option<RequestSlot> {
@@ -300,6 +319,7 @@ impl ClusterRegistry {
                         client,
                         index,
                         io: RequestSlots::new(IO_PER_CONNECTION),
+                        identity: Arc::default(),
                     },
                     settings,
                     credentials,

@@ -130,7 +130,8 @@ pub enum Error {
         "spec.endpoint now reaches the Slurm cluster {now:?}, not {was:?}, where {holders} still \
          have jobs or nodes: through it their job ids and node names would name the other \
          cluster's, and their jobs would be judged lost and never cancelled, so the operator does not \
-         connect through it (a connection to {was:?} there was stays). Point spec.endpoint \
+         use it (a connection it has to another endpoint stays as it was; without one, those \
+         SlurmJobs wait, ClusterNotReady). Point spec.endpoint \
          back at {was:?}'s slurmrestd; or let those finish, or delete them, first (with the \
          annotation slurm.rs/skip-cancel=true if {was:?} is gone for good)"
     )]
@@ -326,14 +327,24 @@ async fn connect(
     };
     // Connected without knowing whom it reaches (its endpoint did not answer then), or the
     // same endpoint serves another Slurm cluster since (an address moved to another
-    // slurmrestd): its poller's index may be another cluster's, and goes.
-    if let Err(error) = same_cluster(cluster, &connected.info.cluster_name, ctx) {
-        if ctx.clusters.remove(key) {
-            warn!(
-                "removed the slurmrestd client and stopped the poller: it reaches another Slurm cluster"
-            );
+    // slurmrestd): its poller's index may be another cluster's, and goes. A connection found
+    // to serve this very cluster before is not judged by the status again (a status write
+    // that failed after a move still names the cluster before it).
+    let now = &connected.info.cluster_name;
+    if handle.confirmed_cluster().as_deref() != Some(now.as_str()) {
+        match same_cluster(cluster, now, ctx) {
+            Ok(()) => handle.confirm_cluster(now),
+            Err(error @ Error::ClusterChanged { .. }) => {
+                if ctx.clusters.remove(key) {
+                    warn!(
+                        "removed the slurmrestd client and stopped the poller: it reaches \
+                         another Slurm cluster"
+                    );
+                }
+                return Err(error);
+            }
+            Err(error) => return Err(error),
         }
-        return Err(error);
     }
     Ok(connected)
 }
@@ -356,11 +367,7 @@ fn same_cluster(cluster: &SlurmCluster, now: &str, ctx: &Context) -> Result<(), 
     else {
         return Ok(());
     };
-    let mut holders = ctx
-        .slurmjobs
-        .with_live_jobs(&cluster.name_any())
-        .ok_or(Error::SlurmJobsNotListed)?;
-    holders.extend(ctx.nodesets.holding(cluster));
+    let holders = holders(cluster, ctx)?;
     if holders.is_empty() {
         info!(
             was,
@@ -376,16 +383,29 @@ fn same_cluster(cluster: &SlurmCluster, now: &str, ctx: &Context) -> Result<(), 
     })
 }
 
+/// The SlurmJobs with jobs that have not ended, and the SlurmNodeSets with nodes, that use
+/// `cluster` (`namespace/name`).
+fn holders(cluster: &SlurmCluster, ctx: &Context) -> Result<Vec<String>, Error> {
+    let mut holders = ctx
+        .slurmjobs
+        .with_live_jobs(&cluster.name_any())
+        .ok_or(Error::SlurmJobsNotListed)?;
+    holders.extend(ctx.nodesets.holding(cluster));
+    Ok(holders)
+}
+
 /// Before a connection moves to another endpoint (or is made at all) for a SlurmCluster whose
 /// status names its Slurm cluster: ask the endpoint whom it serves, and keep the connection
 /// there is (or none) when that is another cluster that [`same_cluster`] refuses. An endpoint
-/// that does not answer keeps a working connection where it is.
+/// that does not answer keeps a working connection where it is, and gets none while something
+/// still uses the cluster (its poller's first answers could reach the SlurmJobs before a check
+/// could tell whom it serves). Returns the cluster the endpoint was found to serve.
 async fn guard_move(
     cluster: &SlurmCluster,
     key: &ObjectRef<SlurmCluster>,
     validated: &config::Validated,
     ctx: &Context,
-) -> Result<(), Error> {
+) -> Result<Option<String>, Error> {
     let recorded = cluster
         .status
         .as_ref()
@@ -395,20 +415,22 @@ async fn guard_move(
         .as_ref()
         .is_none_or(|handle| *handle.client.endpoint() != validated.client.endpoint);
     if !recorded || !moves {
-        return Ok(());
+        return Ok(None);
     }
     let probe = SlurmClient::new(validated.client.clone(), Arc::clone(&validated.credentials))
         .map_err(Error::CreateClient)?;
     match probe.cluster_info().await {
-        Ok(info) => same_cluster(cluster, &info.cluster_name, ctx),
-        // Not answering: a working connection stays. A first one is made (its poller follows
-        // the outage and reconciles the SlurmJobs as soon as it ends), and every check asks
-        // again (`connect`).
-        Err(source) if current.is_some() => Err(Error::CheckCluster {
+        Ok(info) => {
+            same_cluster(cluster, &info.cluster_name, ctx)?;
+            Ok(Some(info.cluster_name))
+        }
+        // Not answering, with nothing of ours to judge wrongly: a first connection is made
+        // (its poller follows the outage and reconciles at its end) and its check asks.
+        Err(_) if current.is_none() && holders(cluster, ctx)?.is_empty() => Ok(None),
+        Err(source) => Err(Error::CheckCluster {
             source,
             authenticated: false,
         }),
-        Err(_) => Ok(()),
     }
 }
 
@@ -424,7 +446,7 @@ async fn register(
         .map_err(Error::InvalidConfig)?;
     let sources = read_sources(&plan, &ctx.credentials_namespace, ctx).await?;
     let validated = plan.build(&sources).map_err(Error::InvalidConfig)?;
-    guard_move(cluster, key, &validated, ctx).await?;
+    let probed = guard_move(cluster, key, &validated, ctx).await?;
     let upserted = ctx
         .clusters
         .upsert(
@@ -449,6 +471,9 @@ async fn register(
         }
         Upserted::CredentialsRotated => debug!("credentials refreshed in the running client"),
         Upserted::Unchanged => {}
+    }
+    if let (Some(name), Some(handle)) = (probed, ctx.clusters.get(key)) {
+        handle.confirm_cluster(&name);
     }
     // The Lease lost while this reconcile read the Secrets: the replica drops its connections
     // once it sees the loss, so a registration made before this check goes with them, and one

@@ -416,7 +416,9 @@ pub fn desired(
             SlurmClusterStatus {
                 conditions,
                 observed_generation: generation,
-                cluster_name: non_empty(&c.info.cluster_name),
+                // A slurmrestd that names no cluster says nothing of which one it is.
+                cluster_name: non_empty(&c.info.cluster_name)
+                    .or_else(|| current.and_then(|c| c.cluster_name.clone())),
                 slurm_release: non_empty(&c.info.release),
                 api_version: non_empty(&c.info.api_version),
                 nodes: Some(node_counts(&c.nodes)),

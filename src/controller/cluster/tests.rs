@@ -1195,15 +1195,33 @@ async fn a_connection_never_follows_the_endpoint_to_another_slurm_cluster_in_use
         ))
     );
 
-    // The same endpoint found serving another cluster than the status names (an address moved
-    // to another slurmrestd) while a job is live: its connection goes.
+    // A job live in the new cluster, and a status that still names the one before (its write
+    // after the move failed, or the cache lags): the connection, found to serve this cluster,
+    // stays; the status is put right.
     let pending = serde_json::json!({"phase": "Pending", "jobId": 7});
     writer.apply_watcher_event(&watcher::Event::Apply(
         CachedSlurmJob::new(slurmjob("again", "c8", true, pending)).unwrap(),
     ));
-    let mut status = status;
-    status.cluster_name = Some("elsewhere".into());
-    let cluster = with_status(cluster, status);
+    let mut stale = status.clone();
+    stale.cluster_name = Some("elsewhere".into());
+    let cluster = with_status(cluster, stale);
+    let expected = cluster.clone();
+    let secret = key_secret(&key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        let status = api.expect_status_apply(&expected).await;
+        (api, status)
+    });
+    reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap();
+    let (mut api, fixed) = server.await.unwrap();
+    assert_eq!(fixed.cluster_name.as_deref(), Some(real_name.as_str()));
+    assert!(ctx.clusters.contains(&key));
+
+    // The same endpoint found serving another cluster than the one it served (an address
+    // moved to another slurmrestd) while a job is live: its connection goes.
+    ctx.clusters.get(&key).unwrap().confirm_cluster("elsewhere");
     let expected = cluster.clone();
     let secret = key_secret(&key_bytes);
     let server = tokio::spawn(async move {
@@ -1211,14 +1229,46 @@ async fn a_connection_never_follows_the_endpoint_to_another_slurm_cluster_in_use
         let status = api.expect_status_apply(&expected).await;
         api.expect_event(&expected, "Warning", "SlurmClusterChanged")
             .await;
-        api.expect_no_more_calls().await;
-        status
+        (api, status)
     });
     let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
         .await
         .unwrap_err();
-    let status = server.await.unwrap();
+    let (mut api, status) = server.await.unwrap();
     assert_eq!(error.category(), "SlurmClusterChanged");
     assert_eq!(cond(&status, READY), ("False", "SlurmClusterChanged"));
     assert!(!ctx.clusters.contains(&key), "its connection went");
+
+    // No connection, an endpoint that does not answer, and a job live: none is made (its
+    // poller could judge the job by whatever answers there later). With no job live, one is.
+    let unreachable = with_status(
+        finalized(self::cluster("c8", "http://127.0.0.1:1")),
+        status.clone(),
+    );
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(key_secret(b"0123456789abcdef")))
+            .await;
+        api
+    });
+    let error = connect(&unreachable, &key, &ctx).await.unwrap_err();
+    let mut api = server.await.unwrap();
+    assert_eq!(error.category(), "Unreachable", "{error}");
+    assert!(!ctx.clusters.contains(&key));
+    for uid in ["still-running", "again"] {
+        writer.apply_watcher_event(&watcher::Event::Delete(
+            CachedSlurmJob::new(slurmjob(uid, "c8", true, serde_json::json!({}))).unwrap(),
+        ));
+    }
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(key_secret(b"0123456789abcdef")))
+            .await;
+        api
+    });
+    let error = connect(&unreachable, &key, &ctx).await.unwrap_err();
+    server.await.unwrap().expect_no_more_calls().await;
+    assert_eq!(error.category(), "Unreachable", "{error}");
+    assert!(
+        ctx.clusters.contains(&key),
+        "registered: its poller follows the outage"
+    );
 }
