@@ -409,11 +409,12 @@ where
     };
     // slurmctld's own record, not the index's (which may be a cycle old): what is sent is
     // what differs from it.
-    let record = match env.client.job(id).await {
+    let records: Vec<Job> = match env.client.job(id).await {
         Ok(records) => records
             .into_iter()
-            .find(|job| plan::is_followed(job, target.uid, env.key, env.job_user)),
-        Err(SlurmError::NotFound { .. }) => None,
+            .filter(|job| plan::is_followed(job, target.uid, env.key, env.job_user))
+            .collect(),
+        Err(SlurmError::NotFound { .. }) => Vec::new(),
         Err(error) => {
             let message = format!(
                 "generation {generation} is not applied to Slurm job {job_id} yet: reading the \
@@ -426,10 +427,18 @@ where
             return Ok((next, Vec::new(), Again::Backoff));
         }
     };
-    // Gone from slurmctld (ended and purged) or not ours: following it says which. Ended since
-    // the index's word (a cycle behind): no longer an edit of a running job but a re-run, which
-    // the end's report starts with this generation (still unobserved).
-    let Some(record) = record.filter(|job| !job.state.base.is_finished()) else {
+    // Gone from slurmctld (ended and purged) or not ours: following it says which, at its own
+    // pace (a job accounting still lists running would otherwise be read every few seconds).
+    if records.is_empty() {
+        return Ok((next, Vec::new(), Again::Not));
+    }
+    // Every record (an array's tasks) ended since the index's word (a cycle behind): no longer
+    // an edit of a running job but a re-run, which the end's report starts with this
+    // generation (still unobserved).
+    let Some(record) = records
+        .into_iter()
+        .find(|job| !job.state.base.is_finished())
+    else {
         return Ok((next, Vec::new(), Again::After(WAIT_RETRY)));
     };
     // The namespace was mapped to another Slurm user since the submit: an edit would act as

@@ -711,13 +711,25 @@ pub fn to_cancel(
     {
         ids.push(id);
     }
-    // Every generation's, not only those the status names: a status write that failed after a
-    // submit (or a cache that does not show it yet) names an earlier generation or none, and
-    // the index may not list the new job yet. Those the index shows ended need no cancel.
-    ids.extend(submissions.jobs_of(uid).into_iter().filter(|&id| {
-        let records = state.map(|s| s.job_records(id)).unwrap_or_default();
-        records.is_empty() || records.iter().any(|j| !j.state.base.is_finished())
-    }));
+    // Every generation's from the one the status names on, not only that one: a status write
+    // that failed after a submit (or a cache that does not show it yet) names an earlier
+    // generation or none, and the index may not list the new job yet. Earlier runs, the
+    // status's own run once it ended, and those the index shows ended need no cancel.
+    let from = status
+        .submitted_generation
+        .or(status.observed_generation)
+        .unwrap_or(i64::MIN);
+    let ended = status.job_id.filter(|_| status.phase.is_terminal());
+    ids.extend(
+        submissions
+            .jobs_of(uid, from)
+            .into_iter()
+            .filter(|&id| Some(i64::from(id)) != ended)
+            .filter(|&id| {
+                let records = state.map(|s| s.job_records(id)).unwrap_or_default();
+                records.is_empty() || records.iter().any(|j| !j.state.base.is_finished())
+            }),
+    );
     if let Some(state) = state {
         ids.extend(
             state

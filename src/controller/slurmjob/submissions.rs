@@ -94,11 +94,11 @@ impl Submissions {
             .max()
     }
 
-    /// Every job id this process's submits for SlurmJob `uid` returned, any generation, lowest
-    /// tag first.
-    pub fn jobs_of(&self, uid: &str) -> Vec<u32> {
+    /// Every job id this process's submits for SlurmJob `uid` returned, of generation `from` on,
+    /// lowest generation first.
+    pub fn jobs_of(&self, uid: &str, from: i64) -> Vec<u32> {
         let map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
-        map.range(Self::tags_of(uid))
+        map.range(OwnerTag::new(uid, from)..=OwnerTag::new(uid, i64::MAX))
             .filter_map(|(_, submitted)| match submitted {
                 Submitted::Job(id) => Some(*id),
                 Submitted::InDoubt(_) => None,

@@ -797,15 +797,16 @@ async fn pending_job_to_edit(
     server: &wiremock::MockServer,
     client: Option<SlurmClient>,
 ) -> (World, SlurmJobStatus, SlurmJobSpec) {
-    job_to_edit(server, client, "job_pending.json").await
+    job_to_edit(server, client, "job_pending.json", |_, _| {}).await
 }
 
 /// As [`pending_job_to_edit`], slurmctld answering the record of `fixture` (a recorded 24.11
-/// answer) while the index still says pending.
+/// answer), changed by `more` (given the tag's comment), while the index still says pending.
 async fn job_to_edit(
     server: &wiremock::MockServer,
     client: Option<SlurmClient>,
     fixture: &str,
+    more: impl FnOnce(&mut serde_json::Value, &str),
 ) -> (World, SlurmJobStatus, SlurmJobSpec) {
     use wiremock::matchers::{method, path_regex};
     use wiremock::{Mock, ResponseTemplate};
@@ -826,6 +827,7 @@ async fn job_to_edit(
     record["job_id"] = 7.into();
     record["user_name"] = "alice".into();
     record["comment"] = comment.clone().into();
+    more(&mut answer["body"], &comment);
     Mock::given(method("GET"))
         .and(path_regex("^/slurm/v0.0.42/job/7/?$"))
         .respond_with(ResponseTemplate::new(200).set_body_json(&answer["body"]))
@@ -903,7 +905,8 @@ async fn an_edit_that_finds_the_job_ended_waits_for_the_end_to_re_run_it() {
     use wiremock::{Mock, MockServer, ResponseTemplate};
 
     let server = MockServer::start().await;
-    let (world, status, mut edited) = job_to_edit(&server, None, "job_completed.json").await;
+    let (world, status, mut edited) =
+        job_to_edit(&server, None, "job_completed.json", |_, _| {}).await;
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(500))
         .expect(0)
@@ -928,6 +931,57 @@ async fn an_edit_that_finds_the_job_ended_waits_for_the_end_to_re_run_it() {
         assert!(step.notices.is_empty(), "{change}: {:?}", step.notices);
         assert_eq!(step.retry, Some(WAIT_RETRY), "{change}");
     }
+}
+
+/// An edit of an array whose first record in slurmctld's answer is a task that ended (still
+/// listed: `MinJobAge`) is applied to the tasks still waiting, not taken for the array's end.
+#[tokio::test]
+async fn an_edit_of_an_array_with_an_ended_task_reaches_the_waiting_ones() {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let server = MockServer::start().await;
+    let alice = SlurmClient::new(
+        crate::slurm::ClientConfig::new(&server.uri())
+            .unwrap()
+            .allow_plaintext(true)
+            .with_api_version(Some(crate::slurm::ApiVersion::V0_0_42)),
+        Arc::new(crate::slurm::Credentials::token("t", Some("alice".into())).unwrap()),
+    )
+    .unwrap();
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/24.11");
+    let ended: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{fixtures}/job_completed.json")).unwrap(),
+    )
+    .unwrap();
+    let (world, status, edited) =
+        job_to_edit(&server, Some(alice), "job_pending.json", |body, comment| {
+            let mut task = ended["body"]["jobs"][0].clone();
+            task["job_id"] = 8.into();
+            task["user_name"] = "alice".into();
+            task["comment"] = comment.into();
+            body["jobs"].as_array_mut().unwrap().insert(0, task);
+        })
+        .await;
+    Mock::given(method("POST"))
+        .and(path_regex("^/slurm/v0.0.42/job/7/?$"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(1..)
+        .mount(&server)
+        .await;
+    let target = following("train", 2, &edited, &status);
+    let env = Env {
+        job_user: Some("alice"),
+        ..world.env(DateTime::from_timestamp(200, 0).unwrap())
+    };
+    let step = step(target, env, |_| None).await.unwrap();
+    let applied = condition::find(&step.status.conditions, SPEC_APPLIED).unwrap();
+    assert_eq!(
+        (applied.status.as_str(), applied.reason.as_str()),
+        ("False", "UpdateFailed"),
+        "the update was sent: {}",
+        applied.message
+    );
 }
 
 /// An edit whose update slurmrestd fails (not refuses) is tried again after the SlurmJob's

@@ -477,6 +477,8 @@ fn follow_and_cancel_see_only_jobs_that_are_ours() {
     submitted.record(&OwnerTag::new(uid, 7), 40);
     submitted.record(&OwnerTag::new(uid, 8), 41);
     submitted.record(&OwnerTag::new("v", 1), 42);
+    // An earlier run (before the generation the status names): not looked at again.
+    submitted.record(&OwnerTag::new(uid, 2), 30);
     let mut ended = owned(40, &OwnerTag::new(uid, 7), "alice", None);
     ended.state.base = crate::slurm::types::JobBaseState::Completed;
     let with_ended = state(Some(1), vec![s.job_records(1)[0].clone(), ended]);
@@ -492,7 +494,19 @@ fn follow_and_cancel_see_only_jobs_that_are_ours() {
     assert_eq!(
         to_cancel(uid, &written_before, None, &submitted, &KEY),
         vec![40, 41],
-        "no index: every job submitted, for cancel_owned to look at"
+        "no index: every job submitted since, for cancel_owned to look at"
+    );
+    // The status's own run, ended: not a candidate, whatever the index holds.
+    let ended_run = SlurmJobStatus {
+        job_id: Some(41),
+        phase: Phase::Completed,
+        submitted_generation: Some(8),
+        observed_generation: Some(8),
+        ..Default::default()
+    };
+    assert_eq!(
+        to_cancel(uid, &ended_run, None, &submitted, &KEY),
+        Vec::<u32>::new()
     );
     // A status pointing at someone else's job mirrors nothing of it.
     let current = SlurmJobStatus {
