@@ -77,14 +77,8 @@ impl SlurmJobCaches {
     /// the cluster the index would come from is still theirs). `None` until every cache has had
     /// its first list.
     pub fn with_live_jobs(&self, cluster: &str) -> Option<Vec<String>> {
-        let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
-        if !stores.is_empty() && !self.listed.load(Ordering::Acquire) {
-            return None;
-        }
-        Some(
-            stores
-                .iter()
-                .flat_map(|(store, _)| store.state())
+        self.each_listed(|jobs, _| {
+            jobs.iter()
                 .filter(|job| {
                     job.cluster_name() == cluster
                         && job.job_id().is_some()
@@ -97,13 +91,22 @@ impl SlurmJobCaches {
                         job.meta().name.as_deref().unwrap_or_default()
                     )
                 })
-                .collect(),
-        )
+                .collect()
+        })
     }
 
     /// The SlurmJobs (`namespace/name`) that still need `cluster`'s client; `None` until every
     /// cache has had its first list (a process without SlurmJob controllers has none).
     pub fn holding(&self, cluster: &DeletedCluster<'_>, ctx: &Context) -> Option<Vec<String>> {
+        self.each_listed(|jobs, holding| holding(jobs, cluster, ctx))
+    }
+
+    /// What `names` finds in each cache (with its controller's rule), together; `None` until
+    /// every cache has had its first list.
+    fn each_listed(
+        &self,
+        names: impl Fn(&[Arc<CachedSlurmJob>], HoldsCluster) -> Vec<String>,
+    ) -> Option<Vec<String>> {
         let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
         if !stores.is_empty() && !self.listed.load(Ordering::Acquire) {
             return None;
@@ -111,7 +114,7 @@ impl SlurmJobCaches {
         Some(
             stores
                 .iter()
-                .flat_map(|(store, holding)| holding(&store.state(), cluster, ctx))
+                .flat_map(|(store, holding)| names(&store.state(), *holding))
                 .collect(),
         )
     }

@@ -42,25 +42,27 @@ pub struct ClusterHandle {
     /// The connection's request slots ([`IO_PER_CONNECTION`]), shared by the SlurmClusters on it.
     io: Arc<RequestSlots>,
     /// The Slurm cluster (`ClusterName`) the SlurmCluster controller found this connection to
-    /// serve, once it has looked.
-    identity: Arc<std::sync::Mutex<Option<String>>>,
+    /// serve, by SlurmCluster (each judges for itself: those sharing the connection may have
+    /// jobs in different places).
+    identity: Arc<std::sync::Mutex<HashMap<String, String>>>,
 }
 
 impl ClusterHandle {
-    /// The Slurm cluster this connection was found to serve, if it was looked at.
-    pub fn confirmed_cluster(&self) -> Option<String> {
+    /// The Slurm cluster the SlurmCluster `cluster` found this connection to serve, if it looked.
+    pub fn confirmed_cluster(&self, cluster: &str) -> Option<String> {
         self.identity
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+            .get(cluster)
+            .cloned()
     }
 
-    /// This connection serves the Slurm cluster `name`.
-    pub fn confirm_cluster(&self, name: &str) {
-        *self
-            .identity
+    /// The SlurmCluster `cluster` found this connection to serve the Slurm cluster `name`.
+    pub fn confirm_cluster(&self, cluster: &str, name: &str) {
+        self.identity
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(name.to_owned());
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(cluster.to_owned(), name.to_owned());
     }
 
     /// A request slot on this cluster's connection, if one is free now. Hold it while calling

@@ -140,6 +140,10 @@ pub enum Error {
         now: String,
         holders: String,
     },
+    /// The endpoint a connection would move to (or be made through) did not say which Slurm
+    /// cluster it serves, while something uses the cluster.
+    #[error("asking slurmrestd which Slurm cluster it serves failed")]
+    Unconfirmed(#[source] SlurmError),
 }
 
 impl Error {
@@ -149,7 +153,9 @@ impl Error {
             Self::InvalidConfig(e) => e.reason(),
             Self::ReadSecret { .. } => "ReadSecretFailed",
             Self::ReadConfigMap { .. } => "ReadConfigMapFailed",
-            Self::CreateClient(e) | Self::CheckCluster { source: e, .. } => e.category(),
+            Self::CreateClient(e) | Self::CheckCluster { source: e, .. } | Self::Unconfirmed(e) => {
+                e.category()
+            }
             Self::PollerDown { reason, .. } => reason,
             Self::ControllerNotResponding => status::CONTROLLER_NOT_RESPONDING,
             Self::PatchStatus(_) => "PatchStatusFailed",
@@ -226,6 +232,12 @@ pub fn error_policy(cluster: Arc<SlurmCluster>, error: &Error, ctx: Arc<Context>
             warn!(name, %holders, error = %error, "SlurmCluster's endpoint reaches another Slurm cluster");
             return Action::requeue(IDENTITY_RETRY);
         }
+        // No connection meanwhile, nor a poller to notice the end of the outage: a steady pace,
+        // not a backoff growing to minutes.
+        Error::Unconfirmed(_) => {
+            warn!(name, reason = error.category(), error = %Chain(error), "SlurmCluster's endpoint does not say which Slurm cluster it serves");
+            return Action::requeue(IDENTITY_RETRY);
+        }
         _ => {}
     }
     if error.is_invalid_spec() {
@@ -271,6 +283,7 @@ async fn apply(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error> {
                     source,
                     authenticated,
                 } => Failure::slurm(source, *authenticated),
+                Error::Unconfirmed(source) => Failure::slurm(source, false),
                 Error::PollerDown { reason, message } => Failure::poller(reason, message),
                 Error::ClusterChanged { .. } => Failure::cluster_changed(error.to_string()),
                 // Trouble with the Kubernetes API: nothing new to say in the status.
@@ -331,9 +344,10 @@ async fn connect(
     // to serve this very cluster before is not judged by the status again (a status write
     // that failed after a move still names the cluster before it).
     let now = &connected.info.cluster_name;
-    if handle.confirmed_cluster().as_deref() != Some(now.as_str()) {
+    let name = cluster.name_any();
+    if handle.confirmed_cluster(&name).as_deref() != Some(now.as_str()) {
         match same_cluster(cluster, now, ctx) {
-            Ok(()) => handle.confirm_cluster(now),
+            Ok(()) => handle.confirm_cluster(&name, now),
             Err(error @ Error::ClusterChanged { .. }) => {
                 if ctx.clusters.remove(key) {
                     warn!(
@@ -427,10 +441,7 @@ async fn guard_move(
         // Not answering, with nothing of ours to judge wrongly: a first connection is made
         // (its poller follows the outage and reconciles at its end) and its check asks.
         Err(_) if current.is_none() && holders(cluster, ctx)?.is_empty() => Ok(None),
-        Err(source) => Err(Error::CheckCluster {
-            source,
-            authenticated: false,
-        }),
+        Err(source) => Err(Error::Unconfirmed(source)),
     }
 }
 
@@ -473,7 +484,7 @@ async fn register(
         Upserted::Unchanged => {}
     }
     if let (Some(name), Some(handle)) = (probed, ctx.clusters.get(key)) {
-        handle.confirm_cluster(&name);
+        handle.confirm_cluster(&cluster.name_any(), &name);
     }
     // The Lease lost while this reconcile read the Secrets: the replica drops its connections
     // once it sees the loss, so a registration made before this check goes with them, and one

@@ -1217,11 +1217,23 @@ async fn a_connection_never_follows_the_endpoint_to_another_slurm_cluster_in_use
         .unwrap();
     let (mut api, fixed) = server.await.unwrap();
     assert_eq!(fixed.cluster_name.as_deref(), Some(real_name.as_str()));
-    assert!(ctx.clusters.contains(&key));
+    let handle = ctx.clusters.get(&key).unwrap();
+    assert_eq!(
+        handle.confirmed_cluster("c8").as_deref(),
+        Some(real_name.as_str())
+    );
+    assert_eq!(
+        handle.confirmed_cluster("c9"),
+        None,
+        "another SlurmCluster sharing the connection judges for itself"
+    );
 
     // The same endpoint found serving another cluster than the one it served (an address
     // moved to another slurmrestd) while a job is live: its connection goes.
-    ctx.clusters.get(&key).unwrap().confirm_cluster("elsewhere");
+    ctx.clusters
+        .get(&key)
+        .unwrap()
+        .confirm_cluster("c8", "elsewhere");
     let expected = cluster.clone();
     let secret = key_secret(&key_bytes);
     let server = tokio::spawn(async move {

@@ -715,10 +715,8 @@ pub fn to_cancel(
     // that failed after a submit (or a cache that does not show it yet) names an earlier
     // generation or none, and the index may not list the new job yet. Earlier runs, the
     // status's own run once it ended, and those the index shows ended need no cancel.
-    let from = status
-        .submitted_generation
-        .or(status.observed_generation)
-        .unwrap_or(i64::MIN);
+    // Not `observedGeneration`: it moves on without a submit (a wait after an edit).
+    let from = status.submitted_generation.unwrap_or(i64::MIN);
     let ended = status.job_id.filter(|_| status.phase.is_terminal());
     ids.extend(
         submissions

@@ -589,7 +589,7 @@ fn accounting_jobs(jobs: Option<api::JobList>, meta: &Option<api::OpenapiMeta>) 
         .unwrap_or_default()
         .into_iter()
         .filter(|j| match (&own, non_empty(&j.cluster)) {
-            (Some(own), Some(theirs)) => *own == theirs,
+            (Some(own), Some(theirs)) => own.eq_ignore_ascii_case(&theirs),
             _ => true,
         })
         .map(accounting_job)

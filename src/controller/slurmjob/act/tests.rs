@@ -1032,30 +1032,10 @@ async fn a_failing_edit_backs_off() {
 /// user `slurm` submitted with `sbatch` (no comment), recorded from the local Slurm.
 #[tokio::test]
 async fn a_comment_less_accounting_record_is_the_jobs_only_for_its_granted_user() {
-    use wiremock::matchers::{method, path_regex};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-
     let recorded: serde_json::Value =
         serde_json::from_str(include_str!("slurmdb_job_uncommented.json")).unwrap();
-    let submitted = recorded["jobs"][0]["time"]["submission"].as_i64().unwrap();
-    let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path_regex("^/slurmdb/v0.0.42/job/1/?$"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(&recorded))
-        .mount(&server)
-        .await;
-    let mut world = World::new(&server.uri());
-    // A complete listing after the job was tracked, without it: gone from slurmctld.
-    world.index.jobs_synced_at = DateTime::from_timestamp(submitted + 60, 0);
-    let status = SlurmJobStatus {
-        phase: Phase::Running,
-        job_id: Some(1),
-        observed_generation: Some(1),
-        submitted_generation: Some(1),
-        submit_time: status::time(DateTime::from_timestamp(submitted, 0)),
-        tracked_since: status::time(DateTime::from_timestamp(submitted, 0)),
-        ..Default::default()
-    };
+    let server = wiremock::MockServer::start().await;
+    let (world, status, submitted) = gone_with_accounting(&server, &recorded).await;
     let spec = true_spec();
     let target = following("plainname", 1, &spec, &status);
     let now = DateTime::from_timestamp(submitted + 70, 0).unwrap();
@@ -1075,24 +1055,21 @@ async fn a_comment_less_accounting_record_is_the_jobs_only_for_its_granted_user(
     assert_eq!(phase(None).await, Phase::Lost, "no user granted");
 }
 
-/// A job that left slurmctld while accounting lists it running with no end (slurmdbd has not
-/// received the end, or never will: a runaway record): it stays as accounting says, and the
-/// status says what it waits for and what to do if that never comes.
-#[tokio::test]
-async fn a_job_gone_from_slurmctld_that_accounting_lists_running_says_so() {
+/// A job (id 1) gone from slurmctld (a complete listing after it was tracked, without it), of
+/// which slurmrestd (`server`) answers accounting's `recorded` records. Returns the world, the
+/// status of the SlurmJob that followed it as running, and the records' submit time.
+async fn gone_with_accounting(
+    server: &wiremock::MockServer,
+    recorded: &serde_json::Value,
+) -> (World, SlurmJobStatus, i64) {
     use wiremock::matchers::{method, path_regex};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
+    use wiremock::{Mock, ResponseTemplate};
 
-    let mut recorded: serde_json::Value =
-        serde_json::from_str(include_str!("slurmdb_job_uncommented.json")).unwrap();
     let submitted = recorded["jobs"][0]["time"]["submission"].as_i64().unwrap();
-    recorded["jobs"][0]["state"]["current"] = serde_json::json!(["RUNNING"]);
-    recorded["jobs"][0]["time"]["end"] = 0.into();
-    let server = MockServer::start().await;
     Mock::given(method("GET"))
         .and(path_regex("^/slurmdb/v0.0.42/job/1/?$"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(&recorded))
-        .mount(&server)
+        .respond_with(ResponseTemplate::new(200).set_body_json(recorded))
+        .mount(server)
         .await;
     let mut world = World::new(&server.uri());
     world.index.jobs_synced_at = DateTime::from_timestamp(submitted + 60, 0);
@@ -1105,6 +1082,20 @@ async fn a_job_gone_from_slurmctld_that_accounting_lists_running_says_so() {
         tracked_since: status::time(DateTime::from_timestamp(submitted, 0)),
         ..Default::default()
     };
+    (world, status, submitted)
+}
+
+/// A job that left slurmctld while accounting lists it running with no end (slurmdbd has not
+/// received the end, or never will: a runaway record): it stays as accounting says, and the
+/// status says what it waits for and what to do if that never comes.
+#[tokio::test]
+async fn a_job_gone_from_slurmctld_that_accounting_lists_running_says_so() {
+    let mut recorded: serde_json::Value =
+        serde_json::from_str(include_str!("slurmdb_job_uncommented.json")).unwrap();
+    recorded["jobs"][0]["state"]["current"] = serde_json::json!(["RUNNING"]);
+    recorded["jobs"][0]["time"]["end"] = 0.into();
+    let server = wiremock::MockServer::start().await;
+    let (world, status, submitted) = gone_with_accounting(&server, &recorded).await;
     let spec = true_spec();
     let target = following("plainname", 1, &spec, &status);
     let env = Env {
