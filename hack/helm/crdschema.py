@@ -111,6 +111,12 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
         lambda s: not str(s.get("endpoint", "")).startswith("http://") or s.get("allowInsecureHttp", False) is True,
     "size(self.namespaces) > 0 || has(self.namespaceSelector)":
         lambda s: len(s.get("namespaces") or []) > 0 or "namespaceSelector" in s,
+    "!has(self.namespaceSelector) "
+    "|| (has(self.namespaceSelector.matchLabels) && size(self.namespaceSelector.matchLabels) > 0) "
+    "|| (has(self.namespaceSelector.matchExpressions) && size(self.namespaceSelector.matchExpressions) > 0)":
+        lambda s: "namespaceSelector" not in s
+        or len(s["namespaceSelector"].get("matchLabels") or {}) > 0
+        or len(s["namespaceSelector"].get("matchExpressions") or []) > 0,
     "self.all(n, n.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(n) <= 63)":
         lambda s: all(isinstance(n, str) and re.search(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", n) and len(n) <= 63 for n in s),
     # SlurmJob.
