@@ -933,22 +933,49 @@ async fn an_edit_that_finds_the_job_ended_waits_for_the_end_to_re_run_it() {
     }
 }
 
-/// An edit of an array whose first record in slurmctld's answer is a task that ended (still
-/// listed: `MinJobAge`) is applied to the tasks still waiting, not taken for the array's end.
-#[tokio::test]
-async fn an_edit_of_an_array_with_an_ended_task_reaches_the_waiting_ones() {
-    use wiremock::matchers::{method, path_regex};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-
-    let server = MockServer::start().await;
-    let alice = SlurmClient::new(
-        crate::slurm::ClientConfig::new(&server.uri())
+/// A client of `url` with a ready token for Slurm user `alice`.
+fn alice_token(url: &str) -> SlurmClient {
+    SlurmClient::new(
+        crate::slurm::ClientConfig::new(url)
             .unwrap()
             .allow_plaintext(true)
             .with_api_version(Some(crate::slurm::ApiVersion::V0_0_42)),
         Arc::new(crate::slurm::Credentials::token("t", Some("alice".into())).unwrap()),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// The step of generation 2 (`edited`) of SlurmJob `train`, as alice's, while slurmrestd
+/// (`server`) fails every update of job 7 (at least one is expected).
+async fn edit_with_failing_update(
+    server: &wiremock::MockServer,
+    world: &World,
+    status: &SlurmJobStatus,
+    edited: &SlurmJobSpec,
+) -> Step {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, ResponseTemplate};
+
+    Mock::given(method("POST"))
+        .and(path_regex("^/slurm/v0.0.42/job/7/?$"))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(1..)
+        .mount(server)
+        .await;
+    let target = following("train", 2, edited, status);
+    let env = Env {
+        job_user: Some("alice"),
+        ..world.env(DateTime::from_timestamp(200, 0).unwrap())
+    };
+    step(target, env, |_| None).await.unwrap()
+}
+
+/// An edit of an array whose first record in slurmctld's answer is a task that ended (still
+/// listed: `MinJobAge`) is applied to the tasks still waiting, not taken for the array's end.
+#[tokio::test]
+async fn an_edit_of_an_array_with_an_ended_task_reaches_the_waiting_ones() {
+    let server = wiremock::MockServer::start().await;
+    let alice = alice_token(&server.uri());
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/24.11");
     let ended: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(format!("{fixtures}/job_completed.json")).unwrap(),
@@ -963,18 +990,7 @@ async fn an_edit_of_an_array_with_an_ended_task_reaches_the_waiting_ones() {
             body["jobs"].as_array_mut().unwrap().insert(0, task);
         })
         .await;
-    Mock::given(method("POST"))
-        .and(path_regex("^/slurm/v0.0.42/job/7/?$"))
-        .respond_with(ResponseTemplate::new(500))
-        .expect(1..)
-        .mount(&server)
-        .await;
-    let target = following("train", 2, &edited, &status);
-    let env = Env {
-        job_user: Some("alice"),
-        ..world.env(DateTime::from_timestamp(200, 0).unwrap())
-    };
-    let step = step(target, env, |_| None).await.unwrap();
+    let step = edit_with_failing_update(&server, &world, &status, &edited).await;
     let applied = condition::find(&step.status.conditions, SPEC_APPLIED).unwrap();
     assert_eq!(
         (applied.status.as_str(), applied.reason.as_str()),
@@ -989,31 +1005,10 @@ async fn an_edit_of_an_array_with_an_ended_task_reaches_the_waiting_ones() {
 /// for as long as it fails.
 #[tokio::test]
 async fn a_failing_edit_backs_off() {
-    use wiremock::matchers::{method, path_regex};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-
-    let server = MockServer::start().await;
-    let alice = SlurmClient::new(
-        crate::slurm::ClientConfig::new(&server.uri())
-            .unwrap()
-            .allow_plaintext(true)
-            .with_api_version(Some(crate::slurm::ApiVersion::V0_0_42)),
-        Arc::new(crate::slurm::Credentials::token("t", Some("alice".into())).unwrap()),
-    )
-    .unwrap();
+    let server = wiremock::MockServer::start().await;
+    let alice = alice_token(&server.uri());
     let (world, status, edited) = pending_job_to_edit(&server, Some(alice)).await;
-    Mock::given(method("POST"))
-        .and(path_regex("^/slurm/v0.0.42/job/7/?$"))
-        .respond_with(ResponseTemplate::new(500))
-        .expect(1..)
-        .mount(&server)
-        .await;
-    let target = following("train", 2, &edited, &status);
-    let env = Env {
-        job_user: Some("alice"),
-        ..world.env(DateTime::from_timestamp(200, 0).unwrap())
-    };
-    let step = step(target, env, |_| None).await.unwrap();
+    let step = edit_with_failing_update(&server, &world, &status, &edited).await;
     let applied = condition::find(&step.status.conditions, SPEC_APPLIED).unwrap();
     assert_eq!(
         (applied.status.as_str(), applied.reason.as_str()),
