@@ -338,3 +338,102 @@ async fn a_suspended_job_is_released_and_edited_in_place_with_one_apply() {
     assert_eq!(submits(&http, metrics).await, 1, "one submit in all");
     operator.terminate(Duration::from_secs(20));
 }
+
+/// A pipeline (`c` after `b` after `a`, created last first) is submitted link after link as
+/// each SlurmJob before it gets its job id: a dependee's change wakes the SlurmJobs waiting for
+/// it, not their own next look (every 30 s for a dependency wait). Both dependents have their
+/// job ids while `a` (15 s) still runs; waking only at that look, `b` would be submitted 30 s
+/// after its first wait, `a` long ended. Slurm then runs them in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_of_slurmjobs_is_submitted_as_each_link_gets_its_job_id() {
+    let slurm = require_slurm!();
+    let harness = Harness::start(&slurm, NAMESPACE, "chain").await;
+    let args = harness.args();
+    let env = [("KUBECONFIG", harness.kubeconfig.as_str())];
+    let jobs: Api<SlurmJob> = Api::namespaced(harness.client.clone(), NAMESPACE);
+    let log = harness.log.clone();
+    let mut operator =
+        Operator::spawn(&args, &env, Some(&log)).sigterm_on_drop(Duration::from_secs(10));
+
+    let name = |link: &str| format!("{}-{link}", harness.run);
+    let apply = |link: &str, body: &str, after: Option<&str>| {
+        let mut spec = json!({
+            "clusterName": scenario::CLUSTER,
+            "partition": slurm.partition,
+            "script": format!("#!/bin/sh\n{body}\n"),
+            "environment": {"PATH": "/usr/bin:/bin"},
+        });
+        if let Some(after) = after {
+            spec["dependsOn"] = json!([{"name": name(after), "type": "afterok"}]);
+        }
+        let object = json!({
+            "apiVersion": "slurm.rs/v1alpha1",
+            "kind": "SlurmJob",
+            "metadata": {"name": name(link)},
+            "spec": spec,
+        });
+        let jobs = jobs.clone();
+        let link = name(link);
+        async move {
+            jobs.patch(&link, &PatchParams::apply(MANAGER), &Patch::Apply(object))
+                .await
+                .unwrap();
+        }
+    };
+    apply("c", "true", Some("b")).await;
+    apply("b", "true", Some("a")).await;
+    // Both wait (for a SlurmJob that does not exist, then for one not submitted).
+    let waiting = |sj: &SlurmJob| {
+        reason(sj, READY).is_some_and(|(_, reason)| reason == "WaitingForDependencies")
+    };
+    eventually("b and c waiting", Duration::from_secs(60), || async {
+        let (b, c) = (
+            jobs.get(&name("b")).await.ok()?,
+            jobs.get(&name("c")).await.ok()?,
+        );
+        (waiting(&b) && waiting(&c)).then_some(())
+    })
+    .await;
+    apply("a", "sleep 15", None).await;
+    let ids = eventually("b and c submitted", Duration::from_secs(60), || async {
+        let a = jobs.get(&name("a")).await.ok()?;
+        let phase = a.status.as_ref().map(|s| s.phase);
+        assert!(
+            !phase.is_some_and(|p| p.is_terminal()),
+            "a ended ({phase:?}) before b and c had job ids; log: {}",
+            log.display()
+        );
+        let id = |sj: SlurmJob| sj.status?.job_id;
+        let b = id(jobs.get(&name("b")).await.ok()?)?;
+        let c = id(jobs.get(&name("c")).await.ok()?)?;
+        Some((b, c))
+    })
+    .await;
+    eprintln!("b and c submitted as jobs {ids:?} while a runs");
+
+    let names = [name("a"), name("b"), name("c")];
+    let done = scenario::all_ended(&jobs, &names, Duration::from_secs(120)).await;
+    let status = |i: usize| done[i].status.clone().unwrap();
+    for (i, sj) in done.iter().enumerate() {
+        assert_eq!(
+            status(i).phase,
+            Phase::Completed,
+            "{}: {:?}",
+            names[i],
+            sj.status
+        );
+    }
+    for i in 1..3 {
+        let (before, after) = (
+            status(i - 1).end_time.unwrap(),
+            status(i).start_time.unwrap(),
+        );
+        assert!(
+            before.0 <= after.0,
+            "{} started before {} ended",
+            names[i],
+            names[i - 1]
+        );
+    }
+    operator.terminate(Duration::from_secs(20));
+}

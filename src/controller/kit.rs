@@ -57,29 +57,54 @@ pub fn trim_for_cache<K: ResourceExt>(obj: &mut K) {
 /// controller reacts to. `cached` is the same object (name, namespace and uid) as the cache held
 /// it before the event, `None` for an object new to the cache (every object of the first list).
 /// Returns, beside the triggers, the cache's objects by uid ([`UidIndex`]), kept in step with it.
+/// `applied` sees each event once the cache holds its outcome, whether it passes or not (what
+/// it wakes reads the cache as the event left it): [`Applied`].
 ///
 /// kube's `reflect` + `touched_objects` + `predicate_filter` do the same, but the filter keeps a
 /// map of its own, with every object's name, namespace and uid copied and a hash: ~220 bytes a
 /// SlurmJob, 21 MiB at 100 000 (counted with a counting allocator over 100 000 finished
 /// SlurmJobs as `hack/bench.sh`'s operator bench makes them). The cache already holds each
 /// object's last state, and is read before the event is applied.
-pub fn reflect_changes<K, S, F>(
+pub fn reflect_changes<K, S, F, A>(
     stream: S,
     mut writer: Writer<K>,
     changed: F,
+    applied: A,
 ) -> (UidIndex<K>, impl Stream<Item = watcher::Result<K>>)
 where
     K: Resource + Clone,
     K::DynamicType: Clone + Default + Eq + Hash,
     S: Stream<Item = watcher::Result<watcher::Event<K>>>,
     F: Fn(Option<&K>, &K) -> bool,
+    A: Fn(Applied<'_, K>),
 {
     let by_uid = UidIndex::default();
     let index = by_uid.clone();
     let changes = stream.try_filter_map(move |event| {
-        ready(Ok(reflect_change(&mut writer, &index, &changed, event)))
+        ready(Ok(reflect_change(
+            &mut writer,
+            &index,
+            &changed,
+            &applied,
+            event,
+        )))
     });
     (by_uid, changes)
+}
+
+/// What an event did to a [`reflect_changes`] cache.
+#[derive(Debug, Clone, Copy)]
+pub enum Applied<'a, K> {
+    /// An object's event (`object`, as the event brought it): `cached` is the same object
+    /// (name, namespace and uid) as the cache held it before (`None`: new to it), `now` what
+    /// it holds under its name now (`None`: deleted).
+    Object {
+        object: &'a K,
+        cached: Option<&'a K>,
+        now: Option<&'a K>,
+    },
+    /// A (re)list is in: every object may have changed, one by one unseen.
+    Relisted,
 }
 
 /// One event of [`reflect_changes`]: applied to the cache and to its uid index; the object if
@@ -88,6 +113,7 @@ fn reflect_change<K>(
     writer: &mut Writer<K>,
     by_uid: &UidIndex<K>,
     changed: impl Fn(Option<&K>, &K) -> bool,
+    applied: impl Fn(Applied<'_, K>),
     event: watcher::Event<K>,
 ) -> Option<K>
 where
@@ -103,24 +129,36 @@ where
     };
     // Under the name, whatever its uid: an Apply or Delete replaces it in the cache.
     let before = key.as_ref().and_then(|key| cache.get(key));
+    let same = match &event {
+        watcher::Event::Apply(object)
+        | watcher::Event::InitApply(object)
+        | watcher::Event::Delete(object) => before
+            .clone()
+            .filter(|cached| cached.meta().uid == object.meta().uid),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    };
     let passes = match &event {
         watcher::Event::Apply(object)
         | watcher::Event::InitApply(object)
-        | watcher::Event::Delete(object) => {
-            let same = before
-                .as_deref()
-                .filter(|cached| cached.meta().uid == object.meta().uid);
-            changed(same, object)
-        }
+        | watcher::Event::Delete(object) => changed(same.as_deref(), object),
         watcher::Event::Init | watcher::Event::InitDone => false,
     };
     writer.apply_watcher_event(&event);
     match (&event, key) {
-        (watcher::Event::Apply(_) | watcher::Event::Delete(_), Some(key)) => {
-            by_uid.replace(before, cache.get(&key));
+        (watcher::Event::Apply(object) | watcher::Event::Delete(object), Some(key)) => {
+            let now = cache.get(&key);
+            by_uid.replace(before, now.clone());
+            applied(Applied::Object {
+                object,
+                cached: same.as_deref(),
+                now: now.as_deref(),
+            });
         }
         // A relist's objects reach the cache all at once, when it is done.
-        (watcher::Event::InitDone, _) => by_uid.rebuild(cache.state()),
+        (watcher::Event::InitDone, _) => {
+            by_uid.rebuild(cache.state());
+            applied(Applied::Relisted);
+        }
         _ => {}
     }
     match event {
@@ -734,12 +772,34 @@ mod tests {
         ];
         let (store, writer) = kube::runtime::reflector::store();
         let seen = Mutex::new(Vec::new());
+        let applied = Mutex::new(Vec::new());
+        let reader = store.clone();
         let (by_uid, passed) = reflect_changes(
             futures::stream::iter(events.map(Ok)),
             writer,
             |cached, new| {
                 seen.lock().unwrap().push(cached.is_some());
                 cached.map(key) != Some(key(new))
+            },
+            |event| {
+                let note = |m: Option<&ConfigMap>| m.map(|m| m.labels()["note"].clone());
+                let what = match event {
+                    Applied::Object {
+                        object,
+                        cached,
+                        now,
+                    } => {
+                        // The cache holds the event's outcome already.
+                        let held = reader.get(&ObjectRef::from_obj(object));
+                        assert_eq!(held.as_deref(), now);
+                        (note(cached), note(now))
+                    }
+                    Applied::Relisted => (
+                        Some("relisted".into()),
+                        Some(reader.state().len().to_string()),
+                    ),
+                };
+                applied.lock().unwrap().push(what);
             },
         );
         let passed: Vec<ConfigMap> =
@@ -754,6 +814,19 @@ mod tests {
             *seen.lock().unwrap(),
             [false, true, true, false, true, false],
             "compared with the cached object of the same uid, none after the delete"
+        );
+        let some = |note: &str| Some(note.to_owned());
+        assert_eq!(
+            *applied.lock().unwrap(),
+            [
+                (some("relisted"), some("1")),
+                (some("first"), some("a label only")),
+                (some("a label only"), some("")),
+                (None, some("created again")),
+                (some("created again"), None),
+                (None, some("after the delete")),
+            ],
+            "every event once applied, a relist once done; the object before it as for `changed`"
         );
         assert_eq!(store.state().len(), 1);
         assert_eq!(store.state()[0].labels()["note"], "after the delete");
@@ -801,7 +874,13 @@ mod tests {
             for seq in 0..length as usize {
                 let (letter, rest) = (letters % alphabet, letters / alphabet);
                 letters = rest;
-                reflect_change(&mut writer, &by_uid, |_, _| true, event(letter, seq));
+                reflect_change(
+                    &mut writer,
+                    &by_uid,
+                    |_, _| true,
+                    |_| {},
+                    event(letter, seq),
+                );
                 let cached = store.state();
                 assert_eq!(
                     by_uid.len(),

@@ -31,6 +31,7 @@ use crate::slurm::types::{Job, SubmitRequest};
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::{ClusterState, Unreadable};
 
+use super::dependents::{self, DEPENDENCY_RECHECK};
 use super::lifecycle::{self, Decision, Dependee};
 use super::notice;
 use super::output;
@@ -293,6 +294,25 @@ pub fn may_call_slurm(target: Target<'_>, env: Env<'_>) -> bool {
             next.phase.is_terminal() && !current.phase.is_terminal()
         }
     }
+}
+
+/// Whether a submit step of `target` waits for the SlurmJobs `dependsOn` names (`dependencies`
+/// as [`step`] takes it). Such a step asks Slurm nothing: the plan decides that wait before
+/// anything it asks (accounting, the submit), so it needs none of the cluster's request slots.
+pub fn waits_for_dependencies(
+    target: Target<'_>,
+    dependencies: impl Fn(&str) -> Option<Dependee>,
+) -> bool {
+    matches!(
+        lifecycle::decide(target.generation, target.status),
+        Decision::Submit { .. }
+    ) && !target.spec.depends_on.is_empty()
+        && lifecycle::resolve_dependencies(
+            &target.spec.depends_on,
+            &target.spec.cluster_name,
+            dependencies,
+        )
+        .is_err()
 }
 
 /// What the index shows of job `job_id` of the SlurmJob `uid` now ([`plan::follow`]).
@@ -873,8 +893,15 @@ where
     };
     let (outcome, announced) = match decision {
         SubmitPlan::Wait { reason, message } => {
+            // A dependee's change wakes the job (`dependents`): it looks on its own rarely.
+            let retry = if dependents::is_dependency_reason(reason) {
+                DEPENDENCY_RECHECK
+            } else {
+                WAIT_RETRY
+            };
             let step = Step {
                 backoff: accounting_failed,
+                retry: Some(retry),
                 ..wait(base, reason, message)
             };
             return Ok((step, false));

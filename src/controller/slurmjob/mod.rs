@@ -40,10 +40,12 @@
 //! Triggers: the SlurmJob (generation and finalizer changes; our status writes do not
 //! re-trigger), its streamer Pod, and the pollers' events: `JobChanged`/`JobGone` carry the
 //! job's tag (`slurm.rs/uid=…`), mapped to the SlurmJob by uid; `HealthChanged{up}` reconciles
-//! every SlurmJob of that SlurmCluster; and a freed request slot, for a SlurmJob that found none.
+//! every SlurmJob of that SlurmCluster; a freed request slot, for a SlurmJob that found none;
+//! and a change of a SlurmJob that others wait for through `dependsOn` ([`dependents`]).
 
 pub mod access;
 pub mod act;
+pub mod dependents;
 pub mod edit;
 pub mod lifecycle;
 pub mod notice;
@@ -73,6 +75,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use self::act::{Env, Step, Target};
+use self::dependents::Dependents;
 use self::plan::{Blocker, CleanupFacts, CleanupPlan, Orphaned, Reach};
 use self::submissions::{Outcome, StatusWrites, Submissions, TakenOn};
 use super::kit::{self, Backoffs, Notice, UidIndex};
@@ -216,8 +219,11 @@ pub struct JobContext {
     /// SlurmClusters (their access), and namespaces' labels (access by label).
     pub slurm_clusters: Store<SlurmCluster>,
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
-    /// Reconciles SlurmJobs again: those that found their cluster busy, once a slot frees.
+    /// Reconciles SlurmJobs again: those that found their cluster busy, once a slot frees, and
+    /// those waiting for a SlurmJob that changed.
     pub wake: UnboundedSender<ObjectRef<CachedSlurmJob>>,
+    /// The SlurmJobs waiting for others (`dependsOn`), woken by their changes.
+    pub dependents: Arc<Dependents>,
 }
 
 impl JobContext {
@@ -520,11 +526,26 @@ async fn apply(
             .and_then(crate::crd::time::to_utc),
         refusal: edit_refusal.as_ref(),
     };
+    // Registered before anything reads its dependees: a change of one meanwhile wakes it.
+    if matches!(decision, lifecycle::Decision::Submit { .. }) && !spec.depends_on.is_empty() {
+        data.dependents.wait_for(
+            namespace,
+            &name,
+            spec.depends_on.iter().map(|d| d.name.as_str()),
+        );
+    }
     // A step that may call slurmrestd takes one of the cluster's request slots for the step
     // only (not for the Kubernetes writes after it), waiting a moment for one; else it requeues
     // without holding one of this controller's reconcile slots (a cluster whose requests hang
     // delays only its own SlurmJobs). A step that only mirrors the index takes none.
-    let may_call_slurm = act::may_call_slurm(target, env);
+    let lookup = |dep: &str| {
+        data.jobs
+            .get(&ObjectRef::new(dep).within(namespace))
+            .map(|d| dependee(&d, &state, &ctx.tag_key, env.job_user))
+    };
+    // A wait for dependencies asks Slurm nothing: a pipeline's waiting links take no slot.
+    let may_call_slurm =
+        act::may_call_slurm(target, env) && !act::waits_for_dependencies(target, lookup);
     if let Some(error) = user_unknown
         && act::asks_how_it_ended(target, env)
     {
@@ -537,11 +558,6 @@ async fn apply(
         }
     } else {
         None
-    };
-    let lookup = |dep: &str| {
-        data.jobs
-            .get(&ObjectRef::new(dep).within(namespace))
-            .map(|d| dependee(&d, &state, &ctx.tag_key, env.job_user))
     };
     // The cached object holds no script (`CachedSlurmJob`): read the whole spec right before a
     // submit, unless this reconcile has it already.
@@ -591,6 +607,9 @@ async fn apply(
         invalid,
         backoff,
     } = step;
+    if !dependents::is_dependency_wait(&status) {
+        data.dependents.done(namespace, &name);
+    }
     if !ctx.leadership.is_leader() {
         // Lost the Lease meanwhile: the leader writes (a job submitted here is adopted by tag).
         return Ok(Action::await_change());
@@ -1403,10 +1422,19 @@ pub fn run(
     // peak memory (hack/bench.sh, "the operator binary"). A page's JSON is read whole before its
     // objects are decoded into the cached form: [`LIST_PAGE`] of them bounds what a list costs
     // however large tenants make their SlurmJobs.
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    let dependents = Arc::new(Dependents::default());
+    let waking = (Arc::clone(&dependents), wake.clone());
     let (by_uid, jobs) = kit::reflect_changes(
         watcher(jobs_api, watcher::Config::default().page_size(LIST_PAGE)).default_backoff(),
         writer,
         reacts_to,
+        move |applied| {
+            for dependent in waking.0.woken_by(applied) {
+                // Closed only when the controller stops.
+                let _ = waking.1.unbounded_send(dependent);
+            }
+        },
     );
     let slurm = kit::slurm_triggers(
         CONTROLLER,
@@ -1450,7 +1478,6 @@ pub fn run(
     let by_cluster = store.clone();
     let by_namespace = store.clone();
     let (debounce, concurrency) = (ctx.slurmjob_debounce, ctx.reconcile_concurrency);
-    let (wake, woken) = futures::channel::mpsc::unbounded();
 
     let data = Arc::new(JobContext {
         ctx,
@@ -1462,6 +1489,7 @@ pub fn run(
         slurm_clusters,
         namespaces,
         wake,
+        dependents,
     });
     let driver = Controller::for_stream(jobs, store.clone())
         .with_config(

@@ -286,7 +286,7 @@ pub fn submit(
                 }
             };
             return SubmitPlan::Wait {
-                reason: "WaitingForDependencies",
+                reason: WAITING_FOR_DEPENDENCIES,
                 message,
             };
         }
@@ -389,6 +389,9 @@ pub const SUBMIT_FAILED: &str = "SubmitFailed";
 
 /// `Ready=False` reason: a SlurmJob in `dependsOn` ended in a way its dependency rules out.
 pub const DEPENDENCY_NEVER_SATISFIED: &str = "DependencyNeverSatisfied";
+/// The reason of a wait for SlurmJobs `dependsOn` names: to exist, to be submitted, to have
+/// ended in a known way, or to be on this job's cluster.
+pub const WAITING_FOR_DEPENDENCIES: &str = "WaitingForDependencies";
 
 /// How long after a failed submit a job it made may still appear: slurmrestd may still be
 /// sending the request when the operator gives up, and its RPC to slurmctld gives up after

@@ -136,6 +136,7 @@ fn context_with_cluster(
         slurm_clusters,
         namespaces,
         wake,
+        dependents: Arc::default(),
     });
     (data, woken)
 }
@@ -948,6 +949,7 @@ fn slurm_events_map_to_slurmjobs_by_uid_and_health_to_all_of_the_cluster() {
         futures::stream::iter([a.clone(), b.clone()].map(|j| Ok(watcher::Event::Apply(j)))),
         writer,
         reacts_to,
+        |_| {},
     );
     assert_eq!(futures::executor::block_on(passed.count()), 2);
     let cluster = ObjectRef::<SlurmCluster>::new("local");
@@ -2403,8 +2405,12 @@ fn the_slurmjob_cache_sees_every_event_and_the_reconciles_only_the_changes() {
         watcher::Event::InitDone,
     ];
     let (store, writer) = reflector::store();
-    let (by_uid, passed) =
-        kit::reflect_changes(futures::stream::iter(events.map(Ok)), writer, reacts_to);
+    let (by_uid, passed) = kit::reflect_changes(
+        futures::stream::iter(events.map(Ok)),
+        writer,
+        reacts_to,
+        |_| {},
+    );
     let passed: Vec<CachedSlurmJob> =
         futures::executor::block_on(passed.map(Result::unwrap).collect());
     assert_eq!(passed, [cached(&job), cached(&status_write)]);
@@ -2482,4 +2488,171 @@ fn a_dependee_whose_id_names_another_job_is_lost() {
     prep.metadata.generation = Some(2);
     let edited = found(&prep, &index(record("someone-else")));
     assert_eq!(edited.job_id, None, "an edit not reconciled yet");
+}
+
+/// A SlurmJob waiting for another (`dependsOn`) is woken by the watch event of each change its
+/// wait judges the other by (created, submitted, its phase, an edit not reconciled yet), once
+/// the cache shows it; not by a status write of details. After a relist every waiting one is
+/// woken; one deleted waits for nothing any more.
+#[test]
+fn a_dependee_change_wakes_its_dependents_once_the_cache_holds_it() {
+    let dependents = Dependents::default();
+    dependents.wait_for(NS, "train", ["prep"]);
+    dependents.wait_for(NS, "eval", ["train"]);
+    let prep = finalized(slurm_job("prep", "#!/bin/sh\n"));
+    let with = |job: &SlurmJob, change: &dyn Fn(&mut SlurmJob)| {
+        let mut job = job.clone();
+        change(&mut job);
+        job
+    };
+    let submitted = with(&prep, &|job| {
+        job.status = Some(SlurmJobStatus {
+            job_id: Some(7),
+            phase: Phase::Pending,
+            observed_generation: Some(1),
+            ..Default::default()
+        })
+    });
+    let details = with(&submitted, &|job| {
+        job.status.as_mut().unwrap().state_reason = Some("Priority".into())
+    });
+    let running = with(&details, &|job| {
+        job.status.as_mut().unwrap().phase = Phase::Running
+    });
+    let edited = with(&running, &|job| job.metadata.generation = Some(2));
+    let unrelated = finalized(slurm_job("unrelated", "#!/bin/sh\n"));
+    let train = finalized(slurm_job("train", "#!/bin/sh\n"));
+    let cached = |job: &SlurmJob| CachedSlurmJob::new(job.clone()).unwrap();
+    let events = [
+        watcher::Event::Apply(cached(&prep)),
+        watcher::Event::Apply(cached(&submitted)),
+        watcher::Event::Apply(cached(&details)),
+        watcher::Event::Apply(cached(&running)),
+        watcher::Event::Apply(cached(&edited)),
+        watcher::Event::Apply(cached(&unrelated)),
+        watcher::Event::Init,
+        watcher::Event::InitApply(cached(&edited)),
+        watcher::Event::InitDone,
+        watcher::Event::Delete(cached(&train)),
+        watcher::Event::Apply(cached(&running)),
+    ];
+    let (store, writer) = reflector::store::<CachedSlurmJob>();
+    let reader = store.clone();
+    let seen = std::sync::Mutex::new(Vec::new());
+    let (_, passed) = kit::reflect_changes(
+        futures::stream::iter(events.map(Ok)),
+        writer,
+        reacts_to,
+        |applied| {
+            let mut woken: Vec<String> = dependents
+                .woken_by(applied)
+                .iter()
+                .map(|r| r.name.clone())
+                .collect();
+            woken.sort();
+            // What the woken reconcile reads of `prep`.
+            let prep = reader
+                .get(&ObjectRef::new("prep").within(NS))
+                .map(|p| (p.job_id(), p.phase(), p.status_current()));
+            seen.lock().unwrap().push((woken, prep));
+        },
+    );
+    futures::executor::block_on(passed.count());
+    let none: Vec<String> = Vec::new();
+    let train_woken = vec!["train".to_owned()];
+    assert_eq!(
+        seen.into_inner().unwrap(),
+        [
+            (train_woken.clone(), Some((None, None, false))),
+            (
+                train_woken.clone(),
+                Some((Some(7), Some(Phase::Pending), true))
+            ),
+            (none.clone(), Some((Some(7), Some(Phase::Pending), true))),
+            (
+                train_woken.clone(),
+                Some((Some(7), Some(Phase::Running), true))
+            ),
+            (
+                train_woken.clone(),
+                Some((Some(7), Some(Phase::Running), false))
+            ),
+            (none.clone(), Some((Some(7), Some(Phase::Running), false))),
+            // The relist: every waiting SlurmJob.
+            (
+                vec!["eval".to_owned(), "train".to_owned()],
+                Some((Some(7), Some(Phase::Running), false))
+            ),
+            // `train` deleted: it waits for nothing.
+            (none.clone(), Some((Some(7), Some(Phase::Running), false))),
+            (none, Some((Some(7), Some(Phase::Running), true))),
+        ]
+    );
+    assert!(dependents.of(NS, "prep").is_empty());
+    assert_eq!(dependents.of(NS, "train"), ["eval"]);
+}
+
+/// A SlurmJob waiting for its dependencies asks Slurm nothing, so it takes none of the
+/// cluster's request slots: with all of them taken (a pipeline's waiting links beside a hung
+/// slurmrestd), it still says why it waits, is held to be woken by its dependee, and looks
+/// again on its own only after `DEPENDENCY_RECHECK`. Once its dependee has a job id, the step
+/// would submit: then it needs a slot like any submit.
+#[tokio::test]
+async fn a_dependency_wait_takes_no_request_slot_and_is_woken_by_its_dependee() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("train", "#!/bin/sh\ntrue\n"));
+    job.spec.depends_on = serde_json::from_value(json!([{"name": "prep"}])).unwrap();
+    let _index = crate::controller::test_support::register_with_index(
+        &ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(&ctx, Vec::new()),
+    );
+    let handle = ctx.clusters.get(&ObjectRef::new("local")).unwrap();
+    let taken: Vec<_> = std::iter::from_fn(|| handle.try_io()).collect();
+    assert_eq!(taken.len(), crate::state::registry::IO_PER_CONNECTION);
+    let data = data(ctx);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    let action = reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap();
+    let status = server.await.unwrap();
+    assert_eq!(action, Action::requeue(dependents::DEPENDENCY_RECHECK));
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(
+        (ready.reason.as_str(), ready.message.as_str()),
+        (
+            plan::WAITING_FOR_DEPENDENCIES,
+            "waiting for SlurmJobs that do not exist: prep"
+        )
+    );
+    assert_eq!(data.dependents.of(NS, "prep"), ["train"]);
+
+    // `prep` submitted (in the cache): `train` would submit now, which needs a slot.
+    let mut prep = finalized(slurm_job("prep", "#!/bin/sh\ntrue\n"));
+    prep.status = Some(SlurmJobStatus {
+        job_id: Some(41),
+        phase: Phase::Pending,
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        ..Default::default()
+    });
+    let (jobs, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Apply(CachedSlurmJob::new(prep).unwrap()));
+    let data = Arc::new(JobContext {
+        jobs,
+        ..(*data).clone()
+    });
+    job.status = Some(status);
+    let error = reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::ClusterBusy(_)), "{}", Chain(&error));
+    drop(taken);
 }

@@ -157,8 +157,9 @@ async fn depending_on_itself_is_an_invalid_spec_not_an_endless_wait() {
     assert!(!step.invalid);
 }
 
-/// A SlurmJob waiting (here for a dependency) looks again every few seconds: a Slurm job
-/// carrying its tag that is not adopted is named once, when the wait begins, not at every look.
+/// A SlurmJob waiting (here for a dependency) looks again now and then (for a dependency
+/// rarely: a dependee's change wakes it): a Slurm job carrying its tag that is not adopted is
+/// named once, when the wait begins, not at every look.
 #[tokio::test]
 async fn a_wait_that_goes_on_repeats_no_warning() {
     let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({
@@ -196,7 +197,7 @@ async fn a_wait_that_goes_on_repeats_no_warning() {
     assert_eq!(ready.reason, "WaitingForDependencies");
     let reasons: Vec<&str> = first.notices.iter().map(|n| &*n.reason).collect();
     assert!(reasons.contains(&"TagNotAdopted"), "{reasons:?}");
-    assert_eq!(first.retry, Some(WAIT_RETRY));
+    assert_eq!(first.retry, Some(DEPENDENCY_RECHECK));
     let env = Env {
         submitter: &alice,
         ..world.env(DateTime::from_timestamp(203, 0).unwrap())
@@ -206,7 +207,7 @@ async fn a_wait_that_goes_on_repeats_no_warning() {
         .unwrap();
     assert_eq!(again.status, first.status);
     assert!(again.notices.is_empty(), "{:?}", again.notices);
-    assert_eq!(again.retry, Some(WAIT_RETRY));
+    assert_eq!(again.retry, Some(DEPENDENCY_RECHECK));
 }
 
 /// An edit of a finished SlurmJob that cannot be submitted: the finished run goes to the
