@@ -844,7 +844,7 @@ where
         }
     }
     let answer;
-    let mut accounting_failed = false;
+    let mut accounting_backs_off = false;
     if let SubmitPlan::AskAccounting { name } = &decision {
         answer = match find_in_accounting(env.client, name, &tag, &user, env.key).await {
             Ok(Some((found, _))) if found.job_id.is_some() => {
@@ -880,7 +880,13 @@ where
                 message: error.for_tenant(),
             },
         };
-        accounting_failed = matches!(answer, AccountingAnswer::Failed { .. });
+        // Both are asked again with the SlurmJob's backoff, not every few seconds: a failing
+        // slurmdbd, or a candidate's record that stays unreadable, would have accounting
+        // searched by name for it forever at the wait's pace.
+        accounting_backs_off = matches!(
+            answer,
+            AccountingAnswer::Failed { .. } | AccountingAnswer::Unresolved(_)
+        );
         let facts = SubmitFacts {
             accounting: Some(&answer),
             ..facts
@@ -900,7 +906,7 @@ where
                 WAIT_RETRY
             };
             let step = Step {
-                backoff: accounting_failed,
+                backoff: accounting_backs_off,
                 retry: Some(retry),
                 ..wait(base, reason, message)
             };

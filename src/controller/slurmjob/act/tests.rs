@@ -1185,3 +1185,59 @@ async fn a_job_above_the_probed_ids_is_looked_at_again_until_a_full_listing() {
     assert_eq!(unread.status.phase, Phase::Running);
     assert_eq!(unread.retry, Some(UNRESOLVED_RETRY));
 }
+
+/// Accounting lists a job of the SlurmJob's name and Slurm user whose owner the index has not
+/// resolved (skipped at its first listing): the poller is asked for its record, and the step
+/// waits with the SlurmJob's growing backoff, not the wait's few seconds. A record that cannot
+/// be read stays unresolved; each look searches accounting by name again.
+#[tokio::test]
+async fn an_unresolved_accounting_candidate_is_waited_for_with_backoff() {
+    use wiremock::matchers::{method, path_regex, query_param};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let mut recorded: serde_json::Value =
+        serde_json::from_str(include_str!("slurmdb_job_uncommented.json")).unwrap();
+    let record = &mut recorded["jobs"][0];
+    record["job_id"] = 20.into();
+    record["name"] = "waiting".into();
+    record["user"] = "alice".into();
+    record["state"]["current"] = serde_json::json!(["PENDING"]);
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path_regex("^/slurmdb/v0.0.42/jobs/?$"))
+        .and(query_param("job_name", "waiting"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(&recorded))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut world = World::new(&server.uri());
+    world.index.unresolved = Arc::new(BTreeSet::from([20]));
+    let alice = minted(&server.uri());
+    let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+    let env = Env {
+        submitter: &alice,
+        ..world.env(at(1_000))
+    };
+    let spec = true_spec();
+    let target = Target {
+        name: "waiting",
+        uid: "w",
+        generation: 1,
+        spec: &spec,
+        status: None,
+        // Older than a fresh SlurmJob: an earlier submit may have left slurmctld's listing.
+        created: Some(at(500)),
+        refusal: None,
+    };
+    let step = step(target, env, |_| None).await.unwrap();
+    let ready = condition::find(&step.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, "WaitingForSlurmIndex", "{ready:?}");
+    assert!(
+        ready.message.contains("Slurm jobs 20 "),
+        "{}",
+        ready.message
+    );
+    assert_eq!(step.status.job_id, None);
+    assert!(step.backoff, "{step:?}");
+    assert_eq!(world.index.wants.take(), BTreeSet::from([20]));
+}
