@@ -785,6 +785,24 @@ async fn apply_wait_and_logs_against_an_api_server() {
         assert_eq!(code, Some(0), "{follow:?}: {stderr}");
         assert_eq!(stdout, "one\ntwo\n", "{follow:?}");
     }
+    // Its job ended an hour ago and the Pod is gone: the operator creates none so long after
+    // the end, which logs says at once (not "did not start within" its --pod-timeout).
+    pods.delete("streamed", &Default::default()).await.unwrap();
+    let ended = chrono::Utc::now() - chrono::TimeDelta::hours(1);
+    jobs.patch_status(
+        "streamed",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": {"phase": "Completed", "endTime": ended.to_rfc3339()}})),
+    )
+    .await
+    .unwrap();
+    let (code, _, stderr) = run(args(&["logs", "streamed", "-n", "team-a"])).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("its output Pod is gone")
+            && stderr.contains("PersistentVolumeClaim shared"),
+        "{stderr}"
+    );
 }
 
 /// `--kubeconfig` and `--context` pick the API server and the namespace, as kubectl's flags of

@@ -360,6 +360,21 @@ impl LogsArgs {
             }) {
                 break;
             }
+            // The operator creates no Pod for a run that ended a while ago: none will come.
+            if pod.is_none()
+                && let Some(status) = &job.status
+                && status.job_id.is_some()
+                && !output::may_create(status, chrono::Utc::now())
+            {
+                let claim = job.spec.output.as_ref().map_or("", |o| o.volume.as_str());
+                return Err(CliError::Usage(format!(
+                    "{what}: its job has ended ({:?}) and its output Pod is gone; the \
+                     operator creates that Pod only until {} min after the end: the output \
+                     is in PersistentVolumeClaim {claim}",
+                    status.phase,
+                    output::CREATE_AFTER_END.num_minutes(),
+                )));
+            }
             if tokio::time::Instant::now() >= deadline {
                 let earlier = pod
                     .as_ref()

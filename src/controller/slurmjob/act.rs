@@ -1360,6 +1360,7 @@ pub async fn ensure_output_pod(
     job_id: i64,
     image: &str,
     ended: bool,
+    may_create: bool,
 ) -> Result<(), OutputPodError> {
     let Some(desired) = output::pod(job, job_id, image, ended) else {
         return Ok(());
@@ -1403,6 +1404,9 @@ pub async fn ensure_output_pod(
             info!(pod = %name, "output Pod of the previous run deleted");
         }
         // Created on the next reconcile, once the old Pod is gone (the Pod watch triggers it).
+        return Ok(());
+    }
+    if !may_create {
         return Ok(());
     }
     pods.create(&PostParams::default(), &desired)

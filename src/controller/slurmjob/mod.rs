@@ -641,8 +641,9 @@ async fn apply(
     if let Some(job_id) = status.job_id {
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
         let ended = status.phase.is_terminal();
+        let may_create = output::may_create(&status, Utc::now());
         if let Err(error) =
-            act::ensure_output_pod(&pods, job, job_id, &data.output_image, ended).await
+            act::ensure_output_pod(&pods, job, job_id, &data.output_image, ended, may_create).await
         {
             // Refused (a ResourceQuota, an admission policy): the tenant is told, not only the
             // operator's log; retried with the backoff, as the cause may go away.

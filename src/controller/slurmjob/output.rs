@@ -17,8 +17,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use chrono::{DateTime, Utc};
+
 use crate::crd::SlurmJob;
-use crate::crd::slurmjob::JobOutput;
+use crate::crd::slurmjob::{JobOutput, SlurmJobStatus};
 
 /// Label on the streamer Pod naming its SlurmJob (orphans are found by it, not by memory): its
 /// name, or its uid where the name is longer than a label value may be.
@@ -68,6 +70,28 @@ pub fn sub_dir(output: &JobOutput) -> Option<String> {
         .filter(|part| !part.is_empty() && *part != ".")
         .collect();
     (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+/// How long after its job's end a missing output Pod is still created: long enough for an
+/// operator restart or a short outage around the end, and not more, so that a finished job's
+/// Pod that is gone (deleted by the tenant, or by the Pod garbage collector, which keeps a
+/// bounded number of terminated Pods) is not created again and again, at every operator start
+/// or slurmrestd recovery, for every finished SlurmJob; nor retried for good when the
+/// namespace's quota refuses it.
+pub const CREATE_AFTER_END: chrono::TimeDelta = chrono::TimeDelta::minutes(15);
+
+/// Whether a missing output Pod is created for the run `status` describes at `now`: while it
+/// has not ended, and within [`CREATE_AFTER_END`] of its end (an ended run without an end time,
+/// `Lost`, gets none).
+pub fn may_create(status: &SlurmJobStatus, now: DateTime<Utc>) -> bool {
+    if !status.phase.is_terminal() {
+        return true;
+    }
+    status
+        .end_time
+        .as_ref()
+        .and_then(crate::crd::time::to_utc)
+        .is_some_and(|end| now - end < CREATE_AFTER_END)
 }
 
 /// The streamer Pod for `job`'s run `job_id`, or `None` when the job has no `spec.output` (or
@@ -290,8 +314,38 @@ pub fn ended_patch(pod: &Pod, job_id: i64, ended: bool) -> Option<serde_json::Va
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::slurmjob::submit;
-    use crate::crd::slurmjob::SlurmJobSpec;
+    use crate::controller::slurmjob::{status, submit};
+    use crate::crd::slurmjob::{Phase, SlurmJobSpec};
+
+    /// A missing Pod is created for a run that has not ended, and for one that ended within
+    /// `CREATE_AFTER_END`; not for one that ended before, or whose end is not known.
+    #[test]
+    fn a_missing_pod_is_created_until_a_while_after_the_end() {
+        let now = DateTime::from_timestamp(10_000, 0).unwrap();
+        let run = |phase, ended_ago: Option<i64>| SlurmJobStatus {
+            phase,
+            end_time: status::time(ended_ago.map(|s| now - chrono::TimeDelta::seconds(s))),
+            ..Default::default()
+        };
+        let window = CREATE_AFTER_END.num_seconds();
+        for (phase, ended_ago, created) in [
+            (Phase::Pending, None, true),
+            (Phase::Submitted, None, true),
+            (Phase::Running, None, true),
+            (Phase::Completed, Some(0), true),
+            (Phase::Failed, Some(window - 1), true),
+            (Phase::Completed, Some(window), false),
+            (Phase::Cancelled, Some(24 * 3600), false),
+            (Phase::Lost, None, false),
+            (Phase::Completed, None, false),
+        ] {
+            assert_eq!(
+                may_create(&run(phase, ended_ago), now),
+                created,
+                "{phase:?}, ended {ended_ago:?} s ago"
+            );
+        }
+    }
 
     fn job(output: Option<JobOutput>) -> SlurmJob {
         let spec: SlurmJobSpec = serde_json::from_value(serde_json::json!({

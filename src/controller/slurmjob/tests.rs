@@ -2656,3 +2656,33 @@ async fn a_dependency_wait_takes_no_request_slot_and_is_woken_by_its_dependee() 
     assert!(matches!(error, Error::ClusterBusy(_)), "{}", Chain(&error));
     drop(taken);
 }
+
+/// The output Pod of a job that ended long ago, gone since (deleted by its tenant, or by the
+/// Pod garbage collector), is not created again: a reconcile of every finished SlurmJob (an
+/// operator start, a slurmrestd recovery) reads whether it is there and creates nothing.
+#[tokio::test]
+async fn a_finished_jobs_output_pod_is_not_created_again_long_after_the_end() {
+    let (ctx, mut api) = Context::test();
+    let mut job = with_output(finalized(slurm_job("long-done", "#!/bin/sh\necho hi\n")));
+    let uid = uid_of(&job);
+    let mut record = tagged_record(202, &OwnerTag::new(&uid, 1), &["COMPLETED"]);
+    record.exit = Some(crate::slurm::types::ExitStatus {
+        return_code: Some(0),
+        ..Default::default()
+    });
+    let ended = Utc::now() - output::CREATE_AFTER_END - chrono::TimeDelta::minutes(1);
+    record.start_time = Some(ended - chrono::TimeDelta::minutes(5));
+    record.end_time = Some(ended);
+    let _index = observed_as(&ctx, &mut job, record);
+    assert_eq!(job.status.as_ref().unwrap().phase, Phase::Completed);
+    let data = data(ctx);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let _ = expect_status_apply(&mut api, &expected).await;
+        expect_get_pod(&mut api, &expected, None).await;
+        api.expect_no_more_calls().await;
+    });
+    let action = reconcile(Arc::new(job), data).await.unwrap();
+    server.await.unwrap();
+    assert_eq!(action, Action::await_change());
+}
