@@ -13,6 +13,9 @@ pub mod errno {
     pub const PROTOCOL_AUTHENTICATION_ERROR: i64 = 1007;
     pub const INVALID_PARTITION_NAME: i64 = 2000;
     pub const ACCESS_DENIED: i64 = 2002;
+    /// `ESLURM_ACCOUNTING_POLICY`: the job violates an accounting or QoS limit; a submit limit
+    /// (`MaxSubmitJobs`, per user or QoS) lifts as the user's jobs end.
+    pub const ACCOUNTING_POLICY: i64 = 2050;
     pub const USER_ID_MISSING: i64 = 2010;
     pub const NODES_BUSY: i64 = 2016;
     pub const INVALID_JOB_ID: i64 = 2017;

@@ -26,6 +26,7 @@ use crate::crd::condition;
 use crate::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
 use crate::crd::{FIELD_MANAGER, SlurmJob};
 use crate::leader::Leadership;
+use crate::slurm::error::errno;
 use crate::slurm::tag::{OwnerTag, Ownership, TagKey};
 use crate::slurm::types::{Job, SubmitRequest};
 use crate::slurm::{SlurmClient, SlurmError};
@@ -295,6 +296,9 @@ pub fn may_call_slurm(target: Target<'_>, env: Env<'_>) -> bool {
         }
     }
 }
+
+/// The wait's reason after Slurm refused a submit by its accounting or QoS policy.
+pub const SUBMIT_LIMITED: &str = "SubmitLimited";
 
 /// Whether a submit step of `target` waits for the SlurmJobs `dependsOn` names (`dependencies`
 /// as [`step`] takes it). Such a step asks Slurm nothing: the plan decides that wait before
@@ -963,6 +967,25 @@ where
                         retry: None,
                         invalid: true,
                         backoff: false,
+                    };
+                    return Ok((step, false));
+                }
+                // A limit of Slurm's (a user's or QoS's MaxSubmitJobs): no job was made, and
+                // the same request succeeds once the user's jobs end. Said in the status, its
+                // Warning once as the wait begins (not an Event per try), and tried again with
+                // the SlurmJob's backoff.
+                Err(error) if error.slurm_errno() == Some(errno::ACCOUNTING_POLICY) => {
+                    let message = format!(
+                        "Slurm's accounting or QoS policy refused the submit: {}; no job was \
+                         made. A limit on the jobs the Slurm user may have queued lifts as they \
+                         end: it is tried again with a growing delay (up to 5 minutes); a limit \
+                         the spec exceeds (time, size) needs an edit",
+                        error.for_tenant()
+                    );
+                    let step = Step {
+                        notices: vec![Notice::warning(SUBMIT_LIMITED, message.clone())],
+                        backoff: true,
+                        ..wait(base, SUBMIT_LIMITED, message)
                     };
                     return Ok((step, false));
                 }

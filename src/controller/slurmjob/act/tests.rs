@@ -1241,3 +1241,69 @@ async fn an_unresolved_accounting_candidate_is_waited_for_with_backoff() {
     assert!(step.backoff, "{step:?}");
     assert_eq!(world.index.wants.take(), BTreeSet::from([20]));
 }
+
+/// A submit Slurm refuses by its accounting or QoS policy (here a user's `MaxSubmitJobs`,
+/// error 2050 as slurmrestd answers it) made no job and may succeed once the user's jobs end:
+/// the SlurmJob waits (`SubmitLimited`, Slurm's message) with its backoff, and its Warning goes
+/// out once, when the wait begins, not at every try.
+#[tokio::test]
+async fn a_submit_over_a_slurm_limit_waits_with_backoff_and_warns_once() {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/24.11/submit_invalid_partition.json"
+    );
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let mut body = recorded["body"].clone();
+    body["errors"][0]["error_number"] = 2050.into();
+    body["errors"][0]["error"] =
+        "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+            .into();
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
+        .respond_with(ResponseTemplate::new(500).set_body_json(&body))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let world = World::new(&server.uri());
+    let alice = minted(&server.uri());
+    let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+    let spec = true_spec();
+    let target = |status| Target {
+        name: "limited",
+        uid: "l",
+        generation: 1,
+        spec: &spec,
+        status,
+        created: Some(at(199)),
+        refusal: None,
+    };
+    let env = |now| Env {
+        submitter: &alice,
+        ..world.env(at(now))
+    };
+    let first = step(target(None), env(200), |_| None).await.unwrap();
+    let ready = condition::find(&first.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, SUBMIT_LIMITED, "{ready:?}");
+    assert!(
+        ready.message.contains("job submit limit") && ready.message.contains("no job was made"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(first.status.job_id, None);
+    assert!(first.backoff && !first.invalid, "{first:?}");
+    let reasons: Vec<&str> = first.notices.iter().map(|n| &*n.reason).collect();
+    assert_eq!(reasons, [SUBMIT_LIMITED]);
+    assert!(world.submissions.is_empty(), "nothing was made");
+
+    let again = step(target(Some(&first.status)), env(203), |_| None)
+        .await
+        .unwrap();
+    assert_eq!(again.status, first.status);
+    assert!(again.backoff);
+    assert!(again.notices.is_empty(), "{:?}", again.notices);
+}
