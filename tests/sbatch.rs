@@ -789,20 +789,41 @@ async fn apply_wait_and_logs_against_an_api_server() {
     // the end, which logs says at once (not "did not start within" its --pod-timeout).
     pods.delete("streamed", &Default::default()).await.unwrap();
     let ended = chrono::Utc::now() - chrono::TimeDelta::hours(1);
+    let generation = jobs.get("streamed").await.unwrap().metadata.generation;
     jobs.patch_status(
         "streamed",
         &PatchParams::default(),
-        &Patch::Merge(&json!({"status": {"phase": "Completed", "endTime": ended.to_rfc3339()}})),
+        &Patch::Merge(&json!({"status": {
+            "phase": "Completed", "endTime": ended.to_rfc3339(), "observedGeneration": generation,
+        }})),
     )
     .await
     .unwrap();
     let (code, _, stderr) = run(args(&["logs", "streamed", "-n", "team-a"])).await;
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr.contains("its output Pod is gone")
-            && stderr.contains("PersistentVolumeClaim shared"),
+        stderr.contains("has no output Pod") && stderr.contains("PersistentVolumeClaim shared"),
         "{stderr}"
     );
+    // Edited since (a re-run the operator has not taken up yet): its Pod will come, so logs
+    // waits for it as before.
+    jobs.patch(
+        "streamed",
+        &PatchParams::apply("test"),
+        &Patch::Apply(json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+            "metadata": {"name": "streamed"},
+            "spec": {
+                "clusterName": "main", "script": "#!/bin/sh\necho three\n",
+                "output": {"volume": "shared", "slurmPath": "/shared"},
+            },
+        })),
+    )
+    .await
+    .unwrap();
+    let (code, _, stderr) = run(logs_within_1s()).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("did not start within 1s"), "{stderr}");
 }
 
 /// `--kubeconfig` and `--context` pick the API server and the namespace, as kubectl's flags of

@@ -361,16 +361,18 @@ impl LogsArgs {
                 break;
             }
             // The operator creates no Pod for a run that ended a while ago: none will come.
+            // Not said of a status that is not the spec's yet (an edit re-runs the job).
             if pod.is_none()
                 && let Some(status) = &job.status
                 && status.job_id.is_some()
+                && status.observed_generation >= job.metadata.generation
                 && !output::may_create(status, chrono::Utc::now())
             {
                 let claim = job.spec.output.as_ref().map_or("", |o| o.volume.as_str());
                 return Err(CliError::Usage(format!(
-                    "{what}: its job has ended ({:?}) and its output Pod is gone; the \
-                     operator creates that Pod only until {} min after the end: the output \
-                     is in PersistentVolumeClaim {claim}",
+                    "{what}: its job has ended ({:?}) and has no output Pod; the operator \
+                     creates that Pod only until {} min after the end (and none for a Lost \
+                     job): the output is in PersistentVolumeClaim {claim}",
                     status.phase,
                     output::CREATE_AFTER_END.num_minutes(),
                 )));

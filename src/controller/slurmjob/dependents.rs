@@ -5,6 +5,10 @@
 //! pipeline waiting on their predecessors took a reconcile slot each every 3 s, and a link of a
 //! chain started up to 3 s after the one before it was submitted.
 //!
+//! Woken by: a dependee's watch event that changes what the wait judges it by
+//! ([`changes_dependents`]), a poller event of a dependee's job (a live dependee is judged with
+//! the index too), and a relist of the cache.
+//!
 //! A SlurmJob is registered before its step reads its dependees (a change meanwhile wakes it:
 //! no lost wake-up), and removed once its wait is over or it is gone. Only waiting SlurmJobs
 //! are held, by name within their namespace: `dependsOn` names SlurmJobs of its own namespace.
@@ -22,8 +26,9 @@ use crate::controller::kit::Applied;
 use crate::crd::condition;
 use crate::crd::slurmjob::{CachedSlurmJob, Phase, SlurmJobStatus};
 
-/// How often a SlurmJob waiting for its dependencies looks again without being woken: what a
-/// dependee's change does not show in its cached object (none is known) would wait this long.
+/// How often a SlurmJob waiting for its dependencies looks again without being woken: what
+/// neither a dependee's cached object nor its jobs' poller events show (none is known) would
+/// wait this long.
 pub const DEPENDENCY_RECHECK: Duration = Duration::from_secs(30);
 
 /// The waiting SlurmJobs, per namespace: by dependee, and each one's dependees (to remove it).
@@ -107,6 +112,23 @@ impl Dependents {
             .and_then(|waits| waits.by_dependee.get(dependee))
             .map(|waiting| waiting.iter().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// Keeps only the waiting SlurmJobs for which `keep(namespace, name)` holds.
+    pub fn retain(&self, keep: impl Fn(&str, &str) -> bool) {
+        let mut namespaces = self.lock();
+        for (namespace, waits) in namespaces.iter_mut() {
+            let gone: Vec<String> = waits
+                .by_dependent
+                .keys()
+                .filter(|name| !keep(namespace, name))
+                .cloned()
+                .collect();
+            for name in gone {
+                waits.remove(&name);
+            }
+        }
+        namespaces.retain(|_, waits| !waits.by_dependent.is_empty());
     }
 
     /// Every waiting SlurmJob.
@@ -231,6 +253,18 @@ mod tests {
         // Removing one that never waited is nothing.
         deps.done("team-c", "x");
         assert!(deps.lock().is_empty());
+    }
+
+    #[test]
+    fn retain_drops_what_is_no_longer_there() {
+        let deps = Dependents::default();
+        deps.wait_for("a", "x", ["p"]);
+        deps.wait_for("a", "y", ["p"]);
+        deps.wait_for("b", "x", ["q"]);
+        deps.retain(|ns, name| (ns, name) != ("a", "x") && ns != "b");
+        assert_eq!(deps.of("a", "p"), ["y"]);
+        assert!(deps.of("b", "q").is_empty());
+        assert_eq!(deps.lock().len(), 1, "namespace b's entry is gone");
     }
 
     #[test]

@@ -58,6 +58,7 @@ pub mod submit;
 pub mod usage;
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -527,22 +528,35 @@ async fn apply(
         refusal: edit_refusal.as_ref(),
     };
     // Registered before anything reads its dependees: a change of one meanwhile wakes it.
-    if matches!(decision, lifecycle::Decision::Submit { .. }) && !spec.depends_on.is_empty() {
+    let submits = matches!(decision, lifecycle::Decision::Submit { .. });
+    if submits && !spec.depends_on.is_empty() {
         data.dependents.wait_for(
             namespace,
             &name,
             spec.depends_on.iter().map(|d| d.name.as_str()),
         );
     }
+    // Each dependee judged once, here: whether the step needs a request slot and what it
+    // decides come from the same look (the cache may change between two).
+    let judged: BTreeMap<&str, Option<lifecycle::Dependee>> = if submits {
+        spec.depends_on
+            .iter()
+            .map(|d| {
+                let found = data
+                    .jobs
+                    .get(&ObjectRef::new(&d.name).within(namespace))
+                    .map(|found| dependee(&found, &state, &ctx.tag_key, env.job_user));
+                (d.name.as_str(), found)
+            })
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
+    let lookup = |dep: &str| judged.get(dep).cloned().flatten();
     // A step that may call slurmrestd takes one of the cluster's request slots for the step
     // only (not for the Kubernetes writes after it), waiting a moment for one; else it requeues
     // without holding one of this controller's reconcile slots (a cluster whose requests hang
     // delays only its own SlurmJobs). A step that only mirrors the index takes none.
-    let lookup = |dep: &str| {
-        data.jobs
-            .get(&ObjectRef::new(dep).within(namespace))
-            .map(|d| dependee(&d, &state, &ctx.tag_key, env.job_user))
-    };
     // A wait for dependencies asks Slurm nothing: a pipeline's waiting links take no slot.
     let may_call_slurm =
         act::may_call_slurm(target, env) && !act::waits_for_dependencies(target, lookup);
@@ -1352,14 +1366,26 @@ pub fn targets(
     event: &SlurmEvent,
     jobs: &Store<CachedSlurmJob>,
     by_uid: &UidIndex<CachedSlurmJob>,
+    dependents: &Dependents,
 ) -> Vec<ObjectRef<CachedSlurmJob>> {
     match event {
+        // The SlurmJob whose job changed, and those waiting for it (`dependsOn` judges a live
+        // dependee with the index too: its own record read at last, or gone from slurmctld).
         SlurmEvent::JobChanged { owner, .. } | SlurmEvent::JobGone { owner, .. } => owner
             .as_ref()
             .and_then(|owner| by_uid.get(owner.uid()))
-            .map(|job| ObjectRef::from_obj(job.as_ref()))
-            .into_iter()
-            .collect(),
+            .map(|job| {
+                let namespace = job.meta().namespace.as_deref().unwrap_or_default();
+                let mut woken = vec![ObjectRef::from_obj(job.as_ref())];
+                woken.extend(
+                    dependents
+                        .of(namespace, &job.name_any())
+                        .iter()
+                        .map(|dependent| ObjectRef::new(dependent).within(namespace)),
+                );
+                woken
+            })
+            .unwrap_or_default(),
         SlurmEvent::HealthChanged { cluster, up: true } => jobs
             .state()
             .iter()
@@ -1425,12 +1451,19 @@ pub fn run(
     // however large tenants make their SlurmJobs.
     let (wake, woken) = futures::channel::mpsc::unbounded();
     let dependents = Arc::new(Dependents::default());
-    let waking = (Arc::clone(&dependents), wake.clone());
+    let waking = (Arc::clone(&dependents), wake.clone(), store.clone());
+    let waiting = Arc::clone(&dependents);
     let (by_uid, jobs) = kit::reflect_changes(
         watcher(jobs_api, watcher::Config::default().page_size(LIST_PAGE)).default_backoff(),
         writer,
         reacts_to,
         move |applied| {
+            if let kit::Applied::Relisted = applied {
+                // One deleted while the watch was away has no Delete event of its own.
+                waking
+                    .0
+                    .retain(|ns, name| waking.2.get(&ObjectRef::new(name).within(ns)).is_some());
+            }
             for dependent in waking.0.woken_by(applied) {
                 // Closed only when the controller stops.
                 let _ = waking.1.unbounded_send(dependent);
@@ -1441,7 +1474,7 @@ pub fn run(
         CONTROLLER,
         ctx.events.subscribe(),
         store.clone(),
-        move |event, jobs| targets(event, jobs, &by_uid),
+        move |event, jobs| targets(event, jobs, &by_uid, &waiting),
     );
     let acting = ctx.clone();
     let gained = ctx

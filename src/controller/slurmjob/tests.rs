@@ -959,16 +959,26 @@ fn slurm_events_map_to_slurmjobs_by_uid_and_health_to_all_of_the_cluster() {
         owner: Some(OwnerTag::new(uid, 3)),
     };
     assert_eq!(
-        targets(&changed("ua"), &jobs, &by_uid),
+        targets(&changed("ua"), &jobs, &by_uid, &Dependents::default()),
         vec![ObjectRef::from_obj(&a)]
     );
+    // Those waiting for `a` (`dependsOn`) too: a live dependee is judged with the index.
+    let waiting = Dependents::default();
+    waiting.wait_for(NS, "after-a", ["a"]);
     assert_eq!(
-        targets(&changed("ub"), &jobs, &by_uid),
+        targets(&changed("ua"), &jobs, &by_uid, &waiting),
+        vec![
+            ObjectRef::from_obj(&a),
+            ObjectRef::new("after-a").within(NS)
+        ]
+    );
+    assert_eq!(
+        targets(&changed("ub"), &jobs, &by_uid, &waiting),
         vec![ObjectRef::from_obj(&b)],
         "by uid, whatever the cluster"
     );
     assert!(
-        targets(&changed("uc"), &jobs, &by_uid).is_empty(),
+        targets(&changed("uc"), &jobs, &by_uid, &waiting).is_empty(),
         "no such SlurmJob"
     );
     let gone = SlurmEvent::JobGone {
@@ -976,14 +986,17 @@ fn slurm_events_map_to_slurmjobs_by_uid_and_health_to_all_of_the_cluster() {
         job_id: 1,
         owner: OwnerTag::parse("someone else's"),
     };
-    assert!(targets(&gone, &jobs, &by_uid).is_empty());
+    assert!(targets(&gone, &jobs, &by_uid, &waiting).is_empty());
     let up = SlurmEvent::HealthChanged {
         cluster: cluster.clone(),
         up: true,
     };
-    assert_eq!(targets(&up, &jobs, &by_uid), vec![ObjectRef::from_obj(&a)]);
+    assert_eq!(
+        targets(&up, &jobs, &by_uid, &waiting),
+        vec![ObjectRef::from_obj(&a)]
+    );
     let down = SlurmEvent::HealthChanged { cluster, up: false };
-    assert!(targets(&down, &jobs, &by_uid).is_empty());
+    assert!(targets(&down, &jobs, &by_uid, &waiting).is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2616,13 +2629,12 @@ async fn a_dependency_wait_takes_no_request_slot_and_is_woken_by_its_dependee() 
     let expected = job.clone();
     let server = tokio::spawn(async move {
         let status = expect_status_apply(&mut api, &expected).await;
-        api.expect_no_more_calls().await;
-        status
+        (status, api)
     });
     let action = reconcile(Arc::new(cached(&job)), data.clone())
         .await
         .unwrap();
-    let status = server.await.unwrap();
+    let (status, mut api) = server.await.unwrap();
     assert_eq!(action, Action::requeue(dependents::DEPENDENCY_RECHECK));
     let ready = condition::find(&status.conditions, status::READY).unwrap();
     assert_eq!(
@@ -2654,7 +2666,32 @@ async fn a_dependency_wait_takes_no_request_slot_and_is_woken_by_its_dependee() 
         .await
         .unwrap_err();
     assert!(matches!(error, Error::ClusterBusy(_)), "{}", Chain(&error));
+    assert_eq!(data.dependents.of(NS, "prep"), ["train"], "still waiting");
     drop(taken);
+
+    // Edited to depend on itself (stored before admission refused that): not a wait any more
+    // but an invalid spec, and no longer held as waiting for `prep`.
+    job.spec.depends_on =
+        serde_json::from_value(json!([{"name": "prep"}, {"name": "train"}])).unwrap();
+    job.metadata.generation = Some(2);
+    // This process gave it the finalizer: no predecessor's submit of the edit is waited out.
+    data.taken_on
+        .record(&uid_of(&job), data.ctx.acting_since(), Utc::now());
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_job(&mut api, &expected).await;
+        let status = expect_status_apply(&mut api, &expected).await;
+        expect_event(&mut api, &expected, "Warning", "InvalidSpec").await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap();
+    let status = server.await.unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(ready.reason, "InvalidSpec");
+    assert!(data.dependents.is_empty(), "{:?}", data.dependents);
 }
 
 /// The output Pod of a job that ended long ago, gone since (deleted by its tenant, or by the
