@@ -718,20 +718,27 @@ async fn apply_wait_and_logs_against_an_api_server() {
     // With spec.output: the streamer Pod the operator makes for it (created here, as the
     // operator would), and what it prints, as its container's log (the kubelet's part, which
     // the in-memory API server takes from the test).
-    jobs.patch(
-        "streamed",
-        &PatchParams::apply("test"),
-        &Patch::Apply(json!({
+    let apply_streamed = |script: &str| {
+        let object = json!({
             "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
             "metadata": {"name": "streamed"},
             "spec": {
-                "clusterName": "main", "script": "#!/bin/sh\necho one\necho two\n",
+                "clusterName": "main", "script": script,
                 "output": {"volume": "shared", "slurmPath": "/shared"},
             },
-        })),
-    )
-    .await
-    .unwrap();
+        });
+        let jobs = jobs.clone();
+        async move {
+            jobs.patch(
+                "streamed",
+                &PatchParams::apply("test"),
+                &Patch::Apply(object),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    apply_streamed("#!/bin/sh\necho one\necho two\n").await;
     let streamed = jobs.get("streamed").await.unwrap();
     let pod = slurm_operator::controller::slurmjob::output::pod(&streamed, 77, "streamer", false)
         .unwrap();
@@ -807,20 +814,7 @@ async fn apply_wait_and_logs_against_an_api_server() {
     );
     // Edited since (a re-run the operator has not taken up yet): its Pod will come, so logs
     // waits for it as before.
-    jobs.patch(
-        "streamed",
-        &PatchParams::apply("test"),
-        &Patch::Apply(json!({
-            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
-            "metadata": {"name": "streamed"},
-            "spec": {
-                "clusterName": "main", "script": "#!/bin/sh\necho three\n",
-                "output": {"volume": "shared", "slurmPath": "/shared"},
-            },
-        })),
-    )
-    .await
-    .unwrap();
+    apply_streamed("#!/bin/sh\necho three\n").await;
     let (code, _, stderr) = run(logs_within_1s()).await;
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("did not start within 1s"), "{stderr}");

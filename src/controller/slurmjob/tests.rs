@@ -872,6 +872,17 @@ async fn submit_then_delete_cancels_the_slurm_job() {
 
 /// A record of a job submitted for `tag` as Slurm user `slurm` (the test clients' user), signed
 /// with [`Context::test`]'s key.
+/// [`tagged_record`] of a job that completed with exit code 0.
+fn completed_record(id: u32, tag: &OwnerTag) -> crate::slurm::types::Job {
+    crate::slurm::types::Job {
+        exit: Some(crate::slurm::types::ExitStatus {
+            return_code: Some(0),
+            ..Default::default()
+        }),
+        ..tagged_record(id, tag, &["COMPLETED"])
+    }
+}
+
 fn tagged_record(id: u32, tag: &OwnerTag, states: &[&str]) -> crate::slurm::types::Job {
     let comment = crate::controller::test_support::test_tag_key().comment(tag, "slurm");
     crate::slurm::types::Job {
@@ -1786,11 +1797,7 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
     let (ctx, mut api) = Context::test();
     let mut job = with_output(finalized(slurm_job("streamed", "#!/bin/sh\necho hi\n")));
     let uid = uid_of(&job);
-    let mut first = tagged_record(101, &OwnerTag::new(&uid, 1), &["COMPLETED"]);
-    first.exit = Some(crate::slurm::types::ExitStatus {
-        return_code: Some(0),
-        ..Default::default()
-    });
+    let first = completed_record(101, &OwnerTag::new(&uid, 1));
     let second = running_record(102, &OwnerTag::new(&uid, 2));
     let finished = status::observe(
         &SlurmJobStatus {
@@ -1960,11 +1967,7 @@ async fn the_output_pod_is_told_when_its_job_ends() {
     let (ctx, mut api) = Context::test();
     let mut job = with_output(finalized(slurm_job("told", "#!/bin/sh\necho hi\n")));
     let uid = uid_of(&job);
-    let mut record = tagged_record(201, &OwnerTag::new(&uid, 1), &["COMPLETED"]);
-    record.exit = Some(crate::slurm::types::ExitStatus {
-        return_code: Some(0),
-        ..Default::default()
-    });
+    let record = completed_record(201, &OwnerTag::new(&uid, 1));
     let _index = observed_as(&ctx, &mut job, record);
     assert_eq!(job.status.as_ref().unwrap().phase, Phase::Completed);
     let data = data(ctx);
@@ -2615,13 +2618,7 @@ async fn a_dependency_wait_takes_no_request_slot_and_is_woken_by_its_dependee() 
     let (ctx, mut api) = Context::test();
     let mut job = finalized(slurm_job("train", "#!/bin/sh\ntrue\n"));
     job.spec.depends_on = serde_json::from_value(json!([{"name": "prep"}])).unwrap();
-    let _index = crate::controller::test_support::register_with_index(
-        &ctx,
-        NS,
-        "local",
-        UNREACHABLE,
-        trusted_index(&ctx, Vec::new()),
-    );
+    let _index = register_trusted_empty(&ctx);
     let handle = ctx.clusters.get(&ObjectRef::new("local")).unwrap();
     let taken: Vec<_> = std::iter::from_fn(|| handle.try_io()).collect();
     assert_eq!(taken.len(), crate::state::registry::IO_PER_CONNECTION);
@@ -2702,11 +2699,7 @@ async fn a_finished_jobs_output_pod_is_not_created_again_long_after_the_end() {
     let (ctx, mut api) = Context::test();
     let mut job = with_output(finalized(slurm_job("long-done", "#!/bin/sh\necho hi\n")));
     let uid = uid_of(&job);
-    let mut record = tagged_record(202, &OwnerTag::new(&uid, 1), &["COMPLETED"]);
-    record.exit = Some(crate::slurm::types::ExitStatus {
-        return_code: Some(0),
-        ..Default::default()
-    });
+    let mut record = completed_record(202, &OwnerTag::new(&uid, 1));
     let ended = Utc::now() - output::CREATE_AFTER_END - chrono::TimeDelta::minutes(1);
     record.start_time = Some(ended - chrono::TimeDelta::minutes(5));
     record.end_time = Some(ended);
