@@ -868,7 +868,19 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     // The index skipped jobs (issue 19: those of its first listing, or a burst of others' after
     // it): a job submitted for this SlurmJob without recording it may be one of them. Until the index has
     // the records of the candidates accounting names, the deletion waits as for an index not
-    // synced (it asks for them; the next steps see them).
+    // synced (it asks for them; the next steps see them). Not for a SlurmJob created after
+    // the index last skipped (as `plan::fresh` judges): every job made for it is in the index,
+    // and a tenant's create-and-delete loop costs accounting no search by name.
+    let created = job
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(crate::crd::time::to_utc);
+    let may_be_skipped = |state: &ClusterState| {
+        state
+            .skipped_before
+            .is_some_and(|before| created.is_none_or(|at| at <= before + plan::GONE_GRACE))
+    };
     let reach = match (&reach, &state, &handle) {
         (
             Reach::Connected {
@@ -876,7 +888,7 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             },
             Some(state),
             Some(handle),
-        ) if state.skipped_before.is_some() && unrecorded => {
+        ) if may_be_skipped(state) && unrecorded => {
             let Some(_io) = handle.try_io() else {
                 return Err(data.busy(handle, job));
             };

@@ -2716,3 +2716,49 @@ async fn a_finished_jobs_output_pod_is_not_created_again_long_after_the_end() {
     server.await.unwrap();
     assert_eq!(action, Action::await_change());
 }
+
+/// Deleting a SlurmJob that never recorded a job, on an index that skipped jobs: one created
+/// after the index last skipped has every job made for it in the index, so it lets go without
+/// asking accounting for earlier submits (a tenant's create-and-delete loop costs no search by
+/// name); one created before waits for accounting (here unreachable), as a job made for it may
+/// be among the skipped ones.
+#[tokio::test]
+async fn a_deletion_asks_accounting_only_for_a_slurmjob_older_than_what_the_index_skipped() {
+    let (ctx, mut api) = Context::test();
+    let skipped_before = ctx.started_at - chrono::TimeDelta::seconds(60);
+    let state = ClusterState {
+        skipped_before: Some(skipped_before),
+        ..trusted_index(&ctx, Vec::new())
+    };
+    let _index =
+        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    let data = data(ctx);
+    let deleted = |name: &str, created: DateTime<Utc>| {
+        let mut job = finalized(slurm_job(name, "#!/bin/sh\ntrue\n"));
+        job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+        job.metadata.generation = Some(2);
+        job.metadata.creation_timestamp = status::time(Some(created));
+        job
+    };
+
+    let young = deleted("young", Utc::now());
+    let expected = young.clone();
+    let server = tokio::spawn(async move {
+        expect_finalizer_patch(&mut api, &expected, false).await;
+        api.expect_no_more_calls().await;
+        api
+    });
+    reconcile(Arc::new(young), data.clone()).await.unwrap();
+    let mut api = server.await.unwrap();
+
+    let old = deleted("old", skipped_before - chrono::TimeDelta::seconds(60));
+    let expected = old.clone();
+    let server = tokio::spawn(async move {
+        let message = expect_blocked(&mut api, &expected, "WaitingForSlurmIndex").await;
+        api.expect_no_more_calls().await;
+        message
+    });
+    let error = reconcile(Arc::new(old), data).await.unwrap_err();
+    let message = server.await.unwrap();
+    assert_eq!(error.category(), "DeletionBlocked", "{message}");
+}
