@@ -1463,8 +1463,7 @@ pub fn run(
     // however large tenants make their SlurmJobs.
     let (wake, woken) = futures::channel::mpsc::unbounded();
     let dependents = Arc::new(Dependents::default());
-    let waking = (Arc::clone(&dependents), wake.clone(), store.clone());
-    let waiting = Arc::clone(&dependents);
+    let (waiters, waker, cached) = (Arc::clone(&dependents), wake.clone(), store.clone());
     let (by_uid, jobs) = kit::reflect_changes(
         watcher(jobs_api, watcher::Config::default().page_size(LIST_PAGE)).default_backoff(),
         writer,
@@ -1472,16 +1471,15 @@ pub fn run(
         move |applied| {
             if let kit::Applied::Relisted = applied {
                 // One deleted while the watch was away has no Delete event of its own.
-                waking
-                    .0
-                    .retain(|ns, name| waking.2.get(&ObjectRef::new(name).within(ns)).is_some());
+                waiters.retain(|ns, name| cached.get(&ObjectRef::new(name).within(ns)).is_some());
             }
-            for dependent in waking.0.woken_by(applied) {
+            for dependent in waiters.woken_by(applied) {
                 // Closed only when the controller stops.
-                let _ = waking.1.unbounded_send(dependent);
+                let _ = waker.unbounded_send(dependent);
             }
         },
     );
+    let waiting = Arc::clone(&dependents);
     let slurm = kit::slurm_triggers(
         CONTROLLER,
         ctx.events.subscribe(),
