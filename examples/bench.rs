@@ -715,6 +715,7 @@ impl Bench {
             now: Utc::now(),
             leadership: &self.leadership,
             took_over_at: None,
+            acting_since: self.started_at,
             key: &self.tag_key,
         };
         Ok(act::step(target, env, |_| None).await?.status)

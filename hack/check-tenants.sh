@@ -122,6 +122,12 @@ for i in "${!users[@]}"; do
         ((rc != 0)) && grep -qi 'invalid qos' <<<"$out" && ok=0 || ok=1
         check "sbatch as $u with QoS $SLURM_TENANT_QOS is refused" $ok "rc=$rc: $out"
     fi
+    # The capped QoS (no job fits its limit): refused over the limit to those allowed it.
+    if [[ " ${qos_users[*]} " == *" $u "* ]]; then
+        out=$(sbatch_as "$u" -q "$SLURM_CAPPED_QOS" 2>&1) && rc=0 || rc=$?
+        ((rc != 0)) && grep -qi 'accounting/QOS policy' <<<"$out" && ok=0 || ok=1
+        check "sbatch as $u with QoS $SLURM_CAPPED_QOS is refused over its limit" $ok "rc=$rc: $out"
+    fi
 done
 
 # The users that existed before the tenants still submit, now in the default account.

@@ -2,7 +2,8 @@
 # Brings up a real Slurm (slurmctld, 3 static slurmd n1..n3, slurmrestd with auth/jwt, and
 # accounting: slurmdbd on MariaDB) from Debian packages in a debootstrap'ed root. The host stays
 # as it is; the root is cached. Tenants for the multi-tenancy tests: users alice (account team-a,
-# QoS tenant-low allowed) and bob (team-b), associations enforced (hack/ACCOUNTING.md, "Tenants").
+# QoS tenant-low and tenant-capped allowed) and bob (team-b), associations and limits enforced
+# (hack/ACCOUNTING.md, "Tenants").
 #
 # Usage: hack/slurm-up.sh [--flavour trixie|forky] [--fresh] [--keep-state] [--rebuild]
 #                         [--timeout SECONDS]
@@ -136,7 +137,7 @@ show_logs() {
 # tenant users or associations are only added.
 conf_current() {
     local line
-    for line in 'AccountingStorageEnforce=associations,qos' 'JobAcctGatherType=jobacct_gather/linux' \
+    for line in 'AccountingStorageEnforce=associations,limits,qos' 'JobAcctGatherType=jobacct_gather/linux' \
         'MinJobAge=30' 'SchedulerParameters=batch_sched_delay=0,bf_interval=5,sched_interval=5' \
         'MaxJobCount=150000'; do
         grep -qx "$line" "$SLURM_ROOT/etc/slurm/slurm.conf" 2>/dev/null || return 1

@@ -1657,6 +1657,7 @@ impl Tripwire {
             now,
             leadership: &leadership,
             took_over_at: None,
+            acting_since: now - chrono::TimeDelta::seconds(1),
             key: &key,
         };
         let target = Target {

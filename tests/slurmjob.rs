@@ -318,6 +318,7 @@ async fn interrupted_submits_never_make_a_second_job() {
                 now: Utc::now(),
                 leadership: &Leadership::always(),
                 took_over_at: None,
+                acting_since: Utc::now() - chrono::TimeDelta::seconds(5),
                 key: &KEY,
             };
             act::step(target, env, |_| None).await
@@ -352,6 +353,7 @@ async fn interrupted_submits_never_make_a_second_job() {
             now: Utc::now(),
             leadership: &Leadership::always(),
             took_over_at: None,
+            acting_since: started_at,
             key: &KEY,
         };
         let step = act::step(target, env, |_| None).await.unwrap();

@@ -17,6 +17,7 @@ mod common;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use slurm_operator::crd::condition::{self, READY};
@@ -53,6 +54,24 @@ fn slurmjob(name: &str, partition: &str, extra: Value) -> Value {
     }
     json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob", "metadata": {"name": name},
            "spec": spec})
+}
+
+/// How many submits the operator serving `metrics` has sent (any answer: Slurm 24.11 refuses
+/// with HTTP 500, 26.05 with 422).
+async fn submits(metrics: &str) -> u64 {
+    let text = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|line| {
+            line.starts_with("slurm_operator_slurmrestd_request_duration_seconds_count{")
+        })
+        .filter(|line| line.contains("operation=\"slurm_post_job_submit\""))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// The SlurmJob's Ready condition (status, reason, message), once it has one matching `want`.
@@ -229,6 +248,60 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
             .unwrap();
         assert_eq!(job.status.unwrap().job_id, None, "{refused}");
     }
+
+    // Over a limit of Slurm's: alice may use the capped QoS, but no job fits its
+    // MaxSubmitJobsPerUser. slurmctld refuses each submit (error 2050); the SlurmJob waits,
+    // says why in Slurm's words, warns once however often it tries, and an edit lifts it.
+    let capped = format!("{run}-capped");
+    let home = json!({"workingDirectory": "/home/alice"});
+    let with_qos = json!({"workingDirectory": "/home/alice", "qos": slurm.capped_qos});
+    let before = submits(&metrics).await;
+    let applied = std::time::Instant::now();
+    apply(
+        &jobs("team-a"),
+        &capped,
+        slurmjob(&capped, &slurm.partition, with_qos),
+    )
+    .await;
+    let message = ready(&jobs("team-a"), &capped, ("False", "SubmitLimited")).await;
+    assert!(
+        message.contains("accounting/QOS policy") && message.contains("no job was made"),
+        "{message}"
+    );
+    // Tried again after its backoff's first delay (2 s), not before: the reconcile the
+    // finalizer's change triggers right after the first submit sends none (it did, 10 ms
+    // after the first).
+    eventually("a second submit", TIMEOUT, || async {
+        (submits(&metrics).await >= before + 2).then_some(())
+    })
+    .await;
+    assert!(
+        applied.elapsed() >= Duration::from_secs(2),
+        "the second submit came {:?} after the apply",
+        applied.elapsed()
+    );
+    let events: Api<Event> = Api::namespaced(client.clone(), "team-a");
+    let warned: Vec<Event> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&*capped))
+        .filter(|e| e.reason.as_deref() == Some("SubmitLimited"))
+        .collect();
+    assert_eq!(warned.len(), 1, "one Warning for the wait: {warned:?}");
+    let job = jobs("team-a").get(&capped).await.unwrap();
+    assert_eq!(job.status.unwrap().job_id, None, "{capped}");
+    apply(
+        &jobs("team-a"),
+        &capped,
+        slurmjob(&capped, &slurm.partition, home),
+    )
+    .await;
+    let job = ended(&jobs("team-a"), &capped).await;
+    let status = job.status.unwrap();
+    assert_eq!(status.phase, Phase::Completed, "{capped}: {status:?}");
 
     // Deleting team-a's running SlurmJob cancels its job as alice, the job's own user, so that
     // slurmctld itself allows the cancel no further than alice may go: accounting records who

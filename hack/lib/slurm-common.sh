@@ -366,8 +366,9 @@ AccountingStorageHost=localhost
 AccountingStoragePort=$SLURM_DBD_PORT
 AccountingStoreFlags=job_comment
 # A job needs an association (user, account) and a QoS that association allows, so that the
-# multi-tenancy tests can see a wrong account or QoS refused (hack/ACCOUNTING.md, "Tenants").
-AccountingStorageEnforce=associations,qos
+# multi-tenancy tests can see a wrong account or QoS refused; the limits of associations and
+# QoS hold, so that they can see a submit over one (hack/ACCOUNTING.md, "Tenants").
+AccountingStorageEnforce=associations,limits,qos
 NodeName=n[1-3] NodeHostname=localhost NodeAddr=127.0.0.1 Port=$p1-$p3 CPUs=1 RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
@@ -431,6 +432,10 @@ EOF
 SLURM_TENANTS=(alice:2001:team-a bob:2002:team-b)
 SLURM_TENANT_QOS=tenant-low
 SLURM_TENANT_QOS_USERS=(alice)   # the only ones allowed SLURM_TENANT_QOS (bob is refused it)
+# A QoS no job fits (MaxSubmitJobsPerUser=0), allowed to the same users and to slurm (the tests'
+# own user): every submit with it is refused over a limit (Slurm error 2050, "Job violates
+# accounting/QOS policy").
+SLURM_CAPPED_QOS=tenant-capped
 # The cluster's own root account (sacctmgr add cluster makes it, with user root): with
 # AccountingStorageEnforce, SLURM_USER (slurm, which every test and script submits as) needs an
 # association too, and gets it there.
@@ -491,11 +496,12 @@ slurm_tenant_assocs_want() {
     {
         echo "$SLURM_DEFAULT_ACCOUNT||normal"
         echo "$SLURM_DEFAULT_ACCOUNT|root|normal"
-        echo "$SLURM_DEFAULT_ACCOUNT|slurm|normal"
+        echo "$SLURM_DEFAULT_ACCOUNT|slurm|normal,$SLURM_CAPPED_QOS"
         for t in "${SLURM_TENANTS[@]}"; do
             IFS=: read -r user uid acct <<<"$t"
             qos=normal
-            [[ " ${SLURM_TENANT_QOS_USERS[*]} " == *" $user "* ]] && qos="normal,$SLURM_TENANT_QOS"
+            [[ " ${SLURM_TENANT_QOS_USERS[*]} " == *" $user "* ]] \
+                && qos="normal,$SLURM_CAPPED_QOS,$SLURM_TENANT_QOS"
             echo "$acct||normal"
             echo "$acct|$user|$qos"
         done
@@ -521,6 +527,10 @@ slurm_ensure_tenant_accounting() {
     if [[ -z "$(slurm_chroot sacctmgr -n -P list qos "$SLURM_TENANT_QOS" format=name)" ]]; then
         slurm_chroot sacctmgr -i add qos "$SLURM_TENANT_QOS" \
             description="tenant QoS for the multi-tenancy tests (alice only)" >/dev/null
+    fi
+    if [[ -z "$(slurm_chroot sacctmgr -n -P list qos "$SLURM_CAPPED_QOS" format=name)" ]]; then
+        slurm_chroot sacctmgr -i add qos "$SLURM_CAPPED_QOS" MaxSubmitJobsPerUser=0 \
+            description="no job fits: a submit over a limit (alice, slurm)" >/dev/null
     fi
     while IFS=: read -r user uid acct; do
         grep -q "^$acct||" <<<"$have" || accts+=("$acct")
@@ -674,6 +684,7 @@ SLURM_TENANT_UIDS=$(slurm_tenant_field 2 | paste -sd,)
 SLURM_TENANT_ACCOUNTS=$(slurm_tenant_field 3 | paste -sd,)
 SLURM_TENANT_QOS=$SLURM_TENANT_QOS
 SLURM_TENANT_QOS_USERS=$(IFS=,; echo "${SLURM_TENANT_QOS_USERS[*]}")
+SLURM_CAPPED_QOS=$SLURM_CAPPED_QOS
 SLURM_DATA_PARSERS=$(slurm_data_parsers | paste -sd,)
 SLURM_REST_JSON=$SLURM_REST_JSON
 EOF

@@ -44,6 +44,9 @@ pub struct LocalSlurm {
     /// The JSON form slurmrestd was started with (`SLURMRESTD_JSON`): `pretty` (Slurm's
     /// default; trixie) or `compact` (forky).
     pub rest_json: String,
+    /// A QoS the tenant `alice` may use that no job fits (`MaxSubmitJobsPerUser=0`): every
+    /// submit with it is refused over a limit (hack/ACCOUNTING.md, "Tenants").
+    pub capped_qos: String,
 }
 
 /// The data_parser plugins installed in a Slurm root (`v0.0.40`, ...), oldest first.
@@ -126,6 +129,7 @@ pub fn local_slurm() -> Option<LocalSlurm> {
         accounting: env.get("SLURM_ACCOUNTING").is_some_and(|v| v == "1"),
         data_parsers: data_parsers_in(Path::new(&get("SLURM_ROOT"))),
         rest_json: get("SLURM_REST_JSON"),
+        capped_qos: get("SLURM_CAPPED_QOS"),
     })
 }
 

@@ -119,6 +119,7 @@ impl Runner {
             now: Utc::now(),
             leadership: &self.leadership,
             took_over_at: None,
+            acting_since: self.started_at,
             key: &KEY,
         }
     }

@@ -85,6 +85,9 @@ pub struct Env<'a> {
     /// When this replica began to act (`Context::acting_since`): its last gain of the leader
     /// Lease, or its start without an election. `None`: no predecessor's submit to wait out.
     pub took_over_at: Option<DateTime<Utc>>,
+    /// When this replica began to act, whether or not there is a takeover to wait out: a
+    /// submit it saw refused over a limit since then needs no accounting search before a retry.
+    pub acting_since: DateTime<Utc>,
     /// The key ownership tags are signed and checked with.
     pub key: &'a TagKey,
 }
@@ -807,14 +810,17 @@ where
         submitted_here: env.submissions.get(&tag),
         indexed: indexed.job_id,
         // After a submit in doubt, accounting is asked too: a job it made that already ended
-        // may have left slurmctld before the listing that would show it.
+        // may have left slurmctld before the listing that would show it. After one Slurm
+        // refused over a limit, it is not: that try was checked like this one, and made no job
+        // (a tenant's SlurmJobs retrying at a limit would search accounting by name at each
+        // try, issue 19).
         fresh: doubt.is_none()
-            && plan::fresh(
+            && (plan::fresh(
                 generation,
                 target.created,
                 env.now,
                 env.state.skipped_before,
-            ),
+            ) || env.submissions.limited_since(&tag, env.acting_since)),
         accounting: None,
         in_doubt: doubt
             .as_ref()
@@ -975,6 +981,11 @@ where
                 // Warning once as the wait begins (not an Event per try), and tried again with
                 // the SlurmJob's backoff.
                 Err(error) if error.slurm_errno() == Some(errno::ACCOUNTING_POLICY) => {
+                    env.submissions.record_limited(
+                        &tag,
+                        env.acting_since,
+                        std::time::Instant::now(),
+                    );
                     let message = format!(
                         "Slurm's accounting or QoS policy refused the submit: {}; no job was \
                          made. A limit on the jobs the Slurm user may have queued lifts as they \

@@ -86,7 +86,7 @@ use crate::crd::slurmjob::{CachedSlurmJob, SlurmJobSpec, SlurmJobStatus};
 use crate::crd::{FINALIZER, SKIP_CANCEL_ANNOTATION, SlurmCluster, SlurmJob, is_object_name};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
-use crate::slurm::tag::TagKey;
+use crate::slurm::tag::{OwnerTag, TagKey};
 use crate::state::index::{ClusterState, SlurmEvent};
 use crate::state::registry::ClusterHandle;
 
@@ -364,6 +364,17 @@ async fn apply(
         debug!(%name, "the cache does not show our last status write yet");
         return Ok(Action::requeue(CACHE_LAG_RETRY));
     }
+    // Slurm refused this generation's submit over a limit a moment ago (the finalizer's change
+    // of a new SlurmJob triggers this reconcile at once): the retry waits for the backoff,
+    // which stays as it is.
+    if let Some(left) = data.submissions.limited_retry_in(
+        &OwnerTag::new(&uid, generation),
+        ctx.acting_since(),
+        std::time::Instant::now(),
+    ) {
+        debug!(%name, retry_in = ?left, "the last submit was refused over a limit a moment ago");
+        return Ok(Action::requeue(left));
+    }
     let Some(handle) = ctx.clusters.get(&cluster_of(job)) else {
         if lifecycle::settled(generation, job.status.as_ref()) {
             // A finished job needs nothing from Slurm: its status stays as it is (not flipped
@@ -494,6 +505,7 @@ async fn apply(
     }
     // Copy the Arc out: the watch borrow must not live across an await.
     let state: Arc<ClusterState> = Arc::clone(&handle.index.borrow());
+    let acting_since = ctx.acting_since();
     let env = Env {
         client: &handle.client,
         submitter: submitter.as_ref().unwrap_or(&handle.client),
@@ -508,10 +520,8 @@ async fn apply(
         // which may make the job after this process's first listing began. Not for a SlurmJob
         // this process gave the finalizer (`whole`: this reconcile): every process adds it
         // before a submit, so none has submitted for it.
-        took_over_at: {
-            let at = ctx.acting_since();
-            (!whole && !data.taken_on.since(&uid, at)).then_some(at)
-        },
+        took_over_at: (!whole && !data.taken_on.since(&uid, acting_since)).then_some(acting_since),
+        acting_since,
         key: &ctx.tag_key,
     };
     let target = Target {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
+use crate::controller::kit::Backoffs;
 use crate::crd::slurmjob::{Phase, SlurmJobStatus};
 use crate::slurm::tag::OwnerTag;
 
@@ -33,7 +34,20 @@ pub enum Submitted {
     Job(u32),
     /// No answer that says whether a job was made.
     InDoubt(Doubt),
+    /// Slurm refused it over a limit of its accounting or QoS policy (`SubmitLimited`), at
+    /// `at`: no job was made. The checks before that submit covered every earlier one, so
+    /// while this process still acts as it did then (`Context::acting_since`: no other leader
+    /// submitted since), a retry needs no accounting search for them.
+    Limited {
+        acting_since: DateTime<Utc>,
+        at: Instant,
+    },
 }
+
+/// How long after a submit refused over a limit a reconcile does not try again: the first delay
+/// of the SlurmJob's backoff, which the retries follow. The finalizer's own change triggers a
+/// reconcile right after a new SlurmJob's first submit, and would otherwise send a second one.
+pub const LIMITED_SETTLE: Duration = Backoffs::MIN;
 
 /// A submit whose outcome is unknown.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +79,44 @@ impl Submissions {
         map.insert(tag.clone(), Submitted::InDoubt(doubt));
     }
 
+    /// Slurm refused the submit of `tag` over a limit at `at`, made while acting since
+    /// `acting_since`.
+    pub fn record_limited(&self, tag: &OwnerTag, acting_since: DateTime<Utc>, at: Instant) {
+        let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
+        map.insert(tag.clone(), Submitted::Limited { acting_since, at });
+    }
+
+    /// Whether this process's last submit of `tag` was refused over a limit while it acted
+    /// since `acting_since` (the same start or gain of the Lease as now).
+    pub fn limited_since(&self, tag: &OwnerTag, acting_since: DateTime<Utc>) -> bool {
+        self.limited_at(tag, acting_since).is_some()
+    }
+
+    /// How long to wait before trying `tag` again, if this process's last submit of it was
+    /// refused over a limit less than [`LIMITED_SETTLE`] before `now`.
+    pub fn limited_retry_in(
+        &self,
+        tag: &OwnerTag,
+        acting_since: DateTime<Utc>,
+        now: Instant,
+    ) -> Option<Duration> {
+        let at = self.limited_at(tag, acting_since)?;
+        (at + LIMITED_SETTLE)
+            .checked_duration_since(now)
+            .filter(|left| !left.is_zero())
+    }
+
+    fn limited_at(&self, tag: &OwnerTag, acting_since: DateTime<Utc>) -> Option<Instant> {
+        let map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get(tag) {
+            Some(Submitted::Limited {
+                acting_since: since,
+                at,
+            }) if *since == acting_since => Some(*at),
+            _ => None,
+        }
+    }
+
     /// The submit of `tag` in doubt made the job that was adopted since.
     pub fn clear_doubt(&self, tag: &OwnerTag) {
         let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
@@ -89,7 +141,7 @@ impl Submissions {
         map.range(Self::tags_of(uid))
             .filter_map(|(_, submitted)| match submitted {
                 Submitted::InDoubt(doubt) => Some(doubt.since),
-                Submitted::Job(_) => None,
+                Submitted::Job(_) | Submitted::Limited { .. } => None,
             })
             .max()
     }
@@ -101,7 +153,7 @@ impl Submissions {
         map.range(OwnerTag::new(uid, from)..=OwnerTag::new(uid, i64::MAX))
             .filter_map(|(_, submitted)| match submitted {
                 Submitted::Job(id) => Some(*id),
-                Submitted::InDoubt(_) => None,
+                Submitted::InDoubt(_) | Submitted::Limited { .. } => None,
             })
             .collect()
     }
@@ -248,6 +300,38 @@ impl StatusWrites {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refusal over a limit holds a retry back for what is left of [`LIMITED_SETTLE`], and
+    /// spares the retry's accounting search, only for the same tag and the same start or gain
+    /// of the Lease; a later submit of the tag replaces it.
+    #[test]
+    fn a_refusal_over_a_limit_holds_back_only_its_own_tag_and_leadership() {
+        let submissions = Submissions::default();
+        let tag = OwnerTag::new("u", 1);
+        let acting = DateTime::from_timestamp(100, 0).unwrap();
+        let regained = DateTime::from_timestamp(200, 0).unwrap();
+        let at = Instant::now();
+        submissions.record_limited(&tag, acting, at);
+        let half = Duration::from_millis(500);
+        assert_eq!(
+            submissions.limited_retry_in(&tag, acting, at + half),
+            Some(LIMITED_SETTLE - half)
+        );
+        assert_eq!(
+            submissions.limited_retry_in(&tag, acting, at + LIMITED_SETTLE),
+            None
+        );
+        assert!(submissions.limited_since(&tag, acting));
+        assert_eq!(submissions.limited_retry_in(&tag, regained, at), None);
+        assert!(!submissions.limited_since(&tag, regained));
+        assert!(!submissions.limited_since(&OwnerTag::new("u", 2), acting));
+        assert_eq!(submissions.get(&tag), None);
+        assert!(submissions.jobs_of("u", 1).is_empty());
+        assert_eq!(submissions.doubt_since("u"), None);
+        submissions.record(&tag, 7);
+        assert!(!submissions.limited_since(&tag, acting));
+        assert_eq!(submissions.limited_retry_in(&tag, acting, at), None);
+    }
 
     #[test]
     fn submissions_are_remembered_by_tag_and_forgotten_by_uid_and_no_others() {

@@ -387,6 +387,76 @@ async fn a_refused_submit_is_not_repeated_before_the_cache_shows_it() {
     assert_eq!(data.status_writes.len(), 1, "still waiting for the cache");
 }
 
+/// The submits the context's metrics counted against SlurmCluster `local` (any answer).
+fn submits_counted(ctx: &Context) -> u64 {
+    ctx.metrics
+        .encode()
+        .unwrap()
+        .lines()
+        .filter(|line| {
+            line.starts_with("slurm_operator_slurmrestd_request_duration_seconds_count{")
+        })
+        .filter(|line| line.contains("operation=\"slurm_post_job_submit\""))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Against the real Slurm: a submit refused over a limit (the local Slurm's QoS that no job
+/// fits) in the reconcile that adds the finalizer, then the reconcile the finalizer's change
+/// triggers right after it, the refusal's status in the cache (its `Outcome` is unchanged, so
+/// `StatusWrites` does not hold it back): it neither submits again nor touches the backoff, and
+/// comes back when the backoff's first delay is over. Without this, each SlurmJob at a limit sent two submits
+/// 10 ms apart (seen with the operator binary in tests/tenancy.rs).
+#[tokio::test]
+async fn a_submit_refused_over_a_limit_is_tried_again_only_after_the_backoff() {
+    let Some(slurm) = local_slurm() else { return };
+    let (ctx, api) = Context::test();
+    register_local(&ctx, &slurm).await;
+    let data = data(ctx);
+    let mut job = held_on_local("capped", &slurm);
+    job.spec.qos = Some(slurm["SLURM_CAPPED_QOS"].clone());
+    let (action, status, mut api) =
+        submit_reconcile(api, &job, &data, ("Warning", act::SUBMIT_LIMITED)).await;
+    assert_eq!(
+        action,
+        Action::requeue(Backoffs::MIN),
+        "the backoff's first delay"
+    );
+    assert_eq!(status.job_id, None);
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(ready.reason, act::SUBMIT_LIMITED, "{ready:?}");
+    assert!(
+        ready.message.contains("accounting/QOS policy"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(submits_counted(&data.ctx), 1);
+
+    // The finalizer's change, run once the first reconcile has ended: the cache shows the
+    // status write by then (the operator binary's case; one that does not yet waits for it).
+    let mut written = finalized(job.clone());
+    written.status = Some(status);
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let action = reconcile(Arc::new(cached(&written)), data.clone())
+        .await
+        .unwrap();
+    server.await.unwrap();
+    // Come back within the backoff's first delay (what is left of it: `Submissions` tests).
+    assert!(
+        format!("{action:?}").contains("requeue_after: Some("),
+        "{action:?}"
+    );
+    assert_ne!(action, Action::requeue(RESYNC));
+    assert_eq!(submits_counted(&data.ctx), 1, "no second submit");
+    assert_eq!(
+        data.ctx.backoff.next(&backoff_key(&job)),
+        Backoffs::MIN * 2,
+        "the backoff went on from the refusal"
+    );
+}
+
 /// An operator start reconciles every SlurmJob before the SlurmCluster's client is registered. A
 /// finished one keeps its status untouched (no flip to Unknown and back) and waits quietly;
 /// an unfinished one says it waits for the SlurmCluster and retries.

@@ -53,6 +53,7 @@ impl World {
             now,
             leadership: &self.leadership,
             took_over_at: None,
+            acting_since: DateTime::from_timestamp(100, 0).unwrap(),
             key: &self.key,
         }
     }
@@ -1298,7 +1299,10 @@ async fn a_submit_over_a_slurm_limit_waits_with_backoff_and_warns_once() {
     assert!(first.backoff && !first.invalid, "{first:?}");
     let reasons: Vec<&str> = first.notices.iter().map(|n| &*n.reason).collect();
     assert_eq!(reasons, [SUBMIT_LIMITED]);
-    assert!(world.submissions.is_empty(), "nothing was made");
+    assert!(
+        world.submissions.jobs_of("l", 1).is_empty(),
+        "nothing was made"
+    );
 
     let again = step(target(Some(&first.status)), env(203), |_| None)
         .await
@@ -1306,4 +1310,94 @@ async fn a_submit_over_a_slurm_limit_waits_with_backoff_and_warns_once() {
     assert_eq!(again.status, first.status);
     assert!(again.backoff);
     assert!(again.notices.is_empty(), "{:?}", again.notices);
+}
+
+/// A SlurmJob past its fresh start that Slurm refuses over a limit searches accounting by name
+/// before its first try only: that try was checked as every try is, and made no job, so a
+/// retry by the same process (acting since the same start or gain of the Lease) submits at
+/// once. After a new gain another leader may have submitted meanwhile: accounting again.
+#[tokio::test]
+async fn a_retry_over_a_slurm_limit_does_not_search_accounting_again() {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/24.11/submit_invalid_partition.json"
+    );
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let mut refusal = recorded["body"].clone();
+    refusal["errors"][0]["error_number"] = 2050.into();
+    refusal["errors"][0]["error"] = "Job violates accounting/QOS policy".into();
+    let mut nothing: serde_json::Value =
+        serde_json::from_str(include_str!("slurmdb_job_uncommented.json")).unwrap();
+    nothing["jobs"] = serde_json::json!([]);
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
+        .respond_with(ResponseTemplate::new(500).set_body_json(&refusal))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex("^/slurmdb/v0.0.42/jobs/?$"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(&nothing))
+        .mount(&server)
+        .await;
+    // (accounting searches, submits) the server has seen so far.
+    let seen = || async {
+        let requests = server.received_requests().await.unwrap();
+        let count = |m: &str, p: &str| {
+            requests
+                .iter()
+                .filter(|r| r.method.as_str() == m && r.url.path().starts_with(p))
+                .count()
+        };
+        (
+            count("GET", "/slurmdb/v0.0.42/jobs"),
+            count("POST", "/slurm/v0.0.42/job/submit"),
+        )
+    };
+    let world = World::new(&server.uri());
+    let alice = minted(&server.uri());
+    let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+    let spec = true_spec();
+    let target = |status| Target {
+        name: "limited",
+        uid: "l",
+        generation: 1,
+        spec: &spec,
+        status,
+        // Not fresh: an earlier submit may have left slurmctld's listing.
+        created: Some(at(500)),
+        refusal: None,
+    };
+    let env = |now, acting_since| Env {
+        submitter: &alice,
+        acting_since: at(acting_since),
+        ..world.env(at(now))
+    };
+
+    let first = step(target(None), env(1_000, 100), |_| None).await.unwrap();
+    let ready = condition::find(&first.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, SUBMIT_LIMITED, "{ready:?}");
+    assert_eq!(seen().await, (1, 1), "accounting, then the submit");
+
+    let again = step(target(Some(&first.status)), env(1_010, 100), |_| None)
+        .await
+        .unwrap();
+    assert_eq!(again.status, first.status);
+    assert_eq!(seen().await, (1, 2), "the retry only submits");
+
+    // The Lease lost and gained again since: a leader in between may have submitted.
+    let gained = step(target(Some(&first.status)), env(1_020, 1_015), |_| None)
+        .await
+        .unwrap();
+    assert_eq!(gained.status, first.status);
+    assert_eq!(seen().await, (2, 3), "accounting again after a new gain");
+    assert_eq!(world.submissions.get(&OwnerTag::new("l", 1)), None);
+    assert!(
+        world.submissions.jobs_of("l", 1).is_empty(),
+        "nothing was made"
+    );
 }
