@@ -172,3 +172,96 @@ async fn a_slurmjob_costs_a_finalizer_and_one_status_write_and_one_event_per_tra
         total_events
     );
 }
+
+/// The output streamer Pod is read from the API server only when the operator's Pod cache
+/// shows it needs something (created, told that its job ended): a reconcile of a finished
+/// SlurmJob whose Pod was told reads nothing. Here a change of the Pod itself (a tenant's
+/// annotation) reconciles its SlurmJob; before the cache, each such reconcile read the Pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_told_output_pod_is_not_read_again() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Patch, PatchParams};
+    use serde_json::json;
+    use slurm_operator::controller::slurmjob::output;
+
+    let slurm = require_slurm!();
+    let harness = Harness::start(&slurm, NAMESPACE, "pod-reads").await;
+    let jobs: Api<SlurmJob> = Api::namespaced(harness.client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(harness.client.clone(), NAMESPACE);
+    let args = harness.args();
+    let metrics = args[5];
+    let _operator = Operator::spawn(
+        &args,
+        &[("KUBECONFIG", harness.kubeconfig.as_str())],
+        Some(&harness.log),
+    )
+    .sigterm_on_drop(Duration::from_secs(10));
+    let name = format!("{}-streamed", harness.run);
+    jobs.patch(
+        &name,
+        &PatchParams::apply(common::e2e::MANAGER),
+        &Patch::Apply(json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob", "metadata": {"name": name},
+            "spec": {
+                "clusterName": scenario::CLUSTER,
+                "partition": slurm.partition,
+                "script": "#!/bin/sh\necho streamed\n",
+                "environment": {"PATH": "/usr/bin:/bin"},
+                "output": {"volume": "shared", "slurmPath": "/tmp"},
+            },
+        })),
+    )
+    .await
+    .unwrap();
+    let finished =
+        scenario::all_ended(&jobs, std::slice::from_ref(&name), Duration::from_secs(120)).await;
+    let job_id = finished[0].status.as_ref().unwrap().job_id.unwrap();
+    eventually(
+        "the output Pod told that its job ended",
+        Duration::from_secs(60),
+        || async {
+            let pod = pods.get_opt(&name).await.ok()??;
+            let annotations = pod.metadata.annotations?;
+            (annotations.get(output::JOB_ID_ANNOTATION) == Some(&job_id.to_string())
+                && annotations
+                    .get(output::ENDED_ANNOTATION)
+                    .map(String::as_str)
+                    == Some("true"))
+            .then_some(())
+        },
+    )
+    .await;
+    let reconciles = "slurm_operator_reconciles_total{controller=\"slurmjob\"}";
+    let before = common::e2e::metric(metrics, reconciles)
+        .await
+        .unwrap_or(0.0);
+    let reads = count(&harness.api.requests(), "GET v1/pods");
+    assert!(
+        reads > 0,
+        "the Pod was read to create it: {:?}",
+        harness.api.requests()
+    );
+    pods.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"example.org/seen": "yes"}}})),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "a reconcile of the SlurmJob",
+        Duration::from_secs(30),
+        || async {
+            let now = common::e2e::metric(metrics, reconciles).await?;
+            (now > before).then_some(())
+        },
+    )
+    .await;
+    // The one reconcile has ended by the time the counter moves (it counts ended ones).
+    assert_eq!(
+        count(&harness.api.requests(), "GET v1/pods"),
+        reads,
+        "the Pod was read again; log: {}",
+        harness.log.display()
+    );
+}

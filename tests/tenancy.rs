@@ -290,7 +290,13 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&*capped))
         .filter(|e| e.reason.as_deref() == Some("SubmitLimited"))
         .collect();
+    // One Event, never repeated: kube's recorder would count a repeat in its `series`.
     assert_eq!(warned.len(), 1, "one Warning for the wait: {warned:?}");
+    assert!(
+        warned[0].series.is_none(),
+        "repeated: {:?}",
+        warned[0].series
+    );
     let job = jobs("team-a").get(&capped).await.unwrap();
     assert_eq!(job.status.unwrap().job_id, None, "{capped}");
     apply(

@@ -528,10 +528,12 @@ slurm_ensure_tenant_accounting() {
         slurm_chroot sacctmgr -i add qos "$SLURM_TENANT_QOS" \
             description="tenant QoS for the multi-tenancy tests (alice only)" >/dev/null
     fi
-    if [[ -z "$(slurm_chroot sacctmgr -n -P list qos "$SLURM_CAPPED_QOS" format=name)" ]]; then
-        slurm_chroot sacctmgr -i add qos "$SLURM_CAPPED_QOS" MaxSubmitJobsPerUser=0 \
-            description="no job fits: a submit over a limit (alice, slurm)" >/dev/null
-    fi
+    case "$(slurm_chroot sacctmgr -n -P list qos "$SLURM_CAPPED_QOS" format=name,maxsubmitjobsperuser)" in
+        "") slurm_chroot sacctmgr -i add qos "$SLURM_CAPPED_QOS" MaxSubmitJobsPerUser=0 \
+                description="no job fits: a submit over a limit (alice, slurm)" >/dev/null ;;
+        "$SLURM_CAPPED_QOS|0") ;;
+        *) slurm_chroot sacctmgr -i modify qos "$SLURM_CAPPED_QOS" set MaxSubmitJobsPerUser=0 >/dev/null ;;
+    esac
     while IFS=: read -r user uid acct; do
         grep -q "^$acct||" <<<"$have" || accts+=("$acct")
     done < <(printf '%s\n' "${SLURM_TENANTS[@]}")

@@ -113,9 +113,12 @@ pub fn local_slurm() -> Option<LocalSlurm> {
     };
     let env = parse_env(&text);
     let get = |k: &str| {
-        env.get(k)
-            .cloned()
-            .unwrap_or_else(|| panic!("{k} missing in {}", path.display()))
+        env.get(k).cloned().unwrap_or_else(|| {
+            panic!(
+                "{k} missing in {} (written by an older hack/slurm-up.sh: run it again)",
+                path.display()
+            )
+        })
     };
     Some(LocalSlurm {
         flavour: get("SLURM_FLAVOUR"),

@@ -1400,33 +1400,40 @@ pub async fn ensure_output_pod(
         return Ok(());
     };
     let name = job.name_any();
-    if let Some(existing) = pods.get_opt(&name).await? {
-        let ours = existing
-            .owner_references()
-            .iter()
-            .any(|o| Some(&o.uid) == job.metadata.uid.as_ref());
-        if !ours {
+    let existing = pods.get_opt(&name).await?;
+    // Acted on only as the very Pod read here (its uid a precondition): one re-created under
+    // the name meanwhile is looked at again first.
+    let uid = existing.as_ref().and_then(|pod| pod.uid());
+    let step = output::pod_step(
+        existing.as_ref().map(|pod| &pod.metadata),
+        job.metadata.uid.as_deref(),
+        job_id,
+        ended,
+        may_create,
+    );
+    match step {
+        output::PodStep::Nothing => {}
+        output::PodStep::NotOurs => {
             warn!(pod = %name, "a Pod with the SlurmJob's name exists and is not its output streamer; not touching it");
-            return Ok(());
         }
-        // Acted on only as the very Pod read here (its uid a precondition): one re-created
-        // under the name meanwhile is looked at again first.
-        let uid = existing.uid();
-        if output::streamed_job_id(&existing) == Some(job_id) {
-            if let Some(mut patch) = output::ended_patch(&existing, job_id, ended) {
-                if let Some(uid) = &uid {
-                    patch["metadata"]["uid"] = uid.as_str().into();
-                }
-                let params = PatchParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..Default::default()
-                };
-                pods.patch(&name, &params, &Patch::Merge(patch)).await?;
-                info!(pod = %name, job_id, "output Pod told that its job ended");
+        output::PodStep::TellEnded => {
+            let Some(mut patch) = existing
+                .as_ref()
+                .and_then(|pod| output::ended_patch(pod, job_id, ended))
+            else {
+                return Ok(());
+            };
+            if let Some(uid) = &uid {
+                patch["metadata"]["uid"] = uid.as_str().into();
             }
-            return Ok(());
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            };
+            pods.patch(&name, &params, &Patch::Merge(patch)).await?;
+            info!(pod = %name, job_id, "output Pod told that its job ended");
         }
-        if existing.metadata.deletion_timestamp.is_none() {
+        output::PodStep::DeleteOld => {
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid,
@@ -1435,18 +1442,16 @@ pub async fn ensure_output_pod(
                 ..Default::default()
             };
             pods.delete(&name, &params).await?;
+            // Created on the next reconcile, once the old Pod is gone (the Pod watch triggers it).
             info!(pod = %name, "output Pod of the previous run deleted");
         }
-        // Created on the next reconcile, once the old Pod is gone (the Pod watch triggers it).
-        return Ok(());
+        output::PodStep::Create => {
+            pods.create(&PostParams::default(), &desired)
+                .await
+                .map_err(OutputPodError::Create)?;
+            info!(pod = %name, job_id, "output Pod created");
+        }
     }
-    if !may_create {
-        return Ok(());
-    }
-    pods.create(&PostParams::default(), &desired)
-        .await
-        .map_err(OutputPodError::Create)?;
-    info!(pod = %name, job_id, "output Pod created");
     Ok(())
 }
 

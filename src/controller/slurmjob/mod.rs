@@ -217,6 +217,9 @@ pub struct JobContext {
     /// SlurmJobs this process gave the finalizer, lately.
     pub taken_on: Arc<TakenOn>,
     pub output_image: String,
+    /// The output streamer Pods (metadata): a reconcile reads a Pod from the API server only
+    /// when this shows it needs something (`output::pod_step`).
+    pub output_pods: Store<PartialObjectMeta<Pod>>,
     /// SlurmClusters (their access), and namespaces' labels (access by label).
     pub slurm_clusters: Store<SlurmCluster>,
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
@@ -662,10 +665,13 @@ async fn apply(
     for notice in notices {
         kit::publish(&ctx.recorder, job, EVENT_ACTION, notice).await;
     }
-    if let Some(job_id) = status.job_id {
+    if let Some(job_id) = status.job_id
+        && job.spec.output.is_some()
+        && let ended = status.phase.is_terminal()
+        && let may_create = output::may_create(&status, Utc::now())
+        && output_pod_needs(job, namespace, job_id, ended, may_create, data)
+    {
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-        let ended = status.phase.is_terminal();
-        let may_create = output::may_create(&status, Utc::now());
         if let Err(error) =
             act::ensure_output_pod(&pods, job, job_id, &data.output_image, ended, may_create).await
         {
@@ -1361,6 +1367,32 @@ fn busy(job: &impl ResourceExt, cluster: &str, ctx: &Context) -> Action {
     Action::requeue(delay)
 }
 
+/// Whether the output Pod of run `job_id` may need something, as the Pod cache shows it: then
+/// it is read from the API server and acted on (`act::ensure_output_pod`). A Pod the cache does
+/// not show yet, or shows as it was before a change, comes with a watch event that reconciles
+/// the SlurmJob again once the cache holds it. Without this, every reconcile of a SlurmJob with
+/// `spec.output` read its Pod: at an operator start, one read per such SlurmJob (issue 19).
+fn output_pod_needs(
+    job: &SlurmJob,
+    namespace: &str,
+    job_id: i64,
+    ended: bool,
+    may_create: bool,
+    data: &JobContext,
+) -> bool {
+    let known = data
+        .output_pods
+        .get(&ObjectRef::new(&job.name_any()).within(namespace));
+    let step = output::pod_step(
+        known.as_deref().map(|pod| &pod.metadata),
+        job.metadata.uid.as_deref(),
+        job_id,
+        ended,
+        may_create,
+    );
+    !matches!(step, output::PodStep::Nothing | output::PodStep::NotOurs)
+}
+
 /// Server-side apply of the whole status with the operator's one field manager.
 async fn apply_status(
     job: &SlurmJob,
@@ -1465,7 +1497,7 @@ pub fn run(
     let (store, writer) = reflector::store();
     ctx.slurmjobs.add(store.clone(), holding_cluster);
     let jobs_api: Api<CachedSlurmJob> = kit::scoped_api(client.clone(), namespace);
-    let pods_api: Api<Pod> = kit::scoped_api(client, namespace);
+    let pods_api: Api<PartialObjectMeta<Pod>> = kit::scoped_api(client, namespace);
     // Paged consistent lists, not one any-semantic list from the watch cache: with 10 000
     // SlurmJobs that one list is tens of MB of JSON decoded at once, and it set the process's
     // peak memory (hack/bench.sh, "the operator binary"). A page's JSON is read whole before its
@@ -1532,6 +1564,19 @@ pub fn run(
     let by_cluster = store.clone();
     let by_namespace = store.clone();
     let (debounce, concurrency) = (ctx.slurmjob_debounce, ctx.reconcile_concurrency);
+    // The output streamer Pods: metadata only (as kube's `owns`), in pages (a tenant can label
+    // Pods of their own), kept in a cache the reconciles read.
+    let (output_pods, pods_writer) = reflector::store();
+    let pod_changes = watcher(
+        pods_api,
+        watcher::Config::default()
+            .labels(output::LABEL)
+            .page_size(LIST_PAGE),
+    )
+    .default_backoff()
+    .modify(kit::trim_for_cache)
+    .reflect(pods_writer)
+    .touched_objects();
 
     let data = Arc::new(JobContext {
         ctx,
@@ -1540,6 +1585,7 @@ pub fn run(
         status_writes: Arc::default(),
         taken_on: Arc::default(),
         output_image,
+        output_pods,
         slurm_clusters,
         namespaces,
         wake,
@@ -1551,13 +1597,7 @@ pub fn run(
                 .debounce(debounce)
                 .concurrency(concurrency),
         )
-        // Metadata only (kube's `owns`), in pages: a tenant can label Pods of their own.
-        .owns(
-            pods_api,
-            watcher::Config::default()
-                .labels(output::LABEL)
-                .page_size(LIST_PAGE),
-        )
+        .owns_stream(pod_changes)
         .watches_stream(clusters, move |cluster: SlurmCluster| {
             let name = cluster.name_any();
             jobs_where(&by_cluster, |job| job.cluster_name() == name)

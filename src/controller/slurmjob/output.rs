@@ -247,8 +247,11 @@ pub fn resources_note() -> String {
 
 /// The Slurm job id a streamer Pod streams (from its annotation).
 pub fn streamed_job_id(pod: &Pod) -> Option<i64> {
-    pod.metadata
-        .annotations
+    meta_job_id(&pod.metadata)
+}
+
+fn meta_job_id(meta: &ObjectMeta) -> Option<i64> {
+    meta.annotations
         .as_ref()?
         .get(JOB_ID_ANNOTATION)?
         .parse()
@@ -301,14 +304,69 @@ leave it readable by others (e.g. umask 022)\"; exit 0; fi; \
 /// when there is nothing to tell: the job has not ended, the Pod streams another run, or it
 /// already knows.
 pub fn ended_patch(pod: &Pod, job_id: i64, ended: bool) -> Option<serde_json::Value> {
-    let told = pod
-        .metadata
+    to_tell(&pod.metadata, job_id, ended)
+        .then(|| serde_json::json!({ "metadata": { "annotations": { ENDED_ANNOTATION: "true" } } }))
+}
+
+/// Whether the Pod (its metadata) streams run `job_id`, which has ended, and was not told yet.
+fn to_tell(meta: &ObjectMeta, job_id: i64, ended: bool) -> bool {
+    let told = meta
         .annotations
         .as_ref()
         .and_then(|a| a.get(ENDED_ANNOTATION))
         .is_some_and(|v| v == "true");
-    (ended && !told && streamed_job_id(pod) == Some(job_id))
-        .then(|| serde_json::json!({ "metadata": { "annotations": { ENDED_ANNOTATION: "true" } } }))
+    ended && !told && meta_job_id(meta) == Some(job_id)
+}
+
+/// What the output Pod of run `job_id` needs ([`pod_step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodStep {
+    /// Nothing: the run's Pod as it should be; a previous run's on its way out; none, and
+    /// none to create ([`may_create`]).
+    Nothing,
+    /// A Pod of the SlurmJob's name that it does not own: left alone.
+    NotOurs,
+    /// The run ended, and its Pod has not been told ([`ended_patch`]).
+    TellEnded,
+    /// A previous run's Pod: deleted, and the new one created once it is gone.
+    DeleteOld,
+    Create,
+}
+
+/// What the output Pod of run `job_id` of the SlurmJob `owner` (its uid) needs, from the Pod of
+/// the SlurmJob's name as known (its metadata; `None`: there is none).
+pub fn pod_step(
+    existing: Option<&ObjectMeta>,
+    owner: Option<&str>,
+    job_id: i64,
+    ended: bool,
+    may_create: bool,
+) -> PodStep {
+    let Some(pod) = existing else {
+        return if may_create {
+            PodStep::Create
+        } else {
+            PodStep::Nothing
+        };
+    };
+    let ours = pod
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| Some(o.uid.as_str()) == owner);
+    if !ours {
+        PodStep::NotOurs
+    } else if meta_job_id(pod) == Some(job_id) {
+        if to_tell(pod, job_id, ended) {
+            PodStep::TellEnded
+        } else {
+            PodStep::Nothing
+        }
+    } else if pod.deletion_timestamp.is_none() {
+        PodStep::DeleteOld
+    } else {
+        PodStep::Nothing
+    }
 }
 
 #[cfg(test)]
@@ -316,6 +374,52 @@ mod tests {
     use super::*;
     use crate::controller::slurmjob::{status, submit};
     use crate::crd::slurmjob::{Phase, SlurmJobSpec};
+
+    /// What the Pod of run 7 needs, from its metadata as known: the decision both the Pod cache
+    /// (whether to read the Pod at all) and the read Pod (what to do) are judged by.
+    #[test]
+    fn the_pod_step_follows_the_pods_owner_run_and_annotations() {
+        let pod = |owner: &str, job_id: &str, told: bool, deleting: bool| {
+            let mut annotations = BTreeMap::from([(JOB_ID_ANNOTATION.to_owned(), job_id.into())]);
+            if told {
+                annotations.insert(ENDED_ANNOTATION.into(), "true".into());
+            }
+            ObjectMeta {
+                owner_references: Some(vec![OwnerReference {
+                    uid: owner.into(),
+                    ..Default::default()
+                }]),
+                annotations: Some(annotations),
+                deletion_timestamp: deleting.then(crate::crd::condition::now),
+                ..Default::default()
+            }
+        };
+        let step = |meta: Option<&ObjectMeta>, ended, may_create| {
+            pod_step(meta, Some("job-uid"), 7, ended, may_create)
+        };
+        assert_eq!(step(None, false, true), PodStep::Create);
+        assert_eq!(
+            step(None, true, false),
+            PodStep::Nothing,
+            "too late to create"
+        );
+        let streaming = pod("job-uid", "7", false, false);
+        assert_eq!(step(Some(&streaming), false, true), PodStep::Nothing);
+        assert_eq!(step(Some(&streaming), true, false), PodStep::TellEnded);
+        let told = pod("job-uid", "7", true, false);
+        assert_eq!(step(Some(&told), true, false), PodStep::Nothing);
+        let previous = pod("job-uid", "6", true, false);
+        assert_eq!(step(Some(&previous), false, true), PodStep::DeleteOld);
+        let leaving = pod("job-uid", "6", true, true);
+        assert_eq!(step(Some(&leaving), false, true), PodStep::Nothing);
+        let foreign = pod("someone-else", "7", false, false);
+        assert_eq!(step(Some(&foreign), true, true), PodStep::NotOurs);
+        assert_eq!(
+            pod_step(Some(&streaming), None, 7, true, true),
+            PodStep::NotOurs,
+            "a SlurmJob without a uid owns nothing"
+        );
+    }
 
     /// A missing Pod is created for a run that has not ended, and for one that ended within
     /// `CREATE_AFTER_END`; not for one that ended before, or whose end is not known.
