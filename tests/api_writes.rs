@@ -220,7 +220,12 @@ async fn a_told_output_pod_is_not_read_again() {
         "the output Pod told that its job ended",
         Duration::from_secs(60),
         || async {
-            let pod = pods.get_opt(&name).await.ok()??;
+            // Listed, not read by name: the Pod's own reads below are the operator's.
+            let list = pods.list(&Default::default()).await.ok()?;
+            let pod = list
+                .items
+                .into_iter()
+                .find(|p| p.metadata.name.as_ref() == Some(&name))?;
             let annotations = pod.metadata.annotations?;
             (annotations.get(output::JOB_ID_ANNOTATION) == Some(&job_id.to_string())
                 && annotations
@@ -231,16 +236,24 @@ async fn a_told_output_pod_is_not_read_again() {
         },
     )
     .await;
+    // The Pod's own reads (not the watches' lists): settled once they stop changing (the
+    // reconciles around the told patch may read it, until the cache shows the patch).
+    let key = format!("GET v1/pods/{NAMESPACE}/{name}");
+    let reads = || count(&harness.api.object_requests(), &key);
+    assert!(reads() > 0, "the Pod was read to create and to tell it");
+    let mut settled = reads();
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = reads();
+        if now == settled {
+            break;
+        }
+        settled = now;
+    }
     let reconciles = "slurm_operator_reconciles_total{controller=\"slurmjob\"}";
     let before = common::e2e::metric(metrics, reconciles)
         .await
         .unwrap_or(0.0);
-    let reads = count(&harness.api.requests(), "GET v1/pods");
-    assert!(
-        reads > 0,
-        "the Pod was read to create it: {:?}",
-        harness.api.requests()
-    );
     pods.patch(
         &name,
         &PatchParams::default(),
@@ -257,10 +270,11 @@ async fn a_told_output_pod_is_not_read_again() {
         },
     )
     .await;
-    // The one reconcile has ended by the time the counter moves (it counts ended ones).
+    // Counted once a reconcile has ended; any other the change triggers has had time too.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
-        count(&harness.api.requests(), "GET v1/pods"),
-        reads,
+        reads(),
+        settled,
         "the Pod was read again; log: {}",
         harness.log.display()
     );

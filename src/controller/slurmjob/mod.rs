@@ -64,8 +64,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
@@ -1370,7 +1370,9 @@ fn busy(job: &impl ResourceExt, cluster: &str, ctx: &Context) -> Action {
 /// Whether the output Pod of run `job_id` may need something, as the Pod cache shows it: then
 /// it is read from the API server and acted on (`act::ensure_output_pod`). A Pod the cache does
 /// not show yet, or shows as it was before a change, comes with a watch event that reconciles
-/// the SlurmJob again once the cache holds it. Without this, every reconcile of a SlurmJob with
+/// the SlurmJob again once the cache holds it; before the cache's first list is complete, the
+/// Pod is read. (After a relist, a Pod deleted during the watch's gap is seen only at the next
+/// reconcile, as with kube's `owns` before.) Without this, every reconcile of a SlurmJob with
 /// `spec.output` read its Pod: at an operator start, one read per such SlurmJob (issue 19).
 fn output_pod_needs(
     job: &SlurmJob,
@@ -1380,9 +1382,20 @@ fn output_pod_needs(
     may_create: bool,
     data: &JobContext,
 ) -> bool {
+    // Until the Pod watch's first list is complete, a missing Pod may only be not listed yet
+    // (its list triggers reconciles before the cache shows it): read it.
+    let synced = data
+        .output_pods
+        .wait_until_ready()
+        .now_or_never()
+        .is_some_and(|ready| ready.is_ok());
+    if !synced {
+        return true;
+    }
+    let name = job.name_any();
     let known = data
         .output_pods
-        .get(&ObjectRef::new(&job.name_any()).within(namespace));
+        .get(&ObjectRef::new(&name).within(namespace));
     let step = output::pod_step(
         known.as_deref().map(|pod| &pod.metadata),
         job.metadata.uid.as_deref(),
@@ -1390,6 +1403,9 @@ fn output_pod_needs(
         ended,
         may_create,
     );
+    if step == output::PodStep::NotOurs {
+        warn!(pod = %name, "a Pod with the SlurmJob's name exists and is not its output streamer; not touching it");
+    }
     !matches!(step, output::PodStep::Nothing | output::PodStep::NotOurs)
 }
 
@@ -1574,7 +1590,7 @@ pub fn run(
             .page_size(LIST_PAGE),
     )
     .default_backoff()
-    .modify(kit::trim_for_cache)
+    .modify(|pod| output::trim_for_cache(&mut pod.metadata))
     .reflect(pods_writer)
     .touched_objects();
 

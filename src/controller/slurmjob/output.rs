@@ -318,6 +318,39 @@ fn to_tell(meta: &ObjectMeta, job_id: i64, ended: bool) -> bool {
     ended && !told && meta_job_id(meta) == Some(job_id)
 }
 
+/// The longest annotation value the Pod cache keeps: a job id or `true` is far shorter.
+const CACHED_VALUE_MAX: usize = 32;
+
+/// A streamer Pod's metadata as the operator's Pod cache keeps it: only what [`pod_step`] and
+/// the watch's mapping to the owning SlurmJob read (name, namespace, uid, the deletion mark, the
+/// controller owner reference, the two annotations of ours, short). Anyone who may create Pods
+/// can label one `slurm.rs/slurmjob`: their labels, annotations and finalizers are not kept.
+pub fn trim_for_cache(meta: &mut ObjectMeta) {
+    let annotations = meta.annotations.take().map(|all| {
+        all.into_iter()
+            .filter(|(k, v)| {
+                (k == JOB_ID_ANNOTATION || k == ENDED_ANNOTATION) && v.len() <= CACHED_VALUE_MAX
+            })
+            .collect::<BTreeMap<_, _>>()
+    });
+    let owner = meta
+        .owner_references
+        .take()
+        .into_iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    *meta = ObjectMeta {
+        name: meta.name.take(),
+        namespace: meta.namespace.take(),
+        uid: meta.uid.take(),
+        resource_version: meta.resource_version.take(),
+        deletion_timestamp: meta.deletion_timestamp.take(),
+        annotations: annotations.filter(|a| !a.is_empty()),
+        owner_references: owner.map(|o| vec![o]),
+        ..ObjectMeta::default()
+    };
+}
+
 /// What the output Pod of run `job_id` needs ([`pod_step`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodStep {
@@ -374,6 +407,72 @@ mod tests {
     use super::*;
     use crate::controller::slurmjob::{status, submit};
     use crate::crd::slurmjob::{Phase, SlurmJobSpec};
+
+    /// The Pod cache keeps what the decision and the owner mapping read, and no more: a
+    /// tenant's labels, annotations, finalizers and long values are dropped; the decision on the
+    /// trimmed metadata is the decision on the whole.
+    #[test]
+    fn the_pod_cache_keeps_only_what_the_decision_reads() {
+        let owner = OwnerReference {
+            api_version: "slurm.rs/v1alpha1".into(),
+            kind: "SlurmJob".into(),
+            name: "told".into(),
+            uid: "job-uid".into(),
+            controller: Some(true),
+            ..Default::default()
+        };
+        let other = OwnerReference {
+            uid: "other".into(),
+            ..Default::default()
+        };
+        let mut meta = ObjectMeta {
+            name: Some("told".into()),
+            namespace: Some("team-a".into()),
+            uid: Some("pod-uid".into()),
+            resource_version: Some("42".into()),
+            labels: Some(BTreeMap::from([(LABEL.to_owned(), "told".to_owned())])),
+            annotations: Some(BTreeMap::from([
+                (JOB_ID_ANNOTATION.to_owned(), "7".to_owned()),
+                (ENDED_ANNOTATION.to_owned(), "true".to_owned()),
+                ("example.org/big".to_owned(), "x".repeat(100_000)),
+            ])),
+            finalizers: Some(vec!["example.org/hold".into()]),
+            owner_references: Some(vec![other, owner.clone()]),
+            ..Default::default()
+        };
+        let whole = meta.clone();
+        trim_for_cache(&mut meta);
+        assert_eq!(
+            meta,
+            ObjectMeta {
+                name: Some("told".into()),
+                namespace: Some("team-a".into()),
+                uid: Some("pod-uid".into()),
+                resource_version: Some("42".into()),
+                annotations: Some(BTreeMap::from([
+                    (JOB_ID_ANNOTATION.to_owned(), "7".to_owned()),
+                    (ENDED_ANNOTATION.to_owned(), "true".to_owned()),
+                ])),
+                owner_references: Some(vec![owner]),
+                ..Default::default()
+            }
+        );
+        for (ended, may_create) in [(false, false), (true, false), (true, true)] {
+            assert_eq!(
+                pod_step(Some(&meta), Some("job-uid"), 7, ended, may_create),
+                pod_step(Some(&whole), Some("job-uid"), 7, ended, may_create)
+            );
+        }
+        let mut long = ObjectMeta {
+            annotations: Some(BTreeMap::from([(
+                JOB_ID_ANNOTATION.to_owned(),
+                "7".repeat(1_000),
+            )])),
+            ..Default::default()
+        };
+        trim_for_cache(&mut long);
+        assert_eq!(long.annotations, None, "a value no job id is that long");
+    }
 
     /// What the Pod of run 7 needs, from its metadata as known: the decision both the Pod cache
     /// (whether to read the Pod at all) and the read Pod (what to do) are judged by.

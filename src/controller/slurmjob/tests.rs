@@ -2045,13 +2045,17 @@ fn observed_as(
     )
 }
 
-/// `data` with the Pod cache showing `pods` (their metadata, as the Pod watch has them).
+/// `data` with the Pod cache listed and showing `pods` (their metadata as the Pod watch keeps
+/// them). `data(ctx)` has a cache whose first list has not completed.
 fn with_pods(data: &Arc<JobContext>, pods: &[&Pod]) -> Arc<JobContext> {
     let (output_pods, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Init);
     for pod in pods {
-        let meta = pod.metadata.clone().into_response_partial::<Pod>();
-        writer.apply_watcher_event(&watcher::Event::Apply(meta));
+        let mut meta = pod.metadata.clone().into_response_partial::<Pod>();
+        output::trim_for_cache(&mut meta.metadata);
+        writer.apply_watcher_event(&watcher::Event::InitApply(meta));
     }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
     Arc::new(JobContext {
         output_pods,
         ..(**data).clone()
@@ -2060,8 +2064,9 @@ fn with_pods(data: &Arc<JobContext>, pods: &[&Pod]) -> Arc<JobContext> {
 
 /// The output Pod of a job that has ended is told so once (a merge patch of its
 /// `slurm.rs/job-ended` annotation, by the operator's field manager) so that it drains the
-/// file and exits: the Pod cache shows it untold, so it is read and patched. One the cache
-/// shows told already is not read at all.
+/// file and exits. Here the Pod cache has not completed its first list (an operator start): the
+/// Pod is read, though the cache does not show it, and told. One the cache shows told already
+/// is not read at all.
 #[tokio::test]
 async fn the_output_pod_is_told_when_its_job_ends() {
     let (ctx, mut api) = Context::test();
@@ -2070,9 +2075,9 @@ async fn the_output_pod_is_told_when_its_job_ends() {
     let record = completed_record(201, &OwnerTag::new(&uid, 1));
     let _index = observed_as(&ctx, &mut job, record);
     assert_eq!(job.status.as_ref().unwrap().phase, Phase::Completed);
+    let data = data(ctx);
     let mut streaming = output::pod(&job, 201, output::DEFAULT_IMAGE, false).unwrap();
     streaming.metadata.uid = Some("pod-uid-201".into());
-    let data = with_pods(&data(ctx), &[&streaming]);
 
     let expected = job.clone();
     let running_pod = streaming.clone();
@@ -2792,8 +2797,8 @@ async fn a_dependency_wait_takes_no_request_slot_and_is_woken_by_its_dependee() 
 
 /// The output Pod of a job that ended long ago, gone since (deleted by its tenant, or by the
 /// Pod garbage collector), is not created again: a reconcile of every finished SlurmJob (an
-/// operator start, a slurmrestd recovery) creates nothing, and with the Pod cache showing none,
-/// reads nothing either.
+/// operator start, a slurmrestd recovery) reads whether it is there (the Pod cache has not
+/// listed yet) and creates nothing; once the cache has listed and shows none, it reads nothing.
 #[tokio::test]
 async fn a_finished_jobs_output_pod_is_not_created_again_long_after_the_end() {
     let (ctx, mut api) = Context::test();
@@ -2808,7 +2813,20 @@ async fn a_finished_jobs_output_pod_is_not_created_again_long_after_the_end() {
     let data = data(ctx);
     let expected = job.clone();
     let server = tokio::spawn(async move {
-        let _ = expect_status_apply(&mut api, &expected).await;
+        let settled = expect_status_apply(&mut api, &expected).await;
+        expect_get_pod(&mut api, &expected, None).await;
+        api.expect_no_more_calls().await;
+        (settled, api)
+    });
+    let action = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    let (settled, mut api) = server.await.unwrap();
+    assert_eq!(action, Action::await_change());
+    job.status = Some(settled);
+
+    let data = with_pods(&data, &[]);
+    let server = tokio::spawn(async move {
         api.expect_no_more_calls().await;
     });
     let action = reconcile(Arc::new(job), data).await.unwrap();

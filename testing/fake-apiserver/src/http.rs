@@ -191,6 +191,16 @@ pub(crate) async fn handle(State(shared): State<Shared>, request: Request) -> Re
         .requests
         .entry(format!("{method} {}{sub}", path.resource()))
         .or_default() += 1;
+    if let Some(name) = &path.name {
+        *store
+            .object_requests
+            .entry(format!(
+                "{method} {}/{}/{name}{sub}",
+                path.resource(),
+                path.namespace
+            ))
+            .or_default() += 1;
+    }
     let target = match resolve(&store, &path) {
         Ok(target) => target,
         Err(failure) => return failure.response(),

@@ -244,4 +244,10 @@ impl FakeApiServer {
     pub fn requests(&self) -> HashMap<String, u64> {
         self.shared.lock().requests.clone()
     }
+
+    /// How many requests named one object (a read, a write; not a list or watch), by
+    /// `METHOD group/version/plural/namespace/name[/subresource]` (`GET v1/pods/team-a/streamed`).
+    pub fn object_requests(&self) -> HashMap<String, u64> {
+        self.shared.lock().object_requests.clone()
+    }
 }

@@ -85,6 +85,8 @@ pub(crate) struct Store {
     /// Every event since the start, in resourceVersion order.
     pub log: Vec<Event>,
     pub requests: HashMap<String, u64>,
+    /// Requests naming one object, by `METHOD group/version/plural/namespace/name[/subresource]`.
+    pub object_requests: HashMap<String, u64>,
     /// What `pods/{name}/log` answers, by (namespace, pod): the kubelet's part, set by the test
     /// (`FakeApiServer::set_pod_log`).
     pub pod_logs: HashMap<(String, String), String>,
