@@ -1243,15 +1243,9 @@ async fn an_unresolved_accounting_candidate_is_waited_for_with_backoff() {
     assert_eq!(world.index.wants.take(), BTreeSet::from([20]));
 }
 
-/// A submit Slurm refuses by its accounting or QoS policy (here a user's `MaxSubmitJobs`,
-/// error 2050 as slurmrestd answers it) made no job and may succeed once the user's jobs end:
-/// the SlurmJob waits (`SubmitLimited`, Slurm's message) with its backoff, and its Warning goes
-/// out once, when the wait begins, not at every try.
-#[tokio::test]
-async fn a_submit_over_a_slurm_limit_waits_with_backoff_and_warns_once() {
-    use wiremock::matchers::{method, path_regex};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-
+/// slurmrestd's answer to a submit slurmctld refused over a limit (error 2050): the recorded
+/// 24.11 submit-error body with 2050's number and text.
+fn limit_refusal() -> serde_json::Value {
     let fixture = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/24.11/submit_invalid_partition.json"
@@ -1263,6 +1257,19 @@ async fn a_submit_over_a_slurm_limit_waits_with_backoff_and_warns_once() {
     body["errors"][0]["error"] =
         "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
             .into();
+    body
+}
+
+/// A submit Slurm refuses by its accounting or QoS policy (here a user's `MaxSubmitJobs`,
+/// error 2050 as slurmrestd answers it) made no job and may succeed once the user's jobs end:
+/// the SlurmJob waits (`SubmitLimited`, Slurm's message) with its backoff, and its Warning goes
+/// out once, when the wait begins, not at every try.
+#[tokio::test]
+async fn a_submit_over_a_slurm_limit_waits_with_backoff_and_warns_once() {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let body = limit_refusal();
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
@@ -1321,15 +1328,7 @@ async fn a_retry_over_a_slurm_limit_does_not_search_accounting_again() {
     use wiremock::matchers::{method, path_regex};
     use wiremock::{Mock, MockServer, ResponseTemplate};
 
-    let fixture = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/24.11/submit_invalid_partition.json"
-    );
-    let recorded: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
-    let mut refusal = recorded["body"].clone();
-    refusal["errors"][0]["error_number"] = 2050.into();
-    refusal["errors"][0]["error"] = "Job violates accounting/QOS policy".into();
+    let refusal = limit_refusal();
     let mut nothing: serde_json::Value =
         serde_json::from_str(include_str!("slurmdb_job_uncommented.json")).unwrap();
     nothing["jobs"] = serde_json::json!([]);
