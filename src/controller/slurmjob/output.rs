@@ -382,11 +382,13 @@ pub fn pod_step(
             PodStep::Nothing
         };
     };
+    // Ours: the SlurmJob is its controller, as in every Pod `pod` builds (and what the Pod
+    // cache keeps); a Pod that only refers to it is someone else's.
     let ours = pod
         .owner_references
         .iter()
         .flatten()
-        .any(|o| Some(o.uid.as_str()) == owner);
+        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == owner);
     if !ours {
         PodStep::NotOurs
     } else if meta_job_id(pod) == Some(job_id) {
@@ -486,6 +488,7 @@ mod tests {
             ObjectMeta {
                 owner_references: Some(vec![OwnerReference {
                     uid: owner.into(),
+                    controller: Some(true),
                     ..Default::default()
                 }]),
                 annotations: Some(annotations),
@@ -513,6 +516,13 @@ mod tests {
         assert_eq!(step(Some(&leaving), false, true), PodStep::Nothing);
         let foreign = pod("someone-else", "7", false, false);
         assert_eq!(step(Some(&foreign), true, true), PodStep::NotOurs);
+        let mut referring = streaming.clone();
+        referring.owner_references.as_mut().unwrap()[0].controller = None;
+        assert_eq!(
+            step(Some(&referring), true, true),
+            PodStep::NotOurs,
+            "refers to the SlurmJob without being controlled by it"
+        );
         assert_eq!(
             pod_step(Some(&streaming), None, 7, true, true),
             PodStep::NotOurs,
