@@ -1417,12 +1417,7 @@ pub async fn ensure_output_pod(
             warn!(pod = %name, "a Pod with the SlurmJob's name exists and is not its output streamer; not touching it");
         }
         output::PodStep::TellEnded => {
-            let Some(mut patch) = existing
-                .as_ref()
-                .and_then(|pod| output::ended_patch(pod, job_id, ended))
-            else {
-                return Ok(());
-            };
+            let mut patch = output::told_patch();
             if let Some(uid) = &uid {
                 patch["metadata"]["uid"] = uid.as_str().into();
             }

@@ -304,8 +304,12 @@ leave it readable by others (e.g. umask 022)\"; exit 0; fi; \
 /// when there is nothing to tell: the job has not ended, the Pod streams another run, or it
 /// already knows.
 pub fn ended_patch(pod: &Pod, job_id: i64, ended: bool) -> Option<serde_json::Value> {
-    to_tell(&pod.metadata, job_id, ended)
-        .then(|| serde_json::json!({ "metadata": { "annotations": { ENDED_ANNOTATION: "true" } } }))
+    to_tell(&pod.metadata, job_id, ended).then(told_patch)
+}
+
+/// The merge patch that tells a streamer Pod its job has ended ([`PodStep::TellEnded`]).
+pub fn told_patch() -> serde_json::Value {
+    serde_json::json!({ "metadata": { "annotations": { ENDED_ANNOTATION: "true" } } })
 }
 
 /// Whether the Pod (its metadata) streams run `job_id`, which has ended, and was not told yet.
