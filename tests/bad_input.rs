@@ -2005,6 +2005,7 @@ fn stored_cases() -> Vec<Case> {
                 slurm: nodeset_plan::SlurmView {
                     state: Some(&empty),
                     now,
+                    had_view: false,
                 },
                 deleting: false,
             });

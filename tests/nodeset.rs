@@ -112,6 +112,7 @@ impl World<'_> {
             slurm: SlurmView {
                 state: Some(state),
                 now: Utc::now(),
+                had_view: true,
             },
             deleting: self.deleting,
         })

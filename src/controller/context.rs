@@ -1,6 +1,7 @@
 //! What every reconcile gets: one cheap-to-clone `Context`, no globals. A controller with state
 //! of its own (the SlurmJob controller's submissions) keeps it in its own context around this.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
@@ -127,6 +128,10 @@ impl SlurmJobCaches {
 #[derive(Default)]
 pub struct NodeSetCaches {
     stores: RwLock<Vec<Store<SlurmNodeSet>>>,
+    /// The SlurmClusters whose node list a set's round trusted in this process
+    /// (`plan::SlurmView::had_view`). A few names; a deleted cluster's stays, so a cluster of
+    /// that name made again starts failing closed.
+    viewed: Mutex<BTreeSet<String>>,
 }
 
 impl NodeSetCaches {
@@ -179,6 +184,22 @@ impl NodeSetCaches {
                 )
             })
             .collect()
+    }
+
+    /// A round trusted SlurmCluster `cluster`'s node list.
+    pub fn saw_nodes_of(&self, cluster: &str) {
+        let mut viewed = self.viewed.lock().unwrap_or_else(PoisonError::into_inner);
+        if !viewed.contains(cluster) {
+            viewed.insert(cluster.to_owned());
+        }
+    }
+
+    /// Whether a round of this process trusted SlurmCluster `cluster`'s node list.
+    pub fn saw_nodes_before(&self, cluster: &str) -> bool {
+        self.viewed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(cluster)
     }
 }
 

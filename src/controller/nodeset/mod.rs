@@ -704,9 +704,13 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         slurm: SlurmView {
             state: state.as_deref(),
             now,
+            had_view: ctx.nodesets.saw_nodes_before(cluster_name),
         },
         deleting,
     });
+    if plan.view == ViewState::Trusted {
+        ctx.nodesets.saw_nodes_of(cluster_name);
+    }
 
     // 4. Actions. Drains, resumes, node deletions and deletes of pods whose node the view had
     // drained or had not (each read again first) call slurmrestd: they take one of the

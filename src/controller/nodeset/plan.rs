@@ -156,6 +156,10 @@ pub struct SlurmView<'a> {
     /// The cluster's index; `None` when no client is registered for the SlurmCluster.
     pub state: Option<&'a ClusterState>,
     pub now: DateTime<Utc>,
+    /// Whether a round of this process trusted the cluster's node list before: without a
+    /// trusted view now, that is an outage (the client dropped or replaced included), not a
+    /// start.
+    pub had_view: bool,
 }
 
 impl<'a> SlurmView<'a> {
@@ -806,15 +810,17 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
                 });
             }
         }
-    } else if input
-        .slurm
-        .state
-        .is_some_and(|state| state.nodes_synced_at.is_some())
+    } else if input.slurm.had_view
+        || input
+            .slurm
+            .state
+            .is_some_and(|state| state.nodes_synced_at.is_some())
     {
-        // An outage (a view once synced, no longer trusted): a node idle at the last view may
-        // run a job now, and slurmd runs its jobs through a slurmctld outage. The
-        // PodDisruptionBudget keeps every scheduled pod until a fresh view says (fail closed).
-        // Not before the first view after a start: the labels stay as they were.
+        // An outage (a view once trusted or synced, no longer trusted; its client dropped or
+        // replaced too): a node idle at the last view may run a job now, and slurmd runs its
+        // jobs through a slurmctld outage. The PodDisruptionBudget keeps every scheduled pod
+        // until a fresh view says (fail closed). Not before the first view after a start: the
+        // labels stay as they were.
         for pod in active.iter().filter(|p| p.scheduled && !p.busy_label) {
             plan.actions.push(Action::SetBusy {
                 pod: pod.name.clone(),
@@ -923,7 +929,13 @@ fn leave(
                 node: pod.name.clone(),
                 reason: drain_reason(why),
             });
-            if pod.drain_started.is_none() {
+            // A drain marked before a node list that shows none was undone (an admin's resume,
+            // slurmctld's state lost): `drainTimeout` counts from this drain, not that one, or
+            // jobs started since would be ended at once.
+            let undone = pod
+                .drain_started
+                .is_some_and(|started| state.nodes_synced_at.is_some_and(|at| at > started));
+            if pod.drain_started.is_none() || undone {
                 plan.actions.push(Action::MarkDrainStarted {
                     pod: pod.name.clone(),
                 });

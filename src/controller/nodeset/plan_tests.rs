@@ -36,7 +36,11 @@ fn input<'a>(replicas: i32, pods: &'a [PodView], state: Option<&'a ClusterState>
         partitions: &[],
         pods,
         taken: &NONE_TAKEN,
-        slurm: SlurmView { state, now: t(0) },
+        slurm: SlurmView {
+            state,
+            now: t(0),
+            had_view: false,
+        },
         deleting: false,
     }
 }
@@ -917,6 +921,51 @@ fn drain_timeout_forces_only_our_recorded_drain() {
     assert!(structural(&run_with(1, &p, Some(&st), &strategy, timeout)).is_empty());
 }
 
+/// A drain undone after it was marked (an admin resumed the node, slurmctld lost its state) is
+/// marked again as it is drained again: `scaleIn.drainTimeout` counts from the new drain, so
+/// jobs started in between are not ended as soon as it shows.
+#[test]
+fn a_drain_undone_restarts_the_drain_timeout() {
+    let timeout = Some(std::time::Duration::from_secs(60));
+    let strategy = UpdateStrategy::default();
+    let mut p = pods(2);
+    p[1].drain_started = Some(t(-61));
+    // The node list (asked at t(-5)) shows the node running a job, not drained.
+    let resumed = state(
+        vec![idle("ns-0"), node("ns-1", &["ALLOCATED"], None)],
+        &[("ns-1", 1, None)],
+    );
+    assert_eq!(
+        structural(&run_with(1, &p, Some(&resumed), &strategy, timeout)),
+        [
+            drain("ns-1"),
+            Action::MarkDrainStarted { pod: "ns-1".into() }
+        ]
+    );
+    // A list asked before the mark may not show the drain yet: the mark stays.
+    p[1].drain_started = Some(t(-3));
+    assert_eq!(
+        structural(&run_with(1, &p, Some(&resumed), &strategy, timeout)),
+        [drain("ns-1")]
+    );
+    // Drained again, marked anew: its jobs are waited for, not timed out.
+    let drained = state(
+        vec![
+            idle("ns-0"),
+            node(
+                "ns-1",
+                &["ALLOCATED", "DRAIN"],
+                Some("slurm-operator: scale-in"),
+            ),
+        ],
+        &[("ns-1", 1, None)],
+    );
+    p[1].drain_started = Some(t(-1));
+    let plan = run_with(1, &p, Some(&drained), &strategy, timeout);
+    assert!(structural(&plan).is_empty(), "{:?}", plan.actions);
+    assert_eq!(plan.waiting[0].why, WAIT_JOBS);
+}
+
 /// `scaleIn.drainTimeout` bounds the drain of a rolling update and of a deletion too (a job
 /// that never ends must not hold the new template back for ever), and the delete says which.
 #[test]
@@ -1248,6 +1297,21 @@ fn status_counts_and_projection() {
         ..st.clone()
     };
     assert_eq!(busy_labels(&run(6, &unscheduled, Some(&starting))), []);
+    assert_eq!(busy_labels(&run(6, &unscheduled, None)), []);
+    // Once a round of this process trusted a view, its client dropped (the SlurmCluster's
+    // registration removed) or replaced by one not synced yet is an outage too.
+    let after_a_view = |state: Option<&ClusterState>| {
+        super::plan(&Input {
+            slurm: SlurmView {
+                had_view: true,
+                ..input(6, &unscheduled, state).slurm
+            },
+            ..input(6, &unscheduled, state)
+        })
+    };
+    assert_eq!(busy_labels(&after_a_view(None)), expected);
+    assert_eq!(busy_labels(&after_a_view(Some(&starting))), expected);
+    assert_eq!(busy_labels(&after_a_view(Some(&st))), []);
 }
 
 fn run_min_ready(

@@ -491,6 +491,7 @@ async fn wait_index(
         let view = SlurmView {
             state: Some(&state),
             now: Utc::now(),
+            had_view: false,
         };
         if view.trusted().is_some_and(&ok) {
             return;
@@ -2122,4 +2123,109 @@ fn a_drain_timeout_warning_names_the_real_cause() {
             )
         );
     }
+}
+
+/// Each call the reconciles beside it make: (method, path, body).
+type Calls = Arc<std::sync::Mutex<Vec<(Method, String, Value)>>>;
+
+/// Answers every call of set `cpu`'s reconciles as the API server would with the set's pods
+/// `pods` and no PodDisruptionBudget, and keeps the calls; abort it when done.
+fn answer_every_call(
+    mut api: ApiServerVerifier,
+    set: SlurmNodeSet,
+    pods: Vec<Pod>,
+) -> (tokio::task::JoinHandle<()>, Calls) {
+    let calls = Calls::default();
+    let kept = Arc::clone(&calls);
+    let task = tokio::spawn(async move {
+        loop {
+            let (call, send) = api.next().await;
+            let response = match (&call.method, call.path.as_str()) {
+                (&Method::GET, "/apis/slurm.rs/v1alpha1/slurmclusters/main") => ok(&json!({
+                    "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
+                    "metadata": {"name": "main", "uid": "cluster-uid"},
+                    "spec": {
+                        "endpoint": "http://slurmrestd:6820", "allowInsecureHttp": true,
+                        "auth": {"jwt": {"keySecretRef": {"name": "k"}}},
+                        "nodeSetNamespaces": ["hpc"],
+                    },
+                })),
+                (&Method::GET, "/api/v1/namespaces/hpc/pods") => ok(
+                    &json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": pods}),
+                ),
+                (&Method::GET, path) if path.contains("/poddisruptionbudgets/") => {
+                    not_found("poddisruptionbudgets", "cpu")
+                }
+                (&Method::PATCH, path)
+                    if path.ends_with("/status") && path.contains("slurmnodesets") =>
+                {
+                    let mut answer = set.clone();
+                    answer.status = serde_json::from_value(call.body["status"].clone()).ok();
+                    ok(&serde_json::to_value(&answer).unwrap())
+                }
+                (&Method::PATCH, _) => ok(
+                    &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "hpc"}}),
+                ),
+                // PodDisruptionBudget and Event creates.
+                (&Method::POST, _) => Response::builder()
+                    .status(StatusCode::CREATED)
+                    .header("content-type", "application/json")
+                    .body(Body::from(serde_json::to_vec(&call.body).unwrap()))
+                    .unwrap(),
+                _ => panic!("unexpected call {call:?}"),
+            };
+            kept.lock()
+                .unwrap()
+                .push((call.method.clone(), call.path.clone(), call.body.clone()));
+            send.send_response(response);
+        }
+    });
+    (task, calls)
+}
+
+/// The review finding: once a round trusted the view, the SlurmCluster's client dropped (a
+/// broken credentials Secret, an endpoint that now reaches another cluster) is an outage like
+/// slurmctld down: slurmd still runs jobs, and a node idle at the last view may run one now, so
+/// every scheduled pod is labelled busy and the PodDisruptionBudget holds it. Before, the
+/// labels stayed as the last view left them, and `kubectl drain` could evict a running job.
+#[tokio::test]
+async fn after_a_view_a_dropped_client_labels_every_scheduled_pod_busy() {
+    let (ctx, api) = Context::test();
+    let ctx = Arc::new(ctx);
+    let set = nodeset(2);
+    let pods = vec![existing_pod(&set, 0), existing_pod(&set, 1)];
+    let names = [pod_name("cpu", 0), pod_name("cpu", 1)];
+    let _view = register_view(
+        &ctx,
+        "http://127.0.0.1:1",
+        names.iter().map(|n| set_node(n, &["IDLE"], None)),
+    );
+    let (responder, calls) = answer_every_call(api, set.clone(), pods);
+    let labelled_busy = || -> Vec<String> {
+        let calls = calls.lock().unwrap();
+        calls
+            .iter()
+            .filter(|(method, path, body)| {
+                method == Method::PATCH
+                    && path.contains("/pods/")
+                    && body["metadata"]["labels"][pods::LABEL_BUSY] == "true"
+            })
+            .map(|(_, path, _)| path.rsplit('/').next().unwrap().to_owned())
+            .collect()
+    };
+
+    // A trusted view: both nodes idle, no pod labelled busy.
+    reconcile(Arc::new(set.clone()), Arc::clone(&ctx))
+        .await
+        .unwrap();
+    assert!(!calls.lock().unwrap().is_empty());
+    assert_eq!(labelled_busy(), Vec::<String>::new());
+    assert!(ctx.nodesets.saw_nodes_before("main"));
+
+    // The client dropped: both pods labelled busy.
+    calls.lock().unwrap().clear();
+    assert!(ctx.clusters.remove(&ObjectRef::<SlurmCluster>::new("main")));
+    reconcile(Arc::new(set), Arc::clone(&ctx)).await.unwrap();
+    assert_eq!(labelled_busy(), names);
+    responder.abort();
 }

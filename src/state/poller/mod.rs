@@ -495,6 +495,9 @@ impl Poller {
         &mut self,
     ) -> Result<(Option<(Vec<Node>, i64)>, DateTime<Utc>), SlurmError> {
         let since = if self.resync { None } else { self.nodes_since };
+        // Taken before the request: the list shows every node change made before this instant
+        // (a drain the NodeSet controller marked before it: `plan::leave`).
+        let asked_at = Utc::now();
         let started = Instant::now();
         let nodes = self.client.nodes(since).await;
         self.metrics.polled_cluster(
@@ -515,7 +518,7 @@ impl Poller {
         let listed = nodes.as_ref().map(|(items, _)| items.len());
         self.nodes_pace
             .answered(Instant::now(), listed, &self.tuning);
-        Ok((nodes, Utc::now()))
+        Ok((nodes, asked_at))
     }
 
     async fn poll_jobs(&mut self) -> Result<JobsPolled, SlurmError> {
