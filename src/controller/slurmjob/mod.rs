@@ -165,6 +165,8 @@ pub enum Error {
     Cache(#[source] crate::crd::slurmjob::CacheError),
     #[error("cannot read the SlurmJob's whole spec (with its script) to submit it")]
     LoadSpec(#[source] kube::Error),
+    #[error("cannot read the SlurmJob (it has more finalizers than the cache keeps)")]
+    ReadSlurmJob(#[source] kube::Error),
     #[error("cannot apply the SlurmJob's status")]
     PatchStatus(#[source] kube::Error),
     #[error("cannot read, create or replace the output Pod")]
@@ -195,6 +197,7 @@ impl Error {
             Self::GetCluster { .. } => "GetClusterFailed",
             Self::Cache(_) => "CacheDecodeFailed",
             Self::LoadSpec(_) => "LoadSpecFailed",
+            Self::ReadSlurmJob(_) => "ReadSlurmJobFailed",
             Self::PatchStatus(_) => "PatchStatusFailed",
             Self::OutputPod(_) => "OutputPodFailed",
             Self::AddFinalizer(_) => "AddFinalizerFailed",
@@ -254,12 +257,29 @@ fn backoff_key(job: &impl ResourceExt) -> String {
 }
 
 /// Reconcile one SlurmJob of the cache: the whole cached object, decoded from the cache's
-/// compact form.
+/// compact form; read from the API server instead when the cache cut its finalizers (a
+/// tenant's hundreds: the finalizer protocol's patches need the list as it is).
 pub async fn reconcile_cached(
     cached: Arc<CachedSlurmJob>,
     data: Arc<JobContext>,
 ) -> Result<Action, Error> {
-    let job = cached.object().map_err(Error::Cache)?;
+    let job = if cached.finalizers_cut() {
+        let namespace = cached
+            .namespace()
+            .ok_or(Error::MissingMetadata("namespace"))?;
+        let api: Api<SlurmJob> = Api::namespaced(data.ctx.client.clone(), &namespace);
+        match api
+            .get_opt(&cached.name_any())
+            .await
+            .map_err(Error::ReadSlurmJob)?
+        {
+            Some(job) => job,
+            // Gone since: nothing is left to do for it.
+            None => return Ok(Action::await_change()),
+        }
+    } else {
+        cached.object().map_err(Error::Cache)?
+    };
     reconcile(Arc::new(job), data).await
 }
 

@@ -324,6 +324,10 @@ fn to_tell(meta: &ObjectMeta, job_id: i64, ended: bool) -> bool {
 
 /// The longest annotation value the Pod cache keeps: a job id or `true` is far shorter.
 const CACHED_VALUE_MAX: usize = 32;
+/// The longest owner reference name, kind and API version the Pod cache keeps (an object name's
+/// bound), and uid (a UUID is 36 bytes).
+const CACHED_NAME_MAX: usize = 253;
+const CACHED_UID_MAX: usize = 64;
 
 /// A streamer Pod's metadata as the operator's Pod cache keeps it: only what [`pod_step`] and
 /// the watch's mapping to the owning SlurmJob read (name, namespace, uid, the deletion mark, the
@@ -337,12 +341,20 @@ pub fn trim_for_cache(meta: &mut ObjectMeta) {
             })
             .collect::<BTreeMap<_, _>>()
     });
+    // Its fields bounded too: Kubernetes does not bound them, and one the operator wrote
+    // (a SlurmJob's) is far shorter.
     let owner = meta
         .owner_references
         .take()
         .into_iter()
         .flatten()
-        .find(|o| o.controller == Some(true));
+        .find(|o| o.controller == Some(true))
+        .filter(|o| {
+            o.uid.len() <= CACHED_UID_MAX
+                && o.name.len() <= CACHED_NAME_MAX
+                && o.kind.len() <= CACHED_NAME_MAX
+                && o.api_version.len() <= CACHED_NAME_MAX
+        });
     *meta = ObjectMeta {
         name: meta.name.take(),
         namespace: meta.namespace.take(),
@@ -459,7 +471,7 @@ mod tests {
                     (JOB_ID_ANNOTATION.to_owned(), "7".to_owned()),
                     (ENDED_ANNOTATION.to_owned(), "true".to_owned()),
                 ])),
-                owner_references: Some(vec![owner]),
+                owner_references: Some(vec![owner.clone()]),
                 ..Default::default()
             }
         );
@@ -478,6 +490,22 @@ mod tests {
         };
         trim_for_cache(&mut long);
         assert_eq!(long.annotations, None, "a value no job id is that long");
+        // A controller reference no SlurmJob writes, its fields as long as a tenant likes.
+        for long_field in [
+            |o: &mut OwnerReference| o.name = "n".repeat(100_000),
+            |o: &mut OwnerReference| o.kind = "K".repeat(100_000),
+            |o: &mut OwnerReference| o.api_version = "a/v".repeat(30_000),
+            |o: &mut OwnerReference| o.uid = "u".repeat(100_000),
+        ] {
+            let mut reference = owner.clone();
+            long_field(&mut reference);
+            let mut long = ObjectMeta {
+                owner_references: Some(vec![reference]),
+                ..Default::default()
+            };
+            trim_for_cache(&mut long);
+            assert_eq!(long.owner_references, None);
+        }
     }
 
     /// What the Pod of run 7 needs, from its metadata as known: the decision both the Pod cache

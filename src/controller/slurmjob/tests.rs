@@ -283,6 +283,56 @@ async fn a_new_slurmjob_gets_the_finalizer_first() {
     assert_cluster_not_ready(&status);
 }
 
+/// A SlurmJob with more finalizers than the cache keeps (a tenant's thousands) is cached with
+/// only the operator's (none here), and its reconcile reads it first: the finalizer patch
+/// `test`s the list as it is, which the cache no longer holds. The reconcile then goes on as
+/// any (here: the cluster is not connected yet).
+#[tokio::test]
+async fn a_slurmjob_with_more_finalizers_than_the_cache_keeps_is_read_first() {
+    let (ctx, mut api) = Context::test();
+    let mut job = slurm_job("held", "#!/bin/sh\ntrue\n");
+    let many: Vec<String> = (0..100).map(|i| format!("example.org/hold-{i}")).collect();
+    job.metadata.finalizers = Some(many.clone());
+    let stored = job.clone();
+    let server = tokio::spawn(async move {
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::GET, "{call:?}");
+        assert_eq!(call.path, job_path(&stored));
+        respond(
+            send,
+            StatusCode::OK,
+            &serde_json::to_value(&stored).unwrap(),
+        );
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::PATCH, "{call:?}");
+        assert_eq!(
+            call.body,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": many},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
+            ])
+        );
+        let mut answer = stored.clone();
+        answer.metadata.finalizers = Some([many, vec![FINALIZER.to_owned()]].concat());
+        respond(
+            send,
+            StatusCode::OK,
+            &serde_json::to_value(&answer).unwrap(),
+        );
+        let status = expect_status_apply(&mut api, &stored).await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    let cached = CachedSlurmJob::new(job).unwrap();
+    assert!(cached.finalizers_cut());
+    assert_eq!(cached.meta().finalizers, Some(vec![]));
+    let error = reconcile_cached(Arc::new(cached), data(ctx))
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "ClusterNotReady");
+    assert_cluster_not_ready(&server.await.unwrap());
+}
+
 /// The first reconcile of a new SlurmJob, which submits it: exactly one finalizer patch, one
 /// status write and one Event (`event`: its type and reason). Returns its action, the status
 /// written and the API server for what follows.
@@ -1770,7 +1820,8 @@ fn the_cache_keeps_no_script_or_other_tenant_bulk() {
     job.metadata.labels = Some(BTreeMap::from([("team".to_owned(), "x".repeat(63))]));
     job.metadata.annotations = Some(BTreeMap::from([
         ("team".to_owned(), "y".repeat(200_000)),
-        ("slurm.rs/keep".to_owned(), "1".to_owned()),
+        ("slurm.rs/other".to_owned(), "z".repeat(200_000)),
+        (SKIP_CANCEL_ANNOTATION.to_owned(), "true".to_owned()),
     ]));
     job.spec.depends_on = serde_json::from_value(json!([{"name": "first"}])).unwrap();
     let trimmed = cached(&job);
@@ -1781,8 +1832,8 @@ fn the_cache_keeps_no_script_or_other_tenant_bulk() {
     assert_eq!(
         trimmed.metadata.annotations,
         Some(BTreeMap::from([(
-            "slurm.rs/keep".to_owned(),
-            "1".to_owned()
+            SKIP_CANCEL_ANNOTATION.to_owned(),
+            "true".to_owned()
         )]))
     );
     assert_eq!(trimmed.spec.cluster_name, job.spec.cluster_name);

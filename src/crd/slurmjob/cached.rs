@@ -27,7 +27,7 @@ use miniz_oxide::deflate::core::{
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::{Phase, SlurmJob, SlurmJobSpec, SlurmJobStatus};
-use crate::crd::LABEL_PREFIX;
+use crate::crd::{FINALIZER, SKIP_CANCEL_ANNOTATION};
 
 /// A SlurmJob as the controller's cache holds it (see the module's documentation). Its
 /// [`object`](Self::object) is the SlurmJob without what [`trim`] leaves out.
@@ -46,6 +46,10 @@ pub struct CachedSlurmJob {
     /// [`CachedSlurmJob::status_current`], decided when cached (a flag, not the generation:
     /// the struct stays within its allocation class).
     status_current: bool,
+    /// The finalizers were more than [`MAX_KEPT_FINALIZERS`] allows: only the operator's is
+    /// kept ([`trim`]), and a reconcile reads the object first
+    /// ([`CachedSlurmJob::finalizers_cut`]).
+    finalizers_cut: bool,
     /// [`Parts`] as deflated JSON.
     packed: Box<[u8]>,
 }
@@ -138,7 +142,7 @@ struct OwnedParts {
 impl CachedSlurmJob {
     /// The cached form of `job`, trimmed ([`trim`]).
     pub fn new(mut job: SlurmJob) -> Result<Self, CacheError> {
-        trim(&mut job);
+        let finalizers_cut = trim(&mut job);
         let status = job.status.as_ref();
         let parts = Parts {
             spec: &job.spec,
@@ -153,6 +157,7 @@ impl CachedSlurmJob {
             packed: deflate(&serde_json::to_vec(&parts).map_err(CacheError::Encode)?)?,
             cluster_name: job.spec.cluster_name.into_boxed_str(),
             metadata: job.metadata,
+            finalizers_cut,
         })
     }
 
@@ -195,6 +200,13 @@ impl CachedSlurmJob {
     pub fn status_current(&self) -> bool {
         self.status_current
     }
+
+    /// Whether the cache kept only the operator's finalizer of the many the object has: its
+    /// list as cached is not the object's, and the finalizer protocol's patches `test` the
+    /// object's, so a reconcile works on the object read from the API server.
+    pub fn finalizers_cut(&self) -> bool {
+        self.finalizers_cut
+    }
 }
 
 /// Names the object and what the triggers read; spec and status stay packed.
@@ -213,22 +225,47 @@ impl std::fmt::Debug for CachedSlurmJob {
     }
 }
 
+/// The finalizers a cached SlurmJob keeps as they are: this many, of at most
+/// [`MAX_KEPT_FINALIZER_BYTES`] in all. Kubernetes bounds neither their number nor their size
+/// (etcd's 1.5 MiB an object does), and a tenant may add any.
+pub const MAX_KEPT_FINALIZERS: usize = 16;
+/// See [`MAX_KEPT_FINALIZERS`].
+pub const MAX_KEPT_FINALIZER_BYTES: usize = 2048;
+/// The longest `slurm.rs/skip-cancel` value kept (it counts only as `"true"`).
+const MAX_KEPT_ANNOTATION_BYTES: usize = 64;
+
 /// What the cache leaves out of a SlurmJob: the `managedFields` (a third of a small object),
-/// and none of what a tenant can make large that only a submit reads — the script (up to
-/// 1 MiB), the environment and extraOptions — nor the tenant's labels and annotations (up to
-/// 256 KiB, kubectl's copy of the whole object among them), which the controller never reads;
-/// annotations under `slurm.rs/` stay. A few hundred SlurmJobs with large scripts otherwise held
-/// hundreds of MiB at every start. A submit reads the whole spec first.
-pub fn trim(job: &mut SlurmJob) {
-    job.metadata.managed_fields = None;
+/// and none of what a tenant can make large that the controller does not read on every event —
+/// the script (up to 1 MiB), the environment and extraOptions (a submit reads the whole spec
+/// first), the labels, the owner references and the annotations but the operator's
+/// `slurm.rs/skip-cancel` (up to 256 KiB of annotations, kubectl's copy of the whole object
+/// among them; owner references and finalizers unbounded but by the object's size). A few
+/// hundred SlurmJobs made large otherwise held hundreds of MiB at every start, enough to have
+/// the operator killed for its memory limit over and over, for every team. Finalizers beyond
+/// [`MAX_KEPT_FINALIZERS`] are cut to the operator's own; returns whether they were.
+pub fn trim(job: &mut SlurmJob) -> bool {
+    let meta = &mut job.metadata;
+    meta.managed_fields = None;
+    meta.labels = None;
+    meta.owner_references = None;
+    if let Some(annotations) = &mut meta.annotations {
+        annotations.retain(|key, value| {
+            key == SKIP_CANCEL_ANNOTATION && value.len() <= MAX_KEPT_ANNOTATION_BYTES
+        });
+    }
+    let cut = meta.finalizers.as_ref().is_some_and(|list| {
+        list.len() > MAX_KEPT_FINALIZERS
+            || list.iter().map(String::len).sum::<usize>() > MAX_KEPT_FINALIZER_BYTES
+    });
+    if cut && let Some(list) = &mut meta.finalizers {
+        list.retain(|f| f == FINALIZER);
+        list.dedup();
+        list.shrink_to_fit();
+    }
     job.spec.script = String::new();
     job.spec.environment = Default::default();
     job.spec.extra_options = None;
-    job.metadata.labels = None;
-    if let Some(annotations) = &mut job.metadata.annotations {
-        // The operator's own (`slurm.rs/`) are the only ones it reads.
-        annotations.retain(|key, _| key.starts_with(LABEL_PREFIX));
-    }
+    cut
 }
 
 /// Decoded as a SlurmJob, one object at a time, and kept in the cached form at once.

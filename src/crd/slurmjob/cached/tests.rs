@@ -86,6 +86,55 @@ fn the_cache_keeps_the_whole_object_but_what_only_a_submit_reads() {
     );
 }
 
+/// What a tenant can make as large as the object may be (1.5 MiB) and the controller does not
+/// read on every event: owner references, annotations under `slurm.rs/` (any key), finalizers
+/// (any number). A few hundred such SlurmJobs held the operator above its memory limit at every
+/// start. Finalizers past the bound are cut to the operator's, and the cached object says so.
+#[test]
+fn what_a_tenant_can_make_large_is_not_kept() {
+    let mut sent = from_api_server();
+    let many: Vec<String> = (0..4_000)
+        .map(|i| format!("example.org/hold-{i}-{}", "x".repeat(200)))
+        .collect();
+    let metadata = &mut sent["metadata"];
+    let mut finalizers = many.clone();
+    finalizers.insert(2_000, "slurm.rs/cleanup".to_owned());
+    metadata["finalizers"] = json!(finalizers);
+    metadata["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap",
+        "name": "n".repeat(200_000), "uid": "u"}]);
+    metadata["annotations"]["slurm.rs/pad"] = json!("p".repeat(200_000));
+    metadata["annotations"]["slurm.rs/skip-cancel"] = json!("true");
+    let cached: CachedSlurmJob = serde_json::from_value(sent.clone()).unwrap();
+    assert!(cached.finalizers_cut());
+    assert_eq!(
+        cached.meta().finalizers,
+        Some(vec!["slurm.rs/cleanup".to_owned()])
+    );
+    assert_eq!(cached.meta().owner_references, None);
+    assert_eq!(
+        cached.meta().annotations,
+        Some([("slurm.rs/skip-cancel".to_owned(), "true".to_owned())].into())
+    );
+    assert!(serde_json::to_vec(cached.meta()).unwrap().len() < 1024);
+
+    // Without ours, none is kept; a skip-cancel value no "true" is that long is not either.
+    let mut sent = from_api_server();
+    sent["metadata"]["finalizers"] = json!(many);
+    sent["metadata"]["annotations"]["slurm.rs/skip-cancel"] = json!("t".repeat(1_000));
+    let cached: CachedSlurmJob = serde_json::from_value(sent).unwrap();
+    assert!(cached.finalizers_cut());
+    assert_eq!(cached.meta().finalizers, Some(vec![]));
+    assert_eq!(cached.meta().annotations, Some(Default::default()));
+
+    // A few short ones stay as they are: the finalizer protocol's patches test the list.
+    let mut sent = from_api_server();
+    let few = json!(["example.org/a", "slurm.rs/cleanup", "example.org/b"]);
+    sent["metadata"]["finalizers"] = few.clone();
+    let cached: CachedSlurmJob = serde_json::from_value(sent).unwrap();
+    assert!(!cached.finalizers_cut());
+    assert_eq!(json!(cached.meta().finalizers), few);
+}
+
 #[test]
 fn a_new_slurmjob_has_no_status_in_the_cache() {
     let cached: CachedSlurmJob = serde_json::from_value(json!({
