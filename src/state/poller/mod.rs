@@ -136,6 +136,10 @@ pub struct Tuning {
     /// cycle. An unchanged answer costs nothing and does not delay the next request.
     pub nodes_wait_per_node: Duration,
     pub nodes_wait_max: Duration,
+    /// An incremental cycle asks about a record that answers with more `/jobs/state/` entries
+    /// than this (a pending array's meta record: one a task still to run) only in one cycle of
+    /// every `entries / follow_entries` ([`strategy::asked_in_cycle`]).
+    pub follow_entries: usize,
 }
 
 impl Tuning {
@@ -170,6 +174,9 @@ impl Default for Tuning {
             // on the index's age for a destructive decision (60 s).
             nodes_wait_per_node: Duration::from_millis(10),
             nodes_wait_max: Duration::from_secs(30),
+            // About 5 KiB a cycle pretty-printed, 2.5 KiB compact: a pending array of 1 000
+            // tasks asked every 15 cycles (7.5 s at the default interval).
+            follow_entries: 64,
         }
     }
 }
@@ -246,6 +253,9 @@ struct Poller {
     pending_refresh_due: Instant,
     /// The highest id the last pending refresh marked: the next one goes on above it.
     pending_cursor: u32,
+    /// Incremental cycles begun: whose turn it is among records of many entries
+    /// ([`strategy::asked_in_cycle`]).
+    cycles: u64,
     /// When the next cycle lists every job.
     full_due: Instant,
     /// A SlurmNodeSet's node changed state: the jobs on it may be other users' that the
@@ -409,6 +419,7 @@ impl Poller {
             refresh_due: Instant::now() + tuning.refresh_every,
             pending_refresh_due: Instant::now() + tuning.pending_refresh_every,
             pending_cursor: 0,
+            cycles: 0,
             full_due: Instant::now() + tuning.full_every,
             full_now: true,
             full_pending: None,
@@ -545,6 +556,7 @@ impl Poller {
             if self.listing.is_none() && (self.full_now || Instant::now() >= self.full_due) {
                 self.start_listing();
             }
+            self.cycles = self.cycles.wrapping_add(1);
             let (listed, asked, probed_to, requests, complete) = self.list_followed().await?;
             match self.landed().await {
                 Some((full, seen, asked_at)) => {
@@ -909,7 +921,12 @@ impl Poller {
         let batch = self.tuning.state_batch.max(1);
         let mut numbering = self.numbering;
         numbering.seen(self.tracker.keys().next_back().copied().unwrap_or(0));
-        let mut asked = strategy::followed(&self.tracker, &self.wanted);
+        let mut asked = strategy::asked_in_cycle(
+            &self.tracker,
+            &self.wanted,
+            self.cycles,
+            self.tuning.follow_entries,
+        );
         let (mut window, before) = numbering.windows(width);
         asked.extend(window.clone());
         asked.extend(before.into_iter().flatten());

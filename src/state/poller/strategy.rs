@@ -48,7 +48,8 @@
 //!
 //! **Incremental cycles** (issue 19). Between full listings, a cycle asks `/jobs/state/` only about
 //! the jobs it follows ([`followed`]: ours that have not settled, the ones holding nodes, the
-//! unresolved and the wanted) and a window of ids above the highest one seen ([`probe`]: slurmctld
+//! unresolved and the wanted; a pending array's meta record, which answers with an entry per
+//! task still to run, only in its turn: [`asked_in_cycle`]) and a window of ids above the highest one seen ([`probe`]: slurmctld
 //! numbers jobs in sequence), so its size grows with the operator's jobs and the submission rate,
 //! not with the queue. An incremental answer is exact for what it asked (a followed job missing
 //! from it is gone) and silent about the rest, which [`apply`] carries over ([`Scope::Only`]). What
@@ -703,6 +704,35 @@ pub fn followed(tracker: &Tracker, wanted: &BTreeSet<u32>) -> BTreeSet<u32> {
         .map(|(id, _)| *id)
         .collect();
     ids.extend(wanted);
+    ids
+}
+
+/// The ids incremental cycle number `cycle` asks about besides its probe windows: the
+/// [`followed`] ones, but a record that answers with many entries only in its turn. slurmrestd
+/// answers a pending array's meta record with one entry per task still to run (50 000 for
+/// `--array=0-49999%20`, ~80 bytes each pretty-printed), so one such SlurmJob asked every cycle
+/// cost more than thousands of plain jobs. A record of `entries` entries is asked in one cycle of
+/// every `entries / per_cycle` (spread by id): on average what `per_cycle` jobs cost. Its tasks
+/// that start are records of their own under new ids, asked at once (the probe, then as ours);
+/// a change of the meta record itself (the array cancelled, its last task started) shows up to
+/// that many cycles later, or at the full listing. Wanted ones and records to fetch again
+/// ([`Stale`]) are asked every cycle.
+pub fn asked_in_cycle(
+    tracker: &Tracker,
+    wanted: &BTreeSet<u32>,
+    cycle: u64,
+    per_cycle: usize,
+) -> BTreeSet<u32> {
+    let mut ids = followed(tracker, wanted);
+    ids.retain(|id| {
+        wanted.contains(id)
+            || tracker.get(id).is_none_or(|t| {
+                let every = u64::try_from(t.entries / per_cycle.max(1)).unwrap_or(u64::MAX);
+                every <= 1
+                    || t.stale != Stale::No
+                    || cycle.wrapping_add(u64::from(*id)) % every == 0
+            })
+    });
     ids
 }
 

@@ -283,7 +283,12 @@ struct View {
     failed: usize,
     /// Bounds other than [`LIMITS`].
     limits: Option<Limits>,
+    /// Incremental cycles begun (`Poller::cycles`).
+    cycles: u64,
 }
+
+/// `Tuning::follow_entries`' default.
+const FOLLOW_ENTRIES: usize = 64;
 
 const LIMITS: Limits = Limits {
     detail_budget: 10_000,
@@ -390,6 +395,7 @@ impl View {
         width: u32,
         seen: Option<&mut BTreeSet<u32>>,
     ) {
+        self.cycles += 1;
         let (listed, asked) = self.list_followed(sim, wanted, width);
         self.settle_seeing(sim, listed, Scope::Only(&asked), wanted, seen);
     }
@@ -404,6 +410,7 @@ impl View {
         snapshot: Vec<JobStateEntry>,
         seen: &BTreeSet<u32>,
     ) {
+        self.cycles += 1;
         let (now, asked) = self.list_followed(sim, wanted, width);
         let (listed, unspoken) = overlay(group(snapshot), now, seen, &asked);
         self.settle(sim, listed, Scope::AllBut(&unspoken), wanted);
@@ -416,7 +423,7 @@ impl View {
         wanted: &BTreeSet<u32>,
         width: u32,
     ) -> (BTreeMap<u32, Listed>, BTreeSet<u32>) {
-        let mut asked = followed(&self.tracker, wanted);
+        let mut asked = asked_in_cycle(&self.tracker, wanted, self.cycles, FOLLOW_ENTRIES);
         let (mut window, before) = self.numbering.windows(width);
         asked.extend(window.clone());
         asked.extend(before.into_iter().flatten());
@@ -944,6 +951,76 @@ fn a_quiet_incremental_cycle_asks_about_ours_and_a_window_only() {
         "a quiet cycle asks about ours and the window: {asked:?}"
     );
     assert_eq!(view.tracker.len(), 100_003);
+}
+
+/// A pending array of ours with 1 000 tasks still to run (slurmrestd answers its meta record
+/// with 1 000 entries): asked about in one cycle of every 15 (1 000 / 64), not in every one (the
+/// review finding: 50 000 entries a cycle for one SlurmJob of `--array=0-49999%20`); its
+/// cancel still shows within that many cycles, and its tasks that start at once.
+#[test]
+fn a_pending_array_of_ours_is_asked_about_in_its_turn() {
+    let mut sim = Sim {
+        next_id: 10,
+        ..Sim::default()
+    };
+    sim.jobs.insert(
+        1,
+        SimJob {
+            state: "PENDING",
+            ours: false,
+            ..SimJob::default()
+        },
+    );
+    let mut view = View::first(&sim);
+    let array = |tasks: std::ops::Range<u32>| SimJob {
+        state: "PENDING",
+        ours: true,
+        array: Some(11),
+        pending_tasks: tasks.collect(),
+        ..SimJob::default()
+    };
+    sim.jobs.insert(11, array(0..1_000));
+    let none = BTreeSet::new();
+    view.incremental(&sim, &none, 64);
+    assert!(view.jobs.contains_key(&11), "found by the probe, ours");
+    assert_eq!(view.tracker[&11].entries, 1_000);
+    let mut turns = Vec::new();
+    for _ in 0..45 {
+        if asked_in_cycle(&view.tracker, &none, view.cycles + 1, FOLLOW_ENTRIES).contains(&11) {
+            turns.push(view.cycles + 1);
+        }
+        view.incremental(&sim, &none, 64);
+    }
+    assert_eq!(turns.len(), 3, "one cycle in 15: {turns:?}");
+    assert!(turns.windows(2).all(|w| w[1] - w[0] == 15), "{turns:?}");
+    // Wanted (a SlurmJob asks for it) or to be read again: every cycle.
+    let wanted = BTreeSet::from([11]);
+    assert!(
+        (1..=15).all(|c| asked_in_cycle(&view.tracker, &wanted, c, FOLLOW_ENTRIES).contains(&11))
+    );
+
+    // A task starts: a record of its own, asked at once by the probe, ours.
+    let mut started = array(0..1);
+    started.state = "RUNNING";
+    started.pending_tasks.clear();
+    sim.jobs.insert(12, started);
+    sim.jobs.get_mut(&11).unwrap().pending_tasks.remove(0);
+    view.incremental(&sim, &none, 64);
+    assert!(
+        view.jobs.contains_key(&12),
+        "the started task in the first cycle after"
+    );
+
+    // The array cancelled: the meta record shows it within 15 cycles.
+    let meta = sim.jobs.get_mut(&11).unwrap();
+    meta.state = "CANCELLED";
+    meta.pending_tasks.clear();
+    let mut cycles = 0;
+    while view.jobs[&11].state.base != JobBaseState::Cancelled {
+        view.incremental(&sim, &none, 64);
+        cycles += 1;
+        assert!(cycles <= 15, "the cancel not seen within 15 cycles");
+    }
 }
 
 /// A full listing that shows more changes than one cycle fetches (a requeue of ours that had
