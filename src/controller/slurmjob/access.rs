@@ -69,10 +69,20 @@ pub fn check(
             ),
         });
     };
-    let pick =
-        |reason: &'static str, field: &str, asked: Option<&String>, granted: &[String]| match asked
-        {
-            Some(asked) if !granted.is_empty() && !granted.contains(asked) => Err(Refusal {
+    // `list`: the field may be a comma-separated list (partitions: Slurm picks one), each of
+    // which must be granted.
+    let pick = |reason: &'static str,
+                field: &str,
+                asked: Option<&String>,
+                granted: &[String],
+                list: bool| {
+        let is_granted = |asked: &String| {
+            granted.is_empty()
+                || granted.contains(asked)
+                || (list && asked.split(',').all(|p| granted.iter().any(|g| g == p)))
+        };
+        match asked {
+            Some(asked) if !is_granted(asked) => Err(Refusal {
                 reason,
                 message: format!(
                     "{field} {asked:?} is not granted to namespace {namespace:?} on SlurmCluster \
@@ -82,7 +92,8 @@ pub fn check(
             }),
             Some(asked) => Ok(Some(asked.clone())),
             None => Ok(granted.first().cloned()),
-        };
+        }
+    };
     Ok(Grant {
         slurm_user: access.slurm_user.clone(),
         account: pick(
@@ -90,14 +101,22 @@ pub fn check(
             "spec.account",
             spec.account.as_ref(),
             &access.accounts,
+            false,
         )?,
         partition: pick(
             "PartitionNotGranted",
             "spec.partition",
             spec.partition.as_ref(),
             &access.partitions,
+            true,
         )?,
-        qos: pick("QOSNotGranted", "spec.qos", spec.qos.as_ref(), &access.qos)?,
+        qos: pick(
+            "QOSNotGranted",
+            "spec.qos",
+            spec.qos.as_ref(),
+            &access.qos,
+            false,
+        )?,
     })
 }
 

@@ -967,9 +967,15 @@ where
                     let message = condition::find(&status.conditions, STALLED)
                         .map(|c| c.message.clone())
                         .unwrap_or_default();
+                    // With what this step found before (a job under our tag not adopted).
+                    let notices = notices
+                        .iter()
+                        .cloned()
+                        .chain([Notice::warning(SUBMIT_REJECTED, message)])
+                        .collect();
                     let step = Step {
                         status,
-                        notices: vec![Notice::warning(SUBMIT_REJECTED, message)],
+                        notices,
                         retry: None,
                         invalid: true,
                         backoff: false,
@@ -993,11 +999,11 @@ where
                          the spec exceeds (time, size) needs an edit",
                         error.for_tenant()
                     );
-                    let step = Step {
-                        notices: vec![Notice::warning(SUBMIT_LIMITED, message.clone())],
+                    let mut step = Step {
                         backoff: true,
-                        ..wait(base, SUBMIT_LIMITED, message)
+                        ..wait(base, SUBMIT_LIMITED, message.clone())
                     };
+                    step.notices.push(Notice::warning(SUBMIT_LIMITED, message));
                     return Ok((step, false));
                 }
                 // No answer that says whether a job was made: the next step waits for a

@@ -54,7 +54,7 @@ fn who_a_slurmjob_runs_as() {
     let teams = cluster(json!([
         {"namespaces": ["team-a"], "slurmUser": "alice", "accounts": ["team-a"],
          "qos": ["normal", "tenant-low"]},
-        {"namespaces": ["team-b"], "slurmUser": "bob", "partitions": ["debug"]},
+        {"namespaces": ["team-b"], "slurmUser": "bob", "partitions": ["debug", "long"]},
         {"namespaceSelector": {"matchLabels": {"hpc.example.org/team": "c"}}, "slurmUser": "carol"},
         {"namespaceSelector": {"matchExpressions": [
             {"key": "hpc.example.org/tier", "operator": "In", "values": ["gold"]}]},
@@ -102,6 +102,27 @@ fn who_a_slurmjob_runs_as() {
             "team-b",
             none.clone(),
             spec(json!({"partition": "gpu"})),
+            Err("PartitionNotGranted"),
+        ),
+        (
+            "a list of granted partitions: Slurm picks one",
+            "team-b",
+            none.clone(),
+            spec(json!({"partition": "long,debug"})),
+            Ok(grant("bob", None, Some("long,debug"), None)),
+        ),
+        (
+            "a list with a partition outside the grant",
+            "team-b",
+            none.clone(),
+            spec(json!({"partition": "debug,gpu"})),
+            Err("PartitionNotGranted"),
+        ),
+        (
+            "a list with an empty part",
+            "team-b",
+            none.clone(),
+            spec(json!({"partition": "debug,"})),
             Err("PartitionNotGranted"),
         ),
         (

@@ -1319,6 +1319,52 @@ async fn a_submit_over_a_slurm_limit_waits_with_backoff_and_warns_once() {
     assert!(again.notices.is_empty(), "{:?}", again.notices);
 }
 
+/// A submit refused over a limit keeps what the step found before it: a Slurm job under the
+/// generation's tag that is not adopted (bob's, signed for bob) is named as the wait begins,
+/// beside the refusal (review finding: the refusal's Warning replaced it, and the retries, the
+/// same wait again, name nothing, so it was never told while the limit held).
+#[tokio::test]
+async fn a_submit_over_a_limit_still_names_a_tag_not_adopted() {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
+        .respond_with(ResponseTemplate::new(500).set_body_json(limit_refusal()))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut world = World::new(&server.uri());
+    let alice = minted(&server.uri());
+    let forged = Job {
+        job_id: 9,
+        state: crate::slurm::types::JobState::from_strings(&["PENDING"]),
+        user_name: Some("bob".into()),
+        ..Job::bare().with_comment(world.key.comment(&OwnerTag::new("l", 1), "bob"))
+    };
+    world.index = state(Some(101), vec![forged]);
+    let spec = true_spec();
+    let target = Target {
+        name: "limited",
+        uid: "l",
+        generation: 1,
+        spec: &spec,
+        status: None,
+        created: Some(DateTime::from_timestamp(199, 0).unwrap()),
+        refusal: None,
+    };
+    let env = Env {
+        submitter: &alice,
+        ..world.env(DateTime::from_timestamp(200, 0).unwrap())
+    };
+    let first = step(target, env, |_| None).await.unwrap();
+    let ready = condition::find(&first.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, SUBMIT_LIMITED, "{ready:?}");
+    let reasons: Vec<&str> = first.notices.iter().map(|n| &*n.reason).collect();
+    assert_eq!(reasons, ["TagNotAdopted", SUBMIT_LIMITED]);
+}
+
 /// A SlurmJob past its fresh start that Slurm refuses over a limit searches accounting by name
 /// before its first try only: that try was checked as every try is, and made no job, so a
 /// retry by the same process (acting since the same start or gain of the Lease) submits at
