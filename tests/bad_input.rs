@@ -587,6 +587,26 @@ fn admission_cases() -> Vec<Case> {
                 "dependsOn cannot name the SlurmJob itself",
             )
         }),
+        case(
+            "admission",
+            "SlurmJob: a name too long for its output file",
+            async {
+                let object = cr(
+                    "SlurmJob",
+                    &"n".repeat(241),
+                    patched(
+                        job_spec(),
+                        json!({"output": {"volume": "results", "slurmPath": "/shared"}}),
+                    ),
+                );
+                refused(
+                    "SlurmJob",
+                    object,
+                    None,
+                    "metadata.name must be at most 240 characters",
+                )
+            },
+        ),
         case("admission", "SlurmJob: clusterName changed", async {
             let old = cr("SlurmJob", "x", job_spec());
             let new = cr(

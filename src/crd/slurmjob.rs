@@ -123,6 +123,9 @@ fn matches(pattern: &str) -> String {
 #[kube(validation = Rule::new(
     "!has(self.spec.dependsOn) || self.spec.dependsOn.all(d, d.name != self.metadata.name)"
 ).message("dependsOn cannot name the SlurmJob itself: it would wait for its own submission forever"))]
+#[kube(validation = Rule::new(
+    "!has(self.spec.output) || size(self.metadata.name) <= 240"
+).message("with spec.output, metadata.name must be at most 240 characters: the job's output file, <name>-<job id>.out, must fit in a file name's 255 bytes"))]
 #[serde(rename_all = "camelCase")]
 // Pairs sbatch itself refuses, or that would say the same thing twice.
 #[x_kube(
@@ -367,7 +370,8 @@ pub struct SlurmJobSpec {
     pub standard_error: Option<String>,
 
     /// Where Slurm writes the job's stdout/stderr so the operator can read it: a
-    /// PersistentVolumeClaim that is also mounted on the Slurm nodes.
+    /// PersistentVolumeClaim that is also mounted on the Slurm nodes. The file is
+    /// `<name>-<job id>.out`, so the SlurmJob's name is then at most 240 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<JobOutput>,
 

@@ -43,7 +43,18 @@ pub enum SpecError {
     DependsOnItself { name: String },
     #[error("name must not contain a comma: Slurm's accounting reads one as a list of job names")]
     NameWithComma,
+    /// Admission refuses it too; an object stored before that rule gets this, not a job that
+    /// fails as slurmstepd cannot create its output file.
+    #[error(
+        "with spec.output, metadata.name must be at most {MAX_OUTPUT_NAME} characters: the job's \
+         output file, <name>-<job id>.out, must fit in a file name's 255 bytes"
+    )]
+    OutputNameTooLong,
 }
+
+/// The longest SlurmJob name with `spec.output`: `<name>-<job id>.out` within a file name's 255
+/// bytes, for job ids up to 10 digits.
+pub const MAX_OUTPUT_NAME: usize = 240;
 
 /// The dependencies' own problem, before any is looked up: a SlurmJob that depends on itself
 /// would wait forever (admission refuses it too; an object stored before that rule gets
@@ -112,6 +123,9 @@ pub fn request(
         return Err(SpecError::ScriptWithoutInterpreter);
     }
     check_dependencies(spec, object_name)?;
+    if spec.output.is_some() && object_name.len() > MAX_OUTPUT_NAME {
+        return Err(SpecError::OutputNameTooLong);
+    }
     let positive = |field: &'static str, value: Option<i32>| -> Result<Option<u32>, SpecError> {
         match value {
             None => Ok(None),
@@ -520,6 +534,27 @@ mod tests {
                 value: 0
             })
         );
+    }
+
+    /// A name too long for its output file (`<name>-<job id>.out`, 255 bytes) is refused
+    /// before a submit (admission refuses it too), not failed by slurmstepd.
+    #[test]
+    fn a_name_too_long_for_its_output_file_is_refused() {
+        let mut s = spec();
+        s.script = "#!/bin/sh\ntrue\n".into();
+        s.output = Some(JobOutput {
+            volume: "v".into(),
+            slurm_path: "/shared".into(),
+            sub_path: None,
+        });
+        let longest = "n".repeat(MAX_OUTPUT_NAME);
+        assert!(request(&s, &longest, "c", &[]).is_ok());
+        assert!(format!("{longest}-4294967295.out").len() <= 255);
+        let err = request(&s, &format!("{longest}n"), "c", &[]).unwrap_err();
+        assert!(matches!(err, SpecError::OutputNameTooLong), "{err}");
+        assert!(err.to_string().contains("metadata.name"), "{err}");
+        s.output = None;
+        assert!(request(&s, &format!("{longest}n"), "c", &[]).is_ok());
     }
 
     #[test]
