@@ -158,6 +158,17 @@ async fn depending_on_itself_is_an_invalid_spec_not_an_endless_wait() {
     assert!(!step.invalid);
 }
 
+/// Bob's pending job 9 with the tag of generation 1 of the SlurmJob of uid `uid`, signed for
+/// bob: not adoptable for alice (`TagNotAdopted`).
+fn bobs_job_tagged(world: &World, uid: &str) -> Job {
+    Job {
+        job_id: 9,
+        state: crate::slurm::types::JobState::from_strings(&["PENDING"]),
+        user_name: Some("bob".into()),
+        ..Job::bare().with_comment(world.key.comment(&OwnerTag::new(uid, 1), "bob"))
+    }
+}
+
 /// A SlurmJob waiting (here for a dependency) looks again now and then (for a dependency
 /// rarely: a dependee's change wakes it): a Slurm job carrying its tag that is not adopted is
 /// named once, when the wait begins, not at every look.
@@ -171,15 +182,7 @@ async fn a_wait_that_goes_on_repeats_no_warning() {
     .unwrap();
     let mut world = World::new(UNREACHABLE);
     let alice = minted(UNREACHABLE);
-    // Bob's job with the generation's tag, signed for bob: not adoptable for alice.
-    let tag = OwnerTag::new("v", 1);
-    let forged = Job {
-        job_id: 9,
-        state: crate::slurm::types::JobState::from_strings(&["PENDING"]),
-        user_name: Some("bob".into()),
-        ..Job::bare().with_comment(world.key.comment(&tag, "bob"))
-    };
-    world.index = state(Some(101), vec![forged]);
+    world.index = state(Some(101), vec![bobs_job_tagged(&world, "v")]);
     let env = Env {
         submitter: &alice,
         ..world.env(DateTime::from_timestamp(200, 0).unwrap())
@@ -1337,13 +1340,7 @@ async fn a_submit_over_a_limit_still_names_a_tag_not_adopted() {
         .await;
     let mut world = World::new(&server.uri());
     let alice = minted(&server.uri());
-    let forged = Job {
-        job_id: 9,
-        state: crate::slurm::types::JobState::from_strings(&["PENDING"]),
-        user_name: Some("bob".into()),
-        ..Job::bare().with_comment(world.key.comment(&OwnerTag::new("l", 1), "bob"))
-    };
-    world.index = state(Some(101), vec![forged]);
+    world.index = state(Some(101), vec![bobs_job_tagged(&world, "l")]);
     let spec = true_spec();
     let target = Target {
         name: "limited",
