@@ -587,26 +587,6 @@ fn admission_cases() -> Vec<Case> {
                 "dependsOn cannot name the SlurmJob itself",
             )
         }),
-        case(
-            "admission",
-            "SlurmJob: a name too long for its output file",
-            async {
-                let object = cr(
-                    "SlurmJob",
-                    &"n".repeat(241),
-                    patched(
-                        job_spec(),
-                        json!({"output": {"volume": "results", "slurmPath": "/shared"}}),
-                    ),
-                );
-                refused(
-                    "SlurmJob",
-                    object,
-                    None,
-                    "metadata.name must be at most 240 characters",
-                )
-            },
-        ),
         case("admission", "SlurmJob: clusterName changed", async {
             let old = cr("SlurmJob", "x", job_spec());
             let new = cr(
@@ -1892,6 +1872,30 @@ fn stored_cases() -> Vec<Case> {
             "SlurmJob: name with a comma, stored before the rule",
             json!({"name": "bash,python"}),
             &["name must not contain a comma"],
+        ),
+        // Admitted (a rule at the CRD's root would be checked at every later write of a
+        // SlurmJob stored before it, its status and finalizer removal included), refused before
+        // the submit.
+        case(
+            "submit",
+            "SlurmJob: a name too long for its output file",
+            async {
+                let name = "n".repeat(241);
+                let spec = patched(
+                    job_spec(),
+                    json!({"output": {"volume": "results", "slurmPath": "/shared"}}),
+                );
+                let note =
+                    admission_note("SlurmJob", &cr("SlurmJob", &name, spec.clone()), "submit")?;
+                let spec = spec_of(spec);
+                let tripwire = Tripwire::start().await;
+                let step = tripwire
+                    .step("uid-long", &name, 1, &spec, None, vec![])
+                    .await?;
+                tripwire.untouched().await?;
+                let outcome = check_invalid_spec(&step, &["metadata.name must be at most 240"])?;
+                Ok(format!("{note}{outcome}"))
+            },
         ),
         case("stored", "SlurmJob: dependsOn itself", async {
             let spec = patched(

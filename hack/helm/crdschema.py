@@ -122,8 +122,6 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
     # SlurmJob.
     "!has(self.spec.dependsOn) || self.spec.dependsOn.all(d, d.name != self.metadata.name)":
         lambda s: all(d.get("name") != s.get("metadata", {}).get("name") for d in (s.get("spec") or {}).get("dependsOn") or []),
-    "!has(self.spec.output) || size(self.metadata.name) <= 240":
-        lambda s: "output" not in (s.get("spec") or {}) or len((s.get("metadata") or {}).get("name") or "") <= 240,
     "!self.matches('^[1-9][0-9]{0,8}-[1-9][0-9]{0,8}$') || int(self.split('-')[0]) <= int(self.split('-')[1])":
         lambda s: not re.search(r"^[1-9][0-9]{0,8}-[1-9][0-9]{0,8}$", s) or int(s.split("-")[0]) <= int(s.split("-")[1]),
     "!self.startsWith('/') && self != '..' && !self.startsWith('../') && !self.endsWith('/..') && !self.contains('/../')":

@@ -1178,6 +1178,21 @@ def t_cluster_daemons_secure() -> str:
             if psc.get("seccompProfile") != {"type": "RuntimeDefault"}:
                 errs.append(f"{d['kind']} {d['metadata']['name']}{' with ' + ', '.join(sets) if sets else ''}: "
                             f"pod seccompProfile {psc.get('seccompProfile')}, want RuntimeDefault")
+    # Tenants' jobs run in slurmd's container, beside slurm.key: no setuid program takes one to
+    # root (allowPrivilegeEscalation: false), but in a privileged container, which Kubernetes
+    # refuses it in (slurm.cgroup.privileged, or a set's own securityContext).
+    def escalation(sets):
+        spec = one(render(CLUSTER, sets=sets, cache=False), "SlurmNodeSet")["spec"]["template"]["spec"]
+        return {c["name"]: (c.get("securityContext") or {})
+                for c in spec["containers"] + (spec.get("initContainers") or [])}
+    for sets, want in (((), {"slurmd": False, "init-config": False}),
+                       (("slurm.cgroup.enabled=true",), {"slurmd": None, "init-config": False}),
+                       (("nodesets.compute.securityContext.privileged=true",), {"slurmd": None, "init-config": None})):
+        got = escalation(sets)
+        for name, value in want.items():
+            sc = got.get(name, {})
+            if sc.get("allowPrivilegeEscalation") is not value or (value is None and not sc.get("privileged")):
+                errs.append(f"SlurmNodeSet {name}{' with ' + ', '.join(sets) if sets else ''}: securityContext {sc}")
     ns = one(render(CLUSTER, sets=("nodesets.compute.podSecurityContext.seccompProfile.type=Localhost",
                                    "nodesets.compute.podSecurityContext.seccompProfile.localhostProfile=slurmd.json",
                                    "nodesets.compute.podSecurityContext.fsGroup=401"), cache=False), "SlurmNodeSet")
@@ -1189,7 +1204,7 @@ def t_cluster_daemons_secure() -> str:
         errs.append(f"seccompProfile=null leaves {ns['spec']['template']['spec']['securityContext']}")
     ensure(not errs, "\n  " + "\n  ".join(errs))
     return ("slurmctld, slurmrestd, slurmdbd, MariaDB, login; /etc/slurm read-only in every daemon, slurmd's too; "
-            "RuntimeDefault seccomp in every pod, slurmd's too")
+            "RuntimeDefault seccomp in every pod, slurmd's too; no privilege escalation in slurmd's containers but privileged")
 
 
 VERSION_LABELS = ("helm.sh/chart", "app.kubernetes.io/version")
@@ -1301,7 +1316,8 @@ def t_cluster_cgroup() -> str:
     # Opting out of privileged keeps the values' securityContext as it is.
     docs = render(CLUSTER, sets=("slurm.cgroup.enabled=true", "slurm.cgroup.privileged=false"), cache=False)
     slurmd = next(c for c in one(docs, "SlurmNodeSet")["spec"]["template"]["spec"]["containers"] if c["name"] == "slurmd")
-    ensure("securityContext" not in slurmd, f"privileged=false: {slurmd.get('securityContext')}")
+    ensure(slurmd.get("securityContext") == {"allowPrivilegeEscalation": False},
+           f"privileged=false: {slurmd.get('securityContext')}")
     err = render_fail(CLUSTER, ("slurm.cgroup.enabled=true", "slurm.extraConfigFiles.cgroup\\.conf=x"))
     ensure("slurm.cgroup.config" in err, err)
     return "proctrack/cgroup, task/cgroup, cgroup.conf, privileged slurmd"

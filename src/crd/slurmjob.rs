@@ -123,9 +123,6 @@ fn matches(pattern: &str) -> String {
 #[kube(validation = Rule::new(
     "!has(self.spec.dependsOn) || self.spec.dependsOn.all(d, d.name != self.metadata.name)"
 ).message("dependsOn cannot name the SlurmJob itself: it would wait for its own submission forever"))]
-#[kube(validation = Rule::new(
-    "!has(self.spec.output) || size(self.metadata.name) <= 240"
-).message("with spec.output, metadata.name must be at most 240 characters: the job's output file, <name>-<job id>.out, must fit in a file name's 255 bytes"))]
 #[serde(rename_all = "camelCase")]
 // Pairs sbatch itself refuses, or that would say the same thing twice.
 #[x_kube(

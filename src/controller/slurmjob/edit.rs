@@ -90,6 +90,15 @@ pub enum EditPlan {
     },
 }
 
+/// Whether a job in partitions `current` (as slurmctld lists them) has the partitions `asked`
+/// (a comma-separated list lets Slurm pick): the same set, in slurmctld's order or not; a
+/// started job lists only the one it runs in, which must be one asked.
+fn same_partitions(asked: &str, current: &str, pending: bool) -> bool {
+    let asked: std::collections::BTreeSet<&str> = asked.split(',').collect();
+    let listed: std::collections::BTreeSet<&str> = current.split(',').collect();
+    asked == listed || (!pending && asked.contains(current))
+}
+
 /// Why a field of a started job is not changed.
 const STARTED: &str = "the job has started: it changes only while the job waits";
 
@@ -136,7 +145,12 @@ pub fn plan(submitted_hash: Option<&str>, spec: &SlurmJobSpec, record: &Job) -> 
         ("qos", &spec.qos, &record.qos, &mut update.qos),
     ] {
         let Some(asked) = asked else { continue };
-        if current.as_ref() == Some(asked) {
+        if current.as_ref() == Some(asked)
+            || (field == "partition"
+                && current
+                    .as_deref()
+                    .is_some_and(|c| same_partitions(asked, c, pending)))
+        {
             continue;
         }
         if pending {
@@ -309,6 +323,22 @@ mod tests {
         assert_eq!(u.hold, None);
         assert_eq!(u.fields(), ["timeLimit"]);
         assert!(skipped.is_empty());
+        // A partition list (Slurm picks one): slurmctld lists it in its own order while the
+        // job waits, and only the partition it runs in once started; neither is an edit.
+        let listed = spec(json!({"partition": "long,debug"}));
+        let mut waiting = record("PENDING");
+        waiting.partition = Some("debug,long".into());
+        let (u, skipped) = update(&listed, &waiting);
+        assert!(u.is_empty() && skipped.is_empty(), "{u:?} {skipped:?}");
+        let (u, skipped) = update(&listed, &record("RUNNING"));
+        assert!(u.is_empty() && skipped.is_empty(), "{u:?} {skipped:?}");
+        let (u, _) = update(&spec(json!({"partition": "long,big"})), &waiting);
+        assert_eq!(u.fields(), ["partition"]);
+        let (_, skipped) = update(&spec(json!({"partition": "long,big"})), &record("RUNNING"));
+        assert_eq!(
+            skipped.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
+            ["partition"]
+        );
         // A field left out keeps Slurm's value.
         let mut bare = spec(json!({}));
         bare.time_limit = None;

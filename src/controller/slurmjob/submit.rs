@@ -43,8 +43,10 @@ pub enum SpecError {
     DependsOnItself { name: String },
     #[error("name must not contain a comma: Slurm's accounting reads one as a list of job names")]
     NameWithComma,
-    /// Admission refuses it too; an object stored before that rule gets this, not a job that
-    /// fails as slurmstepd cannot create its output file.
+    /// Refused before the submit, not a job that fails as slurmstepd cannot create its output
+    /// file. Not an admission rule: a rule at the CRD's root is checked at every write of the
+    /// object, its status and finalizers included, so a SlurmJob stored before it could no
+    /// longer be written (its status, nor its finalizer removed).
     #[error(
         "with spec.output, metadata.name must be at most {MAX_OUTPUT_NAME} characters: the job's \
          output file, <name>-<job id>.out, must fit in a file name's 255 bytes"
@@ -537,7 +539,7 @@ mod tests {
     }
 
     /// A name too long for its output file (`<name>-<job id>.out`, 255 bytes) is refused
-    /// before a submit (admission refuses it too), not failed by slurmstepd.
+    /// before a submit (`InvalidSpec`), not failed by slurmstepd.
     #[test]
     fn a_name_too_long_for_its_output_file_is_refused() {
         let mut s = spec();

@@ -242,11 +242,6 @@ fn cel_rules_are_where_expected() {
                 "dependsOn cannot name the SlurmJob itself: it would wait for its own submission forever"
             ),
             s(
-                "",
-                "with spec.output, metadata.name must be at most 240 characters: the job's output \
-                 file, <name>-<job id>.out, must fit in a file name's 255 bytes"
-            ),
-            s(
                 ".spec",
                 "memoryPerNode and memoryPerCpu exclude each other (as sbatch's --mem and \
                  --mem-per-cpu): set one"
@@ -869,28 +864,6 @@ fn slurmjob_cannot_depend_on_itself() {
     let mut bare = object("SlurmJob", job(json!({})));
     bare["metadata"]["name"] = json!("train");
     assert!(failures("slurmjobs.slurm.rs", &bare, None).is_empty());
-}
-
-/// With `output`, the name fits the output file's name (`<name>-<job id>.out`, 255 bytes).
-#[test]
-fn slurmjob_with_output_has_a_name_its_file_can_carry() {
-    let named = |name: String, output: bool| {
-        let spec = if output {
-            json!({"output": {"volume": "results", "slurmPath": "/shared"}})
-        } else {
-            json!({})
-        };
-        let mut obj = object("SlurmJob", job(spec));
-        obj["metadata"]["name"] = json!(name);
-        failures("slurmjobs.slurm.rs", &obj, None)
-    };
-    assert!(named("n".repeat(240), true).is_empty());
-    assert!(named("n".repeat(253), false).is_empty());
-    let got = named("n".repeat(241), true);
-    assert!(
-        got.len() == 1 && got[0].contains("metadata.name must be at most 240 characters"),
-        "{got:?}"
-    );
 }
 
 /// `output` as the output Pod and Slurm's `--output` can honour it: one job's file (no array),

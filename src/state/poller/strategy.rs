@@ -715,8 +715,9 @@ pub fn followed(tracker: &Tracker, wanted: &BTreeSet<u32>) -> BTreeSet<u32> {
 /// every `entries / per_cycle` (spread by id): on average what `per_cycle` jobs cost. Its tasks
 /// that start are records of their own under new ids, asked at once (the probe, then as ours);
 /// a change of the meta record itself (the array cancelled, its last task started) shows up to
-/// that many cycles later, or at the full listing. Wanted ones and records to fetch again
-/// ([`Stale`]) are asked every cycle.
+/// that many cycles later, or at the full listing. Only ours are paced: wanted ones, records to
+/// fetch again ([`Stale`]) and any not known to be ours (an unresolved one keeps the index
+/// incomplete until read) are asked every cycle.
 pub fn asked_in_cycle(
     tracker: &Tracker,
     wanted: &BTreeSet<u32>,
@@ -729,6 +730,8 @@ pub fn asked_in_cycle(
             || tracker.get(id).is_none_or(|t| {
                 let every = u64::try_from(t.entries / per_cycle.max(1)).unwrap_or(u64::MAX);
                 every <= 1
+                    // Whose it is unknown: the index is incomplete until it is read.
+                    || t.known != Known::Ours
                     || t.stale != Stale::No
                     || cycle.wrapping_add(u64::from(*id)) % every == 0
             })
