@@ -1187,11 +1187,14 @@ def t_cluster_daemons_secure() -> str:
                 for c in spec["containers"] + (spec.get("initContainers") or [])}
     for sets, want in (((), {"slurmd": False, "init-config": False}),
                        (("slurm.cgroup.enabled=true",), {"slurmd": None, "init-config": False}),
-                       (("nodesets.compute.securityContext.privileged=true",), {"slurmd": None, "init-config": None})):
+                       (("nodesets.compute.securityContext.privileged=true",), {"slurmd": None, "init-config": None}),
+                       (("nodesets.compute.securityContext.capabilities.add={CAP_SYS_ADMIN}",),
+                        {"slurmd": None, "init-config": None})):
         got = escalation(sets)
         for name, value in want.items():
             sc = got.get(name, {})
-            if sc.get("allowPrivilegeEscalation") is not value or (value is None and not sc.get("privileged")):
+            sys_admin = "CAP_SYS_ADMIN" in (sc.get("capabilities") or {}).get("add", [])
+            if sc.get("allowPrivilegeEscalation") is not value or (value is None and not (sc.get("privileged") or sys_admin)):
                 errs.append(f"SlurmNodeSet {name}{' with ' + ', '.join(sets) if sets else ''}: securityContext {sc}")
     ns = one(render(CLUSTER, sets=("nodesets.compute.podSecurityContext.seccompProfile.type=Localhost",
                                    "nodesets.compute.podSecurityContext.seccompProfile.localhostProfile=slurmd.json",

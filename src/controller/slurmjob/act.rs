@@ -28,7 +28,7 @@ use crate::crd::{FIELD_MANAGER, SlurmJob};
 use crate::leader::Leadership;
 use crate::slurm::error::errno;
 use crate::slurm::tag::{OwnerTag, Ownership, TagKey};
-use crate::slurm::types::{Job, SubmitRequest};
+use crate::slurm::types::{Job, JobBaseState, SubmitRequest};
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::{ClusterState, Unreadable};
 
@@ -462,9 +462,15 @@ where
     // Every record (an array's tasks) ended since the index's word (a cycle behind): no longer
     // an edit of a running job but a re-run, which the end's report starts with this
     // generation (still unobserved).
+    // An array's waiting tasks are its pending (meta) record, judged first: a running task's
+    // record would take a change the waiting tasks can still take (a partition added) for one
+    // a started job cannot.
+    let mut records = records;
     let Some(record) = records
-        .into_iter()
-        .find(|job| !job.state.base.is_finished())
+        .iter()
+        .position(|job| job.state.base == JobBaseState::Pending)
+        .or_else(|| records.iter().position(|job| !job.state.base.is_finished()))
+        .map(|at| records.swap_remove(at))
     else {
         return Ok((next, Vec::new(), Again::After(WAIT_RETRY)));
     };

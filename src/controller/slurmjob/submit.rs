@@ -58,6 +58,15 @@ pub enum SpecError {
 /// bytes, for job ids up to 10 digits.
 pub const MAX_OUTPUT_NAME: usize = 240;
 
+/// With `spec.output`, the SlurmJob's name fits its output file's name ([`MAX_OUTPUT_NAME`]):
+/// checked before its dependencies are waited for, so the refusal is not hours late.
+pub fn check_output_name(spec: &SlurmJobSpec, object_name: &str) -> Result<(), SpecError> {
+    if spec.output.is_some() && object_name.len() > MAX_OUTPUT_NAME {
+        return Err(SpecError::OutputNameTooLong);
+    }
+    Ok(())
+}
+
 /// The dependencies' own problem, before any is looked up: a SlurmJob that depends on itself
 /// would wait forever (admission refuses it too; an object stored before that rule gets
 /// `InvalidSpec` instead of an endless `WaitingForDependencies`).
@@ -125,9 +134,7 @@ pub fn request(
         return Err(SpecError::ScriptWithoutInterpreter);
     }
     check_dependencies(spec, object_name)?;
-    if spec.output.is_some() && object_name.len() > MAX_OUTPUT_NAME {
-        return Err(SpecError::OutputNameTooLong);
-    }
+    check_output_name(spec, object_name)?;
     let positive = |field: &'static str, value: Option<i32>| -> Result<Option<u32>, SpecError> {
         match value {
             None => Ok(None),

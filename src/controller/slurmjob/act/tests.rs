@@ -1005,6 +1005,43 @@ async fn an_edit_of_an_array_with_an_ended_task_reaches_the_waiting_ones() {
     );
 }
 
+/// An edit of an array whose first record in slurmctld's answer is a running task is judged
+/// against the waiting tasks' record: a partition added to the list (`debug` → `debug,long`)
+/// is sent, not taken as unchanged because the running task runs in one asked (review
+/// finding).
+#[tokio::test]
+async fn an_edit_of_an_array_with_a_running_task_reaches_the_waiting_ones() {
+    let server = wiremock::MockServer::start().await;
+    let alice = alice_token(&server.uri());
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/24.11");
+    let running: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{fixtures}/job_running.json")).unwrap(),
+    )
+    .unwrap();
+    let (world, status, mut edited) =
+        job_to_edit(&server, Some(alice), "job_pending.json", |body, comment| {
+            body["jobs"][0]["partition"] = "debug".into();
+            let mut task = running["body"]["jobs"][0].clone();
+            task["job_id"] = 8.into();
+            task["user_name"] = "alice".into();
+            task["comment"] = comment.into();
+            task["partition"] = "debug".into();
+            body["jobs"].as_array_mut().unwrap().insert(0, task);
+        })
+        .await;
+    // Only the partition list changes.
+    edited.time_limit = None;
+    edited.partition = Some("debug,long".into());
+    let step = edit_with_failing_update(&server, &world, &status, &edited).await;
+    let applied = condition::find(&step.status.conditions, SPEC_APPLIED).unwrap();
+    assert_eq!(
+        (applied.status.as_str(), applied.reason.as_str()),
+        ("False", "UpdateFailed"),
+        "the update was sent: {}",
+        applied.message
+    );
+}
+
 /// An edit whose update slurmrestd fails (not refuses) is tried again after the SlurmJob's
 /// growing backoff, not every 10 s with it reset: each try is a read and a write of slurmrestd
 /// for as long as it fails.

@@ -867,6 +867,11 @@ fn the_submit_decision() {
     let no_interpreter = spec(serde_json::json!({"script": "echo hi"}));
     let depends = spec(serde_json::json!({"dependsOn": [{"name": "prep"}]}));
     let on_itself = spec(serde_json::json!({"dependsOn": [{"name": "train"}]}));
+    let long_output = spec(serde_json::json!({
+        "dependsOn": [{"name": "prep"}],
+        "output": {"volume": "results", "slurmPath": "/shared"},
+    }));
+    let long_name = "n".repeat(241);
     let found = AccountingAnswer::Found(Some(41));
     let none = AccountingAnswer::Found(None);
     let unresolved = AccountingAnswer::Unresolved(vec![7, 20]);
@@ -1062,6 +1067,15 @@ fn the_submit_decision() {
             facts(&on_itself),
             &submitted,
             Expect::Invalid("dependsOn names the SlurmJob itself (train)"),
+        ),
+        (
+            "with output, a name too long for its file: invalid before its dependencies",
+            SubmitFacts {
+                name: &long_name,
+                ..facts(&long_output)
+            },
+            &missing,
+            Expect::Invalid("metadata.name must be at most 240 characters"),
         ),
         (
             "a dependency that does not exist: wait",
