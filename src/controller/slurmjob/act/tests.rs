@@ -975,27 +975,32 @@ async fn edit_with_failing_update(
     step(target, env, |_| None).await.unwrap()
 }
 
-/// An edit of an array whose first record in slurmctld's answer is a task that ended (still
-/// listed: `MinJobAge`) is applied to the tasks still waiting, not taken for the array's end.
-#[tokio::test]
-async fn an_edit_of_an_array_with_an_ended_task_reaches_the_waiting_ones() {
-    let server = wiremock::MockServer::start().await;
+/// A pending array to edit (job 7, in `debug`) whose first record in slurmctld's answer is
+/// alice's task 8 as `task_fixture` records it, in `debug` too.
+async fn array_to_edit(
+    server: &wiremock::MockServer,
+    task_fixture: &str,
+) -> (World, SlurmJobStatus, SlurmJobSpec) {
     let alice = alice_token(&server.uri());
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/24.11");
-    let ended: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(format!("{fixtures}/job_completed.json")).unwrap(),
+    let recorded: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{fixtures}/{task_fixture}")).unwrap(),
     )
     .unwrap();
-    let (world, status, edited) =
-        job_to_edit(&server, Some(alice), "job_pending.json", |body, comment| {
-            let mut task = ended["body"]["jobs"][0].clone();
-            task["job_id"] = 8.into();
-            task["user_name"] = "alice".into();
-            task["comment"] = comment.into();
-            body["jobs"].as_array_mut().unwrap().insert(0, task);
-        })
-        .await;
-    let step = edit_with_failing_update(&server, &world, &status, &edited).await;
+    job_to_edit(server, Some(alice), "job_pending.json", |body, comment| {
+        body["jobs"][0]["partition"] = "debug".into();
+        let mut task = recorded["body"]["jobs"][0].clone();
+        task["job_id"] = 8.into();
+        task["user_name"] = "alice".into();
+        task["comment"] = comment.into();
+        task["partition"] = "debug".into();
+        body["jobs"].as_array_mut().unwrap().insert(0, task);
+    })
+    .await
+}
+
+/// The edit's update went out (slurmrestd failed it: `SpecApplied=False/UpdateFailed`).
+fn assert_update_sent(step: &Step) {
     let applied = condition::find(&step.status.conditions, SPEC_APPLIED).unwrap();
     assert_eq!(
         (applied.status.as_str(), applied.reason.as_str()),
@@ -1005,6 +1010,15 @@ async fn an_edit_of_an_array_with_an_ended_task_reaches_the_waiting_ones() {
     );
 }
 
+/// An edit of an array whose first record in slurmctld's answer is a task that ended (still
+/// listed: `MinJobAge`) is applied to the tasks still waiting, not taken for the array's end.
+#[tokio::test]
+async fn an_edit_of_an_array_with_an_ended_task_reaches_the_waiting_ones() {
+    let server = wiremock::MockServer::start().await;
+    let (world, status, edited) = array_to_edit(&server, "job_completed.json").await;
+    assert_update_sent(&edit_with_failing_update(&server, &world, &status, &edited).await);
+}
+
 /// An edit of an array whose first record in slurmctld's answer is a running task is judged
 /// against the waiting tasks' record: a partition added to the list (`debug` → `debug,long`)
 /// is sent, not taken as unchanged because the running task runs in one asked (review
@@ -1012,34 +1026,11 @@ async fn an_edit_of_an_array_with_an_ended_task_reaches_the_waiting_ones() {
 #[tokio::test]
 async fn an_edit_of_an_array_with_a_running_task_reaches_the_waiting_ones() {
     let server = wiremock::MockServer::start().await;
-    let alice = alice_token(&server.uri());
-    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/24.11");
-    let running: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(format!("{fixtures}/job_running.json")).unwrap(),
-    )
-    .unwrap();
-    let (world, status, mut edited) =
-        job_to_edit(&server, Some(alice), "job_pending.json", |body, comment| {
-            body["jobs"][0]["partition"] = "debug".into();
-            let mut task = running["body"]["jobs"][0].clone();
-            task["job_id"] = 8.into();
-            task["user_name"] = "alice".into();
-            task["comment"] = comment.into();
-            task["partition"] = "debug".into();
-            body["jobs"].as_array_mut().unwrap().insert(0, task);
-        })
-        .await;
+    let (world, status, mut edited) = array_to_edit(&server, "job_running.json").await;
     // Only the partition list changes.
     edited.time_limit = None;
     edited.partition = Some("debug,long".into());
-    let step = edit_with_failing_update(&server, &world, &status, &edited).await;
-    let applied = condition::find(&step.status.conditions, SPEC_APPLIED).unwrap();
-    assert_eq!(
-        (applied.status.as_str(), applied.reason.as_str()),
-        ("False", "UpdateFailed"),
-        "the update was sent: {}",
-        applied.message
-    );
+    assert_update_sent(&edit_with_failing_update(&server, &world, &status, &edited).await);
 }
 
 /// An edit whose update slurmrestd fails (not refuses) is tried again after the SlurmJob's
@@ -1051,13 +1042,7 @@ async fn a_failing_edit_backs_off() {
     let alice = alice_token(&server.uri());
     let (world, status, edited) = pending_job_to_edit(&server, Some(alice)).await;
     let step = edit_with_failing_update(&server, &world, &status, &edited).await;
-    let applied = condition::find(&step.status.conditions, SPEC_APPLIED).unwrap();
-    assert_eq!(
-        (applied.status.as_str(), applied.reason.as_str()),
-        ("False", "UpdateFailed"),
-        "{}",
-        applied.message
-    );
+    assert_update_sent(&step);
     assert!(step.backoff, "{step:?}");
     assert_eq!(step.retry, None);
 }
