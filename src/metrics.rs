@@ -78,6 +78,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Histogram>,
     pollers: Gauge,
     unreadable: Family<ClusterLabel, Gauge>,
+    refused: Family<NamespaceLabel, Gauge>,
     deferred: Family<ControllerLabel, Counter>,
     objects: Arc<ObjectGauges>,
 }
@@ -156,6 +157,12 @@ impl Default for Metrics {
             "Jobs whose record slurmrestd answered but the poller cannot read (too large, not decodable), by SlurmCluster",
             Listed(unreadable.clone()),
         );
+        let refused = Family::<NamespaceLabel, Gauge>::default();
+        registry.register(
+            "namespace_refused",
+            "1 while the API server refuses the operator's watches in a watched namespace (403: its Role there is gone), by namespace",
+            Listed(refused.clone()),
+        );
         let deferred = Family::<ControllerLabel, Counter>::default();
         registry.register(
             "reconciles_deferred",
@@ -172,6 +179,7 @@ impl Default for Metrics {
             requests,
             pollers,
             unreadable,
+            refused,
             deferred,
             objects,
         }
@@ -234,6 +242,19 @@ impl Metrics {
             None => {
                 self.unreadable.remove(&labels);
             }
+        }
+    }
+
+    /// Whether the API server refuses the operator's watches in `namespace` (`false`: its
+    /// series goes).
+    pub fn namespace_refused(&self, namespace: &str, refused: bool) {
+        let labels = NamespaceLabel {
+            namespace: namespace.to_owned(),
+        };
+        if refused {
+            self.refused.get_or_create(&labels).set(1);
+        } else {
+            self.refused.remove(&labels);
         }
     }
 
@@ -366,6 +387,11 @@ impl std::fmt::Debug for ObjectGauges {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClusterLabel {
     cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NamespaceLabel {
+    namespace: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -129,6 +129,13 @@ pub struct RunArgs {
     /// cluster anyway: at most 4 in flight per slurmrestd connection).
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = crate::controller::kit::MAX_CONCURRENT_RECONCILES)]
     pub reconcile_concurrency: u16,
+    /// How long a watched namespace in which the API server refuses the operator's watches
+    /// (403: its Role or RoleBinding there deleted) may hold up readiness at start. After it,
+    /// the namespace counts as listed and empty (a SlurmCluster being deleted no longer waits
+    /// for its SlurmJobs), the others are served, and `slurm_operator_namespace_refused` names
+    /// it until its rights are back.
+    #[arg(long, env = "REFUSED_NAMESPACE_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub refused_namespace_grace: Duration,
 }
 
 impl RunArgs {
@@ -502,7 +509,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
             let (nodesets, nodeset_controller) =
                 crate::controller::nodeset::run(ctx.clone(), scope, shutdown.clone());
             drivers.extend([slurmjob_controller.boxed(), nodeset_controller.boxed()]);
-            stores.push((clusters.clone(), slurmjobs, nodesets));
+            stores.push((scope.map(str::to_owned), slurmjobs, nodesets));
         }
         // The object gauges (cluster up, SlurmJobs by phase, ...) read the controllers' caches.
         ctx.metrics.watch_objects(ObjectSources {
@@ -532,31 +539,59 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
         });
         let ready = readiness.clone();
         let slurmjob_caches = ctx.slurmjobs.clone();
+        let refused = ctx.refused.clone();
+        let grace = args.refused_namespace_grace;
         let stopping = shutdown.clone();
         tokio::spawn(async move {
             // Re-polled on a timer: kube's store readiness wakes only one waiter (the
             // controller's own), so a second waiter would sleep until something else wakes it.
             loop {
-                let all = futures::future::join_all(stores.iter().map(|(c, j, n)| {
-                    let (c, j, n) = (c.clone(), j.clone(), n.clone());
+                let listings = futures::future::join_all(stores.iter().map(|(scope, j, n)| {
+                    let (c, j, n) = (clusters.clone(), j.clone(), n.clone());
+                    let refused = &refused;
                     async move {
-                        c.wait_until_ready().await.is_ok()
-                            && j.wait_until_ready().await.is_ok()
-                            && n.wait_until_ready().await.is_ok()
+                        let listed = async {
+                            c.wait_until_ready().await.is_ok()
+                                && j.wait_until_ready().await.is_ok()
+                                && n.wait_until_ready().await.is_ok()
+                        };
+                        match tokio::time::timeout(READY_POLL, listed).await {
+                            Ok(true) => Listing::Listed,
+                            Ok(false) => Listing::Stopped,
+                            Err(_elapsed) => Listing::Waiting {
+                                refused_for: scope
+                                    .as_deref()
+                                    .and_then(|ns| refused.refused_for(ns)),
+                            },
+                        }
                     }
                 }));
-                let wait = tokio::time::timeout(READY_POLL, all);
                 tokio::select! {
-                    result = wait => match result {
-                        Ok(all) if all.iter().all(|ok| *ok) => {
-                            slurmjob_caches.mark_listed();
-                            ready.set(true);
-                            info!("controllers running");
-                            break;
+                    listings = listings => {
+                        let scopes: Vec<_> = stores
+                            .iter()
+                            .map(|(scope, _, _)| scope.as_deref())
+                            .zip(listings)
+                            .collect();
+                        match startup(&scopes, grace) {
+                            Startup::Ready { refused } => {
+                                if !refused.is_empty() {
+                                    warn!(
+                                        namespaces = %refused.join(","),
+                                        "serving the other namespaces: the API server refuses the \
+                                         operator's watches in these (403) for longer than \
+                                         --refused-namespace-grace; they count as empty until \
+                                         the operator's Role there is restored"
+                                    );
+                                }
+                                slurmjob_caches.mark_listed();
+                                ready.set(true);
+                                info!("controllers running");
+                                break;
+                            }
+                            Startup::Stopped => break,
+                            Startup::Waiting => {}
                         }
-                        // A store's writer was dropped: its controller stopped.
-                        Ok(_) => break,
-                        Err(_elapsed) => {}
                     },
                     () = stopping.cancelled() => break,
                 }
@@ -587,12 +622,60 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     result.and(served)
 }
 
+/// How one watched scope's first lists stand, for readiness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listing {
+    /// Its SlurmCluster, SlurmJob and SlurmNodeSet caches had their first list.
+    Listed,
+    /// A cache's writer is gone: its controller stopped.
+    Stopped,
+    /// Not yet; the API server has refused its watches (403) for this long, if it has.
+    Waiting { refused_for: Option<Duration> },
+}
+
+/// What readiness makes of every scope's [`Listing`].
+#[derive(Debug, PartialEq, Eq)]
+enum Startup<'a> {
+    /// Every scope listed, or a namespace refused for longer than the grace (named here): the
+    /// operator is ready, and such a namespace counts as empty. A namespace's admin can delete
+    /// the operator's Role there; that must not hold up every other team.
+    Ready {
+        refused: Vec<&'a str>,
+    },
+    Waiting,
+    /// A controller stopped: readiness will not come.
+    Stopped,
+}
+
+fn startup<'a>(scopes: &[(Option<&'a str>, Listing)], grace: Duration) -> Startup<'a> {
+    if scopes.iter().any(|(_, l)| *l == Listing::Stopped) {
+        return Startup::Stopped;
+    }
+    let mut refused = Vec::new();
+    for (scope, listing) in scopes {
+        match (scope, listing) {
+            (_, Listing::Listed) => {}
+            (
+                Some(namespace),
+                Listing::Waiting {
+                    refused_for: Some(t),
+                },
+            ) if *t >= grace => {
+                refused.push(*namespace);
+            }
+            _ => return Startup::Waiting,
+        }
+    }
+    Startup::Ready { refused }
+}
+
 /// How many SlurmJobs [`live_tagged_slurmjobs`] names at most.
 const NAMED_LIVE: usize = 5;
 
 /// SlurmJobs (`namespace/name`, at most [`NAMED_LIVE`]) whose job was submitted and has not
 /// ended: its ownership tag was signed with the tag key in use. Listed only when the key is
-/// missing, in each watched namespace (or all), in the controller's small pages and compact
+/// missing, in each watched namespace (or all; a watched namespace that refuses the operator
+/// is skipped), in the controller's small pages and compact
 /// form: a page's JSON is read whole, and scripts may be large (`tests/memory.rs`).
 async fn live_tagged_slurmjobs(
     client: &kube::Client,
@@ -606,7 +689,21 @@ async fn live_tagged_slurmjobs(
         };
         let mut params = ListParams::default().limit(crate::controller::slurmjob::LIST_PAGE);
         loop {
-            let page = api.list(&params).await?;
+            let page = match api.list(&params).await {
+                Ok(page) => page,
+                // A namespace's admin can delete the operator's Role there: that must not stop
+                // the operator for every team. Its SlurmJobs, if any ran with the lost key,
+                // will call their jobs Lost.
+                Err(kube::Error::Api(status)) if status.code == 403 && scope.is_some() => {
+                    warn!(
+                        namespace = scope.unwrap_or_default(),
+                        "not checked for SlurmJobs whose jobs the lost tag key signed: the API \
+                         server refuses the operator there (403)"
+                    );
+                    break;
+                }
+                Err(error) => return Err(error),
+            };
             live.extend(
                 page.items
                     .iter()
@@ -650,6 +747,63 @@ mod tests {
     struct RunCommand {
         #[command(flatten)]
         run: RunArgs,
+    }
+
+    /// A namespace refused past the grace counts as listed; one refused for less, one not
+    /// refused, or all namespaces (whose rights no tenant can take) are waited for.
+    #[test]
+    fn readiness_waits_for_every_scope_but_a_refused_namespace() {
+        let grace = Duration::from_secs(30);
+        let waiting = |secs: Option<u64>| Listing::Waiting {
+            refused_for: secs.map(Duration::from_secs),
+        };
+        let ready = |refused: &[&'static str]| Startup::Ready {
+            refused: refused.to_vec(),
+        };
+        type Scopes<'a> = &'a [(Option<&'a str>, Listing)];
+        let rows: &[(&str, Scopes<'_>, Startup<'_>)] = &[
+            (
+                "all listed",
+                &[(Some("a"), Listing::Listed), (Some("b"), Listing::Listed)],
+                ready(&[]),
+            ),
+            (
+                "one not listed yet",
+                &[(Some("a"), Listing::Listed), (Some("b"), waiting(None))],
+                Startup::Waiting,
+            ),
+            (
+                "refused for less than the grace",
+                &[(Some("a"), Listing::Listed), (Some("b"), waiting(Some(29)))],
+                Startup::Waiting,
+            ),
+            (
+                "refused past the grace",
+                &[(Some("a"), Listing::Listed), (Some("b"), waiting(Some(30)))],
+                ready(&["b"]),
+            ),
+            (
+                "refused past the grace, another still listing",
+                &[(Some("a"), waiting(None)), (Some("b"), waiting(Some(60)))],
+                Startup::Waiting,
+            ),
+            (
+                "all namespaces",
+                &[(None, waiting(Some(600)))],
+                Startup::Waiting,
+            ),
+            (
+                "a controller stopped",
+                &[
+                    (Some("a"), Listing::Stopped),
+                    (Some("b"), waiting(Some(60))),
+                ],
+                Startup::Stopped,
+            ),
+        ];
+        for (what, scopes, expected) in rows {
+            assert_eq!(&startup(scopes, grace), expected, "{what}");
+        }
     }
 
     #[test]

@@ -352,3 +352,133 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
         "job {job_id} was cancelled as its own user"
     );
 }
+
+/// The admin of one watched namespace deletes the operator's Role there (chart
+/// `watchNamespaces`): every request of the operator in it is refused (403). The operator still
+/// becomes ready after `--refused-namespace-grace`, says which namespace it is refused, serves
+/// the other teams, lets a SlurmCluster be deleted, and serves the namespace again once its
+/// rights are back. Before, readiness (and every SlurmCluster deletion) waited for that
+/// namespace's first list for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_that_refuses_the_operator_holds_up_no_other() {
+    let slurm = require_slurm!();
+    slurm_operator::tls::install_crypto_provider();
+    let api = fake_apiserver::FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let client = api.client();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in [CREDENTIALS, "team-a", "team-b"] {
+        apply(
+            &namespaces,
+            name,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+        )
+        .await;
+    }
+    common::scenario::seed_credentials(&client, &slurm).await;
+    let clusters: Api<SlurmCluster> = Api::all(client.clone());
+    let cluster = |access: Value| {
+        json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
+            "spec": {
+                "endpoint": slurm.url,
+                "allowInsecureHttp": true,
+                "auth": {"jwt": {"keySecretRef": {"name": "slurm-jwt"}, "user": slurm.user}},
+                "pollInterval": "1s",
+                "access": access,
+            },
+        })
+    };
+    let mut main = cluster(json!([
+        {"namespaces": ["team-a"], "slurmUser": "alice"},
+        {"namespaces": ["team-b"], "slurmUser": "bob"},
+    ]));
+    main["metadata"] = json!({"name": "main"});
+    apply(&clusters, "main", main).await;
+    let mut spare = cluster(json!([]));
+    spare["metadata"] = json!({"name": "spare"});
+    apply(&clusters, "spare", spare).await;
+    api.forbid_namespace("team-b");
+
+    let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("refused-namespace.log");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let _operator = Operator::spawn(
+        &[
+            "--namespace",
+            "team-a,team-b",
+            "--credentials-namespace",
+            CREDENTIALS,
+            "--metrics-addr",
+            &metrics,
+            "--refused-namespace-grace",
+            "2s",
+        ],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+        Some(&log),
+    )
+    .sigterm_on_drop(Duration::from_secs(10));
+
+    let http = reqwest::Client::new();
+    eventually("/readyz = 200 with team-b refused", TIMEOUT, || async {
+        let response = http
+            .get(format!("http://{metrics}/readyz"))
+            .send()
+            .await
+            .ok()?;
+        (response.status() == 200).then_some(())
+    })
+    .await;
+    let refused = r#"slurm_operator_namespace_refused{namespace="team-b"}"#;
+    assert_eq!(common::e2e::metric(&metrics, refused).await, Some(1.0));
+    assert_eq!(
+        common::e2e::metric(
+            &metrics,
+            r#"slurm_operator_namespace_refused{namespace="team-a"}"#
+        )
+        .await,
+        None
+    );
+
+    // The other team is served, and a SlurmCluster deletion does not wait for team-b.
+    let jobs = |ns: &str| -> Api<SlurmJob> { Api::namespaced(client.clone(), ns) };
+    let run = common::unique("refused");
+    let (a, b) = (format!("{run}-a"), format!("{run}-b"));
+    let home = |user: &str| json!({"workingDirectory": format!("/home/{user}")});
+    apply(
+        &jobs("team-a"),
+        &a,
+        slurmjob(&a, &slurm.partition, home("alice")),
+    )
+    .await;
+    clusters.delete("spare", &Default::default()).await.unwrap();
+    eventually("SlurmCluster spare gone", TIMEOUT, || async {
+        clusters
+            .get_opt("spare")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let job = ended(&jobs("team-a"), &a).await;
+    assert_eq!(job.status.unwrap().phase, Phase::Completed, "{a}");
+
+    // Its Role restored: team-b is served again, and the series goes.
+    api.allow_namespace("team-b");
+    apply(
+        &jobs("team-b"),
+        &b,
+        slurmjob(&b, &slurm.partition, home("bob")),
+    )
+    .await;
+    let job = ended(&jobs("team-b"), &b).await;
+    assert_eq!(job.status.unwrap().phase, Phase::Completed, "{b}");
+    eventually("the refused series gone", TIMEOUT, || async {
+        common::e2e::metric(&metrics, refused)
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}

@@ -1,14 +1,16 @@
 //! What every reconcile gets: one cheap-to-clone `Context`, no globals. A controller with state
 //! of its own (the SlurmJob controller's submissions) keeps it in its own context around this.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use kube::Resource;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 
 use super::kit::{Backoffs, EventRecorder};
 use crate::crd::slurmjob::CachedSlurmJob;
@@ -118,6 +120,89 @@ impl SlurmJobCaches {
                 .flat_map(|(store, holding)| names(&store.state(), *holding))
                 .collect(),
         )
+    }
+}
+
+/// The watched namespaces in which the API server refuses the operator's watches (403), and
+/// since when. In a chart with `watchNamespaces` the operator's rights there are a Role and a
+/// RoleBinding in that namespace, which its admin may delete: such a namespace must not hold up
+/// the others, so `run` counts it as listed (empty) for readiness once it has been refused for
+/// longer than a grace (`run --refused-namespace-grace`). Its SlurmJobs and SlurmNodeSets wait,
+/// their watches retrying with backoff, until the rights are back.
+pub struct RefusedNamespaces {
+    /// By (namespace, kind of the watch).
+    since: Mutex<BTreeMap<(String, &'static str), Instant>>,
+    metrics: Arc<Metrics>,
+}
+
+impl RefusedNamespaces {
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Self {
+            since: Mutex::default(),
+            metrics,
+        }
+    }
+
+    /// What the watch of `kind` in `namespace` brought: a 403 marks it refused (from the first
+    /// one on), anything it lists or watches clears it; other errors say nothing of rights.
+    pub fn observe<K>(
+        &self,
+        namespace: &str,
+        kind: &'static str,
+        result: &watcher::Result<watcher::Event<K>>,
+    ) {
+        let refused = match result {
+            Err(
+                watcher::Error::InitialListFailed(error)
+                | watcher::Error::WatchStartFailed(error)
+                | watcher::Error::WatchFailed(error),
+            ) => matches!(error, kube::Error::Api(status) if status.code == 403),
+            Err(watcher::Error::WatchError(status)) => status.code == 403,
+            Err(watcher::Error::NoResourceVersion) => return,
+            // Sent before the (re)list is asked: says nothing yet.
+            Ok(watcher::Event::Init) => return,
+            Ok(_) => false,
+        };
+        let mut since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (namespace.to_owned(), kind);
+        let changed = if refused {
+            match since.entry(key) {
+                std::collections::btree_map::Entry::Occupied(_) => false,
+                std::collections::btree_map::Entry::Vacant(first) => {
+                    first.insert(Instant::now());
+                    true
+                }
+            }
+        } else {
+            since.remove(&key).is_some()
+        };
+        if changed {
+            let still = since.keys().any(|(ns, _)| ns == namespace);
+            drop(since);
+            self.metrics.namespace_refused(namespace, still);
+            if refused {
+                tracing::warn!(
+                    namespace,
+                    kind,
+                    "the API server refuses this namespace's {kind} to the operator (403): \
+                     restore the operator's Role and RoleBinding there (helm upgrade)"
+                );
+            } else if !still {
+                tracing::info!(namespace, "the API server serves this namespace again");
+            }
+        }
+    }
+
+    /// How long `namespace` has been refused, counted from the first refusal of any of its
+    /// watches that is still refused; `None` when none is.
+    pub fn refused_for(&self, namespace: &str) -> Option<Duration> {
+        self.since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|((ns, _), _)| ns == namespace)
+            .map(|(_, at)| at.elapsed())
+            .max()
     }
 }
 
@@ -240,6 +325,8 @@ pub struct Context {
     pub slurmjobs: Arc<SlurmJobCaches>,
     /// The SlurmNodeSet controllers' caches.
     pub nodesets: Arc<NodeSetCaches>,
+    /// The watched namespaces whose watches the API server refuses.
+    pub refused: Arc<RefusedNamespaces>,
 }
 
 impl Context {
@@ -250,6 +337,7 @@ impl Context {
         };
         let events = Arc::new(EventHub::new(EVENT_CHANNEL_CAPACITY));
         let now = Utc::now();
+        let refused = Arc::new(RefusedNamespaces::new(metrics.clone()));
         Self {
             recorder: EventRecorder::new(client.clone(), reporter),
             client,
@@ -268,6 +356,7 @@ impl Context {
             reconcile_concurrency: super::kit::MAX_CONCURRENT_RECONCILES,
             slurmjobs: Arc::default(),
             nodesets: Arc::default(),
+            refused,
         }
     }
 

@@ -1606,12 +1606,16 @@ pub fn run(
     let pods_api: Api<Pod> = kit::scoped_api(client, namespace);
     let (store, writer) = reflector::store();
     ctx.nodesets.add(store.clone());
-    let nodesets = watcher(nodesets_api, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .modify(kit::trim_for_cache)
-        .reflect(writer)
-        .touched_objects()
-        .predicate_filter(predicates::generation, Default::default());
+    let nodesets = kit::reporting_refusals(
+        watcher(nodesets_api, watcher::Config::default().any_semantic()).default_backoff(),
+        ctx.refused.clone(),
+        namespace,
+        "slurmnodesets",
+    )
+    .modify(kit::trim_for_cache)
+    .reflect(writer)
+    .touched_objects()
+    .predicate_filter(predicates::generation, Default::default());
     let triggers = kit::slurm_triggers(
         CONTROLLER,
         ctx.events.subscribe(),

@@ -1543,7 +1543,12 @@ pub fn run(
     let dependents = Arc::new(Dependents::default());
     let (waiters, waker, cached) = (Arc::clone(&dependents), wake.clone(), store.clone());
     let (by_uid, jobs) = kit::reflect_changes(
-        watcher(jobs_api, watcher::Config::default().page_size(LIST_PAGE)).default_backoff(),
+        kit::reporting_refusals(
+            watcher(jobs_api, watcher::Config::default().page_size(LIST_PAGE)).default_backoff(),
+            ctx.refused.clone(),
+            namespace,
+            "slurmjobs",
+        ),
         writer,
         reacts_to,
         move |applied| {

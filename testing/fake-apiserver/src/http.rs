@@ -205,15 +205,14 @@ pub(crate) async fn handle(State(shared): State<Shared>, request: Request) -> Re
         Ok(target) => target,
         Err(failure) => return failure.response(),
     };
+    if store.forbidden_namespaces.contains(&path.namespace) {
+        return forbidden(&method, &target, watching(&options)).response();
+    }
     if path.subresource.as_deref() == Some("log") {
         let response = pod_log(&store, &target, &method);
         return response;
     }
-    let watching = options
-        .query
-        .get("watch")
-        .is_some_and(|w| w == "true" || w == "1");
-    if method == Method::GET && watching {
+    if method == Method::GET && watching(&options) {
         drop(store);
         return crate::watch::response(shared, target, options);
     }
@@ -226,6 +225,45 @@ pub(crate) async fn handle(State(shared): State<Shared>, request: Request) -> Re
         Ok((code, value)) => json_response(code, &value),
         Err(failure) => failure.response(),
     }
+}
+
+fn watching(options: &Options) -> bool {
+    options
+        .query
+        .get("watch")
+        .is_some_and(|w| w == "true" || w == "1")
+}
+
+/// RBAC's refusal, worded as the real server words it (the client's name aside).
+fn forbidden(method: &Method, target: &Target, watch: bool) -> Failure {
+    let verb = match (method.as_str(), &target.path.name) {
+        ("GET", _) if watch => "watch",
+        ("GET", Some(_)) => "get",
+        ("GET", None) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", _) => "delete",
+        _ => "use",
+    };
+    let path = &target.path;
+    let named = path
+        .name
+        .as_ref()
+        .map(|name| format!(" \"{name}\""))
+        .unwrap_or_default();
+    let qualified = if path.group.is_empty() {
+        path.plural.clone()
+    } else {
+        format!("{}.{}", path.plural, path.group)
+    };
+    Failure::Forbidden(format!(
+        "{qualified}{named} is forbidden: User \"fake\" cannot {verb} resource \"{plural}\" \
+         in API group \"{group}\" in the namespace \"{namespace}\"",
+        plural = path.plural,
+        group = path.group,
+        namespace = path.namespace,
+    ))
 }
 
 fn parse(body: &[u8]) -> Result<Value, Failure> {

@@ -36,6 +36,8 @@
 //!   all: Secrets, which no finalizer holds, are gone while custom resources wait for their
 //!   finalizers, and a finalizer that needs a Secret of its namespace must cope; here the Secrets
 //!   go first, so such a finalizer meets that case every time;
+//! * RBAC only as far as a namespace the test forbids: every request in it is a 403
+//!   (`FakeApiServer::forbid_namespace`), as when the client's Role there is deleted;
 //! * a CustomResourceDefinition is established as soon as it exists, and its resources are
 //!   served from then on.
 //!
@@ -237,6 +239,21 @@ impl FakeApiServer {
             .lock()
             .pod_logs
             .insert((namespace.to_owned(), pod.to_owned()), text.to_owned());
+    }
+
+    /// Refuse (403 `Forbidden`) every request in `namespace` from now on, as RBAC does once
+    /// the client's Role or RoleBinding there is deleted. Watches already open go on, as on the
+    /// real server (authorization is checked when a request starts).
+    pub fn forbid_namespace(&self, namespace: &str) {
+        self.shared
+            .lock()
+            .forbidden_namespaces
+            .insert(namespace.to_owned());
+    }
+
+    /// Serve `namespace` again (its Role restored).
+    pub fn allow_namespace(&self, namespace: &str) {
+        self.shared.lock().forbidden_namespaces.remove(namespace);
     }
 
     /// How many requests were made, by `METHOD group/version/plural[/subresource]`

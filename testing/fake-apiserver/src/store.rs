@@ -90,6 +90,9 @@ pub(crate) struct Store {
     /// What `pods/{name}/log` answers, by (namespace, pod): the kubelet's part, set by the test
     /// (`FakeApiServer::set_pod_log`).
     pub pod_logs: HashMap<(String, String), String>,
+    /// Namespaces in which every request is refused (403), as RBAC refuses a client whose
+    /// Role there was deleted (`FakeApiServer::forbid_namespace`).
+    pub forbidden_namespaces: std::collections::BTreeSet<String>,
     /// uid → key of every object.
     uids: HashMap<String, Key>,
     /// (uid, namespace) of objects removed since the garbage collector last looked.

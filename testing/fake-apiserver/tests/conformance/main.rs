@@ -11,6 +11,7 @@ mod deletion;
 mod lists;
 mod logs;
 mod objects;
+mod rbac;
 mod status;
 mod support;
 mod watches;
