@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, PostParams};
 
-use crate::controller::context::Context;
+use crate::controller::context::{Context, SLURMJOBS, SLURMNODESETS};
 use crate::crd::CREDENTIALS_LABEL;
 use crate::crd::slurmjob::CachedSlurmJob;
 use crate::http::{self, Readiness};
@@ -43,6 +43,9 @@ pub const TAG_KEY_DATA_KEY: &str = "tag.key";
 
 /// How often readiness looks at the controllers' caches until they are filled.
 const READY_POLL: Duration = Duration::from_millis(250);
+
+/// How often a namespace that refuses the operator is asked whether it still does.
+const REFUSED_PROBE: Duration = Duration::from_secs(30);
 
 /// How often the log repeats that the operator still waits for its CRDs.
 const CRD_WAIT_REMINDER: Duration = Duration::from_secs(30);
@@ -316,6 +319,7 @@ pub async fn tag_key(
     name: &str,
     create: bool,
     scopes: &[Option<&str>],
+    refused_grace: Duration,
 ) -> Result<TagKey, Error> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let failed = |source| Error::TagKeySecret {
@@ -339,7 +343,7 @@ pub async fn tag_key(
             // A key lost (its namespace deleted and made again, the Secret deleted) while jobs
             // it signed run: a new one would verify none of their tags, and their SlurmJobs
             // would call them Lost and never cancel them. Only where no such job is.
-            let live = live_tagged_slurmjobs(client, scopes)
+            let live = live_tagged_slurmjobs(client, scopes, refused_grace)
                 .await
                 .map_err(failed)?;
             if !live.is_empty() {
@@ -459,6 +463,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
         &args.tag_key_secret,
         args.create_tag_key,
         &args.scopes(),
+        args.refused_namespace_grace,
     )
     .await
     {
@@ -537,6 +542,18 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
                 }
             }
         });
+        // A namespace refused, then served again, may say so to no watch (one that resumes
+        // after its list brings no event): asked again at a steady pace while refused.
+        let (probing, probe_client, stopping) =
+            (ctx.refused.clone(), ctx.client.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(REFUSED_PROBE) => probing.probe(&probe_client).await,
+                    () = stopping.cancelled() => break,
+                }
+            }
+        });
         let ready = readiness.clone();
         let slurmjob_caches = ctx.slurmjobs.clone();
         let refused = ctx.refused.clone();
@@ -547,22 +564,24 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
             // controller's own), so a second waiter would sleep until something else wakes it.
             loop {
                 let listings = futures::future::join_all(stores.iter().map(|(scope, j, n)| {
-                    let (c, j, n) = (clusters.clone(), j.clone(), n.clone());
-                    let refused = &refused;
+                    let refused_for = |kind| {
+                        scope
+                            .as_deref()
+                            .and_then(|ns| refused.refused_for(ns, kind))
+                    };
+                    let (jobs_refused, sets_refused) =
+                        (refused_for(SLURMJOBS), refused_for(SLURMNODESETS));
+                    let clusters = &clusters;
                     async move {
-                        let listed = async {
-                            c.wait_until_ready().await.is_ok()
-                                && j.wait_until_ready().await.is_ok()
-                                && n.wait_until_ready().await.is_ok()
-                        };
-                        match tokio::time::timeout(READY_POLL, listed).await {
-                            Ok(true) => Listing::Listed,
-                            Ok(false) => Listing::Stopped,
-                            Err(_elapsed) => Listing::Waiting {
-                                refused_for: scope
-                                    .as_deref()
-                                    .and_then(|ns| refused.refused_for(ns)),
-                            },
+                        let (clusters, slurmjobs, nodesets) = futures::join!(
+                            listing(clusters, None),
+                            listing(j, jobs_refused),
+                            listing(n, sets_refused),
+                        );
+                        ScopeListings {
+                            clusters,
+                            slurmjobs,
+                            nodesets,
                         }
                     }
                 }));
@@ -622,15 +641,40 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     result.and(served)
 }
 
-/// How one watched scope's first lists stand, for readiness.
+/// How one cache's first list stands, for readiness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Listing {
-    /// Its SlurmCluster, SlurmJob and SlurmNodeSet caches had their first list.
     Listed,
-    /// A cache's writer is gone: its controller stopped.
+    /// Its writer is gone: its controller stopped.
     Stopped,
-    /// Not yet; the API server has refused its watches (403) for this long, if it has.
-    Waiting { refused_for: Option<Duration> },
+    /// Not yet; the API server has refused its watch (403) for this long, if it has.
+    Waiting {
+        refused_for: Option<Duration>,
+    },
+}
+
+/// One watched scope's caches (the SlurmCluster cache is shared by every scope).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ScopeListings {
+    clusters: Listing,
+    slurmjobs: Listing,
+    nodesets: Listing,
+}
+
+/// How `store`'s first list stands, waiting for it at most [`READY_POLL`].
+async fn listing<K>(
+    store: &kube::runtime::reflector::Store<K>,
+    refused_for: Option<Duration>,
+) -> Listing
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    match tokio::time::timeout(READY_POLL, store.wait_until_ready()).await {
+        Ok(Ok(())) => Listing::Listed,
+        Ok(Err(_dropped)) => Listing::Stopped,
+        Err(_elapsed) => Listing::Waiting { refused_for },
+    }
 }
 
 /// What readiness makes of every scope's [`Listing`].
@@ -647,23 +691,38 @@ enum Startup<'a> {
     Stopped,
 }
 
-fn startup<'a>(scopes: &[(Option<&'a str>, Listing)], grace: Duration) -> Startup<'a> {
-    if scopes.iter().any(|(_, l)| *l == Listing::Stopped) {
+fn startup<'a>(scopes: &[(Option<&'a str>, ScopeListings)], grace: Duration) -> Startup<'a> {
+    let all = || {
+        scopes
+            .iter()
+            .flat_map(|(_, l)| [l.clusters, l.slurmjobs, l.nodesets])
+    };
+    if all().any(|l| l == Listing::Stopped) {
         return Startup::Stopped;
     }
     let mut refused = Vec::new();
-    for (scope, listing) in scopes {
-        match (scope, listing) {
-            (_, Listing::Listed) => {}
-            (
-                Some(namespace),
-                Listing::Waiting {
-                    refused_for: Some(t),
-                },
-            ) if *t >= grace => {
-                refused.push(*namespace);
+    for (scope, listings) in scopes {
+        if listings.clusters != Listing::Listed {
+            return Startup::Waiting;
+        }
+        let mut counted = false;
+        for listing in [listings.slurmjobs, listings.nodesets] {
+            match (scope, listing) {
+                (_, Listing::Listed) => {}
+                // Only the cache whose own watch is refused counts as listed.
+                (
+                    Some(_),
+                    Listing::Waiting {
+                        refused_for: Some(t),
+                    },
+                ) if t >= grace => {
+                    counted = true;
+                }
+                _ => return Startup::Waiting,
             }
-            _ => return Startup::Waiting,
+        }
+        if let (true, Some(namespace)) = (counted, scope) {
+            refused.push(*namespace);
         }
     }
     Startup::Ready { refused }
@@ -680,9 +739,11 @@ const NAMED_LIVE: usize = 5;
 async fn live_tagged_slurmjobs(
     client: &kube::Client,
     scopes: &[Option<&str>],
+    refused_grace: Duration,
 ) -> Result<Vec<String>, kube::Error> {
     let mut live = Vec::new();
     for scope in scopes {
+        let mut refused_since = None;
         let api: Api<CachedSlurmJob> = match scope {
             Some(namespace) => Api::namespaced(client.clone(), namespace),
             None => Api::all(client.clone()),
@@ -692,13 +753,20 @@ async fn live_tagged_slurmjobs(
             let page = match api.list(&params).await {
                 Ok(page) => page,
                 // A namespace's admin can delete the operator's Role there: that must not stop
-                // the operator for every team. Its SlurmJobs, if any ran with the lost key,
-                // will call their jobs Lost.
+                // the operator for every team. Asked again for the grace (a Role made just
+                // after the operator); then its SlurmJobs, if any ran with the lost key, will
+                // call their jobs Lost.
                 Err(kube::Error::Api(status)) if status.code == 403 && scope.is_some() => {
+                    let since = *refused_since.get_or_insert_with(std::time::Instant::now);
+                    if since.elapsed() < refused_grace {
+                        tokio::time::sleep(READY_POLL.max(Duration::from_secs(1))).await;
+                        continue;
+                    }
                     warn!(
                         namespace = scope.unwrap_or_default(),
                         "not checked for SlurmJobs whose jobs the lost tag key signed: the API \
-                         server refuses the operator there (403)"
+                         server refuses the operator there (403); SlurmJobs of it whose jobs \
+                         the lost key signed will call them Lost"
                     );
                     break;
                 }
@@ -749,54 +817,93 @@ mod tests {
         run: RunArgs,
     }
 
-    /// A namespace refused past the grace counts as listed; one refused for less, one not
-    /// refused, or all namespaces (whose rights no tenant can take) are waited for.
+    /// A cache whose own watch has been refused past the grace counts as listed, in a named
+    /// namespace; one refused for less, one merely slow, the shared SlurmCluster cache, or a
+    /// watch of all namespaces (whose rights no tenant can take) are waited for.
     #[test]
-    fn readiness_waits_for_every_scope_but_a_refused_namespace() {
+    fn readiness_waits_for_every_cache_but_a_refused_ones() {
         let grace = Duration::from_secs(30);
         let waiting = |secs: Option<u64>| Listing::Waiting {
             refused_for: secs.map(Duration::from_secs),
         };
+        let listed = Listing::Listed;
+        let scope = |clusters, slurmjobs, nodesets| ScopeListings {
+            clusters,
+            slurmjobs,
+            nodesets,
+        };
+        let all = scope(listed, listed, listed);
         let ready = |refused: &[&'static str]| Startup::Ready {
             refused: refused.to_vec(),
         };
-        type Scopes<'a> = &'a [(Option<&'a str>, Listing)];
+        type Scopes<'a> = &'a [(Option<&'a str>, ScopeListings)];
         let rows: &[(&str, Scopes<'_>, Startup<'_>)] = &[
             (
                 "all listed",
-                &[(Some("a"), Listing::Listed), (Some("b"), Listing::Listed)],
+                &[(Some("a"), all), (Some("b"), all)],
                 ready(&[]),
             ),
             (
                 "one not listed yet",
-                &[(Some("a"), Listing::Listed), (Some("b"), waiting(None))],
+                &[
+                    (Some("a"), all),
+                    (Some("b"), scope(listed, waiting(None), listed)),
+                ],
                 Startup::Waiting,
             ),
             (
                 "refused for less than the grace",
-                &[(Some("a"), Listing::Listed), (Some("b"), waiting(Some(29)))],
+                &[
+                    (Some("a"), all),
+                    (
+                        Some("b"),
+                        scope(listed, waiting(Some(29)), waiting(Some(29))),
+                    ),
+                ],
                 Startup::Waiting,
             ),
             (
                 "refused past the grace",
-                &[(Some("a"), Listing::Listed), (Some("b"), waiting(Some(30)))],
+                &[
+                    (Some("a"), all),
+                    (
+                        Some("b"),
+                        scope(listed, waiting(Some(30)), waiting(Some(31))),
+                    ),
+                ],
                 ready(&["b"]),
             ),
             (
-                "refused past the grace, another still listing",
-                &[(Some("a"), waiting(None)), (Some("b"), waiting(Some(60)))],
+                "one cache refused, the other still listing",
+                &[(Some("b"), scope(listed, waiting(None), waiting(Some(60))))],
+                Startup::Waiting,
+            ),
+            (
+                "refused past the grace, another namespace still listing",
+                &[
+                    (Some("a"), scope(listed, waiting(None), listed)),
+                    (Some("b"), scope(listed, waiting(Some(60)), listed)),
+                ],
+                Startup::Waiting,
+            ),
+            (
+                "the SlurmCluster cache not listed",
+                &[(
+                    Some("b"),
+                    scope(waiting(None), waiting(Some(60)), waiting(Some(60))),
+                )],
                 Startup::Waiting,
             ),
             (
                 "all namespaces",
-                &[(None, waiting(Some(600)))],
+                &[(None, scope(listed, waiting(Some(600)), listed))],
                 Startup::Waiting,
             ),
             (
                 "a controller stopped",
                 &[
-                    (Some("a"), Listing::Stopped),
-                    (Some("b"), waiting(Some(60))),
+                    (Some("a"), scope(listed, Listing::Stopped, listed)),
+                    (Some("b"), scope(listed, waiting(Some(60)), listed)),
                 ],
                 Startup::Stopped,
             ),
@@ -804,6 +911,25 @@ mod tests {
         for (what, scopes, expected) in rows {
             assert_eq!(&startup(scopes, grace), expected, "{what}");
         }
+    }
+
+    /// The probe clears a pair the API server serves again, and keeps one it still refuses.
+    #[tokio::test]
+    async fn the_probe_clears_what_is_served_again() {
+        let api = fake_apiserver::FakeApiServer::start_with_crds(crate::crd::all()).await;
+        api.forbid_namespace("b");
+        let refused = crate::controller::context::RefusedNamespaces::new(Metrics::new());
+        refused.set("a", SLURMJOBS, true);
+        refused.set("b", SLURMJOBS, true);
+        refused.set("b", SLURMNODESETS, true);
+        refused.probe(&api.client()).await;
+        assert_eq!(
+            refused.marked(),
+            [("b".to_owned(), SLURMJOBS), ("b".to_owned(), SLURMNODESETS)]
+        );
+        api.allow_namespace("b");
+        refused.probe(&api.client()).await;
+        assert!(refused.marked().is_empty());
     }
 
     #[test]

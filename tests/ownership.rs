@@ -219,7 +219,7 @@ async fn forged_tags_are_never_adopted_and_foreign_job_ids_never_cancelled() {
     let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("ownership-operator.log");
     eprintln!("operator log: {}", log.display());
     let metrics = format!("127.0.0.1:{}", free_port());
-    let _operator = Operator::spawn(
+    let operator = Operator::spawn(
         &[
             "--namespace",
             TEAM,
@@ -367,16 +367,24 @@ async fn forged_tags_are_never_adopted_and_foreign_job_ids_never_cancelled() {
         Some(legacy),
     )
     .await;
-    jobs.patch_status(
-        &reused,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"jobId": bobs, "phase": "Running"}})),
-    )
-    .await
-    .unwrap();
-    jobs.delete(&reused, &DeleteParams::default())
-        .await
-        .unwrap();
+    // The status written and the SlurmJob deleted while the operator is stopped, so that it
+    // meets both at once: running between the two, it would judge the status first (bob's job
+    // is not provably this SlurmJob's: Lost, nothing to cancel at the deletion).
+    operator.signal("STOP");
+    let written = async {
+        jobs.patch_status(
+            &reused,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"jobId": bobs, "phase": "Running"}})),
+        )
+        .await?;
+        jobs.delete(&reused, &DeleteParams::default())
+            .await
+            .map(drop)
+    }
+    .await;
+    operator.signal("CONT");
+    written.unwrap();
     gone(&jobs, &reused).await;
     let note = event(&events, &reused, "NotOwned", |n| {
         n.contains(&format!("Slurm job {bobs} "))
@@ -421,13 +429,13 @@ async fn the_tag_key_secret_is_made_once_and_shared() {
     )
     .await;
     let (a, b) = tokio::join!(
-        tag_key(&client, "admin", "tag-key", true, &[None]),
-        tag_key(&client, "admin", "tag-key", true, &[None])
+        tag_key(&client, "admin", "tag-key", true, &[None], Duration::ZERO),
+        tag_key(&client, "admin", "tag-key", true, &[None], Duration::ZERO)
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     let tag = OwnerTag::new("u", 1);
     assert_eq!(a.comment(&tag, "alice"), b.comment(&tag, "alice"));
-    let later = tag_key(&client, "admin", "tag-key", false, &[None])
+    let later = tag_key(&client, "admin", "tag-key", false, &[None], Duration::ZERO)
         .await
         .unwrap();
     assert_eq!(later.comment(&tag, "alice"), a.comment(&tag, "alice"));
@@ -439,7 +447,7 @@ async fn the_tag_key_secret_is_made_once_and_shared() {
         "true"
     );
 
-    let error = tag_key(&client, "admin", "missing", false, &[None])
+    let error = tag_key(&client, "admin", "missing", false, &[None], Duration::ZERO)
         .await
         .unwrap_err();
     assert!(matches!(error, Error::TagKeyUnusable { .. }), "{error}");
@@ -458,7 +466,7 @@ async fn the_tag_key_secret_is_made_once_and_shared() {
             .create(&PostParams::default(), &secret)
             .await
             .unwrap();
-        let error = tag_key(&client, "admin", name, true, &[None])
+        let error = tag_key(&client, "admin", name, true, &[None], Duration::ZERO)
             .await
             .unwrap_err();
         assert!(
@@ -498,7 +506,7 @@ async fn the_tag_key_secret_is_made_once_and_shared() {
     )
     .await
     .unwrap();
-    let error = tag_key(&client, "admin", "tag-key", true, &[None])
+    let error = tag_key(&client, "admin", "tag-key", true, &[None], Duration::ZERO)
         .await
         .unwrap_err();
     assert!(matches!(error, Error::TagKeyUnusable { .. }), "{error}");
@@ -509,9 +517,16 @@ async fn the_tag_key_secret_is_made_once_and_shared() {
     );
     assert!(secrets.get_opt("tag-key").await.unwrap().is_none());
     // Watching other namespaces only, the operator does not see it (nor would it follow it).
-    tag_key(&client, "admin", "elsewhere", true, &[Some("admin")])
-        .await
-        .unwrap();
+    tag_key(
+        &client,
+        "admin",
+        "elsewhere",
+        true,
+        &[Some("admin")],
+        Duration::ZERO,
+    )
+    .await
+    .unwrap();
     jobs.patch_status(
         "running",
         &PatchParams::default(),
@@ -519,7 +534,7 @@ async fn the_tag_key_secret_is_made_once_and_shared() {
     )
     .await
     .unwrap();
-    let fresh = tag_key(&client, "admin", "tag-key", true, &[None])
+    let fresh = tag_key(&client, "admin", "tag-key", true, &[None], Duration::ZERO)
         .await
         .unwrap();
     assert_ne!(

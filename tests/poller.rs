@@ -1844,3 +1844,52 @@ async fn a_record_too_large_to_read_is_that_jobs_failure_not_the_polls() {
         state.unreadable
     );
 }
+
+/// Someone else's array whose record is too large to read (its tasks split off into records of
+/// their own: slurmctld answers `GET /job/{array}` with all of them), met by a new poller of a
+/// cluster that resolves every job it lists (no accounting). Its owner is known from any of its
+/// task records, which are read one by one: the index syncs. Before, the array's record stayed
+/// unresolved, and the index never counted as synced: every new SlurmJob of that cluster waited
+/// until the array ended and left slurmctld.
+#[tokio::test]
+async fn another_users_array_too_large_to_read_does_not_hold_up_the_sync() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    const LIMIT: u64 = 64 * 1024;
+    let mut request = slurm.job("poller-foreign-unreadable-array", "true");
+    request.extra.insert(
+        "begin_time".into(),
+        json!({"set": true, "number": epoch_now() + 3600}),
+    );
+    request.array = Some("0-19".into());
+    let array = client.submit_job(&request).await.unwrap().job_id;
+    let _cancel_array = CancelOnDrop::new(&slurm, vec![array]);
+    slurm.scontrol(&["hold", &format!("{array}_[0-18]")]);
+    let newest = slurm.data_parsers.last().unwrap();
+    let body = slurm.get_raw(&format!("/slurm/{newest}/job/{array}")).await;
+    assert!(body.len() as u64 > LIMIT, "{} bytes", body.len());
+
+    let tuning = poller::Tuning {
+        skip_first_sync: false,
+        ..poller::Tuning::default()
+    };
+    let mut poller = start_configured(
+        slurm.config().with_max_response_bytes(LIMIT),
+        slurm.credentials(),
+        tuning,
+        INTERVAL,
+    );
+    let state = wait_index(&mut poller.index, "a synced index", TIMEOUT, |s| {
+        (s.health.is_up() && s.jobs_synced_at.is_some()).then(|| s.clone())
+    })
+    .await;
+    assert!(
+        !state.jobs.contains_key(&array),
+        "someone else's array is not in the index's jobs"
+    );
+    assert!(
+        !state.unreadable.contains_key(&array),
+        "its record is no longer needed: {:?}",
+        state.unreadable
+    );
+}

@@ -7,14 +7,14 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use kube::Resource;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
+use kube::{Api, Resource};
 
 use super::kit::{Backoffs, EventRecorder};
 use crate::crd::slurmjob::CachedSlurmJob;
-use crate::crd::{FIELD_MANAGER, FINALIZER, SlurmCluster, SlurmNodeSet};
+use crate::crd::{FIELD_MANAGER, FINALIZER, SlurmCluster, SlurmJob, SlurmNodeSet};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::slurm::tag::TagKey;
@@ -70,7 +70,9 @@ impl SlurmJobCaches {
     }
 
     /// Every cache had its first list (kube's readiness, seen by `run`'s readiness check: a
-    /// second waiter on a store's readiness could take the controller's own wake-up).
+    /// second waiter on a store's readiness could take the controller's own wake-up), or is of
+    /// a namespace that has refused the operator past the grace, and counts as empty
+    /// ([`RefusedNamespaces`]).
     pub fn mark_listed(&self) {
         self.listed.store(true, Ordering::Release);
     }
@@ -144,7 +146,9 @@ impl RefusedNamespaces {
     }
 
     /// What the watch of `kind` in `namespace` brought: a 403 marks it refused (from the first
-    /// one on), anything it lists or watches clears it; other errors say nothing of rights.
+    /// one on), an object or a list it brings clears it. Nothing else says anything of rights:
+    /// a 429 or a reset connection, nor a watch that resumes after a list without an event
+    /// (hence [`RefusedNamespaces::probe`]).
     pub fn observe<K>(
         &self,
         namespace: &str,
@@ -153,16 +157,21 @@ impl RefusedNamespaces {
     ) {
         let refused = match result {
             Err(
-                watcher::Error::InitialListFailed(error)
-                | watcher::Error::WatchStartFailed(error)
-                | watcher::Error::WatchFailed(error),
-            ) => matches!(error, kube::Error::Api(status) if status.code == 403),
-            Err(watcher::Error::WatchError(status)) => status.code == 403,
-            Err(watcher::Error::NoResourceVersion) => return,
+                watcher::Error::InitialListFailed(kube::Error::Api(status))
+                | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+                | watcher::Error::WatchFailed(kube::Error::Api(status))
+                | watcher::Error::WatchError(status),
+            ) if status.code == 403 => true,
+            Err(_) => return,
             // Sent before the (re)list is asked: says nothing yet.
             Ok(watcher::Event::Init) => return,
             Ok(_) => false,
         };
+        self.set(namespace, kind, refused);
+    }
+
+    /// Mark or clear `kind` in `namespace`; logs and the metric follow.
+    pub fn set(&self, namespace: &str, kind: &'static str, refused: bool) {
         let mut since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (namespace.to_owned(), kind);
         let changed = if refused {
@@ -193,18 +202,58 @@ impl RefusedNamespaces {
         }
     }
 
-    /// How long `namespace` has been refused, counted from the first refusal of any of its
-    /// watches that is still refused; `None` when none is.
-    pub fn refused_for(&self, namespace: &str) -> Option<Duration> {
+    /// How long `kind` in `namespace` has been refused; `None` when it is not.
+    pub fn refused_for(&self, namespace: &str, kind: &'static str) -> Option<Duration> {
         self.since
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter(|((ns, _), _)| ns == namespace)
-            .map(|(_, at)| at.elapsed())
-            .max()
+            .get(&(namespace.to_owned(), kind))
+            .map(Instant::elapsed)
+    }
+
+    /// The (namespace, kind) pairs refused now.
+    pub fn marked(&self) -> Vec<(String, &'static str)> {
+        self.since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// The namespaces refused now, each once.
+    pub fn namespaces(&self) -> BTreeSet<String> {
+        self.marked().into_iter().map(|(ns, _)| ns).collect()
+    }
+
+    /// Ask again, with a list of one object, whether each refused pair is still refused, and
+    /// clear the ones served: a watch that gets its rights back after it had listed resumes
+    /// without an event to tell it ([`RefusedNamespaces::observe`]).
+    pub async fn probe(&self, client: &kube::Client) {
+        for (namespace, kind) in self.marked() {
+            let params = kube::api::ListParams::default().limit(1);
+            let answer = match kind {
+                SLURMJOBS => Api::<SlurmJob>::namespaced(client.clone(), &namespace)
+                    .list_metadata(&params)
+                    .await
+                    .map(drop),
+                SLURMNODESETS => Api::<SlurmNodeSet>::namespaced(client.clone(), &namespace)
+                    .list_metadata(&params)
+                    .await
+                    .map(drop),
+                _ => continue,
+            };
+            if answer.is_ok() {
+                self.set(&namespace, kind, false);
+            }
+        }
     }
 }
+
+/// The `kind` of the SlurmJob watch for [`RefusedNamespaces`].
+pub const SLURMJOBS: &str = "slurmjobs";
+/// The `kind` of the SlurmNodeSet watch for [`RefusedNamespaces`].
+pub const SLURMNODESETS: &str = "slurmnodesets";
 
 /// The SlurmNodeSet controllers' caches (one per watched scope), for the SlurmCluster
 /// controller's question "which sets still need this cluster?": their drains and node removals

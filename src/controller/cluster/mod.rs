@@ -398,13 +398,20 @@ fn same_cluster(cluster: &SlurmCluster, now: &str, ctx: &Context) -> Result<(), 
 }
 
 /// The SlurmJobs with jobs that have not ended, and the SlurmNodeSets with nodes, that use
-/// `cluster` (`namespace/name`).
+/// `cluster` (`namespace/name`); and each watched namespace that refuses the operator
+/// (`namespace/*`): what it holds is not known, and a move is not undone.
 fn holders(cluster: &SlurmCluster, ctx: &Context) -> Result<Vec<String>, Error> {
     let mut holders = ctx
         .slurmjobs
         .with_live_jobs(&cluster.name_any())
         .ok_or(Error::SlurmJobsNotListed)?;
     holders.extend(ctx.nodesets.holding(cluster));
+    holders.extend(
+        ctx.refused
+            .namespaces()
+            .into_iter()
+            .map(|ns| format!("{ns}/*")),
+    );
     Ok(holders)
 }
 

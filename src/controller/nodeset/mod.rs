@@ -1610,7 +1610,7 @@ pub fn run(
         watcher(nodesets_api, watcher::Config::default().any_semantic()).default_backoff(),
         ctx.refused.clone(),
         namespace,
-        "slurmnodesets",
+        super::context::SLURMNODESETS,
     )
     .modify(kit::trim_for_cache)
     .reflect(writer)

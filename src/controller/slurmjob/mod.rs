@@ -1547,7 +1547,7 @@ pub fn run(
             watcher(jobs_api, watcher::Config::default().page_size(LIST_PAGE)).default_backoff(),
             ctx.refused.clone(),
             namespace,
-            "slurmjobs",
+            super::context::SLURMJOBS,
         ),
         writer,
         reacts_to,

@@ -292,6 +292,9 @@ struct Poller {
     listing: Option<Listing>,
     /// Records that could not be read, and when each is asked again.
     unreadable: BTreeMap<u32, Unread>,
+    /// Whose arrays are whose, from their task records read
+    /// ([`strategy::resolve_unreadable_arrays`]).
+    array_owners: strategy::ArrayOwners,
 }
 
 /// One job's record that could not be read ([`ClusterState::unreadable`]), and its next try.
@@ -443,6 +446,7 @@ impl Poller {
             backoff: None,
             listing: None,
             unreadable: BTreeMap::new(),
+            array_owners: strategy::ArrayOwners::new(),
         }
     }
 
@@ -1048,6 +1052,7 @@ impl Poller {
                     };
                     strategy::saw(asked, &listed, &fetched, &mut running.seen);
                 }
+                strategy::note_array_owners(&fetched, &mut self.array_owners);
                 let (tracker, jobs) =
                     strategy::apply(previous, &old.jobs, &listed, fetched, spoken.scope());
                 let node_jobs = strategy::node_jobs(&tracker, &jobs);
@@ -1059,6 +1064,21 @@ impl Poller {
                     self.interval,
                     (now, Instant::now()),
                 );
+                for id in strategy::resolve_unreadable_arrays(
+                    &mut self.tracker,
+                    self.unreadable.keys().copied(),
+                    &self.array_owners,
+                ) {
+                    tracing::info!(
+                        job_id = id,
+                        "the array's record is too large to read, but its tasks are someone \
+                         else's: so is the array"
+                    );
+                    self.unreadable.remove(&id);
+                }
+                let tracker = &self.tracker;
+                self.array_owners
+                    .retain(|array, _| tracker.contains_key(array));
                 let unreadable: BTreeMap<u32, Unreadable> = self
                     .unreadable
                     .iter()

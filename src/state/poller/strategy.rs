@@ -846,6 +846,59 @@ fn with_tasks(old: &str, tasks: &[u32]) -> String {
     }
 }
 
+/// Arrays some of whose task records were read, by the array's id (its meta record's):
+/// `true` while every one read was someone else's. One entry per array, not per task.
+pub type ArrayOwners = BTreeMap<u32, bool>;
+
+/// Learn from `fetched` whose arrays are whose: a task record carries its array's owner (the
+/// tasks of an array share its user and comment).
+pub fn note_array_owners(fetched: &Fetched, owners: &mut ArrayOwners) {
+    let records = match fetched {
+        Fetched::Nothing => return,
+        Fetched::Details { records, .. } | Fetched::Full(records) => records,
+    };
+    for record in records {
+        let Some(array) = record.array_job_id.filter(|a| *a != record.job_id) else {
+            continue;
+        };
+        let foreign = !is_ours(record);
+        owners
+            .entry(array)
+            .and_modify(|all| *all &= foreign)
+            .or_insert(foreign);
+    }
+}
+
+/// An array's meta record that cannot be read (slurmctld answers `GET /job/{array}` with every
+/// record of the array: thousands of tasks past `maxResponseSize`) and whose owner is unknown
+/// would keep the index incomplete for as long as the array stays in slurmctld, holding up every
+/// new SlurmJob of the cluster ([`unread_blocks_sync`]). When the task records read so far are
+/// all someone else's, so is the array: it becomes [`Known::Foreign`]. Only for a record whose
+/// own read failed (`unreadable`), never in place of a read; one of ours is still read (its
+/// SlurmJob needs the record). One that holds nodes is read again for them later
+/// ([`Stale::Refresh`]), a failure then holding up nothing. Returns the ids resolved so: their
+/// records are no longer needed.
+pub fn resolve_unreadable_arrays(
+    tracker: &mut Tracker,
+    unreadable: impl IntoIterator<Item = u32>,
+    owners: &ArrayOwners,
+) -> Vec<u32> {
+    let mut resolved = Vec::new();
+    for id in unreadable {
+        let Some(tracked) = tracker.get_mut(&id) else {
+            continue;
+        };
+        if tracked.known == Known::Unresolved && owners.get(&id) == Some(&true) {
+            tracked.known = Known::Foreign { run: None };
+            if holds_nodes(&tracked.state) {
+                tracked.stale = tracked.stale.max(Stale::Refresh);
+            }
+            resolved.push(id);
+        }
+    }
+    resolved
+}
+
 /// After a failure: our jobs' records must be fetched again before the index counts as synced.
 /// Everyone else's need nothing more than the next state list (which is always complete): new
 /// jobs, ended ones and started ones are fetched as usual, and what the state list does not show
@@ -1006,6 +1059,89 @@ mod tests {
             list_all_above: budget,
             full_list_max_jobs: full_max,
         }
+    }
+
+    /// An unreadable meta record of unknown owner is someone else's once every task record of
+    /// its array read so far is; never one read fine, one skipped on purpose, one whose tasks
+    /// include ours, nor one no task record speaks for.
+    #[test]
+    fn an_unreadable_array_is_someone_elses_when_its_tasks_are() {
+        let task = |id: u32, array: u32, comment: Option<&str>| Job {
+            array_job_id: Some(array),
+            array_task_id: Some(id - array),
+            ..job(id, "COMPLETED", comment)
+        };
+        let mut owners = ArrayOwners::new();
+        note_array_owners(
+            &Fetched::Details {
+                records: vec![
+                    task(11, 10, None),
+                    task(12, 10, None),
+                    task(21, 20, None),
+                    task(22, 20, Some(OURS)),
+                    task(31, 30, None),
+                    task(41, 40, None),
+                    // A plain job, and a meta record read whole: no task of another record.
+                    job(50, "PENDING", None),
+                    Job {
+                        array_job_id: Some(60),
+                        ..job(60, "PENDING", None)
+                    },
+                ],
+                missing: vec![],
+            },
+            &mut owners,
+        );
+        assert_eq!(
+            owners,
+            [(10, true), (20, false), (30, true), (40, true)].into()
+        );
+        // A later read of an ours task of 30 keeps it from being anyone's but its own.
+        note_array_owners(&Fetched::Full(vec![task(32, 30, Some(OURS))]), &mut owners);
+        assert!(!owners[&30]);
+
+        let mut tracker: Tracker = [
+            (10, tracked("PENDING", Known::Unresolved)),
+            (20, tracked("PENDING", Known::Unresolved)),
+            (30, tracked("PENDING", Known::Unresolved)),
+            (40, tracked("RUNNING", Known::Unresolved)),
+            (45, tracked("PENDING", Known::Unresolved)),
+            (50, tracked("PENDING", Known::Skipped)),
+            (60, tracked("PENDING", Known::Unresolved)),
+        ]
+        .into();
+        owners.insert(50, true);
+        // 60 was read: not unreadable, so left to its read even were its tasks known.
+        owners.insert(60, true);
+        let resolved = resolve_unreadable_arrays(&mut tracker, [10, 20, 30, 40, 45, 50], &owners);
+        assert_eq!(resolved, [10, 40]);
+        assert_eq!(tracker[&10].known, foreign());
+        assert_eq!(tracker[&10].stale, Stale::No);
+        assert_eq!(tracker[&40].known, foreign());
+        assert_eq!(
+            tracker[&40].stale,
+            Stale::Refresh,
+            "it holds nodes: read again for them"
+        );
+        for (id, known) in [
+            (20, Known::Unresolved),
+            (30, Known::Unresolved),
+            (45, Known::Unresolved),
+            (50, Known::Skipped),
+            (60, Known::Unresolved),
+        ] {
+            assert_eq!(tracker[&id].known, known, "{id}");
+        }
+        // Now known: it holds up the sync no more.
+        let none = BTreeSet::new();
+        let asks = Asks {
+            wanted: &none,
+            submitted: &none,
+            held: &none,
+            waiting: &none,
+        };
+        assert!(!unread_blocks_sync(&tracker, asks, 10));
+        assert!(unread_blocks_sync(&tracker, asks, 20));
     }
 
     #[test]

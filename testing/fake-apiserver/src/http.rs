@@ -201,13 +201,14 @@ pub(crate) async fn handle(State(shared): State<Shared>, request: Request) -> Re
             ))
             .or_default() += 1;
     }
+    // Authorization comes before the resource is looked up, as on the real server.
+    if store.forbidden_namespaces.contains(&path.namespace) {
+        return forbidden(&method, &path, watching(&options)).response();
+    }
     let target = match resolve(&store, &path) {
         Ok(target) => target,
         Err(failure) => return failure.response(),
     };
-    if store.forbidden_namespaces.contains(&path.namespace) {
-        return forbidden(&method, &target, watching(&options)).response();
-    }
     if path.subresource.as_deref() == Some("log") {
         let response = pod_log(&store, &target, &method);
         return response;
@@ -235,8 +236,8 @@ fn watching(options: &Options) -> bool {
 }
 
 /// RBAC's refusal, worded as the real server words it (the client's name aside).
-fn forbidden(method: &Method, target: &Target, watch: bool) -> Failure {
-    let verb = match (method.as_str(), &target.path.name) {
+fn forbidden(method: &Method, path: &Path, watch: bool) -> Failure {
+    let verb = match (method.as_str(), &path.name) {
         ("GET", _) if watch => "watch",
         ("GET", Some(_)) => "get",
         ("GET", None) => "list",
@@ -246,7 +247,10 @@ fn forbidden(method: &Method, target: &Target, watch: bool) -> Failure {
         ("DELETE", _) => "delete",
         _ => "use",
     };
-    let path = &target.path;
+    let resource = match &path.subresource {
+        Some(sub) => format!("{}/{sub}", path.plural),
+        None => path.plural.clone(),
+    };
     let named = path
         .name
         .as_ref()
@@ -258,9 +262,8 @@ fn forbidden(method: &Method, target: &Target, watch: bool) -> Failure {
         format!("{}.{}", path.plural, path.group)
     };
     Failure::Forbidden(format!(
-        "{qualified}{named} is forbidden: User \"fake\" cannot {verb} resource \"{plural}\" \
+        "{qualified}{named} is forbidden: User \"fake\" cannot {verb} resource \"{resource}\" \
          in API group \"{group}\" in the namespace \"{namespace}\"",
-        plural = path.plural,
         group = path.group,
         namespace = path.namespace,
     ))

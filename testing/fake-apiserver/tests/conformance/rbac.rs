@@ -51,6 +51,22 @@ async fn a_forbidden_namespace_refuses_every_request_in_it_alone() {
     assert_eq!(code, 403);
     assert!(message.contains("cannot watch resource"), "{message}");
 
+    let (code, _, message) = refused(
+        team_b
+            .patch_status(
+                "w",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"status": {"a": 1}})),
+            )
+            .await
+            .map(drop),
+    );
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("cannot patch resource \"widgets/status\""),
+        "{message}"
+    );
+
     // Elsewhere as before.
     team_a
         .create(&PostParams::default(), &object("w"))
