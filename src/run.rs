@@ -457,18 +457,26 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     ctx.slurmjob_debounce = args.slurmjob_debounce;
     ctx.reconcile_concurrency = args.reconcile_concurrency.max(1);
     info!(namespace = %ctx.credentials_namespace, "SlurmCluster credentials are read from this namespace only");
-    match tag_key(
-        &client,
-        &ctx.credentials_namespace,
-        &args.tag_key_secret,
-        args.create_tag_key,
-        &args.scopes(),
-        args.refused_namespace_grace,
-    )
-    .await
-    {
-        Ok(key) => ctx.tag_key = key,
-        Err(error) => {
+    let scopes = args.scopes();
+    let key = tokio::select! {
+        key = tag_key(
+            &client,
+            &ctx.credentials_namespace,
+            &args.tag_key_secret,
+            args.create_tag_key,
+            &scopes,
+            args.refused_namespace_grace,
+        ) => Some(key),
+        () = shutdown.cancelled() => None,
+    };
+    match key {
+        None => {
+            info!("stopped before the tag key was read");
+            let _ = server.await;
+            return Ok(());
+        }
+        Some(Ok(key)) => ctx.tag_key = key,
+        Some(Err(error)) => {
             shutdown.cancel();
             let _ = server.await;
             return Err(error);
@@ -742,8 +750,9 @@ async fn live_tagged_slurmjobs(
     refused_grace: Duration,
 ) -> Result<Vec<String>, kube::Error> {
     let mut live = Vec::new();
+    // One grace for every refused namespace together, not one each.
+    let deadline = std::time::Instant::now() + refused_grace;
     for scope in scopes {
-        let mut refused_since = None;
         let api: Api<CachedSlurmJob> = match scope {
             Some(namespace) => Api::namespaced(client.clone(), namespace),
             None => Api::all(client.clone()),
@@ -757,8 +766,7 @@ async fn live_tagged_slurmjobs(
                 // after the operator); then its SlurmJobs, if any ran with the lost key, will
                 // call their jobs Lost.
                 Err(kube::Error::Api(status)) if status.code == 403 && scope.is_some() => {
-                    let since = *refused_since.get_or_insert_with(std::time::Instant::now);
-                    if since.elapsed() < refused_grace {
+                    if std::time::Instant::now() < deadline {
                         tokio::time::sleep(READY_POLL.max(Duration::from_secs(1))).await;
                         continue;
                     }
@@ -913,22 +921,30 @@ mod tests {
         }
     }
 
-    /// The probe clears a pair the API server serves again, and keeps one it still refuses.
+    /// The probe clears a pair the API server serves again whose watch had listed before (one
+    /// refused mid-run), keeps one it still refuses, and leaves one never listed to its watch:
+    /// its cache is still empty.
     #[tokio::test]
-    async fn the_probe_clears_what_is_served_again() {
+    async fn the_probe_clears_what_is_served_again_and_had_listed() {
+        use crate::crd::SlurmJob;
+        use kube::runtime::watcher::Event;
         let api = fake_apiserver::FakeApiServer::start_with_crds(crate::crd::all()).await;
         api.forbid_namespace("b");
         let refused = crate::controller::context::RefusedNamespaces::new(Metrics::new());
-        refused.set("a", SLURMJOBS, true);
-        refused.set("b", SLURMJOBS, true);
-        refused.set("b", SLURMNODESETS, true);
+        for namespace in ["a", "b"] {
+            refused.observe::<SlurmJob>(namespace, SLURMJOBS, &Ok(Event::InitDone));
+            refused.set(namespace, SLURMJOBS, true);
+        }
+        refused.set("c", SLURMJOBS, true);
         refused.probe(&api.client()).await;
         assert_eq!(
             refused.marked(),
-            [("b".to_owned(), SLURMJOBS), ("b".to_owned(), SLURMNODESETS)]
+            [("b".to_owned(), SLURMJOBS), ("c".to_owned(), SLURMJOBS)]
         );
         api.allow_namespace("b");
         refused.probe(&api.client()).await;
+        assert_eq!(refused.marked(), [("c".to_owned(), SLURMJOBS)]);
+        refused.observe::<SlurmJob>("c", SLURMJOBS, &Ok(Event::InitDone));
         assert!(refused.marked().is_empty());
     }
 

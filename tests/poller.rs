@@ -35,6 +35,9 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// Held by the tests that submit bursts of jobs or count the requests a burst changes (the
 /// first sync walks down the newest jobs: another test's burst a second earlier would be them).
 static BURSTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// Held by the tests that make a record too large to read: one's tagged array, met by the
+/// other's poller (which reads every job), would hold up that poller's sync.
+static LARGE_RECORDS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Counts requests by operation id.
 #[derive(Default)]
@@ -1754,6 +1757,7 @@ async fn a_job_renamed_in_latin1_does_not_stop_the_poll() {
 #[tokio::test]
 async fn a_record_too_large_to_read_is_that_jobs_failure_not_the_polls() {
     let slurm = require_slurm!();
+    let _large = LARGE_RECORDS.lock().await;
     let client = slurm.client();
     const LIMIT: u64 = 64 * 1024;
     let tuning = poller::Tuning {
@@ -1854,6 +1858,7 @@ async fn a_record_too_large_to_read_is_that_jobs_failure_not_the_polls() {
 #[tokio::test]
 async fn another_users_array_too_large_to_read_does_not_hold_up_the_sync() {
     let slurm = require_slurm!();
+    let _large = LARGE_RECORDS.lock().await;
     let client = slurm.client();
     const LIMIT: u64 = 64 * 1024;
     let mut request = slurm.job("poller-foreign-unreadable-array", "true");

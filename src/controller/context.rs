@@ -134,6 +134,10 @@ impl SlurmJobCaches {
 pub struct RefusedNamespaces {
     /// By (namespace, kind of the watch).
     since: Mutex<BTreeMap<(String, &'static str), Instant>>,
+    /// The (namespace, kind) whose watch has listed at least once: only these may be cleared
+    /// by [`RefusedNamespaces::probe`]; one never listed is cleared by its first list, when
+    /// its cache stops being empty.
+    listed: Mutex<BTreeSet<(String, &'static str)>>,
     metrics: Arc<Metrics>,
 }
 
@@ -141,6 +145,7 @@ impl RefusedNamespaces {
     pub fn new(metrics: Arc<Metrics>) -> Self {
         Self {
             since: Mutex::default(),
+            listed: Mutex::default(),
             metrics,
         }
     }
@@ -165,6 +170,13 @@ impl RefusedNamespaces {
             Err(_) => return,
             // Sent before the (re)list is asked: says nothing yet.
             Ok(watcher::Event::Init) => return,
+            Ok(watcher::Event::InitDone) => {
+                self.listed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert((namespace.to_owned(), kind));
+                false
+            }
             Ok(_) => false,
         };
         self.set(namespace, kind, refused);
@@ -226,28 +238,70 @@ impl RefusedNamespaces {
         self.marked().into_iter().map(|(ns, _)| ns).collect()
     }
 
-    /// Ask again, with a list of one object, whether each refused pair is still refused, and
-    /// clear the ones served: a watch that gets its rights back after it had listed resumes
-    /// without an event to tell it ([`RefusedNamespaces::observe`]).
+    /// `stream`, the watch of `kind` in `namespace`, telling these of its refusals (403) and
+    /// of its lists. A watch of all namespaces tells nothing: its rights are the operator's
+    /// ClusterRole, which no tenant can take away.
+    pub fn reporting<K, S>(
+        self: &Arc<Self>,
+        stream: S,
+        namespace: Option<&str>,
+        kind: &'static str,
+    ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + use<K, S>
+    where
+        S: futures::Stream<Item = watcher::Result<watcher::Event<K>>>,
+    {
+        use futures::StreamExt;
+        let (refused, namespace) = (Arc::clone(self), namespace.map(str::to_owned));
+        stream.inspect(move |result| {
+            if let Some(namespace) = &namespace {
+                refused.observe(namespace, kind, result);
+            }
+        })
+    }
+
+    /// Ask again whether each refused pair whose watch had listed before is still refused (a
+    /// list of one object, and a watch from it that ends within a second), and clear the ones
+    /// served: such a watch gets its rights back without an event to tell it
+    /// ([`RefusedNamespaces::observe`]).
     pub async fn probe(&self, client: &kube::Client) {
+        let listed = self
+            .listed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         for (namespace, kind) in self.marked() {
-            let params = kube::api::ListParams::default().limit(1);
-            let answer = match kind {
-                SLURMJOBS => Api::<SlurmJob>::namespaced(client.clone(), &namespace)
-                    .list_metadata(&params)
-                    .await
-                    .map(drop),
-                SLURMNODESETS => Api::<SlurmNodeSet>::namespaced(client.clone(), &namespace)
-                    .list_metadata(&params)
-                    .await
-                    .map(drop),
+            if !listed.contains(&(namespace.clone(), kind)) {
+                continue;
+            }
+            let served = match kind {
+                SLURMJOBS => served(&Api::<SlurmJob>::namespaced(client.clone(), &namespace)).await,
+                SLURMNODESETS => {
+                    served(&Api::<SlurmNodeSet>::namespaced(client.clone(), &namespace)).await
+                }
                 _ => continue,
             };
-            if answer.is_ok() {
+            if served {
                 self.set(&namespace, kind, false);
             }
         }
     }
+}
+
+/// Whether `api` may be listed and watched (the watch is dropped as soon as it starts).
+async fn served<K>(api: &Api<K>) -> bool
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let Ok(page) = api
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+    else {
+        return false;
+    };
+    let version = page.metadata.resource_version.unwrap_or_default();
+    api.watch_metadata(&kube::api::WatchParams::default().timeout(1), &version)
+        .await
+        .is_ok()
 }
 
 /// The `kind` of the SlurmJob watch for [`RefusedNamespaces`].

@@ -31,7 +31,6 @@ use serde::de::DeserializeOwned;
 use tracing::{Instrument, debug, info_span, warn};
 
 use super::Context;
-use super::context::RefusedNamespaces;
 use crate::crd::{FIELD_MANAGER, FINALIZER};
 use crate::error_chain::Chain;
 use crate::state::events::Delivery;
@@ -618,26 +617,6 @@ where
     if let Err(error) = recorder.publish(&event, &object.object_ref(&())).await {
         warn!(error = %Chain(&error), reason = event.reason, "cannot publish an Event");
     }
-}
-
-/// `stream`, a watch in `namespace`, telling `refused` of its refusals (403) and of its
-/// recovery. A watch of all namespaces tells nothing: its rights are the operator's
-/// ClusterRole, which no tenant can take away.
-pub fn reporting_refusals<K, S>(
-    stream: S,
-    refused: Arc<RefusedNamespaces>,
-    namespace: Option<&str>,
-    kind: &'static str,
-) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + use<K, S>
-where
-    S: Stream<Item = watcher::Result<watcher::Event<K>>>,
-{
-    let namespace = namespace.map(str::to_owned);
-    stream.inspect(move |result| {
-        if let Some(namespace) = &namespace {
-            refused.observe(namespace, kind, result);
-        }
-    })
 }
 
 /// An API for `namespace`, or for all namespaces.

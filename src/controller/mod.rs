@@ -20,4 +20,4 @@ pub mod slurmjob;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use context::{Context, DeletedCluster};
+pub use context::{Context, DeletedCluster, SLURMJOBS, SLURMNODESETS};

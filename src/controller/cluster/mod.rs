@@ -398,18 +398,30 @@ fn same_cluster(cluster: &SlurmCluster, now: &str, ctx: &Context) -> Result<(), 
 }
 
 /// The SlurmJobs with jobs that have not ended, and the SlurmNodeSets with nodes, that use
-/// `cluster` (`namespace/name`); and each watched namespace that refuses the operator
-/// (`namespace/*`): what it holds is not known, and a move is not undone.
+/// `cluster` (`namespace/name`); and each watched namespace that refuses the operator and
+/// might use it (`namespace/*`): what it holds is not known, and a move is not undone.
 fn holders(cluster: &SlurmCluster, ctx: &Context) -> Result<Vec<String>, Error> {
     let mut holders = ctx
         .slurmjobs
         .with_live_jobs(&cluster.name_any())
         .ok_or(Error::SlurmJobsNotListed)?;
     holders.extend(ctx.nodesets.holding(cluster));
+    let may_use = |namespace: &str| {
+        cluster
+            .spec
+            .node_set_namespaces
+            .iter()
+            .any(|n| n == namespace)
+            || cluster.spec.access.iter().any(|entry| {
+                entry.namespace_selector.is_some()
+                    || entry.namespaces.iter().any(|n| n == namespace)
+            })
+    };
     holders.extend(
         ctx.refused
             .namespaces()
             .into_iter()
+            .filter(|ns| may_use(ns))
             .map(|ns| format!("{ns}/*")),
     );
     Ok(holders)

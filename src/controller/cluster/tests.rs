@@ -1284,3 +1284,36 @@ async fn a_connection_never_follows_the_endpoint_to_another_slurm_cluster_in_use
         "registered: its poller follows the outage"
     );
 }
+
+/// A watched namespace that refuses the operator holds a SlurmCluster it might use (by name in
+/// `access` or `nodeSetNamespaces`, or any namespace where `access` selects by label) against a
+/// move to another Slurm cluster: what it holds is not known. One it cannot use does not.
+#[tokio::test]
+async fn a_namespace_that_refuses_the_operator_holds_what_it_might_use() {
+    let (ctx, _api) = Context::test();
+    let _writer = cached_slurmjobs(&ctx, vec![]);
+    for namespace in ["hpc", "team-a", "team-z"] {
+        ctx.refused
+            .set(namespace, crate::controller::context::SLURMJOBS, true);
+    }
+    let entry = |namespaces: &[&str], selector: Option<&str>| -> crate::crd::ClusterAccess {
+        serde_json::from_value(serde_json::json!({
+            "namespaces": namespaces,
+            "namespaceSelector": selector.map(|team| serde_json::json!({"matchLabels": {"team": team}})),
+            "slurmUser": "alice",
+        }))
+        .unwrap()
+    };
+    let mut by_name = cluster("c8", "https://slurm.example:6820");
+    by_name.spec.access = vec![entry(&["team-a"], None)];
+    by_name.spec.node_set_namespaces = vec!["hpc".into()];
+    assert_eq!(holders(&by_name, &ctx).unwrap(), ["hpc/*", "team-a/*"]);
+    let mut by_label = cluster("c8", "https://slurm.example:6820");
+    by_label.spec.access = vec![entry(&[], Some("a"))];
+    assert_eq!(
+        holders(&by_label, &ctx).unwrap(),
+        ["hpc/*", "team-a/*", "team-z/*"]
+    );
+    let unused = cluster("c8", "https://slurm.example:6820");
+    assert!(holders(&unused, &ctx).unwrap().is_empty());
+}

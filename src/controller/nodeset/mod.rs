@@ -1606,16 +1606,17 @@ pub fn run(
     let pods_api: Api<Pod> = kit::scoped_api(client, namespace);
     let (store, writer) = reflector::store();
     ctx.nodesets.add(store.clone());
-    let nodesets = kit::reporting_refusals(
-        watcher(nodesets_api, watcher::Config::default().any_semantic()).default_backoff(),
-        ctx.refused.clone(),
-        namespace,
-        super::context::SLURMNODESETS,
-    )
-    .modify(kit::trim_for_cache)
-    .reflect(writer)
-    .touched_objects()
-    .predicate_filter(predicates::generation, Default::default());
+    let nodesets = ctx
+        .refused
+        .reporting(
+            watcher(nodesets_api, watcher::Config::default().any_semantic()).default_backoff(),
+            namespace,
+            super::SLURMNODESETS,
+        )
+        .modify(kit::trim_for_cache)
+        .reflect(writer)
+        .touched_objects()
+        .predicate_filter(predicates::generation, Default::default());
     let triggers = kit::slurm_triggers(
         CONTROLLER,
         ctx.events.subscribe(),

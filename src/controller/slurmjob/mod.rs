@@ -1543,11 +1543,10 @@ pub fn run(
     let dependents = Arc::new(Dependents::default());
     let (waiters, waker, cached) = (Arc::clone(&dependents), wake.clone(), store.clone());
     let (by_uid, jobs) = kit::reflect_changes(
-        kit::reporting_refusals(
+        ctx.refused.reporting(
             watcher(jobs_api, watcher::Config::default().page_size(LIST_PAGE)).default_backoff(),
-            ctx.refused.clone(),
             namespace,
-            super::context::SLURMJOBS,
+            super::SLURMJOBS,
         ),
         writer,
         reacts_to,

@@ -875,9 +875,8 @@ pub fn note_array_owners(fetched: &Fetched, owners: &mut ArrayOwners) {
 /// new SlurmJob of the cluster ([`unread_blocks_sync`]). When the task records read so far are
 /// all someone else's, so is the array: it becomes [`Known::Foreign`]. Only for a record whose
 /// own read failed (`unreadable`), never in place of a read; one of ours is still read (its
-/// SlurmJob needs the record). One that holds nodes is read again for them later
-/// ([`Stale::Refresh`]), a failure then holding up nothing. Returns the ids resolved so: their
-/// records are no longer needed.
+/// SlurmJob needs the record). Returns the ids resolved so: their records are no longer needed
+/// (one that holds nodes is read again only when its state changes, as any other's).
 pub fn resolve_unreadable_arrays(
     tracker: &mut Tracker,
     unreadable: impl IntoIterator<Item = u32>,
@@ -890,9 +889,6 @@ pub fn resolve_unreadable_arrays(
         };
         if tracked.known == Known::Unresolved && owners.get(&id) == Some(&true) {
             tracked.known = Known::Foreign { run: None };
-            if holds_nodes(&tracked.state) {
-                tracked.stale = tracked.stale.max(Stale::Refresh);
-            }
             resolved.push(id);
         }
     }
@@ -1120,8 +1116,8 @@ mod tests {
         assert_eq!(tracker[&40].known, foreign());
         assert_eq!(
             tracker[&40].stale,
-            Stale::Refresh,
-            "it holds nodes: read again for them"
+            Stale::No,
+            "not asked again for its nodes"
         );
         for (id, known) in [
             (20, Known::Unresolved),
