@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use slurm_operator::crd::SlurmCluster;
 use slurm_operator::metrics::Metrics;
 use slurm_operator::slurm::tag::{OwnerTag, TAG_PREFIX as JOB_TAG_PREFIX};
-use slurm_operator::slurm::types::{Changes, JobBaseState, JobUpdate};
+use slurm_operator::slurm::types::{Changes, JobBaseState, JobUpdate, SubmitRequest};
 use slurm_operator::slurm::{ClientConfig, Credentials, RequestObserver, RetryPolicy, SlurmClient};
 use slurm_operator::state::index::{Health, IndexReader, SlurmEvent};
 use slurm_operator::state::poller::{self, PollerConfig, PollerHandle};
@@ -38,6 +38,17 @@ static BURSTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// Held by the tests that make a record too large to read: one's tagged array, met by the
 /// other's poller (which reads every job), would hold up that poller's sync.
 static LARGE_RECORDS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A job of `slurm`'s user running `true`, with `comment`, held an hour from starting.
+fn held_job(slurm: &common::LocalSlurm, name: &str, comment: Option<String>) -> SubmitRequest {
+    let mut request = slurm.job(name, "true");
+    request.comment = comment;
+    request.extra.insert(
+        "begin_time".into(),
+        json!({"set": true, "number": epoch_now() + 3600}),
+    );
+    request
+}
 
 /// Counts requests by operation id.
 #[derive(Default)]
@@ -457,12 +468,7 @@ async fn quiet_cycles_cost_the_same_with_1_or_200_jobs() {
 
     // Someone else's held jobs (untagged), an hour from starting.
     let name = common::unique("poller-held");
-    let mut request = slurm.job(&name, "true");
-    request.comment = Some(name.clone());
-    request.extra.insert(
-        "begin_time".into(),
-        json!({"set": true, "number": epoch_now() + 3600}),
-    );
+    let request = held_job(&slurm, &name, Some(name.clone()));
     let mut held = CancelOnDrop::new(
         &slurm,
         vec![client.submit_job(&request).await.unwrap().job_id],
@@ -817,6 +823,16 @@ fn start_configured(
         events,
         requests,
     }
+}
+
+/// A poller of the local Slurm that reads answers of at most `limit` bytes.
+fn start_limited(slurm: &common::LocalSlurm, limit: u64, tuning: poller::Tuning) -> Running {
+    start_configured(
+        slurm.config().with_max_response_bytes(limit),
+        slurm.credentials(),
+        tuning,
+        INTERVAL,
+    )
 }
 
 /// Held jobs (begin time a day ahead: none runs), `count` of them, tagged with `tag` or untagged.
@@ -1721,12 +1737,7 @@ async fn a_job_renamed_in_latin1_does_not_stop_the_poll() {
     let mut poller = start_local(&slurm);
     synced(&mut poller.index).await;
     let tag = format!("{JOB_TAG_PREFIX}{},generation=1", common::unique("latin1"));
-    let mut ours = slurm.job("poller-latin1", "true");
-    ours.comment = Some(tag);
-    ours.extra.insert(
-        "begin_time".into(),
-        json!({"set": true, "number": epoch_now() + 3600}),
-    );
+    let ours = held_job(&slurm, "poller-latin1", Some(tag));
     let ours = client.submit_job(&ours).await.unwrap().job_id;
     let _cancel = CancelOnDrop::new(&slurm, vec![ours]);
     wait_index(&mut poller.index, "our job", TIMEOUT, |s| {
@@ -1766,23 +1777,10 @@ async fn a_record_too_large_to_read_is_that_jobs_failure_not_the_polls() {
         pending_refresh_every: Duration::from_secs(1),
         ..poller::Tuning::default()
     };
-    let mut poller = start_configured(
-        slurm.config().with_max_response_bytes(LIMIT),
-        slurm.credentials(),
-        tuning,
-        INTERVAL,
-    );
+    let mut poller = start_limited(&slurm, LIMIT, tuning);
     synced(&mut poller.index).await;
     let tag = format!("{JOB_TAG_PREFIX}{},generation=1", common::unique("unread"));
-    let held = |name: &str| {
-        let mut request = slurm.job(name, "true");
-        request.comment = Some(tag.clone());
-        request.extra.insert(
-            "begin_time".into(),
-            json!({"set": true, "number": epoch_now() + 3600}),
-        );
-        request
-    };
+    let held = |name: &str| held_job(&slurm, name, Some(tag.clone()));
     let mut array = held("poller-unreadable-array");
     array.array = Some("0-19".into());
     let array = client.submit_job(&array).await.unwrap().job_id;
@@ -1861,11 +1859,7 @@ async fn another_users_array_too_large_to_read_does_not_hold_up_the_sync() {
     let _large = LARGE_RECORDS.lock().await;
     let client = slurm.client();
     const LIMIT: u64 = 64 * 1024;
-    let mut request = slurm.job("poller-foreign-unreadable-array", "true");
-    request.extra.insert(
-        "begin_time".into(),
-        json!({"set": true, "number": epoch_now() + 3600}),
-    );
+    let mut request = held_job(&slurm, "poller-foreign-unreadable-array", None);
     request.array = Some("0-19".into());
     let array = client.submit_job(&request).await.unwrap().job_id;
     let _cancel_array = CancelOnDrop::new(&slurm, vec![array]);
@@ -1878,12 +1872,7 @@ async fn another_users_array_too_large_to_read_does_not_hold_up_the_sync() {
         skip_first_sync: false,
         ..poller::Tuning::default()
     };
-    let mut poller = start_configured(
-        slurm.config().with_max_response_bytes(LIMIT),
-        slurm.credentials(),
-        tuning,
-        INTERVAL,
-    );
+    let mut poller = start_limited(&slurm, LIMIT, tuning);
     let state = wait_index(&mut poller.index, "a synced index", TIMEOUT, |s| {
         (s.health.is_up() && s.jobs_synced_at.is_some()).then(|| s.clone())
     })

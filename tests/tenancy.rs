@@ -99,31 +99,45 @@ async fn ended(jobs: &Api<SlurmJob>, name: &str) -> SlurmJob {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
-    let slurm = require_slurm!();
+/// The in-memory API server serving the CRDs, with `namespaces` (name, labels); a kubeconfig
+/// for the operator process (in the directory returned, removed when dropped) and a client.
+async fn api_with_namespaces(
+    namespaces: &[(&str, Value)],
+) -> (
+    fake_apiserver::FakeApiServer,
+    tempfile::TempDir,
+    std::path::PathBuf,
+    kube::Client,
+) {
     slurm_operator::tls::install_crypto_provider();
     let api = fake_apiserver::FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = api.write_kubeconfig(dir.path());
     let client = api.client();
-
-    // The namespaces, team-b labelled (its access is by label).
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for (name, labels) in [
-        (CREDENTIALS, json!({})),
-        ("team-a", json!({})),
-        ("team-b", json!({"hpc.example.org/team": "b"})),
-        ("team-c", json!({})),
-    ] {
+    let namespaces_api: Api<Namespace> = Api::all(client.clone());
+    for (name, labels) in namespaces {
         apply(
-            &namespaces,
+            &namespaces_api,
             name,
             json!({"apiVersion": "v1", "kind": "Namespace",
                    "metadata": {"name": name, "labels": labels}}),
         )
         .await;
     }
+    (api, dir, kubeconfig, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
+    let slurm = require_slurm!();
+    // The namespaces, team-b labelled (its access is by label).
+    let (_api, _dir, kubeconfig, client) = api_with_namespaces(&[
+        (CREDENTIALS, json!({})),
+        ("team-a", json!({})),
+        ("team-b", json!({"hpc.example.org/team": "b"})),
+        ("team-c", json!({})),
+    ])
+    .await;
 
     // The platform admin's part: the key, marked, in the credentials namespace; the cluster.
     common::scenario::seed_credentials(&client, &slurm).await;
@@ -362,20 +376,12 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_that_refuses_the_operator_holds_up_no_other() {
     let slurm = require_slurm!();
-    slurm_operator::tls::install_crypto_provider();
-    let api = fake_apiserver::FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = api.write_kubeconfig(dir.path());
-    let client = api.client();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for name in [CREDENTIALS, "team-a", "team-b"] {
-        apply(
-            &namespaces,
-            name,
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-        )
-        .await;
-    }
+    let (api, _dir, kubeconfig, client) = api_with_namespaces(&[
+        (CREDENTIALS, json!({})),
+        ("team-a", json!({})),
+        ("team-b", json!({})),
+    ])
+    .await;
     common::scenario::seed_credentials(&client, &slurm).await;
     let clusters: Api<SlurmCluster> = Api::all(client.clone());
     let cluster = |access: Value| {
