@@ -2,7 +2,7 @@
 //! of its own (the SlurmJob controller's submissions) keeps it in its own context around this.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -138,6 +138,9 @@ pub struct RefusedNamespaces {
     /// by [`RefusedNamespaces::probe`]; one never listed is cleared by its first list, when
     /// its cache stops being empty.
     listed: Mutex<BTreeSet<(String, &'static str)>>,
+    /// How many pairs `since` holds, read without its lock: every event of every watch clears,
+    /// and almost always there is nothing to clear.
+    marks: AtomicUsize,
     metrics: Arc<Metrics>,
 }
 
@@ -146,6 +149,7 @@ impl RefusedNamespaces {
         Self {
             since: Mutex::default(),
             listed: Mutex::default(),
+            marks: AtomicUsize::new(0),
             metrics,
         }
     }
@@ -184,6 +188,11 @@ impl RefusedNamespaces {
 
     /// Mark or clear `kind` in `namespace`; logs and the metric follow.
     pub fn set(&self, namespace: &str, kind: &'static str, refused: bool) {
+        // Only this pair's own watch (one stream, in order) marks it, so a clear that reads no
+        // marks cannot miss one of its own.
+        if !refused && self.marks.load(Ordering::Acquire) == 0 {
+            return;
+        }
         let mut since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (namespace.to_owned(), kind);
         let changed = if refused {
@@ -198,6 +207,7 @@ impl RefusedNamespaces {
             since.remove(&key).is_some()
         };
         if changed {
+            self.marks.store(since.len(), Ordering::Release);
             let still = since.keys().any(|(ns, _)| ns == namespace);
             drop(since);
             self.metrics.namespace_refused(namespace, still);
