@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, PostParams};
 
-use crate::controller::context::{Context, SLURMJOBS, SLURMNODESETS};
+use crate::controller::context::{Context, RefusedNamespaces, SLURMJOBS, SLURMNODESETS};
 use crate::crd::CREDENTIALS_LABEL;
 use crate::crd::slurmjob::CachedSlurmJob;
 use crate::http::{self, Readiness};
@@ -451,6 +451,10 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     }
 
     let mut ctx = Context::new(client.clone(), metrics);
+    ctx.refused = std::sync::Arc::new(RefusedNamespaces::new(
+        ctx.metrics.clone(),
+        args.refused_namespace_grace,
+    ));
     ctx.credentials_namespace = args.credentials_namespace();
     ctx.allowed_endpoints = args.allowed_endpoints.clone();
     ctx.deletion_deadline = args.deletion_deadline();
@@ -930,7 +934,7 @@ mod tests {
         use kube::runtime::watcher::Event;
         let api = fake_apiserver::FakeApiServer::start_with_crds(crate::crd::all()).await;
         api.forbid_namespace("b");
-        let refused = crate::controller::context::RefusedNamespaces::new(Metrics::new());
+        let refused = RefusedNamespaces::new(Metrics::new(), Duration::ZERO);
         for namespace in ["a", "b"] {
             refused.observe::<SlurmJob>(namespace, SLURMJOBS, &Ok(Event::InitDone));
             refused.set(namespace, SLURMJOBS, true);
@@ -953,6 +957,10 @@ mod tests {
         let cli = RunCommand::try_parse_from(["run"]).unwrap();
         assert_eq!(cli.run.scopes(), [None]);
         assert_eq!(cli.run.metrics_addr, "0.0.0.0:8080".parse().unwrap());
+        assert_eq!(
+            cli.run.refused_namespace_grace,
+            crate::controller::context::DEFAULT_REFUSED_NAMESPACE_GRACE
+        );
         let cli = RunCommand::try_parse_from([
             "run",
             "--namespace",

@@ -34,6 +34,10 @@ pub const DEFAULT_DELETION_DEADLINE: std::time::Duration = std::time::Duration::
 /// resyncs the objects of that poller's SlurmClusters (and no others).
 pub const EVENT_CHANNEL_CAPACITY: usize = 4096;
 
+/// `run --refused-namespace-grace`'s default: how long a watched namespace that refuses the
+/// operator may hold up what waits for its caches ([`RefusedNamespaces::past_grace`]).
+pub const DEFAULT_REFUSED_NAMESPACE_GRACE: Duration = Duration::from_secs(30);
+
 /// A SlurmCluster being deleted, as the SlurmJob controller's rule ([`HoldsCluster`]) reads it.
 #[derive(Debug, Clone, Copy)]
 pub struct DeletedCluster<'a> {
@@ -102,8 +106,21 @@ impl SlurmJobCaches {
 
     /// The SlurmJobs (`namespace/name`) that still need `cluster`'s client; `None` until every
     /// cache has had its first list (a process without SlurmJob controllers has none).
+    /// A namespace refused past the grace holds nothing: its cached SlurmJobs are what it was
+    /// before the refusal, and the operator could not act on them anyway.
     pub fn holding(&self, cluster: &DeletedCluster<'_>, ctx: &Context) -> Option<Vec<String>> {
-        self.each_listed(|jobs, holding| holding(jobs, cluster, ctx))
+        self.each_listed(|jobs, holding| {
+            let refused = |job: &Arc<CachedSlurmJob>| {
+                let namespace = job.meta().namespace.as_deref().unwrap_or_default();
+                ctx.refused.past_grace(namespace, SLURMJOBS)
+            };
+            if jobs.iter().any(refused) {
+                let served: Vec<_> = jobs.iter().filter(|job| !refused(job)).cloned().collect();
+                holding(&served, cluster, ctx)
+            } else {
+                holding(jobs, cluster, ctx)
+            }
+        })
     }
 
     /// What `names` finds in each cache (with its controller's rule), together; `None` until
@@ -141,15 +158,18 @@ pub struct RefusedNamespaces {
     /// How many pairs `since` holds, read without its lock: every event of every watch clears,
     /// and almost always there is nothing to clear.
     marks: AtomicUsize,
+    /// How long a pair must have been refused to count as empty ([`Self::past_grace`]).
+    grace: Duration,
     metrics: Arc<Metrics>,
 }
 
 impl RefusedNamespaces {
-    pub fn new(metrics: Arc<Metrics>) -> Self {
+    pub fn new(metrics: Arc<Metrics>, grace: Duration) -> Self {
         Self {
             since: Mutex::default(),
             listed: Mutex::default(),
             marks: AtomicUsize::new(0),
+            grace,
             metrics,
         }
     }
@@ -231,6 +251,17 @@ impl RefusedNamespaces {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&(namespace.to_owned(), kind))
             .map(Instant::elapsed)
+    }
+
+    /// Whether `kind` in `namespace` has been refused for the grace or longer: what the
+    /// operator's cache shows of it counts as nothing, as at start (`run::startup`). Its cache
+    /// keeps what it held before the refusal (a failed watch clears nothing), which the
+    /// operator can neither update nor act on: a SlurmCluster's deletion must not wait for it.
+    pub fn past_grace(&self, namespace: &str, kind: &'static str) -> bool {
+        self.marks.load(Ordering::Acquire) > 0
+            && self
+                .refused_for(namespace, kind)
+                .is_some_and(|refused| refused >= self.grace)
     }
 
     /// The (namespace, kind) pairs refused now.
@@ -348,7 +379,9 @@ impl NodeSetCaches {
     /// collection would then delete its slurmd pods undrained, ending their jobs. A live set
     /// the cluster does not admit, or one scaled to 0 with no pod left, has nothing to drain
     /// through it (and a set in a namespace not admitted could otherwise hold any cluster).
-    pub fn holding(&self, cluster: &SlurmCluster) -> Vec<String> {
+    /// Nor does one in a namespace refused past the grace (`refused`): its cache shows it as it
+    /// was before the refusal, and the operator can act on it no more than on its SlurmJobs.
+    pub fn holding(&self, cluster: &SlurmCluster, refused: &RefusedNamespaces) -> Vec<String> {
         let name = cluster.metadata.name.as_deref().unwrap_or_default();
         let admitted = |namespace: &str| {
             cluster
@@ -366,6 +399,7 @@ impl NodeSetCaches {
                 let has_pods =
                     set.spec.replicas > 0 || set.status.as_ref().is_some_and(|s| s.replicas > 0);
                 set.spec.cluster_name == name
+                    && !refused.past_grace(namespace, SLURMNODESETS)
                     && set
                         .metadata
                         .finalizers
@@ -450,7 +484,10 @@ impl Context {
         };
         let events = Arc::new(EventHub::new(EVENT_CHANNEL_CAPACITY));
         let now = Utc::now();
-        let refused = Arc::new(RefusedNamespaces::new(metrics.clone()));
+        let refused = Arc::new(RefusedNamespaces::new(
+            metrics.clone(),
+            DEFAULT_REFUSED_NAMESPACE_GRACE,
+        ));
         Self {
             recorder: EventRecorder::new(client.clone(), reporter),
             client,

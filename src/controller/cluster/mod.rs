@@ -405,7 +405,7 @@ fn holders(cluster: &SlurmCluster, ctx: &Context) -> Result<Vec<String>, Error> 
         .slurmjobs
         .with_live_jobs(&cluster.name_any())
         .ok_or(Error::SlurmJobsNotListed)?;
-    holders.extend(ctx.nodesets.holding(cluster));
+    holders.extend(ctx.nodesets.holding(cluster, &ctx.refused));
     let may_use = |namespace: &str| {
         cluster
             .spec
@@ -660,7 +660,7 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
         .holding(&deleted, ctx)
         .ok_or(Error::SlurmJobsNotListed)?;
     // Sets drain and remove their nodes through this cluster's client when they go.
-    let sets = ctx.nodesets.holding(cluster);
+    let sets = ctx.nodesets.holding(cluster, &ctx.refused);
     if !users.is_empty() || !sets.is_empty() {
         // The SlurmJobs' deletions cancel, and the sets drain, through this connection: connect
         // again when there is none (deleted while the operator was down, or before this replica

@@ -1317,3 +1317,50 @@ async fn a_namespace_that_refuses_the_operator_holds_what_it_might_use() {
     let unused = cluster("c8", "https://slurm.example:6820");
     assert!(holders(&unused, &ctx).unwrap().is_empty());
 }
+
+/// A watched namespace that has refused the operator (its Role deleted after the caches
+/// listed) for the grace or longer holds no deletion: its cached SlurmJobs and SlurmNodeSets
+/// are what they were before the refusal (a failed watch clears nothing), and the operator can
+/// act on none of them. Within the grace they hold it, as any cached ones do.
+#[tokio::test]
+async fn a_namespace_refused_past_the_grace_holds_no_deletion() {
+    use crate::controller::context::{RefusedNamespaces, SLURMJOBS, SLURMNODESETS};
+    let running = serde_json::json!({"phase": "Running", "jobId": 5, "observedGeneration": 1, "submittedGeneration": 1});
+    let mut cluster = deleting(cluster("c10", "http://127.0.0.1:1"));
+    cluster.spec.node_set_namespaces = vec!["hpc".into()];
+    let mut living = nodeset_of("living", "c10", true, false);
+    living.spec.replicas = 2;
+    let setup = |grace: Duration| {
+        let (mut ctx, api) = Context::test();
+        ctx.refused = Arc::new(RefusedNamespaces::new(ctx.metrics.clone(), grace));
+        ctx.refused.set("team", SLURMJOBS, true);
+        ctx.refused.set("hpc", SLURMNODESETS, true);
+        register_unreachable(&ctx, &ObjectRef::from_obj(&cluster));
+        let jobs = cached_slurmjobs(
+            &ctx,
+            vec![slurmjob("still-running", "c10", true, running.clone())],
+        );
+        let (store, mut sets) = reflector::store();
+        sets.apply_watcher_event(&watcher::Event::Init);
+        sets.apply_watcher_event(&watcher::Event::InitApply(living.clone()));
+        sets.apply_watcher_event(&watcher::Event::InitDone);
+        ctx.nodesets.add(store);
+        (Arc::new(ctx), api, jobs, sets)
+    };
+
+    let (ctx, mut api, _jobs, _sets) = setup(Duration::from_secs(3600));
+    expect_held(
+        &cluster,
+        &ctx,
+        &mut api,
+        "InUseBySlurmJobs",
+        "team/still-running",
+        &[],
+    )
+    .await;
+    assert_eq!(ctx.nodesets.holding(&cluster, &ctx.refused), ["hpc/living"]);
+
+    let (ctx, api, _jobs, _sets) = setup(Duration::ZERO);
+    assert!(ctx.nodesets.holding(&cluster, &ctx.refused).is_empty());
+    expect_released(cluster, &ctx, api).await;
+}
