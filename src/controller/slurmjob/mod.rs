@@ -297,14 +297,24 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
     // answer, which is the whole object (its script included): a burst's submits wait neither
     // for the watch to bring each object back nor for a read of its spec (issue 19).
     let (job, whole) = if kit::lacks_finalizer(job.as_ref()) {
-        // Refused by its SlurmCluster's access (the caches say so; not knowing is no refusal),
-        // it submits nothing: without the finalizer its deletion needs nothing, and it cannot
-        // hold the SlurmCluster's deletion as one whose submit answer may be lost does
+        // Refused by its SlurmCluster's access (the caches say so), it submits nothing:
+        // without the finalizer its deletion needs nothing, and it cannot hold the
+        // SlurmCluster's deletion as one whose submit answer may be lost does
         // (`plan::needs_cluster`). Granted later, it gets the finalizer before its submit.
-        if job.meta().deletion_timestamp.is_none()
-            && let Ok(Err(refusal)) = grant(&job, namespace, data)
-        {
-            return refuse(&job, namespace, refusal, &data.ctx).await;
+        // Not known yet (a cache still filling at a start) is neither: retried, without the
+        // finalizer. A SlurmCluster no connection knows of goes on, to be told apart as not
+        // found or not connected (`apply`).
+        if job.meta().deletion_timestamp.is_none() {
+            match grant(&job, namespace, data) {
+                Ok(Err(refusal)) => return refuse(&job, namespace, refusal, &data.ctx).await,
+                Err(error @ Error::NamespaceNotCached(_)) => return Err(error),
+                Err(error @ Error::ClusterNotReady(_))
+                    if data.ctx.clusters.contains(&cluster_of(&job)) =>
+                {
+                    return Err(error);
+                }
+                Ok(Ok(_)) | Err(_) => {}
+            }
         }
         let name = job
             .meta()

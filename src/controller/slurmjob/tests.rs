@@ -2236,19 +2236,24 @@ async fn a_namespace_not_cached_yet_is_not_taken_for_one_without_labels() {
         }]),
     );
     let job = finalized(slurm_job("early", "#!/bin/sh\ntrue\n"));
+    // A new one as well: no finalizer either (one it then refuses would keep it, and hold a
+    // deletion of the SlurmCluster as one whose submit answer may be lost does).
+    let new = slurm_job("early-new", "#!/bin/sh\ntrue\n");
     let server = tokio::spawn(async move {
         api.expect_no_more_calls().await;
         api
     });
-    let error = reconcile(Arc::new(job.clone()), data.clone())
-        .await
-        .unwrap_err();
+    for job in [&job, &new] {
+        let error = reconcile(Arc::new(job.clone()), data.clone())
+            .await
+            .unwrap_err();
+        assert_eq!(error.category(), "NamespaceNotCached");
+        assert!(
+            error.to_string().contains(&format!("namespace \"{NS}\"")),
+            "{error}"
+        );
+    }
     let mut api = server.await.unwrap();
-    assert_eq!(error.category(), "NamespaceNotCached");
-    assert!(
-        error.to_string().contains(&format!("namespace \"{NS}\"")),
-        "{error}"
-    );
     assert!(data.submissions.is_empty(), "nothing submitted");
 
     // Cached, labelled restricted: refused.
@@ -2266,12 +2271,38 @@ async fn a_namespace_not_cached_yet_is_not_taken_for_one_without_labels() {
         let status = expect_status_apply(&mut api, &expected).await;
         expect_event(&mut api, &expected, "Warning", "NoAccess").await;
         api.expect_no_more_calls().await;
-        status
+        (status, api)
     });
     reconcile(Arc::new(job), data.clone()).await.unwrap();
-    let status = server.await.unwrap();
+    let (status, api) = server.await.unwrap();
     let ready = condition::find(&status.conditions, status::READY).unwrap();
     assert_eq!(ready.reason, "NoAccess");
+    assert!(data.submissions.is_empty(), "nothing submitted");
+    // The new one, refused now that the labels are known: still no finalizer.
+    refused_alone(new, data.clone(), api, "NoAccess").await;
+    assert!(data.submissions.is_empty(), "nothing submitted");
+}
+
+/// A SlurmCluster connected (so it exists) that the SlurmCluster cache does not show yet, at a
+/// start: a new SlurmJob naming it is retried (`ClusterNotReady`), without the finalizer (its
+/// access then may refuse it) and without a write.
+#[tokio::test]
+async fn a_new_slurmjob_waits_for_the_cluster_cache_without_its_finalizer() {
+    let (ctx, mut api) = Context::test();
+    let _index = register_trusted_empty(&ctx);
+    let data = data_with_access(ctx, json!([{"namespaces": [NS], "slurmUser": "alice"}]));
+    let (slurm_clusters, _writer) = reflector::store();
+    let data = Arc::new(JobContext {
+        slurm_clusters,
+        ..(*data).clone()
+    });
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let job = slurm_job("early", "#!/bin/sh\ntrue\n");
+    let error = reconcile(Arc::new(job), data.clone()).await.unwrap_err();
+    server.await.unwrap();
+    assert_eq!(error.category(), "ClusterNotReady");
     assert!(data.submissions.is_empty(), "nothing submitted");
 }
 
