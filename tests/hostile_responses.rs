@@ -912,7 +912,7 @@ async fn a_job_name_with_a_comma_is_not_sent_to_accounting() {
     let (server, _current) = table_server().await;
     let client = client(&server.uri(), Duration::from_secs(10));
     let error = client
-        .accounting_jobs_named("bash,python")
+        .accounting_jobs_named("bash,python", None)
         .await
         .unwrap_err();
     assert!(

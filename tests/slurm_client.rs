@@ -644,15 +644,36 @@ async fn accounting_keeps_the_finished_job_with_its_tag() {
     );
     assert!(record.nodes.is_some(), "{record:?}");
 
-    let named = client
-        .accounting_jobs_named(&name)
-        .await
-        .unwrap()
-        .expect("the local Slurm serves accounting");
+    let named = |since| {
+        let client = client.clone();
+        let name = name.clone();
+        async move {
+            client
+                .accounting_jobs_named(&name, since)
+                .await
+                .unwrap()
+                .expect("the local Slurm serves accounting")
+                .iter()
+                .map(|r| r.job_id)
+                .collect::<Vec<_>>()
+        }
+    };
     assert_eq!(
-        named.iter().map(|r| r.job_id).collect::<Vec<_>>(),
+        named(None).await,
         vec![submitted.job_id],
         "the name filter returns exactly this job"
+    );
+    // From a time on: a job that ended before it is left out, one that ended after it is not
+    // (slurmdbd's `start_time`, what a SlurmJob's search begins at: `act::search_since`).
+    let ended = record.end_time.unwrap();
+    assert_eq!(
+        named(Some(ended - chrono::TimeDelta::seconds(60))).await,
+        vec![submitted.job_id]
+    );
+    assert!(
+        named(Some(ended + chrono::TimeDelta::seconds(60)))
+            .await
+            .is_empty()
     );
     // An id slurmdbd never saw has no record (not an error).
     let none = client.accounting_job(999_999).await.unwrap();

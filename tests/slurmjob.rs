@@ -525,7 +525,7 @@ async fn a_submit_found_only_in_accounting_is_adopted() {
             .unwrap();
     let first = job.client.submit_job(&request).await.unwrap().job_id;
     let deadline = Instant::now() + LONG;
-    while act::find_in_accounting(&job.client, &job.name, &tag, &slurm.user, &KEY)
+    while act::find_in_accounting(&job.client, &job.name, None, &tag, &slurm.user, &KEY)
         .await
         .unwrap()
         .and_then(|(found, _)| found.job_id)

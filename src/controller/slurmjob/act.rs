@@ -862,7 +862,16 @@ where
     let answer;
     let mut accounting_backs_off = false;
     if let SubmitPlan::AskAccounting { name } = &decision {
-        answer = match find_in_accounting(env.client, name, &tag, &user, env.key).await {
+        answer = match find_in_accounting(
+            env.client,
+            name,
+            search_since(target.created),
+            &tag,
+            &user,
+            env.key,
+        )
+        .await
+        {
             Ok(Some((found, _))) if found.job_id.is_some() => {
                 notices.extend(not_adopted(&found, "accounting"));
                 AccountingAnswer::Found(found.job_id)
@@ -1264,22 +1273,40 @@ pub async fn accounting_records(
     })
 }
 
+/// How far before a SlurmJob's creation an accounting search by its job name looks: no job of
+/// its can have ended before the SlurmJob existed, but slurmdbd's times are on Slurm's clock,
+/// which may be off from the API server's.
+pub const SEARCH_CLOCK_SLACK: chrono::TimeDelta = chrono::TimeDelta::hours(1);
+
+/// Where an accounting search for the jobs of a SlurmJob created at `created` begins: a name
+/// is anyone's to reuse, and its whole history (every user's, every day's) could be large
+/// enough to fill the answer's bound and hold a request slot for long (a tenant may pick the
+/// name). `None` (the whole history) when the creation time is not known.
+pub fn search_since(created: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+    created.and_then(|at| at.checked_sub_signed(SEARCH_CLOCK_SLACK))
+}
+
 /// The job carrying `tag` in accounting, found by its name, that is provably ours
 /// ([`plan::adoptable`]): what the index cannot show once slurmctld dropped the job
 /// (`MinJobAge`). With it, the ids of the jobs of that name and `user` whose records carry no
 /// comment (slurmdbd stores it only at a job's end): a job still in slurmctld, whose record
-/// there shows whether it is ours. `None` when the cluster has no accounting.
+/// there shows whether it is ours. `None` when the cluster has no accounting. Only jobs that
+/// had not ended by `since` ([`search_since`]) are asked for.
 pub async fn find_in_accounting(
     client: &SlurmClient,
     name: &str,
+    since: Option<DateTime<Utc>>,
     tag: &OwnerTag,
     user: &str,
     key: &TagKey,
 ) -> Result<Option<(Adoptable, Vec<u32>)>, SlurmError> {
-    Ok(client.accounting_jobs_named(name).await?.map(|records| {
-        let found = plan::adoptable(&records, tag, user, key);
-        (found, plan::accounting_candidates(&records, user))
-    }))
+    Ok(client
+        .accounting_jobs_named(name, since)
+        .await?
+        .map(|records| {
+            let found = plan::adoptable(&records, tag, user, key);
+            (found, plan::accounting_candidates(&records, user))
+        }))
 }
 
 /// How a cancel ended; the first three mean "nothing of this job runs any more or will".

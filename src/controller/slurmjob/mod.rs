@@ -1083,7 +1083,15 @@ async fn skipped_candidates(
     client: &crate::slurm::SlurmClient,
 ) -> bool {
     let name = job.spec.name.clone().unwrap_or_else(|| job.name_any());
-    match client.accounting_jobs_named(&name).await {
+    let created = job
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(crate::crd::time::to_utc);
+    match client
+        .accounting_jobs_named(&name, act::search_since(created))
+        .await
+    {
         Ok(Some(records)) => {
             let mut waiting = false;
             for id in records

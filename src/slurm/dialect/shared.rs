@@ -211,13 +211,15 @@ impl Api {
         &self,
         c: &Caller<'_>,
         name: &str,
+        since: Option<DateTime<Utc>>,
     ) -> Result<Vec<Job>, SlurmError> {
+        let since = since.map(|at| at.timestamp().to_string());
         let resp = c
             .call(
                 "accounting_jobs",
                 Subject::None,
                 Idempotency::Idempotent,
-                || self.0.slurmdb_get_jobs(Some(name)),
+                || self.0.slurmdb_get_jobs(Some(name), since.as_deref()),
             )
             .await?;
         Ok(accounting_jobs(resp.jobs, &resp.meta))

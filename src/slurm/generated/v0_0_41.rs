@@ -4201,10 +4201,12 @@ Sends a `GET` request to `/slurmdb/v0.0.41/jobs/`
 
 Arguments:
 - `job_name`: CSV job name list
+- `start_time`: Usage start (UNIX timestamp)
 */
     pub async fn slurmdb_get_jobs<'a>(
         &'a self,
         job_name: Option<&'a str>,
+        start_time: Option<&'a str>,
     ) -> Result<
         ResponseValue<types::OpenapiSlurmdbdJobsResp>,
         Error<types::OpenapiSlurmdbdJobsResp>,
@@ -4225,6 +4227,7 @@ Arguments:
                 ::reqwest::header::HeaderValue::from_static("application/json"),
             )
             .query(&progenitor_client::QueryParam::new("job_name", &job_name))
+            .query(&progenitor_client::QueryParam::new("start_time", &start_time))
             .headers(header_map)
             .build()?;
         let info = OperationInfo {

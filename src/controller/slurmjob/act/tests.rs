@@ -1465,3 +1465,48 @@ async fn a_retry_over_a_slurm_limit_does_not_search_accounting_again() {
         "nothing was made"
     );
 }
+
+/// A SlurmJob that is not fresh asks accounting for its job name's records before a submit,
+/// from an hour before it was created on (`search_since`): no job of its ended earlier, and a
+/// name's whole history (anyone may reuse a name) could fill the answer's bound.
+#[tokio::test]
+async fn an_accounting_search_begins_an_hour_before_the_slurmjob_was_created() {
+    use wiremock::matchers::{method, path_regex, query_param};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let server = MockServer::start().await;
+    let created = DateTime::from_timestamp(1_000_000, 0).unwrap();
+    Mock::given(method("GET"))
+        .and(path_regex("^/slurmdb/v0.0.42/jobs/?$"))
+        .and(query_param("job_name", "old"))
+        .and(query_param("start_time", "996400"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({"jobs": []})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let world = World::new(&server.uri());
+    let spec = true_spec();
+    let target = Target {
+        name: "old",
+        uid: "u",
+        generation: 1,
+        spec: &spec,
+        status: None,
+        created: Some(created),
+        refusal: None,
+    };
+    // Not fresh (created 200 s ago): accounting is asked first; the submit after it finds no
+    // slurmrestd to take it, which is not what this test is about.
+    let _ = step(
+        target,
+        world.env(created + chrono::TimeDelta::seconds(200)),
+        |_| None,
+    )
+    .await;
+    server.verify().await;
+    assert_eq!(
+        search_since(None),
+        None,
+        "no creation time: the whole history"
+    );
+}
