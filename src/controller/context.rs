@@ -109,12 +109,12 @@ impl SlurmJobCaches {
     /// A namespace refused past the grace holds nothing: its cached SlurmJobs are what it was
     /// before the refusal, and the operator could not act on them anyway.
     pub fn holding(&self, cluster: &DeletedCluster<'_>, ctx: &Context) -> Option<Vec<String>> {
+        let past_grace = ctx.refused.past_grace(SLURMJOBS);
         self.each_listed(|jobs, holding| {
             let refused = |job: &Arc<CachedSlurmJob>| {
-                let namespace = job.meta().namespace.as_deref().unwrap_or_default();
-                ctx.refused.past_grace(namespace, SLURMJOBS)
+                past_grace.contains(job.meta().namespace.as_deref().unwrap_or_default())
             };
-            if jobs.iter().any(refused) {
+            if !past_grace.is_empty() && jobs.iter().any(refused) {
                 let served: Vec<_> = jobs.iter().filter(|job| !refused(job)).cloned().collect();
                 holding(&served, cluster, ctx)
             } else {
@@ -253,15 +253,21 @@ impl RefusedNamespaces {
             .map(Instant::elapsed)
     }
 
-    /// Whether `kind` in `namespace` has been refused for the grace or longer: what the
+    /// The namespaces in which `kind` has been refused for the grace or longer: what the
     /// operator's cache shows of it counts as nothing, as at start (`run::startup`). Its cache
     /// keeps what it held before the refusal (a failed watch clears nothing), which the
     /// operator can neither update nor act on: a SlurmCluster's deletion must not wait for it.
-    pub fn past_grace(&self, namespace: &str, kind: &'static str) -> bool {
-        self.marks.load(Ordering::Acquire) > 0
-            && self
-                .refused_for(namespace, kind)
-                .is_some_and(|refused| refused >= self.grace)
+    pub fn past_grace(&self, kind: &'static str) -> BTreeSet<String> {
+        if self.marks.load(Ordering::Acquire) == 0 {
+            return BTreeSet::new();
+        }
+        self.since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|((_, k), since)| *k == kind && since.elapsed() >= self.grace)
+            .map(|((namespace, _), _)| namespace.clone())
+            .collect()
     }
 
     /// The (namespace, kind) pairs refused now.
@@ -390,6 +396,7 @@ impl NodeSetCaches {
                 .iter()
                 .any(|n| n == namespace)
         };
+        let refused = refused.past_grace(SLURMNODESETS);
         let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
         stores
             .iter()
@@ -399,7 +406,7 @@ impl NodeSetCaches {
                 let has_pods =
                     set.spec.replicas > 0 || set.status.as_ref().is_some_and(|s| s.replicas > 0);
                 set.spec.cluster_name == name
-                    && !refused.past_grace(namespace, SLURMNODESETS)
+                    && !refused.contains(namespace)
                     && set
                         .metadata
                         .finalizers

@@ -51,7 +51,7 @@ use tracing::{debug, info, warn};
 use self::config::{CaSource, ConfigError, ConfigPlan, Sources};
 use self::status::{Connected, Failure, Observation};
 use super::kit::{self, Backoffs};
-use super::{Context, DeletedCluster};
+use super::{Context, DeletedCluster, SLURMJOBS, SLURMNODESETS};
 use crate::crd::{CREDENTIALS_LABEL, SlurmCluster, SlurmClusterSpec};
 use crate::error_chain::Chain;
 use crate::slurm::tag::TagKey;
@@ -627,6 +627,35 @@ async fn check(
     })
 }
 
+/// The SlurmJobs and SlurmNodeSets (`namespace/name`) that still need a deleted SlurmCluster's
+/// client: the SlurmJob controllers' rule, and sets that drain and remove their nodes through it
+/// when they go. Those of a namespace refused past the grace count for nothing; before such a
+/// count releases the cluster, the refusals are asked again (a watch that resumes after its
+/// rights came back brings no event to clear them, and the probe runs only every 30 s).
+async fn users_of(
+    cluster: &SlurmCluster,
+    deleted: &DeletedCluster<'_>,
+    ctx: &Context,
+) -> Result<(Vec<String>, Vec<String>), Error> {
+    let count = || {
+        let users = ctx
+            .slurmjobs
+            .holding(deleted, ctx)
+            .ok_or(Error::SlurmJobsNotListed)?;
+        Ok::<_, Error>((users, ctx.nodesets.holding(cluster, &ctx.refused)))
+    };
+    let (users, sets) = count()?;
+    let skipped = || {
+        !ctx.refused.past_grace(SLURMJOBS).is_empty()
+            || !ctx.refused.past_grace(SLURMNODESETS).is_empty()
+    };
+    if users.is_empty() && sets.is_empty() && skipped() {
+        ctx.refused.probe(&ctx.client).await;
+        return count();
+    }
+    Ok((users, sets))
+}
+
 /// Deletion: forget the client (its poller stops). Idempotent: a SlurmCluster that was never
 /// registered (or whose slurmrestd is long gone) is fine.
 /// How often a deleted SlurmCluster looks again for the SlurmJobs that still use it.
@@ -655,12 +684,7 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
             .and_then(crate::crd::time::to_utc),
         now: Utc::now(),
     };
-    let users = ctx
-        .slurmjobs
-        .holding(&deleted, ctx)
-        .ok_or(Error::SlurmJobsNotListed)?;
-    // Sets drain and remove their nodes through this cluster's client when they go.
-    let sets = ctx.nodesets.holding(cluster, &ctx.refused);
+    let (users, sets) = users_of(cluster, &deleted, ctx).await?;
     if !users.is_empty() || !sets.is_empty() {
         // The SlurmJobs' deletions cancel, and the sets drain, through this connection: connect
         // again when there is none (deleted while the operator was down, or before this replica

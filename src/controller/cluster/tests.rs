@@ -1364,3 +1364,36 @@ async fn a_namespace_refused_past_the_grace_holds_no_deletion() {
     assert!(ctx.nodesets.holding(&cluster, &ctx.refused).is_empty());
     expect_released(cluster, &ctx, api).await;
 }
+
+/// Before a refusal past the grace lets a deletion go, it is asked again: the namespace's
+/// rights may be back without its watch (resumed, nothing changed) bringing an event to say so.
+/// Still refused, the deletion goes; served again, its SlurmJob holds it.
+#[tokio::test]
+async fn a_refusal_is_asked_again_before_it_lets_a_deletion_go() {
+    use crate::controller::context::{RefusedNamespaces, SLURMJOBS};
+    let api = fake_apiserver::FakeApiServer::start_with_crds(crate::crd::all()).await;
+    let mut ctx = Context::new(api.client(), crate::metrics::Metrics::new());
+    ctx.refused = Arc::new(RefusedNamespaces::new(ctx.metrics.clone(), Duration::ZERO));
+    let running = serde_json::json!({"phase": "Running", "jobId": 5, "observedGeneration": 1, "submittedGeneration": 1});
+    let _jobs = cached_slurmjobs(&ctx, vec![slurmjob("still-running", "c11", true, running)]);
+    // The namespace's watch had listed, then its Role was deleted.
+    ctx.refused
+        .observe::<SlurmJob>("team", SLURMJOBS, &Ok(watcher::Event::InitDone));
+    ctx.refused.set("team", SLURMJOBS, true);
+    api.forbid_namespace("team");
+    let cluster = deleting(cluster("c11", "http://127.0.0.1:1"));
+    let deleted = DeletedCluster {
+        name: "c11",
+        index: None,
+        deleted_at: None,
+        now: chrono::Utc::now(),
+    };
+    let (users, sets) = users_of(&cluster, &deleted, &ctx).await.unwrap();
+    assert!(users.is_empty() && sets.is_empty(), "{users:?} {sets:?}");
+    assert_eq!(ctx.refused.marked(), [("team".to_owned(), SLURMJOBS)]);
+
+    api.allow_namespace("team");
+    let (users, _) = users_of(&cluster, &deleted, &ctx).await.unwrap();
+    assert_eq!(users, ["team/still-running"]);
+    assert!(ctx.refused.marked().is_empty());
+}

@@ -1275,8 +1275,9 @@ pub async fn accounting_records(
 
 /// How far before a SlurmJob's creation an accounting search by its job name looks: no job of
 /// its can have ended before the SlurmJob existed, but slurmdbd's times are on Slurm's clock,
-/// which may be off from the API server's.
-pub const SEARCH_CLOCK_SLACK: chrono::TimeDelta = chrono::TimeDelta::hours(1);
+/// which may be off from the API server's. A day: a clock off by more than that would be seen
+/// everywhere else first, and one job missed here runs twice (its submit answer lost).
+pub const SEARCH_CLOCK_SLACK: chrono::TimeDelta = chrono::TimeDelta::days(1);
 
 /// Where an accounting search for the jobs of a SlurmJob created at `created` begins: a name
 /// is anyone's to reuse, and its whole history (every user's, every day's) could be large

@@ -302,18 +302,19 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
         // SlurmCluster's deletion as one whose submit answer may be lost does
         // (`plan::needs_cluster`). Granted later, it gets the finalizer before its submit.
         // Not known yet (a cache still filling at a start) is neither: retried, without the
-        // finalizer. A SlurmCluster no connection knows of goes on, to be told apart as not
-        // found or not connected (`apply`).
+        // finalizer. A SlurmCluster the cache does not show is asked for: one that does not
+        // exist is refused as such (nothing to hold either).
         if job.meta().deletion_timestamp.is_none() {
             match grant(&job, namespace, data) {
+                Ok(Ok(_)) => {}
                 Ok(Err(refusal)) => return refuse(&job, namespace, refusal, &data.ctx).await,
-                Err(error @ Error::NamespaceNotCached(_)) => return Err(error),
-                Err(error @ Error::ClusterNotReady(_))
-                    if data.ctx.clusters.contains(&cluster_of(&job)) =>
+                Err(Error::ClusterNotReady(_))
+                    if !data.ctx.clusters.contains(&cluster_of(&job))
+                        && !cluster_exists(&job.spec.cluster_name, &data.ctx).await? =>
                 {
-                    return Err(error);
+                    return refuse(&job, namespace, cluster_not_found(&job), &data.ctx).await;
                 }
-                Ok(Ok(_)) | Err(_) => {}
+                Err(error) => return Err(error),
             }
         }
         let name = job
@@ -432,14 +433,7 @@ async fn apply(
                     })?
                     .is_some();
             if !exists {
-                let refusal = access::Refusal {
-                    reason: "ClusterNotFound",
-                    message: format!(
-                        "SlurmCluster {cluster_name:?} does not exist: fix spec.clusterName, or \
-                         ask the platform admin to register it"
-                    ),
-                };
-                return refuse(job, namespace, refusal, ctx).await;
+                return refuse(job, namespace, cluster_not_found(job), ctx).await;
             }
         }
         let mut next = current.clone();
@@ -1181,6 +1175,18 @@ fn holds_cluster(
 }
 
 /// Whether SlurmCluster `name` exists (being deleted or not): one read.
+/// A SlurmJob naming a SlurmCluster that does not exist.
+fn cluster_not_found(job: &SlurmJob) -> access::Refusal {
+    access::Refusal {
+        reason: "ClusterNotFound",
+        message: format!(
+            "SlurmCluster {:?} does not exist: fix spec.clusterName, or ask the platform admin \
+             to register it",
+            job.spec.cluster_name
+        ),
+    }
+}
+
 async fn cluster_exists(name: &str, ctx: &Context) -> Result<bool, Error> {
     // A tenant's value goes into a request path only when it is an object name.
     if !is_object_name(name) {

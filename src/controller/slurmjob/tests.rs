@@ -2300,10 +2300,63 @@ async fn a_new_slurmjob_waits_for_the_cluster_cache_without_its_finalizer() {
         api.expect_no_more_calls().await;
     });
     let job = slurm_job("early", "#!/bin/sh\ntrue\n");
+    let error = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap_err();
+    server.await.unwrap();
+    assert_eq!(error.category(), "ClusterNotReady");
+    assert!(data.submissions.is_empty(), "nothing submitted");
+
+    // Neither cached nor connected yet (the usual order at a cold start: a connection waits
+    // for a Secret and slurmrestd): the SlurmCluster is read, and it exists: retried the same.
+    let (ctx, mut api) = Context::test();
+    let data = data_with_access(ctx, json!([{"namespaces": [NS], "slurmUser": "alice"}]));
+    let (slurm_clusters, _writer) = reflector::store();
+    let data = Arc::new(JobContext {
+        slurm_clusters,
+        ..(*data).clone()
+    });
+    let existing = serde_json::to_value(cluster_granting(json!([]))).unwrap();
+    let server = tokio::spawn(async move {
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::GET, "{call:?}");
+        assert_eq!(call.path, "/apis/slurm.rs/v1alpha1/slurmclusters/local");
+        respond(send, StatusCode::OK, &existing);
+        api.expect_no_more_calls().await;
+    });
     let error = reconcile(Arc::new(job), data.clone()).await.unwrap_err();
     server.await.unwrap();
     assert_eq!(error.category(), "ClusterNotReady");
     assert!(data.submissions.is_empty(), "nothing submitted");
+}
+
+/// A new SlurmJob naming a SlurmCluster that does not exist is refused (`ClusterNotFound`)
+/// without the finalizer: it has nothing for a deletion to wait for.
+#[tokio::test]
+async fn a_new_slurmjob_naming_no_cluster_gets_no_finalizer() {
+    let (ctx, mut api) = Context::test();
+    let data = data(ctx);
+    let mut job = slurm_job("lost-new", "#!/bin/sh\ntrue\n");
+    job.spec.cluster_name = "ghost".into();
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let (call, send) = api.next().await;
+        assert_eq!(call.path, "/apis/slurm.rs/v1alpha1/slurmclusters/ghost");
+        respond(
+            send,
+            StatusCode::NOT_FOUND,
+            &not_found_body("slurmclusters", "ghost"),
+        );
+        let status = expect_status_apply(&mut api, &expected).await;
+        expect_event(&mut api, &expected, "Warning", "ClusterNotFound").await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    let action = reconcile(Arc::new(job), data).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    let status = server.await.unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(ready.reason, "ClusterNotFound");
 }
 
 /// A followed job that left slurmctld unseen is looked up in accounting, whose records without

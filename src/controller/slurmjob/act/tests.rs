@@ -1467,10 +1467,10 @@ async fn a_retry_over_a_slurm_limit_does_not_search_accounting_again() {
 }
 
 /// A SlurmJob that is not fresh asks accounting for its job name's records before a submit,
-/// from an hour before it was created on (`search_since`): no job of its ended earlier, and a
+/// from a day before it was created on (`search_since`): no job of its ended earlier, and a
 /// name's whole history (anyone may reuse a name) could fill the answer's bound.
 #[tokio::test]
-async fn an_accounting_search_begins_an_hour_before_the_slurmjob_was_created() {
+async fn an_accounting_search_begins_a_day_before_the_slurmjob_was_created() {
     use wiremock::matchers::{method, path_regex, query_param};
     use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -1479,7 +1479,7 @@ async fn an_accounting_search_begins_an_hour_before_the_slurmjob_was_created() {
     Mock::given(method("GET"))
         .and(path_regex("^/slurmdb/v0.0.42/jobs/?$"))
         .and(query_param("job_name", "old"))
-        .and(query_param("start_time", "996400"))
+        .and(query_param("start_time", "913600"))
         .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({"jobs": []})))
         .expect(1)
         .mount(&server)
