@@ -717,6 +717,7 @@ impl Bench {
             took_over_at: None,
             acting_since: self.started_at,
             key: &self.tag_key,
+            searches: None,
         };
         Ok(act::step(target, env, |_| None).await?.status)
     }

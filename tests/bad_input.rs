@@ -1659,6 +1659,7 @@ impl Tripwire {
             took_over_at: None,
             acting_since: now - chrono::TimeDelta::seconds(1),
             key: &key,
+            searches: None,
         };
         let target = Target {
             name,

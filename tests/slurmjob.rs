@@ -320,6 +320,7 @@ async fn interrupted_submits_never_make_a_second_job() {
                 took_over_at: None,
                 acting_since: Utc::now() - chrono::TimeDelta::seconds(5),
                 key: &KEY,
+                searches: None,
             };
             act::step(target, env, |_| None).await
         });
@@ -355,6 +356,7 @@ async fn interrupted_submits_never_make_a_second_job() {
             took_over_at: None,
             acting_since: started_at,
             key: &KEY,
+            searches: None,
         };
         let step = act::step(target, env, |_| None).await.unwrap();
         let job_id = step.status.job_id.expect("submitted or adopted");

@@ -34,6 +34,12 @@ use crate::state::slots::{RequestSlot, RequestSlots};
 /// slurmrestd that never answers can hold: 4 of 16 slots, for at most one timeout each.
 pub const IO_PER_CONNECTION: usize = 4;
 
+/// Accounting searches by job name one namespace may have in flight on one connection. Such a
+/// search holds a request slot while slurmdbd answers, and its answer grows with how many jobs
+/// carry the name, which a tenant chooses: without this bound, one namespace's SlurmJobs could
+/// hold every slot of the connection, and every other team's requests would wait.
+pub const SEARCHES_PER_NAMESPACE: usize = 1;
+
 /// What a reconciler needs of one registered cluster.
 #[derive(Debug, Clone)]
 pub struct ClusterHandle {
@@ -41,6 +47,9 @@ pub struct ClusterHandle {
     pub index: IndexReader,
     /// The connection's request slots ([`IO_PER_CONNECTION`]), shared by the SlurmClusters on it.
     io: Arc<RequestSlots>,
+    /// Each namespace's accounting search slots on this connection
+    /// ([`SEARCHES_PER_NAMESPACE`]), made at its first search.
+    searches: Arc<std::sync::Mutex<HashMap<String, Arc<RequestSlots>>>>,
     /// The Slurm cluster (`ClusterName`) the SlurmCluster controller found this connection to
     /// serve, by SlurmCluster (each judges for itself: those sharing the connection may have
     /// jobs in different places).
@@ -74,6 +83,23 @@ impl ClusterHandle {
     /// A request slot, waiting at most `wait` for one to free up; `None`: requeue.
     pub async fn io_within(&self, wait: std::time::Duration) -> Option<RequestSlot> {
         self.io.take_within(wait).await
+    }
+
+    /// `namespace`'s accounting search slots on this connection: take one (`try_take`) for a
+    /// search by job name, or requeue with a waker (`wake_when_free`) when none is free.
+    pub fn searches(&self, namespace: &str) -> Arc<RequestSlots> {
+        let mut searches = self
+            .searches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match searches.get(namespace) {
+            Some(slots) => Arc::clone(slots),
+            None => {
+                let slots = RequestSlots::new(SEARCHES_PER_NAMESPACE);
+                searches.insert(namespace.to_owned(), Arc::clone(&slots));
+                slots
+            }
+        }
     }
 
     /// Call `wake` (which must not block) once one of the connection's request slots is free
@@ -321,6 +347,7 @@ impl ClusterRegistry {
                         client,
                         index,
                         io: RequestSlots::new(IO_PER_CONNECTION),
+                        searches: Arc::default(),
                         identity: Arc::default(),
                     },
                     settings,

@@ -121,6 +121,7 @@ impl Runner {
             took_over_at: None,
             acting_since: self.started_at,
             key: &KEY,
+            searches: None,
         }
     }
 

@@ -13,6 +13,7 @@
 //! looks for the tag again.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -31,6 +32,7 @@ use crate::slurm::tag::{OwnerTag, Ownership, TagKey};
 use crate::slurm::types::{Job, JobBaseState, SubmitRequest};
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::{ClusterState, Unreadable};
+use crate::state::slots::RequestSlots;
 
 use super::dependents::{self, DEPENDENCY_RECHECK};
 use super::lifecycle::{self, Decision, Dependee};
@@ -90,6 +92,10 @@ pub struct Env<'a> {
     pub acting_since: DateTime<Utc>,
     /// The key ownership tags are signed and checked with.
     pub key: &'a TagKey,
+    /// The SlurmJob's namespace's accounting search slots on the connection
+    /// (`ClusterHandle::searches`): a step that must search by job name and finds none free
+    /// ends with [`StepError::SearchBusy`]. `None`: no bound ([`step`]).
+    pub searches: Option<&'a Arc<RequestSlots>>,
 }
 
 /// What a step decided.
@@ -119,6 +125,10 @@ pub enum StepError<E> {
     /// The whole spec could not be read before a submit; nothing was submitted.
     #[error("cannot read the SlurmJob's whole spec (with its script) to submit it")]
     LoadSpec(#[source] E),
+    /// The step must search accounting by job name, and its namespace's search slot is taken
+    /// ([`Env::searches`]); nothing was sent or written.
+    #[error("another accounting search of this namespace is in flight on this connection")]
+    SearchBusy,
 }
 
 /// The `load` of [`step`], whose spec is whole: never called.
@@ -133,12 +143,30 @@ pub async fn step(
     env: Env<'_>,
     dependencies: impl Fn(&str) -> Option<Dependee>,
 ) -> Result<Step, SlurmError> {
-    step_inner(target, env, dependencies, None::<NoLoad>)
+    let env = Env {
+        searches: None,
+        ..env
+    };
+    step_whole(target, env, dependencies)
         .await
         .map_err(|error| match error {
             StepError::Slurm(error) => error,
             StepError::LoadSpec(never) => match never {},
+            // Without search slots, no search waits for one.
+            StepError::SearchBusy => SlurmError::InvalidRequest {
+                detail: "an accounting search found no search slot".into(),
+            },
         })
+}
+
+/// [`step`] with `env`'s search slots: a step whose search finds none free says so
+/// ([`StepError::SearchBusy`]) instead of searching.
+pub async fn step_whole(
+    target: Target<'_>,
+    env: Env<'_>,
+    dependencies: impl Fn(&str) -> Option<Dependee>,
+) -> Result<Step, StepError<Infallible>> {
+    step_inner(target, env, dependencies, None::<NoLoad>).await
 }
 
 /// [`step`] for a SlurmJob from the controller's cache, whose `target.spec` holds no script,
@@ -862,6 +890,11 @@ where
     let answer;
     let mut accounting_backs_off = false;
     if let SubmitPlan::AskAccounting { name } = &decision {
+        // Held until the answer is read: one search per namespace at a time on a connection.
+        let _search = match env.searches {
+            Some(slots) => Some(slots.try_take().ok_or(StepError::SearchBusy)?),
+            None => None,
+        };
         answer = match find_in_accounting(
             env.client,
             name,

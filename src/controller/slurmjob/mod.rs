@@ -89,6 +89,7 @@ use crate::slurm::SlurmError;
 use crate::slurm::tag::{OwnerTag, TagKey};
 use crate::state::index::{ClusterState, SlurmEvent};
 use crate::state::registry::ClusterHandle;
+use crate::state::slots::RequestSlots;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "slurmjob";
@@ -237,14 +238,26 @@ impl JobContext {
     /// `ClusterBusy` for `job`, having asked its connection to wake it: it is reconciled again
     /// as soon as a request slot is free, its busy backoff only the bound when none frees.
     fn busy(&self, handle: &ClusterHandle, job: &SlurmJob) -> Error {
+        let wake = self.waker(job);
+        handle.wake_when_free(backoff_key(job), wake);
+        Error::ClusterBusy(job.spec.cluster_name.clone())
+    }
+
+    /// [`Self::busy`] for want of one of `slots` (its namespace's accounting search slot).
+    fn busy_on(&self, slots: &RequestSlots, job: &SlurmJob) -> Error {
+        slots.wake_when_free(backoff_key(job), self.waker(job));
+        Error::ClusterBusy(job.spec.cluster_name.clone())
+    }
+
+    /// What reconciles `job` again, from whatever task calls it.
+    fn waker(&self, job: &SlurmJob) -> impl FnOnce() + Send + 'static + use<> {
         let namespace = job.namespace().unwrap_or_default();
         let wake = self.wake.clone();
         let object = ObjectRef::new(&job.name_any()).within(&namespace);
-        handle.wake_when_free(backoff_key(job), move || {
+        move || {
             // Closed only when the controller stops.
             let _ = wake.unbounded_send(object);
-        });
-        Error::ClusterBusy(job.spec.cluster_name.clone())
+        }
     }
 }
 
@@ -533,6 +546,7 @@ async fn apply(
     // Copy the Arc out: the watch borrow must not live across an await.
     let state: Arc<ClusterState> = Arc::clone(&handle.index.borrow());
     let acting_since = ctx.acting_since();
+    let searches = handle.searches(namespace);
     let env = Env {
         client: &handle.client,
         submitter: submitter.as_ref().unwrap_or(&handle.client),
@@ -550,6 +564,7 @@ async fn apply(
         took_over_at: (!whole && !data.taken_on.since(&uid, acting_since)).then_some(acting_since),
         acting_since,
         key: &ctx.tag_key,
+        searches: Some(&searches),
     };
     let target = Target {
         name: &name,
@@ -613,9 +628,13 @@ async fn apply(
     // The cached object holds no script (`CachedSlurmJob`): read the whole spec right before a
     // submit, unless this reconcile has it already.
     let step = if whole {
-        act::step(target, env, lookup)
+        act::step_whole(target, env, lookup)
             .await
-            .map_err(act::StepError::Slurm)
+            .map_err(|error| match error {
+                act::StepError::Slurm(error) => act::StepError::Slurm(error),
+                act::StepError::SearchBusy => act::StepError::SearchBusy,
+                act::StepError::LoadSpec(never) => match never {},
+            })
     } else {
         let jobs_api: Api<SlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
         let load = |generation| load_spec(&jobs_api, &name, &uid, generation, &spec);
@@ -625,6 +644,8 @@ async fn apply(
     let step = match step {
         Ok(step) => step,
         Err(act::StepError::LoadSpec(error)) => return Err(Error::LoadSpec(error)),
+        // Another SlurmJob of this namespace searches accounting: woken when it is done.
+        Err(act::StepError::SearchBusy) => return Err(data.busy_on(&searches, job)),
         Err(act::StepError::Slurm(error)) => {
             kit::publish(
                 &ctx.recorder,

@@ -3019,3 +3019,62 @@ async fn a_deletion_asks_accounting_only_for_a_slurmjob_older_than_what_the_inde
     let message = server.await.unwrap();
     assert_eq!(error.category(), "DeletionBlocked", "{message}");
 }
+
+/// One accounting search by job name per namespace at a time on a connection: a SlurmJob that
+/// must search while another of its namespace does is requeued (`ClusterBusy`) without a
+/// request or a write, and woken when the search is done; another namespace is not held up.
+#[tokio::test]
+async fn a_namespace_searches_accounting_one_slurmjob_at_a_time() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("edited", "#!/bin/sh\ntrue\n"));
+    job.metadata.generation = Some(2);
+    let state = ClusterState {
+        fully_listed_at: Some(ctx.started_at + chrono::TimeDelta::seconds(41)),
+        ..trusted_index(&ctx, Vec::new())
+    };
+    let _index =
+        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    let handle = ctx.clusters.get(&ObjectRef::new("local")).unwrap();
+    let searching = handle.searches(NS).try_take().unwrap();
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_job(&mut api, &expected).await;
+        api.expect_no_more_calls().await;
+        api
+    });
+    let (wake, mut woken) = futures::channel::mpsc::unbounded();
+    let data = Arc::new(JobContext {
+        wake,
+        ..(*data(ctx)).clone()
+    });
+    // Bounded: a reconcile that searched would wait for ever for the status write it then
+    // makes, which the server above refuses to answer.
+    let error = tokio::time::timeout(
+        Duration::from_secs(30),
+        reconcile(Arc::new(cached(&job)), data.clone()),
+    )
+    .await
+    .expect("the reconcile returns without searching")
+    .unwrap_err();
+    let mut api = server.await.unwrap();
+    assert!(matches!(error, Error::ClusterBusy(_)), "{}", Chain(&error));
+    assert!(woken.try_recv().is_err(), "not woken while the search runs");
+    assert!(
+        handle.searches("another-team").try_take().is_some(),
+        "another namespace searches meanwhile"
+    );
+    drop(searching);
+    let object = woken.try_recv().unwrap();
+    assert_eq!(object.name, "edited");
+
+    // Its turn: it searches (slurmrestd cannot be reached here) and waits for accounting.
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_job(&mut api, &expected).await;
+        expect_status_apply(&mut api, &expected).await
+    });
+    reconcile(Arc::new(cached(&job)), data).await.unwrap();
+    let status = server.await.unwrap();
+    let reconciling = condition::find(&status.conditions, status::RECONCILING).unwrap();
+    assert_eq!(reconciling.reason, "WaitingForAccounting");
+}

@@ -55,6 +55,7 @@ impl World {
             took_over_at: None,
             acting_since: DateTime::from_timestamp(100, 0).unwrap(),
             key: &self.key,
+            searches: None,
         }
     }
 }
@@ -1509,4 +1510,44 @@ async fn an_accounting_search_begins_a_day_before_the_slurmjob_was_created() {
         None,
         "no creation time: the whole history"
     );
+}
+
+/// A step that must search accounting by job name takes its namespace's search slot for the
+/// search: with the slot taken it sends nothing and says so (`SearchBusy`); with it free it
+/// searches (here slurmrestd cannot be reached: `WaitingForAccounting`) and gives it back.
+#[tokio::test]
+async fn a_search_by_name_waits_for_its_namespaces_slot() {
+    use crate::state::slots::RequestSlots;
+    let world = World::new(UNREACHABLE);
+    let spec = true_spec();
+    let created = DateTime::from_timestamp(1_000, 0).unwrap();
+    let target = Target {
+        name: "old",
+        uid: "u",
+        generation: 1,
+        spec: &spec,
+        status: None,
+        // Not fresh: accounting is asked first.
+        created: Some(created),
+        refusal: None,
+    };
+    let slots = RequestSlots::new(1);
+    let env = |slots| Env {
+        searches: Some(slots),
+        ..world.env(created + chrono::TimeDelta::seconds(200))
+    };
+    let taken = slots.try_take().unwrap();
+    let busy = step_whole(target, env(&slots), |_| None).await;
+    assert!(matches!(busy, Err(StepError::SearchBusy)), "{busy:?}");
+    assert_eq!(world.submissions.doubt(&OwnerTag::new("u", 1)), None);
+
+    drop(taken);
+    let waited = step_whole(target, env(&slots), |_| None).await.unwrap();
+    let reconciling = condition::find(&waited.status.conditions, status::RECONCILING).unwrap();
+    assert_eq!(
+        reconciling.reason, "WaitingForAccounting",
+        "{reconciling:?}"
+    );
+    assert!(waited.backoff);
+    assert!(slots.try_take().is_some(), "the slot is given back");
 }
