@@ -95,6 +95,8 @@ impl ClusterHandle {
         match searches.get(namespace) {
             Some(slots) => Arc::clone(slots),
             None => {
+                // Only namespaces searching or queued now are kept: namespaces come and go.
+                searches.retain(|_, slots| Arc::strong_count(slots) > 1 || slots.waiting() > 0);
                 let slots = RequestSlots::new(SEARCHES_PER_NAMESPACE);
                 searches.insert(namespace.to_owned(), Arc::clone(&slots));
                 slots
@@ -572,6 +574,31 @@ mod tests {
         assert_eq!(healthy_slots.len(), IO_PER_CONNECTION);
         drop(held);
         assert!(slow.try_io().is_some());
+    }
+
+    /// Each namespace has its own search slot on a connection, shared by the SlurmClusters on
+    /// it; the slots of a namespace nobody holds or waits for are forgotten when another
+    /// namespace's are made (namespaces come and go).
+    #[tokio::test]
+    async fn search_slots_are_per_namespace_and_forgotten_unused() {
+        let f = Fixture::new(Health::Unknown);
+        f.upsert("one", ONE, jwt(1, "slurm"));
+        f.upsert("one-too", ONE, jwt(1, "slurm"));
+        let one = f.registry.get(&ObjectRef::new("one")).unwrap();
+        let one_too = f.registry.get(&ObjectRef::new("one-too")).unwrap();
+        let searching = one.searches("team-a").try_take().expect("free");
+        assert!(one.searches("team-a").try_take().is_none());
+        assert!(one_too.searches("team-a").try_take().is_none(), "shared");
+        assert!(one.searches("team-b").try_take().is_some(), "per namespace");
+        let count = |handle: &ClusterHandle| handle.searches.lock().unwrap().len();
+        // team-b is held by nobody: forgotten when team-c's are made; team-a's slot is held.
+        one.searches("team-c");
+        assert_eq!(count(&one), 2);
+        assert!(one.searches.lock().unwrap().contains_key("team-a"));
+        drop(searching);
+        one.searches("team-d");
+        assert_eq!(count(&one), 1);
+        assert!(one.searches("team-a").try_take().is_some());
     }
 
     #[tokio::test]

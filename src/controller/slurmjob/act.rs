@@ -868,6 +868,25 @@ where
     // has no script), so a job adopted without reading it is never changed in place.
     let mut spec_hash = load.is_none().then(|| edit::spec_hash(target.spec));
     let mut decision = plan::submit(facts, &dependencies);
+    // One search by job name per namespace at a time on a connection: taken before the whole
+    // spec is read for it (a step that must wait for the slot reads nothing), and held until
+    // the search's answer is read.
+    let take_search = || match env.searches {
+        Some(slots) => slots.try_take().map(Some).ok_or(StepError::SearchBusy),
+        None => Ok(None),
+    };
+    let mut search = None;
+    // A cached spec has no script, so the plan before the read may call it invalid where the
+    // whole one asks accounting: not fresh, not asked yet is what a search needs.
+    if !facts.fresh
+        && facts.accounting.is_none()
+        && matches!(
+            decision,
+            SubmitPlan::AskAccounting { .. } | SubmitPlan::Invalid(_)
+        )
+    {
+        search = take_search()?;
+    }
     if let Some(load) = load
         && !matches!(decision, SubmitPlan::Wait { .. } | SubmitPlan::Adopt { .. })
     {
@@ -890,10 +909,9 @@ where
     let answer;
     let mut accounting_backs_off = false;
     if let SubmitPlan::AskAccounting { name } = &decision {
-        // Held until the answer is read: one search per namespace at a time on a connection.
-        let _search = match env.searches {
-            Some(slots) => Some(slots.try_take().ok_or(StepError::SearchBusy)?),
-            None => None,
+        let _search = match search.take() {
+            Some(slot) => Some(slot),
+            None => take_search()?,
         };
         answer = match find_in_accounting(
             env.client,
@@ -951,6 +969,8 @@ where
         };
         decision = plan::submit(facts, &dependencies);
     }
+    // Taken for a search the whole spec then made needless: given back before the submit.
+    drop(search);
     let wait = |base: SlurmJobStatus, reason: &str, message: String| Step {
         notices: notices.clone(),
         ..wait(base, reason, message)

@@ -135,6 +135,12 @@ pub enum Error {
     ClusterNotReady(String),
     #[error("every request slot of SlurmCluster {0:?}'s slurmrestd connection is taken")]
     ClusterBusy(String),
+    /// Another SlurmJob of the namespace searches accounting by job name on the connection
+    /// (`registry::SEARCHES_PER_NAMESPACE`): not a failure, and not the cluster's.
+    #[error(
+        "another SlurmJob of this namespace is searching SlurmCluster {0:?}'s accounting by job name"
+    )]
+    SearchBusy(String),
     /// The namespace is not in the operator's cache yet (just created, or the cache still
     /// fills): its labels, which an access entry's selector reads, are unknown. Its arrival
     /// reconciles its SlurmJobs.
@@ -191,6 +197,7 @@ impl Error {
             Self::MissingMetadata(_) => "MissingMetadata",
             Self::ClusterNotReady(_) => "ClusterNotReady",
             Self::ClusterBusy(_) => "ClusterBusy",
+            Self::SearchBusy(_) => "SearchBusy",
             Self::NamespaceNotCached(_) => "NamespaceNotCached",
             Self::NotLeader => "NotLeader",
             Self::Submit(_) => "SubmitFailed",
@@ -243,10 +250,11 @@ impl JobContext {
         Error::ClusterBusy(job.spec.cluster_name.clone())
     }
 
-    /// [`Self::busy`] for want of one of `slots` (its namespace's accounting search slot).
+    /// `SearchBusy` for `job`, having asked to be woken when its namespace's accounting search
+    /// slot (`slots`) is free.
     fn busy_on(&self, slots: &RequestSlots, job: &SlurmJob) -> Error {
         slots.wake_when_free(backoff_key(job), self.waker(job));
-        Error::ClusterBusy(job.spec.cluster_name.clone())
+        Error::SearchBusy(job.spec.cluster_name.clone())
     }
 
     /// What reconciles `job` again, from whatever task calls it.
@@ -258,6 +266,18 @@ impl JobContext {
             // Closed only when the controller stops.
             let _ = wake.unbounded_send(object);
         }
+    }
+}
+
+/// Passes a namespace's search slot on when dropped, if it is free: a reconcile woken for it
+/// that returns without searching (no request slot, the spec changed, adopted meanwhile)
+/// would otherwise leave it free while the namespace's others wait out their busy backoff.
+struct PassOn<'a>(&'a Arc<RequestSlots>);
+
+impl Drop for PassOn<'_> {
+    fn drop(&mut self) {
+        // Taken and given back at once: giving it back wakes the longest-waiting one.
+        drop(self.0.try_take());
     }
 }
 
@@ -363,6 +383,11 @@ kit::finalizer_failure!(Error);
 pub fn error_policy<K: ResourceExt>(job: Arc<K>, error: &Error, data: Arc<JobContext>) -> Action {
     if let Error::ClusterBusy(cluster) = error {
         return busy(job.as_ref(), cluster, &data.ctx);
+    }
+    if let Error::SearchBusy(_) = error {
+        // Woken when the search ends (`JobContext::busy_on`); the bound only if that is lost.
+        // Its failures' backoff is left as it is: waiting in line is not failing.
+        return Action::requeue(Backoffs::BUSY_MAX);
     }
     if let Error::NotLeader = error {
         // Gaining the Lease again reconciles everything.
@@ -547,6 +572,7 @@ async fn apply(
     let state: Arc<ClusterState> = Arc::clone(&handle.index.borrow());
     let acting_since = ctx.acting_since();
     let searches = handle.searches(namespace);
+    let _passing_on = PassOn(&searches);
     let env = Env {
         client: &handle.client,
         submitter: submitter.as_ref().unwrap_or(&handle.client),
@@ -950,6 +976,12 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             Some(state),
             Some(handle),
         ) if may_be_skipped(state) && unrecorded => {
+            // A search by job name, as a submit's: one per namespace at a time.
+            let searches = handle.searches(&job.namespace().unwrap_or_default());
+            let _passing_on = PassOn(&searches);
+            let Some(_search) = searches.try_take() else {
+                return Err(data.busy_on(&searches, job));
+            };
             let Some(_io) = handle.try_io() else {
                 return Err(data.busy(handle, job));
             };

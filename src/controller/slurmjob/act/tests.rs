@@ -1539,7 +1539,15 @@ async fn a_search_by_name_waits_for_its_namespaces_slot() {
     let taken = slots.try_take().unwrap();
     let busy = step_whole(target, env(&slots), |_| None).await;
     assert!(matches!(busy, Err(StepError::SearchBusy)), "{busy:?}");
-    assert_eq!(world.submissions.doubt(&OwnerTag::new("u", 1)), None);
+    // Nor is the whole spec read for a search that must wait.
+    let loads = std::sync::atomic::AtomicUsize::new(0);
+    let load = |_| {
+        loads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::future::ready(Ok::<_, Infallible>(Some(spec.clone())))
+    };
+    let busy = step_loading(target, env(&slots), |_| None, load).await;
+    assert!(matches!(busy, Err(StepError::SearchBusy)), "{busy:?}");
+    assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 0);
 
     drop(taken);
     let waited = step_whole(target, env(&slots), |_| None).await.unwrap();
