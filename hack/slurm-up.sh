@@ -182,6 +182,9 @@ R=$SLURM_ROOT
 if ((!keep_state)); then
     log "wiping controller state and slurmd spool (the accounting database follows below)"
     rm -rf "${R:?}"/var/lib/slurm/slurmctld/* "${R:?}"/var/spool/slurmd/* "${SLURM_DYN_DIR:?}"/*
+    # Job ids start again at 1, so an earlier run's output files would be reused by ids of other
+    # users; /tmp is sticky, the new job could not open its output and would die (signal 53).
+    rm -f "${R:?}"/tmp/slurm-*.out
 fi
 slurm_prepare_dirs
 slurm_ensure_tenant_users

@@ -425,6 +425,16 @@ impl NodeSetCaches {
             .collect()
     }
 
+    /// The cached SlurmNodeSets that name SlurmCluster `cluster`, in every namespace watched.
+    pub fn of_cluster(&self, cluster: &str) -> Vec<Arc<SlurmNodeSet>> {
+        let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
+        stores
+            .iter()
+            .flat_map(|store| store.state())
+            .filter(|set| set.spec.cluster_name == cluster)
+            .collect()
+    }
+
     /// A round trusted SlurmCluster `cluster`'s node list.
     pub fn saw_nodes_of(&self, cluster: &str) {
         let mut viewed = self.viewed.lock().unwrap_or_else(PoisonError::into_inner);

@@ -104,6 +104,15 @@ impl ClusterHandle {
         }
     }
 
+    /// `namespace`'s accounting search slots, if someone searches or waits: none made.
+    pub fn searches_if_any(&self, namespace: &str) -> Option<Arc<RequestSlots>> {
+        self.searches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(namespace)
+            .cloned()
+    }
+
     /// Call `wake` (which must not block) once one of the connection's request slots is free
     /// that nobody queues for, at once if one is now: a reconcile that requeued for want of a
     /// slot runs again then, not only when its backoff ends. One waker per `key`.
@@ -591,6 +600,10 @@ mod tests {
         assert!(one_too.searches("team-a").try_take().is_none(), "shared");
         assert!(one.searches("team-b").try_take().is_some(), "per namespace");
         let count = |handle: &ClusterHandle| handle.searches.lock().unwrap().len();
+        // Looking without searching makes none.
+        assert!(one_too.searches_if_any("team-a").is_some());
+        assert!(one.searches_if_any("team-z").is_none());
+        assert_eq!(count(&one), 2);
         // team-b is held by nobody: forgotten when team-c's are made; team-a's slot is held.
         one.searches("team-c");
         assert_eq!(count(&one), 2);

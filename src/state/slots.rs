@@ -78,6 +78,22 @@ impl RequestSlots {
         self.wake_free();
     }
 
+    /// The reconcile of `key` ended without waiting here: its waker, if one is left (it got a
+    /// slot another way, or its object is being deleted), is dropped; and a slot free now goes
+    /// to the longest-waiting other. A reconcile woken for a slot that returns without taking
+    /// it (it found nothing to search, or failed first) so passes it on, and a waker whose
+    /// object is gone cannot spend a wake that nobody would see.
+    pub fn settle(&self, key: &str) {
+        {
+            let mut waiting = self.lock();
+            let Waiting { order, wakers } = &mut *waiting;
+            if wakers.remove(key).is_some() {
+                order.retain(|queued| queued != key);
+            }
+        }
+        self.wake_free();
+    }
+
     /// Wakers left, for tests and logs.
     pub fn waiting(&self) -> usize {
         self.lock().wakers.len()
@@ -183,6 +199,33 @@ mod tests {
         slots.wake_when_free("a".into(), recorder(&woken, "a"));
         assert_eq!(*woken.lock().unwrap(), ["a"]);
         assert_eq!(slots.waiting(), 0);
+    }
+
+    /// A reconcile that ended without waiting leaves no waker behind (its object may be gone:
+    /// a wake sent to it would reach nobody), and a slot free then goes to the next in line.
+    #[test]
+    fn a_settled_key_leaves_the_line_and_passes_a_free_slot_on() {
+        let slots = RequestSlots::new(1);
+        let held = slots.try_take();
+        let woken = Arc::default();
+        slots.wake_when_free("a".into(), recorder(&woken, "a"));
+        slots.wake_when_free("b".into(), recorder(&woken, "b"));
+        slots.wake_when_free("c".into(), recorder(&woken, "c"));
+        // Held: settling wakes nobody, but "a" is out of the line.
+        slots.settle("a");
+        assert!(woken.lock().unwrap().is_empty(), "{woken:?}");
+        assert_eq!(slots.waiting(), 2);
+        drop(held);
+        assert_eq!(*woken.lock().unwrap(), ["b"]);
+        // "b" was woken but returned without taking the slot: "c" gets it.
+        slots.settle("b");
+        assert_eq!(*woken.lock().unwrap(), ["b", "c"]);
+        assert_eq!(slots.waiting(), 0);
+        // Asking again after settling queues anew.
+        let held = slots.try_take();
+        slots.wake_when_free("a".into(), recorder(&woken, "a"));
+        drop(held);
+        assert_eq!(*woken.lock().unwrap(), ["b", "c", "a"]);
     }
 
     /// A slot handed to a reconcile queued in `take_within` is not free: waking someone for it

@@ -472,6 +472,52 @@ pub fn admission(
     })
 }
 
+/// The refusal of a set whose node names another set of its SlurmCluster makes too.
+pub const REASON_NODE_NAMES_TAKEN: &str = "NodeNamesTaken";
+
+/// Whether another SlurmNodeSet of the same SlurmCluster (among `others`) makes the node names
+/// `prefix` stands for (`<prefix>-<ordinal>`): their namespaces' tags collide. The first made
+/// keeps them (then namespace, then name: both sides judge alike); the other is refused before
+/// it makes a pod, rather than racing it for each name. Pure.
+pub fn names_taken(
+    nodeset: &SlurmNodeSet,
+    prefix: &str,
+    others: &[Arc<SlurmNodeSet>],
+) -> Option<Refusal> {
+    let key = |set: &SlurmNodeSet| {
+        (
+            set.metadata.creation_timestamp.clone().map(|t| t.0),
+            set.metadata.namespace.clone().unwrap_or_default(),
+            set.metadata.name.clone().unwrap_or_default(),
+        )
+    };
+    let ours = key(nodeset);
+    let first = others
+        .iter()
+        .filter(|other| {
+            other.spec.cluster_name == nodeset.spec.cluster_name
+                && (&other.metadata.namespace, &other.metadata.name)
+                    != (&nodeset.metadata.namespace, &nodeset.metadata.name)
+                && pods::node_prefix(
+                    other.metadata.namespace.as_deref().unwrap_or_default(),
+                    other.metadata.name.as_deref().unwrap_or_default(),
+                )
+                .as_deref()
+                    == Some(prefix)
+        })
+        .map(|other| key(other))
+        .filter(|other| *other < ours)
+        .min()?;
+    let (_, namespace, name) = first;
+    Some(Refusal {
+        reason: REASON_NODE_NAMES_TAKEN,
+        message: format!(
+            "SlurmNodeSet {namespace}/{name}, made earlier, names its Slurm nodes of SlurmCluster              {:?} {prefix}-<ordinal> too (the two namespaces' tags collide): rename this set              (its pods would take the other's node names)",
+            nodeset.spec.cluster_name
+        ),
+    })
+}
+
 /// The finalizer the API server puts on an object deleted with `--cascade=orphan`: the garbage
 /// collector is to keep its dependents (here the pods).
 const ORPHAN_FINALIZER: &str = "orphan";
@@ -497,7 +543,14 @@ async fn apply(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controller::Acti
     match round(nodeset, ctx, false).await? {
         Round::Refused(refusal) => {
             let namespace = nodeset.namespace().unwrap_or_default();
-            refuse(nodeset, &namespace, refusal, ctx).await
+            let taken = refusal.reason == REASON_NODE_NAMES_TAKEN;
+            let action = refuse(nodeset, &namespace, refusal, ctx).await?;
+            // The other set's deletion does not trigger this one: it looks again now and then.
+            Ok(if taken {
+                controller::Action::requeue(RESYNC)
+            } else {
+                action
+            })
         }
         Round::Acted { requeue, .. } => Ok(controller::Action::requeue(requeue)),
     }
@@ -660,6 +713,12 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         Ok(prefix) => prefix,
         Err(refusal) => return Ok(Round::Refused(refusal)),
     };
+    // Its deletion goes on: it drains and deletes only nodes whose owner record names it.
+    if !deleting
+        && let Some(refusal) = names_taken(nodeset, &prefix, &ctx.nodesets.of_cluster(cluster_name))
+    {
+        return Ok(Round::Refused(refusal));
+    }
     // The SlurmCluster's watch reports spec changes, not its removal: while it is being deleted
     // the set looks again soon, to find it gone.
     let cluster_going = cluster

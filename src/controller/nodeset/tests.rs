@@ -211,7 +211,8 @@ async fn expect_status(api: &mut ApiServerVerifier, set: &SlurmNodeSet) -> Slurm
     assert_eq!(
         call.path,
         format!(
-            "/apis/slurm.rs/v1alpha1/namespaces/hpc/slurmnodesets/{}/status",
+            "/apis/slurm.rs/v1alpha1/namespaces/{}/slurmnodesets/{}/status",
+            set.namespace().unwrap(),
             set.name_any()
         )
     );
@@ -437,9 +438,21 @@ async fn expect_node_condition(api: &mut ApiServerVerifier, pod: &str) -> String
 }
 
 async fn expect_nodeset_event(api: &mut ApiServerVerifier, set: &str, reason: &str) -> Value {
+    expect_nodeset_event_in(api, "hpc", set, reason).await
+}
+
+async fn expect_nodeset_event_in(
+    api: &mut ApiServerVerifier,
+    namespace: &str,
+    set: &str,
+    reason: &str,
+) -> Value {
     let (call, send) = api.next().await;
     assert_eq!(call.method, Method::POST, "{call:?}");
-    assert_eq!(call.path, "/apis/events.k8s.io/v1/namespaces/hpc/events");
+    assert_eq!(
+        call.path,
+        format!("/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    );
     assert_eq!(call.body["reason"], reason, "{:#}", call.body);
     assert_eq!(call.body["regarding"]["kind"], "SlurmNodeSet");
     assert_eq!(call.body["regarding"]["name"], set);
@@ -2228,4 +2241,100 @@ async fn after_a_view_a_dropped_client_labels_every_scheduled_pod_busy() {
     reconcile(Arc::new(set), Arc::clone(&ctx)).await.unwrap();
     assert_eq!(labelled_busy(), names);
     responder.abort();
+}
+
+/// Two namespaces whose tags collide, found the way anyone could: by trying names.
+fn colliding_namespaces() -> (String, String) {
+    let mut seen = std::collections::HashMap::new();
+    for i in 0.. {
+        let namespace = format!("team-{i}");
+        let tag = pods::namespace_tag(&namespace);
+        if let Some(first) = seen.insert(tag, namespace.clone()) {
+            return (first, namespace);
+        }
+    }
+    unreachable!()
+}
+
+fn set_in(namespace: &str, name: &str, created_secs: i64) -> Arc<SlurmNodeSet> {
+    let mut set = nodeset_named(name, 1);
+    set.metadata.namespace = Some(namespace.into());
+    set.metadata.uid = Some(format!("uid-{namespace}-{name}"));
+    set.metadata.creation_timestamp =
+        crate::crd::time::from_utc(chrono::DateTime::from_timestamp(created_secs, 0).unwrap());
+    Arc::new(set)
+}
+
+/// A set whose node names another set of its SlurmCluster makes too (their namespaces' tags
+/// collide) is refused when it is the later one; the first keeps them, whichever side judges.
+#[test]
+fn the_later_of_two_sets_making_one_node_name_is_refused() {
+    let (a, b) = colliding_namespaces();
+    assert_ne!(a, b);
+    let prefix = pods::node_prefix(&a, "cpu").unwrap();
+    assert_eq!(
+        pods::node_prefix(&b, "cpu").as_deref(),
+        Some(prefix.as_str())
+    );
+    let first = set_in(&a, "cpu", 1_000);
+    let later = set_in(&b, "cpu", 2_000);
+    let all = [Arc::clone(&first), Arc::clone(&later)];
+    assert_eq!(
+        names_taken(&first, &prefix, &all),
+        None,
+        "the first keeps them"
+    );
+    let refusal = names_taken(&later, &prefix, &all).expect("refused");
+    assert_eq!(refusal.reason, REASON_NODE_NAMES_TAKEN);
+    assert!(
+        refusal.message.contains(&format!("{a}/cpu")),
+        "{}",
+        refusal.message
+    );
+    assert!(refusal.message.contains(&prefix), "{}", refusal.message);
+    // Made in the same second: the namespace decides, alike on both sides.
+    let tied = [set_in(&a, "cpu", 1_000), set_in(&b, "cpu", 1_000)];
+    let (lower, higher) = if a < b { (0, 1) } else { (1, 0) };
+    assert_eq!(names_taken(&tied[lower], &prefix, &tied), None);
+    assert!(names_taken(&tied[higher], &prefix, &tied).is_some());
+    // Another cluster's set, another name, or itself: no conflict.
+    let mut elsewhere = (*set_in(&a, "cpu", 1_000)).clone();
+    elsewhere.spec.cluster_name = "other".into();
+    let others = [
+        Arc::new(elsewhere),
+        set_in(&a, "gpu", 1_000),
+        Arc::clone(&later),
+    ];
+    assert_eq!(names_taken(&later, &prefix, &others), None);
+}
+
+/// The later set's round makes nothing: `Ready=False`/`NodeNamesTaken` and one Warning, no
+/// pod listed or created; it looks again later (the other's deletion does not trigger it).
+#[tokio::test]
+async fn a_set_whose_node_names_another_makes_gets_nothing_but_a_condition() {
+    let (a, b) = colliding_namespaces();
+    let (ctx, mut api) = Context::test();
+    let (store, mut writer) = reflector::store();
+    let first = set_in(&a, "cpu", 1_000);
+    let mut later = (*set_in(&b, "cpu", 2_000)).clone();
+    later.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    writer.apply_watcher_event(&watcher::Event::Apply((*first).clone()));
+    writer.apply_watcher_event(&watcher::Event::Apply(later.clone()));
+    ctx.nodesets.add(store);
+    let namespace = b.clone();
+    let expected = later.clone();
+    let scenario = tokio::spawn(async move {
+        expect_get_cluster(&mut api, &[a.as_str(), namespace.as_str()]).await;
+        let status = expect_status(&mut api, &expected).await;
+        let ready = condition::find(&status.conditions, condition::READY).unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", REASON_NODE_NAMES_TAKEN)
+        );
+        expect_nodeset_event_in(&mut api, &namespace, "cpu", REASON_NODE_NAMES_TAKEN).await;
+        api.expect_no_more_calls().await;
+    });
+    let action = reconcile(Arc::new(later), Arc::new(ctx)).await.unwrap();
+    assert_eq!(action, controller::Action::requeue(RESYNC));
+    scenario.await.unwrap();
 }

@@ -269,18 +269,6 @@ impl JobContext {
     }
 }
 
-/// Passes a namespace's search slot on when dropped, if it is free: a reconcile woken for it
-/// that returns without searching (no request slot, the spec changed, adopted meanwhile)
-/// would otherwise leave it free while the namespace's others wait out their busy backoff.
-struct PassOn<'a>(&'a Arc<RequestSlots>);
-
-impl Drop for PassOn<'_> {
-    fn drop(&mut self) {
-        // Taken and given back at once: giving it back wakes the longest-waiting one.
-        drop(self.0.try_take());
-    }
-}
-
 fn backoff_key(job: &impl ResourceExt) -> String {
     Backoffs::key(
         CONTROLLER,
@@ -308,7 +296,10 @@ pub async fn reconcile_cached(
         {
             Some(job) => job,
             // Gone since: nothing is left to do for it.
-            None => return Ok(Action::await_change()),
+            None => {
+                settle_search(&data, &namespace, cached.cluster_name(), cached.as_ref());
+                return Ok(Action::await_change());
+            }
         }
     } else {
         cached.object().map_err(Error::Cache)?
@@ -319,7 +310,27 @@ pub async fn reconcile_cached(
 /// Reconcile one SlurmJob behind the finalizer. One tracing span per reconcile.
 pub async fn reconcile(job: Arc<SlurmJob>, data: Arc<JobContext>) -> Result<Action, Error> {
     let work = reconcile_inner(Arc::clone(&job), &data);
-    kit::reconcile_as_leader(CONTROLLER, job.as_ref(), &data.ctx, work).await
+    let result = kit::reconcile_as_leader(CONTROLLER, job.as_ref(), &data.ctx, work).await;
+    // Waiting for its namespace's search slot, it left a waker (`JobContext::busy_on`).
+    if !matches!(result, Err(Error::SearchBusy(_))) {
+        let namespace = job.namespace().unwrap_or_default();
+        settle_search(&data, &namespace, &job.spec.cluster_name, job.as_ref());
+    }
+    result
+}
+
+/// A reconcile of `job` ended without waiting for its namespace's accounting search slot on
+/// its cluster's connection: it leaves that line, and passes a free slot on to the next in it.
+/// Whatever way it ended: woken for the slot, it may have found nothing left to search, or
+/// failed before; deleted, its waker would take a wake that reaches nobody (a wake's reconcile
+/// of an object gone from the cache never runs).
+fn settle_search(data: &JobContext, namespace: &str, cluster: &str, job: &impl ResourceExt) {
+    let Some(handle) = data.ctx.clusters.get(&ObjectRef::new(cluster)) else {
+        return;
+    };
+    if let Some(searches) = handle.searches_if_any(namespace) {
+        searches.settle(&backoff_key(job));
+    }
 }
 
 async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action, Error> {
@@ -387,6 +398,11 @@ pub fn error_policy<K: ResourceExt>(job: Arc<K>, error: &Error, data: Arc<JobCon
     if let Error::SearchBusy(_) = error {
         // Woken when the search ends (`JobContext::busy_on`); the bound only if that is lost.
         // Its failures' backoff is left as it is: waiting in line is not failing.
+        debug!(
+            name = %job.name_any(),
+            namespace = job.namespace().unwrap_or_default(),
+            "waiting for the namespace's accounting search by job name"
+        );
         return Action::requeue(Backoffs::BUSY_MAX);
     }
     if let Error::NotLeader = error {
@@ -572,7 +588,6 @@ async fn apply(
     let state: Arc<ClusterState> = Arc::clone(&handle.index.borrow());
     let acting_since = ctx.acting_since();
     let searches = handle.searches(namespace);
-    let _passing_on = PassOn(&searches);
     let env = Env {
         client: &handle.client,
         submitter: submitter.as_ref().unwrap_or(&handle.client),
@@ -978,7 +993,6 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         ) if may_be_skipped(state) && unrecorded => {
             // A search by job name, as a submit's: one per namespace at a time.
             let searches = handle.searches(&job.namespace().unwrap_or_default());
-            let _passing_on = PassOn(&searches);
             let Some(_search) = searches.try_take() else {
                 return Err(data.busy_on(&searches, job));
             };

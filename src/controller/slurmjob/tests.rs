@@ -3020,6 +3020,26 @@ async fn a_deletion_asks_accounting_only_for_a_slurmjob_older_than_what_the_inde
     assert_eq!(error.category(), "DeletionBlocked", "{message}");
 }
 
+/// Cluster `local`, reached at no address, with a complete index listed after the start, and
+/// namespace `NS`'s accounting search slot on it taken (by another SlurmJob, as it were).
+fn searching_cluster(
+    ctx: &Context,
+) -> (
+    tokio::sync::watch::Sender<Arc<ClusterState>>,
+    ClusterHandle,
+    crate::state::slots::RequestSlot,
+) {
+    let state = ClusterState {
+        fully_listed_at: Some(ctx.started_at + chrono::TimeDelta::seconds(41)),
+        ..trusted_index(ctx, Vec::new())
+    };
+    let index =
+        crate::controller::test_support::register_with_index(ctx, NS, "local", UNREACHABLE, state);
+    let handle = ctx.clusters.get(&ObjectRef::new("local")).unwrap();
+    let searching = handle.searches(NS).try_take().unwrap();
+    (index, handle, searching)
+}
+
 /// One accounting search by job name per namespace at a time on a connection: a SlurmJob that
 /// must search while another of its namespace does is requeued (`SearchBusy`) without a
 /// request or a write, and woken when the search is done (other namespaces have slots of their
@@ -3029,24 +3049,13 @@ async fn a_namespace_searches_accounting_one_slurmjob_at_a_time() {
     let (ctx, mut api) = Context::test();
     let mut job = finalized(slurm_job("edited", "#!/bin/sh\ntrue\n"));
     job.metadata.generation = Some(2);
-    let state = ClusterState {
-        fully_listed_at: Some(ctx.started_at + chrono::TimeDelta::seconds(41)),
-        ..trusted_index(&ctx, Vec::new())
-    };
-    let _index =
-        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
-    let handle = ctx.clusters.get(&ObjectRef::new("local")).unwrap();
-    let searching = handle.searches(NS).try_take().unwrap();
+    let (_index, _, searching) = searching_cluster(&ctx);
     // Nothing read either: the whole spec is read for the search only once it may run.
     let server = tokio::spawn(async move {
         api.expect_no_more_calls().await;
         api
     });
-    let (wake, mut woken) = futures::channel::mpsc::unbounded();
-    let data = Arc::new(JobContext {
-        wake,
-        ..(*data(ctx)).clone()
-    });
+    let (data, mut woken) = data_waking(ctx);
     // Bounded: a reconcile that searched would wait for ever for the status write it then
     // makes, which the server above refuses to answer.
     let error = tokio::time::timeout(
@@ -3079,4 +3088,71 @@ async fn a_namespace_searches_accounting_one_slurmjob_at_a_time() {
     let status = server.await.unwrap();
     let reconciling = condition::find(&status.conditions, status::RECONCILING).unwrap();
     assert_eq!(reconciling.reason, "WaitingForAccounting");
+}
+
+/// A SlurmJob woken for its namespace's search slot that returns without searching (here its
+/// last status write has not reached the cache yet) passes the slot on to the next in line at
+/// once, and leaves no waker behind; so does one whose object is gone: the others do not wait
+/// out their busy bound (30 s).
+#[tokio::test]
+async fn a_woken_slurmjob_that_does_not_search_passes_the_slot_on() {
+    let (ctx, api) = Context::test();
+    let (_index, handle, searching) = searching_cluster(&ctx);
+    let server = tokio::spawn(async move {
+        let mut api = api;
+        api.expect_no_more_calls().await
+    });
+    let (data, mut woken) = data_waking(ctx);
+    let edited = |name: &str| {
+        let mut job = finalized(slurm_job(name, "#!/bin/sh\ntrue\n"));
+        job.metadata.generation = Some(2);
+        job
+    };
+    let (first, second, third) = (edited("first"), edited("second"), edited("third"));
+    for job in [&first, &second, &third] {
+        let error = tokio::time::timeout(
+            Duration::from_secs(30),
+            reconcile(Arc::new(cached(job)), data.clone()),
+        )
+        .await
+        .expect("the reconcile returns without searching")
+        .unwrap_err();
+        assert!(matches!(error, Error::SearchBusy(_)), "{}", Chain(&error));
+    }
+    let searches = handle.searches(NS);
+    assert_eq!(searches.waiting(), 3);
+    drop(searching);
+    assert_eq!(woken.try_recv().unwrap().name, "first");
+    assert!(woken.try_recv().is_err(), "one slot wakes one");
+
+    // This process wrote job `id` into the status of `job`, which the cache does not show yet.
+    let lagging = |job: &SlurmJob, id| {
+        let written = submissions::Outcome {
+            job_id: Some(id),
+            ..Default::default()
+        };
+        let uid = job.metadata.uid.as_deref().unwrap();
+        data.status_writes
+            .record(uid, written, std::time::Instant::now());
+    };
+    // Woken, "first" finds its last status write not in the cache yet: it asks nothing.
+    lagging(&first, 7);
+    let action = reconcile(Arc::new(cached(&first)), data.clone())
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(CACHE_LAG_RETRY));
+    assert_eq!(woken.try_recv().unwrap().name, "second", "passed on");
+    assert_eq!(searches.waiting(), 1);
+
+    // "third" leaves the line when its reconcile ends another way (as at its deletion), with
+    // the slot held: no waker stays for a wake that would reach nobody.
+    let held = searches.try_take().unwrap();
+    lagging(&third, 8);
+    reconcile(Arc::new(cached(&third)), data.clone())
+        .await
+        .unwrap();
+    assert_eq!(searches.waiting(), 0);
+    drop(held);
+    assert!(woken.try_recv().is_err(), "nobody waits: {searches:?}");
+    server.abort();
 }
