@@ -97,7 +97,7 @@ impl ClusterHandle {
             None => {
                 // Only namespaces searching or queued now are kept: namespaces come and go.
                 searches.retain(|_, slots| Arc::strong_count(slots) > 1 || slots.waiting() > 0);
-                let slots = RequestSlots::new(SEARCHES_PER_NAMESPACE);
+                let slots = RequestSlots::turns(SEARCHES_PER_NAMESPACE);
                 searches.insert(namespace.to_owned(), Arc::clone(&slots));
                 slots
             }

@@ -9,7 +9,7 @@
 //! rare (`bench burst`, 2 000 SlurmJobs: 3 reconciles in one of seven bursts, none in the
 //! rest); this is for one slower than the 100 ms a reconcile queues for a slot (`IO_WAIT`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,6 +22,8 @@ type OnFree = Box<dyn FnOnce() + Send>;
 pub struct RequestSlots {
     free: Arc<Semaphore>,
     waiting: Mutex<Waiting>,
+    /// Whether woken keys are remembered until they take a slot or settle ([`Self::turns`]).
+    turns: bool,
 }
 
 /// Wakers in the order their keys first asked; one per key.
@@ -29,6 +31,8 @@ pub struct RequestSlots {
 struct Waiting {
     order: VecDeque<String>,
     wakers: HashMap<String, OnFree>,
+    /// Keys woken for a free slot that have neither taken one nor settled ([`RequestSlots::turns`]).
+    woken: HashSet<String>,
 }
 
 impl std::fmt::Debug for RequestSlots {
@@ -42,10 +46,31 @@ impl std::fmt::Debug for RequestSlots {
 
 impl RequestSlots {
     pub fn new(slots: usize) -> Arc<Self> {
+        Self::make(slots, false)
+    }
+
+    /// Slots whose every taker reports how its turn ended: [`Self::try_take_for`] when it takes
+    /// one, [`Self::settle`] when its reconcile ends without waiting. A woken key then holds
+    /// the turn it was woken for until it does either: a slot freed by a taker that was woken
+    /// wakes the next one once, not again when that taker settles.
+    pub fn turns(slots: usize) -> Arc<Self> {
+        Self::make(slots, true)
+    }
+
+    fn make(slots: usize, turns: bool) -> Arc<Self> {
         Arc::new(Self {
             free: Arc::new(Semaphore::new(slots)),
             waiting: Mutex::default(),
+            turns,
         })
+    }
+
+    /// A slot for `key`, if one is free now: its turn is taken (its waker, if one is left,
+    /// is dropped: it was served another way).
+    pub fn try_take_for(self: &Arc<Self>, key: &str) -> Option<RequestSlot> {
+        let slot = self.try_take()?;
+        self.leave(key);
+        Some(slot)
     }
 
     /// A slot, if one is free now.
@@ -69,7 +94,13 @@ impl RequestSlots {
     pub fn wake_when_free(&self, key: String, wake: impl FnOnce() + Send + 'static) {
         {
             let mut waiting = self.lock();
-            let Waiting { order, wakers } = &mut *waiting;
+            let Waiting {
+                order,
+                wakers,
+                woken,
+            } = &mut *waiting;
+            // Woken, it found the slot taken again: its turn is spent, it waits anew.
+            woken.remove(&key);
             if wakers.insert(key.clone(), Box::new(wake)).is_none() {
                 order.push_back(key);
             }
@@ -78,20 +109,28 @@ impl RequestSlots {
         self.wake_free();
     }
 
-    /// The reconcile of `key` ended without waiting here: its waker, if one is left (it got a
-    /// slot another way, or its object is being deleted), is dropped; and a slot free now goes
-    /// to the longest-waiting other. A reconcile woken for a slot that returns without taking
-    /// it (it found nothing to search, or failed first) so passes it on, and a waker whose
-    /// object is gone cannot spend a wake that nobody would see.
+    /// The reconcile of `key` ended without waiting here and without a slot: its waker, if
+    /// one is left (its object is being deleted, say), is dropped, so that no wake goes to a
+    /// reconcile that would never run; and if it had been woken for a free slot and left it
+    /// (it found nothing to search, or failed first), the slot goes to the next in line.
     pub fn settle(&self, key: &str) {
-        {
-            let mut waiting = self.lock();
-            let Waiting { order, wakers } = &mut *waiting;
-            if wakers.remove(key).is_some() {
-                order.retain(|queued| queued != key);
-            }
+        if self.leave(key) {
+            self.wake_free();
         }
-        self.wake_free();
+    }
+
+    /// `key` leaves the line; whether it had been woken for a slot.
+    fn leave(&self, key: &str) -> bool {
+        let mut waiting = self.lock();
+        let Waiting {
+            order,
+            wakers,
+            woken,
+        } = &mut *waiting;
+        if wakers.remove(key).is_some() {
+            order.retain(|queued| queued != key);
+        }
+        woken.remove(key)
     }
 
     /// Wakers left, for tests and logs.
@@ -115,8 +154,19 @@ impl RequestSlots {
         }
         let wake = {
             let mut waiting = self.lock();
-            let Waiting { order, wakers } = &mut *waiting;
-            std::iter::from_fn(|| order.pop_front()).find_map(|key| wakers.remove(&key))
+            let Waiting {
+                order,
+                wakers,
+                woken,
+            } = &mut *waiting;
+            let next = std::iter::from_fn(|| order.pop_front())
+                .find_map(|key| wakers.remove(&key).map(|wake| (key, wake)));
+            next.map(|(key, wake)| {
+                if self.turns {
+                    woken.insert(key);
+                }
+                wake
+            })
         };
         // Outside the lock: a waker may be anything that does not block.
         if let Some(wake) = wake {
@@ -202,11 +252,12 @@ mod tests {
     }
 
     /// A reconcile that ended without waiting leaves no waker behind (its object may be gone:
-    /// a wake sent to it would reach nobody), and a slot free then goes to the next in line.
+    /// a wake sent to it would reach nobody); one woken for a free slot that left it passes it
+    /// to the next in line.
     #[test]
-    fn a_settled_key_leaves_the_line_and_passes_a_free_slot_on() {
-        let slots = RequestSlots::new(1);
-        let held = slots.try_take();
+    fn a_settled_key_leaves_the_line_and_passes_its_unused_turn_on() {
+        let slots = RequestSlots::turns(1);
+        let held = slots.try_take_for("searcher");
         let woken = Arc::default();
         slots.wake_when_free("a".into(), recorder(&woken, "a"));
         slots.wake_when_free("b".into(), recorder(&woken, "b"));
@@ -217,15 +268,29 @@ mod tests {
         assert_eq!(slots.waiting(), 2);
         drop(held);
         assert_eq!(*woken.lock().unwrap(), ["b"]);
+        // The searcher's reconcile ends: it was not woken, it passes nothing on ("b" has it).
+        slots.settle("searcher");
+        // Nor does any other reconcile of the namespace.
+        slots.settle("unrelated");
+        assert_eq!(*woken.lock().unwrap(), ["b"]);
         // "b" was woken but returned without taking the slot: "c" gets it.
         slots.settle("b");
         assert_eq!(*woken.lock().unwrap(), ["b", "c"]);
         assert_eq!(slots.waiting(), 0);
-        // Asking again after settling queues anew.
-        let held = slots.try_take();
+        // "c" takes it and searches: when it is done the slot wakes the next, once.
+        let searching = slots.try_take_for("c").unwrap();
         slots.wake_when_free("a".into(), recorder(&woken, "a"));
-        drop(held);
+        slots.wake_when_free("d".into(), recorder(&woken, "d"));
+        drop(searching);
+        slots.settle("c");
         assert_eq!(*woken.lock().unwrap(), ["b", "c", "a"]);
+        // "a" finds the slot taken meanwhile: it waits anew, behind "d", and passes nothing.
+        let taken = slots.try_take_for("e").unwrap();
+        slots.wake_when_free("a".into(), recorder(&woken, "a"));
+        slots.settle("a");
+        assert_eq!(*woken.lock().unwrap(), ["b", "c", "a"]);
+        drop(taken);
+        assert_eq!(*woken.lock().unwrap(), ["b", "c", "a", "d"]);
     }
 
     /// A slot handed to a reconcile queued in `take_within` is not free: waking someone for it

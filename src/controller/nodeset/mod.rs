@@ -476,12 +476,14 @@ pub fn admission(
 pub const REASON_NODE_NAMES_TAKEN: &str = "NodeNamesTaken";
 
 /// Whether another SlurmNodeSet of the same SlurmCluster (among `others`) makes the node names
-/// `prefix` stands for (`<prefix>-<ordinal>`): their namespaces' tags collide. The first made
-/// keeps them (then namespace, then name: both sides judge alike); the other is refused before
-/// it makes a pod, rather than racing it for each name. Pure.
+/// `prefix` stands for (`<prefix>-<ordinal>`): their namespaces' tags collide. Only sets the
+/// SlurmCluster admits count (`admission`: a set refused makes no node). The first made keeps
+/// the names (then namespace, then name: both sides judge alike); the other is refused, rather
+/// than racing it for each name. Pure.
 pub fn names_taken(
     nodeset: &SlurmNodeSet,
     prefix: &str,
+    cluster: Option<&SlurmCluster>,
     others: &[Arc<SlurmNodeSet>],
 ) -> Option<Refusal> {
     let key = |set: &SlurmNodeSet| {
@@ -491,29 +493,30 @@ pub fn names_taken(
             set.metadata.name.clone().unwrap_or_default(),
         )
     };
+    let cluster_name = &nodeset.spec.cluster_name;
     let ours = key(nodeset);
-    let first = others
+    let (_, namespace, name) = others
         .iter()
         .filter(|other| {
-            other.spec.cluster_name == nodeset.spec.cluster_name
-                && (&other.metadata.namespace, &other.metadata.name)
-                    != (&nodeset.metadata.namespace, &nodeset.metadata.name)
-                && pods::node_prefix(
-                    other.metadata.namespace.as_deref().unwrap_or_default(),
-                    other.metadata.name.as_deref().unwrap_or_default(),
-                )
-                .as_deref()
-                    == Some(prefix)
+            let namespace = other.metadata.namespace.as_deref().unwrap_or_default();
+            let name = other.metadata.name.as_deref().unwrap_or_default();
+            other.spec.cluster_name == *cluster_name
+                && (namespace, name)
+                    != (
+                        nodeset.metadata.namespace.as_deref().unwrap_or_default(),
+                        nodeset.metadata.name.as_deref().unwrap_or_default(),
+                    )
+                && admission(namespace, name, cluster_name, cluster).as_deref() == Ok(prefix)
         })
         .map(|other| key(other))
         .filter(|other| *other < ours)
         .min()?;
-    let (_, namespace, name) = first;
     Some(Refusal {
         reason: REASON_NODE_NAMES_TAKEN,
         message: format!(
-            "SlurmNodeSet {namespace}/{name}, made earlier, names its Slurm nodes of SlurmCluster              {:?} {prefix}-<ordinal> too (the two namespaces' tags collide): rename this set              (its pods would take the other's node names)",
-            nodeset.spec.cluster_name
+            "SlurmNodeSet {namespace}/{name}, made earlier, names its Slurm nodes of SlurmCluster \
+             {cluster_name:?} {prefix}-<ordinal> too (the two namespaces' tags collide): rename \
+             this set (its pods would take the other's node names)"
         ),
     })
 }
@@ -713,12 +716,6 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         Ok(prefix) => prefix,
         Err(refusal) => return Ok(Round::Refused(refusal)),
     };
-    // Its deletion goes on: it drains and deletes only nodes whose owner record names it.
-    if !deleting
-        && let Some(refusal) = names_taken(nodeset, &prefix, &ctx.nodesets.of_cluster(cluster_name))
-    {
-        return Ok(Round::Refused(refusal));
-    }
     // The SlurmCluster's watch reports spec changes, not its removal: while it is being deleted
     // the set looks again soon, to find it gone.
     let cluster_going = cluster
@@ -741,6 +738,28 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         .get(&ObjectRef::<SlurmCluster>::new(cluster_name));
     let state = handle.as_ref().map(|h| Arc::clone(&h.index.borrow()));
     let now = Utc::now();
+
+    // Another set makes its node names: refused before it makes a pod. One that has pods or
+    // nodes already (both made before either showed in the other's cache, or before this
+    // check) goes on as before: refused, it would hold them unmanaged; each set acts only on
+    // nodes whose owner record names it. Its deletion goes on too.
+    let holds_nodes = || {
+        state
+            .as_ref()
+            .is_some_and(|s| s.nodes.values().any(|n| plan::is_ours(n, &owner)))
+    };
+    if !deleting
+        && views.is_empty()
+        && !holds_nodes()
+        && let Some(refusal) = names_taken(
+            nodeset,
+            &prefix,
+            cluster.as_ref(),
+            &ctx.nodesets.of_cluster(cluster_name),
+        )
+    {
+        return Ok(Round::Refused(refusal));
+    }
 
     // 3. NodeSetPlan.
     let hash = pods::template_hash(nodeset);

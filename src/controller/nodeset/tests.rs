@@ -85,6 +85,17 @@ fn existing_pod(set: &SlurmNodeSet, ordinal: u32) -> Pod {
     pod
 }
 
+/// SlurmCluster `main` admitting SlurmNodeSets of `namespaces`.
+fn cluster(namespaces: &[&str]) -> SlurmCluster {
+    serde_json::from_value(json!({
+        "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
+        "metadata": {"name": "main"},
+        "spec": {"endpoint": "https://s:6820", "auth": {"jwt": {"keySecretRef": {"name": "k"}}},
+                 "nodeSetNamespaces": namespaces},
+    }))
+    .unwrap()
+}
+
 /// The GET of SlurmCluster `main`, answered with `nodeSetNamespaces`.
 async fn expect_get_cluster(api: &mut ApiServerVerifier, node_set_namespaces: &[&str]) {
     let (call, send) = api.next().await;
@@ -118,9 +129,25 @@ async fn expect_pods_page(
     items: Vec<Pod>,
     next: Option<&str>,
 ) {
+    expect_pods_page_in(api, "hpc", set, after, items, next).await;
+}
+
+/// The first and only page of set `cpu`'s pods in `namespace`.
+async fn expect_list_pods_in(api: &mut ApiServerVerifier, namespace: &str, items: Vec<Pod>) {
+    expect_pods_page_in(api, namespace, "cpu", None, items, None).await;
+}
+
+async fn expect_pods_page_in(
+    api: &mut ApiServerVerifier,
+    namespace: &str,
+    set: &str,
+    after: Option<&str>,
+    items: Vec<Pod>,
+    next: Option<&str>,
+) {
     let (call, send) = api.next().await;
     assert_eq!(call.method, Method::GET, "{call:?}");
-    assert_eq!(call.path, "/api/v1/namespaces/hpc/pods");
+    assert_eq!(call.path, format!("/api/v1/namespaces/{namespace}/pods"));
     assert!(
         call.has_query("labelSelector", &format!("slurm.rs%2Fnodeset%3D{set}")),
         "{call:?}"
@@ -321,15 +348,6 @@ async fn a_namespace_the_cluster_does_not_allow_gets_nothing_but_a_condition() {
 
 #[test]
 fn admission_table() {
-    let cluster = |namespaces: &[&str]| -> SlurmCluster {
-        serde_json::from_value(json!({
-            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
-            "metadata": {"name": "main"},
-            "spec": {"endpoint": "https://s:6820", "auth": {"jwt": {"keySecretRef": {"name": "k"}}},
-                     "nodeSetNamespaces": namespaces},
-        }))
-        .unwrap()
-    };
     let long = "a".repeat(pods::MAX_SET_NAME + 1);
     // (namespace, set name, its SlurmCluster, the prefix or the refusal's reason)
     type Case<'a> = (
@@ -2267,6 +2285,7 @@ fn set_in(namespace: &str, name: &str, created_secs: i64) -> Arc<SlurmNodeSet> {
 
 /// A set whose node names another set of its SlurmCluster makes too (their namespaces' tags
 /// collide) is refused when it is the later one; the first keeps them, whichever side judges.
+/// A set the SlurmCluster does not admit makes no node: it takes no names.
 #[test]
 fn the_later_of_two_sets_making_one_node_name_is_refused() {
     let (a, b) = colliding_namespaces();
@@ -2276,27 +2295,35 @@ fn the_later_of_two_sets_making_one_node_name_is_refused() {
         pods::node_prefix(&b, "cpu").as_deref(),
         Some(prefix.as_str())
     );
+    let both = cluster(&[&a, &b]);
     let first = set_in(&a, "cpu", 1_000);
     let later = set_in(&b, "cpu", 2_000);
     let all = [Arc::clone(&first), Arc::clone(&later)];
     assert_eq!(
-        names_taken(&first, &prefix, &all),
+        names_taken(&first, &prefix, Some(&both), &all),
         None,
         "the first keeps them"
     );
-    let refusal = names_taken(&later, &prefix, &all).expect("refused");
+    let refusal = names_taken(&later, &prefix, Some(&both), &all).expect("refused");
     assert_eq!(refusal.reason, REASON_NODE_NAMES_TAKEN);
-    assert!(
-        refusal.message.contains(&format!("{a}/cpu")),
-        "{}",
-        refusal.message
+    assert_eq!(
+        refusal.message,
+        format!(
+            "SlurmNodeSet {a}/cpu, made earlier, names its Slurm nodes of SlurmCluster \"main\" \
+             {prefix}-<ordinal> too (the two namespaces' tags collide): rename this set (its pods \
+             would take the other's node names)"
+        )
     );
-    assert!(refusal.message.contains(&prefix), "{}", refusal.message);
+    // The first's namespace not admitted: it makes no node, the later one is not refused.
+    assert_eq!(
+        names_taken(&later, &prefix, Some(&cluster(&[&b])), &all),
+        None
+    );
     // Made in the same second: the namespace decides, alike on both sides.
     let tied = [set_in(&a, "cpu", 1_000), set_in(&b, "cpu", 1_000)];
     let (lower, higher) = if a < b { (0, 1) } else { (1, 0) };
-    assert_eq!(names_taken(&tied[lower], &prefix, &tied), None);
-    assert!(names_taken(&tied[higher], &prefix, &tied).is_some());
+    assert_eq!(names_taken(&tied[lower], &prefix, Some(&both), &tied), None);
+    assert!(names_taken(&tied[higher], &prefix, Some(&both), &tied).is_some());
     // Another cluster's set, another name, or itself: no conflict.
     let mut elsewhere = (*set_in(&a, "cpu", 1_000)).clone();
     elsewhere.spec.cluster_name = "other".into();
@@ -2305,11 +2332,12 @@ fn the_later_of_two_sets_making_one_node_name_is_refused() {
         set_in(&a, "gpu", 1_000),
         Arc::clone(&later),
     ];
-    assert_eq!(names_taken(&later, &prefix, &others), None);
+    assert_eq!(names_taken(&later, &prefix, Some(&both), &others), None);
 }
 
 /// The later set's round makes nothing: `Ready=False`/`NodeNamesTaken` and one Warning, no
-/// pod listed or created; it looks again later (the other's deletion does not trigger it).
+/// pod created; it looks again later (the other's deletion does not trigger it). One that has a
+/// pod already goes on as before (refused, it would hold it unmanaged).
 #[tokio::test]
 async fn a_set_whose_node_names_another_makes_gets_nothing_but_a_condition() {
     let (a, b) = colliding_namespaces();
@@ -2321,10 +2349,12 @@ async fn a_set_whose_node_names_another_makes_gets_nothing_but_a_condition() {
     writer.apply_watcher_event(&watcher::Event::Apply((*first).clone()));
     writer.apply_watcher_event(&watcher::Event::Apply(later.clone()));
     ctx.nodesets.add(store);
+    let ctx = Arc::new(ctx);
     let namespace = b.clone();
     let expected = later.clone();
     let scenario = tokio::spawn(async move {
         expect_get_cluster(&mut api, &[a.as_str(), namespace.as_str()]).await;
+        expect_list_pods_in(&mut api, &namespace, vec![]).await;
         let status = expect_status(&mut api, &expected).await;
         let ready = condition::find(&status.conditions, condition::READY).unwrap();
         assert_eq!(
@@ -2333,8 +2363,27 @@ async fn a_set_whose_node_names_another_makes_gets_nothing_but_a_condition() {
         );
         expect_nodeset_event_in(&mut api, &namespace, "cpu", REASON_NODE_NAMES_TAKEN).await;
         api.expect_no_more_calls().await;
+        (api, a, namespace)
     });
-    let action = reconcile(Arc::new(later), Arc::new(ctx)).await.unwrap();
+    let action = reconcile(Arc::new(later.clone()), Arc::clone(&ctx))
+        .await
+        .unwrap();
     assert_eq!(action, controller::Action::requeue(RESYNC));
-    scenario.await.unwrap();
+    let (mut api, a, namespace) = scenario.await.unwrap();
+
+    // With a pod of its own, it is not refused: its round goes on to its PodDisruptionBudget.
+    let prefix = pods::node_prefix(&namespace, "cpu").unwrap();
+    let mut pod = pods::build_pod(&later, &prefix, 0, &pods::template_hash(&later));
+    pod.metadata.uid = Some("pod-uid-0".into());
+    let scenario = tokio::spawn(async move {
+        expect_get_cluster(&mut api, &[a.as_str(), namespace.as_str()]).await;
+        expect_list_pods_in(&mut api, &namespace, vec![pod]).await;
+        let (call, _send) = api.next().await;
+        call
+    });
+    // The scenario stops answering after that call: the round is cut off there.
+    let _ = tokio::time::timeout(Duration::from_secs(5), reconcile(Arc::new(later), ctx)).await;
+    let call = scenario.await.unwrap();
+    assert_eq!(call.method, Method::GET, "{call:?}");
+    assert!(call.path.ends_with("/poddisruptionbudgets/cpu"), "{call:?}");
 }

@@ -94,8 +94,9 @@ pub struct Env<'a> {
     pub key: &'a TagKey,
     /// The SlurmJob's namespace's accounting search slots on the connection
     /// (`ClusterHandle::searches`): a step that must search by job name and finds none free
-    /// ends with [`StepError::SearchBusy`]. `None`: no bound ([`step`]).
-    pub searches: Option<&'a Arc<RequestSlots>>,
+    /// ends with [`StepError::SearchBusy`]. With the key the SlurmJob waits under
+    /// (`RequestSlots::try_take_for`). `None`: no bound ([`step`]).
+    pub searches: Option<(&'a Arc<RequestSlots>, &'a str)>,
 }
 
 /// What a step decided.
@@ -872,7 +873,10 @@ where
     // spec is read for it (a step that must wait for the slot reads nothing), and held until
     // the search's answer is read.
     let take_search = || match env.searches {
-        Some(slots) => slots.try_take().map(Some).ok_or(StepError::SearchBusy),
+        Some((slots, key)) => slots
+            .try_take_for(key)
+            .map(Some)
+            .ok_or(StepError::SearchBusy),
         None => Ok(None),
     };
     let mut search = None;

@@ -284,27 +284,33 @@ pub async fn reconcile_cached(
     cached: Arc<CachedSlurmJob>,
     data: Arc<JobContext>,
 ) -> Result<Action, Error> {
-    let job = if cached.finalizers_cut() {
-        let namespace = cached
-            .namespace()
-            .ok_or(Error::MissingMetadata("namespace"))?;
-        let api: Api<SlurmJob> = Api::namespaced(data.ctx.client.clone(), &namespace);
-        match api
-            .get_opt(&cached.name_any())
-            .await
-            .map_err(Error::ReadSlurmJob)?
-        {
-            Some(job) => job,
-            // Gone since: nothing is left to do for it.
-            None => {
-                settle_search(&data, &namespace, cached.cluster_name(), cached.as_ref());
-                return Ok(Action::await_change());
-            }
+    match whole_object(&cached, &data).await {
+        Ok(Some(job)) => reconcile(Arc::new(job), data).await,
+        // Gone since (nothing is left to do for it), or not to be read: this reconcile ends
+        // here, and with it any turn it was woken for.
+        ended => {
+            let namespace = cached.namespace().unwrap_or_default();
+            settle_search(&data, &namespace, cached.cluster_name(), cached.as_ref());
+            ended.map(|_| Action::await_change())
         }
-    } else {
-        cached.object().map_err(Error::Cache)?
-    };
-    reconcile(Arc::new(job), data).await
+    }
+}
+
+/// The SlurmJob `cached` stands for, whole; `None` when it is gone.
+async fn whole_object(
+    cached: &CachedSlurmJob,
+    data: &JobContext,
+) -> Result<Option<SlurmJob>, Error> {
+    if !cached.finalizers_cut() {
+        return cached.object().map(Some).map_err(Error::Cache);
+    }
+    let namespace = cached
+        .namespace()
+        .ok_or(Error::MissingMetadata("namespace"))?;
+    let api: Api<SlurmJob> = Api::namespaced(data.ctx.client.clone(), &namespace);
+    api.get_opt(&cached.name_any())
+        .await
+        .map_err(Error::ReadSlurmJob)
 }
 
 /// Reconcile one SlurmJob behind the finalizer. One tracing span per reconcile.
@@ -588,6 +594,7 @@ async fn apply(
     let state: Arc<ClusterState> = Arc::clone(&handle.index.borrow());
     let acting_since = ctx.acting_since();
     let searches = handle.searches(namespace);
+    let turn = backoff_key(job);
     let env = Env {
         client: &handle.client,
         submitter: submitter.as_ref().unwrap_or(&handle.client),
@@ -605,7 +612,7 @@ async fn apply(
         took_over_at: (!whole && !data.taken_on.since(&uid, acting_since)).then_some(acting_since),
         acting_since,
         key: &ctx.tag_key,
-        searches: Some(&searches),
+        searches: Some((&searches, &turn)),
     };
     let target = Target {
         name: &name,
@@ -993,7 +1000,7 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         ) if may_be_skipped(state) && unrecorded => {
             // A search by job name, as a submit's: one per namespace at a time.
             let searches = handle.searches(&job.namespace().unwrap_or_default());
-            let Some(_search) = searches.try_take() else {
+            let Some(_search) = searches.try_take_for(&backoff_key(job)) else {
                 return Err(data.busy_on(&searches, job));
             };
             let Some(_io) = handle.try_io() else {

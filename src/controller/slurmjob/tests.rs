@@ -3092,14 +3092,26 @@ async fn a_namespace_searches_accounting_one_slurmjob_at_a_time() {
 
 /// A SlurmJob woken for its namespace's search slot that returns without searching (here its
 /// last status write has not reached the cache yet) passes the slot on to the next in line at
-/// once, and leaves no waker behind; so does one whose object is gone: the others do not wait
-/// out their busy bound (30 s).
+/// once: the others do not wait out their busy bound (30 s). One whose object is gone leaves
+/// the line: no wake is spent on it.
 #[tokio::test]
 async fn a_woken_slurmjob_that_does_not_search_passes_the_slot_on() {
     let (ctx, api) = Context::test();
     let (_index, handle, searching) = searching_cluster(&ctx);
+    // The only request: the read of "third", whose cache cut its finalizers, after its
+    // deletion.
     let server = tokio::spawn(async move {
         let mut api = api;
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::GET, "{call:?}");
+        assert_eq!(
+            call.path,
+            format!("/apis/slurm.rs/v1alpha1/namespaces/{NS}/slurmjobs/third")
+        );
+        send.send_response(crate::controller::test_support::not_found(
+            "slurmjobs",
+            "third",
+        ));
         api.expect_no_more_calls().await
     });
     let (data, mut woken) = data_waking(ctx);
@@ -3144,15 +3156,29 @@ async fn a_woken_slurmjob_that_does_not_search_passes_the_slot_on() {
     assert_eq!(woken.try_recv().unwrap().name, "second", "passed on");
     assert_eq!(searches.waiting(), 1);
 
-    // "third" leaves the line when its reconcile ends another way (as at its deletion), with
-    // the slot held: no waker stays for a wake that would reach nobody.
+    // "third" is deleted while it waits, with the slot held: the read of its object finds it
+    // gone; it leaves the line, and no wake goes to a reconcile that would never run.
     let held = searches.try_take().unwrap();
-    lagging(&third, 8);
-    reconcile(Arc::new(cached(&third)), data.clone())
+    let mut gone = third.clone();
+    gone.metadata.finalizers = Some(
+        (0..100)
+            .map(|i| format!("example.org/hold-{i}"))
+            .chain([FINALIZER.to_owned()])
+            .collect(),
+    );
+    let gone = CachedSlurmJob::new(gone).unwrap();
+    assert!(gone.finalizers_cut());
+    let action = reconcile_cached(Arc::new(gone), data.clone())
         .await
         .unwrap();
+    assert_eq!(action, Action::await_change());
     assert_eq!(searches.waiting(), 0);
     drop(held);
     assert!(woken.try_recv().is_err(), "nobody waits: {searches:?}");
-    server.abort();
+    // Its client gone, the API server has seen the last request.
+    drop(data);
+    tokio::time::timeout(Duration::from_secs(30), server)
+        .await
+        .expect("the client is gone")
+        .unwrap();
 }

@@ -1531,9 +1531,9 @@ async fn a_search_by_name_waits_for_its_namespaces_slot() {
         created: Some(created),
         refusal: None,
     };
-    let slots = RequestSlots::new(1);
+    let slots = RequestSlots::turns(1);
     let env = |slots| Env {
-        searches: Some(slots),
+        searches: Some((slots, "old")),
         ..world.env(created + chrono::TimeDelta::seconds(200))
     };
     let taken = slots.try_take().unwrap();
