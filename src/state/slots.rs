@@ -9,14 +9,20 @@
 //! rare (`bench burst`, 2 000 SlurmJobs: 3 reconciles in one of seven bursts, none in the
 //! rest); this is for one slower than the 100 ms a reconcile queues for a slot (`IO_WAIT`).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 /// Called once, from whatever task frees a slot: must not block (send on a channel).
 type OnFree = Box<dyn FnOnce() + Send>;
+
+/// How long a woken key holds its turn ([`RequestSlots::turns`]) before another's reconcile may
+/// pass the slot on: a wake whose reconcile never runs (its object left the cache) would
+/// otherwise hold it until the waiters' busy bound (30 s).
+pub const TURN_LEASE: Duration = Duration::from_secs(5);
 
 /// The request slots of one connection, shared by the SlurmClusters on it.
 pub struct RequestSlots {
@@ -31,8 +37,9 @@ pub struct RequestSlots {
 struct Waiting {
     order: VecDeque<String>,
     wakers: HashMap<String, OnFree>,
-    /// Keys woken for a free slot that have neither taken one nor settled ([`RequestSlots::turns`]).
-    woken: HashSet<String>,
+    /// Keys woken for a free slot that have neither taken one nor settled, and when
+    /// ([`RequestSlots::turns`]).
+    woken: HashMap<String, Instant>,
 }
 
 impl std::fmt::Debug for RequestSlots {
@@ -112,14 +119,16 @@ impl RequestSlots {
     /// The reconcile of `key` ended without waiting here and without a slot: its waker, if
     /// one is left (its object is being deleted, say), is dropped, so that no wake goes to a
     /// reconcile that would never run; and if it had been woken for a free slot and left it
-    /// (it found nothing to search, or failed first), the slot goes to the next in line.
+    /// (it found nothing to search, or failed first), the slot goes to the next in line. So
+    /// does a slot whose woken keys all held their turn past [`TURN_LEASE`].
     pub fn settle(&self, key: &str) {
         if self.leave(key) {
             self.wake_free();
         }
     }
 
-    /// `key` leaves the line; whether it had been woken for a slot.
+    /// `key` leaves the line; whether a free slot may go to the next: it had been woken for
+    /// one, or no turn is held within its lease.
     fn leave(&self, key: &str) -> bool {
         let mut waiting = self.lock();
         let Waiting {
@@ -130,7 +139,9 @@ impl RequestSlots {
         if wakers.remove(key).is_some() {
             order.retain(|queued| queued != key);
         }
-        woken.remove(key)
+        let was_woken = woken.remove(key).is_some();
+        woken.retain(|_, at| at.elapsed() < TURN_LEASE);
+        was_woken || woken.is_empty()
     }
 
     /// Wakers left, for tests and logs.
@@ -163,7 +174,7 @@ impl RequestSlots {
                 .find_map(|key| wakers.remove(&key).map(|wake| (key, wake)));
             next.map(|(key, wake)| {
                 if self.turns {
-                    woken.insert(key);
+                    woken.insert(key, Instant::now());
                 }
                 wake
             })
@@ -291,6 +302,48 @@ mod tests {
         assert_eq!(*woken.lock().unwrap(), ["b", "c", "a"]);
         drop(taken);
         assert_eq!(*woken.lock().unwrap(), ["b", "c", "a", "d"]);
+    }
+
+    /// A woken key that finds the slot taken again waits anew: its turn is spent, so when it
+    /// then leaves (its SlurmJob deleted) it passes nothing on; the one woken next does.
+    #[test]
+    fn a_turn_found_taken_is_spent() {
+        let slots = RequestSlots::turns(1);
+        let held = slots.try_take_for("held");
+        let woken = Arc::default();
+        for key in ["a", "d", "f"] {
+            slots.wake_when_free(key.into(), recorder(&woken, key));
+        }
+        drop(held);
+        assert_eq!(*woken.lock().unwrap(), ["a"]);
+        // "e" takes the slot before "a" runs: "a" is told to wait, behind "d" and "f".
+        let taken = slots.try_take_for("e").unwrap();
+        slots.wake_when_free("a".into(), recorder(&woken, "a"));
+        drop(taken);
+        assert_eq!(*woken.lock().unwrap(), ["a", "d"]);
+        // "a" is deleted: "d" holds the turn, "f" stays in line.
+        slots.settle("a");
+        assert_eq!(*woken.lock().unwrap(), ["a", "d"]);
+        slots.settle("d");
+        assert_eq!(*woken.lock().unwrap(), ["a", "d", "f"]);
+    }
+
+    /// A wake whose reconcile never runs (its object left the cache) holds the turn only for
+    /// its lease: then any reconcile that ends passes the free slot on.
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_never_taken_lapses() {
+        let slots = RequestSlots::turns(1);
+        let held = slots.try_take_for("held");
+        let woken = Arc::default();
+        slots.wake_when_free("lost".into(), recorder(&woken, "lost"));
+        slots.wake_when_free("next".into(), recorder(&woken, "next"));
+        drop(held);
+        assert_eq!(*woken.lock().unwrap(), ["lost"]);
+        slots.settle("unrelated");
+        assert_eq!(*woken.lock().unwrap(), ["lost"], "within its lease");
+        tokio::time::advance(TURN_LEASE).await;
+        slots.settle("unrelated");
+        assert_eq!(*woken.lock().unwrap(), ["lost", "next"]);
     }
 
     /// A slot handed to a reconcile queued in `take_within` is not free: waking someone for it

@@ -3098,20 +3098,31 @@ async fn a_namespace_searches_accounting_one_slurmjob_at_a_time() {
 async fn a_woken_slurmjob_that_does_not_search_passes_the_slot_on() {
     let (ctx, api) = Context::test();
     let (_index, handle, searching) = searching_cluster(&ctx);
-    // The only request: the read of "third", whose cache cut its finalizers, after its
-    // deletion.
+    // The only requests: the reads of "second" and "fourth", whose cache cut their finalizers;
+    // the first fails, the other finds it deleted.
     let server = tokio::spawn(async move {
         let mut api = api;
-        let (call, send) = api.next().await;
-        assert_eq!(call.method, Method::GET, "{call:?}");
-        assert_eq!(
-            call.path,
-            format!("/apis/slurm.rs/v1alpha1/namespaces/{NS}/slurmjobs/third")
-        );
-        send.send_response(crate::controller::test_support::not_found(
-            "slurmjobs",
-            "third",
-        ));
+        for (name, status) in [
+            ("second", StatusCode::INTERNAL_SERVER_ERROR),
+            ("fourth", StatusCode::NOT_FOUND),
+        ] {
+            let (call, send) = api.next().await;
+            assert_eq!(call.method, Method::GET, "{call:?}");
+            assert_eq!(
+                call.path,
+                format!("/apis/slurm.rs/v1alpha1/namespaces/{NS}/slurmjobs/{name}")
+            );
+            let body = if status == StatusCode::NOT_FOUND {
+                not_found_body("slurmjobs", name)
+            } else {
+                json!({
+                    "kind": "Status", "apiVersion": "v1", "metadata": {},
+                    "status": "Failure", "message": "etcd is gone",
+                    "reason": "InternalError", "code": status.as_u16(),
+                })
+            };
+            respond(send, status, &body);
+        }
         api.expect_no_more_calls().await
     });
     let (data, mut woken) = data_waking(ctx);
@@ -3120,8 +3131,21 @@ async fn a_woken_slurmjob_that_does_not_search_passes_the_slot_on() {
         job.metadata.generation = Some(2);
         job
     };
-    let (first, second, third) = (edited("first"), edited("second"), edited("third"));
-    for job in [&first, &second, &third] {
+    // As the cache holds it when the object has more finalizers than it keeps: read first.
+    let cut = |job: &SlurmJob| {
+        let mut job = job.clone();
+        job.metadata.finalizers = Some(
+            (0..100)
+                .map(|i| format!("example.org/hold-{i}"))
+                .chain([FINALIZER.to_owned()])
+                .collect(),
+        );
+        let cached = CachedSlurmJob::new(job).unwrap();
+        assert!(cached.finalizers_cut());
+        Arc::new(cached)
+    };
+    let jobs = ["first", "second", "third", "fourth"].map(edited);
+    for job in &jobs {
         let error = tokio::time::timeout(
             Duration::from_secs(30),
             reconcile(Arc::new(cached(job)), data.clone()),
@@ -3131,46 +3155,40 @@ async fn a_woken_slurmjob_that_does_not_search_passes_the_slot_on() {
         .unwrap_err();
         assert!(matches!(error, Error::SearchBusy(_)), "{}", Chain(&error));
     }
+    let [first, second, _, fourth] = &jobs;
     let searches = handle.searches(NS);
-    assert_eq!(searches.waiting(), 3);
+    assert_eq!(searches.waiting(), 4);
     drop(searching);
     assert_eq!(woken.try_recv().unwrap().name, "first");
     assert!(woken.try_recv().is_err(), "one slot wakes one");
 
-    // This process wrote job `id` into the status of `job`, which the cache does not show yet.
-    let lagging = |job: &SlurmJob, id| {
-        let written = submissions::Outcome {
-            job_id: Some(id),
-            ..Default::default()
-        };
-        let uid = job.metadata.uid.as_deref().unwrap();
-        data.status_writes
-            .record(uid, written, std::time::Instant::now());
-    };
     // Woken, "first" finds its last status write not in the cache yet: it asks nothing.
-    lagging(&first, 7);
-    let action = reconcile(Arc::new(cached(&first)), data.clone())
+    let written = submissions::Outcome {
+        job_id: Some(7),
+        ..Default::default()
+    };
+    let uid = first.metadata.uid.as_deref().unwrap();
+    data.status_writes
+        .record(uid, written, std::time::Instant::now());
+    let action = reconcile(Arc::new(cached(first)), data.clone())
         .await
         .unwrap();
     assert_eq!(action, Action::requeue(CACHE_LAG_RETRY));
     assert_eq!(woken.try_recv().unwrap().name, "second", "passed on");
+    assert!(woken.try_recv().is_err(), "to one");
+
+    // "second" cannot be read (the API server fails): passed on again.
+    let error = reconcile_cached(cut(second), data.clone())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::ReadSlurmJob(_)), "{}", Chain(&error));
+    assert_eq!(woken.try_recv().unwrap().name, "third", "passed on");
     assert_eq!(searches.waiting(), 1);
 
-    // "third" is deleted while it waits, with the slot held: the read of its object finds it
+    // "fourth" is deleted while it waits, with the slot held: the read of its object finds it
     // gone; it leaves the line, and no wake goes to a reconcile that would never run.
     let held = searches.try_take().unwrap();
-    let mut gone = third.clone();
-    gone.metadata.finalizers = Some(
-        (0..100)
-            .map(|i| format!("example.org/hold-{i}"))
-            .chain([FINALIZER.to_owned()])
-            .collect(),
-    );
-    let gone = CachedSlurmJob::new(gone).unwrap();
-    assert!(gone.finalizers_cut());
-    let action = reconcile_cached(Arc::new(gone), data.clone())
-        .await
-        .unwrap();
+    let action = reconcile_cached(cut(fourth), data.clone()).await.unwrap();
     assert_eq!(action, Action::await_change());
     assert_eq!(searches.waiting(), 0);
     drop(held);
