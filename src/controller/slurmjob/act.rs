@@ -881,13 +881,15 @@ where
     };
     let mut search = None;
     // A cached spec has no script, so the plan before the read may call it invalid where the
-    // whole one asks accounting: not fresh, not asked yet is what a search needs.
+    // whole one asks accounting: not fresh, not asked yet is what a search needs. The whole
+    // spec invalid is final: it searches nothing.
     if !facts.fresh
         && facts.accounting.is_none()
-        && matches!(
-            decision,
-            SubmitPlan::AskAccounting { .. } | SubmitPlan::Invalid(_)
-        )
+        && match decision {
+            SubmitPlan::AskAccounting { .. } => true,
+            SubmitPlan::Invalid(_) => load.is_some(),
+            _ => false,
+        }
     {
         search = take_search()?;
     }

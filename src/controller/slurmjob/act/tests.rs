@@ -1548,6 +1548,22 @@ async fn a_search_by_name_waits_for_its_namespaces_slot() {
     let busy = step_loading(target, env(&slots), |_| None, load).await;
     assert!(matches!(busy, Err(StepError::SearchBusy)), "{busy:?}");
     assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // A whole spec that is invalid searches nothing: it waits for no slot.
+    let invalid: SlurmJobSpec = serde_json::from_value(serde_json::json!({
+        "clusterName": "local",
+        "script": "#!/bin/sh\ntrue\n",
+        "dependsOn": [{"name": "old"}],
+    }))
+    .unwrap();
+    let invalid_target = Target {
+        spec: &invalid,
+        ..target
+    };
+    let step = step_whole(invalid_target, env(&slots), |_| None)
+        .await
+        .unwrap();
+    let ready = condition::find(&step.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, "InvalidSpec", "{ready:?}");
 
     drop(taken);
     let waited = step_whole(target, env(&slots), |_| None).await.unwrap();
