@@ -101,15 +101,10 @@ impl RequestSlots {
     pub fn wake_when_free(&self, key: String, wake: impl FnOnce() + Send + 'static) {
         {
             let mut waiting = self.lock();
-            let Waiting {
-                order,
-                wakers,
-                woken,
-            } = &mut *waiting;
             // Woken, it found the slot taken again: its turn is spent, it waits anew.
-            woken.remove(&key);
-            if wakers.insert(key.clone(), Box::new(wake)).is_none() {
-                order.push_back(key);
+            waiting.woken.remove(&key);
+            if waiting.wakers.insert(key.clone(), Box::new(wake)).is_none() {
+                waiting.order.push_back(key);
             }
         }
         // A slot may have come free since the caller found none.
@@ -131,17 +126,12 @@ impl RequestSlots {
     /// one, or no turn is held within its lease.
     fn leave(&self, key: &str) -> bool {
         let mut waiting = self.lock();
-        let Waiting {
-            order,
-            wakers,
-            woken,
-        } = &mut *waiting;
-        if wakers.remove(key).is_some() {
-            order.retain(|queued| queued != key);
+        if waiting.wakers.remove(key).is_some() {
+            waiting.order.retain(|queued| queued != key);
         }
-        let was_woken = woken.remove(key).is_some();
-        woken.retain(|_, at| at.elapsed() < TURN_LEASE);
-        was_woken || woken.is_empty()
+        let was_woken = waiting.woken.remove(key).is_some();
+        waiting.woken.retain(|_, at| at.elapsed() < TURN_LEASE);
+        was_woken || waiting.woken.is_empty()
     }
 
     /// Wakers left, for tests and logs.

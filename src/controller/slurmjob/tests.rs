@@ -1195,6 +1195,18 @@ fn not_found_body(kind: &str, name: &str) -> Value {
     })
 }
 
+/// The GET of SlurmCluster `ghost`, which does not exist.
+async fn expect_no_cluster_ghost(api: &mut ApiServerVerifier) {
+    let (call, send) = api.next().await;
+    assert_eq!(call.method, Method::GET, "{call:?}");
+    assert_eq!(call.path, "/apis/slurm.rs/v1alpha1/slurmclusters/ghost");
+    respond(
+        send,
+        StatusCode::NOT_FOUND,
+        &not_found_body("slurmclusters", "ghost"),
+    );
+}
+
 fn pod_path(job: &SlurmJob) -> String {
     format!("/api/v1/namespaces/{NS}/pods/{}", job.name_any())
 }
@@ -2340,13 +2352,7 @@ async fn a_new_slurmjob_naming_no_cluster_gets_no_finalizer() {
     job.spec.cluster_name = "ghost".into();
     let expected = job.clone();
     let server = tokio::spawn(async move {
-        let (call, send) = api.next().await;
-        assert_eq!(call.path, "/apis/slurm.rs/v1alpha1/slurmclusters/ghost");
-        respond(
-            send,
-            StatusCode::NOT_FOUND,
-            &not_found_body("slurmclusters", "ghost"),
-        );
+        expect_no_cluster_ghost(&mut api).await;
         let status = expect_status_apply(&mut api, &expected).await;
         expect_event(&mut api, &expected, "Warning", "ClusterNotFound").await;
         api.expect_no_more_calls().await;
@@ -2532,14 +2538,7 @@ async fn a_missing_cluster_is_named_as_missing() {
     job.spec.cluster_name = "ghost".into();
     let expected = job.clone();
     let server = tokio::spawn(async move {
-        let (call, send) = api.next().await;
-        assert_eq!(call.method, Method::GET, "{call:?}");
-        assert_eq!(call.path, "/apis/slurm.rs/v1alpha1/slurmclusters/ghost");
-        respond(
-            send,
-            StatusCode::NOT_FOUND,
-            &not_found_body("slurmclusters", "ghost"),
-        );
+        expect_no_cluster_ghost(&mut api).await;
         let status = expect_status_apply(&mut api, &expected).await;
         let event = expect_event(&mut api, &expected, "Warning", "ClusterNotFound").await;
         api.expect_no_more_calls().await;

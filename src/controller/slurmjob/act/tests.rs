@@ -103,6 +103,20 @@ fn true_spec() -> SlurmJobSpec {
     .unwrap()
 }
 
+/// SlurmJob `old` (uid `u`, generation 1, no status) created at `created`: not fresh once the
+/// step's clock is past it by more than the fresh start, so accounting is asked first.
+fn created_at(spec: &SlurmJobSpec, created: DateTime<Utc>) -> Target<'_> {
+    Target {
+        name: "old",
+        uid: "u",
+        generation: 1,
+        spec,
+        status: None,
+        created: Some(created),
+        refusal: None,
+    }
+}
+
 /// SlurmJob `name` (uid `u`) at `generation`, whose status follows a job.
 fn following<'a>(
     name: &'a str,
@@ -549,16 +563,8 @@ fn a_generation_older_than_the_takeover_waits_out_the_predecessors_submit() {
 async fn a_wait_on_an_unreachable_slurmrestd_does_not_name_it() {
     let world = World::new(UNREACHABLE);
     let spec = true_spec();
-    let target = Target {
-        name: "old",
-        uid: "u",
-        generation: 1,
-        spec: &spec,
-        status: None,
-        // Not fresh: accounting is asked first.
-        created: DateTime::from_timestamp(1, 0),
-        refusal: None,
-    };
+    // Not fresh: accounting is asked first.
+    let target = created_at(&spec, DateTime::from_timestamp(1, 0).unwrap());
     let now = DateTime::from_timestamp(200, 0).unwrap();
     let step = step(target, world.env(now), |_| None).await.unwrap();
     let ready = step
@@ -1487,15 +1493,8 @@ async fn an_accounting_search_begins_a_day_before_the_slurmjob_was_created() {
         .await;
     let world = World::new(&server.uri());
     let spec = true_spec();
-    let target = Target {
-        name: "old",
-        uid: "u",
-        generation: 1,
-        spec: &spec,
-        status: None,
-        created: Some(created),
-        refusal: None,
-    };
+    // Not fresh: accounting is asked first.
+    let target = created_at(&spec, created);
     // Not fresh (created 200 s ago): accounting is asked first; the submit after it finds no
     // slurmrestd to take it, which is not what this test is about.
     let _ = step(
@@ -1521,16 +1520,8 @@ async fn a_search_by_name_waits_for_its_namespaces_slot() {
     let world = World::new(UNREACHABLE);
     let spec = true_spec();
     let created = DateTime::from_timestamp(1_000, 0).unwrap();
-    let target = Target {
-        name: "old",
-        uid: "u",
-        generation: 1,
-        spec: &spec,
-        status: None,
-        // Not fresh: accounting is asked first.
-        created: Some(created),
-        refusal: None,
-    };
+    // Not fresh: accounting is asked first.
+    let target = created_at(&spec, created);
     let slots = RequestSlots::turns(1);
     let env = |slots| Env {
         searches: Some((slots, "old")),
