@@ -58,8 +58,9 @@ impl RequestSlots {
 
     /// Slots whose every taker reports how its turn ended: [`Self::try_take_for`] when it takes
     /// one, [`Self::settle`] when its reconcile ends without waiting. A woken key then holds
-    /// the turn it was woken for until it does either: a slot freed by a taker that was woken
-    /// wakes the next one once, not again when that taker settles.
+    /// the turn it was woken for until it does either, or for [`TURN_LEASE`]: a free slot is
+    /// promised to it meanwhile, so a slot freed by a taker that was woken wakes the next one
+    /// once, not again when that taker settles, nor when any other reconcile ends.
     pub fn turns(slots: usize) -> Arc<Self> {
         Self::make(slots, true)
     }
@@ -115,23 +116,19 @@ impl RequestSlots {
     /// one is left (its object is being deleted, say), is dropped, so that no wake goes to a
     /// reconcile that would never run; and if it had been woken for a free slot and left it
     /// (it found nothing to search, or failed first), the slot goes to the next in line. So
-    /// does a slot whose woken keys all held their turn past [`TURN_LEASE`].
+    /// does a slot promised to keys that held their turn past [`TURN_LEASE`].
     pub fn settle(&self, key: &str) {
-        if self.leave(key) {
-            self.wake_free();
-        }
+        self.leave(key);
+        self.wake_free();
     }
 
-    /// `key` leaves the line; whether a free slot may go to the next: it had been woken for
-    /// one, or no turn is held within its lease.
-    fn leave(&self, key: &str) -> bool {
+    /// `key` leaves the line, and gives up a turn it was woken for.
+    fn leave(&self, key: &str) {
         let mut waiting = self.lock();
         if waiting.wakers.remove(key).is_some() {
             waiting.order.retain(|queued| queued != key);
         }
-        let was_woken = waiting.woken.remove(key).is_some();
-        waiting.woken.retain(|_, at| at.elapsed() < TURN_LEASE);
-        was_woken || waiting.woken.is_empty()
+        waiting.woken.remove(key);
     }
 
     /// Wakers left, for tests and logs.
@@ -146,9 +143,9 @@ impl RequestSlots {
         }
     }
 
-    /// Wake the longest-waiting one, if a slot is free: at most one per call, so wakes follow
-    /// the slots given back, not the length of the line. A slot released to a queued
-    /// [`Self::take_within`] never shows as free, so it wakes nobody.
+    /// Wake the longest-waiting one, if a slot is free that no woken key holds a turn for: at
+    /// most one per call, so wakes follow the slots given back, not the length of the line. A
+    /// slot released to a queued [`Self::take_within`] never shows as free, so it wakes nobody.
     fn wake_free(&self) {
         if self.free.available_permits() == 0 {
             return;
@@ -160,6 +157,12 @@ impl RequestSlots {
                 wakers,
                 woken,
             } = &mut *waiting;
+            // Read under the lock that every wake takes: two that free one slot at once see
+            // each other's turn.
+            woken.retain(|_, at| at.elapsed() < TURN_LEASE);
+            if self.free.available_permits() <= woken.len() {
+                return;
+            }
             let next = std::iter::from_fn(|| order.pop_front())
                 .find_map(|key| wakers.remove(&key).map(|wake| (key, wake)));
             next.map(|(key, wake)| {
@@ -271,9 +274,11 @@ mod tests {
         assert_eq!(*woken.lock().unwrap(), ["b"]);
         // The searcher's reconcile ends: it was not woken, it passes nothing on ("b" has it).
         slots.settle("searcher");
-        // Nor does any other reconcile of the namespace.
+        // Nor does any other reconcile of the namespace, nor one that comes to wait now.
         slots.settle("unrelated");
+        slots.wake_when_free("late".into(), recorder(&woken, "late"));
         assert_eq!(*woken.lock().unwrap(), ["b"]);
+        slots.settle("late");
         // "b" was woken but returned without taking the slot: "c" gets it.
         slots.settle("b");
         assert_eq!(*woken.lock().unwrap(), ["b", "c"]);
@@ -314,6 +319,7 @@ mod tests {
         // "a" is deleted: "d" holds the turn, "f" stays in line.
         slots.settle("a");
         assert_eq!(*woken.lock().unwrap(), ["a", "d"]);
+        assert_eq!(slots.waiting(), 1);
         slots.settle("d");
         assert_eq!(*woken.lock().unwrap(), ["a", "d", "f"]);
     }

@@ -881,13 +881,16 @@ where
     };
     let mut search = None;
     // A cached spec has no script, so the plan before the read may call it invalid where the
-    // whole one asks accounting: not fresh, not asked yet is what a search needs. The whole
-    // spec invalid is final: it searches nothing.
+    // whole one asks accounting: not fresh, not asked yet is what a search needs. Invalid for
+    // what the cache keeps (`submit::check_names`), or with the whole spec, is final: it
+    // searches nothing.
     if !facts.fresh
         && facts.accounting.is_none()
         && match decision {
             SubmitPlan::AskAccounting { .. } => true,
-            SubmitPlan::Invalid(_) => load.is_some(),
+            SubmitPlan::Invalid(_) => {
+                load.is_some() && super::submit::check_names(target.spec, target.name).is_ok()
+            }
             _ => false,
         }
     {

@@ -227,9 +227,7 @@ pub fn submit(
             ),
         };
     }
-    if let Err(error) = submit::check_dependencies(facts.spec, facts.name)
-        .and_then(|()| submit::check_output_name(facts.spec, facts.name))
-    {
+    if let Err(error) = submit::check_names(facts.spec, facts.name) {
         return SubmitPlan::Invalid(error);
     }
     let resolved = match lifecycle::resolve_dependencies(

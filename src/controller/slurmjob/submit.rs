@@ -67,6 +67,13 @@ pub fn check_output_name(spec: &SlurmJobSpec, object_name: &str) -> Result<(), S
     Ok(())
 }
 
+/// The checks that read only what the cache keeps of a spec (its names, not its script): what
+/// they refuse, the whole spec refuses too.
+pub fn check_names(spec: &SlurmJobSpec, object_name: &str) -> Result<(), SpecError> {
+    check_dependencies(spec, object_name)?;
+    check_output_name(spec, object_name)
+}
+
 /// The dependencies' own problem, before any is looked up: a SlurmJob that depends on itself
 /// would wait forever (admission refuses it too; an object stored before that rule gets
 /// `InvalidSpec` instead of an endless `WaitingForDependencies`).
@@ -133,8 +140,7 @@ pub fn request(
     if !spec.script.starts_with("#!") {
         return Err(SpecError::ScriptWithoutInterpreter);
     }
-    check_dependencies(spec, object_name)?;
-    check_output_name(spec, object_name)?;
+    check_names(spec, object_name)?;
     let positive = |field: &'static str, value: Option<i32>| -> Result<Option<u32>, SpecError> {
         match value {
             None => Ok(None),

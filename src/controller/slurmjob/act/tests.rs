@@ -1555,6 +1555,13 @@ async fn a_search_by_name_waits_for_its_namespaces_slot() {
         .unwrap();
     let ready = condition::find(&step.status.conditions, READY).unwrap();
     assert_eq!(ready.reason, "InvalidSpec", "{ready:?}");
+    // Nor a cached one invalid for what the cache keeps (its dependencies).
+    let load = |_| std::future::ready(Ok::<_, Infallible>(Some(invalid.clone())));
+    let step = step_loading(invalid_target, env(&slots), |_| None, load)
+        .await
+        .unwrap();
+    let ready = condition::find(&step.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, "InvalidSpec", "{ready:?}");
 
     drop(taken);
     let waited = step_whole(target, env(&slots), |_| None).await.unwrap();
