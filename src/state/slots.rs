@@ -4,7 +4,8 @@
 //! reconcile slots (`Backoffs::next_busy`: 250 ms doubling up to 30 s). The backoff alone would
 //! leave a reconcile deferred a few times idle for seconds after the slots had freed, with
 //! slurmrestd idle too. So a deferred reconcile also leaves a waker here, and a slot given back
-//! with nobody queued for it wakes the longest-waiting one. The backoff stays as the bound when
+//! with nobody queued for it wakes the longest-waiting one (one woken holds its turn a while:
+//! [`RequestSlots::turns`]). The backoff stays as the bound when
 //! nothing frees (a slurmrestd whose requests hang). Against the local slurmrestd deferrals were
 //! rare (`bench burst`, 2 000 SlurmJobs: 3 reconciles in one of seven bursts, none in the
 //! rest); this is for one slower than the 100 ms a reconcile queues for a slot (`IO_WAIT`).
@@ -19,9 +20,9 @@ use tokio::time::Instant;
 /// Called once, from whatever task frees a slot: must not block (send on a channel).
 type OnFree = Box<dyn FnOnce() + Send>;
 
-/// How long a woken key holds its turn ([`RequestSlots::turns`]) before another's reconcile may
-/// pass the slot on: a wake whose reconcile never runs (its object left the cache) would
-/// otherwise hold it until the waiters' busy bound (30 s).
+/// How long a woken key holds its turn ([`RequestSlots::turns`]): then the slot goes to the
+/// next in line (a timer, if nothing else wakes one first). A wake whose reconcile never runs
+/// (its object left the cache) would otherwise hold it until the waiters' busy bound (30 s).
 pub const TURN_LEASE: Duration = Duration::from_secs(5);
 
 /// The request slots of one connection, shared by the SlurmClusters on it.
@@ -40,6 +41,8 @@ struct Waiting {
     /// Keys woken for a free slot that have neither taken one nor settled, and when
     /// ([`RequestSlots::turns`]).
     woken: HashMap<String, Instant>,
+    /// A timer will look again when the oldest turn lapses.
+    timer: bool,
 }
 
 impl std::fmt::Debug for RequestSlots {
@@ -58,9 +61,10 @@ impl RequestSlots {
 
     /// Slots whose every taker reports how its turn ended: [`Self::try_take_for`] when it takes
     /// one, [`Self::settle`] when its reconcile ends without waiting. A woken key then holds
-    /// the turn it was woken for until it does either, or for [`TURN_LEASE`]: a free slot is
-    /// promised to it meanwhile, so a slot freed by a taker that was woken wakes the next one
-    /// once, not again when that taker settles, nor when any other reconcile ends.
+    /// the turn it was woken for until it does either, or for [`TURN_LEASE`]: a free slot wakes
+    /// nobody else meanwhile (a key not in the line may still take it), so a slot freed by a
+    /// taker that was woken wakes the next one once, not again when that taker settles, nor
+    /// when any other reconcile ends.
     pub fn turns(slots: usize) -> Arc<Self> {
         Self::make(slots, true)
     }
@@ -96,10 +100,11 @@ impl RequestSlots {
         Some(self.slot(permit))
     }
 
-    /// Call `wake` once a slot is given back that nobody queues for, the longest-waiting key
-    /// first (one free now wakes the first in line at once). One waker per `key`: a later one
-    /// replaces the earlier, keeping its place in line.
-    pub fn wake_when_free(&self, key: String, wake: impl FnOnce() + Send + 'static) {
+    /// Call `wake` once a slot is given back that nobody queues for and no woken key holds a
+    /// turn for ([`Self::turns`]), the longest-waiting key first (one free now wakes the first
+    /// in line at once). One waker per `key`: a later one replaces the earlier, keeping its
+    /// place in line.
+    pub fn wake_when_free(self: &Arc<Self>, key: String, wake: impl FnOnce() + Send + 'static) {
         {
             let mut waiting = self.lock();
             // Woken, it found the slot taken again: its turn is spent, it waits anew.
@@ -117,7 +122,7 @@ impl RequestSlots {
     /// reconcile that would never run; and if it had been woken for a free slot and left it
     /// (it found nothing to search, or failed first), the slot goes to the next in line. So
     /// does a slot promised to keys that held their turn past [`TURN_LEASE`].
-    pub fn settle(&self, key: &str) {
+    pub fn settle(self: &Arc<Self>, key: &str) {
         self.leave(key);
         self.wake_free();
     }
@@ -146,7 +151,7 @@ impl RequestSlots {
     /// Wake the longest-waiting one, if a slot is free that no woken key holds a turn for: at
     /// most one per call, so wakes follow the slots given back, not the length of the line. A
     /// slot released to a queued [`Self::take_within`] never shows as free, so it wakes nobody.
-    fn wake_free(&self) {
+    fn wake_free(self: &Arc<Self>) {
         if self.free.available_permits() == 0 {
             return;
         }
@@ -156,11 +161,13 @@ impl RequestSlots {
                 order,
                 wakers,
                 woken,
+                timer,
             } = &mut *waiting;
             // Read under the lock that every wake takes: two that free one slot at once see
             // each other's turn.
             woken.retain(|_, at| at.elapsed() < TURN_LEASE);
             if self.free.available_permits() <= woken.len() {
+                self.look_again(woken, wakers.is_empty(), timer);
                 return;
             }
             let next = std::iter::from_fn(|| order.pop_front())
@@ -168,6 +175,7 @@ impl RequestSlots {
             next.map(|(key, wake)| {
                 if self.turns {
                     woken.insert(key, Instant::now());
+                    self.look_again(woken, wakers.is_empty(), timer);
                 }
                 wake
             })
@@ -178,13 +186,42 @@ impl RequestSlots {
         }
     }
 
+    /// Turns are held and others wait: when the oldest turn lapses, the slot goes to the next in
+    /// line if nothing passed it on before (a timer; one at a time). Only within a runtime:
+    /// tests of the line without one pass it on by hand.
+    fn look_again(
+        self: &Arc<Self>,
+        woken: &HashMap<String, Instant>,
+        nobody_waits: bool,
+        timer: &mut bool,
+    ) {
+        let Some(lapses) = woken.values().min().map(|at| *at + TURN_LEASE) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if *timer || nobody_waits {
+            return;
+        }
+        *timer = true;
+        let slots = Arc::downgrade(self);
+        runtime.spawn(async move {
+            tokio::time::sleep_until(lapses).await;
+            if let Some(slots) = slots.upgrade() {
+                slots.lock().timer = false;
+                slots.wake_free();
+            }
+        });
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 /// One request slot, held while calling slurmrestd; given back when dropped, waking a waiter
-/// if nobody queued for it.
+/// if nobody queued for it and no woken key holds a turn for it.
 #[derive(Debug)]
 pub struct RequestSlot {
     permit: Option<OwnedSemaphorePermit>,
@@ -325,7 +362,7 @@ mod tests {
     }
 
     /// A wake whose reconcile never runs (its object left the cache) holds the turn only for
-    /// its lease: then any reconcile that ends passes the free slot on.
+    /// its lease: then the free slot goes to the next in line, with nothing else happening.
     #[tokio::test(start_paused = true)]
     async fn a_turn_never_taken_lapses() {
         let slots = RequestSlots::turns(1);
@@ -336,9 +373,13 @@ mod tests {
         drop(held);
         assert_eq!(*woken.lock().unwrap(), ["lost"]);
         slots.settle("unrelated");
+        tokio::time::advance(TURN_LEASE / 2).await;
         assert_eq!(*woken.lock().unwrap(), ["lost"], "within its lease");
-        tokio::time::advance(TURN_LEASE).await;
-        slots.settle("unrelated");
+        // Nothing else happens: the lease's end alone passes the slot on.
+        tokio::time::advance(TURN_LEASE / 2).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
         assert_eq!(*woken.lock().unwrap(), ["lost", "next"]);
     }
 

@@ -252,7 +252,7 @@ impl JobContext {
 
     /// `SearchBusy` for `job`, having asked to be woken when its namespace's accounting search
     /// slot (`slots`) is free.
-    fn busy_on(&self, slots: &RequestSlots, job: &SlurmJob) -> Error {
+    fn busy_on(&self, slots: &Arc<RequestSlots>, job: &SlurmJob) -> Error {
         slots.wake_when_free(backoff_key(job), self.waker(job));
         Error::SearchBusy(job.spec.cluster_name.clone())
     }

@@ -1555,9 +1555,17 @@ async fn a_search_by_name_waits_for_its_namespaces_slot() {
         .unwrap();
     let ready = condition::find(&step.status.conditions, READY).unwrap();
     assert_eq!(ready.reason, "InvalidSpec", "{ready:?}");
-    // Nor a cached one invalid for what the cache keeps (its dependencies).
+    // Nor a cached one (no script) invalid for what the cache keeps (its dependencies).
+    let cached = SlurmJobSpec {
+        script: String::new(),
+        ..invalid.clone()
+    };
+    let cached_target = Target {
+        spec: &cached,
+        ..target
+    };
     let load = |_| std::future::ready(Ok::<_, Infallible>(Some(invalid.clone())));
-    let step = step_loading(invalid_target, env(&slots), |_| None, load)
+    let step = step_loading(cached_target, env(&slots), |_| None, load)
         .await
         .unwrap();
     let ready = condition::find(&step.status.conditions, READY).unwrap();
