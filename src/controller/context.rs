@@ -397,16 +397,13 @@ impl NodeSetCaches {
                 .any(|n| n == namespace)
         };
         let refused = refused.past_grace(SLURMNODESETS);
-        let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
-        stores
-            .iter()
-            .flat_map(|store| store.state())
+        self.of_cluster(name)
+            .into_iter()
             .filter(|set| {
                 let namespace = set.metadata.namespace.as_deref().unwrap_or_default();
                 let has_pods =
                     set.spec.replicas > 0 || set.status.as_ref().is_some_and(|s| s.replicas > 0);
-                set.spec.cluster_name == name
-                    && !refused.contains(namespace)
+                !refused.contains(namespace)
                     && set
                         .metadata
                         .finalizers

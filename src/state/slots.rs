@@ -195,15 +195,15 @@ impl RequestSlots {
         nobody_waits: bool,
         timer: &mut bool,
     ) {
+        if *timer || nobody_waits {
+            return;
+        }
         let Some(lapses) = woken.values().min().map(|at| *at + TURN_LEASE) else {
             return;
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        if *timer || nobody_waits {
-            return;
-        }
         *timer = true;
         let slots = Arc::downgrade(self);
         runtime.spawn(async move {
