@@ -412,10 +412,13 @@ impl Bench {
         let operator_requests = Arc::new(Requests::default());
         let (events, _) = broadcast::channel(65_536);
         let started_at = Utc::now();
+        // The steps' tag key: the poller follows as ours what they submit.
+        let tag_key = TagKey::ephemeral();
         let (handle, mut index) = poller::spawn(
             ObjectRef::<SlurmCluster>::new("local"),
             poll_client,
             &PollerConfig { interval: INTERVAL },
+            tag_key.clone(),
             events.clone(),
             Metrics::new(),
         );
@@ -443,7 +446,7 @@ impl Bench {
             started_at,
             submissions: Submissions::default(),
             leadership: Leadership::always(),
-            tag_key: TagKey::ephemeral(),
+            tag_key,
             rows: Mutex::new(Vec::new()),
             target,
             credentials: Arc::clone(&credentials_for_later),
@@ -971,6 +974,7 @@ impl Bench {
             ObjectRef::<SlurmCluster>::new("first-sync"),
             client,
             &PollerConfig { interval: INTERVAL },
+            self.tag_key.clone(),
             poller::Tuning {
                 skip_first_sync: skip,
                 recent: Duration::from_secs(5),

@@ -301,6 +301,7 @@ impl<'a> World<'a> {
             &PollerConfig {
                 interval: Duration::from_millis(500),
             },
+            common::tag_key(),
             events,
             Metrics::new(),
         );

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use kube::runtime::reflector::ObjectRef;
 use slurm_operator::crd::SlurmCluster;
 use slurm_operator::metrics::Metrics;
-use slurm_operator::slurm::tag::TAG_PREFIX as JOB_TAG_PREFIX;
 use slurm_operator::slurm::types::JobBaseState;
 use slurm_operator::slurm::{ClientConfig, RequestObserver, RetryPolicy, SlurmClient};
 use slurm_operator::state::index::{Health, IndexReader, SlurmEvent};
@@ -75,6 +74,7 @@ fn start(slurm: &common::LocalSlurm, config: ClientConfig) -> Running {
         ObjectRef::new("local"),
         client,
         &PollerConfig { interval: INTERVAL },
+        common::tag_key(),
         tx,
         Metrics::new(),
     );
@@ -102,7 +102,7 @@ async fn submit_ours(
     body: &str,
     until: &[JobBaseState],
 ) -> u32 {
-    let tag = format!("{JOB_TAG_PREFIX}{},generation=1", common::unique("outage"));
+    let tag = slurm.our_tag(&common::unique("outage"), 1);
     let mut request = slurm.job("outage", body);
     request.comment = Some(tag);
     request.time_limit = Some(Duration::from_secs(120));

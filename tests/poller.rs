@@ -21,7 +21,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 use slurm_operator::crd::SlurmCluster;
 use slurm_operator::metrics::Metrics;
-use slurm_operator::slurm::tag::{OwnerTag, TAG_PREFIX as JOB_TAG_PREFIX};
+use slurm_operator::slurm::tag::OwnerTag;
 use slurm_operator::slurm::types::{Changes, JobBaseState, JobUpdate, SubmitRequest};
 use slurm_operator::slurm::{ClientConfig, Credentials, RequestObserver, RetryPolicy, SlurmClient};
 use slurm_operator::state::index::{Health, IndexReader, SlurmEvent};
@@ -85,6 +85,7 @@ fn start(config: ClientConfig, credentials: Arc<Credentials>, interval: Duration
         cluster(),
         client,
         &PollerConfig { interval },
+        common::tag_key(),
         tx,
         Metrics::new(),
     );
@@ -176,7 +177,7 @@ async fn job_transitions_reach_the_index_within_two_intervals() {
     let mut poller = start_local(&slurm);
     synced(&mut poller.index).await;
 
-    let tag = format!("{JOB_TAG_PREFIX}{},generation=1", common::unique("poller"));
+    let tag = slurm.our_tag(&common::unique("poller"), 1);
     let mut request = slurm.job("poller-transitions", "sleep 3");
     request.comment = Some(tag.clone());
     request.constraints = Some(feature);
@@ -231,11 +232,7 @@ async fn job_transitions_reach_the_index_within_two_intervals() {
                     cluster: c,
                 }) if id == job_id => {
                     assert_eq!(c, cluster());
-                    assert_eq!(
-                        owner.map(|o| o.to_string()).as_deref(),
-                        Some(tag.as_str()),
-                        "the event carries the tag"
-                    );
+                    assert_eq!(owner, OwnerTag::parse(&tag), "the event carries the tag");
                     events += 1;
                     let job = poller.index.borrow().jobs.get(&job_id).cloned();
                     let job = job.expect("the index holds the job when its event arrives");
@@ -531,7 +528,7 @@ async fn only_our_jobs_are_kept() {
     let mut poller = start_local(&slurm);
     synced(&mut poller.index).await;
     let begin = json!({"set": true, "number": epoch_now() + 3600});
-    let tag = format!("{JOB_TAG_PREFIX}{},generation=3", common::unique("ours"));
+    let tag = slurm.our_tag(&common::unique("ours"), 3);
     let mut ours = slurm.job("poller-ours", "true");
     ours.comment = Some(tag.clone());
     ours.array = Some("0-2".into());
@@ -584,7 +581,10 @@ fn fixture_body(case: &str) -> Value {
     fixture["body"].clone()
 }
 
-const FAKE_TAG: &str = "slurm.rs/uid=fake,generation=1";
+/// The claim of the fake's job of ours, signed for the recorded job's user (`slurm`).
+fn fake_tag() -> OwnerTag {
+    OwnerTag::new("fake", 1)
+}
 
 /// The fake's answers: every node, one running job of ours (id 7) with `time_limit` minutes.
 async fn mount_healthy(server: &MockServer, time_limit: u64) {
@@ -593,7 +593,7 @@ async fn mount_healthy(server: &MockServer, time_limit: u64) {
         json!({"jobs": [{"job_id": "7", "state": ["RUNNING"]}], "errors": [], "warnings": []});
     let mut job = fixture_body("job_running");
     job["jobs"][0]["job_id"] = json!(7);
-    job["jobs"][0]["comment"] = json!(FAKE_TAG);
+    job["jobs"][0]["comment"] = json!(common::tag_key().comment(&fake_tag(), "slurm"));
     job["jobs"][0]["time_limit"] = json!({"set": true, "infinite": false, "number": time_limit});
     for (path, body) in [
         ("/slurm/v0.0.42/nodes/?$", nodes),
@@ -710,7 +710,7 @@ async fn failures_mark_down_once_back_off_and_recovery_resyncs() {
     assert_eq!(health_events, vec![true, false, true], "{events:?}");
     let job_events = events
         .iter()
-        .filter(|e| matches!(e, SlurmEvent::JobChanged { job_id: 7, owner: Some(c), .. } if c.to_string() == FAKE_TAG))
+        .filter(|e| matches!(e, SlurmEvent::JobChanged { job_id: 7, owner: Some(c), .. } if *c == fake_tag()))
         .count();
     assert_eq!(
         job_events, 2,
@@ -813,6 +813,7 @@ fn start_configured(
         cluster(),
         client,
         &PollerConfig { interval },
+        common::tag_key(),
         tuning,
         tx,
         Metrics::new(),
@@ -866,7 +867,7 @@ async fn the_first_sync_fetches_no_record_of_the_queue() {
     let _bursts = BURSTS.lock().await;
     let client = slurm.client();
     // Ours first: the newest jobs (a batch of 4, older than `recent`) are fetched all the same.
-    let tag = format!("{JOB_TAG_PREFIX}{},generation=1", common::unique("skip"));
+    let tag = slurm.our_tag(&common::unique("skip"), 1);
     let ours = submit_held(&slurm, "poller-skip-ours", 1, Some(&tag)).await[0];
     let foreign = submit_held(&slurm, "poller-skip-foreign", 200, None).await;
     let mut all = foreign.clone();
@@ -940,7 +941,7 @@ async fn the_first_sync_fetches_no_record_of_the_queue() {
 async fn without_slurmctlds_clock_the_first_sync_skips_nothing_unfetched() {
     let slurm = require_slurm!();
     let _bursts = BURSTS.lock().await;
-    let tag = format!("{JOB_TAG_PREFIX}{},generation=1", common::unique("noclock"));
+    let tag = slurm.our_tag(&common::unique("noclock"), 1);
     let ours = submit_held(&slurm, "poller-noclock", 1, Some(&tag)).await[0];
     let _cancel = CancelOnDrop::new(&slurm, vec![ours]);
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -1001,7 +1002,7 @@ async fn a_burst_of_others_jobs_is_skipped_once_old_enough() {
     let polls_before = poller.index.borrow().polls;
 
     let uid = common::unique("burst");
-    let tag = format!("{JOB_TAG_PREFIX}{uid},generation=1");
+    let tag = slurm.our_tag(&uid, 1);
     let old_ours = submit_held(&slurm, "poller-burst-ours", 1, Some(&tag)).await[0];
     let burst = submit_held(&slurm, "poller-burst-others", 200, None).await;
     let new_ours = submit_held(&slurm, "poller-burst-ours", 1, Some(&tag)).await[0];
@@ -1107,10 +1108,7 @@ async fn the_records_of_a_burst_of_submits_are_read_once_it_pauses() {
         interval,
     );
     synced(&mut poller.index).await;
-    let tag = format!(
-        "{JOB_TAG_PREFIX}{},generation=1",
-        common::unique("burst-own")
-    );
+    let tag = slurm.our_tag(&common::unique("burst-own"), 1);
     // As the SlurmJob controller tells the poller of each id its submit returned.
     let submitted = |index: &IndexReader, ids: &[u32]| {
         let state = index.borrow().clone();
@@ -1205,7 +1203,7 @@ async fn incremental_cycles_follow_changes_ends_purges_and_node_deletions() {
     ]);
     let _stop = common::NodeGuard::new(&slurm, &node);
     let uid = common::unique("incr");
-    let tag = format!("{JOB_TAG_PREFIX}{uid},generation=1");
+    let tag = slurm.our_tag(&uid, 1);
     // Ours, held (one is cancelled below), and others' held jobs: enough for incremental cycles
     // to pay (they follow at most a quarter of the queue), whatever else the shared Slurm holds.
     let held = submit_held(&slurm, "poller-incr-held", 6, Some(&tag)).await;
@@ -1373,7 +1371,7 @@ async fn a_slow_full_listing_holds_up_no_change() {
     let slurm = require_slurm!();
     let client = slurm.client();
     let uid = common::unique("beside");
-    let tag = format!("{JOB_TAG_PREFIX}{uid},generation=1");
+    let tag = slurm.our_tag(&uid, 1);
     // Ours, held, and others' held jobs: enough for incremental cycles to pay (they follow at
     // most a quarter of the queue), whatever else the shared Slurm holds.
     let ours = submit_held(&slurm, "poller-beside", 2, Some(&tag)).await;
@@ -1396,6 +1394,7 @@ async fn a_slow_full_listing_holds_up_no_change() {
         cluster(),
         poller_client,
         &PollerConfig { interval: INTERVAL },
+        common::tag_key(),
         tuning,
         tx,
         metrics.clone(),
@@ -1506,7 +1505,7 @@ async fn a_slow_full_listing_holds_up_no_change() {
 async fn a_failing_listing_of_every_job_is_said_until_one_answers() {
     let slurm = require_slurm!();
     let uid = common::unique("listing-fails");
-    let tag = format!("{JOB_TAG_PREFIX}{uid},generation=1");
+    let tag = slurm.our_tag(&uid, 1);
     // Enough others' jobs for incremental cycles to pay, as in the test above.
     let ours = submit_held(&slurm, "poller-listing-fails", 1, Some(&tag)).await;
     let filler = submit_held(&slurm, "poller-listing-fails-others", 40, None).await;
@@ -1633,6 +1632,7 @@ async fn a_node_list_that_changed_is_asked_again_only_after_a_wait() {
         &PollerConfig {
             interval: Duration::from_millis(200),
         },
+        common::tag_key(),
         poller::Tuning {
             // Every node list counts as large.
             nodes_wait_per_node: Duration::from_secs(10),
@@ -1736,7 +1736,7 @@ async fn a_job_renamed_in_latin1_does_not_stop_the_poll() {
     let client = slurm.client();
     let mut poller = start_local(&slurm);
     synced(&mut poller.index).await;
-    let tag = format!("{JOB_TAG_PREFIX}{},generation=1", common::unique("latin1"));
+    let tag = slurm.our_tag(&common::unique("latin1"), 1);
     let ours = held_job(&slurm, "poller-latin1", Some(tag));
     let ours = client.submit_job(&ours).await.unwrap().job_id;
     let _cancel = CancelOnDrop::new(&slurm, vec![ours]);
@@ -1779,7 +1779,7 @@ async fn a_record_too_large_to_read_is_that_jobs_failure_not_the_polls() {
     };
     let mut poller = start_limited(&slurm, LIMIT, tuning);
     synced(&mut poller.index).await;
-    let tag = format!("{JOB_TAG_PREFIX}{},generation=1", common::unique("unread"));
+    let tag = slurm.our_tag(&common::unique("unread"), 1);
     let held = |name: &str| held_job(&slurm, name, Some(tag.clone()));
     let mut array = held("poller-unreadable-array");
     array.array = Some("0-19".into());

@@ -134,6 +134,7 @@ pub async fn nodes(settings: Settings) -> anyhow::Result<()> {
             ObjectRef::new("local"),
             client,
             &PollerConfig { interval: INTERVAL },
+            slurm_operator::slurm::tag::TagKey::ephemeral(),
             tuning,
             events,
             Metrics::new(),

@@ -337,6 +337,7 @@ pub async fn register_local_cluster(
         },
     };
     let metrics = ctx.metrics.clone();
+    let tag_key = ctx.tag_key.clone();
     ctx.clusters
         .upsert(
             &cluster,
@@ -344,7 +345,7 @@ pub async fn register_local_cluster(
             settings,
             credentials,
             |label, client, poller, events| {
-                crate::state::poller::spawn(label, client, poller, events, metrics)
+                crate::state::poller::spawn(label, client, poller, tag_key, events, metrics)
             },
         )
         .unwrap();
@@ -423,8 +424,14 @@ pub fn register_with_index(
             Arc::new(Credentials::token("t", Some("slurm".into())).unwrap()),
             |label, client, config, _| {
                 let (events, _) = tokio::sync::broadcast::channel(16);
-                let (poller, _its_own_index) =
-                    crate::state::poller::spawn(label, client, config, events, Metrics::new());
+                let (poller, _its_own_index) = crate::state::poller::spawn(
+                    label,
+                    client,
+                    config,
+                    ctx.tag_key.clone(),
+                    events,
+                    Metrics::new(),
+                );
                 (poller, reader)
             },
         )

@@ -7,11 +7,15 @@
 //! What the index holds, and why that much and no more (10 000 jobs and 1 000 nodes fit in a few
 //! MiB):
 //! - every node, in full ([`Node`] is small and the SlurmNodeSet controller needs all of it);
-//! - the full record of every job that is **ours**: its comment is an ownership tag
-//!   ([`Job::owner`], parsed by the facade), array tasks and a pending array's meta record
-//!   included — of the jobs the poller resolved: all of them, except, on a cluster with
-//!   accounting, the jobs of its first listing that nobody asked for ([`ClusterState::want`],
-//!   [`ClusterState::unresolved`]; issue 19);
+//! - the full record of every job that is **ours**: its comment is an ownership tag the
+//!   operator's key proves ([`Job::ownership`]; an unsigned one only on a job a SlurmJob
+//!   names), array tasks and a pending array's meta record included — of the jobs the poller
+//!   resolved: all of them, except, on a cluster with accounting, the jobs of its first
+//!   listing that nobody asked for ([`ClusterState::want`], [`ClusterState::unresolved`];
+//!   issue 19);
+//! - the record, as last read, of every job whose comment is a tag the key does not prove (a
+//!   claim anyone can write): it costs the poller what an untagged job costs, and stays for
+//!   the SlurmJob whose tag it copies to name (`TagNotAdopted`);
 //! - of everyone else's jobs only what the SlurmNodeSet controller needs: per node, how many jobs run
 //!   there and until when at the latest ([`NodeJobs`]).
 
@@ -27,20 +31,17 @@ use crate::crd::SlurmCluster;
 use crate::slurm::tag::OwnerTag;
 use crate::slurm::types::{Job, Node};
 
-/// Whether a job is **ours** as far as the index goes: its comment is an ownership tag. A claim
-/// anyone can write: the controllers act on a job only once `Job::ownership` proves it.
-pub fn is_ours(job: &Job) -> bool {
-    job.owner.is_some()
-}
-
 /// What the poller of one cluster last saw.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterState {
     /// Every node slurmctld knows, by name.
     pub nodes: Arc<BTreeMap<String, Node>>,
-    /// Our jobs (see [`is_ours`]), by Slurm job id: plain jobs, array task records and a pending
-    /// array's meta record (whose `array_task_string` lists the tasks not started yet).
-    /// Other users' jobs are not kept; see `node_jobs`.
+    /// The jobs whose comment is an ownership tag, by Slurm job id: plain jobs, array task
+    /// records and a pending array's meta record (whose `array_task_string` lists the tasks not
+    /// started yet). Ours (the tag key proves them, or an unsigned tag on a job a SlurmJob
+    /// names) are followed and up to date; the others are claims anyone can write, kept as
+    /// last read with the state listed, for the SlurmJob whose tag they copy
+    /// (`poller::strategy::Class`). Untagged jobs are not kept; see `node_jobs`.
     pub jobs: Arc<Jobs>,
     /// Per node, the jobs (anyone's) running on it. A node without an entry runs no job the
     /// poller knows of.
@@ -356,7 +357,7 @@ pub fn new_index() -> (IndexWriter, IndexReader) {
 /// its own objects. Exactly when each fires: `poller::diff`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SlurmEvent {
-    /// One of our jobs (see [`is_ours`]) appeared, or changed in a way a controller would see
+    /// A job of `ClusterState::jobs` appeared, or changed in a way a controller would see
     /// (state, reason, exit, nodes, times, limit, comment, array tasks). `owner` is its
     /// ownership tag. Other users' jobs produce no job events.
     JobChanged {
@@ -427,15 +428,6 @@ mod tests {
 
     fn tag(text: &str) -> OwnerTag {
         OwnerTag::parse(text).unwrap()
-    }
-
-    #[test]
-    fn ours_is_a_job_whose_comment_is_a_tag() {
-        assert!(is_ours(&job(1, None, &OwnerTag::new("u", 1).to_string())));
-        for foreign in ["", "slurm.rs/", " slurm.rs/uid=x", "slurm.rs/uid=x"] {
-            assert!(!is_ours(&job(1, None, foreign)), "{foreign:?}");
-        }
-        assert!(!is_ours(&Job::bare()));
     }
 
     #[test]

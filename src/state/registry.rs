@@ -464,6 +464,7 @@ mod tests {
                             label,
                             client,
                             config,
+                            crate::slurm::tag::TagKey::ephemeral(),
                             events,
                             Metrics::new(),
                         );

@@ -23,6 +23,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use slurm_operator::slurm::tag::{OwnerTag, TagKey};
 use slurm_operator::slurm::types::SubmitRequest;
 use slurm_operator::slurm::{ClientConfig, Credentials, SlurmClient};
 use slurm_operator::state::index::{ClusterState, IndexReader};
@@ -147,7 +148,21 @@ macro_rules! require_slurm {
     };
 }
 
+/// The tag key of the pollers tests start themselves (tests that run the controllers use
+/// their context's).
+pub fn tag_key() -> TagKey {
+    static KEY: std::sync::LazyLock<TagKey> =
+        std::sync::LazyLock::new(|| TagKey::new(b"the tests' own tag key, 32 bytes+").unwrap());
+    KEY.clone()
+}
+
 impl LocalSlurm {
+    /// The comment of a job of the SlurmJob `uid`'s, as the operator would sign it with
+    /// [`tag_key`] for this Slurm's user (the jobs' user).
+    pub fn our_tag(&self, uid: &str, generation: i64) -> String {
+        tag_key().comment(&OwnerTag::new(uid, generation), &self.user)
+    }
+
     pub fn key(&self) -> Vec<u8> {
         std::fs::read(&self.key_path)
             .unwrap_or_else(|e| panic!("read {}: {e}", self.key_path.display()))

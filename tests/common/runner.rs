@@ -15,9 +15,10 @@ use slurm_operator::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
 use slurm_operator::leader::Leadership;
 use slurm_operator::slurm::SlurmClient;
 use slurm_operator::slurm::tag::TagKey;
-use slurm_operator::state::index::{ClusterState, is_ours};
+use slurm_operator::state::index::ClusterState;
 
-/// A complete index of our jobs, synced now (the time is taken before the request, so the
+/// A complete index of the jobs whose comment is a tag (ours and claims, as the poller keeps),
+/// synced now (the time is taken before the request, so the
 /// index never claims more than it saw).
 pub async fn sync(client: &SlurmClient) -> ClusterState {
     let at = Utc::now();
@@ -30,7 +31,7 @@ pub async fn sync(client: &SlurmClient) -> ClusterState {
     ClusterState {
         jobs: Arc::new(
             jobs.into_iter()
-                .filter(is_ours)
+                .filter(|j| j.owner.is_some())
                 .map(|j| (j.job_id, j))
                 .collect(),
         ),

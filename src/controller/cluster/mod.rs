@@ -485,7 +485,14 @@ async fn register(
             validated.settings,
             validated.credentials,
             |label, client, poller, events| {
-                crate::state::poller::spawn(label, client, poller, events, ctx.metrics.clone())
+                crate::state::poller::spawn(
+                    label,
+                    client,
+                    poller,
+                    ctx.tag_key.clone(),
+                    events,
+                    ctx.metrics.clone(),
+                )
             },
         )
         .map_err(Error::CreateClient)?;

@@ -777,7 +777,14 @@ fn register_unreachable(ctx: &Context, key: &ObjectRef<SlurmCluster>) {
             },
             Arc::new(Credentials::token("t", None).unwrap()),
             |label, client, config, events| {
-                crate::state::poller::spawn(label, client, config, events, ctx.metrics.clone())
+                crate::state::poller::spawn(
+                    label,
+                    client,
+                    config,
+                    ctx.tag_key.clone(),
+                    events,
+                    ctx.metrics.clone(),
+                )
             },
         )
         .unwrap();

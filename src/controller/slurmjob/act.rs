@@ -1223,6 +1223,13 @@ pub async fn follow_or_account(
     env: Env<'_>,
 ) -> (SlurmJobStatus, Again) {
     let next = followed(current, job_id, uid, env);
+    if let Ok(id) = u32::try_from(job_id)
+        && plan::follows_unsigned(env.state, id, uid, env.key, env.job_user)
+    {
+        // The poller follows a job with an unsigned tag only once a SlurmJob names it (anyone
+        // may write one): until then its record is as first read.
+        env.state.want(id);
+    }
     let missing = u32::try_from(job_id).is_ok_and(|id| env.state.job_records(id).is_empty());
     if let Ok(id) = u32::try_from(job_id)
         && missing

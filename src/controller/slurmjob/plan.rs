@@ -581,6 +581,22 @@ pub fn is_followed(job: &Job, uid: &str, key: &TagKey, user: Option<&str>) -> bo
             && user.is_some_and(|user| job.user_name.as_deref() == Some(user)))
 }
 
+/// Whether the SlurmJob `uid` follows job `job_id` through an unsigned, legacy tag
+/// ([`is_followed`]): the poller follows such a job only for the ids SlurmJobs name, so the
+/// step names it (`ClusterState::want`).
+pub fn follows_unsigned(
+    state: &ClusterState,
+    job_id: u32,
+    uid: &str,
+    key: &TagKey,
+    user: Option<&str>,
+) -> bool {
+    state
+        .job_records(job_id)
+        .into_iter()
+        .any(|job| job.ownership(key) == Ownership::Legacy && is_followed(job, uid, key, user))
+}
+
 /// The status mirrored from the index; a job the index no longer holds (in a complete listing
 /// that began after the job was submitted, see [`gone`]) that had not ended is `Lost` — until
 /// the caller asked accounting. Only records that are ours ([`is_followed`] for `uid`) are

@@ -871,6 +871,7 @@ async fn register_local(
         },
     };
     let metrics = ctx.metrics.clone();
+    let tag_key = ctx.tag_key.clone();
     ctx.clusters
         .upsert(
             &cluster,
@@ -878,7 +879,7 @@ async fn register_local(
             settings,
             credentials,
             |label, client, poller, events| {
-                crate::state::poller::spawn(label, client, poller, events, metrics)
+                crate::state::poller::spawn(label, client, poller, tag_key, events, metrics)
             },
         )
         .unwrap();
@@ -1256,6 +1257,7 @@ async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
         },
     };
     let metrics = ctx.metrics.clone();
+    let tag_key = ctx.tag_key.clone();
     ctx.clusters
         .upsert(
             &key,
@@ -1265,7 +1267,7 @@ async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
             settings,
             Arc::new(Credentials::token("t", None).unwrap()),
             |label, client, config, events| {
-                crate::state::poller::spawn(label, client, config, events, metrics)
+                crate::state::poller::spawn(label, client, config, tag_key, events, metrics)
             },
         )
         .unwrap();

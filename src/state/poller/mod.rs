@@ -66,6 +66,7 @@ use tracing::Instrument;
 use crate::crd::SlurmCluster;
 use crate::error_chain::Chain;
 use crate::metrics::Metrics;
+use crate::slurm::tag::TagKey;
 use crate::slurm::types::{Changes, Job, JobStateEntry, Node};
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::{
@@ -199,10 +200,19 @@ pub fn spawn(
     cluster: ObjectRef<SlurmCluster>,
     client: SlurmClient,
     config: &PollerConfig,
+    key: TagKey,
     events: broadcast::Sender<SlurmEvent>,
     metrics: Arc<Metrics>,
 ) -> (PollerHandle, IndexReader) {
-    spawn_tuned(cluster, client, config, Tuning::default(), events, metrics)
+    spawn_tuned(
+        cluster,
+        client,
+        config,
+        key,
+        Tuning::default(),
+        events,
+        metrics,
+    )
 }
 
 /// [`spawn`] with explicit [`Tuning`].
@@ -210,6 +220,7 @@ pub fn spawn_tuned(
     cluster: ObjectRef<SlurmCluster>,
     client: SlurmClient,
     config: &PollerConfig,
+    key: TagKey,
     tuning: Tuning,
     events: broadcast::Sender<SlurmEvent>,
     metrics: Arc<Metrics>,
@@ -221,7 +232,12 @@ pub fn spawn_tuned(
         cluster = %cluster.name,
         namespace = cluster.namespace.as_deref().unwrap_or_default(),
     );
-    let poller = Poller::new(cluster, client, config, tuning, writer, events, metrics);
+    let outputs = Outputs {
+        writer,
+        events,
+        metrics,
+    };
+    let poller = Poller::new(cluster, client, config, key, tuning, outputs);
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             runtime.spawn(poller.run(cancel.clone()).instrument(span));
@@ -283,6 +299,12 @@ struct Poller {
     wants: Arc<Wants>,
     /// Asks taken but not satisfied yet (a skipped job whose fetch was deferred).
     wanted: BTreeSet<u32>,
+    /// The key tags are signed with: only a job it proves ours is followed as ours
+    /// ([`strategy::Verdict`]).
+    key: TagKey,
+    /// Ids SlurmJobs asked for, while slurmctld holds them: an unsigned, legacy tag is taken
+    /// for ours only on these ([`strategy::Verdict`]).
+    named: BTreeSet<u32>,
     /// The ids this process's submits returned whose records were not read yet, and when the
     /// poller took each.
     submitted: BTreeMap<u32, Instant>,
@@ -403,16 +425,27 @@ struct JobsPolled {
     reads: Reads,
 }
 
+/// Where a poller's findings go: its index, the event channel, the metrics.
+struct Outputs {
+    writer: IndexWriter,
+    events: broadcast::Sender<SlurmEvent>,
+    metrics: Arc<Metrics>,
+}
+
 impl Poller {
     fn new(
         cluster: ObjectRef<SlurmCluster>,
         client: SlurmClient,
         config: &PollerConfig,
+        key: TagKey,
         tuning: Tuning,
-        writer: IndexWriter,
-        events: broadcast::Sender<SlurmEvent>,
-        metrics: Arc<Metrics>,
+        outputs: Outputs,
     ) -> Self {
+        let Outputs {
+            writer,
+            events,
+            metrics,
+        } = outputs;
         let interval = config.interval.max(Duration::from_millis(10));
         let wants = writer.borrow().wants.clone();
         Self {
@@ -434,6 +467,8 @@ impl Poller {
             skipped_before: None,
             wants,
             wanted: BTreeSet::new(),
+            key,
+            named: BTreeSet::new(),
             submitted: BTreeMap::new(),
             tuning,
             writer,
@@ -538,6 +573,7 @@ impl Poller {
 
     async fn poll_jobs(&mut self) -> Result<JobsPolled, SlurmError> {
         self.wanted.extend(self.wants.take());
+        self.named.extend(&self.wanted);
         // A full listing in the cycle: the first, after a failure, and on a cluster too small
         // (or with too many of ours) for incremental cycles to pay. The periodic one runs beside
         // the cycles ([`Listing`]).
@@ -1052,9 +1088,19 @@ impl Poller {
                     };
                     strategy::saw(asked, &listed, &fetched, &mut running.seen);
                 }
-                strategy::note_array_owners(&fetched, &mut self.array_owners);
-                let (tracker, jobs) =
-                    strategy::apply(previous, &old.jobs, &listed, fetched, spoken.scope());
+                let verdict = strategy::Verdict {
+                    key: &self.key,
+                    named: &self.named,
+                };
+                strategy::note_array_owners(&fetched, &mut self.array_owners, verdict);
+                let (tracker, jobs) = strategy::apply(
+                    previous,
+                    &old.jobs,
+                    &listed,
+                    fetched,
+                    spoken.scope(),
+                    verdict,
+                );
                 let node_jobs = strategy::node_jobs(&tracker, &jobs);
                 self.tracker = tracker;
                 note_reads(
@@ -1086,6 +1132,10 @@ impl Poller {
                     .collect();
                 self.metrics
                     .unreadable_job_records(&self.cluster.name, Some(unreadable.len()));
+                // Named ids are kept while slurmctld holds the job (its array's meta record,
+                // for a task's).
+                let tracker = &self.tracker;
+                self.named.retain(|id| tracker.contains_key(id));
                 // Asks are done once the job is resolved, or slurmctld does not hold it.
                 self.wanted.retain(|id| {
                     self.tracker
@@ -1190,7 +1240,7 @@ impl Poller {
                     full,
                     nodes_changed = !Arc::ptr_eq(&new.nodes, &old.nodes),
                     jobs_total = new.jobs_total,
-                    ours = new.jobs.len(),
+                    tagged = new.jobs.len(),
                     complete,
                     elapsed_ms = started.elapsed().as_millis() as u64,
                     "polled"
@@ -1488,6 +1538,7 @@ mod tests {
             &PollerConfig {
                 interval: Duration::from_millis(20),
             },
+            TagKey::ephemeral(),
             events,
             Metrics::new(),
         );

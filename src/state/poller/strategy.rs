@@ -7,7 +7,7 @@
 //! | why | which jobs |
 //! |---|---|
 //! | [`Why::OursChanged`] | ours, state changed (running, ended, requeued, ...) |
-//! | [`Why::Wanted`] | skipped at the first sync, and a SlurmJob names it ([`Known::Skipped`]) |
+//! | [`Why::Wanted`] | skipped at the first sync, or someone else's, and a SlurmJob names it ([`Known::Skipped`], [`Class`]) |
 //! | [`Why::New`] | not seen before, or never resolved: we do not know whose it is |
 //! | [`Why::Started`] | someone else's (or skipped) that now holds nodes (for the per-node deadlines) |
 //! | [`Why::Resync`] | everything after a failure (nothing missed stays missed) |
@@ -23,6 +23,13 @@
 //! nothing changed (`/nodes?update_time`, `/jobs/state/`), and never more than 2 + budget however
 //! many jobs and nodes there are. `/jobs?update_time=T` is never used: one changed job anywhere
 //! makes it send every job (~37 MiB and 3.4 s for 5 000 jobs).
+//!
+//! **Ours is what the key proves** ([`Verdict`]). A comment shaped like an ownership tag is a
+//! claim anyone can write on their own jobs; the poller follows a job as ours only when the
+//! operator's key proves its tag for the job's user, or its tag is unsigned (a job the previous
+//! version submitted) and a SlurmJob names its id. Any other claim ([`Class::Claim`]) costs
+//! what someone else's job costs ([`Known::Foreign`]); its record stays in the index as last
+//! read, with the listed state, for the SlurmJob whose tag it copies.
 //!
 //! **The first sync ignores what is not ours** (issue 19). When the cluster serves accounting,
 //! the jobs of the poller's first listing are not fetched at all ([`skip`]): they become
@@ -66,10 +73,52 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use crate::slurm::tag::{Ownership, TagKey};
 use crate::slurm::types::{Job, JobBaseState, JobState, JobStateEntry, Node};
-use crate::state::index::{NodeJobs, is_ours};
+use crate::state::index::NodeJobs;
 
 use super::hostlist;
+
+/// Whose a record is, as far as the poller goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Provably the operator's (signed with its key for the job's own user), or an unsigned
+    /// legacy tag on a job a SlurmJob names: followed ([`Known::Ours`]).
+    Ours,
+    /// A tag-shaped comment that proves nothing: forged (anyone can write one on their own
+    /// jobs), or an unsigned legacy tag no SlurmJob names. It costs what someone else's job
+    /// costs ([`Known::Foreign`]: not followed, not refreshed); its record, as last read, stays
+    /// in the index's `jobs` so that the SlurmJob whose tag it copies can name it
+    /// (`TagNotAdopted`).
+    Claim,
+    /// No tag: someone else's.
+    Other,
+}
+
+/// How the poller classes records ([`Class`]): the key tags are signed with, and the ids
+/// SlurmJobs named (a job the previous version submitted with an unsigned tag is followed only
+/// when its SlurmJob names it, by its id or its array's).
+#[derive(Clone, Copy)]
+pub struct Verdict<'a> {
+    pub key: &'a TagKey,
+    pub named: &'a BTreeSet<u32>,
+}
+
+impl Verdict<'_> {
+    pub fn class(&self, record: &Job) -> Class {
+        match record.ownership(self.key) {
+            Ownership::Proven => Class::Ours,
+            Ownership::Legacy
+                if self.named.contains(&record.job_id)
+                    || record.array_job_id.is_some_and(|a| self.named.contains(&a)) =>
+            {
+                Class::Ours
+            }
+            Ownership::Legacy | Ownership::Forged => Class::Claim,
+            Ownership::Untagged => Class::Other,
+        }
+    }
+}
 
 /// One job record as `/jobs/state/` lists it, its entries grouped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -288,6 +337,8 @@ pub fn needs(known: Option<&Tracked>, listed: &Listed, ask: Ask) -> Option<Why> 
         Known::Skipped if holds_nodes(&listed.state) => Some(Why::Started),
         Known::Skipped => None,
         Known::Ours if changed => Some(Why::OursChanged),
+        // A SlurmJob names it: an unsigned legacy tag is followed once named ([`Verdict`]).
+        Known::Foreign { .. } if ask == Ask::Named => Some(Why::Wanted),
         Known::Foreign { .. } if changed && holds_nodes(&listed.state) => Some(Why::Started),
         _ => match tracked.stale {
             Stale::Resync => Some(Why::Resync),
@@ -475,6 +526,7 @@ pub fn apply(
     listed: &BTreeMap<u32, Listed>,
     fetched: Fetched,
     scope: Scope<'_>,
+    verdict: Verdict<'_>,
 ) -> (Tracker, BTreeMap<u32, Job>) {
     let (records, missing, full) = match fetched {
         Fetched::Nothing => (Vec::new(), Vec::new(), false),
@@ -504,7 +556,7 @@ pub fn apply(
             continue;
         }
         if let Some(record) = fresh.remove(id) {
-            resolve(&mut tracker, &mut next_jobs, record, l.entries());
+            resolve(&mut tracker, &mut next_jobs, record, l.entries(), verdict);
             continue;
         }
         if full {
@@ -545,17 +597,26 @@ pub fn apply(
                 }
                 next_jobs.insert(*id, record);
             }
-            // Its record would tell nothing the state does not: no read due any more.
+            // Its record would tell nothing the state does not: no read due any more. A
+            // claim's record ([`Class::Claim`]) takes the listed state.
             Known::Foreign { .. } if changed && !holds_nodes(&l.state) => {
                 tracked.state = l.state.clone();
                 tracked.known = Known::Foreign { run: None };
                 tracked.stale = Stale::No;
+                if let Some(record) = jobs.get(id) {
+                    let mut record = record.clone();
+                    record.state = l.state.clone();
+                    next_jobs.insert(*id, record);
+                }
             }
             // Foreign and started (record deferred): keep the old state to fetch it later,
             // marked so that incremental cycles follow it until then.
             Known::Foreign { .. } => {
                 if changed {
                     tracked.stale = tracked.stale.max(Stale::Refresh);
+                }
+                if let Some(record) = jobs.get(id) {
+                    next_jobs.insert(*id, record.clone());
                 }
             }
             Known::Unresolved | Known::Skipped => tracked.state = l.state.clone(),
@@ -564,7 +625,7 @@ pub fn apply(
     }
     // Records of jobs the state list did not have yet (newer than it), or did not ask about.
     for (_, record) in fresh {
-        resolve(&mut tracker, &mut next_jobs, record, 1);
+        resolve(&mut tracker, &mut next_jobs, record, 1, verdict);
     }
     (tracker, next_jobs)
 }
@@ -810,9 +871,15 @@ impl Numbering {
     }
 }
 
-fn resolve(tracker: &mut Tracker, jobs: &mut BTreeMap<u32, Job>, record: Job, entries: usize) {
-    let ours = is_ours(&record);
-    let known = if ours {
+fn resolve(
+    tracker: &mut Tracker,
+    jobs: &mut BTreeMap<u32, Job>,
+    record: Job,
+    entries: usize,
+    verdict: Verdict<'_>,
+) {
+    let class = verdict.class(&record);
+    let known = if class == Class::Ours {
         Known::Ours
     } else {
         Known::Foreign {
@@ -829,11 +896,11 @@ fn resolve(tracker: &mut Tracker, jobs: &mut BTreeMap<u32, Job>, record: Job, en
             stale: Stale::No,
         },
     );
-    if ours {
-        jobs.insert(record.job_id, record);
-    } else {
+    if class == Class::Other {
         // It may have been carried over as ours, with the tag since removed.
         jobs.remove(&record.job_id);
+    } else {
+        jobs.insert(record.job_id, record);
     }
 }
 
@@ -852,7 +919,7 @@ pub type ArrayOwners = BTreeMap<u32, bool>;
 
 /// Learn from `fetched` whose arrays are whose: a task record carries its array's owner (the
 /// tasks of an array share its user and comment).
-pub fn note_array_owners(fetched: &Fetched, owners: &mut ArrayOwners) {
+pub fn note_array_owners(fetched: &Fetched, owners: &mut ArrayOwners, verdict: Verdict<'_>) {
     let records = match fetched {
         Fetched::Nothing => return,
         Fetched::Details { records, .. } | Fetched::Full(records) => records,
@@ -861,7 +928,7 @@ pub fn note_array_owners(fetched: &Fetched, owners: &mut ArrayOwners) {
         let Some(array) = record.array_job_id.filter(|a| *a != record.job_id) else {
             continue;
         };
-        let foreign = !is_ours(record);
+        let foreign = verdict.class(record) != Class::Ours;
         owners
             .entry(array)
             .and_modify(|all| *all &= foreign)
@@ -1004,7 +1071,31 @@ mod tests {
     use super::*;
     use crate::slurm::types::ExitStatus;
 
-    const OURS: &str = "slurm.rs/uid=u1,generation=1";
+    /// The user every test record runs as.
+    const USER: &str = "alice";
+
+    fn key() -> &'static TagKey {
+        static KEY: std::sync::LazyLock<TagKey> =
+            std::sync::LazyLock::new(|| TagKey::new(&[7; 32]).unwrap());
+        &KEY
+    }
+
+    /// A tag of ours, signed for [`USER`].
+    fn ours() -> &'static str {
+        static OURS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+            key().comment(&crate::slurm::tag::OwnerTag::new("u1", 1), USER)
+        });
+        &OURS
+    }
+
+    /// What the poller decides with the test key, no id named.
+    fn verdict() -> Verdict<'static> {
+        static NONE: BTreeSet<u32> = BTreeSet::new();
+        Verdict {
+            key: key(),
+            named: &NONE,
+        }
+    }
 
     fn state(s: &str) -> JobState {
         JobState::from_strings(&s.split('+').collect::<Vec<_>>())
@@ -1030,6 +1121,7 @@ mod tests {
             submit_time: Some(t(1_000)),
             start_time: holds_nodes(&state(s)).then(|| t(2_000)),
             time_limit: Some(Duration::from_secs(600)),
+            user_name: Some(USER.to_owned()),
             ..Job::bare()
         };
         job.set_comment(comment.map(str::to_owned));
@@ -1074,7 +1166,7 @@ mod tests {
                     task(11, 10, None),
                     task(12, 10, None),
                     task(21, 20, None),
-                    task(22, 20, Some(OURS)),
+                    task(22, 20, Some(ours())),
                     task(31, 30, None),
                     task(41, 40, None),
                     // A plain job, and a meta record read whole: no task of another record.
@@ -1087,13 +1179,18 @@ mod tests {
                 missing: vec![],
             },
             &mut owners,
+            verdict(),
         );
         assert_eq!(
             owners,
             [(10, true), (20, false), (30, true), (40, true)].into()
         );
         // A later read of an ours task of 30 keeps it from being anyone's but its own.
-        note_array_owners(&Fetched::Full(vec![task(32, 30, Some(OURS))]), &mut owners);
+        note_array_owners(
+            &Fetched::Full(vec![task(32, 30, Some(ours()))]),
+            &mut owners,
+            verdict(),
+        );
         assert!(!owners[&30]);
 
         let mut tracker: Tracker = [
@@ -1568,7 +1665,7 @@ mod tests {
         let listed = listing(&[(1, "PENDING"), (2, "RUNNING"), (3, "PENDING")]);
         let fetched = Fetched::Details {
             records: vec![
-                job(1, "PENDING", Some(OURS)),
+                job(1, "PENDING", Some(ours())),
                 job(2, "RUNNING", Some("mine")),
             ],
             missing: vec![],
@@ -1579,6 +1676,7 @@ mod tests {
             &listed,
             fetched,
             Scope::All,
+            verdict(),
         );
         assert_eq!(jobs.keys().copied().collect::<Vec<_>>(), vec![1]);
         assert_eq!(tracker[&1].known, Known::Ours);
@@ -1601,13 +1699,14 @@ mod tests {
             (2, tracked("PENDING", foreign())),
         ]
         .into();
-        let jobs: BTreeMap<u32, Job> = [(1, job(1, "RUNNING", Some(OURS)))].into();
+        let jobs: BTreeMap<u32, Job> = [(1, job(1, "RUNNING", Some(ours())))].into();
         let (tracker, jobs) = apply(
             tracker,
             &jobs,
             &listing(&[(2, "PENDING")]),
             Fetched::Nothing,
             Scope::All,
+            verdict(),
         );
         assert!(jobs.is_empty());
         assert_eq!(tracker.keys().copied().collect::<Vec<_>>(), vec![2]);
@@ -1622,8 +1721,143 @@ mod tests {
             &listing(&[(2, "RUNNING")]),
             fetched,
             Scope::All,
+            verdict(),
         );
         assert!(tracker.is_empty());
+    }
+
+    /// A tag-shaped comment the key does not prove (forged, copied onto another user's job, or
+    /// unsigned) costs what someone else's job costs: known as foreign, so neither followed by
+    /// incremental cycles nor refreshed, nor read again but when it starts; its record stays
+    /// in the index with the state listed, for the SlurmJob whose tag it copies. An unsigned
+    /// tag on a job a SlurmJob names is followed as ours.
+    #[test]
+    fn a_claim_the_key_does_not_prove_costs_what_someone_elses_job_costs() {
+        let tag = crate::slurm::tag::OwnerTag::new("u1", 1);
+        let unsigned = tag.to_string();
+        let for_mallory = key().comment(&tag, "mallory");
+        let other_key = TagKey::new(&[8; 32]).unwrap().comment(&tag, USER);
+        let records = [
+            job(1, "PENDING", Some(ours())),
+            job(2, "PENDING", Some(&unsigned)),
+            job(3, "PENDING", Some(&for_mallory)),
+            job(4, "PENDING", Some(&other_key)),
+            job(5, "PENDING", Some("someone else's")),
+            // An array's task: named by its array's id.
+            Job {
+                array_job_id: Some(60),
+                array_task_id: Some(1),
+                ..job(6, "PENDING", Some(&unsigned))
+            },
+        ];
+        let classes = |named: &BTreeSet<u32>| -> Vec<Class> {
+            let verdict = Verdict { key: key(), named };
+            records.iter().map(|r| verdict.class(r)).collect()
+        };
+        use Class::{Claim, Other, Ours};
+        assert_eq!(
+            classes(&BTreeSet::new()),
+            [Ours, Claim, Claim, Claim, Other, Claim]
+        );
+        assert_eq!(
+            classes(&BTreeSet::from([1, 2, 3, 4, 5, 60])),
+            [Ours, Ours, Claim, Claim, Other, Ours],
+            "naming follows an unsigned tag, never a forged one"
+        );
+
+        let listed = listing(&[
+            (1, "PENDING"),
+            (2, "PENDING"),
+            (3, "PENDING"),
+            (5, "PENDING"),
+        ]);
+        let fetched = Fetched::Details {
+            records: records[..5].to_vec(),
+            missing: vec![],
+        };
+        let (mut tracker, jobs) = apply(
+            Tracker::new(),
+            &BTreeMap::new(),
+            &listed,
+            fetched,
+            Scope::All,
+            verdict(),
+        );
+        assert_eq!(tracker[&1].known, Known::Ours);
+        for claim in [2, 3, 4] {
+            assert_eq!(tracker[&claim].known, foreign(), "{claim}");
+        }
+        assert_eq!(tracker[&5].known, foreign());
+        assert_eq!(
+            jobs.keys().copied().collect::<Vec<_>>(),
+            [1, 2, 3, 4],
+            "claims keep their records, someone else's does not"
+        );
+        // Followed and refreshed: ours only.
+        assert_eq!(followed(&tracker, &BTreeSet::new()), BTreeSet::from([1]));
+        mark_refresh(&mut tracker);
+        mark_resync(&mut tracker);
+        assert!(
+            tracker
+                .iter()
+                .all(|(id, t)| (t.stale != Stale::No) == (*id == 1)),
+            "{tracker:?}"
+        );
+        for t in tracker.values_mut() {
+            t.stale = Stale::No;
+        }
+
+        // A claim ends unread: its record takes the listed state; one that starts is read.
+        let listed = listing(&[
+            (1, "PENDING"),
+            (2, "CANCELLED"),
+            (3, "RUNNING"),
+            (4, "PENDING"),
+        ]);
+        assert_eq!(needs(tracker.get(&2), &listed[&2], Ask::None), None);
+        assert_eq!(
+            needs(tracker.get(&3), &listed[&3], Ask::None),
+            Some(Why::Started)
+        );
+        let (tracker, next_jobs) = apply(
+            tracker,
+            &jobs,
+            &listed,
+            Fetched::Nothing,
+            Scope::All,
+            verdict(),
+        );
+        assert_eq!(next_jobs[&2].state, state("CANCELLED"));
+        assert_eq!(next_jobs[&3].state, state("PENDING"), "read when fetched");
+        assert_eq!(next_jobs[&4], jobs[&4]);
+
+        // SlurmJobs name the unsigned one and the forged one: both read again; the unsigned
+        // one is followed as ours from then on, the forged one stays a claim.
+        for id in [2, 4] {
+            assert_eq!(
+                needs(tracker.get(&id), &listed[&id], Ask::Named),
+                Some(Why::Wanted)
+            );
+        }
+        let named = BTreeSet::from([2, 4]);
+        let (tracker, next_jobs) = apply(
+            tracker,
+            &next_jobs,
+            &listed,
+            Fetched::Details {
+                records: vec![job(2, "CANCELLED", Some(&unsigned)), records[3].clone()],
+                missing: vec![],
+            },
+            Scope::Only(&BTreeSet::from([2, 4])),
+            Verdict {
+                key: key(),
+                named: &named,
+            },
+        );
+        assert_eq!(tracker[&2].known, Known::Ours);
+        assert_eq!(tracker[&4].known, foreign());
+        assert_eq!(next_jobs[&2].state, state("CANCELLED"));
+        assert!(next_jobs.contains_key(&4));
     }
 
     #[test]
@@ -1634,9 +1868,16 @@ mod tests {
             (3, tracked("RUNNING", foreign())),
         ]
         .into();
-        let jobs: BTreeMap<u32, Job> = [(1, job(1, "PENDING", Some(OURS)))].into();
+        let jobs: BTreeMap<u32, Job> = [(1, job(1, "PENDING", Some(ours())))].into();
         let listed = listing(&[(1, "RUNNING"), (2, "RUNNING"), (3, "COMPLETED")]);
-        let (next, next_jobs) = apply(tracker, &jobs, &listed, Fetched::Nothing, Scope::All);
+        let (next, next_jobs) = apply(
+            tracker,
+            &jobs,
+            &listed,
+            Fetched::Nothing,
+            Scope::All,
+            verdict(),
+        );
         assert_eq!(next[&1].state, state("PENDING"), "ours: fetched next cycle");
         assert_eq!(next_jobs[&1].state, state("PENDING"));
         assert_eq!(
@@ -1664,14 +1905,14 @@ mod tests {
     #[test]
     fn apply_takes_a_full_listing_as_the_truth() {
         let tracker: Tracker = [(1, tracked("PENDING", Known::Ours))].into();
-        let jobs: BTreeMap<u32, Job> = [(1, job(1, "PENDING", Some(OURS)))].into();
+        let jobs: BTreeMap<u32, Job> = [(1, job(1, "PENDING", Some(ours())))].into();
         // 1 was listed but is gone by the full listing; 7 is newer than the state list.
         let listed = listing(&[(1, "PENDING"), (2, "PENDING")]);
         let fetched = Fetched::Full(vec![
-            job(2, "PENDING", Some(OURS)),
-            job(7, "PENDING", Some(OURS)),
+            job(2, "PENDING", Some(ours())),
+            job(7, "PENDING", Some(ours())),
         ]);
-        let (tracker, jobs) = apply(tracker, &jobs, &listed, fetched, Scope::All);
+        let (tracker, jobs) = apply(tracker, &jobs, &listed, fetched, Scope::All, verdict());
         assert_eq!(jobs.keys().copied().collect::<Vec<_>>(), vec![2, 7]);
         assert_eq!(tracker.keys().copied().collect::<Vec<_>>(), vec![2, 7]);
         assert!(tracker.values().all(|t| t.stale == Stale::No));
@@ -1681,9 +1922,9 @@ mod tests {
     fn a_fresh_record_clears_staleness_and_takes_its_own_state() {
         let mut tracker: Tracker = [(1, tracked("PENDING", Known::Ours))].into();
         mark_resync(&mut tracker);
-        let jobs: BTreeMap<u32, Job> = [(1, job(1, "PENDING", Some(OURS)))].into();
+        let jobs: BTreeMap<u32, Job> = [(1, job(1, "PENDING", Some(ours())))].into();
         let fetched = Fetched::Details {
-            records: vec![job(1, "RUNNING", Some(OURS))],
+            records: vec![job(1, "RUNNING", Some(ours()))],
             missing: vec![],
         };
         let (tracker, jobs) = apply(
@@ -1692,6 +1933,7 @@ mod tests {
             &listing(&[(1, "PENDING")]),
             fetched,
             Scope::All,
+            verdict(),
         );
         assert_eq!(tracker[&1].stale, Stale::No);
         assert_eq!(
@@ -1704,7 +1946,7 @@ mod tests {
 
     #[test]
     fn tasks_leaving_our_pending_array_shorten_its_task_list_without_a_fetch() {
-        let mut meta = job(40, "PENDING", Some(OURS));
+        let mut meta = job(40, "PENDING", Some(ours()));
         meta.array_job_id = Some(40);
         meta.array_task_string = Some("0-5%2".into());
         let tracker: Tracker = [(
@@ -1735,7 +1977,14 @@ mod tests {
             .fetch,
             Fetch::Nothing
         );
-        let (tracker, jobs) = apply(tracker, &jobs, &listed, Fetched::Nothing, Scope::All);
+        let (tracker, jobs) = apply(
+            tracker,
+            &jobs,
+            &listed,
+            Fetched::Nothing,
+            Scope::All,
+            verdict(),
+        );
         assert_eq!(jobs[&40].array_task_string.as_deref(), Some("2-5%2"));
         assert_eq!(tracker[&40].entries, 4);
     }
@@ -1837,10 +2086,10 @@ mod tests {
                 deadline: deadline.map(t),
             })),
         };
-        let mut unlimited = job(5, "RUNNING", Some(OURS));
+        let mut unlimited = job(5, "RUNNING", Some(ours()));
         unlimited.nodes = Some("n[3-4]".into());
         unlimited.time_limit = None;
-        let mut finished = job(6, "COMPLETED", Some(OURS));
+        let mut finished = job(6, "COMPLETED", Some(ours()));
         finished.nodes = Some("n1".into());
         let tracker: Tracker = [
             (1, tracked("RUNNING", run("n[1-2]", Some(100)))),
@@ -2029,8 +2278,8 @@ mod tests {
         ]
         .into();
         let jobs: BTreeMap<u32, Job> = [
-            (3, job(3, "RUNNING", Some(OURS))),
-            (4, job(4, "RUNNING", Some(OURS))),
+            (3, job(3, "RUNNING", Some(ours()))),
+            (4, job(4, "RUNNING", Some(ours()))),
         ]
         .into();
         // Asked: ours and a window 5..=8; 4 was purged, 6 is new.
@@ -2042,6 +2291,7 @@ mod tests {
             &listed,
             Fetched::Nothing,
             Scope::Only(&asked),
+            verdict(),
         );
         assert_eq!(next.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3, 6]);
         assert_eq!(next[&1], tracker[&1], "not asked: as it was");
@@ -2055,6 +2305,7 @@ mod tests {
             &listed,
             Fetched::Nothing,
             Scope::All,
+            verdict(),
         );
         assert_eq!(next.keys().copied().collect::<Vec<_>>(), vec![3, 6]);
         // A record fetched for a carried id replaces it (its tag was removed).
@@ -2067,6 +2318,7 @@ mod tests {
                 missing: vec![],
             },
             Scope::Only(&BTreeSet::new()),
+            verdict(),
         );
         assert!(matches!(next[&4].known, Known::Foreign { .. }));
         assert!(!next_jobs.contains_key(&4));
@@ -2085,8 +2337,8 @@ mod tests {
         ]
         .into();
         let jobs: BTreeMap<u32, Job> = [
-            (4, job(4, "RUNNING", Some(OURS))),
-            (5, job(5, "RUNNING", Some(OURS))),
+            (4, job(4, "RUNNING", Some(ours()))),
+            (5, job(5, "RUNNING", Some(ours()))),
         ]
         .into();
         // The full listing, taken while the cycles went on: 1 cancelled, 2 still there (seen
@@ -2117,10 +2369,11 @@ mod tests {
             &jobs,
             &listed,
             Fetched::Details {
-                records: vec![job(4, "COMPLETED", Some(OURS))],
+                records: vec![job(4, "COMPLETED", Some(ours()))],
                 missing: vec![],
             },
             Scope::AllBut(&unspoken),
+            verdict(),
         );
         assert_eq!(next.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3, 4]);
         assert_eq!(next[&1].state.base, JobBaseState::Cancelled);

@@ -1581,3 +1581,61 @@ async fn a_search_by_name_waits_for_its_namespaces_slot() {
     assert!(waited.backoff);
     assert!(slots.try_take().is_some(), "the slot is given back");
 }
+
+/// A job the previous version submitted with an unsigned tag is followed through
+/// `status.jobId` only when it runs as the SlurmJob's user; the poller follows such a job only
+/// for ids a SlurmJob names, so the step names it. A signed job of ours needs no naming, and
+/// one carrying the SlurmJob's unsigned tag as someone else is neither followed nor named.
+#[tokio::test]
+async fn a_job_followed_by_its_unsigned_tag_is_named_to_the_poller() {
+    let spec = true_spec();
+    let tag = OwnerTag::new("legacy-uid", 1);
+    let running = |comment: String, user: &str| Job {
+        job_id: 30,
+        name: "legacy".into(),
+        state: crate::slurm::types::JobState::from_strings(&["RUNNING"]),
+        user_name: Some(user.into()),
+        ..Job::bare().with_comment(comment)
+    };
+    let status = SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(30),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        tracked_since: crate::controller::slurmjob::status::time(DateTime::from_timestamp(150, 0)),
+        ..Default::default()
+    };
+    let key = crate::slurm::tag::TagKey::ephemeral();
+    for (record, named) in [
+        (running(tag.to_string(), "alice"), true),
+        (running(key.comment(&tag, "alice"), "alice"), false),
+        (running(tag.to_string(), "mallory"), false),
+    ] {
+        let mut world = World::new(UNREACHABLE);
+        world.key = key.clone();
+        world.index = state(Some(101), vec![record.clone()]);
+        let env = Env {
+            job_user: Some("alice"),
+            ..world.env(DateTime::from_timestamp(200, 0).unwrap())
+        };
+        let target = Target {
+            name: "legacy",
+            uid: "legacy-uid",
+            generation: 1,
+            spec: &spec,
+            status: Some(&status),
+            created: None,
+            refusal: None,
+        };
+        let step = step(target, env, |_| None).await.unwrap();
+        let expected = if named {
+            BTreeSet::from([30])
+        } else {
+            BTreeSet::new()
+        };
+        assert_eq!(world.index.wants.take(), expected, "{:?}", record.comment);
+        if named || record.user_name.as_deref() == Some("alice") {
+            assert_eq!(step.status.phase, Phase::Running, "{:?}", record.comment);
+        }
+    }
+}

@@ -26,7 +26,18 @@ use std::time::Duration;
 use chrono::DateTime;
 
 use super::*;
+use crate::slurm::tag::{OwnerTag, Ownership};
 use crate::slurm::types::{Job, JobState, JobStateEntry};
+
+/// The user every job of the model runs as.
+const USER: &str = "alice";
+
+/// The operator's tag key in the model.
+fn key() -> &'static TagKey {
+    static KEY: std::sync::LazyLock<TagKey> =
+        std::sync::LazyLock::new(|| TagKey::new(&[9; 32]).unwrap());
+    &KEY
+}
 
 /// A small linear congruential generator.
 struct Rng(u64);
@@ -63,11 +74,21 @@ struct Sim {
     clock: i64,
     /// Jobs requeued after they had ended.
     moved: BTreeSet<u32>,
+    /// Jobs (an array by its id) whose comment is tag-shaped but proves nothing: someone
+    /// else's jobs with an unsigned tag, or with a tag signed for another user.
+    claimed: BTreeSet<u32>,
 }
 
 impl Sim {
     fn state(s: &str) -> JobState {
         JobState::from_strings(&[s])
+    }
+
+    /// Whether job `id` (which slurmctld holds) carries a claim: its array's, for a task.
+    fn is_claim(&self, id: u32) -> bool {
+        self.jobs
+            .get(&id)
+            .is_some_and(|j| self.claimed.contains(&j.array.unwrap_or(id)))
     }
 
     fn record(&self, id: u32) -> Option<Job> {
@@ -87,8 +108,14 @@ impl Sim {
         };
         // An array's records all carry the array's tag.
         let owner = sim.array.unwrap_or(id);
+        job.user_name = Some(USER.to_owned());
+        let tag = OwnerTag::new(format!("u{owner}"), 1);
         if sim.ours {
-            job.set_comment(Some(format!("slurm.rs/uid=u{owner},generation=1")));
+            job.set_comment(Some(key().comment(&tag, USER)));
+        } else if self.claimed.contains(&owner) && owner % 4 == 0 {
+            job.set_comment(Some(tag.to_string()));
+        } else if self.claimed.contains(&owner) {
+            job.set_comment(Some(key().comment(&tag, "mallory")));
         } else {
             job.set_comment(Some("someone else's".into()));
         }
@@ -175,6 +202,11 @@ impl Sim {
                 // Rejected submits use ids up: gaps of up to 3.
                 self.next_id += 1 + rng.below(4) as u32;
                 let ours = rng.below(3) == 0;
+                // Half of the others' jobs carry a claim (from the id: the histories stay as
+                // they were).
+                if !ours && self.next_id.is_multiple_of(2) {
+                    self.claimed.insert(self.next_id);
+                }
                 // One in four an array of 2 to 4 tasks: a meta record holding them all.
                 let array = rng.below(4) == 0;
                 self.jobs.insert(
@@ -289,6 +321,8 @@ struct View {
     array_owners: ArrayOwners,
     /// Unreadable meta records resolved from their tasks, over the view's life.
     resolved_arrays: usize,
+    /// Ids SlurmJobs named while the view tracks them (`Poller::named`).
+    named: BTreeSet<u32>,
 }
 
 /// `Tuning::follow_entries`' default.
@@ -359,13 +393,19 @@ impl View {
             };
             saw(asked, &listed, &fetched, seen);
         }
-        note_array_owners(&fetched, &mut self.array_owners);
+        self.named.extend(wanted);
+        let verdict = Verdict {
+            key: key(),
+            named: &self.named,
+        };
+        note_array_owners(&fetched, &mut self.array_owners, verdict);
         let (tracker, jobs) = apply(
             std::mem::take(&mut self.tracker),
             &self.jobs,
             &listed,
             fetched,
             scope,
+            verdict,
         );
         self.tracker = tracker;
         self.jobs = jobs;
@@ -381,6 +421,7 @@ impl View {
         let tracker = &self.tracker;
         self.array_owners
             .retain(|array, _| tracker.contains_key(array));
+        self.named.retain(|id| tracker.contains_key(id));
         // As the poller: kept while listed and not read, or not listed yet.
         self.submitted.retain(|id| {
             self.tracker
@@ -484,13 +525,15 @@ fn history(seed: u64) -> (Rng, Sim, BTreeSet<u32>, View) {
     (rng, sim, baseline, view)
 }
 
-/// Now and then a SlurmJob names one of the skipped jobs.
-fn named_now(rng: &mut Rng, baseline: &BTreeSet<u32>) -> BTreeSet<u32> {
+/// Now and then a SlurmJob names one of the skipped jobs: its own (a SlurmJob never names a
+/// job whose tag proves nothing: its status names only what it submitted or adopted).
+fn named_now(rng: &mut Rng, baseline: &BTreeSet<u32>, sim: &Sim) -> BTreeSet<u32> {
     let mut wanted = BTreeSet::new();
     if rng.below(5) == 0
         && let Some(id) = baseline
             .iter()
             .nth(rng.below(baseline.len() as u64) as usize)
+        && !sim.is_claim(*id)
     {
         wanted.insert(*id);
     }
@@ -555,6 +598,7 @@ impl Named<'_> {
     fn named(&self, view: &View, held: &BTreeSet<u32>) -> BTreeMap<u32, Job> {
         view.jobs
             .iter()
+            .filter(|(_, j)| j.ownership(key()) == Ownership::Proven)
             .filter(|(id, _)| !self.baseline.contains(id) || self.ever_wanted.contains(id))
             .filter(|(id, _)| !held.contains(id))
             .map(|(id, j)| (*id, j.clone()))
@@ -628,6 +672,37 @@ impl Named<'_> {
     }
 }
 
+/// After a full listing: every job of `sim` whose claim the view has read costs what someone
+/// else's costs ([`Known::Foreign`]: incremental cycles follow it only while it holds nodes),
+/// and its record stays in the view's jobs with the state listed (so the SlurmJob whose tag it
+/// copies can name it); no untagged job has a record there. Returns how many claims it saw.
+fn claims_kept(view: &View, sim: &Sim, context: &str) -> usize {
+    let mut claims = 0;
+    for (id, tracked) in &view.tracker {
+        if !sim.jobs.contains_key(id) || matches!(tracked.known, Known::Unresolved | Known::Skipped)
+        {
+            continue;
+        }
+        let record = view.jobs.get(id);
+        if sim.is_claim(*id) {
+            claims += 1;
+            assert!(
+                matches!(tracked.known, Known::Foreign { .. }),
+                "claim {id} followed as {:?}: {context}",
+                tracked.known
+            );
+            assert_eq!(
+                record.map(|r| &r.state),
+                Some(&tracked.state),
+                "claim {id}'s record: {context}"
+            );
+        } else if !sim.jobs[id].ours {
+            assert_eq!(record, None, "someone else's job {id}: {context}");
+        }
+    }
+    claims
+}
+
 #[test]
 fn incremental_cycles_hold_what_full_listings_hold() {
     let mut held_seen = 0;
@@ -635,6 +710,7 @@ fn incremental_cycles_hold_what_full_listings_hold() {
     let mut incremental_cycles = 0;
     let mut ours_seen = 0;
     let mut array_records_seen = 0;
+    let mut claims_seen = 0;
     let mut late = Late::default();
     for seed in 0..300u64 {
         let (mut rng, mut sim, baseline, mut reference) = history(seed);
@@ -648,7 +724,7 @@ fn incremental_cycles_hold_what_full_listings_hold() {
             for _ in 0..rng.below(4) {
                 sim.step(&mut rng);
             }
-            let wanted = named_now(&mut rng, &baseline);
+            let wanted = named_now(&mut rng, &baseline, &sim);
             reference.full(&sim, &wanted);
             // Half of the histories' jobs of ours are this process's submits (their ids asked
             // for by the SlurmJob), and one cycle in two follows a burst of them.
@@ -695,6 +771,8 @@ fn incremental_cycles_hold_what_full_listings_hold() {
             if full {
                 late.listed(&incremental, &reference, &sim, &context);
                 named.same_jobs(&incremental, &reference, &context);
+                claims_seen += claims_kept(&incremental, &sim, &context);
+                claims_kept(&reference, &sim, &context);
             }
         }
     }
@@ -718,6 +796,7 @@ fn incremental_cycles_hold_what_full_listings_hold() {
     );
     assert!(late.seen > 100, "{} late records", late.seen);
     assert!(late.caught > 50, "{} late ones caught up", late.caught);
+    assert!(claims_seen > 1_000, "{claims_seen} claims checked");
 }
 
 /// A record that cannot be read (`Poller::details` leaves it out: neither a record nor missing)
@@ -740,7 +819,7 @@ fn records_that_could_not_be_read_are_late_never_lost() {
             for _ in 0..rng.below(4) {
                 sim.step(&mut rng);
             }
-            let wanted = named_now(&mut rng, &baseline);
+            let wanted = named_now(&mut rng, &baseline, &sim);
             ever_wanted.extend(&wanted);
             reference.full(&sim, &wanted);
             let sixth = |rng: &mut Rng| -> BTreeSet<u32> {
@@ -851,7 +930,7 @@ fn a_full_listing_beside_the_cycles_keeps_what_full_listings_hold() {
             {
                 f.snapshot = Some(sim.all_states());
             }
-            let wanted = named_now(&mut rng, &baseline);
+            let wanted = named_now(&mut rng, &baseline, &sim);
             ever_wanted.extend(&wanted);
             reference.full(&sim, &wanted);
             let before: BTreeSet<u32> = view.tracker.keys().copied().collect();
