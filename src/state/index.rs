@@ -139,6 +139,13 @@ impl ClusterState {
         self.wants.submitted(job_id);
     }
 
+    /// A SlurmJob follows `job_id` through an unsigned, legacy tag (a job the previous version
+    /// submitted): the poller follows such a job as ours only once named so; any Slurm user
+    /// can write such a tag, so nothing else names it.
+    pub fn follow_unsigned(&self, job_id: u32) {
+        self.wants.follow_unsigned(job_id);
+    }
+
     /// Whether the last complete listing spoke for `job_id` (see `jobs_listed_up_to`).
     pub fn listed_up_to(&self, job_id: u32) -> bool {
         self.jobs_listed_up_to.is_none_or(|to| job_id <= to)
@@ -156,6 +163,8 @@ struct Asked {
     wanted: BTreeSet<u32>,
     /// The ids this process's submits returned, since the poller last took them.
     submitted: BTreeSet<u32>,
+    /// The ids followed through an unsigned tag, since the poller last took them.
+    unsigned: BTreeSet<u32>,
 }
 
 impl Wants {
@@ -182,6 +191,19 @@ impl Wants {
         if asked.submitted.len() < Self::MAX {
             asked.submitted.insert(job_id);
         }
+    }
+
+    /// See [`ClusterState::follow_unsigned`].
+    pub fn follow_unsigned(&self, job_id: u32) {
+        let mut asked = self.lock();
+        if asked.unsigned.len() < Self::MAX {
+            asked.unsigned.insert(job_id);
+        }
+    }
+
+    /// The ids followed through an unsigned tag since the last take of them.
+    pub fn take_unsigned(&self) -> BTreeSet<u32> {
+        std::mem::take(&mut self.lock().unsigned)
     }
 
     /// Everything asked since the last take.

@@ -1228,7 +1228,7 @@ pub async fn follow_or_account(
     {
         // The poller follows a job with an unsigned tag only once a SlurmJob names it (anyone
         // may write one): until then its record is as first read.
-        env.state.want(id);
+        env.state.follow_unsigned(id);
     }
     let missing = u32::try_from(job_id).is_ok_and(|id| env.state.job_records(id).is_empty());
     if let Ok(id) = u32::try_from(job_id)

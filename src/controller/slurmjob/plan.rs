@@ -583,7 +583,7 @@ pub fn is_followed(job: &Job, uid: &str, key: &TagKey, user: Option<&str>) -> bo
 
 /// Whether the SlurmJob `uid` follows job `job_id` through an unsigned, legacy tag
 /// ([`is_followed`]): the poller follows such a job only for the ids SlurmJobs name, so the
-/// step names it (`ClusterState::want`).
+/// step names it (`ClusterState::follow_unsigned`).
 pub fn follows_unsigned(
     state: &ClusterState,
     job_id: u32,

@@ -4,13 +4,15 @@
 //! |---|---|
 //! | `HealthChanged{up}` | the poller's view of slurmrestd flips: the first poll's outcome, then each Up↔Down transition (never for a repeated failure) |
 //! | `ListingChanged{failing}` | the periodic listing of every job answers for the first time, starts failing, or answers after failing (also before the first complete cycle); never for a repeated failure or answer |
-//! | `JobChanged` | one of OUR jobs appears (or becomes ours), or a field a controller reads changes: state (flags included), reason and its description, priority, hold, exit, nodes, times that mean something for its state (a pending job's estimated start included), time limit, comment, name, array ids and task list; or its record becomes unreadable, or readable again, or unreadable for another reason (`ClusterState::unreadable`) |
-//! | `JobGone` | one of our jobs leaves the index: slurmctld purged it (MinJobAge), or its comment stopped being ours; carries the comment it had |
+//! | `JobChanged` | a job of the index's `jobs` (one of ours, or a claim: a tag the key does not prove, `strategy::Class`) appears (or gets a tag), or a field a controller reads changes: state (flags included), reason and its description, priority, hold, exit, nodes, times that mean something for its state (a pending job's estimated start included), time limit, comment, name, array ids and task list; or its record becomes unreadable, or readable again, or unreadable for another reason (`ClusterState::unreadable`) |
+//! | `JobGone` | a job leaves the index's `jobs`: slurmctld purged it (MinJobAge), or its comment stopped being a tag; carries the comment it had |
 //! | `NodeChanged` | a node appears, its record changes (state, reason, CPUs, features, ...), or the jobs running on it change (count or deadline) |
 //! | `NodeGone` | a node leaves slurmctld's node list (deleted dynamic node) |
 //!
-//! Other users' jobs never produce job events (they would flood the channel); they reach
-//! controllers only through `node_jobs`, hence `NodeChanged`.
+//! Untagged jobs never produce job events (they would flood the channel); they reach
+//! controllers only through `node_jobs`, hence `NodeChanged`. A claim's events wake the
+//! SlurmJob whose tag it copies, which refuses it (`TagNotAdopted`): no more than the
+//! listings show of it, since it is read only as someone else's job is.
 
 use std::collections::BTreeMap;
 

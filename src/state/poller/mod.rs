@@ -302,8 +302,9 @@ struct Poller {
     /// The key tags are signed with: only a job it proves ours is followed as ours
     /// ([`strategy::Verdict`]).
     key: TagKey,
-    /// Ids SlurmJobs asked for, while slurmctld holds them: an unsigned, legacy tag is taken
-    /// for ours only on these ([`strategy::Verdict`]).
+    /// Ids SlurmJobs follow through an unsigned, legacy tag (`ClusterState::follow_unsigned`),
+    /// while slurmctld holds them: such a tag is taken for ours only on these
+    /// ([`strategy::Verdict`]).
     named: BTreeSet<u32>,
     /// The ids this process's submits returned whose records were not read yet, and when the
     /// poller took each.
@@ -573,7 +574,9 @@ impl Poller {
 
     async fn poll_jobs(&mut self) -> Result<JobsPolled, SlurmError> {
         self.wanted.extend(self.wants.take());
-        self.named.extend(&self.wanted);
+        let unsigned = self.wants.take_unsigned();
+        self.named.extend(&unsigned);
+        self.wanted.extend(unsigned);
         // A full listing in the cycle: the first, after a failure, and on a cluster too small
         // (or with too many of ours) for incremental cycles to pay. The periodic one runs beside
         // the cycles ([`Listing`]).
@@ -1136,12 +1139,14 @@ impl Poller {
                 // for a task's).
                 let tracker = &self.tracker;
                 self.named.retain(|id| tracker.contains_key(id));
-                // Asks are done once the job is resolved, or slurmctld does not hold it.
-                self.wanted.retain(|id| {
-                    self.tracker
-                        .get(id)
-                        .is_some_and(|t| t.known == strategy::Known::Skipped)
-                });
+                // Asks are done once the job is resolved, or slurmctld does not hold it; one
+                // named through an unsigned tag, once read as ours.
+                let verdict = strategy::Verdict {
+                    key: &self.key,
+                    named: &self.named,
+                };
+                self.wanted
+                    .retain(|id| strategy::still_wanted(*id, tracker, &jobs, verdict));
                 // A submitted job not listed yet (its submit returned after the listing) is
                 // kept for as long as its record could be held.
                 let hold = self.tuning.submit_hold;

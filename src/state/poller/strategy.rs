@@ -169,7 +169,8 @@ pub enum Known {
     Skipped,
     /// Ours: the full record is in the index's `jobs`.
     Ours,
-    /// Someone else's; `run` while it holds nodes (from the record fetched when it started).
+    /// Someone else's, or a claim ([`Class::Claim`], whose record as last read stays in the
+    /// index's `jobs`); `run` while it holds nodes (from the record fetched when it started).
     /// `run` boxed: most jobs hold no nodes, and a boxed run keeps every [`Tracked`] a
     /// quarter smaller (88 bytes to 64; 100 000 of them at a large site).
     Foreign { run: Option<Box<Run>> },
@@ -723,6 +724,28 @@ pub fn reached(records: &[Job], cutoff: DateTime<Utc>) -> bool {
     records
         .iter()
         .any(|job| numbered_at(job).is_some_and(|at| at < cutoff))
+}
+
+/// Whether an ask for `id` stands after a cycle: until the job is resolved (an ask of a skipped
+/// one), or slurmctld no longer holds it; and for a job named through its unsigned tag, until it
+/// was read as ours (that read may wait for the next cycles' budget, or a record that could not
+/// be read). `jobs`: the index's records after the cycle.
+pub fn still_wanted(
+    id: u32,
+    tracker: &Tracker,
+    jobs: &BTreeMap<u32, Job>,
+    verdict: Verdict<'_>,
+) -> bool {
+    match tracker.get(&id).map(|t| &t.known) {
+        Some(Known::Skipped) => true,
+        Some(Known::Foreign { .. }) => {
+            verdict.named.contains(&id)
+                && jobs
+                    .get(&id)
+                    .is_some_and(|j| j.ownership(verdict.key) == Ownership::Legacy)
+        }
+        Some(Known::Unresolved | Known::Ours) | None => false,
+    }
 }
 
 /// The ids whose owner the poller does not know (skipped, or not fetched yet): a job the index
@@ -1858,6 +1881,37 @@ mod tests {
         assert_eq!(tracker[&4].known, foreign());
         assert_eq!(next_jobs[&2].state, state("CANCELLED"));
         assert!(next_jobs.contains_key(&4));
+    }
+
+    /// An ask stands while the job is skipped, and for a job named through its unsigned tag
+    /// until it is read as ours: not for a claim nobody named, a forged one, one resolved, one
+    /// gone.
+    #[test]
+    fn a_named_unsigned_tag_is_asked_for_until_read_as_ours() {
+        let tag = crate::slurm::tag::OwnerTag::new("u1", 1);
+        let tracker: Tracker = [
+            (1, tracked("RUNNING", Known::Skipped)),
+            (2, tracked("RUNNING", foreign())),
+            (3, tracked("RUNNING", foreign())),
+            (4, tracked("RUNNING", Known::Ours)),
+            (5, tracked("RUNNING", foreign())),
+            (6, tracked("RUNNING", Known::Unresolved)),
+        ]
+        .into();
+        let jobs: BTreeMap<u32, Job> = [
+            (2, job(2, "RUNNING", Some(&tag.to_string()))),
+            (3, job(3, "RUNNING", Some(&key().comment(&tag, "mallory")))),
+            (4, job(4, "RUNNING", Some(&tag.to_string()))),
+        ]
+        .into();
+        let wanted = |named: &BTreeSet<u32>| -> Vec<u32> {
+            let verdict = Verdict { key: key(), named };
+            (1..=7)
+                .filter(|id| still_wanted(*id, &tracker, &jobs, verdict))
+                .collect()
+        };
+        assert_eq!(wanted(&BTreeSet::from([1, 2, 3, 4, 5, 6, 7])), [1, 2]);
+        assert_eq!(wanted(&BTreeSet::new()), [1]);
     }
 
     #[test]

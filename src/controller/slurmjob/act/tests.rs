@@ -1590,10 +1590,10 @@ async fn a_search_by_name_waits_for_its_namespaces_slot() {
 async fn a_job_followed_by_its_unsigned_tag_is_named_to_the_poller() {
     let spec = true_spec();
     let tag = OwnerTag::new("legacy-uid", 1);
-    let running = |comment: String, user: &str| Job {
+    let ended = |comment: String, user: &str| Job {
         job_id: 30,
         name: "legacy".into(),
-        state: crate::slurm::types::JobState::from_strings(&["RUNNING"]),
+        state: crate::slurm::types::JobState::from_strings(&["COMPLETED"]),
         user_name: Some(user.into()),
         ..Job::bare().with_comment(comment)
     };
@@ -1607,9 +1607,9 @@ async fn a_job_followed_by_its_unsigned_tag_is_named_to_the_poller() {
     };
     let key = crate::slurm::tag::TagKey::ephemeral();
     for (record, named) in [
-        (running(tag.to_string(), "alice"), true),
-        (running(key.comment(&tag, "alice"), "alice"), false),
-        (running(tag.to_string(), "mallory"), false),
+        (ended(tag.to_string(), "alice"), true),
+        (ended(key.comment(&tag, "alice"), "alice"), false),
+        (ended(tag.to_string(), "mallory"), false),
     ] {
         let mut world = World::new(UNREACHABLE);
         world.key = key.clone();
@@ -1633,9 +1633,25 @@ async fn a_job_followed_by_its_unsigned_tag_is_named_to_the_poller() {
         } else {
             BTreeSet::new()
         };
-        assert_eq!(world.index.wants.take(), expected, "{:?}", record.comment);
-        if named || record.user_name.as_deref() == Some("alice") {
-            assert_eq!(step.status.phase, Phase::Running, "{:?}", record.comment);
-        }
+        assert_eq!(
+            world.index.wants.take_unsigned(),
+            expected,
+            "{:?}",
+            record.comment
+        );
+        assert!(world.index.wants.take().is_empty(), "{:?}", record.comment);
+        // Mallory's job carries the SlurmJob's unsigned tag: not followed, its end not
+        // mirrored (the index's listing began before the run was tracked: not Lost yet).
+        let followed = record.user_name.as_deref() == Some("alice");
+        assert_eq!(
+            step.status.phase,
+            if followed {
+                Phase::Completed
+            } else {
+                Phase::Running
+            },
+            "{:?}",
+            record.comment
+        );
     }
 }

@@ -321,7 +321,8 @@ struct View {
     array_owners: ArrayOwners,
     /// Unreadable meta records resolved from their tasks, over the view's life.
     resolved_arrays: usize,
-    /// Ids SlurmJobs named while the view tracks them (`Poller::named`).
+    /// Ids SlurmJobs follow through an unsigned tag while the view tracks them
+    /// (`Poller::named`): none in these histories.
     named: BTreeSet<u32>,
 }
 
@@ -393,7 +394,6 @@ impl View {
             };
             saw(asked, &listed, &fetched, seen);
         }
-        self.named.extend(wanted);
         let verdict = Verdict {
             key: key(),
             named: &self.named,
