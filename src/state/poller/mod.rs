@@ -1135,10 +1135,8 @@ impl Poller {
                     .collect();
                 self.metrics
                     .unreadable_job_records(&self.cluster.name, Some(unreadable.len()));
-                // Named ids are kept while slurmctld holds the job (its array's meta record,
-                // for a task's).
                 let tracker = &self.tracker;
-                self.named.retain(|id| tracker.contains_key(id));
+                strategy::keep_named(&mut self.named, tracker, &jobs);
                 // Asks are done once the job is resolved, or slurmctld does not hold it; one
                 // named through an unsigned tag, once read as ours.
                 let verdict = strategy::Verdict {

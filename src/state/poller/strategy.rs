@@ -726,6 +726,17 @@ pub fn reached(records: &[Job], cutoff: DateTime<Utc>) -> bool {
         .any(|job| numbered_at(job).is_some_and(|at| at < cutoff))
 }
 
+/// Ids named through an unsigned tag ([`Verdict::named`]) are kept while slurmctld holds the
+/// job, or a task of the array in `jobs` (the array's own record, its last task to start, may
+/// be purged before the others).
+pub fn keep_named(named: &mut BTreeSet<u32>, tracker: &Tracker, jobs: &BTreeMap<u32, Job>) {
+    if named.is_empty() {
+        return;
+    }
+    let arrays: BTreeSet<u32> = jobs.values().filter_map(|j| j.array_job_id).collect();
+    named.retain(|id| tracker.contains_key(id) || arrays.contains(id));
+}
+
 /// Whether an ask for `id` stands after a cycle: until the job is resolved (an ask of a skipped
 /// one), or slurmctld no longer holds it; and for a job named through its unsigned tag, until it
 /// was read as ours (that read may wait for the next cycles' budget, or a record that could not
@@ -1912,6 +1923,19 @@ mod tests {
         };
         assert_eq!(wanted(&BTreeSet::from([1, 2, 3, 4, 5, 6, 7])), [1, 2]);
         assert_eq!(wanted(&BTreeSet::new()), [1]);
+
+        // Names are kept while slurmctld holds the job, or a task of the array whose own
+        // record was purged (8: its task 9 runs on).
+        let task = Job {
+            array_job_id: Some(8),
+            array_task_id: Some(0),
+            ..job(9, "RUNNING", Some(&tag.to_string()))
+        };
+        let mut jobs = jobs;
+        jobs.insert(9, task);
+        let mut named = BTreeSet::from([2, 7, 8, 10]);
+        keep_named(&mut named, &tracker, &jobs);
+        assert_eq!(named, BTreeSet::from([2, 8]));
     }
 
     #[test]
