@@ -297,9 +297,71 @@ impl StatusWrites {
     }
 }
 
+/// The SlurmJobs this process gave the finalizer, by uid, with the resourceVersion it patched
+/// and when. A reconcile of that very version lacks the finalizer only because the watch has
+/// not brought the patch back yet (a SlurmJob woken for a slot can run first): patching again
+/// would be refused (the patch tests the finalizers it read) and cost a write.
+#[derive(Debug, Default)]
+pub struct FinalizerWrites {
+    by_uid: Mutex<HashMap<String, (String, Instant)>>,
+}
+
+impl FinalizerWrites {
+    /// SlurmJob `uid` at `version` was given the finalizer at `at`.
+    pub fn record(&self, uid: &str, version: &str, at: Instant) {
+        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
+        map.insert(uid.to_owned(), (version.to_owned(), at));
+    }
+
+    /// Whether the cached object of `uid`, at `version` and without the finalizer, is the one
+    /// this process patched (at `now`): the cache lags. Forgets the patch once the cache shows
+    /// another version, or after [`StatusWrites::LAG_LIMIT`].
+    pub fn cache_lags(&self, uid: &str, version: &str, now: Instant) -> bool {
+        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((patched, at)) = map.get(uid) else {
+            return false;
+        };
+        if patched == version && now.saturating_duration_since(*at) < StatusWrites::LAG_LIMIT {
+            return true;
+        }
+        map.remove(uid);
+        false
+    }
+
+    /// Forget `uid` (the cache shows its finalizer, or it is gone).
+    pub fn forget_uid(&self, uid: &str) {
+        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
+        if !map.is_empty() {
+            map.remove(uid);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A finalizer patch holds back a reconcile of the version it patched, not of another one,
+    /// nor after the lag limit; the cache showing it forgets it.
+    #[test]
+    fn a_finalizer_patch_holds_back_only_the_version_it_patched() {
+        let writes = FinalizerWrites::default();
+        let at = Instant::now();
+        writes.record("u", "41", at);
+        assert!(writes.cache_lags("u", "41", at + Duration::from_millis(5)));
+        assert!(!writes.cache_lags("v", "41", at));
+        assert!(
+            !writes.cache_lags("u", "41", at + StatusWrites::LAG_LIMIT),
+            "lost: patched again"
+        );
+        assert!(!writes.cache_lags("u", "41", at), "forgotten");
+        writes.record("u", "41", at);
+        assert!(!writes.cache_lags("u", "43", at), "another version");
+        assert!(!writes.cache_lags("u", "41", at), "forgotten");
+        writes.record("u", "41", at);
+        writes.forget_uid("u");
+        assert!(!writes.cache_lags("u", "41", at));
+    }
 
     /// A refusal over a limit holds a retry back for what is left of [`LIMITED_SETTLE`], and
     /// spares the retry's accounting search, only for the same tag and the same start or gain

@@ -132,6 +132,7 @@ fn context_with_cluster(
         jobs,
         submissions: Arc::default(),
         status_writes: Arc::default(),
+        finalizer_writes: Arc::default(),
         taken_on: Arc::default(),
         output_image: output::DEFAULT_IMAGE.to_owned(),
         output_pods: reflector::store().0,
@@ -437,6 +438,33 @@ async fn a_refused_submit_is_not_repeated_before_the_cache_shows_it() {
     server.await.unwrap();
     assert_eq!(action, Action::requeue(CACHE_LAG_RETRY));
     assert_eq!(data.status_writes.len(), 1, "still waiting for the cache");
+}
+
+/// Against the real Slurm: the reconcile that adds the finalizer ends (here with a refused
+/// submit; in a burst, often waiting for the namespace's search slot), and another reconcile of
+/// the same version runs before the watch brings the patch back (a SlurmJob woken for a slot):
+/// it waits for the cache instead of patching again, which the API server refuses (the patch
+/// tests the finalizers it read) and counts as a write (seen in tests/api_writes.rs: 7
+/// finalizer patches for 6 SlurmJobs, one `AddFinalizerFailed`).
+#[tokio::test]
+async fn a_finalizer_patch_is_not_repeated_before_the_cache_shows_it() {
+    let Some(slurm) = local_slurm() else { return };
+    let (ctx, api) = Context::test();
+    register_local(&ctx, &slurm).await;
+    let data = data(ctx);
+    let mut job = held_on_local("patched", &slurm);
+    job.metadata.resource_version = Some("7".into());
+    job.spec.partition = Some("no-such-partition".into());
+    let (_, _, mut api) =
+        submit_reconcile(api, &job, &data, ("Warning", status::SUBMIT_REJECTED)).await;
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let action = reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap();
+    server.await.unwrap();
+    assert_eq!(action, Action::requeue(CACHE_LAG_RETRY));
 }
 
 /// The submits the context's metrics counted against SlurmCluster `local` (any answer).
