@@ -477,6 +477,11 @@ impl Job {
         )
     }
 
+    /// Whether its comment is an unsigned (legacy) tag: [`Ownership::Legacy`] without the key.
+    pub fn has_unsigned_tag(&self) -> bool {
+        matches!(self.seal, Some(Seal::Legacy))
+    }
+
     /// This record with `comment` (and the owner tag it carries).
     pub fn with_comment(mut self, comment: impl Into<String>) -> Self {
         self.set_comment(Some(comment.into()));

@@ -390,7 +390,7 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
         if let (Some(uid), Some(version)) = (patched.meta().uid.as_deref(), job.resource_version())
         {
             data.finalizer_writes
-                .record(uid, &version, std::time::Instant::now());
+                .record(uid, version, std::time::Instant::now());
         }
         if let Some(uid) = patched.uid() {
             data.taken_on

@@ -594,7 +594,7 @@ pub fn follows_unsigned(
     state
         .job_records(job_id)
         .into_iter()
-        .any(|job| job.ownership(key) == Ownership::Legacy && is_followed(job, uid, key, user))
+        .any(|job| job.has_unsigned_tag() && is_followed(job, uid, key, user))
 }
 
 /// The status mirrored from the index; a job the index no longer holds (in a complete listing

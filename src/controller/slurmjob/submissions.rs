@@ -245,44 +245,50 @@ impl Outcome {
     }
 }
 
-/// Status writes of this process that changed a SlurmJob's [`Outcome`] (a new job id, a refused
-/// submit, a generation answered), by SlurmJob uid, until the cache shows it. A reconcile that runs before the watch
-/// brings the write back (the submit's own reconcile adds the finalizer, and the finalizer's
-/// change triggers the next one at once) would otherwise work from the status as it was before
-/// the submit: write it again (a second status write per SlurmJob, the job announced as
-/// adopted), or, after a refused submit, submit again.
-#[derive(Debug, Default)]
-pub struct StatusWrites {
-    by_uid: Mutex<HashMap<String, (Outcome, Instant)>>,
+/// Writes of this process to SlurmJobs, by uid, until the cache shows them or
+/// [`Self::LAG_LIMIT`] passes: a reconcile that runs before the watch brings a write back
+/// would otherwise work from the object as it was, and write again. What is recorded of a
+/// write (`T`) is what tells whether a cached object shows it.
+#[derive(Debug)]
+pub struct CachedWrites<T> {
+    by_uid: Mutex<HashMap<String, (T, Instant)>>,
 }
 
-impl StatusWrites {
+impl<T> Default for CachedWrites<T> {
+    fn default() -> Self {
+        Self {
+            by_uid: Mutex::default(),
+        }
+    }
+}
+
+impl<T> CachedWrites<T> {
     /// How long the cache may lag a write before the write is taken as lost (overwritten, or
     /// never delivered) and the reconcile goes on from what the cache holds.
     pub const LAG_LIMIT: Duration = Duration::from_secs(30);
 
-    /// The status of SlurmJob `uid` was written with `outcome` at `at`.
-    pub fn record(&self, uid: &str, outcome: Outcome, at: Instant) {
+    /// SlurmJob `uid` was written at `at`; `written` tells the write apart.
+    pub fn record(&self, uid: &str, written: T, at: Instant) {
         let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
-        map.insert(uid.to_owned(), (outcome, at));
+        map.insert(uid.to_owned(), (written, at));
     }
 
-    /// Whether the cached status of `uid`, saying `cached`, is older than this process's last
-    /// write of it (at `now`). Forgets the write once the cache shows it, or after
-    /// [`Self::LAG_LIMIT`].
-    pub fn cache_lags(&self, uid: &str, cached: Outcome, now: Instant) -> bool {
+    /// Whether the cache lags the recorded write of `uid` at `now`: `unseen` says the cached
+    /// object does not show it, and the write is younger than [`Self::LAG_LIMIT`]. Forgets the
+    /// write otherwise.
+    fn lags(&self, uid: &str, now: Instant, unseen: impl FnOnce(&T) -> bool) -> bool {
         let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(&(written, at)) = map.get(uid) else {
+        let Some((written, at)) = map.get(uid) else {
             return false;
         };
-        if cached != written && now.saturating_duration_since(at) < Self::LAG_LIMIT {
+        if unseen(written) && now.saturating_duration_since(*at) < Self::LAG_LIMIT {
             return true;
         }
         map.remove(uid);
         false
     }
 
-    /// Forget `uid` (the SlurmJob is gone).
+    /// Forget `uid` (the cache shows the write, or the SlurmJob is gone).
     pub fn forget_uid(&self, uid: &str) {
         let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
         map.remove(uid);
@@ -297,43 +303,33 @@ impl StatusWrites {
     }
 }
 
-/// The SlurmJobs this process gave the finalizer, by uid, with the resourceVersion it patched
-/// and when. A reconcile of that very version lacks the finalizer only because the watch has
-/// not brought the patch back yet (a SlurmJob woken for a slot can run first): patching again
-/// would be refused (the patch tests the finalizers it read) and cost a write.
-#[derive(Debug, Default)]
-pub struct FinalizerWrites {
-    by_uid: Mutex<HashMap<String, (String, Instant)>>,
+/// Status writes of this process that changed a SlurmJob's [`Outcome`] (a new job id, a refused
+/// submit, a generation answered). A reconcile that runs before the watch brings the write back
+/// (the submit's own reconcile adds the finalizer, and the finalizer's change triggers the next
+/// one at once) would otherwise work from the status as it was before the submit: write it
+/// again (a second status write per SlurmJob, the job announced as adopted), or, after a
+/// refused submit, submit again.
+pub type StatusWrites = CachedWrites<Outcome>;
+
+impl CachedWrites<Outcome> {
+    /// Whether the cached status of `uid`, saying `cached`, is older than this process's last
+    /// write of it (at `now`).
+    pub fn cache_lags(&self, uid: &str, cached: Outcome, now: Instant) -> bool {
+        self.lags(uid, now, |written| *written != cached)
+    }
 }
 
-impl FinalizerWrites {
-    /// SlurmJob `uid` at `version` was given the finalizer at `at`.
-    pub fn record(&self, uid: &str, version: &str, at: Instant) {
-        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
-        map.insert(uid.to_owned(), (version.to_owned(), at));
-    }
+/// The SlurmJobs this process gave the finalizer, with the resourceVersion it patched. A
+/// reconcile of that very version lacks the finalizer only because the watch has not brought
+/// the patch back yet (a SlurmJob woken for a slot can run first): patching again would be
+/// refused (the patch tests the finalizers it read) and cost a write.
+pub type FinalizerWrites = CachedWrites<String>;
 
+impl CachedWrites<String> {
     /// Whether the cached object of `uid`, at `version` and without the finalizer, is the one
-    /// this process patched (at `now`): the cache lags. Forgets the patch once the cache shows
-    /// another version, or after [`StatusWrites::LAG_LIMIT`].
+    /// this process patched (at `now`): the cache lags.
     pub fn cache_lags(&self, uid: &str, version: &str, now: Instant) -> bool {
-        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
-        let Some((patched, at)) = map.get(uid) else {
-            return false;
-        };
-        if patched == version && now.saturating_duration_since(*at) < StatusWrites::LAG_LIMIT {
-            return true;
-        }
-        map.remove(uid);
-        false
-    }
-
-    /// Forget `uid` (the cache shows its finalizer, or it is gone).
-    pub fn forget_uid(&self, uid: &str) {
-        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
-        if !map.is_empty() {
-            map.remove(uid);
-        }
+        self.lags(uid, now, |patched| patched == version)
     }
 }
 
@@ -347,7 +343,7 @@ mod tests {
     fn a_finalizer_patch_holds_back_only_the_version_it_patched() {
         let writes = FinalizerWrites::default();
         let at = Instant::now();
-        writes.record("u", "41", at);
+        writes.record("u", "41".to_owned(), at);
         assert!(writes.cache_lags("u", "41", at + Duration::from_millis(5)));
         assert!(!writes.cache_lags("v", "41", at));
         assert!(
@@ -355,10 +351,10 @@ mod tests {
             "lost: patched again"
         );
         assert!(!writes.cache_lags("u", "41", at), "forgotten");
-        writes.record("u", "41", at);
+        writes.record("u", "41".to_owned(), at);
         assert!(!writes.cache_lags("u", "43", at), "another version");
         assert!(!writes.cache_lags("u", "41", at), "forgotten");
-        writes.record("u", "41", at);
+        writes.record("u", "41".to_owned(), at);
         writes.forget_uid("u");
         assert!(!writes.cache_lags("u", "41", at));
     }

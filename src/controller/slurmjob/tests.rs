@@ -418,26 +418,46 @@ async fn a_new_slurmjob_is_submitted_by_the_reconcile_that_adds_its_finalizer() 
 #[tokio::test]
 async fn a_refused_submit_is_not_repeated_before_the_cache_shows_it() {
     let Some(slurm) = local_slurm() else { return };
-    let (ctx, api) = Context::test();
-    register_local(&ctx, &slurm).await;
-    let data = data(ctx);
-    let mut job = held_on_local("refused", &slurm);
-    job.spec.partition = Some("no-such-partition".into());
-    let (_, status, mut api) =
-        submit_reconcile(api, &job, &data, ("Warning", status::SUBMIT_REJECTED)).await;
+    let (job, data, status, api) = refused_by_the_finalizers_reconcile("refused", &slurm).await;
     assert_eq!(status.rejected_generation, job.metadata.generation);
     assert_eq!(status.job_id, None);
 
-    let finalized_only = finalized(job.clone());
+    let action = reconcile_calling_nothing(&finalized(job.clone()), &data, api).await;
+    assert_eq!(action, Action::requeue(CACHE_LAG_RETRY));
+    assert_eq!(data.status_writes.len(), 1, "still waiting for the cache");
+}
+
+/// A SlurmJob (resourceVersion 7) of the local Slurm whose submit Slurm refuses (no such
+/// partition), after the reconcile that gave it the finalizer, refused the submit and said so.
+async fn refused_by_the_finalizers_reconcile(
+    name: &str,
+    slurm: &std::collections::HashMap<String, String>,
+) -> (SlurmJob, Arc<JobContext>, SlurmJobStatus, ApiServerVerifier) {
+    let (ctx, api) = Context::test();
+    register_local(&ctx, slurm).await;
+    let data = data(ctx);
+    let mut job = held_on_local(name, slurm);
+    job.metadata.resource_version = Some("7".into());
+    job.spec.partition = Some("no-such-partition".into());
+    let (_, status, api) =
+        submit_reconcile(api, &job, &data, ("Warning", status::SUBMIT_REJECTED)).await;
+    (job, data, status, api)
+}
+
+/// A reconcile of the cache's `job` that sends the API server nothing.
+async fn reconcile_calling_nothing(
+    job: &SlurmJob,
+    data: &Arc<JobContext>,
+    mut api: ApiServerVerifier,
+) -> Action {
     let server = tokio::spawn(async move {
         api.expect_no_more_calls().await;
     });
-    let action = reconcile(Arc::new(cached(&finalized_only)), data.clone())
+    let action = reconcile(Arc::new(cached(job)), data.clone())
         .await
         .unwrap();
     server.await.unwrap();
-    assert_eq!(action, Action::requeue(CACHE_LAG_RETRY));
-    assert_eq!(data.status_writes.len(), 1, "still waiting for the cache");
+    action
 }
 
 /// Against the real Slurm: the reconcile that adds the finalizer ends (here with a refused
@@ -449,21 +469,9 @@ async fn a_refused_submit_is_not_repeated_before_the_cache_shows_it() {
 #[tokio::test]
 async fn a_finalizer_patch_is_not_repeated_before_the_cache_shows_it() {
     let Some(slurm) = local_slurm() else { return };
-    let (ctx, api) = Context::test();
-    register_local(&ctx, &slurm).await;
-    let data = data(ctx);
-    let mut job = held_on_local("patched", &slurm);
-    job.metadata.resource_version = Some("7".into());
-    job.spec.partition = Some("no-such-partition".into());
-    let (_, _, mut api) =
-        submit_reconcile(api, &job, &data, ("Warning", status::SUBMIT_REJECTED)).await;
-    let server = tokio::spawn(async move {
-        api.expect_no_more_calls().await;
-    });
-    let action = reconcile(Arc::new(cached(&job)), data.clone())
-        .await
-        .unwrap();
-    server.await.unwrap();
+    let (job, data, _, api) = refused_by_the_finalizers_reconcile("patched", &slurm).await;
+    // The version the finalizer was patched onto, without it: the cache lags.
+    let action = reconcile_calling_nothing(&job, &data, api).await;
     assert_eq!(action, Action::requeue(CACHE_LAG_RETRY));
 }
 

@@ -750,10 +750,7 @@ pub fn still_wanted(
     match tracker.get(&id).map(|t| &t.known) {
         Some(Known::Skipped) => true,
         Some(Known::Foreign { .. }) => {
-            verdict.named.contains(&id)
-                && jobs
-                    .get(&id)
-                    .is_some_and(|j| j.ownership(verdict.key) == Ownership::Legacy)
+            verdict.named.contains(&id) && jobs.get(&id).is_some_and(Job::has_unsigned_tag)
         }
         Some(Known::Unresolved | Known::Ours) | None => false,
     }
