@@ -140,10 +140,11 @@ impl ClusterState {
     }
 
     /// A SlurmJob follows `job_id` through an unsigned, legacy tag (a job the previous version
-    /// submitted): the poller follows such a job as ours only once named so; any Slurm user
-    /// can write such a tag, so nothing else names it.
-    pub fn follow_unsigned(&self, job_id: u32) {
-        self.wants.follow_unsigned(job_id);
+    /// submitted) as the Slurm user `user` its namespace runs as: the poller follows such a job
+    /// as ours only once named so, and only while it runs as `user`; any Slurm user can write
+    /// such a tag, so nothing else names it.
+    pub fn follow_unsigned(&self, job_id: u32, user: &str) {
+        self.wants.follow_unsigned(job_id, user);
     }
 
     /// Whether the last complete listing spoke for `job_id` (see `jobs_listed_up_to`).
@@ -163,8 +164,9 @@ struct Asked {
     wanted: BTreeSet<u32>,
     /// The ids this process's submits returned, since the poller last took them.
     submitted: BTreeSet<u32>,
-    /// The ids followed through an unsigned tag, since the poller last took them.
-    unsigned: BTreeSet<u32>,
+    /// The ids followed through an unsigned tag, with their users, since the poller last took
+    /// them.
+    unsigned: BTreeMap<u32, String>,
 }
 
 impl Wants {
@@ -194,15 +196,15 @@ impl Wants {
     }
 
     /// See [`ClusterState::follow_unsigned`].
-    pub fn follow_unsigned(&self, job_id: u32) {
+    pub fn follow_unsigned(&self, job_id: u32, user: &str) {
         let mut asked = self.lock();
-        if asked.unsigned.len() < Self::MAX {
-            asked.unsigned.insert(job_id);
+        if asked.unsigned.len() < Self::MAX || asked.unsigned.contains_key(&job_id) {
+            asked.unsigned.insert(job_id, user.to_owned());
         }
     }
 
-    /// The ids followed through an unsigned tag since the last take of them.
-    pub fn take_unsigned(&self) -> BTreeSet<u32> {
+    /// The ids followed through an unsigned tag, with their users, since the last take of them.
+    pub fn take_unsigned(&self) -> BTreeMap<u32, String> {
         std::mem::take(&mut self.lock().unsigned)
     }
 

@@ -1224,11 +1224,12 @@ pub async fn follow_or_account(
 ) -> (SlurmJobStatus, Again) {
     let next = followed(current, job_id, uid, env);
     if let Ok(id) = u32::try_from(job_id)
-        && plan::follows_unsigned(env.state, id, uid, env.key, env.job_user)
+        && let Some(user) = env.job_user
+        && plan::follows_unsigned(env.state, id, uid, env.key, Some(user))
     {
-        // The poller follows a job with an unsigned tag only once a SlurmJob names it (anyone
-        // may write one): until then its record is as first read.
-        env.state.follow_unsigned(id);
+        // The poller follows a job with an unsigned tag only once a SlurmJob names it, as the
+        // user it runs as (anyone may write one): until then its record is as first read.
+        env.state.follow_unsigned(id, user);
     }
     let missing = u32::try_from(job_id).is_ok_and(|id| env.state.job_records(id).is_empty());
     if let Ok(id) = u32::try_from(job_id)

@@ -303,9 +303,9 @@ struct Poller {
     /// ([`strategy::Verdict`]).
     key: TagKey,
     /// Ids SlurmJobs follow through an unsigned, legacy tag (`ClusterState::follow_unsigned`),
-    /// while slurmctld holds them: such a tag is taken for ours only on these
+    /// with their users, while slurmctld holds them: such a tag is taken for ours only on these
     /// ([`strategy::Verdict`]).
-    named: BTreeSet<u32>,
+    named: strategy::Named,
     /// The ids this process's submits returned whose records were not read yet, and when the
     /// poller took each.
     submitted: BTreeMap<u32, Instant>,
@@ -469,7 +469,7 @@ impl Poller {
             wants,
             wanted: BTreeSet::new(),
             key,
-            named: BTreeSet::new(),
+            named: strategy::Named::new(),
             submitted: BTreeMap::new(),
             tuning,
             writer,
@@ -575,8 +575,8 @@ impl Poller {
     async fn poll_jobs(&mut self) -> Result<JobsPolled, SlurmError> {
         self.wanted.extend(self.wants.take());
         let unsigned = self.wants.take_unsigned();
-        self.named.extend(&unsigned);
-        self.wanted.extend(unsigned);
+        self.wanted.extend(unsigned.keys());
+        self.named.extend(unsigned);
         // A full listing in the cycle: the first, after a failure, and on a cluster too small
         // (or with too many of ours) for incremental cycles to pay. The periodic one runs beside
         // the cycles ([`Listing`]).

@@ -95,28 +95,38 @@ pub enum Class {
     Other,
 }
 
+/// Job ids SlurmJobs follow through an unsigned, legacy tag, each with the Slurm user the
+/// SlurmJob's namespace runs as: the job is taken for ours only while it runs as that user (a
+/// job id slurmctld reuses after losing its state may be anyone's, with a copied tag).
+pub type Named = BTreeMap<u32, String>;
+
 /// How the poller classes records ([`Class`]): the key tags are signed with, and the ids
 /// SlurmJobs named (a job the previous version submitted with an unsigned tag is followed only
-/// when its SlurmJob names it, by its id or its array's).
+/// when its SlurmJob names it, by its id or its array's, and only as the user it named).
 #[derive(Clone, Copy)]
 pub struct Verdict<'a> {
     pub key: &'a TagKey,
-    pub named: &'a BTreeSet<u32>,
+    pub named: &'a Named,
 }
 
 impl Verdict<'_> {
     pub fn class(&self, record: &Job) -> Class {
         match record.ownership(self.key) {
             Ownership::Proven => Class::Ours,
-            Ownership::Legacy
-                if self.named.contains(&record.job_id)
-                    || record.array_job_id.is_some_and(|a| self.named.contains(&a)) =>
-            {
-                Class::Ours
-            }
+            Ownership::Legacy if self.names(record) => Class::Ours,
             Ownership::Legacy | Ownership::Forged => Class::Claim,
             Ownership::Untagged => Class::Other,
         }
+    }
+
+    /// Whether a SlurmJob named `record`'s id, or its array's, for the user it runs as.
+    fn names(&self, record: &Job) -> bool {
+        let Some(user) = record.user_name.as_deref() else {
+            return false;
+        };
+        std::iter::once(record.job_id)
+            .chain(record.array_job_id)
+            .any(|id| self.named.get(&id).is_some_and(|named| named == user))
     }
 }
 
@@ -729,12 +739,12 @@ pub fn reached(records: &[Job], cutoff: DateTime<Utc>) -> bool {
 /// Ids named through an unsigned tag ([`Verdict::named`]) are kept while slurmctld holds the
 /// job, or a task of the array in `jobs` (the array's own record, its last task to start, may
 /// be purged before the others).
-pub fn keep_named(named: &mut BTreeSet<u32>, tracker: &Tracker, jobs: &BTreeMap<u32, Job>) {
+pub fn keep_named(named: &mut Named, tracker: &Tracker, jobs: &BTreeMap<u32, Job>) {
     if named.is_empty() {
         return;
     }
     let arrays: BTreeSet<u32> = jobs.values().filter_map(|j| j.array_job_id).collect();
-    named.retain(|id| tracker.contains_key(id) || arrays.contains(id));
+    named.retain(|id, _| tracker.contains_key(id) || arrays.contains(id));
 }
 
 /// Whether an ask for `id` stands after a cycle: until the job is resolved (an ask of a skipped
@@ -750,7 +760,7 @@ pub fn still_wanted(
     match tracker.get(&id).map(|t| &t.known) {
         Some(Known::Skipped) => true,
         Some(Known::Foreign { .. }) => {
-            verdict.named.contains(&id) && jobs.get(&id).is_some_and(Job::has_unsigned_tag)
+            verdict.named.contains_key(&id) && jobs.get(&id).is_some_and(Job::has_unsigned_tag)
         }
         Some(Known::Unresolved | Known::Ours) | None => false,
     }
@@ -1121,11 +1131,16 @@ mod tests {
 
     /// What the poller decides with the test key, no id named.
     fn verdict() -> Verdict<'static> {
-        static NONE: BTreeSet<u32> = BTreeSet::new();
+        static NONE: Named = Named::new();
         Verdict {
             key: key(),
             named: &NONE,
         }
+    }
+
+    /// `ids` named for `user`.
+    fn named(ids: &[u32], user: &str) -> Named {
+        ids.iter().map(|id| (*id, user.to_owned())).collect()
     }
 
     fn state(s: &str) -> JobState {
@@ -1781,19 +1796,39 @@ mod tests {
                 ..job(6, "PENDING", Some(&unsigned))
             },
         ];
-        let classes = |named: &BTreeSet<u32>| -> Vec<Class> {
+        let classes = |named: &Named| -> Vec<Class> {
             let verdict = Verdict { key: key(), named };
             records.iter().map(|r| verdict.class(r)).collect()
         };
         use Class::{Claim, Other, Ours};
         assert_eq!(
-            classes(&BTreeSet::new()),
+            classes(&Named::new()),
             [Ours, Claim, Claim, Claim, Other, Claim]
         );
         assert_eq!(
-            classes(&BTreeSet::from([1, 2, 3, 4, 5, 60])),
+            classes(&named(&[1, 2, 3, 4, 5, 60], USER)),
             [Ours, Ours, Claim, Claim, Other, Ours],
             "naming follows an unsigned tag, never a forged one"
+        );
+        // Named for another user (an id slurmctld reused after losing its state): the
+        // unsigned tag on alice's job proves nothing.
+        assert_eq!(
+            classes(&named(&[1, 2, 3, 4, 5, 60], "mallory")),
+            [Ours, Claim, Claim, Claim, Other, Claim],
+            "a name holds only for the user it was given for"
+        );
+        let nameless = Job {
+            user_name: None,
+            ..records[1].clone()
+        };
+        assert_eq!(
+            Verdict {
+                key: key(),
+                named: &named(&[2], USER)
+            }
+            .class(&nameless),
+            Claim,
+            "a record without its user is not the named one"
         );
 
         let listed = listing(&[
@@ -1870,7 +1905,7 @@ mod tests {
                 Some(Why::Wanted)
             );
         }
-        let named = BTreeSet::from([2, 4]);
+        let named = named(&[2, 4], USER);
         let (tracker, next_jobs) = apply(
             tracker,
             &next_jobs,
@@ -1912,14 +1947,14 @@ mod tests {
             (4, job(4, "RUNNING", Some(&tag.to_string()))),
         ]
         .into();
-        let wanted = |named: &BTreeSet<u32>| -> Vec<u32> {
+        let wanted = |named: &Named| -> Vec<u32> {
             let verdict = Verdict { key: key(), named };
             (1..=7)
                 .filter(|id| still_wanted(*id, &tracker, &jobs, verdict))
                 .collect()
         };
-        assert_eq!(wanted(&BTreeSet::from([1, 2, 3, 4, 5, 6, 7])), [1, 2]);
-        assert_eq!(wanted(&BTreeSet::new()), [1]);
+        assert_eq!(wanted(&named(&[1, 2, 3, 4, 5, 6, 7], USER)), [1, 2]);
+        assert_eq!(wanted(&Named::new()), [1]);
 
         // Names are kept while slurmctld holds the job, or a task of the array whose own
         // record was purged (8: its task 9 runs on).
@@ -1930,9 +1965,9 @@ mod tests {
         };
         let mut jobs = jobs;
         jobs.insert(9, task);
-        let mut named = BTreeSet::from([2, 7, 8, 10]);
-        keep_named(&mut named, &tracker, &jobs);
-        assert_eq!(named, BTreeSet::from([2, 8]));
+        let mut kept = named(&[2, 7, 8, 10], USER);
+        keep_named(&mut kept, &tracker, &jobs);
+        assert_eq!(kept, named(&[2, 8], USER));
     }
 
     #[test]

@@ -1629,9 +1629,9 @@ async fn a_job_followed_by_its_unsigned_tag_is_named_to_the_poller() {
         };
         let step = step(target, env, |_| None).await.unwrap();
         let expected = if named {
-            BTreeSet::from([30])
+            BTreeMap::from([(30, "alice".to_owned())])
         } else {
-            BTreeSet::new()
+            BTreeMap::new()
         };
         assert_eq!(
             world.index.wants.take_unsigned(),

@@ -323,7 +323,7 @@ struct View {
     resolved_arrays: usize,
     /// Ids SlurmJobs follow through an unsigned tag while the view tracks them
     /// (`Poller::named`): none in these histories.
-    named: BTreeSet<u32>,
+    named: super::Named,
 }
 
 /// `Tuning::follow_entries`' default.
@@ -421,7 +421,7 @@ impl View {
         let tracker = &self.tracker;
         self.array_owners
             .retain(|array, _| tracker.contains_key(array));
-        self.named.retain(|id| tracker.contains_key(id));
+        self.named.retain(|id, _| tracker.contains_key(id));
         // As the poller: kept while listed and not read, or not listed yet.
         self.submitted.retain(|id| {
             self.tracker
