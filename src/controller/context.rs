@@ -12,6 +12,7 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, Resource};
 
+use super::cached_writes::FinalizerWrites;
 use super::kit::{Backoffs, EventRecorder};
 use crate::crd::slurmjob::CachedSlurmJob;
 use crate::crd::{FIELD_MANAGER, FINALIZER, SlurmCluster, SlurmJob, SlurmNodeSet};
@@ -488,6 +489,8 @@ pub struct Context {
     pub nodesets: Arc<NodeSetCaches>,
     /// The watched namespaces whose watches the API server refuses.
     pub refused: Arc<RefusedNamespaces>,
+    /// Finalizer patches of this process (every kind's) the caches may not show yet.
+    pub finalizer_writes: Arc<FinalizerWrites>,
 }
 
 impl Context {
@@ -521,6 +524,7 @@ impl Context {
             slurmjobs: Arc::default(),
             nodesets: Arc::default(),
             refused,
+            finalizer_writes: Arc::default(),
         }
     }
 

@@ -7,10 +7,12 @@
 //! - [`slurmjob`]: submits, mirrors, cancels and re-runs a Slurm batch job per `SlurmJob`.
 //! - [`nodeset`]: slurmd pods as dynamic Slurm nodes; scale-in drains in Slurm before deleting.
 //!
-//! Shared by all three: [`Context`] (what every reconcile gets) and [`kit`] (backoff, the
-//! finalizer wrapper, status apply, Events, Slurm-event triggers, the controller loop's log).
+//! Shared by all three: [`Context`] (what every reconcile gets), [`kit`] (backoff, the
+//! finalizer wrapper, status apply, Events, Slurm-event triggers, the controller loop's log) and
+//! [`cached_writes`] (writes the caches may not show yet).
 //! A controller never imports another one; what two of them need lives in `kit`.
 
+pub mod cached_writes;
 pub mod cluster;
 pub mod context;
 pub mod kit;

@@ -47,7 +47,7 @@ pub mod pods;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use futures::StreamExt;
@@ -66,6 +66,7 @@ use tracing::{debug, info, warn};
 
 use self::plan::{Action, Confirm, DeleteWhy, Input, Leaving, SlurmView, ViewState};
 use super::Context;
+use super::cached_writes::CACHE_LAG_RETRY;
 use super::kit::{self, Backoffs, Notice};
 use crate::crd::FIELD_MANAGER;
 use crate::crd::{SlurmCluster, SlurmNodeSet, SlurmNodeSetStatus, condition};
@@ -370,6 +371,16 @@ async fn reconcile_inner(
     // on with the patch's answer. The generation-only trigger would not bring the set back for
     // a finalizer change, as kube's helper expects.
     let nodeset = if kit::lacks_finalizer(nodeset.as_ref()) {
+        if ctx
+            .finalizer_writes
+            .lags_behind(nodeset.as_ref(), Instant::now())
+        {
+            // This process gave this very version the finalizer a moment ago, and something
+            // else woke the set first (the pod that reconcile made): a second patch would be
+            // refused. The set's own watch event is filtered out, so come back for it.
+            debug!(name = %nodeset.name_any(), "the cache does not show our finalizer yet");
+            return Ok(controller::Action::requeue(CACHE_LAG_RETRY));
+        }
         let name = nodeset
             .meta()
             .name
@@ -378,8 +389,11 @@ async fn reconcile_inner(
         let patched = kit::add_finalizer(&api, name, nodeset.as_ref())
             .await
             .map_err(Error::AddFinalizer)?;
+        ctx.finalizer_writes
+            .patched(nodeset.as_ref(), Instant::now());
         Arc::new(patched)
     } else {
+        ctx.finalizer_writes.shown(nodeset.as_ref());
         nodeset
     };
     kit::with_finalizer(

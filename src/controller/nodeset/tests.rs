@@ -1504,12 +1504,18 @@ async fn the_sets_pods_are_listed_a_page_at_a_time() {
 }
 
 /// A set made before the operator had a finalizer for it (or just created) gets it first, and
-/// the same reconcile goes on with the patch's answer.
+/// the same reconcile goes on with the patch's answer. A reconcile of that very version before
+/// the cache shows the patch (woken by the pod the first one made; the set's own watch event is
+/// filtered out) sends nothing and comes back: patching again would be refused (the patch tests
+/// the finalizers it read) and back the set off as a failure. Once the cache shows the
+/// finalizer, a later version without it (removed by someone) gets it again.
 #[tokio::test]
 async fn a_set_without_the_finalizer_gets_it_first() {
     let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
     let mut set = nodeset(0);
     set.metadata.finalizers = None;
+    set.metadata.resource_version = Some("7".into());
     let bare = set.clone();
     let scenario = tokio::spawn(async move {
         api.expect_finalizer_added(&bare).await;
@@ -1518,9 +1524,44 @@ async fn a_set_without_the_finalizer_gets_it_first() {
         expect_pdb(&mut api).await;
         expect_status(&mut api, &nodeset(0)).await;
         api.expect_no_more_calls().await;
+        api
     });
-    reconcile(Arc::new(set), Arc::new(ctx)).await.unwrap();
+    reconcile(Arc::new(set.clone()), ctx.clone()).await.unwrap();
+    let api = scenario.await.unwrap();
+
+    let scenario = tokio::spawn(async move {
+        let mut api = api;
+        api.expect_no_more_calls().await;
+        api
+    });
+    let action = reconcile(Arc::new(set.clone()), ctx.clone()).await.unwrap();
+    assert_eq!(action, controller::Action::requeue(CACHE_LAG_RETRY));
+    let mut api = scenario.await.unwrap();
+
+    // The cache shows it; then someone removes it (version 9): added again.
+    let mut shown = set.clone();
+    shown.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    shown.metadata.resource_version = Some("8".into());
+    let mut removed = set;
+    removed.metadata.resource_version = Some("9".into());
+    let bare = removed.clone();
+    let scenario = tokio::spawn(async move {
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![]).await;
+        expect_pdb(&mut api).await;
+        expect_status(&mut api, &nodeset(0)).await;
+        api.expect_finalizer_added(&bare).await;
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods(&mut api, vec![]).await;
+        expect_pdb(&mut api).await;
+        expect_status(&mut api, &nodeset(0)).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(shown), ctx.clone()).await.unwrap();
+    assert!(ctx.finalizer_writes.is_empty(), "shown: forgotten");
+    reconcile(Arc::new(removed), ctx.clone()).await.unwrap();
     scenario.await.unwrap();
+    assert_eq!(ctx.finalizer_writes.len(), 1, "version 9 patched");
 }
 
 /// Deleting a set is a scale-in to 0 behind the finalizer: a pod that never ran goes at once;

@@ -78,7 +78,7 @@ use tracing::{debug, info, warn};
 use self::act::{Env, Step, Target};
 use self::dependents::Dependents;
 use self::plan::{Blocker, CleanupFacts, CleanupPlan, Orphaned, Reach};
-use self::submissions::{FinalizerWrites, Outcome, StatusWrites, Submissions, TakenOn};
+use self::submissions::{Outcome, StatusWrites, Submissions, TakenOn};
 use super::kit::{self, Backoffs, Notice, UidIndex};
 use super::{Context, DeletedCluster};
 use crate::crd::condition;
@@ -109,9 +109,7 @@ pub const DEBOUNCE: Duration = Duration::ZERO;
 
 /// An unfinished job is looked at again this often even without Slurm events (safety net).
 pub const RESYNC: Duration = Duration::from_secs(300);
-/// When a reconcile that found the cache behind this process's own status write looks again,
-/// at the latest: the write's watch event, which comes within milliseconds, triggers it sooner.
-pub const CACHE_LAG_RETRY: Duration = Duration::from_secs(1);
+pub use super::cached_writes::CACHE_LAG_RETRY;
 
 /// SlurmJobs per page of the cache's lists. An object can be ~1.5 MiB (etcd's limit), and a
 /// page's JSON is read whole before its objects are decoded (each at once trimmed): 25 of
@@ -227,8 +225,6 @@ pub struct JobContext {
     pub status_writes: Arc<StatusWrites>,
     /// SlurmJobs this process gave the finalizer, lately.
     pub taken_on: Arc<TakenOn>,
-    /// Finalizer patches the cache may not show yet.
-    pub finalizer_writes: Arc<FinalizerWrites>,
     pub output_image: String,
     /// The output streamer Pods (metadata): a reconcile reads a Pod from the API server only
     /// when this shows it needs something (`output::pod_step`).
@@ -349,10 +345,10 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
     // answer, which is the whole object (its script included): a burst's submits wait neither
     // for the watch to bring each object back nor for a read of its spec (issue 19).
     let (job, whole) = if kit::lacks_finalizer(job.as_ref()) {
-        if let (Some(uid), Some(version)) = (job.meta().uid.as_deref(), job.resource_version())
-            && data
-                .finalizer_writes
-                .cache_lags(uid, &version, std::time::Instant::now())
+        if data
+            .ctx
+            .finalizer_writes
+            .lags_behind(job.as_ref(), std::time::Instant::now())
         {
             // This process gave this very version the finalizer a moment ago; the patch's
             // watch event triggers the next reconcile.
@@ -387,20 +383,16 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
         let patched = kit::add_finalizer(&api, name, job.as_ref())
             .await
             .map_err(Error::AddFinalizer)?;
-        if let (Some(uid), Some(version)) = (patched.meta().uid.as_deref(), job.resource_version())
-        {
-            data.finalizer_writes
-                .record(uid, version, std::time::Instant::now());
-        }
+        data.ctx
+            .finalizer_writes
+            .patched(job.as_ref(), std::time::Instant::now());
         if let Some(uid) = patched.uid() {
             data.taken_on
                 .record(&uid, data.ctx.acting_since(), Utc::now());
         }
         (Arc::new(patched), true)
     } else {
-        if let Some(uid) = job.meta().uid.as_deref() {
-            data.finalizer_writes.forget_uid(uid);
-        }
+        data.ctx.finalizer_writes.shown(job.as_ref());
         (job, false)
     };
     kit::with_finalizer(
@@ -1158,7 +1150,7 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     data.submissions.forget_uid(&uid);
     data.status_writes.forget_uid(&uid);
     data.taken_on.forget_uid(&uid);
-    data.finalizer_writes.forget_uid(&uid);
+    ctx.finalizer_writes.forget_uid(&uid);
     ctx.backoff.reset(&backoff_key(job));
     Ok(Action::await_change())
 }
@@ -1743,7 +1735,6 @@ pub fn run(
         submissions: Arc::default(),
         status_writes: Arc::default(),
         taken_on: Arc::default(),
-        finalizer_writes: Arc::default(),
         output_image,
         output_pods,
         slurm_clusters,

@@ -1,6 +1,7 @@
 //! What this process did that the SlurmJob controller's cache may not show yet: the Slurm jobs
 //! it submitted, by tag ([`Submissions`]), the job ids its status writes named
-//! ([`StatusWrites`]), and the SlurmJobs it gave the finalizer ([`TakenOn`]).
+//! ([`StatusWrites`]), and the SlurmJobs it gave the finalizer ([`TakenOn`]; the patch itself:
+//! `cached_writes::FinalizerWrites`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
+use crate::controller::cached_writes::CachedWrites;
 use crate::controller::kit::Backoffs;
 use crate::crd::slurmjob::{Phase, SlurmJobStatus};
 use crate::slurm::tag::OwnerTag;
@@ -245,64 +247,6 @@ impl Outcome {
     }
 }
 
-/// Writes of this process to SlurmJobs, by uid, until the cache shows them or
-/// [`Self::LAG_LIMIT`] passes: a reconcile that runs before the watch brings a write back
-/// would otherwise work from the object as it was, and write again. What is recorded of a
-/// write (`T`) is what tells whether a cached object shows it.
-#[derive(Debug)]
-pub struct CachedWrites<T> {
-    by_uid: Mutex<HashMap<String, (T, Instant)>>,
-}
-
-impl<T> Default for CachedWrites<T> {
-    fn default() -> Self {
-        Self {
-            by_uid: Mutex::default(),
-        }
-    }
-}
-
-impl<T> CachedWrites<T> {
-    /// How long the cache may lag a write before the write is taken as lost (overwritten, or
-    /// never delivered) and the reconcile goes on from what the cache holds.
-    pub const LAG_LIMIT: Duration = Duration::from_secs(30);
-
-    /// SlurmJob `uid` was written at `at`; `written` tells the write apart.
-    pub fn record(&self, uid: &str, written: T, at: Instant) {
-        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
-        map.insert(uid.to_owned(), (written, at));
-    }
-
-    /// Whether the cache lags the recorded write of `uid` at `now`: `unseen` says the cached
-    /// object does not show it, and the write is younger than [`Self::LAG_LIMIT`]. Forgets the
-    /// write otherwise.
-    fn lags(&self, uid: &str, now: Instant, unseen: impl FnOnce(&T) -> bool) -> bool {
-        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
-        let Some((written, at)) = map.get(uid) else {
-            return false;
-        };
-        if unseen(written) && now.saturating_duration_since(*at) < Self::LAG_LIMIT {
-            return true;
-        }
-        map.remove(uid);
-        false
-    }
-
-    /// Forget `uid` (the cache shows the write, or the SlurmJob is gone).
-    pub fn forget_uid(&self, uid: &str) {
-        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
-        map.remove(uid);
-    }
-
-    pub fn len(&self) -> usize {
-        self.by_uid.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 /// Status writes of this process that changed a SlurmJob's [`Outcome`] (a new job id, a refused
 /// submit, a generation answered). A reconcile that runs before the watch brings the write back
 /// (the submit's own reconcile adds the finalizer, and the finalizer's change triggers the next
@@ -319,45 +263,9 @@ impl CachedWrites<Outcome> {
     }
 }
 
-/// The SlurmJobs this process gave the finalizer, with the resourceVersion it patched. A
-/// reconcile of that very version lacks the finalizer only because the watch has not brought
-/// the patch back yet (a SlurmJob woken for a slot can run first): patching again would be
-/// refused (the patch tests the finalizers it read) and cost a write.
-pub type FinalizerWrites = CachedWrites<String>;
-
-impl CachedWrites<String> {
-    /// Whether the cached object of `uid`, at `version` and without the finalizer, is the one
-    /// this process patched (at `now`): the cache lags.
-    pub fn cache_lags(&self, uid: &str, version: &str, now: Instant) -> bool {
-        self.lags(uid, now, |patched| patched == version)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A finalizer patch holds back a reconcile of the version it patched, not of another one,
-    /// nor after the lag limit; the cache showing it forgets it.
-    #[test]
-    fn a_finalizer_patch_holds_back_only_the_version_it_patched() {
-        let writes = FinalizerWrites::default();
-        let at = Instant::now();
-        writes.record("u", "41".to_owned(), at);
-        assert!(writes.cache_lags("u", "41", at + Duration::from_millis(5)));
-        assert!(!writes.cache_lags("v", "41", at));
-        assert!(
-            !writes.cache_lags("u", "41", at + StatusWrites::LAG_LIMIT),
-            "lost: patched again"
-        );
-        assert!(!writes.cache_lags("u", "41", at), "forgotten");
-        writes.record("u", "41".to_owned(), at);
-        assert!(!writes.cache_lags("u", "43", at), "another version");
-        assert!(!writes.cache_lags("u", "41", at), "forgotten");
-        writes.record("u", "41".to_owned(), at);
-        writes.forget_uid("u");
-        assert!(!writes.cache_lags("u", "41", at));
-    }
 
     /// A refusal over a limit holds a retry back for what is left of [`LIMITED_SETTLE`], and
     /// spares the retry's accounting search, only for the same tag and the same start or gain

@@ -132,7 +132,6 @@ fn context_with_cluster(
         jobs,
         submissions: Arc::default(),
         status_writes: Arc::default(),
-        finalizer_writes: Arc::default(),
         taken_on: Arc::default(),
         output_image: output::DEFAULT_IMAGE.to_owned(),
         output_pods: reflector::store().0,
