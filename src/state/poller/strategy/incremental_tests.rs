@@ -4,7 +4,9 @@
 //! as rejected submits leave), start, end and are purged; a quarter of them are job arrays,
 //! whose tasks start as records of their own, numbered in sequence, out of a pending meta
 //! record that lists the tasks still to start (the last task takes the meta record); some
-//! ended jobs are requeued. Two pollers watch each history: one lists every job's state every
+//! ended jobs are requeued. Some of ours from before the operator started carry the previous
+//! version's unsigned tag: a SlurmJob that names one, and finds its record, names it to the
+//! poller (`ClusterState::follow_unsigned`). Two pollers watch each history: one lists every job's state every
 //! cycle (the reference), one lists incrementally with a full listing every few cycles. The
 //! properties:
 //! - after every cycle, both hold the same records of our jobs (what SlurmJobs read): all of
@@ -16,7 +18,9 @@
 //!   requeued that ran and ended in the same state in between (the documented limit);
 //! - after every full listing, the two views hold the same jobs in the same states, resolved
 //!   alike (but skipped jobs nobody named), and the same per-node counts of other users' jobs,
-//!   which only a full listing brings up to date.
+//!   which only a full listing brings up to date;
+//! - a legacy job named so is read as ours in the next cycle, and followed as ours from then on
+//!   while slurmctld holds it; a claim (a tag-shaped comment that proves nothing) never is.
 //!
 //! A seeded generator, like `index.rs`'s lookup test: deterministic, no extra dependency.
 
@@ -64,6 +68,8 @@ struct SimJob {
     task: Option<u32>,
     /// A pending meta record's tasks still to start.
     pending_tasks: Vec<u32>,
+    /// Ours, submitted by the previous version: its tag is unsigned.
+    legacy: bool,
 }
 
 /// slurmctld as far as the poller sees it.
@@ -77,6 +83,9 @@ struct Sim {
     /// Jobs (an array by its id) whose comment is tag-shaped but proves nothing: someone
     /// else's jobs with an unsigned tag, or with a tag signed for another user.
     claimed: BTreeSet<u32>,
+    /// Before the operator started (the first listing): a third of ours were submitted by the
+    /// previous version, with unsigned tags.
+    legacy_era: bool,
 }
 
 impl Sim {
@@ -110,7 +119,9 @@ impl Sim {
         let owner = sim.array.unwrap_or(id);
         job.user_name = Some(USER.to_owned());
         let tag = OwnerTag::new(format!("u{owner}"), 1);
-        if sim.ours {
+        if sim.ours && sim.legacy {
+            job.set_comment(Some(tag.to_string()));
+        } else if sim.ours {
             job.set_comment(Some(key().comment(&tag, USER)));
         } else if self.claimed.contains(&owner) && owner % 4 == 0 {
             job.set_comment(Some(tag.to_string()));
@@ -214,6 +225,7 @@ impl Sim {
                     SimJob {
                         state: "PENDING",
                         ours,
+                        legacy: ours && self.legacy_era && self.next_id.is_multiple_of(3),
                         array: array.then_some(self.next_id),
                         pending_tasks: if array {
                             (0..2 + rng.below(3) as u32).collect()
@@ -322,8 +334,13 @@ struct View {
     /// Unreadable meta records resolved from their tasks, over the view's life.
     resolved_arrays: usize,
     /// Ids SlurmJobs follow through an unsigned tag while the view tracks them
-    /// (`Poller::named`): none in these histories.
+    /// (`Poller::named`): the legacy jobs of ours SlurmJobs named ([`View::name_unsigned`]).
     named: super::Named,
+    /// Those asks still standing ([`still_wanted`]: until read as ours).
+    unsigned_asks: BTreeSet<u32>,
+    /// Every id ever named so (the model's record; the poller forgets a name once slurmctld
+    /// no longer holds the job).
+    ever_named: BTreeSet<u32>,
 }
 
 /// `Tuning::follow_entries`' default.
@@ -373,6 +390,7 @@ impl View {
         } else {
             BTreeSet::new()
         };
+        let wanted = &wanted.union(&self.unsigned_asks).copied().collect();
         let asks = Asks {
             wanted,
             submitted: &self.submitted,
@@ -412,16 +430,24 @@ impl View {
         // As the poller: an unreadable meta record whose tasks read are someone else's is.
         let unread: Vec<u32> = self.unreadable.union(&self.waiting).copied().collect();
         for id in resolve_unreadable_arrays(&mut self.tracker, unread, &self.array_owners) {
+            // A legacy array (unsigned tag) is a claim until named, and its tasks read before
+            // may resolve it so (a documented limit).
             assert!(
-                sim.jobs.get(&id).is_none_or(|job| !job.ours),
+                sim.jobs.get(&id).is_none_or(|job| !job.ours || job.legacy),
                 "{id}: an array of ours resolved as someone else's"
             );
             self.resolved_arrays += 1;
         }
-        let tracker = &self.tracker;
+        let verdict = Verdict {
+            key: key(),
+            named: &self.named,
+        };
+        let (tracker, jobs) = (&self.tracker, &self.jobs);
+        self.unsigned_asks
+            .retain(|id| still_wanted(*id, tracker, jobs, verdict));
         self.array_owners
             .retain(|array, _| tracker.contains_key(array));
-        self.named.retain(|id, _| tracker.contains_key(id));
+        keep_named(&mut self.named, tracker, jobs);
         // As the poller: kept while listed and not read, or not listed yet.
         self.submitted.retain(|id| {
             self.tracker
@@ -481,6 +507,8 @@ impl View {
         wanted: &BTreeSet<u32>,
         width: u32,
     ) -> (BTreeMap<u32, Listed>, BTreeSet<u32>) {
+        // As the poller's own asks, those named through an unsigned tag are followed.
+        let wanted = &wanted.union(&self.unsigned_asks).copied().collect();
         let mut asked = asked_in_cycle(&self.tracker, wanted, self.cycles, FOLLOW_ENTRIES);
         let (mut window, before) = self.numbering.windows(width);
         asked.extend(window.clone());
@@ -506,6 +534,24 @@ impl View {
     fn node_jobs(&self) -> BTreeMap<String, crate::state::index::NodeJobs> {
         node_jobs(&self.tracker, &self.jobs)
     }
+
+    /// As `act::follow_or_account` after the cycle: a SlurmJob that named a legacy job of ours
+    /// (`ever_wanted`) and finds its record in the index with an unsigned tag names it to the
+    /// poller for its user (`ClusterState::follow_unsigned`); the poller asks for it until it
+    /// reads it as ours.
+    fn name_unsigned(&mut self, ever_wanted: &BTreeSet<u32>, sim: &Sim) {
+        for id in ever_wanted {
+            let legacy = sim.jobs.get(id).is_some_and(|j| j.legacy);
+            let unsigned = self
+                .jobs
+                .values()
+                .any(|j| (j.job_id == *id || j.array_job_id == Some(*id)) && j.has_unsigned_tag());
+            if legacy && unsigned && self.ever_named.insert(*id) {
+                self.named.insert(*id, USER.to_owned());
+                self.unsigned_asks.insert(*id);
+            }
+        }
+    }
 }
 
 /// The start of history `seed`: the model cluster after what happened before the operator
@@ -516,9 +562,11 @@ fn history(seed: u64) -> (Rng, Sim, BTreeSet<u32>, View) {
         next_id: rng.below(1_000) as u32,
         ..Sim::default()
     };
+    sim.legacy_era = true;
     for _ in 0..rng.below(30) {
         sim.step(&mut rng);
     }
+    sim.legacy_era = false;
     let baseline: BTreeSet<u32> = sim.jobs.keys().copied().collect();
     sim.moved.clear();
     let view = View::first(&sim);
@@ -596,9 +644,20 @@ struct Named<'a> {
 
 impl Named<'_> {
     fn named(&self, view: &View, held: &BTreeSet<u32>) -> BTreeMap<u32, Job> {
+        // A legacy (unsigned) tag is read by the SlurmJob that named it (the model names only
+        // legacy jobs of ours, never claims: `named_now`).
+        let named = |j: &Job| {
+            std::iter::once(j.job_id)
+                .chain(j.array_job_id)
+                .any(|id| self.ever_wanted.contains(&id))
+        };
         view.jobs
             .iter()
-            .filter(|(_, j)| j.ownership(key()) == Ownership::Proven)
+            .filter(|(_, j)| match j.ownership(key()) {
+                Ownership::Proven => true,
+                Ownership::Legacy => named(j),
+                Ownership::Forged | Ownership::Untagged => false,
+            })
             .filter(|(id, _)| !self.baseline.contains(id) || self.ever_wanted.contains(id))
             .filter(|(id, _)| !held.contains(id))
             .map(|(id, j)| (*id, j.clone()))
@@ -703,6 +762,31 @@ fn claims_kept(view: &View, sim: &Sim, context: &str) -> usize {
     claims
 }
 
+/// Every legacy job a SlurmJob named to the view (`View::name_unsigned`) whose ask no longer
+/// stands, and that slurmctld still holds, is followed as ours. Returns how many.
+fn legacy_followed(view: &View, sim: &Sim, context: &str) -> usize {
+    let mut followed = 0;
+    for id in &view.ever_named {
+        if view.unsigned_asks.contains(id) || !sim.jobs.contains_key(id) {
+            continue;
+        }
+        let Some(tracked) = view.tracker.get(id) else {
+            continue;
+        };
+        assert_eq!(
+            tracked.known,
+            Known::Ours,
+            "legacy job {id} named, not followed as ours: {context}"
+        );
+        assert!(
+            view.jobs.contains_key(id),
+            "legacy job {id}'s record: {context}"
+        );
+        followed += 1;
+    }
+    followed
+}
+
 #[test]
 fn incremental_cycles_hold_what_full_listings_hold() {
     let mut held_seen = 0;
@@ -711,6 +795,7 @@ fn incremental_cycles_hold_what_full_listings_hold() {
     let mut ours_seen = 0;
     let mut array_records_seen = 0;
     let mut claims_seen = 0;
+    let mut legacy_seen = 0;
     let mut late = Late::default();
     for seed in 0..300u64 {
         let (mut rng, mut sim, baseline, mut reference) = history(seed);
@@ -773,7 +858,20 @@ fn incremental_cycles_hold_what_full_listings_hold() {
                 named.same_jobs(&incremental, &reference, &context);
                 claims_seen += claims_kept(&incremental, &sim, &context);
                 claims_kept(&reference, &sim, &context);
+                legacy_seen += legacy_followed(&incremental, &sim, &context);
+                legacy_followed(&reference, &sim, &context);
             }
+            // Every record readable: a legacy job named after a cycle is read as ours in the
+            // next one.
+            for view in [&incremental, &reference] {
+                assert!(
+                    view.unsigned_asks.is_empty(),
+                    "named, not read as ours: {:?}: {context}",
+                    view.unsigned_asks
+                );
+            }
+            reference.name_unsigned(&ever_wanted, &sim);
+            incremental.name_unsigned(&ever_wanted, &sim);
         }
     }
     println!(
@@ -797,6 +895,10 @@ fn incremental_cycles_hold_what_full_listings_hold() {
     assert!(late.seen > 100, "{} late records", late.seen);
     assert!(late.caught > 50, "{} late ones caught up", late.caught);
     assert!(claims_seen > 1_000, "{claims_seen} claims checked");
+    assert!(
+        legacy_seen > 100,
+        "{legacy_seen} named legacy jobs checked as followed"
+    );
 }
 
 /// A record that cannot be read (`Poller::details` leaves it out: neither a record nor missing)
@@ -855,6 +957,8 @@ fn records_that_could_not_be_read_are_late_never_lost() {
                     .get(id)
                     .is_some_and(|t| t.known == Known::Skipped)
             });
+            view.name_unsigned(&ever_wanted, &sim);
+            reference.name_unsigned(&ever_wanted, &sim);
         }
         failed += view.failed;
         resolved += view.resolved_arrays;
@@ -995,6 +1099,21 @@ fn a_full_listing_beside_the_cycles_keeps_what_full_listings_hold() {
                 quiet_merges += 1;
                 named.same_jobs(&view, &reference, &context);
             }
+            if seed == 58 {
+                eprintln!(
+                    "cycle {cycle} full {full} merged {merged_quietly} flight {:?} sim {:?} view {:?} {:?} named {:?} asks {:?} ref {:?} wanted {:?}",
+                    flight.as_ref().map(|f| f.lands),
+                    sim.jobs.get(&453),
+                    view.tracker.get(&453),
+                    view.jobs.get(&453).map(|j| (&j.state, j.comment.clone())),
+                    view.named,
+                    view.unsigned_asks,
+                    reference.tracker.get(&453),
+                    wanted
+                );
+            }
+            view.name_unsigned(&ever_wanted, &sim);
+            reference.name_unsigned(&ever_wanted, &sim);
         }
     }
     // The histories did exercise what they claim to.
