@@ -1503,6 +1503,14 @@ async fn the_sets_pods_are_listed_a_page_at_a_time() {
     scenario.await.unwrap();
 }
 
+/// The calls of `nodeset(0)`'s reconcile after its finalizer: nothing to make.
+async fn expect_empty_set_applied(api: &mut ApiServerVerifier) {
+    expect_get_cluster(api, &["hpc"]).await;
+    expect_list_pods(api, vec![]).await;
+    expect_pdb(api).await;
+    expect_status(api, &nodeset(0)).await;
+}
+
 /// A set made before the operator had a finalizer for it (or just created) gets it first, and
 /// the same reconcile goes on with the patch's answer. A reconcile of that very version before
 /// the cache shows the patch (woken by the pod the first one made; the set's own watch event is
@@ -1519,10 +1527,7 @@ async fn a_set_without_the_finalizer_gets_it_first() {
     let bare = set.clone();
     let scenario = tokio::spawn(async move {
         api.expect_finalizer_added(&bare).await;
-        expect_get_cluster(&mut api, &["hpc"]).await;
-        expect_list_pods(&mut api, vec![]).await;
-        expect_pdb(&mut api).await;
-        expect_status(&mut api, &nodeset(0)).await;
+        expect_empty_set_applied(&mut api).await;
         api.expect_no_more_calls().await;
         api
     });
@@ -1546,15 +1551,9 @@ async fn a_set_without_the_finalizer_gets_it_first() {
     removed.metadata.resource_version = Some("9".into());
     let bare = removed.clone();
     let scenario = tokio::spawn(async move {
-        expect_get_cluster(&mut api, &["hpc"]).await;
-        expect_list_pods(&mut api, vec![]).await;
-        expect_pdb(&mut api).await;
-        expect_status(&mut api, &nodeset(0)).await;
+        expect_empty_set_applied(&mut api).await;
         api.expect_finalizer_added(&bare).await;
-        expect_get_cluster(&mut api, &["hpc"]).await;
-        expect_list_pods(&mut api, vec![]).await;
-        expect_pdb(&mut api).await;
-        expect_status(&mut api, &nodeset(0)).await;
+        expect_empty_set_applied(&mut api).await;
         api.expect_no_more_calls().await;
     });
     reconcile(Arc::new(shown), ctx.clone()).await.unwrap();
