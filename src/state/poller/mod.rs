@@ -575,6 +575,12 @@ impl Poller {
     async fn poll_jobs(&mut self) -> Result<JobsPolled, SlurmError> {
         self.wanted.extend(self.wants.take());
         let unsigned = self.wants.take_unsigned();
+        let new_names = unsigned.keys().filter(|id| !self.named.contains_key(id));
+        if new_names.clone().next().is_some() {
+            let index = self.writer.borrow().clone();
+            let tasks = strategy::renamed_arrays(new_names, &index.jobs, &mut self.array_owners);
+            self.wanted.extend(tasks);
+        }
         self.wanted.extend(unsigned.keys());
         self.named.extend(unsigned);
         // A full listing in the cycle: the first, after a failure, and on a cluster too small

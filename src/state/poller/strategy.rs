@@ -27,7 +27,7 @@
 //! **Ours is what the key proves** ([`Verdict`]). A comment shaped like an ownership tag is a
 //! claim anyone can write on their own jobs; the poller follows a job as ours only when the
 //! operator's key proves its tag for the job's user, or its tag is unsigned (a job the previous
-//! version submitted) and a SlurmJob names its id. Any other claim ([`Class::Claim`]) costs
+//! version submitted) and a SlurmJob names its id for the Slurm user the job runs as. Any other claim ([`Class::Claim`]) costs
 //! what someone else's job costs ([`Known::Foreign`]); its record stays in the index as last
 //! read, with the listed state, for the SlurmJob whose tag it copies.
 //!
@@ -83,10 +83,10 @@ use super::hostlist;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
     /// Provably the operator's (signed with its key for the job's own user), or an unsigned
-    /// legacy tag on a job a SlurmJob names: followed ([`Known::Ours`]).
+    /// legacy tag on a job a SlurmJob names for the user it runs as: followed ([`Known::Ours`]).
     Ours,
     /// A tag-shaped comment that proves nothing: forged (anyone can write one on their own
-    /// jobs), or an unsigned legacy tag no SlurmJob names. It costs what someone else's job
+    /// jobs), or an unsigned legacy tag no SlurmJob names for the user it runs as. It costs what someone else's job
     /// costs ([`Known::Foreign`]: not followed, not refreshed); its record, as last read, stays
     /// in the index's `jobs` so that the SlurmJob whose tag it copies can name it
     /// (`TagNotAdopted`).
@@ -750,7 +750,9 @@ pub fn keep_named(named: &mut Named, tracker: &Tracker, jobs: &BTreeMap<u32, Job
 /// Whether an ask for `id` stands after a cycle: until the job is resolved (an ask of a skipped
 /// one), or slurmctld no longer holds it; and for a job named through its unsigned tag, until it
 /// was read as ours (that read may wait for the next cycles' budget, or a record that could not
-/// be read). `jobs`: the index's records after the cycle.
+/// be read), and only while its record, as last read, runs as the user it was named for (an id
+/// slurmctld reused for another user's job is not asked for again). `jobs`: the index's records
+/// after the cycle.
 pub fn still_wanted(
     id: u32,
     tracker: &Tracker,
@@ -759,9 +761,9 @@ pub fn still_wanted(
 ) -> bool {
     match tracker.get(&id).map(|t| &t.known) {
         Some(Known::Skipped) => true,
-        Some(Known::Foreign { .. }) => {
-            verdict.named.contains_key(&id) && jobs.get(&id).is_some_and(Job::has_unsigned_tag)
-        }
+        Some(Known::Foreign { .. }) => jobs
+            .get(&id)
+            .is_some_and(|job| job.has_unsigned_tag() && verdict.class(job) == Class::Ours),
         Some(Known::Unresolved | Known::Ours) | None => false,
     }
 }
@@ -975,6 +977,30 @@ pub fn note_array_owners(fetched: &Fetched, owners: &mut ArrayOwners, verdict: V
             .and_modify(|all| *all &= foreign)
             .or_insert(foreign);
     }
+}
+
+/// Ids just named through an unsigned tag ([`Verdict::named`]): an array's tasks read before
+/// were claims, and so was what they told of the array ([`note_array_owners`]). Forgets that,
+/// and returns the tasks in `jobs` to read again, as ours now.
+pub fn renamed_arrays<'a>(
+    named: impl IntoIterator<Item = &'a u32>,
+    jobs: &BTreeMap<u32, Job>,
+    owners: &mut ArrayOwners,
+) -> BTreeSet<u32> {
+    let named: BTreeSet<u32> = named.into_iter().copied().collect();
+    if named.is_empty() {
+        return BTreeSet::new();
+    }
+    for id in &named {
+        owners.remove(id);
+    }
+    jobs.values()
+        .filter(|job| {
+            job.array_job_id
+                .is_some_and(|a| a != job.job_id && named.contains(&a))
+        })
+        .map(|job| job.job_id)
+        .collect()
 }
 
 /// An array's meta record that cannot be read (slurmctld answers `GET /job/{array}` with every
@@ -1927,8 +1953,8 @@ mod tests {
     }
 
     /// An ask stands while the job is skipped, and for a job named through its unsigned tag
-    /// until it is read as ours: not for a claim nobody named, a forged one, one resolved, one
-    /// gone.
+    /// until it is read as ours: not for a claim nobody named, a forged one, one read as
+    /// another user's than it was named for, one resolved, one gone.
     #[test]
     fn a_named_unsigned_tag_is_asked_for_until_read_as_ours() {
         let tag = crate::slurm::tag::OwnerTag::new("u1", 1);
@@ -1945,6 +1971,14 @@ mod tests {
             (2, job(2, "RUNNING", Some(&tag.to_string()))),
             (3, job(3, "RUNNING", Some(&key().comment(&tag, "mallory")))),
             (4, job(4, "RUNNING", Some(&tag.to_string()))),
+            // Named for alice, read as mallory's (an id reused after a state loss).
+            (
+                5,
+                Job {
+                    user_name: Some("mallory".into()),
+                    ..job(5, "RUNNING", Some(&tag.to_string()))
+                },
+            ),
         ]
         .into();
         let wanted = |named: &Named| -> Vec<u32> {
@@ -1968,6 +2002,52 @@ mod tests {
         let mut kept = named(&[2, 7, 8, 10], USER);
         keep_named(&mut kept, &tracker, &jobs);
         assert_eq!(kept, named(&[2, 8], USER));
+    }
+
+    /// An array named through its unsigned tag after its tasks were read as claims: what they
+    /// told of the array is forgotten, and they are read again, as ours now.
+    #[test]
+    fn an_array_named_late_has_its_tasks_read_again() {
+        let unsigned = crate::slurm::tag::OwnerTag::new("u1", 1).to_string();
+        let task = |id, array| Job {
+            array_job_id: Some(array),
+            array_task_id: Some(id - array),
+            ..job(id, "RUNNING", Some(&unsigned))
+        };
+        let jobs: BTreeMap<u32, Job> = [
+            (60, job(60, "PENDING", Some(&unsigned))),
+            (61, task(61, 60)),
+            (62, task(62, 60)),
+            (71, task(71, 70)),
+        ]
+        .into();
+        let mut owners = ArrayOwners::new();
+        let read = Fetched::Details {
+            records: vec![jobs[&61].clone(), jobs[&71].clone()],
+            missing: vec![],
+        };
+        note_array_owners(&read, &mut owners, verdict());
+        assert_eq!(owners, BTreeMap::from([(60, true), (70, true)]), "claims");
+
+        let again = renamed_arrays(&[60], &jobs, &mut owners);
+        assert_eq!(
+            again,
+            BTreeSet::from([61, 62]),
+            "its tasks, not its own record"
+        );
+        assert_eq!(owners, BTreeMap::from([(70, true)]));
+        let named = named(&[60], USER);
+        let verdict = Verdict {
+            key: key(),
+            named: &named,
+        };
+        note_array_owners(&read, &mut owners, verdict);
+        assert_eq!(
+            owners,
+            BTreeMap::from([(60, false), (70, true)]),
+            "ours now"
+        );
+        assert!(renamed_arrays(&[], &jobs, &mut owners).is_empty());
     }
 
     #[test]
