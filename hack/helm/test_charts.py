@@ -53,6 +53,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from crdschema import CrdValidator  # noqa: E402
 
+import celpy  # noqa: E402
 import kubernetes_validate  # noqa: E402
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError  # noqa: E402
 
@@ -570,6 +571,82 @@ def t_rbac_user_roles() -> str:
     ensure(sorted(d["metadata"]["name"] for d in find(docs, "ClusterRole")) == sorted(roles)
            and not find(docs, "Role") and not find(docs, "ClusterRoleBinding"), "rbac.create=false: the operator's RBAC is still rendered")
     return f"tenant-edit, tenant-view (aggregated), admin over {', '.join(plurals)} and {', '.join(subresources)}"
+
+
+def finalizer_policy_allows(expression: str, user: str, groups: list[str] | None,
+                            old: list[str] | None, new: list[str] | None) -> bool:
+    """The policy's CEL expression, evaluated (cel-python) on an UPDATE of a SlurmJob whose
+    finalizers go from `old` to `new` (None: the field is absent) by `user` in `groups` (None:
+    no groups field, as the API server omits an empty list)."""
+    def meta(finalizers: list[str] | None) -> dict:
+        return {"name": "job"} if finalizers is None else {"name": "job", "finalizers": finalizers}
+    info: dict[str, Any] = {"username": user}
+    if groups is not None:
+        info["groups"] = groups
+    env = celpy.Environment()
+    program = env.program(env.compile(expression))
+    result = program.evaluate({
+        "request": celpy.json_to_cel({"userInfo": info, "operation": "UPDATE"}),
+        "oldObject": celpy.json_to_cel({"metadata": meta(old)}),
+        "object": celpy.json_to_cel({"metadata": meta(new)}),
+    })
+    ensure(isinstance(result, celpy.celtypes.BoolType), f"the expression gave {result!r}, not a bool")
+    return bool(result)
+
+
+def t_finalizer_policy() -> str:
+    """The ValidatingAdmissionPolicy that keeps tenants from removing a SlurmJob's finalizer:
+    its CEL expression evaluated on the cases that matter, its binding, its switches."""
+    finalizer = re.search(r'pub const FINALIZER: &str = "([^"]+)"', (ROOT / "src/crd/mod.rs").read_text())
+    ensure(finalizer is not None, "FINALIZER not found in src/crd/mod.rs")
+    cleanup = finalizer.group(1)
+    docs = render(OPERATOR, namespace="ops", cache=False)
+    policy = one(docs, "ValidatingAdmissionPolicy")
+    binding = one(docs, "ValidatingAdmissionPolicyBinding")
+    ensure(binding["spec"]["policyName"] == policy["metadata"]["name"], "the binding names another policy")
+    ensure(binding["spec"]["validationActions"] == ["Deny"], f"binding actions {binding['spec']['validationActions']}")
+    ensure(policy["spec"]["failurePolicy"] == "Fail", "failurePolicy is not Fail")
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    ensure(rules == [{"apiGroups": ["slurm.rs"], "apiVersions": ["*"], "operations": ["UPDATE"], "resources": ["slurmjobs"]}],
+           f"matches {rules}")
+    [validation] = policy["spec"]["validations"]
+    ensure(validation.get("reason") == "Forbidden", "a refusal is not 403 Forbidden")
+    ensure(cleanup in validation["message"], "the message does not name the finalizer")
+    expression = validation["expression"]
+    ensure(f"'{cleanup}'" in expression, f"the expression does not test {cleanup}")
+    operator = one(docs, "ServiceAccount")["metadata"]["name"]
+    operator = f"system:serviceaccount:ops:{operator}"
+    tenant, tenant_groups = "system:serviceaccount:team-a:researcher", ["system:serviceaccounts", "system:authenticated"]
+    other = "example.com/other"
+    cases = [
+        # (who, groups, old finalizers, new finalizers, allowed, why)
+        (tenant, tenant_groups, [cleanup], None, False, "a tenant removes the only finalizer"),
+        (tenant, tenant_groups, [cleanup], [], False, "a tenant empties the finalizers"),
+        (tenant, tenant_groups, [other, cleanup], [other], False, "a tenant removes ours and keeps another"),
+        (tenant, None, [cleanup], None, False, "a user without groups removes it"),
+        (tenant, tenant_groups, [cleanup], [cleanup], True, "a tenant edits the spec"),
+        (tenant, tenant_groups, [cleanup], [cleanup, other], True, "a tenant adds a finalizer"),
+        (tenant, tenant_groups, None, None, True, "a SlurmJob without finalizers (refused by its access) is edited"),
+        (tenant, tenant_groups, [other], [], True, "a tenant removes another finalizer"),
+        (operator, ["system:serviceaccounts", "system:authenticated"], [cleanup], None, True, "the operator's cleanup"),
+        ("kubernetes-admin", ["system:masters", "system:authenticated"], [cleanup], None, True, "an admin releases a stuck SlurmJob"),
+        ("system:serviceaccount:other:slurm-operator", tenant_groups, [cleanup], None, False, "another namespace's ServiceAccount of that name"),
+    ]
+    for who, groups, old, new, allowed, why in cases:
+        got = finalizer_policy_allows(expression, who, groups, old, new)
+        ensure(got == allowed, f"{why}: {'allowed' if got else 'refused'} ({who}, {old} -> {new})")
+    # Values: another ServiceAccount name, admin groups, extra users; off.
+    docs = render(OPERATOR, sets=("serviceAccount.create=false", "serviceAccount.name=ops-sa", "finalizerPolicy.adminGroups={platform-admins}",
+                                  "finalizerPolicy.extraUsers={argocd}"), namespace="ops", cache=False)
+    expression = one(docs, "ValidatingAdmissionPolicy")["spec"]["validations"][0]["expression"]
+    for who, groups, allowed in [("system:serviceaccount:ops:ops-sa", [], True), (operator, [], False), ("argocd", [], True),
+                                 ("alice", ["platform-admins"], True), ("root", ["system:masters"], False)]:
+        got = finalizer_policy_allows(expression, who, groups, [cleanup], None)
+        ensure(got == allowed, f"{who} in {groups}: {'allowed' if got else 'refused'} with the values set")
+    docs = render(OPERATOR, sets=("finalizerPolicy.enabled=false",), cache=False)
+    ensure(not find(docs, "ValidatingAdmissionPolicy") and not find(docs, "ValidatingAdmissionPolicyBinding"),
+           "finalizerPolicy.enabled=false still renders the policy")
+    return f"{len(cases)} cases refused or allowed as they should; ServiceAccount, adminGroups, extraUsers and the switch honoured"
 
 
 # Rust type -> (apiGroup, resource) for the Api<...> the controllers open.
@@ -2212,6 +2289,7 @@ def main() -> int:
     r.check("rbac covers every Api<...> in src/", t_rbac_matches_code)
     r.check("rbac: Secrets/ConfigMaps only through the credentials namespace's Role, never a ClusterRole", t_rbac_secrets_confined)
     r.check("rbac: tenant-edit/tenant-view (aggregated) and admin ClusterRoles for people", t_rbac_user_roles)
+    r.check("rbac: only the operator and the admins remove a SlurmJob's finalizer (ValidatingAdmissionPolicy)", t_finalizer_policy)
     r.check("operator: non-root, read-only, no capabilities, probes, resources", t_operator_security)
     r.check("operator: args, env and rollout strategy per values", t_operator_args)
     r.check("operator: NetworkPolicy admits only metricsFrom and the helm test Pod, only to the metrics port", t_operator_network_policy)
