@@ -125,9 +125,9 @@ async fn the_tenancy_example_runs_as_the_teams_user_and_the_tenant_is_refused_th
             "helm".to_owned()
         }
     });
-    let render = |template: &str, extra: &[&str]| {
+    let render = |release: &str, template: &str, extra: &[&str]| {
         let rendered = Command::new(&helm)
-            .args(["template", "slurm-operator"])
+            .args(["template", release])
             .arg(&chart)
             .args(["--show-only", template])
             .args(extra)
@@ -140,7 +140,7 @@ async fn the_tenancy_example_runs_as_the_teams_user_and_the_tenant_is_refused_th
         );
         documents(&String::from_utf8(rendered.stdout).unwrap())
     };
-    let roles = render("templates/user-rbac.yaml", &[]);
+    let roles = render("slurm-operator", "templates/user-rbac.yaml", &[]);
     assert!(!roles.is_empty());
     for role in &roles {
         apply(&admin, role).await.unwrap();
@@ -157,7 +157,9 @@ async fn the_tenancy_example_runs_as_the_teams_user_and_the_tenant_is_refused_th
         .and_then(|u| u.username)
         .expect("the API server says who the admin is (SelfSubjectReview)");
     let extra_users = format!("finalizerPolicy.extraUsers={}", json!([me]));
+    // A release name of its own: a real install's policy in this cluster is left alone.
     let policy = render(
+        "e2e-tenancy",
         "templates/finalizer-policy.yaml",
         &["--set-json", &extra_users],
     );

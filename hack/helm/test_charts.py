@@ -630,6 +630,7 @@ def t_finalizer_policy() -> str:
         (tenant, tenant_groups, [other], [], True, "a tenant removes another finalizer"),
         (operator, ["system:serviceaccounts", "system:authenticated"], [cleanup], None, True, "the operator's cleanup"),
         ("kubernetes-admin", ["system:masters", "system:authenticated"], [cleanup], None, True, "an admin releases a stuck SlurmJob"),
+        ("kubernetes-admin", ["kubeadm:cluster-admins", "system:authenticated"], [cleanup], None, True, "kubeadm's admin does"),
         ("system:serviceaccount:other:slurm-operator", tenant_groups, [cleanup], None, False, "another namespace's ServiceAccount of that name"),
     ]
     for who, groups, old, new, allowed, why in cases:

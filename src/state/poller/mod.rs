@@ -575,7 +575,10 @@ impl Poller {
     async fn poll_jobs(&mut self) -> Result<JobsPolled, SlurmError> {
         self.wanted.extend(self.wants.take());
         let unsigned = self.wants.take_unsigned();
-        let new_names = unsigned.keys().filter(|id| !self.named.contains_key(id));
+        // New, or given for another user (the namespace remapped).
+        let new_names = unsigned
+            .iter()
+            .filter(|(id, user)| self.named.get(id) != Some(user));
         if new_names.clone().next().is_some() {
             let index = self.writer.borrow().clone();
             let tasks = strategy::renamed_arrays(new_names, &index.jobs, &mut self.array_owners);

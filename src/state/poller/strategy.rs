@@ -979,28 +979,34 @@ pub fn note_array_owners(fetched: &Fetched, owners: &mut ArrayOwners, verdict: V
     }
 }
 
-/// Ids just named through an unsigned tag ([`Verdict::named`]): an array's tasks read before
-/// were claims, and so was what they told of the array ([`note_array_owners`]). Forgets that,
-/// and returns the tasks in `jobs` to read again, as ours now.
+/// Ids just named through an unsigned tag, with their users ([`Verdict::named`]): an array's
+/// tasks read before were claims, and so was what they told of the array
+/// ([`note_array_owners`]). For an array with tasks in `jobs` that run as the user it was named
+/// for, forgets that, and returns those tasks to read again, as ours now.
 pub fn renamed_arrays<'a>(
-    named: impl IntoIterator<Item = &'a u32>,
+    named: impl IntoIterator<Item = (&'a u32, &'a String)>,
     jobs: &BTreeMap<u32, Job>,
     owners: &mut ArrayOwners,
 ) -> BTreeSet<u32> {
-    let named: BTreeSet<u32> = named.into_iter().copied().collect();
+    let named: BTreeMap<u32, &str> = named
+        .into_iter()
+        .map(|(id, user)| (*id, user.as_str()))
+        .collect();
     if named.is_empty() {
         return BTreeSet::new();
     }
-    for id in &named {
-        owners.remove(id);
+    let mut tasks = BTreeSet::new();
+    for job in jobs.values() {
+        if let Some(array) = job.array_job_id.filter(|a| *a != job.job_id)
+            && named
+                .get(&array)
+                .is_some_and(|user| job.user_name.as_deref() == Some(*user))
+        {
+            owners.remove(&array);
+            tasks.insert(job.job_id);
+        }
     }
-    jobs.values()
-        .filter(|job| {
-            job.array_job_id
-                .is_some_and(|a| a != job.job_id && named.contains(&a))
-        })
-        .map(|job| job.job_id)
-        .collect()
+    tasks
 }
 
 /// An array's meta record that cannot be read (slurmctld answers `GET /job/{array}` with every
@@ -2029,14 +2035,18 @@ mod tests {
         note_array_owners(&read, &mut owners, verdict());
         assert_eq!(owners, BTreeMap::from([(60, true), (70, true)]), "claims");
 
-        let again = renamed_arrays(&[60], &jobs, &mut owners);
+        // A stale name, for another user than the array's tasks run as: nothing.
+        let stale = named(&[70], "mallory");
+        assert!(renamed_arrays(&stale, &jobs, &mut owners).is_empty());
+        assert_eq!(owners, BTreeMap::from([(60, true), (70, true)]));
+        let named = named(&[60], USER);
+        let again = renamed_arrays(&named, &jobs, &mut owners);
         assert_eq!(
             again,
             BTreeSet::from([61, 62]),
             "its tasks, not its own record"
         );
         assert_eq!(owners, BTreeMap::from([(70, true)]));
-        let named = named(&[60], USER);
         let verdict = Verdict {
             key: key(),
             named: &named,
@@ -2047,7 +2057,7 @@ mod tests {
             BTreeMap::from([(60, false), (70, true)]),
             "ours now"
         );
-        assert!(renamed_arrays(&[], &jobs, &mut owners).is_empty());
+        assert!(renamed_arrays(&Named::new(), &jobs, &mut owners).is_empty());
     }
 
     #[test]

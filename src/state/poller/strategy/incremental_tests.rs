@@ -554,7 +554,8 @@ impl View {
                 .values()
                 .any(|j| (j.job_id == *id || j.array_job_id == Some(*id)) && j.has_unsigned_tag());
             if legacy && unsigned && self.ever_named.insert(*id) {
-                let tasks = renamed_arrays([id], &self.jobs, &mut self.array_owners);
+                let user = USER.to_owned();
+                let tasks = renamed_arrays([(id, &user)], &self.jobs, &mut self.array_owners);
                 self.unsigned_asks.extend(tasks);
                 self.named.insert(*id, USER.to_owned());
                 self.unsigned_asks.insert(*id);
