@@ -32,7 +32,7 @@ const LAYERS: &[(u32, &[&str])] = &[
 
 /// Parent → its shared children. Any other two children of the parent (the controllers) are
 /// peers and must not import each other; the parent itself is shared too.
-const ISOLATED: &[(&str, &[&str])] = &[("controller", &["kit", "context"])];
+const ISOLATED: &[(&str, &[&str])] = &[("controller", &["kit", "context", "cached_writes"])];
 
 type Layers<'a> = &'a [(u32, &'a [&'a str])];
 type Isolated<'a> = &'a [(&'a str, &'a [&'a str])];
