@@ -24,7 +24,10 @@ Each check prints `PASS name` or `FAIL name: why`; the last line is `N passed, N
               render's pods and the pods around them, every connection the daemons make is
               admitted on the port their configuration names, and nothing else
   secrets     keys are generated, reused from the live Secret (lookup), existingSecret honoured
-  schema      bad values fail with a message that names the value
+  schema      bad values fail with a message that names the value; slurm-cluster's image tags
+              are strings only; its partition names and scaleIn.drainTimeout render exactly
+              when the SlurmNodeSet CRD takes them; an upgrade changing cluster.name (the
+              SlurmNodeSets' immutable clusterName) fails at render (lookup, faked offline)
   notes       the YAML that NOTES.txt tells users to apply validates against the CRDs
   examples    every manifest under examples/ validates (CRDs with their CEL rules, Kubernetes
               schemas); examples/tenancy/ is consistent (names, namespaces, labels, access) and
@@ -1936,6 +1939,219 @@ def t_schema_case(chart: Path, sets: tuple[str, ...], want: list[str]) -> Callab
     return run
 
 
+def template_with(chart: Path, values: dict | None = None, args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """helm template with a values file written from `values` (real YAML types: a float stays a float)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = ["template", "test", str(chart), "--namespace", RELEASE_NS]
+        if values is not None:
+            vf = Path(tmp) / "values.yaml"
+            vf.write_text(yaml.safe_dump(values))
+            cmd += ["-f", str(vf)]
+        return helm(*cmd, *args)
+
+
+def schema_nodes(node: Any, path: str = "") -> list[tuple[str, dict]]:
+    """Every (path, sub-schema) of a JSON schema, properties by name."""
+    out: list[tuple[str, dict]] = []
+    if isinstance(node, dict):
+        out.append((path, node))
+        for k, v in node.items():
+            if k == "properties" and isinstance(v, dict):
+                for name, sub in v.items():
+                    out += schema_nodes(sub, f"{path}/{name}")
+            elif k in ("additionalProperties", "items", "propertyNames") and isinstance(v, dict):
+                out += schema_nodes(v, f"{path}/<{k}>")
+    return out
+
+
+CLUSTER_IMAGE_TAGS = [("images", c, "tag") for c in ("slurmctld", "slurmd", "slurmrestd", "slurmdbd", "login", "mariadb")] + [
+    ("nodesets", "compute", "image", "tag"), ("nodesetDefaults", "image", "tag")]
+
+
+def t_cluster_image_tags_strings() -> str:
+    """YAML `tag: 10.10` is the float 10.1: the chart must refuse a number, not render mariadb:10.1."""
+    schema = json.loads((CLUSTER / "values.schema.json").read_text())
+    loose = [p for p, s in schema_nodes(schema) if p.endswith("/tag") and s.get("type") != "string"]
+    problems = [f"image tags that may be numbers in values.schema.json: {loose}"] if loose else []
+    for path in CLUSTER_IMAGE_TAGS:
+        values: dict = {}
+        d = values
+        for k in path[:-1]:
+            d = d.setdefault(k, {})
+        d[path[-1]] = 10.10
+        if path[0] == "nodesets":
+            d["repository"] = "example.org/slurmd"
+        p = template_with(CLUSTER, values, ("--set", "accounting.enabled=true", "--set", "login.enabled=true"))
+        where = "/" + "/".join(path)
+        if p.returncode == 0:
+            images = sorted(set(re.findall(r'image: "?([^"\s]*:10\.1)"?$', p.stdout, re.M)))
+            problems.append(f"{'.'.join(path)}: 10.10 (a YAML float) rendered: {images}")
+        elif not (f"'{where}'" in p.stderr and "want string" in p.stderr):
+            problems.append(f"{'.'.join(path)}: error does not name it:\n{p.stderr.strip()}")
+    p = helm("template", "test", str(CLUSTER), "--set", "accounting.enabled=true", "--set-json", "images.mariadb.tag=10.10")
+    if p.returncode == 0 or "'/images/mariadb/tag'" not in p.stderr:
+        problems.append(f"--set-json images.mariadb.tag=10.10: {p.stderr.strip() or 'rendered ' + str(re.findall(r'image: (.*mariadb.*)', p.stdout))}")
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    p = template_with(CLUSTER, {"images": {"mariadb": {"tag": "10.10"}}}, ("--set", "accounting.enabled=true"))
+    ensure(p.returncode == 0, p.stderr)
+    ensure('image: "docker.io/library/mariadb:10.10"' in p.stdout, "tag \"10.10\" (quoted) is not rendered as written")
+    render(CLUSTER)  # the defaults still validate
+    return f"{len(CLUSTER_IMAGE_TAGS)} tags refuse 10.10 (a float), \"10.10\" renders mariadb:10.10"
+
+
+def nodeset_crd_rules() -> dict[str, Any]:
+    crd = next(c for c in load_crds() if c["spec"]["names"]["kind"] == "SlurmNodeSet")
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    parts = spec["slurm"]["properties"]["partitions"]
+    drain = spec["scaleIn"]["properties"]["drainTimeout"]
+    (bound,) = [re.fullmatch(r"duration\(self\) <= duration\('(\d+)h'\)", r["rule"]).group(1)
+                for r in drain["x-kubernetes-validations"]]
+    return {"partition": parts["items"], "partitionsMaxItems": parts["maxItems"], "drain": drain, "drainMaxHours": int(bound)}
+
+
+def crd_accepts_nodeset(edit: Callable[[dict], None]) -> bool:
+    base = json.loads(json.dumps(one(render(CLUSTER), "SlurmNodeSet")))
+    edit(base)
+    res = CRDS.validate(base)
+    ensure(not res.not_evaluated, f"CEL not evaluated: {res.not_evaluated}")
+    return not res.errors
+
+
+def t_cluster_schema_matches_nodeset_crd() -> str:
+    """Partition names and scaleIn.drainTimeout: what the chart renders the API server takes."""
+    crd = nodeset_crd_rules()
+    schema = json.loads((CLUSTER / "values.schema.json").read_text())
+    props = schema["properties"]
+    want_name = {"pattern": crd["partition"]["pattern"]}
+    if "maxLength" in crd["partition"]:
+        want_name["maxLength"] = crd["partition"]["maxLength"]
+    got = {
+        "partitions (keys)": props["partitions"]["propertyNames"],
+        "nodesets.*.partitions[]": props["nodesets"]["additionalProperties"]["properties"]["partitions"]["items"],
+        "nodesetDefaults.partitions[]": props["nodesetDefaults"]["properties"]["partitions"]["items"],
+    }
+    off = [f"{k}: {({x: v.get(x) for x in ('pattern', 'maxLength')})} != CRD {want_name}" for k, v in got.items()
+           if {x: v.get(x) for x in want_name} != want_name or ("maxLength" in v and "maxLength" not in want_name)]
+    for k, owner in (("nodesets.*.partitions", props["nodesets"]["additionalProperties"]), ("nodesetDefaults.partitions", props["nodesetDefaults"])):
+        if owner["properties"]["partitions"].get("maxItems") != crd["partitionsMaxItems"]:
+            off.append(f"{k}: maxItems {owner['properties']['partitions'].get('maxItems')} != CRD {crd['partitionsMaxItems']}")
+    for k, owner in (("nodesets.*.scaleIn.drainTimeout", props["nodesets"]["additionalProperties"]), ("nodesetDefaults.scaleIn.drainTimeout", props["nodesetDefaults"])):
+        d = owner["properties"]["scaleIn"]["properties"]["drainTimeout"]
+        for x in ("pattern", "maxLength"):
+            if d.get(x) != crd["drain"].get(x):
+                off.append(f"{k}: {x} {d.get(x)!r} != CRD {crd['drain'].get(x)!r}")
+    problems = [f"values.schema.json differs from the SlurmNodeSet CRD: {o}" for o in off]
+
+    # Partition names: the chart renders exactly those the CRD takes, and names the one it refuses.
+    names = ["-x", "x-", ".x", "_x", "x.y", "Debug_2", "a" * 63, "a" * 64, "a b", "x/y", "0"]
+    for name in names:
+        crd_ok = crd_accepts_nodeset(lambda o, n=name: o["spec"]["slurm"].__setitem__("partitions", [n]))
+        p = template_with(CLUSTER, {"partitions": {name: {}}, "nodesets": {"compute": {"partitions": [name]}}})
+        if p.returncode == 0:
+            docs = [d for d in yaml.safe_load_all(p.stdout) if d]
+            res = CRDS.validate(one(docs, "SlurmNodeSet"))
+            wiring = check_cluster_wiring(docs)
+            if wiring:
+                problems.append(f"partition {name!r}: slurm.conf and the SlurmNodeSet disagree: {wiring}")
+            if res.errors:
+                problems.append(f"partition {name!r}: rendered, the CRD refuses the SlurmNodeSet: {res.errors}")
+            elif not crd_ok:
+                problems.append(f"partition {name!r}: rendered, the CRD refuses it")
+        elif crd_ok:
+            problems.append(f"partition {name!r}: refused, the CRD takes it:\n{p.stderr.strip()}")
+        elif f"'{name}'" not in p.stderr or "does not match pattern" not in p.stderr:
+            problems.append(f"partition {name!r}: the error does not name it:\n{p.stderr.strip()}")
+    # scaleIn.drainTimeout, around the CRD's bound (Go's time.ParseDuration, as CEL's duration()):
+    # (value, API server takes it, crdschema's float seconds can tell).
+    h = crd["drainMaxHours"]
+    durations = [
+        (f"{h}h", True, True), (f"{h}h1ns", False, False), (f"{h + 1}h", False, True),
+        (f"{h - 1}h60m", True, True), (f"{h - 1}h59m59.999999999s", True, True), (f"{h - 1}h59m60.000000001s", False, False),
+        (f"{h * 60}m", True, True), (f"{h * 60 + 1}m", False, True), (f"{h * 3600}s", True, True), (f"{h * 3600 + 1}s", False, True),
+        ("0.5h", True, True), ("30s", True, True), ("99999999999h", False, True), ("1" * 62 + "ns", False, True),
+        ("1h" * 33, False, True), ("1h" * 32, True, True), ("1d", False, True), ("-1h", False, True),
+    ]
+    for value, api_ok, exact in durations:
+        crd_ok = crd_accepts_nodeset(lambda o, v=value: o["spec"].__setitem__("scaleIn", {"drainTimeout": v}))
+        if exact and crd_ok != api_ok:
+            problems.append(f"drainTimeout {value!r}: this table says {api_ok}, the CRD validator {crd_ok}: fix the table")
+        for key, values in (("nodesets.compute.scaleIn.drainTimeout", {"nodesets": {"compute": {"scaleIn": {"drainTimeout": value}}}}),
+                            ("nodesetDefaults.scaleIn.drainTimeout", {"nodesetDefaults": {"scaleIn": {"drainTimeout": value}}})):
+            p = template_with(CLUSTER, values)
+            if (p.returncode == 0) != api_ok:
+                problems.append(f"{key}={value!r}: {'rendered' if p.returncode == 0 else 'refused'}; the API server "
+                                f"{'takes' if api_ok else 'refuses'} it{': ' + p.stderr.strip() if p.returncode else ''}")
+            elif p.returncode and not ("drainTimeout" in p.stderr):
+                problems.append(f"{key}={value!r}: the error does not name drainTimeout:\n{p.stderr.strip()}")
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    return f"{len(names)} partition names, {len(durations)} drainTimeouts (bound {h}h) as the CRD decides"
+
+
+NODESET_LOOKUP = 'lookup "slurm.rs/v1alpha1" "SlurmNodeSet" $.Release.Namespace $ns.objectName'
+
+
+def t_cluster_name_change_guard() -> str:
+    """spec.clusterName of a SlurmNodeSet is immutable (CEL self == oldSelf): a helm upgrade that
+    changes cluster.name must fail at render, naming the value, not half-way through the apply.
+    The live SlurmNodeSet comes from lookup; offline, a fake one stands in for it."""
+    crd = next(c for c in load_crds() if c["spec"]["names"]["kind"] == "SlurmNodeSet")
+    rules = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["clusterName"].get("x-kubernetes-validations", [])
+    ensure(any(r["rule"] == "self == oldSelf" for r in rules), "the CRD's clusterName is no longer immutable: this check is moot")
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = Path(tmp) / "slurm-cluster"
+        shutil.copytree(CLUSTER, chart)
+        tpl = chart / "templates" / "slurmnodesets.yaml"
+        text = tpl.read_text()
+        if text.count(NODESET_LOOKUP) != 1:
+            problems.append(f"templates/slurmnodesets.yaml does not look up each live SlurmNodeSet once ({NODESET_LOOKUP})")
+
+        def case(live: dict | None, sets: tuple[str, ...], api: bool = True) -> subprocess.CompletedProcess:
+            fake = "(dict)"
+            if live is not None:
+                fake = ('(dict "metadata" (dict "name" $ns.objectName "annotations" (dict "meta.helm.sh/release-name" {owner} '
+                        '"meta.helm.sh/release-namespace" $.Release.Namespace)) "spec" (dict "clusterName" {cluster}))').format(
+                    owner=json.dumps(live["owner"]), cluster=json.dumps(live["clusterName"]))
+            tpl.write_text(text.replace(NODESET_LOOKUP, fake))
+            args = ["template", "test", str(chart), "--namespace", RELEASE_NS]
+            if api:
+                args += ["--api-versions", "slurm.rs/v1alpha1/SlurmNodeSet"]
+            for s in sets:
+                args += ["--set", s]
+            return helm(*args)
+
+        # Installed as the default (cluster.name = the release name, "test"), upgraded with another name.
+        p = case({"owner": "test", "clusterName": "test"}, ("cluster.name=other",))
+        if p.returncode == 0:
+            new = {d["spec"]["clusterName"] for d in yaml.safe_load_all(p.stdout) if d and d.get("kind") == "SlurmNodeSet"}
+            problems.append(f"cluster.name test -> other: rendered SlurmNodeSets with clusterName {sorted(new)}; the API server "
+                            "refuses them (clusterName is immutable) after the ConfigMap and SlurmCluster were applied")
+        else:
+            want = ["cluster.name", '"test"', '"other"', "test-compute", "immutable", "delete"]
+            missing = [w for w in want if w not in p.stderr]
+            if missing:
+                problems.append(f"the error lacks {missing}:\n{p.stderr.strip()}")
+        p = case({"owner": "test", "clusterName": "old"}, ("cluster.create=false", "cluster.name=new"))
+        if p.returncode == 0:
+            problems.append("cluster.create=false, cluster.name old -> new: rendered")
+        # Not refused: the same name; no live set (install, new set); another release's object
+        # (Helm refuses to adopt it anyway); no CRD known (offline helm template, Argo CD).
+        for live, sets, api, what in (({"owner": "test", "clusterName": "other"}, ("cluster.name=other",), True, "unchanged cluster.name"),
+                                      ({"owner": "test", "clusterName": "test"}, (), True, "unchanged default"),
+                                      (None, ("cluster.name=other",), True, "no live SlurmNodeSet"),
+                                      ({"owner": "someone-else", "clusterName": "x"}, (), True, "another release's SlurmNodeSet"),
+                                      ({"owner": "test", "clusterName": "x"}, (), False, "SlurmNodeSet kind unknown (offline)")):
+            p = case(live, sets, api)
+            if p.returncode != 0:
+                problems.append(f"{what}: refused:\n{p.stderr.strip()}")
+    readme = (CLUSTER / "README.md").read_text()
+    up = re.search(r"^## Upgrades\n(.*?)(?=^## )", readme, re.S | re.M)
+    if not up or not all(w in up.group(1) for w in ("cluster.name", "immutable", "delete slurmnodesets")):
+        problems.append("README: no '## Upgrades' section saying cluster.name cannot change (immutable clusterName, delete slurmnodesets)")
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    return "cluster.name change refused with the live SlurmNodeSet; unchanged, new, foreign or offline pass"
+
+
 # --- NOTES.txt ----------------------------------------------------------------------------------
 
 def notes(chart: Path, sets: tuple[str, ...] = (), namespace: str = RELEASE_NS) -> str:
@@ -2317,6 +2533,12 @@ def main() -> int:
     r.check("cluster: SlurmCluster credentials in the operator's credentials namespace, labelled; access", t_cluster_credentials)
     for chart, sets, want in SCHEMA_CASES:
         r.check(f"rejects {rel(chart)} --set {','.join(sets)}", t_schema_case(chart, sets, want))
+    r.check("schema (slurm-cluster): image tags are strings; a number (tag: 10.10, the float 10.1) is refused, naming the field",
+            t_cluster_image_tags_strings)
+    r.check("schema (slurm-cluster): partition names and scaleIn.drainTimeout render exactly when the SlurmNodeSet CRD takes them",
+            t_cluster_schema_matches_nodeset_crd)
+    r.check("cluster: a helm upgrade changing cluster.name fails at render while the release's SlurmNodeSets name the old one (lookup)",
+            t_cluster_name_change_guard)
     r.check("NOTES (operator): admin and tenant steps with a valid SlurmCluster and SlurmJob", t_notes_operator)
     r.check("NOTES (slurm-cluster): a valid SlurmJob", t_notes_cluster)
     for path in example_files():

@@ -79,6 +79,21 @@ imagePullSecrets:
 {{- default (include "slurm-cluster.fullname" .) .Values.cluster.name }}
 {{- end }}
 
+{{/* "slurm-cluster.clusterNameKept" (dict "ctx" . "nodeSet" NAME "live" LIVE): fails when LIVE,
+the SlurmNodeSet NAME as it is in the cluster (lookup; empty when there is none), belongs to this
+release and joins another SlurmCluster than cluster.name now names: the CRD refuses a change of
+spec.clusterName (immutable), and the upgrade would stop there, half applied. The pure part, so
+that hack/helm-test.sh can give it a fake live object. */}}
+{{- define "slurm-cluster.clusterNameKept" -}}
+{{- $live := default dict .live }}
+{{- $old := dig "spec" "clusterName" "" $live }}
+{{- $new := include "slurm-cluster.clusterRef" .ctx }}
+{{- $release := dig "metadata" "annotations" "meta.helm.sh/release-name" "" $live }}
+{{- if and $old (ne $old $new) (eq $release .ctx.Release.Name) }}
+{{- fail (printf "cluster.name: the SlurmNodeSet %s/%s joins SlurmCluster %q and this upgrade names %q, but a SlurmNodeSet's spec.clusterName is immutable. Keep cluster.name as installed (%q), or first delete the release's SlurmNodeSets (kubectl -n %s delete slurmnodesets -l app.kubernetes.io/instance=%s --wait: their nodes drain) and upgrade again, or install a new release (see the README's Upgrades)" .ctx.Release.Namespace .nodeSet $old $new $old .ctx.Release.Namespace .ctx.Release.Name) }}
+{{- end }}
+{{- end }}
+
 {{/* The namespace slurm-operator reads SlurmClusters' Secrets from. */}}
 {{- define "slurm-cluster.credentialsNamespace" -}}
 {{- .Values.operatorCredentialsNamespace }}

@@ -33,6 +33,10 @@ SlurmNodeSet objects and the slurmd command line cannot disagree.
 {{- if gt (len $ns.objectName) 46 }}
 {{- fail (printf "nodesets.%s: the SlurmNodeSet name %q is longer than 46 characters (its pods and Slurm nodes are <name>-<namespace tag>-<ordinal>, a DNS label): use a shorter release or NodeSet name" $name $ns.objectName) }}
 {{- end }}
+{{- with dig "scaleIn" "drainTimeout" "" $ns }}
+{{- $key := ternary (printf "nodesets.%s.scaleIn.drainTimeout" $name) "nodesetDefaults.scaleIn.drainTimeout" (ne (dig "scaleIn" "drainTimeout" "" (default dict $entry)) "") }}
+{{- include "slurm-cluster.checkDrainTimeout" (dict "key" $key "value" .) }}
+{{- end }}
 {{- $features := list $name }}
 {{- range $ns.features }}{{ if ne . $name }}{{ $features = append $features . }}{{ end }}{{ end }}
 {{- $_ := set $ns "features" $features }}
@@ -106,4 +110,20 @@ totalReplicas: {{ $total }}
 gresTypes: {{ toJson $gresTypes }}
 nodesets: {{ toJson $nodesets }}
 partitions: {{ toJson $partitions }}
+{{- end }}
+
+{{/*
+"slurm-cluster.checkDrainTimeout" (dict "key" "nodesets.x.scaleIn.drainTimeout" "value" "1h"):
+fails unless the duration is at most 8760h, the SlurmNodeSet CRD's CEL rule
+`duration(self) <= duration('8760h')` (values.schema.json has its pattern and maxLength; a
+schema cannot add up "8000h760h1m"). dateModify parses with Go's time.ParseDuration, as CEL's
+duration() does, and gives the date back unchanged when it cannot (an overflow): with 1ns
+appended, a duration D moves the date by D+1ns, never 0, unless it does not parse.
+*/}}
+{{- define "slurm-cluster.checkDrainTimeout" -}}
+{{- $base := toDate "2006-01-02" "2000-01-01" }}
+{{- $moved := dateModify (printf "%s1ns" .value) $base }}
+{{- if or ($moved.Equal $base) ($moved.After (dateModify "8760h1ns" $base)) }}
+{{- fail (printf "%s: %s is more than 8760h (a year), the most a SlurmNodeSet's scaleIn.drainTimeout may be; leave it unset to wait as long as it takes" .key .value) }}
+{{- end }}
 {{- end }}
