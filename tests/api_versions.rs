@@ -358,7 +358,7 @@ async fn exercise(slurm: &common::LocalSlurm, version: ApiVersion) {
         .await;
         assert_eq!(found.name, format!("{tag}-cancel"));
         let named = client
-            .accounting_jobs_named(&format!("{tag}-cancel"), None)
+            .accounting_jobs_named(&format!("{tag}-cancel"), None, None)
             .await
             .unwrap()
             .unwrap();

@@ -912,11 +912,20 @@ async fn a_job_name_with_a_comma_is_not_sent_to_accounting() {
     let (server, _current) = table_server().await;
     let client = client(&server.uri(), Duration::from_secs(10));
     let error = client
-        .accounting_jobs_named("bash,python", None)
+        .accounting_jobs_named("bash,python", None, None)
         .await
         .unwrap_err();
     assert!(
         matches!(&error, SlurmError::InvalidRequest { detail } if detail.contains("comma")),
+        "{error:?}"
+    );
+    // Nor a user name with one: everyone's jobs of each name in the list.
+    let error = client
+        .accounting_jobs_named("bash", None, Some("alice,bob"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, SlurmError::InvalidRequest { detail } if detail.contains("user name")),
         "{error:?}"
     );
     assert!(server.received_requests().await.unwrap().is_empty());

@@ -644,12 +644,12 @@ async fn accounting_keeps_the_finished_job_with_its_tag() {
     );
     assert!(record.nodes.is_some(), "{record:?}");
 
-    let named = |since| {
+    let named_as = |since, user: Option<String>| {
         let client = client.clone();
         let name = name.clone();
         async move {
             client
-                .accounting_jobs_named(&name, since)
+                .accounting_jobs_named(&name, since, user.as_deref())
                 .await
                 .unwrap()
                 .expect("the local Slurm serves accounting")
@@ -658,10 +658,31 @@ async fn accounting_keeps_the_finished_job_with_its_tag() {
                 .collect::<Vec<_>>()
         }
     };
+    let named = |since| named_as(since, None);
     assert_eq!(
         named(None).await,
         vec![submitted.job_id],
         "the name filter returns exactly this job"
+    );
+    // As one Slurm user, chosen by slurmdbd: the job's own user finds it, another user does
+    // not; a user slurmrestd cannot resolve (HTTP 422) is asked again for every user's jobs.
+    let user = record.user_name.clone().expect("accounting names the user");
+    assert_eq!(
+        named_as(None, Some(user.clone())).await,
+        vec![submitted.job_id]
+    );
+    let other = ["alice", "bob"]
+        .into_iter()
+        .find(|u| *u != user)
+        .unwrap()
+        .to_owned();
+    assert!(
+        named_as(None, Some(other.clone())).await.is_empty(),
+        "{other}'s jobs of that name: none"
+    );
+    assert_eq!(
+        named_as(None, Some("no-such-user-here".into())).await,
+        vec![submitted.job_id]
     );
     // From a time on: a job that ended before it is left out, one that ended after it is not
     // (slurmdbd's `start_time`, what a SlurmJob's search begins at: `act::search_since`).

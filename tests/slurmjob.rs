@@ -157,6 +157,68 @@ async fn an_array_of_four_with_one_failing_task() {
     assert_eq!((failed.task_id, failed.exit_code), (2, Some(4)));
 }
 
+/// slurmctld forgets an ended task `MinJobAge` after its end (30 s in hack/'s Slurm) while the
+/// rest of the array runs on: the task that failed first still fails the array. Before the status
+/// kept what its tasks ended as, this array ended `Completed` with exit code 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_array_keeps_a_failed_task_slurmctld_forgot() {
+    let slurm = require_slurm!();
+    let go = common::unique("array-go");
+    let mut job = Runner::new(
+        &slurm,
+        "forgot",
+        json!({
+            "script": script(&format!(
+                "[ \"$SLURM_ARRAY_TASK_ID\" = 0 ] && exit 3\n\
+                 # Bounded: a failing test leaves no task running.\n\
+                 i=0; while [ ! -e /tmp/{go} ] && [ $i -lt 300 ]; do sleep 1; i=$((i+1)); done"
+            )),
+            "array": "0-1%1",
+        }),
+    );
+    let failed = |s: &SlurmJobStatus| {
+        s.array_tasks
+            .as_ref()
+            .and_then(|t| t.counts.get("FAILED").copied())
+    };
+    job.until("task 0 failed and task 1 runs", LONG, |s| {
+        s.phase == Phase::Running && failed(s) == Some(1)
+    })
+    .await;
+    let array = job.job_id();
+    common::wait_for(
+        "slurmctld to forget task 0",
+        Duration::from_secs(240),
+        Duration::from_secs(1),
+        || async {
+            let records = job.client.job(array).await.unwrap();
+            (!records.is_empty() && !records.iter().any(|r| r.array_task_id == Some(0)))
+                .then_some(())
+        },
+    )
+    .await;
+    job.step().await;
+    let status = job.status();
+    assert_eq!(status.phase, Phase::Running, "{status:?}");
+    assert_eq!(failed(&status), Some(1), "still counted: {status:?}");
+    std::fs::write(slurm.root.join("tmp").join(&go), "").unwrap();
+    job.until("the end", LONG, |s| s.phase.is_terminal()).await;
+    let status = job.status();
+    assert_eq!(status.phase, Phase::Failed, "{status:?}");
+    assert_eq!(status.exit_code, Some(3), "{status:?}");
+    let tasks = status.array_tasks.unwrap();
+    assert_eq!(
+        tasks.counts,
+        std::collections::BTreeMap::from([("COMPLETED".into(), 1), ("FAILED".into(), 1)]),
+        "{tasks:?}"
+    );
+    assert_eq!(
+        tasks.ended.get("FAILED").map(String::as_str),
+        Some("0"),
+        "{tasks:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn depends_on_afterok_runs_after_the_first_succeeded() {
     let slurm = require_slurm!();

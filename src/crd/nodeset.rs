@@ -96,6 +96,11 @@ use super::{DNS_SUBDOMAIN, POSITIVE_QUANTITY, condition, duration::Duration};
 #[kube(validation = Rule::new(
     "size(self.metadata.name) <= 46 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')"
 ).message("a SlurmNodeSet's name must be a DNS label of at most 46 characters (lowercase letters, digits and '-'): its pods and Slurm nodes are named <name>-<namespace tag>-<ordinal>"))]
+// A slurmd that exits is restarted by the kubelet, with its backoff; a pod that ends (Never,
+// OnFailure) would be replaced by the operator at once, in a loop with no backoff.
+#[kube(validation = Rule::new(
+    "!has(self.spec.template.spec) || !has(self.spec.template.spec.restartPolicy) || self.spec.template.spec.restartPolicy == 'Always'"
+).message("spec.template.spec.restartPolicy must be Always or left out: the kubelet restarts a slurmd that exits, with a backoff, where a pod that ends would be replaced at once, again and again"))]
 #[serde(rename_all = "camelCase")]
 pub struct SlurmNodeSetSpec {
     /// Name of the SlurmCluster (cluster-scoped) the nodes join. Immutable.

@@ -789,6 +789,13 @@ pub struct ArrayTasks {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counts: BTreeMap<String, i32>,
 
+    /// Ended tasks by Slurm state, their ids as Slurm writes them, e.g. `{"COMPLETED": "0-2,4-9",
+    /// "FAILED": "3"}`. slurmctld forgets a task `MinJobAge` after its end while the array runs
+    /// on; the status does not: `counts`, the phase and the exit code still count it. At most
+    /// 4096 characters a state (the lowest ids).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ended: BTreeMap<String, String>,
+
     /// Individual tasks, at most 100 (unfinished and failed tasks are listed first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_ARRAY_TASKS))]

@@ -462,22 +462,43 @@ impl SlurmClient {
     /// only jobs that ended at or after it, or have not ended (slurmdbd's `start_time`, on its
     /// own clock; measured on 24.11: a job that ended before it is left out, a running one
     /// submitted before it is not): a name's whole history can be large.
+    ///
+    /// With `user`, only that Slurm user's jobs, chosen by slurmdbd: anyone can name jobs alike,
+    /// and another user's thousands of them must not make the answer too large to read (a
+    /// SlurmJob would wait on it for ever). A slurmrestd that cannot resolve the user name
+    /// (HTTP 422, "Unable to resolve user", measured on 24.11) is asked again without it.
     pub async fn accounting_jobs_named(
         &self,
         name: &str,
         since: Option<DateTime<Utc>>,
+        user: Option<&str>,
     ) -> Result<Option<Vec<Job>>, SlurmError> {
-        if name.contains(',') {
-            return Err(SlurmError::InvalidRequest {
-                detail: format!(
-                    "job name {name:?} contains a comma, which accounting reads as a list of names"
-                ),
-            });
+        for (what, text) in [("job name", Some(name)), ("user name", user)] {
+            if let Some(text) = text.filter(|t| t.contains(',')) {
+                return Err(SlurmError::InvalidRequest {
+                    detail: format!(
+                        "{what} {text:?} contains a comma, which accounting reads as a list"
+                    ),
+                });
+            }
         }
         let dialect = self.dialect().await?;
-        accounting(dispatch!(dialect, &self.config, |api, c| api
-            .accounting_jobs_named(&c, name, since)
-            .await))
+        let answer = accounting(dispatch!(dialect, &self.config, |api, c| api
+            .accounting_jobs_named(&c, name, since, user)
+            .await));
+        match answer {
+            Err(error) if user.is_some() && unresolved_user(&error) => {
+                tracing::warn!(
+                    user,
+                    %error,
+                    "slurmrestd cannot resolve the Slurm user: searching accounting by job name for every user's jobs"
+                );
+                accounting(dispatch!(dialect, &self.config, |api, c| api
+                    .accounting_jobs_named(&c, name, since, None)
+                    .await))
+            }
+            other => other,
+        }
     }
 
     /// Just the states of the given jobs, in one request. Unknown ids are left out of the answer.
@@ -563,6 +584,15 @@ impl SlurmClient {
 
 /// An accounting answer: a path slurmrestd does not serve (404 without a Slurm error number,
 /// which the facade reads as an unsupported version) means the cluster has no accounting here.
+/// slurmrestd refused a query for naming a user it cannot resolve: 24.11 answers 422 with
+/// `{"description": "Unable to resolve user: …", "error_number": 2166, "source": "#/users[0]/"}`.
+fn unresolved_user(error: &SlurmError) -> bool {
+    matches!(error, SlurmError::Rejected { errors, .. }
+    if errors.iter().any(|e| {
+        e.source.starts_with("#/users") || e.description.contains("Unable to resolve user")
+    }))
+}
+
 fn accounting(result: Result<Vec<Job>, SlurmError>) -> Result<Option<Vec<Job>>, SlurmError> {
     match result {
         Ok(jobs) => Ok(Some(jobs)),

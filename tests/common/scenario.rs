@@ -202,7 +202,10 @@ pub async fn assert_one_slurm_job_each(slurm: &LocalSlurm, finished: &[SlurmJob]
             &format!("{name} in accounting"),
             Duration::from_secs(60),
             || async {
-                let records = client.accounting_jobs_named(name, None).await.ok()??;
+                let records = client
+                    .accounting_jobs_named(name, None, None)
+                    .await
+                    .ok()??;
                 let ours: Vec<_> = records
                     .into_iter()
                     .filter(|j| j.owner.as_ref().is_some_and(|o| o.is_of(uid)))

@@ -1372,7 +1372,7 @@ pub async fn find_in_accounting(
     key: &TagKey,
 ) -> Result<Option<(Adoptable, Vec<u32>)>, SlurmError> {
     Ok(client
-        .accounting_jobs_named(name, since)
+        .accounting_jobs_named(name, since, Some(user))
         .await?
         .map(|records| {
             let found = plan::adoptable(&records, tag, user, key);

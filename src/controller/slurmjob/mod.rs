@@ -47,6 +47,7 @@ pub mod access;
 pub mod act;
 pub mod dependents;
 pub mod edit;
+pub mod ended;
 pub mod lifecycle;
 pub mod notice;
 pub mod output;
@@ -444,6 +445,10 @@ pub fn error_policy<K: ResourceExt>(job: Arc<K>, error: &Error, data: Arc<JobCon
     Action::requeue(delay)
 }
 
+/// How long after this replica began to act a SlurmJob whose job runs waits for its SlurmCluster's
+/// client without saying so in its status.
+pub const REGISTER_GRACE: Duration = Duration::from_secs(30);
+
 fn cluster_of(job: &SlurmJob) -> ObjectRef<SlurmCluster> {
     ObjectRef::new(&job.spec.cluster_name)
 }
@@ -506,6 +511,22 @@ async fn apply(
                     .is_some();
             if !exists {
                 return refuse(job, namespace, cluster_not_found(job), ctx).await;
+            }
+        }
+        // Right after a start (or a gain of the Lease) the cluster controller registers the
+        // client within moments: a SlurmJob whose job runs already waits for it quietly, not
+        // flipped to `ClusterNotReady` and back (two status writes per live SlurmJob at every
+        // start). Its cluster's first poll (`HealthChanged`) reconciles it again.
+        if current.job_id.is_some() {
+            let acting_for = (Utc::now() - ctx.acting_since())
+                .to_std()
+                .unwrap_or_default();
+            if let Some(left) = REGISTER_GRACE
+                .checked_sub(acting_for)
+                .filter(|left| !left.is_zero())
+            {
+                debug!(%name, cluster = %cluster_name, "waiting for the SlurmCluster's client after a start");
+                return Ok(Action::requeue(left));
             }
         }
         let mut next = current.clone();
@@ -1015,10 +1036,13 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             let Some(_search) = searches.try_take_for(&backoff_key(job)) else {
                 return Err(data.busy_on(&searches, job));
             };
+            // The namespace's Slurm user, for slurmdbd to leave out everyone else's jobs of
+            // that name (none granted any more: every user's, read as before).
+            let user = granted_user(job, &job.namespace().unwrap_or_default(), data)?;
             let Some(_io) = handle.try_io() else {
                 return Err(data.busy(handle, job));
             };
-            let unresolved = skipped_candidates(job, state, &handle.client).await;
+            let unresolved = skipped_candidates(job, state, &handle.client, user.as_deref()).await;
             Reach::Connected {
                 index_trusted: !unresolved,
             }
@@ -1093,7 +1117,12 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     };
     let mut decision = plan::cleanup(facts);
     let failure;
-    if let (CleanupPlan::Cancel(ids), Some(handle)) = (&decision, &handle) {
+    // What may still run, for the wait's condition and Warning.
+    let mut uncancelled: &[u32] = &ids;
+    if let (CleanupPlan::Cancel(ids) | CleanupPlan::CancelKnown(ids), Some(handle)) =
+        (&decision, &handle)
+    {
+        let known_only = matches!(decision, CleanupPlan::CancelKnown(_));
         // An error, not `Ok`: `Ok` would let the finalizer go without the cancel.
         let Some(_io) = handle.try_io() else {
             return Err(data.busy(handle, job));
@@ -1102,6 +1131,13 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         // known yet (a cache still filling) is waited for, not taken for nobody.
         let job_user = granted_user(job, &job.namespace().unwrap_or_default(), data)?;
         decision = match cancel_all(job, ids, handle, ctx, job_user.as_deref()).await {
+            Ok(()) if known_only => {
+                uncancelled = &[];
+                plan::cleanup(CleanupFacts {
+                    to_cancel: &[],
+                    ..facts
+                })
+            }
             Ok(()) => CleanupPlan::Release,
             Err(blocker) => {
                 failure = blocker;
@@ -1140,10 +1176,10 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         CleanupPlan::Wait {
             blocker,
             release_at,
-        } => return blocked(job, &blocker, release_at, &ids, ctx).await,
+        } => return blocked(job, &blocker, release_at, uncancelled, ctx).await,
         // Planned only with a client, and never again after the cancels (plan's tests); were
         // it to be, an error keeps the finalizer (an Ok would release it uncancelled).
-        CleanupPlan::Cancel(_) => {
+        CleanupPlan::Cancel(_) | CleanupPlan::CancelKnown(_) => {
             return Err(Error::ClusterNotReady(job.spec.cluster_name.clone()));
         }
     }
@@ -1155,13 +1191,15 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     Ok(Action::await_change())
 }
 
-/// Whether accounting names jobs of this SlurmJob's job name that have not ended (no comment
-/// stored yet) whose records the index skipped; asks the index for them. Not knowing (an
-/// accounting error) counts as yes: the deletion waits rather than miss a job.
+/// Whether accounting names jobs of this SlurmJob's job name (run as `user`, when known) that
+/// have not ended (no comment stored yet) whose records the index skipped; asks the index for
+/// them. Not knowing (an accounting error) counts as yes: the deletion waits rather than miss a
+/// job.
 async fn skipped_candidates(
     job: &SlurmJob,
     state: &ClusterState,
     client: &crate::slurm::SlurmClient,
+    user: Option<&str>,
 ) -> bool {
     let name = job.spec.name.clone().unwrap_or_else(|| job.name_any());
     let created = job
@@ -1170,7 +1208,7 @@ async fn skipped_candidates(
         .as_ref()
         .and_then(crate::crd::time::to_utc);
     match client
-        .accounting_jobs_named(&name, act::search_since(created))
+        .accounting_jobs_named(&name, act::search_since(created), user)
         .await
     {
         Ok(Some(records)) => {

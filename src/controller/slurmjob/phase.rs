@@ -57,6 +57,11 @@ pub fn of_records<'a>(records: impl IntoIterator<Item = &'a Job>) -> Option<Phas
     if phases.iter().any(|p| !p.is_terminal()) {
         return Some(Phase::Submitted);
     }
+    worst(phases)
+}
+
+/// The worst of the endings `phases`: Completed only if all completed.
+pub fn worst(phases: impl IntoIterator<Item = Phase>) -> Option<Phase> {
     phases.into_iter().max_by_key(|p| severity(*p))
 }
 

@@ -725,8 +725,15 @@ pub fn to_cancel(
     key: &TagKey,
 ) -> Vec<u32> {
     let mut ids: Vec<u32> = Vec::new();
+    // Unless the index shows it ended: a deletion that waits (`CleanupPlan::CancelKnown`) would
+    // cancel it again at every look.
+    let ended_in_index = |id: u32| {
+        let records = state.map(|s| s.job_records(id)).unwrap_or_default();
+        !records.is_empty() && records.iter().all(|j| j.state.base.is_finished())
+    };
     if let Some(id) = status.job_id.and_then(|id| u32::try_from(id).ok())
         && !status.phase.is_terminal()
+        && !ended_in_index(id)
     {
         ids.push(id);
     }
@@ -923,6 +930,9 @@ pub enum CleanupPlan {
     Release,
     /// Cancel these jobs, then let go (a failure comes back as [`CleanupFacts::failed`]).
     Cancel(Vec<u32>),
+    /// Cancel these jobs, the ones known, then plan again without them: only a complete index
+    /// shows whether there are more (a failure comes back as [`CleanupFacts::failed`]).
+    CancelKnown(Vec<u32>),
     /// Let go without cancelling, with a Warning naming `ids`, which may still run.
     Orphan { why: Orphaned, ids: Vec<u32> },
     /// Keep the finalizer: a condition and a Warning say what it waits for, and until when.
@@ -938,7 +948,8 @@ pub enum CleanupPlan {
 /// 2. the skip-cancel annotation lets go at once, naming what may still run;
 /// 3. a SlurmCluster that no longer exists lets go, naming what may still run;
 /// 4. connected with a complete job list: cancel (nothing to cancel: let go);
-/// 5. otherwise wait, until [`CleanupFacts::release_at`], then let go naming what may still run.
+/// 5. connected without one: cancel the jobs known, then as 6;
+/// 6. otherwise wait, until [`CleanupFacts::release_at`], then let go naming what may still run.
 pub fn cleanup(facts: CleanupFacts<'_>) -> CleanupPlan {
     let ids = || facts.to_cancel.to_vec();
     if facts.settled {
@@ -973,6 +984,15 @@ pub fn cleanup(facts: CleanupFacts<'_>) -> CleanupPlan {
                 index_trusted: true,
             },
         ) => return CleanupPlan::Cancel(ids()),
+        // What is known to run goes now, before the wait for a complete index: the wait may be
+        // long (an outage, an accounting search another team's jobs crowd), and a job this
+        // SlurmJob provably made must not run on meanwhile.
+        (
+            None,
+            Reach::Connected {
+                index_trusted: false,
+            },
+        ) if !facts.to_cancel.is_empty() => return CleanupPlan::CancelKnown(ids()),
         (
             None,
             Reach::Connected {

@@ -16,7 +16,7 @@
 //!   Both are removed when they no longer hold (kstatus' "abnormal-true" convention). A run with
 //!   a job is `Stalled` only while its record cannot be read ([`RECORD_UNREADABLE`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -26,10 +26,10 @@ use crate::crd::slurmjob::{
     ArrayTask, ArrayTasks, JobUsage, MAX_ARRAY_TASKS, PendingStatus, Phase, SlurmJobStatus,
 };
 use crate::slurm::reason;
-use crate::slurm::types::{Job, JobBaseState};
+use crate::slurm::types::{Job, JobBaseState, JobState};
 use crate::state::index::Unreadable;
 
-use super::{phase, usage};
+use super::{ended, phase, usage};
 
 /// Condition: the latest spec runs or ran in Slurm and nothing went wrong (module docs).
 pub const READY: &str = condition::READY;
@@ -95,20 +95,72 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
         }
         return next;
     }
-    let Some(phase) = phase::of_records(records) else {
+    // What the status knew of this very array: slurmctld forgets an ended task `MinJobAge`
+    // after its end while the rest run on, and what it ended as must still count.
+    let same_run = records
+        .iter()
+        .find_map(|r| r.array_job_id)
+        .is_some_and(|id| status.job_id == Some(i64::from(id)));
+    let before = status.array_tasks.as_ref().filter(|_| same_run);
+    let listed: BTreeSet<u32> = records.iter().filter_map(|r| r.array_task_id).collect();
+    let mut ended_now = ended::Ended::new();
+    for record in records
+        .iter()
+        .filter(|r| phase::of_state(&r.state).is_terminal())
+    {
+        if let Some(task_id) = record.array_task_id {
+            let ids = ended_now
+                .entry(record.state.base.as_str().to_owned())
+                .or_default();
+            *ids = ids.union(&ended::TaskIds::of([task_id]));
+        }
+    }
+    let ended = ended::merge(
+        &before.map(|b| ended::read(&b.ended)).unwrap_or_default(),
+        &listed,
+        &ended_now,
+    );
+    let forgotten = ended::any_forgotten(&ended, &listed);
+    let Some(mut phase) = phase::of_records(records) else {
         return next;
     };
+    if phase.is_terminal() {
+        let endings = ended
+            .keys()
+            .map(|state| phase::of_state(&JobState::from_strings(&[state])))
+            .filter(|p| p.is_terminal());
+        phase = phase::worst(endings.chain([phase])).unwrap_or(phase);
+    }
     next.phase = phase;
-    let mut tasks = array_tasks(records);
+    let forgotten_tasks: Vec<ArrayTask> = before
+        .map(|b| {
+            b.tasks
+                .iter()
+                .filter(|t| {
+                    u32::try_from(t.task_id).is_ok_and(|id| {
+                        !listed.contains(&id) && ended.values().any(|ids| ids.contains(id))
+                    })
+                })
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut tasks = array_tasks(records, forgotten_tasks);
+    for (state, ids) in &ended {
+        tasks.counts.insert(state.clone(), ids.count());
+    }
+    tasks.ended = ended::write(&ended);
     // What accounting said a finished task used (`with_usage`, asked once per ended run) stays:
     // the records seen here carry none.
     if let Some(before) = &next.array_tasks {
         for task in tasks.tasks.iter_mut().filter(|t| t.exit_code.is_some()) {
-            task.usage = before
-                .tasks
-                .iter()
-                .find(|b| b.task_id == task.task_id && b.exit_code.is_some())
-                .and_then(|b| b.usage.clone());
+            if task.usage.is_none() {
+                task.usage = before
+                    .tasks
+                    .iter()
+                    .find(|b| b.task_id == task.task_id && b.exit_code.is_some())
+                    .and_then(|b| b.usage.clone());
+            }
         }
     }
     next.array_tasks = Some(tasks);
@@ -117,13 +169,22 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
     }
     // The tasks still to start wait in one record (the meta record, or a requeued task's).
     next.pending = records.iter().find_map(pending_status);
-    // The array as a whole: earliest submit and start, latest end once all ended.
-    next.submit_time = time(records.iter().filter_map(|r| r.submit_time).min());
+    // The array as a whole: earliest submit and start (of tasks slurmctld forgot too), latest
+    // end once all ended.
+    let earlier = |t: Option<&Time>| t.filter(|_| same_run).and_then(crate::crd::time::to_utc);
+    next.submit_time = time(
+        records
+            .iter()
+            .filter_map(|r| r.submit_time)
+            .chain(earlier(status.submit_time.as_ref()))
+            .min(),
+    );
     next.start_time = time(
         records
             .iter()
             .filter(|r| !pending(r))
             .filter_map(|r| r.start_time)
+            .chain(earlier(status.start_time.as_ref()))
             .min(),
     );
     next.end_time = if phase.is_terminal() {
@@ -144,6 +205,7 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
         .iter()
         .filter(|r| r.state.base.is_finished())
         .filter_map(|r| r.exit.as_ref().and_then(|e| e.return_code))
+        .chain(status.exit_code.filter(|_| same_run && forgotten))
         .max();
     next.signal = None;
     next.state_reason = records
@@ -209,9 +271,9 @@ pub fn pending_status(job: &Job) -> Option<PendingStatus> {
 }
 
 /// Counts by state for every task, and a bounded list with unfinished and failed tasks first.
-fn array_tasks(records: &[Job]) -> ArrayTasks {
+fn array_tasks(records: &[Job], forgotten: Vec<ArrayTask>) -> ArrayTasks {
     let mut counts: BTreeMap<String, i32> = BTreeMap::new();
-    let mut tasks: Vec<ArrayTask> = Vec::new();
+    let mut tasks: Vec<ArrayTask> = forgotten;
     for record in records {
         let state = record.state.base.as_str().to_owned();
         match record.array_task_id {
@@ -255,7 +317,11 @@ fn array_tasks(records: &[Job]) -> ArrayTasks {
         };
     tasks.sort_by_key(|t| (rank(t), t.task_id));
     tasks.truncate(MAX_ARRAY_TASKS);
-    ArrayTasks { counts, tasks }
+    ArrayTasks {
+        counts,
+        tasks,
+        ended: BTreeMap::new(),
+    }
 }
 
 /// How many indices an array task expression names: "1-3" → 3, "1,5,7-8" → 4, "0-15:4%2" → 4.
@@ -513,6 +579,10 @@ pub fn submitted(
     records: &[Job],
 ) -> SlurmJobStatus {
     let mut next = base;
+    if next.job_id != Some(i64::from(job_id)) {
+        // An earlier job's tasks are not this one's.
+        next.array_tasks = None;
+    }
     next.phase = Phase::Submitted;
     next.job_id = Some(i64::from(job_id));
     next.submitted_generation = Some(generation);
@@ -1091,6 +1161,115 @@ mod tests {
         assert_eq!(usage_of(&s, 2), Some(used(20)));
     }
 
+    /// slurmctld forgets an ended task `MinJobAge` after its end while the array runs on
+    /// (observed on Slurm 24.11: `--array=0-1%1`, task 0 exiting 3 at once, was "not found" 36 s
+    /// later while task 1 ran). Its ending still counts: the phase, the exit code, the counts,
+    /// the task list and the start; a task listed again (requeued) no longer counts as ended.
+    #[test]
+    fn an_array_keeps_the_endings_of_tasks_slurmctld_forgot() {
+        let base = SlurmJobStatus {
+            job_id: Some(7),
+            phase: Phase::Submitted,
+            ..Default::default()
+        };
+        let task = |id: u32, states: &[&str], code: Option<i32>| {
+            let mut j = job(states);
+            j.job_id = 7 + id;
+            j.array_job_id = Some(7);
+            j.array_task_id = Some(id);
+            j.exit = exit(code, None);
+            j.start_time = DateTime::from_timestamp(2_000 + i64::from(id), 0);
+            j.end_time = DateTime::from_timestamp(3_000 + i64::from(id), 0);
+            j
+        };
+        let meta = |pending: &str| {
+            let mut m = job(&["PENDING"]);
+            m.array_job_id = Some(7);
+            m.array_task_string = Some(pending.into());
+            m
+        };
+        let s = observe(
+            &base,
+            &[
+                task(0, &["FAILED"], Some(3)),
+                task(1, &["RUNNING"], None),
+                meta("2-3"),
+            ],
+        );
+        assert_eq!(s.phase, Phase::Running);
+        assert_eq!(
+            s.array_tasks.as_ref().unwrap().ended,
+            BTreeMap::from([("FAILED".into(), "0".into())])
+        );
+        // Task 0 is forgotten; task 1 ended.
+        let s = observe(
+            &s,
+            &[
+                task(1, &["COMPLETED"], Some(0)),
+                task(2, &["RUNNING"], None),
+                meta("3"),
+            ],
+        );
+        let tasks = s.array_tasks.as_ref().unwrap();
+        assert_eq!(
+            tasks.counts,
+            BTreeMap::from([
+                ("COMPLETED".into(), 1),
+                ("FAILED".into(), 1),
+                ("PENDING".into(), 1),
+                ("RUNNING".into(), 1)
+            ])
+        );
+        assert!(
+            tasks
+                .tasks
+                .iter()
+                .any(|t| t.task_id == 0 && t.exit_code == Some(3)),
+            "{tasks:?}"
+        );
+        // Only the last task is listed, the meta record that became it.
+        let mut last = task(3, &["COMPLETED"], Some(0));
+        last.job_id = 7;
+        let s = observe(&s, &[task(2, &["COMPLETED"], Some(0)), last.clone()]);
+        let s = observe(&s, &[last]);
+        assert_eq!(s.phase, Phase::Failed, "task 0 failed");
+        assert_eq!(s.exit_code, Some(3));
+        let tasks = s.array_tasks.as_ref().unwrap();
+        assert_eq!(
+            tasks.counts,
+            BTreeMap::from([("COMPLETED".into(), 3), ("FAILED".into(), 1)])
+        );
+        assert_eq!(
+            tasks.ended,
+            BTreeMap::from([
+                ("COMPLETED".into(), "1-3".into()),
+                ("FAILED".into(), "0".into())
+            ])
+        );
+        assert_eq!(tasks.tasks[0].task_id, 0, "the failed task first");
+        assert_eq!(s.start_time, time(DateTime::from_timestamp(2_000, 0)));
+        assert_eq!(s.end_time, time(DateTime::from_timestamp(3_003, 0)));
+
+        // A forgotten task that runs again (requeued) is what its record says.
+        let s = observe(&s, &[task(0, &["PENDING"], None)]);
+        assert_eq!(s.phase, Phase::Submitted);
+        assert_eq!(
+            s.array_tasks.as_ref().unwrap().ended,
+            BTreeMap::from([("COMPLETED".into(), "1-3".into())])
+        );
+        // Another job's status keeps nothing of this one's tasks.
+        let other = SlurmJobStatus {
+            job_id: Some(99),
+            ..s.clone()
+        };
+        let s = observe(&other, &[task(1, &["COMPLETED"], Some(0))]);
+        assert_eq!(s.phase, Phase::Completed);
+        assert_eq!(
+            s.array_tasks.as_ref().unwrap().counts,
+            BTreeMap::from([("COMPLETED".into(), 1)])
+        );
+    }
+
     #[test]
     fn array_task_expressions_are_counted() {
         for (expr, n) in [
@@ -1122,10 +1301,10 @@ mod tests {
         task.array_job_id = Some(7);
         task.array_task_id = Some(0);
         for records in [[meta.clone(), task.clone()], [task, meta.clone()]] {
-            let tasks = array_tasks(&records);
+            let tasks = array_tasks(&records, Vec::new());
             assert_eq!(tasks.counts.get("PENDING"), Some(&i32::MAX), "{records:?}");
         }
-        let tasks = array_tasks(&[meta.clone(), meta]);
+        let tasks = array_tasks(&[meta.clone(), meta], Vec::new());
         assert_eq!(tasks.counts.get("PENDING"), Some(&i32::MAX));
     }
 
@@ -1139,7 +1318,7 @@ mod tests {
                 j
             })
             .collect();
-        let tasks = array_tasks(&records);
+        let tasks = array_tasks(&records, Vec::new());
         assert_eq!(tasks.tasks.len(), MAX_ARRAY_TASKS);
         assert_eq!(tasks.counts.get("COMPLETED"), Some(&250));
     }

@@ -560,7 +560,8 @@ async fn a_submit_refused_over_a_limit_is_tried_again_only_after_the_backoff() {
 
 /// An operator start reconciles every SlurmJob before the SlurmCluster's client is registered. A
 /// finished one keeps its status untouched (no flip to Unknown and back) and waits quietly;
-/// an unfinished one says it waits for the SlurmCluster and retries.
+/// so does an unfinished one during `REGISTER_GRACE` after the start; after it, it says it waits
+/// for the SlurmCluster and retries.
 #[tokio::test]
 async fn without_the_cluster_a_finished_job_keeps_its_status_an_active_one_waits() {
     let (ctx, mut api) = Context::test();
@@ -590,6 +591,20 @@ async fn without_the_cluster_a_finished_job_keeps_its_status_an_active_one_waits
         exit_code: None,
         ..running.status.clone().unwrap()
     });
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+        api
+    });
+    let action = reconcile(Arc::new(running.clone()), data.clone())
+        .await
+        .unwrap();
+    let mut api = server.await.unwrap();
+    // No write: back when what is left of the grace has passed, or when the cluster's first
+    // poll says it is there.
+    let waits = format!("{action:?}");
+    assert!(waits.contains("requeue_after: Some("), "{waits}");
+    *data.ctx.acting_since.lock().unwrap() =
+        Utc::now() - chrono::TimeDelta::from_std(REGISTER_GRACE).unwrap();
     let expected = running.clone();
     let server = tokio::spawn(async move {
         let status = expect_status_apply(&mut api, &expected).await;
@@ -1042,6 +1057,78 @@ async fn submit_then_delete_cancels_the_slurm_job() {
     assert!(data.submissions.is_empty(), "forgotten after the delete");
 }
 
+/// Against the real Slurm: a deletion that must wait for the index (here a submit of the
+/// SlurmJob's next generation got no answer, and only a listing of every job past it shows
+/// whether it made a job) cancels the job it knows first, then waits for the rest. Before, the
+/// known job ran on through the wait, and past the deletion deadline was left running.
+#[tokio::test]
+async fn a_deletion_waiting_for_the_index_cancels_the_known_job_first() {
+    let Some(slurm) = local_slurm() else { return };
+    let (ctx, mut api) = Context::test();
+    let client = register_local(&ctx, &slurm).await;
+    let data = data(ctx);
+    let mut job = finalized(held_on_local("known-first", &slurm));
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_job(&mut api, &expected).await;
+        let status = expect_status_apply(&mut api, &expected).await;
+        expect_event(&mut api, &expected, "Normal", "Submitted").await;
+        api.expect_no_more_calls().await;
+        (status, api)
+    });
+    reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap();
+    let (status, mut api) = server.await.unwrap();
+    let job_id = u32::try_from(status.job_id.expect("jobId written")).unwrap();
+
+    // A later submit in doubt, after any listing this test can see: the index cannot show
+    // every job of this SlurmJob.
+    let uid = uid_of(&job);
+    data.submissions.record_doubt(
+        &OwnerTag::new(&uid, 2),
+        Doubt {
+            since: Utc::now() + chrono::TimeDelta::hours(1),
+            error: "Timeout".into(),
+        },
+    );
+    job.status = Some(status);
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let event = expect_event(&mut api, &expected, "Normal", "Cancelled").await;
+        assert!(
+            event.body["note"]
+                .as_str()
+                .unwrap()
+                .contains(&job_id.to_string())
+        );
+        let message = expect_blocked(&mut api, &expected, "WaitingForSlurmIndex").await;
+        api.expect_no_more_calls().await;
+        message
+    });
+    let error = reconcile(Arc::new(job), data.clone()).await.unwrap_err();
+    let message = server.await.unwrap();
+    assert_eq!(error.category(), "DeletionBlocked", "{message}");
+    assert!(
+        !message.contains(&job_id.to_string()),
+        "the cancelled job is not named as still running: {message}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let records = client.job(job_id).await.unwrap();
+        if records[0].state.base == JobState::from_strings(&["CANCELLED"]).base {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "job {job_id} not cancelled: {:?}",
+            records[0].state
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// A record of a job submitted for `tag` as Slurm user `slurm` (the test clients' user), signed
 /// with [`Context::test`]'s key.
 /// [`tagged_record`] of a job that completed with exit code 0.
@@ -1278,9 +1365,10 @@ fn with_output(mut job: SlurmJob) -> SlurmJob {
     job
 }
 
-/// Deleting while slurmrestd is unreachable and the index has never synced: cleanup waits for
-/// a complete job list (it may show a job whose id never reached the status) — no finalizer
-/// patch; the DeletionBlocked condition and one Warning say why, and the backoff grows.
+/// Deleting while slurmrestd is unreachable and the index has never synced: cleanup tries the
+/// cancel of the job it knows first, and waits for it and for a complete job list (it may show a
+/// job whose id never reached the status) — no finalizer patch; the DeletionBlocked condition
+/// and one Warning say why, and the backoff grows.
 #[tokio::test]
 async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
     let (ctx, mut api) = Context::test();
@@ -1335,7 +1423,12 @@ async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
         .unwrap_err();
     let (status, mut api) = server.await.unwrap();
     let blocked = condition::find(&status.conditions, DELETION_BLOCKED).unwrap();
-    assert_eq!(blocked.reason, "WaitingForSlurmIndex");
+    assert_eq!(blocked.reason, "CancelFailed");
+    assert!(
+        blocked.message.contains("cancel of Slurm job 4244"),
+        "{}",
+        blocked.message
+    );
     assert_eq!(
         error_policy(Arc::new(job.clone()), &error, data.clone()),
         Action::requeue(Backoffs::MIN)

@@ -369,6 +369,12 @@ fn cel_rules_are_where_expected() {
                  letters, digits and '-'): its pods and Slurm nodes are named <name>-<namespace \
                  tag>-<ordinal>"
             ),
+            s(
+                "",
+                "spec.template.spec.restartPolicy must be Always or left out: the kubelet \
+                 restarts a slurmd that exits, with a backoff, where a pod that ends would be \
+                 replaced at once, again and again"
+            ),
             s(".spec.clusterName", "clusterName is immutable"),
             s(
                 ".spec.scaleIn.drainTimeout",
@@ -965,6 +971,15 @@ fn nodeset_rules() {
         assert!(
             got.len() == 1 && got[0].contains("must be a DNS label of at most 46"),
             "{bad}: {got:?}"
+        );
+    }
+    // slurmd restarts in its pod, with the kubelet's backoff.
+    let restart = |policy: &str| json!({"template": {"spec": {"restartPolicy": policy}}});
+    n(restart("Always"), &[]);
+    for ends in ["Never", "OnFailure"] {
+        n(
+            restart(ends),
+            &["spec.template.spec.restartPolicy must be Always or left out"],
         );
     }
     n(json!({"updateStrategy": {"type": "OnDelete"}}), &[]);

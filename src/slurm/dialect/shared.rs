@@ -212,6 +212,7 @@ impl Api {
         c: &Caller<'_>,
         name: &str,
         since: Option<DateTime<Utc>>,
+        user: Option<&str>,
     ) -> Result<Vec<Job>, SlurmError> {
         let since = since.map(|at| at.timestamp().to_string());
         let resp = c
@@ -219,7 +220,7 @@ impl Api {
                 "accounting_jobs",
                 Subject::None,
                 Idempotency::Idempotent,
-                || self.0.slurmdb_get_jobs(Some(name), since.as_deref()),
+                || self.0.slurmdb_get_jobs(Some(name), since.as_deref(), user),
             )
             .await?;
         Ok(accounting_jobs(resp.jobs, &resp.meta))

@@ -4371,11 +4371,13 @@ Sends a `GET` request to `/slurmdb/v0.0.45/jobs/`
 Arguments:
 - `job_name`: CSV job name list
 - `start_time`: Usage start (UNIX timestamp)
+- `users`: CSV user name list
 */
     pub async fn slurmdb_get_jobs<'a>(
         &'a self,
         job_name: Option<&'a str>,
         start_time: Option<&'a str>,
+        users: Option<&'a str>,
     ) -> Result<
         ResponseValue<types::OpenapiSlurmdbdJobsResp>,
         Error<types::OpenapiSlurmdbdJobsResp>,
@@ -4397,6 +4399,7 @@ Arguments:
             )
             .query(&progenitor_client::QueryParam::new("job_name", &job_name))
             .query(&progenitor_client::QueryParam::new("start_time", &start_time))
+            .query(&progenitor_client::QueryParam::new("users", &users))
             .headers(header_map)
             .build()?;
         let info = OperationInfo {

@@ -508,6 +508,29 @@ fn follow_and_cancel_see_only_jobs_that_are_ours() {
         to_cancel(uid, &ended_run, None, &submitted, &KEY),
         Vec::<u32>::new()
     );
+    // The status's own run, not ended in the status but in the index (a deletion does not
+    // write the status): not a candidate again, and without its records it still is.
+    let running_run = SlurmJobStatus {
+        job_id: Some(40),
+        phase: Phase::Running,
+        submitted_generation: Some(8),
+        observed_generation: Some(8),
+        ..Default::default()
+    };
+    assert_eq!(
+        to_cancel(
+            uid,
+            &running_run,
+            Some(&with_ended),
+            &Submissions::default(),
+            &KEY
+        ),
+        vec![1]
+    );
+    assert_eq!(
+        to_cancel(uid, &running_run, Some(&s), &Submissions::default(), &KEY),
+        vec![1, 40]
+    );
     // A status pointing at someone else's job mirrors nothing of it.
     let current = SlurmJobStatus {
         job_id: Some(3),
@@ -1591,12 +1614,52 @@ fn the_cleanup_decision() {
             wait(Blocker::NotConnected),
         ),
         (
-            "index not synced since start: wait",
+            "index not synced since start: cancel what is known first",
             CleanupFacts {
                 reach: unsynced,
                 ..base
             },
+            CleanupPlan::CancelKnown(vec![7, 9]),
+        ),
+        (
+            "index not synced, the known jobs cancelled: wait for the rest",
+            CleanupFacts {
+                reach: unsynced,
+                to_cancel: &[],
+                ..base
+            },
             wait(Blocker::IndexNotSynced),
+        ),
+        (
+            "index not synced past the deadline: the known jobs are still cancelled first",
+            CleanupFacts {
+                reach: unsynced,
+                now: at(5000),
+                ..base
+            },
+            CleanupPlan::CancelKnown(vec![7, 9]),
+        ),
+        (
+            "index not synced past the deadline, the known jobs cancelled: let go",
+            CleanupFacts {
+                reach: unsynced,
+                to_cancel: &[],
+                now: at(5000),
+                ..base
+            },
+            CleanupPlan::Orphan {
+                why: Orphaned::Deadline(Blocker::IndexNotSynced),
+                ids: vec![],
+            },
+        ),
+        (
+            "index not synced and a cancel failed: wait",
+            CleanupFacts {
+                reach: unsynced,
+                failed: Some(&failed),
+                ..base
+            },
+            wait(failed.clone()),
         ),
         (
             "a cancel failed: wait",

@@ -313,12 +313,12 @@ fn without_descriptions(value: &Value) -> Value {
 /// operations not listed keep all of theirs.
 pub const KEPT_PARAMETERS: &[(&str, &str, &[&str])] = &[
     // slurmdbd's job search has 34 to 41 filters depending on the version; the facade searches
-    // by name, from a time on (in this order in every version), and one positional signature
-    // in every version keeps the facade shared.
+    // by name, from a time on, as one Slurm user (in this order in every version), and one
+    // positional signature in every version keeps the facade shared.
     (
         "get",
         "/slurmdb/{version}/jobs/",
-        &["job_name", "start_time"],
+        &["job_name", "start_time", "users"],
     ),
 ];
 
@@ -498,13 +498,15 @@ mod tests {
             { "in": "query", "name": "account" },
             { "in": "query", "name": "job_name" },
             { "in": "query", "name": "start_time" },
+            { "in": "query", "name": "state" },
             { "in": "query", "name": "users" } ] } } } });
         keep_used_parameters(&mut spec, "v0.0.40").unwrap();
         assert_eq!(
             spec["paths"]["/slurmdb/v0.0.40/jobs/"]["get"]["parameters"],
             json!([
                 { "in": "query", "name": "job_name" },
-                { "in": "query", "name": "start_time" }
+                { "in": "query", "name": "start_time" },
+                { "in": "query", "name": "users" }
             ])
         );
         let mut without = json!({ "paths": { "/slurmdb/v0.0.40/jobs/": { "get": { "parameters": [
