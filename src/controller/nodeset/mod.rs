@@ -919,10 +919,18 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
 struct ListedPods {
     /// The set's own (it is their controller), named like its pods.
     views: Vec<plan::PodView>,
-    /// Their uids by name (the precondition of their deletes).
-    uids: BTreeMap<String, String>,
+    /// Their uids and resourceVersions as listed, by name (the preconditions of their
+    /// deletes).
+    uids: BTreeMap<String, Listed>,
     /// Ordinals whose name a labelled pod the set does not control holds.
     taken: BTreeSet<u32>,
+}
+
+/// A listed pod's uid and resourceVersion.
+#[derive(Debug, Clone)]
+struct Listed {
+    uid: String,
+    version: Option<String>,
 }
 
 /// The set's pods, listed [`POD_LIST_PAGE`] at a time like the watch's, each page cut down to
@@ -952,7 +960,14 @@ async fn list_pods(
                 continue;
             }
             if let Some(pod_uid) = pod.uid() {
-                listed.uids.insert(pod.name_any(), pod_uid);
+                let version = pod.resource_version();
+                listed.uids.insert(
+                    pod.name_any(),
+                    Listed {
+                        uid: pod_uid,
+                        version,
+                    },
+                );
             }
             listed.views.extend(pods::view(prefix, pod));
         }
@@ -1052,7 +1067,7 @@ async fn act(
     prefix: &str,
     action: &Action,
     pods_api: &Api<Pod>,
-    uids: &BTreeMap<String, String>,
+    uids: &BTreeMap<String, Listed>,
     client: Option<&SlurmClient>,
     ctx: &Context,
 ) -> Result<SlurmOutcome, Error> {
@@ -1111,10 +1126,16 @@ async fn act(
                     return Ok(SlurmOutcome::Superseded);
                 }
             }
+            // A delete that slurmctld does not confirm (a pod never scheduled, or ended) holds
+            // only for the pod as listed: one the scheduler bound since (a new resourceVersion)
+            // may run slurmd by now, and is planned again (409).
             let params = DeleteParams {
-                preconditions: uids.get(name).map(|uid| Preconditions {
-                    uid: Some(uid.clone()),
-                    resource_version: None,
+                preconditions: uids.get(name).map(|listed| Preconditions {
+                    uid: Some(listed.uid.clone()),
+                    resource_version: listed
+                        .version
+                        .clone()
+                        .filter(|_| *confirm == Confirm::Nothing),
                 }),
                 ..DeleteParams::default()
             };

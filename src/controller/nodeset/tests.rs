@@ -763,8 +763,10 @@ async fn scale_in_with_slurm_drains_then_deletes_only_once_drained() {
         let (call, send) = api.next().await;
         assert_eq!(call.method, Method::DELETE, "{call:?}");
         assert_eq!(call.path, format!("/api/v1/namespaces/hpc/pods/{victim}"));
+        // slurmctld confirmed the drain: whatever changed on the pod since the list.
         assert_eq!(
-            call.body["preconditions"]["uid"], "pod-uid-1",
+            call.body["preconditions"],
+            json!({"uid": "pod-uid-1"}),
             "{:#}",
             call.body
         );
@@ -1574,6 +1576,7 @@ async fn a_deleted_set_waits_for_its_pods_and_nodes_then_lets_go() {
     let set = deleted(nodeset(2), chrono::TimeDelta::seconds(5));
     let mut unscheduled = existing_pod(&set, 0);
     unscheduled.spec.as_mut().unwrap().node_name = None;
+    unscheduled.metadata.resource_version = Some("41".into());
     let name = pod_name("cpu", 0);
     let (set2, name2) = (set.clone(), name.clone());
     let scenario = tokio::spawn(async move {
@@ -1583,6 +1586,13 @@ async fn a_deleted_set_waits_for_its_pods_and_nodes_then_lets_go() {
         let (call, send) = api.next().await;
         assert_eq!(call.method, Method::DELETE, "{call:?}");
         assert_eq!(call.path, format!("/api/v1/namespaces/hpc/pods/{name2}"));
+        // Only as listed: bound by the scheduler since, it may run slurmd (409, planned again).
+        assert_eq!(
+            call.body["preconditions"],
+            json!({"uid": "pod-uid-0", "resourceVersion": "41"}),
+            "{:#}",
+            call.body
+        );
         send.send_response(ok(&serde_json::to_value(&unscheduled).unwrap()));
         let event = expect_nodeset_event(&mut api, "cpu", "NodeRemoved").await;
         assert!(

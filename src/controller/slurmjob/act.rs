@@ -490,7 +490,9 @@ where
     }
     // Every record (an array's tasks) ended since the index's word (a cycle behind): no longer
     // an edit of a running job but a re-run, which the end's report starts with this
-    // generation (still unobserved).
+    // generation (still unobserved). With backoff, not every few seconds: the poller's word of
+    // the end wakes it anyway, and a poller that is down (while this GET still answers) would
+    // otherwise have it read the job every 3 s for as long.
     // An array's waiting tasks are its pending (meta) record, judged first: a running task's
     // record would take a change the waiting tasks can still take (a partition added) for one
     // a started job cannot.
@@ -501,7 +503,7 @@ where
         .or_else(|| records.iter().position(|job| !job.state.base.is_finished()))
         .map(|at| records.swap_remove(at))
     else {
-        return Ok((next, Vec::new(), Again::After(WAIT_RETRY)));
+        return Ok((next, Vec::new(), Again::Backoff));
     };
     // The namespace was mapped to another Slurm user since the submit: an edit would act as
     // a user the namespace is no longer granted.
