@@ -150,6 +150,9 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
         lambda s: isinstance(s, str) and "%" not in s and "\\" not in s,
     # SlurmCluster: tenants' jobs never run as root.
     "self != 'root'": lambda s: s != "root",
+    # SlurmNodeSet: slurmd restarts in its pod (the template's restartPolicy).
+    "!has(self.spec) || !has(self.spec.restartPolicy) || self.spec.restartPolicy == 'Always'":
+        lambda s: (s.get("spec") or {}).get("restartPolicy", "Always") == "Always",
     # SlurmNodeSet: its name makes node names `<name>-<tag>-<ordinal>` (DNS labels).
     "size(self.metadata.name) <= 46 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')":
         lambda s: (lambda n: isinstance(n, str) and len(n) <= 46

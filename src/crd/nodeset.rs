@@ -96,11 +96,6 @@ use super::{DNS_SUBDOMAIN, POSITIVE_QUANTITY, condition, duration::Duration};
 #[kube(validation = Rule::new(
     "size(self.metadata.name) <= 46 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')"
 ).message("a SlurmNodeSet's name must be a DNS label of at most 46 characters (lowercase letters, digits and '-'): its pods and Slurm nodes are named <name>-<namespace tag>-<ordinal>"))]
-// A slurmd that exits is restarted by the kubelet, with its backoff; a pod that ends (Never,
-// OnFailure) would be replaced by the operator at once, in a loop with no backoff.
-#[kube(validation = Rule::new(
-    "!has(self.spec.template.spec) || !has(self.spec.template.spec.restartPolicy) || self.spec.template.spec.restartPolicy == 'Always'"
-).message("spec.template.spec.restartPolicy must be Always or left out: the kubelet restarts a slurmd that exits, with a backoff, where a pod that ends would be replaced at once, again and again"))]
 #[serde(rename_all = "camelCase")]
 pub struct SlurmNodeSetSpec {
     /// Name of the SlurmCluster (cluster-scoped) the nodes join. Immutable.
@@ -157,9 +152,26 @@ fn pod_template_schema(generator: &mut SchemaGenerator) -> Schema {
     let mut schema = generator.subschema_for::<PodTemplateSpec>();
     if let Some(obj) = schema.as_object_mut() {
         strip_descriptions(obj);
+        // On the template, not the object: the API server evaluates it again only when the
+        // template changes (ratcheting), so a set stored before the rule keeps its status
+        // writes and its finalizer's removal.
+        obj.insert(
+            "x-kubernetes-validations".into(),
+            serde_json::json!([{
+                "rule": RESTART_ALWAYS,
+                "message": "spec.template.spec.restartPolicy must be Always or left out: the \
+                    kubelet restarts a slurmd that exits, with a backoff, where a pod that ended \
+                    would be replaced at once, again and again",
+            }]),
+        );
     }
     schema
 }
+
+/// A slurmd that exits is restarted in its pod by the kubelet, with its backoff; a pod that ends
+/// (`Never`, `OnFailure`) would be replaced by the operator at once, in a loop with no backoff.
+const RESTART_ALWAYS: &str =
+    "!has(self.spec) || !has(self.spec.restartPolicy) || self.spec.restartPolicy == 'Always'";
 
 /// Remove `description` from a schema object and every schema nested in it (not from property
 /// *names*: a property called `description` stays).

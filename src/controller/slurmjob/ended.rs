@@ -158,9 +158,13 @@ pub fn merge(before: &Ended, listed: &BTreeSet<u32>, ended_now: &Ended) -> Ended
     next
 }
 
-/// Whether any task of `ended` is not in `listed`: ended, and forgotten by slurmctld since.
-pub fn any_forgotten(ended: &Ended, listed: &BTreeSet<u32>) -> bool {
-    ended.values().any(|ids| !ids.without(listed).is_empty())
+/// The tasks of `ended` not in `listed`: ended, and forgotten by slurmctld since.
+pub fn forgotten(ended: &Ended, listed: &BTreeSet<u32>) -> Ended {
+    ended
+        .iter()
+        .map(|(state, ids)| (state.clone(), ids.without(listed)))
+        .filter(|(_, ids)| !ids.is_empty())
+        .collect()
 }
 
 #[cfg(test)]
@@ -237,8 +241,14 @@ mod tests {
             ]),
             "5 is listed again (requeued) and not ended: its TIMEOUT goes"
         );
-        assert!(any_forgotten(&next, &listed));
+        assert_eq!(
+            write(&forgotten(&next, &listed)),
+            BTreeMap::from([
+                ("FAILED".to_owned(), "3".to_owned()),
+                ("COMPLETED".to_owned(), "0-2".to_owned()),
+            ])
+        );
         let all: BTreeSet<u32> = (0..8).collect();
-        assert!(!any_forgotten(&next, &all));
+        assert!(forgotten(&next, &all).is_empty());
     }
 }

@@ -1036,13 +1036,10 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             let Some(_search) = searches.try_take_for(&backoff_key(job)) else {
                 return Err(data.busy_on(&searches, job));
             };
-            // The namespace's Slurm user, for slurmdbd to leave out everyone else's jobs of
-            // that name (none granted any more: every user's, read as before).
-            let user = granted_user(job, &job.namespace().unwrap_or_default(), data)?;
             let Some(_io) = handle.try_io() else {
                 return Err(data.busy(handle, job));
             };
-            let unresolved = skipped_candidates(job, state, &handle.client, user.as_deref()).await;
+            let unresolved = skipped_candidates(job, state, &handle.client).await;
             Reach::Connected {
                 index_trusted: !unresolved,
             }
@@ -1140,6 +1137,12 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             }
             Ok(()) => CleanupPlan::Release,
             Err(blocker) => {
+                // Those before the one that failed were cancelled.
+                if let Blocker::CancelFailed { job_id, .. } = &blocker
+                    && let Some(at) = uncancelled.iter().position(|id| id == job_id)
+                {
+                    uncancelled = &uncancelled[at..];
+                }
                 failure = blocker;
                 plan::cleanup(CleanupFacts {
                     failed: Some(&failure),
@@ -1191,15 +1194,16 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     Ok(Action::await_change())
 }
 
-/// Whether accounting names jobs of this SlurmJob's job name (run as `user`, when known) that
-/// have not ended (no comment stored yet) whose records the index skipped; asks the index for
-/// them. Not knowing (an accounting error) counts as yes: the deletion waits rather than miss a
-/// job.
+/// Whether accounting names jobs of this SlurmJob's job name that have not ended (no comment
+/// stored yet) whose records the index skipped; asks the index for them. Not knowing (an
+/// accounting error) counts as yes: the deletion waits rather than miss a job (it cancelled the
+/// jobs it knows first: `CleanupPlan::CancelKnown`). Every user's jobs of that name, unlike a
+/// submit's search: a job of this SlurmJob may run as a Slurm user its namespace is no longer
+/// granted.
 async fn skipped_candidates(
     job: &SlurmJob,
     state: &ClusterState,
     client: &crate::slurm::SlurmClient,
-    user: Option<&str>,
 ) -> bool {
     let name = job.spec.name.clone().unwrap_or_else(|| job.name_any());
     let created = job
@@ -1208,7 +1212,7 @@ async fn skipped_candidates(
         .as_ref()
         .and_then(crate::crd::time::to_utc);
     match client
-        .accounting_jobs_named(&name, act::search_since(created), user)
+        .accounting_jobs_named(&name, act::search_since(created), None)
         .await
     {
         Ok(Some(records)) => {

@@ -120,7 +120,8 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
         &listed,
         &ended_now,
     );
-    let forgotten = ended::any_forgotten(&ended, &listed);
+    // Ended and no longer listed by slurmctld, by state.
+    let forgotten = ended::forgotten(&ended, &listed);
     let Some(mut phase) = phase::of_records(records) else {
         return next;
     };
@@ -137,17 +138,35 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
             b.tasks
                 .iter()
                 .filter(|t| {
-                    u32::try_from(t.task_id).is_ok_and(|id| {
-                        !listed.contains(&id) && ended.values().any(|ids| ids.contains(id))
-                    })
+                    u32::try_from(t.task_id)
+                        .is_ok_and(|id| forgotten.values().any(|ids| ids.contains(id)))
                 })
                 .cloned()
                 .collect()
         })
         .unwrap_or_default();
+    // The exit codes of forgotten tasks are those the task list kept (failures first); the
+    // status's earlier exit code stands in only for failures the list had no room for (one
+    // that came from a task run again since would be stale).
+    let forgotten_codes: Vec<i32> = forgotten_tasks.iter().filter_map(|t| t.exit_code).collect();
+    let failures_kept = forgotten_tasks
+        .iter()
+        .filter(|t| t.state != COMPLETED)
+        .count();
+    let failures_forgotten: i64 = forgotten
+        .iter()
+        .filter(|(state, _)| *state != COMPLETED)
+        .map(|(_, ids)| i64::from(ids.count()))
+        .sum();
+    let failures_unlisted = failures_forgotten > i64::try_from(failures_kept).unwrap_or(i64::MAX);
     let mut tasks = array_tasks(records, forgotten_tasks);
+    // Each ended state: its tasks with ids of their own, ever, and the tasks a meta record that
+    // ended (an array cancelled before they started) still holds.
     for (state, ids) in &ended {
-        tasks.counts.insert(state.clone(), ids.count());
+        let in_meta = meta_tasks(records, state);
+        tasks
+            .counts
+            .insert(state.clone(), ids.count().saturating_add(in_meta));
     }
     tasks.ended = ended::write(&ended);
     // What accounting said a finished task used (`with_usage`, asked once per ended run) stays:
@@ -205,7 +224,8 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
         .iter()
         .filter(|r| r.state.base.is_finished())
         .filter_map(|r| r.exit.as_ref().and_then(|e| e.return_code))
-        .chain(status.exit_code.filter(|_| same_run && forgotten))
+        .chain(forgotten_codes)
+        .chain(status.exit_code.filter(|_| failures_unlisted))
         .max();
     next.signal = None;
     next.state_reason = records
@@ -221,6 +241,19 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
         Some(nodes.join(","))
     };
     next
+}
+
+/// Slurm's word for a task that ended well.
+const COMPLETED: &str = "COMPLETED";
+
+/// How many tasks the meta records among `records` (no task id of their own) hold in `state`.
+fn meta_tasks(records: &[Job], state: &str) -> i32 {
+    records
+        .iter()
+        .filter(|r| r.array_task_id.is_none() && r.state.base.as_str() == state)
+        .filter_map(|r| r.array_task_string.as_deref())
+        .map(count_indices)
+        .fold(0, i32::saturating_add)
 }
 
 /// Whether Slurm's record is of a job (or tasks) still waiting to start.
@@ -1250,12 +1283,33 @@ mod tests {
         assert_eq!(s.start_time, time(DateTime::from_timestamp(2_000, 0)));
         assert_eq!(s.end_time, time(DateTime::from_timestamp(3_003, 0)));
 
-        // A forgotten task that runs again (requeued) is what its record says.
+        // A forgotten task that runs again (requeued) is what its record says, and its earlier
+        // exit code no longer counts.
         let s = observe(&s, &[task(0, &["PENDING"], None)]);
         assert_eq!(s.phase, Phase::Submitted);
         assert_eq!(
             s.array_tasks.as_ref().unwrap().ended,
             BTreeMap::from([("COMPLETED".into(), "1-3".into())])
+        );
+        assert_eq!(s.exit_code, Some(0), "{s:?}");
+        let again = observe(&s, &[task(0, &["COMPLETED"], Some(0))]);
+        assert_eq!((again.phase, again.exit_code), (Phase::Completed, Some(0)));
+
+        // Cancelled while tasks 2-3 waited in the meta record: they count as cancelled too.
+        let mut cancelled_meta = meta("2-3");
+        cancelled_meta.state = JobState::from_strings(&["CANCELLED"]);
+        let s = observe(
+            &base,
+            &[
+                task(0, &["COMPLETED"], Some(0)),
+                task(1, &["CANCELLED"], None),
+                cancelled_meta,
+            ],
+        );
+        assert_eq!(s.phase, Phase::Cancelled);
+        assert_eq!(
+            s.array_tasks.as_ref().unwrap().counts,
+            BTreeMap::from([("CANCELLED".into(), 3), ("COMPLETED".into(), 1)])
         );
         // Another job's status keeps nothing of this one's tasks.
         let other = SlurmJobStatus {

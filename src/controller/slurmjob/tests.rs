@@ -1370,7 +1370,7 @@ fn with_output(mut job: SlurmJob) -> SlurmJob {
 /// job whose id never reached the status) — no finalizer patch; the DeletionBlocked condition
 /// and one Warning say why, and the backoff grows.
 #[tokio::test]
-async fn deleting_while_slurmrestd_is_unreachable_waits_for_the_index() {
+async fn deleting_while_slurmrestd_is_unreachable_tries_the_known_cancel_and_waits() {
     let (ctx, mut api) = Context::test();
     let key = ObjectRef::<SlurmCluster>::new("local");
     let settings = ConnectionSettings {

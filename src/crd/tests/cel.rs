@@ -369,12 +369,6 @@ fn cel_rules_are_where_expected() {
                  letters, digits and '-'): its pods and Slurm nodes are named <name>-<namespace \
                  tag>-<ordinal>"
             ),
-            s(
-                "",
-                "spec.template.spec.restartPolicy must be Always or left out: the kubelet \
-                 restarts a slurmd that exits, with a backoff, where a pod that ends would be \
-                 replaced at once, again and again"
-            ),
             s(".spec.clusterName", "clusterName is immutable"),
             s(
                 ".spec.scaleIn.drainTimeout",
@@ -384,6 +378,12 @@ fn cel_rules_are_where_expected() {
             s(
                 ".spec.slurm.realMemory",
                 "realMemory must be a positive quantity such as 64Gi"
+            ),
+            s(
+                ".spec.template",
+                "spec.template.spec.restartPolicy must be Always or left out: the kubelet \
+                 restarts a slurmd that exits, with a backoff, where a pod that ended would be \
+                 replaced at once, again and again"
             ),
             s(
                 ".spec.updateStrategy",
