@@ -786,6 +786,17 @@ mod tests {
         })
     }
 
+    /// Task `id` of array 7, in `states`, with exit code `code`.
+    fn array_task(id: u32, states: &[&str], code: Option<i32>) -> Job {
+        Job {
+            job_id: 7 + id,
+            array_job_id: Some(7),
+            array_task_id: Some(id),
+            exit: exit(code, None),
+            ..job(states)
+        }
+    }
+
     #[test]
     fn plain_job_lifecycle() {
         let base = SlurmJobStatus {
@@ -1105,14 +1116,9 @@ mod tests {
             phase: Phase::Submitted,
             ..Default::default()
         };
-        let task = |id: u32, states: &[&str], code: Option<i32>| {
-            let mut j = job(states);
-            j.job_id = 7 + id;
-            j.array_job_id = Some(7);
-            j.array_task_id = Some(id);
-            j.exit = exit(code, None);
-            j.nodes = Some(format!("n{}", id % 2 + 1));
-            j
+        let task = |id: u32, states: &[&str], code: Option<i32>| Job {
+            nodes: Some(format!("n{}", id % 2 + 1)),
+            ..array_task(id, states, code)
         };
         let mut meta = job(&["PENDING"]);
         meta.array_job_id = Some(7);
@@ -1205,15 +1211,10 @@ mod tests {
             phase: Phase::Submitted,
             ..Default::default()
         };
-        let task = |id: u32, states: &[&str], code: Option<i32>| {
-            let mut j = job(states);
-            j.job_id = 7 + id;
-            j.array_job_id = Some(7);
-            j.array_task_id = Some(id);
-            j.exit = exit(code, None);
-            j.start_time = DateTime::from_timestamp(2_000 + i64::from(id), 0);
-            j.end_time = DateTime::from_timestamp(3_000 + i64::from(id), 0);
-            j
+        let task = |id: u32, states: &[&str], code: Option<i32>| Job {
+            start_time: DateTime::from_timestamp(2_000 + i64::from(id), 0),
+            end_time: DateTime::from_timestamp(3_000 + i64::from(id), 0),
+            ..array_task(id, states, code)
         };
         let meta = |pending: &str| {
             let mut m = job(&["PENDING"]);

@@ -950,15 +950,13 @@ async fn register_local(
     handle.client
 }
 
-/// Submit against the real Slurm: the job id is written by SSA, then the Submitted Event; the
-/// Slurm job carries the tag. Deleting it cancels the Slurm job, then removes the finalizer.
-#[tokio::test]
-async fn submit_then_delete_cancels_the_slurm_job() {
-    let Some(slurm) = local_slurm() else { return };
-    let (ctx, mut api) = Context::test();
-    let client = register_local(&ctx, &slurm).await;
-    let data = data(ctx);
-    let mut job = finalized(held_on_local("mocked", &slurm));
+/// The first reconcile of `job` (from the cache) on the local Slurm: it submits, writes the
+/// status and announces `Submitted`. Returns its action, the status and the API server.
+async fn submit_on_local(
+    mut api: ApiServerVerifier,
+    job: &SlurmJob,
+    data: &Arc<JobContext>,
+) -> (Action, SlurmJobStatus, ApiServerVerifier) {
     let expected = job.clone();
     let server = tokio::spawn(async move {
         expect_get_job(&mut api, &expected).await;
@@ -968,10 +966,40 @@ async fn submit_then_delete_cancels_the_slurm_job() {
         (status, api)
     });
     // As the cache holds it: the script and options come from the read before the submit.
-    let action = reconcile(Arc::new(cached(&job)), data.clone())
+    let action = reconcile(Arc::new(cached(job)), data.clone())
         .await
         .unwrap();
-    let (status, mut api) = server.await.unwrap();
+    let (status, api) = server.await.unwrap();
+    (action, status, api)
+}
+
+/// Until slurmctld says job `job_id` was cancelled (15 s at most).
+async fn until_cancelled(client: &SlurmClient, job_id: u32) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let records = client.job(job_id).await.unwrap();
+        if records[0].state.base == JobState::from_strings(&["CANCELLED"]).base {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "job {job_id} not cancelled: {:?}",
+            records[0].state
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Submit against the real Slurm: the job id is written by SSA, then the Submitted Event; the
+/// Slurm job carries the tag. Deleting it cancels the Slurm job, then removes the finalizer.
+#[tokio::test]
+async fn submit_then_delete_cancels_the_slurm_job() {
+    let Some(slurm) = local_slurm() else { return };
+    let (ctx, api) = Context::test();
+    let client = register_local(&ctx, &slurm).await;
+    let data = data(ctx);
+    let mut job = finalized(held_on_local("mocked", &slurm));
+    let (action, status, mut api) = submit_on_local(api, &job, &data).await;
     assert_eq!(action, Action::requeue(RESYNC));
     assert_eq!(status.phase, Phase::Submitted);
     assert_eq!(status.submitted_generation, Some(1));
@@ -1041,19 +1069,7 @@ async fn submit_then_delete_cancels_the_slurm_job() {
     });
     reconcile(Arc::new(job), data.clone()).await.unwrap();
     server.await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let records = client.job(job_id).await.unwrap();
-        if records[0].state.base == JobState::from_strings(&["CANCELLED"]).base {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "job {job_id} not cancelled: {:?}",
-            records[0].state
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    until_cancelled(&client, job_id).await;
     assert!(data.submissions.is_empty(), "forgotten after the delete");
 }
 
@@ -1064,22 +1080,11 @@ async fn submit_then_delete_cancels_the_slurm_job() {
 #[tokio::test]
 async fn a_deletion_waiting_for_the_index_cancels_the_known_job_first() {
     let Some(slurm) = local_slurm() else { return };
-    let (ctx, mut api) = Context::test();
+    let (ctx, api) = Context::test();
     let client = register_local(&ctx, &slurm).await;
     let data = data(ctx);
     let mut job = finalized(held_on_local("known-first", &slurm));
-    let expected = job.clone();
-    let server = tokio::spawn(async move {
-        expect_get_job(&mut api, &expected).await;
-        let status = expect_status_apply(&mut api, &expected).await;
-        expect_event(&mut api, &expected, "Normal", "Submitted").await;
-        api.expect_no_more_calls().await;
-        (status, api)
-    });
-    reconcile(Arc::new(cached(&job)), data.clone())
-        .await
-        .unwrap();
-    let (status, mut api) = server.await.unwrap();
+    let (_, status, mut api) = submit_on_local(api, &job, &data).await;
     let job_id = u32::try_from(status.job_id.expect("jobId written")).unwrap();
 
     // A later submit in doubt, after any listing this test can see: the index cannot show
@@ -1114,19 +1119,7 @@ async fn a_deletion_waiting_for_the_index_cancels_the_known_job_first() {
         !message.contains(&job_id.to_string()),
         "the cancelled job is not named as still running: {message}"
     );
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let records = client.job(job_id).await.unwrap();
-        if records[0].state.base == JobState::from_strings(&["CANCELLED"]).base {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "job {job_id} not cancelled: {:?}",
-            records[0].state
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    until_cancelled(&client, job_id).await;
 }
 
 /// A record of a job submitted for `tag` as Slurm user `slurm` (the test clients' user), signed
