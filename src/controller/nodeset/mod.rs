@@ -1141,7 +1141,13 @@ async fn act(
             };
             match pods_api.delete(name, &params).await {
                 Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => return Ok(SlurmOutcome::AlreadyDone),
+                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(SlurmOutcome::AlreadyDone),
+                // Another pod of that name, or this one changed since the list (bound by the
+                // scheduler, say): the next round plans it again from a fresh list.
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    info!(pod = %name, message = %e.message, "pod changed since the list: not deleted, planned again");
+                    return Ok(SlurmOutcome::AlreadyDone);
+                }
                 Err(source) => {
                     return Err(Error::DeletePod {
                         name: name.clone(),

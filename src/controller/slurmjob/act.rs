@@ -635,8 +635,9 @@ pub enum Again {
     /// A change (of the spec, of the job) brings the next step.
     Not,
     After(Duration),
-    /// A request failed: after the SlurmJob's growing backoff, not at a fixed pace that would
-    /// send a read and a write every few seconds for as long as slurmrestd fails.
+    /// A request failed, or what it found must wait for the index: after the SlurmJob's
+    /// growing backoff, not at a fixed pace that would send a read and a write every few
+    /// seconds for as long as slurmrestd fails (or the poller lags).
     Backoff,
 }
 

@@ -145,10 +145,16 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
                 .collect()
         })
         .unwrap_or_default();
-    // The exit codes of forgotten tasks are those the task list kept (failures first); the
-    // status's earlier exit code stands in only for failures the list had no room for (one
-    // that came from a task run again since would be stale).
-    let forgotten_codes: Vec<i32> = forgotten_tasks.iter().filter_map(|t| t.exit_code).collect();
+    // The exit codes of forgotten tasks are those the task list kept (after the unfinished
+    // tasks, failures before completions); the status's earlier exit code stands in only for
+    // failures the list had no room for (one that came from a task run again since would be
+    // stale), and a forgotten completion is a 0.
+    let completed_forgotten = forgotten.contains_key(COMPLETED);
+    let forgotten_codes: Vec<i32> = forgotten_tasks
+        .iter()
+        .filter_map(|t| t.exit_code)
+        .chain(completed_forgotten.then_some(0))
+        .collect();
     let failures_kept = forgotten_tasks
         .iter()
         .filter(|t| t.state != COMPLETED)
@@ -1323,6 +1329,37 @@ mod tests {
             s.array_tasks.as_ref().unwrap().counts,
             BTreeMap::from([("COMPLETED".into(), 1)])
         );
+    }
+
+    /// With more unfinished tasks than the task list holds, forgotten tasks drop from the list:
+    /// a forgotten failure's exit code is then the status's earlier one, a forgotten completion's
+    /// a 0.
+    #[test]
+    fn a_large_array_keeps_forgotten_exit_codes_beyond_its_task_list() {
+        let base = SlurmJobStatus {
+            job_id: Some(7),
+            phase: Phase::Submitted,
+            ..Default::default()
+        };
+        let running: Vec<Job> = (10..10 + u32::try_from(MAX_ARRAY_TASKS).unwrap())
+            .map(|id| array_task(id, &["RUNNING"], None))
+            .collect();
+        let with =
+            |ended: Vec<Job>| -> Vec<Job> { ended.into_iter().chain(running.clone()).collect() };
+        let s = observe(
+            &base,
+            &with(vec![
+                array_task(0, &["FAILED"], Some(3)),
+                array_task(1, &["COMPLETED"], Some(0)),
+            ]),
+        );
+        assert_eq!(s.exit_code, Some(3));
+        let s = observe(&s, &running);
+        assert_eq!(s.phase, Phase::Running);
+        assert_eq!(s.exit_code, Some(3), "{:?}", s.array_tasks);
+        let s = observe(&base, &with(vec![array_task(1, &["COMPLETED"], Some(0))]));
+        let s = observe(&s, &running);
+        assert_eq!(s.exit_code, Some(0), "{:?}", s.array_tasks);
     }
 
     #[test]
