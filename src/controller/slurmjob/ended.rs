@@ -8,6 +8,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::crd::slurmjob::{ArrayTask, ArrayTasks};
+use crate::slurm::types::Job;
+
+use super::phase;
+
 /// The most characters of one state's ids in the status. An array whose ended tasks alternate
 /// states over hundreds of thousands of ids would need more; the lowest ids are kept (every state
 /// keeps at least one, so the worst ending is never forgotten) and the counts lose the rest.
@@ -165,6 +170,92 @@ pub fn forgotten(ended: &Ended, listed: &BTreeSet<u32>) -> Ended {
         .map(|(state, ids)| (state.clone(), ids.without(listed)))
         .filter(|(_, ids)| !ids.is_empty())
         .collect()
+}
+
+/// Slurm's word for a task that ended well.
+pub const COMPLETED: &str = "COMPLETED";
+
+/// What an array's status remembers of its tasks once slurmctld lists `records`.
+#[derive(Debug, Default)]
+pub struct Memory {
+    /// Every task that ended, by state (the status's `ended`).
+    pub ended: Ended,
+    /// Of those, the ones slurmctld no longer lists.
+    pub forgotten: Ended,
+    /// The task list's entries of forgotten tasks (with their exit codes and usage).
+    pub forgotten_tasks: Vec<ArrayTask>,
+}
+
+impl Memory {
+    /// `before`: the status's array tasks, of this very array (`None`: nothing to remember).
+    pub fn of(before: Option<&ArrayTasks>, records: &[Job]) -> Self {
+        let listed: BTreeSet<u32> = records.iter().filter_map(|r| r.array_task_id).collect();
+        let mut ended_ids: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for record in records
+            .iter()
+            .filter(|r| phase::of_state(&r.state).is_terminal())
+        {
+            if let Some(task_id) = record.array_task_id {
+                ended_ids
+                    .entry(record.state.base.as_str().to_owned())
+                    .or_default()
+                    .push(task_id);
+            }
+        }
+        let ended_now: Ended = ended_ids
+            .into_iter()
+            .map(|(state, ids)| (state, TaskIds::of(ids)))
+            .collect();
+        let ended = merge(
+            &before.map(|b| read(&b.ended)).unwrap_or_default(),
+            &listed,
+            &ended_now,
+        );
+        let forgotten = forgotten(&ended, &listed);
+        let forgotten_tasks = before
+            .map(|b| {
+                b.tasks
+                    .iter()
+                    .filter(|t| {
+                        u32::try_from(t.task_id)
+                            .is_ok_and(|id| forgotten.values().any(|ids| ids.contains(id)))
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self {
+            ended,
+            forgotten,
+            forgotten_tasks,
+        }
+    }
+
+    /// The exit codes of forgotten tasks: those the task list kept (after the unfinished
+    /// tasks, failures before completions), and a 0 for forgotten completions.
+    pub fn exit_codes(&self) -> impl Iterator<Item = i32> + '_ {
+        self.forgotten_tasks
+            .iter()
+            .filter_map(|t| t.exit_code)
+            .chain(self.forgotten.contains_key(COMPLETED).then_some(0))
+    }
+
+    /// Whether forgotten failures outnumber those the task list kept: then the status's earlier
+    /// exit code stands in for them (not otherwise: it may come from a task run again since).
+    pub fn failures_unlisted(&self) -> bool {
+        let kept = self
+            .forgotten_tasks
+            .iter()
+            .filter(|t| t.state != COMPLETED)
+            .count();
+        let forgotten: i64 = self
+            .forgotten
+            .iter()
+            .filter(|(state, _)| *state != COMPLETED)
+            .map(|(_, ids)| i64::from(ids.count()))
+            .sum();
+        forgotten > i64::try_from(kept).unwrap_or(i64::MAX)
+    }
 }
 
 #[cfg(test)]

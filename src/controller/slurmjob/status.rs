@@ -16,7 +16,7 @@
 //!   Both are removed when they no longer hold (kstatus' "abnormal-true" convention). A run with
 //!   a job is `Stalled` only while its record cannot be read ([`RECORD_UNREADABLE`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -101,80 +101,31 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
         .iter()
         .find_map(|r| r.array_job_id)
         .is_some_and(|id| status.job_id == Some(i64::from(id)));
-    let before = status.array_tasks.as_ref().filter(|_| same_run);
-    let listed: BTreeSet<u32> = records.iter().filter_map(|r| r.array_task_id).collect();
-    let mut ended_now = ended::Ended::new();
-    for record in records
-        .iter()
-        .filter(|r| phase::of_state(&r.state).is_terminal())
-    {
-        if let Some(task_id) = record.array_task_id {
-            let ids = ended_now
-                .entry(record.state.base.as_str().to_owned())
-                .or_default();
-            *ids = ids.union(&ended::TaskIds::of([task_id]));
-        }
-    }
-    let ended = ended::merge(
-        &before.map(|b| ended::read(&b.ended)).unwrap_or_default(),
-        &listed,
-        &ended_now,
-    );
-    // Ended and no longer listed by slurmctld, by state.
-    let forgotten = ended::forgotten(&ended, &listed);
+    let memory = ended::Memory::of(status.array_tasks.as_ref().filter(|_| same_run), records);
     let Some(mut phase) = phase::of_records(records) else {
         return next;
     };
     if phase.is_terminal() {
-        let endings = ended
+        let endings = memory
+            .ended
             .keys()
             .map(|state| phase::of_state(&JobState::from_strings(&[state])))
             .filter(|p| p.is_terminal());
         phase = phase::worst(endings.chain([phase])).unwrap_or(phase);
     }
     next.phase = phase;
-    let forgotten_tasks: Vec<ArrayTask> = before
-        .map(|b| {
-            b.tasks
-                .iter()
-                .filter(|t| {
-                    u32::try_from(t.task_id)
-                        .is_ok_and(|id| forgotten.values().any(|ids| ids.contains(id)))
-                })
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
-    // The exit codes of forgotten tasks are those the task list kept (after the unfinished
-    // tasks, failures before completions); the status's earlier exit code stands in only for
-    // failures the list had no room for (one that came from a task run again since would be
-    // stale), and a forgotten completion is a 0.
-    let completed_forgotten = forgotten.contains_key(COMPLETED);
-    let forgotten_codes: Vec<i32> = forgotten_tasks
-        .iter()
-        .filter_map(|t| t.exit_code)
-        .chain(completed_forgotten.then_some(0))
-        .collect();
-    let failures_kept = forgotten_tasks
-        .iter()
-        .filter(|t| t.state != COMPLETED)
-        .count();
-    let failures_forgotten: i64 = forgotten
-        .iter()
-        .filter(|(state, _)| *state != COMPLETED)
-        .map(|(_, ids)| i64::from(ids.count()))
-        .sum();
-    let failures_unlisted = failures_forgotten > i64::try_from(failures_kept).unwrap_or(i64::MAX);
-    let mut tasks = array_tasks(records, forgotten_tasks);
+    let forgotten_codes: Vec<i32> = memory.exit_codes().collect();
+    let failures_unlisted = memory.failures_unlisted();
+    let mut tasks = array_tasks(records, memory.forgotten_tasks);
     // Each ended state: its tasks with ids of their own, ever, and the tasks a meta record that
     // ended (an array cancelled before they started) still holds.
-    for (state, ids) in &ended {
+    for (state, ids) in &memory.ended {
         let in_meta = meta_tasks(records, state);
         tasks
             .counts
             .insert(state.clone(), ids.count().saturating_add(in_meta));
     }
-    tasks.ended = ended::write(&ended);
+    tasks.ended = ended::write(&memory.ended);
     // What accounting said a finished task used (`with_usage`, asked once per ended run) stays:
     // the records seen here carry none.
     if let Some(before) = &next.array_tasks {
@@ -248,9 +199,6 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
     };
     next
 }
-
-/// Slurm's word for a task that ended well.
-const COMPLETED: &str = "COMPLETED";
 
 /// How many tasks the meta records among `records` (no task id of their own) hold in `state`.
 fn meta_tasks(records: &[Job], state: &str) -> i32 {
