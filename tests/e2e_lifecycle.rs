@@ -286,9 +286,10 @@ async fn a_rerun_is_never_lost_and_kubectl_waits_for_complete_and_failed() {
         assert!(!note.contains("Lost"), "{reason}: {note}");
     }
     let resubmitted = all.iter().position(|(_, r, _)| r == "Resubmitted").unwrap();
+    let second_note = format!("Slurm job {second_job} submitted");
     let second_submitted = all
         .iter()
-        .position(|(_, r, n)| r == "Submitted" && n.contains(&second_job.to_string()))
+        .position(|(_, r, n)| r == "Submitted" && *n == second_note)
         .unwrap();
     assert!(resubmitted <= second_submitted, "{all:?}");
 

@@ -332,7 +332,7 @@ async fn forged_tags_are_never_adopted_and_foreign_job_ids_never_cancelled() {
     // Its script ran: the job went through RUNNING to COMPLETED on a node.
     assert!(records[0].start_time.is_some() && records[0].nodes.is_some());
     let note = event(&events, &victim, "TagNotAdopted", |n| {
-        n.contains(&exact_next.to_string())
+        n.contains(&format!("{exact_next} (Forged)"))
     })
     .await;
     for (id, why) in [
@@ -404,7 +404,7 @@ async fn forged_tags_are_never_adopted_and_foreign_job_ids_never_cancelled() {
                 && e.note
                     .as_deref()
                     .unwrap_or_default()
-                    .contains(&bobs.to_string()))),
+                    .contains(&format!("Slurm job {bobs} ")))),
         "a Cancelled Event names bob's job"
     );
 }
