@@ -17,7 +17,7 @@ use slurm_operator::controller::slurmjob::act::{self, Env, Target};
 use slurm_operator::controller::slurmjob::lifecycle::Dependee;
 use slurm_operator::controller::slurmjob::plan::to_cancel;
 use slurm_operator::controller::slurmjob::status;
-use slurm_operator::controller::slurmjob::submissions::Submissions;
+use slurm_operator::controller::slurmjob::submissions::{Doubt, Submissions};
 use slurm_operator::crd::condition;
 use slurm_operator::crd::slurmjob::{Phase, SlurmJobStatus};
 use slurm_operator::leader::Leadership;
@@ -624,6 +624,94 @@ async fn a_submit_found_only_in_accounting_is_adopted() {
         .map(|j| j.job_id)
         .collect();
     assert_eq!(tagged, vec![first], "a second Slurm job was submitted");
+}
+
+/// A submit whose answer was lost (the process died before its status named the job), then an
+/// edit: the new generation adopts that job, still pending, instead of submitting a second one
+/// beside it, and the edit is one of a job that has not ended (not applied, said so). While an
+/// earlier generation's submit is in doubt, the edited one waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_after_a_lost_submit_runs_no_second_job() {
+    let slurm = require_slurm!();
+    let held = || {
+        let begin = Utc::now().timestamp() + 3600;
+        json!({
+            "script": script("sleep 120"),
+            "extraOptions": {"begin_time": {"set": true, "number": begin}},
+        })
+    };
+
+    // Generation 1's submit got no answer in this process; then the spec was edited.
+    let mut doubted = Runner::new(&slurm, "doubt-edit", held());
+    doubted.submissions.record_doubt(
+        &OwnerTag::new(&doubted.uid, 1),
+        Doubt {
+            since: Utc::now() + chrono::TimeDelta::hours(1),
+            error: "Timeout".into(),
+        },
+    );
+    doubted.edit(|spec| spec.script = script("sleep 60"));
+    let step = doubted.step().await;
+    assert_eq!(step.status.job_id, None, "{:?}", step.status);
+    let ready = condition::find(&step.status.conditions, status::READY).unwrap();
+    assert_eq!(ready.reason, "SubmitFailed", "{}", ready.message);
+    assert!(
+        ready
+            .message
+            .starts_with("the submit of generation 1 failed without saying whether Slurm made the job (Timeout) (the spec was edited since: generation 2)"),
+        "{}",
+        ready.message
+    );
+
+    // Generation 1 submitted, and the process died before writing its status.
+    let mut job = Runner::new(&slurm, "lost-edit", held());
+    let first = job.step().await.status.job_id.expect("submitted");
+    // The next incarnation: nothing in memory, no status; the spec edited meanwhile.
+    job.status = None;
+    job.events.clear();
+    job.submissions = Submissions::default();
+    job.started_at = Utc::now();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    job.edit(|spec| spec.script = script("sleep 60"));
+    let step = job.step().await;
+    assert_eq!(step.status.job_id, Some(first), "{:?}", step.status);
+    assert_eq!(step.status.submitted_generation, Some(1));
+    let ready = condition::find(&step.status.conditions, status::READY).unwrap();
+    assert_eq!(ready.reason, "Adopted", "{}", ready.message);
+    assert!(
+        ready
+            .message
+            .contains("generation 2 is an edit of that run"),
+        "{}",
+        ready.message
+    );
+    assert!(
+        step.retry.is_some(),
+        "the edit is taken up by the next step"
+    );
+
+    // The next step: the edit of a job that has not ended; its spec is not known, so nothing
+    // is changed in place.
+    let step = job.step().await;
+    assert_eq!(step.status.job_id, Some(first));
+    assert_eq!(step.status.observed_generation, Some(2));
+    let applied = condition::find(&step.status.conditions, status::SPEC_APPLIED).unwrap();
+    assert_eq!(
+        (applied.status.as_str(), applied.reason.as_str()),
+        ("False", "JobActive"),
+        "{}",
+        applied.message
+    );
+    assert!(job.events.contains(&"EditIgnored"), "{:?}", job.events);
+
+    // One job carries any of this SlurmJob's tags.
+    let state = sync(&job.client).await;
+    assert_eq!(
+        state.tagged_between(&job.uid, i64::MIN, i64::MAX),
+        vec![(1, u32::try_from(first).unwrap())]
+    );
+    job.delete().await;
+    job.until_phase(Phase::Cancelled, LONG).await;
 }
 
 /// Operations the client sent, in order.

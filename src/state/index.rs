@@ -124,6 +124,13 @@ impl ClusterState {
         self.jobs.tagged(tag).to_vec()
     }
 
+    /// Our jobs carrying a tag of SlurmJob `uid` with a generation from `from` to `to`
+    /// (inclusive), as (generation, job id), by generation then id: what [`Self::tagged`] gives
+    /// for each of them, in one lookup however many generations the range spans.
+    pub fn tagged_between(&self, uid: &str, from: i64, to: i64) -> Vec<(i64, u32)> {
+        self.jobs.tagged_between(uid, from, to)
+    }
+
     /// Ask the poller to follow job `job_id` from its next cycle on: fetch its record if it
     /// was skipped, and ask for its state even beyond the ids an incremental cycle probes (a
     /// job just submitted, or one a SlurmJob names after a restart).
@@ -225,8 +232,9 @@ impl Wants {
 #[derive(Debug, Clone, Default)]
 pub struct Jobs {
     by_id: BTreeMap<u32, Job>,
-    /// Tag → the plain job ids and array job ids carrying it, sorted, no repeats.
-    by_tag: HashMap<OwnerTag, Vec<u32>>,
+    /// Tag → the plain job ids and array job ids carrying it, sorted, no repeats. Ordered by
+    /// uid, then generation: a SlurmJob's generations are one range ([`Jobs::tagged_between`]).
+    by_tag: BTreeMap<OwnerTag, Vec<u32>>,
     /// Array job id → the job ids of its records (meta record and tasks), sorted.
     by_array: HashMap<u32, Vec<u32>>,
 }
@@ -247,11 +255,22 @@ impl Jobs {
     pub fn tagged(&self, tag: &OwnerTag) -> &[u32] {
         self.by_tag.get(tag).map_or(&[], Vec::as_slice)
     }
+
+    /// See [`ClusterState::tagged_between`].
+    pub fn tagged_between(&self, uid: &str, from: i64, to: i64) -> Vec<(i64, u32)> {
+        if from > to {
+            return Vec::new();
+        }
+        self.by_tag
+            .range(OwnerTag::new(uid, from)..=OwnerTag::new(uid, to))
+            .flat_map(|(tag, ids)| ids.iter().map(|id| (tag.generation(), *id)))
+            .collect()
+    }
 }
 
 impl From<BTreeMap<u32, Job>> for Jobs {
     fn from(by_id: BTreeMap<u32, Job>) -> Self {
-        let mut by_tag: HashMap<OwnerTag, Vec<u32>> = HashMap::new();
+        let mut by_tag: BTreeMap<OwnerTag, Vec<u32>> = BTreeMap::new();
         let mut by_array: HashMap<u32, Vec<u32>> = HashMap::new();
         // Ascending job ids, so every list below comes out sorted.
         for job in by_id.values() {
@@ -485,6 +504,39 @@ mod tests {
         );
         assert_eq!(state.tagged(&tag(b)), vec![10]);
         assert!(state.tagged(&tag("slurm.rs/uid=c,generation=1")).is_empty());
+    }
+
+    /// A SlurmJob's generations are one range of the tag lookup, and no other uid's, even one
+    /// it is a prefix of.
+    #[test]
+    fn the_tags_of_a_range_of_generations() {
+        let state = ClusterState {
+            jobs: Arc::new(
+                [
+                    job(3, None, "slurm.rs/uid=a,generation=1"),
+                    job(4, None, "slurm.rs/uid=a,generation=3"),
+                    job(5, None, "slurm.rs/uid=ab,generation=2"),
+                    job(6, None, "slurm.rs/uid=a,generation=3"),
+                    job(7, Some(7), "slurm.rs/uid=a,generation=4"),
+                    job(8, Some(7), "slurm.rs/uid=a,generation=4"),
+                ]
+                .into_iter()
+                .map(|j| (j.job_id, j))
+                .collect(),
+            ),
+            ..ClusterState::default()
+        };
+        assert_eq!(
+            state.tagged_between("a", 1, 3),
+            vec![(1, 3), (3, 4), (3, 6)]
+        );
+        assert_eq!(state.tagged_between("a", 2, 2), vec![]);
+        assert_eq!(state.tagged_between("a", 4, 1), vec![]);
+        assert_eq!(
+            state.tagged_between("a", i64::MIN, i64::MAX),
+            vec![(1, 3), (3, 4), (3, 6), (4, 7)],
+            "an array once, by its array job id; not ab's"
+        );
     }
 
     /// The precomputed lookups answer exactly what a scan of the records does, over many

@@ -40,7 +40,7 @@ use super::notice;
 use super::output;
 use super::plan::{self, AccountingAnswer, Adoptable, SubmitFacts, SubmitPlan, WAIT_RETRY};
 use super::status::{self, SPEC_APPLIED, STALLED, SUBMIT_REJECTED};
-use super::submissions::{Doubt, Submissions};
+use super::submissions::{Doubt, Submissions, Submitted};
 use super::{access, edit, usage};
 
 /// Fail point (test builds): right after Slurm accepted a submit, before anything records it
@@ -791,6 +791,7 @@ fn dedup(notices: &mut Vec<Notice>) {
 /// How a submit step ended in Slurm.
 enum Outcome {
     Adopted { job_id: u32 },
+    AdoptedEarlier(plan::EarlierRun),
     Submitted { job_id: u32, warnings: Vec<String> },
 }
 
@@ -836,6 +837,31 @@ where
     let mut notices = not_adopted(&indexed, "slurmctld");
     let unreadable = env.state.unreadable_unresolved();
     let doubt = env.submissions.doubt(&tag);
+    // The generations whose submits no status names: after the last run the status records (a
+    // re-run's is in its history), or all of them.
+    let recorded = base
+        .submitted_generation
+        .into_iter()
+        .chain(base.history.first().map(|run| run.generation))
+        .max();
+    let from = recorded.map_or(i64::MIN, |g| g.saturating_add(1));
+    let mut here = Vec::new();
+    let mut earlier_doubt = None;
+    for (g, submitted) in env
+        .submissions
+        .between(target.uid, from, generation.saturating_sub(1))
+    {
+        match submitted {
+            Submitted::Job(id) => here.push((g, id)),
+            Submitted::InDoubt(doubt) if !plan::past_doubt(env.state, doubt.since) => {
+                earlier_doubt = Some((g, doubt));
+            }
+            Submitted::InDoubt(_) | Submitted::Limited { .. } => {}
+        }
+    }
+    let earlier = plan::earlier_run(
+        env.state, &here, target.uid, from, generation, &user, env.key,
+    );
     let facts = SubmitFacts {
         name: target.name,
         tag: &tag,
@@ -860,9 +886,13 @@ where
                 env.state.skipped_before,
             ) || env.submissions.limited_since(&tag, env.acting_since)),
         accounting: None,
+        // This generation's doubt first: the latest submit.
         in_doubt: doubt
             .as_ref()
-            .filter(|doubt| !plan::past_doubt(env.state, doubt.since)),
+            .filter(|doubt| !plan::past_doubt(env.state, doubt.since))
+            .map(|doubt| (generation, doubt))
+            .or(earlier_doubt.as_ref().map(|(g, doubt)| (*g, doubt))),
+        earlier,
         takeover: takeover(target, env)
             .filter(|takeover| !plan::past_doubt(env.state, takeover.settles_at())),
         listing_failing_since: env.state.listing_failure.as_ref().map(|f| f.since),
@@ -900,7 +930,10 @@ where
         search = take_search()?;
     }
     if let Some(load) = load
-        && !matches!(decision, SubmitPlan::Wait { .. } | SubmitPlan::Adopt { .. })
+        && !matches!(
+            decision,
+            SubmitPlan::Wait { .. } | SubmitPlan::Adopt { .. } | SubmitPlan::AdoptEarlier(_)
+        )
     {
         match load(generation).await.map_err(StepError::LoadSpec)? {
             Some(spec) => {
@@ -1020,6 +1053,7 @@ where
             return Ok((wait(base, "WaitingForAccounting", message), false));
         }
         SubmitPlan::Adopt { job_id, announced } => (Outcome::Adopted { job_id }, announced),
+        SubmitPlan::AdoptEarlier(earlier) => (Outcome::AdoptedEarlier(earlier), false),
         SubmitPlan::Submit(_) if user.is_empty() => {
             let message = "the SlurmCluster's credentials do not say which Slurm user they act \
                            as (a ready token without a `sun` claim): the job's ownership tag \
@@ -1109,6 +1143,18 @@ where
                 format!("adopted Slurm job {job_id}, which already carried this generation's tag"),
             ),
         ),
+        Outcome::AdoptedEarlier(earlier) => (
+            earlier.job_id,
+            (
+                "Adopted",
+                format!(
+                    "adopted Slurm job {}, submitted for generation {} (the answer to that \
+                     submit was lost before the status named it) and not ended: generation \
+                     {generation} is an edit of that run, not a second job",
+                    earlier.job_id, earlier.generation
+                ),
+            ),
+        ),
         Outcome::Submitted { job_id, warnings } if !warnings.is_empty() => (
             *job_id,
             (
@@ -1126,13 +1172,23 @@ where
     };
     // The poller follows it from its next cycle, wherever the id falls. A job of this
     // submit is ours without its record: the poller may read that once a burst pauses.
-    let adopted = matches!(outcome, Outcome::Adopted { .. });
+    let adopted = !matches!(outcome, Outcome::Submitted { .. });
+    // The run's own generation: an earlier one's job runs as that generation was submitted.
+    let mut run_generation = generation;
     match outcome {
         Outcome::Submitted { .. } => env.state.submitted(job_id),
         Outcome::Adopted { .. } => {
             // A submit in doubt made it: nothing is in doubt any more.
             env.submissions.clear_doubt(&tag);
             env.state.want(job_id);
+        }
+        Outcome::AdoptedEarlier(earlier) => {
+            env.submissions
+                .clear_doubt(&OwnerTag::new(target.uid, earlier.generation));
+            env.state.want(job_id);
+            run_generation = earlier.generation;
+            // Its spec is not this one: the edit is never applied in place (`edit::NO_HASH`).
+            spec_hash = None;
         }
     }
     // Only records of this SlurmJob's: an index not yet past a slurmctld state loss may still
@@ -1148,8 +1204,10 @@ where
     // accounting: it ran while the operator was away): the poller will say nothing of it, so
     // the next step comes by itself, and follows it (through accounting once a complete listing
     // misses it).
-    let retry = (adopted && records.is_empty()).then_some(WAIT_RETRY);
-    let mut status = status::submitted(base, job_id, generation, ready, now, &records);
+    // An earlier generation's run: the next step takes this generation up as its edit.
+    let retry =
+        (adopted && (records.is_empty() || run_generation != generation)).then_some(WAIT_RETRY);
+    let mut status = status::submitted(base, job_id, run_generation, ready, now, &records);
     status.submitted_spec_hash = spec_hash;
     // The evidence clock starts once Slurm answered, not when the step began: a listing that
     // began in between (during an accounting lookup, a slow submit) cannot hold the job, and

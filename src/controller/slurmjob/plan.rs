@@ -12,7 +12,9 @@
 //!    ([`adoptable`]: signed with the operator's key for this uid, generation and the Slurm user
 //!    the job runs as, and that user is the one this SlurmJob submits as). A forged, unsigned
 //!    (legacy) or other user's tag is never adopted: it is reported and a job of our own is
-//!    submitted;
+//!    submitted. Nor a job of an *earlier* generation that no status names and that still runs
+//!    ([`earlier_run`]: its submit's answer was lost, then the spec was edited): that one is
+//!    adopted as the run the edit applies to, as if its status had been written in time;
 //! 3. unless the SlurmJob is fresh ([`FRESH`]), accounting has answered that it holds no job
 //!    with this tag either (one that ran and left slurmctld while the operator was away).
 
@@ -71,9 +73,13 @@ pub struct SubmitFacts<'a> {
     pub fresh: bool,
     /// Accounting's answer, once it was asked ([`SubmitPlan::AskAccounting`]).
     pub accounting: Option<&'a AccountingAnswer>,
-    /// This process's last submit of the tag got no answer that says whether it made a job,
-    /// and the index has not listed every job since ([`past_doubt`]).
-    pub in_doubt: Option<&'a Doubt>,
+    /// This process's last submit of the tag, or of an earlier generation no status names, got
+    /// no answer that says whether it made a job, and the index has not listed every job since
+    /// ([`past_doubt`]): the generation of that submit, and the doubt.
+    pub in_doubt: Option<(i64, &'a Doubt)>,
+    /// A job of an earlier generation that no status names, still pending or running
+    /// ([`earlier_run`]).
+    pub earlier: Option<EarlierRun>,
     /// This replica took the leader Lease at this time, and the SlurmJob's generation may be
     /// older: the previous leader may have sent its submit right before, and the job it made
     /// may appear until [`Takeover::settles_at`]; the index has not listed every job since.
@@ -148,6 +154,9 @@ pub enum SubmitPlan {
     /// A job carrying this generation's tag exists: adopt it. `announced` when this process
     /// submitted it (its `Submitted` Event went out then).
     Adopt { job_id: u32, announced: bool },
+    /// A job of an earlier generation, whose submit's answer was lost, still runs: adopt it as
+    /// that generation's run; this generation is then an edit of it.
+    AdoptEarlier(EarlierRun),
     /// Ask the cluster's accounting for a job carrying the tag under this job name, then decide
     /// again with the answer.
     AskAccounting { name: String },
@@ -211,21 +220,33 @@ pub fn submit(
             ),
         };
     }
-    if let Some(doubt) = facts.in_doubt {
+    if let Some((generation, doubt)) = facts.in_doubt {
         let within = if failing.is_empty() {
             " (within a minute or so while slurmrestd answers)"
         } else {
             ""
         };
+        let edited = if generation < facts.generation {
+            format!(
+                " (the spec was edited since: generation {})",
+                facts.generation
+            )
+        } else {
+            String::new()
+        };
         return SubmitPlan::Wait {
             reason: SUBMIT_FAILED,
             message: format!(
-                "the submit of generation {} failed without saying whether Slurm made the job \
-                 ({}); waiting for a listing of all the cluster's jobs that began after it, so \
-                 that a job it made is adopted by its tag instead of submitted twice{within}{failing}",
-                facts.generation, doubt.error
+                "the submit of generation {generation} failed without saying whether Slurm made \
+                 the job ({}){edited}; waiting for a listing of all the cluster's jobs that began \
+                 after it, so that a job it made is adopted by its tag instead of submitted \
+                 twice{within}{failing}",
+                doubt.error
             ),
         };
+    }
+    if let Some(earlier) = facts.earlier {
+        return SubmitPlan::AdoptEarlier(earlier);
     }
     if let Err(error) = submit::check_names(facts.spec, facts.name) {
         return SubmitPlan::Invalid(error);
@@ -404,6 +425,58 @@ pub fn past_doubt(state: &ClusterState, since: DateTime<Utc>) -> bool {
     state
         .fully_listed_at
         .is_some_and(|at| at > since + SUBMIT_DOUBT_GRACE)
+}
+
+/// A job submitted for an earlier generation of a SlurmJob than the one being submitted, which
+/// no status names ([`earlier_run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EarlierRun {
+    pub job_id: u32,
+    pub generation: i64,
+}
+
+/// The latest job of SlurmJob `uid` submitted for a generation from `from` (the first one no
+/// status names a run of) to `generation - 1` that has not ended: a submit whose answer was lost
+/// (in doubt, or the process died, or its status write failed, before the status named it), then
+/// the spec was edited. Submitting `generation` beside it would run two jobs where the user
+/// expects one; it is adopted instead, and the edit treated as one of a running job.
+///
+/// What counts: the index's jobs carrying one of those tags, provably ours for `user`
+/// ([`adoptable`]), not all of whose records ended; and `here`, this process's own submits of
+/// those generations (generation, job id), unless the index shows that job ended.
+pub fn earlier_run(
+    state: &ClusterState,
+    here: &[(i64, u32)],
+    uid: &str,
+    from: i64,
+    generation: i64,
+    user: &str,
+    key: &TagKey,
+) -> Option<EarlierRun> {
+    let to = generation.checked_sub(1)?;
+    let live = |id: u32, proven: bool| {
+        let records = state.job_records(id);
+        if records.is_empty() {
+            return proven;
+        }
+        records.iter().any(|job| !job.state.base.is_finished())
+    };
+    let indexed = state
+        .tagged_between(uid, from, to)
+        .into_iter()
+        .filter(|&(g, id)| {
+            adoptable(state.job_records(id), &OwnerTag::new(uid, g), user, key).job_id == Some(id)
+        })
+        .filter(|&(_, id)| live(id, false));
+    let submitted = here
+        .iter()
+        .copied()
+        .filter(|&(g, _)| (from..=to).contains(&g))
+        .filter(|&(_, id)| live(id, true));
+    indexed
+        .chain(submitted)
+        .max()
+        .map(|(generation, job_id)| EarlierRun { job_id, generation })
 }
 
 /// Whether the index can be trusted to show every job, i.e. it synced after `started_at`.

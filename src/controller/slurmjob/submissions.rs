@@ -160,6 +160,18 @@ impl Submissions {
             .collect()
     }
 
+    /// What this process's submits for SlurmJob `uid` left for generations `from` to `to`
+    /// (inclusive), lowest generation first.
+    pub fn between(&self, uid: &str, from: i64, to: i64) -> Vec<(i64, Submitted)> {
+        if from > to {
+            return Vec::new();
+        }
+        let map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
+        map.range(OwnerTag::new(uid, from)..=OwnerTag::new(uid, to))
+            .map(|(tag, submitted)| (tag.generation(), submitted.clone()))
+            .collect()
+    }
+
     fn tags_of(uid: &str) -> std::ops::RangeInclusive<OwnerTag> {
         OwnerTag::new(uid, i64::MIN)..=OwnerTag::new(uid, i64::MAX)
     }
@@ -297,6 +309,31 @@ mod tests {
         submissions.record(&tag, 7);
         assert!(!submissions.limited_since(&tag, acting));
         assert_eq!(submissions.limited_retry_in(&tag, acting, at), None);
+    }
+
+    /// What an edited SlurmJob's earlier generations left here: by generation, of that uid only.
+    #[test]
+    fn the_submits_of_a_range_of_generations_are_one_lookup() {
+        let submissions = Submissions::default();
+        let doubt = Doubt {
+            since: DateTime::from_timestamp(100, 0).unwrap(),
+            error: "Timeout".into(),
+        };
+        submissions.record(&OwnerTag::new("a", 1), 10);
+        submissions.record_doubt(&OwnerTag::new("a", 3), doubt.clone());
+        submissions.record(&OwnerTag::new("a", 5), 11);
+        submissions.record(&OwnerTag::new("ab", 2), 12);
+        assert_eq!(
+            submissions.between("a", 1, 4),
+            vec![(1, Submitted::Job(10)), (3, Submitted::InDoubt(doubt))]
+        );
+        assert_eq!(submissions.between("a", 4, 4), vec![]);
+        assert_eq!(submissions.between("a", 5, 1), vec![]);
+        assert_eq!(
+            submissions.between("a", i64::MIN, i64::MAX).len(),
+            3,
+            "not ab's"
+        );
     }
 
     #[test]

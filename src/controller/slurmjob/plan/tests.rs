@@ -292,6 +292,161 @@ fn owned(id: u32, tag: &OwnerTag, user: &str, array_job_id: Option<u32>) -> Job 
     job
 }
 
+/// Which earlier generation's job an edited SlurmJob adopts instead of submitting beside it:
+/// the latest that no status names, has not ended and is provably ours; or this process's own
+/// submit of it, unless the index shows it ended.
+#[test]
+fn an_earlier_generations_unrecorded_job_that_runs_is_found() {
+    let t = |generation| OwnerTag::new("u", generation);
+    let ended = |id: u32, tag: &OwnerTag| {
+        let mut job = running(id, tag);
+        job.state = JobState::from_strings(&["COMPLETED"]);
+        job
+    };
+    let bobs = |id: u32, tag: &OwnerTag| owned(id, tag, "bob", None);
+    let forged = |id: u32, tag: &OwnerTag| {
+        let mut job = running(id, tag);
+        job.set_comment(Some(format!(
+            "slurm.rs/uid={},generation={}",
+            tag.uid(),
+            tag.generation()
+        )));
+        job
+    };
+    let mut array_task_running = running(31, &t(3));
+    array_task_running.array_job_id = Some(30);
+    let mut array_meta_pending = owned(30, &t(3), "alice", Some(30));
+    array_meta_pending.state = JobState::from_strings(&["PENDING"]);
+    let mut array_task_done = ended(32, &t(3));
+    array_task_done.array_job_id = Some(30);
+    type Row<'a> = (
+        &'a str,
+        Vec<Job>,
+        Vec<(i64, u32)>,
+        i64,
+        i64,
+        Option<(u32, i64)>,
+    );
+    let rows: Vec<Row<'_>> = vec![
+        (
+            "nothing carries an earlier tag",
+            vec![running(5, &OwnerTag::new("other", 1))],
+            vec![],
+            1,
+            4,
+            None,
+        ),
+        (
+            "a running job of generation 2",
+            vec![running(5, &t(2))],
+            vec![],
+            1,
+            4,
+            Some((5, 2)),
+        ),
+        (
+            "the latest generation of several",
+            vec![running(5, &t(1)), running(6, &t(3)), running(7, &t(2))],
+            vec![],
+            1,
+            4,
+            Some((6, 3)),
+        ),
+        (
+            "one that ended is not a run to adopt",
+            vec![ended(5, &t(2))],
+            vec![],
+            1,
+            4,
+            None,
+        ),
+        (
+            "the current generation's own is not earlier",
+            vec![running(5, &t(4))],
+            vec![],
+            1,
+            4,
+            None,
+        ),
+        (
+            "a generation the status names a run of is not unrecorded",
+            vec![running(5, &t(2))],
+            vec![],
+            3,
+            4,
+            None,
+        ),
+        (
+            "another Slurm user's, signed for them: not ours",
+            vec![bobs(5, &t(2))],
+            vec![],
+            1,
+            4,
+            None,
+        ),
+        (
+            "an unsigned claim: not ours",
+            vec![forged(5, &t(2))],
+            vec![],
+            1,
+            4,
+            None,
+        ),
+        (
+            "an array with a task still running",
+            vec![
+                array_meta_pending.clone(),
+                array_task_running,
+                array_task_done.clone(),
+            ],
+            vec![],
+            1,
+            4,
+            Some((30, 3)),
+        ),
+        (
+            "this process's submit, not listed yet",
+            vec![],
+            vec![(2, 40)],
+            1,
+            4,
+            Some((40, 2)),
+        ),
+        (
+            "this process's submit, listed as ended",
+            vec![ended(40, &t(2))],
+            vec![(2, 40)],
+            1,
+            4,
+            None,
+        ),
+        (
+            "this process's submit of a generation the status names",
+            vec![],
+            vec![(2, 40)],
+            3,
+            4,
+            None,
+        ),
+        (
+            "generation 1, nothing before it",
+            vec![running(5, &t(1))],
+            vec![],
+            i64::MIN,
+            1,
+            None,
+        ),
+    ];
+    for (row, jobs, here, from, generation, expect) in rows {
+        let index = state(Some(100), jobs);
+        assert_eq!(
+            earlier_run(&index, &here, "u", from, generation, "alice", &KEY),
+            expect.map(|(job_id, generation)| EarlierRun { job_id, generation }),
+            "{row}"
+        );
+    }
+}
+
 #[test]
 fn tagged_job_is_found_by_exact_tag_and_arrays_by_their_array_id() {
     let tag = |uid: &str, generation| OwnerTag::new(uid, generation);
@@ -824,6 +979,7 @@ fn facts(spec: &SlurmJobSpec) -> SubmitFacts<'_> {
         fresh: true,
         accounting: None,
         in_doubt: None,
+        earlier: None,
         takeover: None,
         listing_failing_since: None,
     }
@@ -836,6 +992,7 @@ enum Expect {
     Invalid(&'static str),
     Adopt(u32, bool),
     AskAccounting(&'static str),
+    AdoptEarlier(u32, i64),
     Submit { name: &'static str },
 }
 
@@ -849,6 +1006,9 @@ fn matches(plan: &SubmitPlan, expect: &Expect) -> bool {
             job_id == id && announced == a
         }
         (SubmitPlan::AskAccounting { name }, Expect::AskAccounting(n)) => name == n,
+        (SubmitPlan::AdoptEarlier(earlier), Expect::AdoptEarlier(id, g)) => {
+            earlier.job_id == *id && earlier.generation == *g
+        }
         (SubmitPlan::Submit(request), Expect::Submit { name }) => {
             request.comment == Some(KEY.comment(&TAG, "alice"))
                 && request.name.as_deref() == Some(*name)
@@ -932,7 +1092,7 @@ fn the_submit_decision() {
         (
             "a submit of this process got no answer, and no listing of every job since: wait",
             SubmitFacts {
-                in_doubt: Some(&doubt),
+                in_doubt: Some((1, &doubt)),
                 ..facts(&plain)
             },
             &submitted,
@@ -946,7 +1106,7 @@ fn the_submit_decision() {
         (
             "in doubt, and the job it made in the index: adopted",
             SubmitFacts {
-                in_doubt: Some(&doubt),
+                in_doubt: Some((1, &doubt)),
                 indexed: Some(8),
                 ..facts(&plain)
             },
@@ -984,7 +1144,7 @@ fn the_submit_decision() {
         (
             "in doubt while the cluster's listing of every job fails: said",
             SubmitFacts {
-                in_doubt: Some(&doubt),
+                in_doubt: Some((1, &doubt)),
                 listing_failing_since: DateTime::from_timestamp(160, 0),
                 ..facts(&plain)
             },
@@ -1007,12 +1167,83 @@ fn the_submit_decision() {
         (
             "in doubt, and the index not synced since the start: the index's wait first",
             SubmitFacts {
-                in_doubt: Some(&doubt),
+                in_doubt: Some((1, &doubt)),
                 index_trusted: false,
                 ..facts(&plain)
             },
             &submitted,
             Expect::Wait("WaitingForSlurmIndex", "complete list"),
+        ),
+        (
+            "an earlier generation's submit in doubt, the spec edited since: wait, naming both",
+            SubmitFacts {
+                in_doubt: Some((1, &doubt)),
+                generation: 2,
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Wait(
+                "SubmitFailed",
+                "the submit of generation 1 failed without saying whether Slurm made the job \
+                 (Timeout: slurmrestd did not answer within 30s) (the spec was edited since: \
+                 generation 2); waiting for a listing",
+            ),
+        ),
+        (
+            "an earlier generation's job that no status names still runs: adopted as that run",
+            SubmitFacts {
+                earlier: Some(EarlierRun {
+                    job_id: 9,
+                    generation: 1,
+                }),
+                generation: 2,
+                fresh: false,
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::AdoptEarlier(9, 1),
+        ),
+        (
+            "this generation's own job comes before an earlier one's",
+            SubmitFacts {
+                earlier: Some(EarlierRun {
+                    job_id: 9,
+                    generation: 1,
+                }),
+                indexed: Some(12),
+                generation: 2,
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Adopt(12, false),
+        ),
+        (
+            "an earlier run while a takeover is not past: the takeover's wait first (the \
+             predecessor may have submitted this generation too)",
+            SubmitFacts {
+                earlier: Some(EarlierRun {
+                    job_id: 9,
+                    generation: 1,
+                }),
+                takeover: Some(takeover),
+                generation: 2,
+                ..facts(&plain)
+            },
+            &submitted,
+            Expect::Wait("WaitingForSlurmIndex", "this operator replica began to act"),
+        ),
+        (
+            "an earlier run, even of a spec that cannot be submitted now: adopted",
+            SubmitFacts {
+                earlier: Some(EarlierRun {
+                    job_id: 9,
+                    generation: 1,
+                }),
+                generation: 2,
+                ..facts(&no_interpreter)
+            },
+            &submitted,
+            Expect::AdoptEarlier(9, 1),
         ),
         (
             "an index not synced since this process started: wait, even for a tagged job",
