@@ -685,15 +685,8 @@ async fn an_edit_after_a_lost_submit_runs_no_second_job() {
         "{}",
         ready.message
     );
-    assert!(
-        step.retry.is_some(),
-        "the edit is taken up by the next step"
-    );
-
-    // The next step: the edit of a job that has not ended; its spec is not known, so nothing
-    // is changed in place.
-    let step = job.step().await;
-    assert_eq!(step.status.job_id, Some(first));
+    // In the same step, generation 2 is the edit of a job that has not ended; that job's spec is
+    // not known, so nothing is changed in place.
     assert_eq!(step.status.observed_generation, Some(2));
     let applied = condition::find(&step.status.conditions, status::SPEC_APPLIED).unwrap();
     assert_eq!(
@@ -702,7 +695,19 @@ async fn an_edit_after_a_lost_submit_runs_no_second_job() {
         "{}",
         applied.message
     );
-    assert!(job.events.contains(&"EditIgnored"), "{:?}", job.events);
+    assert!(
+        applied
+            .message
+            .contains("which was submitted for generation 1"),
+        "{}",
+        applied.message
+    );
+    assert_eq!(job.events, vec!["EditIgnored", "Submitted"]);
+
+    // The next step follows that job, generation 2 observed.
+    let step = job.step().await;
+    assert_eq!(step.status.job_id, Some(first));
+    assert_eq!(step.status.observed_generation, Some(2));
 
     // One job carries any of this SlurmJob's tags.
     let state = sync(&job.client).await;

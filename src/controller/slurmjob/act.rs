@@ -225,6 +225,11 @@ where
                 // Nothing runs again until the spec is fixed: only the InvalidSpec Warning.
                 notices.clear();
             }
+            if step.status.job_id.is_some() && step.status.submitted_generation != Some(generation)
+            {
+                // An earlier generation's job was adopted: this one does not run (EditIgnored).
+                notices.retain(|n| n.reason != "Resubmitted");
+            }
             notices.append(&mut step.notices);
             step.notices = notices;
             // A job this process submitted was announced when it was submitted (the status
@@ -379,6 +384,37 @@ pub fn asks_how_it_ended(target: Target<'_>, env: Env<'_>) -> bool {
     !current.phase.is_terminal() && followed(&current, job_id, target.uid, env).phase == Phase::Lost
 }
 
+/// An edit (`generation`) of Slurm job `job_id`, which runs `submitted_from` and has not ended,
+/// that is not applied because of `why`: recorded as observed (so the job does not run again
+/// when it ends), `SpecApplied=False/JobActive`, and the `EditIgnored` Warning.
+fn ignore_edit(
+    next: &mut SlurmJobStatus,
+    generation: i64,
+    job_id: i64,
+    submitted_from: i64,
+    why: &str,
+    now: &condition::Time,
+) -> Notice {
+    let message = format!(
+        "generation {generation} was not applied: {why}. Slurm job {job_id} runs on as \
+         generation {submitted_from} was submitted; edit the SlurmJob again once it has ended to \
+         run it again with the new spec",
+    );
+    next.observed_generation = Some(generation);
+    condition::upsert(
+        &mut next.conditions,
+        condition::new(
+            SPEC_APPLIED,
+            false,
+            "JobActive",
+            message.clone(),
+            Some(generation),
+            now.clone(),
+        ),
+    );
+    Notice::warning("EditIgnored", message)
+}
+
 /// Whether the spec asks for the job to be held.
 fn target_suspend(target: Target<'_>) -> bool {
     target.spec.suspend == Some(true)
@@ -418,17 +454,8 @@ where
     };
     let submitted_from = current.submitted_generation.unwrap_or_default();
     let ignored = |mut next: SlurmJobStatus, why: &str| {
-        let message = format!(
-            "generation {generation} was not applied: {why}. Slurm job {job_id} runs on as \
-             generation {submitted_from} was submitted; edit the SlurmJob again once it has \
-             ended to run it again with the new spec",
-        );
-        applied(&mut next, false, "JobActive", &message);
-        (
-            next,
-            vec![Notice::warning("EditIgnored", message)],
-            Again::Not,
-        )
+        let notice = ignore_edit(&mut next, generation, job_id, submitted_from, why, &now);
+        (next, vec![notice], Again::Not)
     };
     if current.submitted_spec_hash.is_none() {
         // Nothing to compare with: no request, no read of the spec.
@@ -837,14 +864,7 @@ where
     let mut notices = not_adopted(&indexed, "slurmctld");
     let unreadable = env.state.unreadable_unresolved();
     let doubt = env.submissions.doubt(&tag);
-    // The generations whose submits no status names: after the last run the status records (a
-    // re-run's is in its history), or all of them.
-    let recorded = base
-        .submitted_generation
-        .into_iter()
-        .chain(base.history.first().map(|run| run.generation))
-        .max();
-    let from = recorded.map_or(i64::MIN, |g| g.saturating_add(1));
+    let from = plan::unrecorded_from(&base);
     let mut here = Vec::new();
     let mut earlier_doubt = None;
     for (g, submitted) in env
@@ -1204,11 +1224,27 @@ where
     // accounting: it ran while the operator was away): the poller will say nothing of it, so
     // the next step comes by itself, and follows it (through accounting once a complete listing
     // misses it).
-    // An earlier generation's run: the next step takes this generation up as its edit.
-    let retry =
-        (adopted && (records.is_empty() || run_generation != generation)).then_some(WAIT_RETRY);
-    let mut status = status::submitted(base, job_id, run_generation, ready, now, &records);
+    let retry = (adopted && records.is_empty()).then_some(WAIT_RETRY);
+    let mut status = status::submitted(base, job_id, run_generation, ready, now.clone(), &records);
     status.submitted_spec_hash = spec_hash;
+    // An earlier generation's run: this generation is an edit of it, decided here (a step of
+    // its own would write `observedGeneration` back to the earlier one first).
+    if run_generation != generation {
+        let why = format!(
+            "it is an edit of Slurm job {job_id}, which was submitted for generation \
+             {run_generation} (the answer to that submit was lost before the status named the \
+             job) and has not ended; that job's spec is not known here, so nothing is changed in \
+             place"
+        );
+        notices.push(ignore_edit(
+            &mut status,
+            generation,
+            i64::from(job_id),
+            run_generation,
+            &why,
+            &now,
+        ));
+    }
     // The evidence clock starts once Slurm answered, not when the step began: a listing that
     // began in between (during an accounting lookup, a slow submit) cannot hold the job, and
     // must not prove it gone (`plan::gone`: a live job called `Lost` right after its submit).

@@ -12,9 +12,10 @@
 //!    ([`adoptable`]: signed with the operator's key for this uid, generation and the Slurm user
 //!    the job runs as, and that user is the one this SlurmJob submits as). A forged, unsigned
 //!    (legacy) or other user's tag is never adopted: it is reported and a job of our own is
-//!    submitted. Nor a job of an *earlier* generation that no status names and that still runs
-//!    ([`earlier_run`]: its submit's answer was lost, then the spec was edited): that one is
-//!    adopted as the run the edit applies to, as if its status had been written in time;
+//!    submitted. A job of an *earlier* generation that no status names and that has not ended
+//!    ([`earlier_run`]: its submit's answer was lost, then the spec was edited) is adopted too,
+//!    as that generation's run, and this generation is an edit of it, as had its status been
+//!    written in time;
 //! 3. unless the SlurmJob is fresh ([`FRESH`]), accounting has answered that it holds no job
 //!    with this tag either (one that ran and left slurmctld while the operator was away).
 
@@ -435,6 +436,17 @@ pub struct EarlierRun {
     pub generation: i64,
 }
 
+/// The first generation whose submit `status` names no run of: the one after the last run it
+/// records (a re-run's status has the run before it in its history), or any.
+pub fn unrecorded_from(status: &SlurmJobStatus) -> i64 {
+    status
+        .submitted_generation
+        .into_iter()
+        .chain(status.history.first().map(|run| run.generation))
+        .max()
+        .map_or(i64::MIN, |g| g.saturating_add(1))
+}
+
 /// The latest job of SlurmJob `uid` submitted for a generation from `from` (the first one no
 /// status names a run of) to `generation - 1` that has not ended: a submit whose answer was lost
 /// (in doubt, or the process died, or its status write failed, before the status named it), then
@@ -473,9 +485,10 @@ pub fn earlier_run(
         .copied()
         .filter(|&(g, _)| (from..=to).contains(&g))
         .filter(|&(_, id)| live(id, true));
+    // The latest generation; of its jobs the lowest id, as [`adoptable`] picks.
     indexed
         .chain(submitted)
-        .max()
+        .max_by_key(|&(generation, id)| (generation, std::cmp::Reverse(id)))
         .map(|(generation, job_id)| EarlierRun { job_id, generation })
 }
 

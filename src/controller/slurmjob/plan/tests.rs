@@ -292,6 +292,29 @@ fn owned(id: u32, tag: &OwnerTag, user: &str, array_job_id: Option<u32>) -> Job 
     job
 }
 
+/// Which generations an edited SlurmJob's status names no run of: after its own run, and for a
+/// re-run after the run its history begins with.
+#[test]
+fn the_generations_no_status_names_a_run_of() {
+    assert_eq!(unrecorded_from(&SlurmJobStatus::default()), i64::MIN);
+    let ran = SlurmJobStatus {
+        job_id: Some(7),
+        phase: Phase::Completed,
+        submitted_generation: Some(2),
+        observed_generation: Some(2),
+        ..Default::default()
+    };
+    assert_eq!(unrecorded_from(&ran), 3);
+    let rerun = lifecycle::start_new_run(&ran);
+    assert_eq!(rerun.submitted_generation, None);
+    assert_eq!(unrecorded_from(&rerun), 3);
+    let refused = SlurmJobStatus {
+        rejected_generation: Some(4),
+        ..rerun.clone()
+    };
+    assert_eq!(unrecorded_from(&refused), 3, "a refused submit made no job");
+}
+
 /// Which earlier generation's job an edited SlurmJob adopts instead of submitting beside it:
 /// the latest that no status names, has not ended and is provably ours; or this process's own
 /// submit of it, unless the index shows it ended.
@@ -351,6 +374,14 @@ fn an_earlier_generations_unrecorded_job_that_runs_is_found() {
             1,
             4,
             Some((6, 3)),
+        ),
+        (
+            "two jobs of the latest generation: the lowest id, as the current one's are adopted",
+            vec![running(9, &t(2)), running(6, &t(2)), running(5, &t(1))],
+            vec![],
+            1,
+            4,
+            Some((6, 2)),
         ),
         (
             "one that ended is not a run to adopt",
