@@ -354,11 +354,16 @@ async fn interrupted_submits_never_make_a_second_job() {
     );
     const ROUNDS: i64 = 25;
     let mut adopted = 0;
+    // Each round is an edit after the last one's run, which its status records (as ended): the
+    // run of a generation no status names, still running, would be adopted instead
+    // (`an_edit_after_a_lost_submit_runs_no_second_job`).
+    let mut previous: Option<SlurmJobStatus> = None;
     for generation in 1..=ROUNDS {
         // Incarnation 1: step, killed after a random delay (often mid-submit).
         let delay = Duration::from_millis(rng.below(60));
         let state = sync(&client).await;
         let (c, u, n, s) = (client.clone(), uid.clone(), name.clone(), spec.clone());
+        let before = previous.clone();
         let task = tokio::spawn(async move {
             let submissions = Submissions::default();
             let target = Target {
@@ -366,7 +371,7 @@ async fn interrupted_submits_never_make_a_second_job() {
                 uid: &u,
                 generation,
                 spec: &s,
-                status: None,
+                status: before.as_ref(),
                 created: None,
                 refusal: None,
             };
@@ -392,7 +397,7 @@ async fn interrupted_submits_never_make_a_second_job() {
         // A restart takes time; a request already on the wire lands meanwhile.
         tokio::time::sleep(Duration::from_millis(300)).await;
 
-        // Incarnation 2: nothing in memory, no status written.
+        // Incarnation 2: nothing in memory, no status written since the last round's.
         let started_at = Utc::now();
         tokio::time::sleep(Duration::from_millis(5)).await;
         let state = sync(&client).await;
@@ -402,7 +407,7 @@ async fn interrupted_submits_never_make_a_second_job() {
             uid: &uid,
             generation,
             spec: &spec,
-            status: None,
+            status: previous.as_ref(),
             created: None,
             refusal: None,
         };
@@ -438,6 +443,13 @@ async fn interrupted_submits_never_make_a_second_job() {
             vec![u32::try_from(job_id).unwrap()],
             "generation {generation} (killed after {delay:?}, {reason}): exactly one job"
         );
+        previous = Some(SlurmJobStatus {
+            job_id: Some(job_id),
+            phase: Phase::Completed,
+            submitted_generation: Some(generation),
+            observed_generation: Some(generation),
+            ..Default::default()
+        });
     }
     eprintln!("{ROUNDS} rounds, {adopted} adopted from a killed incarnation");
     assert!(
