@@ -40,6 +40,12 @@ pub const IO_PER_CONNECTION: usize = 4;
 /// hold every slot of the connection, and every other team's requests would wait.
 pub const SEARCHES_PER_NAMESPACE: usize = 1;
 
+/// Accounting searches by job name every namespace together may have in flight on one
+/// connection: one fewer than its request slots, so that a team with several namespaces, or
+/// several teams, searching at once leave the other requests (submits, cancels) a slot.
+pub const SEARCHES_PER_CONNECTION: usize = IO_PER_CONNECTION - 1;
+const _: () = assert!(SEARCHES_PER_CONNECTION > 0 && SEARCHES_PER_CONNECTION < IO_PER_CONNECTION);
+
 /// What a reconciler needs of one registered cluster.
 #[derive(Debug, Clone)]
 pub struct ClusterHandle {
@@ -50,6 +56,8 @@ pub struct ClusterHandle {
     /// Each namespace's accounting search slots on this connection
     /// ([`SEARCHES_PER_NAMESPACE`]), made at its first search.
     searches: Arc<std::sync::Mutex<HashMap<String, Arc<RequestSlots>>>>,
+    /// Every namespace's accounting searches on this connection ([`SEARCHES_PER_CONNECTION`]).
+    all_searches: Arc<RequestSlots>,
     /// The Slurm cluster (`ClusterName`) the SlurmCluster controller found this connection to
     /// serve, by SlurmCluster (each judges for itself: those sharing the connection may have
     /// jobs in different places).
@@ -102,6 +110,13 @@ impl ClusterHandle {
                 slots
             }
         }
+    }
+
+    /// The connection's accounting search slots, which every namespace's searches share
+    /// ([`SEARCHES_PER_CONNECTION`]): a search takes one and its namespace's
+    /// (`slots::SearchSlots`).
+    pub fn all_searches(&self) -> &Arc<RequestSlots> {
+        &self.all_searches
     }
 
     /// `namespace`'s accounting search slots, if someone searches or waits: none made.
@@ -359,6 +374,7 @@ impl ClusterRegistry {
                         index,
                         io: RequestSlots::new(IO_PER_CONNECTION),
                         searches: Arc::default(),
+                        all_searches: RequestSlots::turns(SEARCHES_PER_CONNECTION),
                         identity: Arc::default(),
                     },
                     settings,

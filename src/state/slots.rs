@@ -235,9 +235,89 @@ impl Drop for RequestSlot {
     }
 }
 
+/// The slots an accounting search by job name takes on a connection: its namespace's (one
+/// namespace's searches queue behind one another) and one of the connection's search slots,
+/// fewer than its request slots (every namespace's searches together leave requests a slot).
+#[derive(Debug, Clone, Copy)]
+pub struct SearchSlots<'a> {
+    pub namespace: &'a Arc<RequestSlots>,
+    pub connection: &'a Arc<RequestSlots>,
+}
+
+/// Both slots of a search, given back when dropped.
+#[derive(Debug)]
+pub struct SearchSlot {
+    _namespace: RequestSlot,
+    _connection: RequestSlot,
+}
+
+impl SearchSlots<'_> {
+    /// Both slots for `key`, if both are free now; else the slots to wait on
+    /// ([`RequestSlots::wake_when_free`]). The connection's first: one taken and then given
+    /// back, for want of the namespace's, wakes the next in the connection's line, another
+    /// namespace's search that may run.
+    pub fn try_take_for(&self, key: &str) -> Result<SearchSlot, Arc<RequestSlots>> {
+        let connection = self
+            .connection
+            .try_take_for(key)
+            .ok_or_else(|| Arc::clone(self.connection))?;
+        let namespace = self
+            .namespace
+            .try_take_for(key)
+            .ok_or_else(|| Arc::clone(self.namespace))?;
+        Ok(SearchSlot {
+            _namespace: namespace,
+            _connection: connection,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A search takes its namespace's slot and one of the connection's: with the connection's
+    /// taken by other namespaces it waits on those, however free its namespace's is, and is
+    /// woken when one ends; with its namespace's taken it waits on that, and the connection's
+    /// slot it took meanwhile goes back to the next in that line.
+    #[test]
+    fn a_search_needs_its_namespaces_slot_and_one_of_the_connections() {
+        let woken = Arc::new(Mutex::new(Vec::new()));
+        let connection = RequestSlots::turns(2);
+        let (a, b, c) = (
+            RequestSlots::turns(1),
+            RequestSlots::turns(1),
+            RequestSlots::turns(1),
+        );
+        let of = |namespace| SearchSlots {
+            namespace,
+            connection: &connection,
+        };
+        let first = of(&a).try_take_for("a/1").unwrap();
+        let second = of(&b).try_take_for("b/1").unwrap();
+        let waits_on = of(&c).try_take_for("c/1").unwrap_err();
+        assert!(Arc::ptr_eq(&waits_on, &connection), "the connection's line");
+        assert_eq!(
+            c.try_take().map(drop),
+            Some(()),
+            "its namespace's was not taken"
+        );
+        connection.wake_when_free("c/1".into(), recorder(&woken, "c/1"));
+        drop(second);
+        assert_eq!(*woken.lock().unwrap(), vec!["c/1"]);
+        let third = of(&c).try_take_for("c/1").unwrap();
+
+        // Namespace a searches already: its second search waits on a's line, and gives back
+        // the connection's slot it took (here: the only one free).
+        drop(third);
+        let waits_on = of(&a).try_take_for("a/2").unwrap_err();
+        assert!(Arc::ptr_eq(&waits_on, &a), "its namespace's line");
+        assert!(
+            of(&b).try_take_for("b/2").is_ok(),
+            "the connection's slot went back"
+        );
+        drop(first);
+    }
 
     /// A waker that records its name in `woken`.
     fn recorder(

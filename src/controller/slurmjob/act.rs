@@ -32,7 +32,7 @@ use crate::slurm::tag::{OwnerTag, Ownership, TagKey};
 use crate::slurm::types::{Job, JobBaseState, SubmitRequest};
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::{ClusterState, Unreadable};
-use crate::state::slots::RequestSlots;
+use crate::state::slots::{RequestSlots, SearchSlots};
 
 use super::dependents::{self, DEPENDENCY_RECHECK};
 use super::lifecycle::{self, Decision, Dependee};
@@ -92,11 +92,11 @@ pub struct Env<'a> {
     pub acting_since: DateTime<Utc>,
     /// The key ownership tags are signed and checked with.
     pub key: &'a TagKey,
-    /// The SlurmJob's namespace's accounting search slots on the connection
-    /// (`ClusterHandle::searches`): a step that must search by job name and finds none free
-    /// ends with [`StepError::SearchBusy`]. With the key the SlurmJob waits under
-    /// (`RequestSlots::try_take_for`). `None`: no bound ([`step`]).
-    pub searches: Option<(&'a Arc<RequestSlots>, &'a str)>,
+    /// The accounting search slots on the connection, the SlurmJob's namespace's and the
+    /// connection's (`ClusterHandle::searches`, `ClusterHandle::all_searches`): a step that must
+    /// search by job name and finds one taken ends with [`StepError::SearchBusy`]. With the key
+    /// the SlurmJob waits under (`SearchSlots::try_take_for`). `None`: no bound ([`step`]).
+    pub searches: Option<(SearchSlots<'a>, &'a str)>,
 }
 
 /// What a step decided.
@@ -126,10 +126,11 @@ pub enum StepError<E> {
     /// The whole spec could not be read before a submit; nothing was submitted.
     #[error("cannot read the SlurmJob's whole spec (with its script) to submit it")]
     LoadSpec(#[source] E),
-    /// The step must search accounting by job name, and its namespace's search slot is taken
-    /// ([`Env::searches`]); nothing was sent or written.
-    #[error("another accounting search of this namespace is in flight on this connection")]
-    SearchBusy,
+    /// The step must search accounting by job name, and its namespace's search slot, or every
+    /// one of the connection's, is taken ([`Env::searches`]): these slots free one; nothing was
+    /// sent or written.
+    #[error("other accounting searches are in flight on this connection")]
+    SearchBusy(Arc<RequestSlots>),
 }
 
 /// The `load` of [`step`], whose spec is whole: never called.
@@ -154,7 +155,7 @@ pub async fn step(
             StepError::Slurm(error) => error,
             StepError::LoadSpec(never) => match never {},
             // Without search slots, no search waits for one.
-            StepError::SearchBusy => SlurmError::InvalidRequest {
+            StepError::SearchBusy(_) => SlurmError::InvalidRequest {
                 detail: "an accounting search found no search slot".into(),
             },
         })
@@ -929,7 +930,7 @@ where
         Some((slots, key)) => slots
             .try_take_for(key)
             .map(Some)
-            .ok_or(StepError::SearchBusy),
+            .map_err(StepError::SearchBusy),
         None => Ok(None),
     };
     let mut search = None;

@@ -90,7 +90,7 @@ use crate::slurm::SlurmError;
 use crate::slurm::tag::{OwnerTag, TagKey};
 use crate::state::index::{ClusterState, SlurmEvent};
 use crate::state::registry::ClusterHandle;
-use crate::state::slots::RequestSlots;
+use crate::state::slots::{RequestSlots, SearchSlots};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "slurmjob";
@@ -333,9 +333,11 @@ fn settle_search(data: &JobContext, namespace: &str, cluster: &str, job: &impl R
     let Some(handle) = data.ctx.clusters.get(&ObjectRef::new(cluster)) else {
         return;
     };
+    let key = backoff_key(job);
     if let Some(searches) = handle.searches_if_any(namespace) {
-        searches.settle(&backoff_key(job));
+        searches.settle(&key);
     }
+    handle.all_searches().settle(&key);
 }
 
 async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action, Error> {
@@ -628,6 +630,10 @@ async fn apply(
     let acting_since = ctx.acting_since();
     let searches = handle.searches(namespace);
     let turn = backoff_key(job);
+    let search_slots = SearchSlots {
+        namespace: &searches,
+        connection: handle.all_searches(),
+    };
     let env = Env {
         client: &handle.client,
         submitter: submitter.as_ref().unwrap_or(&handle.client),
@@ -645,7 +651,7 @@ async fn apply(
         took_over_at: (!whole && !data.taken_on.since(&uid, acting_since)).then_some(acting_since),
         acting_since,
         key: &ctx.tag_key,
-        searches: Some((&searches, &turn)),
+        searches: Some((search_slots, &turn)),
     };
     let target = Target {
         name: &name,
@@ -713,7 +719,7 @@ async fn apply(
             .await
             .map_err(|error| match error {
                 act::StepError::Slurm(error) => act::StepError::Slurm(error),
-                act::StepError::SearchBusy => act::StepError::SearchBusy,
+                act::StepError::SearchBusy(slots) => act::StepError::SearchBusy(slots),
                 act::StepError::LoadSpec(never) => match never {},
             })
     } else {
@@ -725,8 +731,9 @@ async fn apply(
     let step = match step {
         Ok(step) => step,
         Err(act::StepError::LoadSpec(error)) => return Err(Error::LoadSpec(error)),
-        // Another SlurmJob of this namespace searches accounting: woken when it is done.
-        Err(act::StepError::SearchBusy) => return Err(data.busy_on(&searches, job)),
+        // Another SlurmJob of this namespace, or others on the connection, search accounting:
+        // woken when one is done.
+        Err(act::StepError::SearchBusy(slots)) => return Err(data.busy_on(&slots, job)),
         Err(act::StepError::Slurm(error)) => {
             kit::publish(
                 &ctx.recorder,
@@ -1031,10 +1038,16 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             Some(state),
             Some(handle),
         ) if may_be_skipped(state) && unrecorded => {
-            // A search by job name, as a submit's: one per namespace at a time.
+            // A search by job name, as a submit's: one per namespace at a time, and fewer on
+            // the connection than its request slots.
             let searches = handle.searches(&job.namespace().unwrap_or_default());
-            let Some(_search) = searches.try_take_for(&backoff_key(job)) else {
-                return Err(data.busy_on(&searches, job));
+            let slots = SearchSlots {
+                namespace: &searches,
+                connection: handle.all_searches(),
+            };
+            let _search = match slots.try_take_for(&backoff_key(job)) {
+                Ok(search) => search,
+                Err(busy) => return Err(data.busy_on(&busy, job)),
             };
             let Some(_io) = handle.try_io() else {
                 return Err(data.busy(handle, job));

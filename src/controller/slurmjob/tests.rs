@@ -3212,6 +3212,61 @@ async fn a_namespace_searches_accounting_one_slurmjob_at_a_time() {
     assert_eq!(reconciling.reason, "WaitingForAccounting");
 }
 
+/// Every namespace's searches together hold fewer of a connection's request slots than it has
+/// (`registry::SEARCHES_PER_CONNECTION`): a team with several namespaces, or several teams,
+/// searching at once leave submits and cancels a slot. A SlurmJob of a namespace that searches
+/// nothing waits (`SearchBusy`) while the others' searches hold them, without a request or a
+/// write, and is woken when one ends.
+#[tokio::test]
+async fn the_searches_of_every_namespace_leave_the_connection_a_request_slot() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("edited", "#!/bin/sh\ntrue\n"));
+    job.metadata.generation = Some(2);
+    let (_index, handle, own) = searching_cluster(&ctx);
+    drop(own);
+    // Three other namespaces' searches, as it were.
+    let others: Vec<_> = (0..crate::state::registry::SEARCHES_PER_CONNECTION)
+        .map(|i| {
+            let namespace = handle.searches(&format!("team-{i}"));
+            SearchSlots {
+                namespace: &namespace,
+                connection: handle.all_searches(),
+            }
+            .try_take_for(&format!("team-{i}/job"))
+            .unwrap()
+        })
+        .collect();
+    assert!(handle.try_io().is_some(), "a request slot is left");
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+        api
+    });
+    let (data, mut woken) = data_waking(ctx);
+    let error = tokio::time::timeout(
+        Duration::from_secs(30),
+        reconcile(Arc::new(cached(&job)), data.clone()),
+    )
+    .await
+    .expect("the reconcile returns without searching")
+    .unwrap_err();
+    let mut api = server.await.unwrap();
+    assert!(matches!(error, Error::SearchBusy(_)), "{}", Chain(&error));
+    assert!(woken.try_recv().is_err(), "not woken while they search");
+    drop(others);
+    assert_eq!(woken.try_recv().unwrap().name, "edited");
+
+    // Its turn: it searches (slurmrestd cannot be reached here) and waits for accounting.
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_job(&mut api, &expected).await;
+        expect_status_apply(&mut api, &expected).await
+    });
+    reconcile(Arc::new(cached(&job)), data).await.unwrap();
+    let status = server.await.unwrap();
+    let reconciling = condition::find(&status.conditions, status::RECONCILING).unwrap();
+    assert_eq!(reconciling.reason, "WaitingForAccounting");
+}
+
 /// A SlurmJob woken for its namespace's search slot that returns without searching (here its
 /// last status write has not reached the cache yet) passes the slot on to the next in line at
 /// once: the others do not wait out their busy bound (30 s). One whose object is gone leaves

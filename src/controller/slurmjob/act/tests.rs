@@ -1525,13 +1525,20 @@ async fn a_search_by_name_waits_for_its_namespaces_slot() {
     // Not fresh: accounting is asked first.
     let target = created_at(&spec, created);
     let slots = RequestSlots::turns(1);
-    let env = |slots| Env {
-        searches: Some((slots, "old")),
+    let connection = RequestSlots::turns(3);
+    let env = |namespace| Env {
+        searches: Some((
+            crate::state::slots::SearchSlots {
+                namespace,
+                connection: &connection,
+            },
+            "old",
+        )),
         ..world.env(created + chrono::TimeDelta::seconds(200))
     };
     let taken = slots.try_take().unwrap();
     let busy = step_whole(target, env(&slots), |_| None).await;
-    assert!(matches!(busy, Err(StepError::SearchBusy)), "{busy:?}");
+    assert!(matches!(busy, Err(StepError::SearchBusy(_))), "{busy:?}");
     // Nor is the whole spec read for a search that must wait.
     let loads = std::sync::atomic::AtomicUsize::new(0);
     let load = |_| {
@@ -1539,7 +1546,7 @@ async fn a_search_by_name_waits_for_its_namespaces_slot() {
         std::future::ready(Ok::<_, Infallible>(Some(spec.clone())))
     };
     let busy = step_loading(target, env(&slots), |_| None, load).await;
-    assert!(matches!(busy, Err(StepError::SearchBusy)), "{busy:?}");
+    assert!(matches!(busy, Err(StepError::SearchBusy(_))), "{busy:?}");
     assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 0);
     // A whole spec that is invalid searches nothing: it waits for no slot.
     let invalid: SlurmJobSpec = serde_json::from_value(serde_json::json!({
