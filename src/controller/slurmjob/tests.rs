@@ -3178,17 +3178,7 @@ async fn a_namespace_searches_accounting_one_slurmjob_at_a_time() {
         api
     });
     let (data, mut woken) = data_waking(ctx);
-    // Bounded: a reconcile that searched would wait for ever for the status write it then
-    // makes, which the server above refuses to answer.
-    let error = tokio::time::timeout(
-        Duration::from_secs(30),
-        reconcile(Arc::new(cached(&job)), data.clone()),
-    )
-    .await
-    .expect("the reconcile returns without searching")
-    .unwrap_err();
-    let mut api = server.await.unwrap();
-    assert!(matches!(error, Error::SearchBusy(_)), "{}", Chain(&error));
+    let (error, api) = waits_for_a_search_slot(&job, &data, server).await;
     let data_for_policy = data.clone();
     assert_eq!(
         error_policy(Arc::new(job.clone()), &error, data_for_policy),
@@ -3199,14 +3189,39 @@ async fn a_namespace_searches_accounting_one_slurmjob_at_a_time() {
     drop(searching);
     let object = woken.try_recv().unwrap();
     assert_eq!(object.name, "edited");
+    searches_in_its_turn(&job, data, api).await;
+}
 
-    // Its turn: it searches (slurmrestd cannot be reached here) and waits for accounting.
+/// A reconcile of `job` (edited, so not fresh) that must search accounting by job name and
+/// finds no search slot: `SearchBusy`, without a request or a write (`server` expects none).
+async fn waits_for_a_search_slot(
+    job: &SlurmJob,
+    data: &Arc<JobContext>,
+    server: tokio::task::JoinHandle<ApiServerVerifier>,
+) -> (Error, ApiServerVerifier) {
+    // Bounded: a reconcile that searched would wait for ever for the status write it then
+    // makes, which the server refuses to answer.
+    let error = tokio::time::timeout(
+        Duration::from_secs(30),
+        reconcile(Arc::new(cached(job)), data.clone()),
+    )
+    .await
+    .expect("the reconcile returns without searching")
+    .unwrap_err();
+    let api = server.await.unwrap();
+    assert!(matches!(error, Error::SearchBusy(_)), "{}", Chain(&error));
+    (error, api)
+}
+
+/// `job`'s turn, once woken: it searches (slurmrestd cannot be reached here) and waits for
+/// accounting.
+async fn searches_in_its_turn(job: &SlurmJob, data: Arc<JobContext>, mut api: ApiServerVerifier) {
     let expected = job.clone();
     let server = tokio::spawn(async move {
         expect_get_job(&mut api, &expected).await;
         expect_status_apply(&mut api, &expected).await
     });
-    reconcile(Arc::new(cached(&job)), data).await.unwrap();
+    reconcile(Arc::new(cached(job)), data).await.unwrap();
     let status = server.await.unwrap();
     let reconciling = condition::find(&status.conditions, status::RECONCILING).unwrap();
     assert_eq!(reconciling.reason, "WaitingForAccounting");
@@ -3242,29 +3257,11 @@ async fn the_searches_of_every_namespace_leave_the_connection_a_request_slot() {
         api
     });
     let (data, mut woken) = data_waking(ctx);
-    let error = tokio::time::timeout(
-        Duration::from_secs(30),
-        reconcile(Arc::new(cached(&job)), data.clone()),
-    )
-    .await
-    .expect("the reconcile returns without searching")
-    .unwrap_err();
-    let mut api = server.await.unwrap();
-    assert!(matches!(error, Error::SearchBusy(_)), "{}", Chain(&error));
+    let (_, api) = waits_for_a_search_slot(&job, &data, server).await;
     assert!(woken.try_recv().is_err(), "not woken while they search");
     drop(others);
     assert_eq!(woken.try_recv().unwrap().name, "edited");
-
-    // Its turn: it searches (slurmrestd cannot be reached here) and waits for accounting.
-    let expected = job.clone();
-    let server = tokio::spawn(async move {
-        expect_get_job(&mut api, &expected).await;
-        expect_status_apply(&mut api, &expected).await
-    });
-    reconcile(Arc::new(cached(&job)), data).await.unwrap();
-    let status = server.await.unwrap();
-    let reconciling = condition::find(&status.conditions, status::RECONCILING).unwrap();
-    assert_eq!(reconciling.reason, "WaitingForAccounting");
+    searches_in_its_turn(&job, data, api).await;
 }
 
 /// A SlurmJob woken for its namespace's search slot that returns without searching (here its
