@@ -85,6 +85,25 @@ impl RequestSlots {
         Some(slot)
     }
 
+    /// A slot for `key`, if one is free now that no other woken key holds a turn for: unlike
+    /// [`Self::try_take_for`], one not in the line does not pass those it would overtake (a
+    /// fair line, for the accounting searches of every namespace on a connection).
+    pub fn try_take_in_turn(self: &Arc<Self>, key: &str) -> Option<RequestSlot> {
+        let mut waiting = self.lock();
+        waiting.woken.retain(|_, at| at.elapsed() < TURN_LEASE);
+        let others = waiting.woken.len() - usize::from(waiting.woken.contains_key(key));
+        if self.free.available_permits() <= others {
+            return None;
+        }
+        let permit = Arc::clone(&self.free).try_acquire_owned().ok()?;
+        if waiting.wakers.remove(key).is_some() {
+            waiting.order.retain(|queued| queued != key);
+        }
+        waiting.woken.remove(key);
+        drop(waiting);
+        Some(self.slot(permit))
+    }
+
     /// A slot, if one is free now.
     pub fn try_take(self: &Arc<Self>) -> Option<RequestSlot> {
         let permit = Arc::clone(&self.free).try_acquire_owned().ok()?;
@@ -253,17 +272,18 @@ pub struct SearchSlot {
 
 impl SearchSlots<'_> {
     /// Both slots for `key`, if both are free now; else the slots to wait on
-    /// ([`RequestSlots::wake_when_free`]). The connection's first: one taken and then given
-    /// back, for want of the namespace's, wakes the next in the connection's line, another
-    /// namespace's search that may run.
+    /// ([`RequestSlots::wake_when_free`]). In turn ([`RequestSlots::try_take_in_turn`]): a
+    /// search woken in one line does not take a slot promised to another woken in the other.
+    /// The connection's first: one taken and then given back, for want of the namespace's,
+    /// wakes the next in the connection's line, another namespace's search that may run.
     pub fn try_take_for(&self, key: &str) -> Result<SearchSlot, Arc<RequestSlots>> {
         let connection = self
             .connection
-            .try_take_for(key)
+            .try_take_in_turn(key)
             .ok_or_else(|| Arc::clone(self.connection))?;
         let namespace = self
             .namespace
-            .try_take_for(key)
+            .try_take_in_turn(key)
             .ok_or_else(|| Arc::clone(self.namespace))?;
         Ok(SearchSlot {
             _namespace: namespace,
@@ -306,6 +326,38 @@ mod tests {
         drop(second);
         assert_eq!(*woken.lock().unwrap(), vec!["c/1"]);
         let third = of(&c).try_take_for("c/1").unwrap();
+
+        // A search woken in its namespace's line does not take the connection's slot that a
+        // search woken in the connection's line was promised.
+        let one = RequestSlots::turns(1);
+        let d = RequestSlots::turns(1);
+        let of_one = |namespace| SearchSlots {
+            namespace,
+            connection: &one,
+        };
+        let d1 = of_one(&d).try_take_for("d/1").unwrap();
+        let busy = of_one(&b).try_take_for("b/3").unwrap_err();
+        assert!(Arc::ptr_eq(&busy, &one));
+        one.wake_when_free("b/3".into(), recorder(&woken, "b/3"));
+        let busy = of_one(&d).try_take_for("d/2").unwrap_err();
+        assert!(
+            Arc::ptr_eq(&busy, &one),
+            "the connection's slot is taken first"
+        );
+        d.wake_when_free("d/2".into(), recorder(&woken, "d/2"));
+        drop(d1);
+        // Its namespace's slot goes back first.
+        assert_eq!(
+            *woken.lock().unwrap(),
+            vec!["c/1", "d/2", "b/3"],
+            "both woken"
+        );
+        assert!(
+            of_one(&d).try_take_for("d/2").is_err(),
+            "d/2 does not overtake b/3"
+        );
+        let b3 = of_one(&b).try_take_for("b/3").unwrap();
+        drop(b3);
 
         // Namespace a searches already: its second search waits on a's line, and gives back
         // the connection's slot it took (here: the only one free).

@@ -135,9 +135,11 @@ pub enum Error {
     #[error("every request slot of SlurmCluster {0:?}'s slurmrestd connection is taken")]
     ClusterBusy(String),
     /// Another SlurmJob of the namespace searches accounting by job name on the connection
-    /// (`registry::SEARCHES_PER_NAMESPACE`): not a failure, and not the cluster's.
+    /// (`registry::SEARCHES_PER_NAMESPACE`), or as many of any namespace as the connection
+    /// allows (`registry::SEARCHES_PER_CONNECTION`): not a failure, and not the cluster's.
     #[error(
-        "another SlurmJob of this namespace is searching SlurmCluster {0:?}'s accounting by job name"
+        "other SlurmJobs (of this namespace, or as many of any as the connection allows) are \
+         searching SlurmCluster {0:?}'s accounting by job name"
     )]
     SearchBusy(String),
     /// The namespace is not in the operator's cache yet (just created, or the cache still
@@ -249,8 +251,8 @@ impl JobContext {
         Error::ClusterBusy(job.spec.cluster_name.clone())
     }
 
-    /// `SearchBusy` for `job`, having asked to be woken when its namespace's accounting search
-    /// slot (`slots`) is free.
+    /// `SearchBusy` for `job`, having asked to be woken when one of the accounting search slots
+    /// it waits for (`slots`: its namespace's, or the connection's) is free.
     fn busy_on(&self, slots: &Arc<RequestSlots>, job: &SlurmJob) -> Error {
         slots.wake_when_free(backoff_key(job), self.waker(job));
         Error::SearchBusy(job.spec.cluster_name.clone())
@@ -316,7 +318,8 @@ async fn whole_object(
 pub async fn reconcile(job: Arc<SlurmJob>, data: Arc<JobContext>) -> Result<Action, Error> {
     let work = reconcile_inner(Arc::clone(&job), &data);
     let result = kit::reconcile_as_leader(CONTROLLER, job.as_ref(), &data.ctx, work).await;
-    // Waiting for its namespace's search slot, it left a waker (`JobContext::busy_on`).
+    // Waiting for a search slot (its namespace's or the connection's), it left a waker
+    // (`JobContext::busy_on`).
     if !matches!(result, Err(Error::SearchBusy(_))) {
         let namespace = job.namespace().unwrap_or_default();
         settle_search(&data, &namespace, &job.spec.cluster_name, job.as_ref());
@@ -324,8 +327,9 @@ pub async fn reconcile(job: Arc<SlurmJob>, data: Arc<JobContext>) -> Result<Acti
     result
 }
 
-/// A reconcile of `job` ended without waiting for its namespace's accounting search slot on
-/// its cluster's connection: it leaves that line, and passes a free slot on to the next in it.
+/// A reconcile of `job` ended without waiting for an accounting search slot on its cluster's
+/// connection (its namespace's or the connection's): it leaves those lines, and passes a free
+/// slot on to the next in them.
 /// Whatever way it ended: woken for the slot, it may have found nothing left to search, or
 /// failed before; deleted, its waker would take a wake that reaches nobody (a wake's reconcile
 /// of an object gone from the cache never runs).
@@ -422,7 +426,7 @@ pub fn error_policy<K: ResourceExt>(job: Arc<K>, error: &Error, data: Arc<JobCon
         debug!(
             name = %job.name_any(),
             namespace = job.namespace().unwrap_or_default(),
-            "waiting for the namespace's accounting search by job name"
+            "waiting for an accounting search slot (the namespace's, or the connection's)"
         );
         return Action::requeue(Backoffs::BUSY_MAX);
     }
@@ -1030,6 +1034,10 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             .skipped_before
             .is_some_and(|before| created.is_none_or(|at| at <= before + plan::GONE_GRACE))
     };
+    // The search slots this deletion waits for, taken by other searches: meanwhile it cancels
+    // the jobs it knows and its deadline applies, as for any index it cannot trust yet; then it
+    // waits in their line, not for its backoff (other teams' searches may hold them).
+    let mut search_busy = None;
     let reach = match (&reach, &state, &handle) {
         (
             Reach::Connected {
@@ -1045,16 +1053,22 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
                 namespace: &searches,
                 connection: handle.all_searches(),
             };
-            let _search = match slots.try_take_for(&backoff_key(job)) {
-                Ok(search) => search,
-                Err(busy) => return Err(data.busy_on(&busy, job)),
-            };
-            let Some(_io) = handle.try_io() else {
-                return Err(data.busy(handle, job));
-            };
-            let unresolved = skipped_candidates(job, state, &handle.client).await;
-            Reach::Connected {
-                index_trusted: !unresolved,
+            match slots.try_take_for(&backoff_key(job)) {
+                Ok(_search) => {
+                    let Some(_io) = handle.try_io() else {
+                        return Err(data.busy(handle, job));
+                    };
+                    let unresolved = skipped_candidates(job, state, &handle.client).await;
+                    Reach::Connected {
+                        index_trusted: !unresolved,
+                    }
+                }
+                Err(busy) => {
+                    search_busy = Some(busy);
+                    Reach::Connected {
+                        index_trusted: false,
+                    }
+                }
             }
         }
         _ => reach,
@@ -1188,6 +1202,14 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
                 kit::publish(&ctx.recorder, cluster.as_ref(), EVENT_ACTION, told).await;
             }
             kit::publish(&ctx.recorder, job, EVENT_ACTION, notice).await;
+        }
+        // What only the search can show: its line, not the index's wait (a failed cancel is
+        // told as such).
+        CleanupPlan::Wait {
+            blocker: Blocker::IndexNotSynced,
+            ..
+        } if let Some(busy) = search_busy => {
+            return Err(data.busy_on(&busy, job));
         }
         CleanupPlan::Wait {
             blocker,
