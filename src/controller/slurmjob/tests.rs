@@ -3158,17 +3158,7 @@ async fn a_deletion_waiting_for_a_search_slot_cancels_the_known_job_first() {
     let _index =
         crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
     let handle = ctx.clusters.get(&ObjectRef::new("local")).unwrap();
-    let others: Vec<_> = (0..crate::state::registry::SEARCHES_PER_CONNECTION)
-        .map(|i| {
-            let namespace = handle.searches(&format!("team-{i}"));
-            SearchSlots {
-                namespace: &namespace,
-                connection: handle.all_searches(),
-            }
-            .try_take_for(&format!("team-{i}/job"))
-            .unwrap()
-        })
-        .collect();
+    let others = other_namespaces_searching(&handle);
     let (data, mut woken) = data_waking(ctx);
     // Created before the index skipped, and edited since its run was recorded: a job of its
     // latest generation may be among the skipped.
@@ -3215,6 +3205,22 @@ async fn a_deletion_waiting_for_a_search_slot_cancels_the_known_job_first() {
     assert!(woken.try_recv().is_err(), "not woken while they search");
     drop(others);
     assert_eq!(woken.try_recv().unwrap().name, "unknown");
+}
+
+/// As many other namespaces' accounting searches on `handle`'s connection as it allows at once
+/// (`registry::SEARCHES_PER_CONNECTION`), as it were: every search slot of the connection.
+fn other_namespaces_searching(handle: &ClusterHandle) -> Vec<crate::state::slots::SearchSlot> {
+    (0..crate::state::registry::SEARCHES_PER_CONNECTION)
+        .map(|i| {
+            let namespace = handle.searches(&format!("team-{i}"));
+            SearchSlots {
+                namespace: &namespace,
+                connection: handle.all_searches(),
+            }
+            .try_take_for(&format!("team-{i}/job"))
+            .unwrap()
+        })
+        .collect()
 }
 
 /// Cluster `local`, reached at no address, with a complete index listed after the start, and
@@ -3314,18 +3320,7 @@ async fn the_searches_of_every_namespace_leave_the_connection_a_request_slot() {
     job.metadata.generation = Some(2);
     let (_index, handle, own) = searching_cluster(&ctx);
     drop(own);
-    // Three other namespaces' searches, as it were.
-    let others: Vec<_> = (0..crate::state::registry::SEARCHES_PER_CONNECTION)
-        .map(|i| {
-            let namespace = handle.searches(&format!("team-{i}"));
-            SearchSlots {
-                namespace: &namespace,
-                connection: handle.all_searches(),
-            }
-            .try_take_for(&format!("team-{i}/job"))
-            .unwrap()
-        })
-        .collect();
+    let others = other_namespaces_searching(&handle);
     let server = tokio::spawn(async move {
         api.expect_no_more_calls().await;
         api
