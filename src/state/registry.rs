@@ -93,8 +93,9 @@ impl ClusterHandle {
         self.io.take_within(wait).await
     }
 
-    /// `namespace`'s accounting search slots on this connection: take one (`try_take`) for a
-    /// search by job name, or requeue with a waker (`wake_when_free`) when none is free.
+    /// `namespace`'s accounting search slots on this connection: a search by job name takes
+    /// one with one of the connection's ([`Self::all_searches`], `slots::SearchSlots`), or
+    /// requeues with a waker (`wake_when_free`) in the line of the one it found taken.
     pub fn searches(&self, namespace: &str) -> Arc<RequestSlots> {
         let mut searches = self
             .searches

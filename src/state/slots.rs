@@ -41,8 +41,33 @@ struct Waiting {
     /// Keys woken for a free slot that have neither taken one nor settled, and when
     /// ([`RequestSlots::turns`]).
     woken: HashMap<String, Instant>,
+    /// Keys whose turn lapsed before they came for it, and when it lapsed: one that comes late
+    /// is served in turn ([`RequestSlots::try_take_in_turn`]) as if on time. Forgotten when
+    /// the key takes a slot or settles, or [`LATE_KEPT`] after its turn lapsed.
+    lapsed: HashMap<String, Instant>,
     /// A timer will look again when the oldest turn lapses.
     timer: bool,
+}
+
+/// How long a key whose turn lapsed is remembered as late ([`Waiting::lapsed`]).
+const LATE_KEPT: Duration = Duration::from_secs(60);
+
+impl Waiting {
+    /// Turns held past [`TURN_LEASE`] lapse: their keys are remembered as late.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        let lapsed: Vec<String> = self
+            .woken
+            .iter()
+            .filter(|(_, at)| at.elapsed() >= TURN_LEASE)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in lapsed {
+            self.woken.remove(&key);
+            self.lapsed.insert(key, now);
+        }
+        self.lapsed.retain(|_, at| at.elapsed() < LATE_KEPT);
+    }
 }
 
 impl std::fmt::Debug for RequestSlots {
@@ -62,7 +87,8 @@ impl RequestSlots {
     /// Slots whose every taker reports how its turn ended: [`Self::try_take_for`] when it takes
     /// one, [`Self::settle`] when its reconcile ends without waiting. A woken key then holds
     /// the turn it was woken for until it does either, or for [`TURN_LEASE`]: a free slot wakes
-    /// nobody else meanwhile (a key not in the line may still take it), so a slot freed by a
+    /// nobody else meanwhile (a key not in the line may still take it with
+    /// [`Self::try_take_for`], not with [`Self::try_take_in_turn`]), so a slot freed by a
     /// taker that was woken wakes the next one once, not again when that taker settles, nor
     /// when any other reconcile ends.
     pub fn turns(slots: usize) -> Arc<Self> {
@@ -87,12 +113,16 @@ impl RequestSlots {
 
     /// A slot for `key`, if one is free now that no other woken key holds a turn for: unlike
     /// [`Self::try_take_for`], one not in the line does not pass those it would overtake (a
-    /// fair line, for the accounting searches of every namespace on a connection).
+    /// fair line, for the accounting searches of every namespace on a connection). A key whose
+    /// own turn lapsed before it came (a reconcile queue longer than [`TURN_LEASE`]) takes a
+    /// free slot as if on time: else, while every woken reconcile comes late, each turn would
+    /// pass on unused and the slot stay free.
     pub fn try_take_in_turn(self: &Arc<Self>, key: &str) -> Option<RequestSlot> {
         let mut waiting = self.lock();
-        waiting.woken.retain(|_, at| at.elapsed() < TURN_LEASE);
+        waiting.expire();
+        let late = waiting.lapsed.contains_key(key);
         let others = waiting.woken.len() - usize::from(waiting.woken.contains_key(key));
-        if self.free.available_permits() <= others {
+        if !late && self.free.available_permits() <= others {
             return None;
         }
         let permit = Arc::clone(&self.free).try_acquire_owned().ok()?;
@@ -100,6 +130,7 @@ impl RequestSlots {
             waiting.order.retain(|queued| queued != key);
         }
         waiting.woken.remove(key);
+        waiting.lapsed.remove(key);
         drop(waiting);
         Some(self.slot(permit))
     }
@@ -153,6 +184,7 @@ impl RequestSlots {
             waiting.order.retain(|queued| queued != key);
         }
         waiting.woken.remove(key);
+        waiting.lapsed.remove(key);
     }
 
     /// Wakers left, for tests and logs.
@@ -176,15 +208,16 @@ impl RequestSlots {
         }
         let wake = {
             let mut waiting = self.lock();
+            // Read under the lock that every wake takes: two that free one slot at once see
+            // each other's turn.
+            waiting.expire();
             let Waiting {
                 order,
                 wakers,
                 woken,
                 timer,
+                ..
             } = &mut *waiting;
-            // Read under the lock that every wake takes: two that free one slot at once see
-            // each other's turn.
-            woken.retain(|_, at| at.elapsed() < TURN_LEASE);
             if self.free.available_permits() <= woken.len() {
                 self.look_again(woken, wakers.is_empty(), timer);
                 return;
@@ -513,6 +546,36 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert_eq!(*woken.lock().unwrap(), ["lost", "next"]);
+    }
+
+    /// A key woken for a slot whose reconcile comes after its turn lapsed (and the turn passed
+    /// on) still takes the slot in turn, as if on time: a queue of reconciles longer than the
+    /// lease does not leave the slot free while every turn passes on unused. One that never
+    /// had a turn does not.
+    #[tokio::test(start_paused = true)]
+    async fn a_key_late_for_its_turn_is_served_in_turn() {
+        let slots = RequestSlots::turns(1);
+        let held = slots.try_take_for("held");
+        let woken = Arc::default();
+        slots.wake_when_free("late".into(), recorder(&woken, "late"));
+        slots.wake_when_free("next".into(), recorder(&woken, "next"));
+        drop(held);
+        tokio::time::advance(TURN_LEASE).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            *woken.lock().unwrap(),
+            ["late", "next"],
+            "the turn passed on"
+        );
+        assert!(slots.try_take_in_turn("other").is_none(), "no turn: none");
+        let taken = slots.try_take_in_turn("late");
+        assert!(taken.is_some(), "late for its turn, served");
+        drop(taken);
+        // Served, it is late no more: the slot is next's turn.
+        assert!(slots.try_take_in_turn("late").is_none(), "late no more");
+        assert!(slots.try_take_in_turn("next").is_some(), "next's turn");
     }
 
     /// A slot handed to a reconcile queued in `take_within` is not free: waking someone for it

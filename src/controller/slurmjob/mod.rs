@@ -1178,6 +1178,18 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
             }
         };
     }
+    // What only the search can show: its line, not the index's wait (a failed cancel is told
+    // as such).
+    if let (
+        Some(busy),
+        CleanupPlan::Wait {
+            blocker: Blocker::IndexNotSynced,
+            ..
+        },
+    ) = (&search_busy, &decision)
+    {
+        return Err(data.busy_on(busy, job));
+    }
     match decision {
         CleanupPlan::Release => {}
         CleanupPlan::Orphan { why, ids } => {
@@ -1202,14 +1214,6 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
                 kit::publish(&ctx.recorder, cluster.as_ref(), EVENT_ACTION, told).await;
             }
             kit::publish(&ctx.recorder, job, EVENT_ACTION, notice).await;
-        }
-        // What only the search can show: its line, not the index's wait (a failed cancel is
-        // told as such).
-        CleanupPlan::Wait {
-            blocker: Blocker::IndexNotSynced,
-            ..
-        } if let Some(busy) = search_busy => {
-            return Err(data.busy_on(&busy, job));
         }
         CleanupPlan::Wait {
             blocker,
