@@ -401,19 +401,32 @@ fn ignore_edit(
          generation {submitted_from} was submitted; edit the SlurmJob again once it has ended to \
          run it again with the new spec",
     );
+    spec_applied(next, generation, false, "JobActive", &message, now);
+    Notice::warning("EditIgnored", message)
+}
+
+/// What became of the edit to `generation` (`SpecApplied`); it is observed either way, so the
+/// job does not run again when it ends.
+fn spec_applied(
+    next: &mut SlurmJobStatus,
+    generation: i64,
+    ok: bool,
+    reason: &str,
+    message: &str,
+    now: &condition::Time,
+) {
     next.observed_generation = Some(generation);
     condition::upsert(
         &mut next.conditions,
         condition::new(
             SPEC_APPLIED,
-            false,
-            "JobActive",
-            message.clone(),
+            ok,
+            reason,
+            message.to_owned(),
             Some(generation),
             now.clone(),
         ),
     );
-    Notice::warning("EditIgnored", message)
 }
 
 /// Whether the spec asks for the job to be held.
@@ -440,18 +453,7 @@ where
 {
     let now = now(env);
     let applied = |next: &mut SlurmJobStatus, ok: bool, reason: &str, message: &str| {
-        next.observed_generation = Some(generation);
-        condition::upsert(
-            &mut next.conditions,
-            condition::new(
-                SPEC_APPLIED,
-                ok,
-                reason,
-                message.to_owned(),
-                Some(generation),
-                now.clone(),
-            ),
-        );
+        spec_applied(next, generation, ok, reason, message, &now);
     };
     let submitted_from = current.submitted_generation.unwrap_or_default();
     let ignored = |mut next: SlurmJobStatus, why: &str| {

@@ -1486,7 +1486,7 @@ async fn deleting_while_the_cancel_cannot_reach_slurmrestd_keeps_the_finalizer()
 /// unreachable, and the condition says so, not `WaitingForSlurmIndex`).
 #[tokio::test]
 async fn a_deletion_cancels_the_known_job_without_asking_accounting_again() {
-    let (ctx, mut api) = Context::test();
+    let (ctx, api) = Context::test();
     let mut job = finalized(slurm_job("known", "#!/bin/sh\nsleep 60\n"));
     job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
     job.metadata.generation = Some(2);
@@ -1504,16 +1504,32 @@ async fn a_deletion_cancels_the_known_job_without_asking_accounting_again() {
         observed_generation: Some(1),
         ..Default::default()
     });
+    blocked_by_the_cancel_of(4247, job, data(ctx), api).await;
+}
+
+/// A reconcile of the deleted `job` that tries the cancel of Slurm job `job_id` (here it fails:
+/// slurmrestd cannot be reached) and keeps the finalizer, saying so (`CancelFailed`, naming the
+/// job), with no other request.
+async fn blocked_by_the_cancel_of(
+    job_id: u32,
+    job: SlurmJob,
+    data: Arc<JobContext>,
+    mut api: ApiServerVerifier,
+) -> ApiServerVerifier {
     let expected = job.clone();
     let server = tokio::spawn(async move {
         let message = expect_blocked(&mut api, &expected, "CancelFailed").await;
         api.expect_no_more_calls().await;
-        message
+        (message, api)
     });
-    let error = reconcile(Arc::new(job), data(ctx)).await.unwrap_err();
-    let message = server.await.unwrap();
-    assert!(message.contains("cancel of Slurm job 4247"), "{message}");
-    assert_eq!(error.category(), "DeletionBlocked");
+    let error = reconcile(Arc::new(job), data).await.unwrap_err();
+    let (message, api) = server.await.unwrap();
+    assert_eq!(error.category(), "DeletionBlocked", "{message}");
+    assert!(
+        message.contains(&format!("cancel of Slurm job {job_id}")),
+        "{message}"
+    );
+    api
 }
 
 /// A SlurmJob whose submit got no answer (slurmctld may have made the job) is not let go on an
@@ -3149,7 +3165,7 @@ async fn a_deletion_asks_accounting_only_for_a_slurmjob_older_than_what_the_inde
 /// woken when a search ends.
 #[tokio::test]
 async fn a_deletion_waiting_for_a_search_slot_cancels_the_known_job_first() {
-    let (ctx, mut api) = Context::test();
+    let (ctx, api) = Context::test();
     let skipped_before = ctx.started_at - chrono::TimeDelta::seconds(60);
     let state = ClusterState {
         skipped_before: Some(skipped_before),
@@ -3182,16 +3198,7 @@ async fn a_deletion_waiting_for_a_search_slot_cancels_the_known_job_first() {
             ..Default::default()
         }),
     );
-    let expected = known.clone();
-    let server = tokio::spawn(async move {
-        let message = expect_blocked(&mut api, &expected, "CancelFailed").await;
-        api.expect_no_more_calls().await;
-        (message, api)
-    });
-    let error = reconcile(Arc::new(known), data.clone()).await.unwrap_err();
-    let (message, mut api) = server.await.unwrap();
-    assert_eq!(error.category(), "DeletionBlocked", "{message}");
-    assert!(message.contains("cancel of Slurm job 4245"), "{message}");
+    let mut api = blocked_by_the_cancel_of(4245, known, data.clone(), api).await;
 
     let unknown = deleted("unknown", None);
     let server = tokio::spawn(async move {
