@@ -61,6 +61,19 @@ impl<T> CachedWrites<T> {
         map.remove(uid);
     }
 
+    /// Keep only the writes of the uids `live` holds (a relist: the others are gone).
+    pub fn keep_only(&self, live: impl Fn(&str) -> bool) {
+        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|uid, _| live(uid));
+    }
+
+    /// Forget the writes older than [`Self::LAG_LIMIT`] at `now`: [`Self::lags`] no longer
+    /// waits for them, whether or not the object is still there.
+    pub fn forget_expired(&self, now: Instant) {
+        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, (_, at)| now.saturating_duration_since(*at) < Self::LAG_LIMIT);
+    }
+
     pub fn len(&self) -> usize {
         self.by_uid.lock().unwrap_or_else(|p| p.into_inner()).len()
     }

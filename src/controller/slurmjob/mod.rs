@@ -79,7 +79,7 @@ use tracing::{debug, info, warn};
 use self::act::{Env, Step, Target};
 use self::dependents::Dependents;
 use self::plan::{Blocker, CleanupFacts, CleanupPlan, Orphaned, Reach};
-use self::submissions::{Outcome, StatusWrites, Submissions, TakenOn};
+use self::submissions::{Outcome, Remembered, StatusWrites, Submissions, TakenOn};
 use super::kit::{self, Backoffs, Notice, UidIndex};
 use super::{Context, DeletedCluster};
 use crate::crd::condition;
@@ -1710,6 +1710,43 @@ fn jobs_where(
         .collect()
 }
 
+/// What a change of the SlurmJob cache sets going beyond it: the SlurmJobs waiting for the one
+/// that changed are woken (`wake`), and what this process remembers of a SlurmJob that is gone
+/// is forgotten (by the Delete event, or by the relist that no longer lists it).
+fn after_cache_change(
+    waiters: Arc<Dependents>,
+    wake: UnboundedSender<ObjectRef<CachedSlurmJob>>,
+    cached: Store<CachedSlurmJob>,
+    remembered: Remembered,
+) -> impl Fn(kit::Applied<'_, CachedSlurmJob>) {
+    move |applied| {
+        match applied {
+            kit::Applied::Object {
+                object, now: None, ..
+            } => {
+                if let Some(uid) = object.meta().uid.as_deref() {
+                    remembered.forget_uid(uid);
+                }
+            }
+            kit::Applied::Object { .. } => {}
+            kit::Applied::Relisted => {
+                // One deleted while the watch was away has no Delete event of its own.
+                waiters.retain(|ns, name| cached.get(&ObjectRef::new(name).within(ns)).is_some());
+                let jobs = cached.state();
+                let live: std::collections::HashSet<&str> = jobs
+                    .iter()
+                    .filter_map(|job| job.meta().uid.as_deref())
+                    .collect();
+                remembered.keep_only(|uid| live.contains(uid), std::time::Instant::now());
+            }
+        }
+        for dependent in waiters.woken_by(applied) {
+            // Closed only when the controller stops.
+            let _ = wake.unbounded_send(dependent);
+        }
+    }
+}
+
 /// The running SlurmJob controller: its store (ready once the first list is in) and the future
 /// that drives it until `shutdown` is cancelled and running reconciles finish.
 pub fn run(
@@ -1733,7 +1770,10 @@ pub fn run(
     // however large tenants make their SlurmJobs.
     let (wake, woken) = futures::channel::mpsc::unbounded();
     let dependents = Arc::new(Dependents::default());
-    let (waiters, waker, cached) = (Arc::clone(&dependents), wake.clone(), store.clone());
+    let remembered = Remembered {
+        finalizer_writes: Arc::clone(&ctx.finalizer_writes),
+        ..Remembered::default()
+    };
     let (by_uid, jobs) = kit::reflect_changes(
         ctx.refused.reporting(
             watcher(jobs_api, watcher::Config::default().page_size(LIST_PAGE)).default_backoff(),
@@ -1742,16 +1782,12 @@ pub fn run(
         ),
         writer,
         reacts_to,
-        move |applied| {
-            if let kit::Applied::Relisted = applied {
-                // One deleted while the watch was away has no Delete event of its own.
-                waiters.retain(|ns, name| cached.get(&ObjectRef::new(name).within(ns)).is_some());
-            }
-            for dependent in waiters.woken_by(applied) {
-                // Closed only when the controller stops.
-                let _ = waker.unbounded_send(dependent);
-            }
-        },
+        after_cache_change(
+            Arc::clone(&dependents),
+            wake.clone(),
+            store.clone(),
+            remembered.clone(),
+        ),
     );
     let waiting = Arc::clone(&dependents);
     let slurm = kit::slurm_triggers(
@@ -1813,9 +1849,9 @@ pub fn run(
     let data = Arc::new(JobContext {
         ctx,
         jobs: store.clone(),
-        submissions: Arc::default(),
-        status_writes: Arc::default(),
-        taken_on: Arc::default(),
+        submissions: remembered.submissions,
+        status_writes: remembered.status_writes,
+        taken_on: remembered.taken_on,
         output_image,
         output_pods,
         slurm_clusters,

@@ -4,12 +4,12 @@
 //! `cached_writes::FinalizerWrites`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
-use crate::controller::cached_writes::CachedWrites;
+use crate::controller::cached_writes::{CachedWrites, FinalizerWrites};
 use crate::controller::kit::Backoffs;
 use crate::crd::slurmjob::{Phase, SlurmJobStatus};
 use crate::slurm::tag::OwnerTag;
@@ -188,6 +188,12 @@ impl Submissions {
         }
     }
 
+    /// Keep only the tags of the uids `live` holds (a relist: the others are gone).
+    pub fn keep_only(&self, live: impl Fn(&str) -> bool) {
+        let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|tag, _| live(tag.uid()));
+    }
+
     pub fn len(&self) -> usize {
         self.by_tag.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
@@ -231,6 +237,65 @@ impl TakenOn {
     pub fn forget_uid(&self, uid: &str) {
         let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
         map.remove(uid);
+    }
+
+    /// Keep only the uids `live` holds (a relist: the others are gone).
+    pub fn keep_only(&self, live: impl Fn(&str) -> bool) {
+        let mut map = self.by_uid.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|uid, _| live(uid));
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_uid.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Everything this process remembers per SlurmJob, by uid. Forgotten when the SlurmJob is gone
+/// from the cache, whoever let it go: the operator's own cleanup forgets it too, but a SlurmJob
+/// whose finalizer someone else removed, or that another leader cleaned up while this process
+/// followed, has no cleanup here, and its entries would stay for the life of the process.
+#[derive(Debug, Clone, Default)]
+pub struct Remembered {
+    pub submissions: Arc<Submissions>,
+    pub status_writes: Arc<StatusWrites>,
+    pub taken_on: Arc<TakenOn>,
+    /// Shared with the other controllers (uids are unique across kinds).
+    pub finalizer_writes: Arc<FinalizerWrites>,
+}
+
+impl Remembered {
+    /// Forget SlurmJob `uid`: it is gone.
+    pub fn forget_uid(&self, uid: &str) {
+        self.submissions.forget_uid(uid);
+        self.status_writes.forget_uid(uid);
+        self.taken_on.forget_uid(uid);
+        self.finalizer_writes.forget_uid(uid);
+    }
+
+    /// After a relist (a SlurmJob deleted while the watch was away has no Delete event): keep
+    /// only the SlurmJobs `live` holds. The finalizer patches, of every kind, only while the
+    /// cache may still lag them (at `now`).
+    pub fn keep_only(&self, live: impl Fn(&str) -> bool, now: Instant) {
+        self.submissions.keep_only(&live);
+        self.status_writes.keep_only(&live);
+        self.taken_on.keep_only(&live);
+        self.finalizer_writes.forget_expired(now);
+    }
+
+    /// How many entries all of it holds.
+    pub fn len(&self) -> usize {
+        self.submissions.len()
+            + self.status_writes.len()
+            + self.taken_on.len()
+            + self.finalizer_writes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

@@ -3450,3 +3450,120 @@ async fn a_woken_slurmjob_that_does_not_search_passes_the_slot_on() {
         .expect("the client is gone")
         .unwrap();
 }
+
+/// What this process remembers of a SlurmJob goes with it from the cache, also when no cleanup
+/// of its ran here (a finalizer someone else removed, another leader's cleanup): by its Delete
+/// event, or by the relist that no longer lists it. Finalizer patches of other kinds stay while
+/// the cache may still lag them.
+#[test]
+fn what_is_remembered_of_a_slurmjob_goes_with_it() {
+    let remembered = Remembered::default();
+    let (a, b, c) = (
+        slurm_job("a", "#!/bin/sh\n"),
+        slurm_job("b", "#!/bin/sh\n"),
+        slurm_job("c", "#!/bin/sh\n"),
+    );
+    let now = Instant::now();
+    let acting = Utc::now();
+    for job in [&a, &b, &c] {
+        let uid = job.uid().unwrap();
+        remembered.submissions.record(&OwnerTag::new(&uid, 1), 7);
+        remembered.submissions.record(&OwnerTag::new(&uid, 2), 8);
+        remembered
+            .status_writes
+            .record(&uid, submissions::Outcome::default(), now);
+        remembered.taken_on.record(&uid, acting, acting);
+        remembered
+            .finalizer_writes
+            .record(&uid, "1".to_owned(), now);
+    }
+    remembered
+        .finalizer_writes
+        .record("a-nodeset", "1".to_owned(), now);
+    let expired = now
+        .checked_sub(StatusWrites::LAG_LIMIT * 2)
+        .expect("the clock has run for a minute");
+    remembered
+        .finalizer_writes
+        .record("an-old-nodeset", "1".to_owned(), expired);
+    let of = |job: &SlurmJob| {
+        let uid = job.uid().unwrap();
+        (
+            remembered.submissions.between(&uid, 1, 2).len(),
+            remembered
+                .status_writes
+                .lags(&uid, now, |_| true)
+                .then_some(()),
+            remembered.taken_on.since(&uid, acting),
+        )
+    };
+    let all = (2, Some(()), true);
+    let none = (0, None, false);
+
+    let (events, stream) = futures::channel::mpsc::unbounded();
+    let (store, writer) = reflector::store();
+    let (wake, _woken) = futures::channel::mpsc::unbounded();
+    let (_, changes) = kit::reflect_changes(
+        stream,
+        writer,
+        reacts_to,
+        after_cache_change(Arc::default(), wake, store.clone(), remembered.clone()),
+    );
+    let mut changes = std::pin::pin!(changes);
+    let mut send = |batch: Vec<watcher::Event<CachedSlurmJob>>| {
+        for event in batch {
+            events.unbounded_send(Ok(event)).unwrap();
+        }
+        // Every event sent is applied once the stream waits for more.
+        while let Some(Some(_)) = changes.next().now_or_never() {}
+    };
+    let cached = |job: &SlurmJob| CachedSlurmJob::new(job.clone()).unwrap();
+
+    send(vec![
+        watcher::Event::Init,
+        watcher::Event::InitApply(cached(&a)),
+        watcher::Event::InitApply(cached(&b)),
+        watcher::Event::InitApply(cached(&c)),
+        watcher::Event::InitDone,
+    ]);
+    assert_eq!(store.state().len(), 3, "listed");
+    assert_eq!(
+        [of(&a), of(&b), of(&c)],
+        [all, all, all],
+        "all listed: kept"
+    );
+    assert!(
+        remembered.finalizer_writes.len() >= 4,
+        "the finalizer patches of the live SlurmJobs and the nodeset's kept"
+    );
+
+    send(vec![watcher::Event::Delete(cached(&a))]);
+    assert_eq!([of(&a), of(&b), of(&c)], [none, all, all], "a deleted");
+
+    // b deleted while the watch was away: the relist no longer lists it; c changed.
+    let mut changed = c.clone();
+    changed.metadata.generation = Some(2);
+    send(vec![
+        watcher::Event::Init,
+        watcher::Event::InitApply(cached(&changed)),
+        watcher::Event::InitDone,
+    ]);
+    assert_eq!(
+        [of(&a), of(&b), of(&c)],
+        [none, none, all],
+        "b not relisted"
+    );
+    assert_eq!(
+        remembered.finalizer_writes.len(),
+        3,
+        "a's forgotten by its Delete, the expired one by the relist; the young ones kept (b's \
+         too: the map is every kind's, and its patch is younger than the cache's lag limit)"
+    );
+    send(vec![watcher::Event::Apply(cached(&changed))]);
+    assert_eq!(of(&c), all, "an update forgets nothing");
+    assert_eq!(
+        remembered.len(),
+        2 + 1 + 1 + 3,
+        "c's two submits, status write, finalizer taken and patch; b's and the nodeset's patch"
+    );
+}
