@@ -516,6 +516,12 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
         let (clusters, cluster_controller) =
             crate::controller::cluster::run(ctx.clone(), shutdown.clone());
         drivers.push(cluster_controller.boxed());
+        // One watch of the Kubernetes nodes for every SlurmNodeSet controller.
+        drivers.push(
+            std::sync::Arc::clone(&ctx.cordons)
+                .follow(ctx.client.clone(), shutdown.clone())
+                .boxed(),
+        );
         for scope in args.scopes() {
             let (slurmjobs, slurmjob_controller) = crate::controller::slurmjob::run(
                 ctx.clone(),

@@ -32,7 +32,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use slurm_operator::controller::nodeset::plan::{
-    self, Action, Confirm, DeleteWhy, DrainOwner, Input, PodView, SlurmView, drain_owner,
+    self, Action, Confirm, DeleteWhy, DrainOwner, Host, Input, PodView, SlurmView, drain_owner,
 };
 use slurm_operator::controller::nodeset::{SlurmOutcome, apply_slurm, pods, slurm_allows};
 use slurm_operator::crd::{NodeSetSlurm, SlurmCluster, UpdateStrategy};
@@ -483,6 +483,115 @@ async fn scale_in_drains_before_deleting_and_never_kills_a_job() {
         _ => true,
     }));
     eprintln!("scenario done in {:?}", started.elapsed());
+}
+
+/// `kubectl cordon` of the Kubernetes node a set's pod runs on (and `kubectl drain`, which
+/// cordons before it evicts): its Slurm node is drained with the cordon's reason while its job
+/// runs on, and the pod stays (the PodDisruptionBudget holds the eviction until the node is
+/// idle); the job ends as it would, and a job that asks for that node meanwhile does not start
+/// there. Uncordoned, the node is resumed and that job runs. No job is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cordoned_hosts_node_starts_no_new_job_until_uncordoned() {
+    let slurm = require_slurm!();
+    let (mut world, _poller) = World::new(&slurm);
+    let client = world.client.clone();
+    let n0 = world.name(0);
+    world.until_one_node(0).await;
+    let first = world.run_job_on(&n0, "sleep 6").await;
+
+    world.pods.get_mut(&n0).unwrap().host = Host::Cordoned("k8s-worker-1".into());
+    world
+        .until(
+            1,
+            "the node drained for the cordon",
+            Duration::from_secs(30),
+            |w, _| {
+                w.index
+                    .borrow()
+                    .nodes
+                    .get(&n0)
+                    .is_some_and(plan::is_cordon_drain)
+            },
+        )
+        .await;
+    let node = client.node(&n0).await.unwrap();
+    assert_eq!(
+        node.reason.as_deref(),
+        Some("slurm-operator: cordoned: Kubernetes node k8s-worker-1")
+    );
+    assert!(
+        node.state.is_draining(),
+        "its job runs on: {:?}",
+        node.state
+    );
+    // A job for that node only, submitted during the drain.
+    let mut job = world.slurm.job(&format!("{}-job", world.set), "sleep 1");
+    job.constraints = Some(world.set.clone());
+    job.extra.insert("required_nodes".into(), json!([n0]));
+    let second = client.submit_job(&job).await.unwrap().job_id;
+
+    // The first job ends as it would; the node is then drained and idle, and the second job
+    // still waits; the pod stays throughout (it is not leaving: the eviction is kubectl's).
+    world
+        .until(1, "the first job's end", Duration::from_secs(60), |w, _| {
+            assert_eq!(w.pod_names(), std::slice::from_ref(&n0), "the pod stays");
+            w.index
+                .borrow()
+                .nodes
+                .get(&n0)
+                .is_some_and(|n| n.state.is_drained())
+        })
+        .await;
+    assert_eq!(
+        final_job_state(&client, first).await,
+        JobBaseState::Completed
+    );
+    for _ in 0..3 {
+        world.step(1).await;
+    }
+    assert_eq!(
+        job_state(&client.job(second).await.unwrap()),
+        JobBaseState::Pending,
+        "no new job starts on the cordoned host's node"
+    );
+    assert_eq!(world.pod_names(), std::slice::from_ref(&n0));
+    assert!(
+        !world.log.iter().any(Action::is_destructive),
+        "nothing deleted: {:?}",
+        world.log
+    );
+
+    // Uncordoned: resumed, and the waiting job runs there.
+    world.pods.get_mut(&n0).unwrap().host = Host::Open;
+    world
+        .until(1, "the node resumed", Duration::from_secs(30), |w, _| {
+            w.index
+                .borrow()
+                .nodes
+                .get(&n0)
+                .is_some_and(|n| !n.state.is_drain())
+        })
+        .await;
+    assert!(world.log.contains(&Action::Resume { node: n0.clone() }));
+    let slurm_client = &client;
+    common::wait_for(
+        "the waiting job to run and end",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || async move {
+            (final_job_state(slurm_client, second).await == JobBaseState::Completed).then_some(())
+        },
+    )
+    .await;
+
+    world
+        .until(
+            0,
+            "the set's node removed",
+            Duration::from_secs(60),
+            |w, _| w.pods.is_empty() && !w.index.borrow().nodes.contains_key(&n0),
+        )
+        .await;
 }
 
 /// Scale-in storm (issue 7): 5 → 1 → 5, three times, each time with jobs running on three of the

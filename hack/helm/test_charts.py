@@ -658,7 +658,7 @@ KIND_RESOURCES = {
     "SlurmCluster": ("slurm.rs", "slurmclusters"), "SlurmJob": ("slurm.rs", "slurmjobs"),
     # The SlurmJob cache's form of a SlurmJob (src/crd/slurmjob/cached.rs): the same resource.
     "CachedSlurmJob": ("slurm.rs", "slurmjobs"),
-    "SlurmNodeSet": ("slurm.rs", "slurmnodesets"), "Namespace": ("", "namespaces"),
+    "SlurmNodeSet": ("slurm.rs", "slurmnodesets"), "Namespace": ("", "namespaces"), "Node": ("", "nodes"),
     "Pod": ("", "pods"), "Secret": ("", "secrets"), "ConfigMap": ("", "configmaps"),
     "PersistentVolumeClaim": ("", "persistentvolumeclaims"), "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
     "Event": ("events.k8s.io", "events"), "Lease": ("coordination.k8s.io", "leases"),

@@ -491,6 +491,8 @@ pub struct Context {
     pub refused: Arc<RefusedNamespaces>,
     /// Finalizer patches of this process (every kind's) the caches may not show yet.
     pub finalizer_writes: Arc<FinalizerWrites>,
+    /// The cordoned Kubernetes nodes (`run` follows them; unknown until then).
+    pub cordons: Arc<super::nodeset::cordons::Cordons>,
 }
 
 impl Context {
@@ -525,6 +527,7 @@ impl Context {
             nodesets: Arc::default(),
             refused,
             finalizer_writes: Arc::default(),
+            cordons: Arc::default(),
         }
     }
 

@@ -41,6 +41,7 @@
 //! `HealthChanged` of its SlurmCluster. While it waits for a drain it also
 //! requeues itself every [`WAIT_RESYNC`].
 
+pub mod cordons;
 pub mod plan;
 pub mod pods;
 
@@ -738,7 +739,8 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
     let owner = pods::owner(nodeset);
 
     // 1. Pods.
-    let ListedPods { views, uids, taken } = list_pods(&pods_api, &name, &uid, &prefix).await?;
+    let ListedPods { views, uids, taken } =
+        list_pods(&pods_api, &name, &uid, &prefix, &ctx.cordons).await?;
     // For the drain-stuck alert (docs/metrics.md): when the oldest drain in progress began.
     ctx.metrics.nodeset_draining_since(
         &namespace,
@@ -941,6 +943,7 @@ async fn list_pods(
     name: &str,
     uid: &str,
     prefix: &str,
+    cordons: &cordons::Cordons,
 ) -> Result<ListedPods, Error> {
     let mut listed = ListedPods::default();
     let mut params = ListParams::default()
@@ -969,7 +972,7 @@ async fn list_pods(
                     },
                 );
             }
-            listed.views.extend(pods::view(prefix, pod));
+            listed.views.extend(pods::view(prefix, pod, cordons));
         }
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
@@ -1774,6 +1777,8 @@ pub fn run(
         .reconcile_on(triggers)
         .reconcile_on(cluster_changes)
         .reconcile_all_on(gained)
+        // A Kubernetes node cordoned or uncordoned: its pods' sets drain or resume their nodes.
+        .reconcile_all_on(ctx.cordons.changes())
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, Arc::new(ctx))
         .for_each(|result| kit::log_outcome(CONTROLLER, result));

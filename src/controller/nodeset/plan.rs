@@ -59,6 +59,25 @@ pub const WHY_SCALE_IN: &str = "scale-in";
 pub const WHY_UPDATE: &str = "rolling update";
 pub const WHY_TERMINATING: &str = "pod terminating";
 pub const WHY_DELETED: &str = "SlurmNodeSet deleted";
+/// A pod's Kubernetes node is cordoned (`kubectl cordon`, and `kubectl drain` before it
+/// evicts): followed by the node's name ([`cordon_reason`]).
+pub const WHY_CORDONED: &str = "cordoned";
+
+/// The drain reason of a pod whose Kubernetes node `host` is cordoned. The node's name comes
+/// last: a long one cut at [`MAX_REASON_CHARS`] leaves the reason recognisable.
+pub fn cordon_reason(host: &str) -> String {
+    drain_reason(&format!("{WHY_CORDONED}: Kubernetes node {host}"))
+}
+
+/// Whether `node` carries our drain for a cordon.
+pub fn is_cordon_drain(node: &Node) -> bool {
+    let prefix = drain_reason(WHY_CORDONED);
+    drain_owner(node) == DrainOwner::Us
+        && node
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.trim_start().starts_with(&format!("{prefix}:")))
+}
 
 /// `slurm-operator: <why>`, with control characters turned into spaces, whitespace collapsed
 /// and the whole cut to [`MAX_REASON_CHARS`] characters.
@@ -122,6 +141,19 @@ pub fn may_resume(node: &Node) -> bool {
         && !s.is_reboot_requested()
 }
 
+/// The Kubernetes node a pod runs on, as far as its cordon goes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Host {
+    /// Not known: the pod is not scheduled, or the operator has no complete view of the
+    /// Kubernetes nodes (listing them, or refused: an RBAC without `nodes`).
+    #[default]
+    Unknown,
+    /// Schedulable.
+    Open,
+    /// Cordoned (`spec.unschedulable`): its name.
+    Cordoned(String),
+}
+
 /// What the driver knows about one pod of the set.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PodView {
@@ -129,6 +161,8 @@ pub struct PodView {
     pub ordinal: u32,
     /// `spec.nodeName` is set.
     pub scheduled: bool,
+    /// Whether its Kubernetes node is cordoned.
+    pub host: Host,
     /// The pod's `Ready` condition is true.
     pub ready: bool,
     /// When the `Ready` condition last turned true (its `lastTransitionTime`), if it is true.
@@ -978,10 +1012,30 @@ fn leave(
     }
 }
 
-/// A pod that stays: cancel our drain (scale back out, or an update no longer due).
+/// A pod that stays: cancel our drain (scale back out, an update no longer due, its Kubernetes
+/// node uncordoned); drain its node while its Kubernetes node is cordoned.
 fn stay(plan: &mut NodeSetPlan, pod: &PodView, view: Option<&ClusterState>) {
     let Some(state) = view else { return };
-    match state.nodes.get(&pod.name) {
+    let node = state.nodes.get(&pod.name);
+    match (&pod.host, node) {
+        // Cordoned: no new job starts there (those running end as they would), so that the
+        // eviction `kubectl drain` retries goes through once the PodDisruptionBudget lets it
+        // (the node idle). A drain already there, ours or anyone's, stays while the cordon does.
+        (Host::Cordoned(host), Some(node)) => {
+            if drain_owner(node) == DrainOwner::NotDrained && !node.state.is_down() {
+                plan.actions.push(Action::Drain {
+                    node: pod.name.clone(),
+                    reason: cordon_reason(host),
+                });
+            }
+            return;
+        }
+        (Host::Cordoned(_), None) => return,
+        // Not knowing whether the cordon still holds, our drain for it stays.
+        (Host::Unknown, Some(node)) if is_cordon_drain(node) => return,
+        _ => {}
+    }
+    match node {
         Some(node) if may_resume(node) => {
             plan.actions.push(Action::Resume {
                 node: pod.name.clone(),

@@ -1816,3 +1816,218 @@ fn a_deleted_set_is_gone_once_no_pod_and_no_node_of_it_is_left() {
         assert!(!plan.actions.iter().any(Action::is_destructive), "{plan:?}");
     }
 }
+
+/// A pod that stays on a cordoned Kubernetes node has its Slurm node drained (no new job starts
+/// there; the running ones end as they would, and the PodDisruptionBudget holds `kubectl drain`'s
+/// eviction until then), for that cause alone; uncordoned, the drain is resumed; while the
+/// operator cannot tell (no complete view of the Kubernetes nodes), a drain for a cordon stays
+/// and other drains of ours are resumed as before. Someone else's drain is never written over.
+#[test]
+fn a_cordoned_hosts_node_is_drained_and_resumed_once_uncordoned() {
+    let cordoned = |host: &str| Host::Cordoned(host.into());
+    let ours_cordon = Some("slurm-operator: cordoned: Kubernetes node k1");
+    let ours_scale_in = Some("slurm-operator: scale-in");
+    let drain_for = |host: &str| Action::Drain {
+        node: "ns-0".into(),
+        reason: cordon_reason(host),
+    };
+    let resume = Action::Resume {
+        node: "ns-0".into(),
+    };
+    // (what, host, node state, reason, running jobs, actions on the staying pod)
+    type Row<'a> = (
+        &'a str,
+        Host,
+        &'a [&'a str],
+        Option<&'a str>,
+        u32,
+        Vec<Action>,
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "cordoned, idle",
+            cordoned("k1"),
+            &["IDLE"],
+            None,
+            0,
+            vec![drain_for("k1")],
+        ),
+        (
+            "cordoned, running a job: drained, not deleted",
+            cordoned("k1"),
+            &["ALLOCATED"],
+            None,
+            1,
+            vec![drain_for("k1")],
+        ),
+        (
+            "cordoned, already drained for it",
+            cordoned("k1"),
+            &["IDLE", "DRAIN"],
+            ours_cordon,
+            0,
+            vec![],
+        ),
+        (
+            "cordoned, our drain for another cause kept",
+            cordoned("k1"),
+            &["IDLE", "DRAIN"],
+            ours_scale_in,
+            0,
+            vec![],
+        ),
+        (
+            "cordoned, an admin's drain left alone",
+            cordoned("k1"),
+            &["IDLE", "DRAIN"],
+            Some("disk"),
+            0,
+            vec![],
+        ),
+        (
+            "cordoned, FAIL left alone",
+            cordoned("k1"),
+            &["IDLE", "FAIL"],
+            None,
+            0,
+            vec![],
+        ),
+        (
+            "cordoned, DOWN: nothing starts there",
+            cordoned("k1"),
+            &["DOWN"],
+            None,
+            0,
+            vec![],
+        ),
+        (
+            "uncordoned: our cordon drain resumed",
+            Host::Open,
+            &["IDLE", "DRAIN"],
+            ours_cordon,
+            0,
+            vec![resume.clone()],
+        ),
+        (
+            "uncordoned, busy: resumed too",
+            Host::Open,
+            &["ALLOCATED", "DRAIN"],
+            ours_cordon,
+            1,
+            vec![resume.clone()],
+        ),
+        (
+            "uncordoned, an admin's drain left alone",
+            Host::Open,
+            &["IDLE", "DRAIN"],
+            Some("disk"),
+            0,
+            vec![],
+        ),
+        (
+            "schedulable: nothing",
+            Host::Open,
+            &["IDLE"],
+            None,
+            0,
+            vec![],
+        ),
+        (
+            "unknown: the cordon drain stays",
+            Host::Unknown,
+            &["IDLE", "DRAIN"],
+            ours_cordon,
+            0,
+            vec![],
+        ),
+        (
+            "unknown: another drain of ours resumed as before",
+            Host::Unknown,
+            &["IDLE", "DRAIN"],
+            ours_scale_in,
+            0,
+            vec![resume.clone()],
+        ),
+        (
+            "unknown, not drained: nothing",
+            Host::Unknown,
+            &["IDLE"],
+            None,
+            0,
+            vec![],
+        ),
+        (
+            "another node's name cut: still ours for a cordon",
+            Host::Unknown,
+            &["IDLE", "DRAIN"],
+            Some("slurm-operator: cordoned: Kubernetes node k"),
+            0,
+            vec![],
+        ),
+    ];
+    for (what, host, node_state, reason, running, expected) in rows {
+        let pods = vec![PodView {
+            host,
+            ..pod("ns-0", 0)
+        }];
+        let mut flags = node_state.to_vec();
+        flags.push("DYNAMIC_NORM");
+        let jobs = [("ns-0", running, None)];
+        let view = state(
+            vec![node("ns-0", &flags, reason)],
+            &jobs[..usize::from(running > 0)],
+        );
+        let planned = run(1, &pods, Some(&view));
+        assert_eq!(structural(&planned), expected, "{what}");
+        assert!(
+            planned.waiting.is_empty(),
+            "{what}: a staying pod waits for nothing"
+        );
+    }
+    // Not registered yet: nothing to drain (the next plan after its slurmd registers drains it).
+    let pods = vec![PodView {
+        host: cordoned("k1"),
+        ..pod("ns-0", 0)
+    }];
+    assert_eq!(
+        structural(&run(1, &pods, Some(&state(vec![], &[])))),
+        vec![]
+    );
+    // Without a view of Slurm: nothing.
+    assert_eq!(structural(&run(1, &pods, None)), vec![]);
+}
+
+/// The cordon's drain reason: recognisable whatever the Kubernetes node's name (cut at Slurm's
+/// limit), and told apart from the other causes'.
+#[test]
+fn the_cordon_reason_names_the_node_and_stays_recognisable() {
+    assert_eq!(
+        cordon_reason("worker-7"),
+        "slurm-operator: cordoned: Kubernetes node worker-7"
+    );
+    let long = "n".repeat(300);
+    let cut = cordon_reason(&long);
+    assert_eq!(cut.chars().count(), MAX_REASON_CHARS);
+    let drained = |reason: &str| node("ns-0", &["IDLE", "DRAIN", "DYNAMIC_NORM"], Some(reason));
+    assert!(is_cordon_drain(&drained(&cut)));
+    assert!(is_cordon_drain(&drained(
+        " slurm-operator: cordoned: Kubernetes node x"
+    )));
+    for other in [
+        drain_reason(WHY_SCALE_IN),
+        drain_reason(WHY_TERMINATING),
+        "cordoned: Kubernetes node x".to_owned(),
+        "slurm-operator: cordonedX".to_owned(),
+    ] {
+        assert!(!is_cordon_drain(&drained(&other)), "{other}");
+    }
+    let resumed = node(
+        "ns-0",
+        &["IDLE", "DYNAMIC_NORM"],
+        Some("slurm-operator: cordoned: Kubernetes node x"),
+    );
+    assert!(
+        !is_cordon_drain(&resumed),
+        "a reason left over from a resumed drain"
+    );
+}

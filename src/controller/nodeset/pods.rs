@@ -286,7 +286,7 @@ pub fn is_finished(pod: &Pod) -> bool {
 
 /// What the planner needs of a pod; `None` for a pod not named like one of the set's
 /// (`<prefix>-<ordinal>`).
-pub fn view(prefix: &str, pod: &Pod) -> Option<PodView> {
+pub fn view(prefix: &str, pod: &Pod, cordons: &super::cordons::Cordons) -> Option<PodView> {
     let name = pod.name_any();
     let ordinal = ordinal_of(prefix, &name)?;
     let labels = pod.labels();
@@ -318,6 +318,7 @@ pub fn view(prefix: &str, pod: &Pod) -> Option<PodView> {
             .spec
             .as_ref()
             .is_some_and(|s| s.node_name.as_deref().is_some_and(|n| !n.is_empty())),
+        host: cordons.host(pod.spec.as_ref().and_then(|s| s.node_name.as_deref())),
         ready,
         ready_since,
         finished: is_finished(pod),
@@ -341,6 +342,8 @@ pub fn view(prefix: &str, pod: &Pod) -> Option<PodView> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::cordons::Cordons;
+    use super::super::plan::Host;
     use super::*;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -423,6 +426,34 @@ mod tests {
         assert_eq!(merge_conf(None, &only), "Features=partition-debug");
     }
 
+    /// A pod's host is its `spec.nodeName` as the cordons know it: unknown until they are
+    /// listed, and for a pod not scheduled.
+    #[test]
+    fn a_pods_host_is_its_node_as_the_cordons_know_it() {
+        use k8s_openapi::api::core::v1::Node;
+        use kube::runtime::watcher::Event;
+        let pod = |node: Option<&str>| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "cpu-2"},
+                "spec": {"containers": [], "nodeName": node},
+            }))
+            .unwrap()
+        };
+        let cordons = Cordons::default();
+        let host = |node: Option<&str>| view("cpu", &pod(node), &cordons).unwrap().host;
+        assert_eq!(host(Some("k1")), Host::Unknown, "not listed yet");
+        let k1: Node = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "k1"}, "spec": {"unschedulable": true}}),
+        )
+        .unwrap();
+        for event in [Event::Init, Event::InitApply(k1), Event::InitDone] {
+            cordons.apply(&event);
+        }
+        assert_eq!(host(Some("k1")), Host::Cordoned("k1".into()));
+        assert_eq!(host(Some("k2")), Host::Open);
+        assert_eq!(host(None), Host::Unknown, "not scheduled");
+    }
+
     #[test]
     fn ready_since_is_the_ready_conditions_transition_time() {
         let pod: Pod = serde_json::from_value(serde_json::json!({
@@ -433,7 +464,7 @@ mod tests {
             ]},
         }))
         .unwrap();
-        let v = view("cpu", &pod).unwrap();
+        let v = view("cpu", &pod, &Cordons::default()).unwrap();
         assert!(v.ready);
         assert_eq!(
             v.ready_since,
@@ -450,7 +481,7 @@ mod tests {
             ]},
         }))
         .unwrap();
-        let v = view("cpu", &not_ready).unwrap();
+        let v = view("cpu", &not_ready, &Cordons::default()).unwrap();
         assert!(!v.ready);
         assert_eq!(v.ready_since, None);
     }
@@ -464,7 +495,9 @@ mod tests {
                 "metadata": {"name": "cpu-2", "annotations": annotations},
             }))
             .unwrap();
-            view("cpu", &pod).unwrap().deletion_cost
+            view("cpu", &pod, &Cordons::default())
+                .unwrap()
+                .deletion_cost
         };
         let k8s = "controller.kubernetes.io/pod-deletion-cost";
         assert_eq!(cost(serde_json::json!({k8s: "-50"})), -50);

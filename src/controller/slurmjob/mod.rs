@@ -1763,7 +1763,10 @@ pub fn run(
     ctx.slurmjobs.add(store.clone(), holding_cluster);
     let jobs_api: Api<CachedSlurmJob> = kit::scoped_api(client.clone(), namespace);
     let pods_api: Api<PartialObjectMeta<Pod>> = kit::scoped_api(client, namespace);
-    // Paged consistent lists, not one any-semantic list from the watch cache: with 10 000
+    // Paged consistent lists, not one any-semantic list from the watch cache (also what lets a
+    // relist forget what this process remembers of the SlurmJobs it no longer lists,
+    // `after_cache_change`: a stale list could leave out a live one, and forgetting its submit
+    // would let a second one go): with 10 000
     // SlurmJobs that one list is tens of MB of JSON decoded at once, and it set the process's
     // peak memory (hack/bench.sh, "the operator binary"). A page's JSON is read whole before its
     // objects are decoded into the cached form: [`LIST_PAGE`] of them bounds what a list costs

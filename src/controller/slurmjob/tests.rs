@@ -3481,8 +3481,8 @@ fn what_is_remembered_of_a_slurmjob_goes_with_it() {
         .finalizer_writes
         .record("a-nodeset", "1".to_owned(), now);
     let expired = now
-        .checked_sub(StatusWrites::LAG_LIMIT * 2)
-        .expect("the clock has run for a minute");
+        .checked_sub(StatusWrites::LAG_LIMIT + std::time::Duration::from_secs(1))
+        .expect("the clock has run for half a minute");
     remembered
         .finalizer_writes
         .record("an-old-nodeset", "1".to_owned(), expired);
@@ -3532,9 +3532,11 @@ fn what_is_remembered_of_a_slurmjob_goes_with_it() {
         [all, all, all],
         "all listed: kept"
     );
-    assert!(
-        remembered.finalizer_writes.len() >= 4,
-        "the finalizer patches of the live SlurmJobs and the nodeset's kept"
+    assert_eq!(
+        remembered.finalizer_writes.len(),
+        4,
+        "the finalizer patches of the live SlurmJobs and the nodeset's young one kept; the \
+         expired one forgotten"
     );
 
     send(vec![watcher::Event::Delete(cached(&a))]);
