@@ -497,7 +497,7 @@ async fn a_cordoned_hosts_node_starts_no_new_job_until_uncordoned() {
     let client = world.client.clone();
     let n0 = world.name(0);
     world.until_one_node(0).await;
-    let first = world.run_job_on(&n0, "sleep 6").await;
+    let first = world.run_job_on(&n0, "sleep 20").await;
 
     world.pods.get_mut(&n0).unwrap().host = Host::Cordoned("k8s-worker-1".into());
     world

@@ -1,20 +1,24 @@
 //! Which Kubernetes nodes are cordoned (`spec.unschedulable`: `kubectl cordon`, and
 //! `kubectl drain` before it evicts), from one watch of every Node for the whole process (every
-//! SlurmNodeSet controller shares it). Only the names of the cordoned ones are kept.
+//! SlurmNodeSet controller shares it). Each node's name is kept, and whether it is cordoned.
 //!
-//! Until the first list is in (or while the watch is refused: a chart without the `nodes`
-//! rule), no pod's host is known ([`Host::Unknown`]): the planner then drains nothing for a
-//! cordon and resumes no drain of ours made for one.
+//! A pod's host is known only while the watch serves: until the first list is in, after a
+//! failed request until an event comes again (a chart without the `nodes` rule, rights taken
+//! away later, an API server away), and for a node the list does not hold (deleted: its pods
+//! are about to go) it is [`Host::Unknown`]. The planner then drains nothing for a cordon and
+//! resumes no drain of ours made for one.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{PoisonError, RwLock};
+use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
@@ -24,7 +28,18 @@ use super::plan::Host;
 /// Nodes a page of the list holds: a Node's status (its images above all) makes it large.
 const LIST_PAGE: u32 = 100;
 
-/// The cordoned Kubernetes nodes, by name.
+/// The waits between failed requests of the watch: kube's own backoff starts again at every
+/// list attempt, so a refused list would be asked again every second.
+fn retry_delays() -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_secs(1))
+        .with_max_delay(Duration::from_secs(300))
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
+/// The Kubernetes nodes, by name, and whether each is cordoned.
 #[derive(Debug)]
 pub struct Cordons {
     seen: RwLock<Seen>,
@@ -34,11 +49,20 @@ pub struct Cordons {
 
 #[derive(Debug, Default)]
 struct Seen {
-    /// A list completed: the set below is every cordoned node.
+    /// A list completed: `nodes` holds every node.
     complete: bool,
-    cordoned: BTreeSet<String>,
+    /// The last request failed, and no event came since: the answers may be stale.
+    failing: bool,
+    /// Every node, and whether it is cordoned.
+    nodes: BTreeMap<String, bool>,
     /// A (re)list in progress: what it found so far.
-    listing: Option<BTreeSet<String>>,
+    listing: Option<BTreeMap<String, bool>>,
+}
+
+impl Seen {
+    fn serves(&self) -> bool {
+        self.complete && !self.failing
+    }
 }
 
 impl Default for Cordons {
@@ -61,12 +85,13 @@ impl Cordons {
     /// The host of a pod scheduled to Kubernetes node `node` (`None`: not scheduled).
     pub fn host(&self, node: Option<&str>) -> Host {
         let seen = self.seen.read().unwrap_or_else(PoisonError::into_inner);
-        match node.filter(|name| !name.is_empty()) {
-            Some(name) if seen.complete && seen.cordoned.contains(name) => {
-                Host::Cordoned(name.to_owned())
-            }
-            Some(_) if seen.complete => Host::Open,
-            _ => Host::Unknown,
+        let known = node
+            .filter(|name| !name.is_empty() && seen.serves())
+            .and_then(|name| Some((name, *seen.nodes.get(name)?)));
+        match known {
+            Some((name, true)) => Host::Cordoned(name.to_owned()),
+            Some((_, false)) => Host::Open,
+            None => Host::Unknown,
         }
     }
 
@@ -74,40 +99,50 @@ impl Cordons {
     /// (and tells [`Self::changes`] so).
     pub fn apply(&self, event: &watcher::Event<Node>) -> bool {
         let mut seen = self.seen.write().unwrap_or_else(PoisonError::into_inner);
+        let served = seen.serves();
         let changed = match event {
             watcher::Event::Init => {
-                seen.listing = Some(BTreeSet::new());
+                seen.listing = Some(BTreeMap::new());
                 false
             }
+            // Not served yet after a failure: the answers stay stale until the list is done.
             watcher::Event::InitApply(node) => {
-                if is_cordoned(node) {
-                    seen.listing
-                        .get_or_insert_with(BTreeSet::new)
-                        .insert(node.name_any());
-                }
+                seen.listing
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(node.name_any(), is_cordoned(node));
                 false
             }
             watcher::Event::InitDone => {
+                seen.failing = false;
                 let listed = seen.listing.take().unwrap_or_default();
-                let changed = !seen.complete || listed != seen.cordoned;
-                seen.cordoned = listed;
+                let changed = listed != seen.nodes;
+                seen.nodes = listed;
                 seen.complete = true;
                 changed
             }
-            watcher::Event::Apply(node) if is_cordoned(node) => {
-                seen.cordoned.insert(node.name_any())
+            watcher::Event::Apply(node) => {
+                seen.failing = false;
+                let cordoned = is_cordoned(node);
+                seen.nodes.insert(node.name_any(), cordoned) != Some(cordoned)
             }
-            watcher::Event::Apply(node) | watcher::Event::Delete(node) => {
-                seen.cordoned.remove(&node.name_any())
+            watcher::Event::Delete(node) => {
+                seen.failing = false;
+                seen.nodes.remove(&node.name_any()).is_some()
             }
         };
-        // The complete flag gates every answer: events before the first list change nothing.
-        let changed = changed && seen.complete;
+        // Answers change when they become known again, and while known, when the nodes do.
+        let changed = seen.serves() && (changed || !served);
         drop(seen);
         if changed {
             self.changed.send_modify(|n| *n = n.wrapping_add(1));
         }
         changed
+    }
+
+    /// A request of the watch failed: until an event comes again, no host is known.
+    pub fn failed(&self) {
+        let mut seen = self.seen.write().unwrap_or_else(PoisonError::into_inner);
+        seen.failing = true;
     }
 
     /// Yields once each time what [`Self::host`] answers changed (not for the state it starts
@@ -122,29 +157,43 @@ impl Cordons {
         })
     }
 
-    /// Follow every Node of the cluster until `shutdown` (the watch retries with backoff, and
-    /// a refusal is logged each time).
+    /// Follow every Node of the cluster until `shutdown`. A failed request is logged and
+    /// retried after a wait that grows to 5 minutes while they keep failing ([`retry_delays`]).
     pub fn follow(
         self: std::sync::Arc<Self>,
         client: kube::Client,
         shutdown: CancellationToken,
     ) -> impl Future<Output = ()> + Send + 'static {
         let nodes: Api<Node> = Api::all(client);
-        watcher(nodes, watcher::Config::default().page_size(LIST_PAGE))
-            .default_backoff()
-            .take_until(shutdown.cancelled_owned())
-            .for_each(move |event| {
+        let events = watcher(nodes, watcher::Config::default().page_size(LIST_PAGE))
+            .take_until(shutdown.clone().cancelled_owned());
+        async move {
+            let mut events = std::pin::pin!(events);
+            let mut delays = retry_delays();
+            while let Some(event) = events.next().await {
                 match event {
                     Ok(event) => {
+                        if !matches!(event, watcher::Event::Init) {
+                            delays = retry_delays();
+                        }
                         self.apply(&event);
                     }
-                    Err(error) => warn!(
-                        %error,
-                        "cannot watch Kubernetes nodes: cordons are not followed (SlurmNodeSet pods on cordoned nodes are not drained in Slurm); the operator's ClusterRole needs list and watch on nodes"
-                    ),
+                    Err(error) => {
+                        self.failed();
+                        let delay = delays.next().unwrap_or(Duration::from_secs(300));
+                        warn!(
+                            %error,
+                            retry_in = ?delay,
+                            "cannot follow the Kubernetes nodes' cordons: until it works again, SlurmNodeSet pods on cordoned nodes are not drained in Slurm, nor undrained once uncordoned (refused: the operator's ClusterRole needs list and watch on nodes)"
+                        );
+                        tokio::select! {
+                            () = tokio::time::sleep(delay) => {}
+                            () = shutdown.cancelled() => return,
+                        }
+                    }
                 }
-                std::future::ready(())
-            })
+            }
+        }
     }
 }
 
@@ -167,15 +216,17 @@ mod tests {
         }
     }
 
+    fn told(changes: &mut (impl Stream<Item = ()> + Unpin)) -> bool {
+        futures::FutureExt::now_or_never(changes.next()).is_some()
+    }
+
     /// Nothing is known until a list completes; then cordons and uncordons are followed, a
-    /// relist replaces the set once it is done (not before), and only real changes are told.
+    /// relist replaces the nodes once it is done (not before), and only real changes are told.
+    /// A node the list does not hold (never seen, deleted) is not known.
     #[tokio::test]
     async fn cordons_are_known_once_listed_and_followed_after() {
         let cordons = Cordons::default();
         let mut changes = Box::pin(cordons.changes());
-        fn told(changes: &mut (impl Stream<Item = ()> + Unpin)) -> bool {
-            futures::FutureExt::now_or_never(changes.next()).is_some()
-        }
         let host = |name: &str| cordons.host(Some(name));
         assert_eq!(host("k1"), Host::Unknown, "before any list");
         assert!(!cordons.apply(&watcher::Event::Apply(node("k1", Some(true)))));
@@ -203,8 +254,9 @@ mod tests {
                 Host::Cordoned("k1".into()),
                 Host::Open,
                 Host::Open,
-                Host::Open
-            ]
+                Host::Unknown
+            ],
+            "k9 is no node of the list"
         );
         assert_eq!(cordons.host(None), Host::Unknown, "not scheduled");
         assert_eq!(cordons.host(Some("")), Host::Unknown, "not scheduled");
@@ -219,20 +271,88 @@ mod tests {
         assert!(cordons.apply(&watcher::Event::Apply(node("k1", Some(false)))));
         assert_eq!(host("k1"), Host::Open, "uncordoned");
         assert!(cordons.apply(&watcher::Event::Delete(node("k2", Some(true)))));
-        assert_eq!(host("k2"), Host::Open, "gone");
+        assert_eq!(
+            host("k2"),
+            Host::Unknown,
+            "deleted while cordoned: not taken as uncordoned"
+        );
         assert!(told(&mut changes));
 
         // A relist: the old answers hold until it is done.
         assert!(!cordons.apply(&watcher::Event::Init));
+        for name in ["k1", "k2"] {
+            assert!(!cordons.apply(&watcher::Event::InitApply(node(name, None))));
+        }
         assert!(!cordons.apply(&watcher::Event::InitApply(node("k3", Some(true)))));
         assert_eq!(host("k3"), Host::Open, "still the old answer mid-relist");
         assert!(cordons.apply(&watcher::Event::InitDone));
-        assert_eq!(host("k3"), Host::Cordoned("k3".into()));
+        assert_eq!(
+            [host("k1"), host("k2"), host("k3")],
+            [Host::Open, Host::Open, Host::Cordoned("k3".into())]
+        );
         assert!(!cordons.apply(&watcher::Event::Init));
-        assert!(!cordons.apply(&watcher::Event::InitApply(node("k3", Some(true)))));
+        for event in [
+            watcher::Event::InitApply(node("k1", None)),
+            watcher::Event::InitApply(node("k2", None)),
+            watcher::Event::InitApply(node("k3", Some(true))),
+        ] {
+            assert!(!cordons.apply(&event));
+        }
         assert!(
             !cordons.apply(&watcher::Event::InitDone),
             "a relist that finds the same is no change"
+        );
+    }
+
+    /// After a failed request nothing is known (rights taken away: the answers would be frozen)
+    /// until an event comes again, which is told; a relist's objects alone do not count.
+    #[tokio::test]
+    async fn a_failing_watch_knows_no_host_until_it_serves_again() {
+        let cordons = Cordons::default();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(node("k1", Some(true))),
+            watcher::Event::InitApply(node("k2", None)),
+            watcher::Event::InitDone,
+        ] {
+            cordons.apply(&event);
+        }
+        let mut changes = Box::pin(cordons.changes());
+        cordons.failed();
+        assert_eq!(cordons.host(Some("k1")), Host::Unknown);
+        assert_eq!(cordons.host(Some("k2")), Host::Unknown);
+        assert!(!cordons.apply(&watcher::Event::Init));
+        assert!(!cordons.apply(&watcher::Event::InitApply(node("k1", None))));
+        assert_eq!(
+            cordons.host(Some("k1")),
+            Host::Unknown,
+            "mid-relist, still failing"
+        );
+        assert!(!told(&mut changes));
+        assert!(cordons.apply(&watcher::Event::InitDone), "known again");
+        assert!(told(&mut changes));
+        assert_eq!(cordons.host(Some("k1")), Host::Open);
+        assert_eq!(cordons.host(Some("k2")), Host::Unknown, "not in the relist");
+
+        cordons.failed();
+        assert_eq!(cordons.host(Some("k1")), Host::Unknown);
+        assert!(
+            cordons.apply(&watcher::Event::Apply(node("k3", None))),
+            "an event of a resumed watch: known again, told"
+        );
+        assert_eq!(cordons.host(Some("k1")), Host::Open);
+    }
+
+    /// The waits between failed requests grow to 5 minutes and stay there.
+    #[test]
+    fn failed_requests_are_retried_ever_more_slowly() {
+        let delays: Vec<Duration> = retry_delays().take(12).collect();
+        assert!(delays[0] >= Duration::from_secs(1), "{delays:?}");
+        assert!(delays[0] < Duration::from_secs(3), "{delays:?}");
+        assert!(delays[11] >= Duration::from_secs(300), "{delays:?}");
+        assert!(
+            delays.iter().all(|d| *d <= Duration::from_secs(600)),
+            "{delays:?}"
         );
     }
 }

@@ -38,8 +38,9 @@
 //! Triggers: the SlurmNodeSet (generation only, so `kubectl scale`, template edits and the
 //! deletion but not our status writes), its pods, its SlurmCluster's spec (generation:
 //! `nodeSetNamespaces`), and the pollers' events: `NodeChanged`/`NodeGone` of a node named like one of its pods,
-//! `HealthChanged` of its SlurmCluster. While it waits for a drain it also
-//! requeues itself every [`WAIT_RESYNC`].
+//! `HealthChanged` of its SlurmCluster, and a Kubernetes node cordoned or uncordoned (every set:
+//! [`cordons::Cordons::changes`]). While it waits for a drain it also requeues itself every
+//! [`WAIT_RESYNC`].
 
 pub mod cordons;
 pub mod plan;
@@ -1192,7 +1193,7 @@ async fn act(
             if outcome == SlurmOutcome::Done {
                 let (reason, note) = match action {
                     Action::Drain { reason, .. } => ("DrainingNode", format!("draining Slurm node {node}: {reason}")),
-                    Action::Resume { .. } => ("ResumedNode", format!("resumed Slurm node {node}: scaled back out")),
+                    Action::Resume { .. } => ("ResumedNode", format!("resumed Slurm node {node}: the operator's drain is no longer wanted (scaled back out, an update no longer due, or its Kubernetes node uncordoned)")),
                     _ => ("DeletedNodeRecord", format!("removed Slurm node {node}")),
                 };
                 info!(node = %node, reason, "Slurm action done");

@@ -21,6 +21,11 @@
 //! is not deleted while scheduled (its slurmd may serve that node's jobs). New pods are created
 //! only with a trusted view: a name is given out only when Slurm has no node of that name.
 //!
+//! **Cordons.** A pod that stays on a cordoned Kubernetes node ([`Host::Cordoned`]) has its node
+//! drained ([`cordon_reason`]), and resumed once the host is known to be schedulable again; the
+//! set deletes nothing for a cordon (the eviction is `kubectl drain`'s, through the
+//! PodDisruptionBudget). Not knowing the host ([`Host::Unknown`]), a drain for a cordon stays.
+//!
 //! **Drain ownership.** Our drains carry the reason prefix [`DRAIN_PREFIX`]. A drain without it
 //! belongs to someone else (an admin, a health check): it is never overwritten, never resumed;
 //! so is FAIL (`scontrol update state=FAIL`), which closes a node like DRAIN. A node that is
@@ -573,12 +578,14 @@ fn victim_order(a: &PodView, b: &PodView, state: Option<&ClusterState>) -> Order
     };
     // Once we started draining a node it stays first in line (after pods that never ran or are
     // not ready: a slurmd not serving goes first, as a ReplicaSet removes unready pods first):
-    // resuming it to drain another would waste the wait and flip-flop as jobs come and go.
+    // resuming it to drain another would waste the wait and flip-flop as jobs come and go. Not
+    // a drain for a cordon: that pod is not leaving through the set, and a busy one would hold
+    // a scale-in up where an idle pod could go at once.
     let ours = |p: &PodView| {
         p.drain_started.is_some()
             || state
                 .and_then(|s| s.nodes.get(&p.name))
-                .is_some_and(|n| drain_owner(n) == DrainOwner::Us)
+                .is_some_and(|n| drain_owner(n) == DrainOwner::Us && !is_cordon_drain(n))
     };
     a.scheduled
         .cmp(&b.scheduled)
@@ -1017,7 +1024,7 @@ fn leave(
 fn stay(plan: &mut NodeSetPlan, pod: &PodView, view: Option<&ClusterState>) {
     let Some(state) = view else { return };
     let node = state.nodes.get(&pod.name);
-    match (&pod.host, node) {
+    let kept = match (&pod.host, node) {
         // Cordoned: no new job starts there (those running end as they would), so that the
         // eviction `kubectl drain` retries goes through once the PodDisruptionBudget lets it
         // (the node idle). A drain already there, ours or anyone's, stays while the cordon does.
@@ -1028,12 +1035,22 @@ fn stay(plan: &mut NodeSetPlan, pod: &PodView, view: Option<&ClusterState>) {
                     reason: cordon_reason(host),
                 });
             }
-            return;
+            true
         }
-        (Host::Cordoned(_), None) => return,
+        (Host::Cordoned(_), None) => true,
         // Not knowing whether the cordon still holds, our drain for it stays.
-        (Host::Unknown, Some(node)) if is_cordon_drain(node) => return,
-        _ => {}
+        (Host::Unknown, Some(node)) => is_cordon_drain(node),
+        _ => false,
+    };
+    if kept {
+        // The pod is not leaving: a drain start left by a scale-in or an update no longer due
+        // would count against `scaleIn.drainTimeout` at the next one.
+        if pod.drain_started.is_some() {
+            plan.actions.push(Action::ClearDrainStarted {
+                pod: pod.name.clone(),
+            });
+        }
+        return;
     }
     match node {
         Some(node) if may_resume(node) => {

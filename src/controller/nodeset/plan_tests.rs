@@ -1957,7 +1957,7 @@ fn a_cordoned_hosts_node_is_drained_and_resumed_once_uncordoned() {
             vec![],
         ),
         (
-            "another node's name cut: still ours for a cordon",
+            "a reason cut at Slurm's limit: still a cordon drain",
             Host::Unknown,
             &["IDLE", "DRAIN"],
             Some("slurm-operator: cordoned: Kubernetes node k"),
@@ -2029,5 +2029,93 @@ fn the_cordon_reason_names_the_node_and_stays_recognisable() {
     assert!(
         !is_cordon_drain(&resumed),
         "a reason left over from a resumed drain"
+    );
+}
+
+/// A pod that stays on a cordoned host forgets a drain start left by a scale-in or an update no
+/// longer due (it would count against `scaleIn.drainTimeout` at the next scale-in), and a
+/// drain for a cordon does not put its pod first in a scale-in's line: an idle pod goes first.
+/// Chosen anyway (the only idle one), it leaves as any victim: our drain stands for the
+/// scale-in's, and its pod goes once slurmctld confirms the node drained.
+#[test]
+fn a_cordon_is_no_scale_in_and_forgets_a_drain_start() {
+    let cordon = Some("slurm-operator: cordoned: Kubernetes node k1");
+    let cordoned = |mut p: PodView| {
+        p.host = Host::Cordoned("k1".into());
+        p
+    };
+    let started = |mut p: PodView| {
+        p.drain_started = Some(t(-60));
+        p
+    };
+    let clear = Action::ClearDrainStarted { pod: "ns-0".into() };
+    let busy_drained: &[&str] = &["ALLOCATED", "DRAIN", "DYNAMIC_NORM"];
+    for (what, host, reason) in [
+        (
+            "cordoned, drained for it",
+            Host::Cordoned("k1".into()),
+            cordon,
+        ),
+        (
+            "cordoned, our scale-in's drain kept",
+            Host::Cordoned("k1".into()),
+            Some("slurm-operator: scale-in"),
+        ),
+        ("unknown host, drained for a cordon", Host::Unknown, cordon),
+    ] {
+        let pods = vec![PodView {
+            host,
+            ..started(pod("ns-0", 0))
+        }];
+        let view = state(
+            vec![node("ns-0", busy_drained, reason)],
+            &[("ns-0", 1, None)],
+        );
+        assert_eq!(
+            structural(&run(1, &pods, Some(&view))),
+            vec![clear.clone()],
+            "{what}"
+        );
+    }
+
+    // 2 → 1: ns-0 is cordon-drained and busy, ns-1 idle: ns-1 goes, ns-0 is not touched.
+    let pods = vec![cordoned(pod("ns-0", 0)), pod("ns-1", 1)];
+    let view = state(
+        vec![node("ns-0", busy_drained, cordon), idle("ns-1")],
+        &[("ns-0", 1, None)],
+    );
+    let planned = structural(&run(1, &pods, Some(&view)));
+    assert!(
+        planned.contains(&drain("ns-1")),
+        "the idle pod goes: {planned:?}"
+    );
+    assert!(
+        !planned.iter().any(|a| match a {
+            Action::Drain { node, .. } | Action::Resume { node } => node == "ns-0",
+            Action::DeletePod { name, .. } | Action::MarkDrainStarted { pod: name } =>
+                name == "ns-0",
+            _ => false,
+        }),
+        "the cordoned one keeps its drain and its pod: {planned:?}"
+    );
+
+    // 2 → 1 with the cordoned one idle and drained, the other busy: the cordoned one goes.
+    let view = state(
+        vec![
+            node("ns-0", &["IDLE", "DRAIN", "DYNAMIC_NORM"], cordon),
+            idle("ns-1"),
+        ],
+        &[("ns-1", 1, None)],
+    );
+    let planned = structural(&run(1, &pods, Some(&view)));
+    assert!(
+        planned.contains(&delete_drained("ns-0", DeleteWhy::ScaleIn)),
+        "{planned:?}"
+    );
+    assert!(
+        !planned
+            .iter()
+            .any(|a| matches!(a, Action::Drain { .. } | Action::Resume { .. })),
+        "our cordon drain stands for the scale-in's: {planned:?}"
     );
 }

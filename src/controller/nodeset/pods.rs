@@ -446,11 +446,19 @@ mod tests {
             serde_json::json!({"metadata": {"name": "k1"}, "spec": {"unschedulable": true}}),
         )
         .unwrap();
-        for event in [Event::Init, Event::InitApply(k1), Event::InitDone] {
+        let k2: Node =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "k2"}})).unwrap();
+        for event in [
+            Event::Init,
+            Event::InitApply(k1),
+            Event::InitApply(k2),
+            Event::InitDone,
+        ] {
             cordons.apply(&event);
         }
         assert_eq!(host(Some("k1")), Host::Cordoned("k1".into()));
         assert_eq!(host(Some("k2")), Host::Open);
+        assert_eq!(host(Some("k3")), Host::Unknown, "no such node");
         assert_eq!(host(None), Host::Unknown, "not scheduled");
     }
 
