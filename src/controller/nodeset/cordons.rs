@@ -2,11 +2,12 @@
 //! `kubectl drain` before it evicts), from one watch of every Node for the whole process (every
 //! SlurmNodeSet controller shares it). Each node's name is kept, and whether it is cordoned.
 //!
-//! A pod's host is known only while the watch serves: until the first list is in, after a
-//! failed request until an event comes again (a chart without the `nodes` rule, rights taken
-//! away later, an API server away), and for a node the list does not hold (deleted: its pods
-//! are about to go) it is [`Host::Unknown`]. The planner then drains nothing for a cordon and
-//! resumes no drain of ours made for one.
+//! A pod's host is known while the watch serves. Until the first list is in, and for a node the
+//! list does not hold (deleted: its pods are about to go), it is [`Host::Unknown`]: the planner
+//! then drains nothing for a cordon and resumes no drain of ours made for one. After a failed
+//! request, until a new watch has listed the nodes again (a chart without the `nodes` rule,
+//! rights taken away later, an API server away), a node last seen cordoned still counts as
+//! cordoned (a drain kept a little longer, never a job ended) and any other is unknown.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -65,6 +66,16 @@ impl Seen {
     }
 }
 
+/// Whether an event shows the watch serving again after a failure: a list done, or a change
+/// of a watch (an `Init` or a listed page alone is not). Such an event ends `failing`, and the
+/// retry waits start again from the shortest.
+fn serves_again(event: &watcher::Event<Node>) -> bool {
+    matches!(
+        event,
+        watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_)
+    )
+}
+
 impl Default for Cordons {
     fn default() -> Self {
         Self {
@@ -86,12 +97,13 @@ impl Cordons {
     pub fn host(&self, node: Option<&str>) -> Host {
         let seen = self.seen.read().unwrap_or_else(PoisonError::into_inner);
         let known = node
-            .filter(|name| !name.is_empty() && seen.serves())
+            .filter(|name| !name.is_empty() && seen.complete)
             .and_then(|name| Some((name, *seen.nodes.get(name)?)));
         match known {
+            // Last seen cordoned, also while the watch fails: its drains stay.
             Some((name, true)) => Host::Cordoned(name.to_owned()),
-            Some((_, false)) => Host::Open,
-            None => Host::Unknown,
+            Some((_, false)) if !seen.failing => Host::Open,
+            _ => Host::Unknown,
         }
     }
 
@@ -100,12 +112,15 @@ impl Cordons {
     pub fn apply(&self, event: &watcher::Event<Node>) -> bool {
         let mut seen = self.seen.write().unwrap_or_else(PoisonError::into_inner);
         let served = seen.serves();
+        if serves_again(event) {
+            seen.failing = false;
+        }
         let changed = match event {
             watcher::Event::Init => {
                 seen.listing = Some(BTreeMap::new());
                 false
             }
-            // Not served yet after a failure: the answers stay stale until the list is done.
+            // After a failure, the answers stay as `failed` left them until the list is done.
             watcher::Event::InitApply(node) => {
                 seen.listing
                     .get_or_insert_with(BTreeMap::new)
@@ -113,7 +128,6 @@ impl Cordons {
                 false
             }
             watcher::Event::InitDone => {
-                seen.failing = false;
                 let listed = seen.listing.take().unwrap_or_default();
                 let changed = listed != seen.nodes;
                 seen.nodes = listed;
@@ -121,14 +135,10 @@ impl Cordons {
                 changed
             }
             watcher::Event::Apply(node) => {
-                seen.failing = false;
                 let cordoned = is_cordoned(node);
                 seen.nodes.insert(node.name_any(), cordoned) != Some(cordoned)
             }
-            watcher::Event::Delete(node) => {
-                seen.failing = false;
-                seen.nodes.remove(&node.name_any()).is_some()
-            }
+            watcher::Event::Delete(node) => seen.nodes.remove(&node.name_any()).is_some(),
         };
         // Answers change when they become known again, and while known, when the nodes do.
         let changed = seen.serves() && (changed || !served);
@@ -139,7 +149,8 @@ impl Cordons {
         changed
     }
 
-    /// A request of the watch failed: until an event comes again, no host is known.
+    /// A request of the watch failed: until it serves again, a node last seen cordoned counts
+    /// as cordoned and any other is unknown.
     pub fn failed(&self) {
         let mut seen = self.seen.write().unwrap_or_else(PoisonError::into_inner);
         seen.failing = true;
@@ -157,40 +168,54 @@ impl Cordons {
         })
     }
 
-    /// Follow every Node of the cluster until `shutdown`. A failed request is logged and
-    /// retried after a wait that grows to 5 minutes while they keep failing ([`retry_delays`]).
+    /// Follow every Node of the cluster until `shutdown`. After a failed request the watch is
+    /// made anew (so it lists the nodes again, and serving again always ends in a complete list)
+    /// after a wait that grows to 5-10 minutes while they keep failing ([`retry_delays`]).
     pub fn follow(
         self: std::sync::Arc<Self>,
         client: kube::Client,
         shutdown: CancellationToken,
     ) -> impl Future<Output = ()> + Send + 'static {
         let nodes: Api<Node> = Api::all(client);
-        let events = watcher(nodes, watcher::Config::default().page_size(LIST_PAGE))
-            .take_until(shutdown.clone().cancelled_owned());
         async move {
-            let mut events = std::pin::pin!(events);
             let mut delays = retry_delays();
-            while let Some(event) = events.next().await {
-                match event {
-                    Ok(event) => {
-                        if !matches!(event, watcher::Event::Init) {
-                            delays = retry_delays();
+            loop {
+                let events = watcher(
+                    nodes.clone(),
+                    watcher::Config::default().page_size(LIST_PAGE),
+                )
+                .take_until(shutdown.clone().cancelled_owned());
+                let mut events = std::pin::pin!(events);
+                let error = loop {
+                    match events.next().await {
+                        None => return,
+                        Some(Ok(event)) => {
+                            if serves_again(&event) {
+                                delays = retry_delays();
+                            }
+                            self.apply(&event);
                         }
-                        self.apply(&event);
+                        Some(Err(error)) => break error,
                     }
-                    Err(error) => {
-                        self.failed();
-                        let delay = delays.next().unwrap_or(Duration::from_secs(300));
-                        warn!(
-                            %error,
-                            retry_in = ?delay,
-                            "cannot follow the Kubernetes nodes' cordons: until it works again, SlurmNodeSet pods on cordoned nodes are not drained in Slurm, nor undrained once uncordoned (refused: the operator's ClusterRole needs list and watch on nodes)"
-                        );
-                        tokio::select! {
-                            () = tokio::time::sleep(delay) => {}
-                            () = shutdown.cancelled() => return,
-                        }
-                    }
+                };
+                self.failed();
+                let delay = delays.next().unwrap_or(Duration::from_secs(300));
+                let refused = matches!(
+                    &error,
+                    watcher::Error::InitialListFailed(kube::Error::Api(status))
+                        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+                        if status.code == 403
+                );
+                warn!(
+                    %error,
+                    refused,
+                    retry_in = ?delay,
+                    "cannot follow the Kubernetes nodes' cordons: until it works again, no new cordon is drained in Slurm and no uncordon resumed{}",
+                    if refused { " (refused: the operator's ClusterRole needs list and watch on nodes)" } else { "" }
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = shutdown.cancelled() => return,
                 }
             }
         }
@@ -304,46 +329,72 @@ mod tests {
         );
     }
 
-    /// After a failed request nothing is known (rights taken away: the answers would be frozen)
-    /// until an event comes again, which is told; a relist's objects alone do not count.
+    /// After a failed request a node last seen cordoned still counts as cordoned, any other is
+    /// unknown (rights taken away: the answers would be frozen), until the watch serves again:
+    /// a complete relist or an event of a watch, which is told even when it changes nothing
+    /// else; a relist's pages alone do not count.
     #[tokio::test]
-    async fn a_failing_watch_knows_no_host_until_it_serves_again() {
+    async fn a_failing_watch_keeps_only_its_cordons_until_it_serves_again() {
         let cordons = Cordons::default();
-        for event in [
-            watcher::Event::Init,
-            watcher::Event::InitApply(node("k1", Some(true))),
-            watcher::Event::InitApply(node("k2", None)),
-            watcher::Event::InitDone,
-        ] {
+        let listed = || {
+            [
+                watcher::Event::Init,
+                watcher::Event::InitApply(node("k1", Some(true))),
+                watcher::Event::InitApply(node("k2", None)),
+                watcher::Event::InitDone,
+            ]
+        };
+        for event in listed() {
             cordons.apply(&event);
         }
         let mut changes = Box::pin(cordons.changes());
         cordons.failed();
-        assert_eq!(cordons.host(Some("k1")), Host::Unknown);
+        assert_eq!(cordons.host(Some("k1")), Host::Cordoned("k1".into()));
         assert_eq!(cordons.host(Some("k2")), Host::Unknown);
-        assert!(!cordons.apply(&watcher::Event::Init));
-        assert!(!cordons.apply(&watcher::Event::InitApply(node("k1", None))));
+        assert!(
+            !told(&mut changes),
+            "a failure holds actions back: nothing to reconcile"
+        );
+        let [init, k1, k2, done] = listed();
+        for event in [init, k1, k2] {
+            assert!(!cordons.apply(&event));
+        }
         assert_eq!(
-            cordons.host(Some("k1")),
+            cordons.host(Some("k2")),
             Host::Unknown,
             "mid-relist, still failing"
         );
         assert!(!told(&mut changes));
-        assert!(cordons.apply(&watcher::Event::InitDone), "known again");
+        assert!(
+            cordons.apply(&done),
+            "known again, told though the relist found what was there before"
+        );
         assert!(told(&mut changes));
-        assert_eq!(cordons.host(Some("k1")), Host::Open);
-        assert_eq!(cordons.host(Some("k2")), Host::Unknown, "not in the relist");
+        assert_eq!(cordons.host(Some("k2")), Host::Open);
 
         cordons.failed();
-        assert_eq!(cordons.host(Some("k1")), Host::Unknown);
         assert!(
-            cordons.apply(&watcher::Event::Apply(node("k3", None))),
-            "an event of a resumed watch: known again, told"
+            cordons.apply(&watcher::Event::Apply(node("k2", None))),
+            "an unchanged node's event of a watch: known again, told"
         );
-        assert_eq!(cordons.host(Some("k1")), Host::Open);
+        assert_eq!(cordons.host(Some("k2")), Host::Open);
+        assert_eq!(cordons.host(Some("k1")), Host::Cordoned("k1".into()));
     }
 
-    /// The waits between failed requests grow to 5 minutes and stay there.
+    /// What ends a failure, and starts the retry waits again from the shortest: a list done or
+    /// a watch's change, not the start of a list nor one of its pages (a list whose later page
+    /// keeps failing would otherwise be asked again every second).
+    #[test]
+    fn only_a_done_list_or_a_change_shows_the_watch_serving() {
+        assert!(!serves_again(&watcher::Event::Init));
+        assert!(!serves_again(&watcher::Event::InitApply(node("k1", None))));
+        assert!(serves_again(&watcher::Event::InitDone));
+        assert!(serves_again(&watcher::Event::Apply(node("k1", None))));
+        assert!(serves_again(&watcher::Event::Delete(node("k1", None))));
+    }
+
+    /// The waits between failed requests grow to 5 minutes (and up to as much again of jitter)
+    /// and stay there.
     #[test]
     fn failed_requests_are_retried_ever_more_slowly() {
         let delays: Vec<Duration> = retry_delays().take(12).collect();

@@ -37,8 +37,9 @@
 //!
 //! Triggers: the SlurmNodeSet (generation only, so `kubectl scale`, template edits and the
 //! deletion but not our status writes), its pods, its SlurmCluster's spec (generation:
-//! `nodeSetNamespaces`), and the pollers' events: `NodeChanged`/`NodeGone` of a node named like one of its pods,
-//! `HealthChanged` of its SlurmCluster, and a Kubernetes node cordoned or uncordoned (every set:
+//! `nodeSetNamespaces`), the pollers' events (`NodeChanged`/`NodeGone` of a node named like one
+//! of its pods, `HealthChanged` of its SlurmCluster), and a Kubernetes node cordoned,
+//! uncordoned, added or deleted, or the Node watch serving again (every set:
 //! [`cordons::Cordons::changes`]). While it waits for a drain it also requeues itself every
 //! [`WAIT_RESYNC`].
 

@@ -1063,8 +1063,8 @@ fn stay(plan: &mut NodeSetPlan, pod: &PodView, view: Option<&ClusterState>) {
                 });
             }
         }
-        // Our drain on a DOWN/NOT_RESPONDING node stays until it responds again.
-        Some(node) if drain_owner(node) == DrainOwner::Us => {}
+        // Our drain on a DOWN/NOT_RESPONDING node stays until it responds again; its pod is not
+        // leaving, so the drain start goes as below.
         _ => {
             if pod.drain_started.is_some() {
                 plan.actions.push(Action::ClearDrainStarted {
