@@ -153,3 +153,79 @@ async fn caches_keep_no_managed_fields_or_last_applied_copy() {
         .expect("the controllers stop on shutdown")
         .unwrap();
 }
+
+/// The cordons (`controller::nodeset::cordons`) follow the Nodes through the API server's list
+/// and watch: nothing known before the list, a cordon and an uncordon seen as they happen (each
+/// told to the SlurmNodeSet controllers), a deleted node no longer known; `follow` ends at
+/// shutdown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cordons_follow_the_nodes_through_list_and_watch() {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Node;
+    use slurm_operator::controller::nodeset::cordons::Cordons;
+    use slurm_operator::controller::nodeset::plan::Host;
+
+    let api = FakeApiServer::start().await;
+    let client = api.client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    for (name, unschedulable) in [("k1", true), ("k2", false)] {
+        nodes
+            .patch(
+                name,
+                &PatchParams::apply(MANAGER),
+                &Patch::Apply(json!({
+                    "apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                    "spec": {"unschedulable": unschedulable},
+                })),
+            )
+            .await
+            .unwrap();
+    }
+    let cordons = std::sync::Arc::new(Cordons::default());
+    assert_eq!(cordons.host(Some("k1")), Host::Unknown, "not listed yet");
+    let mut changes = Box::pin(cordons.changes());
+    let shutdown = CancellationToken::new();
+    let follow =
+        tokio::spawn(std::sync::Arc::clone(&cordons).follow(client.clone(), shutdown.clone()));
+    // Each change is told; the host is then read as the planner reads it.
+    let mut until = async |what: &str, want: [Host; 2]| {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let now = [cordons.host(Some("k1")), cordons.host(Some("k2"))];
+            if now == want {
+                return;
+            }
+            assert!(
+                tokio::time::timeout_at(deadline, changes.next())
+                    .await
+                    .is_ok(),
+                "{what}: no change told; hosts {now:?}"
+            );
+        }
+    };
+    until("listed", [Host::Cordoned("k1".into()), Host::Open]).await;
+
+    let cordon = |on: bool| Patch::Merge(json!({"spec": {"unschedulable": on}}));
+    nodes
+        .patch("k2", &PatchParams::default(), &cordon(true))
+        .await
+        .unwrap();
+    until(
+        "k2 cordoned",
+        [Host::Cordoned("k1".into()), Host::Cordoned("k2".into())],
+    )
+    .await;
+    nodes
+        .patch("k1", &PatchParams::default(), &cordon(false))
+        .await
+        .unwrap();
+    until("k1 uncordoned", [Host::Open, Host::Cordoned("k2".into())]).await;
+    nodes.delete("k2", &Default::default()).await.unwrap();
+    until("k2 deleted", [Host::Open, Host::Unknown]).await;
+
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), follow)
+        .await
+        .expect("follow ends at shutdown")
+        .unwrap();
+}

@@ -22,7 +22,7 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::plan::Host;
 
@@ -66,9 +66,14 @@ impl Seen {
     }
 }
 
+/// How long a watch must have served (since its list was done) for a failure of it to be
+/// retried after the shortest wait again: a list that works followed by a watch that fails at
+/// once (a role with `list` but not `watch`, a proxy that breaks watches) is retried ever more
+/// slowly, not every second.
+const SERVED_LONG_ENOUGH: Duration = Duration::from_secs(60);
+
 /// Whether an event shows the watch serving again after a failure: a list done, or a change
-/// of a watch (an `Init` or a listed page alone is not). Such an event ends `failing`, and the
-/// retry waits start again from the shortest.
+/// of a watch (an `Init` or a listed page alone is not). Such an event ends `failing`.
 fn serves_again(event: &watcher::Event<Node>) -> bool {
     matches!(
         event,
@@ -170,7 +175,9 @@ impl Cordons {
 
     /// Follow every Node of the cluster until `shutdown`. After a failed request the watch is
     /// made anew (so it lists the nodes again, and serving again always ends in a complete list)
-    /// after a wait that grows to 5-10 minutes while they keep failing ([`retry_delays`]).
+    /// after a wait that grows to 5-10 minutes while they keep failing ([`retry_delays`]; the
+    /// waits start again from the shortest once a watch has served for [`SERVED_LONG_ENOUGH`]).
+    /// A watch whose resourceVersion expired (410 Gone) lists again by itself: no failure.
     pub fn follow(
         self: std::sync::Arc<Self>,
         client: kube::Client,
@@ -180,25 +187,34 @@ impl Cordons {
         async move {
             let mut delays = retry_delays();
             loop {
-                let events = watcher(
-                    nodes.clone(),
-                    watcher::Config::default().page_size(LIST_PAGE),
-                )
-                .take_until(shutdown.clone().cancelled_owned());
-                let mut events = std::pin::pin!(events);
-                let error = loop {
-                    match events.next().await {
-                        None => return,
-                        Some(Ok(event)) => {
-                            if serves_again(&event) {
-                                delays = retry_delays();
+                let mut listed_at = None;
+                let error = {
+                    let events = watcher(
+                        nodes.clone(),
+                        watcher::Config::default().page_size(LIST_PAGE),
+                    )
+                    .take_until(shutdown.clone().cancelled_owned());
+                    let mut events = std::pin::pin!(events);
+                    loop {
+                        match events.next().await {
+                            None => return,
+                            Some(Ok(event)) => {
+                                if matches!(event, watcher::Event::InitDone) {
+                                    listed_at = Some(std::time::Instant::now());
+                                }
+                                self.apply(&event);
                             }
-                            self.apply(&event);
+                            Some(Err(watcher::Error::WatchError(status))) if status.code == 410 => {
+                                debug!(%status, "the Node watch's resourceVersion expired: listing again");
+                            }
+                            Some(Err(error)) => break error,
                         }
-                        Some(Err(error)) => break error,
                     }
                 };
                 self.failed();
+                if listed_at.is_some_and(|at| at.elapsed() >= SERVED_LONG_ENOUGH) {
+                    delays = retry_delays();
+                }
                 let delay = delays.next().unwrap_or(Duration::from_secs(300));
                 let refused = matches!(
                     &error,
@@ -381,9 +397,8 @@ mod tests {
         assert_eq!(cordons.host(Some("k1")), Host::Cordoned("k1".into()));
     }
 
-    /// What ends a failure, and starts the retry waits again from the shortest: a list done or
-    /// a watch's change, not the start of a list nor one of its pages (a list whose later page
-    /// keeps failing would otherwise be asked again every second).
+    /// What ends a failure: a list done or a watch's change, not the start of a list nor one of
+    /// its pages.
     #[test]
     fn only_a_done_list_or_a_change_shows_the_watch_serving() {
         assert!(!serves_again(&watcher::Event::Init));

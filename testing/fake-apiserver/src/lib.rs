@@ -112,8 +112,8 @@ fn must<T, E: Display>(result: Result<T, E>, what: &str) -> T {
 }
 
 impl FakeApiServer {
-    /// Serve on a free local port, with the built-in resources only (Namespaces, Pods, Secrets,
-    /// ConfigMaps, Events, Leases, PodDisruptionBudgets, CustomResourceDefinitions).
+    /// Serve on a free local port, with the built-in resources only (Namespaces, Nodes, Pods,
+    /// Secrets, ConfigMaps, Events, Leases, PodDisruptionBudgets, CustomResourceDefinitions).
     ///
     /// # Panics
     /// When no local port can be bound.

@@ -18,6 +18,7 @@ pub(crate) struct ResourceInfo {
 /// Built-in resources: group ("" for core), plural, kind, namespaced, `/status`, generation.
 const BUILT_IN: &[(&str, &str, &str, bool, bool, bool)] = &[
     ("", "namespaces", "Namespace", false, true, false),
+    ("", "nodes", "Node", false, true, false),
     ("", "pods", "Pod", true, true, true),
     ("", "secrets", "Secret", true, false, false),
     ("", "configmaps", "ConfigMap", true, false, false),

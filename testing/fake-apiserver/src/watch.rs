@@ -62,6 +62,16 @@ fn initial(store: &Store, target: &Target, options: &Options) -> Vec<String> {
         .collect()
 }
 
+/// The watch lines of the writes after resourceVersion `rv`, in order.
+fn since(store: &Store, target: &Target, options: &Options, rv: u64) -> Vec<String> {
+    let start = store.log.partition_point(|e| e.rv <= rv);
+    store.log[start..]
+        .iter()
+        .filter_map(|e| translate(target, options, e))
+        .map(|(kind, object)| line(options, kind, &object))
+        .collect()
+}
+
 pub(crate) fn response(shared: Shared, target: Target, options: Options) -> Response {
     // Subscribed before the store is read: a write after the read wakes this watch.
     let mut latest = shared.latest.subscribe();
@@ -69,8 +79,10 @@ pub(crate) fn response(shared: Shared, target: Target, options: Options) -> Resp
         let store = shared.lock();
         match options.query.get("resourceVersion").map(String::as_str) {
             None | Some("" | "0") => (store.rv, initial(&store, &target, &options)),
+            // What was written after `rv` before this watch began is its first events: no
+            // later write may come to wake it for them.
             Some(rv) => match rv.parse::<u64>() {
-                Ok(rv) => (rv, Vec::new()),
+                Ok(rv) => (store.rv, since(&store, &target, &options, rv)),
                 Err(_) => {
                     return Failure::BadRequest(format!("invalid resource version: {rv}"))
                         .response();
@@ -99,12 +111,7 @@ pub(crate) fn response(shared: Shared, target: Target, options: Options) -> Resp
                 () = tx.closed() => return,
             }
             let store = shared.lock();
-            let start = store.log.partition_point(|e| e.rv <= since);
-            lines = store.log[start..]
-                .iter()
-                .filter_map(|e| translate(&target, &options, e))
-                .map(|(kind, object)| line(&options, kind, &object))
-                .collect();
+            lines = self::since(&store, &target, &options, since);
             since = store.rv;
         }
     });

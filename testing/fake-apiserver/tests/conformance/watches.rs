@@ -71,6 +71,29 @@ async fn a_watch_from_a_resource_version_sees_every_later_event_in_order() {
     quiet(&mut stream, Duration::from_millis(200)).await;
 }
 
+/// The writes after the resourceVersion made before the watch began come at once, with no
+/// later write to wake the watch (kube's watcher lists, then watches from the list's version:
+/// a write between the two must not wait for another).
+#[tokio::test]
+async fn a_watch_from_a_resource_version_sees_earlier_writes_without_a_later_one() {
+    let (_api, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let list = api.list(&Default::default()).await.unwrap();
+    let from = list.metadata.resource_version.clone().unwrap();
+    api.create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default(), &from)
+        .await
+        .unwrap()
+        .boxed();
+    let events = next_events(&mut stream, 1).await;
+    let seen: Vec<_> = events.iter().map(summary).collect();
+    assert_eq!(seen, [("ADDED", "a".into())]);
+    quiet(&mut stream, Duration::from_millis(200)).await;
+}
+
 #[tokio::test]
 async fn a_watch_without_a_resource_version_starts_with_what_exists() {
     let (_api, client) = server().await;
