@@ -72,6 +72,19 @@ impl Seen {
 /// slowly, not every second.
 const SERVED_LONG_ENOUGH: Duration = Duration::from_secs(60);
 
+/// Whether a watch whose list was done at `listed_at` has served [`SERVED_LONG_ENOUGH`].
+fn served_long_enough(listed_at: Option<std::time::Instant>) -> bool {
+    listed_at.is_some_and(|at| at.elapsed() >= SERVED_LONG_ENOUGH)
+}
+
+/// Whether `error` is a watch's resourceVersion expiring (410 Gone) after it served long
+/// enough: kube lists again at once, no failure. Sooner, it is one (waited out): a version that
+/// expires before every watch starts would otherwise loop on lists with no wait.
+fn expired_after_serving(error: &watcher::Error, listed_at: Option<std::time::Instant>) -> bool {
+    matches!(error, watcher::Error::WatchError(status) if status.code == 410)
+        && served_long_enough(listed_at)
+}
+
 /// Whether an event shows the watch serving again after a failure: a list done, or a change
 /// of a watch (an `Init` or a listed page alone is not). Such an event ends `failing`.
 fn serves_again(event: &watcher::Event<Node>) -> bool {
@@ -177,7 +190,8 @@ impl Cordons {
     /// made anew (so it lists the nodes again, and serving again always ends in a complete list)
     /// after a wait that grows to 5-10 minutes while they keep failing ([`retry_delays`]; the
     /// waits start again from the shortest once a watch has served for [`SERVED_LONG_ENOUGH`]).
-    /// A watch whose resourceVersion expired (410 Gone) lists again by itself: no failure.
+    /// A watch whose resourceVersion expired (410 Gone) after it served that long lists again by
+    /// itself: no failure.
     pub fn follow(
         self: std::sync::Arc<Self>,
         client: kube::Client,
@@ -204,15 +218,15 @@ impl Cordons {
                                 }
                                 self.apply(&event);
                             }
-                            Some(Err(watcher::Error::WatchError(status))) if status.code == 410 => {
-                                debug!(%status, "the Node watch's resourceVersion expired: listing again");
+                            Some(Err(error)) if expired_after_serving(&error, listed_at) => {
+                                debug!(%error, "the Node watch's resourceVersion expired: listing again");
                             }
                             Some(Err(error)) => break error,
                         }
                     }
                 };
                 self.failed();
-                if listed_at.is_some_and(|at| at.elapsed() >= SERVED_LONG_ENOUGH) {
+                if served_long_enough(listed_at) {
                     delays = retry_delays();
                 }
                 let delay = delays.next().unwrap_or(Duration::from_secs(300));
@@ -406,6 +420,34 @@ mod tests {
         assert!(serves_again(&watcher::Event::InitDone));
         assert!(serves_again(&watcher::Event::Apply(node("k1", None))));
         assert!(serves_again(&watcher::Event::Delete(node("k1", None))));
+    }
+
+    /// A 410 after a watch served a while is routine (kube lists again); sooner, or any other
+    /// error, is a failure.
+    #[test]
+    fn only_a_410_after_serving_a_while_is_routine() {
+        use std::time::Instant;
+        let gone = || {
+            watcher::Error::WatchError(Box::new(
+                kube::core::Status::failure("too old resource version", "Expired").with_code(410),
+            ))
+        };
+        let long_ago = Instant::now().checked_sub(SERVED_LONG_ENOUGH + Duration::from_secs(1));
+        let long_ago = long_ago.expect("the clock has run for a minute");
+        assert!(expired_after_serving(&gone(), Some(long_ago)));
+        assert!(
+            !expired_after_serving(&gone(), Some(Instant::now())),
+            "just listed"
+        );
+        assert!(!expired_after_serving(&gone(), None), "never listed");
+        let forbidden = watcher::Error::WatchError(Box::new(
+            kube::core::Status::failure("forbidden", "Forbidden").with_code(403),
+        ));
+        assert!(!expired_after_serving(&forbidden, Some(long_ago)));
+        assert!(!expired_after_serving(
+            &watcher::Error::NoResourceVersion,
+            Some(long_ago)
+        ));
     }
 
     /// The waits between failed requests grow to 5 minutes (and up to as much again of jitter)

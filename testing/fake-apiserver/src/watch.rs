@@ -63,7 +63,7 @@ fn initial(store: &Store, target: &Target, options: &Options) -> Vec<String> {
 }
 
 /// The watch lines of the writes after resourceVersion `rv`, in order.
-fn since(store: &Store, target: &Target, options: &Options, rv: u64) -> Vec<String> {
+fn writes_after(store: &Store, target: &Target, options: &Options, rv: u64) -> Vec<String> {
     let start = store.log.partition_point(|e| e.rv <= rv);
     store.log[start..]
         .iter()
@@ -82,7 +82,7 @@ pub(crate) fn response(shared: Shared, target: Target, options: Options) -> Resp
             // What was written after `rv` before this watch began is its first events: no
             // later write may come to wake it for them.
             Some(rv) => match rv.parse::<u64>() {
-                Ok(rv) => (store.rv, since(&store, &target, &options, rv)),
+                Ok(rv) => (store.rv, writes_after(&store, &target, &options, rv)),
                 Err(_) => {
                     return Failure::BadRequest(format!("invalid resource version: {rv}"))
                         .response();
@@ -111,7 +111,7 @@ pub(crate) fn response(shared: Shared, target: Target, options: Options) -> Resp
                 () = tx.closed() => return,
             }
             let store = shared.lock();
-            lines = self::since(&store, &target, &options, since);
+            lines = writes_after(&store, &target, &options, since);
             since = store.rv;
         }
     });
