@@ -3112,6 +3112,32 @@ async fn a_finished_jobs_output_pod_is_not_created_again_long_after_the_end() {
     assert_eq!(action, Action::await_change());
 }
 
+/// Registers SlurmCluster `local` (unreachable) with a trusted index that skipped the records of
+/// jobs no SlurmJob named, a minute before this process started; returns that moment and the
+/// index's sender (keep it).
+fn register_skipping_index(
+    ctx: &Context,
+) -> (DateTime<Utc>, tokio::sync::watch::Sender<Arc<ClusterState>>) {
+    let skipped_before = ctx.started_at - chrono::TimeDelta::seconds(60);
+    let state = ClusterState {
+        skipped_before: Some(skipped_before),
+        ..trusted_index(ctx, Vec::new())
+    };
+    let index =
+        crate::controller::test_support::register_with_index(ctx, NS, "local", UNREACHABLE, state);
+    (skipped_before, index)
+}
+
+/// A SlurmJob of generation `generation`, created at `created`, being deleted behind the
+/// finalizer.
+fn being_deleted(name: &str, generation: i64, created: DateTime<Utc>) -> SlurmJob {
+    let mut job = finalized(slurm_job(name, "#!/bin/sh\ntrue\n"));
+    job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+    job.metadata.generation = Some(generation);
+    job.metadata.creation_timestamp = status::time(Some(created));
+    job
+}
+
 /// Deleting a SlurmJob that never recorded a job, on an index that skipped jobs: one created
 /// after the index last skipped has every job made for it in the index, so it lets go without
 /// asking accounting for earlier submits (a tenant's create-and-delete loop costs no search by
@@ -3120,21 +3146,9 @@ async fn a_finished_jobs_output_pod_is_not_created_again_long_after_the_end() {
 #[tokio::test]
 async fn a_deletion_asks_accounting_only_for_a_slurmjob_older_than_what_the_index_skipped() {
     let (ctx, mut api) = Context::test();
-    let skipped_before = ctx.started_at - chrono::TimeDelta::seconds(60);
-    let state = ClusterState {
-        skipped_before: Some(skipped_before),
-        ..trusted_index(&ctx, Vec::new())
-    };
-    let _index =
-        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    let (skipped_before, _index) = register_skipping_index(&ctx);
     let data = data(ctx);
-    let deleted = |name: &str, created: DateTime<Utc>| {
-        let mut job = finalized(slurm_job(name, "#!/bin/sh\ntrue\n"));
-        job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
-        job.metadata.generation = Some(2);
-        job.metadata.creation_timestamp = status::time(Some(created));
-        job
-    };
+    let deleted = |name: &str, created: DateTime<Utc>| being_deleted(name, 2, created);
 
     let young = deleted("young", Utc::now());
     let expected = young.clone();
@@ -3166,26 +3180,15 @@ async fn a_deletion_asks_accounting_only_for_a_slurmjob_older_than_what_the_inde
 #[tokio::test]
 async fn a_deletion_waiting_for_a_search_slot_cancels_the_known_job_first() {
     let (ctx, api) = Context::test();
-    let skipped_before = ctx.started_at - chrono::TimeDelta::seconds(60);
-    let state = ClusterState {
-        skipped_before: Some(skipped_before),
-        ..trusted_index(&ctx, Vec::new())
-    };
-    let _index =
-        crate::controller::test_support::register_with_index(&ctx, NS, "local", UNREACHABLE, state);
+    let (skipped_before, _index) = register_skipping_index(&ctx);
     let handle = ctx.clusters.get(&ObjectRef::new("local")).unwrap();
     let others = other_namespaces_searching(&handle);
     let (data, mut woken) = data_waking(ctx);
     // Created before the index skipped, and edited since its run was recorded: a job of its
     // latest generation may be among the skipped.
-    let deleted = |name: &str, status: Option<SlurmJobStatus>| {
-        let mut job = finalized(slurm_job(name, "#!/bin/sh\ntrue\n"));
-        job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
-        job.metadata.generation = Some(3);
-        job.metadata.creation_timestamp =
-            status::time(Some(skipped_before - chrono::TimeDelta::seconds(60)));
-        job.status = status;
-        job
+    let deleted = |name: &str, status: Option<SlurmJobStatus>| SlurmJob {
+        status,
+        ..being_deleted(name, 3, skipped_before - chrono::TimeDelta::seconds(60))
     };
 
     let known = deleted(
