@@ -1196,7 +1196,9 @@ def check_cluster_wiring(docs: list[dict]) -> list[str]:
                     errs.append(f"{name}: gres {g} but GresTypes={conf.get('GresTypes')}")
         if not any(v.get("projected") for v in ns["spec"]["template"]["spec"]["volumes"]):
             errs.append(f"{name}: no slurm.key volume")
-    total = sum(ns["spec"]["replicas"] for ns in find(docs, "SlurmNodeSet"))
+    # An autoscaled set renders no replicas (the CRD's default, 1, applies); the model checks its
+    # maxReplicas against MaxNodeCount (schema cases).
+    total = sum(ns["spec"].get("replicas", 1) for ns in find(docs, "SlurmNodeSet"))
     if total > int(conf["MaxNodeCount"]):
         errs.append(f"SlurmNodeSets total {total} > MaxNodeCount {conf['MaxNodeCount']}")
     defaults = [p for p, w in conf["PartitionName"].items() if w.get("Default") == "YES"]
@@ -1914,7 +1916,13 @@ SCHEMA_CASES = [
     (CLUSTER, ("nodesets.compute.partitions={nope}",), ['nodesets.compute.partitions names partition "nope"', "not in .Values.partitions (have: debug)"]),
     (CLUSTER, ("partitions.debug.nodesets={ghost}",), ['partitions.debug.nodesets names NodeSet "ghost"']),
     (CLUSTER, ("partitions.other.default=true",), ["debug, other are all default: true"]),
-    (CLUSTER, ("slurm.maxNodeCount=1",), ["ask for 2 nodes in all, more than slurm.maxNodeCount (1)"]),
+    (CLUSTER, ("slurm.maxNodeCount=1",), ["ask for 2 nodes in all", "more than slurm.maxNodeCount (1)"]),
+    (CLUSTER, ("nodesets.compute.autoscaling.enabled=true",), ["nodesets.compute.autoscaling.maxReplicas: set it"]),
+    (CLUSTER, ("nodesets.compute.autoscaling.enabled=true", "nodesets.compute.autoscaling.maxReplicas=0"),
+     ["/nodesets/compute/autoscaling/maxReplicas", "minimum"]),
+    (CLUSTER, ("nodesets.compute.autoscaling.enabled=true", "nodesets.compute.autoscaling.maxReplicas=1025"),
+     ["ask for 1025 nodes in all", "autoscaling.maxReplicas", "more than slurm.maxNodeCount (1024)"]),
+    (CLUSTER, ("nodesetDefaults.autoscaling.enabled=true",), ["additional properties 'autoscaling' not allowed"]),
     (CLUSTER, ("nodesets.compute.realMemory=lots",), ["/nodesets/compute/realMemory", "'lots' does not match pattern"]),
     (CLUSTER, ("accounting.enabled=true", "accounting.mariadb.enabled=false"), ["set accounting.external.host and accounting.external.passwordSecret.name"]),
     (CLUSTER, ("sharedVolume.enabled=true", "sharedVolume.nfs.server=nfs.example"), ["sharedVolume.nfs.path is empty"]),
@@ -2090,6 +2098,26 @@ def t_cluster_schema_matches_nodeset_crd() -> str:
 NODESET_LOOKUP = 'lookup "slurm.rs/v1alpha1" "SlurmNodeSet" $.Release.Namespace $ns.objectName'
 
 
+def render_with_live_nodesets(fake: str, sets: tuple[str, ...], api: bool = True) -> subprocess.CompletedProcess:
+    """`helm template` of slurm-cluster with each SlurmNodeSet's lookup replaced by FAKE, a template
+    expression standing in for the live object (offline, lookup finds nothing). `api`: whether
+    the SlurmNodeSet kind is known (the chart looks up only then)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = Path(tmp) / "slurm-cluster"
+        shutil.copytree(CLUSTER, chart)
+        tpl = chart / "templates" / "slurmnodesets.yaml"
+        text = tpl.read_text()
+        ensure(text.count(NODESET_LOOKUP) == 1,
+               f"templates/slurmnodesets.yaml does not look up each live SlurmNodeSet once ({NODESET_LOOKUP})")
+        tpl.write_text(text.replace(NODESET_LOOKUP, fake))
+        args = ["template", "test", str(chart), "--namespace", RELEASE_NS]
+        if api:
+            args += ["--api-versions", "slurm.rs/v1alpha1/SlurmNodeSet"]
+        for s in sets:
+            args += ["--set", s]
+        return helm(*args)
+
+
 def t_cluster_name_change_guard() -> str:
     """spec.clusterName of a SlurmNodeSet is immutable (CEL self == oldSelf): a helm upgrade that
     changes cluster.name must fail at render, naming the value, not half-way through the apply.
@@ -2098,58 +2126,93 @@ def t_cluster_name_change_guard() -> str:
     rules = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["clusterName"].get("x-kubernetes-validations", [])
     ensure(any(r["rule"] == "self == oldSelf" for r in rules), "the CRD's clusterName is no longer immutable: this check is moot")
     problems = []
-    with tempfile.TemporaryDirectory() as tmp:
-        chart = Path(tmp) / "slurm-cluster"
-        shutil.copytree(CLUSTER, chart)
-        tpl = chart / "templates" / "slurmnodesets.yaml"
-        text = tpl.read_text()
-        if text.count(NODESET_LOOKUP) != 1:
-            problems.append(f"templates/slurmnodesets.yaml does not look up each live SlurmNodeSet once ({NODESET_LOOKUP})")
+    def case(live: dict | None, sets: tuple[str, ...], api: bool = True) -> subprocess.CompletedProcess:
+        fake = "(dict)"
+        if live is not None:
+            fake = ('(dict "metadata" (dict "name" $ns.objectName "annotations" (dict "meta.helm.sh/release-name" {owner} '
+                    '"meta.helm.sh/release-namespace" $.Release.Namespace)) "spec" (dict "clusterName" {cluster}))').format(
+                owner=json.dumps(live["owner"]), cluster=json.dumps(live["clusterName"]))
+        return render_with_live_nodesets(fake, sets, api)
 
-        def case(live: dict | None, sets: tuple[str, ...], api: bool = True) -> subprocess.CompletedProcess:
-            fake = "(dict)"
-            if live is not None:
-                fake = ('(dict "metadata" (dict "name" $ns.objectName "annotations" (dict "meta.helm.sh/release-name" {owner} '
-                        '"meta.helm.sh/release-namespace" $.Release.Namespace)) "spec" (dict "clusterName" {cluster}))').format(
-                    owner=json.dumps(live["owner"]), cluster=json.dumps(live["clusterName"]))
-            tpl.write_text(text.replace(NODESET_LOOKUP, fake))
-            args = ["template", "test", str(chart), "--namespace", RELEASE_NS]
-            if api:
-                args += ["--api-versions", "slurm.rs/v1alpha1/SlurmNodeSet"]
-            for s in sets:
-                args += ["--set", s]
-            return helm(*args)
-
-        # Installed as the default (cluster.name = the release name, "test"), upgraded with another name.
-        p = case({"owner": "test", "clusterName": "test"}, ("cluster.name=other",))
-        if p.returncode == 0:
-            new = {d["spec"]["clusterName"] for d in yaml.safe_load_all(p.stdout) if d and d.get("kind") == "SlurmNodeSet"}
-            problems.append(f"cluster.name test -> other: rendered SlurmNodeSets with clusterName {sorted(new)}; the API server "
-                            "refuses them (clusterName is immutable) after the ConfigMap and SlurmCluster were applied")
-        else:
-            want = ["cluster.name", '"test"', '"other"', "test-compute", "immutable", "delete"]
-            missing = [w for w in want if w not in p.stderr]
-            if missing:
-                problems.append(f"the error lacks {missing}:\n{p.stderr.strip()}")
-        p = case({"owner": "test", "clusterName": "old"}, ("cluster.create=false", "cluster.name=new"))
-        if p.returncode == 0:
-            problems.append("cluster.create=false, cluster.name old -> new: rendered")
-        # Not refused: the same name; no live set (install, new set); another release's object
-        # (Helm refuses to adopt it anyway); no CRD known (offline helm template, Argo CD).
-        for live, sets, api, what in (({"owner": "test", "clusterName": "other"}, ("cluster.name=other",), True, "unchanged cluster.name"),
-                                      ({"owner": "test", "clusterName": "test"}, (), True, "unchanged default"),
-                                      (None, ("cluster.name=other",), True, "no live SlurmNodeSet"),
-                                      ({"owner": "someone-else", "clusterName": "x"}, (), True, "another release's SlurmNodeSet"),
-                                      ({"owner": "test", "clusterName": "x"}, (), False, "SlurmNodeSet kind unknown (offline)")):
-            p = case(live, sets, api)
-            if p.returncode != 0:
-                problems.append(f"{what}: refused:\n{p.stderr.strip()}")
+    # Installed as the default (cluster.name = the release name, "test"), upgraded with another name.
+    p = case({"owner": "test", "clusterName": "test"}, ("cluster.name=other",))
+    if p.returncode == 0:
+        new = {d["spec"]["clusterName"] for d in yaml.safe_load_all(p.stdout) if d and d.get("kind") == "SlurmNodeSet"}
+        problems.append(f"cluster.name test -> other: rendered SlurmNodeSets with clusterName {sorted(new)}; the API server "
+                        "refuses them (clusterName is immutable) after the ConfigMap and SlurmCluster were applied")
+    else:
+        want = ["cluster.name", '"test"', '"other"', "test-compute", "immutable", "delete"]
+        missing = [w for w in want if w not in p.stderr]
+        if missing:
+            problems.append(f"the error lacks {missing}:\n{p.stderr.strip()}")
+    p = case({"owner": "test", "clusterName": "old"}, ("cluster.create=false", "cluster.name=new"))
+    if p.returncode == 0:
+        problems.append("cluster.create=false, cluster.name old -> new: rendered")
+    # Not refused: the same name; no live set (install, new set); another release's object
+    # (Helm refuses to adopt it anyway); no CRD known (offline helm template, Argo CD).
+    for live, sets, api, what in (({"owner": "test", "clusterName": "other"}, ("cluster.name=other",), True, "unchanged cluster.name"),
+                                  ({"owner": "test", "clusterName": "test"}, (), True, "unchanged default"),
+                                  (None, ("cluster.name=other",), True, "no live SlurmNodeSet"),
+                                  ({"owner": "someone-else", "clusterName": "x"}, (), True, "another release's SlurmNodeSet"),
+                                  ({"owner": "test", "clusterName": "x"}, (), False, "SlurmNodeSet kind unknown (offline)")):
+        p = case(live, sets, api)
+        if p.returncode != 0:
+            problems.append(f"{what}: refused:\n{p.stderr.strip()}")
     readme = (CLUSTER / "README.md").read_text()
     up = re.search(r"^## Upgrades\n(.*?)(?=^## )", readme, re.S | re.M)
     if not up or not all(w in up.group(1) for w in ("cluster.name", "immutable", "delete slurmnodesets")):
         problems.append("README: no '## Upgrades' section saying cluster.name cannot change (immutable clusterName, delete slurmnodesets)")
     ensure(not problems, "\n  " + "\n  ".join(problems))
     return "cluster.name change refused with the live SlurmNodeSet; unchanged, new, foreign or offline pass"
+
+
+def t_autoscaled_nodeset_replicas() -> str:
+    """nodesets.<name>.autoscaling.enabled: spec.replicas is an autoscaler's, so the chart never
+    writes the chart's number over it: a new set renders none (the CRD's default), a live set
+    keeps the count it has (rendered as it is: Helm's merge would otherwise remove a field the
+    last release wrote, back to 1); a set not autoscaled renders the chart's replicas as before."""
+    crd = next(c for c in load_crds() if c["spec"]["names"]["kind"] == "SlurmNodeSet")
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    ensure("replicas" not in spec.get("required", []), "the CRD requires spec.replicas: an autoscaled set cannot leave it out")
+    auto = ("nodesets.compute.autoscaling.enabled=true", "nodesets.compute.autoscaling.maxReplicas=8")
+
+    def live(replicas: str | None) -> str:
+        fields = '"clusterName" "test"' + (f' "replicas" (float64 {replicas})' if replicas is not None else "")
+        return ('(dict "metadata" (dict "name" $ns.objectName "annotations" (dict "meta.helm.sh/release-name" "test" '
+                f'"meta.helm.sh/release-namespace" $.Release.Namespace)) "spec" (dict {fields}))')
+
+    problems = []
+    for fake, sets, api, want, what in (
+            ("(dict)", auto, True, None, "autoscaled, installed (nothing live)"),
+            (live("7"), auto, False, None, "autoscaled, offline (kind unknown: no lookup)"),
+            (live("7"), auto, True, 7, "autoscaled, live at 7"),
+            (live("0"), auto, True, 0, "autoscaled, live at 0"),
+            (live(None), auto, True, None, "autoscaled, live without replicas"),
+            (live("7"), (), True, 2, "not autoscaled, live at 7 (the chart's 2)"),
+            (live("7"), ("nodesets.compute.replicas=3",), True, 3, "not autoscaled, replicas=3")):
+        p = render_with_live_nodesets(fake, sets, api)
+        if p.returncode != 0:
+            problems.append(f"{what}: refused:\n{p.stderr.strip()}")
+            continue
+        sets_rendered = [d for d in yaml.safe_load_all(p.stdout) if d and d.get("kind") == "SlurmNodeSet"]
+        if len(sets_rendered) != 1:
+            problems.append(f"{what}: {len(sets_rendered)} SlurmNodeSets rendered")
+            continue
+        got = sets_rendered[0]["spec"].get("replicas")
+        if got != want or (want is None and "replicas" in sets_rendered[0]["spec"]):
+            problems.append(f"{what}: spec.replicas {got!r}, want {want!r}")
+        res = CRDS.validate(sets_rendered[0])
+        if res.errors:
+            problems.append(f"{what}: the CRD refuses it: {res.errors}")
+    # An autoscaled set's maxReplicas counts against MaxNodeCount, its replicas do not.
+    p = render_with_live_nodesets("(dict)", auto + ("nodesets.compute.replicas=5000",))
+    if p.returncode != 0:
+        problems.append(f"autoscaled with replicas=5000 (not the chart's to write): refused:\n{p.stderr.strip()}")
+    docs = (CLUSTER / "README.md").read_text() + (ROOT / "docs" / "autoscaling.md").read_text()
+    if "autoscaling.enabled" not in docs or "autoscaling.maxReplicas" not in docs:
+        problems.append("README/docs/autoscaling.md do not name nodesets.<name>.autoscaling.enabled/maxReplicas")
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    return "an autoscaled set's replicas: none when new or offline, the live count kept, the chart's when not autoscaled"
 
 
 # --- NOTES.txt ----------------------------------------------------------------------------------
@@ -2539,6 +2602,8 @@ def main() -> int:
             t_cluster_schema_matches_nodeset_crd)
     r.check("cluster: a helm upgrade changing cluster.name fails at render while the release's SlurmNodeSets name the old one (lookup)",
             t_cluster_name_change_guard)
+    r.check("cluster: an autoscaled SlurmNodeSet's replicas are never the chart's to write (a live count is kept, lookup)",
+            t_autoscaled_nodeset_replicas)
     r.check("NOTES (operator): admin and tenant steps with a valid SlurmCluster and SlurmJob", t_notes_operator)
     r.check("NOTES (slurm-cluster): a valid SlurmJob", t_notes_cluster)
     for path in example_files():

@@ -10,6 +10,7 @@ SlurmNodeSet objects and the slurmd command line cannot disagree.
       cpus        default: resources.limits.cpu when it is a whole number
       realMemory  default: resources.limits.memory; realMemoryMiB is it in MiB for slurmd
       conf        the `slurmd -Z --conf` string (Features, Gres, CPUs, RealMemory, Weight)
+  totalReplicas: the nodes the sets may have at once (an autoscaled set counts its maxReplicas)
   partitions.<name>.line: the PartitionName= line
   gresTypes: GresTypes from every set's gres
 */}}
@@ -73,11 +74,19 @@ SlurmNodeSet objects and the slurmd command line cannot disagree.
 {{- end }}
 {{- if not (kindIs "invalid" $ns.weight) }}{{ $conf = append $conf (printf "Weight=%d" (int $ns.weight)) }}{{ end }}
 {{- $_ := set $ns "conf" (join " " $conf) }}
+{{- if dig "autoscaling" "enabled" false $ns }}
+{{- $max := dig "autoscaling" "maxReplicas" 0 $ns | int }}
+{{- if lt $max 1 }}
+{{- fail (printf "nodesets.%s.autoscaling.maxReplicas: set it (at least 1) when autoscaling.enabled is true: it is the most nodes the autoscaler may ask for, counted against slurm.maxNodeCount" $name) }}
+{{- end }}
+{{- $total = add $total $max }}
+{{- else }}
 {{- $total = add $total (int $ns.replicas) }}
+{{- end }}
 {{- $_ := set $nodesets $name $ns }}
 {{- end }}
 {{- if gt (int $total) (int $v.slurm.maxNodeCount) }}
-{{- fail (printf "the NodeSets ask for %d nodes in all, more than slurm.maxNodeCount (%d): raise slurm.maxNodeCount (it bounds Slurm's dynamic nodes)" (int $total) (int $v.slurm.maxNodeCount)) }}
+{{- fail (printf "the NodeSets ask for %d nodes in all (replicas, or autoscaling.maxReplicas of an autoscaled set), more than slurm.maxNodeCount (%d): raise slurm.maxNodeCount (it bounds Slurm's dynamic nodes)" (int $total) (int $v.slurm.maxNodeCount)) }}
 {{- end }}
 {{- $partitions := dict }}
 {{- range $pname, $p := $v.partitions }}
