@@ -10,7 +10,8 @@
 //! (the node stays DRAINING until the job ends, then its pod and record go). No job is killed.
 //! Deleting a set does the same for all its nodes, and ends with nothing of it left in Slurm.
 //! A delete planned on a view that showed the node drained does not go once slurmctld, asked
-//! just before, shows it resumed and running a job.
+//! just before, shows it resumed and running a job. A node slurmctld sets DOWN while its pod
+//! stays ready is listed as taking no job (the set is not `Ready`) until it is resumed.
 //!
 //! Node ownership (issue 14): two sets of one name in two namespaces get distinct nodes, each
 //! registered with its owner record (`slurmd --extra`, as the pods' slurmd is started), and
@@ -584,6 +585,77 @@ async fn a_cordoned_hosts_node_starts_no_new_job_until_uncordoned() {
     )
     .await;
 
+    world
+        .until(
+            0,
+            "the set's node removed",
+            Duration::from_secs(60),
+            |w, _| w.pods.is_empty() && !w.index.borrow().nodes.contains_key(&n0),
+        )
+        .await;
+}
+
+/// A node Slurm sets DOWN while its pod stays ready (slurmd answering) is listed as taking no
+/// job, with the state and the reason slurmctld shows (the set's `Ready` says
+/// `SlurmNodesNotUsable`); resumed, it is usable again. Nothing is deleted for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_slurm_sets_down_is_not_ready_until_it_is_back() {
+    let slurm = require_slurm!();
+    let (mut world, _poller) = World::new(&slurm);
+    let n0 = world.name(0);
+    world.until_one_node(0).await;
+    world
+        .until(1, "the node usable", Duration::from_secs(30), |_, plan| {
+            plan.counts.available == 1 && plan.counts.not_usable.is_empty()
+        })
+        .await;
+
+    let why = "slurm-operator test: set down by an admin";
+    slurm.scontrol(&[
+        "update",
+        &format!("NodeName={n0}"),
+        "State=DOWN",
+        &format!("Reason={why}"),
+    ]);
+    let mut listed = String::new();
+    world
+        .until(
+            1,
+            "the node listed as taking no job",
+            Duration::from_secs(30),
+            |_, plan| match plan.counts.not_usable.as_slice() {
+                [(pod, message)] if *pod == n0 => {
+                    listed = message.clone();
+                    true
+                }
+                _ => false,
+            },
+        )
+        .await;
+    assert!(
+        listed.contains("DOWN") && listed.contains(why),
+        "Slurm's state and reason: {listed}"
+    );
+    assert_eq!(
+        world.pod_names(),
+        std::slice::from_ref(&n0),
+        "the pod stays"
+    );
+
+    slurm.scontrol(&["update", &format!("NodeName={n0}"), "State=RESUME"]);
+    world
+        .until(
+            1,
+            "the node usable again",
+            Duration::from_secs(60),
+            |_, plan| plan.counts.not_usable.is_empty(),
+        )
+        .await;
+    assert!(
+        !world.log.iter().any(Action::is_destructive),
+        "nothing deleted: {:?}",
+        world.log
+    );
     world
         .until(
             0,

@@ -100,6 +100,8 @@ pub const CONDITION_DRAINING: &str = "Draining";
 /// Status condition: whether `status.slurm` comes from a fresh view of Slurm. When it is False
 /// the counts are the last ones seen, as of its `lastTransitionTime` at the latest.
 pub const CONDITION_SLURM_SYNCED: &str = "SlurmSynced";
+/// `Ready=False`: every pod is available, but Slurm runs no job on some of their nodes.
+pub const REASON_SLURM_NODES_NOT_USABLE: &str = "SlurmNodesNotUsable";
 /// Status condition: whether every registered node is in every partition of
 /// `spec.slurm.partitions` (present only when that list is set).
 pub const CONDITION_PARTITIONS: &str = "Partitions";
@@ -1335,14 +1337,38 @@ pub fn desired_status(
     let mut conditions = current.conditions.clone();
     let counts = &plan.counts;
     let deleting = nodeset.metadata.deletion_timestamp.is_some();
-    let ready = !deleting
-        && counts.available == nodeset.spec.replicas
-        && counts.replicas == nodeset.spec.replicas;
+    let pods_ready =
+        counts.available == nodeset.spec.replicas && counts.replicas == nodeset.spec.replicas;
+    // A node is ready when its pod is available and Slurm can run jobs on it: slurmd answering
+    // its readiness probe says nothing of a node slurmctld set DOWN (a configuration it
+    // refused, say).
+    let not_usable = i32::try_from(counts.not_usable.len()).unwrap_or(i32::MAX);
+    let ready = !deleting && pods_ready && not_usable == 0;
     // Pods on their way out are not among the nodes the set keeps: "3 of 2 nodes ready" in a
     // scale-in said nothing true.
     let kept_available = counts.available - counts.leaving.available;
     let kept_ready = counts.ready - counts.leaving.ready;
-    let mut message = format!("{kept_available} of {} nodes ready", nodeset.spec.replicas);
+    let mut message = format!(
+        "{} of {} nodes ready",
+        kept_available - not_usable,
+        nodeset.spec.replicas
+    );
+    if not_usable > 0 {
+        const LISTED: usize = 10;
+        let mut list: Vec<String> = counts
+            .not_usable
+            .iter()
+            .take(LISTED)
+            .map(|(pod, why)| format!("{pod}: {why}"))
+            .collect();
+        if counts.not_usable.len() > LISTED {
+            list.push(format!("{} more", counts.not_usable.len() - LISTED));
+        }
+        message.push_str(&format!(
+            " ({not_usable} more running but taking no job in Slurm: {})",
+            list.join("; ")
+        ));
+    }
     if kept_ready > kept_available {
         message.push_str(&format!(
             " ({} more ready for less than minReadySeconds)",
@@ -1361,6 +1387,7 @@ pub fn desired_status(
             REASON_DELETING
         }
         (false, true) => "AllReady",
+        (false, false) if pods_ready => REASON_SLURM_NODES_NOT_USABLE,
         (false, false) => "NotReady",
     };
     condition::upsert(

@@ -478,6 +478,11 @@ pub struct Counts {
     /// deleted): counted apart in the `Ready` message, since they are not among the nodes the
     /// set keeps.
     pub leaving: LeavingCounts,
+    /// Of the available pods the set keeps, those whose Slurm node takes no job (down, not
+    /// responding, not registered): (pod, what Slurm shows), by pod name. Read from a trusted
+    /// view; without one, from each pod's `SlurmNodeState` condition as last written (none
+    /// written yet: not known to be usable).
+    pub not_usable: Vec<(String, String)>,
 }
 
 /// Pods on their way out, and how many of them are ready and available.
@@ -488,6 +493,8 @@ pub struct LeavingCounts {
     pub available: i32,
 }
 
+/// Why an available pod's node is not known to be usable: no fresh view of Slurm has shown it.
+pub const NOT_SEEN_IN_SLURM: &str = "not seen in Slurm yet (no fresh view of Slurm's nodes)";
 pub const WAIT_NO_VIEW: &str = "no fresh, complete view of Slurm's nodes";
 pub const WAIT_JOBS: &str = "jobs still running on the node";
 pub const WAIT_FOREIGN_DRAIN: &str = "drained by someone else with jobs still running";
@@ -1149,6 +1156,24 @@ pub fn counts(
         .copied()
         .filter(|p| leaving.contains(p.name.as_str()))
         .collect();
+    let not_usable = active
+        .iter()
+        .filter(|p| !leaving.contains(p.name.as_str()))
+        .filter(available)
+        .filter_map(|p| {
+            let (usable, message) = match view {
+                Some(state) => {
+                    let (usable, _, message) = node_condition(state.nodes.get(&p.name));
+                    (usable, message)
+                }
+                None => match &p.node_condition {
+                    Some((status, _, message)) => (status == "True", message.clone()),
+                    None => (false, NOT_SEEN_IN_SLURM.to_owned()),
+                },
+            };
+            (!usable).then(|| (p.name.clone(), message))
+        })
+        .collect();
     Counts {
         replicas: as_i32(active.len()),
         ready: as_i32(active.iter().filter(|p| p.ready).count()),
@@ -1158,6 +1183,7 @@ pub fn counts(
             ready: as_i32(gone.iter().filter(|p| p.ready).count()),
             available: as_i32(gone.iter().filter(available).count()),
         },
+        not_usable,
         updated: as_i32(
             active
                 .iter()

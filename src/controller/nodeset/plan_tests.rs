@@ -877,6 +877,77 @@ fn pods_leaving_are_counted_apart() {
     assert_eq!(deleting.counts.leaving.pods, 3);
 }
 
+/// A node is ready when its pod is available and Slurm runs jobs on it: the available pods the
+/// set keeps whose node is down, not responding or not registered are listed with what Slurm
+/// shows; a pod not available, or leaving, is counted elsewhere. Without a view, each pod's
+/// `SlurmNodeState` condition as last written says.
+#[test]
+fn available_pods_whose_slurm_node_takes_no_job_are_listed() {
+    let mut p = pods(5);
+    p[3].ready = false;
+    let st = state(
+        vec![
+            idle("ns-0"),
+            node(
+                "ns-1",
+                &["DOWN", "INVALID_REG"],
+                Some("gres/gpu count reported lower"),
+            ),
+            node("ns-2", &["IDLE", "NOT_RESPONDING"], None),
+            node("ns-3", &["DOWN"], None),
+            node("ns-4", &["IDLE", "DRAIN"], Some("admin: disk swap")),
+        ],
+        &[],
+    );
+    let names = |plan: &NodeSetPlan| -> Vec<String> {
+        plan.counts
+            .not_usable
+            .iter()
+            .map(|(pod, _)| pod.clone())
+            .collect()
+    };
+    let plan = run(5, &p, Some(&st));
+    // ns-3 is down too, but its pod is not ready (NotReady already says so); ns-4 is drained
+    // (someone's choice), not broken.
+    assert_eq!(names(&plan), ["ns-1", "ns-2"]);
+    let (_, why) = &plan.counts.not_usable[0];
+    assert!(
+        why.contains("DOWN") && why.contains("gres/gpu count reported lower"),
+        "{why}"
+    );
+    // A pod that slurmd answers for but whose node Slurm has not registered.
+    let unregistered = state(vec![idle("ns-0"), idle("ns-2"), idle("ns-4")], &[]);
+    let plan = run(5, &p, Some(&unregistered));
+    assert_eq!(names(&plan), ["ns-1"]);
+    assert_eq!(
+        plan.counts.not_usable[0].1,
+        "slurmd has not registered the node"
+    );
+    // Scaling in to 2: the victims (the not-ready ns-3, then the highest ordinals) are not among
+    // the nodes the set keeps.
+    assert_eq!(names(&run(2, &p, Some(&st))), ["ns-1"]);
+    // All up: nothing listed.
+    let up = state((0..5).map(|i| idle(&format!("ns-{i}"))).collect(), &[]);
+    assert!(run(5, &p, Some(&up)).counts.not_usable.is_empty());
+
+    // No view: the pods' conditions as last written; none written: not known to be usable.
+    let condition = |status: &str, message: &str| {
+        Some((status.to_owned(), "Reason".to_owned(), message.to_owned()))
+    };
+    p[0].node_condition = condition("True", "Slurm state IDLE");
+    p[1].node_condition = condition("False", "Slurm state DOWN, reason: x");
+    p[2].node_condition = None;
+    p[4].node_condition = condition("True", "Slurm state IDLE");
+    let plan = run(5, &p, None);
+    assert_eq!(
+        plan.counts.not_usable,
+        [
+            ("ns-1".to_owned(), "Slurm state DOWN, reason: x".to_owned()),
+            ("ns-2".to_owned(), NOT_SEEN_IN_SLURM.to_owned()),
+        ]
+    );
+}
+
 #[test]
 fn drain_timeout_forces_only_our_recorded_drain() {
     let mut p = pods(2);
@@ -1200,6 +1271,11 @@ fn status_counts_and_projection() {
                 down: 1,
             }),
             leaving: LeavingCounts::default(),
+            // ns-4 is down but its pod is not ready; ns-5's pod is, and Slurm has no node for it.
+            not_usable: vec![(
+                "ns-5".to_owned(),
+                "slurmd has not registered the node".to_owned()
+            )],
         }
     );
     let busy: Vec<_> = plan

@@ -1057,6 +1057,85 @@ fn ready_counts_pods_leaving_apart() {
     assert_eq!(status.available_replicas, 3, "the pods that exist");
 }
 
+/// Every pod available but a node Slurm runs nothing on (down, here): the set is not `Ready`,
+/// with its own reason and the node's Slurm state, and kstatus calls it work in progress.
+#[test]
+fn ready_needs_slurm_to_run_jobs_on_the_nodes() {
+    let set = nodeset(3);
+    let counts = plan::Counts {
+        replicas: 3,
+        ready: 3,
+        available: 3,
+        ..plan::Counts::default()
+    };
+    let down = plan::NodeSetPlan {
+        view: ViewState::Trusted,
+        counts: plan::Counts {
+            not_usable: vec![(
+                "cpu-2".into(),
+                "Slurm state DOWN+INVALID_REG, reason: gres/gpu count reported lower".into(),
+            )],
+            ..counts.clone()
+        },
+        ..plan::NodeSetPlan::default()
+    };
+    let status = desired_status(&set, &down, "cpu", None);
+    let ready = condition::find(&status.conditions, condition::READY).unwrap();
+    assert_eq!(
+        (
+            ready.status.as_str(),
+            ready.reason.as_str(),
+            ready.message.as_str()
+        ),
+        (
+            "False",
+            REASON_SLURM_NODES_NOT_USABLE,
+            "2 of 3 nodes ready (1 more running but taking no job in Slurm: cpu-2: Slurm state \
+             DOWN+INVALID_REG, reason: gres/gpu count reported lower)"
+        )
+    );
+    // The pods' own numbers stay the pods' (the scale subresource and an HPA read them).
+    assert_eq!((status.ready_replicas, status.available_replicas), (3, 3));
+    let reconciling = condition::find(&status.conditions, condition::RECONCILING).unwrap();
+    assert_eq!(reconciling.reason, REASON_SLURM_NODES_NOT_USABLE);
+    // A pod not ready as well: the general reason; many nodes: the first ten, and how many more.
+    let many = plan::NodeSetPlan {
+        counts: plan::Counts {
+            available: 2,
+            not_usable: (0..12).map(|i| (format!("cpu-{i}"), "x".into())).collect(),
+            ..counts.clone()
+        },
+        ..down.clone()
+    };
+    let ready = desired_status(&set, &many, "cpu", None)
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == condition::READY)
+        .unwrap();
+    assert_eq!(ready.reason, "NotReady");
+    assert!(
+        ready.message.contains("cpu-9: x; 2 more)"),
+        "{}",
+        ready.message
+    );
+    assert!(!ready.message.contains("cpu-10"), "{}", ready.message);
+    // Slurm runs jobs on all of them: ready.
+    let up = plan::NodeSetPlan { counts, ..down };
+    let ready = desired_status(&set, &up, "cpu", None)
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == condition::READY)
+        .unwrap();
+    assert_eq!(
+        (
+            ready.status.as_str(),
+            ready.reason.as_str(),
+            ready.message.as_str()
+        ),
+        ("True", "AllReady", "3 of 3 nodes ready")
+    );
+}
+
 fn refused(message: &str) -> Response<Body> {
     let status = json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
