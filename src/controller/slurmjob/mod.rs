@@ -1179,15 +1179,17 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         };
     }
     // What only the search can show: its line, not the index's wait (a failed cancel is told
-    // as such).
+    // as such). Said in the status (written once: the condition does not change while it
+    // waits), then woken when a search ends rather than retried.
     if let (
         Some(busy),
         CleanupPlan::Wait {
             blocker: Blocker::IndexNotSynced,
-            ..
+            release_at,
         },
     ) = (&search_busy, &decision)
     {
+        tell_blocked(job, &Blocker::SearchBusy, *release_at, uncancelled, ctx).await?;
         return Err(data.busy_on(busy, job));
     }
     match decision {
@@ -1478,6 +1480,26 @@ async fn blocked(
     ids: &[u32],
     ctx: &Context,
 ) -> Result<Action, Error> {
+    tell_blocked(job, blocker, release_at, ids, ctx).await?;
+    let mut delay = ctx.backoff.next(&backoff_key(job));
+    if let Some(left) = release_at.and_then(|at| (at - Utc::now()).to_std().ok()) {
+        delay = delay.min(left + Duration::from_secs(1));
+    }
+    Err(Error::DeletionBlocked {
+        reason: blocker.reason(),
+        retry: delay.max(Duration::from_secs(1)),
+    })
+}
+
+/// Say why the deletion of `job` waits: `DeletionBlocked=True` with `blocker`'s reason (written
+/// only when it changes), a Warning Event when the reason is new, and the log.
+async fn tell_blocked(
+    job: &SlurmJob,
+    blocker: &Blocker,
+    release_at: Option<DateTime<Utc>>,
+    ids: &[u32],
+    ctx: &Context,
+) -> Result<(), Error> {
     let cluster = &job.spec.cluster_name;
     let jobs = if ids.is_empty() {
         "no unfinished Slurm job of it is known yet".to_owned()
@@ -1524,14 +1546,7 @@ async fn blocked(
         .await;
     }
     warn!(reason = blocker.reason(), %message, "SlurmJob deletion blocked");
-    let mut delay = ctx.backoff.next(&backoff_key(job));
-    if let Some(left) = release_at.and_then(|at| (at - Utc::now()).to_std().ok()) {
-        delay = delay.min(left + Duration::from_secs(1));
-    }
-    Err(Error::DeletionBlocked {
-        reason: blocker.reason(),
-        retry: delay.max(Duration::from_secs(1)),
-    })
+    Ok(())
 }
 
 /// What `dependsOn` finds in the cached SlurmJob `d`, judged with the index now

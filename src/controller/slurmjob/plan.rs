@@ -925,6 +925,10 @@ pub enum Blocker {
     /// Connected, but the cluster's jobs have not been listed completely since this process
     /// started: only such a list shows a job whose submit answer a crash lost.
     IndexNotSynced,
+    /// Only accounting can show whether a job of this SlurmJob is among those the index
+    /// skipped, and every search slot it may take is held by other searches: it waits in
+    /// their line (the driver's finding; the plan says `IndexNotSynced`).
+    SearchBusy,
     /// A cancel failed (unreachable, unauthorized, ...): `reason` is the error's category.
     CancelFailed {
         job_id: u32,
@@ -939,6 +943,7 @@ impl Blocker {
         match self {
             Self::NotConnected => "ClusterNotConnected",
             Self::IndexNotSynced => "WaitingForSlurmIndex",
+            Self::SearchBusy => "WaitingForAccountingSearch",
             Self::CancelFailed { .. } => "CancelFailed",
         }
     }
@@ -957,6 +962,12 @@ impl Blocker {
                  or since this replica started or became the leader and the previous one's \
                  submit could still land (one is due within a minute while slurmrestd answers), or the jobs \
                  accounting names under this SlurmJob's job name are not read yet"
+            ),
+            Self::SearchBusy => format!(
+                "its turn to ask SlurmCluster {cluster:?}'s accounting for jobs of this \
+                 SlurmJob's job name among those the operator's index skipped (one search at a \
+                 time per namespace, a few per connection: other SlurmJobs search now; it goes \
+                 on when one ends)"
             ),
             Self::CancelFailed {
                 job_id,

@@ -3175,8 +3175,9 @@ async fn a_deletion_asks_accounting_only_for_a_slurmjob_older_than_what_the_inde
 /// A deletion that must search accounting for skipped records while other namespaces' searches
 /// hold every one of the connection's search slots does not wait idle behind them: it cancels
 /// the jobs it knows first (here slurmrestd cannot be reached: `CancelFailed`, naming the job);
-/// one with none to cancel waits in the slots' line (`SearchBusy`, no request, no write) and is
-/// woken when a search ends.
+/// one with none to cancel waits in the slots' line (`SearchBusy`, no request to Slurm), says so
+/// once (`DeletionBlocked=True/WaitingForAccountingSearch`: a deletion that waited there showed
+/// nothing), and is woken when a search ends.
 #[tokio::test]
 async fn a_deletion_waiting_for_a_search_slot_cancels_the_known_job_first() {
     let (ctx, api) = Context::test();
@@ -3204,15 +3205,47 @@ async fn a_deletion_waiting_for_a_search_slot_cancels_the_known_job_first() {
     let mut api = blocked_by_the_cancel_of(4245, known, data.clone(), api).await;
 
     let unknown = deleted("unknown", None);
+    let expected = unknown.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        let event = expect_event(&mut api, &expected, "Warning", DELETION_BLOCKED).await;
+        api.expect_no_more_calls().await;
+        (status, event, api)
+    });
+    let error = reconcile(Arc::new(unknown.clone()), data.clone())
+        .await
+        .unwrap_err();
+    let (status, event, mut api) = server.await.unwrap();
+    assert!(matches!(error, Error::SearchBusy(_)), "{}", Chain(&error));
+    let blocked = condition::find(&status.conditions, DELETION_BLOCKED).unwrap();
+    assert_eq!(
+        (blocked.status.as_str(), blocked.reason.as_str()),
+        ("True", "WaitingForAccountingSearch")
+    );
+    assert_eq!(event.body["note"], blocked.message.as_str());
+    for part in [
+        "its turn to ask SlurmCluster \"local\"'s accounting",
+        "no unfinished Slurm job of it is known yet",
+        SKIP_CANCEL_ANNOTATION,
+    ] {
+        assert!(
+            blocked.message.contains(part),
+            "{part}: {}",
+            blocked.message
+        );
+    }
+    assert!(woken.try_recv().is_err(), "not woken while they search");
+    // Woken for nothing while they still search: nothing written again.
     let server = tokio::spawn(async move {
         api.expect_no_more_calls().await;
     });
-    let error = reconcile(Arc::new(unknown), data.clone())
-        .await
-        .unwrap_err();
+    let again = SlurmJob {
+        status: Some(status),
+        ..unknown
+    };
+    let error = reconcile(Arc::new(again), data.clone()).await.unwrap_err();
     server.await.unwrap();
     assert!(matches!(error, Error::SearchBusy(_)), "{}", Chain(&error));
-    assert!(woken.try_recv().is_err(), "not woken while they search");
     drop(others);
     assert_eq!(woken.try_recv().unwrap().name, "unknown");
 }
