@@ -2098,10 +2098,18 @@ def t_cluster_schema_matches_nodeset_crd() -> str:
 NODESET_LOOKUP = 'lookup "slurm.rs/v1alpha1" "SlurmNodeSet" $.Release.Namespace $ns.objectName'
 
 
+def live_nodeset(owner: str, cluster: str, replicas: int | None = None) -> str:
+    """A template expression for a live SlurmNodeSet of release OWNER joining CLUSTER, as lookup
+    returns it (numbers as float64)."""
+    spec = f'"clusterName" {json.dumps(cluster)}' + (f' "replicas" (float64 {replicas})' if replicas is not None else "")
+    return ('(dict "metadata" (dict "name" $ns.objectName "annotations" (dict "meta.helm.sh/release-name" '
+            f'{json.dumps(owner)} "meta.helm.sh/release-namespace" $.Release.Namespace)) "spec" (dict {spec}))')
+
+
 def render_with_live_nodesets(fake: str, sets: tuple[str, ...], api: bool = True) -> subprocess.CompletedProcess:
     """`helm template` of slurm-cluster with each SlurmNodeSet's lookup replaced by FAKE, a template
-    expression standing in for the live object (offline, lookup finds nothing). `api`: whether
-    the SlurmNodeSet kind is known (the chart looks up only then)."""
+    expression standing in for the live object (`live_nodeset`, or `(dict)`: none). `api`:
+    whether the SlurmNodeSet kind is known (the chart looks up only then)."""
     with tempfile.TemporaryDirectory() as tmp:
         chart = Path(tmp) / "slurm-cluster"
         shutil.copytree(CLUSTER, chart)
@@ -2127,11 +2135,7 @@ def t_cluster_name_change_guard() -> str:
     ensure(any(r["rule"] == "self == oldSelf" for r in rules), "the CRD's clusterName is no longer immutable: this check is moot")
     problems = []
     def case(live: dict | None, sets: tuple[str, ...], api: bool = True) -> subprocess.CompletedProcess:
-        fake = "(dict)"
-        if live is not None:
-            fake = ('(dict "metadata" (dict "name" $ns.objectName "annotations" (dict "meta.helm.sh/release-name" {owner} '
-                    '"meta.helm.sh/release-namespace" $.Release.Namespace)) "spec" (dict "clusterName" {cluster}))').format(
-                owner=json.dumps(live["owner"]), cluster=json.dumps(live["clusterName"]))
+        fake = "(dict)" if live is None else live_nodeset(live["owner"], live["clusterName"])
         return render_with_live_nodesets(fake, sets, api)
 
     # Installed as the default (cluster.name = the release name, "test"), upgraded with another name.
@@ -2168,28 +2172,21 @@ def t_cluster_name_change_guard() -> str:
 
 def t_autoscaled_nodeset_replicas() -> str:
     """nodesets.<name>.autoscaling.enabled: spec.replicas is an autoscaler's, so the chart never
-    writes the chart's number over it: a new set renders none (the CRD's default), a live set
-    keeps the count it has (rendered as it is: Helm's merge would otherwise remove a field the
-    last release wrote, back to 1); a set not autoscaled renders the chart's replicas as before."""
+    writes it, whatever the live set holds (a rendered count would come back with every upgrade,
+    and with a rollback to the revision that stored it); a set not autoscaled renders the
+    chart's replicas as before. NOTES.txt says which is which."""
     crd = next(c for c in load_crds() if c["spec"]["names"]["kind"] == "SlurmNodeSet")
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     ensure("replicas" not in spec.get("required", []), "the CRD requires spec.replicas: an autoscaled set cannot leave it out")
     auto = ("nodesets.compute.autoscaling.enabled=true", "nodesets.compute.autoscaling.maxReplicas=8")
-
-    def live(replicas: str | None) -> str:
-        fields = '"clusterName" "test"' + (f' "replicas" (float64 {replicas})' if replicas is not None else "")
-        return ('(dict "metadata" (dict "name" $ns.objectName "annotations" (dict "meta.helm.sh/release-name" "test" '
-                f'"meta.helm.sh/release-namespace" $.Release.Namespace)) "spec" (dict {fields}))')
-
     problems = []
     for fake, sets, api, want, what in (
             ("(dict)", auto, True, None, "autoscaled, installed (nothing live)"),
-            (live("7"), auto, False, None, "autoscaled, offline (kind unknown: no lookup)"),
-            (live("7"), auto, True, 7, "autoscaled, live at 7"),
-            (live("0"), auto, True, 0, "autoscaled, live at 0"),
-            (live(None), auto, True, None, "autoscaled, live without replicas"),
-            (live("7"), (), True, 2, "not autoscaled, live at 7 (the chart's 2)"),
-            (live("7"), ("nodesets.compute.replicas=3",), True, 3, "not autoscaled, replicas=3")):
+            (live_nodeset("test", "test", 7), auto, True, None, "autoscaled, live at 7"),
+            (live_nodeset("test", "test", 7), auto, False, None, "autoscaled, offline (kind unknown: no lookup)"),
+            (live_nodeset("test", "test", 7), auto + ("nodesets.compute.replicas=3",), True, None, "autoscaled, replicas=3"),
+            (live_nodeset("test", "test", 7), (), True, 2, "not autoscaled, live at 7 (the chart's 2)"),
+            (live_nodeset("test", "test", 7), ("nodesets.compute.replicas=3",), True, 3, "not autoscaled, replicas=3")):
         p = render_with_live_nodesets(fake, sets, api)
         if p.returncode != 0:
             problems.append(f"{what}: refused:\n{p.stderr.strip()}")
@@ -2198,21 +2195,25 @@ def t_autoscaled_nodeset_replicas() -> str:
         if len(sets_rendered) != 1:
             problems.append(f"{what}: {len(sets_rendered)} SlurmNodeSets rendered")
             continue
-        got = sets_rendered[0]["spec"].get("replicas")
-        if got != want or (want is None and "replicas" in sets_rendered[0]["spec"]):
-            problems.append(f"{what}: spec.replicas {got!r}, want {want!r}")
+        rendered = sets_rendered[0]["spec"]
+        if rendered.get("replicas") != want or (want is None and "replicas" in rendered):
+            problems.append(f"{what}: spec.replicas {rendered.get('replicas')!r}, want {want!r}")
         res = CRDS.validate(sets_rendered[0])
         if res.errors:
             problems.append(f"{what}: the CRD refuses it: {res.errors}")
     # An autoscaled set's maxReplicas counts against MaxNodeCount, its replicas do not.
-    p = render_with_live_nodesets("(dict)", auto + ("nodesets.compute.replicas=5000",))
+    p = helm("template", "test", str(CLUSTER), "--namespace", RELEASE_NS, "--set", ",".join(auto + ("nodesets.compute.replicas=5000",)))
     if p.returncode != 0:
         problems.append(f"autoscaled with replicas=5000 (not the chart's to write): refused:\n{p.stderr.strip()}")
+    # NOTES.txt: the autoscaled set's maximum, not a replica count the object does not have.
+    line = next((l for l in notes(CLUSTER, auto).splitlines() if "SlurmNodeSet test-compute:" in l), "")
+    if "autoscaled (at most 8 nodes" not in line:
+        problems.append(f"NOTES.txt for the autoscaled set: {line!r}")
     docs = (CLUSTER / "README.md").read_text() + (ROOT / "docs" / "autoscaling.md").read_text()
     if "autoscaling.enabled" not in docs or "autoscaling.maxReplicas" not in docs:
         problems.append("README/docs/autoscaling.md do not name nodesets.<name>.autoscaling.enabled/maxReplicas")
     ensure(not problems, "\n  " + "\n  ".join(problems))
-    return "an autoscaled set's replicas: none when new or offline, the live count kept, the chart's when not autoscaled"
+    return "an autoscaled set renders no replicas (new, live, offline); the chart's when not autoscaled; NOTES says so"
 
 
 # --- NOTES.txt ----------------------------------------------------------------------------------
@@ -2602,7 +2603,7 @@ def main() -> int:
             t_cluster_schema_matches_nodeset_crd)
     r.check("cluster: a helm upgrade changing cluster.name fails at render while the release's SlurmNodeSets name the old one (lookup)",
             t_cluster_name_change_guard)
-    r.check("cluster: an autoscaled SlurmNodeSet's replicas are never the chart's to write (a live count is kept, lookup)",
+    r.check("cluster: an autoscaled SlurmNodeSet's replicas are never the chart's to write",
             t_autoscaled_nodeset_replicas)
     r.check("NOTES (operator): admin and tenant steps with a valid SlurmCluster and SlurmJob", t_notes_operator)
     r.check("NOTES (slurm-cluster): a valid SlurmJob", t_notes_cluster)

@@ -10,6 +10,7 @@ SlurmNodeSet objects and the slurmd command line cannot disagree.
       cpus        default: resources.limits.cpu when it is a whole number
       realMemory  default: resources.limits.memory; realMemoryMiB is it in MiB for slurmd
       conf        the `slurmd -Z --conf` string (Features, Gres, CPUs, RealMemory, Weight)
+      autoscaled  autoscaling.enabled: the chart writes no replicas (an autoscaler's)
   totalReplicas: the nodes the sets may have at once (an autoscaled set counts its maxReplicas)
   partitions.<name>.line: the PartitionName= line
   gresTypes: GresTypes from every set's gres
@@ -74,7 +75,8 @@ SlurmNodeSet objects and the slurmd command line cannot disagree.
 {{- end }}
 {{- if not (kindIs "invalid" $ns.weight) }}{{ $conf = append $conf (printf "Weight=%d" (int $ns.weight)) }}{{ end }}
 {{- $_ := set $ns "conf" (join " " $conf) }}
-{{- if dig "autoscaling" "enabled" false $ns }}
+{{- $_ := set $ns "autoscaled" (dig "autoscaling" "enabled" false $ns) }}
+{{- if $ns.autoscaled }}
 {{- $max := dig "autoscaling" "maxReplicas" 0 $ns | int }}
 {{- if lt $max 1 }}
 {{- fail (printf "nodesets.%s.autoscaling.maxReplicas: set it (at least 1) when autoscaling.enabled is true: it is the most nodes the autoscaler may ask for, counted against slurm.maxNodeCount" $name) }}
