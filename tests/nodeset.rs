@@ -11,7 +11,8 @@
 //! Deleting a set does the same for all its nodes, and ends with nothing of it left in Slurm.
 //! A delete planned on a view that showed the node drained does not go once slurmctld, asked
 //! just before, shows it resumed and running a job. A node slurmctld sets DOWN while its pod
-//! stays ready is listed as taking no job (the set is not `Ready`) until it is resumed.
+//! stays ready is listed as taking no job (the set is not `Ready`) until it is resumed; one whose
+//! registration slurmctld refuses (`INVALID_REG`) is listed as stuck.
 //!
 //! Node ownership (issue 14): two sets of one name in two namespaces get distinct nodes, each
 //! registered with its owner record (`slurmd --extra`, as the pods' slurmd is started), and
@@ -624,9 +625,9 @@ async fn a_node_slurm_sets_down_is_not_ready_until_it_is_back() {
             "the node listed as taking no job",
             Duration::from_secs(30),
             |_, plan| match plan.counts.not_usable.as_slice() {
-                [(pod, message)] if *pod == n0 => {
-                    listed = message.clone();
-                    true
+                [node] if node.pod == n0 => {
+                    listed = node.why.clone();
+                    !node.stuck
                 }
                 _ => false,
             },
@@ -648,9 +649,56 @@ async fn a_node_slurm_sets_down_is_not_ready_until_it_is_back() {
             1,
             "the node usable again",
             Duration::from_secs(60),
-            |_, plan| plan.counts.not_usable.is_empty(),
+            |_, plan| plan.counts.available == 1 && plan.counts.not_usable.is_empty(),
         )
         .await;
+    assert!(
+        !world.log.iter().any(Action::is_destructive),
+        "nothing deleted: {:?}",
+        world.log
+    );
+    world
+        .until(
+            0,
+            "the set's node removed",
+            Duration::from_secs(60),
+            |w, _| w.pods.is_empty() && !w.index.borrow().nodes.contains_key(&n0),
+        )
+        .await;
+}
+
+/// A node whose registration slurmctld refuses (its slurmd says it has less memory than the
+/// set's `spec.slurm.realMemory`) is listed as taking no job, and as stuck (only a change of the
+/// set helps: kstatus `Stalled`), with the reason slurmctld gives. Nothing is drained or deleted
+/// for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_registration_slurmctld_refuses_is_stuck() {
+    let slurm = require_slurm!();
+    let (mut world, _poller) = World::new(&slurm);
+    let n0 = world.name(0);
+    world.conf = format!(
+        "Features={} CPUs=1 RealMemory=99999999 Weight=1000",
+        world.set
+    );
+    let mut listed = None;
+    world
+        .until(
+            1,
+            "the node listed as refused",
+            Duration::from_secs(60),
+            |_, plan| {
+                listed = plan.counts.not_usable.first().cloned();
+                plan.counts.not_usable.len() == 1
+            },
+        )
+        .await;
+    let node = listed.unwrap();
+    assert_eq!(node.pod, n0);
+    assert!(node.stuck, "{node:?}");
+    assert!(
+        node.why.contains("INVALID_REG") && node.why.contains("RealMemory"),
+        "Slurm's state and reason: {node:?}"
+    );
     assert!(
         !world.log.iter().any(Action::is_destructive),
         "nothing deleted: {:?}",

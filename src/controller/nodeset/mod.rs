@@ -1354,19 +1354,14 @@ pub fn desired_status(
         nodeset.spec.replicas
     );
     if not_usable > 0 {
-        const LISTED: usize = 10;
-        let mut list: Vec<String> = counts
-            .not_usable
-            .iter()
-            .take(LISTED)
-            .map(|(pod, why)| format!("{pod}: {why}"))
-            .collect();
-        if counts.not_usable.len() > LISTED {
-            list.push(format!("{} more", counts.not_usable.len() - LISTED));
-        }
+        let list = listed(
+            counts
+                .not_usable
+                .iter()
+                .map(|n| format!("{}: {}", n.pod, n.why)),
+        );
         message.push_str(&format!(
-            " ({not_usable} more running but taking no job in Slurm: {})",
-            list.join("; ")
+            " ({not_usable} more running but taking no job in Slurm: {list})"
         ));
     }
     if kept_ready > kept_available {
@@ -1408,13 +1403,8 @@ pub fn desired_status(
             "no node is waiting to be removed".to_owned(),
         )
     } else {
-        let list: Vec<String> = plan
-            .waiting
-            .iter()
-            .take(20)
-            .map(|w| format!("{}: {}", w.pod, w.why))
-            .collect();
-        (true, "WaitingForDrain", list.join("; "))
+        let list = listed(plan.waiting.iter().map(|w| format!("{}: {}", w.pod, w.why)));
+        (true, "WaitingForDrain", list)
     };
     condition::upsert(
         &mut conditions,
@@ -1479,14 +1469,14 @@ pub fn desired_status(
             "every Slurm node named like this set's pods is this set's own".to_owned(),
         ),
         Some(conflicts) => {
-            let list: Vec<String> = conflicts.iter().take(20).map(|c| c.to_string()).collect();
+            let list = listed(conflicts.iter().map(ToString::to_string));
             (
                 condition::Status::False,
                 "NodeNameConflict",
                 format!(
                     "{}; the operator never drains, resumes or deletes these nodes and gives \
                      their names to no pod",
-                    list.join("; ")
+                    list
                 ),
             )
         }
@@ -1520,7 +1510,12 @@ pub fn desired_status(
             condition::remove(&mut conditions, CONDITION_REPLICA_FAILURE);
         }
     }
-    progress_conditions(&mut conditions, ready, generation, now);
+    // Nodes slurmctld refused (or whose names others hold): only a change helps.
+    let stuck = plan.counts.not_usable.iter().any(|n| n.stuck).then(|| {
+        let ready = condition::find(&conditions, condition::READY);
+        ready.map_or_else(String::new, |c| c.message.clone())
+    });
+    progress_conditions(&mut conditions, ready, stuck, generation, now);
     SlurmNodeSetStatus {
         replicas: counts.replicas,
         ready_replicas: counts.ready,
@@ -1533,21 +1528,48 @@ pub fn desired_status(
     }
 }
 
+/// At most 20 of `items`, joined with "; ", then how many more there are: a condition's message
+/// stays short with thousands of nodes.
+fn listed(items: impl ExactSizeIterator<Item = String>) -> String {
+    const LISTED: usize = 20;
+    let total = items.len();
+    let mut list: Vec<String> = items.take(LISTED).collect();
+    if total > LISTED {
+        list.push(format!("{} more", total - LISTED));
+    }
+    list.join("; ")
+}
+
 /// kstatus, from the conditions above: `Stalled=True` while registered nodes miss a listed
-/// partition (only a change of slurm.conf helps) or Slurm nodes not the set's hold its names
-/// (`NodeNamesOwned=False`), else `Reconciling=True` while nodes are not
-/// all ready or wait to be drained; each absent otherwise.
+/// partition (only a change of slurm.conf helps), Slurm nodes not the set's hold its names
+/// (`NodeNamesOwned=False`), or slurmctld refused nodes' registration (`stuck`: the `Ready`
+/// message naming them), else `Reconciling=True` while nodes are not all ready or wait to be
+/// drained; each absent otherwise.
 fn progress_conditions(
     conditions: &mut Vec<condition::Condition>,
     ready: bool,
+    stuck: Option<String>,
     generation: Option<i64>,
     now: condition::Time,
 ) {
     let found = |type_: &str| condition::find(conditions, type_).cloned();
-    // Only a change helps: slurm.conf (partitions), or the nodes holding the set's names.
+    // Only a change helps: slurm.conf (partitions), the nodes holding the set's names, or
+    // the set's `spec.slurm` against what its slurmd reports.
     let stalled = found(CONDITION_PARTITIONS)
         .filter(|c| c.status == "False")
-        .or_else(|| found(CONDITION_NODES_OWNED).filter(|c| c.status == "False"));
+        .or_else(|| found(CONDITION_NODES_OWNED).filter(|c| c.status == "False"))
+        .or_else(|| {
+            stuck.map(|message| {
+                condition::new(
+                    condition::STALLED,
+                    true,
+                    REASON_SLURM_NODES_NOT_USABLE,
+                    message,
+                    generation,
+                    now.clone(),
+                )
+            })
+        });
     let draining = found(CONDITION_DRAINING).filter(|c| c.status == "True");
     let busy = if ready {
         draining
@@ -1596,18 +1618,18 @@ fn partitions_condition(
             format!("every registered node is in {}", wanted.join(", ")),
         ),
         Some(misses) => {
-            let list: Vec<String> = misses
-                .iter()
-                .take(20)
-                .map(|(node, missing)| format!("{node} not in {}", missing.join(",")))
-                .collect();
+            let list = listed(
+                misses
+                    .iter()
+                    .map(|(node, missing)| format!("{node} not in {}", missing.join(","))),
+            );
             (
                 condition::Status::False,
                 "NotInPartitions",
                 format!(
                     "{}; slurm.conf must select these nodes (SlurmNodeSet=<set> Feature=partition-<name>, \
                      PartitionName=<name> Nodes=<set>) and be reconfigured",
-                    list.join("; ")
+                    list
                 ),
             )
         }

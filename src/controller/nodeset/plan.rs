@@ -479,11 +479,27 @@ pub struct Counts {
     /// set keeps.
     pub leaving: LeavingCounts,
     /// Of the available pods the set keeps, those whose Slurm node takes no job (down, not
-    /// responding, not registered): (pod, what Slurm shows), by pod name. Read from a trusted
-    /// view; without one, from each pod's `SlurmNodeState` condition as last written (none
+    /// responding, not registered, its name another's), by pod name: the `SlurmNodeState`
+    /// condition projected from a trusted view; without one, each pod's as last written (none
     /// written yet: not known to be usable).
-    pub not_usable: Vec<(String, String)>,
+    pub not_usable: Vec<NotUsable>,
 }
+
+/// An available pod whose Slurm node takes no job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotUsable {
+    pub pod: String,
+    /// What Slurm shows: the `SlurmNodeState` condition's message.
+    pub why: String,
+    /// Only a change helps: slurmctld refused the node's registration (`INVALID_REG`: slurmd
+    /// reports less than `spec.slurm` says), or a node not the set's holds its name.
+    pub stuck: bool,
+}
+
+/// `SlurmNodeState` reasons that only a change ends ([`NotUsable::stuck`]).
+pub const STUCK_REASONS: [&str; 2] = [REASON_INVALID_REGISTRATION, REASON_NODE_NAME_CONFLICT];
+pub const REASON_INVALID_REGISTRATION: &str = "InvalidRegistration";
+pub const REASON_NODE_NAME_CONFLICT: &str = "NodeNameConflict";
 
 /// Pods on their way out, and how many of them are ready and available.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -493,8 +509,8 @@ pub struct LeavingCounts {
     pub available: i32,
 }
 
-/// Why an available pod's node is not known to be usable: no fresh view of Slurm has shown it.
-pub const NOT_SEEN_IN_SLURM: &str = "not seen in Slurm yet (no fresh view of Slurm's nodes)";
+/// Why an available pod's node is not known to be usable: no fresh view has shown it yet.
+pub const NOT_SEEN_IN_SLURM: &str = "not seen in Slurm yet";
 pub const WAIT_NO_VIEW: &str = "no fresh, complete view of Slurm's nodes";
 pub const WAIT_JOBS: &str = "jobs still running on the node";
 pub const WAIT_FOREIGN_DRAIN: &str = "drained by someone else with jobs still running";
@@ -822,6 +838,7 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
     }
 
     // Projection onto the pods: busy label and node-state condition.
+    let mut projected = BTreeMap::new();
     if let Some(state) = view {
         for pod in &active {
             let node = state.nodes.get(&pod.name);
@@ -839,7 +856,7 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
             let (status, reason, message) = match foreign(&pod.name) {
                 Some(other) => (
                     false,
-                    "NodeNameConflict".to_owned(),
+                    REASON_NODE_NAME_CONFLICT.to_owned(),
                     format!(
                         "{}; this pod's node is not this SlurmNodeSet's",
                         Conflict::of(other)
@@ -853,10 +870,11 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
                 plan.actions.push(Action::SetNodeCondition {
                     pod: pod.name.clone(),
                     status,
-                    reason,
-                    message,
+                    reason: reason.clone(),
+                    message: message.clone(),
                 });
             }
+            projected.insert(pod.name.as_str(), (status, reason, message));
         }
     } else if input.slurm.had_view
         || input
@@ -878,6 +896,7 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
     }
 
     plan.counts = counts(&active, &victims, input, view);
+    plan.counts.not_usable = not_usable(&active, &victims, input, view.map(|_| &projected));
     plan.view = match (input.slurm.state, view) {
         (None, _) => ViewState::NoClient,
         (Some(_), None) => ViewState::Untrusted,
@@ -1092,7 +1111,12 @@ pub fn node_condition(node: Option<&Node>) -> (bool, String, String) {
         );
     };
     let s = &node.state;
-    let reason = if s.is_down() {
+    // slurmctld drains (24.11) or downs a node that registered with less than its
+    // configuration: `IDLE+DRAIN+DYNAMIC_NORM+INVALID_REG`, reason "Low RealMemory ...".
+    let invalid = s.has_flag("INVALID_REG");
+    let reason = if invalid {
+        REASON_INVALID_REGISTRATION
+    } else if s.is_down() {
         "Down"
     } else if s.is_draining() {
         "Draining"
@@ -1108,9 +1132,9 @@ pub fn node_condition(node: Option<&Node>) -> (bool, String, String) {
             _ => "Other",
         }
     };
-    let status = !s.is_down() && !s.is_not_responding();
+    let status = !s.is_down() && !s.is_not_responding() && !invalid;
     let mut message = format!("Slurm state {s}");
-    if (s.is_drain() || s.is_down())
+    if (s.is_drain() || s.is_down() || invalid)
         && let Some(r) = node.reason.as_deref().filter(|r| !r.is_empty())
     {
         message.push_str(&format!(", reason: {r}"));
@@ -1156,24 +1180,6 @@ pub fn counts(
         .copied()
         .filter(|p| leaving.contains(p.name.as_str()))
         .collect();
-    let not_usable = active
-        .iter()
-        .filter(|p| !leaving.contains(p.name.as_str()))
-        .filter(available)
-        .filter_map(|p| {
-            let (usable, message) = match view {
-                Some(state) => {
-                    let (usable, _, message) = node_condition(state.nodes.get(&p.name));
-                    (usable, message)
-                }
-                None => match &p.node_condition {
-                    Some((status, _, message)) => (status == "True", message.clone()),
-                    None => (false, NOT_SEEN_IN_SLURM.to_owned()),
-                },
-            };
-            (!usable).then(|| (p.name.clone(), message))
-        })
-        .collect();
     Counts {
         replicas: as_i32(active.len()),
         ready: as_i32(active.iter().filter(|p| p.ready).count()),
@@ -1183,7 +1189,7 @@ pub fn counts(
             ready: as_i32(gone.iter().filter(|p| p.ready).count()),
             available: as_i32(gone.iter().filter(available).count()),
         },
-        not_usable,
+        not_usable: Vec::new(),
         updated: as_i32(
             active
                 .iter()
@@ -1192,6 +1198,38 @@ pub fn counts(
         ),
         slurm,
     }
+}
+
+/// The available pods the set keeps (not in `leaving`) whose node takes no job, by their
+/// `SlurmNodeState` condition: as `projected` from a trusted view (pod name → status, reason,
+/// message), else as each pod holds it.
+fn not_usable(
+    active: &[&PodView],
+    leaving: &BTreeSet<&str>,
+    input: &Input<'_>,
+    projected: Option<&BTreeMap<&str, (bool, String, String)>>,
+) -> Vec<NotUsable> {
+    active
+        .iter()
+        .filter(|p| !leaving.contains(p.name.as_str()))
+        .filter(|p| is_available(p, input.min_ready_seconds, input.slurm.now))
+        .filter_map(|p| {
+            let (usable, reason, why) = match projected {
+                Some(projected) => projected.get(p.name.as_str()).cloned()?,
+                None => match &p.node_condition {
+                    Some((status, reason, message)) => {
+                        (status == "True", reason.clone(), message.clone())
+                    }
+                    None => (false, String::new(), NOT_SEEN_IN_SLURM.to_owned()),
+                },
+            };
+            (!usable).then(|| NotUsable {
+                pod: p.name.clone(),
+                stuck: STUCK_REASONS.contains(&reason.as_str()),
+                why,
+            })
+        })
+        .collect()
 }
 
 /// Index lookups the planner's tests and the driver share.

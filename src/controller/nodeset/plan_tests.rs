@@ -878,13 +878,17 @@ fn pods_leaving_are_counted_apart() {
 }
 
 /// A node is ready when its pod is available and Slurm runs jobs on it: the available pods the
-/// set keeps whose node is down, not responding or not registered are listed with what Slurm
-/// shows; a pod not available, or leaving, is counted elsewhere. Without a view, each pod's
-/// `SlurmNodeState` condition as last written says.
+/// set keeps whose node is down, not responding, not registered or not the set's are listed
+/// with their `SlurmNodeState` message (the one projected onto the pod), and those only a
+/// change helps (a registration slurmctld refused, a name another node holds) are stuck; a pod
+/// not available, or leaving, is counted elsewhere. Without a view, each pod's condition as
+/// last written says.
 #[test]
 fn available_pods_whose_slurm_node_takes_no_job_are_listed() {
-    let mut p = pods(5);
+    let mut p = pods(7);
     p[3].ready = false;
+    let mut foreign = idle("ns-5");
+    foreign.owner = None;
     let st = state(
         vec![
             idle("ns-0"),
@@ -896,54 +900,103 @@ fn available_pods_whose_slurm_node_takes_no_job_are_listed() {
             node("ns-2", &["IDLE", "NOT_RESPONDING"], None),
             node("ns-3", &["DOWN"], None),
             node("ns-4", &["IDLE", "DRAIN"], Some("admin: disk swap")),
+            foreign,
+            // As Slurm 24.11 shows a node that registered with less memory than it says.
+            node(
+                "ns-6",
+                &["IDLE", "DRAIN", "INVALID_REG"],
+                Some("Low RealMemory (reported:1 < 100.00% of configured:99999999)"),
+            ),
         ],
         &[],
     );
-    let names = |plan: &NodeSetPlan| -> Vec<String> {
+    let listed = |plan: &NodeSetPlan| -> Vec<(String, bool)> {
         plan.counts
             .not_usable
             .iter()
-            .map(|(pod, _)| pod.clone())
+            .map(|n| (n.pod.clone(), n.stuck))
             .collect()
     };
-    let plan = run(5, &p, Some(&st));
+    let plan = run(7, &p, Some(&st));
     // ns-3 is down too, but its pod is not ready (NotReady already says so); ns-4 is drained
     // (someone's choice), not broken.
-    assert_eq!(names(&plan), ["ns-1", "ns-2"]);
-    let (_, why) = &plan.counts.not_usable[0];
+    assert_eq!(
+        listed(&plan),
+        [
+            ("ns-1".to_owned(), true),
+            ("ns-2".to_owned(), false),
+            ("ns-5".to_owned(), true),
+            ("ns-6".to_owned(), true)
+        ]
+    );
+    // Each says what the pod's condition says.
+    for n in &plan.counts.not_usable {
+        let projected = plan.actions.iter().find_map(|a| match a {
+            Action::SetNodeCondition { pod, message, .. } if *pod == n.pod => Some(message),
+            _ => None,
+        });
+        assert_eq!(projected, Some(&n.why), "{}", n.pod);
+    }
+    let why = &plan.counts.not_usable[0].why;
     assert!(
         why.contains("DOWN") && why.contains("gres/gpu count reported lower"),
         "{why}"
     );
+    assert!(
+        plan.counts.not_usable[2]
+            .why
+            .contains("not this SlurmNodeSet's")
+    );
     // A pod that slurmd answers for but whose node Slurm has not registered.
-    let unregistered = state(vec![idle("ns-0"), idle("ns-2"), idle("ns-4")], &[]);
-    let plan = run(5, &p, Some(&unregistered));
-    assert_eq!(names(&plan), ["ns-1"]);
+    let unregistered = state(
+        vec![
+            idle("ns-0"),
+            idle("ns-2"),
+            idle("ns-4"),
+            idle("ns-5"),
+            idle("ns-6"),
+        ],
+        &[],
+    );
+    let plan = run(7, &p, Some(&unregistered));
+    assert_eq!(listed(&plan), [("ns-1".to_owned(), false)]);
     assert_eq!(
-        plan.counts.not_usable[0].1,
+        plan.counts.not_usable[0].why,
         "slurmd has not registered the node"
     );
     // Scaling in to 2: the victims (the not-ready ns-3, then the highest ordinals) are not among
     // the nodes the set keeps.
-    assert_eq!(names(&run(2, &p, Some(&st))), ["ns-1"]);
+    assert_eq!(listed(&run(2, &p, Some(&st))), [("ns-1".to_owned(), true)]);
     // All up: nothing listed.
-    let up = state((0..5).map(|i| idle(&format!("ns-{i}"))).collect(), &[]);
-    assert!(run(5, &p, Some(&up)).counts.not_usable.is_empty());
+    let up = state((0..7).map(|i| idle(&format!("ns-{i}"))).collect(), &[]);
+    assert!(run(7, &p, Some(&up)).counts.not_usable.is_empty());
 
     // No view: the pods' conditions as last written; none written: not known to be usable.
-    let condition = |status: &str, message: &str| {
-        Some((status.to_owned(), "Reason".to_owned(), message.to_owned()))
+    let condition = |status: &str, reason: &str, message: &str| {
+        Some((status.to_owned(), reason.to_owned(), message.to_owned()))
     };
-    p[0].node_condition = condition("True", "Slurm state IDLE");
-    p[1].node_condition = condition("False", "Slurm state DOWN, reason: x");
+    p[0].node_condition = condition("True", "Idle", "Slurm state IDLE");
+    p[1].node_condition = condition(
+        "False",
+        "InvalidRegistration",
+        "Slurm state DOWN+INVALID_REG",
+    );
     p[2].node_condition = None;
-    p[4].node_condition = condition("True", "Slurm state IDLE");
-    let plan = run(5, &p, None);
+    p[4].node_condition = condition("True", "Idle", "Slurm state IDLE");
+    p[5].node_condition = condition("False", "Down", "Slurm state DOWN, reason: x");
+    p[6].node_condition = condition("True", "Idle", "Slurm state IDLE");
+    let plan = run(7, &p, None);
+    let not_usable = |pod: &str, why: &str, stuck: bool| NotUsable {
+        pod: pod.into(),
+        why: why.into(),
+        stuck,
+    };
     assert_eq!(
         plan.counts.not_usable,
         [
-            ("ns-1".to_owned(), "Slurm state DOWN, reason: x".to_owned()),
-            ("ns-2".to_owned(), NOT_SEEN_IN_SLURM.to_owned()),
+            not_usable("ns-1", "Slurm state DOWN+INVALID_REG", true),
+            not_usable("ns-2", NOT_SEEN_IN_SLURM, false),
+            not_usable("ns-5", "Slurm state DOWN, reason: x", false),
         ]
     );
 }
@@ -1272,10 +1325,11 @@ fn status_counts_and_projection() {
             }),
             leaving: LeavingCounts::default(),
             // ns-4 is down but its pod is not ready; ns-5's pod is, and Slurm has no node for it.
-            not_usable: vec![(
-                "ns-5".to_owned(),
-                "slurmd has not registered the node".to_owned()
-            )],
+            not_usable: vec![NotUsable {
+                pod: "ns-5".to_owned(),
+                why: "slurmd has not registered the node".to_owned(),
+                stuck: false,
+            }],
         }
     );
     let busy: Vec<_> = plan

@@ -1057,8 +1057,10 @@ fn ready_counts_pods_leaving_apart() {
     assert_eq!(status.available_replicas, 3, "the pods that exist");
 }
 
-/// Every pod available but a node Slurm runs nothing on (down, here): the set is not `Ready`,
-/// with its own reason and the node's Slurm state, and kstatus calls it work in progress.
+/// Every pod available but a node Slurm runs nothing on: the set is not `Ready`, with its own
+/// reason and the node's Slurm state. kstatus calls a node down work in progress, and one
+/// whose registration slurmctld refused stalled (only a change of the set or of slurm.conf
+/// helps).
 #[test]
 fn ready_needs_slurm_to_run_jobs_on_the_nodes() {
     let set = nodeset(3);
@@ -1068,12 +1070,18 @@ fn ready_needs_slurm_to_run_jobs_on_the_nodes() {
         available: 3,
         ..plan::Counts::default()
     };
+    let not_usable = |pod: &str, why: &str, stuck: bool| plan::NotUsable {
+        pod: pod.into(),
+        why: why.into(),
+        stuck,
+    };
     let down = plan::NodeSetPlan {
         view: ViewState::Trusted,
         counts: plan::Counts {
-            not_usable: vec![(
-                "cpu-2".into(),
-                "Slurm state DOWN+INVALID_REG, reason: gres/gpu count reported lower".into(),
+            not_usable: vec![not_usable(
+                "cpu-2",
+                "Slurm state DOWN, reason: Not responding",
+                false,
             )],
             ..counts.clone()
         },
@@ -1091,19 +1099,56 @@ fn ready_needs_slurm_to_run_jobs_on_the_nodes() {
             "False",
             REASON_SLURM_NODES_NOT_USABLE,
             "2 of 3 nodes ready (1 more running but taking no job in Slurm: cpu-2: Slurm state \
-             DOWN+INVALID_REG, reason: gres/gpu count reported lower)"
+             DOWN, reason: Not responding)"
         )
     );
     // The pods' own numbers stay the pods' (the scale subresource and an HPA read them).
     assert_eq!((status.ready_replicas, status.available_replicas), (3, 3));
-    let reconciling = condition::find(&status.conditions, condition::RECONCILING).unwrap();
-    assert_eq!(reconciling.reason, REASON_SLURM_NODES_NOT_USABLE);
-    // A pod not ready as well: the general reason; many nodes: the first ten, and how many more.
+    let kstatus = |status: &SlurmNodeSetStatus| {
+        [condition::STALLED, condition::RECONCILING].map(|t| {
+            condition::find(&status.conditions, t).map(|c| (c.reason.clone(), c.message.clone()))
+        })
+    };
+    assert_eq!(
+        kstatus(&status),
+        [
+            None,
+            Some((REASON_SLURM_NODES_NOT_USABLE.into(), ready.message.clone()))
+        ]
+    );
+    // A registration slurmctld refused: stalled, saying which.
+    let refused = plan::NodeSetPlan {
+        counts: plan::Counts {
+            not_usable: vec![not_usable(
+                "cpu-2",
+                "Slurm state DOWN+INVALID_REG, reason: gres/gpu count reported lower",
+                true,
+            )],
+            ..counts.clone()
+        },
+        ..down.clone()
+    };
+    let status = desired_status(&set, &refused, "cpu", None);
+    let ready = condition::find(&status.conditions, condition::READY).unwrap();
+    assert_eq!(
+        kstatus(&status),
+        [
+            Some((REASON_SLURM_NODES_NOT_USABLE.into(), ready.message.clone())),
+            None
+        ]
+    );
+    assert!(ready.message.contains("INVALID_REG"), "{}", ready.message);
+    // A pod not ready as well: the general reason. Many nodes: the first 20, and how many more.
+    let set = nodeset(30);
     let many = plan::NodeSetPlan {
         counts: plan::Counts {
-            available: 2,
-            not_usable: (0..12).map(|i| (format!("cpu-{i}"), "x".into())).collect(),
-            ..counts.clone()
+            replicas: 30,
+            ready: 29,
+            available: 29,
+            not_usable: (0..25)
+                .map(|i| not_usable(&format!("cpu-{i}"), "x", false))
+                .collect(),
+            ..plan::Counts::default()
         },
         ..down.clone()
     };
@@ -1114,18 +1159,22 @@ fn ready_needs_slurm_to_run_jobs_on_the_nodes() {
         .unwrap();
     assert_eq!(ready.reason, "NotReady");
     assert!(
-        ready.message.contains("cpu-9: x; 2 more)"),
+        ready.message.starts_with(
+            "4 of 30 nodes ready (25 more running but taking no job in Slurm: cpu-0: x;"
+        ),
         "{}",
         ready.message
     );
-    assert!(!ready.message.contains("cpu-10"), "{}", ready.message);
+    assert!(
+        ready.message.ends_with("cpu-19: x; 5 more)"),
+        "{}",
+        ready.message
+    );
     // Slurm runs jobs on all of them: ready.
+    let set = nodeset(3);
     let up = plan::NodeSetPlan { counts, ..down };
-    let ready = desired_status(&set, &up, "cpu", None)
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == condition::READY)
-        .unwrap();
+    let status = desired_status(&set, &up, "cpu", None);
+    let ready = condition::find(&status.conditions, condition::READY).unwrap();
     assert_eq!(
         (
             ready.status.as_str(),
@@ -1134,6 +1183,7 @@ fn ready_needs_slurm_to_run_jobs_on_the_nodes() {
         ),
         ("True", "AllReady", "3 of 3 nodes ready")
     );
+    assert_eq!(kstatus(&status), [None, None]);
 }
 
 fn refused(message: &str) -> Response<Body> {
