@@ -1179,8 +1179,9 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         };
     }
     // What only the search can show: its line, not the index's wait (a failed cancel is told
-    // as such). Said in the status (written once: the condition does not change while it
-    // waits), then woken when a search ends rather than retried.
+    // as such); woken when a search ends rather than retried. Said in the status unless a wait
+    // for the index (whose message names this search) is said already: a search that left it
+    // unresolved, then the line again, must not trade one for the other at every turn.
     if let (
         Some(busy),
         CleanupPlan::Wait {
@@ -1189,8 +1190,17 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
         },
     ) = (&search_busy, &decision)
     {
-        tell_blocked(job, &Blocker::SearchBusy, *release_at, uncancelled, ctx).await?;
-        return Err(data.busy_on(busy, job));
+        let waiting = data.busy_on(busy, job);
+        let said = condition::find(&status.conditions, DELETION_BLOCKED).is_some_and(|c| {
+            c.status == "True"
+                && [Blocker::IndexNotSynced, Blocker::SearchBusy]
+                    .iter()
+                    .any(|b| c.reason == b.reason())
+        });
+        if !said {
+            tell_blocked(job, &Blocker::SearchBusy, *release_at, uncancelled, ctx).await?;
+        }
+        return Err(waiting);
     }
     match decision {
         CleanupPlan::Release => {}

@@ -1997,6 +1997,12 @@ fn a_blocker_says_what_it_waits_for() {
             .contains("\"main\" is not connected")
     );
     assert_eq!(Blocker::IndexNotSynced.reason(), "WaitingForSlurmIndex");
+    assert_eq!(Blocker::SearchBusy.reason(), "WaitingForAccountingSearch");
+    assert!(
+        Blocker::SearchBusy
+            .describe("main")
+            .contains("\"main\"'s accounting")
+    );
     let failed = Blocker::CancelFailed {
         job_id: 7,
         reason: "Unreachable",
