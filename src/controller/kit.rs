@@ -431,12 +431,17 @@ where
 /// The first `max` of `names`, joined, and how many more there are (`a, b and 3 more`): what a
 /// condition, Event or log line names of a long list.
 pub fn name_some(names: &[String], max: usize) -> String {
+    name_some_with(names, max, ", ")
+}
+
+/// [`name_some`] with another separator (`"; "` for items that hold commas).
+pub fn name_some_with(names: &[String], max: usize, separator: &str) -> String {
     let named = names
         .iter()
         .take(max)
         .map(String::as_str)
         .collect::<Vec<_>>()
-        .join(", ");
+        .join(separator);
     match names.len().saturating_sub(max) {
         0 => named,
         more => format!("{named} and {more} more"),

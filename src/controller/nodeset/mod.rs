@@ -1528,16 +1528,10 @@ pub fn desired_status(
     }
 }
 
-/// At most 20 of `items`, joined with "; ", then how many more there are: a condition's message
+/// At most 20 of `items`, joined with "; ", and how many more there are: a condition's message
 /// stays short with thousands of nodes.
-fn listed(items: impl ExactSizeIterator<Item = String>) -> String {
-    const LISTED: usize = 20;
-    let total = items.len();
-    let mut list: Vec<String> = items.take(LISTED).collect();
-    if total > LISTED {
-        list.push(format!("{} more", total - LISTED));
-    }
-    list.join("; ")
+fn listed(items: impl Iterator<Item = String>) -> String {
+    kit::name_some_with(&items.collect::<Vec<_>>(), 20, "; ")
 }
 
 /// kstatus, from the conditions above: `Stalled=True` while registered nodes miss a listed

@@ -479,9 +479,10 @@ pub struct Counts {
     /// set keeps.
     pub leaving: LeavingCounts,
     /// Of the available pods the set keeps, those whose Slurm node takes no job (down, not
-    /// responding, not registered, its name another's), by pod name: the `SlurmNodeState`
-    /// condition projected from a trusted view; without one, each pod's as last written (none
-    /// written yet: not known to be usable).
+    /// responding, its registration refused (`INVALID_REG`), not registered, its name
+    /// another's), by pod name: the `SlurmNodeState` condition projected from a trusted view;
+    /// without one, each pod's as last written (none written yet: not known to be usable). A
+    /// drained node (an admin's, slurmctld's, a cordon's) still counts as usable.
     pub not_usable: Vec<NotUsable>,
 }
 
@@ -492,7 +493,8 @@ pub struct NotUsable {
     /// What Slurm shows: the `SlurmNodeState` condition's message.
     pub why: String,
     /// Only a change helps: slurmctld refused the node's registration (`INVALID_REG`: slurmd
-    /// reports less than `spec.slurm` says), or a node not the set's holds its name.
+    /// reports less than `spec.slurm` says), or a node not the set's holds its name; and the
+    /// pod is of the current template (an outdated one is being replaced, maybe by the fix).
     pub stuck: bool,
 }
 
@@ -1225,7 +1227,8 @@ fn not_usable(
             };
             (!usable).then(|| NotUsable {
                 pod: p.name.clone(),
-                stuck: STUCK_REASONS.contains(&reason.as_str()),
+                stuck: STUCK_REASONS.contains(&reason.as_str())
+                    && p.template_hash.as_deref() == Some(input.template_hash),
                 why,
             })
         })

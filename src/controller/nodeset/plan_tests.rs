@@ -942,6 +942,28 @@ fn available_pods_whose_slurm_node_takes_no_job_are_listed() {
         why.contains("DOWN") && why.contains("gres/gpu count reported lower"),
         "{why}"
     );
+    // A pod of an older template is being replaced (perhaps by the fix): not stuck.
+    let mut outdated = p.clone();
+    outdated[6].template_hash = Some("old".into());
+    let plan = run_with(
+        7,
+        &outdated,
+        Some(&st),
+        &UpdateStrategy {
+            type_: UpdateStrategyType::OnDelete,
+            rolling_update: None,
+        },
+        None,
+    );
+    assert_eq!(
+        listed(&plan),
+        [
+            ("ns-1".to_owned(), true),
+            ("ns-2".to_owned(), false),
+            ("ns-5".to_owned(), true),
+            ("ns-6".to_owned(), false)
+        ]
+    );
     assert!(
         plan.counts.not_usable[2]
             .why

@@ -1181,7 +1181,8 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     // What only the search can show: its line, not the index's wait (a failed cancel is told
     // as such); woken when a search ends rather than retried. Said in the status unless a wait
     // for the index (whose message names this search) is said already: a search that left it
-    // unresolved, then the line again, must not trade one for the other at every turn.
+    // unresolved, then the line again, must not trade one for the other at every turn. Said
+    // again (a write only if its message changed: the deadline after a takeover) otherwise.
     if let (
         Some(busy),
         CleanupPlan::Wait {
@@ -1191,12 +1192,8 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     ) = (&search_busy, &decision)
     {
         let waiting = data.busy_on(busy, job);
-        let said = condition::find(&status.conditions, DELETION_BLOCKED).is_some_and(|c| {
-            c.status == "True"
-                && [Blocker::IndexNotSynced, Blocker::SearchBusy]
-                    .iter()
-                    .any(|b| c.reason == b.reason())
-        });
+        let said = condition::find(&status.conditions, DELETION_BLOCKED)
+            .is_some_and(|c| c.status == "True" && c.reason == Blocker::IndexNotSynced.reason());
         if !said {
             tell_blocked(job, &Blocker::SearchBusy, *release_at, uncancelled, ctx).await?;
         }
