@@ -277,6 +277,23 @@ impl World<'_> {
         job_id
     }
 
+    /// Scale to 0 and step until the set has no pod and Slurm no record of `node`.
+    async fn scale_to_zero(&mut self, node: &str, timeout: Duration) {
+        self.until(0, "the set's node removed", timeout, |w, _| {
+            w.pods.is_empty() && !w.index.borrow().nodes.contains_key(node)
+        })
+        .await;
+    }
+
+    /// Nothing carried out so far deleted a pod or a node record.
+    fn assert_nothing_destructive(&self) {
+        assert!(
+            !self.log.iter().any(Action::is_destructive),
+            "nothing deleted: {:?}",
+            self.log
+        );
+    }
+
     fn name(&self, ordinal: u32) -> String {
         pods::pod_name(&self.prefix, ordinal)
     }
@@ -557,11 +574,7 @@ async fn a_cordoned_hosts_node_starts_no_new_job_until_uncordoned() {
         "no new job starts on the cordoned host's node"
     );
     assert_eq!(world.pod_names(), std::slice::from_ref(&n0));
-    assert!(
-        !world.log.iter().any(Action::is_destructive),
-        "nothing deleted: {:?}",
-        world.log
-    );
+    world.assert_nothing_destructive();
 
     // Uncordoned: resumed, and the waiting job runs there.
     world.pods.get_mut(&n0).unwrap().host = Host::Open;
@@ -586,14 +599,7 @@ async fn a_cordoned_hosts_node_starts_no_new_job_until_uncordoned() {
     )
     .await;
 
-    world
-        .until(
-            0,
-            "the set's node removed",
-            Duration::from_secs(60),
-            |w, _| w.pods.is_empty() && !w.index.borrow().nodes.contains_key(&n0),
-        )
-        .await;
+    world.scale_to_zero(&n0, Duration::from_secs(60)).await;
 }
 
 /// A node Slurm sets DOWN while its pod stays ready (slurmd answering) is listed as taking no
@@ -652,19 +658,8 @@ async fn a_node_slurm_sets_down_is_not_ready_until_it_is_back() {
             |_, plan| plan.counts.available == 1 && plan.counts.not_usable.is_empty(),
         )
         .await;
-    assert!(
-        !world.log.iter().any(Action::is_destructive),
-        "nothing deleted: {:?}",
-        world.log
-    );
-    world
-        .until(
-            0,
-            "the set's node removed",
-            Duration::from_secs(60),
-            |w, _| w.pods.is_empty() && !w.index.borrow().nodes.contains_key(&n0),
-        )
-        .await;
+    world.assert_nothing_destructive();
+    world.scale_to_zero(&n0, Duration::from_secs(60)).await;
 }
 
 /// A node whose registration slurmctld refuses (its slurmd says it has less memory than the
@@ -699,19 +694,8 @@ async fn a_node_whose_registration_slurmctld_refuses_is_stuck() {
         node.why.contains("INVALID_REG") && node.why.contains("RealMemory"),
         "Slurm's state and reason: {node:?}"
     );
-    assert!(
-        !world.log.iter().any(Action::is_destructive),
-        "nothing deleted: {:?}",
-        world.log
-    );
-    world
-        .until(
-            0,
-            "the set's node removed",
-            Duration::from_secs(60),
-            |w, _| w.pods.is_empty() && !w.index.borrow().nodes.contains_key(&n0),
-        )
-        .await;
+    world.assert_nothing_destructive();
+    world.scale_to_zero(&n0, Duration::from_secs(60)).await;
 }
 
 /// Scale-in storm (issue 7): 5 → 1 → 5, three times, each time with jobs running on three of the
@@ -1025,14 +1009,8 @@ async fn a_node_that_is_not_the_sets_is_neither_taken_nor_drained() {
         conflicts[0].to_string(),
         format!("{squatter} is a dynamic node with no owner record")
     );
-    world
-        .until(
-            0,
-            "the set's node removed",
-            Duration::from_secs(90),
-            |w, _| w.pods.is_empty() && !w.index.borrow().nodes.contains_key(&w.name(1)),
-        )
-        .await;
+    let removed = world.name(1);
+    world.scale_to_zero(&removed, Duration::from_secs(90)).await;
     let record = client.node(&squatter).await.unwrap();
     assert!(!record.state.is_drain(), "{:?}", record.state);
     assert_eq!(record.owner, None);
@@ -1187,14 +1165,7 @@ async fn slurm_is_asked_again_before_a_drain_a_resume_or_a_delete_of_an_unseen_n
     );
 
     // Scale in: the admin's FAIL closes the idle node like a drain; it goes undrained by us.
-    world
-        .until(
-            0,
-            "the set's node removed",
-            Duration::from_secs(90),
-            |w, _| w.pods.is_empty() && !w.index.borrow().nodes.contains_key(&node),
-        )
-        .await;
+    world.scale_to_zero(&node, Duration::from_secs(90)).await;
     let ours: Vec<&Action> = actions_on(&world.log, std::slice::from_ref(&node))
         .into_iter()
         .filter(|a| matches!(a, Action::Drain { .. } | Action::Resume { .. }))
@@ -1349,14 +1320,7 @@ async fn a_delete_planned_on_a_stale_drained_view_waits_while_a_job_runs() {
     );
 
     // With fresh views: drained, the job ends by itself, then the pod and the record go.
-    world
-        .until(
-            0,
-            "the set's node removed",
-            Duration::from_secs(90),
-            |w, _| w.pods.is_empty() && !w.index.borrow().nodes.contains_key(&node),
-        )
-        .await;
+    world.scale_to_zero(&node, Duration::from_secs(90)).await;
     assert_eq!(
         final_job_state(&client, job_id).await,
         JobBaseState::Completed,

@@ -431,21 +431,29 @@ where
 /// The first `max` of `names`, joined, and how many more there are (`a, b and 3 more`): what a
 /// condition, Event or log line names of a long list.
 pub fn name_some(names: &[String], max: usize) -> String {
-    name_some_with(names, max, ", ")
+    match first_of(names, max, ", ") {
+        (named, 0) => named,
+        (named, more) => format!("{named} and {more} more"),
+    }
 }
 
-/// [`name_some`] with another separator (`"; "` for items that hold commas).
-pub fn name_some_with(names: &[String], max: usize, separator: &str) -> String {
-    let named = names
+/// [`name_some`] for items that hold commas themselves (`pod: why`): `a; b; and 3 more`.
+pub fn list_some(items: &[String], max: usize) -> String {
+    match first_of(items, max, "; ") {
+        (listed, 0) => listed,
+        (listed, more) => format!("{listed}; and {more} more"),
+    }
+}
+
+/// The first `max` of `items` joined with `separator`, and how many are left out.
+fn first_of(items: &[String], max: usize, separator: &str) -> (String, usize) {
+    let joined = items
         .iter()
         .take(max)
         .map(String::as_str)
         .collect::<Vec<_>>()
         .join(separator);
-    match names.len().saturating_sub(max) {
-        0 => named,
-        more => format!("{named} and {more} more"),
-    }
+    (joined, items.len().saturating_sub(max))
 }
 
 /// When a blocked deletion (a finalizer waiting for Slurm) lets go anyway: `deadline` after

@@ -1528,10 +1528,10 @@ pub fn desired_status(
     }
 }
 
-/// At most 20 of `items`, joined with "; ", and how many more there are: a condition's message
-/// stays short with thousands of nodes.
+/// At most 20 of `items` and how many more there are: a condition's message stays short with
+/// thousands of nodes.
 fn listed(items: impl Iterator<Item = String>) -> String {
-    kit::name_some_with(&items.collect::<Vec<_>>(), 20, "; ")
+    kit::list_some(&items.collect::<Vec<_>>(), 20)
 }
 
 /// kstatus, from the conditions above: `Stalled=True` while registered nodes miss a listed

@@ -492,14 +492,13 @@ pub struct NotUsable {
     pub pod: String,
     /// What Slurm shows: the `SlurmNodeState` condition's message.
     pub why: String,
-    /// Only a change helps: slurmctld refused the node's registration (`INVALID_REG`: slurmd
-    /// reports less than `spec.slurm` says), or a node not the set's holds its name; and the
-    /// pod is of the current template (an outdated one is being replaced, maybe by the fix).
+    /// Only a change helps: a node not the set's holds its name, or slurmctld refused the
+    /// node's registration (`INVALID_REG`: slurmd reports less than `spec.slurm` says) and no
+    /// rolling update is replacing the pod (a pod of an older template under `RollingUpdate`
+    /// is, perhaps by the fix).
     pub stuck: bool,
 }
 
-/// `SlurmNodeState` reasons that only a change ends ([`NotUsable::stuck`]).
-pub const STUCK_REASONS: [&str; 2] = [REASON_INVALID_REGISTRATION, REASON_NODE_NAME_CONFLICT];
 pub const REASON_INVALID_REGISTRATION: &str = "InvalidRegistration";
 pub const REASON_NODE_NAME_CONFLICT: &str = "NodeNameConflict";
 
@@ -1225,10 +1224,12 @@ fn not_usable(
                     None => (false, String::new(), NOT_SEEN_IN_SLURM.to_owned()),
                 },
             };
+            let replaced = input.strategy.type_ == UpdateStrategyType::RollingUpdate
+                && p.template_hash.as_deref() != Some(input.template_hash);
             (!usable).then(|| NotUsable {
                 pod: p.name.clone(),
-                stuck: STUCK_REASONS.contains(&reason.as_str())
-                    && p.template_hash.as_deref() == Some(input.template_hash),
+                stuck: reason == REASON_NODE_NAME_CONFLICT
+                    || (reason == REASON_INVALID_REGISTRATION && !replaced),
                 why,
             })
         })

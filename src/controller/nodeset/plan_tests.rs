@@ -942,27 +942,30 @@ fn available_pods_whose_slurm_node_takes_no_job_are_listed() {
         why.contains("DOWN") && why.contains("gres/gpu count reported lower"),
         "{why}"
     );
-    // A pod of an older template is being replaced (perhaps by the fix): not stuck.
+    // A refused pod of an older template: a rolling update replaces it (perhaps with the fix),
+    // so it is not stuck; under OnDelete nothing replaces it, so it is. A name another node
+    // holds stays stuck either way (the replacement takes the same name).
     let mut outdated = p.clone();
+    outdated[5].template_hash = Some("old".into());
     outdated[6].template_hash = Some("old".into());
-    let plan = run_with(
-        7,
-        &outdated,
-        Some(&st),
-        &UpdateStrategy {
-            type_: UpdateStrategyType::OnDelete,
+    let stuck = |strategy: UpdateStrategyType| -> Vec<(String, bool)> {
+        let strategy = UpdateStrategy {
+            type_: strategy,
             rolling_update: None,
-        },
-        None,
+        };
+        let plan = run_with(7, &outdated, Some(&st), &strategy, None);
+        listed(&plan)
+            .into_iter()
+            .filter(|(pod, _)| ["ns-5", "ns-6"].contains(&pod.as_str()))
+            .collect()
+    };
+    assert_eq!(
+        stuck(UpdateStrategyType::OnDelete),
+        [("ns-5".to_owned(), true), ("ns-6".to_owned(), true)]
     );
     assert_eq!(
-        listed(&plan),
-        [
-            ("ns-1".to_owned(), true),
-            ("ns-2".to_owned(), false),
-            ("ns-5".to_owned(), true),
-            ("ns-6".to_owned(), false)
-        ]
+        stuck(UpdateStrategyType::RollingUpdate),
+        [("ns-5".to_owned(), true), ("ns-6".to_owned(), false)]
     );
     assert!(
         plan.counts.not_usable[2]

@@ -1166,7 +1166,7 @@ fn ready_needs_slurm_to_run_jobs_on_the_nodes() {
         ready.message
     );
     assert!(
-        ready.message.ends_with("cpu-19: x and 5 more)"),
+        ready.message.ends_with("cpu-19: x; and 5 more)"),
         "{}",
         ready.message
     );
