@@ -12,7 +12,8 @@
 //! A delete planned on a view that showed the node drained does not go once slurmctld, asked
 //! just before, shows it resumed and running a job. A node slurmctld sets DOWN while its pod
 //! stays ready is listed as taking no job (the set is not `Ready`) until it is resumed; one whose
-//! registration slurmctld refuses (`INVALID_REG`) is listed as stuck.
+//! registration slurmctld refuses (`INVALID_REG`) is listed as stuck; a scale-in takes such a
+//! node before a sound one.
 //!
 //! Node ownership (issue 14): two sets of one name in two namespaces get distinct nodes, each
 //! registered with its owner record (`slurmd --extra`, as the pods' slurmd is started), and
@@ -660,6 +661,57 @@ async fn a_node_slurm_sets_down_is_not_ready_until_it_is_back() {
         .await;
     world.assert_nothing_destructive();
     world.scale_to_zero(&n0, Duration::from_secs(60)).await;
+}
+
+/// Scale-in takes a node Slurm runs nothing on (here one whose registration slurmctld refused:
+/// it stays so, where a node set DOWN may come back at its next registration) before a sound
+/// one, though by ordinal the sound one would go first (the highest): its pod is deleted, the
+/// sound node keeps its pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_in_removes_a_node_slurm_runs_nothing_on_first() {
+    let slurm = require_slurm!();
+    let (mut world, _poller) = World::new(&slurm);
+    let (n0, n1) = (world.name(0), world.name(1));
+    let sound = world.conf.clone();
+    world.conf = format!(
+        "Features={} CPUs=1 RealMemory=99999999 Weight=1000",
+        world.set
+    );
+    world
+        .until(
+            1,
+            "the first node refused",
+            Duration::from_secs(60),
+            |_, plan| plan.counts.not_usable.iter().any(|n| n.pod == n0),
+        )
+        .await;
+    world.conf = sound;
+    world
+        .until(
+            2,
+            "the second node usable",
+            Duration::from_secs(90),
+            |w, plan| {
+                w.pods.len() == 2
+                    && plan.counts.available == 2
+                    && plan.counts.not_usable.iter().all(|n| n.pod != n1)
+            },
+        )
+        .await;
+    world
+        .until(
+            1,
+            "the refused node's pod gone",
+            Duration::from_secs(60),
+            |w, _| !w.pods.contains_key(&n0),
+        )
+        .await;
+    assert_eq!(
+        world.pod_names(),
+        std::slice::from_ref(&n1),
+        "the sound node stays"
+    );
+    world.scale_to_zero(&n1, Duration::from_secs(60)).await;
 }
 
 /// A node whose registration slurmctld refuses (its slurmd says it has less memory than the

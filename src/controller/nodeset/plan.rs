@@ -581,10 +581,17 @@ pub fn ordinal_of(name: &str, pod: &str) -> Option<u32> {
     rest.parse().ok()
 }
 
-/// Victim order (first = removed first): unscheduled, not ready, already being drained by us,
-/// lowest deletion cost, Slurm-idle or already drained before busy, earliest job deadline,
-/// highest ordinal.
+/// Victim order (first = removed first): unscheduled, not ready, registered but taking no job
+/// in Slurm, already being drained by us, lowest deletion cost, Slurm-idle or already drained
+/// before busy, earliest job deadline, highest ordinal.
 fn victim_order(a: &PodView, b: &PodView, state: Option<&ClusterState>) -> Ordering {
+    // A node Slurm shows down, not responding or refused. Not one it does not show (yet: a
+    // new pod's slurmd registers any moment), nor any without a view: the other keys decide.
+    let usable = |p: &PodView| {
+        state
+            .and_then(|s| s.nodes.get(&p.name))
+            .is_none_or(|n| takes_jobs(Some(n)))
+    };
     let busy = |p: &PodView| match state {
         // Without a view, assume busy: the order then falls back to the other keys.
         None => true,
@@ -601,7 +608,8 @@ fn victim_order(a: &PodView, b: &PodView, state: Option<&ClusterState>) -> Order
             })
     };
     // Once we started draining a node it stays first in line (after pods that never ran or are
-    // not ready: a slurmd not serving goes first, as a ReplicaSet removes unready pods first):
+    // not ready, and nodes Slurm runs nothing on: a node not serving goes first, as a
+    // ReplicaSet removes unready pods first):
     // resuming it to drain another would waste the wait and flip-flop as jobs come and go. Not
     // a drain for a cordon: that pod is not leaving through the set, and a busy one would hold
     // a scale-in up where an idle pod could go at once.
@@ -614,6 +622,7 @@ fn victim_order(a: &PodView, b: &PodView, state: Option<&ClusterState>) -> Order
     a.scheduled
         .cmp(&b.scheduled)
         .then(a.ready.cmp(&b.ready))
+        .then(usable(a).cmp(&usable(b)))
         .then(ours(b).cmp(&ours(a)))
         .then(a.deletion_cost.cmp(&b.deletion_cost))
         .then(busy(a).cmp(&busy(b)))
@@ -1102,6 +1111,16 @@ fn stay(plan: &mut NodeSetPlan, pod: &PodView, view: Option<&ClusterState>) {
     }
 }
 
+/// Whether Slurm may run jobs on `node` (registered, not down, not responding, its registration
+/// not refused); a drain does not count: the node is sound, someone chose to close it. The
+/// status of the `SlurmNodeState` condition.
+fn takes_jobs(node: Option<&Node>) -> bool {
+    node.is_some_and(|n| {
+        let s = &n.state;
+        !s.is_down() && !s.is_not_responding() && !s.has_flag("INVALID_REG")
+    })
+}
+
 /// The `SlurmNodeState` condition of a pod whose node is `node`: (status, reason, message).
 pub fn node_condition(node: Option<&Node>) -> (bool, String, String) {
     let Some(node) = node else {
@@ -1133,7 +1152,7 @@ pub fn node_condition(node: Option<&Node>) -> (bool, String, String) {
             _ => "Other",
         }
     };
-    let status = !s.is_down() && !s.is_not_responding() && !invalid;
+    let status = takes_jobs(Some(node));
     let mut message = format!("Slurm state {s}");
     if (s.is_drain() || s.is_down() || invalid)
         && let Some(r) = node.reason.as_deref().filter(|r| !r.is_empty())
