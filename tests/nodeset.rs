@@ -663,12 +663,12 @@ async fn a_node_slurm_sets_down_is_not_ready_until_it_is_back() {
     world.scale_to_zero(&n0, Duration::from_secs(60)).await;
 }
 
-/// Scale-in takes a node Slurm runs nothing on (here one whose registration slurmctld refused:
-/// it stays so, where a node set DOWN may come back at its next registration) before a sound
-/// one, though by ordinal the sound one would go first (the highest): its pod is deleted, the
-/// sound node keeps its pod.
+/// Scale-in takes a broken node (here one whose registration slurmctld refused: it stays so,
+/// where a node set DOWN may come back at its next registration) before a sound one, though by
+/// ordinal the sound one would go first (the highest): its pod is deleted, the sound node keeps
+/// its pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_scale_in_removes_a_node_slurm_runs_nothing_on_first() {
+async fn a_scale_in_removes_a_broken_node_first() {
     let slurm = require_slurm!();
     let (mut world, _poller) = World::new(&slurm);
     let (n0, n1) = (world.name(0), world.name(1));
@@ -682,7 +682,12 @@ async fn a_scale_in_removes_a_node_slurm_runs_nothing_on_first() {
             1,
             "the first node refused",
             Duration::from_secs(60),
-            |_, plan| plan.counts.not_usable.iter().any(|n| n.pod == n0),
+            |_, plan| {
+                plan.counts
+                    .not_usable
+                    .iter()
+                    .any(|n| n.pod == n0 && n.stuck)
+            },
         )
         .await;
     world.conf = sound;

@@ -581,16 +581,17 @@ pub fn ordinal_of(name: &str, pod: &str) -> Option<u32> {
     rest.parse().ok()
 }
 
-/// Victim order (first = removed first): unscheduled, not ready, registered but taking no job
-/// in Slurm, already being drained by us, lowest deletion cost, Slurm-idle or already drained
-/// before busy, earliest job deadline, highest ordinal.
+/// Victim order (first = removed first): unscheduled, not ready, already being drained by us,
+/// broken in Slurm (down or its registration refused, and idle), lowest deletion cost,
+/// Slurm-idle or already drained before busy, earliest job deadline, highest ordinal.
 fn victim_order(a: &PodView, b: &PodView, state: Option<&ClusterState>) -> Ordering {
-    // A node Slurm shows down, not responding or refused. Not one it does not show (yet: a
-    // new pod's slurmd registers any moment), nor any without a view: the other keys decide.
-    let usable = |p: &PodView| {
-        state
-            .and_then(|s| s.nodes.get(&p.name))
-            .is_none_or(|n| takes_jobs(Some(n)))
+    // States that last until someone acts, on a node that runs nothing: not NOT_RESPONDING (a
+    // missed ping; its jobs may run on), not a node Slurm does not show (yet: a new pod's slurmd
+    // registers any moment), nothing without a view.
+    let broken = |p: &PodView| {
+        state.and_then(|s| s.nodes.get(&p.name)).is_some_and(|n| {
+            (n.state.is_down() || n.state.has_flag(INVALID_REG)) && !n.state.is_busy()
+        })
     };
     let busy = |p: &PodView| match state {
         // Without a view, assume busy: the order then falls back to the other keys.
@@ -608,8 +609,7 @@ fn victim_order(a: &PodView, b: &PodView, state: Option<&ClusterState>) -> Order
             })
     };
     // Once we started draining a node it stays first in line (after pods that never ran or are
-    // not ready, and nodes Slurm runs nothing on: a node not serving goes first, as a
-    // ReplicaSet removes unready pods first):
+    // not ready: a slurmd not serving goes first, as a ReplicaSet removes unready pods first):
     // resuming it to drain another would waste the wait and flip-flop as jobs come and go. Not
     // a drain for a cordon: that pod is not leaving through the set, and a busy one would hold
     // a scale-in up where an idle pod could go at once.
@@ -622,8 +622,8 @@ fn victim_order(a: &PodView, b: &PodView, state: Option<&ClusterState>) -> Order
     a.scheduled
         .cmp(&b.scheduled)
         .then(a.ready.cmp(&b.ready))
-        .then(usable(a).cmp(&usable(b)))
         .then(ours(b).cmp(&ours(a)))
+        .then(broken(b).cmp(&broken(a)))
         .then(a.deletion_cost.cmp(&b.deletion_cost))
         .then(busy(a).cmp(&busy(b)))
         .then(deadline(a).cmp(&deadline(b)))
@@ -1114,12 +1114,13 @@ fn stay(plan: &mut NodeSetPlan, pod: &PodView, view: Option<&ClusterState>) {
 /// Whether Slurm may run jobs on `node` (registered, not down, not responding, its registration
 /// not refused); a drain does not count: the node is sound, someone chose to close it. The
 /// status of the `SlurmNodeState` condition.
-fn takes_jobs(node: Option<&Node>) -> bool {
-    node.is_some_and(|n| {
-        let s = &n.state;
-        !s.is_down() && !s.is_not_responding() && !s.has_flag("INVALID_REG")
-    })
+fn takes_jobs(node: &Node) -> bool {
+    let s = &node.state;
+    !s.is_down() && !s.is_not_responding() && !s.has_flag(INVALID_REG)
 }
+
+/// The flag slurmctld sets on a node whose registration it refused.
+const INVALID_REG: &str = "INVALID_REG";
 
 /// The `SlurmNodeState` condition of a pod whose node is `node`: (status, reason, message).
 pub fn node_condition(node: Option<&Node>) -> (bool, String, String) {
@@ -1133,7 +1134,7 @@ pub fn node_condition(node: Option<&Node>) -> (bool, String, String) {
     let s = &node.state;
     // slurmctld drains (24.11) or downs a node that registered with less than its
     // configuration: `IDLE+DRAIN+DYNAMIC_NORM+INVALID_REG`, reason "Low RealMemory ...".
-    let invalid = s.has_flag("INVALID_REG");
+    let invalid = s.has_flag(INVALID_REG);
     let reason = if invalid {
         REASON_INVALID_REGISTRATION
     } else if s.is_down() {
@@ -1152,7 +1153,7 @@ pub fn node_condition(node: Option<&Node>) -> (bool, String, String) {
             _ => "Other",
         }
     };
-    let status = takes_jobs(Some(node));
+    let status = takes_jobs(node);
     let mut message = format!("Slurm state {s}");
     if (s.is_drain() || s.is_down() || invalid)
         && let Some(r) = node.reason.as_deref().filter(|r| !r.is_empty())

@@ -340,13 +340,16 @@ fn victim_order_table() {
     ours_marked.deletion_cost = 50;
     ours_marked.drain_started = Some(t(-30));
     let ours_by_reason = base("ns-10", 10);
-    // Ready (slurmd answers), but Slurm runs nothing there: before our drains, whatever its cost.
+    // Ready (slurmd answers), but down in Slurm: after our drains (a drain under way is not
+    // given up for it), before a lower cost.
     let mut down = base("ns-11", 11);
     down.deletion_cost = 100;
+    // A missed ping while a job runs: not broken, busy as it is.
+    let busy_unanswered = base("ns-12", 12);
     let st = state(
         vec![
-            idle("ns-2"),
             node("ns-11", &["DOWN", "NOT_RESPONDING"], Some("Not responding")),
+            node("ns-12", &["ALLOCATED", "NOT_RESPONDING"], None),
             node(
                 "ns-9",
                 &["ALLOCATED", "DRAIN"],
@@ -370,6 +373,7 @@ fn victim_order_table() {
             ("ns-7", 1, None),
             ("ns-9", 1, Some(900)),
             ("ns-10", 1, Some(800)),
+            ("ns-12", 1, None),
         ],
     );
     let all = [
@@ -384,6 +388,7 @@ fn victim_order_table() {
         busy_early.clone(),
         unscheduled.clone(),
         down.clone(),
+        busy_unanswered.clone(),
         idle_high.clone(),
     ];
     let order: Vec<&str> = victim_sorted(&all, Some(&st))
@@ -393,11 +398,12 @@ fn victim_order_table() {
     assert_eq!(
         order,
         [
-            "ns-0", "ns-1", "ns-11", "ns-10", "ns-9", "ns-2", "ns-8", "ns-4", "ns-3", "ns-5",
-            "ns-6", "ns-7"
+            "ns-0", "ns-1", "ns-10", "ns-9", "ns-11", "ns-2", "ns-8", "ns-4", "ns-3", "ns-5",
+            "ns-6", "ns-12", "ns-7"
         ],
-        "unscheduled, not ready, taking no job in Slurm, already drained by us (cheapest \
-         first), cheapest, idle/drained (highest ordinal first), then busy by deadline"
+        "unscheduled, not ready, already drained by us (cheapest first), down in Slurm, \
+         cheapest, idle/drained (highest ordinal first), then busy by deadline (a missed ping \
+         changes nothing)"
     );
     // Our drain outranks a lower cost and idleness, but not readiness.
     let mut cheap_idle = idle_low.clone();
@@ -996,11 +1002,11 @@ fn available_pods_whose_slurm_node_takes_no_job_are_listed() {
         plan.counts.not_usable[0].why,
         "slurmd has not registered the node"
     );
-    // Scaling in to 4: the victims (the not-ready ns-3, then nodes Slurm shows taking no job,
-    // highest ordinal first) are not among the nodes the set keeps.
+    // Scaling in to 4: the victims (the not-ready ns-3, then the nodes down or refused, highest
+    // ordinal first; not the one with a missed ping) are not among the nodes the set keeps.
     assert_eq!(
         listed(&run(4, &p, Some(&st))),
-        [("ns-1".to_owned(), true), ("ns-5".to_owned(), true)]
+        [("ns-2".to_owned(), false), ("ns-5".to_owned(), true)]
     );
     // All up: nothing listed.
     let up = state((0..7).map(|i| idle(&format!("ns-{i}"))).collect(), &[]);
