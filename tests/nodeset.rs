@@ -286,6 +286,15 @@ impl World<'_> {
         .await;
     }
 
+    /// Pods created from now on start a slurmd whose registration slurmctld refuses: it says
+    /// the node has far more memory than it has (`INVALID_REG`).
+    fn refuse_registrations(&mut self) {
+        self.conf = format!(
+            "Features={} CPUs=1 RealMemory=99999999 Weight=1000",
+            self.set
+        );
+    }
+
     /// Nothing carried out so far deleted a pod or a node record.
     fn assert_nothing_destructive(&self) {
         assert!(
@@ -673,10 +682,7 @@ async fn a_scale_in_removes_a_broken_node_first() {
     let (mut world, _poller) = World::new(&slurm);
     let (n0, n1) = (world.name(0), world.name(1));
     let sound = world.conf.clone();
-    world.conf = format!(
-        "Features={} CPUs=1 RealMemory=99999999 Weight=1000",
-        world.set
-    );
+    world.refuse_registrations();
     world
         .until(
             1,
@@ -728,10 +734,7 @@ async fn a_node_whose_registration_slurmctld_refuses_is_stuck() {
     let slurm = require_slurm!();
     let (mut world, _poller) = World::new(&slurm);
     let n0 = world.name(0);
-    world.conf = format!(
-        "Features={} CPUs=1 RealMemory=99999999 Weight=1000",
-        world.set
-    );
+    world.refuse_registrations();
     let mut listed = None;
     world
         .until(
