@@ -346,10 +346,19 @@ fn victim_order_table() {
     down.deletion_cost = 100;
     // A missed ping while a job runs: not broken, busy as it is.
     let busy_unanswered = base("ns-12", 12);
+    // Registration refused (as slurmctld shows it: drained, not down): broken as well, and
+    // cheaper than the down node, so first of the two.
+    let mut refused = base("ns-13", 13);
+    refused.deletion_cost = 10;
     let st = state(
         vec![
             node("ns-11", &["DOWN", "NOT_RESPONDING"], Some("Not responding")),
             node("ns-12", &["ALLOCATED", "NOT_RESPONDING"], None),
+            node(
+                "ns-13",
+                &["IDLE", "DRAIN", "DYNAMIC_NORM", "INVALID_REG"],
+                Some("Low RealMemory (reported:1 < 100.00% of configured:99999999)"),
+            ),
             node(
                 "ns-9",
                 &["ALLOCATED", "DRAIN"],
@@ -389,6 +398,7 @@ fn victim_order_table() {
         unscheduled.clone(),
         down.clone(),
         busy_unanswered.clone(),
+        refused.clone(),
         idle_high.clone(),
     ];
     let order: Vec<&str> = victim_sorted(&all, Some(&st))
@@ -398,10 +408,11 @@ fn victim_order_table() {
     assert_eq!(
         order,
         [
-            "ns-0", "ns-1", "ns-10", "ns-9", "ns-11", "ns-2", "ns-8", "ns-4", "ns-3", "ns-5",
-            "ns-6", "ns-12", "ns-7"
+            "ns-0", "ns-1", "ns-10", "ns-9", "ns-13", "ns-11", "ns-2", "ns-8", "ns-4", "ns-3",
+            "ns-5", "ns-6", "ns-12", "ns-7"
         ],
-        "unscheduled, not ready, already drained by us (cheapest first), down in Slurm, \
+        "unscheduled, not ready, already drained by us (cheapest first), broken in Slurm \
+         (registration refused, down; cheapest first), \
          cheapest, idle/drained (highest ordinal first), then busy by deadline (a missed ping \
          changes nothing)"
     );
