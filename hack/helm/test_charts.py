@@ -2216,6 +2216,137 @@ def t_autoscaled_nodeset_replicas() -> str:
     return "an autoscaled set renders no replicas (new, live, offline); the chart's when not autoscaled; NOTES says so"
 
 
+def t_nodeset_entry_over_defaults() -> str:
+    """A set's own 0, false, "" and [] are its own: sprig's merge took them for unset and filled
+    them from nodesetDefaults (replicas: 0 rendered 1, a parked GPU set kept a node)."""
+    docs = [d for d in yaml.safe_load_all(template_with(CLUSTER, {
+        "nodesetDefaults": {"features": ["fast"], "gres": "gpu:1", "terminationGracePeriodSeconds": 30},
+        "nodesets": {"compute": {"replicas": 0, "terminationGracePeriodSeconds": 0, "features": [], "gres": ""},
+                     "other": {"replicas": 1}},
+    }).stdout) if d]
+    ensure(docs, "the values did not render")
+    sets = {d["metadata"]["name"]: d for d in find(docs, "SlurmNodeSet")}
+    problems = []
+    compute, other = sets["test-compute"], sets["test-other"]
+    if compute["spec"].get("replicas") != 0:
+        problems.append(f"compute: replicas {compute['spec'].get('replicas')!r}, want 0")
+    grace = compute["spec"]["template"]["spec"].get("terminationGracePeriodSeconds")
+    if grace != 0:
+        problems.append(f"compute: terminationGracePeriodSeconds {grace!r}, want 0")
+    if compute["spec"]["slurm"].get("features") != ["compute"] or compute["spec"]["slurm"].get("gres"):
+        problems.append(f"compute: features/gres from the defaults: {compute['spec']['slurm']}")
+    if other["spec"]["slurm"].get("features") != ["other", "fast"] or other["spec"]["slurm"].get("gres") != "gpu:1":
+        problems.append(f"other: the defaults are lost: {other['spec']['slurm']}")
+    if "Gres=" in slurmd_args(compute)["conf"] or "Gres=gpu:1" not in slurmd_args(other)["conf"]:
+        problems.append(f"slurmd's --conf: compute {slurmd_args(compute)['conf']!r}, other {slurmd_args(other)['conf']!r}")
+    text = notes(CLUSTER, ("nodesets.compute.replicas=0",))
+    line = next((l for l in text.splitlines() if "SlurmNodeSet test-compute:" in l), "")
+    if " 0 node" not in line:
+        problems.append(f"NOTES.txt for replicas=0: {line!r}")
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    return "replicas 0, grace 0, features [] and gres \"\" kept over nodesetDefaults; other sets keep the defaults"
+
+
+def t_nodeset_image_of_its_own() -> str:
+    """A set's image: its own tag or digest names it (images.slurmd's digest does not win over
+    its tag); its own repository alone takes the global tag, never the global digest."""
+    digest = "sha256:" + "a" * 64
+    mine = "sha256:" + "b" * 64
+    g = "ghcr.io/slinkyproject/slurmd"
+    tag = yaml.safe_load((CLUSTER / "values.yaml").read_text())["images"]["slurmd"]["tag"]
+    problems = []
+    for sets, want in (
+            ((f"images.slurmd.digest={digest}", "nodesets.compute.image.repository=registry.example.org/x",
+              "nodesets.compute.image.tag=25.11-cuda"), "registry.example.org/x:25.11-cuda"),
+            ((f"images.slurmd.digest={digest}", "nodesets.compute.image.repository=registry.example.org/x"),
+             f"registry.example.org/x:{tag}"),
+            ((f"images.slurmd.digest={digest}", "nodesets.compute.image.tag=t2"), f"{g}:t2"),
+            ((f"images.slurmd.digest={digest}", f"nodesets.compute.image.digest={mine}"), f"{g}@{mine}"),
+            ((f"images.slurmd.digest={digest}",), f"{g}@{digest}"),
+            ((f"images.slurmd.digest={digest}", f"nodesets.compute.image.repository={g}"), f"{g}@{digest}"),
+            ((), f"{g}:{tag}")):
+        ns = one(render(CLUSTER, sets=sets, cache=False), "SlurmNodeSet")
+        pod = ns["spec"]["template"]["spec"]
+        images = {c["name"]: c["image"] for c in pod["containers"] + pod.get("initContainers", [])}
+        if set(images.values()) != {want}:
+            problems.append(f"--set {','.join(sets) or '(none)'}: {images}, want {want}")
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    return "7 combinations of images.slurmd and a set's image"
+
+
+def t_cluster_durations_as_the_crd_takes_them() -> str:
+    """cluster.pollInterval and cluster.tokenLifetime render exactly when the SlurmCluster CRD's
+    CEL rules take them: the API server refusing the SlurmCluster, applied after everything else,
+    left a release half-applied."""
+    base = one(render(CLUSTER), "SlurmCluster")
+    problems = []
+    cases = (("cluster.pollInterval", ("pollInterval",),
+              ("100ms", "99ms", "99.999999ms", "5m", "5m1ns", "4m60s", "300s", "301s", "10m", "1h", "0s", "0.5s")),
+             ("cluster.tokenLifetime", ("auth", "jwt", "lifetime"),
+              ("30s", "29s", "29.999s", "15m", "15m1ns", "900s", "901s", "1h", "14m59s", "10m")))
+    for key, path, values in cases:
+        for value in values:
+            obj = json.loads(json.dumps(base))
+            at = obj["spec"]
+            for k in path[:-1]:
+                at = at[k]
+            at[path[-1]] = value
+            res = CRDS.validate(obj)
+            ensure(not res.not_evaluated, f"CEL not evaluated: {res.not_evaluated}")
+            crd_ok = not res.errors
+            p = helm("template", "test", str(CLUSTER), "--namespace", RELEASE_NS, "--set", f"{key}={value}")
+            if (p.returncode == 0) != crd_ok:
+                problems.append(f"{key}={value}: {'rendered' if p.returncode == 0 else 'refused'}, the CRD "
+                                f"{'takes' if crd_ok else 'refuses'} it{': ' + p.stderr.strip() if p.returncode else ''}")
+            elif p.returncode and key not in p.stderr:
+                problems.append(f"{key}={value}: the error does not name it:\n{p.stderr.strip()}")
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    return f"{sum(len(c[2]) for c in cases)} durations as the CRD decides"
+
+
+def t_partition_options_replace() -> str:
+    """partitions.<p>.options: a key replaces the chart's key of that name (slurm.conf keys are
+    case-insensitive), "" removes it (it rendered `State=`), and the keys the chart derives
+    (PartitionName, Nodes) are refused, naming the option."""
+    def line(*sets: str) -> str:
+        text = slurm_conf(render(CLUSTER, sets=sets, cache=False))["_text"]
+        return next(l for l in text.splitlines() if l.startswith("PartitionName=debug"))
+    problems = []
+    for sets, want in ((("partitions.debug.options.State=",), "PartitionName=debug Nodes=compute Default=YES MaxTime=INFINITE"),
+                       (("partitions.debug.options.state=DOWN",), "PartitionName=debug Nodes=compute Default=YES MaxTime=INFINITE state=DOWN"),
+                       (("partitions.debug.options.MaxTime=1:00:00", "partitions.debug.options.OverSubscribe=YES"),
+                        "PartitionName=debug Nodes=compute Default=YES State=UP MaxTime=1:00:00 OverSubscribe=YES"),
+                       ((), "PartitionName=debug Nodes=compute Default=YES MaxTime=INFINITE State=UP")):
+        got = line(*sets)
+        if got != want:
+            problems.append(f"--set {','.join(sets) or '(none)'}: {got!r}, want {want!r}")
+        keys = [w.split("=", 1)[0].lower() for w in got.split()]
+        if len(keys) != len(set(keys)) or re.search(r"\w=(\s|$)", got):
+            problems.append(f"--set {','.join(sets)}: a key twice or empty: {got!r}")
+    for key in ("Nodes", "partitionName"):
+        err = render_fail(CLUSTER, (f"partitions.debug.options.{key}=x",))
+        if f"partitions.debug.options.{key}" not in err:
+            problems.append(f"options.{key}: the error does not name it: {err.strip()}")
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    return "replaced, removed, added; Nodes and PartitionName refused"
+
+
+def t_notes_metrics_service() -> str:
+    """NOTES' metrics hint names the metrics Service as rendered (truncated for a long
+    fullnameOverride) and does not chain curl after a port-forward that never returns."""
+    problems = []
+    for sets in ((), ("fullnameOverride=" + "a" * 60,)):
+        svc = next(d for d in find(render(OPERATOR, sets=sets, cache=False), "Service")
+                   if d["metadata"]["name"].endswith("-metrics"))["metadata"]["name"]
+        text = notes(OPERATOR, sets)
+        if f"port-forward service/{svc} " not in text:
+            problems.append(f"--set {','.join(sets) or '(none)'}: NOTES does not name service/{svc}")
+        if re.search(r"port-forward[^\n]*&&", text):
+            problems.append(f"--set {','.join(sets) or '(none)'}: curl chained after port-forward")
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    return "service named as rendered, curl on a line of its own"
+
+
 # --- NOTES.txt ----------------------------------------------------------------------------------
 
 def notes(chart: Path, sets: tuple[str, ...] = (), namespace: str = RELEASE_NS) -> str:
@@ -2605,6 +2736,13 @@ def main() -> int:
             t_cluster_name_change_guard)
     r.check("cluster: an autoscaled SlurmNodeSet's replicas are never the chart's to write",
             t_autoscaled_nodeset_replicas)
+    r.check("cluster: a set's own 0, false, \"\" and [] win over nodesetDefaults (replicas: 0 stays 0)",
+            t_nodeset_entry_over_defaults)
+    r.check("cluster: a set's own image tag/repository is not overridden by images.slurmd.digest", t_nodeset_image_of_its_own)
+    r.check("cluster: pollInterval and tokenLifetime render exactly when the SlurmCluster CRD takes them",
+            t_cluster_durations_as_the_crd_takes_them)
+    r.check("cluster: partition options replace or remove the chart's keys", t_partition_options_replace)
+    r.check("NOTES (operator): the metrics hint names the rendered Service and works as printed", t_notes_metrics_service)
     r.check("NOTES (operator): admin and tenant steps with a valid SlurmCluster and SlurmJob", t_notes_operator)
     r.check("NOTES (slurm-cluster): a valid SlurmJob", t_notes_cluster)
     for path in example_files():

@@ -3,7 +3,8 @@ The cluster's shape, computed once from values and checked: every template that 
 or partitions reads this (include "slurm-cluster.model" . | fromYaml), so slurm.conf, the
 SlurmNodeSet objects and the slurmd command line cannot disagree.
 
-  nodesets.<name>: nodesetDefaults merged under the entry, plus
+  nodesets.<name>: the entry over nodesetDefaults ("slurm-cluster.overlay": a set's 0, false,
+              "" or [] is its own, not the default's), plus
       features    the set's name first (slurm.conf `NodeSet=<name> Feature=<name>` selects
                   the set's nodes by it), then the configured features
       partitions  default: [the default partition]
@@ -30,7 +31,8 @@ SlurmNodeSet objects and the slurmd command line cannot disagree.
 {{- $gresTypes := list }}
 {{- $total := 0 }}
 {{- range $name, $entry := $v.nodesets }}
-{{- $ns := merge (deepCopy (default dict $entry)) (deepCopy $v.nodesetDefaults) }}
+{{- $ns := deepCopy (default dict $v.nodesetDefaults) }}
+{{- $_ := include "slurm-cluster.overlay" (dict "into" $ns "from" (deepCopy (default dict $entry))) }}
 {{- $_ := set $ns "objectName" (printf "%s-%s" (include "slurm-cluster.fullname" $) $name) }}
 {{- if gt (len $ns.objectName) 46 }}
 {{- fail (printf "nodesets.%s: the SlurmNodeSet name %q is longer than 46 characters (its pods and Slurm nodes are <name>-<namespace tag>-<ordinal>, a DNS label): use a shorter release or NodeSet name" $name $ns.objectName) }}
@@ -113,7 +115,17 @@ SlurmNodeSet objects and the slurmd command line cannot disagree.
 {{- if $p.default }}{{ $line = append $line "Default=YES" }}{{ end }}
 {{- $line = append $line (printf "MaxTime=%s" (toString (default "INFINITE" $p.maxTime))) }}
 {{- $line = append $line (printf "State=%s" (default "UP" $p.state)) }}
-{{- range $k, $val := default dict $p.options }}{{ $line = append $line (printf "%s=%v" $k $val) }}{{ end }}
+{{- /* An option replaces the chart's key of that name (slurm.conf keys are case-insensitive), and
+"" or null removes it (a key an earlier values file set, or the chart's MaxTime/State). */}}
+{{- range $k, $val := default dict $p.options }}
+{{- if has (lower $k) (list "partitionname" "nodes") }}
+{{- fail (printf "partitions.%s.options.%s: the chart writes the partition's %s (from its name, and nodesets or allNodes): set those instead" $pname $k $k) }}
+{{- end }}
+{{- $kept := list }}
+{{- range $line }}{{ if ne (lower (first (splitList "=" .))) (lower $k) }}{{ $kept = append $kept . }}{{ end }}{{ end }}
+{{- $line = $kept }}
+{{- if not (or (kindIs "invalid" $val) (eq (toString $val) "")) }}{{ $line = append $line (printf "%s=%v" $k $val) }}{{ end }}
+{{- end }}
 {{- $_ := set $partitions $pname (dict "line" (join " " $line) "nodes" $nodes) }}
 {{- end }}
 defaultPartition: {{ $defaultPartition | quote }}
@@ -124,17 +136,42 @@ partitions: {{ toJson $partitions }}
 {{- end }}
 
 {{/*
-"slurm-cluster.checkDrainTimeout" (dict "key" "nodesets.x.scaleIn.drainTimeout" "value" "1h"):
-fails unless the duration is at most 8760h, the SlurmNodeSet CRD's CEL rule
-`duration(self) <= duration('8760h')` (values.schema.json has its pattern and maxLength; a
-schema cannot add up "8000h760h1m"). dateModify parses with Go's time.ParseDuration, as CEL's
-duration() does, and gives the date back unchanged when it cannot (an overflow): with 1ns
-appended, a duration D moves the date by D+1ns, never 0, unless it does not parse.
+"slurm-cluster.overlay" (dict "into" $base "from" $over): writes every key of $over into $base
+(in place), maps key by key, anything else as it is, a null not at all (the base's stays).
+Sprig's merge would not do: it takes a 0, false, "" or [] of the map merged into for unset and
+fills it from the other, so a set's `replicas: 0` became nodesetDefaults' 1.
 */}}
-{{- define "slurm-cluster.checkDrainTimeout" -}}
+{{- define "slurm-cluster.overlay" -}}
+{{- $into := .into }}
+{{- range $k, $x := .from }}
+{{- if and (kindIs "map" $x) (kindIs "map" (get $into $k)) }}
+{{- $_ := include "slurm-cluster.overlay" (dict "into" (get $into $k) "from" $x) }}
+{{- else if not (kindIs "invalid" $x) }}
+{{- $_ := set $into $k $x }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+"slurm-cluster.checkDuration" (dict "value" "1h" "min" "30s" "max" "15m" "message" "..."): fails
+with the message unless the duration parses and lies within min (optional) and max, as the
+CRDs' CEL rules (`duration(self) <= duration('15m')`) check it on the server: a schema pattern
+cannot add up "8000h760h1m", and the API server refusing a custom resource, applied last, leaves
+a release half-applied. dateModify parses with Go's time.ParseDuration, as CEL's duration()
+does, and gives the date back unchanged when it cannot (an overflow): with 1ns appended, a
+duration D moves the date by D+1ns, never 0, unless it does not parse.
+*/}}
+{{- define "slurm-cluster.checkDuration" -}}
 {{- $base := toDate "2006-01-02" "2000-01-01" }}
 {{- $moved := dateModify (printf "%s1ns" .value) $base }}
-{{- if or ($moved.Equal $base) ($moved.After (dateModify "8760h1ns" $base)) }}
-{{- fail (printf "%s: %s is more than 8760h (a year), the most a SlurmNodeSet's scaleIn.drainTimeout may be; leave it unset to wait as long as it takes" .key .value) }}
+{{- $short := and .min ($moved.Before (dateModify (printf "%s1ns" (default "0s" .min)) $base)) }}
+{{- if or ($moved.Equal $base) $short ($moved.After (dateModify (printf "%s1ns" .max) $base)) }}
+{{- fail .message }}
 {{- end }}
+{{- end }}
+
+{{/* "slurm-cluster.checkDrainTimeout" (dict "key" "nodesets.x.scaleIn.drainTimeout" "value"
+"1h"): at most 8760h, the SlurmNodeSet CRD's rule. */}}
+{{- define "slurm-cluster.checkDrainTimeout" -}}
+{{- include "slurm-cluster.checkDuration" (dict "value" .value "max" "8760h" "message" (printf "%s: %s is more than 8760h (a year), the most a SlurmNodeSet's scaleIn.drainTimeout may be; leave it unset to wait as long as it takes" .key .value)) }}
 {{- end }}
