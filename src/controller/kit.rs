@@ -485,7 +485,7 @@ pub fn lacks_finalizer<K: Resource>(object: &K) -> bool {
 /// API server answered with. kube's helper drops that answer and waits for the watch to bring the
 /// object back, one more reconcile and a queue's wait later; a caller that needs more of the
 /// object than its cache holds (a SlurmJob's script) has it here without a read.
-pub async fn add_finalizer<K>(api: &Api<K>, name: &str, object: &K) -> kube::Result<K>
+pub async fn add_finalizer<K>(api: &Api<K>, name: &str, object: &impl Resource) -> kube::Result<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug,
 {

@@ -13,8 +13,44 @@ use serde::{Deserialize, Serialize};
 use super::{POSITIVE_QUANTITY, condition, duration::Duration};
 use crate::slurm::types::{EXTRA_JOB_OPTIONS, EXTRA_OPTION_UNKNOWN, REFUSED_JOB_OPTIONS};
 
+/// `kube::Resource` for a type that stands for a SlurmJob (its kind, group, version, plural and
+/// scope), whose metadata is the field at the path given.
+macro_rules! delegate_resource {
+    ($ty:ty, $($field:tt).+) => {
+        impl kube::Resource for $ty {
+            type DynamicType = ();
+            type Scope = k8s_openapi::NamespaceResourceScope;
+
+            fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+                <super::SlurmJob as kube::Resource>::kind(dt)
+            }
+            fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+                <super::SlurmJob as kube::Resource>::group(dt)
+            }
+            fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+                <super::SlurmJob as kube::Resource>::version(dt)
+            }
+            fn api_version(dt: &()) -> std::borrow::Cow<'_, str> {
+                <super::SlurmJob as kube::Resource>::api_version(dt)
+            }
+            fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+                <super::SlurmJob as kube::Resource>::plural(dt)
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.$($field).+
+            }
+            fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.$($field).+
+            }
+        }
+    };
+}
+use delegate_resource;
+
 mod cached;
+mod wire;
 pub use cached::{CacheError, CachedSlurmJob};
+pub use wire::{MAX_EXTRA_OPTION_DEPTH, NESTED_TOO_DEEP, WholeSlurmJob};
 
 /// Bound on `status.arrayTasks.tasks`; the operator keeps the most relevant entries.
 pub const MAX_ARRAY_TASKS: usize = 100;
@@ -378,8 +414,13 @@ pub struct SlurmJobSpec {
     /// `tres_per_job`, `licenses`, `requeue`, `shared`). Who the job runs as,
     /// its priority, reservation, nice value or id, admin fields, SPANK environment, security
     /// labels, containers, cluster routing and the fields with a typed field in this spec are
-    /// refused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// refused, and so is a value that nests lists or objects more than 8 levels deep
+    /// (`InvalidSpec`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "wire::extra_options"
+    )]
     #[schemars(schema_with = "free_form_object")]
     pub extra_options: Option<serde_json::Map<String, serde_json::Value>>,
 }

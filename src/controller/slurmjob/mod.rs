@@ -83,7 +83,7 @@ use self::submissions::{Outcome, Remembered, StatusWrites, Submissions, TakenOn}
 use super::kit::{self, Backoffs, Notice, UidIndex};
 use super::{Context, DeletedCluster};
 use crate::crd::condition;
-use crate::crd::slurmjob::{CachedSlurmJob, SlurmJobSpec, SlurmJobStatus};
+use crate::crd::slurmjob::{CachedSlurmJob, SlurmJobSpec, SlurmJobStatus, WholeSlurmJob};
 use crate::crd::{FINALIZER, SKIP_CANCEL_ANNOTATION, SlurmCluster, SlurmJob, is_object_name};
 use crate::error_chain::Chain;
 use crate::slurm::SlurmError;
@@ -308,9 +308,10 @@ async fn whole_object(
     let namespace = cached
         .namespace()
         .ok_or(Error::MissingMetadata("namespace"))?;
-    let api: Api<SlurmJob> = Api::namespaced(data.ctx.client.clone(), &namespace);
+    let api: Api<WholeSlurmJob> = Api::namespaced(data.ctx.client.clone(), &namespace);
     api.get_opt(&cached.name_any())
         .await
+        .map(|job| job.map(|job| job.0))
         .map_err(Error::ReadSlurmJob)
 }
 
@@ -346,7 +347,8 @@ fn settle_search(data: &JobContext, namespace: &str, cluster: &str, job: &impl R
 
 async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action, Error> {
     let namespace = job.namespace().ok_or(Error::MissingMetadata("namespace"))?;
-    let api: Api<SlurmJob> = Api::namespaced(data.ctx.client.clone(), &namespace);
+    // Answers decoded whatever a tenant nested in the object (`WholeSlurmJob`).
+    let api: Api<WholeSlurmJob> = Api::namespaced(data.ctx.client.clone(), &namespace);
     let namespace = namespace.as_str();
     // A new SlurmJob: the finalizer first, then the rest of this reconcile on the patch's
     // answer, which is the whole object (its script included): a burst's submits wait neither
@@ -400,7 +402,7 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
         (Arc::new(patched), true)
     } else {
         data.ctx.finalizer_writes.shown(job.as_ref());
-        (job, false)
+        (Arc::new(WholeSlurmJob(Arc::unwrap_or_clone(job))), false)
     };
     kit::with_finalizer(
         &api,
@@ -727,7 +729,7 @@ async fn apply(
                 act::StepError::LoadSpec(never) => match never {},
             })
     } else {
-        let jobs_api: Api<SlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
+        let jobs_api: Api<WholeSlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
         let load = |generation| load_spec(&jobs_api, &name, &uid, generation, &spec);
         act::step_loading(target, env, lookup, load).await
     };
@@ -852,13 +854,13 @@ async fn apply(
 /// re-created under its name (another uid). Generation, not resourceVersion: our own status
 /// writes change the latter and leave the spec as it was.
 async fn load_spec(
-    api: &Api<SlurmJob>,
+    api: &Api<WholeSlurmJob>,
     name: &str,
     uid: &str,
     generation: i64,
     granted: &SlurmJobSpec,
 ) -> Result<Option<SlurmJobSpec>, kube::Error> {
-    let Some(job) = api.get_opt(name).await? else {
+    let Some(WholeSlurmJob(job)) = api.get_opt(name).await? else {
         return Ok(None);
     };
     let same = job.metadata.uid.as_deref() == Some(uid)
@@ -1656,7 +1658,7 @@ async fn apply_status(
     if !ctx.leadership.is_leader() {
         return Err(Error::NotLeader);
     }
-    let api: Api<SlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
+    let api: Api<WholeSlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
     kit::apply_status(&api, &job.name_any(), status)
         .await
         .map_err(Error::PatchStatus)?;

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use crate::crd::slurmjob::{DependencyType, Exclusive, SlurmJobSpec};
+use crate::crd::slurmjob::{
+    DependencyType, Exclusive, MAX_EXTRA_OPTION_DEPTH, NESTED_TOO_DEEP, SlurmJobSpec,
+};
 use crate::slurm::types::{self, SubmitRequest, extra_option_refusal};
 
 use crate::crd::quantity::{self, QuantityError};
@@ -247,6 +249,12 @@ pub fn request(
     if let Some(extra) = &spec.extra_options {
         // Admission refuses these too; an object stored before that rule gets `InvalidSpec`.
         for (key, value) in extra {
+            if let Some(key) = key.strip_suffix(NESTED_TOO_DEEP) {
+                return Err(SpecError::ExtraOption {
+                    key: key.to_owned(),
+                    reason: NESTED_TOO_DEEP_REASON,
+                });
+            }
             if let Some(reason) = extra_option_refusal(key) {
                 return Err(SpecError::ExtraOption {
                     key: key.clone(),
@@ -258,6 +266,15 @@ pub fn request(
     }
     Ok(request)
 }
+
+/// Why an `extraOptions` value nested deeper than [`MAX_EXTRA_OPTION_DEPTH`] is refused (it was
+/// not read: `crd::slurmjob::wire`).
+const NESTED_TOO_DEEP_REASON: &str = "nests lists or objects more than 8 levels deep: a job \
+                                      option takes a value, or a list or object of values";
+const _: () = assert!(
+    MAX_EXTRA_OPTION_DEPTH == 8,
+    "NESTED_TOO_DEEP_REASON names the depth"
+);
 
 fn round_up_to_minute(duration: Duration) -> Duration {
     Duration::from_secs(duration.as_secs().div_ceil(60).max(1) * 60)
@@ -405,6 +422,35 @@ mod tests {
         assert!(
             err.to_string().starts_with("output and standardOutput"),
             "{err}"
+        );
+    }
+
+    /// An option nested too deep to have been read (`crd::slurmjob::wire`) is refused naming
+    /// it, as `InvalidSpec`, never submitted as the `null` kept in its place.
+    #[test]
+    fn an_extra_option_nested_too_deep_is_refused_naming_it() {
+        let mut s = spec();
+        let mut nested = json!("x");
+        for _ in 0..200 {
+            nested = json!([nested]);
+        }
+        let job = json!({"metadata": {"name": "j"}, "spec": {
+            "clusterName": "c", "script": "#!/bin/sh\n", "extraOptions": {"argv": nested, "requeue": true},
+        }});
+        s.extra_options = serde_json::from_value::<crate::crd::slurmjob::WholeSlurmJob>(job)
+            .unwrap()
+            .0
+            .spec
+            .extra_options;
+        let err = request(&s, "obj", &OwnerTag::new("u", 1).to_string(), &[]).unwrap_err();
+        assert!(
+            matches!(&err, SpecError::ExtraOption { key, .. } if key == "argv"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "extraOptions.argv nests lists or objects more than 8 levels deep: a job option \
+             takes a value, or a list or object of values"
         );
     }
 

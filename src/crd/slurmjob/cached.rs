@@ -15,12 +15,9 @@
 //! never held as typed objects), and leaves out what the controller never reads from the cache
 //! ([`trim`]).
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use miniz_oxide::deflate::core::{
     CompressorOxide, TDEFLFlush, TDEFLStatus, compress, create_comp_flags_from_zip_params,
 };
@@ -268,41 +265,17 @@ pub fn trim(job: &mut SlurmJob) -> bool {
     cut
 }
 
-/// Decoded as a SlurmJob, one object at a time, and kept in the cached form at once.
+/// Decoded as a SlurmJob, one object at a time ([`super::wire::slurm_job`]: whatever a tenant
+/// nested in it), and kept in the cached form at once.
 impl<'de> Deserialize<'de> for CachedSlurmJob {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let job = SlurmJob::deserialize(deserializer)?;
+        let job = super::wire::slurm_job(deserializer)?;
         Self::new(job).map_err(serde::de::Error::custom)
     }
 }
 
-/// The SlurmJob resource: the cache lists and watches SlurmJobs as this type.
-impl Resource for CachedSlurmJob {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        SlurmJob::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        SlurmJob::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        SlurmJob::version(dt)
-    }
-    fn api_version(dt: &()) -> Cow<'_, str> {
-        SlurmJob::api_version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        SlurmJob::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+// The SlurmJob resource: the cache lists and watches SlurmJobs as this type.
+super::delegate_resource!(CachedSlurmJob, metadata);
 
 #[cfg(test)]
 mod tests;

@@ -1,3 +1,4 @@
+use kube::Resource;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
