@@ -477,11 +477,17 @@ pub fn summarize(status: SlurmJobStatus, generation: i64, now: Time) -> SlurmJob
     let ready = match phase {
         // Set at the submit (`Submitted` or `Adopted`, with slurmrestd's warnings): kept. Not
         // a running or ended run's, which a requeue takes back to `Submitted`.
+        // Its `observedGeneration` follows the status' (an edit applied in place, or ignored,
+        // is observed): `kubectl wait --for=condition=Ready` skips a condition older than the
+        // object.
         Phase::Submitted
             if condition::find(&next.conditions, READY).is_some_and(|c| {
                 c.status == "True" && matches!(c.reason.as_str(), "Submitted" | "Adopted")
             }) =>
         {
+            if let Some(ready) = next.conditions.iter_mut().find(|c| c.type_ == READY) {
+                ready.observed_generation = observed;
+            }
             None
         }
         Phase::Pending | Phase::Submitted => Some((
@@ -978,6 +984,18 @@ mod tests {
             condition::find(&kept.conditions, READY).unwrap().message,
             "submitted as Slurm job 7"
         );
+        // An edit observed while the job waits (applied in place, or ignored): the submit's
+        // words stay, with the status' generation, and no new transition.
+        let mut edited = submitted.clone();
+        edited.observed_generation = Some(2);
+        let s = summarize(edited, 2, at(40));
+        let ready = condition::find(&s.conditions, READY).unwrap();
+        let before = condition::find(&submitted.conditions, READY).unwrap();
+        assert_eq!(
+            (ready.message.as_str(), ready.observed_generation),
+            ("submitted as Slurm job 7", Some(2))
+        );
+        assert_eq!(ready.last_transition_time, before.last_transition_time);
     }
 
     /// Not submitted yet: `Reconciling` while the operator waits, `Stalled` when only a change
