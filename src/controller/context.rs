@@ -15,7 +15,7 @@ use kube::{Api, Resource};
 use super::cached_writes::FinalizerWrites;
 use super::kit::{Backoffs, EventRecorder};
 use crate::crd::slurmjob::CachedSlurmJob;
-use crate::crd::{FIELD_MANAGER, FINALIZER, SlurmCluster, SlurmJob, SlurmNodeSet};
+use crate::crd::{FIELD_MANAGER, FINALIZER, SlurmCluster, SlurmNodeSet};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::slurm::tag::TagKey;
@@ -322,7 +322,13 @@ impl RefusedNamespaces {
                 continue;
             }
             let served = match kind {
-                SLURMJOBS => served(&Api::<SlurmJob>::namespaced(client.clone(), &namespace)).await,
+                SLURMJOBS => {
+                    served(&Api::<CachedSlurmJob>::namespaced(
+                        client.clone(),
+                        &namespace,
+                    ))
+                    .await
+                }
                 SLURMNODESETS => {
                     served(&Api::<SlurmNodeSet>::namespaced(client.clone(), &namespace)).await
                 }
@@ -335,19 +341,19 @@ impl RefusedNamespaces {
     }
 }
 
-/// Whether `api` may be listed and watched (the watch is dropped as soon as it starts).
+/// Whether `api` may be listed and watched (the watch is dropped as soon as it starts). Whole
+/// objects, decoded as the caches decode them: a metadata list would decode `managedFields`,
+/// which a tenant's SlurmJob can nest too deep to read (`crd::slurmjob::wire`), and the
+/// namespace would stay refused after its rights came back.
 async fn served<K>(api: &Api<K>) -> bool
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let Ok(page) = api
-        .list_metadata(&kube::api::ListParams::default().limit(1))
-        .await
-    else {
+    let Ok(page) = api.list(&kube::api::ListParams::default().limit(1)).await else {
         return false;
     };
     let version = page.metadata.resource_version.unwrap_or_default();
-    api.watch_metadata(&kube::api::WatchParams::default().timeout(1), &version)
+    api.watch(&kube::api::WatchParams::default().timeout(1), &version)
         .await
         .is_ok()
 }

@@ -437,11 +437,12 @@ mod tests {
         let job = json!({"metadata": {"name": "j"}, "spec": {
             "clusterName": "c", "script": "#!/bin/sh\n", "extraOptions": {"argv": nested, "requeue": true},
         }});
-        s.extra_options = serde_json::from_value::<crate::crd::slurmjob::WholeSlurmJob>(job)
-            .unwrap()
-            .0
-            .spec
-            .extra_options;
+        s.extra_options =
+            serde_json::from_str::<crate::crd::slurmjob::WholeSlurmJob>(&job.to_string())
+                .unwrap()
+                .0
+                .spec
+                .extra_options;
         let err = request(&s, "obj", &OwnerTag::new("u", 1).to_string(), &[]).unwrap_err();
         assert!(
             matches!(&err, SpecError::ExtraOption { key, .. } if key == "argv"),
