@@ -44,6 +44,46 @@ async fn a_job_completes_with_its_events() {
     assert_eq!(job.events, ["Submitted", "Started", "Finished"]);
 }
 
+/// A job requeued while it runs (`scontrol requeue`) ends as its latest run did, with that
+/// run's usage: accounting keeps the requeued run's record beside it, `PENDING+REQUEUED`, which
+/// never ends (before, the usage waited for it for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requeued_job_ends_with_its_latest_runs_usage() {
+    let slurm = require_slurm!();
+    let mut job = Runner::new(&slurm, "requeued", json!({"script": script("sleep 3")}));
+    job.until_phase(Phase::Running, LONG).await;
+    let id = job.job_id().to_string();
+    slurm.scontrol(&["requeue", &id]);
+    // Requeued, it waits for a begin time two minutes on (set once the requeue is done): now.
+    job.until("the requeue", LONG, |s| {
+        s.state_reason.as_deref() == Some("BeginTime")
+    })
+    .await;
+    slurm.scontrol(&["update", &format!("JobId={id}"), "StartTime=now"]);
+    job.until("the end of the second run", LONG, |s| s.phase.is_terminal())
+        .await;
+    assert_eq!(job.status().phase, Phase::Completed, "{:?}", job.status());
+    let records = job.client.accounting_job(job.job_id()).await.unwrap();
+    let states: Vec<_> = records
+        .unwrap_or_default()
+        .iter()
+        .map(|r| r.state.to_strings())
+        .collect();
+    assert!(
+        states.iter().any(|s| s.contains(&"REQUEUED".to_owned())),
+        "accounting lists the requeued run: {states:?}"
+    );
+    job.until("the usage", LONG, |s| s.usage.is_some()).await;
+    let usage = job.status().usage.unwrap();
+    assert!(
+        usage
+            .elapsed
+            .as_ref()
+            .is_some_and(|e| e.as_std() >= Duration::from_secs(3)),
+        "the latest run's elapsed time: {usage:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_code_3_fails_the_job() {
     let slurm = require_slurm!();

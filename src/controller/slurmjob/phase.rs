@@ -1,5 +1,8 @@
 //! Slurm job states to SlurmJob phases.
 
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
 use crate::crd::slurmjob::Phase;
 use crate::slurm::types::{Job, JobBaseState, JobState};
 
@@ -21,6 +24,36 @@ pub fn of_state(state: &JobState) -> Phase {
         // guessed ending.
         JobBaseState::Unknown => Phase::Submitted,
     }
+}
+
+/// Of `records`, the latest run of each job and array task: slurmdbd keeps a record of every
+/// run of a requeued job (the run that ended `PENDING+REQUEUED`, `NODE_FAIL` or `PREEMPTED`,
+/// then the new one, which Slurm gives a later submit time), and slurmrestd's accounting answers
+/// list them all (Slurm 24.11, `/slurmdb/v0.0.42/job/{id}` of an array task requeued once: its
+/// `PENDING+REQUEUED` run and its `COMPLETED` one). Kept in their order; the last of equal
+/// submit times. Borrowed when each job and task has one record (slurmctld's answers).
+pub fn latest_runs(records: &[Job]) -> Cow<'_, [Job]> {
+    let mut latest: HashMap<(u32, Option<u32>), usize> = HashMap::with_capacity(records.len());
+    for (i, record) in records.iter().enumerate() {
+        let at = latest
+            .entry((record.job_id, record.array_task_id))
+            .or_insert(i);
+        if records[*at].submit_time <= record.submit_time {
+            *at = i;
+        }
+    }
+    if latest.len() == records.len() {
+        return Cow::Borrowed(records);
+    }
+    let kept: HashSet<usize> = latest.into_values().collect();
+    Cow::Owned(
+        records
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| kept.contains(i))
+            .map(|(_, record)| record.clone())
+            .collect(),
+    )
 }
 
 /// How bad an ending is, to summarise an array by its worst task.
@@ -75,6 +108,43 @@ mod tests {
             state: JobState::from_strings(states),
             ..Job::bare()
         }
+    }
+
+    /// The latest submit of each (job, task), in the records' order, the last of equals; the
+    /// records themselves when none repeats.
+    #[test]
+    fn latest_runs_keep_each_runs_last_submit() {
+        let run = |id: u32, task: Option<u32>, submitted: i64, states: &[&str]| Job {
+            job_id: id,
+            array_task_id: task,
+            submit_time: chrono::DateTime::from_timestamp(submitted, 0),
+            ..job(states)
+        };
+        let unique = [
+            run(7, Some(0), 1, &["COMPLETED"]),
+            run(8, Some(1), 1, &["RUNNING"]),
+        ];
+        assert!(matches!(latest_runs(&unique), Cow::Borrowed(_)));
+        let records = [
+            run(8, Some(1), 5, &["COMPLETED"]),
+            run(7, Some(0), 1, &["PENDING", "REQUEUED"]),
+            run(8, Some(1), 1, &["NODE_FAIL"]),
+            run(7, Some(0), 3, &["RUNNING"]),
+            run(9, None, 2, &["FAILED"]),
+            run(9, None, 2, &["COMPLETED"]),
+        ];
+        let kept: Vec<_> = latest_runs(&records)
+            .iter()
+            .map(|r| (r.job_id, r.state.to_strings()))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                (8, vec!["COMPLETED".to_owned()]),
+                (7, vec!["RUNNING".to_owned()]),
+                (9, vec!["COMPLETED".to_owned()]),
+            ]
+        );
     }
 
     #[test]

@@ -589,9 +589,10 @@ pub const SUBMIT_CLOCK_SLACK: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
 /// reset, so the id may be another team's job too. Then only the run submitted when ours was
 /// is taken: the records whose submit time is the status's `submitTime` (Slurm's own clock;
 /// an array's earliest task), or, when Slurm's is not known (the job left before it was ever
-/// observed), within [`SUBMIT_CLOCK_SLACK`] of `trackedSince`. For an array, also its tasks
-/// requeued since (submitted later). Nothing without either time. And only records of `user`,
-/// the Slurm user the SlurmJob's jobs run as: another user's job numbered with our id within
+/// observed), within [`SUBMIT_CLOCK_SLACK`] of `trackedSince`. Also the runs requeued since
+/// (submitted later): an array's tasks, a plain job's under the same name. Nothing without
+/// either time. And only records of `user`, the Slurm user the SlurmJob's jobs run as:
+/// another user's job numbered with our id within
 /// those minutes is not ours (nothing when the user is not known; a SlurmJob whose namespace
 /// was mapped to another user since then reads its run as lost, never as someone else's).
 pub fn accounting_ours(
@@ -634,17 +635,19 @@ pub fn accounting_ours(
         return Vec::new();
     };
     let is_array = records.iter().any(|job| job.array_job_id.is_some());
+    // A plain job requeued since the status saw it runs again under its id and name, submitted
+    // later: its latest run is what it did (`status::observe` takes it).
+    let name = records
+        .iter()
+        .find(|job| submitted(job) == Some(first))
+        .map(|job| job.name.as_str());
     records
-        .into_iter()
+        .iter()
         .filter(|job| {
-            let at = submitted(job);
-            if is_array {
-                at.is_some_and(|at| at >= first)
-            } else {
-                at.is_some_and(&is_run)
-            }
+            let later = submitted(job).is_some_and(|at| at >= first);
+            later && (is_array || Some(job.name.as_str()) == name)
         })
-        .cloned()
+        .map(|job| (*job).clone())
         .collect()
 }
 

@@ -65,6 +65,9 @@ pub fn time(t: Option<DateTime<Utc>>) -> Option<Time> {
 /// several records: the last submitted is the run, and the phase comes from it like every other
 /// field (not a phase of all of them next to another record's exit code and end time).
 pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
+    // A requeued job's or task's earlier runs, which accounting lists beside the latest, are
+    // not the run (a `PENDING+REQUEUED` run would keep an array `Submitted` for good).
+    let records = &*phase::latest_runs(records);
     let mut next = status.clone();
     let is_array = records.iter().any(|r| r.array_job_id.is_some());
     if !is_array {
@@ -1079,6 +1082,53 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(observe(&base, &[]), base);
+    }
+
+    /// Accounting lists every run of a requeued task (Slurm 24.11 showed a task requeued once
+    /// as `PENDING+REQUEUED`, then `COMPLETED`, submitted later): the latest run is the task's,
+    /// whatever the earlier ended as, and the task is counted once.
+    #[test]
+    fn an_array_task_requeued_counts_by_its_latest_run() {
+        let base = SlurmJobStatus {
+            job_id: Some(7),
+            phase: Phase::Submitted,
+            ..Default::default()
+        };
+        let run = |id: u32, states: &[&str], code: Option<i32>, submitted: i64| Job {
+            submit_time: DateTime::from_timestamp(submitted, 0),
+            ..array_task(id, states, code)
+        };
+        for earlier in [&["PENDING", "REQUEUED"][..], &["NODE_FAIL"], &["PREEMPTED"]] {
+            let records = [
+                run(0, &["COMPLETED"], Some(0), 1_000),
+                run(1, earlier, None, 1_000),
+                run(1, &["COMPLETED"], Some(0), 1_500),
+            ];
+            let s = observe(&base, &records);
+            assert_eq!(s.phase, Phase::Completed, "{earlier:?}");
+            let tasks = s.array_tasks.as_ref().unwrap();
+            assert_eq!(
+                tasks.counts,
+                BTreeMap::from([("COMPLETED".into(), 2)]),
+                "{earlier:?}"
+            );
+            assert_eq!(tasks.tasks.len(), 2, "{earlier:?}");
+            // Listed the other way round, the same.
+            let mut reversed = records.clone();
+            reversed.reverse();
+            assert_eq!(
+                observe(&base, &reversed).phase,
+                Phase::Completed,
+                "{earlier:?}"
+            );
+        }
+        // A later run that failed fails the task, though an earlier one completed.
+        let records = [
+            run(0, &["COMPLETED"], Some(0), 1_000),
+            run(1, &["COMPLETED"], Some(0), 1_000),
+            run(1, &["FAILED"], Some(3), 1_500),
+        ];
+        assert_eq!(observe(&base, &records).phase, Phase::Failed);
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub fn retry_after(ago: chrono::TimeDelta) -> Option<StdDuration> {
 /// array) and, for an array, each task's by task id. `None` until every record has ended and
 /// carries its usage: slurmdbd may not have all of it yet.
 pub fn of_records(records: &[Job]) -> Option<(JobUsage, BTreeMap<u32, JobUsage>)> {
+    // A requeued run's record never ends (`PENDING+REQUEUED`): only each latest run counts.
+    let records = &*super::phase::latest_runs(records);
     if records.is_empty()
         || records
             .iter()
@@ -252,6 +254,44 @@ mod tests {
         assert_eq!(tasks.keys().copied().collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!(tasks[&2].cpu_efficiency_percent, Some(50));
         assert_eq!(tasks[&0].memory_efficiency_percent, Some(2));
+    }
+
+    /// A requeued job's earlier run never ends in accounting (`PENDING+REQUEUED`, no usage):
+    /// the latest run of each job and task is what it used.
+    #[test]
+    fn a_requeued_runs_usage_is_its_latest_runs() {
+        let at = |job: Job, submitted: i64| Job {
+            submit_time: chrono::DateTime::from_timestamp(submitted, 0),
+            ..job
+        };
+        let mut requeued = ended(17, None, usage(1, 1, 1));
+        requeued.state = JobState::from_strings(&["PENDING", "REQUEUED"]);
+        requeued.usage = None;
+        let done = ended(17, None, usage(2_000_000, 2, 1024));
+        let (summary, _) =
+            of_records(&[at(requeued.clone(), 1_000), at(done.clone(), 1_500)]).unwrap();
+        assert_eq!(summary.elapsed.as_ref().map(Duration::as_str), Some("2s"));
+        // An array task's too, and the task counts once.
+        let task = |job: Job| Job {
+            array_job_id: Some(16),
+            array_task_id: Some(0),
+            ..job
+        };
+        let (summary, tasks) = of_records(&[
+            at(task(requeued), 1_000),
+            at(task(done.clone()), 1_500),
+            at(ended(18, Some(1), usage(2_000_000, 2, 1024)), 1_000),
+        ])
+        .unwrap();
+        assert_eq!(summary.elapsed.as_ref().map(Duration::as_str), Some("4s"));
+        assert_eq!(tasks.keys().copied().collect::<Vec<_>>(), [0, 1]);
+        // The latest still running: nothing yet.
+        let mut running = done;
+        running.state = JobState::from_strings(&["RUNNING"]);
+        running.usage = None;
+        let mut earlier = ended(17, None, usage(1, 1, 1));
+        earlier.state = JobState::from_strings(&["NODE_FAIL"]);
+        assert_eq!(of_records(&[at(earlier, 1_000), at(running, 1_500)]), None);
     }
 
     #[test]

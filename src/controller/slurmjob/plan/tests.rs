@@ -1680,6 +1680,24 @@ fn accounting_records_are_the_followed_runs_own() {
             vec![("alice", 1_000)],
         ),
         (
+            "no comments, requeued since: its later run under its name too (the latest is the run)",
+            vec![plain("alice", 1_000), plain("alice", 1_500)],
+            seen(1_000),
+            vec![("alice", 1_000), ("alice", 1_500)],
+        ),
+        (
+            "no comments: a later job of the same user under another name is a reused id's",
+            vec![
+                plain("alice", 1_000),
+                Job {
+                    name: "other".into(),
+                    ..plain("alice", 1_500)
+                },
+            ],
+            seen(1_000),
+            vec![("alice", 1_000)],
+        ),
+        (
             "no comments, a reused id's record only: none is ours",
             vec![plain("bob", 9_000)],
             seen(1_000),
