@@ -26,7 +26,7 @@ use chrono::{DateTime, Utc};
 
 use crate::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
 use crate::slurm::tag::{OwnerTag, Ownership, TagKey};
-use crate::slurm::types::{Job, SubmitRequest};
+use crate::slurm::types::{Job, JobBaseState, SubmitRequest};
 use crate::state::index::{ClusterState, Unreadable};
 
 pub use crate::controller::kit::release_at;
@@ -590,8 +590,8 @@ pub const SUBMIT_CLOCK_SLACK: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
 /// is taken: the records whose submit time is the status's `submitTime` (Slurm's own clock;
 /// an array's earliest task), or, when Slurm's is not known (the job left before it was ever
 /// observed), within [`SUBMIT_CLOCK_SLACK`] of `trackedSince`. Also the runs requeued since
-/// (submitted later): an array's tasks, a plain job's under the same name. Nothing without
-/// either time. And only records of `user`, the Slurm user the SlurmJob's jobs run as:
+/// (submitted later): an array's tasks; a plain job's under its name, each after a run that
+/// ended requeued. Nothing without either time. And only records of `user`, the Slurm user the SlurmJob's jobs run as:
 /// another user's job numbered with our id within
 /// those minutes is not ours (nothing when the user is not known; a SlurmJob whose namespace
 /// was mapped to another user since then reads its run as lost, never as someone else's).
@@ -635,20 +635,40 @@ pub fn accounting_ours(
         return Vec::new();
     };
     let is_array = records.iter().any(|job| job.array_job_id.is_some());
-    // A plain job requeued since the status saw it runs again under its id and name, submitted
-    // later: its latest run is what it did (`status::observe` takes it).
-    let name = records
+    if is_array {
+        return records
+            .into_iter()
+            .filter(|job| submitted(job).is_some_and(|at| at >= first))
+            .cloned()
+            .collect();
+    }
+    // The run itself, then the runs a requeue made of it: each later record of its name whose
+    // run before it ended requeued (`PENDING+REQUEUED`, `NODE_FAIL`, `PREEMPTED`), in submit
+    // order. Not any later record of that user and name: after a reset, another namespace
+    // granted the same Slurm user may run a job of that name under the reused id.
+    let mut runs: Vec<&Job> = records
         .iter()
-        .find(|job| submitted(job) == Some(first))
-        .map(|job| job.name.as_str());
-    records
-        .iter()
-        .filter(|job| {
-            let later = submitted(job).is_some_and(|at| at >= first);
-            later && (is_array || Some(job.name.as_str()) == name)
-        })
-        .map(|job| (*job).clone())
-        .collect()
+        .copied()
+        .filter(|job| submitted(job).is_some_and(|at| at >= first))
+        .collect();
+    runs.sort_by_key(|job| submitted(job));
+    let requeued = |job: &Job| {
+        job.state.has_flag("REQUEUED")
+            || matches!(
+                job.state.base,
+                JobBaseState::NodeFail | JobBaseState::Preempted
+            )
+    };
+    let mut ours: Vec<Job> = Vec::new();
+    for job in runs {
+        let follows_a_requeue = ours
+            .last()
+            .is_some_and(|run| requeued(run) && run.name == job.name);
+        if submitted(job).is_some_and(&is_run) || follows_a_requeue {
+            ours.push(job.clone());
+        }
+    }
+    ours
 }
 
 /// Whether `job` is provably the SlurmJob `uid`'s: a tag of that uid, signed with our key for

@@ -1620,6 +1620,11 @@ fn accounting_records_are_the_followed_runs_own() {
         job
     };
     let plain = |user: &str, submitted: i64| rec(None, user, submitted, None);
+    let ended_as = |user: &str, submitted: i64, states: &[&str]| Job {
+        name: "train".into(),
+        state: JobState::from_strings(states),
+        ..plain(user, submitted)
+    };
     let task = |user: &str, submitted: i64| rec(Some(7), user, submitted, None);
     let seen = |submitted: i64| SlurmJobStatus {
         job_id: Some(7),
@@ -1680,19 +1685,34 @@ fn accounting_records_are_the_followed_runs_own() {
             vec![("alice", 1_000)],
         ),
         (
-            "no comments, requeued since: its later run under its name too (the latest is the run)",
-            vec![plain("alice", 1_000), plain("alice", 1_500)],
+            "no comments, requeued since (twice): each later run of its name after a requeue \
+             (the latest is the run)",
+            vec![
+                ended_as("alice", 1_500, &["NODE_FAIL"]),
+                ended_as("alice", 1_000, &["PENDING", "REQUEUED"]),
+                ended_as("alice", 2_000, &["COMPLETED"]),
+            ],
             seen(1_000),
-            vec![("alice", 1_000), ("alice", 1_500)],
+            vec![("alice", 1_000), ("alice", 1_500), ("alice", 2_000)],
         ),
         (
             "no comments: a later job of the same user under another name is a reused id's",
             vec![
-                plain("alice", 1_000),
+                ended_as("alice", 1_000, &["PENDING", "REQUEUED"]),
                 Job {
                     name: "other".into(),
                     ..plain("alice", 1_500)
                 },
+            ],
+            seen(1_000),
+            vec![("alice", 1_000)],
+        ),
+        (
+            "no comments: a later job of the same user and name after a run that was not \
+             requeued (left running by a reset) is a reused id's, maybe another namespace's",
+            vec![
+                ended_as("alice", 1_000, &["RUNNING"]),
+                ended_as("alice", 1_500, &["COMPLETED"]),
             ],
             seen(1_000),
             vec![("alice", 1_000)],
