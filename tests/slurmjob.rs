@@ -259,6 +259,76 @@ async fn an_array_keeps_a_failed_task_slurmctld_forgot() {
     );
 }
 
+/// Submitted while its dependee ran, and the dependee then failed: Slurm keeps the dependent
+/// pending for good (`DependencyNeverSatisfied`, without `kill_invalid_depend`). It says so,
+/// `Ready=False` and `Stalled=True` (nothing the operator waits for will start it), with one
+/// Warning; before, it stayed `Ready=True/Submitted` and `kubectl wait` never ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependency_that_fails_after_the_submit_stalls_the_dependent() {
+    let slurm = require_slurm!();
+    let mut first = Runner::new(
+        &slurm,
+        "dep-fail",
+        json!({"script": script("sleep 2; exit 1")}),
+    );
+    let mut second = Runner::new(
+        &slurm,
+        "dep-never",
+        json!({"script": script("true"), "dependsOn": [{"name": "dep-fail"}]}),
+    );
+    first.step().await;
+    let first_id = first.status().job_id;
+    second
+        .step_with(|_| Some(Dependee::new("local", first_id)))
+        .await;
+    let job_id = second.job_id();
+    first.until_phase(Phase::Failed, LONG).await;
+    second
+        .until("Slurm's verdict", LONG, |s| {
+            s.state_reason.as_deref() == Some("DependencyNeverSatisfied")
+        })
+        .await;
+    let status = second.status();
+    assert_eq!(status.phase, Phase::Submitted, "{status:?}");
+    for type_ in [status::READY, status::STALLED] {
+        let c = condition::find(&status.conditions, type_).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            (
+                if type_ == status::READY {
+                    "False"
+                } else {
+                    "True"
+                },
+                "DependencyNeverSatisfied"
+            ),
+            "{type_}"
+        );
+        assert!(
+            c.message
+                .contains(&format!("Slurm job {job_id} will never start"))
+                && c.message.contains("Delete this SlurmJob"),
+            "{}",
+            c.message
+        );
+    }
+    assert_eq!(
+        second
+            .events
+            .iter()
+            .filter(|e| **e == "DependencyNeverSatisfied")
+            .count(),
+        1,
+        "{:?}",
+        second.events
+    );
+    // Deleting it cancels the job that would never start.
+    second.delete().await;
+    second
+        .until("the cancel", LONG, |s| s.phase == Phase::Cancelled)
+        .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn depends_on_afterok_runs_after_the_first_succeeded() {
     let slurm = require_slurm!();

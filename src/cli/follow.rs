@@ -15,6 +15,7 @@ use kube::runtime::watcher::{self, DefaultBackoff, Event, watcher};
 
 use super::CliError;
 use crate::controller::slurmjob::output::{self, LABEL};
+use crate::controller::slurmjob::plan::DEPENDENCY_NEVER_SATISFIED;
 use crate::controller::slurmjob::status::{COMPLETE, FAILED, RECORD_UNREADABLE, STALLED};
 use crate::crd::SlurmJob;
 
@@ -92,21 +93,22 @@ pub fn outcome(job: &SlurmJob) -> Option<u8> {
 /// be until something changes (Slurm refused it, the spec is invalid, the namespace has no
 /// access, ...): the operator never sets `Complete` or `Failed` for such a run, so without this
 /// `wait` would wait for ever. Only for the current generation (an edit may have fixed it), and
-/// only while no job was submitted for it: a run with a job is `Stalled` only while its record
+/// only while no job was submitted for it, or its job waits on a dependency Slurm deems never
+/// satisfied (it never starts): a run with a job is otherwise `Stalled` only while its record
 /// cannot be read, which passes, and that reason is skipped for a run still pending behind an
 /// earlier generation's job too.
 pub fn stalled(job: &SlurmJob) -> Option<&Condition> {
     let status = job.status.as_ref()?;
     // As the controller reads it (a SlurmJob from the API server always has one).
     let generation = job.metadata.generation.unwrap_or(1);
-    if status.submitted_generation == Some(generation) {
-        return None;
-    }
+    // A submitted run is Stalled for good only when Slurm deems a dependency never satisfied.
+    let submitted = status.submitted_generation == Some(generation);
     status.conditions.iter().find(|c| {
         c.type_ == STALLED
             && c.status == "True"
             && c.observed_generation == Some(generation)
             && c.reason != RECORD_UNREADABLE
+            && (!submitted || c.reason == DEPENDENCY_NEVER_SATISFIED)
     })
 }
 
@@ -545,6 +547,12 @@ mod tests {
         // The previous run's record, while the edit waits for that job to end.
         assert_eq!(stalled(2, Some(1), RECORD_UNREADABLE), None);
         assert_eq!(stalled(2, Some(1), "NoAccess"), Some(EXIT_STALLED));
+        // The current run's job never starts: a dependency Slurm deems never satisfied.
+        assert_eq!(
+            stalled(2, Some(2), DEPENDENCY_NEVER_SATISFIED),
+            Some(EXIT_STALLED)
+        );
+        assert_eq!(stalled(1, Some(1), DEPENDENCY_NEVER_SATISFIED), None);
         assert_eq!(outcome(&job(1, None)), None);
         // A status from before the latest edit describes the previous run.
         let stale = job(3, Some(status(&[("Complete", "True")], Some(0), 2)));

@@ -135,7 +135,7 @@ const FIXED: &[(&str, &str, &str)] = &[
     ("Dependency", "Waiting for the jobs it depends on",
      "starts when the SlurmJobs in spec.dependsOn end as required"),
     ("DependencyNeverSatisfied", "A job it depends on ended in a way that can never satisfy it",
-     "will never start: delete it, or fix spec.dependsOn and let it re-run"),
+     "will never start: delete the SlurmJob (which cancels the job) and create it again once the SlurmJobs in spec.dependsOn have run as it requires"),
     ("BeginTime", "Waiting for its requested begin time",
      "starts on its own once its begin time (extraOptions.begin_time) has passed"),
     ("JobHeldUser", "Held by its owner or an account coordinator",

@@ -1,6 +1,8 @@
 //! The Events a SlurmJob's status change is worth: a pure function of the status before and
 //! after a reconcile, so every transition is reported exactly once whatever triggered it.
 
+use super::plan::DEPENDENCY_NEVER_SATISFIED;
+use super::status::never_satisfied;
 use crate::controller::kit::Notice;
 use crate::crd::slurmjob::{Phase, SlurmJobStatus};
 use crate::slurm::tag::Ownership;
@@ -31,7 +33,9 @@ pub fn not_owned(job_id: u32, ownership: Ownership) -> Notice {
 /// - a job id appears: `Submitted`;
 /// - the job starts running (or ends having run, with no `Running` seen): `Started`;
 /// - it ends: `Finished` (Completed), `Cancelled`, or a Warning `Failed` for every other end
-///   (Failed, TimedOut, NodeFail, Preempted, OutOfMemory, Lost).
+///   (Failed, TimedOut, NodeFail, Preempted, OutOfMemory, Lost);
+/// - Slurm deems a dependency of the waiting job never satisfied: a Warning
+///   `DependencyNeverSatisfied` (it will never start).
 pub fn transitions(before: &SlurmJobStatus, after: &SlurmJobStatus) -> Vec<Notice> {
     let mut notices = Vec::new();
     let Some(job_id) = after.job_id else {
@@ -46,6 +50,14 @@ pub fn transitions(before: &SlurmJobStatus, after: &SlurmJobStatus) -> Vec<Notic
         );
         (Phase::Submitted, false)
     };
+    let never = |s: &SlurmJobStatus| {
+        !s.phase.is_terminal() && s.state_reason.as_deref() == Some(DEPENDENCY_NEVER_SATISFIED)
+    };
+    if never(after) && !(same_run && never(before)) {
+        notices.push(
+            Notice::warning(DEPENDENCY_NEVER_SATISFIED, never_satisfied(job_id)).about_run(job_id),
+        );
+    }
     if phase_before == after.phase && same_run {
         return notices;
     }
@@ -203,6 +215,46 @@ mod tests {
         let failed = transitions(&st(Some(1), Running, true), &st(Some(1), Failed, true));
         assert!(failed[0].warning);
         assert_eq!(failed[0].note, "Slurm job 1 ended Failed, exit code 3");
+    }
+
+    /// A waiting job Slurm deems never to start (a dependency ruled out) is told once, a Warning
+    /// naming the job; not again while it stays so, nor for an ended job's reason.
+    #[test]
+    fn a_dependency_never_satisfied_is_told_once() {
+        let never = |phase| SlurmJobStatus {
+            state_reason: Some(DEPENDENCY_NEVER_SATISFIED.into()),
+            ..st(Some(4), phase, false)
+        };
+        let told = transitions(
+            &st(Some(4), Phase::Submitted, false),
+            &never(Phase::Submitted),
+        );
+        assert_eq!(told.len(), 1, "{told:?}");
+        assert!(told[0].warning);
+        assert_eq!(told[0].reason, DEPENDENCY_NEVER_SATISFIED);
+        assert!(
+            told[0].note.starts_with("Slurm job 4 will never start"),
+            "{}",
+            told[0].note
+        );
+        assert!(transitions(&never(Phase::Submitted), &never(Phase::Submitted)).is_empty());
+        // Seen at the submit's first observation too.
+        let first = transitions(&SlurmJobStatus::default(), &never(Phase::Submitted));
+        assert_eq!(
+            first.iter().map(|n| n.reason.as_ref()).collect::<Vec<_>>(),
+            ["Submitted", DEPENDENCY_NEVER_SATISFIED]
+        );
+        let cancelled = SlurmJobStatus {
+            state_reason: Some(DEPENDENCY_NEVER_SATISFIED.into()),
+            ..st(Some(4), Phase::Cancelled, false)
+        };
+        assert_eq!(
+            transitions(&never(Phase::Submitted), &cancelled)
+                .iter()
+                .map(|n| n.reason.as_ref())
+                .collect::<Vec<_>>(),
+            ["Cancelled"]
+        );
     }
 
     /// Each run's Events are their own: their action names the run, so a re-run's `Submitted`

@@ -29,6 +29,7 @@ use crate::slurm::reason;
 use crate::slurm::types::{Job, JobBaseState, JobState};
 use crate::state::index::Unreadable;
 
+use super::plan::DEPENDENCY_NEVER_SATISFIED;
 use super::{ended, phase, usage};
 
 /// Condition: the latest spec runs or ran in Slurm and nothing went wrong (module docs).
@@ -461,6 +462,16 @@ fn not_running(
     status
 }
 
+/// What a submitted job that waits on a dependency Slurm deems never satisfied is told.
+pub fn never_satisfied(job_id: i64) -> String {
+    format!(
+        "Slurm job {job_id} will never start: a job it depends on ended in a way its \
+         dependency type rules out (Slurm: DependencyNeverSatisfied; the job was submitted \
+         while that one ran). Delete this SlurmJob (which cancels the job) and create it again \
+         once the SlurmJobs in spec.dependsOn have run as it requires"
+    )
+}
+
 /// The conditions that follow from a job's phase (module docs), for a status whose run has a
 /// job: `Ready`, `Complete` and `Failed` from the phase, no `Reconciling` or `Stalled` (the job
 /// is Slurm's to run). Without a job (a pending run) only a previous run's `Complete` and
@@ -477,7 +488,15 @@ pub fn summarize(status: SlurmJobStatus, generation: i64, now: Time) -> SlurmJob
     let phase = next.phase;
     let observed = next.observed_generation.or(Some(generation));
     let ended = ending(&next, job_id);
+    // Submitted while a dependee ran, and that dependee then ended as the dependency type rules
+    // out: Slurm keeps the job pending for good (unless its admins set `kill_invalid_depend`).
+    let never = (matches!(phase, Phase::Pending | Phase::Submitted)
+        && next.state_reason.as_deref() == Some(DEPENDENCY_NEVER_SATISFIED))
+    .then(|| never_satisfied(job_id));
     let ready = match phase {
+        _ if let Some(message) = &never => {
+            Some((false, DEPENDENCY_NEVER_SATISFIED, message.clone()))
+        }
         // Set at the submit (`Submitted` or `Adopted`, with slurmrestd's warnings): kept. Not
         // a running or ended run's, which a requeue takes back to `Submitted`.
         // Its `observedGeneration` follows the status' (an edit applied in place, or ignored,
@@ -513,6 +532,19 @@ pub fn summarize(status: SlurmJobStatus, generation: i64, now: Time) -> SlurmJob
         condition::upsert(
             &mut next.conditions,
             condition::new(READY, ok, reason, message, observed, now.clone()),
+        );
+    }
+    if let Some(message) = never {
+        condition::upsert(
+            &mut next.conditions,
+            condition::new(
+                STALLED,
+                true,
+                DEPENDENCY_NEVER_SATISFIED,
+                message,
+                observed,
+                now.clone(),
+            ),
         );
     }
     let outcome = |conditions: &mut Vec<_>, type_: &str, holds: bool| {
@@ -987,6 +1019,37 @@ mod tests {
             condition::find(&kept.conditions, READY).unwrap().message,
             "submitted as Slurm job 7"
         );
+        // Slurm deems a dependency never satisfied: not Ready, Stalled (it never starts); once
+        // Slurm says otherwise (an admin's `scontrol update Dependency=`), waiting again.
+        let mut never = submitted.clone();
+        never.state_reason = Some(DEPENDENCY_NEVER_SATISFIED.into());
+        let s = summarize(never, 1, at(35));
+        assert_eq!(
+            conditions(&s),
+            [
+                (
+                    "Ready".into(),
+                    "False".into(),
+                    DEPENDENCY_NEVER_SATISFIED.into()
+                ),
+                ("SpecApplied".into(), "True".into(), "Submitted".into()),
+                (
+                    "Stalled".into(),
+                    "True".into(),
+                    DEPENDENCY_NEVER_SATISFIED.into()
+                ),
+            ]
+        );
+        let mut again = s.clone();
+        again.state_reason = Some("Dependency".into());
+        let s = summarize(again, 1, at(36));
+        assert_eq!(
+            conditions(&s),
+            [
+                ("Ready".into(), "True".into(), "Submitted".into()),
+                ("SpecApplied".into(), "True".into(), "Submitted".into()),
+            ]
+        );
         // An edit observed while the job waits (applied in place, or ignored): the submit's
         // words stay, with the status' generation, and no new transition.
         let mut edited = submitted.clone();
@@ -1122,13 +1185,13 @@ mod tests {
                 "{earlier:?}"
             );
         }
-        // A later run that failed fails the task, though an earlier one completed.
+        // An earlier run that failed does not fail the task its later run completed.
         let records = [
             run(0, &["COMPLETED"], Some(0), 1_000),
-            run(1, &["COMPLETED"], Some(0), 1_000),
-            run(1, &["FAILED"], Some(3), 1_500),
+            run(1, &["FAILED"], Some(3), 1_000),
+            run(1, &["COMPLETED"], Some(0), 1_500),
         ];
-        assert_eq!(observe(&base, &records).phase, Phase::Failed);
+        assert_eq!(observe(&base, &records).phase, Phase::Completed);
     }
 
     #[test]
