@@ -50,8 +50,12 @@ async fn a_job_completes_with_its_events() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_requeued_job_ends_with_its_latest_runs_usage() {
     let slurm = require_slurm!();
-    let mut job = Runner::new(&slurm, "requeued", json!({"script": script("sleep 3")}));
+    let mut job = Runner::new(&slurm, "requeued", json!({"script": script("sleep 8")}));
     job.until_phase(Phase::Running, LONG).await;
+    // Requeued once slurmd has launched it: a requeue while the launch is on its way revokes
+    // that launch's credential, and slurmctld then kills the job's next run too ("Killing
+    // non-startable batch JobId: Job credential revoked", exit code 1).
+    tokio::time::sleep(Duration::from_secs(5)).await;
     let id = job.job_id().to_string();
     slurm.scontrol(&["requeue", &id]);
     // Requeued, it waits for a begin time two minutes on (set once the requeue is done): now.
@@ -79,7 +83,7 @@ async fn a_requeued_job_ends_with_its_latest_runs_usage() {
         usage
             .elapsed
             .as_ref()
-            .is_some_and(|e| e.as_std() >= Duration::from_secs(3)),
+            .is_some_and(|e| e.as_std() >= Duration::from_secs(8)),
         "the latest run's elapsed time: {usage:?}"
     );
 }
@@ -311,6 +315,12 @@ async fn a_dependency_that_fails_after_the_submit_stalls_the_dependent() {
             "{}",
             c.message
         );
+    }
+    // Stepped again later (conditions' times are seconds): the same status, no second Event.
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        second.step().await;
+        assert_eq!(second.status(), status);
     }
     assert_eq!(
         second

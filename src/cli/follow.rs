@@ -307,9 +307,16 @@ async fn wait(
             })
         })?;
     if let Some(stalled) = stalled(&job) {
+        let never = stalled.reason == DEPENDENCY_NEVER_SATISFIED;
         eprintln!(
-            "{what}: cannot be submitted: {}: {}",
-            stalled.reason, stalled.message
+            "{what}: {}: {}: {}",
+            if never {
+                "will never start"
+            } else {
+                "cannot be submitted"
+            },
+            stalled.reason,
+            stalled.message
         );
         return Ok(EXIT_STALLED);
     }

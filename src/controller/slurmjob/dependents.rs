@@ -185,11 +185,13 @@ impl Dependents {
     }
 }
 
-/// Whether `status` says the job waits for SlurmJobs `dependsOn` names.
+/// Whether `status` says the job waits for SlurmJobs `dependsOn` names before its submit (a
+/// submitted job Slurm deems never to start has the reason too, and waits for nothing here).
 pub fn is_dependency_wait(status: &SlurmJobStatus) -> bool {
-    is_dependency_reason(
-        condition::find(&status.conditions, READY).map_or("", |ready| ready.reason.as_str()),
-    )
+    !super::status::never_starts(status)
+        && is_dependency_reason(
+            condition::find(&status.conditions, READY).map_or("", |ready| ready.reason.as_str()),
+        )
 }
 
 /// Whether a wait's reason is one for SlurmJobs `dependsOn` names.

@@ -2,7 +2,7 @@
 //! after a reconcile, so every transition is reported exactly once whatever triggered it.
 
 use super::plan::DEPENDENCY_NEVER_SATISFIED;
-use super::status::never_satisfied;
+use super::status;
 use crate::controller::kit::Notice;
 use crate::crd::slurmjob::{Phase, SlurmJobStatus};
 use crate::slurm::tag::Ownership;
@@ -50,12 +50,10 @@ pub fn transitions(before: &SlurmJobStatus, after: &SlurmJobStatus) -> Vec<Notic
         );
         (Phase::Submitted, false)
     };
-    let never = |s: &SlurmJobStatus| {
-        !s.phase.is_terminal() && s.state_reason.as_deref() == Some(DEPENDENCY_NEVER_SATISFIED)
-    };
-    if never(after) && !(same_run && never(before)) {
+    if status::never_starts(after) && !(same_run && status::never_starts(before)) {
         notices.push(
-            Notice::warning(DEPENDENCY_NEVER_SATISFIED, never_satisfied(job_id)).about_run(job_id),
+            Notice::warning(DEPENDENCY_NEVER_SATISFIED, status::never_satisfied(job_id))
+                .about_run(job_id),
         );
     }
     if phase_before == after.phase && same_run {

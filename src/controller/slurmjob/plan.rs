@@ -642,10 +642,13 @@ pub fn accounting_ours(
             .cloned()
             .collect();
     }
-    // The run itself, then the runs a requeue made of it: each later record of its name whose
-    // run before it ended requeued (`PENDING+REQUEUED`, `NODE_FAIL`, `PREEMPTED`), in submit
-    // order. Not any later record of that user and name: after a reset, another namespace
-    // granted the same Slurm user may run a job of that name under the reused id.
+    // The run itself (the first record that is: without Slurm's submit time, others within the
+    // slack may be another job's), then the runs a requeue made of it, in submit order: each
+    // record of its name right after a run taken that ended requeued (`PENDING+REQUEUED`,
+    // `NODE_FAIL`, `PREEMPTED`), submitted when that run ended (Slurm submits the new run then;
+    // a NODE_FAIL or PREEMPTED that was final has no such successor). Not any later record of
+    // that user and name: after a reset, another namespace granted the same Slurm user may run
+    // a job of that name under the reused id.
     let mut runs: Vec<&Job> = records
         .iter()
         .copied()
@@ -659,14 +662,23 @@ pub fn accounting_ours(
                 JobBaseState::NodeFail | JobBaseState::Preempted
             )
     };
+    let resubmitted = |run: &Job, job: &Job| {
+        run.end_time
+            .zip(job.submit_time)
+            .is_some_and(|(end, at)| (at - end).abs() <= SUBMIT_CLOCK_SLACK)
+    };
     let mut ours: Vec<Job> = Vec::new();
+    // The record before, and whether it was taken.
+    let mut before: Option<(&Job, bool)> = None;
     for job in runs {
-        let follows_a_requeue = ours
-            .last()
-            .is_some_and(|run| requeued(run) && run.name == job.name);
-        if submitted(job).is_some_and(&is_run) || follows_a_requeue {
+        let follows_a_requeue = before.is_some_and(|(run, taken)| {
+            taken && requeued(run) && run.name == job.name && resubmitted(run, job)
+        });
+        let take = submitted(job) == Some(first) || follows_a_requeue;
+        if take {
             ours.push(job.clone());
         }
+        before = Some((job, take));
     }
     ours
 }

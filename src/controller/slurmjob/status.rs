@@ -462,6 +462,13 @@ fn not_running(
     status
 }
 
+/// Whether `status`'s job waits on a dependency Slurm deems never satisfied: it never starts.
+pub fn never_starts(status: &SlurmJobStatus) -> bool {
+    status.job_id.is_some()
+        && !status.phase.is_terminal()
+        && status.state_reason.as_deref() == Some(DEPENDENCY_NEVER_SATISFIED)
+}
+
 /// What a submitted job that waits on a dependency Slurm deems never satisfied is told.
 pub fn never_satisfied(job_id: i64) -> String {
     format!(
@@ -483,16 +490,18 @@ pub fn summarize(status: SlurmJobStatus, generation: i64, now: Time) -> SlurmJob
         condition::remove(&mut next.conditions, FAILED);
         return next;
     };
+    // Submitted while a dependee ran, and that dependee then ended as the dependency type rules
+    // out: Slurm keeps the job pending for good (unless its admins set `kill_invalid_depend`).
+    let never = never_starts(&next).then(|| never_satisfied(job_id));
     condition::remove(&mut next.conditions, RECONCILING);
-    condition::remove(&mut next.conditions, STALLED);
+    // Kept while it stays so: replaced below with its transition time, not written anew at each
+    // reconcile.
+    if never.is_none() {
+        condition::remove(&mut next.conditions, STALLED);
+    }
     let phase = next.phase;
     let observed = next.observed_generation.or(Some(generation));
     let ended = ending(&next, job_id);
-    // Submitted while a dependee ran, and that dependee then ended as the dependency type rules
-    // out: Slurm keeps the job pending for good (unless its admins set `kill_invalid_depend`).
-    let never = (matches!(phase, Phase::Pending | Phase::Submitted)
-        && next.state_reason.as_deref() == Some(DEPENDENCY_NEVER_SATISFIED))
-    .then(|| never_satisfied(job_id));
     let ready = match phase {
         _ if let Some(message) = &never => {
             Some((false, DEPENDENCY_NEVER_SATISFIED, message.clone()))
@@ -1040,6 +1049,8 @@ mod tests {
                 ),
             ]
         );
+        // Summarized again later: nothing changes (no status write at every reconcile).
+        assert_eq!(summarize(s.clone(), 1, at(90)), s);
         let mut again = s.clone();
         again.state_reason = Some("Dependency".into());
         let s = summarize(again, 1, at(36));

@@ -303,14 +303,16 @@ impl Remembered {
 /// the generation the status answers for, and the phase. A reconcile working from an older one
 /// would submit again: after a refusal; or after an edit of a running job, applied in place or
 /// set aside (`SpecApplied`), once the job has ended: from the status before the edit, the edit
-/// looks like one of a finished job, which runs it again. From an older phase it would write
-/// the transition again and announce it a second time (`Started`, `Finished`).
+/// looks like one of a finished job, which runs it again. From an older phase (or before Slurm
+/// deemed a dependency never satisfied) it would write the transition again and announce it a
+/// second time (`Started`, `Finished`, `DependencyNeverSatisfied`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Outcome {
     pub job_id: Option<i64>,
     pub rejected_generation: Option<i64>,
     pub observed_generation: Option<i64>,
     pub phase: Phase,
+    pub never_satisfied: bool,
 }
 
 impl Outcome {
@@ -320,6 +322,7 @@ impl Outcome {
             rejected_generation: status.rejected_generation,
             observed_generation: status.observed_generation,
             phase: status.phase,
+            never_satisfied: super::status::never_starts(status),
         }
     }
 }

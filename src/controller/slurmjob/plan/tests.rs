@@ -1620,10 +1620,16 @@ fn accounting_records_are_the_followed_runs_own() {
         job
     };
     let plain = |user: &str, submitted: i64| rec(None, user, submitted, None);
-    let ended_as = |user: &str, submitted: i64, states: &[&str]| Job {
-        name: "train".into(),
-        state: JobState::from_strings(states),
-        ..plain(user, submitted)
+    // Run `states` of job "train", submitted at `submitted`; one that ended, 100 s later (a
+    // requeue submits the next run then).
+    let ended_as = |user: &str, submitted: i64, states: &[&str]| {
+        let state = JobState::from_strings(states);
+        Job {
+            name: "train".into(),
+            end_time: (state.base != JobBaseState::Running).then(|| utc(submitted + 100)),
+            state,
+            ..plain(user, submitted)
+        }
     };
     let task = |user: &str, submitted: i64| rec(Some(7), user, submitted, None);
     let seen = |submitted: i64| SlurmJobStatus {
@@ -1688,12 +1694,47 @@ fn accounting_records_are_the_followed_runs_own() {
             "no comments, requeued since (twice): each later run of its name after a requeue \
              (the latest is the run)",
             vec![
-                ended_as("alice", 1_500, &["NODE_FAIL"]),
+                ended_as("alice", 1_100, &["NODE_FAIL"]),
                 ended_as("alice", 1_000, &["PENDING", "REQUEUED"]),
-                ended_as("alice", 2_000, &["COMPLETED"]),
+                ended_as("alice", 1_200, &["COMPLETED"]),
             ],
             seen(1_000),
-            vec![("alice", 1_000), ("alice", 1_500), ("alice", 2_000)],
+            vec![("alice", 1_000), ("alice", 1_100), ("alice", 1_200)],
+        ),
+        (
+            "no comments: a job of that name submitted long after the run's final NODE_FAIL is a \
+             reused id's",
+            vec![
+                ended_as("alice", 1_000, &["NODE_FAIL"]),
+                ended_as("alice", 9_000, &["COMPLETED"]),
+            ],
+            seen(1_000),
+            vec![("alice", 1_000)],
+        ),
+        (
+            "no comments: a requeue's chain ends at a record not taken (another job's between)",
+            vec![
+                ended_as("alice", 1_000, &["PENDING", "REQUEUED"]),
+                Job {
+                    name: "other".into(),
+                    ..ended_as("alice", 1_100, &["COMPLETED"])
+                },
+                ended_as("alice", 1_200, &["COMPLETED"]),
+            ],
+            seen(1_000),
+            vec![("alice", 1_000)],
+        ),
+        (
+            "no comments, never observed: the first within the slack, not another job's after it",
+            vec![
+                ended_as("alice", 1_010, &["COMPLETED"]),
+                Job {
+                    name: "other".into(),
+                    ..ended_as("alice", 1_200, &["COMPLETED"])
+                },
+            ],
+            unseen(1_000),
+            vec![("alice", 1_010)],
         ),
         (
             "no comments: a later job of the same user under another name is a reused id's",
