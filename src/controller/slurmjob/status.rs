@@ -427,7 +427,10 @@ pub fn unreadable(
             RECORD_UNREADABLE,
             message,
             Some(generation),
-            now,
+            // Since the record could not be read: stable from one reconcile to the next (the
+            // condition is made anew after `summarize`, and a new time was a status write at
+            // every reconcile while it lasted).
+            time(Some(unread.since)).unwrap_or(now),
         ),
     );
     status

@@ -653,6 +653,20 @@ async fn a_job_whose_record_cannot_be_read_is_stalled_until_it_can() {
     }
     assert_eq!(step.status.phase, Phase::Running, "as last read");
     assert!(step.notices.is_empty(), "{:?}", step.notices);
+    // Still unreadable at the next step: the same status, nothing to write again (the
+    // condition's time is since when, not the step's).
+    let written = step.status.clone();
+    let again = super::step(
+        Target {
+            status: Some(&written),
+            ..target
+        },
+        world.env(DateTime::from_timestamp(205, 0).unwrap()),
+        |_| None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.status, written);
     // Read again: the next step, from the status written, removes it.
     world.index = readable;
     let written = step.status;
