@@ -656,8 +656,9 @@ def t_finalizer_policy() -> str:
 # Rust type -> (apiGroup, resource) for the Api<...> the controllers open.
 KIND_RESOURCES = {
     "SlurmCluster": ("slurm.rs", "slurmclusters"), "SlurmJob": ("slurm.rs", "slurmjobs"),
-    # The SlurmJob cache's form of a SlurmJob (src/crd/slurmjob/cached.rs): the same resource.
-    "CachedSlurmJob": ("slurm.rs", "slurmjobs"),
+    # The SlurmJob cache's form of a SlurmJob (src/crd/slurmjob/cached.rs), and the controller's
+    # whole reads of one (src/crd/slurmjob/wire.rs): the same resource.
+    "CachedSlurmJob": ("slurm.rs", "slurmjobs"), "WholeSlurmJob": ("slurm.rs", "slurmjobs"),
     "SlurmNodeSet": ("slurm.rs", "slurmnodesets"), "Namespace": ("", "namespaces"), "Node": ("", "nodes"),
     "Pod": ("", "pods"), "Secret": ("", "secrets"), "ConfigMap": ("", "configmaps"),
     "PersistentVolumeClaim": ("", "persistentvolumeclaims"), "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
