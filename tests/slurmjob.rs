@@ -58,11 +58,14 @@ async fn a_requeued_job_ends_with_its_latest_runs_usage() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let id = job.job_id().to_string();
     slurm.scontrol(&["requeue", &id]);
-    // Requeued, it waits for a begin time two minutes on (set once the requeue is done): now.
+    // Requeued, it waits for a begin time two minutes on (set once the requeue is done): it is
+    // started sooner, though not within the second slurmd revoked the first run's credential
+    // (a launch signed that second counts as revoked: the run is killed at once, exit code 1).
     job.until("the requeue", LONG, |s| {
         s.state_reason.as_deref() == Some("BeginTime")
     })
     .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     slurm.scontrol(&["update", &format!("JobId={id}"), "StartTime=now"]);
     job.until("the end of the second run", LONG, |s| s.phase.is_terminal())
         .await;

@@ -15,8 +15,9 @@ use kube::runtime::watcher::{self, DefaultBackoff, Event, watcher};
 
 use super::CliError;
 use crate::controller::slurmjob::output::{self, LABEL};
-use crate::controller::slurmjob::plan::DEPENDENCY_NEVER_SATISFIED;
-use crate::controller::slurmjob::status::{COMPLETE, FAILED, RECORD_UNREADABLE, STALLED};
+use crate::controller::slurmjob::status::{
+    COMPLETE, DEPENDENCY_NEVER_SATISFIED, FAILED, RECORD_UNREADABLE, STALLED,
+};
 use crate::crd::SlurmJob;
 
 #[derive(Debug, Args)]

@@ -1,8 +1,7 @@
 //! The Events a SlurmJob's status change is worth: a pure function of the status before and
 //! after a reconcile, so every transition is reported exactly once whatever triggered it.
 
-use super::plan::DEPENDENCY_NEVER_SATISFIED;
-use super::status;
+use super::status::{self, DEPENDENCY_NEVER_SATISFIED};
 use crate::controller::kit::Notice;
 use crate::crd::slurmjob::{Phase, SlurmJobStatus};
 use crate::slurm::tag::Ownership;

@@ -410,7 +410,7 @@ pub fn fresh(
 pub const SUBMIT_FAILED: &str = "SubmitFailed";
 
 /// `Ready=False` reason: a SlurmJob in `dependsOn` ended in a way its dependency rules out.
-pub const DEPENDENCY_NEVER_SATISFIED: &str = "DependencyNeverSatisfied";
+pub use super::status::DEPENDENCY_NEVER_SATISFIED;
 /// The reason of a wait for SlurmJobs `dependsOn` names: to exist, to be submitted, to have
 /// ended in a known way, or to be on this job's cluster.
 pub const WAITING_FOR_DEPENDENCIES: &str = "WaitingForDependencies";

@@ -29,7 +29,6 @@ use crate::slurm::reason;
 use crate::slurm::types::{Job, JobBaseState, JobState};
 use crate::state::index::Unreadable;
 
-use super::plan::DEPENDENCY_NEVER_SATISFIED;
 use super::{ended, phase, usage};
 
 /// Condition: the latest spec runs or ran in Slurm and nothing went wrong (module docs).
@@ -49,6 +48,9 @@ pub const SUBMIT_REJECTED: &str = "SubmitRejected";
 /// Reason (`Stalled=True`): the current job's record cannot be read from slurmrestd; the
 /// status is as last read ([`unreadable`]).
 pub const RECORD_UNREADABLE: &str = "SlurmRecordUnreadable";
+/// Why a SlurmJob's job never starts, or is not submitted: a dependee ended as its
+/// dependency type rules out.
+pub const DEPENDENCY_NEVER_SATISFIED: &str = "DependencyNeverSatisfied";
 /// The most characters of Slurm's own message a condition or Event repeats.
 pub const MAX_SLURM_MESSAGE: usize = 1024;
 
