@@ -319,6 +319,41 @@ impl Backoffs {
         failures.remove(key);
     }
 
+    /// Forget the failures of `controller`'s objects that `live` (namespace, name) does not
+    /// hold; other controllers' are kept.
+    pub fn keep_only(&self, controller: &str, live: impl Fn(&str, &str) -> bool) {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        failures.retain(|key, _| {
+            let Some((namespace, name)) = key
+                .strip_prefix(controller)
+                .and_then(|rest| rest.strip_prefix('/'))
+                .and_then(|rest| rest.split_once('/'))
+            else {
+                return true;
+            };
+            live(namespace, name)
+        });
+    }
+
+    /// Whether failures of `key` are counted.
+    #[cfg(test)]
+    pub fn counts(&self, key: &str) -> bool {
+        let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        failures.contains_key(key)
+    }
+
+    /// How many objects have failures counted.
+    pub fn len(&self) -> usize {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The delay after `previous` failures: MIN * 2^previous, at most MAX.
     fn delay(previous: u32) -> Duration {
         let factor = 1u32.checked_shl(previous.min(16)).unwrap_or(u32::MAX);

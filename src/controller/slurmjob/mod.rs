@@ -1751,6 +1751,7 @@ fn after_cache_change(
                 if let Some(uid) = object.meta().uid.as_deref() {
                     remembered.forget_uid(uid);
                 }
+                remembered.backoff.reset(&backoff_key(object));
             }
             kit::Applied::Object { .. } => {}
             kit::Applied::Relisted => {
@@ -1762,6 +1763,11 @@ fn after_cache_change(
                     .filter_map(|job| job.meta().uid.as_deref())
                     .collect();
                 remembered.keep_only(|uid| live.contains(uid), std::time::Instant::now());
+                remembered.backoff.keep_only(CONTROLLER, |namespace, name| {
+                    cached
+                        .get(&ObjectRef::new(name).within(namespace))
+                        .is_some()
+                });
             }
         }
         for dependent in waiters.woken_by(applied) {
@@ -1799,6 +1805,7 @@ pub fn run(
     let dependents = Arc::new(Dependents::default());
     let remembered = Remembered {
         finalizer_writes: Arc::clone(&ctx.finalizer_writes),
+        backoff: Arc::clone(&ctx.backoff),
         ..Remembered::default()
     };
     let (by_uid, jobs) = kit::reflect_changes(

@@ -265,6 +265,12 @@ pub struct Remembered {
     pub taken_on: Arc<TakenOn>,
     /// Shared with the other controllers (uids are unique across kinds).
     pub finalizer_writes: Arc<FinalizerWrites>,
+    /// The failures counted for each SlurmJob's retries, by namespace and name (shared with
+    /// the other controllers, each under its own keys; the caller forgets a SlurmJob's by its
+    /// key): one deleted right after a failed reconcile, before any success reset it, would
+    /// keep its count for the life of the process, and pass it on to the next SlurmJob of
+    /// that name.
+    pub backoff: Arc<Backoffs>,
 }
 
 impl Remembered {
@@ -292,6 +298,7 @@ impl Remembered {
             + self.status_writes.len()
             + self.taken_on.len()
             + self.finalizer_writes.len()
+            + self.backoff.len()
     }
 
     pub fn is_empty(&self) -> bool {

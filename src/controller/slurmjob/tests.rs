@@ -3523,10 +3523,14 @@ fn what_is_remembered_of_a_slurmjob_goes_with_it() {
         remembered
             .finalizer_writes
             .record(&uid, "1".to_owned(), now);
+        remembered.backoff.next(&backoff_key(job));
     }
     remembered
         .finalizer_writes
         .record("a-nodeset", "1".to_owned(), now);
+    // Another controller's object of the same namespace and name: not a SlurmJob's.
+    let nodeset_key = Backoffs::key("nodeset", &a.namespace().unwrap(), "a");
+    remembered.backoff.next(&nodeset_key);
     let expired = now
         .checked_sub(StatusWrites::LAG_LIMIT + std::time::Duration::from_secs(1))
         .expect("the clock has run for half a minute");
@@ -3542,10 +3546,12 @@ fn what_is_remembered_of_a_slurmjob_goes_with_it() {
                 .lags(&uid, now, |_| true)
                 .then_some(()),
             remembered.taken_on.since(&uid, acting),
+            // Counted failures: a SlurmJob of that name created again starts afresh.
+            remembered.backoff.counts(&backoff_key(job)),
         )
     };
-    let all = (2, Some(()), true);
-    let none = (0, None, false);
+    let all = (2, Some(()), true, true);
+    let none = (0, None, false, false);
 
     let (events, stream) = futures::channel::mpsc::unbounded();
     let (store, writer) = reflector::store();
@@ -3612,7 +3618,13 @@ fn what_is_remembered_of_a_slurmjob_goes_with_it() {
     assert_eq!(of(&c), all, "an update forgets nothing");
     assert_eq!(
         remembered.len(),
-        2 + 1 + 1 + 3,
-        "c's two submits, status write, finalizer taken and patch; b's and the nodeset's patch"
+        2 + 1 + 1 + 3 + 2,
+        "c's two submits, status write, finalizer taken and patch; b's and the nodeset's patch; \
+         the failures counted for c and for the NodeSet"
+    );
+    assert_eq!(
+        remembered.backoff.next(&nodeset_key),
+        Backoffs::MIN * 2,
+        "another controller's count of the same namespace and name is its own: kept"
     );
 }
