@@ -241,7 +241,7 @@ where
                     .filter(|n| !(announced && n.reason == "Submitted")),
             );
             dedup(&mut step.notices);
-            step.status = status::suspension(step.status, target_suspend(target), now(env));
+            step.status = status::suspension(step.status, target.spec.suspend, now(env));
             step.status = status::summarize(step.status, generation, now(env));
             // The same wait again (every few seconds): what it found was said when it began
             // (a job carrying the tag that is not adopted is found again at every look).
@@ -269,7 +269,7 @@ where
             let ending = next.phase.is_terminal() && !current.phase.is_terminal();
             let wait = ending.then_some(USAGE_WAIT_AT_END);
             let (next, usage_retry) = with_usage(next, target.uid, env, wait).await;
-            let next = status::suspension(next, target.spec.suspend == Some(true), now(env));
+            let next = status::suspension(next, target.spec.suspend, now(env));
             let notices = notice::transitions(&current, &next);
             let next = status::summarize(next, generation, now(env));
             Ok(Step {
@@ -296,7 +296,7 @@ where
             }
             let (next, notices, again) =
                 edit_step(target, env, &current, next, job_id, generation, load).await?;
-            let next = status::suspension(next, target_suspend(target), now(env));
+            let next = status::suspension(next, target.spec.suspend, now(env));
             let mut notices = notices;
             notices.extend(notice::transitions(&current, &next));
             let next = status::summarize(next, generation, now(env));
@@ -430,10 +430,6 @@ fn spec_applied(
 }
 
 /// Whether the spec asks for the job to be held.
-fn target_suspend(target: Target<'_>) -> bool {
-    target.spec.suspend == Some(true)
-}
-
 /// An edit of a job that has not ended ([`Decision::Edit`]): read the whole spec and the job's
 /// record in slurmctld, ask [`edit::plan`], and send what it says as the job's own Slurm user.
 /// Returns the status (with `SpecApplied` saying what became of the edit), its notices, and when

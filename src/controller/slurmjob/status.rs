@@ -687,9 +687,12 @@ pub fn details_due(
 pub const SUSPENDED: &str = "Suspended";
 
 /// `status` with its `Suspended` condition: `True` while Slurm holds the job (reason: Slurm's,
-/// `JobHeldUser` or `JobHeldAdmin`); `False` with reason `JobStarted` while `suspend` asks for a
-/// hold of a job that already runs; absent otherwise.
-pub fn suspension(status: SlurmJobStatus, suspend: bool, now: Time) -> SlurmJobStatus {
+/// `JobHeldUser` or `JobHeldAdmin`); `False` with reason `JobStarted` while `suspend` (the
+/// spec's) asks for a hold of a job that already runs; absent otherwise. The message says what
+/// releases the hold: only an edit that changes the spec sends a release (`edit`), so a hold the
+/// spec did not ask for (`scontrol hold`, `scontrol requeuehold`) with `suspend` already false
+/// needs one that sets it to true and back.
+pub fn suspension(status: SlurmJobStatus, suspend: Option<bool>, now: Time) -> SlurmJobStatus {
     let mut next = status;
     let job = next.job_id.unwrap_or_default();
     let held = next.pending.as_ref().and_then(|p| {
@@ -703,18 +706,33 @@ pub fn suspension(status: SlurmJobStatus, suspend: bool, now: Time) -> SlurmJobS
     let observed = next.observed_generation;
     let wanted = match held {
         Some(reason) => {
+            let release = match suspend {
+                Some(true) => "set spec.suspend to false".to_owned(),
+                None => format!(
+                    "set spec.suspend to false, or run `scontrol release {job}` as the job's \
+                     Slurm user"
+                ),
+                Some(false) => format!(
+                    "spec.suspend is false already, so set it to true and then back to false \
+                     (an edit sends the release), or run `scontrol release {job}` as the job's \
+                     Slurm user"
+                ),
+            };
             let message = if reason == "JobHeldAdmin" {
                 format!(
                     "Slurm job {job} is held by a Slurm administrator; only they can release it"
                 )
+            } else if suspend == Some(true) {
+                format!("Slurm job {job} is held, as spec.suspend asks: to start it, {release}")
             } else {
                 format!(
-                    "Slurm job {job} is held: it starts only once released (spec.suspend: false)"
+                    "Slurm job {job} is held in Slurm, not by spec.suspend (e.g. `scontrol \
+                     hold` or `scontrol requeuehold`): to start it, {release}"
                 )
             };
             Some((true, reason, message))
         }
-        None if suspend && next.phase == Phase::Running => Some((
+        None if suspend == Some(true) && next.phase == Phase::Running => Some((
             false,
             "JobStarted".to_owned(),
             format!(
@@ -1592,35 +1610,63 @@ mod tests {
             }),
             ..Default::default()
         };
-        let suspended = |s: SlurmJobStatus, suspend: bool| {
+        let suspended = |s: SlurmJobStatus, suspend: Option<bool>| {
             let s = suspension(s, suspend, now.clone());
             condition::find(&s.conditions, SUSPENDED)
                 .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
         };
-        let (status, reason, _) =
-            suspended(with("JobHeldUser", 0, Phase::Submitted), true).unwrap();
-        assert_eq!((status.as_str(), reason.as_str()), ("True", "JobHeldUser"));
-        // Held by an administrator, whatever the spec says.
         let (status, reason, message) =
-            suspended(with("JobHeldAdmin", 0, Phase::Submitted), false).unwrap();
-        assert_eq!((status.as_str(), reason.as_str()), ("True", "JobHeldAdmin"));
-        assert!(message.contains("administrator"), "{message}");
+            suspended(with("JobHeldUser", 0, Phase::Submitted), Some(true)).unwrap();
+        assert_eq!((status.as_str(), reason.as_str()), ("True", "JobHeldUser"));
+        assert!(message.contains("as spec.suspend asks"), "{message}");
+        assert!(message.ends_with("set spec.suspend to false"), "{message}");
+        // Held in Slurm, not by the spec (`scontrol requeuehold` says JobHeldUser; a hold
+        // without a code, priority 0): what releases it depends on what the spec says now. An
+        // edit sends the release, so a spec that says false already needs two.
+        for (reason, code) in [("JobHeldUser", "JobHeldUser"), ("job requeued", "Held")] {
+            let (status, said, message) =
+                suspended(with(reason, 0, Phase::Submitted), None).unwrap();
+            assert_eq!((status.as_str(), said.as_str()), ("True", code));
+            assert!(message.contains("not by spec.suspend"), "{message}");
+            assert!(
+                message.contains("set spec.suspend to false, or run `scontrol release 7`"),
+                "{message}"
+            );
+            let (_, _, message) =
+                suspended(with(reason, 0, Phase::Submitted), Some(false)).unwrap();
+            assert!(
+                message.contains("spec.suspend is false already, so set it to true and then back"),
+                "{message}"
+            );
+        }
+        // Held by an administrator, whatever the spec says.
+        for suspend in [None, Some(false), Some(true)] {
+            let (status, reason, message) =
+                suspended(with("JobHeldAdmin", 0, Phase::Submitted), suspend).unwrap();
+            assert_eq!((status.as_str(), reason.as_str()), ("True", "JobHeldAdmin"));
+            assert!(message.contains("only they can release it"), "{message}");
+        }
         // Asked of a running job: False, and why.
-        let (status, reason, message) = suspended(with("", 1, Phase::Running), true).unwrap();
+        let (status, reason, message) = suspended(with("", 1, Phase::Running), Some(true)).unwrap();
         assert_eq!((status.as_str(), reason.as_str()), ("False", "JobStarted"));
         assert!(message.contains("runs on"), "{message}");
         // Waiting unheld, or running unasked: no condition (and one there before goes).
         assert_eq!(
-            suspended(with("Resources", 1, Phase::Submitted), false),
+            suspended(with("Resources", 1, Phase::Submitted), Some(false)),
             None
         );
-        assert_eq!(suspended(with("", 1, Phase::Running), false), None);
-        let held = suspension(with("JobHeldUser", 0, Phase::Submitted), true, now.clone());
+        assert_eq!(suspended(with("", 1, Phase::Running), None), None);
+        assert_eq!(suspended(with("", 1, Phase::Running), Some(false)), None);
+        let held = suspension(
+            with("JobHeldUser", 0, Phase::Submitted),
+            Some(true),
+            now.clone(),
+        );
         let released = SlurmJobStatus {
             pending: with("Priority", 1, Phase::Submitted).pending,
             ..held
         };
-        assert_eq!(suspended(released, false), None);
+        assert_eq!(suspended(released, Some(false)), None);
     }
 
     #[test]
@@ -1650,7 +1696,7 @@ mod tests {
             priority: Some(0),
             ..Default::default()
         });
-        let held = suspension(held, true, at(1));
+        let held = suspension(held, Some(true), at(1));
         assert_eq!(details_due(&detailed, &held, after(1)), None);
     }
 }
