@@ -19,6 +19,7 @@ use crate::controller::slurmjob::status::{
     COMPLETE, DEPENDENCY_NEVER_SATISFIED, FAILED, RECORD_UNREADABLE, STALLED,
 };
 use crate::crd::SlurmJob;
+use crate::crd::slurmjob::WholeSlurmJob;
 
 #[derive(Debug, Args)]
 pub struct WaitArgs {
@@ -148,7 +149,7 @@ pub enum FollowError {
 /// `backoff` (kube's default: 0.8 s doubling up to 30 s), and only errors with no answer
 /// between them for `give_up` end the follow.
 pub async fn follow(
-    api: Api<SlurmJob>,
+    api: Api<WholeSlurmJob>,
     name: &str,
     done: impl Fn(&SlurmJob) -> bool,
     backoff: impl Backoff,
@@ -190,10 +191,10 @@ pub async fn follow(
             Event::InitApply(job) => {
                 listed = true;
                 if done(&job) {
-                    return Ok(Some(job));
+                    return Ok(Some(job.0));
                 }
             }
-            Event::Apply(job) if done(&job) => return Ok(Some(job)),
+            Event::Apply(job) if done(&job) => return Ok(Some(job.0)),
             Event::Apply(_) => {}
             Event::Delete(_) => return Ok(None),
             Event::InitDone if !listed => return Ok(None),
@@ -207,7 +208,7 @@ pub async fn follow(
 impl WaitArgs {
     pub async fn run(&self) -> Result<u8, CliError> {
         let (client, namespace) = self.kube.client(self.namespace.as_deref()).await?;
-        let api: Api<SlurmJob> = Api::namespaced(client, &namespace);
+        let api: Api<WholeSlurmJob> = Api::namespaced(client, &namespace);
         let what = format!("slurmjob {}/{}", namespace, self.name);
         wait(
             api,
@@ -255,7 +256,7 @@ where
 
 /// `wait` on SlurmJob `name` (`what` names it in messages): its exit code.
 async fn wait(
-    api: Api<SlurmJob>,
+    api: Api<WholeSlurmJob>,
     name: &str,
     what: &str,
     timeout: Option<Duration>,
@@ -338,7 +339,7 @@ impl LogsArgs {
     pub async fn run(&self) -> Result<u8, CliError> {
         let (client, namespace) = self.kube.client(self.namespace.as_deref()).await?;
         let what = format!("slurmjob {}/{}", namespace, self.name);
-        let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), &namespace);
+        let jobs: Api<WholeSlurmJob> = Api::namespaced(client.clone(), &namespace);
         let deadline = tokio::time::Instant::now() + self.pod_timeout;
         let job = read_until(deadline, &what, || jobs.get(&self.name)).await?;
         if job.spec.output.is_none() {
@@ -587,7 +588,7 @@ mod tests {
     >;
 
     /// An API whose requests the returned handle answers.
-    fn mocked() -> (Api<SlurmJob>, MockHandle) {
+    fn mocked() -> (Api<WholeSlurmJob>, MockHandle) {
         let (service, handle) = tower_test::mock::pair();
         let client = kube::Client::new(service, "default");
         (Api::namespaced(client, "team-a"), handle)
@@ -652,6 +653,47 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(job.as_ref().and_then(outcome), Some(0));
+        server.await.unwrap();
+    }
+
+    /// A SlurmJob whose extraOptions nest deeper than serde_json's recursion limit, as its
+    /// managedFields then do too (anyone who may write SlurmJobs in the namespace can make
+    /// one), is read and followed as the operator reads it (`WholeSlurmJob`): `wait` ends with
+    /// its outcome, not with a decoding error at every try.
+    #[tokio::test]
+    async fn wait_follows_a_slurmjob_nested_past_the_decoder_limit() {
+        let (api, mut handle) = mocked();
+        let deep = |leaf, levels| (0..levels).fold(leaf, |inner, _| json!({"a": inner}));
+        let mut ended = serde_json::to_value(complete_in_team_a()).unwrap();
+        ended["spec"]["extraOptions"] = json!({"comment": deep(json!("x"), 200)});
+        ended["metadata"]["managedFields"] = json!([{
+            "manager": "kubectl", "operation": "Apply", "apiVersion": "slurm.rs/v1alpha1",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {"f:extraOptions": deep(json!({}), 200)}},
+        }]);
+        let plain = serde_json::from_str::<SlurmJob>(&ended.to_string());
+        assert!(plain.is_err(), "SlurmJob's own decoding refuses it");
+        let server = tokio::spawn(async move {
+            // Its read, then the watch's list.
+            let (_, send) = handle.next_request().await.unwrap();
+            send.send_response(answer(200, ended.clone()));
+            let (_, send) = handle.next_request().await.unwrap();
+            send.send_response(answer(
+                200,
+                json!({"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJobList",
+                       "metadata": {"resourceVersion": "5"}, "items": [ended]}),
+            ));
+        });
+        let code = wait(
+            api,
+            "j",
+            "slurmjob team-a/j",
+            None,
+            Every(Duration::from_millis(10)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(code, 0);
         server.await.unwrap();
     }
 
