@@ -429,7 +429,6 @@ fn spec_applied(
     );
 }
 
-/// Whether the spec asks for the job to be held.
 /// An edit of a job that has not ended ([`Decision::Edit`]): read the whole spec and the job's
 /// record in slurmctld, ask [`edit::plan`], and send what it says as the job's own Slurm user.
 /// Returns the status (with `SpecApplied` saying what became of the edit), its notices, and when
@@ -703,7 +702,14 @@ fn hold_now(next: &mut SlurmJobStatus, hold: bool) {
             pending.estimated_start_time = None;
             pending.message = crate::slurm::reason::explain("JobHeldUser")
                 .map(|e| crate::slurm::reason::sentence(&e, 512));
-        } else if pending.reason.as_deref() == Some("JobHeldUser") {
+        } else if pending.priority == Some(0)
+            || matches!(
+                pending.reason.as_deref().map(crate::slurm::reason::code),
+                Some("JobHeldUser" | "JobHeldAdmin")
+            )
+        {
+            // Whatever held it (the spec, `scontrol hold`, a requeue held): slurmctld took the
+            // release.
             pending.reason = None;
             pending.priority = None;
             pending.message =

@@ -419,6 +419,19 @@ kit::finalizer_failure!(Error);
 /// fault (an unsubmittable spec, and a submit Slurm refused for good, are reported in the status
 /// and wait for an edit without error).
 pub fn error_policy<K: ResourceExt>(job: Arc<K>, error: &Error, data: Arc<JobContext>) -> Action {
+    let name = job.name_any();
+    let namespace = job.namespace().unwrap_or_default();
+    if data
+        .jobs
+        .get(&ObjectRef::new(&name).within(&namespace))
+        .is_none()
+    {
+        // Deleted while this reconcile ran (its Delete event applied first): a count made now
+        // would outlive it (its retry never runs) and pass to the next SlurmJob of that name.
+        data.ctx.backoff.reset(&backoff_key(job.as_ref()));
+        debug!(%name, %namespace, error = %Chain(error), "reconcile of a deleted SlurmJob failed");
+        return Action::await_change();
+    }
     if let Error::ClusterBusy(cluster) = error {
         return busy(job.as_ref(), cluster, &data.ctx);
     }
@@ -1736,12 +1749,15 @@ fn jobs_where(
 
 /// What a change of the SlurmJob cache sets going beyond it: the SlurmJobs waiting for the one
 /// that changed are woken (`wake`), and what this process remembers of a SlurmJob that is gone
-/// is forgotten (by the Delete event, or by the relist that no longer lists it).
+/// is forgotten (by the Delete event, or by the relist that no longer lists it). `scope`: the
+/// one namespace this controller's cache watches, if one (the retry counts are shared by the
+/// controllers of every watched namespace: a relist forgets only its own namespace's).
 fn after_cache_change(
     waiters: Arc<Dependents>,
     wake: UnboundedSender<ObjectRef<CachedSlurmJob>>,
     cached: Store<CachedSlurmJob>,
     remembered: Remembered,
+    scope: Option<String>,
 ) -> impl Fn(kit::Applied<'_, CachedSlurmJob>) {
     move |applied| {
         match applied {
@@ -1764,9 +1780,10 @@ fn after_cache_change(
                     .collect();
                 remembered.keep_only(|uid| live.contains(uid), std::time::Instant::now());
                 remembered.backoff.keep_only(CONTROLLER, |namespace, name| {
-                    cached
-                        .get(&ObjectRef::new(name).within(namespace))
-                        .is_some()
+                    scope.as_deref().is_some_and(|watched| watched != namespace)
+                        || cached
+                            .get(&ObjectRef::new(name).within(namespace))
+                            .is_some()
                 });
             }
         }
@@ -1821,6 +1838,7 @@ pub fn run(
             wake.clone(),
             store.clone(),
             remembered.clone(),
+            namespace.map(str::to_owned),
         ),
     );
     let waiting = Arc::clone(&dependents);

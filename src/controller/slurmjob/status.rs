@@ -687,7 +687,7 @@ pub fn details_due(
 pub const SUSPENDED: &str = "Suspended";
 
 /// `status` with its `Suspended` condition: `True` while Slurm holds the job (reason: Slurm's,
-/// `JobHeldUser` or `JobHeldAdmin`); `False` with reason `JobStarted` while `suspend` (the
+/// `JobHeldUser` or `JobHeldAdmin`, else `Held` for priority 0 under another reason); `False` with reason `JobStarted` while `suspend` (the
 /// spec's) asks for a hold of a job that already runs; absent otherwise. The message says what
 /// releases the hold: only an edit that changes the spec sends a release (`edit`), so a hold the
 /// spec did not ask for (`scontrol hold`, `scontrol requeuehold`) with `suspend` already false
@@ -706,29 +706,25 @@ pub fn suspension(status: SlurmJobStatus, suspend: Option<bool>, now: Time) -> S
     let observed = next.observed_generation;
     let wanted = match held {
         Some(reason) => {
-            let release = match suspend {
-                Some(true) => "set spec.suspend to false".to_owned(),
+            let message = match suspend {
+                _ if reason == "JobHeldAdmin" => format!(
+                    "Slurm job {job} is held by a Slurm administrator; only they can release it"
+                ),
+                Some(true) => format!(
+                    "Slurm job {job} is held, as spec.suspend asks: to start it, set \
+                     spec.suspend to false"
+                ),
                 None => format!(
-                    "set spec.suspend to false, or run `scontrol release {job}` as the job's \
-                     Slurm user"
+                    "Slurm job {job} is held in Slurm, not by spec.suspend (e.g. `scontrol \
+                     hold` or `scontrol requeuehold`): to start it, set spec.suspend to false, \
+                     or run `scontrol release {job}` as the job's Slurm user"
                 ),
                 Some(false) => format!(
-                    "spec.suspend is false already, so set it to true and then back to false \
-                     (an edit sends the release), or run `scontrol release {job}` as the job's \
-                     Slurm user"
-                ),
-            };
-            let message = if reason == "JobHeldAdmin" {
-                format!(
-                    "Slurm job {job} is held by a Slurm administrator; only they can release it"
-                )
-            } else if suspend == Some(true) {
-                format!("Slurm job {job} is held, as spec.suspend asks: to start it, {release}")
-            } else {
-                format!(
                     "Slurm job {job} is held in Slurm, not by spec.suspend (e.g. `scontrol \
-                     hold` or `scontrol requeuehold`): to start it, {release}"
-                )
+                     hold` or `scontrol requeuehold`): to start it, as spec.suspend is false \
+                     already, set it to true and then back to false (an edit sends the \
+                     release), or run `scontrol release {job}` as the job's Slurm user"
+                ),
             };
             Some((true, reason, message))
         }
@@ -1635,7 +1631,7 @@ mod tests {
             let (_, _, message) =
                 suspended(with(reason, 0, Phase::Submitted), Some(false)).unwrap();
             assert!(
-                message.contains("spec.suspend is false already, so set it to true and then back"),
+                message.contains("as spec.suspend is false already, set it to true and then back"),
                 "{message}"
             );
         }

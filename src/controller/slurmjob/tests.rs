@@ -143,6 +143,28 @@ fn context_with_cluster(
     (data, woken)
 }
 
+/// `data` whose SlurmJob cache holds `job`, as the controller's does for every SlurmJob it
+/// reconciles (`error_policy` forgets the failures of one the cache no longer holds).
+fn cached_in(data: &Arc<JobContext>, job: &SlurmJob) -> Arc<JobContext> {
+    let (jobs, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Apply(
+        CachedSlurmJob::new(job.clone()).unwrap(),
+    ));
+    Arc::new(JobContext {
+        ctx: data.ctx.clone(),
+        jobs,
+        submissions: Arc::clone(&data.submissions),
+        status_writes: Arc::clone(&data.status_writes),
+        taken_on: Arc::clone(&data.taken_on),
+        output_image: data.output_image.clone(),
+        output_pods: data.output_pods.clone(),
+        slurm_clusters: data.slurm_clusters.clone(),
+        namespaces: data.namespaces.clone(),
+        wake: data.wake.clone(),
+        dependents: Arc::clone(&data.dependents),
+    })
+}
+
 fn job_path(job: &SlurmJob) -> String {
     format!(
         "/apis/slurm.rs/v1alpha1/namespaces/{NS}/slurmjobs/{}",
@@ -707,7 +729,7 @@ async fn deleting_with_an_unregistered_but_existing_cluster_keeps_the_finalizer_
     let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
     assert_eq!(error.category(), "DeletionBlocked");
     assert_eq!(
-        error_policy(job, &error, data),
+        error_policy(job.clone(), &error, cached_in(&data, &job)),
         Action::requeue(Backoffs::MIN)
     );
     let message = server.await.unwrap();
@@ -1423,7 +1445,7 @@ async fn deleting_while_slurmrestd_is_unreachable_tries_the_known_cancel_and_wai
         blocked.message
     );
     assert_eq!(
-        error_policy(Arc::new(job.clone()), &error, data.clone()),
+        error_policy(Arc::new(job.clone()), &error, cached_in(&data, &job)),
         Action::requeue(Backoffs::MIN)
     );
     // Again, with the condition written: nothing new to say, and the backoff grows.
@@ -1435,7 +1457,7 @@ async fn deleting_while_slurmrestd_is_unreachable_tries_the_known_cancel_and_wai
     let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
     server.await.unwrap();
     assert_eq!(
-        error_policy(job, &error, data),
+        error_policy(job.clone(), &error, cached_in(&data, &job)),
         Action::requeue(Backoffs::MIN * 2),
         "the backoff grows"
     );
@@ -1473,7 +1495,7 @@ async fn deleting_while_the_cancel_cannot_reach_slurmrestd_keeps_the_finalizer()
     assert!(message.contains("cancel of Slurm job 4245"), "{message}");
     assert_eq!(error.category(), "DeletionBlocked");
     assert_eq!(
-        error_policy(job, &error, data),
+        error_policy(job.clone(), &error, cached_in(&data, &job)),
         Action::requeue(Backoffs::MIN)
     );
 }
@@ -1798,9 +1820,9 @@ async fn a_busy_cluster_requeues_soon_without_a_request() {
     // An error, so the finalizer stays (no PATCH): the cancel is still to come.
     let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
     assert!(matches!(error, Error::ClusterBusy(_)), "{}", Chain(&error));
-    let first = error_policy(job.clone(), &error, data.clone());
+    let first = error_policy(job.clone(), &error, cached_in(&data, &job));
     let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
-    let second = error_policy(job.clone(), &error, data.clone());
+    let second = error_policy(job.clone(), &error, cached_in(&data, &job));
     let mut api = server.await.unwrap();
     // The same waits a fresh record of this key gives: BUSY_MIN, then twice that, spread.
     let reference = Backoffs::default();
@@ -3316,7 +3338,11 @@ async fn a_namespace_searches_accounting_one_slurmjob_at_a_time() {
     let (error, api) = waits_for_a_search_slot(&job, &data, server).await;
     let data_for_policy = data.clone();
     assert_eq!(
-        error_policy(Arc::new(job.clone()), &error, data_for_policy),
+        error_policy(
+            Arc::new(job.clone()),
+            &error,
+            cached_in(&data_for_policy, &job)
+        ),
         Action::requeue(Backoffs::BUSY_MAX),
         "a bound, not a failure's backoff"
     );
@@ -3531,6 +3557,10 @@ fn what_is_remembered_of_a_slurmjob_goes_with_it() {
     // Another controller's object of the same namespace and name: not a SlurmJob's.
     let nodeset_key = Backoffs::key("nodeset", &a.namespace().unwrap(), "a");
     remembered.backoff.next(&nodeset_key);
+    // A SlurmJob of a namespace another controller of this process watches (one per watched
+    // namespace, sharing the counts): not this cache's to forget.
+    let elsewhere = Backoffs::key(CONTROLLER, "another-namespace", "a");
+    remembered.backoff.next(&elsewhere);
     let expired = now
         .checked_sub(StatusWrites::LAG_LIMIT + std::time::Duration::from_secs(1))
         .expect("the clock has run for half a minute");
@@ -3560,7 +3590,13 @@ fn what_is_remembered_of_a_slurmjob_goes_with_it() {
         stream,
         writer,
         reacts_to,
-        after_cache_change(Arc::default(), wake, store.clone(), remembered.clone()),
+        after_cache_change(
+            Arc::default(),
+            wake,
+            store.clone(),
+            remembered.clone(),
+            a.namespace(),
+        ),
     );
     let mut changes = std::pin::pin!(changes);
     let mut send = |batch: Vec<watcher::Event<CachedSlurmJob>>| {
@@ -3618,13 +3654,45 @@ fn what_is_remembered_of_a_slurmjob_goes_with_it() {
     assert_eq!(of(&c), all, "an update forgets nothing");
     assert_eq!(
         remembered.len(),
-        2 + 1 + 1 + 3 + 2,
+        2 + 1 + 1 + 3 + 3,
         "c's two submits, status write, finalizer taken and patch; b's and the nodeset's patch; \
-         the failures counted for c and for the NodeSet"
+         the failures counted for c, for the NodeSet and for the other namespace's SlurmJob"
+    );
+    assert!(
+        remembered.backoff.counts(&elsewhere),
+        "another namespace's count is kept through this namespace's relist"
     );
     assert_eq!(
         remembered.backoff.next(&nodeset_key),
         Backoffs::MIN * 2,
         "another controller's count of the same namespace and name is its own: kept"
     );
+}
+
+/// A reconcile that fails after its SlurmJob left the cache (deleted meanwhile, its Delete event
+/// applied first) counts no failure: its retry never runs, and the count would pass to the
+/// next SlurmJob of that name. One the cache holds counts as before.
+#[tokio::test]
+async fn a_failure_of_a_slurmjob_gone_from_the_cache_is_not_counted() {
+    let (ctx, _api) = Context::test();
+    let data = data(ctx);
+    let job = Arc::new(finalized(slurm_job("gone", "#!/bin/sh\ntrue\n")));
+    let key = backoff_key(job.as_ref());
+    let error = Error::MissingMetadata("name");
+    assert_eq!(
+        error_policy(job.clone(), &error, data.clone()),
+        Action::await_change()
+    );
+    assert!(!data.ctx.backoff.counts(&key), "not counted");
+    // Counted while cached; its deletion then forgets the count on the next failure too.
+    data.ctx.backoff.next(&key);
+    assert_eq!(
+        error_policy(job.clone(), &error, cached_in(&data, &job)),
+        Action::requeue(Backoffs::MIN * 2)
+    );
+    assert_eq!(
+        error_policy(job.clone(), &error, data.clone()),
+        Action::await_change()
+    );
+    assert!(!data.ctx.backoff.counts(&key), "forgotten once gone");
 }

@@ -1678,3 +1678,39 @@ async fn a_job_followed_by_its_unsigned_tag_is_named_to_the_poller() {
         );
     }
 }
+
+/// A release slurmctld took shows at once whatever held the job: the spec's or its user's hold
+/// (`JobHeldUser`), or a hold without a code (priority 0: a requeue held), which went on
+/// reading as held, beside `SpecApplied` saying the release was sent.
+#[test]
+fn a_release_shows_at_once_whatever_held_the_job() {
+    use crate::crd::slurmjob::PendingStatus;
+    for (reason, priority) in [
+        ("JobHeldUser", 0),
+        ("launch failed requeued held", 0),
+        ("JobHeldAdmin", 0),
+    ] {
+        let mut status = SlurmJobStatus {
+            pending: Some(PendingStatus {
+                reason: Some(reason.into()),
+                priority: Some(priority),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        hold_now(&mut status, false);
+        let pending = status.pending.unwrap();
+        assert_eq!((pending.reason, pending.priority), (None, None), "{reason}");
+    }
+    // A job waiting unheld keeps its reason.
+    let mut status = SlurmJobStatus {
+        pending: Some(PendingStatus {
+            reason: Some("Priority".into()),
+            priority: Some(1_000),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    hold_now(&mut status, false);
+    assert_eq!(status.pending.unwrap().reason.as_deref(), Some("Priority"));
+}
