@@ -144,7 +144,7 @@ const FIXED: &[(&str, &str, &str)] = &[
     ("launch failed requeued held", "Slurm could not launch it on a node, requeued it and held it",
      "an edit setting spec.suspend to false releases it (the Suspended condition says how), as does scontrol release; if it recurs, tell an administrator"),
     ("JobHoldMaxRequeue", "Held after being requeued as often as Slurm allows",
-     "find out why it keeps failing, then release it (an edit setting spec.suspend to false, or scontrol release) or delete it"),
+     "find out why it keeps failing, then release it (an edit setting spec.suspend to false: the Suspended condition says how; or scontrol release) or delete it"),
     ("PartitionTimeLimit", "Its time limit is longer than the partition allows",
      "lower spec.timeLimit or choose another spec.partition; it will not start as is"),
     ("PartitionNodeLimit",

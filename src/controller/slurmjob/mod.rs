@@ -417,17 +417,18 @@ kit::finalizer_failure!(Error);
 
 /// Every failure retries with a per-SlurmJob exponential backoff: none of them is the spec's
 /// fault (an unsubmittable spec, and a submit Slurm refused for good, are reported in the status
-/// and wait for an edit without error).
+/// and wait for an edit without error). A SlurmJob gone from the cache meanwhile is not retried.
 pub fn error_policy<K: ResourceExt>(job: Arc<K>, error: &Error, data: Arc<JobContext>) -> Action {
     let name = job.name_any();
     let namespace = job.namespace().unwrap_or_default();
-    if data
+    let cached = data
         .jobs
         .get(&ObjectRef::new(&name).within(&namespace))
-        .is_none()
-    {
-        // Deleted while this reconcile ran (its Delete event applied first): a count made now
-        // would outlive it (its retry never runs) and pass to the next SlurmJob of that name.
+        .is_some_and(|cached| cached.uid() == job.uid());
+    if !cached {
+        // Deleted while this reconcile ran (its Delete event applied first; perhaps created
+        // again since): a count made now would outlive it (its retry never runs) and pass to
+        // the next SlurmJob of that name.
         data.ctx.backoff.reset(&backoff_key(job.as_ref()));
         debug!(%name, %namespace, error = %Chain(error), "reconcile of a deleted SlurmJob failed");
         return Action::await_change();

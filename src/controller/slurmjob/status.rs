@@ -687,11 +687,11 @@ pub fn details_due(
 pub const SUSPENDED: &str = "Suspended";
 
 /// `status` with its `Suspended` condition: `True` while Slurm holds the job (reason: Slurm's,
-/// `JobHeldUser` or `JobHeldAdmin`, else `Held` for priority 0 under another reason); `False` with reason `JobStarted` while `suspend` (the
-/// spec's) asks for a hold of a job that already runs; absent otherwise. The message says what
-/// releases the hold: only an edit that changes the spec sends a release (`edit`), so a hold the
-/// spec did not ask for (`scontrol hold`, `scontrol requeuehold`) with `suspend` already false
-/// needs one that sets it to true and back.
+/// `JobHeldUser` or `JobHeldAdmin`, else `Held` for priority 0 under another reason); `False`
+/// with reason `JobStarted` while `suspend` (the spec's) asks for a hold of a job that already
+/// runs; absent otherwise. The message says what releases the hold: only an edit that changes
+/// the spec sends a release (`edit`), so a hold the spec did not ask for (`scontrol hold`,
+/// `scontrol requeuehold`) with `suspend` already false needs one that sets it to true and back.
 pub fn suspension(status: SlurmJobStatus, suspend: Option<bool>, now: Time) -> SlurmJobStatus {
     let mut next = status;
     let job = next.job_id.unwrap_or_default();

@@ -3662,6 +3662,28 @@ fn what_is_remembered_of_a_slurmjob_goes_with_it() {
         remembered.backoff.counts(&elsewhere),
         "another namespace's count is kept through this namespace's relist"
     );
+
+    // A controller of every namespace (no scope): a relist that lists no SlurmJob of that
+    // namespace forgets its count.
+    let (events, stream) = futures::channel::mpsc::unbounded();
+    let (store, writer) = reflector::store();
+    let (wake, _woken) = futures::channel::mpsc::unbounded();
+    let (_, changes) = kit::reflect_changes(
+        stream,
+        writer,
+        reacts_to,
+        after_cache_change(Arc::default(), wake, store, remembered.clone(), None),
+    );
+    let mut changes = std::pin::pin!(changes);
+    for event in [watcher::Event::Init, watcher::Event::InitDone] {
+        events.unbounded_send(Ok(event)).unwrap();
+    }
+    while let Some(Some(_)) = changes.next().now_or_never() {}
+    assert!(!remembered.backoff.counts(&elsewhere), "listed by no one");
+    assert!(
+        remembered.backoff.counts(&nodeset_key),
+        "another controller's"
+    );
     assert_eq!(
         remembered.backoff.next(&nodeset_key),
         Backoffs::MIN * 2,
@@ -3695,4 +3717,12 @@ async fn a_failure_of_a_slurmjob_gone_from_the_cache_is_not_counted() {
         Action::await_change()
     );
     assert!(!data.ctx.backoff.counts(&key), "forgotten once gone");
+    // Gone, and another SlurmJob of that name created since: not its failure either.
+    let mut again = (*job).clone();
+    again.metadata.uid = Some("another-uid".into());
+    assert_eq!(
+        error_policy(job.clone(), &error, cached_in(&data, &again)),
+        Action::await_change()
+    );
+    assert!(!data.ctx.backoff.counts(&key), "not passed to the new one");
 }
