@@ -424,7 +424,7 @@ pub fn error_policy<K: ResourceExt>(job: Arc<K>, error: &Error, data: Arc<JobCon
     let cached = data
         .jobs
         .get(&ObjectRef::new(&name).within(&namespace))
-        .is_some_and(|cached| cached.uid() == job.uid());
+        .is_some_and(|cached| cached.meta().uid == job.meta().uid);
     if !cached {
         // Deleted while this reconcile ran (its Delete event applied first; perhaps created
         // again since): a count made now would outlive it (its retry never runs) and pass to
