@@ -3524,6 +3524,42 @@ async fn a_woken_slurmjob_that_does_not_search_passes_the_slot_on() {
         .unwrap();
 }
 
+/// A SlurmJob cache with the controller's hook on it (`after_cache_change`, for a controller
+/// watching `scope`, remembering into `remembered`), and what sends it a batch of watch events:
+/// each is applied, hook and all, by the time it returns.
+fn hooked_cache(
+    remembered: &Remembered,
+    scope: Option<String>,
+) -> (
+    Store<CachedSlurmJob>,
+    impl FnMut(Vec<watcher::Event<CachedSlurmJob>>),
+) {
+    let (events, stream) = futures::channel::mpsc::unbounded();
+    let (store, writer) = reflector::store();
+    let (wake, _) = futures::channel::mpsc::unbounded();
+    let (_, changes) = kit::reflect_changes(
+        stream,
+        writer,
+        reacts_to,
+        after_cache_change(
+            Arc::default(),
+            wake,
+            store.clone(),
+            remembered.clone(),
+            scope,
+        ),
+    );
+    let mut changes = Box::pin(changes);
+    let send = move |batch: Vec<watcher::Event<CachedSlurmJob>>| {
+        for event in batch {
+            events.unbounded_send(Ok(event)).unwrap();
+        }
+        // Every event sent is applied once the stream waits for more.
+        while let Some(Some(_)) = changes.next().now_or_never() {}
+    };
+    (store, send)
+}
+
 /// What this process remembers of a SlurmJob goes with it from the cache, also when no cleanup
 /// of its ran here (a finalizer someone else removed, another leader's cleanup): by its Delete
 /// event, or by the relist that no longer lists it. Finalizer patches of other kinds stay while
@@ -3583,29 +3619,7 @@ fn what_is_remembered_of_a_slurmjob_goes_with_it() {
     let all = (2, Some(()), true, true);
     let none = (0, None, false, false);
 
-    let (events, stream) = futures::channel::mpsc::unbounded();
-    let (store, writer) = reflector::store();
-    let (wake, _woken) = futures::channel::mpsc::unbounded();
-    let (_, changes) = kit::reflect_changes(
-        stream,
-        writer,
-        reacts_to,
-        after_cache_change(
-            Arc::default(),
-            wake,
-            store.clone(),
-            remembered.clone(),
-            a.namespace(),
-        ),
-    );
-    let mut changes = std::pin::pin!(changes);
-    let mut send = |batch: Vec<watcher::Event<CachedSlurmJob>>| {
-        for event in batch {
-            events.unbounded_send(Ok(event)).unwrap();
-        }
-        // Every event sent is applied once the stream waits for more.
-        while let Some(Some(_)) = changes.next().now_or_never() {}
-    };
+    let (store, mut send) = hooked_cache(&remembered, a.namespace());
     let cached = |job: &SlurmJob| CachedSlurmJob::new(job.clone()).unwrap();
 
     send(vec![
@@ -3665,20 +3679,8 @@ fn what_is_remembered_of_a_slurmjob_goes_with_it() {
 
     // A controller of every namespace (no scope): a relist that lists no SlurmJob of that
     // namespace forgets its count.
-    let (events, stream) = futures::channel::mpsc::unbounded();
-    let (store, writer) = reflector::store();
-    let (wake, _woken) = futures::channel::mpsc::unbounded();
-    let (_, changes) = kit::reflect_changes(
-        stream,
-        writer,
-        reacts_to,
-        after_cache_change(Arc::default(), wake, store, remembered.clone(), None),
-    );
-    let mut changes = std::pin::pin!(changes);
-    for event in [watcher::Event::Init, watcher::Event::InitDone] {
-        events.unbounded_send(Ok(event)).unwrap();
-    }
-    while let Some(Some(_)) = changes.next().now_or_never() {}
+    let (_, mut send) = hooked_cache(&remembered, None);
+    send(vec![watcher::Event::Init, watcher::Event::InitDone]);
     assert!(!remembered.backoff.counts(&elsewhere), "listed by no one");
     assert!(
         remembered.backoff.counts(&nodeset_key),
