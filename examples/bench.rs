@@ -1698,7 +1698,8 @@ fn seed_api(
            "spec": {"endpoint": get("SLURM_REST_URL")?, "allowInsecureHttp": true,
                     "auth": {"jwt": {"keySecretRef": {"name": "jwt", "key": "jwt_hs256.key"},
                                      "user": get("SLURM_USER")?}},
-                    "access": [{"namespaces": [namespace], "slurmUser": get("SLURM_USER")?}]}});
+                    "access": [{"namespaces": [namespace], "slurmUser": get("SLURM_USER")?,
+                                "allowClusterUser": true}]}});
     // Without one, the operator's default (the API server stores the CRD's).
     if let Some(interval) = poll_interval {
         cluster["spec"]["pollInterval"] = json!(interval);

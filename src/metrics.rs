@@ -524,13 +524,14 @@ impl Collector for ObjectGauges {
                         phase: phase.as_str(),
                     })
                     .inc();
-                if phase == crate::crd::slurmjob::Phase::Pending
+                // Waiting in Slurm is `Submitted` (`Pending` is not submitted yet).
+                if phase == crate::crd::slurmjob::Phase::Submitted
                     && let Some(reason) = job.state_reason()
                 {
                     pending
                         .get_or_create(&ReasonLabels {
                             cluster: cluster_label(job.cluster_name()),
-                            reason: reason.to_owned(),
+                            reason: pending_reason(reason).to_owned(),
                         })
                         .inc();
                 }
@@ -774,6 +775,18 @@ impl Collector for ProcessCollector {
         }
         Ok(())
     }
+}
+
+/// The `reason` label of a pending SlurmJob: Slurm's reason code without its details
+/// ("ReqNodeNotAvail, UnavailableNodes:n[1-3]" → "ReqNodeNotAvail"), one of a fixed set in Slurm;
+/// anything else (the operator's own sentences, which name job ids) is `Other`, so that the
+/// series stay few.
+fn pending_reason(reason: &str) -> &str {
+    let code = crate::slurm::reason::code(reason);
+    let is_code = code.len() <= 64
+        && code.starts_with(|c: char| c.is_ascii_alphabetic())
+        && code.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if is_code { code } else { "Other" }
 }
 
 #[cfg(test)]

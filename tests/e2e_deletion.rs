@@ -122,7 +122,7 @@ async fn a_namespace_deleted_while_the_operator_is_down_goes_once_it_is_back() {
     let clusters: Api<slurm_operator::crd::SlurmCluster> = Api::all(client.clone());
     let spec = local_cluster_spec(
         &slurm,
-        json!([{"namespaces": [namespace], "slurmUser": slurm.user}]),
+        json!([{"namespaces": [namespace], "slurmUser": slurm.user, "allowClusterUser": true}]),
     );
     apply_cluster(&client, &cluster, spec).await.unwrap();
 

@@ -144,6 +144,10 @@ async fn seed(
         .unwrap();
     let cluster = namespace.clone();
     let mut access = json!({"namespaces": [namespace], "slurmUser": user});
+    if user == slurm.user {
+        // The local Slurm's own user, which the cluster's tokens are minted for.
+        access["allowClusterUser"] = json!(true);
+    }
     if !accounts.is_empty() {
         access["accounts"] = json!(accounts);
     }

@@ -119,7 +119,7 @@ async fn slurmjobs_run_to_their_end_and_deleting_one_cancels_it() {
     let clusters: Api<slurm_operator::crd::SlurmCluster> = Api::all(client.clone());
     let spec = local_cluster_spec(
         &slurm,
-        json!([{"namespaces": [namespace], "slurmUser": slurm.user}]),
+        json!([{"namespaces": [namespace], "slurmUser": slurm.user, "allowClusterUser": true}]),
     );
     apply_cluster(&client, &cluster, spec).await.unwrap();
     // Never terminated explicitly: dropping it at the end stops it with SIGTERM.

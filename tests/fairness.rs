@@ -125,7 +125,7 @@ async fn seed_cluster(client: &kube::Client, name: &str, endpoint: &str, slurm: 
                         "user": slurm.user,
                     }},
                     "pollInterval": "1s",
-                    "access": [{"namespaces": [NAMESPACE], "slurmUser": slurm.user}],
+                    "access": [{"namespaces": [NAMESPACE], "slurmUser": slurm.user, "allowClusterUser": true}],
                 },
             })),
         )

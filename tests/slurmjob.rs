@@ -969,18 +969,28 @@ async fn privileged_job_options_never_reach_slurm() {
     );
 }
 
-/// Issue 15, item 2, against the real slurmctld: a partition, account, QoS or feature it does
-/// not have is refused for good — `Stalled`/`SubmitRejected` with Slurm's own message, one
+/// Issue 15, item 2, against the real slurmctld: a partition, account, QoS, feature or node it
+/// does not have is refused for good — `Stalled`/`SubmitRejected` with Slurm's own message, one
 /// `SubmitRejected` Event, no job — and the next step sends nothing (no Event, the status as it
 /// was). The partition fixed in a new generation, the job is submitted and completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_slurm_refuses_for_good_stalls_until_its_spec_changes() {
     let slurm = require_slurm!();
     let cases = [
-        ("partition", "no-such-partition", "Invalid partition name"),
-        ("account", "no-such-account", "Invalid account"),
-        ("qos", "no-such-qos", "Invalid qos"),
-        ("constraints", "no-such-feature", "Invalid feature"),
+        (
+            "partition",
+            json!("no-such-partition"),
+            "Invalid partition name",
+        ),
+        ("account", json!("no-such-account"), "Invalid account"),
+        ("qos", json!("no-such-qos"), "Invalid qos"),
+        ("constraints", json!("no-such-feature"), "Invalid feature"),
+        // Slurm 24.11 answers HTTP 500 with error 2018 and makes no job.
+        (
+            "extraOptions",
+            json!({"required_nodes": ["no-such-node"]}),
+            "Invalid node name",
+        ),
     ];
     for (field, value, says) in cases {
         let mut job = Runner::new(

@@ -6,7 +6,8 @@
 //!   namespace, marked as credentials;
 //! - a SlurmJob in each team runs, and Slurm says it ran as that team's user;
 //! - a SlurmJob in a namespace no entry grants gets `Ready=False/NoAccess`, one in team-a asking
-//!   for team-b's account `AccountNotGranted`, and neither reaches Slurm;
+//!   for team-b's account `AccountNotGranted`, one in `team-d`, which an entry stored without the
+//!   CRD's rule maps to the cluster's own user, `ClusterUserNotAllowed`; none reaches Slurm;
 //! - deleting team-a's running SlurmJob cancels its job as `alice`, the job's own user.
 
 // Test code: a failed unwrap is a failed test with its message.
@@ -136,6 +137,7 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
         ("team-a", json!({})),
         ("team-b", json!({"hpc.example.org/team": "b"})),
         ("team-c", json!({})),
+        ("team-d", json!({})),
     ])
     .await;
 
@@ -156,6 +158,9 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
                     {"namespaces": ["team-a"], "slurmUser": "alice", "accounts": ["team-a"]},
                     {"namespaceSelector": {"matchLabels": {"hpc.example.org/team": "b"}},
                      "slurmUser": "bob"},
+                    // The cluster's own user (an administrator), stored as an API server
+                    // without the CRD's rule would keep it: the operator refuses it itself.
+                    {"namespaces": ["team-d"], "slurmUser": slurm.user},
                 ],
             },
         }),
@@ -167,7 +172,7 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
     let _operator = Operator::spawn(
         &[
             "--namespace",
-            "team-a,team-b,team-c",
+            "team-a,team-b,team-c,team-d",
             "--credentials-namespace",
             CREDENTIALS,
             "--metrics-addr",
@@ -184,6 +189,7 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
     let a = format!("{run}-a");
     let b = format!("{run}-b");
     let c = format!("{run}-c");
+    let d = format!("{run}-d");
     let wrong = format!("{run}-wrong-account");
     // Each in its user's home: the output file (slurm-<id>.out) is the user's own, whatever an
     // earlier run with the same job id (ids restart with a fresh slurmctld) left in /tmp.
@@ -214,6 +220,12 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
     )
     .await;
     apply(
+        &jobs("team-d"),
+        &d,
+        slurmjob(&d, &slurm.partition, json!({})),
+    )
+    .await;
+    apply(
         &jobs("team-a"),
         &wrong,
         slurmjob(&wrong, &slurm.partition, json!({"account": "team-b"})),
@@ -239,6 +251,15 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
         message.contains("namespace \"team-c\" may not use SlurmCluster \"main\""),
         "{message}"
     );
+    let message = ready(&jobs("team-d"), &d, ("False", "ClusterUserNotAllowed")).await;
+    assert!(
+        message.contains(&format!(
+            "namespace \"team-d\" is granted SlurmCluster \"main\" as Slurm user {:?}, the user \
+             the operator itself acts as",
+            slurm.user
+        )),
+        "{message}"
+    );
     let message = ready(&jobs("team-a"), &wrong, ("False", "AccountNotGranted")).await;
     assert!(
         message.contains("spec.account \"team-b\" is not granted"),
@@ -251,15 +272,17 @@ async fn each_team_runs_as_its_own_slurm_user_and_others_are_refused() {
         .unwrap()
         .into_items()
         .unwrap_or_default();
-    for refused in [&c, &wrong] {
+    for refused in [&c, &d, &wrong] {
         assert!(
             all.iter().all(|j| &j.name != refused),
             "{refused} reached slurmctld"
         );
-        let job = jobs(if refused == &c { "team-c" } else { "team-a" })
-            .get(refused)
-            .await
-            .unwrap();
+        let namespace = match refused {
+            r if r == &c => "team-c",
+            r if r == &d => "team-d",
+            _ => "team-a",
+        };
+        let job = jobs(namespace).get(refused).await.unwrap();
         assert_eq!(job.status.unwrap().job_id, None, "{refused}");
     }
 

@@ -101,6 +101,8 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
     "duration(self) <= duration('8760h')": _duration_between(0, 8760 * 3600),
     "has(self.jwt) != has(self.tokenSecretRef)": lambda s: ("jwt" in s) != ("tokenSecretRef" in s),
     "isQuantity(string(self)) && quantity(string(self)).isGreaterThan(quantity('0'))": _is_quantity_gt0,
+    "size(string(self)) <= 64": lambda s: len(str(s)) <= 64,
+    "self.all(k, size(k) > 0 && !k.contains('='))": lambda s: all(k and "=" not in k for k in s),
     "isURL(self) && url(self).getScheme() in ['http', 'https']": _is_http_url,
     "self.type == 'RollingUpdate' || !has(self.rollingUpdate)":
         lambda s: s.get("type", "RollingUpdate") == "RollingUpdate" or "rollingUpdate" not in s,
@@ -148,8 +150,13 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
     # In CEL, '\\' is one backslash.
     "!self.contains('%') && !self.contains('\\\\')":
         lambda s: isinstance(s, str) and "%" not in s and "\\" not in s,
-    # SlurmCluster: tenants' jobs never run as root.
+    # SlurmCluster: tenants' jobs never run as root, nor as the cluster's own user unless allowed.
     "self != 'root'": lambda s: s != "root",
+    "!has(self.auth.jwt) || !has(self.access) || self.access.all(a, "
+    "a.slurmUser != self.auth.jwt.user || (has(a.allowClusterUser) && a.allowClusterUser))":
+        lambda s: "jwt" not in (s.get("auth") or {}) or "access" not in s
+        or all(a.get("slurmUser") != s["auth"]["jwt"].get("user", "slurm") or a.get("allowClusterUser") is True
+               for a in s["access"]),
     # SlurmNodeSet: slurmd restarts in its pod (the template's restartPolicy).
     "!has(self.spec) || !has(self.spec.restartPolicy) || self.spec.restartPolicy == 'Always'":
         lambda s: (s.get("spec") or {}).get("restartPolicy", "Always") == "Always",

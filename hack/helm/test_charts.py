@@ -1280,6 +1280,17 @@ def t_cluster_daemons_secure() -> str:
             sys_admin = "CAP_SYS_ADMIN" in (sc.get("capabilities") or {}).get("add", [])
             if sc.get("allowPrivilegeEscalation") is not value or (value is None and not (sc.get("privileged") or sys_admin)):
                 errs.append(f"SlurmNodeSet {name}{' with ' + ', '.join(sets) if sets else ''}: securityContext {sc}")
+    # The login pod's shell (as SlurmUser, slurm.key readable) reads no startup file from the
+    # shared volume, which tenants' jobs write to.
+    login = one([d for d in render(CLUSTER, sets=("login.enabled=true", "sharedVolume.enabled=true",
+                                                  "sharedVolume.nfs.server=nfs.example", "sharedVolume.nfs.path=/export"),
+                                   cache=False)
+                 if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-login")], "Deployment")
+    env = {e["name"]: e.get("value") for c in containers(login["spec"]["template"]) for e in c.get("env") or []}
+    shared = [m["mountPath"] for c in containers(login["spec"]["template"]) for m in c.get("volumeMounts") or []
+              if m["name"] == "shared"]
+    if not shared or any(str(env.get("HOME", "")).startswith(p) for p in shared):
+        errs.append(f"login: HOME {env.get('HOME')} on the shared volume {shared}")
     ns = one(render(CLUSTER, sets=("nodesets.compute.podSecurityContext.seccompProfile.type=Localhost",
                                    "nodesets.compute.podSecurityContext.seccompProfile.localhostProfile=slurmd.json",
                                    "nodesets.compute.podSecurityContext.fsGroup=401"), cache=False), "SlurmNodeSet")
@@ -1291,7 +1302,8 @@ def t_cluster_daemons_secure() -> str:
         errs.append(f"seccompProfile=null leaves {ns['spec']['template']['spec']['securityContext']}")
     ensure(not errs, "\n  " + "\n  ".join(errs))
     return ("slurmctld, slurmrestd, slurmdbd, MariaDB, login; /etc/slurm read-only in every daemon, slurmd's too; "
-            "RuntimeDefault seccomp in every pod, slurmd's too; no privilege escalation in slurmd's containers but privileged")
+            "RuntimeDefault seccomp in every pod, slurmd's too; no privilege escalation in slurmd's containers but privileged; "
+            "the login shell's HOME off the shared volume")
 
 
 VERSION_LABELS = ("helm.sh/chart", "app.kubernetes.io/version")
@@ -1874,7 +1886,17 @@ def t_cluster_credentials() -> str:
     ensure(cl["spec"]["access"] == want, f"spec.access {cl['spec'].get('access')}")
     res = CRDS.validate(cl)
     ensure(not res.errors and not res.not_evaluated, f"{res.errors} {res.not_evaluated}")
-    return "copy in slurm-operator (default), in another namespace, none in the release's, existing, none without a SlurmCluster; access"
+
+    # The SlurmUser (the operator's own user) only on purpose, which the CRD accepts too.
+    cl, _ = case(("cluster.access[0].namespaces={ops}", "cluster.access[0].slurmUser=slurm", "cluster.access[0].allowClusterUser=true"))
+    ensure(cl["spec"]["access"] == [{"namespaces": ["ops"], "slurmUser": "slurm", "allowClusterUser": True}], f"spec.access {cl['spec'].get('access')}")
+    res = CRDS.validate(cl)
+    ensure(not res.errors and not res.not_evaluated, f"{res.errors} {res.not_evaluated}")
+    # Without it the API server refuses the entry, as the chart does.
+    cl["spec"]["access"][0].pop("allowClusterUser")
+    res = CRDS.validate(cl)
+    ensure(any("the cluster's own user" in str(e) for e in res.errors), f"the SlurmUser without allowClusterUser: {res.errors}")
+    return "copy in slurm-operator (default), in another namespace, none in the release's, existing, none without a SlurmCluster; access, the SlurmUser only on purpose"
 
 
 # --- values.schema.json and template failures -----------------------------------------------------
@@ -1906,6 +1928,10 @@ SCHEMA_CASES = [
     (CLUSTER, ("operatorCredentialsNamespace=",), ["/operatorCredentialsNamespace"]),
     (CLUSTER, ("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=Alice"), ["/cluster/access/0/slurmUser"]),
     (CLUSTER, ("cluster.access[0].slurmUser=alice",), ["/cluster/access/0"]),
+    (CLUSTER, ("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice", "cluster.access[1].namespaces={ops}",
+               "cluster.access[1].slurmUser=slurm"), ["cluster.access[1].slurmUser is slurm.user (slurm)", "allowClusterUser=true"]),
+    (CLUSTER, ("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=slurm", "cluster.access[0].allowClusterUser=yes"),
+     ["/cluster/access/0/allowClusterUser", "want boolean"]),
     (CLUSTER, ("cluster.access[0].namespaces={Team_A}", "cluster.access[0].slurmUser=alice"), ["/cluster/access/0/namespaces/0"]),
     (CLUSTER, ("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice", "cluster.access[0].account=x"),
      ["additional properties 'account' not allowed"]),

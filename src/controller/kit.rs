@@ -658,13 +658,31 @@ where
             EventType::Normal
         },
         reason: notice.reason.into_owned(),
-        note: Some(notice.note),
+        note: Some(within_note_limit(notice.note)),
         action: notice.action.unwrap_or_else(|| action.into()),
         secondary: None,
     };
     if let Err(error) = recorder.publish(&event, &object.object_ref(&())).await {
         warn!(error = %Chain(&error), reason = event.reason, "cannot publish an Event");
     }
+}
+
+/// The API server refuses an Event whose note is longer than 1024 bytes (events.k8s.io's
+/// `NoteLengthLimit`), and the Event would be lost: a longer note (Slurm's message, an error
+/// chain) is cut on a character boundary, '…' marking the cut.
+pub const EVENT_NOTE_MAX_BYTES: usize = 1024;
+
+fn within_note_limit(mut note: String) -> String {
+    if note.len() <= EVENT_NOTE_MAX_BYTES {
+        return note;
+    }
+    let mut end = EVENT_NOTE_MAX_BYTES - '…'.len_utf8();
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    note.truncate(end);
+    note.push('…');
+    note
 }
 
 /// An API for `namespace`, or for all namespaces.
@@ -947,6 +965,22 @@ mod tests {
             }
         }
         assert_eq!(checked, alphabet.pow(length) * length as usize);
+    }
+
+    #[test]
+    fn an_event_note_stays_within_the_api_servers_limit() {
+        let short = "Submitted as Slurm job 7".to_owned();
+        assert_eq!(within_note_limit(short.clone()), short);
+        let exact = "x".repeat(EVENT_NOTE_MAX_BYTES);
+        assert_eq!(within_note_limit(exact.clone()), exact);
+        // Two-byte characters: the cut falls between two of them, never inside one.
+        for long in ["é".repeat(2000), format!("x{}", "é".repeat(2000))] {
+            let cut = within_note_limit(long.clone());
+            assert!(cut.len() <= EVENT_NOTE_MAX_BYTES, "{}", cut.len());
+            assert!(cut.len() >= EVENT_NOTE_MAX_BYTES - 4, "{}", cut.len());
+            let kept = cut.strip_suffix('…').unwrap();
+            assert!(long.starts_with(kept));
+        }
     }
 
     #[test]

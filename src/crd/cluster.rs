@@ -82,7 +82,13 @@ const RESPONSE_SIZE_RULE: &str = "isQuantity(string(self)) \
     validation = Rule::new("!self.endpoint.startsWith('http://') || self.allowInsecureHttp")
         .message("endpoint must be an https:// URL: over http:// the tokens cross the network \
                   readable by anyone on the path (set allowInsecureHttp: true to accept that)")
-        .field_path(".endpoint")
+        .field_path(".endpoint"),
+    validation = Rule::new(CLUSTER_USER_RULE)
+        .message("an access entry's slurmUser is auth.jwt.user, the cluster's own user (a Slurm \
+                  administrator): the namespaces' jobs could cancel any job, drain any node and \
+                  issue tokens for any user; map them to an unprivileged Slurm user (or set the \
+                  entry's allowClusterUser: true for a cluster one team owns)")
+        .field_path(".access")
 )]
 pub struct SlurmClusterSpec {
     /// URL of slurmrestd, e.g. `https://slurmrestd.example.org:6820` (`http://` only with
@@ -149,7 +155,7 @@ pub struct SlurmClusterSpec {
     /// Which namespaces may run SlurmJobs on this cluster, and as which Slurm user. The first
     /// entry that matches a SlurmJob's namespace applies; a namespace no entry matches cannot
     /// use the cluster. Jobs never run as the cluster's own user (`auth.jwt.user`) unless an
-    /// entry names it.
+    /// entry names it and sets `allowClusterUser`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256))]
     pub access: Vec<ClusterAccess>,
@@ -204,6 +210,14 @@ pub struct ClusterAccess {
                   the Slurm nodes; map them to an unprivileged Slurm user"))]
     pub slurm_user: String,
 
+    /// Let `slurmUser` be the user the operator itself acts as (`auth.jwt.user`, or the user of
+    /// `auth.tokenSecretRef`'s token, which can act as no one else). That user polls and drains
+    /// nodes: a Slurm administrator, whose jobs could cancel any job, drain any node and issue
+    /// tokens for any user (root included). Only for a cluster one team owns, or a test setup.
+    /// Defaults to false: such an entry is refused (reason `ClusterUserNotAllowed`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_cluster_user: bool,
+
     /// Slurm accounts these namespaces may charge (`spec.account`). Empty: any the user may;
     /// otherwise a SlurmJob that names none is charged to the first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -225,6 +239,11 @@ pub struct ClusterAccess {
 
 /// 500 ms: a change in Slurm reaches a SlurmJob's status within 1 s (p99, hack/bench.sh) at a
 /// fraction of what one listing of a large queue a second cost slurmctld before incremental polls.
+/// No access entry names the cluster's own user (`auth.jwt.user`) unless it says so
+/// (`allowClusterUser`); `access::check` refuses the same at run time, and for a token's user.
+const CLUSTER_USER_RULE: &str = "!has(self.auth.jwt) || !has(self.access) || self.access.all(a, \
+     a.slurmUser != self.auth.jwt.user || (has(a.allowClusterUser) && a.allowClusterUser))";
+
 fn default_poll_interval() -> Duration {
     Duration::from_millis(500)
 }

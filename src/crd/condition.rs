@@ -56,10 +56,15 @@ pub fn now() -> Time {
     Time(Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
+/// The longest condition message written, in characters. The schema allows 32768 (metav1):
+/// a longer one would make the API server refuse the whole status write, again at every retry,
+/// and hide the condition that says what is wrong (a message quoting a huge field value).
+pub const MAX_MESSAGE: usize = 8192;
+
 /// A condition of `type_` observed at `now` for `observed_generation`.
 ///
 /// `reason` should be a CamelCase word (metav1 requires `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`);
-/// `message` is free text for humans.
+/// `message` is free text for humans, cut to [`MAX_MESSAGE`] characters.
 pub fn new(
     type_: &str,
     status: impl Into<Status>,
@@ -72,7 +77,7 @@ pub fn new(
         type_: type_.to_owned(),
         status: status.into().as_str().to_owned(),
         reason: reason.to_owned(),
-        message: message.into(),
+        message: crate::slurm::reason::bounded(&message.into(), MAX_MESSAGE),
         observed_generation,
         last_transition_time: now,
     }
@@ -164,6 +169,19 @@ mod tests {
 
     fn at(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    /// A message quoting what a user wrote (a 40 000-character quantity, say) stays writable:
+    /// the schema's limit is 32768 characters.
+    #[test]
+    fn a_message_is_cut_to_what_the_schema_takes() {
+        let long = format!("memoryPerNode {:?} is not a quantity", "1".repeat(40_000));
+        let message = new(READY, false, "InvalidSpec", long.clone(), Some(1), at(10)).message;
+        assert_eq!(message.chars().count(), MAX_MESSAGE);
+        let kept = message.strip_suffix('…').unwrap();
+        assert!(long.starts_with(kept));
+        let short = new(READY, true, "Submitted", "as job 7", Some(1), at(10)).message;
+        assert_eq!(short, "as job 7");
     }
 
     #[test]

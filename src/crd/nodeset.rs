@@ -115,7 +115,8 @@ pub struct SlurmNodeSetSpec {
     /// name>` and `--conf` with the keys `slurm` sets. The slurmctld address is NOT filled in:
     /// the template's command or args must carry it (`--conf-server <host>[:port]` for
     /// configless registration, as the slurm-cluster chart writes it) or the image must ship a
-    /// slurm.conf.
+    /// slurm.conf. The pods mount no ServiceAccount token unless the template sets
+    /// `automountServiceAccountToken: true` (tenants' jobs run in them).
     #[schemars(schema_with = "pod_template_schema")]
     pub template: PodTemplateSpec,
 

@@ -11,6 +11,11 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use super::{POSITIVE_QUANTITY, condition, duration::Duration};
+
+/// A quantity a tenant writes is short: Kubernetes' quantity syntax has no length limit, and a
+/// megabyte of digits would be kept in every copy of the object (the operator's cache included)
+/// and quoted in its conditions.
+const SHORT_QUANTITY: &str = "size(string(self)) <= 64";
 use crate::slurm::types::{EXTRA_JOB_OPTIONS, EXTRA_OPTION_UNKNOWN, REFUSED_JOB_OPTIONS};
 
 /// `kube::Resource` for a type that stands for a SlurmJob (its kind, group, version, plural and
@@ -301,6 +306,8 @@ pub struct SlurmJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new(POSITIVE_QUANTITY)
         .message("memoryPerNode must be a positive quantity such as 4Gi or 512Mi"))]
+    #[x_kube(validation = Rule::new(SHORT_QUANTITY)
+        .message("memoryPerNode must be at most 64 characters, such as 4Gi or 512Mi"))]
     pub memory_per_node: Option<Quantity>,
 
     /// Memory per allocated CPU (`--mem-per-cpu`) as a quantity such as `2Gi`; rounded up to
@@ -308,6 +315,8 @@ pub struct SlurmJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new(POSITIVE_QUANTITY)
         .message("memoryPerCpu must be a positive quantity such as 2Gi or 512Mi"))]
+    #[x_kube(validation = Rule::new(SHORT_QUANTITY)
+        .message("memoryPerCpu must be at most 64 characters, such as 2Gi or 512Mi"))]
     pub memory_per_cpu: Option<Quantity>,
 
     /// Wall-clock limit (`--time`) as a duration such as `30m` or `2h`; at least 1m. Slurm counts
@@ -335,9 +344,12 @@ pub struct SlurmJobSpec {
     pub suspend: Option<bool>,
 
     /// Environment variables for the batch script. Slurm's own `SLURM_*` variables are added by
-    /// Slurm.
+    /// Slurm. A name is not empty and has no `=` (Slurm takes each as `NAME=value`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 1024))]
+    #[x_kube(validation = Rule::new("self.all(k, size(k) > 0 && !k.contains('='))")
+        .message("environment names must not be empty or contain '=': Slurm reads each \
+                  variable as NAME=value"))]
     pub environment: BTreeMap<String, String>,
 
     /// Working directory of the batch script on the Slurm nodes (`--chdir`), an absolute path.

@@ -127,14 +127,27 @@ fn object_gauges_are_read_from_the_caches_at_scrape_time() {
             cluster("spare", "False", None),
         ]),
         slurmjobs: vec![store(vec![
-            job("a", Some("Pending"), Some("Priority")),
-            job("b", Some("Pending"), Some("Priority")),
-            job("c", Some("Pending"), Some("Resources")),
+            // Waiting in Slurm (`Submitted`), by Slurm's reason code without its details; a
+            // sentence of the operator's (it names a job id) is `Other`.
+            job("a", Some("Submitted"), Some("Priority")),
+            job(
+                "b",
+                Some("Submitted"),
+                Some("ReqNodeNotAvail, UnavailableNodes:n[1-3]"),
+            ),
+            job("c", Some("Submitted"), Some("Resources")),
+            job(
+                "c2",
+                Some("Submitted"),
+                Some("Slurm job 12 left slurmctld, and accounting (slurmdbd) still lists it"),
+            ),
+            // Not submitted yet: not pending in Slurm, whatever its reason says.
+            job("p", Some("Pending"), Some("Priority")),
             job("d", Some("Running"), None),
             job("e", None, None),
             // Names a tenant made up: one series for all of them, not one each.
             job_of("made-up-1", "f", None, None),
-            job_of("made-up-2", "g", Some("Pending"), Some("Priority")),
+            job_of("made-up-2", "g", Some("Submitted"), Some("Priority")),
         ])],
         nodesets: vec![store(vec![
             nodeset("cpu", 1, Some("1h")),
@@ -159,11 +172,15 @@ fn object_gauges_are_read_from_the_caches_at_scrape_time() {
         "slurm_operator_cluster_up{cluster=\"main\"} 1",
         "slurm_operator_cluster_up{cluster=\"spare\"} 0",
         "slurm_operator_cluster_api_version_info{cluster=\"main\",version=\"v0.0.42\",slurm_release=\"24.11.5\"} 1",
-        "slurm_operator_slurmjobs{cluster=\"main\",namespace=\"team\",phase=\"Pending\"} 4",
+        "slurm_operator_slurmjobs{cluster=\"main\",namespace=\"team\",phase=\"Pending\"} 2",
+        "slurm_operator_slurmjobs{cluster=\"main\",namespace=\"team\",phase=\"Submitted\"} 4",
         "slurm_operator_slurmjobs{cluster=\"main\",namespace=\"team\",phase=\"Running\"} 1",
-        "slurm_operator_slurmjobs_pending{cluster=\"main\",reason=\"Priority\"} 2",
+        "slurm_operator_slurmjobs_pending{cluster=\"main\",reason=\"Priority\"} 1",
+        "slurm_operator_slurmjobs_pending{cluster=\"main\",reason=\"ReqNodeNotAvail\"} 1",
         "slurm_operator_slurmjobs_pending{cluster=\"main\",reason=\"Resources\"} 1",
-        "slurm_operator_slurmjobs{cluster=\"<none>\",namespace=\"team\",phase=\"Pending\"} 2",
+        "slurm_operator_slurmjobs_pending{cluster=\"main\",reason=\"Other\"} 1",
+        "slurm_operator_slurmjobs{cluster=\"<none>\",namespace=\"team\",phase=\"Pending\"} 1",
+        "slurm_operator_slurmjobs{cluster=\"<none>\",namespace=\"team\",phase=\"Submitted\"} 1",
         "slurm_operator_slurmjobs_pending{cluster=\"<none>\",reason=\"Priority\"} 1",
         "slurm_operator_nodeset_nodes{cluster=\"main\",namespace=\"team\",nodeset=\"cpu\",state=\"draining\"} 1",
         "slurm_operator_nodeset_nodes{cluster=\"main\",namespace=\"team\",nodeset=\"gpu\",state=\"idle\"} 1",
@@ -196,6 +213,12 @@ fn object_gauges_are_read_from_the_caches_at_scrape_time() {
     assert_eq!(
         lines_with(&text, "slurm_operator_nodeset_drain_timeout_seconds").len(),
         1,
+        "{text}"
+    );
+    // No series for the job not yet submitted, nor one per reason's details.
+    assert_eq!(
+        lines_with(&text, "slurm_operator_slurmjobs_pending").len(),
+        5,
         "{text}"
     );
 

@@ -34,7 +34,7 @@ pub mod errno {
     /// Submit refusals about the job itself, which the same request always gets again: an
     /// impossible size, layout, time limit, account, QoS, GRES, licence, array or burst-buffer
     /// request (`ESLURM_*`; 2045 and 2066 seen on Slurm 24.11 for an unknown account and
-    /// QoS). Not `ESLURM_ACCOUNTING_POLICY` (2050): it also means a submit limit such as
+    /// QoS, 2018 for `required_nodes` naming a node slurmctld does not have). Not `ESLURM_ACCOUNTING_POLICY` (2050): it also means a submit limit such as
     /// `MaxSubmitJobs`, which lifts as jobs end.
     pub const JOB_REFUSED: &[i64] = &[
         2001, // DEFAULT_PARTITION_NOT_SET
@@ -46,6 +46,7 @@ pub mod errno {
         2009, // JOB_SCRIPT_MISSING
         2012, // PATHNAME_TOO_LONG
         2014, // REQUESTED_NODE_CONFIG_UNAVAILABLE
+        2018, // INVALID_NODE_NAME (a node the job names that slurmctld does not have)
         2015, // REQUESTED_PART_CONFIG_UNAVAILABLE
         2023, // BAD_DIST
         2025, // BAD_TASK_COUNT
@@ -492,9 +493,18 @@ pub(crate) fn classify(
                 message,
             }
         }
-        errno::INVALID_NODE_NAME => SlurmError::NotFound {
-            kind: "node",
-            name: node("(unknown)"),
+        // A node's own request: that node is gone. Any other (a submit's `required_nodes` or
+        // `excluded_nodes`): Slurm's refusal of the request, its message kept.
+        errno::INVALID_NODE_NAME => match subject {
+            Subject::Node(name) => SlurmError::NotFound {
+                kind: "node",
+                name: name.to_owned(),
+            },
+            _ => SlurmError::Rejected {
+                operation,
+                status,
+                errors,
+            },
         },
         errno::INVALID_JOB_ID => match subject {
             Subject::Job(id) => SlurmError::NotFound {
@@ -549,6 +559,7 @@ mod tests {
             (2028, Subject::Node("n1"), "InvalidNodeState"),
             (2180, Subject::Node("n1"), "InvalidNodeState"),
             (2018, Subject::Node("nosuch"), "NotFound"),
+            (2018, Subject::None, "Rejected"),
             (2017, Subject::Job(7), "NotFound"),
             (2017, Subject::None, "Rejected"),
             (2021, Subject::Job(5), "AlreadyFinished"),
@@ -571,7 +582,7 @@ mod tests {
     fn submit_refusals_that_only_a_spec_change_fixes() {
         let submit =
             |code: i64| classify("post_job_submit", 500, Subject::None, vec![err(code, "x")]);
-        for code in [2000, 2029, 2045, 2066, 2051, 2006, 2072, 2002, 2010] {
+        for code in [2000, 2029, 2045, 2066, 2051, 2006, 2072, 2002, 2010, 2018] {
             let e = submit(code);
             assert!(e.refuses_job(), "errno {code}: {e}");
             assert!(!e.is_transient(), "errno {code}");

@@ -66,7 +66,7 @@ fn text(meaning: impl Into<String>, remedy: impl Into<String>) -> Explanation {
 
 /// `text` in at most `max` characters; a cut one ends in '…' (conditions and events count
 /// characters, and a cut inside a UTF-8 sequence would not be a string).
-fn bounded(text: &str, max: usize) -> String {
+pub fn bounded(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_owned();
     }

@@ -92,7 +92,7 @@ pub async fn seed_cluster(client: &kube::Client, namespace: &str, slurm: &LocalS
     grant(
         client,
         slurm,
-        json!({"namespaces": [namespace], "slurmUser": slurm.user}),
+        json!({"namespaces": [namespace], "slurmUser": slurm.user, "allowClusterUser": true}),
     )
     .await;
 }

@@ -264,6 +264,9 @@ pub fn build_pod(nodeset: &SlurmNodeSet, prefix: &str, ordinal: u32, hash: &str)
     }
     // Resolvable as <pod>.<subdomain> when the template names a headless Service.
     spec.hostname = Some(name.clone());
+    // Tenants' jobs run in the slurmd container as their own users and could read a mounted
+    // ServiceAccount token (mode 0644 without an fsGroup): none unless the template asks.
+    spec.automount_service_account_token.get_or_insert(false);
     Pod {
         metadata: ObjectMeta {
             name: Some(name),
@@ -597,6 +600,32 @@ mod tests {
                 r#"{"slurm.rs/nodeset":"team-a/cpu"}"#
             ]
         );
+    }
+
+    /// The jobs in a slurmd pod run as tenants' users: no ServiceAccount token for them to read
+    /// unless the template asks for one.
+    #[test]
+    fn a_pod_mounts_no_service_account_token_unless_its_template_asks() {
+        let set = |automount: Option<bool>| -> SlurmNodeSet {
+            let mut spec = serde_json::json!({"containers": [{"name": "slurmd"}]});
+            if let Some(automount) = automount {
+                spec["automountServiceAccountToken"] = automount.into();
+            }
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmNodeSet",
+                "metadata": {"name": "cpu", "namespace": "team-a", "uid": "u1"},
+                "spec": {"clusterName": "c", "template": {"spec": spec}},
+            }))
+            .unwrap()
+        };
+        for (template, mounted) in [(None, false), (Some(false), false), (Some(true), true)] {
+            let pod = build_pod(&set(template), "p", 0, "h");
+            assert_eq!(
+                pod.spec.unwrap().automount_service_account_token,
+                Some(mounted),
+                "template: {template:?}"
+            );
+        }
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! Pure: the SlurmCluster and the namespace's labels are read by the caller.
 //!
 //! A namespace no entry grants gets no submit at all; the cluster's own user (the one the
-//! operator polls as) is never used for a tenant's job unless an entry names it.
+//! operator polls as, a Slurm administrator) is never used for a tenant's job unless an entry
+//! names it and says so (`allowClusterUser`).
 
 use std::collections::BTreeMap;
 
@@ -53,12 +54,15 @@ pub struct Grant {
 }
 
 /// The grant a SlurmJob in `namespace` (with `labels`) runs under, or why it has none.
+/// `own_user` is the user the operator acts as on this cluster (`auth.jwt.user`, or a ready
+/// token's user), when known.
 pub fn check(
     cluster: &SlurmCluster,
     cluster_name: &str,
     namespace: &str,
     labels: &BTreeMap<String, String>,
     spec: &SlurmJobSpec,
+    own_user: Option<&str>,
 ) -> Result<Grant, Refusal> {
     let Some(access) = entry(cluster, namespace, labels) else {
         return Err(Refusal {
@@ -69,6 +73,21 @@ pub fn check(
             ),
         });
     };
+    // Admission refuses such an entry for `auth.jwt.user`; this holds for one stored before
+    // the rule, and for a ready token's user, which only the credentials tell.
+    if own_user == Some(access.slurm_user.as_str()) && !access.allow_cluster_user {
+        return Err(Refusal {
+            reason: "ClusterUserNotAllowed",
+            message: format!(
+                "namespace {namespace:?} is granted SlurmCluster {cluster_name:?} as Slurm user \
+                 {:?}, the user the operator itself acts as there (a Slurm administrator): its \
+                 jobs could cancel any job and drain any node; ask the platform admin to map the \
+                 namespace to an unprivileged Slurm user (or, for a cluster one team owns, to \
+                 set allowClusterUser: true on its access entry)",
+                access.slurm_user
+            ),
+        });
+    }
     // `list`: the field may be a comma-separated list (partitions: Slurm picks one), each of
     // which must be granted.
     let pick = |reason: &'static str,

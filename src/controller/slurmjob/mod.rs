@@ -913,12 +913,23 @@ fn grant(
         }));
     }
     let labels = namespace_labels(&cluster, namespace, data)?;
+    // The user the operator acts as: the spec names a minted token's; a ready token's is known
+    // once its cluster is registered (before that, a submit cannot happen either).
+    let own_user = match cluster.spec.auth.method() {
+        Some(crate::crd::AuthMethod::Jwt(jwt)) => Some(jwt.user.clone()),
+        _ => data
+            .ctx
+            .clusters
+            .get(&ObjectRef::new(cluster_name))
+            .and_then(|handle| handle.client.user()),
+    };
     Ok(access::check(
         &cluster,
         cluster_name,
         namespace,
         &labels,
         &job.spec,
+        own_user.as_deref(),
     ))
 }
 

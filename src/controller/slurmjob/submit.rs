@@ -45,6 +45,12 @@ pub enum SpecError {
     DependsOnItself { name: String },
     #[error("name must not contain a comma: Slurm's accounting reads one as a list of job names")]
     NameWithComma,
+    /// Admission refuses it too; an object stored before that rule gets this.
+    #[error(
+        "environment name {0:?} must not be empty or contain '=': Slurm reads each variable as \
+         NAME=value"
+    )]
+    EnvironmentName(String),
     /// Refused before the submit, not a job that fails as slurmstepd cannot create its output
     /// file. Not an admission rule: a rule at the CRD's root is checked at every write of the
     /// object, its status and finalizers included, so a SlurmJob stored before it could no
@@ -143,6 +149,13 @@ pub fn request(
         return Err(SpecError::ScriptWithoutInterpreter);
     }
     check_names(spec, object_name)?;
+    if let Some(name) = spec
+        .environment
+        .keys()
+        .find(|name| name.is_empty() || name.contains('='))
+    {
+        return Err(SpecError::EnvironmentName(name.clone()));
+    }
     let positive = |field: &'static str, value: Option<i32>| -> Result<Option<u32>, SpecError> {
         match value {
             None => Ok(None),
@@ -543,6 +556,14 @@ mod tests {
                 value: -2
             })
         );
+        // Stored before admission refused them: `A=B` would reach the job as A="B=x".
+        for name in ["A=B", ""] {
+            let mut s = spec();
+            s.environment = BTreeMap::from([(name.to_owned(), "x".to_owned())]);
+            let err = request(&s, "o", &OwnerTag::new("u", 1).to_string(), &[]).unwrap_err();
+            assert_eq!(err, SpecError::EnvironmentName(name.to_owned()));
+            assert!(err.to_string().contains("NAME=value"), "{err}");
+        }
     }
 
     #[test]

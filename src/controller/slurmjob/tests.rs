@@ -84,7 +84,9 @@ fn data_waking(
     UnboundedReceiver<ObjectRef<CachedSlurmJob>>,
 ) {
     let user = local_slurm().map_or_else(|| "slurm".to_owned(), |s| s["SLURM_USER"].clone());
-    let local = cluster_granting(json!([{"namespaces": [NS], "slurmUser": user}]));
+    let local = cluster_granting(
+        json!([{"namespaces": [NS], "slurmUser": user, "allowClusterUser": true}]),
+    );
     context_with_cluster(ctx, local)
 }
 
@@ -2663,7 +2665,7 @@ async fn a_deleting_cluster_takes_no_new_submit() {
             "endpoint": "http://127.0.0.1:1",
             "allowInsecureHttp": true,
             "auth": {"jwt": {"keySecretRef": {"name": "jwt"}}},
-            "access": [{"namespaces": [NS], "slurmUser": user}],
+            "access": [{"namespaces": [NS], "slurmUser": user, "allowClusterUser": true}],
         },
     }))
     .unwrap();

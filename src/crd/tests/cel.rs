@@ -173,6 +173,13 @@ fn cel_rules_are_where_expected() {
                  readable by anyone on the path (set allowInsecureHttp: true to accept that)"
             ),
             s(
+                ".spec",
+                "an access entry's slurmUser is auth.jwt.user, the cluster's own user (a Slurm \
+                 administrator): the namespaces' jobs could cancel any job, drain any node and \
+                 issue tokens for any user; map them to an unprivileged Slurm user (or set the \
+                 entry's allowClusterUser: true for a cluster one team owns)"
+            ),
+            s(
                 ".spec.access[]",
                 "access needs namespaces or a namespaceSelector"
             ),
@@ -288,6 +295,11 @@ fn cel_rules_are_where_expected() {
                 "dependsOn name must be the name of a SlurmJob: lowercase letters, digits, '-' and \
                  '.', starting and ending with a letter or digit"
             ),
+            s(
+                ".spec.environment",
+                "environment names must not be empty or contain '=': Slurm reads each variable \
+                 as NAME=value"
+            ),
             s(".spec.extraOptions", "(messageExpression)",),
             s(
                 ".spec.gpusPerNode",
@@ -302,8 +314,16 @@ fn cel_rules_are_where_expected() {
                 "memoryPerCpu must be a positive quantity such as 2Gi or 512Mi"
             ),
             s(
+                ".spec.memoryPerCpu",
+                "memoryPerCpu must be at most 64 characters, such as 2Gi or 512Mi"
+            ),
+            s(
                 ".spec.memoryPerNode",
                 "memoryPerNode must be a positive quantity such as 4Gi or 512Mi"
+            ),
+            s(
+                ".spec.memoryPerNode",
+                "memoryPerNode must be at most 64 characters, such as 4Gi or 512Mi"
             ),
             s(
                 ".spec.name",
@@ -517,6 +537,33 @@ fn cluster_rules() {
         json!({"access": [{"namespaces": ["team-a"], "slurmUser": "rooted"}]}),
         &[],
     );
+    // The cluster's own user (`auth.jwt.user`, `slurm` by default) only on purpose.
+    let own = "an access entry's slurmUser is auth.jwt.user, the cluster's own user";
+    c(
+        json!({"access": [{"namespaces": ["team-a"], "slurmUser": "alice"},
+                          {"namespaces": ["team-b"], "slurmUser": "slurm"}]}),
+        &[own],
+    );
+    c(
+        json!({"auth": {"jwt": {"user": "admin"}},
+               "access": [{"namespaces": ["team-a"], "slurmUser": "admin"}]}),
+        &[own],
+    );
+    c(
+        json!({"auth": {"jwt": {"user": "admin"}},
+               "access": [{"namespaces": ["team-a"], "slurmUser": "slurm"}]}),
+        &[],
+    );
+    c(
+        json!({"access": [{"namespaces": ["team-a"], "slurmUser": "slurm",
+                           "allowClusterUser": true}]}),
+        &[],
+    );
+    c(
+        json!({"auth": {"jwt": null, "tokenSecretRef": {"name": "token"}},
+               "access": [{"namespaces": ["team-a"], "slurmUser": "slurm"}]}),
+        &[],
+    );
     c(
         json!({"endpoint": "ftp://slurm:6820"}),
         &["endpoint must be an http:// or https:// URL"],
@@ -667,6 +714,27 @@ fn slurmjob_rules() {
             &["memoryPerNode must be a positive quantity"],
         );
     }
+    j(json!({"environment": {"PATH": "/bin", "my.var": "x"}}), &[]);
+    for bad in ["A=B", ""] {
+        j(
+            json!({"environment": {"PATH": "/bin", bad: "x"}}),
+            &["environment names must not be empty or contain '='"],
+        );
+    }
+    // A valid quantity, but a megabyte of it would sit in every copy of the object.
+    let digits = format!("{}1Gi", "0".repeat(62));
+    j(
+        json!({"memoryPerNode": digits}),
+        &["memoryPerNode must be at most 64 characters"],
+    );
+    j(
+        json!({"memoryPerCpu": digits}),
+        &["memoryPerCpu must be at most 64 characters"],
+    );
+    j(
+        json!({"memoryPerCpu": format!("{}1Gi", "0".repeat(61))}),
+        &[],
+    );
 
     let out =
         |sub: &str| json!({"output": {"volume": "out", "slurmPath": "/shared", "subPath": sub}});

@@ -155,7 +155,7 @@ fn who_a_slurmjob_runs_as() {
         ),
     ];
     for (what, namespace, labels, spec, want) in rows {
-        let got = check(&teams, "main", namespace, &labels, &spec);
+        let got = check(&teams, "main", namespace, &labels, &spec, None);
         match (&got, want) {
             (Ok(got), Ok(want)) => assert_eq!(got, &want, "{what}"),
             (Err(refusal), Err(reason)) => {
@@ -170,7 +170,15 @@ fn who_a_slurmjob_runs_as() {
 #[test]
 fn a_cluster_without_access_grants_nothing_and_says_what_to_do() {
     let closed = cluster(json!([]));
-    let refusal = check(&closed, "main", "team-a", &labels(&[]), &spec(json!({}))).unwrap_err();
+    let refusal = check(
+        &closed,
+        "main",
+        "team-a",
+        &labels(&[]),
+        &spec(json!({})),
+        None,
+    )
+    .unwrap_err();
     assert_eq!(refusal.reason, "NoAccess");
     assert!(
         refusal
@@ -192,6 +200,7 @@ fn a_refusal_names_what_is_granted() {
         "team-a",
         &labels(&[]),
         &spec(json!({"account": "root"})),
+        None,
     )
     .unwrap_err();
     assert_eq!(
@@ -222,4 +231,58 @@ fn an_empty_namespace_selector_grants_nothing() {
         json!([{"namespaceSelector": {"matchLabels": {"team": "a"}}, "slurmUser": "alice"}]),
     );
     assert!(entry(&named, "team-a", &labels(&[("team", "a")])).is_some());
+}
+
+/// The user the operator acts as is a Slurm administrator: a namespace runs as it only where
+/// its entry says so, whether the spec names it (`auth.jwt.user`) or the credentials do (a
+/// ready token's user); any other user is not affected.
+#[test]
+fn the_clusters_own_user_is_granted_only_on_purpose() {
+    let teams = cluster(json!([
+        {"namespaces": ["team-a"], "slurmUser": "slurm"},
+        {"namespaces": ["ops"], "slurmUser": "slurm", "allowClusterUser": true},
+        {"namespaces": ["team-b"], "slurmUser": "bob"},
+    ]));
+    let ask = |namespace: &str, own: Option<&str>| {
+        check(
+            &teams,
+            "main",
+            namespace,
+            &labels(&[]),
+            &spec(json!({})),
+            own,
+        )
+    };
+    let refusal = ask("team-a", Some("slurm")).unwrap_err();
+    assert_eq!(refusal.reason, "ClusterUserNotAllowed");
+    for says in [
+        "namespace \"team-a\"",
+        "Slurm user \"slurm\"",
+        "map the namespace to an unprivileged Slurm user",
+        "allowClusterUser: true",
+    ] {
+        assert!(
+            refusal.message.contains(says),
+            "{says}: {}",
+            refusal.message
+        );
+    }
+    assert_eq!(
+        ask("ops", Some("slurm")),
+        Ok(grant("slurm", None, None, None))
+    );
+    assert_eq!(
+        ask("team-b", Some("slurm")),
+        Ok(grant("bob", None, None, None))
+    );
+    // Another user acting for the cluster (a ready token's), or none known yet.
+    assert_eq!(
+        ask("team-a", Some("admin")),
+        Ok(grant("slurm", None, None, None))
+    );
+    assert_eq!(ask("team-a", None), Ok(grant("slurm", None, None, None)));
+    assert_eq!(
+        ask("team-b", Some("bob")).unwrap_err().reason,
+        "ClusterUserNotAllowed"
+    );
 }
