@@ -154,7 +154,7 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
     "self != 'root'": lambda s: s != "root",
     "!has(self.auth.jwt) || !has(self.access) || self.access.all(a, "
     "a.slurmUser != self.auth.jwt.user || (has(a.allowClusterUser) && a.allowClusterUser))":
-        lambda s: "jwt" not in (s.get("auth") or {}) or "access" not in s
+        lambda s: not (s.get("auth") or {}).get("jwt") or not s.get("access")
         or all(a.get("slurmUser") != s["auth"]["jwt"].get("user", "slurm") or a.get("allowClusterUser") is True
                for a in s["access"]),
     # SlurmNodeSet: slurmd restarts in its pod (the template's restartPolicy).

@@ -237,13 +237,13 @@ pub struct ClusterAccess {
     pub qos: Vec<String>,
 }
 
-/// 500 ms: a change in Slurm reaches a SlurmJob's status within 1 s (p99, hack/bench.sh) at a
-/// fraction of what one listing of a large queue a second cost slurmctld before incremental polls.
 /// No access entry names the cluster's own user (`auth.jwt.user`) unless it says so
 /// (`allowClusterUser`); `access::check` refuses the same at run time, and for a token's user.
 const CLUSTER_USER_RULE: &str = "!has(self.auth.jwt) || !has(self.access) || self.access.all(a, \
      a.slurmUser != self.auth.jwt.user || (has(a.allowClusterUser) && a.allowClusterUser))";
 
+/// 500 ms: a change in Slurm reaches a SlurmJob's status within 1 s (p99, hack/bench.sh) at a
+/// fraction of what one listing of a large queue a second cost slurmctld before incremental polls.
 fn default_poll_interval() -> Duration {
     Duration::from_millis(500)
 }

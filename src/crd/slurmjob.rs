@@ -11,12 +11,12 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use super::{POSITIVE_QUANTITY, condition, duration::Duration};
+use crate::slurm::types::{EXTRA_JOB_OPTIONS, EXTRA_OPTION_UNKNOWN, REFUSED_JOB_OPTIONS};
 
 /// A quantity a tenant writes is short: Kubernetes' quantity syntax has no length limit, and a
 /// megabyte of digits would be kept in every copy of the object (the operator's cache included)
 /// and quoted in its conditions.
 const SHORT_QUANTITY: &str = "size(string(self)) <= 64";
-use crate::slurm::types::{EXTRA_JOB_OPTIONS, EXTRA_OPTION_UNKNOWN, REFUSED_JOB_OPTIONS};
 
 /// `kube::Resource` for a type that stands for a SlurmJob (its kind, group, version, plural and
 /// scope), whose metadata is the field at the path given.

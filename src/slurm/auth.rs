@@ -79,15 +79,19 @@ enum TokenSource {
         token: SecretString,
         /// The token's `exp` claim, when it is a JWT that has one.
         expires: Option<SystemTime>,
+        /// The token's `sun` claim (the user it was issued for), when it is a JWT that has one.
+        subject: Option<String>,
     },
     Minted(Minter),
 }
 
-/// The only claim read from a ready token (unverified: the key is slurmctld's), so that an
-/// expired token is reported as such instead of as slurmrestd's bare 401/511.
+/// The only claims read from a ready token (unverified: the key is slurmctld's): its expiry,
+/// so that an expired token is reported as such instead of as slurmrestd's bare 401/511, and
+/// whom it was issued for, the one user it can act as.
 #[derive(serde::Deserialize)]
-struct Expiry {
+struct ReadyClaims {
     exp: Option<u64>,
+    sun: Option<String>,
 }
 
 struct Minter {
@@ -152,15 +156,18 @@ impl Credentials {
         if let Some(user) = &user {
             check_header_value(user, USER_HEADER)?;
         }
-        let expires = jsonwebtoken::dangerous::insecure_decode_claims::<Expiry>(&token)
-            .ok()
+        let claims = jsonwebtoken::dangerous::insecure_decode_claims::<ReadyClaims>(&token).ok();
+        let expires = claims
+            .as_ref()
             .and_then(|claims| claims.exp)
             .map(|exp| UNIX_EPOCH + Duration::from_secs(exp));
+        let subject = claims.and_then(|claims| claims.sun);
         Ok(Self {
             user,
             source: TokenSource::Static {
                 token: SecretString::from(token),
                 expires,
+                subject,
             },
         })
     }
@@ -179,17 +186,7 @@ impl Credentials {
                 Self::minted(minter.key.expose_secret().to_vec(), user, minter.lifetime)
             }
             TokenSource::Static { token, .. } => {
-                #[derive(serde::Deserialize)]
-                struct Subject {
-                    sun: Option<String>,
-                }
-                let token_user = self.user.clone().or_else(|| {
-                    jsonwebtoken::dangerous::insecure_decode_claims::<Subject>(
-                        token.expose_secret(),
-                    )
-                    .ok()
-                    .and_then(|claims| claims.sun)
-                });
+                let token_user = self.acting_user().map(str::to_owned);
                 match token_user {
                     Some(token_user) if token_user == user => {
                         Self::token(token.expose_secret(), Some(token_user))
@@ -211,6 +208,15 @@ impl Credentials {
         self.user.as_deref()
     }
 
+    /// The Slurm user requests act as: the user given, else a ready token's `sun` claim (read,
+    /// not verified: slurmrestd verifies the token, and acts as that user or refuses it).
+    pub fn acting_user(&self) -> Option<&str> {
+        self.user.as_deref().or(match &self.source {
+            TokenSource::Static { subject, .. } => subject.as_deref(),
+            TokenSource::Minted(_) => None,
+        })
+    }
+
     /// Whether `other` authenticates exactly as this does: the same Slurm user, and the same key
     /// (and token lifetime) or the same ready token. Clients are shared between SlurmClusters
     /// only when this holds: never across credentials.
@@ -230,7 +236,7 @@ impl Credentials {
     /// The token to send at `now`, minting a new one when the current one is due for refresh.
     pub fn token_at(&self, now: SystemTime) -> Result<SecretString, AuthError> {
         match &self.source {
-            TokenSource::Static { token, expires } => match expires {
+            TokenSource::Static { token, expires, .. } => match expires {
                 Some(at) if *at <= now => Err(AuthError::TokenExpired {
                     at: humantime::format_rfc3339_seconds(*at).to_string(),
                 }),
@@ -548,6 +554,28 @@ mod tests {
         assert_eq!(creds.user(), None);
         let creds = Credentials::token("t", Some(String::new())).unwrap();
         assert_eq!(creds.user(), None);
+    }
+
+    /// A ready token acts as the user it was issued for (its `sun` claim) when no user is
+    /// given with it: that is the user its requests and submits act as, while the user header
+    /// stays unsent as before.
+    #[test]
+    fn a_ready_tokens_user_is_the_one_it_was_issued_for() {
+        let minted = Credentials::minted(KEY.to_vec(), "slurm", DEFAULT_TOKEN_LIFETIME).unwrap();
+        let jwt = minted.token_at(SystemTime::now()).unwrap();
+        let ready = Credentials::token(jwt.expose_secret(), None).unwrap();
+        assert_eq!(ready.user(), None);
+        assert_eq!(ready.acting_user(), Some("slurm"));
+        assert!(ready.for_user("slurm").is_ok());
+        assert!(matches!(
+            ready.for_user("alice"),
+            Err(AuthError::CannotActAs { .. })
+        ));
+        let named = Credentials::token(jwt.expose_secret(), Some("ops".into())).unwrap();
+        assert_eq!(named.acting_user(), Some("ops"));
+        let opaque = Credentials::token("not-a-jwt", None).unwrap();
+        assert_eq!(opaque.acting_user(), None);
+        assert_eq!(minted.acting_user(), Some("slurm"));
     }
 
     /// A tenant's job is never run as root, whichever way the credentials come.

@@ -153,7 +153,7 @@ impl SlurmClient {
         self.any_dialect()
             .transport()
             .credentials()
-            .user()
+            .acting_user()
             .map(str::to_owned)
     }
 

@@ -34,8 +34,9 @@ pub mod errno {
     /// Submit refusals about the job itself, which the same request always gets again: an
     /// impossible size, layout, time limit, account, QoS, GRES, licence, array or burst-buffer
     /// request (`ESLURM_*`; 2045 and 2066 seen on Slurm 24.11 for an unknown account and
-    /// QoS, 2018 for `required_nodes` naming a node slurmctld does not have). Not `ESLURM_ACCOUNTING_POLICY` (2050): it also means a submit limit such as
-    /// `MaxSubmitJobs`, which lifts as jobs end.
+    /// QoS, 2018 for `required_nodes` naming a node slurmctld does not have). Not
+    /// `ESLURM_ACCOUNTING_POLICY` (2050): it also means a submit limit such as `MaxSubmitJobs`,
+    /// which lifts as jobs end.
     pub const JOB_REFUSED: &[i64] = &[
         2001, // DEFAULT_PARTITION_NOT_SET
         2003, // JOB_MISSING_REQUIRED_PARTITION_GROUP
@@ -46,8 +47,8 @@ pub mod errno {
         2009, // JOB_SCRIPT_MISSING
         2012, // PATHNAME_TOO_LONG
         2014, // REQUESTED_NODE_CONFIG_UNAVAILABLE
-        2018, // INVALID_NODE_NAME (a node the job names that slurmctld does not have)
         2015, // REQUESTED_PART_CONFIG_UNAVAILABLE
+        2018, // INVALID_NODE_NAME (a node the job names that slurmctld does not have)
         2023, // BAD_DIST
         2025, // BAD_TASK_COUNT
         2044, // INVALID_TASK_MEMORY

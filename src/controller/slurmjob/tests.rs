@@ -2650,6 +2650,48 @@ async fn refused_alone(
     assert_eq!(ready.reason, reason);
 }
 
+/// A cluster authenticated by a ready token acts as that token's user, the one user it can act
+/// as: a namespace granted that user is refused as one granted `auth.jwt.user` is, unless its
+/// entry says `allowClusterUser` (the spec does not name the user: the registered client does).
+#[tokio::test]
+async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
+    let token_cluster = |allow: bool| -> SlurmCluster {
+        serde_json::from_value(json!({
+            "apiVersion": "slurm.rs/v1alpha1",
+            "kind": "SlurmCluster",
+            "metadata": {"name": "local"},
+            "spec": {
+                "endpoint": "http://127.0.0.1:1",
+                "allowInsecureHttp": true,
+                "auth": {"tokenSecretRef": {"name": "token"}},
+                "access": [{"namespaces": [NS], "slurmUser": "slurm", "allowClusterUser": allow}],
+            },
+        }))
+        .unwrap()
+    };
+    let job = slurm_job("own", "#!/bin/sh\ntrue\n");
+    for (allow, want) in [(false, Err("ClusterUserNotAllowed")), (true, Ok("slurm"))] {
+        let (ctx, _api) = Context::test();
+        // Registered with a token of Slurm user `slurm`.
+        let _index = register_trusted_empty(&ctx);
+        let data = data_with_cluster(ctx, token_cluster(allow));
+        let got = super::grant(&job, NS, &data).unwrap();
+        assert_eq!(
+            got.as_ref()
+                .map(|g| g.slurm_user.as_str())
+                .map_err(|r| r.reason),
+            want,
+            "allowClusterUser: {allow}: {got:?}"
+        );
+    }
+    // The whole reconcile: refused before its finalizer, nothing submitted.
+    let (ctx, api) = Context::test();
+    let _index = register_trusted_empty(&ctx);
+    let data = data_with_cluster(ctx, token_cluster(false));
+    refused_alone(job, data.clone(), api, "ClusterUserNotAllowed").await;
+    assert!(data.submissions.is_empty(), "nothing submitted");
+}
+
 /// A SlurmCluster being deleted takes no new submit: its deletion waits for the SlurmJobs that
 /// name it, and a new one would keep it.
 #[tokio::test]
