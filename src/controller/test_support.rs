@@ -385,6 +385,18 @@ pub fn slurm_node_script(slurm: &HashMap<String, String>, args: &[&str]) -> Stri
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// A ready token for Slurm user `slurm`, given without its user (a JWT whose `sun` says it), as
+/// a SlurmCluster's `tokenSecretRef` is read.
+pub fn slurm_token() -> crate::slurm::Credentials {
+    use secrecy::ExposeSecret;
+
+    use crate::slurm::Credentials;
+    let minted =
+        Credentials::minted(b"test-key".to_vec(), "slurm", Duration::from_secs(900)).unwrap();
+    let jwt = minted.token_at(std::time::SystemTime::now()).unwrap();
+    Credentials::token(jwt.expose_secret(), None).unwrap()
+}
+
 /// Register SlurmCluster `namespace/name` in `ctx` with a client for `endpoint` (e.g. the unreachable
 /// `http://127.0.0.1:1`) and an index the test writes through the returned sender, starting at
 /// `state`: the reconcile sees exactly what the test put there.
@@ -403,7 +415,7 @@ pub fn register_with_index(
 
     use kube::runtime::reflector::ObjectRef;
 
-    use crate::slurm::{ClientConfig, Credentials};
+    use crate::slurm::ClientConfig;
     use crate::state::poller::PollerConfig;
     use crate::state::registry::ConnectionSettings;
 
@@ -420,8 +432,10 @@ pub fn register_with_index(
             &cluster,
             ClientConfig::new(endpoint).unwrap().allow_plaintext(true),
             settings,
-            // A token of the cluster's user, so a SlurmJob granted that user may submit.
-            Arc::new(Credentials::token("t", Some("slurm".into())).unwrap()),
+            // A ready token of the cluster's user, as a tokenSecretRef cluster has one: no user
+            // given with it, its `sun` claim names `slurm`; a SlurmJob granted that user may
+            // submit (with allowClusterUser).
+            Arc::new(slurm_token()),
             |label, client, config, _| {
                 let (events, _) = tokio::sync::broadcast::channel(16);
                 let (poller, _its_own_index) = crate::state::poller::spawn(

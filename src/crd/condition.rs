@@ -61,6 +61,12 @@ pub fn now() -> Time {
 /// and hide the condition that says what is wrong (a message quoting a huge field value).
 pub const MAX_MESSAGE: usize = 8192;
 
+/// `message` as a condition stores it: cut to [`MAX_MESSAGE`] characters. What compares a
+/// stored message with a fresh one compares this.
+pub fn bounded_message(message: &str) -> String {
+    crate::slurm::reason::bounded(message, MAX_MESSAGE)
+}
+
 /// A condition of `type_` observed at `now` for `observed_generation`.
 ///
 /// `reason` should be a CamelCase word (metav1 requires `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`);
@@ -77,7 +83,7 @@ pub fn new(
         type_: type_.to_owned(),
         status: status.into().as_str().to_owned(),
         reason: reason.to_owned(),
-        message: crate::slurm::reason::bounded(&message.into(), MAX_MESSAGE),
+        message: bounded_message(&message.into()),
         observed_generation,
         last_transition_time: now,
     }

@@ -1004,7 +1004,9 @@ async fn refuse(
             .as_ref()
             .and_then(|s| condition::find(&s.conditions, condition::READY))
             .map(|c| (c.reason.as_str(), c.message.as_str()));
-        if was != Some((refusal.reason, refusal.message.as_str())) {
+        // As the condition keeps it (cut when long): one Event, not one a reconcile.
+        let message = condition::bounded_message(&refusal.message);
+        if was != Some((refusal.reason, message.as_str())) {
             warn!(name = %nodeset.name_any(), namespace, reason = refusal.reason, "SlurmNodeSet refused");
             let notice = Notice::warning(refusal.reason, refusal.message);
             kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, notice).await;

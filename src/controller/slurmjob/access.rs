@@ -54,15 +54,15 @@ pub struct Grant {
 }
 
 /// The grant a SlurmJob in `namespace` (with `labels`) runs under, or why it has none.
-/// `own_user` is the user the operator acts as on this cluster (`auth.jwt.user`, or a ready
-/// token's user), when known.
+/// `own_users` are the users the operator acts as on this cluster: `auth.jwt.user`, and the
+/// registered client's (a ready token's user; during a change of credentials, the one before).
 pub fn check(
     cluster: &SlurmCluster,
     cluster_name: &str,
     namespace: &str,
     labels: &BTreeMap<String, String>,
     spec: &SlurmJobSpec,
-    own_user: Option<&str>,
+    own_users: &[&str],
 ) -> Result<Grant, Refusal> {
     let Some(access) = entry(cluster, namespace, labels) else {
         return Err(Refusal {
@@ -75,7 +75,7 @@ pub fn check(
     };
     // Admission refuses such an entry for `auth.jwt.user`; this holds for one stored before
     // the rule, and for a ready token's user, which only the credentials tell.
-    if own_user == Some(access.slurm_user.as_str()) && !access.allow_cluster_user {
+    if own_users.contains(&access.slurm_user.as_str()) && !access.allow_cluster_user {
         return Err(Refusal {
             reason: "ClusterUserNotAllowed",
             message: format!(

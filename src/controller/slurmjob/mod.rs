@@ -913,23 +913,26 @@ fn grant(
         }));
     }
     let labels = namespace_labels(&cluster, namespace, data)?;
-    // The user the operator acts as: the spec names a minted token's; a ready token's is known
-    // once its cluster is registered (before that, a submit cannot happen either).
-    let own_user = match cluster.spec.auth.method() {
-        Some(crate::crd::AuthMethod::Jwt(jwt)) => Some(jwt.user.clone()),
-        _ => data
-            .ctx
-            .clusters
-            .get(&ObjectRef::new(cluster_name))
-            .and_then(|handle| handle.client.user()),
+    // The users the operator acts as: the spec names a minted token's; the registered client
+    // acts as a ready token's (known once registered: before that, a submit cannot happen
+    // either), or, while the credentials change, as the spec's before.
+    let jwt_user = match cluster.spec.auth.method() {
+        Some(crate::crd::AuthMethod::Jwt(jwt)) => Some(jwt.user.as_str()),
+        _ => None,
     };
+    let client_user = data
+        .ctx
+        .clusters
+        .get(&ObjectRef::new(cluster_name))
+        .and_then(|handle| handle.client.user());
+    let own_users: Vec<&str> = jwt_user.into_iter().chain(client_user.as_deref()).collect();
     Ok(access::check(
         &cluster,
         cluster_name,
         namespace,
         &labels,
         &job.spec,
-        own_user.as_deref(),
+        &own_users,
     ))
 }
 
@@ -987,22 +990,25 @@ async fn refuse(
     let generation = job.metadata.generation.unwrap_or(1);
     let was = condition::find(&current.conditions, status::READY)
         .map(|c| (c.reason.clone(), c.message.clone()));
+    // As the condition keeps it: a long message (many granted accounts) is cut there, and the
+    // Event is sent once, not at every reconcile.
+    let message = condition::bounded_message(&refusal.message);
     let next = status::stalled(
         current.clone(),
         generation,
         refusal.reason,
-        refusal.message.clone(),
+        message.clone(),
         crate::crd::condition::now(),
     );
     if next != current {
         apply_status(job, namespace, &next, ctx).await?;
     }
-    if was != Some((refusal.reason.to_owned(), refusal.message.clone())) {
+    if was != Some((refusal.reason.to_owned(), message.clone())) {
         kit::publish(
             &ctx.recorder,
             job,
             EVENT_ACTION,
-            Notice::warning(refusal.reason, refusal.message),
+            Notice::warning(refusal.reason, message),
         )
         .await;
     }

@@ -155,7 +155,7 @@ fn who_a_slurmjob_runs_as() {
         ),
     ];
     for (what, namespace, labels, spec, want) in rows {
-        let got = check(&teams, "main", namespace, &labels, &spec, None);
+        let got = check(&teams, "main", namespace, &labels, &spec, &[]);
         match (&got, want) {
             (Ok(got), Ok(want)) => assert_eq!(got, &want, "{what}"),
             (Err(refusal), Err(reason)) => {
@@ -176,7 +176,7 @@ fn a_cluster_without_access_grants_nothing_and_says_what_to_do() {
         "team-a",
         &labels(&[]),
         &spec(json!({})),
-        None,
+        &[],
     )
     .unwrap_err();
     assert_eq!(refusal.reason, "NoAccess");
@@ -200,7 +200,7 @@ fn a_refusal_names_what_is_granted() {
         "team-a",
         &labels(&[]),
         &spec(json!({"account": "root"})),
-        None,
+        &[],
     )
     .unwrap_err();
     assert_eq!(
@@ -250,7 +250,7 @@ fn the_clusters_own_user_is_granted_only_on_purpose() {
             namespace,
             &labels(&[]),
             &spec(json!({})),
-            own,
+            &own.into_iter().collect::<Vec<_>>(),
         )
     };
     let refusal = ask("team-a", Some("slurm")).unwrap_err();
@@ -285,4 +285,14 @@ fn the_clusters_own_user_is_granted_only_on_purpose() {
         ask("team-b", Some("bob")).unwrap_err().reason,
         "ClusterUserNotAllowed"
     );
+    // During a change of credentials: the spec's new user and the client's old one both count.
+    let both = check(
+        &teams,
+        "main",
+        "team-a",
+        &labels(&[]),
+        &spec(json!({})),
+        &["ops", "slurm"],
+    );
+    assert_eq!(both.unwrap_err().reason, "ClusterUserNotAllowed");
 }
