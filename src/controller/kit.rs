@@ -672,17 +672,23 @@ where
 /// chain) is cut on a character boundary, '…' marking the cut.
 pub const EVENT_NOTE_MAX_BYTES: usize = 1024;
 
-fn within_note_limit(mut note: String) -> String {
-    if note.len() <= EVENT_NOTE_MAX_BYTES {
-        return note;
+fn within_note_limit(note: String) -> String {
+    cut_to_bytes(note, EVENT_NOTE_MAX_BYTES)
+}
+
+/// `text` in at most `max` bytes, cut on a character boundary, '…' marking a cut (for limits the
+/// API server counts in bytes).
+pub fn cut_to_bytes(mut text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
     }
-    let mut end = EVENT_NOTE_MAX_BYTES - '…'.len_utf8();
-    while !note.is_char_boundary(end) {
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
         end -= 1;
     }
-    note.truncate(end);
-    note.push('…');
-    note
+    text.truncate(end);
+    text.push('…');
+    text
 }
 
 /// An API for `namespace`, or for all namespaces.

@@ -12,7 +12,7 @@
 //! `AccountingStoreFlags=job_comment` (and only once the job ended).
 
 use super::config::ConfigError;
-use crate::controller::kit::Notice;
+use crate::controller::kit::{self, Notice};
 use crate::crd::condition::{
     self, AUTHENTICATED, Condition, READY, RECONCILING, STALLED, Status, Time,
 };
@@ -291,16 +291,8 @@ pub enum Observation {
     Failed(Failure),
 }
 
-fn truncate(mut message: String) -> String {
-    if message.len() > MAX_MESSAGE {
-        let mut end = MAX_MESSAGE;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-        message.push('…');
-    }
-    message
+fn truncate(message: String) -> String {
+    kit::cut_to_bytes(message, MAX_MESSAGE)
 }
 
 fn count(n: u32) -> i32 {
@@ -1241,7 +1233,7 @@ mod tests {
     fn long_messages_are_cut_on_a_char_boundary() {
         let message = "é".repeat(MAX_MESSAGE);
         let cut = truncate(message);
-        assert!(cut.len() <= MAX_MESSAGE + '…'.len_utf8());
+        assert!(cut.len() <= MAX_MESSAGE, "{}", cut.len());
         assert!(cut.ends_with('…'));
     }
 }

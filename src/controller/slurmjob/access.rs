@@ -54,8 +54,8 @@ pub struct Grant {
 }
 
 /// The grant a SlurmJob in `namespace` (with `labels`) runs under, or why it has none.
-/// `own_users` are the users the operator acts as on this cluster: `auth.jwt.user`, and the
-/// registered client's (a ready token's user; during a change of credentials, the one before).
+/// `own_users` are the users the operator acts as on this cluster (`auth.jwt.user`, or a ready
+/// token's user), as far as known.
 pub fn check(
     cluster: &SlurmCluster,
     cluster_name: &str,

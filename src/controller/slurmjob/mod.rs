@@ -913,19 +913,19 @@ fn grant(
         }));
     }
     let labels = namespace_labels(&cluster, namespace, data)?;
-    // The users the operator acts as: the spec names a minted token's; the registered client
-    // acts as a ready token's (known once registered: before that, a submit cannot happen
-    // either), or, while the credentials change, as the spec's before.
-    let jwt_user = match cluster.spec.auth.method() {
-        Some(crate::crd::AuthMethod::Jwt(jwt)) => Some(jwt.user.as_str()),
-        _ => None,
+    // The user the operator acts as: the spec names a minted token's; a ready token's is known
+    // once its cluster is registered (before that, a submit cannot happen either). Not both:
+    // while a key replaces a token, the old client's user would refuse the entries of the new
+    // setup, and nothing would reconcile them once the new credentials are in.
+    let own_user = match cluster.spec.auth.method() {
+        Some(crate::crd::AuthMethod::Jwt(jwt)) => Some(jwt.user.clone()),
+        _ => data
+            .ctx
+            .clusters
+            .get(&ObjectRef::new(cluster_name))
+            .and_then(|handle| handle.client.user()),
     };
-    let client_user = data
-        .ctx
-        .clusters
-        .get(&ObjectRef::new(cluster_name))
-        .and_then(|handle| handle.client.user());
-    let own_users: Vec<&str> = jwt_user.into_iter().chain(client_user.as_deref()).collect();
+    let own_users: Vec<&str> = own_user.as_deref().into_iter().collect();
     Ok(access::check(
         &cluster,
         cluster_name,

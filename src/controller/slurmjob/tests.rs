@@ -2684,12 +2684,80 @@ async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
             "allowClusterUser: {allow}: {got:?}"
         );
     }
+    // A key now (`auth.jwt.user: ops`), the client still the token's (`slurm`) until the
+    // cluster controller swaps its credentials: the spec's user is the one that counts. The
+    // client's would refuse the new setup's entries, and nothing would reconcile them after.
+    let mut key_cluster = token_cluster(false);
+    key_cluster.spec.auth =
+        serde_json::from_value(json!({"jwt": {"keySecretRef": {"name": "jwt"}, "user": "ops"}}))
+            .unwrap();
+    let (ctx, _api) = Context::test();
+    let _index = register_trusted_empty(&ctx);
+    let data = data_with_cluster(ctx, key_cluster.clone());
+    let got = super::grant(&job, NS, &data).unwrap();
+    assert_eq!(got.map(|g| g.slurm_user), Ok("slurm".to_owned()));
+    key_cluster.spec.access[0].slurm_user = "ops".into();
+    let (ctx, _api) = Context::test();
+    let _index = register_trusted_empty(&ctx);
+    let data = data_with_cluster(ctx, key_cluster);
+    let got = super::grant(&job, NS, &data).unwrap();
+    assert_eq!(got.map_err(|r| r.reason), Err("ClusterUserNotAllowed"));
+
     // The whole reconcile: refused before its finalizer, nothing submitted.
     let (ctx, api) = Context::test();
     let _index = register_trusted_empty(&ctx);
     let data = data_with_cluster(ctx, token_cluster(false));
     refused_alone(job, data.clone(), api, "ClusterUserNotAllowed").await;
     assert!(data.submissions.is_empty(), "nothing submitted");
+}
+
+/// A refusal longer than a condition keeps (an entry granting 200 long account names): the
+/// condition and the Event are cut to what the API server takes, and the next reconcile, which
+/// finds the cut message, writes nothing and warns no more.
+#[tokio::test]
+async fn a_long_refusal_is_written_and_warned_once() {
+    let (ctx, mut api) = Context::test();
+    let _index = register_trusted_empty(&ctx);
+    let accounts: Vec<String> = (0..200)
+        .map(|i| format!("account-{i:03}-{}", "x".repeat(60)))
+        .collect();
+    let data = data_with_access(
+        ctx,
+        json!([{"namespaces": [NS], "slurmUser": "alice", "accounts": accounts}]),
+    );
+    let mut job = finalized(slurm_job("many", "#!/bin/sh\ntrue\n"));
+    job.spec.account = Some("other".into());
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        let event = expect_event(&mut api, &expected, "Warning", "AccountNotGranted").await;
+        (status, event, api)
+    });
+    let action = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    assert_eq!(action, Action::await_change());
+    let (status, event, mut api) = server.await.unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(ready.reason, "AccountNotGranted");
+    assert_eq!(
+        ready.message.chars().count(),
+        crate::crd::condition::MAX_MESSAGE
+    );
+    let note = event.body["note"].as_str().unwrap();
+    assert!(note.len() <= kit::EVENT_NOTE_MAX_BYTES, "{}", note.len());
+    assert!(
+        note.starts_with("spec.account \"other\" is not granted"),
+        "{note}"
+    );
+
+    job.status = Some(status);
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let action = reconcile(Arc::new(job), data).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    server.await.unwrap();
 }
 
 /// A SlurmCluster being deleted takes no new submit: its deletion waits for the SlurmJobs that

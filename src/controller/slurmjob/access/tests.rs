@@ -285,7 +285,7 @@ fn the_clusters_own_user_is_granted_only_on_purpose() {
         ask("team-b", Some("bob")).unwrap_err().reason,
         "ClusterUserNotAllowed"
     );
-    // During a change of credentials: the spec's new user and the client's old one both count.
+    // Every user named counts.
     let both = check(
         &teams,
         "main",
