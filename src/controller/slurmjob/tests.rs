@@ -2567,24 +2567,14 @@ async fn a_lost_job_waits_for_its_namespace_to_know_whose_records_are_its() {
 /// the next reconcile writes nothing again.
 #[tokio::test]
 async fn a_namespace_without_access_is_told_and_nothing_is_submitted() {
-    let (ctx, mut api) = Context::test();
+    let (ctx, api) = Context::test();
     let _index = register_trusted_empty(&ctx);
     let data = data_with_access(
         ctx,
         json!([{"namespaces": ["team-a"], "slurmUser": "alice"}]),
     );
-    let mut job = finalized(slurm_job("denied", "#!/bin/sh\ntrue\n"));
-    let expected = job.clone();
-    let server = tokio::spawn(async move {
-        let status = expect_status_apply(&mut api, &expected).await;
-        let event = expect_event(&mut api, &expected, "Warning", "NoAccess").await;
-        (status, event, api)
-    });
-    let action = reconcile(Arc::new(job.clone()), data.clone())
-        .await
-        .unwrap();
-    assert_eq!(action, Action::await_change());
-    let (status, event, mut api) = server.await.unwrap();
+    let job = finalized(slurm_job("denied", "#!/bin/sh\ntrue\n"));
+    let (status, event) = refused_once(job, data.clone(), api, "NoAccess").await;
     let ready = condition::find(&status.conditions, status::READY).unwrap();
     assert_eq!(
         (ready.status.as_str(), ready.reason.as_str()),
@@ -2606,15 +2596,6 @@ async fn a_namespace_without_access_is_told_and_nothing_is_submitted() {
     );
     assert!(data.submissions.is_empty(), "nothing submitted");
 
-    // The same refusal again: no write, no Event.
-    job.status = Some(status);
-    let server = tokio::spawn(async move {
-        api.expect_no_more_calls().await;
-    });
-    let action = reconcile(Arc::new(job), data).await.unwrap();
-    assert_eq!(action, Action::await_change());
-    server.await.unwrap();
-
     // A new SlurmJob so refused gets no finalizer: its deletion needs nothing, and it cannot
     // hold the SlurmCluster's deletion as one whose submit answer a crash may have lost.
     let (ctx, api) = Context::test();
@@ -2626,6 +2607,37 @@ async fn a_namespace_without_access_is_told_and_nothing_is_submitted() {
     let job = slurm_job("new-denied", "#!/bin/sh\ntrue\n");
     assert!(kit::lacks_finalizer(&job));
     refused_alone(job, data, api, "NoAccess").await;
+}
+
+/// Reconcile finalized `job`, which is refused with `reason`: its status applied and a Warning;
+/// then again with that status stored, which writes nothing and warns no more. The status and
+/// the Event written.
+async fn refused_once(
+    mut job: SlurmJob,
+    data: Arc<JobContext>,
+    mut api: ApiServerVerifier,
+    reason: &'static str,
+) -> (SlurmJobStatus, Call) {
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        let event = expect_event(&mut api, &expected, "Warning", reason).await;
+        (status, event, api)
+    });
+    let action = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    assert_eq!(action, Action::await_change());
+    let (status, event, mut api) = server.await.unwrap();
+    // The same refusal again: no write, no Event.
+    job.status = Some(status.clone());
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let action = reconcile(Arc::new(job), data).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    server.await.unwrap();
+    (status, event)
 }
 
 /// Reconcile `job`, which is refused with `reason`: its status applied and a Warning, nothing
@@ -2656,18 +2668,12 @@ async fn refused_alone(
 #[tokio::test]
 async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
     let token_cluster = |allow: bool| -> SlurmCluster {
-        serde_json::from_value(json!({
-            "apiVersion": "slurm.rs/v1alpha1",
-            "kind": "SlurmCluster",
-            "metadata": {"name": "local"},
-            "spec": {
-                "endpoint": "http://127.0.0.1:1",
-                "allowInsecureHttp": true,
-                "auth": {"tokenSecretRef": {"name": "token"}},
-                "access": [{"namespaces": [NS], "slurmUser": "slurm", "allowClusterUser": allow}],
-            },
-        }))
-        .unwrap()
+        let mut cluster = cluster_granting(
+            json!([{"namespaces": [NS], "slurmUser": "slurm", "allowClusterUser": allow}]),
+        );
+        cluster.spec.auth =
+            serde_json::from_value(json!({"tokenSecretRef": {"name": "token"}})).unwrap();
+        cluster
     };
     let job = slurm_job("own", "#!/bin/sh\ntrue\n");
     for (allow, want) in [(false, Err("ClusterUserNotAllowed")), (true, Ok("slurm"))] {
@@ -2716,7 +2722,7 @@ async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
 /// finds the cut message, writes nothing and warns no more.
 #[tokio::test]
 async fn a_long_refusal_is_written_and_warned_once() {
-    let (ctx, mut api) = Context::test();
+    let (ctx, api) = Context::test();
     let _index = register_trusted_empty(&ctx);
     let accounts: Vec<String> = (0..200)
         .map(|i| format!("account-{i:03}-{}", "x".repeat(60)))
@@ -2727,17 +2733,7 @@ async fn a_long_refusal_is_written_and_warned_once() {
     );
     let mut job = finalized(slurm_job("many", "#!/bin/sh\ntrue\n"));
     job.spec.account = Some("other".into());
-    let expected = job.clone();
-    let server = tokio::spawn(async move {
-        let status = expect_status_apply(&mut api, &expected).await;
-        let event = expect_event(&mut api, &expected, "Warning", "AccountNotGranted").await;
-        (status, event, api)
-    });
-    let action = reconcile(Arc::new(job.clone()), data.clone())
-        .await
-        .unwrap();
-    assert_eq!(action, Action::await_change());
-    let (status, event, mut api) = server.await.unwrap();
+    let (status, event) = refused_once(job, data, api, "AccountNotGranted").await;
     let ready = condition::find(&status.conditions, status::READY).unwrap();
     assert_eq!(ready.reason, "AccountNotGranted");
     assert_eq!(
@@ -2750,14 +2746,6 @@ async fn a_long_refusal_is_written_and_warned_once() {
         note.starts_with("spec.account \"other\" is not granted"),
         "{note}"
     );
-
-    job.status = Some(status);
-    let server = tokio::spawn(async move {
-        api.expect_no_more_calls().await;
-    });
-    let action = reconcile(Arc::new(job), data).await.unwrap();
-    assert_eq!(action, Action::await_change());
-    server.await.unwrap();
 }
 
 /// A SlurmCluster being deleted takes no new submit: its deletion waits for the SlurmJobs that
