@@ -682,12 +682,13 @@ pub fn cut_to_bytes(mut text: String, max: usize) -> String {
     if text.len() <= max {
         return text;
     }
-    let mut end = max.saturating_sub('…'.len_utf8());
+    let marker = if max >= '…'.len_utf8() { "…" } else { "" };
+    let mut end = max - marker.len();
     while !text.is_char_boundary(end) {
         end -= 1;
     }
     text.truncate(end);
-    text.push('…');
+    text.push_str(marker);
     text
 }
 

@@ -385,16 +385,20 @@ pub fn slurm_node_script(slurm: &HashMap<String, String>, args: &[&str]) -> Stri
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// A key minting tokens for Slurm user `slurm`, as a SlurmCluster's `auth.jwt` (its default
+/// user) is read.
+pub fn slurm_key() -> crate::slurm::Credentials {
+    crate::slurm::Credentials::minted(b"test-key".to_vec(), "slurm", Duration::from_secs(900))
+        .unwrap()
+}
+
 /// A ready token for Slurm user `slurm`, given without its user (a JWT whose `sun` says it), as
 /// a SlurmCluster's `tokenSecretRef` is read.
 pub fn slurm_token() -> crate::slurm::Credentials {
     use secrecy::ExposeSecret;
 
-    use crate::slurm::Credentials;
-    let minted =
-        Credentials::minted(b"test-key".to_vec(), "slurm", Duration::from_secs(900)).unwrap();
-    let jwt = minted.token_at(std::time::SystemTime::now()).unwrap();
-    Credentials::token(jwt.expose_secret(), None).unwrap()
+    let jwt = slurm_key().token_at(std::time::SystemTime::now()).unwrap();
+    crate::slurm::Credentials::token(jwt.expose_secret(), None).unwrap()
 }
 
 /// Register SlurmCluster `namespace/name` in `ctx` with a client for `endpoint` (e.g. the unreachable
@@ -410,6 +414,19 @@ pub fn register_with_index(
     name: &str,
     endpoint: &str,
     state: crate::state::index::ClusterState,
+) -> tokio::sync::watch::Sender<std::sync::Arc<crate::state::index::ClusterState>> {
+    // A key for the cluster's user, as the tests' SlurmClusters (`auth.jwt`, user `slurm`) say.
+    register_with_credentials(ctx, namespace, name, endpoint, state, slurm_key())
+}
+
+/// [`register_with_index`] with the client acting with `credentials`.
+pub fn register_with_credentials(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    endpoint: &str,
+    state: crate::state::index::ClusterState,
+    credentials: crate::slurm::Credentials,
 ) -> tokio::sync::watch::Sender<std::sync::Arc<crate::state::index::ClusterState>> {
     use std::sync::Arc;
 
@@ -432,10 +449,7 @@ pub fn register_with_index(
             &cluster,
             ClientConfig::new(endpoint).unwrap().allow_plaintext(true),
             settings,
-            // A ready token of the cluster's user, as a tokenSecretRef cluster has one: no user
-            // given with it, its `sun` claim names `slurm`; a SlurmJob granted that user may
-            // submit (with allowClusterUser).
-            Arc::new(slurm_token()),
+            Arc::new(credentials),
             |label, client, config, _| {
                 let (events, _) = tokio::sync::broadcast::channel(16);
                 let (poller, _its_own_index) = crate::state::poller::spawn(

@@ -2665,8 +2665,11 @@ async fn refused_alone(
 /// A cluster authenticated by a ready token acts as that token's user, the one user it can act
 /// as: a namespace granted that user is refused as one granted `auth.jwt.user` is, unless its
 /// entry says `allowClusterUser` (the spec does not name the user: the registered client does).
+/// While a cluster's credentials change, the client registered is the old one: its SlurmJobs
+/// wait (`ClusterNotReady`, retried) until the new one is in.
 #[tokio::test]
 async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
+    use crate::controller::test_support::{register_with_credentials, slurm_key, slurm_token};
     let token_cluster = |allow: bool| -> SlurmCluster {
         let mut cluster = cluster_granting(
             json!([{"namespaces": [NS], "slurmUser": "slurm", "allowClusterUser": allow}]),
@@ -2675,43 +2678,109 @@ async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
             serde_json::from_value(json!({"tokenSecretRef": {"name": "token"}})).unwrap();
         cluster
     };
-    let job = slurm_job("own", "#!/bin/sh\ntrue\n");
-    for (allow, want) in [(false, Err("ClusterUserNotAllowed")), (true, Ok("slurm"))] {
-        let (ctx, _api) = Context::test();
-        // Registered with a token of Slurm user `slurm`.
-        let _index = register_trusted_empty(&ctx);
-        let data = data_with_cluster(ctx, token_cluster(allow));
-        let got = super::grant(&job, NS, &data).unwrap();
-        assert_eq!(
-            got.as_ref()
-                .map(|g| g.slurm_user.as_str())
-                .map_err(|r| r.reason),
-            want,
-            "allowClusterUser: {allow}: {got:?}"
-        );
-    }
-    // A key now (`auth.jwt.user: ops`), the client still the token's (`slurm`) until the
-    // cluster controller swaps its credentials: the spec's user is the one that counts. The
-    // client's would refuse the new setup's entries, and nothing would reconcile them after.
     let mut key_cluster = token_cluster(false);
     key_cluster.spec.auth =
+        serde_json::from_value(json!({"jwt": {"keySecretRef": {"name": "jwt"}}})).unwrap();
+    let job = slurm_job("own", "#!/bin/sh\ntrue\n");
+    // `cluster` as registered with `credentials` (`None`: not registered yet).
+    let grant_on = |cluster: SlurmCluster, credentials: Option<crate::slurm::Credentials>| {
+        let (ctx, _api) = Context::test();
+        let index = credentials.map(|credentials| {
+            register_with_credentials(
+                &ctx,
+                NS,
+                "local",
+                UNREACHABLE,
+                trusted_index(&ctx, vec![]),
+                credentials,
+            )
+        });
+        let data = data_with_cluster(ctx, cluster);
+        let got = super::grant(&job, NS, &data)
+            .map(|grant| grant.map(|g| g.slurm_user).map_err(|r| r.reason))
+            .map_err(|error| error.category());
+        drop(index);
+        got
+    };
+    let token = || Some(slurm_token());
+    let key = || Some(slurm_key());
+    let rows: Vec<(&str, SlurmCluster, Option<crate::slurm::Credentials>, _)> = vec![
+        (
+            "a token for slurm",
+            token_cluster(false),
+            token(),
+            Ok(Err("ClusterUserNotAllowed")),
+        ),
+        (
+            "a token for slurm, allowed",
+            token_cluster(true),
+            token(),
+            Ok(Ok("slurm".to_owned())),
+        ),
+        (
+            "a token, not registered yet",
+            token_cluster(false),
+            None,
+            Err("ClusterNotReady"),
+        ),
+        (
+            "a key for slurm",
+            key_cluster.clone(),
+            key(),
+            Ok(Err("ClusterUserNotAllowed")),
+        ),
+        (
+            "a key, not registered yet",
+            key_cluster.clone(),
+            None,
+            Ok(Err("ClusterUserNotAllowed")),
+        ),
+        // The spec says a token, the client still the key's (and the other way round).
+        (
+            "a key becoming a token",
+            token_cluster(false),
+            key(),
+            Err("ClusterNotReady"),
+        ),
+        (
+            "a token becoming a key",
+            key_cluster.clone(),
+            token(),
+            Err("ClusterNotReady"),
+        ),
+    ];
+    for (what, cluster, credentials, want) in rows {
+        assert_eq!(grant_on(cluster, credentials), want, "{what}");
+    }
+    // A key for another user (`ops`) while the client still mints for `slurm`: waits too.
+    let mut for_ops = key_cluster;
+    for_ops.spec.auth =
         serde_json::from_value(json!({"jwt": {"keySecretRef": {"name": "jwt"}, "user": "ops"}}))
             .unwrap();
-    let (ctx, _api) = Context::test();
-    let _index = register_trusted_empty(&ctx);
-    let data = data_with_cluster(ctx, key_cluster.clone());
-    let got = super::grant(&job, NS, &data).unwrap();
-    assert_eq!(got.map(|g| g.slurm_user), Ok("slurm".to_owned()));
-    key_cluster.spec.access[0].slurm_user = "ops".into();
-    let (ctx, _api) = Context::test();
-    let _index = register_trusted_empty(&ctx);
-    let data = data_with_cluster(ctx, key_cluster);
-    let got = super::grant(&job, NS, &data).unwrap();
-    assert_eq!(got.map_err(|r| r.reason), Err("ClusterUserNotAllowed"));
+    assert_eq!(grant_on(for_ops.clone(), key()), Err("ClusterNotReady"));
+    assert_eq!(grant_on(for_ops, None), Ok(Ok("slurm".to_owned())));
+
+    // Cached, not connected yet: a new SlurmJob waits, without its finalizer, and without a
+    // read of its SlurmCluster at each retry.
+    let (ctx, mut api) = Context::test();
+    let data = data_with_cluster(ctx, token_cluster(false));
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let error = reconcile(Arc::new(job.clone()), data).await.unwrap_err();
+    server.await.unwrap();
+    assert_eq!(error.category(), "ClusterNotReady");
 
     // The whole reconcile: refused before its finalizer, nothing submitted.
     let (ctx, api) = Context::test();
-    let _index = register_trusted_empty(&ctx);
+    let _index = register_with_credentials(
+        &ctx,
+        NS,
+        "local",
+        UNREACHABLE,
+        trusted_index(&ctx, vec![]),
+        slurm_token(),
+    );
     let data = data_with_cluster(ctx, token_cluster(false));
     refused_alone(job, data.clone(), api, "ClusterUserNotAllowed").await;
     assert!(data.submissions.is_empty(), "nothing submitted");
@@ -2736,10 +2805,8 @@ async fn a_long_refusal_is_written_and_warned_once() {
     let (status, event) = refused_once(job, data, api, "AccountNotGranted").await;
     let ready = condition::find(&status.conditions, status::READY).unwrap();
     assert_eq!(ready.reason, "AccountNotGranted");
-    assert_eq!(
-        ready.message.chars().count(),
-        crate::crd::condition::MAX_MESSAGE
-    );
+    assert!(ready.message.chars().count() <= crate::crd::condition::MAX_MESSAGE);
+    assert!(ready.message.ends_with('…'), "{}", ready.message);
     let note = event.body["note"].as_str().unwrap();
     assert!(note.len() <= kit::EVENT_NOTE_MAX_BYTES, "{}", note.len());
     assert!(
