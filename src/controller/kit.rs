@@ -676,8 +676,8 @@ fn within_note_limit(note: String) -> String {
     cut_to_bytes(note, EVENT_NOTE_MAX_BYTES)
 }
 
-/// `text` in at most `max` bytes, cut on a character boundary, '…' marking a cut (for limits the
-/// API server counts in bytes).
+/// `text` in at most `max` bytes, cut on a character boundary, '…' marking a cut where `max`
+/// leaves room for it (for limits the API server counts in bytes).
 pub fn cut_to_bytes(mut text: String, max: usize) -> String {
     if text.len() <= max {
         return text;
@@ -988,6 +988,10 @@ mod tests {
             let kept = cut.strip_suffix('…').unwrap();
             assert!(long.starts_with(kept));
         }
+        // No room for the marker: a shorter prefix, never more than asked.
+        assert_eq!(cut_to_bytes("héllo".to_owned(), 2), "h");
+        assert_eq!(cut_to_bytes("héllo".to_owned(), 0), "");
+        assert_eq!(cut_to_bytes("héllo".to_owned(), 5), "h…");
     }
 
     #[test]

@@ -375,14 +375,8 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
             match grant(&job, namespace, data) {
                 Ok(Ok(_)) => {}
                 Ok(Err(refusal)) => return refuse(&job, namespace, refusal, &data.ctx).await,
-                // Asked only of a SlurmCluster neither cached nor connected (one cached waits
-                // for its connection: a token's user is known only then).
                 Err(Error::ClusterNotReady(_))
-                    if data
-                        .slurm_clusters
-                        .get(&ObjectRef::new(&job.spec.cluster_name))
-                        .is_none()
-                        && !data.ctx.clusters.contains(&cluster_of(&job))
+                    if !data.ctx.clusters.contains(&cluster_of(&job))
                         && !cluster_exists(&job.spec.cluster_name, &data.ctx).await? =>
                 {
                     return refuse(&job, namespace, cluster_not_found(&job), &data.ctx).await;
@@ -920,31 +914,18 @@ fn grant(
     }
     let labels = namespace_labels(&cluster, namespace, data)?;
     // The user the operator acts as: the spec names a minted token's; a ready token's is known
-    // once its cluster is registered, and its job waits for that (a submit cannot happen
-    // before either). While the credentials change (a token for a key, or a key for a token),
-    // the client registered is still the old one, whose user is not the spec's: retried until
-    // the new one is in, or a job could be granted (and submitted) as a user the new setup
-    // refuses, or refused for the old one with nothing to reconcile it again.
-    let client = data
-        .ctx
-        .clusters
-        .get(&ObjectRef::new(cluster_name))
-        .map(|handle| handle.client);
-    let own_user = match (cluster.spec.auth.method(), client) {
-        (Some(crate::crd::AuthMethod::Jwt(jwt)), None) => jwt.user.clone(),
-        (Some(crate::crd::AuthMethod::Jwt(jwt)), Some(client))
-            if !client.uses_ready_token()
-                && client.user().as_deref() == Some(jwt.user.as_str()) =>
-        {
-            jwt.user.clone()
-        }
-        // A token naming no user can act as no one (`CannotActAsUser` at the submit).
-        (Some(crate::crd::AuthMethod::Token(_)), Some(client)) if client.uses_ready_token() => {
-            client.user().unwrap_or_default()
-        }
-        _ => return Err(Error::ClusterNotReady(cluster_name.clone())),
+    // once its cluster is registered (before that, a submit cannot happen either). Not both:
+    // while a key replaces a token, the old client's user would refuse the entries of the new
+    // setup, and nothing would reconcile them once the new credentials are in.
+    let own_user = match cluster.spec.auth.method() {
+        Some(crate::crd::AuthMethod::Jwt(jwt)) => Some(jwt.user.clone()),
+        _ => data
+            .ctx
+            .clusters
+            .get(&ObjectRef::new(cluster_name))
+            .and_then(|handle| handle.client.user()),
     };
-    let own_users = [own_user.as_str()];
+    let own_users: Vec<&str> = own_user.as_deref().into_iter().collect();
     Ok(access::check(
         &cluster,
         cluster_name,
