@@ -208,6 +208,12 @@ impl Credentials {
         self.user.as_deref()
     }
 
+    /// Whether these are a ready token (`tokenSecretRef`), which acts only as its own user, rather
+    /// than a key that mints tokens.
+    pub fn is_ready_token(&self) -> bool {
+        matches!(self.source, TokenSource::Static { .. })
+    }
+
     /// The Slurm user requests act as: the user given, else a ready token's `sun` claim (read,
     /// not verified: slurmrestd verifies the token, and acts as that user or refuses it).
     pub fn acting_user(&self) -> Option<&str> {

@@ -147,6 +147,14 @@ impl SlurmClient {
         })
     }
 
+    /// Whether this client's credentials are a ready token rather than a key that mints tokens.
+    pub fn uses_ready_token(&self) -> bool {
+        self.any_dialect()
+            .transport()
+            .credentials()
+            .is_ready_token()
+    }
+
     /// The Slurm user this client's requests act as, when the credentials say (a minted token's
     /// user, or a ready token's `sun` claim): the user a job it submits runs as.
     pub fn user(&self) -> Option<String> {

@@ -551,39 +551,24 @@ async fn apply(
                 return Ok(Action::requeue(left));
             }
         }
-        let mut next = current.clone();
-        let message = format!(
-            "SlurmCluster {:?} is not connected yet; see its status",
-            job.spec.cluster_name
-        );
-        condition::upsert(
-            &mut next.conditions,
-            condition::new(
-                status::READY,
-                condition::Status::Unknown,
-                "ClusterNotReady",
-                message.clone(),
-                Some(generation),
-                crate::crd::condition::now(),
-            ),
-        );
-        // Retried with backoff until the SlurmCluster connects: work in progress (kstatus).
-        condition::upsert(
-            &mut next.conditions,
-            condition::new(
-                status::RECONCILING,
-                true,
-                "ClusterNotReady",
-                message,
-                Some(generation),
-                crate::crd::condition::now(),
-            ),
-        );
-        if next != current {
-            apply_status(job, namespace, &next, ctx).await?;
-        }
-        return Err(Error::ClusterNotReady(job.spec.cluster_name.clone()));
+        return not_connected(job, namespace, &current, generation, ctx).await;
     };
+    // The client must act as the spec says before anything is submitted: while new
+    // credentials are not in yet (a token replacing a key, a key replacing a token or minting
+    // for another user; a refused endpoint move or a Secret not read keep the old client), the
+    // access check would weigh the spec's user and the submit go out with the old credentials,
+    // which may mint the very user the new setup refuses. Edits and following go on.
+    if matches!(
+        lifecycle::decide(generation, job.status.as_ref()),
+        lifecycle::Decision::Submit { .. }
+    ) && data
+        .slurm_clusters
+        .get(&cluster_of(job))
+        .is_some_and(|cluster| !acts_as_spec(&handle.client, &cluster))
+    {
+        debug!(%name, "the SlurmCluster's client does not act as its spec says yet");
+        return not_connected(job, namespace, &current, generation, ctx).await;
+    }
     // Who the job runs as, decided before a submit; and before an edit of a submitted job,
     // whether its access allows the account, partition and QoS it asks for now. A submitted
     // job is followed whatever its namespace's access becomes, but for one that carries only
@@ -974,6 +959,62 @@ fn namespace_labels(
             Err(Error::NamespaceNotCached(namespace.to_owned()))
         }
         None => Ok(std::collections::BTreeMap::new()),
+    }
+}
+
+/// A SlurmJob whose SlurmCluster is not connected, or whose client does not act as its spec
+/// says yet: `Ready=Unknown` and `Reconciling=True` (`ClusterNotReady`), retried with backoff.
+async fn not_connected(
+    job: &SlurmJob,
+    namespace: &str,
+    current: &SlurmJobStatus,
+    generation: i64,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let mut next = current.clone();
+    let message = format!(
+        "SlurmCluster {:?} is not connected yet; see its status",
+        job.spec.cluster_name
+    );
+    condition::upsert(
+        &mut next.conditions,
+        condition::new(
+            status::READY,
+            condition::Status::Unknown,
+            "ClusterNotReady",
+            message.clone(),
+            Some(generation),
+            crate::crd::condition::now(),
+        ),
+    );
+    // Retried with backoff until the SlurmCluster connects: work in progress (kstatus).
+    condition::upsert(
+        &mut next.conditions,
+        condition::new(
+            status::RECONCILING,
+            true,
+            "ClusterNotReady",
+            message,
+            Some(generation),
+            crate::crd::condition::now(),
+        ),
+    );
+    if &next != current {
+        apply_status(job, namespace, &next, ctx).await?;
+    }
+    Err(Error::ClusterNotReady(job.spec.cluster_name.clone()))
+}
+
+/// Whether `client` acts as `cluster`'s spec says: a key minting for `auth.jwt.user`, or a
+/// ready token (`tokenSecretRef`). Clients are shared between SlurmClusters only with the same
+/// identity, so a connected cluster's client says so once its credentials are in.
+fn acts_as_spec(client: &crate::slurm::SlurmClient, cluster: &SlurmCluster) -> bool {
+    match cluster.spec.auth.method() {
+        Some(crate::crd::AuthMethod::Jwt(jwt)) => {
+            !client.uses_ready_token() && client.user().as_deref() == Some(jwt.user.as_str())
+        }
+        Some(crate::crd::AuthMethod::Token(_)) => client.uses_ready_token(),
+        None => false,
     }
 }
 

@@ -2745,18 +2745,28 @@ async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
             "a token becoming a key for ops",
             key_cluster("ops"),
             Some(slurm_token()),
-            granted,
+            granted.clone(),
         ),
         (
             "a key becoming a token for slurm",
             token_cluster(false),
             Some(slurm_key()),
-            refused,
+            refused.clone(),
         ),
     ];
     for (what, cluster, credentials, want) in rows {
         assert_eq!(grant_on(cluster, credentials), want, "{what}");
     }
+    // A key for `ops`, the token's client (`slurm`) still in: the spec's user counts.
+    let mut for_ops = key_cluster("ops");
+    for_ops.spec.access[0].slurm_user = "ops".into();
+    assert_eq!(grant_on(for_ops, Some(slurm_token())), refused);
+    // A token for `slurm` (the entry's user, unflagged), the key's client (minting `ops`) still
+    // in: the access check cannot tell yet, so the submit waits for the token
+    // (`the_submit_waits_for_the_credentials_its_spec_names`).
+    let ops_key =
+        crate::slurm::Credentials::minted(b"k".to_vec(), "ops", Duration::from_secs(900)).unwrap();
+    assert_eq!(grant_on(token_cluster(false), Some(ops_key)), granted);
 
     // The whole reconcile: refused before its finalizer, nothing submitted.
     let (ctx, api) = Context::test();
@@ -2771,6 +2781,64 @@ async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
     let data = data_with_cluster(ctx, token_cluster(false));
     refused_alone(job, data.clone(), api, "ClusterUserNotAllowed").await;
     assert!(data.submissions.is_empty(), "nothing submitted");
+}
+
+/// A submit goes out only with the credentials the SlurmCluster's spec names: while the client
+/// registered is still the one before (a key where the spec now says a token, or a key for
+/// another user), the SlurmJob waits (`Ready=Unknown/ClusterNotReady`, retried), and nothing is
+/// submitted with the old credentials, which may mint the very user the new setup refuses.
+#[tokio::test]
+async fn the_submit_waits_for_the_credentials_its_spec_names() {
+    use crate::controller::test_support::{register_with_credentials, slurm_key, slurm_token};
+    let allowed = json!([{"namespaces": [NS], "slurmUser": "slurm", "allowClusterUser": true}]);
+    let mut token_cluster = cluster_granting(allowed.clone());
+    token_cluster.spec.auth =
+        serde_json::from_value(json!({"tokenSecretRef": {"name": "token"}})).unwrap();
+    let mut ops_key_cluster = cluster_granting(allowed);
+    ops_key_cluster.spec.auth =
+        serde_json::from_value(json!({"jwt": {"keySecretRef": {"name": "jwt"}, "user": "ops"}}))
+            .unwrap();
+    for (what, cluster, credentials) in [
+        ("a token, the key still in", token_cluster, slurm_key()),
+        (
+            "a key for ops, the token still in",
+            ops_key_cluster.clone(),
+            slurm_token(),
+        ),
+        (
+            "a key for ops, the key for slurm still in",
+            ops_key_cluster,
+            slurm_key(),
+        ),
+    ] {
+        let (ctx, mut api) = Context::test();
+        let _index = register_with_credentials(
+            &ctx,
+            NS,
+            "local",
+            UNREACHABLE,
+            trusted_index(&ctx, vec![]),
+            credentials,
+        );
+        let data = data_with_cluster(ctx, cluster);
+        let job = finalized(slurm_job("switching", "#!/bin/sh\ntrue\n"));
+        let expected = job.clone();
+        let server = tokio::spawn(async move {
+            let status = expect_status_apply(&mut api, &expected).await;
+            api.expect_no_more_calls().await;
+            status
+        });
+        let error = reconcile(Arc::new(job), data.clone()).await.unwrap_err();
+        let status = server.await.unwrap();
+        assert_eq!(error.category(), "ClusterNotReady", "{what}");
+        let ready = condition::find(&status.conditions, status::READY).unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("Unknown", "ClusterNotReady"),
+            "{what}"
+        );
+        assert!(data.submissions.is_empty(), "{what}: nothing submitted");
+    }
 }
 
 /// A refusal longer than a condition keeps (an entry granting 200 long account names): the
