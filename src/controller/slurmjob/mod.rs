@@ -987,7 +987,8 @@ async fn not_connected(
             crate::crd::condition::now(),
         ),
     );
-    // Retried with backoff until the SlurmCluster connects: work in progress (kstatus).
+    // Retried with backoff until the SlurmCluster connects: work in progress (kstatus), not
+    // stalled (a refusal from before is judged again then, as `status::waiting` does).
     condition::upsert(
         &mut next.conditions,
         condition::new(
@@ -999,6 +1000,7 @@ async fn not_connected(
             crate::crd::condition::now(),
         ),
     );
+    condition::remove(&mut next.conditions, status::STALLED);
     if &next != current {
         apply_status(job, namespace, &next, ctx).await?;
     }

@@ -2798,7 +2798,18 @@ async fn the_submit_waits_for_the_credentials_its_spec_names() {
     ops_key_cluster.spec.auth =
         serde_json::from_value(json!({"jwt": {"keySecretRef": {"name": "jwt"}, "user": "ops"}}))
             .unwrap();
+    // The pairing that matters: a token for `slurm`, its entry unflagged, the key for `ops`
+    // still in (the access check weighs `ops` and grants; the old key would mint `slurm`).
+    let mut unflagged_token_cluster = token_cluster.clone();
+    unflagged_token_cluster.spec.access[0].allow_cluster_user = false;
+    let ops_key =
+        crate::slurm::Credentials::minted(b"k".to_vec(), "ops", Duration::from_secs(900)).unwrap();
     for (what, cluster, credentials) in [
+        (
+            "an unflagged token, the key for ops still in",
+            unflagged_token_cluster,
+            ops_key,
+        ),
         ("a token, the key still in", token_cluster, slurm_key()),
         (
             "a key for ops, the token still in",
@@ -2821,7 +2832,15 @@ async fn the_submit_waits_for_the_credentials_its_spec_names() {
             credentials,
         );
         let data = data_with_cluster(ctx, cluster);
-        let job = finalized(slurm_job("switching", "#!/bin/sh\ntrue\n"));
+        let mut job = finalized(slurm_job("switching", "#!/bin/sh\ntrue\n"));
+        // Refused before (a SlurmCluster edit reconciles it again): waiting, no longer stalled.
+        job.status = Some(status::stalled(
+            SlurmJobStatus::default(),
+            1,
+            "NoAccess",
+            "refused before".into(),
+            crate::crd::condition::now(),
+        ));
         let expected = job.clone();
         let server = tokio::spawn(async move {
             let status = expect_status_apply(&mut api, &expected).await;
@@ -2836,6 +2855,10 @@ async fn the_submit_waits_for_the_credentials_its_spec_names() {
             (ready.status.as_str(), ready.reason.as_str()),
             ("Unknown", "ClusterNotReady"),
             "{what}"
+        );
+        assert!(
+            condition::find(&status.conditions, status::STALLED).is_none(),
+            "{what}: {status:?}"
         );
         assert!(data.submissions.is_empty(), "{what}: nothing submitted");
     }
