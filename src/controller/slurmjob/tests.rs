@@ -1306,12 +1306,21 @@ fn trusted_index(ctx: &Context, jobs: Vec<crate::slurm::types::Job>) -> ClusterS
 /// SlurmCluster `local` connected (to nothing: a request to it fails) with a trusted index
 /// that holds no job.
 fn register_trusted_empty(ctx: &Context) -> tokio::sync::watch::Sender<Arc<ClusterState>> {
-    crate::controller::test_support::register_with_index(
+    register_trusted_empty_as(ctx, crate::controller::test_support::slurm_key())
+}
+
+/// [`register_trusted_empty`], its client acting with `credentials`.
+fn register_trusted_empty_as(
+    ctx: &Context,
+    credentials: crate::slurm::Credentials,
+) -> tokio::sync::watch::Sender<Arc<ClusterState>> {
+    crate::controller::test_support::register_with_credentials(
         ctx,
         NS,
         "local",
         UNREACHABLE,
         trusted_index(ctx, vec![]),
+        credentials,
     )
 }
 
@@ -2668,7 +2677,7 @@ async fn refused_alone(
 /// For a key, the spec's user counts, whatever client is still registered.
 #[tokio::test]
 async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
-    use crate::controller::test_support::{register_with_credentials, slurm_key, slurm_token};
+    use crate::controller::test_support::{slurm_key, slurm_token};
     let token_cluster = |allow: bool| -> SlurmCluster {
         let mut cluster = cluster_granting(
             json!([{"namespaces": [NS], "slurmUser": "slurm", "allowClusterUser": allow}]),
@@ -2688,16 +2697,7 @@ async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
     // `cluster` as registered with `credentials` (`None`: not registered yet).
     let grant_on = |cluster: SlurmCluster, credentials: Option<crate::slurm::Credentials>| {
         let (ctx, _api) = Context::test();
-        let index = credentials.map(|credentials| {
-            register_with_credentials(
-                &ctx,
-                NS,
-                "local",
-                UNREACHABLE,
-                trusted_index(&ctx, vec![]),
-                credentials,
-            )
-        });
+        let index = credentials.map(|credentials| register_trusted_empty_as(&ctx, credentials));
         let data = data_with_cluster(ctx, cluster);
         let got = super::grant(&job, NS, &data)
             .unwrap()
@@ -2770,14 +2770,7 @@ async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
 
     // The whole reconcile: refused before its finalizer, nothing submitted.
     let (ctx, api) = Context::test();
-    let _index = register_with_credentials(
-        &ctx,
-        NS,
-        "local",
-        UNREACHABLE,
-        trusted_index(&ctx, vec![]),
-        slurm_token(),
-    );
+    let _index = register_trusted_empty_as(&ctx, slurm_token());
     let data = data_with_cluster(ctx, token_cluster(false));
     refused_alone(job, data.clone(), api, "ClusterUserNotAllowed").await;
     assert!(data.submissions.is_empty(), "nothing submitted");
@@ -2789,7 +2782,7 @@ async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
 /// submitted with the old credentials, which may mint the very user the new setup refuses.
 #[tokio::test]
 async fn the_submit_waits_for_the_credentials_its_spec_names() {
-    use crate::controller::test_support::{register_with_credentials, slurm_key, slurm_token};
+    use crate::controller::test_support::{slurm_key, slurm_token};
     let allowed = json!([{"namespaces": [NS], "slurmUser": "slurm", "allowClusterUser": true}]);
     let mut token_cluster = cluster_granting(allowed.clone());
     token_cluster.spec.auth =
@@ -2823,14 +2816,7 @@ async fn the_submit_waits_for_the_credentials_its_spec_names() {
         ),
     ] {
         let (ctx, mut api) = Context::test();
-        let _index = register_with_credentials(
-            &ctx,
-            NS,
-            "local",
-            UNREACHABLE,
-            trusted_index(&ctx, vec![]),
-            credentials,
-        );
+        let _index = register_trusted_empty_as(&ctx, credentials);
         let data = data_with_cluster(ctx, cluster);
         let mut job = finalized(slurm_job("switching", "#!/bin/sh\ntrue\n"));
         // Refused before (a SlurmCluster edit reconciles it again): waiting, no longer stalled.
