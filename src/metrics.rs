@@ -7,7 +7,9 @@
 //! - gauges read at scrape time from the operator's object caches ([`ObjectSources`]): cluster
 //!   up, API version, SlurmJobs by phase, pending jobs by reason, nodes by state per NodeSet,
 //!   leader. Read at scrape time, they need no bookkeeping when an object goes away, and they
-//!   say what the statuses say (the same numbers `kubectl get` shows).
+//!   say what the statuses say (the same numbers `kubectl get` shows). Only the replica that
+//!   leads exports them (a standby exports `leader 0`), so sums over replicas count each
+//!   object once.
 //!
 //! Plus the standard `process_*` metrics (Linux, from /proc), unprefixed as Prometheus client
 //! libraries export them, so stock dashboards find them.
@@ -334,6 +336,16 @@ impl Metrics {
         };
     }
 
+    /// Forget every drain reported: this replica no longer leads, and the leader's reconciles
+    /// report them from now on (leading again, its own reconciles report them anew).
+    pub fn forget_drains(&self) {
+        self.objects
+            .drains
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
     /// The text exposition format for `/metrics`.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut out = String::new();
@@ -478,8 +490,10 @@ impl Collector for ObjectGauges {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        if let Some(sources) = &sources {
-            leader.set(i64::from(sources.leadership.is_leader()));
+        // Only the leader exports what the caches say: every replica's caches hold the same
+        // objects, and sums over replicas (the autoscaling queries) would count them twice.
+        if let Some(sources) = sources.as_ref().filter(|s| s.leadership.is_leader()) {
+            leader.set(1);
             for cluster in sources.clusters.state() {
                 let name = cluster.name_any();
                 let status = cluster.status.as_ref();

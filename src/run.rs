@@ -547,9 +547,12 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
         // follows (it reconciles nothing). Leading again reconciles every SlurmCluster, which
         // registers them afresh.
         let registry = ctx.clusters.clone();
+        let metrics = ctx.metrics.clone();
         let mut lost = Box::pin(ctx.leadership.lost());
         tokio::spawn(async move {
             while futures::StreamExt::next(&mut lost).await.is_some() {
+                // Its drain gauges would be stale the moment it led again.
+                metrics.forget_drains();
                 let clusters = registry.clusters();
                 info!(
                     clusters = clusters.len(),

@@ -1121,7 +1121,11 @@ def check_cluster_wiring(docs: list[dict]) -> list[str]:
     if plugins != ("slurmctld,slurmdbd" if accounting else "slurmctld"):
         errs.append(f"slurmrestd -s {plugins} with accounting={accounting}")
     if accounting:
-        dbd_svc = one(docs, "Service", conf["AccountingStorageHost"])
+        # Qualified like SlurmctldHost: jobs in other namespaces run sacct with this slurm.conf.
+        dbd_host = conf["AccountingStorageHost"]
+        if "." not in dbd_host:
+            errs.append(f"AccountingStorageHost={dbd_host} resolves only in the release's namespace")
+        dbd_svc = service_named(docs, dbd_host)
         if str(dbd_svc["spec"]["ports"][0]["port"]) != conf["AccountingStoragePort"]:
             errs.append("AccountingStoragePort != slurmdbd Service port")
     restd_svc = one(docs, "Service", restd["metadata"]["name"])
@@ -1942,6 +1946,8 @@ SCHEMA_CASES = [
     (CLUSTER, ("slurm.extraConfigFiles.gres=x",), ["'gres' does not match pattern"]),
     (CLUSTER, ("nodesets.compute.partitions={nope}",), ['nodesets.compute.partitions names partition "nope"', "not in .Values.partitions (have: debug)"]),
     (CLUSTER, ("partitions.debug.nodesets={ghost}",), ['partitions.debug.nodesets names NodeSet "ghost"']),
+    (CLUSTER, ("nodesets.gpu.replicas=1", "partitions.debug.nodesets={compute}"),
+     ['partitions.debug.nodesets leaves out NodeSet "gpu"', "nodesets.gpu.partitions"]),
     (CLUSTER, ("partitions.other.default=true",), ["debug, other are all default: true"]),
     (CLUSTER, ("slurm.maxNodeCount=1",), ["ask for 2 nodes in all", "more than slurm.maxNodeCount (1)"]),
     (CLUSTER, ("nodesets.compute.autoscaling.enabled=true",), ["nodesets.compute.autoscaling.maxReplicas: set it"]),

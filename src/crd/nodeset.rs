@@ -223,7 +223,7 @@ pub struct NodeSetSlurm {
     /// selects it (or `Nodes=ALL`). So the operator does two things, no more: it adds the
     /// feature `partition-<name>` per entry to the node's `--conf` `Features=` (after
     /// `features`), so that slurm.conf can select the nodes with
-    /// `SlurmNodeSet=<set> Feature=partition-<name>` and `PartitionName=<name> Nodes=<set>,...`; and
+    /// `NodeSet=<set> Feature=partition-<name>` and `PartitionName=<name> Nodes=<set>,...`; and
     /// it reports, in the `Partitions` status condition, registered nodes that are not in a
     /// listed partition (slurm.conf does not select them). The slurm.conf lines are yours to
     /// write (the slurm-cluster chart writes its own from its values). Changing the list

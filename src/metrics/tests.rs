@@ -120,7 +120,7 @@ fn object_gauges_are_read_from_the_caches_at_scrape_time() {
         "{text}"
     );
 
-    let (leading, _) = tokio::sync::watch::channel(false);
+    let (leading, _) = tokio::sync::watch::channel(true);
     metrics.watch_objects(ObjectSources {
         clusters: store(vec![
             cluster("main", "True", Some("v0.0.42")),
@@ -187,7 +187,7 @@ fn object_gauges_are_read_from_the_caches_at_scrape_time() {
         "slurm_operator_nodeset_replicas_desired{cluster=\"main\",namespace=\"team\",nodeset=\"cpu\"} 3",
         "slurm_operator_nodeset_drain_timeout_seconds{cluster=\"main\",namespace=\"team\",nodeset=\"cpu\"} 3600.0",
         "slurm_operator_nodeset_oldest_drain_start_timestamp_seconds{cluster=\"main\",namespace=\"team\",nodeset=\"cpu\"} 1767225600.0",
-        "slurm_operator_leader 0",
+        "slurm_operator_leader 1",
     ];
     for line in expected {
         assert!(
@@ -231,6 +231,49 @@ fn object_gauges_are_read_from_the_caches_at_scrape_time() {
             "slurm_operator_nodeset_oldest_drain_start_timestamp_seconds"
         )
         .is_empty(),
+        "{text}"
+    );
+
+    // A standby (another replica leads) exports no object series: its caches hold the same
+    // objects, and a sum over both replicas would count them twice.
+    metrics.nodeset_draining_since("team", "cpu", Some(Utc::now()));
+    leading.send(false).unwrap();
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.lines().any(|l| l == "slurm_operator_leader 0"),
+        "{text}"
+    );
+    for name in [
+        "slurm_operator_cluster_up",
+        "slurm_operator_cluster_api_version_info",
+        "slurm_operator_slurmjobs",
+        "slurm_operator_slurmjobs_pending",
+        "slurm_operator_nodeset_nodes",
+        "slurm_operator_nodeset_replicas_desired",
+        "slurm_operator_nodeset_drain_timeout_seconds",
+        "slurm_operator_nodeset_oldest_drain_start_timestamp_seconds",
+    ] {
+        assert!(lines_with(&text, name).is_empty(), "{name} in\n{text}");
+    }
+    // Losing the Lease forgets the drains reported: leading again, none is stale.
+    metrics.forget_drains();
+    leading.send(true).unwrap();
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.lines().any(|l| l == "slurm_operator_leader 1"),
+        "{text}"
+    );
+    assert!(
+        lines_with(
+            &text,
+            "slurm_operator_nodeset_oldest_drain_start_timestamp_seconds"
+        )
+        .is_empty(),
+        "{text}"
+    );
+    assert_eq!(
+        lines_with(&text, "slurm_operator_nodeset_replicas_desired").len(),
+        2,
         "{text}"
     );
 }

@@ -272,19 +272,25 @@ impl From<BTreeMap<u32, Job>> for Jobs {
     fn from(by_id: BTreeMap<u32, Job>) -> Self {
         let mut by_tag: BTreeMap<OwnerTag, Vec<u32>> = BTreeMap::new();
         let mut by_array: HashMap<u32, Vec<u32>> = HashMap::new();
-        // Ascending job ids, so every list below comes out sorted.
+        // Ascending job ids, so the lists of arrays' records come out sorted; a tag's ids (an
+        // array's own id may be lower than a job listed before its tasks) are sorted and
+        // deduplicated once at the end: anyone can write one tag on many jobs of their own,
+        // and a search of the list at each push would cost the square of their number.
         for job in by_id.values() {
             if let Some(tag) = &job.owner {
                 let ids = by_tag.entry(tag.clone()).or_default();
                 let id = job.array_job_id.unwrap_or(job.job_id);
-                if !ids.contains(&id) {
+                if ids.last() != Some(&id) {
                     ids.push(id);
-                    ids.sort_unstable();
                 }
             }
             if let Some(array) = job.array_job_id {
                 by_array.entry(array).or_default().push(job.job_id);
             }
+        }
+        for ids in by_tag.values_mut() {
+            ids.sort_unstable();
+            ids.dedup();
         }
         Self {
             by_id,
@@ -429,6 +435,8 @@ pub enum SlurmEvent {
     /// The poller reached slurmrestd for the first time (`up: true`) or failed to at first
     /// (`up: false`), or lost or regained it; never repeated while it stays down. Regaining it
     /// means every object of the cluster should be reconciled (its events may have been missed).
+    /// The registry sends `up: true` for one SlurmCluster too, when it joins a running poller or
+    /// its credentials are rotated in place (`ClusterRegistry::upsert`).
     HealthChanged {
         cluster: ObjectRef<SlurmCluster>,
         up: bool,
@@ -485,6 +493,11 @@ mod tests {
                     job(11, Some(10), b),
                     job(12, Some(10), b),
                     job(13, None, a),
+                    // An array of a's whose own id is below its first task's, and tasks of it
+                    // listed between other jobs: its id once, in order.
+                    job(20, Some(2), a),
+                    job(21, Some(9), b),
+                    job(22, Some(2), a),
                 ]
                 .into_iter()
                 .map(|j| (j.job_id, j))
@@ -499,10 +512,10 @@ mod tests {
         assert!(state.job_records(99).is_empty());
         assert_eq!(
             state.tagged(&tag(a)),
-            vec![3, 13],
-            "a duplicated tag shows both, lowest first"
+            vec![2, 3, 13],
+            "a duplicated tag shows each job once, lowest first"
         );
-        assert_eq!(state.tagged(&tag(b)), vec![10]);
+        assert_eq!(state.tagged(&tag(b)), vec![9, 10]);
         assert!(state.tagged(&tag("slurm.rs/uid=c,generation=1")).is_empty());
     }
 

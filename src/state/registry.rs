@@ -187,6 +187,19 @@ impl Connection {
     fn matches(&self, settings: &ConnectionSettings, credentials: &Credentials) -> bool {
         self.settings == *settings && self.credentials.same_identity(credentials)
     }
+
+    /// Tell `cluster`'s objects that this connection is up, when it is. They may wait for
+    /// something no poll will announce: the first poll (a SlurmCluster joining a running
+    /// poller), or the credentials their spec names (a submit waits for them; rotated in
+    /// place, the poller goes on and says nothing).
+    fn announce_up(&self, cluster: &ObjectRef<SlurmCluster>) {
+        if self.handle.index.borrow().health.is_up() {
+            let _ = self.feed.sender.send(SlurmEvent::HealthChanged {
+                cluster: cluster.clone(),
+                up: true,
+            });
+        }
+    }
 }
 
 #[derive(Default)]
@@ -227,14 +240,7 @@ impl Connections {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(cluster.clone());
             self.of_cluster.insert(cluster.clone(), id);
-            // Its objects may wait for a first poll that will not come again (the poller is
-            // up already): tell them it is up.
-            if connection.handle.index.borrow().health.is_up() {
-                let _ = connection.feed.sender.send(SlurmEvent::HealthChanged {
-                    cluster: cluster.clone(),
-                    up: true,
-                });
-            }
+            connection.announce_up(cluster);
         }
     }
 }
@@ -347,12 +353,20 @@ impl ClusterRegistry {
             && connection.settings == settings
             && connection.members() == 1
         {
-            // Alone on it: rotate in place, the poller and its index go on.
+            // Alone on it: rotate in place, the poller and its index go on. Submits that wait
+            // for credentials of another kind or user than the old ones are woken; a new key or
+            // token for the same user changes nothing they wait for.
+            let acts_otherwise = connection.credentials.is_ready_token()
+                != credentials.is_ready_token()
+                || connection.credentials.acting_user() != credentials.acting_user();
             connection
                 .handle
                 .client
                 .set_credentials(Arc::clone(&credentials));
             connection.credentials = credentials;
+            if acts_otherwise {
+                connection.announce_up(cluster);
+            }
             Upserted::CredentialsRotated
         } else {
             let observer = self.metrics.as_ref().map(|m| m.requests_of(&cluster.name));
@@ -577,6 +591,43 @@ mod tests {
         // Other settings: a new connection, the shared one stays for b.
         assert_eq!(f.upsert("a", OTHER, jwt(3, "slurm")), Upserted::Replaced);
         assert_eq!(f.registry.pollers(), 2);
+    }
+
+    /// A SlurmJob whose submit waits for the credentials its SlurmCluster's spec names (another
+    /// kind, or another user) is woken when they rotate in place: no poll would say anything
+    /// (the poller goes on). A new key or token for the same user wakes nobody.
+    #[tokio::test]
+    async fn credentials_rotated_in_place_wake_the_clusters_objects() {
+        let f = Fixture::new(Health::Up {
+            since: chrono::Utc::now(),
+        });
+        let mut events = Box::pin(f.registry.events.subscribe());
+        f.upsert("a", ONE, jwt(1, "slurm"));
+        assert_eq!(f.upsert("a", ONE, jwt(1, "slurm")), Upserted::Unchanged);
+        // A new key for the same user: nothing waits for it, nobody is woken.
+        assert_eq!(
+            f.upsert("a", ONE, jwt(2, "slurm")),
+            Upserted::CredentialsRotated
+        );
+        // The key for another user, then a ready token: each is what submits may wait for.
+        assert_eq!(
+            f.upsert("a", ONE, jwt(2, "ops")),
+            Upserted::CredentialsRotated
+        );
+        let token = Arc::new(Credentials::token("t", None).unwrap());
+        assert_eq!(f.upsert("a", ONE, token), Upserted::CredentialsRotated);
+        // The poller (port 1: nothing answers) never says it is up; the rotations do.
+        let up = |delivery: &Delivery| {
+            matches!(delivery, Delivery::Event(SlurmEvent::HealthChanged { cluster, up: true })
+                if cluster.name == "a")
+        };
+        let mut seen = Vec::new();
+        while let Ok(Some(delivery)) =
+            tokio::time::timeout(Duration::from_millis(500), events.next()).await
+        {
+            seen.push(delivery);
+        }
+        assert_eq!(seen.iter().filter(|d| up(d)).count(), 2, "{seen:?}");
     }
 
     #[tokio::test]

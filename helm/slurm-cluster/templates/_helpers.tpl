@@ -153,6 +153,12 @@ name in their own namespace, where no such Service is. */}}
 {{- printf "%s.%s.svc" (include "slurm-cluster.slurmctld.name" .) .Release.Namespace }}
 {{- end }}
 
+{{/* slurmdbd's address for AccountingStorageHost, qualified for the same reason: `sacct` and
+`sacctmgr` in jobs on slurmd pods in other namespaces read it from the configless slurm.conf. */}}
+{{- define "slurm-cluster.slurmdbd.address" -}}
+{{- printf "%s.%s.svc" (include "slurm-cluster.slurmdbd.name" .) .Release.Namespace }}
+{{- end }}
+
 {{/* A quantity of memory ("64Gi", "1000M", 1073741824) in whole MiB, rounded down. */}}
 {{- define "slurm-cluster.mebibytes" -}}
 {{- $q := toString . }}

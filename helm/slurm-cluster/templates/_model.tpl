@@ -105,6 +105,13 @@ SlurmNodeSet objects and the slurmd command line cannot disagree.
 {{- end }}
 {{- $nodes = append $nodes . }}
 {{- end }}
+{{- /* A set whose partitions name this one must be in the list: its SlurmNodeSet expects its
+nodes there (spec.slurm.partitions) and would report them outside it for good. */}}
+{{- range $nsName := keys $nodesets | sortAlpha }}
+{{- if and (has $pname (get $nodesets $nsName).partitions) (not (has $nsName $p.nodesets)) }}
+{{- fail (printf "partitions.%s.nodesets leaves out NodeSet %q, whose partitions (nodesets.%s.partitions, or the default partition when it names none) include %q: its nodes would join no such partition. Add it to partitions.%s.nodesets, or set nodesets.%s.partitions" $pname $nsName $nsName $pname $pname $nsName) }}
+{{- end }}
+{{- end }}
 {{- else }}
 {{- range $nsName := keys $nodesets | sortAlpha }}
 {{- if has $pname (get $nodesets $nsName).partitions }}{{ $nodes = append $nodes $nsName }}{{ end }}

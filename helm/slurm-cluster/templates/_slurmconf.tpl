@@ -45,7 +45,7 @@ and slurm.extraConfig. Served to slurmd by slurmctld (configless). */}}
 {{- end }}
 {{- if $v.accounting.enabled }}
 {{- $_ := set $conf "AccountingStorageType" "accounting_storage/slurmdbd" }}
-{{- $_ := set $conf "AccountingStorageHost" (include "slurm-cluster.slurmdbd.name" .) }}
+{{- $_ := set $conf "AccountingStorageHost" (include "slurm-cluster.slurmdbd.address" .) }}
 {{- $_ := set $conf "AccountingStoragePort" (toString $v.accounting.slurmdbd.port) }}
 {{- end }}
 {{- range $k, $val := $v.slurm.config }}

@@ -1623,7 +1623,7 @@ fn partitions_condition(
                 condition::Status::False,
                 "NotInPartitions",
                 format!(
-                    "{}; slurm.conf must select these nodes (SlurmNodeSet=<set> Feature=partition-<name>, \
+                    "{}; slurm.conf must select these nodes (NodeSet=<set> Feature=partition-<name>, \
                      PartitionName=<name> Nodes=<set>) and be reconfigured",
                     list
                 ),

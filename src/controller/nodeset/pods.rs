@@ -119,7 +119,7 @@ pub fn template_hash(nodeset: &SlurmNodeSet) -> String {
 }
 
 /// Prefix of the node feature added per entry of `spec.slurm.partitions`: slurm.conf selects the
-/// nodes with `SlurmNodeSet=<set> Feature=partition-<name>` and `PartitionName=<name> Nodes=<set>`
+/// nodes with `NodeSet=<set> Feature=partition-<name>` and `PartitionName=<name> Nodes=<set>`
 /// (Slurm 24.11's REST API cannot change partition membership).
 pub const PARTITION_FEATURE_PREFIX: &str = "partition-";
 

@@ -1155,8 +1155,25 @@ where
                     env.submissions.record_doubt(&tag, doubt);
                     return Err(error.into());
                 }
-                // Nothing was made (a limit such as MaxSubmitJobs, credentials): retried.
-                Err(error) => return Err(error.into()),
+                // Nothing was made (credentials refused, an error of Slurm's that is not a
+                // refusal of the job): said in the status, not only in an Event (which
+                // expires), and tried again with the SlurmJob's backoff for as long as it lasts.
+                Err(error) => {
+                    let message = format!(
+                        "submitting to SlurmCluster {} failed ({}): {}; no job was made: it is \
+                         tried again with a growing delay (up to 5 minutes)",
+                        target.spec.cluster_name,
+                        error.category(),
+                        error.for_tenant()
+                    );
+                    let mut step = Step {
+                        backoff: true,
+                        ..wait(base, plan::SUBMIT_FAILED, message.clone())
+                    };
+                    step.notices
+                        .push(Notice::warning(plan::SUBMIT_FAILED, message));
+                    return Ok((step, false));
+                }
             }
         }
     };

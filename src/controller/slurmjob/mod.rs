@@ -551,7 +551,15 @@ async fn apply(
                 return Ok(Action::requeue(left));
             }
         }
-        return not_connected(job, namespace, &current, generation, ctx).await;
+        return not_connected(
+            job,
+            namespace,
+            &current,
+            generation,
+            Waiting::Connection,
+            ctx,
+        )
+        .await;
     };
     // The client must act as the spec says before anything is submitted: while new
     // credentials are not in yet (a token replacing a key, a key replacing a token or minting
@@ -567,7 +575,15 @@ async fn apply(
         .is_some_and(|cluster| !acts_as_spec(&handle.client, &cluster))
     {
         debug!(%name, "the SlurmCluster's client does not act as its spec says yet");
-        return not_connected(job, namespace, &current, generation, ctx).await;
+        return not_connected(
+            job,
+            namespace,
+            &current,
+            generation,
+            Waiting::Credentials,
+            ctx,
+        )
+        .await;
     }
     // Who the job runs as, decided before a submit; and before an edit of a submitted job,
     // whether its access allows the account, partition and QoS it asks for now. A submitted
@@ -962,20 +978,38 @@ fn namespace_labels(
     }
 }
 
+/// What a SlurmJob that cannot go on with its SlurmCluster waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    /// The SlurmCluster has no client yet.
+    Connection,
+    /// Its client does not act as its spec says yet ([`acts_as_spec`]): the submit waits.
+    Credentials,
+}
+
 /// A SlurmJob whose SlurmCluster is not connected, or whose client does not act as its spec
-/// says yet: `Ready=Unknown` and `Reconciling=True` (`ClusterNotReady`), retried with backoff.
+/// says yet: `Ready=Unknown` and `Reconciling=True` (`ClusterNotReady`), retried with backoff
+/// and woken when the cluster's connection comes up or its credentials rotate
+/// (`HealthChanged`).
 async fn not_connected(
     job: &SlurmJob,
     namespace: &str,
     current: &SlurmJobStatus,
     generation: i64,
+    waiting: Waiting,
     ctx: &Context,
 ) -> Result<Action, Error> {
     let mut next = current.clone();
-    let message = format!(
-        "SlurmCluster {:?} is not connected yet; see its status",
-        job.spec.cluster_name
-    );
+    let cluster = &job.spec.cluster_name;
+    let message = match waiting {
+        Waiting::Connection => {
+            format!("SlurmCluster {cluster:?} is not connected yet; see its status")
+        }
+        Waiting::Credentials => format!(
+            "waiting to submit until the operator uses the credentials SlurmCluster {cluster:?} \
+             names in spec.auth; see its status"
+        ),
+    };
     condition::upsert(
         &mut next.conditions,
         condition::new(

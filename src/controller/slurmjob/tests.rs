@@ -2842,6 +2842,12 @@ async fn the_submit_waits_for_the_credentials_its_spec_names() {
             ("Unknown", "ClusterNotReady"),
             "{what}"
         );
+        // It says what it waits for: not a connection (the SlurmCluster may well be Ready).
+        assert!(
+            ready.message.contains("credentials") && ready.message.contains("spec.auth"),
+            "{what}: {}",
+            ready.message
+        );
         assert!(
             condition::find(&status.conditions, status::STALLED).is_none(),
             "{what}: {status:?}"

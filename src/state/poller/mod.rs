@@ -76,6 +76,48 @@ use crate::state::index::{
 
 use strategy::{Fetch, Fetched, Limits, Listed, Scope, Tracker};
 
+/// How long after accounting did not answer (slurmdbd restarting, a timeout) the catch-up asks
+/// it again: a cycle that asked each time would wait on it each time.
+const ACCOUNTING_RETRY: Duration = Duration::from_secs(60);
+
+/// What one accounting request tells of the cluster's accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Accounting {
+    /// It answered (a record, or none for that id): it is there.
+    Answers,
+    /// This slurmrestd serves no accounting.
+    Absent,
+    /// No answer: nothing is known, asked again later.
+    Unknown,
+}
+
+fn accounting_of<T>(answer: &Result<Option<T>, SlurmError>) -> Accounting {
+    match answer {
+        Ok(Some(_)) | Err(SlurmError::NotFound { .. }) => Accounting::Answers,
+        Ok(None) => Accounting::Absent,
+        Err(_) => Accounting::Unknown,
+    }
+}
+
+/// Keep what an accounting request told (the poller's `has_accounting` and
+/// `accounting_retry_at`): only an answer that this slurmrestd serves no accounting turns the
+/// catch-up off for good; no answer (slurmdbd restarting, a timeout) puts the next question
+/// [`ACCOUNTING_RETRY`] off, so that a cycle does not wait on it each time.
+fn learned_accounting(
+    has_accounting: &mut Option<bool>,
+    retry_at: &mut Option<Instant>,
+    accounting: Accounting,
+) {
+    match accounting {
+        Accounting::Answers => {
+            *has_accounting = Some(true);
+            *retry_at = None;
+        }
+        Accounting::Absent => *has_accounting = Some(false),
+        Accounting::Unknown => *retry_at = Some(Instant::now() + ACCOUNTING_RETRY),
+    }
+}
+
 /// How a poller runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PollerConfig {
@@ -290,9 +332,11 @@ struct Poller {
     /// Whether the first listing is done.
     listed_once: bool,
     /// Whether the cluster's accounting answered the first listing's probe (`None`: that
-    /// listing was empty, nothing asked). A catch-up skips jobs only when it answers (it asks
-    /// again each time), never on a cluster found without accounting.
+    /// listing was empty, nothing asked, or no answer came). A catch-up skips jobs only when
+    /// it answers (it asks again each time), never on a cluster found without accounting.
     has_accounting: Option<bool>,
+    /// When accounting may be asked again after it did not answer ([`ACCOUNTING_RETRY`]).
+    accounting_retry_at: Option<Instant>,
     /// When the last listing that skipped jobs began (the first, or a catch-up after a burst).
     skipped_before: Option<DateTime<Utc>>,
     /// The readers' asks ([`ClusterState::want`]).
@@ -465,6 +509,7 @@ impl Poller {
             controller_ahead: None,
             listed_once: false,
             has_accounting: None,
+            accounting_retry_at: None,
             skipped_before: None,
             wants,
             wanted: BTreeSet::new(),
@@ -652,8 +697,12 @@ impl Poller {
         {
             requests += 1;
             let answers = self.accounting_answers(*highest).await;
-            self.has_accounting = Some(answers);
-            if answers {
+            learned_accounting(
+                &mut self.has_accounting,
+                &mut self.accounting_retry_at,
+                answers,
+            );
+            if answers == Accounting::Answers {
                 let newest: Vec<u32> = listed
                     .keys()
                     .rev()
@@ -676,6 +725,9 @@ impl Poller {
         } else if self.listed_once
             && self.has_accounting != Some(false)
             && self.tuning.skip_first_sync
+            && self
+                .accounting_retry_at
+                .is_none_or(|at| Instant::now() >= at)
         {
             // A burst of others' submits beyond what one cycle fetches: resolved one by one, a
             // hundred thousand of them would take minutes of cycles (and hold off every
@@ -686,16 +738,18 @@ impl Poller {
             let large = self.tracker.len().max(listed.len()) > self.tuning.full_list_max_jobs;
             if large && backlog.len() > self.tuning.detail_budget {
                 requests += 1;
-                let answers = match self.client.accounting_job(backlog[0]).await {
-                    Ok(Some(_)) | Err(SlurmError::NotFound { .. }) => true,
-                    Ok(None) => {
-                        self.has_accounting = Some(false);
-                        false
-                    }
-                    // Asked again at the next cycle with a backlog.
-                    Err(_) => false,
-                };
-                if answers {
+                let answers = accounting_of(&self.client.accounting_job(backlog[0]).await);
+                if answers == Accounting::Unknown {
+                    tracing::warn!(
+                        "accounting did not answer: others' new jobs are resolved one by one meanwhile"
+                    );
+                }
+                learned_accounting(
+                    &mut self.has_accounting,
+                    &mut self.accounting_retry_at,
+                    answers,
+                );
+                if answers == Accounting::Answers {
                     // Half the budget for the walk: the plan below keeps the rest, for ours.
                     let half = (self.tuning.detail_budget / 2).max(1);
                     let newest = &backlog[..half.min(backlog.len())];
@@ -916,19 +970,20 @@ impl Poller {
 
     /// Whether the cluster's accounting answers (one request): only then may the first sync
     /// skip jobs, since accounting is what finds a job an earlier incarnation submitted without
-    /// recording it. Anything but an answer means no.
-    async fn accounting_answers(&self, job_id: u32) -> bool {
-        match self.client.accounting_job(job_id).await {
-            Ok(Some(_)) | Err(SlurmError::NotFound { .. }) => true,
-            Ok(None) => {
+    /// recording it. Anything but an answer means no skip this time.
+    async fn accounting_answers(&self, job_id: u32) -> Accounting {
+        let answer = self.client.accounting_job(job_id).await;
+        let accounting = accounting_of(&answer);
+        match (accounting, answer) {
+            (Accounting::Absent, _) => {
                 tracing::info!("no accounting: the first sync fetches every job's record");
-                false
             }
-            Err(error) => {
+            (Accounting::Unknown, Err(error)) => {
                 tracing::warn!(%error, "accounting did not answer: the first sync fetches every job's record");
-                false
             }
+            _ => {}
         }
+        accounting
     }
 
     /// The records of `newest` (job ids, newest first), fetched in that order down to one
@@ -1402,6 +1457,36 @@ fn note_reads(
 
 #[cfg(test)]
 mod tests {
+    /// Only an answer that there is no accounting turns the catch-up off for good: an error
+    /// (slurmdbd restarting at the operator's start) leaves it to a later question.
+    #[test]
+    fn only_an_answer_says_there_is_no_accounting() {
+        let unknown: Result<Option<()>, SlurmError> = Err(SlurmError::Timeout {
+            operation: "slurmdb_job",
+            timeout: Duration::from_secs(30),
+        });
+        assert_eq!(accounting_of(&unknown), Accounting::Unknown);
+        assert_eq!(accounting_of(&Ok(None::<()>)), Accounting::Absent);
+        assert_eq!(accounting_of(&Ok(Some(()))), Accounting::Answers);
+        let not_found: Result<Option<()>, SlurmError> = Err(SlurmError::NotFound {
+            kind: "job",
+            name: "7".into(),
+        });
+        assert_eq!(accounting_of(&not_found), Accounting::Answers);
+
+        // What the poller keeps: no answer changes nothing known, and puts the question off.
+        let (mut has, mut retry_at) = (None, None);
+        learned_accounting(&mut has, &mut retry_at, Accounting::Unknown);
+        assert_eq!(has, None);
+        assert!(retry_at.is_some_and(|at| at > Instant::now()));
+        learned_accounting(&mut has, &mut retry_at, Accounting::Answers);
+        assert_eq!((has, retry_at), (Some(true), None));
+        learned_accounting(&mut has, &mut retry_at, Accounting::Unknown);
+        assert_eq!(has, Some(true), "an answer from before stands");
+        learned_accounting(&mut has, &mut retry_at, Accounting::Absent);
+        assert_eq!(has, Some(false));
+    }
+
     use super::*;
 
     #[test]

@@ -787,7 +787,7 @@ async fn a_submit_without_an_answer_is_not_sent_again_before_a_listing_past_it()
     assert_eq!(world.submissions.doubt(&tag), None, "no doubt left");
 
     // A submit refused before any job could be made (credentials Slurm does not take): no
-    // doubt, the next attempt need not wait.
+    // doubt, the next attempt need not wait, and the status says why it failed.
     let refusing = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
@@ -798,11 +798,26 @@ async fn a_submit_without_an_answer_is_not_sent_again_before_a_listing_past_it()
     world.client = minted(&refusing.uri());
     world.submissions = Submissions::default();
     world.index = state(Some(101), vec![]);
-    let error = step(target, world.env(at(200)), |_| None)
-        .await
-        .expect_err("refused");
-    assert_eq!(error.category(), "Unauthorized");
+    let refused = step(target, world.env(at(200)), |_| None).await.unwrap();
     assert_eq!(world.submissions.doubt(&tag), None);
+    // Said in the status (an Event expires), and tried again with the SlurmJob's backoff.
+    let ready = condition::find(&refused.status.conditions, READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "SubmitFailed")
+    );
+    assert!(
+        ready.message.contains("(Unauthorized)") && ready.message.contains("no job was made"),
+        "{}",
+        ready.message
+    );
+    let reconciling = condition::find(&refused.status.conditions, "Reconciling").unwrap();
+    assert_eq!(reconciling.status, "True");
+    assert_eq!(refused.status.phase, Phase::Pending);
+    assert_eq!(refused.status.job_id, None);
+    assert!(refused.backoff, "retried with the backoff");
+    let reasons: Vec<_> = refused.notices.iter().map(|n| n.reason.as_ref()).collect();
+    assert_eq!(reasons, ["SubmitFailed"]);
 }
 
 /// A client of `url` acting as Slurm user `alice` (minted tokens).
