@@ -367,6 +367,40 @@ async fn exercise(slurm: &common::LocalSlurm, version: ApiVersion) {
             "{}: {named:?}",
             context("accounting by name")
         );
+
+        // A job not eligible yet (held: no eligible time) has a record too, and the search by
+        // name finds it, from a time on and as its user: an earlier submit a crash left
+        // unrecorded must be found, or it would be submitted twice.
+        let name = format!("{tag}-held-search");
+        let mut request = slurm.job(&name, "true");
+        request.hold = true;
+        let submitted_at = chrono::Utc::now();
+        let held = client.submit_job(&request).await.unwrap().job_id;
+        common::wait_for(
+            &context("held in accounting"),
+            JOB_TIMEOUT,
+            POLL,
+            || async {
+                let records = client.accounting_job(held).await.unwrap()?;
+                records.into_iter().find(|j| j.job_id == held)
+            },
+        )
+        .await;
+        let named = client
+            .accounting_jobs_named(
+                &name,
+                Some(submitted_at - chrono::TimeDelta::seconds(60)),
+                client.user().as_deref(),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        client.cancel_job(held).await.unwrap();
+        assert!(
+            named.iter().any(|j| j.job_id == held),
+            "{}: {named:?}",
+            context("a held job by name")
+        );
     }
 }
 

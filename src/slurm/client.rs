@@ -469,7 +469,10 @@ impl SlurmClient {
     /// unsent: slurmdbd would read it as a list of names, everyone's jobs of each. With `since`,
     /// only jobs that ended at or after it, or have not ended (slurmdbd's `start_time`, on its
     /// own clock; measured on 24.11: a job that ended before it is left out, a running one
-    /// submitted before it is not): a name's whole history can be large.
+    /// submitted before it is not): a name's whole history can be large. Jobs not eligible
+    /// yet (held, waiting on a dependency or a begin time) are in the answer too: the window
+    /// is on their submit time (`usage_time_as_submit_time`), where slurmdbd would otherwise
+    /// leave them out of any search by name (measured on 24.11, 2026-12-06).
     ///
     /// With `user`, only that Slurm user's jobs, chosen by slurmdbd: anyone can name jobs alike,
     /// and another user's thousands of them must not make the answer too large to read (a

@@ -1158,7 +1158,15 @@ where
                 // Nothing was made (credentials refused, an error of Slurm's that is not a
                 // refusal of the job): said in the status, not only in an Event (which
                 // expires), and tried again with the SlurmJob's backoff for as long as it lasts.
+                // As for a limit, the next try waits for the backoff (the finalizer's change of
+                // a new SlurmJob would trigger one at once) and needs no accounting search.
                 Err(error) => {
+                    env.submissions.record_limited(
+                        &tag,
+                        env.acting_since,
+                        std::time::Instant::now(),
+                    );
+                    tracing::warn!(error = %crate::error_chain::Chain(&error), "the submit failed and made no job");
                     let message = format!(
                         "submitting to SlurmCluster {} failed ({}): {}; no job was made: it is \
                          tried again with a growing delay (up to 5 minutes)",

@@ -497,9 +497,9 @@ async fn apply(
         debug!(%name, "the cache does not show our last status write yet");
         return Ok(Action::requeue(CACHE_LAG_RETRY));
     }
-    // Slurm refused this generation's submit over a limit a moment ago (the finalizer's change
-    // of a new SlurmJob triggers this reconcile at once): the retry waits for the backoff,
-    // which stays as it is.
+    // Slurm refused this generation's submit over a limit a moment ago, or it failed and made
+    // no job (the finalizer's change of a new SlurmJob triggers this reconcile at once): the
+    // retry waits for the backoff, which stays as it is.
     if let Some(left) = data.submissions.limited_retry_in(
         &OwnerTag::new(&uid, generation),
         ctx.acting_since(),

@@ -36,8 +36,8 @@ pub enum Submitted {
     Job(u32),
     /// No answer that says whether a job was made.
     InDoubt(Doubt),
-    /// Slurm refused it over a limit of its accounting or QoS policy (`SubmitLimited`), at
-    /// `at`: no job was made. The checks before that submit covered every earlier one, so
+    /// Slurm refused it over a limit of its accounting or QoS policy (`SubmitLimited`), or it
+    /// failed in a way that made no job (credentials refused: `SubmitFailed`), at `at`. The checks before that submit covered every earlier one, so
     /// while this process still acts as it did then (`Context::acting_since`: no other leader
     /// submitted since), a retry needs no accounting search for them.
     Limited {
@@ -81,8 +81,8 @@ impl Submissions {
         map.insert(tag.clone(), Submitted::InDoubt(doubt));
     }
 
-    /// Slurm refused the submit of `tag` over a limit at `at`, made while acting since
-    /// `acting_since`.
+    /// The submit of `tag` made no job (refused over a limit, or failed before any could be
+    /// made) at `at`, made while acting since `acting_since`.
     pub fn record_limited(&self, tag: &OwnerTag, acting_since: DateTime<Utc>, at: Instant) {
         let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
         map.insert(tag.clone(), Submitted::Limited { acting_since, at });

@@ -7,6 +7,7 @@
 //! variant of [`crate::slurm::ApiVersion`], and a module here (copy the nearest one; the
 //! compiler names every difference).
 
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
 use super::error::SlurmError;
@@ -168,6 +169,14 @@ pub(crate) fn non_empty(value: &Option<String>) -> Option<String> {
 pub(crate) fn minutes(value: Option<i64>) -> Option<std::time::Duration> {
     let minutes = u32::try_from(value?).ok()?;
     Some(std::time::Duration::from_secs(u64::from(minutes) * 60))
+}
+
+/// slurmdbd's `start_time` for a search from `since` on, as an age on slurmrestd's clock
+/// (`now-<seconds>`): v0.0.40 and v0.0.41 refuse a UNIX timestamp there (HTTP 422, "Parsing of
+/// … for timestamp failed", measured on 24.11), every version takes this (24.11 and 26.05), and
+/// it needs no time zone (a date would be read in slurmrestd's).
+pub(crate) fn since_param(since: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    format!("now-{}", (now - since).num_seconds().max(0))
 }
 
 /// slurmrestd's job description as JSON: typed fields first, then `extra` on top. The same in
@@ -490,6 +499,16 @@ pub(crate) use accounting_output_files;
 
 #[cfg(test)]
 mod tests {
+    /// A search's start as an age, never a future one.
+    #[test]
+    fn a_search_start_is_an_age_on_slurmrestds_clock() {
+        let now = DateTime::from_timestamp(1_000_000, 0).unwrap();
+        let day = chrono::TimeDelta::days(1);
+        assert_eq!(super::since_param(now - day, now), "now-86400");
+        assert_eq!(super::since_param(now, now), "now-0");
+        assert_eq!(super::since_param(now + day, now), "now-0");
+    }
+
     use super::*;
     use crate::slurm::types::Exclusive;
 

@@ -4274,12 +4274,14 @@ Sends a `GET` request to `/slurmdb/v0.0.42/jobs/`
 Arguments:
 - `job_name`: CSV job name list
 - `start_time`: Usage start (UNIX timestamp)
+- `usage_time_as_submit_time`: Use usage_time as the submit_time of the job
 - `users`: CSV user name list
 */
     pub async fn slurmdb_get_jobs<'a>(
         &'a self,
         job_name: Option<&'a str>,
         start_time: Option<&'a str>,
+        usage_time_as_submit_time: Option<&'a str>,
         users: Option<&'a str>,
     ) -> Result<
         ResponseValue<types::OpenapiSlurmdbdJobsResp>,
@@ -4302,6 +4304,12 @@ Arguments:
             )
             .query(&progenitor_client::QueryParam::new("job_name", &job_name))
             .query(&progenitor_client::QueryParam::new("start_time", &start_time))
+            .query(
+                &progenitor_client::QueryParam::new(
+                    "usage_time_as_submit_time",
+                    &usage_time_as_submit_time,
+                ),
+            )
             .query(&progenitor_client::QueryParam::new("users", &users))
             .headers(header_map)
             .build()?;

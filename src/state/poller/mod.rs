@@ -333,7 +333,8 @@ struct Poller {
     listed_once: bool,
     /// Whether the cluster's accounting answered the first listing's probe (`None`: that
     /// listing was empty, nothing asked, or no answer came). A catch-up skips jobs only when
-    /// it answers (it asks again each time), never on a cluster found without accounting.
+    /// it answers (it asks again each time, or [`ACCOUNTING_RETRY`] after no answer), never on
+    /// a cluster found without accounting.
     has_accounting: Option<bool>,
     /// When accounting may be asked again after it did not answer ([`ACCOUNTING_RETRY`]).
     accounting_retry_at: Option<Instant>,
@@ -738,11 +739,12 @@ impl Poller {
             let large = self.tracker.len().max(listed.len()) > self.tuning.full_list_max_jobs;
             if large && backlog.len() > self.tuning.detail_budget {
                 requests += 1;
-                let answers = accounting_of(&self.client.accounting_job(backlog[0]).await);
-                if answers == Accounting::Unknown {
-                    tracing::warn!(
-                        "accounting did not answer: others' new jobs are resolved one by one meanwhile"
-                    );
+                let answer = self.client.accounting_job(backlog[0]).await;
+                let answers = accounting_of(&answer);
+                if let Err(error) = &answer
+                    && answers == Accounting::Unknown
+                {
+                    tracing::warn!(%error, "accounting did not answer: others' new jobs are resolved one by one meanwhile");
                 }
                 learned_accounting(
                     &mut self.has_accounting,

@@ -80,7 +80,16 @@ fn the_real_specs_generate_one_client_per_version() {
             .iter()
             .map(|parameter| parameter["name"].as_str().unwrap())
             .collect();
-        assert_eq!(kept, ["job_name", "start_time", "users"], "{version}");
+        assert_eq!(
+            kept,
+            [
+                "usage_time_as_submit_time",
+                "job_name",
+                "start_time",
+                "users"
+            ],
+            "{version}"
+        );
 
         let client = output(&generated_path(version));
         assert!(client.starts_with("// @generated"));

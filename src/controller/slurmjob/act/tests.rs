@@ -818,6 +818,14 @@ async fn a_submit_without_an_answer_is_not_sent_again_before_a_listing_past_it()
     assert!(refused.backoff, "retried with the backoff");
     let reasons: Vec<_> = refused.notices.iter().map(|n| n.reason.as_ref()).collect();
     assert_eq!(reasons, ["SubmitFailed"]);
+    // Remembered as a try that made no job: the reconcile the status write triggers does not
+    // submit again before the backoff's first delay.
+    assert!(
+        world
+            .submissions
+            .limited_retry_in(&tag, at(100), std::time::Instant::now())
+            .is_some()
+    );
 }
 
 /// A client of `url` acting as Slurm user `alice` (minted tokens).
@@ -1514,10 +1522,24 @@ async fn an_accounting_search_begins_a_day_before_the_slurmjob_was_created() {
 
     let server = MockServer::start().await;
     let created = DateTime::from_timestamp(1_000_000, 0).unwrap();
+    // As an age on slurmrestd's clock (`now-<seconds>`), give or take the test's own seconds;
+    // the window on the submit time, so that held jobs are in the answer.
+    let day_before = created - chrono::TimeDelta::days(1);
+    let aged = move |request: &wiremock::Request| {
+        let age = (Utc::now() - day_before).num_seconds();
+        request.url.query_pairs().any(|(key, value)| {
+            key == "start_time"
+                && value
+                    .strip_prefix("now-")
+                    .and_then(|n| n.parse::<i64>().ok())
+                    .is_some_and(|n| (age - 60..=age).contains(&n))
+        })
+    };
     Mock::given(method("GET"))
         .and(path_regex("^/slurmdb/v0.0.42/jobs/?$"))
         .and(query_param("job_name", "old"))
-        .and(query_param("start_time", "913600"))
+        .and(query_param("usage_time_as_submit_time", "true"))
+        .and(aged)
         .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({"jobs": []})))
         .expect(1)
         .mount(&server)

@@ -313,12 +313,19 @@ fn without_descriptions(value: &Value) -> Value {
 /// operations not listed keep all of theirs.
 pub const KEPT_PARAMETERS: &[(&str, &str, &[&str])] = &[
     // slurmdbd's job search has 34 to 41 filters depending on the version; the facade searches
-    // by name, from a time on, as one Slurm user (in this order in every version), and one
-    // positional signature in every version keeps the facade shared.
+    // by name, from a time on, as one Slurm user, with the time window on the submit time
+    // (without it slurmdbd leaves out every job not eligible yet: held, waiting on a
+    // dependency or a begin time), in this order in every version; one positional signature
+    // in every version keeps the facade shared.
     (
         "get",
         "/slurmdb/{version}/jobs/",
-        &["job_name", "start_time", "users"],
+        &[
+            "usage_time_as_submit_time",
+            "job_name",
+            "start_time",
+            "users",
+        ],
     ),
 ];
 
@@ -496,6 +503,7 @@ mod tests {
     fn only_the_kept_query_parameters_stay() {
         let mut spec = json!({ "paths": { "/slurmdb/v0.0.40/jobs/": { "get": { "parameters": [
             { "in": "query", "name": "account" },
+            { "in": "query", "name": "usage_time_as_submit_time" },
             { "in": "query", "name": "job_name" },
             { "in": "query", "name": "start_time" },
             { "in": "query", "name": "state" },
@@ -504,6 +512,7 @@ mod tests {
         assert_eq!(
             spec["paths"]["/slurmdb/v0.0.40/jobs/"]["get"]["parameters"],
             json!([
+                { "in": "query", "name": "usage_time_as_submit_time" },
                 { "in": "query", "name": "job_name" },
                 { "in": "query", "name": "start_time" },
                 { "in": "query", "name": "users" }
