@@ -265,3 +265,119 @@ async fn an_exit_right_after_a_submit_is_repaired_by_adoption() {
     operator.terminate(Duration::from_secs(20));
     scenario::assert_one_slurm_job_each(&slurm, &finished).await;
 }
+
+/// A held SlurmJob (`suspend: true`) whose process ended right after Slurm accepted its submit,
+/// taken over by a process that starts more than `recent` (60 s) later, with newer jobs of
+/// others queued: that process's first sync skips the held job (the walk of the newest jobs
+/// stops at others' older than a minute), so only the accounting search by name can show the
+/// earlier submit. slurmdbd has the held job's record (no comment while it waits) but leaves a
+/// job not eligible yet out of any search with a time window, unless the window is on the
+/// submit time: without that, the SlurmJob was submitted a second time. It must be adopted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_job_before_a_late_restart_is_adopted_not_submitted_twice() {
+    use kube::api::{Patch, PatchParams};
+    let slurm = require_slurm!();
+    let harness = Harness::start(&slurm, NAMESPACE, "heldlate").await;
+    let (kubeconfig, log) = (harness.kubeconfig.as_str(), harness.log.clone());
+    let jobs: Api<SlurmJob> = Api::namespaced(harness.client.clone(), NAMESPACE);
+    let args = harness.args();
+    let failpoints = format!("{FAIL_AFTER_SUBMIT}=return");
+    let slurm_client = slurm.client();
+    let name = format!("{}-held", harness.run);
+    jobs.patch(
+        &name,
+        &PatchParams::apply(common::e2e::MANAGER),
+        &Patch::Apply(serde_json::json!({
+            "apiVersion": "slurm.rs/v1alpha1",
+            "kind": "SlurmJob",
+            "metadata": {"name": name},
+            "spec": {
+                "clusterName": scenario::CLUSTER,
+                "partition": slurm.partition,
+                "script": "#!/bin/sh\ntrue\n",
+                "environment": {"PATH": "/usr/bin:/bin"},
+                "suspend": true,
+            },
+        })),
+    )
+    .await
+    .unwrap();
+    let mut operator = Operator::spawn(
+        &args,
+        &[
+            ("KUBECONFIG", kubeconfig),
+            ("FAILPOINTS", failpoints.as_str()),
+        ],
+        Some(&log),
+    );
+    let status = operator.exited_within(Duration::from_secs(60)).await;
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(FAIL_EXIT_CODE),
+        "the operator did not end at {FAIL_AFTER_SUBMIT}; log: {}",
+        log.display()
+    );
+    let uid = jobs.get(&name).await.unwrap().metadata.uid.unwrap();
+    let Ok(Changes::Changed { items, .. }) = slurm_client.jobs(None).await else {
+        panic!("cannot list slurmctld's jobs");
+    };
+    let held: Vec<u32> = items
+        .iter()
+        .filter(|j| j.owner.as_ref().is_some_and(|o| o.is_of(&uid)))
+        .map(|j| j.job_id)
+        .collect();
+    assert_eq!(held.len(), 1, "one job with its tag in slurmctld: {held:?}");
+    let submitted = Instant::now();
+
+    // Others' jobs after it, held too (a begin time a day away), then more than `recent`.
+    let mut others = Vec::new();
+    for _ in 0..6 {
+        let mut request = slurm.job(&format!("{}-other", harness.run), "true");
+        let begin = chrono::Utc::now().timestamp() + 86_400;
+        request.extra.insert(
+            "begin_time".into(),
+            serde_json::json!({"set": true, "number": begin}),
+        );
+        others.push(slurm_client.submit_job(&request).await.unwrap().job_id);
+    }
+    tokio::time::sleep(Duration::from_secs(75).saturating_sub(submitted.elapsed())).await;
+
+    let mut operator = Operator::spawn(&args, &[("KUBECONFIG", kubeconfig)], Some(&log))
+        .sigterm_on_drop(Duration::from_secs(10));
+    let adopted = common::wait_for(
+        "the held job adopted",
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || async {
+            let sj = jobs.get(&name).await.ok()?;
+            sj.status.and_then(|s| s.job_id)
+        },
+    )
+    .await;
+    let ours = tagged_in_slurmctld(&slurm_client, &uid).await;
+    // Cleaned up before asserting: the SlurmJob's deletion cancels its job, and others' go.
+    jobs.delete(&name, &Default::default()).await.unwrap();
+    common::wait_for(
+        "the SlurmJob deleted",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || async { jobs.get_opt(&name).await.unwrap().is_none().then_some(()) },
+    )
+    .await;
+    operator.terminate(Duration::from_secs(20));
+    for id in others {
+        let _ = slurm_client.cancel_job(id).await;
+    }
+    assert_eq!(
+        ours,
+        1,
+        "Slurm jobs carrying its tag (job {adopted} in its status); log: {}",
+        log.display()
+    );
+    assert_eq!(i64::from(held[0]), adopted, "the status names the held job");
+    let records = slurm_client.job(held[0]).await.unwrap();
+    assert!(
+        !records.is_empty() && records.iter().all(|j| j.state.is_final()),
+        "the held job is cancelled with its SlurmJob: {records:?}"
+    );
+}

@@ -337,11 +337,16 @@ impl SlurmClient {
         match result {
             Ok(changes) => Ok(changes),
             Err(SlurmError::NotModified { .. }) if since.is_some() => Ok(Changes::Unchanged),
+            // 24.11 fails an incremental list whenever a node changed ("Unable to query
+            // partitions", HTTP 500); v0.0.40 and v0.0.41 refuse a UNIX timestamp as
+            // `update_time` (HTTP 422, "Parsing of … for timestamp failed", measured on 24.11):
+            // every node, as without `since`.
             Err(SlurmError::Rejected { errors, .. })
                 if since.is_some()
-                    && errors
-                        .iter()
-                        .any(|e| e.description.contains("query partitions")) =>
+                    && errors.iter().any(|e| {
+                        e.description.contains("query partitions")
+                            || e.description.contains("for timestamp failed")
+                    }) =>
             {
                 tracing::debug!("slurmrestd failed an incremental node list; listing all nodes");
                 let result = dispatch!(dialect, &self.config, |api, c| api.nodes(&c, None).await);

@@ -505,7 +505,7 @@ async fn apply(
         ctx.acting_since(),
         std::time::Instant::now(),
     ) {
-        debug!(%name, retry_in = ?left, "the last submit was refused over a limit a moment ago");
+        debug!(%name, retry_in = ?left, "the last submit made no job (a limit, or a failure) a moment ago");
         return Ok(Action::requeue(left));
     }
     let Some(handle) = ctx.clusters.get(&cluster_of(job)) else {

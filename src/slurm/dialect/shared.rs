@@ -219,7 +219,9 @@ impl Api {
         // The window on the submit time: without it slurmdbd leaves out every job not eligible
         // yet (held, waiting on a dependency or a begin time: no eligible time), which has a
         // record all the same (measured on 24.11 and 26.05). Jobs that ended before `since`
-        // stay out.
+        // stay out. `scheduler_unset` is its default, said: Slurm before 24.05.4 dropped that
+        // default when another flag was given (its release notes), leaving out every job that
+        // ran; 24.11 and 26.05 answer the same with it or without.
         let resp = c
             .call(
                 "accounting_jobs",
@@ -227,7 +229,13 @@ impl Api {
                 Idempotency::Idempotent,
                 || {
                     self.0
-                        .slurmdb_get_jobs(Some(name), since.as_deref(), Some("true"), user)
+                        .slurmdb_get_jobs(
+                            Some(name),
+                            Some("true"),
+                            since.as_deref(),
+                            Some("true"),
+                            user,
+                        )
                 },
             )
             .await?;

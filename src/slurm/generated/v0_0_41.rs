@@ -4201,6 +4201,7 @@ Sends a `GET` request to `/slurmdb/v0.0.41/jobs/`
 
 Arguments:
 - `job_name`: CSV job name list
+- `scheduler_unset`: Schedule bits not set
 - `start_time`: Usage start (UNIX timestamp)
 - `usage_time_as_submit_time`: Use usage_time as the submit_time of the job
 - `users`: CSV user name list
@@ -4208,6 +4209,7 @@ Arguments:
     pub async fn slurmdb_get_jobs<'a>(
         &'a self,
         job_name: Option<&'a str>,
+        scheduler_unset: Option<&'a str>,
         start_time: Option<&'a str>,
         usage_time_as_submit_time: Option<&'a str>,
         users: Option<&'a str>,
@@ -4231,6 +4233,9 @@ Arguments:
                 ::reqwest::header::HeaderValue::from_static("application/json"),
             )
             .query(&progenitor_client::QueryParam::new("job_name", &job_name))
+            .query(
+                &progenitor_client::QueryParam::new("scheduler_unset", &scheduler_unset),
+            )
             .query(&progenitor_client::QueryParam::new("start_time", &start_time))
             .query(
                 &progenitor_client::QueryParam::new(

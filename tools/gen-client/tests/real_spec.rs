@@ -83,6 +83,7 @@ fn the_real_specs_generate_one_client_per_version() {
         assert_eq!(
             kept,
             [
+                "scheduler_unset",
                 "usage_time_as_submit_time",
                 "job_name",
                 "start_time",

@@ -1539,6 +1539,7 @@ async fn an_accounting_search_begins_a_day_before_the_slurmjob_was_created() {
         .and(path_regex("^/slurmdb/v0.0.42/jobs/?$"))
         .and(query_param("job_name", "old"))
         .and(query_param("usage_time_as_submit_time", "true"))
+        .and(query_param("scheduler_unset", "true"))
         .and(aged)
         .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({"jobs": []})))
         .expect(1)

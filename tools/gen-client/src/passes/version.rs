@@ -315,12 +315,14 @@ pub const KEPT_PARAMETERS: &[(&str, &str, &[&str])] = &[
     // slurmdbd's job search has 34 to 41 filters depending on the version; the facade searches
     // by name, from a time on, as one Slurm user, with the time window on the submit time
     // (without it slurmdbd leaves out every job not eligible yet: held, waiting on a
-    // dependency or a begin time), in this order in every version; one positional signature
-    // in every version keeps the facade shared.
+    // dependency or a begin time) and `scheduler_unset` said (its default, which Slurm before
+    // 24.05.4 dropped when another flag was given, leaving out every job that ran); one
+    // positional signature in every version keeps the facade shared. In spec order.
     (
         "get",
         "/slurmdb/{version}/jobs/",
         &[
+            "scheduler_unset",
             "usage_time_as_submit_time",
             "job_name",
             "start_time",
@@ -503,6 +505,7 @@ mod tests {
     fn only_the_kept_query_parameters_stay() {
         let mut spec = json!({ "paths": { "/slurmdb/v0.0.40/jobs/": { "get": { "parameters": [
             { "in": "query", "name": "account" },
+            { "in": "query", "name": "scheduler_unset" },
             { "in": "query", "name": "usage_time_as_submit_time" },
             { "in": "query", "name": "job_name" },
             { "in": "query", "name": "start_time" },
@@ -512,6 +515,7 @@ mod tests {
         assert_eq!(
             spec["paths"]["/slurmdb/v0.0.40/jobs/"]["get"]["parameters"],
             json!([
+                { "in": "query", "name": "scheduler_unset" },
                 { "in": "query", "name": "usage_time_as_submit_time" },
                 { "in": "query", "name": "job_name" },
                 { "in": "query", "name": "start_time" },
