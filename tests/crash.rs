@@ -318,15 +318,13 @@ async fn a_held_job_before_a_late_restart_is_adopted_not_submitted_twice() {
         log.display()
     );
     let uid = jobs.get(&name).await.unwrap().metadata.uid.unwrap();
-    let Ok(Changes::Changed { items, .. }) = slurm_client.jobs(None).await else {
-        panic!("cannot list slurmctld's jobs");
-    };
-    let held: Vec<u32> = items
-        .iter()
-        .filter(|j| j.owner.as_ref().is_some_and(|o| o.is_of(&uid)))
-        .map(|j| j.job_id)
-        .collect();
-    assert_eq!(held.len(), 1, "one job with its tag in slurmctld: {held:?}");
+    let held = tagged_ids(&slurm_client, &uid).await;
+    if held.len() != 1 {
+        for id in &held {
+            let _ = slurm_client.cancel_job(*id).await;
+        }
+        panic!("one job with its tag in slurmctld: {held:?}");
+    }
     let submitted = Instant::now();
 
     // Others' jobs after it, held too (a begin time a day away), then more than `recent`.
@@ -344,40 +342,61 @@ async fn a_held_job_before_a_late_restart_is_adopted_not_submitted_twice() {
 
     let mut operator = Operator::spawn(&args, &[("KUBECONFIG", kubeconfig)], Some(&log))
         .sigterm_on_drop(Duration::from_secs(10));
-    let adopted = common::wait_for(
-        "the held job adopted",
-        Duration::from_secs(120),
-        Duration::from_millis(500),
-        || async {
-            let sj = jobs.get(&name).await.ok()?;
-            sj.status.and_then(|s| s.job_id)
-        },
-    )
+    // Nothing below panics before the cleanup: a held job left behind would wait for ever.
+    let adopted = tokio::time::timeout(Duration::from_secs(120), async {
+        loop {
+            if let Ok(sj) = jobs.get(&name).await
+                && let Some(id) = sj.status.and_then(|s| s.job_id)
+            {
+                break id;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
     .await;
-    let ours = tagged_in_slurmctld(&slurm_client, &uid).await;
-    // Cleaned up before asserting: the SlurmJob's deletion cancels its job, and others' go.
-    jobs.delete(&name, &Default::default()).await.unwrap();
-    common::wait_for(
-        "the SlurmJob deleted",
-        Duration::from_secs(60),
-        Duration::from_millis(500),
-        || async { jobs.get_opt(&name).await.unwrap().is_none().then_some(()) },
-    )
-    .await;
+    let tagged = tagged_ids(&slurm_client, &uid).await;
+    // The SlurmJob's deletion cancels its job; read right after it, before slurmctld purges
+    // the cancelled job (`MinJobAge` is 30 s here): gone counts as ended.
+    let deleted = match jobs.delete(&name, &Default::default()).await {
+        Ok(_) => {
+            tokio::time::timeout(Duration::from_secs(60), async {
+                while !matches!(jobs.get_opt(&name).await, Ok(None)) {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            })
+            .await
+        }
+        Err(error) => panic!("deleting {name}: {error}"),
+    };
+    let ended = match slurm_client.job(held[0]).await {
+        Ok(records) => records.iter().all(|j| j.state.is_final()),
+        Err(error) => matches!(error, slurm_operator::slurm::SlurmError::NotFound { .. }),
+    };
     operator.terminate(Duration::from_secs(20));
-    for id in others {
-        let _ = slurm_client.cancel_job(id).await;
+    for id in others.iter().chain(&tagged).chain(&held) {
+        let _ = slurm_client.cancel_job(*id).await;
     }
+    let adopted = adopted
+        .unwrap_or_else(|_| panic!("no job in its status within 120 s; log: {}", log.display()));
     assert_eq!(
-        ours,
-        1,
+        tagged,
+        held,
         "Slurm jobs carrying its tag (job {adopted} in its status); log: {}",
         log.display()
     );
     assert_eq!(i64::from(held[0]), adopted, "the status names the held job");
-    let records = slurm_client.job(held[0]).await.unwrap();
-    assert!(
-        !records.is_empty() && records.iter().all(|j| j.state.is_final()),
-        "the held job is cancelled with its SlurmJob: {records:?}"
-    );
+    assert!(deleted.is_ok(), "the SlurmJob was not deleted within 60 s");
+    assert!(ended, "the held job is cancelled with its SlurmJob");
+}
+
+/// The ids of slurmctld's jobs that carry SlurmJob `uid`'s tag.
+async fn tagged_ids(slurm: &SlurmClient, uid: &str) -> Vec<u32> {
+    let Ok(Changes::Changed { items, .. }) = slurm.jobs(None).await else {
+        panic!("cannot list slurmctld's jobs");
+    };
+    items
+        .iter()
+        .filter(|j| j.owner.as_ref().is_some_and(|o| o.is_of(uid)))
+        .map(|j| j.job_id)
+        .collect()
 }

@@ -3405,7 +3405,12 @@ fn being_deleted(name: &str, generation: i64, created: DateTime<Utc>) -> SlurmJo
 #[tokio::test]
 async fn a_deletion_asks_accounting_only_for_a_slurmjob_older_than_what_the_index_skipped() {
     let (ctx, mut api) = Context::test();
-    let (skipped_before, _index) = register_skipping_index(&ctx);
+    let (skipped_before, index) = register_skipping_index(&ctx);
+    // A listing of every job long after this process began to act: no earlier incarnation's
+    // submit can still land (the takeover wait is over), so what blocks the old one below is
+    // the accounting search alone.
+    let listed_at = ctx.started_at + chrono::TimeDelta::minutes(5);
+    index.send_modify(|state| Arc::make_mut(state).fully_listed_at = Some(listed_at));
     let data = data(ctx);
     let deleted = |name: &str, created: DateTime<Utc>| being_deleted(name, 2, created);
 

@@ -228,14 +228,13 @@ impl Api {
                 Subject::None,
                 Idempotency::Idempotent,
                 || {
-                    self.0
-                        .slurmdb_get_jobs(
-                            Some(name),
-                            Some("true"),
-                            since.as_deref(),
-                            Some("true"),
-                            user,
-                        )
+                    self.0.slurmdb_get_jobs(
+                        Some(name),
+                        Some("true"),
+                        since.as_deref(),
+                        Some("true"),
+                        user,
+                    )
                 },
             )
             .await?;

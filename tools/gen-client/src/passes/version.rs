@@ -317,7 +317,10 @@ pub const KEPT_PARAMETERS: &[(&str, &str, &[&str])] = &[
     // (without it slurmdbd leaves out every job not eligible yet: held, waiting on a
     // dependency or a begin time) and `scheduler_unset` said (its default, which Slurm before
     // 24.05.4 dropped when another flag was given, leaving out every job that ran); one
-    // positional signature in every version keeps the facade shared. In spec order.
+    // positional signature in every version keeps the facade shared. Listed in spec order;
+    // the generated method takes them in alphabetical order (job_name, scheduler_unset,
+    // start_time, usage_time_as_submit_time, users), all `Option<&str>`: a call in another
+    // order compiles and sends wrong values (the wiremock test of the search checks them).
     (
         "get",
         "/slurmdb/{version}/jobs/",
@@ -333,8 +336,9 @@ pub const KEPT_PARAMETERS: &[(&str, &str, &[&str])] = &[
 
 /// Step 0c. Drop the query parameters the facade never passes ([`KEPT_PARAMETERS`]).
 ///
-/// Why: the positional interface takes every parameter in spec order, and slurmdbd's
-/// `GET /jobs/` has a different list in every version; fails when a kept one is missing.
+/// Why: the positional interface takes every parameter (progenitor sorts them by name), and
+/// slurmdbd's `GET /jobs/` has a different list in every version; fails when a kept one is
+/// missing.
 pub fn keep_used_parameters(spec: &mut Value, version: &str) -> Result<()> {
     let paths = paths_mut(spec)?;
     for (method, template, kept) in KEPT_PARAMETERS {
