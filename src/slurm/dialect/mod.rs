@@ -171,12 +171,18 @@ pub(crate) fn minutes(value: Option<i64>) -> Option<std::time::Duration> {
     Some(std::time::Duration::from_secs(u64::from(minutes) * 60))
 }
 
-/// slurmdbd's `start_time` for a search from `since` on, as an age on slurmrestd's clock
-/// (`now-<seconds>`): v0.0.40 and v0.0.41 refuse a UNIX timestamp there (HTTP 422, "Parsing of
-/// … for timestamp failed", measured on 24.11), every version takes this (24.11 and 26.05), and
-/// it needs no time zone (a date would be read in slurmrestd's).
+/// slurmdbd's `start_time` for a search from `since` on, relative to slurmrestd's clock
+/// (`now-<seconds>`, or `now+<seconds>` for a time ahead, which the query encodes as `%2B`):
+/// v0.0.40 and v0.0.41 refuse a UNIX timestamp there (HTTP 422, "Parsing of … for timestamp
+/// failed", measured on 24.11), every version takes this (24.11 and 26.05), and it needs no
+/// time zone (a date would be read in slurmrestd's).
 pub(crate) fn since_param(since: DateTime<Utc>, now: DateTime<Utc>) -> String {
-    format!("now-{}", (now - since).num_seconds().max(0))
+    let age = (now - since).num_seconds();
+    if age >= 0 {
+        format!("now-{age}")
+    } else {
+        format!("now+{}", age.unsigned_abs())
+    }
 }
 
 /// slurmrestd's job description as JSON: typed fields first, then `extra` on top. The same in
@@ -499,14 +505,14 @@ pub(crate) use accounting_output_files;
 
 #[cfg(test)]
 mod tests {
-    /// A search's start as an age, never a future one.
+    /// A search's start relative to slurmrestd's clock, either way.
     #[test]
-    fn a_search_start_is_an_age_on_slurmrestds_clock() {
+    fn a_search_start_is_relative_to_slurmrestds_clock() {
         let now = DateTime::from_timestamp(1_000_000, 0).unwrap();
         let day = chrono::TimeDelta::days(1);
         assert_eq!(super::since_param(now - day, now), "now-86400");
         assert_eq!(super::since_param(now, now), "now-0");
-        assert_eq!(super::since_param(now + day, now), "now-0");
+        assert_eq!(super::since_param(now + day, now), "now+86400");
     }
 
     use super::*;
