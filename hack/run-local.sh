@@ -7,8 +7,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour=${SLURM_FLAVOUR:-trixie}
 bash hack/slurm-up.sh --flavour "$flavour" >/dev/null
-state_base=/var/tmp/slurm-operator
-[ -d /var/tmp ] || state_base=${TMPDIR:-/tmp}/slurm-operator
+# slurm-up.sh keeps its state under $SLURM_OPERATOR_BASE, else /var/tmp, else $TMPDIR.
+if [ -n "${SLURM_OPERATOR_BASE:-}" ]; then
+    state_base=$SLURM_OPERATOR_BASE
+elif [ -d /var/tmp ]; then
+    state_base=/var/tmp/slurm-operator
+else
+    state_base=${TMPDIR:-/tmp}/slurm-operator
+fi
 # shellcheck disable=SC1090,SC1091
 source "$state_base/$flavour/env"
 

@@ -26,9 +26,14 @@ echo "busybox: $(command -v busybox)"
 
 step "local Slurm ($flavour)"
 bash hack/slurm-up.sh --flavour "$flavour"
-# slurm-up.sh keeps its state under /var/tmp, or $TMPDIR where there is no /var/tmp.
-state_base=/var/tmp/slurm-operator
-[ -d /var/tmp ] || state_base=${TMPDIR:-/tmp}/slurm-operator
+# slurm-up.sh keeps its state under $SLURM_OPERATOR_BASE, else /var/tmp, else $TMPDIR.
+if [ -n "${SLURM_OPERATOR_BASE:-}" ]; then
+    state_base=$SLURM_OPERATOR_BASE
+elif [ -d /var/tmp ]; then
+    state_base=/var/tmp/slurm-operator
+else
+    state_base=${TMPDIR:-/tmp}/slurm-operator
+fi
 export SLURM_ENV_FILE=$state_base/$flavour/env
 export SLURM_OPERATOR_REQUIRE_SLURM=1
 

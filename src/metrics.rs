@@ -208,12 +208,6 @@ impl Metrics {
             .inc();
     }
 
-    /// A poll of an unnamed cluster. Kept for callers that do not pass their SlurmCluster yet:
-    /// the series gets `cluster=""`. Pollers should call [`Metrics::polled_cluster`].
-    pub fn polled(&self, kind: &'static str, elapsed: Duration, ok: bool) {
-        self.polled_cluster("", kind, elapsed, ok);
-    }
-
     /// One poll of `kind` by the poller of SlurmCluster `cluster` (a poller shared by several
     /// SlurmClusters reports under the one that started it).
     pub fn polled_cluster(&self, cluster: &str, kind: &'static str, elapsed: Duration, ok: bool) {

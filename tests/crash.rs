@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use std::collections::HashSet;
 
 use kube::api::Api;
+use serde_json::json;
 use slurm_operator::controller::slurmjob::act::{FAIL_AFTER_SUBMIT, FAIL_EXIT_CODE};
 use slurm_operator::crd::SlurmJob;
 use slurm_operator::slurm::SlurmClient;
@@ -275,7 +276,6 @@ async fn an_exit_right_after_a_submit_is_repaired_by_adoption() {
 /// submit time: without that, the SlurmJob was submitted a second time. It must be adopted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_job_before_a_late_restart_is_adopted_not_submitted_twice() {
-    use kube::api::{Patch, PatchParams};
     let slurm = require_slurm!();
     let harness = Harness::start(&slurm, NAMESPACE, "heldlate").await;
     let (kubeconfig, log) = (harness.kubeconfig.as_str(), harness.log.clone());
@@ -284,24 +284,9 @@ async fn a_held_job_before_a_late_restart_is_adopted_not_submitted_twice() {
     let failpoints = format!("{FAIL_AFTER_SUBMIT}=return");
     let slurm_client = slurm.client();
     let name = format!("{}-held", harness.run);
-    jobs.patch(
-        &name,
-        &PatchParams::apply(common::e2e::MANAGER),
-        &Patch::Apply(serde_json::json!({
-            "apiVersion": "slurm.rs/v1alpha1",
-            "kind": "SlurmJob",
-            "metadata": {"name": name},
-            "spec": {
-                "clusterName": scenario::CLUSTER,
-                "partition": slurm.partition,
-                "script": "#!/bin/sh\ntrue\n",
-                "environment": {"PATH": "/usr/bin:/bin"},
-                "suspend": true,
-            },
-        })),
-    )
-    .await
-    .unwrap();
+    let mut held = scenario::slurmjob(&name, &slurm.partition, "true");
+    held["spec"]["suspend"] = json!(true);
+    scenario::apply_manifest(&jobs, &name, held).await;
     let mut operator = Operator::spawn(
         &args,
         &[

@@ -291,8 +291,7 @@ async fn a_suspended_job_is_released_and_edited_in_place_with_one_apply() {
         json!({"namespaces": [NAMESPACE], "slurmUser": "alice", "accounts": ["team-b", "team-a"]}),
     )
     .await;
-    // The operator's SlurmCluster watch delivers it well within this.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    scenario::cluster_observed(&harness.client).await;
 
     jobs.patch(
         &name,

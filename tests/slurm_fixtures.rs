@@ -1093,7 +1093,6 @@ async fn idempotent_calls_are_retried_with_bounded_backoff_and_submits_never() {
     }
 
     // A submit whose answer was lost may have created the job: one attempt, never repeated.
-    let started = Instant::now();
     let err = client.submit_job(&submit_request()).await.unwrap_err();
     assert!(matches!(err, SlurmError::Unreachable { .. }), "{err}");
     assert_eq!(dropper.take(), 1, "submit attempts");
@@ -1108,7 +1107,6 @@ async fn idempotent_calls_are_retried_with_bounded_backoff_and_submits_never() {
         told.starts_with("cannot reach slurmrestd: ") && !told.contains(host),
         "{told}"
     );
-    assert!(started.elapsed() < Duration::from_millis(300));
 
     // No retries configured: one attempt for idempotent calls too.
     let client = dropper.client(RetryPolicy::none());

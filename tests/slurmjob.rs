@@ -50,12 +50,27 @@ async fn a_job_completes_with_its_events() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_requeued_job_ends_with_its_latest_runs_usage() {
     let slurm = require_slurm!();
-    let mut job = Runner::new(&slurm, "requeued", json!({"script": script("sleep 8")}));
+    let started = common::unique("requeue-started");
+    let mut job = Runner::new(
+        &slurm,
+        "requeued",
+        json!({"script": script(&format!("touch /tmp/{started}\nsleep 8"))}),
+    );
     job.until_phase(Phase::Running, LONG).await;
-    // Requeued once slurmd has launched it: a requeue while the launch is on its way revokes
-    // that launch's credential, and slurmctld then kills the job's next run too ("Killing
-    // non-startable batch JobId: Job credential revoked", exit code 1).
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Requeued once slurmd has launched it (its script runs): a requeue while the launch is on
+    // its way revokes that launch's credential, and slurmctld then kills the job's next run too
+    // ("Killing non-startable batch JobId: Job credential revoked", exit code 1).
+    let marker = slurm.root.join("tmp").join(&started);
+    common::wait_for(
+        "the script to start",
+        LONG,
+        Duration::from_millis(200),
+        || {
+            let found = marker.exists();
+            async move { found.then_some(()) }
+        },
+    )
+    .await;
     let id = job.job_id().to_string();
     slurm.scontrol(&["requeue", &id]);
     // Requeued, it waits for a begin time two minutes on (set once the requeue is done): it is
@@ -69,6 +84,7 @@ async fn a_requeued_job_ends_with_its_latest_runs_usage() {
     slurm.scontrol(&["update", &format!("JobId={id}"), "StartTime=now"]);
     job.until("the end of the second run", LONG, |s| s.phase.is_terminal())
         .await;
+    let _ = std::fs::remove_file(&marker);
     assert_eq!(job.status().phase, Phase::Completed, "{:?}", job.status());
     let records = job.client.accounting_job(job.job_id()).await.unwrap();
     let states: Vec<_> = records
@@ -517,8 +533,10 @@ async fn interrupted_submits_never_make_a_second_job() {
         tokio::time::sleep(delay).await;
         task.abort();
         let _ = task.await;
-        // A restart takes time; a request already on the wire lands meanwhile.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // A restart takes time; a request already on the wire lands meanwhile. (The operator
+        // itself waits for the request timeout and 10 s after a start: here a second, ample
+        // for a submit that slurmrestd answers in milliseconds, even on a loaded machine.)
+        tokio::time::sleep(Duration::from_secs(1)).await;
 
         // Incarnation 2: nothing in memory, no status written since the last round's.
         let started_at = Utc::now();
@@ -554,7 +572,9 @@ async fn interrupted_submits_never_make_a_second_job() {
             .unwrap()
             .reason
             .clone();
-        if reason == "Adopted" {
+        // Not submitted by this incarnation: the killed one's job, adopted (its reason says
+        // how it is now, `Adopted` or, ended already, how it ended).
+        if submissions.get(&OwnerTag::new(&uid, generation)).is_none() {
             adopted += 1;
         }
 

@@ -222,17 +222,20 @@ fn object_gauges_are_read_from_the_caches_at_scrape_time() {
         "{text}"
     );
 
+    let no_drain_series = |text: &str| {
+        assert!(
+            lines_with(
+                text,
+                "slurm_operator_nodeset_oldest_drain_start_timestamp_seconds"
+            )
+            .is_empty(),
+            "{text}"
+        )
+    };
     // The drain ended: its series goes.
     metrics.nodeset_draining_since("team", "cpu", None);
     let text = metrics.encode().unwrap();
-    assert!(
-        lines_with(
-            &text,
-            "slurm_operator_nodeset_oldest_drain_start_timestamp_seconds"
-        )
-        .is_empty(),
-        "{text}"
-    );
+    no_drain_series(&text);
 
     // A standby (another replica leads) exports no object series: its caches hold the same
     // objects, and a sum over both replicas would count them twice.
@@ -263,14 +266,7 @@ fn object_gauges_are_read_from_the_caches_at_scrape_time() {
         text.lines().any(|l| l == "slurm_operator_leader 1"),
         "{text}"
     );
-    assert!(
-        lines_with(
-            &text,
-            "slurm_operator_nodeset_oldest_drain_start_timestamp_seconds"
-        )
-        .is_empty(),
-        "{text}"
-    );
+    no_drain_series(&text);
     assert_eq!(
         lines_with(&text, "slurm_operator_nodeset_replicas_desired").len(),
         2,

@@ -477,6 +477,13 @@ mod tests {
             }
         }
 
+        /// Pollers that have already said their Slurm is up.
+        fn up() -> Self {
+            Self::new(Health::Up {
+                since: chrono::Utc::now(),
+            })
+        }
+
         fn upsert(&self, name: &str, endpoint: &str, credentials: Arc<Credentials>) -> Upserted {
             let spawned = Arc::clone(&self.spawned);
             let state = ClusterState {
@@ -598,9 +605,7 @@ mod tests {
     /// (the poller goes on). A new key or token for the same user wakes nobody.
     #[tokio::test]
     async fn credentials_rotated_in_place_wake_the_clusters_objects() {
-        let f = Fixture::new(Health::Up {
-            since: chrono::Utc::now(),
-        });
+        let f = Fixture::up();
         let mut events = Box::pin(f.registry.events.subscribe());
         f.upsert("a", ONE, jwt(1, "slurm"));
         assert_eq!(f.upsert("a", ONE, jwt(1, "slurm")), Upserted::Unchanged);
@@ -685,9 +690,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cluster_joining_a_running_poller_hears_it_is_up_and_follows_its_events() {
-        let f = Fixture::new(Health::Up {
-            since: chrono::Utc::now(),
-        });
+        let f = Fixture::up();
         let mut events = Box::pin(f.registry.events.subscribe());
         f.upsert("a", ONE, jwt(1, "slurm"));
         assert_eq!(f.upsert("b", ONE, jwt(1, "slurm")), Upserted::Joined);

@@ -124,6 +124,23 @@ pub async fn grant(client: &kube::Client, slurm: &LocalSlurm, access: serde_json
         .unwrap();
 }
 
+/// Once the operator has seen the SlurmCluster's latest spec: its status says it observed that
+/// generation. (Its SlurmJob controller watches SlurmClusters on its own; both watches are
+/// served the same change by the API server.)
+pub async fn cluster_observed(client: &kube::Client) {
+    let clusters: Api<SlurmCluster> = Api::all(client.clone());
+    eventually(
+        "the operator to observe the SlurmCluster's spec",
+        Duration::from_secs(30),
+        || async {
+            let cluster = clusters.get(CLUSTER).await.ok()?;
+            let observed = cluster.status.as_ref()?.observed_generation;
+            (observed.is_some() && observed == cluster.metadata.generation).then_some(())
+        },
+    )
+    .await;
+}
+
 /// The local Slurm's `jwt_hs256.key` as the platform admin keeps it: Secret `slurm-jwt` in the
 /// credentials namespace, marked as SlurmCluster credentials.
 pub async fn seed_credentials(client: &kube::Client, slurm: &LocalSlurm) {
@@ -149,23 +166,30 @@ pub async fn seed_credentials(client: &kube::Client, slurm: &LocalSlurm) {
 
 /// A SlurmJob running `body` (a shell line) on the SlurmCluster `local`.
 pub async fn apply_slurmjob(jobs: &Api<SlurmJob>, name: &str, partition: &str, body: &str) {
-    jobs.patch(
-        name,
-        &PatchParams::apply(MANAGER),
-        &Patch::Apply(json!({
-            "apiVersion": "slurm.rs/v1alpha1",
-            "kind": "SlurmJob",
-            "metadata": {"name": name},
-            "spec": {
-                "clusterName": CLUSTER,
-                "partition": partition,
-                "script": format!("#!/bin/sh\n{body}\n"),
-                "environment": {"PATH": "/usr/bin:/bin"},
-            },
-        })),
-    )
-    .await
-    .unwrap();
+    apply_manifest(jobs, name, slurmjob(name, partition, body)).await;
+}
+
+/// A SlurmJob `name` of [`CLUSTER`] that runs the shell lines `body` on `partition`; a test adds
+/// what else its case needs to `spec` before [`apply_manifest`].
+pub fn slurmjob(name: &str, partition: &str, body: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "slurm.rs/v1alpha1",
+        "kind": "SlurmJob",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterName": CLUSTER,
+            "partition": partition,
+            "script": format!("#!/bin/sh\n{body}\n"),
+            "environment": {"PATH": "/usr/bin:/bin"},
+        },
+    })
+}
+
+/// Apply (server-side, as [`MANAGER`]) the SlurmJob `manifest` named `name`.
+pub async fn apply_manifest(jobs: &Api<SlurmJob>, name: &str, manifest: serde_json::Value) {
+    jobs.patch(name, &PatchParams::apply(MANAGER), &Patch::Apply(manifest))
+        .await
+        .unwrap();
 }
 
 /// Every SlurmJob named in `names`, once all have ended.

@@ -881,7 +881,7 @@ where
             Submitted::InDoubt(doubt) if !plan::past_doubt(env.state, doubt.since) => {
                 earlier_doubt = Some((g, doubt));
             }
-            Submitted::InDoubt(_) | Submitted::Limited { .. } => {}
+            Submitted::InDoubt(_) | Submitted::NoJob { .. } => {}
         }
     }
     let earlier = plan::earlier_run(
@@ -909,7 +909,7 @@ where
                 target.created,
                 env.now,
                 env.state.skipped_before,
-            ) || env.submissions.limited_since(&tag, env.acting_since)),
+            ) || env.submissions.no_job_since(&tag, env.acting_since)),
         accounting: None,
         // This generation's doubt first: the latest submit.
         in_doubt: doubt
@@ -1126,7 +1126,7 @@ where
                 // Warning once as the wait begins (not an Event per try), and tried again with
                 // the SlurmJob's backoff.
                 Err(error) if error.slurm_errno() == Some(errno::ACCOUNTING_POLICY) => {
-                    env.submissions.record_limited(
+                    env.submissions.record_no_job(
                         &tag,
                         env.acting_since,
                         std::time::Instant::now(),
@@ -1161,7 +1161,7 @@ where
                 // As for a limit, the next try waits for the backoff (the finalizer's change of
                 // a new SlurmJob would trigger one at once) and needs no accounting search.
                 Err(error) => {
-                    env.submissions.record_limited(
+                    env.submissions.record_no_job(
                         &tag,
                         env.acting_since,
                         std::time::Instant::now(),

@@ -500,7 +500,7 @@ async fn apply(
     // Slurm refused this generation's submit over a limit a moment ago, or it failed and made
     // no job (the finalizer's change of a new SlurmJob triggers this reconcile at once): the
     // retry waits for the backoff, which stays as it is.
-    if let Some(left) = data.submissions.limited_retry_in(
+    if let Some(left) = data.submissions.no_job_retry_in(
         &OwnerTag::new(&uid, generation),
         ctx.acting_since(),
         std::time::Instant::now(),

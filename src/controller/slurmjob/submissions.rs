@@ -36,20 +36,21 @@ pub enum Submitted {
     Job(u32),
     /// No answer that says whether a job was made.
     InDoubt(Doubt),
-    /// Slurm refused it over a limit of its accounting or QoS policy (`SubmitLimited`), or it
-    /// failed in a way that made no job (credentials refused: `SubmitFailed`), at `at`. The checks before that submit covered every earlier one, so
-    /// while this process still acts as it did then (`Context::acting_since`: no other leader
-    /// submitted since), a retry needs no accounting search for them.
-    Limited {
+    /// The submit made no job, at `at`: Slurm refused it over a limit of its accounting or QoS
+    /// policy (`SubmitLimited`), or it failed before any could be made (credentials refused:
+    /// `SubmitFailed`). The checks before that submit covered every earlier one, so while this
+    /// process still acts as it did then (`Context::acting_since`: no other leader submitted
+    /// since), a retry needs no accounting search for them.
+    NoJob {
         acting_since: DateTime<Utc>,
         at: Instant,
     },
 }
 
-/// How long after a submit refused over a limit a reconcile does not try again: the first delay
+/// How long after a submit that made no job a reconcile does not try again: the first delay
 /// of the SlurmJob's backoff, which the retries follow. The finalizer's own change triggers a
 /// reconcile right after a new SlurmJob's first submit, and would otherwise send a second one.
-pub const LIMITED_SETTLE: Duration = Backoffs::MIN;
+pub const NO_JOB_SETTLE: Duration = Backoffs::MIN;
 
 /// A submit whose outcome is unknown.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,35 +84,35 @@ impl Submissions {
 
     /// The submit of `tag` made no job (refused over a limit, or failed before any could be
     /// made) at `at`, made while acting since `acting_since`.
-    pub fn record_limited(&self, tag: &OwnerTag, acting_since: DateTime<Utc>, at: Instant) {
+    pub fn record_no_job(&self, tag: &OwnerTag, acting_since: DateTime<Utc>, at: Instant) {
         let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
-        map.insert(tag.clone(), Submitted::Limited { acting_since, at });
+        map.insert(tag.clone(), Submitted::NoJob { acting_since, at });
     }
 
-    /// Whether this process's last submit of `tag` was refused over a limit while it acted
+    /// Whether this process's last submit of `tag` made no job while it acted
     /// since `acting_since` (the same start or gain of the Lease as now).
-    pub fn limited_since(&self, tag: &OwnerTag, acting_since: DateTime<Utc>) -> bool {
-        self.limited_at(tag, acting_since).is_some()
+    pub fn no_job_since(&self, tag: &OwnerTag, acting_since: DateTime<Utc>) -> bool {
+        self.no_job_at(tag, acting_since).is_some()
     }
 
-    /// How long to wait before trying `tag` again, if this process's last submit of it was
-    /// refused over a limit less than [`LIMITED_SETTLE`] before `now`.
-    pub fn limited_retry_in(
+    /// How long to wait before trying `tag` again, if this process's last submit of it made no
+    /// job less than [`NO_JOB_SETTLE`] before `now`.
+    pub fn no_job_retry_in(
         &self,
         tag: &OwnerTag,
         acting_since: DateTime<Utc>,
         now: Instant,
     ) -> Option<Duration> {
-        let at = self.limited_at(tag, acting_since)?;
-        (at + LIMITED_SETTLE)
+        let at = self.no_job_at(tag, acting_since)?;
+        (at + NO_JOB_SETTLE)
             .checked_duration_since(now)
             .filter(|left| !left.is_zero())
     }
 
-    fn limited_at(&self, tag: &OwnerTag, acting_since: DateTime<Utc>) -> Option<Instant> {
+    fn no_job_at(&self, tag: &OwnerTag, acting_since: DateTime<Utc>) -> Option<Instant> {
         let map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
         match map.get(tag) {
-            Some(Submitted::Limited {
+            Some(Submitted::NoJob {
                 acting_since: since,
                 at,
             }) if *since == acting_since => Some(*at),
@@ -143,7 +144,7 @@ impl Submissions {
         map.range(Self::tags_of(uid))
             .filter_map(|(_, submitted)| match submitted {
                 Submitted::InDoubt(doubt) => Some(doubt.since),
-                Submitted::Job(_) | Submitted::Limited { .. } => None,
+                Submitted::Job(_) | Submitted::NoJob { .. } => None,
             })
             .max()
     }
@@ -155,7 +156,7 @@ impl Submissions {
         map.range(OwnerTag::new(uid, from)..=OwnerTag::new(uid, i64::MAX))
             .filter_map(|(_, submitted)| match submitted {
                 Submitted::Job(id) => Some(*id),
-                Submitted::InDoubt(_) | Submitted::Limited { .. } => None,
+                Submitted::InDoubt(_) | Submitted::NoJob { .. } => None,
             })
             .collect()
     }
@@ -354,7 +355,7 @@ impl CachedWrites<Outcome> {
 mod tests {
     use super::*;
 
-    /// A refusal over a limit holds a retry back for what is left of [`LIMITED_SETTLE`], and
+    /// A refusal over a limit holds a retry back for what is left of [`NO_JOB_SETTLE`], and
     /// spares the retry's accounting search, only for the same tag and the same start or gain
     /// of the Lease; a later submit of the tag replaces it.
     #[test]
@@ -364,26 +365,26 @@ mod tests {
         let acting = DateTime::from_timestamp(100, 0).unwrap();
         let regained = DateTime::from_timestamp(200, 0).unwrap();
         let at = Instant::now();
-        submissions.record_limited(&tag, acting, at);
+        submissions.record_no_job(&tag, acting, at);
         let half = Duration::from_millis(500);
         assert_eq!(
-            submissions.limited_retry_in(&tag, acting, at + half),
-            Some(LIMITED_SETTLE - half)
+            submissions.no_job_retry_in(&tag, acting, at + half),
+            Some(NO_JOB_SETTLE - half)
         );
         assert_eq!(
-            submissions.limited_retry_in(&tag, acting, at + LIMITED_SETTLE),
+            submissions.no_job_retry_in(&tag, acting, at + NO_JOB_SETTLE),
             None
         );
-        assert!(submissions.limited_since(&tag, acting));
-        assert_eq!(submissions.limited_retry_in(&tag, regained, at), None);
-        assert!(!submissions.limited_since(&tag, regained));
-        assert!(!submissions.limited_since(&OwnerTag::new("u", 2), acting));
+        assert!(submissions.no_job_since(&tag, acting));
+        assert_eq!(submissions.no_job_retry_in(&tag, regained, at), None);
+        assert!(!submissions.no_job_since(&tag, regained));
+        assert!(!submissions.no_job_since(&OwnerTag::new("u", 2), acting));
         assert_eq!(submissions.get(&tag), None);
         assert!(submissions.jobs_of("u", 1).is_empty());
         assert_eq!(submissions.doubt_since("u"), None);
         submissions.record(&tag, 7);
-        assert!(!submissions.limited_since(&tag, acting));
-        assert_eq!(submissions.limited_retry_in(&tag, acting, at), None);
+        assert!(!submissions.no_job_since(&tag, acting));
+        assert_eq!(submissions.no_job_retry_in(&tag, acting, at), None);
     }
 
     /// What an edited SlurmJob's earlier generations left here: by generation, of that uid only.

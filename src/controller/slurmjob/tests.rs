@@ -549,13 +549,13 @@ async fn a_submit_refused_over_a_limit_is_tried_again_only_after_the_backoff() {
     let tag = OwnerTag::new(uid_of(&job), 1);
     let acting_since = data.ctx.acting_since();
     assert!(
-        data.submissions.limited_since(&tag, acting_since),
+        data.submissions.no_job_since(&tag, acting_since),
         "the refusal is recorded"
     );
     // As if the next reconcile came at once (it does, within milliseconds), whatever this
     // test's machine is busy with: the refusal's moment is set to now.
     data.submissions
-        .record_limited(&tag, acting_since, Instant::now());
+        .record_no_job(&tag, acting_since, Instant::now());
 
     // The finalizer's change, run once the first reconcile has ended: the cache shows the
     // status write by then (the operator binary's case; one that does not yet waits for it).

@@ -823,7 +823,7 @@ async fn a_submit_without_an_answer_is_not_sent_again_before_a_listing_past_it()
     assert!(
         world
             .submissions
-            .limited_retry_in(&tag, at(100), std::time::Instant::now())
+            .no_job_retry_in(&tag, at(100), std::time::Instant::now())
             .is_some()
     );
 }
