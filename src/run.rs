@@ -548,11 +548,14 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
         // registers them afresh.
         let registry = ctx.clusters.clone();
         let metrics = ctx.metrics.clone();
+        let nodesets = ctx.nodesets.clone();
         let mut lost = Box::pin(ctx.leadership.lost());
         tokio::spawn(async move {
             while futures::StreamExt::next(&mut lost).await.is_some() {
-                // Its drain gauges would be stale the moment it led again.
+                // Its drain gauges would be stale the moment it led again, and so would its
+                // view of the nodes.
                 metrics.forget_drains();
+                nodesets.forget_views();
                 let clusters = registry.clusters();
                 info!(
                     clusters = clusters.len(),

@@ -371,8 +371,8 @@ pub const SLURMNODESETS: &str = "slurmnodesets";
 pub struct NodeSetCaches {
     stores: RwLock<Vec<Store<SlurmNodeSet>>>,
     /// The SlurmClusters whose node list a set's round trusted in this process
-    /// (`plan::SlurmView::had_view`). A few names; a deleted cluster's stays, so a cluster of
-    /// that name made again starts failing closed.
+    /// (`plan::SlurmView::had_view`) since it last gained the Lease. A few names; a deleted
+    /// cluster's stays, so a cluster of that name made again starts failing closed.
     viewed: Mutex<BTreeSet<String>>,
 }
 
@@ -445,6 +445,16 @@ impl NodeSetCaches {
         if !viewed.contains(cluster) {
             viewed.insert(cluster.to_owned());
         }
+    }
+
+    /// The Lease is lost: what this process saw of Slurm's nodes is as if never seen. Leading
+    /// again is a start (the pods' busy labels stay as the other leader left them until a view),
+    /// not an outage.
+    pub fn forget_views(&self) {
+        self.viewed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 
     /// Whether a round of this process trusted SlurmCluster `cluster`'s node list.

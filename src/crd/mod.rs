@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod condition;
 pub mod duration;
 pub mod nodeset;
+pub mod pod_meta;
 pub mod quantity;
 pub mod slurmjob;
 pub mod time;

@@ -53,7 +53,7 @@ macro_rules! delegate_resource {
 use delegate_resource;
 
 mod cached;
-mod wire;
+pub(crate) mod wire;
 pub use cached::{CacheError, CachedSlurmJob};
 pub use wire::{MAX_EXTRA_OPTION_DEPTH, NESTED_TOO_DEEP, WholeSlurmJob};
 

@@ -91,6 +91,9 @@ pub struct ClusterState {
     pub health: Health,
     /// Poll cycles finished, successful or not, since the poller started.
     pub polls: u64,
+    /// The poller's interval between cycles (the SlurmCluster's `spec.pollInterval`): the node
+    /// list is never asked more often, so a view is as fresh as that allows.
+    pub poll_interval: std::time::Duration,
 }
 
 impl ClusterState {

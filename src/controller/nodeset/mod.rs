@@ -72,6 +72,7 @@ use super::Context;
 use super::cached_writes::CACHE_LAG_RETRY;
 use super::kit::{self, Backoffs, Notice};
 use crate::crd::FIELD_MANAGER;
+use crate::crd::pod_meta::PodMeta;
 use crate::crd::{SlurmCluster, SlurmNodeSet, SlurmNodeSetStatus, condition};
 use crate::error_chain::Chain;
 use crate::slurm::node_owner::NodeOwner;
@@ -1772,7 +1773,7 @@ pub fn run(
 ) {
     let client = ctx.client.clone();
     let nodesets_api: Api<SlurmNodeSet> = kit::scoped_api(client.clone(), namespace);
-    let pods_api: Api<Pod> = kit::scoped_api(client, namespace);
+    let pods_api: Api<PodMeta> = kit::scoped_api(client, namespace);
     let (store, writer) = reflector::store();
     ctx.nodesets.add(store.clone());
     let nodesets = ctx
@@ -1810,11 +1811,17 @@ pub fn run(
         .gained()
         .inspect(move |()| acting.act_from_now());
     let driver = Controller::for_stream(nodesets, store.clone())
-        .owns(
-            pods_api,
-            watcher::Config::default()
-                .labels(pods::LABEL_NODESET)
-                .page_size(POD_LIST_PAGE),
+        // The sets' pods: as kube's `owns`, but decoded without `managedFields` (a tenant's Pod
+        // labelled like ours can nest them too deep to read: `PodMeta`).
+        .owns_stream(
+            watcher(
+                pods_api,
+                watcher::Config::default()
+                    .labels(pods::LABEL_NODESET)
+                    .page_size(POD_LIST_PAGE),
+            )
+            .default_backoff()
+            .touched_objects(),
         )
         .with_config(
             controller::Config::default()

@@ -52,7 +52,9 @@ use crate::state::index::{ClusterState, NodeJobs};
 pub const DRAIN_PREFIX: &str = "slurm-operator:";
 /// Slurm's limit for a node reason we keep to.
 pub const MAX_REASON_CHARS: usize = 256;
-/// A node list older than this is not trusted for deleting pods.
+/// A node list older than this is not trusted for deleting pods; or than two of the cluster's
+/// poll intervals, where that is longer (`spec.pollInterval` up to 5 minutes: its poller lists
+/// nodes no more often).
 pub const MAX_INDEX_AGE: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 /// Most pods one plan creates; the pods' own events bring the next plan for the rest. Without a
 /// bound, `replicas: 2147483647` (a typo, a runaway autoscaler) made one plan allocate billions
@@ -203,12 +205,15 @@ pub struct SlurmView<'a> {
 
 impl<'a> SlurmView<'a> {
     /// The index, when it may back a destructive decision: poller up and the node list
-    /// confirmed within [`MAX_INDEX_AGE`].
+    /// confirmed within [`MAX_INDEX_AGE`], or two poll intervals of a slower poller. (Each drain,
+    /// resume and delete reads its node from slurmctld again first.)
     pub fn trusted(&self) -> Option<&'a ClusterState> {
         let state = self.state?;
         let synced = state.nodes_synced_at?;
         let age = self.now.signed_duration_since(synced);
-        (state.health.is_up() && age <= MAX_INDEX_AGE && age >= -MAX_INDEX_AGE).then_some(state)
+        let max = chrono::TimeDelta::from_std(state.poll_interval.saturating_mul(2))
+            .map_or(MAX_INDEX_AGE, |two| two.max(MAX_INDEX_AGE));
+        (state.health.is_up() && age <= max && age >= -MAX_INDEX_AGE).then_some(state)
     }
 }
 

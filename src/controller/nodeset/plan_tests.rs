@@ -1469,6 +1469,18 @@ fn status_counts_and_projection() {
         ..st.clone()
     };
     assert_eq!(busy_labels(&run(6, &unscheduled, Some(&old))), expected);
+    // A poller that lists nodes every two minutes (`spec.pollInterval: 2m`): a view as old as
+    // its interval is no outage; one older than two intervals is.
+    let slow = |age: i64| ClusterState {
+        nodes_synced_at: Some(t(-age)),
+        poll_interval: std::time::Duration::from_secs(120),
+        ..st.clone()
+    };
+    assert_eq!(busy_labels(&run(6, &unscheduled, Some(&slow(130)))), []);
+    assert_eq!(
+        busy_labels(&run(6, &unscheduled, Some(&slow(241)))),
+        expected
+    );
     let down = ClusterState {
         health: Health::Down {
             since: t(-5),

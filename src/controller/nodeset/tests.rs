@@ -2435,8 +2435,18 @@ async fn after_a_view_a_dropped_client_labels_every_scheduled_pod_busy() {
     // The client dropped: both pods labelled busy.
     calls.lock().unwrap().clear();
     assert!(ctx.clusters.remove(&ObjectRef::<SlurmCluster>::new("main")));
-    reconcile(Arc::new(set), Arc::clone(&ctx)).await.unwrap();
+    reconcile(Arc::new(set.clone()), Arc::clone(&ctx))
+        .await
+        .unwrap();
     assert_eq!(labelled_busy(), names);
+
+    // The Lease lost and gained again (its connections dropped too): a start, not an outage;
+    // the labels stay as they are until a view.
+    ctx.nodesets.forget_views();
+    calls.lock().unwrap().clear();
+    reconcile(Arc::new(set), Arc::clone(&ctx)).await.unwrap();
+    assert!(!calls.lock().unwrap().is_empty());
+    assert_eq!(labelled_busy(), Vec::<String>::new());
     responder.abort();
 }
 

@@ -83,6 +83,7 @@ use self::submissions::{Outcome, Remembered, StatusWrites, Submissions, TakenOn}
 use super::kit::{self, Backoffs, Notice, UidIndex};
 use super::{Context, DeletedCluster};
 use crate::crd::condition;
+use crate::crd::pod_meta::PodMeta;
 use crate::crd::slurmjob::{CachedSlurmJob, SlurmJobSpec, SlurmJobStatus, WholeSlurmJob};
 use crate::crd::{FINALIZER, SKIP_CANCEL_ANNOTATION, SlurmCluster, SlurmJob, is_object_name};
 use crate::error_chain::Chain;
@@ -231,7 +232,7 @@ pub struct JobContext {
     pub output_image: String,
     /// The output streamer Pods (metadata): a reconcile reads a Pod from the API server only
     /// when this shows it needs something (`output::pod_step`).
-    pub output_pods: Store<PartialObjectMeta<Pod>>,
+    pub output_pods: Store<PodMeta>,
     /// SlurmClusters (their access), and namespaces' labels (access by label).
     pub slurm_clusters: Store<SlurmCluster>,
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
@@ -1904,7 +1905,7 @@ pub fn run(
     let (store, writer) = reflector::store();
     ctx.slurmjobs.add(store.clone(), holding_cluster);
     let jobs_api: Api<CachedSlurmJob> = kit::scoped_api(client.clone(), namespace);
-    let pods_api: Api<PartialObjectMeta<Pod>> = kit::scoped_api(client, namespace);
+    let pods_api: Api<PodMeta> = kit::scoped_api(client, namespace);
     // Paged consistent lists, not one any-semantic list from the watch cache (also what lets a
     // relist forget what this process remembers of the SlurmJobs it no longer lists,
     // `after_cache_change`: a stale list could leave out a live one, and forgetting its submit
@@ -1979,8 +1980,9 @@ pub fn run(
     let by_cluster = store.clone();
     let by_namespace = store.clone();
     let (debounce, concurrency) = (ctx.slurmjob_debounce, ctx.reconcile_concurrency);
-    // The output streamer Pods: metadata only (as kube's `owns`), in pages (a tenant can label
-    // Pods of their own), kept in a cache the reconciles read.
+    // The output streamer Pods: metadata only (as kube's `owns`; without `managedFields`, which
+    // a tenant's Pod can nest too deep to read), in pages (a tenant can label Pods of their
+    // own), kept in a cache the reconciles read.
     let (output_pods, pods_writer) = reflector::store();
     let pod_changes = watcher(
         pods_api,

@@ -72,21 +72,34 @@ impl Submissions {
     }
 
     pub fn record(&self, tag: &OwnerTag, job_id: u32) {
+        self.insert(tag, Submitted::Job(job_id));
+    }
+
+    /// What the last submit of `tag` left. A [`Submitted::NoJob`] is read for its own tag only
+    /// (the wait before its retry): older generations' are forgotten, so a SlurmJob edited again
+    /// and again while every submit fails keeps one entry, not one per edit.
+    fn insert(&self, tag: &OwnerTag, submitted: Submitted) {
         let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
-        map.insert(tag.clone(), Submitted::Job(job_id));
+        let older: Vec<OwnerTag> = map
+            .range(OwnerTag::new(tag.uid(), i64::MIN)..tag.clone())
+            .filter(|(_, submitted)| matches!(submitted, Submitted::NoJob { .. }))
+            .map(|(tag, _)| tag.clone())
+            .collect();
+        for older in older {
+            map.remove(&older);
+        }
+        map.insert(tag.clone(), submitted);
     }
 
     /// The submit of `tag` failed without saying whether a job was made.
     pub fn record_doubt(&self, tag: &OwnerTag, doubt: Doubt) {
-        let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
-        map.insert(tag.clone(), Submitted::InDoubt(doubt));
+        self.insert(tag, Submitted::InDoubt(doubt));
     }
 
     /// The submit of `tag` made no job (refused over a limit, or failed before any could be
     /// made) at `at`, made while acting since `acting_since`.
     pub fn record_no_job(&self, tag: &OwnerTag, acting_since: DateTime<Utc>, at: Instant) {
-        let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
-        map.insert(tag.clone(), Submitted::NoJob { acting_since, at });
+        self.insert(tag, Submitted::NoJob { acting_since, at });
     }
 
     /// Whether this process's last submit of `tag` made no job while it acted
@@ -385,6 +398,36 @@ mod tests {
         submissions.record(&tag, 7);
         assert!(!submissions.no_job_since(&tag, acting));
         assert_eq!(submissions.no_job_retry_in(&tag, acting, at), None);
+    }
+
+    /// A tenant who edits a SlurmJob over and over while each submit makes no job (a queue
+    /// limit of its Slurm user) leaves one entry, not one per edit; the jobs and doubts of
+    /// earlier generations, and other SlurmJobs' entries, stay.
+    #[test]
+    fn submits_without_a_job_leave_one_entry_per_slurmjob() {
+        let submissions = Submissions::default();
+        let acting = DateTime::from_timestamp(100, 0).unwrap();
+        let doubt = Doubt {
+            since: acting,
+            error: "Timeout".into(),
+        };
+        submissions.record(&OwnerTag::new("a", 1), 10);
+        submissions.record_doubt(&OwnerTag::new("a", 2), doubt.clone());
+        submissions.record_no_job(&OwnerTag::new("ab", 1), acting, Instant::now());
+        for generation in 3..10_000 {
+            submissions.record_no_job(&OwnerTag::new("a", generation), acting, Instant::now());
+        }
+        assert_eq!(submissions.len(), 4);
+        assert!(submissions.no_job_since(&OwnerTag::new("a", 9_999), acting));
+        assert!(submissions.no_job_since(&OwnerTag::new("ab", 1), acting));
+        assert_eq!(
+            submissions.between("a", i64::MIN, 9_998),
+            vec![(1, Submitted::Job(10)), (2, Submitted::InDoubt(doubt))]
+        );
+        // A job for the next edit leaves no NoJob of the SlurmJob behind.
+        submissions.record(&OwnerTag::new("a", 10_000), 11);
+        assert_eq!(submissions.len(), 4);
+        assert!(!submissions.no_job_since(&OwnerTag::new("a", 9_999), acting));
     }
 
     /// What an edited SlurmJob's earlier generations left here: by generation, of that uid only.

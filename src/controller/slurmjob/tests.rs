@@ -7,7 +7,6 @@ use std::time::Instant;
 use futures::channel::mpsc::UnboundedReceiver;
 use http::{Method, StatusCode};
 use kube::client::Body;
-use kube::core::PartialObjectMetaExt;
 use serde_json::{Value, json};
 
 use super::*;
@@ -2286,7 +2285,9 @@ fn with_pods(data: &Arc<JobContext>, pods: &[&Pod]) -> Arc<JobContext> {
     let (output_pods, mut writer) = reflector::store();
     writer.apply_watcher_event(&watcher::Event::Init);
     for pod in pods {
-        let mut meta = pod.metadata.clone().into_response_partial::<Pod>();
+        let mut meta = crate::crd::pod_meta::PodMeta {
+            metadata: pod.metadata.clone(),
+        };
         output::trim_for_cache(&mut meta.metadata);
         writer.apply_watcher_event(&watcher::Event::InitApply(meta));
     }

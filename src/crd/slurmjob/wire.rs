@@ -147,7 +147,7 @@ pub fn extra_options<'de, D: Deserializer<'de>>(
 }
 
 /// Object metadata without `managedFields`, skipped unread.
-struct Metadata(ObjectMeta);
+pub(crate) struct Metadata(pub(crate) ObjectMeta);
 
 impl<'de> Deserialize<'de> for Metadata {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -1270,6 +1270,7 @@ impl Poller {
                     },
                     jobs_total: self.tracker.len(),
                     nodes_synced_at: polled.nodes_at.or(old.nodes_synced_at),
+                    poll_interval: self.interval,
                     jobs_synced_at: if complete {
                         Some(listed_at)
                     } else {
@@ -1358,6 +1359,7 @@ impl Poller {
                 let new = ClusterState {
                     health,
                     polls: old.polls + 1,
+                    poll_interval: self.interval,
                     ..(*old).clone()
                 };
                 (new, delay)

@@ -1,0 +1,145 @@
+//! Pods as the operator's Pod watches read them: the metadata, without `managedFields`.
+//!
+//! Whoever may edit a namespace may create a Pod there with any labels, `slurm.rs/slurmjob` and
+//! `slurm.rs/nodeset` included, and with a `managedFields` entry of their own whose `fieldsV1`
+//! nests deeper than serde_json's 128 levels (the API server keeps it). Decoded as a
+//! [`Pod`](k8s_openapi::api::core::v1::Pod) or kube's `PartialObjectMeta`, such a Pod failed every
+//! list page it was on: the watches of the operator's output Pods and SlurmNodeSet pods, shared
+//! by all namespaces, never filled, for any team. A [`PodMeta`] skips `managedFields` unread
+//! (as [`WholeSlurmJob`](super::slurmjob::WholeSlurmJob) does) and the rest of the Pod with it.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::Deserialize;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+
+use super::slurmjob::wire::Metadata;
+
+/// A Pod's metadata, decoded from the whole Pod a watch of `Api<PodMeta>` lists.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodMeta {
+    pub metadata: ObjectMeta,
+}
+
+impl<'de> Deserialize<'de> for PodMeta {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Object;
+        impl<'de> Visitor<'de> for Object {
+            type Value = PodMeta;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a Pod")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PodMeta, A::Error> {
+                let mut metadata = ObjectMeta::default();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key == "metadata" {
+                        metadata = map.next_value::<Metadata>()?.0;
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(PodMeta { metadata })
+            }
+        }
+        deserializer.deserialize_map(Object)
+    }
+}
+
+impl Resource for PodMeta {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        <Pod as Resource>::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        <Pod as Resource>::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        <Pod as Resource>::version(dt)
+    }
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        <Pod as Resource>::api_version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        <Pod as Resource>::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::{ObjectList, WatchEvent};
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// A Pod as a tenant may make one: our label, and a managed field entry nested `levels`
+    /// objects deep.
+    fn pod(name: &str, levels: usize) -> Value {
+        let nested = (0..levels).fold(json!({}), |inner, _| json!({"f:a": inner}));
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name, "namespace": "team-a", "uid": format!("uid-{name}"),
+                "labels": {"slurm.rs/slurmjob": "x"},
+                "ownerReferences": [{"apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+                    "name": "x", "uid": "u", "controller": true}],
+                "managedFields": [{
+                    "manager": "tenant", "operation": "Update", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": nested,
+                }],
+            },
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": "Running"},
+        })
+    }
+
+    /// A list page and a watch event holding a Pod nested past serde_json's limit decode, with
+    /// every Pod's metadata but `managedFields`; as a Pod, the same page does not.
+    #[test]
+    fn a_pod_nested_too_deep_fails_no_page() {
+        let page = json!({
+            "apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "9"},
+            "items": [pod("deep", 500), pod("plain", 1)],
+        })
+        .to_string();
+        assert!(serde_json::from_str::<ObjectList<Pod>>(&page).is_err());
+        let list: ObjectList<PodMeta> = serde_json::from_str(&page).unwrap();
+        let names: Vec<_> = list.items.iter().map(|p| p.metadata.name.clone()).collect();
+        assert_eq!(names, [Some("deep".to_owned()), Some("plain".to_owned())]);
+        let deep = &list.items[0].metadata;
+        assert_eq!(deep.managed_fields, None);
+        assert_eq!(deep.uid.as_deref(), Some("uid-deep"));
+        assert_eq!(
+            deep.labels.as_ref().unwrap()["slurm.rs/slurmjob"],
+            "x".to_owned()
+        );
+        assert_eq!(
+            deep.owner_references.as_ref().unwrap()[0].controller,
+            Some(true)
+        );
+
+        // As the API server writes it: the type first (serde reads the object straight on).
+        let event = format!(r#"{{"type":"MODIFIED","object":{}}}"#, pod("deep", 500));
+        let Ok(WatchEvent::Modified(pod)) = serde_json::from_str::<WatchEvent<PodMeta>>(&event)
+        else {
+            panic!("not decoded: {event:.80}");
+        };
+        assert_eq!(pod.metadata.name.as_deref(), Some("deep"));
+        assert_eq!(<PodMeta as Resource>::plural(&()), "pods");
+        assert_eq!(<PodMeta as Resource>::api_version(&()), "v1");
+    }
+}
