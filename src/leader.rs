@@ -2,8 +2,10 @@
 //!
 //! Every replica runs the controllers, so their Kubernetes caches stay filled. A reconcile on a
 //! replica that does not hold the Lease returns before it touches anything (no status patch, no
-//! finalizer, no call to slurmrestd), and the SlurmJob submit checks again right before the one
-//! write that must never happen twice. When a replica gains the Lease, every object of every
+//! finalizer, no call to slurmrestd), and the Lease is read again right before what must never
+//! happen twice or beside another leader: a SlurmJob's submit, a SlurmNodeSet's drains, resumes,
+//! node removals and pod deletes. A stopping replica keeps the Lease until its controllers have
+//! finished the reconciles under way. When a replica gains the Lease, every object of every
 //! controller is reconciled ([`Leadership::gained`]), so nothing waits for its next change.
 //!
 //! The Lease itself is kept by `kube-lease-manager` (server-side apply, clock-skew grace), not by
@@ -72,6 +74,24 @@ impl Leadership {
             _sender: None,
             lease: None,
         }
+    }
+
+    /// An election's state for tests: `state` as the renewal loop's word, the Lease `name` read
+    /// through `api` for [`Leadership::confirm`], held when it names `identity`.
+    #[cfg(test)]
+    pub fn with_lease(
+        state: watch::Receiver<bool>,
+        api: Api<Lease>,
+        name: &str,
+        identity: &str,
+    ) -> Self {
+        let mut leadership = Self::follow(state);
+        leadership.lease = Some(Arc::new(LeaseCheck {
+            api,
+            name: name.to_owned(),
+            identity: identity.to_owned(),
+        }));
+        leadership
     }
 
     /// Whether this process holds the Lease by a fresh read of it, for the one write that must
@@ -190,8 +210,9 @@ fn lease_field_manager(identity: &str) -> String {
 }
 
 /// Join the election for `config`. Returns the state to gate writes on and the task that keeps
-/// (or keeps trying to take) the Lease until `shutdown`, when it releases the Lease so another
-/// replica takes over without waiting for it to expire.
+/// (or keeps trying to take) the Lease until `shutdown` (the operator cancels it once its
+/// controllers have stopped), when it releases the Lease so another replica takes over without
+/// waiting for it to expire.
 pub async fn elect(
     client: kube::Client,
     config: &LeaseConfig,

@@ -486,9 +486,13 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
             return Err(error);
         }
     }
+    // The Lease is kept until the controllers have stopped, not only until the shutdown began:
+    // their reconciles under way finish as the leader's, and the next leader starts after them,
+    // not beside them.
+    let release = CancellationToken::new();
     let mut election = None;
     if let Some(lease) = args.lease().filter(|_| !shutdown.is_cancelled()) {
-        match leader::elect(client, &lease, shutdown.clone()).await {
+        match leader::elect(client, &lease, release.clone()).await {
             Ok((leadership, task)) => {
                 info!(
                     lease = %format!("{}/{}", lease.namespace, lease.name),
@@ -653,6 +657,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     for cluster in ctx.clusters.clusters() {
         ctx.clusters.remove(&cluster);
     }
+    release.cancel();
     if let Some(election) = election {
         // Releases the Lease, so another replica takes over at once.
         let _ = election.await;

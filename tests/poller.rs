@@ -108,6 +108,11 @@ async fn synced(index: &mut IndexReader) {
             .then_some(())
     })
     .await;
+    // What the SlurmNodeSets' trust in its node list follows.
+    assert!(
+        !index.borrow().poll_interval.is_zero(),
+        "a synced state names its poller's interval"
+    );
 }
 
 /// Removes a file when dropped (a job's gate), so a failing test leaves nothing behind.

@@ -1,4 +1,5 @@
-//! Pods as the operator's Pod watches read them: the metadata, without `managedFields`.
+//! Pods as the operator's Pod watches read them: the metadata (asked for alone), without
+//! `managedFields`.
 //!
 //! Whoever may edit a namespace may create a Pod there with any labels, `slurm.rs/slurmjob` and
 //! `slurm.rs/nodeset` included, and with a `managedFields` entry of their own whose `fieldsV1`
@@ -54,6 +55,12 @@ impl<'de> Deserialize<'de> for PodMeta {
 impl Resource for PodMeta {
     type DynamicType = ();
     type Scope = NamespaceResourceScope;
+
+    /// Lists and watches ask for metadata only (`PartialObjectMetadata`, as kube's
+    /// `PartialObjectMeta` does): its items carry `managedFields` too, skipped the same way.
+    fn metadata_api() -> bool {
+        true
+    }
 
     fn kind(dt: &()) -> Cow<'_, str> {
         <Pod as Resource>::kind(dt)
@@ -141,5 +148,40 @@ mod tests {
         assert_eq!(pod.metadata.name.as_deref(), Some("deep"));
         assert_eq!(<PodMeta as Resource>::plural(&()), "pods");
         assert_eq!(<PodMeta as Resource>::api_version(&()), "v1");
+    }
+
+    /// The watches ask for metadata only, and the API server's metadata page decodes the same
+    /// way: `managedFields` are in it too.
+    #[test]
+    fn a_metadata_page_decodes_without_managed_fields() {
+        assert!(PodMeta::metadata_api());
+        let partial = |name: &str, levels: usize| {
+            json!({
+                "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                "metadata": pod(name, levels)["metadata"].clone(),
+            })
+        };
+        let page = json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+            "metadata": {"resourceVersion": "9"},
+            "items": [partial("deep", 500), partial("plain", 1)],
+        })
+        .to_string();
+        assert!(
+            serde_json::from_str::<ObjectList<kube::core::PartialObjectMeta<Pod>>>(&page).is_err()
+        );
+        let list: ObjectList<PodMeta> = serde_json::from_str(&page).unwrap();
+        let names: Vec<_> = list
+            .items
+            .iter()
+            .map(|p| (p.metadata.name.clone(), p.metadata.managed_fields.clone()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (Some("deep".to_owned()), None),
+                (Some("plain".to_owned()), None)
+            ]
+        );
     }
 }

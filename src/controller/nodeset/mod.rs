@@ -215,6 +215,11 @@ pub enum Error {
     AddFinalizer(#[source] kube::Error),
     #[error("cannot remove the finalizer")]
     RemoveFinalizer(#[source] kube::Error),
+    /// The Lease is not this replica's any more (read again right before a drain, a resume, a
+    /// node's removal or a pod's delete; or lost before the status write): nothing more is done,
+    /// the leader acts.
+    #[error("this replica no longer holds the leader Lease: the set's round stopped")]
+    NotLeader,
     /// Not a fault of the reconcile: the deletion waits for the set's nodes to drain and go
     /// (an error keeps the finalizer).
     #[error("the deletion waits for the set's pods and Slurm nodes to go; back in {retry:?}")]
@@ -245,6 +250,7 @@ impl Error {
             Self::AddFinalizer(_) => "AddFinalizerFailed",
             Self::RemoveFinalizer(_) => "RemoveFinalizerFailed",
             Self::DeletionWaits { .. } => "DeletionWaits",
+            Self::NotLeader => "NotLeader",
         }
     }
 }
@@ -424,6 +430,10 @@ pub fn error_policy(
         let delay = ctx.backoff.next_busy(&backoff_key(&nodeset));
         debug!(name = %nodeset.name_any(), retry_in = ?delay, "SlurmCluster {cluster:?} has no free request slot");
         return controller::Action::requeue(delay);
+    }
+    if let Error::NotLeader = error {
+        // Gaining the Lease again reconciles every set.
+        return controller::Action::await_change();
     }
     if let Error::DeletionWaits { retry, .. } = error {
         // Not a failure: said in the status (`Draining`), and the delay was chosen with the
@@ -823,6 +833,18 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         ),
         _ => None,
     };
+    // What only the leader may do, and a second leader doing it beside the first could drain
+    // twice or delete a pod whose node the other just resumed: the Lease is read again first
+    // (as before a submit). The renewal loop's word may be stale: a replica paused, or whose
+    // renewals fail, past the Lease's expiry believes it leads until that loop says otherwise.
+    if plan
+        .actions
+        .iter()
+        .any(|a| a.calls_slurm() || a.is_destructive())
+        && !ctx.leadership.confirm().await
+    {
+        return Err(Error::NotLeader);
+    }
     let mut failed: BTreeSet<String> = BTreeSet::new();
     let mut failures = 0_usize;
     let mut first_error = None;
@@ -901,6 +923,11 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, notice).await;
     }
     if nodeset.status.as_ref() != Some(&desired) {
+        // Checked again: a round that outlived this replica's Lease would write a status
+        // computed before the new leader's.
+        if !ctx.leadership.is_leader() {
+            return Err(Error::NotLeader);
+        }
         let api: Api<SlurmNodeSet> = Api::namespaced(ctx.client.clone(), &namespace);
         kit::apply_status(&api, &name, &desired)
             .await

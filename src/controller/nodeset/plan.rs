@@ -388,7 +388,8 @@ impl Action {
 }
 
 impl Action {
-    /// Whether the action can end a job or lose a node: kept for tests and logs.
+    /// Whether the action can end a job or lose a node (only the leader, its Lease read again,
+    /// does it).
     pub fn is_destructive(&self) -> bool {
         matches!(self, Self::DeletePod { .. } | Self::DeleteNodeRecord { .. })
     }

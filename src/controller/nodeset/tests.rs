@@ -2366,6 +2366,18 @@ fn answer_every_call(
                 (&Method::GET, path) if path.contains("/poddisruptionbudgets/") => {
                     not_found("poddisruptionbudgets", "cpu")
                 }
+                // The leader Lease (`leadership_read_from_the_lease`): held by replica "b".
+                (&Method::GET, "/apis/coordination.k8s.io/v1/namespaces/ops/leases/lease") => {
+                    ok(&json!({
+                        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                        "metadata": {"name": "lease", "namespace": "ops"},
+                        "spec": {
+                            "holderIdentity": "b", "leaseDurationSeconds": 15,
+                            "renewTime": chrono::Utc::now()
+                                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                        },
+                    }))
+                }
                 (&Method::PATCH, path)
                     if path.ends_with("/status") && path.contains("slurmnodesets") =>
                 {
@@ -2391,6 +2403,66 @@ fn answer_every_call(
         }
     });
     (task, calls)
+}
+
+/// The leadership of replica `identity`, whose renewal loop says it leads, read again from the
+/// Lease [`answer_every_call`] serves (held by replica "b").
+fn leadership_read_from_the_lease(ctx: &Context, identity: &str) -> crate::leader::Leadership {
+    let (leading, state) = tokio::sync::watch::channel(true);
+    // The loop's word stays "leading" for the test's life.
+    std::mem::forget(leading);
+    crate::leader::Leadership::with_lease(
+        state,
+        Api::namespaced(ctx.client.clone(), "ops"),
+        "lease",
+        identity,
+    )
+}
+
+/// A replica whose renewal loop still says it leads (paused, or its renewals failing past the
+/// Lease's expiry) while another holds the Lease drains nothing: the round reads the Lease
+/// right before its first drain, stops (`NotLeader`, nothing counted as a failure), and writes
+/// no status. The holder's own round goes on to the drain (here refused: slurmrestd is not
+/// there).
+#[tokio::test]
+async fn a_replica_that_lost_the_lease_unseen_drains_nothing() {
+    for (identity, drains) in [("a", false), ("b", true)] {
+        let (mut ctx, api) = Context::test();
+        ctx.leadership = leadership_read_from_the_lease(&ctx, identity);
+        let ctx = Arc::new(ctx);
+        let set = nodeset(1);
+        let pods = vec![existing_pod(&set, 0), existing_pod(&set, 1)];
+        let names = [pod_name("cpu", 0), pod_name("cpu", 1)];
+        let _view = register_view(
+            &ctx,
+            "http://127.0.0.1:1",
+            names.iter().map(|n| set_node(n, &["IDLE"], None)),
+        );
+        let (responder, calls) = answer_every_call(api, set.clone(), pods);
+        let result = reconcile(Arc::new(set), Arc::clone(&ctx)).await;
+        let calls = calls.lock().unwrap().clone();
+        assert!(
+            calls
+                .iter()
+                .any(|(_, path, _)| path.ends_with("/leases/lease")),
+            "{identity}: the Lease read"
+        );
+        if drains {
+            assert!(
+                matches!(result, Err(Error::SlurmAction { .. })),
+                "{identity}: {result:?}"
+            );
+        } else {
+            assert!(matches!(result, Err(Error::NotLeader)), "{result:?}");
+            assert!(
+                !calls
+                    .iter()
+                    .any(|(method, path, _)| method == Method::PATCH && path.ends_with("/status")),
+                "no status written: {calls:?}"
+            );
+        }
+        responder.abort();
+    }
 }
 
 /// The review finding: once a round trusted the view, the SlurmCluster's client dropped (a

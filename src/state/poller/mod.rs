@@ -1651,6 +1651,8 @@ mod tests {
                 ..
             }
         ));
+        // The interval the SlurmNodeSets' trust in the node list follows.
+        assert_eq!(index.borrow().poll_interval, Duration::from_millis(20));
         assert_eq!(
             rx.recv().await.unwrap(),
             SlurmEvent::HealthChanged {
