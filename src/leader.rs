@@ -211,8 +211,8 @@ fn lease_field_manager(identity: &str) -> String {
 
 /// Join the election for `config`. Returns the state to gate writes on and the task that keeps
 /// (or keeps trying to take) the Lease until `shutdown` (the operator cancels it once its
-/// controllers have stopped), when it releases the Lease so another replica takes over without
-/// waiting for it to expire.
+/// controllers have stopped), when it releases the Lease (a standby takes it once the expiry
+/// it last read has passed, without forcing it).
 pub async fn elect(
     client: kube::Client,
     config: &LeaseConfig,

@@ -659,7 +659,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     }
     release.cancel();
     if let Some(election) = election {
-        // Releases the Lease, so another replica takes over at once.
+        // Releases the Lease: another replica takes it without forcing it.
         let _ = election.await;
     }
     let served = match server.await {

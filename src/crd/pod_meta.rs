@@ -21,7 +21,8 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::slurmjob::wire::Metadata;
 
-/// A Pod's metadata, decoded from the whole Pod a watch of `Api<PodMeta>` lists.
+/// A Pod's metadata, as a watch of `Api<PodMeta>` lists it (`PartialObjectMetadata`; a whole
+/// Pod decodes the same way).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PodMeta {
     pub metadata: ObjectMeta,

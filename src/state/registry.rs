@@ -14,8 +14,8 @@
 //! The SlurmCluster controller is the only writer; other controllers look clients and indexes up by
 //! the SlurmCluster they reference. The lock is a plain `std` lock, never held across an `.await`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
 
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::broadcast;
@@ -33,6 +33,10 @@ use crate::state::slots::{RequestSlot, RequestSlots};
 /// `kit::MAX_CONCURRENT_RECONCILES` slots; with the client's request timeout this bounds what a
 /// slurmrestd that never answers can hold: 4 of 16 slots, for at most one timeout each.
 pub const IO_PER_CONNECTION: usize = 4;
+
+/// How many deleted SlurmClusters' uids [`ClusterRegistry::gone`] remembers: SlurmClusters are
+/// an admin's few objects, and a reconcile outlives its cluster's deletion by seconds.
+pub const GONE_KEPT: usize = 256;
 
 /// Accounting searches by job name one namespace may have in flight on one connection. Such a
 /// search holds a request slot while slurmdbd answers, and its answer grows with how many jobs
@@ -248,6 +252,11 @@ impl Connections {
 /// Clients, indexes and pollers by SlurmCluster.
 pub struct ClusterRegistry {
     connections: RwLock<Connections>,
+    /// The uids of SlurmClusters whose deletion the watch has seen, newest last, at most
+    /// [`GONE_KEPT`]: a reconcile under way when its SlurmCluster went (its finalizer removed
+    /// by hand) registers after the deletion's removal, and would leave a poller running with
+    /// the deleted cluster's credentials (`gone`, after its `upsert`).
+    gone: Mutex<VecDeque<String>>,
     events: Arc<EventHub>,
     /// Sees every slurmrestd request of every client made here (the request metrics), and
     /// counts the pollers.
@@ -302,9 +311,30 @@ impl ClusterRegistry {
     pub fn new(events: Arc<EventHub>, metrics: Option<Arc<Metrics>>) -> Self {
         Self {
             connections: RwLock::default(),
+            gone: Mutex::default(),
             events,
             metrics,
         }
+    }
+
+    /// The SlurmCluster of `uid` is deleted (the watch saw it go).
+    pub fn bury(&self, uid: &str) {
+        let mut gone = self.gone.lock().unwrap_or_else(|p| p.into_inner());
+        if !gone.iter().any(|g| g == uid) {
+            if gone.len() == GONE_KEPT {
+                gone.pop_front();
+            }
+            gone.push_back(uid.to_owned());
+        }
+    }
+
+    /// Whether the SlurmCluster of `uid` was deleted ([`Self::bury`]).
+    pub fn gone(&self, uid: &str) -> bool {
+        self.gone
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|g| g == uid)
     }
 
     pub fn get(&self, cluster: &ObjectRef<SlurmCluster>) -> Option<ClusterHandle> {

@@ -514,8 +514,15 @@ async fn register(
     }
     // The Lease lost while this reconcile read the Secrets: the replica drops its connections
     // once it sees the loss, so a registration made before this check goes with them, and one
-    // made after the loss goes here. A standby holds none.
-    if !ctx.leadership.is_leader() {
+    // made after the loss goes here. A standby holds none. Likewise a SlurmCluster deleted
+    // meanwhile (its finalizer removed by hand): a registration made before the watch saw the
+    // deletion goes with it, one made after goes here.
+    let deleted = cluster
+        .metadata
+        .uid
+        .as_deref()
+        .is_some_and(|uid| ctx.clusters.gone(uid));
+    if deleted || !ctx.leadership.is_leader() {
         ctx.clusters.remove(key);
         return Err(Error::RegistrationLost);
     }
@@ -813,6 +820,9 @@ impl GoneClusters {
         match event {
             watcher::Event::Delete(cluster) => {
                 let key = ObjectRef::from_obj(cluster);
+                if let Some(uid) = &cluster.metadata.uid {
+                    registry.bury(uid);
+                }
                 if registry.remove(&key) {
                     return vec![key];
                 }

@@ -761,6 +761,44 @@ async fn registrations_go_with_clusters_a_re_list_no_longer_shows() {
     assert!(!ctx.clusters.contains(&keys[2]));
 }
 
+/// A reconcile under way when its SlurmCluster was deleted (its finalizer removed by hand, the
+/// watch's Delete seen while the reconcile read its Secret) registers after the Delete removed
+/// nothing: the registration is dropped again, not left polling with the deleted cluster's
+/// credentials until a restart. Another SlurmCluster of the same name (another uid) registers.
+#[tokio::test]
+async fn a_cluster_deleted_during_its_reconcile_keeps_no_registration() {
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    let first = finalized(cluster("c9", "http://127.0.0.1:1"));
+    let key = ObjectRef::from_obj(&first);
+    let mut tracker = GoneClusters::default();
+    assert!(
+        tracker
+            .observe(&watcher::Event::Delete(first.clone()), &ctx.clusters)
+            .is_empty(),
+        "nothing registered yet"
+    );
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(key_secret(b"0123456789abcdef")))
+            .await;
+        api
+    });
+    let error = reconcile(Arc::new(first.clone()), ctx.clone())
+        .await
+        .unwrap_err();
+    let mut api = server.await.unwrap();
+    api.expect_no_more_calls().await;
+    assert_eq!(error.category(), "RegistrationLost");
+    assert!(!ctx.clusters.contains(&key));
+    assert_eq!(ctx.clusters.pollers(), 0);
+
+    let mut again = first;
+    again.metadata.uid = Some("uid-c9-again".into());
+    assert!(!ctx.clusters.gone("uid-c9-again"));
+    register_unreachable(&ctx, &key);
+    assert!(ctx.clusters.contains(&key));
+}
+
 /// Register a client (and its poller) for `key` against a port nothing listens on.
 fn register_unreachable(ctx: &Context, key: &ObjectRef<SlurmCluster>) {
     ctx.clusters

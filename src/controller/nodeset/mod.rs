@@ -432,8 +432,13 @@ pub fn error_policy(
         return controller::Action::requeue(delay);
     }
     if let Error::NotLeader = error {
-        // Gaining the Lease again reconciles every set.
-        return controller::Action::await_change();
+        // Gaining the Lease again reconciles every set. A leader whose Lease read failed (the
+        // API server restarting) looks again soon: nothing else may bring the set back.
+        return if ctx.leadership.is_leader() {
+            controller::Action::requeue(WAIT_RESYNC)
+        } else {
+            controller::Action::await_change()
+        };
     }
     if let Error::DeletionWaits { retry, .. } = error {
         // Not a failure: said in the status (`Draining`), and the delay was chosen with the
@@ -624,6 +629,8 @@ async fn cleanup_round(nodeset: &SlurmNodeSet, ctx: &Context) -> Result<controll
             return Ok(done);
         }
         Ok(Round::Acted { requeue, remaining }) => (requeue, remaining),
+        // Not this replica's to decide: the leader's own deadline counts from its gain.
+        Err(Error::NotLeader) => return Err(Error::NotLeader),
         // A round that keeps failing (Slurm refusing a record's removal, a webhook refusing a
         // pod's deletion) does not hold the set past the deadline either.
         Err(error) if deletion_wait(release_at, Utc::now(), WAIT_RESYNC).is_none() => {
@@ -656,6 +663,11 @@ async fn release_at_deadline(
     note: String,
     ctx: &Context,
 ) -> Result<controller::Action, Error> {
+    // Letting go ends the jobs on the set's pods: only the leader, its Lease read again (a
+    // deposed replica's deadline, counted from its own gain, comes before the new leader's).
+    if !ctx.leadership.confirm().await {
+        return Err(Error::NotLeader);
+    }
     warn!(%note, "SlurmNodeSet deletion deadline reached");
     let notice = Notice::warning(REASON_DELETION_DEADLINE, note);
     kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, notice).await;
@@ -916,6 +928,11 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         .map(|error| ActionFailure::of(error, failures));
     plan.waiting = plan::waiting_after(&plan.waiting, &confirmed);
     let desired = desired_status(nodeset, &plan, &name, failure.as_ref());
+    // Checked again: a round that outlived this replica's Lease would write a status (and tell
+    // a failure) computed before the new leader's.
+    if !ctx.leadership.is_leader() {
+        return Err(Error::NotLeader);
+    }
     if let Some(failure) = &failure
         && newly_failing(nodeset.status.as_ref(), failure)
     {
@@ -923,11 +940,6 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, notice).await;
     }
     if nodeset.status.as_ref() != Some(&desired) {
-        // Checked again: a round that outlived this replica's Lease would write a status
-        // computed before the new leader's.
-        if !ctx.leadership.is_leader() {
-            return Err(Error::NotLeader);
-        }
         let api: Api<SlurmNodeSet> = Api::namespaced(ctx.client.clone(), &namespace);
         kit::apply_status(&api, &name, &desired)
             .await

@@ -2463,6 +2463,48 @@ async fn a_replica_that_lost_the_lease_unseen_drains_nothing() {
         }
         responder.abort();
     }
+    // Not a failure, and looked at again soon while the loop's word is still "leading": a Lease
+    // read that failed (the API server restarting) would otherwise leave the set waiting.
+    let (ctx, _api) = Context::test();
+    let mut ctx = ctx;
+    ctx.leadership = leadership_read_from_the_lease(&ctx, "a");
+    assert_eq!(
+        error_policy(Arc::new(nodeset(1)), &Error::NotLeader, Arc::new(ctx)),
+        controller::Action::requeue(WAIT_RESYNC)
+    );
+}
+
+/// A deposed replica that still believes it leads does not let a deleted set go at its own
+/// deadline (counted from its own gain, before the new leader's): the Lease is read first, and
+/// neither the Warning nor the finalizer's removal follows.
+#[tokio::test]
+async fn a_replica_that_lost_the_lease_unseen_keeps_a_deleted_sets_finalizer() {
+    let (mut ctx, api) = Context::test();
+    ctx.deletion_deadline = Some(std::time::Duration::from_secs(15 * 60));
+    *ctx.acting_since.lock().unwrap() = Utc::now() - chrono::TimeDelta::hours(2);
+    ctx.leadership = leadership_read_from_the_lease(&ctx, "a");
+    let ctx = Arc::new(ctx);
+    let late = deleted(nodeset(1), chrono::TimeDelta::minutes(16));
+    let pods = vec![existing_pod(&late, 0)];
+    let (responder, calls) = answer_every_call(api, late.clone(), pods);
+    let result = reconcile(Arc::new(late), ctx).await;
+    assert!(matches!(result, Err(Error::NotLeader)), "{result:?}");
+    let calls = calls.lock().unwrap().clone();
+    assert!(
+        calls
+            .iter()
+            .any(|(_, path, _)| path.ends_with("/leases/lease")),
+        "the Lease read: {calls:?}"
+    );
+    assert!(
+        !calls
+            .iter()
+            .any(|(method, path, _)| (method == Method::PATCH
+                && path.ends_with("/slurmnodesets/cpu"))
+                || method == Method::POST),
+        "no finalizer removed, no Event: {calls:?}"
+    );
+    responder.abort();
 }
 
 /// The review finding: once a round trusted the view, the SlurmCluster's client dropped (a
