@@ -212,6 +212,14 @@ pub fn error_policy(cluster: Arc<SlurmCluster>, error: &Error, ctx: Arc<Context>
         ctx.metrics.deferred(CONTROLLER);
         return Action::requeue(ctx.backoff.next_busy(&key));
     }
+    if let Error::RegistrationLost = error {
+        // Not a failure: the SlurmCluster is gone (nothing to do for it), or this replica lost
+        // the Lease (gaining it again reconciles every SlurmCluster). A SlurmCluster made again
+        // with this name starts without this one's backoff.
+        debug!(name = %cluster.name_any(), "registration dropped: SlurmCluster deleted or Lease lost");
+        ctx.backoff.reset(&key);
+        return Action::await_change();
+    }
     ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     let name = cluster.name_any();
     match error {

@@ -791,6 +791,13 @@ async fn a_cluster_deleted_during_its_reconcile_keeps_no_registration() {
     assert_eq!(error.category(), "RegistrationLost");
     assert!(!ctx.clusters.contains(&key));
     assert_eq!(ctx.clusters.pollers(), 0);
+    // Not a failure, and nothing to retry for an object that is gone.
+    let failures = || ctx.metrics.encode().unwrap().contains("RegistrationLost");
+    assert_eq!(
+        error_policy(Arc::new(first.clone()), &error, ctx.clone()),
+        Action::await_change()
+    );
+    assert!(!failures(), "not counted as a reconcile error");
 
     let mut again = first;
     again.metadata.uid = Some("uid-c9-again".into());
