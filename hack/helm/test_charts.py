@@ -659,6 +659,8 @@ KIND_RESOURCES = {
     # The SlurmJob cache's form of a SlurmJob (src/crd/slurmjob/cached.rs), and the controller's
     # whole reads of one (src/crd/slurmjob/wire.rs): the same resource.
     "CachedSlurmJob": ("slurm.rs", "slurmjobs"), "WholeSlurmJob": ("slurm.rs", "slurmjobs"),
+    # The Pod watches' form of a Pod: its metadata (src/crd/pod_meta.rs).
+    "PodMeta": ("", "pods"),
     "SlurmNodeSet": ("slurm.rs", "slurmnodesets"), "Namespace": ("", "namespaces"), "Node": ("", "nodes"),
     "Pod": ("", "pods"), "Secret": ("", "secrets"), "ConfigMap": ("", "configmaps"),
     "PersistentVolumeClaim": ("", "persistentvolumeclaims"), "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
