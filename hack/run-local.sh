@@ -7,16 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour=${SLURM_FLAVOUR:-trixie}
 bash hack/slurm-up.sh --flavour "$flavour" >/dev/null
-# slurm-up.sh keeps its state under $SLURM_OPERATOR_BASE, else /var/tmp, else $TMPDIR.
-if [ -n "${SLURM_OPERATOR_BASE:-}" ]; then
-    state_base=$SLURM_OPERATOR_BASE
-elif [ -d /var/tmp ]; then
-    state_base=/var/tmp/slurm-operator
-else
-    state_base=${TMPDIR:-/tmp}/slurm-operator
-fi
+# Where slurm-up.sh keeps its state ($SLURM_BASE): its own rule, from its library.
+# shellcheck source=hack/lib/slurm-common.sh
+source hack/lib/slurm-common.sh
 # shellcheck disable=SC1090,SC1091
-source "$state_base/$flavour/env"
+source "$SLURM_BASE/$flavour/env"
 
 cargo build --quiet --locked
 bin=target/debug/slurm-operator

@@ -26,15 +26,10 @@ echo "busybox: $(command -v busybox)"
 
 step "local Slurm ($flavour)"
 bash hack/slurm-up.sh --flavour "$flavour"
-# slurm-up.sh keeps its state under $SLURM_OPERATOR_BASE, else /var/tmp, else $TMPDIR.
-if [ -n "${SLURM_OPERATOR_BASE:-}" ]; then
-    state_base=$SLURM_OPERATOR_BASE
-elif [ -d /var/tmp ]; then
-    state_base=/var/tmp/slurm-operator
-else
-    state_base=${TMPDIR:-/tmp}/slurm-operator
-fi
-export SLURM_ENV_FILE=$state_base/$flavour/env
+# Where slurm-up.sh keeps its state ($SLURM_BASE): its own rule, from its library.
+# shellcheck source=hack/lib/slurm-common.sh
+source hack/lib/slurm-common.sh
+export SLURM_ENV_FILE=$SLURM_BASE/$flavour/env
 export SLURM_OPERATOR_REQUIRE_SLURM=1
 
 step "generated artefacts are current (CRDs in crds/ and in the chart)"

@@ -2405,6 +2405,29 @@ fn answer_every_call(
     (task, calls)
 }
 
+/// `set`'s pods 0 and 1, their Slurm nodes idle in a trusted view (a client that reaches
+/// nothing), and every API call answered ([`answer_every_call`]). Returns the index's sender,
+/// which must live while the test does, the responder and its calls.
+fn two_idle_pods(
+    ctx: &Context,
+    api: ApiServerVerifier,
+    set: &SlurmNodeSet,
+) -> (
+    tokio::sync::watch::Sender<Arc<crate::state::index::ClusterState>>,
+    tokio::task::JoinHandle<()>,
+    Calls,
+) {
+    let pods = vec![existing_pod(set, 0), existing_pod(set, 1)];
+    let names = [pod_name("cpu", 0), pod_name("cpu", 1)];
+    let view = register_view(
+        ctx,
+        "http://127.0.0.1:1",
+        names.iter().map(|n| set_node(n, &["IDLE"], None)),
+    );
+    let (responder, calls) = answer_every_call(api, set.clone(), pods);
+    (view, responder, calls)
+}
+
 /// The leadership of replica `identity`, whose renewal loop says it leads, read again from the
 /// Lease [`answer_every_call`] serves (held by replica "b").
 fn leadership_read_from_the_lease(ctx: &Context, identity: &str) -> crate::leader::Leadership {
@@ -2431,14 +2454,7 @@ async fn a_replica_that_lost_the_lease_unseen_drains_nothing() {
         ctx.leadership = leadership_read_from_the_lease(&ctx, identity);
         let ctx = Arc::new(ctx);
         let set = nodeset(1);
-        let pods = vec![existing_pod(&set, 0), existing_pod(&set, 1)];
-        let names = [pod_name("cpu", 0), pod_name("cpu", 1)];
-        let _view = register_view(
-            &ctx,
-            "http://127.0.0.1:1",
-            names.iter().map(|n| set_node(n, &["IDLE"], None)),
-        );
-        let (responder, calls) = answer_every_call(api, set.clone(), pods);
+        let (_view, responder, calls) = two_idle_pods(&ctx, api, &set);
         let result = reconcile(Arc::new(set), Arc::clone(&ctx)).await;
         let calls = calls.lock().unwrap().clone();
         assert!(
@@ -2517,14 +2533,8 @@ async fn after_a_view_a_dropped_client_labels_every_scheduled_pod_busy() {
     let (ctx, api) = Context::test();
     let ctx = Arc::new(ctx);
     let set = nodeset(2);
-    let pods = vec![existing_pod(&set, 0), existing_pod(&set, 1)];
     let names = [pod_name("cpu", 0), pod_name("cpu", 1)];
-    let _view = register_view(
-        &ctx,
-        "http://127.0.0.1:1",
-        names.iter().map(|n| set_node(n, &["IDLE"], None)),
-    );
-    let (responder, calls) = answer_every_call(api, set.clone(), pods);
+    let (_view, responder, calls) = two_idle_pods(&ctx, api, &set);
     let labelled_busy = || -> Vec<String> {
         let calls = calls.lock().unwrap();
         calls
