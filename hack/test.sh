@@ -56,6 +56,6 @@ cargo test --locked --workspace --no-fail-fast 2>&1 | tee "${TEST_LOG:-/dev/null
 if [ "${SLURM_COMPARE:-1}" = 1 ] && [ "$flavour" = trixie ]; then
     step "integration tests against Slurm 26.05 (forky)"
     bash hack/slurm-up.sh --flavour forky
-    SLURM_FLAVOUR=forky SLURM_ENV_FILE=$state_base/forky/env \
+    SLURM_FLAVOUR=forky SLURM_ENV_FILE=$SLURM_BASE/forky/env \
         cargo test --locked --test slurm_client --test slurm_tls --test cli_check --test api_versions 2>&1 | tee -a "${TEST_LOG:-/dev/null}"
 fi
