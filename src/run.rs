@@ -546,28 +546,16 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
             leadership: ctx.leadership.clone(),
         });
         let controllers = tokio::spawn(futures::future::join_all(drivers));
-        // A replica that lost the Lease lets go of its connections, as a standby holds none:
-        // its pollers would go on with credentials, an endpoint and TLS settings it no longer
-        // follows (it reconciles nothing). Leading again reconciles every SlurmCluster, which
-        // registers them afresh.
-        let registry = ctx.clusters.clone();
-        let metrics = ctx.metrics.clone();
-        let nodesets = ctx.nodesets.clone();
+        // A replica that lost the Lease holds what a standby holds (`Context::lease_lost`).
         let mut lost = Box::pin(ctx.leadership.lost());
+        let deposed = ctx.clone();
         tokio::spawn(async move {
             while futures::StreamExt::next(&mut lost).await.is_some() {
-                // Its drain gauges would be stale the moment it led again, and so would its
-                // view of the nodes.
-                metrics.forget_drains();
-                nodesets.forget_views();
-                let clusters = registry.clusters();
+                let clusters = deposed.lease_lost();
                 info!(
-                    clusters = clusters.len(),
-                    "not the leader any more: dropping the SlurmCluster connections"
+                    clusters,
+                    "not the leader any more: dropped the SlurmCluster registrations and connections"
                 );
-                for cluster in clusters {
-                    registry.remove(&cluster);
-                }
             }
         });
         // A namespace refused, then served again, may say so to no watch (one that resumes

@@ -317,8 +317,8 @@ async fn wait(
             } else {
                 "cannot be submitted"
             },
-            stalled.reason,
-            stalled.message
+            printable(&stalled.reason),
+            printable(&stalled.message)
         );
         return Ok(EXIT_STALLED);
     }
@@ -333,6 +333,24 @@ async fn wait(
     }
     eprintln!("{line}");
     Ok(code)
+}
+
+/// `text` (a condition's, which may quote Slurm's error about what a tenant wrote) with its
+/// control characters but newline and tab escaped: printed as it is, an escape sequence in it
+/// would be run by the terminal of whoever follows the job (set its title, write its
+/// clipboard). A job's own output (`logs`) stays raw, as `kubectl logs` prints it.
+fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let raw = !c.is_control() || c == '\n' || c == '\t';
+            let (plain, escaped) = if raw {
+                (Some(c), None)
+            } else {
+                (None, Some(c.escape_default()))
+            };
+            plain.into_iter().chain(escaped.into_iter().flatten())
+        })
+        .collect()
 }
 
 impl LogsArgs {
@@ -484,6 +502,23 @@ mod tests {
 
     use super::*;
     use crate::crd::slurmjob::SlurmJobStatus;
+
+    /// A condition's message reaches the terminal without a control sequence it could run;
+    /// newlines, tabs and any other text stay as they are.
+    #[test]
+    fn a_message_is_printed_without_control_sequences() {
+        let message = "bad value \u{1b}]52;c;ZWNobyBoaQ==\u{7}\u{9b}0m é\tend\nnext";
+        let printed = printable(message);
+        assert_eq!(
+            printed,
+            "bad value \\u{1b}]52;c;ZWNobyBoaQ==\\u{7}\\u{9b}0m é\tend\nnext"
+        );
+        assert!(
+            !printed
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+        );
+    }
 
     fn job(generation: i64, status: Option<SlurmJobStatus>) -> SlurmJob {
         let mut job: SlurmJob = serde_json::from_value(json!({

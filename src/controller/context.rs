@@ -509,6 +509,8 @@ pub struct Context {
     pub finalizer_writes: Arc<FinalizerWrites>,
     /// The cordoned Kubernetes nodes (`run` follows them; unknown until then).
     pub cordons: Arc<super::nodeset::cordons::Cordons>,
+    /// Events about a namespace's objects put on SlurmClusters (the admin's namespace).
+    pub cluster_events: Arc<super::kit::NamespaceBudget>,
 }
 
 impl Context {
@@ -544,6 +546,7 @@ impl Context {
             refused,
             finalizer_writes: Arc::default(),
             cordons: Arc::default(),
+            cluster_events: Arc::default(),
         }
     }
 
@@ -553,6 +556,21 @@ impl Context {
             .acting_since
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// This replica lost the leader Lease: it lets go of its SlurmCluster connections, as a
+    /// standby holds none (its pollers would go on with credentials, an endpoint and TLS
+    /// settings it no longer follows), and forgets its drain gauges and its view of Slurm's
+    /// nodes, which would be stale the moment it led again. Leading again reconciles every
+    /// SlurmCluster, which registers them afresh. Returns how many registrations it dropped.
+    pub fn lease_lost(&self) -> usize {
+        self.metrics.forget_drains();
+        self.nodesets.forget_views();
+        let clusters = self.clusters.clusters();
+        for cluster in &clusters {
+            self.clusters.remove(cluster);
+        }
+        clusters.len()
     }
 
     /// This replica (again) acts from now: it just gained the leader Lease.

@@ -7,11 +7,11 @@
 //! loop ([`log_outcome`]).
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::future::{Future, ready};
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -595,6 +595,73 @@ impl Notice {
     }
 }
 
+/// How many Events about one namespace's objects the operator puts on objects outside it (a
+/// SlurmCluster, in the platform admin's namespace): a tenant must not be able to fill another
+/// namespace with Events (each deletion of a held job with `slurm.rs/skip-cancel` would be
+/// one). At most `per_window` in any `window` (a sliding one) per namespace; the object's own
+/// namespace still gets all of them, and the log every one.
+pub struct NamespaceBudget {
+    per_window: usize,
+    window: Duration,
+    /// By namespace: when it spent what it spent within the window, oldest first.
+    spent: Mutex<HashMap<String, VecDeque<Instant>>>,
+}
+
+/// What [`NamespaceBudget::spend`] allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spend {
+    Tell,
+    /// Tell, and say that no more are told for `.0`.
+    TellLast(Duration),
+    Quiet,
+}
+
+impl NamespaceBudget {
+    /// The operator's: 10 per namespace in any 10 minutes.
+    pub const PER_WINDOW: usize = 10;
+    pub const WINDOW: Duration = Duration::from_secs(600);
+
+    pub fn new(per_window: usize, window: Duration) -> Self {
+        Self {
+            per_window: per_window.max(1),
+            window,
+            spent: Mutex::default(),
+        }
+    }
+
+    /// Spend one of `namespace`'s at `now`.
+    pub fn spend(&self, namespace: &str, now: Instant) -> Spend {
+        let within = |at: &Instant| now.saturating_duration_since(*at) < self.window;
+        let mut spent = self.spent.lock().unwrap_or_else(PoisonError::into_inner);
+        // Only namespaces that spent within the window are kept: as many as told lately.
+        if spent.len() >= 64 {
+            spent.retain(|_, times| times.back().is_some_and(within));
+        }
+        let times = spent.entry(namespace.to_owned()).or_default();
+        while times.front().is_some_and(|at| !within(at)) {
+            times.pop_front();
+        }
+        if times.len() >= self.per_window {
+            return Spend::Quiet;
+        }
+        times.push_back(now);
+        match times.front() {
+            Some(oldest) if times.len() == self.per_window => Spend::TellLast(
+                self.window
+                    .saturating_sub(now.saturating_duration_since(*oldest))
+                    .max(Duration::from_secs(1)),
+            ),
+            _ => Spend::Tell,
+        }
+    }
+}
+
+impl Default for NamespaceBudget {
+    fn default() -> Self {
+        Self::new(Self::PER_WINDOW, Self::WINDOW)
+    }
+}
+
 /// kube's Event [`Recorder`], started afresh after every [`EventRecorder::RENEW_AFTER`] Events.
 ///
 /// The Recorder keeps each Event it published for 6 minutes, so that a repeat counts in the first
@@ -763,6 +830,49 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each namespace spends its own budget, in any window of its length (a sliding one): the
+    /// last one allowed says for how long the rest are quiet; namespaces that spent nothing
+    /// within the window are forgotten.
+    #[test]
+    fn a_namespace_budget_tells_so_many_per_window() {
+        let budget = NamespaceBudget::new(3, Duration::from_secs(600));
+        let start = Instant::now();
+        let at = |secs| start + Duration::from_secs(secs);
+        assert_eq!(budget.spend("team-a", at(0)), Spend::Tell);
+        assert_eq!(budget.spend("team-a", at(1)), Spend::Tell);
+        assert_eq!(budget.spend("team-b", at(1)), Spend::Tell);
+        assert_eq!(
+            budget.spend("team-a", at(100)),
+            Spend::TellLast(Duration::from_secs(500))
+        );
+        assert_eq!(budget.spend("team-a", at(101)), Spend::Quiet);
+        assert_eq!(budget.spend("team-a", at(599)), Spend::Quiet);
+        assert_eq!(budget.spend("team-b", at(599)), Spend::Tell);
+        // The first has left the window: one more, and it is the last again (the second
+        // leaves at 601).
+        assert_eq!(
+            budget.spend("team-a", at(600)),
+            Spend::TellLast(Duration::from_secs(1))
+        );
+        assert_eq!(budget.spend("team-a", at(600)), Spend::Quiet);
+        // Never more than 3 in any 600 s.
+        let told = (600..1_800)
+            .filter(|&s| budget.spend("team-c", at(s)) != Spend::Quiet)
+            .collect::<Vec<_>>();
+        assert!(
+            told.windows(4).all(|four| four[3] - four[0] >= 600),
+            "{told:?}"
+        );
+        assert_eq!(told, [600, 601, 602, 1200, 1201, 1202]);
+
+        for n in 0..200 {
+            budget.spend(&format!("ns-{n}"), at(2_000));
+        }
+        budget.spend("late", at(3_000));
+        let kept = budget.spent.lock().unwrap().len();
+        assert!(kept <= 64, "{kept} namespaces kept");
+    }
 
     /// A repeat within one Recorder counts in the first Event's series (a PATCH); after
     /// `renew_after` Events a fresh Recorder creates it again (a POST), having forgotten the rest.

@@ -252,7 +252,7 @@ impl Connections {
 /// Clients, indexes and pollers by SlurmCluster.
 pub struct ClusterRegistry {
     connections: RwLock<Connections>,
-    /// The uids of SlurmClusters whose deletion the watch has seen, newest last, at most
+    /// The uids of SlurmClusters whose deletion the watch has seen (or a re-list), newest last, at most
     /// [`GONE_KEPT`]: a reconcile under way when its SlurmCluster went (its finalizer removed
     /// by hand) registers after the deletion's removal, and would leave a poller running with
     /// the deleted cluster's credentials (`gone`, after its `upsert`).
@@ -317,7 +317,8 @@ impl ClusterRegistry {
         }
     }
 
-    /// The SlurmCluster of `uid` is deleted (the watch saw it go).
+    /// The SlurmCluster of `uid` is deleted: the watch saw it go, or a re-list no longer
+    /// shows it.
     pub fn bury(&self, uid: &str) {
         let mut gone = self.gone.lock().unwrap_or_else(|p| p.into_inner());
         if !gone.iter().any(|g| g == uid) {
@@ -325,6 +326,15 @@ impl ClusterRegistry {
                 gone.pop_front();
             }
             gone.push_back(uid.to_owned());
+        }
+    }
+
+    /// The SlurmCluster of `uid` exists after all: a watch shows it again after a re-list that
+    /// did not (a list from an API server's cache that lagged behind the watch).
+    pub fn unbury(&self, uid: &str) {
+        let mut gone = self.gone.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = gone.iter().position(|g| g == uid) {
+            gone.remove(at);
         }
     }
 

@@ -31,7 +31,7 @@
 pub mod config;
 pub mod status;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -816,6 +816,10 @@ pub fn status_targets(event: &SlurmEvent, _: &Store<SlurmCluster>) -> Vec<Object
 struct GoneClusters {
     /// The SlurmClusters of the re-list under way.
     listing: Option<HashSet<ObjectRef<SlurmCluster>>>,
+    /// The uid of each SlurmCluster the watch shows: one a re-list no longer shows is buried
+    /// ([`ClusterRegistry::bury`]) as a Delete would, so that a reconcile of it still under way
+    /// registers nothing after the re-list.
+    uids: HashMap<ObjectRef<SlurmCluster>, String>,
 }
 
 impl GoneClusters {
@@ -828,6 +832,7 @@ impl GoneClusters {
         match event {
             watcher::Event::Delete(cluster) => {
                 let key = ObjectRef::from_obj(cluster);
+                self.uids.remove(&key);
                 if let Some(uid) = &cluster.metadata.uid {
                     registry.bury(uid);
                 }
@@ -837,12 +842,20 @@ impl GoneClusters {
             }
             watcher::Event::Init => self.listing = Some(HashSet::new()),
             watcher::Event::InitApply(cluster) => {
+                self.seen(cluster, registry);
                 if let Some(listing) = &mut self.listing {
                     listing.insert(ObjectRef::from_obj(cluster));
                 }
             }
             watcher::Event::InitDone => {
                 if let Some(listed) = self.listing.take() {
+                    self.uids.retain(|key, uid| {
+                        let kept = listed.contains(key);
+                        if !kept {
+                            registry.bury(uid);
+                        }
+                        kept
+                    });
                     return registry
                         .clusters()
                         .into_iter()
@@ -850,9 +863,23 @@ impl GoneClusters {
                         .collect();
                 }
             }
-            watcher::Event::Apply(_) => {}
+            watcher::Event::Apply(cluster) => self.seen(cluster, registry),
         }
         Vec::new()
+    }
+
+    /// `cluster` exists: were its uid buried (by a re-list that lagged behind the watch), it
+    /// would never register again. One of its name with another uid went meanwhile.
+    fn seen(&mut self, cluster: &SlurmCluster, registry: &ClusterRegistry) {
+        let Some(uid) = &cluster.metadata.uid else {
+            return;
+        };
+        registry.unbury(uid);
+        if let Some(before) = self.uids.insert(ObjectRef::from_obj(cluster), uid.clone())
+            && before != *uid
+        {
+            registry.bury(&before);
+        }
     }
 }
 

@@ -743,12 +743,31 @@ async fn registrations_go_with_clusters_a_re_list_no_longer_shows() {
     }
     let mut tracker = GoneClusters::default();
     let mut observe = |event| tracker.observe(&event, &ctx.clusters);
+    // The first list shows all three.
+    assert!(observe(watcher::Event::Init).is_empty());
+    for listed in [&kept, &gone, &later] {
+        assert!(observe(watcher::Event::InitApply(listed.clone())).is_empty());
+    }
+    assert!(observe(watcher::Event::InitDone).is_empty());
+    // The re-list after the watch was down: `gone` is not there.
     assert!(observe(watcher::Event::Init).is_empty());
     assert!(observe(watcher::Event::InitApply(kept.clone())).is_empty());
     assert!(observe(watcher::Event::InitApply(later.clone())).is_empty());
     assert_eq!(observe(watcher::Event::InitDone), [keys[1].clone()]);
     assert!(ctx.clusters.contains(&keys[0]) && ctx.clusters.contains(&keys[2]));
     assert!(!ctx.clusters.contains(&keys[1]));
+    // Buried as a Delete would: a reconcile of it still under way registers nothing after.
+    assert!(ctx.clusters.gone("uid-gone"));
+    assert!(!ctx.clusters.gone("uid-kept") && !ctx.clusters.gone("uid-later"));
+    // Unless the watch shows it after all (that list came from a cache behind the watch): it
+    // may register again.
+    assert!(observe(watcher::Event::Apply(gone.clone())).is_empty());
+    assert!(!ctx.clusters.gone("uid-gone"));
+    // One made again under a name with another uid: the first uid is buried.
+    let mut again = kept.clone();
+    again.metadata.uid = Some("uid-kept-again".into());
+    assert!(observe(watcher::Event::Apply(again)).is_empty());
+    assert!(ctx.clusters.gone("uid-kept") && !ctx.clusters.gone("uid-kept-again"));
     // Outside a re-list, what a watch event does not name stays.
     register_unreachable(&ctx, &keys[1]);
     assert!(observe(watcher::Event::Apply(kept.clone())).is_empty());
@@ -804,6 +823,26 @@ async fn a_cluster_deleted_during_its_reconcile_keeps_no_registration() {
     assert!(!ctx.clusters.gone("uid-c9-again"));
     register_unreachable(&ctx, &key);
     assert!(ctx.clusters.contains(&key));
+}
+
+/// A replica that lost the Lease holds no connection (no poller polls with credentials it no
+/// longer follows) and no view of Slurm's nodes (leading again is a start, not an outage).
+#[tokio::test]
+async fn a_lost_lease_drops_connections_and_views() {
+    let (ctx, _api) = Context::test();
+    let keys = ["a", "b"].map(|name| ObjectRef::from_obj(&cluster(name, "http://h:1")));
+    for key in &keys {
+        register_unreachable(&ctx, key);
+    }
+    ctx.nodesets.saw_nodes_of("a");
+    // One connection (same slurmrestd, same credentials), two registrations.
+    assert_eq!(ctx.clusters.pollers(), 1);
+    assert!(keys.iter().all(|key| ctx.clusters.contains(key)));
+    assert_eq!(ctx.lease_lost(), 2);
+    assert!(keys.iter().all(|key| !ctx.clusters.contains(key)));
+    assert_eq!(ctx.clusters.pollers(), 0);
+    assert!(!ctx.nodesets.saw_nodes_before("a"));
+    assert_eq!(ctx.lease_lost(), 0, "nothing left to drop");
 }
 
 /// Register a client (and its poller) for `key` against a port nothing listens on.

@@ -915,6 +915,9 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
     // A set being deleted keeps its PodDisruptionBudget as it is (it goes with the set).
     let pdb = if deleting {
         Ok(())
+    } else if !ctx.leadership.is_leader() {
+        // Nor the PodDisruptionBudget: the new leader's apply is the one that counts.
+        return Err(Error::NotLeader);
     } else {
         apply_pdb(nodeset, &namespace, ctx).await
     };
@@ -1035,6 +1038,11 @@ async fn refuse(
 ) -> Result<controller::Action, Error> {
     let desired = refused_status(nodeset, &refusal);
     if nodeset.status.as_ref() != Some(&desired) {
+        // A refusal read before this replica lost the Lease must not overwrite the new
+        // leader's status.
+        if !ctx.leadership.is_leader() {
+            return Err(Error::NotLeader);
+        }
         let api: Api<SlurmNodeSet> = Api::namespaced(ctx.client.clone(), namespace);
         kit::apply_status(&api, &nodeset.name_any(), &desired)
             .await

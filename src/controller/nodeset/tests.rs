@@ -98,9 +98,19 @@ fn cluster(namespaces: &[&str]) -> SlurmCluster {
 
 /// The GET of SlurmCluster `main`, answered with `nodeSetNamespaces`.
 async fn expect_get_cluster(api: &mut ApiServerVerifier, node_set_namespaces: &[&str]) {
+    expect_get_cluster_then(api, node_set_namespaces, || {}).await;
+}
+
+/// [`expect_get_cluster`], calling `meanwhile` before the answer.
+async fn expect_get_cluster_then(
+    api: &mut ApiServerVerifier,
+    node_set_namespaces: &[&str],
+    meanwhile: impl FnOnce(),
+) {
     let (call, send) = api.next().await;
     assert_eq!(call.method, Method::GET, "{call:?}");
     assert_eq!(call.path, "/apis/slurm.rs/v1alpha1/slurmclusters/main");
+    meanwhile();
     send.send_response(ok(&json!({
         "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmCluster",
         "metadata": {"name": "main", "uid": "cluster-uid"},
@@ -249,6 +259,37 @@ async fn expect_status(api: &mut ApiServerVerifier, set: &SlurmNodeSet) -> Slurm
     answer.status = Some(status.clone());
     send.send_response(ok(&serde_json::to_value(&answer).unwrap()));
     status
+}
+
+/// A round that finds this replica no longer leading (the Lease lost while it ran) writes
+/// neither a refusal's status nor the PodDisruptionBudget: the new leader's are the ones that
+/// count.
+#[tokio::test]
+async fn a_deposed_replica_writes_no_refusal_and_no_pdb() {
+    for refused in [true, false] {
+        let (mut ctx, mut api) = Context::test();
+        let (leading, state) = tokio::sync::watch::channel(true);
+        ctx.leadership = crate::leader::Leadership::follow(state);
+        let scenario = tokio::spawn(async move {
+            // The Lease is lost while the round reads the SlurmCluster.
+            let lost = || {
+                leading.send(false).unwrap();
+            };
+            let allowed: &[&str] = if refused { &["other"] } else { &["hpc"] };
+            expect_get_cluster_then(&mut api, allowed, lost).await;
+            if !refused {
+                expect_list_pods(&mut api, vec![]).await;
+            }
+            api.expect_no_more_calls().await;
+            leading
+        });
+        let result = reconcile(Arc::new(nodeset(2)), Arc::new(ctx)).await;
+        assert!(
+            matches!(result, Err(Error::NotLeader)),
+            "{refused}: {result:?}"
+        );
+        scenario.await.unwrap();
+    }
 }
 
 /// Without a view of Slurm no pod is created: a name is given out only once Slurm is seen not

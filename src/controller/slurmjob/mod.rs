@@ -62,7 +62,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use futures::channel::mpsc::UnboundedSender;
@@ -80,7 +80,7 @@ use self::act::{Env, Step, Target};
 use self::dependents::Dependents;
 use self::plan::{Blocker, CleanupFacts, CleanupPlan, Orphaned, Reach};
 use self::submissions::{Outcome, Remembered, StatusWrites, Submissions, TakenOn};
-use super::kit::{self, Backoffs, Notice, UidIndex};
+use super::kit::{self, Backoffs, Notice, Spend, UidIndex};
 use super::{Context, DeletedCluster};
 use crate::crd::condition;
 use crate::crd::pod_meta::PodMeta;
@@ -1324,14 +1324,22 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
                 // A namespace being deleted refuses new Events: the admin sees it here too. In
                 // a series of its own: kube's Recorder counts a repeat of object, reason and
                 // action within minutes in the first Event, whose note names another SlurmJob.
-                let mut told = notice.clone().about_run(i64::from(*first));
-                told.note = format!(
-                    "SlurmJob {}/{}: {}",
-                    job.namespace().unwrap_or_default(),
-                    job.name_any(),
-                    notice.note
-                );
-                kit::publish(&ctx.recorder, cluster.as_ref(), EVENT_ACTION, told).await;
+                // So many per namespace: a tenant deleting held jobs with skip-cancel in a loop
+                // must not fill the admin's namespace with Events. All of a namespace being
+                // deleted (where this is their only Event, and no SlurmJob can be made).
+                let namespace = job.namespace().unwrap_or_default();
+                let terminating = data
+                    .namespaces
+                    .get(&ObjectRef::new(&namespace))
+                    .is_some_and(|ns| ns.metadata.deletion_timestamp.is_some());
+                let spend = if terminating {
+                    Spend::Tell
+                } else {
+                    ctx.cluster_events.spend(&namespace, Instant::now())
+                };
+                if let Some(told) = told_on_cluster(job, &notice, *first, spend) {
+                    kit::publish(&ctx.recorder, cluster.as_ref(), EVENT_ACTION, told).await;
+                }
             }
             kit::publish(&ctx.recorder, job, EVENT_ACTION, notice).await;
         }
@@ -1557,6 +1565,29 @@ fn id_list(ids: &[u32]) -> String {
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// What the SlurmCluster is told of `job`'s orphaned jobs (`first` the first of them), as
+/// `spend` allows.
+fn told_on_cluster(job: &SlurmJob, notice: &Notice, first: u32, spend: Spend) -> Option<Notice> {
+    let namespace = job.namespace().unwrap_or_default();
+    // Before the notice, where the 1024-byte cut of a long job list cannot take it.
+    let last = match spend {
+        Spend::Quiet => return None,
+        Spend::Tell => String::new(),
+        Spend::TellLast(quiet_for) => format!(
+            "(the last of this namespace told here for {}s; the others are in the operator's \
+             log) ",
+            quiet_for.as_secs()
+        ),
+    };
+    let mut told = notice.clone().about_run(i64::from(first));
+    told.note = format!(
+        "SlurmJob {namespace}/{}: {last}{}",
+        job.name_any(),
+        notice.note
+    );
+    Some(told)
 }
 
 /// The Warning of a finalizer that goes although Slurm jobs may still run.

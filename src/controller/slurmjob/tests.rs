@@ -923,6 +923,100 @@ async fn the_skip_cancel_annotation_lets_go_at_once() {
     server.await.unwrap();
 }
 
+/// A namespace's skip-cancel deletions are told on the SlurmCluster (the admin's namespace) so
+/// many times per window: the last says so, later ones tell only their SlurmJob.
+#[tokio::test]
+async fn a_namespace_tells_the_slurm_cluster_so_many_orphans_per_window() {
+    use crate::controller::kit::NamespaceBudget;
+    let budget = Arc::new(NamespaceBudget::default());
+    for _ in 1..NamespaceBudget::PER_WINDOW {
+        budget.spend(NS, std::time::Instant::now());
+    }
+    let held = |name: &str, id: i64| {
+        let mut job = finalized(slurm_job(name, "#!/bin/sh\nsleep 60\n"));
+        job.metadata.deletion_timestamp = Some(crate::crd::condition::now());
+        job.metadata.annotations =
+            Some([(SKIP_CANCEL_ANNOTATION.to_owned(), "true".to_owned())].into());
+        job.status = Some(SlurmJobStatus {
+            phase: Phase::Pending,
+            job_id: Some(id),
+            ..Default::default()
+        });
+        job
+    };
+
+    let (mut ctx, mut api) = Context::test();
+    ctx.cluster_events = Arc::clone(&budget);
+    let job = held("last-told", 4260);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let told = expect_cluster_event(&mut api, "CancelSkipped").await;
+        let note = told["note"].as_str().unwrap().to_owned();
+        expect_event(&mut api, &expected, "Warning", "CancelSkipped").await;
+        expect_finalizer_patch(&mut api, &expected, false).await;
+        api.expect_no_more_calls().await;
+        note
+    });
+    reconcile(Arc::new(job), data(ctx)).await.unwrap();
+    let note = server.await.unwrap();
+    assert!(
+        note.starts_with(&format!(
+            "SlurmJob {NS}/last-told: (the last of this namespace told here for "
+        )),
+        "{note}"
+    );
+    assert!(note.contains("Slurm job 4260 may still run"), "{note}");
+
+    let (mut ctx, mut api) = Context::test();
+    ctx.cluster_events = Arc::clone(&budget);
+    let job = held("not-told", 4261);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let event = expect_event(&mut api, &expected, "Warning", "CancelSkipped").await;
+        expect_finalizer_patch(&mut api, &expected, false).await;
+        api.expect_no_more_calls().await;
+        event.body["note"].as_str().unwrap().to_owned()
+    });
+    reconcile(Arc::new(job), data(ctx)).await.unwrap();
+    let note = server.await.unwrap();
+    assert!(note.contains("Slurm job 4261 may still run"), "{note}");
+
+    // A namespace being deleted refuses the SlurmJob's own Event, and no SlurmJob can be made
+    // in it: each of its orphans is told on the SlurmCluster, budget or not.
+    let (mut ctx, mut api) = Context::test();
+    ctx.cluster_events = Arc::clone(&budget);
+    let (namespaces, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Apply(
+        serde_json::from_value(json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {"name": NS, "deletionTimestamp": "2026-12-06T10:00:00Z"},
+        }))
+        .unwrap(),
+    ));
+    let terminating = Arc::new(JobContext {
+        namespaces,
+        ..(*data(ctx)).clone()
+    });
+    let job = held("in-deleted-namespace", 4262);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let told = expect_cluster_event(&mut api, "CancelSkipped").await;
+        let note = told["note"].as_str().unwrap().to_owned();
+        expect_event(&mut api, &expected, "Warning", "CancelSkipped").await;
+        expect_finalizer_patch(&mut api, &expected, false).await;
+        api.expect_no_more_calls().await;
+        note
+    });
+    reconcile(Arc::new(job), terminating).await.unwrap();
+    let note = server.await.unwrap();
+    assert!(
+        note.starts_with(&format!(
+            "SlurmJob {NS}/in-deleted-namespace: deleted without"
+        )),
+        "{note}"
+    );
+}
+
 /// Register the local Slurm as SlurmCluster `local` in `ctx` (real client, real poller) and wait
 /// until its index has synced after the context was created.
 async fn register_local(
