@@ -439,10 +439,13 @@ impl NodeSetCaches {
             .collect()
     }
 
-    /// A round trusted SlurmCluster `cluster`'s node list.
-    pub fn saw_nodes_of(&self, cluster: &str) {
+    /// A round trusted SlurmCluster `cluster`'s node list: remembered while `leadership` says
+    /// this replica leads. Asked under the lock [`Self::forget_views`] takes, which runs after
+    /// the Lease is seen lost: a round that trusted a view as the Lease went cannot mark it
+    /// again after the forgetting.
+    pub fn saw_nodes_of(&self, cluster: &str, leadership: &Leadership) {
         let mut viewed = self.viewed.lock().unwrap_or_else(PoisonError::into_inner);
-        if !viewed.contains(cluster) {
+        if leadership.is_leader() && !viewed.contains(cluster) {
             viewed.insert(cluster.to_owned());
         }
     }

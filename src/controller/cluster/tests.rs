@@ -834,7 +834,8 @@ async fn a_lost_lease_drops_connections_and_views() {
     for key in &keys {
         register_unreachable(&ctx, key);
     }
-    ctx.nodesets.saw_nodes_of("a");
+    ctx.nodesets.saw_nodes_of("a", &ctx.leadership);
+    assert!(ctx.nodesets.saw_nodes_before("a"));
     // One connection (same slurmrestd, same credentials), two registrations.
     assert_eq!(ctx.clusters.pollers(), 1);
     assert!(keys.iter().all(|key| ctx.clusters.contains(key)));
@@ -843,6 +844,13 @@ async fn a_lost_lease_drops_connections_and_views() {
     assert_eq!(ctx.clusters.pollers(), 0);
     assert!(!ctx.nodesets.saw_nodes_before("a"));
     assert_eq!(ctx.lease_lost(), 0, "nothing left to drop");
+
+    // A round that trusted a view as the Lease went (the renewal loop's word already "lost")
+    // marks nothing after the forgetting.
+    let (_leading, state) = tokio::sync::watch::channel(false);
+    let deposed = crate::leader::Leadership::follow(state);
+    ctx.nodesets.saw_nodes_of("a", &deposed);
+    assert!(!ctx.nodesets.saw_nodes_before("a"));
 }
 
 /// Register a client (and its poller) for `key` against a port nothing listens on.

@@ -830,7 +830,7 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         deleting,
     });
     if plan.view == ViewState::Trusted {
-        ctx.nodesets.saw_nodes_of(cluster_name);
+        ctx.nodesets.saw_nodes_of(cluster_name, &ctx.leadership);
     }
 
     // 4. Actions. Drains, resumes, node deletions and deletes of pods whose node the view had
