@@ -329,8 +329,8 @@ impl ClusterRegistry {
         }
     }
 
-    /// The SlurmCluster of `uid` exists after all: a watch shows it again after a re-list that
-    /// did not (a list from an API server's cache that lagged behind the watch).
+    /// The SlurmCluster of `uid` exists after all: the watch (an event, or a list) shows it
+    /// again after a re-list that did not (a list from an API server's cache that lagged).
     pub fn unbury(&self, uid: &str) {
         let mut gone = self.gone.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(at) = gone.iter().position(|g| g == uid) {

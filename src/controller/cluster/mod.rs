@@ -216,9 +216,16 @@ pub fn error_policy(cluster: Arc<SlurmCluster>, error: &Error, ctx: Arc<Context>
         // Not a failure: the SlurmCluster is gone (nothing to do for it), or this replica lost
         // the Lease (gaining it again reconciles every SlurmCluster). A SlurmCluster made again
         // with this name starts without this one's backoff.
+        // Looked at again at the resync while leading: a SlurmCluster that a lagging re-list
+        // left out (buried) and the watch shows again has no change that would reconcile it
+        // (a deleted one is not reconciled again: it left the cache).
         debug!(name = %cluster.name_any(), "registration dropped: SlurmCluster deleted or Lease lost");
         ctx.backoff.reset(&key);
-        return Action::await_change();
+        return if ctx.leadership.is_leader() {
+            Action::requeue(RESYNC)
+        } else {
+            Action::await_change()
+        };
     }
     ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     let name = cluster.name_any();

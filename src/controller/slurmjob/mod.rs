@@ -233,7 +233,8 @@ pub struct JobContext {
     /// The output streamer Pods (metadata): a reconcile reads a Pod from the API server only
     /// when this shows it needs something (`output::pod_step`).
     pub output_pods: Store<PodMeta>,
-    /// SlurmClusters (their access), and namespaces' labels (access by label).
+    /// SlurmClusters (their access), and namespaces' labels (access by label) and deletion
+    /// (the orphan Warnings on a SlurmCluster of a namespace being deleted are not bounded).
     pub slurm_clusters: Store<SlurmCluster>,
     pub namespaces: Store<PartialObjectMeta<Namespace>>,
     /// Reconciles SlurmJobs again: those that found their cluster busy, once a slot frees, and
@@ -1326,12 +1327,19 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
                 // action within minutes in the first Event, whose note names another SlurmJob.
                 // So many per namespace: a tenant deleting held jobs with skip-cancel in a loop
                 // must not fill the admin's namespace with Events. All of a namespace being
-                // deleted (where this is their only Event, and no SlurmJob can be made).
+                // deleted (where this is their only Event, and no SlurmJob can be made), or
+                // that may be: the namespaces not listed yet.
                 let namespace = job.namespace().unwrap_or_default();
-                let terminating = data
+                let listed = data
                     .namespaces
-                    .get(&ObjectRef::new(&namespace))
-                    .is_some_and(|ns| ns.metadata.deletion_timestamp.is_some());
+                    .wait_until_ready()
+                    .now_or_never()
+                    .is_some_and(|ready| ready.is_ok());
+                let terminating = !listed
+                    || data
+                        .namespaces
+                        .get(&ObjectRef::new(&namespace))
+                        .is_some_and(|ns| ns.metadata.deletion_timestamp.is_some());
                 let spend = if terminating {
                     Spend::Tell
                 } else {
@@ -2000,7 +2008,7 @@ pub fn run(
         watcher::Config::default().any_semantic(),
     )
     .default_backoff()
-    // Only the labels are read.
+    // Only the labels and the deletionTimestamp are read.
     .modify(|ns| {
         kit::trim_for_cache(ns);
         ns.metadata.annotations = None;

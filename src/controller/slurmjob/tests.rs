@@ -924,7 +924,8 @@ async fn the_skip_cancel_annotation_lets_go_at_once() {
 }
 
 /// A namespace's skip-cancel deletions are told on the SlurmCluster (the admin's namespace) so
-/// many times per window: the last says so, later ones tell only their SlurmJob.
+/// many times per window: the last says so, later ones tell only their SlurmJob. Not so for a
+/// namespace being deleted, nor while the namespaces are not listed (it may be being deleted).
 #[tokio::test]
 async fn a_namespace_tells_the_slurm_cluster_so_many_orphans_per_window() {
     use crate::controller::kit::NamespaceBudget;
@@ -944,21 +945,73 @@ async fn a_namespace_tells_the_slurm_cluster_so_many_orphans_per_window() {
         });
         job
     };
+    // `data` whose namespace cache has listed NS (`deleting`: with a deletionTimestamp); its
+    // writer, kept while the test runs.
+    let listed = |ctx: Context, deleting: bool| {
+        let (namespaces, mut writer) = reflector::store();
+        let mut metadata = json!({"name": NS});
+        if deleting {
+            metadata["deletionTimestamp"] = json!("2026-12-06T10:00:00Z");
+        }
+        let ns = serde_json::from_value(json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": metadata,
+        }))
+        .unwrap();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(ns),
+            watcher::Event::InitDone,
+        ] {
+            writer.apply_watcher_event(&event);
+        }
+        let data = Arc::new(JobContext {
+            namespaces,
+            ..(*data(ctx)).clone()
+        });
+        (data, writer)
+    };
+    // Reconcile the deletion of `job` with `data`: the note of the SlurmCluster's Event, if
+    // one is told.
+    async fn deleted(
+        job: SlurmJob,
+        data: Arc<JobContext>,
+        mut api: ApiServerVerifier,
+        told: bool,
+    ) -> Option<String> {
+        let expected = job.clone();
+        let server = tokio::spawn(async move {
+            let note = if told {
+                let event = expect_cluster_event(&mut api, "CancelSkipped").await;
+                Some(event["note"].as_str().unwrap().to_owned())
+            } else {
+                None
+            };
+            let own = expect_event(&mut api, &expected, "Warning", "CancelSkipped").await;
+            let id = expected.status.as_ref().unwrap().job_id.unwrap();
+            let own = own.body["note"].as_str().unwrap().to_owned();
+            assert!(
+                own.contains(&format!("Slurm job {id} may still run")),
+                "{own}"
+            );
+            expect_finalizer_patch(&mut api, &expected, false).await;
+            api.expect_no_more_calls().await;
+            note
+        });
+        reconcile(Arc::new(job), data).await.unwrap();
+        server.await.unwrap()
+    }
+    let budgeted = || {
+        let (mut ctx, api) = Context::test();
+        ctx.cluster_events = Arc::clone(&budget);
+        (ctx, api)
+    };
 
-    let (mut ctx, mut api) = Context::test();
-    ctx.cluster_events = Arc::clone(&budget);
-    let job = held("last-told", 4260);
-    let expected = job.clone();
-    let server = tokio::spawn(async move {
-        let told = expect_cluster_event(&mut api, "CancelSkipped").await;
-        let note = told["note"].as_str().unwrap().to_owned();
-        expect_event(&mut api, &expected, "Warning", "CancelSkipped").await;
-        expect_finalizer_patch(&mut api, &expected, false).await;
-        api.expect_no_more_calls().await;
-        note
-    });
-    reconcile(Arc::new(job), data(ctx)).await.unwrap();
-    let note = server.await.unwrap();
+    let (ctx, api) = budgeted();
+    let (listed_data, _writer) = listed(ctx, false);
+    let note = deleted(held("last-told", 4260), listed_data, api, true)
+        .await
+        .unwrap();
     assert!(
         note.starts_with(&format!(
             "SlurmJob {NS}/last-told: (the last of this namespace told here for "
@@ -967,52 +1020,33 @@ async fn a_namespace_tells_the_slurm_cluster_so_many_orphans_per_window() {
     );
     assert!(note.contains("Slurm job 4260 may still run"), "{note}");
 
-    let (mut ctx, mut api) = Context::test();
-    ctx.cluster_events = Arc::clone(&budget);
-    let job = held("not-told", 4261);
-    let expected = job.clone();
-    let server = tokio::spawn(async move {
-        let event = expect_event(&mut api, &expected, "Warning", "CancelSkipped").await;
-        expect_finalizer_patch(&mut api, &expected, false).await;
-        api.expect_no_more_calls().await;
-        event.body["note"].as_str().unwrap().to_owned()
-    });
-    reconcile(Arc::new(job), data(ctx)).await.unwrap();
-    let note = server.await.unwrap();
-    assert!(note.contains("Slurm job 4261 may still run"), "{note}");
+    let (ctx, api) = budgeted();
+    let (listed_data, _writer) = listed(ctx, false);
+    assert_eq!(
+        deleted(held("not-told", 4261), listed_data, api, false).await,
+        None
+    );
 
     // A namespace being deleted refuses the SlurmJob's own Event, and no SlurmJob can be made
     // in it: each of its orphans is told on the SlurmCluster, budget or not.
-    let (mut ctx, mut api) = Context::test();
-    ctx.cluster_events = Arc::clone(&budget);
-    let (namespaces, mut writer) = reflector::store();
-    writer.apply_watcher_event(&watcher::Event::Apply(
-        serde_json::from_value(json!({
-            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
-            "metadata": {"name": NS, "deletionTimestamp": "2026-12-06T10:00:00Z"},
-        }))
-        .unwrap(),
-    ));
-    let terminating = Arc::new(JobContext {
-        namespaces,
-        ..(*data(ctx)).clone()
-    });
-    let job = held("in-deleted-namespace", 4262);
-    let expected = job.clone();
-    let server = tokio::spawn(async move {
-        let told = expect_cluster_event(&mut api, "CancelSkipped").await;
-        let note = told["note"].as_str().unwrap().to_owned();
-        expect_event(&mut api, &expected, "Warning", "CancelSkipped").await;
-        expect_finalizer_patch(&mut api, &expected, false).await;
-        api.expect_no_more_calls().await;
-        note
-    });
-    reconcile(Arc::new(job), terminating).await.unwrap();
-    let note = server.await.unwrap();
+    let (ctx, api) = budgeted();
+    let (listed_data, _writer) = listed(ctx, true);
+    let note = deleted(held("in-deleted-namespace", 4262), listed_data, api, true)
+        .await
+        .unwrap();
     assert!(
         note.starts_with(&format!(
             "SlurmJob {NS}/in-deleted-namespace: deleted without"
         )),
+        "{note}"
+    );
+    // Nor is it bounded before the namespaces are listed (a start during such a deletion).
+    let (ctx, api) = budgeted();
+    let note = deleted(held("not-listed-yet", 4263), data(ctx), api, true)
+        .await
+        .unwrap();
+    assert!(
+        note.starts_with(&format!("SlurmJob {NS}/not-listed-yet: deleted without")),
         "{note}"
     );
 }
