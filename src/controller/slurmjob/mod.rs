@@ -1929,6 +1929,13 @@ fn after_cache_change(
     }
 }
 
+/// What the namespace cache keeps of a namespace: what the SlurmJob controller reads, its
+/// labels (access by label) and its deletion (orphan Warnings of a namespace being deleted).
+fn namespace_for_cache(ns: &mut PartialObjectMeta<Namespace>) {
+    kit::trim_for_cache(ns);
+    ns.metadata.annotations = None;
+}
+
 /// The running SlurmJob controller: its store (ready once the first list is in) and the future
 /// that drives it until `shutdown` is cancelled and running reconciles finish.
 pub fn run(
@@ -2008,11 +2015,7 @@ pub fn run(
         watcher::Config::default().any_semantic(),
     )
     .default_backoff()
-    // Only the labels and the deletionTimestamp are read.
-    .modify(|ns| {
-        kit::trim_for_cache(ns);
-        ns.metadata.annotations = None;
-    })
+    .modify(namespace_for_cache)
     .reflect(namespaces_writer)
     .touched_objects()
     .predicate_filter(predicates::labels, Default::default());

@@ -2119,6 +2119,31 @@ async fn an_unsubmittable_spec_is_reported_and_waits_for_an_edit() {
     assert!(data.submissions.is_empty(), "nothing submitted");
 }
 
+/// The namespace cache keeps what the controller reads of a namespace (its labels, for access
+/// by label, and its deletion, for the orphan Warnings) and no annotations or field owners.
+#[test]
+fn the_namespace_cache_keeps_labels_and_deletion() {
+    let mut ns: PartialObjectMeta<Namespace> = serde_json::from_value(json!({
+        "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+        "metadata": {
+            "name": "team-a",
+            "labels": {"team": "a"},
+            "annotations": {"note": "x".repeat(1000)},
+            "deletionTimestamp": "2026-12-06T10:00:00Z",
+            "managedFields": [{"manager": "kubectl", "operation": "Update"}],
+        },
+    }))
+    .unwrap();
+    namespace_for_cache(&mut ns);
+    assert_eq!(
+        ns.metadata.labels,
+        Some([("team".to_owned(), "a".to_owned())].into())
+    );
+    assert!(ns.metadata.deletion_timestamp.is_some());
+    assert!(ns.metadata.annotations.is_none());
+    assert!(ns.metadata.managed_fields.unwrap_or_default().is_empty());
+}
+
 /// The cache holds no script, environment, extraOptions, tenant labels or annotations (only
 /// `slurm.rs/` ones); what the driver reads outside a submit stays.
 #[test]
