@@ -340,17 +340,15 @@ async fn wait(
 /// would be run by the terminal of whoever follows the job (set its title, write its
 /// clipboard). A job's own output (`logs`) stays raw, as `kubectl logs` prints it.
 fn printable(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            let raw = !c.is_control() || c == '\n' || c == '\t';
-            let (plain, escaped) = if raw {
-                (Some(c), None)
-            } else {
-                (None, Some(c.escape_default()))
-            };
-            plain.into_iter().chain(escaped.into_iter().flatten())
-        })
-        .collect()
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 impl LogsArgs {

@@ -662,6 +662,19 @@ impl Default for NamespaceBudget {
     }
 }
 
+/// Whether `store`'s watch has had its first list (now, without waiting).
+pub fn listed<K>(store: &Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    use futures::FutureExt;
+    store
+        .wait_until_ready()
+        .now_or_never()
+        .is_some_and(|ready| ready.is_ok())
+}
+
 /// kube's Event [`Recorder`], started afresh after every [`EventRecorder::RENEW_AFTER`] Events.
 ///
 /// The Recorder keeps each Event it published for 6 minutes, so that a repeat counts in the first

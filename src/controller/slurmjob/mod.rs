@@ -65,8 +65,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
-use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
@@ -1330,12 +1330,7 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
                 // deleted (where this is their only Event, and no SlurmJob can be made), or
                 // that may be: the namespaces not listed yet.
                 let namespace = job.namespace().unwrap_or_default();
-                let listed = data
-                    .namespaces
-                    .wait_until_ready()
-                    .now_or_never()
-                    .is_some_and(|ready| ready.is_ok());
-                let terminating = !listed
+                let terminating = !kit::listed(&data.namespaces)
                     || data
                         .namespaces
                         .get(&ObjectRef::new(&namespace))
@@ -1768,12 +1763,7 @@ fn output_pod_needs(
 ) -> bool {
     // Until the Pod watch's first list is complete, a missing Pod may only be not listed yet
     // (its list triggers reconciles before the cache shows it): read it.
-    let synced = data
-        .output_pods
-        .wait_until_ready()
-        .now_or_never()
-        .is_some_and(|ready| ready.is_ok());
-    if !synced {
+    if !kit::listed(&data.output_pods) {
         return true;
     }
     let name = job.name_any();

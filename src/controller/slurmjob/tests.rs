@@ -3951,7 +3951,7 @@ fn hooked_cache(
             events.unbounded_send(Ok(event)).unwrap();
         }
         // Every event sent is applied once the stream waits for more.
-        while let Some(Some(_)) = changes.next().now_or_never() {}
+        while let Some(Some(_)) = futures::FutureExt::now_or_never(changes.next()) {}
     };
     (store, send)
 }
