@@ -340,6 +340,16 @@ impl Metrics {
             .clear();
     }
 
+    /// How many SlurmNodeSets have a drain reported.
+    #[cfg(test)]
+    pub fn nodesets_draining(&self) -> usize {
+        self.objects
+            .drains
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
     /// The text exposition format for `/metrics`.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut out = String::new();

@@ -338,11 +338,16 @@ async fn wait(
 /// `text` (a condition's, which may quote Slurm's error about what a tenant wrote) with its
 /// control characters but newline and tab escaped: printed as it is, an escape sequence in it
 /// would be run by the terminal of whoever follows the job (set its title, write its
-/// clipboard). A job's own output (`logs`) stays raw, as `kubectl logs` prints it.
+/// clipboard). Its lines after the first are indented ([`CONTINUATION`]), so that none of them
+/// reads as a line of this command's own (`slurmjob ns/name: Completed, ...`). A job's own
+/// output (`logs`) stays raw, as `kubectl logs` prints it.
 fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
+        if c == '\n' {
+            out.push('\n');
+            out.push_str(CONTINUATION);
+        } else if c.is_control() && c != '\t' {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -350,6 +355,9 @@ fn printable(text: &str) -> String {
     }
     out
 }
+
+/// What starts each further line of a printed message.
+const CONTINUATION: &str = "  | ";
 
 impl LogsArgs {
     pub async fn run(&self) -> Result<u8, CliError> {
@@ -501,20 +509,26 @@ mod tests {
     use super::*;
     use crate::crd::slurmjob::SlurmJobStatus;
 
-    /// A condition's message reaches the terminal without a control sequence it could run;
-    /// newlines, tabs and any other text stay as they are.
+    /// A condition's message reaches the terminal without a control sequence it could run,
+    /// and with no line that reads as one of the command's own; tabs and any other text stay
+    /// as they are.
     #[test]
     fn a_message_is_printed_without_control_sequences() {
-        let message = "bad value \u{1b}]52;c;ZWNobyBoaQ==\u{7}\u{9b}0m é\tend\nnext";
+        let message =
+            "bad value \u{1b}]52;c;ZWNobyBoaQ==\u{7}\u{9b}0m é\tend\r\nslurmjob ns/j: Completed";
         let printed = printable(message);
         assert_eq!(
             printed,
-            "bad value \\u{1b}]52;c;ZWNobyBoaQ==\\u{7}\\u{9b}0m é\tend\nnext"
+            "bad value \\u{1b}]52;c;ZWNobyBoaQ==\\u{7}\\u{9b}0m é\tend\\r\n  | slurmjob ns/j: Completed"
         );
         assert!(
             !printed
                 .chars()
                 .any(|c| c.is_control() && c != '\n' && c != '\t')
+        );
+        assert!(
+            printed.lines().skip(1).all(|l| l.starts_with(CONTINUATION)),
+            "{printed}"
         );
     }
 

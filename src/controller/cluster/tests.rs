@@ -845,6 +845,9 @@ async fn a_lost_lease_drops_connections_and_views() {
     }
     ctx.nodesets.saw_nodes_of("a", &ctx.leadership);
     assert!(ctx.nodesets.saw_nodes_before("a"));
+    ctx.metrics
+        .nodeset_draining_since("team", "cpu", Some(chrono::Utc::now()));
+    assert_eq!(ctx.metrics.nodesets_draining(), 1);
     // One connection (same slurmrestd, same credentials), two registrations.
     assert_eq!(ctx.clusters.pollers(), 1);
     assert!(keys.iter().all(|key| ctx.clusters.contains(key)));
@@ -852,6 +855,11 @@ async fn a_lost_lease_drops_connections_and_views() {
     assert!(keys.iter().all(|key| !ctx.clusters.contains(key)));
     assert_eq!(ctx.clusters.pollers(), 0);
     assert!(!ctx.nodesets.saw_nodes_before("a"));
+    assert_eq!(
+        ctx.metrics.nodesets_draining(),
+        0,
+        "the leader reports drains now"
+    );
     assert_eq!(ctx.lease_lost(), 0, "nothing left to drop");
 
     // A round that trusted a view as the Lease went (the renewal loop's word already "lost")

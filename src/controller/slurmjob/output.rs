@@ -47,6 +47,9 @@ const DRAIN_SECONDS: u32 = 3;
 /// Default image of the streamer (`--output-image`): anything with `sh`, `cat`, `grep`, `readlink`,
 /// `stat` and `tail -f`.
 pub const DEFAULT_IMAGE: &str = "docker.io/library/busybox:1.37";
+/// How long after the end is announced a streamer still waiting to open its file (a FIFO) is
+/// ended: an open that has not returned by then waits for a writer, not for the storage.
+const OPEN_GRACE_SECONDS: u32 = 5;
 /// User the streamer runs as (`nobody`): it only reads.
 const RUN_AS_USER: i64 = 65534;
 
@@ -269,8 +272,12 @@ fn meta_job_id(meta: &ObjectMeta) -> Option<i64> {
 /// where the open ended), a regular file with one link (no hard link to someone else's file);
 /// then followed by descriptor (`tail -f` of the open file), so replacing the path later shows
 /// nothing new. The link count is read before the path: a hard link removed between the two
-/// leaves a count of one, but its path then reads as deleted. A FIFO is refused before the
-/// open, which would wait for a writer for good. A file the Pod cannot open (its uid may not
+/// leaves a count of one, but its path then reads as deleted. A FIFO's open waits for a writer,
+/// maybe for good (no check before it can close that race: the script may swap the path in
+/// between), so the open and the streaming run in a child (`worker`): the container's PID 1,
+/// this shell, cannot be killed, a child can. A watchdog ends a child still waiting to open
+/// [`OPEN_GRACE_SECONDS`] after the end is announced, and the Pod says the file was not
+/// streamed. A file the Pod cannot open (its uid may not
 /// read it) is said so, and the Pod ends: `command exec` keeps a failed open from ending the
 /// shell before it can say why. So is one that others may not read, even though the Pod could
 /// open it: the Pod's uid (or gid) may own it, as on storage that squashes uids to 65534, and
@@ -282,9 +289,7 @@ fn streamer_script() -> String {
         "ended() {{ grep -q '^{ENDED_ANNOTATION}=\"true\"' \"$ANNOTATIONS_FILE\" 2>/dev/null; }}; \
          until [ -e \"$OUTPUT_FILE\" ] || ended; do sleep 1; done; \
          if [ ! -e \"$OUTPUT_FILE\" ]; then echo \"no output: $OUTPUT_FILE was never written\"; exit 0; fi; \
-         if [ -p \"$OUTPUT_FILE\" ]; then \
-           echo \"not streamed: $OUTPUT_FILE is a link or not a regular file\"; exit 0; fi; \
-         if ! {{ command exec 3< \"$OUTPUT_FILE\"; }} 2>/dev/null; then \
+         ( if ! {{ command exec 3< \"$OUTPUT_FILE\"; }} 2>/dev/null; then \
            echo \"not streamed: the output Pod (uid {RUN_AS_USER}) cannot open $OUTPUT_FILE: \
 the job's script must leave it readable by others (e.g. umask 022)\"; exit 0; fi; \
          if [ ! -f /proc/self/fd/3 ] || [ \"$(stat -L -c %h /proc/self/fd/3)\" != 1 ] \
@@ -296,7 +301,13 @@ leave it readable by others (e.g. umask 022)\"; exit 0; fi; \
          if ended; then cat <&3; exit 0; fi; \
          tail -n +1 -f /proc/self/fd/3 & follower=$!; \
          until ended; do sleep 2; done; \
-         sleep {DRAIN_SECONDS}; kill \"$follower\"; exit 0"
+         sleep {DRAIN_SECONDS}; kill \"$follower\"; exit 0 ) & worker=$!; \
+         ( until ended; do sleep 2; done; sleep {OPEN_GRACE_SECONDS}; \
+           [ -e /proc/$worker/fd/3 ] || kill -9 $worker ) 2>/dev/null & watchdog=$!; \
+         wait $worker 2>/dev/null; status=$?; kill $watchdog 2>/dev/null; \
+         if [ $status -gt 128 ]; then \
+           echo \"not streamed: $OUTPUT_FILE is a link or not a regular file\"; fi; \
+         exit 0"
     )
 }
 
