@@ -816,12 +816,14 @@ mod tests {
         boxes
     }
 
-    /// The script started with `toolbox`'s `sh` (the host's without one), its stdout piped.
+    /// The script started with `toolbox`'s `sh` (the host's without one), its stdout piped, in
+    /// a process group of its own ([`kill_all`]).
     fn streamer(
         toolbox: &Option<std::path::PathBuf>,
         file: &std::path::Path,
         annotations: &std::path::Path,
     ) -> std::process::Child {
+        use std::os::unix::process::CommandExt;
         use std::process::{Command, Stdio};
 
         let mut command = match toolbox {
@@ -837,8 +839,18 @@ mod tests {
             .env("OUTPUT_FILE", file)
             .env("ANNOTATIONS_FILE", annotations)
             .stdout(Stdio::piped())
+            .process_group(0)
             .spawn()
             .unwrap()
+    }
+
+    /// Kills the streamer and what it started: a broken script's children left behind would
+    /// hold the test's output open, and the test run would hang instead of failing.
+    fn kill_all(child: &mut std::process::Child) {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", "--", &format!("-{}", child.id())])
+            .status();
+        let _ = child.kill();
     }
 
     /// Runs the script until it exits (`during` runs while it streams, then the end is
@@ -863,7 +875,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(120);
         while child.try_wait().unwrap().is_none() {
             if Instant::now() > deadline {
-                child.kill().unwrap();
+                kill_all(&mut child);
                 panic!("the streamer did not exit after the end was announced");
             }
             std::thread::sleep(Duration::from_millis(100));
