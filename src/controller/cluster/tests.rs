@@ -835,7 +835,8 @@ async fn a_cluster_deleted_during_its_reconcile_keeps_no_registration() {
 }
 
 /// A replica that lost the Lease holds no connection (no poller polls with credentials it no
-/// longer follows) and no view of Slurm's nodes (leading again is a start, not an outage).
+/// longer follows), no view of Slurm's nodes (leading again is a start, not an outage) and no
+/// drain in its gauges (the leader reports them).
 #[tokio::test]
 async fn a_lost_lease_drops_connections_and_views() {
     let (ctx, _api) = Context::test();

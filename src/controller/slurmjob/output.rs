@@ -45,11 +45,14 @@ const MEMORY_LIMIT: &str = "32Mi";
 /// so this lets it print what the job wrote last.
 const DRAIN_SECONDS: u32 = 3;
 /// Default image of the streamer (`--output-image`): anything with `sh`, `cat`, `grep`, `readlink`,
-/// `stat` and `tail -f`.
+/// `sleep`, `stat` and `tail -f`.
 pub const DEFAULT_IMAGE: &str = "docker.io/library/busybox:1.37";
-/// How long after the end is announced a streamer still waiting to open its file (a FIFO) is
-/// ended: an open that has not returned by then waits for a writer, not for the storage.
+/// How long after the Pod learns of the end a streamer still waiting to open its file (a FIFO)
+/// is ended: an open that has not returned by then waits for a writer, not for the storage.
 const OPEN_GRACE_SECONDS: u32 = 5;
+/// How long after that a streamer still copying the file is ended (`$COPY_SECONDS`): a job's
+/// output copies in far less (the kubelet keeps some 10 MiB of a container's log anyway).
+const COPY_SECONDS: u32 = 120;
 /// User the streamer runs as (`nobody`): it only reads.
 const RUN_AS_USER: i64 = 65534;
 
@@ -165,6 +168,11 @@ pub fn pod(job: &SlurmJob, job_id: i64, image: &str, ended: bool) -> Option<Pod>
                         ..Default::default()
                     },
                     EnvVar {
+                        name: "COPY_SECONDS".into(),
+                        value: Some(COPY_SECONDS.to_string()),
+                        ..Default::default()
+                    },
+                    EnvVar {
                         name: "ANNOTATIONS_FILE".into(),
                         value: Some(format!("{PODINFO_PATH}/annotations")),
                         ..Default::default()
@@ -272,18 +280,21 @@ fn meta_job_id(meta: &ObjectMeta) -> Option<i64> {
 /// where the open ended), a regular file with one link (no hard link to someone else's file);
 /// then followed by descriptor (`tail -f` of the open file), so replacing the path later shows
 /// nothing new. The link count is read before the path: a hard link removed between the two
-/// leaves a count of one, but its path then reads as deleted. A FIFO's open waits for a writer,
-/// maybe for good (no check before it can close that race: the script may swap the path in
-/// between), so the open and the streaming run in a child (`worker`): the container's PID 1,
-/// this shell, cannot be killed, a child can. A watchdog ends a child still waiting to open
-/// [`OPEN_GRACE_SECONDS`] after the end is announced, and the Pod says the file was not
-/// streamed. A file the Pod cannot open (its uid may not
-/// read it) is said so, and the Pod ends: `command exec` keeps a failed open from ending the
-/// shell before it can say why. So is one that others may not read, even though the Pod could
-/// open it: the Pod's uid (or gid) may own it, as on storage that squashes uids to 65534, and
-/// the job's script may rename any such file into its output path (a rename needs no right to
-/// read): the Pod shows only what any user may read. A Pod that starts after its job ended (created late, or again)
-/// copies the whole file and ends at its end, rather than follow it for a timed drain.
+/// leaves a count of one, but its path then reads as deleted. A file the Pod cannot open (its
+/// uid may not read it) is said so, and the Pod ends: `command exec` keeps a failed open from
+/// ending the shell before it can say why. So is one that others may not read, even though the
+/// Pod could open it: the Pod's uid (or gid) may own it, as on storage that squashes uids to
+/// 65534, and the job's script may rename any such file into its output path (a rename needs no
+/// right to read): the Pod shows only what any user may read. A Pod that starts after its job
+/// ended (created late, or again) copies the whole file and ends at its end, rather than follow
+/// it for a timed drain.
+///
+/// The Pod ends after the job's end whatever the script left at the path: the open and the
+/// streaming run in a child (`worker`), which the container's PID 1, this shell, can end, and a
+/// watchdog ends it once the end is announced: [`OPEN_GRACE_SECONDS`] later if it still waits
+/// to open (a FIFO waits for a writer, maybe for good; no check before the open can close that
+/// race, the script may swap the path in between), and `$COPY_SECONDS` after that if it still
+/// copies (a sparse file of terabytes, or one another job keeps writing). The Pod says which.
 fn streamer_script() -> String {
     format!(
         "ended() {{ grep -q '^{ENDED_ANNOTATION}=\"true\"' \"$ANNOTATIONS_FILE\" 2>/dev/null; }}; \
@@ -298,15 +309,19 @@ the job's script must leave it readable by others (e.g. umask 022)\"; exit 0; fi
          if [ $(( 0$(stat -L -c %a /proc/self/fd/3) & 4 )) = 0 ]; then \
            echo \"not streamed: $OUTPUT_FILE is not readable by others: the job's script must \
 leave it readable by others (e.g. umask 022)\"; exit 0; fi; \
-         if ended; then cat <&3; exit 0; fi; \
+         if ended; then exec cat <&3; fi; \
          tail -n +1 -f /proc/self/fd/3 & follower=$!; \
          until ended; do sleep 2; done; \
          sleep {DRAIN_SECONDS}; kill \"$follower\"; exit 0 ) & worker=$!; \
          ( until ended; do sleep 2; done; sleep {OPEN_GRACE_SECONDS}; \
-           [ -e /proc/$worker/fd/3 ] || kill -9 $worker ) 2>/dev/null & watchdog=$!; \
-         wait $worker 2>/dev/null; status=$?; kill $watchdog 2>/dev/null; \
-         if [ $status -gt 128 ]; then \
-           echo \"not streamed: $OUTPUT_FILE is a link or not a regular file\"; fi; \
+           [ -L /proc/$worker/fd/3 ] || {{ kill -9 $worker; exit 1; }}; \
+           sleep \"$COPY_SECONDS\"; kill -9 $worker; exit 2 ) >/dev/null 2>&1 & watchdog=$!; \
+         wait $worker 2>/dev/null; status=$?; why=0; \
+         if [ $status -gt 128 ]; then wait $watchdog; why=$?; else kill $watchdog 2>/dev/null; fi; \
+         if [ $why = 1 ]; then echo \"not streamed: $OUTPUT_FILE could not be opened by the \
+job's end (a FIFO?)\"; fi; \
+         if [ $why = 2 ]; then echo \"cut short: $OUTPUT_FILE was still being copied \
+$COPY_SECONDS s after the job's end\"; fi; \
          exit 0"
     )
 }
@@ -817,11 +832,12 @@ mod tests {
     }
 
     /// The script started with `toolbox`'s `sh` (the host's without one), its stdout piped, in
-    /// a process group of its own ([`kill_all`]).
+    /// a process group of its own ([`kill_all`]); a copy is cut `copy_seconds` after the grace.
     fn streamer(
         toolbox: &Option<std::path::PathBuf>,
         file: &std::path::Path,
         annotations: &std::path::Path,
+        copy_seconds: u32,
     ) -> std::process::Child {
         use std::os::unix::process::CommandExt;
         use std::process::{Command, Stdio};
@@ -838,6 +854,7 @@ mod tests {
             .args(["-c", &streamer_script()])
             .env("OUTPUT_FILE", file)
             .env("ANNOTATIONS_FILE", annotations)
+            .env("COPY_SECONDS", copy_seconds.to_string())
             .stdout(Stdio::piped())
             .process_group(0)
             .spawn()
@@ -864,7 +881,7 @@ mod tests {
         use std::time::{Duration, Instant};
 
         std::fs::write(annotations, "slurm.rs/job-id=\"7\"\n").unwrap();
-        let mut child = streamer(toolbox, file, annotations);
+        let mut child = streamer(toolbox, file, annotations, COPY_SECONDS);
         during();
         std::fs::write(
             annotations,
@@ -920,13 +937,38 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Everything `child` prints, read at `bytes_per_second` at most (a slow log pipeline). A
+    /// generous deadline only so that a broken script fails the test instead of hanging it.
+    fn read_paced(child: &mut std::process::Child, bytes_per_second: f64) -> Vec<u8> {
+        use std::io::Read;
+        use std::time::{Duration, Instant};
+
+        let mut stdout = child.stdout.take().unwrap();
+        let mut copied = Vec::new();
+        let mut chunk = vec![0; 64 * 1024];
+        let started = Instant::now();
+        loop {
+            let n = stdout.read(&mut chunk).unwrap();
+            if n == 0 {
+                return copied;
+            }
+            copied.extend_from_slice(&chunk[..n]);
+            if started.elapsed() > Duration::from_secs(120) {
+                kill_all(child);
+                panic!("the streamer was still printing after 120 s");
+            }
+            let due = Duration::from_secs_f64(copied.len() as f64 / bytes_per_second);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                std::thread::sleep(wait);
+            }
+        }
+    }
+
     /// Started after its job ended, the streamer copies the whole file however slowly its
-    /// output is read (the timed drain of a followed file would cut it short).
+    /// output is read: neither the timed drain of a followed file nor the watchdog (its grace
+    /// for the open is over long before this copy is) cuts it short.
     #[test]
     fn a_streamer_started_after_the_end_copies_the_whole_file() {
-        use std::io::Read;
-        use std::time::Duration;
-
         let dir = scratch("streamer-ended");
         let annotations = dir.join("annotations");
         std::fs::write(
@@ -939,22 +981,46 @@ mod tests {
         let text = line.repeat(64 * 1024); // 4 MiB
         std::fs::write(&file, &text).unwrap();
         for (name, toolbox) in toolboxes(&dir) {
-            let mut child = streamer(&toolbox, &file, &annotations);
-            // Read at ~1 MiB/s: longer than the drain a followed file gets.
-            let mut stdout = child.stdout.take().unwrap();
-            let mut copied = Vec::new();
-            let mut chunk = vec![0; 64 * 1024];
-            loop {
-                let n = stdout.read(&mut chunk).unwrap();
-                if n == 0 {
-                    break;
-                }
-                copied.extend_from_slice(&chunk[..n]);
-                std::thread::sleep(Duration::from_millis(60));
-            }
+            let mut child = streamer(&toolbox, &file, &annotations, COPY_SECONDS);
+            // Read in ~9 s: longer than the drain and than the grace, far shorter than the bound.
+            let copied = read_paced(&mut child, text.len() as f64 / 9.0);
             assert!(child.wait().unwrap().success(), "{name}");
             assert_eq!(copied.len(), text.len(), "{name}: the whole file");
             assert!(copied == text.as_bytes(), "{name}: the file as it is");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A copy that would not end (here a sparse file of 1 TiB) is cut `$COPY_SECONDS` after the
+    /// grace, and the Pod says so.
+    #[test]
+    fn a_copy_that_does_not_end_is_cut_short() {
+        let dir = scratch("streamer-endless");
+        let annotations = dir.join("annotations");
+        std::fs::write(
+            &annotations,
+            "slurm.rs/job-ended=\"true\"\nslurm.rs/job-id=\"7\"\n",
+        )
+        .unwrap();
+        let file = dir.join("sparse.out");
+        let size = 1 << 40;
+        std::fs::File::create(&file).unwrap().set_len(size).unwrap();
+        for (name, toolbox) in toolboxes(&dir) {
+            let mut child = streamer(&toolbox, &file, &annotations, 1);
+            let copied = read_paced(&mut child, 4.0 * 1024.0 * 1024.0);
+            assert!(child.wait().unwrap().success(), "{name}");
+            let note = format!(
+                "cut short: {} was still being copied 1 s after the job's end\n",
+                file.display()
+            );
+            assert!(
+                copied.ends_with(note.as_bytes()),
+                "{name}: {:?}",
+                String::from_utf8_lossy(&copied[copied.len().saturating_sub(200)..])
+            );
+            let zeros = &copied[..copied.len() - note.len()];
+            assert!((zeros.len() as u64) < size, "{name}");
+            assert!(zeros.iter().all(|b| *b == 0), "{name}: only the file");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -1005,14 +1071,20 @@ mod tests {
             refused(&text, "a file others may not read");
             assert!(text.contains("is not readable by others"), "{name}: {text}");
 
-            // A FIFO: refused, not opened (the open would wait for a writer for good).
+            // A FIFO: its open waits for a writer (here for good), and is ended once the end
+            // is announced, with a note (a FIFO swapped in just before the open ends so too).
             let fifo = dir.join(format!("{name}.fifo"));
             let made = std::process::Command::new("mkfifo")
                 .arg(&fifo)
                 .status()
                 .unwrap();
             assert!(made.success());
-            refused(&stream(&toolbox, &fifo, &annotations, || {}), "a FIFO");
+            let text = stream(&toolbox, &fifo, &annotations, || {});
+            refused(&text, "a FIFO");
+            assert!(
+                text.contains("could not be opened by the job's end"),
+                "{name}: {text}"
+            );
 
             // A path the Pod cannot open (a socket here: even root's open fails, as a file the
             // Pod's uid may not read does): said so, not the shell's bare error.
