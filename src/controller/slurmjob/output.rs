@@ -872,6 +872,9 @@ mod tests {
         let _ = child.kill();
     }
 
+    /// The Pod's annotations once it has been told its job (7) ended.
+    const TOLD: &str = "slurm.rs/job-ended=\"true\"\nslurm.rs/job-id=\"7\"\n";
+
     /// Runs the script until it exits (`during` runs while it streams, then the end is
     /// announced); its stdout.
     fn stream(
@@ -885,11 +888,7 @@ mod tests {
         std::fs::write(annotations, "slurm.rs/job-id=\"7\"\n").unwrap();
         let mut child = streamer(toolbox, file, annotations, COPY_SECONDS);
         during();
-        std::fs::write(
-            annotations,
-            "slurm.rs/job-ended=\"true\"\nslurm.rs/job-id=\"7\"\n",
-        )
-        .unwrap();
+        std::fs::write(annotations, TOLD).unwrap();
         // A generous deadline only so that a broken script fails the test instead of hanging it.
         let deadline = Instant::now() + Duration::from_secs(120);
         while child.try_wait().unwrap().is_none() {
@@ -973,11 +972,7 @@ mod tests {
     fn a_streamer_started_after_the_end_copies_the_whole_file() {
         let dir = scratch("streamer-ended");
         let annotations = dir.join("annotations");
-        std::fs::write(
-            &annotations,
-            "slurm.rs/job-ended=\"true\"\nslurm.rs/job-id=\"7\"\n",
-        )
-        .unwrap();
+        std::fs::write(&annotations, TOLD).unwrap();
         let file = dir.join("ended.out");
         let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
         let text = line.repeat(64 * 1024); // 4 MiB
@@ -999,11 +994,7 @@ mod tests {
     fn a_copy_that_does_not_end_is_cut_short() {
         let dir = scratch("streamer-endless");
         let annotations = dir.join("annotations");
-        std::fs::write(
-            &annotations,
-            "slurm.rs/job-ended=\"true\"\nslurm.rs/job-id=\"7\"\n",
-        )
-        .unwrap();
+        std::fs::write(&annotations, TOLD).unwrap();
         let file = dir.join("sparse.out");
         let size = 1 << 36;
         std::fs::File::create(&file).unwrap().set_len(size).unwrap();
