@@ -229,3 +229,100 @@ async fn cordons_follow_the_nodes_through_list_and_watch() {
         .expect("follow ends at shutdown")
         .unwrap();
 }
+
+/// Anyone who may create Pods in a namespace can label one like the operator's output Pods
+/// (`slurm.rs/slurmjob`) or SlurmNodeSet pods (`slurm.rs/nodeset`) and make its `managedFields`
+/// nest past serde_json's 128 levels (on a real API server by writing the entry itself; here by
+/// a field nested so deep that the API server's own entry for it does). Read as Pods, or as
+/// kube's metadata-only Pods, such a Pod fails every list page it is on: the operator's Pod
+/// watches, shared by all namespaces, would never fill, for any team. Its watches list it and
+/// the others, with no error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_pod_nested_too_deep_stops_no_pod_watch() {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::watcher;
+
+    let api = FakeApiServer::start().await;
+    let client = api.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    // As deep as the API server takes the Pod, deeper than a page of Pods decodes.
+    let nested = (0..124).fold(json!("x"), |inner, _| json!({ "x": inner }));
+    let labels = json!({"slurm.rs/slurmjob": "j", "slurm.rs/nodeset": "n"});
+    for (name, extra) in [("deep", nested), ("plain", json!("x"))] {
+        // Its answer, the Pod, does not decode either: read as text.
+        let request = kube::core::Request::new(format!("/api/v1/namespaces/{NAMESPACE}/pods"))
+            .patch(
+                name,
+                &PatchParams::apply("tenant"),
+                &Patch::Apply(json!({
+                    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}], "x": extra},
+                })),
+            )
+            .unwrap();
+        client.request_text(request).await.unwrap();
+    }
+    // The Pod as a tenant can make it: a Pod list, and kube's metadata-only one, fail on it.
+    let whole = pods.list(&Default::default()).await;
+    assert!(whole.is_err(), "a page of Pods decodes: {whole:?}");
+    let metadata: Api<PartialObjectMeta<Pod>> = Api::namespaced(client.clone(), NAMESPACE);
+    let partial = metadata.list_metadata(&Default::default()).await;
+    assert!(partial.is_err(), "a metadata page decodes: {partial:?}");
+
+    type Watch = std::pin::Pin<
+        Box<
+            dyn futures::Stream<
+                    Item = watcher::Result<watcher::Event<slurm_operator::crd::pod_meta::PodMeta>>,
+                > + Send,
+        >,
+    >;
+    let watches: [(&str, Watch); 4] = [
+        (
+            "output Pods, one namespace",
+            Box::pin(slurm_operator::controller::slurmjob::output_pod_watch(
+                client.clone(),
+                Some(NAMESPACE),
+            )),
+        ),
+        (
+            "output Pods, all namespaces",
+            Box::pin(slurm_operator::controller::slurmjob::output_pod_watch(
+                client.clone(),
+                None,
+            )),
+        ),
+        (
+            "SlurmNodeSet pods, one namespace",
+            Box::pin(slurm_operator::controller::nodeset::pod_watch(
+                client.clone(),
+                Some(NAMESPACE),
+            )),
+        ),
+        (
+            "SlurmNodeSet pods, all namespaces",
+            Box::pin(slurm_operator::controller::nodeset::pod_watch(
+                client.clone(),
+                None,
+            )),
+        ),
+    ];
+    for (what, mut watch) in watches {
+        let mut listed = Vec::new();
+        let listing = async {
+            while let Some(event) = watch.next().await {
+                match event.unwrap_or_else(|e| panic!("{what}: {e}")) {
+                    watcher::Event::InitApply(pod) => listed.push(pod.metadata.name.unwrap()),
+                    watcher::Event::InitDone => return,
+                    _ => {}
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), listing)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the first list never ended"));
+        listed.sort();
+        assert_eq!(listed, ["deep", "plain"], "{what}");
+    }
+}

@@ -1809,6 +1809,23 @@ pub fn sets_of_cluster(cluster: &str, store: &Store<SlurmNodeSet>) -> Vec<Object
         .collect()
 }
 
+/// The watch of the sets' pods (of `namespace`, else of all) that wakes their sets: as kube's
+/// `owns`, metadata only, but decoded without `managedFields` ([`PodMeta`]: anyone who may create
+/// Pods in any namespace can label one like ours and nest them too deep to read, which would fail
+/// every page it is on), in pages.
+pub fn pod_watch(
+    client: kube::Client,
+    namespace: Option<&str>,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<PodMeta>>> + Send + 'static {
+    let pods: Api<PodMeta> = kit::scoped_api(client, namespace);
+    watcher(
+        pods,
+        watcher::Config::default()
+            .labels(pods::LABEL_NODESET)
+            .page_size(POD_LIST_PAGE),
+    )
+}
+
 /// The running SlurmNodeSet controller: its store and the future that drives it until `shutdown`.
 pub fn run(
     ctx: Context,
@@ -1820,7 +1837,6 @@ pub fn run(
 ) {
     let client = ctx.client.clone();
     let nodesets_api: Api<SlurmNodeSet> = kit::scoped_api(client.clone(), namespace);
-    let pods_api: Api<PodMeta> = kit::scoped_api(client, namespace);
     let (store, writer) = reflector::store();
     ctx.nodesets.add(store.clone());
     let nodesets = ctx
@@ -1858,17 +1874,10 @@ pub fn run(
         .gained()
         .inspect(move |()| acting.act_from_now());
     let driver = Controller::for_stream(nodesets, store.clone())
-        // The sets' pods: as kube's `owns`, but decoded without `managedFields` (a tenant's Pod
-        // labelled like ours can nest them too deep to read: `PodMeta`).
         .owns_stream(
-            watcher(
-                pods_api,
-                watcher::Config::default()
-                    .labels(pods::LABEL_NODESET)
-                    .page_size(POD_LIST_PAGE),
-            )
-            .default_backoff()
-            .touched_objects(),
+            pod_watch(client, namespace)
+                .default_backoff()
+                .touched_objects(),
         )
         .with_config(
             controller::Config::default()

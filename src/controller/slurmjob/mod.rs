@@ -1926,6 +1926,23 @@ fn namespace_for_cache(ns: &mut PartialObjectMeta<Namespace>) {
     ns.metadata.annotations = None;
 }
 
+/// The watch of the output streamer Pods (of `namespace`, else of all): metadata only (as kube's
+/// `owns`), decoded without `managedFields` ([`PodMeta`]: a tenant's Pod labelled like ours can
+/// nest them too deep to read, which would fail every page it is on, for every team), in pages
+/// (a tenant can label Pods of their own).
+pub fn output_pod_watch(
+    client: kube::Client,
+    namespace: Option<&str>,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<PodMeta>>> + Send + 'static {
+    let pods: Api<PodMeta> = kit::scoped_api(client, namespace);
+    watcher(
+        pods,
+        watcher::Config::default()
+            .labels(output::LABEL)
+            .page_size(LIST_PAGE),
+    )
+}
+
 /// The running SlurmJob controller: its store (ready once the first list is in) and the future
 /// that drives it until `shutdown` is cancelled and running reconciles finish.
 pub fn run(
@@ -1941,7 +1958,6 @@ pub fn run(
     let (store, writer) = reflector::store();
     ctx.slurmjobs.add(store.clone(), holding_cluster);
     let jobs_api: Api<CachedSlurmJob> = kit::scoped_api(client.clone(), namespace);
-    let pods_api: Api<PodMeta> = kit::scoped_api(client, namespace);
     // Paged consistent lists, not one any-semantic list from the watch cache (also what lets a
     // relist forget what this process remembers of the SlurmJobs it no longer lists,
     // `after_cache_change`: a stale list could leave out a live one, and forgetting its submit
@@ -2012,20 +2028,13 @@ pub fn run(
     let by_cluster = store.clone();
     let by_namespace = store.clone();
     let (debounce, concurrency) = (ctx.slurmjob_debounce, ctx.reconcile_concurrency);
-    // The output streamer Pods: metadata only (as kube's `owns`; without `managedFields`, which
-    // a tenant's Pod can nest too deep to read), in pages (a tenant can label Pods of their
-    // own), kept in a cache the reconciles read.
+    // The output streamer Pods, kept in a cache the reconciles read.
     let (output_pods, pods_writer) = reflector::store();
-    let pod_changes = watcher(
-        pods_api,
-        watcher::Config::default()
-            .labels(output::LABEL)
-            .page_size(LIST_PAGE),
-    )
-    .default_backoff()
-    .modify(|pod| output::trim_for_cache(&mut pod.metadata))
-    .reflect(pods_writer)
-    .touched_objects();
+    let pod_changes = output_pod_watch(client, namespace)
+        .default_backoff()
+        .modify(|pod| output::trim_for_cache(&mut pod.metadata))
+        .reflect(pods_writer)
+        .touched_objects();
 
     let data = Arc::new(JobContext {
         ctx,

@@ -291,10 +291,10 @@ fn meta_job_id(meta: &ObjectMeta) -> Option<i64> {
 ///
 /// The Pod ends after the job's end whatever the script left at the path: the open and the
 /// streaming run in a child (`worker`), which the container's PID 1, this shell, can end, and a
-/// watchdog ends it once the end is announced: [`OPEN_GRACE_SECONDS`] later if it still waits
-/// to open (a FIFO waits for a writer, maybe for good; no check before the open can close that
-/// race, the script may swap the path in between), and `$COPY_SECONDS` after that if it still
-/// copies (a sparse file of terabytes, or one another job keeps writing). The Pod says which
+/// watchdog ends it once it sees the end announced (it looks every 2 s): [`OPEN_GRACE_SECONDS`]
+/// later if it still waits to open (a FIFO waits for a writer, maybe for good; no check before
+/// the open can close that race, the script may swap the path in between), and `$COPY_SECONDS`
+/// after that if it still copies (a sparse file of terabytes, or one another job keeps writing). The Pod says which
 /// (only for a worker the watchdog ended: one that died otherwise gets no note). Fd 3 is
 /// closed first: the watchdog reads an open fd 3 as the worker's open done.
 fn streamer_script() -> String {
@@ -834,7 +834,7 @@ mod tests {
     }
 
     /// The script started with `toolbox`'s `sh` (the host's without one), its stdout piped, in
-    /// a process group of its own ([`kill_all`]); a copy is cut `copy_seconds` after the grace.
+    /// a process group of its own ([`Deadline`]); a copy is cut `copy_seconds` after the grace.
     fn streamer(
         toolbox: &Option<std::path::PathBuf>,
         file: &std::path::Path,
@@ -863,13 +863,41 @@ mod tests {
             .unwrap()
     }
 
-    /// Kills the streamer and what it started: a broken script's children left behind would
-    /// hold the test's output open, and the test run would hang instead of failing.
-    fn kill_all(child: &mut std::process::Child) {
-        let _ = std::process::Command::new("kill")
-            .args(["-9", "--", &format!("-{}", child.id())])
-            .status();
-        let _ = child.kill();
+    /// Kills `child`'s process group unless [`Deadline::fired`] is called within the time given:
+    /// a broken script (or a process it left holding its stdout) then fails its test instead of
+    /// hanging it, which a blocking read of its output would.
+    struct Deadline {
+        stop: Option<std::sync::mpsc::Sender<()>>,
+        killer: Option<std::thread::JoinHandle<bool>>,
+    }
+
+    impl Deadline {
+        fn arm(child: &std::process::Child, after: std::time::Duration) -> Self {
+            let (stop, stopped) = std::sync::mpsc::channel::<()>();
+            let group = format!("-{}", child.id());
+            let killer = std::thread::spawn(move || {
+                let late = matches!(
+                    stopped.recv_timeout(after),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                );
+                if late {
+                    let _ = std::process::Command::new("kill")
+                        .args(["-9", "--", &group])
+                        .status();
+                }
+                late
+            });
+            Self {
+                stop: Some(stop),
+                killer: Some(killer),
+            }
+        }
+
+        /// Disarms it; whether it had killed the group.
+        fn fired(mut self) -> bool {
+            drop(self.stop.take());
+            self.killer.take().unwrap().join().unwrap()
+        }
     }
 
     /// The Pod's annotations once it has been told its job (7) ended.
@@ -883,22 +911,20 @@ mod tests {
         annotations: &std::path::Path,
         during: impl FnOnce(),
     ) -> String {
-        use std::time::{Duration, Instant};
+        use std::time::Duration;
 
         std::fs::write(annotations, "slurm.rs/job-id=\"7\"\n").unwrap();
-        let mut child = streamer(toolbox, file, annotations, COPY_SECONDS);
+        let child = streamer(toolbox, file, annotations, COPY_SECONDS);
         during();
         std::fs::write(annotations, TOLD).unwrap();
         // A generous deadline only so that a broken script fails the test instead of hanging it.
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while child.try_wait().unwrap().is_none() {
-            if Instant::now() > deadline {
-                kill_all(&mut child);
-                panic!("the streamer did not exit after the end was announced");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let deadline = Deadline::arm(&child, Duration::from_secs(120));
         let output = child.wait_with_output().unwrap();
+        assert!(
+            !deadline.fired(),
+            "the streamer did not exit after the end was announced: {:?}",
+            String::from_utf8_lossy(&output.stdout)
+        );
         assert!(output.status.success(), "{output:?}");
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
@@ -944,6 +970,7 @@ mod tests {
         use std::io::Read;
         use std::time::{Duration, Instant};
 
+        let deadline = Deadline::arm(child, Duration::from_secs(120));
         let mut stdout = child.stdout.take().unwrap();
         let mut copied = Vec::new();
         let mut chunk = vec![0; 64 * 1024];
@@ -951,13 +978,14 @@ mod tests {
         loop {
             let n = stdout.read(&mut chunk).unwrap();
             if n == 0 {
+                assert!(
+                    !deadline.fired(),
+                    "the streamer was still running after 120 s, {} bytes printed",
+                    copied.len()
+                );
                 return copied;
             }
             copied.extend_from_slice(&chunk[..n]);
-            if started.elapsed() > Duration::from_secs(120) {
-                kill_all(child);
-                panic!("the streamer was still printing after 120 s");
-            }
             let due = Duration::from_secs_f64(copied.len() as f64 / bytes_per_second);
             if let Some(wait) = due.checked_sub(started.elapsed()) {
                 std::thread::sleep(wait);
