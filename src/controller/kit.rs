@@ -31,6 +31,7 @@ use serde::de::DeserializeOwned;
 use tracing::{Instrument, debug, info_span, warn};
 
 use super::Context;
+use crate::crd::pod_meta::PodMeta;
 use crate::crd::{FIELD_MANAGER, FINALIZER};
 use crate::error_chain::Chain;
 use crate::state::events::Delivery;
@@ -782,6 +783,23 @@ where
         Some(ns) => Api::namespaced(client, ns),
         None => Api::all(client),
     }
+}
+
+/// A watch of the Pods labelled `label` (of `namespace`, else of all), as kube's `owns` makes
+/// one (metadata only), in pages of `page`, but decoded without `managedFields`
+/// ([`PodMeta`]): anyone who may create Pods in a namespace can label one like the operator's
+/// and nest them too deep to read, which would fail every page it is on, for every team.
+pub fn pod_watch(
+    client: kube::Client,
+    namespace: Option<&str>,
+    label: &str,
+    page: u32,
+) -> impl Stream<Item = watcher::Result<watcher::Event<PodMeta>>> + Send + 'static {
+    let pods: Api<PodMeta> = scoped_api(client, namespace);
+    watcher(
+        pods,
+        watcher::Config::default().labels(label).page_size(page),
+    )
 }
 
 /// The pollers' Slurm events as reconcile triggers of one kind: `targets` maps an event to the

@@ -1809,21 +1809,13 @@ pub fn sets_of_cluster(cluster: &str, store: &Store<SlurmNodeSet>) -> Vec<Object
         .collect()
 }
 
-/// The watch of the sets' pods (of `namespace`, else of all) that wakes their sets: as kube's
-/// `owns`, metadata only, but decoded without `managedFields` ([`PodMeta`]: anyone who may create
-/// Pods in any namespace can label one like ours and nest them too deep to read, which would fail
-/// every page it is on), in pages.
+/// The watch of the sets' pods (of `namespace`, else of all) that wakes their sets:
+/// [`kit::pod_watch`], in pages of [`POD_LIST_PAGE`].
 pub fn pod_watch(
     client: kube::Client,
     namespace: Option<&str>,
 ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<PodMeta>>> + Send + 'static {
-    let pods: Api<PodMeta> = kit::scoped_api(client, namespace);
-    watcher(
-        pods,
-        watcher::Config::default()
-            .labels(pods::LABEL_NODESET)
-            .page_size(POD_LIST_PAGE),
-    )
+    kit::pod_watch(client, namespace, pods::LABEL_NODESET, POD_LIST_PAGE)
 }
 
 /// The running SlurmNodeSet controller: its store and the future that drives it until `shutdown`.

@@ -1926,21 +1926,13 @@ fn namespace_for_cache(ns: &mut PartialObjectMeta<Namespace>) {
     ns.metadata.annotations = None;
 }
 
-/// The watch of the output streamer Pods (of `namespace`, else of all): metadata only (as kube's
-/// `owns`), decoded without `managedFields` ([`PodMeta`]: a tenant's Pod labelled like ours can
-/// nest them too deep to read, which would fail every page it is on, for every team), in pages
-/// (a tenant can label Pods of their own).
+/// The watch of the output streamer Pods (of `namespace`, else of all): [`kit::pod_watch`], in
+/// pages of [`LIST_PAGE`] (a tenant can label Pods of their own).
 pub fn output_pod_watch(
     client: kube::Client,
     namespace: Option<&str>,
 ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<PodMeta>>> + Send + 'static {
-    let pods: Api<PodMeta> = kit::scoped_api(client, namespace);
-    watcher(
-        pods,
-        watcher::Config::default()
-            .labels(output::LABEL)
-            .page_size(LIST_PAGE),
-    )
+    kit::pod_watch(client, namespace, output::LABEL, LIST_PAGE)
 }
 
 /// The running SlurmJob controller: its store (ready once the first list is in) and the future

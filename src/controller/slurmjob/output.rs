@@ -294,9 +294,10 @@ fn meta_job_id(meta: &ObjectMeta) -> Option<i64> {
 /// watchdog ends it once it sees the end announced (it looks every 2 s): [`OPEN_GRACE_SECONDS`]
 /// later if it still waits to open (a FIFO waits for a writer, maybe for good; no check before
 /// the open can close that race, the script may swap the path in between), and `$COPY_SECONDS`
-/// after that if it still copies (a sparse file of terabytes, or one another job keeps writing). The Pod says which
-/// (only for a worker the watchdog ended: one that died otherwise gets no note). Fd 3 is
-/// closed first: the watchdog reads an open fd 3 as the worker's open done.
+/// after that if it still copies (a sparse file of terabytes, or one another job keeps
+/// writing). The Pod says which (only for a worker the watchdog ended: one that died otherwise
+/// gets no note). Fd 3 is closed first: the watchdog reads an open fd 3 as the worker's open
+/// done.
 fn streamer_script() -> String {
     format!(
         "exec 3<&-; ended() {{ grep -q '^{ENDED_ANNOTATION}=\"true\"' \"$ANNOTATIONS_FILE\" 2>/dev/null; }}; \
@@ -881,9 +882,11 @@ mod tests {
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout)
                 );
                 if late {
-                    let _ = std::process::Command::new("kill")
+                    // Without it the test would hang: it must run.
+                    std::process::Command::new("kill")
                         .args(["-9", "--", &group])
-                        .status();
+                        .status()
+                        .expect("kill(1) kills the script's process group");
                 }
                 late
             });
@@ -911,22 +914,31 @@ mod tests {
         annotations: &std::path::Path,
         during: impl FnOnce(),
     ) -> String {
+        use std::io::Read;
         use std::time::Duration;
 
         std::fs::write(annotations, "slurm.rs/job-id=\"7\"\n").unwrap();
-        let child = streamer(toolbox, file, annotations, COPY_SECONDS);
+        let mut child = streamer(toolbox, file, annotations, COPY_SECONDS);
         during();
         std::fs::write(annotations, TOLD).unwrap();
         // A generous deadline only so that a broken script fails the test instead of hanging it.
+        // Disarmed before the script is reaped: its process group cannot be another's yet.
         let deadline = Deadline::arm(&child, Duration::from_secs(120));
-        let output = child.wait_with_output().unwrap();
+        let mut stdout = Vec::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_end(&mut stdout)
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&stdout).into_owned();
         assert!(
             !deadline.fired(),
-            "the streamer did not exit after the end was announced: {:?}",
-            String::from_utf8_lossy(&output.stdout)
+            "the streamer did not exit after the end was announced: {stdout:?}"
         );
-        assert!(output.status.success(), "{output:?}");
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{status:?}: {stdout:?}");
+        stdout
     }
 
     fn scratch(name: &str) -> std::path::PathBuf {

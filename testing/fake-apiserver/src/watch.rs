@@ -47,7 +47,13 @@ fn line(options: &Options, kind: EventType, object: &Value) -> String {
     } else {
         object.clone()
     };
-    format!("{}\n", json!({"type": kind.as_str(), "object": object}))
+    // The type first, as the real server writes it: a client reading the object straight on
+    // (with nothing to buffer) depends on that order, which a JSON map would sort away.
+    format!(
+        "{{\"type\":{},\"object\":{}}}\n",
+        json!(kind.as_str()),
+        object
+    )
 }
 
 /// Synthetic `ADDED` events for every object the watch is about, as they are now.
