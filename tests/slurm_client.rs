@@ -380,6 +380,33 @@ async fn bad_submits_get_typed_errors() {
         matches!(&err, SlurmError::InvalidRequest { detail } if detail.contains("no_such_option")),
         "{err}"
     );
+
+    // A value slurmrestd refuses without a number of its own (`SLURM_ERROR`, as a site's
+    // job_submit.lua refuses): no job was made, and the same submit is always refused. Before,
+    // such a SlurmJob waited for a listing, searched accounting and submitted again, for ever.
+    let mut bad_value = slurm.job("bad-cpu-frequency", "true");
+    bad_value
+        .extra
+        .insert("cpu_frequency".into(), json!("bogus"));
+    let err = client.submit_job(&bad_value).await.unwrap_err();
+    assert_eq!(err.slurm_errno(), Some(-1), "{err}");
+    assert!(err.refuses_job(), "{err}");
+    assert!(!err.outcome_unknown(), "{err}");
+    assert!(err.to_string().contains("cpu_frequency"), "{err}");
+
+    // slurmrestd's data parser may answer its error with the job made all the same (24.11:
+    // an unknown flag, 9207, and a job id): such an outcome is unknown.
+    let name = format!("bad-mail-type-{}", std::process::id());
+    let mut bad_flag = slurm.job(&name, "true");
+    bad_flag.extra.insert("mail_type".into(), json!(["BOGUS"]));
+    let err = client.submit_job(&bad_flag).await.unwrap_err();
+    assert!(
+        err.slurm_errno()
+            .is_some_and(|code| (9000..=9999).contains(&code)),
+        "{err}"
+    );
+    assert!(err.outcome_unknown(), "{err}");
+    assert!(!err.refuses_job(), "{err}");
 }
 
 #[tokio::test]

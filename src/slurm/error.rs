@@ -28,8 +28,21 @@ pub mod errno {
     /// slurmrestd could not talk to slurmctld (`SLURMCTLD_COMMUNICATIONS_*`: connect, send,
     /// receive, shutdown, backoff). slurmrestd answers so only after its own MessageTimeout.
     pub const CONTROLLER_COMMUNICATION: std::ops::RangeInclusive<i64> = 1800..=1804;
-    /// slurmctld's own errors (`ESLURM_*`): it looked at the request and did not carry it out.
-    pub const SLURMCTLD_REFUSED: std::ops::RangeInclusive<i64> = 2000..=2999;
+    /// `SLURM_ERROR`, "Unspecified error": a refusal without a number of its own, e.g. a site's
+    /// `job_submit.lua` returning `slurm.ERROR`, or slurmrestd's "Invalid cpu_frequency"
+    /// (24.11, answered without a job).
+    pub const UNSPECIFIED: i64 = -1;
+    /// `ESLURM_MISSING_TIME_LIMIT`: a job_submit plugin (`require_timelimit`) wants a time limit.
+    pub const MISSING_TIME_LIMIT: i64 = 8000;
+    /// Errors of an exchange that may have been carried out, its answer lost: the general
+    /// message and communication errors (`SLURM_COMMUNICATIONS_*`, their timeouts, a protocol
+    /// version mismatch), slurmctld's ([`CONTROLLER_COMMUNICATION`] and the rest of 18xx), and
+    /// the socket's (`SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT`, 5004, after a job was made) — and
+    /// slurmrestd's data parser (9xxx): it goes on after some of its errors, and answers the
+    /// error with the job made (24.11: `mail_type: ["BOGUS"]`, 9207, and a job id). Any other
+    /// number is a refusal: slurmctld's, its plugins', slurmdbd's or slurmrestd's, with no job.
+    pub const EXCHANGE_UNCERTAIN: &[std::ops::RangeInclusive<i64>] =
+        &[1000..=1099, 1800..=1899, 5000..=5099, 9000..=9999];
 
     /// Submit refusals about the job itself, which the same request always gets again: an
     /// impossible size, layout, time limit, account, QoS, GRES, licence, array or burst-buffer
@@ -38,6 +51,7 @@ pub mod errno {
     /// `ESLURM_ACCOUNTING_POLICY` (2050): it also means a submit limit such as `MaxSubmitJobs`,
     /// which lifts as jobs end.
     pub const JOB_REFUSED: &[i64] = &[
+        UNSPECIFIED,
         2001, // DEFAULT_PARTITION_NOT_SET
         2003, // JOB_MISSING_REQUIRED_PARTITION_GROUP
         2004, // REQUESTED_NODES_NOT_IN_PARTITION
@@ -60,6 +74,7 @@ pub mod errno {
         2072, // INVALID_GRES
         2081, // INVALID_ARRAY
         2094, // INVALID_BURST_BUFFER_REQUEST
+        MISSING_TIME_LIMIT,
     ];
 }
 
@@ -315,15 +330,19 @@ impl SlurmError {
     /// Whether a request that failed this way may have been carried out all the same: no answer
     /// came (a timeout, a connection lost after it was made), or one that cannot be read, or
     /// slurmrestd's exchange with slurmctld failed (a communication or protocol errno: slurmctld
-    /// may have acted and its reply been lost). Only what provably did nothing is `false`: a
-    /// connection never made, slurmctld's own refusal (`ESLURM_*`), slurmrestd refusing the
-    /// request or its credentials, a configuration error.
+    /// may have acted and its reply been lost), or its data parser's error (it may answer one
+    /// with the job made): [`errno::EXCHANGE_UNCERTAIN`]. Only what provably did nothing is
+    /// `false`: a connection never made, any other Slurm error number (a refusal of
+    /// slurmctld's, of a job_submit plugin's, of slurmdbd's: before, those outside `ESLURM_*`
+    /// sent such a SlurmJob through a wait for a listing, an accounting search and the same
+    /// submit again, without end), slurmrestd refusing the request or its credentials, a
+    /// configuration error.
     pub fn outcome_unknown(&self) -> bool {
         match self {
             Self::Unreachable { source, .. } => source.as_ref().is_none_or(|e| !e.is_connect()),
             Self::Rejected { status, .. } => match self.slurm_errno() {
                 Some(code) => {
-                    !errno::SLURMCTLD_REFUSED.contains(&code)
+                    errno::EXCHANGE_UNCERTAIN.iter().any(|r| r.contains(&code))
                         && code != errno::PROTOCOL_AUTHENTICATION_ERROR
                 }
                 None => *status >= 500,
@@ -921,6 +940,33 @@ mod tests {
         ];
         for error in known {
             assert!(!error.outcome_unknown(), "{error}");
+        }
+        // By Slurm's number: (code, whether a job may have been made, whether the same submit
+        // is always refused).
+        let table = [
+            (-1, false, true),     // SLURM_ERROR: job_submit.lua's slurm.ERROR, a bad value
+            (1001, true, false),   // SLURM_COMMUNICATIONS_CONNECTION_ERROR
+            (1017, true, false),   // SLURM_COMMUNICATIONS_READ_TIMEOUT
+            (1007, false, false),  // PROTOCOL_AUTHENTICATION_ERROR
+            (1804, true, false),   // SLURMCTLD_COMMUNICATIONS_BACKOFF
+            (2045, false, true),   // INVALID_ACCOUNT
+            (2050, false, false),  // ACCOUNTING_POLICY: a submit limit lifts
+            (3000, false, false),  // ESPANK_ERROR
+            (5004, true, false),   // SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT
+            (6000, false, false),  // ESLURM_AUTH_CRED_INVALID
+            (7000, false, false),  // ESLURM_DB_CONNECTION
+            (7404, false, false),  // ESLURM_LUA_FUNC_FAILED: the site's script failed
+            (8000, false, true),   // MISSING_TIME_LIMIT (job_submit/require_timelimit)
+            (8004, false, false),  // ESLURM_PLUGIN_NOT_LOADED
+            (9001, true, false),   // ESLURM_REST_FAIL_PARSING
+            (9207, true, false),   // ESLURM_DATA_FLAGS_INVALID: answered with the job made
+            (10000, false, false), // ESLURM_CONTAINER_NOT_CONFIGURED
+            (13000, false, false), // ESLURM_TLS_REQUIRED
+        ];
+        for (code, unknown, refused) in table {
+            let error = classify("post_job_submit", 500, Subject::None, vec![err(code, "x")]);
+            assert_eq!(error.outcome_unknown(), unknown, "{code}: {error}");
+            assert_eq!(error.refuses_job(), refused, "{code}: {error}");
         }
     }
 }
