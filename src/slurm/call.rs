@@ -20,6 +20,10 @@ use super::version::ApiVersion;
 pub(crate) trait Envelope {
     fn errors(&self) -> Vec<ApiError>;
     fn warnings(&self) -> Vec<String>;
+    /// The job a submit's answer says was made, errors or not.
+    fn job_made(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// Whether a call may be repeated after a transient failure without changing its effect.
@@ -110,7 +114,13 @@ impl Caller<'_> {
                 // 200 with errors[] is a failure, except for slurmrestd's "No error" entries
                 // (error_number 0), which go with a missing result (e.g. an unknown node).
                 if errors.iter().any(|e| e.code != 0) {
-                    return Err(classify(operation, status, subject, errors));
+                    return Err(made_or_classified(
+                        operation,
+                        status,
+                        subject,
+                        errors,
+                        body.job_made(),
+                    ));
                 }
                 for warning in body.warnings() {
                     tracing::debug!(operation, warning, "slurmrestd warning");
@@ -119,8 +129,16 @@ impl Caller<'_> {
             }
             Err(ProgenitorError::ErrorResponse(value)) => {
                 let status = value.status().as_u16();
-                let errors = value.into_inner().errors();
-                Err(self.status_error(operation, subject, status, errors))
+                let body = value.into_inner();
+                match body.job_made() {
+                    Some(job_id) => Err(SlurmError::SubmitMade {
+                        operation,
+                        status,
+                        job_id,
+                        errors: body.errors(),
+                    }),
+                    None => Err(self.status_error(operation, subject, status, body.errors())),
+                }
             }
             Err(ProgenitorError::InvalidResponsePayload(bytes, error)) => {
                 log_unexpected_body(operation, exchange.status, &bytes, Some(&error));
@@ -307,6 +325,26 @@ fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
         current = cause_of(cause);
     }
     false
+}
+
+/// A submit answered with errors and the job it made ([`SlurmError::SubmitMade`]), else the
+/// errors' meaning.
+fn made_or_classified(
+    operation: &'static str,
+    status: u16,
+    subject: Subject<'_>,
+    errors: Vec<ApiError>,
+    job_made: Option<u32>,
+) -> SlurmError {
+    match job_made {
+        Some(job_id) => SlurmError::SubmitMade {
+            operation,
+            status,
+            job_id,
+            errors,
+        },
+        None => classify(operation, status, subject, errors),
+    }
 }
 
 #[cfg(test)]

@@ -28,21 +28,28 @@ pub mod errno {
     /// slurmrestd could not talk to slurmctld (`SLURMCTLD_COMMUNICATIONS_*`: connect, send,
     /// receive, shutdown, backoff). slurmrestd answers so only after its own MessageTimeout.
     pub const CONTROLLER_COMMUNICATION: std::ops::RangeInclusive<i64> = 1800..=1804;
-    /// `SLURM_ERROR`, "Unspecified error": a refusal without a number of its own, e.g. a site's
-    /// `job_submit.lua` returning `slurm.ERROR`, or slurmrestd's "Invalid cpu_frequency"
-    /// (24.11, answered without a job).
+    /// `SLURM_ERROR`, "Unspecified error": a refusal without a number of its own. From
+    /// slurmctld (a site's `job_submit.lua` returning `slurm.ERROR`, which may pass: a limit,
+    /// a maintenance window, a script fixed) or from slurmrestd's parser for a value of the
+    /// request (24.11: "Invalid cpu_frequency", its source the value's path, `#/job/...`).
     pub const UNSPECIFIED: i64 = -1;
     /// `ESLURM_MISSING_TIME_LIMIT`: a job_submit plugin (`require_timelimit`) wants a time limit.
     pub const MISSING_TIME_LIMIT: i64 = 8000;
-    /// Errors of an exchange that may have been carried out, its answer lost: the general
-    /// message and communication errors (`SLURM_COMMUNICATIONS_*`, their timeouts, a protocol
-    /// version mismatch), slurmctld's ([`CONTROLLER_COMMUNICATION`] and the rest of 18xx), and
-    /// the socket's (`SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT`, 5004, after a job was made) — and
-    /// slurmrestd's data parser (9xxx): it goes on after some of its errors, and answers the
-    /// error with the job made (24.11: `mail_type: ["BOGUS"]`, 9207, and a job id). Any other
-    /// number is a refusal: slurmctld's, its plugins', slurmdbd's or slurmrestd's, with no job.
-    pub const EXCHANGE_UNCERTAIN: &[std::ops::RangeInclusive<i64>] =
-        &[1000..=1099, 1800..=1899, 5000..=5099, 9000..=9999];
+    /// Error numbers of a refusal: nothing was carried out. `SLURM_ERROR`, slurmctld's own
+    /// (`ESLURM_*`), SPANK's, slurmdbd's and the plugins' (7xxx: accounting, federation,
+    /// topology, the Lua wrapper; 8xxx: job_submit and other plugins), and slurmrestd's own
+    /// before it sends anything (containers, URLs, HTTP, TLS). Any other number may be an
+    /// exchange carried out with its answer lost: the communication and socket errors (1xxx,
+    /// 5xxx), a system errno from a broken connection (104, 110), the authentication of
+    /// slurmctld's reply (6xxx), slurmrestd's data parser (9xxx, which goes on after some of its
+    /// errors: 24.11 answers `mail_type: ["BOGUS"]` with 9207 and the job made).
+    pub const REFUSALS: &[std::ops::RangeInclusive<i64>] = &[
+        UNSPECIFIED..=UNSPECIFIED,
+        2000..=2999,
+        3000..=3999,
+        7000..=8999,
+        10000..=13999,
+    ];
 
     /// Submit refusals about the job itself, which the same request always gets again: an
     /// impossible size, layout, time limit, account, QoS, GRES, licence, array or burst-buffer
@@ -51,7 +58,6 @@ pub mod errno {
     /// `ESLURM_ACCOUNTING_POLICY` (2050): it also means a submit limit such as `MaxSubmitJobs`,
     /// which lifts as jobs end.
     pub const JOB_REFUSED: &[i64] = &[
-        UNSPECIFIED,
         2001, // DEFAULT_PARTITION_NOT_SET
         2003, // JOB_MISSING_REQUIRED_PARTITION_GROUP
         2004, // REQUESTED_NODES_NOT_IN_PARTITION
@@ -158,6 +164,20 @@ pub enum SlurmError {
     Rejected {
         operation: &'static str,
         status: u16,
+        errors: Vec<ApiError>,
+    },
+    /// slurmrestd answered a submit with errors and with the job it made all the same (24.11
+    /// and 26.05: an unknown flag, 9207, and the `job_id`; its parser goes on without the flag).
+    /// The facade's submit turns it into that job, the errors kept as warnings: a refusal it is
+    /// not, and a resubmit would make a second job.
+    #[error(
+        "slurmrestd answered {operation} (HTTP {status}) with job {job_id} made and errors: {}",
+        first_message(errors)
+    )]
+    SubmitMade {
+        operation: &'static str,
+        status: u16,
+        job_id: u32,
         errors: Vec<ApiError>,
     },
     /// HTTP 304: nothing changed since the `update_time` given (the node list answers this way).
@@ -328,21 +348,20 @@ impl SlurmError {
     }
 
     /// Whether a request that failed this way may have been carried out all the same: no answer
-    /// came (a timeout, a connection lost after it was made), or one that cannot be read, or
-    /// slurmrestd's exchange with slurmctld failed (a communication or protocol errno: slurmctld
-    /// may have acted and its reply been lost), or its data parser's error (it may answer one
-    /// with the job made): [`errno::EXCHANGE_UNCERTAIN`]. Only what provably did nothing is
-    /// `false`: a connection never made, any other Slurm error number (a refusal of
-    /// slurmctld's, of a job_submit plugin's, of slurmdbd's: before, those outside `ESLURM_*`
-    /// sent such a SlurmJob through a wait for a listing, an accounting search and the same
-    /// submit again, without end), slurmrestd refusing the request or its credentials, a
-    /// configuration error.
+    /// came (a timeout, a connection lost after it was made), or one that cannot be read, or an
+    /// error number that is not a refusal's ([`errno::REFUSALS`]: a communication error, slurmctld
+    /// may have acted and its reply been lost). Only what provably did nothing is `false`: a
+    /// connection never made, a refusal (slurmctld's, a job_submit plugin's, slurmdbd's: before,
+    /// those outside `ESLURM_*` sent such a SlurmJob through a wait for a listing, an accounting
+    /// search and the same submit again, without end), slurmrestd refusing the request or its
+    /// credentials, a configuration error. A submit answered with errors and the job it made is
+    /// not an error at all (`SubmitMade`, turned into the submitted job by the facade).
     pub fn outcome_unknown(&self) -> bool {
         match self {
             Self::Unreachable { source, .. } => source.as_ref().is_none_or(|e| !e.is_connect()),
             Self::Rejected { status, .. } => match self.slurm_errno() {
                 Some(code) => {
-                    errno::EXCHANGE_UNCERTAIN.iter().any(|r| r.contains(&code))
+                    !errno::REFUSALS.iter().any(|r| r.contains(&code))
                         && code != errno::PROTOCOL_AUTHENTICATION_ERROR
                 }
                 None => *status >= 500,
@@ -385,7 +404,10 @@ impl SlurmError {
     /// Whether Slurm refused a job for a reason that will not change by itself: a partition,
     /// feature, account, QoS, size or limit the cluster does not have or does not allow this
     /// user, or a request the facade would not send. The same request gets the same answer, so
-    /// only a different one (a spec change) can succeed. False for every error that leaves a
+    /// only a different one (a spec change) can succeed: also a value of the request that
+    /// slurmrestd's parser refuses without a number of its own (-1, its source the value's
+    /// path), not slurmctld's -1 (a job_submit.lua may refuse for a while). False for every
+    /// error that leaves a
     /// submit's outcome unknown (network, timeouts, undecodable answers) and for refusals that
     /// lift on their own (submit limits, a silent slurmctld).
     pub fn refuses_job(&self) -> bool {
@@ -394,9 +416,16 @@ impl SlurmError {
             | Self::InvalidFeature { .. }
             | Self::PermissionDenied { .. }
             | Self::InvalidRequest { .. } => true,
-            Self::Rejected { .. } => self
-                .slurm_errno()
-                .is_some_and(|code| errno::JOB_REFUSED.contains(&code)),
+            Self::Rejected { errors, .. } => {
+                let code = self.slurm_errno();
+                code.is_some_and(|code| errno::JOB_REFUSED.contains(&code))
+                    // slurmrestd's parser refusing a value of the request: its source is the
+                    // value's path. slurmctld's -1 (`slurm_submit_batch_job()`) may pass.
+                    || (code == Some(errno::UNSPECIFIED)
+                        && errors
+                            .iter()
+                            .any(|e| e.code == errno::UNSPECIFIED && e.source.starts_with("#/")))
+            }
             _ => false,
         }
     }
@@ -418,6 +447,7 @@ impl SlurmError {
             Self::InvalidNodeState { .. } => "InvalidNodeState",
             Self::AlreadyFinished { .. } => "AlreadyFinished",
             Self::Rejected { .. } => "Rejected",
+            Self::SubmitMade { .. } => "SubmitMade",
             Self::NotModified { .. } => "NotModified",
             Self::UnexpectedStatus { .. } => "UnexpectedStatus",
             Self::Redirected { .. } => "Redirected",
@@ -941,32 +971,48 @@ mod tests {
         for error in known {
             assert!(!error.outcome_unknown(), "{error}");
         }
-        // By Slurm's number: (code, whether a job may have been made, whether the same submit
-        // is always refused).
+        // By Slurm's number and source: (code, source, whether a job may have been made,
+        // whether the same submit is always refused).
+        let ctld = "slurm_submit_batch_job()";
         let table = [
-            (-1, false, true),     // SLURM_ERROR: job_submit.lua's slurm.ERROR, a bad value
-            (1001, true, false),   // SLURM_COMMUNICATIONS_CONNECTION_ERROR
-            (1017, true, false),   // SLURM_COMMUNICATIONS_READ_TIMEOUT
-            (1007, false, false),  // PROTOCOL_AUTHENTICATION_ERROR
-            (1804, true, false),   // SLURMCTLD_COMMUNICATIONS_BACKOFF
-            (2045, false, true),   // INVALID_ACCOUNT
-            (2050, false, false),  // ACCOUNTING_POLICY: a submit limit lifts
-            (3000, false, false),  // ESPANK_ERROR
-            (5004, true, false),   // SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT
-            (6000, false, false),  // ESLURM_AUTH_CRED_INVALID
-            (7000, false, false),  // ESLURM_DB_CONNECTION
-            (7404, false, false),  // ESLURM_LUA_FUNC_FAILED: the site's script failed
-            (8000, false, true),   // MISSING_TIME_LIMIT (job_submit/require_timelimit)
-            (8004, false, false),  // ESLURM_PLUGIN_NOT_LOADED
-            (9001, true, false),   // ESLURM_REST_FAIL_PARSING
-            (9207, true, false),   // ESLURM_DATA_FLAGS_INVALID: answered with the job made
-            (10000, false, false), // ESLURM_CONTAINER_NOT_CONFIGURED
-            (13000, false, false), // ESLURM_TLS_REQUIRED
+            (-1, ctld, false, false), // job_submit.lua's slurm.ERROR: may pass, retried
+            (-1, "#/job/cpu_frequency/", false, true), // slurmrestd refusing a value
+            (104, ctld, true, false), // ECONNRESET: the reply lost on the way
+            (110, ctld, true, false), // ETIMEDOUT
+            (1001, ctld, true, false), // SLURM_COMMUNICATIONS_CONNECTION_ERROR
+            (1017, ctld, true, false), // SLURM_COMMUNICATIONS_READ_TIMEOUT
+            (1007, ctld, false, false), // PROTOCOL_AUTHENTICATION_ERROR
+            (1804, ctld, true, false), // SLURMCTLD_COMMUNICATIONS_BACKOFF
+            (2045, ctld, false, true), // INVALID_ACCOUNT
+            (2050, ctld, false, false), // ACCOUNTING_POLICY: a submit limit lifts
+            (3000, ctld, false, false), // ESPANK_ERROR
+            (5004, ctld, true, false), // SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT
+            (6000, ctld, true, false), // ESLURM_AUTH_CRED_INVALID: of the reply, maybe
+            (7000, ctld, false, false), // ESLURM_DB_CONNECTION
+            (7404, ctld, false, false), // ESLURM_LUA_FUNC_FAILED: the site's script failed
+            (8000, ctld, false, true), // MISSING_TIME_LIMIT (job_submit/require_timelimit)
+            (8004, ctld, false, false), // ESLURM_PLUGIN_NOT_LOADED
+            (9001, "#/job/", true, false), // ESLURM_REST_FAIL_PARSING
+            (9207, "#/job/mail_type[0]/", true, false), // answered with the job made (24.11)
+            (10000, ctld, false, false), // ESLURM_CONTAINER_NOT_CONFIGURED
+            (13000, ctld, false, false), // ESLURM_TLS_REQUIRED
         ];
-        for (code, unknown, refused) in table {
-            let error = classify("post_job_submit", 500, Subject::None, vec![err(code, "x")]);
-            assert_eq!(error.outcome_unknown(), unknown, "{code}: {error}");
-            assert_eq!(error.refuses_job(), refused, "{code}: {error}");
+        for (code, source, unknown, refused) in table {
+            let entry = ApiError {
+                source: source.into(),
+                ..err(code, "x")
+            };
+            let error = classify("post_job_submit", 500, Subject::None, vec![entry]);
+            assert_eq!(error.outcome_unknown(), unknown, "{code} {source}: {error}");
+            assert_eq!(error.refuses_job(), refused, "{code} {source}: {error}");
         }
+        // Should one escape the facade's submit, a job made is not a refusal, nor known unmade.
+        let made = SlurmError::SubmitMade {
+            operation: "submit_job",
+            status: 500,
+            job_id: 7,
+            errors: vec![err(9207, "x")],
+        };
+        assert!(made.outcome_unknown() && !made.refuses_job(), "{made}");
     }
 }

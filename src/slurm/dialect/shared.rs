@@ -161,8 +161,17 @@ impl Api {
             .call("submit_job", Subject::None, Idempotency::Once, || {
                 self.0.slurm_post_job_submit(&body)
             })
-            .await?;
-        submitted(resp)
+            .await;
+        match resp {
+            Ok(resp) => submitted(resp),
+            // The job was made: it is the submit's result, its errors kept as warnings.
+            Err(SlurmError::SubmitMade { job_id, errors, .. }) => Ok(Submitted {
+                job_id,
+                user_message: None,
+                warnings: errors.iter().map(ApiError::message).collect(),
+            }),
+            Err(error) => Err(error),
+        }
     }
 
     pub(crate) async fn job(&self, c: &Caller<'_>, job_id: u32) -> Result<Vec<Job>, SlurmError> {
@@ -347,12 +356,12 @@ fn api_warnings(warnings: &Option<api::OpenapiWarnings>, slurmrestd: bool) -> Ve
         .collect()
 }
 
+crate::slurm::dialect::envelope!(submit: api::OpenapiJobSubmitResponse);
 crate::slurm::dialect::envelope!(
     api::OpenapiPingArrayResp,
     api::OpenapiDiagResp,
     api::OpenapiNodesResp,
     api::OpenapiPartitionResp,
-    api::OpenapiJobSubmitResponse,
     api::OpenapiJobPostResponse,
     api::OpenapiJobInfoResp,
     api::OpenapiJobStateResp,
