@@ -449,6 +449,24 @@ def record_extra(r):
         log("diag_other_data_parser: no other data_parser version is served")
     # HTTP 200 whose errors[] says the submit was refused (error_number 0) and no job_id.
     r.rec("submit_hetjob_empty", "POST", f"{API}/job/submit", body={"jobs": []})
+    # A value slurmrestd's parser refuses without a number of its own: -1, its source the
+    # value's path, no job.
+    r.rec("submit_bad_value", "POST", f"{API}/job/submit",
+          body=r.job_body("#!/bin/bash\ntrue\n", name="bad-value", cpu_frequency="bogus"))
+    # An unknown flag: the parser's error (9207), and the job made all the same (held here,
+    # cancelled at once).
+    made, _ = r.rec("submit_unknown_flag", "POST", f"{API}/job/submit",
+                    body=r.job_body("#!/bin/bash\ntrue\n", name="unknown-flag",
+                                    mail_type=["BOGUS"], hold=True))
+    if isinstance(made, dict) and made.get("job_id"):
+        r.cancel(made["job_id"])
+    else:
+        log(f"submit_unknown_flag: no job_id: {describe(made)}")
+    # The same with a partition slurmctld does not have: the parser's error, then slurmctld's
+    # refusal, and no job.
+    r.rec("submit_unknown_flag_refused", "POST", f"{API}/job/submit",
+          body=r.job_body("#!/bin/bash\ntrue\n", name="unknown-flag-refused",
+                          mail_type=["BOGUS"], partition="nosuchpartition"))
     # The poller's query: /jobs/state/ without ids, with a held (pending) array in the queue.
     held = r.submit("fixture-held-array", "#!/bin/bash\ntrue\n", array="0-2", hold=True)
     try:

@@ -740,6 +740,38 @@ async fn a_submit_refused_with_http_200_is_rejected_with_slurms_reason() {
     });
 }
 
+/// What slurmrestd's parser says about a submit: a value it refuses (-1, the value's path as
+/// source) made no job and always will be refused; an unknown flag (9207) made the job all the
+/// same, which the submit returns; the same with slurmctld refusing after the parser, no job,
+/// and slurmctld's refusal is what the error is about.
+#[tokio::test]
+async fn a_submit_the_parser_complained_about_is_judged_by_its_job_and_slurmctlds_words() {
+    for_each_release_with!("submit_unknown_flag", |dir| {
+        let client = replay(dir, &["submit_bad_value"]).await;
+        let err = client.submit_job(&submit_request()).await.unwrap_err();
+        assert_eq!(err.slurm_errno(), Some(-1), "{err}");
+        assert!(err.refuses_job() && !err.outcome_unknown(), "{err}");
+
+        let client = replay(dir, &["submit_unknown_flag"]).await;
+        let made = client.submit_job(&submit_request()).await.unwrap();
+        assert_eq!(
+            i64::from(made.job_id),
+            load(dir, "submit_unknown_flag").body["job_id"]
+                .as_i64()
+                .unwrap()
+        );
+        assert!(
+            made.warnings.iter().any(|w| w.contains("BOGUS")),
+            "{made:?}"
+        );
+
+        let client = replay(dir, &["submit_unknown_flag_refused"]).await;
+        let err = client.submit_job(&submit_request()).await.unwrap_err();
+        assert!(matches!(err, SlurmError::InvalidPartition { .. }), "{err}");
+        assert!(err.refuses_job() && !err.outcome_unknown(), "{err}");
+    });
+}
+
 #[tokio::test]
 async fn more_submits_and_their_errors() {
     for_each_release!(|dir| {

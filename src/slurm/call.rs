@@ -10,6 +10,7 @@ use progenitor_client::{Error as ProgenitorError, ResponseValue};
 use super::config::ClientConfig;
 use super::error::{ApiError, SlurmError, Subject, classify, decode_error, shortened};
 use super::transport::{self, Exchange};
+use super::types::Submitted;
 use super::version::ApiVersion;
 
 /// Every slurmrestd response carries `errors[]` and `warnings[]`, whatever its HTTP status.
@@ -21,7 +22,7 @@ pub(crate) trait Envelope {
     fn errors(&self) -> Vec<ApiError>;
     fn warnings(&self) -> Vec<String>;
     /// The job a submit's answer says was made, errors or not.
-    fn job_made(&self) -> Option<u32> {
+    fn job_made(&self) -> Option<Submitted> {
         None
     }
 }
@@ -114,13 +115,7 @@ impl Caller<'_> {
                 // 200 with errors[] is a failure, except for slurmrestd's "No error" entries
                 // (error_number 0), which go with a missing result (e.g. an unknown node).
                 if errors.iter().any(|e| e.code != 0) {
-                    return Err(made_or_classified(
-                        operation,
-                        status,
-                        subject,
-                        errors,
-                        body.job_made(),
-                    ));
+                    return Err(made_or_classified(operation, status, subject, &body));
                 }
                 for warning in body.warnings() {
                     tracing::debug!(operation, warning, "slurmrestd warning");
@@ -131,11 +126,10 @@ impl Caller<'_> {
                 let status = value.status().as_u16();
                 let body = value.into_inner();
                 match body.job_made() {
-                    Some(job_id) => Err(SlurmError::SubmitMade {
+                    Some(submitted) => Err(SlurmError::SubmitMade {
                         operation,
                         status,
-                        job_id,
-                        errors: body.errors(),
+                        submitted,
                     }),
                     None => Err(self.status_error(operation, subject, status, body.errors())),
                 }
@@ -327,23 +321,21 @@ fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// A submit answered with errors and the job it made ([`SlurmError::SubmitMade`]), else the
-/// errors' meaning.
-fn made_or_classified(
+/// An answer with errors: a submit's with the job it made ([`SlurmError::SubmitMade`]), else
+/// what its errors mean.
+pub(crate) fn made_or_classified<T: Envelope>(
     operation: &'static str,
     status: u16,
     subject: Subject<'_>,
-    errors: Vec<ApiError>,
-    job_made: Option<u32>,
+    body: &T,
 ) -> SlurmError {
-    match job_made {
-        Some(job_id) => SlurmError::SubmitMade {
+    match body.job_made() {
+        Some(submitted) => SlurmError::SubmitMade {
             operation,
             status,
-            job_id,
-            errors,
+            submitted,
         },
-        None => classify(operation, status, subject, errors),
+        None => classify(operation, status, subject, body.errors()),
     }
 }
 

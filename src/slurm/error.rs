@@ -6,6 +6,7 @@
 //! match on meaning, not on HTTP codes.
 
 use super::auth::AuthError;
+use super::types::Submitted;
 use super::version::ApiVersion;
 
 /// Slurm's own error numbers (`slurm_errno.h`) that callers act on.
@@ -168,17 +169,17 @@ pub enum SlurmError {
     },
     /// slurmrestd answered a submit with errors and with the job it made all the same (24.11
     /// and 26.05: an unknown flag, 9207, and the `job_id`; its parser goes on without the flag).
-    /// The facade's submit turns it into that job, the errors kept as warnings: a refusal it is
-    /// not, and a resubmit would make a second job.
+    /// The facade's submit turns it into that job, the errors among its warnings: a refusal it
+    /// is not, and a resubmit would make a second job.
     #[error(
-        "slurmrestd answered {operation} (HTTP {status}) with job {job_id} made and errors: {}",
-        first_message(errors)
+        "slurmrestd answered {operation} (HTTP {status}) with job {} made, and errors: {}",
+        submitted.job_id,
+        submitted.warnings.join("; ")
     )]
     SubmitMade {
         operation: &'static str,
         status: u16,
-        job_id: u32,
-        errors: Vec<ApiError>,
+        submitted: Submitted,
     },
     /// HTTP 304: nothing changed since the `update_time` given (the node list answers this way).
     #[error("slurmrestd reports no changes for {operation}")]
@@ -359,7 +360,10 @@ impl SlurmError {
     pub fn outcome_unknown(&self) -> bool {
         match self {
             Self::Unreachable { source, .. } => source.as_ref().is_none_or(|e| !e.is_connect()),
-            Self::Rejected { status, .. } => match self.slurm_errno() {
+            Self::Rejected { status, errors, .. } => match self.slurm_errno() {
+                // Only the parser spoke, and no job id came: nothing reached slurmctld (a
+                // submit that went out would have its own entry, or the job).
+                Some(_) if errors.iter().filter(|e| e.code != 0).all(from_parser) => false,
                 Some(code) => {
                     !errno::REFUSALS.iter().any(|r| r.contains(&code))
                         && code != errno::PROTOCOL_AUTHENTICATION_ERROR
@@ -417,14 +421,12 @@ impl SlurmError {
             | Self::PermissionDenied { .. }
             | Self::InvalidRequest { .. } => true,
             Self::Rejected { errors, .. } => {
-                let code = self.slurm_errno();
-                code.is_some_and(|code| errno::JOB_REFUSED.contains(&code))
-                    // slurmrestd's parser refusing a value of the request: its source is the
-                    // value's path. slurmctld's -1 (`slurm_submit_batch_job()`) may pass.
-                    || (code == Some(errno::UNSPECIFIED)
-                        && errors
-                            .iter()
-                            .any(|e| e.code == errno::UNSPECIFIED && e.source.starts_with("#/")))
+                self.slurm_errno()
+                    .is_some_and(|code| errno::JOB_REFUSED.contains(&code))
+                    // slurmrestd's parser refusing values of the request, and nothing else
+                    // (slurmctld's -1, `slurm_submit_batch_job()`, may pass).
+                    || (errors.iter().any(|e| e.code != 0)
+                        && errors.iter().filter(|e| e.code != 0).all(from_parser))
             }
             _ => false,
         }
@@ -488,7 +490,7 @@ impl SlurmError {
     /// The Slurm error number behind this error, when Slurm gave one.
     pub fn slurm_errno(&self) -> Option<i64> {
         match self {
-            Self::Rejected { errors, .. } => errors.iter().map(|e| e.code).find(|c| *c != 0),
+            Self::Rejected { errors, .. } => deciding_code(errors),
             Self::NodeBusy { .. } => Some(errno::NODES_BUSY),
             Self::InvalidPartition { .. } => Some(errno::INVALID_PARTITION_NAME),
             Self::InvalidFeature { .. } => Some(errno::INVALID_FEATURE),
@@ -507,6 +509,27 @@ pub(crate) enum Subject<'a> {
     Node(&'a str),
 }
 
+/// Whether `error` is slurmrestd's parser speaking of a value of the request: its source is
+/// the value's path (`#/job/cpu_frequency/`). slurmctld's entries name a function
+/// (`slurm_submit_batch_job()`); a body not slurmrestd's keeps no source at all.
+fn from_parser(error: &ApiError) -> bool {
+    error.source.starts_with("#/")
+}
+
+/// The error number an answer is about: the first of an entry not the parser's, else the
+/// parser's first. slurmrestd's parser goes on after some errors (an unknown flag, 9207) and
+/// the submit with it: slurmctld's refusal that follows says what happened.
+fn deciding_code(errors: &[ApiError]) -> Option<i64> {
+    let code = |parser: bool| {
+        errors
+            .iter()
+            .filter(|e| e.code != 0 && (parser || !from_parser(e)))
+            .map(|e| e.code)
+            .next()
+    };
+    code(false).or_else(|| code(true))
+}
+
 /// Turn a response's error entries into the most specific error. `status` is the HTTP status.
 pub(crate) fn classify(
     operation: &'static str,
@@ -514,7 +537,7 @@ pub(crate) fn classify(
     subject: Subject<'_>,
     errors: Vec<ApiError>,
 ) -> SlurmError {
-    let code = errors.iter().map(|e| e.code).find(|c| *c != 0).unwrap_or(0);
+    let code = deciding_code(&errors).unwrap_or(0);
     let message = errors
         .iter()
         .find(|e| e.code == code)
@@ -992,8 +1015,10 @@ mod tests {
             (7404, ctld, false, false), // ESLURM_LUA_FUNC_FAILED: the site's script failed
             (8000, ctld, false, true), // MISSING_TIME_LIMIT (job_submit/require_timelimit)
             (8004, ctld, false, false), // ESLURM_PLUGIN_NOT_LOADED
-            (9001, "#/job/", true, false), // ESLURM_REST_FAIL_PARSING
-            (9207, "#/job/mail_type[0]/", true, false), // answered with the job made (24.11)
+            (9001, ctld, true, false), // ESLURM_REST_FAIL_PARSING, not of a value
+            // The parser alone, and no job id: nothing reached slurmctld (with the job made,
+            // the answer has its id: `SubmitMade`).
+            (9207, "#/job/mail_type[0]/", false, true),
             (10000, ctld, false, false), // ESLURM_CONTAINER_NOT_CONFIGURED
             (13000, ctld, false, false), // ESLURM_TLS_REQUIRED
         ];
@@ -1006,12 +1031,45 @@ mod tests {
             assert_eq!(error.outcome_unknown(), unknown, "{code} {source}: {error}");
             assert_eq!(error.refuses_job(), refused, "{code} {source}: {error}");
         }
+        // The parser's error, then slurmctld's: slurmctld's words decide.
+        let parser = ApiError {
+            source: "#/job/mail_type[0]/".into(),
+            ..err(9207, "Unknown flag")
+        };
+        let then = |code: i64| {
+            let ctld = ApiError {
+                source: ctld.into(),
+                ..err(code, "x")
+            };
+            classify(
+                "post_job_submit",
+                500,
+                Subject::None,
+                vec![parser.clone(), ctld],
+            )
+        };
+        let refused = then(2000);
+        assert!(
+            matches!(refused, SlurmError::InvalidPartition { .. }),
+            "{refused}"
+        );
+        let limited = then(errno::ACCOUNTING_POLICY);
+        assert_eq!(limited.slurm_errno(), Some(errno::ACCOUNTING_POLICY));
+        assert!(
+            !limited.outcome_unknown() && !limited.refuses_job(),
+            "{limited}"
+        );
+        let lost = then(104);
+        assert!(lost.outcome_unknown() && !lost.refuses_job(), "{lost}");
         // Should one escape the facade's submit, a job made is not a refusal, nor known unmade.
         let made = SlurmError::SubmitMade {
             operation: "submit_job",
             status: 500,
-            job_id: 7,
-            errors: vec![err(9207, "x")],
+            submitted: Submitted {
+                job_id: 7,
+                user_message: None,
+                warnings: vec!["Unknown flag".into()],
+            },
         };
         assert!(made.outcome_unknown() && !made.refuses_job(), "{made}");
     }

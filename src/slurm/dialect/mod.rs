@@ -129,7 +129,8 @@ impl Dialect {
 /// `impl Envelope` for generated response types that carry `meta`, `errors` and `warnings`
 /// (used inside the version modules, where `api_errors` and friends are in scope).
 macro_rules! envelope {
-    // A submit's answer: its `job_id` says which job was made, errors or not.
+    // A submit's answer: its `job_id` says which job was made, errors or not (`made`, in the
+    // version's module).
     (submit: $ty:ty) => {
         impl $crate::slurm::call::Envelope for $ty {
             fn errors(&self) -> Vec<$crate::slurm::error::ApiError> {
@@ -138,10 +139,8 @@ macro_rules! envelope {
             fn warnings(&self) -> Vec<String> {
                 api_warnings(&self.warnings, from_slurmrestd(&self.meta))
             }
-            fn job_made(&self) -> Option<u32> {
-                self.job_id
-                    .and_then(|id| u32::try_from(id).ok())
-                    .filter(|id| *id != 0)
+            fn job_made(&self) -> Option<$crate::slurm::types::Submitted> {
+                made(self)
             }
         }
     };

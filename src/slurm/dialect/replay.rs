@@ -5,7 +5,7 @@
 
 use serde::de::DeserializeOwned;
 
-use crate::slurm::call::Envelope;
+use crate::slurm::call::{Envelope, made_or_classified};
 use crate::slurm::error::{ApiError, SlurmError, Subject, classify, decode_error};
 use crate::slurm::types::{Changes, ClusterInfo, Job, JobStateEntry, Node, Partition, Submitted};
 use crate::slurm::version::ApiVersion;
@@ -85,14 +85,13 @@ impl Check<'_> {
         let success = (200..300).contains(&status);
         match serde_json::from_slice::<T>(self.body) {
             Ok(value) if success => {
-                let errors = value.errors();
-                if errors.iter().any(|e| e.code != 0) {
-                    return Err(classify(operation, status, subject, errors));
+                if value.errors().iter().any(|e| e.code != 0) {
+                    return Err(made_or_classified(operation, status, subject, &value));
                 }
                 let _ = value.warnings();
                 Ok(value)
             }
-            Ok(value) => Err(classify(operation, status, subject, value.errors())),
+            Ok(value) => Err(made_or_classified(operation, status, subject, &value)),
             Err(error) if success => {
                 Err(decode_error(operation, self.version, &error, Some(status)))
             }

@@ -162,16 +162,7 @@ impl Api {
                 self.0.slurm_post_job_submit(&body)
             })
             .await;
-        match resp {
-            Ok(resp) => submitted(resp),
-            // The job was made: it is the submit's result, its errors kept as warnings.
-            Err(SlurmError::SubmitMade { job_id, errors, .. }) => Ok(Submitted {
-                job_id,
-                user_message: None,
-                warnings: errors.iter().map(ApiError::message).collect(),
-            }),
-            Err(error) => Err(error),
-        }
+        submit_result(resp)
     }
 
     pub(crate) async fn job(&self, c: &Caller<'_>, job_id: u32) -> Result<Vec<Job>, SlurmError> {
@@ -751,6 +742,39 @@ fn job_states(resp: api::OpenapiJobStateResp) -> Vec<JobStateEntry> {
     resp.jobs.map(|jobs| jobs.0).unwrap_or_default()
 }
 
+/// A submit's result: the job made, also when slurmrestd answered errors beside it (they are
+/// among its warnings).
+fn submit_result(
+    resp: Result<api::OpenapiJobSubmitResponse, SlurmError>,
+) -> Result<Submitted, SlurmError> {
+    match resp {
+        Ok(resp) => submitted(resp),
+        Err(SlurmError::SubmitMade { submitted, .. }) => Ok(submitted),
+        Err(error) => Err(error),
+    }
+}
+
+/// The job a submit's answer names, with what slurmrestd said beside it: its warnings, then
+/// its errors (an answer with a job is not a refusal).
+fn made(resp: &api::OpenapiJobSubmitResponse) -> Option<Submitted> {
+    let job_id = resp
+        .job_id
+        .and_then(|id| u32::try_from(id).ok())
+        .filter(|id| *id != 0)?;
+    let mut warnings = resp.warnings();
+    warnings.extend(
+        resp.errors()
+            .iter()
+            .filter(|e| e.code != 0)
+            .map(ApiError::message),
+    );
+    Some(Submitted {
+        job_id,
+        user_message: non_empty(&resp.job_submit_user_msg),
+        warnings,
+    })
+}
+
 fn submitted(resp: api::OpenapiJobSubmitResponse) -> Result<Submitted, SlurmError> {
     let warnings = resp.warnings();
     let job_id = resp
@@ -832,7 +856,7 @@ pub(crate) fn decode(
             Decoded::Done
         }
         Endpoint::Partitions => Decoded::Partitions(partitions(check.decode("partitions", none)?)),
-        Endpoint::Submit => Decoded::Submitted(submitted(check.decode("submit_job", none)?)?),
+        Endpoint::Submit => Decoded::Submitted(submit_result(check.decode("submit_job", none))?),
         Endpoint::Job => {
             let resp: api::OpenapiJobInfoResp = check.decode("job", job_subject)?;
             let jobs = jobs(resp.jobs);
