@@ -214,6 +214,33 @@ fn cases() -> Vec<Case> {
             mutated("submit_ok", |b| b["job_id"] = json!("2")),
             Want::Error("DecodeError"),
         ),
+        // An answer naming the job made beside the parser's error (an unknown flag, as 24.11
+        // and 26.05 answer it), its body not of the submit's type: still that job, not a
+        // refusal (whose resubmit would be a second job) nor a search.
+        case(
+            "submit_made_with_parser_error_and_odd_body",
+            Call::Submit,
+            500,
+            mutated("submit_ok", |b| {
+                b["step_id"] = json!(7);
+                b["errors"] = json!([{
+                    "error_number": 9207,
+                    "error": "Unknown flag",
+                    "description": "Unknown flag \"BOGUS\"",
+                    "source": "#/job/mail_type[0]/"
+                }]);
+            }),
+            Want::Value(|d| {
+                let Decoded::Submitted(submitted) = d else {
+                    return Err(format!("{d:?}"));
+                };
+                check(
+                    submitted.job_id == JOB
+                        && submitted.warnings.iter().any(|w| w.contains("BOGUS")),
+                    || format!("{submitted:?}"),
+                )
+            }),
+        ),
         case(
             "cancel_status_as_object",
             Call::Cancel,

@@ -140,10 +140,7 @@ impl Caller<'_> {
                     Some(status) if (200..300).contains(&status) => {
                         Err(decode_error(operation, self.version, &error, Some(status)))
                     }
-                    Some(status) => {
-                        let errors = (self.errors_from_bytes)(&bytes);
-                        Err(self.status_error(operation, subject, status, errors))
-                    }
+                    Some(status) => Err(self.undecoded_error(operation, subject, status, &bytes)),
                     None => Err(decode_error(operation, self.version, &error, None)),
                 }
             }
@@ -157,8 +154,7 @@ impl Caller<'_> {
                     },
                 };
                 log_unexpected_body(operation, Some(status), &bytes, None);
-                let errors = (self.errors_from_bytes)(&bytes);
-                Err(self.status_error(operation, subject, status, errors))
+                Err(self.undecoded_error(operation, subject, status, &bytes))
             }
             Err(ProgenitorError::ResponseBodyError(error)) => {
                 match transport::body_refused(&error) {
@@ -179,6 +175,26 @@ impl Caller<'_> {
             Err(ProgenitorError::InvalidRequest(detail)) => {
                 Err(SlurmError::InvalidRequest { detail })
             }
+        }
+    }
+
+    /// An error answer not read as its declared type: the job it names if it names one (a
+    /// submit's, whose errors are then no refusal), else what its entries mean.
+    fn undecoded_error(
+        &self,
+        operation: &'static str,
+        subject: Subject<'_>,
+        status: u16,
+        bytes: &[u8],
+    ) -> SlurmError {
+        let errors = (self.errors_from_bytes)(bytes);
+        match made_in_bytes(bytes, &errors) {
+            Some(submitted) => SlurmError::SubmitMade {
+                operation,
+                status,
+                submitted,
+            },
+            None => self.status_error(operation, subject, status, errors),
         }
     }
 
@@ -319,6 +335,25 @@ fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
         current = cause_of(cause);
     }
     false
+}
+
+/// The job a body not read as its type names by its `job_id` (a submit's answer), its
+/// `errors` among the warnings: a parser's error beside it is no refusal.
+pub(crate) fn made_in_bytes(bytes: &[u8], errors: &[ApiError]) -> Option<Submitted> {
+    let job_id = serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()?
+        .get("job_id")?
+        .as_u64()?;
+    let job_id = u32::try_from(job_id).ok().filter(|id| *id != 0)?;
+    Some(Submitted {
+        job_id,
+        user_message: None,
+        warnings: errors
+            .iter()
+            .filter(|e| e.code != 0)
+            .map(ApiError::message)
+            .collect(),
+    })
 }
 
 /// An answer with errors: a submit's with the job it made ([`SlurmError::SubmitMade`]), else

@@ -42,8 +42,11 @@ pub mod errno {
     /// before it sends anything (containers, URLs, HTTP, TLS). Any other number may be an
     /// exchange carried out with its answer lost: the communication and socket errors (1xxx,
     /// 5xxx), a system errno from a broken connection (104, 110), the authentication of
-    /// slurmctld's reply (6xxx), slurmrestd's data parser (9xxx, which goes on after some of its
-    /// errors: 24.11 answers `mail_type: ["BOGUS"]` with 9207 and the job made).
+    /// slurmctld's reply (6xxx), slurmrestd's own 9xxx. Entries of slurmrestd's parser (their
+    /// source a path of the request, `#/job/…`) are judged apart: alone and without a job id,
+    /// nothing reached slurmctld (`SlurmError::refuses_job`); with slurmctld's entries, those
+    /// decide (`deciding_code`); with a job id, the job was made (24.11 and 26.05 answer
+    /// `mail_type: ["BOGUS"]` with 9207 and the job).
     pub const REFUSALS: &[std::ops::RangeInclusive<i64>] = &[
         UNSPECIFIED..=UNSPECIFIED,
         2000..=2999,
@@ -538,11 +541,26 @@ pub(crate) fn classify(
     errors: Vec<ApiError>,
 ) -> SlurmError {
     let code = deciding_code(&errors).unwrap_or(0);
-    let message = errors
-        .iter()
-        .find(|e| e.code == code)
-        .map(ApiError::message)
-        .unwrap_or_default();
+    // The deciding entry first: what a message shows first is what the answer is about.
+    let mut errors = errors;
+    if let Some(at) = errors.iter().position(|e| e.code == code) {
+        errors[..=at].rotate_right(1);
+    }
+    let message = match errors.split_first() {
+        None => String::new(),
+        Some((first, rest)) => {
+            let others: Vec<String> = rest
+                .iter()
+                .filter(|e| e.code != 0)
+                .map(ApiError::message)
+                .collect();
+            if others.is_empty() {
+                first.message()
+            } else {
+                format!("{} (also: {})", first.message(), others.join("; "))
+            }
+        }
+    };
     let node = |default: &str| match subject {
         Subject::Node(name) => name.to_owned(),
         _ => default.to_owned(),
@@ -1053,8 +1071,19 @@ mod tests {
             matches!(refused, SlurmError::InvalidPartition { .. }),
             "{refused}"
         );
+        // slurmctld's words first, the parser's kept after them.
+        assert!(
+            refused
+                .to_string()
+                .starts_with("invalid partition: x (also: Unknown flag"),
+            "{refused}"
+        );
         let limited = then(errno::ACCOUNTING_POLICY);
         assert_eq!(limited.slurm_errno(), Some(errno::ACCOUNTING_POLICY));
+        assert!(
+            limited.to_string().contains("): x (and 1 more)"),
+            "{limited}"
+        );
         assert!(
             !limited.outcome_unknown() && !limited.refuses_job(),
             "{limited}"

@@ -1336,7 +1336,13 @@ async fn submit_once(
     fail::fail_point!(FAIL_AFTER_SUBMIT, |_| std::process::exit(FAIL_EXIT_CODE));
     Ok(Outcome::Submitted {
         job_id: submitted.job_id,
-        warnings: submitted.warnings,
+        // What the site's job_submit plugin told the user goes with slurmrestd's warnings.
+        warnings: submitted
+            .user_message
+            .map(|message| format!("job_submit: {message}"))
+            .into_iter()
+            .chain(submitted.warnings)
+            .collect(),
     })
 }
 

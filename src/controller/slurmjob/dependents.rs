@@ -13,7 +13,7 @@
 //! no lost wake-up), and removed once its wait is over or it is gone. Only waiting SlurmJobs
 //! are held, by name within their namespace: `dependsOn` names SlurmJobs of its own namespace.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -30,6 +30,10 @@ use crate::crd::slurmjob::{CachedSlurmJob, Phase, SlurmJobStatus};
 /// neither a dependee's cached object nor its jobs' poller events show (none is known) would
 /// wait this long.
 pub const DEPENDENCY_RECHECK: Duration = Duration::from_secs(30);
+
+/// How many waiting SlurmJobs [`Dependents::cycle`] looks through at most: a longer cycle is
+/// not named (its SlurmJobs say they wait for dependees not submitted yet).
+pub const MAX_CYCLE_SEARCH: usize = 1024;
 
 /// The waiting SlurmJobs, per namespace: by dependee, and each one's dependees (to remove it).
 #[derive(Debug, Default)]
@@ -112,6 +116,42 @@ impl Dependents {
             .and_then(|waits| waits.by_dependee.get(dependee))
             .map(|waiting| waiting.iter().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// Whether `dependee` waits for `dependent` (both of `namespace`), directly or through other
+    /// waiting SlurmJobs: the shortest such chain from `dependee` on, `dependent` left out;
+    /// empty if there is none (within [`MAX_CYCLE_SEARCH`] SlurmJobs). Only SlurmJobs waiting
+    /// to be submitted are held here, so a chain of them is a cycle none of them leaves.
+    pub fn cycle(&self, namespace: &str, dependent: &str, dependee: &str) -> Vec<String> {
+        let namespaces = self.lock();
+        let Some(waits) = namespaces.get(namespace) else {
+            return Vec::new();
+        };
+        // Breadth first, each SlurmJob once: the shortest cycle is the one named.
+        let mut came_from: HashMap<&str, &str> = HashMap::from([(dependee, dependee)]);
+        let mut queue = VecDeque::from([dependee]);
+        while let Some(at) = queue.pop_front() {
+            for next in waits.by_dependent.get(at).into_iter().flatten() {
+                if next == dependent {
+                    let mut chain = vec![at.to_owned()];
+                    let mut step = at;
+                    while let Some(&before) = came_from.get(step).filter(|_| step != dependee) {
+                        chain.push(before.to_owned());
+                        step = before;
+                    }
+                    chain.reverse();
+                    return chain;
+                }
+                if came_from.len() >= MAX_CYCLE_SEARCH {
+                    return Vec::new();
+                }
+                if !came_from.contains_key(next.as_str()) {
+                    came_from.insert(next, at);
+                    queue.push_back(next);
+                }
+            }
+        }
+        Vec::new()
     }
 
     /// Keeps only the waiting SlurmJobs for which `keep(namespace, name)` holds.
@@ -224,6 +264,44 @@ pub fn changes_dependents(before: Option<&CachedSlurmJob>, after: Option<&Cached
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cycle_of_waiting_slurmjobs_is_found_and_named_shortest_first() {
+        let deps = Dependents::default();
+        // train → prep → fetch → train, and prep → train too; eval waits for train only.
+        deps.wait_for("team-a", "train", ["prep"]);
+        deps.wait_for("team-a", "prep", ["fetch", "train"]);
+        deps.wait_for("team-a", "fetch", ["train"]);
+        deps.wait_for("team-a", "eval", ["train"]);
+        assert_eq!(deps.cycle("team-a", "train", "prep"), ["prep"]);
+        assert_eq!(deps.cycle("team-a", "fetch", "train"), ["train", "prep"]);
+        // eval waits for the cycle, but nothing waits for eval: no cycle through it.
+        assert!(deps.cycle("team-a", "eval", "train").is_empty());
+        // Names are per namespace.
+        assert!(deps.cycle("team-b", "train", "prep").is_empty());
+        // Waits rearranged: prep → train → fetch → prep, the long way round.
+        deps.wait_for("team-a", "prep", ["train"]);
+        deps.wait_for("team-a", "train", ["fetch"]);
+        deps.wait_for("team-a", "fetch", ["prep"]);
+        assert_eq!(deps.cycle("team-a", "prep", "train"), ["train", "fetch"]);
+        // A dependee not waiting (submitted, or never looked at) closes no cycle.
+        deps.done("team-a", "fetch");
+        assert!(deps.cycle("team-a", "prep", "train").is_empty());
+
+        // A chain longer than the search looks through is not named; one within it is.
+        let long = Dependents::default();
+        let name = |i: usize| format!("link-{i}");
+        for i in 0..MAX_CYCLE_SEARCH + 1 {
+            long.wait_for("ns", &name(i), [name(i + 1).as_str()]);
+        }
+        let last = name(MAX_CYCLE_SEARCH + 1);
+        long.wait_for("ns", &last, ["link-0"]);
+        assert!(long.cycle("ns", "link-0", "link-1").is_empty());
+        let chain = long.cycle("ns", &last, "link-2");
+        assert_eq!(chain.len(), MAX_CYCLE_SEARCH - 1);
+        assert_eq!(chain.first().map(String::as_str), Some("link-2"));
+        assert_eq!(chain.last(), Some(&name(MAX_CYCLE_SEARCH)));
+    }
 
     #[test]
     fn a_dependent_is_found_under_each_dependee_until_its_wait_ends() {

@@ -105,6 +105,10 @@ pub struct Dependee {
     /// Its job left slurmctld, and how it ended is being asked of accounting: neither its id
     /// nor a verdict yet.
     pub settling: bool,
+    /// Not submitted, and waiting itself for the dependent, directly or through SlurmJobs that
+    /// wait too: the SlurmJobs of that cycle from this one on, the dependent left out (empty:
+    /// no cycle). None of them can be submitted before the others.
+    pub cycle: Vec<String>,
 }
 
 impl Dependee {
@@ -114,6 +118,15 @@ impl Dependee {
             job_id,
             phase: None,
             settling: false,
+            cycle: Vec::new(),
+        }
+    }
+
+    /// It waits for the dependent through `path` ([`Dependee::cycle`]).
+    pub fn in_cycle(self, path: Vec<String>) -> Self {
+        Self {
+            cycle: path,
+            ..self
         }
     }
 
@@ -152,6 +165,9 @@ pub enum DependencyWait {
     OtherCluster(Vec<(String, String)>),
     /// These exist but have no Slurm job id yet.
     NotSubmitted(Vec<String>),
+    /// A dependee waits for this job, directly or through others ([`Dependee::cycle`]). Only
+    /// an edit of one's `dependsOn` ends it.
+    Cycle(Vec<String>),
     /// These SlurmJobs' jobs left slurmctld, and how they ended is not known yet.
     Settling(Vec<String>),
     /// These SlurmJobs' jobs are lost: their ids are never handed to Slurm (they may name
@@ -173,6 +189,7 @@ pub fn resolve_dependencies(
     let mut missing = Vec::new();
     let mut elsewhere = Vec::new();
     let mut not_submitted = Vec::new();
+    let mut cycle = Vec::new();
     let mut settling = Vec::new();
     let mut lost = Vec::new();
     let mut never = Vec::new();
@@ -189,6 +206,10 @@ pub fn resolve_dependencies(
             Some(found) => found,
         };
         match (found.job_id, found.phase) {
+            (None, _) if !found.cycle.is_empty() && cycle.is_empty() => {
+                cycle = found.cycle;
+                not_submitted.push(dep.name.clone());
+            }
             (None, _) => not_submitted.push(dep.name.clone()),
             (Some(_), Some(Phase::Lost)) => lost.push(dep.name.clone()),
             // An ended job is judged here, its id not handed over: slurmctld forgets it after
@@ -210,6 +231,9 @@ pub fn resolve_dependencies(
     }
     if !elsewhere.is_empty() {
         return Err(DependencyWait::OtherCluster(elsewhere));
+    }
+    if !cycle.is_empty() {
+        return Err(DependencyWait::Cycle(cycle));
     }
     if !not_submitted.is_empty() {
         return Err(DependencyWait::NotSubmitted(not_submitted));
@@ -417,6 +441,19 @@ mod tests {
         assert_eq!(
             resolve_dependencies(&deps, "c", unsubmitted),
             Err(DependencyWait::NotSubmitted(vec!["b".into()]))
+        );
+        // One not submitted waits for this job (through x): the cycle is what the wait says,
+        // not that the others are not submitted yet.
+        let cycle = |name: &str| {
+            let found = Dependee::new("c", None);
+            Some(match name {
+                "b" => found.in_cycle(vec!["b".into(), "x".into()]),
+                _ => found,
+            })
+        };
+        assert_eq!(
+            resolve_dependencies(&deps, "c", cycle),
+            Err(DependencyWait::Cycle(vec!["b".into(), "x".into()]))
         );
         // A job gone from slurmctld whose end is not known yet: neither its id nor a verdict.
         let settling = |name: &str| {

@@ -707,7 +707,15 @@ async fn apply(
                 let found = data
                     .jobs
                     .get(&ObjectRef::new(&d.name).within(namespace))
-                    .map(|found| dependee(&found, &state, &ctx.tag_key, env.job_user));
+                    .map(|found| {
+                        let found = dependee(&found, &state, &ctx.tag_key, env.job_user);
+                        // One not submitted may itself wait for this one: a cycle.
+                        let cycle = match found.job_id {
+                            None => data.dependents.cycle(namespace, &name, &d.name),
+                            Some(_) => Vec::new(),
+                        };
+                        found.in_cycle(cycle)
+                    });
                 (d.name.as_str(), found)
             })
             .collect()

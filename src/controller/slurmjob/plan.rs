@@ -274,6 +274,12 @@ pub fn submit(
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
+                DependencyWait::Cycle(chain) => format!(
+                    "dependsOn makes a cycle: {name} → {} → {name} (each waits for the next to \
+                     be submitted), so none of them can be: edit the dependsOn of one of them",
+                    cycle_chain(&chain),
+                    name = facts.name,
+                ),
                 DependencyWait::NotSubmitted(names) => format!(
                     "waiting for SlurmJobs to be submitted: {}",
                     names.join(", ")
@@ -414,6 +420,25 @@ pub use super::status::DEPENDENCY_NEVER_SATISFIED;
 /// The reason of a wait for SlurmJobs `dependsOn` names: to exist, to be submitted, to have
 /// ended in a known way, or to be on this job's cluster.
 pub const WAITING_FOR_DEPENDENCIES: &str = "WaitingForDependencies";
+
+/// How many SlurmJobs of a dependency cycle its wait's message names.
+const CYCLE_NAMED: usize = 8;
+
+/// A dependency cycle's SlurmJobs ([`DependencyWait::Cycle`]) as its wait's message names them:
+/// "a → b → c", at most [`CYCLE_NAMED`] of them and how many more there are.
+fn cycle_chain(chain: &[String]) -> String {
+    let named = chain
+        .iter()
+        .take(CYCLE_NAMED)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(" → ");
+    if chain.len() > CYCLE_NAMED {
+        format!("{named} → … ({} more)", chain.len() - CYCLE_NAMED)
+    } else {
+        named
+    }
+}
 
 /// How long after a failed submit a job it made may still appear: slurmrestd may still be
 /// sending the request when the operator gives up, and its RPC to slurmctld gives up after

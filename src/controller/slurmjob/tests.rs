@@ -3486,6 +3486,60 @@ async fn a_dependency_wait_takes_no_request_slot_and_is_woken_by_its_dependee() 
     assert!(data.dependents.is_empty(), "{:?}", data.dependents);
 }
 
+/// Two SlurmJobs that wait for each other (`prep`, not submitted, waits for `fetch`, which
+/// waits for `train`): `train` says so, naming the cycle and what ends it, instead of waiting
+/// for `prep` to be submitted as if it could be. Once `fetch` no longer waits (its dependsOn
+/// edited), `train` waits as for any dependee not submitted yet.
+#[tokio::test]
+async fn a_dependency_cycle_is_named_in_the_wait() {
+    let (ctx, mut api) = Context::test();
+    let mut job = finalized(slurm_job("train", "#!/bin/sh\ntrue\n"));
+    job.spec.depends_on = serde_json::from_value(json!([{"name": "prep"}])).unwrap();
+    let _index = register_trusted_empty(&ctx);
+    let prep = finalized(slurm_job("prep", "#!/bin/sh\ntrue\n"));
+    let (jobs, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Apply(CachedSlurmJob::new(prep).unwrap()));
+    let data = data(ctx);
+    let data = Arc::new(JobContext {
+        jobs,
+        ..(*data).clone()
+    });
+    // What their own reconciles registered: prep waits for fetch, fetch for train.
+    data.dependents.wait_for(NS, "prep", ["fetch"]);
+    data.dependents.wait_for(NS, "fetch", ["train"]);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        (status, api)
+    });
+    let action = reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap();
+    let (status, mut api) = server.await.unwrap();
+    assert_eq!(action, Action::requeue(dependents::DEPENDENCY_RECHECK));
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(
+        (ready.reason.as_str(), ready.message.as_str()),
+        (
+            plan::WAITING_FOR_DEPENDENCIES,
+            "dependsOn makes a cycle: train → prep → fetch → train (each waits for the next to \
+             be submitted), so none of them can be: edit the dependsOn of one of them"
+        )
+    );
+    assert_eq!(data.dependents.of(NS, "prep"), ["train"]);
+
+    data.dependents.done(NS, "fetch");
+    job.status = Some(status);
+    let expected = job.clone();
+    let server = tokio::spawn(async move { expect_status_apply(&mut api, &expected).await });
+    reconcile(Arc::new(cached(&job)), data.clone())
+        .await
+        .unwrap();
+    let status = server.await.unwrap();
+    let ready = condition::find(&status.conditions, status::READY).unwrap();
+    assert_eq!(ready.message, "waiting for SlurmJobs to be submitted: prep");
+}
+
 /// The output Pod of a job that ended long ago, gone since (deleted by its tenant, or by the
 /// Pod garbage collector), is not created again: a reconcile of every finished SlurmJob (an
 /// operator start, a slurmrestd recovery) reads whether it is there (the Pod cache has not

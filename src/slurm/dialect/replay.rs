@@ -5,7 +5,7 @@
 
 use serde::de::DeserializeOwned;
 
-use crate::slurm::call::{Envelope, made_or_classified};
+use crate::slurm::call::{Envelope, made_in_bytes, made_or_classified};
 use crate::slurm::error::{ApiError, SlurmError, Subject, classify, decode_error};
 use crate::slurm::types::{Changes, ClusterInfo, Job, JobStateEntry, Node, Partition, Submitted};
 use crate::slurm::version::ApiVersion;
@@ -95,12 +95,17 @@ impl Check<'_> {
             Err(error) if success => {
                 Err(decode_error(operation, self.version, &error, Some(status)))
             }
-            Err(_) => Err(classify(
-                operation,
-                status,
-                subject,
-                (self.errors_from_bytes)(self.body),
-            )),
+            Err(_) => {
+                let errors = (self.errors_from_bytes)(self.body);
+                Err(match made_in_bytes(self.body, &errors) {
+                    Some(submitted) => SlurmError::SubmitMade {
+                        operation,
+                        status,
+                        submitted,
+                    },
+                    None => classify(operation, status, subject, errors),
+                })
+            }
         }
     }
 }

@@ -1390,6 +1390,99 @@ async fn a_submit_over_a_slurm_limit_waits_with_backoff_and_warns_once() {
     assert!(again.notices.is_empty(), "{:?}", again.notices);
 }
 
+/// A recorded 24.11 submit answer (`tests/fixtures/24.11/<case>.json`): its HTTP status and body.
+fn recorded_submit(case: &str) -> (u16, serde_json::Value) {
+    let fixture = format!(
+        "{}/tests/fixtures/24.11/{case}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let status = u16::try_from(recorded["status"].as_u64().unwrap()).unwrap();
+    (status, recorded["body"].clone())
+}
+
+/// slurmrestd's answers to a submit its parser complained about, through the step: an unknown
+/// flag answered with the job made (and here a job_submit plugin's message) is that job,
+/// `Submitted` with both in its message, recorded at once and never submitted again; a value
+/// the parser refuses, no job, is `SubmitRejected` for the generation, not retried.
+#[tokio::test]
+async fn a_submit_the_parser_complained_about_is_its_job_or_a_refusal() {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let (status, mut made) = recorded_submit("submit_unknown_flag");
+    assert_eq!(status, 500);
+    let job_id = made["job_id"].as_i64().unwrap();
+    made["job_submit_user_msg"] = "routed to partition debug".into();
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
+        .respond_with(ResponseTemplate::new(500).set_body_json(&made))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let world = World::new(&server.uri());
+    let alice = minted(&server.uri());
+    let at = |s| DateTime::from_timestamp(s, 0).unwrap();
+    let spec = true_spec();
+    let target = |name, uid| Target {
+        name,
+        uid,
+        generation: 1,
+        spec: &spec,
+        status: None,
+        created: Some(at(199)),
+        refusal: None,
+    };
+    let env = Env {
+        submitter: &alice,
+        ..world.env(at(200))
+    };
+    let submitted = step(target("flagged", "f"), env, |_| None).await.unwrap();
+    assert_eq!(submitted.status.job_id, Some(job_id));
+    let ready = condition::find(&submitted.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, "Submitted", "{ready:?}");
+    assert!(
+        ready.message.contains("BOGUS")
+            && ready
+                .message
+                .contains("job_submit: routed to partition debug"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(
+        world.submissions.jobs_of("f", 1),
+        [u32::try_from(job_id).unwrap()]
+    );
+
+    let (status, refused) = recorded_submit("submit_bad_value");
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
+        .respond_with(ResponseTemplate::new(status).set_body_json(&refused))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let world = World::new(&server.uri());
+    let alice = minted(&server.uri());
+    let env = Env {
+        submitter: &alice,
+        ..world.env(at(200))
+    };
+    let rejected = step(target("bad-value", "b"), env, |_| None).await.unwrap();
+    assert_eq!(rejected.status.job_id, None);
+    assert_eq!(rejected.status.rejected_generation, Some(1));
+    let ready = condition::find(&rejected.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, "SubmitRejected", "{ready:?}");
+    assert!(
+        ready.message.contains("Invalid cpu_frequency"),
+        "{}",
+        ready.message
+    );
+    assert!(world.submissions.jobs_of("b", 1).is_empty());
+}
+
 /// A submit refused over a limit keeps what the step found before it: a Slurm job under the
 /// generation's tag that is not adopted (bob's, signed for bob) is named as the wait begins,
 /// beside the refusal (review finding: the refusal's Warning replaced it, and the retries, the

@@ -1099,6 +1099,12 @@ fn the_submit_decision() {
     let unsubmitted = |_: &str| Some(Dependee::new("local", None));
     let lost = |_: &str| Some(Dependee::new("local", Some(5)).in_phase(Some(Phase::Lost)));
     let settling = |_: &str| Some(Dependee::new("local", Some(5)).settling());
+    let in_cycle =
+        |_: &str| Some(Dependee::new("local", None).in_cycle(vec!["prep".into(), "fetch".into()]));
+    let in_long_cycle = |_: &str| {
+        let chain = (0..10).map(|i| format!("link-{i}")).collect();
+        Some(Dependee::new("local", None).in_cycle(chain))
+    };
     let failed_dependee =
         |_: &str| Some(Dependee::new("local", Some(5)).in_phase(Some(Phase::Failed)));
     let completed =
@@ -1373,6 +1379,26 @@ fn the_submit_decision() {
             facts(&depends),
             &unsubmitted,
             Expect::Wait("WaitingForDependencies", "to be submitted: prep"),
+        ),
+        (
+            "a dependency that waits, through another, for this job: a cycle, named",
+            facts(&depends),
+            &in_cycle,
+            Expect::Wait(
+                "WaitingForDependencies",
+                "dependsOn makes a cycle: train → prep → fetch → train (each waits for the next \
+                 to be submitted), so none of them can be: edit the dependsOn of one of them",
+            ),
+        ),
+        (
+            "a long cycle: its first SlurmJobs named, and how many more",
+            facts(&depends),
+            &in_long_cycle,
+            Expect::Wait(
+                "WaitingForDependencies",
+                "train → link-0 → link-1 → link-2 → link-3 → link-4 → link-5 → link-6 → link-7 \
+                 → … (2 more) → train (each",
+            ),
         ),
         (
             "a dependency whose job left slurmctld, its end not known yet: wait, no id sent",
