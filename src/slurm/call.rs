@@ -25,6 +25,9 @@ pub(crate) trait Envelope {
     fn job_made(&self) -> Option<Submitted> {
         None
     }
+    /// A submit's answer: one not read as its type may still name the job made
+    /// ([`made_in_bytes`]).
+    const SUBMIT: bool = false;
 }
 
 /// Whether a call may be repeated after a transient failure without changing its effect.
@@ -140,7 +143,9 @@ impl Caller<'_> {
                     Some(status) if (200..300).contains(&status) => {
                         Err(decode_error(operation, self.version, &error, Some(status)))
                     }
-                    Some(status) => Err(self.undecoded_error(operation, subject, status, &bytes)),
+                    Some(status) => {
+                        Err(self.undecoded_error::<T>(operation, subject, status, &bytes))
+                    }
                     None => Err(decode_error(operation, self.version, &error, None)),
                 }
             }
@@ -154,7 +159,7 @@ impl Caller<'_> {
                     },
                 };
                 log_unexpected_body(operation, Some(status), &bytes, None);
-                Err(self.undecoded_error(operation, subject, status, &bytes))
+                Err(self.undecoded_error::<T>(operation, subject, status, &bytes))
             }
             Err(ProgenitorError::ResponseBodyError(error)) => {
                 match transport::body_refused(&error) {
@@ -178,9 +183,9 @@ impl Caller<'_> {
         }
     }
 
-    /// An error answer not read as its declared type: the job it names if it names one (a
-    /// submit's, whose errors are then no refusal), else what its entries mean.
-    fn undecoded_error(
+    /// An error answer not read as its declared type `T`: for a submit, the job it names if it
+    /// names one (its errors are then no refusal); else what its entries mean.
+    fn undecoded_error<T: Envelope>(
         &self,
         operation: &'static str,
         subject: Subject<'_>,
@@ -188,7 +193,7 @@ impl Caller<'_> {
         bytes: &[u8],
     ) -> SlurmError {
         let errors = (self.errors_from_bytes)(bytes);
-        match made_in_bytes(bytes, &errors) {
+        match made_in_bytes(bytes, &errors).filter(|_| T::SUBMIT) {
             Some(submitted) => SlurmError::SubmitMade {
                 operation,
                 status,
@@ -337,17 +342,19 @@ fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// The job a body not read as its type names by its `job_id` (a submit's answer), its
-/// `errors` among the warnings: a parser's error beside it is no refusal.
+/// The job a submit's answer not read as its type names by its `job_id`, its `errors` among
+/// the warnings: a parser's error beside it is no refusal.
 pub(crate) fn made_in_bytes(bytes: &[u8], errors: &[ApiError]) -> Option<Submitted> {
-    let job_id = serde_json::from_slice::<serde_json::Value>(bytes)
-        .ok()?
-        .get("job_id")?
-        .as_u64()?;
+    let body = serde_json::from_slice::<serde_json::Value>(bytes).ok()?;
+    let job_id = body.get("job_id")?.as_u64()?;
     let job_id = u32::try_from(job_id).ok().filter(|id| *id != 0)?;
     Some(Submitted {
         job_id,
-        user_message: None,
+        user_message: body
+            .get("job_submit_user_msg")
+            .and_then(serde_json::Value::as_str)
+            .filter(|told| !told.is_empty())
+            .map(str::to_owned),
         warnings: errors
             .iter()
             .filter(|e| e.code != 0)

@@ -523,14 +523,19 @@ fn from_parser(error: &ApiError) -> bool {
 /// parser's first. slurmrestd's parser goes on after some errors (an unknown flag, 9207) and
 /// the submit with it: slurmctld's refusal that follows says what happened.
 fn deciding_code(errors: &[ApiError]) -> Option<i64> {
-    let code = |parser: bool| {
+    deciding(errors)
+        .and_then(|at| errors.get(at))
+        .map(|e| e.code)
+}
+
+/// Where in `errors` the entry [`deciding_code`] takes is.
+fn deciding(errors: &[ApiError]) -> Option<usize> {
+    let at = |parser: bool| {
         errors
             .iter()
-            .filter(|e| e.code != 0 && (parser || !from_parser(e)))
-            .map(|e| e.code)
-            .next()
+            .position(|e| e.code != 0 && (parser || !from_parser(e)))
     };
-    code(false).or_else(|| code(true))
+    at(false).or_else(|| at(true))
 }
 
 /// Turn a response's error entries into the most specific error. `status` is the HTTP status.
@@ -543,7 +548,7 @@ pub(crate) fn classify(
     let code = deciding_code(&errors).unwrap_or(0);
     // The deciding entry first: what a message shows first is what the answer is about.
     let mut errors = errors;
-    if let Some(at) = errors.iter().position(|e| e.code == code) {
+    if let Some(at) = deciding(&errors) {
         errors[..=at].rotate_right(1);
     }
     let message = match errors.split_first() {

@@ -822,9 +822,16 @@ fn dedup(notices: &mut Vec<Notice>) {
 
 /// How a submit step ended in Slurm.
 enum Outcome {
-    Adopted { job_id: u32 },
+    Adopted {
+        job_id: u32,
+    },
     AdoptedEarlier(plan::EarlierRun),
-    Submitted { job_id: u32, warnings: Vec<String> },
+    Submitted {
+        job_id: u32,
+        /// What the site's job_submit plugin told the user.
+        user_message: Option<String>,
+        warnings: Vec<String>,
+    },
 }
 
 /// The submit path: ask [`plan::submit`], perform what it returns (reading the whole spec and
@@ -1205,20 +1212,26 @@ where
                 ),
             ),
         ),
-        Outcome::Submitted { job_id, warnings } if !warnings.is_empty() => (
-            *job_id,
-            (
-                "Submitted",
-                format!(
-                    "submitted as Slurm job {job_id} (slurmrestd: {})",
-                    warnings.join("; ")
-                ),
-            ),
-        ),
-        Outcome::Submitted { job_id, .. } => (
-            *job_id,
-            ("Submitted", format!("submitted as Slurm job {job_id}")),
-        ),
+        Outcome::Submitted {
+            job_id,
+            user_message,
+            warnings,
+        } => {
+            let mut message = format!("submitted as Slurm job {job_id}");
+            if let Some(told) = user_message {
+                message.push_str(&format!(
+                    "; the site's job_submit plugin says: {}",
+                    status::bounded(told, status::MAX_SLURM_MESSAGE)
+                ));
+            }
+            if !warnings.is_empty() {
+                message.push_str(&format!(
+                    " (slurmrestd: {})",
+                    status::bounded(&warnings.join("; "), status::MAX_SLURM_MESSAGE)
+                ));
+            }
+            (*job_id, ("Submitted", message))
+        }
     };
     // The poller follows it from its next cycle, wherever the id falls. A job of this
     // submit is ours without its record: the poller may read that once a burst pauses.
@@ -1336,13 +1349,8 @@ async fn submit_once(
     fail::fail_point!(FAIL_AFTER_SUBMIT, |_| std::process::exit(FAIL_EXIT_CODE));
     Ok(Outcome::Submitted {
         job_id: submitted.job_id,
-        // What the site's job_submit plugin told the user goes with slurmrestd's warnings.
-        warnings: submitted
-            .user_message
-            .map(|message| format!("job_submit: {message}"))
-            .into_iter()
-            .chain(submitted.warnings)
-            .collect(),
+        user_message: submitted.user_message,
+        warnings: submitted.warnings,
     })
 }
 

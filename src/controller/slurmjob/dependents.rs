@@ -31,8 +31,9 @@ use crate::crd::slurmjob::{CachedSlurmJob, Phase, SlurmJobStatus};
 /// wait this long.
 pub const DEPENDENCY_RECHECK: Duration = Duration::from_secs(30);
 
-/// How many waiting SlurmJobs [`Dependents::cycle`] looks through at most: a longer cycle is
-/// not named (its SlurmJobs say they wait for dependees not submitted yet).
+/// How many waits [`Dependents::cycle`] looks at, at most: a cycle farther away is not named
+/// (its SlurmJobs say they wait for dependees not submitted yet). A bound on the work done
+/// under the registry's lock, however many dependees each SlurmJob names.
 pub const MAX_CYCLE_SEARCH: usize = 1024;
 
 /// The waiting SlurmJobs, per namespace: by dependee, and each one's dependees (to remove it).
@@ -118,37 +119,45 @@ impl Dependents {
             .unwrap_or_default()
     }
 
-    /// Whether `dependee` waits for `dependent` (both of `namespace`), directly or through other
-    /// waiting SlurmJobs: the shortest such chain from `dependee` on, `dependent` left out;
-    /// empty if there is none (within [`MAX_CYCLE_SEARCH`] SlurmJobs). Only SlurmJobs waiting
-    /// to be submitted are held here, so a chain of them is a cycle none of them leaves.
-    pub fn cycle(&self, namespace: &str, dependent: &str, dependee: &str) -> Vec<String> {
+    /// A cycle of waiting SlurmJobs through `dependent` and one of `dependees` (its dependees
+    /// without a job id): that dependee and the SlurmJobs it waits for, each the next, back to
+    /// `dependent` (left out); the shortest found first. Empty if there is none within
+    /// [`MAX_CYCLE_SEARCH`] waits looked at. Only SlurmJobs waiting to be submitted are held
+    /// here, so a chain of them is a cycle none of them leaves. One search, back from
+    /// `dependent` through those that wait for it, whatever the number of dependees.
+    pub fn cycle(&self, namespace: &str, dependent: &str, dependees: &[&str]) -> Vec<String> {
         let namespaces = self.lock();
         let Some(waits) = namespaces.get(namespace) else {
             return Vec::new();
         };
-        // Breadth first, each SlurmJob once: the shortest cycle is the one named.
-        let mut came_from: HashMap<&str, &str> = HashMap::from([(dependee, dependee)]);
-        let mut queue = VecDeque::from([dependee]);
+        // Breadth first, each SlurmJob once; `waits_for[w]`: the one w waits for on the way.
+        let mut waits_for: HashMap<&str, &str> = HashMap::new();
+        let mut queue = VecDeque::from([dependent]);
+        let mut looked_at = 0;
         while let Some(at) = queue.pop_front() {
-            for next in waits.by_dependent.get(at).into_iter().flatten() {
-                if next == dependent {
-                    let mut chain = vec![at.to_owned()];
-                    let mut step = at;
-                    while let Some(&before) = came_from.get(step).filter(|_| step != dependee) {
-                        chain.push(before.to_owned());
-                        step = before;
-                    }
-                    chain.reverse();
-                    return chain;
-                }
-                if came_from.len() >= MAX_CYCLE_SEARCH {
+            for waiting in waits.by_dependee.get(at).into_iter().flatten() {
+                looked_at += 1;
+                if looked_at > MAX_CYCLE_SEARCH {
                     return Vec::new();
                 }
-                if !came_from.contains_key(next.as_str()) {
-                    came_from.insert(next, at);
-                    queue.push_back(next);
+                let waiting = waiting.as_str();
+                if waiting == dependent || waits_for.contains_key(waiting) {
+                    continue;
                 }
+                waits_for.insert(waiting, at);
+                if dependees.contains(&waiting) {
+                    let mut chain = vec![waiting.to_owned()];
+                    let mut step = at;
+                    while step != dependent {
+                        chain.push(step.to_owned());
+                        match waits_for.get(step) {
+                            Some(next) => step = next,
+                            None => break,
+                        }
+                    }
+                    return chain;
+                }
+                queue.push_back(waiting);
             }
         }
         Vec::new()
@@ -273,22 +282,32 @@ mod tests {
         deps.wait_for("team-a", "prep", ["fetch", "train"]);
         deps.wait_for("team-a", "fetch", ["train"]);
         deps.wait_for("team-a", "eval", ["train"]);
-        assert_eq!(deps.cycle("team-a", "train", "prep"), ["prep"]);
-        assert_eq!(deps.cycle("team-a", "fetch", "train"), ["train", "prep"]);
+        assert_eq!(deps.cycle("team-a", "train", &["prep"]), ["prep"]);
+        assert_eq!(deps.cycle("team-a", "fetch", &["train"]), ["train", "prep"]);
+        // Of two dependees, the one on the shorter way back.
+        assert_eq!(
+            deps.cycle("team-a", "fetch", &["eval", "train"]),
+            ["train", "prep"]
+        );
         // eval waits for the cycle, but nothing waits for eval: no cycle through it.
-        assert!(deps.cycle("team-a", "eval", "train").is_empty());
+        assert!(deps.cycle("team-a", "eval", &["train"]).is_empty());
+        // Only the dependees named: prep waits for train, but train is not asked about.
+        assert!(
+            deps.cycle("team-a", "train", &["fetch-not-a-dependee"])
+                .is_empty()
+        );
         // Names are per namespace.
-        assert!(deps.cycle("team-b", "train", "prep").is_empty());
+        assert!(deps.cycle("team-b", "train", &["prep"]).is_empty());
         // Waits rearranged: prep → train → fetch → prep, the long way round.
         deps.wait_for("team-a", "prep", ["train"]);
         deps.wait_for("team-a", "train", ["fetch"]);
         deps.wait_for("team-a", "fetch", ["prep"]);
-        assert_eq!(deps.cycle("team-a", "prep", "train"), ["train", "fetch"]);
+        assert_eq!(deps.cycle("team-a", "prep", &["train"]), ["train", "fetch"]);
         // A dependee not waiting (submitted, or never looked at) closes no cycle.
         deps.done("team-a", "fetch");
-        assert!(deps.cycle("team-a", "prep", "train").is_empty());
+        assert!(deps.cycle("team-a", "prep", &["train"]).is_empty());
 
-        // A chain longer than the search looks through is not named; one within it is.
+        // A cycle farther than the search looks is not named; one within it is.
         let long = Dependents::default();
         let name = |i: usize| format!("link-{i}");
         for i in 0..MAX_CYCLE_SEARCH + 1 {
@@ -296,8 +315,8 @@ mod tests {
         }
         let last = name(MAX_CYCLE_SEARCH + 1);
         long.wait_for("ns", &last, ["link-0"]);
-        assert!(long.cycle("ns", "link-0", "link-1").is_empty());
-        let chain = long.cycle("ns", &last, "link-2");
+        assert!(long.cycle("ns", "link-0", &["link-1"]).is_empty());
+        let chain = long.cycle("ns", &last, &["link-2"]);
         assert_eq!(chain.len(), MAX_CYCLE_SEARCH - 1);
         assert_eq!(chain.first().map(String::as_str), Some("link-2"));
         assert_eq!(chain.last(), Some(&name(MAX_CYCLE_SEARCH)));

@@ -700,28 +700,28 @@ async fn apply(
     }
     // Each dependee judged once, here: whether the step needs a request slot and what it
     // decides come from the same look (the cache may change between two).
-    let judged: BTreeMap<&str, Option<lifecycle::Dependee>> = if submits {
+    let mut judged: BTreeMap<&str, Option<lifecycle::Dependee>> = if submits {
         spec.depends_on
             .iter()
             .map(|d| {
                 let found = data
                     .jobs
                     .get(&ObjectRef::new(&d.name).within(namespace))
-                    .map(|found| {
-                        let found = dependee(&found, &state, &ctx.tag_key, env.job_user);
-                        // One not submitted may itself wait for this one: a cycle.
-                        let cycle = match found.job_id {
-                            None => data.dependents.cycle(namespace, &name, &d.name),
-                            Some(_) => Vec::new(),
-                        };
-                        found.in_cycle(cycle)
-                    });
+                    .map(|found| dependee(&found, &state, &ctx.tag_key, env.job_user));
                 (d.name.as_str(), found)
             })
             .collect()
     } else {
         BTreeMap::new()
     };
+    // A dependee not submitted may itself wait for this one: a cycle, which its wait names.
+    let cycle = dependency_cycle(data, namespace, &name, &judged);
+    if let Some(Some(found)) = cycle
+        .first()
+        .and_then(|first| judged.get_mut(first.as_str()))
+    {
+        *found = found.clone().in_cycle(cycle);
+    }
     let lookup = |dep: &str| judged.get(dep).cloned().flatten();
     // A step that may call slurmrestd takes one of the cluster's request slots for the step
     // only (not for the Kubernetes writes after it), waiting a moment for one; else it requeues
@@ -1707,6 +1707,39 @@ async fn tell_blocked(
     }
     warn!(reason = blocker.reason(), %message, "SlurmJob deletion blocked");
     Ok(())
+}
+
+/// A cycle through SlurmJob `name` and one of its dependees without a job id (`judged`), as
+/// [`Dependents::cycle`] finds it among the waiting SlurmJobs; named only if each of its
+/// SlurmJobs still waits for its dependencies as its current spec says (the cache: one edited
+/// since it registered, or stopped by something else, closes no cycle). Empty: none.
+fn dependency_cycle(
+    data: &JobContext,
+    namespace: &str,
+    name: &str,
+    judged: &BTreeMap<&str, Option<lifecycle::Dependee>>,
+) -> Vec<String> {
+    let unsubmitted: Vec<&str> = judged
+        .iter()
+        .filter(|(_, found)| found.as_ref().is_some_and(|found| found.job_id.is_none()))
+        .map(|(dependee, _)| *dependee)
+        .collect();
+    if unsubmitted.is_empty() {
+        return Vec::new();
+    }
+    let cycle = data.dependents.cycle(namespace, name, &unsubmitted);
+    let waits = |member: &String| {
+        data.jobs
+            .get(&ObjectRef::new(member).within(namespace))
+            .filter(|cached| cached.status_current())
+            .and_then(|cached| cached.object().ok()?.status)
+            .is_some_and(|status| dependents::is_dependency_wait(&status))
+    };
+    if cycle.iter().all(waits) {
+        cycle
+    } else {
+        Vec::new()
+    }
 }
 
 /// What `dependsOn` finds in the cached SlurmJob `d`, judged with the index now

@@ -3486,25 +3486,38 @@ async fn a_dependency_wait_takes_no_request_slot_and_is_woken_by_its_dependee() 
     assert!(data.dependents.is_empty(), "{:?}", data.dependents);
 }
 
-/// Two SlurmJobs that wait for each other (`prep`, not submitted, waits for `fetch`, which
-/// waits for `train`): `train` says so, naming the cycle and what ends it, instead of waiting
-/// for `prep` to be submitted as if it could be. Once `fetch` no longer waits (its dependsOn
-/// edited), `train` waits as for any dependee not submitted yet.
+/// Three SlurmJobs that wait for each other (`train` for `prep`, not submitted, which waits
+/// for `fetch`, which waits for `train`): `train` says so, naming the cycle and what ends it,
+/// instead of waiting for `prep` to be submitted as if it could be. Once `fetch` is edited (its
+/// status not yet of its new spec, which may no longer wait for `train`), no cycle is named:
+/// `train` waits as for any dependee not submitted yet.
 #[tokio::test]
 async fn a_dependency_cycle_is_named_in_the_wait() {
     let (ctx, mut api) = Context::test();
     let mut job = finalized(slurm_job("train", "#!/bin/sh\ntrue\n"));
     job.spec.depends_on = serde_json::from_value(json!([{"name": "prep"}])).unwrap();
     let _index = register_trusted_empty(&ctx);
-    let prep = finalized(slurm_job("prep", "#!/bin/sh\ntrue\n"));
+    // What their own reconciles wrote and registered: prep waits for fetch, fetch for train.
+    let waiting = |name: &str, on: &str| {
+        let mut waiting = finalized(slurm_job(name, "#!/bin/sh\ntrue\n"));
+        waiting.spec.depends_on = serde_json::from_value(json!([{"name": on}])).unwrap();
+        waiting.status = Some(status::waiting(
+            SlurmJobStatus::default(),
+            1,
+            plan::WAITING_FOR_DEPENDENCIES,
+            format!("waiting for SlurmJobs to be submitted: {on}"),
+            condition::now(),
+        ));
+        CachedSlurmJob::new(waiting).unwrap()
+    };
     let (jobs, mut writer) = reflector::store();
-    writer.apply_watcher_event(&watcher::Event::Apply(CachedSlurmJob::new(prep).unwrap()));
+    writer.apply_watcher_event(&watcher::Event::Apply(waiting("prep", "fetch")));
+    writer.apply_watcher_event(&watcher::Event::Apply(waiting("fetch", "train")));
     let data = data(ctx);
     let data = Arc::new(JobContext {
         jobs,
         ..(*data).clone()
     });
-    // What their own reconciles registered: prep waits for fetch, fetch for train.
     data.dependents.wait_for(NS, "prep", ["fetch"]);
     data.dependents.wait_for(NS, "fetch", ["train"]);
     let expected = job.clone();
@@ -3528,7 +3541,10 @@ async fn a_dependency_cycle_is_named_in_the_wait() {
     );
     assert_eq!(data.dependents.of(NS, "prep"), ["train"]);
 
-    data.dependents.done(NS, "fetch");
+    // fetch edited: generation 2, its status still of generation 1.
+    let mut edited = waiting("fetch", "train").object().unwrap();
+    edited.metadata.generation = Some(2);
+    writer.apply_watcher_event(&watcher::Event::Apply(CachedSlurmJob::new(edited).unwrap()));
     job.status = Some(status);
     let expected = job.clone();
     let server = tokio::spawn(async move { expect_status_apply(&mut api, &expected).await });

@@ -142,6 +142,7 @@ macro_rules! envelope {
             fn job_made(&self) -> Option<$crate::slurm::types::Submitted> {
                 made(self)
             }
+            const SUBMIT: bool = true;
         }
     };
     ($($ty:ty),* $(,)?) => {$(

@@ -97,14 +97,16 @@ impl Check<'_> {
             }
             Err(_) => {
                 let errors = (self.errors_from_bytes)(self.body);
-                Err(match made_in_bytes(self.body, &errors) {
-                    Some(submitted) => SlurmError::SubmitMade {
-                        operation,
-                        status,
-                        submitted,
+                Err(
+                    match made_in_bytes(self.body, &errors).filter(|_| T::SUBMIT) {
+                        Some(submitted) => SlurmError::SubmitMade {
+                            operation,
+                            status,
+                            submitted,
+                        },
+                        None => classify(operation, status, subject, errors),
                     },
-                    None => classify(operation, status, subject, errors),
-                })
+                )
             }
         }
     }

@@ -1447,7 +1447,7 @@ async fn a_submit_the_parser_complained_about_is_its_job_or_a_refusal() {
         ready.message.contains("BOGUS")
             && ready
                 .message
-                .contains("job_submit: routed to partition debug"),
+                .contains("job_submit plugin says: routed to partition debug"),
         "{}",
         ready.message
     );
