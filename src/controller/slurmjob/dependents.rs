@@ -284,11 +284,14 @@ mod tests {
         deps.wait_for("team-a", "eval", ["train"]);
         assert_eq!(deps.cycle("team-a", "train", &["prep"]), ["prep"]);
         assert_eq!(deps.cycle("team-a", "fetch", &["train"]), ["train", "prep"]);
-        // Of two dependees, the one on the shorter way back.
-        assert_eq!(
-            deps.cycle("team-a", "fetch", &["eval", "train"]),
-            ["train", "prep"]
-        );
+        // Of two dependees on cycles, the one on the shorter: learn waits for b (b → c →
+        // learn) and for z (z → learn); c, looked at first, is not the way to z.
+        deps.wait_for("team-a", "learn", ["b", "z"]);
+        deps.wait_for("team-a", "b", ["c"]);
+        deps.wait_for("team-a", "c", ["learn"]);
+        deps.wait_for("team-a", "z", ["learn"]);
+        assert_eq!(deps.cycle("team-a", "learn", &["b", "z"]), ["z"]);
+        assert_eq!(deps.cycle("team-a", "learn", &["b"]), ["b", "c"]);
         // eval waits for the cycle, but nothing waits for eval: no cycle through it.
         assert!(deps.cycle("team-a", "eval", &["train"]).is_empty());
         // Only the dependees named: prep waits for train, but train is not asked about.
@@ -307,19 +310,23 @@ mod tests {
         deps.done("team-a", "fetch");
         assert!(deps.cycle("team-a", "prep", &["train"]).is_empty());
 
-        // A cycle farther than the search looks is not named; one within it is.
-        let long = Dependents::default();
-        let name = |i: usize| format!("link-{i}");
-        for i in 0..MAX_CYCLE_SEARCH + 1 {
-            long.wait_for("ns", &name(i), [name(i + 1).as_str()]);
-        }
-        let last = name(MAX_CYCLE_SEARCH + 1);
-        long.wait_for("ns", &last, ["link-0"]);
-        assert!(long.cycle("ns", "link-0", &["link-1"]).is_empty());
-        let chain = long.cycle("ns", &last, &["link-2"]);
-        assert_eq!(chain.len(), MAX_CYCLE_SEARCH - 1);
-        assert_eq!(chain.first().map(String::as_str), Some("link-2"));
-        assert_eq!(chain.last(), Some(&name(MAX_CYCLE_SEARCH)));
+        // A ring of `members` SlurmJobs, each waiting for the next: found back from link-0
+        // after `members - 1` waits looked at.
+        let ring = |members: usize| {
+            let ring = Dependents::default();
+            let name = |i: usize| format!("link-{}", i % members);
+            for i in 0..members {
+                ring.wait_for("ns", &name(i), [name(i + 1).as_str()]);
+            }
+            ring.cycle("ns", "link-0", &["link-1"])
+        };
+        // Exactly as many waits as the search looks at: named, all of it.
+        let chain = ring(MAX_CYCLE_SEARCH + 1);
+        assert_eq!(chain.len(), MAX_CYCLE_SEARCH);
+        assert_eq!(chain.first().map(String::as_str), Some("link-1"));
+        assert_eq!(chain.last(), Some(&format!("link-{MAX_CYCLE_SEARCH}")));
+        // One more: not named.
+        assert!(ring(MAX_CYCLE_SEARCH + 2).is_empty());
     }
 
     #[test]
