@@ -1314,6 +1314,21 @@ async fn an_unresolved_accounting_candidate_is_waited_for_with_backoff() {
     assert_eq!(world.index.wants.take(), BTreeSet::from([20]));
 }
 
+/// A slurmrestd that gives `answer` to each submit, expecting `times` of them.
+async fn answering_submits(answer: wiremock::ResponseTemplate, times: u64) -> wiremock::MockServer {
+    use wiremock::matchers::{method, path_regex};
+    use wiremock::{Mock, MockServer};
+
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
+        .respond_with(answer)
+        .expect(times)
+        .mount(&server)
+        .await;
+    server
+}
+
 /// slurmrestd's answer to a submit slurmctld refused over a limit (error 2050): the recorded
 /// 24.11 submit-error body with 2050's number and text.
 fn limit_refusal() -> serde_json::Value {
@@ -1337,17 +1352,10 @@ fn limit_refusal() -> serde_json::Value {
 /// out once, when the wait begins, not at every try.
 #[tokio::test]
 async fn a_submit_over_a_slurm_limit_waits_with_backoff_and_warns_once() {
-    use wiremock::matchers::{method, path_regex};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
+    use wiremock::ResponseTemplate;
 
-    let body = limit_refusal();
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
-        .respond_with(ResponseTemplate::new(500).set_body_json(&body))
-        .expect(2)
-        .mount(&server)
-        .await;
+    let server =
+        answering_submits(ResponseTemplate::new(500).set_body_json(limit_refusal()), 2).await;
     let world = World::new(&server.uri());
     let alice = minted(&server.uri());
     let at = |s| DateTime::from_timestamp(s, 0).unwrap();
@@ -1408,20 +1416,13 @@ fn recorded_submit(case: &str) -> (u16, serde_json::Value) {
 /// the parser refuses, no job, is `SubmitRejected` for the generation, not retried.
 #[tokio::test]
 async fn a_submit_the_parser_complained_about_is_its_job_or_a_refusal() {
-    use wiremock::matchers::{method, path_regex};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
+    use wiremock::ResponseTemplate;
 
     let (status, mut made) = recorded_submit("submit_unknown_flag");
     assert_eq!(status, 500);
     let job_id = made["job_id"].as_i64().unwrap();
     made["job_submit_user_msg"] = "routed to partition debug".into();
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
-        .respond_with(ResponseTemplate::new(500).set_body_json(&made))
-        .expect(1)
-        .mount(&server)
-        .await;
+    let server = answering_submits(ResponseTemplate::new(500).set_body_json(&made), 1).await;
     let world = World::new(&server.uri());
     let alice = minted(&server.uri());
     let at = |s| DateTime::from_timestamp(s, 0).unwrap();
@@ -1457,13 +1458,7 @@ async fn a_submit_the_parser_complained_about_is_its_job_or_a_refusal() {
     );
 
     let (status, refused) = recorded_submit("submit_bad_value");
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
-        .respond_with(ResponseTemplate::new(status).set_body_json(&refused))
-        .expect(1)
-        .mount(&server)
-        .await;
+    let server = answering_submits(ResponseTemplate::new(status).set_body_json(&refused), 1).await;
     let world = World::new(&server.uri());
     let alice = minted(&server.uri());
     let env = Env {
@@ -1489,16 +1484,10 @@ async fn a_submit_the_parser_complained_about_is_its_job_or_a_refusal() {
 /// same wait again, name nothing, so it was never told while the limit held).
 #[tokio::test]
 async fn a_submit_over_a_limit_still_names_a_tag_not_adopted() {
-    use wiremock::matchers::{method, path_regex};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
+    use wiremock::ResponseTemplate;
 
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path_regex("^/slurm/v0.0.42/job/submit/?$"))
-        .respond_with(ResponseTemplate::new(500).set_body_json(limit_refusal()))
-        .expect(1)
-        .mount(&server)
-        .await;
+    let server =
+        answering_submits(ResponseTemplate::new(500).set_body_json(limit_refusal()), 1).await;
     let mut world = World::new(&server.uri());
     let alice = minted(&server.uri());
     world.index = state(Some(101), vec![bobs_job_tagged(&world, "l")]);
