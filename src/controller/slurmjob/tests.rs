@@ -3403,6 +3403,24 @@ fn a_dependee_change_wakes_its_dependents_once_the_cache_holds_it() {
     assert_eq!(dependents.of(NS, "train"), ["eval"]);
 }
 
+/// `job` reconciled once: its status written, and a look again after `DEPENDENCY_RECHECK`.
+async fn reconciled_to_a_dependency_wait(
+    job: &SlurmJob,
+    data: &Arc<JobContext>,
+    mut api: ApiServerVerifier,
+) -> (SlurmJobStatus, ApiServerVerifier) {
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        (status, api)
+    });
+    let action = reconcile(Arc::new(cached(job)), data.clone())
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(dependents::DEPENDENCY_RECHECK));
+    server.await.unwrap()
+}
+
 /// A SlurmJob waiting for its dependencies asks Slurm nothing, so it takes none of the
 /// cluster's request slots: with all of them taken (a pipeline's waiting links beside a hung
 /// slurmrestd), it still says why it waits, is held to be woken by its dependee, and looks
@@ -3410,7 +3428,7 @@ fn a_dependee_change_wakes_its_dependents_once_the_cache_holds_it() {
 /// would submit: then it needs a slot like any submit.
 #[tokio::test]
 async fn a_dependency_wait_takes_no_request_slot_and_is_woken_by_its_dependee() {
-    let (ctx, mut api) = Context::test();
+    let (ctx, api) = Context::test();
     let mut job = finalized(slurm_job("train", "#!/bin/sh\ntrue\n"));
     job.spec.depends_on = serde_json::from_value(json!([{"name": "prep"}])).unwrap();
     let _index = register_trusted_empty(&ctx);
@@ -3418,16 +3436,7 @@ async fn a_dependency_wait_takes_no_request_slot_and_is_woken_by_its_dependee() 
     let taken: Vec<_> = std::iter::from_fn(|| handle.try_io()).collect();
     assert_eq!(taken.len(), crate::state::registry::IO_PER_CONNECTION);
     let data = data(ctx);
-    let expected = job.clone();
-    let server = tokio::spawn(async move {
-        let status = expect_status_apply(&mut api, &expected).await;
-        (status, api)
-    });
-    let action = reconcile(Arc::new(cached(&job)), data.clone())
-        .await
-        .unwrap();
-    let (status, mut api) = server.await.unwrap();
-    assert_eq!(action, Action::requeue(dependents::DEPENDENCY_RECHECK));
+    let (status, mut api) = reconciled_to_a_dependency_wait(&job, &data, api).await;
     let ready = condition::find(&status.conditions, status::READY).unwrap();
     assert_eq!(
         (ready.reason.as_str(), ready.message.as_str()),
@@ -3493,7 +3502,7 @@ async fn a_dependency_wait_takes_no_request_slot_and_is_woken_by_its_dependee() 
 /// `train` waits as for any dependee not submitted yet.
 #[tokio::test]
 async fn a_dependency_cycle_is_named_in_the_wait() {
-    let (ctx, mut api) = Context::test();
+    let (ctx, api) = Context::test();
     let mut job = finalized(slurm_job("train", "#!/bin/sh\ntrue\n"));
     job.spec.depends_on = serde_json::from_value(json!([{"name": "prep"}])).unwrap();
     let _index = register_trusted_empty(&ctx);
@@ -3520,16 +3529,7 @@ async fn a_dependency_cycle_is_named_in_the_wait() {
     });
     data.dependents.wait_for(NS, "prep", ["fetch"]);
     data.dependents.wait_for(NS, "fetch", ["train"]);
-    let expected = job.clone();
-    let server = tokio::spawn(async move {
-        let status = expect_status_apply(&mut api, &expected).await;
-        (status, api)
-    });
-    let action = reconcile(Arc::new(cached(&job)), data.clone())
-        .await
-        .unwrap();
-    let (status, mut api) = server.await.unwrap();
-    assert_eq!(action, Action::requeue(dependents::DEPENDENCY_RECHECK));
+    let (status, mut api) = reconciled_to_a_dependency_wait(&job, &data, api).await;
     let ready = condition::find(&status.conditions, status::READY).unwrap();
     assert_eq!(
         (ready.reason.as_str(), ready.message.as_str()),
