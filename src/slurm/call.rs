@@ -118,7 +118,9 @@ impl Caller<'_> {
                 // 200 with errors[] is a failure, except for slurmrestd's "No error" entries
                 // (error_number 0), which go with a missing result (e.g. an unknown node).
                 if errors.iter().any(|e| e.code != 0) {
-                    return Err(made_or_classified(operation, status, subject, &body));
+                    return Err(made_or(operation, status, body.job_made(), || {
+                        classify(operation, status, subject, errors)
+                    }));
                 }
                 for warning in body.warnings() {
                     tracing::debug!(operation, warning, "slurmrestd warning");
@@ -128,14 +130,9 @@ impl Caller<'_> {
             Err(ProgenitorError::ErrorResponse(value)) => {
                 let status = value.status().as_u16();
                 let body = value.into_inner();
-                match body.job_made() {
-                    Some(submitted) => Err(SlurmError::SubmitMade {
-                        operation,
-                        status,
-                        submitted,
-                    }),
-                    None => Err(self.status_error(operation, subject, status, body.errors())),
-                }
+                Err(made_or(operation, status, body.job_made(), || {
+                    self.status_error(operation, subject, status, body.errors())
+                }))
             }
             Err(ProgenitorError::InvalidResponsePayload(bytes, error)) => {
                 log_unexpected_body(operation, exchange.status, &bytes, Some(&error));
@@ -193,14 +190,12 @@ impl Caller<'_> {
         bytes: &[u8],
     ) -> SlurmError {
         let errors = (self.errors_from_bytes)(bytes);
-        match made_in_bytes(bytes, &errors).filter(|_| T::SUBMIT) {
-            Some(submitted) => SlurmError::SubmitMade {
-                operation,
-                status,
-                submitted,
-            },
-            None => self.status_error(operation, subject, status, errors),
-        }
+        made_or(
+            operation,
+            status,
+            made_in_bytes::<T>(bytes, &errors),
+            || self.status_error(operation, subject, status, errors),
+        )
     }
 
     fn status_error(
@@ -342,9 +337,12 @@ fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// The job a submit's answer not read as its type names by its `job_id`, its `errors` among
-/// the warnings: a parser's error beside it is no refusal.
-pub(crate) fn made_in_bytes(bytes: &[u8], errors: &[ApiError]) -> Option<Submitted> {
+/// The job a submit's answer (`T` a submit's type) not read as its type names by its
+/// `job_id`, its `errors` among the warnings: a parser's error beside it is no refusal.
+pub(crate) fn made_in_bytes<T: Envelope>(bytes: &[u8], errors: &[ApiError]) -> Option<Submitted> {
+    if !T::SUBMIT {
+        return None;
+    }
     let body = serde_json::from_slice::<serde_json::Value>(bytes).ok()?;
     let job_id = body.get("job_id")?.as_u64()?;
     let job_id = u32::try_from(job_id).ok().filter(|id| *id != 0)?;
@@ -364,20 +362,20 @@ pub(crate) fn made_in_bytes(bytes: &[u8], errors: &[ApiError]) -> Option<Submitt
 }
 
 /// An answer with errors: a submit's with the job it made ([`SlurmError::SubmitMade`]), else
-/// what its errors mean.
-pub(crate) fn made_or_classified<T: Envelope>(
+/// what its errors mean (`otherwise`).
+pub(crate) fn made_or(
     operation: &'static str,
     status: u16,
-    subject: Subject<'_>,
-    body: &T,
+    made: Option<Submitted>,
+    otherwise: impl FnOnce() -> SlurmError,
 ) -> SlurmError {
-    match body.job_made() {
+    match made {
         Some(submitted) => SlurmError::SubmitMade {
             operation,
             status,
             submitted,
         },
-        None => classify(operation, status, subject, body.errors()),
+        None => otherwise(),
     }
 }
 

@@ -366,7 +366,7 @@ impl SlurmError {
             Self::Rejected { status, errors, .. } => match self.slurm_errno() {
                 // Only the parser spoke, and no job id came: nothing reached slurmctld (a
                 // submit that went out would have its own entry, or the job).
-                Some(_) if errors.iter().filter(|e| e.code != 0).all(from_parser) => false,
+                Some(_) if only_parser(errors) => false,
                 Some(code) => {
                     !errno::REFUSALS.iter().any(|r| r.contains(&code))
                         && code != errno::PROTOCOL_AUTHENTICATION_ERROR
@@ -414,9 +414,8 @@ impl SlurmError {
     /// only a different one (a spec change) can succeed: also a value of the request that
     /// slurmrestd's parser refuses without a number of its own (-1, its source the value's
     /// path), not slurmctld's -1 (a job_submit.lua may refuse for a while). False for every
-    /// error that leaves a
-    /// submit's outcome unknown (network, timeouts, undecodable answers) and for refusals that
-    /// lift on their own (submit limits, a silent slurmctld).
+    /// error that leaves a submit's outcome unknown (network, timeouts, undecodable answers)
+    /// and for refusals that lift on their own (submit limits, a silent slurmctld).
     pub fn refuses_job(&self) -> bool {
         match self {
             Self::InvalidPartition { .. }
@@ -428,8 +427,7 @@ impl SlurmError {
                     .is_some_and(|code| errno::JOB_REFUSED.contains(&code))
                     // slurmrestd's parser refusing values of the request, and nothing else
                     // (slurmctld's -1, `slurm_submit_batch_job()`, may pass).
-                    || (errors.iter().any(|e| e.code != 0)
-                        && errors.iter().filter(|e| e.code != 0).all(from_parser))
+                    || only_parser(errors)
             }
             _ => false,
         }
@@ -517,6 +515,12 @@ pub(crate) enum Subject<'a> {
 /// (`slurm_submit_batch_job()`); a body not slurmrestd's keeps no source at all.
 fn from_parser(error: &ApiError) -> bool {
     error.source.starts_with("#/")
+}
+
+/// Whether the parser's entries are an answer's only errors (its entries numbered 0 aside).
+fn only_parser(errors: &[ApiError]) -> bool {
+    let mut numbered = errors.iter().filter(|e| e.code != 0).peekable();
+    numbered.peek().is_some() && numbered.all(from_parser)
 }
 
 /// The error number an answer is about: the first of an entry not the parser's, else the

@@ -720,7 +720,7 @@ async fn apply(
         .first()
         .and_then(|first| judged.get_mut(first.as_str()))
     {
-        *found = found.clone().in_cycle(cycle);
+        found.cycle = cycle;
     }
     let lookup = |dep: &str| judged.get(dep).cloned().flatten();
     // A step that may call slurmrestd takes one of the cluster's request slots for the step

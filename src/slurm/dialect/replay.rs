@@ -5,7 +5,7 @@
 
 use serde::de::DeserializeOwned;
 
-use crate::slurm::call::{Envelope, made_in_bytes, made_or_classified};
+use crate::slurm::call::{Envelope, made_in_bytes, made_or};
 use crate::slurm::error::{ApiError, SlurmError, Subject, classify, decode_error};
 use crate::slurm::types::{Changes, ClusterInfo, Job, JobStateEntry, Node, Partition, Submitted};
 use crate::slurm::version::ApiVersion;
@@ -85,28 +85,29 @@ impl Check<'_> {
         let success = (200..300).contains(&status);
         match serde_json::from_slice::<T>(self.body) {
             Ok(value) if success => {
-                if value.errors().iter().any(|e| e.code != 0) {
-                    return Err(made_or_classified(operation, status, subject, &value));
+                let errors = value.errors();
+                if errors.iter().any(|e| e.code != 0) {
+                    return Err(made_or(operation, status, value.job_made(), || {
+                        classify(operation, status, subject, errors)
+                    }));
                 }
                 let _ = value.warnings();
                 Ok(value)
             }
-            Ok(value) => Err(made_or_classified(operation, status, subject, &value)),
+            Ok(value) => Err(made_or(operation, status, value.job_made(), || {
+                classify(operation, status, subject, value.errors())
+            })),
             Err(error) if success => {
                 Err(decode_error(operation, self.version, &error, Some(status)))
             }
             Err(_) => {
                 let errors = (self.errors_from_bytes)(self.body);
-                Err(
-                    match made_in_bytes(self.body, &errors).filter(|_| T::SUBMIT) {
-                        Some(submitted) => SlurmError::SubmitMade {
-                            operation,
-                            status,
-                            submitted,
-                        },
-                        None => classify(operation, status, subject, errors),
-                    },
-                )
+                Err(made_or(
+                    operation,
+                    status,
+                    made_in_bytes::<T>(self.body, &errors),
+                    || classify(operation, status, subject, errors),
+                ))
             }
         }
     }

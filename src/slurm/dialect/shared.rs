@@ -776,17 +776,12 @@ fn made(resp: &api::OpenapiJobSubmitResponse) -> Option<Submitted> {
 }
 
 fn submitted(resp: api::OpenapiJobSubmitResponse) -> Result<Submitted, SlurmError> {
-    let warnings = resp.warnings();
-    let job_id = resp
-        .job_id
-        .and_then(|id| u32::try_from(id).ok())
-        .filter(|id| *id != 0);
-    let Some(job_id) = job_id else {
+    made(&resp).ok_or_else(|| {
         // slurmrestd refuses some submits with HTTP 200, no job_id and only an "error_number 0"
         // entry saying why (e.g. "Refusing HetJob submission without any components"): a
         // refusal with Slurm's reason, not an undecodable answer.
         let errors = resp.errors();
-        return Err(if errors.is_empty() {
+        if errors.is_empty() {
             SlurmError::Decode {
                 operation: "submit_job",
                 detail: "the answer has no job_id".into(),
@@ -797,12 +792,7 @@ fn submitted(resp: api::OpenapiJobSubmitResponse) -> Result<Submitted, SlurmErro
                 status: 200,
                 errors,
             }
-        });
-    };
-    Ok(Submitted {
-        job_id,
-        user_message: non_empty(&resp.job_submit_user_msg),
-        warnings,
+        }
     })
 }
 
