@@ -818,6 +818,9 @@ async fn apply(
             Some(later) => retry = Some(retry.map_or(later, |r| r.min(later))),
             None => {
                 apply_status(job, namespace, &status, ctx).await?;
+                if let Some(generation) = status.submitted_generation {
+                    data.submissions.forget_before(&uid, generation);
+                }
                 let written = Outcome::of(&status);
                 if written != Outcome::of(&current) {
                     data.status_writes

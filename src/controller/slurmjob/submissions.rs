@@ -190,6 +190,24 @@ impl Submissions {
         OwnerTag::new(uid, i64::MIN)..=OwnerTag::new(uid, i64::MAX)
     }
 
+    /// A status of SlurmJob `uid` now names the run of `generation` (`submittedGeneration`):
+    /// what the submits of earlier generations left is read no more (the submit step reads
+    /// from the first generation no status names a run of, `plan::to_cancel` from the one it
+    /// names), so it is forgotten. Without this a SlurmJob re-run again and again kept one
+    /// entry per run for as long as it existed. A doubt is kept: deleting the SlurmJob asks
+    /// whether a listing has passed it ([`Self::doubt_since`]), and doubts are rare.
+    pub fn forget_before(&self, uid: &str, generation: i64) {
+        let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
+        let older: Vec<OwnerTag> = map
+            .range(OwnerTag::new(uid, i64::MIN)..OwnerTag::new(uid, generation))
+            .filter(|(_, submitted)| !matches!(submitted, Submitted::InDoubt(_)))
+            .map(|(tag, _)| tag.clone())
+            .collect();
+        for older in older {
+            map.remove(&older);
+        }
+    }
+
     /// Forget the tags of `uid` (the SlurmJob is gone).
     pub fn forget_uid(&self, uid: &str) {
         let mut map = self.by_tag.lock().unwrap_or_else(|p| p.into_inner());
@@ -428,6 +446,37 @@ mod tests {
         submissions.record(&OwnerTag::new("a", 10_000), 11);
         assert_eq!(submissions.len(), 4);
         assert!(!submissions.no_job_since(&OwnerTag::new("a", 9_999), acting));
+    }
+
+    /// A SlurmJob re-run again and again keeps the entries of its latest run on, and its
+    /// doubts: once a status names a run, the earlier runs' jobs and refusals are forgotten,
+    /// and no other SlurmJob's.
+    #[test]
+    fn a_status_naming_a_run_forgets_the_earlier_runs_submits() {
+        let submissions = Submissions::default();
+        let acting = DateTime::from_timestamp(100, 0).unwrap();
+        let doubt = Doubt {
+            since: acting,
+            error: "Timeout".into(),
+        };
+        submissions.record_doubt(&OwnerTag::new("a", 1), doubt.clone());
+        submissions.record(&OwnerTag::new("ab", 1), 5);
+        for generation in 2..1_000 {
+            submissions.record(&OwnerTag::new("a", generation), generation as u32 + 10);
+            submissions.forget_before("a", generation);
+        }
+        assert_eq!(submissions.len(), 3, "the last run, the doubt, ab's");
+        assert_eq!(submissions.jobs_of("a", i64::MIN), vec![1_009]);
+        assert_eq!(
+            submissions.between("a", i64::MIN, 1),
+            vec![(1, Submitted::InDoubt(doubt))]
+        );
+        assert_eq!(submissions.jobs_of("ab", i64::MIN), vec![5]);
+        // A refusal of the next edit stays until a status names a run past it.
+        submissions.record_no_job(&OwnerTag::new("a", 1_000), acting, Instant::now());
+        submissions.forget_before("a", 999);
+        assert!(submissions.no_job_since(&OwnerTag::new("a", 1_000), acting));
+        assert_eq!(submissions.get(&OwnerTag::new("a", 999)), Some(1_009));
     }
 
     /// What an edited SlurmJob's earlier generations left here: by generation, of that uid only.

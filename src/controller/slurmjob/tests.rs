@@ -2292,6 +2292,8 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
         trusted_index(&ctx, vec![first, second]),
     );
     let data = data(ctx);
+    // This process submitted the first run.
+    data.submissions.record(&OwnerTag::new(&uid, 1), 101);
     let mut old_pod = output::pod(&job, 101, output::DEFAULT_IMAGE, true).unwrap();
     old_pod.metadata.uid = Some("pod-uid-101".into());
 
@@ -2331,6 +2333,8 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
         status.history.iter().map(|r| r.job_id).collect::<Vec<_>>(),
         vec![101]
     );
+    // The status names the new run: the first run's submit is read no more, nor kept.
+    assert_eq!(data.submissions.jobs_of(&uid, i64::MIN), Vec::<u32>::new());
     job.status = Some(status);
 
     // The old Pod is still terminating: nothing to do yet.
