@@ -512,25 +512,31 @@ pub const REASON_NODE_NAMES_TAKEN: &str = "NodeNamesTaken";
 
 /// Whether another SlurmNodeSet of the same SlurmCluster (among `others`) makes the node names
 /// `prefix` stands for (`<prefix>-<ordinal>`): their namespaces' tags collide. Only sets the
-/// SlurmCluster admits count (`admission`: a set refused makes no node). The first made keeps
-/// the names (then namespace, then name: both sides judge alike); the other is refused, rather
-/// than racing it for each name. Pure.
+/// SlurmCluster admits count (`admission`: a set refused makes no node). Asked only for a set
+/// that has no pod yet. One that has pods (its status counts them) keeps the names whenever it
+/// was made: a set made earlier but admitted only later (its namespace added to the
+/// SlurmCluster's since) would otherwise take them from under it, and both would make pods of
+/// one name for as long as they exist. Else the first made keeps them (then namespace, then
+/// name: both sides judge alike); the other is refused, rather than racing it for each name.
+/// Pure.
 pub fn names_taken(
     nodeset: &SlurmNodeSet,
     prefix: &str,
     cluster: Option<&SlurmCluster>,
     others: &[Arc<SlurmNodeSet>],
 ) -> Option<Refusal> {
-    let key = |set: &SlurmNodeSet| {
+    // Sets with pods first, then by age.
+    let key = |set: &SlurmNodeSet, has_pods: bool| {
         (
+            !has_pods,
             set.metadata.creation_timestamp.clone().map(|t| t.0),
             set.metadata.namespace.clone().unwrap_or_default(),
             set.metadata.name.clone().unwrap_or_default(),
         )
     };
     let cluster_name = &nodeset.spec.cluster_name;
-    let ours = key(nodeset);
-    let (_, namespace, name) = others
+    let ours = key(nodeset, false);
+    let (no_pods, _, namespace, name) = others
         .iter()
         .filter(|other| {
             let namespace = other.metadata.namespace.as_deref().unwrap_or_default();
@@ -543,13 +549,26 @@ pub fn names_taken(
                     )
                 && admission(namespace, name, cluster_name, cluster).as_deref() == Ok(prefix)
         })
-        .map(|other| key(other))
+        .map(|other| {
+            key(
+                other,
+                other
+                    .status
+                    .as_ref()
+                    .is_some_and(|status| status.replicas > 0),
+            )
+        })
         .filter(|other| *other < ours)
         .min()?;
+    let which = if no_pods {
+        "made earlier"
+    } else {
+        "which has pods"
+    };
     Some(Refusal {
         reason: REASON_NODE_NAMES_TAKEN,
         message: format!(
-            "SlurmNodeSet {namespace}/{name}, made earlier, names its Slurm nodes of SlurmCluster \
+            "SlurmNodeSet {namespace}/{name}, {which}, names its Slurm nodes of SlurmCluster \
              {cluster_name:?} {prefix}-<ordinal> too (the two namespaces' tags collide): rename \
              this set (its pods would take the other's node names)"
         ),

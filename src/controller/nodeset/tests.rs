@@ -2687,6 +2687,24 @@ fn the_later_of_two_sets_making_one_node_name_is_refused() {
         Arc::clone(&later),
     ];
     assert_eq!(names_taken(&later, &prefix, Some(&both), &others), None);
+
+    // The first's namespace admitted only after the later one made its pods: the set with
+    // pods keeps the names, and the earlier one, still without a pod, is refused.
+    let mut making = (*later).clone();
+    making.status = Some(crate::crd::nodeset::SlurmNodeSetStatus {
+        replicas: 3,
+        ..Default::default()
+    });
+    let all = [Arc::clone(&first), Arc::new(making)];
+    let refusal = names_taken(&first, &prefix, Some(&both), &all).expect("refused");
+    assert_eq!(
+        refusal.message,
+        format!(
+            "SlurmNodeSet {b}/cpu, which has pods, names its Slurm nodes of SlurmCluster \
+             \"main\" {prefix}-<ordinal> too (the two namespaces' tags collide): rename this \
+             set (its pods would take the other's node names)"
+        )
+    );
 }
 
 /// The later set's round makes nothing: `Ready=False`/`NodeNamesTaken` and one Warning, no
