@@ -1852,6 +1852,102 @@ async fn a_record_too_large_to_read_is_that_jobs_failure_not_the_polls() {
     );
 }
 
+/// Issue 19: an incremental cycle's probe above the highest id seen stops after its rounds when
+/// a burst goes on beyond; the next cycle goes on where it stopped. Here a probe of 4 ids a
+/// cycle meets a burst of 20 of our jobs, and the newest of them is tracked at once (a SlurmJob
+/// names it): the cycles are counted complete again only once every id of the burst has been
+/// listed, so each of them is in the index by then. Before, the next probe began above the
+/// tracked one, and the ids between were never listed (until the listing of every job, a
+/// minute later), with the cycles counted complete.
+#[tokio::test]
+async fn a_probe_that_had_to_stop_goes_on_where_it_stopped() {
+    let slurm = require_slurm!();
+    let _bursts = BURSTS.lock().await;
+    let tuning = poller::Tuning {
+        probe_width: 4,
+        probe_rounds: 1,
+        full_every: Duration::from_secs(3_600),
+        ..poller::Tuning::default()
+    };
+    // 4 ids a second: behind the burst, and through other tests' jobs well within `TIMEOUT`.
+    let mut poller = start_tuned(&slurm, tuning);
+    synced(&mut poller.index).await;
+    let tag = slurm.our_tag(&common::unique("probe-resume"), 1);
+    let burst = submit_held(&slurm, "poller-probe-resume", 20, Some(&tag)).await;
+    let _cancel = CancelOnDrop::new(&slurm, burst.clone());
+    let submitted_at = chrono::Utc::now();
+    let newest = *burst.last().unwrap();
+    poller.index.borrow().want(newest);
+    let state = wait_index(
+        &mut poller.index,
+        "a complete cycle after the burst",
+        TIMEOUT,
+        |s| {
+            s.jobs_synced_at
+                .is_some_and(|t| t > submitted_at)
+                .then(|| s.clone())
+        },
+    )
+    .await;
+    let missing: Vec<u32> = burst
+        .iter()
+        .copied()
+        .filter(|id| !state.jobs.contains_key(id))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "complete, but {missing:?} of {burst:?} were never listed (listed up to {:?})",
+        state.jobs_listed_up_to
+    );
+}
+
+/// Issue 19: the first sync's walk down the newest jobs (accounting answers, so the rest of the
+/// listing is skipped unfetched) meets a job of ours whose record is too large to read: a
+/// moment-old array an earlier incarnation submitted, its tasks held one by one. Whose it is
+/// stays to be found, not skipped with the queue: it is in the index's jobs or said unreadable,
+/// never left unresolved as if accounting would show it (it may not yet: a resubmit would make
+/// a second one). Before, the walk dropped it and the skip took it with the queue.
+#[tokio::test]
+async fn the_first_syncs_walk_skips_no_job_it_could_not_read() {
+    let slurm = require_slurm!();
+    let _bursts = BURSTS.lock().await;
+    let _large = LARGE_RECORDS.lock().await;
+    let client = slurm.client();
+    const LIMIT: u64 = 64 * 1024;
+    let tag = slurm.our_tag(&common::unique("walk-unread"), 1);
+    let mut request = held_job(&slurm, "poller-walk-unreadable-array", Some(tag));
+    request.array = Some("0-19".into());
+    let array = client.submit_job(&request).await.unwrap().job_id;
+    let _cancel_array = CancelOnDrop::new(&slurm, vec![array]);
+    slurm.scontrol(&["hold", &format!("{array}_[0-18]")]);
+    let newest = slurm.data_parsers.last().unwrap();
+    let body = slurm.get_raw(&format!("/slurm/{newest}/job/{array}")).await;
+    assert!(body.len() as u64 > LIMIT, "{} bytes", body.len());
+
+    // The walk may read every listed job (so the rest is skipped whether or not it gets to an
+    // old one: other tests' jobs may all be recent); newest first, it reads the array's
+    // record before any older job's.
+    let tuning = poller::Tuning {
+        detail_budget: 100_000,
+        ..poller::Tuning::default()
+    };
+    let mut poller = start_limited(&slurm, LIMIT, tuning);
+    let state = wait_index(&mut poller.index, "the first cycle", TIMEOUT, |s| {
+        (s.health.is_up() && s.polls > 0).then(|| s.clone())
+    })
+    .await;
+    assert!(
+        state.skipped_before.is_some(),
+        "the local Slurm has accounting: the first sync skips"
+    );
+    assert!(
+        state.jobs.contains_key(&array) || state.unreadable.contains_key(&array),
+        "the array is neither read nor said unreadable: unresolved {}, unreadable {:?}",
+        state.unresolved.contains(&array),
+        state.unreadable
+    );
+}
+
 /// Someone else's array whose record is too large to read (its tasks split off into records of
 /// their own: slurmctld answers `GET /job/{array}` with all of them), met by a new poller of a
 /// cluster that resolves every job it lists (no accounting). Its owner is known from any of its

@@ -155,7 +155,7 @@ pub struct Tuning {
     /// How many ids above the highest seen an incremental cycle asks about.
     pub probe_width: u32,
     /// Most windows one incremental cycle probes (a burst of submissions): past them the cycle
-    /// does not count as complete, and the next one goes on.
+    /// does not count as complete, and the next one goes on from where it stopped.
     pub probe_rounds: usize,
     /// Most ids in one `/jobs/state/?job_id=..` request (the URL grows with them).
     pub state_batch: usize,
@@ -449,6 +449,32 @@ impl Spoken {
     }
 }
 
+/// What a walk down the newest jobs brought back ([`Poller::walk`]).
+#[derive(Debug, Default)]
+struct Walked {
+    /// The records read.
+    records: Vec<Job>,
+    /// Whether it got down to a job old enough for accounting to know every lower id.
+    reached: bool,
+    /// The requests made.
+    requests: usize,
+    /// The jobs whose record could not be read. Whose they are is unknown (one an earlier
+    /// incarnation submitted, that accounting does not show yet, may be among them), so they
+    /// are not skipped: left unresolved, the cycles ask for them, and the index is not complete
+    /// while one of them is not read.
+    unread: BTreeSet<u32>,
+}
+
+impl Walked {
+    /// Of `ids`, those the skip may take: all but the unread.
+    fn skippable<'a>(
+        &'a self,
+        ids: impl Iterator<Item = &'a u32> + 'a,
+    ) -> impl Iterator<Item = u32> + 'a {
+        ids.copied().filter(|id| !self.unread.contains(id))
+    }
+}
+
 /// The job half of a cycle.
 struct JobsPolled {
     listed: BTreeMap<u32, Listed>,
@@ -462,6 +488,8 @@ struct JobsPolled {
     spoken: Spoken,
     /// An incremental listing's highest probed id.
     probed_to: Option<u32>,
+    /// Whether its probe got to the end of the ids (false: a burst goes on beyond).
+    probe_complete: bool,
     /// When the full listing this cycle holds began: the cycle's own, or the one beside the
     /// cycles it merged. `None`: it holds none.
     fully_listed_at: Option<DateTime<Utc>>,
@@ -713,14 +741,14 @@ impl Poller {
                 let (ahead, read) =
                     controller_ahead(&self.client, &mut self.controller_ahead).await;
                 requests += read;
-                let (records, reached, fetches) = self.walk(&newest, listed_at, ahead).await?;
-                requests += fetches;
+                let walked = self.walk(&newest, listed_at, ahead).await?;
+                requests += walked.requests;
                 // Every listed job is recent: nothing to skip, and every record fetched.
-                if reached || newest.len() == listed.len() {
+                if walked.reached || newest.len() == listed.len() {
                     let mut tracker = self.tracker.clone();
-                    strategy::skip(&mut tracker, &listed, listed.keys().copied());
+                    strategy::skip(&mut tracker, &listed, walked.skippable(listed.keys()));
                     base = Some(tracker);
-                    recent = records;
+                    recent = walked.records;
                 }
             }
         } else if self.listed_once
@@ -758,12 +786,12 @@ impl Poller {
                     let (ahead, read) =
                         controller_ahead(&self.client, &mut self.controller_ahead).await;
                     requests += read;
-                    let (records, reached, fetches) = self.walk(newest, listed_at, ahead).await?;
-                    requests += fetches;
-                    budget = budget.saturating_sub(fetches).max(1);
-                    if reached {
+                    let walked = self.walk(newest, listed_at, ahead).await?;
+                    requests += walked.requests;
+                    budget = budget.saturating_sub(walked.requests).max(1);
+                    if walked.reached {
                         let mut tracker = self.tracker.clone();
-                        strategy::skip(&mut tracker, &listed, backlog.iter().copied());
+                        strategy::skip(&mut tracker, &listed, walked.skippable(backlog.iter()));
                         base = Some(tracker);
                         tracing::info!(
                             skipped = backlog.len(),
@@ -771,7 +799,7 @@ impl Poller {
                         );
                     }
                     // Not reached (the burst is still recent): the records resolve the newest.
-                    recent = records;
+                    recent = walked.records;
                 }
             }
         }
@@ -859,6 +887,7 @@ impl Poller {
             requests: requests + fetches,
             spoken,
             probed_to,
+            probe_complete,
             fully_listed_at,
             base,
             reads,
@@ -991,32 +1020,32 @@ impl Poller {
     /// The records of `newest` (job ids, newest first), fetched in that order down to one
     /// numbered longer than `recent` before `listed_at` on slurmctld's clock
     /// ([`strategy::walk_cutoff`], [`strategy::reached`]): accounting has had time to learn of
-    /// every lower id. Returns the records, whether the walk got there, and the requests made.
+    /// every lower id.
     async fn walk(
         &self,
         newest: &[u32],
         listed_at: DateTime<Utc>,
         controller_ahead: Option<chrono::TimeDelta>,
-    ) -> Result<(Vec<Job>, bool, usize), SlurmError> {
+    ) -> Result<Walked, SlurmError> {
         // slurmctld's clock unknown: no job is old enough to stop at, every one is fetched.
         let cutoff = strategy::walk_cutoff(listed_at, controller_ahead, self.tuning.recent)
             .unwrap_or(DateTime::<Utc>::MIN_UTC);
-        let mut records = Vec::new();
-        let mut requests = 0;
+        let mut walked = Walked::default();
         for chunk in newest.chunks(self.tuning.detail_concurrency.max(1)) {
-            requests += chunk.len();
-            // A record that cannot be read stays unresolved: the cycles ask for it (and keep it).
-            let (Fetched::Details { records: found, .. }, _) = self.details(chunk.to_vec()).await?
-            else {
+            walked.requests += chunk.len();
+            let (fetched, failed) = self.details(chunk.to_vec()).await?;
+            walked.unread.extend(failed.into_iter().map(|(id, _)| id));
+            let Fetched::Details { records: found, .. } = fetched else {
                 continue;
             };
             let done = strategy::reached(&found, cutoff);
-            records.extend(found);
+            walked.records.extend(found);
             if done {
-                return Ok((records, true, requests));
+                walked.reached = true;
+                return Ok(walked);
             }
         }
-        Ok((records, false, requests))
+        Ok(walked)
     }
 
     /// An incremental listing: the states of the jobs followed and of the ids above the highest
@@ -1138,6 +1167,7 @@ impl Poller {
                     requests,
                     spoken,
                     probed_to,
+                    probe_complete,
                     fully_listed_at,
                     base,
                     reads,
@@ -1235,6 +1265,9 @@ impl Poller {
                 }
                 self.numbering
                     .seen(self.tracker.keys().next_back().copied().unwrap_or(0));
+                if let Some(to) = probed_to {
+                    self.numbering.probed(to, probe_complete);
+                }
                 let unresolved = strategy::unresolved(&self.tracker);
                 let nodes = match polled.nodes {
                     Some((items, as_of)) => {

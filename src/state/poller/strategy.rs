@@ -875,11 +875,18 @@ pub struct Numbering {
     /// Set when a listing of every job ended below the ids seen before: (the highest id seen
     /// before, the listing's highest).
     lowered: Option<(u32, u32)>,
+    /// Where a probe that had to stop (a burst beyond its rounds) stopped: the next goes on
+    /// from there, not from the highest id seen. A job above the burst (one this process
+    /// submitted, or a SlurmJob names) is tracked before the probe gets to it, and probing
+    /// above that would leave the ids between never listed, with the cycles counted complete.
+    resume: Option<u32>,
 }
 
 impl Numbering {
     /// A listing of every job, whose highest id is `top` (0: none).
     pub fn listed(&mut self, top: u32) {
+        // It listed what the probe had left.
+        self.resume = None;
         if top < self.high_water {
             let before = self
                 .lowered
@@ -898,8 +905,15 @@ impl Numbering {
         }
     }
 
-    /// The windows an incremental cycle probes: above the highest id seen, and above the one
-    /// seen before a listing ended lower, while that is open.
+    /// An incremental cycle probed up to `to`, and got to the end of the ids (`complete`) or
+    /// had to stop there.
+    pub fn probed(&mut self, to: u32, complete: bool) {
+        self.resume = (!complete).then_some(to);
+    }
+
+    /// The windows an incremental cycle probes: above the highest id seen (or where the last
+    /// probe stopped, below it), and above the one seen before a listing ended lower, while
+    /// that is open.
     pub fn windows(
         &self,
         width: u32,
@@ -907,8 +921,11 @@ impl Numbering {
         std::ops::RangeInclusive<u32>,
         Option<std::ops::RangeInclusive<u32>>,
     ) {
+        let from = self
+            .resume
+            .map_or(self.high_water, |to| to.min(self.high_water));
         (
-            probe(self.high_water, width),
+            probe(from, width),
             self.lowered.map(|(before, _)| probe(before, width)),
         )
     }

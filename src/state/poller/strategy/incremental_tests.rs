@@ -1412,3 +1412,39 @@ fn the_probe_follows_the_numbering_after_a_purge_or_a_wrap() {
     wrapped.seen(9);
     assert_eq!(wrapped.windows(4), (probe(9, 4), None), "wrap resolved");
 }
+
+/// A probe that had to stop (a burst beyond its rounds) goes on where it stopped, also when a
+/// job above the burst is tracked meanwhile (one this process submitted): probing above that
+/// one would leave the ids between never listed. A probe that got to the end, or a listing of
+/// every job, goes back to the highest id seen.
+#[test]
+fn a_probe_that_had_to_stop_goes_on_where_it_stopped() {
+    let mut n = Numbering::default();
+    n.listed(1_000);
+    n.seen(1_000);
+    n.seen(3_001);
+    n.probed(2_024, false);
+    assert_eq!(n.windows(64), (probe(2_024, 64), None), "resumed");
+    n.seen(3_001);
+    n.probed(2_088, false);
+    assert_eq!(
+        n.windows(64),
+        (probe(2_088, 64), None),
+        "on from the next stop"
+    );
+    n.probed(3_065, true);
+    assert_eq!(n.windows(64), (probe(3_001, 64), None), "at the end");
+    n.probed(3_500, false);
+    assert_eq!(
+        n.windows(64),
+        (probe(3_001, 64), None),
+        "not above the highest seen"
+    );
+    n.probed(2_500, false);
+    n.listed(3_100);
+    assert_eq!(
+        n.windows(64),
+        (probe(3_100, 64), None),
+        "a listing of every job"
+    );
+}
