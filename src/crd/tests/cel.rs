@@ -136,6 +136,57 @@ fn rules(node: &Value, path: &str, out: &mut Vec<(String, String, String)>) {
     }
 }
 
+/// Where a rule reads strings of unbounded length: the API server prices every string the
+/// schema does not bound at 3 MiB, and refuses a CRD whose rule's estimated cost is past its
+/// limit (10 000 000: `matches` over 1 024 such strings is far past it). So a rule on a
+/// string needs its `maxLength`, one on a list its `maxItems` and, for strings, the items'
+/// `maxLength`. (A map's keys are priced short: `self.all(k, ...)` over keys is not bounded so.)
+fn unpriced(node: &Value, path: &str, out: &mut Vec<String>) {
+    let has_rules = node["x-kubernetes-validations"]
+        .as_array()
+        .is_some_and(|rules| !rules.is_empty());
+    let string_bounded = |n: &Value| {
+        n.get("maxLength").is_some() || n.get("enum").is_some() || n.get("format").is_some()
+    };
+    if has_rules {
+        match node["type"].as_str() {
+            Some("string") if !string_bounded(node) => out.push(format!("{path}: no maxLength")),
+            Some("array") => {
+                if node.get("maxItems").is_none() {
+                    out.push(format!("{path}: no maxItems"));
+                }
+                let items = &node["items"];
+                if items["type"] == "string" && !string_bounded(items) {
+                    out.push(format!("{path}[]: no maxLength"));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (name, child) in node["properties"].as_object().into_iter().flatten() {
+        unpriced(child, &format!("{path}.{name}"), out);
+    }
+    if node.get("items").is_some() {
+        unpriced(&node["items"], &format!("{path}[]"), out);
+    }
+    if node["additionalProperties"].is_object() {
+        unpriced(&node["additionalProperties"], &format!("{path}{{}}"), out);
+    }
+}
+
+#[test]
+fn every_rule_reads_only_bounded_strings() {
+    let mut problems = Vec::new();
+    for (name, schema) in schemas() {
+        unpriced(&schema, &name, &mut problems);
+    }
+    assert!(
+        problems.is_empty(),
+        "rules the API server would price past its limit:\n{}",
+        problems.join("\n")
+    );
+}
+
 #[test]
 fn cel_rules_compile_and_stay_in_scope() {
     let mut problems = Vec::new();
