@@ -1853,8 +1853,8 @@ async fn a_record_too_large_to_read_is_that_jobs_failure_not_the_polls() {
 }
 
 /// Issue 19: an incremental cycle's probe above the highest id seen stops after its rounds when
-/// a burst goes on beyond; the next cycle goes on where it stopped. Here a probe of 4 ids a
-/// cycle meets a burst of 20 of our jobs, and the newest of them is tracked at once (a SlurmJob
+/// a burst goes on beyond; the next cycle goes on where it stopped. Here a probe of 8 ids a
+/// cycle meets a burst of 24 of our jobs, and the newest of them is tracked at once (a SlurmJob
 /// names it): the cycles are counted complete again only once every id of the burst has been
 /// listed, so each of them is in the index by then. Before, the next probe began above the
 /// tracked one, and the ids between were never listed (until the listing of every job, a
@@ -1863,17 +1863,21 @@ async fn a_record_too_large_to_read_is_that_jobs_failure_not_the_polls() {
 async fn a_probe_that_had_to_stop_goes_on_where_it_stopped() {
     let slurm = require_slurm!();
     let _bursts = BURSTS.lock().await;
+    // Others' held jobs: enough for incremental cycles to pay (they follow at most a quarter
+    // of the queue), whatever else the shared Slurm holds.
+    let filler = submit_held(&slurm, "poller-probe-resume-others", 100, None).await;
+    let _cancel_filler = CancelOnDrop::new(&slurm, filler);
     let tuning = poller::Tuning {
-        probe_width: 4,
+        probe_width: 8,
         probe_rounds: 1,
         full_every: Duration::from_secs(3_600),
         ..poller::Tuning::default()
     };
-    // 4 ids a second: behind the burst, and through other tests' jobs well within `TIMEOUT`.
+    // 8 ids a second: behind the burst, and through other tests' jobs well within `TIMEOUT`.
     let mut poller = start_tuned(&slurm, tuning);
     synced(&mut poller.index).await;
     let tag = slurm.our_tag(&common::unique("probe-resume"), 1);
-    let burst = submit_held(&slurm, "poller-probe-resume", 20, Some(&tag)).await;
+    let burst = submit_held(&slurm, "poller-probe-resume", 24, Some(&tag)).await;
     let _cancel = CancelOnDrop::new(&slurm, burst.clone());
     let submitted_at = chrono::Utc::now();
     let newest = *burst.last().unwrap();
@@ -1889,6 +1893,10 @@ async fn a_probe_that_had_to_stop_goes_on_where_it_stopped() {
         },
     )
     .await;
+    assert!(
+        state.jobs_listed_up_to.is_some(),
+        "an incremental cycle (a full listing lists every id)"
+    );
     let missing: Vec<u32> = burst
         .iter()
         .copied()
@@ -1906,7 +1914,8 @@ async fn a_probe_that_had_to_stop_goes_on_where_it_stopped() {
 /// moment-old array an earlier incarnation submitted, its tasks held one by one. Whose it is
 /// stays to be found, not skipped with the queue: it is in the index's jobs or said unreadable,
 /// never left unresolved as if accounting would show it (it may not yet: a resubmit would make
-/// a second one). Before, the walk dropped it and the skip took it with the queue.
+/// a second one). Before, the walk dropped it and the skip took it with the queue. Its tasks
+/// read show whose it is: the index syncs all the same.
 #[tokio::test]
 async fn the_first_syncs_walk_skips_no_job_it_could_not_read() {
     let slurm = require_slurm!();
@@ -1932,8 +1941,8 @@ async fn the_first_syncs_walk_skips_no_job_it_could_not_read() {
         ..poller::Tuning::default()
     };
     let mut poller = start_limited(&slurm, LIMIT, tuning);
-    let state = wait_index(&mut poller.index, "the first cycle", TIMEOUT, |s| {
-        (s.health.is_up() && s.polls > 0).then(|| s.clone())
+    let state = wait_index(&mut poller.index, "a synced index", TIMEOUT, |s| {
+        (s.health.is_up() && s.jobs_synced_at.is_some()).then(|| s.clone())
     })
     .await;
     assert!(

@@ -1112,6 +1112,14 @@ pub fn refused_status(nodeset: &SlurmNodeSet, refusal: &Refusal) -> SlurmNodeSet
         ),
     );
     condition::remove(&mut status.conditions, condition::RECONCILING);
+    if refusal.reason == REASON_NODE_NAMES_TAKEN {
+        // Refused only while it has no pod: counts left from before (its pods deleted outside
+        // the operator) would tell other sets it has pods, and keeps the names (`names_taken`).
+        status.replicas = 0;
+        status.ready_replicas = 0;
+        status.available_replicas = 0;
+        status.updated_replicas = 0;
+    }
     status.observed_generation = generation;
     status
 }

@@ -2695,8 +2695,24 @@ fn the_later_of_two_sets_making_one_node_name_is_refused() {
         replicas: 3,
         ..Default::default()
     });
-    let all = [Arc::clone(&first), Arc::new(making)];
+    let all = [Arc::clone(&first), Arc::new(making.clone())];
     let refusal = names_taken(&first, &prefix, Some(&both), &all).expect("refused");
+    // A set refused so has no pod: its status says so, whatever it counted before (its pods
+    // deleted outside the operator), and the other set takes it as having none.
+    let status = refused_status(&making, &refusal);
+    assert_eq!(
+        (
+            status.replicas,
+            status.ready_replicas,
+            status.available_replicas
+        ),
+        (0, 0, 0)
+    );
+    let not_allowed = Refusal {
+        reason: "NodeSetNotAllowed",
+        message: String::new(),
+    };
+    assert_eq!(refused_status(&making, &not_allowed).replicas, 3);
     assert_eq!(
         refusal.message,
         format!(

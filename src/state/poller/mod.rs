@@ -686,6 +686,9 @@ impl Poller {
             let (listed, asked, probed_to, requests, complete) = self.list_followed().await?;
             match self.landed().await {
                 Some((full, seen, asked_at)) => {
+                    // Every id up to the listing's highest was listed: a probe that stopped
+                    // below it goes on above it.
+                    let probed_to = probed_to.max(full.keys().next_back().copied().unwrap_or(0));
                     let (listed, unspoken) = strategy::overlay(full, listed, &seen, &asked);
                     let spoken = Spoken::AllBut(unspoken);
                     let at = Some(asked_at);
@@ -711,11 +714,13 @@ impl Poller {
             .filter(|(_, unread)| unread.due > now)
             .map(|(id, _)| *id)
             .collect();
+        let arrays_of_ours = strategy::arrays_of_ours(&self.array_owners);
         let asks = strategy::Asks {
             wanted: &self.wanted,
             submitted: &submitted,
             held: &held,
             waiting: &waiting,
+            arrays_of_ours: &arrays_of_ours,
         };
         let mut base = None;
         let mut recent = Vec::new();

@@ -298,6 +298,10 @@ pub struct Asks<'a> {
     /// ([`crate::state::index::Unreadable`]), until their next try is due: one job's record
     /// does not cost a request every cycle.
     pub waiting: &'a BTreeSet<u32>,
+    /// Arrays some of whose task records read are ours ([`ArrayOwners`]): whose the array is
+    /// is known from them, and they carry its tag in the index, also while the array's own
+    /// record cannot be read (slurmctld answers it with every task record).
+    pub arrays_of_ours: &'a BTreeSet<u32>,
 }
 
 impl Asks<'_> {
@@ -322,6 +326,7 @@ impl<'a> Asks<'a> {
             submitted: &NONE,
             held: &NONE,
             waiting: &NONE,
+            arrays_of_ours: &NONE,
         }
     }
 }
@@ -414,11 +419,13 @@ pub fn plan(
 
 /// Whether job `id`'s record, needed and unreadable, leaves the index incomplete: only while its
 /// owner is unknown (it may be an earlier submit of ours that a SlurmJob must adopt, not submit
-/// again). Ours (or one this process submitted) and others' that are known keep what the index
-/// knew of them; the index tells that record is unreadable ([`crate::state::index::Unreadable`]),
-/// and one job's record does not hold back every team's submits.
+/// again). Ours (or one this process submitted, or an array whose tasks read are ours: they
+/// show its tag) and others' that are known keep what the index knew of them; the index tells
+/// that record is unreadable ([`crate::state::index::Unreadable`]), and one job's record does
+/// not hold back every team's submits.
 pub fn unread_blocks_sync(tracker: &Tracker, asks: Asks<'_>, id: u32) -> bool {
     asks.of(id) != Ask::Submitted
+        && !asks.arrays_of_ours.contains(&id)
         && tracker
             .get(&id)
             .is_none_or(|t| t.known == Known::Unresolved)
@@ -977,6 +984,15 @@ fn with_tasks(old: &str, tasks: &[u32]) -> String {
 /// `true` while every one read was someone else's. One entry per array, not per task.
 pub type ArrayOwners = BTreeMap<u32, bool>;
 
+/// The arrays some of whose task records read are ours ([`Asks::arrays_of_ours`]).
+pub fn arrays_of_ours(owners: &ArrayOwners) -> BTreeSet<u32> {
+    owners
+        .iter()
+        .filter(|(_, all_foreign)| !**all_foreign)
+        .map(|(array, _)| *array)
+        .collect()
+}
+
 /// Learn from `fetched` whose arrays are whose: a task record carries its array's owner (the
 /// tasks of an array share its user and comment).
 pub fn note_array_owners(fetched: &Fetched, owners: &mut ArrayOwners, verdict: Verdict<'_>) {
@@ -1327,9 +1343,17 @@ mod tests {
             submitted: &none,
             held: &none,
             waiting: &none,
+            arrays_of_ours: &none,
         };
         assert!(!unread_blocks_sync(&tracker, asks, 10));
         assert!(unread_blocks_sync(&tracker, asks, 20));
+        // An array whose tasks read are ours: known from them.
+        let twenty: BTreeSet<u32> = [20].into();
+        let ours = Asks {
+            arrays_of_ours: &twenty,
+            ..asks
+        };
+        assert!(!unread_blocks_sync(&tracker, ours, 20));
     }
 
     #[test]
@@ -1523,6 +1547,7 @@ mod tests {
                 submitted: &NONE,
                 held: &NONE,
                 waiting,
+                arrays_of_ours: &NONE,
             }
         }
         let p = plan(&tracker, &listed, asks(&none), limits(16, 1_000), 4);
@@ -1581,6 +1606,7 @@ mod tests {
             submitted: &submitted,
             held: &submitted,
             waiting: &none,
+            arrays_of_ours: &none,
         };
         // A small cluster: 21 needed records would make one full listing; the held ones do not
         // count toward it.
@@ -1598,6 +1624,7 @@ mod tests {
             submitted: &submitted,
             held: &none,
             waiting: &none,
+            arrays_of_ours: &none,
         };
         let p = plan(&Tracker::new(), &listed, paused, limits(64, 1_000), 0);
         let Fetch::Details(ids) = p.fetch else {

@@ -400,11 +400,13 @@ impl View {
             BTreeSet::new()
         };
         let wanted = &wanted.union(&self.unsigned_asks).copied().collect();
+        let arrays_of_ours = arrays_of_ours(&self.array_owners);
         let asks = Asks {
             wanted,
             submitted: &self.submitted,
             held: &held,
             waiting: &self.waiting,
+            arrays_of_ours: &arrays_of_ours,
         };
         let limits = self.limits.unwrap_or(LIMITS);
         let mut p = plan(&self.tracker, &listed, asks, limits, self.tracker.len());
