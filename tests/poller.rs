@@ -1770,12 +1770,35 @@ async fn a_job_renamed_in_latin1_does_not_stop_the_poll() {
 /// and no other job's change reached the index. Now the index names the record and why, keeps
 /// what it knew of the array, and goes on: another job of ours is seen, and its end, and the
 /// index stays synced (the array's owner is known: it does not hold back submits).
+/// The most bytes the pollers of the large-record tests read in one answer.
+const LIMIT: u64 = 64 * 1024;
+
+/// Holds each task of held `array` (0-19) but the last: each becomes a record of its own, and
+/// slurmctld answers `GET /job/{array}` with all of them, past [`LIMIT`].
+async fn split_past_the_limit(slurm: &common::LocalSlurm, array: u32) {
+    slurm.scontrol(&["hold", &format!("{array}_[0-18]")]);
+    let newest = slurm.data_parsers.last().unwrap();
+    let body = slurm.get_raw(&format!("/slurm/{newest}/job/{array}")).await;
+    assert!(body.len() as u64 > LIMIT, "{} bytes", body.len());
+}
+
+/// A held array 0-19 named `name`, its comment `comment`, cancelled when the guard drops.
+async fn held_array(
+    slurm: &common::LocalSlurm,
+    name: &str,
+    comment: Option<String>,
+) -> (u32, CancelOnDrop) {
+    let mut request = held_job(slurm, name, comment);
+    request.array = Some("0-19".into());
+    let array = slurm.client().submit_job(&request).await.unwrap().job_id;
+    (array, CancelOnDrop::new(slurm, vec![array]))
+}
+
 #[tokio::test]
 async fn a_record_too_large_to_read_is_that_jobs_failure_not_the_polls() {
     let slurm = require_slurm!();
     let _large = LARGE_RECORDS.lock().await;
     let client = slurm.client();
-    const LIMIT: u64 = 64 * 1024;
     let tuning = poller::Tuning {
         // Our pending jobs' records are read again every second: the array's, once its tasks
         // are held one by one (a change the state listing does not show).
@@ -1786,18 +1809,13 @@ async fn a_record_too_large_to_read_is_that_jobs_failure_not_the_polls() {
     synced(&mut poller.index).await;
     let tag = slurm.our_tag(&common::unique("unread"), 1);
     let held = |name: &str| held_job(&slurm, name, Some(tag.clone()));
-    let mut array = held("poller-unreadable-array");
-    array.array = Some("0-19".into());
-    let array = client.submit_job(&array).await.unwrap().job_id;
-    let _cancel_array = CancelOnDrop::new(&slurm, vec![array]);
+    let (array, _cancel_array) =
+        held_array(&slurm, "poller-unreadable-array", Some(tag.clone())).await;
     wait_index(&mut poller.index, "the array", TIMEOUT, |s| {
         s.jobs.contains_key(&array).then_some(())
     })
     .await;
-    slurm.scontrol(&["hold", &format!("{array}_[0-18]")]);
-    let newest = slurm.data_parsers.last().unwrap();
-    let body = slurm.get_raw(&format!("/slurm/{newest}/job/{array}")).await;
-    assert!(body.len() as u64 > LIMIT, "{} bytes", body.len());
+    split_past_the_limit(&slurm, array).await;
 
     let state = wait_index(
         &mut poller.index,
@@ -1921,17 +1939,10 @@ async fn the_first_syncs_walk_skips_no_job_it_could_not_read() {
     let slurm = require_slurm!();
     let _bursts = BURSTS.lock().await;
     let _large = LARGE_RECORDS.lock().await;
-    let client = slurm.client();
-    const LIMIT: u64 = 64 * 1024;
     let tag = slurm.our_tag(&common::unique("walk-unread"), 1);
-    let mut request = held_job(&slurm, "poller-walk-unreadable-array", Some(tag));
-    request.array = Some("0-19".into());
-    let array = client.submit_job(&request).await.unwrap().job_id;
-    let _cancel_array = CancelOnDrop::new(&slurm, vec![array]);
-    slurm.scontrol(&["hold", &format!("{array}_[0-18]")]);
-    let newest = slurm.data_parsers.last().unwrap();
-    let body = slurm.get_raw(&format!("/slurm/{newest}/job/{array}")).await;
-    assert!(body.len() as u64 > LIMIT, "{} bytes", body.len());
+    let (array, _cancel_array) =
+        held_array(&slurm, "poller-walk-unreadable-array", Some(tag)).await;
+    split_past_the_limit(&slurm, array).await;
 
     // The walk may read every listed job (so the rest is skipped whether or not it gets to an
     // old one: other tests' jobs may all be recent); newest first, it reads the array's
@@ -1967,16 +1978,8 @@ async fn the_first_syncs_walk_skips_no_job_it_could_not_read() {
 async fn another_users_array_too_large_to_read_does_not_hold_up_the_sync() {
     let slurm = require_slurm!();
     let _large = LARGE_RECORDS.lock().await;
-    let client = slurm.client();
-    const LIMIT: u64 = 64 * 1024;
-    let mut request = held_job(&slurm, "poller-foreign-unreadable-array", None);
-    request.array = Some("0-19".into());
-    let array = client.submit_job(&request).await.unwrap().job_id;
-    let _cancel_array = CancelOnDrop::new(&slurm, vec![array]);
-    slurm.scontrol(&["hold", &format!("{array}_[0-18]")]);
-    let newest = slurm.data_parsers.last().unwrap();
-    let body = slurm.get_raw(&format!("/slurm/{newest}/job/{array}")).await;
-    assert!(body.len() as u64 > LIMIT, "{} bytes", body.len());
+    let (array, _cancel_array) = held_array(&slurm, "poller-foreign-unreadable-array", None).await;
+    split_past_the_limit(&slurm, array).await;
 
     let tuning = poller::Tuning {
         skip_first_sync: false,

@@ -1119,6 +1119,7 @@ pub fn refused_status(nodeset: &SlurmNodeSet, refusal: &Refusal) -> SlurmNodeSet
         status.ready_replicas = 0;
         status.available_replicas = 0;
         status.updated_replicas = 0;
+        status.slurm = None;
     }
     status.observed_generation = generation;
     status

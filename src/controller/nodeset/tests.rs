@@ -2699,7 +2699,9 @@ fn the_later_of_two_sets_making_one_node_name_is_refused() {
     let refusal = names_taken(&first, &prefix, Some(&both), &all).expect("refused");
     // A set refused so has no pod: its status says so, whatever it counted before (its pods
     // deleted outside the operator), and the other set takes it as having none.
-    let status = refused_status(&making, &refusal);
+    let mut stale = (*first).clone();
+    stale.status = making.status.clone();
+    let status = refused_status(&stale, &refusal);
     assert_eq!(
         (
             status.replicas,
@@ -2712,7 +2714,7 @@ fn the_later_of_two_sets_making_one_node_name_is_refused() {
         reason: "NodeSetNotAllowed",
         message: String::new(),
     };
-    assert_eq!(refused_status(&making, &not_allowed).replicas, 3);
+    assert_eq!(refused_status(&stale, &not_allowed).replicas, 3);
     assert_eq!(
         refusal.message,
         format!(

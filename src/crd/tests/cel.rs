@@ -145,8 +145,14 @@ fn unpriced(node: &Value, path: &str, out: &mut Vec<String>) {
     let has_rules = node["x-kubernetes-validations"]
         .as_array()
         .is_some_and(|rules| !rules.is_empty());
+    // The formats the API server prices by their own length.
     let string_bounded = |n: &Value| {
-        n.get("maxLength").is_some() || n.get("enum").is_some() || n.get("format").is_some()
+        n.get("maxLength").is_some()
+            || n.get("enum").is_some()
+            || matches!(
+                n["format"].as_str(),
+                Some("date" | "date-time" | "duration")
+            )
     };
     if has_rules {
         match node["type"].as_str() {
