@@ -1226,9 +1226,7 @@ impl Poller {
                     );
                     self.unreadable.remove(&id);
                 }
-                let tracker = &self.tracker;
-                self.array_owners
-                    .retain(|array, _| tracker.contains_key(array));
+                strategy::keep_array_owners(&mut self.array_owners, &self.tracker, &jobs);
                 let unreadable: BTreeMap<u32, Unreadable> = self
                     .unreadable
                     .iter()

@@ -984,6 +984,20 @@ fn with_tasks(old: &str, tasks: &[u32]) -> String {
 /// `true` while every one read was someone else's. One entry per array, not per task.
 pub type ArrayOwners = BTreeMap<u32, bool>;
 
+/// Keep what `owners` says of the arrays the poller still tracks; of one whose tasks were ours,
+/// only while a task record of it is in `jobs`: those records, with its tag, are what lets its
+/// unreadable record not hold up the sync ([`Asks::arrays_of_ours`]). Once they are purged, the
+/// array's owner is unknown again until a task of it is read.
+pub fn keep_array_owners(owners: &mut ArrayOwners, tracker: &Tracker, jobs: &BTreeMap<u32, Job>) {
+    let with_tasks: BTreeSet<u32> = jobs
+        .values()
+        .filter_map(|job| job.array_job_id.filter(|array| *array != job.job_id))
+        .collect();
+    owners.retain(|array, all_foreign| {
+        tracker.contains_key(array) && (*all_foreign || with_tasks.contains(array))
+    });
+}
+
 /// The arrays some of whose task records read are ours ([`Asks::arrays_of_ours`]).
 pub fn arrays_of_ours(owners: &ArrayOwners) -> BTreeSet<u32> {
     owners
@@ -2052,6 +2066,28 @@ mod tests {
         let mut kept = named(&[2, 7, 8, 10], USER);
         keep_named(&mut kept, &tracker, &jobs);
         assert_eq!(kept, named(&[2, 8], USER));
+    }
+
+    /// What the task records read told of an array is kept while the array is tracked; that it
+    /// is ours, only while a task record of it is in the index (what shows its tag).
+    #[test]
+    fn array_owners_are_kept_while_what_showed_them_is() {
+        let tracker: Tracker = [
+            (10, tracked("PENDING", Known::Unresolved)),
+            (20, tracked("PENDING", Known::Unresolved)),
+            (30, tracked("PENDING", Known::Unresolved)),
+        ]
+        .into();
+        let task = Job {
+            array_job_id: Some(10),
+            array_task_id: Some(0),
+            ..job(11, "RUNNING", None)
+        };
+        let jobs: BTreeMap<u32, Job> = [(11, task)].into();
+        let mut owners: ArrayOwners = [(10, false), (20, false), (30, true), (40, true)].into();
+        keep_array_owners(&mut owners, &tracker, &jobs);
+        assert_eq!(owners, BTreeMap::from([(10, false), (30, true)]));
+        assert_eq!(arrays_of_ours(&owners), BTreeSet::from([10]));
     }
 
     /// An array named through its unsigned tag after its tasks were read as claims: what they

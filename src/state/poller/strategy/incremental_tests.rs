@@ -454,8 +454,7 @@ impl View {
         let (tracker, jobs) = (&self.tracker, &self.jobs);
         self.unsigned_asks
             .retain(|id| still_wanted(*id, tracker, jobs, verdict));
-        self.array_owners
-            .retain(|array, _| tracker.contains_key(array));
+        keep_array_owners(&mut self.array_owners, tracker, jobs);
         keep_named(&mut self.named, tracker, jobs);
         // As the poller: kept while listed and not read, or not listed yet.
         self.submitted.retain(|id| {
