@@ -85,15 +85,21 @@ def _duration_between(lo: float, hi: float) -> Callable[[Any], bool]:
     return check
 
 
+def _lower_ascii(v: Any) -> str:
+    """CEL's `lowerAscii()`: only A-Z change (Python's `lower()` also folds other letters)."""
+    return "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in str(v))
+
+
 def _is_http_url(v: Any) -> bool:
-    return isinstance(v, str) and re.match(r"^https?://[^\s/?#]+([/?#]\S*)?$", v) is not None
+    return isinstance(v, str) and re.match(r"^(?i:https?)://[^\s/?#]+([/?#]\S*)?$", v) is not None
 
 
 CEL_RULES: dict[str, Callable[[Any], bool]] = {
     "!(has(self.caSecretRef) && has(self.caConfigMapRef))":
         lambda s: not ("caSecretRef" in s and "caConfigMapRef" in s),
-    "!has(self.tls) || self.endpoint.startsWith('https://')":
-        lambda s: "tls" not in s or str(s.get("endpoint", "")).startswith("https://"),
+    # A URL's scheme is case-insensitive (`HTTP://` is plain http), so the rules lower it first.
+    "!has(self.tls) || self.endpoint.lowerAscii().startsWith('https://')":
+        lambda s: "tls" not in s or _lower_ascii(s.get("endpoint", "")).startswith("https://"),
     "!self.insecureSkipVerify || !(has(self.caSecretRef) || has(self.caConfigMapRef))":
         lambda s: not s.get("insecureSkipVerify", False) or not ("caSecretRef" in s or "caConfigMapRef" in s),
     "duration(self) >= duration('100ms') && duration(self) <= duration('5m')": _duration_between(0.1, 300),
@@ -109,8 +115,8 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
     "string(self).matches('^([1-9][0-9]*|(100|[1-9][0-9]?)%)$')":
         lambda s: re.fullmatch(r"([1-9][0-9]*|(100|[1-9][0-9]?)%)", str(s)) is not None,
     # SlurmCluster: http:// only when allowed; access entries.
-    "!self.endpoint.startsWith('http://') || self.allowInsecureHttp":
-        lambda s: not str(s.get("endpoint", "")).startswith("http://") or s.get("allowInsecureHttp", False) is True,
+    "!self.endpoint.lowerAscii().startsWith('http://') || self.allowInsecureHttp":
+        lambda s: not _lower_ascii(s.get("endpoint", "")).startswith("http://") or s.get("allowInsecureHttp", False) is True,
     "size(self.namespaces) > 0 || has(self.namespaceSelector)":
         lambda s: len(s.get("namespaces") or []) > 0 or "namespaceSelector" in s,
     "!has(self.namespaceSelector) "

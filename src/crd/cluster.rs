@@ -76,10 +76,10 @@ const RESPONSE_SIZE_RULE: &str = "isQuantity(string(self)) \
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("!has(self.tls) || self.endpoint.startsWith('https://')")
+    validation = Rule::new("!has(self.tls) || self.endpoint.lowerAscii().startsWith('https://')")
         .message("tls applies only to an https:// endpoint")
         .field_path(".tls"),
-    validation = Rule::new("!self.endpoint.startsWith('http://') || self.allowInsecureHttp")
+    validation = Rule::new("!self.endpoint.lowerAscii().startsWith('http://') || self.allowInsecureHttp")
         .message("endpoint must be an https:// URL: over http:// the tokens cross the network \
                   readable by anyone on the path (set allowInsecureHttp: true to accept that)")
         .field_path(".endpoint"),

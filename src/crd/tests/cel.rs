@@ -551,6 +551,16 @@ fn cluster_rules() {
         json!({"endpoint": "http://slurmrestd.slurm.svc:6820", "allowInsecureHttp": true}),
         &[],
     );
+    // A scheme is case-insensitive (the API server's `url()` and the operator lower it): an
+    // upper-case one is held to the same rules.
+    c(
+        json!({"endpoint": "HTTP://slurmrestd.slurm.svc:6820"}),
+        &["endpoint must be an https:// URL: over http:// the tokens cross the network"],
+    );
+    c(
+        json!({"endpoint": "HTTPS://slurmrestd.slurm.svc:6820", "tls": {}}),
+        &[],
+    );
     // Access: by name or label, as a POSIX user.
     c(
         json!({"access": [
@@ -718,6 +728,10 @@ fn cluster_rules() {
     );
     c(
         json!({"endpoint": "http://slurm:6820", "allowInsecureHttp": true, "tls": {"insecureSkipVerify": true}}),
+        &["tls applies only to an https:// endpoint"],
+    );
+    c(
+        json!({"endpoint": "Http://slurm:6820", "allowInsecureHttp": true, "tls": {}}),
         &["tls applies only to an https:// endpoint"],
     );
 }
