@@ -160,7 +160,9 @@ impl Credentials {
         let expires = claims
             .as_ref()
             .and_then(|claims| claims.exp)
-            .map(|exp| UNIX_EPOCH + Duration::from_secs(exp));
+            // An `exp` past what the clock can hold (from 2^63 s) is read as no known expiry,
+            // as a token without one; adding it would panic.
+            .and_then(|exp| UNIX_EPOCH.checked_add(Duration::from_secs(exp)));
         let subject = claims.and_then(|claims| claims.sun);
         Ok(Self {
             user,
@@ -438,7 +440,16 @@ mod tests {
             "eyJhbGciOiJIUzI1NiJ9",
             "eyJzdW4iOiJzbHVybSJ9" // {"sun":"slurm"}
         );
-        for token in ["not-a-jwt", no_exp.as_str()] {
+        // One whose exp the clock cannot hold (2^63 s and above) is read as having none: it
+        // used to panic, and the Secret it came from crash-looped the operator.
+        let far = |exp: u64| {
+            use base64::Engine as _;
+            let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .encode(format!(r#"{{"sun":"slurm","exp":{exp}}}"#));
+            format!("eyJhbGciOiJIUzI1NiJ9.{claims}.sig")
+        };
+        let (overflow, largest) = (far(1 << 63), far(u64::MAX));
+        for token in ["not-a-jwt", no_exp.as_str(), &overflow, &largest] {
             let ready = Credentials::token(token, None).unwrap();
             assert_eq!(
                 ready

@@ -129,7 +129,18 @@ pub(super) fn redirect_target(response: &reqwest::Response) -> Option<String> {
     ))
 }
 
+/// `location` as a status, an Event or a log may show it: without the user info, query and
+/// fragment it may carry; not at all when an `@` is left (`u:pw@host` parses as scheme `u`, and
+/// `//u:pw@host/x` is a relative reference that is not parsed).
 pub fn location_without_secrets(location: &str) -> String {
+    let shown = url_without_secrets(location);
+    if shown.contains('@') {
+        return "(not shown: it may hold credentials)".to_owned();
+    }
+    shown
+}
+
+fn url_without_secrets(location: &str) -> String {
     match url::Url::parse(location) {
         Ok(mut url) => {
             // Fails only for URLs that cannot have user info (no host): nothing to remove then.
@@ -162,6 +173,14 @@ mod tests {
             ("/login?session=s", "/login"),
             ("//elsewhere.example/x#y", "//elsewhere.example/x"),
             ("", ""),
+            (
+                "//user:secret@elsewhere.example/x",
+                "(not shown: it may hold credentials)",
+            ),
+            (
+                "user:secret@elsewhere.example/x",
+                "(not shown: it may hold credentials)",
+            ),
         ] {
             assert_eq!(location_without_secrets(location), want, "{location:?}");
         }

@@ -384,22 +384,12 @@ fn pinned_version(version: ApiVersion) -> Option<crate::slurm::ApiVersion> {
     version.pinned().and_then(|name| name.parse().ok())
 }
 
-/// `endpoint` as a status, an Event or a log may show it: without the user info, query and
-/// fragment a refused URL may carry (credentials typed into it); not at all when an `@` is
-/// left (`u:pw@host` without a scheme parses as scheme `u`).
-fn shown_endpoint(endpoint: &str) -> String {
-    let shown = crate::slurm::location_without_secrets(endpoint);
-    if shown.contains('@') {
-        return "(not shown: it may hold credentials)".to_owned();
-    }
-    shown
-}
-
 /// Check the spec on its own and say what it needs from the namespace.
 pub fn plan(spec: &SlurmClusterSpec) -> Result<ConfigPlan, ConfigError> {
     let client = ClientConfig::new(&spec.endpoint)
         .map_err(|e| ConfigError::InvalidEndpoint {
-            endpoint: shown_endpoint(&spec.endpoint),
+            // Without the credentials a refused URL may carry (typed into it).
+            endpoint: crate::slurm::location_without_secrets(&spec.endpoint),
             detail: match e {
                 SlurmError::InvalidEndpoint { detail, .. } => detail,
                 other => other.to_string(),

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 use kube::core::{Selector, SelectorExt};
 
 use crate::crd::slurmjob::SlurmJobSpec;
@@ -38,9 +39,29 @@ pub fn entry<'a>(
                         .match_expressions
                         .as_ref()
                         .is_none_or(|e| e.is_empty());
-                !empty && Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(labels))
+                let valid = selector
+                    .match_expressions
+                    .iter()
+                    .flatten()
+                    .all(valid_requirement);
+                !empty
+                    && valid
+                    && Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(labels))
             })
     })
+}
+
+/// A selector requirement as Kubernetes validates one for its own selectors: `In`/`NotIn` with
+/// values, `Exists`/`DoesNotExist` without. The schema cannot hold this for a SlurmCluster (the
+/// list is unbounded, so a rule over it is priced too high), and kube's `Selector` reads
+/// `NotIn` with no values as matching every namespace.
+fn valid_requirement(requirement: &LabelSelectorRequirement) -> bool {
+    let values = requirement.values.as_ref().map_or(0, Vec::len);
+    match requirement.operator.as_str() {
+        "In" | "NotIn" => values > 0,
+        "Exists" | "DoesNotExist" => values == 0,
+        _ => false,
+    }
 }
 
 /// What a SlurmJob runs under: the Slurm user, and the account, partition and QoS to submit

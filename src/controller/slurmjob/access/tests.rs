@@ -233,6 +233,51 @@ fn an_empty_namespace_selector_grants_nothing() {
     assert!(entry(&named, "team-a", &labels(&[("team", "a")])).is_some());
 }
 
+/// A requirement Kubernetes would refuse in its own selectors grants nothing: `NotIn` with no
+/// values would otherwise match every namespace (kube reads it as "not in the empty set").
+#[test]
+fn a_selector_requirement_kubernetes_would_refuse_grants_nothing() {
+    for bad in [
+        json!({"key": "team", "operator": "NotIn", "values": []}),
+        json!({"key": "team", "operator": "NotIn"}),
+        json!({"key": "team", "operator": "In", "values": []}),
+        json!({"key": "team", "operator": "Exists", "values": ["a"]}),
+        json!({"key": "team", "operator": "DoesNotExist", "values": ["b"]}),
+        json!({"key": "team", "operator": "Gt", "values": ["1"]}),
+    ] {
+        let selector = json!({"matchExpressions": [bad]});
+        let access = cluster(json!([{"namespaceSelector": selector, "slurmUser": "alice"}]));
+        for (namespace, with) in [("kube-system", &[][..]), ("team-a", &[("team", "a")][..])] {
+            assert_eq!(
+                entry(&access, namespace, &labels(with)),
+                None,
+                "{bad}: {namespace}"
+            );
+        }
+    }
+    for (good, namespace, with) in [
+        (
+            json!({"key": "team", "operator": "NotIn", "values": ["b"]}),
+            "team-a",
+            &[("team", "a")][..],
+        ),
+        (
+            json!({"key": "team", "operator": "Exists"}),
+            "team-a",
+            &[("team", "a")][..],
+        ),
+        (
+            json!({"key": "team", "operator": "DoesNotExist", "values": []}),
+            "scratch",
+            &[][..],
+        ),
+    ] {
+        let selector = json!({"matchExpressions": [good]});
+        let access = cluster(json!([{"namespaceSelector": selector, "slurmUser": "alice"}]));
+        assert!(entry(&access, namespace, &labels(with)).is_some(), "{good}");
+    }
+}
+
 /// The user the operator acts as is a Slurm administrator: a namespace runs as it only where
 /// its entry says so, whether the spec names it (`auth.jwt.user`) or the credentials do (a
 /// ready token's user); any other user is not affected.
