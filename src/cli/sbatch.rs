@@ -789,15 +789,10 @@ fn apply(
             extra.insert("mail_user".into(), json!(text(1024)?));
         }
         "mail-type" => {
-            let types: Vec<String> = value
-                .split(',')
-                .map(|t| t.trim().to_ascii_uppercase())
-                .filter(|t| !t.is_empty())
-                .collect();
-            if types.is_empty() {
-                return Err("needs a value".into());
+            // NONE silences the others, as in sbatch: no mail_type then.
+            if let Some(types) = mail_types(&value)? {
+                extra.insert("mail_type".into(), json!(types));
             }
-            extra.insert("mail_type".into(), json!(types));
         }
         "licenses" => {
             extra.insert("licenses".into(), json!(text(1024)?));
@@ -826,6 +821,53 @@ fn apply(
         }
     }
     Ok(())
+}
+
+/// sbatch's `--mail-type` names as slurmrestd's `mail_type` flags, which name several of them
+/// differently (slurmrestd takes an unknown one with a warning and sends no mail for it).
+/// `None` for NONE, which silences every other type in sbatch.
+fn mail_types(value: &str) -> Result<Option<Vec<&'static str>>, String> {
+    let mut types = Vec::new();
+    for name in value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let flags: &[&'static str] = match name.to_ascii_uppercase().as_str() {
+            "NONE" => return Ok(None),
+            "BEGIN" => &["BEGIN"],
+            "END" => &["END"],
+            "FAIL" => &["FAIL"],
+            "REQUEUE" => &["REQUEUE"],
+            "STAGE_OUT" => &["STAGE_OUT"],
+            "ARRAY_TASKS" => &["ARRAY_TASKS"],
+            "INVALID_DEPEND" => &["INVALID_DEPENDENCY"],
+            "TIME_LIMIT" => &["TIME=100%"],
+            "TIME_LIMIT_90" => &["TIME=90%"],
+            "TIME_LIMIT_80" => &["TIME=80%"],
+            "TIME_LIMIT_50" => &["TIME=50%"],
+            "ALL" => &[
+                "BEGIN",
+                "END",
+                "FAIL",
+                "REQUEUE",
+                "STAGE_OUT",
+                "INVALID_DEPENDENCY",
+            ],
+            _ => {
+                return Err(format!(
+                    "names {name:?}, which sbatch does not know (NONE, BEGIN, END, FAIL, \
+                     REQUEUE, ALL, INVALID_DEPEND, STAGE_OUT, TIME_LIMIT, TIME_LIMIT_90, \
+                     TIME_LIMIT_80, TIME_LIMIT_50, ARRAY_TASKS)"
+                ));
+            }
+        };
+        for flag in flags {
+            if !types.contains(flag) {
+                types.push(*flag);
+            }
+        }
+    }
+    if types.is_empty() {
+        return Err("needs a value".into());
+    }
+    Ok(Some(types))
 }
 
 /// An `--output`/`--error` file as Slurm opens it: `none` (any case) is sbatch's name for

@@ -309,9 +309,56 @@ fn arrays_outputs_environment_and_directory() {
         "--export=ALL,X=1",
         "--export=HOME",
         "--chdir=run",
+        "--mail-type=SOMETIMES",
     ] {
         let c = converted(&[&format!("#SBATCH {bad}")]);
         assert_eq!(reported(&c), [(2, bad)], "{bad}");
+    }
+}
+
+/// sbatch's mail types under the names slurmrestd takes (it takes an unknown name with only a
+/// warning, and the job then sends no mail for it); NONE silences the others, as in sbatch.
+#[test]
+fn mail_types_are_renamed_to_what_slurmrestd_takes() {
+    for (types, want) in [
+        (
+            "ALL",
+            json!([
+                "BEGIN",
+                "END",
+                "FAIL",
+                "REQUEUE",
+                "STAGE_OUT",
+                "INVALID_DEPENDENCY"
+            ]),
+        ),
+        (
+            "time_limit,TIME_LIMIT_90,TIME_LIMIT_80,TIME_LIMIT_50",
+            json!(["TIME=100%", "TIME=90%", "TIME=80%", "TIME=50%"]),
+        ),
+        (
+            "INVALID_DEPEND,ARRAY_TASKS,END,ALL",
+            json!([
+                "INVALID_DEPENDENCY",
+                "ARRAY_TASKS",
+                "END",
+                "BEGIN",
+                "FAIL",
+                "REQUEUE",
+                "STAGE_OUT"
+            ]),
+        ),
+    ] {
+        let c = converted(&[&format!("#SBATCH --mail-type={types}")]);
+        assert!(c.unconverted.is_empty(), "{types}: {:?}", c.unconverted);
+        let extra = c.spec.extra_options.unwrap_or_default();
+        assert_eq!(extra.get("mail_type"), Some(&want), "{types}");
+    }
+    for silenced in ["NONE", "END,none"] {
+        let c = converted(&[&format!("#SBATCH --mail-type={silenced}")]);
+        assert!(c.unconverted.is_empty(), "{silenced}: {:?}", c.unconverted);
+        let extra = c.spec.extra_options.unwrap_or_default();
+        assert_eq!(extra.get("mail_type"), None, "{silenced}");
     }
 }
 
