@@ -62,9 +62,15 @@ pub enum ParseDurationError {
 }
 
 impl Duration {
+    /// The longest duration that reads back: 2^64 - 1 ns (about 584 years).
+    pub const MAX: time::Duration = time::Duration::from_nanos(u64::MAX);
+
     /// Build from a [`std::time::Duration`]; the text is the canonical form (see
-    /// [`format_duration`]), e.g. 90 minutes becomes `"1h30m"`.
+    /// [`format_duration`]), e.g. 90 minutes becomes `"1h30m"`. A value past [`Duration::MAX`]
+    /// is held at it, so that whatever the operator writes (sums of Slurm's numbers in a
+    /// status) reads back: one status that failed to decode would fail every list of SlurmJobs.
     pub fn from_std(value: time::Duration) -> Self {
+        let value = value.min(Self::MAX);
         Self {
             text: format_duration(value),
             value,
@@ -327,6 +333,22 @@ mod tests {
         for (value, text) in cases {
             assert_eq!(format_duration(value), text);
             assert_eq!(d(text), value, "{text} round-trips");
+        }
+    }
+
+    /// What the operator writes reads back, however large the value it was given (an array's
+    /// summed CPU time past 584 years used to be written, then fail every list of SlurmJobs).
+    #[test]
+    fn every_value_written_reads_back() {
+        for value in [
+            Duration::MAX,
+            Duration::MAX + time::Duration::from_nanos(1),
+            time::Duration::from_millis(u64::MAX),
+            time::Duration::MAX,
+        ] {
+            let written = serde_json::to_string(&Duration::from_std(value)).unwrap();
+            let read: Duration = serde_json::from_str(&written).unwrap();
+            assert_eq!(read.as_std(), value.min(Duration::MAX), "{written}");
         }
     }
 
