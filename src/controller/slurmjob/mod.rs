@@ -68,6 +68,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -1083,8 +1084,8 @@ async fn refuse(
     // As the condition keeps it: a long message (many granted accounts) is cut there, and the
     // Event is sent once, not at every reconcile.
     let message = condition::bounded_message(&refusal.message);
-    let next = status::stalled(
-        current.clone(),
+    let next = refused_status(
+        job.status.as_ref(),
         generation,
         refusal.reason,
         message.clone(),
@@ -1104,6 +1105,33 @@ async fn refuse(
     }
     ctx.backoff.reset(&backoff_key(job));
     Ok(Action::await_change())
+}
+
+/// The status of a SlurmJob its cluster's access refuses: stalled with the refusal. A re-run
+/// refused (the spec changed after the run ended) starts its new run as a submitted one would:
+/// the ended run goes to the history, so that the status does not show it as this
+/// generation's outcome (`Complete`, an old `observedGeneration`) next to the refusal.
+fn refused_status(
+    current: Option<&SlurmJobStatus>,
+    generation: i64,
+    reason: &str,
+    message: String,
+    now: Time,
+) -> SlurmJobStatus {
+    let status = current.cloned().unwrap_or_default();
+    let rerun = matches!(
+        lifecycle::decide(generation, current),
+        lifecycle::Decision::Submit { rerun: true }
+    );
+    if rerun && status.job_id.is_some() {
+        let pending = lifecycle::start_new_run(&status);
+        return status::summarize(
+            status::stalled(pending, generation, reason, message, now.clone()),
+            generation,
+            now,
+        );
+    }
+    status::stalled(status, generation, reason, message, now)
 }
 
 /// Deletion: cancel every unfinished job of this SlurmJob, then release the finalizer; what

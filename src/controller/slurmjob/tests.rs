@@ -4200,3 +4200,64 @@ async fn a_failure_of_a_slurmjob_gone_from_the_cache_is_not_counted() {
     );
     assert!(!data.ctx.backoff.counts(&key), "not passed to the new one");
 }
+
+/// A re-run its access refuses (the spec edited after the run ended, to a partition the grant
+/// does not list): the ended run goes to the history and the status is this generation's, as
+/// for a re-run refused as `InvalidSpec`; not the old run's `Complete` and generation next to
+/// the refusal (kstatus and Argo read `observedGeneration` first, and waited for good).
+#[test]
+fn a_refused_rerun_shows_the_new_run_not_the_ended_one() {
+    let now = crate::crd::condition::now();
+    let mut done = SlurmJobStatus {
+        phase: Phase::Completed,
+        job_id: Some(4250),
+        exit_code: Some(0),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        ..Default::default()
+    };
+    done = status::summarize(done, 1, now.clone());
+    assert!(condition::is_true(&done.conditions, status::COMPLETE));
+
+    let refused = refused_status(
+        Some(&done),
+        2,
+        "PartitionNotGranted",
+        "spec.partition \"gpu\" is not granted".into(),
+        now.clone(),
+    );
+    assert_eq!(refused.job_id, None);
+    assert_eq!(refused.phase, Phase::Pending);
+    assert_eq!(refused.observed_generation, Some(2));
+    assert_eq!(refused.history.first().map(|run| run.job_id), Some(4250));
+    assert!(condition::find(&refused.conditions, status::COMPLETE).is_none());
+    assert!(condition::find(&refused.conditions, status::FAILED).is_none());
+    let ready = condition::find(&refused.conditions, status::READY).unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "PartitionNotGranted")
+    );
+    assert!(condition::is_true(&refused.conditions, status::STALLED));
+    // Refused again (nothing changed): the same status, no second history entry.
+    let again = refused_status(
+        Some(&refused),
+        2,
+        "PartitionNotGranted",
+        "spec.partition \"gpu\" is not granted".into(),
+        now.clone(),
+    );
+    assert_eq!(again.history, refused.history);
+    assert_eq!(again.observed_generation, Some(2));
+
+    // A refusal of a job that runs (not a re-run) keeps the job.
+    let running = SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(4251),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        ..Default::default()
+    };
+    let kept = refused_status(Some(&running), 1, "NoAccess", "m".into(), now);
+    assert_eq!(kept.job_id, Some(4251));
+    assert!(kept.history.is_empty());
+}
