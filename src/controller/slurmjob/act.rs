@@ -931,7 +931,9 @@ where
     };
     let mut facts = facts;
     // What in-place edits are checked against: known only from the whole spec (a cached one
-    // has no script), so a job adopted without reading it is never changed in place.
+    // has no script). So it is read for an adopted job of this generation too (its tag names
+    // this generation, so this spec is the one it was submitted with): without the hash, no
+    // later edit (`suspend: false` among them) would ever reach the job.
     let mut spec_hash = load.is_none().then(|| edit::spec_hash(target.spec));
     let mut decision = plan::submit(facts, &dependencies);
     // One search by job name per namespace at a time on a connection: taken before the whole
@@ -964,7 +966,7 @@ where
     if let Some(load) = load
         && !matches!(
             decision,
-            SubmitPlan::Wait { .. } | SubmitPlan::Adopt { .. } | SubmitPlan::AdoptEarlier(_)
+            SubmitPlan::Wait { .. } | SubmitPlan::AdoptEarlier(_)
         )
     {
         match load(generation).await.map_err(StepError::LoadSpec)? {

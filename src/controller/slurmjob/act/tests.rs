@@ -1837,3 +1837,38 @@ fn a_release_shows_at_once_whatever_held_the_job() {
     hold_now(&mut status, false);
     assert_eq!(status.pending.unwrap().reason.as_deref(), Some("Priority"));
 }
+
+/// A job of this generation adopted from the controller's cache (its submit's status write was
+/// lost, or the operator restarted before it): the whole spec is read for it, so that its
+/// status records what later edits are checked against. Without it, every later edit was
+/// ignored (`suspend: false` never released a held job).
+#[tokio::test]
+async fn an_adopted_job_records_the_spec_it_was_submitted_with() {
+    let world = World::new(UNREACHABLE);
+    let whole = true_spec();
+    let cached = SlurmJobSpec {
+        script: String::new(),
+        ..whole.clone()
+    };
+    world.submissions.record(&OwnerTag::new("u", 1), 9);
+    let target = Target {
+        created: None,
+        ..created_at(&cached, DateTime::from_timestamp(1_000, 0).unwrap())
+    };
+    let loads = std::sync::atomic::AtomicUsize::new(0);
+    let load = |generation| {
+        assert_eq!(generation, 1);
+        loads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::future::ready(Ok::<_, Infallible>(Some(whole.clone())))
+    };
+    let now = DateTime::from_timestamp(1_010, 0).unwrap();
+    let adopted = step_loading(target, world.env(now), |_| None, load)
+        .await
+        .unwrap();
+    assert_eq!(adopted.status.job_id, Some(9));
+    assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(
+        adopted.status.submitted_spec_hash,
+        Some(crate::controller::slurmjob::edit::spec_hash(&whole))
+    );
+}
