@@ -97,6 +97,11 @@ pub struct Env<'a> {
     /// search by job name and finds one taken ends with [`StepError::SearchBusy`]. With the key
     /// the SlurmJob waits under (`SearchSlots::try_take_for`). `None`: no bound ([`step`]).
     pub searches: Option<(SearchSlots<'a>, &'a str)>,
+    /// Whether the namespace is still granted what the step was decided with (the caches read
+    /// again): asked right before a submit, which a step reaches only after reads that can
+    /// take a while (the whole spec, an accounting search), during which an admin may have
+    /// revoked or remapped the namespace's access.
+    pub still_granted: &'a (dyn Fn() -> bool + Sync),
 }
 
 /// What a step decided.
@@ -1105,6 +1110,13 @@ where
                 let message = "this replica does not hold the leader Lease (read right before \
                                the submit); the leader submits";
                 return Ok((wait(base, "NotLeader", message.into()), false));
+            }
+            if !(env.still_granted)() {
+                // Decided again with the access as it is now (its change wakes the SlurmJob).
+                let message = "the SlurmCluster's access changed while this submit was \
+                               prepared: nothing was submitted, and the job is decided again \
+                               under the access as it is now";
+                return Ok((wait(base, "AccessChanged", message.into()), false));
             }
             match submit_once(env, &tag, &request).await {
                 Ok(outcome) => (outcome, false),

@@ -599,6 +599,8 @@ async fn apply(
     // A job followed: whose accounting records without a comment are its own. The namespace
     // not cached yet matters only to a step that asks accounting (below).
     let mut user_unknown = None;
+    // What a submit is decided with; asked again right before it (`Env::still_granted`).
+    let mut decided_grant = None;
     let decision = lifecycle::decide(generation, job.status.as_ref());
     if matches!(decision, lifecycle::Decision::Follow { .. }) {
         match granted_user(job, namespace, data) {
@@ -639,6 +641,7 @@ async fn apply(
         });
         match grant {
             Ok((grant, client)) => {
+                decided_grant = Some(grant.clone());
                 job_user = Some(grant.slurm_user);
                 let spec = spec.to_mut();
                 spec.account = grant.account;
@@ -649,6 +652,10 @@ async fn apply(
             Err(refusal) => return refuse(job, namespace, refusal, ctx).await,
         }
     }
+    let still_granted = || match &decided_grant {
+        Some(decided) => matches!(grant(job, namespace, data), Ok(Ok(now)) if now == *decided),
+        None => true,
+    };
     // Copy the Arc out: the watch borrow must not live across an await.
     let state: Arc<ClusterState> = Arc::clone(&handle.index.borrow());
     let acting_since = ctx.acting_since();
@@ -676,6 +683,7 @@ async fn apply(
         acting_since,
         key: &ctx.tag_key,
         searches: Some((search_slots, &turn)),
+        still_granted: &still_granted,
     };
     let target = Target {
         name: &name,

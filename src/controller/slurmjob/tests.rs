@@ -1184,6 +1184,8 @@ async fn submit_then_delete_cancels_the_slurm_job() {
         .forget_uid(job.metadata.uid.as_deref().unwrap());
     let expected = job.clone();
     let server = tokio::spawn(async move {
+        // The whole spec, for what later edits are checked against.
+        expect_get_job(&mut api, &expected).await;
         let status = expect_status_apply(&mut api, &expected).await;
         api.expect_no_more_calls().await;
         (status, api)
@@ -1196,6 +1198,11 @@ async fn submit_then_delete_cancels_the_slurm_job() {
         again.job_id,
         Some(i64::from(job_id)),
         "adopted, not resubmitted"
+    );
+    assert!(status.submitted_spec_hash.is_some());
+    assert_eq!(
+        again.submitted_spec_hash, status.submitted_spec_hash,
+        "adopted with the spec it was submitted with"
     );
     assert_eq!(
         condition::find(&again.conditions, status::READY)
@@ -2301,6 +2308,7 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
     let expected = job.clone();
     let old = old_pod.clone();
     let server = tokio::spawn(async move {
+        expect_get_job(&mut api, &expected).await;
         let status = expect_status_apply(&mut api, &expected).await;
         for reason in ["Resubmitted", "Submitted", "Started"] {
             expect_event(&mut api, &expected, "Normal", reason).await;

@@ -56,6 +56,7 @@ impl World {
             acting_since: DateTime::from_timestamp(100, 0).unwrap(),
             key: &self.key,
             searches: None,
+            still_granted: &|| true,
         }
     }
 }
@@ -1871,4 +1872,37 @@ async fn an_adopted_job_records_the_spec_it_was_submitted_with() {
         adopted.status.submitted_spec_hash,
         Some(crate::controller::slurmjob::edit::spec_hash(&whole))
     );
+}
+
+/// Access revoked or remapped while a step prepared its submit (the reads before it can take a
+/// while): nothing is submitted, and the step waits to be decided again under the new access.
+/// slurmrestd is never reached, so a submit would have failed the step.
+#[tokio::test]
+async fn a_submit_whose_access_changed_meanwhile_is_not_sent() {
+    let mut world = World::new(UNREACHABLE);
+    world.client = minted(UNREACHABLE);
+    let spec = true_spec();
+    let now = DateTime::from_timestamp(1_000, 0).unwrap();
+    let target = created_at(&spec, now - chrono::TimeDelta::seconds(1));
+    let asked = std::sync::atomic::AtomicUsize::new(0);
+    let revoked = || {
+        asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        false
+    };
+    let env = Env {
+        still_granted: &revoked,
+        ..world.env(now)
+    };
+    let waited = step(target, env, |_| None).await.unwrap();
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(waited.status.job_id, None);
+    let reconciling = condition::find(&waited.status.conditions, status::RECONCILING).unwrap();
+    assert_eq!(reconciling.reason, "AccessChanged", "{reconciling:?}");
+    assert!(world.submissions.get(&OwnerTag::new("u", 1)).is_none());
+
+    // Still granted: the submit is sent (and fails here, slurmrestd being unreachable).
+    let sent = step(target, world.env(now), |_| None).await.unwrap();
+    let ready = condition::find(&sent.status.conditions, READY).unwrap();
+    assert_eq!(ready.reason, "SubmitFailed", "{ready:?}");
+    assert!(ready.message.contains("Unreachable"), "{ready:?}");
 }
