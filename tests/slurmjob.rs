@@ -527,6 +527,7 @@ async fn interrupted_submits_never_make_a_second_job() {
                 acting_since: Utc::now() - chrono::TimeDelta::seconds(5),
                 key: &KEY,
                 searches: None,
+                still_granted: &|| true,
             };
             act::step(target, env, |_| None).await
         });
@@ -565,6 +566,7 @@ async fn interrupted_submits_never_make_a_second_job() {
             acting_since: started_at,
             key: &KEY,
             searches: None,
+            still_granted: &|| true,
         };
         let step = act::step(target, env, |_| None).await.unwrap();
         let job_id = step.status.job_id.expect("submitted or adopted");

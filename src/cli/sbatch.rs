@@ -272,12 +272,21 @@ struct Directive {
     written: String,
 }
 
+/// The lines of another batch system's directives that sbatch also reads (unless
+/// `--ignore-pbs`), after its own: the SlurmJob does not.
+const FOREIGN_DIRECTIVES: [&str; 2] = ["#PBS", "#BSUB"];
+
 /// The words of the `#SBATCH` lines, with their line numbers: only lines before the first
 /// command count (sbatch stops at the first line that is neither blank nor a comment), and only
-/// lines starting with exactly `#SBATCH` (so `##SBATCH` and `# SBATCH` are comments). As in
-/// sbatch, whatever follows those 8 characters is words, blank or not: `#SBATCH--time=7` is
-/// `--time=7`, and `#SBATCHX` is the word `X` (which sbatch refuses the script for).
-fn directive_lines(script: &str) -> Result<Vec<(usize, Vec<String>)>, SbatchError> {
+/// lines starting with exactly `#SBATCH` (so `##SBATCH` and `# SBATCH` are comments), or with
+/// `#SLURM`, which sbatch reads the same way (warning that it is an old spelling). As in
+/// sbatch, whatever follows those characters is words, blank or not: `#SBATCH--time=7` is
+/// `--time=7`, and `#SBATCHX` is the word `X` (which sbatch refuses the script for). Second,
+/// the [`FOREIGN_DIRECTIVES`] lines among them, as written.
+#[allow(clippy::type_complexity)]
+fn directive_lines(
+    script: &str,
+) -> Result<(Vec<(usize, Vec<String>)>, Vec<(usize, String)>), SbatchError> {
     if !script.starts_with("#!") {
         return Err(SbatchError::NoInterpreter);
     }
@@ -288,6 +297,7 @@ fn directive_lines(script: &str) -> Result<Vec<(usize, Vec<String>)>, SbatchErro
         return Err(SbatchError::DosLineBreaks { line });
     }
     let mut lines = Vec::new();
+    let mut foreign = Vec::new();
     for (index, line) in script.lines().enumerate() {
         let number = index + 1;
         let trimmed = line.trim();
@@ -297,12 +307,19 @@ fn directive_lines(script: &str) -> Result<Vec<(usize, Vec<String>)>, SbatchErro
         if !trimmed.starts_with('#') {
             break;
         }
-        let Some(rest) = line.strip_prefix("#SBATCH") else {
+        if FOREIGN_DIRECTIVES.iter().any(|d| line.starts_with(d)) {
+            foreign.push((number, line.to_owned()));
+            continue;
+        }
+        let Some(rest) = line
+            .strip_prefix("#SBATCH")
+            .or_else(|| line.strip_prefix("#SLURM"))
+        else {
             continue;
         };
         lines.push((number, words(rest, number)?));
     }
-    Ok(lines)
+    Ok((lines, foreign))
 }
 
 /// A line split into words as sbatch splits it (its `_get_argument`): blanks separate, quotes
@@ -546,11 +563,14 @@ pub fn convert_with(
     let mut order = 0;
     // The command line's after the script's, so that a later one wins as in sbatch (which reads
     // its command line again after the script).
-    let mut lines: Vec<(Origin, Vec<String>)> = directive_lines(script)?
+    let (directives, foreign) = directive_lines(script)?;
+    let mut lines: Vec<(Origin, Vec<String>)> = directives
         .into_iter()
         .map(|(line, words)| (Origin::Line(line), words))
         .collect();
     lines.push((Origin::CommandLine, command_line.to_vec()));
+    // Whether `--ignore-pbs` was given (anywhere): sbatch then reads no FOREIGN_DIRECTIVES.
+    let mut ignore_foreign = false;
     for (origin, words) in lines {
         let on_command_line = origin == Origin::CommandLine;
         let (found, used) = options(origin, &words, on_command_line);
@@ -573,6 +593,11 @@ pub fn convert_with(
                     continue;
                 }
             };
+            if d.long == "ignore-pbs" {
+                // Honoured here, by not reporting the lines sbatch would not read either.
+                ignore_foreign = true;
+                continue;
+            }
             match apply(&mut spec, &mut extra, &d) {
                 Ok(()) => {
                     order += 1;
@@ -584,6 +609,19 @@ pub fn convert_with(
                     reason,
                 }),
             }
+        }
+    }
+    // sbatch applies them after its own lines; a SlurmJob has nothing to apply them with.
+    if !ignore_foreign {
+        for (line, written) in foreign {
+            unconverted.push(Unconverted {
+                origin: Origin::Line(line),
+                option: written,
+                reason: "is another batch system's directive, which sbatch reads too (after the \
+                         #SBATCH lines, unless --ignore-pbs is given) and a SlurmJob does not: \
+                         write it as #SBATCH options, or give --ignore-pbs"
+                    .into(),
+            });
         }
     }
     // Pairs sbatch refuses, or that the SlurmJob refuses as saying one thing twice: the later
@@ -680,6 +718,19 @@ pub fn convert_with(
                 });
             }
         }
+    }
+    // sbatch's --export=NONE or NAME=value list also has the node load the user's login
+    // environment for the job (as --get-user-env); a SlurmJob's script gets spec.environment.
+    if let Some((_, d)) = set_at.get("export") {
+        caveats.push(Caveat {
+            origin: d.origin,
+            option: d.written.clone(),
+            reason: "under sbatch, the job also gets the user's login environment on the node \
+                     (as with --get-user-env: PATH, modules, ~/.profile); a SlurmJob's script \
+                     gets only these variables: add what it needs (PATH among them), or set \
+                     it up in the script"
+                .into(),
+        });
     }
     caveats.sort_by_key(|c| c.origin);
     if !extra.is_empty() {

@@ -123,6 +123,7 @@ impl Runner {
             acting_since: self.started_at,
             key: &KEY,
             searches: None,
+            still_granted: &|| true,
         }
     }
 

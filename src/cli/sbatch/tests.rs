@@ -444,6 +444,14 @@ fn a_later_export_replaces_an_earlier_one() {
     assert_eq!(c.spec.environment, env(&[]));
     let c = convert_with(&script, "main", &words(&["--export=MODE=x"])).unwrap();
     assert_eq!(c.spec.environment, env(&[("MODE", "x")]));
+    // sbatch would add the user's login environment; said once, for the option that counts.
+    assert_eq!(c.caveats.len(), 1, "{:?}", c.caveats);
+    assert_eq!(c.caveats[0].option, "--export=MODE=x");
+    assert!(
+        c.caveats[0].reason.contains("login environment"),
+        "{}",
+        c.caveats[0]
+    );
     // One not converted (reported) leaves the earlier one as it was.
     let c = convert_with(&script, "main", &words(&["--export=ALL"])).unwrap();
     assert_eq!(c.spec.environment, env(&[("DEBUG", "1")]));
@@ -870,4 +878,41 @@ fn words_after_the_command_line_options_are_reported() {
         [(Origin::CommandLine, "job.sh"), (Origin::CommandLine, "x")]
     );
     assert!(c.spec.time_limit.is_some());
+}
+
+/// `#SLURM` lines are read as `#SBATCH` ones (sbatch does, with a warning); `#PBS` and `#BSUB`
+/// lines, which sbatch also applies unless `--ignore-pbs` is given, are reported: a SlurmJob
+/// has nothing to apply them with, and dropping them would run the job otherwise than sbatch.
+#[test]
+fn other_directive_spellings_are_read_or_reported_as_sbatch_reads_them() {
+    let lines = [
+        "#SBATCH -t 24:00:00",
+        "#SLURM --job-name=old-style",
+        "#PBS -l walltime=01:00:00",
+        "#BSUB -W 60",
+        "# PBS -l nodes=2 (a comment to sbatch too)",
+    ];
+    let c = converted(&lines);
+    assert_eq!(c.spec.name.as_deref(), Some("old-style"));
+    assert_eq!(
+        reported(&c),
+        [(4, "#PBS -l walltime=01:00:00"), (5, "#BSUB -W 60")]
+    );
+    assert!(
+        c.unconverted[0].reason.contains("--ignore-pbs"),
+        "{}",
+        c.unconverted[0]
+    );
+
+    // --ignore-pbs (here abbreviated, as getopt allows), on the command line or in the
+    // script: sbatch reads none of them, nor is the option itself reported.
+    for (command_line, extra) in [
+        (&["--ignore-p"][..], None),
+        (&[][..], Some("#SBATCH --ignore-pbs")),
+    ] {
+        let lines: Vec<&str> = lines.iter().copied().chain(extra).collect();
+        let c = convert_with(&script(&lines), "main", &words(command_line)).unwrap();
+        assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
+        assert_eq!(c.spec.name.as_deref(), Some("old-style"));
+    }
 }
