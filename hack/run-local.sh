@@ -2,8 +2,36 @@
 # The main job on a local default: bring up the real local Slurm (hack/slurm-up.sh), check it
 # with the operator's client, then run examples/hello-slurmjob.yaml through the operator's
 # submit/mirror/cancel core (`slurm-operator job run`, no Kubernetes needed).
-# Extra arguments are passed to `job run` (e.g. -f another-job.yaml).
+# Extra arguments are passed to `job run` (e.g. -f another-job.yaml, relative to where it is
+# run from; without -f the example job is run with them).
 set -euo pipefail
+# A relative job file is the caller's: made absolute before the cd to the repository.
+args=()
+job_file=false
+while [ $# -gt 0 ]; do
+    case $1 in
+        -f | --filename)
+            job_file=true
+            args+=("$1")
+            shift
+            if [ $# -gt 0 ]; then
+                args+=("$(realpath -m -- "$1")")
+                shift
+            fi
+            ;;
+        -f?* | --filename=*)
+            job_file=true
+            value=${1#-f}
+            value=${value#--filename=}
+            args+=("--filename=$(realpath -m -- "$value")")
+            shift
+            ;;
+        *)
+            args+=("$1")
+            shift
+            ;;
+    esac
+done
 cd "$(dirname "$0")/.."
 flavour=${SLURM_FLAVOUR:-trixie}
 bash hack/slurm-up.sh --flavour "$flavour" >/dev/null
@@ -47,7 +75,8 @@ spec:
         name: slurm-jwt
       user: $SLURM_USER
 YAML
-if [ $# -eq 0 ]; then
-    set -- -f examples/hello-slurmjob.yaml
+# The example job unless one was given (other options, such as --tag-key-file, keep it).
+if ! $job_file; then
+    args=(-f examples/hello-slurmjob.yaml "${args[@]}")
 fi
-"$bin" job run --cluster "$cluster" "$@"
+"$bin" job run --cluster "$cluster" "${args[@]}"

@@ -81,7 +81,7 @@ fn check_fails_with_one_line_and_an_exit_code_per_reason() {
         ),
         (
             &["--url", "not a url", "--token", "x"],
-            1,
+            2,
             "invalid slurmrestd endpoint",
         ),
         (

@@ -224,10 +224,16 @@ impl CliError {
             Self::Usage(_) | Self::ReadFile { .. } => 2,
             Self::Run(_) => 1,
             Self::NotFollowed { .. } => follow::EXIT_NOT_FOLLOWED,
+            // A ready token past its `exp` is refused as slurmrestd would refuse it.
+            Self::Slurm(SlurmError::Credentials(crate::slurm::auth::AuthError::TokenExpired {
+                ..
+            })) => 5,
+            // What was given cannot be used as it is (an endpoint, a key, a token lifetime).
+            Self::Slurm(SlurmError::Credentials(_) | SlurmError::InvalidEndpoint { .. }) => 2,
             Self::Slurm(e) => match e.category() {
                 "Unreachable" | "Timeout" => 3,
                 "TLSError" | "InvalidCA" => 4,
-                "Unauthorized" | "InvalidCredentials" | "PermissionDenied" => 5,
+                "Unauthorized" | "PermissionDenied" => 5,
                 "UnsupportedVersion" => 6,
                 _ => 1,
             },
@@ -312,6 +318,23 @@ impl ConnectArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The exit codes the README names: what was given cannot be used (2), a refused or
+    /// expired token (5).
+    #[test]
+    fn what_cannot_be_used_as_given_exits_2_a_refused_token_5() {
+        let code = |e: SlurmError| CliError::Slurm(e).exit_code();
+        assert_eq!(code(ClientConfig::new("not a url").unwrap_err()), 2);
+        let lifetime = Credentials::minted(vec![7; 32], "slurm", Duration::from_secs(3600));
+        assert_eq!(code(lifetime.unwrap_err().into()), 2);
+        let expired = crate::slurm::auth::AuthError::TokenExpired { at: "then".into() };
+        assert_eq!(code(expired.into()), 5);
+        let unauthorized = SlurmError::Unauthorized {
+            status: 401,
+            detail: "Authentication failure".into(),
+        };
+        assert_eq!(code(unauthorized), 5);
+    }
 
     /// Two contexts on two API servers, each with its namespace; `a` is the current one.
     const KUBECONFIG: &str = "apiVersion: v1

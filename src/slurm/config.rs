@@ -116,8 +116,9 @@ impl RetryPolicy {
 impl ClientConfig {
     /// Parse and check an endpoint URL; defaults for everything else.
     pub fn new(endpoint: &str) -> Result<Self, SlurmError> {
+        // Named without what may be credentials typed into it (the error reaches logs).
         let invalid = |detail: &str| SlurmError::InvalidEndpoint {
-            endpoint: endpoint.to_owned(),
+            endpoint: crate::slurm::location_without_secrets(endpoint),
             detail: detail.to_owned(),
         };
         let mut url = Url::parse(endpoint.trim()).map_err(|e| invalid(&e.to_string()))?;
@@ -294,6 +295,16 @@ mod tests {
         ] {
             let err = ClientConfig::new(bad).unwrap_err();
             assert_eq!(err.category(), "InvalidEndpoint", "{bad:?}: {err}");
+        }
+        // A refused URL is named without the credentials typed into it (`check --url` prints
+        // the error, a SlurmCluster's status shows it).
+        for typed in [
+            "https://admin:s3cret@slurm.example:6820",
+            "https://slurm.example:6820/?token=s3cret",
+            "admin:s3cret@slurm.example:6820",
+        ] {
+            let err = ClientConfig::new(typed).unwrap_err().to_string();
+            assert!(!err.contains("s3cret"), "{err}");
         }
     }
 
