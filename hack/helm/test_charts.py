@@ -1942,6 +1942,9 @@ SCHEMA_CASES = [
     (CLUSTER, ("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice", "cluster.access[0].account=x"),
      ["additional properties 'account' not allowed"]),
     (CLUSTER, ("secrets.jwtKey.existingSecret=my-jwt",), ["secrets.jwtKey.existingSecret is set", "cluster.credentials.existingSecret"]),
+    # Also with the credentials namespace the release's: the chart cannot label that Secret.
+    (CLUSTER, ("secrets.jwtKey.existingSecret=my-jwt", f"operatorCredentialsNamespace={RELEASE_NS}"),
+     ["secrets.jwtKey.existingSecret is set", "labelled slurm.rs/credentials=true", "cluster.credentials.existingSecret"]),
     (CLUSTER, ("slurm.debug=loud",), ["/slurm/debug"]),
     (CLUSTER, ("slurmrestd.uid=0",), ["/slurmrestd/uid", "minimum"]),
     (CLUSTER, ("partitions.debug.state=OPEN",), ["/partitions/debug/state"]),
@@ -1961,7 +1964,7 @@ SCHEMA_CASES = [
     (CLUSTER, ("nodesets.compute.realMemory=lots",), ["/nodesets/compute/realMemory", "'lots' does not match pattern"]),
     (CLUSTER, ("accounting.enabled=true", "accounting.mariadb.enabled=false"), ["set accounting.external.host and accounting.external.passwordSecret.name"]),
     (CLUSTER, ("sharedVolume.enabled=true", "sharedVolume.nfs.server=nfs.example"), ["sharedVolume.nfs.path is empty"]),
-    (CLUSTER, ("networkPolicy.enabled=true",), ["networkPolicy.slurmrestdFrom empty", "kubernetes.io/metadata.name: slurm-operator"]),
+    (CLUSTER, ("networkPolicy.enabled=true",), ["networkPolicy.slurmrestdFrom empty", "kubernetes.io/metadata.name: <the namespace the operator runs in>"]),
     (CLUSTER, ("networkPolicy.enabled=true", "networkPolicy.slurmrestdFrom[0].podSelector.matchLabels.app=x",
                "slurmctld.metrics.enabled=true", "slurmctld.metrics.serviceMonitor.enabled=true"),
      ["slurmctld.metrics.serviceMonitor.enabled with networkPolicy.enabled and networkPolicy.metricsFrom empty"]),
