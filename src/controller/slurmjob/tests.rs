@@ -59,7 +59,10 @@ fn assert_cluster_not_ready(status: &SlurmJobStatus) {
 /// A job for the local Slurm's partition, held (begin time an hour ahead): one that started
 /// between a test's reconciles would add a `Started` Event to the calls each one expects.
 fn held_on_local(name: &str, slurm: &std::collections::HashMap<String, String>) -> SlurmJob {
-    let mut job = slurm_job(name, "#!/bin/sh\nsleep 120\n");
+    // A name of this run only: the local Slurm's accounting keeps earlier runs' jobs, which a
+    // SlurmJob not fresh (created before the index's first listing) searches by name.
+    let name = format!("{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let mut job = slurm_job(&name, "#!/bin/sh\nsleep 120\n");
     job.spec.partition = Some(slurm["SLURM_PARTITION"].clone());
     let begin = chrono::Utc::now().timestamp() + 3600;
     job.spec.extra_options = Some(serde_json::Map::from_iter([(
