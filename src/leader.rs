@@ -9,7 +9,10 @@
 //! controller is reconciled ([`Leadership::gained`]), so nothing waits for its next change.
 //!
 //! The Lease itself is kept by `kube-lease-manager` (server-side apply, clock-skew grace), not by
-//! code of ours.
+//! code of ours. Its word alone does not let a replica write: while it leads, the replica reads
+//! the Lease itself every half grace (each read bounded in time), and stops writing when the
+//! Lease it last read expires, so that renewals that fail or hang (the manager only retries
+//! them) stop its writes by the time a standby may take over.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,21 +42,71 @@ struct LeaseCheck {
     api: Api<Lease>,
     name: String,
     identity: String,
+    /// How long a read may take: the client sets no read timeout, and a read on a dead
+    /// connection would otherwise hold a submit (and a graceful stop) for good.
+    timeout: Duration,
+}
+
+/// Why the Lease could not be read.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// The Lease `name`, read within `timeout`.
+async fn read_lease(api: &Api<Lease>, name: &str, timeout: Duration) -> Result<Lease, ReadError> {
+    match tokio::time::timeout(timeout, api.get(name)).await {
+        Ok(read) => Ok(read?),
+        Err(_) => Err(ReadError::Timeout(timeout)),
+    }
 }
 
 /// Whether `lease` names `identity` as its holder and has not expired at `now`.
 fn holds(lease: &Lease, identity: &str, now: Timestamp) -> bool {
-    let Some(spec) = &lease.spec else {
-        return false;
-    };
+    expiry_for(lease, identity).is_some_and(|expiry| expiry > now)
+}
+
+/// When `lease` expires, if it names `identity` as its holder: its renewal plus its duration.
+fn expiry_for(lease: &Lease, identity: &str) -> Option<Timestamp> {
+    let spec = lease.spec.as_ref()?;
     let (Some(renewed), Some(seconds)) = (&spec.renew_time, spec.lease_duration_seconds) else {
-        return false;
+        return None;
     };
-    spec.holder_identity.as_deref() == Some(identity)
-        && renewed
-            .0
-            .checked_add(SignedDuration::from_secs(i64::from(seconds)))
-            .is_ok_and(|expiry| expiry > now)
+    if spec.holder_identity.as_deref() != Some(identity) {
+        return None;
+    }
+    renewed
+        .0
+        .checked_add(SignedDuration::from_secs(i64::from(seconds)))
+        .ok()
+}
+
+/// Whether this replica may write: the Lease manager says it leads, and the Lease it last read
+/// itself (`expires`) is still its own at `now`. The manager's word alone is not enough: it
+/// keeps saying "leading" while its renewals fail (it only logs and retries) or hang (a request
+/// on a dead connection has no timeout), while a standby takes the Lease once it has expired.
+/// Not earlier than the expiry: the manager renews a grace before it, and the reads must see
+/// that renewal in time, or writes would pause at every renewal.
+fn may_write(leading: bool, expires: Option<Timestamp>, now: Timestamp) -> bool {
+    leading && expires.is_some_and(|expires| now < expires)
+}
+
+/// How long until [`may_write`] turns false by the clock alone (zero when it is already).
+fn writable_for(expires: Option<Timestamp>, now: Timestamp) -> Duration {
+    expires
+        .and_then(|until| Duration::try_from(until.duration_since(now)).ok())
+        .unwrap_or(Duration::ZERO)
+}
+
+/// When a Lease the manager has just taken or renewed expires: `duration` from now.
+fn lease_taken_now(duration: Duration) -> Timestamp {
+    SignedDuration::try_from(duration)
+        .ok()
+        .and_then(|d| Timestamp::now().checked_add(d).ok())
+        .unwrap_or_else(Timestamp::now)
 }
 
 impl Leadership {
@@ -90,6 +143,7 @@ impl Leadership {
             api,
             name: name.to_owned(),
             identity: identity.to_owned(),
+            timeout: Duration::from_secs(5),
         }));
         leadership
     }
@@ -106,7 +160,7 @@ impl Leadership {
         let Some(check) = &self.lease else {
             return true;
         };
-        match check.api.get(&check.name).await {
+        match read_lease(&check.api, &check.name, check.timeout).await {
             Ok(lease) => {
                 let held = holds(&lease, &check.identity, Timestamp::now());
                 if !held {
@@ -248,33 +302,69 @@ pub async fn elect(
     // The controllers follow a channel of ours, not the manager's: the manager releases the
     // Lease only once every receiver of its channel is gone, and the controllers' Context
     // outlives this task at shutdown.
-    let (gate, followed) = watch::channel(*state.borrow());
-    let mut leadership = Leadership::follow(followed);
-    leadership.lease = Some(Arc::new(LeaseCheck {
+    let duration = Duration::from_secs(secs(config.duration));
+    // Reads every half grace, each done within it, see a renewal (made a grace before the
+    // expiry) before the expiry.
+    let every = (Duration::from_secs(secs(config.grace)) / 2).max(Duration::from_millis(500));
+    let check = Arc::new(LeaseCheck {
         api: Api::namespaced(client, &config.namespace),
         name: config.name.clone(),
         identity: config.identity.clone(),
-    }));
+        timeout: every,
+    });
+    let mut leading = *state.borrow();
+    // The manager has just taken or renewed the Lease when it says so; read at once below.
+    let mut expires = leading.then(|| lease_taken_now(duration));
+    let mut writing = may_write(leading, expires, Timestamp::now());
+    let (gate, followed) = watch::channel(writing);
+    let mut leadership = Leadership::follow(followed);
+    leadership.lease = Some(Arc::clone(&check));
     let lease = format!("{}/{}", config.namespace, config.name);
     let identity = config.identity.clone();
     let keeper = tokio::spawn(async move {
         let mut state = state;
+        // While leading, the Lease is read this often (the first tick is at once).
+        let mut checks = tokio::time::interval(every);
+        checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let stale_in = writable_for(expires, Timestamp::now());
             tokio::select! {
                 changed = state.changed() => {
                     if changed.is_err() {
                         warn!(%lease, "leader election stopped; this replica no longer writes");
                         break;
                     }
-                    let leading = *state.borrow_and_update();
-                    gate.send_replace(leading);
-                    if leading {
-                        info!(%lease, %identity, "became the leader");
-                    } else {
-                        warn!(%lease, %identity, "lost the Lease; writes stop");
+                    leading = *state.borrow_and_update();
+                    expires = leading.then(|| lease_taken_now(duration));
+                }
+                _ = checks.tick(), if leading => {
+                    match read_lease(&check.api, &check.name, check.timeout).await {
+                        // Not ours any more (another holder, or released): `None` stops writes.
+                        Ok(read) => expires = expiry_for(&read, &check.identity),
+                        // Kept: the clock runs it out unless a later read sees it renewed.
+                        Err(error) => warn!(
+                            %lease, %error,
+                            "cannot read the Lease; writes stop when the one last read expires"
+                        ),
                     }
                 }
+                () = tokio::time::sleep(stale_in), if writing => {}
                 () = shutdown.cancelled() => break,
+            }
+            let now_writing = may_write(leading, expires, Timestamp::now());
+            if now_writing != writing {
+                writing = now_writing;
+                gate.send_replace(writing);
+                if writing {
+                    info!(%lease, %identity, "became the leader");
+                } else if leading {
+                    warn!(
+                        %lease, %identity,
+                        "the Lease is not seen renewed (its renewals fail or hang); writes stop"
+                    );
+                } else {
+                    warn!(%lease, %identity, "lost the Lease; writes stop");
+                }
             }
         }
         // Writes stop before the Lease is released; dropping the manager's only receiver makes
@@ -329,6 +419,64 @@ mod tests {
             at(1_001)
         ));
         assert!(!holds(&Lease::default(), "a", at(1_001)), "released");
+    }
+
+    /// Writes stop when the Lease last read expires, whatever the manager says: its renewals
+    /// may fail or hang while it goes on saying "leading".
+    #[test]
+    fn writes_stop_when_the_lease_last_read_expires() {
+        let at = |s: i64| Timestamp::from_second(s).unwrap();
+        let expires = Some(at(1_015));
+        assert!(may_write(true, expires, at(1_000)));
+        assert!(may_write(true, expires, at(1_014)));
+        assert!(!may_write(true, expires, at(1_015)), "expired");
+        assert!(
+            !may_write(false, expires, at(1_000)),
+            "the manager says lost"
+        );
+        assert!(!may_write(true, None, at(1_000)), "not ours when last read");
+        assert_eq!(writable_for(expires, at(1_004)), Duration::from_secs(11));
+        assert_eq!(writable_for(expires, at(1_020)), Duration::ZERO);
+        assert_eq!(writable_for(None, at(1_000)), Duration::ZERO);
+    }
+
+    /// The keeper's reads: what a Lease says about its holder's expiry.
+    #[test]
+    fn a_leases_expiry_is_its_holders_only() {
+        use k8s_openapi::api::coordination::v1::LeaseSpec;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+        let lease = |holder: &str| Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: Some(holder.into()),
+                renew_time: Some(MicroTime(Timestamp::from_second(1_000).unwrap())),
+                lease_duration_seconds: Some(15),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            expiry_for(&lease("a"), "a"),
+            Some(Timestamp::from_second(1_015).unwrap())
+        );
+        assert_eq!(expiry_for(&lease("b"), "a"), None);
+        assert_eq!(expiry_for(&Lease::default(), "a"), None);
+    }
+
+    /// A Lease read that gets no answer ends within its timeout, as a failed read: a submit
+    /// waiting on it is not held for good.
+    #[tokio::test]
+    async fn a_lease_read_without_an_answer_fails_in_time() {
+        let (service, _handle) = tower_test::mock::pair::<
+            http::Request<kube::client::Body>,
+            http::Response<kube::client::Body>,
+        >();
+        let client = kube::Client::new(service, "default");
+        let (_sender, state) = watch::channel(true);
+        let leadership = Leadership::with_lease(state, Api::namespaced(client, "ops"), "l", "me");
+        let started = std::time::Instant::now();
+        // `with_lease` reads within 5 s; the mock never answers.
+        assert!(!leadership.confirm().await);
+        assert!(started.elapsed() < Duration::from_secs(30));
     }
 
     #[tokio::test]

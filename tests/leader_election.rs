@@ -73,6 +73,66 @@ async fn simultaneous_candidates_never_lead_together() {
     }
 }
 
+/// A leader whose Lease is taken while its Lease manager still believes it holds it (its
+/// renewals failing or hanging, as on a dead connection: the manager only retries them) stops
+/// writing once its own read of the Lease sees another holder, long before the manager's next
+/// renewal would tell it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_stops_writing_when_its_own_read_sees_the_lease_taken() {
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use kube::api::{Patch, PatchParams};
+
+    let api = FakeApiServer::start().await;
+    let config = LeaseConfig {
+        name: "taken".into(),
+        namespace: NAMESPACE.into(),
+        identity: "a".into(),
+        // The manager renews 2 s before the expiry: 28 s after taking the Lease.
+        duration: Duration::from_secs(30),
+        grace: Duration::from_secs(2),
+    };
+    let shutdown = CancellationToken::new();
+    let (a, a_task) = leader::elect(api.client(), &config, shutdown.clone())
+        .await
+        .unwrap();
+    eventually("a to lead", Duration::from_secs(10), || async {
+        a.is_leader().then_some(())
+    })
+    .await;
+
+    // Another holder, freshly renewed, written past a's manager.
+    let leases: Api<Lease> = Api::namespaced(api.client(), NAMESPACE);
+    let taken = Lease {
+        spec: Some(LeaseSpec {
+            holder_identity: Some("b".into()),
+            renew_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+            lease_duration_seconds: Some(30),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    leases
+        .patch(
+            "taken",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": taken.spec})),
+        )
+        .await
+        .unwrap();
+    // Its manager would notice at its renewal, ~28 s after taking the Lease; its own reads
+    // (every second) see it at once.
+    eventually(
+        "a to stop writing with the Lease taken",
+        Duration::from_secs(10),
+        || async { (!a.is_leader()).then_some(()) },
+    )
+    .await;
+    assert!(!a.confirm().await);
+    shutdown.cancel();
+    a_task.await.unwrap();
+}
+
 fn replica_args(identity: &str, metrics: &str) -> Vec<String> {
     [
         "--namespace",
