@@ -750,12 +750,17 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
                 .map(|p| p.name.as_str()),
         );
         let missing = replicas.saturating_sub(active.len());
-        // Ready but not yet past `minReadySeconds` counts as unavailable, like not ready.
+        // Ready but not yet past `minReadySeconds` counts as unavailable, like not ready. Only
+        // pods of the current template: an outdated one that is unavailable is first in victim
+        // order, and its replacement is what the update is for (as a Deployment takes unhealthy
+        // old pods first); counting it would stop the update for good behind a broken template
+        // that a newer one fixes.
         let not_ready = kept
             .iter()
             .filter(|p| {
                 !is_available(p, input.min_ready_seconds, now)
                     && !updating.contains(p.name.as_str())
+                    && p.template_hash.as_deref() == Some(input.template_hash)
             })
             .count();
         let budget =
@@ -1008,20 +1013,28 @@ fn leave(
     let jobs = state.node_jobs.get(&pod.name);
     match drain_owner(node) {
         DrainOwner::NotDrained => {
-            plan.actions.push(Action::Drain {
-                node: pod.name.clone(),
-                reason: drain_reason(why),
-            });
             // A drain marked before a node list that shows none was undone (an admin's resume,
             // slurmctld's state lost): `drainTimeout` counts from this drain, not that one, or
-            // jobs started since would be ended at once.
+            // jobs started since would be ended at once. So the new mark goes first: should
+            // it fail, the drain (same subject) is not made either, and the old mark never
+            // times out a drain made since; a mark that lands before a drain that fails only
+            // starts the clock a retry early.
             let undone = pod
                 .drain_started
                 .is_some_and(|started| state.nodes_synced_at.is_some_and(|at| at > started));
-            if pod.drain_started.is_none() || undone {
-                plan.actions.push(Action::MarkDrainStarted {
-                    pod: pod.name.clone(),
-                });
+            let drain = Action::Drain {
+                node: pod.name.clone(),
+                reason: drain_reason(why),
+            };
+            let mark = Action::MarkDrainStarted {
+                pod: pod.name.clone(),
+            };
+            if undone {
+                plan.actions.extend([mark, drain]);
+            } else if pod.drain_started.is_none() {
+                plan.actions.extend([drain, mark]);
+            } else {
+                plan.actions.push(drain);
             }
             plan.waiting.push(Waiting {
                 pod: pod.name.clone(),

@@ -1103,7 +1103,8 @@ fn drain_timeout_forces_only_our_recorded_drain() {
 
 /// A drain undone after it was marked (an admin resumed the node, slurmctld lost its state) is
 /// marked again as it is drained again: `scaleIn.drainTimeout` counts from the new drain, so
-/// jobs started in between are not ended as soon as it shows.
+/// jobs started in between are not ended as soon as it shows. The mark comes first: a failed
+/// mark skips the drain (same subject), so the old mark never times out a drain made since.
 #[test]
 fn a_drain_undone_restarts_the_drain_timeout() {
     let timeout = Some(std::time::Duration::from_secs(60));
@@ -1118,8 +1119,8 @@ fn a_drain_undone_restarts_the_drain_timeout() {
     assert_eq!(
         structural(&run_with(1, &p, Some(&resumed), &strategy, timeout)),
         [
+            Action::MarkDrainStarted { pod: "ns-1".into() },
             drain("ns-1"),
-            Action::MarkDrainStarted { pod: "ns-1".into() }
         ]
     );
     // A list asked before the mark may not show the drain yet: the mark stays.
@@ -1283,9 +1284,11 @@ fn rolling_update_goes_one_batch_at_a_time() {
         drains(&run_with(4, &p, Some(&st), &two, None)),
         [update(2), update(3)]
     );
-    // One already in progress (and a not-ready pod) use up the budget: nothing new starts.
+    // One already in progress (and a not-ready pod of the new template) use up the budget:
+    // nothing new starts.
     p[3].drain_started = Some(t(-5));
     p[0].ready = false;
+    p[0].template_hash = Some("h1".into());
     let ours = Some("slurm-operator: rolling update");
     let st2 = state(
         vec![
@@ -1613,6 +1616,39 @@ fn rolling_update_counts_pods_not_yet_available_as_unavailable() {
     assert_eq!(drains(&run_min_ready(4, &p, Some(&st), 0)), ["ns-2"]);
     p[3].ready_since = Some(t(-30));
     assert_eq!(drains(&run_min_ready(4, &p, Some(&st), 30)), ["ns-2"]);
+}
+
+/// A template that never became Ready, fixed by a newer one: the pod of the broken template is
+/// outdated and unavailable, and it is replaced first rather than using up `maxUnavailable`
+/// (which stopped the update for good, as a Deployment's would not).
+#[test]
+fn an_unavailable_pod_of_an_older_template_does_not_hold_the_update() {
+    let mut p = pods(4);
+    for pod in &mut p[..3] {
+        pod.template_hash = Some("h0".into());
+    }
+    // ns-3 runs the broken template h-bad: never Ready.
+    p[3].template_hash = Some("h-bad".into());
+    p[3].ready = false;
+    let st = state(
+        vec![idle("ns-0"), idle("ns-1"), idle("ns-2"), idle("ns-3")],
+        &[],
+    );
+    let drains = |plan: &NodeSetPlan| {
+        plan.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Drain { node, .. } => Some(node.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    // The fix (h1) goes first to the unavailable pod; the budget of 1 is then used.
+    assert_eq!(drains(&run(4, &p, Some(&st))), ["ns-3"]);
+    // Its replacement of the current template, not Ready yet, holds the rest back.
+    p[3].template_hash = Some("h1".into());
+    p[3].drain_started = None;
+    assert!(drains(&run(4, &p, Some(&st))).is_empty());
 }
 
 #[test]
