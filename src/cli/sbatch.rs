@@ -272,21 +272,47 @@ struct Directive {
     written: String,
 }
 
-/// The lines of another batch system's directives that sbatch also reads (unless
-/// `--ignore-pbs`), after its own: the SlurmJob does not.
-const FOREIGN_DIRECTIVES: [&str; 2] = ["#PBS", "#BSUB"];
+/// Another batch system's directives that sbatch also applies, after its own lines, unless
+/// an `#SBATCH --ignore-pbs` line says not to: the first of these found in the script, the
+/// others then not (sbatch translates one kind at most).
+const FOREIGN_DIRECTIVES: [&str; 2] = ["#BSUB", "#PBS"];
+
+/// How many lines not starting with `#` sbatch reads past before it stops looking for
+/// [`FOREIGN_DIRECTIVES`] (unlike `#SBATCH` lines, they count after the first command too).
+const FOREIGN_SCAN_LINES: usize = 100;
+
+/// The lines of the one kind of [`FOREIGN_DIRECTIVES`] sbatch would translate, as written,
+/// with their line numbers.
+fn foreign_lines(script: &str) -> Vec<(usize, String)> {
+    for magic in FOREIGN_DIRECTIVES {
+        let mut found = Vec::new();
+        let mut others = 0;
+        for (index, line) in script.lines().enumerate() {
+            if line.starts_with(magic) {
+                found.push((index + 1, line.to_owned()));
+                continue;
+            }
+            if !line.starts_with('#') {
+                others += 1;
+                if others > FOREIGN_SCAN_LINES {
+                    break;
+                }
+            }
+        }
+        if !found.is_empty() {
+            return found;
+        }
+    }
+    Vec::new()
+}
 
 /// The words of the `#SBATCH` lines, with their line numbers: only lines before the first
 /// command count (sbatch stops at the first line that is neither blank nor a comment), and only
 /// lines starting with exactly `#SBATCH` (so `##SBATCH` and `# SBATCH` are comments), or with
 /// `#SLURM`, which sbatch reads the same way (warning that it is an old spelling). As in
 /// sbatch, whatever follows those characters is words, blank or not: `#SBATCH--time=7` is
-/// `--time=7`, and `#SBATCHX` is the word `X` (which sbatch refuses the script for). Second,
-/// the [`FOREIGN_DIRECTIVES`] lines among them, as written.
-#[allow(clippy::type_complexity)]
-fn directive_lines(
-    script: &str,
-) -> Result<(Vec<(usize, Vec<String>)>, Vec<(usize, String)>), SbatchError> {
+/// `--time=7`, and `#SBATCHX` is the word `X` (which sbatch refuses the script for).
+fn directive_lines(script: &str) -> Result<Vec<(usize, Vec<String>)>, SbatchError> {
     if !script.starts_with("#!") {
         return Err(SbatchError::NoInterpreter);
     }
@@ -297,7 +323,6 @@ fn directive_lines(
         return Err(SbatchError::DosLineBreaks { line });
     }
     let mut lines = Vec::new();
-    let mut foreign = Vec::new();
     for (index, line) in script.lines().enumerate() {
         let number = index + 1;
         let trimmed = line.trim();
@@ -307,10 +332,6 @@ fn directive_lines(
         if !trimmed.starts_with('#') {
             break;
         }
-        if FOREIGN_DIRECTIVES.iter().any(|d| line.starts_with(d)) {
-            foreign.push((number, line.to_owned()));
-            continue;
-        }
         let Some(rest) = line
             .strip_prefix("#SBATCH")
             .or_else(|| line.strip_prefix("#SLURM"))
@@ -319,7 +340,7 @@ fn directive_lines(
         };
         lines.push((number, words(rest, number)?));
     }
-    Ok((lines, foreign))
+    Ok(lines)
 }
 
 /// A line split into words as sbatch splits it (its `_get_argument`): blanks separate, quotes
@@ -563,13 +584,14 @@ pub fn convert_with(
     let mut order = 0;
     // The command line's after the script's, so that a later one wins as in sbatch (which reads
     // its command line again after the script).
-    let (directives, foreign) = directive_lines(script)?;
-    let mut lines: Vec<(Origin, Vec<String>)> = directives
+    let mut lines: Vec<(Origin, Vec<String>)> = directive_lines(script)?
         .into_iter()
         .map(|(line, words)| (Origin::Line(line), words))
         .collect();
     lines.push((Origin::CommandLine, command_line.to_vec()));
-    // Whether `--ignore-pbs` was given (anywhere): sbatch then reads no FOREIGN_DIRECTIVES.
+    // Whether an `#SBATCH --ignore-pbs` line was given: sbatch then reads no
+    // FOREIGN_DIRECTIVES. Not the command line's: sbatch reads that one only after it has
+    // translated them.
     let mut ignore_foreign = false;
     for (origin, words) in lines {
         let on_command_line = origin == Origin::CommandLine;
@@ -594,8 +616,9 @@ pub fn convert_with(
                 }
             };
             if d.long == "ignore-pbs" {
-                // Honoured here, by not reporting the lines sbatch would not read either.
-                ignore_foreign = true;
+                // Honoured here, as sbatch honours it, by not reporting the lines it would not
+                // read either; nothing of the job's.
+                ignore_foreign |= !on_command_line;
                 continue;
             }
             match apply(&mut spec, &mut extra, &d) {
@@ -613,13 +636,14 @@ pub fn convert_with(
     }
     // sbatch applies them after its own lines; a SlurmJob has nothing to apply them with.
     if !ignore_foreign {
-        for (line, written) in foreign {
+        for (line, written) in foreign_lines(script) {
             unconverted.push(Unconverted {
                 origin: Origin::Line(line),
                 option: written,
-                reason: "is another batch system's directive, which sbatch reads too (after the \
-                         #SBATCH lines, unless --ignore-pbs is given) and a SlurmJob does not: \
-                         write it as #SBATCH options, or give --ignore-pbs"
+                reason: "is another batch system's directive, which sbatch applies too (after \
+                         the #SBATCH lines, wherever it is in the script) and a SlurmJob does \
+                         not: write it as #SBATCH options, or add an #SBATCH --ignore-pbs line \
+                         if sbatch was meant to skip it"
                     .into(),
             });
         }
@@ -840,9 +864,21 @@ fn apply(
             extra.insert("mail_user".into(), json!(text(1024)?));
         }
         "mail-type" => {
-            // NONE silences the others, as in sbatch: no mail_type then.
+            // As sbatch adds each option's types to the earlier ones' (NONE in one value
+            // silences that value's others, and adds nothing).
             if let Some(types) = mail_types(&value)? {
-                extra.insert("mail_type".into(), json!(types));
+                let mut all: Vec<Value> = extra
+                    .get("mail_type")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for flag in types {
+                    let flag = json!(flag);
+                    if !all.contains(&flag) {
+                        all.push(flag);
+                    }
+                }
+                extra.insert("mail_type".into(), Value::Array(all));
             }
         }
         "licenses" => {

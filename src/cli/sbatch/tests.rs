@@ -360,6 +360,20 @@ fn mail_types_are_renamed_to_what_slurmrestd_takes() {
         let extra = c.spec.extra_options.unwrap_or_default();
         assert_eq!(extra.get("mail_type"), None, "{silenced}");
     }
+    // Each option adds to the earlier ones, as sbatch ORs them (NONE adds nothing); the
+    // command line's too.
+    let script = script(&[
+        "#SBATCH --mail-type=BEGIN",
+        "#SBATCH --mail-type=END,BEGIN",
+        "#SBATCH --mail-type=NONE",
+    ]);
+    let c = convert_with(&script, "main", &words(&["--mail-type=FAIL"])).unwrap();
+    assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
+    let extra = c.spec.extra_options.unwrap_or_default();
+    assert_eq!(
+        extra.get("mail_type"),
+        Some(&json!(["BEGIN", "END", "FAIL"]))
+    );
 }
 
 /// A relative output or error file resolves under the job's working directory: sbatch's is
@@ -881,22 +895,25 @@ fn words_after_the_command_line_options_are_reported() {
 }
 
 /// `#SLURM` lines are read as `#SBATCH` ones (sbatch does, with a warning); `#PBS` and `#BSUB`
-/// lines, which sbatch also applies unless `--ignore-pbs` is given, are reported: a SlurmJob
-/// has nothing to apply them with, and dropping them would run the job otherwise than sbatch.
+/// lines, which sbatch also applies (after the first command too, and one kind only: `#BSUB`
+/// first), are reported: a SlurmJob has nothing to apply them with, and dropping them would
+/// run the job otherwise than sbatch. Only an `#SBATCH --ignore-pbs` line turns that off, as
+/// in sbatch (which reads its command line's only after translating them).
 #[test]
 fn other_directive_spellings_are_read_or_reported_as_sbatch_reads_them() {
     let lines = [
         "#SBATCH -t 24:00:00",
         "#SLURM --job-name=old-style",
         "#PBS -l walltime=01:00:00",
-        "#BSUB -W 60",
         "# PBS -l nodes=2 (a comment to sbatch too)",
+        "module load x",
+        "#PBS -l mem=4gb",
     ];
     let c = converted(&lines);
     assert_eq!(c.spec.name.as_deref(), Some("old-style"));
     assert_eq!(
         reported(&c),
-        [(4, "#PBS -l walltime=01:00:00"), (5, "#BSUB -W 60")]
+        [(4, "#PBS -l walltime=01:00:00"), (7, "#PBS -l mem=4gb")]
     );
     assert!(
         c.unconverted[0].reason.contains("--ignore-pbs"),
@@ -904,15 +921,25 @@ fn other_directive_spellings_are_read_or_reported_as_sbatch_reads_them() {
         c.unconverted[0]
     );
 
-    // --ignore-pbs (here abbreviated, as getopt allows), on the command line or in the
-    // script: sbatch reads none of them, nor is the option itself reported.
-    for (command_line, extra) in [
-        (&["--ignore-p"][..], None),
-        (&[][..], Some("#SBATCH --ignore-pbs")),
-    ] {
-        let lines: Vec<&str> = lines.iter().copied().chain(extra).collect();
-        let c = convert_with(&script(&lines), "main", &words(command_line)).unwrap();
-        assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
-        assert_eq!(c.spec.name.as_deref(), Some("old-style"));
-    }
+    // One kind only: #BSUB lines, when there are any, and then not the #PBS ones.
+    let with_bsub: Vec<&str> = lines.iter().copied().chain(["#BSUB -W 60"]).collect();
+    assert_eq!(reported(&converted(&with_bsub)), [(8, "#BSUB -W 60")]);
+
+    // Past 100 lines that are not comments, sbatch looks no further.
+    let mut long: Vec<String> = vec!["echo start".into(); 101];
+    long.push("#PBS -l walltime=1:00:00".into());
+    let long: Vec<&str> = long.iter().map(String::as_str).collect();
+    assert!(converted(&long).unconverted.is_empty());
+
+    // `#SBATCH --ignore-pbs`: none is read, nor is the option reported.
+    let ignored: Vec<&str> = ["#SBATCH --ignore-pbs"]
+        .into_iter()
+        .chain(lines.iter().copied())
+        .collect();
+    let c = converted(&ignored);
+    assert!(c.unconverted.is_empty(), "{:?}", c.unconverted);
+    assert_eq!(c.spec.name.as_deref(), Some("old-style"));
+    // On the command line it is taken, but sbatch reads it too late to skip them.
+    let c = convert_with(&script(&lines), "main", &words(&["--ignore-pbs"])).unwrap();
+    assert_eq!(reported(&c).len(), 2, "{:?}", c.unconverted);
 }
