@@ -597,6 +597,19 @@ where
                         ));
                     }
                 };
+                if !(env.still_granted)() {
+                    // As for a submit: the reads before (the whole spec, the job's record) can
+                    // take a while, and the account, partition or QoS asked for may no longer
+                    // be granted. Decided again under the access as it is now.
+                    let message = format!(
+                        "generation {generation} is not applied to Slurm job {job_id} yet: the \
+                         SlurmCluster's access changed while the edit was prepared; it is \
+                         decided again under the access as it is now"
+                    );
+                    applied(&mut next, false, "AccessChanged", &message);
+                    next.observed_generation = current.observed_generation;
+                    return Ok((next, Vec::new(), Again::After(WAIT_RETRY)));
+                }
                 let result = as_owner.update_job(id, &update).await;
                 let fields = update.fields().join(", ");
                 match result {

@@ -613,7 +613,10 @@ async fn apply(
             // What the spec names (the grant allows it) is what the edit asks for; a field it
             // leaves out keeps the job's value, not the grant's default of today (an admin's
             // reordering of the grant's lists would move a waiting job at an unrelated edit).
-            Ok(grant) => job_user = Some(grant.slurm_user),
+            Ok(grant) => {
+                decided_grant = Some(grant.clone());
+                job_user = Some(grant.slurm_user);
+            }
             Err(refusal) => {
                 // Refused the edit, the job is still followed as the entry's user's.
                 job_user = granted_user(job, namespace, data).ok().flatten();

@@ -1094,6 +1094,42 @@ async fn a_failing_edit_backs_off() {
     assert_eq!(step.retry, None);
 }
 
+/// An edit whose namespace's access changed while it was prepared is not sent (as a submit is
+/// not): `SpecApplied=False/AccessChanged`, the generation left unobserved, and a step soon
+/// decides it again under the new access. The mock takes no update.
+#[tokio::test]
+async fn an_edit_whose_access_changed_meanwhile_is_not_sent() {
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let server = MockServer::start().await;
+    let alice = alice_token(&server.uri());
+    let (world, status, edited) = pending_job_to_edit(&server, Some(alice)).await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let target = following("train", 2, &edited, &status);
+    let revoked = || false;
+    let env = Env {
+        job_user: Some("alice"),
+        still_granted: &revoked,
+        ..world.env(DateTime::from_timestamp(200, 0).unwrap())
+    };
+    let step = step(target, env, |_| None).await.unwrap();
+    let applied = condition::find(&step.status.conditions, SPEC_APPLIED).unwrap();
+    assert_eq!(
+        (applied.status.as_str(), applied.reason.as_str()),
+        ("False", "AccessChanged"),
+        "{}",
+        applied.message
+    );
+    assert_eq!(step.status.observed_generation, Some(1));
+    assert_eq!(step.retry, Some(WAIT_RETRY));
+    server.verify().await;
+}
+
 /// A job that left slurmctld unseen, whose accounting record carries no comment (slurmdbd
 /// without `AccountingStoreFlags=job_comment`): its record is taken for the run only when it
 /// is the job's Slurm user's as the namespace's access grants it (`Env::job_user`), never the
