@@ -1174,7 +1174,8 @@ fn the_cli_refuses_token_lifetimes_over_15_minutes() {
             &[],
         );
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(5), "{lifetime}: {stderr}");
+        // A bad argument (README: exit 2), not a refused token.
+        assert_eq!(out.status.code(), Some(2), "{lifetime}: {stderr}");
         assert!(
             stderr.contains("outside the allowed range"),
             "{lifetime}: {stderr}"
