@@ -5,13 +5,14 @@
 # Extra arguments are passed to `job run` (e.g. -f another-job.yaml, relative to where it is
 # run from; without -f the example job is run with them).
 set -euo pipefail
-# A relative job file is the caller's: made absolute before the cd to the repository.
+# Paths given (the job file, a tag key file, more clusters) are the caller's: made absolute
+# before the cd to the repository.
 args=()
 job_file=false
 while [ $# -gt 0 ]; do
     case $1 in
-        -f | --filename)
-            job_file=true
+        -f | --filename | --tag-key-file | --cluster)
+            case $1 in -f | --filename) job_file=true ;; esac
             args+=("$1")
             shift
             if [ $# -gt 0 ]; then
@@ -19,10 +20,15 @@ while [ $# -gt 0 ]; do
                 shift
             fi
             ;;
-        -f?* | --filename=*)
+        --filename=* | --tag-key-file=* | --cluster=*)
+            case $1 in --filename=*) job_file=true ;; esac
+            args+=("${1%%=*}=$(realpath -m -- "${1#*=}")")
+            shift
+            ;;
+        -f?*)
             job_file=true
             value=${1#-f}
-            value=${value#--filename=}
+            value=${value#=}
             args+=("--filename=$(realpath -m -- "$value")")
             shift
             ;;
@@ -32,6 +38,10 @@ while [ $# -gt 0 ]; do
             ;;
     esac
 done
+if [ -n "${SLURM_OPERATOR_TAG_KEY_FILE:-}" ]; then
+    SLURM_OPERATOR_TAG_KEY_FILE=$(realpath -m -- "$SLURM_OPERATOR_TAG_KEY_FILE")
+    export SLURM_OPERATOR_TAG_KEY_FILE
+fi
 cd "$(dirname "$0")/.."
 flavour=${SLURM_FLAVOUR:-trixie}
 bash hack/slurm-up.sh --flavour "$flavour" >/dev/null
