@@ -7,8 +7,9 @@
 //! 4. Wait until the CRDs are established, saying so in the log while waiting.
 //! 5. Run the controllers; the pollers run under the registry, started and stopped by the SlurmCluster
 //!    controller. `/readyz` turns ready once the controllers' caches are filled.
-//! 6. On the signal: the controllers stop taking new work and finish running reconciles, the
-//!    pollers are stopped, the HTTP server drains, and the process exits 0.
+//! 6. On the signal: `/readyz` says 503, the controllers stop taking new work and finish running
+//!    reconciles, the pollers are stopped, the Lease is released, then the HTTP server drains
+//!    (it serves `/readyz` and `/metrics` through the whole stop), and the process exits 0.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -431,11 +432,21 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     if let Ok(addr) = listener.local_addr() {
         info!(%addr, "serving /healthz, /readyz and /metrics");
     }
+    // Served through the whole stop, until the Lease is released: `/readyz` says 503 from the
+    // first signal on, and the drain's last metrics can still be scraped.
+    let served_until = CancellationToken::new();
     let server = tokio::spawn(http::serve(
         listener,
         http::router(metrics.clone(), readiness.clone()),
-        shutdown.clone(),
+        served_until.clone(),
     ));
+    tokio::spawn({
+        let (readiness, shutdown) = (readiness.clone(), shutdown.clone());
+        async move {
+            shutdown.cancelled().await;
+            readiness.set(false);
+        }
+    });
 
     let crds = tokio::select! {
         result = wait_for_crds(client.clone()) => result,
@@ -650,6 +661,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
         // Releases the Lease: another replica takes it without forcing it.
         let _ = election.await;
     }
+    served_until.cancel();
     let served = match server.await {
         Ok(served) => served.map_err(Error::from),
         Err(join) => Err(Error::ControllerTask(join)),
