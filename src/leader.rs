@@ -338,7 +338,14 @@ pub async fn elect(
                     expires = leading.then(|| lease_taken_now(duration));
                 }
                 _ = checks.tick(), if leading => {
-                    match read_lease(&check.api, &check.name, check.timeout).await {
+                    // While writing, no longer than the Lease last read lasts: the clock's arm
+                    // below cannot fire during the read.
+                    let limit = if writing {
+                        check.timeout.min(stale_in.max(Duration::from_millis(50)))
+                    } else {
+                        check.timeout
+                    };
+                    match read_lease(&check.api, &check.name, limit).await {
                         // Not ours any more (another holder, or released): `None` stops writes.
                         Ok(read) => expires = expiry_for(&read, &check.identity),
                         // Kept: the clock runs it out unless a later read sees it renewed.

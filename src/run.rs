@@ -457,6 +457,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     };
     if let Err(error) = crds {
         shutdown.cancel();
+        served_until.cancel();
         let _ = server.await;
         return Err(error);
     }
@@ -487,12 +488,14 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     match key {
         None => {
             info!("stopped before the tag key was read");
+            served_until.cancel();
             let _ = server.await;
             return Ok(());
         }
         Some(Ok(key)) => ctx.tag_key = key,
         Some(Err(error)) => {
             shutdown.cancel();
+            served_until.cancel();
             let _ = server.await;
             return Err(error);
         }
@@ -515,6 +518,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
             }
             Err(error) => {
                 shutdown.cancel();
+                served_until.cancel();
                 let _ = server.await;
                 return Err(error.into());
             }
@@ -631,8 +635,12 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
                                     );
                                 }
                                 slurmjob_caches.mark_listed();
-                                ready.set(true);
-                                info!("controllers running");
+                                // Not once the stop began: `/readyz` says 503 from the signal
+                                // on (a select picks either of two ready arms).
+                                if !stopping.is_cancelled() {
+                                    ready.set(true);
+                                    info!("controllers running");
+                                }
                                 break;
                             }
                             Startup::Stopped => break,

@@ -750,17 +750,18 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
                 .map(|p| p.name.as_str()),
         );
         let missing = replicas.saturating_sub(active.len());
-        // Ready but not yet past `minReadySeconds` counts as unavailable, like not ready. Only
-        // pods of the current template: an outdated one that is unavailable is first in victim
-        // order, and its replacement is what the update is for (as a Deployment takes unhealthy
-        // old pods first); counting it would stop the update for good behind a broken template
-        // that a newer one fixes.
+        // Ready but not yet past `minReadySeconds` counts as unavailable, like not ready. But
+        // not an outdated pod that is not ready: it is first in victim order, and its
+        // replacement is what the update is for (as a Deployment takes unhealthy old pods
+        // first); counting it would stop the update for good behind a broken template that a
+        // newer one fixes. (An outdated pod ready but inside `minReadySeconds` does count: it
+        // is not first in victim order, so another would be taken beside it.)
         let not_ready = kept
             .iter()
             .filter(|p| {
                 !is_available(p, input.min_ready_seconds, now)
                     && !updating.contains(p.name.as_str())
-                    && p.template_hash.as_deref() == Some(input.template_hash)
+                    && (p.template_hash.as_deref() == Some(input.template_hash) || p.ready)
             })
             .count();
         let budget =

@@ -1649,6 +1649,15 @@ fn an_unavailable_pod_of_an_older_template_does_not_hold_the_update() {
     p[3].template_hash = Some("h1".into());
     p[3].drain_started = None;
     assert!(drains(&run(4, &p, Some(&st))).is_empty());
+    // An outdated pod Ready but inside minReadySeconds still counts (it is not first in victim
+    // order, so taking another beside it would make two unavailable).
+    let mut q = pods(4);
+    for pod in &mut q {
+        pod.template_hash = Some("h0".into());
+        pod.ready_since = Some(t(-1000));
+    }
+    q[0].ready_since = Some(t(-10));
+    assert!(drains(&run_min_ready(4, &q, Some(&st), 30)).is_empty());
 }
 
 #[test]
