@@ -133,6 +133,43 @@ async fn a_leader_stops_writing_when_its_own_read_sees_the_lease_taken() {
     a_task.await.unwrap();
 }
 
+/// An operator that cannot join the election (no Lease namespace: neither
+/// `--leader-election-namespace` nor `POD_NAMESPACE`) exits with the error, serving nothing
+/// further: its HTTP server, which otherwise serves until the Lease is released, stops with
+/// it (it used to hang there, alive to its liveness probe).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_that_cannot_join_the_election_exits() {
+    slurm_operator::tls::install_crypto_provider();
+    let api = FakeApiServer::start_with_crds(slurm_operator::crd::all()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = api.write_kubeconfig(dir.path());
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let mut operator = Operator::spawn(
+        &[
+            "--namespace",
+            NAMESPACE,
+            "--credentials-namespace",
+            NAMESPACE,
+            "--create-tag-key",
+            "true",
+            "--metrics-addr",
+            &metrics,
+            "--leader-election",
+        ],
+        &[
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+            ("POD_NAMESPACE", ""),
+        ],
+        Some(&dir.path().join("operator.log")),
+    )
+    .sigterm_on_drop(Duration::from_secs(5));
+    let status = operator.exited_within(Duration::from_secs(60)).await;
+    let log = std::fs::read_to_string(dir.path().join("operator.log")).unwrap();
+    let status = status.unwrap_or_else(|| panic!("still running: it hung on its way out; {log}"));
+    assert!(!status.success(), "{status:?}: {log}");
+    assert!(log.contains("needs a Lease namespace"), "{log}");
+}
+
 fn replica_args(identity: &str, metrics: &str) -> Vec<String> {
     [
         "--namespace",
