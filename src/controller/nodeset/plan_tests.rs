@@ -136,6 +136,17 @@ fn run_with(
     })
 }
 
+/// The nodes a plan drains, in its order.
+fn drained_nodes(plan: &NodeSetPlan) -> Vec<String> {
+    plan.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Drain { node, .. } => Some(node.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn structural(plan: &NodeSetPlan) -> Vec<Action> {
     plan.actions
         .iter()
@@ -1599,23 +1610,17 @@ fn rolling_update_counts_pods_not_yet_available_as_unavailable() {
         vec![idle("ns-0"), idle("ns-1"), idle("ns-2"), idle("ns-3")],
         &[],
     );
-    let drains = |plan: &NodeSetPlan| {
-        plan.actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Drain { node, .. } => Some(node.clone()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-    };
     // minReadySeconds 30: ns-3 is not available yet and uses up maxUnavailable 1.
     let plan = run_min_ready(4, &p, Some(&st), 30);
-    assert!(drains(&plan).is_empty(), "{:?}", plan.actions);
+    assert!(drained_nodes(&plan).is_empty(), "{:?}", plan.actions);
     assert_eq!(plan.available_in, Some(std::time::Duration::from_secs(20)));
     // Without minReadySeconds (or once the window is over) the next outdated pod goes.
-    assert_eq!(drains(&run_min_ready(4, &p, Some(&st), 0)), ["ns-2"]);
+    assert_eq!(drained_nodes(&run_min_ready(4, &p, Some(&st), 0)), ["ns-2"]);
     p[3].ready_since = Some(t(-30));
-    assert_eq!(drains(&run_min_ready(4, &p, Some(&st), 30)), ["ns-2"]);
+    assert_eq!(
+        drained_nodes(&run_min_ready(4, &p, Some(&st), 30)),
+        ["ns-2"]
+    );
 }
 
 /// A template that never became Ready, fixed by a newer one: the pod of the broken template is
@@ -1634,21 +1639,12 @@ fn an_unavailable_pod_of_an_older_template_does_not_hold_the_update() {
         vec![idle("ns-0"), idle("ns-1"), idle("ns-2"), idle("ns-3")],
         &[],
     );
-    let drains = |plan: &NodeSetPlan| {
-        plan.actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Drain { node, .. } => Some(node.clone()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-    };
     // The fix (h1) goes first to the unavailable pod; the budget of 1 is then used.
-    assert_eq!(drains(&run(4, &p, Some(&st))), ["ns-3"]);
+    assert_eq!(drained_nodes(&run(4, &p, Some(&st))), ["ns-3"]);
     // Its replacement of the current template, not Ready yet, holds the rest back.
     p[3].template_hash = Some("h1".into());
     p[3].drain_started = None;
-    assert!(drains(&run(4, &p, Some(&st))).is_empty());
+    assert!(drained_nodes(&run(4, &p, Some(&st))).is_empty());
     // An outdated pod Ready but inside minReadySeconds still counts (it is not first in victim
     // order, so taking another beside it would make two unavailable).
     let mut q = pods(4);
@@ -1657,7 +1653,7 @@ fn an_unavailable_pod_of_an_older_template_does_not_hold_the_update() {
         pod.ready_since = Some(t(-1000));
     }
     q[0].ready_since = Some(t(-10));
-    assert!(drains(&run_min_ready(4, &q, Some(&st), 30)).is_empty());
+    assert!(drained_nodes(&run_min_ready(4, &q, Some(&st), 30)).is_empty());
 }
 
 #[test]
