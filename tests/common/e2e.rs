@@ -71,13 +71,41 @@ impl Operator {
         self.child.id()
     }
 
-    /// Send `signal` (e.g. "KILL", "STOP", "CONT") to the process.
+    /// Send `signal` (e.g. "KILL", "STOP", "CONT") to the process. For "STOP", returns once
+    /// every thread of it has stopped: `kill` returns when the signal is sent, and a thread
+    /// still running on a busy machine could read what the test writes next.
     pub fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .args([&format!("-{signal}"), &self.child.id().to_string()])
             .status()
             .expect("run kill");
         assert!(status.success(), "kill -{signal} failed");
+        if signal == "STOP" {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !self.stopped() {
+                assert!(
+                    Instant::now() < deadline,
+                    "the process did not stop within 10s"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+
+    /// Whether every thread of the process is stopped (state `T` in `/proc/PID/task/*/stat`,
+    /// the field after the command name's closing parenthesis).
+    fn stopped(&self) -> bool {
+        let tasks = format!("/proc/{}/task", self.child.id());
+        let Ok(entries) = std::fs::read_dir(&tasks) else {
+            return false;
+        };
+        entries.flatten().all(|task| {
+            std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().next())
+                    .is_some_and(|state| state == "T" || state == "t")
+            })
+        })
     }
 
     /// SIGKILL, and reap the process.
