@@ -211,10 +211,8 @@ where
     match lifecycle::decide(generation, target.status) {
         Decision::Submit { rerun } => {
             let mut notices = Vec::new();
-            let mut base = current.clone();
-            if rerun && current.job_id.is_some() {
-                base = lifecycle::start_new_run(&current);
-                let ended = current.job_id.unwrap_or_default();
+            let (base, ended) = lifecycle::submit_base(&current, rerun);
+            if let Some(ended) = ended {
                 notices.push(
                     Notice::normal(
                         "Resubmitted",

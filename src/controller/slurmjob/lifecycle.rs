@@ -69,6 +69,16 @@ pub fn settled_when_deleted(generation: i64, status: Option<&SlurmJobStatus>) ->
     settled(generation.saturating_sub(1), status)
 }
 
+/// The status a submit starts from, and the job of the run it ends: on a re-run (the spec changed
+/// after a run ended) whose ended job is still in the status, that run moves to the history;
+/// otherwise the status as it is. One rule for a submit and for a re-run refused by access.
+pub fn submit_base(status: &SlurmJobStatus, rerun: bool) -> (SlurmJobStatus, Option<i64>) {
+    match status.job_id {
+        Some(ended) if rerun => (start_new_run(status), Some(ended)),
+        _ => (status.clone(), None),
+    }
+}
+
 /// The status for a new run: the finished run moves to the front of the history (bounded), and
 /// the per-run fields are cleared. Conditions and generations are the caller's to set.
 pub fn start_new_run(status: &SlurmJobStatus) -> SlurmJobStatus {

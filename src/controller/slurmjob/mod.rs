@@ -1129,20 +1129,16 @@ fn refused_status(
     message: String,
     now: Time,
 ) -> SlurmJobStatus {
-    let status = current.cloned().unwrap_or_default();
     let rerun = matches!(
         lifecycle::decide(generation, current),
         lifecycle::Decision::Submit { rerun: true }
     );
-    if rerun && status.job_id.is_some() {
-        let pending = lifecycle::start_new_run(&status);
-        return status::summarize(
-            status::stalled(pending, generation, reason, message, now.clone()),
-            generation,
-            now,
-        );
+    let (base, ended) = lifecycle::submit_base(&current.cloned().unwrap_or_default(), rerun);
+    let stalled = status::stalled(base, generation, reason, message, now.clone());
+    if ended.is_some() {
+        return status::summarize(stalled, generation, now);
     }
-    status::stalled(status, generation, reason, message, now)
+    stalled
 }
 
 /// Deletion: cancel every unfinished job of this SlurmJob, then release the finalizer; what
