@@ -749,7 +749,8 @@ async fn apply_wait_and_logs_against_an_api_server() {
         .unwrap();
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(server.client(), "team-a");
     pods.create(&Default::default(), &pod).await.unwrap();
-    let job_id = |id: i64| json!({"status": {"jobId": id}});
+    let generation = streamed.metadata.generation;
+    let job_id = |id: i64| json!({"status": {"jobId": id, "observedGeneration": generation}});
     let logs_within_1s = || args(&["logs", "streamed", "-n", "team-a", "--pod-timeout", "1s"]);
     // Re-run since: that Pod streams the earlier run, not the job the status names.
     jobs.patch_status(
@@ -790,13 +791,26 @@ async fn apply_wait_and_logs_against_an_api_server() {
     );
     // The output, line by line, with and without -f.
     server.set_pod_log("team-a", "streamed", "one\ntwo\n");
-    for follow in [&[][..], &["-f"]] {
-        let mut list = args(&["logs", "streamed", "-n", "team-a"]);
-        list.extend(args(follow));
-        let (code, stdout, stderr) = run(list).await;
-        assert_eq!(code, Some(0), "{follow:?}: {stderr}");
-        assert_eq!(stdout, "one\ntwo\n", "{follow:?}");
-    }
+    let (code, stdout, stderr) = run(args(&["logs", "streamed", "-n", "team-a"])).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, "one\ntwo\n");
+    // Followed, a log that ends before the operator told the Pod its job ended was cut (the Pod
+    // deleted, its node gone): said, with the "could not follow" exit code, not 0.
+    let follow = || args(&["logs", "streamed", "-n", "team-a", "-f"]);
+    let (code, stdout, stderr) = run(follow()).await;
+    assert_eq!(code, Some(125), "{stderr}");
+    assert_eq!(stdout, "one\ntwo\n");
+    assert!(stderr.contains("log ended before the job did"), "{stderr}");
+    pods.patch(
+        "streamed",
+        &PatchParams::default(),
+        &Patch::Merge(slurm_operator::controller::slurmjob::output::told_patch()),
+    )
+    .await
+    .unwrap();
+    let (code, stdout, stderr) = run(follow()).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, "one\ntwo\n");
     // Its job ended an hour ago and the Pod is gone: the operator creates none so long after
     // the end, which logs says at once (not "did not start within" its --pod-timeout).
     pods.delete("streamed", &Default::default()).await.unwrap();

@@ -385,15 +385,15 @@ impl LogsArgs {
         // after a re-run the previous run's Pod may still be there: only the one streaming the
         // job the status names will do.
         let pods: Api<Pod> = Api::namespaced(client, &namespace);
-        loop {
+        let streamed = loop {
             let job = read_until(deadline, &what, || jobs.get(&self.name)).await?;
             let pod = read_until(deadline, &what, || pods.get_opt(&self.name)).await?;
-            if pod.as_ref().is_some_and(|pod| {
+            if let Some(pod) = pod.as_ref().filter(|pod| {
                 let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
                 streams_current_run(pod, &job)
                     && matches!(phase, Some("Running" | "Succeeded" | "Failed"))
             }) {
-                break;
+                break pod.clone();
             }
             // The operator creates no Pod for a run that ended a while ago: none will come.
             // Not said of a status that is not the spec's yet (an edit re-runs the job).
@@ -427,7 +427,7 @@ impl LogsArgs {
                 )));
             }
             tokio::time::sleep(POD_POLL).await;
-        }
+        };
         let params = LogParams {
             follow: self.follow,
             ..LogParams::default()
@@ -436,11 +436,33 @@ impl LogsArgs {
             .log_stream(&self.name, &params)
             .await
             .map_err(|e| CliError::Usage(format!("{what}: cannot read the output: {e}")))?;
-        copy_output(output, &mut std::io::stdout().lock())
+        let reader_gone = copy_output(output, &mut std::io::stdout().lock())
             .await
             .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
-        Ok(0)
+        if !self.follow || reader_gone {
+            return Ok(0);
+        }
+        // A followed log also ends when the Pod does before the job: deleted (a drain), or its
+        // node or kubelet gone. Only the end the operator told the Pod of is the job's.
+        let now = pods.get_opt(&self.name).await.ok().flatten();
+        if ended_with_its_job(&streamed, now.as_ref()) {
+            return Ok(0);
+        }
+        Err(CliError::LogCut(format!(
+            "{what}: the output Pod's log ended before the job did (the Pod was deleted or \
+             restarted, or its node went away); run logs again, it prints the output from the start"
+        )))
     }
+}
+
+/// Whether the log of `streamed` ended because its job did: the Pod read again (`now`) is that
+/// very Pod, and the operator told it that its job ended.
+fn ended_with_its_job(streamed: &Pod, now: Option<&Pod>) -> bool {
+    now.is_some_and(|now| {
+        now.metadata.uid.is_some()
+            && now.metadata.uid == streamed.metadata.uid
+            && output::told(&now.metadata)
+    })
 }
 
 /// Why [`copy_output`] stopped.
@@ -455,20 +477,20 @@ enum CopyError {
 /// Copies a job's output to `to` as bytes, each chunk flushed as it comes (for `-f`). Bytes,
 /// not lines: a job may write anything, and a line of text would end the copy at the first
 /// byte that is not UTF-8. A reader that went away (`logs job | head -1`) ends the copy as
-/// done, as it does `cat`'s.
+/// done, as it does `cat`'s: `true` then.
 async fn copy_output(
     mut from: impl futures::AsyncRead + Unpin,
     to: &mut impl std::io::Write,
-) -> Result<(), CopyError> {
+) -> Result<bool, CopyError> {
     let mut chunk = vec![0; 64 * 1024];
     loop {
         let read = from.read(&mut chunk).await.map_err(CopyError::Read)?;
         let Some(bytes) = chunk.get(..read).filter(|b| !b.is_empty()) else {
-            return Ok(());
+            return Ok(false);
         };
         match to.write_all(bytes).and_then(|()| to.flush()) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(true),
             Err(e) => return Err(CopyError::Write(e)),
         }
     }
@@ -498,8 +520,14 @@ fn streams_current_run(pod: &Pod, job: &SlurmJob) -> bool {
             .flatten()
             .any(|owner| owner.uid == *uid)
     });
+    // A status not yet the spec's (an edit the operator has not taken up: a re-run to come)
+    // names the previous run.
+    let current = job
+        .status
+        .as_ref()
+        .is_some_and(|s| s.observed_generation >= job.metadata.generation);
     let job_id = job.status.as_ref().and_then(|s| s.job_id);
-    labelled && owned && job_id.is_some() && output::streamed_job_id(pod) == job_id
+    labelled && owned && current && job_id.is_some() && output::streamed_job_id(pod) == job_id
 }
 
 #[cfg(test)]
@@ -920,20 +948,22 @@ mod tests {
     async fn the_output_is_copied_as_bytes_until_the_reader_goes() {
         let output = b"one\n\xff\xfe binary\r\nlast, no newline".to_vec();
         let mut copied = Vec::new();
-        copy_output(futures::io::Cursor::new(output.clone()), &mut copied)
+        let reader_gone = copy_output(futures::io::Cursor::new(output.clone()), &mut copied)
             .await
             .unwrap();
         assert_eq!(copied, output);
+        assert!(!reader_gone, "the log ended, not the reader");
 
         let mut head = Closes {
             taken: Vec::new(),
             room: 4,
             error: std::io::ErrorKind::BrokenPipe,
         };
-        copy_output(futures::io::Cursor::new(output.clone()), &mut head)
+        let reader_gone = copy_output(futures::io::Cursor::new(output.clone()), &mut head)
             .await
             .unwrap();
         assert_eq!(head.taken, b"one\n");
+        assert!(reader_gone);
         // Any other failure to write is one.
         let mut full = Closes {
             error: std::io::ErrorKind::StorageFull,
@@ -959,9 +989,15 @@ mod tests {
         assert!(!streams_current_run(&current, &job));
         job.status = Some(SlurmJobStatus {
             job_id: Some(77),
+            observed_generation: Some(2),
             ..Default::default()
         });
         assert!(streams_current_run(&current, &job));
+        // Edited since (generation 3): until the operator takes it up, the status names the
+        // run before the re-run to come.
+        job.metadata.generation = Some(3);
+        assert!(!streams_current_run(&current, &job));
+        job.metadata.generation = Some(2);
         // The previous run's Pod, still there right after a re-run.
         assert!(!streams_current_run(&pod_of(&job, 76), &job));
         // A Pod of an earlier SlurmJob of the same name (another uid).
@@ -972,5 +1008,39 @@ mod tests {
         let mut other = current.clone();
         other.metadata.labels = None;
         assert!(!streams_current_run(&other, &job));
+    }
+
+    /// A followed log that ends is the job's end only when the operator told that very Pod
+    /// that its job ended; a Pod deleted, replaced or not told ended early.
+    #[test]
+    fn a_followed_log_ends_with_its_job_only_when_the_pod_was_told() {
+        let mut job = job(1, None);
+        job.metadata.uid = Some("uid-1".into());
+        job.spec.output =
+            Some(serde_json::from_value(json!({"volume": "out", "slurmPath": "/shared"})).unwrap());
+        let mut streamed = output::pod(&job, 77, "busybox", false).unwrap();
+        streamed.metadata.uid = Some("pod-1".into());
+        assert!(!ended_with_its_job(&streamed, Some(&streamed)), "not told");
+        assert!(!ended_with_its_job(&streamed, None), "deleted");
+        let mut told = streamed.clone();
+        told.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(output::ENDED_ANNOTATION.into(), "true".into());
+        assert!(ended_with_its_job(&streamed, Some(&told)));
+        let mut replaced = told.clone();
+        replaced.metadata.uid = Some("pod-2".into());
+        assert!(
+            !ended_with_its_job(&streamed, Some(&replaced)),
+            "another Pod"
+        );
+        // A Pod created after the end is created told.
+        let created_told = output::pod(&job, 77, "busybox", true).unwrap();
+        let mut created_told_read = created_told.clone();
+        created_told_read.metadata.uid = Some("pod-3".into());
+        assert!(ended_with_its_job(
+            &created_told_read,
+            Some(&created_told_read)
+        ));
     }
 }

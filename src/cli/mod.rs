@@ -208,6 +208,9 @@ pub enum CliError {
     Usage(String),
     #[error("{}", crate::error_chain::Chain(.0))]
     Run(#[from] crate::run::Error),
+    /// `logs -f` lost the output Pod's log before the job ended.
+    #[error("{0}")]
+    LogCut(String),
     /// `wait` lost sight of the SlurmJob: not the job's outcome, nor a usage error.
     #[error("{what}: {}", crate::error_chain::Chain(.source))]
     NotFollowed {
@@ -223,7 +226,7 @@ impl CliError {
         match self {
             Self::Usage(_) | Self::ReadFile { .. } => 2,
             Self::Run(_) => 1,
-            Self::NotFollowed { .. } => follow::EXIT_NOT_FOLLOWED,
+            Self::NotFollowed { .. } | Self::LogCut(_) => follow::EXIT_NOT_FOLLOWED,
             // A ready token past its `exp` is refused as slurmrestd would refuse it.
             Self::Slurm(SlurmError::Credentials(crate::slurm::auth::AuthError::TokenExpired {
                 ..

@@ -341,14 +341,18 @@ pub fn told_patch() -> serde_json::Value {
     serde_json::json!({ "metadata": { "annotations": { ENDED_ANNOTATION: "true" } } })
 }
 
-/// Whether the Pod (its metadata) streams run `job_id`, which has ended, and was not told yet.
-fn to_tell(meta: &ObjectMeta, job_id: i64, ended: bool) -> bool {
-    let told = meta
-        .annotations
+/// Whether the operator told the Pod (its metadata) that its job ended: its log then ends with
+/// the job's output, not with the Pod's or its node's end.
+pub fn told(meta: &ObjectMeta) -> bool {
+    meta.annotations
         .as_ref()
         .and_then(|a| a.get(ENDED_ANNOTATION))
-        .is_some_and(|v| v == "true");
-    ended && !told && meta_job_id(meta) == Some(job_id)
+        .is_some_and(|v| v == "true")
+}
+
+/// Whether the Pod (its metadata) streams run `job_id`, which has ended, and was not told yet.
+fn to_tell(meta: &ObjectMeta, job_id: i64, ended: bool) -> bool {
+    ended && !told(meta) && meta_job_id(meta) == Some(job_id)
 }
 
 /// The longest annotation value the Pod cache keeps: a job id or `true` is far shorter.
