@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `admission` | `kubectl apply` of a CR | the installed CRD's schema (types, enums, patterns, bounds: checked here as the API server does) and its CEL rules (kube-cel) |
 //! | `stored` | a CR stored before a rule existed (admission refuses it today: checked) | the operator's own checks: the real SlurmCluster reconcile (mocked Kubernetes API), `slurmjob::act::step` |
+//! | `operator` | `kubectl apply` of a SlurmJob whose `extraOptions` keys no CEL rule can read (admission lets it through: checked) | `slurmjob::act::step` |
 //! | `extreme` | a valid but extreme spec | the SlurmNodeSet planner |
 //! | `secret` | the SlurmCluster's Secrets | the real SlurmCluster reconcile: found before anything is sent to slurmrestd |
 //! | `auth` | credentials slurmrestd refuses | the real SlurmCluster reconcile against the REAL local slurmrestd |
@@ -425,6 +426,11 @@ fn admission_cases() -> Vec<Case> {
             url,
         ),
         c(
+            "SlurmCluster: access to namespace Team_A",
+            json!({"access": [{"namespaces": ["team-a", "Team_A"], "slurmUser": "alice"}]}),
+            "spec.access[0].namespaces[1] in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'",
+        ),
+        c(
             "SlurmCluster: both jwt and tokenSecretRef",
             json!({"auth": {"tokenSecretRef": {"name": "tok"}}}),
             one_auth,
@@ -540,26 +546,6 @@ fn admission_cases() -> Vec<Case> {
             "SlurmJob: output subPath ../up",
             json!({"output": {"volume": "out", "slurmPath": "/shared", "subPath": "../up"}}),
             "subPath must be a relative path without '..'",
-        ),
-        j(
-            "SlurmJob: extraOptions.comment",
-            json!({"extraOptions": {"comment": "mine"}}),
-            "extraOptions.comment is set by the operator",
-        ),
-        j(
-            "SlurmJob: extraOptions.user_id 0 (root)",
-            json!({"extraOptions": {"user_id": "0"}}),
-            "extraOptions.user_id is refused",
-        ),
-        j(
-            "SlurmJob: extraOptions.priority",
-            json!({"extraOptions": {"priority": {"set": true, "number": 4294967294u32}}}),
-            "extraOptions.priority is refused",
-        ),
-        j(
-            "SlurmJob: extraOptions.partition (typed)",
-            json!({"extraOptions": {"partition": "other"}}),
-            "extraOptions.partition has a typed field: use spec.partition",
         ),
         j(
             "SlurmJob: clusterName \"Main\"",
@@ -1701,13 +1687,24 @@ fn spec_of(spec: Value) -> SlurmJobSpec {
 /// A SlurmJob stored with `patch` must get `Ready=False/InvalidSpec` naming `names`, a Warning
 /// Event, wait for an edit, and send nothing to slurmrestd.
 fn invalid_spec_case(name: &'static str, patch: Value, names: &'static [&'static str]) -> Case {
-    case("stored", name, async move {
+    refused_spec_case("stored", name, patch, names)
+}
+
+/// A SlurmJob spec admission lets through and the operator refuses (`extraOptions`' keys, which
+/// the API server's CEL cannot read).
+fn operator_case(name: &'static str, patch: Value, names: &'static [&'static str]) -> Case {
+    refused_spec_case("operator", name, patch, names)
+}
+
+fn refused_spec_case(
+    group: &'static str,
+    name: &'static str,
+    patch: Value,
+    names: &'static [&'static str],
+) -> Case {
+    case(group, name, async move {
         let spec = patched(job_spec(), patch);
-        let note = admission_note(
-            "SlurmJob",
-            &cr("SlurmJob", "stored", spec.clone()),
-            "stored",
-        )?;
+        let note = admission_note("SlurmJob", &cr("SlurmJob", "stored", spec.clone()), group)?;
         let spec = spec_of(spec);
         let tripwire = Tripwire::start().await;
         let step = tripwire
@@ -1825,30 +1822,50 @@ fn stored_cases() -> Vec<Case> {
                 true,
             ),
         ),
-        invalid_spec_case(
+        operator_case(
+            "SlurmJob: extraOptions.comment",
+            json!({"extraOptions": {"comment": "mine"}}),
+            &["extraOptions.comment is set by the operator"],
+        ),
+        operator_case(
+            "SlurmJob: extraOptions.user_id 0 (root)",
+            json!({"extraOptions": {"user_id": "0", "group_id": "0"}}),
+            &["_id is refused", "runs as the Slurm user its access grants"],
+        ),
+        operator_case(
+            "SlurmJob: extraOptions.priority",
+            json!({"extraOptions": {"priority": {"set": true, "number": 4294967294u32}}}),
+            &["extraOptions.priority is refused"],
+        ),
+        operator_case(
+            "SlurmJob: extraOptions.partition (typed)",
+            json!({"extraOptions": {"partition": "other"}}),
+            &["extraOptions.partition has a typed field: use spec.partition"],
+        ),
+        operator_case(
             "SlurmJob: extraOptions.standard_output",
             json!({"extraOptions": {"standard_output": "/tmp/x"}}),
             &["extraOptions.standard_output", "use spec.standardOutput"],
         ),
-        invalid_spec_case(
-            "SlurmJob: extraOptions.tasks_per_node, stored before it became a typed field",
+        operator_case(
+            "SlurmJob: extraOptions.tasks_per_node (a typed field now)",
             json!({"extraOptions": {"tasks_per_node": 8}}),
             &["extraOptions.tasks_per_node", "use spec.tasksPerNode"],
+        ),
+        operator_case(
+            "SlurmJob: extraOptions.spank_environment",
+            json!({"extraOptions": {"spank_environment": ["X=1"]}}),
+            &["extraOptions.spank_environment is refused"],
+        ),
+        operator_case(
+            "SlurmJob: exclusive and extraOptions.shared",
+            json!({"exclusive": "node", "extraOptions": {"shared": ["user"]}}),
+            &["exclusive and extraOptions.shared cannot both be set"],
         ),
         invalid_spec_case(
             "SlurmJob: memoryPerNode and memoryPerCpu, stored before the rule",
             json!({"memoryPerNode": "4Gi", "memoryPerCpu": "1Gi"}),
             &["memoryPerNode and memoryPerCpu cannot both be set"],
-        ),
-        invalid_spec_case(
-            "SlurmJob: extraOptions.user_id 0 (root), stored before the allowlist",
-            json!({"extraOptions": {"user_id": "0", "group_id": "0"}}),
-            &["_id is refused", "runs as the Slurm user its access grants"],
-        ),
-        invalid_spec_case(
-            "SlurmJob: extraOptions.spank_environment, stored before the allowlist",
-            json!({"extraOptions": {"spank_environment": ["X=1"]}}),
-            &["extraOptions.spank_environment is refused"],
         ),
         invalid_spec_case(
             "SlurmJob: ntasks 0",

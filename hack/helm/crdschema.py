@@ -148,8 +148,6 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
         lambda s: "gpusPerTask" not in s or (
             ("tresPerTask" not in s or "gpu" not in str(s["tresPerTask"]))
             and ("tres" not in s or "gpu" not in str(s["tres"]))),
-    "!has(self.exclusive) || !has(self.extraOptions) || !('shared' in self.extraOptions)":
-        lambda s: "exclusive" not in s or "extraOptions" not in s or "shared" not in (s["extraOptions"] or {}),
     "!has(self.output) || (!has(self.standardOutput) && !has(self.standardError))":
         lambda s: "output" not in s or ("standardOutput" not in s and "standardError" not in s),
     "!(has(self.output) && has(self.array))":

@@ -11,7 +11,6 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use super::{POSITIVE_QUANTITY, condition, duration::Duration};
-use crate::slurm::types::{EXTRA_JOB_OPTIONS, EXTRA_OPTION_UNKNOWN, REFUSED_JOB_OPTIONS};
 
 /// A quantity a tenant writes is short: Kubernetes' quantity syntax has no length limit, and a
 /// megabyte of digits would be kept in every copy of the object (the operator's cache included)
@@ -64,7 +63,7 @@ pub const MAX_HISTORY: usize = 10;
 /// Bound on `spec.dependsOn`.
 pub const MAX_DEPENDENCIES: usize = 32;
 
-/// Most entries `spec.extraOptions` may hold: the CEL rule's cost is bounded by it.
+/// Most entries `spec.extraOptions` may hold.
 pub const MAX_EXTRA_OPTIONS: usize = 64;
 
 // Names of other objects are checked by CEL rather than a schema `pattern`: a pattern's error
@@ -185,11 +184,6 @@ fn matches(pattern: &str) -> String {
     )
         .message("gpusPerTask and a gpu entry in tresPerTask both ask for GPUs per task: set one")
         .field_path(".gpusPerTask"),
-    validation = Rule::new(
-        "!has(self.exclusive) || !has(self.extraOptions) || !('shared' in self.extraOptions)"
-    )
-        .message("exclusive and extraOptions.shared both say how the nodes are shared: set one")
-        .field_path(".exclusive"),
     validation = Rule::new(
         "!has(self.output) || (!has(self.standardOutput) && !has(self.standardError))"
     )
@@ -447,38 +441,18 @@ fn exclusive_schema(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
-/// A map from job option to any JSON value, whose keys CEL can see (a map's keys are data,
-/// unlike the unknown fields of an object that preserves them): one rule refuses every key
-/// outside [`EXTRA_JOB_OPTIONS`], its message naming the first such key and why. The values
-/// stay free-form (`x-kubernetes-preserve-unknown-fields` on the map's values, the only one in
-/// these CRDs outside k8s-openapi's own types); slurmrestd checks them.
+/// A map from job option to any JSON value (`x-kubernetes-preserve-unknown-fields` on the map's
+/// values, the only one in these CRDs outside k8s-openapi's own types); slurmrestd checks the
+/// values. No CEL rule can read it: the API server gives CEL no type for a value without one,
+/// nor for a map of such values, and refuses a CRD whose rule reads one ("failed to construct
+/// type information"). So the keys outside [`crate::slurm::types::EXTRA_JOB_OPTIONS`] (and
+/// `shared` beside `exclusive`) are refused by the operator (`InvalidSpec`), not at admission.
 fn free_form_object(_: &mut SchemaGenerator) -> Schema {
-    let quoted = |keys: &mut dyn Iterator<Item = &str>| {
-        keys.map(|k| format!("'{k}'"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let allowed = format!("[{}]", quoted(&mut EXTRA_JOB_OPTIONS.iter().copied()));
-    let first = format!("self.filter(k, !(k in {allowed}))[0]");
-    let reasons = REFUSED_JOB_OPTIONS
-        .iter()
-        .map(|(key, reason)| format!("'{key}': '{}'", reason.replace('\'', "\\'")))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let message = format!(
-        "'extraOptions.' + {first} + ' ' + ({first} in {{{reasons}}} ? {{{reasons}}}[{first}] : '{}')",
-        EXTRA_OPTION_UNKNOWN.replace('\'', "\\'")
-    );
     json_schema!({
         "type": "object",
         "nullable": true,
         "maxProperties": MAX_EXTRA_OPTIONS,
         "additionalProperties": {"x-kubernetes-preserve-unknown-fields": true},
-        "x-kubernetes-validations": [{
-            "rule": format!("self.all(k, k in {allowed})"),
-            "messageExpression": message,
-            "reason": "FieldValueForbidden",
-        }],
     })
 }
 
