@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
-use std::future::{Future, ready};
+use std::future::Future;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
@@ -81,15 +81,37 @@ where
 {
     let by_uid = UidIndex::default();
     let index = by_uid.clone();
-    let changes = stream.try_filter_map(move |event| {
-        ready(Ok(reflect_change(
-            &mut writer,
-            &index,
-            &changed,
-            &applied,
-            event,
-        )))
-    });
+    // A relist's objects reach the cache only when it is done, and a controller reads the cache
+    // when it takes a trigger: one passed on before would be reconciled as it was before the
+    // watch broke, or found missing and dropped (a SlurmJob created meanwhile, never
+    // reconciled). So a relist's triggers wait for its end. Not the first list's: the
+    // controller waits for the cache to be ready before it starts, and holding back every
+    // object of the first list would hold a second copy of the cache.
+    let mut listed = false;
+    let mut relisted = Vec::new();
+    let changes = stream
+        .map_ok(move |event| {
+            let relisting = listed && matches!(event, watcher::Event::InitApply(_));
+            let done = matches!(event, watcher::Event::InitDone);
+            if matches!(event, watcher::Event::Init) {
+                relisted.clear();
+            }
+            let passed = reflect_change(&mut writer, &index, &changed, &applied, event);
+            let triggers = match passed {
+                Some(object) if relisting => {
+                    relisted.push(object);
+                    Vec::new()
+                }
+                passed => passed.into_iter().collect(),
+            };
+            if done {
+                listed = true;
+                return std::mem::take(&mut relisted);
+            }
+            triggers
+        })
+        .map_ok(|triggers| futures::stream::iter(triggers.into_iter().map(Ok)))
+        .try_flatten();
     (by_uid, changes)
 }
 
@@ -1113,6 +1135,62 @@ mod tests {
             }
         }
         assert_eq!(checked, alphabet.pow(length) * length as usize);
+    }
+
+    /// A relist's triggers are passed on only once the cache holds the relist (its end): one
+    /// passed on before would be reconciled from the cache as it was before, or not at all (a
+    /// new object is not there yet). The first list's pass as they come.
+    #[test]
+    fn a_relists_triggers_wait_for_the_cache_to_hold_it() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let map = |uid: &str, name: &str, data: &str| {
+            let mut map = ConfigMap::default();
+            map.metadata.name = Some(name.into());
+            map.metadata.namespace = Some("ns".into());
+            map.metadata.uid = Some(uid.into());
+            map.data = Some([("key".to_owned(), data.to_owned())].into());
+            map
+        };
+        let events = [
+            watcher::Event::Init,
+            watcher::Event::InitApply(map("u1", "a", "first")),
+            watcher::Event::InitDone,
+            // The watch broke; the relist brings a changed `a` and a `b` created meanwhile.
+            watcher::Event::Init,
+            watcher::Event::InitApply(map("u1", "a", "changed")),
+            watcher::Event::InitApply(map("u2", "b", "new")),
+            watcher::Event::InitDone,
+            watcher::Event::Apply(map("u2", "b", "after")),
+        ];
+        let (store, writer) = kube::runtime::reflector::store();
+        let (_, passed) = reflect_changes(
+            futures::stream::iter(events.map(Ok)),
+            writer,
+            |cached: Option<&ConfigMap>, new| cached.map(|c| &c.data) != Some(&new.data),
+            |_| {},
+        );
+        // What the cache holds for each trigger as the controller takes it.
+        let taken: Vec<(String, Option<String>)> = futures::executor::block_on(
+            passed
+                .map(Result::unwrap)
+                .map(|object| {
+                    let held = store
+                        .get(&ObjectRef::from_obj(&object))
+                        .map(|held| held.data.as_ref().unwrap()["key"].clone());
+                    (object.data.unwrap()["key"].clone(), held)
+                })
+                .collect(),
+        );
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            taken,
+            [
+                ("first".to_owned(), None), // the first list: the controller waits for it
+                ("changed".to_owned(), some("changed")),
+                ("new".to_owned(), some("new")),
+                ("after".to_owned(), some("after")),
+            ]
+        );
     }
 
     #[test]
