@@ -3,6 +3,12 @@
 /// At most this many names come out of one hostlist: a corrupt or hostile expression must not
 /// make the poller allocate without bound (a job spans at most MaxNodeCount nodes anyway).
 const MAX_HOSTS: usize = 65_536;
+/// The longest node name an expression may make (a host name is at most 253 bytes): with the
+/// number of names bounded only, zero padding or a prefix of a megabyte would make each of
+/// 65 536 names a megabyte long.
+const MAX_NAME_BYTES: usize = 253;
+/// The most digits a number in brackets may have (a `u64` has 20; more are padding).
+const MAX_DIGITS: usize = 20;
 
 /// The node names of a Slurm hostlist: comma-separated elements, each literal text with bracket
 /// groups of numbers and ranges (`"rack[1-2]-n[01-02]"` is the product, zero padding kept).
@@ -50,20 +56,26 @@ fn split_top_level(list: &str) -> Vec<&str> {
 fn expand_element(element: &str, limit: usize) -> Option<Vec<String>> {
     let mut names = vec![String::new()];
     let mut rest = element;
+    // The longest name so far: each name is checked before it is made.
+    let mut longest = 0;
     while !rest.is_empty() {
         match rest.find('[') {
             None => {
+                if longest + rest.len() > MAX_NAME_BYTES {
+                    return None;
+                }
                 names.iter_mut().for_each(|n| n.push_str(rest));
                 rest = "";
             }
             Some(open) => {
                 let literal = &rest[..open];
-                names.iter_mut().for_each(|n| n.push_str(literal));
                 let close = open + rest[open..].find(']')?;
                 let numbers = ranges(&rest[open + 1..close])?;
-                if names.len().checked_mul(numbers.len())? > limit {
+                longest += literal.len() + numbers.iter().map(String::len).max().unwrap_or(0);
+                if longest > MAX_NAME_BYTES || names.len().checked_mul(numbers.len())? > limit {
                     return None;
                 }
+                names.iter_mut().for_each(|n| n.push_str(literal));
                 names = names
                     .iter()
                     .flat_map(|prefix| numbers.iter().map(move |n| format!("{prefix}{n}")))
@@ -83,6 +95,9 @@ fn ranges(body: &str) -> Option<Vec<String>> {
         match part.split_once('-') {
             Some((low, high)) => {
                 let width = low.len();
+                if width > MAX_DIGITS || high.len() > MAX_DIGITS {
+                    return None;
+                }
                 let (a, b): (u64, u64) = (low.parse().ok()?, high.parse().ok()?);
                 if b < a || b - a >= MAX_HOSTS as u64 {
                     return None;
@@ -90,6 +105,9 @@ fn ranges(body: &str) -> Option<Vec<String>> {
                 out.extend((a..=b).map(|n| format!("{n:0width$}")));
             }
             None => {
+                if part.len() > MAX_DIGITS {
+                    return None;
+                }
                 part.parse::<u64>().ok()?;
                 out.push(part.to_owned());
             }
@@ -158,6 +176,25 @@ mod tests {
         assert_eq!(expand("n[0-4294967295]"), vec!["n[0-4294967295]"]);
         assert!(expand("a[0-300],b[0-300]").len() <= MAX_HOSTS);
         assert_eq!(expand("a[0-999]b[0-999]"), vec!["a[0-999]b[0-999]"]);
+    }
+
+    /// Bounded in bytes too, not only in names: zero padding or a long prefix made each of
+    /// 65 536 names as long as the expression (a megabyte of zeros: 64 GiB).
+    #[test]
+    fn hostile_names_are_not_multiplied() {
+        let bytes = |names: &[String]| names.iter().map(String::len).sum::<usize>();
+        let padded = format!("n[{}-65535]", "0".repeat(100_000));
+        let names = expand(&padded);
+        assert!(bytes(&names) <= padded.len(), "{} bytes", bytes(&names));
+        let prefixed = format!("{}[0-65535]", "n".repeat(100_000));
+        let names = expand(&prefixed);
+        assert!(bytes(&names) <= prefixed.len(), "{} bytes", bytes(&names));
+        let suffixed = format!("n[0-65535]{}", "x".repeat(100_000));
+        assert!(bytes(&expand(&suffixed)) <= suffixed.len());
+        // Real names and padding stay as they were.
+        assert_eq!(expand("gpu[0001-0002]"), ["gpu0001", "gpu0002"]);
+        let long = format!("{}[1-2]", "r".repeat(240));
+        assert_eq!(expand(&long).len(), 2);
     }
 
     #[test]

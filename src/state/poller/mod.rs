@@ -365,6 +365,24 @@ struct Poller {
     array_owners: strategy::ArrayOwners,
 }
 
+/// Whether a batch of record reads says that this slurmrestd's answers, not some jobs' records,
+/// cannot be read: several records failed to decode, and nothing else was `answered`. Not when
+/// every one of them had failed before (`failed_before`): asked again together (their retries
+/// fall due together), two jobs whose records cannot be read would take the cluster down at
+/// every retry.
+fn answers_unreadable(
+    answered: bool,
+    failed: &[(u32, SlurmError)],
+    failed_before: impl Fn(u32) -> bool,
+) -> bool {
+    failed.len() > 1
+        && !answered
+        && failed
+            .iter()
+            .all(|(_, error)| matches!(error, SlurmError::Decode { .. }))
+        && failed.iter().any(|(id, _)| !failed_before(*id))
+}
+
 /// One job's record that could not be read ([`ClusterState::unreadable`]), and its next try.
 #[derive(Debug)]
 struct Unread {
@@ -1141,15 +1159,8 @@ impl Poller {
                 Err(error) => failed.push((id, error)),
             }
         }
-        // Several records, none of which decodes and none answered otherwise: this slurmrestd's
-        // answers, not those jobs, are what cannot be read.
-        let all_undecodable = failed.len() > 1
-            && records.is_empty()
-            && missing.is_empty()
-            && failed
-                .iter()
-                .all(|(_, error)| matches!(error, SlurmError::Decode { .. }));
-        if all_undecodable {
+        let answered = !records.is_empty() || !missing.is_empty();
+        if answers_unreadable(answered, &failed, |id| self.unreadable.contains_key(&id)) {
             return Err(failed.swap_remove(0).1);
         }
         failed.sort_unstable_by_key(|(id, _)| *id);
@@ -1569,6 +1580,36 @@ mod tests {
         pace.answered(t1, Some(3), &tuning);
         assert!(!pace.due(t1 + ms(29)));
         assert!(pace.due(t1 + ms(30)));
+    }
+
+    /// Several records that do not decode, and nothing else answered, is slurmrestd's answers
+    /// failing; not when each of them had failed before (two jobs' bad records, retried
+    /// together, took the cluster down at every retry).
+    #[test]
+    fn only_new_failures_to_decode_say_the_answers_cannot_be_read() {
+        let decode = || SlurmError::Decode {
+            operation: "job",
+            detail: "expected value".into(),
+        };
+        let failed = [(5, decode()), (6, decode())];
+        let never = |_| false;
+        assert!(answers_unreadable(false, &failed, never));
+        assert!(!answers_unreadable(true, &failed, never), "something read");
+        assert!(!answers_unreadable(false, &failed[..1], never), "one job's");
+        assert!(!answers_unreadable(false, &failed, |id| id == 5 || id == 6));
+        assert!(answers_unreadable(false, &failed, |id| id == 5), "6 is new");
+        let too_large = (
+            7,
+            SlurmError::ResponseTooLarge {
+                operation: "job",
+                limit: 1024,
+            },
+        );
+        assert!(!answers_unreadable(
+            false,
+            &[(5, decode()), too_large],
+            never
+        ));
     }
 
     #[test]
