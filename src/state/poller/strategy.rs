@@ -354,7 +354,9 @@ pub fn needs(known: Option<&Tracked>, listed: &Listed, ask: Ask) -> Option<Why> 
         Known::Skipped => None,
         Known::Ours if changed => Some(Why::OursChanged),
         // A SlurmJob names it: an unsigned legacy tag is followed once named ([`Verdict`]).
-        Known::Foreign { .. } if ask == Ask::Named => Some(Why::Wanted),
+        // A submit of ours returned it: slurmctld reused the id (it lost its state), and the
+        // someone else's job known under it is gone.
+        Known::Foreign { .. } if ask != Ask::None => Some(Why::Wanted),
         Known::Foreign { .. } if changed && holds_nodes(&listed.state) => Some(Why::Started),
         _ => match tracked.stale {
             Stale::Resync => Some(Why::Resync),
@@ -1525,6 +1527,12 @@ mod tests {
             (
                 "skipped (named by a SlurmJob)",
                 Some(tracked("PENDING", Known::Skipped)),
+                "PENDING",
+                Some(Why::Wanted),
+            ),
+            (
+                "someone else's, ended, before slurmctld lost its state and reused the id",
+                Some(tracked("COMPLETED", foreign())),
                 "PENDING",
                 Some(Why::Wanted),
             ),
