@@ -192,9 +192,18 @@ async fn a_namespace_deleted_while_the_operator_is_down_goes_once_it_is_back() {
         },
     )
     .await;
+    // The namespace controller deletes one resource type after another, in no set order: the
+    // Secrets may go before the SlurmJobs are marked.
     for name in ["done-0", "done-1", "long-0", "long-1"] {
-        let job = jobs.get(name).await.unwrap();
-        assert!(job.metadata.deletion_timestamp.is_some(), "{name}");
+        let job = eventually(
+            &format!("{name} marked for deletion"),
+            Duration::from_secs(60),
+            || async {
+                let job = jobs.get(name).await.unwrap();
+                job.metadata.deletion_timestamp.is_some().then_some(job)
+            },
+        )
+        .await;
         assert!(!job.finalizers().is_empty(), "{name} held by its finalizer");
     }
 

@@ -220,7 +220,26 @@ async fn the_tenancy_example_runs_as_the_teams_user_and_the_tenant_is_refused_th
         doc["spec"]["partition"] = json!(slurm.partition);
         doc["spec"]["workingDirectory"] = json!("/home/alice");
         name = doc["metadata"]["name"].as_str().unwrap().to_owned();
-        apply(&tenant, &doc).await.unwrap();
+        // The namespace's ResourceQuota counts SlurmJobs: until the quota controller has
+        // discovered the CRD (its discovery resync, 30 s), admission refuses every create with
+        // 403 "status unknown for quota", and it may take until the quota's own resync.
+        eventually(
+            "the tenant's SlurmJob admitted under the namespace's quota",
+            Duration::from_secs(360),
+            || async {
+                match apply(&tenant, &doc).await {
+                    Ok(_) => Some(()),
+                    Err(kube::Error::Api(e))
+                        if e.code == 403 && e.message.contains("status unknown for quota") =>
+                    {
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                        None
+                    }
+                    Err(e) => panic!("the tenant's SlurmJob refused: {e}"),
+                }
+            },
+        )
+        .await;
     }
     let team_a: Api<SlurmJob> = Api::namespaced(admin.clone(), "team-a");
     let done = eventually(
@@ -377,6 +396,21 @@ async fn the_tenancy_example_runs_as_the_teams_user_and_the_tenant_is_refused_th
         .delete("main", &DeleteParams::default())
         .await
         .unwrap();
+    // Gone while the operator still runs: its finalizers would otherwise keep them deleting for
+    // good, and a later run of this test (the same names) would find them so.
+    eventually(
+        "the namespaces and SlurmCluster main gone",
+        Duration::from_secs(180),
+        || async {
+            for ns in ["team-a", "team-b", "team-c"] {
+                if namespaces.get_opt(ns).await.ok()?.is_some() {
+                    return None;
+                }
+            }
+            clusters.get_opt("main").await.ok()?.is_none().then_some(())
+        },
+    )
+    .await;
     for doc in &policy {
         let kind = doc["kind"].as_str().unwrap();
         let name = doc["metadata"]["name"].as_str().unwrap();
