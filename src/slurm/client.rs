@@ -279,7 +279,7 @@ impl SlurmClient {
         result
     }
 
-    /// Whether the primary slurmctld answers. Does NOT prove the token is valid (`/ping` does not
+    /// Whether a slurmctld (the primary or a backup) answers. Does NOT prove the token is valid (`/ping` does not
     /// check it); use [`Self::cluster_info`] for that.
     pub async fn ping(&self) -> Result<bool, SlurmError> {
         let dialect = self.dialect().await?;

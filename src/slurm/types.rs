@@ -32,7 +32,7 @@ pub struct ClusterInfo {
     pub data_parser: String,
     /// The REST API version the facade speaks, e.g. "v0.0.42".
     pub api_version: String,
-    /// Whether the primary slurmctld answered a ping.
+    /// Whether a slurmctld (the primary, or a backup in control) answered a ping.
     pub controller_responding: bool,
     /// Jobs submitted since the controller's daily statistics reset.
     pub jobs_submitted: Option<i64>,

@@ -364,7 +364,7 @@ pub fn desired(
                     Status::False,
                     CONTROLLER_NOT_RESPONDING,
                     format!(
-                        "slurmrestd at {} answers, but the primary slurmctld of cluster {:?} does not respond to ping",
+                        "slurmrestd at {} answers, but no slurmctld of cluster {:?} (primary or backup) responds to ping",
                         c.endpoint, c.info.cluster_name
                     ),
                 )

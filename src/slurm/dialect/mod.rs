@@ -480,31 +480,33 @@ macro_rules! cancel_by_errors {
 }
 pub(crate) use cancel_by_errors;
 
-/// `/ping` before v0.0.42: `pinged: "UP"` and `mode: "primary"` (no `responding`/`primary`).
+/// `/ping` before v0.0.42: `pinged: "UP"` (no `responding`). Any controller that answers: a
+/// backup that took over from a primary that is down serves as well.
 macro_rules! responding_by_pinged {
     () => {
         fn controller_responding(resp: &api::OpenapiPingArrayResp) -> bool {
             resp.pings
                 .iter()
                 .flat_map(|p| p.0.iter())
-                .any(|p| p.pinged.as_deref() == Some("UP") && p.mode.as_deref() == Some("primary"))
+                .any(|p| p.pinged.as_deref() == Some("UP"))
         }
     };
 }
 pub(crate) use responding_by_pinged;
 
-/// `/ping` from v0.0.42 to v0.0.44: `responding`, and `primary` (or `mode` says primary).
-macro_rules! responding_by_primary_or_mode {
+/// `/ping` from v0.0.42 to v0.0.44: `responding`. Any controller, the primary or a backup that
+/// took over from it.
+macro_rules! responding_by_flag {
     () => {
         fn controller_responding(resp: &api::OpenapiPingArrayResp) -> bool {
-            resp.pings.iter().flat_map(|p| p.0.iter()).any(|p| {
-                p.responding == Some(true)
-                    && (p.primary == Some(true) || p.mode.as_deref() == Some("primary"))
-            })
+            resp.pings
+                .iter()
+                .flat_map(|p| p.0.iter())
+                .any(|p| p.responding == Some(true))
         }
     };
 }
-pub(crate) use responding_by_primary_or_mode;
+pub(crate) use responding_by_flag;
 
 /// slurmdbd's job record from v0.0.41 on names the output files, expanded where it can.
 macro_rules! accounting_output_files {
@@ -533,6 +535,44 @@ mod tests {
 
     use super::*;
     use crate::slurm::types::Exclusive;
+
+    /// With HA slurmctld, the primary down and a backup in control: slurmctld answers, in
+    /// every version's words. Nobody answering is not responding.
+    #[test]
+    fn a_backup_controller_in_control_is_a_responding_controller() {
+        let ping = |primary: bool, backup: bool| {
+            let entry = |host: &str, up: bool, first: bool| {
+                serde_json::json!({
+                    "hostname": host, "pinged": if up { "UP" } else { "DOWN" },
+                    "responding": up, "latency": 100,
+                    "mode": if first { "primary" } else { "backup1" }, "primary": first,
+                })
+            };
+            serde_json::to_vec(&serde_json::json!({
+                "pings": [entry("ctl-a", primary, true), entry("ctl-b", backup, false)],
+                "meta": {"plugin": {"data_parser": "data_parser/v0.0.42"}},
+                "errors": [], "warnings": [],
+            }))
+            .unwrap()
+        };
+        for version in ApiVersion::ALL {
+            let responding = |body: Vec<u8>| match Dialect::decode(
+                version,
+                replay::Endpoint::Ping,
+                200,
+                &body,
+            ) {
+                Ok(replay::Decoded::Responding(r)) => r,
+                other => panic!("{version}: {other:?}"),
+            };
+            assert!(responding(ping(true, false)), "{version}: primary");
+            assert!(
+                responding(ping(false, true)),
+                "{version}: backup in control"
+            );
+            assert!(!responding(ping(false, false)), "{version}: none");
+        }
+    }
 
     fn request() -> SubmitRequest {
         SubmitRequest {

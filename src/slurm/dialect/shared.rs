@@ -47,7 +47,8 @@ impl Api {
         progenitor_client::ClientInfo::client(&self.0)
     }
 
-    /// Whether the primary slurmctld answers, and the data parser that rendered the answer.
+    /// Whether a slurmctld answers (the primary, or a backup that took over), and the data
+    /// parser that rendered the answer.
     pub(crate) async fn ping(&self, c: &Caller<'_>) -> Result<(bool, String), SlurmError> {
         let resp = c
             .call("ping", Subject::None, Idempotency::Idempotent, || {

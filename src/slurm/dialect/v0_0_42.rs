@@ -7,7 +7,7 @@ const VERSION: ApiVersion = ApiVersion::V0_0_42;
 
 include!("shared.rs");
 
-crate::slurm::dialect::responding_by_primary_or_mode!();
+crate::slurm::dialect::responding_by_flag!();
 
 crate::slurm::dialect::cancel_by_status!();
 crate::slurm::dialect::accounting_output_files!();

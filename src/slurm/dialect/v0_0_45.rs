@@ -7,11 +7,12 @@ const VERSION: ApiVersion = ApiVersion::V0_0_45;
 
 include!("shared.rs");
 
+/// Any controller: a backup that took over from a primary that is down serves as well.
 fn controller_responding(resp: &api::OpenapiPingArrayResp) -> bool {
     resp.pings
         .iter()
         .flat_map(|p| p.0.iter())
-        .any(|p| p.responding == Some(true) && p.primary == Some(true))
+        .any(|p| p.responding == Some(true))
 }
 
 crate::slurm::dialect::cancel_by_status!();
