@@ -1031,8 +1031,8 @@ async fn not_connected(
             format!("SlurmCluster {cluster:?} is not connected yet; see its status")
         }
         Waiting::Credentials => format!(
-            "waiting to submit until the operator uses the credentials SlurmCluster {cluster:?} \
-             names in spec.auth; see its status"
+            "waiting to submit until the operator uses the endpoint and credentials SlurmCluster \
+             {cluster:?} names (spec.endpoint, spec.auth); see its status"
         ),
     };
     condition::upsert(
@@ -1066,17 +1066,22 @@ async fn not_connected(
     Err(Error::ClusterNotReady(job.spec.cluster_name.clone()))
 }
 
-/// Whether `client` acts as `cluster`'s spec says: a key minting for `auth.jwt.user`, or a
-/// ready token (`tokenSecretRef`). Clients are shared between SlurmClusters only with the same
-/// identity, so a connected cluster's client says so once its credentials are in.
+/// Whether `client` acts as `cluster`'s spec says: at `spec.endpoint` (a move to another
+/// endpoint not confirmed yet, or refused, keeps the old connection: submits there would add
+/// jobs that hold the move up), with a key minting for `auth.jwt.user`, or a ready token
+/// (`tokenSecretRef`). Clients are shared between SlurmClusters only with the same identity,
+/// so a connected cluster's client says so once its credentials are in.
 fn acts_as_spec(client: &crate::slurm::SlurmClient, cluster: &SlurmCluster) -> bool {
-    match cluster.spec.auth.method() {
-        Some(crate::crd::AuthMethod::Jwt(jwt)) => {
-            !client.uses_ready_token() && client.user().as_deref() == Some(jwt.user.as_str())
+    let at_endpoint = crate::slurm::ClientConfig::new(&cluster.spec.endpoint)
+        .is_ok_and(|config| config.endpoint == *client.endpoint());
+    at_endpoint
+        && match cluster.spec.auth.method() {
+            Some(crate::crd::AuthMethod::Jwt(jwt)) => {
+                !client.uses_ready_token() && client.user().as_deref() == Some(jwt.user.as_str())
+            }
+            Some(crate::crd::AuthMethod::Token(_)) => client.uses_ready_token(),
+            None => false,
         }
-        Some(crate::crd::AuthMethod::Token(_)) => client.uses_ready_token(),
-        None => false,
-    }
 }
 
 /// A SlurmJob its namespace's access does not allow: `Ready=False` and `Stalled=True` with the

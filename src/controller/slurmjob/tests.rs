@@ -129,6 +129,14 @@ fn context_with_cluster(
     let (wake, woken) = futures::channel::mpsc::unbounded();
     let (jobs, _writer) = reflector::store();
     let (slurm_clusters, mut clusters) = reflector::store();
+    // As the SlurmCluster controller connects it: at its spec's endpoint (the local Slurm's,
+    // where a test registered that). A test that gives another endpoint keeps it.
+    let mut local = local;
+    if local.spec.endpoint == UNREACHABLE
+        && let Some(handle) = ctx.clusters.get(&ObjectRef::from_obj(&local))
+    {
+        local.spec.endpoint = handle.client.endpoint().to_string();
+    }
     clusters.apply_watcher_event(&watcher::Event::Apply(local));
     let (namespaces, _writer) = reflector::store();
     let data = Arc::new(JobContext {
@@ -2945,7 +2953,8 @@ async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
     assert!(data.submissions.is_empty(), "nothing submitted");
 }
 
-/// A submit goes out only with the credentials the SlurmCluster's spec names: while the client
+/// A submit goes out only at the endpoint, with the credentials, the SlurmCluster's spec names:
+/// while the client
 /// registered is still the one before (a key where the spec now says a token, or a key for
 /// another user), the SlurmJob waits (`Ready=Unknown/ClusterNotReady`, retried), and nothing is
 /// submitted with the old credentials, which may mint the very user the new setup refuses.
@@ -2966,6 +2975,10 @@ async fn the_submit_waits_for_the_credentials_its_spec_names() {
     unflagged_token_cluster.spec.access[0].allow_cluster_user = false;
     let ops_key =
         crate::slurm::Credentials::minted(b"k".to_vec(), "ops", Duration::from_secs(900)).unwrap();
+    let mut moved_cluster = cluster_granting(
+        json!([{"namespaces": [NS], "slurmUser": "slurm", "allowClusterUser": true}]),
+    );
+    moved_cluster.spec.endpoint = "http://127.0.0.1:2".into();
     for (what, cluster, credentials) in [
         (
             "an unflagged token, the key for ops still in",
@@ -2981,6 +2994,11 @@ async fn the_submit_waits_for_the_credentials_its_spec_names() {
         (
             "a key for ops, the key for slurm still in",
             ops_key_cluster,
+            slurm_key(),
+        ),
+        (
+            "another endpoint, the connection to the old one still in",
+            moved_cluster,
             slurm_key(),
         ),
     ] {
