@@ -92,7 +92,11 @@ pub enum ConfigError {
     MaxResponseSizeOutOfRange { size: String },
     #[error("spec.listingTimeout {timeout:?} is not between 30s and 1h, such as 10m")]
     ListingTimeoutOutOfRange { timeout: Duration },
-    #[error("Secret {name:?} ({what}) not found in the operator's credentials namespace")]
+    #[error(
+        "Secret {name:?} ({what}) not found in the operator's credentials namespace; create it \
+         with the label {CREDENTIALS_LABEL}=true (the operator sees no other Secret: one created \
+         without it is found only once labelled)"
+    )]
     SecretNotFound { name: String, what: &'static str },
     #[error("ConfigMap {name:?} not found in the operator's credentials namespace")]
     ConfigMapNotFound { name: String },
