@@ -876,7 +876,11 @@ async fn job_states_from_the_job_list_are_filed_under_each_record() {
             .collect();
         assert!(tasks.len() >= 4, "{tasks:?}");
         let ids: Vec<u32> = tasks.iter().map(|t| t.job_id).collect();
+        assert!(client.serves_job_states(), "not known otherwise yet");
         let mut states = client.jobs_state(&ids).await.unwrap();
+        // Known now: the poller lists every job once a cycle instead of asking about some
+        // several times, each read from the whole list.
+        assert!(!client.serves_job_states());
         states.sort_by_key(|s| s.job_id);
         let mut want: Vec<_> = tasks
             .iter()

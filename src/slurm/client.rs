@@ -33,6 +33,9 @@ pub struct SlurmClient {
     dialects: Arc<Vec<Dialect>>,
     negotiation: Arc<Negotiation>,
     config: Arc<ClientConfig>,
+    /// The version at which slurmrestd was found not to serve `/jobs/state/`
+    /// ([`Self::serves_job_states`]).
+    no_job_states: Arc<Mutex<Option<ApiVersion>>>,
 }
 
 /// The version in use, shared by every clone.
@@ -99,6 +102,7 @@ impl SlurmClient {
             dialects: Arc::new(dialects(&config, http, transport)),
             negotiation: Arc::new(negotiation),
             config: Arc::new(config),
+            no_job_states: Arc::default(),
         })
     }
 
@@ -144,6 +148,7 @@ impl SlurmClient {
             dialects: Arc::new(dialects(&self.config, http, transport)),
             negotiation: Arc::clone(&self.negotiation),
             config: Arc::clone(&self.config),
+            no_job_states: Arc::clone(&self.no_job_states),
         })
     }
 
@@ -536,6 +541,14 @@ impl SlurmClient {
         }
     }
 
+    /// Whether slurmrestd serves `/jobs/state/`, as far as known: without it, each call of
+    /// [`Self::jobs_state`] reads the whole job list, so the poller lists every job once a cycle
+    /// rather than asking about a few jobs several times.
+    pub fn serves_job_states(&self) -> bool {
+        let missing = *self.no_job_states.lock().unwrap_or_else(|p| p.into_inner());
+        missing.is_none() || missing != self.negotiation.current()
+    }
+
     /// The states of ALL jobs slurmctld holds, in one request (`/jobs/state/` without ids): about
     /// 80 bytes per job where `/jobs` sends about 8 KiB. A pending array appears once per task
     /// still to run, under its meta record's id.
@@ -560,6 +573,7 @@ impl SlurmClient {
         wanted: Option<&[u32]>,
     ) -> Result<Vec<JobStateEntry>, SlurmError> {
         tracing::debug!("slurmrestd does not serve /jobs/state/; reading states from /jobs");
+        *self.no_job_states.lock().unwrap_or_else(|p| p.into_inner()) = self.negotiation.current();
         let mut jobs = self.jobs(None).await?.into_items().unwrap_or_default();
         if let Some(ids) = wanted {
             jobs.retain(|job| {

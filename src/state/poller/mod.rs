@@ -678,11 +678,13 @@ impl Poller {
         }
         self.wanted.extend(unsigned.keys());
         self.named.extend(unsigned);
-        // A full listing in the cycle: the first, after a failure, and on a cluster too small
-        // (or with too many of ours) for incremental cycles to pay. The periodic one runs beside
-        // the cycles ([`Listing`]).
+        // A full listing in the cycle: the first, after a failure, on a cluster too small (or
+        // with too many of ours) for incremental cycles to pay, and where slurmrestd does not
+        // serve `/jobs/state/` (each incremental question would read every job). The periodic
+        // one runs beside the cycles ([`Listing`]).
         let full = self.resync
             || !self.listed_once
+            || !self.client.serves_job_states()
             || !strategy::incremental_pays(
                 &self.tracker,
                 strategy::followed(&self.tracker, &self.wanted).len(),
