@@ -34,18 +34,16 @@ pub const ENDED_ANNOTATION: &str = "slurm.rs/job-ended";
 pub const MOUNT_PATH: &str = "/output";
 /// Where the Pod sees its own annotations (downward API; the kubelet refreshes the file).
 const PODINFO_PATH: &str = "/podinfo";
-/// Resources of the streamer (`sh` + `tail`): requests and limits, so that namespaces with a
-/// ResourceQuota accept the Pod. Measured: busybox `tail` stays under 2 MiB.
+/// Resources of the streamer (`sh` + `cat`): requests and limits, so that namespaces with a
+/// ResourceQuota accept the Pod (busybox `tail`, the follower before, stayed under 2 MiB;
+/// `cat` keeps only its buffer).
 const CPU_REQUEST: &str = "10m";
 const CPU_LIMIT: &str = "100m";
 const MEMORY_REQUEST: &str = "16Mi";
 const MEMORY_LIMIT: &str = "32Mi";
 
-/// How long the Pod keeps reading after the end is announced: `tail -f` polls once a second,
-/// so this lets it print what the job wrote last.
-const DRAIN_SECONDS: u32 = 3;
 /// Default image of the streamer (`--output-image`): anything with `sh`, `cat`, `grep`, `readlink`,
-/// `sleep`, `stat` and `tail -f`.
+/// `sleep` and `stat`, on Linux (`/proc`).
 pub const DEFAULT_IMAGE: &str = "docker.io/library/busybox:1.37";
 /// How long after the Pod learns of the end a streamer still waiting to open its file (a FIFO)
 /// is ended: an open that has not returned by then waits for a writer, not for the storage.
@@ -278,8 +276,11 @@ fn meta_job_id(meta: &ObjectMeta) -> Option<i64> {
 /// its own identity, not the job's: so the file is opened once (fd 3), and streamed only when
 /// what was opened is that very path (no symbolic link on the way: `/proc/self/fd/3` names
 /// where the open ended), a regular file with one link (no hard link to someone else's file);
-/// then followed by descriptor (`tail -f` of the open file), so replacing the path later shows
-/// nothing new. The link count is read before the path: a hard link removed between the two
+/// then followed by that descriptor (`cat` from where the last one stopped, once a second; a
+/// file shorter than that position was truncated, and is read again from its start), so
+/// replacing the path later shows nothing new. Once the end is announced, one last `cat`
+/// copies what is left, however long it takes to get through a slow log pipeline (a timed
+/// drain lost the end of a file still being caught up on), up to the watchdog's bound. The link count is read before the path: a hard link removed between the two
 /// leaves a count of one, but its path then reads as deleted. A file the Pod cannot open (its
 /// uid may not read it) is said so, and the Pod ends: `command exec` keeps a failed open from
 /// ending the shell before it can say why. So is one that others may not read, even though the
@@ -313,9 +314,10 @@ the job's script must leave it readable by others (e.g. umask 022)\"; exit 0; fi
            echo \"not streamed: $OUTPUT_FILE is not readable by others: the job's script must \
 leave it readable by others (e.g. umask 022)\"; exit 0; fi; \
          if ended; then exec cat <&3; fi; \
-         tail -n +1 -f /proc/self/fd/3 & follower=$!; \
-         until ended; do sleep 2; done; \
-         sleep {DRAIN_SECONDS}; kill \"$follower\"; exit 0 ) & worker=$!; \
+         follow() {{ cat <&3; size=$(stat -L -c %s /proc/self/fd/3); pos=0; \
+           while read -r key value; do if [ \"$key\" = pos: ]; then pos=$value; fi; done < /proc/self/fdinfo/3; \
+           if [ \"$size\" -lt \"$pos\" ]; then exec 3< /proc/self/fd/3; cat <&3; fi; }}; \
+         until ended; do follow; sleep 1; done; follow; exit 0 ) & worker=$!; \
          ( until ended; do sleep 2; done; sleep {OPEN_GRACE_SECONDS}; \
            [ -L /proc/$worker/fd/3 ] || {{ kill -9 $worker && exit 1; exit 0; }}; \
            sleep \"$COPY_SECONDS\"; kill -9 $worker && exit 2; exit 0 ) >/dev/null 2>&1 & watchdog=$!; \
@@ -715,9 +717,7 @@ mod tests {
                 env.value.as_deref(),
                 Some(format!("{MOUNT_PATH}/{relative}").as_str())
             );
-            assert!(
-                container.command.as_ref().unwrap()[2].contains("tail -n +1 -f /proc/self/fd/3")
-            );
+            assert!(container.command.as_ref().unwrap()[2].contains("cat <&3"));
             let security = container.security_context.as_ref().unwrap();
             assert_eq!(security.read_only_root_filesystem, Some(true));
             assert_eq!(security.allow_privilege_escalation, Some(false));
@@ -826,7 +826,7 @@ mod tests {
             let bin = dir.join("busybox-bin");
             std::fs::create_dir_all(&bin).unwrap();
             for applet in [
-                "sh", "grep", "sleep", "readlink", "stat", "tail", "kill", "echo", "cat",
+                "sh", "grep", "sleep", "readlink", "stat", "kill", "echo", "cat",
             ] {
                 let link = bin.join(applet);
                 if !link.exists() {
@@ -1028,6 +1028,61 @@ mod tests {
             assert!(child.wait().unwrap().success(), "{name}");
             assert_eq!(copied.len(), text.len(), "{name}: the whole file");
             assert!(copied == text.as_bytes(), "{name}: the file as it is");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A streamer still catching up when the end is announced (created late, or its log read
+    /// slowly) copies the rest of the file: a timed drain after the end (3 s) killed the
+    /// follower and lost the end of the output without a word.
+    #[test]
+    fn a_streamer_catching_up_at_the_end_copies_the_rest() {
+        use std::io::Write;
+        use std::time::Duration;
+
+        let dir = scratch("streamer-catching-up");
+        let annotations = dir.join("annotations");
+        let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
+        let text = line.repeat(64 * 1024); // 4 MiB
+        for (name, toolbox) in toolboxes(&dir) {
+            let file = dir.join(format!("{name}.out"));
+            std::fs::write(&annotations, "slurm.rs/job-id=\"7\"\n").unwrap();
+            let mut out = std::fs::File::create(&file).unwrap();
+            let mut child = streamer(&toolbox, &file, &annotations, COPY_SECONDS);
+            // Following (the file exists, the end not announced), then the job writes it all
+            // and ends at once.
+            std::thread::sleep(Duration::from_millis(1500));
+            out.write_all(text.as_bytes()).unwrap();
+            std::fs::write(&annotations, TOLD).unwrap();
+            // Read in ~8 s: well past a 3 s drain.
+            let copied = read_paced(&mut child, text.len() as f64 / 8.0);
+            assert!(child.wait().unwrap().success(), "{name}");
+            assert_eq!(copied.len(), text.len(), "{name}: the whole file");
+            assert!(copied == text.as_bytes(), "{name}: the file as it is");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A file truncated while followed (a requeued job's output starts again) is read again
+    /// from its start.
+    #[test]
+    fn a_truncated_file_is_followed_from_its_start() {
+        use std::io::Write;
+        use std::time::Duration;
+
+        let dir = scratch("streamer-truncated");
+        for (name, toolbox) in toolboxes(&dir) {
+            let file = dir.join(format!("{name}.out"));
+            let annotations = dir.join("annotations");
+            let text = stream(&toolbox, &file, &annotations, || {
+                let mut out = std::fs::File::create(&file).unwrap();
+                writeln!(out, "first run, a long line").unwrap();
+                std::thread::sleep(Duration::from_millis(2500));
+                let mut again = std::fs::File::create(&file).unwrap(); // truncates
+                writeln!(again, "rerun").unwrap();
+                std::thread::sleep(Duration::from_millis(2500));
+            });
+            assert_eq!(text, "first run, a long line\nrerun\n", "{name}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
