@@ -443,10 +443,17 @@ impl LogsArgs {
             return Ok(0);
         }
         // A followed log also ends when the Pod does before the job: deleted (a drain), or its
-        // node or kubelet gone. Only the end the operator told the Pod of is the job's.
-        let now = pods.get_opt(&self.name).await.ok().flatten();
-        if ended_with_its_job(&streamed, now.as_ref()) {
-            return Ok(0);
+        // node or kubelet gone. The streamer's own end is the job's (the operator told it), or
+        // one it chose and said why ("not streamed: ..."): the Pod then succeeds, which its
+        // status may show a moment after its log ended.
+        let settle = tokio::time::Instant::now() + LOG_END_SETTLE;
+        loop {
+            match pods.get_opt(&self.name).await {
+                Ok(now) if ended_with_its_job(&streamed, now.as_ref()) => return Ok(0),
+                Ok(now) if !same_pod(&streamed, now.as_ref()) => break,
+                Ok(_) | Err(_) if tokio::time::Instant::now() >= settle => break,
+                Ok(_) | Err(_) => tokio::time::sleep(POD_POLL).await,
+            }
         }
         Err(CliError::LogCut(format!(
             "{what}: the output Pod's log ended before the job did (the Pod was deleted or \
@@ -455,14 +462,23 @@ impl LogsArgs {
     }
 }
 
-/// Whether the log of `streamed` ended because its job did: the Pod read again (`now`) is that
-/// very Pod, and the operator told it that its job ended.
+/// How long `logs -f` waits, after the log ended, for the Pod's status to say how it ended.
+const LOG_END_SETTLE: Duration = Duration::from_secs(5);
+
+/// Whether `now` (the Pod read again) is the very Pod `streamed` was.
+fn same_pod(streamed: &Pod, now: Option<&Pod>) -> bool {
+    now.is_some_and(|now| now.metadata.uid.is_some() && now.metadata.uid == streamed.metadata.uid)
+}
+
+/// Whether the log of `streamed` ended with its streamer's own end: the Pod read again (`now`)
+/// is that very Pod, and the operator told it that its job ended, or it succeeded (it ended by
+/// itself, saying why: a file it does not stream).
 fn ended_with_its_job(streamed: &Pod, now: Option<&Pod>) -> bool {
-    now.is_some_and(|now| {
-        now.metadata.uid.is_some()
-            && now.metadata.uid == streamed.metadata.uid
-            && output::told(&now.metadata)
-    })
+    same_pod(streamed, now)
+        && now.is_some_and(|now| {
+            let phase = now.status.as_ref().and_then(|s| s.phase.as_deref());
+            output::told(&now.metadata) || phase == Some("Succeeded")
+        })
 }
 
 /// Why [`copy_output`] stopped.
@@ -522,10 +538,10 @@ fn streams_current_run(pod: &Pod, job: &SlurmJob) -> bool {
     });
     // A status not yet the spec's (an edit the operator has not taken up: a re-run to come)
     // names the previous run.
-    let current = job
-        .status
-        .as_ref()
-        .is_some_and(|s| s.observed_generation >= job.metadata.generation);
+    // (A job not ended yet is the current run whatever the edit: only an ended one re-runs.)
+    let current = job.status.as_ref().is_some_and(|s| {
+        s.observed_generation >= job.metadata.generation || !s.phase.is_terminal()
+    });
     let job_id = job.status.as_ref().and_then(|s| s.job_id);
     labelled && owned && current && job_id.is_some() && output::streamed_job_id(pod) == job_id
 }
@@ -993,11 +1009,16 @@ mod tests {
             ..Default::default()
         });
         assert!(streams_current_run(&current, &job));
-        // Edited since (generation 3): until the operator takes it up, the status names the
-        // run before the re-run to come.
+        // Edited since (generation 3), the run not ended: still the current run (an edit of a
+        // job that has not ended does not re-run it).
         job.metadata.generation = Some(3);
+        assert!(streams_current_run(&current, &job));
+        // Ended: until the operator takes the edit up, the status names the run before the
+        // re-run to come.
+        job.status.as_mut().unwrap().phase = crate::crd::slurmjob::Phase::Completed;
         assert!(!streams_current_run(&current, &job));
         job.metadata.generation = Some(2);
+        job.status.as_mut().unwrap().phase = crate::crd::slurmjob::Phase::Running;
         // The previous run's Pod, still there right after a re-run.
         assert!(!streams_current_run(&pod_of(&job, 76), &job));
         // A Pod of an earlier SlurmJob of the same name (another uid).
@@ -1034,6 +1055,22 @@ mod tests {
             !ended_with_its_job(&streamed, Some(&replaced)),
             "another Pod"
         );
+        // Not told, but it succeeded: it ended by itself ("not streamed: ..."). Failed (evicted,
+        // its node gone) is not.
+        let with_phase = |phase: &str| {
+            let mut pod = streamed.clone();
+            pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            });
+            pod
+        };
+        assert!(ended_with_its_job(
+            &streamed,
+            Some(&with_phase("Succeeded"))
+        ));
+        assert!(!ended_with_its_job(&streamed, Some(&with_phase("Failed"))));
+        assert!(!ended_with_its_job(&streamed, Some(&with_phase("Running"))));
         // A Pod created after the end is created told.
         let created_told = output::pod(&job, 77, "busybox", true).unwrap();
         let mut created_told_read = created_told.clone();
