@@ -115,6 +115,47 @@ where
     (by_uid, changes)
 }
 
+/// kube's `touched_objects` for a stream already applied to a cache (`.reflect(writer)`), with a
+/// relist's objects passed on only at its end, as [`reflect_changes`] does: the cache swaps a
+/// relist in only then, and a reconcile the trigger starts reads the cache (a namespace
+/// relabelled while the watch was down would be judged by its old labels, and not again). The
+/// first list's pass as they come: a controller waits for its caches before it starts.
+pub fn touched_after_relist<K, S>(stream: S) -> impl Stream<Item = watcher::Result<K>>
+where
+    S: Stream<Item = watcher::Result<watcher::Event<K>>>,
+{
+    let mut listed = false;
+    let mut held = Vec::new();
+    stream
+        .map_ok(move |event| match event {
+            watcher::Event::Apply(object) | watcher::Event::Delete(object) => vec![object],
+            watcher::Event::InitApply(object) if listed => {
+                held.push(object);
+                Vec::new()
+            }
+            watcher::Event::InitApply(object) => vec![object],
+            watcher::Event::Init => {
+                held.clear();
+                Vec::new()
+            }
+            watcher::Event::InitDone => {
+                listed = true;
+                std::mem::take(&mut held)
+            }
+        })
+        .map_ok(|objects| futures::stream::iter(objects.into_iter().map(Ok)))
+        .try_flatten()
+}
+
+/// [`touched_after_relist`] as a method of the stream.
+pub trait TouchedAfterRelist<K>: Stream<Item = watcher::Result<watcher::Event<K>>> + Sized {
+    fn touched_after_relist(self) -> impl Stream<Item = watcher::Result<K>> {
+        touched_after_relist(self)
+    }
+}
+
+impl<K, S: Stream<Item = watcher::Result<watcher::Event<K>>>> TouchedAfterRelist<K> for S {}
+
 /// What an event did to a [`reflect_changes`] cache.
 #[derive(Debug, Clone, Copy)]
 pub enum Applied<'a, K> {
@@ -1187,6 +1228,59 @@ mod tests {
             [
                 ("first".to_owned(), None), // the first list: the controller waits for it
                 ("changed".to_owned(), some("changed")),
+                ("new".to_owned(), some("new")),
+                ("after".to_owned(), some("after")),
+            ]
+        );
+    }
+
+    /// A watch applied to a cache by kube's reflector passes a relist's objects on once the
+    /// cache holds them (its end), the first list's as they come.
+    #[test]
+    fn touched_objects_of_a_relist_come_once_the_cache_holds_them() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::runtime::WatchStreamExt;
+        let map = |name: &str, data: &str| {
+            let mut map = ConfigMap::default();
+            map.metadata.name = Some(name.into());
+            map.metadata.namespace = Some("ns".into());
+            map.data = Some([("key".to_owned(), data.to_owned())].into());
+            map
+        };
+        let events = [
+            watcher::Event::Init,
+            watcher::Event::InitApply(map("a", "first")),
+            watcher::Event::InitDone,
+            watcher::Event::Init,
+            watcher::Event::InitApply(map("a", "changed")),
+            // The relist broke off and began again: what it held is dropped.
+            watcher::Event::Init,
+            watcher::Event::InitApply(map("a", "again")),
+            watcher::Event::InitApply(map("b", "new")),
+            watcher::Event::InitDone,
+            watcher::Event::Apply(map("b", "after")),
+        ];
+        let (store, writer) = kube::runtime::reflector::store();
+        let touched = futures::stream::iter(events.map(Ok))
+            .reflect(writer)
+            .touched_after_relist();
+        let taken: Vec<(String, Option<String>)> = futures::executor::block_on(
+            touched
+                .map(Result::unwrap)
+                .map(|object| {
+                    let held = store
+                        .get(&ObjectRef::from_obj(&object))
+                        .map(|held| held.data.as_ref().unwrap()["key"].clone());
+                    (object.data.unwrap()["key"].clone(), held)
+                })
+                .collect(),
+        );
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            taken,
+            [
+                ("first".to_owned(), None),
+                ("again".to_owned(), some("again")),
                 ("new".to_owned(), some("new")),
                 ("after".to_owned(), some("after")),
             ]

@@ -52,6 +52,7 @@ use self::config::{CaSource, ConfigError, ConfigPlan, Sources};
 use self::status::{Connected, Failure, Observation};
 use super::kit::{self, Backoffs};
 use super::{Context, DeletedCluster, SLURMJOBS, SLURMNODESETS};
+use crate::controller::kit::TouchedAfterRelist as _;
 use crate::crd::{CREDENTIALS_LABEL, SlurmCluster, SlurmClusterSpec};
 use crate::error_chain::Chain;
 use crate::slurm::tag::TagKey;
@@ -920,7 +921,7 @@ pub fn run(
     })
     .modify(kit::trim_for_cache)
     .reflect(writer)
-    .touched_objects()
+    .touched_after_relist()
     // Our own status writes change neither: no reconcile per status write.
     .predicate_filter(
         predicates::generation.combine(predicates::finalizers),
@@ -934,13 +935,13 @@ pub fn run(
         watcher::Config::default().labels(&format!("{CREDENTIALS_LABEL}=true")),
     )
     .default_backoff()
-    .touched_objects();
+    .touched_after_relist();
     let config_maps = watcher(
         Api::<PartialObjectMeta<ConfigMap>>::namespaced(client, &credentials),
         watcher::Config::default(),
     )
     .default_backoff()
-    .touched_objects();
+    .touched_after_relist();
 
     let by_secret = store.clone();
     let by_config_map = store.clone();

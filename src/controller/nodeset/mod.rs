@@ -71,6 +71,7 @@ use self::plan::{Action, Confirm, DeleteWhy, Input, Leaving, SlurmView, ViewStat
 use super::Context;
 use super::cached_writes::CACHE_LAG_RETRY;
 use super::kit::{self, Backoffs, Notice};
+use crate::controller::kit::TouchedAfterRelist as _;
 use crate::crd::FIELD_MANAGER;
 use crate::crd::pod_meta::PodMeta;
 use crate::crd::{SlurmCluster, SlurmNodeSet, SlurmNodeSetStatus, condition};
@@ -1868,7 +1869,7 @@ pub fn run(
         )
         .modify(kit::trim_for_cache)
         .reflect(writer)
-        .touched_objects()
+        .touched_after_relist()
         .predicate_filter(predicates::generation, Default::default());
     let triggers = kit::slurm_triggers(
         CONTROLLER,
@@ -1883,7 +1884,7 @@ pub fn run(
         watcher::Config::default(),
     )
     .default_backoff()
-    .touched_objects()
+    .touched_after_relist()
     .predicate_filter(predicates::generation, Default::default())
     .filter_map(|cluster| std::future::ready(cluster.ok()))
     .flat_map(move |cluster| futures::stream::iter(sets_of_cluster(&cluster.name_any(), &sets)));
@@ -1897,7 +1898,7 @@ pub fn run(
         .owns_stream(
             pod_watch(client, namespace)
                 .default_backoff()
-                .touched_objects(),
+                .touched_after_relist(),
         )
         .with_config(
             controller::Config::default()

@@ -83,6 +83,7 @@ use self::plan::{Blocker, CleanupFacts, CleanupPlan, Orphaned, Reach};
 use self::submissions::{Outcome, Remembered, StatusWrites, Submissions, TakenOn};
 use super::kit::{self, Backoffs, Notice, Spend, UidIndex};
 use super::{Context, DeletedCluster};
+use crate::controller::kit::TouchedAfterRelist as _;
 use crate::crd::condition;
 use crate::crd::pod_meta::PodMeta;
 use crate::crd::slurmjob::{CachedSlurmJob, SlurmJobSpec, SlurmJobStatus, WholeSlurmJob};
@@ -2089,7 +2090,7 @@ pub fn run(
     .default_backoff()
     .modify(kit::trim_for_cache)
     .reflect(clusters_writer)
-    .touched_objects()
+    .touched_after_relist()
     .predicate_filter(predicates::generation, Default::default());
     let (namespaces, namespaces_writer) = reflector::store();
     let namespace_changes = watcher(
@@ -2099,7 +2100,7 @@ pub fn run(
     .default_backoff()
     .modify(namespace_for_cache)
     .reflect(namespaces_writer)
-    .touched_objects()
+    .touched_after_relist()
     .predicate_filter(predicates::labels, Default::default());
     let by_cluster = store.clone();
     let by_namespace = store.clone();
@@ -2110,7 +2111,7 @@ pub fn run(
         .default_backoff()
         .modify(|pod| output::trim_for_cache(&mut pod.metadata))
         .reflect(pods_writer)
-        .touched_objects();
+        .touched_after_relist();
 
     let data = Arc::new(JobContext {
         ctx,
