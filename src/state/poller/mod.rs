@@ -360,6 +360,9 @@ struct Poller {
     listing: Option<Listing>,
     /// Records that could not be read, and when each is asked again.
     unreadable: BTreeMap<u32, Unread>,
+    /// Ids of a batch of records that failed to decode all together, and so failed a cycle
+    /// ([`answers_unreadable`]): asked again, they are those jobs' failures, not the cycle's.
+    failed_together: std::sync::Mutex<BTreeSet<u32>>,
     /// Whose arrays are whose, from their task records read
     /// ([`strategy::resolve_unreadable_arrays`]).
     array_owners: strategy::ArrayOwners,
@@ -367,9 +370,10 @@ struct Poller {
 
 /// Whether a batch of record reads says that this slurmrestd's answers, not some jobs' records,
 /// cannot be read: several records failed to decode, and nothing else was `answered`. Not when
-/// every one of them had failed before (`failed_before`): asked again together (their retries
-/// fall due together), two jobs whose records cannot be read would take the cluster down at
-/// every retry.
+/// every one of them had failed before (`failed_before`: alone, or in such a batch): asked
+/// again together (their retries fall due together, or they are new together, as a
+/// heterogeneous job's parts), two jobs whose records cannot be read would take the cluster
+/// down at every retry.
 fn answers_unreadable(
     answered: bool,
     failed: &[(u32, SlurmError)],
@@ -382,6 +386,31 @@ fn answers_unreadable(
             .all(|(_, error)| matches!(error, SlurmError::Decode { .. }))
         && failed.iter().any(|(id, _)| !failed_before(*id))
 }
+
+/// [`answers_unreadable`] for a batch of record reads, the records that failed before being
+/// those in `unreadable` and those of a batch judged so (`together`), which a batch judged so
+/// joins: asked again, they are those jobs' failures.
+fn judge_batch(
+    answered: bool,
+    failed: &[(u32, SlurmError)],
+    unreadable: &BTreeMap<u32, Unread>,
+    together: &mut BTreeSet<u32>,
+) -> bool {
+    let before = |id| unreadable.contains_key(&id) || together.contains(&id);
+    if !answers_unreadable(answered, failed, before) {
+        return false;
+    }
+    // Bounded: a slurmrestd whose answers cannot be read fails on every id.
+    if together.len() > 4_096 {
+        together.clear();
+    }
+    together.extend(failed.iter().map(|(id, _)| *id));
+    true
+}
+
+/// How long an id this process's submit returned, which the poller knows as someone else's job
+/// (slurmctld reused it after losing its state), is asked about until its record is read.
+const REUSED_ID_READ_WITHIN: Duration = Duration::from_secs(300);
 
 /// One job's record that could not be read ([`ClusterState::unreadable`]), and its next try.
 #[derive(Debug)]
@@ -574,6 +603,7 @@ impl Poller {
             backoff: None,
             listing: None,
             unreadable: BTreeMap::new(),
+            failed_together: std::sync::Mutex::default(),
             array_owners: strategy::ArrayOwners::new(),
         }
     }
@@ -1162,7 +1192,16 @@ impl Poller {
             }
         }
         let answered = !records.is_empty() || !missing.is_empty();
-        if answers_unreadable(answered, &failed, |id| self.unreadable.contains_key(&id)) {
+        let unreadable_answers = judge_batch(
+            answered,
+            &failed,
+            &self.unreadable,
+            &mut self
+                .failed_together
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        if unreadable_answers {
             return Err(failed.swap_remove(0).1);
         }
         failed.sort_unstable_by_key(|(id, _)| *id);
@@ -1258,10 +1297,16 @@ impl Poller {
                 self.wanted
                     .retain(|id| strategy::still_wanted(*id, tracker, &jobs, verdict));
                 // A submitted job not listed yet (its submit returned after the listing) is
-                // kept for as long as its record could be held.
+                // kept for as long as its record could be held. One known as someone else's
+                // (slurmctld reused the id) is kept until its record is read, which a cycle
+                // short of budget may leave for later: for a while, not for good.
                 let hold = self.tuning.submit_hold;
                 self.submitted.retain(|id, at| match self.tracker.get(id) {
-                    Some(t) => t.known == strategy::Known::Unresolved,
+                    Some(t) => match t.known {
+                        strategy::Known::Unresolved => true,
+                        strategy::Known::Foreign { .. } => at.elapsed() < REUSED_ID_READ_WITHIN,
+                        _ => false,
+                    },
                     None => at.elapsed() < hold,
                 });
                 self.listed_once = true;
@@ -1612,6 +1657,17 @@ mod tests {
             &[(5, decode()), too_large],
             never
         ));
+        // New together (a heterogeneous job's parts): the cycle fails once; asked again, they
+        // are those jobs' failures.
+        let mut together = BTreeSet::new();
+        let none = BTreeMap::new();
+        assert!(judge_batch(false, &failed, &none, &mut together));
+        assert!(!judge_batch(false, &failed, &none, &mut together));
+        let with_new = [(5, decode()), (9, decode())];
+        assert!(
+            judge_batch(false, &with_new, &none, &mut together),
+            "9 is new"
+        );
     }
 
     #[test]
