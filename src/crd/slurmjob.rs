@@ -416,12 +416,24 @@ pub struct SlurmJobSpec {
 
     /// Further slurmrestd job-description fields (v0.0.42 `job_desc_msg`, snake_case keys),
     /// passed through as given: only options any Slurm user may choose for their own job
-    /// (shape, placement, timing, notifications, e.g. `mail_type`, `hold`, `begin_time`,
-    /// `tres_per_job`, `licenses`, `requeue`, `shared`). Who the job runs as,
+    /// (shape, placement, timing, notifications). Who the job runs as,
     /// its priority, reservation, nice value or id, admin fields, SPANK environment, security
     /// labels, containers, cluster routing and the fields with a typed field in this spec are
     /// refused, and so is a value that nests lists or objects more than 8 levels deep
-    /// (`InvalidSpec`).
+    /// (`InvalidSpec`, from the operator: the API server cannot check these keys).
+    /// The options it may carry: `account_gather_frequency`, `argv`, `batch_features`,
+    /// `begin_time`, `burst_buffer`, `contiguous`, `core_specification`, `cpu_binding`,
+    /// `cpu_binding_flags`, `cpu_frequency`, `cpus_per_tres`, `deadline`, `delay_boot`,
+    /// `distribution`, `distribution_plane_size`, `excluded_nodes`, `extra`, `immediate`,
+    /// `kill_on_node_fail`, `kill_warning_delay`, `kill_warning_flags`, `kill_warning_signal`,
+    /// `licenses`, `mail_type`, `mail_user`, `maximum_cpus`, `maximum_nodes`, `memory_binding`,
+    /// `memory_binding_type`, `memory_per_tres`, `minimum_boards_per_node`, `minimum_cpus`,
+    /// `minimum_cpus_per_node`, `minimum_nodes`, `minimum_sockets_per_board`, `ntasks_per_tres`,
+    /// `oom_kill_step`, `open_mode`, `overcommit`, `prefer`, `profile`, `required_nodes`,
+    /// `requeue`, `segment_size`, `shared`, `sockets_per_node`, `tasks_per_board`,
+    /// `tasks_per_core`, `tasks_per_socket`, `temporary_disk_per_node`, `thread_specification`,
+    /// `threads_per_core`, `time_minimum`, `tres_bind`, `tres_freq`, `tres_per_job`,
+    /// `tres_per_socket`, `wait_all_nodes`, `wckey`.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",

@@ -643,16 +643,34 @@ fn preserve_unknown_fields_only_on_extra_options() {
         preserve_unknown_paths(&schema, "", &mut paths);
         found.extend(paths.into_iter().map(|p| format!("{name}:{p}")));
     }
-    // The values of extraOptions (a map whose keys the CEL allowlist sees), bounded in number.
+    // The values of extraOptions (a map whose keys the operator checks), bounded in number.
     assert_eq!(found, ["slurmjobs.slurm.rs:.spec.extraOptions[]"]);
     let job = schemas()
         .into_iter()
         .find_map(|(name, s)| (name == "slurmjobs.slurm.rs").then_some(s))
         .unwrap();
+    let extra = &job["properties"]["spec"]["properties"]["extraOptions"];
     assert_eq!(
-        job["properties"]["spec"]["properties"]["extraOptions"]["maxProperties"],
+        extra["maxProperties"],
         serde_json::json!(crate::crd::slurmjob::MAX_EXTRA_OPTIONS)
     );
+    // What `kubectl explain` shows lists every key the operator takes, and no other: a refused
+    // key's message points there (`EXTRA_OPTION_UNKNOWN`).
+    let description = extra["description"].as_str().unwrap();
+    let (_, list) = description
+        .split_once("The options it may carry:")
+        .expect("the list of options");
+    let listed: Vec<&str> = list
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|word| word.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .collect();
+    let mut allowed = crate::slurm::types::EXTRA_JOB_OPTIONS.to_vec();
+    allowed.sort_unstable();
+    let mut listed_sorted = listed.clone();
+    listed_sorted.sort_unstable();
+    assert_eq!(listed_sorted, allowed, "{description}");
 }
 
 // ---------------------------------------------------------------------------------------------
