@@ -1171,6 +1171,21 @@ async fn act(
         Action::CreatePod { ordinal } => {
             let pod = pods::build_pod(nodeset, prefix, *ordinal, &pods::template_hash(nodeset));
             let name = pod.name_any();
+            // The name was given out on a view up to `plan::MAX_INDEX_AGE` old: asked again now,
+            // Slurm must not hold a node of that name that someone else registered since
+            // (another set, another operator, a hand-started slurmd), whose record the new
+            // pod's slurmd would take over (and the set then drain and remove). Fail closed.
+            let Some(client) = client else {
+                return Ok(SlurmOutcome::NotYet);
+            };
+            match client.node(&name).await {
+                Ok(current) if !plan::is_ours(&current, &pods::owner(nodeset)) => {
+                    info!(pod = %name, "Slurm holds a node of this name that another owner registered since the plan's view: not created");
+                    return Ok(SlurmOutcome::Superseded);
+                }
+                Ok(_) | Err(SlurmError::NotFound { .. }) => {}
+                Err(source) => return Err(Error::SlurmAction { node: name, source }),
+            }
             match pods_api.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &pod).await {
                 Ok(_) => {
                     info!(pod = %name, "created pod");

@@ -379,7 +379,11 @@ impl Action {
     /// Whether carrying the action out calls slurmrestd.
     pub fn calls_slurm(&self) -> bool {
         match self {
-            Action::Drain { .. } | Action::Resume { .. } | Action::DeleteNodeRecord { .. } => true,
+            Action::Drain { .. }
+            | Action::Resume { .. }
+            | Action::DeleteNodeRecord { .. }
+            // Its name is asked about first.
+            | Action::CreatePod { .. } => true,
             // The node is read again just before.
             Action::DeletePod { confirm, .. } => *confirm != Confirm::Nothing,
             _ => false,

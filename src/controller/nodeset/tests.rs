@@ -1257,11 +1257,35 @@ fn register_view(
     crate::controller::test_support::register_with_index(ctx, "hpc", "main", endpoint, view)
 }
 
-/// [`register_view`] holding no node, its client never reached: pods may be created.
+/// A view holding no node, with a client of the real local Slurm: a pod's name is asked about
+/// there before its create (no node holds it), so pods may be created. `None` (the test is
+/// skipped, with a message) without a local Slurm.
 fn register_empty_view(
     ctx: &Context,
-) -> tokio::sync::watch::Sender<Arc<crate::state::index::ClusterState>> {
-    register_view(ctx, "http://127.0.0.1:1", [])
+) -> Option<tokio::sync::watch::Sender<Arc<crate::state::index::ClusterState>>> {
+    let slurm = local_slurm()?;
+    let key = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
+    let credentials = crate::slurm::Credentials::minted(
+        key,
+        slurm["SLURM_USER"].clone(),
+        std::time::Duration::from_secs(300),
+    )
+    .unwrap();
+    let view = crate::state::index::ClusterState {
+        nodes_synced_at: Some(chrono::Utc::now()),
+        health: crate::state::index::Health::Up {
+            since: chrono::Utc::now(),
+        },
+        ..Default::default()
+    };
+    Some(crate::controller::test_support::register_with_credentials(
+        ctx,
+        "hpc",
+        "main",
+        &slurm["SLURM_REST_URL"],
+        view,
+        credentials,
+    ))
 }
 
 /// A pod create the API server refuses (a quota, Pod Security admission, a webhook) is not a
@@ -1272,7 +1296,9 @@ fn register_empty_view(
 async fn a_refused_pod_create_is_a_condition_and_one_warning() {
     let (ctx, mut api) = Context::test();
     let ctx = Arc::new(ctx);
-    let _index = register_empty_view(&ctx);
+    let Some(_index) = register_empty_view(&ctx) else {
+        return;
+    };
     let forbidden = "pods is forbidden: exceeded quota: compute, requested: pods=1";
     let name = pod_name("cpu", 0);
     let (written, mut read) = tokio::sync::mpsc::unbounded_channel();
@@ -1337,6 +1363,59 @@ async fn a_refused_pod_create_is_a_condition_and_one_warning() {
     assert_eq!(error.category(), "CreatePodFailed");
     reconcile(set, ctx).await.unwrap();
     scenario.await.unwrap();
+}
+
+/// A pod's name is given out on a view that may be a minute old: asked again just before the
+/// create, a node of that name that another owner registered since (here a hand-started
+/// slurmd for another namespace's set) stops it, and the name stays its owner's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_another_owner_registered_since_the_view_gets_no_pod() {
+    let Some(slurm) = local_slurm() else { return };
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    let Some(_index) = register_empty_view(&ctx) else {
+        return;
+    };
+    let set_name = format!("ow-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let taken = pod_name(&set_name, 0);
+    slurm_node_script(
+        &slurm,
+        &[
+            "start",
+            &taken,
+            "--conf",
+            &format!("CPUs=1 RealMemory=500 Feature={set_name} Weight=1000"),
+            "--extra",
+            &crate::slurm::node_owner::NodeOwner::new("other-team", &set_name).to_extra(),
+        ],
+    );
+    let _cleanup = SlurmCleanup {
+        slurm: slurm.clone(),
+        node: taken.clone(),
+        job: None,
+    };
+    let client = register_local_cluster(&ctx, &slurm, "hpc", "probe").await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while client.node(&taken).await.is_err() {
+        assert!(Instant::now() < deadline, "{taken} never registered");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let set = nodeset_named(&set_name, 1);
+    let expected = set.clone();
+    let owner = pods::owner(&set);
+    let scenario = tokio::spawn(async move {
+        expect_get_cluster(&mut api, &["hpc"]).await;
+        expect_list_pods_of(&mut api, &set_name, vec![]).await;
+        // No POST of the pod: the PodDisruptionBudget, the status, nothing more.
+        expect_pdb_of(&mut api, &set_name).await;
+        expect_status(&mut api, &expected).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(set), Arc::clone(&ctx)).await.unwrap();
+    scenario.await.unwrap();
+    // Still the other owner's.
+    let node = client.node(&taken).await.unwrap();
+    assert!(!plan::is_ours(&node, &owner), "{node:?}");
 }
 
 /// A PodDisruptionBudget of the set's name: another's is never written over (`ReplicaFailure`
@@ -1473,7 +1552,9 @@ async fn a_pdb_made_by_someone_else_after_the_read_is_not_taken_over() {
 async fn a_pod_name_held_by_a_pod_not_the_sets_is_a_failure() {
     let (ctx, mut api) = Context::test();
     let ctx = Arc::new(ctx);
-    let _index = register_empty_view(&ctx);
+    let Some(_index) = register_empty_view(&ctx) else {
+        return;
+    };
     let name = pod_name("cpu", 0);
     let scenario = tokio::spawn(async move {
         expect_get_cluster(&mut api, &["hpc"]).await;
@@ -1541,7 +1622,9 @@ async fn a_pod_of_the_set_without_its_label_is_a_failure_not_done() {
     for (labelled, failing) in [(false, true), (true, false)] {
         let (ctx, mut api) = Context::test();
         let ctx = Arc::new(ctx);
-        let _index = register_empty_view(&ctx);
+        let Some(_index) = register_empty_view(&ctx) else {
+            return;
+        };
         let name = pod_name("cpu", 0);
         let mut holder = existing_pod(&nodeset(1), 0);
         if !labelled {
@@ -1650,7 +1733,9 @@ async fn a_node_record_stays_while_a_pod_of_its_name_runs_unlisted() {
 async fn the_sets_pods_are_listed_a_page_at_a_time() {
     let (ctx, mut api) = Context::test();
     let ctx = Arc::new(ctx);
-    let _index = register_empty_view(&ctx);
+    let Some(_index) = register_empty_view(&ctx) else {
+        return;
+    };
     let set = nodeset(3);
     let first = vec![existing_pod(&set, 0)];
     let mut squatter = existing_pod(&set, 1);
@@ -1742,7 +1827,9 @@ async fn a_set_without_the_finalizer_gets_it_first() {
 async fn a_deleted_set_waits_for_its_pods_and_nodes_then_lets_go() {
     let (ctx, mut api) = Context::test();
     let ctx = Arc::new(ctx);
-    let _index = register_empty_view(&ctx);
+    let Some(_index) = register_empty_view(&ctx) else {
+        return;
+    };
     let set = deleted(nodeset(2), chrono::TimeDelta::seconds(5));
     let mut unscheduled = existing_pod(&set, 0);
     unscheduled.spec.as_mut().unwrap().node_name = None;
@@ -1934,7 +2021,9 @@ async fn a_deletion_that_keeps_failing_lets_go_at_the_deadline() {
         ctx.deletion_deadline = Some(std::time::Duration::from_secs(15 * 60));
         *ctx.acting_since.lock().unwrap() = Utc::now() - acting_for;
         let ctx = Arc::new(ctx);
-        let _index = register_empty_view(&ctx);
+        let Some(_index) = register_empty_view(&ctx) else {
+            return;
+        };
         let (set2, pod) = (set.clone(), unscheduled.clone());
         let scenario = tokio::spawn(async move {
             expect_get_cluster(&mut api, &["hpc"]).await;
