@@ -1178,6 +1178,25 @@ mod tests {
         assert_eq!(checked, alphabet.pow(length) * length as usize);
     }
 
+    /// Each trigger's `key` data, and what the cache holds under its name as the trigger is
+    /// taken (as a controller reads the cache then).
+    fn taken_with_cache(
+        triggers: impl Stream<Item = watcher::Result<k8s_openapi::api::core::v1::ConfigMap>>,
+        store: &kube::runtime::reflector::Store<k8s_openapi::api::core::v1::ConfigMap>,
+    ) -> Vec<(String, Option<String>)> {
+        futures::executor::block_on(
+            triggers
+                .map(Result::unwrap)
+                .map(|object| {
+                    let held = store
+                        .get(&ObjectRef::from_obj(&object))
+                        .map(|held| held.data.as_ref().unwrap()["key"].clone());
+                    (object.data.unwrap()["key"].clone(), held)
+                })
+                .collect(),
+        )
+    }
+
     /// A relist's triggers are passed on only once the cache holds the relist (its end): one
     /// passed on before would be reconciled from the cache as it was before, or not at all (a
     /// new object is not there yet). The first list's pass as they come.
@@ -1211,17 +1230,7 @@ mod tests {
             |_| {},
         );
         // What the cache holds for each trigger as the controller takes it.
-        let taken: Vec<(String, Option<String>)> = futures::executor::block_on(
-            passed
-                .map(Result::unwrap)
-                .map(|object| {
-                    let held = store
-                        .get(&ObjectRef::from_obj(&object))
-                        .map(|held| held.data.as_ref().unwrap()["key"].clone());
-                    (object.data.unwrap()["key"].clone(), held)
-                })
-                .collect(),
-        );
+        let taken = taken_with_cache(passed, &store);
         let some = |s: &str| Some(s.to_owned());
         assert_eq!(
             taken,
@@ -1264,17 +1273,7 @@ mod tests {
         let touched = futures::stream::iter(events.map(Ok))
             .reflect(writer)
             .touched_after_relist();
-        let taken: Vec<(String, Option<String>)> = futures::executor::block_on(
-            touched
-                .map(Result::unwrap)
-                .map(|object| {
-                    let held = store
-                        .get(&ObjectRef::from_obj(&object))
-                        .map(|held| held.data.as_ref().unwrap()["key"].clone());
-                    (object.data.unwrap()["key"].clone(), held)
-                })
-                .collect(),
-        );
+        let taken = taken_with_cache(touched, &store);
         let some = |s: &str| Some(s.to_owned());
         assert_eq!(
             taken,
