@@ -537,8 +537,17 @@ impl SlurmClient {
             Err(SlurmError::UnsupportedVersion { .. }) => {
                 self.states_from_job_list(Some(job_ids)).await
             }
-            other => other,
+            other => self.job_states_served(other),
         }
+    }
+
+    /// An answer of `/jobs/state/` itself: served now (slurmrestd upgraded under the same API
+    /// version), whatever an earlier call found.
+    fn job_states_served<T>(&self, answer: Result<T, SlurmError>) -> Result<T, SlurmError> {
+        if answer.is_ok() {
+            *self.no_job_states.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        answer
     }
 
     /// Whether slurmrestd serves `/jobs/state/`, as far as known: without it, each call of
@@ -559,7 +568,7 @@ impl SlurmClient {
             .await);
         match result {
             Err(SlurmError::UnsupportedVersion { .. }) => self.states_from_job_list(None).await,
-            other => other,
+            other => self.job_states_served(other),
         }
     }
 

@@ -929,19 +929,20 @@ pub fn run(
     );
 
     // Metadata only, and only the marked ones: Secret data is never cached in the operator.
+    // (No cache of theirs is read: a relist's objects pass as they come.)
     let credentials = ctx.credentials_namespace.clone();
     let secrets = watcher(
         Api::<PartialObjectMeta<Secret>>::namespaced(client.clone(), &credentials),
         watcher::Config::default().labels(&format!("{CREDENTIALS_LABEL}=true")),
     )
     .default_backoff()
-    .touched_after_relist();
+    .touched_objects();
     let config_maps = watcher(
         Api::<PartialObjectMeta<ConfigMap>>::namespaced(client, &credentials),
         watcher::Config::default(),
     )
     .default_backoff()
-    .touched_after_relist();
+    .touched_objects();
 
     let by_secret = store.clone();
     let by_config_map = store.clone();

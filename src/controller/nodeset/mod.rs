@@ -1899,7 +1899,7 @@ pub fn run(
         watcher::Config::default(),
     )
     .default_backoff()
-    .touched_after_relist()
+    .touched_objects()
     .predicate_filter(predicates::generation, Default::default())
     .filter_map(|cluster| std::future::ready(cluster.ok()))
     .flat_map(move |cluster| futures::stream::iter(sets_of_cluster(&cluster.name_any(), &sets)));
@@ -1911,9 +1911,11 @@ pub fn run(
         .inspect(move |()| acting.act_from_now());
     let driver = Controller::for_stream(nodesets, store.clone())
         .owns_stream(
+            // Not held at a relist (no cache of them is read: each round lists the set's pods),
+            // and a tenant's labelled Pod may carry 256 KiB of annotations.
             pod_watch(client, namespace)
                 .default_backoff()
-                .touched_after_relist(),
+                .touched_objects(),
         )
         .with_config(
             controller::Config::default()

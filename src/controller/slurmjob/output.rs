@@ -296,8 +296,8 @@ fn meta_job_id(meta: &ObjectMeta) -> Option<i64> {
 /// later if it still waits to open (a FIFO waits for a writer, maybe for good; no check before
 /// the open can close that race, the script may swap the path in between), and `$COPY_SECONDS`
 /// after that if it still copies (a sparse file of terabytes, or one another job keeps
-/// writing). The Pod says which (only for a worker the watchdog ended: one that died otherwise
-/// gets no note). Fd 3 is closed first: the watchdog reads an open fd 3 as the worker's open
+/// writing). The Pod says which (only for a worker the watchdog ended). A worker that died
+/// otherwise (a failed reopen, a failed fork) fails the Pod: its log did not end with the job. Fd 3 is closed first: the watchdog reads an open fd 3 as the worker's open
 /// done.
 fn streamer_script() -> String {
     format!(
@@ -327,6 +327,7 @@ leave it readable by others (e.g. umask 022)\"; exit 0; fi; \
 job's end (a FIFO?)\"; fi; \
          if [ $why = 2 ]; then echo \"cut short: $OUTPUT_FILE was still being copied \
 $COPY_SECONDS s after the job's end\"; fi; \
+         if [ $status != 0 ] && [ $why = 0 ]; then exit 1; fi; \
          exit 0"
     )
 }
