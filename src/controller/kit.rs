@@ -115,17 +115,26 @@ where
     (by_uid, changes)
 }
 
-/// kube's `touched_objects` for a stream already applied to a cache (`.reflect(writer)`), with a
-/// relist's objects passed on only at its end, as [`reflect_changes`] does: the cache swaps a
-/// relist in only then, and a reconcile the trigger starts reads the cache (a namespace
-/// relabelled while the watch was down would be judged by its old labels, and not again). The
-/// first list's pass as they come: a controller waits for its caches before it starts.
-pub fn touched_after_relist<K, S>(stream: S) -> impl Stream<Item = watcher::Result<K>>
+/// kube's `touched_objects` for a stream already applied to a cache (`.reflect(writer)`, its
+/// reader `cache`), with a relist's objects passed on only at its end, as [`reflect_changes`]
+/// does: the cache swaps a relist in only then, and a reconcile the trigger starts reads the
+/// cache (a namespace relabelled while the watch was down would be judged by its old labels,
+/// and not again). The objects the relist no longer holds (deleted while the watch was down)
+/// are passed on then too, as the cache held them: a controller that owns or watches them
+/// learns of the deletion (an output Pod deleted meanwhile is made again). The first list's
+/// objects pass as they come: a controller waits for its caches before it starts.
+pub fn touched_after_relist<K, S>(
+    stream: S,
+    cache: Store<K>,
+) -> impl Stream<Item = watcher::Result<K>>
 where
+    K: Resource + Clone,
+    K::DynamicType: Clone + Default + Eq + Hash,
     S: Stream<Item = watcher::Result<watcher::Event<K>>>,
 {
     let mut listed = false;
     let mut held = Vec::new();
+    let mut before: Vec<Arc<K>> = Vec::new();
     stream
         .map_ok(move |event| match event {
             watcher::Event::Apply(object) | watcher::Event::Delete(object) => vec![object],
@@ -136,11 +145,19 @@ where
             watcher::Event::InitApply(object) => vec![object],
             watcher::Event::Init => {
                 held.clear();
+                // The cache as the watch left it (Arcs: no copy of the objects).
+                before = if listed { cache.state() } else { Vec::new() };
                 Vec::new()
             }
             watcher::Event::InitDone => {
                 listed = true;
-                std::mem::take(&mut held)
+                let gone = std::mem::take(&mut before)
+                    .into_iter()
+                    .filter(|old| cache.get(&ObjectRef::from_obj(old.as_ref())).is_none())
+                    .map(|old| old.as_ref().clone());
+                let mut triggers = std::mem::take(&mut held);
+                triggers.extend(gone);
+                triggers
             }
         })
         .map_ok(|objects| futures::stream::iter(objects.into_iter().map(Ok)))
@@ -148,13 +165,23 @@ where
 }
 
 /// [`touched_after_relist`] as a method of the stream.
-pub trait TouchedAfterRelist<K>: Stream<Item = watcher::Result<watcher::Event<K>>> + Sized {
-    fn touched_after_relist(self) -> impl Stream<Item = watcher::Result<K>> {
-        touched_after_relist(self)
+pub trait TouchedAfterRelist<K>: Stream<Item = watcher::Result<watcher::Event<K>>> + Sized
+where
+    K: Resource + Clone,
+    K::DynamicType: Clone + Default + Eq + Hash,
+{
+    fn touched_after_relist(self, cache: Store<K>) -> impl Stream<Item = watcher::Result<K>> {
+        touched_after_relist(self, cache)
     }
 }
 
-impl<K, S: Stream<Item = watcher::Result<watcher::Event<K>>>> TouchedAfterRelist<K> for S {}
+impl<K, S> TouchedAfterRelist<K> for S
+where
+    K: Resource + Clone,
+    K::DynamicType: Clone + Default + Eq + Hash,
+    S: Stream<Item = watcher::Result<watcher::Event<K>>>,
+{
+}
 
 /// What an event did to a [`reflect_changes`] cache.
 #[derive(Debug, Clone, Copy)]
@@ -1268,11 +1295,15 @@ mod tests {
             watcher::Event::InitApply(map("b", "new")),
             watcher::Event::InitDone,
             watcher::Event::Apply(map("b", "after")),
+            // Relisted without `a` (deleted while the watch was down): `a` passes, as it was.
+            watcher::Event::Init,
+            watcher::Event::InitApply(map("b", "after")),
+            watcher::Event::InitDone,
         ];
         let (store, writer) = kube::runtime::reflector::store();
         let touched = futures::stream::iter(events.map(Ok))
             .reflect(writer)
-            .touched_after_relist();
+            .touched_after_relist(store.clone());
         let taken = taken_with_cache(touched, &store);
         let some = |s: &str| Some(s.to_owned());
         assert_eq!(
@@ -1282,6 +1313,9 @@ mod tests {
                 ("again".to_owned(), some("again")),
                 ("new".to_owned(), some("new")),
                 ("after".to_owned(), some("after")),
+                // The last relist: `b` at its end, then `a`, gone from the cache.
+                ("after".to_owned(), some("after")),
+                ("again".to_owned(), None),
             ]
         );
     }

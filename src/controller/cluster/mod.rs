@@ -921,7 +921,7 @@ pub fn run(
     })
     .modify(kit::trim_for_cache)
     .reflect(writer)
-    .touched_after_relist()
+    .touched_after_relist(store.clone())
     // Our own status writes change neither: no reconcile per status write.
     .predicate_filter(
         predicates::generation.combine(predicates::finalizers),

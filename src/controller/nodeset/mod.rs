@@ -1884,7 +1884,7 @@ pub fn run(
         )
         .modify(kit::trim_for_cache)
         .reflect(writer)
-        .touched_after_relist()
+        .touched_after_relist(store.clone())
         .predicate_filter(predicates::generation, Default::default());
     let triggers = kit::slurm_triggers(
         CONTROLLER,

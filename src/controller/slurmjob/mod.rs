@@ -2090,7 +2090,7 @@ pub fn run(
     .default_backoff()
     .modify(kit::trim_for_cache)
     .reflect(clusters_writer)
-    .touched_after_relist()
+    .touched_after_relist(slurm_clusters.clone())
     .predicate_filter(predicates::generation, Default::default());
     let (namespaces, namespaces_writer) = reflector::store();
     let namespace_changes = watcher(
@@ -2100,7 +2100,7 @@ pub fn run(
     .default_backoff()
     .modify(namespace_for_cache)
     .reflect(namespaces_writer)
-    .touched_after_relist()
+    .touched_after_relist(namespaces.clone())
     .predicate_filter(predicates::labels, Default::default());
     let by_cluster = store.clone();
     let by_namespace = store.clone();
@@ -2111,7 +2111,7 @@ pub fn run(
         .default_backoff()
         .modify(|pod| output::trim_for_cache(&mut pod.metadata))
         .reflect(pods_writer)
-        .touched_after_relist();
+        .touched_after_relist(output_pods.clone());
 
     let data = Arc::new(JobContext {
         ctx,
