@@ -1010,25 +1010,34 @@ mod tests {
         }
     }
 
+    /// 4 MiB of 64-byte lines: a file the streamer takes seconds to copy at a paced read.
+    fn four_mib_of_lines() -> String {
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n".repeat(64 * 1024)
+    }
+
+    /// The streamer ended well, having printed exactly `text`.
+    fn assert_copied_whole(child: &mut std::process::Child, copied: &[u8], text: &str, name: &str) {
+        assert!(child.wait().unwrap().success(), "{name}");
+        assert_eq!(copied.len(), text.len(), "{name}: the whole file");
+        assert!(copied == text.as_bytes(), "{name}: the file as it is");
+    }
+
     /// Started after its job ended, the streamer copies the whole file however slowly its
-    /// output is read: neither the timed drain of a followed file nor the watchdog (its grace
-    /// for the open is over long before this copy is) cuts it short.
+    /// output is read: the watchdog (its grace for the open is over long before this copy is)
+    /// does not cut it short.
     #[test]
     fn a_streamer_started_after_the_end_copies_the_whole_file() {
         let dir = scratch("streamer-ended");
         let annotations = dir.join("annotations");
         std::fs::write(&annotations, TOLD).unwrap();
         let file = dir.join("ended.out");
-        let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
-        let text = line.repeat(64 * 1024); // 4 MiB
+        let text = four_mib_of_lines();
         std::fs::write(&file, &text).unwrap();
         for (name, toolbox) in toolboxes(&dir) {
             let mut child = streamer(&toolbox, &file, &annotations, COPY_SECONDS);
-            // Read in ~9 s: longer than the drain and than the grace, far shorter than the bound.
+            // Read in ~9 s: longer than the grace, far shorter than the bound.
             let copied = read_paced(&mut child, text.len() as f64 / 9.0);
-            assert!(child.wait().unwrap().success(), "{name}");
-            assert_eq!(copied.len(), text.len(), "{name}: the whole file");
-            assert!(copied == text.as_bytes(), "{name}: the file as it is");
+            assert_copied_whole(&mut child, &copied, &text, name);
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -1043,8 +1052,7 @@ mod tests {
 
         let dir = scratch("streamer-catching-up");
         let annotations = dir.join("annotations");
-        let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
-        let text = line.repeat(64 * 1024); // 4 MiB
+        let text = four_mib_of_lines();
         for (name, toolbox) in toolboxes(&dir) {
             let file = dir.join(format!("{name}.out"));
             std::fs::write(&annotations, "slurm.rs/job-id=\"7\"\n").unwrap();
@@ -1057,9 +1065,7 @@ mod tests {
             std::fs::write(&annotations, TOLD).unwrap();
             // Read in ~8 s: well past a 3 s drain.
             let copied = read_paced(&mut child, text.len() as f64 / 8.0);
-            assert!(child.wait().unwrap().success(), "{name}");
-            assert_eq!(copied.len(), text.len(), "{name}: the whole file");
-            assert!(copied == text.as_bytes(), "{name}: the file as it is");
+            assert_copied_whole(&mut child, &copied, &text, name);
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
