@@ -86,7 +86,7 @@ pub struct RunArgs {
     #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
     /// Image of the Pods that stream SlurmJob output (`kubectl logs <slurmjob>`): any image
-    /// with `sh`, `cat`, `grep`, `readlink`, `sleep`, `stat` and `tail -f`.
+    /// with `sh`, `cat`, `grep`, `readlink`, `sleep` and `stat`.
     #[arg(long, env = "OUTPUT_IMAGE", default_value = crate::controller::slurmjob::output::DEFAULT_IMAGE)]
     pub output_image: String,
     /// How long a deleted SlurmJob waits for a Slurm cluster it cannot reach (not connected,

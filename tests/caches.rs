@@ -234,16 +234,17 @@ async fn cordons_follow_the_nodes_through_list_and_watch() {
 /// nest past serde_json's 128 levels (on a real API server by writing the entry itself; here by
 /// a field nested so deep that the API server's own entry for it does). Read as Pods, or as
 /// kube's metadata-only Pods, such a Pod fails every list page and watch event it is in: the
-/// operator's Pod watches (`slurmjob::output_pod_watch`, `nodeset::pod_watch`, which the
-/// controllers run), shared by all namespaces, would never fill, for any team. They list it
+/// operator's Pod watches (`slurmjob::output_pod_watch` of whole Pods, `nodeset::pod_watch` of
+/// metadata, which the controllers run), shared by all namespaces, would never fill, for any team. They list it
 /// and the others, and see one made later, with no error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_pod_nested_too_deep_stops_no_pod_watch() {
-    use futures::StreamExt;
+    use futures::{StreamExt, TryStreamExt};
     use k8s_openapi::api::core::v1::Pod;
     use kube::core::PartialObjectMeta;
     use kube::runtime::watcher;
     use slurm_operator::controller::{nodeset, slurmjob};
+    use slurm_operator::crd::pod_meta::PodMeta;
 
     let api = FakeApiServer::start().await;
     let client = api.client();
@@ -286,7 +287,22 @@ async fn a_tenants_pod_nested_too_deep_stops_no_pod_watch() {
         let watches = [
             (
                 "output Pods",
-                slurmjob::output_pod_watch(client.clone(), namespace).boxed(),
+                // Whole Pods (their phase), the metadata compared as for the other watch.
+                slurmjob::output_pod_watch(client.clone(), namespace)
+                    .map_ok(|event| match event {
+                        watcher::Event::Init => watcher::Event::Init,
+                        watcher::Event::InitDone => watcher::Event::InitDone,
+                        watcher::Event::InitApply(pod) => watcher::Event::InitApply(PodMeta {
+                            metadata: pod.metadata,
+                        }),
+                        watcher::Event::Apply(pod) => watcher::Event::Apply(PodMeta {
+                            metadata: pod.metadata,
+                        }),
+                        watcher::Event::Delete(pod) => watcher::Event::Delete(PodMeta {
+                            metadata: pod.metadata,
+                        }),
+                    })
+                    .boxed(),
             ),
             (
                 "SlurmNodeSet pods",

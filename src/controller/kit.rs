@@ -31,7 +31,6 @@ use serde::de::DeserializeOwned;
 use tracing::{Instrument, debug, info_span, warn};
 
 use super::Context;
-use crate::crd::pod_meta::PodMeta;
 use crate::crd::{FIELD_MANAGER, FINALIZER};
 use crate::error_chain::Chain;
 use crate::state::events::Delivery;
@@ -875,17 +874,26 @@ where
     }
 }
 
-/// A watch of the Pods labelled `label` (of `namespace`, else of all), as kube's `owns` makes
-/// one (metadata only), in pages of `page`, but decoded without `managedFields`
-/// ([`PodMeta`]): anyone who may create Pods in a namespace can label one like the operator's
+/// A watch of the Pods labelled `label` (of `namespace`, else of all), in pages of `page`, as
+/// the view `P` decodes them: [`PodMeta`](crate::crd::pod_meta::PodMeta) as kube's `owns` makes one (metadata only),
+/// [`PodMetaPhase`](crate::crd::pod_meta::PodMetaPhase) with the phase; either without
+/// `managedFields`: anyone who may create Pods in a namespace can label one like the operator's
 /// and nest them too deep to read, which would fail every page it is on, for every team.
-pub fn pod_watch(
+pub fn pod_watch<P>(
     client: kube::Client,
     namespace: Option<&str>,
     label: &str,
     page: u32,
-) -> impl Stream<Item = watcher::Result<watcher::Event<PodMeta>>> + Send + 'static {
-    let pods: Api<PodMeta> = scoped_api(client, namespace);
+) -> impl Stream<Item = watcher::Result<watcher::Event<P>>> + Send + 'static
+where
+    P: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + fmt::Debug
+        + Send
+        + 'static,
+{
+    let pods: Api<P> = scoped_api(client, namespace);
     watcher(
         pods,
         watcher::Config::default().labels(label).page_size(page),

@@ -1,5 +1,5 @@
 //! Pods as the operator's Pod watches read them: the metadata (asked for alone), without
-//! `managedFields`.
+//! `managedFields` ([`PodMeta`]); or that and the phase, of whole Pods ([`PodMetaPhase`]).
 //!
 //! Whoever may edit a namespace may create a Pod there with any labels, `slurm.rs/slurmjob` and
 //! `slurm.rs/nodeset` included, and with a `managedFields` entry of their own whose `fieldsV1`
@@ -28,63 +28,139 @@ pub struct PodMeta {
     pub metadata: ObjectMeta,
 }
 
-impl<'de> Deserialize<'de> for PodMeta {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Object;
-        impl<'de> Visitor<'de> for Object {
-            type Value = PodMeta;
+/// A Pod's metadata and phase, as a watch of `Api<PodMetaPhase>` lists them: whole Pods (a
+/// phase is not in a Pod's metadata), everything else skipped unread.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodMetaPhase {
+    pub metadata: ObjectMeta,
+    /// `status.phase`; `None` when the Pod has none yet, or one no Kubernetes version writes.
+    pub phase: Option<PodPhase>,
+}
 
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a Pod")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PodMeta, A::Error> {
-                let mut metadata = ObjectMeta::default();
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    if key == "metadata" {
-                        metadata = map.next_value::<Metadata>()?.0;
-                    } else {
+/// A Pod's `status.phase`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+impl PodPhase {
+    /// The phase a Pod's `status.phase` names; `None` for one Kubernetes does not write.
+    pub fn parse(phase: &str) -> Option<Self> {
+        Some(match phase {
+            "Pending" => Self::Pending,
+            "Running" => Self::Running,
+            "Succeeded" => Self::Succeeded,
+            "Failed" => Self::Failed,
+            "Unknown" => Self::Unknown,
+            _ => return None,
+        })
+    }
+
+    /// The phase of `pod` as the API server returned it.
+    pub fn of(pod: &Pod) -> Option<Self> {
+        Self::parse(pod.status.as_ref()?.phase.as_deref()?)
+    }
+}
+
+/// A Pod's metadata (without `managedFields`) and phase, from a Pod or its
+/// `PartialObjectMetadata`: the rest is skipped unread.
+fn decode<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<(ObjectMeta, Option<PodPhase>), D::Error> {
+    /// Of a Pod's status, its phase alone.
+    #[derive(Deserialize)]
+    struct Status<'a> {
+        #[serde(default, borrow)]
+        phase: Option<Cow<'a, str>>,
+    }
+    struct Object;
+    impl<'de> Visitor<'de> for Object {
+        type Value = (ObjectMeta, Option<PodPhase>);
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a Pod")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut metadata = ObjectMeta::default();
+            let mut phase = None;
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                match &*key {
+                    "metadata" => metadata = map.next_value::<Metadata>()?.0,
+                    "status" => {
+                        phase = map
+                            .next_value::<Option<Status<'de>>>()?
+                            .and_then(|status| status.phase)
+                            .and_then(|phase| PodPhase::parse(&phase));
+                    }
+                    _ => {
                         map.next_value::<IgnoredAny>()?;
                     }
                 }
-                Ok(PodMeta { metadata })
+            }
+            Ok((metadata, phase))
+        }
+    }
+    deserializer.deserialize_map(Object)
+}
+
+impl<'de> Deserialize<'de> for PodMeta {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        decode(deserializer).map(|(metadata, _)| PodMeta { metadata })
+    }
+}
+
+impl<'de> Deserialize<'de> for PodMetaPhase {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        decode(deserializer).map(|(metadata, phase)| PodMetaPhase { metadata, phase })
+    }
+}
+
+/// `Resource` for a Pod view: `$metadata_api`, whether its lists and watches ask for metadata
+/// only.
+macro_rules! pod_view_resource {
+    ($view:ty, $metadata_api:expr) => {
+        impl Resource for $view {
+            type DynamicType = ();
+            type Scope = NamespaceResourceScope;
+
+            fn metadata_api() -> bool {
+                $metadata_api
+            }
+
+            fn kind(dt: &()) -> Cow<'_, str> {
+                <Pod as Resource>::kind(dt)
+            }
+            fn group(dt: &()) -> Cow<'_, str> {
+                <Pod as Resource>::group(dt)
+            }
+            fn version(dt: &()) -> Cow<'_, str> {
+                <Pod as Resource>::version(dt)
+            }
+            fn api_version(dt: &()) -> Cow<'_, str> {
+                <Pod as Resource>::api_version(dt)
+            }
+            fn plural(dt: &()) -> Cow<'_, str> {
+                <Pod as Resource>::plural(dt)
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
             }
         }
-        deserializer.deserialize_map(Object)
-    }
+    };
 }
 
-impl Resource for PodMeta {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    /// Lists and watches ask for metadata only (`PartialObjectMetadata`, as kube's
-    /// `PartialObjectMeta` does): its items carry `managedFields` too, skipped the same way.
-    fn metadata_api() -> bool {
-        true
-    }
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        <Pod as Resource>::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        <Pod as Resource>::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        <Pod as Resource>::version(dt)
-    }
-    fn api_version(dt: &()) -> Cow<'_, str> {
-        <Pod as Resource>::api_version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        <Pod as Resource>::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+// Metadata only (`PartialObjectMetadata`, as kube's `PartialObjectMeta` asks): its items carry
+// `managedFields` too, skipped the same way.
+pod_view_resource!(PodMeta, true);
+// Whole Pods: the phase is in their status.
+pod_view_resource!(PodMetaPhase, false);
 
 #[cfg(test)]
 mod tests {
@@ -149,6 +225,46 @@ mod tests {
         assert_eq!(pod.metadata.name.as_deref(), Some("deep"));
         assert_eq!(<PodMeta as Resource>::plural(&()), "pods");
         assert_eq!(<PodMeta as Resource>::api_version(&()), "v1");
+    }
+
+    /// The phase view lists whole Pods, and keeps of them the metadata (without
+    /// `managedFields`, nested too deep here) and the phase; a phase no Kubernetes writes is
+    /// none.
+    #[test]
+    fn a_whole_pod_decodes_to_its_metadata_and_phase() {
+        assert!(!PodMetaPhase::metadata_api());
+        let mut odd = pod("odd", 1);
+        odd["status"]["phase"] = json!("Exploded");
+        let mut fresh = pod("fresh", 1);
+        fresh.as_object_mut().unwrap().remove("status");
+        let mut failed = pod("failed", 1);
+        failed["status"] = json!({"phase": "Failed", "reason": "Evicted",
+            "conditions": [{"type": "Ready", "status": "False"}]});
+        let page = json!({
+            "apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "9"},
+            "items": [pod("deep", 500), odd, fresh, failed],
+        })
+        .to_string();
+        let list: ObjectList<PodMetaPhase> = serde_json::from_str(&page).unwrap();
+        let seen: Vec<_> = list
+            .items
+            .iter()
+            .map(|p| {
+                assert_eq!(p.metadata.managed_fields, None);
+                (p.metadata.name.clone().unwrap(), p.phase)
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("deep".to_owned(), Some(PodPhase::Running)),
+                ("odd".to_owned(), None),
+                ("fresh".to_owned(), None),
+                ("failed".to_owned(), Some(PodPhase::Failed)),
+            ]
+        );
+        let whole: Pod = serde_json::from_value(pod("plain", 1)).unwrap();
+        assert_eq!(PodPhase::of(&whole), Some(PodPhase::Running));
     }
 
     /// The watches ask for metadata only, and the API server's metadata page decodes the same

@@ -24,6 +24,7 @@ use tracing::{debug, info, warn};
 
 use crate::controller::kit::Notice;
 use crate::crd::condition;
+use crate::crd::pod_meta::PodPhase;
 use crate::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
 use crate::crd::{FIELD_MANAGER, SlurmJob};
 use crate::leader::Leadership;
@@ -1664,6 +1665,9 @@ impl OutputPodError {
     }
 }
 
+/// Brings the output Pod of run `job_id` to what [`output::pod_step`] says of it as read from
+/// the API server. Returns when to look at it again, if it is to be replaced later
+/// ([`output::PodStep::ReplaceLater`]).
 pub async fn ensure_output_pod(
     pods: &Api<Pod>,
     job: &SlurmJob,
@@ -1671,9 +1675,9 @@ pub async fn ensure_output_pod(
     image: &str,
     ended: bool,
     may_create: bool,
-) -> Result<(), OutputPodError> {
+) -> Result<Option<Duration>, OutputPodError> {
     let Some(desired) = output::pod(job, job_id, image, ended) else {
-        return Ok(());
+        return Ok(None);
     };
     let name = job.name_any();
     let existing = pods.get_opt(&name).await?;
@@ -1681,14 +1685,19 @@ pub async fn ensure_output_pod(
     // the name meanwhile is looked at again first.
     let uid = existing.as_ref().and_then(|pod| pod.uid());
     let step = output::pod_step(
-        existing.as_ref().map(|pod| &pod.metadata),
+        existing.as_ref().map(|pod| output::KnownPod {
+            meta: &pod.metadata,
+            phase: PodPhase::of(pod),
+        }),
         job.metadata.uid.as_deref(),
         job_id,
         ended,
         may_create,
+        Utc::now(),
     );
     match step {
         output::PodStep::Nothing => {}
+        output::PodStep::ReplaceLater(later) => return Ok(Some(later)),
         output::PodStep::NotOurs => {
             warn!(pod = %name, "a Pod with the SlurmJob's name exists and is not its output streamer; not touching it");
         }
@@ -1704,7 +1713,7 @@ pub async fn ensure_output_pod(
             pods.patch(&name, &params, &Patch::Merge(patch)).await?;
             info!(pod = %name, job_id, "output Pod told that its job ended");
         }
-        output::PodStep::DeleteOld => {
+        output::PodStep::DeleteOld | output::PodStep::Replace => {
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid,
@@ -1714,7 +1723,12 @@ pub async fn ensure_output_pod(
             };
             pods.delete(&name, &params).await?;
             // Created on the next reconcile, once the old Pod is gone (the Pod watch triggers it).
-            info!(pod = %name, "output Pod of the previous run deleted");
+            if step == output::PodStep::Replace {
+                let phase = existing.as_ref().and_then(PodPhase::of);
+                info!(pod = %name, job_id, ?phase, "output Pod stopped before its output was whole; deleted, to be created again");
+            } else {
+                info!(pod = %name, "output Pod of the previous run deleted");
+            }
         }
         output::PodStep::Create => {
             pods.create(&PostParams::default(), &desired)
@@ -1723,7 +1737,7 @@ pub async fn ensure_output_pod(
             info!(pod = %name, job_id, "output Pod created");
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 #[cfg(test)]

@@ -85,7 +85,7 @@ use super::kit::{self, Backoffs, Notice, Spend, UidIndex};
 use super::{Context, DeletedCluster};
 use crate::controller::kit::TouchedAfterRelist as _;
 use crate::crd::condition;
-use crate::crd::pod_meta::PodMeta;
+use crate::crd::pod_meta::PodMetaPhase;
 use crate::crd::slurmjob::{CachedSlurmJob, SlurmJobSpec, SlurmJobStatus, WholeSlurmJob};
 use crate::crd::{FINALIZER, SKIP_CANCEL_ANNOTATION, SlurmCluster, SlurmJob, is_object_name};
 use crate::error_chain::Chain;
@@ -234,7 +234,7 @@ pub struct JobContext {
     pub output_image: String,
     /// The output streamer Pods (metadata): a reconcile reads a Pod from the API server only
     /// when this shows it needs something (`output::pod_step`).
-    pub output_pods: Store<PodMeta>,
+    pub output_pods: Store<PodMetaPhase>,
     /// SlurmClusters (their access), and namespaces' labels (access by label) and deletion
     /// (the orphan Warnings on a SlurmCluster of a namespace being deleted are not bounded).
     pub slurm_clusters: Store<SlurmCluster>,
@@ -847,35 +847,47 @@ async fn apply(
     }
     if let Some(job_id) = status.job_id
         && job.spec.output.is_some()
-        && let ended = status.phase.is_terminal()
-        && let may_create = output::may_create(&status, Utc::now())
-        && output_pod_needs(job, namespace, job_id, ended, may_create, data)
     {
+        let ended = status.phase.is_terminal();
+        let may_create = output::may_create(&status, Utc::now());
+        let known = known_output_pod_step(job, namespace, job_id, ended, may_create, data);
+        if let Some(output::PodStep::ReplaceLater(later)) = known {
+            retry = Some(retry.map_or(later, |r| r.min(later)));
+        }
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-        if let Err(error) =
-            act::ensure_output_pod(&pods, job, job_id, &data.output_image, ended, may_create).await
-        {
-            // Refused (a ResourceQuota, an admission policy): the tenant is told, not only the
-            // operator's log; retried with the backoff, as the cause may go away.
-            if let act::OutputPodError::Create(kube::Error::Api(response)) = &error
-                && matches!(response.code, 403 | 422)
-            {
-                let note = format!(
-                    "the output Pod {} was refused ({}); `kubectl logs` shows nothing until it \
-                     is created: make room for it (it asks for {}) or ask the platform admin",
-                    job.name_any(),
-                    response.message,
-                    output::resources_note(),
-                );
-                kit::publish(
-                    &ctx.recorder,
-                    job,
-                    EVENT_ACTION,
-                    Notice::warning("OutputPodFailed", note),
-                )
-                .await;
+        let acted = match known {
+            Some(step) if !step.acts() => Ok(None),
+            _ => {
+                act::ensure_output_pod(&pods, job, job_id, &data.output_image, ended, may_create)
+                    .await
             }
-            return Err(Error::OutputPod(error.into_inner()));
+        };
+        match acted {
+            Ok(Some(later)) => retry = Some(retry.map_or(later, |r| r.min(later))),
+            Ok(None) => {}
+            Err(error) => {
+                // Refused (a ResourceQuota, an admission policy): the tenant is told, not only the
+                // operator's log; retried with the backoff, as the cause may go away.
+                if let act::OutputPodError::Create(kube::Error::Api(response)) = &error
+                    && matches!(response.code, 403 | 422)
+                {
+                    let note = format!(
+                        "the output Pod {} was refused ({}); `kubectl logs` shows nothing until it \
+                     is created: make room for it (it asks for {}) or ask the platform admin",
+                        job.name_any(),
+                        response.message,
+                        output::resources_note(),
+                    );
+                    kit::publish(
+                        &ctx.recorder,
+                        job,
+                        EVENT_ACTION,
+                        Notice::warning("OutputPodFailed", note),
+                    )
+                    .await;
+                }
+                return Err(Error::OutputPod(error.into_inner()));
+            }
         }
     }
     if !backoff {
@@ -1831,41 +1843,45 @@ fn busy(job: &impl ResourceExt, cluster: &str, ctx: &Context) -> Action {
     Action::requeue(delay)
 }
 
-/// Whether the output Pod of run `job_id` may need something, as the Pod cache shows it: then
-/// it is read from the API server and acted on (`act::ensure_output_pod`). A Pod the cache does
+/// What the output Pod of run `job_id` needs as the Pod cache shows it (`None`: the cache
+/// cannot tell yet). A step that acts ([`output::PodStep::acts`]) is not taken on the cache's
+/// word: the Pod is read from the API server and acted on (`act::ensure_output_pod`). A Pod the cache does
 /// not show yet, or shows as it was before a change, comes with a watch event that reconciles
 /// the SlurmJob again once the cache holds it; before the cache's first list is complete, the
-/// Pod is read. (After a relist, a Pod deleted during the watch's gap is seen only at the next
-/// reconcile, as with kube's `owns` before.) Without this, every reconcile of a SlurmJob with
-/// `spec.output` read its Pod: at an operator start, one read per such SlurmJob (issue 19).
-fn output_pod_needs(
+/// Pod is read. Without this, every reconcile of a SlurmJob with `spec.output` read its Pod: at
+/// an operator start, one read per such SlurmJob (issue 19).
+fn known_output_pod_step(
     job: &SlurmJob,
     namespace: &str,
     job_id: i64,
     ended: bool,
     may_create: bool,
     data: &JobContext,
-) -> bool {
+) -> Option<output::PodStep> {
     // Until the Pod watch's first list is complete, a missing Pod may only be not listed yet
     // (its list triggers reconciles before the cache shows it): read it.
     if !kit::listed(&data.output_pods) {
-        return true;
+        return None;
     }
     let name = job.name_any();
     let known = data
         .output_pods
         .get(&ObjectRef::new(&name).within(namespace));
     let step = output::pod_step(
-        known.as_deref().map(|pod| &pod.metadata),
+        known.as_deref().map(|pod| output::KnownPod {
+            meta: &pod.metadata,
+            phase: pod.phase,
+        }),
         job.metadata.uid.as_deref(),
         job_id,
         ended,
         may_create,
+        Utc::now(),
     );
     if step == output::PodStep::NotOurs {
         warn!(pod = %name, "a Pod with the SlurmJob's name exists and is not its output streamer; not touching it");
     }
-    !matches!(step, output::PodStep::Nothing | output::PodStep::NotOurs)
+    Some(step)
 }
 
 /// Server-side apply of the whole status with the operator's one field manager.
@@ -2016,7 +2032,7 @@ fn namespace_for_cache(ns: &mut PartialObjectMeta<Namespace>) {
 pub fn output_pod_watch(
     client: kube::Client,
     namespace: Option<&str>,
-) -> impl futures::Stream<Item = watcher::Result<watcher::Event<PodMeta>>> + Send + 'static {
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<PodMetaPhase>>> + Send + 'static {
     kit::pod_watch(client, namespace, output::LABEL, LIST_PAGE)
 }
 

@@ -6,6 +6,10 @@
 //! on it ([`ended_patch`]), the kubelet updates the Pod's downward-API copy of its annotations,
 //! and the script stops following the file after a last read, so the Pod is `Succeeded` and
 //! holds no node resources while `kubectl logs` still shows the whole output.
+//!
+//! A Pod that stops before its output is whole (evicted, its node lost, its stream failed; or
+//! told the end of a run that Slurm then requeued) is replaced ([`PodStep::Replace`]): the new
+//! one prints the file again from its start.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use chrono::{DateTime, Utc};
 
 use crate::crd::SlurmJob;
+use crate::crd::pod_meta::PodPhase;
 use crate::crd::slurmjob::{JobOutput, SlurmJobStatus};
 
 /// Label on the streamer Pod naming its SlurmJob (orphans are found by it, not by memory): its
@@ -83,6 +88,11 @@ pub fn sub_dir(output: &JobOutput) -> Option<String> {
 /// or slurmrestd recovery, for every finished SlurmJob; nor retried for good when the
 /// namespace's quota refuses it.
 pub const CREATE_AFTER_END: chrono::TimeDelta = chrono::TimeDelta::minutes(15);
+
+/// How long a streamer Pod has existed at least before it is replaced for having stopped
+/// early ([`PodStep::Replace`]): one that stops at once (an image without `sh`, a node that
+/// evicts it on arrival) is replaced once a minute, not as fast as Pods start.
+pub const REPLACE_AFTER: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
 /// Whether a missing output Pod is created for the run `status` describes at `now`: while it
 /// has not ended, and within [`CREATE_AFTER_END`] of its end (an ended run without an end time,
@@ -366,8 +376,8 @@ const CACHED_NAME_MAX: usize = 253;
 const CACHED_UID_MAX: usize = 64;
 
 /// A streamer Pod's metadata as the operator's Pod cache keeps it: only what [`pod_step`] and
-/// the watch's mapping to the owning SlurmJob read (name, namespace, uid, the deletion mark, the
-/// controller owner reference, the two annotations of ours, short). Anyone who may create Pods
+/// the watch's mapping to the owning SlurmJob read (name, namespace, uid, the creation time,
+/// the deletion mark, the controller owner reference, the two annotations of ours, short). Anyone who may create Pods
 /// can label one `slurm.rs/slurmjob`: their labels, annotations and finalizers are not kept.
 pub fn trim_for_cache(meta: &mut ObjectMeta) {
     let annotations = meta.annotations.take().map(|all| {
@@ -396,11 +406,20 @@ pub fn trim_for_cache(meta: &mut ObjectMeta) {
         namespace: meta.namespace.take(),
         uid: meta.uid.take(),
         resource_version: meta.resource_version.take(),
+        creation_timestamp: meta.creation_timestamp.take(),
         deletion_timestamp: meta.deletion_timestamp.take(),
         annotations: annotations.filter(|a| !a.is_empty()),
         owner_references: owner.map(|o| vec![o]),
         ..ObjectMeta::default()
     };
+}
+
+/// An output Pod as the operator knows it: its metadata (whole, or as the Pod cache keeps it)
+/// and its phase.
+#[derive(Clone, Copy, Debug)]
+pub struct KnownPod<'a> {
+    pub meta: &'a ObjectMeta,
+    pub phase: Option<PodPhase>,
 }
 
 /// What the output Pod of run `job_id` needs ([`pod_step`]).
@@ -411,23 +430,42 @@ pub enum PodStep {
     Nothing,
     /// A Pod of the SlurmJob's name that it does not own: left alone.
     NotOurs,
-    /// The run ended, and its Pod has not been told ([`ended_patch`]).
+    /// The run ended, and its Pod, still streaming, has not been told ([`ended_patch`]).
     TellEnded,
     /// A previous run's Pod: deleted, and the new one created once it is gone.
     DeleteOld,
+    /// The run's Pod stopped before its output was whole: it failed before it was told the
+    /// end (evicted, its node lost, its stream broken), or it was told the end of a run that
+    /// has not ended (Slurm requeued the job). Deleted, and a new one created once it is gone,
+    /// while one may be ([`may_create`]).
+    Replace,
+    /// As [`PodStep::Replace`], for a Pod younger than [`REPLACE_AFTER`]: looked at again
+    /// after this long.
+    ReplaceLater(std::time::Duration),
     Create,
 }
 
-/// What the output Pod of run `job_id` of the SlurmJob `owner` (its uid) needs, from the Pod of
-/// the SlurmJob's name as known (its metadata; `None`: there is none).
+impl PodStep {
+    /// Whether the step writes to the API server.
+    pub fn acts(self) -> bool {
+        matches!(
+            self,
+            Self::TellEnded | Self::DeleteOld | Self::Replace | Self::Create
+        )
+    }
+}
+
+/// What the output Pod of run `job_id` of the SlurmJob `owner` (its uid) needs at `now`, from
+/// the Pod of the SlurmJob's name as known (`None`: there is none).
 pub fn pod_step(
-    existing: Option<&ObjectMeta>,
+    existing: Option<KnownPod<'_>>,
     owner: Option<&str>,
     job_id: i64,
     ended: bool,
     may_create: bool,
+    now: DateTime<Utc>,
 ) -> PodStep {
-    let Some(pod) = existing else {
+    let Some(KnownPod { meta: pod, phase }) = existing else {
         return if may_create {
             PodStep::Create
         } else {
@@ -444,7 +482,26 @@ pub fn pod_step(
     if !ours {
         PodStep::NotOurs
     } else if meta_job_id(pod) == Some(job_id) {
-        if to_tell(pod, job_id, ended) {
+        // A Pod that ended by itself while its job ran (`Succeeded`, untold) said why in its
+        // log ("not streamed: …"): another would say the same.
+        let stopped_early = match phase {
+            Some(PodPhase::Failed) => !told(pod),
+            Some(PodPhase::Succeeded) => told(pod) && !ended,
+            _ => false,
+        };
+        let stopped = matches!(phase, Some(PodPhase::Failed | PodPhase::Succeeded));
+        if stopped_early && may_create && pod.deletion_timestamp.is_none() {
+            let created = pod
+                .creation_timestamp
+                .as_ref()
+                .and_then(crate::crd::time::to_utc);
+            match created.map(|at| at + REPLACE_AFTER - now) {
+                Some(left) if left > chrono::TimeDelta::zero() => {
+                    PodStep::ReplaceLater(left.to_std().unwrap_or_default())
+                }
+                _ => PodStep::Replace,
+            }
+        } else if !stopped && to_tell(pod, job_id, ended) {
             PodStep::TellEnded
         } else {
             PodStep::Nothing
@@ -484,6 +541,9 @@ mod tests {
             namespace: Some("team-a".into()),
             uid: Some("pod-uid".into()),
             resource_version: Some("42".into()),
+            creation_timestamp: crate::crd::time::from_utc(
+                DateTime::from_timestamp(1_000, 0).unwrap(),
+            ),
             labels: Some(BTreeMap::from([(LABEL.to_owned(), "told".to_owned())])),
             annotations: Some(BTreeMap::from([
                 (JOB_ID_ANNOTATION.to_owned(), "7".to_owned()),
@@ -503,6 +563,7 @@ mod tests {
                 namespace: Some("team-a".into()),
                 uid: Some("pod-uid".into()),
                 resource_version: Some("42".into()),
+                creation_timestamp: whole.creation_timestamp.clone(),
                 annotations: Some(BTreeMap::from([
                     (JOB_ID_ANNOTATION.to_owned(), "7".to_owned()),
                     (ENDED_ANNOTATION.to_owned(), "true".to_owned()),
@@ -511,12 +572,28 @@ mod tests {
                 ..Default::default()
             }
         );
-        for (ended, may_create) in [(false, false), (true, false), (true, true)] {
-            assert_eq!(
-                pod_step(Some(&meta), Some("job-uid"), 7, ended, may_create),
-                pod_step(Some(&whole), Some("job-uid"), 7, ended, may_create)
-            );
+        let now = DateTime::from_timestamp(1_030, 0).unwrap();
+        for (ended, may_create) in [(false, false), (true, false), (true, true), (false, true)] {
+            for phase in [None, Some(PodPhase::Running), Some(PodPhase::Succeeded)] {
+                let known = |meta| Some(KnownPod { meta, phase });
+                assert_eq!(
+                    pod_step(known(&meta), Some("job-uid"), 7, ended, may_create, now),
+                    pod_step(known(&whole), Some("job-uid"), 7, ended, may_create, now)
+                );
+            }
         }
+        // The creation time is kept: a told Pod of a requeued run is replaced a minute after
+        // its creation, which the decision reads from the cache alone.
+        let known = |meta| {
+            Some(KnownPod {
+                meta,
+                phase: Some(PodPhase::Succeeded),
+            })
+        };
+        assert_eq!(
+            pod_step(known(&meta), Some("job-uid"), 7, false, true, now),
+            PodStep::ReplaceLater(std::time::Duration::from_secs(30))
+        );
         let mut long = ObjectMeta {
             annotations: Some(BTreeMap::from([(
                 JOB_ID_ANNOTATION.to_owned(),
@@ -544,10 +621,11 @@ mod tests {
         }
     }
 
-    /// What the Pod of run 7 needs, from its metadata as known: the decision both the Pod cache
-    /// (whether to read the Pod at all) and the read Pod (what to do) are judged by.
+    /// What the Pod of run 7 needs, from its metadata and phase as known: the decision both the
+    /// Pod cache (whether to read the Pod at all) and the read Pod (what to do) are judged by.
     #[test]
-    fn the_pod_step_follows_the_pods_owner_run_and_annotations() {
+    fn the_pod_step_follows_the_pods_owner_run_annotations_and_phase() {
+        let now = DateTime::from_timestamp(10_000, 0).unwrap();
         let pod = |owner: &str, job_id: &str, told: bool, deleting: bool| {
             let mut annotations = BTreeMap::from([(JOB_ID_ANNOTATION.to_owned(), job_id.into())]);
             if told {
@@ -560,42 +638,193 @@ mod tests {
                     ..Default::default()
                 }]),
                 annotations: Some(annotations),
+                creation_timestamp: crate::crd::time::from_utc(now - chrono::TimeDelta::minutes(5)),
                 deletion_timestamp: deleting.then(crate::crd::condition::now),
                 ..Default::default()
             }
         };
-        let step = |meta: Option<&ObjectMeta>, ended, may_create| {
-            pod_step(meta, Some("job-uid"), 7, ended, may_create)
+        let running = Some(PodPhase::Running);
+        let step = |meta: Option<&ObjectMeta>, phase, ended, may_create| {
+            let known = meta.map(|meta| KnownPod { meta, phase });
+            pod_step(known, Some("job-uid"), 7, ended, may_create, now)
         };
-        assert_eq!(step(None, false, true), PodStep::Create);
+        assert_eq!(step(None, None, false, true), PodStep::Create);
         assert_eq!(
-            step(None, true, false),
+            step(None, None, true, false),
             PodStep::Nothing,
             "too late to create"
         );
         let streaming = pod("job-uid", "7", false, false);
-        assert_eq!(step(Some(&streaming), false, true), PodStep::Nothing);
-        assert_eq!(step(Some(&streaming), true, false), PodStep::TellEnded);
+        assert_eq!(
+            step(Some(&streaming), running, false, true),
+            PodStep::Nothing
+        );
+        assert_eq!(step(Some(&streaming), None, false, true), PodStep::Nothing);
+        assert_eq!(
+            step(Some(&streaming), running, true, false),
+            PodStep::TellEnded
+        );
         let told = pod("job-uid", "7", true, false);
-        assert_eq!(step(Some(&told), true, false), PodStep::Nothing);
+        assert_eq!(step(Some(&told), running, true, false), PodStep::Nothing);
         let previous = pod("job-uid", "6", true, false);
-        assert_eq!(step(Some(&previous), false, true), PodStep::DeleteOld);
+        assert_eq!(
+            step(Some(&previous), running, false, true),
+            PodStep::DeleteOld
+        );
         let leaving = pod("job-uid", "6", true, true);
-        assert_eq!(step(Some(&leaving), false, true), PodStep::Nothing);
+        assert_eq!(step(Some(&leaving), running, false, true), PodStep::Nothing);
         let foreign = pod("someone-else", "7", false, false);
-        assert_eq!(step(Some(&foreign), true, true), PodStep::NotOurs);
+        assert_eq!(step(Some(&foreign), running, true, true), PodStep::NotOurs);
         let mut referring = streaming.clone();
         referring.owner_references.as_mut().unwrap()[0].controller = None;
         assert_eq!(
-            step(Some(&referring), true, true),
+            step(Some(&referring), running, true, true),
             PodStep::NotOurs,
             "refers to the SlurmJob without being controlled by it"
         );
+        let known = KnownPod {
+            meta: &streaming,
+            phase: running,
+        };
         assert_eq!(
-            pod_step(Some(&streaming), None, 7, true, true),
+            pod_step(Some(known), None, 7, true, true, now),
             PodStep::NotOurs,
             "a SlurmJob without a uid owns nothing"
         );
+
+        // Stopped before its output was whole: replaced while a Pod may be created.
+        let failed = Some(PodPhase::Failed);
+        let succeeded = Some(PodPhase::Succeeded);
+        for (meta, phase, ended, may_create, expected, why) in [
+            (
+                &streaming,
+                failed,
+                false,
+                true,
+                PodStep::Replace,
+                "failed mid-run",
+            ),
+            (
+                &streaming,
+                failed,
+                true,
+                true,
+                PodStep::Replace,
+                "failed before told the end",
+            ),
+            (
+                &streaming,
+                failed,
+                true,
+                false,
+                PodStep::Nothing,
+                "failed, too late to create",
+            ),
+            (
+                &told,
+                failed,
+                true,
+                true,
+                PodStep::Nothing,
+                "failed after told the end",
+            ),
+            (
+                &told,
+                succeeded,
+                false,
+                true,
+                PodStep::Replace,
+                "told, then the job requeued",
+            ),
+            (
+                &told,
+                succeeded,
+                true,
+                true,
+                PodStep::Nothing,
+                "told, and done",
+            ),
+            (
+                &told,
+                running,
+                false,
+                true,
+                PodStep::Nothing,
+                "told, the job requeued: not done yet",
+            ),
+            (
+                &streaming,
+                succeeded,
+                false,
+                true,
+                PodStep::Nothing,
+                "ended by itself: said why",
+            ),
+            (
+                &streaming,
+                succeeded,
+                true,
+                true,
+                PodStep::Nothing,
+                "ended by itself, not told",
+            ),
+            (
+                &streaming,
+                Some(PodPhase::Unknown),
+                false,
+                true,
+                PodStep::Nothing,
+                "node unknown",
+            ),
+            (
+                &streaming,
+                Some(PodPhase::Pending),
+                false,
+                true,
+                PodStep::Nothing,
+                "not started",
+            ),
+            (
+                &pod("job-uid", "7", false, true),
+                failed,
+                false,
+                true,
+                PodStep::Nothing,
+                "deleting",
+            ),
+        ] {
+            assert_eq!(
+                step(Some(meta), phase, ended, may_create),
+                expected,
+                "{why}"
+            );
+        }
+        // One that stops right after its creation is replaced a minute after it, not sooner;
+        // one whose creation time is not known, at once.
+        let mut young = streaming.clone();
+        young.creation_timestamp = crate::crd::time::from_utc(now - chrono::TimeDelta::seconds(45));
+        assert_eq!(
+            step(Some(&young), failed, false, true),
+            PodStep::ReplaceLater(std::time::Duration::from_secs(15))
+        );
+        young.creation_timestamp = crate::crd::time::from_utc(now - REPLACE_AFTER);
+        assert_eq!(step(Some(&young), failed, false, true), PodStep::Replace);
+        young.creation_timestamp = None;
+        assert_eq!(step(Some(&young), failed, false, true), PodStep::Replace);
+        for (step, acts) in [
+            (PodStep::Nothing, false),
+            (PodStep::NotOurs, false),
+            (
+                PodStep::ReplaceLater(std::time::Duration::from_secs(1)),
+                false,
+            ),
+            (PodStep::TellEnded, true),
+            (PodStep::DeleteOld, true),
+            (PodStep::Replace, true),
+            (PodStep::Create, true),
+        ] {
+            assert_eq!(step.acts(), acts, "{step:?}");
+        }
     }
 
     /// A missing Pod is created for a run that has not ended, and for one that ended within

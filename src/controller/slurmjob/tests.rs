@@ -2461,8 +2461,9 @@ fn with_pods(data: &Arc<JobContext>, pods: &[&Pod]) -> Arc<JobContext> {
     let (output_pods, mut writer) = reflector::store();
     writer.apply_watcher_event(&watcher::Event::Init);
     for pod in pods {
-        let mut meta = crate::crd::pod_meta::PodMeta {
+        let mut meta = crate::crd::pod_meta::PodMetaPhase {
             metadata: pod.metadata.clone(),
+            phase: crate::crd::pod_meta::PodPhase::of(pod),
         };
         output::trim_for_cache(&mut meta.metadata);
         writer.apply_watcher_event(&watcher::Event::InitApply(meta));
@@ -2534,6 +2535,92 @@ async fn the_output_pod_is_told_when_its_job_ends() {
     // Told already, as the cache shows once the patch comes back: nothing is read.
     let data = with_pods(&data, &[&told]);
     let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(job), data).await.unwrap();
+    server.await.unwrap();
+}
+
+/// An output Pod that stopped while its job runs (here evicted: `Failed`, never told the end)
+/// is replaced: the Pod cache shows it failed, so it is read, and deleted as that very Pod (its
+/// uid a precondition); the Pod watch brings the reconcile that creates the new one. One that
+/// failed less than `REPLACE_AFTER` after its creation is not touched yet: the reconcile comes
+/// back when it is that old.
+#[tokio::test]
+async fn an_output_pod_that_stopped_mid_run_is_replaced() {
+    let (ctx, mut api) = Context::test();
+    let mut job = with_output(finalized(slurm_job("evicted", "#!/bin/sh\nsleep 600\n")));
+    let uid = uid_of(&job);
+    let record = tagged_record(401, &OwnerTag::new(&uid, 1), &["RUNNING"]);
+    let _index = observed_as(&ctx, &mut job, record);
+    assert_eq!(job.status.as_ref().unwrap().phase, Phase::Running);
+    let streamer = output::pod(&job, 401, output::DEFAULT_IMAGE, false).unwrap();
+    let failed_at = |age: chrono::TimeDelta| {
+        let mut pod = streamer.clone();
+        pod.metadata.uid = Some("pod-uid-401".into());
+        pod.metadata.creation_timestamp = crate::crd::time::from_utc(Utc::now() - age);
+        pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Failed".into()),
+            reason: Some("Evicted".into()),
+            ..Default::default()
+        });
+        pod
+    };
+
+    // Failed 40 s after it was created: left for now, looked at again within 20 s.
+    let young = failed_at(chrono::TimeDelta::seconds(40));
+    let data = with_pods(&data(ctx), &[&young]);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let settled = expect_status_apply(&mut api, &expected).await;
+        api.expect_no_more_calls().await;
+        (settled, api)
+    });
+    let action = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    let (settled, mut api) = server.await.unwrap();
+    job.status = Some(settled);
+    // The delay, read from what `Action` shows (it has no getter).
+    let waits = format!("{action:?}");
+    let later: f64 = waits
+        .split_once("requeue_after: Some(")
+        .and_then(|(_, rest)| rest.split_once("s)"))
+        .and_then(|(secs, _)| secs.parse().ok())
+        .unwrap_or_else(|| panic!("no delay: {waits}"));
+    assert!((15.0..=20.0).contains(&later), "{waits}");
+
+    // Failed five minutes after it was created: read, and deleted.
+    let old = failed_at(chrono::TimeDelta::minutes(5));
+    let data = with_pods(&data, &[&old]);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_pod(&mut api, &expected, Some(&old)).await;
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::DELETE, "{call:?}");
+        assert_eq!(call.path, pod_path(&expected));
+        assert_eq!(call.body["preconditions"]["uid"], "pod-uid-401", "{call:?}");
+        respond(send, StatusCode::OK, &serde_json::to_value(&old).unwrap());
+        api.expect_no_more_calls().await;
+        api
+    });
+    let action = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    let mut api = server.await.unwrap();
+    assert_eq!(action, Action::requeue(RESYNC));
+
+    // Gone, as the Pod watch shows: a new one, of the same run, not told.
+    let data = with_pods(&data, &[]);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        expect_get_pod(&mut api, &expected, None).await;
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::POST, "{call:?}");
+        let created: Pod = serde_json::from_value(call.body.clone()).unwrap();
+        assert_eq!(output::streamed_job_id(&created), Some(401));
+        assert!(!output::told(&created.metadata));
+        respond(send, StatusCode::CREATED, &call.body);
         api.expect_no_more_calls().await;
     });
     reconcile(Arc::new(job), data).await.unwrap();
