@@ -659,8 +659,8 @@ KIND_RESOURCES = {
     # The SlurmJob cache's form of a SlurmJob (src/crd/slurmjob/cached.rs), and the controller's
     # whole reads of one (src/crd/slurmjob/wire.rs): the same resource.
     "CachedSlurmJob": ("slurm.rs", "slurmjobs"), "WholeSlurmJob": ("slurm.rs", "slurmjobs"),
-    # The Pod watches' form of a Pod: its metadata (src/crd/pod_meta.rs).
-    "PodMeta": ("", "pods"),
+    # The Pod watches' forms of a Pod: its metadata, and that with its phase (src/crd/pod_meta.rs).
+    "PodMeta": ("", "pods"), "PodMetaPhase": ("", "pods"),
     "SlurmNodeSet": ("slurm.rs", "slurmnodesets"), "Namespace": ("", "namespaces"), "Node": ("", "nodes"),
     "Pod": ("", "pods"), "Secret": ("", "secrets"), "ConfigMap": ("", "configmaps"),
     "PersistentVolumeClaim": ("", "persistentvolumeclaims"), "PodDisruptionBudget": ("policy", "poddisruptionbudgets"),
@@ -1389,6 +1389,16 @@ def t_cluster_slurm_conf_defaults() -> str:
                                             "slurm.config.TreeWidth=", "clusterName=hpc1", "slurm.maxNodeCount=16"), cache=False))
     ensure(conf.get("SchedulerParameters") == "batch_sched_delay=0" and "TreeWidth" not in conf, "slurm.config not applied")
     ensure(conf["ClusterName"] == "hpc1" and conf["MaxNodeCount"] == "16", "clusterName/maxNodeCount not applied")
+    # With accounting, Slurm enforces associations, limits and QoS (what keeps a job's script to
+    # its team's accounts); slurm.config may say otherwise, and an access entry's accounts and QoS
+    # render where what it sets still enforces them.
+    conf = slurm_conf(render(CLUSTER, sets=("accounting.enabled=true",), cache=False))
+    ensure(conf.get("AccountingStorageEnforce") == "associations,limits,qos", f"AccountingStorageEnforce={conf.get('AccountingStorageEnforce')}")
+    tenant = ("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice", "cluster.access[0].accounts={team-a}",
+              "cluster.access[0].qos={normal}")
+    docs = render(CLUSTER, sets=("accounting.enabled=true", "slurm.config.AccountingStorageEnforce=Limits\\,QOS") + tenant, cache=False)
+    ensure(slurm_conf(docs).get("AccountingStorageEnforce") == "Limits,QOS", "slurm.config.AccountingStorageEnforce not applied")
+    ensure(one(docs, "SlurmCluster")["spec"]["access"][0]["qos"] == ["normal"], "the access entry is not rendered")
     return ""
 
 
@@ -1885,8 +1895,9 @@ def t_cluster_credentials() -> str:
     cl, sec = case(("cluster.create=false",))
     ensure(cl is None and all(ns == RELEASE_NS and not labelled(d) for (ns, _), d in sec.items()), f"cluster.create=false: {sorted(sec)}")
 
-    cl, _ = case(("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice", "cluster.access[0].accounts={team-a}",
-                  "cluster.access[1].namespaceSelector.matchLabels.tier=batch", "cluster.access[1].slurmUser=batch"))
+    cl, _ = case(("accounting.enabled=true", "cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice",
+                  "cluster.access[0].accounts={team-a}", "cluster.access[1].namespaceSelector.matchLabels.tier=batch",
+                  "cluster.access[1].slurmUser=batch"))
     want = [{"namespaces": ["team-a"], "slurmUser": "alice", "accounts": ["team-a"]},
             {"namespaceSelector": {"matchLabels": {"tier": "batch"}}, "slurmUser": "batch"}]
     ensure(cl["spec"]["access"] == want, f"spec.access {cl['spec'].get('access')}")
@@ -1941,6 +1952,15 @@ SCHEMA_CASES = [
     (CLUSTER, ("cluster.access[0].namespaces={Team_A}", "cluster.access[0].slurmUser=alice"), ["/cluster/access/0/namespaces/0"]),
     (CLUSTER, ("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice", "cluster.access[0].account=x"),
      ["additional properties 'account' not allowed"]),
+    # An entry's accounts and QoS bind a job's own script only where Slurm enforces them.
+    (CLUSTER, ("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice", "cluster.access[0].accounts={team-a}"),
+     ["cluster.access[0].accounts:", "AccountingStorageEnforce=associations", "accounting.enabled=true"]),
+    (CLUSTER, ("accounting.enabled=true", "slurm.config.AccountingStorageEnforce=", "cluster.access[0].namespaces={team-a}",
+               "cluster.access[0].slurmUser=alice", "cluster.access[0].accounts={team-a}"), ["cluster.access[0].accounts:"]),
+    (CLUSTER, ("accounting.enabled=true", "slurm.config.AccountingStorageEnforce=associations\\,limits",
+               "cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice", "cluster.access[1].namespaces={team-b}",
+               "cluster.access[1].slurmUser=bob", "cluster.access[1].qos={normal}"),
+     ["cluster.access[1].qos:", "AccountingStorageEnforce=qos", "drop the entry's qos"]),
     (CLUSTER, ("secrets.jwtKey.existingSecret=my-jwt",), ["secrets.jwtKey.existingSecret is set", "cluster.credentials.existingSecret"]),
     # Also with the credentials namespace the release's: the chart cannot label that Secret.
     (CLUSTER, ("secrets.jwtKey.existingSecret=my-jwt", f"operatorCredentialsNamespace={RELEASE_NS}"),

@@ -893,7 +893,8 @@ where
         + Send
         + 'static,
 {
-    let pods: Api<P> = scoped_api(client, namespace);
+    // `P` is one of the Pod views (their `Api<..>` is what the RBAC check counts).
+    let pods = scoped_api::<P>(client, namespace);
     watcher(
         pods,
         watcher::Config::default().labels(label).page_size(page),

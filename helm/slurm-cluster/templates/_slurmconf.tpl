@@ -47,12 +47,32 @@ and slurm.extraConfig. Served to slurmd by slurmctld (configless). */}}
 {{- $_ := set $conf "AccountingStorageType" "accounting_storage/slurmdbd" }}
 {{- $_ := set $conf "AccountingStorageHost" (include "slurm-cluster.slurmdbd.address" .) }}
 {{- $_ := set $conf "AccountingStoragePort" (toString $v.accounting.slurmdbd.port) }}
+{{- /* Slurm, not the operator, keeps a team's job scripts to their own accounts and QoS (a
+script may itself `sbatch -A other`): without enforcement it takes any account silently. */}}
+{{- $_ := set $conf "AccountingStorageEnforce" "associations,limits,qos" }}
 {{- end }}
 {{- range $k, $val := $v.slurm.config }}
 {{- if or (kindIs "invalid" $val) (eq (toString $val) "") }}
 {{- $_ := unset $conf $k }}
 {{- else }}
 {{- $_ := set $conf $k (toString $val) }}
+{{- end }}
+{{- end }}
+{{- /* A cluster.access entry's accounts and qos narrow only what the operator submits; the job's
+script may submit again itself, which only Slurm's enforcement stops (as `qos`, `limits`, `safe`
+and `wckeys` do, each implies `associations`). */}}
+{{- if $v.cluster.create }}
+{{- $enforce := list }}
+{{- range splitList "," (lower (get $conf "AccountingStorageEnforce")) }}{{ $enforce = append $enforce (trim .) }}{{ end }}
+{{- $associations := false }}
+{{- range list "associations" "limits" "qos" "safe" "wckeys" }}{{ if has . $enforce }}{{ $associations = true }}{{ end }}{{ end }}
+{{- range $i, $entry := $v.cluster.access }}
+{{- if and $entry.accounts (not (and (get $conf "AccountingStorageType") $associations)) }}
+{{- fail (printf "cluster.access[%d].accounts: Slurm keeps a job's script to those accounts only with accounting and AccountingStorageEnforce=associations (without, a script may submit under any account): set accounting.enabled=true (which sets AccountingStorageEnforce=associations,limits,qos), or drop the entry's accounts" $i) }}
+{{- end }}
+{{- if and $entry.qos (not (and (get $conf "AccountingStorageType") (has "qos" $enforce))) }}
+{{- fail (printf "cluster.access[%d].qos: Slurm keeps a job's script to its association's QoS only with accounting and AccountingStorageEnforce=qos (without, a script may submit with any QoS): set accounting.enabled=true (which sets AccountingStorageEnforce=associations,limits,qos), or drop the entry's qos" $i) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- if and $v.slurmctld.metrics.enabled (get $conf "PrivateData") }}
