@@ -12,7 +12,10 @@
 //! code of ours. Its word alone does not let a replica write: while it leads, the replica reads
 //! the Lease itself every half grace (each read bounded in time), and stops writing when the
 //! Lease it last read expires, so that renewals that fail or hang (the manager only retries
-//! them) stop its writes by the time a standby may take over.
+//! them) stop its writes by the time a standby may take over. A Lease deleted (by hand, to end
+//! an election that looks stuck) is made again, empty, by whichever replica sees it gone first:
+//! the manager makes it only when it starts, and would otherwise leave every replica alive,
+//! ready, and never leading.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,6 +64,44 @@ async fn read_lease(api: &Api<Lease>, name: &str, timeout: Duration) -> Result<L
     match tokio::time::timeout(timeout, api.get(name)).await {
         Ok(read) => Ok(read?),
         Err(_) => Err(ReadError::Timeout(timeout)),
+    }
+}
+
+/// Whether `error` says the Lease does not exist.
+fn gone(error: &ReadError) -> bool {
+    matches!(error, ReadError::Api(kube::Error::Api(status)) if status.code == 404)
+}
+
+/// Makes the Lease `name` again, empty, if it is gone (deleted by hand, say, to end a stuck
+/// election): the Lease manager makes it only when it starts, and without it no replica can
+/// lead, while each stays alive and ready. One made meanwhile by another replica is left.
+async fn ensure_lease(check: &LeaseCheck) {
+    match read_lease(&check.api, &check.name, check.timeout).await {
+        Err(error) if gone(&error) => {}
+        // There, or not known: nothing to make.
+        _ => return,
+    }
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(check.name.clone()),
+            ..Default::default()
+        },
+        spec: None,
+    };
+    let made = tokio::time::timeout(
+        check.timeout,
+        check.api.create(&kube::api::PostParams::default(), &lease),
+    )
+    .await;
+    match made {
+        Ok(Ok(_)) => warn!(lease = %check.name, "the Lease was gone; made it again"),
+        Ok(Err(kube::Error::Api(status))) if status.code == 409 => {}
+        Ok(Err(error)) => {
+            warn!(lease = %check.name, %error, "the Lease is gone and cannot be made again")
+        }
+        Err(_) => {
+            warn!(lease = %check.name, "the Lease is gone, and making it again got no answer")
+        }
     }
 }
 
@@ -326,6 +367,10 @@ pub async fn elect(
         // While leading, the Lease is read this often (the first tick is at once).
         let mut checks = tokio::time::interval(every);
         checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // While not, that it exists is checked this often: a standby makes it again when it
+        // is gone, with or without a leader to do so.
+        let mut presence = tokio::time::interval(duration);
+        presence.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let stale_in = writable_for(expires, Timestamp::now());
             tokio::select! {
@@ -348,6 +393,11 @@ pub async fn elect(
                     match read_lease(&check.api, &check.name, limit).await {
                         // Not ours any more (another holder, or released): `None` stops writes.
                         Ok(read) => expires = expiry_for(&read, &check.identity),
+                        // Deleted: no longer ours either. Made again for the manager to take.
+                        Err(error) if gone(&error) => {
+                            expires = None;
+                            ensure_lease(&check).await;
+                        }
                         // Kept: the clock runs it out unless a later read sees it renewed.
                         Err(error) => warn!(
                             %lease, %error,
@@ -355,6 +405,7 @@ pub async fn elect(
                         ),
                     }
                 }
+                _ = presence.tick(), if !leading => ensure_lease(&check).await,
                 () = tokio::time::sleep(stale_in), if writing => {}
                 () = shutdown.cancelled() => break,
             }

@@ -133,6 +133,65 @@ async fn a_leader_stops_writing_when_its_own_read_sees_the_lease_taken() {
     a_task.await.unwrap();
 }
 
+/// A Lease deleted by hand (as one ends an election that looks stuck) is made again, and a
+/// replica leads again: the Lease manager makes it only when it starts, so without that both
+/// replicas stayed alive and never led. The leader stops writing once it sees the Lease gone,
+/// and at no moment do both lead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_lease_is_made_again_and_led() {
+    let api = FakeApiServer::start().await;
+    let config = |identity: &str| LeaseConfig {
+        name: "deleted".into(),
+        namespace: NAMESPACE.into(),
+        identity: identity.into(),
+        duration: Duration::from_secs(3),
+        grace: Duration::from_secs(1),
+    };
+    let shutdown = CancellationToken::new();
+    let (config_a, config_b) = (config("a"), config("b"));
+    let (a, a_task) = leader::elect(api.client(), &config_a, shutdown.clone())
+        .await
+        .unwrap();
+    let (b, b_task) = leader::elect(api.client(), &config_b, shutdown.clone())
+        .await
+        .unwrap();
+    let leader = || match (a.is_leader(), b.is_leader()) {
+        (true, true) => panic!("both replicas lead"),
+        (true, false) => Some("a"),
+        (false, true) => Some("b"),
+        (false, false) => None,
+    };
+    let first = eventually("a leader", Duration::from_secs(10), || async { leader() }).await;
+
+    let leases: Api<Lease> = Api::namespaced(api.client(), NAMESPACE);
+    leases.delete("deleted", &Default::default()).await.unwrap();
+    // The leader stops writing (its reads, every half second, see the Lease gone) ...
+    let until = Instant::now() + Duration::from_secs(10);
+    while leader().is_some() {
+        assert!(
+            Instant::now() < until,
+            "{first} still leads 10 s after the Lease was deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // ... and one replica leads again, on a Lease made again that names it.
+    let again = eventually("a leader again", Duration::from_secs(30), || async {
+        leader()
+    })
+    .await;
+    let lease = leases.get("deleted").await.unwrap();
+    let holder = lease.spec.and_then(|spec| spec.holder_identity);
+    assert_eq!(holder.as_deref(), Some(again), "the Lease names the leader");
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        leader();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    shutdown.cancel();
+    a_task.await.unwrap();
+    b_task.await.unwrap();
+}
+
 /// An operator that cannot join the election (no Lease namespace: neither
 /// `--leader-election-namespace` nor `POD_NAMESPACE`) exits with the error, serving nothing
 /// further: its HTTP server, which otherwise serves until the Lease is released, stops with
