@@ -1372,22 +1372,59 @@ async fn create(
     let (client, namespace) = kube.client(namespace).await?;
     job.metadata.namespace = Some(namespace.clone());
     let api: kube::Api<SlurmJob> = kube::Api::namespaced(client, &namespace);
-    let name = job.metadata.name.clone().unwrap_or_default();
-    let created = api
-        .create(&kube::api::PostParams::default(), &job)
-        .await
-        .map_err(|e| match e {
-            // Submitting the same script twice is the common case: say what to do about it.
-            kube::Error::Api(status) if status.is_already_exists() => {
-                CliError::Usage(already_exists(&name, &namespace))
-            }
-            e => CliError::Usage(format!("cannot create the SlurmJob: {e}")),
-        })?;
-    println!(
-        "slurmjob.slurm.rs/{} created in namespace {namespace}",
-        created.metadata.name.unwrap_or_default()
-    );
+    let name = create_once(&api, job, &namespace).await?;
+    println!("slurmjob.slurm.rs/{name} created in namespace {namespace}");
     Ok(())
+}
+
+/// The annotation `sbatch --apply` marks the SlurmJob it creates with: a value of that one call
+/// (a random UUID), so that a create whose outcome it cannot tell is told apart from someone
+/// else's SlurmJob of the name.
+pub const SUBMISSION_ANNOTATION: &str = "slurm.rs/submission";
+
+/// Creates `job` through `api` (of `namespace`) and returns its name. A create the API server
+/// may have made although the answer says otherwise (kube's client retries a POST answered 503
+/// or 504, whose retry then finds the first one's object: 409; or the answer is lost) is read
+/// back: the object carrying this call's [`SUBMISSION_ANNOTATION`] is this call's, created,
+/// and not someone else's of the same name to delete or rename around.
+async fn create_once(
+    api: &kube::Api<SlurmJob>,
+    mut job: SlurmJob,
+    namespace: &str,
+) -> Result<String, CliError> {
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let submission = uuid::Uuid::new_v4().to_string();
+    job.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(SUBMISSION_ANNOTATION.to_owned(), submission.clone());
+    let error = match api.create(&kube::api::PostParams::default(), &job).await {
+        Ok(created) => return Ok(created.metadata.name.unwrap_or(name)),
+        Err(error) => error,
+    };
+    // Only a refusal says for sure that nothing was made (a 409 says something was).
+    let maybe_made = match &error {
+        kube::Error::Api(status) => status.is_already_exists() || status.code >= 500,
+        _ => true,
+    };
+    if maybe_made
+        && let Ok(Some(there)) = api.get_opt(&name).await
+        && there
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SUBMISSION_ANNOTATION))
+            == Some(&submission)
+    {
+        return Ok(name);
+    }
+    Err(match error {
+        // Submitting the same script twice is the common case: say what to do about it.
+        kube::Error::Api(status) if status.is_already_exists() => {
+            CliError::Usage(already_exists(&name, namespace))
+        }
+        e => CliError::Usage(format!("cannot create the SlurmJob: {e}")),
+    })
 }
 
 /// What to do when a SlurmJob of that name is there already (`create` never overwrites one).

@@ -113,6 +113,11 @@ fn object_path<K: Resource<DynamicType = ()>>(object: &K) -> String {
 }
 
 impl ApiServerVerifier {
+    /// The verifier of a client made from `handle`'s pair (`tower_test::mock::pair`).
+    pub fn from_handle(handle: Handle<Request<Body>, Response<Body>>) -> Self {
+        Self(handle)
+    }
+
     /// The next call. Panics when none comes within 10 s (a reconcile that is stuck, or that
     /// made fewer calls than the scenario expects).
     pub async fn next(&mut self) -> (Call, SendResponse<Response<Body>>) {

@@ -943,3 +943,101 @@ fn other_directive_spellings_are_read_or_reported_as_sbatch_reads_them() {
     let c = convert_with(&script(&lines), "main", &words(&["--ignore-pbs"])).unwrap();
     assert_eq!(reported(&c).len(), 2, "{:?}", c.unconverted);
 }
+
+/// A create whose outcome the answer does not tell (a 504 after the API server made it; a 409
+/// to kube's retry of that POST) is read back: the SlurmJob carrying this call's submission mark
+/// is reported created, not as someone else's to delete or rename around. A 409 for a SlurmJob
+/// without that mark is someone else's; a refusal (422) is not read back at all.
+#[tokio::test]
+async fn a_create_answered_ambiguously_is_read_back_by_its_own_mark() {
+    use crate::controller::test_support::ApiServerVerifier;
+    use http::{Method, Response, StatusCode};
+    use kube::client::Body;
+
+    let failure = |code: u16, reason: &str| {
+        Response::builder()
+            .status(code)
+            .header("content-type", "application/json")
+            .body(Body::from(
+                serde_json::to_vec(&serde_json::json!({
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": format!("{reason} (test)"), "reason": reason, "code": code,
+                }))
+                .unwrap(),
+            ))
+            .unwrap()
+    };
+    let object = |body: &serde_json::Value| {
+        Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(body).unwrap()))
+            .unwrap()
+    };
+    let job = convert_with(&script(&["#!/bin/sh", "true"]), "main", &[])
+        .unwrap()
+        .spec;
+    let job = SlurmJob::new("train", job);
+    // The create's first answer (`code`, `reason`), and what the read back finds: `None`
+    // not read, `Some(None)` nothing, `Some(Some(mark))` a SlurmJob with that mark (`"ours"`:
+    // the one the create sent).
+    for (code, reason, found, created) in [
+        (504, "Timeout", Some(Some("ours")), true),
+        (409, "AlreadyExists", Some(Some("ours")), true),
+        (409, "AlreadyExists", Some(Some("another call's")), false),
+        (503, "ServiceUnavailable", Some(None), false),
+        (422, "Invalid", None, false),
+    ] {
+        let (service, handle) = tower_test::mock::pair::<http::Request<Body>, Response<Body>>();
+        let mut server = ApiServerVerifier::from_handle(handle);
+        let api: kube::Api<SlurmJob> =
+            kube::Api::namespaced(kube::Client::new(service, "team-a"), "team-a");
+        let serve = tokio::spawn(async move {
+            let (call, send) = server.next().await;
+            assert_eq!(call.method, Method::POST, "{call:?}");
+            let mark = call.body["metadata"]["annotations"][SUBMISSION_ANNOTATION].clone();
+            assert!(mark.as_str().is_some_and(|m| m.len() == 36), "{mark}");
+            send.send_response(failure(code, reason));
+            if let Some(found) = found {
+                let (call, send) = server.next().await;
+                assert_eq!(call.method, Method::GET, "{call:?}");
+                assert_eq!(
+                    call.path,
+                    "/apis/slurm.rs/v1alpha1/namespaces/team-a/slurmjobs/train"
+                );
+                send.send_response(match found {
+                    None => failure(404, "NotFound"),
+                    Some(which) => {
+                        let mark = if which == "ours" {
+                            mark.clone()
+                        } else {
+                            which.into()
+                        };
+                        object(&serde_json::json!({
+                            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+                            "metadata": {"name": "train", "namespace": "team-a",
+                                "annotations": {SUBMISSION_ANNOTATION: mark}},
+                            "spec": {"clusterName": "main", "script": "#!/bin/sh\ntrue\n"},
+                        }))
+                    }
+                });
+            }
+            server.expect_no_more_calls().await;
+        });
+        let outcome = create_once(&api, job.clone(), "team-a").await;
+        serve.await.unwrap();
+        match (created, outcome) {
+            (true, Ok(name)) => assert_eq!(name, "train"),
+            (false, Err(CliError::Usage(message))) if code == 409 => {
+                assert!(message.contains("already exists"), "{message}")
+            }
+            (false, Err(CliError::Usage(message))) => {
+                assert!(
+                    message.starts_with("cannot create the SlurmJob"),
+                    "{message}"
+                )
+            }
+            (created, outcome) => panic!("{code} {found:?}: created {created}, got {outcome:?}"),
+        }
+    }
+}
