@@ -480,7 +480,9 @@ pub fn unrecorded_from(status: &SlurmJobStatus) -> i64 {
 ///
 /// What counts: the index's jobs carrying one of those tags, provably ours for `user`
 /// ([`adoptable`]), not all of whose records ended; and `here`, this process's own submits of
-/// those generations (generation, job id), unless the index shows that job ended.
+/// those generations (generation, job id), unless the index shows that job ended, or its id
+/// held by a job that is not ours (slurmctld lost its state and gave the id out again). One the
+/// index has no record of counts as live (its submit may be too recent for any listing).
 pub fn earlier_run(
     state: &ClusterState,
     here: &[(i64, u32)],
@@ -491,12 +493,16 @@ pub fn earlier_run(
     key: &TagKey,
 ) -> Option<EarlierRun> {
     let to = generation.checked_sub(1)?;
-    let live = |id: u32, proven: bool| {
+    // `submitted`: one of this process's submits, whose records must be its own (the index's
+    // were found by their tag and proven ours already).
+    let live = |id: u32, submitted: bool| {
         let records = state.job_records(id);
         if records.is_empty() {
-            return proven;
+            return submitted;
         }
-        records.iter().any(|job| !job.state.base.is_finished())
+        records
+            .iter()
+            .any(|job| !job.state.base.is_finished() && (!submitted || is_ours(job, uid, key)))
     };
     let indexed = state
         .tagged_between(uid, from, to)

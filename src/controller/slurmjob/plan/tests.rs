@@ -452,6 +452,22 @@ fn an_earlier_generations_unrecorded_job_that_runs_is_found() {
             None,
         ),
         (
+            "this process's submit, its id now another SlurmJob's (slurmctld lost its state)",
+            vec![running(40, &OwnerTag::new("other", 2))],
+            vec![(2, 40)],
+            1,
+            4,
+            None,
+        ),
+        (
+            "this process's submit, its id now an unsigned claim's",
+            vec![forged(40, &t(2))],
+            vec![(2, 40)],
+            1,
+            4,
+            None,
+        ),
+        (
             "this process's submit of a generation the status names",
             vec![],
             vec![(2, 40)],
