@@ -17,9 +17,13 @@ async fn main() -> ExitCode {
     slurm_operator::telemetry::init(cli.log_format, "warn,slurm_operator=info");
     slurm_operator::tls::install_crypto_provider();
     let result = match &cli.command {
-        Command::Check(args) => check::run(args)
-            .await
-            .map(|report| print!("{}", report.render())),
+        Command::Check(args) => match check::run(args).await {
+            Ok(report) => {
+                print!("{}", report.render());
+                return ExitCode::from(report.exit_code());
+            }
+            Err(error) => Err(error),
+        },
         Command::Crd(args) => args.run(),
         Command::Job(args) => match args.run().await {
             Ok(code) => return ExitCode::from(code),
