@@ -5,7 +5,8 @@
 //!   shutting down (readiness);
 //! - `/metrics`: the Prometheus/OpenMetrics text exposition of [`Metrics`].
 
-use std::net::SocketAddr;
+use std::io::ErrorKind;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -95,11 +96,47 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
     }
 }
 
-/// Listen on `addr` (port 0 picks a free port; see the listener's `local_addr`).
+/// Listen on `addr` (port 0 picks a free port; see the listener's `local_addr`). IPv6's
+/// unspecified address (`[::]`, the default) listens on IPv6 and IPv4 both (the kubelet probes
+/// whichever address a Pod has first: IPv6 on IPv6 and IPv6-first clusters); on a host without
+/// IPv6, on IPv4's (`0.0.0.0`), same port.
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
+    if addr.ip() == IpAddr::V6(Ipv6Addr::UNSPECIFIED) {
+        match dual_stack(addr) {
+            Ok(listener) => return Ok(listener),
+            // The port taken, or not ours to take: so it would be on IPv4 too.
+            Err(source)
+                if matches!(
+                    source.kind(),
+                    ErrorKind::AddrInUse | ErrorKind::PermissionDenied
+                ) =>
+            {
+                return Err(Error::Bind { addr, source });
+            }
+            Err(_) => {
+                let addr = SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), addr.port());
+                return TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| Error::Bind { addr, source });
+            }
+        }
+    }
     TcpListener::bind(addr)
         .await
         .map_err(|source| Error::Bind { addr, source })
+}
+
+/// A listener on IPv6 address `addr` that takes IPv4 connections too (`IPV6_V6ONLY` off, not
+/// left to the host's `net.ipv6.bindv6only`), with `SO_REUSEADDR` as tokio's `bind` sets it.
+fn dual_stack(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::IPV6, Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_only_v6(false)?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    TcpListener::from_std(socket.into())
 }
 
 /// Serve `router` until `shutdown` is cancelled; requests in flight finish first.
@@ -158,6 +195,41 @@ mod tests {
 
         shutdown.cancel();
         server.await.unwrap().unwrap();
+    }
+
+    /// The default address, `[::]`, takes connections over IPv4 and over IPv6 (where the host
+    /// has IPv6: this one's loopback is checked first); a
+    /// port taken there is a bind error, not a silent move to IPv4.
+    #[tokio::test]
+    async fn the_unspecified_ipv6_address_takes_ipv4_and_ipv6() {
+        let listener = bind("[::]:0".parse().unwrap()).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accept = tokio::spawn(async move {
+            for _ in 0..2 {
+                let _ = listener.accept().await.unwrap();
+            }
+        });
+        let ipv6 = std::net::TcpListener::bind("[::1]:0").is_ok();
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("over IPv4");
+        if ipv6 {
+            tokio::net::TcpStream::connect(("::1", port))
+                .await
+                .expect("over IPv6");
+        } else {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect("over IPv4, again");
+        }
+        accept.await.unwrap();
+
+        let taken = bind("[::]:0".parse().unwrap()).await.unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let error = bind(SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port))
+            .await
+            .unwrap_err();
+        assert_eq!(error.category(), "BindFailed");
     }
 
     #[tokio::test]

@@ -83,7 +83,8 @@ pub struct RunArgs {
     #[arg(long, env = "CREATE_TAG_KEY", default_value_t = true, action = clap::ArgAction::Set)]
     pub create_tag_key: bool,
     /// Where to serve /healthz, /readyz and /metrics.
-    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    /// The default, `[::]`, takes IPv6 and IPv4 (on a host without IPv6, IPv4 alone).
+    #[arg(long, env = "METRICS_ADDR", default_value = "[::]:8080")]
     pub metrics_addr: SocketAddr,
     /// Image of the Pods that stream SlurmJob output (`kubectl logs <slurmjob>`): any image
     /// with `sh`, `cat`, `grep`, `readlink`, `sleep` and `stat`.
@@ -981,7 +982,7 @@ mod tests {
     fn flags_default_to_all_namespaces_and_port_8080() {
         let cli = RunCommand::try_parse_from(["run"]).unwrap();
         assert_eq!(cli.run.scopes(), [None]);
-        assert_eq!(cli.run.metrics_addr, "0.0.0.0:8080".parse().unwrap());
+        assert_eq!(cli.run.metrics_addr, "[::]:8080".parse().unwrap());
         assert_eq!(
             cli.run.refused_namespace_grace,
             crate::controller::context::DEFAULT_REFUSED_NAMESPACE_GRACE

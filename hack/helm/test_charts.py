@@ -824,7 +824,7 @@ def rel_name(chart: Path) -> str:
 def t_operator_args() -> str:
     _, c = operator_container(render(OPERATOR))
     args = c["args"]
-    ensure(args[:3] == ["run", "--metrics-addr", "0.0.0.0:8080"], f"args {args}")
+    ensure(args[:3] == ["run", "--metrics-addr", "[::]:8080"], f"args {args}")
     ensure(not {"--namespace", "--leader-election", "--allowed-endpoint"} & set(args), f"default args {args}")
     # The credentials namespace is always explicit, so the Role and the flag cannot disagree.
     ensure(args[args.index("--credentials-namespace") + 1] == RELEASE_NS, f"--credentials-namespace is not the release namespace: {args}")
@@ -858,7 +858,7 @@ def t_operator_args() -> str:
     ensure(args.count("--namespace") == 1, f"--namespace given twice: {args}")
     ensure(args[args.index("--credentials-namespace") + 1] == "slurm-admin", f"--credentials-namespace: {args}")
     ensure("--leader-election" in args and args[args.index("--log-format") + 1] == "text", f"args {args}")
-    ensure("0.0.0.0:9090" in args and c["ports"][0]["containerPort"] == 9090, "metricsPort not applied")
+    ensure("[::]:9090" in args and c["ports"][0]["containerPort"] == 9090, "metricsPort not applied")
     env = {e["name"]: e.get("value") for e in c["env"]}
     ensure(env["RUST_LOG"] == "debug" and env["LEADER_ELECTION_LEASE"] == "lead", f"env {env}")
     ensure(c["image"] == "ghcr.io/slurm-rs/slurm-operator:v9", c["image"])
