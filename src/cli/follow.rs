@@ -436,10 +436,24 @@ impl LogsArgs {
             .log_stream(&self.name, &params)
             .await
             .map_err(|e| CliError::Usage(format!("{what}: cannot read the output: {e}")))?;
-        let reader_gone = copy_output(output, &mut std::io::stdout().lock())
-            .await
-            .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
-        if !self.follow || reader_gone {
+        // While following, a log that brings nothing for a while is checked on by reading the
+        // Pod: a connection dropped on the way (a load balancer forgetting an idle flow) never
+        // ends, while the Pod does.
+        let quiet = self.follow.then_some(QUIET_CHECK);
+        let still_streaming = async || match pods.get_opt(&self.name).await {
+            Ok(now) => same_pod(&streamed, now.as_ref()) && !stopped(now.as_ref()),
+            // Not known: go on waiting.
+            Err(_) => true,
+        };
+        let copied = copy_output(
+            output,
+            &mut std::io::stdout().lock(),
+            quiet,
+            still_streaming,
+        )
+        .await
+        .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
+        if !self.follow || copied == Copied::ReaderGone {
             return Ok(0);
         }
         // A followed log also ends when the Pod does before the job: deleted (a drain), or its
@@ -464,6 +478,17 @@ impl LogsArgs {
 
 /// How long `logs -f` waits, after the log ended, for the Pod's status to say how it ended.
 const LOG_END_SETTLE: Duration = Duration::from_secs(5);
+
+/// How long a followed log may bring nothing before the Pod is read again ([`copy_output`]).
+const QUIET_CHECK: Duration = Duration::from_secs(30);
+
+/// Whether the Pod read again (`now`) has stopped: it ended, or it is gone.
+fn stopped(now: Option<&Pod>) -> bool {
+    now.is_none_or(|pod| {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        matches!(phase, Some("Succeeded" | "Failed"))
+    })
+}
 
 /// Whether `now` (the Pod read again) is the very Pod `streamed` was.
 fn same_pod(streamed: &Pod, now: Option<&Pod>) -> bool {
@@ -490,23 +515,46 @@ enum CopyError {
     Write(#[source] std::io::Error),
 }
 
+/// How [`copy_output`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Copied {
+    /// The log ended.
+    Whole,
+    /// The reader went away (`logs job | head -1`).
+    ReaderGone,
+    /// Nothing came for a while, and the Pod has stopped since: the log will not end by itself.
+    Quiet,
+}
+
 /// Copies a job's output to `to` as bytes, each chunk flushed as it comes (for `-f`). Bytes,
 /// not lines: a job may write anything, and a line of text would end the copy at the first
-/// byte that is not UTF-8. A reader that went away (`logs job | head -1`) ends the copy as
-/// done, as it does `cat`'s: `true` then.
+/// byte that is not UTF-8. A reader that went away ends the copy as done, as it does `cat`'s.
+/// With `quiet`: each time that long passes without a byte, `still_streaming` says whether to
+/// wait on (the Pod still runs); if not, the copy ends (a read cancelled by the timeout takes
+/// nothing from the stream).
 async fn copy_output(
     mut from: impl futures::AsyncRead + Unpin,
     to: &mut impl std::io::Write,
-) -> Result<bool, CopyError> {
+    quiet: Option<Duration>,
+    mut still_streaming: impl AsyncFnMut() -> bool,
+) -> Result<Copied, CopyError> {
     let mut chunk = vec![0; 64 * 1024];
     loop {
-        let read = from.read(&mut chunk).await.map_err(CopyError::Read)?;
+        let read = match quiet {
+            Some(quiet) => match tokio::time::timeout(quiet, from.read(&mut chunk)).await {
+                Ok(read) => read,
+                Err(_) if still_streaming().await => continue,
+                Err(_) => return Ok(Copied::Quiet),
+            },
+            None => from.read(&mut chunk).await,
+        }
+        .map_err(CopyError::Read)?;
         let Some(bytes) = chunk.get(..read).filter(|b| !b.is_empty()) else {
-            return Ok(false);
+            return Ok(Copied::Whole);
         };
         match to.write_all(bytes).and_then(|()| to.flush()) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Copied::ReaderGone),
             Err(e) => return Err(CopyError::Write(e)),
         }
     }
@@ -964,32 +1012,81 @@ mod tests {
     async fn the_output_is_copied_as_bytes_until_the_reader_goes() {
         let output = b"one\n\xff\xfe binary\r\nlast, no newline".to_vec();
         let mut copied = Vec::new();
-        let reader_gone = copy_output(futures::io::Cursor::new(output.clone()), &mut copied)
-            .await
-            .unwrap();
+        let never = async || -> bool { panic!("no quiet check without `quiet`") };
+        let copied_as = copy_output(
+            futures::io::Cursor::new(output.clone()),
+            &mut copied,
+            None,
+            never,
+        )
+        .await
+        .unwrap();
         assert_eq!(copied, output);
-        assert!(!reader_gone, "the log ended, not the reader");
+        assert_eq!(copied_as, Copied::Whole, "the log ended, not the reader");
 
         let mut head = Closes {
             taken: Vec::new(),
             room: 4,
             error: std::io::ErrorKind::BrokenPipe,
         };
-        let reader_gone = copy_output(futures::io::Cursor::new(output.clone()), &mut head)
-            .await
-            .unwrap();
+        let copied_as = copy_output(
+            futures::io::Cursor::new(output.clone()),
+            &mut head,
+            None,
+            never,
+        )
+        .await
+        .unwrap();
         assert_eq!(head.taken, b"one\n");
-        assert!(reader_gone);
+        assert_eq!(copied_as, Copied::ReaderGone);
         // Any other failure to write is one.
         let mut full = Closes {
             error: std::io::ErrorKind::StorageFull,
             ..head
         };
         full.taken.clear();
-        let error = copy_output(futures::io::Cursor::new(output), &mut full)
+        let error = copy_output(futures::io::Cursor::new(output), &mut full, None, never)
             .await
             .unwrap_err();
         assert!(matches!(error, CopyError::Write(_)), "{error:?}");
+    }
+
+    /// A followed log that brings nothing (a connection dropped on the way never ends) is
+    /// checked on each `quiet` period: the copy goes on while the Pod streams, bytes that come
+    /// meanwhile are copied whole, and it ends once the Pod has stopped.
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_follow_ends_once_the_pod_has_stopped() {
+        use futures::TryStreamExt;
+        let (send, receive) = futures::channel::mpsc::unbounded::<std::io::Result<Vec<u8>>>();
+        let log = receive.into_async_read();
+        let checks = std::cell::Cell::new(0);
+        let feed = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(45)).await;
+            send.unbounded_send(Ok(b"late line\n".to_vec())).unwrap();
+            // Kept open, as a dead connection is: nothing more, and no end.
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop(send);
+        });
+        let mut copied = Vec::new();
+        let started = tokio::time::Instant::now();
+        // The Pod streams at the first two checks (30 s, and 30 s after the late line), and
+        // has stopped at the third.
+        let copied_as = copy_output(
+            log,
+            &mut copied,
+            Some(Duration::from_secs(30)),
+            async || {
+                checks.set(checks.get() + 1);
+                checks.get() < 3
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(copied_as, Copied::Quiet);
+        assert_eq!(copied, b"late line\n");
+        assert_eq!(checks.get(), 3);
+        assert_eq!(started.elapsed(), Duration::from_secs(45 + 30 + 30));
+        feed.abort();
     }
 
     /// `logs` reads only the Pod streaming the run the status names, of this very SlurmJob.
