@@ -21,7 +21,7 @@
 //!    lost the set's label is not listed but still runs its slurmd: `PodLabelMissing`); a failed
 //!    action skips the later actions on the same pod/node and fails the reconcile after the
 //!    others ran;
-//! 5. the PodDisruptionBudget (`maxUnavailable: 0` over `slurm.rs/busy=true`): created when
+//! 5. the PodDisruptionBudget (`minAvailable: 2147483647` over `slurm.rs/busy=true`): created when
 //!    absent, applied when the set's own is not as wanted, never written over one the set does
 //!    not control; and server-side apply of the status when it changed.
 //!
@@ -1744,7 +1744,12 @@ fn controlled_by(object: &impl Resource, nodeset: &SlurmNodeSet) -> bool {
         .any(|o| o.controller == Some(true) && Some(&o.uid) == nodeset.metadata.uid.as_ref())
 }
 
-/// `maxUnavailable: 0` over the set's busy pods: `kubectl drain` waits for their jobs.
+/// `minAvailable: 2147483647` over the set's busy pods: none may be evicted, and `kubectl drain`
+/// waits for their jobs. Not `maxUnavailable: 0`: the disruption controller measures that
+/// against the replicas of the pods' controller (the set's `/scale`), not against the pods it
+/// selects, so during a scale-in from 4 to 3 with 4 busy pods one busy pod (any, not the one
+/// being drained) could be evicted, its job killed. An integer `minAvailable` counts only the
+/// pods selected.
 ///
 /// Read first: a PodDisruptionBudget of the set's name that the set does not control (another
 /// team's, made by hand) is left as it is, `PdbNotOwned`; a forced apply would take its
@@ -1766,7 +1771,7 @@ async fn apply_pdb(nodeset: &SlurmNodeSet, namespace: &str, ctx: &Context) -> Re
             ..ObjectMeta::default()
         },
         spec: Some(PodDisruptionBudgetSpec {
-            max_unavailable: Some(IntOrString::Int(0)),
+            min_available: Some(IntOrString::Int(i32::MAX)),
             selector: Some(LabelSelector {
                 match_labels: Some(
                     labels

@@ -211,8 +211,9 @@ async fn expect_pdb_of(api: &mut ApiServerVerifier, set: &str) {
     );
 }
 
-/// `call` writes the set's PodDisruptionBudget as wanted: the set's, `maxUnavailable: 0` over
-/// its busy pods.
+/// `call` writes the set's PodDisruptionBudget as wanted: the set's, `minAvailable: 2147483647`
+/// over its busy pods (no `maxUnavailable`, which the disruption controller measures against
+/// the set's replicas).
 fn expect_pdb_body(call: &crate::controller::test_support::Call, method: Method, set: &str) {
     assert_eq!(call.method, method, "{call:?}");
     assert_eq!(call.body["metadata"]["name"], set, "{:#}", call.body);
@@ -221,7 +222,8 @@ fn expect_pdb_body(call: &crate::controller::test_support::Call, method: Method,
         call.body["metadata"]["ownerReferences"][0]["controller"],
         true
     );
-    assert_eq!(call.body["spec"]["maxUnavailable"], 0);
+    assert_eq!(call.body["spec"]["minAvailable"], i32::MAX);
+    assert_eq!(call.body["spec"].get("maxUnavailable"), None);
     assert_eq!(
         call.body["spec"]["selector"]["matchLabels"],
         json!({"slurm.rs/nodeset": set, "slurm.rs/busy": "true"})
@@ -1431,7 +1433,7 @@ async fn a_pdb_the_set_does_not_control_is_left_alone() {
                 "uid": owner, "controller": true,
             }]},
             "spec": {
-                "maxUnavailable": 0,
+                "minAvailable": i32::MAX,
                 "selector": {"matchLabels": {"slurm.rs/nodeset": "cpu", "slurm.rs/busy": "true"}},
             },
         })
