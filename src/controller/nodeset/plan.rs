@@ -65,6 +65,7 @@ pub const MAX_CREATES_PER_PLAN: usize = 500;
 pub const WHY_SCALE_IN: &str = "scale-in";
 pub const WHY_UPDATE: &str = "rolling update";
 pub const WHY_TERMINATING: &str = "pod terminating";
+pub const WHY_ENDED: &str = "pod ended";
 pub const WHY_DELETED: &str = "SlurmNodeSet deleted";
 /// A pod's Kubernetes node is cordoned (`kubectl cordon`, and `kubectl drain` before it
 /// evicts): followed by the node's name ([`cordon_reason`]).
@@ -688,28 +689,33 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
         usize::try_from(input.replicas.max(0)).unwrap_or(0)
     };
 
-    // Pods that finished are replaced; terminating ones are waited for.
-    for pod in input.pods.iter().filter(|p| p.finished && !p.terminating) {
-        plan.actions.push(Action::DeletePod {
-            name: pod.name.clone(),
-            why: DeleteWhy::Finished,
-            confirm: Confirm::Nothing,
-        });
-    }
     // A pod someone else deletes (an eviction, `kubectl drain`, by hand) still runs its slurmd
-    // for its grace period: slurmctld must not start jobs there meanwhile. Our drain: resumed if
-    // a new pod of that name comes back, forgotten with the record otherwise.
-    if let Some(state) = view {
-        for pod in input.pods.iter().filter(|p| p.terminating && !p.finished) {
-            if let Some(node) = state.nodes.get(&pod.name)
-                && drain_owner(node) == DrainOwner::NotDrained
-                && !node.state.is_down()
-            {
-                plan.actions.push(Action::Drain {
-                    node: pod.name.clone(),
-                    reason: drain_reason(WHY_TERMINATING),
-                });
-            }
+    // for its grace period, and one that ended (evicted for node pressure, its node shut down)
+    // runs none, while slurmctld counts its node up until `SlurmdTimeout`: slurmctld must not
+    // start jobs there meanwhile (they would fail to launch). Our drain: resumed if a new pod of
+    // that name comes back, forgotten with the record otherwise. Drained first, then an ended
+    // pod is replaced; a terminating one is waited for.
+    for pod in input.pods.iter().filter(|p| p.terminating || p.finished) {
+        if let Some(node) = view.and_then(|state| state.nodes.get(&pod.name))
+            && drain_owner(node) == DrainOwner::NotDrained
+            && !node.state.is_down()
+        {
+            let why = if pod.finished {
+                WHY_ENDED
+            } else {
+                WHY_TERMINATING
+            };
+            plan.actions.push(Action::Drain {
+                node: pod.name.clone(),
+                reason: drain_reason(why),
+            });
+        }
+        if pod.finished && !pod.terminating {
+            plan.actions.push(Action::DeletePod {
+                name: pod.name.clone(),
+                why: DeleteWhy::Finished,
+                confirm: Confirm::Nothing,
+            });
         }
     }
     let active: Vec<&PodView> = input

@@ -1347,6 +1347,33 @@ fn finished_pods_are_replaced() {
             Action::CreatePod { ordinal: 2 }
         ]
     );
+    // Its node still registered (slurmctld counts it up until `SlurmdTimeout`, though its
+    // slurmd is gone): drained first, so that no job is started there meanwhile.
+    let plan = run(2, &p, Some(&state(vec![idle("ns-0"), idle("ns-1")], &[])));
+    assert_eq!(
+        structural(&plan),
+        [
+            Action::Drain {
+                node: "ns-1".into(),
+                reason: "slurm-operator: pod ended".into(),
+            },
+            delete("ns-1", DeleteWhy::Finished),
+            Action::CreatePod { ordinal: 2 }
+        ]
+    );
+    // Drained by someone else, or down: left so.
+    for other in [
+        node("ns-1", &["IDLE", "DRAIN"], Some("admin: check")),
+        node("ns-1", &["DOWN", "NOT_RESPONDING"], None),
+    ] {
+        let plan = run(2, &p, Some(&state(vec![idle("ns-0"), other], &[])));
+        assert!(
+            !structural(&plan)
+                .iter()
+                .any(|a| matches!(a, Action::Drain { .. })),
+            "{plan:?}"
+        );
+    }
 }
 
 #[test]
@@ -1904,10 +1931,17 @@ fn a_terminating_pods_node_is_drained() {
         .collect();
     assert_eq!(
         drains,
-        [Action::Drain {
-            node: "ns-1".into(),
-            reason: "slurm-operator: pod terminating".into(),
-        }]
+        [
+            Action::Drain {
+                node: "ns-1".into(),
+                reason: "slurm-operator: pod terminating".into(),
+            },
+            // Ended as well: its slurmd is gone.
+            Action::Drain {
+                node: "ns-2".into(),
+                reason: "slurm-operator: pod ended".into(),
+            }
+        ]
     );
     let drained = state(
         vec![
