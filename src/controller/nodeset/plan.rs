@@ -527,6 +527,10 @@ pub const WAIT_NO_VIEW: &str = "no fresh, complete view of Slurm's nodes";
 pub const WAIT_JOBS: &str = "jobs still running on the node";
 pub const WAIT_FOREIGN_DRAIN: &str = "drained by someone else with jobs still running";
 pub const WAIT_DRAIN_REQUESTED: &str = "drain requested";
+/// An outdated pod whose node someone else drained: the update would replace the node with a
+/// fresh one, the drain and its reason gone.
+pub const WAIT_UPDATE_HELD: &str = "drained by someone else: the rolling update replaces it once \
+     they resume the node";
 pub const WAIT_CONFLICT: &str =
     "its node name belongs to another node in Slurm (see NodeNamesOwned)";
 /// A drained node's pod, deleted this round if slurmctld still shows the node drained.
@@ -777,10 +781,25 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
         let budget =
             usize::try_from(input.strategy.max_unavailable_count(input.replicas)).unwrap_or(1);
         let free = budget.saturating_sub(missing + not_ready + updating.len());
-        // Outdated pods are already in victim order (kept is sorted).
+        // Outdated pods are already in victim order (kept is sorted). One whose node someone
+        // else drained (an admin's "bad DIMM") waits: replacing it would register a fresh node
+        // of its name, taking jobs, the drain gone.
+        let held = |p: &PodView| {
+            view.and_then(|s| s.nodes.get(&p.name))
+                .is_some_and(|node| drain_owner(node) == DrainOwner::Someone)
+        };
+        for pod in outdated
+            .iter()
+            .filter(|p| !updating.contains(p.name.as_str()) && held(p))
+        {
+            plan.waiting.push(Waiting {
+                pod: pod.name.clone(),
+                why: WAIT_UPDATE_HELD,
+            });
+        }
         let fresh: Vec<&str> = outdated
             .iter()
-            .filter(|p| !updating.contains(p.name.as_str()))
+            .filter(|p| !updating.contains(p.name.as_str()) && !held(p))
             .take(free)
             .map(|p| p.name.as_str())
             .collect();

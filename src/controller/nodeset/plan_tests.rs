@@ -1335,6 +1335,55 @@ fn rolling_update_goes_one_batch_at_a_time() {
     assert!(drains(&run_with(4, &p, Some(&st), &on_delete, None)).is_empty());
 }
 
+/// A rolling update leaves an outdated pod whose node someone else drained (an admin's "bad
+/// DIMM"): replacing it would register a fresh node of its name, taking jobs, the drain and its
+/// reason gone. It says why it waits, and the update goes on with the others; once the admin
+/// resumes the node, it is taken in its turn.
+#[test]
+fn a_rolling_update_leaves_a_node_drained_by_someone_else() {
+    let mut p = pods(4);
+    for pod in &mut p {
+        pod.template_hash = Some("h0".into());
+    }
+    let admin = node("ns-3", &["IDLE", "DRAIN", "DYNAMIC_NORM"], Some("bad DIMM"));
+    let st = state(vec![idle("ns-0"), idle("ns-1"), idle("ns-2"), admin], &[]);
+    let plan = run(4, &p, Some(&st));
+    let drains = |plan: &NodeSetPlan| {
+        structural(plan)
+            .into_iter()
+            .filter(|a| matches!(a, Action::Drain { .. } | Action::DeletePod { .. }))
+            .collect::<Vec<_>>()
+    };
+    // Without it, ns-3 (drained and idle, first in line) would be deleted at once.
+    assert_eq!(
+        drains(&plan),
+        [Action::Drain {
+            node: "ns-2".into(),
+            reason: drain_reason(WHY_UPDATE),
+        }],
+        "{plan:?}"
+    );
+    assert!(
+        plan.waiting
+            .iter()
+            .any(|w| w.pod == "ns-3" && w.why == WAIT_UPDATE_HELD),
+        "{:?}",
+        plan.waiting
+    );
+    // Resumed: taken in its turn (first in line, idle).
+    let st = state(
+        vec![idle("ns-0"), idle("ns-1"), idle("ns-2"), idle("ns-3")],
+        &[],
+    );
+    assert_eq!(
+        drains(&run(4, &p, Some(&st))),
+        [Action::Drain {
+            node: "ns-3".into(),
+            reason: drain_reason(WHY_UPDATE),
+        }]
+    );
+}
+
 #[test]
 fn finished_pods_are_replaced() {
     let mut p = pods(2);
