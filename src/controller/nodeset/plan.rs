@@ -770,12 +770,23 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
         // first); counting it would stop the update for good behind a broken template that a
         // newer one fixes. (An outdated pod ready but inside `minReadySeconds` does count: it
         // is not first in victim order, so another would be taken beside it.)
+        //
+        // A pod of the current template counts as unavailable too while its node takes no job
+        // (not registered yet, down, its registration refused: `INVALID_REG`, as a template
+        // asking for more memory than the hosts have gets): its readiness probe only sees
+        // slurmd's port, and the update would otherwise roll such a template over every node.
+        // (Without a view nothing is drained at all.)
+        let serves = |p: &PodView| {
+            view.and_then(|state| state.nodes.get(&p.name))
+                .is_some_and(takes_jobs)
+        };
         let not_ready = kept
             .iter()
             .filter(|p| {
-                !is_available(p, input.min_ready_seconds, now)
+                let current = p.template_hash.as_deref() == Some(input.template_hash);
+                (!is_available(p, input.min_ready_seconds, now) || (current && !serves(p)))
                     && !updating.contains(p.name.as_str())
-                    && (p.template_hash.as_deref() == Some(input.template_hash) || p.ready)
+                    && (current || p.ready)
             })
             .count();
         let budget =

@@ -1699,6 +1699,46 @@ fn rolling_update_counts_pods_not_yet_available_as_unavailable() {
     );
 }
 
+/// A template Slurm refuses (more memory than the hosts have: slurmctld marks the node
+/// `INVALID_REG` and drains it) with pods Ready all the same (their probe sees slurmd's port):
+/// the replaced pod whose node takes no job counts as unavailable, and the update stops after
+/// `maxUnavailable` pods instead of rolling the template over every node. So does one not
+/// registered yet, or down; one Slurm runs jobs on lets the next go.
+#[test]
+fn a_template_slurm_refuses_stops_the_update() {
+    let mut p = pods(4);
+    for pod in &mut p[..3] {
+        pod.template_hash = Some("h0".into());
+    }
+    let refused = node(
+        "ns-3",
+        &["IDLE", "DRAIN", "DYNAMIC_NORM", "INVALID_REG"],
+        Some("Low RealMemory (reported:1024 < 100.00% of configured:4096)"),
+    );
+    let with = |ns3: Option<Node>| {
+        let mut nodes = vec![idle("ns-0"), idle("ns-1"), idle("ns-2")];
+        nodes.extend(ns3);
+        state(nodes, &[])
+    };
+    for (ns3, why) in [
+        (Some(refused), "registration refused"),
+        (None, "not registered yet"),
+        (
+            Some(node("ns-3", &["DOWN", "NOT_RESPONDING"], None)),
+            "down",
+        ),
+    ] {
+        assert!(
+            drained_nodes(&run(4, &p, Some(&with(ns3)))).is_empty(),
+            "{why}: the update went on"
+        );
+    }
+    assert_eq!(
+        drained_nodes(&run(4, &p, Some(&with(Some(idle("ns-3")))))),
+        ["ns-2"]
+    );
+}
+
 /// A template that never became Ready, fixed by a newer one: the pod of the broken template is
 /// outdated and unavailable, and it is replaced first rather than using up `maxUnavailable`
 /// (which stopped the update for good, as a Deployment's would not).
