@@ -88,6 +88,9 @@ const EVENT_ACTION: &str = "Reconcile";
 
 /// Requeue while a node drains or Slurm is not trusted yet.
 pub const WAIT_RESYNC: Duration = Duration::from_secs(15);
+/// How old the last read of the Lease may be before a drain, resume, node removal or pod delete
+/// of the same round reads it again: well inside the default Lease (15 s).
+pub const LEASE_RECHECK: Duration = Duration::from_secs(5);
 /// Pods per list page of the pod watch and of each round's list ([`list_pods`]). A page is
 /// decoded whole: anyone who may create Pods can put the label on theirs, with up to 256 KiB
 /// of annotations each, so kube's default of 500 could hold ~128 MiB at once (an unpaged list,
@@ -869,14 +872,14 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
     // twice or delete a pod whose node the other just resumed: the Lease is read again first
     // (as before a submit). The renewal loop's word may be stale: a replica paused, or whose
     // renewals fail, past the Lease's expiry believes it leads until that loop says otherwise.
-    if plan
-        .actions
-        .iter()
-        .any(|a| a.calls_slurm() || a.is_destructive())
-        && !ctx.leadership.confirm().await
-    {
+    let gated = |a: &Action| a.calls_slurm() || a.is_destructive();
+    if plan.actions.iter().any(gated) && !ctx.leadership.confirm().await {
         return Err(Error::NotLeader);
     }
+    // A round may take long (each Slurm call up to its timeout): the Lease is read again
+    // before a gated action once the last read is [`LEASE_RECHECK`] old, and the renewal
+    // loop's word is asked before each.
+    let mut lease_read = std::time::Instant::now();
     let mut failed: BTreeSet<String> = BTreeSet::new();
     let mut failures = 0_usize;
     let mut first_error = None;
@@ -888,6 +891,17 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
         let subject = subject(&prefix, action);
         if failed.contains(&subject) {
             continue;
+        }
+        if gated(action) {
+            if !ctx.leadership.is_leader() {
+                return Err(Error::NotLeader);
+            }
+            if lease_read.elapsed() >= LEASE_RECHECK {
+                if !ctx.leadership.confirm().await {
+                    return Err(Error::NotLeader);
+                }
+                lease_read = std::time::Instant::now();
+            }
         }
         let result = act(
             nodeset,
