@@ -9,9 +9,9 @@
 //! controller is reconciled ([`Leadership::gained`]), so nothing waits for its next change.
 //!
 //! The Lease itself is kept by `kube-lease-manager` (server-side apply, clock-skew grace), not by
-//! code of ours. Its word alone does not let a replica write: while it leads, the replica reads
-//! the Lease itself every half grace (each read bounded in time), and stops writing when the
-//! Lease it last read expires, so that renewals that fail or hang (the manager only retries
+//! code of ours. Its word alone does not let a replica write: a replica starts writing once its
+//! own read of the Lease shows it the holder; while it leads, it reads the Lease every half
+//! grace (each read bounded in time), and stops writing when the Lease it last read expires, so that renewals that fail or hang (the manager only retries
 //! them) stop its writes by the time a standby may take over. A Lease deleted (by hand, to end
 //! an election that looks stuck) is made again, empty, by whichever replica sees it gone first:
 //! the manager makes it only when it starts, and would otherwise leave every replica alive,
@@ -140,14 +140,6 @@ fn writable_for(expires: Option<Timestamp>, now: Timestamp) -> Duration {
     expires
         .and_then(|until| Duration::try_from(until.duration_since(now)).ok())
         .unwrap_or(Duration::ZERO)
-}
-
-/// When a Lease the manager has just taken or renewed expires: `duration` from now.
-fn lease_taken_now(duration: Duration) -> Timestamp {
-    SignedDuration::try_from(duration)
-        .ok()
-        .and_then(|d| Timestamp::now().checked_add(d).ok())
-        .unwrap_or_else(Timestamp::now)
 }
 
 impl Leadership {
@@ -354,8 +346,10 @@ pub async fn elect(
         timeout: every,
     });
     let mut leading = *state.borrow();
-    // The manager has just taken or renewed the Lease when it says so; read at once below.
-    let mut expires = leading.then(|| lease_taken_now(duration));
+    // Not from the manager's word: its "leading" comes after its own writes and reads of the
+    // Lease, each retried, so the renewal may be well before now. Writes start once a read of
+    // the Lease (at once, below) shows its renewal time.
+    let mut expires = None;
     let mut writing = may_write(leading, expires, Timestamp::now());
     let (gate, followed) = watch::channel(writing);
     let mut leadership = Leadership::follow(followed);
@@ -380,7 +374,10 @@ pub async fn elect(
                         break;
                     }
                     leading = *state.borrow_and_update();
-                    expires = leading.then(|| lease_taken_now(duration));
+                    expires = None;
+                    if leading {
+                        checks.reset_immediately();
+                    }
                 }
                 _ = checks.tick(), if leading => {
                     // While writing, no longer than the Lease last read lasts: the clock's arm
