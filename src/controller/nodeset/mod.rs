@@ -1770,7 +1770,11 @@ fn controlled_by(object: &impl Resource, nodeset: &SlurmNodeSet) -> bool {
 /// selector and limits over, and add an owner reference that has it garbage-collected with the
 /// set. None there: created, not applied, so that one made by someone else since the read is a
 /// 409 (read again, and left alone if not the set's) rather than taken over. The set's own is
-/// applied only when it is not as wanted.
+/// patched only when it is not as wanted, to exactly the wanted spec (a merge patch that also
+/// removes what it has beyond: [`exact_merge_patch`]), as that very object (its uid). Not a
+/// server-side apply: the spec was written by a create (an `Update` manager), and an apply
+/// removes only fields it owns, so one that left out the old `maxUnavailable` would have kept
+/// it beside `minAvailable`, which the API server refuses.
 async fn apply_pdb(nodeset: &SlurmNodeSet, namespace: &str, ctx: &Context) -> Result<(), Error> {
     let name = nodeset.name_any();
     let api: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), namespace);
@@ -1825,14 +1829,49 @@ async fn apply_pdb(nodeset: &SlurmNodeSet, namespace: &str, ctx: &Context) -> Re
     if existing.spec == desired.spec {
         return Ok(());
     }
-    api.patch(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&desired),
-    )
-    .await
-    .map_err(Error::ApplyPdb)?;
+    let mut patch = serde_json::json!({
+        "spec": exact_merge_patch(
+            &serde_json::to_value(&existing.spec).unwrap_or_default(),
+            &serde_json::to_value(&desired.spec).unwrap_or_default(),
+        ),
+    });
+    if let Some(uid) = &existing.metadata.uid {
+        patch["metadata"] = serde_json::json!({ "uid": uid });
+    }
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    api.patch(&name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(Error::ApplyPdb)?;
     Ok(())
+}
+
+/// The JSON merge patch (RFC 7386) that turns `existing` into exactly `desired`: `desired`, with
+/// `null` for each member `existing` has and `desired` has not, at every level of objects.
+fn exact_merge_patch(
+    existing: &serde_json::Value,
+    desired: &serde_json::Value,
+) -> serde_json::Value {
+    use serde_json::Value;
+    match (existing, desired) {
+        (Value::Object(old), Value::Object(new)) => {
+            let mut patch = serde_json::Map::new();
+            for (key, value) in new {
+                let value = match old.get(key) {
+                    Some(before) => exact_merge_patch(before, value),
+                    None => value.clone(),
+                };
+                patch.insert(key.clone(), value);
+            }
+            for key in old.keys().filter(|key| !new.contains_key(*key)) {
+                patch.insert(key.clone(), Value::Null);
+            }
+            Value::Object(patch)
+        }
+        _ => desired.clone(),
+    }
 }
 
 /// The NodeSets a Slurm event concerns: a node named like one of their pods, or their

@@ -794,10 +794,12 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
         let free = budget.saturating_sub(missing + not_ready + updating.len());
         // Outdated pods are already in victim order (kept is sorted). One whose node someone
         // else drained (an admin's "bad DIMM") waits: replacing it would register a fresh node
-        // of its name, taking jobs, the drain gone.
+        // of its name, taking jobs, the drain gone. Not one slurmctld drained for refusing its
+        // registration (`INVALID_REG`): that drain is the old template's, which the update fixes.
         let held = |p: &PodView| {
-            view.and_then(|s| s.nodes.get(&p.name))
-                .is_some_and(|node| drain_owner(node) == DrainOwner::Someone)
+            view.and_then(|s| s.nodes.get(&p.name)).is_some_and(|node| {
+                drain_owner(node) == DrainOwner::Someone && !node.state.has_flag(INVALID_REG)
+            })
         };
         for pod in outdated
             .iter()

@@ -1737,6 +1737,22 @@ fn a_template_slurm_refuses_stops_the_update() {
         drained_nodes(&run(4, &p, Some(&with(Some(idle("ns-3")))))),
         ["ns-2"]
     );
+
+    // The template fixed (h1): the refused pod, now outdated, goes first, though slurmctld's
+    // drain on it is not the operator's.
+    let refused = node(
+        "ns-3",
+        &["IDLE", "DRAIN", "DYNAMIC_NORM", "INVALID_REG"],
+        Some("Low RealMemory (reported:1024 < 100.00% of configured:4096)"),
+    );
+    let mut fixed = p.clone();
+    fixed[3].template_hash = Some("h-bad".into());
+    let plan = run(4, &fixed, Some(&with(Some(refused))));
+    assert!(
+        structural(&plan).contains(&delete_drained("ns-3", DeleteWhy::Update)),
+        "{plan:?}"
+    );
+    assert!(!plan.waiting.iter().any(|w| w.why == WAIT_UPDATE_HELD));
 }
 
 /// A template that never became Ready, fixed by a newer one: the pod of the broken template is

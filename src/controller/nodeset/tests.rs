@@ -1518,19 +1518,38 @@ async fn a_pdb_made_by_someone_else_after_the_read_is_not_taken_over() {
         let status = expect_status(&mut api, &nodeset(0)).await;
         let failure = condition::find(&status.conditions, CONDITION_REPLICA_FAILURE).unwrap();
         assert_eq!(failure.reason, "PodDisruptionBudgetNotOwned");
-        // 2. The set's own, edited: applied back (forced: the set's fields are the set's).
+        // 2. The set's own, not as wanted (an older operator's `maxUnavailable: 0`, a selector
+        // edited by hand): patched to exactly the wanted spec, what it has beyond removed, as
+        // that very object.
         expect_get_cluster(&mut api, &["hpc"]).await;
         expect_list_pods(&mut api, vec![]).await;
-        expect_get_pdb(&mut api, "cpu", Some(pdb("uid-1", 1))).await;
+        let mut older = pdb("uid-1", 0);
+        older["metadata"]["uid"] = "pdb-uid".into();
+        older["spec"]["selector"]["matchLabels"]["example.org/extra"] = "x".into();
+        expect_get_pdb(&mut api, "cpu", Some(older)).await;
         let (call, send) = api.next().await;
-        expect_pdb_body(&call, Method::PATCH, "cpu");
+        assert_eq!(call.method, Method::PATCH, "{call:?}");
         assert_eq!(
             call.path,
             "/apis/policy/v1/namespaces/hpc/poddisruptionbudgets/cpu"
         );
-        assert_eq!(call.content_type, "application/apply-patch+yaml");
-        assert!(call.has_query("force", "true"), "{call:?}");
-        send.send_response(ok(&call.body));
+        assert_eq!(call.content_type, "application/merge-patch+json");
+        assert!(call.has_query("fieldManager", FIELD_MANAGER), "{call:?}");
+        assert_eq!(
+            call.body,
+            json!({
+                "metadata": {"uid": "pdb-uid"},
+                "spec": {
+                    "maxUnavailable": null,
+                    "minAvailable": i32::MAX,
+                    "selector": {"matchLabels": {
+                        "slurm.rs/nodeset": "cpu", "slurm.rs/busy": "true",
+                        "example.org/extra": null,
+                    }},
+                },
+            })
+        );
+        send.send_response(ok(&pdb("uid-1", 0)));
         let status = expect_status(&mut api, &nodeset(0)).await;
         assert_eq!(
             condition::find(&status.conditions, CONDITION_REPLICA_FAILURE),
