@@ -456,6 +456,14 @@ impl LogsArgs {
         if !self.follow || copied == Copied::ReaderGone {
             return Ok(0);
         }
+        // The Pod stopped, and its log never ended: what it wrote last may not have come
+        // through, whatever way it ended.
+        if copied == Copied::Quiet {
+            return Err(CliError::LogCut(format!(
+                "{what}: the output Pod's log brought nothing for {} s and the Pod has stopped:                  the connection was lost on the way, and its end may be missing; run logs                  again, it prints the output from the start",
+                QUIET_CHECK.as_secs()
+            )));
+        }
         // A followed log also ends when the Pod does before the job: deleted (a drain), or its
         // node or kubelet gone. The streamer's own end is the job's (the operator told it), or
         // one it chose and said why ("not streamed: ..."): the Pod then succeeds, which its
