@@ -1665,17 +1665,31 @@ impl OutputPodError {
     }
 }
 
-/// Brings the output Pod of run `job_id` to what [`output::pod_step`] says of it as read from
-/// the API server. Returns when to look at it again, if it is to be replaced later
-/// ([`output::PodStep::ReplaceLater`]).
+/// The run whose output Pod [`ensure_output_pod`] looks after.
+#[derive(Debug, Clone, Copy)]
+pub struct OutputRun {
+    pub job_id: i64,
+    /// The run has ended.
+    pub ended: bool,
+    /// A missing Pod is created ([`output::may_create`]).
+    pub may_create: bool,
+}
+
+/// Brings the output Pod of `run` to what [`output::pod_step`] says of it as read from the API
+/// server; a replacement is counted in `replacements`. Returns when to look at it again, if it
+/// is to be replaced later ([`output::PodStep::ReplaceLater`]).
 pub async fn ensure_output_pod(
     pods: &Api<Pod>,
     job: &SlurmJob,
-    job_id: i64,
+    run: OutputRun,
     image: &str,
-    ended: bool,
-    may_create: bool,
+    replacements: &output::Replacements,
 ) -> Result<Option<Duration>, OutputPodError> {
+    let OutputRun {
+        job_id,
+        ended,
+        may_create,
+    } = run;
     let Some(desired) = output::pod(job, job_id, image, ended) else {
         return Ok(None);
     };
@@ -1693,6 +1707,7 @@ pub async fn ensure_output_pod(
         job_id,
         ended,
         may_create,
+        output::replace_after(replacements.of(job.metadata.uid.as_deref(), job_id)),
         Utc::now(),
     );
     match step {
@@ -1724,6 +1739,9 @@ pub async fn ensure_output_pod(
             pods.delete(&name, &params).await?;
             // Created on the next reconcile, once the old Pod is gone (the Pod watch triggers it).
             if step == output::PodStep::Replace {
+                if let Some(uid) = job.metadata.uid.as_deref() {
+                    replacements.record(uid, job_id);
+                }
                 let phase = existing.as_ref().and_then(PodPhase::of);
                 info!(pod = %name, job_id, ?phase, "output Pod stopped before its output was whole; deleted, to be created again");
             } else {

@@ -235,6 +235,8 @@ pub struct JobContext {
     /// The output streamer Pods (metadata): a reconcile reads a Pod from the API server only
     /// when this shows it needs something (`output::pod_step`).
     pub output_pods: Store<PodMetaPhase>,
+    /// How often each run's output Pod was replaced (its next replacement waits longer).
+    pub output_replacements: Arc<output::Replacements>,
     /// SlurmClusters (their access), and namespaces' labels (access by label) and deletion
     /// (the orphan Warnings on a SlurmCluster of a namespace being deleted are not bounded).
     pub slurm_clusters: Store<SlurmCluster>,
@@ -858,8 +860,13 @@ async fn apply(
         let acted = match known {
             Some(step) if !step.acts() => Ok(None),
             _ => {
-                act::ensure_output_pod(&pods, job, job_id, &data.output_image, ended, may_create)
-                    .await
+                let replacements = data.output_replacements.as_ref();
+                let stream = act::OutputRun {
+                    job_id,
+                    ended,
+                    may_create,
+                };
+                act::ensure_output_pod(&pods, job, stream, &data.output_image, replacements).await
             }
         };
         match acted {
@@ -1876,6 +1883,10 @@ fn known_output_pod_step(
         job_id,
         ended,
         may_create,
+        output::replace_after(
+            data.output_replacements
+                .of(job.metadata.uid.as_deref(), job_id),
+        ),
         Utc::now(),
     );
     if step == output::PodStep::NotOurs {
@@ -2137,6 +2148,7 @@ pub fn run(
         taken_on: remembered.taken_on,
         output_image,
         output_pods,
+        output_replacements: Arc::default(),
         slurm_clusters,
         namespaces,
         wake,

@@ -7,7 +7,7 @@
 //! and the script stops following the file after a last read, so the Pod is `Succeeded` and
 //! holds no node resources while `kubectl logs` still shows the whole output.
 //!
-//! A Pod that stops before its output is whole (evicted, its node lost, its stream failed; or
+//! A Pod that stops before its output is whole (evicted, its stream failed; or
 //! told the end of a run that Slurm then requeued) is replaced ([`PodStep::Replace`]): the new
 //! one prints the file again from its start.
 
@@ -90,9 +90,54 @@ pub fn sub_dir(output: &JobOutput) -> Option<String> {
 pub const CREATE_AFTER_END: chrono::TimeDelta = chrono::TimeDelta::minutes(15);
 
 /// How long a streamer Pod has existed at least before it is replaced for having stopped
-/// early ([`PodStep::Replace`]): one that stops at once (an image without `sh`, a node that
-/// evicts it on arrival) is replaced once a minute, not as fast as Pods start.
+/// early ([`PodStep::Replace`]), the first time for its run: one that stops at once (an image
+/// without `sh`, a node that evicts it on arrival, a job that makes its file unreadable
+/// mid-run) is not replaced as fast as Pods start. Doubled at each replacement of the same run
+/// ([`replace_after`]).
 pub const REPLACE_AFTER: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
+
+/// The age a streamer Pod must reach before it is replaced, for a run whose Pod was replaced
+/// `replaced` times already: [`REPLACE_AFTER`], doubled each time, at most 32 minutes.
+pub fn replace_after(replaced: u32) -> chrono::TimeDelta {
+    REPLACE_AFTER * (1_i32 << replaced.min(5))
+}
+
+/// How often each SlurmJob's current run had its output Pod replaced ([`PodStep::Replace`]),
+/// by SlurmJob uid: what [`replace_after`] doubles. In memory only (an operator restart starts
+/// again at one minute); past [`Replacements::MAX`] SlurmJobs it forgets them all.
+#[derive(Debug, Default)]
+pub struct Replacements(std::sync::Mutex<std::collections::HashMap<String, (i64, u32)>>);
+
+impl Replacements {
+    pub const MAX: usize = 10_000;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (i64, u32)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How often run `job_id` of the SlurmJob of uid `uid` had its Pod replaced.
+    pub fn of(&self, uid: Option<&str>, job_id: i64) -> u32 {
+        uid.and_then(|uid| self.lock().get(uid).copied())
+            .filter(|(run, _)| *run == job_id)
+            .map_or(0, |(_, count)| count)
+    }
+
+    /// Run `job_id` of SlurmJob `uid` had its Pod replaced once more.
+    pub fn record(&self, uid: &str, job_id: i64) {
+        let mut all = self.lock();
+        let count = all
+            .get(uid)
+            .filter(|(run, _)| *run == job_id)
+            .map_or(0, |(_, count)| *count);
+        // Bounded: forgetting only shortens the waits.
+        if all.len() >= Self::MAX && !all.contains_key(uid) {
+            all.clear();
+        }
+        all.insert(uid.to_owned(), (job_id, count.saturating_add(1)));
+    }
+}
 
 /// Whether a missing output Pod is created for the run `status` describes at `now`: while it
 /// has not ended, and within [`CREATE_AFTER_END`] of its end (an ended run without an end time,
@@ -435,12 +480,12 @@ pub enum PodStep {
     /// A previous run's Pod: deleted, and the new one created once it is gone.
     DeleteOld,
     /// The run's Pod stopped before its output was whole: it failed before it was told the
-    /// end (evicted, its node lost, its stream broken), or it was told the end of a run that
+    /// end (evicted, its stream broken), or it was told the end of a run that
     /// has not ended (Slurm requeued the job). Deleted, and a new one created once it is gone,
     /// while one may be ([`may_create`]).
     Replace,
-    /// As [`PodStep::Replace`], for a Pod younger than [`REPLACE_AFTER`]: looked at again
-    /// after this long.
+    /// As [`PodStep::Replace`], for a Pod younger than its run's [`replace_after`]: looked at
+    /// again after this long.
     ReplaceLater(std::time::Duration),
     Create,
 }
@@ -456,13 +501,15 @@ impl PodStep {
 }
 
 /// What the output Pod of run `job_id` of the SlurmJob `owner` (its uid) needs at `now`, from
-/// the Pod of the SlurmJob's name as known (`None`: there is none).
+/// the Pod of the SlurmJob's name as known (`None`: there is none). `min_age`: how old a Pod
+/// that stopped early must be to be replaced ([`replace_after`]).
 pub fn pod_step(
     existing: Option<KnownPod<'_>>,
     owner: Option<&str>,
     job_id: i64,
     ended: bool,
     may_create: bool,
+    min_age: chrono::TimeDelta,
     now: DateTime<Utc>,
 ) -> PodStep {
     let Some(KnownPod { meta: pod, phase }) = existing else {
@@ -495,7 +542,7 @@ pub fn pod_step(
                 .creation_timestamp
                 .as_ref()
                 .and_then(crate::crd::time::to_utc);
-            match created.map(|at| at + REPLACE_AFTER - now) {
+            match created.map(|at| at + min_age - now) {
                 Some(left) if left > chrono::TimeDelta::zero() => {
                     PodStep::ReplaceLater(left.to_std().unwrap_or_default())
                 }
@@ -577,8 +624,24 @@ mod tests {
             for phase in [None, Some(PodPhase::Running), Some(PodPhase::Succeeded)] {
                 let known = |meta| Some(KnownPod { meta, phase });
                 assert_eq!(
-                    pod_step(known(&meta), Some("job-uid"), 7, ended, may_create, now),
-                    pod_step(known(&whole), Some("job-uid"), 7, ended, may_create, now)
+                    pod_step(
+                        known(&meta),
+                        Some("job-uid"),
+                        7,
+                        ended,
+                        may_create,
+                        REPLACE_AFTER,
+                        now
+                    ),
+                    pod_step(
+                        known(&whole),
+                        Some("job-uid"),
+                        7,
+                        ended,
+                        may_create,
+                        REPLACE_AFTER,
+                        now
+                    )
                 );
             }
         }
@@ -591,7 +654,15 @@ mod tests {
             })
         };
         assert_eq!(
-            pod_step(known(&meta), Some("job-uid"), 7, false, true, now),
+            pod_step(
+                known(&meta),
+                Some("job-uid"),
+                7,
+                false,
+                true,
+                REPLACE_AFTER,
+                now
+            ),
             PodStep::ReplaceLater(std::time::Duration::from_secs(30))
         );
         let mut long = ObjectMeta {
@@ -646,7 +717,15 @@ mod tests {
         let running = Some(PodPhase::Running);
         let step = |meta: Option<&ObjectMeta>, phase, ended, may_create| {
             let known = meta.map(|meta| KnownPod { meta, phase });
-            pod_step(known, Some("job-uid"), 7, ended, may_create, now)
+            pod_step(
+                known,
+                Some("job-uid"),
+                7,
+                ended,
+                may_create,
+                REPLACE_AFTER,
+                now,
+            )
         };
         assert_eq!(step(None, None, false, true), PodStep::Create);
         assert_eq!(
@@ -687,7 +766,7 @@ mod tests {
             phase: running,
         };
         assert_eq!(
-            pod_step(Some(known), None, 7, true, true, now),
+            pod_step(Some(known), None, 7, true, true, REPLACE_AFTER, now),
             PodStep::NotOurs,
             "a SlurmJob without a uid owns nothing"
         );
@@ -825,6 +904,31 @@ mod tests {
         ] {
             assert_eq!(step.acts(), acts, "{step:?}");
         }
+    }
+
+    /// Each replacement of a run's Pod doubles the age the next must reach, up to 32 minutes;
+    /// another run (a re-run) starts again at one minute; the memory of it is bounded.
+    #[test]
+    fn replacements_back_off_per_run() {
+        let minutes = |m| chrono::TimeDelta::minutes(m);
+        assert_eq!(replace_after(0), minutes(1));
+        assert_eq!(replace_after(1), minutes(2));
+        assert_eq!(replace_after(5), minutes(32));
+        assert_eq!(replace_after(u32::MAX), minutes(32));
+        let replacements = Replacements::default();
+        assert_eq!(replacements.of(Some("u"), 7), 0);
+        replacements.record("u", 7);
+        replacements.record("u", 7);
+        assert_eq!(replacements.of(Some("u"), 7), 2);
+        assert_eq!(replacements.of(None, 7), 0, "no uid, nothing known");
+        assert_eq!(replacements.of(Some("u"), 8), 0, "another run");
+        replacements.record("u", 8);
+        assert_eq!(replacements.of(Some("u"), 8), 1);
+        assert_eq!(replacements.of(Some("u"), 7), 0);
+        for n in 0..Replacements::MAX {
+            replacements.record(&format!("other-{n}"), 1);
+        }
+        assert!(replacements.lock().len() <= Replacements::MAX);
     }
 
     /// A missing Pod is created for a run that has not ended, and for one that ended within

@@ -147,6 +147,7 @@ fn context_with_cluster(
         taken_on: Arc::default(),
         output_image: output::DEFAULT_IMAGE.to_owned(),
         output_pods: reflector::store().0,
+        output_replacements: Arc::default(),
         slurm_clusters,
         namespaces,
         wake,
@@ -170,6 +171,7 @@ fn cached_in(data: &Arc<JobContext>, job: &SlurmJob) -> Arc<JobContext> {
         taken_on: Arc::clone(&data.taken_on),
         output_image: data.output_image.clone(),
         output_pods: data.output_pods.clone(),
+        output_replacements: Arc::clone(&data.output_replacements),
         slurm_clusters: data.slurm_clusters.clone(),
         namespaces: data.namespaces.clone(),
         wake: data.wake.clone(),
@@ -2581,14 +2583,8 @@ async fn an_output_pod_that_stopped_mid_run_is_replaced() {
         .unwrap();
     let (settled, mut api) = server.await.unwrap();
     job.status = Some(settled);
-    // The delay, read from what `Action` shows (it has no getter).
-    let waits = format!("{action:?}");
-    let later: f64 = waits
-        .split_once("requeue_after: Some(")
-        .and_then(|(_, rest)| rest.split_once("s)"))
-        .and_then(|(secs, _)| secs.parse().ok())
-        .unwrap_or_else(|| panic!("no delay: {waits}"));
-    assert!((15.0..=20.0).contains(&later), "{waits}");
+    let later = requeue_secs(&action);
+    assert!((15.0..=20.0).contains(&later), "{action:?}");
 
     // Failed five minutes after it was created: read, and deleted.
     let old = failed_at(chrono::TimeDelta::minutes(5));
@@ -2622,9 +2618,35 @@ async fn an_output_pod_that_stopped_mid_run_is_replaced() {
         assert!(!output::told(&created.metadata));
         respond(send, StatusCode::CREATED, &call.body);
         api.expect_no_more_calls().await;
+        api
     });
-    reconcile(Arc::new(job), data).await.unwrap();
+    reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    let mut api = server.await.unwrap();
+
+    // The new one fails too, 90 s after its creation: the second replacement of the run waits
+    // for two minutes, not one.
+    assert_eq!(data.output_replacements.of(Some(uid.as_str()), 401), 1);
+    let again = failed_at(chrono::TimeDelta::seconds(90));
+    let data = with_pods(&data, &[&again]);
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let action = reconcile(Arc::new(job), data).await.unwrap();
     server.await.unwrap();
+    let later = requeue_secs(&action);
+    assert!((25.0..=30.0).contains(&later), "{action:?}");
+}
+
+/// The delay of a requeue, in seconds, read from what `Action` shows (it has no getter).
+fn requeue_secs(action: &Action) -> f64 {
+    let waits = format!("{action:?}");
+    waits
+        .split_once("requeue_after: Some(")
+        .and_then(|(_, rest)| rest.split_once("s)"))
+        .and_then(|(secs, _)| secs.parse().ok())
+        .unwrap_or_else(|| panic!("no delay: {waits}"))
 }
 
 /// An output Pod the API server refuses (here a ResourceQuota) is told to the tenant: one
