@@ -1961,6 +1961,10 @@ SCHEMA_CASES = [
                "cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice", "cluster.access[1].namespaces={team-b}",
                "cluster.access[1].slurmUser=bob", "cluster.access[1].qos={normal}"),
      ["cluster.access[1].qos:", "AccountingStorageEnforce=qos", "drop the entry's qos"]),
+    # Nor may enforcement be weakened past that check: a later line, or a key in another case.
+    (CLUSTER, ("slurm.extraConfig=AccountingStorageEnforce=none",), ["slurm.extraConfig sets AccountingStorageEnforce"]),
+    (CLUSTER, ("accounting.enabled=true", "slurm.config.accountingstorageenforce=none"),
+     ["slurm.config.accountingstorageenforce: write it AccountingStorageEnforce"]),
     (CLUSTER, ("secrets.jwtKey.existingSecret=my-jwt",), ["secrets.jwtKey.existingSecret is set", "cluster.credentials.existingSecret"]),
     # Also with the credentials namespace the release's: the chart cannot label that Secret.
     (CLUSTER, ("secrets.jwtKey.existingSecret=my-jwt", f"operatorCredentialsNamespace={RELEASE_NS}"),

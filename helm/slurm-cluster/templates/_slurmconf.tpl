@@ -51,6 +51,18 @@ and slurm.extraConfig. Served to slurmd by slurmctld (configless). */}}
 script may itself `sbatch -A other`): without enforcement it takes any account silently. */}}
 {{- $_ := set $conf "AccountingStorageEnforce" "associations,limits,qos" }}
 {{- end }}
+{{- /* slurm.conf keys are case-insensitive: one spelled otherwise than the chart's would be a
+second line, and the last one wins past the checks below. */}}
+{{- range $k, $_ := $v.slurm.config }}
+{{- range $c := keys $conf }}
+{{- if and (eq (lower $k) (lower $c)) (ne $k $c) }}
+{{- fail (printf "slurm.config.%s: write it %s, as the chart does (slurm.conf keys are case-insensitive: the file would set it twice)" $k $c) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if regexMatch "(?im)^[ \t]*AccountingStorageEnforce[ \t]*=" ($v.slurm.extraConfig | default "") }}
+{{- fail "slurm.extraConfig sets AccountingStorageEnforce: set it in slurm.config.AccountingStorageEnforce instead, where the chart checks cluster.access against it" }}
+{{- end }}
 {{- range $k, $val := $v.slurm.config }}
 {{- if or (kindIs "invalid" $val) (eq (toString $val) "") }}
 {{- $_ := unset $conf $k }}
