@@ -25,6 +25,17 @@ const NAMESPACE: &str = "slurm-ops";
 const LEASE: &str = "slurm-operator-leader";
 const POLLERS: &str = "slurm_operator_pollers";
 
+/// A Lease `name` in [`NAMESPACE`] for `identity` that lasts 3 s, renewed 1 s before it ends.
+fn short_lease(name: &str, identity: &str) -> LeaseConfig {
+    LeaseConfig {
+        name: name.into(),
+        namespace: NAMESPACE.into(),
+        identity: identity.into(),
+        duration: Duration::from_secs(3),
+        grace: Duration::from_secs(1),
+    }
+}
+
 /// Two candidates for a free Lease, started at the same moment, many times: never do both lead
 /// (server-side apply's field-manager conflict on `holderIdentity` decides), and one does. With
 /// one field manager shared by both replicas (the bug this guards against) both led within a
@@ -33,13 +44,7 @@ const POLLERS: &str = "slurm_operator_pollers";
 async fn simultaneous_candidates_never_lead_together() {
     let api = FakeApiServer::start().await;
     for trial in 0..20 {
-        let config = |identity: &str| LeaseConfig {
-            name: format!("trial-{trial}"),
-            namespace: NAMESPACE.into(),
-            identity: identity.into(),
-            duration: Duration::from_secs(3),
-            grace: Duration::from_secs(1),
-        };
+        let config = |identity: &str| short_lease(&format!("trial-{trial}"), identity);
         let shutdown = CancellationToken::new();
         let (config_a, config_b) = (config("a"), config("b"));
         let (a, b) = tokio::join!(
@@ -140,13 +145,7 @@ async fn a_leader_stops_writing_when_its_own_read_sees_the_lease_taken() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_lease_is_made_again_and_led() {
     let api = FakeApiServer::start().await;
-    let config = |identity: &str| LeaseConfig {
-        name: "deleted".into(),
-        namespace: NAMESPACE.into(),
-        identity: identity.into(),
-        duration: Duration::from_secs(3),
-        grace: Duration::from_secs(1),
-    };
+    let config = |identity: &str| short_lease("deleted", identity);
     let shutdown = CancellationToken::new();
     let (config_a, config_b) = (config("a"), config("b"));
     let (a, a_task) = leader::elect(api.client(), &config_a, shutdown.clone())
