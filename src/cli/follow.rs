@@ -262,9 +262,25 @@ async fn wait(
     timeout: Option<Duration>,
     backoff: impl Backoff,
 ) -> Result<u8, CliError> {
+    // `timeout` bounds the whole wait, its first read included (a request to an API server
+    // that does not answer waits for the client's own timeouts and retries).
+    let deadline = timeout.map(|limit| tokio::time::Instant::now() + limit);
+    let first = match deadline {
+        Some(deadline) => match tokio::time::timeout_at(deadline, api.get(name)).await {
+            Ok(read) => read,
+            Err(_) => {
+                eprintln!(
+                    "{what}: not read within {} (the API server did not answer)",
+                    humantime::format_duration(timeout.unwrap_or_default())
+                );
+                return Ok(EXIT_TIMED_OUT);
+            }
+        },
+        None => api.get(name).await,
+    };
     // A missing SlurmJob is an error at once, not a wait for one to appear. A failure that may
     // pass is not: the watch below retries it as any other.
-    let confirmed = match api.get(name).await {
+    let confirmed = match first {
         Ok(_) => true,
         Err(e) if may_pass(&e) => {
             tracing::warn!(
@@ -283,8 +299,8 @@ async fn wait(
         backoff,
         FOLLOW_GIVE_UP,
     );
-    let ended = match timeout {
-        Some(limit) => match tokio::time::timeout(limit, ended).await {
+    let ended = match (timeout, deadline) {
+        (Some(limit), Some(deadline)) => match tokio::time::timeout_at(deadline, ended).await {
             Ok(ended) => ended,
             Err(_) => {
                 eprintln!(
@@ -294,7 +310,7 @@ async fn wait(
                 return Ok(EXIT_TIMED_OUT);
             }
         },
-        None => ended.await,
+        _ => ended.await,
     };
     let job = ended
         .map_err(|source| CliError::NotFollowed {
@@ -891,6 +907,34 @@ mod tests {
         assert!(matches!(error, CliError::Usage(_)), "{error:?}");
         assert!(error.to_string().contains("not found"), "{error}");
         server.await.unwrap();
+    }
+
+    /// `wait --timeout` bounds its first read too: an API server that never answers ends the
+    /// wait at the timeout (124), not after the client's own timeouts and retries.
+    #[tokio::test(start_paused = true)]
+    async fn wait_timeout_bounds_the_first_read() {
+        let (api, mut handle) = mocked();
+        let server = tokio::spawn(async move {
+            let (request, _never_answered) = handle.next_request().await.unwrap();
+            assert_eq!(
+                request.uri().path(),
+                "/apis/slurm.rs/v1alpha1/namespaces/team-a/slurmjobs/j"
+            );
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        });
+        let started = tokio::time::Instant::now();
+        let code = wait(
+            api,
+            "j",
+            "slurmjob team-a/j",
+            Some(Duration::from_secs(5)),
+            Every(Duration::from_millis(10)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(code, EXIT_TIMED_OUT);
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+        server.abort();
     }
 
     /// `logs` reads the SlurmJob and its Pod again while the API server cannot answer, until
