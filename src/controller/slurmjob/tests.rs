@@ -2457,6 +2457,23 @@ fn observed_as(
     )
 }
 
+/// A SlurmJob `name` with `spec.output` whose first generation was submitted as the job
+/// `record` builds from its tag, its status observed from that job (`observed_as`).
+fn observed_with_output(
+    ctx: &Context,
+    name: &str,
+    script: &str,
+    record: impl FnOnce(&OwnerTag) -> crate::slurm::types::Job,
+) -> (
+    SlurmJob,
+    tokio::sync::watch::Sender<Arc<crate::state::index::ClusterState>>,
+) {
+    let mut job = with_output(finalized(slurm_job(name, script)));
+    let record = record(&OwnerTag::new(&uid_of(&job), 1));
+    let index = observed_as(ctx, &mut job, record);
+    (job, index)
+}
+
 /// `data` with the Pod cache listed and showing `pods` (their metadata as the Pod watch keeps
 /// them). `data(ctx)` has a cache whose first list has not completed.
 fn with_pods(data: &Arc<JobContext>, pods: &[&Pod]) -> Arc<JobContext> {
@@ -2485,14 +2502,14 @@ fn with_pods(data: &Arc<JobContext>, pods: &[&Pod]) -> Arc<JobContext> {
 #[tokio::test]
 async fn the_output_pod_is_told_when_its_job_ends() {
     let (ctx, mut api) = Context::test();
-    let mut job = with_output(finalized(slurm_job("told", "#!/bin/sh\necho hi\n")));
-    let uid = uid_of(&job);
-    let mut record = completed_record(201, &OwnerTag::new(&uid, 1));
-    // Ended a moment ago: a missing Pod would still be created, so a cache that did not show
-    // the Pod below would make the reconcile read it.
-    record.start_time = Some(Utc::now() - chrono::TimeDelta::minutes(2));
-    record.end_time = Some(Utc::now() - chrono::TimeDelta::minutes(1));
-    let _index = observed_as(&ctx, &mut job, record);
+    let (mut job, _index) = observed_with_output(&ctx, "told", "#!/bin/sh\necho hi\n", |tag| {
+        let mut record = completed_record(201, tag);
+        // Ended a moment ago: a missing Pod would still be created, so a cache that did not
+        // show the Pod below would make the reconcile read it.
+        record.start_time = Some(Utc::now() - chrono::TimeDelta::minutes(2));
+        record.end_time = Some(Utc::now() - chrono::TimeDelta::minutes(1));
+        record
+    });
     assert_eq!(job.status.as_ref().unwrap().phase, Phase::Completed);
     let mut streaming = output::pod(&job, 201, output::DEFAULT_IMAGE, false).unwrap();
     streaming.metadata.uid = Some("pod-uid-201".into());
@@ -2551,10 +2568,11 @@ async fn the_output_pod_is_told_when_its_job_ends() {
 #[tokio::test]
 async fn an_output_pod_that_stopped_mid_run_is_replaced() {
     let (ctx, mut api) = Context::test();
-    let mut job = with_output(finalized(slurm_job("evicted", "#!/bin/sh\nsleep 600\n")));
+    let (mut job, _index) =
+        observed_with_output(&ctx, "evicted", "#!/bin/sh\nsleep 600\n", |tag| {
+            tagged_record(401, tag, &["RUNNING"])
+        });
     let uid = uid_of(&job);
-    let record = tagged_record(401, &OwnerTag::new(&uid, 1), &["RUNNING"]);
-    let _index = observed_as(&ctx, &mut job, record);
     assert_eq!(job.status.as_ref().unwrap().phase, Phase::Running);
     let streamer = output::pod(&job, 401, output::DEFAULT_IMAGE, false).unwrap();
     let failed_at = |age: chrono::TimeDelta| {
@@ -2654,10 +2672,9 @@ fn requeue_secs(action: &Action) -> f64 {
 #[tokio::test]
 async fn a_refused_output_pod_is_told_to_the_tenant() {
     let (ctx, mut api) = Context::test();
-    let mut job = with_output(finalized(slurm_job("refused", "#!/bin/sh\necho hi\n")));
-    let uid = uid_of(&job);
-    let record = tagged_record(301, &OwnerTag::new(&uid, 1), &["RUNNING"]);
-    let _index = observed_as(&ctx, &mut job, record);
+    let (job, _index) = observed_with_output(&ctx, "refused", "#!/bin/sh\necho hi\n", |tag| {
+        tagged_record(301, tag, &["RUNNING"])
+    });
     let data = data(ctx);
     let expected = job.clone();
     let server = tokio::spawn(async move {
@@ -3705,13 +3722,14 @@ async fn a_dependency_cycle_is_named_in_the_wait() {
 #[tokio::test]
 async fn a_finished_jobs_output_pod_is_not_created_again_long_after_the_end() {
     let (ctx, mut api) = Context::test();
-    let mut job = with_output(finalized(slurm_job("long-done", "#!/bin/sh\necho hi\n")));
-    let uid = uid_of(&job);
-    let mut record = completed_record(202, &OwnerTag::new(&uid, 1));
-    let ended = Utc::now() - output::CREATE_AFTER_END - chrono::TimeDelta::minutes(1);
-    record.start_time = Some(ended - chrono::TimeDelta::minutes(5));
-    record.end_time = Some(ended);
-    let _index = observed_as(&ctx, &mut job, record);
+    let (mut job, _index) =
+        observed_with_output(&ctx, "long-done", "#!/bin/sh\necho hi\n", |tag| {
+            let mut record = completed_record(202, tag);
+            let ended = Utc::now() - output::CREATE_AFTER_END - chrono::TimeDelta::minutes(1);
+            record.start_time = Some(ended - chrono::TimeDelta::minutes(5));
+            record.end_time = Some(ended);
+            record
+        });
     assert_eq!(job.status.as_ref().unwrap().phase, Phase::Completed);
     let data = data(ctx);
     let expected = job.clone();
