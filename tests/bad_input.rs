@@ -600,7 +600,7 @@ fn admission_cases() -> Vec<Case> {
         n(
             "SlurmNodeSet: maxUnavailable 0%",
             json!({"updateStrategy": {"rollingUpdate": {"maxUnavailable": "0%"}}}),
-            "maxUnavailable must be a number of at least 1 or a percentage",
+            "maxUnavailable must be a number from 1 to 999999999 or a percentage",
         ),
         n(
             "SlurmNodeSet: updateStrategy type \"Sometimes\"",

@@ -280,7 +280,8 @@ impl UpdateStrategy {
     pub fn max_unavailable(&self) -> IntOrString {
         self.rolling_update
             .as_ref()
-            .map_or_else(default_max_unavailable, |r| r.max_unavailable.clone())
+            .and_then(|r| r.max_unavailable.clone())
+            .unwrap_or_else(default_max_unavailable)
     }
 
     /// How many of `replicas` nodes may be unavailable at once: `maxUnavailable` as a number, or
@@ -317,14 +318,22 @@ pub enum UpdateStrategyType {
 pub struct RollingUpdate {
     /// Nodes that may be draining or being replaced at once: a number (at least 1) or a
     /// percentage of `replicas` such as `25%` (rounded up, so at least 1). Defaults to 1.
-    #[serde(default = "default_max_unavailable")]
-    #[x_kube(validation = Rule::new("string(self).matches('^([1-9][0-9]*|(100|[1-9][0-9]?)%)$')")
-        .message("maxUnavailable must be a number of at least 1 or a percentage from 1% to 100%"))]
-    pub max_unavailable: IntOrString,
+    // An `Option`: the schema generator makes an int-or-string field that is not required
+    // nullable, and the API server stores a null there as it is (no default, no rule), which
+    // a plain `IntOrString` cannot decode: one such set failed the list of every set. At most
+    // nine digits, so that no admitted number is past what an `IntOrString` holds (int32).
+    #[serde(default = "some_default_max_unavailable")]
+    #[x_kube(validation = Rule::new("string(self).matches('^([1-9][0-9]{0,8}|(100|[1-9][0-9]?)%)$')")
+        .message("maxUnavailable must be a number from 1 to 999999999 or a percentage from 1% to 100%"))]
+    pub max_unavailable: Option<IntOrString>,
 }
 
 fn default_max_unavailable() -> IntOrString {
     IntOrString::Int(1)
+}
+
+fn some_default_max_unavailable() -> Option<IntOrString> {
+    Some(default_max_unavailable())
 }
 
 /// Scale-in behaviour.

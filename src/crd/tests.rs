@@ -1104,7 +1104,9 @@ fn max_unavailable_count() {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     let strategy = |v: Option<IntOrString>| UpdateStrategy {
         type_: UpdateStrategyType::RollingUpdate,
-        rolling_update: v.map(|max_unavailable| RollingUpdate { max_unavailable }),
+        rolling_update: v.map(|max_unavailable| RollingUpdate {
+            max_unavailable: Some(max_unavailable),
+        }),
     };
     let pct = |s: &str| Some(IntOrString::String(s.into()));
     let cases = [

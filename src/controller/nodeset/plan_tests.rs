@@ -1287,7 +1287,7 @@ fn rolling_update_goes_one_batch_at_a_time() {
     // maxUnavailable 50% of 4 = 2.
     let two = UpdateStrategy {
         rolling_update: Some(RollingUpdate {
-            max_unavailable: IntOrString::String("50%".into()),
+            max_unavailable: Some(IntOrString::String("50%".into())),
         }),
         ..UpdateStrategy::default()
     };

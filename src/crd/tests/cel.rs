@@ -666,7 +666,8 @@ fn cel_rules_are_where_expected() {
             ),
             s(
                 ".spec.updateStrategy.rollingUpdate.maxUnavailable",
-                "maxUnavailable must be a number of at least 1 or a percentage from 1% to 100%"
+                "maxUnavailable must be a number from 1 to 999999999 or a percentage from 1% to \
+                 100%"
             ),
         ]
     );
@@ -1306,8 +1307,29 @@ fn nodeset_rules() {
         json!("1%"),
         json!("25%"),
         json!("100%"),
+        json!(999_999_999),
     ] {
         n(max(ok), &[]);
+    }
+    // What admission lets through must decode, or the set fails the list of every set: each
+    // value above, and a null, which the API server stores as it is (the field is nullable, and
+    // no rule is evaluated on a null): it reads as the default.
+    for (value, want) in [
+        (json!(1), 1),
+        (json!("3"), 3),
+        (json!("25%"), 3),
+        (json!(999_999_999), 999_999_999),
+        (json!(null), 1),
+    ] {
+        let mut spec = nodeset(json!({}));
+        spec["updateStrategy"] = json!({"rollingUpdate": {"maxUnavailable": value}});
+        let set: crate::crd::SlurmNodeSetSpec = serde_json::from_value(spec)
+            .unwrap_or_else(|e| panic!("maxUnavailable {value} does not decode: {e}"));
+        assert_eq!(
+            set.update_strategy.max_unavailable_count(10),
+            want,
+            "{value}"
+        );
     }
     for bad in [
         json!(0),
@@ -1317,10 +1339,13 @@ fn nodeset_rules() {
         json!("101%"),
         json!("x%"),
         json!(""),
+        // Past an int32: the operator could not decode it.
+        json!(3_000_000_000_i64),
+        json!("3000000000"),
     ] {
         n(
             max(bad),
-            &["maxUnavailable must be a number of at least 1 or a percentage"],
+            &["maxUnavailable must be a number from 1 to 999999999 or a percentage"],
         );
     }
     let drain = |t: &str| json!({"scaleIn": {"drainTimeout": t}});
