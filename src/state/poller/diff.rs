@@ -52,6 +52,17 @@ pub fn diff(
                 if job_differs(a, b)
                     || old.unreadable.get(&b.job_id) != new.unreadable.get(&b.job_id) =>
             {
+                // Another SlurmJob's tag under the id (slurmctld gave it to a new job, or the
+                // comment was edited): the one it was tagged for learns it is gone, as when the
+                // tag is edited away, rather than at its next resync.
+                let uid = |job: &Job| job.owner.as_ref().map(|tag| tag.uid().to_owned());
+                if a.owner.is_some() && uid(a) != uid(b) {
+                    events.push(SlurmEvent::JobGone {
+                        cluster: cluster.clone(),
+                        job_id: a.job_id,
+                        owner: a.owner.clone(),
+                    });
+                }
                 events.push(job_changed(cluster, b))
             }
             Change::Both(..) => {}
@@ -509,6 +520,26 @@ mod tests {
             }]
         );
         assert!(job_differs(&job(4, "PENDING"), &foreign));
+        // Another SlurmJob's tag under the id (a new job given it): both are told.
+        let theirs = with(job(4, "PENDING"), |j| {
+            j.set_comment(Some("slurm.rs/uid=u2,generation=1".into()))
+        });
+        let got = diff(
+            &cluster(),
+            &state(vec![job(4, "PENDING")], vec![], up()),
+            &state(vec![theirs], vec![], up()),
+        );
+        assert_eq!(
+            got,
+            vec![
+                gone(4),
+                SlurmEvent::JobChanged {
+                    cluster: cluster(),
+                    job_id: 4,
+                    owner: OwnerTag::parse("slurm.rs/uid=u2,generation=1")
+                }
+            ]
+        );
     }
 
     #[test]
