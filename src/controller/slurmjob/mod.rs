@@ -378,7 +378,8 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
         // finalizer. A SlurmCluster the cache does not show is asked for: one that does not
         // exist is refused as such (nothing to hold either).
         if job.meta().deletion_timestamp.is_none() {
-            match grant(&job, namespace, data) {
+            let registered = data.ctx.clusters.get(&cluster_of(&job));
+            match grant(&job, namespace, data, registered.as_ref().map(|h| &h.client)) {
                 Ok(Ok(_)) => {}
                 Ok(Err(refusal)) => return refuse(&job, namespace, refusal, &data.ctx).await,
                 Err(Error::ClusterNotReady(_))
@@ -612,7 +613,7 @@ async fn apply(
         }
     }
     if matches!(decision, lifecycle::Decision::Edit { .. }) {
-        match grant(job, namespace, data)? {
+        match grant(job, namespace, data, Some(&handle.client))? {
             // What the spec names (the grant allows it) is what the edit asks for; a field it
             // leaves out keeps the job's value, not the grant's default of today (an admin's
             // reordering of the grant's lists would move a waiting job at an unrelated edit).
@@ -628,7 +629,7 @@ async fn apply(
         }
     }
     if matches!(decision, lifecycle::Decision::Submit { .. }) {
-        let grant = grant(job, namespace, data)?.and_then(|grant| {
+        let grant = grant(job, namespace, data, Some(&handle.client))?.and_then(|grant| {
             let client = handle.client.as_user(&grant.slurm_user).map_err(|error| {
                 // The whole error (whom the cluster's token is for) for the admin; the
                 // tenant's message leaves that out.
@@ -659,7 +660,10 @@ async fn apply(
         }
     }
     let still_granted = || match &decided_grant {
-        Some(decided) => matches!(grant(job, namespace, data), Ok(Ok(now)) if now == *decided),
+        Some(decided) => matches!(
+            grant(job, namespace, data, Some(&handle.client)),
+            Ok(Ok(now)) if now == *decided
+        ),
         None => true,
     };
     // Copy the Arc out: the watch borrow must not live across an await.
@@ -938,11 +942,13 @@ async fn load_spec(
 }
 
 /// The access grant of `job` in `namespace` (`Ok(Err(..))`: refused), from the cached
-/// SlurmCluster and the namespace's labels.
+/// SlurmCluster and the namespace's labels, for a submit or edit through `client` (the
+/// SlurmCluster's registered client; `None`: not registered).
 fn grant(
     job: &SlurmJob,
     namespace: &str,
     data: &JobContext,
+    client: Option<&crate::slurm::SlurmClient>,
 ) -> Result<Result<access::Grant, access::Refusal>, Error> {
     let cluster_name = &job.spec.cluster_name;
     let Some(cluster) = data.slurm_clusters.get(&ObjectRef::new(cluster_name)) else {
@@ -960,16 +966,14 @@ fn grant(
     }
     let labels = namespace_labels(&cluster, namespace, data)?;
     // The user the operator acts as: the spec names a minted token's; a ready token's is known
-    // once its cluster is registered (before that, a submit cannot happen either). Not both:
-    // while a key replaces a token, the old client's user would refuse the entries of the new
-    // setup, and nothing would reconcile them once the new credentials are in.
+    // once its cluster is registered (before that, a submit cannot happen either), and it is
+    // that of the client the submit goes through: not looked up again, as a registration
+    // dropped meanwhile would leave no user to refuse while the submit used the old token.
+    // Not both: while a key replaces a token, the old client's user would refuse the entries
+    // of the new setup, and nothing would reconcile them once the new credentials are in.
     let own_user = match cluster.spec.auth.method() {
         Some(crate::crd::AuthMethod::Jwt(jwt)) => Some(jwt.user.clone()),
-        _ => data
-            .ctx
-            .clusters
-            .get(&ObjectRef::new(cluster_name))
-            .and_then(|handle| handle.client.user()),
+        _ => client.and_then(crate::slurm::SlurmClient::user),
     };
     let own_users: Vec<&str> = own_user.as_deref().into_iter().collect();
     Ok(access::check(

@@ -3002,7 +3002,8 @@ async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
         let (ctx, _api) = Context::test();
         let index = credentials.map(|credentials| register_trusted_empty_as(&ctx, credentials));
         let data = data_with_cluster(ctx, cluster);
-        let got = super::grant(&job, NS, &data)
+        let registered = data.ctx.clusters.get(&cluster_of(&job));
+        let got = super::grant(&job, NS, &data, registered.as_ref().map(|h| &h.client))
             .unwrap()
             .map(|g| g.slurm_user)
             .map_err(|r| r.reason);
@@ -3070,6 +3071,18 @@ async fn a_token_clusters_own_user_is_granted_only_on_purpose() {
     let ops_key =
         crate::slurm::Credentials::minted(b"k".to_vec(), "ops", Duration::from_secs(900)).unwrap();
     assert_eq!(grant_on(token_cluster(false), Some(ops_key)), granted);
+    // The registration dropped (a Secret deleted, the Lease lost) after the reconcile took
+    // its client: the user that client's token acts as still counts, not the empty registry.
+    let (ctx, _api) = Context::test();
+    let _index = register_trusted_empty_as(&ctx, slurm_token());
+    let data = data_with_cluster(ctx, token_cluster(false));
+    let taken = data.ctx.clusters.get(&cluster_of(&job)).unwrap();
+    assert!(data.ctx.clusters.remove(&cluster_of(&job)));
+    let got = super::grant(&job, NS, &data, Some(&taken.client))
+        .unwrap()
+        .map(|g| g.slurm_user)
+        .map_err(|r| r.reason);
+    assert_eq!(got, refused);
 
     // The whole reconcile: refused before its finalizer, nothing submitted.
     let (ctx, api) = Context::test();
