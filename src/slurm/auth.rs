@@ -102,6 +102,8 @@ struct Minter {
 
 struct MintedToken {
     token: SecretString,
+    /// When it was minted (its `iat`), on this host's clock.
+    minted_at: SystemTime,
     refresh_after: SystemTime,
 }
 
@@ -300,7 +302,10 @@ impl Minter {
             .current
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Not once the clock has stepped back past its minting (NTP, a restored VM): its `exp`
+        // is where it was, and it would be reused past it by the step, refused every time.
         if let Some(minted) = current.as_ref()
+            && minted.minted_at <= now
             && now < minted.refresh_after
         {
             return Ok(minted.token.clone());
@@ -331,6 +336,7 @@ impl Minter {
         .map_err(AuthError::Sign)?;
         Ok(MintedToken {
             token: SecretString::from(token),
+            minted_at: now,
             refresh_after: now + refresh_delay(self.lifetime),
         })
     }
@@ -500,6 +506,10 @@ mod tests {
         let renewed = creds.token_at(at(1_000_000 + 720)).unwrap();
         assert_ne!(first.expose_secret(), renewed.expose_secret());
         assert_eq!(decode(&renewed).iat, 1_000_720);
+        // The clock stepped back a minute: a new token, not the one minted "later".
+        let stepped_back = creds.token_at(at(1_000_660)).unwrap();
+        assert_ne!(stepped_back.expose_secret(), renewed.expose_secret());
+        assert_eq!(decode(&stepped_back).exp, 1_000_660 + 900);
     }
 
     #[test]
