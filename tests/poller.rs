@@ -906,8 +906,8 @@ async fn the_first_sync_fetches_no_record_of_the_queue() {
     );
     assert_eq!(
         requests.get("slurmdb_get_job").copied(),
-        Some(1),
-        "one request finds out whether accounting answers"
+        Some(2),
+        "one request finds out whether accounting answers, one that it shows where the walk stops"
     );
     // The walk down the newest jobs fetches one batch (4), then the jobs running (others'
     // tests start and end some meanwhile: a margin of 20).
@@ -937,6 +937,80 @@ async fn the_first_sync_fetches_no_record_of_the_queue() {
         .filter(|id| poller.index.borrow().unresolved.contains(id))
         .count();
     assert_eq!(still, skipped);
+}
+
+/// The newest job [`the_first_syncs_walk_skips_nothing_accounting_does_not_show`] submits:
+/// accounting answers for it and newer ones (other tests' jobs), for no older one.
+static ANSWERED_FROM: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(u32::MAX);
+
+/// The first sync skips the jobs below its walk only once accounting shows the job the walk
+/// stopped at: old enough is not enough while slurmdbd works off a backlog (it was down), and a
+/// job of ours among the skipped would be searched for in accounting in vain and submitted again.
+/// Here accounting answers for the newest job (so the walk is tried) and refuses to answer for
+/// older ones: nothing is skipped, and a job of ours below the walk's first batch is resolved by
+/// the first sync itself.
+#[tokio::test]
+async fn the_first_syncs_walk_skips_nothing_accounting_does_not_show() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let slurm = require_slurm!();
+    let _bursts = BURSTS.lock().await;
+    let tag = slurm.our_tag(&common::unique("unconfirmed"), 1);
+    let ours = submit_held(&slurm, "poller-unconfirmed-ours", 1, Some(&tag)).await[0];
+    // Above ours and below the newest: the walk's first batch (4) ends among them.
+    let older = submit_held(&slurm, "poller-unconfirmed-foreign", 5, None).await;
+    // Older than `recent` when the poller lists them.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let newest = submit_held(&slurm, "poller-unconfirmed-newest", 1, None).await[0];
+    ANSWERED_FROM.store(newest, SeqCst);
+    let mut all = older.clone();
+    all.extend([ours, newest]);
+    let _cancel = CancelOnDrop::new(&slurm, all);
+    let (url, refusing) = common::proxy::refusing_with(
+        slurm.url.clone(),
+        |request| {
+            let path = request.uri().path().trim_end_matches('/');
+            let id = path
+                .contains("/slurmdb/")
+                .then(|| path.rsplit_once("/job/"))
+                .flatten()
+                .and_then(|(_, id)| id.parse::<u32>().ok());
+            id.is_some_and(|id| id < ANSWERED_FROM.load(SeqCst))
+        },
+        // Not a server error, which the client retries.
+        reqwest::StatusCode::NOT_FOUND,
+    )
+    .await;
+    refusing.store(true, SeqCst);
+    let tuning = poller::Tuning {
+        recent: Duration::from_secs(2),
+        // Every listed record may be read in the first sync (the shared Slurm holds others').
+        detail_budget: 100_000,
+        ..poller::Tuning::default()
+    };
+    let config = ClientConfig::new(&url).unwrap().allow_plaintext(true);
+    let Running {
+        _handle,
+        mut index,
+        requests,
+        ..
+    } = start_configured(config, slurm.credentials(), tuning, INTERVAL);
+    synced(&mut index).await;
+    let state = index.borrow().clone();
+    assert_eq!(
+        requests.snapshot().get("slurmdb_get_job").copied(),
+        Some(2),
+        "accounting asked whether it answers (it does, for the newest), then for the job the walk \
+         got down to (it does not)"
+    );
+    // (Every job listed was read: the budget covers them all, and nothing is left to skip.)
+    assert!(
+        !state.unresolved.contains(&ours),
+        "job {ours} of ours was skipped though accounting did not show the walk's last job"
+    );
+    assert_eq!(
+        state.jobs.get(&ours).and_then(|j| j.comment.clone()),
+        Some(tag)
+    );
 }
 
 /// The first sync reads job ages on slurmctld's clock (`/diag`); when that cannot be read, no

@@ -379,7 +379,12 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
         // exist is refused as such (nothing to hold either).
         if job.meta().deletion_timestamp.is_none() {
             let registered = data.ctx.clusters.get(&cluster_of(&job));
-            match grant(&job, namespace, data, registered.as_ref().map(|h| &h.client)) {
+            match grant(
+                &job,
+                namespace,
+                data,
+                registered.as_ref().map(|h| &h.client),
+            ) {
                 Ok(Ok(_)) => {}
                 Ok(Err(refusal)) => return refuse(&job, namespace, refusal, &data.ctx).await,
                 Err(Error::ClusterNotReady(_))

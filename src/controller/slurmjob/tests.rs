@@ -2469,7 +2469,7 @@ fn observed_with_output(
     tokio::sync::watch::Sender<Arc<crate::state::index::ClusterState>>,
 ) {
     let mut job = with_output(finalized(slurm_job(name, script)));
-    let record = record(&OwnerTag::new(&uid_of(&job), 1));
+    let record = record(&OwnerTag::new(uid_of(&job), 1));
     let index = observed_as(ctx, &mut job, record);
     (job, index)
 }

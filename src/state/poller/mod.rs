@@ -501,8 +501,12 @@ impl Spoken {
 struct Walked {
     /// The records read.
     records: Vec<Job>,
-    /// Whether it got down to a job old enough for accounting to know every lower id.
+    /// Whether it got down to a job old enough for accounting to know every lower id, and
+    /// accounting showed that job.
     reached: bool,
+    /// The job it got down to, which accounting did not show: it is behind (or not answering),
+    /// and is asked again only after [`ACCOUNTING_RETRY`].
+    unconfirmed: Option<u32>,
     /// The requests made.
     requests: usize,
     /// The jobs whose record could not be read. Whose they are is unknown (one an earlier
@@ -519,6 +523,21 @@ impl Walked {
         ids: impl Iterator<Item = &'a u32> + 'a,
     ) -> impl Iterator<Item = u32> + 'a {
         ids.copied().filter(|id| !self.unread.contains(id))
+    }
+}
+
+/// Whether an accounting answer for `job_id` shows that job. slurmrestd answers an id slurmdbd
+/// has no record of with none (and a warning "found nothing"), not an error.
+fn shows(answer: &Result<Option<Vec<Job>>, SlurmError>, job_id: u32) -> bool {
+    matches!(answer, Ok(Some(jobs)) if jobs.iter().any(|job| job.job_id == job_id))
+}
+
+/// A walk that accounting did not confirm puts the catch-up's next walk off (the poller's
+/// `accounting_retry_at`): it would be the same requests each cycle, while slurmdbd works off
+/// its backlog.
+fn put_off_unconfirmed(retry_at: &mut Option<Instant>, walked: &Walked) {
+    if walked.unconfirmed.is_some() {
+        *retry_at = Some(Instant::now() + ACCOUNTING_RETRY);
     }
 }
 
@@ -798,6 +817,7 @@ impl Poller {
                 requests += read;
                 let walked = self.walk(&newest, listed_at, ahead).await?;
                 requests += walked.requests;
+                put_off_unconfirmed(&mut self.accounting_retry_at, &walked);
                 // Every listed job is recent: nothing to skip, and every record fetched.
                 if walked.reached || newest.len() == listed.len() {
                     let mut tracker = self.tracker.clone();
@@ -843,6 +863,7 @@ impl Poller {
                     requests += read;
                     let walked = self.walk(newest, listed_at, ahead).await?;
                     requests += walked.requests;
+                    put_off_unconfirmed(&mut self.accounting_retry_at, &walked);
                     budget = budget.saturating_sub(walked.requests).max(1);
                     if walked.reached {
                         let mut tracker = self.tracker.clone();
@@ -1075,7 +1096,7 @@ impl Poller {
     /// The records of `newest` (job ids, newest first), fetched in that order down to one
     /// numbered longer than `recent` before `listed_at` on slurmctld's clock
     /// ([`strategy::walk_cutoff`], [`strategy::reached`]): accounting has had time to learn of
-    /// every lower id.
+    /// every lower id, and is asked to show that one.
     async fn walk(
         &self,
         newest: &[u32],
@@ -1093,11 +1114,29 @@ impl Poller {
             let Fetched::Details { records: found, .. } = fetched else {
                 continue;
             };
-            let done = strategy::reached(&found, cutoff);
+            // Accounting is asked once: not confirmed, the walk reads on (every record of
+            // `newest`, as one that stops nowhere).
+            let stop = strategy::reached(&found, cutoff).filter(|_| walked.unconfirmed.is_none());
             walked.records.extend(found);
-            if done {
-                walked.reached = true;
-                return Ok(walked);
+            if let Some(stop) = stop {
+                // Old enough is not enough: slurmdbd may be working off a backlog (it was
+                // down), and a job of ours among those skipped, which no listing shows again,
+                // would be searched for in accounting in vain and submitted twice. Accounting
+                // learns of jobs in the order slurmctld numbers them: if it shows this one, it
+                // knows every lower id.
+                walked.requests += 1;
+                let answer = self.client.accounting_job(stop).await;
+                if shows(&answer, stop) {
+                    walked.reached = true;
+                    return Ok(walked);
+                }
+                walked.unconfirmed = Some(stop);
+                let error = answer.err();
+                tracing::warn!(
+                    job_id = stop,
+                    error = error.as_ref().map(tracing::field::display),
+                    "accounting does not show a job older than the walk's cut-off (behind, or not answering): nothing is skipped, every record is read"
+                );
             }
         }
         Ok(walked)
@@ -1586,6 +1625,32 @@ mod tests {
     }
 
     use super::*;
+
+    /// The walk skips below its stop only when accounting shows that very job: slurmrestd
+    /// answers an id slurmdbd has no record of yet (its backlog) with an empty list (200, the
+    /// warning "found nothing": asked of 24.11 for an unknown id), which answers, but shows
+    /// nothing.
+    #[test]
+    fn only_the_record_itself_confirms_the_walks_stop() {
+        let record = |id| Job {
+            job_id: id,
+            ..Job::bare()
+        };
+        assert!(shows(&Ok(Some(vec![record(7)])), 7));
+        assert!(!shows(&Ok(Some(vec![])), 7), "found nothing");
+        assert!(!shows(&Ok(Some(vec![record(8)])), 7), "another job");
+        assert!(!shows(&Ok(None), 7), "no accounting");
+        let timeout = Err(SlurmError::Timeout {
+            operation: "slurmdb_job",
+            timeout: Duration::from_secs(30),
+        });
+        assert!(!shows(&timeout, 7));
+        // Whereas for whether accounting is there at all, an empty answer is an answer.
+        assert_eq!(
+            accounting_of(&Ok::<_, SlurmError>(Some(Vec::<Job>::new()))),
+            Accounting::Answers
+        );
+    }
 
     #[test]
     fn the_node_list_waits_in_proportion_to_the_nodes_it_sends() {

@@ -736,13 +736,16 @@ pub fn walk_cutoff(
         .checked_sub_signed(recent)
 }
 
-/// Whether the walk down from the newest skipped jobs ([`skip`]) may stop at these
-/// records: one of them was numbered before `cutoff`, so every lower id was too. Accounting
-/// has had time to learn of those; the newer ones the index resolves itself.
-pub fn reached(records: &[Job], cutoff: DateTime<Utc>) -> bool {
+/// Where the walk down from the newest skipped jobs ([`skip`]) may stop at these records: the
+/// highest id among them numbered before `cutoff` (so every lower id was too). Accounting has
+/// had time to learn of those, which the walk then asks it to show for that id; the newer ones
+/// the index resolves itself. `None`: go on.
+pub fn reached(records: &[Job], cutoff: DateTime<Utc>) -> Option<u32> {
     records
         .iter()
-        .any(|job| numbered_at(job).is_some_and(|at| at < cutoff))
+        .filter(|job| numbered_at(job).is_some_and(|at| at < cutoff))
+        .map(|job| job.job_id)
+        .max()
 }
 
 /// Ids named through an unsigned tag ([`Verdict::named`]) are kept while slurmctld holds the
@@ -2768,7 +2771,7 @@ mod tests {
             ("no times at all", Job::bare(), false),
         ];
         for (what, record, stop) in table {
-            assert_eq!(reached(&[record], t(100)), stop, "{what}");
+            assert_eq!(reached(&[record], t(100)).is_some(), stop, "{what}");
         }
     }
 
@@ -2803,8 +2806,8 @@ mod tests {
             ("slurmctld's clock unknown", None, submitted(0), false),
         ];
         for (what, ahead, record, stop) in table {
-            let stops =
-                walk_cutoff(listed_at, ahead, recent).is_some_and(|c| reached(&[record], c));
+            let stops = walk_cutoff(listed_at, ahead, recent)
+                .is_some_and(|c| reached(&[record], c).is_some());
             assert_eq!(stops, stop, "{what}");
         }
         // The reading is a lower bound: slurmctld's second had begun before the answer came.
