@@ -978,6 +978,7 @@ impl Poller {
         let fresh = self.wants.take_submitted();
         let burst = fresh.len() > self.tuning.submit_burst;
         for id in fresh {
+            strategy::submit_returned(&mut self.tracker, id);
             self.submitted.entry(id).or_insert(now);
         }
         let held = if burst {

@@ -331,6 +331,20 @@ impl<'a> Asks<'a> {
     }
 }
 
+/// A submit of this process returned `id`. Tracked as ours, the record under it is another
+/// job's (slurmctld lost its state and numbered again from where it was: it never hands a live
+/// id to a new job), or this very job's, read by a cycle before its submit returned: either
+/// way it is read again before the index speaks for it, the old record dropped meanwhile.
+/// Kept as ours, an unchanged state would never be read again, and the new job's SlurmJob
+/// would find no record of its own under the id and take its job for gone.
+pub fn submit_returned(tracker: &mut Tracker, id: u32) {
+    if let Some(tracked) = tracker.get_mut(&id)
+        && tracked.known == Known::Ours
+    {
+        tracked.known = Known::Unresolved;
+    }
+}
+
 /// Why `listed` needs its record fetched, given what is known (`None`: it does not) and what
 /// SlurmJobs asked of it.
 pub fn needs(known: Option<&Tracked>, listed: &Listed, ask: Ask) -> Option<Why> {
@@ -1837,6 +1851,43 @@ mod tests {
             }
         );
         assert_eq!(tracker[&3].known, Known::Unresolved, "not fetched yet");
+    }
+
+    /// A submit that returns an id the tracker holds as ours (another SlurmJob's job, before
+    /// slurmctld lost its state): its record is read again, and until then the index holds
+    /// no record under the id and counts it unresolved (so neither SlurmJob takes it as read).
+    #[test]
+    fn an_id_a_submit_returns_again_is_read_again() {
+        let mut tracker: Tracker = [
+            (7, tracked("PENDING", Known::Ours)),
+            (8, tracked("PENDING", foreign())),
+        ]
+        .into();
+        let jobs: BTreeMap<u32, Job> = [(7, job(7, "PENDING", Some(ours())))].into();
+        assert_eq!(
+            needs(tracker.get(&7), &listed("PENDING"), Ask::Submitted),
+            None,
+            "as ours, the same state is not read again"
+        );
+        submit_returned(&mut tracker, 7);
+        // Someone else's under the id returned is read already (`Why::Wanted`): left as it is.
+        submit_returned(&mut tracker, 8);
+        assert_eq!(tracker[&8].known, foreign());
+        assert_eq!(
+            needs(tracker.get(&7), &listed("PENDING"), Ask::Submitted),
+            Some(Why::Submitted)
+        );
+        // A cycle that could not read it yet: no record, unresolved.
+        let (tracker, jobs) = apply(
+            tracker,
+            &jobs,
+            &listing(&[(7, "PENDING"), (8, "PENDING")]),
+            Fetched::Nothing,
+            Scope::All,
+            verdict(),
+        );
+        assert!(jobs.is_empty(), "{jobs:?}");
+        assert!(unresolved(&tracker).contains(&7));
     }
 
     #[test]
