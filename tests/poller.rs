@@ -1688,6 +1688,62 @@ impl Timeline {
     }
 }
 
+/// Whether each node list a poller asked named an `update_time` (the recording proxy of
+/// [`the_node_list_is_asked_unfiltered_at_each_refresh`]).
+static NODE_QUERIES: Mutex<Vec<bool>> = Mutex::new(Vec::new());
+
+/// Beside the node lists filtered by `update_time`, one unfiltered at each refresh
+/// (`Tuning::refresh_every`): slurmrestd weighs the filter against slurmctld's clock, and a
+/// change made while that clock was behind (stepped back, a backup controller taking over)
+/// would be hidden from every filtered question until another change came.
+#[tokio::test]
+async fn the_node_list_is_asked_unfiltered_at_each_refresh() {
+    let slurm = require_slurm!();
+    let (url, _never) = common::proxy::refusing(slurm.url.clone(), |request| {
+        if request
+            .uri()
+            .path()
+            .trim_end_matches('/')
+            .ends_with("/nodes")
+        {
+            let filtered = request
+                .uri()
+                .query()
+                .is_some_and(|q| q.contains("update_time"));
+            NODE_QUERIES.lock().unwrap().push(filtered);
+        }
+        false
+    })
+    .await;
+    let tuning = poller::Tuning {
+        refresh_every: Duration::from_secs(2),
+        ..poller::Tuning::default()
+    };
+    let config = ClientConfig::new(&url).unwrap().allow_plaintext(true);
+    let Running {
+        _handle, mut index, ..
+    } = start_configured(
+        config,
+        slurm.credentials(),
+        tuning,
+        Duration::from_millis(200),
+    );
+    synced(&mut index).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let asked = NODE_QUERIES.lock().unwrap().clone();
+    let unfiltered = asked.iter().filter(|filtered| !**filtered).count();
+    // The first (no `update_time` known yet), and one at each refresh: two in 5 s at least.
+    assert!(
+        unfiltered >= 3,
+        "{unfiltered} unfiltered of {} node lists",
+        asked.len()
+    );
+    assert!(
+        asked.len() > unfiltered,
+        "the cycles between ask with `update_time`: {asked:?}"
+    );
+}
+
 /// Issue 19: slurmrestd sends every node when one changed, so a node list that changed is asked
 /// again only after a wait in proportion to the nodes it sent (`Tuning::nodes_wait`; here at
 /// least 3 s, whatever the nodes). The cycles between ask no node list and keep the index's

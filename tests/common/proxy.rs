@@ -67,13 +67,20 @@ impl Held {
     }
 }
 
+/// The proxy's own HTTP client (the crate's TLS provider installed first, as no test may have
+/// built a client before it).
+fn client() -> reqwest::Client {
+    slurm_operator::tls::install_crypto_provider();
+    reqwest::Client::new()
+}
+
 /// A proxy to `upstream` that passes every request on at once, and holds the answer to each
 /// full job state listing (`/jobs/state/` without `job_id`) for `hold` before it lets it go:
 /// what slurmrestd does at 100 000 jobs (20 s and more), with the state as of the asking.
 /// Returns its URL and what it held.
 pub async fn slow_listings(upstream: String, hold: Duration) -> (String, Arc<Held>) {
     let held = Arc::new(Held::default());
-    let http = reqwest::Client::new();
+    let http = client();
     let app = {
         let held = held.clone();
         axum::Router::new().fallback(move |request: Request| {
@@ -125,7 +132,7 @@ pub async fn refusing_with(
     status: StatusCode,
 ) -> (String, Arc<AtomicBool>) {
     let failing = Arc::new(AtomicBool::new(false));
-    let http = reqwest::Client::new();
+    let http = client();
     let app = {
         let failing = failing.clone();
         axum::Router::new().fallback(move |request: Request| {

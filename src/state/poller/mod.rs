@@ -138,7 +138,8 @@ pub struct Tuning {
     /// records are fetched one by one (within the budget) instead.
     pub full_list_max_jobs: usize,
     /// How often ours not finished and every running job have their record fetched again, for
-    /// what the state list does not show (pending reason, time limit, comment).
+    /// what the state list does not show (pending reason, time limit, comment); and the node
+    /// list asked without `update_time`.
     pub refresh_every: Duration,
     /// How often some of our pending jobs have their record fetched again, for why they wait,
     /// their priority and estimated start (Slurm's schedulers revise those every 30 s or so by
@@ -654,6 +655,11 @@ impl Poller {
     async fn cycle(&mut self) -> Result<Polled, SlurmError> {
         if Instant::now() >= self.refresh_due {
             strategy::mark_refresh(&mut self.tracker);
+            // The node list unfiltered too: slurmrestd weighs `update_time` against slurmctld's
+            // clock, and a change made while that clock was behind the last answer's (stepped
+            // back, a backup controller taking over) is hidden from every filtered question
+            // until some later change, while each "unchanged" answer confirms the old list.
+            self.nodes_since = None;
             self.refresh_due = Instant::now() + self.tuning.refresh_every;
         }
         if Instant::now() >= self.pending_refresh_due {
