@@ -820,7 +820,8 @@ fn config_map(name: &str, data: &[(&str, &str)]) -> Value {
         .map(|(k, v)| ((*k).to_owned(), json!(v)))
         .collect();
     json!({"apiVersion": "v1", "kind": "ConfigMap",
-           "metadata": {"name": name, "namespace": NS}, "data": data})
+           "metadata": {"name": name, "namespace": NS, "labels": {"slurm.rs/credentials": "true"}},
+           "data": data})
 }
 
 /// The SlurmCluster as stored: `spec`, the finalizer, and the status of a SlurmCluster that worked.

@@ -370,8 +370,9 @@ pub struct ClusterTls {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_secret_ref: Option<CaRef>,
 
-    /// PEM CA bundle in a ConfigMap in the operator's credentials namespace, used instead of the system trust
-    /// roots to verify slurmrestd's certificate.
+    /// PEM CA bundle in a ConfigMap in the operator's credentials namespace, labelled
+    /// `slurm.rs/credentials: "true"` as its Secrets are, used instead of the system trust roots
+    /// to verify slurmrestd's certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_config_map_ref: Option<CaRef>,
 

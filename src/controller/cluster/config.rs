@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::crd::{
     ApiVersion, AuthMethod, CREDENTIALS_LABEL, SlurmClusterSpec, is_object_name, quantity,
@@ -98,8 +99,18 @@ pub enum ConfigError {
          without it is found only once labelled)"
     )]
     SecretNotFound { name: String, what: &'static str },
-    #[error("ConfigMap {name:?} not found in the operator's credentials namespace")]
+    #[error(
+        "ConfigMap {name:?} (CA bundle) not found in the operator's credentials namespace; \
+         create it with the label {CREDENTIALS_LABEL}=true (the operator sees no other \
+         ConfigMap: one created without it is found only once labelled)"
+    )]
     ConfigMapNotFound { name: String },
+    #[error(
+        "ConfigMap {name:?} (CA bundle) is not marked as SlurmCluster credentials: label it \
+         {CREDENTIALS_LABEL}=true (the operator trusts no other CA bundle: who may write \
+         ConfigMaps there may not be who may choose whom the operator sends its tokens to)"
+    )]
+    ConfigMapNotMarked { name: String },
     #[error(
         "spec.endpoint {endpoint:?} is not one of the slurmrestd endpoints this operator may \
          reach ({allowed}): ask the operator's admin to add it to --allowed-endpoint"
@@ -168,6 +179,7 @@ impl ConfigError {
             Self::ListingTimeoutOutOfRange { .. } => "ListingTimeoutOutOfRange",
             Self::SecretNotFound { .. } => "SecretNotFound",
             Self::ConfigMapNotFound { .. } => "ConfigMapNotFound",
+            Self::ConfigMapNotMarked { .. } => "ConfigMapNotMarked",
             Self::SecretKeyMissing { .. } => "SecretKeyMissing",
             Self::ConfigMapKeyMissing { .. } => "ConfigMapKeyMissing",
             Self::SecretKeyEmpty { .. } => "SecretKeyEmpty",
@@ -210,6 +222,7 @@ impl ConfigError {
             | Self::MaxResponseSizeOutOfRange { .. }
             | Self::ListingTimeoutOutOfRange { .. }
             | Self::ConfigMapNotFound { .. }
+            | Self::ConfigMapNotMarked { .. }
             | Self::ConfigMapKeyMissing { .. }
             | Self::ConfigMapKeyEmpty { .. }
             | Self::InvalidCa { .. } => false,
@@ -552,6 +565,15 @@ fn secret_value<'a>(secret: &'a Secret, key: &str) -> Option<&'a [u8]> {
         .map(|value| value.0.as_slice())
 }
 
+/// Whether an object carries the credentials label: the only Secrets and ConfigMaps the
+/// operator reads.
+fn marked(meta: &ObjectMeta) -> bool {
+    meta.labels
+        .as_ref()
+        .and_then(|labels| labels.get(CREDENTIALS_LABEL))
+        .is_some_and(|value| value == "true")
+}
+
 fn required_secret_value<'a>(
     secret: Option<&'a Secret>,
     r: &KeyRef,
@@ -561,13 +583,7 @@ fn required_secret_value<'a>(
         name: r.name.clone(),
         what,
     })?;
-    let marked = secret
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|labels| labels.get(CREDENTIALS_LABEL))
-        .is_some_and(|value| value == "true");
-    if !marked {
+    if !marked(&secret.metadata) {
         return Err(ConfigError::SecretNotMarked {
             name: r.name.clone(),
             what,
@@ -595,6 +611,11 @@ fn required_config_map_value<'a>(
     let config_map = config_map.ok_or_else(|| ConfigError::ConfigMapNotFound {
         name: r.name.clone(),
     })?;
+    if !marked(&config_map.metadata) {
+        return Err(ConfigError::ConfigMapNotMarked {
+            name: r.name.clone(),
+        });
+    }
     let value = config_map
         .data
         .as_ref()
@@ -933,6 +954,7 @@ mod tests {
         ConfigMap {
             metadata: ObjectMeta {
                 name: Some(name.into()),
+                labels: Some([(CREDENTIALS_LABEL.to_owned(), "true".to_owned())].into()),
                 ..Default::default()
             },
             data: Some(
@@ -1214,6 +1236,17 @@ mod tests {
             key_sources(),
             "ConfigMapNotFound",
         );
+        let mut unmarked = config_map("ca", &[("ca.crt", "x")]);
+        unmarked.metadata.labels = None;
+        case(
+            "a CA ConfigMap not marked as credentials (kube-root-ca.crt, say)",
+            ca_cm_spec.clone(),
+            Sources {
+                ca_config_map: Some(unmarked),
+                ..key_sources()
+            },
+            "ConfigMapNotMarked",
+        );
         case(
             "CA ConfigMap key missing",
             ca_cm_spec.clone(),
@@ -1242,7 +1275,7 @@ mod tests {
             seen.insert(*want);
         }
         // Every variant is covered by some case.
-        assert_eq!(seen.len(), 27, "{seen:?}");
+        assert_eq!(seen.len(), 28, "{seen:?}");
     }
 
     #[test]

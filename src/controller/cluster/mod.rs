@@ -937,9 +937,11 @@ pub fn run(
     )
     .default_backoff()
     .touched_objects();
+    // The marked ConfigMaps only, as for Secrets: a CA bundle anyone who may write ConfigMaps
+    // there could replace would choose whom the tokens go to.
     let config_maps = watcher(
         Api::<PartialObjectMeta<ConfigMap>>::namespaced(client, &credentials),
-        watcher::Config::default(),
+        watcher::Config::default().labels(&format!("{CREDENTIALS_LABEL}=true")),
     )
     .default_backoff()
     .touched_objects();
