@@ -710,8 +710,25 @@ fn is_refusal(error: &SlurmError) -> bool {
     )
 }
 
-/// The hold just set (or released) shown at once, before the poller reads the record again.
+/// The hold just set (or released) shown at once, before the poller reads the record again: a
+/// hold as that read will show it (`stateReason` too), so that it writes nothing more. (A
+/// release cannot be: Slurm gives the job a priority and, on its next pass, a reason.)
 fn hold_now(next: &mut SlurmJobStatus, hold: bool) {
+    if next.pending.is_some() {
+        next.state_reason = if hold {
+            Some("JobHeldUser".into())
+        } else {
+            next.state_reason
+                .take()
+                .filter(|r| {
+                    !matches!(
+                        crate::slurm::reason::code(r),
+                        "JobHeldUser" | "JobHeldAdmin"
+                    )
+                })
+                .filter(|_| next.pending.as_ref().is_none_or(|p| p.priority != Some(0)))
+        };
+    }
     if let Some(pending) = next.pending.as_mut() {
         if hold {
             pending.reason = Some("JobHeldUser".into());

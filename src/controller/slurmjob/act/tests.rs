@@ -1836,6 +1836,32 @@ async fn a_job_followed_by_its_unsigned_tag_is_named_to_the_poller() {
     }
 }
 
+/// A hold shown at once is what the poller's next read of the held job shows, `stateReason`
+/// included: one status write for the transition, not a second one once the record is read.
+#[test]
+fn a_hold_shown_at_once_is_what_the_next_read_shows() {
+    use crate::slurm::types::JobState;
+    let waiting = crate::slurm::types::Job {
+        job_id: 5,
+        state: JobState::from_strings(&["PENDING"]),
+        state_reason: Some("Priority".into()),
+        priority: Some(1_000),
+        submit_time: chrono::DateTime::from_timestamp(1_700_000_000, 0),
+        ..crate::slurm::types::Job::bare()
+    };
+    let before = status::observe(&SlurmJobStatus::default(), std::slice::from_ref(&waiting));
+    let mut shown = before.clone();
+    hold_now(&mut shown, true);
+    assert_ne!(shown, before);
+    let held = crate::slurm::types::Job {
+        state_reason: Some("JobHeldUser".into()),
+        priority: Some(0),
+        held: true,
+        ..waiting
+    };
+    assert_eq!(status::observe(&shown, &[held]), shown);
+}
+
 /// A release slurmctld took shows at once whatever held the job: the spec's or its user's hold
 /// (`JobHeldUser`), or a hold without a code (priority 0: a requeue held), which went on
 /// reading as held, beside `SpecApplied` saying the release was sent.
