@@ -1694,7 +1694,7 @@ pub struct OutputRun {
 
 /// Brings the output Pod of `run` to what [`output::pod_step`] says of it as read from the API
 /// server; a replacement is counted in `replacements`. Returns when to look at it again, if it
-/// is to be replaced later ([`output::PodStep::ReplaceLater`]).
+/// is to be replaced later ([`output::PodStep::LookAgain`]).
 pub async fn ensure_output_pod(
     pods: &Api<Pod>,
     job: &SlurmJob,
@@ -1707,9 +1707,6 @@ pub async fn ensure_output_pod(
         ended,
         may_create,
     } = run;
-    let Some(desired) = output::pod(job, job_id, image, ended) else {
-        return Ok(None);
-    };
     let name = job.name_any();
     let existing = pods.get_opt(&name).await?;
     // Acted on only as the very Pod read here (its uid a precondition): one re-created under
@@ -1729,7 +1726,7 @@ pub async fn ensure_output_pod(
     );
     match step {
         output::PodStep::Nothing => {}
-        output::PodStep::ReplaceLater(later) => return Ok(Some(later)),
+        output::PodStep::LookAgain(later) => return Ok(Some(later)),
         output::PodStep::NotOurs => {
             warn!(pod = %name, "a Pod with the SlurmJob's name exists and is not its output streamer; not touching it");
         }
@@ -1745,7 +1742,7 @@ pub async fn ensure_output_pod(
             pods.patch(&name, &params, &Patch::Merge(patch)).await?;
             info!(pod = %name, job_id, "output Pod told that its job ended");
         }
-        output::PodStep::DeleteOld | output::PodStep::Replace => {
+        output::PodStep::DeleteOld | output::PodStep::Replace | output::PodStep::Abandon => {
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid,
@@ -1761,11 +1758,18 @@ pub async fn ensure_output_pod(
                 }
                 let phase = existing.as_ref().and_then(PodPhase::of);
                 info!(pod = %name, job_id, ?phase, "output Pod stopped before its output was whole; deleted, to be created again");
+            } else if step == output::PodStep::Abandon {
+                info!(pod = %name, job_id, "output Pod never started and its job has ended; deleted");
             } else {
                 info!(pod = %name, "output Pod of the previous run deleted");
             }
         }
         output::PodStep::Create => {
+            // None without `spec.output` (removed since the run began: its Pod is still told
+            // the end, and deleted at the next run, but none is made).
+            let Some(desired) = output::pod(job, job_id, image, ended) else {
+                return Ok(None);
+            };
             pods.create(&PostParams::default(), &desired)
                 .await
                 .map_err(OutputPodError::Create)?;

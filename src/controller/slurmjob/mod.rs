@@ -856,13 +856,18 @@ async fn apply(
     for notice in notices {
         kit::publish(&ctx.recorder, job, EVENT_ACTION, notice).await;
     }
+    // A run's Pod is looked after while the spec asks for output, and after `spec.output` was
+    // removed while the Pod cache shows one (told the end, deleted at the next run; none is
+    // made): it would stream for as long as the SlurmJob exists. No read for a SlurmJob that
+    // never had one (the cache not listed yet: its list brings a reconcile of each owner).
+    let wants_output = job.spec.output.is_some();
     if let Some(job_id) = status.job_id
-        && job.spec.output.is_some()
+        && (wants_output || cached_output_pod(job, namespace, data))
     {
         let ended = status.phase.is_terminal();
-        let may_create = output::may_create(&status, Utc::now());
+        let may_create = wants_output && output::may_create(&status, Utc::now());
         let known = known_output_pod_step(job, namespace, job_id, ended, may_create, data);
-        if let Some(output::PodStep::ReplaceLater(later)) = known {
+        if let Some(output::PodStep::LookAgain(later)) = known {
             retry = Some(retry.map_or(later, |r| r.min(later)));
         }
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
@@ -1866,6 +1871,15 @@ fn busy(job: &impl ResourceExt, cluster: &str, ctx: &Context) -> Action {
 /// the SlurmJob again once the cache holds it; before the cache's first list is complete, the
 /// Pod is read. Without this, every reconcile of a SlurmJob with `spec.output` read its Pod: at
 /// an operator start, one read per such SlurmJob (issue 19).
+/// Whether the listed Pod cache shows a Pod of the SlurmJob's name (whoever's).
+fn cached_output_pod(job: &SlurmJob, namespace: &str, data: &JobContext) -> bool {
+    kit::listed(&data.output_pods)
+        && data
+            .output_pods
+            .get(&ObjectRef::new(&job.name_any()).within(namespace))
+            .is_some()
+}
+
 fn known_output_pod_step(
     job: &SlurmJob,
     namespace: &str,

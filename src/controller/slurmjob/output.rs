@@ -89,6 +89,10 @@ pub fn sub_dir(output: &JobOutput) -> Option<String> {
 /// namespace's quota refuses it.
 pub const CREATE_AFTER_END: chrono::TimeDelta = chrono::TimeDelta::minutes(15);
 
+/// How long a Pod whose run has ended may stay `Pending` (never started) before it is deleted
+/// ([`PodStep::Abandon`]).
+pub const ABANDON_AFTER: chrono::TimeDelta = chrono::TimeDelta::minutes(15);
+
 /// How long a streamer Pod has existed at least before it is replaced for having stopped
 /// early ([`PodStep::Replace`]), the first time for its run: one that stops at once (an image
 /// without `sh`, a node that evicts it on arrival, a job that makes its file unreadable
@@ -484,9 +488,15 @@ pub enum PodStep {
     /// has not ended (Slurm requeued the job). Deleted, and a new one created once it is gone,
     /// while one may be ([`may_create`]).
     Replace,
-    /// As [`PodStep::Replace`], for a Pod younger than its run's [`replace_after`]: looked at
-    /// again after this long.
-    ReplaceLater(std::time::Duration),
+    /// Nothing yet, looked at again after this long: a Pod to replace younger than its run's
+    /// [`replace_after`], or one that never started whose run has ended, until it is
+    /// [`ABANDON_AFTER`] old.
+    LookAgain(std::time::Duration),
+    /// The run has ended and its Pod, told so, never started (`Pending`: a claim that does not
+    /// exist or never binds, an image that cannot be pulled) though created [`ABANDON_AFTER`]
+    /// ago: deleted, not replaced. It would hold its requests and a Pod of the namespace's
+    /// quota for as long as the SlurmJob exists.
+    Abandon,
     Create,
 }
 
@@ -495,7 +505,7 @@ impl PodStep {
     pub fn acts(self) -> bool {
         matches!(
             self,
-            Self::TellEnded | Self::DeleteOld | Self::Replace | Self::Create
+            Self::TellEnded | Self::DeleteOld | Self::Replace | Self::Abandon | Self::Create
         )
     }
 }
@@ -544,12 +554,23 @@ pub fn pod_step(
                 .and_then(crate::crd::time::to_utc);
             match created.map(|at| at + min_age - now) {
                 Some(left) if left > chrono::TimeDelta::zero() => {
-                    PodStep::ReplaceLater(left.to_std().unwrap_or_default())
+                    PodStep::LookAgain(left.to_std().unwrap_or_default())
                 }
                 _ => PodStep::Replace,
             }
         } else if !stopped && to_tell(pod, job_id, ended) {
             PodStep::TellEnded
+        } else if ended && phase == Some(PodPhase::Pending) && pod.deletion_timestamp.is_none() {
+            let created = pod
+                .creation_timestamp
+                .as_ref()
+                .and_then(crate::crd::time::to_utc);
+            match created.map(|at| at + ABANDON_AFTER - now) {
+                Some(left) if left > chrono::TimeDelta::zero() => {
+                    PodStep::LookAgain(left.to_std().unwrap_or_default())
+                }
+                _ => PodStep::Abandon,
+            }
         } else {
             PodStep::Nothing
         }
@@ -663,7 +684,7 @@ mod tests {
                 REPLACE_AFTER,
                 now
             ),
-            PodStep::ReplaceLater(std::time::Duration::from_secs(30))
+            PodStep::LookAgain(std::time::Duration::from_secs(30))
         );
         let mut long = ObjectMeta {
             annotations: Some(BTreeMap::from([(
@@ -871,6 +892,31 @@ mod tests {
                 PodStep::Nothing,
                 "deleting",
             ),
+            (
+                &streaming,
+                Some(PodPhase::Pending),
+                true,
+                true,
+                PodStep::TellEnded,
+                "not started, its run ended: told first",
+            ),
+            (
+                &told,
+                Some(PodPhase::Pending),
+                true,
+                true,
+                // Created 5 minutes ago.
+                PodStep::LookAgain(std::time::Duration::from_secs(600)),
+                "not started, its run ended: looked at again once ABANDON_AFTER old",
+            ),
+            (
+                &pod("job-uid", "7", true, true),
+                Some(PodPhase::Pending),
+                true,
+                false,
+                PodStep::Nothing,
+                "not started, its run ended, deleting",
+            ),
         ] {
             assert_eq!(
                 step(Some(meta), phase, ended, may_create),
@@ -878,13 +924,28 @@ mod tests {
                 "{why}"
             );
         }
+        // Never started, its run ended, told, and ABANDON_AFTER old: deleted, whether or not a
+        // Pod may still be created (none is: the run has ended).
+        let mut stuck = told.clone();
+        stuck.creation_timestamp = crate::crd::time::from_utc(now - ABANDON_AFTER);
+        for may_create in [true, false] {
+            assert_eq!(
+                step(Some(&stuck), Some(PodPhase::Pending), true, may_create),
+                PodStep::Abandon
+            );
+        }
+        assert_eq!(
+            step(Some(&stuck), Some(PodPhase::Pending), false, true),
+            PodStep::Nothing,
+            "its run not ended: waits for it"
+        );
         // One that stops right after its creation is replaced a minute after it, not sooner;
         // one whose creation time is not known, at once.
         let mut young = streaming.clone();
         young.creation_timestamp = crate::crd::time::from_utc(now - chrono::TimeDelta::seconds(45));
         assert_eq!(
             step(Some(&young), failed, false, true),
-            PodStep::ReplaceLater(std::time::Duration::from_secs(15))
+            PodStep::LookAgain(std::time::Duration::from_secs(15))
         );
         young.creation_timestamp = crate::crd::time::from_utc(now - REPLACE_AFTER);
         assert_eq!(step(Some(&young), failed, false, true), PodStep::Replace);
@@ -893,10 +954,7 @@ mod tests {
         for (step, acts) in [
             (PodStep::Nothing, false),
             (PodStep::NotOurs, false),
-            (
-                PodStep::ReplaceLater(std::time::Duration::from_secs(1)),
-                false,
-            ),
+            (PodStep::LookAgain(std::time::Duration::from_secs(1)), false),
             (PodStep::TellEnded, true),
             (PodStep::DeleteOld, true),
             (PodStep::Replace, true),

@@ -2560,6 +2560,58 @@ async fn the_output_pod_is_told_when_its_job_ends() {
     server.await.unwrap();
 }
 
+/// A run's output Pod outlives a removal of `spec.output`: it is still told the end of its job
+/// (so that it drains the file and exits) instead of streaming for as long as the SlurmJob
+/// exists; no Pod is made for a SlurmJob without `spec.output`.
+#[tokio::test]
+async fn an_output_pod_is_told_the_end_after_spec_output_is_removed() {
+    let (ctx, mut api) = Context::test();
+    let (mut job, _index) = observed_with_output(&ctx, "removed", "#!/bin/sh\necho hi\n", |tag| {
+        let mut record = completed_record(203, tag);
+        record.start_time = Some(Utc::now() - chrono::TimeDelta::minutes(2));
+        record.end_time = Some(Utc::now() - chrono::TimeDelta::minutes(1));
+        record
+    });
+    let mut streaming = output::pod(&job, 203, output::DEFAULT_IMAGE, false).unwrap();
+    streaming.metadata.uid = Some("pod-uid-203".into());
+    job.spec.output = None;
+    let with_streamer = with_pods(&data(ctx), &[&streaming]);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let _ = expect_status_apply(&mut api, &expected).await;
+        expect_get_pod(&mut api, &expected, Some(&streaming)).await;
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::PATCH, "{call:?}");
+        assert_eq!(
+            call.body,
+            json!({"metadata": {"annotations": {output::ENDED_ANNOTATION: "true"}, "uid": "pod-uid-203"}})
+        );
+        respond(
+            send,
+            StatusCode::OK,
+            &serde_json::to_value(&streaming).unwrap(),
+        );
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(job.clone()), with_streamer)
+        .await
+        .unwrap();
+    server.await.unwrap();
+
+    // Gone (the Pod cache shows none): nothing is made, nothing read.
+    let (ctx, mut api) = Context::test();
+    let record = completed_record(203, &OwnerTag::new(uid_of(&job), 1));
+    let _index = observed_as(&ctx, &mut job, record);
+    let data = with_pods(&data(ctx), &[]);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let _ = expect_status_apply(&mut api, &expected).await;
+        api.expect_no_more_calls().await;
+    });
+    reconcile(Arc::new(job), data).await.unwrap();
+    server.await.unwrap();
+}
+
 /// An output Pod that stopped while its job runs (here evicted: `Failed`, never told the end)
 /// is replaced: the Pod cache shows it failed, so it is read, and deleted as that very Pod (its
 /// uid a precondition); the Pod watch brings the reconcile that creates the new one. One that
