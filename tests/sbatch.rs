@@ -766,6 +766,29 @@ async fn apply_wait_and_logs_against_an_api_server() {
         stderr.contains("the Pod there streams Slurm job 77, an earlier run"),
         "{stderr}"
     );
+    // Queued in Slurm, no Pod yet (the operator makes it when the job starts): said at once.
+    pods.delete("streamed", &Default::default()).await.unwrap();
+    let queued = json!({"status": {"phase": "Submitted"}});
+    jobs.patch_status("streamed", &PatchParams::default(), &Patch::Merge(&queued))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (code, _, stderr) = run(args(&["logs", "streamed", "-n", "team-a"])).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("waits in Slurm's queue"), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "not after the Pod timeout"
+    );
+    let not_queued = json!({"status": {"phase": "Pending"}});
+    jobs.patch_status(
+        "streamed",
+        &PatchParams::default(),
+        &Patch::Merge(&not_queued),
+    )
+    .await
+    .unwrap();
+    pods.create(&Default::default(), &pod).await.unwrap();
     jobs.patch_status(
         "streamed",
         &PatchParams::default(),

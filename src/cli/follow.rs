@@ -380,7 +380,7 @@ impl LogsArgs {
         let (client, namespace) = self.kube.client(self.namespace.as_deref()).await?;
         let what = format!("slurmjob {}/{}", namespace, self.name);
         let jobs: Api<WholeSlurmJob> = Api::namespaced(client.clone(), &namespace);
-        let deadline = tokio::time::Instant::now() + self.pod_timeout;
+        let mut deadline = tokio::time::Instant::now() + self.pod_timeout;
         let job = read_until(deadline, &what, || jobs.get(&self.name)).await?;
         if job.spec.output.is_none() {
             let file = job
@@ -417,6 +417,7 @@ impl LogsArgs {
                 && let Some(status) = &job.status
                 && status.job_id.is_some()
                 && status.observed_generation >= job.metadata.generation
+                && status.phase.is_terminal()
                 && !output::may_create(status, chrono::Utc::now())
             {
                 let claim = job.spec.output.as_ref().map_or("", |o| o.volume.as_str());
@@ -427,6 +428,22 @@ impl LogsArgs {
                     status.phase,
                     output::CREATE_AFTER_END.num_minutes(),
                 )));
+            }
+            // Queued: the operator makes the Pod once the job starts (`output::may_create`).
+            // `-f` waits for that, its Pod timeout counted from then; a plain `logs` says so.
+            if pod.is_none()
+                && let Some(status) = &job.status
+                && status.job_id.is_some()
+                && status.observed_generation >= job.metadata.generation
+                && status.phase == crate::crd::slurmjob::Phase::Submitted
+            {
+                if !self.follow {
+                    return Err(CliError::Usage(format!(
+                        "{what}: its job waits in Slurm's queue, and its output Pod is made when \
+                         it starts: `logs -f` waits for that"
+                    )));
+                }
+                deadline = tokio::time::Instant::now() + self.pod_timeout;
             }
             if tokio::time::Instant::now() >= deadline {
                 let earlier = pod

@@ -25,7 +25,7 @@ use chrono::{DateTime, Utc};
 
 use crate::crd::SlurmJob;
 use crate::crd::pod_meta::PodPhase;
-use crate::crd::slurmjob::{JobOutput, SlurmJobStatus};
+use crate::crd::slurmjob::{JobOutput, Phase, SlurmJobStatus};
 
 /// Label on the streamer Pod naming its SlurmJob (orphans are found by it, not by memory): its
 /// name, or its uid where the name is longer than a label value may be.
@@ -143,12 +143,14 @@ impl Replacements {
     }
 }
 
-/// Whether a missing output Pod is created for the run `status` describes at `now`: while it
-/// has not ended, and within [`CREATE_AFTER_END`] of its end (an ended run without an end time,
-/// `Lost`, gets none).
+/// Whether a missing output Pod is created for the run `status` describes at `now`: once it
+/// has started, and within [`CREATE_AFTER_END`] of its end (an ended run without an end time,
+/// `Lost`, gets none). Not while it waits in the queue: a team's thousands of queued jobs would
+/// each hold a Pod (requests, a Pod of the quota, a look at the storage every second) for
+/// nothing; the streamer prints the file from its start whenever it comes.
 pub fn may_create(status: &SlurmJobStatus, now: DateTime<Utc>) -> bool {
     if !status.phase.is_terminal() {
-        return true;
+        return status.phase == Phase::Running;
     }
     status
         .end_time
@@ -989,7 +991,7 @@ mod tests {
         assert!(replacements.lock().len() <= Replacements::MAX);
     }
 
-    /// A missing Pod is created for a run that has not ended, and for one that ended within
+    /// A missing Pod is created for a run that has started, and for one that ended within
     /// `CREATE_AFTER_END`; not for one that ended before, or whose end is not known.
     #[test]
     fn a_missing_pod_is_created_until_a_while_after_the_end() {
@@ -1001,8 +1003,9 @@ mod tests {
         };
         let window = CREATE_AFTER_END.num_seconds();
         for (phase, ended_ago, created) in [
-            (Phase::Pending, None, true),
-            (Phase::Submitted, None, true),
+            // Not while it waits (not submitted yet, or queued in Slurm).
+            (Phase::Pending, None, false),
+            (Phase::Submitted, None, false),
             (Phase::Running, None, true),
             (Phase::Completed, Some(0), true),
             (Phase::Failed, Some(window - 1), true),
