@@ -1189,10 +1189,11 @@ async fn the_records_of_a_burst_of_submits_are_read_once_it_pauses() {
     synced(&mut poller.index).await;
     let tag = slurm.our_tag(&common::unique("burst-own"), 1);
     // As the SlurmJob controller tells the poller of each id its submit returned.
+    let uid = OwnerTag::parse(&tag).unwrap().uid().to_owned();
     let submitted = |index: &IndexReader, ids: &[u32]| {
         let state = index.borrow().clone();
         for id in ids {
-            state.submitted(*id);
+            state.submitted(*id, &uid);
         }
     };
 

@@ -144,9 +144,10 @@ impl ClusterState {
     /// [`Self::want`] for the id a submit of this process returned. The job is known to be
     /// ours without its record, so during a burst of submits the poller may read that record
     /// once the burst pauses (the job is in `unresolved` until then), sparing slurmctld and
-    /// slurmrestd a request per job while they take the submits.
-    pub fn submitted(&self, job_id: u32) {
-        self.wants.submitted(job_id);
+    /// slurmrestd a request per job while they take the submits. `uid`: the SlurmJob it was
+    /// submitted for.
+    pub fn submitted(&self, job_id: u32, uid: &str) {
+        self.wants.submitted(job_id, uid);
     }
 
     /// A SlurmJob follows `job_id` through an unsigned, legacy tag (a job the previous version
@@ -172,8 +173,9 @@ pub struct Wants(Mutex<Asked>);
 #[derive(Debug, Default)]
 struct Asked {
     wanted: BTreeSet<u32>,
-    /// The ids this process's submits returned, since the poller last took them.
-    submitted: BTreeSet<u32>,
+    /// The ids this process's submits returned, with the uid of the SlurmJob each was
+    /// submitted for, since the poller last took them.
+    submitted: BTreeMap<u32, String>,
     /// The ids followed through an unsigned tag, with their users, since the poller last took
     /// them.
     unsigned: BTreeMap<u32, String>,
@@ -194,14 +196,15 @@ impl Wants {
         }
     }
 
-    /// A submit of this process returned `job_id`: wanted, and known to be ours.
-    pub fn submitted(&self, job_id: u32) {
+    /// A submit of this process for the SlurmJob `uid` returned `job_id`: wanted, and known to
+    /// be ours.
+    pub fn submitted(&self, job_id: u32, uid: &str) {
         let mut asked = self.lock();
         if asked.wanted.len() < Self::MAX {
             asked.wanted.insert(job_id);
         }
         if asked.submitted.len() < Self::MAX {
-            asked.submitted.insert(job_id);
+            asked.submitted.insert(job_id, uid.to_owned());
         }
     }
 
@@ -223,8 +226,8 @@ impl Wants {
         std::mem::take(&mut self.lock().wanted)
     }
 
-    /// The ids submitted since the last take of them.
-    pub fn take_submitted(&self) -> BTreeSet<u32> {
+    /// The ids submitted since the last take of them, with their SlurmJobs' uids.
+    pub fn take_submitted(&self) -> BTreeMap<u32, String> {
         std::mem::take(&mut self.lock().submitted)
     }
 }

@@ -1282,7 +1282,7 @@ where
     // The run's own generation: an earlier one's job runs as that generation was submitted.
     let mut run_generation = generation;
     match outcome {
-        Outcome::Submitted { .. } => env.state.submitted(job_id),
+        Outcome::Submitted { .. } => env.state.submitted(job_id, target.uid),
         Outcome::Adopted { .. } => {
             // A submit in doubt made it: nothing is in doubt any more.
             env.submissions.clear_doubt(&tag);

@@ -983,9 +983,10 @@ impl Poller {
         let now = Instant::now();
         let fresh = self.wants.take_submitted();
         let burst = fresh.len() > self.tuning.submit_burst;
-        for id in fresh {
-            strategy::submit_returned(&mut self.tracker, id);
-            self.submitted.entry(id).or_insert(now);
+        let index = self.writer.borrow().clone();
+        for (id, uid) in &fresh {
+            strategy::submit_returned(&mut self.tracker, &index.jobs, *id, uid);
+            self.submitted.entry(*id).or_insert(now);
         }
         let held = if burst {
             self.submitted

@@ -331,15 +331,20 @@ impl<'a> Asks<'a> {
     }
 }
 
-/// A submit of this process returned `id`. Tracked as ours, the record under it is another
-/// job's (slurmctld lost its state and numbered again from where it was: it never hands a live
-/// id to a new job), or this very job's, read by a cycle before its submit returned: either
-/// way it is read again before the index speaks for it, the old record dropped meanwhile.
-/// Kept as ours, an unchanged state would never be read again, and the new job's SlurmJob
-/// would find no record of its own under the id and take its job for gone.
-pub fn submit_returned(tracker: &mut Tracker, id: u32) {
+/// A submit of this process for the SlurmJob `uid` returned `id`. Tracked as ours with a
+/// record of another SlurmJob's (`jobs`), the record is another job's: slurmctld lost its
+/// state and numbered again from where it was (it never hands a live id to a new job). It is
+/// read again before the index speaks for the id, the old record dropped meanwhile: kept as
+/// ours, an unchanged state would never be read again, and the new job's SlurmJob would find
+/// no record of its own under the id and take its job for gone. This very job's record, read
+/// by a cycle before its submit returned (common in a burst), is kept.
+pub fn submit_returned(tracker: &mut Tracker, jobs: &BTreeMap<u32, Job>, id: u32, uid: &str) {
+    let anothers = jobs
+        .get(&id)
+        .is_none_or(|record| record.owner.as_ref().is_none_or(|tag| tag.uid() != uid));
     if let Some(tracked) = tracker.get_mut(&id)
         && tracked.known == Known::Ours
+        && anothers
     {
         tracked.known = Known::Unresolved;
     }
@@ -1869,9 +1874,13 @@ mod tests {
             None,
             "as ours, the same state is not read again"
         );
-        submit_returned(&mut tracker, 7);
+        // This very job, read before its submit returned: kept as it is.
+        let own = jobs[&7].owner.as_ref().unwrap().uid().to_owned();
+        submit_returned(&mut tracker, &jobs, 7, &own);
+        assert_eq!(tracker[&7].known, Known::Ours);
+        submit_returned(&mut tracker, &jobs, 7, "another-slurmjob");
         // Someone else's under the id returned is read already (`Why::Wanted`): left as it is.
-        submit_returned(&mut tracker, 8);
+        submit_returned(&mut tracker, &jobs, 8, "another-slurmjob");
         assert_eq!(tracker[&8].known, foreign());
         assert_eq!(
             needs(tracker.get(&7), &listed("PENDING"), Ask::Submitted),

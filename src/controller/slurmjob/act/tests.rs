@@ -440,7 +440,10 @@ async fn a_submit_tells_the_poller_its_job_is_ours_an_adoption_only_names_it() {
         submitted.retry, None,
         "the poller reports a job it submitted"
     );
-    assert_eq!(world.index.wants.take_submitted(), BTreeSet::from([job_id]));
+    assert_eq!(
+        world.index.wants.take_submitted(),
+        BTreeMap::from([(job_id, "told-uid".to_owned())])
+    );
     assert_eq!(world.index.wants.take(), BTreeSet::from([job_id]));
 
     // A step that does not see the status written (a cache that lags) finds this process's
