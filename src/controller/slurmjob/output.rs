@@ -144,13 +144,18 @@ impl Replacements {
 }
 
 /// Whether a missing output Pod is created for the run `status` describes at `now`: once it
-/// has started, and within [`CREATE_AFTER_END`] of its end (an ended run without an end time,
-/// `Lost`, gets none). Not while it waits in the queue: a team's thousands of queued jobs would
-/// each hold a Pod (requests, a Pod of the quota, a look at the storage every second) for
-/// nothing; the streamer prints the file from its start whenever it comes.
+/// has started, and within [`CREATE_AFTER_END`] of its end if it ran (Slurm gave it nodes; an
+/// ended run without an end time, `Lost`, gets none). Not while it waits in the queue, nor
+/// for a job cancelled there: a team's thousands of queued jobs would each hold a Pod
+/// (requests, a Pod of the quota, a look at the storage every second) for nothing, and a
+/// cancel of them all would make as many at once; the streamer prints the file from its start
+/// whenever it comes.
 pub fn may_create(status: &SlurmJobStatus, now: DateTime<Utc>) -> bool {
     if !status.phase.is_terminal() {
         return status.phase == Phase::Running;
+    }
+    if status.nodes.is_none() {
+        return false;
     }
     status
         .end_time
@@ -496,7 +501,7 @@ pub enum PodStep {
     LookAgain(std::time::Duration),
     /// The run has ended and its Pod, told so, never started (`Pending`: a claim that does not
     /// exist or never binds, an image that cannot be pulled) though created [`ABANDON_AFTER`]
-    /// ago: deleted, not replaced. It would hold its requests and a Pod of the namespace's
+    /// ago, and none would be made again for the run ([`may_create`]): deleted. It would hold its requests and a Pod of the namespace's
     /// quota for as long as the SlurmJob exists.
     Abandon,
     Create,
@@ -571,6 +576,9 @@ pub fn pod_step(
                 Some(left) if left > chrono::TimeDelta::zero() => {
                     PodStep::LookAgain(left.to_std().unwrap_or_default())
                 }
+                // Not while a missing Pod would be made again for the run (within
+                // `CREATE_AFTER_END` of its end): it would be, as stuck, for another while.
+                _ if may_create => PodStep::LookAgain(std::time::Duration::from_secs(60)),
                 _ => PodStep::Abandon,
             }
         } else {
@@ -926,16 +934,19 @@ mod tests {
                 "{why}"
             );
         }
-        // Never started, its run ended, told, and ABANDON_AFTER old: deleted, whether or not a
-        // Pod may still be created (none is: the run has ended).
+        // Never started, its run ended, told, and ABANDON_AFTER old: deleted once no Pod
+        // would be made again for the run; until then looked at every minute.
         let mut stuck = told.clone();
         stuck.creation_timestamp = crate::crd::time::from_utc(now - ABANDON_AFTER);
-        for may_create in [true, false] {
-            assert_eq!(
-                step(Some(&stuck), Some(PodPhase::Pending), true, may_create),
-                PodStep::Abandon
-            );
-        }
+        assert_eq!(
+            step(Some(&stuck), Some(PodPhase::Pending), true, false),
+            PodStep::Abandon
+        );
+        assert_eq!(
+            step(Some(&stuck), Some(PodPhase::Pending), true, true),
+            PodStep::LookAgain(std::time::Duration::from_secs(60)),
+            "would be made again"
+        );
         assert_eq!(
             step(Some(&stuck), Some(PodPhase::Pending), false, true),
             PodStep::Nothing,
@@ -999,6 +1010,7 @@ mod tests {
         let run = |phase, ended_ago: Option<i64>| SlurmJobStatus {
             phase,
             end_time: status::time(ended_ago.map(|s| now - chrono::TimeDelta::seconds(s))),
+            nodes: Some("n1".into()),
             ..Default::default()
         };
         let window = CREATE_AFTER_END.num_seconds();
@@ -1020,6 +1032,12 @@ mod tests {
                 "{phase:?}, ended {ended_ago:?} s ago"
             );
         }
+        // Cancelled while queued: Slurm gave it no nodes (and its start is its end).
+        let never_ran = SlurmJobStatus {
+            nodes: None,
+            ..run(Phase::Cancelled, Some(0))
+        };
+        assert!(!may_create(&never_ran, now));
     }
 
     fn job(output: Option<JobOutput>) -> SlurmJob {
