@@ -112,8 +112,8 @@ CEL_RULES: dict[str, Callable[[Any], bool]] = {
     "isURL(self) && url(self).getScheme() in ['http', 'https']": _is_http_url,
     "self.type == 'RollingUpdate' || !has(self.rollingUpdate)":
         lambda s: s.get("type", "RollingUpdate") == "RollingUpdate" or "rollingUpdate" not in s,
-    "string(self).matches('^([1-9][0-9]*|(100|[1-9][0-9]?)%)$')":
-        lambda s: re.fullmatch(r"([1-9][0-9]*|(100|[1-9][0-9]?)%)", str(s)) is not None,
+    "string(self).matches('^([1-9][0-9]{0,8}|(100|[1-9][0-9]?)%)$')":
+        lambda s: re.fullmatch(r"([1-9][0-9]{0,8}|(100|[1-9][0-9]?)%)", str(s)) is not None,
     # SlurmCluster: http:// only when allowed; access entries.
     "!self.endpoint.lowerAscii().startsWith('http://') || self.allowInsecureHttp":
         lambda s: not _lower_ascii(s.get("endpoint", "")).startswith("http://") or s.get("allowInsecureHttp", False) is True,
