@@ -939,6 +939,18 @@ async fn the_first_sync_fetches_no_record_of_the_queue() {
     assert_eq!(still, skipped);
 }
 
+/// A poller through the proxy at `url` whose first sync takes jobs older than 2 s as old enough
+/// for accounting, and may read every record the shared Slurm holds (others' tests' jobs too).
+fn start_reading_everything(slurm: &common::LocalSlurm, url: &str) -> Running {
+    let tuning = poller::Tuning {
+        recent: Duration::from_secs(2),
+        detail_budget: 100_000,
+        ..poller::Tuning::default()
+    };
+    let config = ClientConfig::new(url).unwrap().allow_plaintext(true);
+    start_configured(config, slurm.credentials(), tuning, INTERVAL)
+}
+
 /// The newest job [`the_first_syncs_walk_skips_nothing_accounting_does_not_show`] submits:
 /// accounting answers for it and newer ones (other tests' jobs), for no older one.
 static ANSWERED_FROM: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(u32::MAX);
@@ -981,19 +993,12 @@ async fn the_first_syncs_walk_skips_nothing_accounting_does_not_show() {
     )
     .await;
     refusing.store(true, SeqCst);
-    let tuning = poller::Tuning {
-        recent: Duration::from_secs(2),
-        // Every listed record may be read in the first sync (the shared Slurm holds others').
-        detail_budget: 100_000,
-        ..poller::Tuning::default()
-    };
-    let config = ClientConfig::new(&url).unwrap().allow_plaintext(true);
     let Running {
         _handle,
         mut index,
         requests,
         ..
-    } = start_configured(config, slurm.credentials(), tuning, INTERVAL);
+    } = start_reading_everything(&slurm, &url);
     synced(&mut index).await;
     let state = index.borrow().clone();
     assert_eq!(
@@ -1033,16 +1038,9 @@ async fn without_slurmctlds_clock_the_first_sync_skips_nothing_unfetched() {
     })
     .await;
     refusing.store(true, std::sync::atomic::Ordering::SeqCst);
-    let tuning = poller::Tuning {
-        recent: Duration::from_secs(2),
-        // The walk may cover every job the shared Slurm holds: it stops at none.
-        detail_budget: 100_000,
-        ..poller::Tuning::default()
-    };
-    let config = ClientConfig::new(&url).unwrap().allow_plaintext(true);
     let Running {
         _handle, mut index, ..
-    } = start_configured(config, slurm.credentials(), tuning, INTERVAL);
+    } = start_reading_everything(&slurm, &url);
     synced(&mut index).await;
     let state = index.borrow().clone();
     assert!(state.health.is_up(), "{:?}", state.health);

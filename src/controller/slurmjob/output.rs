@@ -517,6 +517,21 @@ impl PodStep {
     }
 }
 
+/// How long until the Pod is `age` old at `now`; `None` once it is, or when its creation time
+/// is not known.
+fn younger_by(
+    pod: &ObjectMeta,
+    age: chrono::TimeDelta,
+    now: DateTime<Utc>,
+) -> Option<std::time::Duration> {
+    let created = pod
+        .creation_timestamp
+        .as_ref()
+        .and_then(crate::crd::time::to_utc)?;
+    let left = created + age - now;
+    (left > chrono::TimeDelta::zero()).then(|| left.to_std().unwrap_or_default())
+}
+
 /// What the output Pod of run `job_id` of the SlurmJob `owner` (its uid) needs at `now`, from
 /// the Pod of the SlurmJob's name as known (`None`: there is none). `min_age`: how old a Pod
 /// that stopped early must be to be replaced ([`replace_after`]).
@@ -555,31 +570,19 @@ pub fn pod_step(
         };
         let stopped = matches!(phase, Some(PodPhase::Failed | PodPhase::Succeeded));
         if stopped_early && may_create && pod.deletion_timestamp.is_none() {
-            let created = pod
-                .creation_timestamp
-                .as_ref()
-                .and_then(crate::crd::time::to_utc);
-            match created.map(|at| at + min_age - now) {
-                Some(left) if left > chrono::TimeDelta::zero() => {
-                    PodStep::LookAgain(left.to_std().unwrap_or_default())
-                }
-                _ => PodStep::Replace,
+            match younger_by(pod, min_age, now) {
+                Some(left) => PodStep::LookAgain(left),
+                None => PodStep::Replace,
             }
         } else if !stopped && to_tell(pod, job_id, ended) {
             PodStep::TellEnded
         } else if ended && phase == Some(PodPhase::Pending) && pod.deletion_timestamp.is_none() {
-            let created = pod
-                .creation_timestamp
-                .as_ref()
-                .and_then(crate::crd::time::to_utc);
-            match created.map(|at| at + ABANDON_AFTER - now) {
-                Some(left) if left > chrono::TimeDelta::zero() => {
-                    PodStep::LookAgain(left.to_std().unwrap_or_default())
-                }
+            match younger_by(pod, ABANDON_AFTER, now) {
+                Some(left) => PodStep::LookAgain(left),
                 // Not while a missing Pod would be made again for the run (within
                 // `CREATE_AFTER_END` of its end): it would be, as stuck, for another while.
-                _ if may_create => PodStep::LookAgain(std::time::Duration::from_secs(60)),
-                _ => PodStep::Abandon,
+                None if may_create => PodStep::LookAgain(std::time::Duration::from_secs(60)),
+                None => PodStep::Abandon,
             }
         } else {
             PodStep::Nothing
