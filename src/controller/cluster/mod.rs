@@ -312,6 +312,11 @@ async fn apply(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error> {
         }
     };
 
+    // The checks above may take a while (each slurmrestd request up to its timeout): a replica
+    // that lost the Lease meanwhile writes nothing, as the new leader may have written already.
+    if !ctx.leadership.is_leader() {
+        return Err(Error::RegistrationLost);
+    }
     let current = cluster.status.as_ref();
     let desired = status::desired(
         current,
@@ -417,10 +422,32 @@ fn same_cluster(cluster: &SlurmCluster, now: &str, ctx: &Context) -> Result<(), 
 /// `cluster` (`namespace/name`); and each watched namespace that refuses the operator and
 /// might use it (`namespace/*`): what it holds is not known, and a move is not undone.
 fn holders(cluster: &SlurmCluster, ctx: &Context) -> Result<Vec<String>, Error> {
+    let name = cluster.name_any();
     let mut holders = ctx
         .slurmjobs
-        .with_live_jobs(&cluster.name_any())
+        .with_live_jobs(&name)
         .ok_or(Error::SlurmJobsNotListed)?;
+    // And every SlurmJob a deletion begun now would wait for: one whose submit answer was lost
+    // (no job id in its status yet) or whose job the current connection's index shows. Moved,
+    // its job would run on where nothing follows it, and the SlurmJob submit again elsewhere.
+    let index = ctx
+        .clusters
+        .get(&ObjectRef::from_obj(cluster))
+        .map(|handle| Arc::clone(&handle.index.borrow()));
+    let now = Utc::now();
+    let as_if_deleted = DeletedCluster {
+        name: &name,
+        index: index.as_deref(),
+        deleted_at: Some(now),
+        now,
+    };
+    holders.extend(
+        ctx.slurmjobs
+            .holding(&as_if_deleted, ctx)
+            .ok_or(Error::SlurmJobsNotListed)?,
+    );
+    holders.sort();
+    holders.dedup();
     holders.extend(ctx.nodesets.holding(cluster, &ctx.refused));
     let may_use = |namespace: &str| {
         cluster
@@ -755,6 +782,9 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
 /// `DeletionBlocked=True` with what holds the deleted SlurmCluster (`error`), written when it
 /// says something new: the admin sees in the object why it stays `Terminating`.
 async fn say_blocked(cluster: &SlurmCluster, error: &Error, ctx: &Context) -> Result<(), Error> {
+    if !ctx.leadership.is_leader() {
+        return Err(Error::RegistrationLost);
+    }
     let mut desired = cluster.status.clone().unwrap_or_default();
     let changed = crate::crd::condition::upsert(
         &mut desired.conditions,

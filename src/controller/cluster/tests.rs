@@ -1190,6 +1190,47 @@ async fn deletion_waits_for_the_slurmnodesets_that_still_need_it() {
     expect_released(cluster, &ctx, api).await;
 }
 
+/// A SlurmJob whose submit answer was lost (no job id in its status: the job may run in the
+/// first Slurm cluster) holds its SlurmCluster's endpoint as a running job does: moved, that
+/// job would run on where nothing follows it, and the SlurmJob would submit again elsewhere.
+#[tokio::test]
+async fn a_submit_in_doubt_keeps_the_connection_from_following_the_endpoint() {
+    let Some(slurm) = local_slurm() else { return };
+    let key_bytes = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
+    let (ctx, mut api) = Context::test();
+    let mut cluster = finalized(cluster("c9", &slurm["SLURM_REST_URL"]));
+    if let Some(jwt) = cluster.spec.auth.jwt.as_mut() {
+        jwt.user = slurm["SLURM_USER"].clone();
+    }
+    let cluster = with_status(
+        cluster,
+        crate::crd::SlurmClusterStatus {
+            cluster_name: Some("elsewhere".into()),
+            ..Default::default()
+        },
+    );
+    let in_doubt = serde_json::json!({"phase": "Pending"});
+    let _writer = cached_slurmjobs(&ctx, vec![slurmjob("in-doubt", "c9", true, in_doubt)]);
+    let ctx = Arc::new(ctx);
+    let expected = cluster.clone();
+    let secret = key_secret(&key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        let status = api.expect_status_apply(&expected).await;
+        api.expect_event(&expected, "Warning", "SlurmClusterChanged")
+            .await;
+        status
+    });
+    let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap_err();
+    let status = server.await.unwrap();
+    assert_eq!(error.category(), "SlurmClusterChanged");
+    let message = &condition::find(&status.conditions, READY).unwrap().message;
+    assert!(message.contains("team/in-doubt"), "{message}");
+    assert!(!ctx.clusters.contains(&ObjectRef::from_obj(&cluster)));
+}
+
 /// A SlurmCluster whose status names the Slurm cluster its SlurmJobs' jobs are in does not
 /// follow its endpoint to another one while any of them has not ended (the real local Slurm
 /// stands for "another one": the status says `elsewhere`). Its first connection is not made,
