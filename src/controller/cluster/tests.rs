@@ -1190,6 +1190,22 @@ async fn deletion_waits_for_the_slurmnodesets_that_still_need_it() {
     expect_released(cluster, &ctx, api).await;
 }
 
+/// A finalized SlurmCluster `name` whose endpoint is the local Slurm's slurmrestd while its
+/// status names another Slurm cluster (`elsewhere`): its endpoint moved to another cluster.
+fn moved_to_local_slurm(name: &str, slurm: &HashMap<String, String>) -> SlurmCluster {
+    let mut cluster = finalized(cluster(name, &slurm["SLURM_REST_URL"]));
+    if let Some(jwt) = cluster.spec.auth.jwt.as_mut() {
+        jwt.user = slurm["SLURM_USER"].clone();
+    }
+    with_status(
+        cluster,
+        crate::crd::SlurmClusterStatus {
+            cluster_name: Some("elsewhere".into()),
+            ..Default::default()
+        },
+    )
+}
+
 /// A SlurmJob whose submit answer was lost (no job id in its status: the job may run in the
 /// first Slurm cluster) holds its SlurmCluster's endpoint as a running job does: moved, that
 /// job would run on where nothing follows it, and the SlurmJob would submit again elsewhere.
@@ -1198,17 +1214,7 @@ async fn a_submit_in_doubt_keeps_the_connection_from_following_the_endpoint() {
     let Some(slurm) = local_slurm() else { return };
     let key_bytes = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
     let (ctx, mut api) = Context::test();
-    let mut cluster = finalized(cluster("c9", &slurm["SLURM_REST_URL"]));
-    if let Some(jwt) = cluster.spec.auth.jwt.as_mut() {
-        jwt.user = slurm["SLURM_USER"].clone();
-    }
-    let cluster = with_status(
-        cluster,
-        crate::crd::SlurmClusterStatus {
-            cluster_name: Some("elsewhere".into()),
-            ..Default::default()
-        },
-    );
+    let cluster = moved_to_local_slurm("c9", &slurm);
     let in_doubt = serde_json::json!({"phase": "Pending"});
     let _writer = cached_slurmjobs(&ctx, vec![slurmjob("in-doubt", "c9", true, in_doubt)]);
     let ctx = Arc::new(ctx);
@@ -1242,17 +1248,7 @@ async fn a_connection_never_follows_the_endpoint_to_another_slurm_cluster_in_use
     let key_bytes = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
     let real_name = slurm["SLURM_CLUSTER_NAME"].clone();
     let (ctx, mut api) = Context::test();
-    let mut cluster = finalized(cluster("c8", &slurm["SLURM_REST_URL"]));
-    if let Some(jwt) = cluster.spec.auth.jwt.as_mut() {
-        jwt.user = slurm["SLURM_USER"].clone();
-    }
-    let cluster = with_status(
-        cluster,
-        crate::crd::SlurmClusterStatus {
-            cluster_name: Some("elsewhere".into()),
-            ..Default::default()
-        },
-    );
+    let cluster = moved_to_local_slurm("c8", &slurm);
     let key = ObjectRef::from_obj(&cluster);
     let running = serde_json::json!({"phase": "Running", "jobId": 5, "observedGeneration": 1, "submittedGeneration": 1});
     let ended = serde_json::json!({"phase": "Completed", "jobId": 6, "observedGeneration": 1, "submittedGeneration": 1});
