@@ -593,6 +593,15 @@ fn admission_cases() -> Vec<Case> {
             "spec.replicas in body should be less than or equal to 2147483647",
         ),
         n(
+            "SlurmNodeSet: probe port 3000000000 (past int32)",
+            json!({"template": {"spec": {"containers": [{
+                "name": "slurmd", "image": "slurmd:24.11",
+                "livenessProbe": {"tcpSocket": {"port": 3_000_000_000_i64}},
+            }]}}}),
+            "spec.template.spec.containers[0].livenessProbe.tcpSocket.port in body should be \
+             less than or equal to 65535",
+        ),
+        n(
             "SlurmNodeSet: realMemory 0Mi",
             json!({"slurm": {"realMemory": "0Mi"}}),
             "realMemory must be a positive quantity",

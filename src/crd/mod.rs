@@ -115,7 +115,8 @@ pub struct RenderError {
 ///
 /// These are `SlurmCluster::crd()` etc. with field descriptions reflowed: doc comments are wrapped at
 /// 100 columns in the source, and `kubectl explain` should see paragraphs, not those line breaks;
-/// and with every `int32` bounded (see [`bound_int32`]).
+/// and with every `int32` and every int-or-string port bounded (see [`bound_int32`] and
+/// [`bound_int_or_string_ports`]).
 pub fn all() -> Vec<CustomResourceDefinition> {
     let mut crds = vec![SlurmCluster::crd(), SlurmJob::crd(), SlurmNodeSet::crd()];
     for crd in &mut crds {
@@ -130,6 +131,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
                         *description = reflow(description);
                     }
                     bound_int32(s);
+                    bound_int_or_string_ports(s);
                 });
             }
         }
@@ -150,6 +152,21 @@ fn bound_int32(schema: &mut JSONSchemaProps) {
     let (min, max) = (f64::from(i32::MIN), f64::from(i32::MAX));
     schema.minimum = Some(schema.minimum.map_or(min, |m| m.max(min)));
     schema.maximum = Some(schema.maximum.map_or(max, |m| m.min(max)));
+}
+
+/// Give each int-or-string `port` property (`httpGet` and `tcpSocket` in probes and lifecycle
+/// handlers) the port range as `minimum`/`maximum`. Nothing bounds an int-or-string node by
+/// itself, so the API server stored `port: 3000000000`, which `IntOrString` (int32) cannot
+/// hold: that one SlurmNodeSet failed the list of every SlurmNodeSet. A Pod refuses a number
+/// outside 1–65535 anyway; with the bounds `kubectl apply` says so. Numeric bounds do not apply
+/// to a string (a named port).
+fn bound_int_or_string_ports(schema: &mut JSONSchemaProps) {
+    for (name, child) in schema.properties.iter_mut().flatten() {
+        if name == "port" && child.x_kubernetes_int_or_string == Some(true) {
+            child.minimum = Some(1.0);
+            child.maximum = Some(65535.0);
+        }
+    }
 }
 
 /// Call `f` on `schema` and on every schema nested in it (properties, items,

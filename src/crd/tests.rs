@@ -513,6 +513,52 @@ fn every_int32_is_bounded() {
     assert!(serde_json::from_value::<SlurmNodeSet>(nodeset).is_err());
 }
 
+/// Every int-or-string node the operator decodes as `IntOrString` (int32) is bounded, so the API
+/// server refuses what the operator could not read; the others are quantities (any number
+/// decodes) or carry a rule of their own.
+#[test]
+fn every_int_or_string_is_bounded_or_a_quantity() {
+    fn walk(node: &Value, path: &str, out: &mut Vec<String>) {
+        if node.get("x-kubernetes-int-or-string") == Some(&json!(true)) {
+            let last = path.rsplit('.').next().unwrap_or_default();
+            let ruled = node.get("x-kubernetes-validations").is_some();
+            let bounded = node.get("minimum") == Some(&json!(1.0))
+                && node.get("maximum") == Some(&json!(65535.0));
+            let quantity = ["additionalProperties", "divisor", "sizeLimit", "maxRSS"];
+            if !(ruled || (last == "port" && bounded) || quantity.contains(&last)) {
+                out.push(path.to_owned());
+            }
+        }
+        for (name, child) in node["properties"].as_object().into_iter().flatten() {
+            walk(child, &format!("{path}.{name}"), out);
+        }
+        for key in ["items", "additionalProperties"] {
+            if let Some(child) = node.get(key).filter(|c| c.is_object()) {
+                walk(child, &format!("{path}.{key}"), out);
+            }
+        }
+    }
+    let mut unbounded = Vec::new();
+    for (name, schema) in schemas() {
+        walk(&schema, &name, &mut unbounded);
+    }
+    assert!(unbounded.is_empty(), "{unbounded:#?}");
+
+    // Why: a port past int32 is what the operator cannot read; the bound is inside int32.
+    let nodeset = |port: Value| {
+        json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmNodeSet",
+            "metadata": {"name": "x", "namespace": "default"},
+            "spec": {"clusterName": "main", "replicas": 1,
+                     "template": {"spec": {"containers": [{"name": "slurmd",
+                         "livenessProbe": {"tcpSocket": {"port": port}}}]}}},
+        })
+    };
+    assert!(serde_json::from_value::<SlurmNodeSet>(nodeset(json!(65535))).is_ok());
+    assert!(serde_json::from_value::<SlurmNodeSet>(nodeset(json!("slurmd"))).is_ok());
+    assert!(serde_json::from_value::<SlurmNodeSet>(nodeset(json!(3_000_000_000u64))).is_err());
+}
+
 #[test]
 fn crd_schemas_are_structural() {
     let mut all_errs = Vec::new();
