@@ -24,7 +24,7 @@ done
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-(cd "$repo" && cargo run --quiet --bin slurm-operator -- crd --out-dir "$out")
+(cd "$repo" && cargo run --locked --quiet --bin slurm-operator -- crd --out-dir "$out")
 compgen -G "$out/*.yaml" >/dev/null || { echo "gen-crds: no CRDs were generated" >&2; exit 1; }
 
 # Every directory that holds a copy of the generated CRDs.

@@ -52,7 +52,7 @@ source hack/lib/slurm-common.sh
 source "$SLURM_BASE/$flavour/env"
 
 cargo build --quiet --locked
-bin=target/debug/slurm-operator
+bin=${CARGO_TARGET_DIR:-target}/debug/slurm-operator
 "$bin" check --url "$SLURM_REST_URL" --jwt-key "$SLURM_JWT_KEY" --user "$SLURM_USER"
 echo
 

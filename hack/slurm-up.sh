@@ -245,9 +245,13 @@ slurm_start_slurmctld
 # own pid file only after that point, so wait for it before starting the next.
 for n in "${SLURM_STATIC_NODES[@]}"; do
     slurm_spawn "slurmd-$n" chroot "$R" slurmd -D -N "$n"
-    for _ in $(seq 100); do
-        [[ -s "$R/run/slurmd-$n.pid" ]] && break
-        slurm_pid_alive "$SLURM_STATE_DIR/slurmd-$n.pid" slurmd || break
+    # spawned_alive, not slurm_pid_alive: until its last exec the child is named bash, setsid or
+    # chroot, and a name check would end the wait at once.
+    until [[ -s "$R/run/slurmd-$n.pid" ]]; do
+        spawned_alive "slurmd-$n" \
+            || fail_start "slurmd-$n died" "$SLURM_STATE_DIR/slurmd-$n.out" "$R/var/log/slurm/slurmd-$n.log"
+        ((SECONDS < deadline)) \
+            || fail_start "timed out waiting for slurmd-$n to write its pid file" "$SLURM_STATE_DIR/slurmd-$n.out" "$R/var/log/slurm/slurmd-$n.log"
         sleep 0.05
     done
 done

@@ -62,8 +62,20 @@ slurm_select_flavour() {
     SLURM_STATIC_NODES=(n1 n2 n3)
 }
 
+# $SLURM_BASE holds the root filesystem root runs daemons from, the keys and the lock file:
+# private to its owner (the chrooted daemons never walk the host path), and refused when
+# another user made it first (in /var/tmp anyone may) or it is a symlink.
+slurm_secure_base() {
+    [[ ! -L "$SLURM_BASE" ]] || die "$SLURM_BASE is a symlink; remove it or set SLURM_OPERATOR_BASE"
+    mkdir -p -m 0700 "$SLURM_BASE"
+    [[ -O "$SLURM_BASE" ]] \
+        || die "$SLURM_BASE belongs to another user; remove it or set SLURM_OPERATOR_BASE"
+    chmod 0700 "$SLURM_BASE"
+}
+
 # Serialise scripts working on the same flavour. Takes fd 9; daemons are started with 9>&-.
 slurm_lock() {
+    slurm_secure_base
     mkdir -p "$SLURM_FLAVOUR_DIR"
     exec 9>"$SLURM_LOCK_FILE"
     if ! flock -w "${SLURM_LOCK_TIMEOUT:-180}" 9; then
@@ -198,15 +210,44 @@ slurm_root_ready() {
         && [[ -x "$SLURM_ROOT/usr/sbin/slurmdbd" && -x "$SLURM_ROOT/usr/sbin/mariadbd" ]]
 }
 
-slurm_ensure_debootstrap() {
-    if command -v debootstrap >/dev/null 2>&1; then return; fi
-    log "installing debootstrap on the host"
+# The host's own tools: debootstrap builds the root, curl asks slurmrestd whether it answers,
+# ss (iproute2) whether a daemon listens. A minimal Debian lacks the last two.
+slurm_ensure_host_tools() {
+    local tool pkgs=()
+    for tool in debootstrap:debootstrap curl:curl ss:iproute2; do
+        command -v "${tool%%:*}" >/dev/null 2>&1 || pkgs+=("${tool#*:}")
+    done
+    ((${#pkgs[@]})) || return 0
+    log "installing on the host: ${pkgs[*]}"
     mkdir -p "$SLURM_BASE"
-    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; } \
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}"; } \
             >"$SLURM_BASE/host-apt.log" 2>&1; then
         tail -n 20 "$SLURM_BASE/host-apt.log" >&2
-        die "could not install debootstrap on the host (log: $SLURM_BASE/host-apt.log)"
+        die "could not install ${pkgs[*]} on the host (log: $SLURM_BASE/host-apt.log)"
     fi
+}
+
+# The apt steps of slurm_install_packages. Each step returns on failure: called on the left of
+# `||`, the function runs with `set -e` off, and a failed `apt-get update` or `install` must
+# not leave a root marked ready without its packages (nor skip the optional ones unnoticed).
+slurm_apt_install_missing() {
+    local p pkgs=()
+    slurm_chroot apt-get update -qq || return 1
+    for p in "${SLURM_ROOT_PACKAGES[@]}"; do
+        slurm_chroot dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed' \
+            || pkgs+=("$p")
+    done
+    for p in "${SLURM_ROOT_OPTIONAL_PACKAGES[@]}"; do
+        if slurm_chroot dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
+            continue
+        fi
+        if slurm_chroot apt-cache show "$p" >/dev/null 2>&1; then pkgs+=("$p"); fi
+    done
+    if ((${#pkgs[@]})); then
+        slurm_chroot env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" \
+            || return 1
+    fi
+    slurm_chroot apt-get clean
 }
 
 # slurm_install_packages BUILT: installs every required package the root lacks (all of them in a new
@@ -214,24 +255,8 @@ slurm_ensure_debootstrap() {
 # the marker listing what the root holds (BUILT: when debootstrap made it). The root must be
 # mounted.
 slurm_install_packages() {
-    local built=$1 r=$SLURM_ROOT p pkgs=() installed
-    {
-        slurm_chroot apt-get update -qq
-        for p in "${SLURM_ROOT_PACKAGES[@]}"; do
-            slurm_chroot dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed' \
-                || pkgs+=("$p")
-        done
-        for p in "${SLURM_ROOT_OPTIONAL_PACKAGES[@]}"; do
-            if slurm_chroot dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
-                continue
-            fi
-            if slurm_chroot apt-cache show "$p" >/dev/null 2>&1; then pkgs+=("$p"); fi
-        done
-        if ((${#pkgs[@]})); then
-            slurm_chroot env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
-        fi
-        slurm_chroot apt-get clean
-    } >>"$SLURM_FLAVOUR_DIR/apt.log" 2>&1 || {
+    local built=$1 r=$SLURM_ROOT p installed
+    slurm_apt_install_missing >>"$SLURM_FLAVOUR_DIR/apt.log" 2>&1 || {
         tail -n 30 "$SLURM_FLAVOUR_DIR/apt.log" >&2
         die "package installation failed (log: $SLURM_FLAVOUR_DIR/apt.log)"
     }
@@ -260,6 +285,7 @@ slurm_install_packages() {
 # Builds the root filesystem if it is absent or was not completed; a complete root that lacks
 # packages this version needs (cached by an older script) only gets those installed.
 slurm_ensure_root() {
+    slurm_ensure_host_tools
     if slurm_root_ready; then return; fi
     local t0=$SECONDS mirror script="" missing
     if slurm_root_built; then
@@ -272,7 +298,6 @@ slurm_ensure_root() {
         return
     fi
     mirror=$(slurm_debian_mirror)
-    slurm_ensure_debootstrap
     if [[ -e "$SLURM_ROOT" ]]; then
         log "removing incomplete root $SLURM_ROOT"
         slurm_remove_root
@@ -558,11 +583,14 @@ slurm_ensure_tenant_accounting() {
 
 # Fresh keys (called on every cold start).
 slurm_write_keys() {
-    local r=$SLURM_ROOT
-    head -c 1024 /dev/urandom >"$r/etc/slurm/slurm.key"
-    head -c 32 /dev/urandom >"$r/etc/slurm/jwt_hs256.key"
-    slurm_chroot chown slurm:slurm /etc/slurm/slurm.key /etc/slurm/jwt_hs256.key
-    chmod 600 "$r/etc/slurm/slurm.key" "$r/etc/slurm/jwt_hs256.key"
+    local r=$SLURM_ROOT f
+    # Made 0600 from the start (umask in a subshell) and moved into place whole: the JWT key
+    # mints a token for any user.
+    for f in slurm.key:1024 jwt_hs256.key:32; do
+        (umask 077 && head -c "${f#*:}" /dev/urandom >"$r/etc/slurm/${f%%:*}.new")
+        slurm_chroot chown slurm:slurm "/etc/slurm/${f%%:*}.new"
+        mv -f "$r/etc/slurm/${f%%:*}.new" "$r/etc/slurm/${f%%:*}"
+    done
 }
 
 slurm_prepare_dirs() {
