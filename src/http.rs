@@ -4,19 +4,28 @@
 //! - `/readyz`: 200 once the controllers run (their caches are filled), 503 before and while
 //!   shutting down (readiness);
 //! - `/metrics`: the Prometheus/OpenMetrics text exposition of [`Metrics`].
+//!
+//! Every Pod of the cluster may reach the port (the chart's NetworkPolicy is off by default),
+//! so the server bounds what one client can hold: see [`serve`].
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tracing::warn;
 
 use crate::metrics::Metrics;
 
@@ -44,24 +53,42 @@ impl Error {
     }
 }
 
-/// Whether the operator is ready; flipped by the runtime.
+const NOT_READY: u8 = 0;
+const READY: u8 = 1;
+const STOPPING: u8 = 2;
+
+/// Whether the operator is ready: not ready at first, ready once its controllers run, and not
+/// ready for good once it stops (a late [`Readiness::ready`] cannot undo [`Readiness::stop`]).
 #[derive(Debug, Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+pub struct Readiness(Arc<AtomicU8>);
 
 impl Readiness {
-    pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::Relaxed);
+    /// Ready, unless the operator is already stopping.
+    pub fn ready(&self) {
+        let _ = self
+            .0
+            .compare_exchange(NOT_READY, READY, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Not ready from now on.
+    pub fn stop(&self) {
+        self.0.store(STOPPING, Ordering::Release);
     }
 
     pub fn get(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.load(Ordering::Acquire) == READY
     }
 }
+
+/// How many `/metrics` answers are encoded at once: each walks every cached object on a
+/// worker thread; more requests wait their turn instead of taking every worker.
+const METRICS_AT_ONCE: usize = 2;
 
 #[derive(Clone)]
 struct AppState {
     metrics: Arc<Metrics>,
     readiness: Readiness,
+    encoding: Arc<Semaphore>,
 }
 
 /// The routes, without a listener (tests can drive it directly).
@@ -70,7 +97,11 @@ pub fn router(metrics: Arc<Metrics>, readiness: Readiness) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .with_state(AppState { metrics, readiness })
+        .with_state(AppState {
+            metrics,
+            readiness,
+            encoding: Arc::new(Semaphore::new(METRICS_AT_ONCE)),
+        })
 }
 
 async fn healthz() -> &'static str {
@@ -86,6 +117,8 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
+    // Never closed, so the permit always comes.
+    let _turn = state.encoding.acquire().await;
     match state.metrics.encode() {
         Ok(text) => ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text).into_response(),
         Err(_) => (
@@ -139,16 +172,97 @@ fn dual_stack(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::from_std(socket.into())
 }
 
-/// Serve `router` until `shutdown` is cancelled; requests in flight finish first.
+/// What one client may hold of the server. A request's head must arrive within
+/// `header_read_timeout` (which also closes a keep-alive connection idle that long) and fit in
+/// `max_buf_size`; a connection is closed after `lifetime` (after its request in flight), and
+/// past `connections` open ones a new one is closed at once. Without them (axum's own `serve`
+/// sets no timer, so hyper enforces no header timeout) a few hundred connections that each
+/// send a partial head and wait held the operator's memory until it was OOM-killed.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub header_read_timeout: Duration,
+    pub max_buf_size: usize,
+    pub lifetime: Duration,
+    pub connections: usize,
+    /// How long a connection may take to finish its request once told to close.
+    pub close_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(5),
+            max_buf_size: 16 * 1024,
+            lifetime: Duration::from_secs(60),
+            connections: 256,
+            close_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Serve `router` with `limits` until `shutdown` is cancelled; requests in flight finish
+/// first (each within `close_grace`).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: CancellationToken,
+    limits: Limits,
 ) -> Result<(), Error> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-        .map_err(Error::Serve)
+    let slots = Arc::new(Semaphore::new(limits.connections));
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_buf_size);
+    loop {
+        let stream = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                // The peer gave up before the accept: nothing to do.
+                Err(e) if is_connection_error(&e) => continue,
+                // Out of file descriptors, say: try again shortly rather than spin.
+                Err(error) => {
+                    warn!(%error, "the health and metrics server cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let connection = http.serve_connection(
+            TokioIo::new(stream),
+            TowerToHyperService::new(router.clone()),
+        );
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => return,
+                () = tokio::time::sleep(limits.lifetime) => {}
+                () = shutdown.cancelled() => {}
+            }
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(limits.close_grace, connection).await;
+        });
+    }
+    drop(listener);
+    // Every connection returns its slot within `close_grace` of the shutdown.
+    let _all = slots
+        .acquire_many(u32::try_from(limits.connections).unwrap_or(u32::MAX))
+        .await;
+    Ok(())
+}
+
+/// Errors of one connection, not of the listener (as hyper's and axum's accept loops judge).
+fn is_connection_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
+    )
 }
 
 #[cfg(test)]
@@ -167,6 +281,7 @@ mod tests {
             listener,
             router(metrics, readiness.clone()),
             shutdown.clone(),
+            Limits::default(),
         ));
         crate::tls::install_crypto_provider();
         let http = reqwest::Client::new();
@@ -178,7 +293,7 @@ mod tests {
 
         assert_eq!(get("/healthz").await.status(), 200);
         assert_eq!(get("/readyz").await.status(), 503);
-        readiness.set(true);
+        readiness.ready();
         assert_eq!(get("/readyz").await.status(), 200);
         let response = get("/metrics").await;
         assert_eq!(response.status(), 200);
@@ -192,9 +307,135 @@ mod tests {
             "{text}"
         );
         assert_eq!(get("/nope").await.status(), 404);
+        readiness.stop();
+        assert_eq!(get("/readyz").await.status(), 503);
 
         shutdown.cancel();
         server.await.unwrap().unwrap();
+    }
+
+    #[test]
+    fn readiness_once_stopped_stays_stopped() {
+        let readiness = Readiness::default();
+        assert!(!readiness.get());
+        readiness.stop();
+        // The controllers' late "running" (a race with the signal) does not undo the stop.
+        readiness.ready();
+        assert!(!readiness.get());
+    }
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    /// A server with `limits` on a free port of the loopback.
+    async fn limited(limits: Limits) -> (SocketAddr, CancellationToken) {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let router = router(Metrics::new(), Readiness::default());
+        tokio::spawn(serve(listener, router, shutdown.clone(), limits));
+        (addr, shutdown)
+    }
+
+    /// What the server sends before it closes the connection (bounded: a server that never
+    /// closes fails the test instead of hanging it). A close with our bytes unread is a reset.
+    async fn until_closed(stream: &mut TcpStream) -> String {
+        let mut got = Vec::new();
+        match tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut got))
+            .await
+            .expect("the server closes the connection")
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("read: {e}"),
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    }
+
+    async fn healthz(addr: SocketAddr) -> String {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        until_closed(&mut stream).await
+    }
+
+    #[tokio::test]
+    async fn a_client_that_never_finishes_its_request_head_is_closed() {
+        let (addr, _shutdown) = limited(Limits {
+            header_read_timeout: Duration::from_millis(300),
+            ..Limits::default()
+        })
+        .await;
+        // Half a head, then nothing: closed once the header timeout passes (hyper answers 408).
+        let mut slow = TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        let answer = until_closed(&mut slow).await;
+        assert!(!answer.contains("200 OK"), "{answer}");
+        // A keep-alive connection left idle is closed the same way.
+        let mut idle = TcpStream::connect(addr).await.unwrap();
+        idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        assert!(until_closed(&mut idle).await.starts_with("HTTP/1.1 200 OK"));
+    }
+
+    #[tokio::test]
+    async fn a_request_head_larger_than_the_buffer_is_refused() {
+        let (addr, _shutdown) = limited(Limits::default()).await;
+        let mut big = TcpStream::connect(addr).await.unwrap();
+        let mut head = b"GET /healthz HTTP/1.1\r\nX-Pad: ".to_vec();
+        head.extend(std::iter::repeat_n(b'a', 64 * 1024));
+        // The server may close before it has read all of it.
+        let _ = big.write_all(&head).await;
+        let answer = until_closed(&mut big).await;
+        assert!(!answer.contains("200 OK"), "{answer}");
+        assert!(healthz(addr).await.starts_with("HTTP/1.1 200 OK"));
+    }
+
+    #[tokio::test]
+    async fn connections_past_the_limit_are_closed_at_once_and_slots_come_back() {
+        let (addr, _shutdown) = limited(Limits {
+            connections: 2,
+            ..Limits::default()
+        })
+        .await;
+        // Two connections hold both slots (a partial head: the 5 s header timeout is far).
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            stream
+                .write_all(b"GET /healthz HTTP/1.1\r\n")
+                .await
+                .unwrap();
+            held.push(stream);
+        }
+        // Let the server accept both before the third comes.
+        let answer = loop {
+            let answer = healthz(addr).await;
+            if answer.is_empty() {
+                break answer;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(answer, "", "a third connection gets nothing");
+        // A slot freed by a client that leaves serves the next one.
+        drop(held.pop());
+        let served = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                let answer = healthz(addr).await;
+                if !answer.is_empty() {
+                    break answer;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("a slot comes back");
+        assert!(served.starts_with("HTTP/1.1 200 OK"), "{served}");
     }
 
     /// The default address, `[::]`, takes connections over IPv4 and over IPv6 (where the host

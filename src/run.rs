@@ -440,12 +440,13 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
         listener,
         http::router(metrics.clone(), readiness.clone()),
         served_until.clone(),
+        http::Limits::default(),
     ));
     tokio::spawn({
         let (readiness, shutdown) = (readiness.clone(), shutdown.clone());
         async move {
             shutdown.cancelled().await;
-            readiness.set(false);
+            readiness.stop();
         }
     });
 
@@ -639,7 +640,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
                                 // Not once the stop began: `/readyz` says 503 from the signal
                                 // on (a select picks either of two ready arms).
                                 if !stopping.is_cancelled() {
-                                    ready.set(true);
+                                    ready.ready();
                                     info!("controllers running");
                                 }
                                 break;
@@ -659,7 +660,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
         result
     };
 
-    readiness.set(false);
+    readiness.stop();
     shutdown.cancel();
     // Stop every poller: dropping a registration stops its poller.
     for cluster in ctx.clusters.clusters() {
