@@ -197,6 +197,7 @@ impl World<'_> {
                     status,
                     reason,
                     message,
+                    ..
                 } => {
                     if let Some(p) = self.pods.get_mut(pod) {
                         let status = if *status { "True" } else { "False" };

@@ -1327,15 +1327,21 @@ async fn act(
             status,
             reason,
             message,
+            transition,
         } => {
-            // Strategic merge: pod conditions merge by type, other conditions stay.
-            let patch = json!({"status": {"conditions": [{
+            // Strategic merge: pod conditions merge by type, other conditions stay, and a field
+            // the patch leaves out keeps its value (the last transition's time).
+            let mut condition = json!({
                 "type": pods::CONDITION_NODE_STATE,
                 "status": if *status { "True" } else { "False" },
                 "reason": reason,
                 "message": message,
-                "lastTransitionTime": Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            }]}});
+            });
+            if *transition {
+                condition["lastTransitionTime"] =
+                    json!(Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+            }
+            let patch = json!({"status": {"conditions": [condition]}});
             pods_api
                 .patch_status(pod, &PatchParams::default(), &Patch::Strategic(patch))
                 .await

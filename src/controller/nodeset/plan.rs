@@ -373,6 +373,9 @@ pub enum Action {
         status: bool,
         reason: String,
         message: String,
+        /// The status changes (or the pod has no such condition yet): only then does
+        /// `lastTransitionTime` move (a job starting on an idle node changes the reason only).
+        transition: bool,
     },
 }
 
@@ -936,6 +939,7 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
                     status,
                     reason: reason.clone(),
                     message: message.clone(),
+                    transition: current.is_none_or(|(s, _, _)| s != status_str),
                 });
             }
             projected.insert(pod.name.as_str(), (status, reason, message));

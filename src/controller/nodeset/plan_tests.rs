@@ -1535,6 +1535,41 @@ fn status_counts_and_projection() {
         None,
     );
     assert!(plan.actions.is_empty(), "{:?}", plan.actions);
+    // A job starting on an idle node changes the reason, not the status: no transition. A
+    // node back from DOWN is one.
+    let mut moved = settled.clone();
+    moved[1].node_condition = Some(("True".into(), "Idle".into(), "Slurm state IDLE".into()));
+    moved[4].node_condition = Some(("True".into(), "Idle".into(), "Slurm state IDLE".into()));
+    let plan = run_with(
+        6,
+        &moved,
+        Some(&st),
+        &UpdateStrategy {
+            type_: UpdateStrategyType::OnDelete,
+            rolling_update: None,
+        },
+        None,
+    );
+    let transitions: Vec<_> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SetNodeCondition {
+                pod,
+                reason,
+                transition,
+                ..
+            } => Some((pod.as_str(), reason.as_str(), *transition)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        transitions,
+        [
+            (moved[1].name.as_str(), "Allocated", false),
+            (moved[4].name.as_str(), "Down", true)
+        ]
+    );
     // Without a view: no Slurm counts, no label removal.
     assert_eq!(run(6, &p, None).counts.slurm, None);
     // In an outage (the view once synced, now too old or its poller down), every scheduled pod
