@@ -195,6 +195,100 @@ async fn a_lasting_poll_error_names_the_job_left_behind() {
     );
 }
 
+/// The cancel fails (slurmrestd refuses it, 403): the first Ctrl-C says so, the second stops
+/// following the job at once (exit 130) and names the job it leaves, which runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_ctrl_c_stops_following_a_job_whose_cancel_failed() {
+    let slurm = require_slurm!();
+    slurm_operator::tls::install_crypto_provider();
+    let is_cancel = |request: &axum::extract::Request| {
+        request.method() == axum::http::Method::DELETE && request.uri().path().contains("/job/")
+    };
+    let (proxy, refusing) =
+        common::proxy::refusing_with(slurm.url.clone(), is_cancel, StatusCode::FORBIDDEN).await;
+    refusing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster_manifest_at(&slurm, &proxy, dir.path());
+    let mut child = job_run(&cluster, &job_manifest(dir.path(), "stuck", "sleep 300"));
+    let pid = child.id().to_string();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, errors) = std::sync::mpsc::channel();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for line in stderr.lines() {
+            let _ = lines.send(line.unwrap());
+        }
+    });
+    let job_id: u32 = tokio::task::spawn_blocking(move || {
+        let mut stdout = BufReader::new(stdout).lines();
+        let line = stdout.next().unwrap().unwrap();
+        // Read on: the runner prints its phases there.
+        std::thread::spawn(move || stdout.for_each(drop));
+        let rest = line.strip_prefix("stuck: Submitted job ").expect(&line);
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().expect(&line)
+    })
+    .await
+    .unwrap();
+    let interrupt = || {
+        let status = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        assert!(status.success());
+    };
+    interrupt();
+    let mut seen = Vec::new();
+    let failed = tokio::task::spawn_blocking(move || {
+        while let Ok(line) = errors.recv_timeout(Duration::from_secs(60)) {
+            seen.push(line);
+            if seen.last().unwrap().contains("stuck: cancel failed") {
+                return (true, seen, errors);
+            }
+        }
+        (false, seen, errors)
+    })
+    .await
+    .unwrap();
+    if failed.0 {
+        interrupt();
+    }
+    let exit = tokio::task::spawn_blocking(move || {
+        let (done, deadline) = (
+            child.try_wait().unwrap(),
+            Instant::now() + Duration::from_secs(60),
+        );
+        let mut done = done;
+        while done.is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            done = child.try_wait().unwrap();
+        }
+        if done.is_none() {
+            let _ = child.kill();
+        }
+        done
+    })
+    .await
+    .unwrap();
+    let (_, mut seen, errors) = failed;
+    seen.extend(errors.try_iter());
+    let client =
+        slurm_operator::slurm::SlurmClient::new(slurm.config(), slurm.credentials()).unwrap();
+    let still = client.job(job_id).await;
+    client.cancel_job(job_id).await.unwrap();
+    let text = seen.join("\n");
+    assert!(text.contains("stuck: cancel failed"), "{text}");
+    assert_eq!(exit.and_then(|e| e.code()), Some(130), "{text}");
+    assert!(
+        text.contains(&format!(
+            "stuck: stopped following Slurm job {job_id} (it is left as it is; `scancel {job_id}`"
+        )),
+        "{text}"
+    );
+    let records = still.unwrap();
+    assert!(
+        records.iter().all(|r| !r.state.is_final()),
+        "the job runs on: {records:?}"
+    );
+}
+
 #[test]
 fn bad_manifests_are_refused_before_anything_is_submitted() {
     let slurm = require_slurm!();

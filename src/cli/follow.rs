@@ -493,7 +493,9 @@ impl LogsArgs {
         // through, whatever way it ended.
         if copied == Copied::Quiet {
             return Err(CliError::LogCut(format!(
-                "{what}: the output Pod's log brought nothing for {} s and the Pod has stopped:                  the connection was lost on the way, and its end may be missing; run logs                  again, it prints the output from the start",
+                "{what}: the output Pod's log brought nothing for {} s and the Pod has stopped: \
+                 the connection was lost on the way, and its end may be missing; run logs \
+                 again, it prints the output from the start",
                 QUIET_CHECK.as_secs()
             )));
         }

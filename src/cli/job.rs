@@ -5,11 +5,12 @@
 //! in the same files, exactly as the controller resolves them from the API.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use serde::Deserialize;
+use tokio::signal::unix::{SignalKind, signal};
 
 use super::CliError;
 use crate::controller::cluster::config::{self, CaSource, Sources};
@@ -27,7 +28,8 @@ pub struct JobArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum JobCommand {
-    /// Submit a SlurmJob manifest, follow it to the end (Ctrl-C cancels it), print the status.
+    /// Submit a SlurmJob manifest, follow it to the end (Ctrl-C cancels it, a second Ctrl-C
+    /// stops following it: exit 130), print the status.
     Run(JobRunArgs),
 }
 
@@ -150,6 +152,34 @@ fn cluster_client(manifests: &Manifests, name: &str) -> Result<SlurmClient, CliE
     Ok(SlurmClient::new(validated.client, validated.credentials)?)
 }
 
+/// Exit code of `job run` when a second Ctrl-C stops it following the job: 128 + SIGINT, as
+/// a shell reports a command that SIGINT ended.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// How long reading the job's state may keep failing with errors that may pass (slurmrestd
+/// unreachable, timing out) before `job run` gives up and names the job it leaves.
+const FOLLOW_GIVE_UP: Duration = Duration::from_secs(300);
+
+/// Ask Slurm to cancel `job_id` on a Ctrl-C; whether it was asked (`false`: the cancel
+/// failed, and the job goes on).
+async fn request_cancel(client: &SlurmClient, name: &str, job_id: u32) -> bool {
+    match act::cancel(client, job_id).await {
+        Ok(outcome) => {
+            println!(
+                "{name}: cancel requested ({outcome:?}); Ctrl-C again stops following the job"
+            );
+            true
+        }
+        Err(error) => {
+            eprintln!(
+                "{name}: cancel failed: {error}; Ctrl-C again stops following the job (it goes \
+                 on: `scancel {job_id}` ends it)"
+            );
+            false
+        }
+    }
+}
+
 /// One line per change a person cares about.
 fn describe(status: &SlurmJobStatus) -> String {
     let mut line = format!("{}", status.phase);
@@ -228,7 +258,33 @@ async fn run(args: &JobRunArgs) -> Result<u8, CliError> {
     let request = submit::request(&job.spec, &name, &comment, &[])
         .map_err(|e| CliError::Usage(format!("SlurmJob {name}: {e}")))?;
 
-    let submitted = client.submit_job(&request).await?;
+    // Listening from before the submit: a Ctrl-C while it is in flight must not kill the
+    // process with the job accepted and its id unsaid (the signal's default action).
+    let mut interrupts = signal(SignalKind::interrupt())
+        .map_err(|e| CliError::Usage(format!("cannot listen for Ctrl-C: {e}")))?;
+    let (submitted, interrupted) = {
+        let mut submit = std::pin::pin!(client.submit_job(&request));
+        let mut interrupted = false;
+        loop {
+            tokio::select! {
+                result = &mut submit => break (result?, interrupted),
+                _ = interrupts.recv() => {
+                    if interrupted {
+                        eprintln!(
+                            "{name}: left during the submit: if it went through, its Slurm job \
+                             runs (`squeue --name {name}` shows it, `scancel` ends it)"
+                        );
+                        return Ok(EXIT_INTERRUPTED);
+                    }
+                    interrupted = true;
+                    eprintln!(
+                        "{name}: interrupted during the submit: the job is cancelled as soon \
+                         as it is submitted (Ctrl-C again leaves at once)"
+                    );
+                }
+            }
+        }
+    };
     let job_id = submitted.job_id;
     for warning in &submitted.warnings {
         eprintln!("slurmrestd: {warning}");
@@ -248,28 +304,37 @@ async fn run(args: &JobRunArgs) -> Result<u8, CliError> {
         );
     }
 
-    let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
-    let mut cancelling = false;
+    // The first Ctrl-C cancels the job; the next one stops following it, whatever the cancel
+    // did (a job stuck completing, or slurmrestd unreachable, must not hold the terminal).
+    let mut cancel = None;
+    if interrupted {
+        cancel = Some(request_cancel(&client, &name, job_id).await);
+    }
+    let left = |cancel: Option<bool>| match cancel {
+        Some(true) => "its cancel was requested",
+        _ => "it is left as it is",
+    };
+    let mut failing_since: Option<Instant> = None;
     loop {
         tokio::select! {
-            result = &mut interrupt, if !cancelling => {
-                if let Err(error) = result {
-                    return Err(CliError::Usage(format!("cannot listen for Ctrl-C: {error}")));
+            _ = interrupts.recv() => match cancel {
+                None => cancel = Some(request_cancel(&client, &name, job_id).await),
+                Some(requested) => {
+                    eprintln!(
+                        "{name}: stopped following Slurm job {job_id} ({}; `scancel {job_id}` \
+                         ends it, `scontrol show job {job_id}` shows it)",
+                        left(Some(requested))
+                    );
+                    return Ok(EXIT_INTERRUPTED);
                 }
-                match act::cancel(&client, job_id).await {
-                    Ok(outcome) => {
-                        cancelling = true;
-                        println!("{name}: cancel requested ({outcome:?})");
-                    }
-                    Err(error) => {
-                        eprintln!("{name}: cancel failed, press Ctrl-C again to retry: {error}");
-                        interrupt.set(tokio::signal::ctrl_c());
-                    }
-                }
-            }
+            },
             () = tokio::time::sleep(args.poll) => {}
         }
-        let next = match client.job(job_id).await {
+        let read = client.job(job_id).await;
+        if !matches!(&read, Err(e) if e.is_transient()) {
+            failing_since = None;
+        }
+        let next = match read {
             Ok(records) => status::observe(&current, &records),
             // slurmctld forgot the job before we saw it end (MinJobAge passed).
             Err(SlurmError::NotFound { .. }) if !current.phase.is_terminal() => SlurmJobStatus {
@@ -278,20 +343,20 @@ async fn run(args: &JobRunArgs) -> Result<u8, CliError> {
                 ..current.clone()
             },
             Err(SlurmError::NotFound { .. }) => current.clone(),
-            Err(error) if error.is_transient() => {
+            Err(error)
+                if error.is_transient()
+                    && failing_since.get_or_insert_with(Instant::now).elapsed()
+                        < FOLLOW_GIVE_UP =>
+            {
                 eprintln!("{name}: {error} (retrying)");
                 continue;
             }
             // The job goes on without us: say which it is, so that it is not left unnoticed.
             Err(error) => {
-                let left = if cancelling {
-                    "its cancel was requested"
-                } else {
-                    "it is left as it is"
-                };
                 eprintln!(
-                    "{name}: cannot follow Slurm job {job_id} any more ({left}; `scancel \
-                     {job_id}` ends it, `scontrol show job {job_id}` shows it)"
+                    "{name}: cannot follow Slurm job {job_id} any more ({}; `scancel \
+                     {job_id}` ends it, `scontrol show job {job_id}` shows it)",
+                    left(cancel)
                 );
                 return Err(error.into());
             }

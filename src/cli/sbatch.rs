@@ -390,6 +390,10 @@ fn words(text: &str, line: usize) -> Result<Vec<String>, SbatchError> {
 }
 
 fn long_option(name: &str) -> Result<(&'static str, Arg), &'static str> {
+    // A bare `--` (or `--=x`): every name starts with "", so it is no abbreviation either.
+    if name.is_empty() {
+        return Err("is not an sbatch option");
+    }
     if let Some((long, _, arg)) = OPTIONS.iter().find(|(long, _, _)| *long == name) {
         return Ok((long, *arg));
     }

@@ -506,6 +506,7 @@ fn every_option_not_carried_is_reported_with_its_line() {
         "#SBATCH stray --requeue --parsable",
         "#SBATCH --mem",
         "#SBATCH --hold=yes --n=3",
+        "#SBATCH --=x",
     ]);
     assert_eq!(
         reported(&c),
@@ -521,6 +522,7 @@ fn every_option_not_carried_is_reported_with_its_line() {
             (6, "--mem"),
             (7, "--hold=yes"),
             (7, "--n=3"),
+            (8, "--=x"),
         ]
     );
     let reason = |option: &str| {
@@ -536,6 +538,7 @@ fn every_option_not_carried_is_reported_with_its_line() {
     assert!(reason("--parsable").contains("sbatch command"));
     assert!(reason("--mem").contains("needs a value"));
     assert!(reason("--n=3").contains("ambiguous"));
+    assert_eq!(reason("--=x"), "is not an sbatch option");
     assert!(reason("--distribution cyclic").contains("no SlurmJob field"));
     // What could be carried was.
     assert_eq!(c.spec.name.as_deref(), Some("keep"));
