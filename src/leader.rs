@@ -48,6 +48,9 @@ struct LeaseCheck {
     /// How long a read may take: the client sets no read timeout, and a read on a dead
     /// connection would otherwise hold a submit (and a graceful stop) for good.
     timeout: Duration,
+    /// How long before the Lease's expiry (by this replica's clock) writes stop: the clock
+    /// skew tolerated. A standby takes an expired Lease by its own clock, with no margin.
+    margin: Duration,
 }
 
 /// Why the Lease could not be read.
@@ -105,9 +108,15 @@ async fn ensure_lease(check: &LeaseCheck) {
     }
 }
 
-/// Whether `lease` names `identity` as its holder and has not expired at `now`.
-fn holds(lease: &Lease, identity: &str, now: Timestamp) -> bool {
-    expiry_for(lease, identity).is_some_and(|expiry| expiry > now)
+/// Whether `lease` names `identity` as its holder and will not expire within `margin` of `now`.
+fn holds(lease: &Lease, identity: &str, now: Timestamp, margin: Duration) -> bool {
+    writable_until(lease, identity, margin).is_some_and(|until| until > now)
+}
+
+/// Until when `identity` may write by `lease`: its expiry less `margin`, if it holds it.
+fn writable_until(lease: &Lease, identity: &str, margin: Duration) -> Option<Timestamp> {
+    let margin = SignedDuration::try_from(margin).ok()?;
+    expiry_for(lease, identity)?.checked_sub(margin).ok()
 }
 
 /// When `lease` expires, if it names `identity` as its holder: its renewal plus its duration.
@@ -126,11 +135,11 @@ fn expiry_for(lease: &Lease, identity: &str) -> Option<Timestamp> {
 }
 
 /// Whether this replica may write: the Lease manager says it leads, and the Lease it last read
-/// itself (`expires`) is still its own at `now`. The manager's word alone is not enough: it
+/// itself is still its own at `now` (`expires`: its expiry less the skew margin). The manager's word alone is not enough: it
 /// keeps saying "leading" while its renewals fail (it only logs and retries) or hang (a request
 /// on a dead connection has no timeout), while a standby takes the Lease once it has expired.
-/// Not earlier than the expiry: the manager renews a grace before it, and the reads must see
-/// that renewal in time, or writes would pause at every renewal.
+/// The margin is half the grace: the manager renews a grace before the expiry, and the reads
+/// must see that renewal before the margin begins, or writes would pause at every renewal.
 fn may_write(leading: bool, expires: Option<Timestamp>, now: Timestamp) -> bool {
     leading && expires.is_some_and(|expires| now < expires)
 }
@@ -177,6 +186,7 @@ impl Leadership {
             name: name.to_owned(),
             identity: identity.to_owned(),
             timeout: Duration::from_secs(5),
+            margin: Duration::ZERO,
         }));
         leadership
     }
@@ -195,7 +205,7 @@ impl Leadership {
         };
         match read_lease(&check.api, &check.name, check.timeout).await {
             Ok(lease) => {
-                let held = holds(&lease, &check.identity, Timestamp::now());
+                let held = holds(&lease, &check.identity, Timestamp::now(), check.margin);
                 if !held {
                     warn!(
                         lease = %check.name,
@@ -336,14 +346,17 @@ pub async fn elect(
     // Lease only once every receiver of its channel is gone, and the controllers' Context
     // outlives this task at shutdown.
     let duration = Duration::from_secs(secs(config.duration));
-    // Reads every half grace, each done within it, see a renewal (made a grace before the
-    // expiry) before the expiry.
-    let every = (Duration::from_secs(secs(config.grace)) / 2).max(Duration::from_millis(500));
+    // Writes stop half a grace before the expiry (the clock skew tolerated between replicas).
+    // Reads every quarter grace, each done within it, see a renewal (made a grace before the
+    // expiry) by then.
+    let grace = Duration::from_secs(secs(config.grace));
+    let every = (grace / 4).max(Duration::from_millis(250));
     let check = Arc::new(LeaseCheck {
         api: Api::namespaced(client, &config.namespace),
         name: config.name.clone(),
         identity: config.identity.clone(),
         timeout: every,
+        margin: grace / 2,
     });
     let mut leading = *state.borrow();
     // Not from the manager's word: its "leading" comes after its own writes and reads of the
@@ -389,7 +402,9 @@ pub async fn elect(
                     };
                     match read_lease(&check.api, &check.name, limit).await {
                         // Not ours any more (another holder, or released): `None` stops writes.
-                        Ok(read) => expires = expiry_for(&read, &check.identity),
+                        Ok(read) => {
+                            expires = writable_until(&read, &check.identity, check.margin);
+                        }
                         // Deleted: no longer ours either. Made again for the manager to take.
                         Err(error) if gone(&error) => {
                             expires = None;
@@ -459,21 +474,39 @@ mod tests {
             };
         let at = |s: i64| Timestamp::from_second(s).unwrap();
         let ours = lease(Some("a"), Some(renewed), Some(15));
-        assert!(holds(&ours, "a", at(1_014)));
-        assert!(!holds(&ours, "a", at(1_015)), "expired at renew + duration");
-        assert!(!holds(&ours, "b", at(1_001)), "another holder");
+        let none = Duration::ZERO;
+        assert!(holds(&ours, "a", at(1_014), none));
+        assert!(
+            !holds(&ours, "a", at(1_015), none),
+            "expired at renew + duration"
+        );
+        // A standby whose clock is ahead takes it at its own 1 015: writes stop before.
+        let skew = Duration::from_secs(2);
+        assert!(holds(&ours, "a", at(1_012), skew));
+        assert!(
+            !holds(&ours, "a", at(1_013), skew),
+            "within the skew margin"
+        );
+        assert!(!holds(&ours, "b", at(1_001), none), "another holder");
         assert!(!holds(
             &lease(None, Some(renewed), Some(15)),
             "a",
-            at(1_001)
+            at(1_001),
+            none
         ));
-        assert!(!holds(&lease(Some("a"), None, Some(15)), "a", at(1_001)));
+        assert!(!holds(
+            &lease(Some("a"), None, Some(15)),
+            "a",
+            at(1_001),
+            none
+        ));
         assert!(!holds(
             &lease(Some("a"), Some(renewed), None),
             "a",
-            at(1_001)
+            at(1_001),
+            none
         ));
-        assert!(!holds(&Lease::default(), "a", at(1_001)), "released");
+        assert!(!holds(&Lease::default(), "a", at(1_001), none), "released");
     }
 
     /// Writes stop when the Lease last read expires, whatever the manager says: its renewals
@@ -515,6 +548,11 @@ mod tests {
         );
         assert_eq!(expiry_for(&lease("b"), "a"), None);
         assert_eq!(expiry_for(&Lease::default(), "a"), None);
+        assert_eq!(
+            writable_until(&lease("a"), "a", Duration::from_millis(2_500)),
+            Some(Timestamp::from_second(1_012).unwrap() + SignedDuration::from_millis(500))
+        );
+        assert_eq!(writable_until(&lease("b"), "a", Duration::ZERO), None);
     }
 
     /// A Lease read that gets no answer ends within its timeout, as a failed read: a submit
