@@ -39,6 +39,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -156,7 +157,10 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
         "SlurmctldHost": f"{host}(127.0.0.1)", "SlurmctldPort": str(ctld_port), "SlurmdPort": str(slurmd_port),
         "StateSaveLocation": f"{work}/state", "SlurmdSpoolDir": f"{work}/spool-%n",
         "SlurmctldPidFile": f"{work}/run/slurmctld.pid", "SlurmdPidFile": f"{work}/run/slurmd-%n.pid",
-        "AuthAltParameters": f"jwt_key={work}/etc/jwt_hs256.key",
+        # The key's path only: the chart's other parameters (disable_token_creation) stay.
+        "AuthAltParameters": re.sub(r"jwt_key=[^,]*", f"jwt_key={work}/etc/jwt_hs256.key",
+                                    next(line.split("=", 1)[1] for line in conf_text.splitlines()
+                                         if line.startswith("AuthAltParameters="))),
     }
     lines = []
     for line in conf_text.splitlines():
@@ -211,6 +215,19 @@ def run(docs: list[dict], fail: Callable[[str], None]) -> str:
             if time.time() > deadline or procs[0][1].poll() is not None:
                 fail("slurmctld did not come up with the chart's slurm.conf\n" + logs())
             time.sleep(0.2)
+
+        # Only SlurmUser may mint tokens: a tenant's job (here a token for `nobody`, as a job's
+        # script would authenticate) must not get itself one that bypasses the operator.
+        def token_as(user: str) -> subprocess.CompletedProcess:
+            return subprocess.run(["chroot", str(ROOTFS), "env", env_conf,
+                                   f"SLURM_JWT={mint_jwt(jwt_key, user)}", "scontrol", "token", "lifespan=600"],
+                                  capture_output=True, text=True, timeout=20)
+        slurm_user = next(line.split("=", 1)[1] for line in conf_text.splitlines() if line.startswith("SlurmUser="))
+        if "SLURM_JWT=" not in token_as(slurm_user).stdout:
+            fail("SlurmUser cannot mint a token with `scontrol token`\n" + logs())
+        minted = token_as("nobody")
+        if minted.returncode == 0 or "SLURM_JWT=" in minted.stdout:
+            fail(f"a user other than SlurmUser minted a token: {minted.stdout}{minted.stderr}")
 
         # One slurmd per SlurmNodeSet, with the pod's command line.
         expected = {}

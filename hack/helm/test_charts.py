@@ -1376,7 +1376,8 @@ def t_cluster_slurm_conf_defaults() -> str:
     conf = slurm_conf(docs)
     ensure(conf["ClusterName"] == "test", conf["ClusterName"])
     ensure(conf["MaxNodeCount"] == "1024", "MaxNodeCount")
-    ensure(conf["AuthAltParameters"] == "jwt_key=/etc/slurm/jwt_hs256.key", "jwt key path")
+    ensure(conf["AuthAltParameters"] == "jwt_key=/etc/slurm/jwt_hs256.key,disable_token_creation",
+           "jwt key path; token creation left to SlurmUser (a tenant's job could mint itself one)")
     ensure(conf["PartitionName"]["debug"] == {"PartitionName": "debug", "Nodes": "compute", "Default": "YES",
                                               "MaxTime": "INFINITE", "State": "UP"}, str(conf["PartitionName"]))
     ensure("AccountingStorageType" not in conf and "GresTypes" not in conf, "accounting/gres lines without accounting/gres")
@@ -1947,6 +1948,8 @@ SCHEMA_CASES = [
     (CLUSTER, ("cluster.access[0].slurmUser=alice",), ["/cluster/access/0"]),
     (CLUSTER, ("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=alice", "cluster.access[1].namespaces={ops}",
                "cluster.access[1].slurmUser=slurm"), ["cluster.access[1].slurmUser is slurm.user (slurm)", "allowClusterUser=true"]),
+    (CLUSTER, ("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=root"),
+     ["cluster.access[0].slurmUser cannot be root"]),
     (CLUSTER, ("cluster.access[0].namespaces={team-a}", "cluster.access[0].slurmUser=slurm", "cluster.access[0].allowClusterUser=yes"),
      ["/cluster/access/0/allowClusterUser", "want boolean"]),
     (CLUSTER, ("cluster.access[0].namespaces={Team_A}", "cluster.access[0].slurmUser=alice"), ["/cluster/access/0/namespaces/0"]),

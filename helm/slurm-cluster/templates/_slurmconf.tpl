@@ -3,6 +3,9 @@ and slurm.extraConfig. Served to slurmd by slurmctld (configless). */}}
 {{- define "slurm-cluster.slurmConf" -}}
 {{- $v := .Values }}
 {{- $model := include "slurm-cluster.model" . | fromYaml }}
+{{- /* disable_token_creation: only SlurmUser and root may `scontrol token`. The operator signs
+its own tokens; a tenant's job script must not mint itself a long-lived one that reaches
+slurmrestd or slurmctld past the operator's access checks. */}}
 {{- $conf := dict
   "ClusterName" (include "slurm-cluster.clusterName" .)
   "SlurmctldHost" (printf "%s(%s)" (include "slurm-cluster.slurmctld.host" .) (include "slurm-cluster.slurmctld.address" .))
@@ -13,7 +16,7 @@ and slurm.extraConfig. Served to slurmd by slurmctld (configless). */}}
   "AuthType" "auth/slurm"
   "CredType" "cred/slurm"
   "AuthAltTypes" "auth/jwt"
-  "AuthAltParameters" "jwt_key=/etc/slurm/jwt_hs256.key"
+  "AuthAltParameters" "jwt_key=/etc/slurm/jwt_hs256.key,disable_token_creation"
   "SlurmctldParameters" "enable_configless"
   "StateSaveLocation" "/var/spool/slurmctld"
   "SlurmdSpoolDir" "/var/spool/slurmd"
