@@ -343,22 +343,83 @@ pub(crate) fn made_in_bytes<T: Envelope>(bytes: &[u8], errors: &[ApiError]) -> O
     if !T::SUBMIT {
         return None;
     }
-    let body = serde_json::from_slice::<serde_json::Value>(bytes).ok()?;
-    let job_id = body.get("job_id")?.as_u64()?;
+    let body = serde_json::from_slice::<SubmitFields>(bytes).ok()?;
+    let Scalar::Number(job_id) = body.job_id else {
+        return None;
+    };
     let job_id = u32::try_from(job_id).ok().filter(|id| *id != 0)?;
     Some(Submitted {
         job_id,
-        user_message: body
-            .get("job_submit_user_msg")
-            .and_then(serde_json::Value::as_str)
-            .filter(|told| !told.is_empty())
-            .map(str::to_owned),
+        user_message: match body.job_submit_user_msg {
+            Scalar::Text(told) if !told.is_empty() => Some(told),
+            _ => None,
+        },
         warnings: errors
             .iter()
             .filter(|e| e.code != 0)
             .map(ApiError::message)
             .collect(),
     })
+}
+
+/// The two fields [`made_in_bytes`] reads of a body that is not its type. Not a
+/// `serde_json::Value`: a body of nested objects would decode into a tree of maps some hundred
+/// times its bytes, past what the element budget charges; everything else is skipped unbuilt.
+#[derive(Debug, Default, serde::Deserialize)]
+struct SubmitFields {
+    #[serde(default)]
+    job_id: Scalar,
+    #[serde(default)]
+    job_submit_user_msg: Scalar,
+}
+
+/// A number or a text; anything else skipped without being built.
+#[derive(Debug, Default, PartialEq)]
+enum Scalar {
+    Number(u64),
+    Text(String),
+    #[default]
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct ScalarVisitor;
+        impl<'de> Visitor<'de> for ScalarVisitor {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar::Number(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+                Ok(u64::try_from(v).map_or(Scalar::Other, Scalar::Number))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Text(v.to_owned()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+        }
+        deserializer.deserialize_any(ScalarVisitor)
+    }
 }
 
 /// An answer with errors: a submit's with the job it made ([`SlurmError::SubmitMade`]), else

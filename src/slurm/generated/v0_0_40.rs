@@ -230,35 +230,6 @@ pub mod types {
             Self(value)
         }
     }
-    ///removed field
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default)]
-    #[serde(transparent)]
-    pub struct ExtSensorsData(
-        pub ::serde_json::Map<::std::string::String, ::serde_json::Value>,
-    );
-    impl ::std::ops::Deref for ExtSensorsData {
-        type Target = ::serde_json::Map<::std::string::String, ::serde_json::Value>;
-        fn deref(
-            &self,
-        ) -> &::serde_json::Map<::std::string::String, ::serde_json::Value> {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<ExtSensorsData>
-    for ::serde_json::Map<::std::string::String, ::serde_json::Value> {
-        fn from(value: ExtSensorsData) -> Self {
-            value.0
-        }
-    }
-    impl ::std::convert::From<
-        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
-    > for ExtSensorsData {
-        fn from(
-            value: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
-        ) -> Self {
-            Self(value)
-        }
-    }
     ///64 bit floating point number with flags
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default)]
     pub struct Float64NoValStruct {
@@ -703,8 +674,6 @@ pub mod types {
         ///Partition assigned to the job
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub partition: ::std::option::Option<::std::string::String>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub power_flags: ::std::option::Option<PowerFlags>,
         ///Comma separated list of features that are preferred but not required
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub prefer: ::std::option::Option<::std::string::String>,
@@ -1132,8 +1101,6 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub partition: ::std::option::Option<::std::string::String>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub power: ::std::option::Option<JobInfoPower>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub pre_sus_time: ::std::option::Option<Uint64NoValStruct>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub preempt_time: ::std::option::Option<Uint64NoValStruct>,
@@ -1302,12 +1269,6 @@ pub mod types {
             Self(value)
         }
     }
-    ///`JobInfoPower`
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default)]
-    pub struct JobInfoPower {
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub flags: ::std::option::Option<PowerFlags>,
-    }
     ///`JobList`
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default)]
     #[serde(transparent)]
@@ -1378,31 +1339,9 @@ pub mod types {
         ///Number of allocated hosts
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub allocated_hosts: ::std::option::Option<i64>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub allocated_nodes: ::std::option::Option<JobResNodes>,
         ///Node(s) allocated to the job
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub nodes: ::std::option::Option<::std::string::String>,
-    }
-    ///job node resources
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default)]
-    #[serde(transparent)]
-    pub struct JobResNodes(pub ::std::vec::Vec<::serde_json::Value>);
-    impl ::std::ops::Deref for JobResNodes {
-        type Target = ::std::vec::Vec<::serde_json::Value>;
-        fn deref(&self) -> &::std::vec::Vec<::serde_json::Value> {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<JobResNodes> for ::std::vec::Vec<::serde_json::Value> {
-        fn from(value: JobResNodes) -> Self {
-            value.0
-        }
-    }
-    impl ::std::convert::From<::std::vec::Vec<::serde_json::Value>> for JobResNodes {
-        fn from(value: ::std::vec::Vec<::serde_json::Value>) -> Self {
-            Self(value)
-        }
     }
     ///`JobReservation`
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default)]
@@ -1663,8 +1602,6 @@ pub mod types {
         pub effective_cpus: ::std::option::Option<i64>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub energy: ::std::option::Option<AcctGatherEnergy>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub external_sensors: ::std::option::Option<ExtSensorsData>,
         ///Arbitrary string used for node filtering if extra constraints are enabled
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub extra: ::std::option::Option<::std::string::String>,
@@ -1711,8 +1648,6 @@ pub mod types {
         ///TCP port number of the slurmd
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub port: ::std::option::Option<i64>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub power: ::std::option::Option<PowerMgmtData>,
         ///Total memory in MB on the node
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub real_memory: ::std::option::Option<i64>,
@@ -2354,55 +2289,6 @@ pub mod types {
     impl ::std::convert::From<::std::vec::Vec<::std::string::String>>
     for PartitionStates {
         fn from(value: ::std::vec::Vec<::std::string::String>) -> Self {
-            Self(value)
-        }
-    }
-    ///removed field
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default)]
-    #[serde(transparent)]
-    pub struct PowerFlags(pub ::std::vec::Vec<::serde_json::Value>);
-    impl ::std::ops::Deref for PowerFlags {
-        type Target = ::std::vec::Vec<::serde_json::Value>;
-        fn deref(&self) -> &::std::vec::Vec<::serde_json::Value> {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<PowerFlags> for ::std::vec::Vec<::serde_json::Value> {
-        fn from(value: PowerFlags) -> Self {
-            value.0
-        }
-    }
-    impl ::std::convert::From<::std::vec::Vec<::serde_json::Value>> for PowerFlags {
-        fn from(value: ::std::vec::Vec<::serde_json::Value>) -> Self {
-            Self(value)
-        }
-    }
-    ///removed field
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default)]
-    #[serde(transparent)]
-    pub struct PowerMgmtData(
-        pub ::serde_json::Map<::std::string::String, ::serde_json::Value>,
-    );
-    impl ::std::ops::Deref for PowerMgmtData {
-        type Target = ::serde_json::Map<::std::string::String, ::serde_json::Value>;
-        fn deref(
-            &self,
-        ) -> &::serde_json::Map<::std::string::String, ::serde_json::Value> {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<PowerMgmtData>
-    for ::serde_json::Map<::std::string::String, ::serde_json::Value> {
-        fn from(value: PowerMgmtData) -> Self {
-            value.0
-        }
-    }
-    impl ::std::convert::From<
-        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
-    > for PowerMgmtData {
-        fn from(
-            value: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
-        ) -> Self {
             Self(value)
         }
     }

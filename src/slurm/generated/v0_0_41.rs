@@ -708,8 +708,6 @@ pub mod types {
         ///Partition assigned to the job
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub partition: ::std::option::Option<::std::string::String>,
-        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
-        pub power_flags: ::std::vec::Vec<::serde_json::Value>,
         ///Comma separated list of features that are preferred but not required
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub prefer: ::std::option::Option<::std::string::String>,
@@ -1120,8 +1118,6 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub partition: ::std::option::Option<::std::string::String>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub power: ::std::option::Option<JobInfoPower>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub pre_sus_time: ::std::option::Option<Uint64NoValStruct>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub preempt_time: ::std::option::Option<Uint64NoValStruct>,
@@ -1289,12 +1285,6 @@ pub mod types {
         fn from(value: ::std::vec::Vec<JobInfo>) -> Self {
             Self(value)
         }
-    }
-    ///`JobInfoPower`
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default)]
-    pub struct JobInfoPower {
-        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
-        pub flags: ::std::vec::Vec<::serde_json::Value>,
     }
     ///jobs
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default)]
@@ -1742,11 +1732,6 @@ pub mod types {
         pub effective_cpus: ::std::option::Option<i64>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub energy: ::std::option::Option<AcctGatherEnergy>,
-        #[serde(default, skip_serializing_if = "::serde_json::Map::is_empty")]
-        pub external_sensors: ::serde_json::Map<
-            ::std::string::String,
-            ::serde_json::Value,
-        >,
         ///Arbitrary string used for node filtering if extra constraints are enabled
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub extra: ::std::option::Option<::std::string::String>,
@@ -1796,8 +1781,6 @@ pub mod types {
         ///TCP port number of the slurmd
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub port: ::std::option::Option<i64>,
-        #[serde(default, skip_serializing_if = "::serde_json::Map::is_empty")]
-        pub power: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
         ///Total memory in MB on the node
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub real_memory: ::std::option::Option<i64>,

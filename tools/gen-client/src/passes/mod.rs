@@ -3,6 +3,7 @@
 //! spec it does not recognise returns [`crate::Error::Spec`] rather than generate something
 //! subtly different, and leaves the spec as it was.
 
+mod free_form;
 mod jobs_state;
 mod operations;
 mod relax;
@@ -10,6 +11,7 @@ mod responses;
 mod types;
 mod version;
 
+pub use free_form::drop_free_form_properties;
 pub use jobs_state::{
     JOBS_STATE_ENTRY, JOBS_STATE_LIST, JOBS_STATE_PATH, JOBS_STATE_RESP, fix_jobs_state_response,
     repeat_jobs_state_job_id,
