@@ -66,6 +66,11 @@ pub enum AuthError {
          on the Slurm nodes"
     )]
     Root,
+    #[error(
+        "will not act as Slurm user {user:?} for a namespace's jobs: slurmctld reads a name of \
+         digits as a uid (0 is root); name the user instead"
+    )]
+    NumericUser { user: String },
 }
 
 /// How requests authenticate. Cheap to share behind an `Arc`; never prints its secrets.
@@ -184,6 +189,11 @@ impl Credentials {
         // stored before the CRD refused root is stopped here too.
         if user == "root" {
             return Err(AuthError::Root);
+        }
+        if !user.is_empty() && user.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(AuthError::NumericUser {
+                user: user.to_owned(),
+            });
         }
         match &self.source {
             TokenSource::Minted(minter) => {
@@ -613,6 +623,12 @@ mod tests {
         assert!(minted.for_user("alice").is_ok());
         let ready = Credentials::token("t", Some("root".into())).unwrap();
         assert!(matches!(ready.for_user("root"), Err(AuthError::Root)));
+        // slurmctld's uid_from_string takes digits as a uid: "0" is root.
+        assert!(matches!(
+            minted.for_user("0"),
+            Err(AuthError::NumericUser { .. })
+        ));
+        assert!(minted.for_user("alice2").is_ok());
     }
 
     #[test]

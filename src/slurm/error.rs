@@ -480,11 +480,15 @@ impl SlurmError {
     /// MessageTimeout (~10 s) before answering, and the poller's own backoff spaces further tries.
     /// Nor after a timeout: slurmrestd cannot tell that the client left, and goes on building the
     /// abandoned answer; asking again at once doubles the work of a server already too slow.
+    /// A proxy's 504 (Gateway Timeout) is that same timeout, its own instead of ours.
     pub(crate) fn worth_retrying_now(&self) -> bool {
         self.is_transient()
             && !matches!(
                 self,
-                Self::NodeBusy { .. } | Self::ControllerNotResponding { .. } | Self::Timeout { .. }
+                Self::NodeBusy { .. }
+                    | Self::ControllerNotResponding { .. }
+                    | Self::Timeout { .. }
+                    | Self::UnexpectedStatus { status: 504, .. }
             )
     }
 
@@ -853,6 +857,9 @@ mod tests {
         };
         assert!(unexpected(502).is_transient());
         assert!(unexpected(502).worth_retrying_now());
+        // A proxy in front of slurmrestd gave up on a slow answer: slurmrestd still builds it.
+        assert!(unexpected(504).is_transient());
+        assert!(!unexpected(504).worth_retrying_now());
         let ctld = classify(
             "nodes",
             502,
