@@ -1371,6 +1371,25 @@ def t_pod_templates_version_stable() -> str:
     return f"{n} pod templates in {len(cases)} renders, unchanged by a chart version bump"
 
 
+def t_cluster_startup_probes() -> str:
+    def probes(sets: tuple[str, ...], name: str) -> tuple[dict, dict]:
+        docs = render(CLUSTER, sets=("accounting.enabled=true", *sets))
+        kind = "StatefulSet" if name == "slurmctld" else "Deployment"
+        daemon = next(c for c in containers(one(docs, kind, f"test-{name}")["spec"]["template"]) if c["name"] == name)
+        return daemon["startupProbe"], daemon["livenessProbe"]
+    found = []
+    for name, default in (("slurmctld", 600), ("slurmdbd", 3600)):
+        startup, liveness = probes((), name)
+        ensure(startup["periodSeconds"] * startup["failureThreshold"] == default, f"{name}: {startup}")
+        ensure("initialDelaySeconds" not in liveness, f"{name}: liveness waits for the startup probe: {liveness}")
+        found.append(f"{name} {default} s")
+    key = "accounting.slurmdbd.startupTimeout"
+    startup, _ = probes((f"{key}=7200",), "slurmdbd")
+    ensure(startup["failureThreshold"] == 720, str(startup))
+    ensure("minimum" in render_fail(CLUSTER, (f"{key}=5",)), "a startup timeout under 30 s is refused")
+    return ", ".join(found) + "; raised for a database conversion"
+
+
 def t_cluster_slurm_conf_defaults() -> str:
     docs = render(CLUSTER)
     conf = slurm_conf(docs)
@@ -2779,6 +2798,7 @@ def main() -> int:
     r.check("operator docs: the alerts and namespace verbs they list are the files'", t_operator_docs_match)
     r.check("cluster: daemons non-root with limits, RuntimeDefault seccomp (slurmd too)", t_cluster_daemons_secure)
     r.check("pod templates: no chart/version labels, selectors unchanged, same after a chart version bump", t_pod_templates_version_stable)
+    r.check("cluster: slurmctld and slurmdbd may take their startupTimeout to open their port", t_cluster_startup_probes)
     r.check("cluster: slurm.conf defaults and overrides", t_cluster_slurm_conf_defaults)
     r.check("cluster: partitions from nodesets, GresTypes", t_cluster_partitions)
     r.check("cluster: memory quantities -> RealMemory MiB", t_cluster_memory_conversion)
