@@ -175,7 +175,8 @@ fn dual_stack(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// What one client may hold of the server. A request's head must arrive within
 /// `header_read_timeout` (which also closes a keep-alive connection idle that long) and fit in
 /// `max_buf_size`; a connection is closed after `lifetime` (after its request in flight), and
-/// past `connections` open ones a new one is closed at once. Without them (axum's own `serve`
+/// past `connections` open ones, or `per_peer` from one address, a new one is closed at once
+/// (so that one Pod cannot take the kubelet's probes' place). Without them (axum's own `serve`
 /// sets no timer, so hyper enforces no header timeout) a few hundred connections that each
 /// send a partial head and wait held the operator's memory until it was OOM-killed.
 #[derive(Debug, Clone, Copy)]
@@ -184,6 +185,7 @@ pub struct Limits {
     pub max_buf_size: usize,
     pub lifetime: Duration,
     pub connections: usize,
+    pub per_peer: usize,
     /// How long a connection may take to finish its request once told to close.
     pub close_grace: Duration,
 }
@@ -195,6 +197,7 @@ impl Default for Limits {
             max_buf_size: 16 * 1024,
             lifetime: Duration::from_secs(60),
             connections: 256,
+            per_peer: 32,
             close_grace: Duration::from_secs(5),
         }
     }
@@ -209,6 +212,7 @@ pub async fn serve(
     limits: Limits,
 ) -> Result<(), Error> {
     let slots = Arc::new(Semaphore::new(limits.connections));
+    let peers = Arc::new(Peers::default());
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
@@ -217,7 +221,7 @@ pub async fn serve(
         let stream = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 // The peer gave up before the accept: nothing to do.
                 Err(e) if is_connection_error(&e) => continue,
                 // Out of file descriptors, say: try again shortly rather than spin.
@@ -227,6 +231,11 @@ pub async fn serve(
                     continue;
                 }
             },
+        };
+        let (stream, peer) = stream;
+        let Some(peer_slot) = peers.take(peer.ip(), limits.per_peer) else {
+            drop(stream);
+            continue;
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             drop(stream);
@@ -238,7 +247,7 @@ pub async fn serve(
         );
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let _slot = slot;
+            let _slots = (slot, peer_slot);
             let mut connection = std::pin::pin!(connection);
             tokio::select! {
                 _ = connection.as_mut() => return,
@@ -255,6 +264,46 @@ pub async fn serve(
         .acquire_many(u32::try_from(limits.connections).unwrap_or(u32::MAX))
         .await;
     Ok(())
+}
+
+/// Open connections per peer address.
+#[derive(Debug, Default)]
+struct Peers(std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>);
+
+/// One connection of a peer's: counted until dropped.
+struct PeerSlot {
+    peers: Arc<Peers>,
+    ip: IpAddr,
+}
+
+impl Peers {
+    /// A slot for one more connection from `ip`, unless it holds `max` already. An IPv4
+    /// address is counted as itself on the dual-stack listener too (not as `::ffff:a.b.c.d`).
+    fn take(self: &Arc<Self>, ip: IpAddr, max: usize) -> Option<PeerSlot> {
+        let ip = ip.to_canonical();
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let count = open.entry(ip).or_default();
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(PeerSlot {
+            peers: Arc::clone(self),
+            ip,
+        })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut open = self.peers.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = open.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
 }
 
 /// Errors of one connection, not of the listener (as hyper's and axum's accept loops judge).
@@ -385,57 +434,88 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_head_larger_than_the_buffer_is_refused() {
-        let (addr, _shutdown) = limited(Limits::default()).await;
+        // A header timeout far away: only the buffer's bound can end this.
+        let (addr, _shutdown) = limited(Limits {
+            header_read_timeout: Duration::from_secs(600),
+            ..Limits::default()
+        })
+        .await;
         let mut big = TcpStream::connect(addr).await.unwrap();
         let mut head = b"GET /healthz HTTP/1.1\r\nX-Pad: ".to_vec();
         head.extend(std::iter::repeat_n(b'a', 64 * 1024));
         // The server may close before it has read all of it.
         let _ = big.write_all(&head).await;
         let answer = until_closed(&mut big).await;
-        assert!(!answer.contains("200 OK"), "{answer}");
+        assert!(
+            answer.is_empty() || answer.starts_with("HTTP/1.1 431"),
+            "{answer}"
+        );
         assert!(healthz(addr).await.starts_with("HTTP/1.1 200 OK"));
     }
 
     #[tokio::test]
     async fn connections_past_the_limit_are_closed_at_once_and_slots_come_back() {
-        let (addr, _shutdown) = limited(Limits {
+        // In all, and from one address (the test's connections all come from the loopback).
+        let all = Limits {
             connections: 2,
             ..Limits::default()
-        })
-        .await;
-        // Two connections hold both slots (a partial head: the 5 s header timeout is far).
-        let mut held = Vec::new();
-        for _ in 0..2 {
-            let mut stream = TcpStream::connect(addr).await.unwrap();
-            stream
-                .write_all(b"GET /healthz HTTP/1.1\r\n")
-                .await
-                .unwrap();
-            held.push(stream);
-        }
-        // Let the server accept both before the third comes.
-        let answer = loop {
-            let answer = healthz(addr).await;
-            if answer.is_empty() {
-                break answer;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
         };
-        assert_eq!(answer, "", "a third connection gets nothing");
-        // A slot freed by a client that leaves serves the next one.
-        drop(held.pop());
-        let served = tokio::time::timeout(Duration::from_secs(20), async {
-            loop {
-                let answer = healthz(addr).await;
-                if !answer.is_empty() {
-                    break answer;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
+        let one_peer = Limits {
+            per_peer: 2,
+            ..Limits::default()
+        };
+        for limits in [all, one_peer] {
+            // A header timeout far away: only a client leaving frees a slot.
+            let (addr, _shutdown) = limited(Limits {
+                header_read_timeout: Duration::from_secs(600),
+                ..limits
+            })
+            .await;
+            // Two connections hold both slots (a partial head).
+            let mut held = Vec::new();
+            for _ in 0..2 {
+                let mut stream = TcpStream::connect(addr).await.unwrap();
+                stream
+                    .write_all(b"GET /healthz HTTP/1.1\r\n")
+                    .await
+                    .unwrap();
+                held.push(stream);
             }
-        })
-        .await
-        .expect("a slot comes back");
-        assert!(served.starts_with("HTTP/1.1 200 OK"), "{served}");
+            // Once the server has accepted both, a third gets nothing.
+            let until = |served: bool| {
+                tokio::time::timeout(Duration::from_secs(20), async move {
+                    loop {
+                        let answer = healthz(addr).await;
+                        if answer.is_empty() != served {
+                            break answer;
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                })
+            };
+            let refused = until(false).await;
+            assert_eq!(refused.ok().as_deref(), Some(""), "{limits:?}");
+            // A slot freed by a client that leaves serves the next one.
+            drop(held.pop());
+            let served = until(true).await.expect("a slot comes back");
+            assert!(
+                served.starts_with("HTTP/1.1 200 OK"),
+                "{limits:?}: {served}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_peer_is_counted_by_its_address_over_ipv4_and_ipv6() {
+        let peers = Arc::new(Peers::default());
+        let v4: IpAddr = "10.0.0.7".parse().unwrap();
+        let mapped: IpAddr = "::ffff:10.0.0.7".parse().unwrap();
+        let first = peers.take(v4, 2).unwrap();
+        let second = peers.take(mapped, 2).unwrap();
+        assert!(peers.take(v4, 2).is_none(), "the same peer twice already");
+        assert!(peers.take("10.0.0.8".parse().unwrap(), 2).is_some());
+        drop((first, second));
+        assert!(peers.take(mapped, 2).is_some(), "its slots back");
     }
 
     /// The default address, `[::]`, takes connections over IPv4 and over IPv6 (where the host
