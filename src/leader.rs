@@ -10,9 +10,11 @@
 //!
 //! The Lease itself is kept by `kube-lease-manager` (server-side apply, clock-skew grace), not by
 //! code of ours. Its word alone does not let a replica write: a replica starts writing once its
-//! own read of the Lease shows it the holder; while it leads, it reads the Lease every half
-//! grace (each read bounded in time), and stops writing when the Lease it last read expires, so that renewals that fail or hang (the manager only retries
-//! them) stop its writes by the time a standby may take over. A Lease deleted (by hand, to end
+//! own read of the Lease shows it the holder; while it leads, it reads the Lease every quarter
+//! grace (each read bounded in time), and stops writing a quarter grace before the Lease it
+//! last read expires (by its own clock: a standby's may be that much ahead), so that renewals
+//! that fail or hang (the manager only retries them) stop its writes by the time a standby may
+//! take over. A Lease deleted (by hand, to end
 //! an election that looks stuck) is made again, empty, by whichever replica sees it gone first:
 //! the manager makes it only when it starts, and would otherwise leave every replica alive,
 //! ready, and never leading.
@@ -138,8 +140,9 @@ fn expiry_for(lease: &Lease, identity: &str) -> Option<Timestamp> {
 /// itself is still its own at `now` (`expires`: its expiry less the skew margin). The manager's word alone is not enough: it
 /// keeps saying "leading" while its renewals fail (it only logs and retries) or hang (a request
 /// on a dead connection has no timeout), while a standby takes the Lease once it has expired.
-/// The margin is half the grace: the manager renews a grace before the expiry, and the reads
-/// must see that renewal before the margin begins, or writes would pause at every renewal.
+/// The margin is a quarter of the grace: the manager renews a grace before the expiry, and the
+/// reads must see that renewal before the margin begins, or writes would pause at every
+/// renewal.
 fn may_write(leading: bool, expires: Option<Timestamp>, now: Timestamp) -> bool {
     leading && expires.is_some_and(|expires| now < expires)
 }
@@ -270,7 +273,8 @@ pub struct LeaseConfig {
     pub identity: String,
     /// How long a Lease lasts without renewal.
     pub duration: Duration,
-    /// How long before expiry it is renewed (also the clock skew tolerated between replicas).
+    /// How long before expiry it is renewed; a quarter of it is the clock skew tolerated
+    /// between replicas.
     pub grace: Duration,
 }
 
@@ -346,17 +350,19 @@ pub async fn elect(
     // Lease only once every receiver of its channel is gone, and the controllers' Context
     // outlives this task at shutdown.
     let duration = Duration::from_secs(secs(config.duration));
-    // Writes stop half a grace before the expiry (the clock skew tolerated between replicas).
-    // Reads every quarter grace, each done within it, see a renewal (made a grace before the
-    // expiry) by then.
+    // Writes stop a quarter grace before the expiry (the clock skew tolerated between
+    // replicas). Reads every quarter grace, each done within it, see a renewal (made a grace
+    // before the expiry) half a grace after it at the latest: a quarter grace before writes
+    // would stop, left for the renewal's own latency. The read before a write (`confirm`) may
+    // take half a grace, as before.
     let grace = Duration::from_secs(secs(config.grace));
     let every = (grace / 4).max(Duration::from_millis(250));
     let check = Arc::new(LeaseCheck {
         api: Api::namespaced(client, &config.namespace),
         name: config.name.clone(),
         identity: config.identity.clone(),
-        timeout: every,
-        margin: grace / 2,
+        timeout: (grace / 2).max(Duration::from_millis(500)),
+        margin: grace / 4,
     });
     let mut leading = *state.borrow();
     // Not from the manager's word: its "leading" comes after its own writes and reads of the
@@ -396,9 +402,9 @@ pub async fn elect(
                     // While writing, no longer than the Lease last read lasts: the clock's arm
                     // below cannot fire during the read.
                     let limit = if writing {
-                        check.timeout.min(stale_in.max(Duration::from_millis(50)))
+                        every.min(stale_in.max(Duration::from_millis(50)))
                     } else {
-                        check.timeout
+                        every
                     };
                     match read_lease(&check.api, &check.name, limit).await {
                         // Not ours any more (another holder, or released): `None` stops writes.

@@ -123,7 +123,7 @@ pub struct RunArgs {
     /// from a leader that died without releasing it.
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub lease_duration: Duration,
-    /// How long before expiry the leader renews the Lease (half of it is the clock skew
+    /// How long before expiry the leader renews the Lease (a quarter of it is the clock skew
     /// tolerated: the leader stops writing that long before the expiry it last read).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub lease_grace: Duration,
