@@ -1399,6 +1399,12 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     match decision {
         CleanupPlan::Release => {}
         CleanupPlan::Orphan { why, ids } => {
+            // The deadline counts from this replica's own gain of the Lease: a deposed
+            // replica's (paused, its renewals failing unseen) comes before the new leader's.
+            // The Lease read again, as a SlurmNodeSet's release at its deadline does.
+            if matches!(why, Orphaned::Deadline(_)) && !ctx.leadership.confirm().await {
+                return Err(Error::NotLeader);
+            }
             let notice = orphaned(&job.spec.cluster_name, &why, &ids);
             warn!(reason = %notice.reason, note = %notice.note, "SlurmJob deleted without cancelling its Slurm jobs");
             // Told on the SlurmCluster too only when it names Slurm jobs: a SlurmJob that never

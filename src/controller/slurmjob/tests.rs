@@ -800,6 +800,55 @@ async fn past_the_deadline_a_blocked_deletion_lets_go_naming_the_job() {
     assert!(note.contains("is not connected"), "{note}");
 }
 
+/// A replica that lost the Lease unseen (its renewal loop still says "leading": paused, its
+/// renewals failing) reaches its own deadline first, counted from its own gain of the Lease:
+/// it reads the Lease again before it lets go uncancelled, and keeps the finalizer for the
+/// leader, whose deadline comes later and who may reach Slurm by then.
+#[tokio::test]
+async fn past_its_deadline_a_deposed_replica_keeps_the_finalizer() {
+    let (mut ctx, mut api) = Context::test();
+    let (leading, state) = tokio::sync::watch::channel(true);
+    ctx.leadership = crate::leader::Leadership::with_lease(
+        state,
+        kube::Api::namespaced(ctx.client.clone(), "ops"),
+        "lease",
+        "a",
+    );
+    let mut job = finalized(slurm_job("late", "#!/bin/sh\nsleep 60\n"));
+    let long_ago = Utc::now() - chrono::TimeDelta::hours(1);
+    job.metadata.deletion_timestamp = status::time(Some(long_ago));
+    job.status = Some(SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(4248),
+        ..Default::default()
+    });
+    let data = data(ctx);
+    *data.ctx.acting_since.lock().unwrap() = long_ago;
+    let server = tokio::spawn(async move {
+        let (call, send) = api.next().await;
+        assert_eq!(call.method, Method::GET);
+        cluster_found(send);
+        let (call, send) = api.next().await;
+        assert!(call.path.ends_with("/leases/lease"), "{call:?}");
+        respond(
+            send,
+            StatusCode::OK,
+            &json!({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": "lease", "namespace": "ops"},
+                "spec": {"holderIdentity": "b", "leaseDurationSeconds": 15,
+                         "renewTime": Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)}
+            }),
+        );
+        // No Warning, no finalizer patch.
+        api.expect_no_more_calls().await;
+    });
+    let error = reconcile(Arc::new(job), data).await.unwrap_err();
+    assert!(matches!(error, Error::NotLeader), "{error:?}");
+    server.await.unwrap();
+    drop(leading);
+}
+
 /// The deadline counts from this replica's start (or takeover) when that is later than the
 /// deletion: an operator that was down first gets the whole deadline.
 #[tokio::test]
