@@ -199,14 +199,45 @@ async fn a_lasting_poll_error_names_the_job_left_behind() {
 /// following the job at once (exit 130) and names the job it leaves, which runs on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_ctrl_c_stops_following_a_job_whose_cancel_failed() {
+    second_ctrl_c(false).await;
+}
+
+/// The cancel hangs (slurmrestd never answers it): the second Ctrl-C does not wait for it to
+/// time out (no "cancel failed" before it leaves).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_ctrl_c_does_not_wait_for_a_hanging_cancel() {
+    second_ctrl_c(true).await;
+}
+
+async fn second_ctrl_c(hang: bool) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
     let slurm = require_slurm!();
     slurm_operator::tls::install_crypto_provider();
-    let is_cancel = |request: &axum::extract::Request| {
-        request.method() == axum::http::Method::DELETE && request.uri().path().contains("/job/")
+    // Job cancels refused (403) or never answered; everything else passed on.
+    let asked = Arc::new(AtomicBool::new(false));
+    let app = {
+        let (upstream, asked, http) = (slurm.url.clone(), asked.clone(), reqwest::Client::new());
+        axum::Router::new().fallback(move |request: axum::extract::Request| {
+            let (upstream, asked, http) = (upstream.clone(), asked.clone(), http.clone());
+            async move {
+                let cancel = request.method() == axum::http::Method::DELETE
+                    && request.uri().path().contains("/job/");
+                if !cancel {
+                    return common::proxy::forward(&http, &upstream, request).await;
+                }
+                asked.store(true, Ordering::SeqCst);
+                if hang {
+                    std::future::pending::<()>().await;
+                }
+                axum::response::IntoResponse::into_response((
+                    StatusCode::FORBIDDEN,
+                    "refused by the test proxy",
+                ))
+            }
+        })
     };
-    let (proxy, refusing) =
-        common::proxy::refusing_with(slurm.url.clone(), is_cancel, StatusCode::FORBIDDEN).await;
-    refusing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let proxy = common::proxy::serve(app).await;
     let dir = tempfile::tempdir().unwrap();
     let cluster = cluster_manifest_at(&slurm, &proxy, dir.path());
     let mut child = job_run(&cluster, &job_manifest(dir.path(), "stuck", "sleep 300"));
@@ -235,27 +266,33 @@ async fn a_second_ctrl_c_stops_following_a_job_whose_cancel_failed() {
         assert!(status.success());
     };
     interrupt();
+    // The first Ctrl-C's cancel: refused (said on stderr), or hanging at the proxy.
     let mut seen = Vec::new();
-    let failed = tokio::task::spawn_blocking(move || {
-        while let Ok(line) = errors.recv_timeout(Duration::from_secs(60)) {
-            seen.push(line);
-            if seen.last().unwrap().contains("stuck: cancel failed") {
+    let (asked_now, errors) = (asked.clone(), errors);
+    let (ready, mut seen, errors) = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if hang && asked_now.load(Ordering::SeqCst) {
                 return (true, seen, errors);
+            }
+            if let Ok(line) = errors.recv_timeout(Duration::from_millis(50)) {
+                let failed = line.contains("stuck: cancel failed");
+                seen.push(line);
+                if failed && !hang {
+                    return (true, seen, errors);
+                }
             }
         }
         (false, seen, errors)
     })
     .await
     .unwrap();
-    if failed.0 {
+    if ready {
         interrupt();
     }
     let exit = tokio::task::spawn_blocking(move || {
-        let (done, deadline) = (
-            child.try_wait().unwrap(),
-            Instant::now() + Duration::from_secs(60),
-        );
-        let mut done = done;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut done = child.try_wait().unwrap();
         while done.is_none() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
             done = child.try_wait().unwrap();
@@ -267,20 +304,31 @@ async fn a_second_ctrl_c_stops_following_a_job_whose_cancel_failed() {
     })
     .await
     .unwrap();
-    let (_, mut seen, errors) = failed;
-    seen.extend(errors.try_iter());
+    // The rest of stderr: the child is gone, its pipe closes.
+    while let Ok(line) = errors.recv_timeout(Duration::from_secs(5)) {
+        seen.push(line);
+    }
     let client =
         slurm_operator::slurm::SlurmClient::new(slurm.config(), slurm.credentials()).unwrap();
     let still = client.job(job_id).await;
     client.cancel_job(job_id).await.unwrap();
     let text = seen.join("\n");
-    assert!(text.contains("stuck: cancel failed"), "{text}");
-    assert_eq!(exit.and_then(|e| e.code()), Some(130), "{text}");
+    assert!(ready, "hang {hang}: the first cancel never came: {text}");
+    assert_eq!(
+        text.contains("stuck: cancel failed"),
+        !hang,
+        "hang {hang}: {text}"
+    );
+    assert_eq!(
+        exit.and_then(|e| e.code()),
+        Some(130),
+        "hang {hang}: {text}"
+    );
     assert!(
         text.contains(&format!(
             "stuck: stopped following Slurm job {job_id} (it is left as it is; `scancel {job_id}`"
         )),
-        "{text}"
+        "hang {hang}: {text}"
     );
     let records = still.unwrap();
     assert!(

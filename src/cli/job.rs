@@ -180,6 +180,19 @@ async fn request_cancel(client: &SlurmClient, name: &str, job_id: u32) -> bool {
     }
 }
 
+/// [`request_cancel`], unless another Ctrl-C comes first: `None`, to leave at once.
+async fn cancel_or_leave(
+    client: &SlurmClient,
+    name: &str,
+    job_id: u32,
+    interrupts: &mut tokio::signal::unix::Signal,
+) -> Option<bool> {
+    tokio::select! {
+        asked = request_cancel(client, name, job_id) => Some(asked),
+        _ = interrupts.recv() => None,
+    }
+}
+
 /// One line per change a person cares about.
 fn describe(status: &SlurmJobStatus) -> String {
     let mut line = format!("{}", status.phase);
@@ -306,31 +319,51 @@ async fn run(args: &JobRunArgs) -> Result<u8, CliError> {
 
     // The first Ctrl-C cancels the job; the next one stops following it, whatever the cancel
     // did (a job stuck completing, or slurmrestd unreachable, must not hold the terminal).
+    // Each request races the next Ctrl-C: a hanging slurmrestd (up to the request timeout, and
+    // its retries) must not hold the terminal either.
+    let leave = |cancel: Option<bool>| {
+        let left = match cancel {
+            Some(true) => "its cancel was requested",
+            _ => "it is left as it is",
+        };
+        eprintln!(
+            "{name}: stopped following Slurm job {job_id} ({left}; `scancel {job_id}` ends it, \
+             `scontrol show job {job_id}` shows it)"
+        );
+        Ok(EXIT_INTERRUPTED)
+    };
     let mut cancel = None;
     if interrupted {
-        cancel = Some(request_cancel(&client, &name, job_id).await);
+        match cancel_or_leave(&client, &name, job_id, &mut interrupts).await {
+            Some(asked) => cancel = Some(asked),
+            None => return leave(None),
+        }
     }
-    let left = |cancel: Option<bool>| match cancel {
-        Some(true) => "its cancel was requested",
-        _ => "it is left as it is",
-    };
     let mut failing_since: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = interrupts.recv() => match cancel {
-                None => cancel = Some(request_cancel(&client, &name, job_id).await),
-                Some(requested) => {
-                    eprintln!(
-                        "{name}: stopped following Slurm job {job_id} ({}; `scancel {job_id}` \
-                         ends it, `scontrol show job {job_id}` shows it)",
-                        left(Some(requested))
-                    );
-                    return Ok(EXIT_INTERRUPTED);
-                }
+                None => match cancel_or_leave(&client, &name, job_id, &mut interrupts).await {
+                    Some(asked) => cancel = Some(asked),
+                    None => return leave(None),
+                },
+                Some(requested) => return leave(Some(requested)),
             },
             () = tokio::time::sleep(args.poll) => {}
         }
-        let read = client.job(job_id).await;
+        let read = tokio::select! {
+            read = client.job(job_id) => read,
+            _ = interrupts.recv() => {
+                match cancel {
+                    None => match cancel_or_leave(&client, &name, job_id, &mut interrupts).await {
+                        Some(asked) => cancel = Some(asked),
+                        None => return leave(None),
+                    },
+                    Some(requested) => return leave(Some(requested)),
+                }
+                continue;
+            }
+        };
         if !matches!(&read, Err(e) if e.is_transient()) {
             failing_since = None;
         }
@@ -356,7 +389,10 @@ async fn run(args: &JobRunArgs) -> Result<u8, CliError> {
                 eprintln!(
                     "{name}: cannot follow Slurm job {job_id} any more ({}; `scancel \
                      {job_id}` ends it, `scontrol show job {job_id}` shows it)",
-                    left(cancel)
+                    match cancel {
+                        Some(true) => "its cancel was requested",
+                        _ => "it is left as it is",
+                    }
                 );
                 return Err(error.into());
             }
