@@ -66,11 +66,13 @@ slurm_select_flavour() {
 # private to its owner (the chrooted daemons never walk the host path), and refused when
 # another user made it first (in /var/tmp anyone may) or it is a symlink.
 slurm_secure_base() {
-    [[ ! -L "$SLURM_BASE" ]] || die "$SLURM_BASE is a symlink; remove it or set SLURM_OPERATOR_BASE"
-    mkdir -p -m 0700 "$SLURM_BASE"
-    [[ -O "$SLURM_BASE" ]] \
-        || die "$SLURM_BASE belongs to another user; remove it or set SLURM_OPERATOR_BASE"
-    chmod 0700 "$SLURM_BASE"
+    mkdir -p "$(dirname "$SLURM_BASE")"
+    mkdir -m 0700 "$SLURM_BASE" 2>/dev/null || true
+    # The entry itself (stat without -L: a symlink is not followed), ours and a directory: once
+    # it is, in a sticky /var/tmp nobody else can swap it, and only then is it chmod'ed.
+    [[ "$(stat -c '%u %F' -- "$SLURM_BASE")" == "$EUID directory" ]] \
+        || die "$SLURM_BASE is not a directory of this user's (another user's, or a symlink); remove it or set SLURM_OPERATOR_BASE"
+    chmod 0700 -- "$SLURM_BASE"
 }
 
 # Serialise scripts working on the same flavour. Takes fd 9; daemons are started with 9>&-.
