@@ -48,7 +48,13 @@ fn nested_maps(bytes: usize) -> String {
 /// its bytes in records; the body itself is held apart).
 const TIMES_THE_BODY: usize = 8;
 
+/// One test: dhat counts every thread's allocations, and a test running beside would count in.
 #[test]
+fn decoding_allocates_a_bounded_multiple_of_the_body() {
+    a_nodes_free_form_maps_are_skipped_not_built();
+    a_submit_answers_error_body_is_read_for_its_job_id_only();
+}
+
 fn a_nodes_free_form_maps_are_skipped_not_built() {
     let body = format!(
         r#"{{"nodes":[{{"name":"n1","power":{{{maps}}},"external_sensors":{{{maps}}}}}],"last_update":{{"number":1,"set":true,"infinite":false}}}}"#,
@@ -68,7 +74,6 @@ fn a_nodes_free_form_maps_are_skipped_not_built() {
     }
 }
 
-#[test]
 fn a_submit_answers_error_body_is_read_for_its_job_id_only() {
     let body = format!(
         r#"{{"job_id":7,"job_submit_user_msg":{{{maps}}},"errors":"not a list","x":{{{maps}}}}}"#,
