@@ -80,7 +80,7 @@ use tracing::{debug, info, warn};
 use self::act::{Env, Step, Target};
 use self::dependents::Dependents;
 use self::plan::{Blocker, CleanupFacts, CleanupPlan, Orphaned, Reach};
-use self::submissions::{Outcome, Remembered, StatusWrites, Submissions, TakenOn};
+use self::submissions::{Outcome, Remembered, StatusWrites, Submissions, TakenOn, Told};
 use super::kit::{self, Backoffs, Notice, Spend, UidIndex};
 use super::{Context, DeletedCluster};
 use crate::controller::kit::TouchedAfterRelist as _;
@@ -123,6 +123,9 @@ pub const LIST_PAGE: u32 = 25;
 
 /// Event `action` for everything this controller reports.
 const EVENT_ACTION: &str = "RunJob";
+/// The topics of [`Told`]: a SlurmJob's submit, and its output Pod.
+const TOLD_SUBMIT: &str = "submit";
+const TOLD_OUTPUT_POD: &str = "outputPod";
 
 /// Condition on a deleted SlurmJob whose Slurm jobs cannot be cancelled yet: what it waits for,
 /// and until when.
@@ -231,6 +234,8 @@ pub struct JobContext {
     pub status_writes: Arc<StatusWrites>,
     /// SlurmJobs this process gave the finalizer, lately.
     pub taken_on: Arc<TakenOn>,
+    /// The retried failures each SlurmJob was told of already.
+    pub told: Arc<Told>,
     pub output_image: String,
     /// The output streamer Pods (metadata): a reconcile reads a Pod from the API server only
     /// when this shows it needs something (`output::pod_step`).
@@ -790,31 +795,40 @@ async fn apply(
         // woken when one is done.
         Err(act::StepError::SearchBusy(slots)) => return Err(data.busy_on(&slots, job)),
         Err(act::StepError::Slurm(error)) => {
-            kit::publish(
-                &ctx.recorder,
-                job,
-                EVENT_ACTION,
-                Notice::warning(
-                    "SubmitFailed",
-                    format!(
-                        "submitting to SlurmCluster {} failed ({}): {}; {}",
-                        job.spec.cluster_name,
-                        error.category(),
-                        error.for_tenant(),
-                        if error.outcome_unknown() {
-                            "Slurm may have made the job all the same: the next attempt waits \
+            // Once per cause while it lasts: each retry would be another Event write.
+            let news = job
+                .uid()
+                .is_none_or(|uid| data.told.news(&uid, TOLD_SUBMIT, error.category()));
+            if news {
+                kit::publish(
+                    &ctx.recorder,
+                    job,
+                    EVENT_ACTION,
+                    Notice::warning(
+                        "SubmitFailed",
+                        format!(
+                            "submitting to SlurmCluster {} failed ({}): {}; {}",
+                            job.spec.cluster_name,
+                            error.category(),
+                            error.for_tenant(),
+                            if error.outcome_unknown() {
+                                "Slurm may have made the job all the same: the next attempt waits \
                              for a listing of the cluster's jobs that began after this failure, \
                              and adopts the job by its tag if it is there"
-                        } else {
-                            "no job was made: it is tried again with a growing delay"
-                        }
+                            } else {
+                                "no job was made: it is tried again with a growing delay"
+                            }
+                        ),
                     ),
-                ),
-            )
-            .await;
+                )
+                .await;
+            }
             return Err(Error::Submit(error));
         }
     };
+    if let Some(uid) = job.uid() {
+        data.told.succeeded(&uid, TOLD_SUBMIT);
+    }
     let Step {
         status,
         notices,
@@ -883,6 +897,11 @@ async fn apply(
                 act::ensure_output_pod(&pods, job, stream, &data.output_image, replacements).await
             }
         };
+        if acted.is_ok()
+            && let Some(uid) = job.uid()
+        {
+            data.told.succeeded(&uid, TOLD_OUTPUT_POD);
+        }
         match acted {
             Ok(Some(later)) => retry = Some(retry.map_or(later, |r| r.min(later))),
             Ok(None) => {}
@@ -891,6 +910,10 @@ async fn apply(
                 // operator's log; retried with the backoff, as the cause may go away.
                 if let act::OutputPodError::Create(kube::Error::Api(response)) = &error
                     && matches!(response.code, 403 | 422)
+                    && job.uid().is_none_or(|uid| {
+                        data.told
+                            .news(&uid, TOLD_OUTPUT_POD, &response.code.to_string())
+                    })
                 {
                     let note = format!(
                         "the output Pod {} was refused ({}); `kubectl logs` shows nothing until it \
@@ -1450,6 +1473,7 @@ async fn cleanup(job: &SlurmJob, data: &JobContext) -> Result<Action, Error> {
     data.submissions.forget_uid(&uid);
     data.status_writes.forget_uid(&uid);
     data.taken_on.forget_uid(&uid);
+    data.told.forget_uid(&uid);
     ctx.finalizer_writes.forget_uid(&uid);
     ctx.backoff.reset(&backoff_key(job));
     Ok(Action::await_change())
@@ -2175,6 +2199,7 @@ pub fn run(
         submissions: remembered.submissions,
         status_writes: remembered.status_writes,
         taken_on: remembered.taken_on,
+        told: remembered.told,
         output_image,
         output_pods,
         output_replacements: Arc::default(),

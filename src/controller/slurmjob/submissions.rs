@@ -286,6 +286,53 @@ impl TakenOn {
     }
 }
 
+/// What each SlurmJob was last told of a failure that retries (per topic: its submit, its
+/// output Pod): a retry that fails the same way tells nothing again. Each retry was a Warning,
+/// an Event write, for as long as the failure lasted (thousands of SlurmJobs in a namespace
+/// over its quota, or a long slurmrestd outage, wrote Events without end). Forgotten when the
+/// topic succeeds or the SlurmJob is gone.
+#[derive(Debug, Default)]
+pub struct Told(Mutex<HashMap<(String, &'static str), String>>);
+
+impl Told {
+    /// Whether failure `what` of `topic` is news for SlurmJob `uid`; remembered if so.
+    pub fn news(&self, uid: &str, topic: &'static str, what: &str) -> bool {
+        let mut told = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (uid.to_owned(), topic);
+        if told.get(&key).is_some_and(|last| last == what) {
+            return false;
+        }
+        told.insert(key, what.to_owned());
+        true
+    }
+
+    /// `topic` of SlurmJob `uid` succeeded: its next failure is news again.
+    pub fn succeeded(&self, uid: &str, topic: &'static str) {
+        let mut told = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !told.is_empty() {
+            told.remove(&(uid.to_owned(), topic));
+        }
+    }
+
+    pub fn forget_uid(&self, uid: &str) {
+        let mut told = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        told.retain(|(of, _), _| of != uid);
+    }
+
+    pub fn keep_only(&self, live: impl Fn(&str) -> bool) {
+        let mut told = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        told.retain(|(uid, _), _| live(uid));
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Everything this process remembers per SlurmJob, by uid. Forgotten when the SlurmJob is gone
 /// from the cache, whoever let it go: the operator's own cleanup forgets it too, but a SlurmJob
 /// whose finalizer someone else removed, or that another leader cleaned up while this process
@@ -295,6 +342,7 @@ pub struct Remembered {
     pub submissions: Arc<Submissions>,
     pub status_writes: Arc<StatusWrites>,
     pub taken_on: Arc<TakenOn>,
+    pub told: Arc<Told>,
     /// Shared with the other controllers (uids are unique across kinds).
     pub finalizer_writes: Arc<FinalizerWrites>,
     /// The failures counted for each SlurmJob's retries, by namespace and name (shared with
@@ -311,6 +359,7 @@ impl Remembered {
         self.submissions.forget_uid(uid);
         self.status_writes.forget_uid(uid);
         self.taken_on.forget_uid(uid);
+        self.told.forget_uid(uid);
         self.finalizer_writes.forget_uid(uid);
     }
 
@@ -321,6 +370,7 @@ impl Remembered {
         self.submissions.keep_only(&live);
         self.status_writes.keep_only(&live);
         self.taken_on.keep_only(&live);
+        self.told.keep_only(&live);
         self.finalizer_writes.forget_expired(now);
     }
 
@@ -329,6 +379,7 @@ impl Remembered {
         self.submissions.len()
             + self.status_writes.len()
             + self.taken_on.len()
+            + self.told.len()
             + self.finalizer_writes.len()
             + self.backoff.len()
     }

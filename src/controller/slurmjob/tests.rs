@@ -13,7 +13,7 @@ use super::*;
 use crate::controller::kit::Backoffs;
 use crate::controller::slurmjob::plan::to_cancel;
 use crate::controller::slurmjob::status;
-use crate::controller::slurmjob::submissions::Doubt;
+use crate::controller::slurmjob::submissions::{Doubt, Told};
 use crate::controller::test_support::{ApiServerVerifier, Call, local_slurm};
 use crate::crd::slurmjob::{Phase, SlurmJobSpec};
 use crate::crd::{FIELD_MANAGER, FINALIZER};
@@ -145,6 +145,7 @@ fn context_with_cluster(
         submissions: Arc::default(),
         status_writes: Arc::default(),
         taken_on: Arc::default(),
+        told: Arc::default(),
         output_image: output::DEFAULT_IMAGE.to_owned(),
         output_pods: reflector::store().0,
         output_replacements: Arc::default(),
@@ -169,6 +170,7 @@ fn cached_in(data: &Arc<JobContext>, job: &SlurmJob) -> Arc<JobContext> {
         submissions: Arc::clone(&data.submissions),
         status_writes: Arc::clone(&data.status_writes),
         taken_on: Arc::clone(&data.taken_on),
+        told: Arc::clone(&data.told),
         output_image: data.output_image.clone(),
         output_pods: data.output_pods.clone(),
         output_replacements: Arc::clone(&data.output_replacements),
@@ -2794,16 +2796,80 @@ async fn a_refused_output_pod_is_told_to_the_tenant() {
         );
         let event = expect_event(&mut api, &expected, "Warning", "OutputPodFailed").await;
         api.expect_no_more_calls().await;
-        event
+        (event, api)
     });
-    let error = reconcile(Arc::new(job), data).await.unwrap_err();
-    let event = server.await.unwrap();
+    let error = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap_err();
+    let (event, mut api) = server.await.unwrap();
     assert_eq!(error.category(), "OutputPodFailed");
     let note = event.body["note"].as_str().unwrap();
     assert!(
         note.contains("exceeded quota: compute") && note.contains("cpu 10m to 100m"),
         "{note}"
     );
+
+    // Refused the same way on the retry: no second Warning (each would be an Event write, for
+    // as long as the quota lasts).
+    let answer = job.clone();
+    let server = tokio::spawn(async move {
+        loop {
+            let (call, send) = api.next().await;
+            assert!(!call.path.contains("/events"), "told again: {call:?}");
+            match call.method {
+                Method::POST => {
+                    respond(
+                        send,
+                        StatusCode::FORBIDDEN,
+                        &json!({
+                            "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "reason": "Forbidden", "code": 403,
+                            "message": "pods \"refused\" is forbidden: exceeded quota: compute",
+                        }),
+                    );
+                    break;
+                }
+                Method::GET => respond(
+                    send,
+                    StatusCode::NOT_FOUND,
+                    &not_found_body("pods", "refused"),
+                ),
+                _ => {
+                    let mut answer = answer.clone();
+                    answer.status = serde_json::from_value(call.body["status"].clone()).ok();
+                    respond(
+                        send,
+                        StatusCode::OK,
+                        &serde_json::to_value(&answer).unwrap(),
+                    );
+                }
+            }
+        }
+        api.expect_no_more_calls().await;
+    });
+    let error = reconcile(Arc::new(job), data.clone()).await.unwrap_err();
+    server.await.unwrap();
+    assert_eq!(error.category(), "OutputPodFailed");
+}
+
+#[test]
+fn a_retried_failure_is_told_once_per_cause_until_its_topic_succeeds() {
+    let told = Told::default();
+    assert!(told.news("u1", "submit", "Unreachable"));
+    assert!(!told.news("u1", "submit", "Unreachable"), "the same cause");
+    assert!(told.news("u1", "submit", "Timeout"), "another cause");
+    assert!(told.news("u1", "outputPod", "403"), "another topic");
+    assert!(told.news("u2", "submit", "Timeout"), "another SlurmJob");
+    told.succeeded("u1", "submit");
+    assert!(
+        told.news("u1", "submit", "Timeout"),
+        "failing again after a success"
+    );
+    assert!(!told.news("u1", "outputPod", "403"), "the other topic kept");
+    told.forget_uid("u1");
+    assert_eq!(told.len(), 1);
+    told.keep_only(|uid| uid != "u2");
+    assert_eq!(told.len(), 0);
 }
 
 /// A namespace the operator's cache does not hold yet has unknown labels, not none: with an
