@@ -350,8 +350,8 @@ SlurmdUser=root
 AuthType=auth/slurm
 CredType=cred/slurm
 AuthAltTypes=auth/jwt
-# disable_token_creation: only SlurmUser and root may `scontrol token`; the operator signs its
-# own tokens, and a tenant's job must not mint itself one that bypasses the operator.
+# disable_token_creation: only SlurmUser and root may run scontrol token; the operator signs
+# its own tokens, and a tenant's job must not mint itself one that bypasses the operator.
 AuthAltParameters=jwt_key=/etc/slurm/jwt_hs256.key,disable_token_creation
 StateSaveLocation=/var/lib/slurm/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd/%n
