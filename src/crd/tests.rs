@@ -467,31 +467,39 @@ fn nonconforming(value: &Value, schema: &Value) -> Option<String> {
 
 /// Every `int32` carries the int32 range, so that an API server that ignores numeric formats
 /// (before Kubernetes 1.36) refuses what the operator could not deserialize.
+/// Call `visit` on every schema node of every CRD (properties, items, additionalProperties),
+/// with its path (`<crd>.properties-name.items...`).
+fn visit_schemas(visit: &mut impl FnMut(&Value, &str)) {
+    fn walk(node: &Value, path: &str, visit: &mut impl FnMut(&Value, &str)) {
+        visit(node, path);
+        for (name, child) in node["properties"].as_object().into_iter().flatten() {
+            walk(child, &format!("{path}.{name}"), visit);
+        }
+        for key in ["items", "additionalProperties"] {
+            if let Some(child) = node.get(key).filter(|c| c.is_object()) {
+                walk(child, &format!("{path}.{key}"), visit);
+            }
+        }
+    }
+    for (name, schema) in schemas() {
+        walk(&schema, &name, visit);
+    }
+}
+
 #[test]
 fn every_int32_is_bounded() {
-    fn walk(node: &Value, path: &str, out: &mut Vec<String>) {
+    let mut unbounded = Vec::new();
+    visit_schemas(&mut |node, path| {
         if node.get("format") == Some(&json!("int32")) {
             let min = node.get("minimum").and_then(Value::as_f64);
             let max = node.get("maximum").and_then(Value::as_f64);
             let bounded = min.is_some_and(|m| m >= f64::from(i32::MIN))
                 && max.is_some_and(|m| m <= f64::from(i32::MAX));
             if !bounded {
-                out.push(format!("{path}: minimum {min:?}, maximum {max:?}"));
+                unbounded.push(format!("{path}: minimum {min:?}, maximum {max:?}"));
             }
         }
-        for (name, child) in node["properties"].as_object().into_iter().flatten() {
-            walk(child, &format!("{path}.{name}"), out);
-        }
-        for key in ["items", "additionalProperties"] {
-            if let Some(child) = node.get(key).filter(|c| c.is_object()) {
-                walk(child, &format!("{path}.{key}"), out);
-            }
-        }
-    }
-    let mut unbounded = Vec::new();
-    for (name, schema) in schemas() {
-        walk(&schema, &name, &mut unbounded);
-    }
+    });
     assert!(unbounded.is_empty(), "{unbounded:#?}");
     let replicas = &schemas()
         .into_iter()
@@ -518,7 +526,8 @@ fn every_int32_is_bounded() {
 /// decodes) or carry a rule of their own.
 #[test]
 fn every_int_or_string_is_bounded_or_a_quantity() {
-    fn walk(node: &Value, path: &str, out: &mut Vec<String>) {
+    let mut unbounded = Vec::new();
+    visit_schemas(&mut |node, path| {
         if node.get("x-kubernetes-int-or-string") == Some(&json!(true)) {
             let last = path.rsplit('.').next().unwrap_or_default();
             let ruled = node.get("x-kubernetes-validations").is_some();
@@ -526,22 +535,10 @@ fn every_int_or_string_is_bounded_or_a_quantity() {
                 && node.get("maximum") == Some(&json!(65535.0));
             let quantity = ["additionalProperties", "divisor", "sizeLimit", "maxRSS"];
             if !(ruled || (last == "port" && bounded) || quantity.contains(&last)) {
-                out.push(path.to_owned());
+                unbounded.push(path.to_owned());
             }
         }
-        for (name, child) in node["properties"].as_object().into_iter().flatten() {
-            walk(child, &format!("{path}.{name}"), out);
-        }
-        for key in ["items", "additionalProperties"] {
-            if let Some(child) = node.get(key).filter(|c| c.is_object()) {
-                walk(child, &format!("{path}.{key}"), out);
-            }
-        }
-    }
-    let mut unbounded = Vec::new();
-    for (name, schema) in schemas() {
-        walk(&schema, &name, &mut unbounded);
-    }
+    });
     assert!(unbounded.is_empty(), "{unbounded:#?}");
 
     // Why: a port past int32 is what the operator cannot read; the bound is inside int32.
