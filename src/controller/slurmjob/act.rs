@@ -1488,7 +1488,18 @@ pub async fn follow_or_account(
                 %error,
                 "job left slurmctld; accounting did not answer, trying again"
             );
-            (current.clone(), Again::Backoff)
+            // The phase stays as last seen (the job is not called lost while that is unknown),
+            // but the status says what it waits for: an outage of slurmdbd may last hours.
+            let mut kept = current.clone();
+            kept.state_reason = Some(format!(
+                "Slurm job {job_id} left slurmctld while it was {}; asking the cluster's \
+                 accounting (slurmdbd) how it ended failed ({}): {}. Asking again with a growing \
+                 delay",
+                current.phase,
+                error.category(),
+                status::bounded(&error.for_tenant(), status::MAX_SLURM_MESSAGE)
+            ));
+            (kept, Again::Backoff)
         }
     }
 }

@@ -3041,6 +3041,50 @@ async fn a_lost_job_waits_for_its_namespace_to_know_whose_records_are_its() {
     assert_eq!(error.category(), "NamespaceNotCached");
 }
 
+/// A followed job proven gone from slurmctld while the cluster's accounting cannot be asked
+/// (slurmdbd down, here unreachable) keeps its phase, but its status says what it waits for,
+/// written once: the same failure again writes nothing and waits longer.
+#[tokio::test]
+async fn a_lost_job_whose_accounting_fails_says_so_once() {
+    let (ctx, mut api) = Context::test();
+    let tracked = ctx.started_at - chrono::TimeDelta::seconds(10);
+    let _index = register_trusted_empty(&ctx);
+    let data = data_with_access(ctx, json!([{"namespaces": [NS], "slurmUser": "alice"}]));
+    let mut job = finalized(slurm_job("gone", "#!/bin/sh\ntrue\n"));
+    job.status = Some(SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(4300),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        tracked_since: status::time(Some(tracked)),
+        ..Default::default()
+    });
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        (api, status)
+    });
+    let first = reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    let (mut api, status) = server.await.unwrap();
+    assert_eq!(first, Action::requeue(Backoffs::MIN));
+    assert_eq!(status.phase, Phase::Running, "not called lost meanwhile");
+    let reason = status.state_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("Slurm job 4300 left slurmctld")
+            && reason.contains("accounting (slurmdbd) how it ended failed"),
+        "{reason}"
+    );
+    job.status = Some(status);
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+    });
+    let second = reconcile(Arc::new(job), data).await.unwrap();
+    server.await.unwrap();
+    assert_eq!(second, Action::requeue(Backoffs::MIN * 2));
+}
+
 /// A namespace no access entry grants: `Ready=False/NoAccess` saying what to do, one Warning
 /// Event, no submit (slurmrestd is unreachable: a submit attempt would fail the reconcile), and
 /// the next reconcile writes nothing again.
