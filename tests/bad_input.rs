@@ -602,6 +602,24 @@ fn admission_cases() -> Vec<Case> {
              less than or equal to 65535",
         ),
         n(
+            "SlurmNodeSet: template creationTimestamp +26:00 (a date-time the operator cannot read)",
+            json!({"template": {
+                "metadata": {"creationTimestamp": "2024-01-01T00:00:00+26:00"},
+                "spec": {"containers": [{"name": "slurmd", "image": "slurmd:24.11"}]},
+            }}),
+            "spec.template.metadata.creationTimestamp in body should match",
+        ),
+        n(
+            "SlurmNodeSet: a feature carrying another --conf key",
+            json!({"slurm": {"features": ["gpu CPUs=1"]}}),
+            "spec.slurm.features[0] in body should match",
+        ),
+        n(
+            "SlurmNodeSet: gres carrying another --conf key",
+            json!({"slurm": {"gres": "gpu:1 Weight=0"}}),
+            "spec.slurm.gres in body should match",
+        ),
+        n(
             "SlurmNodeSet: realMemory 0Mi",
             json!({"slurm": {"realMemory": "0Mi"}}),
             "realMemory must be a positive quantity",

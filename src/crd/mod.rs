@@ -115,8 +115,8 @@ pub struct RenderError {
 ///
 /// These are `SlurmCluster::crd()` etc. with field descriptions reflowed: doc comments are wrapped at
 /// 100 columns in the source, and `kubectl explain` should see paragraphs, not those line breaks;
-/// and with every `int32` and every int-or-string port bounded (see [`bound_int32`] and
-/// [`bound_int_or_string_ports`]).
+/// and with every `int32`, every int-or-string port and every `date-time` bounded (see
+/// [`bound_int32`], [`bound_int_or_string_ports`] and [`bound_date_time`]).
 pub fn all() -> Vec<CustomResourceDefinition> {
     let mut crds = vec![SlurmCluster::crd(), SlurmJob::crd(), SlurmNodeSet::crd()];
     for crd in &mut crds {
@@ -132,6 +132,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
                     }
                     bound_int32(s);
                     bound_int_or_string_ports(s);
+                    bound_date_time(s);
                 });
             }
         }
@@ -166,6 +167,23 @@ fn bound_int_or_string_ports(schema: &mut JSONSchemaProps) {
             child.minimum = Some(1.0);
             child.maximum = Some(65535.0);
         }
+    }
+}
+
+/// What a `format: date-time` string must match: RFC 3339 as the operator reads it
+/// (k8s-openapi's `Time`). The API server's own check (kube-openapi's `IsDateTime`) stores
+/// more: an offset of `+26:00`, text after a second `T`, any character before the fraction.
+/// One such value (a SlurmNodeSet's `template.metadata.creationTimestamp`) failed the list of
+/// every SlurmNodeSet, as an int32 out of range did.
+pub const DATE_TIME_PATTERN: &str = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
+
+/// Give a `format: date-time` string [`DATE_TIME_PATTERN`] where it has no pattern.
+fn bound_date_time(schema: &mut JSONSchemaProps) {
+    if schema.type_.as_deref() == Some("string")
+        && schema.format.as_deref() == Some("date-time")
+        && schema.pattern.is_none()
+    {
+        schema.pattern = Some(DATE_TIME_PATTERN.to_owned());
     }
 }
 

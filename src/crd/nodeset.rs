@@ -204,18 +204,25 @@ fn strip_descriptions(schema: &mut Map<String, Value>) {
 /// A partition name usable in a node feature (`partition-<name>`).
 pub const PARTITION_NAME: &str = r"^[A-Za-z0-9_.]([A-Za-z0-9_.-]{0,62})$";
 
+/// A node feature: one word of `Features=` (slurmd splits `--conf` at whitespace and features
+/// at commas, so neither may appear: one would add or override other keys).
+pub const NODE_FEATURE: &str = r"^[A-Za-z0-9_.-]{1,128}$";
+
+/// A `Gres=` value: no whitespace (which would start another `--conf` key) and no `=`.
+pub const GRES: &str = r"^[^\s=]+$";
+
 /// Slurm node settings for every node of the set (passed to `slurmd -Z --conf`).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSetSlurm {
-    /// Node features (`Features=`), usable in job constraints.
+    /// Node features (`Features=`), usable in job constraints: letters, digits and `_.-`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64))]
+    #[schemars(length(max = 64), inner(regex(pattern = NODE_FEATURE)))]
     pub features: Vec<String>,
 
-    /// Generic resources (`Gres=`), e.g. `gpu:4`.
+    /// Generic resources (`Gres=`), e.g. `gpu:4` (no whitespace, no `=`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 1024))]
+    #[schemars(length(min = 1, max = 1024), regex(pattern = GRES))]
     pub gres: Option<String>,
 
     /// Partitions the nodes are meant for. Slurm 24.11 cannot add a node to a partition through

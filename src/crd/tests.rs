@@ -556,6 +556,56 @@ fn every_int_or_string_is_bounded_or_a_quantity() {
     assert!(serde_json::from_value::<SlurmNodeSet>(nodeset(json!(3_000_000_000u64))).is_err());
 }
 
+/// Every date-time node carries the pattern, so the API server refuses what its own format check
+/// lets through and the operator cannot read; what the pattern takes, the operator reads.
+#[test]
+fn every_date_time_is_bounded() {
+    let mut unbounded = Vec::new();
+    let mut count = 0;
+    visit_schemas(&mut |node, path| {
+        if node.get("format") == Some(&json!("date-time")) {
+            count += 1;
+            if node.get("pattern") != Some(&json!(super::DATE_TIME_PATTERN)) {
+                unbounded.push(path.to_owned());
+            }
+        }
+    });
+    assert!(count > 10, "date-time nodes found: {count}");
+    assert!(unbounded.is_empty(), "{unbounded:#?}");
+
+    let pattern = regex::Regex::new(super::DATE_TIME_PATTERN).unwrap();
+    let nodeset = |time: &str| {
+        json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmNodeSet",
+            "metadata": {"name": "x", "namespace": "default"},
+            "spec": {"clusterName": "main", "replicas": 1,
+                     "template": {"metadata": {"creationTimestamp": time},
+                                  "spec": {"containers": [{"name": "slurmd"}]}}},
+        })
+    };
+    let reads = |time: &str| serde_json::from_value::<SlurmNodeSet>(nodeset(time)).is_ok();
+    for good in [
+        "2024-01-01T00:00:00Z",
+        "2024-02-29T23:59:59.123456789+05:30",
+        "1999-12-31T12:00:00-01:00",
+    ] {
+        assert!(pattern.is_match(good) && reads(good), "{good}");
+    }
+    // Stored by the API server's date-time check; before the pattern, not readable.
+    for bad in [
+        "2024-01-01T00:00:00+26:00",
+        "2024-01-01T00:00:00+10:75",
+        "2024-01-01T00:00:00ZTx",
+        "2024-01-01T00:00:00:5Z",
+    ] {
+        assert!(
+            !reads(bad),
+            "the operator reads {bad}: the pattern need not refuse it"
+        );
+        assert!(!pattern.is_match(bad), "{bad}");
+    }
+}
+
 #[test]
 fn crd_schemas_are_structural() {
     let mut all_errs = Vec::new();
