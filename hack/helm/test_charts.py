@@ -914,6 +914,14 @@ def t_operator_extras() -> str:
     pdb = one(docs, "PodDisruptionBudget")
     dep = one(docs, "Deployment")
     ensure(pdb["spec"]["maxUnavailable"] == 1, f"maxUnavailable {pdb['spec']}")
+    # Who writes is recorded for the next upgrade (a change of it recreates the pods; the live
+    # Deployment is read with lookup, which `helm template` leaves empty: a rolling update).
+    lease = next(e["value"] for e in dep["spec"]["template"]["spec"]["containers"][0]["env"] if e["name"] == "LEADER_ELECTION_LEASE")
+    ensure(dep["metadata"]["annotations"]["slurm.rs/writers"] == f"lease:{lease}", f"writers {dep['metadata'].get('annotations')}")
+    ensure(dep["spec"]["strategy"]["type"] == "RollingUpdate", f"strategy {dep['spec']['strategy']}")
+    alone = one(render(OPERATOR), "Deployment")
+    ensure(alone["metadata"]["annotations"]["slurm.rs/writers"] == "alone" and alone["spec"]["strategy"]["type"] == "Recreate",
+           f"without leader election: {alone['metadata'].get('annotations')}, {alone['spec']['strategy']}")
     ensure(pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"], "PDB selects other pods than the Deployment")
     ensure(not find(render(OPERATOR, sets=("replicas=2", "leaderElection.enabled=true", "podDisruptionBudget.enabled=false"), cache=False),
                     "PodDisruptionBudget"), "podDisruptionBudget.enabled=false still renders one")
@@ -1955,11 +1963,15 @@ SCHEMA_CASES = [
     (OPERATOR, ("log.level=loud",), ["/log/level"]),
     (OPERATOR, ("exampleCluster.pollInterval=fast",), ["/exampleCluster/pollInterval"]),
     (OPERATOR, ("replicas=2",), ["replicas is 2 but leaderElection.enabled is false"]),
+    # A PodDisruptionBudget that allows no eviction blocks every node drain.
+    (OPERATOR, ("replicas=2", "leaderElection.enabled=true", "podDisruptionBudget.maxUnavailable=0%"),
+     ["/podDisruptionBudget/maxUnavailable"]),
     (OPERATOR, ("serviceAccount.create=false",), ["serviceAccount.name must name an existing ServiceAccount"]),
     (OPERATOR, ("serviceMonitor.enabled=true", "service.enabled=false"), ["serviceMonitor.enabled needs service.enabled"]),
     (CLUSTER, ("nodesets.compute.replicas=-1",), ["/nodesets/compute/replicas", "minimum"]),
     (CLUSTER, ("nodesets.Compute_1.replicas=1",), ["Compute_1", "does not match pattern"]),
     (CLUSTER, ("nodesets.compute.gress=gpu:1",), ["additional properties 'gress' not allowed"]),
+    (CLUSTER, ("nodesets.compute.gres=gpu:1 Weight=0",), ["/nodesets/compute/gres", "does not match pattern"]),
     (CLUSTER, ("clusterName=My-Cluster",), ["/clusterName"]),
     (CLUSTER, ("cluster.pollInterval=fast",), ["/cluster/pollInterval"]),
     (CLUSTER, ("operatorCredentialsNamespace=",), ["/operatorCredentialsNamespace"]),

@@ -80,6 +80,28 @@ app.kubernetes.io/part-of: slurm-operator
 {{- default (printf "%s-leader" (include "slurm-operator.fullname" .)) .Values.leaderElection.leaseName }}
 {{- end }}
 
+{{/* Who may write, as the Deployment records it (annotation slurm.rs/writers): "lease:<name>"
+with leader election, "alone" without. */}}
+{{- define "slurm-operator.writers" -}}
+{{- if .Values.leaderElection.enabled }}lease:{{ include "slurm-operator.leaseName" . }}{{ else }}alone{{ end }}
+{{- end }}
+
+{{/* The rollout strategy. A rolling update overlaps old and new pods, which is safe only when
+both sides elect through the same Lease: an upgrade that turns leader election on or off or
+renames the Lease would run two writers (two submits of one SlurmJob), so it replaces the pods
+instead. The live Deployment is read with lookup (empty under `helm template`: there, change
+these values with the operator scaled to 0). */}}
+{{- define "slurm-operator.strategy" -}}
+{{- $live := lookup "apps/v1" "Deployment" .Release.Namespace (include "slurm-operator.fullname" .) }}
+{{- $was := "" }}
+{{- if $live }}{{ $was = dig "metadata" "annotations" "slurm.rs/writers" "unknown" $live }}{{ end }}
+{{- if and .Values.leaderElection.enabled (or (not $live) (eq $was (include "slurm-operator.writers" .))) -}}
+RollingUpdate
+{{- else -}}
+Recreate
+{{- end }}
+{{- end }}
+
 {{/* RUST_LOG: the full filter when given, else the level for our crate over "warn" (the
 binary's own default is "warn,slurm_operator=info"). */}}
 {{- define "slurm-operator.rustLog" -}}
