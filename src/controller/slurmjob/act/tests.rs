@@ -1220,10 +1220,11 @@ async fn a_job_gone_from_slurmctld_that_accounting_lists_running_says_so() {
 }
 
 /// A job that left slurmctld while accounting fails to answer (not "no such job", not "no
-/// accounting"): the status stays as it was, neither `Lost` nor guessed, and the step comes
+/// accounting"): the phase stays as it was, neither `Lost` nor guessed, the reason says what it
+/// waits for, and the step comes
 /// back after the SlurmJob's growing backoff, not every few seconds with a WARN each time.
 #[tokio::test]
-async fn a_failing_accounting_lookup_backs_off_and_changes_nothing() {
+async fn a_failing_accounting_lookup_backs_off_and_says_so() {
     use wiremock::matchers::{method, path_regex};
     use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -1254,9 +1255,16 @@ async fn a_failing_accounting_lookup_backs_off_and_changes_nothing() {
         ..world.env(at(1_070))
     };
     let step = step(target, env, |_| None).await.unwrap();
-    // As it was, but for the conditions every step derives from the phase.
+    // As it was, but for the conditions every step derives from the phase, and the reason
+    // that says what it waits for.
+    let reason = step.status.state_reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("asking the cluster's accounting (slurmdbd) how it ended failed"),
+        "{reason}"
+    );
     let unchanged = SlurmJobStatus {
         conditions: Vec::new(),
+        state_reason: None,
         ..step.status.clone()
     };
     assert_eq!(unchanged, status);
