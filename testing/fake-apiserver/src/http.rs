@@ -94,6 +94,11 @@ impl Failure {
             Self::AlreadyExists(m) => (StatusCode::CONFLICT, "AlreadyExists", m),
             Self::Conflict(m) => (StatusCode::CONFLICT, "Conflict", m),
             Self::Invalid(m) => (StatusCode::UNPROCESSABLE_ENTITY, "Invalid", m),
+            Self::UnsupportedMediaType(m) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                m,
+            ),
         };
         json_response(
             code,
@@ -363,6 +368,22 @@ fn dispatch(
                 });
                 json_patch::patch(&mut new, &patch)
                     .map_err(|e| Failure::Invalid(format!("JSON patch failed: {e}")))?;
+            } else if options
+                .content_type
+                .starts_with("application/strategic-merge-patch")
+            {
+                if target.info.custom {
+                    return Err(Failure::UnsupportedMediaType(format!(
+                        "the body of the request was in an unknown format - accepted media \
+                         types include: application/json-patch+json, \
+                         application/merge-patch+json, application/apply-patch+yaml \
+                         ({} is a custom resource)",
+                        target.info.kind
+                    )));
+                }
+                let patch = parse(body)?;
+                precondition(&current, &patch)?;
+                crate::strategic::merge(&mut new, &patch);
             } else {
                 let patch = parse(body)?;
                 precondition(&current, &patch)?;

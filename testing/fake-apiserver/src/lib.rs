@@ -52,6 +52,7 @@ mod http;
 mod resources;
 mod select;
 mod store;
+mod strategic;
 mod watch;
 
 use std::collections::HashMap;

@@ -13,6 +13,8 @@ pub(crate) struct ResourceInfo {
     pub namespaced: bool,
     pub status_subresource: bool,
     pub generation: bool,
+    /// Served from a CRD (no strategic merge patch).
+    pub custom: bool,
 }
 
 /// Built-in resources: group ("" for core), plural, kind, namespaced, `/status`, generation.
@@ -49,6 +51,7 @@ pub(crate) fn crd_resource() -> ResourceInfo {
         namespaced: false,
         status_subresource: true,
         generation: true,
+        custom: false,
     }
 }
 
@@ -68,6 +71,7 @@ pub(crate) fn lookup(
             namespaced: *namespaced,
             status_subresource: *status_subresource,
             generation: *generation,
+            custom: false,
         });
     }
     // A custom resource: its CRD is named `<plural>.<group>` and serves `version`.
@@ -83,6 +87,7 @@ pub(crate) fn lookup(
         namespaced: spec["scope"] == "Namespaced",
         status_subresource: served["subresources"].get("status").is_some(),
         generation: true,
+        custom: true,
     })
 }
 

@@ -62,6 +62,7 @@ pub(crate) enum Failure {
     AlreadyExists(String),
     Conflict(String),
     Invalid(String),
+    UnsupportedMediaType(String),
 }
 
 impl std::fmt::Display for Failure {
@@ -72,7 +73,8 @@ impl std::fmt::Display for Failure {
         | Self::MethodNotAllowed(m)
         | Self::AlreadyExists(m)
         | Self::Conflict(m)
-        | Self::Invalid(m)) = self;
+        | Self::Invalid(m)
+        | Self::UnsupportedMediaType(m)) = self;
         f.write_str(m)
     }
 }
@@ -219,6 +221,16 @@ impl Store {
         }
         meta["name"] = json!(key.2);
         if info.namespaced {
+            if meta["namespace"]
+                .as_str()
+                .is_some_and(|ns| !ns.is_empty() && ns != key.1)
+            {
+                return Err(Failure::BadRequest(
+                    "the namespace of the provided object does not match the namespace sent \
+                     on the request"
+                        .into(),
+                ));
+            }
             meta["namespace"] = json!(key.1);
         } else if let Some(map) = meta.as_object_mut() {
             map.remove("namespace");
@@ -327,6 +339,26 @@ impl Store {
                 new[field] = old[field].clone();
             }
         }
+        if deleting(old) {
+            let had = old["metadata"]["finalizers"].as_array();
+            let added: Vec<String> = new["metadata"]["finalizers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| had.is_none_or(|had| !had.contains(f)))
+                .map(|f| format!("{:?}", f.as_str().unwrap_or_default()))
+                .collect();
+            if !added.is_empty() {
+                return Err(Failure::Invalid(format!(
+                    "{} \"{}\" is invalid: metadata.finalizers: Forbidden: no new finalizers \
+                     can be added if the object is being deleted, found new finalizers \
+                     []string{{{}}}",
+                    old["kind"].as_str().unwrap_or("object"),
+                    key.2,
+                    added.join(", ")
+                )));
+            }
+        }
         let owners = match applied {
             Some(owners) => owners,
             None => fields::on_update(&stored.owners, old, &new, manager),
@@ -347,18 +379,24 @@ impl Store {
             stored.status_subresource,
             &old["metadata"]["managedFields"],
         );
+        if deleting(&new) && !has_finalizers(&new) && key.0 != NAMESPACES {
+            // The real server never stores the emptied object: the update becomes the deletion
+            // (no MODIFIED), whose DELETED event carries the object as last stored, its last
+            // finalizers still listed; the answer is the object as the request made it
+            // (`deleteWithoutFinalizers`).
+            if let Some(gone) = self.remove(key) {
+                new["metadata"]["resourceVersion"] = gone["metadata"]["resourceVersion"].clone();
+            }
+            return Ok(new);
+        }
         let previous = old.clone();
         let rv = self.next_rv();
         new["metadata"]["resourceVersion"] = json!(rv.to_string());
-        let finalized = deleting(&new) && !has_finalizers(&new) && key.0 != NAMESPACES;
         if let Some(stored) = self.objects.get_mut(key) {
             stored.object = new.clone();
             stored.owners = owners;
         }
         self.log(EventType::Modified, key, &new, Some(previous));
-        if finalized {
-            self.remove(key);
-        }
         Ok(new)
     }
 

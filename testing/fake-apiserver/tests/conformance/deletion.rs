@@ -64,21 +64,38 @@ async fn finalizers_hold_a_deleted_object_until_the_last_goes() {
     let one_left = api.patch("w", &pp, &finalizers(&["b"])).await.unwrap();
     assert!(one_left.metadata.deletion_timestamp.is_some());
     assert!(api.get_opt("w").await.unwrap().is_some());
-    api.patch("w", &pp, &finalizers(&[])).await.unwrap();
+    // No finalizer may be added to an object being deleted (422).
+    let added = api.patch("w", &pp, &finalizers(&["b", "c"])).await;
+    assert!(
+        matches!(&added, Err(kube::Error::Api(s)) if s.code == 422
+            && s.message.contains("no new finalizers can be added if the object is being deleted")),
+        "{added:?}"
+    );
+    let answer = api.patch("w", &pp, &finalizers(&[])).await.unwrap();
+    assert_eq!(
+        answer.metadata.finalizers.unwrap_or_default(),
+        Vec::<String>::new(),
+        "the answer is the object as the request made it"
+    );
     assert!(
         api.get_opt("w").await.unwrap().is_none(),
         "gone with the last finalizer"
     );
-    let events = next_events(&mut stream, 4).await;
+    // Removing the last finalizer deletes: no MODIFIED of the emptied object, and the DELETED
+    // event carries the object as last stored (its last finalizer still listed).
+    let events = next_events(&mut stream, 3).await;
     assert_eq!(
         events.iter().map(summary).collect::<Vec<_>>(),
         [
             ("MODIFIED", "w".into()),
             ("MODIFIED", "w".into()),
-            ("MODIFIED", "w".into()),
             ("DELETED", "w".into())
         ]
     );
+    let WatchEvent::Deleted(gone) = &events[2] else {
+        unreachable!()
+    };
+    assert_eq!(gone.metadata.finalizers, Some(vec!["b".to_owned()]));
     // Without finalizers an object goes at once.
     create_widget(&client, "plain", json!({})).await;
     api.delete("plain", &DeleteParams::default()).await.unwrap();
@@ -335,7 +352,7 @@ async fn a_deleted_namespace_goes_pods_first_then_secrets_then_the_rest() {
     );
     // In that order: Pod, Secret, then the rest by resource (`example.com/v1/widgets` before
     // `v1/configmaps`) and name.
-    let pod_gone = rv_of(&next_events(&mut pod_events, 3).await, "DELETED", "p").unwrap();
+    let pod_gone = rv_of(&next_events(&mut pod_events, 2).await, "DELETED", "p").unwrap();
     let secret_gone = rv_of(&next_events(&mut secret_events, 1).await, "DELETED", "s").unwrap();
     let widget_marked = rv_of(&next_events(&mut widget_events, 1).await, "MODIFIED", "w").unwrap();
     let cm_gone = rv_of(&next_events(&mut cm_events, 1).await, "DELETED", "c").unwrap();

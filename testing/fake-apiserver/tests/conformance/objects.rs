@@ -45,6 +45,19 @@ async fn create_sets_uid_resource_version_generation_and_creation_timestamp() {
         .unwrap();
     assert_eq!(cm.metadata.generation, None);
     assert!(cm.metadata.uid.is_some() && cm.metadata.creation_timestamp.is_some());
+    // An object naming another namespace than the request's is refused, not moved (400).
+    let elsewhere = cms
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "d", "namespace": "other"}}))
+                .unwrap(),
+        )
+        .await;
+    assert!(
+        matches!(&elsewhere, Err(kube::Error::Api(s)) if s.code == 400
+            && s.message.contains("does not match the namespace sent on the request")),
+        "{elsewhere:?}"
+    );
 }
 
 #[tokio::test]

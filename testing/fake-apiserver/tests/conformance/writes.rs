@@ -206,3 +206,68 @@ async fn merge_patch_merges_maps_and_null_removes() {
         .unwrap();
     assert_eq!(renamed.metadata.name.as_deref(), Some("c"));
 }
+
+/// A strategic merge patch merges the lists Kubernetes tags `patchStrategy: merge` by their key
+/// (a Pod's conditions by `type`: the others stay, and a field the patch leaves out keeps its
+/// value), replaces the others; a custom resource refuses one (415).
+#[tokio::test]
+async fn a_strategic_merge_patch_merges_keyed_lists_and_a_custom_resource_refuses_it() {
+    let (_api, client) = server().await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NS);
+    let pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let pp = PatchParams::default();
+    let conditions = json!({"status": {"conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": "2024-01-01T00:00:00Z"},
+        {"type": "Mine", "status": "False", "lastTransitionTime": "2024-01-01T00:00:00Z"},
+    ]}});
+    pods.patch_status("p", &pp, &Patch::Merge(&conditions))
+        .await
+        .unwrap();
+    let patch = json!({"status": {"conditions": [{"type": "Mine", "status": "True"}]}});
+    let patched = pods
+        .patch_status("p", &pp, &Patch::Strategic(&patch))
+        .await
+        .unwrap();
+    let got: Vec<(String, String, Option<String>)> = patched
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .map(|c| {
+            (
+                c.type_,
+                c.status,
+                c.last_transition_time.map(|t| t.0.to_string()),
+            )
+        })
+        .collect();
+    let then = Some("2024-01-01T00:00:00Z".to_owned());
+    assert_eq!(
+        got,
+        [
+            ("Ready".to_owned(), "True".to_owned(), then.clone()),
+            ("Mine".to_owned(), "True".to_owned(), then),
+        ]
+    );
+    // The same patch as a merge patch replaces the list.
+    let merged = pods
+        .patch_status("p", &pp, &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(merged.status.unwrap().conditions.unwrap().len(), 1);
+
+    create_widget(&client, "w", json!({})).await;
+    let refused = widgets(&client)
+        .patch("w", &pp, &Patch::Strategic(&json!({"spec": {"size": 2}})))
+        .await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 415),
+        "{refused:?}"
+    );
+}
