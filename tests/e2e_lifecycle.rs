@@ -20,13 +20,13 @@ use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use slurm_operator::controller::slurmjob::status::{COMPLETE, FAILED, SPEC_APPLIED, SUSPENDED};
+use slurm_operator::crd::SlurmJob;
 use slurm_operator::crd::condition;
 use slurm_operator::crd::slurmjob::Phase;
-use slurm_operator::crd::{SlurmCluster, SlurmJob};
 
 use common::e2e::{
     MANAGER, Operator, apply_cluster, apply_crds, eventually, free_port, local_cluster_spec,
@@ -176,8 +176,6 @@ async fn a_rerun_is_never_lost_and_kubectl_waits_for_complete_and_failed() {
     }
     let slurm = require_slurm!();
     let (client, namespace, cluster) = seed(&slurm, "lifecycle-e2e", &slurm.user, &[]).await;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let clusters: Api<SlurmCluster> = Api::all(client.clone());
     let _operator =
         Operator::start(&namespace, free_port()).sigterm_on_drop(Duration::from_secs(10));
     let jobs: Api<SlurmJob> = Api::namespaced(client.clone(), &namespace);
@@ -307,14 +305,7 @@ async fn a_rerun_is_never_lost_and_kubectl_waits_for_complete_and_failed() {
     assert_eq!(condition.reason, "Failed");
     assert!(condition::find(&failed.conditions, COMPLETE).is_none());
 
-    namespaces
-        .delete(&namespace, &DeleteParams::default())
-        .await
-        .unwrap();
-    clusters
-        .delete(&cluster, &DeleteParams::default())
-        .await
-        .unwrap();
+    common::e2e::clean_up(&client, &namespace, &cluster).await;
 }
 
 /// Issue 18 on a real API server: a SlurmJob applied with `suspend: true` is submitted held as
@@ -401,12 +392,5 @@ async fn a_suspended_job_is_released_and_takes_a_new_time_limit_in_place() {
         "one submit: {all:?}"
     );
 
-    Api::<Namespace>::all(client.clone())
-        .delete(&namespace, &DeleteParams::default())
-        .await
-        .unwrap();
-    Api::<SlurmCluster>::all(client)
-        .delete(&cluster, &DeleteParams::default())
-        .await
-        .unwrap();
+    common::e2e::clean_up(&client, &namespace, &cluster).await;
 }

@@ -5,7 +5,8 @@
 //! (`ClusterNotFound`); with one that does not list its namespace in `nodeSetNamespaces`, too
 //! (`NodeSetNotAllowed`); allowed but without a view of Slurm's nodes it creates no pod (a name is
 //! given out only once Slurm is seen not to hold it), and the scale subresource still works.
-//! Deleted, it waits behind its finalizer while Slurm cannot be seen, and goes once its
+//! Its PodDisruptionBudget, changed by someone else, is put back. Deleted, it waits behind its
+//! finalizer while Slurm cannot be seen, and goes once its
 //! namespace is no longer allowed; then the SlurmCluster goes. The pods' completed slurmd args are checked by
 //! `controller::nodeset::tests` and `tests/nodeset.rs`.
 
@@ -16,6 +17,8 @@ mod common;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use slurm_operator::crd::{SlurmCluster, SlurmNodeSet};
@@ -184,6 +187,48 @@ async fn nodeset_pods_follow_the_scale_subresource() {
     .await;
     assert_eq!(pod_names(&pods).await, Vec::<String>::new());
 
+    // The set's PodDisruptionBudget (minAvailable: all of the busy pods) is put back by the
+    // operator's exact merge patch when someone changes it, the same object (its uid).
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
+    let all_busy = Some(IntOrString::Int(i32::MAX));
+    let made = eventually(
+        "the PodDisruptionBudget",
+        Duration::from_secs(60),
+        || async {
+            let pdb = pdbs.get_opt("cpu").await.unwrap()?;
+            (pdb.spec.as_ref()?.min_available == all_busy).then_some(pdb)
+        },
+    )
+    .await;
+    pdbs.patch(
+        "cpu",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"minAvailable": null, "maxUnavailable": 0}})),
+    )
+    .await
+    .expect("change the PodDisruptionBudget");
+    nodesets
+        .patch_scale(
+            "cpu",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .expect("scale to 2 (a reconcile)");
+    eventually(
+        "the PodDisruptionBudget put back",
+        Duration::from_secs(60),
+        || async {
+            let pdb = pdbs.get_opt("cpu").await.unwrap()?;
+            let spec = pdb.spec.as_ref()?;
+            (spec.min_available == all_busy
+                && spec.max_unavailable.is_none()
+                && pdb.metadata.uid == made.metadata.uid)
+                .then_some(())
+        },
+    )
+    .await;
+
     // Deletion waits behind the finalizer while Slurm cannot be seen (its nodes may still be
     // registered there), and lets go at once when the set is no longer admitted. The
     // SlurmCluster, deleted meanwhile, would wait for the set (its drains go through it).
@@ -247,4 +292,90 @@ async fn nodeset_pods_follow_the_scale_subresource() {
         .delete(&namespace, &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// What the API server itself admits of a SlurmNodeSet's values the operator must decode (the
+/// bounds the CRD sets for that, in src/crd/mod.rs): `maxUnavailable` by its CEL rule, an
+/// int-or-string probe `port` by `minimum`/`maximum`, a date-time by its pattern. Server-side
+/// dry runs: nothing is stored.
+#[tokio::test]
+async fn the_api_server_refuses_what_the_operator_could_not_read() {
+    if std::env::var_os("KUBECONFIG").is_none() {
+        eprintln!("skipped: KUBECONFIG is not set; this test needs a real Kubernetes API server");
+        return;
+    }
+    slurm_operator::tls::install_crypto_provider();
+    let client = kube::Client::try_default()
+        .await
+        .expect("a client from KUBECONFIG");
+    apply_crds(&client).await;
+    let nodesets: Api<SlurmNodeSet> = Api::namespaced(client.clone(), "default");
+    let dry_run = PatchParams::apply(MANAGER).force().dry_run();
+    let try_spec = |extra: serde_json::Value| {
+        let nodesets = nodesets.clone();
+        let dry_run = dry_run.clone();
+        async move {
+            let mut spec = json!({
+                "clusterName": "main",
+                "replicas": 1,
+                "template": {"spec": {"containers": [{"name": "slurmd", "image": "slurmd:24.11"}]}},
+            });
+            for (key, value) in extra.as_object().unwrap() {
+                spec[key] = value.clone();
+            }
+            let object = json!({
+                "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmNodeSet",
+                "metadata": {"name": "e2e-admission"}, "spec": spec,
+            });
+            nodesets
+                .patch("e2e-admission", &dry_run, &Patch::Apply(object))
+                .await
+                .map(|stored| {
+                    // What the server admitted, the operator decodes (the typed answer did).
+                    stored.spec.replicas
+                })
+                .map_err(|e| match e {
+                    kube::Error::Api(s) => (s.code, s.message),
+                    other => panic!("not an API refusal: {other}"),
+                })
+        }
+    };
+    let probe = |port: serde_json::Value| {
+        json!({"template": {"spec": {"containers": [{
+            "name": "slurmd", "image": "slurmd:24.11",
+            "livenessProbe": {"httpGet": {"port": port}},
+        }]}}})
+    };
+    let created_at = |time: &str| {
+        json!({"template": {
+            "metadata": {"creationTimestamp": time},
+            "spec": {"containers": [{"name": "slurmd", "image": "slurmd:24.11"}]},
+        }})
+    };
+    let rolling = |value: serde_json::Value| json!({"updateStrategy": {"rollingUpdate": {"maxUnavailable": value}}});
+    for admitted in [
+        json!({}),
+        rolling(json!(2)),
+        rolling(json!("25%")),
+        probe(json!(8080)),
+        probe(json!("http")),
+        created_at("2024-01-01T00:00:00Z"),
+    ] {
+        let answer = try_spec(admitted.clone()).await;
+        assert!(answer.is_ok(), "{admitted}: {answer:?}");
+    }
+    for (refused, says) in [
+        (rolling(json!(0)), "maxUnavailable"),
+        (rolling(json!("0%")), "maxUnavailable"),
+        (rolling(json!("101%")), "maxUnavailable"),
+        (probe(json!(0)), "port"),
+        (probe(json!(70000)), "port"),
+        (probe(json!(3_000_000_000_i64)), "port"),
+        (created_at("2024-01-01T00:00:00+26:00"), "creationTimestamp"),
+    ] {
+        match try_spec(refused.clone()).await {
+            Err((422, message)) => assert!(message.contains(says), "{refused}: {message}"),
+            other => panic!("{refused}: admitted or refused otherwise: {other:?}"),
+        }
+    }
 }

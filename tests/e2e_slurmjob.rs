@@ -116,7 +116,6 @@ async fn slurmjobs_run_to_their_end_and_deleting_one_cancels_it() {
     // Cluster-scoped, named after this run's namespace, granting that namespace to the local
     // Slurm's own user (named explicitly, as it must be).
     let cluster = namespace.clone();
-    let clusters: Api<slurm_operator::crd::SlurmCluster> = Api::all(client.clone());
     let spec = local_cluster_spec(
         &slurm,
         json!([{"namespaces": [namespace], "slurmUser": slurm.user, "allowClusterUser": true}]),
@@ -180,12 +179,5 @@ async fn slurmjobs_run_to_their_end_and_deleting_one_cancels_it() {
     )
     .await;
 
-    namespaces
-        .delete(&namespace, &DeleteParams::default())
-        .await
-        .unwrap();
-    clusters
-        .delete(&cluster, &DeleteParams::default())
-        .await
-        .unwrap();
+    common::e2e::clean_up(&client, &namespace, &cluster).await;
 }

@@ -168,6 +168,29 @@ async fn the_tenancy_example_runs_as_the_teams_user_and_the_tenant_is_refused_th
         apply(&admin, doc).await.unwrap();
     }
 
+    // The example's names are used as they are (what the docs tell an admin to apply): on a
+    // cluster that has them already (a real install, or an earlier run that failed before its
+    // cleanup) this test would change and then delete them, or pass on what an earlier run
+    // left (a SlurmJob already Completed). Refused instead.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
+    for ns in ["team-a", "team-b", "team-c"] {
+        assert!(
+            namespaces.get_opt(ns).await.unwrap().is_none(),
+            "namespace {ns} exists: this test applies examples/tenancy/ with its own names and \
+             deletes them at its end; run it on a cluster without them (an earlier failed run \
+             leaves them: delete namespaces team-a, team-b and team-c and SlurmCluster main)"
+        );
+    }
+    assert!(
+        Api::<SlurmCluster>::all(admin.clone())
+            .get_opt("main")
+            .await
+            .unwrap()
+            .is_none(),
+        "SlurmCluster main exists: this test applies examples/tenancy/ with its own names; run \
+         it on a cluster without it"
+    );
+
     // The admin's files, with what this machine's Slurm needs.
     for ns in [CREDENTIALS, "team-c"] {
         apply(
@@ -256,7 +279,12 @@ async fn the_tenancy_example_runs_as_the_teams_user_and_the_tenant_is_refused_th
     .await;
     assert_eq!(done.1.phase, Phase::Completed, "{:?}", done.1);
     let job_id = u32::try_from(done.1.job_id.unwrap()).unwrap();
-    let records = slurm.client().job(job_id).await.unwrap();
+    // slurmctld forgets an ended job after MinJobAge (30 s here): then accounting tells.
+    let client = slurm.client();
+    let records = match client.job(job_id).await {
+        Ok(records) => records,
+        Err(_) => client.accounting_job(job_id).await.unwrap().unwrap(),
+    };
     assert_eq!(records[0].user_name.as_deref(), Some("alice"));
 
     // What the tenant is refused.

@@ -10,6 +10,44 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 
+/// Delete what a test made, while its operator still runs (the finalizers are the operator's to
+/// release; deleted after it stopped, they would hold the namespace Terminating for good): the
+/// SlurmJobs of `namespace` (each gone), the SlurmCluster `cluster` (gone), then `namespace`.
+pub async fn clean_up(client: &kube::Client, namespace: &str, cluster: &str) {
+    use kube::api::{DeleteParams, ListParams};
+    let jobs: Api<slurm_operator::crd::SlurmJob> = Api::namespaced(client.clone(), namespace);
+    jobs.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .expect("delete the SlurmJobs");
+    eventually("the SlurmJobs gone", Duration::from_secs(120), || async {
+        jobs.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    let clusters: Api<slurm_operator::crd::SlurmCluster> = Api::all(client.clone());
+    clusters
+        .delete(cluster, &DeleteParams::default())
+        .await
+        .expect("delete the SlurmCluster");
+    eventually("the SlurmCluster gone", Duration::from_secs(60), || async {
+        clusters
+            .get_opt(cluster)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .delete(namespace, &DeleteParams::default())
+        .await
+        .expect("delete the namespace");
+}
+
 /// The field manager of everything the e2e tests apply server-side.
 pub const MANAGER: &str = "slurm-operator-e2e";
 
