@@ -293,7 +293,10 @@ async fn apply(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error> {
                 }
                 Error::CreateClient(e) => {
                     drop_registration(&key, ctx);
-                    Failure::slurm(e, false)
+                    Failure {
+                        disconnected: true,
+                        ..Failure::slurm(e, false)
+                    }
                 }
                 Error::CheckCluster {
                     source,

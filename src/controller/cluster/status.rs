@@ -47,6 +47,9 @@ pub const DELETION_BLOCKED: &str = "DeletionBlocked";
 /// cycles do not show everything (purged jobs, a job a lost submit made), and what waits for a
 /// full listing waits on while it fails, though `Ready` stays True.
 pub const JOBS_LISTED: &str = "JobsListed";
+/// JobsListed=Unknown: the connection was dropped (its configuration refused, its endpoint
+/// reaching another Slurm cluster): no poller lists the jobs.
+pub const NOT_CONNECTED: &str = "NotConnected";
 
 /// The `JobsListed` condition's status, reason and message.
 fn listing_condition(listing: &Listing) -> (Status, &'static str, String) {
@@ -191,6 +194,8 @@ pub struct Failure {
     pub auth: AuthState,
     /// Only a change (of the spec or its Secrets) can help: `Stalled`, not `Reconciling`.
     pub waits_for_change: bool,
+    /// The connection and its poller are gone (not kept retrying): nothing lists the jobs.
+    pub disconnected: bool,
 }
 
 impl Failure {
@@ -206,6 +211,7 @@ impl Failure {
             message: error.to_string(),
             auth,
             waits_for_change: true,
+            disconnected: true,
         }
     }
 
@@ -223,6 +229,7 @@ impl Failure {
             message: what_to_change(reason, crate::error_chain::Chain(error).to_string()),
             auth,
             waits_for_change: false,
+            disconnected: false,
         }
     }
 
@@ -249,6 +256,7 @@ impl Failure {
             message,
             auth: AuthState::Accepted,
             waits_for_change: false,
+            disconnected: true,
         }
     }
 
@@ -266,6 +274,7 @@ impl Failure {
             ),
             auth,
             waits_for_change: false,
+            disconnected: false,
         }
     }
 }
@@ -451,6 +460,18 @@ pub fn desired(
                 ),
             };
             condition::upsert(&mut conditions, auth);
+            if f.disconnected {
+                // No poller is left to list anything: what it said last is not true any more.
+                condition::upsert(
+                    &mut conditions,
+                    cond(
+                        JOBS_LISTED,
+                        Status::Unknown,
+                        NOT_CONNECTED,
+                        format!("no connection to slurmrestd lists the jobs: {}", f.message),
+                    ),
+                );
+            }
             // The Slurm cluster last reached stays named: a connection may follow the spec to
             // another one only while nothing of ours is left there (`same_cluster`).
             SlurmClusterStatus {
@@ -688,6 +709,7 @@ mod tests {
             message: "it broke".into(),
             auth,
             waits_for_change: false,
+            disconnected: false,
         })
     }
 
@@ -760,9 +782,11 @@ mod tests {
             at(200),
         );
         assert_eq!(cond(&still, RECONCILING).last_transition_time, at(110));
-        let mut invalid = Failure::poller("x", "y");
-        invalid.reason = "SecretNotFound";
-        invalid.waits_for_change = true;
+        let invalid = Failure::config(&ConfigError::SecretNotFound {
+            name: "creds".into(),
+            what: "credentials",
+        });
+        assert_eq!(invalid.reason, "SecretNotFound");
         let stalled = desired(
             Some(&still),
             Some(2),
@@ -774,6 +798,15 @@ mod tests {
             [AUTHENTICATED, JOBS_LISTED, READY, STALLED]
         );
         assert_eq!(cond(&stalled, STALLED).observed_generation, Some(2));
+        // A refused configuration dropped the connection: no poller lists the jobs any more,
+        // and the condition says so (a passing failure leaves the poller's word standing).
+        assert_eq!(cond(&retrying, JOBS_LISTED).status, "True");
+        let listed = cond(&stalled, JOBS_LISTED);
+        assert_eq!(
+            (listed.status.as_str(), listed.reason.as_str()),
+            ("Unknown", NOT_CONNECTED)
+        );
+        assert_eq!(listed.observed_generation, Some(2));
         let back = desired(Some(&stalled), Some(3), &connected(), at(300));
         assert_eq!(types(&back), [AUTHENTICATED, JOBS_LISTED, READY]);
         assert_eq!(back.observed_generation, Some(3));
