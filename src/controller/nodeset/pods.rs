@@ -193,9 +193,25 @@ pub fn complete_slurmd(
     extra: &str,
     slurm: &NodeSetSlurm,
 ) {
+    // A `--conf` in the template's command counts too (before the args': slurmd keeps the last
+    // one it reads, and ours comes last): its keys merge, or ours would silently drop them.
+    let mut conf = None;
+    if let Some(command) = container.command.as_mut() {
+        let mut kept = Vec::with_capacity(command.len());
+        let mut iter = std::mem::take(command).into_iter();
+        while let Some(arg) = iter.next() {
+            if arg == "--conf" {
+                conf = iter.next();
+            } else if let Some(value) = arg.strip_prefix("--conf=") {
+                conf = Some(value.to_owned());
+            } else {
+                kept.push(arg);
+            }
+        }
+        *command = kept;
+    }
     let args = container.args.take().unwrap_or_default();
     let mut out = Vec::with_capacity(args.len() + 5);
-    let mut conf = None;
     let mut dynamic = false;
     let mut iter = args.into_iter();
     while let Some(arg) = iter.next() {
@@ -408,6 +424,43 @@ mod tests {
                 "--conf",
                 "Features=cpu,x Gres=gpu:1 CPUs=4 RealMemory=2048 Weight=10"
             ]
+        );
+    }
+
+    /// A template's `--conf` in `command` (no args) keeps its keys: merged into ours, and taken
+    /// out of the command (slurmd would read only the last).
+    #[test]
+    fn a_conf_in_the_template_command_is_merged_not_dropped() {
+        let mut c = Container {
+            name: "slurmd".into(),
+            command: Some(
+                [
+                    "slurmd",
+                    "-D",
+                    "--conf",
+                    "Port=17001",
+                    "--conf-server",
+                    "ctld",
+                ]
+                .map(String::from)
+                .to_vec(),
+            ),
+            ..Container::default()
+        };
+        let spec = NodeSetSlurm {
+            features: vec!["cpu".into()],
+            ..NodeSetSlurm::default()
+        };
+        complete_slurmd(&mut c, "n-0", "{}", &spec);
+        assert_eq!(
+            c.command.unwrap(),
+            ["slurmd", "-D", "--conf-server", "ctld"]
+        );
+        let args = c.args.unwrap();
+        let conf = &args[args.iter().position(|a| a == "--conf").unwrap() + 1];
+        assert!(
+            conf.contains("Port=17001") && conf.contains("Features=cpu"),
+            "{conf}"
         );
     }
 
