@@ -768,6 +768,27 @@ fn startup<'a>(scopes: &[(Option<&'a str>, ScopeListings)], grace: Duration) -> 
     Startup::Ready { refused }
 }
 
+/// Whether a Slurm job `job`'s tag key signed may be running: its job was submitted and has not
+/// ended, or a submit of its current generation may have been made and its answer lost (a crash
+/// before the status write: the status names no job, or an earlier run's) — the operator's
+/// finalizer on it, its generation neither submitted nor refused as far as its status says.
+fn may_run_a_signed_job(job: &CachedSlurmJob) -> bool {
+    if job.job_id().is_some() && job.phase().is_none_or(|p| !p.is_terminal()) {
+        return true;
+    }
+    if !job.finalizers().iter().any(|f| f == crate::crd::FINALIZER) {
+        return false;
+    }
+    let generation = kube::Resource::meta(job).generation.unwrap_or(1);
+    // Undecodable: counted (the safe side: the start asks for the key to be restored).
+    let Ok(object) = job.object() else {
+        return true;
+    };
+    let status = object.status.unwrap_or_default();
+    status.submitted_generation != Some(generation)
+        && status.rejected_generation != Some(generation)
+}
+
 /// How many SlurmJobs [`live_tagged_slurmjobs`] names at most.
 const NAMED_LIVE: usize = 5;
 
@@ -815,9 +836,7 @@ async fn live_tagged_slurmjobs(
             live.extend(
                 page.items
                     .iter()
-                    .filter(|job| {
-                        job.job_id().is_some() && job.phase().is_none_or(|p| !p.is_terminal())
-                    })
+                    .filter(|job| may_run_a_signed_job(job))
                     .map(|job| {
                         format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
                     }),
@@ -855,6 +874,61 @@ mod tests {
     struct RunCommand {
         #[command(flatten)]
         run: RunArgs,
+    }
+
+    /// A lost tag key may have signed the job of a SlurmJob whose job runs, and of one whose
+    /// current generation's submit answer a crash may have lost (its status names no job or an
+    /// earlier run's); not of one without the operator's finalizer (never submitted), nor of one
+    /// whose generation was submitted (and ended) or refused.
+    #[test]
+    fn a_submit_whose_answer_was_lost_counts_as_signed_by_the_key() {
+        let job = |generation: i64, finalizer: bool, status: serde_json::Value| {
+            let finalizers: Vec<&str> = if finalizer {
+                vec![crate::crd::FINALIZER]
+            } else {
+                vec![]
+            };
+            let job: crate::crd::SlurmJob = serde_json::from_value(serde_json::json!({
+                "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+                "metadata": {"name": "j", "namespace": "ns", "uid": "u",
+                             "generation": generation, "finalizers": finalizers},
+                "spec": {"clusterName": "main", "script": "#!/bin/sh\n"},
+                "status": status,
+            }))
+            .unwrap();
+            may_run_a_signed_job(&CachedSlurmJob::new(job).unwrap())
+        };
+        let ended = serde_json::json!({"phase": "Completed", "jobId": 7, "submittedGeneration": 1});
+        assert!(job(
+            1,
+            true,
+            serde_json::json!({"phase": "Running", "jobId": 7})
+        ));
+        assert!(
+            !job(1, true, ended.clone()),
+            "ended, its generation submitted"
+        );
+        assert!(
+            job(2, true, ended),
+            "edited: a re-run may have been submitted"
+        );
+        assert!(
+            job(1, true, serde_json::json!({})),
+            "a first submit may have been made"
+        );
+        assert!(
+            !job(1, false, serde_json::json!({})),
+            "no finalizer: never submitted"
+        );
+        assert!(
+            !job(
+                2,
+                true,
+                serde_json::json!({"phase": "Completed", "jobId": 7,
+                "submittedGeneration": 1, "rejectedGeneration": 2})
+            ),
+            "its generation refused"
+        );
     }
 
     /// A cache whose own watch has been refused past the grace counts as listed, in a named
