@@ -610,6 +610,14 @@ fn admission_cases() -> Vec<Case> {
             "spec.template.metadata.creationTimestamp in body should match",
         ),
         n(
+            "SlurmNodeSet: template creationTimestamp in the year 9999 (past what the operator reads)",
+            json!({"template": {
+                "metadata": {"creationTimestamp": "9999-12-31T00:00:00Z"},
+                "spec": {"containers": [{"name": "slurmd", "image": "slurmd:24.11"}]},
+            }}),
+            "spec.template.metadata.creationTimestamp in body should match",
+        ),
+        n(
             "SlurmNodeSet: a feature carrying another --conf key",
             json!({"slurm": {"features": ["gpu CPUs=1"]}}),
             "spec.slurm.features[0] in body should match",

@@ -372,6 +372,7 @@ async fn the_api_server_refuses_what_the_operator_could_not_read() {
         (probe(json!(70000)), "port"),
         (probe(json!(3_000_000_000_i64)), "port"),
         (created_at("2024-01-01T00:00:00+26:00"), "creationTimestamp"),
+        (created_at("9999-12-31T00:00:00Z"), "creationTimestamp"),
     ] {
         match try_spec(refused.clone()).await {
             Err((422, message)) => assert!(message.contains(says), "{refused}: {message}"),

@@ -172,10 +172,11 @@ fn bound_int_or_string_ports(schema: &mut JSONSchemaProps) {
 
 /// What a `format: date-time` string must match: RFC 3339 as the operator reads it
 /// (k8s-openapi's `Time`). The API server's own check (kube-openapi's `IsDateTime`) stores
-/// more: an offset of `+26:00`, text after a second `T`, any character before the fraction.
+/// more: an offset of `+26:00`, text after a second `T`, any character before the fraction,
+/// the year 9999 (jiff, under k8s-openapi's `Time`, ends on 9999-12-30).
 /// One such value (a SlurmNodeSet's `template.metadata.creationTimestamp`) failed the list of
 /// every SlurmNodeSet, as an int32 out of range did.
-pub const DATE_TIME_PATTERN: &str = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
+pub const DATE_TIME_PATTERN: &str = r"^([0-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
 
 /// Give a `format: date-time` string [`DATE_TIME_PATTERN`] where it has no pattern.
 fn bound_date_time(schema: &mut JSONSchemaProps) {
