@@ -205,10 +205,12 @@ pub struct ClusterAccess {
 
     /// The Slurm user the jobs of these namespaces run as: the operator mints each submit's
     /// token for this user (which needs `auth.jwt`). Slurm accounts them to this user. Never
-    /// `root`: the tenants' scripts would run as root on the Slurm nodes.
+    /// `root`: the tenants' scripts would run as root on the Slurm nodes. It must be the name
+    /// Slurm reports for the user's jobs (the jobs' ownership tags are checked against it): where
+    /// SSSD gives fully-qualified names, `alice@example.org`.
     #[schemars(length(min = 1, max = 256))]
-    #[x_kube(validation = Rule::new("self.matches('^[a-z_][a-z0-9_.-]*[$]?$')")
-        .message("slurmUser must be a Slurm (POSIX) user name such as alice"))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z_][a-z0-9_.@-]*[$]?$')")
+        .message("slurmUser must be a Slurm (POSIX) user name such as alice or alice@example.org"))]
     #[x_kube(validation = Rule::new("self != 'root'")
         .message("slurmUser cannot be root: the namespaces' job scripts would run as root on \
                   the Slurm nodes; map them to an unprivileged Slurm user"))]

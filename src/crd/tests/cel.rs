@@ -456,7 +456,7 @@ fn cel_rules_are_where_expected() {
             ),
             s(
                 ".spec.access[].slurmUser",
-                "slurmUser must be a Slurm (POSIX) user name such as alice"
+                "slurmUser must be a Slurm (POSIX) user name such as alice or alice@example.org"
             ),
             s(
                 ".spec.access[].slurmUser",
@@ -794,6 +794,15 @@ fn cluster_rules() {
     c(
         json!({"access": [{"namespaces": ["team-a"], "slurmUser": "root"}]}),
         &["slurmUser cannot be root"],
+    );
+    // As Slurm reports an SSSD user with fully-qualified names.
+    c(
+        json!({"access": [{"namespaces": ["team-a"], "slurmUser": "alice@example.org"}]}),
+        &[],
+    );
+    c(
+        json!({"access": [{"namespaces": ["team-a"], "slurmUser": "Alice@Example.org"}]}),
+        &["slurmUser must be a Slurm (POSIX) user name"],
     );
     c(
         json!({"access": [{"namespaces": ["team-a"], "slurmUser": "rooted"}]}),
