@@ -28,6 +28,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, PostParams};
+use secrecy::{ExposeSecret, SecretBox};
 
 use crate::controller::context::{Context, RefusedNamespaces, SLURMJOBS, SLURMNODESETS};
 use crate::crd::CREDENTIALS_LABEL;
@@ -277,15 +278,55 @@ fn shutdown_on_signal(shutdown: CancellationToken) -> Result<(), Error> {
     Ok(())
 }
 
+/// Whether a Kubernetes API error at start may pass by itself (the API server restarting or
+/// overloaded, a connection reset): asked again for a while rather than exiting, which would
+/// put the pod in CrashLoopBackOff with ever longer waits. A refusal (4xx) is final.
+fn passing(error: &kube::Error) -> bool {
+    !matches!(error, kube::Error::Api(status) if status.code < 500 && status.code != 429)
+}
+
+/// [`passing`], for a watch's error.
+fn watch_may_pass(error: &kube::runtime::watcher::Error) -> bool {
+    use kube::runtime::watcher::Error as Watch;
+    match error {
+        Watch::WatchError(status) => status.code >= 500 || status.code == 429,
+        Watch::InitialListFailed(error) | Watch::WatchFailed(error) => passing(error),
+        _ => false,
+    }
+}
+
+/// Backoff of the reads at start that [`passing`] errors retry: about two minutes in all.
+fn start_backoff() -> backon::ExponentialBuilder {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(500))
+        .with_max_delay(Duration::from_secs(15))
+        .with_max_times(12)
+}
+
+/// `read`, asked again with [`start_backoff`] while it fails with a [`passing`] error.
+async fn at_start<T, F, Fut>(what: &str, read: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    use backon::Retryable;
+    read.retry(start_backoff())
+        .when(passing)
+        .notify(|error, delay| warn!(%error, ?delay, "{what} failed; asking again"))
+        .await
+}
+
 /// Wait until every CRD of the operator is established.
 async fn wait_for_crds(client: kube::Client) -> Result<(), Error> {
     let api: Api<CustomResourceDefinition> = Api::all(client);
     for crd in crate::crd::all() {
         let name = crate::crd::crd_name(&crd).to_owned();
-        let current = api.get_opt(&name).await.map_err(|source| Error::ReadCrd {
-            name: name.clone(),
-            source,
-        })?;
+        let current = at_start("reading a CRD", || api.get_opt(&name))
+            .await
+            .map_err(|source| Error::ReadCrd {
+                name: name.clone(),
+                source,
+            })?;
         if conditions::is_crd_established().matches_object(current.as_ref()) {
             continue;
         }
@@ -297,12 +338,20 @@ async fn wait_for_crds(client: kube::Client) -> Result<(), Error> {
             );
             let wait = await_condition(api.clone(), &name, conditions::is_crd_established());
             match tokio::time::timeout(CRD_WAIT_REMINDER, wait).await {
-                Ok(result) => {
-                    result.map_err(|source| Error::WaitForCrd {
+                Ok(Ok(_)) => break,
+                // The watch ends at its first error (no backoff of its own): one that may pass
+                // is waited out and the watch made again.
+                Ok(Err(kube::runtime::wait::Error::ProbeFailed(error)))
+                    if watch_may_pass(&error) =>
+                {
+                    warn!(crd = %name, %error, "the CRD's watch failed; watching again");
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+                Ok(Err(source)) => {
+                    return Err(Error::WaitForCrd {
                         name: name.clone(),
                         source,
-                    })?;
-                    break;
+                    });
                 }
                 Err(_elapsed) => continue,
             }
@@ -324,6 +373,20 @@ pub async fn tag_key(
     scopes: &[Option<&str>],
     refused_grace: Duration,
 ) -> Result<TagKey, Error> {
+    load_tag_key(client, namespace, name, create, scopes, refused_grace)
+        .await
+        .map(|(key, _)| key)
+}
+
+/// [`tag_key`], and its bytes (kept to make the Secret again: [`keep_tag_key`]).
+async fn load_tag_key(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    create: bool,
+    scopes: &[Option<&str>],
+    refused_grace: Duration,
+) -> Result<(TagKey, SecretBox<[u8]>), Error> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let failed = |source| Error::TagKeySecret {
         namespace: namespace.to_owned(),
@@ -335,7 +398,10 @@ pub async fn tag_key(
         name: name.to_owned(),
         problem,
     };
-    let secret = match secrets.get_opt(name).await.map_err(failed)? {
+    let secret = match at_start("reading the tag key Secret", || secrets.get_opt(name))
+        .await
+        .map_err(failed)?
+    {
         Some(secret) => secret,
         None if !create => {
             return Err(unusable(
@@ -359,25 +425,7 @@ pub async fn tag_key(
                 )));
             }
             let bytes = TagKey::generate_bytes().map_err(|e| unusable(e.to_string()))?;
-            let new = Secret {
-                metadata: ObjectMeta {
-                    name: Some(name.to_owned()),
-                    namespace: Some(namespace.to_owned()),
-                    labels: Some(
-                        [(CREDENTIALS_LABEL.to_owned(), "true".to_owned())]
-                            .into_iter()
-                            .collect(),
-                    ),
-                    ..ObjectMeta::default()
-                },
-                data: Some(
-                    [(TAG_KEY_DATA_KEY.to_owned(), ByteString(bytes))]
-                        .into_iter()
-                        .collect(),
-                ),
-                type_: Some("Opaque".to_owned()),
-                ..Secret::default()
-            };
+            let new = tag_key_secret(namespace, name, bytes);
             match secrets.create(&PostParams::default(), &new).await {
                 Ok(created) => {
                     info!(%namespace, %name, "created the tag key Secret with a new random key");
@@ -407,7 +455,146 @@ pub async fn tag_key(
         .as_ref()
         .and_then(|data| data.get(TAG_KEY_DATA_KEY))
         .ok_or_else(|| unusable(format!("it has no data key {TAG_KEY_DATA_KEY:?}")))?;
-    TagKey::new(&bytes.0).map_err(|e| unusable(e.to_string()))
+    let key = TagKey::new(&bytes.0).map_err(|e| unusable(e.to_string()))?;
+    Ok((key, SecretBox::from(bytes.0.clone().into_boxed_slice())))
+}
+
+/// The tag key Secret `namespace/name` holding `bytes`, labelled as credentials.
+fn tag_key_secret(namespace: &str, name: &str, bytes: Vec<u8>) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(
+                [(CREDENTIALS_LABEL.to_owned(), "true".to_owned())]
+                    .into_iter()
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        data: Some(
+            [(TAG_KEY_DATA_KEY.to_owned(), ByteString(bytes))]
+                .into_iter()
+                .collect(),
+        ),
+        type_: Some("Opaque".to_owned()),
+        ..Secret::default()
+    }
+}
+
+/// How often the tag key Secret is looked at while the operator runs.
+const TAG_KEY_CHECK: Duration = Duration::from_secs(60);
+
+/// What a look at the tag key Secret found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeySecret {
+    /// It holds the key this replica signs with.
+    Same,
+    /// It is gone, and this replica did not make it again.
+    Gone,
+    /// It holds another key, or none that can sign.
+    Other,
+}
+
+/// Keep the tag key Secret holding the key this replica signs with. Read once at start, the
+/// key lives on in every replica while the Secret may be deleted (an admin's cleanup) or
+/// replaced: a replica started then would make or read another key, and the jobs signed with
+/// the one in use would be lost to their SlurmJobs once it leads. A deleted Secret is made
+/// again, by the leader, with the key in use (with `create`); another key is said, as an error,
+/// each time it begins. One look every [`TAG_KEY_CHECK`]; a failed read waits for the next.
+async fn keep_tag_key(
+    client: kube::Client,
+    namespace: String,
+    name: String,
+    (key, bytes): (TagKey, SecretBox<[u8]>),
+    create: bool,
+    leadership: crate::leader::Leadership,
+    shutdown: CancellationToken,
+) {
+    let secrets: Api<Secret> = Api::namespaced(client, &namespace);
+    let mut last = KeySecret::Same;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(TAG_KEY_CHECK) => {}
+            () = shutdown.cancelled() => return,
+        }
+        let now = match look_at_tag_key(&secrets, &name, &key, &bytes, create, &leadership).await {
+            Some(now) => now,
+            None => continue,
+        };
+        if now != last {
+            match now {
+                KeySecret::Same => {
+                    info!(%namespace, %name, "the tag key Secret holds the key in use again")
+                }
+                KeySecret::Gone => tracing::error!(
+                    %namespace, %name,
+                    "the tag key Secret is gone, and this replica cannot make it again (not the \
+                     leader, or --create-tag-key off, or its create refused): restore it from a \
+                     backup. A replica started without it makes a new key (or refuses to start), \
+                     and the jobs signed with the key in use are then lost to their SlurmJobs"
+                ),
+                KeySecret::Other => tracing::error!(
+                    %namespace, %name,
+                    "the tag key Secret holds another key than the one this replica signs with \
+                     (read at its start): put the old key back. Replicas started from now on \
+                     sign with the new one, and the jobs signed with the old one are lost to \
+                     their SlurmJobs once such a replica leads"
+                ),
+            }
+        }
+        last = now;
+    }
+}
+
+/// One look of [`keep_tag_key`]; `None` when the Secret could not be read (or was made by
+/// another meanwhile): nothing to say until the next look.
+async fn look_at_tag_key(
+    secrets: &Api<Secret>,
+    name: &str,
+    key: &TagKey,
+    bytes: &SecretBox<[u8]>,
+    create: bool,
+    leadership: &crate::leader::Leadership,
+) -> Option<KeySecret> {
+    let secret = match secrets.get_opt(name).await {
+        Ok(secret) => secret,
+        Err(error) => {
+            tracing::debug!(%error, "reading the tag key Secret failed; looked at again later");
+            return None;
+        }
+    };
+    if let Some(secret) = secret {
+        let held = secret
+            .data
+            .as_ref()
+            .and_then(|data| data.get(TAG_KEY_DATA_KEY))
+            .and_then(|bytes| TagKey::new(&bytes.0).ok());
+        return Some(if held.is_some_and(|held| held.same_as(key)) {
+            KeySecret::Same
+        } else {
+            KeySecret::Other
+        });
+    }
+    if !create || !leadership.is_leader() {
+        return Some(KeySecret::Gone);
+    }
+    let namespace = secrets.namespace().unwrap_or_default();
+    let again = tag_key_secret(namespace, name, bytes.expose_secret().to_vec());
+    match secrets.create(&PostParams::default(), &again).await {
+        Ok(_) => {
+            warn!(
+                %namespace, %name,
+                "the tag key Secret was deleted while the operator ran: made again with the key in use"
+            );
+            Some(KeySecret::Same)
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => None,
+        Err(error) => {
+            tracing::error!(%error, "making the tag key Secret again failed");
+            Some(KeySecret::Gone)
+        }
+    }
 }
 
 /// Run the operator until SIGTERM/SIGINT.
@@ -478,7 +665,7 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
     info!(namespace = %ctx.credentials_namespace, "SlurmCluster credentials are read from this namespace only");
     let scopes = args.scopes();
     let key = tokio::select! {
-        key = tag_key(
+        key = load_tag_key(
             &client,
             &ctx.credentials_namespace,
             &args.tag_key_secret,
@@ -488,21 +675,24 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
         ) => Some(key),
         () = shutdown.cancelled() => None,
     };
-    match key {
+    let key_bytes = match key {
         None => {
             info!("stopped before the tag key was read");
             served_until.cancel();
             let _ = server.await;
             return Ok(());
         }
-        Some(Ok(key)) => ctx.tag_key = key,
+        Some(Ok((key, bytes))) => {
+            ctx.tag_key = key;
+            bytes
+        }
         Some(Err(error)) => {
             shutdown.cancel();
             served_until.cancel();
             let _ = server.await;
             return Err(error);
         }
-    }
+    };
     // The Lease is kept until the controllers have stopped, not only until the shutdown began:
     // their reconciles under way finish as the leader's, and the next leader starts after them,
     // not beside them.
@@ -564,6 +754,15 @@ pub async fn run(args: &RunArgs) -> Result<(), Error> {
             leadership: ctx.leadership.clone(),
         });
         let controllers = tokio::spawn(futures::future::join_all(drivers));
+        tokio::spawn(keep_tag_key(
+            ctx.client.clone(),
+            ctx.credentials_namespace.clone(),
+            args.tag_key_secret.clone(),
+            (ctx.tag_key.clone(), key_bytes),
+            args.create_tag_key,
+            ctx.leadership.clone(),
+            shutdown.clone(),
+        ));
         // A replica that lost the Lease holds what a standby holds (`Context::lease_lost`).
         let mut lost = Box::pin(ctx.leadership.lost());
         let deposed = ctx.clone();
@@ -770,23 +969,33 @@ fn startup<'a>(scopes: &[(Option<&'a str>, ScopeListings)], grace: Duration) -> 
 
 /// Whether a Slurm job `job`'s tag key signed may be running: its job was submitted and has not
 /// ended, or a submit of its current generation may have been made and its answer lost (a crash
-/// before the status write: the status names no job, or an earlier run's) — the operator's
-/// finalizer on it, its generation neither submitted nor refused as far as its status says.
+/// before the status write: the status names no job, or an earlier run's). The rule a going
+/// SlurmCluster holds its SlurmJobs by ([`plan::needs_cluster`] without a job listing): an
+/// in-place edit, or the generation the API server adds at a deletion, is no submit.
+///
+/// [`plan::needs_cluster`]: crate::controller::slurmjob::plan::needs_cluster
 fn may_run_a_signed_job(job: &CachedSlurmJob) -> bool {
+    use crate::controller::slurmjob::plan::{ClusterUser, needs_cluster};
+    // With or without the operator's finalizer (an admin may have taken it off).
     if job.job_id().is_some() && job.phase().is_none_or(|p| !p.is_terminal()) {
         return true;
     }
-    if !job.finalizers().iter().any(|f| f == crate::crd::FINALIZER) {
-        return false;
-    }
-    let generation = kube::Resource::meta(job).generation.unwrap_or(1);
+    let meta = kube::Resource::meta(job);
     // Undecodable: counted (the safe side: the start asks for the key to be restored).
     let Ok(object) = job.object() else {
         return true;
     };
-    let status = object.status.unwrap_or_default();
-    status.submitted_generation != Some(generation)
-        && status.rejected_generation != Some(generation)
+    needs_cluster(
+        ClusterUser {
+            uid: meta.uid.as_deref().unwrap_or_default(),
+            generation: meta.generation.unwrap_or(1),
+            status: object.status.as_ref(),
+            finalized: job.finalizers().iter().any(|f| f == crate::crd::FINALIZER),
+            deleting: meta.deletion_timestamp.is_some(),
+        },
+        None,
+        true,
+    )
 }
 
 /// How many SlurmJobs [`live_tagged_slurmjobs`] names at most.
@@ -876,6 +1085,29 @@ mod tests {
         run: RunArgs,
     }
 
+    /// At start, an API server that is restarting or overloaded is waited for; a refusal is
+    /// final (the pod's restart would not change it).
+    #[test]
+    fn only_a_server_side_failure_at_start_is_asked_again() {
+        let api = |code| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure("x", "y").with_code(code),
+            ))
+        };
+        for code in [500, 503, 504, 429] {
+            assert!(passing(&api(code)), "{code}");
+        }
+        for code in [400, 401, 403, 404, 422] {
+            assert!(!passing(&api(code)), "{code}");
+        }
+        use kube::runtime::watcher::Error as Watch;
+        let status = |code| Box::new(kube::core::Status::failure("x", "y").with_code(code));
+        assert!(watch_may_pass(&Watch::WatchError(status(500))));
+        assert!(!watch_may_pass(&Watch::WatchError(status(403))));
+        assert!(watch_may_pass(&Watch::InitialListFailed(api(503))));
+        assert!(!watch_may_pass(&Watch::WatchFailed(api(404))));
+    }
+
     /// A lost tag key may have signed the job of a SlurmJob whose job runs, and of one whose
     /// current generation's submit answer a crash may have lost (its status names no job or an
     /// earlier run's); not of one without the operator's finalizer (never submitted), nor of one
@@ -898,7 +1130,8 @@ mod tests {
             .unwrap();
             may_run_a_signed_job(&CachedSlurmJob::new(job).unwrap())
         };
-        let ended = serde_json::json!({"phase": "Completed", "jobId": 7, "submittedGeneration": 1});
+        let ended = serde_json::json!({"phase": "Completed", "jobId": 7, "submittedGeneration": 1,
+                                       "observedGeneration": 1});
         assert!(job(
             1,
             true,
@@ -919,6 +1152,40 @@ mod tests {
         assert!(
             !job(1, false, serde_json::json!({})),
             "no finalizer: never submitted"
+        );
+        assert!(
+            job(
+                1,
+                false,
+                serde_json::json!({"phase": "Running", "jobId": 7})
+            ),
+            "running, its finalizer taken off"
+        );
+        // An in-place edit (a release, a new time limit) is no submit: once its job ended, the
+        // SlurmJob runs nothing.
+        assert!(
+            !job(
+                2,
+                true,
+                serde_json::json!({"phase": "Completed", "jobId": 7,
+                "submittedGeneration": 1, "observedGeneration": 2})
+            ),
+            "edited in place, ended"
+        );
+        // Nor the generation the API server adds when a deletion begins.
+        let deleted: crate::crd::SlurmJob = serde_json::from_value(serde_json::json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+            "metadata": {"name": "j", "namespace": "ns", "uid": "u", "generation": 2,
+                         "finalizers": [crate::crd::FINALIZER],
+                         "deletionTimestamp": "2024-01-01T00:00:00Z"},
+            "spec": {"clusterName": "main", "script": "#!/bin/sh\n"},
+            "status": {"phase": "Completed", "jobId": 7, "submittedGeneration": 1,
+                       "observedGeneration": 1},
+        }))
+        .unwrap();
+        assert!(
+            !may_run_a_signed_job(&CachedSlurmJob::new(deleted).unwrap()),
+            "deleted after its run ended"
         );
         assert!(
             !job(
@@ -1025,6 +1292,73 @@ mod tests {
         for (what, scopes, expected) in rows {
             assert_eq!(&startup(scopes, grace), expected, "{what}");
         }
+    }
+
+    /// The tag key Secret deleted while the operator runs is made again by the leader with the
+    /// key in use (a standby, or without --create-tag-key, says it is gone); one holding another
+    /// key is told apart from the key in use.
+    #[tokio::test]
+    async fn a_deleted_tag_key_secret_is_made_again_with_the_key_in_use() {
+        use k8s_openapi::api::core::v1::Namespace;
+        use kube::api::DeleteParams;
+        let api = fake_apiserver::FakeApiServer::start_with_crds(crate::crd::all()).await;
+        let client = api.client();
+        let namespace: Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "admin"}})).unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap();
+        let (key, bytes) = load_tag_key(&client, "admin", "tag-key", true, &[None], Duration::ZERO)
+            .await
+            .unwrap();
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), "admin");
+        let leader = crate::leader::Leadership::always();
+        let (_standby_state, standby) = {
+            let (sender, state) = tokio::sync::watch::channel(false);
+            (sender, crate::leader::Leadership::follow(state))
+        };
+        let look = |create: bool, leadership: &crate::leader::Leadership| {
+            let (secrets, key, bytes, leadership) = (&secrets, &key, &bytes, leadership.clone());
+            async move { look_at_tag_key(secrets, "tag-key", key, bytes, create, &leadership).await }
+        };
+        assert_eq!(look(true, &leader).await, Some(KeySecret::Same));
+
+        secrets
+            .delete("tag-key", &DeleteParams::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            look(true, &standby).await,
+            Some(KeySecret::Gone),
+            "a standby makes none"
+        );
+        assert_eq!(
+            look(false, &leader).await,
+            Some(KeySecret::Gone),
+            "nor without create"
+        );
+        assert!(secrets.get_opt("tag-key").await.unwrap().is_none());
+        assert_eq!(
+            look(true, &leader).await,
+            Some(KeySecret::Same),
+            "made again"
+        );
+        let again = tag_key(&client, "admin", "tag-key", false, &[None], Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(again.same_as(&key), "with the key in use");
+
+        let other = TagKey::generate_bytes().unwrap();
+        secrets
+            .replace(
+                "tag-key",
+                &PostParams::default(),
+                &tag_key_secret("admin", "tag-key", other),
+            )
+            .await
+            .unwrap();
+        assert_eq!(look(true, &leader).await, Some(KeySecret::Other));
     }
 
     /// The probe clears a pair the API server serves again whose watch had listed before (one

@@ -193,6 +193,16 @@ impl TagKey {
         Ok(Self { mac: Arc::new(mac) })
     }
 
+    /// Whether `other` is the same key (judged by what each signs: the bytes are not kept).
+    pub fn same_as(&self, other: &TagKey) -> bool {
+        let sign = |key: &TagKey| {
+            let mut mac = (*key.mac).clone();
+            mac.update(b"slurm.rs tag key comparison");
+            mac.finalize().into_bytes()
+        };
+        sign(self) == sign(other)
+    }
+
     /// Fresh random key bytes, from the operating system.
     pub fn generate_bytes() -> Result<Vec<u8>, TagKeyError> {
         let mut bytes = vec![0u8; GENERATED_KEY_BYTES];
