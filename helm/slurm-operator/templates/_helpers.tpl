@@ -89,8 +89,8 @@ with leader election, "alone" without. */}}
 {{/* The rollout strategy. A rolling update overlaps old and new pods, which is safe only when
 both sides elect through the same Lease: an upgrade that turns leader election on or off or
 renames the Lease would run two writers (two submits of one SlurmJob), so it replaces the pods
-instead. The live Deployment is read with lookup (empty under `helm template`: there, change
-these values with the operator scaled to 0). */}}
+instead. The live Deployment is read with lookup (empty under `helm template`, and `helm
+rollback` renders nothing again: there, change these values with the operator scaled to 0). */}}
 {{- define "slurm-operator.strategy" -}}
 {{- $live := lookup "apps/v1" "Deployment" .Release.Namespace (include "slurm-operator.fullname" .) }}
 {{- $was := "" }}

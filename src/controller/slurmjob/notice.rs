@@ -58,6 +58,22 @@ pub fn transitions(before: &SlurmJobStatus, after: &SlurmJobStatus) -> Vec<Notic
     if phase_before == after.phase && same_run {
         return notices;
     }
+    if same_run && phase_before == Phase::Running && after.phase == Phase::Submitted {
+        // Requeued (its node failed, preempted, `scontrol requeue`): the same job waits to run
+        // again, its earlier start kept (no second `Started` when it does).
+        let why = after
+            .state_reason
+            .as_deref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        notices.push(
+            Notice::warning(
+                "Requeued",
+                format!("Slurm job {job_id} was requeued{why}: it waits to run again"),
+            )
+            .about_run(job_id),
+        );
+    }
     let was_running = phase_before == Phase::Running || started_before;
     // Slurm also gives a job cancelled while pending a start time, but no nodes.
     let now_started = after.phase == Phase::Running
@@ -149,6 +165,17 @@ mod tests {
                 &["Started"],
             ),
             (st(Some(1), Running, true), st(Some(1), Running, true), &[]),
+            // Requeued: said; running again, its start was told already.
+            (
+                st(Some(1), Running, true),
+                st(Some(1), Submitted, true),
+                &["Requeued"],
+            ),
+            (
+                st(Some(1), Submitted, true),
+                st(Some(1), Running, true),
+                &[],
+            ),
             (
                 st(Some(1), Running, true),
                 st(Some(1), Completed, true),

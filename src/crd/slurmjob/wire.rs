@@ -24,8 +24,9 @@ use super::{SlurmJob, SlurmJobSpec, SlurmJobStatus};
 /// or a list or object of values (`begin_time: {set, number}`), with room to spare.
 pub const MAX_EXTRA_OPTION_DEPTH: usize = 8;
 
-/// Appended to the key of an `extraOptions` value nested deeper than [`MAX_EXTRA_OPTION_DEPTH`]:
-/// no key admission takes has a space, so no SlurmJob can carry it otherwise.
+/// Appended to the key of an `extraOptions` value nested deeper than [`MAX_EXTRA_OPTION_DEPTH`].
+/// Admission does not check these keys, so a tenant may write one so suffixed: it is refused
+/// all the same (no option's name has a space), only with the depth as the reason.
 pub const NESTED_TOO_DEEP: &str = " (nested too deep)";
 
 /// Metadata nests a few levels (owner references, a list of objects): deeper is not an object

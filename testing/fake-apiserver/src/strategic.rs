@@ -4,6 +4,8 @@
 //! replaced. Only those lists are known here (by field name: the built-in kinds served have no
 //! two lists of one name with different strategies). Custom resources have no such tags: the
 //! real server refuses a strategic merge patch of one (415), and so does [`crate::http`].
+//! Not served: the patch directives (`$patch`, `$setElementOrder/…`, `$retainKeys`,
+//! `$deleteFromPrimitiveList/…`), which would be stored as fields.
 
 use serde_json::{Map, Value};
 
@@ -61,7 +63,7 @@ pub(crate) fn merge(target: &mut Value, patch: &Value) {
                         .find(|c| item.get(key).is_some() && c.get(key) == item.get(key));
                     match found {
                         Some(existing) => merge(existing, item),
-                        None => current.push(item.clone()),
+                        None => current.push(inserted(item)),
                     }
                 }
             }
@@ -74,9 +76,21 @@ pub(crate) fn merge(target: &mut Value, patch: &Value) {
             }
             (_, Value::Object(_), Some(existing)) => merge(existing, value),
             _ => {
-                target.insert(field.clone(), value.clone());
+                target.insert(field.clone(), inserted(value));
             }
         }
+    }
+}
+
+/// A patch value where the target has none: its nulls (deletions of nothing) left out.
+fn inserted(value: &Value) -> Value {
+    match value {
+        Value::Object(_) => {
+            let mut new = Value::Object(Map::new());
+            merge(&mut new, value);
+            new
+        }
+        other => other.clone(),
     }
 }
 
@@ -99,7 +113,8 @@ mod tests {
         merge(
             &mut pod,
             &json!({
-                "metadata": {"finalizers": ["b", "a"], "labels": {"y": null}},
+                "metadata": {"finalizers": ["b", "a"], "labels": {"y": null},
+                             "annotations": {"gone": null, "kept": "1"}},
                 "spec": {"tolerations": [{"key": "u"}]},
                 "status": {"conditions": [{"type": "Mine", "status": "True"}]},
             }),
@@ -107,7 +122,8 @@ mod tests {
         assert_eq!(
             pod,
             json!({
-                "metadata": {"finalizers": ["a", "b"], "labels": {"x": "1"}},
+                "metadata": {"finalizers": ["a", "b"], "labels": {"x": "1"},
+                             "annotations": {"kept": "1"}},
                 "spec": {"tolerations": [{"key": "u"}]},
                 "status": {"conditions": [
                     {"type": "Ready", "status": "True", "lastTransitionTime": "2024-01-01T00:00:00Z"},
