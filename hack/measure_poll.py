@@ -147,6 +147,11 @@ class Measure:
     def cancel_all(self):
         status, raw, secs = self.rest.call("DELETE", "/jobs/", {"job_name": self.name})
         log(f"DELETE /jobs/ job_name={self.name}: HTTP {status} in {secs:.1f} s")
+        if status != 200:
+            # Left queued, these jobs would start within the hour (their begin time).
+            raise RuntimeError(
+                f"cancelling the jobs named {self.name} failed (HTTP {status}): "
+                f"cancel them by hand (scancel --name={self.name}): {raw[:500]!r}")
 
     def settle(self, timeout=90):
         """Wait until /jobs?update_time=T answers 'unchanged' (other jobs and the scheduler quiet).

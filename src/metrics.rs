@@ -91,10 +91,16 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
+/// Buckets of every duration here: 1 ms to ~70 min by doubling. A full job listing of a large
+/// queue takes minutes (docs/benchmarks.md: up to 109 s at 100 000 jobs) and
+/// `spec.listingTimeout` allows an hour: a last bucket below that would make every quantile
+/// past it read as the bucket's bound.
 fn latency_histogram() -> Histogram {
-    // 1 ms .. ~16 s
-    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+    Histogram::new(exponential_buckets(0.001, 2.0, LATENCY_BUCKETS))
 }
+
+/// How many finite buckets [`latency_histogram`] has; its last bound is 0.001 * 2^(n-1) s.
+const LATENCY_BUCKETS: u16 = 23;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -702,6 +708,18 @@ fn parse_stat(stat: &str, page_size: u64) -> Option<ProcessStats> {
     })
 }
 
+/// Resident memory in bytes from /proc/self/status (`VmRSS:    1234 kB`).
+fn parse_vm_rss(status: &str) -> Option<u64> {
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
 /// `Max open files` (soft limit) from /proc/self/limits.
 fn parse_max_fds(limits: &str) -> Option<u64> {
     limits
@@ -725,15 +743,21 @@ fn parse_boot_time(stat: &str) -> Option<u64> {
 
 impl Collector for ProcessCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        // Not Linux, or /proc unreadable: no process metrics rather than made-up ones. The
-        // page size is 4 KiB on the platforms the image is built for (x86_64, arm64 with 4K
-        // pages); /proc/self/statm would need it too.
-        let Some(stats) = std::fs::read_to_string("/proc/self/stat")
+        // Not Linux, or /proc unreadable: no process metrics rather than made-up ones.
+        let Some(mut stats) = std::fs::read_to_string("/proc/self/stat")
             .ok()
             .and_then(|s| parse_stat(&s, 4096))
         else {
             return Ok(());
         };
+        // /proc/self/stat counts resident memory in pages, whose size the kernel chose (64 KiB
+        // on some arm64 kernels); /proc/self/status says it in KiB.
+        if let Some(resident) = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| parse_vm_rss(&s))
+        {
+            stats.resident_bytes = resident;
+        }
         emit(
             &mut encoder,
             "process_cpu_seconds",

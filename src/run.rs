@@ -31,6 +31,7 @@ use kube::api::{ListParams, PostParams};
 use secrecy::{ExposeSecret, SecretBox};
 
 use crate::controller::context::{Context, RefusedNamespaces, SLURMJOBS, SLURMNODESETS};
+use crate::controller::kit;
 use crate::crd::CREDENTIALS_LABEL;
 use crate::crd::slurmjob::CachedSlurmJob;
 use crate::http::{self, Readiness};
@@ -134,7 +135,7 @@ pub struct RunArgs {
     pub slurmjob_debounce: Duration,
     /// How many objects each controller reconciles at once (Slurm requests are limited per
     /// cluster anyway: at most 4 in flight per slurmrestd connection).
-    #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = crate::controller::kit::MAX_CONCURRENT_RECONCILES)]
+    #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = kit::MAX_CONCURRENT_RECONCILES)]
     pub reconcile_concurrency: u16,
     /// How long a watched namespace in which the API server refuses the operator's watches
     /// (403: its Role or RoleBinding there deleted) may hold up readiness at start. After it,
@@ -278,24 +279,7 @@ fn shutdown_on_signal(shutdown: CancellationToken) -> Result<(), Error> {
     Ok(())
 }
 
-/// Whether a Kubernetes API error at start may pass by itself (the API server restarting or
-/// overloaded, a connection reset): asked again for a while rather than exiting, which would
-/// put the pod in CrashLoopBackOff with ever longer waits. A refusal (4xx) is final.
-fn passing(error: &kube::Error) -> bool {
-    !matches!(error, kube::Error::Api(status) if status.code < 500 && status.code != 429)
-}
-
-/// [`passing`], for a watch's error.
-fn watch_may_pass(error: &kube::runtime::watcher::Error) -> bool {
-    use kube::runtime::watcher::Error as Watch;
-    match error {
-        Watch::WatchError(status) => status.code >= 500 || status.code == 429,
-        Watch::InitialListFailed(error) | Watch::WatchFailed(error) => passing(error),
-        _ => false,
-    }
-}
-
-/// Backoff of the reads at start that [`passing`] errors retry: about two minutes in all.
+/// Backoff of the reads at start that [`kit::may_pass`] errors retry: about two minutes in all.
 fn start_backoff() -> backon::ExponentialBuilder {
     backon::ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(500))
@@ -303,7 +287,7 @@ fn start_backoff() -> backon::ExponentialBuilder {
         .with_max_times(12)
 }
 
-/// `read`, asked again with [`start_backoff`] while it fails with a [`passing`] error.
+/// `read`, asked again with [`start_backoff`] while it fails with a [`kit::may_pass`] error.
 async fn at_start<T, F, Fut>(what: &str, read: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
@@ -311,7 +295,7 @@ where
 {
     use backon::Retryable;
     read.retry(start_backoff())
-        .when(passing)
+        .when(kit::may_pass)
         .notify(|error, delay| warn!(%error, ?delay, "{what} failed; asking again"))
         .await
 }
@@ -342,7 +326,7 @@ async fn wait_for_crds(client: kube::Client) -> Result<(), Error> {
                 // The watch ends at its first error (no backoff of its own): one that may pass
                 // is waited out and the watch made again.
                 Ok(Err(kube::runtime::wait::Error::ProbeFailed(error)))
-                    if watch_may_pass(&error) =>
+                    if kit::watch_may_pass(&error) =>
                 {
                     warn!(crd = %name, %error, "the CRD's watch failed; watching again");
                     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -1085,117 +1069,112 @@ mod tests {
         run: RunArgs,
     }
 
-    /// At start, an API server that is restarting or overloaded is waited for; a refusal is
-    /// final (the pod's restart would not change it).
-    #[test]
-    fn only_a_server_side_failure_at_start_is_asked_again() {
-        let api = |code| {
-            kube::Error::Api(Box::new(
-                kube::core::Status::failure("x", "y").with_code(code),
-            ))
-        };
-        for code in [500, 503, 504, 429] {
-            assert!(passing(&api(code)), "{code}");
-        }
-        for code in [400, 401, 403, 404, 422] {
-            assert!(!passing(&api(code)), "{code}");
-        }
-        use kube::runtime::watcher::Error as Watch;
-        let status = |code| Box::new(kube::core::Status::failure("x", "y").with_code(code));
-        assert!(watch_may_pass(&Watch::WatchError(status(500))));
-        assert!(!watch_may_pass(&Watch::WatchError(status(403))));
-        assert!(watch_may_pass(&Watch::InitialListFailed(api(503))));
-        assert!(!watch_may_pass(&Watch::WatchFailed(api(404))));
-    }
-
     /// A lost tag key may have signed the job of a SlurmJob whose job runs, and of one whose
     /// current generation's submit answer a crash may have lost (its status names no job or an
     /// earlier run's); not of one without the operator's finalizer (never submitted), nor of one
     /// whose generation was submitted (and ended) or refused.
     #[test]
     fn a_submit_whose_answer_was_lost_counts_as_signed_by_the_key() {
-        let job = |generation: i64, finalizer: bool, status: serde_json::Value| {
+        // A SlurmJob at `generation`, with or without the operator's finalizer, being deleted
+        // or not, with `status`: may a job it runs carry the key's signature?
+        let job = |generation: i64, finalizer: bool, deleting: bool, status: serde_json::Value| {
             let finalizers: Vec<&str> = if finalizer {
                 vec![crate::crd::FINALIZER]
             } else {
                 vec![]
             };
+            let mut metadata = serde_json::json!({"name": "j", "namespace": "ns", "uid": "u",
+                                                  "generation": generation,
+                                                  "finalizers": finalizers});
+            if deleting {
+                metadata["deletionTimestamp"] = "2024-01-01T00:00:00Z".into();
+            }
             let job: crate::crd::SlurmJob = serde_json::from_value(serde_json::json!({
                 "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
-                "metadata": {"name": "j", "namespace": "ns", "uid": "u",
-                             "generation": generation, "finalizers": finalizers},
+                "metadata": metadata,
                 "spec": {"clusterName": "main", "script": "#!/bin/sh\n"},
                 "status": status,
             }))
             .unwrap();
             may_run_a_signed_job(&CachedSlurmJob::new(job).unwrap())
         };
-        let ended = serde_json::json!({"phase": "Completed", "jobId": 7, "submittedGeneration": 1,
-                                       "observedGeneration": 1});
-        assert!(job(
-            1,
-            true,
-            serde_json::json!({"phase": "Running", "jobId": 7})
-        ));
-        assert!(
-            !job(1, true, ended.clone()),
-            "ended, its generation submitted"
-        );
-        assert!(
-            job(2, true, ended),
-            "edited: a re-run may have been submitted"
-        );
-        assert!(
-            job(1, true, serde_json::json!({})),
-            "a first submit may have been made"
-        );
-        assert!(
-            !job(1, false, serde_json::json!({})),
-            "no finalizer: never submitted"
-        );
-        assert!(
-            job(
+        let running = || serde_json::json!({"phase": "Running", "jobId": 7});
+        let ended = || {
+            serde_json::json!({"phase": "Completed", "jobId": 7, "submittedGeneration": 1,
+                               "observedGeneration": 1})
+        };
+        let rows: &[(&str, i64, bool, bool, serde_json::Value, bool)] = &[
+            ("running", 1, true, false, running(), true),
+            (
+                "ended, its generation submitted",
+                1,
+                true,
+                false,
+                ended(),
+                false,
+            ),
+            (
+                "edited: a re-run may have been submitted",
+                2,
+                true,
+                false,
+                ended(),
+                true,
+            ),
+            (
+                "a first submit may have been made",
+                1,
+                true,
+                false,
+                serde_json::json!({}),
+                true,
+            ),
+            (
+                "no finalizer: never submitted",
                 1,
                 false,
-                serde_json::json!({"phase": "Running", "jobId": 7})
+                false,
+                serde_json::json!({}),
+                false,
             ),
-            "running, its finalizer taken off"
-        );
-        // An in-place edit (a release, a new time limit) is no submit: once its job ended, the
-        // SlurmJob runs nothing.
-        assert!(
-            !job(
+            (
+                "running, its finalizer taken off",
+                1,
+                false,
+                false,
+                running(),
+                true,
+            ),
+            // An in-place edit (a release, a new time limit) is no submit: once its job ended,
+            // the SlurmJob runs nothing.
+            (
+                "edited in place, ended",
                 2,
                 true,
+                false,
                 serde_json::json!({"phase": "Completed", "jobId": 7,
-                "submittedGeneration": 1, "observedGeneration": 2})
+                                   "submittedGeneration": 1, "observedGeneration": 2}),
+                false,
             ),
-            "edited in place, ended"
-        );
-        // Nor the generation the API server adds when a deletion begins.
-        let deleted: crate::crd::SlurmJob = serde_json::from_value(serde_json::json!({
-            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
-            "metadata": {"name": "j", "namespace": "ns", "uid": "u", "generation": 2,
-                         "finalizers": [crate::crd::FINALIZER],
-                         "deletionTimestamp": "2024-01-01T00:00:00Z"},
-            "spec": {"clusterName": "main", "script": "#!/bin/sh\n"},
-            "status": {"phase": "Completed", "jobId": 7, "submittedGeneration": 1,
-                       "observedGeneration": 1},
-        }))
-        .unwrap();
-        assert!(
-            !may_run_a_signed_job(&CachedSlurmJob::new(deleted).unwrap()),
-            "deleted after its run ended"
-        );
-        assert!(
-            !job(
+            // Nor is the generation the API server adds when a deletion begins.
+            ("deleted after its run ended", 2, true, true, ended(), false),
+            (
+                "its generation refused",
                 2,
                 true,
+                false,
                 serde_json::json!({"phase": "Completed", "jobId": 7,
-                "submittedGeneration": 1, "rejectedGeneration": 2})
+                                   "submittedGeneration": 1, "rejectedGeneration": 2}),
+                false,
             ),
-            "its generation refused"
-        );
+        ];
+        for (what, generation, finalizer, deleting, status, signed) in rows {
+            assert_eq!(
+                job(*generation, *finalizer, *deleting, status.clone()),
+                *signed,
+                "{what}"
+            );
+        }
     }
 
     /// A cache whose own watch has been refused past the grace counts as listed, in a named

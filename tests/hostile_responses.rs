@@ -932,6 +932,61 @@ async fn a_listing_may_outlast_a_request_and_a_timeout_is_not_asked_again() {
     assert_eq!(asked.len(), 3, "{asked:#?}");
 }
 
+/// A plain 404 on an accounting path means "no accounting here" only when the same version's
+/// slurmctld paths answer; when they 404 too (a proxy in front of a restarting slurmrestd, or a
+/// version no longer served), it is an error the caller asks again about, never "no records".
+#[tokio::test]
+async fn a_plain_404_is_no_accounting_only_while_slurmctld_paths_answer() {
+    let not_routed = || {
+        ResponseTemplate::new(404)
+            .insert_header("content-type", "text/plain")
+            .set_body_string("Unable find requested URL")
+    };
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::path("/slurm/v0.0.42/ping/"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(recorded("ping")))
+        .mount(&server)
+        .await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(not_routed())
+        .mount(&server)
+        .await;
+    let served = client(&server.uri(), Duration::from_secs(10));
+    assert_eq!(served.accounting_job(JOB).await.unwrap(), None);
+    assert_eq!(
+        served
+            .accounting_jobs_named("bash", None, Some("alice"))
+            .await
+            .unwrap(),
+        None
+    );
+
+    let gone = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(not_routed())
+        .mount(&gone)
+        .await;
+    let unserved = client(&gone.uri(), Duration::from_secs(10));
+    let error = unserved.accounting_job(JOB).await.unwrap_err();
+    assert_eq!(error.category(), "UnsupportedVersion", "{error:?}");
+    let error = unserved
+        .accounting_jobs_named("bash", None, None)
+        .await
+        .unwrap_err();
+    assert_eq!(error.category(), "UnsupportedVersion", "{error:?}");
+    let asked: Vec<String> = gone
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.url.path().to_owned())
+        .collect();
+    assert!(
+        asked.iter().any(|p| p.starts_with("/slurm/v0.0.42/ping")),
+        "{asked:?}"
+    );
+}
+
 /// A job name with a comma is not sent to accounting: slurmdbd reads it as a list of names, and
 /// the operator would ask with its own token for everyone's jobs of each.
 #[tokio::test]

@@ -95,10 +95,12 @@ async fn a_scrape_has_the_cluster_gauges_with_the_cluster_label() {
         .lines()
         .filter(|l| l.starts_with("slurm_operator_poll_duration_seconds_count{"))
         .collect();
+    let named = format!("cluster=\"{}\"", scenario::CLUSTER);
     assert!(
         polls.iter().any(|l| l.contains("kind=\"jobs\""))
-            && polls.iter().all(|l| l.contains("cluster=\"")),
-        "poll series without a cluster label: {polls:?}"
+            && polls.iter().all(|l| l.contains(&named)),
+        "poll series not of cluster {}: {polls:?}",
+        scenario::CLUSTER
     );
     assert!(
         value(&text, "process_resident_memory_bytes").is_some_and(|rss| rss > 0.0),

@@ -720,6 +720,39 @@ async fn apply_wait_and_logs_against_an_api_server() {
         "{stderr}"
     );
 
+    // With spec.output but Stalled: no output will come, and logs says why at once (exit 126,
+    // as wait), not after its 5 minute Pod timeout.
+    jobs.patch(
+        "refused-out",
+        &PatchParams::apply("test"),
+        &Patch::Apply(json!({
+            "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+            "metadata": {"name": "refused-out"},
+            "spec": {"clusterName": "main", "script": "#!/bin/sh\ntrue\n",
+                     "output": {"volume": "shared", "slurmPath": "/shared"}},
+        })),
+    )
+    .await
+    .unwrap();
+    jobs.patch_status(
+        "refused-out",
+        &PatchParams::default(),
+        &Patch::Merge(&stalled),
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let (code, _, stderr) = run(args(&["logs", "refused-out", "-n", "team-a"])).await;
+    assert_eq!(code, Some(126), "{stderr}");
+    assert!(
+        stderr.contains("no output: it cannot be submitted: SubmitRejected: Slurm refused"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "not after the Pod timeout"
+    );
+
     // With spec.output: the streamer Pod the operator makes for it (created here, as the
     // operator would), and what it prints, as its container's log (the kubelet's part, which
     // the in-memory API server takes from the test).

@@ -2400,6 +2400,68 @@ def t_cluster_durations_as_the_crd_takes_them() -> str:
     return f"{sum(len(c[2]) for c in cases)} durations as the CRD decides"
 
 
+def t_large_numbers_written_whole() -> str:
+    """A number of a million or more from a values file (Helm reads it as a float64, which
+    toString writes 1e+06) reaches slurm.conf, cgroup.conf, slurmdbd.conf and a partition's line
+    written whole: slurmctld refuses 1e+06 and would not start. A fraction stays one."""
+    values = {
+        "slurm": {"config": {"MaxJobCount": 1000000, "MaxArraySize": 1000001, "SchedulerTimeSlice": 30.5},
+                  "maxNodeCount": 1000000,
+                  "cgroup": {"enabled": True, "config": {"MaxRAMPercent": 98.5, "MinRAMSpace": 2000000}}},
+        "partitions": {"debug": {"options": {"MaxMemPerNode": 1048576}}},
+        "accounting": {"enabled": True, "slurmdbd": {"config": {"MaxQueryTimeRange": 3000000}}},
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(values, f)
+    try:
+        docs = render(CLUSTER, values=(f.name,), cache=False)
+    finally:
+        os.unlink(f.name)
+    conf = slurm_conf(docs)
+    cm = next(d for d in find(docs, "ConfigMap") if "slurm.conf" in d.get("data", {}))
+    cgroup = cm["data"].get("cgroup.conf", "")
+    dbd = "".join(c["data"]["slurmdbd.conf"] for c in find(docs, "ConfigMap") if "slurmdbd.conf" in c.get("data", {}))
+    problems = []
+    for key, want in (("MaxJobCount", "1000000"), ("MaxArraySize", "1000001"), ("SchedulerTimeSlice", "30.5"),
+                      ("MaxNodeCount", "1000000")):
+        if conf.get(key) != want:
+            problems.append(f"slurm.conf {key}={conf.get(key)!r}, want {want}")
+    if conf["PartitionName"]["debug"].get("MaxMemPerNode") != "1048576":
+        problems.append(f"partition debug: {conf['PartitionName']['debug']}")
+    for text, line in ((cgroup, "MinRAMSpace=2000000"), (cgroup, "MaxRAMPercent=98.5"), (dbd, "MaxQueryTimeRange=3000000")):
+        if line not in text.splitlines():
+            problems.append(f"{line!r} not in:\n{text}")
+    for name, text in (("slurm.conf", conf["_text"]), ("cgroup.conf", cgroup), ("slurmdbd.conf", dbd)):
+        if re.search(r"\de\+\d", text):
+            problems.append(f"{name} has a number in exponent form:\n{text}")
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    return "a million and more written whole in slurm.conf, cgroup.conf, slurmdbd.conf and a partition line"
+
+
+def t_empty_namespace_selector_refused() -> str:
+    """An access entry's namespaceSelector that names no label (which would grant every
+    namespace) is refused by the chart's schema, naming it: otherwise the chart applies the
+    Secrets, the configuration and the StatefulSets, and then the API server refuses the
+    SlurmCluster (the CRD's rule), leaving a failed, half-applied release."""
+    problems = []
+    for selector in ({}, {"matchLabels": {}}, {"matchExpressions": []}, {"matchLabels": {}, "matchExpressions": []}):
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            yaml.safe_dump({"cluster": {"access": [{"namespaceSelector": selector, "slurmUser": "alice"}]}}, f)
+        try:
+            p = helm("template", "test", str(CLUSTER), "--namespace", RELEASE_NS, "-f", f.name)
+        finally:
+            os.unlink(f.name)
+        if p.returncode == 0 or "/cluster/access/0/namespaceSelector" not in p.stderr:
+            problems.append(f"{selector}: {'rendered' if p.returncode == 0 else p.stderr.strip()}")
+    # One label, or one expression, is a selector.
+    for sets in (("cluster.access[0].namespaceSelector.matchLabels.tier=batch",),
+                 ("cluster.access[0].namespaceSelector.matchExpressions[0].key=tier",
+                  "cluster.access[0].namespaceSelector.matchExpressions[0].operator=Exists")):
+        render(CLUSTER, sets=sets + ("cluster.access[0].slurmUser=alice",), cache=False)
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    return "4 empty selectors refused, naming the field; a label or an expression renders"
+
+
 def t_partition_options_replace() -> str:
     """partitions.<p>.options: a key replaces the chart's key of that name (slurm.conf keys are
     case-insensitive), "" removes it (it rendered `State=`), and the keys the chart derives
@@ -2839,6 +2901,8 @@ def main() -> int:
     r.check("cluster: pollInterval and tokenLifetime render exactly when the SlurmCluster CRD takes them",
             t_cluster_durations_as_the_crd_takes_them)
     r.check("cluster: partition options replace or remove the chart's keys", t_partition_options_replace)
+    r.check("cluster: numbers of a million and more are written whole, not as 1e+06", t_large_numbers_written_whole)
+    r.check("schema (slurm-cluster): an access entry's empty namespaceSelector is refused", t_empty_namespace_selector_refused)
     r.check("NOTES (operator): the metrics hint names the rendered Service and works as printed", t_notes_metrics_service)
     r.check("NOTES (operator): admin and tenant steps with a valid SlurmCluster and SlurmJob", t_notes_operator)
     r.check("NOTES (slurm-cluster): a valid SlurmJob", t_notes_cluster)

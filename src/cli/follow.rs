@@ -14,6 +14,7 @@ use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, DefaultBackoff, Event, watcher};
 
 use super::CliError;
+use crate::controller::kit;
 use crate::controller::slurmjob::output::{self, LABEL};
 use crate::controller::slurmjob::status::{
     COMPLETE, DEPENDENCY_NEVER_SATISFIED, FAILED, RECORD_UNREADABLE, STALLED,
@@ -221,17 +222,7 @@ impl WaitArgs {
     }
 }
 
-/// Whether a request's failure may pass by itself (the API server restarting, overloaded or
-/// out of reach), as opposed to an answer that stays (not found, forbidden, no such resource).
-fn may_pass(error: &kube::Error) -> bool {
-    match error {
-        kube::Error::Api(status) => status.code >= 500 || status.code == 429,
-        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
-        _ => false,
-    }
-}
-
-/// `read`'s answer; a failure that may pass ([`may_pass`]) is tried again every [`POD_POLL`]
+/// `read`'s answer; a failure that may pass ([`kit::may_pass`]) is tried again every [`POD_POLL`]
 /// until `deadline`, any other ends it (exit 2).
 async fn read_until<T, F, Fut>(
     deadline: tokio::time::Instant,
@@ -245,7 +236,7 @@ where
     loop {
         match read().await {
             Ok(answer) => return Ok(answer),
-            Err(e) if may_pass(&e) && tokio::time::Instant::now() < deadline => {
+            Err(e) if kit::may_pass(&e) && tokio::time::Instant::now() < deadline => {
                 tracing::warn!(error = %crate::error_chain::Chain(&e), "{what}: cannot read it for now; retrying");
                 tokio::time::sleep(POD_POLL).await;
             }
@@ -282,7 +273,7 @@ async fn wait(
     // pass is not: the watch below retries it as any other.
     let confirmed = match first {
         Ok(_) => true,
-        Err(e) if may_pass(&e) => {
+        Err(e) if kit::may_pass(&e) => {
             tracing::warn!(
                 slurmjob = name,
                 error = %crate::error_chain::Chain(&e),
@@ -388,13 +379,18 @@ impl LogsArgs {
                 .standard_output
                 .clone()
                 .unwrap_or_else(|| "slurm-<job id>.out".to_owned());
+            // Whoever may write the SlurmJob chose these paths: escaped, as `wait` escapes a
+            // condition's text, so that they cannot drive the reader's terminal.
             return Err(CliError::Usage(format!(
                 "{what} has no spec.output: its output stays on the Slurm nodes ({file}, relative \
                  to {}); set spec.output to read it here",
-                job.spec
-                    .working_directory
-                    .as_deref()
-                    .unwrap_or(crate::controller::slurmjob::submit::DEFAULT_WORKING_DIRECTORY)
+                printable(
+                    job.spec
+                        .working_directory
+                        .as_deref()
+                        .unwrap_or(crate::controller::slurmjob::submit::DEFAULT_WORKING_DIRECTORY)
+                ),
+                file = printable(&file),
             )));
         }
         // The operator's streamer Pod, named after the SlurmJob, prints the output file. Right
@@ -410,6 +406,23 @@ impl LogsArgs {
                     && matches!(phase, Some("Running" | "Succeeded" | "Failed"))
             }) {
                 break pod.clone();
+            }
+            // A run that cannot be submitted, or whose job will never start, has no output to
+            // wait for: said at once, as `wait` says it.
+            if pod.is_none()
+                && let Some(stalled) = stalled(&job)
+            {
+                eprintln!(
+                    "{what}: no output: {}: {}: {}",
+                    if stalled.reason == DEPENDENCY_NEVER_SATISFIED {
+                        "its job will never start"
+                    } else {
+                        "it cannot be submitted"
+                    },
+                    printable(&stalled.reason),
+                    printable(&stalled.message)
+                );
+                return Ok(EXIT_STALLED);
             }
             // The operator creates no Pod for a run that ended a while ago: none will come.
             // Not said of a status that is not the spec's yet (an edit re-runs the job).

@@ -325,7 +325,7 @@ fn directive_lines(script: &str) -> Result<Vec<(usize, Vec<String>)>, SbatchErro
     let mut lines = Vec::new();
     for (index, line) in script.lines().enumerate() {
         let number = index + 1;
-        let trimmed = line.trim();
+        let trimmed = line.trim_matches(blank);
         if trimmed.is_empty() {
             continue;
         }
@@ -343,6 +343,12 @@ fn directive_lines(script: &str) -> Result<Vec<(usize, Vec<String>)>, SbatchErro
     Ok(lines)
 }
 
+/// A blank as sbatch sees one (C's `isspace`): ASCII only. A no-break space is part of a word,
+/// and a line of one is a command, which ends the directives.
+fn blank(c: char) -> bool {
+    c.is_ascii_whitespace() || c == '\u{0b}'
+}
+
 /// A line split into words as sbatch splits it (its `_get_argument`): blanks separate, quotes
 /// group (and are removed), a backslash takes the next character as it is (a blank, a quote, a
 /// `#`; in quotes too), and an unquoted `#` anywhere ends the line: `--job-name=run#3 -p gpu`
@@ -351,7 +357,7 @@ fn words(text: &str, line: usize) -> Result<Vec<String>, SbatchError> {
     let mut words = Vec::new();
     let mut chars = text.chars().peekable();
     loop {
-        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        while chars.next_if(|c| blank(*c)).is_some() {}
         if chars.peek().is_none() {
             break;
         }
@@ -360,7 +366,7 @@ fn words(text: &str, line: usize) -> Result<Vec<String>, SbatchError> {
         // A word of quotes only (`""`) is a word; a `#` with nothing before it is not.
         let mut quoted = false;
         let mut comment = false;
-        while let Some(c) = chars.next_if(|c| quote.is_some() || !c.is_whitespace()) {
+        while let Some(c) = chars.next_if(|c| quote.is_some() || !blank(*c)) {
             match (c, quote) {
                 ('\\', _) => word.extend(chars.next()),
                 (c, Some(open)) if c == open => quote = None,
@@ -1355,17 +1361,44 @@ fn file_stem(path: &Path) -> Option<String> {
         .filter(|s| s != "-")
 }
 
+/// `spec.script`'s `maxLength` in the CRD, in characters (a test holds them the same).
+const SCRIPT_MAX_CHARS: usize = 1_048_576;
+
+/// The script, read up to what `spec.script` can hold (`/dev/zero`, or a file of gigabytes, is
+/// not read whole); a longer one is refused here, naming the field, rather than by the API
+/// server after the conversion said it was fine.
 fn read_script(path: &Path) -> Result<String, CliError> {
-    let read = if path == Path::new("-") {
-        std::io::read_to_string(std::io::stdin())
-    } else {
-        std::fs::read_to_string(path)
-    };
-    read.map_err(|source| CliError::ReadFile {
+    use std::io::Read;
+    let failed = |source| CliError::ReadFile {
         what: "script",
         path: path.to_owned(),
         source,
-    })
+    };
+    // A character is at most 4 bytes: one byte past that is more characters than allowed.
+    let limit = (SCRIPT_MAX_CHARS * 4 + 1) as u64;
+    let mut bytes = Vec::new();
+    if path == Path::new("-") {
+        std::io::stdin().lock().take(limit).read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(path).and_then(|file| file.take(limit).read_to_end(&mut bytes))
+    }
+    .map_err(failed)?;
+    let too_long = || {
+        CliError::Usage(format!(
+            "{}: the script is longer than spec.script allows ({SCRIPT_MAX_CHARS} characters); \
+             keep large files on a shared filesystem and read them from the script",
+            path.display()
+        ))
+    };
+    if bytes.len() as u64 >= limit {
+        return Err(too_long());
+    }
+    let script = String::from_utf8(bytes)
+        .map_err(|e| failed(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+    if script.chars().count() > SCRIPT_MAX_CHARS {
+        return Err(too_long());
+    }
+    Ok(script)
 }
 
 async fn create(

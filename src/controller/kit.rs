@@ -862,6 +862,28 @@ pub fn cut_to_bytes(mut text: String, max: usize) -> String {
     text
 }
 
+/// Whether a Kubernetes API request's failure may pass by itself (the API server restarting,
+/// overloaded or out of reach), so asking again later is worth it, as opposed to an answer that
+/// stays: forbidden, not found, invalid, an object that does not decode.
+pub fn may_pass(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429,
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        _ => false,
+    }
+}
+
+/// [`may_pass`], for a watch's error.
+pub fn watch_may_pass(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::WatchError(status) => status.code >= 500 || status.code == 429,
+        watcher::Error::InitialListFailed(error)
+        | watcher::Error::WatchStartFailed(error)
+        | watcher::Error::WatchFailed(error) => may_pass(error),
+        watcher::Error::NoResourceVersion => false,
+    }
+}
+
 /// An API for `namespace`, or for all namespaces.
 pub fn scoped_api<K>(client: kube::Client, namespace: Option<&str>) -> Api<K>
 where
@@ -960,6 +982,37 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An API server that is restarting, overloaded or out of reach is asked again (at the
+    /// operator's start, by `logs -f`); a refusal or an object that does not decode is final:
+    /// asking again would get the same answer.
+    #[test]
+    fn only_a_failure_that_may_pass_is_asked_again() {
+        let api = |code| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure("x", "y").with_code(code),
+            ))
+        };
+        for code in [500, 503, 504, 429] {
+            assert!(may_pass(&api(code)), "{code}");
+        }
+        for code in [400, 401, 403, 404, 409, 422] {
+            assert!(!may_pass(&api(code)), "{code}");
+        }
+        let reset = || std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert!(may_pass(&kube::Error::Service(Box::new(reset()))));
+        assert!(may_pass(&kube::Error::ReadEvents(reset())));
+        let undecodable = serde_json::from_str::<u8>("x").unwrap_err();
+        assert!(!may_pass(&kube::Error::SerdeError(undecodable)));
+
+        let status = |code| Box::new(kube::core::Status::failure("x", "y").with_code(code));
+        assert!(watch_may_pass(&watcher::Error::WatchError(status(500))));
+        assert!(!watch_may_pass(&watcher::Error::WatchError(status(403))));
+        assert!(watch_may_pass(&watcher::Error::InitialListFailed(api(503))));
+        assert!(watch_may_pass(&watcher::Error::WatchStartFailed(api(429))));
+        assert!(!watch_may_pass(&watcher::Error::WatchFailed(api(404))));
+        assert!(!watch_may_pass(&watcher::Error::NoResourceVersion));
+    }
 
     /// Each namespace spends its own budget, in any window of its length (a sliding one): the
     /// last one allowed says for how long the rest are quiet; namespaces that spent nothing

@@ -301,6 +301,46 @@ fn proc_stat_fields_are_counted_from_the_last_parenthesis() {
         parse_boot_time("cpu  1 2 3\nbtime 1767225600\n"),
         Some(1_767_225_600)
     );
+    // Resident memory in KiB, whatever the page size.
+    assert_eq!(
+        parse_vm_rss("Name:\tslurm-operator\nVmHWM:\t   9000 kB\nVmRSS:\t   8192 kB\n"),
+        Some(8192 * 1024)
+    );
+    assert_eq!(parse_vm_rss("Name:\tkthreadd\n"), None);
+}
+
+/// Durations are bucketed up to past `spec.listingTimeout`'s hour: a listing of minutes is
+/// counted in a bucket of its own size, not in +Inf (where every quantile reads as the last
+/// finite bound).
+#[test]
+fn duration_buckets_reach_past_the_longest_listing_timeout() {
+    let metrics = Metrics::new();
+    metrics.polled_cluster("c", "jobs", std::time::Duration::from_secs(109), true);
+    let text = metrics.encode().unwrap();
+    // (bound, count) of each finite bucket.
+    let buckets: Vec<(f64, u64)> = text
+        .lines()
+        .filter(|l| l.starts_with("slurm_operator_poll_duration_seconds_bucket{"))
+        .filter_map(|l| {
+            let bound = l.split("le=\"").nth(1)?.split('"').next()?.parse().ok()?;
+            let count = l.rsplit(' ').next()?.parse().ok()?;
+            Some((bound, count))
+        })
+        .collect();
+    let last = buckets.iter().map(|(bound, _)| *bound).fold(0.0, f64::max);
+    assert!(last >= 3600.0, "{buckets:?}");
+    // 109 s is counted in every bucket from 109 s up, and in none below.
+    assert!(
+        buckets
+            .iter()
+            .all(|(bound, count)| *count == u64::from(*bound >= 109.0)),
+        "{buckets:?}"
+    );
+    assert!(
+        buckets
+            .iter()
+            .any(|(bound, count)| *bound < 109.0 && *count == 0)
+    );
 }
 
 #[cfg(target_os = "linux")]

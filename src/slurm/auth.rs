@@ -112,6 +112,15 @@ struct MintedToken {
     refresh_after: SystemTime,
 }
 
+/// Whether slurmctld would take `user` as a uid: `uid_from_string` falls back to `strtol`, which
+/// skips leading blanks and takes a sign, so " 0", "+0" and "-0" are root as much as "0" is.
+fn reads_as_a_uid(user: &str) -> bool {
+    // C's isspace: ASCII blanks and the vertical tab.
+    let rest = user.trim_start_matches(|c: char| c.is_ascii_whitespace() || c == '\u{0b}');
+    let rest = rest.strip_prefix(['+', '-']).unwrap_or(rest);
+    !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit())
+}
+
 #[derive(Serialize)]
 struct Claims<'a> {
     iat: u64,
@@ -190,7 +199,7 @@ impl Credentials {
         if user == "root" {
             return Err(AuthError::Root);
         }
-        if !user.is_empty() && user.bytes().all(|b| b.is_ascii_digit()) {
+        if reads_as_a_uid(user) {
             return Err(AuthError::NumericUser {
                 user: user.to_owned(),
             });
@@ -624,11 +633,16 @@ mod tests {
         let ready = Credentials::token("t", Some("root".into())).unwrap();
         assert!(matches!(ready.for_user("root"), Err(AuthError::Root)));
         // slurmctld's uid_from_string takes digits as a uid: "0" is root.
-        assert!(matches!(
-            minted.for_user("0"),
-            Err(AuthError::NumericUser { .. })
-        ));
-        assert!(minted.for_user("alice2").is_ok());
+        // Nor does what strtol reads as 0 (blanks first, a sign), or any other uid.
+        for user in ["0", "00", "+0", "-0", " 0", "\t+0", "\u{0b}0", "1000"] {
+            assert!(
+                matches!(minted.for_user(user), Err(AuthError::NumericUser { .. })),
+                "{user:?}"
+            );
+        }
+        for user in ["alice2", "0alice", "+", "-", "0 ", "u-1"] {
+            assert!(minted.for_user(user).is_ok(), "{user:?}");
+        }
     }
 
     #[test]

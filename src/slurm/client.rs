@@ -469,9 +469,10 @@ impl SlurmClient {
     /// no slurmdbd). For jobs slurmctld no longer holds (`MinJobAge`).
     pub async fn accounting_job(&self, job_id: u32) -> Result<Option<Vec<Job>>, SlurmError> {
         let dialect = self.dialect().await?;
-        accounting(dispatch!(dialect, &self.config, |api, c| api
+        let answer = accounting(dispatch!(dialect, &self.config, |api, c| api
             .accounting_job(&c, job_id)
-            .await))
+            .await));
+        self.served_without_accounting(answer).await
     }
 
     /// slurmdbd's records of the jobs named `name` (the tag lookup for jobs slurmctld no longer
@@ -514,12 +515,29 @@ impl SlurmClient {
                     %error,
                     "slurmrestd cannot resolve the Slurm user: searching accounting by job name for every user's jobs"
                 );
-                accounting(dispatch!(dialect, &self.config, |api, c| api
+                let answer = accounting(dispatch!(dialect, &self.config, |api, c| api
                     .accounting_jobs_named(&c, name, since, None)
-                    .await))
+                    .await));
+                self.served_without_accounting(answer).await
             }
-            other => other,
+            other => self.served_without_accounting(other).await,
         }
+    }
+
+    /// An accounting answer of "not served" holds only when the same version's slurmctld paths
+    /// are served: a plain 404 also comes from a proxy in front of a slurmrestd that is
+    /// restarting, or from one that no longer serves this version. Read as "no accounting",
+    /// a job's end would never be recorded and a lost submit would be judged without
+    /// slurmdbd; so the answer is checked with a ping, whose failure is returned instead (and
+    /// renegotiates the version when it is the one not served).
+    async fn served_without_accounting(
+        &self,
+        answer: Result<Option<Vec<Job>>, SlurmError>,
+    ) -> Result<Option<Vec<Job>>, SlurmError> {
+        if let Ok(None) = answer {
+            self.ping().await?;
+        }
+        answer
     }
 
     /// Just the states of the given jobs, in one request. Unknown ids are left out of the answer.

@@ -171,3 +171,14 @@ name in their own namespace, where no such Service is. */}}
 {{- $factors := dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 "P" 1000000000000000.0 }}
 {{- divf (mulf $num (get $factors $suffix)) 1048576.0 | floor | int64 }}
 {{- end }}
+
+{{- /* A value written into a Slurm configuration file. Helm reads every number of a values file
+as a float64, which toString writes as 1e+06 from a million on, and Slurm refuses that: a whole
+number is written whole. */}}
+{{- define "slurm-cluster.confValue" -}}
+{{- if and (kindIs "float64" .) (eq (floor .) .) -}}
+{{- int64 . | toString -}}
+{{- else -}}
+{{- toString . -}}
+{{- end -}}
+{{- end }}

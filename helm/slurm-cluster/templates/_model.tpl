@@ -131,7 +131,7 @@ nodes there (spec.slurm.partitions) and would report them outside it for good. *
 {{- $kept := list }}
 {{- range $line }}{{ if ne (lower (first (splitList "=" .))) (lower $k) }}{{ $kept = append $kept . }}{{ end }}{{ end }}
 {{- $line = $kept }}
-{{- if not (or (kindIs "invalid" $val) (eq (toString $val) "")) }}{{ $line = append $line (printf "%s=%v" $k $val) }}{{ end }}
+{{- if not (or (kindIs "invalid" $val) (eq (toString $val) "")) }}{{ $line = append $line (printf "%s=%s" $k (include "slurm-cluster.confValue" $val)) }}{{ end }}
 {{- end }}
 {{- $_ := set $partitions $pname (dict "line" (join " " $line) "nodes" $nodes) }}
 {{- end }}

@@ -32,7 +32,7 @@ slurmrestd or slurmctld past the operator's access checks. */}}
   "SchedulerType" "sched/backfill"
   "ReturnToService" "2"
   "SlurmdTimeout" "60"
-  "MaxNodeCount" (toString $v.slurm.maxNodeCount)
+  "MaxNodeCount" (include "slurm-cluster.confValue" $v.slurm.maxNodeCount)
   "TreeWidth" "65533"
   "MpiDefault" "none"
   "MailProg" "/bin/true"
@@ -70,7 +70,7 @@ second line, and the last one wins past the checks below. */}}
 {{- if or (kindIs "invalid" $val) (eq (toString $val) "") }}
 {{- $_ := unset $conf $k }}
 {{- else }}
-{{- $_ := set $conf $k (toString $val) }}
+{{- $_ := set $conf $k (include "slurm-cluster.confValue" $val) }}
 {{- end }}
 {{- end }}
 {{- /* A cluster.access entry's accounts and qos narrow only what the operator submits; the job's
@@ -129,7 +129,7 @@ NodeSet={{ $name }} Feature={{ $name }}
 {{- if or (kindIs "invalid" $val) (eq (toString $val) "") }}
 {{- $_ := unset $conf $k }}
 {{- else }}
-{{- $_ := set $conf $k (toString $val) }}
+{{- $_ := set $conf $k (include "slurm-cluster.confValue" $val) }}
 {{- end }}
 {{- end -}}
 # cgroup.conf rendered by the slurm-cluster chart ({{ .Release.Name }}); edit slurm.cgroup, not this file.

@@ -651,6 +651,61 @@ fn directive_words_split_as_sbatch_splits_them() {
     assert_eq!(c.spec.partition, None);
 }
 
+/// sbatch's blanks are C's `isspace`, ASCII only (its loop over a line's bytes): a no-break
+/// space is part of a word, and a line holding one is a command that ends the directives.
+#[test]
+fn only_ascii_blanks_separate_words_and_make_blank_lines() {
+    assert_eq!(
+        super::words(" --job-name=a\u{a0}b\t-p\u{0b}x", 2).unwrap(),
+        ["--job-name=a\u{a0}b", "-p", "x"]
+    );
+    let c = converted(&[
+        "#SBATCH --job-name=first",
+        "\u{a0}",
+        "#SBATCH --partition=too-late",
+    ]);
+    assert_eq!(c.spec.name.as_deref(), Some("first"));
+    assert_eq!(c.spec.partition, None);
+    let c = converted(&[
+        "#SBATCH --job-name=first",
+        " \t\u{0b}\u{0c}",
+        "#SBATCH --partition=debug",
+    ]);
+    assert_eq!(c.spec.partition.as_deref(), Some("debug"));
+}
+
+/// A script longer than `spec.script` holds is refused naming the field, and a source without
+/// end (`/dev/zero`) is read only that far; one just at the limit is read whole.
+#[test]
+fn a_script_longer_than_spec_script_allows_is_refused_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let at_limit = dir.path().join("at-limit.sh");
+    let mut text = "#!/bin/sh\n".to_owned();
+    // Multi-byte characters: the limit counts characters, as the API server's maxLength does.
+    text.extend(std::iter::repeat_n('é', SCRIPT_MAX_CHARS - text.len()));
+    std::fs::write(&at_limit, &text).unwrap();
+    assert_eq!(
+        read_script(&at_limit).unwrap().chars().count(),
+        SCRIPT_MAX_CHARS
+    );
+    text.push('\n');
+    let over = dir.path().join("over.sh");
+    std::fs::write(&over, &text).unwrap();
+    for path in [over.as_path(), std::path::Path::new("/dev/zero")] {
+        let error = read_script(path).unwrap_err();
+        assert!(
+            matches!(&error, CliError::Usage(m) if m.contains("longer than spec.script allows")),
+            "{path:?}: {error:?}"
+        );
+    }
+    // The CRD's own limit.
+    let crd =
+        serde_json::to_value(<crate::crd::SlurmJob as kube::CustomResourceExt>::crd()).unwrap();
+    let script = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["script"];
+    assert_eq!(script["maxLength"], SCRIPT_MAX_CHARS, "{script}");
+}
+
 #[test]
 fn unreadable_scripts_are_errors() {
     assert_eq!(

@@ -432,6 +432,10 @@ async fn reconcile_inner(job: Arc<SlurmJob>, data: &JobContext) -> Result<Action
 
 kit::finalizer_failure!(Error);
 
+/// How soon a reconcile refused by a failed check of the Lease, in a replica that still counts
+/// itself the leader, is tried again.
+pub const NOT_LEADER_RECHECK: Duration = Duration::from_secs(15);
+
 /// Every failure retries with a per-SlurmJob exponential backoff: none of them is the spec's
 /// fault (an unsubmittable spec, and a submit Slurm refused for good, are reported in the status
 /// and wait for an edit without error). A SlurmJob gone from the cache meanwhile is not retried.
@@ -464,8 +468,14 @@ pub fn error_policy<K: ResourceExt>(job: Arc<K>, error: &Error, data: Arc<JobCon
         return Action::requeue(Backoffs::BUSY_MAX);
     }
     if let Error::NotLeader = error {
-        // Gaining the Lease again reconciles everything.
-        return Action::await_change();
+        // Gaining the Lease again reconciles everything. A replica that still leads by its own
+        // count (its check of the Lease failed: the API server restarting, or it was deposed
+        // unseen) looks again soon: a deletion past its deadline has nothing else to wake it.
+        return if data.ctx.leadership.is_leader() {
+            Action::requeue(NOT_LEADER_RECHECK)
+        } else {
+            Action::await_change()
+        };
     }
     data.ctx
         .metrics

@@ -845,10 +845,21 @@ async fn past_its_deadline_a_deposed_replica_keeps_the_finalizer() {
         // No Warning, no finalizer patch.
         api.expect_no_more_calls().await;
     });
-    let error = reconcile(Arc::new(job), data).await.unwrap_err();
+    let job = Arc::new(job);
+    let error = reconcile(job.clone(), data.clone()).await.unwrap_err();
     assert!(matches!(error, Error::NotLeader), "{error:?}");
     server.await.unwrap();
+    // Its own count still says "leading": the check is made again soon (nothing else would
+    // bring the deletion back), and left to the next gain of the Lease once it says not.
+    assert_eq!(
+        error_policy(job.clone(), &error, cached_in(&data, &job)),
+        Action::requeue(NOT_LEADER_RECHECK)
+    );
     drop(leading);
+    assert_eq!(
+        error_policy(job.clone(), &error, cached_in(&data, &job)),
+        Action::await_change()
+    );
 }
 
 /// The deadline counts from this replica's start (or takeover) when that is later than the
