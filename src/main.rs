@@ -18,10 +18,10 @@ async fn main() -> ExitCode {
     slurm_operator::tls::install_crypto_provider();
     let result = match &cli.command {
         Command::Check(args) => match check::run(args).await {
-            Ok(report) => {
-                print!("{}", report.render());
-                return ExitCode::from(report.exit_code());
-            }
+            Ok(report) => match slurm_operator::cli::print_out(&report.render()) {
+                Ok(()) => return ExitCode::from(report.exit_code()),
+                Err(error) => Err(error),
+            },
             Err(error) => Err(error),
         },
         Command::Crd(args) => args.run(),

@@ -257,6 +257,67 @@ fn sbatch(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
+/// A reader that stops early (`slurm-operator crd | head -1`) ends the command quietly with
+/// exit 0, as `logs` does: Rust ignores SIGPIPE, and `print!` panicked there (exit 101).
+#[test]
+fn a_reader_that_stops_early_ends_the_command_quietly() {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
+        .arg("crd")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read a little, as `head -1` does, then go away: the CRDs (hundreds of KiB) fill the pipe
+    // long before the command is done writing them.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 64];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(String::from_utf8_lossy(&first).contains("apiVersion"));
+}
+
+/// `sbatch --apply` that cannot reach the API server says so with its own exit code (125: try
+/// again), not the usage error's 2, and says the SlurmJob may have been made.
+#[test]
+fn an_api_server_out_of_reach_is_not_a_usage_error() {
+    // A port nothing listens on: every connection is refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: gone\n  cluster:\n    server: \
+             http://127.0.0.1:{port}\nusers:\n- name: gone\n  user: {{}}\ncontexts:\n- name: \
+             gone\n  context:\n    cluster: gone\n    user: gone\n    namespace: team-a\n\
+             current-context: gone\n"
+        ),
+    )
+    .unwrap();
+    let sweep = fixture("array_sweep.sh");
+    let out = Command::new(env!("CARGO_BIN_EXE_slurm-operator"))
+        .args(["sbatch", "--apply", "--cluster", "main"])
+        .arg(&sweep)
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("SLURM_OPERATOR_CLUSTER")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("cannot create the SlurmJob")
+            && stderr.contains("kubectl get slurmjob sweep -n team-a"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn the_command_fails_on_unconverted_options_unless_allowed() {
     let script = fixture("pipeline_step.sh");

@@ -145,13 +145,16 @@ pub enum FollowError {
 }
 
 /// Follows SlurmJob `name` until `done` holds for it (`Some` with it then), or until it is gone
-/// (`None`). kube's `await_condition` ends at its watch's first error, but a job that runs for
+/// (`None`). The SlurmJob is the one of `uid`, or the first one seen: another of the same name
+/// (deleted and created again while the watch was down) means that one is gone, not that it
+/// ended as the new one does. kube's `await_condition` ends at its watch's first error, but a job that runs for
 /// hours outlives many a dropped connection and API server restart: errors are retried after
 /// `backoff` (kube's default: 0.8 s doubling up to 30 s), and only errors with no answer
 /// between them for `give_up` end the follow.
 pub async fn follow(
     api: Api<WholeSlurmJob>,
     name: &str,
+    mut uid: Option<String>,
     done: impl Fn(&SlurmJob) -> bool,
     backoff: impl Backoff,
     give_up: Duration,
@@ -187,6 +190,14 @@ pub async fn follow(
                 continue;
             }
         };
+        if let Event::InitApply(job) | Event::Apply(job) = &event {
+            let seen = job.metadata.uid.as_deref();
+            match uid.as_deref() {
+                Some(followed) if seen != Some(followed) => return Ok(None),
+                Some(_) => {}
+                None => uid = seen.map(str::to_owned),
+            }
+        }
         match event {
             Event::Init => {}
             Event::InitApply(job) => {
@@ -271,21 +282,22 @@ async fn wait(
     };
     // A missing SlurmJob is an error at once, not a wait for one to appear. A failure that may
     // pass is not: the watch below retries it as any other.
-    let confirmed = match first {
-        Ok(_) => true,
+    let (confirmed, uid) = match first {
+        Ok(job) => (true, job.metadata.uid.clone()),
         Err(e) if kit::may_pass(&e) => {
             tracing::warn!(
                 slurmjob = name,
                 error = %crate::error_chain::Chain(&e),
                 "cannot read the SlurmJob for now; following it anyway"
             );
-            false
+            (false, None)
         }
         Err(e) => return Err(CliError::Usage(format!("{what}: {e}"))),
     };
     let ended = follow(
         api,
         name,
+        uid,
         |job| outcome(job).is_some(),
         backoff,
         FOLLOW_GIVE_UP,
@@ -498,7 +510,14 @@ impl LogsArgs {
             still_streaming,
         )
         .await
-        .map_err(|e| CliError::Usage(format!("{what}: {e}")))?;
+        .map_err(|e| match e {
+            // The connection to the API server broke (restarting, a reset): not the user's
+            // doing, and the output may be read again from its start.
+            CopyError::Read(_) => CliError::LogCut(format!(
+                "{what}: {e}; run logs again, it prints the output from the start"
+            )),
+            CopyError::Write(_) => CliError::Usage(format!("{what}: {e}")),
+        })?;
         if !self.follow || copied == Copied::ReaderGone {
             return Ok(0);
         }
@@ -841,6 +860,7 @@ mod tests {
         let job = follow(
             api,
             "j",
+            None,
             done,
             Every(Duration::from_millis(10)),
             FOLLOW_GIVE_UP,
@@ -848,6 +868,73 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(job.as_ref().and_then(outcome), Some(0));
+        server.await.unwrap();
+    }
+
+    /// A SlurmJob deleted and created again under its name while the watch was down is not
+    /// the one `wait` followed: its end is not the first one's, which is gone (exit 2), also
+    /// when `wait` could not read the first one at its start (the first one seen counts).
+    #[tokio::test]
+    async fn a_slurmjob_made_again_under_its_name_is_not_followed_as_the_first() {
+        let with_uid = |uid: &str| {
+            let mut job = complete_in_team_a();
+            job.metadata.uid = Some(uid.into());
+            job.metadata.resource_version = Some("6".into());
+            job
+        };
+        let (api, mut handle) = mocked();
+        let mut running = with_uid("first");
+        running.status = None;
+        let server = tokio::spawn(async move {
+            // Its read, then the watch's list: another SlurmJob of that name, ended.
+            let (_, send) = handle.next_request().await.unwrap();
+            send.send_response(answer(200, serde_json::to_value(&running).unwrap()));
+            let (_, send) = handle.next_request().await.unwrap();
+            send.send_response(list_of(with_uid("second")));
+        });
+        let error = wait(
+            api,
+            "j",
+            "slurmjob team-a/j",
+            None,
+            Every(Duration::from_millis(10)),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&error, CliError::Usage(m) if m.contains("was deleted before it finished")),
+            "{error:?}"
+        );
+        server.await.unwrap();
+
+        // Not read at the start: the first one listed is followed, and a later one of the name
+        // is not it.
+        let (api, mut handle) = mocked();
+        let mut first = with_uid("first");
+        first.status = None;
+        let server = tokio::spawn(async move {
+            let (_, send) = handle.next_request().await.unwrap();
+            send.send_response(list_of(first));
+            // The watch brings another of that name, ended (the first one's deletion missed).
+            let (request, send) = handle.next_request().await.unwrap();
+            let query = request.uri().query().unwrap_or_default().to_owned();
+            assert!(query.contains("watch=true"), "{query}");
+            send.send_response(answer(
+                200,
+                json!({"type": "ADDED", "object": with_uid("second")}),
+            ));
+        });
+        let followed = follow(
+            api,
+            "j",
+            None,
+            |job| outcome(job).is_some(),
+            Every(Duration::from_millis(10)),
+            FOLLOW_GIVE_UP,
+        )
+        .await
+        .unwrap();
+        assert!(followed.is_none(), "{followed:?}");
         server.await.unwrap();
     }
 
@@ -1034,6 +1121,7 @@ mod tests {
         let error = follow(
             api,
             "j",
+            None,
             |_| true,
             Every(Duration::from_millis(20)),
             give_up,

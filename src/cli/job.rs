@@ -152,6 +152,15 @@ fn cluster_client(manifests: &Manifests, name: &str) -> Result<SlurmClient, CliE
     Ok(SlurmClient::new(validated.client, validated.credentials)?)
 }
 
+/// A line of what `job run` sees. Following goes on if no one reads them any more (`| head`):
+/// the job's outcome is still the exit code, and Ctrl-C still cancels it; a line that cannot
+/// be written for another reason is said on stderr.
+fn say(line: &str) {
+    if let Err(error) = super::print_out(&format!("{line}\n")) {
+        eprintln!("{error}");
+    }
+}
+
 /// Exit code of `job run` when a second Ctrl-C stops it following the job: 128 + SIGINT, as
 /// a shell reports a command that SIGINT ended.
 pub const EXIT_INTERRUPTED: u8 = 130;
@@ -165,9 +174,9 @@ const FOLLOW_GIVE_UP: Duration = Duration::from_secs(300);
 async fn request_cancel(client: &SlurmClient, name: &str, job_id: u32) -> bool {
     match act::cancel(client, job_id).await {
         Ok(outcome) => {
-            println!(
+            say(&format!(
                 "{name}: cancel requested ({outcome:?}); Ctrl-C again stops following the job"
-            );
+            ));
             true
         }
         Err(error) => {
@@ -309,12 +318,12 @@ async fn run(args: &JobRunArgs) -> Result<u8, CliError> {
         observed_generation: Some(generation),
         ..Default::default()
     };
-    println!("{name}: {}", describe(&current));
+    say(&format!("{name}: {}", describe(&current)));
     if let Some(path) = submit::output_path(&job.spec, &name) {
-        println!(
+        say(&format!(
             "{name}: output in {}",
             path.replace("%j", &job_id.to_string())
-        );
+        ));
     }
 
     // The first Ctrl-C cancels the job; the next one stops following it, whatever the cancel
@@ -398,7 +407,7 @@ async fn run(args: &JobRunArgs) -> Result<u8, CliError> {
             }
         };
         if describe(&next) != describe(&current) {
-            println!("{name}: {}", describe(&next));
+            say(&format!("{name}: {}", describe(&next)));
         }
         current = next;
         if current.phase.is_terminal() {
@@ -407,7 +416,7 @@ async fn run(args: &JobRunArgs) -> Result<u8, CliError> {
     }
     let yaml = serde_yaml_ng::to_string(&current)
         .map_err(|e| CliError::Usage(format!("cannot print status: {e}")))?;
-    println!("---\n{yaml}");
+    super::print_out(&format!("---\n{yaml}\n"))?;
     Ok(if current.phase == Phase::Completed {
         0
     } else {

@@ -56,6 +56,20 @@ pub struct CrdArgs {
     pub out_dir: Option<PathBuf>,
 }
 
+/// Writes `text` to standard output. A reader that stopped early (`| head`) has all it asked
+/// for: not an error (Rust ignores SIGPIPE, so `print!` would panic there, exit 101, and `job
+/// run` would leave its job unwatched). Any other failure to write (a full disk) is one.
+pub fn print_out(text: &str) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::Usage(format!(
+            "cannot write to standard output: {e}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 impl CrdArgs {
     pub fn run(&self) -> Result<(), CliError> {
         match &self.out_dir {
@@ -64,8 +78,7 @@ impl CrdArgs {
             None => {
                 let yaml = crate::crd::render_all()
                     .map_err(|e| CliError::Usage(format!("cannot render CRDs: {e}")))?;
-                print!("{yaml}");
-                Ok(())
+                print_out(&yaml)
             }
         }
     }
@@ -208,9 +221,13 @@ pub enum CliError {
     Usage(String),
     #[error("{}", crate::error_chain::Chain(.0))]
     Run(#[from] crate::run::Error),
-    /// `logs -f` lost the output Pod's log before the job ended.
+    /// `logs -f` lost the output Pod's log before the job ended, or reading it failed.
     #[error("{0}")]
     LogCut(String),
+    /// The Kubernetes API server could not be asked (out of reach, failing for now): not a
+    /// usage error; the same command may work later.
+    #[error("{0}")]
+    Unavailable(String),
     /// `wait` lost sight of the SlurmJob: not the job's outcome, nor a usage error.
     #[error("{what}: {}", crate::error_chain::Chain(.source))]
     NotFollowed {
@@ -226,7 +243,9 @@ impl CliError {
         match self {
             Self::Usage(_) | Self::ReadFile { .. } => 2,
             Self::Run(_) => 1,
-            Self::NotFollowed { .. } | Self::LogCut(_) => follow::EXIT_NOT_FOLLOWED,
+            Self::NotFollowed { .. } | Self::LogCut(_) | Self::Unavailable(_) => {
+                follow::EXIT_NOT_FOLLOWED
+            }
             // A ready token past its `exp` is refused as slurmrestd would refuse it.
             Self::Slurm(SlurmError::Credentials(crate::slurm::auth::AuthError::TokenExpired {
                 ..

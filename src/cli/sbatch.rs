@@ -1273,7 +1273,7 @@ impl SbatchArgs {
         } else {
             let yaml = serde_yaml_ng::to_string(&job)
                 .map_err(|e| CliError::Usage(format!("cannot print the SlurmJob: {e}")))?;
-            print!("{yaml}");
+            super::print_out(&yaml)?;
         }
         Ok(0)
     }
@@ -1410,8 +1410,9 @@ async fn create(
     job.metadata.namespace = Some(namespace.clone());
     let api: kube::Api<SlurmJob> = kube::Api::namespaced(client, &namespace);
     let name = create_once(&api, job, &namespace).await?;
-    println!("slurmjob.slurm.rs/{name} created in namespace {namespace}");
-    Ok(())
+    super::print_out(&format!(
+        "slurmjob.slurm.rs/{name} created in namespace {namespace}\n"
+    ))
 }
 
 /// The annotation `sbatch --apply` marks the SlurmJob it creates with: a value of that one call
@@ -1460,6 +1461,12 @@ async fn create_once(
         kube::Error::Api(status) if status.is_already_exists() => {
             CliError::Usage(already_exists(&name, namespace))
         }
+        // Out of reach or failing for now: the same command may work later, and the create
+        // may have been made (the read-back failed too).
+        e if crate::controller::kit::may_pass(&e) => CliError::Unavailable(format!(
+            "cannot create the SlurmJob: {e}; it may have been created: `kubectl get \
+             slurmjob {name} -n {namespace}` tells"
+        )),
         e => CliError::Usage(format!("cannot create the SlurmJob: {e}")),
     })
 }
