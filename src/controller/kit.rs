@@ -356,7 +356,17 @@ impl<K: Resource> Eq for ByUid<K> {}
 /// `Action`), and a fixed short requeue is a hot loop against an unreachable slurmrestd.
 #[derive(Debug, Default)]
 pub struct Backoffs {
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Mutex<HashMap<String, Counts>>,
+}
+
+/// What one object's backoff counts since its last success.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    /// Failed reconciles ([`Backoffs::next`]).
+    failures: u32,
+    /// Reconciles that found their cluster busy ([`Backoffs::next_busy`]): waiting in line is
+    /// not failing, and must not lengthen the wait after a real failure.
+    busy: u32,
 }
 
 impl Backoffs {
@@ -373,7 +383,7 @@ impl Backoffs {
     /// Record a failure of `key`; returns how long to wait before the next attempt.
     pub fn next(&self, key: &str) -> Duration {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let count = failures.entry(key.to_owned()).or_default();
+        let count = &mut failures.entry(key.to_owned()).or_default().failures;
         let delay = Self::delay(*count);
         *count = count.saturating_add(1);
         delay
@@ -387,15 +397,15 @@ impl Backoffs {
     /// this often, whatever its number of objects, at the cost of no reconcile slot.
     pub const BUSY_MAX: Duration = Duration::from_secs(30);
 
-    /// Record that `key` found its cluster busy; returns how long to wait. Shares the failure
-    /// count of `key` (a success resets both); nominally starts at [`Self::BUSY_MIN`], doubles,
+    /// Record that `key` found its cluster busy; returns how long to wait. Counted apart from
+    /// its failures (a success resets both); nominally starts at [`Self::BUSY_MIN`], doubles,
     /// stops at [`Self::BUSY_MAX`], and each wait is spread over its upper half by `key` and
     /// count ([`spread`]): objects that found the cluster busy together must not all come back
     /// together, or the same few win the slots every time (a restart with 100 SlurmJobs to
     /// catch up left some waiting minutes behind synchronized 30 s retries).
     pub fn next_busy(&self, key: &str) -> Duration {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let count = failures.entry(key.to_owned()).or_default();
+        let count = &mut failures.entry(key.to_owned()).or_default().busy;
         let factor = 1u32.checked_shl((*count).min(16)).unwrap_or(u32::MAX);
         let nominal = Self::BUSY_MIN.saturating_mul(factor).min(Self::BUSY_MAX);
         let delay = spread(nominal, key, *count);
@@ -628,18 +638,34 @@ where
     api.patch(name, &PatchParams::default(), &patch).await
 }
 
-/// Server-side apply of an object's whole status with the operator's one field manager.
-pub async fn apply_status<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> kube::Result<()>
+/// Server-side apply of an object's whole status with the operator's one field manager, on
+/// the object `meta` describes. The write is addressed by name; its uid makes it that object's
+/// only: one deleted and made again under its name while the status was computed (a finalizer
+/// taken off by hand) is refused it (the uid is immutable: HTTP 422), instead of showing a job
+/// it never ran.
+pub async fn apply_status<K>(
+    api: &Api<K>,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    status: &impl Serialize,
+) -> kube::Result<()>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug,
 {
-    let patch = Patch::Apply(serde_json::json!({
+    let name = meta.name.as_deref().unwrap_or_default();
+    let mut patch = serde_json::json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
         "status": status,
-    }));
-    api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &patch)
-        .await?;
+    });
+    if let Some(uid) = &meta.uid {
+        patch["metadata"] = serde_json::json!({ "uid": uid });
+    }
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(patch),
+    )
+    .await?;
     debug!(kind = %K::kind(&()), name, "status applied");
     Ok(())
 }
@@ -681,6 +707,18 @@ impl Notice {
     /// still name the first job.
     pub fn about_run(mut self, job_id: i64) -> Self {
         self.action = Some(format!("Run{job_id}"));
+        self
+    }
+
+    /// This notice's note is its news (a refusal whose message changed, its reason the same):
+    /// its Event's action (`action`, the caller's) carries a digest of the note, so that a new
+    /// note is a new Event instead of a count on the first one, which keeps the first note
+    /// (see [`Notice::about_run`]), and the same note again still counts up its own.
+    pub fn by_note(mut self, action: &str) -> Self {
+        use std::hash::Hasher;
+        let mut digest = std::hash::DefaultHasher::new();
+        digest.write(self.note.as_bytes());
+        self.action = Some(format!("{action}-{:08x}", digest.finish() as u32));
         self
     }
 }
@@ -982,6 +1020,55 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A status computed for one SlurmJob does not land on another made since under its name
+    /// (its finalizer taken off by hand, deleted, created again): the write names the uid, and
+    /// the API server refuses it; the same write to the object it was for is made.
+    #[tokio::test]
+    async fn a_status_lands_only_on_the_object_it_was_computed_for() {
+        use crate::crd::SlurmJob;
+        let server = fake_apiserver::FakeApiServer::start_with_crds(crate::crd::all()).await;
+        let api: Api<SlurmJob> = Api::namespaced(server.client(), "team-a");
+        let job = |name: &str| -> SlurmJob {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "slurm.rs/v1alpha1", "kind": "SlurmJob",
+                "metadata": {"name": name, "namespace": "team-a"},
+                "spec": {"clusterName": "main", "script": "#!/bin/sh\n"},
+            }))
+            .unwrap()
+        };
+        let first = api.create(&Default::default(), &job("j")).await.unwrap();
+        api.delete("j", &Default::default()).await.unwrap();
+        let second = api.create(&Default::default(), &job("j")).await.unwrap();
+        assert_ne!(first.metadata.uid, second.metadata.uid);
+        let status = serde_json::json!({"phase": "Running", "jobId": 7});
+        let error = apply_status(&api, &first.metadata, &status)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, kube::Error::Api(s) if s.code == 422 && s.message.contains("metadata.uid")),
+            "{error:?}"
+        );
+        assert_eq!(api.get("j").await.unwrap().status, second.status);
+        apply_status(&api, &second.metadata, &status).await.unwrap();
+        let written = api.get("j").await.unwrap().status.unwrap();
+        assert_eq!(written.job_id, Some(7));
+    }
+
+    /// A refusal whose message changed is a new Event (kube's Recorder would count it on the
+    /// first one, whose note it keeps); the same message again is the same series.
+    #[test]
+    fn a_notice_by_note_is_its_own_series() {
+        let refused = |note: &str| Notice::warning("NoAccess", note).by_note("Reconcile");
+        let first = refused("account a is not granted");
+        assert_eq!(first.action, refused("account a is not granted").action);
+        assert_ne!(first.action, refused("account b is not granted").action);
+        let action = first.action.unwrap_or_default();
+        assert!(
+            action.starts_with("Reconcile-") && action.len() <= 128,
+            "{action}"
+        );
+    }
 
     /// An API server that is restarting, overloaded or out of reach is asked again (at the
     /// operator's start, by `logs -f`); a refusal or an object that does not decode is final:
@@ -1444,6 +1531,28 @@ mod tests {
             delays[0],
             "the same key and attempt, the same wait"
         );
+    }
+
+    /// Busy retries (waiting for a request slot at a restart's burst) do not lengthen the wait
+    /// after a real failure, nor failures the busy waits.
+    #[test]
+    fn busy_retries_and_failures_are_counted_apart() {
+        let backoffs = Backoffs::default();
+        let key = Backoffs::key("slurmjob", "ns", "a");
+        for _ in 0..8 {
+            backoffs.next_busy(&key);
+        }
+        assert_eq!(backoffs.next(&key), Backoffs::MIN);
+        assert_eq!(backoffs.next(&key), Backoffs::MIN * 2);
+        let fresh = Backoffs::default();
+        assert_eq!(backoffs.next_busy(&key), {
+            for _ in 0..8 {
+                fresh.next_busy(&key);
+            }
+            fresh.next_busy(&key)
+        });
+        backoffs.reset(&key);
+        assert_eq!(backoffs.next(&key), Backoffs::MIN);
     }
 
     #[test]

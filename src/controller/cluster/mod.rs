@@ -329,7 +329,7 @@ async fn apply(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error> {
     );
     if status::changed(current, &desired) {
         let api: Api<SlurmCluster> = Api::all(ctx.client.clone());
-        kit::apply_status(&api, &cluster.name_any(), &desired)
+        kit::apply_status(&api, &cluster.metadata, &desired)
             .await
             .map_err(Error::PatchStatus)?;
     }
@@ -802,7 +802,7 @@ async fn say_blocked(cluster: &SlurmCluster, error: &Error, ctx: &Context) -> Re
     );
     if changed {
         let api: Api<SlurmCluster> = Api::all(ctx.client.clone());
-        kit::apply_status(&api, &cluster.name_any(), &desired)
+        kit::apply_status(&api, &cluster.metadata, &desired)
             .await
             .map_err(Error::PatchStatus)?;
     }

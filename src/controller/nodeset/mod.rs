@@ -978,7 +978,7 @@ async fn round(nodeset: &SlurmNodeSet, ctx: &Context, deleting: bool) -> Result<
     }
     if nodeset.status.as_ref() != Some(&desired) {
         let api: Api<SlurmNodeSet> = Api::namespaced(ctx.client.clone(), &namespace);
-        kit::apply_status(&api, &name, &desired)
+        kit::apply_status(&api, &nodeset.metadata, &desired)
             .await
             .map_err(Error::PatchStatus)?;
     }
@@ -1078,7 +1078,7 @@ async fn refuse(
             return Err(Error::NotLeader);
         }
         let api: Api<SlurmNodeSet> = Api::namespaced(ctx.client.clone(), namespace);
-        kit::apply_status(&api, &nodeset.name_any(), &desired)
+        kit::apply_status(&api, &nodeset.metadata, &desired)
             .await
             .map_err(Error::PatchStatus)?;
         let was = nodeset
@@ -1090,7 +1090,7 @@ async fn refuse(
         let message = condition::bounded_message(&refusal.message);
         if was != Some((refusal.reason, message.as_str())) {
             warn!(name = %nodeset.name_any(), namespace, reason = refusal.reason, "SlurmNodeSet refused");
-            let notice = Notice::warning(refusal.reason, refusal.message);
+            let notice = Notice::warning(refusal.reason, refusal.message).by_note(EVENT_ACTION);
             kit::publish(&ctx.recorder, nodeset, EVENT_ACTION, notice).await;
         }
     }

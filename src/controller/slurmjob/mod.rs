@@ -1182,7 +1182,7 @@ async fn refuse(
             &ctx.recorder,
             job,
             EVENT_ACTION,
-            Notice::warning(refusal.reason, message),
+            Notice::warning(refusal.reason, message).by_note(EVENT_ACTION),
         )
         .await;
     }
@@ -1972,7 +1972,7 @@ async fn apply_status(
         return Err(Error::NotLeader);
     }
     let api: Api<WholeSlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
-    kit::apply_status(&api, &job.name_any(), status)
+    kit::apply_status(&api, &job.metadata, status)
         .await
         .map_err(Error::PatchStatus)?;
     debug!(phase = %status.phase, job_id = ?status.job_id, "status applied");
