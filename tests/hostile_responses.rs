@@ -241,6 +241,21 @@ fn cases() -> Vec<Case> {
                 )
             }),
         ),
+        // 200, and one field of another shape than the type's (schema drift): the answer still
+        // names the job made, which is that job, not a decode error sending the SlurmJob to a
+        // search for it.
+        case(
+            "submit_200_with_a_drifted_field_names_the_job",
+            Call::Submit,
+            200,
+            mutated("submit_ok", |b| b["step_id"] = json!({"id": "batch"})),
+            Want::Value(|d| {
+                let Decoded::Submitted(submitted) = d else {
+                    return Err(format!("{d:?}"));
+                };
+                check(submitted.job_id == JOB, || format!("{submitted:?}"))
+            }),
+        ),
         case(
             "cancel_status_as_object",
             Call::Cancel,

@@ -1846,10 +1846,29 @@ def t_secrets_reuse_logic() -> str:
               noSecret: {{ include "slurm-cluster.secretValueFrom" (dict "existing" dict "key" "jwt_hs256.key" "generate" "bytes" "length" 64) | quote }}
               nilSecret: {{ include "slurm-cluster.secretValueFrom" (dict "key" "password" "generate" "alnum" "length" 32) | quote }}
               viaLookup: {{ include "slurm-cluster.secretValue" (dict "ctx" . "name" "absent" "key" "k" "generate" "bytes" "length" 8) | quote }}
+              onlyKept: {{ include "slurm-cluster.secretValueFrom" (dict "existing" $live "key" "jwt_hs256.key" "generate" "bytes" "length" 64 "only" "secrets.jwtKey.key") | quote }}
+              onlyNew: {{ include "slurm-cluster.secretValueFrom" (dict "existing" dict "key" "slurm.key" "generate" "bytes" "length" 16 "only" "secrets.slurmKey.key") | quote }}
             """))
         p = helm("template", "x", str(chart))
         ensure(p.returncode == 0, p.stderr)
         data = yaml.safe_load(p.stdout)["data"]
+        # A one-key Secret whose key name changed (secrets.*.key edited on an upgrade) fails,
+        # naming the value, instead of rotating the key behind the running daemons' backs.
+        (chart / "templates" / "renamed.yaml").write_text(textwrap.dedent("""\
+            {{- $live := dict "data" (dict "jwt_hs256.key" "bGl2ZS1qd3Qta2V5") }}
+            apiVersion: v1
+            kind: ConfigMap
+            metadata:
+              name: renamed
+            data:
+              k: {{ include "slurm-cluster.secretValueFrom" (dict "existing" $live "key" "jwt.key" "generate" "bytes" "length" 64 "only" "secrets.jwtKey.key" "name" "test-jwt") | quote }}
+            """))
+        renamed = helm("template", "x", str(chart))
+    ensure(renamed.returncode != 0 and 'secrets.jwtKey.key is "jwt.key"' in renamed.stderr
+           and "Secret test-jwt holds jwt_hs256.key" in renamed.stderr,
+           f"a renamed key was not refused, naming it: {renamed.stderr.strip() or 'rendered'}")
+    ensure(data["onlyKept"] == "bGl2ZS1qd3Qta2V5", f"one-key Secret not reused: {data['onlyKept']}")
+    ensure(len(base64.b64decode(data["onlyNew"])) == 16, "one-key Secret, none live: not generated")
     ensure(data["reusedKey"] == "bGl2ZS1qd3Qta2V5", f"live key not reused: {data['reusedKey']}")
     ensure(data["reusedPass"] == "bGl2ZS1wYXNz", f"live password not reused: {data['reusedPass']}")
     ensure(len(base64.b64decode(data["otherKey"])) == 1024, "a key missing from the live Secret is not generated")

@@ -137,8 +137,16 @@ impl Caller<'_> {
             Err(ProgenitorError::InvalidResponsePayload(bytes, error)) => {
                 log_unexpected_body(operation, exchange.status, &bytes, Some(&error));
                 match exchange.status {
+                    // A submit answered 2xx whose body drifted from its type (one field of
+                    // another shape) still names the job made: that job, not a search for it.
                     Some(status) if (200..300).contains(&status) => {
-                        Err(decode_error(operation, self.version, &error, Some(status)))
+                        let errors = (self.errors_from_bytes)(&bytes);
+                        Err(made_or(
+                            operation,
+                            status,
+                            made_in_bytes::<T>(&bytes, &errors),
+                            || decode_error(operation, self.version, &error, Some(status)),
+                        ))
                     }
                     Some(status) => {
                         Err(self.undecoded_error::<T>(operation, subject, status, &bytes))
