@@ -2481,6 +2481,35 @@ def t_empty_namespace_selector_refused() -> str:
     return "4 empty selectors refused, naming the field; a label or an expression renders"
 
 
+def t_other_namespaces_nodesets_join_partitions() -> str:
+    """With cluster.nodeSetNamespaces, a SlurmNodeSet of another namespace can join the chart's
+    partitions: slurm.conf selects, per partition (not allNodes), the nodes with the feature
+    partition-<name> the operator gives them, in a NodeSet of that name; without, nothing of the
+    kind is written (the smoke test runs the first on a real slurmctld)."""
+    problems = []
+    conf = slurm_conf(render(CLUSTER, sets=("cluster.nodeSetNamespaces={team-gpu}", "partitions.all.allNodes=true"),
+                             cache=False))
+    want = {"NodeSet": "partition-debug", "Feature": "partition-debug"}
+    if conf["NodeSet"].get("partition-debug") != want:
+        problems.append(f"NodeSet partition-debug: {conf['NodeSet'].get('partition-debug')}")
+    if "partition-debug" not in conf["PartitionName"]["debug"].get("Nodes", "").split(","):
+        problems.append(f"partition debug: {conf['PartitionName']['debug']}")
+    if "partition-all" in conf["NodeSet"] or conf["PartitionName"]["all"].get("Nodes") != "ALL":
+        problems.append(f"allNodes partition: {conf['PartitionName']['all']}, NodeSets {sorted(conf['NodeSet'])}")
+    plain = slurm_conf(render(CLUSTER, cache=False))
+    if any(n.startswith("partition-") for n in plain["NodeSet"]):
+        problems.append(f"without nodeSetNamespaces: NodeSets {sorted(plain['NodeSet'])}")
+    # Only the release namespace listed is no other namespace.
+    own = slurm_conf(render(CLUSTER, sets=(f"cluster.nodeSetNamespaces={{{RELEASE_NS}}}",), cache=False))
+    if any(n.startswith("partition-") for n in own["NodeSet"]):
+        problems.append(f"nodeSetNamespaces of the release namespace only: NodeSets {sorted(own['NodeSet'])}")
+    err = render_fail(CLUSTER, ("cluster.nodeSetNamespaces={team-gpu}", "nodesets.partition-debug.replicas=1"))
+    if "nodesets.partition-debug" not in err:
+        problems.append(f"a chart set named partition-debug: {err.strip()}")
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    return "NodeSet=partition-<p> Feature=partition-<p> in each partition's Nodes; none without other namespaces"
+
+
 def t_partition_options_replace() -> str:
     """partitions.<p>.options: a key replaces the chart's key of that name (slurm.conf keys are
     case-insensitive), "" removes it (it rendered `State=`), and the keys the chart derives
@@ -2795,7 +2824,9 @@ def t_example_tenancy_readme() -> str:
 
 SMOKE_SETS = ("nodesets.compute.replicas=1", "nodesets.fast.replicas=1", "nodesets.fast.features={ssd}",
               "nodesets.fast.weight=5", "nodesets.fast.partitions={debug,fast}", "partitions.fast.maxTime=60",
-              "nodesets.fast.resources.limits.memory=512Mi", "nodesets.fast.resources.limits.cpu=1")
+              "nodesets.fast.resources.limits.memory=512Mi", "nodesets.fast.resources.limits.cpu=1",
+              # slurm.conf's NodeSets by partition feature, for other namespaces' sets.
+              "cluster.nodeSetNamespaces={team-gpu}")
 
 
 def t_slurm_smoke() -> str:
@@ -2921,6 +2952,7 @@ def main() -> int:
             t_cluster_durations_as_the_crd_takes_them)
     r.check("cluster: partition options replace or remove the chart's keys", t_partition_options_replace)
     r.check("cluster: numbers of a million and more are written whole, not as 1e+06", t_large_numbers_written_whole)
+    r.check("cluster: SlurmNodeSets of cluster.nodeSetNamespaces can join the chart's partitions", t_other_namespaces_nodesets_join_partitions)
     r.check("schema (slurm-cluster): an access entry's empty namespaceSelector is refused", t_empty_namespace_selector_refused)
     r.check("NOTES (operator): the metrics hint names the rendered Service and works as printed", t_notes_metrics_service)
     r.check("NOTES (operator): admin and tenant steps with a valid SlurmCluster and SlurmJob", t_notes_operator)

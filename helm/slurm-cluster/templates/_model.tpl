@@ -117,6 +117,16 @@ nodes there (spec.slurm.partitions) and would report them outside it for good. *
 {{- if has $pname (get $nodesets $nsName).partitions }}{{ $nodes = append $nodes $nsName }}{{ end }}
 {{- end }}
 {{- end }}
+{{- /* SlurmNodeSets of cluster.nodeSetNamespaces are not the chart's: their nodes carry the
+feature partition-<name> of each partition they ask for (the operator adds it), selected here by
+a NodeSet of that feature, so that they can join the chart's partitions. */}}
+{{- $byFeature := and (without (default list $v.cluster.nodeSetNamespaces) $.Release.Namespace) (not $p.allNodes) }}
+{{- if $byFeature }}
+{{- if hasKey $nodesets (printf "partition-%s" $pname) }}
+{{- fail (printf "nodesets.partition-%s: the chart names a NodeSet partition-%s for the SlurmNodeSets of cluster.nodeSetNamespaces that ask for partition %s: give the set another name" $pname $pname $pname) }}
+{{- end }}
+{{- $nodes = append $nodes (printf "partition-%s" $pname) }}
+{{- end }}
 {{- $line := list (printf "PartitionName=%s" $pname) }}
 {{- if $nodes }}{{ $line = append $line (printf "Nodes=%s" (join "," $nodes)) }}{{ end }}
 {{- if $p.default }}{{ $line = append $line "Default=YES" }}{{ end }}
@@ -133,7 +143,7 @@ nodes there (spec.slurm.partitions) and would report them outside it for good. *
 {{- $line = $kept }}
 {{- if not (or (kindIs "invalid" $val) (eq (toString $val) "")) }}{{ $line = append $line (printf "%s=%s" $k (include "slurm-cluster.confValue" $val)) }}{{ end }}
 {{- end }}
-{{- $_ := set $partitions $pname (dict "line" (join " " $line) "nodes" $nodes) }}
+{{- $_ := set $partitions $pname (dict "line" (join " " $line) "nodes" $nodes "byFeature" $byFeature) }}
 {{- end }}
 defaultPartition: {{ $defaultPartition | quote }}
 totalReplicas: {{ $total }}

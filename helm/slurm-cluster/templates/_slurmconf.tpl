@@ -103,6 +103,11 @@ and `wckeys` do, each implies `associations`). */}}
 {{- range $name := keys $model.nodesets | sortAlpha }}
 NodeSet={{ $name }} Feature={{ $name }}
 {{- end }}
+{{- range $name := keys $model.partitions | sortAlpha }}
+{{- if (get $model.partitions $name).byFeature }}
+NodeSet=partition-{{ $name }} Feature=partition-{{ $name }}
+{{- end }}
+{{- end }}
 
 # Partitions
 {{- range $name := keys $model.partitions | sortAlpha }}
