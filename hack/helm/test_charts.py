@@ -2510,6 +2510,42 @@ def t_other_namespaces_nodesets_join_partitions() -> str:
     return "NodeSet=partition-<p> Feature=partition-<p> in each partition's Nodes; none without other namespaces"
 
 
+def t_release_names_kept() -> str:
+    """An upgrade that changes fullnameOverride or nameOverride fails at render, naming both,
+    while the release's slurmctld StatefulSet (found by its instance and component labels) has
+    the old name or name label: new names would start an empty cluster with new keys beside the
+    running one. The pure helper is given a fake live StatefulSetList."""
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = Path(tmp) / "slurm-cluster"
+        shutil.copytree(CLUSTER, chart)
+        lookup = 'lookup "apps/v1" "StatefulSet" .Release.Namespace ""'
+        helpers = chart / "templates" / "_helpers.tpl"
+        text = helpers.read_text()
+        ensure(text.count(lookup) == 1, f"_helpers.tpl does not look up the release's StatefulSets once ({lookup})")
+        def case(name: str, label: str, instance: str, sets: tuple[str, ...]) -> subprocess.CompletedProcess:
+            live = ('(dict "items" (list (dict "metadata" (dict "name" "%s" "labels" (dict "app.kubernetes.io/instance" "%s" '
+                    '"app.kubernetes.io/component" "slurmctld" "app.kubernetes.io/name" "%s")))))' % (name, instance, label))
+            helpers.write_text(text.replace(lookup, live))
+            args = ["template", "test", str(chart), "--namespace", RELEASE_NS]
+            for s in sets:
+                args += ["--set", s]
+            return helm(*args)
+        problems = []
+        for sets, what in ((("fullnameOverride=renamed",), "fullnameOverride"), (("nameOverride=slurm",), "nameOverride")):
+            p = case("test-slurmctld", "slurm-cluster", "test", sets)
+            if p.returncode == 0 or "test-slurmctld" not in p.stderr or "fullnameOverride or nameOverride changed" not in p.stderr:
+                problems.append(f"{what} changed: {p.stderr.strip() or 'rendered'}")
+        # Unchanged, another release's StatefulSet, or nothing live: renders.
+        for name, label, instance, sets, what in (("test-slurmctld", "slurm-cluster", "test", (), "unchanged"),
+                                                  ("renamed-slurmctld", "slurm-cluster", "test", ("fullnameOverride=renamed",), "kept override"),
+                                                  ("other-slurmctld", "slurm-cluster", "other", (), "another release's")):
+            p = case(name, label, instance, sets)
+            if p.returncode != 0:
+                problems.append(f"{what}: refused: {p.stderr.strip()}")
+    ensure(not problems, "\n  " + "\n  ".join(problems))
+    return "renamed by fullnameOverride or nameOverride: refused, naming both; unchanged: rendered"
+
+
 def t_partition_options_replace() -> str:
     """partitions.<p>.options: a key replaces the chart's key of that name (slurm.conf keys are
     case-insensitive), "" removes it (it rendered `State=`), and the keys the chart derives
@@ -2953,6 +2989,7 @@ def main() -> int:
     r.check("cluster: partition options replace or remove the chart's keys", t_partition_options_replace)
     r.check("cluster: numbers of a million and more are written whole, not as 1e+06", t_large_numbers_written_whole)
     r.check("cluster: SlurmNodeSets of cluster.nodeSetNamespaces can join the chart's partitions", t_other_namespaces_nodesets_join_partitions)
+    r.check("cluster: an upgrade that renames the release's objects (fullnameOverride, nameOverride) fails at render", t_release_names_kept)
     r.check("schema (slurm-cluster): an access entry's empty namespaceSelector is refused", t_empty_namespace_selector_refused)
     r.check("NOTES (operator): the metrics hint names the rendered Service and works as printed", t_notes_metrics_service)
     r.check("NOTES (operator): admin and tenant steps with a valid SlurmCluster and SlurmJob", t_notes_operator)

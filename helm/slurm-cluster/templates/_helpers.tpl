@@ -182,3 +182,28 @@ number is written whole. */}}
 {{- toString . -}}
 {{- end -}}
 {{- end }}
+
+{{/* An upgrade that renames the release's objects (fullnameOverride or nameOverride changed)
+finds none of them under the new names: it would start another, empty Slurm cluster with new
+keys (lookup finds no Secrets of those names) and leave the running one behind, and a changed
+name label is refused by the API server part-way (selectors are immutable). The release's
+slurmctld StatefulSet, found by its instance and component labels, must keep its name and name
+label. "slurm-cluster.namesKept" looks it up (offline: nothing); "slurm-cluster.namesKeptFrom"
+is the pure part, `live` a StatefulSetList. */}}
+{{- define "slurm-cluster.namesKept" -}}
+{{- $live := lookup "apps/v1" "StatefulSet" .Release.Namespace "" | default dict }}
+{{- include "slurm-cluster.namesKeptFrom" (dict "ctx" . "live" $live) }}
+{{- end }}
+
+{{- define "slurm-cluster.namesKeptFrom" -}}
+{{- $want := include "slurm-cluster.slurmctld.name" .ctx }}
+{{- $label := include "slurm-cluster.name" .ctx }}
+{{- range (default list .live.items) }}
+{{- $labels := default dict .metadata.labels }}
+{{- if and (eq (get $labels "app.kubernetes.io/instance") $.ctx.Release.Name) (eq (get $labels "app.kubernetes.io/component") "slurmctld") }}
+{{- if or (ne .metadata.name $want) (ne (get $labels "app.kubernetes.io/name") $label) }}
+{{- fail (printf "this release's slurmctld is StatefulSet %s (app.kubernetes.io/name: %s), and this upgrade names it %s (%s): fullnameOverride or nameOverride changed. New names would start another, empty Slurm cluster with new keys and leave the running one (its jobs, keys and SlurmCluster) behind, and a new name label is refused part-way (selectors are immutable). Set them back; to move to new names, install a new release" .metadata.name (get $labels "app.kubernetes.io/name") $want $label) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
