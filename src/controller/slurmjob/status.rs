@@ -190,7 +190,14 @@ pub fn observe(status: &SlurmJobStatus, records: &[Job]) -> SlurmJobStatus {
         .chain(forgotten_codes)
         .chain(status.exit_code.filter(|_| failures_unlisted))
         .max();
-    next.signal = None;
+    // A task a signal ended (killed, out of memory) has no exit code of its own (0): its signal
+    // says why the array failed, where the exit code cannot.
+    next.signal = records
+        .iter()
+        .filter(|r| r.state.base.is_finished())
+        .filter_map(|r| r.exit.as_ref().and_then(|e| e.signal))
+        .filter(|signal| *signal != 0)
+        .max();
     next.state_reason = records
         .iter()
         .find(|r| phase::of_state(&r.state) == phase)
@@ -1265,6 +1272,20 @@ mod tests {
         let s = observe(&s, &done);
         assert_eq!(s.phase, Phase::Failed);
         assert_eq!(s.exit_code, Some(1));
+        assert_eq!(s.signal, None, "no task was signalled");
+        // A task a signal ended: exit code 0 of its own, the signal says why the array failed.
+        let killed = [
+            task(0, &["COMPLETED"], Some(0)),
+            Job {
+                exit: exit(Some(0), Some(9)),
+                ..task(1, &["FAILED"], Some(0))
+            },
+        ];
+        let k = observe(&base, &killed);
+        assert_eq!(
+            (k.phase, k.exit_code, k.signal),
+            (Phase::Failed, Some(0), Some(9))
+        );
         let tasks = s.array_tasks.as_ref().unwrap();
         assert_eq!(
             tasks.counts,
