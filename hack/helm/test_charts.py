@@ -2522,9 +2522,14 @@ def t_release_names_kept() -> str:
         helpers = chart / "templates" / "_helpers.tpl"
         text = helpers.read_text()
         ensure(text.count(lookup) == 1, f"_helpers.tpl does not look up the release's StatefulSets once ({lookup})")
-        def case(name: str, label: str, instance: str, sets: tuple[str, ...]) -> subprocess.CompletedProcess:
-            live = ('(dict "items" (list (dict "metadata" (dict "name" "%s" "labels" (dict "app.kubernetes.io/instance" "%s" '
-                    '"app.kubernetes.io/component" "slurmctld" "app.kubernetes.io/name" "%s")))))' % (name, instance, label))
+        def case(name: str, label: str, instance: str, sets: tuple[str, ...],
+                 beside: str | None = None) -> subprocess.CompletedProcess:
+            item = ('(dict "metadata" (dict "name" "%s" "labels" (dict "app.kubernetes.io/instance" "%s" '
+                    '"app.kubernetes.io/component" "slurmctld" "app.kubernetes.io/name" "%s")))')
+            items = item % (name, instance, label)
+            if beside:
+                items += " " + item % (beside, instance, label)
+            live = f'(dict "items" (list {items}))'
             helpers.write_text(text.replace(lookup, live))
             args = ["template", "test", str(chart), "--namespace", RELEASE_NS]
             for s in sets:
@@ -2535,6 +2540,11 @@ def t_release_names_kept() -> str:
             p = case("test-slurmctld", "slurm-cluster", "test", sets)
             if p.returncode == 0 or "test-slurmctld" not in p.stderr or "fullnameOverride or nameOverride changed" not in p.stderr:
                 problems.append(f"{what} changed: {p.stderr.strip() or 'rendered'}")
+        # Two instances of the chart in one release (an umbrella chart's aliases): each finds
+        # its own slurmctld beside the other's.
+        p = case("test-slurmctld", "slurm-cluster", "test", (), beside="second-slurmctld")
+        if p.returncode != 0:
+            problems.append(f"beside another instance of the chart in the release: refused: {p.stderr.strip()}")
         # Unchanged, another release's StatefulSet, or nothing live: renders.
         for name, label, instance, sets, what in (("test-slurmctld", "slurm-cluster", "test", (), "unchanged"),
                                                   ("renamed-slurmctld", "slurm-cluster", "test", ("fullnameOverride=renamed",), "kept override"),

@@ -198,12 +198,21 @@ is the pure part, `live` a StatefulSetList. */}}
 {{- define "slurm-cluster.namesKeptFrom" -}}
 {{- $want := include "slurm-cluster.slurmctld.name" .ctx }}
 {{- $label := include "slurm-cluster.name" .ctx }}
+{{- $others := list }}
+{{- $kept := false }}
 {{- range (default list .live.items) }}
 {{- $labels := default dict .metadata.labels }}
 {{- if and (eq (get $labels "app.kubernetes.io/instance") $.ctx.Release.Name) (eq (get $labels "app.kubernetes.io/component") "slurmctld") }}
-{{- if or (ne .metadata.name $want) (ne (get $labels "app.kubernetes.io/name") $label) }}
-{{- fail (printf "this release's slurmctld is StatefulSet %s (app.kubernetes.io/name: %s), and this upgrade names it %s (%s): fullnameOverride or nameOverride changed. New names would start another, empty Slurm cluster with new keys and leave the running one (its jobs, keys and SlurmCluster) behind, and a new name label is refused part-way (selectors are immutable). Set them back; to move to new names, install a new release" .metadata.name (get $labels "app.kubernetes.io/name") $want $label) }}
+{{- if and (eq .metadata.name $want) (eq (get $labels "app.kubernetes.io/name") $label) }}
+{{- $kept = true }}
+{{- else }}
+{{- $others = append $others (printf "%s (app.kubernetes.io/name: %s)" .metadata.name (get $labels "app.kubernetes.io/name")) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- /* Another instance of this chart in the same release (an umbrella chart's alias) is one of
+the others while this one's is there too. */}}
+{{- if and $others (not $kept) }}
+{{- fail (printf "this release's slurmctld is StatefulSet %s, and this upgrade names it %s (app.kubernetes.io/name: %s): fullnameOverride or nameOverride changed. New names would start another, empty Slurm cluster with new keys and leave the running one (its jobs, keys and SlurmCluster) behind, and a new name label is refused part-way (selectors are immutable). Set them back; to move to new names, install a new release" (join ", " $others) $want $label) }}
 {{- end }}
 {{- end }}

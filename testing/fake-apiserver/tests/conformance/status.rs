@@ -126,3 +126,47 @@ async fn writes_to_status_change_only_the_status() {
     .await;
     assert_eq!(missing.unwrap_err().0, 404);
 }
+
+/// A custom resource's status write ignores the uid in its body (the real server's status
+/// strategy copies the stored object's metadata over it first): it lands on the object of that
+/// name, even one made again under it. A stale resourceVersion is still a conflict.
+#[tokio::test]
+async fn a_status_write_ignores_the_uid_but_not_the_resource_version_in_its_body() {
+    let (_api, client) = server().await;
+    let api = widgets(&client);
+    let created = create_widget(&client, "w", json!({"size": 1})).await;
+    let other = "00000000-0000-0000-0000-000000000000";
+    let applied = api
+        .patch_status(
+            "w",
+            &PatchParams::apply("m").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"uid": other}, "status": {"ready": true},
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.data["status"], json!({"ready": true}));
+    assert_eq!(applied.metadata.uid, created.metadata.uid);
+    let stale = api
+        .patch_status(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"resourceVersion": created.metadata.resource_version},
+                "status": {"ready": false},
+            })),
+        )
+        .await;
+    assert_eq!(api_error(stale).0, 409);
+    // The object's own writes still refuse another uid.
+    let refused = api
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"uid": other}, "spec": {"size": 2}})),
+        )
+        .await;
+    assert_eq!(api_error(refused).0, 422);
+}
