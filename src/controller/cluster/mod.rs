@@ -308,6 +308,13 @@ async fn apply(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error> {
                 // Trouble with the Kubernetes API: nothing new to say in the status.
                 _ => return Err(error),
             };
+            // Whether a poller still lists the cluster's jobs, whatever the failure: a kept
+            // connection (a move refused) still does; none (dropped, or none made since a
+            // restart while slurmrestd does not answer) does not.
+            let failure = Failure {
+                disconnected: !ctx.clusters.contains(&key),
+                ..failure
+            };
             let credentials = config::plan(&cluster.spec)
                 .ok()
                 .map(|plan| plan.auth.describe());

@@ -1206,6 +1206,48 @@ fn moved_to_local_slurm(name: &str, slurm: &HashMap<String, String>) -> SlurmClu
     )
 }
 
+/// After a restart, a SlurmCluster whose slurmrestd does not answer while jobs of its Slurm
+/// cluster run gets no connection (nothing confirms where the endpoint leads): its `JobsListed`
+/// says `Unknown/NotConnected`, not the `True/Listed` of before, as no poller lists anything.
+#[tokio::test]
+async fn an_unconfirmed_cluster_without_a_connection_says_its_jobs_are_not_listed() {
+    let (ctx, mut api) = Context::test();
+    let mut cluster = finalized(cluster("c12", "http://127.0.0.1:1"));
+    let listed = condition::new(
+        status::JOBS_LISTED,
+        true,
+        "Listed",
+        "listed",
+        Some(1),
+        crate::crd::condition::now(),
+    );
+    cluster = with_status(
+        cluster,
+        crate::crd::SlurmClusterStatus {
+            cluster_name: Some("elsewhere".into()),
+            conditions: vec![listed],
+            ..Default::default()
+        },
+    );
+    let running = serde_json::json!({"phase": "Running", "jobId": 5, "observedGeneration": 1, "submittedGeneration": 1});
+    let _writer = cached_slurmjobs(&ctx, vec![slurmjob("running", "c12", true, running)]);
+    let ctx = Arc::new(ctx);
+    let expected = cluster.clone();
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(key_secret(&[7; 32])))
+            .await;
+        api.expect_status_apply(&expected).await
+    });
+    let error = reconcile(Arc::new(cluster), ctx.clone()).await.unwrap_err();
+    let status = server.await.unwrap();
+    assert!(matches!(error, Error::Unconfirmed(_)), "{error:?}");
+    assert!(!ctx.clusters.contains(&ObjectRef::new("c12")));
+    assert_eq!(
+        cond(&status, status::JOBS_LISTED),
+        ("Unknown", status::NOT_CONNECTED)
+    );
+}
+
 /// A SlurmJob whose submit answer was lost (no job id in its status: the job may run in the
 /// first Slurm cluster) holds its SlurmCluster's endpoint as a running job does: moved, that
 /// job would run on where nothing follows it, and the SlurmJob would submit again elsewhere.
