@@ -833,6 +833,21 @@ mod tests {
         ended
     }
 
+    /// `wait` on SlurmJob team-a/j through `api`, its watch retried every 10 ms.
+    async fn wait_for_j(
+        api: Api<WholeSlurmJob>,
+        timeout: Option<Duration>,
+    ) -> Result<u8, CliError> {
+        wait(
+            api,
+            "j",
+            "slurmjob team-a/j",
+            timeout,
+            Every(Duration::from_millis(10)),
+        )
+        .await
+    }
+
     /// A list of SlurmJobs holding `job` only.
     fn list_of(job: SlurmJob) -> http::Response<kube::client::Body> {
         answer(
@@ -892,15 +907,7 @@ mod tests {
             let (_, send) = handle.next_request().await.unwrap();
             send.send_response(list_of(with_uid("second")));
         });
-        let error = wait(
-            api,
-            "j",
-            "slurmjob team-a/j",
-            None,
-            Every(Duration::from_millis(10)),
-        )
-        .await
-        .unwrap_err();
+        let error = wait_for_j(api, None).await.unwrap_err();
         assert!(
             matches!(&error, CliError::Usage(m) if m.contains("was deleted before it finished")),
             "{error:?}"
@@ -966,15 +973,7 @@ mod tests {
                        "metadata": {"resourceVersion": "5"}, "items": [ended]}),
             ));
         });
-        let code = wait(
-            api,
-            "j",
-            "slurmjob team-a/j",
-            None,
-            Every(Duration::from_millis(10)),
-        )
-        .await
-        .unwrap();
+        let code = wait_for_j(api, None).await.unwrap();
         assert_eq!(code, 0);
         server.await.unwrap();
     }
@@ -999,15 +998,7 @@ mod tests {
             let (_, send) = handle.next_request().await.unwrap();
             send.send_response(list_of(ended));
         });
-        let waited = |api| {
-            wait(
-                api,
-                "j",
-                "slurmjob team-a/j",
-                None,
-                Every(Duration::from_millis(10)),
-            )
-        };
+        let waited = |api| wait_for_j(api, None);
         let code = waited(api).await.unwrap();
         assert_eq!(code, 0);
         server.await.unwrap();
@@ -1042,15 +1033,7 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         });
         let started = tokio::time::Instant::now();
-        let code = wait(
-            api,
-            "j",
-            "slurmjob team-a/j",
-            Some(Duration::from_secs(5)),
-            Every(Duration::from_millis(10)),
-        )
-        .await
-        .unwrap();
+        let code = wait_for_j(api, Some(Duration::from_secs(5))).await.unwrap();
         assert_eq!(code, EXIT_TIMED_OUT);
         assert_eq!(started.elapsed(), Duration::from_secs(5));
         server.abort();
