@@ -623,6 +623,62 @@ async fn mount_failing(server: &MockServer) {
 /// Down once however many polls fail, polls back off while down, and recovery resyncs: node
 /// list without `update_time`, our job's record fetched again (its time limit changed while down,
 /// which the state list cannot show).
+/// A poller whose slurmrestd comes to answer for another Slurm cluster than the one its client
+/// was confirmed to reach (an endpoint re-pointed at another cluster's slurmrestd) marks the
+/// cluster down, reason `SlurmClusterChanged`, within a few intervals and keeps the index as it
+/// was: that cluster's jobs and nodes are not taken for the first's until the SlurmCluster's
+/// check decides. Confirmed again, it comes back up. The real local Slurm stands for "another":
+/// the client expects `elsewhere`.
+#[tokio::test]
+async fn answers_of_another_slurm_cluster_mark_the_poller_down_and_keep_the_index() {
+    let slurm = require_slurm!();
+    let client = SlurmClient::new(slurm.config(), slurm.credentials()).unwrap();
+    client.expect_cluster(&slurm.cluster_name);
+    let (tx, _events) = broadcast::channel(4096);
+    let (_handle, mut index) = poller::spawn(
+        cluster(),
+        client.clone(),
+        &PollerConfig { interval: INTERVAL },
+        common::tag_key(),
+        tx,
+        Metrics::new(),
+    );
+    synced(&mut index).await;
+    let before = index.borrow().clone();
+
+    client.expect_cluster("elsewhere");
+    let (reason, message, after) = wait_index(&mut index, "Down", TIMEOUT, |s| match &s.health {
+        Health::Down {
+            reason, message, ..
+        } => Some((*reason, message.clone(), s.clone())),
+        _ => None,
+    })
+    .await;
+    assert_eq!(reason, "SlurmClusterChanged", "{message}");
+    assert!(
+        message.contains("elsewhere") && message.contains(&slurm.cluster_name),
+        "{message}"
+    );
+    assert_eq!(
+        after.jobs_synced_at, before.jobs_synced_at,
+        "the index is kept"
+    );
+    assert_eq!(
+        after.nodes_synced_at, before.nodes_synced_at,
+        "the index is kept"
+    );
+    assert_eq!(
+        after.nodes.keys().collect::<Vec<_>>(),
+        before.nodes.keys().collect::<Vec<_>>()
+    );
+
+    client.expect_cluster(&slurm.cluster_name);
+    wait_index(&mut index, "Up again", TIMEOUT, |s| {
+        (s.health.is_up() && s.jobs_synced_at > before.jobs_synced_at).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn failures_mark_down_once_back_off_and_recovery_resyncs() {
     let server = MockServer::start().await;

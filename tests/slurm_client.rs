@@ -314,6 +314,83 @@ async fn cancel_running_and_pending_jobs() {
     );
 }
 
+/// A job of `slurm`'s user that stays PENDING an hour (a begin time ahead).
+fn held(slurm: &common::LocalSlurm, name: &str) -> slurm_operator::slurm::types::SubmitRequest {
+    let mut request = slurm.job(name, "true");
+    let begin = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
+    request
+        .extra
+        .insert("begin_time".into(), json!({"set": true, "number": begin}));
+    request
+}
+
+/// Once a client expects a Slurm cluster, an answer rendered for another one is refused
+/// (`SlurmClusterChanged`), as when its endpoint comes to reach another cluster's slurmrestd
+/// (a DNS name moved): job ids and node names of that cluster are not read as the first's.
+/// `/diag` and `/ping`, which find out whom the endpoint serves, still answer, and a submit's
+/// answer still names the job it made. The real local Slurm stands for "another": the client
+/// expects `elsewhere`.
+#[tokio::test]
+async fn answers_of_another_slurm_cluster_are_refused_once_one_is_expected() {
+    let slurm = require_slurm!();
+    let client = slurm.client();
+    let first = client
+        .submit_job(&held(&slurm, "other-cluster-1"))
+        .await
+        .unwrap();
+
+    client.expect_cluster("elsewhere");
+    let as_user = client.as_user(&slurm.user).unwrap();
+    let refused = [
+        client.jobs_state(&[first.job_id]).await.err(),
+        client.job(first.job_id).await.err(),
+        client.nodes(None).await.err(),
+        client.partitions().await.err(),
+        // Clones and clients acting as a user expect what their client expects.
+        client.clone().jobs_state(&[first.job_id]).await.err(),
+        as_user.jobs_state(&[first.job_id]).await.err(),
+    ];
+    for error in refused {
+        let error = error.expect("an answer of another Slurm cluster is refused");
+        assert!(
+            matches!(&error, SlurmError::OtherCluster { expected, served, .. }
+                if expected == "elsewhere" && *served == slurm.cluster_name),
+            "{error:?}"
+        );
+        assert_eq!(error.category(), "SlurmClusterChanged");
+        let tenant = error.for_tenant();
+        assert!(
+            !tenant.contains("elsewhere") && !tenant.contains(&slurm.cluster_name),
+            "cluster names are the platform's: {tenant}"
+        );
+    }
+    let info = client.cluster_info().await.unwrap();
+    assert_eq!(info.cluster_name, slurm.cluster_name);
+    assert!(client.ping().await.unwrap(), "a controller answers");
+    let second = client
+        .submit_job(&held(&slurm, "other-cluster-2"))
+        .await
+        .expect("a submit's answer names the job it made, wherever");
+    assert!(second.job_id > first.job_id, "{second:?}");
+
+    // Confirmed to be this cluster: its answers are read again.
+    client.expect_cluster(&slurm.cluster_name);
+    let states = client
+        .jobs_state(&[first.job_id, second.job_id])
+        .await
+        .unwrap();
+    let mut ids: Vec<u32> = states.iter().map(|s| s.job_id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec![first.job_id, second.job_id]);
+    for id in ids {
+        client.cancel_job(id).await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn jobs_state_follows_several_jobs_in_one_request() {
     let slurm = require_slurm!();

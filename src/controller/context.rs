@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Resource};
 
@@ -122,6 +122,16 @@ impl SlurmJobCaches {
                 holding(jobs, cluster, ctx)
             }
         })
+    }
+
+    /// The uid under which a cache shows the SlurmJob `namespace/name` now, if one does.
+    pub fn uid_of(&self, namespace: &str, name: &str) -> Option<String> {
+        let key = ObjectRef::<CachedSlurmJob>::new(name).within(namespace);
+        let stores = self.stores.read().unwrap_or_else(PoisonError::into_inner);
+        stores
+            .iter()
+            .find_map(|(store, _)| store.get(&key))
+            .and_then(|job| job.meta().uid.clone())
     }
 
     /// What `names` finds in each cache (with its controller's rule), together; `None` until

@@ -25,6 +25,10 @@ pub(crate) trait Envelope {
     fn job_made(&self) -> Option<Submitted> {
         None
     }
+    /// The Slurm cluster whose slurmrestd rendered the answer (`meta.slurm.cluster`).
+    fn served_cluster(&self) -> Option<String> {
+        None
+    }
     /// A submit's answer: one not read as its type may still name the job made
     /// ([`made_in_bytes`]).
     const SUBMIT: bool = false;
@@ -50,6 +54,12 @@ pub(crate) struct Caller<'a> {
     /// How long each request may take: `config.request_timeout`, or for a listing of every job
     /// ([`Self::listing`]) `config.listing_timeout`.
     pub timeout: Duration,
+    /// The Slurm cluster the client was confirmed to reach (`SlurmClient::expect_cluster`):
+    /// an answer naming another one is refused ([`SlurmError::OtherCluster`]). Job ids and node
+    /// names mean something only in their own cluster; an endpoint re-pointed at another
+    /// cluster's slurmrestd (a DNS name moved) would otherwise feed that cluster's jobs and
+    /// nodes to the index until the next check of the SlurmCluster.
+    pub expected_cluster: Option<&'a str>,
 }
 
 impl Caller<'_> {
@@ -58,6 +68,15 @@ impl Caller<'_> {
     pub(crate) fn listing(self) -> Self {
         Self {
             timeout: self.config.listing_timeout.max(self.config.request_timeout),
+            ..self
+        }
+    }
+
+    /// The same caller, taking answers from whichever cluster: for the calls that find out
+    /// which one the endpoint serves (`/diag`, `/ping`).
+    pub(crate) fn unchecked(self) -> Self {
+        Self {
+            expected_cluster: None,
             ..self
         }
     }
@@ -121,6 +140,19 @@ impl Caller<'_> {
                     return Err(made_or(operation, status, body.job_made(), || {
                         classify(operation, status, subject, errors)
                     }));
+                }
+                // A submit's answer names the job it made wherever that is: kept, so the job is
+                // followed (and the SlurmCluster's check then finds the move).
+                if !T::SUBMIT
+                    && let Some(expected) = self.expected_cluster
+                    && let Some(served) = body.served_cluster()
+                    && served != expected
+                {
+                    return Err(SlurmError::OtherCluster {
+                        operation,
+                        expected: expected.to_owned(),
+                        served,
+                    });
                 }
                 for warning in body.warnings() {
                     tracing::debug!(operation, warning, "slurmrestd warning");

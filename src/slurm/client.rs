@@ -36,6 +36,9 @@ pub struct SlurmClient {
     /// The version at which slurmrestd was found not to serve `/jobs/state/`
     /// ([`Self::serves_job_states`]).
     no_job_states: Arc<Mutex<Option<ApiVersion>>>,
+    /// The Slurm cluster this client was confirmed to reach ([`Self::expect_cluster`]); shared
+    /// by every clone and [`Self::as_user`] client.
+    expected_cluster: Arc<Mutex<Option<Arc<str>>>>,
 }
 
 /// The version in use, shared by every clone.
@@ -103,6 +106,7 @@ impl SlurmClient {
             negotiation: Arc::new(negotiation),
             config: Arc::new(config),
             no_job_states: Arc::default(),
+            expected_cluster: Arc::default(),
         })
     }
 
@@ -124,6 +128,26 @@ impl SlurmClient {
     /// The version in use: pinned or negotiated; `None` before the first call.
     pub fn api_version(&self) -> Option<ApiVersion> {
         self.negotiation.current()
+    }
+
+    /// From now on, answers must come from Slurm cluster `name` (`ClusterName`): one rendered
+    /// for another is refused ([`SlurmError::OtherCluster`]), except `/diag` and `/ping`, which
+    /// find out whom the endpoint serves, and a submit's, which names the job it made. Called
+    /// once the SlurmCluster controller has confirmed the cluster; until then, none is expected.
+    pub fn expect_cluster(&self, name: &str) {
+        let name = (!name.is_empty()).then(|| Arc::from(name));
+        *self
+            .expected_cluster
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = name;
+    }
+
+    /// The Slurm cluster answers must come from, if one was confirmed.
+    pub(crate) fn expected_cluster(&self) -> Option<Arc<str>> {
+        self.expected_cluster
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn any_dialect(&self) -> &Dialect {
@@ -149,6 +173,7 @@ impl SlurmClient {
             negotiation: Arc::clone(&self.negotiation),
             config: Arc::clone(&self.config),
             no_job_states: Arc::clone(&self.no_job_states),
+            expected_cluster: Arc::clone(&self.expected_cluster),
         })
     }
 
@@ -196,7 +221,7 @@ impl SlurmClient {
         };
         for version in candidates {
             let dialect = &self.dialects[version.index()];
-            let answer = dispatch!(dialect, &self.config, |api, caller| api.ping(&caller).await);
+            let answer = dispatch!(dialect, self, |api, caller| api.ping(&caller).await);
             match answer {
                 Ok((_, data_parser)) => {
                     check_data_parser(self.config.endpoint.as_str(), version, &data_parser)?;
@@ -288,7 +313,7 @@ impl SlurmClient {
     /// check it); use [`Self::cluster_info`] for that.
     pub async fn ping(&self) -> Result<bool, SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api.ping(&c).await);
+        let result = dispatch!(dialect, self, |api, c| api.ping(&c).await);
         self.forget_unserved(result)
             .map(|(responding, _)| responding)
     }
@@ -316,7 +341,7 @@ impl SlurmClient {
     async fn checked_cluster_info(&self) -> Result<ClusterInfo, SlurmError> {
         // `/diag` first: it checks the token, so bad credentials are named as such.
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api.diag(&c, false).await);
+        let result = dispatch!(dialect, self, |api, c| api.diag(&c, false).await);
         let mut info = self.forget_unserved(result)?;
         info.controller_responding = self.ping().await?;
         let version: ApiVersion =
@@ -338,7 +363,7 @@ impl SlurmClient {
     /// then asked again without `update_time`, which is what a working answer would have held.
     pub async fn nodes(&self, since: Option<i64>) -> Result<Changes<Node>, SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api.nodes(&c, since).await);
+        let result = dispatch!(dialect, self, |api, c| api.nodes(&c, since).await);
         match result {
             Ok(changes) => Ok(changes),
             Err(SlurmError::NotModified { .. }) if since.is_some() => Ok(Changes::Unchanged),
@@ -354,7 +379,7 @@ impl SlurmClient {
                     }) =>
             {
                 tracing::debug!("slurmrestd failed an incremental node list; listing all nodes");
-                let result = dispatch!(dialect, &self.config, |api, c| api.nodes(&c, None).await);
+                let result = dispatch!(dialect, self, |api, c| api.nodes(&c, None).await);
                 self.forget_unserved(result)
             }
             Err(error) => self.forget_unserved(Err(error)),
@@ -364,7 +389,7 @@ impl SlurmClient {
     /// One node. An unknown node is `NotFound` (slurmrestd answers 200 without `nodes`).
     pub async fn node(&self, name: &str) -> Result<Node, SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api.node(&c, name).await);
+        let result = dispatch!(dialect, self, |api, c| api.node(&c, name).await);
         self.forget_unserved(result)?
             .into_iter()
             .find(|n| n.name == name)
@@ -382,7 +407,7 @@ impl SlurmClient {
             });
         }
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api
+        let result = dispatch!(dialect, self, |api, c| api
             .update_node(&c, "drain_node", name, &["DRAIN"], Some(reason))
             .await);
         self.forget_unserved(result)
@@ -391,7 +416,7 @@ impl SlurmClient {
     /// Clear DRAIN/DOWN. A node that is not drained or down gives `InvalidNodeState`.
     pub async fn resume_node(&self, name: &str) -> Result<(), SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api
+        let result = dispatch!(dialect, self, |api, c| api
             .update_node(&c, "resume_node", name, &["RESUME"], None)
             .await);
         self.forget_unserved(result)
@@ -400,24 +425,20 @@ impl SlurmClient {
     /// Remove a (dynamic) node's record. A node still running jobs gives `NodeBusy`.
     pub async fn delete_node(&self, name: &str) -> Result<(), SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api
-            .delete_node(&c, name)
-            .await);
+        let result = dispatch!(dialect, self, |api, c| api.delete_node(&c, name).await);
         self.forget_unserved(result)
     }
 
     pub async fn partitions(&self) -> Result<Vec<Partition>, SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api.partitions(&c).await);
+        let result = dispatch!(dialect, self, |api, c| api.partitions(&c).await);
         self.forget_unserved(result)
     }
 
     /// Submit a batch job. Never retried: the caller must look for its tag before trying again.
     pub async fn submit_job(&self, request: &SubmitRequest) -> Result<Submitted, SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api
-            .submit_job(&c, request)
-            .await);
+        let result = dispatch!(dialect, self, |api, c| api.submit_job(&c, request).await);
         self.forget_unserved(result)
     }
 
@@ -431,7 +452,7 @@ impl SlurmClient {
     /// the answer came: the two clocks may differ by minutes.
     pub async fn controller_clock(&self) -> Result<ClockReading, SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api.diag(&c, false).await);
+        let result = dispatch!(dialect, self, |api, c| api.diag(&c, false).await);
         let answered = Utc::now();
         let info = self.forget_unserved(result)?;
         Ok(ClockReading {
@@ -443,7 +464,7 @@ impl SlurmClient {
     /// One job's records: one for a plain job, one per task for an array (by its array job id).
     pub async fn job(&self, job_id: u32) -> Result<Vec<Job>, SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api.job(&c, job_id).await);
+        let result = dispatch!(dialect, self, |api, c| api.job(&c, job_id).await);
         let jobs = self.forget_unserved(result)?;
         if jobs.is_empty() {
             return Err(SlurmError::NotFound {
@@ -457,7 +478,7 @@ impl SlurmClient {
     /// All jobs slurmctld holds, or `Unchanged` when none changed since `since`.
     pub async fn jobs(&self, since: Option<i64>) -> Result<Changes<Job>, SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api.jobs(&c, since).await);
+        let result = dispatch!(dialect, self, |api, c| api.jobs(&c, since).await);
         match result {
             Err(SlurmError::NotModified { .. }) if since.is_some() => Ok(Changes::Unchanged),
             other => self.forget_unserved(other),
@@ -469,7 +490,7 @@ impl SlurmClient {
     /// no slurmdbd). For jobs slurmctld no longer holds (`MinJobAge`).
     pub async fn accounting_job(&self, job_id: u32) -> Result<Option<Vec<Job>>, SlurmError> {
         let dialect = self.dialect().await?;
-        let answer = accounting(dispatch!(dialect, &self.config, |api, c| api
+        let answer = accounting(dispatch!(dialect, self, |api, c| api
             .accounting_job(&c, job_id)
             .await));
         self.served_without_accounting(answer).await
@@ -505,7 +526,7 @@ impl SlurmClient {
             }
         }
         let dialect = self.dialect().await?;
-        let answer = accounting(dispatch!(dialect, &self.config, |api, c| api
+        let answer = accounting(dispatch!(dialect, self, |api, c| api
             .accounting_jobs_named(&c, name, since, user)
             .await));
         match answer {
@@ -515,7 +536,7 @@ impl SlurmClient {
                     %error,
                     "slurmrestd cannot resolve the Slurm user: searching accounting by job name for every user's jobs"
                 );
-                let answer = accounting(dispatch!(dialect, &self.config, |api, c| api
+                let answer = accounting(dispatch!(dialect, self, |api, c| api
                     .accounting_jobs_named(&c, name, since, None)
                     .await));
                 self.served_without_accounting(answer).await
@@ -548,9 +569,7 @@ impl SlurmClient {
         // Repeated `job_id` parameters: slurmrestd rejects the spec's CSV form.
         let ids: Vec<String> = job_ids.iter().map(u32::to_string).collect();
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api
-            .jobs_state(&c, Some(&ids))
-            .await);
+        let result = dispatch!(dialect, self, |api, c| api.jobs_state(&c, Some(&ids)).await);
         match result {
             Err(SlurmError::UnsupportedVersion { .. }) => {
                 self.states_from_job_list(Some(job_ids)).await
@@ -581,9 +600,7 @@ impl SlurmClient {
     /// still to run, under its meta record's id.
     pub async fn all_job_states(&self) -> Result<Vec<JobStateEntry>, SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api
-            .jobs_state(&c, None)
-            .await);
+        let result = dispatch!(dialect, self, |api, c| api.jobs_state(&c, None).await);
         match result {
             Err(SlurmError::UnsupportedVersion { .. }) => self.states_from_job_list(None).await,
             other => self.job_states_served(other),
@@ -613,7 +630,7 @@ impl SlurmClient {
     /// slurmctld's RPC counters by message type (`sdiag`): what polling costs slurmctld.
     pub async fn rpc_stats(&self) -> Result<Vec<RpcStats>, SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api.rpc_stats(&c).await);
+        let result = dispatch!(dialect, self, |api, c| api.rpc_stats(&c).await);
         self.forget_unserved(result)
     }
 
@@ -622,7 +639,7 @@ impl SlurmClient {
     /// their own pending job, ...). An ignored field is an error, never a silent success.
     pub async fn update_job(&self, job_id: u32, update: &JobUpdate) -> Result<(), SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api
+        let result = dispatch!(dialect, self, |api, c| api
             .update_job(&c, job_id, update)
             .await);
         self.forget_unserved(result)
@@ -632,9 +649,7 @@ impl SlurmClient {
     /// not: a finished job gives `AlreadyFinished`, an unknown one `NotFound`.
     pub async fn cancel_job(&self, job_id: u32) -> Result<(), SlurmError> {
         let dialect = self.dialect().await?;
-        let result = dispatch!(dialect, &self.config, |api, c| api
-            .cancel_job(&c, job_id)
-            .await);
+        let result = dispatch!(dialect, self, |api, c| api.cancel_job(&c, job_id).await);
         self.forget_unserved(result)
     }
 }

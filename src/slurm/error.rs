@@ -238,6 +238,18 @@ pub enum SlurmError {
     InvalidCa { detail: String },
     #[error("invalid request: {detail}")]
     InvalidRequest { detail: String },
+    /// An answer rendered for another Slurm cluster than the one the client was confirmed to
+    /// reach: the endpoint now reaches another cluster's slurmrestd. Not read; the
+    /// SlurmCluster's next check decides whether the connection may follow.
+    #[error(
+        "slurmrestd's answer to {operation} comes from Slurm cluster {served:?}, not {expected:?} \
+         as confirmed: the endpoint now reaches another Slurm cluster"
+    )]
+    OtherCluster {
+        operation: &'static str,
+        expected: String,
+        served: String,
+    },
 }
 
 fn detail_suffix(detail: &str) -> String {
@@ -341,6 +353,11 @@ impl SlurmError {
                  SlurmCluster's status"
                     .to_owned()
             }
+            // Cluster names are the platform's, as the endpoint is.
+            Self::OtherCluster { .. } => "slurmrestd's endpoint now reaches another Slurm \
+                                          cluster; the platform admin sees which in the \
+                                          SlurmCluster's status"
+                .to_owned(),
             Self::Redirected {
                 operation, status, ..
             } => format!(
@@ -461,6 +478,7 @@ impl SlurmError {
             Self::InvalidEndpoint { .. } => "InvalidEndpoint",
             Self::InvalidCa { .. } => "InvalidCA",
             Self::InvalidRequest { .. } => "InvalidRequest",
+            Self::OtherCluster { .. } => "SlurmClusterChanged",
         }
     }
 

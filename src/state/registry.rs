@@ -80,6 +80,8 @@ impl ClusterHandle {
 
     /// The SlurmCluster `cluster` found this connection to serve the Slurm cluster `name`.
     pub fn confirm_cluster(&self, cluster: &str, name: &str) {
+        // Those sharing the connection reach one slurmrestd, so one cluster: the last found.
+        self.client.expect_cluster(name);
         self.identity
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -228,6 +230,13 @@ impl Connections {
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
                 .retain(|m| m != cluster);
+            // Its word on whom the connection reaches goes with it (it would judge again).
+            connection
+                .handle
+                .identity
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&cluster.name);
             if connection.members() == 0 {
                 self.by_id.remove(&id);
             }
@@ -578,11 +587,17 @@ mod tests {
         assert_eq!(f.registry.pollers(), 1);
         assert!(f.same_client("a", "d"));
 
-        // The first one going keeps the connection for the others.
+        // The first one going keeps the connection for the others, and its word on whom the
+        // connection reaches goes with it.
+        let shared = f.registry.get(&ObjectRef::new("b")).unwrap();
+        shared.confirm_cluster("a", "main");
+        shared.confirm_cluster("b", "main");
         assert!(f.registry.remove(&ObjectRef::new("a")));
         assert!(!f.registry.remove(&ObjectRef::new("a")));
         assert_eq!(f.registry.pollers(), 1);
         assert!(f.same_client("b", "d"));
+        assert_eq!(shared.confirmed_cluster("a"), None);
+        assert_eq!(shared.confirmed_cluster("b").as_deref(), Some("main"));
         for name in ["b", "c"] {
             assert!(f.registry.remove(&ObjectRef::new(name)));
             assert_eq!(f.registry.pollers(), 1);

@@ -56,7 +56,7 @@ use crate::controller::kit::TouchedAfterRelist as _;
 use crate::crd::{CREDENTIALS_LABEL, SlurmCluster, SlurmClusterSpec};
 use crate::error_chain::Chain;
 use crate::slurm::tag::TagKey;
-use crate::slurm::types::{Changes, NodeCounts};
+use crate::slurm::types::{Changes, ClusterInfo, NodeCounts};
 use crate::slurm::{SlurmClient, SlurmError};
 use crate::state::index::{Health, SlurmEvent};
 use crate::state::registry::{ClusterHandle, ClusterRegistry, Upserted};
@@ -365,16 +365,24 @@ async fn connect(
 ) -> Result<Connected, Error> {
     let (plan, _) = register(cluster, key, ctx).await?;
     let handle = ctx.clusters.get(key).ok_or(Error::RegistrationLost)?;
-    let connected = {
-        let _io = handle.try_io().ok_or(Error::ClusterBusy)?;
-        check(&handle, plan.auth.describe(), &ctx.tag_key).await?
-    };
+    let _io = handle.try_io().ok_or(Error::ClusterBusy)?;
+    let info = handle
+        .client
+        .cluster_info()
+        .await
+        .map_err(|source| Error::CheckCluster {
+            source,
+            authenticated: false,
+        })?;
+    // Whom it reaches, before anything else is asked: once confirmed, the client refuses
+    // answers of another cluster (`SlurmClient::expect_cluster`), so a move is judged here or
+    // the checks below would only ever see it refused.
     // Connected without knowing whom it reaches (its endpoint did not answer then), or the
     // same endpoint serves another Slurm cluster since (an address moved to another
     // slurmrestd): its poller's index may be another cluster's, and goes. A connection found
     // to serve this very cluster before is not judged by the status again (a status write
     // that failed after a move still names the cluster before it).
-    let now = &connected.info.cluster_name;
+    let now = &info.cluster_name;
     let name = cluster.name_any();
     if handle.confirmed_cluster(&name).as_deref() != Some(now.as_str()) {
         match same_cluster(cluster, now, ctx) {
@@ -391,7 +399,7 @@ async fn connect(
             Err(error) => return Err(error),
         }
     }
-    Ok(connected)
+    check(&handle, info, plan.auth.describe(), &ctx.tag_key).await
 }
 
 /// How often a SlurmCluster whose endpoint reaches another Slurm cluster looks again.
@@ -530,6 +538,17 @@ async fn register(
     let sources = read_sources(&plan, &ctx.credentials_namespace, ctx).await?;
     let validated = plan.build(&sources).map_err(Error::InvalidConfig)?;
     let probed = guard_move(cluster, key, &validated, ctx).await?;
+    // A new connection's answers are held to the Slurm cluster the probe found, or else the one
+    // the status names, from its poller's first cycle on: until `connect` has judged whom the
+    // endpoint reaches, another cluster's jobs must not reach the index, and through it the
+    // SlurmJobs (their submits wait for a synced index).
+    let expected = probed.clone().or_else(|| {
+        cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.cluster_name.clone())
+            .filter(|n| !n.is_empty())
+    });
     let upserted = ctx
         .clusters
         .upsert(
@@ -538,6 +557,9 @@ async fn register(
             validated.settings,
             validated.credentials,
             |label, client, poller, events| {
+                if let Some(name) = &expected {
+                    client.expect_cluster(name);
+                }
                 crate::state::poller::spawn(
                     label,
                     client,
@@ -621,21 +643,14 @@ async fn read_sources(plan: &ConfigPlan, namespace: &str, ctx: &Context) -> Resu
     Ok(sources)
 }
 
-/// Step 5: who the cluster is, whether the credentials work, what it has, and whether its poller
-/// is healthy. Node counts come from the index once the poller has synced (no extra call).
+/// Step 5, after `connect` asked who the cluster is (`info`, which proves the credentials):
+/// what it has, and whether its poller is healthy. Node counts come from the index once the poller has synced (no extra call).
 async fn check(
     handle: &ClusterHandle,
+    info: ClusterInfo,
     credentials: String,
     key: &TagKey,
 ) -> Result<Connected, Error> {
-    let info = handle
-        .client
-        .cluster_info()
-        .await
-        .map_err(|source| Error::CheckCluster {
-            source,
-            authenticated: false,
-        })?;
     let failed = |source| Error::CheckCluster {
         source,
         authenticated: true,

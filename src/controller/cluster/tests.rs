@@ -1248,6 +1248,170 @@ async fn an_unconfirmed_cluster_without_a_connection_says_its_jobs_are_not_liste
     );
 }
 
+/// Once a SlurmCluster has confirmed whom its connection reaches, the client refuses answers
+/// of another Slurm cluster (its poller goes down, `SlurmClusterChanged`) until the
+/// SlurmCluster's check decides: with nothing of ours there, it follows, and the client and
+/// poller read that cluster's answers. (With something of ours there the connection goes:
+/// `a_connection_never_follows_the_endpoint_to_another_slurm_cluster_in_use`.) The real local
+/// Slurm stands for "another": the connection was confirmed as `elsewhere`.
+#[tokio::test]
+async fn a_connection_reads_another_slurm_cluster_only_once_its_check_follows_it() {
+    let Some(slurm) = local_slurm() else { return };
+    let key_bytes = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
+    let real_name = slurm["SLURM_CLUSTER_NAME"].clone();
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    let mut cluster = finalized(cluster("c13", &slurm["SLURM_REST_URL"]));
+    if let Some(jwt) = cluster.spec.auth.jwt.as_mut() {
+        jwt.user = slurm["SLURM_USER"].clone();
+    }
+    let key = ObjectRef::from_obj(&cluster);
+    let expected = cluster.clone();
+    let secret = key_secret(&key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        api.expect_status_apply(&expected).await;
+        api.expect_event(&expected, "Normal", "Connected").await;
+        api
+    });
+    reconcile(Arc::new(cluster.clone()), ctx.clone())
+        .await
+        .unwrap();
+    let mut api = server.await.unwrap();
+    let handle = ctx.clusters.get(&key).unwrap();
+    assert_eq!(
+        handle.confirmed_cluster("c13").as_deref(),
+        Some(real_name.as_str())
+    );
+    handle.client.partitions().await.unwrap();
+
+    // As if the endpoint had come to reach another cluster: answers are refused, and the
+    // poller says so.
+    handle.confirm_cluster("c13", "elsewhere");
+    let error = handle.client.partitions().await.unwrap_err();
+    assert_eq!(error.category(), "SlurmClusterChanged", "{error}");
+    let mut index = handle.index.clone();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        index.wait_for(|s| {
+            matches!(
+                s.health,
+                Health::Down {
+                    reason: "SlurmClusterChanged",
+                    ..
+                }
+            )
+        }),
+    )
+    .await
+    .expect("the poller refuses the other cluster's answers")
+    .unwrap();
+
+    // The check, with nothing of ours there, follows; the poller comes back up.
+    let cluster = with_status(
+        cluster,
+        crate::crd::SlurmClusterStatus {
+            cluster_name: Some("elsewhere".into()),
+            ..Default::default()
+        },
+    );
+    let secret = key_secret(&key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        api
+    });
+    match connect(&cluster, &key, &ctx).await {
+        Ok(connected) => assert_eq!(connected.info.cluster_name, real_name),
+        Err(Error::PollerDown { reason, .. }) => assert_eq!(reason, "SlurmClusterChanged"),
+        Err(other) => panic!("{other:?}"),
+    }
+    server.await.unwrap().expect_no_more_calls().await;
+    assert_eq!(
+        handle.confirmed_cluster("c13").as_deref(),
+        Some(real_name.as_str())
+    );
+    handle.client.partitions().await.unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        index.wait_for(|s| s.health.is_up()),
+    )
+    .await
+    .expect("the poller reads the cluster again")
+    .unwrap();
+}
+
+/// A connection made for a SlurmCluster whose status names its Slurm cluster holds its answers
+/// to that cluster from its poller's first cycle, before `connect` has judged whom the endpoint
+/// reaches: the one the probe found when it asked, else the one the status names. (Before, a
+/// connection made while the endpoint did not answer, or for new settings, read whatever
+/// answered until the check.)
+#[tokio::test]
+async fn a_new_connection_holds_its_answers_to_the_recorded_slurm_cluster() {
+    let Some(slurm) = local_slurm() else { return };
+    let key_bytes = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
+    let real_name = slurm["SLURM_CLUSTER_NAME"].clone();
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    let cluster = moved_to_local_slurm("c14", &slurm);
+    let key = ObjectRef::from_obj(&cluster);
+
+    // The probe asked (a new endpoint): what it found, nothing of ours being on `elsewhere`.
+    let secret = key_secret(&key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        api
+    });
+    let (_, upserted) = register(&cluster, &key, &ctx).await.unwrap();
+    let mut api = server.await.unwrap();
+    assert_eq!(upserted, Upserted::Created);
+    let handle = ctx.clusters.get(&key).unwrap();
+    assert_eq!(
+        handle.client.expected_cluster().as_deref(),
+        Some(real_name.as_str())
+    );
+    handle.client.partitions().await.unwrap();
+
+    // New settings on the same endpoint (no probe): a new client, held to the status's word
+    // until `connect` judges.
+    let mut changed = cluster.clone();
+    changed.spec.poll_interval = crate::crd::Duration::from_secs(2);
+    let secret = key_secret(&key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        api
+    });
+    let (_, upserted) = register(&changed, &key, &ctx).await.unwrap();
+    let mut api = server.await.unwrap();
+    assert_eq!(upserted, Upserted::Replaced);
+    let handle = ctx.clusters.get(&key).unwrap();
+    assert_eq!(
+        handle.client.expected_cluster().as_deref(),
+        Some("elsewhere")
+    );
+    assert_eq!(handle.confirmed_cluster("c14"), None);
+    let error = handle.client.partitions().await.unwrap_err();
+    assert_eq!(error.category(), "SlurmClusterChanged", "{error}");
+
+    // Judged: nothing of ours on `elsewhere`, so it follows.
+    let secret = key_secret(&key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        api
+    });
+    match connect(&changed, &key, &ctx).await {
+        Ok(connected) => assert_eq!(connected.info.cluster_name, real_name),
+        Err(Error::PollerDown { reason, .. }) => assert_eq!(reason, "SlurmClusterChanged"),
+        Err(other) => panic!("{other:?}"),
+    }
+    server.await.unwrap().expect_no_more_calls().await;
+    let handle = ctx.clusters.get(&key).unwrap();
+    assert_eq!(
+        handle.client.expected_cluster().as_deref(),
+        Some(real_name.as_str())
+    );
+    handle.client.partitions().await.unwrap();
+}
+
 /// A SlurmJob whose submit answer was lost (no job id in its status: the job may run in the
 /// first Slurm cluster) holds its SlurmCluster's endpoint as a running job does: moved, that
 /// job would run on where nothing follows it, and the SlurmJob would submit again elsewhere.

@@ -26,7 +26,8 @@
 //! set deletes nothing for a cordon (the eviction is `kubectl drain`'s, through the
 //! PodDisruptionBudget). Not knowing the host ([`Host::Unknown`]), a drain for a cordon stays.
 //!
-//! **Drain ownership.** Our drains carry the reason prefix [`DRAIN_PREFIX`]. A drain without it
+//! **Drain ownership.** Our drains' reasons begin `slurm-operator: ` ([`DRAIN_PREFIX`] and a
+//! space; leading blanks aside). A drain without it
 //! belongs to someone else (an admin, a health check): it is never overwritten, never resumed;
 //! so is FAIL (`scontrol update state=FAIL`), which closes a node like DRAIN. A node that is
 //! DOWN, NOT_RESPONDING or waiting for a reboot is never resumed either. The plan reads a view
@@ -122,7 +123,10 @@ pub fn drain_owner(node: &Node) -> DrainOwner {
     } else if node
         .reason
         .as_deref()
-        .is_some_and(|r| r.trim_start().starts_with(DRAIN_PREFIX))
+        .and_then(|r| r.trim_start().strip_prefix(DRAIN_PREFIX))
+        // Ours are `slurm-operator: <why>` (`drain_reason`): an admin's `slurm-operator:hold`
+        // is not, and is never resumed or taken over by the operator.
+        .is_some_and(|rest| rest.starts_with(' '))
     {
         DrainOwner::Us
     } else {
@@ -971,19 +975,25 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
         (Some(_), Some(_)) => ViewState::Trusted,
     };
     plan.available_in = next_available(&active, input.min_ready_seconds, now);
-    plan.partition_misses = view.map(|state| partition_misses(&active, input.partitions, state));
+    plan.partition_misses =
+        view.map(|state| partition_misses(&active, input.partitions, input.template_hash, state));
     plan
 }
 
-/// Registered nodes of `active` pods that are not in every partition of `wanted`, with the
-/// partitions they miss.
+/// Registered nodes of `active` pods of the current template (`template_hash`) that are not in
+/// every partition of `wanted`, with the partitions they miss. An outdated pod is not judged:
+/// `spec.slurm.partitions` is part of the template, so after a change of it every pod still
+/// carries the features of the list before until the update replaces it (a rollout, not a
+/// fault: `Partitions=False` then said `Stalled` to every kstatus tool).
 pub fn partition_misses(
     active: &[&PodView],
     wanted: &[String],
+    template_hash: &str,
     state: &ClusterState,
 ) -> Vec<(String, Vec<String>)> {
     active
         .iter()
+        .filter(|p| p.template_hash.as_deref() == Some(template_hash))
         .filter_map(|p| {
             let node = state.nodes.get(&p.name)?;
             let missing: Vec<String> = wanted

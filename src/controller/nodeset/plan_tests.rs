@@ -236,6 +236,16 @@ fn drain_ownership() {
             Some("maintenance slurm-operator:"),
             DrainOwner::Someone,
         ),
+        (
+            vec!["IDLE", "DRAIN"],
+            Some(" slurm-operator:hold"),
+            DrainOwner::Someone,
+        ),
+        (
+            vec!["IDLE", "DRAIN"],
+            Some("slurm-operator:"),
+            DrainOwner::Someone,
+        ),
         // FAIL closes a node like DRAIN: an admin's (or Slurm's), whatever the reason says.
         (
             vec!["MIXED", "FAIL"],
@@ -1843,6 +1853,15 @@ fn partition_misses_list_registered_nodes_outside_the_wanted_partitions() {
         Some(vec![("ns-1".to_owned(), vec!["gpu".to_owned()])])
     );
     assert_eq!(run(None).partition_misses, None, "no view, no verdict");
+    // Mid-update after `spec.slurm.partitions` changed (the template with it): a pod of the
+    // template before carries the partitions before; it is replaced, not judged.
+    let mut updating = p.clone();
+    updating[1].template_hash = Some("h0".into());
+    let mid_update = plan(&Input {
+        partitions: &wanted,
+        ..input(3, &updating, Some(&st))
+    });
+    assert_eq!(mid_update.partition_misses, Some(vec![]));
     let mut stale = st.clone();
     stale.nodes_synced_at = Some(t(-600));
     let plan = run(Some(&stale));

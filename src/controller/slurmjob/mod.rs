@@ -160,6 +160,13 @@ pub enum Error {
     /// computed is stale and is not written; the new leader writes.
     #[error("this replica no longer holds the leader Lease: status not written")]
     NotLeader,
+    /// The SlurmJob was deleted and another made under its name while this reconcile ran
+    /// (its finalizer removed by hand): the status computed for the first is not written.
+    #[error(
+        "the SlurmJob was re-created under its name (uid {now}) while this reconcile of uid \
+         {was} ran: status not written"
+    )]
+    Replaced { was: String, now: String },
     #[error("submitting the job failed; its outcome is resolved through its tag next time")]
     Submit(#[source] SlurmError),
     #[error("cancelling Slurm job {job_id} failed")]
@@ -207,6 +214,7 @@ impl Error {
             Self::SearchBusy(_) => "SearchBusy",
             Self::NamespaceNotCached(_) => "NamespaceNotCached",
             Self::NotLeader => "NotLeader",
+            Self::Replaced { .. } => "Replaced",
             Self::Submit(_) => "SubmitFailed",
             Self::Cancel { .. } => "CancelFailed",
             Self::GetCluster { .. } => "GetClusterFailed",
@@ -466,6 +474,11 @@ pub fn error_policy<K: ResourceExt>(job: Arc<K>, error: &Error, data: Arc<JobCon
             "waiting for an accounting search slot (the namespace's, or the connection's)"
         );
         return Action::requeue(Backoffs::BUSY_MAX);
+    }
+    if let Error::Replaced { .. } = error {
+        // The new object has a reconcile of its own (the cache that showed it queued one).
+        debug!(name = %job.name_any(), error = %error, "status of a replaced SlurmJob not written");
+        return Action::await_change();
     }
     if let Error::NotLeader = error {
         // Gaining the Lease again reconciles everything. A replica that still leads by its own
@@ -1970,6 +1983,21 @@ async fn apply_status(
     // Completed job back to Submitted, which no later event corrects (tests/leader_election.rs).
     if !ctx.leadership.is_leader() {
         return Err(Error::NotLeader);
+    }
+    // A status write is addressed by name (a real API server takes no uid precondition for
+    // it): deleted and re-created under its name meanwhile, the new SlurmJob would get the
+    // status of the first, job id included, and follow that job as its own. Once the cache
+    // shows the new object, that write is not made.
+    if let Some(was) = job.metadata.uid.as_deref()
+        && let Some(now) = ctx
+            .slurmjobs
+            .uid_of(namespace, job.metadata.name.as_deref().unwrap_or_default())
+        && now != was
+    {
+        return Err(Error::Replaced {
+            was: was.to_owned(),
+            now,
+        });
     }
     let api: Api<WholeSlurmJob> = Api::namespaced(ctx.client.clone(), namespace);
     kit::apply_status(&api, &job.metadata, status)

@@ -656,6 +656,68 @@ async fn without_the_cluster_a_finished_job_keeps_its_status_an_active_one_waits
     assert_cluster_not_ready(&status);
 }
 
+/// A status computed for a SlurmJob that was deleted and made again under its name meanwhile
+/// (its finalizer removed by hand) is not written once the cache shows the new one: a status
+/// write is addressed by name, and the new SlurmJob would take the first one's job id for its
+/// own. The same reconcile with the cache showing the first one writes it.
+#[tokio::test]
+async fn a_status_is_not_written_over_a_slurmjob_made_again_under_its_name() {
+    let (ctx, mut api) = Context::test();
+    *ctx.acting_since.lock().unwrap() =
+        Utc::now() - chrono::TimeDelta::from_std(REGISTER_GRACE).unwrap();
+    let mut first = finalized(slurm_job("again", "#!/bin/sh\ntrue\n"));
+    first.status = Some(SlurmJobStatus {
+        phase: Phase::Running,
+        job_id: Some(7),
+        observed_generation: Some(1),
+        submitted_generation: Some(1),
+        ..Default::default()
+    });
+    let second = finalized(slurm_job("again", "#!/bin/sh\ntrue\n"));
+    assert_ne!(first.metadata.uid, second.metadata.uid);
+    let (store, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    writer.apply_watcher_event(&watcher::Event::InitApply(
+        CachedSlurmJob::new(second).unwrap(),
+    ));
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    ctx.slurmjobs
+        .add(store, crate::controller::slurmjob::holding_cluster);
+    ctx.slurmjobs.mark_listed();
+    let data = data(ctx);
+
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+        api
+    });
+    let error = reconcile(Arc::new(first.clone()), data.clone())
+        .await
+        .unwrap_err();
+    let mut api = server.await.unwrap();
+    assert!(
+        matches!(&error, Error::Replaced { was, .. } if Some(was) == first.metadata.uid.as_ref()),
+        "{error:?}"
+    );
+    assert_eq!(
+        error_policy(Arc::new(first.clone()), &error, data.clone()),
+        Action::await_change()
+    );
+
+    // The cache shows the first one: its status is written.
+    writer.apply_watcher_event(&watcher::Event::Apply(
+        CachedSlurmJob::new(first.clone()).unwrap(),
+    ));
+    let expected = first.clone();
+    let server = tokio::spawn(async move {
+        let status = expect_status_apply(&mut api, &expected).await;
+        api.expect_no_more_calls().await;
+        status
+    });
+    let error = reconcile(Arc::new(first), data).await.unwrap_err();
+    assert_eq!(error.category(), "ClusterNotReady");
+    assert_cluster_not_ready(&server.await.unwrap());
+}
+
 #[tokio::test]
 async fn deleting_with_a_vanished_cluster_releases_the_finalizer_with_a_warning() {
     let (ctx, mut api) = Context::test();

@@ -37,34 +37,37 @@ pub(super) enum Dialect {
 /// (`crate::slurm::call::Caller`) for `$config`: each arm is compiled against its own version's
 /// generated types.
 macro_rules! dispatch {
-    ($dialect:expr, $config:expr, |$api:ident, $caller:ident| $body:expr) => {
+    ($dialect:expr, $client:expr, |$api:ident, $caller:ident| $body:expr) => {{
+        // Answers must come from the Slurm cluster this client was confirmed to reach.
+        let expected = $client.expected_cluster();
+        let config: &$crate::slurm::ClientConfig = &$client.config;
         match $dialect {
             $crate::slurm::dialect::Dialect::V0_0_40($api) => {
-                let $caller = $crate::slurm::dialect::v0_0_40::caller($config);
+                let $caller = $crate::slurm::dialect::v0_0_40::caller(config, expected.as_deref());
                 $body
             }
             $crate::slurm::dialect::Dialect::V0_0_41($api) => {
-                let $caller = $crate::slurm::dialect::v0_0_41::caller($config);
+                let $caller = $crate::slurm::dialect::v0_0_41::caller(config, expected.as_deref());
                 $body
             }
             $crate::slurm::dialect::Dialect::V0_0_42($api) => {
-                let $caller = $crate::slurm::dialect::v0_0_42::caller($config);
+                let $caller = $crate::slurm::dialect::v0_0_42::caller(config, expected.as_deref());
                 $body
             }
             $crate::slurm::dialect::Dialect::V0_0_43($api) => {
-                let $caller = $crate::slurm::dialect::v0_0_43::caller($config);
+                let $caller = $crate::slurm::dialect::v0_0_43::caller(config, expected.as_deref());
                 $body
             }
             $crate::slurm::dialect::Dialect::V0_0_44($api) => {
-                let $caller = $crate::slurm::dialect::v0_0_44::caller($config);
+                let $caller = $crate::slurm::dialect::v0_0_44::caller(config, expected.as_deref());
                 $body
             }
             $crate::slurm::dialect::Dialect::V0_0_45($api) => {
-                let $caller = $crate::slurm::dialect::v0_0_45::caller($config);
+                let $caller = $crate::slurm::dialect::v0_0_45::caller(config, expected.as_deref());
                 $body
             }
         }
-    };
+    }};
 }
 pub(super) use dispatch;
 
@@ -142,6 +145,9 @@ macro_rules! envelope {
             fn job_made(&self) -> Option<$crate::slurm::types::Submitted> {
                 made(self)
             }
+            fn served_cluster(&self) -> Option<String> {
+                served_cluster(&self.meta)
+            }
             const SUBMIT: bool = true;
         }
     };
@@ -152,6 +158,9 @@ macro_rules! envelope {
             }
             fn warnings(&self) -> Vec<String> {
                 api_warnings(&self.warnings, from_slurmrestd(&self.meta))
+            }
+            fn served_cluster(&self) -> Option<String> {
+                served_cluster(&self.meta)
             }
         }
     )*};

@@ -50,7 +50,10 @@ impl Api {
     /// Whether a slurmctld answers (the primary, or a backup that took over), and the data
     /// parser that rendered the answer.
     pub(crate) async fn ping(&self, c: &Caller<'_>) -> Result<(bool, String), SlurmError> {
+        // Whether a controller answers, whichever cluster: `check` of a SlurmCluster asks it
+        // beside `/diag` to find out whom the endpoint serves now.
         let resp = c
+            .unchecked()
             .call("ping", Subject::None, Idempotency::Idempotent, || {
                 self.0.slurm_get_ping()
             })
@@ -64,7 +67,9 @@ impl Api {
         c: &Caller<'_>,
         controller_responding: bool,
     ) -> Result<ClusterInfo, SlurmError> {
+        // The identity check itself: its answer says which cluster the endpoint serves now.
         let diag = c
+            .unchecked()
             .call("diag", Subject::None, Idempotency::Idempotent, || {
                 self.0.slurm_get_diag()
             })
@@ -74,7 +79,9 @@ impl Api {
 
     /// slurmctld's RPC counters (`/diag`'s `rpcs_by_message_type`).
     pub(crate) async fn rpc_stats(&self, c: &Caller<'_>) -> Result<Vec<RpcStats>, SlurmError> {
+        // The identity check itself: its answer says which cluster the endpoint serves now.
         let diag = c
+            .unchecked()
             .call("diag", Subject::None, Idempotency::Idempotent, || {
                 self.0.slurm_get_diag()
             })
@@ -316,6 +323,14 @@ fn from_slurmrestd(meta: &Option<api::OpenapiMeta>) -> bool {
     from_data_parser(&data_parser(meta))
 }
 
+/// The Slurm cluster (`ClusterName`) whose slurmrestd rendered the answer
+/// (`meta.slurm.cluster`), if it says.
+fn served_cluster(meta: &Option<api::OpenapiMeta>) -> Option<String> {
+    meta.as_ref()
+        .and_then(|meta| meta.slurm.as_ref())
+        .and_then(|slurm| non_empty(&slurm.cluster))
+}
+
 /// The data parser named in `meta` (`data_parser/v0.0.42`), or nothing.
 fn data_parser(meta: &Option<api::OpenapiMeta>) -> String {
     meta.as_ref()
@@ -370,12 +385,16 @@ pub(crate) fn errors_from_bytes(bytes: &[u8]) -> Vec<ApiError> {
 }
 
 /// The [`Caller`] for this version.
-pub(crate) fn caller(config: &crate::slurm::ClientConfig) -> Caller<'_> {
+pub(crate) fn caller<'a>(
+    config: &'a crate::slurm::ClientConfig,
+    expected_cluster: Option<&'a str>,
+) -> Caller<'a> {
     Caller {
         config,
         version: VERSION,
         errors_from_bytes,
         timeout: config.request_timeout,
+        expected_cluster,
     }
 }
 
