@@ -644,10 +644,9 @@ async fn answers_of_another_slurm_cluster_mark_the_poller_down_and_keep_the_inde
         Metrics::new(),
     );
     synced(&mut index).await;
-    let before = index.borrow().clone();
 
     client.expect_cluster("elsewhere");
-    let (reason, message, after) = wait_index(&mut index, "Down", TIMEOUT, |s| match &s.health {
+    let (reason, message, down) = wait_index(&mut index, "Down", TIMEOUT, |s| match &s.health {
         Health::Down {
             reason, message, ..
         } => Some((*reason, message.clone(), s.clone())),
@@ -659,18 +658,24 @@ async fn answers_of_another_slurm_cluster_mark_the_poller_down_and_keep_the_inde
         message.contains("elsewhere") && message.contains(&slurm.cluster_name),
         "{message}"
     );
+    assert!(down.nodes_synced_at.is_some() && !down.nodes.is_empty());
+    // Several intervals on, every answer refused: the index is as it was.
+    tokio::time::sleep(3 * INTERVAL).await;
+    let later = index.borrow().clone();
+    assert!(!later.health.is_up());
     assert_eq!(
-        after.jobs_synced_at, before.jobs_synced_at,
+        later.jobs_synced_at, down.jobs_synced_at,
         "the index is kept"
     );
     assert_eq!(
-        after.nodes_synced_at, before.nodes_synced_at,
+        later.nodes_synced_at, down.nodes_synced_at,
         "the index is kept"
     );
     assert_eq!(
-        after.nodes.keys().collect::<Vec<_>>(),
-        before.nodes.keys().collect::<Vec<_>>()
+        later.nodes.keys().collect::<Vec<_>>(),
+        down.nodes.keys().collect::<Vec<_>>()
     );
+    let before = down;
 
     client.expect_cluster(&slurm.cluster_name);
     wait_index(&mut index, "Up again", TIMEOUT, |s| {

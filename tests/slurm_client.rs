@@ -329,11 +329,12 @@ fn held(slurm: &common::LocalSlurm, name: &str) -> slurm_operator::slurm::types:
 }
 
 /// Once a client expects a Slurm cluster, an answer rendered for another one is refused
-/// (`SlurmClusterChanged`), as when its endpoint comes to reach another cluster's slurmrestd
-/// (a DNS name moved): job ids and node names of that cluster are not read as the first's.
-/// `/diag` and `/ping`, which find out whom the endpoint serves, still answer, and a submit's
-/// answer still names the job it made. The real local Slurm stands for "another": the client
-/// expects `elsewhere`.
+/// (`SlurmClusterChanged`), error answers included, as when its endpoint comes to reach another
+/// cluster's slurmrestd (a DNS name moved): job ids and node names of that cluster are not read
+/// as the first's, nor its refusals taken for the first's. From that answer on, no write is
+/// sent (a cancel there would reach another cluster's job of that id) until the cluster is
+/// confirmed again. `/diag` and `/ping`, which find out whom the endpoint serves, still answer.
+/// The real local Slurm stands for "another": the client expects `elsewhere`.
 #[tokio::test]
 async fn answers_of_another_slurm_cluster_are_refused_once_one_is_expected() {
     let slurm = require_slurm!();
@@ -342,12 +343,36 @@ async fn answers_of_another_slurm_cluster_are_refused_once_one_is_expected() {
         .submit_job(&held(&slurm, "other-cluster-1"))
         .await
         .unwrap();
+    let made_elsewhere = common::unique("other-cluster-2");
 
     client.expect_cluster("elsewhere");
+    // The first write after it goes out (nothing said otherwise yet); its answer is refused,
+    // so whether it did anything is unknown here (the job it made is not followed).
+    let error = client
+        .submit_job(&held(&slurm, &made_elsewhere))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, SlurmError::OtherCluster { .. }),
+        "{error:?}"
+    );
+    assert!(error.outcome_unknown());
+    // From then on, writes are not sent: provably nothing done, and it lifts by itself.
+    let held_write = client.cancel_job(first.job_id).await.unwrap_err();
+    assert!(
+        matches!(&held_write, SlurmError::WritesHeld { expected, served, .. }
+            if expected == "elsewhere" && *served == slurm.cluster_name),
+        "{held_write:?}"
+    );
+    assert!(!held_write.outcome_unknown() && held_write.is_transient());
+    assert_eq!(held_write.category(), "SlurmClusterChanged");
+
     let as_user = client.as_user(&slurm.user).unwrap();
     let refused = [
         client.jobs_state(&[first.job_id]).await.err(),
         client.job(first.job_id).await.err(),
+        // An error answer (no such job) is that cluster's word too.
+        client.job(999_999).await.err(),
         client.nodes(None).await.err(),
         client.partitions().await.err(),
         // Clones and clients acting as a user expect what their client expects.
@@ -371,22 +396,21 @@ async fn answers_of_another_slurm_cluster_are_refused_once_one_is_expected() {
     let info = client.cluster_info().await.unwrap();
     assert_eq!(info.cluster_name, slurm.cluster_name);
     assert!(client.ping().await.unwrap(), "a controller answers");
-    let second = client
-        .submit_job(&held(&slurm, "other-cluster-2"))
-        .await
-        .expect("a submit's answer names the job it made, wherever");
-    assert!(second.job_id > first.job_id, "{second:?}");
 
-    // Confirmed to be this cluster: its answers are read again.
+    // Confirmed to be this cluster: its answers are read, and writes go out, again. The
+    // cancel held above was not sent: the job still waits.
     client.expect_cluster(&slurm.cluster_name);
-    let states = client
-        .jobs_state(&[first.job_id, second.job_id])
-        .await
-        .unwrap();
-    let mut ids: Vec<u32> = states.iter().map(|s| s.job_id).collect();
-    ids.sort_unstable();
-    assert_eq!(ids, vec![first.job_id, second.job_id]);
-    for id in ids {
+    let states = client.jobs_state(&[first.job_id]).await.unwrap();
+    assert_eq!(states.len(), 1, "{states:?}");
+    assert_eq!(states[0].state.base, JobBaseState::Pending, "{states:?}");
+    let second = match client.jobs(None).await.unwrap() {
+        Changes::Changed { items, .. } => items
+            .into_iter()
+            .find(|job| job.name == made_elsewhere)
+            .expect("the refused submit's job was made"),
+        Changes::Unchanged => panic!("a full listing is never unchanged"),
+    };
+    for id in [first.job_id, second.job_id] {
         client.cancel_job(id).await.unwrap();
     }
 }

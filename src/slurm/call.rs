@@ -54,12 +54,99 @@ pub(crate) struct Caller<'a> {
     /// How long each request may take: `config.request_timeout`, or for a listing of every job
     /// ([`Self::listing`]) `config.listing_timeout`.
     pub timeout: Duration,
-    /// The Slurm cluster the client was confirmed to reach (`SlurmClient::expect_cluster`):
-    /// an answer naming another one is refused ([`SlurmError::OtherCluster`]). Job ids and node
-    /// names mean something only in their own cluster; an endpoint re-pointed at another
-    /// cluster's slurmrestd (a DNS name moved) would otherwise feed that cluster's jobs and
-    /// nodes to the index until the next check of the SlurmCluster.
-    pub expected_cluster: Option<&'a str>,
+    /// The Slurm cluster the client was confirmed to reach ([`Identity`]); `None` for the calls
+    /// that find out whom the endpoint serves ([`Self::unchecked`]).
+    pub identity: Option<&'a Identity>,
+    /// Where an undecoded body says it was rendered (`meta.slurm.cluster`), with this
+    /// version's types.
+    pub cluster_from_bytes: fn(&[u8]) -> Option<String>,
+    /// A request that changes something in Slurm ([`Self::write`]).
+    pub writes: bool,
+}
+
+/// The Slurm cluster (`ClusterName`) a client was confirmed to reach, shared by its clones.
+///
+/// Once one is expected, an answer rendered for another (`meta.slurm.cluster`), error answers
+/// included, is refused ([`SlurmError::OtherCluster`]): job ids and node names mean something
+/// only in their own cluster, and an endpoint re-pointed at another cluster's slurmrestd (a
+/// DNS name moved) would otherwise feed that cluster's jobs and nodes to the index, and its
+/// refusals to the SlurmJobs, until the SlurmCluster's next check. And from that answer on,
+/// no write leaves the client (a cancel there would reach another cluster's job of that id)
+/// until the cluster is confirmed again ([`Self::expect`]).
+#[derive(Debug, Default)]
+pub(crate) struct Identity(std::sync::Mutex<IdentityState>);
+
+#[derive(Debug, Default)]
+struct IdentityState {
+    expected: Option<std::sync::Arc<str>>,
+    /// Another cluster an answer came from since `expected` was set.
+    other: Option<String>,
+}
+
+impl Identity {
+    fn state(&self) -> std::sync::MutexGuard<'_, IdentityState> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Answers must come from `name` from now on (empty: from any); writes go out again.
+    pub(crate) fn expect(&self, name: &str) {
+        *self.state() = IdentityState {
+            expected: (!name.is_empty()).then(|| std::sync::Arc::from(name)),
+            other: None,
+        };
+    }
+
+    pub(crate) fn expected(&self) -> Option<std::sync::Arc<str>> {
+        self.state().expected.clone()
+    }
+
+    /// An answer to `operation` rendered for `served`: refused when another cluster than the
+    /// one expected. `made`: the job a submit's answer says it made (there, not followed).
+    fn judge(
+        &self,
+        operation: &'static str,
+        served: Option<String>,
+        made: Option<u32>,
+    ) -> Result<(), SlurmError> {
+        let mut state = self.state();
+        let (Some(expected), Some(served)) = (state.expected.clone(), served) else {
+            return Ok(());
+        };
+        if *expected == *served {
+            return Ok(());
+        }
+        if let Some(job_id) = made {
+            tracing::warn!(
+                job_id,
+                expected = %expected,
+                served,
+                "a submit was answered by another Slurm cluster: the job it made there is not \
+                 followed"
+            );
+        }
+        state.other = Some(served.clone());
+        Err(SlurmError::OtherCluster {
+            operation,
+            expected: expected.to_string(),
+            served,
+        })
+    }
+
+    /// Refuses a write while an answer of another cluster has come since the last
+    /// confirmation.
+    fn may_write(&self, operation: &'static str) -> Result<(), SlurmError> {
+        let state = self.state();
+        match (&state.expected, &state.other) {
+            (Some(expected), Some(other)) => Err(SlurmError::WritesHeld {
+                operation,
+                expected: expected.to_string(),
+                served: other.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl Caller<'_> {
@@ -76,9 +163,29 @@ impl Caller<'_> {
     /// which one the endpoint serves (`/diag`, `/ping`).
     pub(crate) fn unchecked(self) -> Self {
         Self {
-            expected_cluster: None,
+            identity: None,
             ..self
         }
+    }
+
+    /// The same caller for a request that changes something in Slurm: not sent while the
+    /// client has had an answer of another cluster since its last confirmation.
+    pub(crate) fn write(self) -> Self {
+        Self {
+            writes: true,
+            ..self
+        }
+    }
+
+    /// [`Identity::judge`] when answers are checked.
+    fn judge(
+        &self,
+        operation: &'static str,
+        served: Option<String>,
+        made: Option<u32>,
+    ) -> Result<(), SlurmError> {
+        self.identity
+            .map_or(Ok(()), |identity| identity.judge(operation, served, made))
     }
 
     /// Run one generated call with retries (idempotent calls only) and turn whatever came back
@@ -97,6 +204,11 @@ impl Caller<'_> {
         Fut: Future<Output = Result<ResponseValue<T>, ProgenitorError<E>>>,
     {
         let once = || async {
+            if self.writes
+                && let Some(identity) = self.identity
+            {
+                identity.may_write(operation)?;
+            }
             let (result, exchange) = transport::observed(self.timeout, request()).await;
             self.check(operation, subject, result, exchange).await
         };
@@ -133,6 +245,11 @@ impl Caller<'_> {
             Ok(value) => {
                 let status = value.status().as_u16();
                 let body = value.into_inner();
+                self.judge(
+                    operation,
+                    body.served_cluster(),
+                    body.job_made().map(|s| s.job_id),
+                )?;
                 let errors = body.errors();
                 // 200 with errors[] is a failure, except for slurmrestd's "No error" entries
                 // (error_number 0), which go with a missing result (e.g. an unknown node).
@@ -140,19 +257,6 @@ impl Caller<'_> {
                     return Err(made_or(operation, status, body.job_made(), || {
                         classify(operation, status, subject, errors)
                     }));
-                }
-                // A submit's answer names the job it made wherever that is: kept, so the job is
-                // followed (and the SlurmCluster's check then finds the move).
-                if !T::SUBMIT
-                    && let Some(expected) = self.expected_cluster
-                    && let Some(served) = body.served_cluster()
-                    && served != expected
-                {
-                    return Err(SlurmError::OtherCluster {
-                        operation,
-                        expected: expected.to_owned(),
-                        served,
-                    });
                 }
                 for warning in body.warnings() {
                     tracing::debug!(operation, warning, "slurmrestd warning");
@@ -162,12 +266,18 @@ impl Caller<'_> {
             Err(ProgenitorError::ErrorResponse(value)) => {
                 let status = value.status().as_u16();
                 let body = value.into_inner();
+                self.judge(
+                    operation,
+                    body.served_cluster(),
+                    body.job_made().map(|s| s.job_id),
+                )?;
                 Err(made_or(operation, status, body.job_made(), || {
                     self.status_error(operation, subject, status, body.errors())
                 }))
             }
             Err(ProgenitorError::InvalidResponsePayload(bytes, error)) => {
                 log_unexpected_body(operation, exchange.status, &bytes, Some(&error));
+                self.judge(operation, (self.cluster_from_bytes)(&bytes), None)?;
                 match exchange.status {
                     // A submit answered 2xx whose body drifted from its type (one field of
                     // another shape) still names the job made: that job, not a search for it.
@@ -196,6 +306,7 @@ impl Caller<'_> {
                     },
                 };
                 log_unexpected_body(operation, Some(status), &bytes, None);
+                self.judge(operation, (self.cluster_from_bytes)(&bytes), None)?;
                 Err(self.undecoded_error::<T>(operation, subject, status, &bytes))
             }
             Err(ProgenitorError::ResponseBodyError(error)) => {

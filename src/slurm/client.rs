@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Utc};
 
 use super::auth::Credentials;
+use super::call::Identity;
 use super::config::ClientConfig;
 use super::dialect::{Dialect, dispatch};
 use super::error::{SlurmError, shortened};
@@ -38,7 +39,7 @@ pub struct SlurmClient {
     no_job_states: Arc<Mutex<Option<ApiVersion>>>,
     /// The Slurm cluster this client was confirmed to reach ([`Self::expect_cluster`]); shared
     /// by every clone and [`Self::as_user`] client.
-    expected_cluster: Arc<Mutex<Option<Arc<str>>>>,
+    pub(crate) identity: Arc<Identity>,
 }
 
 /// The version in use, shared by every clone.
@@ -106,7 +107,7 @@ impl SlurmClient {
             negotiation: Arc::new(negotiation),
             config: Arc::new(config),
             no_job_states: Arc::default(),
-            expected_cluster: Arc::default(),
+            identity: Arc::default(),
         })
     }
 
@@ -131,23 +132,17 @@ impl SlurmClient {
     }
 
     /// From now on, answers must come from Slurm cluster `name` (`ClusterName`): one rendered
-    /// for another is refused ([`SlurmError::OtherCluster`]), except `/diag` and `/ping`, which
-    /// find out whom the endpoint serves, and a submit's, which names the job it made. Called
-    /// once the SlurmCluster controller has confirmed the cluster; until then, none is expected.
+    /// for another, error answers included, is refused ([`SlurmError::OtherCluster`]), and
+    /// after it every write until the next call of this (`/diag` and `/ping`, which find out
+    /// whom the endpoint serves, are always answered). Called once the SlurmCluster controller
+    /// has confirmed the cluster; until then, none is expected.
     pub fn expect_cluster(&self, name: &str) {
-        let name = (!name.is_empty()).then(|| Arc::from(name));
-        *self
-            .expected_cluster
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = name;
+        self.identity.expect(name);
     }
 
     /// The Slurm cluster answers must come from, if one was confirmed.
-    pub(crate) fn expected_cluster(&self) -> Option<Arc<str>> {
-        self.expected_cluster
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    pub fn expected_cluster(&self) -> Option<Arc<str>> {
+        self.identity.expected()
     }
 
     fn any_dialect(&self) -> &Dialect {
@@ -173,7 +168,7 @@ impl SlurmClient {
             negotiation: Arc::clone(&self.negotiation),
             config: Arc::clone(&self.config),
             no_job_states: Arc::clone(&self.no_job_states),
-            expected_cluster: Arc::clone(&self.expected_cluster),
+            identity: Arc::clone(&self.identity),
         })
     }
 

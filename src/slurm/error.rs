@@ -250,6 +250,20 @@ pub enum SlurmError {
         expected: String,
         served: String,
     },
+    /// A write not sent: an answer of another Slurm cluster than the one confirmed came since
+    /// the last confirmation ([`Self::OtherCluster`]). Sent, it could act on that cluster's
+    /// job or node of the same id or name. Lifts once the SlurmCluster's check has confirmed
+    /// whom the endpoint reaches.
+    #[error(
+        "{operation} not sent: slurmrestd answered for Slurm cluster {served:?}, not {expected:?} \
+         as confirmed, and nothing is changed through it until the SlurmCluster's check confirms \
+         the cluster again"
+    )]
+    WritesHeld {
+        operation: &'static str,
+        expected: String,
+        served: String,
+    },
 }
 
 fn detail_suffix(detail: &str) -> String {
@@ -354,10 +368,12 @@ impl SlurmError {
                     .to_owned()
             }
             // Cluster names are the platform's, as the endpoint is.
-            Self::OtherCluster { .. } => "slurmrestd's endpoint now reaches another Slurm \
+            Self::OtherCluster { .. } | Self::WritesHeld { .. } => {
+                "slurmrestd's endpoint now reaches another Slurm \
                                           cluster; the platform admin sees which in the \
                                           SlurmCluster's status"
-                .to_owned(),
+                    .to_owned()
+            }
             Self::Redirected {
                 operation, status, ..
             } => format!(
@@ -405,7 +421,8 @@ impl SlurmError {
             | Self::UnsupportedVersion { .. }
             | Self::InvalidEndpoint { .. }
             | Self::InvalidCa { .. }
-            | Self::InvalidRequest { .. } => false,
+            | Self::InvalidRequest { .. }
+            | Self::WritesHeld { .. } => false,
             // Timeouts, slurmctld not answering slurmrestd, answers that cannot be read, a TLS
             // failure, and whatever is added later: not known.
             _ => true,
@@ -421,6 +438,8 @@ impl SlurmError {
             | Self::ControllerNotResponding { .. } => true,
             Self::UnexpectedStatus { status, .. } => *status >= 500 || *status == 429,
             Self::NodeBusy { .. } => true,
+            // Lifts by itself once the SlurmCluster's check has confirmed the cluster.
+            Self::WritesHeld { .. } => true,
             _ => false,
         }
     }
@@ -478,7 +497,7 @@ impl SlurmError {
             Self::InvalidEndpoint { .. } => "InvalidEndpoint",
             Self::InvalidCa { .. } => "InvalidCA",
             Self::InvalidRequest { .. } => "InvalidRequest",
-            Self::OtherCluster { .. } => "SlurmClusterChanged",
+            Self::OtherCluster { .. } | Self::WritesHeld { .. } => "SlurmClusterChanged",
         }
     }
 
@@ -504,6 +523,7 @@ impl SlurmError {
             && !matches!(
                 self,
                 Self::NodeBusy { .. }
+                    | Self::WritesHeld { .. }
                     | Self::ControllerNotResponding { .. }
                     | Self::Timeout { .. }
                     | Self::UnexpectedStatus { status: 504, .. }

@@ -341,6 +341,14 @@ async fn apply(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error> {
             .map_err(Error::PatchStatus)?;
     }
     for notice in status::notice(current, &desired) {
+        // A warning's note is its news: the same reason again with another message (another
+        // cause of a refusal, other holders) is an Event of its own, not a count on the first,
+        // which keeps the first note (`Notice::by_note`).
+        let notice = if notice.warning {
+            notice.by_note(EVENT_ACTION)
+        } else {
+            notice
+        };
         kit::publish(&ctx.recorder, cluster, EVENT_ACTION, notice).await;
     }
 
@@ -398,6 +406,11 @@ async fn connect(
             }
             Err(error) => return Err(error),
         }
+    } else {
+        // Found serving this cluster again: the client's expectation is this SlurmCluster's
+        // word too (another SlurmCluster on the connection may have followed the endpoint
+        // elsewhere meanwhile), and writes held after another cluster's answer go out again.
+        handle.client.expect_cluster(now);
     }
     check(&handle, info, plan.auth.describe(), &ctx.tag_key).await
 }

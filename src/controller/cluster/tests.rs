@@ -335,7 +335,11 @@ async fn a_valid_cluster_is_registered_and_ready() {
             status.last_contact_time.is_some(),
             "the last contact is kept"
         );
-        api.expect_event(&expected, "Warning", "Unauthorized").await;
+        let event = api.expect_event(&expected, "Warning", "Unauthorized").await;
+        // The note's digest in the action: another Unauthorized message later is another
+        // Event, not a count on this one's note.
+        let action = event["action"].as_str().unwrap_or_default().to_owned();
+        assert!(action.starts_with("CheckConnection-"), "{event:#}");
         api
     });
     let error = reconcile(Arc::new(cluster.clone()), ctx.clone())
@@ -1325,7 +1329,8 @@ async fn a_connection_reads_another_slurm_cluster_only_once_its_check_follows_it
         Err(Error::PollerDown { reason, .. }) => assert_eq!(reason, "SlurmClusterChanged"),
         Err(other) => panic!("{other:?}"),
     }
-    server.await.unwrap().expect_no_more_calls().await;
+    let mut api = server.await.unwrap();
+    api.expect_no_more_calls().await;
     assert_eq!(
         handle.confirmed_cluster("c13").as_deref(),
         Some(real_name.as_str())
@@ -1338,6 +1343,31 @@ async fn a_connection_reads_another_slurm_cluster_only_once_its_check_follows_it
     .await
     .expect("the poller reads the cluster again")
     .unwrap();
+
+    // Another SlurmCluster on the connection followed the endpoint elsewhere meanwhile (the
+    // client expects what it found) and went, the endpoint back here: this one's check, its
+    // own word unchanged, puts the client's expectation back, and writes go out again.
+    handle.client.expect_cluster("elsewhere");
+    let error = handle.client.partitions().await.unwrap_err();
+    assert_eq!(error.category(), "SlurmClusterChanged", "{error}");
+    let secret = key_secret(&key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        api
+    });
+    match connect(&cluster, &key, &ctx).await {
+        Ok(connected) => assert_eq!(connected.info.cluster_name, real_name),
+        Err(Error::PollerDown { reason, .. }) => assert_eq!(reason, "SlurmClusterChanged"),
+        Err(other) => panic!("{other:?}"),
+    }
+    server.await.unwrap().expect_no_more_calls().await;
+    assert_eq!(
+        handle.client.expected_cluster().as_deref(),
+        Some(real_name.as_str())
+    );
+    handle.client.partitions().await.unwrap();
+    let error = handle.client.cancel_job(999_999).await.unwrap_err();
+    assert_eq!(error.category(), "NotFound", "a write goes out: {error}");
 }
 
 /// A connection made for a SlurmCluster whose status names its Slurm cluster holds its answers

@@ -1568,6 +1568,7 @@ pub fn desired_status(
         &mut conditions,
         &nodeset.spec.slurm.partitions,
         plan.partition_misses.as_deref(),
+        &plan.partition_outdated,
         generation,
         now.clone(),
     );
@@ -1702,11 +1703,15 @@ fn progress_conditions(
 
 /// The `Partitions` condition: absent without `spec.slurm.partitions`; Unknown without a fresh
 /// view of Slurm; else whether every registered node is in each listed partition (slurm.conf
-/// must select the nodes, e.g. by their `partition-<name>` feature).
+/// must select the nodes, e.g. by their `partition-<name>` feature). Nodes of pods of an
+/// earlier template (`outdated`: the list changed, and they carry the one before) make it
+/// `Unknown/Updating` while those of the current template are all in: whether slurm.conf
+/// selects them shows once they are replaced.
 fn partitions_condition(
     conditions: &mut Vec<condition::Condition>,
     wanted: &[String],
     misses: Option<&[(String, Vec<String>)]>,
+    outdated: &[String],
     generation: Option<i64>,
     now: condition::Time,
 ) {
@@ -1719,6 +1724,17 @@ fn partitions_condition(
             condition::Status::Unknown,
             "NoSlurmView",
             "no fresh view of Slurm's nodes".to_owned(),
+        ),
+        Some([]) if !outdated.is_empty() => (
+            condition::Status::Unknown,
+            "Updating",
+            format!(
+                "{} not in every one of {} yet: their pods have the template before \
+                 spec.slurm.partitions changed and are replaced by the update (with \
+                 updateStrategy OnDelete, when you delete them)",
+                listed(outdated.iter().cloned()),
+                wanted.join(", ")
+            ),
         ),
         Some([]) => (
             condition::Status::True,

@@ -469,9 +469,14 @@ pub struct NodeSetPlan {
     /// When the next pod that is Ready but not yet available (`minReadySeconds`) becomes
     /// available: the driver requeues then.
     pub available_in: Option<std::time::Duration>,
-    /// With a trusted view and `partitions` set: each registered node (by pod) that is missing
-    /// from some of them, with the partitions it is missing from. `None` without a view.
+    /// With a trusted view and `partitions` set: each registered node of a pod of the current
+    /// template that is missing from some of them, with the partitions it is missing from.
+    /// `None` without a view.
     pub partition_misses: Option<Vec<(String, Vec<String>)>>,
+    /// With a trusted view: the registered nodes of pods of an earlier template missing from
+    /// some of `partitions` (a change of the list is a change of the template: they carry the
+    /// list before until replaced).
+    pub partition_outdated: Vec<String>,
     /// With a trusted view: nodes named like the set's that are not the set's. `None` without
     /// a view.
     pub conflicts: Option<Vec<Conflict>>,
@@ -975,25 +980,30 @@ pub fn plan(input: &Input<'_>) -> NodeSetPlan {
         (Some(_), Some(_)) => ViewState::Trusted,
     };
     plan.available_in = next_available(&active, input.min_ready_seconds, now);
-    plan.partition_misses =
-        view.map(|state| partition_misses(&active, input.partitions, input.template_hash, state));
+    if let Some(state) = view {
+        let (current, outdated): (Vec<&PodView>, Vec<&PodView>) = active
+            .iter()
+            .partition(|p| p.template_hash.as_deref() == Some(input.template_hash));
+        plan.partition_misses = Some(partition_misses(&current, input.partitions, state));
+        plan.partition_outdated = partition_misses(&outdated, input.partitions, state)
+            .into_iter()
+            .map(|(node, _)| node)
+            .collect();
+    }
     plan
 }
 
-/// Registered nodes of `active` pods of the current template (`template_hash`) that are not in
-/// every partition of `wanted`, with the partitions they miss. An outdated pod is not judged:
-/// `spec.slurm.partitions` is part of the template, so after a change of it every pod still
-/// carries the features of the list before until the update replaces it (a rollout, not a
-/// fault: `Partitions=False` then said `Stalled` to every kstatus tool).
+/// Registered nodes of `pods` that are not in every partition of `wanted`, with the
+/// partitions they miss. The plan judges pods of the current template and of earlier ones
+/// apart: `spec.slurm.partitions` is part of the template, so after a change of it the pods
+/// still to be replaced carry the list before (a rollout, not a fault: `Partitions=False` then
+/// said `Stalled` to every kstatus tool).
 pub fn partition_misses(
-    active: &[&PodView],
+    pods: &[&PodView],
     wanted: &[String],
-    template_hash: &str,
     state: &ClusterState,
 ) -> Vec<(String, Vec<String>)> {
-    active
-        .iter()
-        .filter(|p| p.template_hash.as_deref() == Some(template_hash))
+    pods.iter()
         .filter_map(|p| {
             let node = state.nodes.get(&p.name)?;
             let missing: Vec<String> = wanted

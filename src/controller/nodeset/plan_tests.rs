@@ -1862,6 +1862,8 @@ fn partition_misses_list_registered_nodes_outside_the_wanted_partitions() {
         ..input(3, &updating, Some(&st))
     });
     assert_eq!(mid_update.partition_misses, Some(vec![]));
+    assert_eq!(mid_update.partition_outdated, vec!["ns-1".to_owned()]);
+    assert!(run(Some(&st)).partition_outdated.is_empty());
     let mut stale = st.clone();
     stale.nodes_synced_at = Some(t(-600));
     let plan = run(Some(&stale));

@@ -1051,6 +1051,29 @@ fn ready_counts_available_pods_and_partitions_are_reported() {
     );
     let parts = condition::find(&parts.conditions, CONDITION_PARTITIONS).unwrap();
     assert_eq!(parts.status, "True");
+    // Mid-update after `spec.slurm.partitions` changed: a node of a pod still of the template
+    // before misses the new partition. A rollout, not a fault: Unknown, and not stalled.
+    let updating = plan::NodeSetPlan {
+        partition_outdated: vec!["cpu-1".into()],
+        ..settled.clone()
+    };
+    let status = desired_status(&set, &updating, "cpu", None);
+    let parts = condition::find(&status.conditions, CONDITION_PARTITIONS).unwrap();
+    assert_eq!(
+        (parts.status.as_str(), parts.reason.as_str()),
+        ("Unknown", "Updating")
+    );
+    assert!(parts.message.contains("cpu-1"), "{}", parts.message);
+    assert_eq!(kstatus(&status)[0], None, "not stalled");
+    // A node of the current template outside a partition still is a fault.
+    let both = plan::NodeSetPlan {
+        partition_misses: Some(vec![("cpu-0".into(), vec!["gpu".into()])]),
+        ..updating.clone()
+    };
+    assert_eq!(
+        kstatus(&desired_status(&set, &both, "cpu", None))[0],
+        Some(("True".into(), "NotInPartitions".into()))
+    );
     let no_view = plan::NodeSetPlan {
         partition_misses: None,
         ..plan.clone()

@@ -1994,6 +1994,18 @@ async fn apply_status(
             .uid_of(namespace, job.metadata.name.as_deref().unwrap_or_default())
         && now != was
     {
+        let recorded = job.status.as_ref().and_then(|s| s.job_id);
+        if let Some(job_id) = status.job_id.filter(|id| Some(*id) != recorded) {
+            // Submitted by this very reconcile, for a SlurmJob that is gone: nothing follows
+            // that job now (its tag names the uid gone), so the admin hears of it.
+            warn!(
+                job_id,
+                was,
+                now,
+                "a Slurm job was submitted for a SlurmJob deleted and made again under its name \
+                 meanwhile: no SlurmJob follows it (scancel it if it is not wanted)"
+            );
+        }
         return Err(Error::Replaced {
             was: was.to_owned(),
             now,

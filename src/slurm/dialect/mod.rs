@@ -39,31 +39,31 @@ pub(super) enum Dialect {
 macro_rules! dispatch {
     ($dialect:expr, $client:expr, |$api:ident, $caller:ident| $body:expr) => {{
         // Answers must come from the Slurm cluster this client was confirmed to reach.
-        let expected = $client.expected_cluster();
+        let identity: &$crate::slurm::call::Identity = &$client.identity;
         let config: &$crate::slurm::ClientConfig = &$client.config;
         match $dialect {
             $crate::slurm::dialect::Dialect::V0_0_40($api) => {
-                let $caller = $crate::slurm::dialect::v0_0_40::caller(config, expected.as_deref());
+                let $caller = $crate::slurm::dialect::v0_0_40::caller(config, Some(identity));
                 $body
             }
             $crate::slurm::dialect::Dialect::V0_0_41($api) => {
-                let $caller = $crate::slurm::dialect::v0_0_41::caller(config, expected.as_deref());
+                let $caller = $crate::slurm::dialect::v0_0_41::caller(config, Some(identity));
                 $body
             }
             $crate::slurm::dialect::Dialect::V0_0_42($api) => {
-                let $caller = $crate::slurm::dialect::v0_0_42::caller(config, expected.as_deref());
+                let $caller = $crate::slurm::dialect::v0_0_42::caller(config, Some(identity));
                 $body
             }
             $crate::slurm::dialect::Dialect::V0_0_43($api) => {
-                let $caller = $crate::slurm::dialect::v0_0_43::caller(config, expected.as_deref());
+                let $caller = $crate::slurm::dialect::v0_0_43::caller(config, Some(identity));
                 $body
             }
             $crate::slurm::dialect::Dialect::V0_0_44($api) => {
-                let $caller = $crate::slurm::dialect::v0_0_44::caller(config, expected.as_deref());
+                let $caller = $crate::slurm::dialect::v0_0_44::caller(config, Some(identity));
                 $body
             }
             $crate::slurm::dialect::Dialect::V0_0_45($api) => {
-                let $caller = $crate::slurm::dialect::v0_0_45::caller(config, expected.as_deref());
+                let $caller = $crate::slurm::dialect::v0_0_45::caller(config, Some(identity));
                 $body
             }
         }

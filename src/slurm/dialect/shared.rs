@@ -128,24 +128,26 @@ impl Api {
             reason: reason.map(str::to_owned),
             ..Default::default()
         };
-        c.call(
-            operation,
-            Subject::Node(name),
-            Idempotency::Idempotent,
-            || self.0.slurm_post_node(name, &body),
-        )
-        .await?;
+        c.write()
+            .call(
+                operation,
+                Subject::Node(name),
+                Idempotency::Idempotent,
+                || self.0.slurm_post_node(name, &body),
+            )
+            .await?;
         Ok(())
     }
 
     pub(crate) async fn delete_node(&self, c: &Caller<'_>, name: &str) -> Result<(), SlurmError> {
-        c.call(
-            "delete_node",
-            Subject::Node(name),
-            Idempotency::Idempotent,
-            || self.0.slurm_delete_node(name),
-        )
-        .await?;
+        c.write()
+            .call(
+                "delete_node",
+                Subject::Node(name),
+                Idempotency::Idempotent,
+                || self.0.slurm_delete_node(name),
+            )
+            .await?;
         Ok(())
     }
 
@@ -166,6 +168,7 @@ impl Api {
     ) -> Result<Submitted, SlurmError> {
         let body = submit_request(request)?;
         let resp = c
+            .write()
             .call("submit_job", Subject::None, Idempotency::Once, || {
                 self.0.slurm_post_job_submit(&body)
             })
@@ -277,6 +280,7 @@ impl Api {
         let body: api::JobDescMsg = typed_update(update_body(update), VERSION)?;
         let id = job_id.to_string();
         let resp = c
+            .write()
             .call(
                 "update_job",
                 Subject::Job(job_id),
@@ -300,6 +304,7 @@ impl Api {
     pub(crate) async fn cancel_job(&self, c: &Caller<'_>, job_id: u32) -> Result<(), SlurmError> {
         let id = job_id.to_string();
         let resp = c
+            .write()
             .call(
                 "cancel_job",
                 Subject::Job(job_id),
@@ -387,15 +392,24 @@ pub(crate) fn errors_from_bytes(bytes: &[u8]) -> Vec<ApiError> {
 /// The [`Caller`] for this version.
 pub(crate) fn caller<'a>(
     config: &'a crate::slurm::ClientConfig,
-    expected_cluster: Option<&'a str>,
+    identity: Option<&'a crate::slurm::call::Identity>,
 ) -> Caller<'a> {
     Caller {
         config,
         version: VERSION,
         errors_from_bytes,
         timeout: config.request_timeout,
-        expected_cluster,
+        identity,
+        cluster_from_bytes,
+        writes: false,
     }
+}
+
+/// Where a body progenitor could not decode as its declared type says it was rendered.
+pub(crate) fn cluster_from_bytes(bytes: &[u8]) -> Option<String> {
+    serde_json::from_slice::<api::OpenapiResp>(bytes)
+        .ok()
+        .and_then(|r| served_cluster(&r.meta))
 }
 
 /// Seconds since the epoch, with slurmrestd's `{set, infinite, number}` wrapper; unset, infinite
