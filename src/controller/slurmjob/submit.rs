@@ -75,11 +75,44 @@ pub fn check_output_name(spec: &SlurmJobSpec, object_name: &str) -> Result<(), S
     Ok(())
 }
 
-/// The checks that read only what the cache keeps of a spec (its names, not its script): what
-/// they refuse, the whole spec refuses too.
+/// The checks that read only what the cache keeps of a spec (its names and `extraOptions`'
+/// keys, not its script): what they refuse, the whole spec refuses too. Made before the wait
+/// for `dependsOn`, so that such a refusal is said at once, not once the dependencies ran.
 pub fn check_names(spec: &SlurmJobSpec, object_name: &str) -> Result<(), SpecError> {
     check_dependencies(spec, object_name)?;
-    check_output_name(spec, object_name)
+    check_output_name(spec, object_name)?;
+    check_extra_options(spec)
+}
+
+/// `extraOptions` by their keys: one outside the allowed ones, or nested too deep to have been
+/// read (`crd::slurmjob::wire`), is refused naming it; so is `shared` beside `exclusive`.
+/// Admission cannot read these keys (`crd::slurmjob`'s `free_form_object`).
+fn check_extra_options(spec: &SlurmJobSpec) -> Result<(), SpecError> {
+    let Some(extra) = &spec.extra_options else {
+        return Ok(());
+    };
+    if spec.exclusive.is_some() && extra.contains_key("shared") {
+        return Err(SpecError::Conflict {
+            first: "exclusive",
+            second: "extraOptions.shared",
+            why: "both say how the nodes are shared",
+        });
+    }
+    for key in extra.keys() {
+        if let Some(key) = key.strip_suffix(NESTED_TOO_DEEP) {
+            return Err(SpecError::ExtraOption {
+                key: key.to_owned(),
+                reason: NESTED_TOO_DEEP_REASON,
+            });
+        }
+        if let Some(reason) = extra_option_refusal(key) {
+            return Err(SpecError::ExtraOption {
+                key: key.clone(),
+                reason,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The dependencies' own problem, before any is looked up: a SlurmJob that depends on itself
@@ -188,17 +221,6 @@ pub fn request(
     if spec.tres.is_some() && spec.tres_per_task.is_some() {
         return conflict("tres", "tresPerTask", "tres is the old name of tresPerTask");
     }
-    let shared_extra = spec
-        .extra_options
-        .as_ref()
-        .is_some_and(|extra| extra.contains_key("shared"));
-    if spec.exclusive.is_some() && shared_extra {
-        return conflict(
-            "exclusive",
-            "extraOptions.shared",
-            "both say how the nodes are shared",
-        );
-    }
     let time_limit = spec
         .time_limit
         .as_ref()
@@ -259,21 +281,9 @@ pub fn request(
         nice,
         extra: serde_json::Map::new(),
     };
+    // Each key was checked (`check_names`, above).
     if let Some(extra) = &spec.extra_options {
-        // Admission refuses these too; an object stored before that rule gets `InvalidSpec`.
         for (key, value) in extra {
-            if let Some(key) = key.strip_suffix(NESTED_TOO_DEEP) {
-                return Err(SpecError::ExtraOption {
-                    key: key.to_owned(),
-                    reason: NESTED_TOO_DEEP_REASON,
-                });
-            }
-            if let Some(reason) = extra_option_refusal(key) {
-                return Err(SpecError::ExtraOption {
-                    key: key.clone(),
-                    reason,
-                });
-            }
             request.extra.insert(key.clone(), value.clone());
         }
     }

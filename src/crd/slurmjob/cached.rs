@@ -261,8 +261,34 @@ pub fn trim(job: &mut SlurmJob) -> bool {
     }
     job.spec.script = String::new();
     job.spec.environment = Default::default();
-    job.spec.extra_options = None;
+    // Their keys only (the values may be large, and slurmrestd checks them): enough for the
+    // checks made before a submit waits for its dependencies (`submit::check_names`).
+    job.spec.extra_options = job.spec.extra_options.take().map(|extra| {
+        extra
+            .into_iter()
+            .map(|(key, _)| (kept_key(key), serde_json::Value::Null))
+            .collect()
+    });
     cut
+}
+
+/// Longest `extraOptions` key the cache keeps whole: every allowed key is far shorter, so a
+/// longer one is refused all the same, named by its start.
+const MAX_KEPT_KEY_CHARS: usize = 64;
+
+/// `key`, or its first [`MAX_KEPT_KEY_CHARS`] characters and `…` (with the nested-too-deep
+/// mark kept, which says why it is refused).
+fn kept_key(key: String) -> String {
+    if key.chars().count() <= MAX_KEPT_KEY_CHARS {
+        return key;
+    }
+    let mark = if key.ends_with(super::NESTED_TOO_DEEP) {
+        super::NESTED_TOO_DEEP
+    } else {
+        ""
+    };
+    let start: String = key.chars().take(MAX_KEPT_KEY_CHARS).collect();
+    format!("{start}…{mark}")
 }
 
 /// Decoded as a SlurmJob, one object at a time ([`super::wire::slurm_job`]: whatever a tenant

@@ -1102,6 +1102,11 @@ fn the_submit_decision() {
         "output": {"volume": "results", "slurmPath": "/shared"},
     }));
     let long_name = "n".repeat(241);
+    // As the cache keeps it: the keys of extraOptions, not their values.
+    let refused_option = spec(serde_json::json!({
+        "dependsOn": [{"name": "prep"}],
+        "extraOptions": {"requeue": null, "reservation": null},
+    }));
     let found = AccountingAnswer::Found(Some(41));
     let none = AccountingAnswer::Found(None);
     let unresolved = AccountingAnswer::Unresolved(vec![7, 20]);
@@ -1383,6 +1388,13 @@ fn the_submit_decision() {
             },
             &missing,
             Expect::Invalid("metadata.name must be at most 240 characters"),
+        ),
+        (
+            "an extraOptions key that is refused: invalid before its dependencies, not hours \
+             later",
+            facts(&refused_option),
+            &missing,
+            Expect::Invalid("extraOptions.reservation"),
         ),
         (
             "a dependency that does not exist: wait",

@@ -69,7 +69,10 @@ fn the_cache_keeps_the_whole_object_but_what_only_a_submit_reads() {
         Some([("slurm.rs/skip-cancel".to_owned(), "true".to_owned())].into());
     expected.spec.script = String::new();
     expected.spec.environment.clear();
-    expected.spec.extra_options = None;
+    // Its keys only: what the checks before a submit read.
+    for value in expected.spec.extra_options.as_mut().unwrap().values_mut() {
+        *value = serde_json::Value::Null;
+    }
     assert_eq!(cached.object().unwrap(), expected);
 
     assert_eq!(cached.cluster_name(), "hpc");
@@ -257,4 +260,38 @@ fn a_reused_compressor_encodes_as_a_fresh_one() {
             miniz_oxide::inflate::decompress_to_vec_with_limit(&packed, 4 << 20).unwrap();
         assert!(inflated == *input, "input {i} inflates back");
     }
+}
+
+/// An `extraOptions` key longer than any allowed one is kept by its start (it is refused all
+/// the same), with the nested-too-deep mark that says why when it has one.
+#[test]
+fn long_extra_option_keys_are_kept_by_their_start() {
+    let long = "k".repeat(1000);
+    let mut job: SlurmJob = serde_json::from_value(from_api_server()).unwrap();
+    job.spec.extra_options = Some(
+        [
+            (long.clone(), serde_json::json!("v")),
+            (
+                format!("{long}{}", super::super::NESTED_TOO_DEEP),
+                serde_json::json!(1),
+            ),
+            ("requeue".to_owned(), serde_json::json!(true)),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    let cached = CachedSlurmJob::new(job).unwrap();
+    let kept = cached.object().unwrap().spec.extra_options.unwrap();
+    let start = "k".repeat(64);
+    let mut keys: Vec<&String> = kept.keys().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        vec![
+            &format!("{start}…"),
+            &format!("{start}…{}", super::super::NESTED_TOO_DEEP),
+            &"requeue".to_owned(),
+        ]
+    );
+    assert!(kept.values().all(serde_json::Value::is_null));
 }
