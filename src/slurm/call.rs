@@ -81,6 +81,8 @@ struct IdentityState {
     expected: Option<std::sync::Arc<str>>,
     /// Another cluster an answer came from since `expected` was set.
     other: Option<String>,
+    /// How many answers were refused so far ([`Identity::epoch`]).
+    refusals: u64,
 }
 
 impl Identity {
@@ -90,12 +92,28 @@ impl Identity {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Answers must come from `name` from now on (empty: from any); writes go out again.
-    pub(crate) fn expect(&self, name: &str) {
-        *self.state() = IdentityState {
-            expected: (!name.is_empty()).then(|| std::sync::Arc::from(name)),
-            other: None,
-        };
+    /// Answers must come from `name` from now on (empty: from any). Writes go out again,
+    /// unless `since` is given (an [`Self::epoch`] read before the answer that showed `name`)
+    /// and an answer of yet another cluster was refused after it: that later word stands.
+    pub(crate) fn expect(&self, name: &str, since: Option<u64>) {
+        let mut state = self.state();
+        let current = since.is_none_or(|epoch| state.refusals == epoch);
+        if current || state.other.as_deref() == Some(name) {
+            state.other = None;
+        }
+        state.expected = (!name.is_empty()).then(|| std::sync::Arc::from(name));
+    }
+
+    /// A count of the answers refused so far: read before asking whom the endpoint serves,
+    /// given to [`Self::expect`] with what it answered.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.state().refusals
+    }
+
+    /// Whether writes are held ([`SlurmError::WritesHeld`]).
+    pub(crate) fn writes_held(&self) -> bool {
+        let state = self.state();
+        state.expected.is_some() && state.other.is_some()
     }
 
     pub(crate) fn expected(&self) -> Option<std::sync::Arc<str>> {
@@ -127,6 +145,7 @@ impl Identity {
             );
         }
         state.other = Some(served.clone());
+        state.refusals += 1;
         Err(SlurmError::OtherCluster {
             operation,
             expected: expected.to_string(),
@@ -594,6 +613,54 @@ pub(crate) fn made_or(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writes are held from an answer of another Slurm cluster than the one expected until a
+    /// confirmation, and a confirmation made on what `/diag` said before a later refusal does
+    /// not release them; following to the cluster that answered does.
+    #[test]
+    fn writes_are_held_from_another_clusters_answer_until_a_confirmation_after_it() {
+        let identity = Identity::default();
+        assert!(
+            identity.judge("nodes", Some("z".into()), None).is_ok(),
+            "none expected"
+        );
+        identity.expect("x", None);
+        assert!(identity.may_write("cancel_job").is_ok());
+        assert!(identity.judge("nodes", Some("x".into()), None).is_ok());
+        assert!(
+            identity.judge("nodes", None, None).is_ok(),
+            "an answer that does not say"
+        );
+        assert!(!identity.writes_held());
+
+        let refused = identity.judge("nodes", Some("y".into()), None);
+        assert!(
+            matches!(&refused, Err(SlurmError::OtherCluster { expected, served, .. })
+                if expected == "x" && served == "y"),
+            "{refused:?}"
+        );
+        let held = identity.may_write("cancel_job");
+        assert!(
+            matches!(&held, Err(SlurmError::WritesHeld { served, .. }) if served == "y"),
+            "{held:?}"
+        );
+        // `/diag` said x, then y answered again: confirming x on that word keeps them held.
+        let epoch = identity.epoch();
+        assert!(identity.judge("nodes", Some("y".into()), None).is_err());
+        identity.expect("x", Some(epoch));
+        assert!(identity.writes_held());
+        // Said x with nothing refused since: released.
+        identity.expect("x", Some(identity.epoch()));
+        assert!(!identity.writes_held());
+        assert!(identity.may_write("cancel_job").is_ok());
+
+        // Following to the cluster that answered releases them whatever came since.
+        let epoch = identity.epoch();
+        assert!(identity.judge("nodes", Some("y".into()), None).is_err());
+        identity.expect("y", Some(epoch));
+        assert!(!identity.writes_held());
+        assert!(identity.judge("nodes", Some("y".into()), None).is_ok());
+    }
 
     #[test]
     fn tls_errors_are_found_inside_nested_io_errors() {

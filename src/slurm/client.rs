@@ -137,7 +137,24 @@ impl SlurmClient {
     /// whom the endpoint serves, are always answered). Called once the SlurmCluster controller
     /// has confirmed the cluster; until then, none is expected.
     pub fn expect_cluster(&self, name: &str) {
-        self.identity.expect(name);
+        self.identity.expect(name, None);
+    }
+
+    /// [`Self::expect_cluster`] with what `/diag` answered after [`Self::identity_epoch`] gave
+    /// `epoch`: writes held for an answer of another cluster refused since stay held.
+    pub fn expect_cluster_since(&self, name: &str, epoch: u64) {
+        self.identity.expect(name, Some(epoch));
+    }
+
+    /// Read before asking whom the endpoint serves ([`Self::expect_cluster_since`]).
+    pub fn identity_epoch(&self) -> u64 {
+        self.identity.epoch()
+    }
+
+    /// Whether writes are held: an answer of another Slurm cluster than the one expected came
+    /// since the last [`Self::expect_cluster`].
+    pub fn writes_held(&self) -> bool {
+        self.identity.writes_held()
     }
 
     /// The Slurm cluster answers must come from, if one was confirmed.

@@ -80,12 +80,28 @@ impl ClusterHandle {
 
     /// The SlurmCluster `cluster` found this connection to serve the Slurm cluster `name`.
     pub fn confirm_cluster(&self, cluster: &str, name: &str) {
-        // Those sharing the connection reach one slurmrestd, so one cluster: the last found.
-        self.client.expect_cluster(name);
-        self.identity
+        self.confirm_cluster_since(cluster, name, None);
+    }
+
+    /// [`Self::confirm_cluster`] with what `/diag` answered after
+    /// `SlurmClient::identity_epoch` gave `epoch` (`SlurmClient::expect_cluster_since`).
+    ///
+    /// The client expects `name` (and sends writes again) only once every SlurmCluster on the
+    /// connection that has judged says `name`: one that found its jobs elsewhere and refused
+    /// the move keeps the writes held until its own check takes it off the connection, so that
+    /// another's confirmation does not send its cancels and drains to another cluster.
+    pub fn confirm_cluster_since(&self, cluster: &str, name: &str, epoch: Option<u64>) {
+        let mut identity = self
+            .identity
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(cluster.to_owned(), name.to_owned());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        identity.insert(cluster.to_owned(), name.to_owned());
+        if identity.values().all(|found| found == name) {
+            match epoch {
+                Some(epoch) => self.client.expect_cluster_since(name, epoch),
+                None => self.client.expect_cluster(name),
+            }
+        }
     }
 
     /// A request slot on this cluster's connection, if one is free now. Hold it while calling
@@ -598,10 +614,18 @@ mod tests {
         assert!(f.same_client("b", "d"));
         assert_eq!(shared.confirmed_cluster("a"), None);
         assert_eq!(shared.confirmed_cluster("b").as_deref(), Some("main"));
-        for name in ["b", "c"] {
-            assert!(f.registry.remove(&ObjectRef::new(name)));
-            assert_eq!(f.registry.pollers(), 1);
-        }
+        assert_eq!(shared.client.expected_cluster().as_deref(), Some("main"));
+        // One finding the connection elsewhere does not re-point the shared client while
+        // another has judged it to serve `main` (that one refuses the move, its jobs there):
+        // only once every judge agrees.
+        shared.confirm_cluster("c", "main");
+        shared.confirm_cluster("b", "other");
+        assert_eq!(shared.client.expected_cluster().as_deref(), Some("main"));
+        assert!(f.registry.remove(&ObjectRef::new("c")));
+        shared.confirm_cluster("b", "other");
+        assert_eq!(shared.client.expected_cluster().as_deref(), Some("other"));
+        assert!(f.registry.remove(&ObjectRef::new("b")));
+        assert_eq!(f.registry.pollers(), 1);
         assert!(f.registry.remove(&ObjectRef::new("d")));
         assert_eq!(f.registry.pollers(), 0);
         assert!(f.registry.clusters().is_empty());

@@ -374,6 +374,7 @@ async fn connect(
     let (plan, _) = register(cluster, key, ctx).await?;
     let handle = ctx.clusters.get(key).ok_or(Error::RegistrationLost)?;
     let _io = handle.try_io().ok_or(Error::ClusterBusy)?;
+    let epoch = handle.client.identity_epoch();
     let info = handle
         .client
         .cluster_info()
@@ -394,7 +395,7 @@ async fn connect(
     let name = cluster.name_any();
     if handle.confirmed_cluster(&name).as_deref() != Some(now.as_str()) {
         match same_cluster(cluster, now, ctx) {
-            Ok(()) => handle.confirm_cluster(&name, now),
+            Ok(()) => handle.confirm_cluster_since(&name, now, Some(epoch)),
             Err(error @ Error::ClusterChanged { .. }) => {
                 if ctx.clusters.remove(key) {
                     warn!(
@@ -410,7 +411,7 @@ async fn connect(
         // Found serving this cluster again: the client's expectation is this SlurmCluster's
         // word too (another SlurmCluster on the connection may have followed the endpoint
         // elsewhere meanwhile), and writes held after another cluster's answer go out again.
-        handle.client.expect_cluster(now);
+        handle.confirm_cluster_since(&name, now, Some(epoch));
     }
     check(&handle, info, plan.auth.describe(), &ctx.tag_key).await
 }
@@ -787,7 +788,11 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
         // old ones may no longer work). A configuration that cannot be built keeps the
         // connection there is, whose credentials may still work; without any, the deletions
         // wait until their deadline.
-        match register(cluster, &key, ctx).await {
+        let registered = register(cluster, &key, ctx).await;
+        if let Some(handle) = ctx.clusters.get(&key) {
+            release_writes(&handle, &name).await;
+        }
+        match registered {
             Ok((_, Upserted::Unchanged)) => {}
             Ok((_, upserted)) => info!(
                 ?upserted,
@@ -815,6 +820,32 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
     }
     ctx.backoff.reset(&backoff_key(cluster));
     Ok(Action::await_change())
+}
+
+/// A deleted SlurmCluster's connection whose writes are held (an answer of another Slurm
+/// cluster came) is released once its endpoint answers for the cluster this SlurmCluster
+/// confirmed: its SlurmJobs' deletions cancel, and its sets drain, through it. (`connect`
+/// does this for a live one; a deleted one is not connected again.)
+async fn release_writes(handle: &ClusterHandle, name: &str) {
+    let Some(confirmed) = handle.confirmed_cluster(name) else {
+        return;
+    };
+    if !handle.client.writes_held() {
+        return;
+    }
+    let epoch = handle.client.identity_epoch();
+    match handle.client.cluster_info().await {
+        Ok(info) if info.cluster_name == confirmed => {
+            handle.confirm_cluster_since(name, &confirmed, Some(epoch));
+        }
+        Ok(info) => warn!(
+            confirmed,
+            now = info.cluster_name,
+            "the deleted SlurmCluster's endpoint reaches another Slurm cluster: its SlurmJobs' \
+             and SlurmNodeSets' deletions change nothing through it"
+        ),
+        Err(error) => debug!(error = %Chain(&error), "slurmrestd did not say whom it serves"),
+    }
 }
 
 /// `DeletionBlocked=True` with what holds the deleted SlurmCluster (`error`), written when it

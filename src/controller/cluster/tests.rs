@@ -1442,6 +1442,53 @@ async fn a_new_connection_holds_its_answers_to_the_recorded_slurm_cluster() {
     handle.client.partitions().await.unwrap();
 }
 
+/// A deleted SlurmCluster is not connected again, so its cleanup releases writes held after
+/// an answer of another Slurm cluster itself, once the endpoint answers for the cluster it
+/// confirmed (its SlurmJobs' cancels go through it); not while it answers for another.
+#[tokio::test]
+async fn a_deleted_clusters_cleanup_releases_writes_only_for_its_own_slurm_cluster() {
+    let Some(slurm) = local_slurm() else { return };
+    let key_bytes = std::fs::read(&slurm["SLURM_JWT_KEY"]).unwrap();
+    let real_name = slurm["SLURM_CLUSTER_NAME"].clone();
+    let (ctx, mut api) = Context::test();
+    let ctx = Arc::new(ctx);
+    let mut cluster = finalized(cluster("c15", &slurm["SLURM_REST_URL"]));
+    if let Some(jwt) = cluster.spec.auth.jwt.as_mut() {
+        jwt.user = slurm["SLURM_USER"].clone();
+    }
+    let key = ObjectRef::from_obj(&cluster);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(key_secret(&key_bytes)))
+            .await;
+        api
+    });
+    register(&cluster, &key, &ctx).await.unwrap();
+    server.await.unwrap().expect_no_more_calls().await;
+    let handle = ctx.clusters.get(&key).unwrap();
+    // Held: the client expects `elsewhere` and the real cluster answered.
+    handle.client.expect_cluster("elsewhere");
+    assert!(handle.client.partitions().await.is_err());
+    assert!(handle.client.writes_held());
+
+    // Its own word is `elsewhere`, the endpoint answers for the real cluster: still held.
+    handle.confirm_cluster("c15", "elsewhere");
+    assert!(handle.client.partitions().await.is_err());
+    release_writes(&handle, "c15").await;
+    assert!(handle.client.writes_held());
+    let error = handle.client.cancel_job(999_999).await.unwrap_err();
+    assert_eq!(error.category(), "SlurmClusterChanged", "{error}");
+
+    // Its own word is the real cluster: released, the cancel goes out.
+    handle.confirm_cluster("c15", &real_name);
+    handle.client.expect_cluster("elsewhere");
+    assert!(handle.client.partitions().await.is_err());
+    assert!(handle.client.writes_held());
+    release_writes(&handle, "c15").await;
+    assert!(!handle.client.writes_held());
+    let error = handle.client.cancel_job(999_999).await.unwrap_err();
+    assert_eq!(error.category(), "NotFound", "{error}");
+}
+
 /// A SlurmJob whose submit answer was lost (no job id in its status: the job may run in the
 /// first Slurm cluster) holds its SlurmCluster's endpoint as a running job does: moved, that
 /// job would run on where nothing follows it, and the SlurmJob would submit again elsewhere.

@@ -407,9 +407,10 @@ pub(crate) fn caller<'a>(
 
 /// Where a body progenitor could not decode as its declared type says it was rendered.
 pub(crate) fn cluster_from_bytes(bytes: &[u8]) -> Option<String> {
-    serde_json::from_slice::<api::OpenapiResp>(bytes)
-        .ok()
-        .and_then(|r| served_cluster(&r.meta))
+    // Only that field: a body whose other fields drifted from their types still says it.
+    let body: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let name = body.pointer("/meta/slurm/cluster")?.as_str()?.trim();
+    (!name.is_empty()).then(|| name.to_owned())
 }
 
 /// Seconds since the epoch, with slurmrestd's `{set, infinite, number}` wrapper; unset, infinite
