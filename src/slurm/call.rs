@@ -79,8 +79,10 @@ pub(crate) struct Identity(std::sync::Mutex<IdentityState>);
 #[derive(Debug, Default)]
 struct IdentityState {
     expected: Option<std::sync::Arc<str>>,
-    /// Another cluster an answer came from since `expected` was set.
+    /// Another cluster an answer came from since `expected` was set (the latest).
     other: Option<String>,
+    /// Answers of more than one other cluster came since (`other` names only the latest).
+    others: bool,
     /// How many answers were refused so far ([`Identity::epoch`]).
     refusals: u64,
 }
@@ -92,14 +94,17 @@ impl Identity {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Answers must come from `name` from now on (empty: from any). Writes go out again,
-    /// unless `since` is given (an [`Self::epoch`] read before the answer that showed `name`)
-    /// and an answer of yet another cluster was refused after it: that later word stands.
+    /// Answers must come from `name` from now on (empty: from any). Held writes go out again
+    /// when `since` (an [`Self::epoch`] read before the answer that showed `name`) shows no
+    /// answer refused after it, or when every answer refused came from `name` itself; without
+    /// `since`, only then: a word not known to be the latest releases nothing.
     pub(crate) fn expect(&self, name: &str, since: Option<u64>) {
         let mut state = self.state();
-        let current = since.is_none_or(|epoch| state.refusals == epoch);
-        if current || state.other.as_deref() == Some(name) {
+        let current = since.is_some_and(|epoch| state.refusals == epoch);
+        let only_from_name = !state.others && state.other.as_deref() == Some(name);
+        if current || only_from_name {
             state.other = None;
+            state.others = false;
         }
         state.expected = (!name.is_empty()).then(|| std::sync::Arc::from(name));
     }
@@ -143,6 +148,9 @@ impl Identity {
                 "a submit was answered by another Slurm cluster: the job it made there is not \
                  followed"
             );
+        }
+        if state.other.as_ref().is_some_and(|other| *other != served) {
+            state.others = true;
         }
         state.other = Some(served.clone());
         state.refusals += 1;
@@ -660,6 +668,18 @@ mod tests {
         identity.expect("y", Some(epoch));
         assert!(!identity.writes_held());
         assert!(identity.judge("nodes", Some("y".into()), None).is_ok());
+
+        // Not when a third cluster answered too (round-robin across two others).
+        let epoch = identity.epoch();
+        assert!(identity.judge("nodes", Some("z".into()), None).is_err());
+        assert!(identity.judge("nodes", Some("x".into()), None).is_err());
+        identity.expect("x", Some(epoch));
+        assert!(identity.writes_held(), "z answered after the epoch");
+        // And a word without an epoch releases nothing it cannot vouch for.
+        identity.expect("x", None);
+        assert!(identity.writes_held());
+        identity.expect("x", Some(identity.epoch()));
+        assert!(!identity.writes_held());
     }
 
     #[test]

@@ -133,9 +133,11 @@ impl SlurmClient {
 
     /// From now on, answers must come from Slurm cluster `name` (`ClusterName`): one rendered
     /// for another, error answers included, is refused ([`SlurmError::OtherCluster`]), and
-    /// after it every write until the next call of this (`/diag` and `/ping`, which find out
-    /// whom the endpoint serves, are always answered). Called once the SlurmCluster controller
-    /// has confirmed the cluster; until then, none is expected.
+    /// after it every write is held until [`Self::expect_cluster_since`] confirms the cluster
+    /// on a newer word (this releases held writes only when every refused answer came from
+    /// `name`). `/diag` and `/ping`, which find out whom the endpoint serves, are always
+    /// answered. Called once the SlurmCluster controller has confirmed the cluster; until
+    /// then, none is expected.
     pub fn expect_cluster(&self, name: &str) {
         self.identity.expect(name, None);
     }

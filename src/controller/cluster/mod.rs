@@ -790,7 +790,7 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
         // wait until their deadline.
         let registered = register(cluster, &key, ctx).await;
         if let Some(handle) = ctx.clusters.get(&key) {
-            release_writes(&handle, &name).await;
+            release_writes(&handle, &key, ctx).await;
         }
         match registered {
             Ok((_, Upserted::Unchanged)) => {}
@@ -826,7 +826,8 @@ async fn cleanup(cluster: &SlurmCluster, ctx: &Context) -> Result<Action, Error>
 /// cluster came) is released once its endpoint answers for the cluster this SlurmCluster
 /// confirmed: its SlurmJobs' deletions cancel, and its sets drain, through it. (`connect`
 /// does this for a live one; a deleted one is not connected again.)
-async fn release_writes(handle: &ClusterHandle, name: &str) {
+async fn release_writes(handle: &ClusterHandle, key: &ObjectRef<SlurmCluster>, ctx: &Context) {
+    let name = key.name.as_str();
     let Some(confirmed) = handle.confirmed_cluster(name) else {
         return;
     };
@@ -838,12 +839,20 @@ async fn release_writes(handle: &ClusterHandle, name: &str) {
         Ok(info) if info.cluster_name == confirmed => {
             handle.confirm_cluster_since(name, &confirmed, Some(epoch));
         }
-        Ok(info) => warn!(
-            confirmed,
-            now = info.cluster_name,
-            "the deleted SlurmCluster's endpoint reaches another Slurm cluster: its SlurmJobs' \
-             and SlurmNodeSets' deletions change nothing through it"
-        ),
+        Ok(info) if !info.cluster_name.is_empty() => {
+            // Nothing of its own can be done through it there, and its word would hold the
+            // writes of every other SlurmCluster sharing the connection: it leaves. Its next
+            // cleanup connects again only where a probe finds its cluster (`guard_move`).
+            warn!(
+                confirmed,
+                now = info.cluster_name,
+                "the deleted SlurmCluster's endpoint reaches another Slurm cluster: removed its \
+                 connection; its SlurmJobs' and SlurmNodeSets' deletions wait for it to serve \
+                 its cluster again"
+            );
+            ctx.clusters.remove(key);
+        }
+        Ok(_) => {}
         Err(error) => debug!(error = %Chain(&error), "slurmrestd did not say whom it serves"),
     }
 }

@@ -1457,13 +1457,14 @@ async fn a_deleted_clusters_cleanup_releases_writes_only_for_its_own_slurm_clust
         jwt.user = slurm["SLURM_USER"].clone();
     }
     let key = ObjectRef::from_obj(&cluster);
+    let secret = key_secret(&key_bytes);
     let server = tokio::spawn(async move {
-        api.expect_get_secret(NS, "jwt", Some(key_secret(&key_bytes)))
-            .await;
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
         api
     });
     register(&cluster, &key, &ctx).await.unwrap();
-    server.await.unwrap().expect_no_more_calls().await;
+    let mut api = server.await.unwrap();
+    api.expect_no_more_calls().await;
     let handle = ctx.clusters.get(&key).unwrap();
     // Held: the client expects `elsewhere` and the real cluster answered.
     handle.client.expect_cluster("elsewhere");
@@ -1473,17 +1474,29 @@ async fn a_deleted_clusters_cleanup_releases_writes_only_for_its_own_slurm_clust
     // Its own word is `elsewhere`, the endpoint answers for the real cluster: still held.
     handle.confirm_cluster("c15", "elsewhere");
     assert!(handle.client.partitions().await.is_err());
-    release_writes(&handle, "c15").await;
+    release_writes(&handle, &key, &ctx).await;
     assert!(handle.client.writes_held());
     let error = handle.client.cancel_job(999_999).await.unwrap_err();
     assert_eq!(error.category(), "SlurmClusterChanged", "{error}");
+    assert!(
+        !ctx.clusters.contains(&key),
+        "it leaves the connection: its word would hold others' writes there"
+    );
 
     // Its own word is the real cluster: released, the cancel goes out.
+    let secret = key_secret(&key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        api
+    });
+    register(&cluster, &key, &ctx).await.unwrap();
+    server.await.unwrap().expect_no_more_calls().await;
+    let handle = ctx.clusters.get(&key).unwrap();
     handle.confirm_cluster("c15", &real_name);
     handle.client.expect_cluster("elsewhere");
     assert!(handle.client.partitions().await.is_err());
     assert!(handle.client.writes_held());
-    release_writes(&handle, "c15").await;
+    release_writes(&handle, &key, &ctx).await;
     assert!(!handle.client.writes_held());
     let error = handle.client.cancel_job(999_999).await.unwrap_err();
     assert_eq!(error.category(), "NotFound", "{error}");
