@@ -261,13 +261,21 @@ pub fn trim(job: &mut SlurmJob) -> bool {
     }
     job.spec.script = String::new();
     job.spec.environment = Default::default();
-    // Their keys only (the values may be large, and slurmrestd checks them): enough for the
-    // checks made before a submit waits for its dependencies (`submit::check_names`).
-    job.spec.extra_options = job.spec.extra_options.take().map(|extra| {
-        extra
-            .into_iter()
-            .map(|(key, _)| (kept_key(key), serde_json::Value::Null))
-            .collect()
+    // What the checks made before a submit waits for its dependencies read
+    // (`submit::check_names`), no values: `shared` (beside `exclusive`) and the first key that
+    // is refused, as those checks take them in order. The allowed ones pass whatever they are.
+    job.spec.extra_options = job.spec.extra_options.take().and_then(|extra| {
+        let mut kept = serde_json::Map::new();
+        if extra.contains_key("shared") {
+            kept.insert("shared".to_owned(), serde_json::Value::Null);
+        }
+        if let Some(key) = extra
+            .keys()
+            .find(|key| crate::slurm::types::extra_option_refusal(key).is_some())
+        {
+            kept.insert(kept_key(key.clone()), serde_json::Value::Null);
+        }
+        (!kept.is_empty()).then_some(kept)
     });
     cut
 }

@@ -69,10 +69,8 @@ fn the_cache_keeps_the_whole_object_but_what_only_a_submit_reads() {
         Some([("slurm.rs/skip-cancel".to_owned(), "true".to_owned())].into());
     expected.spec.script = String::new();
     expected.spec.environment.clear();
-    // Its keys only: what the checks before a submit read.
-    for value in expected.spec.extra_options.as_mut().unwrap().values_mut() {
-        *value = serde_json::Value::Null;
-    }
+    // Allowed ones only (`mail_type`): nothing the checks before a submit read.
+    expected.spec.extra_options = None;
     assert_eq!(cached.object().unwrap(), expected);
 
     assert_eq!(cached.cluster_name(), "hpc");
@@ -262,36 +260,39 @@ fn a_reused_compressor_encodes_as_a_fresh_one() {
     }
 }
 
-/// An `extraOptions` key longer than any allowed one is kept by its start (it is refused all
-/// the same), with the nested-too-deep mark that says why when it has one.
+/// Of `extraOptions` the cache keeps what the checks before a submit read, without values:
+/// `shared`, and the first refused key (a long one by its start, with the nested-too-deep mark
+/// that says why when it has one); allowed keys go.
 #[test]
-fn long_extra_option_keys_are_kept_by_their_start() {
+fn the_cache_keeps_shared_and_the_first_refused_extra_option_key() {
     let long = "k".repeat(1000);
-    let mut job: SlurmJob = serde_json::from_value(from_api_server()).unwrap();
-    job.spec.extra_options = Some(
-        [
-            (long.clone(), serde_json::json!("v")),
-            (
-                format!("{long}{}", super::super::NESTED_TOO_DEEP),
-                serde_json::json!(1),
-            ),
-            ("requeue".to_owned(), serde_json::json!(true)),
-        ]
-        .into_iter()
-        .collect(),
-    );
-    let cached = CachedSlurmJob::new(job).unwrap();
-    let kept = cached.object().unwrap().spec.extra_options.unwrap();
+    let mark = super::super::NESTED_TOO_DEEP;
+    let kept = |keys: &[&str]| {
+        let mut job: SlurmJob = serde_json::from_value(from_api_server()).unwrap();
+        job.spec.extra_options = Some(
+            keys.iter()
+                .map(|k| ((*k).to_owned(), serde_json::json!("v")))
+                .collect(),
+        );
+        let cached = CachedSlurmJob::new(job).unwrap();
+        let spec = cached.object().unwrap().spec;
+        spec.extra_options.map(|extra| {
+            assert!(extra.values().all(serde_json::Value::is_null));
+            extra.keys().cloned().collect::<Vec<_>>()
+        })
+    };
     let start = "k".repeat(64);
-    let mut keys: Vec<&String> = kept.keys().collect();
-    keys.sort();
     assert_eq!(
-        keys,
-        vec![
-            &format!("{start}…"),
-            &format!("{start}…{}", super::super::NESTED_TOO_DEEP),
-            &"requeue".to_owned(),
-        ]
+        kept(&[&long, &format!("{long}{mark}"), "requeue"]),
+        Some(vec![format!("{start}…")])
     );
-    assert!(kept.values().all(serde_json::Value::is_null));
+    assert_eq!(
+        kept(&[&format!("{long}{mark}"), "requeue"]),
+        Some(vec![format!("{start}…{mark}")])
+    );
+    assert_eq!(
+        kept(&["shared", "requeue", "reservation", "user_id"]),
+        Some(vec!["reservation".to_owned(), "shared".to_owned()])
+    );
+    assert_eq!(kept(&["requeue", "mail_type"]), None);
 }
