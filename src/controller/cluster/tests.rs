@@ -1252,6 +1252,52 @@ async fn an_unconfirmed_cluster_without_a_connection_says_its_jobs_are_not_liste
     );
 }
 
+/// `connect` with the one API call it makes, the read of the key's Secret, answered with
+/// `key_bytes`; it finds the real local Slurm (`real_name`), its poller possibly still down
+/// from answers refused before (`SlurmClusterChanged`).
+async fn connect_reading_the_key(
+    cluster: &SlurmCluster,
+    key: &ObjectRef<SlurmCluster>,
+    ctx: &Context,
+    mut api: ApiServerVerifier,
+    key_bytes: &[u8],
+    real_name: &str,
+) -> ApiServerVerifier {
+    let secret = key_secret(key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        api
+    });
+    match connect(cluster, key, ctx).await {
+        Ok(connected) => assert_eq!(connected.info.cluster_name, real_name),
+        Err(Error::PollerDown { reason, .. }) => assert_eq!(reason, "SlurmClusterChanged"),
+        Err(other) => panic!("{other:?}"),
+    }
+    let mut api = server.await.unwrap();
+    api.expect_no_more_calls().await;
+    api
+}
+
+/// `register` with the one API call it makes, the read of the key's Secret, answered with
+/// `key_bytes`.
+async fn register_reading_the_key(
+    cluster: &SlurmCluster,
+    key: &ObjectRef<SlurmCluster>,
+    ctx: &Context,
+    mut api: ApiServerVerifier,
+    key_bytes: &[u8],
+) -> (ApiServerVerifier, Upserted) {
+    let secret = key_secret(key_bytes);
+    let server = tokio::spawn(async move {
+        api.expect_get_secret(NS, "jwt", Some(secret)).await;
+        api
+    });
+    let (_, upserted) = register(cluster, key, ctx).await.unwrap();
+    let mut api = server.await.unwrap();
+    api.expect_no_more_calls().await;
+    (api, upserted)
+}
+
 /// Once a SlurmCluster has confirmed whom its connection reaches, the client refuses answers
 /// of another Slurm cluster (its poller goes down, `SlurmClusterChanged`) until the
 /// SlurmCluster's check decides: with nothing of ours there, it follows, and the client and
@@ -1319,18 +1365,7 @@ async fn a_connection_reads_another_slurm_cluster_only_once_its_check_follows_it
             ..Default::default()
         },
     );
-    let secret = key_secret(&key_bytes);
-    let server = tokio::spawn(async move {
-        api.expect_get_secret(NS, "jwt", Some(secret)).await;
-        api
-    });
-    match connect(&cluster, &key, &ctx).await {
-        Ok(connected) => assert_eq!(connected.info.cluster_name, real_name),
-        Err(Error::PollerDown { reason, .. }) => assert_eq!(reason, "SlurmClusterChanged"),
-        Err(other) => panic!("{other:?}"),
-    }
-    let mut api = server.await.unwrap();
-    api.expect_no_more_calls().await;
+    api = connect_reading_the_key(&cluster, &key, &ctx, api, &key_bytes, &real_name).await;
     assert_eq!(
         handle.confirmed_cluster("c13").as_deref(),
         Some(real_name.as_str())
@@ -1350,17 +1385,7 @@ async fn a_connection_reads_another_slurm_cluster_only_once_its_check_follows_it
     handle.client.expect_cluster("elsewhere");
     let error = handle.client.partitions().await.unwrap_err();
     assert_eq!(error.category(), "SlurmClusterChanged", "{error}");
-    let secret = key_secret(&key_bytes);
-    let server = tokio::spawn(async move {
-        api.expect_get_secret(NS, "jwt", Some(secret)).await;
-        api
-    });
-    match connect(&cluster, &key, &ctx).await {
-        Ok(connected) => assert_eq!(connected.info.cluster_name, real_name),
-        Err(Error::PollerDown { reason, .. }) => assert_eq!(reason, "SlurmClusterChanged"),
-        Err(other) => panic!("{other:?}"),
-    }
-    server.await.unwrap().expect_no_more_calls().await;
+    connect_reading_the_key(&cluster, &key, &ctx, api, &key_bytes, &real_name).await;
     assert_eq!(
         handle.client.expected_cluster().as_deref(),
         Some(real_name.as_str())
@@ -1386,13 +1411,8 @@ async fn a_new_connection_holds_its_answers_to_the_recorded_slurm_cluster() {
     let key = ObjectRef::from_obj(&cluster);
 
     // The probe asked (a new endpoint): what it found, nothing of ours being on `elsewhere`.
-    let secret = key_secret(&key_bytes);
-    let server = tokio::spawn(async move {
-        api.expect_get_secret(NS, "jwt", Some(secret)).await;
-        api
-    });
-    let (_, upserted) = register(&cluster, &key, &ctx).await.unwrap();
-    let mut api = server.await.unwrap();
+    let upserted;
+    (api, upserted) = register_reading_the_key(&cluster, &key, &ctx, api, &key_bytes).await;
     assert_eq!(upserted, Upserted::Created);
     let handle = ctx.clusters.get(&key).unwrap();
     assert_eq!(
@@ -1405,13 +1425,8 @@ async fn a_new_connection_holds_its_answers_to_the_recorded_slurm_cluster() {
     // until `connect` judges.
     let mut changed = cluster.clone();
     changed.spec.poll_interval = crate::crd::Duration::from_secs(2);
-    let secret = key_secret(&key_bytes);
-    let server = tokio::spawn(async move {
-        api.expect_get_secret(NS, "jwt", Some(secret)).await;
-        api
-    });
-    let (_, upserted) = register(&changed, &key, &ctx).await.unwrap();
-    let mut api = server.await.unwrap();
+    let upserted;
+    (api, upserted) = register_reading_the_key(&changed, &key, &ctx, api, &key_bytes).await;
     assert_eq!(upserted, Upserted::Replaced);
     let handle = ctx.clusters.get(&key).unwrap();
     assert_eq!(
@@ -1423,17 +1438,7 @@ async fn a_new_connection_holds_its_answers_to_the_recorded_slurm_cluster() {
     assert_eq!(error.category(), "SlurmClusterChanged", "{error}");
 
     // Judged: nothing of ours on `elsewhere`, so it follows.
-    let secret = key_secret(&key_bytes);
-    let server = tokio::spawn(async move {
-        api.expect_get_secret(NS, "jwt", Some(secret)).await;
-        api
-    });
-    match connect(&changed, &key, &ctx).await {
-        Ok(connected) => assert_eq!(connected.info.cluster_name, real_name),
-        Err(Error::PollerDown { reason, .. }) => assert_eq!(reason, "SlurmClusterChanged"),
-        Err(other) => panic!("{other:?}"),
-    }
-    server.await.unwrap().expect_no_more_calls().await;
+    connect_reading_the_key(&changed, &key, &ctx, api, &key_bytes, &real_name).await;
     let handle = ctx.clusters.get(&key).unwrap();
     assert_eq!(
         handle.client.expected_cluster().as_deref(),
@@ -1457,14 +1462,7 @@ async fn a_deleted_clusters_cleanup_releases_writes_only_for_its_own_slurm_clust
         jwt.user = slurm["SLURM_USER"].clone();
     }
     let key = ObjectRef::from_obj(&cluster);
-    let secret = key_secret(&key_bytes);
-    let server = tokio::spawn(async move {
-        api.expect_get_secret(NS, "jwt", Some(secret)).await;
-        api
-    });
-    register(&cluster, &key, &ctx).await.unwrap();
-    let mut api = server.await.unwrap();
-    api.expect_no_more_calls().await;
+    (api, _) = register_reading_the_key(&cluster, &key, &ctx, api, &key_bytes).await;
     let handle = ctx.clusters.get(&key).unwrap();
     // Held: the client expects `elsewhere` and the real cluster answered.
     handle.client.expect_cluster("elsewhere");
@@ -1484,13 +1482,7 @@ async fn a_deleted_clusters_cleanup_releases_writes_only_for_its_own_slurm_clust
     );
 
     // Its own word is the real cluster: released, the cancel goes out.
-    let secret = key_secret(&key_bytes);
-    let server = tokio::spawn(async move {
-        api.expect_get_secret(NS, "jwt", Some(secret)).await;
-        api
-    });
-    register(&cluster, &key, &ctx).await.unwrap();
-    server.await.unwrap().expect_no_more_calls().await;
+    register_reading_the_key(&cluster, &key, &ctx, api, &key_bytes).await;
     let handle = ctx.clusters.get(&key).unwrap();
     handle.confirm_cluster("c15", &real_name);
     handle.client.expect_cluster("elsewhere");
