@@ -15,10 +15,10 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Utc};
 
 use super::auth::Credentials;
-use super::call::Identity;
 use super::config::ClientConfig;
 use super::dialect::{Dialect, dispatch};
 use super::error::{SlurmError, shortened};
+use super::identity::Identity;
 use super::transport::{RequestObserver, Transport};
 use super::types::{
     Changes, ClockReading, ClusterInfo, Job, JobStateEntry, JobUpdate, Node, Partition, RpcStats,

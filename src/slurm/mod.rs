@@ -15,6 +15,7 @@ pub mod error;
 pub mod fuzzing;
 mod generated;
 mod hooks;
+mod identity;
 mod job_states;
 pub mod node_owner;
 pub mod reason;

@@ -39,7 +39,7 @@ pub(super) enum Dialect {
 macro_rules! dispatch {
     ($dialect:expr, $client:expr, |$api:ident, $caller:ident| $body:expr) => {{
         // Answers must come from the Slurm cluster this client was confirmed to reach.
-        let identity: &$crate::slurm::call::Identity = &$client.identity;
+        let identity: &$crate::slurm::identity::Identity = &$client.identity;
         let config: &$crate::slurm::ClientConfig = &$client.config;
         match $dialect {
             $crate::slurm::dialect::Dialect::V0_0_40($api) => {

@@ -392,7 +392,7 @@ pub(crate) fn errors_from_bytes(bytes: &[u8]) -> Vec<ApiError> {
 /// The [`Caller`] for this version.
 pub(crate) fn caller<'a>(
     config: &'a crate::slurm::ClientConfig,
-    identity: Option<&'a crate::slurm::call::Identity>,
+    identity: Option<&'a crate::slurm::identity::Identity>,
 ) -> Caller<'a> {
     Caller {
         config,
