@@ -839,8 +839,16 @@ async fn apply_wait_and_logs_against_an_api_server() {
     };
     apply_streamed("#!/bin/sh\necho one\necho two\n").await;
     let streamed = jobs.get("streamed").await.unwrap();
-    let pod = slurm_operator::controller::slurmjob::output::pod(&streamed, 77, "streamer", false)
-        .unwrap();
+    let pod = slurm_operator::controller::slurmjob::output::pod(
+        &streamed,
+        &slurm_operator::controller::slurmjob::output::run_output(
+            streamed.spec.output.as_ref().unwrap(),
+        ),
+        77,
+        "streamer",
+        false,
+    )
+    .unwrap();
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(server.client(), "team-a");
     pods.create(&Default::default(), &pod).await.unwrap();
     let generation = streamed.metadata.generation;

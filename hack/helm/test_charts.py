@@ -650,7 +650,22 @@ def t_finalizer_policy() -> str:
     docs = render(OPERATOR, sets=("finalizerPolicy.enabled=false",), cache=False)
     ensure(not find(docs, "ValidatingAdmissionPolicy") and not find(docs, "ValidatingAdmissionPolicyBinding"),
            "finalizerPolicy.enabled=false still renders the policy")
-    return f"{len(cases)} cases refused or allowed as they should; ServiceAccount, adminGroups, extraUsers and the switch honoured"
+    # Namespaces: every one without watchNamespaces; with it, those only (elsewhere no operator
+    # removes the finalizer, and the SlurmJob's owner must be able to).
+    ensure("namespaceSelector" not in policy["spec"]["matchConstraints"] and "matchResources" not in binding["spec"],
+           "without watchNamespaces the policy must cover every namespace")
+    docs = render(OPERATOR, sets=("watchNamespaces={hpc,default}",), cache=False)
+    scopes = [one(docs, "ValidatingAdmissionPolicy")["spec"]["matchConstraints"].get("namespaceSelector"),
+              (one(docs, "ValidatingAdmissionPolicyBinding")["spec"].get("matchResources") or {}).get("namespaceSelector")]
+    for ns, covered in [("hpc", True), ("default", True), ("team-b", False), ("kube-system", False)]:
+        got = all(np_selects(sel, {"kubernetes.io/metadata.name": ns}) for sel in scopes if sel is not None)
+        ensure(got == covered, f"watchNamespaces={{hpc,default}}: namespace {ns} {'covered' if got else 'not covered'}")
+    for v in K8S_VERSIONS:
+        for d in find(docs, "ValidatingAdmissionPolicy") + find(docs, "ValidatingAdmissionPolicyBinding"):
+            errs = validate_object(d, v)
+            ensure(not errs, f"watchNamespaces={{hpc,default}}: {errs}")
+    return (f"{len(cases)} cases refused or allowed as they should; ServiceAccount, adminGroups, extraUsers, the switch and "
+            "watchNamespaces honoured")
 
 
 # Rust type -> (apiGroup, resource) for the Api<...> the controllers open.
@@ -991,7 +1006,10 @@ def t_operator_monitoring() -> str:
 
 def t_operator_docs_match() -> str:
     """The alerts that values.yaml, the README and docs/metrics.md list are the rules file's, and
-    the README's verbs on namespaces are the RBAC rule's."""
+    the README's verbs on namespaces are the RBAC rule's. Where values.yaml and SECURITY.md
+    confine Secrets to the credentials namespace, they also say that the Pods the operator may
+    create in the watched namespaces can mount theirs; SECURITY.md names the streamer's way of
+    following its file (output::streamer_script)."""
     rules = yaml.safe_load((OPERATOR / "files" / "prometheus-rules.yaml").read_text())
     alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
     values = (OPERATOR / "values.yaml").read_text()
@@ -1011,8 +1029,25 @@ def t_operator_docs_match() -> str:
     said = re.search(r"namespaces ([a-z/]+) ", always)
     if not said or said.group(1).split("/") != verbs:
         errs.append(f"README says namespaces {said.group(1) if said else None}, files/rbac-rules.yaml grants {'/'.join(verbs)}")
+    pods = next(r for r in rbac if r.get("resources") == ["pods"])
+    ensure(pods["scope"] == "watched" and "create" in pods["verbs"], f"files/rbac-rules.yaml: pods {pods}")
+    creds = re.search(r"^# -- The namespace the operator reads(.*?)^credentialsNamespace:", values, re.S | re.M).group(1)
+    security = (ROOT / "SECURITY.md").read_text()
+    limit = next((ln for ln in security.splitlines() if ln.startswith("- **Creating Pods.**")), "")
+    for where, text in (("values.yaml (credentialsNamespace)", creds), ("SECURITY.md (Creating Pods)", limit)):
+        flat = " ".join(text.replace("#", " ").split())
+        if "at all" in flat or not all(w in flat for w in ("create", "Pods in the watched namespaces", "mount", "watchNamespaces")):
+            errs.append(f"{where} must say that the operator creates Pods in the watched namespaces, which may mount "
+                        f"their Secrets (restrict with watchNamespaces): {flat[:300]!r}")
+    script = re.search(r"fn streamer_script\(\).*?\n}\n", (ROOT / "src/controller/slurmjob/output.rs").read_text(), re.S).group(0)
+    streamer = next(ln for ln in security.splitlines() if ln.startswith("| **Reading someone else's file through the output Pod**"))
+    for tool in ("tail", "cat"):
+        used, named = re.search(rf"\b{tool}\b", script) is not None, f"`{tool}" in streamer
+        if used != named:
+            errs.append(f"SECURITY.md (output Pod) {'names' if named else 'does not name'} `{tool}`, "
+                        f"output::streamer_script {'uses' if used else 'does not use'} it")
     ensure(not errs, "\n  " + "\n  ".join(errs))
-    return f"{len(alerts)} alerts; namespaces {'/'.join(verbs)}"
+    return f"{len(alerts)} alerts; namespaces {'/'.join(verbs)}; pods {'/'.join(pods['verbs'])} in the watched namespaces"
 
 
 def t_artifacthub() -> str:
@@ -1663,8 +1698,9 @@ class NpModel:
             if extra != ns:  # a SlurmNodeSet's pod there, made by the operator from its own template
                 self.pods.append(NpPod("slurmd-extra", extra, {"app": "gpu-nodes", "slurm.rs/nodeset": "gpu"}, {"slurmd": 6818}))
         # A SlurmNodeSet made by hand in the release namespace (always a nodeSetNamespace), its
-        # template without the chart's labels.
-        self.pods.append(NpPod("slurmd-extra", ns, {"app": "by-hand", "slurm.rs/nodeset": "by-hand"}, {"slurmd": 6818}))
+        # template without the chart's labels and without a named port (as the docs' sets): the
+        # chart's peers trust it, so its policies police it as the chart's slurmd.
+        self.pods.append(NpPod("slurmd-extra", ns, {"app": "by-hand", "slurm.rs/nodeset": "by-hand"}, {}))
         op = next(d for d in render(OPERATOR, namespace="slurm-operator") if d["kind"] == "Deployment")
         self.pods.append(NpPod("operator", "slurm-operator", op["spec"]["template"]["metadata"]["labels"], {"http-metrics": 8080}))
         self.pods.append(NpPod("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"}, {}))
@@ -1700,11 +1736,17 @@ class NpModel:
     def srun_port(self, port: int) -> bool:
         return self.srun is None or self.srun[0] <= port <= self.srun[1]
 
+    def policed(self, pod: NpPod) -> bool:
+        """The chart's pods, and the slurmd pods of the release namespace's SlurmNodeSets (the
+        chart's peers trust them)."""
+        return pod.namespace == RELEASE_NS and (pod.role in self.CHART_ROLES or pod.role in self.SLURMD)
+
     def expected(self, src: NpPod, dst: NpPod, port: int) -> bool:
         """The connections the daemons make (and the knobs admit); pods outside the chart are not policed."""
         s, d = src.role, dst.role
-        if dst.namespace != RELEASE_NS or d not in self.CHART_ROLES:
+        if not self.policed(dst):
             return True
+        d = "slurmd" if d in self.SLURMD else d
         if d == "slurmctld":
             return port == self.ctld_port and (s in self.SLURMD + ("login", "slurmrestd", "slurmdbd") or (s == "prometheus" and self.metrics))
         if d == "slurmd":  # nodes among themselves on any port (srun, MPI); slurmctld to slurmd and srun; login to slurmd
@@ -1751,7 +1793,7 @@ def t_cluster_netpol_admits_daemons() -> str:
     for name, m in np_models():
         n = 0
         for src, dst, port, want in m.connections():
-            if want and dst.namespace == RELEASE_NS and dst.role in m.CHART_ROLES:
+            if want and m.policed(dst):
                 n += 1
                 if not np_admits(m.policies, src, dst, port):
                     missing.append(f"{name}: {src} -> {dst}:{port} refused")
@@ -1766,8 +1808,10 @@ def t_cluster_netpol_admits_nothing_else() -> str:
     connections above: MariaDB only slurmdbd, slurmrestd only login and slurmrestdFrom (not the
     rest of the operator's namespace, not slurmd, whose jobs are the tenants'), metrics only with
     slurmctld.metrics.enabled, srun's ports only within SrunPortRange when set, nothing from a
-    pod elsewhere that copies slurmd's labels or from the release namespace's other pods. One
-    policy per component, Ingress only (egress left alone), each valid for Kubernetes."""
+    pod elsewhere that copies slurmd's labels or from the release namespace's other pods. The
+    slurmd pods of a SlurmNodeSet made by hand in the release namespace (which the chart's peers
+    trust) are policed as the chart's. One policy per component, Ingress only (egress left
+    alone), each valid for Kubernetes."""
     out, extra, errs = [], [], []
     for name, m in np_models():
         n = 0
@@ -1777,7 +1821,7 @@ def t_cluster_netpol_admits_nothing_else() -> str:
                 if np_admits(m.policies, src, dst, port):
                     extra.append(f"{name}: {src} -> {dst}:{port} admitted")
         for pod in m.pods:
-            if pod.namespace == RELEASE_NS and pod.role in m.CHART_ROLES:
+            if m.policed(pod):
                 sel = [p["metadata"]["name"] for p in m.policies if np_selects(p["spec"]["podSelector"], pod.labels)]
                 if len(sel) != 1:
                     errs.append(f"{name}: {pod} selected by {sel}")
@@ -2656,9 +2700,20 @@ def t_notes_cluster() -> str:
     ensure("kubectl -n team-a apply" in text, "the NOTES SlurmJob is not applied in the namespace access grants")
     ensure("exec -it deploy/test-login" in text, "no login hint")
     ensure("slurm-operator (its credentialsNamespace)" in text.replace("\n", " "), "no word on the credentials namespace")
-    text = notes(CLUSTER)
-    ensure(not yaml_blocks(text) and "cluster.access is empty" in text and "NoAccess" in text,
-           "without access NOTES must say that no namespace may submit")
+    # Without access: the values NOTES suggest render, with accounting (accounts) and without.
+    for sets in ((), ("accounting.enabled=true",)):
+        text = notes(CLUSTER, sets)
+        ensure(not yaml_blocks(text) and "cluster.access is empty" in text and "NoAccess" in text,
+               "without access NOTES must say that no namespace may submit")
+        suggested = re.search(r"with values\n\n(.*?)\n\nand helm upgrade", text, re.S)
+        ensure(suggested is not None, f"{sets}: NOTES suggest no values for cluster.access")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "notes-values.yaml")
+            Path(path).write_text(textwrap.dedent(suggested.group(1)))
+            cluster = one(render(CLUSTER, (path,), sets, cache=False), "SlurmCluster")
+            ensure(cluster["spec"]["access"], f"{sets}: the suggested values grant nothing")
+            access = yaml.safe_load(Path(path).read_text())["cluster"]["access"]
+            ensure(bool(access[0].get("accounts")) == bool(sets), f"{sets}: NOTES suggest {access}")
     return ""
 
 
@@ -2965,7 +3020,8 @@ def main() -> int:
     r.check("operator: PDB with replicas > 1, helm test Pod, extraObjects", t_operator_extras)
     r.check("operator: Artifact Hub annotations match crds/ and examples/tenancy/", t_artifacthub)
     r.check("operator: PrometheusRule and Grafana dashboard from files/, ServiceMonitor honorLabels", t_operator_monitoring)
-    r.check("operator docs: the alerts and namespace verbs they list are the files'", t_operator_docs_match)
+    r.check("operator docs: the alerts and namespace verbs they list are the files'; Pods and Secrets, the output streamer as granted and coded",
+            t_operator_docs_match)
     r.check("cluster: daemons non-root with limits, RuntimeDefault seccomp (slurmd too)", t_cluster_daemons_secure)
     r.check("pod templates: no chart/version labels, selectors unchanged, same after a chart version bump", t_pod_templates_version_stable)
     r.check("cluster: slurmctld and slurmdbd may take their startupTimeout to open their port", t_cluster_startup_probes)

@@ -385,7 +385,19 @@ impl LogsArgs {
         let jobs: Api<WholeSlurmJob> = Api::namespaced(client.clone(), &namespace);
         let mut deadline = tokio::time::Instant::now() + self.pod_timeout;
         let job = read_until(deadline, &what, || jobs.get(&self.name)).await?;
-        if job.spec.output.is_none() {
+        // A run's output is where it was submitted to write it (`status.output`): an edit of
+        // `spec.output` applies from the next run.
+        let run = job.status.as_ref().and_then(|status| status.job_id);
+        if let Some(job_id) = run
+            && output::current_run_output(&job).is_none()
+        {
+            return Err(CliError::Usage(format!(
+                "{what}: its current run, Slurm job {job_id}, was submitted without spec.output: \
+                 its output stays on the Slurm nodes; a spec.output set since applies from the \
+                 next run"
+            )));
+        }
+        if run.is_none() && job.spec.output.is_none() {
             let file = job
                 .spec
                 .standard_output
@@ -445,7 +457,7 @@ impl LogsArgs {
                 && status.phase.is_terminal()
                 && !output::may_create(status, chrono::Utc::now())
             {
-                let claim = job.spec.output.as_ref().map_or("", |o| o.volume.as_str());
+                let claim = output::current_run_output(&job).map_or("", |o| o.volume.as_str());
                 return Err(CliError::Usage(format!(
                     "{what}: its job has ended ({:?}) and has no output Pod; the operator \
                      creates that Pod only until {} min after the end (and none for a Lost \
@@ -1251,7 +1263,16 @@ mod tests {
         job.metadata.uid = Some("uid-2".into());
         job.spec.output =
             Some(serde_json::from_value(json!({"volume": "out", "slurmPath": "/shared"})).unwrap());
-        let pod_of = |job: &SlurmJob, id| output::pod(job, id, "busybox", false).unwrap();
+        let pod_of = |job: &SlurmJob, id| {
+            output::pod(
+                job,
+                &output::run_output(job.spec.output.as_ref().unwrap()),
+                id,
+                "busybox",
+                false,
+            )
+            .unwrap()
+        };
         let current = pod_of(&job, 77);
         // Not submitted yet: no run to read.
         assert!(!streams_current_run(&current, &job));
@@ -1291,7 +1312,14 @@ mod tests {
         job.metadata.uid = Some("uid-1".into());
         job.spec.output =
             Some(serde_json::from_value(json!({"volume": "out", "slurmPath": "/shared"})).unwrap());
-        let mut streamed = output::pod(&job, 77, "busybox", false).unwrap();
+        let mut streamed = output::pod(
+            &job,
+            &output::run_output(job.spec.output.as_ref().unwrap()),
+            77,
+            "busybox",
+            false,
+        )
+        .unwrap();
         streamed.metadata.uid = Some("pod-1".into());
         assert!(!ended_with_its_job(&streamed, Some(&streamed)), "not told");
         assert!(!ended_with_its_job(&streamed, None), "deleted");
@@ -1324,7 +1352,14 @@ mod tests {
         assert!(!ended_with_its_job(&streamed, Some(&with_phase("Failed"))));
         assert!(!ended_with_its_job(&streamed, Some(&with_phase("Running"))));
         // A Pod created after the end is created told.
-        let created_told = output::pod(&job, 77, "busybox", true).unwrap();
+        let created_told = output::pod(
+            &job,
+            &output::run_output(job.spec.output.as_ref().unwrap()),
+            77,
+            "busybox",
+            true,
+        )
+        .unwrap();
         let mut created_told_read = created_told.clone();
         created_told_read.metadata.uid = Some("pod-3".into());
         assert!(ended_with_its_job(

@@ -568,6 +568,18 @@ pub struct JobOutput {
     pub sub_path: Option<String>,
 }
 
+/// Where a submitted run writes its output (`status.output`).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunOutput {
+    /// The PersistentVolumeClaim in this namespace holding the run's output file.
+    pub volume: String,
+    /// The directory inside the volume for the run's files (`spec.output.subPath`, normalised);
+    /// absent: the volume's root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_path: Option<String>,
+}
+
 /// Lifecycle phase of a SlurmJob.
 ///
 /// `Pending` (not yet submitted), `Submitted` (accepted by Slurm, waiting to start), `Running`,
@@ -711,6 +723,12 @@ pub struct SlurmJobStatus {
     /// job has ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitted_spec_hash: Option<String>,
+
+    /// Where the current run writes its output: `spec.output` as that run was submitted (an
+    /// edit of `spec.output` applies from the next run). The output Pod and `kubectl slurm logs`
+    /// read the run's file there; absent for a run submitted without `spec.output`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<RunOutput>,
 
     /// Latest observations of the job's state.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

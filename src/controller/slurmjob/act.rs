@@ -25,7 +25,7 @@ use tracing::{debug, info, warn};
 use crate::controller::kit::Notice;
 use crate::crd::condition;
 use crate::crd::pod_meta::PodPhase;
-use crate::crd::slurmjob::{Phase, SlurmJobSpec, SlurmJobStatus};
+use crate::crd::slurmjob::{Phase, RunOutput, SlurmJobSpec, SlurmJobStatus};
 use crate::crd::{FIELD_MANAGER, SlurmJob};
 use crate::leader::Leadership;
 use crate::slurm::error::errno;
@@ -1313,6 +1313,11 @@ where
     let retry = (adopted && records.is_empty()).then_some(WAIT_RETRY);
     let mut status = status::submitted(base, job_id, run_generation, ready, now.clone(), &records);
     status.submitted_spec_hash = spec_hash;
+    // Where this run writes its output, as submitted: an edit of `spec.output` applies from
+    // the next run, and the run's Pod must read the file the run writes. An earlier
+    // generation's run was submitted from a spec not known here: the current one's is the
+    // best word on it.
+    status.output = facts.spec.output.as_ref().map(output::run_output);
     // An earlier generation's run: this generation is an edit of it, decided here (a step of
     // its own would write `observedGeneration` back to the earlier one first).
     if run_generation != generation {
@@ -1694,9 +1699,12 @@ impl OutputPodError {
 }
 
 /// The run whose output Pod [`ensure_output_pod`] looks after.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct OutputRun {
     pub job_id: i64,
+    /// Where the run writes its output (`status.output`); `None`: it writes none the Pod could
+    /// read (submitted without `spec.output`).
+    pub output: Option<RunOutput>,
     /// The run has ended.
     pub ended: bool,
     /// A missing Pod is created ([`output::may_create`]).
@@ -1715,6 +1723,7 @@ pub async fn ensure_output_pod(
 ) -> Result<Option<Duration>, OutputPodError> {
     let OutputRun {
         job_id,
+        output,
         ended,
         may_create,
     } = run;
@@ -1776,9 +1785,12 @@ pub async fn ensure_output_pod(
             }
         }
         output::PodStep::Create => {
-            // None without `spec.output` (removed since the run began: its Pod is still told
-            // the end, and deleted at the next run, but none is made).
-            let Some(desired) = output::pod(job, job_id, image, ended) else {
+            // None for a run submitted without `spec.output` (a Pod of an earlier run is still
+            // told the end, and deleted at the next run, but none is made).
+            let Some(desired) = output
+                .as_ref()
+                .and_then(|output| output::pod(job, output, job_id, image, ended))
+            else {
                 return Ok(None);
             };
             pods.create(&PostParams::default(), &desired)

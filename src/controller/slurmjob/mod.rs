@@ -893,11 +893,12 @@ async fn apply(
     for notice in notices {
         kit::publish(&ctx.recorder, job, EVENT_ACTION, notice).await;
     }
-    // A run's Pod is looked after while the spec asks for output, and after `spec.output` was
-    // removed while the Pod cache shows one (told the end, deleted at the next run; none is
-    // made): it would stream for as long as the SlurmJob exists. No read for a SlurmJob that
-    // never had one (the cache not listed yet: its list brings a reconcile of each owner).
-    let wants_output = job.spec.output.is_some();
+    // A run's Pod is looked after while the run writes output (`status.output`, as submitted:
+    // an edit of `spec.output` applies from the next run), and for a run without while the Pod
+    // cache shows one (an earlier run's: told the end, deleted at the next run; none is made),
+    // as it would stream for as long as the SlurmJob exists. No read for a SlurmJob that never
+    // had one (the cache not listed yet: its list brings a reconcile of each owner).
+    let wants_output = status.output.is_some();
     if let Some(job_id) = status.job_id
         && (wants_output || cached_output_pod(job, namespace, data))
     {
@@ -914,6 +915,7 @@ async fn apply(
                 let replacements = data.output_replacements.as_ref();
                 let stream = act::OutputRun {
                     job_id,
+                    output: status.output.clone(),
                     ended,
                     may_create,
                 };

@@ -25,7 +25,7 @@ use chrono::{DateTime, Utc};
 
 use crate::crd::SlurmJob;
 use crate::crd::pod_meta::PodPhase;
-use crate::crd::slurmjob::{JobOutput, Phase, SlurmJobStatus};
+use crate::crd::slurmjob::{JobOutput, Phase, RunOutput, SlurmJobStatus};
 
 /// Label on the streamer Pod naming its SlurmJob (orphans are found by it, not by memory): its
 /// name, or its uid where the name is longer than a label value may be.
@@ -61,12 +61,26 @@ const RUN_AS_USER: i64 = 65534;
 
 /// The output file of Slurm job `job_id` relative to the root of the volume, as Slurm writes it
 /// through `submit::output_path` (`<slurmPath>/<subPath>/<name>-%j.out`).
-pub fn relative_file(output: &JobOutput, object_name: &str, job_id: i64) -> String {
+pub fn relative_file(output: &RunOutput, object_name: &str, job_id: i64) -> String {
     let file = format!("{object_name}-{job_id}.out");
-    match sub_dir(output) {
+    match &output.sub_path {
         Some(sub) => format!("{sub}/{file}"),
         None => file,
     }
+}
+
+/// What a run submitted with `output` records in `status.output`: where the Pod finds its file
+/// whatever `spec.output` says later.
+pub fn run_output(output: &JobOutput) -> RunOutput {
+    RunOutput {
+        volume: output.volume.clone(),
+        sub_path: sub_dir(output),
+    }
+}
+
+/// Where the run `status` names writes its output: what its submit recorded.
+pub fn current_run_output(job: &SlurmJob) -> Option<&RunOutput> {
+    job.status.as_ref()?.output.as_ref()
 }
 
 /// `subPath` normalised (`/a//./b/` is `a/b`), `None` when it names no directory: the streamer
@@ -164,12 +178,17 @@ pub fn may_create(status: &SlurmJobStatus, now: DateTime<Utc>) -> bool {
         .is_some_and(|end| now - end < CREATE_AFTER_END)
 }
 
-/// The streamer Pod for `job`'s run `job_id`, or `None` when the job has no `spec.output` (or
-/// no name/uid yet). The PVC is mounted whole and read-only; the file path below the mount is
-/// the one the job writes.
+/// The streamer Pod for `job`'s run `job_id`, which writes its output where `output` says (the
+/// run's `status.output`), or `None` when the job has no name/uid yet. The PVC is mounted whole
+/// and read-only; the file path below the mount is the one the job writes.
 /// `ended`: the job has already ended (the Pod is created marked, see [`ENDED_ANNOTATION`]).
-pub fn pod(job: &SlurmJob, job_id: i64, image: &str, ended: bool) -> Option<Pod> {
-    let output = job.spec.output.as_ref()?;
+pub fn pod(
+    job: &SlurmJob,
+    output: &RunOutput,
+    job_id: i64,
+    image: &str,
+    ended: bool,
+) -> Option<Pod> {
     let name = job.metadata.name.clone()?;
     let uid = job.metadata.uid.clone()?;
     let file = format!("{MOUNT_PATH}/{}", relative_file(output, &name, job_id));
@@ -1055,9 +1074,68 @@ mod tests {
         job
     }
 
+    /// The Pod of a job as its spec asks for output now (a run submitted from that spec).
+    fn spec_pod(job: &SlurmJob, job_id: i64, image: &str, ended: bool) -> Option<Pod> {
+        pod(
+            job,
+            &run_output(job.spec.output.as_ref()?),
+            job_id,
+            image,
+            ended,
+        )
+    }
+
+    /// A run's Pod reads where the run was submitted to write (`status.output`), not where
+    /// `spec.output` says since: an edit of it applies from the next run.
     #[test]
-    fn no_output_no_pod() {
-        assert_eq!(pod(&job(None), 5, DEFAULT_IMAGE, false), None);
+    fn the_pod_reads_where_the_run_writes_not_where_the_spec_says_since() {
+        let submitted = JobOutput {
+            volume: "results".into(),
+            slurm_path: "/shared".into(),
+            sub_path: Some("runs//a/".into()),
+        };
+        let recorded = run_output(&submitted);
+        assert_eq!(
+            recorded,
+            RunOutput {
+                volume: "results".into(),
+                sub_path: Some("runs/a".into()),
+            }
+        );
+        // Edited while the run is queued: another claim and directory.
+        let mut job = job(Some(JobOutput {
+            volume: "elsewhere".into(),
+            slurm_path: "/mnt".into(),
+            sub_path: Some("b".into()),
+        }));
+        job.status = Some(SlurmJobStatus {
+            job_id: Some(42),
+            output: Some(recorded.clone()),
+            ..Default::default()
+        });
+        assert_eq!(current_run_output(&job), Some(&recorded));
+        let spec = pod(&job, &recorded, 42, "img:1", false)
+            .unwrap()
+            .spec
+            .unwrap();
+        let claim = spec.volumes.as_ref().unwrap()[0]
+            .persistent_volume_claim
+            .as_ref()
+            .unwrap();
+        assert_eq!(claim.claim_name, "results");
+        let env = spec.containers[0].env.as_ref().unwrap();
+        let file = env.iter().find(|e| e.name == "OUTPUT_FILE").unwrap();
+        assert_eq!(
+            file.value.as_deref(),
+            Some(format!("{MOUNT_PATH}/runs/a/train-42.out").as_str())
+        );
+        // And the spec's output removed since: the run still writes there.
+        job.spec.output = None;
+        assert_eq!(current_run_output(&job), Some(&recorded));
+        // A run submitted without output has nothing recorded, whatever the spec says now.
+        job.status.as_mut().unwrap().output = None;
+        job.spec.output = Some(submitted);
+        assert_eq!(current_run_output(&job), None);
     }
 
     /// A name longer than a label value may be (a SlurmJob's may have 253 characters) labels
@@ -1072,7 +1150,7 @@ mod tests {
         let mut long = job(Some(output));
         let uid = long.metadata.uid.clone().unwrap();
         long.metadata.name = Some("a".repeat(64));
-        let pod = pod(&long, 42, "img:1", false).unwrap();
+        let pod = spec_pod(&long, 42, "img:1", false).unwrap();
         assert_eq!(pod.metadata.labels.as_ref().unwrap()[LABEL], uid);
         assert_eq!(pod.metadata.name, long.metadata.name);
         assert_eq!(label_value(&"a".repeat(63), &uid), "a".repeat(63));
@@ -1101,7 +1179,7 @@ mod tests {
                 slurm_file,
                 format!("{}/{relative}", slurm_path.trim_end_matches('/'))
             );
-            let pod = pod(&job, 42, "img:1", false).unwrap();
+            let pod = spec_pod(&job, 42, "img:1", false).unwrap();
             assert_eq!(pod.metadata.name.as_deref(), Some("train"));
             assert_eq!(pod.metadata.namespace.as_deref(), Some("ml"));
             assert_eq!(pod.metadata.labels.as_ref().unwrap()[LABEL], "train");
@@ -1148,7 +1226,7 @@ mod tests {
 
     #[test]
     fn the_streamer_is_bounded_and_sees_its_annotations() {
-        let pod = pod(
+        let pod = spec_pod(
             &job(Some(JobOutput {
                 volume: "results".into(),
                 slurm_path: "/shared".into(),
@@ -1209,7 +1287,7 @@ mod tests {
             item.field_ref.as_ref().unwrap().field_path,
             "metadata.annotations"
         );
-        let untold = super::pod(
+        let untold = spec_pod(
             &job(Some(JobOutput {
                 volume: "results".into(),
                 slurm_path: "/shared".into(),

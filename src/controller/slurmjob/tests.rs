@@ -15,7 +15,7 @@ use crate::controller::slurmjob::plan::to_cancel;
 use crate::controller::slurmjob::status;
 use crate::controller::slurmjob::submissions::{Doubt, Told};
 use crate::controller::test_support::{ApiServerVerifier, Call, local_slurm};
-use crate::crd::slurmjob::{Phase, SlurmJobSpec};
+use crate::crd::slurmjob::{Phase, RunOutput, SlurmJobSpec};
 use crate::crd::{FIELD_MANAGER, FINALIZER};
 use crate::slurm::tag::OwnerTag;
 use crate::slurm::types::JobState;
@@ -2442,7 +2442,14 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
     let data = data(ctx);
     // This process submitted the first run.
     data.submissions.record(&OwnerTag::new(&uid, 1), 101);
-    let mut old_pod = output::pod(&job, 101, output::DEFAULT_IMAGE, true).unwrap();
+    let mut old_pod = output::pod(
+        &job,
+        &output::run_output(job.spec.output.as_ref().unwrap()),
+        101,
+        output::DEFAULT_IMAGE,
+        true,
+    )
+    .unwrap();
     old_pod.metadata.uid = Some("pod-uid-101".into());
 
     // The re-run: status, Events, then the old run's Pod is deleted (not yet re-created).
@@ -2478,6 +2485,15 @@ async fn the_output_pod_is_replaced_for_a_rerun() {
     assert_eq!(status.job_id, Some(102));
     assert_eq!(status.phase, Phase::Running);
     assert_eq!(status.submitted_generation, Some(2));
+    // The run's output as this generation asks for it: the Pod reads it there until the next
+    // run, whatever `spec.output` says meanwhile.
+    assert_eq!(
+        status.output,
+        Some(RunOutput {
+            volume: "out".into(),
+            sub_path: None
+        })
+    );
     assert_eq!(
         status.history.iter().map(|r| r.job_id).collect::<Vec<_>>(),
         vec![101]
@@ -2599,6 +2615,8 @@ fn observed_with_output(
     let mut job = with_output(finalized(slurm_job(name, script)));
     let record = record(&OwnerTag::new(uid_of(&job), 1));
     let index = observed_as(ctx, &mut job, record);
+    // Where its submit recorded that the run writes.
+    job.status.as_mut().unwrap().output = job.spec.output.as_ref().map(output::run_output);
     (job, index)
 }
 
@@ -2639,7 +2657,14 @@ async fn the_output_pod_is_told_when_its_job_ends() {
         record
     });
     assert_eq!(job.status.as_ref().unwrap().phase, Phase::Completed);
-    let mut streaming = output::pod(&job, 201, output::DEFAULT_IMAGE, false).unwrap();
+    let mut streaming = output::pod(
+        &job,
+        &output::run_output(job.spec.output.as_ref().unwrap()),
+        201,
+        output::DEFAULT_IMAGE,
+        false,
+    )
+    .unwrap();
     streaming.metadata.uid = Some("pod-uid-201".into());
     let data = with_pods(&data(ctx), &[&streaming]);
 
@@ -2688,11 +2713,12 @@ async fn the_output_pod_is_told_when_its_job_ends() {
     server.await.unwrap();
 }
 
-/// A run's output Pod outlives a removal of `spec.output`: it is still told the end of its job
-/// (so that it drains the file and exits) instead of streaming for as long as the SlurmJob
-/// exists; no Pod is made for a SlurmJob without `spec.output`.
+/// A run's output Pod follows where the run was submitted to write (`status.output`), not
+/// `spec.output` as edited since: removed, the run's Pod is still told the end of its job (so
+/// that it drains the file and exits) and made again if gone; added to a run submitted
+/// without it, no Pod is made (the run writes no file there).
 #[tokio::test]
-async fn an_output_pod_is_told_the_end_after_spec_output_is_removed() {
+async fn an_output_pod_follows_the_runs_output_not_the_spec_edited_since() {
     let (ctx, mut api) = Context::test();
     let (mut job, _index) = observed_with_output(&ctx, "removed", "#!/bin/sh\necho hi\n", |tag| {
         let mut record = completed_record(203, tag);
@@ -2700,7 +2726,14 @@ async fn an_output_pod_is_told_the_end_after_spec_output_is_removed() {
         record.end_time = Some(Utc::now() - chrono::TimeDelta::minutes(1));
         record
     });
-    let mut streaming = output::pod(&job, 203, output::DEFAULT_IMAGE, false).unwrap();
+    let mut streaming = output::pod(
+        &job,
+        &output::run_output(job.spec.output.as_ref().unwrap()),
+        203,
+        output::DEFAULT_IMAGE,
+        false,
+    )
+    .unwrap();
     streaming.metadata.uid = Some("pod-uid-203".into());
     job.spec.output = None;
     let with_streamer = with_pods(&data(ctx), &[&streaming]);
@@ -2726,10 +2759,47 @@ async fn an_output_pod_is_told_the_end_after_spec_output_is_removed() {
         .unwrap();
     server.await.unwrap();
 
-    // Gone (the Pod cache shows none): nothing is made, nothing read.
+    // Gone (the Pod cache shows none) a minute after the end: made again, reading the claim
+    // and file the run writes.
     let (ctx, mut api) = Context::test();
-    let record = completed_record(203, &OwnerTag::new(uid_of(&job), 1));
+    let recorded = job.status.as_ref().unwrap().output.clone();
+    assert!(recorded.is_some());
+    let mut record = completed_record(203, &OwnerTag::new(uid_of(&job), 1));
+    record.nodes = Some("n1".into());
+    record.start_time = Some(Utc::now() - chrono::TimeDelta::minutes(2));
+    record.end_time = Some(Utc::now() - chrono::TimeDelta::minutes(1));
     let _index = observed_as(&ctx, &mut job, record);
+    job.status.as_mut().unwrap().output = recorded;
+    let without_pod = with_pods(&data(ctx), &[]);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let _ = expect_status_apply(&mut api, &expected).await;
+        expect_get_pod(&mut api, &expected, None).await;
+        let created = expect_create_pod(&mut api).await;
+        api.expect_no_more_calls().await;
+        created
+    });
+    reconcile(Arc::new(job.clone()), without_pod).await.unwrap();
+    let created = server.await.unwrap();
+    assert_eq!(
+        created.spec.unwrap().volumes.unwrap()[0]
+            .persistent_volume_claim
+            .as_ref()
+            .unwrap()
+            .claim_name,
+        "out"
+    );
+
+    // A run submitted without output, `spec.output` added since: nothing is made, nothing
+    // read.
+    let (ctx, mut api) = Context::test();
+    let mut job = with_output(job);
+    let mut record = completed_record(203, &OwnerTag::new(uid_of(&job), 1));
+    record.nodes = Some("n1".into());
+    record.start_time = Some(Utc::now() - chrono::TimeDelta::minutes(2));
+    record.end_time = Some(Utc::now() - chrono::TimeDelta::minutes(1));
+    let _index = observed_as(&ctx, &mut job, record);
+    assert_eq!(job.status.as_ref().unwrap().output, None);
     let data = with_pods(&data(ctx), &[]);
     let expected = job.clone();
     let server = tokio::spawn(async move {
@@ -2754,7 +2824,14 @@ async fn an_output_pod_that_stopped_mid_run_is_replaced() {
         });
     let uid = uid_of(&job);
     assert_eq!(job.status.as_ref().unwrap().phase, Phase::Running);
-    let streamer = output::pod(&job, 401, output::DEFAULT_IMAGE, false).unwrap();
+    let streamer = output::pod(
+        &job,
+        &output::run_output(job.spec.output.as_ref().unwrap()),
+        401,
+        output::DEFAULT_IMAGE,
+        false,
+    )
+    .unwrap();
     let failed_at = |age: chrono::TimeDelta| {
         let mut pod = streamer.clone();
         pod.metadata.uid = Some("pod-uid-401".into());
