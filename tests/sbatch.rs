@@ -852,7 +852,12 @@ async fn apply_wait_and_logs_against_an_api_server() {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(server.client(), "team-a");
     pods.create(&Default::default(), &pod).await.unwrap();
     let generation = streamed.metadata.generation;
-    let job_id = |id: i64| json!({"status": {"jobId": id, "observedGeneration": generation}});
+    // As the operator's submit records it: the run writes its output to claim `shared`.
+    let job_id = |id: i64| {
+        json!({"status": {
+            "jobId": id, "observedGeneration": generation, "output": {"volume": "shared"},
+        }})
+    };
     let logs_within_1s = || args(&["logs", "streamed", "-n", "team-a", "--pod-timeout", "1s"]);
     // Re-run since: that Pod streams the earlier run, not the job the status names.
     jobs.patch_status(
@@ -890,6 +895,42 @@ async fn apply_wait_and_logs_against_an_api_server() {
     )
     .await
     .unwrap();
+    jobs.patch_status(
+        "streamed",
+        &PatchParams::default(),
+        &Patch::Merge(&job_id(77)),
+    )
+    .await
+    .unwrap();
+    // A Pod of the name that nothing controls (an earlier SlurmJob's, orphaned): the operator
+    // leaves it alone and makes no streamer, which logs says at once.
+    let mut foreign = pod.clone();
+    foreign.metadata.owner_references = None;
+    pods.create(&Default::default(), &foreign).await.unwrap();
+    let started = std::time::Instant::now();
+    let (code, _, stderr) = run(args(&["logs", "streamed", "-n", "team-a"])).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("a Pod named streamed is there and is not its output streamer"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "not after the Pod timeout"
+    );
+    pods.delete("streamed", &Default::default()).await.unwrap();
+    // A run submitted without `spec.output` (set since): its output stays on the Slurm nodes
+    // whatever the spec says now, said at once.
+    let without = json!({"status": {"output": null}});
+    jobs.patch_status("streamed", &PatchParams::default(), &Patch::Merge(&without))
+        .await
+        .unwrap();
+    let (code, _, stderr) = run(args(&["logs", "streamed", "-n", "team-a"])).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("its current run, Slurm job 77, was submitted without spec.output"),
+        "{stderr}"
+    );
     pods.create(&Default::default(), &pod).await.unwrap();
     jobs.patch_status(
         "streamed",

@@ -390,6 +390,7 @@ impl LogsArgs {
         let run = job.status.as_ref().and_then(|status| status.job_id);
         if let Some(job_id) = run
             && output::current_run_output(&job).is_none()
+            && job.spec.output.is_some()
         {
             return Err(CliError::Usage(format!(
                 "{what}: its current run, Slurm job {job_id}, was submitted without spec.output: \
@@ -397,7 +398,11 @@ impl LogsArgs {
                  next run"
             )));
         }
-        if run.is_none() && job.spec.output.is_none() {
+        let streams = match run {
+            Some(_) => output::current_run_output(&job).is_some(),
+            None => job.spec.output.is_some(),
+        };
+        if !streams {
             let file = job
                 .spec
                 .standard_output
@@ -430,6 +435,26 @@ impl LogsArgs {
                     && matches!(phase, Some("Running" | "Succeeded" | "Failed"))
             }) {
                 break pod.clone();
+            }
+            // A Pod of that name controlled by nothing (an earlier SlurmJob's deleted with
+            // `--cascade=orphan`, or anyone's) is left alone by the operator, which makes no
+            // streamer while it is there: said at once. One controlled by an earlier SlurmJob
+            // of the name goes with it (the garbage collector).
+            if pod.as_ref().is_some_and(|pod| {
+                pod.metadata.deletion_timestamp.is_none()
+                    && !pod
+                        .metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|owner| owner.controller == Some(true))
+            }) {
+                return Err(CliError::Usage(format!(
+                    "{what}: a Pod named {} is there and is not its output streamer (the \
+                     operator leaves it alone, Warning OutputPodNameTaken): delete it, and the \
+                     operator makes the streamer",
+                    self.name
+                )));
             }
             // A run that cannot be submitted, or whose job will never start, has no output to
             // wait for: said at once, as `wait` says it.
@@ -583,13 +608,14 @@ fn same_pod(streamed: &Pod, now: Option<&Pod>) -> bool {
 }
 
 /// Whether the log of `streamed` ended with its streamer's own end: the Pod read again (`now`)
-/// is that very Pod, and the operator told it that its job ended, or it succeeded (it ended by
-/// itself, saying why: a file it does not stream).
+/// is that very Pod, and the operator told it that its job ended (and it did not fail: its copy
+/// killed, it was cut short), or it succeeded (it ended by itself, saying why: a file it does
+/// not stream).
 fn ended_with_its_job(streamed: &Pod, now: Option<&Pod>) -> bool {
     same_pod(streamed, now)
         && now.is_some_and(|now| {
             let phase = now.status.as_ref().and_then(|s| s.phase.as_deref());
-            output::told(&now.metadata) || phase == Some("Succeeded")
+            (output::told(&now.metadata) && phase != Some("Failed")) || phase == Some("Succeeded")
         })
 }
 
@@ -1351,6 +1377,11 @@ mod tests {
         ));
         assert!(!ended_with_its_job(&streamed, Some(&with_phase("Failed"))));
         assert!(!ended_with_its_job(&streamed, Some(&with_phase("Running"))));
+        // Told, then failed: its copy was killed (the streamer exits 0 at each end it
+        // chooses), its log is not whole.
+        let mut told_failed = told.clone();
+        told_failed.status = with_phase("Failed").status;
+        assert!(!ended_with_its_job(&streamed, Some(&told_failed)));
         // A Pod created after the end is created told.
         let created_told = output::pod(
             &job,

@@ -1682,19 +1682,14 @@ pub async fn cancel_owned(
 pub enum OutputPodError {
     Create(kube::Error),
     Other(kube::Error),
+    /// A Pod of the SlurmJob's name exists and is not its streamer (left by an earlier
+    /// SlurmJob of that name, or anyone's): left alone, and no streamer is made.
+    NameTaken,
 }
 
 impl From<kube::Error> for OutputPodError {
     fn from(error: kube::Error) -> Self {
         Self::Other(error)
-    }
-}
-
-impl OutputPodError {
-    pub fn into_inner(self) -> kube::Error {
-        match self {
-            Self::Create(error) | Self::Other(error) => error,
-        }
     }
 }
 
@@ -1747,9 +1742,9 @@ pub async fn ensure_output_pod(
     match step {
         output::PodStep::Nothing => {}
         output::PodStep::LookAgain(later) => return Ok(Some(later)),
-        output::PodStep::NotOurs => {
-            warn!(pod = %name, "a Pod with the SlurmJob's name exists and is not its output streamer; not touching it");
-        }
+        // Said while a streamer would be made: it is not, for that Pod.
+        output::PodStep::NotOurs if may_create => return Err(OutputPodError::NameTaken),
+        output::PodStep::NotOurs => {}
         output::PodStep::TellEnded => {
             let mut patch = output::told_patch();
             if let Some(uid) = &uid {

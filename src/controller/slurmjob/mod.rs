@@ -126,6 +126,8 @@ const EVENT_ACTION: &str = "RunJob";
 /// The topics of [`Told`]: a SlurmJob's submit, and its output Pod.
 const TOLD_SUBMIT: &str = "submit";
 const TOLD_OUTPUT_POD: &str = "outputPod";
+/// The reason of the Warning that a Pod of the SlurmJob's name is not its output streamer.
+const OUTPUT_POD_NAME_TAKEN: &str = "OutputPodNameTaken";
 
 /// Condition on a deleted SlurmJob whose Slurm jobs cannot be cancelled yet: what it waits for,
 /// and until when.
@@ -910,6 +912,7 @@ async fn apply(
         }
         let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
         let acted = match known {
+            Some(output::PodStep::NotOurs) if may_create => Err(act::OutputPodError::NameTaken),
             Some(step) if !step.acts() => Ok(None),
             _ => {
                 let replacements = data.output_replacements.as_ref();
@@ -930,10 +933,35 @@ async fn apply(
         match acted {
             Ok(Some(later)) => retry = Some(retry.map_or(later, |r| r.min(later))),
             Ok(None) => {}
-            Err(error) => {
+            // Not an error of the reconcile: nothing retried makes the name free. The tenant is
+            // told once (the Pod watch, or the resync, looks again); the streamer is made once
+            // that Pod is gone.
+            Err(act::OutputPodError::NameTaken) => {
+                if job
+                    .uid()
+                    .is_none_or(|uid| data.told.news(&uid, TOLD_OUTPUT_POD, OUTPUT_POD_NAME_TAKEN))
+                {
+                    let name = job.name_any();
+                    warn!(pod = %name, "a Pod with the SlurmJob's name exists and is not its output streamer; not touching it");
+                    let note = format!(
+                        "a Pod named {name} exists and is not this SlurmJob's output streamer (left \
+                         by an earlier SlurmJob of this name, or made by someone); the output is \
+                         not streamed until it is deleted: kubectl delete pod {name}"
+                    );
+                    kit::publish(
+                        &ctx.recorder,
+                        job,
+                        EVENT_ACTION,
+                        Notice::warning(OUTPUT_POD_NAME_TAKEN, note),
+                    )
+                    .await;
+                }
+            }
+            Err(act::OutputPodError::Other(error)) => return Err(Error::OutputPod(error)),
+            Err(act::OutputPodError::Create(error)) => {
                 // Refused (a ResourceQuota, an admission policy): the tenant is told, not only the
                 // operator's log; retried with the backoff, as the cause may go away.
-                if let act::OutputPodError::Create(kube::Error::Api(response)) = &error
+                if let kube::Error::Api(response) = &error
                     && matches!(response.code, 403 | 422)
                     && job.uid().is_none_or(|uid| {
                         data.told
@@ -955,7 +983,7 @@ async fn apply(
                     )
                     .await;
                 }
-                return Err(Error::OutputPod(error.into_inner()));
+                return Err(Error::OutputPod(error));
             }
         }
     }

@@ -382,8 +382,9 @@ fn meta_job_id(meta: &ObjectMeta) -> Option<i64> {
 /// the open can close that race, the script may swap the path in between), and `$COPY_SECONDS`
 /// after that if it still copies (a sparse file of terabytes, or one another job keeps
 /// writing). The Pod says which (only for a worker the watchdog ended). A worker that died
-/// otherwise (a failed reopen, a failed fork) fails the Pod: its log did not end with the job. Fd 3 is closed first: the watchdog reads an open fd 3 as the worker's open
-/// done.
+/// otherwise (a failed reopen, a failed fork, killed before the end was announced) fails the
+/// Pod at once, saying so: its log did not end with the job, and a replacement prints the file
+/// again. Fd 3 is closed first: the watchdog reads an open fd 3 as the worker's open done.
 fn streamer_script() -> String {
     format!(
         "exec 3<&-; ended() {{ grep -q '^{ENDED_ANNOTATION}=\"true\"' \"$ANNOTATIONS_FILE\" 2>/dev/null; }}; \
@@ -407,12 +408,13 @@ leave it readable by others (e.g. umask 022)\"; exit 0; fi; \
            [ -L /proc/$worker/fd/3 ] || {{ kill -9 $worker && exit 1; exit 0; }}; \
            sleep \"$COPY_SECONDS\"; kill -9 $worker && exit 2; exit 0 ) >/dev/null 2>&1 & watchdog=$!; \
          wait $worker 2>/dev/null; status=$?; why=0; \
-         if [ $status -gt 128 ]; then wait $watchdog; why=$?; else kill $watchdog 2>/dev/null; fi; \
+         if [ $status -gt 128 ] && ended; then wait $watchdog; why=$?; else kill $watchdog 2>/dev/null; fi; \
          if [ $why = 1 ]; then echo \"not streamed: $OUTPUT_FILE could not be opened by the \
 job's end (a FIFO?)\"; fi; \
          if [ $why = 2 ]; then echo \"cut short: $OUTPUT_FILE was still being copied \
 $COPY_SECONDS s after the job's end\"; fi; \
-         if [ $status != 0 ] && [ $why = 0 ]; then exit 1; fi; \
+         if [ $status != 0 ] && [ $why = 0 ]; then echo \"cut short: the copy of $OUTPUT_FILE \
+stopped ($status) before the job's end was known\"; exit 1; fi; \
          exit 0"
     )
 }
@@ -583,7 +585,9 @@ pub fn pod_step(
         // A Pod that ended by itself while its job ran (`Succeeded`, untold) said why in its
         // log ("not streamed: …"): another would say the same.
         let stopped_early = match phase {
-            Some(PodPhase::Failed) => !told(pod),
+            // The streamer exits 0 on each end it chooses (the watchdog's included): a Pod
+            // that failed, told or not, stopped with its copy (killed, evicted).
+            Some(PodPhase::Failed) => true,
             Some(PodPhase::Succeeded) => told(pod) && !ended,
             _ => false,
         };
@@ -857,8 +861,16 @@ mod tests {
                 failed,
                 true,
                 true,
+                PodStep::Replace,
+                "failed after told the end (its copy killed or evicted: not whole)",
+            ),
+            (
+                &told,
+                failed,
+                true,
+                false,
                 PodStep::Nothing,
-                "failed after told the end",
+                "failed after told the end, too late to create",
             ),
             (
                 &told,
@@ -1613,6 +1625,64 @@ mod tests {
             let zeros = &copied[..copied.len() - note.len()];
             assert!((zeros.len() as u64) < size, "{name}");
             assert!(zeros.iter().all(|b| *b == 0), "{name}: only the file");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A copy killed before the end is announced (by anything but the watchdog, e.g. the
+    /// kernel's OOM killer) fails the script at once, saying so: the Pod fails and is replaced,
+    /// instead of sitting silent until the job's end and then failing as if told.
+    #[test]
+    fn a_copy_killed_before_the_end_fails_at_once() {
+        use std::io::Read;
+        use std::time::Duration;
+
+        let dir = scratch("streamer-killed");
+        let annotations = dir.join("annotations");
+        let file = dir.join("killed.out");
+        std::fs::write(&file, "hello\n").unwrap();
+        for (name, toolbox) in toolboxes(&dir) {
+            std::fs::write(&annotations, "slurm.rs/job-id=\"7\"\n").unwrap();
+            let mut child = streamer(&toolbox, &file, &annotations, COPY_SECONDS);
+            let deadline = Deadline::arm(&child, Duration::from_secs(60));
+            let mut stdout = child.stdout.take().unwrap();
+            let mut seen = Vec::new();
+            let mut chunk = [0u8; 256];
+            while !seen.ends_with(b"hello\n") {
+                let n = stdout.read(&mut chunk).unwrap();
+                assert!(n > 0, "{name}: ended before streaming");
+                seen.extend_from_slice(&chunk[..n]);
+            }
+            // The worker is the script's child holding the file open as fd 3.
+            let worker = loop {
+                let children =
+                    std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+                        .unwrap_or_default();
+                let found = children.split_whitespace().find(|pid| {
+                    std::fs::read_link(format!("/proc/{pid}/fd/3")).is_ok_and(|p| p == file)
+                });
+                if let Some(pid) = found {
+                    break pid.to_owned();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            let killed = std::process::Command::new("kill")
+                .args(["-9", &worker])
+                .status()
+                .unwrap();
+            assert!(killed.success(), "{name}");
+            stdout.read_to_end(&mut seen).unwrap();
+            let status = child.wait().unwrap();
+            assert!(!deadline.fired(), "{name}: waited for the end");
+            assert_eq!(status.code(), Some(1), "{name}");
+            let text = String::from_utf8_lossy(&seen);
+            assert!(
+                text.ends_with(&format!(
+                    "cut short: the copy of {} stopped (137) before the job's end was known\n",
+                    file.display()
+                )),
+                "{name}: {text}"
+            );
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -2810,6 +2810,76 @@ async fn an_output_pod_follows_the_runs_output_not_the_spec_edited_since() {
     server.await.unwrap();
 }
 
+/// A Pod of the SlurmJob's name that it does not control (an earlier SlurmJob's, orphaned) is
+/// left alone and no streamer is made while it is there: the tenant is told once, by a Warning
+/// naming what to do, not at every reconcile, and the reconcile does not fail for it (nothing
+/// retried frees the name); the streamer is made once that Pod is gone.
+#[tokio::test]
+async fn a_pod_taking_the_output_pods_name_is_told_once() {
+    let (ctx, mut api) = Context::test();
+    let (mut job, _index) = observed_with_output(
+        &ctx,
+        "taken",
+        "#!/bin/sh
+sleep 600
+",
+        |tag| tagged_record(402, tag, &["RUNNING"]),
+    );
+    assert_eq!(job.status.as_ref().unwrap().phase, Phase::Running);
+    let mut orphan = output::pod(
+        &job,
+        &output::run_output(job.spec.output.as_ref().unwrap()),
+        402,
+        output::DEFAULT_IMAGE,
+        false,
+    )
+    .unwrap();
+    orphan.metadata.owner_references = None;
+    orphan.metadata.uid = Some("pod-uid-orphan".into());
+    let data = with_pods(&data(ctx), &[&orphan]);
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        let settled = expect_status_apply(&mut api, &expected).await;
+        let event = expect_event(&mut api, &expected, "Warning", "OutputPodNameTaken").await;
+        api.expect_no_more_calls().await;
+        (settled, event, api)
+    });
+    reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    let (settled, event, mut api) = server.await.unwrap();
+    let note = event.body["note"].as_str().unwrap();
+    assert!(
+        note.contains("a Pod named taken exists and is not this SlurmJob's output streamer")
+            && note.contains("kubectl delete pod taken"),
+        "{note}"
+    );
+    job.status = Some(settled);
+
+    // Again: not told again, nothing read or made.
+    let expected = job.clone();
+    let server = tokio::spawn(async move {
+        api.expect_no_more_calls().await;
+        api
+    });
+    reconcile(Arc::new(job.clone()), data.clone())
+        .await
+        .unwrap();
+    let mut api = server.await.unwrap();
+
+    // Gone: the streamer is made.
+    let data = with_pods(&data, &[]);
+    let server = tokio::spawn(async move {
+        expect_get_pod(&mut api, &expected, None).await;
+        let created = expect_create_pod(&mut api).await;
+        api.expect_no_more_calls().await;
+        created
+    });
+    reconcile(Arc::new(job.clone()), data).await.unwrap();
+    let created = server.await.unwrap();
+    assert_eq!(output::streamed_job_id(&created), Some(402));
+}
+
 /// An output Pod that stopped while its job runs (here evicted: `Failed`, never told the end)
 /// is replaced: the Pod cache shows it failed, so it is read, and deleted as that very Pod (its
 /// uid a precondition); the Pod watch brings the reconcile that creates the new one. One that
