@@ -1664,6 +1664,8 @@ NP_MODES = [
     ("SrunPortRange, slurmdbd port 7031, metricsFrom without metrics",
      ("accounting.enabled=true", "accounting.slurmdbd.port=7031", "login.enabled=true", "slurm.config.SrunPortRange=60001-63000",
       f"cluster.nodeSetNamespaces={{{NP_EXTRA_NS}}}")),
+    ("SlurmdPort unset (Slurm's default), SrunPortRange, login",
+     ("login.enabled=true", "slurm.config.SlurmdPort=null", "slurm.config.SrunPortRange=60001-63000")),
     ("SrunPortRange in extraConfig, external database, slurmrestd port 8080",
      ("accounting.enabled=true", "accounting.mariadb.enabled=false", "accounting.external.host=db.example.org",
       "accounting.external.passwordSecret.name=db", "login.enabled=true", "slurmrestd.port=8080",
@@ -1701,6 +1703,9 @@ class NpModel:
         # template without the chart's labels and without a named port (as the docs' sets): the
         # chart's peers trust it, so its policies police it as the chart's slurmd.
         self.pods.append(NpPod("slurmd-extra", ns, {"app": "by-hand", "slurm.rs/nodeset": "by-hand"}, {}))
+        # One whose template gives its nodes their own port (`--conf "Port=17001"`, which the
+        # operator keeps), named slurmd.
+        self.pods.append(NpPod("slurmd-extra", ns, {"app": "by-port", "slurm.rs/nodeset": "by-port"}, {"slurmd": 17001}))
         op = next(d for d in render(OPERATOR, namespace="slurm-operator") if d["kind"] == "Deployment")
         self.pods.append(NpPod("operator", "slurm-operator", op["spec"]["template"]["metadata"]["labels"], {"http-metrics": 8080}))
         self.pods.append(NpPod("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"}, {}))
@@ -1714,7 +1719,7 @@ class NpModel:
         for nset in find(docs, "SlurmNodeSet"):
             host, port = slurmd_args(nset)["conf-server"].rsplit(":", 1)
             ensure(np_service_port(docs, host, int(port)) == self.ctld_port, f"{nset['metadata']['name']}: --conf-server {host}:{port}")
-        self.slurmd_port = int(conf["SlurmdPort"])
+        self.slurmd_port = int(conf.get("SlurmdPort", 6818))  # unset: Slurm's default
         self.dbd_port = self.db_port = None
         if "AccountingStorageHost" in conf:
             self.dbd_port = np_service_port(docs, conf["AccountingStorageHost"], int(conf["AccountingStoragePort"]))
@@ -1750,8 +1755,10 @@ class NpModel:
         if d == "slurmctld":
             return port == self.ctld_port and (s in self.SLURMD + ("login", "slurmrestd", "slurmdbd") or (s == "prometheus" and self.metrics))
         if d == "slurmd":  # nodes among themselves on any port (srun, MPI); slurmctld to slurmd and srun; login to slurmd
-            return (s in self.SLURMD or (s == "slurmctld" and (port == self.slurmd_port or self.srun_port(port)))
-                    or (s == "login" and port == self.slurmd_port))
+            # slurmd listens on SlurmdPort, or on its set's own Port= (its port named slurmd).
+            slurmd = port in (self.slurmd_port, dst.ports.get("slurmd"))
+            return (s in self.SLURMD or (s == "slurmctld" and (slurmd or self.srun_port(port)))
+                    or (s == "login" and slurmd))
         if d == "login":  # to srun/salloc
             return s in ("slurmctld",) + self.SLURMD and self.srun_port(port)
         if d == "slurmrestd":

@@ -104,27 +104,6 @@ impl ClusterHandle {
         }
     }
 
-    /// The SlurmCluster `cluster` leaves the connection with its word on whom it reaches. If
-    /// it was the one holding out, the others' agreement now holds: writes held for answers of
-    /// the cluster they all name go out again (only those: `SlurmClient::expect_cluster`
-    /// without an epoch keeps writes held for any third cluster's answer), without waiting for
-    /// their next check.
-    fn forget_judge(&self, cluster: &str) {
-        let mut identity = self
-            .identity
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if identity.remove(cluster).is_none() {
-            return;
-        }
-        let mut named = identity.values();
-        if let Some(name) = named.next()
-            && named.all(|found| found == name)
-        {
-            self.client.expect_cluster(name);
-        }
-    }
-
     /// A request slot on this cluster's connection, if one is free now. Hold it while calling
     /// slurmrestd; `None`: requeue and try again soon, do not wait in a reconcile slot.
     pub fn try_io(&self) -> Option<RequestSlot> {
@@ -267,8 +246,16 @@ impl Connections {
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
                 .retain(|m| m != cluster);
-            // Its word on whom the connection reaches goes with it (it would judge again).
-            connection.handle.forget_judge(&cluster.name);
+            // Its word on whom the connection reaches goes with it (it would judge again). The
+            // others' words are not acted on here: a word without a fresh `/diag` may be older
+            // than the answers since (an endpoint that moved and came back); writes held only
+            // by its word go out at their next checks.
+            connection
+                .handle
+                .identity
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&cluster.name);
             if connection.members() == 0 {
                 self.by_id.remove(&id);
             }
@@ -637,8 +624,11 @@ mod tests {
         shared.confirm_cluster("c", "main");
         shared.confirm_cluster("b", "other");
         assert_eq!(shared.client.expected_cluster().as_deref(), Some("main"));
-        // The one holding out leaving, the others' word holds at once (not at their next check).
+        // The one holding out leaving releases nothing by itself: b's word may be older than
+        // what answered since; b's next check (a fresh `/diag`) decides.
         assert!(f.registry.remove(&ObjectRef::new("c")));
+        assert_eq!(shared.client.expected_cluster().as_deref(), Some("main"));
+        shared.confirm_cluster("b", "other");
         assert_eq!(shared.client.expected_cluster().as_deref(), Some("other"));
         assert!(f.registry.remove(&ObjectRef::new("b")));
         assert_eq!(f.registry.pollers(), 1);

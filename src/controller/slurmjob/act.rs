@@ -1315,9 +1315,12 @@ where
     status.submitted_spec_hash = spec_hash;
     // Where this run writes its output, as submitted: an edit of `spec.output` applies from
     // the next run, and the run's Pod must read the file the run writes. An earlier
-    // generation's run was submitted from a spec not known here: the current one's is the
-    // best word on it.
-    status.output = facts.spec.output.as_ref().map(output::run_output);
+    // generation's run was submitted from a spec not known here: its record decides.
+    status.output = if run_generation == generation {
+        facts.spec.output.as_ref().map(output::run_output)
+    } else {
+        output::earlier_run_output(facts.spec, target.name, job_id, &records)
+    };
     // An earlier generation's run: this generation is an edit of it, decided here (a step of
     // its own would write `observedGeneration` back to the earlier one first).
     if run_generation != generation {

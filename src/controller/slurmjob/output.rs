@@ -78,6 +78,27 @@ pub fn run_output(output: &JobOutput) -> RunOutput {
     }
 }
 
+/// Where a run adopted from an earlier generation (its spec not known here) writes its output:
+/// the current spec's output when the run's record shows it writes the file that spec names,
+/// none when it shows another file, and the current spec's when no record says (the best word
+/// there is).
+pub fn earlier_run_output(
+    spec: &crate::crd::slurmjob::SlurmJobSpec,
+    object_name: &str,
+    job_id: u32,
+    records: &[crate::slurm::types::Job],
+) -> Option<RunOutput> {
+    let current = spec.output.as_ref().map(run_output);
+    let Some(written) = records.iter().find_map(|r| r.standard_output.as_deref()) else {
+        return current;
+    };
+    // slurmrestd may show the path as submitted or with `%j` expanded.
+    let named = super::submit::output_path(spec, object_name)?;
+    (named == written || named.replace("%j", &job_id.to_string()) == written)
+        .then_some(current)
+        .flatten()
+}
+
 /// Where the run `status` names writes its output: what its submit recorded.
 pub fn current_run_output(job: &SlurmJob) -> Option<&RunOutput> {
     job.status.as_ref()?.output.as_ref()
@@ -404,9 +425,12 @@ leave it readable by others (e.g. umask 022)\"; exit 0; fi; \
            while read -r key value; do if [ \"$key\" = pos: ]; then pos=$value; fi; done < /proc/self/fdinfo/3; \
            if [ \"$size\" -lt \"$pos\" ]; then exec 3< /proc/self/fd/3; cat <&3; fi; }}; \
          until ended; do follow; sleep 1; done; follow; exit 0 ) & worker=$!; \
-         ( until ended; do sleep 2; done; sleep {OPEN_GRACE_SECONDS}; \
-           [ -L /proc/$worker/fd/3 ] || {{ kill -9 $worker && exit 1; exit 0; }}; \
-           sleep \"$COPY_SECONDS\"; kill -9 $worker && exit 2; exit 0 ) >/dev/null 2>&1 & watchdog=$!; \
+         ( alive() {{ [ -d /proc/$worker ]; }}; \
+           until ended; do sleep 2; done; i=0; \
+           while alive && [ $i -lt {OPEN_GRACE_SECONDS} ]; do sleep 1; i=$((i+1)); done; alive || exit 0; \
+           [ -L /proc/$worker/fd/3 ] || {{ kill -9 $worker && exit 1; exit 0; }}; i=0; \
+           while alive && [ $i -lt \"$COPY_SECONDS\" ]; do sleep 1; i=$((i+1)); done; \
+           alive && kill -9 $worker && exit 2; exit 0 ) >/dev/null 2>&1 & watchdog=$!; \
          wait $worker 2>/dev/null; status=$?; why=0; \
          if [ $status -gt 128 ] && ended; then wait $watchdog; why=$?; else kill $watchdog 2>/dev/null; fi; \
          if [ $why = 1 ]; then echo \"not streamed: $OUTPUT_FILE could not be opened by the \
@@ -414,7 +438,7 @@ job's end (a FIFO?)\"; fi; \
          if [ $why = 2 ]; then echo \"cut short: $OUTPUT_FILE was still being copied \
 $COPY_SECONDS s after the job's end\"; fi; \
          if [ $status != 0 ] && [ $why = 0 ]; then echo \"cut short: the copy of $OUTPUT_FILE \
-stopped ($status) before the job's end was known\"; exit 1; fi; \
+stopped ($status)\"; exit 1; fi; \
          exit 0"
     )
 }
@@ -553,6 +577,10 @@ fn younger_by(
     (left > chrono::TimeDelta::zero()).then(|| left.to_std().unwrap_or_default())
 }
 
+/// How soon a Pod of the SlurmJob's name that is going ([`pod_step`]) is looked at again if its
+/// deletion brought no reconcile.
+const PASSING_POD_RECHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What the output Pod of run `job_id` of the SlurmJob `owner` (its uid) needs at `now`, from
 /// the Pod of the SlurmJob's name as known (`None`: there is none). `min_age`: how old a Pod
 /// that stopped early must be to be replaced ([`replace_after`]).
@@ -580,7 +608,20 @@ pub fn pod_step(
         .flatten()
         .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == owner);
     if !ours {
-        PodStep::NotOurs
+        // Going: being deleted, or controlled by an earlier SlurmJob of this name (gone, as
+        // this one has the name now: the garbage collector deletes it, and its deletion brings
+        // a reconcile). Looked at again, not told as a name taken.
+        let earlier = pod.owner_references.iter().flatten().any(|o| {
+            o.controller == Some(true)
+                && o.kind == "SlurmJob"
+                && o.api_version.starts_with("slurm.rs/")
+                && pod.name.as_deref() == Some(o.name.as_str())
+        });
+        if pod.deletion_timestamp.is_some() || earlier {
+            PodStep::LookAgain(PASSING_POD_RECHECK)
+        } else {
+            PodStep::NotOurs
+        }
     } else if meta_job_id(pod) == Some(job_id) {
         // A Pod that ended by itself while its job ran (`Succeeded`, untold) said why in its
         // log ("not streamed: …"): another would say the same.
@@ -811,6 +852,31 @@ mod tests {
         assert_eq!(step(Some(&leaving), running, false, true), PodStep::Nothing);
         let foreign = pod("someone-else", "7", false, false);
         assert_eq!(step(Some(&foreign), running, true, true), PodStep::NotOurs);
+        // Going: not a name taken, looked at again.
+        let mut deleted = foreign.clone();
+        deleted.deletion_timestamp = Some(crate::crd::condition::now());
+        assert_eq!(
+            step(Some(&deleted), running, true, true),
+            PodStep::LookAgain(PASSING_POD_RECHECK),
+            "being deleted"
+        );
+        let mut earlier = foreign.clone();
+        earlier.name = Some("train".into());
+        let controller = &mut earlier.owner_references.as_mut().unwrap()[0];
+        controller.kind = "SlurmJob".into();
+        controller.api_version = "slurm.rs/v1alpha1".into();
+        controller.name = "train".into();
+        assert_eq!(
+            step(Some(&earlier), running, true, true),
+            PodStep::LookAgain(PASSING_POD_RECHECK),
+            "an earlier SlurmJob's of this name, which the garbage collector deletes"
+        );
+        earlier.owner_references.as_mut().unwrap()[0].name = "other".into();
+        assert_eq!(
+            step(Some(&earlier), running, true, true),
+            PodStep::NotOurs,
+            "controlled by a SlurmJob of another name: not going"
+        );
         let mut referring = streaming.clone();
         referring.owner_references.as_mut().unwrap()[0].controller = None;
         assert_eq!(
@@ -1084,6 +1150,69 @@ mod tests {
         job.metadata.namespace = Some("ml".into());
         job.metadata.uid = Some("u-1".into());
         job
+    }
+
+    /// A run adopted from an earlier generation streams from the current spec's output only
+    /// when its record shows it writes that very file.
+    #[test]
+    fn an_earlier_runs_output_is_the_specs_only_when_its_record_agrees() {
+        let output = JobOutput {
+            volume: "results".into(),
+            slurm_path: "/shared".into(),
+            sub_path: Some("b".into()),
+        };
+        let job = job(Some(output.clone()));
+        let current = Some(run_output(&output));
+        let record = |stdout: Option<&str>| crate::slurm::types::Job {
+            job_id: 42,
+            standard_output: stdout.map(str::to_owned),
+            ..crate::slurm::types::Job::bare()
+        };
+        for (records, expected, why) in [
+            (vec![], current.clone(), "no record: the current spec's"),
+            (
+                vec![record(None)],
+                current.clone(),
+                "a record that does not say",
+            ),
+            (
+                vec![record(Some("/shared/b/train-%j.out"))],
+                current.clone(),
+                "as submitted",
+            ),
+            (
+                vec![record(Some("/shared/b/train-42.out"))],
+                current.clone(),
+                "expanded",
+            ),
+            (
+                vec![record(Some("/shared/a/train-42.out"))],
+                None,
+                "another directory (subPath edited since)",
+            ),
+            (
+                vec![record(Some("/tmp/slurm-42.out"))],
+                None,
+                "submitted without spec.output",
+            ),
+        ] {
+            assert_eq!(
+                earlier_run_output(&job.spec, "train", 42, &records),
+                expected,
+                "{why}"
+            );
+        }
+        // Output added since: a run whose record names any file writes none the Pod would read.
+        let without = self::job(None);
+        assert_eq!(
+            earlier_run_output(
+                &without.spec,
+                "train",
+                42,
+                &[record(Some("/shared/b/train-42.out"))]
+            ),
+            None
+        );
     }
 
     /// The Pod of a job as its spec asks for output now (a run submitted from that spec).
@@ -1629,60 +1758,77 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A copy killed before the end is announced (by anything but the watchdog, e.g. the
-    /// kernel's OOM killer) fails the script at once, saying so: the Pod fails and is replaced,
-    /// instead of sitting silent until the job's end and then failing as if told.
+    /// A copy killed by anything but the watchdog (e.g. the kernel's OOM killer) fails the
+    /// script at once, saying so: the Pod fails and is replaced. Killed before the end was
+    /// announced, it sat silent until the job's end; after, it waited out the watchdog's copy
+    /// time (here 100 s: the test gives up after 30).
     #[test]
-    fn a_copy_killed_before_the_end_fails_at_once() {
+    fn a_killed_copy_fails_at_once() {
         use std::io::Read;
         use std::time::Duration;
 
         let dir = scratch("streamer-killed");
         let annotations = dir.join("annotations");
-        let file = dir.join("killed.out");
-        std::fs::write(&file, "hello\n").unwrap();
+        let small = dir.join("killed.out");
+        std::fs::write(&small, "hello\n").unwrap();
+        // Copied slower than it is read here (nothing reads it): the copy is going when killed.
+        let large = dir.join("large.out");
+        std::fs::File::create(&large)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
         for (name, toolbox) in toolboxes(&dir) {
-            std::fs::write(&annotations, "slurm.rs/job-id=\"7\"\n").unwrap();
-            let mut child = streamer(&toolbox, &file, &annotations, COPY_SECONDS);
-            let deadline = Deadline::arm(&child, Duration::from_secs(60));
-            let mut stdout = child.stdout.take().unwrap();
-            let mut seen = Vec::new();
-            let mut chunk = [0u8; 256];
-            while !seen.ends_with(b"hello\n") {
-                let n = stdout.read(&mut chunk).unwrap();
-                assert!(n > 0, "{name}: ended before streaming");
-                seen.extend_from_slice(&chunk[..n]);
-            }
-            // The worker is the script's child holding the file open as fd 3.
-            let worker = loop {
-                let children =
-                    std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
-                        .unwrap_or_default();
-                let found = children.split_whitespace().find(|pid| {
-                    std::fs::read_link(format!("/proc/{pid}/fd/3")).is_ok_and(|p| p == file)
-                });
-                if let Some(pid) = found {
-                    break pid.to_owned();
+            for (announced, file) in [(false, &small), (true, &large)] {
+                let what = format!("{name}, announced: {announced}");
+                let told = if announced {
+                    TOLD
+                } else {
+                    "slurm.rs/job-id=\"7\"\n"
+                };
+                std::fs::write(&annotations, told).unwrap();
+                let mut child = streamer(&toolbox, file, &annotations, 100);
+                let deadline = Deadline::arm(&child, Duration::from_secs(30));
+                let mut stdout = child.stdout.take().unwrap();
+                let mut seen = Vec::new();
+                let mut chunk = [0u8; 256];
+                while seen.is_empty() || (!announced && !seen.ends_with(b"hello\n")) {
+                    let n = stdout.read(&mut chunk).unwrap();
+                    assert!(n > 0, "{what}: ended before streaming");
+                    seen.extend_from_slice(&chunk[..n]);
                 }
-                std::thread::sleep(Duration::from_millis(50));
-            };
-            let killed = std::process::Command::new("kill")
-                .args(["-9", &worker])
-                .status()
-                .unwrap();
-            assert!(killed.success(), "{name}");
-            stdout.read_to_end(&mut seen).unwrap();
-            let status = child.wait().unwrap();
-            assert!(!deadline.fired(), "{name}: waited for the end");
-            assert_eq!(status.code(), Some(1), "{name}");
-            let text = String::from_utf8_lossy(&seen);
-            assert!(
-                text.ends_with(&format!(
-                    "cut short: the copy of {} stopped (137) before the job's end was known\n",
-                    file.display()
-                )),
-                "{name}: {text}"
-            );
+                // The worker is the script's child holding the file open as fd 3.
+                let worker = loop {
+                    let children =
+                        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+                            .unwrap_or_default();
+                    let found = children.split_whitespace().find(|pid| {
+                        std::fs::read_link(format!("/proc/{pid}/fd/3")).is_ok_and(|p| p == *file)
+                    });
+                    if let Some(pid) = found {
+                        break pid.to_owned();
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                };
+                if announced {
+                    // Past the open grace: the watchdog waits out the copy time.
+                    std::thread::sleep(Duration::from_secs(u64::from(OPEN_GRACE_SECONDS) + 2));
+                }
+                let killed = std::process::Command::new("kill")
+                    .args(["-9", &worker])
+                    .status()
+                    .unwrap();
+                assert!(killed.success(), "{what}");
+                stdout.read_to_end(&mut seen).unwrap();
+                let status = child.wait().unwrap();
+                assert!(!deadline.fired(), "{what}: waited");
+                assert_eq!(status.code(), Some(1), "{what}");
+                let note = format!("cut short: the copy of {} stopped (137)\n", file.display());
+                assert!(
+                    seen.ends_with(note.as_bytes()),
+                    "{what}: {:?}",
+                    String::from_utf8_lossy(&seen[seen.len().saturating_sub(200)..])
+                );
+            }
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
