@@ -1666,6 +1666,8 @@ NP_MODES = [
       f"cluster.nodeSetNamespaces={{{NP_EXTRA_NS}}}")),
     ("SlurmdPort unset (Slurm's default), SrunPortRange, login",
      ("login.enabled=true", "slurm.config.SlurmdPort=null", "slurm.config.SrunPortRange=60001-63000")),
+    ("SlurmdPort 7000, SrunPortRange, login",
+     ("login.enabled=true", "slurm.config.SlurmdPort=7000", "slurm.config.SrunPortRange=60001-63000")),
     ("SrunPortRange in extraConfig, external database, slurmrestd port 8080",
      ("accounting.enabled=true", "accounting.mariadb.enabled=false", "accounting.external.host=db.example.org",
       "accounting.external.passwordSecret.name=db", "login.enabled=true", "slurmrestd.port=8080",
@@ -1720,6 +1722,12 @@ class NpModel:
             host, port = slurmd_args(nset)["conf-server"].rsplit(":", 1)
             ensure(np_service_port(docs, host, int(port)) == self.ctld_port, f"{nset['metadata']['name']}: --conf-server {host}:{port}")
         self.slurmd_port = int(conf.get("SlurmdPort", 6818))  # unset: Slurm's default
+        # The chart's slurmd pods name the port slurmd listens on (their readiness probe and
+        # the policy's named-port rule use it).
+        for pod in self.pods:
+            if pod.role == "slurmd":
+                ensure(pod.ports.get("slurmd") == self.slurmd_port,
+                       f"{pod}: port slurmd {pod.ports.get('slurmd')} is not SlurmdPort {self.slurmd_port}")
         self.dbd_port = self.db_port = None
         if "AccountingStorageHost" in conf:
             self.dbd_port = np_service_port(docs, conf["AccountingStorageHost"], int(conf["AccountingStoragePort"]))

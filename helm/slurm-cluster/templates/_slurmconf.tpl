@@ -142,3 +142,10 @@ NodeSet=partition-{{ $name }} Feature=partition-{{ $name }}
 {{ $k }}={{ get $conf $k }}
 {{- end }}
 {{ end }}
+
+{{/* The port slurmd listens on: SlurmdPort in the rendered slurm.conf (the last one counts);
+none (slurm.config unsets it with null or ""): Slurm's default, 6818. The slurmd containers'
+port named slurmd and the NetworkPolicy use it. */}}
+{{- define "slurm-cluster.slurmdPort" -}}
+{{- regexFindAll "(?mi)^[ \t]*SlurmdPort[ \t]*=[ \t]*[0-9]+" (include "slurm-cluster.slurmConf" .) -1 | default (list "SlurmdPort=6818") | last | regexFind "[0-9]+$" -}}
+{{- end }}

@@ -425,7 +425,7 @@ leave it readable by others (e.g. umask 022)\"; exit 0; fi; \
            while read -r key value; do if [ \"$key\" = pos: ]; then pos=$value; fi; done < /proc/self/fdinfo/3; \
            if [ \"$size\" -lt \"$pos\" ]; then exec 3< /proc/self/fd/3; cat <&3; fi; }}; \
          until ended; do follow; sleep 1; done; follow; exit 0 ) & worker=$!; \
-         ( alive() {{ [ -d /proc/$worker ]; }}; \
+         ( alive() {{ line=; read -r line < /proc/$worker/stat; case $line in ''|*') Z '*) return 1;; esac; }}; \
            until ended; do sleep 2; done; i=0; \
            while alive && [ $i -lt {OPEN_GRACE_SECONDS} ]; do sleep 1; i=$((i+1)); done; alive || exit 0; \
            [ -L /proc/$worker/fd/3 ] || {{ kill -9 $worker && exit 1; exit 0; }}; i=0; \
@@ -580,6 +580,9 @@ fn younger_by(
 /// How soon a Pod of the SlurmJob's name that is going ([`pod_step`]) is looked at again if its
 /// deletion brought no reconcile.
 const PASSING_POD_RECHECK: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a Pod of the SlurmJob's name that is being deleted is waited for before it is told
+/// as a name taken (a finalizer may hold it).
+const PASSING_POD_PATIENCE: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
 
 /// What the output Pod of run `job_id` of the SlurmJob `owner` (its uid) needs at `now`, from
 /// the Pod of the SlurmJob's name as known (`None`: there is none). `min_age`: how old a Pod
@@ -608,16 +611,22 @@ pub fn pod_step(
         .flatten()
         .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == owner);
     if !ours {
-        // Going: being deleted, or controlled by an earlier SlurmJob of this name (gone, as
-        // this one has the name now: the garbage collector deletes it, and its deletion brings
-        // a reconcile). Looked at again, not told as a name taken.
+        // Going: being deleted (for at most a few minutes: one held longer by a finalizer is
+        // in the way), or controlled by an earlier SlurmJob of this name (gone, as this one
+        // has the name now: the garbage collector deletes it, and its deletion brings a
+        // reconcile). Looked at again, not told as a name taken.
         let earlier = pod.owner_references.iter().flatten().any(|o| {
             o.controller == Some(true)
                 && o.kind == "SlurmJob"
-                && o.api_version.starts_with("slurm.rs/")
+                && o.api_version == "slurm.rs/v1alpha1"
                 && pod.name.as_deref() == Some(o.name.as_str())
         });
-        if pod.deletion_timestamp.is_some() || earlier {
+        let deleting = pod
+            .deletion_timestamp
+            .as_ref()
+            .and_then(crate::crd::time::to_utc)
+            .is_some_and(|since| now - since < PASSING_POD_PATIENCE);
+        if deleting || earlier {
             PodStep::LookAgain(PASSING_POD_RECHECK)
         } else {
             PodStep::NotOurs
@@ -860,6 +869,13 @@ mod tests {
             PodStep::LookAgain(PASSING_POD_RECHECK),
             "being deleted"
         );
+        deleted.deletion_timestamp =
+            crate::crd::time::from_utc(now - PASSING_POD_PATIENCE - chrono::TimeDelta::seconds(1));
+        assert_eq!(
+            step(Some(&deleted), running, true, true),
+            PodStep::NotOurs,
+            "held in its deletion past the patience (a finalizer)"
+        );
         let mut earlier = foreign.clone();
         earlier.name = Some("train".into());
         let controller = &mut earlier.owner_references.as_mut().unwrap()[0];
@@ -870,6 +886,13 @@ mod tests {
             step(Some(&earlier), running, true, true),
             PodStep::LookAgain(PASSING_POD_RECHECK),
             "an earlier SlurmJob's of this name, which the garbage collector deletes"
+        );
+        let mut unserved = earlier.clone();
+        unserved.owner_references.as_mut().unwrap()[0].api_version = "slurm.rs/v9".into();
+        assert_eq!(
+            step(Some(&unserved), running, true, true),
+            PodStep::NotOurs,
+            "controlled by a version not served: the garbage collector leaves it"
         );
         earlier.owner_references.as_mut().unwrap()[0].name = "other".into();
         assert_eq!(
