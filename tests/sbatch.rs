@@ -636,6 +636,20 @@ async fn apply_wait_and_logs_against_an_api_server() {
         }
     };
     let args = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    // `logs <name>` ends at once (not after its 5-minute Pod timeout) with `code`, saying `text`.
+    let said_at_once = |name: &'static str, code: i32, text: &'static str| {
+        let run = &run;
+        async move {
+            let started = std::time::Instant::now();
+            let (exit, _, stderr) = run(args(&["logs", name, "-n", "team-a"])).await;
+            assert_eq!(exit, Some(code), "{stderr}");
+            assert!(stderr.contains(text), "{stderr}");
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "not after the Pod timeout: {text}"
+            );
+        }
+    };
     let sweep = fixture("array_sweep.sh");
     let sweep = sweep.to_str().unwrap();
 
@@ -802,17 +816,12 @@ async fn apply_wait_and_logs_against_an_api_server() {
     )
     .await
     .unwrap();
-    let started = std::time::Instant::now();
-    let (code, _, stderr) = run(args(&["logs", "refused-out", "-n", "team-a"])).await;
-    assert_eq!(code, Some(126), "{stderr}");
-    assert!(
-        stderr.contains("no output: it cannot be submitted: SubmitRejected: Slurm refused"),
-        "{stderr}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "not after the Pod timeout"
-    );
+    said_at_once(
+        "refused-out",
+        126,
+        "no output: it cannot be submitted: SubmitRejected: Slurm refused",
+    )
+    .await;
 
     // With spec.output: the streamer Pod the operator makes for it (created here, as the
     // operator would), and what it prints, as its container's log (the kubelet's part, which
@@ -879,14 +888,7 @@ async fn apply_wait_and_logs_against_an_api_server() {
     jobs.patch_status("streamed", &PatchParams::default(), &Patch::Merge(&queued))
         .await
         .unwrap();
-    let started = std::time::Instant::now();
-    let (code, _, stderr) = run(args(&["logs", "streamed", "-n", "team-a"])).await;
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("waits in Slurm's queue"), "{stderr}");
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "not after the Pod timeout"
-    );
+    said_at_once("streamed", 2, "waits in Slurm's queue").await;
     let not_queued = json!({"status": {"phase": "Pending"}});
     jobs.patch_status(
         "streamed",
@@ -907,17 +909,12 @@ async fn apply_wait_and_logs_against_an_api_server() {
     let mut foreign = pod.clone();
     foreign.metadata.owner_references = None;
     pods.create(&Default::default(), &foreign).await.unwrap();
-    let started = std::time::Instant::now();
-    let (code, _, stderr) = run(args(&["logs", "streamed", "-n", "team-a"])).await;
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(
-        stderr.contains("a Pod named streamed is there and is not its output streamer"),
-        "{stderr}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "not after the Pod timeout"
-    );
+    said_at_once(
+        "streamed",
+        2,
+        "a Pod named streamed is there and is not its output streamer",
+    )
+    .await;
     pods.delete("streamed", &Default::default()).await.unwrap();
     // A run submitted without `spec.output` (set since): its output stays on the Slurm nodes
     // whatever the spec says now, said at once.
@@ -925,12 +922,12 @@ async fn apply_wait_and_logs_against_an_api_server() {
     jobs.patch_status("streamed", &PatchParams::default(), &Patch::Merge(&without))
         .await
         .unwrap();
-    let (code, _, stderr) = run(args(&["logs", "streamed", "-n", "team-a"])).await;
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(
-        stderr.contains("its current run, Slurm job 77, was submitted without spec.output"),
-        "{stderr}"
-    );
+    said_at_once(
+        "streamed",
+        2,
+        "its current run, Slurm job 77, was submitted without spec.output",
+    )
+    .await;
     pods.create(&Default::default(), &pod).await.unwrap();
     jobs.patch_status(
         "streamed",

@@ -1655,6 +1655,22 @@ async fn expect_create_pod(api: &mut ApiServerVerifier) -> Pod {
     serde_json::from_value(call.body).unwrap()
 }
 
+/// The reconcile finds no output Pod and creates one, and asks nothing more; the Pod created.
+async fn expect_streamer_made(api: &mut ApiServerVerifier, job: &SlurmJob) -> Pod {
+    expect_get_pod(api, job, None).await;
+    let created = expect_create_pod(api).await;
+    api.expect_no_more_calls().await;
+    created
+}
+
+/// `record` of a job on `n1` that ended a minute ago, after a minute's run.
+fn ended_a_minute_ago(mut record: crate::slurm::types::Job) -> crate::slurm::types::Job {
+    record.nodes = Some("n1".into());
+    record.start_time = Some(Utc::now() - chrono::TimeDelta::minutes(2));
+    record.end_time = Some(Utc::now() - chrono::TimeDelta::minutes(1));
+    record
+}
+
 /// A SlurmJob whose output goes to PVC `out`, mounted at `/shared` on the Slurm nodes.
 fn with_output(mut job: SlurmJob) -> SlurmJob {
     job.spec.output =
@@ -2764,20 +2780,14 @@ async fn an_output_pod_follows_the_runs_output_not_the_spec_edited_since() {
     let (ctx, mut api) = Context::test();
     let recorded = job.status.as_ref().unwrap().output.clone();
     assert!(recorded.is_some());
-    let mut record = completed_record(203, &OwnerTag::new(uid_of(&job), 1));
-    record.nodes = Some("n1".into());
-    record.start_time = Some(Utc::now() - chrono::TimeDelta::minutes(2));
-    record.end_time = Some(Utc::now() - chrono::TimeDelta::minutes(1));
+    let record = ended_a_minute_ago(completed_record(203, &OwnerTag::new(uid_of(&job), 1)));
     let _index = observed_as(&ctx, &mut job, record);
     job.status.as_mut().unwrap().output = recorded;
     let without_pod = with_pods(&data(ctx), &[]);
     let expected = job.clone();
     let server = tokio::spawn(async move {
         let _ = expect_status_apply(&mut api, &expected).await;
-        expect_get_pod(&mut api, &expected, None).await;
-        let created = expect_create_pod(&mut api).await;
-        api.expect_no_more_calls().await;
-        created
+        expect_streamer_made(&mut api, &expected).await
     });
     reconcile(Arc::new(job.clone()), without_pod).await.unwrap();
     let created = server.await.unwrap();
@@ -2794,10 +2804,7 @@ async fn an_output_pod_follows_the_runs_output_not_the_spec_edited_since() {
     // read.
     let (ctx, mut api) = Context::test();
     let mut job = with_output(job);
-    let mut record = completed_record(203, &OwnerTag::new(uid_of(&job), 1));
-    record.nodes = Some("n1".into());
-    record.start_time = Some(Utc::now() - chrono::TimeDelta::minutes(2));
-    record.end_time = Some(Utc::now() - chrono::TimeDelta::minutes(1));
+    let record = ended_a_minute_ago(completed_record(203, &OwnerTag::new(uid_of(&job), 1)));
     let _index = observed_as(&ctx, &mut job, record);
     assert_eq!(job.status.as_ref().unwrap().output, None);
     let data = with_pods(&data(ctx), &[]);
@@ -2869,12 +2876,7 @@ sleep 600
 
     // Gone: the streamer is made.
     let data = with_pods(&data, &[]);
-    let server = tokio::spawn(async move {
-        expect_get_pod(&mut api, &expected, None).await;
-        let created = expect_create_pod(&mut api).await;
-        api.expect_no_more_calls().await;
-        created
-    });
+    let server = tokio::spawn(async move { expect_streamer_made(&mut api, &expected).await });
     reconcile(Arc::new(job.clone()), data).await.unwrap();
     let created = server.await.unwrap();
     assert_eq!(output::streamed_job_id(&created), Some(402));
