@@ -1319,7 +1319,8 @@ where
     status.output = if run_generation == generation {
         facts.spec.output.as_ref().map(output::run_output)
     } else {
-        output::earlier_run_output(facts.spec, target.name, job_id, &records)
+        let named = super::submit::output_path(facts.spec, target.name);
+        output::earlier_run_output(facts.spec, named.as_deref(), job_id, &records)
     };
     // An earlier generation's run: this generation is an edit of it, decided here (a step of
     // its own would write `observedGeneration` back to the earlier one first).

@@ -82,9 +82,10 @@ pub fn run_output(output: &JobOutput) -> RunOutput {
 /// the current spec's output when the run's record shows it writes the file that spec names,
 /// none when it shows another file, and the current spec's when no record says (the best word
 /// there is).
+/// `named`: the file the current spec names on the Slurm nodes (`submit::output_path`).
 pub fn earlier_run_output(
     spec: &crate::crd::slurmjob::SlurmJobSpec,
-    object_name: &str,
+    named: Option<&str>,
     job_id: u32,
     records: &[crate::slurm::types::Job],
 ) -> Option<RunOutput> {
@@ -93,7 +94,7 @@ pub fn earlier_run_output(
         return current;
     };
     // slurmrestd may show the path as submitted or with `%j` expanded.
-    let named = super::submit::output_path(spec, object_name)?;
+    let named = named?;
     (named == written || named.replace("%j", &job_id.to_string()) == written)
         .then_some(current)
         .flatten()
@@ -1220,7 +1221,12 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                earlier_run_output(&job.spec, "train", 42, &records),
+                earlier_run_output(
+                    &job.spec,
+                    submit::output_path(&job.spec, "train").as_deref(),
+                    42,
+                    &records
+                ),
                 expected,
                 "{why}"
             );
@@ -1230,7 +1236,7 @@ mod tests {
         assert_eq!(
             earlier_run_output(
                 &without.spec,
-                "train",
+                submit::output_path(&without.spec, "train").as_deref(),
                 42,
                 &[record(Some("/shared/b/train-42.out"))]
             ),
